@@ -1,0 +1,12 @@
+"""tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
+from tgfx import dtypes as _dtypes_module  # noqa: F401
+from tgfx import numpy as numpy
+from tgfx.config import Context as Context
+from tgfx.counters import counters as counters
+from tgfx.dtypes import DType as DType
+from tgfx.dtypes import dtypes as dtypes
+from tgfx.ir.ops import Ops as Ops
+from tgfx.ir.uop import UOp as UOp
+from tgfx.numpy import asarray as asarray
+from tgfx.tensor import Tensor as Tensor
+from tgfx.tensor import realize as realize

@@ -1,0 +1,58 @@
+"""Runtime flags: one place, readable from the environment, overridable in code with `Context`."""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+
+class Flag:
+    """A named runtime flag whose default comes from the environment variable of the same name."""
+
+    _all: dict[str, Flag] = {}
+
+    def __init__(self, name: str, default: Any) -> None:
+        self.name = name
+        raw = os.environ.get(name)
+        self.value = default if raw is None else type(default)(raw)
+        Flag._all[name] = self
+
+    def __bool__(self) -> bool:
+        return bool(self.value)
+
+    def __int__(self) -> int:
+        return int(self.value)
+
+    def __ge__(self, other: int) -> bool:
+        return self.value >= other
+
+    def __gt__(self, other: int) -> bool:
+        return self.value > other
+
+    def __repr__(self) -> str:
+        return f"{self.name}={self.value!r}"
+
+
+DEBUG = Flag("DEBUG", 0)          # 1: kernels as they run, 2: + options and GFLOP/s, 4: + generated code
+SPEC = Flag("SPEC", 0)            # check every UOp against tgfx/ir/spec.py when it is built
+BEAM = Flag("BEAM", 0)            # kernel option search width (0: heuristics only)
+NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
+CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
+DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
+
+
+@contextlib.contextmanager
+def Context(**overrides: Any) -> Iterator[None]:
+    """Temporarily set flags by name: `with Context(DEBUG=2): ...`."""
+    unknown = [k for k in overrides if k not in Flag._all]
+    if unknown:
+        raise ValueError(f"unknown flag(s) {unknown}; known flags are {sorted(Flag._all)}")
+    old = {k: Flag._all[k].value for k in overrides}
+    try:
+        for k, v in overrides.items():
+            Flag._all[k].value = v
+        yield
+    finally:
+        for k, v in old.items():
+            Flag._all[k].value = v

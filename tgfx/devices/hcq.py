@@ -1,0 +1,877 @@
+"""The hardware-command-queue (HCQ) runtime: signals, queues, programs, allocators and the command processor.
+
+This module is the one interface a new backend implements. Everything that runs on a device goes through it:
+the host builds an `HWQueue` of packets, encodes it into a `CommandBuffer` (a flat array of 64-bit words),
+and submits it by copying the words into the ring of one of the device's engines and advancing the ring's
+write pointer. The engine's `CommandProcessor` consumes packets in order, off the Python thread.
+
+Packet format
+-------------
+A command buffer and a ring are arrays of little-endian int64 words. Every packet is one header word followed
+by `n` payload words::
+
+    header = opcode | (n << 8)        # bits 0..7: `Op`, bits 8..39: number of payload words
+
+    NOP        n filler words                       skipped (pads the end of the ring before a wrap)
+    EXEC       program_id, global_size, nbufs, nvals, buf_ptr[nbufs], val[nvals]
+    COPY       dst_ptr, src_ptr, nbytes
+    WAIT       signal_ptr, value, timeout_ns        block this engine until *signal_ptr >= value
+    SIGNAL     signal_ptr, value                    *signal_ptr = value, once everything before it is done
+    TIMESTAMP  signal_ptr                           *signal_ptr = device clock (ns)
+    BARRIER    (none)                               order memory; engines here run packets in order, so a no-op
+
+Buffer and signal pointers are integer addresses; a program is named by `Program.id`. An EXEC's `buf_ptr`
+and `val` words are the kernel's arguments in place: a CPU kernel receives pointers into the ring itself.
+
+Kernel calling convention (fixed; the compiler relies on it)::
+
+    void kernel(void **bufs, int64_t *vals, int64_t core_id)
+
+`bufs` holds the buffer base pointers in argument order, `vals` the int64 symbolic values (may be empty), and
+an EXEC with global_size N calls the kernel N times with core_id 0..N-1, possibly in parallel.
+
+Every submission is bracketed by the runtime: a leading WAIT on the device's timeline signal for the previous
+submission, and a trailing SIGNAL of the next timeline value. So the submissions to one device run one after
+another whatever engine they go to, `submit` returns a `Fence` on that timeline value, and the memory and
+programs a submission references stay alive until its fence passes. Dependencies between devices are explicit:
+a `signal` on one device's queue and a `wait` on another's (or a wait on the other device's fence).
+
+Replay: a `CommandBuffer` keeps, for each distinct buffer (a "slot", numbered in order of first use) and each
+named `Sym` value, the word positions that hold it, so `patch_buffers` / `patch_vals` rewrite just those words
+and a later `submit` costs one copy into the ring.
+
+Errors: an exception in a packet (a kernel that raises, a WAIT that times out) is recorded on the device and
+attached to every signal the faulting engine writes until the end of that submission; it propagates through
+WAIT packets to other devices' signals. It is raised once, by the first host `wait`, `Fence.wait` or
+`synchronize` that sees it. The engine keeps running the following packets, so the device stays usable.
+"""
+from __future__ import annotations
+
+import ctypes
+import enum
+import itertools
+import json
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tgfx.config import DEBUG
+
+DEFAULT_TIMEOUT_S = 30.0            # every wait, on the host or in a queue, gives up after this long by default
+RING_WORDS = 1 << 16                # 512 KiB of packets per engine ring
+PROFILE_EVENTS_KEPT = 100_000       # per device; older profile events are dropped
+_POLL_S = 0.25                      # a waiting command processor rechecks whether its device was closed this often
+
+
+class Op(enum.IntEnum):
+    """Packet opcodes, the low byte of a packet's header word."""
+    NOP = 0
+    EXEC = 1
+    COPY = 2
+    WAIT = 3
+    SIGNAL = 4
+    TIMESTAMP = 5
+    BARRIER = 6
+
+
+class Engine(enum.Enum):
+    """The queues of a device. Each engine has its own ring and command processor."""
+    COMPUTE = "compute"
+    COPY = "copy"
+
+
+def header(op: Op, nwords: int) -> int:
+    """The header word of a packet with opcode `op` and `nwords` payload words."""
+    return int(op) | (nwords << 8)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# errors
+
+class HCQError(RuntimeError):
+    """An error raised by the runtime. `reported` is set once the error has been raised to the host."""
+    reported: bool = False
+
+
+class HCQTimeoutError(HCQError, TimeoutError):
+    """A wait (on the host or in a queue) did not see its signal reach the awaited value in time."""
+
+
+class HCQExecError(HCQError):
+    """A packet failed in a command processor; `__cause__` is the original exception."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# signals
+
+_SIGNALS: weakref.WeakValueDictionary[int, Signal] = weakref.WeakValueDictionary()   # address -> Signal
+
+
+class Signal:
+    """A 64-bit word in device-visible memory holding a monotonically increasing timeline value.
+
+    Queues write it with SIGNAL (and TIMESTAMP) packets and block on it with WAIT packets; the host reads
+    `value` and blocks in `wait`, which sleeps on a condition variable the writer notifies (no spinning).
+
+    Args:
+        value: the initial value.
+        name: a name for error messages and traces (default `sig<n>`).
+        owner: the name of the device that created it (for error messages); None for a host signal.
+    """
+
+    _names = itertools.count()
+
+    def __init__(self, value: int = 0, *, name: str | None = None, owner: str | None = None) -> None:
+        self._mem = np.full(1, value, dtype=np.int64)
+        self.addr: int = self._mem.ctypes.data
+        self.name = name if name is not None else f"sig{next(Signal._names)}"
+        self.owner = owner
+        self.last_writer: str | None = None       # "device/engine" of the last queue that wrote it
+        self.expected_writer: str | None = None   # "device/engine" of the last submission that will write it
+        self.error: HCQError | None = None        # a fault upstream of a write, raised by the next host wait
+        self._cv = threading.Condition()
+        _SIGNALS[self.addr] = self
+
+    def __repr__(self) -> str:
+        return f"Signal({self.name!r}, value={self.value}, owner={self.owner!r})"
+
+    @property
+    def value(self) -> int:
+        """The current value of the word."""
+        return int(self._mem[0])
+
+    @value.setter
+    def value(self, value: int) -> None:
+        self._write(value, "host")
+
+    def _write(self, value: int, writer: str, error: HCQError | None = None) -> None:
+        with self._cv:
+            if error is not None and not error.reported and (self.error is None or self.error.reported):
+                self.error = error
+            self._mem[0] = value
+            self.last_writer = writer
+            self._cv.notify_all()
+
+    def _wait_for(self, value: int, timeout: float) -> bool:
+        """Block until the value is >= `value`; False on timeout. Never raises the attached error."""
+        if self._mem[0] >= value:
+            return True
+        with self._cv:
+            return self._cv.wait_for(lambda: self._mem[0] >= value, timeout)
+
+    def _timeout_message(self, value: int, timeout: float, waiter: str) -> str:
+        source = self.expected_writer or self.last_writer or "no queue"
+        owner = f", owned by {self.owner}" if self.owner else ""
+        return (f"{waiter} timed out after {timeout:g} s waiting for signal {self.name!r}{owner} to reach {value}; "
+                f"it is at {self.value} (expected from {source}). A queue that should signal it may be blocked on "
+                f"a WAIT that never completes, or the signal packet was never submitted.")
+
+    def raise_error(self) -> None:
+        """Raise the fault attached to this signal if no host wait has reported it yet, then detach it."""
+        err, self.error = self.error, None
+        if err is not None and not err.reported:
+            err.reported = True
+            raise err
+
+    def wait(self, value: int, timeout: float | None = None) -> None:
+        """Block the calling thread until the signal is >= `value`.
+
+        Args:
+            value: the awaited timeline value.
+            timeout: seconds; None means `DEFAULT_TIMEOUT_S`. A wait never blocks forever.
+
+        Raises:
+            HCQTimeoutError: the value was not reached in time; the message names the signal, its owner, the
+                queue expected to write it, and the awaited and seen values.
+            HCQError: a packet upstream of the write failed (raised once, by the first wait that sees it).
+        """
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        if not self._wait_for(value, timeout):
+            raise HCQTimeoutError(self._timeout_message(value, timeout, "host wait"))
+        self.raise_error()
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A named 64-bit value in a packet (an EXEC val or global size, a WAIT or SIGNAL value).
+
+    Every occurrence of the same name in a queue holds the same value, which `CommandBuffer.patch_vals`
+    can change before a later submit, e.g. `{"n": 17}` for a dynamic shape or a new cross-device signal value.
+    """
+    name: str
+    value: int
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The completion of one submission: the device's timeline signal reaching `value`."""
+    device: HCQDevice
+    engine: Engine
+    value: int
+
+    @property
+    def signal(self) -> Signal:
+        """The signal to WAIT on from another queue: `queue.wait(fence.signal, fence.value)`."""
+        return self.device.timeline
+
+    @property
+    def done(self) -> bool:
+        """Whether the submission has completed (does not raise its errors)."""
+        return self.device.timeline.value >= self.value
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the submission completed; raises its (or an earlier unreported) fault, or a timeout."""
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        sig = self.device.timeline
+        if not sig._wait_for(self.value, timeout):
+            waiter = f"host wait on {self.device.name}/{self.engine.value}"
+            raise HCQTimeoutError(sig._timeout_message(self.value, timeout, waiter))
+        sig.raise_error()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# memory and programs
+
+class Buffer:
+    """Device memory: `nbytes` at integer address `ptr` on `device` (None for host memory).
+
+    `_mem` is the object that owns the memory; queues hold it (not the Buffer) until their fence passes, so
+    freeing a Buffer that a submitted queue still uses is safe.
+    """
+
+    __slots__ = ("device", "nbytes", "ptr", "_mem", "__weakref__")
+
+    def __init__(self, device: HCQDevice | None, nbytes: int, ptr: int, mem: Any) -> None:
+        self.device, self.nbytes, self.ptr, self._mem = device, nbytes, ptr, mem
+
+    def __repr__(self) -> str:
+        where = self.device.name if self.device is not None else "host"
+        return f"<Buffer {where} {self.nbytes} B at {self.ptr:#x}{' freed' if self._mem is None else ''}>"
+
+    @property
+    def freed(self) -> bool:
+        """True once the buffer was handed back to its allocator."""
+        return self._mem is None
+
+    def view(self, offset: int, nbytes: int) -> Buffer:
+        """A sub-buffer sharing this memory (and keeping it alive), e.g. a slice of a planned arena."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
+            raise ValueError(f"view [{offset}, {offset + nbytes}) is outside {self!r}")
+        return Buffer(self.device, nbytes, self.ptr + offset, self._mem)
+
+
+def host_buffer(array: np.ndarray | memoryview | bytes) -> Buffer:
+    """Wrap C-contiguous host memory as a `Buffer` with device None (a COPY source or destination)."""
+    arr = np.asarray(array) if isinstance(array, np.ndarray) else np.frombuffer(array, dtype=np.uint8)
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"host memory must be C-contiguous, got an array with strides {arr.strides}")
+    return Buffer(None, arr.nbytes, arr.ctypes.data, arr)
+
+
+class Allocator:
+    """Allocates a device's memory and moves bytes between it and the host.
+
+    A backend implements `alloc` and `free`. `copyin` and `copyout` go through the device's copy engine, so they
+    are ordered after everything submitted before; this default implementation needs host memory to be
+    device-visible (true on the CPU; a GPU backend overrides them with pinned staging buffers).
+    """
+
+    def __init__(self, device: HCQDevice) -> None:
+        self.device = device
+
+    def alloc(self, nbytes: int) -> Buffer:
+        """Allocate `nbytes` (at least 64-byte aligned) and return a Buffer on this device."""
+        raise NotImplementedError
+
+    def free(self, buf: Buffer) -> None:
+        """Give `buf` back. Queues already submitted keep its memory alive until they complete."""
+        if buf.device is not self.device:
+            raise ValueError(f"{buf!r} does not belong to {self.device.name}")
+        if buf._mem is None:
+            raise ValueError(f"{buf!r} was already freed")
+        buf._mem = None
+
+    def copyin(self, buf: Buffer, src: np.ndarray | memoryview | bytes, timeout: float | None = None) -> None:
+        """Copy host bytes into the start of `buf`; returns when the copy is done."""
+        host = host_buffer(np.ascontiguousarray(src) if isinstance(src, np.ndarray) else src)
+        if host.nbytes > buf.nbytes:
+            raise ValueError(f"copyin of {host.nbytes} B does not fit in {buf!r}")
+        HWQueue(Engine.COPY).copy(buf, host, host.nbytes).submit(self.device).wait(timeout)
+
+    def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
+        """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work."""
+        host = host_buffer(dst)
+        if not host._mem.flags.writeable:
+            raise ValueError("copyout destination is read-only")
+        if host.nbytes > buf.nbytes:
+            raise ValueError(f"copyout of {host.nbytes} B reads past the end of {buf!r}")
+        HWQueue(Engine.COPY).copy(host, buf, host.nbytes).submit(self.device).wait(timeout)
+
+
+KernelFn = Callable[[int, int, int], None]
+_KERNEL_CTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_PROGRAMS: weakref.WeakValueDictionary[int, Program] = weakref.WeakValueDictionary()   # id -> Program
+_program_ids = itertools.count(1)
+
+
+class Program:
+    """A compiled kernel: `void kernel(void **bufs, int64_t *vals, int64_t core_id)`.
+
+    Args:
+        name: the kernel's name, for profiles, DEBUG output and errors.
+        fn: the native function's address (e.g. llvmlite's `ee.get_function_address(name)`), or a Python
+            callable `fn(bufs_addr, vals_addr, core_id)` run on the command processor (host functions, tests).
+        keepalive: anything that owns the code (an llvmlite ExecutionEngine) and must outlive the program.
+    """
+
+    def __init__(self, name: str, fn: int | KernelFn, keepalive: Any = None) -> None:
+        self.name, self.keepalive = name, keepalive
+        if isinstance(fn, int):
+            if fn == 0:
+                raise ValueError(f"program {name!r}: function address is 0 (was the symbol found?)")
+            self.addr: int | None = fn
+            self.call: KernelFn = _KERNEL_CTYPE(fn)   # ctypes releases the GIL during the call
+        else:
+            self.addr, self.call = None, fn
+        self.id = next(_program_ids)
+        _PROGRAMS[self.id] = self
+
+    def __repr__(self) -> str:
+        where = f"at {self.addr:#x}" if self.addr is not None else "(python)"
+        return f"<Program {self.name!r} #{self.id} {where}>"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# queues and command buffers
+
+class HWQueue:
+    """A builder for one queue program; every method appends a packet and returns the queue.
+
+    Example::
+
+        fence = HWQueue().wait(other.timeline, 3).exec(prog, [out, inp], vals=(n,), global_size=8).submit(dev)
+        fence.wait()
+
+    Values in `exec` vals, `global_size`, `wait` and `signal` may be `Sym`s, patchable after encoding.
+    """
+
+    def __init__(self, engine: Engine = Engine.COMPUTE) -> None:
+        self.engine = engine
+        self.packets: list[tuple[Any, ...]] = []
+
+    def exec(self, program: Program, bufs: Sequence[Buffer], vals: Sequence[int | Sym] = (),
+             global_size: int | Sym = 1) -> HWQueue:
+        """Run `program` with core_id 0..global_size-1 on `bufs` (all on the submitting device) and `vals`."""
+        if not isinstance(program, Program):
+            raise TypeError(f"exec needs a Program, got {type(program).__name__}")
+        gs = global_size.value if isinstance(global_size, Sym) else global_size
+        if gs < 1:
+            raise ValueError(f"exec of {program.name!r}: global_size must be >= 1, got {gs}")
+        self.packets.append((Op.EXEC, program, tuple(_check_buffer(b, program.name) for b in bufs), tuple(vals),
+                             global_size))
+        return self
+
+    def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> HWQueue:
+        """Copy `nbytes` from `src[src_offset:]` to `dst[dst_offset:]`; the buffers may be on any devices."""
+        for what, buf, off in (("destination", dst, dst_offset), ("source", src, src_offset)):
+            _check_buffer(buf, "copy")
+            if off < 0 or nbytes < 0 or off + nbytes > buf.nbytes:
+                raise ValueError(f"copy of {nbytes} B at offset {off} is outside the {what} {buf!r}")
+        self.packets.append((Op.COPY, dst, dst_offset, src, src_offset, nbytes))
+        return self
+
+    def wait(self, signal: Signal, value: int | Sym, timeout: float | None = None) -> HWQueue:
+        """Block this engine until `signal` >= `value`; after `timeout` s (default 30) the queue faults."""
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        self.packets.append((Op.WAIT, signal, value, int(timeout * 1e9)))
+        return self
+
+    def signal(self, signal: Signal, value: int | Sym) -> HWQueue:
+        """Write `value` to `signal` once every earlier packet of this queue is done."""
+        self.packets.append((Op.SIGNAL, signal, value))
+        return self
+
+    def timestamp(self, signal: Signal) -> HWQueue:
+        """Write the device clock (`time.perf_counter_ns` on the CPU) to `signal`."""
+        self.packets.append((Op.TIMESTAMP, signal))
+        return self
+
+    def barrier(self) -> HWQueue:
+        """Make the memory writes of earlier packets visible to later ones."""
+        self.packets.append((Op.BARRIER,))
+        return self
+
+    def encode(self) -> CommandBuffer:
+        """Encode the packets into a re-submittable, patchable `CommandBuffer`."""
+        return CommandBuffer(self)
+
+    def submit(self, device: HCQDevice) -> Fence:
+        """Encode and submit to `device`'s engine; returns at once with the submission's `Fence`."""
+        return self.encode().submit(device)
+
+
+def _check_buffer(buf: Buffer, user: str) -> Buffer:
+    if not isinstance(buf, Buffer):
+        raise TypeError(f"{user}: expected a Buffer, got {type(buf).__name__}")
+    if buf._mem is None:
+        raise ValueError(f"{user}: {buf!r} was freed")
+    return buf
+
+
+class CommandBuffer:
+    """An encoded queue: packet words plus where each buffer slot and `Sym` lives in them.
+
+    Buffer slots are the queue's distinct Buffers in order of first use (`buffers`, `slot_of`). To replay with
+    other memory, `patch_buffers({slot: new_buffer})` (same device, at least as large); to change values,
+    `patch_vals({"name": value})`. Both rewrite words in place and return self, so a replay is
+    `cb.patch_buffers({0: x, 3: y}).submit(dev)`. Not thread-safe: patch and submit from one thread.
+
+    `words[0:4]` and `words[-3:]` are the WAIT and SIGNAL on the device timeline that `submit` fills in.
+    """
+
+    def __init__(self, queue: HWQueue) -> None:
+        self.engine = queue.engine
+        words: list[int] = [header(Op.WAIT, 3), 0, 0, int(DEFAULT_TIMEOUT_S * 1e9)]
+        starts: list[int] = [0]
+        slot_of: dict[int, int] = {}
+        self.buffers: list[Buffer] = []
+        buf_words: list[list[tuple[int, int]]] = []      # per slot: (word index, byte offset added to ptr)
+        self._min_nbytes: list[int] = []
+        sym_words: dict[str, list[int]] = {}
+        self.syms: dict[str, int] = {}
+        self.programs: list[Program] = []
+        self.signals: list[Signal] = []
+        self._signals_written: list[Signal] = []
+        self._exec_slots: set[int] = set()
+
+        def put_buf(buf: Buffer, offset: int = 0, extent: int = 0) -> None:
+            slot = slot_of.get(id(buf))
+            if slot is None:
+                slot = slot_of[id(buf)] = len(self.buffers)
+                self.buffers.append(buf)
+                buf_words.append([])
+                self._min_nbytes.append(0)
+            buf_words[slot].append((len(words), offset))
+            self._min_nbytes[slot] = max(self._min_nbytes[slot], extent)
+            words.append(buf.ptr + offset)
+
+        def put_val(v: int | Sym) -> None:
+            if isinstance(v, Sym):
+                if self.syms.setdefault(v.name, v.value) != v.value:
+                    raise ValueError(f"Sym {v.name!r} is used with two values, {self.syms[v.name]} and {v.value}")
+                sym_words.setdefault(v.name, []).append(len(words))
+                v = v.value
+            if not -(1 << 63) <= v < (1 << 63):
+                raise ValueError(f"value {v} does not fit in a 64-bit packet word")
+            words.append(int(v))
+
+        def put_signal(sig: Signal, written: bool) -> None:
+            if not isinstance(sig, Signal):
+                raise TypeError(f"expected a Signal, got {type(sig).__name__}")
+            self.signals.append(sig)
+            if written:
+                self._signals_written.append(sig)
+            words.append(sig.addr)
+
+        for pkt in queue.packets:
+            op = pkt[0]
+            at = len(words)
+            words.append(0)                                   # header, filled in below
+            if op is Op.EXEC:
+                _, program, bufs, vals, gs = pkt
+                self.programs.append(program)
+                words.append(program.id)
+                put_val(gs)
+                words.extend((len(bufs), len(vals)))
+                for b in bufs:
+                    put_buf(b, 0, b.nbytes)
+                    self._exec_slots.add(slot_of[id(b)])
+                for v in vals:
+                    put_val(v)
+            elif op is Op.COPY:
+                _, dst, dst_off, src, src_off, nbytes = pkt
+                put_buf(dst, dst_off, dst_off + nbytes)
+                put_buf(src, src_off, src_off + nbytes)
+                words.append(nbytes)
+            elif op is Op.WAIT:
+                put_signal(pkt[1], written=False)
+                put_val(pkt[2])
+                words.append(pkt[3])
+            elif op is Op.SIGNAL:
+                put_signal(pkt[1], written=True)
+                put_val(pkt[2])
+            elif op is Op.TIMESTAMP:
+                put_signal(pkt[1], written=True)
+            words[at] = header(op, len(words) - at - 1)
+            if len(words) - at > RING_WORDS:
+                raise ValueError(f"a {op.name} packet of {len(words) - at} words does not fit in a ring")
+            starts.append(at)
+        starts.append(len(words))
+        words.extend((header(Op.SIGNAL, 2), 0, 0))
+        starts.append(len(words))
+
+        self.words = np.array(words, dtype=np.int64)
+        self.starts = np.array(starts, dtype=np.int64)     # packet boundaries, ending with len(words)
+        self._buf_idx = [np.array([w for w, _ in occ], dtype=np.int64) for occ in buf_words]
+        self._buf_off = [np.array([o for _, o in occ], dtype=np.int64) for occ in buf_words]
+        self._mems = [b._mem for b in self.buffers]
+        self._sym_idx = {name: np.array(idx, dtype=np.int64) for name, idx in sym_words.items()}
+        self._checked_devices: set[str] = set()
+
+    def __repr__(self) -> str:
+        return (f"<CommandBuffer {self.engine.value} {len(self.starts) - 1} packets, {len(self.words)} words, "
+                f"{len(self.buffers)} buffer slots, syms {sorted(self.syms)}>")
+
+    def slot_of(self, buf: Buffer) -> int:
+        """The slot number of `buf` (one of `buffers`)."""
+        for i, b in enumerate(self.buffers):
+            if b is buf:
+                return i
+        raise KeyError(f"{buf!r} is not used by this command buffer")
+
+    def patch_buffers(self, updates: Mapping[int, Buffer]) -> CommandBuffer:
+        """Point slots at other buffers: `{slot: buffer}`. Offsets of copies into the slot are kept."""
+        for slot, buf in updates.items():
+            if not 0 <= slot < len(self.buffers):
+                raise KeyError(f"buffer slot {slot} does not exist; this command buffer has {len(self.buffers)}")
+            _check_buffer(buf, f"patch of buffer slot {slot}")
+            old = self.buffers[slot]
+            if buf.device is not old.device:
+                raise ValueError(f"buffer slot {slot} is on {_dev_name(old.device)}; cannot patch in {buf!r}")
+            if buf.nbytes < self._min_nbytes[slot]:
+                raise ValueError(f"buffer slot {slot} needs at least {self._min_nbytes[slot]} B, got {buf!r}")
+            self.words[self._buf_idx[slot]] = self._buf_off[slot] + buf.ptr
+            self.buffers[slot], self._mems[slot] = buf, buf._mem
+        return self
+
+    def patch_vals(self, updates: Mapping[str, int]) -> CommandBuffer:
+        """Give `Sym`s new values: `{"name": value}`."""
+        for name, value in updates.items():
+            if name not in self._sym_idx:
+                raise KeyError(f"no Sym named {name!r}; this command buffer has {sorted(self.syms)}")
+            self.words[self._sym_idx[name]] = value
+            self.syms[name] = value
+        return self
+
+    def submit(self, device: HCQDevice) -> Fence:
+        """Submit to `device`'s engine of this queue's kind; returns at once with the submission's `Fence`."""
+        if device.name not in self._checked_devices:
+            for slot in sorted(self._exec_slots):
+                if self.buffers[slot].device is not device:
+                    raise ValueError(f"exec on {device.name} uses {self.buffers[slot]!r} (slot {slot}) from another "
+                                     f"device; copy it to {device.name} first")
+            self._checked_devices.add(device.name)
+        refs = (tuple(self._mems), tuple(self.programs), tuple(self.signals))
+        return device.submit(self, refs)
+
+
+def _dev_name(device: HCQDevice | None) -> str:
+    return device.name if device is not None else "the host"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# rings and command processors
+
+class Ring:
+    """A ring of packet words shared by the host (writer) and one command processor (reader).
+
+    `wptr` and `rptr` count words ever written and consumed; a packet never straddles the end (the writer pads
+    with a NOP), and the writer only writes words the processor has consumed, so packets are read in place.
+    """
+
+    def __init__(self, nwords: int = RING_WORDS) -> None:
+        self.words = np.zeros(nwords, dtype=np.int64)
+        self.base: int = self.words.ctypes.data
+        self.nwords = nwords
+        self.wptr = 0
+        self.rptr = 0
+        self.cv = threading.Condition()
+
+    def _reserve(self, n: int, deadline: float, label: str) -> None:
+        if not self.cv.wait_for(lambda: self.nwords - (self.wptr - self.rptr) >= n, deadline - time.monotonic()):
+            raise HCQTimeoutError(f"{label}: the ring stayed full (the engine is blocked) until the submit timed out")
+
+    def write(self, words: np.ndarray, starts: np.ndarray, label: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        """Append whole packets (`starts`: packet boundaries) and advance the write pointer."""
+        deadline = time.monotonic() + timeout
+        i, total = 0, len(words)
+        with self.cv:
+            while i < total:
+                pos = self.wptr % self.nwords
+                to_end = self.nwords - pos
+                plen = int(starts[np.searchsorted(starts, i, "right")]) - i
+                if plen > to_end:      # the next packet would straddle the end: pad, then wrap
+                    self._reserve(to_end, deadline, label)
+                    self.words[pos] = header(Op.NOP, to_end - 1)
+                    self.wptr += to_end
+                    self.cv.notify_all()
+                    continue
+                self._reserve(plen, deadline, label)
+                room = min(self.nwords - (self.wptr - self.rptr), to_end)
+                j = int(starts[np.searchsorted(starts, i + room, "right") - 1])
+                self.words[pos:pos + j - i] = words[i:j]
+                self.wptr += j - i
+                self.cv.notify_all()
+                i = j
+
+
+class ProfileEvent(NamedTuple):
+    """One exec or copy as the device saw it (device clock, ns)."""
+    device: str
+    queue: str
+    name: str
+    start_ns: int
+    end_ns: int
+    nbytes: int = 0
+    global_size: int = 0
+
+
+class CommandProcessor:
+    """Consumes one engine's ring on a daemon thread and runs its packets in order.
+
+    A backend subclasses it and implements `run_exec` and `run_copy`; signals, waits, timestamps, errors and
+    profiling are handled here.
+    """
+
+    def __init__(self, device: HCQDevice, engine: Engine, ring_words: int = RING_WORDS) -> None:
+        self.device, self.engine = device, engine
+        self.label = f"{device.name}/{engine.value}"
+        self.ring = Ring(ring_words)
+        self._poison: HCQError | None = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name=f"tgfx-{self.label}", daemon=True)
+
+    def start(self) -> None:
+        """Start the processor thread."""
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread once it is idle (or at its next WAIT poll); packets left in the ring are dropped."""
+        self._closed = True
+        with self.ring.cv:
+            self.ring.cv.notify_all()
+
+    def run_exec(self, program: Program, bufs_addr: int, vals_addr: int, global_size: int) -> None:
+        """Run `program` for core ids 0..global_size-1 and return when all are done. Backend hook."""
+        raise NotImplementedError
+
+    def run_copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Copy `nbytes` from address `src` to `dst` and return when done. Backend hook."""
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        ring = self.ring
+        while True:
+            with ring.cv:
+                while ring.rptr == ring.wptr:
+                    if self._closed:
+                        return
+                    ring.cv.wait()
+                pos = ring.rptr % ring.nwords
+            hdr = int(ring.words[pos])
+            op, n = hdr & 0xFF, hdr >> 8
+            try:
+                self._run_packet(op, pos + 1, n)
+            except BaseException as e:  # noqa: BLE001 -- every fault must reach the host, never kill the engine
+                self._fault(e, op, pos + 1)
+            with ring.cv:
+                ring.rptr += 1 + n
+                ring.cv.notify_all()
+
+    def _run_packet(self, op: int, at: int, n: int) -> None:
+        w = self.ring.words
+        if op == Op.EXEC:
+            pid, gs, nbufs = int(w[at]), int(w[at + 1]), int(w[at + 2])
+            program = _PROGRAMS.get(pid)
+            if program is None:
+                raise HCQError(f"{self.label}: EXEC of unknown program id {pid}")
+            bufs_addr = self.ring.base + 8 * (at + 4)
+            start = time.perf_counter_ns()
+            self.run_exec(program, bufs_addr, bufs_addr + 8 * nbufs, gs)
+            self._record(program.name, start, time.perf_counter_ns(), 0, gs)
+        elif op == Op.COPY:
+            dst, src, nbytes = int(w[at]), int(w[at + 1]), int(w[at + 2])
+            start = time.perf_counter_ns()
+            self.run_copy(dst, src, nbytes)
+            self._record("copy", start, time.perf_counter_ns(), nbytes, 0)
+        elif op == Op.WAIT:
+            self._wait(self._signal_at(int(w[at])), int(w[at + 1]), int(w[at + 2]) / 1e9)
+        elif op == Op.SIGNAL:
+            self._signal(self._signal_at(int(w[at])), int(w[at + 1]))
+        elif op == Op.TIMESTAMP:
+            self._signal_at(int(w[at]))._write(time.perf_counter_ns(), self.label, self._poison)
+        elif op not in (Op.NOP, Op.BARRIER):
+            raise HCQError(f"{self.label}: unknown packet opcode {op}")
+
+    def _signal_at(self, addr: int) -> Signal:
+        sig = _SIGNALS.get(addr)
+        if sig is None:
+            raise HCQError(f"{self.label}: no signal at address {addr:#x}")
+        return sig
+
+    def _wait(self, sig: Signal, value: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not sig._wait_for(value, min(_POLL_S, max(0.0, deadline - time.monotonic()))):
+            if self._closed:
+                return
+            if time.monotonic() >= deadline:
+                raise HCQTimeoutError(sig._timeout_message(value, timeout, f"WAIT packet on {self.label}"))
+        if sig.error is not None and not sig.error.reported and sig is not self.device.timeline:
+            self._poison = self._poison or sig.error      # a fault upstream of this queue: pass it on
+
+    def _signal(self, sig: Signal, value: int) -> None:
+        if sig is self.device.timeline:                 # the end of a submission
+            self.device._retire(value)
+            poison, self._poison = self._poison, None
+            sig._write(value, self.label, poison)
+        else:
+            sig._write(value, self.label, self._poison)
+
+    def _fault(self, e: BaseException, op: int, at: int) -> None:
+        if isinstance(e, HCQError):
+            err = e
+        else:
+            what = Op(op).name if op in Op._value2member_map_ else f"opcode {op}"
+            if op == Op.EXEC and (p := _PROGRAMS.get(int(self.ring.words[at]))) is not None:
+                what = f"EXEC of {p.name!r}"
+            err = HCQExecError(f"{self.label}: {what} failed: {type(e).__name__}: {e}")
+            err.__cause__ = e
+        with self.device._lock:
+            self.device._errors.append(err)
+        self._poison = self._poison or err
+
+    def _record(self, name: str, start: int, end: int, nbytes: int, global_size: int) -> None:
+        self.device.profile_events.append(
+            ProfileEvent(self.device.name, self.engine.value, name, start, end, nbytes, global_size))
+        if DEBUG >= 1:
+            size = f"{nbytes:>10d} B" if nbytes else f"gs={global_size:<9d}"
+            print(f"*** {self.label:<14s} {name:<40s} {size} {(end - start) / 1e3:10.2f} us")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# devices
+
+class HCQDevice:
+    """A device: an allocator, one command processor per `Engine`, and a timeline signal.
+
+    A backend subclasses it and implements `create_allocator` and `create_processor`.
+
+    Attributes:
+        name: the canonical device name, e.g. "CPU:1".
+        timeline: the signal every submission to this device advances by one (see `submit`).
+        timeline_value: the value the latest submission will write when it completes.
+        profile_events: the last `PROFILE_EVENTS_KEPT` execs and copies (see `export_chrome_trace`).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.timeline = Signal(0, name=f"{name}.timeline", owner=name)
+        self.timeline_value = 0
+        self.profile_events: deque[ProfileEvent] = deque(maxlen=PROFILE_EVENTS_KEPT)
+        self._errors: list[HCQError] = []
+        self._inflight: deque[tuple[int, Any]] = deque()
+        self._lock = threading.Lock()                   # guards _inflight and _errors
+        self._submit_lock = threading.Lock()
+        self.allocator = self.create_allocator()
+        self.processors = {engine: self.create_processor(engine) for engine in Engine}
+        for proc in self.processors.values():
+            proc.start()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+    def create_allocator(self) -> Allocator:
+        """Backend hook: this device's allocator."""
+        raise NotImplementedError
+
+    def create_processor(self, engine: Engine) -> CommandProcessor:
+        """Backend hook: the command processor of `engine`."""
+        raise NotImplementedError
+
+    def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
+        """A signal in this device's memory."""
+        return Signal(value, name=name, owner=self.name)
+
+    def submit(self, cb: CommandBuffer, refs: Any = None) -> Fence:
+        """Write `cb` into its engine's ring, bracketed by timeline WAIT/SIGNAL; keep `refs` alive until done."""
+        proc = self.processors[cb.engine]
+        with self._submit_lock:
+            value = self.timeline_value + 1
+            w = cb.words
+            w[1], w[2], w[-2], w[-1] = self.timeline.addr, value - 1, self.timeline.addr, value
+            entry = (value, refs)
+            with self._lock:
+                self._inflight.append(entry)
+            for sig in cb._signals_written:
+                sig.expected_writer = proc.label
+            try:
+                proc.ring.write(w, cb.starts, proc.label)
+            except BaseException:
+                with self._lock:
+                    self._inflight.remove(entry)
+                raise
+            self.timeline_value = value
+        return Fence(self, cb.engine, value)
+
+    def _retire(self, value: int) -> None:
+        """Drop the references of submissions up to `value` (called by a processor as they complete)."""
+        with self._lock:
+            while self._inflight and self._inflight[0][0] <= value:
+                self._inflight.popleft()
+
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Wait for everything submitted so far, then raise any fault not yet reported."""
+        Fence(self, Engine.COMPUTE, self.timeline_value).wait(timeout)
+        with self._lock:
+            errors, self._errors = [e for e in self._errors if not e.reported], []
+        for e in errors:
+            e.reported = True
+        if errors:
+            raise errors[0]
+
+    def exec_sync(self, program: Program, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size: int = 1,
+                  timeout: float | None = None) -> None:
+        """Run one kernel and wait for it: the simplest way to launch (tests, eager, BEAM timing)."""
+        HWQueue().exec(program, bufs, vals, global_size).submit(self).wait(timeout)
+
+    def close(self) -> None:
+        """Stop the command processors (at interpreter exit)."""
+        for proc in self.processors.values():
+            proc.close()
+
+    def clear_profile(self) -> None:
+        """Forget the recorded profile events."""
+        self.profile_events.clear()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# profiling
+
+def chrome_trace(devices: Iterable[HCQDevice]) -> dict[str, Any]:
+    """The devices' profile events as a Chrome / Perfetto trace: one process per device, one track per queue."""
+    events: list[dict[str, Any]] = []
+    for pid, dev in enumerate(devices):
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": dev.name}})
+        for tid, engine in enumerate(Engine):
+            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": engine.value}})
+        tids = {engine.value: tid for tid, engine in enumerate(Engine)}
+        for ev in list(dev.profile_events):
+            args = {"nbytes": ev.nbytes} if ev.name == "copy" else {"global_size": ev.global_size}
+            events.append({"name": ev.name, "ph": "X", "pid": pid, "tid": tids[ev.queue], "ts": ev.start_ns / 1e3,
+                           "dur": (ev.end_ns - ev.start_ns) / 1e3, "args": args})
+    return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def export_chrome_trace(devices: Iterable[HCQDevice], path: str | None = None) -> str:
+    """`chrome_trace` as JSON text, also written to `path` when given (open it in ui.perfetto.dev)."""
+    text = json.dumps(chrome_trace(devices))
+    if path is not None:
+        with open(path, "w") as f:
+            f.write(text)
+    return text

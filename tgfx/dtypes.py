@@ -1,0 +1,211 @@
+"""Data types and JAX-style type promotion.
+
+Promotion follows JAX's lattice: Python scalars are *weakly typed* (`int32 tensor + 1.5` is float32,
+`float16 tensor * 2` stays float16), and two typed operands meet at their least upper bound.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=True)
+class DType:
+    """A scalar element type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned) or 'f' (float)."""
+
+    name: str
+    itemsize: int
+    kind: str
+    np_name: str  # numpy storage dtype; bfloat16 is stored as uint16 bits
+    count: int = 1  # vector width, for vectorised kernels
+
+    def __repr__(self) -> str:
+        return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
+
+    def __reduce__(self) -> tuple:
+        return (_by_name, (self.name,)) if self.count == 1 else (DType.vec, (_by_name(self.name), self.count))
+
+    @property
+    def np(self) -> np.dtype:
+        """The numpy dtype that stores this type's bits."""
+        return np.dtype(self.np_name)
+
+    @property
+    def scalar(self) -> DType:
+        return _by_name(self.name)
+
+    def vec(self, n: int) -> DType:
+        return self if n == 1 else DType(self.name, self.itemsize, self.kind, self.np_name, n)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iu"
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "u"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.itemsize
+
+
+class dtypes:  # noqa: N801 - a namespace, spelled like JAX's and tinygrad's
+    bool = DType("bool", 1, "b", "bool")
+    int8 = DType("int8", 1, "i", "int8")
+    int16 = DType("int16", 2, "i", "int16")
+    int32 = DType("int32", 4, "i", "int32")
+    int64 = DType("int64", 8, "i", "int64")
+    uint8 = DType("uint8", 1, "u", "uint8")
+    uint16 = DType("uint16", 2, "u", "uint16")
+    uint32 = DType("uint32", 4, "u", "uint32")
+    uint64 = DType("uint64", 8, "u", "uint64")
+    float16 = DType("float16", 2, "f", "float16")
+    bfloat16 = DType("bfloat16", 2, "f", "uint16")
+    float32 = DType("float32", 4, "f", "float32")
+    float64 = DType("float64", 8, "f", "float64")
+    # the type of index arithmetic inside kernels
+    index = int64
+    default_float = float32
+    default_int = int32
+
+    @staticmethod
+    def all() -> tuple[DType, ...]:
+        return ALL_DTYPES
+
+
+ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k not in
+                                      ("index", "default_float", "default_int"))
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+
+
+def _by_name(name: str) -> DType:
+    return _BY_NAME[name]
+
+
+def to_dtype(x: Any) -> DType:
+    """A DType from a DType, a name ('float32'), a numpy dtype or a Python type (float, int, bool)."""
+    if isinstance(x, DType):
+        return x
+    if x is float:
+        return dtypes.default_float
+    if x is int:
+        return dtypes.default_int
+    if x is bool:
+        return dtypes.bool
+    if isinstance(x, str) and x in _BY_NAME:
+        return _BY_NAME[x]
+    try:
+        npd = np.dtype(x)
+    except TypeError:
+        npd = None
+    if npd is not None and npd.name in _BY_NAME:
+        return _BY_NAME[npd.name]
+    raise TypeError(f"unsupported dtype {x!r}; tgfx supports {', '.join(sorted(_BY_NAME))}")
+
+
+def from_numpy(npd: np.dtype) -> DType:
+    if npd.name not in _BY_NAME:
+        raise TypeError(f"unsupported numpy dtype {npd}; tgfx supports {', '.join(sorted(_BY_NAME))}")
+    return _BY_NAME[npd.name]
+
+
+# ---- promotion lattice (JAX): edges go from a type to the types directly above it ----
+# "i*" and "f*" are the weak types of Python int and float scalars.
+_LATTICE: dict[str, tuple[str, ...]] = {
+    "bool": ("i*",),
+    "i*": ("uint8", "int8"),
+    "uint8": ("uint16", "int16"), "uint16": ("uint32", "int32"), "uint32": ("uint64", "int64"), "uint64": ("f*",),
+    "int8": ("int16",), "int16": ("int32",), "int32": ("int64",), "int64": ("f*",),
+    "f*": ("float16", "bfloat16"), "float16": ("float32",), "bfloat16": ("float32",), "float32": ("float64",),
+    "float64": (),
+}
+
+
+@functools.cache
+def _upper(t: str) -> frozenset[str]:
+    return frozenset({t}).union(*(_upper(u) for u in _LATTICE[t]))
+
+
+@functools.cache
+def _lub(a: str, b: str) -> str:
+    common = _upper(a) & _upper(b)
+    # the least upper bound is the common ancestor that every other common ancestor is above
+    (least,) = [c for c in common if all(c2 in _upper(c) for c2 in common)]
+    return least
+
+
+def weak_kind(x: Any) -> str:
+    """The weak lattice node of a Python scalar."""
+    if isinstance(x, (bool, np.bool_)):
+        return "bool"
+    if isinstance(x, (int, np.integer)):
+        return "i*"
+    if isinstance(x, (float, np.floating)):
+        return "f*"
+    raise TypeError(f"expected a Python bool, int or float scalar, got {type(x).__name__}")
+
+
+def promote_types(*ts: DType | str) -> DType:
+    """The JAX result type of operands of these types (DTypes, or the weak kinds 'i*' and 'f*')."""
+    names = [t.name if isinstance(t, DType) else t for t in ts]
+    out = functools.reduce(_lub, names)
+    if out == "f*":
+        # two strong integer types with no integer bound (int64 + uint64), or only weak floats
+        return dtypes.float64 if any(n in ("int64", "uint64") for n in names) else dtypes.default_float
+    if out == "i*":
+        return dtypes.default_int
+    return _BY_NAME[out]
+
+
+def min_value(d: DType) -> int | float | bool:
+    if d.is_bool:
+        return False
+    if d.is_int:
+        return int(np.iinfo(d.np).min)
+    return -float("inf")
+
+
+def max_value(d: DType) -> int | float | bool:
+    if d.is_bool:
+        return True
+    if d.is_int:
+        return int(np.iinfo(d.np).max)
+    return float("inf")
+
+
+def cast_scalar(x: Any, d: DType) -> int | float | bool:
+    """A Python scalar converted to the value it takes in dtype `d` (with wrap-around for integers)."""
+    if d.is_bool:
+        return bool(x)
+    if d.is_int:
+        if isinstance(x, float):
+            x = int(x) if np.isfinite(x) else 0
+        return int(np.array(int(x) & ((1 << d.bits) - 1), dtype=np.uint64).astype(d.np)) if not (
+            min_value(d) <= int(x) <= max_value(d)) else int(x)
+    if d == dtypes.bfloat16:
+        return float(np.float32(bf16_to_f32(f32_to_bf16(np.float32(x)))))
+    return float(np.array(x, dtype=d.np))
+
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint16), round to nearest even, NaN kept NaN."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(x, np.float32))
+    return np.where(nan, np.uint16(0x7FC0), rounded)
+
+
+def bf16_to_f32(x: np.ndarray) -> np.ndarray:
+    return (np.asarray(x, np.uint16).astype(np.uint32) << 16).view(np.float32)

@@ -1,0 +1,96 @@
+"""The op set of the IR, grouped. A new op is added here first, then its spec rule, then its rules in each pass."""
+from __future__ import annotations
+
+from enum import Enum, auto
+
+
+class Ops(Enum):
+    # defines
+    PARAM = auto()          # arg: (slot, shape, device); a function's k-th argument
+    BUFFER = auto()         # arg: (uid, device, size); concrete flat storage
+    CONST = auto()          # arg: Python scalar; shape ()
+    VARIABLE = auto()       # arg: (name, min, max); a symbolic integer
+    BIND = auto()           # src: (VARIABLE, CONST); its bound value
+    DEFINE_GLOBAL = auto()  # arg: slot; a kernel's buffer argument (pointer to dtype)
+    DEFINE_ACC = auto()     # a kernel register that accumulates a REDUCE
+    IOTA = auto()           # arg: n; the index values 0..n-1 along one axis (arange, masks, one-hot)
+
+    # movement: views, no arithmetic until rangeify
+    RESHAPE = auto()        # arg: new shape
+    PERMUTE = auto()        # arg: permutation
+    EXPAND = auto()         # arg: new shape (size-1 axes grow)
+    PAD = auto()            # arg: ((before, after), ...)
+    SHRINK = auto()         # arg: ((start, end), ...)
+    FLIP = auto()           # arg: axes flipped (tuple of ints)
+
+    # unary elementwise
+    NEG = auto(); EXP2 = auto(); LOG2 = auto(); EXP = auto(); LOG = auto(); SIN = auto(); COS = auto()  # noqa: E702
+    TAN = auto(); SQRT = auto(); RECIP = auto(); TRUNC = auto(); FLOOR = auto(); CEIL = auto()  # noqa: E702
+    RINT = auto(); TANH = auto(); ASIN = auto(); ACOS = auto(); ATAN = auto(); EXPM1 = auto()  # noqa: E702
+    LOG1P = auto(); SINH = auto(); COSH = auto(); ERF = auto()  # noqa: E702
+    CAST = auto(); BITCAST = auto()  # noqa: E702
+
+    # binary elementwise (IDIV and MOD truncate toward zero, as C does; numpy's floor forms are built on them)
+    ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); POW = auto()  # noqa: E702
+    ATAN2 = auto(); CMPLT = auto(); CMPNE = auto(); CMPEQ = auto()  # noqa: E702
+    AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
+
+    # ternary elementwise
+    WHERE = auto(); MULACC = auto()  # noqa: E702
+
+    # reduce
+    REDUCE_AXIS = auto()    # arg: (op, axes); reduced axes keep size 1
+
+    # call ops
+    FUNCTION = auto()       # src: (TUPLE body, a0, a1, ...); arg: name
+    CALL = auto()           # src: (body, a0, a1, ...); opaque invocation
+    TUPLE = auto()
+    GETTUPLE = auto()       # arg: index
+
+    # memory
+    CONTIGUOUS = auto()     # materialise
+    COPY = auto()           # arg: destination device
+    AFTER = auto()
+    STORE = auto()          # src: (INDEX or DEFINE_GLOBAL, value)
+    LOAD = auto()           # src: (INDEX,)
+    INDEX = auto()          # src: (DEFINE_GLOBAL, offset)
+
+    # multi-device
+    MULTI = auto(); MSELECT = auto(); MSTACK = auto(); ALLREDUCE = auto()  # noqa: E702
+
+    # kernel structure (only inside lowering)
+    RANGE = auto()          # src: (CONST end,); arg: (id, kind)
+    END = auto()
+    REDUCE = auto()         # src: (value, *ranges); arg: op
+    SINK = auto()
+    SPECIAL = auto()        # arg: name ('core'); a core/thread id
+    VECTORIZE = auto(); GEP = auto()  # noqa: E702
+
+    # program
+    PROGRAM = auto()
+    LINEAR = auto()
+    KERNEL = auto()         # arg: the kernel's AST (a SINK); src: its buffers
+
+    def __repr__(self) -> str:
+        return f"Ops.{self.name}"
+
+
+class GroupOp:
+    Unary = frozenset({Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.TAN, Ops.SQRT, Ops.RECIP,
+                       Ops.TRUNC, Ops.FLOOR, Ops.CEIL, Ops.RINT, Ops.TANH, Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.EXPM1,
+                       Ops.LOG1P, Ops.SINH, Ops.COSH, Ops.ERF})
+    Binary = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.POW, Ops.ATAN2, Ops.CMPLT,
+                        Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
+    Ternary = frozenset({Ops.WHERE, Ops.MULACC})
+    ALU = Unary | Binary | Ternary
+    Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+    Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+    Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+    Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
+    Associative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR})
+    FloatOnly = frozenset({Ops.EXP2, Ops.LOG2, Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.TAN, Ops.SQRT, Ops.RECIP,
+                           Ops.TANH, Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.EXPM1, Ops.LOG1P, Ops.SINH, Ops.COSH, Ops.ERF,
+                           Ops.FDIV, Ops.POW, Ops.ATAN2, Ops.FLOOR, Ops.CEIL, Ops.RINT})
+    IntOnly = frozenset({Ops.IDIV, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
+    Reduce = frozenset({Ops.ADD, Ops.MUL, Ops.MAX})
+    Defines = frozenset({Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.VARIABLE, Ops.DEFINE_GLOBAL, Ops.IOTA})

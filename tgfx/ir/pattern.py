@@ -1,0 +1,154 @@
+"""`UPat`, `PatternMatcher` and `graph_rewrite`: the one mechanism for every transform and lowering pass."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tgfx.dtypes import DType
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+
+
+class UPat:
+    """A pattern over UOps. `src` as a tuple matches in order; as a list, in any order (commutative ops)."""
+
+    __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "custom")
+
+    def __init__(self, op: Ops | Iterable[Ops] | None = None, dtype: DType | Iterable[DType] | None = None,
+                 src: tuple[UPat, ...] | list[UPat] | UPat | None = None, arg: Any = None, name: str | None = None,
+                 allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None) -> None:
+        self.ops = None if op is None else (frozenset({op}) if isinstance(op, Ops) else frozenset(op))
+        self.dtypes = None if dtype is None else (frozenset({dtype}) if isinstance(dtype, DType) else frozenset(dtype))
+        self.src = src
+        self.arg, self.name, self.allow_any_len, self.custom = arg, name, allow_any_len, custom
+
+    @staticmethod
+    def var(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(dtype=dtype, name=name)
+
+    @staticmethod
+    def cvar(name: str | None = None, dtype: DType | Iterable[DType] | None = None) -> UPat:
+        return UPat(Ops.CONST, dtype=dtype, name=name)
+
+    def match(self, u: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
+        if self.ops is not None and u.op not in self.ops:
+            return []
+        if self.dtypes is not None and u.dtype not in self.dtypes and (u.dtype is None or u.dtype.scalar not in self.dtypes):
+            return []
+        if self.arg is not None and u.arg != self.arg:
+            return []
+        if self.custom is not None and not self.custom(u):
+            return []
+        if self.name is not None:
+            if self.name in store and store[self.name] is not u:
+                return []
+            store = {**store, self.name: u}
+        if self.src is None:
+            return [store]
+        if isinstance(self.src, UPat):  # every source matches the same pattern
+            options = [tuple(self.src for _ in u.src)]
+        elif isinstance(self.src, list):
+            options = list(itertools.permutations(self.src)) if len(self.src) == len(u.src) else []
+        else:
+            options = [self.src]
+        out: list[dict[str, UOp]] = []
+        for pats in options:
+            if len(pats) != len(u.src) and not (self.allow_any_len and len(pats) <= len(u.src)):
+                continue
+            stores = [store]
+            for p, s in zip(pats, u.src, strict=False):
+                stores = [st2 for st in stores for st2 in p.match(s, st)]
+                if not stores:
+                    break
+            out.extend(stores)
+        return out
+
+
+class PatternMatcher:
+    """An ordered list of `(UPat, fn)` rules; `fn(ctx?, **captures)` returns a replacement UOp or None."""
+
+    def __init__(self, rules: list[tuple[UPat, Callable[..., UOp | None]]]) -> None:
+        self.rules = rules
+        self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool]]] = {}
+        for pat, fn in rules:
+            wants_ctx = "ctx" in fn.__code__.co_varnames[:fn.__code__.co_argcount]
+            for op in (pat.ops if pat.ops is not None else [None]):
+                self.by_op.setdefault(op, []).append((pat, fn, wants_ctx))
+        wild = self.by_op.get(None, [])
+        for op in list(self.by_op):
+            if op is not None:
+                self.by_op[op] = self.by_op[op] + wild  # order within one op is kept; wildcards come last
+
+    def __add__(self, other: PatternMatcher) -> PatternMatcher:
+        return PatternMatcher(self.rules + other.rules)
+
+    def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
+        for pat, fn, wants_ctx in self.by_op.get(u.op, self.by_op.get(None, [])):
+            for store in pat.match(u, {}):
+                ret = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
+                if ret is not None and ret is not u:
+                    return ret
+        return None
+
+
+class RewriteError(RuntimeError):
+    pass
+
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, name: str = "",
+                  max_steps: int = 10_000_000) -> UOp:
+    """Rewrite `root` with `pm` to a fixed point. Memoised; an explicit stack, so graph depth is unbounded.
+
+    Default order rewrites a node's sources first, then the node (repeatedly, until no rule matches).
+    With `bottom_up=True` a node is rewritten before its sources are visited (tinygrad's naming: the rules
+    see the node as the user built it).
+    """
+    done: dict[UOp, UOp] = {}
+    # stack entries: (node, stage, pending) ; stage 0 = visit, 1 = sources done, 2 = result pending
+    stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+    steps = 0
+    while stack:
+        steps += 1
+        if steps > max_steps:
+            raise RewriteError(f"graph_rewrite {name!r} did not reach a fixed point in {max_steps} steps")
+        n, stage, pending = stack.pop()
+        if n in done:
+            continue
+        if stage == 0:
+            if bottom_up:
+                new = _fixed_point(pm, n, ctx, name)
+                if new is not n:
+                    stack.append((n, 2, new))
+                    stack.append((new, 0, None))
+                    continue
+            stack.append((n, 1, None))
+            stack.extend((s, 0, None) for s in reversed(n.src) if s not in done)
+        elif stage == 1:
+            src = tuple(done[s] for s in n.src)
+            x = n if src == n.src else n.replace(src=src)
+            # in bottom_up mode the node was already rewritten; it only needs another look if its sources changed
+            new = x if bottom_up and x is n else _fixed_point(pm, x, ctx, name)
+            if new is x:
+                done[n] = x
+                done.setdefault(x, x)
+            else:
+                stack.append((n, 2, new))
+                stack.append((new, 0, None))
+        else:
+            assert pending is not None
+            if pending not in done:  # pending is on the stack below us only if it was a cycle
+                stack.append((n, 2, pending))
+                stack.append((pending, 0, None))
+                continue
+            done[n] = done[pending]
+    return done[root]
+
+
+def _fixed_point(pm: PatternMatcher, u: UOp, ctx: Any, name: str) -> UOp:
+    for _ in range(1000):
+        new = pm.rewrite(u, ctx)
+        if new is None:
+            return u
+        u = new
+    raise RewriteError(f"graph_rewrite {name!r}: a rule keeps rewriting {u.op} (no fixed point after 1000 steps)")

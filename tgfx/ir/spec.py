@@ -1,0 +1,102 @@
+"""Type rules of the IR: dtype, shape and device of every op. Checked on every new UOp when `SPEC=1`.
+
+Each rule is a `(UPat, fn)` returning True when the node is well formed; a node no rule accepts fails.
+"""
+from __future__ import annotations
+
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.pattern import PatternMatcher, UPat
+from tgfx.ir.uop import UOp, prod
+
+
+class SpecError(TypeError):
+    pass
+
+
+def _same_shapes(*us: UOp) -> bool:
+    shapes = {u.shape for u in us if u.shape is not None}
+    return len(shapes) <= 1
+
+
+def _same_device(*us: UOp) -> bool:
+    devs = {u.device for u in us if u.device is not None}
+    return len(devs) <= 1
+
+
+def _alu_ok(x: UOp) -> bool:
+    srcs = x.src[1:] if x.op is Ops.WHERE else x.src
+    if x.op is Ops.WHERE and x.src[0].dtype != dtypes.bool:
+        return False
+    if x.op in (Ops.SHL, Ops.SHR):
+        ok_types = x.src[0].dtype == x.dtype
+    else:
+        ok_types = all(s.dtype == srcs[0].dtype for s in srcs)
+    if x.op in GroupOp.Comparison:
+        ok_types = ok_types and x.dtype == dtypes.bool
+    elif x.op is not Ops.WHERE:
+        ok_types = ok_types and x.dtype == srcs[0].dtype
+    if x.op in GroupOp.FloatOnly and not x.dtype.is_float:
+        return False
+    if x.op in GroupOp.IntOnly and x.dtype.is_float:
+        return False
+    return ok_types and _same_shapes(*x.src) and _same_device(*x.src)
+
+
+def _reshape_ok(x: UOp) -> bool:
+    return x.src[0].shape is None or prod(x.src[0].shape) == prod(x.arg)
+
+
+def _expand_ok(x: UOp) -> bool:
+    s = x.src[0].shape
+    return len(s) == len(x.arg) and all(a == b or a == 1 for a, b in zip(s, x.arg, strict=True))
+
+
+def _permute_ok(x: UOp) -> bool:
+    return sorted(x.arg) == list(range(len(x.src[0].shape)))
+
+
+def _pad_ok(x: UOp) -> bool:
+    return len(x.arg) == len(x.src[0].shape) and all(b >= 0 and a >= 0 for b, a in x.arg)
+
+
+def _shrink_ok(x: UOp) -> bool:
+    return len(x.arg) == len(x.src[0].shape) and all(0 <= b <= e <= s for (b, e), s in zip(x.arg, x.src[0].shape,
+                                                                                          strict=True))
+
+
+def _reduce_ok(x: UOp) -> bool:
+    op, axes = x.arg
+    return op in GroupOp.Reduce and all(0 <= a < len(x.src[0].shape) for a in axes) and x.dtype == x.src[0].dtype
+
+
+spec = PatternMatcher([
+    (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float))),
+    (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC), name="x"),
+     lambda x: x.dtype is not None),
+    (UPat(GroupOp.ALU, name="x"), _alu_ok),
+    (UPat((Ops.CAST, Ops.BITCAST), name="x"), lambda x: len(x.src) == 1 and (
+        x.op is Ops.CAST or x.dtype.itemsize == x.src[0].dtype.itemsize)),
+    (UPat(Ops.RESHAPE, name="x"), _reshape_ok),
+    (UPat(Ops.EXPAND, name="x"), _expand_ok),
+    (UPat(Ops.PERMUTE, name="x"), _permute_ok),
+    (UPat(Ops.PAD, name="x"), _pad_ok),
+    (UPat(Ops.SHRINK, name="x"), _shrink_ok),
+    (UPat(Ops.FLIP, name="x"), lambda x: all(0 <= a < len(x.src[0].shape) for a in x.arg)),
+    (UPat(Ops.REDUCE_AXIS, name="x"), _reduce_ok),
+    (UPat(Ops.FUNCTION, name="x"), lambda x: len(x.src) >= 1 and x.src[0].op is Ops.TUPLE),
+    (UPat(Ops.GETTUPLE, name="x"), lambda x: x.src[0].op in (Ops.FUNCTION, Ops.CALL) and
+     0 <= x.arg < len(x.src[0].src[0].src)),
+    (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER), name="x"), lambda x: x.dtype == x.src[0].dtype),
+    # kernel-level and structural ops: their shapes are checked by the passes that build them
+    (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.KERNEL,
+           Ops.LINEAR, Ops.PROGRAM, Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.VECTORIZE, Ops.GEP)),
+     lambda: True),
+])
+
+
+def check_uop(u: UOp) -> None:
+    ok = spec.rewrite(u)
+    if ok is not True:
+        srcs = ", ".join(f"{s.op.name}:{s.dtype!r}:{s.shape}" for s in u.src)
+        raise SpecError(f"invalid {u.op.name} (dtype {u.dtype!r}, arg {u.arg!r}) with sources [{srcs}]")

@@ -1,0 +1,326 @@
+"""The one node type: an immutable, hash-consed `UOp(op, dtype, src, arg, tag)`.
+
+Building the same `(op, dtype, src, arg, tag)` twice returns the same object, so `is`/`==` is structural
+equality and graphs share subgraphs. `key` is a content hash that is stable across processes.
+Shape, device and value bounds are derived once and cached.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import weakref
+from typing import Any
+
+from tgfx import config
+from tgfx.dtypes import DType, dtypes
+from tgfx.ir.ops import GroupOp, Ops
+
+Shape = tuple[int, ...]
+
+
+def prod(xs: Any) -> int:
+    return math.prod(xs)
+
+
+class UOpMeta(type):
+    _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None,
+                 tag: Any = None) -> UOp:
+        k = (op, dtype, src, arg, tag)
+        try:
+            hit = UOpMeta._cache.get(k)
+        except TypeError as e:
+            raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from e
+        if hit is not None:
+            return hit
+        u = super().__call__(op, dtype, src, arg, tag)
+        UOpMeta._cache[k] = u
+        if config.SPEC:
+            from tgfx.ir.spec import check_uop
+            check_uop(u)
+        return u
+
+
+class UOp(metaclass=UOpMeta):
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "__dict__")
+
+    def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any, tag: Any) -> None:
+        self.op, self.dtype, self.src, self.arg, self.tag = op, dtype, src, arg, tag
+
+    # identity is structure: hash-consing makes `is` the equality
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __reduce__(self) -> tuple:
+        return (UOp, (self.op, self.dtype, self.src, self.arg, self.tag))
+
+    def __repr__(self) -> str:
+        return pretty(self)
+
+    def replace(self, **kw: Any) -> UOp:
+        d = {"op": self.op, "dtype": self.dtype, "src": self.src, "arg": self.arg, "tag": self.tag}
+        d.update(kw)
+        return UOp(d["op"], d["dtype"], tuple(d["src"]), d["arg"], d["tag"])
+
+    # ---- derived, cached properties ----
+    @functools.cached_property
+    def key(self) -> str:
+        """A content hash of the whole subgraph, the same in every process."""
+        h = hashlib.sha256()
+        h.update(f"{self.op.name}|{self.dtype!r}|{_stable_repr(self.arg)}|{_stable_repr(self.tag)}".encode())
+        for s in self.src:
+            h.update(s.key.encode())
+        return h.hexdigest()
+
+    @functools.cached_property
+    def shape(self) -> Shape | None:
+        return _shape(self)
+
+    @functools.cached_property
+    def device(self) -> str | tuple[str, ...] | None:
+        if self.op is Ops.BUFFER:
+            return self.arg[1]
+        if self.op is Ops.PARAM:
+            return self.arg[2]
+        if self.op is Ops.COPY:
+            return self.arg
+        for s in self.src:
+            if s.device is not None:
+                return s.device
+        return None
+
+    @property
+    def ndim(self) -> int:
+        assert self.shape is not None, f"{self.op} has no shape"
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        assert self.shape is not None, f"{self.op} has no shape"
+        return prod(self.shape)
+
+    def toposort(self) -> list[UOp]:
+        """Every node of the graph, sources before users (iterative: deep graphs are fine)."""
+        out: list[UOp] = []
+        seen: set[UOp] = set()
+        stack: list[tuple[UOp, bool]] = [(self, False)]
+        while stack:
+            u, done = stack.pop()
+            if done:
+                out.append(u)
+                continue
+            if u in seen:
+                continue
+            seen.add(u)
+            stack.append((u, True))
+            stack.extend((s, False) for s in reversed(u.src) if s not in seen)
+        return out
+
+    def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+        """This graph with every node in `mapping` replaced (sources rebuilt bottom up)."""
+        new: dict[UOp, UOp] = {}
+        for u in self.toposort():
+            if u in mapping:
+                new[u] = mapping[u]
+                continue
+            src = tuple(new[s] for s in u.src)
+            new[u] = u if src == u.src else u.replace(src=src)
+        return new[self]
+
+    @functools.cached_property
+    def _bounds(self) -> tuple[Any, Any]:
+        return _bounds(self)
+
+    @property
+    def vmin(self) -> Any:
+        return self._bounds[0]
+
+    @property
+    def vmax(self) -> Any:
+        return self._bounds[1]
+
+    # ---- builders ----
+    @staticmethod
+    def const(dtype: DType, value: Any) -> UOp:
+        from tgfx.dtypes import cast_scalar
+        return UOp(Ops.CONST, dtype, (), cast_scalar(value, dtype))
+
+    def const_like(self, value: Any) -> UOp:
+        return UOp.const(self.dtype.scalar, value)
+
+    def alu(self, op: Ops, *src: UOp) -> UOp:
+        out_dtype = dtypes.bool if op in GroupOp.Comparison else (src[-1].dtype if op is Ops.WHERE else self.dtype)
+        return UOp(op, out_dtype, (self, *src))
+
+    def _ufix(self, x: UOp | int | float | bool) -> UOp:
+        return x if isinstance(x, UOp) else self.const_like(x)
+
+    def __add__(self, x: UOp | int) -> UOp: return self.alu(Ops.ADD, self._ufix(x))  # noqa: E704
+    def __radd__(self, x: int) -> UOp: return self._ufix(x).alu(Ops.ADD, self)  # noqa: E704
+    def __mul__(self, x: UOp | int) -> UOp: return self.alu(Ops.MUL, self._ufix(x))  # noqa: E704
+    def __rmul__(self, x: int) -> UOp: return self._ufix(x).alu(Ops.MUL, self)  # noqa: E704
+    def __neg__(self) -> UOp: return self.alu(Ops.NEG)  # noqa: E704
+    def __sub__(self, x: UOp | int) -> UOp: return self + (-self._ufix(x))  # noqa: E704
+    def __floordiv__(self, x: UOp | int) -> UOp: return self.alu(Ops.IDIV, self._ufix(x))  # noqa: E704
+    def __mod__(self, x: UOp | int) -> UOp: return self.alu(Ops.MOD, self._ufix(x))  # noqa: E704
+    def __lt__(self, x: UOp | int) -> UOp: return self.alu(Ops.CMPLT, self._ufix(x))  # noqa: E704
+    def __and__(self, x: UOp | bool) -> UOp: return self.alu(Ops.AND, self._ufix(x))  # noqa: E704
+    def ne(self, x: UOp | int) -> UOp: return self.alu(Ops.CMPNE, self._ufix(x))  # noqa: E704
+    def eq(self, x: UOp | int) -> UOp: return self.alu(Ops.CMPEQ, self._ufix(x))  # noqa: E704
+    def maximum(self, x: UOp | int) -> UOp: return self.alu(Ops.MAX, self._ufix(x))  # noqa: E704
+    def where(self, a: UOp | int, b: UOp | int) -> UOp:  # noqa: E704
+        a = a if isinstance(a, UOp) else b.const_like(a) if isinstance(b, UOp) else UOp.const(dtypes.index, a)
+        return self.alu(Ops.WHERE, a, a._ufix(b))
+    def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))  # noqa: E704, E301
+
+
+def _stable_repr(x: Any) -> str:
+    if isinstance(x, UOp):
+        return x.key
+    if isinstance(x, (tuple, list)):
+        return "(" + ",".join(_stable_repr(y) for y in x) + ")"
+    if isinstance(x, float):
+        return repr(x) if not math.isnan(x) else "nan"
+    if callable(x) and hasattr(x, "__qualname__"):
+        return f"{getattr(x, '__module__', '')}.{x.__qualname__}"
+    return repr(x)
+
+
+# ---- shape rules: one per op group ----
+def _shape(u: UOp) -> Shape | None:
+    op, src, arg = u.op, u.src, u.arg
+    if op is Ops.CONST or op is Ops.VARIABLE or op is Ops.BIND:
+        return ()
+    if op is Ops.BUFFER:
+        return (arg[2],)
+    if op is Ops.IOTA:
+        return (arg,)
+    if op is Ops.DEFINE_GLOBAL:
+        return (arg[1],)
+    if op is Ops.PARAM:
+        return arg[1]
+    if op in (Ops.RESHAPE, Ops.EXPAND):
+        return tuple(arg)
+    if op is Ops.PERMUTE:
+        return tuple(src[0].shape[i] for i in arg)
+    if op is Ops.PAD:
+        return tuple(s + b + a for s, (b, a) in zip(src[0].shape, arg, strict=True))
+    if op is Ops.SHRINK:
+        return tuple(e - b for b, e in arg)
+    if op is Ops.FLIP:
+        return src[0].shape
+    if op is Ops.REDUCE_AXIS:
+        return tuple(1 if i in arg[1] else s for i, s in enumerate(src[0].shape))
+    if op in GroupOp.Elementwise or op in (Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.MULTI, Ops.ALLREDUCE):
+        for s in (src[1:] if op is Ops.WHERE else src):
+            if s.shape is not None:
+                return s.shape
+        return None
+    if op is Ops.GETTUPLE:
+        return _call_result(src[0], arg, "shape")
+    if op is Ops.DEFINE_GLOBAL:
+        return None
+    return None
+
+
+def _call_result(call: UOp, i: int, attr: str) -> Any:
+    """Shape or device of result i of a FUNCTION/CALL, with PARAM shapes taken from the body."""
+    body = call.src[0]
+    return getattr(body.src[i], attr)
+
+
+# ---- value bounds for index arithmetic ----
+def _bounds(u: UOp) -> tuple[Any, Any]:
+    from tgfx.dtypes import max_value, min_value
+    dt = u.dtype
+    if dt is None:
+        return (None, None)
+    if u.op is Ops.CONST:
+        return (u.arg, u.arg)
+    if u.op is Ops.RANGE:
+        end = u.src[0]
+        return (0, end.vmax - 1)
+    if u.op is Ops.SPECIAL:
+        return (0, u.arg[1] - 1)
+    if u.op is Ops.VARIABLE:
+        return (u.arg[1], u.arg[2])
+    if u.op is Ops.BIND:
+        return u.src[0]._bounds
+    if dt.is_bool:
+        if u.op in GroupOp.Comparison or u.op in (Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE):
+            return _bool_bounds(u)
+        return (False, True)
+    if not dt.is_int:
+        return (min_value(dt), max_value(dt))
+    full = (min_value(dt), max_value(dt))
+    s = u.src
+    if u.op is Ops.ADD:
+        return _clamp((s[0].vmin + s[1].vmin, s[0].vmax + s[1].vmax), full)
+    if u.op is Ops.NEG:
+        return _clamp((-s[0].vmax, -s[0].vmin), full)
+    if u.op is Ops.MUL:
+        c = [a * b for a in (s[0].vmin, s[0].vmax) for b in (s[1].vmin, s[1].vmax)]
+        return _clamp((min(c), max(c)), full)
+    if u.op is Ops.IDIV and s[1].op is Ops.CONST and s[1].arg > 0:
+        d = s[1].arg
+        return (_tdiv(s[0].vmin, d), _tdiv(s[0].vmax, d))
+    if u.op is Ops.MOD and s[1].op is Ops.CONST and s[1].arg > 0:
+        d = s[1].arg
+        if s[0].vmin >= 0:
+            return (0, min(s[0].vmax, d - 1))
+        return (-(d - 1), d - 1)
+    if u.op is Ops.MAX:
+        return (max(s[0].vmin, s[1].vmin), max(s[0].vmax, s[1].vmax))
+    if u.op is Ops.WHERE:
+        return (min(s[1].vmin, s[2].vmin), max(s[1].vmax, s[2].vmax))
+    if u.op is Ops.CAST and s[0].dtype is not None and (s[0].dtype.is_int or s[0].dtype.is_bool):
+        lo, hi = int(s[0].vmin), int(s[0].vmax)
+        if full[0] <= lo and hi <= full[1]:
+            return (lo, hi)
+    return full
+
+
+def _tdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _clamp(b: tuple[int, int], full: tuple[int, int]) -> tuple[int, int]:
+    return b if full[0] <= b[0] and b[1] <= full[1] else full
+
+
+def _bool_bounds(u: UOp) -> tuple[bool, bool]:
+    s = u.src
+    if u.op is Ops.CMPLT and s[0].dtype.is_int:
+        if s[0].vmax < s[1].vmin:
+            return (True, True)
+        if s[0].vmin >= s[1].vmax:
+            return (False, False)
+    if u.op is Ops.CMPNE and s[0].dtype.is_int:
+        if s[0].vmax < s[1].vmin or s[0].vmin > s[1].vmax:
+            return (True, True)
+    if u.op is Ops.CMPEQ and s[0].dtype.is_int:
+        if s[0].vmax < s[1].vmin or s[0].vmin > s[1].vmax:
+            return (False, False)
+    if u.op is Ops.AND:
+        return (bool(s[0].vmin and s[1].vmin), bool(s[0].vmax and s[1].vmax))
+    if u.op is Ops.OR:
+        return (bool(s[0].vmin or s[1].vmin), bool(s[0].vmax or s[1].vmax))
+    return (False, True)
+
+
+def pretty(u: UOp, max_nodes: int = 60) -> str:
+    """A readable listing of the graph, one node per line, shared nodes named once."""
+    nodes = u.toposort()
+    if len(nodes) > max_nodes:
+        return f"UOp({u.op}, {u.dtype}, arg={u.arg!r}, <{len(nodes)} nodes>)"
+    names = {n: f"%{i}" for i, n in enumerate(nodes)}
+    lines = [f"{names[n]} = {n.op.name} {n.dtype!r} {', '.join(names[s] for s in n.src)}"
+             + (f" arg={n.arg!r}" if n.arg is not None else "") + (f" tag={n.tag!r}" if n.tag is not None else "")
+             for n in nodes]
+    return "\n".join(lines) if len(lines) > 1 else f"UOp({u.op}, {u.dtype}, arg={u.arg!r})"

@@ -1,0 +1,71 @@
+"""The lowering pipeline, top to bottom.
+
+    tensor graph ──schedule──▶ LINEAR of kernel CALLs
+    per kernel: rangeify ─▶ symbolic ─▶ linearize ─▶ render LLVM IR ─▶ compile (llvmlite)
+    LINEAR ──execute──▶ device queues
+
+`realize(uops)` runs the whole pipeline and returns each uop's result as a view of a buffer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tgfx import config
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering.compile import compile_llvm
+from tgfx.lowering.linearize import linearize
+from tgfx.lowering.rangeify import rangeify
+from tgfx.lowering.render_llvm import render_llvm
+from tgfx.lowering.symbolic import pm_symbolic
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    addr: int          # native entry point, calling convention of tgfx/devices/hcq.py
+    nbufs: int
+    ast: UOp
+    src: str           # LLVM IR as rendered
+    flops: int = 0
+
+
+_kernels: dict[str, CompiledKernel] = {}
+
+
+def kernel_name(ast: UOp) -> str:
+    """A short readable name: the ops that dominate, and the output shape."""
+    store = ast.src[0]
+    shape = store.src[1].shape or ()
+    has_reduce = any(u.op is Ops.REDUCE_AXIS for u in store.toposort())
+    return f"{'r' if has_reduce else 'E'}_{'_'.join(map(str, shape)) or 'scalar'}_{ast.key[:8]}"
+
+
+def lower_kernel(ast: UOp) -> CompiledKernel:
+    """One kernel AST (tensor level, buffers by slot) to a compiled program; cached by the AST's key."""
+    if (hit := _kernels.get(ast.key)) is not None:
+        return hit
+    name = kernel_name(ast)
+    # movement ops become index arithmetic over explicit loops
+    sink = rangeify(ast)
+    # fold constants and simplify the index arithmetic rangeify produced
+    sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
+    # order into loops, hoisting what each loop does not depend on
+    lin, acc_of = linearize(sink)
+    bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
+    ir = render_llvm(name, lin, acc_of, bufs)
+    ck = CompiledKernel(name, compile_llvm(name, ir), len(bufs), ast, ir)
+    _kernels[ast.key] = ck
+    if config.DEBUG >= 3:
+        print(f"compiled {name}: {len(lin)} linear ops")
+    return ck
+
+
+def realize(uops: list[UOp]) -> dict[UOp, UOp]:
+    """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
+    from tgfx.lowering.execute import run_linear
+    from tgfx.lowering.schedule import schedule
+    linear, results = schedule(uops)
+    run_linear(linear)
+    return results

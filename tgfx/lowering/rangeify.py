@@ -1,0 +1,194 @@
+"""rangeify: give a kernel explicit loops.
+
+Input: `SINK(STORE(DEFINE_GLOBAL out, value), ...)` where `value` is a tensor-level graph (elementwise, movement,
+REDUCE_AXIS) over `DEFINE_GLOBAL` inputs viewed through movement ops. Output: scalar index-level code. Each output
+dimension becomes a `RANGE`; each movement op becomes index arithmetic on the way down to the loads (reshape -> div/mod,
+permute -> reorder, expand -> drop the index, shrink -> offset, flip -> reversed index, pad -> a validity mask with
+`WHERE`); each reduce gets its own reduce `RANGE`s and becomes `REDUCE(value, *ranges)`. Loads are
+`LOAD(INDEX(buf, offset))` with the offset clamped to 0 where the mask says the element is padding, so every load is
+in bounds and safe to hoist.
+
+A value is requested at `(node, index tuple, valid mask)`; the same request is lowered once. The walk uses an
+explicit stack, so a chain of 100k elementwise ops lowers without recursion.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tgfx.dtypes import dtypes, max_value, min_value
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp
+
+Index = tuple[UOp, ...]
+Request = tuple[UOp, Index, UOp | None]
+
+
+@dataclass
+class RangeifyCtx:
+    next_range: int = 0
+    reduce_ranges: dict[Request, tuple[UOp, ...]] = field(default_factory=dict)
+
+    def new_range(self, size: int, kind: str) -> UOp:
+        if size == 1:
+            return UOp.const(dtypes.index, 0)
+        r = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), (self.next_range, kind))
+        self.next_range += 1
+        return r
+
+
+def _c(v: int) -> UOp:
+    return UOp.const(dtypes.index, v)
+
+
+def _and(a: UOp | None, b: UOp) -> UOp:
+    return b if a is None else a & b
+
+
+def linear_index(idx: Index, shape: tuple[int, ...]) -> UOp:
+    """Row-major flat offset of `idx` in `shape`."""
+    out, stride = _c(0), 1
+    for i, s in reversed(list(zip(idx, shape, strict=True))):
+        if s != 1:
+            out = out + i * stride if stride != 1 else out + i
+        stride *= s
+    return out
+
+
+def unflatten(flat: UOp, shape: tuple[int, ...]) -> Index:
+    out, stride = [], 1
+    for s in reversed(shape):
+        out.append(_c(0) if s == 1 else (flat // stride) % s)
+        stride *= s
+    return tuple(reversed(out))
+
+
+# ---- index rules: how a node's index maps to its sources' indices ----
+def idx_reshape(u: UOp, idx: Index) -> Index:
+    old = u.src[0].shape
+    if tuple(s for s in old if s != 1) == tuple(s for s in u.arg if s != 1):  # only size-1 axes added or removed
+        it = iter(i for i, s in zip(idx, u.arg, strict=True) if s != 1)
+        return tuple(_c(0) if s == 1 else next(it) for s in old)
+    return unflatten(linear_index(idx, u.arg), old)
+
+
+def idx_permute(u: UOp, idx: Index) -> Index:
+    out: list[UOp] = [_c(0)] * len(idx)
+    for i, p in enumerate(u.arg):
+        out[p] = idx[i]
+    return tuple(out)
+
+
+def idx_expand(u: UOp, idx: Index) -> Index:
+    return tuple(_c(0) if s == 1 else i for i, s in zip(idx, u.src[0].shape, strict=True))
+
+
+def idx_shrink(u: UOp, idx: Index) -> Index:
+    return tuple(i + b if b else i for i, (b, _) in zip(idx, u.arg, strict=True))
+
+
+def idx_flip(u: UOp, idx: Index) -> Index:
+    return tuple(_c(s - 1) - i if a in u.arg else i for a, (i, s) in enumerate(zip(idx, u.shape, strict=True)))
+
+
+def idx_pad(u: UOp, idx: Index) -> Index:
+    return tuple(i - b if b else i for i, (b, _) in zip(idx, u.arg, strict=True))
+
+
+def pad_valid(u: UOp, idx: Index) -> UOp | None:
+    valid = None
+    for i, (b, a), s in zip(idx, u.arg, u.src[0].shape, strict=True):
+        if b:
+            valid = _and(valid, _c(b - 1) < i)
+        if a:
+            valid = _and(valid, i < _c(b + s))
+    return valid
+
+
+movement_index: dict[Ops, Callable[[UOp, Index], Index]] = {
+    Ops.RESHAPE: idx_reshape, Ops.PERMUTE: idx_permute, Ops.EXPAND: idx_expand, Ops.SHRINK: idx_shrink,
+    Ops.FLIP: idx_flip, Ops.PAD: idx_pad,
+}
+
+
+def reduce_identity(op: Ops, dtype: Any) -> Any:
+    if op is Ops.ADD:
+        return 0
+    if op is Ops.MUL:
+        return 1
+    return min_value(dtype)
+
+
+def _requests(ctx: RangeifyCtx, req: Request) -> list[Request]:
+    u, idx, valid = req
+    if u.op in movement_index:
+        if u.op is Ops.PAD:
+            pv = pad_valid(u, idx)
+            return [(u.src[0], idx_pad(u, idx), valid if pv is None else _and(valid, pv))]
+        return [(u.src[0], movement_index[u.op](u, idx), valid)]
+    if u.op is Ops.REDUCE_AXIS:
+        axes = u.arg[1]
+        rngs = tuple(ctx.new_range(s, "reduce") for a, s in enumerate(u.src[0].shape) if a in axes)
+        ctx.reduce_ranges[req] = rngs
+        it = iter(rngs)
+        return [(u.src[0], tuple(next(it) if a in axes else i for a, i in enumerate(idx)), valid)]
+    if u.op in GroupOp.Elementwise:
+        return [(s, idx, valid) for s in u.src]
+    if u.op in (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.IOTA):
+        return []
+    raise NotImplementedError(f"rangeify: no rule for {u.op} inside a kernel")
+
+
+def _build(ctx: RangeifyCtx, req: Request, vals: list[UOp]) -> UOp:
+    u, idx, valid = req
+    if u.op is Ops.CONST:
+        return u
+    if u.op is Ops.IOTA:
+        return idx[0]
+    if u.op is Ops.DEFINE_GLOBAL:
+        off = idx[0] if valid is None else valid.where(idx[0], _c(0))
+        return UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, u.dtype, (u, off)),))
+    if u.op is Ops.PAD:
+        pv = pad_valid(u, idx)
+        return vals[0] if pv is None else pv.where(vals[0], vals[0].const_like(0))
+    if u.op in movement_index:
+        return vals[0]
+    if u.op is Ops.REDUCE_AXIS:
+        rngs = tuple(r for r in ctx.reduce_ranges[req] if r.op is Ops.RANGE)
+        if any(r.src[0].arg == 0 for r in ctx.reduce_ranges[req]):
+            return UOp.const(u.dtype, reduce_identity(u.arg[0], u.dtype))
+        return vals[0] if not rngs else UOp(Ops.REDUCE, u.dtype, (vals[0], *rngs), u.arg[0])
+    return UOp(u.op, u.dtype, tuple(vals), u.arg)
+
+
+def lower_value(ctx: RangeifyCtx, root: Request) -> UOp:
+    done: dict[Request, UOp] = {}
+    stack: list[tuple[Request, list[Request] | None]] = [(root, None)]
+    while stack:
+        req, kids = stack.pop()
+        if req in done:
+            continue
+        if kids is None:
+            kids = _requests(ctx, req)
+            stack.append((req, kids))
+            stack.extend((k, None) for k in kids if k not in done)
+        else:
+            done[req] = _build(ctx, req, [done[k] for k in kids])
+    return done[root]
+
+
+def rangeify(ast: UOp) -> UOp:
+    """Lower a tensor-level kernel AST to index-level code with explicit RANGEs."""
+    ctx = RangeifyCtx()
+    stores = []
+    for st in ast.src:
+        dst, val = st.src
+        shape = val.shape
+        idx = tuple(ctx.new_range(s, "loop") for s in shape)
+        v = lower_value(ctx, (val, idx, None))
+        stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, dst.dtype, (dst, linear_index(idx, shape))), v)))
+    return UOp(Ops.SINK, None, tuple(stores), ast.arg)
+
+
+__all__ = ["rangeify", "linear_index", "unflatten", "reduce_identity", "max_value"]

@@ -1,0 +1,347 @@
+"""render: a linearized kernel as LLVM IR text.
+
+Every kernel has the calling convention of tgfx/devices/hcq.py: `void name(ptr bufs, ptr vals, i64 core)`. It loads
+its buffer pointers and calls an always-inlined body whose pointer arguments are `noalias` (outputs are always fresh
+buffers), so LLVM can vectorise without runtime alias checks.
+
+The renderer is a rule table from ops to IR, keyed by dtype. float16 values live in registers as `half` and bfloat16
+values as their `i16` bits; both compute in `float` and round back after every op, as numpy does per op.
+A node with no rule fails loudly with its op, dtype and source dtypes.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from tgfx.dtypes import DType, dtypes
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp
+
+
+class RenderError(NotImplementedError):
+    pass
+
+
+def reg_type(d: DType) -> str:
+    """The LLVM type of a value of dtype `d` in a register."""
+    if d.is_bool:
+        return "i1"
+    if d.is_int:
+        return f"i{d.bits}"
+    return {"float16": "half", "bfloat16": "i16", "float32": "float", "float64": "double"}[d.name]
+
+
+def mem_type(d: DType) -> str:
+    return "i8" if d.is_bool else reg_type(d)
+
+
+def compute_type(d: DType) -> str:
+    return "float" if d in (dtypes.float16, dtypes.bfloat16) else reg_type(d)
+
+
+def float_literal(v: float, ty: str) -> str:
+    if ty == "half":
+        return "0xH" + struct.pack(">e", v).hex().upper()
+    if ty == "float":  # LLVM writes floats as the double with the same value
+        v = struct.unpack("f", struct.pack("f", v))[0]
+    return "0x" + struct.pack(">d", v).hex().upper()
+
+
+def literal(v: bool | int | float, d: DType, ty: str) -> str:
+    """A constant of dtype `d` written as LLVM type `ty` (its register or compute type)."""
+    if ty == "i1":
+        return "true" if v else "false"
+    if ty.startswith("i") and d == dtypes.bfloat16:
+        from tgfx.dtypes import f32_to_bf16
+        return str(int(f32_to_bf16(v)))
+    if ty.startswith("i"):
+        return str(int(v))
+    return float_literal(float(v), ty)
+
+
+# libm names of float ops LLVM has no intrinsic for; intrinsics for the rest
+_LIBM = {Ops.TAN: "tan", Ops.TANH: "tanh", Ops.ASIN: "asin", Ops.ACOS: "acos", Ops.ATAN: "atan", Ops.EXPM1: "expm1",
+         Ops.LOG1P: "log1p", Ops.SINH: "sinh", Ops.COSH: "cosh", Ops.ERF: "erf", Ops.ATAN2: "atan2"}
+_INTRINSIC = {Ops.SQRT: "sqrt", Ops.EXP: "exp", Ops.EXP2: "exp2", Ops.LOG: "log", Ops.LOG2: "log2", Ops.SIN: "sin",
+              Ops.COS: "cos", Ops.TRUNC: "trunc", Ops.FLOOR: "floor", Ops.CEIL: "ceil", Ops.RINT: "rint",
+              Ops.POW: "pow", Ops.MAX: "maximum"}
+_LLVM_SUFFIX = {"float": "f32", "double": "f64"}
+
+
+class LLVMRenderer:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lines: list[str] = []
+        self.allocas: list[str] = []
+        self.names: dict[UOp, str] = {}
+        self.declares: set[str] = set()
+        self.n = 0
+
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%t{self.n}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " + line)
+
+    def op_in(self, line: str) -> str:
+        """Emit `%t = line` and return %t."""
+        t = self.tmp()
+        self.emit(f"{t} = {line}")
+        return t
+
+    # ---- values in compute type ----
+    def val(self, u: UOp) -> str:
+        """`u` as a register value."""
+        if u.op is Ops.CONST:
+            return literal(u.arg, u.dtype, reg_type(u.dtype))
+        return self.names[u]
+
+    def cval(self, u: UOp) -> str:
+        """`u` in its compute type (float for float16/bfloat16)."""
+        if u.op is Ops.CONST:
+            return literal(u.arg, u.dtype, compute_type(u.dtype))
+        return self.to_compute(self.names[u], u.dtype)
+
+    def to_compute(self, v: str, d: DType) -> str:
+        if d == dtypes.float16:
+            return self.op_in(f"fpext half {v} to float")
+        if d == dtypes.bfloat16:
+            w = self.op_in(f"zext i16 {v} to i32")
+            w = self.op_in(f"shl i32 {w}, 16")
+            return self.op_in(f"bitcast i32 {w} to float")
+        return v
+
+    def from_compute(self, v: str, d: DType) -> str:
+        if d == dtypes.float16:
+            return self.op_in(f"fptrunc float {v} to half")
+        if d == dtypes.bfloat16:  # round to nearest even, keep NaN a quiet NaN
+            b = self.op_in(f"bitcast float {v} to i32")
+            lsb = self.op_in(f"lshr i32 {b}, 16")
+            lsb = self.op_in(f"and i32 {lsb}, 1")
+            r = self.op_in(f"add i32 {b}, 32767")
+            r = self.op_in(f"add i32 {r}, {lsb}")
+            r = self.op_in(f"lshr i32 {r}, 16")
+            r = self.op_in(f"trunc i32 {r} to i16")
+            nan = self.op_in(f"fcmp uno float {v}, 0.0")
+            return self.op_in(f"select i1 {nan}, i16 32704, i16 {r}")
+        return v
+
+    def call(self, fn: str, ret: str, args: list[tuple[str, str]]) -> str:
+        self.declares.add(f"declare {ret} @{fn}({', '.join(t for t, _ in args)})")
+        return self.op_in(f"call {ret} @{fn}({', '.join(f'{t} {v}' for t, v in args)})")
+
+    # ---- the op rules ----
+    def alu(self, u: UOp, flags: str = "") -> str:
+        d = u.src[-1].dtype if u.op is not Ops.WHERE else u.dtype
+        if u.op is Ops.WHERE:
+            return self.op_in(f"select i1 {self.val(u.src[0])}, {reg_type(d)} {self.val(u.src[1])}, "
+                              f"{reg_type(d)} {self.val(u.src[2])}")
+        ct = compute_type(d)
+        xs = [self.cval(s) for s in u.src]
+        rule = alu_rules.get((u.op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
+        if rule is None:
+            raise RenderError(f"no LLVM rule for {u.op} on {d!r} (sources {[s.dtype for s in u.src]})")
+        out = rule(self, ct, xs, flags)
+        return out if u.op in GroupOp.Comparison else self.from_compute(out, d)
+
+    def cast(self, u: UOp) -> str:
+        s, d = u.src[0].dtype, u.dtype
+        x = self.cval(u.src[0])
+        cs, cd = compute_type(s), compute_type(d)
+        if d.is_bool:
+            out = self.op_in(f"fcmp une {cs} {x}, 0.0" if s.is_float else f"icmp ne {cs} {x}, 0")
+            return out
+        if s.is_float and d.is_float:
+            sb, db = _fbits(cs), _fbits(cd)
+            out = x if sb == db else self.op_in(f"{'fpext' if db > sb else 'fptrunc'} {cs} {x} to {cd}")
+        elif s.is_float:
+            out = self.op_in(f"{'fptoui' if d.is_unsigned else 'fptosi'} {cs} {x} to {cd}")
+        elif d.is_float:
+            signed = s.kind == "i"
+            out = self.op_in(f"{'sitofp' if signed else 'uitofp'} {cs} {x} to {cd}")
+        else:
+            sb, db = _ibits(cs), _ibits(cd)
+            if sb == db:
+                out = x
+            elif db < sb:
+                out = self.op_in(f"trunc {cs} {x} to {cd}")
+            else:
+                out = self.op_in(f"{'sext' if s.kind == 'i' else 'zext'} {cs} {x} to {cd}")
+        return self.from_compute(out, d)
+
+    def bitcast(self, u: UOp) -> str:
+        return self.op_in(f"bitcast {reg_type(u.src[0].dtype)} {self.val(u.src[0])} to {reg_type(u.dtype)}")
+
+    def render(self, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp]) -> str:
+        for i, b in enumerate(bufs):
+            self.names[b] = f"%b{i}"
+        update_of_acc: set[UOp] = set()
+        for u in lin:
+            if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC:
+                update_of_acc.add(u.src[1])
+        for u in lin:
+            self.render_one(u, acc_of, u in update_of_acc)
+        args = ", ".join(f"ptr noalias %b{i}" for i in range(len(bufs)))
+        loads = []
+        for i in range(len(bufs)):
+            loads.append(f"  %p{i} = getelementptr ptr, ptr %bufs, i64 {i}")
+            loads.append(f"  %a{i} = load ptr, ptr %p{i}")
+        call_args = ", ".join([f"ptr %a{i}" for i in range(len(bufs))] + ["i64 %core"])
+        body = "\n".join(self.allocas + ["  br label %start", "start:"] + self.lines)
+        return "\n".join([
+            *sorted(self.declares),
+            f"define internal void @{self.name}_body({args}{', ' if args else ''}i64 %core) alwaysinline {{",
+            "entry:", body, "  ret void", "}",
+            f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) {{", "entry:", *loads,
+            f"  call void @{self.name}_body({call_args})", "  ret void", "}",
+        ])
+
+    def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
+        op = u.op
+        if op is Ops.CONST or op is Ops.DEFINE_GLOBAL:
+            return
+        if op is Ops.RANGE:
+            rid = u.arg[0]
+            self.allocas.append(f"  %r{rid}.p = alloca i64")
+            self.emit(f"store i64 0, ptr %r{rid}.p")
+            self.emit(f"br label %L{rid}")
+            self.lines.append(f"L{rid}:")
+            self.names[u] = f"%r{rid}"
+            self.emit(f"%r{rid} = load i64, ptr %r{rid}.p")
+        elif op is Ops.END:
+            r = u.src[0]
+            rid = r.arg[0]
+            nxt = self.op_in(f"add i64 %r{rid}, 1")
+            self.emit(f"store i64 {nxt}, ptr %r{rid}.p")
+            c = self.op_in(f"icmp slt i64 {nxt}, {r.src[0].arg}")
+            self.emit(f"br i1 {c}, label %L{rid}, label %L{rid}.end")
+            self.lines.append(f"L{rid}.end:")
+        elif op is Ops.DEFINE_ACC:
+            ty = reg_type(u.dtype)
+            self.allocas.append(f"  %acc{u.arg} = alloca {ty}")
+            self.emit(f"store {ty} {self.val(u.src[0])}, ptr %acc{u.arg}")
+            self.names[u] = f"%acc{u.arg}"
+        elif op is Ops.LOAD and u.src[0].op is Ops.DEFINE_ACC:
+            self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[u.src[0]]}")
+        elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC:
+            self.emit(f"store {reg_type(u.src[1].dtype)} {self.val(u.src[1])}, ptr {self.names[u.src[0]]}")
+        elif op is Ops.REDUCE:
+            self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
+        elif op is Ops.INDEX:
+            buf, off = u.src
+            self.names[u] = self.op_in(f"getelementptr {mem_type(buf.dtype)}, ptr {self.names[buf]}, i64 {self.val(off)}")
+        elif op is Ops.LOAD:
+            d = u.dtype
+            v = self.op_in(f"load {mem_type(d)}, ptr {self.names[u.src[0]]}")
+            self.names[u] = self.op_in(f"trunc i8 {v} to i1") if d.is_bool else v
+        elif op is Ops.STORE:
+            idx, v = u.src
+            d = v.dtype
+            x = self.val(v)
+            if d.is_bool:
+                x = self.op_in(f"zext i1 {x} to i8")
+            self.emit(f"store {mem_type(d)} {x}, ptr {self.names[idx]}")
+        elif op in GroupOp.ALU:
+            self.names[u] = self.alu(u, "reassoc nsz contract " if is_update else "")
+        elif op is Ops.CAST:
+            self.names[u] = self.cast(u)
+        elif op is Ops.BITCAST:
+            self.names[u] = self.bitcast(u)
+        else:
+            raise RenderError(f"no LLVM rule for {op} (dtype {u.dtype!r}, sources {[s.dtype for s in u.src]})")
+
+
+def _fbits(t: str) -> int:
+    return {"half": 16, "float": 32, "double": 64}[t]
+
+
+def _ibits(t: str) -> int:
+    return int(t[1:])
+
+
+# ---- ALU rules: (op, kind) -> emitter(renderer, compute type, operands, flags) ----
+Rule = Callable[[LLVMRenderer, str, list[str], str], str]
+
+
+def _bin(instr: str) -> Rule:
+    return lambda r, t, x, f: r.op_in(f"{instr} {f}{t} {x[0]}, {x[1]}")
+
+
+def _intrinsic(name: str) -> Rule:
+    return lambda r, t, x, f: r.call(f"llvm.{name}.{_LLVM_SUFFIX[t]}", t, [(t, v) for v in x])
+
+
+def _libm(name: str) -> Rule:
+    return lambda r, t, x, f: r.call(name + ("f" if t == "float" else ""), t, [(t, v) for v in x])
+
+
+def _int_intrinsic(name: str) -> Rule:
+    return lambda r, t, x, f: r.call(f"llvm.{name}.{t}", t, [(t, v) for v in x])
+
+
+def _safe_div(instr: str, signed: bool) -> Rule:
+    """numpy integer division semantics at the edges: x / 0 = 0 (and x % 0 = 0), INT_MIN / -1 wraps."""
+    def rule(r: LLVMRenderer, t: str, x: list[str], f: str) -> str:
+        if x[1].lstrip("-").isdigit() and int(x[1]) > 0:
+            return r.op_in(f"{instr} {t} {x[0]}, {x[1]}")
+        zero = r.op_in(f"icmp eq {t} {x[1]}, 0")
+        bad = zero
+        if signed:
+            neg1 = r.op_in(f"icmp eq {t} {x[1]}, -1")
+            bad = r.op_in(f"or i1 {zero}, {neg1}")
+        d = r.op_in(f"select i1 {bad}, {t} 1, {t} {x[1]}")
+        q = r.op_in(f"{instr} {t} {x[0]}, {d}")
+        if signed:
+            special = r.op_in(f"sub {t} 0, {x[0]}" if instr == "sdiv" else f"add {t} 0, 0")
+            q = r.op_in(f"select i1 {neg1}, {t} {special}, {t} {q}")
+        return r.op_in(f"select i1 {zero}, {t} 0, {t} {q}")
+    return rule
+
+
+def _shift(instr: str, arith: bool) -> Rule:
+    """Shifts by >= the bit width give 0 (or -1 for a negative arithmetic right shift), as numpy does."""
+    def rule(r: LLVMRenderer, t: str, x: list[str], f: str) -> str:
+        bits = _ibits(t)
+        big = r.op_in(f"icmp uge {t} {x[1]}, {bits}")
+        amt = r.op_in(f"select i1 {big}, {t} {bits - 1}, {t} {x[1]}")
+        v = r.op_in(f"{instr} {t} {x[0]}, {amt}")
+        if arith:
+            return v  # shifting by bits-1 already gives 0 or -1
+        return r.op_in(f"select i1 {big}, {t} 0, {t} {v}")
+    return rule
+
+
+alu_rules: dict[tuple[Ops, str], Rule] = {
+    (Ops.ADD, "f"): _bin("fadd"), (Ops.MUL, "f"): _bin("fmul"), (Ops.FDIV, "f"): _bin("fdiv"),
+    (Ops.MOD, "f"): _bin("frem"),
+    (Ops.NEG, "f"): lambda r, t, x, f: r.op_in(f"fneg {t} {x[0]}"),
+    (Ops.RECIP, "f"): lambda r, t, x, f: r.op_in(f"fdiv {t} {float_literal(1.0, t)}, {x[0]}"),
+    (Ops.CMPLT, "f"): _bin("fcmp olt"), (Ops.CMPNE, "f"): _bin("fcmp une"), (Ops.CMPEQ, "f"): _bin("fcmp oeq"),
+    (Ops.MULACC, "f"): lambda r, t, x, f: r.op_in(f"fadd {f}{t} {r.op_in(f'fmul {f}{t} {x[0]}, {x[1]}')}, {x[2]}"),
+    **{(op, "f"): _intrinsic(n) for op, n in _INTRINSIC.items()},
+    **{(op, "f"): _libm(n) for op, n in _LIBM.items()},
+}
+for _k in "iu":
+    alu_rules.update({
+        (Ops.ADD, _k): _bin("add"), (Ops.MUL, _k): _bin("mul"),
+        (Ops.NEG, _k): lambda r, t, x, f: r.op_in(f"sub {t} 0, {x[0]}"),
+        (Ops.IDIV, _k): _safe_div("sdiv" if _k == "i" else "udiv", _k == "i"),
+        (Ops.MOD, _k): _safe_div("srem" if _k == "i" else "urem", _k == "i"),
+        (Ops.MAX, _k): _int_intrinsic("smax" if _k == "i" else "umax"),
+        (Ops.CMPLT, _k): _bin("icmp slt" if _k == "i" else "icmp ult"), (Ops.CMPNE, _k): _bin("icmp ne"),
+        (Ops.CMPEQ, _k): _bin("icmp eq"), (Ops.AND, _k): _bin("and"), (Ops.OR, _k): _bin("or"),
+        (Ops.XOR, _k): _bin("xor"), (Ops.SHL, _k): _shift("shl", False),
+        (Ops.SHR, _k): _shift("ashr" if _k == "i" else "lshr", _k == "i"),
+        (Ops.MULACC, _k): lambda r, t, x, f: r.op_in(f"add {t} {r.op_in(f'mul {t} {x[0]}, {x[1]}')}, {x[2]}"),
+    })
+alu_rules.update({
+    (Ops.AND, "b"): _bin("and"), (Ops.OR, "b"): _bin("or"), (Ops.XOR, "b"): _bin("xor"), (Ops.MAX, "b"): _bin("or"),
+    (Ops.CMPNE, "b"): _bin("xor"), (Ops.CMPEQ, "b"): _bin("icmp eq"), (Ops.MUL, "b"): _bin("and"),
+    (Ops.ADD, "b"): _bin("or"),
+    (Ops.CMPLT, "b"): lambda r, t, x, f: r.op_in(f"and i1 {r.op_in(f'xor i1 {x[0]}, true')}, {x[1]}"),
+})
+
+
+def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp]) -> str:
+    return LLVMRenderer(name).render(lin, acc_of, bufs)

@@ -1,0 +1,154 @@
+"""schedule: a graph of tensor ops to a LINEAR list of kernel CALLs, in dependency order.
+
+1. decide where values are materialised: the requested outputs, `CONTIGUOUS` and `COPY`, and reduces that would
+   otherwise be recomputed (a reduce read through an `EXPAND`, or by more than one kernel);
+2. everything else is fused into the kernel of the materialised value that reads it;
+3. each kernel's AST refers to its buffers by slot (`DEFINE_GLOBAL`), never by identity, so equal computations on
+   different data have the same `key` and share one compiled program.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp, prod
+
+_buffer_uid = itertools.count(1)
+DEFAULT_DEVICE = "CPU"
+
+
+def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001
+    """A fresh BUFFER node; its memory is allocated when a kernel first writes it."""
+    return UOp(Ops.BUFFER, dtype, (), (next(_buffer_uid), device, size))
+
+
+def buffer_view(u: UOp) -> UOp | None:
+    """The BUFFER under `u` if `u` reads it contiguously in order (a reshape of it), else None."""
+    if u.op is Ops.BUFFER:
+        return u
+    if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER:
+        return u.src[0]
+    return None
+
+
+def _is_expanding(u: UOp) -> bool:
+    return u.op is Ops.EXPAND and any(a != b for a, b in zip(u.src[0].shape, u.arg, strict=True))
+
+
+@dataclass
+class ScheduleCtx:
+    realize: set[UOp] = field(default_factory=set)
+
+    def is_leaf(self, u: UOp, root: UOp) -> bool:
+        return u is not root and (u in self.realize or u.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA))
+
+
+def find_realizes(roots: list[UOp]) -> set[UOp]:
+    """The nodes that get their own buffer."""
+    realize = {r for r in roots if buffer_view(r) is None}
+    for u in UOp(Ops.SINK, None, tuple(roots)).toposort():
+        if u.op is Ops.COPY:
+            realize.add(u)
+            if buffer_view(u.src[0]) is None:
+                realize.add(u.src[0])
+        elif u.op is Ops.CONTIGUOUS and buffer_view(u.src[0]) is None:
+            realize.add(u)
+    ctx = ScheduleCtx(realize)
+    changed = True
+    while changed:
+        changed = False
+        users: dict[UOp, set[UOp]] = {}
+        for root in list(ctx.realize):
+            # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND
+            seen: set[tuple[UOp, bool]] = set()
+            stack = [(root, False)]
+            while stack:
+                u, expanded = stack.pop()
+                if (u, expanded) in seen:
+                    continue
+                seen.add((u, expanded))
+                if u is not root and u.op is Ops.REDUCE_AXIS:
+                    users.setdefault(u, set()).add(root)
+                    if expanded and u not in ctx.realize:
+                        ctx.realize.add(u)
+                        changed = True
+                        continue
+                for s in u.src:
+                    if not ctx.is_leaf(s, root):
+                        stack.append((s, expanded or _is_expanding(u)))
+        for red, kernels in users.items():
+            if len(kernels) > 1 and red not in ctx.realize:
+                ctx.realize.add(red)
+                changed = True
+    return ctx.realize
+
+
+def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, list[UOp]]:
+    """The AST computing `root` into slot 0, and the buffers of its slots."""
+    bufs = [out_buf]
+    slot: dict[UOp, int] = {out_buf: 0}
+
+    def global_of(buf: UOp) -> UOp:
+        if buf not in slot:
+            slot[buf] = len(bufs)
+            bufs.append(buf)
+        return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (slot[buf], buf.arg[2]))
+
+    new: dict[UOp, UOp] = {}
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        u, ready = stack.pop()
+        if u in new:
+            continue
+        if u is not root and u in realized:
+            new[u] = UOp(Ops.RESHAPE, u.dtype, (global_of(realized[u]),), u.shape)
+            continue
+        if u.op is Ops.BUFFER:
+            new[u] = global_of(u)
+            continue
+        if not ready:
+            stack.append((u, True))
+            stack.extend((s, False) for s in u.src if s not in new)
+            continue
+        src = tuple(new[s] for s in u.src)
+        if u.op is Ops.CONTIGUOUS:  # materialisation is this kernel's store
+            new[u] = src[0]
+        else:
+            new[u] = u if src == u.src else u.replace(src=src)
+    value = new[root]
+    out = UOp(Ops.DEFINE_GLOBAL, out_buf.dtype, (), (0, out_buf.arg[2]))
+    return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, value)),)), bufs
+
+
+def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
+    """LINEAR of CALLs computing `roots`, and each root's result as a view of a buffer."""
+    realize = find_realizes(roots)
+    realized: dict[UOp, UOp] = {}  # node -> its BUFFER
+    calls: list[UOp] = []
+    for u in UOp(Ops.SINK, None, tuple(roots)).toposort():
+        if u not in realize:
+            continue
+        if u.op is Ops.COPY:
+            src_buf = buffer_view(u.src[0]) or realized[u.src[0]]
+            dst = new_buffer(u.arg, prod(u.shape), u.dtype)
+            calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), dst.arg[2] * u.dtype.itemsize), dst, src_buf)))
+            realized[u] = dst
+            continue
+        if u.op is Ops.CONTIGUOUS and u.src[0] in realized:
+            realized[u] = realized[u.src[0]]
+            continue
+        out = new_buffer(u.device or DEFAULT_DEVICE, prod(u.shape), u.dtype)
+        realized[u] = out
+        if prod(u.shape) == 0:
+            continue
+        ast, bufs = kernel_ast(u, out, realized)
+        calls.append(UOp(Ops.CALL, None, (ast, *bufs)))
+    results: dict[UOp, UOp] = {}
+    for r in roots:
+        buf = realized.get(r) or buffer_view(r)
+        results[r] = r if buf is None else (buf if buf.shape == r.shape else UOp(Ops.RESHAPE, r.dtype, (buf,), r.shape))
+    return UOp(Ops.LINEAR, None, tuple(calls)), results
+
+
+__all__ = ["schedule", "new_buffer", "buffer_view", "GroupOp"]

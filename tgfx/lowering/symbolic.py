@@ -1,0 +1,197 @@
+"""symbolic: fold constants and simplify index arithmetic using value bounds from RANGEs.
+
+The rules keep integer semantics exact (IDIV and MOD truncate toward zero); rules that reason about division only
+fire when the operands are known to be non-negative, where truncation and floor agree.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tgfx.dtypes import DType, cast_scalar
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.pattern import PatternMatcher, UPat
+from tgfx.ir.uop import UOp
+
+
+# ---- evaluating an ALU op on Python scalars, with the dtype's semantics ----
+def _tdiv(a: int, b: int) -> int:
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _tmod(a: int, b: int) -> int:
+    return 0 if b == 0 else a - b * _tdiv(a, b)
+
+
+def _shift(x: int, n: int, left: bool, d: DType) -> int:
+    if n < 0 or n >= d.bits:
+        return 0 if left or x >= 0 else -1
+    return x << n if left else x >> n
+
+
+python_alu: dict[Ops, Any] = {
+    Ops.NEG: lambda d, x: -x if not d.is_bool else x, Ops.ADD: lambda d, x, y: x + y, Ops.MUL: lambda d, x, y: x * y,
+    Ops.IDIV: lambda d, x, y: _tdiv(x, y), Ops.MOD: lambda d, x, y: _tmod(x, y), Ops.MAX: lambda d, x, y: max(x, y),
+    Ops.CMPLT: lambda d, x, y: x < y, Ops.CMPNE: lambda d, x, y: x != y, Ops.CMPEQ: lambda d, x, y: x == y,
+    Ops.AND: lambda d, x, y: x & y if not d.is_bool else x and y,
+    Ops.OR: lambda d, x, y: x | y if not d.is_bool else x or y,
+    Ops.XOR: lambda d, x, y: x ^ y if not d.is_bool else x != y,
+    Ops.SHL: lambda d, x, y: _shift(x, y, True, d), Ops.SHR: lambda d, x, y: _shift(x, y, False, d),
+    Ops.WHERE: lambda d, c, x, y: x if c else y,
+}
+
+
+def fold_alu(x: UOp) -> UOp | None:
+    """An integer or bool ALU op over constants becomes a constant (float math is left to the compiler)."""
+    if x.op not in python_alu or not all(s.op is Ops.CONST for s in x.src):
+        return None
+    if not (x.dtype.is_int or x.dtype.is_bool) or not all(s.dtype.is_int or s.dtype.is_bool for s in x.src[-2:]):
+        if x.op is not Ops.WHERE:
+            return None
+    return UOp.const(x.dtype, python_alu[x.op](x.src[-1].dtype, *[s.arg for s in x.src]))
+
+
+def fold_bounds(x: UOp) -> UOp | None:
+    """An integer/bool node whose bounds pin a single value is that value."""
+    if x.op in (Ops.CONST, Ops.RANGE, Ops.DEFINE_GLOBAL, Ops.SPECIAL) or x.dtype is None:
+        return None
+    if not (x.dtype.is_int or x.dtype.is_bool) or x.op in (Ops.LOAD, Ops.INDEX, Ops.REDUCE):
+        return None
+    if x.vmin == x.vmax:
+        return UOp.const(x.dtype, x.vmin)
+    return None
+
+
+def fold_cast(x: UOp, c: UOp) -> UOp | None:
+    if x.dtype.is_float or c.dtype.is_float:
+        return None
+    return UOp.const(x.dtype, cast_scalar(c.arg, x.dtype))
+
+
+# ---- sums of terms: (a*4 + b + 3) // 4 style rewrites ----
+def _terms(x: UOp) -> list[UOp]:
+    return _terms(x.src[0]) + _terms(x.src[1]) if x.op is Ops.ADD else [x]
+
+
+def _coef(t: UOp) -> tuple[UOp | None, int]:
+    if t.op is Ops.CONST:
+        return None, t.arg
+    if t.op is Ops.MUL and t.src[1].op is Ops.CONST:
+        return t.src[0], t.src[1].arg
+    return t, 1
+
+
+def _sum(ts: list[UOp], like: UOp) -> UOp:
+    if not ts:
+        return like.const_like(0)
+    out = ts[0]
+    for t in ts[1:]:
+        out = out + t
+    return out
+
+
+def divide_sum(x: UOp, d: UOp) -> UOp | None:
+    """(a*c*k + r) // c -> a*k + r // c when every part is non-negative."""
+    c = d.arg
+    if c <= 0 or x.vmin < 0 or x.op is not Ops.ADD:
+        return None
+    terms = _terms(x)
+    if any(t.vmin < 0 for t in terms):
+        return None
+    quot, rem = [], []
+    for t in terms:
+        base, k = _coef(t)
+        if k % c == 0:
+            quot.append(x.const_like(k // c) if base is None else (base if k // c == 1 else base * (k // c)))
+        else:
+            rem.append(t)
+    if not quot:
+        # a common factor of every term divides through: (a*4 + b*2) // 2
+        g = math.gcd(*[_coef(t)[1] for t in terms])
+        g = math.gcd(g, c)
+        if g <= 1:
+            return None
+        scaled = [(x.const_like(_coef(t)[1] // g) if _coef(t)[0] is None else
+                   (_coef(t)[0] if _coef(t)[1] // g == 1 else _coef(t)[0] * (_coef(t)[1] // g))) for t in terms]
+        return _sum(scaled, x) // (c // g)
+    r = _sum(rem, x)
+    return _sum(quot, x) + (r // c) if rem else _sum(quot, x)
+
+
+def mod_sum(x: UOp, d: UOp) -> UOp | None:
+    """(a*c*k + r) % c -> r % c when every part is non-negative."""
+    c = d.arg
+    if c <= 0 or x.vmin < 0 or x.op is not Ops.ADD:
+        return None
+    terms = _terms(x)
+    if any(t.vmin < 0 for t in terms):
+        return None
+    keep = [t for t in terms if _coef(t)[1] % c != 0]
+    if len(keep) == len(terms):
+        return None
+    return _sum(keep, x) % c
+
+
+def fold_divmod_pair(x: UOp) -> UOp | None:
+    """(a // c) * c + a % c -> a, anywhere in a sum."""
+    terms = _terms(x)
+    for i, t in enumerate(terms):
+        if t.op is Ops.MUL and t.src[1].op is Ops.CONST and t.src[0].op is Ops.IDIV and t.src[0].src[1] is t.src[1]:
+            a, c = t.src[0].src[0], t.src[1]
+            for j, t2 in enumerate(terms):
+                if j != i and t2.op is Ops.MOD and t2.src[0] is a and t2.src[1] is c:
+                    rest = [t3 for k, t3 in enumerate(terms) if k not in (i, j)]
+                    return _sum([a, *rest], x)
+    return None
+
+
+def _nonneg(x: UOp) -> bool:
+    return x.dtype.is_int and x.vmin >= 0
+
+
+idx_types = None  # any integer dtype
+
+pm_symbolic = PatternMatcher([
+    # constants
+    (UPat(GroupOp.ALU, name="x"), fold_alu),
+    (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="x"), fold_cast),
+    (UPat(GroupOp.ALU, name="x"), fold_bounds),
+    # canonical order: constants on the right of commutative ops
+    (UPat(GroupOp.Commutative, src=(UPat.cvar("c"), UPat.var("y")), name="x"),
+     lambda x, c, y: None if y.op is Ops.CONST else x.replace(src=(y, c))),
+    # identities (integers and bools; float identities are not exact for -0.0 and NaN)
+    (UPat(Ops.ADD, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: x if c.arg == 0 and not x.dtype.is_float else None),
+    (UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: x if c.arg == 1 and not x.dtype.is_float else
+     (x.const_like(0) if c.arg == 0 and x.dtype.is_int else None)),
+    (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: x if c.arg == 1 else None),
+    (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: x if x.dtype.is_int and 0 <= x.vmin and
+     x.vmax < c.arg else None),
+    # re-associate constants: (x + c1) + c2, (x * c1) * c2
+    (UPat(Ops.ADD, src=(UPat(Ops.ADD, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("c2"))),
+     lambda x, c1, c2: x + (c1.arg + c2.arg) if x.dtype.is_int else None),
+    (UPat(Ops.MUL, src=(UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("c2"))),
+     lambda x, c1, c2: x * (c1.arg * c2.arg) if x.dtype.is_int else None),
+    # (x + c1) // c or * c distribute for index math
+    (UPat(Ops.MUL, src=(UPat(Ops.ADD, src=(UPat.var("x"), UPat.var("y"))), UPat.cvar("c"))),
+     lambda x, y, c: x * c + y * c if x.dtype.is_int else None),
+    # division and modulo of sums
+    (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: divide_sum(x, d) if x.dtype.is_int else None),
+    (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: mod_sum(x, d) if x.dtype.is_int else None),
+    (UPat(Ops.IDIV, src=(UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("a"))), UPat.cvar("b"))),
+     lambda x, a, b: x // (a.arg * b.arg) if _nonneg(x) and a.arg > 0 and b.arg > 0 else None),
+    (UPat(Ops.IDIV, src=(UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("a"))), UPat.cvar("b"))),
+     lambda x, a, b: x * (a.arg // b.arg) if _nonneg(x) and b.arg > 0 and a.arg % b.arg == 0 else None),
+    (UPat(Ops.MOD, src=(UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("a"))), UPat.cvar("b"))),
+     lambda x, a, b: x.const_like(0) if x.dtype.is_int and b.arg > 0 and a.arg % b.arg == 0 else None),
+    (UPat(Ops.MOD, src=(UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("a"))), UPat.cvar("b"))),
+     lambda x, a, b: x % b.arg if _nonneg(x) and b.arg > 0 and a.arg % b.arg == 0 else None),
+    (UPat(Ops.ADD, name="x"), lambda x: fold_divmod_pair(x) if x.dtype.is_int else None),
+    # masks
+    (UPat(Ops.WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b"))), lambda c, a, b: a if c.arg else b),
+    (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("a"), UPat.var("b")), name="x"), lambda x, a, b: a if a is b else None),
+    (UPat(Ops.AND, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: (x if c.arg else c) if x.dtype.is_bool else None),
+    (UPat(Ops.AND, src=(UPat.var("x"), UPat.var("y"))), lambda x, y: x if x is y else None),
+])

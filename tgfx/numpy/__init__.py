@@ -1,0 +1,26 @@
+"""`tgfx.numpy`: numpy's names and semantics on lazy Tensors (broadcasting, `axis`/`keepdims`, JAX promotion)."""
+from tgfx.dtypes import dtypes as _dtypes
+from tgfx.numpy import _methods  # noqa: F401 - attaches operators and methods to Tensor
+from tgfx.numpy._creation import (arange, array, asarray, empty, eye, full, full_like, identity, linspace, ones,
+                                  ones_like, tri, tril, triu, zeros, zeros_like)
+from tgfx.numpy._elementwise import (abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and,
+                                     bitwise_not, bitwise_or, bitwise_xor, ceil, clip, copysign, cos, cosh, divide,
+                                     equal, exp, exp2, expm1, floor, floor_divide, fmod, greater, greater_equal,
+                                     invert, isfinite, isinf, isnan, left_shift, less, less_equal, log, log1p, log2,
+                                     log10, logical_and, logical_not, logical_or, logical_xor, maximum, minimum, mod,
+                                     multiply, negative, not_equal, positive, power, reciprocal, remainder,
+                                     right_shift, rint, round, sign, sin, sinh, sqrt, square, subtract, tan, tanh,
+                                     true_divide, trunc, where)
+from tgfx.numpy._linalg import dot, inner, matmul, outer, vdot
+from tgfx.numpy._movement import (array_split, atleast_2d, broadcast_arrays, broadcast_to, concatenate, expand_dims,
+                                  flip, fliplr, flipud, hstack, moveaxis, pad, ravel, repeat, reshape, roll, split,
+                                  squeeze, stack, swapaxes, tile, transpose, vstack)
+from tgfx.numpy._reduce import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum,
+                                var)
+from tgfx.tensor import Tensor as ndarray
+
+float16, bfloat16, float32, float64 = _dtypes.float16, _dtypes.bfloat16, _dtypes.float32, _dtypes.float64
+int8, int16, int32, int64 = _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64
+uint8, uint16, uint32, uint64 = _dtypes.uint8, _dtypes.uint16, _dtypes.uint32, _dtypes.uint64
+bool_ = _dtypes.bool
+pi, e, inf, nan = 3.141592653589793, 2.718281828459045, float("inf"), float("nan")

@@ -1,0 +1,66 @@
+"""Tensor operators and numpy-style methods, attached to `Tensor` from the numpy functions (one implementation)."""
+from __future__ import annotations
+
+from typing import Any
+
+from tgfx.numpy import _creation, _elementwise as ew, _indexing, _linalg, _movement as mv, _reduce as rd
+from tgfx.tensor import Tensor
+
+
+def _binop(fn: Any) -> tuple[Any, Any]:
+    return (lambda self, other: fn(self, other)), (lambda self, other: fn(other, self))
+
+
+_OPERATORS = {
+    "add": ew.add, "sub": ew.subtract, "mul": ew.multiply, "truediv": ew.true_divide, "floordiv": ew.floor_divide,
+    "mod": ew.remainder, "pow": ew.power, "matmul": _linalg.matmul, "and": ew.bitwise_and, "or": ew.bitwise_or,
+    "xor": ew.bitwise_xor, "lshift": ew.left_shift, "rshift": ew.right_shift,
+}
+
+
+def _logical_or_bitwise(bitwise: Any, logical: Any) -> Any:
+    def fn(a: Any, b: Any) -> Tensor:
+        ta = a if isinstance(a, Tensor) else None
+        tb = b if isinstance(b, Tensor) else None
+        if all(t is None or t.dtype.is_bool for t in (ta, tb)) and all(isinstance(v, (Tensor, bool)) for v in (a, b)):
+            return logical(a, b)
+        return bitwise(a, b)
+    return fn
+
+
+_OPERATORS["and"] = _logical_or_bitwise(ew.bitwise_and, ew.logical_and)
+_OPERATORS["or"] = _logical_or_bitwise(ew.bitwise_or, ew.logical_or)
+_OPERATORS["xor"] = _logical_or_bitwise(ew.bitwise_xor, ew.logical_xor)
+
+for _name, _fn in _OPERATORS.items():
+    _fwd, _rev = _binop(_fn)
+    setattr(Tensor, f"__{_name}__", _fwd)
+    setattr(Tensor, f"__r{_name}__", _rev)
+
+Tensor.__neg__ = lambda self: ew.negative(self)
+Tensor.__pos__ = lambda self: self
+Tensor.__abs__ = lambda self: ew.absolute(self)
+Tensor.__invert__ = lambda self: ew.invert(self)
+Tensor.__lt__ = lambda self, o: ew.less(self, o)
+Tensor.__le__ = lambda self, o: ew.less_equal(self, o)
+Tensor.__gt__ = lambda self, o: ew.greater(self, o)
+Tensor.__ge__ = lambda self, o: ew.greater_equal(self, o)
+Tensor.__eq__ = lambda self, o: ew.equal(self, o)
+Tensor.__ne__ = lambda self, o: ew.not_equal(self, o)
+Tensor.__getitem__ = lambda self, idx: _indexing.getitem(self, idx)
+
+# methods with numpy's names
+for _name, _fn in {
+    "sum": rd.sum, "mean": rd.mean, "max": rd.max, "min": rd.min, "prod": rd.prod, "argmax": rd.argmax,
+    "argmin": rd.argmin, "var": rd.var, "std": rd.std, "any": rd.any, "all": rd.all, "cumsum": rd.cumsum,
+    "cumprod": rd.cumprod, "transpose_axes": mv.transpose, "swapaxes": mv.swapaxes, "squeeze": mv.squeeze,
+    "ravel": mv.ravel, "repeat": mv.repeat, "clip": ew.clip, "round": ew.round, "dot": _linalg.dot,
+}.items():
+    setattr(Tensor, _name, _fn)
+
+Tensor.transpose = lambda self, *axes: mv.transpose(self, axes[0] if len(axes) == 1 and not isinstance(
+    axes[0], int) else (axes or None))
+Tensor.T = property(lambda self: mv.transpose(self))
+Tensor.mT = property(lambda self: mv.swapaxes(self, -1, -2))
+Tensor.flatten = lambda self: self.reshape(-1)
+Tensor.zeros_like = lambda self: _creation.zeros_like(self)

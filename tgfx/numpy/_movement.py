@@ -1,0 +1,287 @@
+"""Movement: reshapes, transposes, broadcasting, padding, joining and splitting. All are views until lowering."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tgfx.numpy import _elementwise as ew
+from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axes, normalize_axis, promote, to_tensor
+
+
+def reshape(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
+    return to_tensor(x).reshape(shape)
+
+
+def ravel(x: ArrayLike) -> Tensor:
+    return to_tensor(x).reshape(-1)
+
+
+def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
+    x = to_tensor(x)
+    return x.permute(*(tuple(reversed(range(x.ndim))) if axes is None else axes)) if x.ndim else x
+
+
+def swapaxes(x: ArrayLike, axis1: int, axis2: int) -> Tensor:
+    x = to_tensor(x)
+    a, b = normalize_axis(axis1, x.ndim, "swapaxes"), normalize_axis(axis2, x.ndim, "swapaxes")
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return x.permute(*perm)
+
+
+def moveaxis(x: ArrayLike, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+    x = to_tensor(x)
+    src = normalize_axes(source, x.ndim, "moveaxis")
+    dst = normalize_axes(destination, x.ndim, "moveaxis")
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: source {source} and destination {destination} need the same number of axes")
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src, strict=True)):
+        order.insert(d, s)
+    return x.permute(*order)
+
+
+def broadcast_to(x: ArrayLike, shape: Sequence[int]) -> Tensor:
+    return to_tensor(x).expand(tuple(shape))
+
+
+def broadcast_arrays(*xs: ArrayLike) -> list[Tensor]:
+    ts = [to_tensor(x) for x in xs]
+    shape = broadcast_shapes(*(t.shape for t in ts), name="broadcast_arrays")
+    return [t.expand(shape) for t in ts]
+
+
+def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
+    x = to_tensor(x)
+    nd = x.ndim + (1 if isinstance(axis, int) else len(axis))
+    axes = normalize_axes(axis, nd, "expand_dims")
+    it = iter(x.shape)
+    return x.reshape(tuple(1 if i in axes else next(it) for i in range(nd)))
+
+
+def squeeze(x: ArrayLike, axis: int | Sequence[int] | None = None) -> Tensor:
+    x = to_tensor(x)
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    else:
+        axes = normalize_axes(axis, x.ndim, "squeeze")
+        bad = [a for a in axes if x.shape[a] != 1]
+        if bad:
+            raise ValueError(f"squeeze: cannot select an axis to squeeze out which has size not equal to one "
+                             f"(axis {bad[0]} of shape {x.shape})")
+    return x.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+def flip(x: ArrayLike, axis: int | Sequence[int] | None = None) -> Tensor:
+    return to_tensor(x).flip(axis)
+
+
+def fliplr(x: ArrayLike) -> Tensor:
+    return flip(x, 1)
+
+
+def flipud(x: ArrayLike) -> Tensor:
+    return flip(x, 0)
+
+
+def _pad_widths(pad_width: int | Sequence, ndim: int) -> tuple[tuple[int, int], ...]:
+    import numpy as np
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2)) if ndim else np.zeros((0, 2), np.int64)
+    if (pw < 0).any():
+        raise ValueError(f"pad: negative pad widths are not allowed, got {pad_width}")
+    return tuple((int(b), int(a)) for b, a in pw)
+
+
+def pad(x: ArrayLike, pad_width: int | Sequence, mode: str = "constant", constant_values: ArrayLike = 0) -> Tensor:
+    """numpy.pad with modes 'constant', 'edge', 'reflect', 'symmetric' and 'wrap'."""
+    x = to_tensor(x)
+    pw = _pad_widths(pad_width, x.ndim)
+    if mode == "constant":
+        padded = x.pad_zeros(pw)
+        if isinstance(constant_values, (int, float, bool)) and constant_values == 0:
+            return padded
+        inside = Tensor.full(x.shape, True).pad_zeros(pw)
+        return ew.where(inside, padded, constant_values).astype(x.dtype)
+    if mode not in ("edge", "reflect", "symmetric", "wrap"):
+        raise ValueError(f"pad: unsupported mode {mode!r}; use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'")
+    for ax, (b, a) in enumerate(pw):
+        if b == 0 and a == 0:
+            continue
+        n = x.shape[ax]
+        if n == 0:
+            raise ValueError(f"pad: can't extend empty axis {ax} using mode {mode!r}")
+        parts = []
+        if b:
+            parts.append(_pad_part(x, ax, b, mode, before=True))
+        parts.append(x)
+        if a:
+            parts.append(_pad_part(x, ax, a, mode, before=False))
+        x = concatenate(parts, axis=ax)
+    return x
+
+
+def _take_axis(x: Tensor, ax: int, idx: list[int]) -> Tensor:
+    """x indexed along `ax` by a static list of indices, as slices joined together."""
+    pieces = [x.shrink(tuple((i, i + 1) if a == ax else (0, s) for a, s in enumerate(x.shape))) for i in idx]
+    return concatenate(pieces, axis=ax) if len(pieces) > 1 else pieces[0]
+
+
+def _pad_part(x: Tensor, ax: int, k: int, mode: str, before: bool) -> Tensor:
+    n = x.shape[ax]
+    positions = range(-k, 0) if before else range(n, n + k)
+    if mode == "edge":
+        edge = _take_axis(x, ax, [0 if before else n - 1])
+        return edge.expand(tuple(k if a == ax else s for a, s in enumerate(x.shape)))
+    return _take_axis(x, ax, [_pad_source(p, n, mode) for p in positions])
+
+
+def _pad_source(p: int, n: int, mode: str) -> int:
+    """The source index of padded position p (outside [0, n)): reflect skips the edge, symmetric repeats it."""
+    if mode == "wrap":
+        return p % n
+    period = 2 * n - 2 if mode == "reflect" else 2 * n
+    if period == 0:
+        return 0
+    j = p % period
+    if j < n:
+        return j
+    return period - j if mode == "reflect" else period - 1 - j
+
+
+def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
+    ts = [to_tensor(x) for x in xs]
+    if not ts:
+        raise ValueError("concatenate: need at least one array to concatenate")
+    if axis is None:
+        ts, axis = [t.reshape(-1) for t in ts], 0
+    d = ts[0]
+    for t in ts[1:]:
+        d, _ = promote(d, t, "concatenate")
+    ts = [t.astype(d.dtype) for t in ts]
+    nd = ts[0].ndim
+    if nd == 0:
+        raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
+    axis = normalize_axis(axis, nd, "concatenate")
+    for t in ts:
+        if t.ndim != nd or any(a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape, strict=True)) if i != axis):
+            raise ValueError(f"concatenate: all input array dimensions except for the concatenation axis {axis} must "
+                             f"match, got shapes {[t.shape for t in ts]}")
+    total = sum(t.shape[axis] for t in ts)
+    out, off = None, 0
+    for t in ts:
+        n = t.shape[axis]
+        pads = tuple((off, total - off - n) if a == axis else (0, 0) for a in range(nd))
+        p = t.pad_zeros(pads)
+        out = p if out is None else out._binary(_ADD, p) if not t.dtype.is_bool else ew.logical_or(out, p)
+        off += n
+    return out
+
+
+from tgfx.ir.ops import Ops  # noqa: E402
+
+_ADD = Ops.ADD
+
+
+def stack(xs: Sequence[ArrayLike], axis: int = 0) -> Tensor:
+    ts = [to_tensor(x) for x in xs]
+    if not ts:
+        raise ValueError("stack: need at least one array to stack")
+    shapes = {t.shape for t in ts}
+    if len(shapes) > 1:
+        raise ValueError(f"stack: all input arrays must have the same shape, got {[t.shape for t in ts]}")
+    return concatenate([expand_dims(t, axis) for t in ts], axis=axis)
+
+
+def vstack(xs: Sequence[ArrayLike]) -> Tensor:
+    return concatenate([atleast_2d(x) for x in xs], axis=0)
+
+
+def hstack(xs: Sequence[ArrayLike]) -> Tensor:
+    ts = [to_tensor(x) for x in xs]
+    return concatenate(ts, axis=0 if ts and ts[0].ndim == 1 else 1)
+
+
+def atleast_2d(x: ArrayLike) -> Tensor:
+    x = to_tensor(x)
+    return x.reshape((1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x
+
+
+def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    x = to_tensor(x)
+    axis = normalize_axis(axis, x.ndim, "split")
+    n = x.shape[axis]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k <= 0 or n % k:
+            raise ValueError(f"split: array split does not result in an equal division (axis {axis} of length {n} "
+                             f"into {k} sections); use array_split or give split indices")
+        bounds = [i * (n // k) for i in range(k + 1)]
+    else:
+        bounds = [0, *[min(max(int(i), 0), n) for i in indices_or_sections], n]
+    return [x.shrink(tuple((bounds[i], max(bounds[i], bounds[i + 1])) if a == axis else (0, s)
+                           for a, s in enumerate(x.shape))) for i in range(len(bounds) - 1)]
+
+
+def array_split(x: ArrayLike, sections: int, axis: int = 0) -> list[Tensor]:
+    x = to_tensor(x)
+    n = x.shape[normalize_axis(axis, x.ndim, "array_split")]
+    q, r = divmod(n, sections)
+    idx, acc = [], 0
+    for i in range(sections - 1):
+        acc += q + (1 if i < r else 0)
+        idx.append(acc)
+    return split(x, idx, axis)
+
+
+def tile(x: ArrayLike, reps: int | Sequence[int]) -> Tensor:
+    x = to_tensor(x)
+    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    nd = max(len(reps), x.ndim)
+    reps = (1,) * (nd - len(reps)) + reps
+    x = x.reshape((1,) * (nd - x.ndim) + x.shape)
+    # (r0, s0, r1, s1, ...) broadcast then flattened pairwise
+    inter = x.reshape(tuple(v for s in x.shape for v in (1, s)))
+    big = inter.expand(tuple(v for r, s in zip(reps, x.shape, strict=True) for v in (r, s)))
+    return big.reshape(tuple(r * s for r, s in zip(reps, x.shape, strict=True)))
+
+
+def repeat(x: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) -> Tensor:
+    x = to_tensor(x)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = normalize_axis(axis, x.ndim, "repeat")
+    if not isinstance(repeats, int):
+        reps = [int(r) for r in repeats]
+        if len(reps) == 1:
+            repeats = reps[0]
+        else:
+            if len(reps) != x.shape[axis]:
+                raise ValueError(f"repeat: {len(reps)} repeats for axis {axis} of length {x.shape[axis]}")
+            return _take_axis(x, axis, [i for i, r in enumerate(reps) for _ in range(r)]) if sum(reps) else \
+                x.shrink(tuple((0, 0) if a == axis else (0, s) for a, s in enumerate(x.shape)))
+    if repeats < 0:
+        raise ValueError(f"repeat: negative repeats {repeats}")
+    shp = x.shape
+    y = x.reshape(shp[:axis + 1] + (1,) + shp[axis + 1:])
+    y = y.expand(shp[:axis + 1] + (repeats,) + shp[axis + 1:])
+    return y.reshape(shp[:axis] + (shp[axis] * repeats,) + shp[axis + 1:])
+
+
+def roll(x: ArrayLike, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
+    x = to_tensor(x)
+    if axis is None:
+        return roll(x.reshape(-1), shift, 0).reshape(x.shape)
+    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
+    axes = normalize_axes(axis, x.ndim, "roll") if not isinstance(axis, int) else (normalize_axis(axis, x.ndim,
+                                                                                                  "roll"),)
+    if len(shifts) == 1 and len(axes) > 1:
+        shifts = shifts * len(axes)
+    for s, ax in zip(shifts, axes, strict=True):
+        n = x.shape[ax]
+        if n == 0:
+            continue
+        s %= n
+        if s == 0:
+            continue
+        a, b = split(x, [n - s], ax)
+        x = concatenate([b, a], axis=ax)
+    return x

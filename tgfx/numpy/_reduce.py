@@ -1,0 +1,152 @@
+"""Reductions with numpy's `axis` (int, tuple, negative, None) and `keepdims`, and JAX's result dtypes."""
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+
+from tgfx.dtypes import DType, dtypes, to_dtype
+from tgfx.ir.ops import Ops
+from tgfx.numpy import _elementwise as ew
+from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis, to_tensor
+
+Axis = int | Sequence[int] | None
+
+
+def _sum_dtype(d: DType) -> DType:
+    """JAX: bool and small integers sum in the default integer width (unsigned stay unsigned)."""
+    if d.is_bool:
+        return dtypes.default_int
+    if d.is_int and d.itemsize < 4:
+        return dtypes.uint32 if d.is_unsigned else dtypes.int32
+    return d
+
+
+def _count(x: Tensor, axis: Axis) -> int:
+    axes = range(x.ndim) if axis is None else normalize_axes(axis, x.ndim, "mean")
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
+def sum(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    x = to_tensor(x)
+    x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
+    return x._reduce(Ops.ADD, axis, keepdims)
+
+
+def prod(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:
+    x = to_tensor(x)
+    x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
+    return x._reduce(Ops.MUL, axis, keepdims)
+
+
+def _check_nonempty(x: Tensor, axis: Axis, name: str) -> None:
+    axes = range(x.ndim) if axis is None else normalize_axes(axis, x.ndim, name)
+    if builtins.any(x.shape[a] == 0 for a in axes):
+        raise ValueError(f"zero-size array to reduction operation {name} which has no identity "
+                         f"(shape {x.shape}, axis {axis})")
+
+
+def max(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    x = to_tensor(x)
+    _check_nonempty(x, axis, "max")
+    return x._reduce(Ops.MAX, axis, keepdims)
+
+
+def min(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    x = to_tensor(x)
+    _check_nonempty(x, axis, "min")
+    if x.dtype.is_float:
+        return ew.negative(ew.negative(x)._reduce(Ops.MAX, axis, keepdims))
+    return ew.invert(ew.invert(x)._reduce(Ops.MAX, axis, keepdims))
+
+
+amax, amin = max, min
+
+
+def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:
+    x = to_tensor(x)
+    d = to_dtype(dtype) if dtype is not None else (x.dtype if x.dtype.is_float else dtypes.default_float)
+    n = _count(x, axis)
+    s = sum(x.astype(d), axis=axis, keepdims=keepdims)
+    return s / n if n else s * float("nan")
+
+
+def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    x = to_tensor(x)
+    x = x if x.dtype.is_float else x.astype(dtypes.default_float)
+    m = mean(x, axis=axis, keepdims=True)
+    d = x - m
+    n = _count(x, axis) - ddof
+    return sum(d * d, axis=axis, keepdims=keepdims) / n if n > 0 else sum(d * d, axis=axis, keepdims=keepdims) * \
+        float("nan")
+
+
+def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    return ew.sqrt(var(x, axis=axis, ddof=ddof, keepdims=keepdims))
+
+
+def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return ew._bool(x)._reduce(Ops.MAX, axis, keepdims)
+
+
+def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    return ew.logical_not(ew.logical_not(x)._reduce(Ops.MAX, axis, keepdims))
+
+
+def _arg_reduce(x: Tensor, axis: int | None, keepdims: bool, name: str, negate: bool) -> Tensor:
+    if axis is None:
+        flat = x.reshape(-1)
+        out = _arg_reduce(flat, 0, False, name, negate)
+        return out.reshape((1,) * x.ndim) if keepdims else out
+    axis = normalize_axis(axis, x.ndim, name)
+    _check_nonempty(x, axis, name)
+    v = x if not negate else (ew.negative(x) if x.dtype.is_float else ew.invert(x))
+    m = v._reduce(Ops.MAX, axis, True)
+    hit = ew.equal(v, m)
+    if v.dtype.is_float:  # numpy returns the first NaN
+        hit = ew.logical_or(hit, ew.isnan(v))
+    n = x.shape[axis]
+    iota = Tensor.arange(n, dtype=dtypes.int32).reshape((n,) + (1,) * (x.ndim - axis - 1))
+    # the first hit: the largest reversed index among the hits
+    rev = ew.where(hit, n - 1 - iota, -1)
+    out = (n - 1) - rev._reduce(Ops.MAX, axis, True)
+    return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i != axis))
+
+
+def argmax(x: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    return _arg_reduce(to_tensor(x), axis, keepdims, "argmax", negate=False)
+
+
+def argmin(x: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    return _arg_reduce(to_tensor(x), axis, keepdims, "argmin", negate=True)
+
+
+def _cumulative(x: Tensor, axis: int | None, op: Ops, dtype: DType | str | None, name: str) -> Tensor:
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = normalize_axis(axis, x.ndim, name)
+    x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
+    n = x.shape[axis]
+    if n == 0:
+        return x
+    # out[i] = reduce over j <= i of x[j]: one kernel, a triangular mask over a new trailing axis
+    moved = x.permute(*[a for a in range(x.ndim) if a != axis], axis)
+    rows = moved.reshape(moved.shape[:-1] + (1, n)).expand(moved.shape[:-1] + (n, n))
+    i = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
+    j = Tensor.arange(n, dtype=dtypes.int32).reshape(1, n)
+    identity = 0 if op is Ops.ADD else 1
+    masked = ew.where(ew.less_equal(j, i), rows, identity)
+    out = masked._reduce(op, masked.ndim - 1, False)
+    inv = list(range(x.ndim - 1))
+    inv.insert(axis, x.ndim - 1)
+    return out.permute(*inv)
+
+
+def cumsum(x: ArrayLike, axis: int | None = None, dtype: DType | str | None = None) -> Tensor:
+    return _cumulative(to_tensor(x), axis, Ops.ADD, dtype, "cumsum")
+
+
+def cumprod(x: ArrayLike, axis: int | None = None, dtype: DType | str | None = None) -> Tensor:
+    return _cumulative(to_tensor(x), axis, Ops.MUL, dtype, "cumprod")

@@ -1,0 +1,404 @@
+"""`tgfx.Tensor`: an immutable, lazy array. Building one runs nothing; reading it (`numpy()`, `item()`, ...) realises it.
+
+A Tensor holds a `UOp`. The methods here are the primitives every numpy function is built from: creation,
+elementwise ops with broadcasting and JAX promotion, the six movement ops, reductions and casts. The numpy surface
+(`tgfx.numpy`) and the rest of the Tensor methods are written on top of them.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, from_numpy, promote_types, to_dtype, weak_kind
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp, prod
+
+Scalar = bool | int | float
+ArrayLike = Any  # Tensor, numpy array, nested lists, Python scalars
+
+
+def canonical_device(device: str | None) -> str:
+    from tgfx.devices import canonical_device as _canon
+    return _canon(device or "CPU")
+
+
+class Tensor:
+    """A lazy n-dimensional array. `Tensor(data, dtype=None, device=None)`; see also `tgfx.asarray`."""
+
+    __slots__ = ("uop", "__weakref__")
+    __array_priority__ = 100  # numpy defers to our reflected operators
+
+    def __init__(self, data: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> None:
+        if isinstance(data, UOp):
+            self.uop = data
+            return
+        if isinstance(data, Tensor):
+            t = data if dtype is None else data.astype(dtype)
+            self.uop = t.uop if device is None or canonical_device(device) == t.device else t.to(device).uop
+            return
+        self.uop = _from_host(data, None if dtype is None else to_dtype(dtype), canonical_device(device))
+
+    # ---- properties ----
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.uop.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.uop.dtype
+
+    @property
+    def device(self) -> str:
+        return self.uop.device or "CPU"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d Tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.numpy()!r}, dtype={self.dtype.name}, device={self.device!r})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not self.dtype.is_int:
+            raise TypeError(f"only integer Tensors can be used as an index, got {self.dtype.name}")
+        return int(self.item())
+
+    # ---- realising ----
+    def realize(self) -> Tensor:
+        realize(self)
+        return self
+
+    def block_until_ready(self) -> Tensor:
+        """Wait until this Tensor is computed (JAX's name); returns it."""
+        return self.realize()
+
+    def numpy(self) -> np.ndarray:
+        """The value as a new numpy array (bfloat16 comes back as float32, numpy has no bfloat16)."""
+        from tgfx.lowering.execute import copyout
+        from tgfx.lowering.schedule import buffer_view
+        self.realize()
+        buf = buffer_view(self.uop)
+        assert buf is not None, "realize left a Tensor that is not a buffer"
+        out = copyout(buf).reshape(self.shape)
+        return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def item(self) -> Scalar:
+        if self.size != 1:
+            raise ValueError(f"item() needs a Tensor with one element, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    # ---- construction helpers ----
+    @staticmethod
+    def full(shape: Sequence[int] | int, value: Scalar, dtype: DType | str | None = None,
+             device: str | None = None) -> Tensor:
+        shape = _shape_arg(shape, "full")
+        d = to_dtype(dtype) if dtype is not None else promote_types(weak_kind(value))
+        c = UOp.const(d, value)
+        t = Tensor(UOp(Ops.RESHAPE, d, (c,), (1,) * len(shape)) if shape else c)
+        t = t.expand(shape) if shape else t
+        return t if device is None else t._on(canonical_device(device))
+
+    def _on(self, device: str) -> Tensor:
+        """A constant graph placed on `device` (constants carry no device of their own)."""
+        if device == "CPU:0" or self.uop.device == device:
+            return self
+        return self.to(device)
+
+    @staticmethod
+    def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        d = to_dtype(dtype) if dtype is not None else promote_types(*(weak_kind(v) for v in (start, stop, step)))
+        n = max(0, math.ceil((stop - start) / step))
+        return _iota(n, d) * Tensor._c(step, d) + Tensor._c(start, d) if n else Tensor(np.zeros(0, d.np), d)
+
+    @staticmethod
+    def _c(v: Scalar, d: DType) -> Tensor:
+        return Tensor(UOp.const(d, v))
+
+    # ---- elementwise primitives ----
+    def _unary(self, op: Ops, out_dtype: DType | None = None) -> Tensor:
+        x = self
+        if op in GroupOp.FloatOnly and not self.dtype.is_float:
+            x = self.astype(dtypes.default_float)
+        return Tensor(UOp(op, out_dtype or x.dtype, (x.uop,)))
+
+    def _binary(self, op: Ops, other: ArrayLike, reflected: bool = False, name: str | None = None,
+                float_only: bool = False) -> Tensor:
+        a, b = (self, other) if not reflected else (other, self)
+        a, b = promote(a, b, name or op.name.lower(), float_only or op in GroupOp.FloatOnly)
+        a, b = broadcast(a, b, name=name or op.name.lower())
+        out_dtype = dtypes.bool if op in GroupOp.Comparison else a.dtype
+        return Tensor(UOp(op, out_dtype, (a.uop, b.uop)))
+
+    def where(self, x: ArrayLike, y: ArrayLike) -> Tensor:
+        """`where(self, x, y)`: x where self is true, else y."""
+        cond = self if self.dtype.is_bool else self != 0
+        x, y = promote(x, y, "where")
+        c, x, y = broadcast(cond, x, y, name="where")
+        return Tensor(UOp(Ops.WHERE, x.dtype, (c.uop, x.uop, y.uop)))
+
+    def astype(self, dtype: DType | str | type) -> Tensor:
+        d = to_dtype(dtype)
+        return self if d == self.dtype else Tensor(UOp(Ops.CAST, d, (self.uop,)))
+
+    def bitcast(self, dtype: DType | str) -> Tensor:
+        d = to_dtype(dtype)
+        if d.itemsize != self.dtype.itemsize:
+            raise TypeError(f"bitcast from {self.dtype.name} to {d.name} needs equal item sizes "
+                            f"({self.dtype.itemsize} vs {d.itemsize} bytes)")
+        return self if d == self.dtype else Tensor(UOp(Ops.BITCAST, d, (self.uop,)))
+
+    # ---- movement primitives ----
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        new = list(_shape_arg(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape, "reshape",
+                              allow_neg1=True))
+        if new.count(-1) > 1:
+            raise ValueError(f"reshape: can only infer one dimension (-1), got shape {tuple(new)}")
+        if -1 in new:
+            known = prod(s for s in new if s != -1)
+            if known == 0 or self.size % known:
+                raise ValueError(f"cannot reshape Tensor of shape {self.shape} ({self.size} elements) into "
+                                 f"{tuple(new)}")
+            new[new.index(-1)] = self.size // known
+        new_t = tuple(new)
+        if prod(new_t) != self.size:
+            raise ValueError(f"cannot reshape Tensor of shape {self.shape} ({self.size} elements) into shape {new_t} "
+                             f"({prod(new_t)} elements)")
+        if new_t == self.shape:
+            return self
+        src = self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop
+        if src.shape == new_t:
+            return Tensor(src)
+        return Tensor(UOp(Ops.RESHAPE, self.dtype, (src,), new_t))
+
+    def permute(self, *axes: int | Sequence[int]) -> Tensor:
+        ax = tuple(axes[0]) if len(axes) == 1 and not isinstance(axes[0], int) else tuple(axes)
+        ax = tuple(normalize_axis(a, self.ndim, "transpose") for a in ax)
+        if sorted(ax) != list(range(self.ndim)):
+            raise ValueError(f"transpose: axes {ax} are not a permutation of the {self.ndim} axes of shape "
+                             f"{self.shape}")
+        if ax == tuple(range(self.ndim)):
+            return self
+        return Tensor(UOp(Ops.PERMUTE, self.dtype, (self.uop,), ax))
+
+    def expand(self, shape: Sequence[int]) -> Tensor:
+        """Broadcast to `shape` (numpy rules: leading axes are added, size-1 axes grow)."""
+        shape = tuple(_shape_arg(shape, "broadcast_to"))
+        if len(shape) < self.ndim or any(s != t and s != 1 for s, t in zip(self.shape[::-1], shape[::-1])):
+            raise ValueError(f"cannot broadcast Tensor of shape {self.shape} to shape {shape}")
+        x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
+        if x.shape == shape:
+            return x
+        return Tensor(UOp(Ops.EXPAND, x.dtype, (x.uop,), shape))
+
+    def pad_zeros(self, pads: Sequence[tuple[int, int]]) -> Tensor:
+        pads = tuple((int(b), int(a)) for b, a in pads)
+        if len(pads) != self.ndim or any(b < 0 or a < 0 for b, a in pads):
+            raise ValueError(f"pad widths {pads} do not fit a Tensor of shape {self.shape} (one non-negative "
+                             f"(before, after) pair per axis)")
+        if all(b == 0 and a == 0 for b, a in pads):
+            return self
+        return Tensor(UOp(Ops.PAD, self.dtype, (self.uop,), pads))
+
+    def shrink(self, bounds: Sequence[tuple[int, int]]) -> Tensor:
+        bounds = tuple((int(b), int(e)) for b, e in bounds)
+        if bounds == tuple((0, s) for s in self.shape):
+            return self
+        return Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
+
+    def flip(self, axis: int | Sequence[int] | None = None) -> Tensor:
+        axes = tuple(range(self.ndim)) if axis is None else normalize_axes(axis, self.ndim, "flip")
+        axes = tuple(sorted(a for a in axes if self.shape[a] > 1))
+        return self if not axes else Tensor(UOp(Ops.FLIP, self.dtype, (self.uop,), axes))
+
+    # ---- reduce primitive ----
+    def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdims: bool) -> Tensor:
+        axes = normalize_axes(axis, self.ndim, op.name.lower()) if axis is not None else tuple(range(self.ndim))
+        out_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes or keepdims) if not keepdims else \
+            tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        x = self
+        if not axes:
+            return x
+        r = Tensor(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(sorted(axes)))))
+        return r if keepdims else r.reshape(out_shape)
+
+    def to(self, device: str) -> Tensor:
+        dev = canonical_device(device)
+        if dev == self.device and self.uop.device is not None:
+            return self
+        return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), dev))
+
+    def contiguous(self) -> Tensor:
+        return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+
+# ---- helpers shared by the numpy surface ----
+def _shape_arg(shape: Any, fn: str, allow_neg1: bool = False) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(int(operator_index(s)) for s in shape)
+    except TypeError as e:
+        raise TypeError(f"{fn}: shape must be a tuple of ints, got {shape!r}") from e
+    if any(s < (-1 if allow_neg1 else 0) for s in out):
+        raise ValueError(f"{fn}: negative dimensions are not allowed, got shape {out}")
+    return out
+
+
+def operator_index(x: Any) -> int:
+    import operator
+    return operator.index(x)
+
+
+def normalize_axis(a: int, ndim: int, fn: str) -> int:
+    try:
+        a = operator_index(a)
+    except TypeError as e:
+        raise TypeError(f"{fn}: axis must be an integer, got {a!r}") from e
+    if not -ndim <= a < max(ndim, 0) or ndim == 0 and a not in (0, -1):
+        raise np.exceptions.AxisError(f"{fn}: axis {a} is out of bounds for a Tensor of dimension {ndim}")
+    return a % ndim if ndim else 0
+
+
+def normalize_axes(axis: int | Sequence[int], ndim: int, fn: str) -> tuple[int, ...]:
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = tuple(normalize_axis(a, ndim, fn) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{fn}: repeated axis in {tuple(axes)}")
+    return out
+
+
+def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
+    """Copy host data into a new device buffer."""
+    from tgfx.lowering.execute import copyin
+    from tgfx.lowering.schedule import new_buffer
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        arr = np.asarray(data)
+        d = dtype or from_numpy(arr.dtype)
+    else:
+        arr = np.asarray(data)
+        if arr.dtype == object:
+            raise TypeError(f"cannot make a Tensor from {type(data).__name__} {data!r}")
+        d = dtype or (dtypes.bool if arr.dtype == np.bool_ else dtypes.default_int if arr.dtype.kind in "iu" else
+                      dtypes.default_float if arr.dtype.kind == "f" else from_numpy(arr.dtype))
+    if d == dtypes.bfloat16:
+        bits = f32_to_bf16(arr.astype(np.float32)) if arr.dtype != np.uint16 or dtype is None else arr
+        host = np.ascontiguousarray(bits)
+    else:
+        host = np.ascontiguousarray(arr.astype(d.np, copy=False))
+    buf = new_buffer(device, host.size, d)
+    if host.size:
+        copyin(buf, host)
+    return buf if host.ndim == 1 else UOp(Ops.RESHAPE, d, (buf,), host.shape)
+
+
+def _iota(n: int, d: DType) -> Tensor:
+    """0, 1, ..., n-1 as dtype d: the kernel's loop index, no data read."""
+    return Tensor(UOp(Ops.IOTA, dtypes.index, (), n)).astype(d)
+
+
+def to_tensor(x: ArrayLike, like: Tensor | None = None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float)) and like is not None:
+        return Tensor(UOp.const(like.dtype, x))
+    return Tensor(x)
+
+
+def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> tuple[Tensor, Tensor]:
+    """Both operands as Tensors of their JAX result type (Python scalars are weakly typed)."""
+    kinds = []
+    for x in (a, b):
+        if isinstance(x, Tensor):
+            kinds.append(x.dtype)
+        elif isinstance(x, (bool, int, float)):
+            kinds.append(weak_kind(x))
+        else:
+            kinds.append(Tensor(x).dtype)
+    try:
+        d = promote_types(*kinds)
+    except (KeyError, TypeError) as e:
+        raise TypeError(f"{name}: unsupported operand types {kinds}") from e
+    if float_only and not d.is_float:
+        d = dtypes.default_float
+    out = []
+    for x in (a, b):
+        if isinstance(x, Tensor):
+            out.append(x.astype(d))
+        elif isinstance(x, (bool, int, float)):
+            out.append(Tensor(UOp.const(d, x)))
+        else:
+            out.append(Tensor(x).astype(d))
+    return out[0], out[1]
+
+
+def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple[int, ...]:
+    nd = max(len(s) for s in shapes)
+    padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for dims in zip(*padded, strict=True):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            raise ValueError(f"{name}: operands could not be broadcast together with shapes "
+                             f"{' '.join(str(tuple(s)) for s in shapes)}")
+        out.append(big.pop() if big else 1)
+    return tuple(out)
+
+
+def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
+    shape = broadcast_shapes(*(t.shape for t in ts), name=name)
+    return [t if t.shape == shape else t.expand(shape) for t in ts]
+
+
+_live: weakref.WeakSet = weakref.WeakSet()
+
+
+def realize(*ts: Tensor) -> None:
+    """Compute several Tensors in one schedule, so shared work is done once."""
+    from tgfx.lowering import realize as lower_realize
+    from tgfx.lowering.schedule import buffer_view
+    todo = [t for t in ts if buffer_view(t.uop) is None]
+    if not todo:
+        return
+    results = lower_realize([t.uop for t in todo])
+    for t in todo:
+        t.uop = results[t.uop]

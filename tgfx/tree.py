@@ -1,0 +1,635 @@
+"""Pytrees: nested containers of leaves, flattened to a list of leaves plus a hashable structure.
+
+This mirrors `jax.tree_util`. A pytree is a leaf or a node; the nodes are tuple, list, dict (children in
+sorted key order, as JAX does), None (a node with no children, so it is never a leaf), OrderedDict and
+defaultdict, every NamedTuple (it keeps its type), and any class registered with `register_pytree_node`,
+`register_pytree_with_keys` or `register_dataclass`. Every other object is a leaf.
+
+>>> leaves, treedef = tree_flatten({"b": (1, 2), "a": [3, None]})
+>>> leaves
+[3, 1, 2]
+>>> treedef
+PyTreeDef({'a': [*, None], 'b': (*, *)})
+>>> tree_unflatten(treedef, ["x", "y", "z"])
+{'a': ['x', None], 'b': ('y', 'z')}
+
+A `PyTreeDef` is immutable, hashable and compared by structure (node types, their static aux data and the
+children), so it can be part of a cache key.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "PyTreeDef", "SequenceKey",
+    "keystr", "register_dataclass", "register_pytree_node", "register_pytree_with_keys",
+    "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves", "tree_leaves_with_path", "tree_map",
+    "tree_map_with_path", "tree_reduce", "tree_structure", "tree_unflatten",
+]
+
+# ---------------------------------------------------------------------------------------------------------------
+# key paths
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceKey:
+    """The child at position `idx` of a tuple, list or NamedTuple-like sequence: renders as `[0]`."""
+
+    idx: int
+
+    def __str__(self) -> str:
+        return f"[{self.idx!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DictKey:
+    """The child under `key` of a dict: renders as `['a']`."""
+
+    key: Hashable
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class GetAttrKey:
+    """The attribute `name` of a NamedTuple or dataclass: renders as `.name`."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class FlattenedIndexKey:
+    """Child `key` of a registered node that gave no keys of its own: renders as `[<flat index 0>]`."""
+
+    key: int
+
+    def __str__(self) -> str:
+        return f"[<flat index {self.key}>]"
+
+
+KeyEntry = SequenceKey | DictKey | GetAttrKey | FlattenedIndexKey | Hashable
+KeyPath = tuple[KeyEntry, ...]
+
+
+def _key_simple(key: KeyEntry) -> str:
+    if isinstance(key, SequenceKey):
+        return str(key.idx)
+    if isinstance(key, DictKey):
+        return str(key.key)
+    if isinstance(key, GetAttrKey):
+        return key.name
+    if isinstance(key, FlattenedIndexKey):
+        return str(key.key)
+    return str(key)
+
+
+def keystr(keys: KeyPath, *, simple: bool = False, separator: str = "") -> str:
+    """Render a key path as JAX does.
+
+    >>> keystr((DictKey("a"), SequenceKey(0), GetAttrKey("b")))
+    "['a'][0].b"
+    >>> keystr((DictKey("a"), SequenceKey(0), GetAttrKey("b")), simple=True, separator="/")
+    'a/0/b'
+    """
+    return separator.join(_key_simple(k) if simple else str(k) for k in keys)
+
+
+def _where(path: KeyPath) -> str:
+    return f"path {keystr(path)}" if path else "the root"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# node registrations
+
+# flatten(x) -> (children, aux); unflatten(aux, children) -> x; keys(node_type, aux, n) -> the children's keys;
+# render(node_type, aux, child reprs) -> the node's text in a PyTreeDef repr.
+FlattenFn = Callable[[Any], tuple[Iterable[Any], Any]]
+UnflattenFn = Callable[[Any, Iterable[Any]], Any]
+FlattenWithKeysFn = Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Registration:
+    flatten: FlattenFn
+    unflatten: UnflattenFn
+    keys: Callable[[type, Any, int], tuple[KeyEntry, ...]]
+    render: Callable[[type, Any, list[str]], str]
+    flatten_with_keys: FlattenWithKeysFn | None = None
+
+
+def _seq_keys(_t: type, _aux: Any, n: int) -> tuple[KeyEntry, ...]:
+    return tuple(SequenceKey(i) for i in range(n))
+
+
+def _flat_keys(_t: type, _aux: Any, n: int) -> tuple[KeyEntry, ...]:
+    return tuple(FlattenedIndexKey(i) for i in range(n))
+
+
+def _dict_items(keys: Sequence[Hashable], children: list[str]) -> str:
+    return ", ".join(f"{k!r}: {c}" for k, c in zip(keys, children, strict=True))
+
+
+def _sorted_keys(d: dict) -> tuple[Hashable, ...]:
+    try:
+        return tuple(sorted(d))
+    except TypeError:  # keys of mixed, unorderable types: still deterministic, grouped by type
+        return tuple(sorted(d, key=lambda k: (type(k).__qualname__, repr(k))))
+
+
+def _render_tuple(_t: type, _aux: Any, cs: list[str]) -> str:
+    return f"({cs[0]},)" if len(cs) == 1 else f"({', '.join(cs)})"
+
+
+def _render_custom(t: type, aux: Any, cs: list[str]) -> str:
+    return f"CustomNode({t.__qualname__}[{aux!r}], [{', '.join(cs)}])"
+
+
+def _flatten_dict(d: dict) -> tuple[list, tuple]:
+    keys = _sorted_keys(d)
+    return [d[k] for k in keys], keys
+
+
+def _flatten_defaultdict(d: collections.defaultdict) -> tuple[list, tuple]:
+    keys = _sorted_keys(d)
+    return [d[k] for k in keys], (d.default_factory, keys)
+
+
+_registry: dict[type, _Registration] = {
+    type(None): _Registration(
+        flatten=lambda _x: ((), None), unflatten=lambda _aux, _cs: None, keys=_seq_keys,
+        render=lambda _t, _aux, _cs: "None"),
+    tuple: _Registration(
+        flatten=lambda x: (x, None), unflatten=lambda _aux, cs: tuple(cs), keys=_seq_keys, render=_render_tuple),
+    list: _Registration(
+        flatten=lambda x: (x, None), unflatten=lambda _aux, cs: list(cs), keys=_seq_keys,
+        render=lambda _t, _aux, cs: f"[{', '.join(cs)}]"),
+    dict: _Registration(
+        flatten=_flatten_dict,
+        unflatten=lambda aux, cs: dict(zip(aux, cs, strict=True)),
+        keys=lambda _t, aux, _n: tuple(DictKey(k) for k in aux),
+        render=lambda _t, aux, cs: f"{{{_dict_items(aux, cs)}}}"),
+    collections.OrderedDict: _Registration(
+        flatten=lambda x: (list(x.values()), tuple(x)),
+        unflatten=lambda aux, cs: collections.OrderedDict(zip(aux, cs, strict=True)),
+        keys=lambda _t, aux, _n: tuple(DictKey(k) for k in aux),
+        render=lambda _t, aux, cs: f"OrderedDict({{{_dict_items(aux, cs)}}})"),
+    collections.defaultdict: _Registration(
+        flatten=_flatten_defaultdict,
+        unflatten=lambda aux, cs: collections.defaultdict(aux[0], zip(aux[1], cs, strict=True)),
+        keys=lambda _t, aux, _n: tuple(DictKey(k) for k in aux[1]),
+        render=lambda _t, aux, cs: f"defaultdict({aux[0]!r}, {{{_dict_items(aux[1], cs)}}})"),
+}
+
+def _is_namedtuple_class(t: type) -> bool:
+    return issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple)
+
+
+# Every NamedTuple class is a node without being registered one by one; its registration is made on first sight.
+_namedtuple_registrations: dict[type, _Registration] = {}
+
+
+def _namedtuple_registration(t: type) -> _Registration:
+    def render(_t: type, _aux: None, cs: list[str]) -> str:
+        return f"{t.__name__}({', '.join(f'{f}={c}' for f, c in zip(t._fields, cs, strict=True))})"
+
+    if (reg := _namedtuple_registrations.get(t)) is None:
+        reg = _namedtuple_registrations[t] = _Registration(
+            flatten=lambda x: (x, None), unflatten=lambda _aux, cs: t(*cs),
+            keys=lambda _t, _aux, _n: tuple(GetAttrKey(f) for f in t._fields), render=render)
+    return reg
+
+
+def _registration(t: type) -> _Registration | None:
+    reg = _registry.get(t)
+    if reg is None and _is_namedtuple_class(t):
+        return _namedtuple_registration(t)
+    return reg
+
+
+def _register(nodetype: type, reg: _Registration) -> None:
+    if not isinstance(nodetype, type):
+        raise TypeError(f"pytree node type must be a class, got {nodetype!r}")
+    if nodetype in _registry:
+        raise ValueError(f"{nodetype.__qualname__} is already registered as a pytree node; register each type once")
+    _registry[nodetype] = reg
+
+
+def register_pytree_node(nodetype: type, flatten_func: FlattenFn, unflatten_func: UnflattenFn) -> None:
+    """Make instances of `nodetype` pytree nodes.
+
+    `flatten_func(x)` returns `(children, aux_data)`: the children are flattened further, `aux_data` is static,
+    must be hashable and comparable, and becomes part of the PyTreeDef. `unflatten_func(aux_data, children)`
+    rebuilds the node; it may be handed non-array leaves (e.g. `object()` placeholders), so it should not
+    validate its children.
+
+    >>> class Pair:
+    ...     def __init__(self, a, b): self.a, self.b = a, b
+    >>> register_pytree_node(Pair, lambda p: ((p.a, p.b), None), lambda _, cs: Pair(*cs))
+    >>> tree_leaves(Pair(1, (2, 3)))
+    [1, 2, 3]
+    """
+    _register(nodetype, _Registration(
+        flatten=flatten_func, unflatten=unflatten_func, keys=_flat_keys, render=_render_custom))
+
+
+def register_pytree_with_keys(nodetype: type, flatten_with_keys: FlattenWithKeysFn, unflatten_func: UnflattenFn,
+                              flatten_func: FlattenFn | None = None) -> None:
+    """Like `register_pytree_node`, but `flatten_with_keys(x)` returns `([(key, child), ...], aux_data)` so that
+    `tree_flatten_with_path` names each child by its key (e.g. `GetAttrKey("w")`)."""
+    def flatten_plain(x: Any) -> tuple[list[Any], Any]:
+        pairs, aux = flatten_with_keys(x)
+        return [c for _, c in pairs], aux
+
+    _register(nodetype, _Registration(
+        flatten=flatten_func or flatten_plain, unflatten=unflatten_func, keys=_flat_keys, render=_render_custom,
+        flatten_with_keys=flatten_with_keys))
+
+
+def register_dataclass(nodetype: type | None = None, data_fields: Sequence[str] | None = None,
+                       meta_fields: Sequence[str] | None = None) -> Any:
+    """Register a dataclass as a pytree node whose children are its data fields; returns the class.
+
+    Usable as `@register_dataclass`, `@register_dataclass(meta_fields=[...])` or a plain call. Without explicit
+    fields, every `__init__` field is a data field, except those declared
+    `dataclasses.field(metadata={"static": True})`, which are meta fields: static, hashable, part of the PyTreeDef.
+
+    >>> @register_dataclass
+    ... @dataclasses.dataclass
+    ... class Linear:
+    ...     w: Any
+    ...     b: Any
+    ...     act: str = dataclasses.field(default="relu", metadata={"static": True})
+    >>> tree_structure(Linear(1, 2))
+    PyTreeDef(Linear(w=*, b=*, act='relu'))
+    """
+    if nodetype is None:
+        return lambda cls: register_dataclass(cls, data_fields, meta_fields)
+    name = getattr(nodetype, "__qualname__", repr(nodetype))
+    if data_fields is None or meta_fields is None:
+        if not dataclasses.is_dataclass(nodetype):
+            raise TypeError(f"register_dataclass: {name} is not a dataclass; decorate it with @dataclasses.dataclass "
+                            "first, or pass both data_fields and meta_fields")
+        # the fields not named explicitly are split by their `static` metadata
+        init_fields = [f for f in dataclasses.fields(nodetype) if f.init]
+        named = set(data_fields or ()) | set(meta_fields or ())
+        rest = [f for f in init_fields if f.name not in named]
+        if data_fields is None:
+            data_fields = [f.name for f in rest if not f.metadata.get("static", False)]
+        if meta_fields is None:
+            meta_fields = [f.name for f in rest if f.metadata.get("static", False)]
+    data, meta = tuple(data_fields), tuple(meta_fields)
+    if overlap := set(data) & set(meta):
+        raise ValueError(f"register_dataclass: {name} fields {sorted(overlap)} are both data and meta fields")
+    if dataclasses.is_dataclass(nodetype):
+        init_names = {f.name for f in dataclasses.fields(nodetype) if f.init}
+        if missing := init_names - set(data) - set(meta):
+            raise ValueError(f"register_dataclass: {name} fields {sorted(missing)} are neither data nor meta fields; "
+                             "every __init__ field must be one or the other")
+        if unknown := (set(data) | set(meta)) - init_names:
+            raise ValueError(f"register_dataclass: {name} has no __init__ fields {sorted(unknown)}")
+
+    def render(t: type, aux: tuple, cs: list[str]) -> str:
+        parts = [f"{n}={c}" for n, c in zip(data, cs, strict=True)]
+        parts += [f"{n}={v!r}" for n, v in zip(meta, aux, strict=True)]
+        return f"{t.__name__}({', '.join(parts)})"
+
+    _register(nodetype, _Registration(
+        flatten=lambda x: ([getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta)),
+        unflatten=lambda aux, cs: nodetype(**dict(zip(data, cs, strict=True)), **dict(zip(meta, aux, strict=True))),
+        keys=lambda _t, _aux, _n: tuple(GetAttrKey(n) for n in data),
+        render=render))
+    return nodetype
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# PyTreeDef
+
+
+class _Mismatch(Exception):
+    """Internal: where and how a value's structure departs from a PyTreeDef."""
+
+    def __init__(self, path: KeyPath, detail: str) -> None:
+        super().__init__(detail)
+        self.path, self.detail = path, detail
+
+
+def _describe(x: Any) -> str:
+    t = type(x)
+    if x is None:
+        return "None"
+    if isinstance(x, dict):
+        return f"a {t.__name__} with keys {list(x)!r}"
+    if _registration(t) is not None and isinstance(x, list | tuple):
+        return f"a {t.__name__} of length {len(x)}"
+    if _registration(t) is not None:
+        return f"a {t.__qualname__} node"
+    return f"a leaf of type {t.__qualname__}"
+
+
+class PyTreeDef:
+    """The structure of a pytree: node types, their static aux data and children, with `*` for each leaf.
+
+    Hashable and compared by structure. `num_leaves` and `num_nodes` (leaves included) count the tree.
+    """
+
+    __slots__ = ("node_type", "node_data", "_children", "num_leaves", "num_nodes", "_hash")
+    node_type: type | None
+    node_data: Any
+    _children: tuple[PyTreeDef, ...]
+    num_leaves: int
+    num_nodes: int
+    _hash: int | None
+
+    def __init__(self, node_type: type | None, node_data: Any, children: tuple[PyTreeDef, ...]) -> None:
+        self.node_type, self.node_data, self._children = node_type, node_data, children
+        self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
+        self.num_nodes = 1 + sum(c.num_nodes for c in children)
+        self._hash = None
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.node_type is None
+
+    def children(self) -> tuple[PyTreeDef, ...]:
+        return self._children
+
+    # -- identity -------------------------------------------------------------------------------------------------
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash((self.node_type, self.node_data, self._children))
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, PyTreeDef):
+            return NotImplemented
+        if self._hash is not None and other._hash is not None and self._hash != other._hash:
+            return False
+        return (self.node_type is other.node_type and self.num_leaves == other.num_leaves
+                and bool(self.node_data == other.node_data) and self._children == other._children)
+
+    def __repr__(self) -> str:
+        return f"PyTreeDef({self._render()})"
+
+    def _render(self) -> str:
+        if self.node_type is None:
+            return "*"
+        reg = _registration(self.node_type)
+        assert reg is not None, f"{self.node_type} was unregistered"
+        return reg.render(self.node_type, self.node_data, [c._render() for c in self._children])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PyTreeDef, (self.node_type, self.node_data, self._children))
+
+    # -- leaves in, tree out ----------------------------------------------------------------------------------------
+
+    def unflatten(self, leaves: Iterable[Any]) -> Any:
+        """Build a tree of this structure from `leaves`; a wrong number of leaves is a ValueError."""
+        leaves = list(leaves)
+        if len(leaves) != self.num_leaves:
+            if len(leaves) < self.num_leaves:
+                where = f"; the leaves ran out at {_where(self.leaf_paths()[len(leaves)])}"
+            else:
+                where = f"; {len(leaves) - self.num_leaves} left over"
+            raise ValueError(f"tree_unflatten: the structure {self!r} has {self.num_leaves} leaves, but got "
+                             f"{len(leaves)} leaves{where}")
+        return self._build(iter(leaves))
+
+    def _build(self, leaves: Any) -> Any:
+        if self.node_type is None:
+            return next(leaves)
+        children = [c._build(leaves) for c in self._children]
+        reg = _registration(self.node_type)
+        assert reg is not None, f"{self.node_type} was unregistered"
+        return reg.unflatten(self.node_data, children)
+
+    def leaf_paths(self) -> list[KeyPath]:
+        """The key path of every leaf, computed from the structure alone (a node registered with keys gives flat
+        indices here; `tree_flatten_with_path` on a value gives its real keys)."""
+        out: list[KeyPath] = []
+        self._leaf_paths((), out)
+        return out
+
+    def _leaf_paths(self, path: KeyPath, out: list[KeyPath]) -> None:
+        if self.node_type is None:
+            out.append(path)
+            return
+        reg = _registration(self.node_type)
+        assert reg is not None
+        for key, child in zip(reg.keys(self.node_type, self.node_data, len(self._children)), self._children,
+                              strict=True):
+            child._leaf_paths((*path, key), out)
+
+    def flatten_up_to(self, tree: Any) -> list[Any]:
+        """The subtrees of `tree` at this structure's leaves; `tree` must match every node above them.
+
+        >>> tree_structure((0, 0)).flatten_up_to(([1, 2], {"a": 3}))
+        [[1, 2], {'a': 3}]
+        """
+        out: list[Any] = []
+        try:
+            self._flatten_up_to(tree, (), out)
+        except _Mismatch as e:
+            raise ValueError(f"tree structures differ at {_where(e.path)}: {e.detail}.\n"
+                             f"  expected: {self!r}\n  got:      {tree_structure(tree)!r}") from None
+        return out
+
+    def _flatten_up_to(self, x: Any, path: KeyPath, out: list[Any]) -> None:
+        if self.node_type is None:
+            out.append(x)
+            return
+        t = self.node_type
+        expected = _describe_def(self)
+        if type(x) is not t:
+            raise _Mismatch(path, f"expected {expected}, got {_describe(x)}")
+        reg = _registration(t)
+        assert reg is not None
+        children, aux = reg.flatten(x)
+        children = list(children)
+        if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
+            want = self.node_data[1] if t is collections.defaultdict else self.node_data
+            have = aux[1] if t is collections.defaultdict else aux
+            if set(have) != set(want):
+                missing = [k for k in want if k not in x]
+                extra = [k for k in have if k not in set(want)]
+                raise _Mismatch(path, f"expected {expected}, got {_describe(x)} (missing {missing!r}, "
+                                      f"unexpected {extra!r})")
+            children = [x[k] for k in want]  # an OrderedDict in another order still matches, taken in our order
+        elif len(children) != len(self._children):
+            raise _Mismatch(path, f"expected {expected}, got {_describe(x)} with {len(children)} children")
+        elif not bool(aux == self.node_data):
+            raise _Mismatch(path, f"expected {expected}, got {t.__qualname__} with aux data {aux!r}")
+        keys = reg.keys(t, self.node_data, len(self._children))
+        for key, child_def, child in zip(keys, self._children, children, strict=True):
+            child_def._flatten_up_to(child, (*path, key), out)
+
+
+def _describe_def(d: PyTreeDef) -> str:
+    t = d.node_type
+    assert t is not None
+    if t is type(None):
+        return "None"
+    if t is dict or t is collections.OrderedDict:
+        return f"a {t.__name__} with keys {list(d.node_data)!r}"
+    if t is collections.defaultdict:
+        return f"a defaultdict with keys {list(d.node_data[1])!r}"
+    if t is tuple or t is list or _is_namedtuple_class(t):
+        return f"a {t.__name__} of length {len(d.children())}"
+    return f"a {t.__qualname__} node with {len(d.children())} children and aux data {d.node_data!r}"
+
+
+_LEAF = PyTreeDef(None, None, ())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# flatten / unflatten
+
+IsLeafFn = Callable[[Any], bool]
+
+
+def _flatten(x: Any, is_leaf: IsLeafFn | None, leaves: list[Any], paths: list[KeyPath] | None,
+             path: KeyPath) -> PyTreeDef:
+    if is_leaf is not None and is_leaf(x):
+        reg = None
+    else:
+        reg = _registration(type(x))
+    if reg is None:
+        leaves.append(x)
+        if paths is not None:
+            paths.append(path)
+        return _LEAF
+    if paths is None:
+        children, aux = reg.flatten(x)
+        child_defs = tuple(_flatten(c, is_leaf, leaves, None, path) for c in children)
+        return PyTreeDef(type(x), aux, child_defs)
+    if reg.flatten_with_keys is not None:
+        pairs, aux = reg.flatten_with_keys(x)
+        pairs = list(pairs)
+    else:
+        children, aux = reg.flatten(x)
+        children = list(children)
+        pairs = list(zip(reg.keys(type(x), aux, len(children)), children, strict=True))
+    child_defs = tuple(_flatten(c, is_leaf, leaves, paths, (*path, k)) for k, c in pairs)
+    return PyTreeDef(type(x), aux, child_defs)
+
+
+def tree_flatten(tree: Any, is_leaf: IsLeafFn | None = None) -> tuple[list[Any], PyTreeDef]:
+    """Flatten `tree` into its leaves (depth first, dict children in sorted key order) and its structure.
+
+    `is_leaf(x)` is asked about every subtree, None included, before it is opened; True makes it a leaf.
+
+    >>> tree_flatten([1, (2, None), {"b": 3, "a": 4}])
+    ([1, 2, 4, 3], PyTreeDef([*, (*, None), {'a': *, 'b': *}]))
+    """
+    leaves: list[Any] = []
+    treedef = _flatten(tree, is_leaf, leaves, None, ())
+    return leaves, treedef
+
+
+def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]) -> Any:
+    """Inverse of `tree_flatten`: build a tree of structure `treedef` from `leaves`.
+
+    >>> tree_unflatten(tree_structure((0, [0])), ["a", "b"])
+    ('a', ['b'])
+    """
+    if not isinstance(treedef, PyTreeDef):
+        raise TypeError(f"tree_unflatten: expected a PyTreeDef as first argument, got {type(treedef).__qualname__}")
+    return treedef.unflatten(leaves)
+
+
+def tree_leaves(tree: Any, is_leaf: IsLeafFn | None = None) -> list[Any]:
+    """The leaves of `tree`, in `tree_flatten` order."""
+    return tree_flatten(tree, is_leaf)[0]
+
+
+def tree_structure(tree: Any, is_leaf: IsLeafFn | None = None) -> PyTreeDef:
+    """The PyTreeDef of `tree`."""
+    return tree_flatten(tree, is_leaf)[1]
+
+
+def tree_flatten_with_path(tree: Any, is_leaf: IsLeafFn | None = None) -> tuple[list[tuple[KeyPath, Any]],
+                                                                                 PyTreeDef]:
+    """Like `tree_flatten`, but each leaf comes as `(key_path, leaf)`; render a path with `keystr`.
+
+    >>> pairs, _ = tree_flatten_with_path({"a": [0, {"b": 1}]})
+    >>> [(keystr(p), v) for p, v in pairs]
+    [("['a'][0]", 0), ("['a'][1]['b']", 1)]
+    """
+    leaves: list[Any] = []
+    paths: list[KeyPath] = []
+    treedef = _flatten(tree, is_leaf, leaves, paths, ())
+    return list(zip(paths, leaves, strict=True)), treedef
+
+
+def tree_leaves_with_path(tree: Any, is_leaf: IsLeafFn | None = None) -> list[tuple[KeyPath, Any]]:
+    """The `(key_path, leaf)` pairs of `tree`."""
+    return tree_flatten_with_path(tree, is_leaf)[0]
+
+
+def _flatten_rest(treedef: PyTreeDef, rest: Sequence[Any], fn_name: str) -> list[list[Any]]:
+    out = []
+    for i, r in enumerate(rest, start=1):
+        leaves: list[Any] = []
+        try:
+            treedef._flatten_up_to(r, (), leaves)
+        except _Mismatch as e:
+            raise ValueError(f"{fn_name}: argument {i} does not have the structure of argument 0; they differ at "
+                             f"{_where(e.path)}: {e.detail}.\n  argument 0: {treedef!r}\n"
+                             f"  argument {i}: {tree_structure(r)!r}") from None
+        out.append(leaves)
+    return out
+
+
+def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeafFn | None = None) -> Any:
+    """Apply `f` to each leaf of `tree` (and the matching subtrees of each of `rest`), keeping the structure.
+
+    Each tree in `rest` must have `tree`'s structure, or be deeper where `tree` has a leaf: `f` then gets
+    that whole subtree. A mismatch is a ValueError naming the path and both structures.
+
+    >>> tree_map(lambda x, y: x + y, {"a": 1, "b": (2, 3)}, {"a": 10, "b": (20, 30)})
+    {'a': 11, 'b': (22, 33)}
+    """
+    leaves, treedef = tree_flatten(tree, is_leaf)
+    all_leaves = [leaves, *_flatten_rest(treedef, rest, "tree_map")]
+    return treedef.unflatten(f(*xs) for xs in zip(*all_leaves, strict=True))
+
+
+def tree_map_with_path(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeafFn | None = None) -> Any:
+    """Like `tree_map`, but `f(key_path, leaf, *others)` also gets each leaf's key path."""
+    pairs, treedef = tree_flatten_with_path(tree, is_leaf)
+    paths, leaves = [p for p, _ in pairs], [leaf for _, leaf in pairs]
+    all_leaves = [leaves, *_flatten_rest(treedef, rest, "tree_map_with_path")]
+    return treedef.unflatten(f(p, *xs) for p, *xs in zip(paths, *all_leaves, strict=True))
+
+
+_NO_INITIAL = object()
+
+
+def tree_reduce(f: Callable[[Any, Any], Any], tree: Any, initializer: Any = _NO_INITIAL,
+                is_leaf: IsLeafFn | None = None) -> Any:
+    """`functools.reduce(f, tree_leaves(tree))`, with an optional initializer."""
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is _NO_INITIAL:
+        if not leaves:
+            raise TypeError("tree_reduce of a tree with no leaves needs an initializer")
+        acc, leaves = leaves[0], leaves[1:]
+    else:
+        acc = initializer
+    for leaf in leaves:
+        acc = f(acc, leaf)
+    return acc
+
+
+def tree_all(tree: Any, is_leaf: IsLeafFn | None = None) -> bool:
+    """True when every leaf is truthy."""
+    return all(tree_leaves(tree, is_leaf))
