@@ -135,6 +135,7 @@ class Signal:
         self.last_writer: str | None = None       # "device/engine" of the last queue that wrote it
         self.expected_writer: str | None = None   # "device/engine" of the last submission that will write it
         self.error: HCQError | None = None        # a fault upstream of a write, raised by the next host wait
+        self.error_at = 0                          # the value whose write carried `error`
         self._cv = threading.Condition()
         _SIGNALS[self.addr] = self
 
@@ -153,7 +154,7 @@ class Signal:
     def _write(self, value: int, writer: str, error: HCQError | None = None) -> None:
         with self._cv:
             if error is not None and not error.reported and (self.error is None or self.error.reported):
-                self.error = error
+                self.error, self.error_at = error, value
             self._mem[0] = value
             self.last_writer = writer
             self._cv.notify_all()
@@ -166,16 +167,20 @@ class Signal:
             return self._cv.wait_for(lambda: self._mem[0] >= value, timeout)
 
     def _timeout_message(self, value: int, timeout: float, waiter: str) -> str:
-        source = self.expected_writer or self.last_writer or "no queue"
-        owner = f", owned by {self.owner}" if self.owner else ""
+        source = self.expected_writer or self.last_writer
+        owner = f" (owned by {self.owner})" if self.owner else ""
+        writer = f"it is written by {source}" if source else "no submitted queue writes it"
         return (f"{waiter} timed out after {timeout:g} s waiting for signal {self.name!r}{owner} to reach {value}; "
-                f"it is at {self.value} (expected from {source}). A queue that should signal it may be blocked on "
-                f"a WAIT that never completes, or the signal packet was never submitted.")
+                f"it is at {self.value} ({writer}). A queue that should signal it may be blocked on a WAIT that "
+                f"never completes, or its signal packet was never submitted.")
 
-    def raise_error(self) -> None:
-        """Raise the fault attached to this signal if no host wait has reported it yet, then detach it."""
-        err, self.error = self.error, None
-        if err is not None and not err.reported:
+    def raise_error(self, upto: int) -> None:
+        """Raise the fault attached to a write of a value <= `upto`, unless a host wait already reported it."""
+        err = self.error
+        if err is None or self.error_at > upto:
+            return
+        self.error = None
+        if not err.reported:
             err.reported = True
             raise err
 
@@ -194,7 +199,7 @@ class Signal:
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         if not self._wait_for(value, timeout):
             raise HCQTimeoutError(self._timeout_message(value, timeout, "host wait"))
-        self.raise_error()
+        self.raise_error(value)
 
 
 @dataclass(frozen=True)
@@ -232,7 +237,7 @@ class Fence:
         if not sig._wait_for(self.value, timeout):
             waiter = f"host wait on {self.device.name}/{self.engine.value}"
             raise HCQTimeoutError(sig._timeout_message(self.value, timeout, waiter))
-        sig.raise_error()
+        sig.raise_error(self.value)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,11 @@
+"""Test setup: every UOp is checked against the IR spec, and hypothesis is derandomised in CI."""
+import os
+
+os.environ.setdefault("SPEC", "1")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))

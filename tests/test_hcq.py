@@ -1,0 +1,381 @@
+"""The HCQ runtime on CPU devices, end to end with native kernels compiled by llvmlite.
+
+Ordering is asserted with signals (a kernel that spins until the test releases it), never with wall-clock times.
+"""
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import pathlib
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from tgfx.devices import canonical_device, get_device
+from tgfx.devices.cpu import CPUCommandProcessor, CPUDevice
+from tgfx.devices.hcq import (
+    Buffer,
+    Engine,
+    HCQDevice,
+    HCQExecError,
+    HCQTimeoutError,
+    HWQueue,
+    Op,
+    Program,
+    Signal,
+    Sym,
+    export_chrome_trace,
+    header,
+)
+
+# Every kernel is `void k(ptr %bufs, ptr %vals, i64 %core)`.
+KERNELS_IR = r"""
+; bufs[0][core] += 1.0 (float)
+define void @add1(ptr %bufs, ptr %vals, i64 %core) {
+  %b0 = load ptr, ptr %bufs
+  %p = getelementptr float, ptr %b0, i64 %core
+  %x = load float, ptr %p
+  %y = fadd float %x, 1.0
+  store float %y, ptr %p
+  ret void
+}
+
+; bufs[0][i] = bufs[1][i] + vals[1] for i < vals[0] (float)
+define void @addk(ptr %bufs, ptr %vals, i64 %core) {
+entry:
+  %out = load ptr, ptr %bufs
+  %inp.p = getelementptr ptr, ptr %bufs, i64 1
+  %inp = load ptr, ptr %inp.p
+  %n = load i64, ptr %vals
+  %k.p = getelementptr i64, ptr %vals, i64 1
+  %k = load i64, ptr %k.p
+  %kf = sitofp i64 %k to float
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %exit
+loop:
+  %i = phi i64 [0, %entry], [%i1, %loop]
+  %ip = getelementptr float, ptr %inp, i64 %i
+  %x = load float, ptr %ip
+  %y = fadd float %x, %kf
+  %op = getelementptr float, ptr %out, i64 %i
+  store float %y, ptr %op
+  %i1 = add i64 %i, 1
+  %more = icmp slt i64 %i1, %n
+  br i1 %more, label %loop, label %exit
+exit:
+  ret void
+}
+
+; bufs[0][core] = core (int64)
+define void @write_core(ptr %bufs, ptr %vals, i64 %core) {
+  %b0 = load ptr, ptr %bufs
+  %p = getelementptr i64, ptr %b0, i64 %core
+  store i64 %core, ptr %p
+  ret void
+}
+
+; spin until the 64-bit word at address vals[0] (a Signal) is nonzero, then bufs[0][0] = 1 (int64)
+define void @gate(ptr %bufs, ptr %vals, i64 %core) {
+entry:
+  %addr = load i64, ptr %vals
+  %flag = inttoptr i64 %addr to ptr
+  %out = load ptr, ptr %bufs
+  br label %spin
+spin:
+  %v = load atomic i64, ptr %flag acquire, align 8
+  %zero = icmp eq i64 %v, 0
+  br i1 %zero, label %spin, label %done
+done:
+  store i64 1, ptr %out
+  ret void
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def k() -> dict[str, Program]:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = llvm.Target.from_default_triple().create_target_machine()
+    ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    mod = llvm.parse_assembly(KERNELS_IR)
+    mod.verify()
+    ee.add_module(mod)
+    ee.finalize_object()
+    return {name: Program(name, ee.get_function_address(name), keepalive=ee)
+            for name in ("add1", "addk", "write_core", "gate")}
+
+
+@pytest.fixture
+def cpu0() -> Iterator[HCQDevice]:
+    dev = get_device("CPU:0")
+    yield dev
+    dev.synchronize()          # no fault may leak out of a test unreported
+
+
+@pytest.fixture
+def cpu1() -> Iterator[HCQDevice]:
+    dev = get_device("CPU:1")
+    yield dev
+    dev.synchronize()
+
+
+def upload(dev: HCQDevice, arr: np.ndarray) -> Buffer:
+    buf = dev.allocator.alloc(arr.nbytes)
+    dev.allocator.copyin(buf, arr)
+    return buf
+
+
+def download(buf: Buffer, dtype: type, n: int) -> np.ndarray:
+    out = np.empty(n, dtype=dtype)
+    buf.device.allocator.copyout(out, buf)
+    return out
+
+
+class Gate:
+    """A signal a `gate` kernel spins on; released by the test, or after 5 s so a broken runtime cannot hang."""
+
+    def __init__(self) -> None:
+        self.signal = Signal(0, name="gate")
+        self._failsafe = threading.Timer(5.0, self.release)
+        self._failsafe.start()
+
+    def release(self) -> None:
+        self.signal.value = 1
+        self._failsafe.cancel()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_device_names() -> None:
+    assert get_device("CPU") is get_device("CPU:0")
+    assert get_device("CPU:1") is not get_device("CPU:0")
+    assert canonical_device("CPU") == "CPU:0" and canonical_device("CPU:07") == "CPU:7"
+    for bad in ("GPU:0", "CPU:x", "cpu:-1", "CPU:"):
+        with pytest.raises(ValueError, match=r"'CPU:<n>'"):
+            get_device(bad)
+
+
+def test_exec(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    a = upload(cpu0, np.arange(8, dtype=np.float32))
+    cpu0.exec_sync(k["add1"], [a], global_size=8)
+    np.testing.assert_array_equal(download(a, np.float32, 8), np.arange(8) + 1)
+    out = cpu0.allocator.alloc(8 * 4)
+    cpu0.exec_sync(k["addk"], [out, a], vals=(5, -3))
+    np.testing.assert_array_equal(download(out, np.float32, 8), [-2, -1, 0, 1, 2, 0, 0, 0])
+
+
+def test_parallel_launch_writes_every_core_id(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    n = 257
+    buf = upload(cpu0, np.full(n, -1, dtype=np.int64))
+    cpu0.exec_sync(k["write_core"], [buf], global_size=n)
+    np.testing.assert_array_equal(download(buf, np.int64, n), np.arange(n))
+
+
+def test_copy_within_and_across_devices(cpu0: HCQDevice, cpu1: HCQDevice) -> None:
+    src = upload(cpu0, np.arange(16, dtype=np.uint8))
+    dst = cpu0.allocator.alloc(16)
+    HWQueue(Engine.COPY).copy(dst, src, 8, dst_offset=4, src_offset=2).submit(cpu0).wait()
+    np.testing.assert_array_equal(download(dst, np.uint8, 16), [0] * 4 + list(range(2, 10)) + [0] * 4)
+
+    remote = cpu1.allocator.alloc(16)
+    ready = cpu0.timeline_value        # the copy on CPU:1 waits for CPU:0's work on `src`
+    HWQueue(Engine.COPY).wait(cpu0.timeline, ready).copy(remote, src, 16).submit(cpu1).wait()
+    np.testing.assert_array_equal(download(remote, np.uint8, 16), np.arange(16))
+    with pytest.raises(ValueError, match="outside the source"):
+        HWQueue(Engine.COPY).copy(remote, src, 16, src_offset=1)
+
+
+def test_submit_does_not_block_on_a_slow_kernel(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    out = upload(cpu0, np.zeros(1, dtype=np.int64))
+    gate = Gate()
+    fence = HWQueue().exec(k["gate"], [out], vals=(gate.signal.addr,)).submit(cpu0)
+    assert not fence.done                              # submit returned while the kernel still spins
+    later = HWQueue().exec(k["write_core"], [out]).submit(cpu0)
+    assert not later.done                              # and queued work waits behind it
+    gate.release()
+    later.wait()
+    assert fence.done
+    assert download(out, np.int64, 1)[0] == 0          # gate wrote 1, then write_core wrote core id 0
+
+
+def test_cross_device_signal_orders_queues(cpu0: HCQDevice, cpu1: HCQDevice, k: dict[str, Program]) -> None:
+    flag0 = upload(cpu0, np.zeros(1, dtype=np.int64))
+    a1 = upload(cpu1, np.zeros(4, dtype=np.float32))
+    done0, done1 = cpu0.new_signal(name="done0"), cpu1.new_signal(name="done1")
+    gate = Gate()
+    HWQueue().exec(k["gate"], [flag0], vals=(gate.signal.addr,)).signal(done0, 1).submit(cpu0)
+    HWQueue().wait(done0, 1).exec(k["add1"], [a1], global_size=4).signal(done1, 1).submit(cpu1)
+    assert done0.value == 0 and done1.value == 0       # CPU:1 is blocked on CPU:0's signal
+    gate.release()
+    done1.wait(1)
+    assert done0.value == 1
+    np.testing.assert_array_equal(download(a1, np.float32, 4), [1, 1, 1, 1])
+
+
+def test_host_wait_timeout_names_everything(cpu1: HCQDevice) -> None:
+    sig = cpu1.new_signal(3, name="never")
+    with pytest.raises(HCQTimeoutError, match=r"'never' \(owned by CPU:1\) to reach 5; it is at 3"):
+        sig.wait(5, timeout=0.01)
+
+
+def test_queue_wait_timeout_surfaces_and_device_stays_usable(cpu1: HCQDevice, k: dict[str, Program]) -> None:
+    never = cpu1.new_signal(name="never")
+    done = cpu1.new_signal(name="done")
+    HWQueue().wait(never, 2, timeout=0.02).signal(done, 1).submit(cpu1)
+    with pytest.raises(HCQTimeoutError, match=r"WAIT packet on CPU:1/compute .* 'never' \(owned by CPU:1\) to reach 2; "
+                                              r"it is at 0"):
+        done.wait(1)
+    cpu1.synchronize()                                 # reported once: no second raise
+    a = upload(cpu1, np.zeros(2, dtype=np.float32))
+    cpu1.exec_sync(k["add1"], [a], global_size=2)
+    np.testing.assert_array_equal(download(a, np.float32, 2), [1, 1])
+
+
+def test_kernel_error_surfaces_once_and_device_stays_usable(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    def boom(bufs: int, vals: int, core: int) -> None:
+        raise ValueError(f"bad core {core}")
+
+    bad = Program("boom", boom)
+    a = upload(cpu0, np.zeros(4, dtype=np.float32))
+    with pytest.raises(HCQExecError, match=r"CPU:0/compute: EXEC of 'boom' failed: ValueError: bad core") as info:
+        cpu0.exec_sync(bad, [a], global_size=4)
+    assert isinstance(info.value.__cause__, ValueError)
+    cpu0.synchronize()
+
+    HWQueue().exec(bad, [a]).submit(cpu0)             # nobody waits on this one: synchronize reports it
+    HWQueue().exec(k["add1"], [a], global_size=4).submit(cpu0)
+    with pytest.raises(HCQExecError, match="boom"):
+        cpu0.synchronize()
+    cpu0.synchronize()
+    np.testing.assert_array_equal(download(a, np.float32, 4), [1, 1, 1, 1])   # work after the fault still ran
+
+
+def test_error_propagates_through_cross_device_wait(cpu0: HCQDevice, cpu1: HCQDevice) -> None:
+    def boom(bufs: int, vals: int, core: int) -> None:
+        raise RuntimeError("upstream")
+
+    s0, s1 = cpu0.new_signal(), cpu1.new_signal()
+    HWQueue().exec(Program("boom", boom), []).signal(s0, 1).submit(cpu0)
+    HWQueue().wait(s0, 1).signal(s1, 1).submit(cpu1)
+    with pytest.raises(HCQExecError, match="CPU:0/compute: EXEC of 'boom' failed: RuntimeError: upstream"):
+        s1.wait(1)
+
+
+def test_resubmit_with_patched_buffers_and_vals(cpu0: HCQDevice, cpu1: HCQDevice, k: dict[str, Program]) -> None:
+    x = upload(cpu0, np.arange(4, dtype=np.float32))
+    y = upload(cpu0, np.full(4, 10, dtype=np.float32))
+    out = cpu0.allocator.alloc(16)
+    cb = HWQueue().exec(k["addk"], [out, x], vals=(Sym("n", 4), Sym("k", 1))).exec(k["add1"], [x], global_size=4) \
+        .encode()
+    assert cb.buffers == [out, x] and cb.slot_of(x) == 1
+    cb.submit(cpu0).wait()
+    np.testing.assert_array_equal(download(out, np.float32, 4), [1, 2, 3, 4])
+    cb.patch_buffers({1: y}).patch_vals({"k": 100, "n": 2}).submit(cpu0).wait()
+    np.testing.assert_array_equal(download(out, np.float32, 4), [110, 110, 3, 4])
+    np.testing.assert_array_equal(download(y, np.float32, 4), [11] * 4)
+    np.testing.assert_array_equal(download(x, np.float32, 4), [1, 2, 3, 4])   # only the first run touched x
+
+    with pytest.raises(ValueError, match="slot 1 is on CPU:0"):
+        cb.patch_buffers({1: cpu1.allocator.alloc(16)})
+    with pytest.raises(ValueError, match="slot 0 needs at least 16 B"):
+        cb.patch_buffers({0: cpu0.allocator.alloc(8)})
+    with pytest.raises(KeyError, match="no Sym named 'm'"):
+        cb.patch_vals({"m": 1})
+    with pytest.raises(ValueError, match="from another device"):
+        cb.submit(cpu1)
+
+
+def test_memory_stays_alive_until_the_queue_completes(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    buf = cpu0.allocator.alloc(8)
+    backing = weakref.ref(buf._mem)
+    gate = Gate()
+    fence = HWQueue().exec(k["gate"], [buf], vals=(gate.signal.addr,)).submit(cpu0)
+    cpu0.allocator.free(buf)
+    del buf
+    gc.collect()
+    assert backing() is not None                      # the submitted queue still holds the memory
+    gate.release()
+    fence.wait()
+    gc.collect()
+    assert backing() is None
+
+
+def test_ring_wraps_and_splits_large_command_buffers(k: dict[str, Program]) -> None:
+    class SmallRingDevice(CPUDevice):
+        def create_processor(self, engine: Engine) -> CPUCommandProcessor:
+            return CPUCommandProcessor(self, engine, ring_words=64)
+
+    dev = SmallRingDevice("CPU:small")
+    try:
+        a = upload(dev, np.zeros(3, dtype=np.float32))
+        q = HWQueue()
+        for _ in range(50):                               # 50 packets of 6 words: several times the ring
+            q.exec(k["add1"], [a], global_size=3)
+        for _ in range(3):
+            q.submit(dev)
+        dev.synchronize()
+        np.testing.assert_array_equal(download(a, np.float32, 3), [150, 150, 150])
+    finally:
+        dev.close()
+
+
+def test_timestamp_and_barrier(cpu0: HCQDevice) -> None:
+    ts = cpu0.new_signal()
+    before = time.perf_counter_ns()
+    HWQueue().barrier().timestamp(ts).submit(cpu0).wait()
+    assert before <= ts.value <= time.perf_counter_ns()
+
+
+def test_packet_encoding(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    a = cpu0.allocator.alloc(16)
+    sig = cpu0.new_signal()
+    cb = HWQueue().exec(k["add1"], [a], vals=(7,), global_size=4).signal(sig, 9).encode()
+    body = cb.words[4:-3].tolist()
+    assert body == [header(Op.EXEC, 6), k["add1"].id, 4, 1, 1, a.ptr, 7, header(Op.SIGNAL, 2), sig.addr, 9]
+    assert a.ptr % 64 == 0
+
+
+def test_chrome_trace_has_events_per_queue(cpu0: HCQDevice, cpu1: HCQDevice, k: dict[str, Program],
+                                           tmp_path: pathlib.Path) -> None:
+    cpu0.clear_profile()
+    cpu1.clear_profile()
+    a = upload(cpu0, np.zeros(4, dtype=np.float32))
+    cpu0.exec_sync(k["add1"], [a], global_size=4)
+    b = cpu1.allocator.alloc(16)
+    HWQueue(Engine.COPY).copy(b, a, 16).submit(cpu1).wait()
+    path = str(tmp_path / "trace.json")
+    trace = json.loads(export_chrome_trace([cpu0, cpu1], path))
+    assert json.load(open(path)) == trace
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    spans = {(names[e["pid"]], tracks[e["pid"], e["tid"]], e["name"]) for e in events if e["ph"] == "X"}
+    assert ("CPU:0", "compute", "add1") in spans
+    assert ("CPU:0", "copy", "copy") in spans           # the upload
+    assert ("CPU:1", "copy", "copy") in spans
+    assert all(e["dur"] >= 0 for e in events if e["ph"] == "X")
+
+
+def test_host_memory_checks(cpu0: HCQDevice) -> None:
+    buf = cpu0.allocator.alloc(8)
+    with pytest.raises(ValueError, match="does not fit"):
+        cpu0.allocator.copyin(buf, np.zeros(3, dtype=np.float32))
+    with pytest.raises(ValueError, match="read-only"):
+        cpu0.allocator.copyout(np.frombuffer(bytes(8), np.uint8), buf)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        cpu0.allocator.copyout(np.zeros(4, dtype=np.float32)[::2], buf)
+    cpu0.allocator.copyin(buf, memoryview(b"abcdefgh"))
+    out = bytearray(8)
+    cpu0.allocator.copyout(memoryview(out), buf)
+    assert bytes(out) == b"abcdefgh"
+    assert ctypes.string_at(buf.ptr, 8) == b"abcdefgh"
+    cpu0.allocator.free(buf)
+    with pytest.raises(ValueError, match="was freed"):
+        HWQueue(Engine.COPY).copy(buf, buf, 1)

@@ -1,0 +1,100 @@
+"""The IR on its own: hash-consing, keys, derived properties, rewriting and the spec. No device needed."""
+import subprocess
+import sys
+
+import pytest
+
+from tgfx.config import Context
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from tgfx.ir.spec import SpecError
+from tgfx.ir.uop import UOp
+
+
+def buf(n: int = 6, uid: int = 1) -> UOp:
+    return UOp(Ops.BUFFER, dtypes.float32, (), (uid, "CPU:0", n))
+
+
+def test_hash_consing_gives_the_same_object():
+    a = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))
+    b = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))
+    assert a is b
+    assert (a + a) is (a + a)
+    assert UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (3, 2)) is not a
+
+
+def test_key_is_stable_across_processes():
+    code = ("from tgfx.ir.uop import UOp; from tgfx.ir.ops import Ops; from tgfx.dtypes import dtypes;"
+            "p = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), 'CPU:0'));"
+            "c = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, 1.5),),"
+            " (1,)),), (4,));"
+            "print((p * p + c).key)")
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+            for _ in range(2)}
+    assert len(keys) == 1
+    p = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), "CPU:0"))
+    c = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, 1.5),), (1,)),),
+            (4,))
+    assert keys == {(p * p + c).key}
+
+
+def test_derived_shape_device_and_bounds():
+    r = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))
+    assert r.shape == (2, 3) and r.device == "CPU:0"
+    assert UOp(Ops.PERMUTE, dtypes.float32, (r,), (1, 0)).shape == (3, 2)
+    assert UOp(Ops.PAD, dtypes.float32, (r,), ((1, 0), (2, 2))).shape == (3, 7)
+    assert UOp(Ops.REDUCE_AXIS, dtypes.float32, (r,), (Ops.ADD, (1,))).shape == (2, 1)
+    rng = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, 10),), (0, "loop"))
+    assert (rng.vmin, rng.vmax) == (0, 9)
+    e = rng * 4 + 3
+    assert (e.vmin, e.vmax) == (3, 39)
+    assert ((e // 4).vmin, (e // 4).vmax) == (0, 9)
+    assert ((e % 4).vmin, (e % 4).vmax) == (0, 3)
+
+
+def test_toposort_and_substitute_on_a_deep_graph():
+    x = buf(1)
+    one = UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, 1.0),), (1,))
+    for _ in range(100_000):
+        x = x + one
+    order = x.toposort()
+    assert order[-1] is x and len(order) == 100_003
+    y = x.substitute({buf(1): buf(1, uid=2)})
+    assert buf(1, uid=2) in y.toposort() and buf(1) not in y.toposort()
+
+
+def test_graph_rewrite_reaches_a_fixed_point_on_100k_nodes():
+    one = UOp.const(dtypes.int32, 1)
+    x = UOp(Ops.VARIABLE, dtypes.int32, (), ("n", 0, 10))
+    for _ in range(100_000):
+        x = x * one
+    pm = PatternMatcher([(UPat(Ops.MUL, src=(UPat.var("a"), UPat.cvar("c"))), lambda a, c: a if c.arg == 1 else None)])
+    assert graph_rewrite(x, pm) is UOp(Ops.VARIABLE, dtypes.int32, (), ("n", 0, 10))
+
+
+def test_pattern_captures_and_commutative_sources():
+    a, b = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5)), UOp.const(dtypes.int32, 3)
+    pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.cvar("c"), UPat.var("x")]), lambda c, x: x * c)])
+    assert graph_rewrite(a + b, pm) is a * b
+    assert graph_rewrite(b + a, pm) is a * b
+
+
+def test_rewrite_with_ctx_and_bottom_up():
+    seen = []
+    a = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5))
+    pm = PatternMatcher([(UPat(Ops.NEG, name="x"), lambda ctx, x: ctx.append(x.src[0].op) or None)])
+    graph_rewrite(-(-a), pm, ctx=seen, bottom_up=True)
+    assert seen == [Ops.NEG, Ops.VARIABLE]
+
+
+def test_spec_rejects_malformed_nodes():
+    with Context(SPEC=1):
+        with pytest.raises(SpecError, match="RESHAPE"):
+            UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (4, 4))
+        with pytest.raises(SpecError, match="ADD"):
+            UOp(Ops.ADD, dtypes.float32, (buf(), UOp.const(dtypes.int32, 1)))
+        with pytest.raises(SpecError, match="EXP2"):
+            UOp(Ops.EXP2, dtypes.int32, (UOp.const(dtypes.int32, 1),))
+        with pytest.raises(SpecError, match="EXPAND"):
+            UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3)),), (4, 3))
