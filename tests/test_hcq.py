@@ -171,6 +171,19 @@ def test_exec(cpu0: HCQDevice, k: dict[str, Program]) -> None:
     np.testing.assert_array_equal(download(out, np.float32, 8), [-2, -1, 0, 1, 2, 0, 0, 0])
 
 
+def test_exec_of_an_object_with_name_and_addr(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    class Compiled:
+        name, addr = "add1", k["add1"].addr
+
+    a = upload(cpu0, np.zeros(2, dtype=np.float32))
+    cpu0.exec_sync(Compiled(), [a], global_size=2)
+    cpu0.exec_sync(Compiled(), [a], global_size=2)
+    assert Program.of(Compiled()) is Program.of(Compiled())      # wrapped once
+    np.testing.assert_array_equal(download(a, np.float32, 2), [2, 2])
+    with pytest.raises(TypeError, match="needs a Program"):
+        HWQueue().exec("add1", [a])
+
+
 def test_parallel_launch_writes_every_core_id(cpu0: HCQDevice, k: dict[str, Program]) -> None:
     n = 257
     buf = upload(cpu0, np.full(n, -1, dtype=np.int64))
@@ -190,6 +203,17 @@ def test_copy_within_and_across_devices(cpu0: HCQDevice, cpu1: HCQDevice) -> Non
     np.testing.assert_array_equal(download(remote, np.uint8, 16), np.arange(16))
     with pytest.raises(ValueError, match="outside the source"):
         HWQueue(Engine.COPY).copy(remote, src, 16, src_offset=1)
+
+
+def test_device_copy_waits_for_the_source_device(cpu0: HCQDevice, cpu1: HCQDevice, k: dict[str, Program]) -> None:
+    src = upload(cpu0, np.zeros(1, dtype=np.int64))
+    dst = upload(cpu1, np.full(1, 7, dtype=np.int64))
+    gate = Gate()
+    HWQueue().exec(k["gate"], [src], vals=(gate.signal.addr,)).submit(cpu0)   # writes src = 1 once released
+    fence = cpu1.copy(dst, src, 8)
+    assert not fence.done
+    gate.release()
+    assert download(dst, np.int64, 1)[0] == 1
 
 
 def test_submit_does_not_block_on_a_slow_kernel(cpu0: HCQDevice, k: dict[str, Program]) -> None:
@@ -340,6 +364,8 @@ def test_packet_encoding(cpu0: HCQDevice, k: dict[str, Program]) -> None:
     body = cb.words[4:-3].tolist()
     assert body == [header(Op.EXEC, 6), k["add1"].id, 4, 1, 1, a.ptr, 7, header(Op.SIGNAL, 2), sig.addr, 9]
     assert a.ptr % 64 == 0
+    with pytest.raises(ValueError, match="CPU:0.timeline is written only by the runtime"):
+        HWQueue().signal(cpu0.timeline, 5).encode()
 
 
 def test_chrome_trace_has_events_per_queue(cpu0: HCQDevice, cpu1: HCQDevice, k: dict[str, Program],

@@ -136,7 +136,8 @@ class Signal:
         self.expected_writer: str | None = None   # "device/engine" of the last submission that will write it
         self.error: HCQError | None = None        # a fault upstream of a write, raised by the next host wait
         self.error_at = 0                          # the value whose write carried `error`
-        self._cv = threading.Condition()
+        self.is_timeline = False                   # a device timeline: written only by the runtime
+        self._cv = threading.Condition(threading.Lock())
         _SIGNALS[self.addr] = self
 
     def __repr__(self) -> str:
@@ -337,6 +338,9 @@ class Program:
 
     def __init__(self, name: str, fn: int | KernelFn, keepalive: Any = None) -> None:
         self.name, self.keepalive = name, keepalive
+        # cost estimates from the compiler, for DEBUG>=2 throughput lines (0 when unknown)
+        self.flops: int = int(getattr(keepalive, "flops", 0) or 0)
+        self.mem_bytes: int = int(getattr(keepalive, "mem_bytes", 0) or 0)
         if isinstance(fn, int):
             if fn == 0:
                 raise ValueError(f"program {name!r}: function address is 0 (was the symbol found?)")
@@ -351,6 +355,22 @@ class Program:
         where = f"at {self.addr:#x}" if self.addr is not None else "(python)"
         return f"<Program {self.name!r} #{self.id} {where}>"
 
+    @staticmethod
+    def of(kernel: Any) -> Program:
+        """`kernel` itself if a Program, else a Program for any object with `name` and native `addr` (such as the
+        compiler's CompiledKernel), created once per (name, addr) and kept for the life of the process."""
+        if isinstance(kernel, Program):
+            return kernel
+        name, addr = getattr(kernel, "name", None), getattr(kernel, "addr", None)
+        if not isinstance(name, str) or not isinstance(addr, int):
+            raise TypeError(f"exec needs a Program or an object with `name: str` and `addr: int`, got {kernel!r:.80}")
+        if (prog := _NATIVE_PROGRAMS.get((name, addr))) is None:
+            prog = _NATIVE_PROGRAMS[(name, addr)] = Program(name, addr, keepalive=kernel)
+        return prog
+
+
+_NATIVE_PROGRAMS: dict[tuple[str, int], Program] = {}
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # queues and command buffers
@@ -363,18 +383,21 @@ class HWQueue:
         fence = HWQueue().wait(other.timeline, 3).exec(prog, [out, inp], vals=(n,), global_size=8).submit(dev)
         fence.wait()
 
-    Values in `exec` vals, `global_size`, `wait` and `signal` may be `Sym`s, patchable after encoding.
+    Values in `exec` vals, `global_size`, `wait` and `signal` may be `Sym`s, patchable after encoding. Any packet
+    may go to either engine; copies usually go to `Engine.COPY`.
     """
 
     def __init__(self, engine: Engine = Engine.COMPUTE) -> None:
         self.engine = engine
         self.packets: list[tuple[Any, ...]] = []
 
-    def exec(self, program: Program, bufs: Sequence[Buffer], vals: Sequence[int | Sym] = (),
+    def exec(self, program: Program | Any, bufs: Sequence[Buffer], vals: Sequence[int | Sym] = (),
              global_size: int | Sym = 1) -> HWQueue:
-        """Run `program` with core_id 0..global_size-1 on `bufs` (all on the submitting device) and `vals`."""
-        if not isinstance(program, Program):
-            raise TypeError(f"exec needs a Program, got {type(program).__name__}")
+        """Run `program` with core_id 0..global_size-1 on `bufs` (all on the submitting device) and `vals`.
+
+        `program` is a Program, or anything `Program.of` accepts (an object with `name` and `addr`).
+        """
+        program = Program.of(program)
         gs = global_size.value if isinstance(global_size, Sym) else global_size
         if gs < 1:
             raise ValueError(f"exec of {program.name!r}: global_size must be >= 1, got {gs}")
@@ -481,6 +504,9 @@ class CommandBuffer:
                 raise TypeError(f"expected a Signal, got {type(sig).__name__}")
             self.signals.append(sig)
             if written:
+                if sig.is_timeline:
+                    raise ValueError(f"{sig.name} is written only by the runtime (at the end of each submission); "
+                                     f"signal a signal of your own, e.g. from device.new_signal()")
                 self._signals_written.append(sig)
             words.append(sig.addr)
 
@@ -596,7 +622,7 @@ class Ring:
         self.nwords = nwords
         self.wptr = 0
         self.rptr = 0
-        self.cv = threading.Condition()
+        self.cv = threading.Condition(threading.Lock())
 
     def _reserve(self, n: int, deadline: float, label: str) -> None:
         if not self.cv.wait_for(lambda: self.nwords - (self.wptr - self.rptr) >= n, deadline - time.monotonic()):
@@ -607,6 +633,12 @@ class Ring:
         deadline = time.monotonic() + timeout
         i, total = 0, len(words)
         with self.cv:
+            pos = self.wptr % self.nwords
+            if total <= min(self.nwords - pos, self.nwords - (self.wptr - self.rptr)):   # the common case
+                self.words[pos:pos + total] = words
+                self.wptr += total
+                self.cv.notify_all()
+                return
             while i < total:
                 pos = self.wptr % self.nwords
                 to_end = self.nwords - pos
@@ -699,7 +731,7 @@ class CommandProcessor:
             bufs_addr = self.ring.base + 8 * (at + 4)
             start = time.perf_counter_ns()
             self.run_exec(program, bufs_addr, bufs_addr + 8 * nbufs, gs)
-            self._record(program.name, start, time.perf_counter_ns(), 0, gs)
+            self._record(program.name, start, time.perf_counter_ns(), 0, gs, program)
         elif op == Op.COPY:
             dst, src, nbytes = int(w[at]), int(w[at + 1]), int(w[at + 2])
             start = time.perf_counter_ns()
@@ -751,12 +783,16 @@ class CommandProcessor:
             self.device._errors.append(err)
         self._poison = self._poison or err
 
-    def _record(self, name: str, start: int, end: int, nbytes: int, global_size: int) -> None:
+    def _record(self, name: str, start: int, end: int, nbytes: int, global_size: int,
+                program: Program | None = None) -> None:
         self.device.profile_events.append(
             ProfileEvent(self.device.name, self.engine.value, name, start, end, nbytes, global_size))
         if DEBUG >= 1:
             size = f"{nbytes:>10d} B" if nbytes else f"gs={global_size:<9d}"
-            print(f"*** {self.label:<14s} {name:<40s} {size} {(end - start) / 1e3:10.2f} us")
+            line = f"*** {self.label:<14s} {name:<40s} {size} {(end - start) / 1e3:10.2f} us"
+            if DEBUG >= 2 and program is not None and end > start:
+                line += f"  {program.flops / (end - start):8.2f} GFLOP/s {program.mem_bytes / (end - start):8.2f} GB/s"
+            print(line)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -777,6 +813,7 @@ class HCQDevice:
     def __init__(self, name: str) -> None:
         self.name = name
         self.timeline = Signal(0, name=f"{name}.timeline", owner=name)
+        self.timeline.is_timeline = True
         self.timeline_value = 0
         self.profile_events: deque[ProfileEvent] = deque(maxlen=PROFILE_EVENTS_KEPT)
         self._errors: list[HCQError] = []
@@ -840,10 +877,20 @@ class HCQDevice:
         if errors:
             raise errors[0]
 
-    def exec_sync(self, program: Program, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size: int = 1,
+    def exec_sync(self, program: Program | Any, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size: int = 1,
                   timeout: float | None = None) -> None:
         """Run one kernel and wait for it: the simplest way to launch (tests, eager, BEAM timing)."""
         HWQueue().exec(program, bufs, vals, global_size).submit(self).wait(timeout)
+
+    def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> Fence:
+        """Copy on this device's copy engine, after all work submitted so far to `src`'s device; returns at once.
+
+        Later submissions to this device are ordered after it; wait on the fence before reading `dst` elsewhere.
+        """
+        q = HWQueue(Engine.COPY)
+        if src.device is not None and src.device is not self and src.device.timeline_value:
+            q.wait(src.device.timeline, src.device.timeline_value)
+        return q.copy(dst, src, nbytes, dst_offset, src_offset).submit(self)
 
     def close(self) -> None:
         """Stop the command processors (at interpreter exit)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tgfx import config
-from tgfx.ir.ops import Ops
+from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import compile_llvm
@@ -28,7 +28,8 @@ class CompiledKernel:
     nbufs: int
     ast: UOp
     src: str           # LLVM IR as rendered
-    flops: int = 0
+    flops: int = 0     # arithmetic ops on values (not index math), for DEBUG>=2 throughput
+    mem_bytes: int = 0  # bytes of every buffer the kernel touches, once
 
 
 _kernels: dict[str, CompiledKernel] = {}
@@ -40,6 +41,23 @@ def kernel_name(ast: UOp) -> str:
     shape = store.src[1].shape or ()
     has_reduce = any(u.op is Ops.REDUCE_AXIS for u in store.toposort())
     return f"{'r' if has_reduce else 'E'}_{'_'.join(map(str, shape)) or 'scalar'}_{ast.key[:8]}"
+
+
+def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
+    """FLOPs (value arithmetic times loop trips) and bytes of buffers touched."""
+    index_math: set[UOp] = set()
+    for u in lin:
+        if u.op is Ops.INDEX:
+            index_math.update(u.src[1].toposort())
+    trips, flops = [1], 0
+    for u in lin:
+        if u.op is Ops.RANGE:
+            trips.append(trips[-1] * u.src[0].arg)
+        elif u.op is Ops.END:
+            trips.pop()
+        elif u.op in GroupOp.ALU and u not in index_math:
+            flops += trips[-1]
+    return flops, sum(b.arg[1] * b.dtype.itemsize for b in bufs)
 
 
 def lower_kernel(ast: UOp) -> CompiledKernel:
@@ -55,7 +73,8 @@ def lower_kernel(ast: UOp) -> CompiledKernel:
     lin, acc_of = linearize(sink)
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     ir = render_llvm(name, lin, acc_of, bufs)
-    ck = CompiledKernel(name, compile_llvm(name, ir), len(bufs), ast, ir)
+    flops, mem = estimate_cost(lin, bufs)
+    ck = CompiledKernel(name, compile_llvm(name, ir), len(bufs), ast, ir, flops, mem)
     _kernels[ast.key] = ck
     if config.DEBUG >= 3:
         print(f"compiled {name}: {len(lin)} linear ops")

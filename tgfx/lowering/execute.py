@@ -1,14 +1,13 @@
 """execute: run a LINEAR of CALLs on the devices, allocating buffers on first use."""
 from __future__ import annotations
 
-import time
 import weakref
 
 import numpy as np
 
-from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices import get_device
+from tgfx.devices.hcq import HWQueue
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 
@@ -44,10 +43,20 @@ def copyout(buf: UOp) -> np.ndarray:
 
 
 def run_linear(linear: UOp) -> None:
+    """Submit every CALL to its device's queues; returns at once. Reading a result waits for it."""
     from tgfx.lowering import lower_kernel
+    pending: tuple[object, HWQueue] | None = None  # (device, queue) collecting consecutive kernels
+
+    def flush() -> None:
+        nonlocal pending
+        if pending is not None:
+            pending[1].submit(pending[0])
+            pending = None
+
     for call in linear.src:
         body, bufs = call.src[0], call.src[1:]
         if body.op is Ops.COPY:
+            flush()
             dst, src = bufs
             get_device(dst.arg[1]).copy(buffer_memory(dst), buffer_memory(src, allocate=False), body.arg)
             counters.copy_count += 1
@@ -55,8 +64,9 @@ def run_linear(linear: UOp) -> None:
         ck = lower_kernel(body)
         mems = [buffer_memory(b, allocate=(i == 0)) for i, b in enumerate(bufs)]
         dev = get_device(bufs[0].arg[1])
-        st = time.perf_counter()
-        dev.exec_sync(ck, mems)
+        if pending is None or pending[0] is not dev:
+            flush()
+            pending = (dev, HWQueue())
+        pending[1].exec(ck, mems)
         counters.kernel_count += 1
-        if config.DEBUG >= 1:
-            print(f"{ck.name:40s} {len(bufs)} bufs  {(time.perf_counter() - st) * 1e6:9.1f} us")
+    flush()
