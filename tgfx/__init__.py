@@ -10,3 +10,6 @@ from tgfx.ir.uop import UOp as UOp
 from tgfx.numpy import asarray as asarray
 from tgfx.tensor import Tensor as Tensor
 from tgfx.tensor import realize as realize
+from tgfx import tree as tree
+from tgfx.function import function as function
+from tgfx.kernel import custom_kernel as custom_kernel

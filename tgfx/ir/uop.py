@@ -89,6 +89,8 @@ class UOp(metaclass=UOpMeta):
             return self.arg[2]
         if self.op is Ops.COPY:
             return self.arg
+        if self.op is Ops.GETTUPLE:
+            return _call_result(self.src[0], self.arg, "device")
         for s in self.src:
             if s.device is not None:
                 return s.device
@@ -229,8 +231,11 @@ def _shape(u: UOp) -> Shape | None:
 
 
 def _call_result(call: UOp, i: int, attr: str) -> Any:
-    """Shape or device of result i of a FUNCTION/CALL, with PARAM shapes taken from the body."""
+    """Shape or device of result i of a FUNCTION/CALL: from its body, or for a custom kernel from its arg."""
     body = call.src[0]
+    if body.op is Ops.SINK:
+        shape, _, device = call.arg[2][i]
+        return shape if attr == "shape" else device
     return getattr(body.src[i], attr)
 
 

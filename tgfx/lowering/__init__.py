@@ -1,6 +1,6 @@
 """The lowering pipeline, top to bottom.
 
-    tensor graph ──schedule──▶ LINEAR of kernel CALLs
+    tensor graph ──inline FUNCTIONs──▶ ──schedule (cached per graph key)──▶ LINEAR of kernel CALLs
     per kernel: rangeify ─▶ symbolic ─▶ linearize ─▶ render LLVM IR ─▶ compile (llvmlite)
     LINEAR ──execute──▶ device queues
 
@@ -15,7 +15,9 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import compile_llvm
+from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
+from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.symbolic import pm_symbolic
@@ -38,6 +40,8 @@ _kernels: dict[str, CompiledKernel] = {}
 def kernel_name(ast: UOp) -> str:
     """A short readable name: the ops that dominate, and the output shape."""
     store = ast.src[0]
+    if isinstance(ast.arg, str):
+        return f"{ast.arg}_{ast.key[:8]}"
     shape = store.src[1].shape or ()
     has_reduce = any(u.op is Ops.REDUCE_AXIS for u in store.toposort())
     return f"{'r' if has_reduce else 'E'}_{'_'.join(map(str, shape)) or 'scalar'}_{ast.key[:8]}"
@@ -65,8 +69,8 @@ def lower_kernel(ast: UOp) -> CompiledKernel:
     if (hit := _kernels.get(ast.key)) is not None:
         return hit
     name = kernel_name(ast)
-    # movement ops become index arithmetic over explicit loops
-    sink = rangeify(ast)
+    # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
+    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
     # fold constants and simplify the index arithmetic rangeify produced
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
     # order into loops, hoisting what each loop does not depend on
@@ -84,7 +88,11 @@ def lower_kernel(ast: UOp) -> CompiledKernel:
 def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
     from tgfx.lowering.execute import run_linear
-    from tgfx.lowering.schedule import schedule
-    linear, results = schedule(uops)
+    # functions are substituted into their callers so the scheduler can fuse across calls
+    sink = graph_rewrite(UOp(Ops.SINK, None, tuple(uops)), pm_inline, name="inline")
+    check_no_params(sink)
+    # the schedule depends on the graph, not on which buffers it reads: cached by the key of the abstracted graph
+    tpl, inputs = graph_template(sink)
+    linear, results = tpl.instantiate(inputs)
     run_linear(linear)
-    return results
+    return dict(zip(uops, results, strict=True))

@@ -105,8 +105,9 @@ class _Linearizer:
 
     def emit_store(self, st: UOp) -> None:
         rngs = sorted(range_deps(st), key=_range_order)
-        for r in rngs:
-            # open outer loops first, placing what only depends on them before the inner ones
+        for i, r in enumerate(rngs):
+            # what only depends on the loops opened so far (a row's max in a softmax) is placed before the next one
+            self.hoist(st, frozenset(rngs[i:]))
             self.open_range(r)
         self.emit(st)
         for _ in rngs:

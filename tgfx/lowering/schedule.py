@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
+from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 
 _buffer_uid = itertools.count(1)
 DEFAULT_DEVICE = "CPU"
@@ -47,8 +48,13 @@ class ScheduleCtx:
 def find_realizes(roots: list[UOp]) -> set[UOp]:
     """The nodes that get their own buffer."""
     realize = {r for r in roots if buffer_view(r) is None}
-    for u in UOp(Ops.SINK, None, tuple(roots)).toposort():
-        if u.op is Ops.COPY:
+    for u in walk(UOp(Ops.SINK, None, tuple(roots))):
+        if u.op is Ops.CALL:
+            # opaque calls read buffers and write their own
+            realize.update(a for a in u.src[1:] if buffer_view(a) is None)
+        elif u.op is Ops.GETTUPLE:
+            realize.add(u)
+        elif u.op is Ops.COPY:
             realize.add(u)
             if buffer_view(u.src[0]) is None:
                 realize.add(u.src[0])
@@ -107,6 +113,7 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
         if u.op is Ops.BUFFER:
             new[u] = global_of(u)
             continue
+        assert u.op not in (Ops.CALL, Ops.PARAM, Ops.FUNCTION), f"{u.op} inside a kernel"
         if not ready:
             stack.append((u, True))
             stack.extend((s, False) for s in u.src if s not in new)
@@ -126,9 +133,14 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     realize = find_realizes(roots)
     realized: dict[UOp, UOp] = {}  # node -> its BUFFER
     calls: list[UOp] = []
-    for u in UOp(Ops.SINK, None, tuple(roots)).toposort():
+    for u in walk(UOp(Ops.SINK, None, tuple(roots))):
+        if u.op is Ops.CALL:
+            calls.extend(schedule_call(u, realized))
+            continue
         if u not in realize:
             continue
+        if u.op is Ops.GETTUPLE:
+            continue  # its CALL filled `realized`
         if u.op is Ops.COPY:
             src_buf = buffer_view(u.src[0]) or realized[u.src[0]]
             dst = new_buffer(u.arg, prod(u.shape), u.dtype)
@@ -151,4 +163,93 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     return UOp(Ops.LINEAR, None, tuple(calls)), results
 
 
-__all__ = ["schedule", "new_buffer", "buffer_view", "GroupOp"]
+def _arg_buffer(a: UOp, realized: dict[UOp, UOp]) -> UOp:
+    return buffer_view(a) or realized[a]
+
+
+def schedule_call(call: UOp, realized: dict[UOp, UOp]) -> list[UOp]:
+    """An opaque CALL: a custom kernel runs as written; a precompiled function replays its cached schedule."""
+    args = [_arg_buffer(a, realized) for a in call.src[1:]]
+    body = call.src[0]
+    outs = call_outputs(call)
+    if body.op is Ops.SINK:  # a custom kernel: outputs take the first slots, then the inputs
+        out_bufs = [new_buffer(dev, prod(shape), dt) for shape, dt, dev in outs]
+        for i, b in enumerate(out_bufs):
+            realized[UOp(Ops.GETTUPLE, b.dtype, (call,), i)] = b
+        return [UOp(Ops.CALL, None, (body, *out_bufs, *args))]
+    tpl = template_of(body)
+    linear, results = tpl.instantiate(args)
+    for i, r in enumerate(results):
+        realized[UOp(Ops.GETTUPLE, r.dtype, (call,), i)] = buffer_view(r)
+    return list(linear.src)
+
+
+def call_outputs(call: UOp) -> list[tuple[tuple[int, ...], object, str]]:
+    body = call.src[0]
+    if body.op is Ops.SINK:
+        return list(call.arg[2])
+    return [(r.shape, r.dtype, r.device or DEFAULT_DEVICE) for r in body.src]
+
+
+# ---- schedule templates: a schedule computed once per graph key, replayed with other buffers ----
+def placeholder(slot: int, dtype, device: str, size: int) -> UOp:  # noqa: ANN001
+    """An input buffer by position; its uid is fixed, so a graph's key does not depend on which buffers it reads."""
+    return UOp(Ops.BUFFER, dtype, (), (-1 - slot, device, size))
+
+
+class ScheduleTemplate:
+    """The LINEAR for a graph whose inputs are placeholders; `instantiate` binds real buffers and fresh outputs."""
+
+    def __init__(self, roots: list[UOp], n_inputs: int) -> None:
+        self.linear, results = schedule(roots)
+        self.results = [results[r] for r in roots]
+        self.n_inputs = n_inputs
+        from tgfx.counters import counters
+        counters.schedule_count += 1
+
+    def instantiate(self, inputs: list[UOp]) -> tuple[UOp, list[UOp]]:
+        mapping: dict[UOp, UOp] = {}
+        for call in self.linear.src:
+            for b in call.src[1:]:
+                if b not in mapping:
+                    mapping[b] = inputs[-1 - b.arg[0]] if b.arg[0] < 0 else new_buffer(b.arg[1], b.arg[2], b.dtype)
+        for r in self.results:
+            b = buffer_view(r)
+            if b is not None and b not in mapping:
+                mapping[b] = inputs[-1 - b.arg[0]] if b.arg[0] < 0 else new_buffer(b.arg[1], b.arg[2], b.dtype)
+        calls = tuple(c.replace(src=(c.src[0], *(mapping[b] for b in c.src[1:]))) for c in self.linear.src)
+        return UOp(Ops.LINEAR, None, calls), [r.substitute(mapping) for r in self.results]
+
+
+_templates: dict[str, ScheduleTemplate] = {}
+_TEMPLATES_KEPT = 4096
+
+
+def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTemplate:
+    tpl = _templates.get(key)
+    if tpl is None:
+        if len(_templates) >= _TEMPLATES_KEPT:
+            _templates.pop(next(iter(_templates)))
+        tpl = _templates[key] = ScheduleTemplate(roots, n_inputs)
+    return tpl
+
+
+def template_of(body: UOp) -> ScheduleTemplate:
+    """The cached schedule of a precompiled function's body, its PARAMs bound to placeholders by slot."""
+    params = params_of(body)
+    mapping = {p: UOp(Ops.RESHAPE, p.dtype, (placeholder(k, p.dtype, p.arg[2], prod(p.arg[1])),), p.arg[1])
+               if p.arg[1] != (prod(p.arg[1]),) else placeholder(k, p.dtype, p.arg[2], prod(p.arg[1]))
+               for k, p in params.items()}
+    roots = [substitute_outside_calls(r, mapping) for r in body.src]
+    return _cached_template("call:" + body.key, roots, len(params))
+
+
+def graph_template(sink: UOp) -> tuple[ScheduleTemplate, list[UOp]]:
+    """The cached schedule of an inlined graph, and the buffers it reads (in placeholder order)."""
+    inputs = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
+    mapping = {b: placeholder(i, b.dtype, b.arg[1], b.arg[2]) for i, b in enumerate(inputs)}
+    abstract = substitute_outside_calls(sink, mapping)
+    return _cached_template("graph:" + abstract.key, list(abstract.src), len(inputs)), inputs
+
+
+__all__ = ["schedule", "new_buffer", "buffer_view", "GroupOp", "graph_template"]

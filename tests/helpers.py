@@ -1,0 +1,136 @@
+"""Shared pieces of the numerical tests: dtype lists, hypothesis strategies and `assert_close` against numpy.
+
+The reference for every op is numpy, computed in the numpy dtype that stores the tgfx dtype (float32 for bfloat16,
+whose results are then rounded to bfloat16, as tgfx rounds after every op). Values compare exactly for integers and
+bool, and within a per-dtype tolerance for floats; NaNs must match NaNs and infinities must match in sign.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tgfx as tg
+from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16
+
+FLOATS: tuple[DType, ...] = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
+SIGNED: tuple[DType, ...] = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+UNSIGNED: tuple[DType, ...] = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+INTS: tuple[DType, ...] = SIGNED + UNSIGNED
+NUMERIC: tuple[DType, ...] = FLOATS + INTS
+ALL: tuple[DType, ...] = NUMERIC + (dtypes.bool,)
+
+# (rtol, atol) for one correctly rounded operation; transcendental functions get `TRANSCENDENTAL_ULPS` times more,
+# since libm, LLVM's intrinsics and numpy's SIMD loops may each be a few ulp off.
+TOLERANCE: dict[DType, tuple[float, float]] = {
+    dtypes.float64: (1e-12, 1e-14),
+    dtypes.float32: (1e-5, 1e-6),
+    dtypes.float16: (1e-3, 1e-4),  # eps 2**-10: one ulp
+    dtypes.bfloat16: (8e-3, 1e-3),  # eps 2**-7: one ulp
+}
+TRANSCENDENTAL_ULPS = 4
+
+
+def eps(d: DType) -> float:
+    """Machine epsilon of a float dtype."""
+    return 2.0 ** -7 if d == dtypes.bfloat16 else float(np.finfo(d.np).eps)
+
+
+def np_dtype(d: DType) -> np.dtype:
+    """The numpy dtype numpy computes a tgfx dtype's reference in (bfloat16 has none: float32)."""
+    return np.dtype(np.float32) if d == dtypes.bfloat16 else d.np
+
+
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bfloat16, returned as float32."""
+    return bf16_to_f32(f32_to_bf16(np.asarray(x, np.float32)))
+
+
+def to_tensor(x: np.ndarray, d: DType | None = None) -> tg.Tensor:
+    """`x` as a tgfx Tensor of dtype `d` (default: x's own dtype).
+
+    0-d inputs go through a 1-element buffer and a reshape to `()`, since `tg.asarray` of a 0-d numpy array currently
+    comes back with shape (1,): that bug is pinned by `test_asarray_keeps_0d_shape` (strict xfail) in
+    tests/test_ops_creation.py; delete this detour when it is fixed.
+    """
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return tg.asarray(x.reshape(1), dtype=d).reshape(())
+    return tg.asarray(x, dtype=d)
+
+
+# ---- hypothesis strategies ----
+def shapes(min_dims: int = 0, max_dims: int = 3, min_side: int = 0, max_side: int = 4) -> st.SearchStrategy:
+    """Small shapes, including 0-d (`()`) and zero-size ones unless min_dims / min_side exclude them."""
+    return hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side)
+
+
+def broadcastable_shapes(shape: tuple[int, ...]) -> st.SearchStrategy:
+    """Shapes that broadcast with `shape` (size-1 axes, fewer axes, or one more leading axis)."""
+    return hnp.broadcastable_shapes(shape, min_dims=0, max_dims=len(shape) + 1, max_side=4)
+
+
+def elements(d: DType, lo: float | None = None, hi: float | None = None, nonzero: bool = False,
+             allow_special: bool = False) -> st.SearchStrategy:
+    """Scalar values of dtype `d` within [lo, hi] (default: a range where products of a few values don't overflow)."""
+    if d.is_bool:
+        return st.booleans()
+    if d.is_int:
+        info = np.iinfo(d.np)
+        lo_i = int(info.min) if lo is None else max(int(lo), int(info.min))
+        hi_i = int(info.max) if hi is None else min(int(hi), int(info.max))
+        s = st.integers(lo_i, hi_i)
+        return s.filter(lambda v: v != 0) if nonzero else s
+    width = 16 if d in (dtypes.float16, dtypes.bfloat16) else d.bits
+    lo_f = -100.0 if lo is None else lo
+    hi_f = 100.0 if hi is None else hi
+    s = st.floats(lo_f, hi_f, width=width, allow_nan=False, allow_infinity=False, allow_subnormal=False)
+    if d == dtypes.bfloat16:
+        s = s.map(lambda v: float(bf16_round(np.float32(v))))
+        s = s.filter(lambda v: lo_f <= v <= hi_f)
+    if nonzero:
+        s = s.filter(lambda v: abs(v) > 1e-2)
+    if allow_special:
+        s = st.one_of(s, st.sampled_from([float("nan"), float("inf"), -float("inf"), 0.0, -0.0]))
+    return s
+
+
+def arrays(d: DType, shape: tuple[int, ...] | st.SearchStrategy, **kw: Any) -> st.SearchStrategy:
+    """numpy arrays holding values of tgfx dtype `d` (bfloat16 as float32 values exactly representable in it)."""
+    return hnp.arrays(np_dtype(d), shape, elements=elements(d, **kw))
+
+
+# ---- comparing ----
+def expected_values(expected: Any, d: DType) -> np.ndarray:
+    """numpy's result in the representation `Tensor.numpy()` gives for dtype `d`."""
+    e = np.asarray(expected)
+    if d == dtypes.bfloat16:
+        return bf16_round(e.astype(np.float32))
+    with np.errstate(all="ignore"):
+        return e.astype(d.np)
+
+
+def assert_close(result: tg.Tensor, expected: Any, dtype: DType | None = None, rtol: float | None = None,
+                 atol: float | None = None, ulps: float = 1) -> None:
+    """`result` equals numpy's `expected`: same shape, dtype `dtype` (default: result's own), values within the
+    dtype's tolerance times `ulps` (floats) or exactly (integers, bool)."""
+    assert isinstance(result, tg.Tensor), f"expected a tgfx Tensor, got {type(result).__name__}"
+    if dtype is not None:
+        assert result.dtype == dtype, f"result dtype {result.dtype.name}, expected {dtype.name}"
+    d = result.dtype
+    got = result.numpy()
+    want = expected_values(expected, d)
+    assert got.shape == want.shape, f"result shape {got.shape}, expected {want.shape}"
+    if not d.is_float:
+        np.testing.assert_array_equal(got, want)
+        return
+    r0, a0 = TOLERANCE[d]
+    rtol = r0 * ulps if rtol is None else rtol
+    atol = a0 * ulps if atol is None else atol
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg="NaNs differ")
+    inf = np.isinf(w)
+    np.testing.assert_array_equal(g[inf], w[inf], err_msg="infinities differ")
+    np.testing.assert_allclose(g[~inf], w[~inf], rtol=rtol, atol=atol, equal_nan=True)

@@ -1,0 +1,230 @@
+"""@function through the public API: tracing, keys, caching, inlining, precompile, custom kernels, errors."""
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.function import FunctionError
+from tgfx.ir.ops import Ops
+from tgfx.kernel import custom_kernel, krange, load, reduce, sink, store
+from tgfx.lowering.inline import EscapedTracerError
+
+
+def arr(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@tg.function
+def affine(x, w, b):
+    return x @ w + b
+
+
+def test_traces_into_function_of_params():
+    x, w, b = tg.asarray(arr(2, 3)), tg.asarray(arr(3, 4)), tg.asarray(arr(4))
+    y = affine(x, w, b)
+    g = y.uop
+    assert g.op is Ops.GETTUPLE and g.arg == 0
+    fn = g.src[0]
+    assert fn.op is Ops.FUNCTION and fn.arg[0] == "affine"
+    assert fn.src[0].op is Ops.TUPLE and fn.src[1:] == (x.uop, w.uop, b.uop)
+    assert {u.op for u in fn.src[0].toposort()} & {Ops.BUFFER} == set()
+    assert sorted(u.arg[0] for u in fn.src[0].toposort() if u.op is Ops.PARAM) == [0, 1, 2]
+    np.testing.assert_allclose(y.numpy(), arr(2, 3) @ arr(3, 4) + arr(4), rtol=1e-5)
+
+
+def test_equal_signatures_give_equal_body_keys_and_reuse_schedules():
+    x1, x2 = tg.asarray(arr(8, 8, seed=1)), tg.asarray(arr(8, 8, seed=2))
+    w, b = tg.asarray(arr(8, 8)), tg.asarray(arr(8))
+    y1 = affine(x1, w, b)
+    y2 = affine(x2, w, b)
+    assert y1.uop.src[0].src[0].key == y2.uop.src[0].src[0].key
+    y1.numpy()
+    tg.counters.reset()
+    np.testing.assert_allclose(y2.numpy(), arr(8, 8, seed=2) @ arr(8, 8) + arr(8), rtol=1e-5, atol=1e-6)
+    assert tg.counters.schedule_count == 0 and tg.counters.compile_count == 0 and tg.counters.kernel_count == 1
+
+
+def test_dedupes_inputs_by_identity():
+    @tg.function
+    def f(a, b):
+        return a * b
+    x = tg.asarray(arr(3))
+    y = f(x, x)
+    assert len(y.uop.src[0].src) == 2  # body + one argument
+    np.testing.assert_allclose(y.numpy(), arr(3) ** 2, rtol=1e-6)
+
+
+def test_inlined_function_fuses_with_its_caller():
+    @tg.function
+    def gelu(x):
+        return 0.5 * x * (1 + tnp.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    x = tg.asarray(arr(16))
+    tg.counters.reset()
+    y = (gelu(x) * 2).numpy()
+    assert tg.counters.kernel_count == 1
+    ref = 0.5 * arr(16) * (1 + np.tanh(0.7978845608 * (arr(16) + 0.044715 * arr(16) ** 3))) * 2
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_nested_functions_and_several_results_used_partly():
+    @tg.function
+    def inner(x):
+        return x + 1, x * 2
+
+    @tg.function
+    def outer(x):
+        a, b = inner(x)
+        return {"sum": a + b, "a": a}
+
+    x = tg.asarray(arr(5))
+    out = outer(x)
+    assert set(out) == {"a", "sum"}
+    tg.counters.reset()
+    np.testing.assert_allclose(out["sum"].numpy(), arr(5) + 1 + arr(5) * 2, rtol=1e-6)
+    assert tg.counters.kernel_count == 1  # only the used result is computed
+
+
+class Pair(NamedTuple):
+    a: tg.Tensor
+    b: tg.Tensor
+
+
+@dataclasses.dataclass
+class Linear:
+    w: tg.Tensor
+    b: tg.Tensor
+
+
+tg.tree.register_dataclass(Linear)
+
+
+def test_pytree_arguments_and_results():
+    @tg.function
+    def f(p: Pair, layer: Linear, scale: float):
+        return Pair(p.a @ layer.w + layer.b, p.b * scale)
+    p = Pair(tg.asarray(arr(2, 3)), tg.asarray(arr(4)))
+    out = f(p, Linear(tg.asarray(arr(3, 3)), tg.asarray(arr(3))), 3.0)
+    assert isinstance(out, Pair)
+    np.testing.assert_allclose(out.a.numpy(), arr(2, 3) @ arr(3, 3) + arr(3), rtol=1e-5)
+    np.testing.assert_allclose(out.b.numpy(), arr(4) * 3, rtol=1e-6)
+
+
+def test_methods_and_callable_instances():
+    class Model:
+        def __init__(self, k):
+            self.k = k
+
+        @tg.function
+        def apply(self, x):
+            return x * self.k
+
+    class Scaler:
+        def __call__(self, x):
+            return x / 2
+
+    x = tg.asarray(arr(3))
+    np.testing.assert_allclose(Model(3.0).apply(x).numpy(), arr(3) * 3, rtol=1e-6)
+    np.testing.assert_allclose(tg.function(Scaler())(x).numpy(), arr(3) / 2, rtol=1e-6)
+
+
+def test_implicit_capture_is_an_error_naming_each_buffer():
+    w = tg.asarray(arr(3, 3))
+
+    @tg.function
+    def f(x):
+        return x @ w
+
+    with pytest.raises(FunctionError, match=r"(?s)function test_implicit_capture.*f reads 1 concrete.*w: float32\[3, 3\] "
+                                            r"on CPU:0.*allow_implicit=True"):
+        f(tg.asarray(arr(2, 3)))
+
+
+def test_allow_implicit_turns_captures_into_arguments():
+    w = tg.asarray(arr(3, 3))
+
+    @tg.function(allow_implicit=True)
+    def f(x):
+        return x @ w
+
+    y = f(tg.asarray(arr(2, 3)))
+    assert len(y.uop.src[0].src) == 3  # body, x, w
+    np.testing.assert_allclose(y.numpy(), arr(2, 3) @ arr(3, 3), rtol=1e-5)
+
+
+def test_precompile_compiles_once_and_replays():
+    @tg.function(precompile=True)
+    def mlp(x, w):
+        return tnp.maximum(x @ w, 0).sum(axis=1)
+
+    w = tg.asarray(arr(8, 8))
+    y1 = mlp(tg.asarray(arr(4, 8, seed=1)), w)
+    assert y1.uop.src[0].op is Ops.CALL
+    y1.numpy()
+    tg.counters.reset()
+    x2 = arr(4, 8, seed=2)
+    y2 = mlp(tg.asarray(x2), w) * 2
+    np.testing.assert_allclose(y2.numpy(), np.maximum(x2 @ arr(8, 8), 0).sum(1) * 2, rtol=1e-5)
+    assert tg.counters.compile_count == 1  # only the caller's `* 2`; the body compiled nothing
+    assert tg.counters.kernel_count == 2  # the opaque call does not fuse with the caller
+    tg.counters.reset()
+    mlp(tg.asarray(arr(4, 8, seed=3)), w).numpy()
+    assert tg.counters.compile_count == 0 and tg.counters.schedule_count == 0
+
+
+def test_returning_a_non_tensor_names_the_path():
+    @tg.function
+    def f(x):
+        return {"y": x, "n": [x, 3]}
+    with pytest.raises(FunctionError, match=r"function .*f returned a int at \['n'\]\[1\]"):
+        f(tg.asarray(arr(2)))
+
+
+def test_escaped_tracer_is_an_error():
+    leaked = []
+
+    @tg.function
+    def f(x):
+        leaked.append(x + 1)
+        return x * 2
+    f(tg.asarray(arr(2))).numpy()
+    with pytest.raises(EscapedTracerError, match="function .*f .*used after the function returned"):
+        leaked[0].numpy()
+
+
+def _row_softmax(out, x, rows, cols):
+    r, c1, c2, c3 = krange(rows, 0), krange(cols, 1, "reduce"), krange(cols, 2, "reduce"), krange(cols, 3)
+    m = reduce(load(x, r * cols + c1), c1, "max")
+
+    def e(c):
+        return (load(x, r * cols + c) - m).alu(Ops.EXP)
+    return sink(store(out, r * cols + c3, e(c3).alu(Ops.FDIV, reduce(e(c2), c2, "add"))))
+
+
+def test_custom_kernel_row_softmax_is_one_kernel():
+    x = arr(6, 10)
+    tg.counters.reset()
+    y = custom_kernel(lambda o, i: _row_softmax(o, i, 6, 10), tg.asarray(x), outputs=[((6, 10), tg.dtypes.float32)],
+                      name="row_softmax")
+    assert y.uop.src[0].op is Ops.CALL and y.uop.src[0].arg[0] == "row_softmax"
+    ref = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(y.numpy(), ref / ref.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert tg.counters.kernel_count == 1
+
+
+def test_custom_kernel_stores_grad_fxn():
+    def back(grads, call):
+        return grads
+    y = custom_kernel(lambda o, i: sink(store(o, krange(4, 0), load(i, krange(4, 0)))), tg.asarray(arr(4)),
+                      outputs=[((4,), "float32")], grad_fxn=back)
+    assert y.uop.src[0].arg[1] is back
+    np.testing.assert_allclose(y.numpy(), arr(4))
+
+
+def test_function_grad_fxn_is_stored_on_the_node():
+    def back(grads, call):
+        return grads
+    f = tg.function(lambda x: x * 2, grad_fxn=back)
+    assert f(tg.asarray(arr(2))).uop.src[0].arg[1] is back

@@ -1,0 +1,167 @@
+"""`@function`: trace a Python function on Tensors into a `FUNCTION` node (SPEC §3).
+
+Calling a wrapped function
+1. flattens the arguments (any pytree) and collects every Tensor, deduplicated by identity;
+2. runs the function lazily on stand-ins whose UOps are `PARAM(k)` (slot k = position in that list);
+3. wraps the results in a `TUPLE` and builds `FUNCTION(TUPLE(results), a0, a1, ...)`, named by the function;
+4. returns `GETTUPLE(i)` of it for each result Tensor, in the structure the function returned.
+
+The body holds only PARAMs, never buffers, so calls with equal shapes, dtypes and devices build bodies with equal
+`key`s and reuse everything compiled for them. The scheduler inlines a FUNCTION (so `f(x) * 2` fuses across the
+call); with `precompile=True` the body is instead compiled once into an opaque `CALL` reused by every call.
+
+>>> import tgfx as tg, tgfx.numpy as tnp
+>>> @tg.function
+... def gelu(x):
+...     return 0.5 * x * (1 + tnp.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+>>> y = gelu(tg.asarray([0.0, 1.0]))   # lazy: a GETTUPLE of a FUNCTION
+"""
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.tensor import Tensor
+from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+
+
+class FunctionError(TypeError):
+    """A user error in how a `@function` is written or called."""
+
+
+# PARAM node -> the name of the function that last traced it, for the "escaped tracer" error
+_param_owner: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def param_owner(param: UOp) -> str:
+    return _param_owner.get(param, "<unknown function>")
+
+
+def make_param(slot: int, t: Tensor) -> UOp:
+    return UOp(Ops.PARAM, t.dtype, (), (slot, t.shape, t.device))
+
+
+def _implicit_buffers(body: UOp) -> list[UOp]:
+    """Concrete buffers the body reads that were not passed in (captured from a closure or a global)."""
+    return [u for u in body.toposort() if u.op is Ops.BUFFER]
+
+
+def _visible_tensors(f: Callable) -> dict[UOp, str]:
+    """BUFFER -> the name of a Tensor the function can see in its closure or globals that holds it (for messages)."""
+    from tgfx.lowering.schedule import buffer_view
+    fn = getattr(f, "__func__", f)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    found: dict[str, Any] = {}
+    for name, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False):
+        try:
+            found[name] = cell.cell_contents
+        except ValueError:
+            continue
+    for name in code.co_names:
+        if name in getattr(fn, "__globals__", {}):
+            found.setdefault(name, fn.__globals__[name])
+    out = {}
+    for name, v in found.items():
+        if isinstance(v, Tensor) and (b := buffer_view(v.uop)) is not None:
+            out[b] = f"{name}: {v.dtype.name}{list(v.shape)} on {v.device}"
+    return out
+
+
+def _describe(u: UOp) -> str:
+    return f"{u.dtype.name}{list(u.shape)} on {u.device}"
+
+
+class Function:
+    """A traced function; see the module docstring. Usable on functions, methods and callable instances."""
+
+    def __init__(self, f: Callable, precompile: bool = False, grad_fxn: Callable | None = None,
+                 allow_implicit: bool = False, name: str | None = None) -> None:
+        if not callable(f):
+            raise TypeError(f"function() expects a callable, got {type(f).__name__}")
+        self.f, self.precompile, self.grad_fxn, self.allow_implicit = f, precompile, grad_fxn, allow_implicit
+        self.name = name or getattr(f, "__qualname__", None) or type(f).__qualname__
+        functools.update_wrapper(self, f, updated=())
+
+    def __repr__(self) -> str:
+        return f"<tgfx.function {self.name}{' precompiled' if self.precompile else ''}>"
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        # methods: bind like a plain function, keep tracing
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves, treedef = tree_flatten((args, kwargs))
+        inputs: list[Tensor] = []
+        slot_of: dict[int, int] = {}
+        for leaf in leaves:
+            if isinstance(leaf, Tensor) and id(leaf) not in slot_of:
+                slot_of[id(leaf)] = len(inputs)
+                inputs.append(leaf)
+        params = [make_param(k, t) for k, t in enumerate(inputs)]
+        for p in params:
+            _param_owner[p] = self.name
+        stand_ins = [Tensor(p) for p in params]
+        traced_leaves = [stand_ins[slot_of[id(x)]] if isinstance(x, Tensor) else x for x in leaves]
+        targs, tkwargs = tree_unflatten(treedef, traced_leaves)
+        out = self.f(*targs, **tkwargs)
+        results = self._results(out)
+        body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
+        arg_uops = [t.uop for t in inputs]
+        body, arg_uops = self._capture_implicit(body, arg_uops)
+        op = Ops.CALL if self.precompile else Ops.FUNCTION
+        fn = UOp(op, None, (body, *arg_uops), (self.name, self.grad_fxn))
+        outs = [Tensor(UOp(Ops.GETTUPLE, t.dtype, (fn,), i)) for i, (_, t) in enumerate(results)]
+        _, out_tree = tree_flatten(out)
+        return tree_unflatten(out_tree, outs)
+
+    def _results(self, out: Any) -> list[tuple[Any, Tensor]]:
+        flat, _ = tree_flatten_with_path(out)
+        for path, leaf in flat:
+            if not isinstance(leaf, Tensor):
+                where = f" at {keystr(path)}" if path else ""
+                raise FunctionError(f"function {self.name} returned a {type(leaf).__name__}{where}; a function's "
+                                    f"results must be Tensors (wrap constants with tg.asarray)")
+        if not flat:
+            raise FunctionError(f"function {self.name} returned no Tensors")
+        return flat
+
+    def _capture_implicit(self, body: UOp, arg_uops: list[UOp]) -> tuple[UOp, list[UOp]]:
+        implicit = _implicit_buffers(body)
+        if not implicit:
+            return body, arg_uops
+        if not self.allow_implicit:
+            named = _visible_tensors(self.f)
+            listed = "\n".join(f"  - {named.get(b) or _describe(b)}" for b in implicit)
+            raise FunctionError(f"function {self.name} reads {len(implicit)} concrete Tensor(s) it was not given as "
+                                f"arguments (captured from a closure or a global):\n{listed}\npass them as arguments, "
+                                f"or use @function(allow_implicit=True) to make them extra arguments")
+        # each captured buffer becomes one more PARAM slot, read through the same view as before
+        mapping, extra = {}, []
+        for b in implicit:
+            p = UOp(Ops.PARAM, b.dtype, (), (len(arg_uops) + len(extra), b.shape, b.device or "CPU:0"))
+            _param_owner[p] = self.name
+            mapping[b] = p
+            extra.append(b)
+        return body.substitute(mapping), arg_uops + extra
+
+
+def function(f: Callable | None = None, *, precompile: bool = False, grad_fxn: Callable | None = None,
+             allow_implicit: bool = False) -> Any:
+    """Trace `f` into a FUNCTION on every call. Usable as `@function`, `@function(...)` or `function(f, ...)`.
+
+    precompile: lower the body once into an opaque CALL of compiled kernels, reused for every call with the same
+        body key (no fusion across the call boundary).
+    grad_fxn: a custom backward, `grad_fxn(grad_outputs, call) -> grads of the inputs` (like jax.custom_vjp).
+    allow_implicit: make concrete Tensors the function reads from a closure extra arguments instead of an error.
+    """
+    if f is None:
+        return functools.partial(function, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit)
+    return Function(f, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit)

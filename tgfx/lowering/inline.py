@@ -1,0 +1,75 @@
+"""inline: FUNCTIONs are substituted into their callers, so code fuses across the call boundary (SPEC §3).
+
+`GETTUPLE(i)` of `FUNCTION(TUPLE(body...), a0, a1, ...)` becomes `body[i]` with each `PARAM(k)` replaced by `a_k`.
+Sources are rewritten first, so nested functions are inlined innermost first and a body holds only its own PARAMs
+when it is substituted. The bodies of opaque `CALL`s (precompiled functions, custom kernels) are never entered.
+"""
+from __future__ import annotations
+
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import PatternMatcher, UPat
+from tgfx.ir.uop import UOp
+
+
+def walk(root: UOp) -> list[UOp]:
+    """Toposort that treats the body (src[0]) of every CALL as opaque."""
+    out: list[UOp] = []
+    seen: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        u, done = stack.pop()
+        if done:
+            out.append(u)
+            continue
+        if u in seen:
+            continue
+        seen.add(u)
+        stack.append((u, True))
+        srcs = u.src[1:] if u.op is Ops.CALL else u.src
+        stack.extend((s, False) for s in reversed(srcs) if s not in seen)
+    return out
+
+
+def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+    new: dict[UOp, UOp] = {}
+    for u in walk(root):
+        if u in mapping:
+            new[u] = mapping[u]
+            continue
+        src = tuple(new[s] for s in u.src[1:]) if u.op is Ops.CALL else tuple(new[s] for s in u.src)
+        if u.op is Ops.CALL:
+            src = (u.src[0], *src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[root]
+
+
+def params_of(body: UOp) -> dict[int, UOp]:
+    """The PARAMs a body reads (outside nested CALL bodies), by slot."""
+    return {u.arg[0]: u for u in walk(body) if u.op is Ops.PARAM}
+
+
+def inline_function(g: UOp, fn: UOp) -> UOp:
+    body, args = fn.src[0], fn.src[1:]
+    result = body.src[g.arg]
+    mapping = {p: args[k] for k, p in params_of(result).items()}
+    return substitute_outside_calls(result, mapping)
+
+
+pm_inline = PatternMatcher([
+    (UPat(Ops.GETTUPLE, src=(UPat(Ops.FUNCTION, name="fn"),), name="g"), inline_function),
+])
+
+
+class EscapedTracerError(RuntimeError):
+    pass
+
+
+def check_no_params(sink: UOp) -> None:
+    """After inlining, a PARAM outside any function is a traced value that escaped the function that made it."""
+    from tgfx.function import param_owner
+    for u in walk(sink):
+        if u.op is Ops.PARAM:
+            raise EscapedTracerError(
+                f"a traced value of function {param_owner(u)} (argument slot {u.arg[0]}, {u.dtype.name}"
+                f"{list(u.arg[1])}) was used after the function returned; return it from the function instead of "
+                f"storing it")
