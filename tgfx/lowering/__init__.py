@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from tgfx import config
@@ -40,8 +41,8 @@ _kernels: dict[str, CompiledKernel] = {}
 def kernel_name(ast: UOp) -> str:
     """A short readable name: the ops that dominate, and the output shape."""
     store = ast.src[0]
-    if isinstance(ast.arg, str):
-        return f"{ast.arg}_{ast.key[:8]}"
+    if isinstance(ast.arg, str):  # a custom kernel's own name, made a valid symbol
+        return re.sub(r"[^A-Za-z0-9_]", "_", ast.arg) + f"_{ast.key[:8]}"
     shape = store.src[1].shape or ()
     has_reduce = any(u.op is Ops.REDUCE_AXIS for u in store.toposort())
     return f"{'r' if has_reduce else 'E'}_{'_'.join(map(str, shape)) or 'scalar'}_{ast.key[:8]}"
