@@ -1,7 +1,10 @@
 """Test setup: every UOp is checked against the IR spec, and hypothesis is derandomised in CI."""
 import os
+import tempfile
 
 os.environ.setdefault("SPEC", "1")
+# compile counts are asserted: every test session starts with an empty on-disk kernel cache of its own
+os.environ["TGFX_CACHE_DIR"] = tempfile.mkdtemp(prefix="tgfx-test-cache-")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 

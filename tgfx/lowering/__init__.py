@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tgfx import config
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.compile import compile_llvm
+from tgfx.lowering.compile import cache_key, compile_llvm, load_object, read_cached, write_cached
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.schedule import graph_template
@@ -66,23 +65,29 @@ def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
 
 
 def lower_kernel(ast: UOp) -> CompiledKernel:
-    """One kernel AST (tensor level, buffers by slot) to a compiled program; cached by the AST's key."""
+    """One kernel AST (tensor level, buffers by slot) to a compiled program; cached in memory and on disk."""
     if (hit := _kernels.get(ast.key)) is not None:
         return hit
-    name = kernel_name(ast)
-    # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
-    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
-    # fold constants and simplify the index arithmetic rangeify produced
-    sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
-    # order into loops, hoisting what each loop does not depend on
-    lin, acc_of = linearize(sink)
-    bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-    ir = render_llvm(name, lin, acc_of, bufs)
-    flops, mem = estimate_cost(lin, bufs)
-    ck = CompiledKernel(name, compile_llvm(name, ir), len(bufs), ast, ir, flops, mem)
+    key = cache_key(ast.key)
+    if (cached := read_cached(key)) is not None:
+        meta, obj = cached
+        ck = CompiledKernel(meta["name"], load_object(key, meta["name"], obj), meta["nbufs"], ast, "",
+                            meta["flops"], meta["mem_bytes"])
+    else:
+        name = kernel_name(ast)
+        # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
+        sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
+        # fold constants and simplify the index arithmetic rangeify produced
+        sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
+        # order into loops, hoisting what each loop does not depend on
+        lin, acc_of = linearize(sink)
+        bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
+        ir = render_llvm(name, lin, acc_of, bufs)
+        flops, mem = estimate_cost(lin, bufs)
+        obj = compile_llvm(ir)
+        write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem}, obj)
+        ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem)
     _kernels[ast.key] = ck
-    if config.DEBUG >= 3:
-        print(f"compiled {name}: {len(lin)} linear ops")
     return ck
 
 

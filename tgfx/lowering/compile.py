@@ -1,19 +1,31 @@
-"""compile: LLVM IR text to native code through llvmlite, for the host CPU.
+"""compile: LLVM IR text to native code through llvmlite, for the host CPU, with an on-disk object cache.
 
-One MCJIT engine per process. Each module is parsed, verified, optimised at O3 with the new pass builder (loop and
-SLP vectorisation on, the host's CPU name and features), added to the engine, finalised, and its function address
-returned. Modules are cached in memory by the hash of their IR and the target.
+One MCJIT engine per process. A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP
+vectorisation on, the host's CPU name and features), emitted as an object file, added to the engine and finalised.
+
+Object files are cached on disk (`TGFX_CACHE_DIR`, default `~/.cache/tgfx`) under a key made of the kernel's `key`,
+the version of the lowering code and the target, so a new process compiles nothing it compiled before. An entry is
+a small header (magic, JSON metadata, SHA-256 of both) followed by the object: a truncated or corrupt entry fails the
+check and is recompiled; nothing is unpickled.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
+import os
+import pathlib
+import struct
+import tempfile
 import threading
+from typing import Any
 
 import llvmlite.binding as llvm
 
 from tgfx import config
 from tgfx.counters import counters
+
+_MAGIC = b"TGFXOBJ1"
 
 
 @functools.cache
@@ -26,13 +38,24 @@ def _target() -> tuple[llvm.TargetMachine, str]:
     return tm, f"{llvm.get_default_triple()}|{cpu}|{features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
 
 
+@functools.cache
+def lowering_version() -> str:
+    """A hash of the lowering code itself: a cached object is only valid for the code that produced it."""
+    h = hashlib.sha256()
+    root = pathlib.Path(__file__).resolve().parent.parent
+    for sub in ("lowering", "ir", "dtypes.py"):
+        p = root / sub
+        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 class _Engine:
-    """The process's MCJIT engine; modules are added once and live as long as the process."""
+    """The process's MCJIT engine; objects are added once and live as long as the process."""
 
     def __init__(self) -> None:
-        tm, self.target = _target()
-        self.tm = tm
-        self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        self.tm, self.target = _target()
+        self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         self.lock = threading.Lock()
         self.loaded: dict[str, int] = {}
 
@@ -44,20 +67,22 @@ class _Engine:
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
 
-    def add(self, name: str, ir: str) -> int:
+    def compile(self, ir: str) -> bytes:
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+        counters.compile_count += 1
+        self.optimize(mod)
+        return bytes(self.tm.emit_object(mod))
+
+    def load(self, key: str, name: str, obj: bytes) -> int:
         with self.lock:
-            key = hashlib.sha256(f"{self.target}\n{ir}".encode()).hexdigest()
             if key in self.loaded:
                 return self.loaded[key]
-            mod = llvm.parse_assembly(ir)
-            mod.verify()
-            counters.compile_count += 1
-            self.optimize(mod)
-            mod.name = key
-            self.ee.add_module(mod)
+            self.ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
             self.ee.finalize_object()
             addr = self.ee.get_function_address(name)
-            assert addr, f"compiled module has no function {name}"
+            if not addr:
+                raise RuntimeError(f"compiled object for kernel {name} has no symbol {name}")
             self.loaded[key] = addr
             return addr
 
@@ -67,11 +92,63 @@ def engine() -> _Engine:
     return _Engine()
 
 
-def compile_llvm(name: str, ir: str) -> int:
-    """Compile LLVM IR text and return the address of function `name`."""
+def cache_key(kernel_key: str) -> str:
+    return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{engine().target}".encode()).hexdigest()
+
+
+def _path(key: str) -> pathlib.Path:
+    return pathlib.Path(str(config.CACHE_DIR.value)) / "kernels" / key[:2] / f"{key}.obj"
+
+
+def read_cached(key: str) -> tuple[dict[str, Any], bytes] | None:
+    """The metadata and object of a cache entry, or None if absent, truncated or corrupt."""
+    if not config.DISK_CACHE:
+        return None
+    try:
+        data = _path(key).read_bytes()
+    except OSError:
+        return None
+    head = len(_MAGIC) + 8
+    if len(data) < head + 32 or not data.startswith(_MAGIC):
+        return None
+    (meta_len,) = struct.unpack("<Q", data[len(_MAGIC):head])
+    meta_b, digest, obj = data[head:head + meta_len], data[head + meta_len:head + meta_len + 32], \
+        data[head + meta_len + 32:]
+    if len(meta_b) != meta_len or hashlib.sha256(meta_b + obj).digest() != digest:
+        return None
+    try:
+        meta = json.loads(meta_b)
+    except ValueError:
+        return None
+    return (meta, obj) if isinstance(meta, dict) and meta.get("key") == key else None
+
+
+def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
+    if not config.DISK_CACHE:
+        return
+    meta_b = json.dumps({**meta, "key": key}, sort_keys=True).encode()
+    blob = _MAGIC + struct.pack("<Q", len(meta_b)) + meta_b + hashlib.sha256(meta_b + obj).digest() + obj
+    path = _path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)  # atomic: a reader sees the old entry or the whole new one
+    except OSError:
+        pass  # a read-only or full cache directory only costs recompiles
+
+
+def compile_llvm(ir: str) -> bytes:
+    """LLVM IR text to an object file."""
     if config.DEBUG >= 4:
         print(ir)
-    return engine().add(name, ir)
+    return engine().compile(ir)
+
+
+def load_object(key: str, name: str, obj: bytes) -> int:
+    """Add an object to the process's engine and return the address of function `name`."""
+    return engine().load(key, name, obj)
 
 
 def optimized_ir(ir: str) -> str:

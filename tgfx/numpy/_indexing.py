@@ -200,3 +200,405 @@ def _unsplit(shape: tuple[int, ...], steps: Sequence[int]) -> list[int]:
         out.append(shape[dim])
         dim += 2 if k > 1 else 1
     return out
+
+
+# ---- advanced indexing: where the arrays point, and where their broadcast axes land ----
+@dataclass(frozen=True)
+class _Plan:
+    """x[index] = the gather of `idxs` along `axes` of the basic view y = _apply_basic(x, basic).
+
+    The gather's result has the index arrays' broadcast axes `bshape` first, then y's other axes in order; numpy moves
+    the broadcast axes to position `pos` when the advanced indices (arrays and ints) sit next to each other.
+    """
+
+    basic: _Basic
+    axes: tuple[int, ...]
+    idxs: tuple[Tensor, ...]
+    bshape: tuple[int, ...]
+    pos: int
+
+    @property
+    def rest(self) -> tuple[int, ...]:
+        return tuple(a for a in range(len(self.basic.out_shape)) if a not in self.axes)
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        rest = tuple(self.basic.out_shape[a] for a in self.rest)
+        return rest[:self.pos] + self.bshape + rest[self.pos:]
+
+
+def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
+    """Split an index into its basic part and its index arrays, following numpy's rules.
+
+    An int out of range raises IndexError (`oob_int="raise"`), makes the whole index select nothing (`"drop"`: the
+    plan is None) or becomes a 0-d index array that the gather's mode handles (`"array"`).
+    """
+    items = _expand_index(_index_items(index), x.ndim)
+    if oob_int != "raise":
+        dims = iter(range(x.ndim))
+        for k, i in enumerate(items):
+            d = next(dims) if i is not None else None
+            if isinstance(i, (int, np.integer)) and not -x.shape[d] <= int(i) < x.shape[d]:
+                if oob_int == "drop":
+                    return None
+                items[k] = Tensor(np.asarray(int(i), np.int64 if abs(int(i)) >= 2**31 else np.int32))
+    if not any(isinstance(i, (Tensor, _MaskPart)) for i in items):
+        return _Plan(_basic_plan(x.shape, items), (), (), (), 0)
+    basic, axes, arrays, adv = [], [], [], []
+    dim = ydim = before = 0
+    for k, i in enumerate(items):
+        if isinstance(i, _MaskPart):
+            if x.shape[dim] != i.size:
+                raise IndexError(f"boolean index did not match indexed array along axis {dim}; size of axis is "
+                                 f"{x.shape[dim]} but size of corresponding boolean axis is {i.size}")
+            i = _index_array(i.positions)
+        if isinstance(i, Tensor):
+            axes.append(ydim)
+            arrays.append(i)
+            basic.append(slice(None))
+            adv.append(k)
+        else:
+            if isinstance(i, (int, np.integer)):
+                adv.append(k)
+            elif not adv:
+                before += 1
+            basic.append(i)
+        dim += i is not None
+        ydim += not isinstance(i, (int, np.integer))
+    try:
+        bshape = broadcast_shapes(*(t.shape for t in arrays))
+    except ValueError as e:
+        raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
+                         f"{' '.join(str(t.shape) for t in arrays)}") from e
+    adjacent = adv[-1] - adv[0] + 1 == len(adv)
+    return _Plan(_basic_plan(x.shape, basic), tuple(axes), tuple(arrays), bshape, before if adjacent else 0)
+
+
+def _normalize(idx: Tensor, n: int, mode: str) -> Tensor:
+    """Indices into an axis of length n: negative ones count from the end, then `mode` treats the rest.
+
+    "clip" clamps into [0, n-1]; "wrap" takes them modulo n; "fill" and "drop" leave them out of range, where they
+    match no position of the one-hot compare.
+    """
+    if mode == "wrap":
+        return ew.remainder(idx, n)
+    idx = ew.where(idx < 0, idx + n, idx)
+    return ew.clip(idx, 0, n - 1) if mode == "clip" else idx
+
+
+def _in_range(idx: Tensor, n: int) -> Tensor:
+    return ew.logical_and(idx >= 0, idx < n)
+
+
+def _zero(d: DType) -> Tensor:
+    return Tensor.full((), False if d.is_bool else 0, d)
+
+
+def _sum_exact(t: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+    """Sum in t's own dtype (no integer widening): with one nonzero term per output this is exact."""
+    if not axes:
+        return t
+    return t._reduce(Ops.MAX if t.dtype.is_bool else Ops.ADD, axes, keepdims)
+
+
+def _fill_value(d: DType) -> bool | int | float:
+    """JAX's default fill for out-of-range gathers: NaN, the most negative int, the largest unsigned, True."""
+    if d.is_float:
+        return float("nan")
+    if d.is_bool:
+        return True
+    return (1 << d.bits) - 1 if d.is_unsigned else -(1 << (d.bits - 1))
+
+
+def _check_mode(mode: str | None, allowed: tuple[str, ...], default: str, fn: str) -> str:
+    mode = default if mode is None else mode
+    if mode == "promise_in_bounds":
+        return default
+    if mode not in allowed:
+        raise ValueError(f"{fn}: unsupported mode {mode!r}; use one of {', '.join(repr(m) for m in allowed)}")
+    return mode
+
+
+def _gather(x: Tensor, plan: _Plan, mode: str, fill_value: ArrayLike | None) -> Tensor:
+    """x[index] for a plan with index arrays: one where-and-sum kernel over (output element, indexed positions)."""
+    y = _apply_basic(x, plan.basic)
+    rest = plan.rest
+    ns = tuple(y.shape[a] for a in plan.axes)
+    nb, nr, k = len(plan.bshape), len(rest), len(plan.axes)
+    out_shape = plan.bshape + tuple(y.shape[a] for a in rest)
+    if 0 in ns and prod(plan.bshape) and mode != "fill":
+        raise IndexError(f"cannot gather from an axis of size 0 (Tensor of shape {x.shape}, index {plan.bshape})")
+    idxs = [_normalize(i.expand(plan.bshape), n, mode) for i, n in zip(plan.idxs, ns, strict=True)]
+    if prod(out_shape) == 0 or 0 in ns:  # nothing to read: an empty result, or only fills
+        out = Tensor.full(out_shape, 0 if mode != "fill" else _fill_value(x.dtype) if fill_value is None else
+                          fill_value, x.dtype)
+    else:
+        yp = y.permute(*rest, *plan.axes)
+        yb = yp.reshape((1,) * nb + yp.shape).expand(out_shape + ns)
+        mask = None
+        for j, (idx, n) in enumerate(zip(idxs, ns, strict=True)):
+            pos = Tensor.arange(n, dtype=idx.dtype).reshape((1,) * (nb + nr) + tuple(n if a == j else 1
+                                                                                      for a in range(k)))
+            hit = idx.reshape(plan.bshape + (1,) * (nr + k)) == pos
+            mask = hit if mask is None else ew.logical_and(mask, hit)
+        out = _sum_exact(mask.where(yb, _zero(x.dtype)), tuple(range(nb + nr, nb + nr + k)))
+        if mode == "fill":
+            valid = None
+            for idx, n in zip(idxs, ns, strict=True):
+                v = _in_range(idx, n)
+                valid = v if valid is None else ew.logical_and(valid, v)
+            fv = _fill_value(x.dtype) if fill_value is None else fill_value
+            out = valid.reshape(plan.bshape + (1,) * nr).where(out, to_tensor(fv, like=out)).astype(x.dtype)
+    if plan.pos:
+        out = out.permute(*range(nb, nb + plan.pos), *range(nb), *range(nb + plan.pos, nb + nr))
+    return out
+
+
+def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLike | None = None) -> Tensor:
+    """x[index] with numpy's rules for basic and integer-array indices (JAX's for out-of-range array entries).
+
+    Basic indices (ints, slices, None, Ellipsis) are views, and an int out of range raises IndexError as in numpy.
+    Integer arrays (Tensors, numpy arrays, lists) broadcast together; their axes replace the indexed axes in place
+    when the advanced indices are adjacent, and go first otherwise. Negative entries count from the end, and as in
+    JAX an entry still out of range is clamped into range (`mode="clip"`, the default); `mode="fill"` returns
+    `fill_value` there instead (NaN for floats by default) and `mode="wrap"` takes it modulo the axis length.
+
+    A boolean Tensor mask cannot be an index (the result's shape would depend on the data): use `tnp.where`. A
+    concrete numpy boolean mask is turned into integer positions on the host, as numpy and JAX do.
+
+    Cost: one kernel that loops over (output element, indexed source position), i.e. out.size * n1 * n2 * ... for
+    the lengths n_i of the axes indexed by arrays.
+
+    >>> x = tnp.arange(12).reshape(3, 4)
+    >>> x[[2, 0], 1:3].tolist()
+    [[9, 10], [1, 2]]
+    """
+    plan = _plan(x, index, "raise" if mode is None else "array")
+    mode = _check_mode(mode, ("clip", "fill", "drop", "wrap"), "clip", "getitem")
+    mode = "fill" if mode == "drop" else mode
+    assert plan is not None, "only oob_int='drop' gives no plan"
+    if not plan.axes:
+        return _apply_basic(x, plan.basic)
+    return _gather(x, plan, mode, fill_value)
+
+
+# ---- scatter: `x.at[index].set(v)` and friends ----
+def _identity(op: str, d: DType) -> bool | int | float:
+    """The value that leaves `op`'s reduction unchanged."""
+    if op == "add":
+        return False if d.is_bool else 0
+    if op == "multiply":
+        return True if d.is_bool else 1
+    big = op == "min"
+    if d.is_bool:
+        return big
+    if d.is_float:
+        return float("inf") if big else float("-inf")
+    if d.is_unsigned:
+        return (1 << d.bits) - 1 if big else 0
+    return (1 << (d.bits - 1)) - 1 if big else -(1 << (d.bits - 1))
+
+
+def _reduce_as(t: Tensor, op: str, axes: tuple[int, ...]) -> Tensor:
+    """Reduce with `op` in t's own dtype; min is max of the order-reversed values, bool has only MAX."""
+    if not axes:
+        return t
+    if t.dtype.is_bool:
+        if op in ("add", "max"):
+            return t._reduce(Ops.MAX, axes, False)
+        return ew.logical_not(ew.logical_not(t)._reduce(Ops.MAX, axes, False))
+    if op == "min":
+        flip = ew.negative if t.dtype.is_float else ew.invert
+        return flip(flip(t)._reduce(Ops.MAX, axes, False))
+    return t._reduce({"add": Ops.ADD, "multiply": Ops.MUL, "max": Ops.MAX}[op], axes, False)
+
+
+def _scatter_view(y_shape: tuple[int, ...], plan: _Plan, u: Tensor, op: str, mode: str) -> tuple[Tensor, Tensor]:
+    """The updates u (laid out as index axes then y's other axes) reduced onto the view's positions, and where any
+    landed. One kernel loops over (view element, index position); `set` first finds the last index to hit each
+    position (a second, smaller kernel), so that the last update in C order wins, as numpy's assignment does."""
+    rest = plan.rest
+    ns = tuple(y_shape[a] for a in plan.axes)
+    nb, nr, k = len(plan.bshape), len(rest), len(plan.axes)
+    red = tuple(range(nr + k, nr + k + nb))
+    full = tuple(y_shape[a] for a in rest) + ns + plan.bshape
+    ub = u.permute(*range(nb, nb + nr), *range(nb)).reshape(u.shape[nb:] + (1,) * k + plan.bshape).expand(full)
+    mask = None
+    for j, (i, n) in enumerate(zip(plan.idxs, ns, strict=True)):
+        idx = _normalize(i.expand(plan.bshape), n, mode)
+        pos = Tensor.arange(n, dtype=idx.dtype).reshape((1,) * nr + tuple(n if a == j else 1 for a in range(k)) +
+                                                        (1,) * nb)
+        hit = idx.reshape((1,) * (nr + k) + plan.bshape) == pos
+        mask = hit if mask is None else ew.logical_and(mask, hit)
+    if op == "set":
+        order = Tensor.arange(prod(plan.bshape), dtype=dtypes.int32).reshape((1,) * (nr + k) + plan.bshape)
+        last = mask.where(order, -1)._reduce(Ops.MAX, red, True) if nb else mask.where(order, -1)
+        vals = _sum_exact((order == last).where(ub, _zero(u.dtype)), red)
+        landed = (last >= 0).reshape((1,) * nr + ns)
+    else:
+        vals = _reduce_as(mask.where(ub, Tensor.full((), _identity(op, u.dtype), u.dtype)), op, red)
+        landed = mask._reduce(Ops.MAX, red, False) if nb else mask
+        landed = landed.reshape((1,) * nr + ns)
+    inv = np.argsort(list(rest) + list(plan.axes)).tolist()
+    return vals.permute(*inv), landed.permute(*inv).expand(y_shape)
+
+
+def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None = None) -> Tensor:
+    """x with `values` combined into x[index] by op ('set', 'add', 'multiply', 'min', 'max'): a new Tensor.
+
+    JAX's semantics: values broadcast to the shape of x[index] and are cast to x's dtype; index entries out of range
+    (after negative ones count from the end) are dropped (`mode="drop"`, the default; `mode="clip"` clamps them);
+    repeated entries accumulate for add/multiply/min/max, and for set the last one in C order of the broadcast index
+    wins (numpy's rule; JAX leaves the order unspecified).
+    """
+    mode = _check_mode(mode, ("drop", "clip"), "drop", f"at[].{op}")
+    plan = _plan(x, index, "drop" if mode == "drop" else "array")
+    if plan is None:  # a scalar int out of range: every update is dropped
+        return x
+    u = _as_values(values, x.dtype)
+    shape = plan.out_shape
+    try:
+        u = u.expand(shape)
+    except ValueError as e:
+        raise ValueError(f"at[].{op}: cannot broadcast updates of shape {u.shape} to the indexed shape {shape} "
+                         f"(x has shape {x.shape})") from e
+    if prod(shape) == 0:
+        return x
+    y_shape = plan.basic.out_shape
+    if plan.axes:
+        nb, p = len(plan.bshape), plan.pos
+        u = u.permute(*range(p, p + nb), *range(p), *range(p + nb, u.ndim)) if p else u
+        vals, landed = _scatter_view(y_shape, plan, u, op, mode)
+    else:
+        vals, landed = u, Tensor.full(y_shape, True)
+    vals, landed = _unapply_basic(vals, plan.basic), _unapply_basic(landed, plan.basic)
+    combine = {"set": lambda a, b: b, "add": ew.add, "multiply": ew.multiply, "min": ew.minimum, "max": ew.maximum}
+    return landed.where(combine[op](x, vals), x).astype(x.dtype)
+
+
+def _as_values(values: ArrayLike, d: DType) -> Tensor:
+    """Updates as a Tensor of x's dtype (host data is converted on the host, scalars become constants)."""
+    if isinstance(values, Tensor):
+        return values.astype(d)
+    if isinstance(values, (bool, int, float, np.generic)):
+        return Tensor.full((), values.item() if isinstance(values, np.generic) else values, d)
+    return Tensor(np.asarray(values), dtype=d)
+
+
+class _IndexUpdateRef:
+    """`x.at[index]`: the functional forms of `x[index] = v`, `x[index] += v`, ... (see `scatter`)."""
+
+    __slots__ = ("x", "index")
+
+    def __init__(self, x: Tensor, index: Any) -> None:
+        self.x, self.index = x, index
+
+    def __repr__(self) -> str:
+        return f"_IndexUpdateRef(shape={self.x.shape}, index={self.index!r})"
+
+    def get(self, mode: str | None = None, fill_value: ArrayLike | None = None) -> Tensor:
+        """x[index]; `mode="fill"` gives fill_value (NaN by default) for out-of-range entries, "clip" clamps."""
+        return getitem(self.x, self.index, mode, fill_value)
+
+    def set(self, values: ArrayLike, mode: str | None = None) -> Tensor:
+        return scatter(self.x, self.index, values, "set", mode)
+
+    def add(self, values: ArrayLike, mode: str | None = None) -> Tensor:
+        return scatter(self.x, self.index, values, "add", mode)
+
+    def subtract(self, values: ArrayLike, mode: str | None = None) -> Tensor:
+        return scatter(self.x, self.index, ew.negative(_as_values(values, self.x.dtype)), "add", mode)
+
+    def multiply(self, values: ArrayLike, mode: str | None = None) -> Tensor:
+        return scatter(self.x, self.index, values, "multiply", mode)
+
+    def min(self, values: ArrayLike, mode: str | None = None) -> Tensor:  # noqa: A003 - JAX's name
+        return scatter(self.x, self.index, values, "min", mode)
+
+    def max(self, values: ArrayLike, mode: str | None = None) -> Tensor:  # noqa: A003 - JAX's name
+        return scatter(self.x, self.index, values, "max", mode)
+
+
+class IndexUpdateHelper:
+    """`x.at`: index it to get an `_IndexUpdateRef`, e.g. `x.at[1:, idx].add(1.0)`."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x: Tensor) -> None:
+        self.x = x
+
+    def __getitem__(self, index: Any) -> _IndexUpdateRef:
+        return _IndexUpdateRef(self.x, index)
+
+
+# ---- take and take_along_axis ----
+def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str | None = None,
+         fill_value: ArrayLike | None = None) -> Tensor:
+    """numpy.take: elements of `a` at `indices` along `axis` (of the flattened `a` when axis is None).
+
+    Out-of-range indices follow jnp.take: `mode="fill"` (the default) gives `fill_value` (NaN for floats, the most
+    negative int for signed ints); "clip" clamps and "wrap" wraps. Negative indices count from the end.
+    Cost: one kernel over (output element, axis length).
+    """
+    x = to_tensor(a)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = normalize_axis(axis, x.ndim, "take")
+    mode = _check_mode(mode, ("fill", "clip", "wrap"), "fill", "take")
+    return getitem(x, (slice(None),) * axis + (_as_int_index(indices),), mode, fill_value)
+
+
+def _as_int_index(indices: ArrayLike) -> Tensor:
+    if isinstance(indices, (int, np.integer)) and not isinstance(indices, bool):
+        return Tensor(np.asarray(int(indices), np.int32 if abs(int(indices)) < 2**31 else np.int64))
+    t = _index_array(indices)
+    return t
+
+
+def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: str | None = None,
+                    fill_value: ArrayLike | None = None) -> Tensor:
+    """numpy.take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along `axis`.
+
+    `indices` has arr's number of dimensions and its other axes broadcast against arr's. Out-of-range indices as
+    `take` (default "fill"). Cost: one kernel over (output element, axis length).
+    """
+    x, idx = to_tensor(arr), _index_array(indices)
+    if axis is None:
+        if idx.ndim != 1:
+            raise ValueError(f"take_along_axis: with axis=None the indices must be 1-d, got shape {idx.shape}")
+        x, axis = x.reshape(-1), 0
+    if idx.ndim != x.ndim:
+        raise ValueError(f"take_along_axis: indices and arr must have the same number of dimensions, got shapes "
+                         f"{idx.shape} and {x.shape}")
+    axis = normalize_axis(axis, x.ndim, "take_along_axis")
+    mode = _check_mode(mode, ("fill", "clip", "wrap"), "fill", "take_along_axis")
+    fv = _fill_value(x.dtype) if fill_value is None else fill_value
+    xm, im = _move_last(x, axis), _move_last(idx, axis)
+    n, m = xm.shape[-1], im.shape[-1]
+    try:
+        batch = broadcast_shapes(xm.shape[:-1], im.shape[:-1], name="take_along_axis")
+    except ValueError as e:
+        raise ValueError(f"take_along_axis: indices of shape {idx.shape} do not broadcast against arr of shape "
+                         f"{x.shape} outside axis {axis}") from e
+    if n == 0 and prod(batch) * m and mode == "clip":
+        raise IndexError(f"take_along_axis: cannot take from axis {axis} of size 0 (arr shape {x.shape})")
+    i = _normalize(im, n, mode)
+    if prod(batch) * m == 0 or n == 0:
+        out = Tensor.full(batch + (m,), fv if mode == "fill" else 0, x.dtype)
+    else:
+        xb = xm.reshape(xm.shape[:-1] + (1, n)).expand(batch + (m, n))
+        hit = i.reshape(im.shape + (1,)) == Tensor.arange(n, dtype=i.dtype)
+        out = _sum_exact(hit.where(xb, _zero(x.dtype)), (len(batch) + 1,))
+        if mode == "fill":
+            out = _in_range(i, n).where(out, to_tensor(fv, like=out)).astype(x.dtype)
+    return _move_back(out, axis)
+
+
+def _move_last(t: Tensor, axis: int) -> Tensor:
+    return t.permute(*(a for a in range(t.ndim) if a != axis), axis)
+
+
+def _move_back(t: Tensor, axis: int) -> Tensor:
+    order = list(range(t.ndim - 1))
+    order.insert(axis, t.ndim - 1)
+    return t.permute(*order)

@@ -64,3 +64,8 @@ Tensor.T = property(lambda self: mv.transpose(self))
 Tensor.mT = property(lambda self: mv.swapaxes(self, -1, -2))
 Tensor.flatten = lambda self: self.reshape(-1)
 Tensor.zeros_like = lambda self: _creation.zeros_like(self)
+
+# indexing updates, gathers and sorting (JAX's Array methods: they return new Tensors)
+Tensor.at = property(lambda self: _indexing.IndexUpdateHelper(self))
+Tensor.take = lambda self, indices, axis=None, mode=None, fill_value=None: _indexing.take(self, indices, axis, mode,
+                                                                                         fill_value)
