@@ -72,6 +72,15 @@ def broadcastable_shapes(shape: tuple[int, ...]) -> st.SearchStrategy:
     return hnp.broadcastable_shapes(shape, min_dims=0, max_dims=len(shape) + 1, max_side=4)
 
 
+def _representable(v: float, width: int, up: bool) -> float:
+    """The float of `width` bits nearest `v` on the inside of a bound (hypothesis wants exact bounds)."""
+    t = np.dtype(f"float{width}").type
+    r = t(v)
+    if (up and r < v) or (not up and r > v):
+        r = np.nextafter(r, t(np.inf if up else -np.inf))
+    return float(r)
+
+
 def elements(d: DType, lo: float | None = None, hi: float | None = None, nonzero: bool = False,
              allow_special: bool = False) -> st.SearchStrategy:
     """Scalar values of dtype `d` within [lo, hi] (default: a range where products of a few values don't overflow)."""
@@ -84,8 +93,8 @@ def elements(d: DType, lo: float | None = None, hi: float | None = None, nonzero
         s = st.integers(lo_i, hi_i)
         return s.filter(lambda v: v != 0) if nonzero else s
     width = 16 if d in (dtypes.float16, dtypes.bfloat16) else d.bits
-    lo_f = -100.0 if lo is None else lo
-    hi_f = 100.0 if hi is None else hi
+    lo_f = _representable(-100.0 if lo is None else lo, width, up=True)
+    hi_f = _representable(100.0 if hi is None else hi, width, up=False)
     s = st.floats(lo_f, hi_f, width=width, allow_nan=False, allow_infinity=False, allow_subnormal=False)
     if d == dtypes.bfloat16:
         s = s.map(lambda v: float(bf16_round(np.float32(v))))

@@ -13,3 +13,5 @@ from tgfx.tensor import realize as realize
 from tgfx import tree as tree
 from tgfx.function import function as function
 from tgfx.kernel import custom_kernel as custom_kernel
+from tgfx.transforms.jit import jit as jit
+from tgfx.function import ConcretizationError as ConcretizationError

@@ -169,6 +169,14 @@ def promote_types(*ts: DType | str) -> DType:
     return _BY_NAME[out]
 
 
+def to_inexact(d: DType) -> DType:
+    """The float type a function that needs floats (exp, true_divide, mean, ...) computes a `d` input in.
+
+    As meeting a weak float: bool and integers up to 32 bits become float32, 64-bit integers float64.
+    """
+    return d if d.is_float else promote_types(d, "f*")
+
+
 def min_value(d: DType) -> int | float | bool:
     if d.is_bool:
         return False

@@ -18,6 +18,7 @@ call); with `precompile=True` the body is instead compiled once into an opaque `
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 from collections.abc import Callable
@@ -31,6 +32,65 @@ from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatt
 
 class FunctionError(TypeError):
     """A user error in how a `@function` is written or called."""
+
+
+class ConcretizationError(TypeError):
+    """A traced value was asked for its concrete value (`if x > 0`, `float(x)`, `x.item()`) while tracing."""
+
+
+@dataclasses.dataclass
+class _Trace:
+    name: str
+    described: dict[UOp, str]  # PARAM -> the argument it stands for ("x", "params['w']")
+
+
+_traces: list[_Trace] = []
+
+
+def tracing() -> bool:
+    return bool(_traces)
+
+
+def concretization_error(param: UOp) -> ConcretizationError | None:
+    """The error for reading `param`'s value while a trace that owns it is running (None if none does)."""
+    for tr in reversed(_traces):
+        if param in tr.described:
+            return ConcretizationError(
+                f"{tr.name}: the value of argument {tr.described[param]} ({param.dtype.name}{list(param.arg[1])}) is "
+                f"not known while tracing, but was needed at {_user_line()}. Control flow on traced values "
+                f"(`if x > 0`, `float(x)`, `x.item()`, `np.asarray(x)`) cannot be traced: use tnp.where, or mark the "
+                f"argument static (jit(f, static_argnums=...)) so each value gets its own trace")
+    return None
+
+
+def _user_line() -> str:
+    """The innermost stack frame outside tgfx: the user's line that asked for a value."""
+    import os
+    import traceback
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    for fr in reversed(traceback.extract_stack()):
+        if not os.path.abspath(fr.filename).startswith(pkg):
+            return f"{fr.filename}:{fr.lineno} `{(fr.line or '').strip()}`"
+    return "<unknown>"
+
+
+def _describe_paths(f: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """A readable name for every leaf of (args, kwargs): `x`, `params['w']`, `args[2]`."""
+    import inspect
+    try:
+        names = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):
+        names = []
+    out = []
+    for path, _ in tree_flatten_with_path((args, kwargs))[0]:
+        where, idx, rest = path[0], path[1], path[2:]
+        if getattr(where, "idx", None) == 0:
+            i = getattr(idx, "idx", 0)
+            base = names[i] if i < len(names) and not names[i].startswith("*") else f"args[{i}]"
+        else:
+            base = str(getattr(idx, "key", idx))
+        out.append(base + keystr(rest))
+    return out
 
 
 # PARAM node -> the name of the function that last traced it, for the "escaped tracer" error
@@ -111,7 +171,16 @@ class Function:
         stand_ins = [Tensor(p) for p in params]
         traced_leaves = [stand_ins[slot_of[id(x)]] if isinstance(x, Tensor) else x for x in leaves]
         targs, tkwargs = tree_unflatten(treedef, traced_leaves)
-        out = self.f(*targs, **tkwargs)
+        paths = _describe_paths(self.f, args, kwargs)
+        described = {}
+        for leaf, path in zip(leaves, paths, strict=True):
+            if isinstance(leaf, Tensor) and params[slot_of[id(leaf)]] not in described:
+                described[params[slot_of[id(leaf)]]] = path
+        _traces.append(_Trace(self.name, described))
+        try:
+            out = self.f(*targs, **tkwargs)
+        finally:
+            _traces.pop()
         results = self._results(out)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
         arg_uops = [t.uop for t in inputs]

@@ -101,7 +101,10 @@ class Tensor:
 
     def block_until_ready(self) -> Tensor:
         """Wait until this Tensor is computed (JAX's name); returns it."""
-        return self.realize()
+        from tgfx.devices import get_device
+        self.realize()
+        get_device(self.device).synchronize()
+        return self
 
     def numpy(self) -> np.ndarray:
         """The value as a new numpy array (bfloat16 comes back as float32, numpy has no bfloat16)."""

@@ -91,6 +91,20 @@ def lower_kernel(ast: UOp) -> CompiledKernel:
     return ck
 
 
+def reads_in_place(ast: UOp, slot: int) -> bool:
+    """Whether every read of buffer `slot` is at the same offset as the kernel's store (so the output may be written
+    into that buffer: each element is read before it is overwritten, by the same iteration)."""
+    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
+    sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
+    if len(sink.src) != 1:
+        return False
+    out_off = sink.src[0].src[0].src[1]
+    reads = [u for u in sink.toposort() if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL
+             and u.src[0].arg[0] == slot]
+    reduces = any(u.op is Ops.REDUCE for u in sink.toposort())
+    return not reduces and all(r.src[1] is out_off for r in reads)
+
+
 def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
     from tgfx.lowering.execute import run_linear

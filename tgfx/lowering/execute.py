@@ -30,6 +30,14 @@ def buffer_memory(buf: UOp, allocate: bool = True) -> object:
     return mem
 
 
+def register_memory(buf: UOp, mem: object) -> None:
+    """Back BUFFER `buf` with device memory the caller allocated (a planned arena's view)."""
+    uid = buf.arg[0]
+    if uid not in _memory:
+        weakref.finalize(buf, _free, uid)
+    _memory[uid] = mem
+
+
 def copyin(buf: UOp, data: np.ndarray) -> None:
     mem = buffer_memory(buf)
     get_device(buf.arg[1]).allocator.copyin(mem, np.ascontiguousarray(data).reshape(-1).view(np.uint8))

@@ -66,9 +66,11 @@ class EscapedTracerError(RuntimeError):
 
 def check_no_params(sink: UOp) -> None:
     """After inlining, a PARAM outside any function is a traced value that escaped the function that made it."""
-    from tgfx.function import param_owner
+    from tgfx.function import concretization_error, param_owner
     for u in walk(sink):
         if u.op is Ops.PARAM:
+            if (err := concretization_error(u)) is not None:
+                raise err
             raise EscapedTracerError(
                 f"a traced value of function {param_owner(u)} (argument slot {u.arg[0]}, {u.dtype.name}"
                 f"{list(u.arg[1])}) was used after the function returned; return it from the function instead of "

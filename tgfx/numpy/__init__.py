@@ -3,6 +3,8 @@ from tgfx.dtypes import dtypes as _dtypes
 from tgfx.numpy import _methods  # noqa: F401 - attaches operators and methods to Tensor
 from tgfx.numpy._creation import (arange, array, asarray, empty, eye, full, full_like, identity, linspace, ones,
                                   ones_like, tri, tril, triu, zeros, zeros_like)
+from tgfx.numpy._einsum import einsum as einsum
+from tgfx.numpy._einsum import tensordot as tensordot
 from tgfx.numpy._elementwise import (abs, absolute, add, arccos, arcsin, arctan, arctan2, around, bitwise_and,
                                      bitwise_not, bitwise_or, bitwise_xor, ceil, clip, copysign, cos, cosh, divide,
                                      equal, exp, exp2, expm1, floor, floor_divide, fmod, greater, greater_equal,
@@ -11,12 +13,16 @@ from tgfx.numpy._elementwise import (abs, absolute, add, arccos, arcsin, arctan,
                                      multiply, negative, not_equal, positive, power, reciprocal, remainder,
                                      right_shift, rint, round, sign, sin, sinh, sqrt, square, subtract, tan, tanh,
                                      true_divide, trunc, where)
+from tgfx.numpy._indexing import take as take
+from tgfx.numpy._indexing import take_along_axis as take_along_axis
 from tgfx.numpy._linalg import dot, inner, matmul, outer, vdot
 from tgfx.numpy._movement import (array_split, atleast_2d, broadcast_arrays, broadcast_to, concatenate, expand_dims,
                                   flip, fliplr, flipud, hstack, moveaxis, pad, ravel, repeat, reshape, roll, split,
                                   squeeze, stack, swapaxes, tile, transpose, vstack)
 from tgfx.numpy._reduce import (all, amax, amin, any, argmax, argmin, cumprod, cumsum, max, mean, min, prod, std, sum,
                                 var)
+from tgfx.numpy._sort import argsort as argsort
+from tgfx.numpy._sort import sort as sort
 from tgfx.tensor import Tensor as ndarray
 
 float16, bfloat16, float32, float64 = _dtypes.float16, _dtypes.bfloat16, _dtypes.float32, _dtypes.float64

@@ -3,13 +3,29 @@ from __future__ import annotations
 
 import math
 
-from tgfx.dtypes import dtypes
+from tgfx.dtypes import dtypes, max_value, promote_types, to_inexact, weak_kind
 from tgfx.ir.ops import Ops
 from tgfx.tensor import ArrayLike, Tensor, broadcast, promote, to_tensor
 
 
 def _t(x: ArrayLike) -> Tensor:
     return to_tensor(x)
+
+
+def _inexact(x: ArrayLike) -> Tensor:
+    """x as the float type float functions compute it in (see `to_inexact`: int32 -> float32, int64 -> float64)."""
+    x = _t(x)
+    return x.astype(to_inexact(x.dtype))
+
+
+def _promote_inexact(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
+    """Both operands in the float type of their promotion (JAX's promote_args_inexact)."""
+    xs = [v if isinstance(v, (bool, int, float, Tensor)) else _t(v) for v in (x, y)]
+    kinds = [v.dtype if isinstance(v, Tensor) else weak_kind(v) for v in xs]
+    d = to_inexact(promote_types(*kinds))
+    if not any(isinstance(v, Tensor) for v in xs):
+        xs[0] = Tensor.full((), xs[0], d)
+    return promote(*(v.astype(d) if isinstance(v, Tensor) else v for v in xs), name)
 
 
 def _check_int(name: str, *xs: Tensor) -> None:
@@ -52,18 +68,42 @@ def subtract(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def true_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "true_divide", float_only=True)
+    """x / y in floats: integers divide as to_inexact of their promotion (int32 / int32 is float32)."""
+    a, b = _promote_inexact(x, y, "true_divide")
     return a._binary(Ops.FDIV, b, name="true_divide")
 
 
 divide = true_divide
 
 
+def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    """numpy's npy_divmod for floats: the floored quotient, and the remainder with the divisor's sign.
+
+    The quotient is (a - fmod(a, b)) / b snapped to an integer, not floor(a / b): `1 // 0.1` is 9, as 0.1 is a little
+    more than a tenth, where floor(1 / 0.1) would round up to 10 first.
+    """
+    d = a.dtype
+    if d in (dtypes.float16, dtypes.bfloat16):  # numpy computes half types in float32 and rounds once at the end
+        q, r = _float_divmod(a.astype(dtypes.float32), b.astype(dtypes.float32))
+        return q.astype(d), r.astype(d)
+    mod = a._binary(Ops.MOD, b, name="divmod")  # fmod: exact, with the dividend's sign
+    div = true_divide(subtract(a, mod), b)
+    fix = logical_and(mod != 0, (b < 0) != (mod < 0))
+    mod = where(fix, mod + b, mod)
+    div = where(fix, div - 1, div)
+    mod = where(mod == 0, copysign(0.0, b), mod)  # a zero remainder takes the divisor's sign
+    q = floor(div)
+    q = where(div - q > 0.5, q + 1, q)
+    quotient = true_divide(a, b)  # for b == 0 (inf or nan), and the sign of a zero quotient
+    q = where(div == 0, copysign(0.0, quotient), q)
+    return where(b == 0, quotient, q), mod
+
+
 def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
     """numpy's floor division: rounds toward -inf; integer division by zero gives 0."""
     a, b = promote(x, y, "floor_divide")
     if a.dtype.is_float:
-        return floor(true_divide(a, b))
+        return _float_divmod(*broadcast(a, b, name="floor_divide"))[0]
     if a.dtype.is_bool:
         a, b = a.astype(dtypes.int8), b.astype(dtypes.int8)
     q = a._binary(Ops.IDIV, b, name="floor_divide")
@@ -78,16 +118,15 @@ def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
 def remainder(x: ArrayLike, y: ArrayLike) -> Tensor:
     """numpy's mod: the result has the sign of the divisor."""
     a, b = promote(x, y, "remainder")
+    if a.dtype.is_float:
+        return _float_divmod(*broadcast(a, b, name="remainder"))[1]
     if a.dtype.is_bool:
         a, b = a.astype(dtypes.int8), b.astype(dtypes.int8)
     r = a._binary(Ops.MOD, b, name="remainder")
     if a.dtype.is_unsigned:
         return r
     fix = logical_and(r != 0, (r < 0) != (b < 0))
-    out = where(fix, r + b, r)
-    if a.dtype.is_float:  # numpy: a zero result takes the divisor's sign
-        out = where(out == 0, copysign(out, b), out)
-    return out
+    return where(fix, r + b, r)
 
 
 mod = remainder
@@ -119,12 +158,13 @@ def _int_pow_const(a: Tensor, n: int) -> Tensor:
 def _int_pow(a: Tensor, b: Tensor) -> Tensor:
     """Integer power by repeated squaring over the bits of the exponent (negative exponents give 0, as JAX)."""
     a, b = broadcast(a, b, name="power")
-    out, base, e = Tensor.full(a.shape, 1, a.dtype), a, b
+    one, zero = Tensor.full(a.shape, 1, a.dtype), Tensor.full(a.shape, 0, a.dtype)
+    out, base, e = one, a, b
     for _ in range(a.dtype.bits):
         out = where((e & 1) != 0, out * base, out)
         base, e = base * base, e >> 1
-    if not a.dtype.is_unsigned:
-        out = where(b < 0, where(a == 1, 1, where(a == -1, where((b & 1) != 0, -1, 1), 0)), out)
+    if not a.dtype.is_unsigned:  # typed constants, so the result keeps a's dtype
+        out = where(b < 0, where(a == 1, one, where(a == -1, where((b & 1) != 0, a, one), zero)), out)
     return out
 
 
@@ -134,8 +174,8 @@ def square(x: ArrayLike) -> Tensor:
 
 
 def reciprocal(x: ArrayLike) -> Tensor:
-    x = _t(x)
-    return x._unary(Ops.RECIP) if x.dtype.is_float else floor_divide(1, x)
+    """1 / x. Integers promote to floats, as jnp.reciprocal (numpy's integer result, 1 // x truncated, is not kept)."""
+    return _inexact(x)._unary(Ops.RECIP)
 
 
 def absolute(x: ArrayLike) -> Tensor:
@@ -161,7 +201,7 @@ def sign(x: ArrayLike) -> Tensor:
 
 
 def copysign(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "copysign", float_only=True)
+    a, b = _promote_inexact(x, y, "copysign")
     ui = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[a.dtype.itemsize]
     bit = 1 << (a.dtype.bits - 1)
     return ((a.bitcast(ui) & (bit - 1)) | (b.bitcast(ui) & bit)).bitcast(a.dtype)
@@ -308,9 +348,9 @@ def right_shift(x: ArrayLike, y: ArrayLike) -> Tensor:
 # ---- float math: each a single op, computed by the C math library or an LLVM intrinsic ----
 def _float_unary(op: Ops, name: str):  # noqa: ANN202
     def fn(x: ArrayLike) -> Tensor:
-        return _t(x)._unary(op)
+        return _inexact(x)._unary(op)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integer inputs are computed in float32)."
+    fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are computed in float32, 64-bit ones in float64)."
     return fn
 
 
@@ -337,7 +377,7 @@ def log10(x: ArrayLike) -> Tensor:
 
 
 def arctan2(y: ArrayLike, x: ArrayLike) -> Tensor:
-    a, b = promote(y, x, "arctan2", float_only=True)
+    a, b = _promote_inexact(y, x, "arctan2")
     return a._binary(Ops.ATAN2, b, name="arctan2")
 
 
@@ -353,21 +393,37 @@ def _rounding(op: Ops, name: str):  # noqa: ANN202
 floor = _rounding(Ops.FLOOR, "floor")
 ceil = _rounding(Ops.CEIL, "ceil")
 trunc = _rounding(Ops.TRUNC, "trunc")
-rint = _rounding(Ops.RINT, "rint")
+
+
+def rint(x: ArrayLike) -> Tensor:
+    """Round half to even. Always returns floats, as jnp.rint and numpy.rint (integers as `to_inexact`)."""
+    return _inexact(x)._unary(Ops.RINT)
 
 
 def round(x: ArrayLike, decimals: int = 0) -> Tensor:  # noqa: A001 - numpy's name
-    """Round half to even, like numpy.round."""
+    """Round half to even to `decimals` digits, like numpy.round; integers stay integers."""
     x = _t(x)
     if not x.dtype.is_float:
-        if decimals >= 0:
-            return x
-        f = 10 ** -decimals
-        return (floor_divide(x + f // 2, f)) * f
+        return x if decimals >= 0 or x.dtype.is_bool else _round_int(x, 10 ** -decimals)
     if decimals == 0:
         return rint(x)
-    f = 10.0 ** decimals
-    return rint(x * f) / f
+    # as numpy: multiply then divide for decimals > 0, divide then multiply for decimals < 0 (exact powers of ten)
+    if decimals > 0:
+        f = 10.0 ** decimals
+        return rint(x * f) / f
+    f = 10.0 ** -decimals
+    return rint(x / f) * f
+
+
+def _round_int(x: Tensor, f: int) -> Tensor:
+    """x rounded to a multiple of f, half to even, in exact integer arithmetic."""
+    if f > max_value(x.dtype):  # every value is within half a step of 0
+        return Tensor.full(x.shape, 0, x.dtype)
+    q = floor_divide(x, f)
+    r = x - q * f  # in [0, f)
+    rest = f - r
+    up = logical_or(r > rest, logical_and(r == rest, (q & 1) != 0))
+    return where(up, q + 1, q) * f
 
 
 around = round

@@ -59,6 +59,8 @@ def _index_array(i: Any) -> Tensor:
     if arr.dtype.kind not in "iu":
         raise IndexError(f"arrays used as indices must be of integer type, got {arr.dtype} from {i!r}")
     fits = arr.size == 0 or (int(arr.min()) >= -2**31 and int(arr.max()) < 2**31)
+    if arr.ndim == 0:  # a scalar index is a constant, not a buffer
+        return Tensor.full((), int(arr), dtypes.int32 if fits else dtypes.int64)
     return Tensor(arr.astype(np.int32 if fits else np.int64))
 
 
@@ -241,7 +243,7 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
             if isinstance(i, (int, np.integer)) and not -x.shape[d] <= int(i) < x.shape[d]:
                 if oob_int == "drop":
                     return None
-                items[k] = Tensor(np.asarray(int(i), np.int64 if abs(int(i)) >= 2**31 else np.int32))
+                items[k] = _index_array(int(i))
     if not any(isinstance(i, (Tensor, _MaskPart)) for i in items):
         return _Plan(_basic_plan(x.shape, items), (), (), (), 0)
     basic, axes, arrays, adv = [], [], [], []
@@ -480,9 +482,8 @@ def _as_values(values: ArrayLike, d: DType) -> Tensor:
     """Updates as a Tensor of x's dtype (host data is converted on the host, scalars become constants)."""
     if isinstance(values, Tensor):
         return values.astype(d)
-    if isinstance(values, (bool, int, float, np.generic)):
-        return Tensor.full((), values.item() if isinstance(values, np.generic) else values, d)
-    return Tensor(np.asarray(values), dtype=d)
+    arr = np.asarray(values)
+    return Tensor.full((), arr.item(), d) if arr.ndim == 0 else Tensor(arr, dtype=d)
 
 
 class _IndexUpdateRef:
@@ -545,14 +546,7 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str | 
         x, axis = x.reshape(-1), 0
     axis = normalize_axis(axis, x.ndim, "take")
     mode = _check_mode(mode, ("fill", "clip", "wrap"), "fill", "take")
-    return getitem(x, (slice(None),) * axis + (_as_int_index(indices),), mode, fill_value)
-
-
-def _as_int_index(indices: ArrayLike) -> Tensor:
-    if isinstance(indices, (int, np.integer)) and not isinstance(indices, bool):
-        return Tensor(np.asarray(int(indices), np.int32 if abs(int(indices)) < 2**31 else np.int64))
-    t = _index_array(indices)
-    return t
+    return getitem(x, (slice(None),) * axis + (_index_array(indices),), mode, fill_value)
 
 
 def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: str | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tgfx.numpy import _creation, _elementwise as ew, _indexing, _linalg, _movement as mv, _reduce as rd
+from tgfx.numpy import _sort
 from tgfx.tensor import Tensor
 
 
@@ -69,3 +70,7 @@ Tensor.zeros_like = lambda self: _creation.zeros_like(self)
 Tensor.at = property(lambda self: _indexing.IndexUpdateHelper(self))
 Tensor.take = lambda self, indices, axis=None, mode=None, fill_value=None: _indexing.take(self, indices, axis, mode,
                                                                                          fill_value)
+Tensor.sort = lambda self, axis=-1, *, stable=True, descending=False: _sort.sort(self, axis, stable=stable,
+                                                                                  descending=descending)
+Tensor.argsort = lambda self, axis=-1, *, stable=True, descending=False: _sort.argsort(self, axis, stable=stable,
+                                                                                        descending=descending)

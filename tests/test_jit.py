@@ -1,0 +1,187 @@
+"""jit through the public API: trace counts, replay without compiles, static args, donation, pytrees, nesting,
+concretization errors, memory planning and the on-disk kernel cache across processes."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.function import ConcretizationError
+from tgfx.transforms.jit import DonatedBufferError
+
+
+def arr(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_one_trace_for_repeated_calls_and_no_compiles_on_replay():
+    @tg.jit
+    def f(x, w):
+        return tnp.maximum(x @ w, 0).sum(axis=1)
+    w = tg.asarray(arr(4, 3))
+    f(tg.asarray(arr(2, 4)), w).numpy()
+    tg.counters.reset()
+    for s in range(3):
+        x = arr(2, 4, seed=s + 1)
+        np.testing.assert_allclose(f(tg.asarray(x), w).numpy(), np.maximum(x @ arr(4, 3), 0).sum(1), rtol=1e-5)
+    assert f.trace_count == 1
+    assert tg.counters.compile_count == 0 and tg.counters.schedule_count == 0
+
+
+def test_retraces_on_new_shape_dtype_and_static_value(capsys):
+    @tg.jit(static_argnums=1)
+    def f(x, n):
+        return x * n
+    f(tg.asarray(arr(3)), 2)
+    f(tg.asarray(arr(3)), 2)
+    assert f.trace_count == 1
+    with tg.Context(TGFX_LOG_RETRACE=1):
+        f(tg.asarray(arr(5)), 2)
+        f(tg.asarray(arr(5).astype(np.float64)), 2)
+        out = f(tg.asarray(arr(5)), 3)
+    assert f.trace_count == 4
+    log = capsys.readouterr().out
+    assert "x: shape (3,) -> (5,)" in log and "x: dtype float32 -> float64" in log and "static n: 2 -> 3" in log
+    np.testing.assert_allclose(out.numpy(), arr(5) * 3)
+
+
+def test_static_argnames_and_kwargs():
+    @tg.jit(static_argnames="axis")
+    def f(x, axis=0):
+        return x.sum(axis=axis)
+    x = arr(3, 4)
+    np.testing.assert_allclose(f(tg.asarray(x), axis=1).numpy(), x.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(f(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-6)
+    assert f.trace_count == 2
+
+
+def test_python_side_effects_happen_only_when_tracing():
+    calls = []
+
+    @tg.jit
+    def f(x):
+        calls.append(1)
+        return x + 1
+    for _ in range(3):
+        f(tg.asarray(arr(2)))
+    assert len(calls) == 1
+
+
+def test_pytrees_in_and_out():
+    @tg.jit
+    def step(params, batch):
+        y = batch["x"] @ params["w"] + params["b"]
+        return {"loss": ((y - batch["y"]) ** 2).mean(), "y": y}
+    p = {"w": tg.asarray(arr(3, 2)), "b": tg.asarray(arr(2))}
+    b = {"x": tg.asarray(arr(4, 3)), "y": tg.asarray(arr(4, 2))}
+    out = step(p, b)
+    y = arr(4, 3) @ arr(3, 2) + arr(2)
+    np.testing.assert_allclose(out["y"].numpy(), y, rtol=1e-5)
+    np.testing.assert_allclose(out["loss"].item(), ((y - arr(4, 2)) ** 2).mean(), rtol=1e-5)
+
+
+def test_concretization_error_names_the_argument_and_line():
+    @tg.jit
+    def f(x, y):
+        if (y > 0).all():  # a Python branch on a traced value
+            return x
+        return -x
+    with pytest.raises(ConcretizationError, match=r"argument y .*test_jit.py:\d+ .*static_argnums"):
+        f(tg.asarray(arr(2)), tg.asarray(arr(2)))
+    with pytest.raises(ConcretizationError, match="argument x"):
+        tg.jit(lambda x: float(x.sum()))(tg.asarray(arr(2)))
+
+
+def test_outputs_do_not_alias_inputs():
+    f = tg.jit(lambda x: x)
+    x = tg.asarray(arr(3))
+    y = f(x)
+    assert y.uop is not x.uop
+    np.testing.assert_array_equal(y.numpy(), arr(3))
+
+
+def test_donated_input_is_reused_and_invalid_afterwards():
+    @tg.jit(donate_argnums=0)
+    def update(w, g):
+        return w - 0.5 * g
+    w, g = tg.asarray(arr(8)), tg.asarray(arr(8, seed=1))
+    w.numpy()
+    buf_before = w.uop
+    w2 = update(w, g)
+    np.testing.assert_allclose(w2.numpy(), arr(8) - 0.5 * arr(8, seed=1), rtol=1e-6)
+    assert w2.uop is buf_before or w2.uop.src[0] is buf_before  # the donated buffer was written in place
+    with pytest.raises(DonatedBufferError):
+        w.numpy()
+    w3 = update(w2, g)
+    np.testing.assert_allclose(w3.numpy(), arr(8) - 1.0 * arr(8, seed=1), rtol=1e-6)
+
+
+def test_nested_jit_inlines_the_inner_function():
+    inner = tg.jit(lambda x: x * 2)
+
+    @tg.jit
+    def outer(x):
+        return inner(x) + 1
+    tg.counters.reset()
+    np.testing.assert_allclose(outer(tg.asarray(arr(4))).numpy(), arr(4) * 2 + 1, rtol=1e-6)
+    assert inner.trace_count == 0 and outer.trace_count == 1
+    assert tg.counters.kernel_count == 1  # fused across the inner boundary
+
+
+def test_methods():
+    class Model:
+        def __init__(self, k):
+            self.k = k
+
+        @tg.jit
+        def __call__(self, x):
+            return x * self.k
+    m = Model(3.0)
+    np.testing.assert_allclose(m(tg.asarray(arr(2))).numpy(), arr(2) * 3)
+
+
+def test_memory_planning_reuses_intermediate_buffers():
+    @tg.jit
+    def chain(x, w):
+        for _ in range(6):  # each layer's output is read only by the next layer
+            x = tnp.tanh(x @ w)
+        return x
+    x, w = arr(16, 32), arr(32, 32) / 6
+    out = chain(tg.asarray(x), tg.asarray(w)).numpy()
+    ref = x
+    for _ in range(6):
+        ref = np.tanh(ref @ w)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+    rep = chain.memory_report()
+    assert rep["planned_bytes"] <= rep["unplanned_bytes"] // 2
+
+
+def test_disk_cache_reused_across_processes_and_corrupt_entries_recompiled(tmp_path):
+    code = textwrap.dedent("""
+        import numpy as np, tgfx as tg, tgfx.numpy as tnp
+        f = tg.jit(lambda x: tnp.tanh(x @ x.T).sum(axis=0))
+        x = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+        out = f(tg.asarray(x)).numpy()
+        assert np.allclose(out, np.tanh(x @ x.T).sum(0), atol=1e-6), out
+        print(tg.counters.compile_count)
+    """)
+    env = {**os.environ, "TGFX_CACHE_DIR": str(tmp_path)}
+
+    def run() -> int:
+        return int(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  check=True).stdout.strip())
+    assert run() >= 1
+    assert run() == 0
+    entries = sorted(tmp_path.rglob("*.obj"))
+    assert entries
+    entries[0].write_bytes(entries[0].read_bytes()[:40])  # truncated
+    if len(entries) > 1:
+        data = bytearray(entries[1].read_bytes())
+        data[-5] ^= 0xFF  # corrupted
+        entries[1].write_bytes(bytes(data))
+    assert run() == min(len(entries), 2)
+    assert run() == 0

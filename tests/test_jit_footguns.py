@@ -1,0 +1,92 @@
+"""The traps users of tracing JITs fall into, one test each, asserting what the right answer is."""
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.lowering.inline import EscapedTracerError
+
+
+def test_captured_tensor_is_baked_in_at_trace_time():
+    # Like JAX: a Tensor read from a closure is a constant of the trace. Rebinding the name later does not change
+    # the compiled function (Tensors are immutable, so the old value is still well defined).
+    scale = tg.asarray(np.float32(2.0))
+    f = tg.jit(lambda x: x * scale)
+    assert f(tg.asarray(np.ones(3, np.float32))).tolist() == [2.0, 2.0, 2.0]
+    scale = tg.asarray(np.float32(5.0))  # noqa: F841 - the trap: this does not reach the compiled function
+    assert f(tg.asarray(np.ones(3, np.float32))).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_captured_python_scalar_is_stale_after_change():
+    # A Python number read from a closure is baked in at trace time too; pass it as an argument to vary it.
+    k = 3.0
+    f = tg.jit(lambda x: x * k)
+    assert f(tg.asarray(np.ones(2, np.float32))).tolist() == [3.0, 3.0]
+    k = 4.0
+    assert f(tg.asarray(np.ones(2, np.float32))).tolist() == [3.0, 3.0]
+    g = tg.jit(lambda x, k: x * k)
+    assert g(tg.asarray(np.ones(2, np.float32)), 4.0).tolist() == [4.0, 4.0]
+
+
+def test_outputs_are_not_overwritten_by_later_calls():
+    f = tg.jit(lambda x: x + 1)
+    y1 = f(tg.asarray(np.zeros(4, np.float32)))
+    y2 = f(tg.asarray(np.full(4, 10, np.float32)))
+    assert y1.tolist() == [1.0] * 4 and y2.tolist() == [11.0] * 4
+
+
+def test_python_branch_on_a_static_argument_traces_each_branch():
+    @tg.jit(static_argnums=1)
+    def f(x, training):
+        return x * 0.5 if training else x
+    x = tg.asarray(np.ones(2, np.float32))
+    assert f(x, True).tolist() == [0.5, 0.5] and f(x, False).tolist() == [1.0, 1.0]
+    assert f.trace_count == 2
+
+
+def test_python_branch_on_a_traced_value_is_an_error_not_a_silent_choice():
+    def f(x):
+        return x if x.sum() > 0 else -x
+    with pytest.raises(tg.ConcretizationError):
+        tg.jit(f)(tg.asarray(np.ones(2, np.float32)))
+    # the traceable spelling
+    g = tg.jit(lambda x: tnp.where(x.sum() > 0, x, -x))
+    assert g(tg.asarray(-np.ones(2, np.float32))).tolist() == [1.0, 1.0]
+
+
+def test_side_effects_run_only_while_tracing():
+    log = []
+
+    @tg.jit
+    def f(x):
+        log.append("traced")
+        return x * 2
+    for _ in range(3):
+        f(tg.asarray(np.ones(2, np.float32)))
+    assert log == ["traced"]
+
+
+def test_a_traced_value_stored_outside_cannot_be_used_later():
+    leaked = []
+
+    @tg.jit
+    def f(x):
+        leaked.append(x * 3)
+        return x
+    f(tg.asarray(np.ones(2, np.float32)))
+    with pytest.raises(EscapedTracerError):
+        leaked[0].numpy()
+
+
+def test_changing_a_shape_retraces_instead_of_reusing_a_wrong_program():
+    f = tg.jit(lambda x: x.sum())
+    assert f(tg.asarray(np.ones(3, np.float32))).item() == 3.0
+    assert f(tg.asarray(np.ones(5, np.float32))).item() == 5.0
+    assert f.trace_count == 2
+
+
+def test_integer_and_float_inputs_do_not_share_a_trace():
+    f = tg.jit(lambda x: x / 2)
+    assert f(tg.asarray(np.array([3], np.int32))).tolist() == [1.5]
+    assert f(tg.asarray(np.array([3.0], np.float32))).tolist() == [1.5]
+    assert f.trace_count == 2

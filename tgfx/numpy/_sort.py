@@ -1,0 +1,111 @@
+"""Sorting with static shapes: each element's rank is counted, then elements are scattered to their ranks.
+
+    rank[i] = #{j : x[j] < x[i]  or  (x[j] == x[i] and j < i)}
+
+is a permutation of 0..n-1 (ties broken by position, so the sort is stable), computed by one fused compare-and-sum
+kernel. `argsort` then picks, for each rank r, the i with rank[i] == r, and `sort` the x[i]: a second one-hot
+reduce. Two kernels, O(n^2) compares per sorted row, no data-dependent control flow. NaNs compare greater than
+everything and equal to each other, so they go last as numpy's sort puts them. A bitonic network would do
+O(n log^2 n) work, but as log^2 n dependent steps; for the row lengths this library sees the two fused kernels win.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.numpy import _elementwise as ew
+from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
+
+
+def _less(a: Tensor, b: Tensor) -> Tensor:
+    """a < b in the order that puts NaN last."""
+    if not a.dtype.is_float:
+        return a < b
+    return ew.logical_or(a < b, ew.logical_and(ew.isnan(b), ew.logical_not(ew.isnan(a))))
+
+
+def _equal(a: Tensor, b: Tensor) -> Tensor:
+    if not a.dtype.is_float:
+        return a == b
+    return ew.logical_or(a == b, ew.logical_and(ew.isnan(a), ew.isnan(b)))
+
+
+def _ranks(x: Tensor) -> Tensor:
+    """The stable ascending rank of each element along the last axis (int32, x's shape)."""
+    n = x.shape[-1]
+    key = x.astype(dtypes.int8) if x.dtype.is_bool else x
+    xi = key.reshape(key.shape + (1,))          # the element being ranked, along axis -2
+    xj = key.reshape(key.shape[:-1] + (1, n))   # every element it is compared with, along axis -1
+    i = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
+    j = Tensor.arange(n, dtype=dtypes.int32).reshape(1, n)
+    before = ew.logical_or(_less(xj, xi), ew.logical_and(_equal(xj, xi), j < i))
+    return before.astype(dtypes.int32)._reduce(Ops.ADD, -1, False)
+
+
+def _to_ranks(values: Tensor, ranks: Tensor) -> Tensor:
+    """out[..., r] = values[..., i] for the i with ranks[..., i] == r (a one-hot sum over i)."""
+    n = ranks.shape[-1]
+    r = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
+    hit = ranks.reshape(ranks.shape[:-1] + (1, n)) == r
+    v = values.reshape(values.shape[:-1] + (1, n))
+    zero = Tensor.full((), False if values.dtype.is_bool else 0, values.dtype)
+    return hit.where(v, zero)._reduce(Ops.MAX if values.dtype.is_bool else Ops.ADD, -1, False)
+
+
+def _last_axis(x: Tensor, axis: int | None, fn: str) -> tuple[Tensor, int | None]:
+    if axis is None:
+        return x.reshape(-1), None
+    if x.ndim == 0:
+        raise np.exceptions.AxisError(f"{fn}: axis {axis} is out of bounds for a 0-d Tensor; use axis=None")
+    axis = normalize_axis(axis, x.ndim, fn)
+    return x.permute(*(a for a in range(x.ndim) if a != axis), axis), axis
+
+
+def _restore(t: Tensor, axis: int | None, ndim: int) -> Tensor:
+    if axis is None:
+        return t
+    order = list(range(ndim - 1))
+    order.insert(axis, ndim - 1)
+    return t.permute(*order)
+
+
+def _argsort_last(x: Tensor, descending: bool) -> Tensor:
+    n = x.shape[-1]
+    if descending:  # JAX: reverse, stable ascending sort, reverse back; equal elements keep their order
+        return (n - 1) - _argsort_last(x.flip(-1), False).flip(-1)
+    if n <= 1 or x.size == 0:
+        return Tensor.full(x.shape, 0, dtypes.int32)
+    iota = Tensor.arange(n, dtype=dtypes.int32).expand(x.shape)
+    return _to_ranks(iota, _ranks(x))
+
+
+def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable: bool = True,
+            descending: bool = False) -> Tensor:
+    """numpy.argsort: the indices (int32, as JAX) that sort `a` along `axis` (the flattened `a` when None).
+
+    Always stable (`stable` and `kind` are accepted for numpy/JAX compatibility); NaNs sort last. With
+    `descending=True` the order is reversed but equal elements keep their original order, as in JAX.
+    Cost: two kernels, O(n^2) compares per row of length n.
+
+    >>> tnp.argsort(tnp.asarray([3.0, 1.0, float("nan"), 1.0])).tolist()
+    [1, 3, 0, 2]
+    """
+    x = to_tensor(a)
+    t, ax = _last_axis(x, axis, "argsort")
+    return _restore(_argsort_last(t, descending), ax, x.ndim)
+
+
+def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable: bool = True,
+         descending: bool = False) -> Tensor:
+    """numpy.sort: `a` sorted ascending along `axis` (the flattened `a` when None), NaNs last; a new Tensor.
+
+    `descending=True` sorts largest first (NaNs first, as JAX). Cost: two kernels, O(n^2) compares per row.
+    A -0.0 comes out as 0.0 (the one-hot sum adds +0.0 terms); the order of -0.0 and 0.0 is their input order.
+    """
+    x = to_tensor(a)
+    t, ax = _last_axis(x, axis, "sort")
+    if t.shape[-1] <= 1 or t.size == 0:
+        return x if axis is not None else t
+    out = _to_ranks(t, _ranks(t))
+    return _restore(out.flip(-1) if descending else out, ax, x.ndim)

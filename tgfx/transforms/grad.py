@@ -1,0 +1,609 @@
+"""Reverse mode over the UOp graph, and JAX's `grad`, `value_and_grad`, `vjp` and `stop_gradient` on top of it.
+
+`pm_gradient` holds one rule per op. A rule sees the node, its sources and (as `ctx`) the gradient arriving at the
+node, and returns one gradient per source; `None` is the symbolic zero and costs nothing. `compute_gradient` applies
+the rules to the nodes between the root and the targets in reverse topological order, summing the gradients of a
+node reached by several paths. Gradients are UOps of their node's shape and dtype; broadcasts are explicit `EXPAND`s
+in the graph, so the EXPAND rule is where a broadcast gradient is summed back. Integer and bool values carry no
+gradient: the walk drops whatever a rule returns for them.
+
+How a function is differentiated (`trace`): each input leaf's UOp is replaced by a *placeholder*, a `CONTIGUOUS` of
+that UOp tagged `("grad_input", n)`. It has the input's value, so Python control flow on it works as in JAX's eager
+`grad` (`if x.sum() > 0:` realises only the comparison), yet it is a node of its own, so the target is told apart
+from other uses of the same buffer (closures, one Tensor passed twice). `f` runs lazily on the placeholders, the
+gradient graph is built, and as results leave (`leave_trace`) each placeholder is rewritten back to the input's UOp:
+results hold no trace of differentiation, so their kernels are the ones an undifferentiated graph has and nothing
+extra reaches the scheduler. Cotangents and tangents that a result is linear in stand in as tagged `PARAM`s and are
+bound to their values the same way. `stop_gradient` inside a differentiation is a `CONTIGUOUS` tagged
+`"stop_gradient"`: its rule passes nothing on, and it is kept until the outermost differentiation ends (so
+`grad(grad(f))` honours it at both orders), then rewritten to its source.
+
+Forward mode, Jacobians and Hessians are in `tgfx/transforms/jvp.py`; they reuse this module's trace and rules.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tgfx.dtypes import DType, dtypes
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from tgfx.ir.uop import UOp, prod
+from tgfx.tensor import Tensor
+from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+
+Grad = UOp | tuple | None  # a node's gradient: a UOp, a tuple for a TUPLE/FUNCTION (one per result), None = zero
+
+
+# ---- UOp helpers: elementwise sources must have equal shapes, so constants are broadcast explicitly ----
+def _full(like: UOp, value: float | int | bool, dtype: DType | None = None) -> UOp:
+    c = UOp.const(dtype or like.dtype, value)
+    if not like.shape:
+        return c
+    return UOp(Ops.EXPAND, c.dtype, (UOp(Ops.RESHAPE, c.dtype, (c,), (1,) * len(like.shape)),), like.shape)
+
+
+def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
+    return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), tuple(shape))
+
+
+def _expand(u: UOp, shape: tuple[int, ...]) -> UOp:
+    return u if u.shape == shape else UOp(Ops.EXPAND, u.dtype, (u,), tuple(shape))
+
+
+def _permute(u: UOp, perm: Sequence[int]) -> UOp:
+    return u if tuple(perm) == tuple(range(len(perm))) else UOp(Ops.PERMUTE, u.dtype, (u,), tuple(perm))
+
+
+def _reduce(u: UOp, op: Ops, axes: Sequence[int]) -> UOp:
+    return UOp(Ops.REDUCE_AXIS, u.dtype, (u,), (op, tuple(axes))) if axes else u
+
+
+def _div(a: UOp, b: UOp) -> UOp:
+    return a.alu(Ops.FDIV, b)
+
+
+def _argsort(perm: Sequence[int]) -> tuple[int, ...]:
+    return tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
+
+
+# ---- rules that need more than one line ----
+def _max_grad(ctx: UOp, x: UOp, y: UOp) -> tuple[UOp, UOp]:
+    """Where x == y each side gets half, as in JAX, so that max(x, x) has gradient exactly 1."""
+    zero, half = _full(ctx, 0), ctx * _full(ctx, 0.5)
+    tie = x.alu(Ops.CMPEQ, y)
+    return tie.where(half, (y < x).where(ctx, zero)), tie.where(half, (x < y).where(ctx, zero))
+
+
+def _pow_grad(ctx: UOp, x: UOp, y: UOp, ret: UOp) -> tuple[UOp, UOp]:
+    """JAX's rule: d/dx is 0 where y == 0 (so 0**0 has a finite gradient); d/dy reads log(0) as 0 there."""
+    zero, one = _full(x, 0), _full(x, 1)
+    y_zero = y.alu(Ops.CMPEQ, zero)
+    dx = y_zero.where(zero, y * x.alu(Ops.POW, y_zero.where(one, y - one)))
+    dy = x.alu(Ops.CMPEQ, zero).where(one, x).alu(Ops.LOG) * ret
+    return ctx * dx, ctx * dy
+
+
+def _atan2_grad(ctx: UOp, x: UOp, y: UOp) -> tuple[UOp, UOp]:  # atan2(x, y): x is the numerator
+    r = _div(ctx, x * x + y * y)
+    return r * y, -(r * x)
+
+
+def _reduce_max_grad(ctx: UOp, x: UOp, ret: UOp) -> tuple[UOp]:
+    """Every element equal to the max gets an equal share, as in JAX."""
+    hit = x.alu(Ops.CMPEQ, _expand(ret, x.shape)).cast(x.dtype)
+    return (hit * _expand(_div(ctx, _reduce(hit, Ops.ADD, ret.arg[1])), x.shape),)
+
+
+PROD_EXACT_MAX = 128  # up to this many elements per product, its gradient is built without dividing
+
+
+def _reduce_mul_grad(ctx: UOp, x: UOp, ret: UOp) -> tuple[UOp]:
+    """d prod / dx_i = prod_{j != i} x_j. Exact (zeros, all orders) as a masked product over an (n, n) square;
+    above PROD_EXACT_MAX elements, out / x with the zeros counted: still exact for first order at zeros."""
+    axes = ret.arg[1]
+    n = prod(x.shape[a] for a in axes)
+    g = _expand(ctx, x.shape)
+    if n <= PROD_EXACT_MAX:
+        return (g * _exclusive_prod(x, axes),)
+    zero, one = _full(x, 0), _full(x, 1)
+    is_zero = x.alu(Ops.CMPEQ, zero)
+    nonzero_prod = _expand(_reduce(is_zero.where(one, x), Ops.MUL, axes), x.shape)
+    zeros = _expand(_reduce(is_zero.cast(x.dtype), Ops.ADD, axes), x.shape)
+    only_zero = is_zero & zeros.alu(Ops.CMPEQ, one)
+    return (g * zeros.alu(Ops.CMPEQ, zero).where(_div(nonzero_prod, x), only_zero.where(nonzero_prod, zero)),)
+
+
+def _exclusive_prod(x: UOp, axes: tuple[int, ...]) -> UOp:
+    keep = tuple(a for a in range(len(x.shape)) if a not in axes)
+    kept, moved = tuple(x.shape[a] for a in keep), tuple(x.shape[a] for a in axes)
+    n = prod(moved)
+    rows = _expand(_reshape(_permute(x, keep + axes), kept + (1, n)), kept + (n, n))
+    iota = UOp(Ops.IOTA, dtypes.index, (), n)
+    diag = _expand(_reshape(iota, (n, 1)), (n, n)).alu(Ops.CMPEQ, _expand(_reshape(iota, (1, n)), (n, n)))
+    diag = _expand(_reshape(diag, (1,) * len(kept) + (n, n)), kept + (n, n))
+    excl = _reduce(diag.where(_full(rows, 1), rows), Ops.MUL, (len(kept) + 1,))
+    return _permute(_reshape(excl, kept + moved), _argsort(keep + axes))
+
+
+def _copy_grad(ctx: UOp, x: UOp) -> tuple[UOp]:
+    """The gradient goes back to the source's device (a constant gradient has none and goes anywhere)."""
+    return (ctx if x.device is None or ctx.device in (None, x.device) else UOp(Ops.COPY, ctx.dtype, (ctx,), x.device),)
+
+
+def _call_grad(ctx: tuple, ret: UOp) -> tuple:
+    # TODO(@function): the backward of FUNCTION(body, a0, a1, ...) is a new FUNCTION named `<name>_backward` whose
+    # body is compute_gradient(body, TUPLE of PARAMs for the output gradients in `ctx`, the needed PARAMs), unused
+    # params compacted away, called on (args, output grads); a precompiled forward passes its outputs instead of
+    # recomputing them; `grad_fxn` overrides it. `ctx` is already the tuple of output gradients (None: unused),
+    # gathered from the GETTUPLEs by the rule above and summed elementwise by `_accumulate`.
+    raise NotImplementedError(f"gradient of {ret.op.name} {ret.arg!r} is not implemented yet: differentiating "
+                              f"through @function/CALL arrives with tgfx.function")
+
+
+_x, _y = UPat.var("x"), UPat.var("y")
+
+
+def _un(op: Ops) -> UPat:
+    return UPat(op, src=(_x,), name="ret")
+
+
+def _bin(op: Ops) -> UPat:
+    return UPat(op, src=(_x, _y), name="ret")
+
+
+def _reduces(op: Ops) -> UPat:
+    return UPat(Ops.REDUCE_AXIS, src=(_x,), name="ret", custom=lambda u: u.arg[0] is op)
+
+
+# ops whose result is piecewise constant or not a float: nothing flows back through them
+NO_GRADIENT = (GroupOp.Defines | GroupOp.Comparison | GroupOp.IntOnly |
+               {Ops.BITCAST, Ops.BIND, Ops.TRUNC, Ops.FLOOR, Ops.CEIL, Ops.RINT})
+LN2 = math.log(2)
+
+pm_gradient = PatternMatcher([
+    # unary float math: g * f'(x), written with the node's own value `ret` where that is cheaper
+    (_un(Ops.NEG), lambda ctx, x, ret: (-ctx,)),
+    (_un(Ops.EXP), lambda ctx, x, ret: (ctx * ret,)),
+    (_un(Ops.EXP2), lambda ctx, x, ret: (ctx * ret * _full(x, LN2),)),
+    (_un(Ops.EXPM1), lambda ctx, x, ret: (ctx * (ret + _full(x, 1)),)),
+    (_un(Ops.LOG), lambda ctx, x, ret: (_div(ctx, x),)),
+    (_un(Ops.LOG2), lambda ctx, x, ret: (_div(ctx, x * _full(x, LN2)),)),
+    (_un(Ops.LOG1P), lambda ctx, x, ret: (_div(ctx, x + _full(x, 1)),)),
+    (_un(Ops.SQRT), lambda ctx, x, ret: (_div(ctx, ret + ret),)),
+    (_un(Ops.RECIP), lambda ctx, x, ret: (-(ctx * ret * ret),)),
+    (_un(Ops.SIN), lambda ctx, x, ret: (ctx * x.alu(Ops.COS),)),
+    (_un(Ops.COS), lambda ctx, x, ret: (-(ctx * x.alu(Ops.SIN)),)),
+    (_un(Ops.TAN), lambda ctx, x, ret: (ctx * (_full(x, 1) + ret * ret),)),
+    (_un(Ops.ASIN), lambda ctx, x, ret: (_div(ctx, (_full(x, 1) - x * x).alu(Ops.SQRT)),)),
+    (_un(Ops.ACOS), lambda ctx, x, ret: (-_div(ctx, (_full(x, 1) - x * x).alu(Ops.SQRT)),)),
+    (_un(Ops.ATAN), lambda ctx, x, ret: (_div(ctx, _full(x, 1) + x * x),)),
+    (_un(Ops.SINH), lambda ctx, x, ret: (ctx * x.alu(Ops.COSH),)),
+    (_un(Ops.COSH), lambda ctx, x, ret: (ctx * x.alu(Ops.SINH),)),
+    (_un(Ops.TANH), lambda ctx, x, ret: (ctx * (_full(x, 1) - ret * ret),)),
+    (_un(Ops.ERF), lambda ctx, x, ret: (ctx * _full(x, 2 / math.sqrt(math.pi)) * (-(x * x)).alu(Ops.EXP),)),
+    # binary
+    (_bin(Ops.ADD), lambda ctx, x, y, ret: (ctx, ctx)),
+    (_bin(Ops.MUL), lambda ctx, x, y, ret: (ctx * y, ctx * x)),
+    (_bin(Ops.FDIV), lambda ctx, x, y, ret: (_div(ctx, y), -_div(ctx * ret, y))),
+    (_bin(Ops.MOD), lambda ctx, x, y, ret: (ctx, -(ctx * _div(x, y).alu(Ops.TRUNC)))),  # C fmod: x - trunc(x/y)*y
+    (_bin(Ops.MAX), lambda ctx, x, y, ret: _max_grad(ctx, x, y)),
+    (_bin(Ops.POW), _pow_grad),
+    (_bin(Ops.ATAN2), lambda ctx, x, y, ret: _atan2_grad(ctx, x, y)),
+    # ternary
+    (UPat(Ops.WHERE, src=(UPat.var("c"), _x, _y)),
+     lambda ctx, c, x, y: (None, c.where(ctx, _full(ctx, 0)), c.where(_full(ctx, 0), ctx))),
+    (UPat(Ops.MULACC, src=(_x, _y, UPat.var("z"))), lambda ctx, x, y, z: (ctx * y, ctx * x, ctx)),
+    (UPat(Ops.CAST, src=(_x,)), lambda ctx, x: (ctx.cast(x.dtype) if x.dtype.is_float else None,)),
+    # movement: each gradient is the inverse movement; an EXPAND's is the sum over the axes it grew
+    (UPat(Ops.RESHAPE, src=(_x,)), lambda ctx, x: (_reshape(ctx, x.shape),)),
+    (_un(Ops.PERMUTE), lambda ctx, x, ret: (_permute(ctx, _argsort(ret.arg)),)),
+    (_un(Ops.EXPAND), lambda ctx, x, ret: (_reduce(ctx, Ops.ADD, [i for i, (a, b) in enumerate(
+        zip(x.shape, ret.shape, strict=True)) if a != b]),)),
+    (_un(Ops.PAD), lambda ctx, x, ret: (UOp(Ops.SHRINK, ctx.dtype, (ctx,), tuple(
+        (b, b + s) for (b, _), s in zip(ret.arg, x.shape, strict=True))),)),
+    (_un(Ops.SHRINK), lambda ctx, x, ret: (UOp(Ops.PAD, ctx.dtype, (ctx,), tuple(
+        (b, s - e) for (b, e), s in zip(ret.arg, x.shape, strict=True))),)),
+    (_un(Ops.FLIP), lambda ctx, x, ret: (UOp(Ops.FLIP, ctx.dtype, (ctx,), ret.arg),)),
+    # reduces (REDUCE_AXIS keeps the reduced axes with size 1, so the gradient expands straight back)
+    (_reduces(Ops.ADD), lambda ctx, x, ret: (_expand(ctx, x.shape),)),
+    (_reduces(Ops.MAX), _reduce_max_grad),
+    (_reduces(Ops.MUL), _reduce_mul_grad),
+    # memory
+    (_un(Ops.CONTIGUOUS), lambda ctx, x, ret: (None if ret.tag == STOP else ctx,)),
+    (UPat(Ops.COPY, src=(_x,)), _copy_grad),
+    # calls: a TUPLE's gradient is a tuple with one entry per element; GETTUPLEs gather theirs onto the call
+    (UPat(Ops.TUPLE), lambda ctx: ctx),
+    (UPat(Ops.GETTUPLE, src=(UPat.var("fn"),), name="ret"),
+     lambda ctx, fn, ret: (tuple(ctx if i == ret.arg else None for i in range(len(fn.src[0].src))),)),
+    (UPat((Ops.FUNCTION, Ops.CALL), name="ret"), _call_grad),
+    (UPat(NO_GRADIENT, name="ret"), lambda ret: (None,) * len(ret.src)),
+])
+
+
+# ---- before the walk: bit tricks the front end uses, rewritten into ops that have derivatives ----
+def _const_arg(u: UOp) -> Any:
+    while u.op in (Ops.RESHAPE, Ops.EXPAND):
+        u = u.src[0]
+    return u.arg if u.op is Ops.CONST else None
+
+
+def _sign_bit(d: DType) -> int:
+    return 1 << (d.itemsize * 8 - 1)
+
+
+def undo_abs(ret: UOp, x: UOp, m: UOp) -> UOp | None:
+    """abs(x) as the front end writes it, bits(x) & ~signbit, is select(x < 0, -x, x) to the walk (JAX's rule)."""
+    if x.dtype != ret.dtype or _const_arg(m) != _sign_bit(x.dtype) - 1:
+        return None
+    return (x < _full(x, 0)).where(-x, x)
+
+
+def undo_copysign(ret: UOp, a: UOp, m1: UOp, sb: UOp, m2: UOp) -> UOp | None:
+    """copysign(a, b) = bits(a) & ~signbit | bits(b) & signbit is select(signbit(b), -|a|, |a|) to the walk."""
+    if a.dtype != ret.dtype or _const_arg(m1) != _sign_bit(a.dtype) - 1 or _const_arg(m2) != _sign_bit(a.dtype):
+        return None
+    abs_a = (a < _full(a, 0)).where(-a, a)
+    return sb.alu(Ops.CMPNE, _full(sb, 0)).where(-abs_a, abs_a)
+
+
+def _bits(name: str) -> UPat:
+    return UPat(Ops.BITCAST, src=(UPat.var(name),))
+
+
+pm_differentiable = PatternMatcher([
+    (UPat(Ops.BITCAST, src=(UPat(Ops.AND, src=[_bits("x"), UPat.var("m")]),), name="ret"), undo_abs),
+    (UPat(Ops.BITCAST, src=(UPat(Ops.OR, src=[UPat(Ops.AND, src=[_bits("a"), UPat.var("m1")]),
+                                              UPat(Ops.AND, src=[_bits("b"), UPat.var("m2")], name="sb")]),),
+          name="ret"), undo_copysign),
+])
+
+
+# ---- the walk ----
+def _accumulate(a: Grad, b: Grad) -> Grad:
+    if isinstance(a, tuple):
+        return tuple(_accumulate(p, q) for p, q in zip(a, b, strict=True))
+    return b if a is None else a if b is None else a + b
+
+
+def _between(root: UOp, targets: set[UOp]) -> list[UOp]:
+    """The nodes on some path from root down to a target, sources before users."""
+    reach: set[UOp] = set()
+    order = []
+    for u in root.toposort():
+        if u in targets or any(s in reach for s in u.src):
+            reach.add(u)
+            order.append(u)
+    return order
+
+
+def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict[UOp, UOp]:
+    """The gradient of each target, given the gradient `root_grad` arriving at `root` (for a TUPLE root, a tuple).
+
+    Only nodes on a path from root to a target are visited, in reverse topological order; a node reached by several
+    paths gets the sum. A target with no path (or only paths through integers or `stop_gradient`) is absent: its
+    gradient is the symbolic zero.
+
+    >>> x = UOp(Ops.BUFFER, dtypes.float32, (), (1, "CPU:0", 3))
+    >>> g = compute_gradient(x * x, _full(x, 1.0), [x])[x]   # 1*x + 1*x
+    """
+    root = graph_rewrite(root, pm_differentiable, name="differentiable")
+    path = _between(root, set(targets))
+    on_path = set(path)
+    grads: dict[UOp, Grad] = {root: root_grad}
+    for node in reversed(path):
+        g = grads.get(node)
+        if g is None:
+            continue
+        src_grads = pm_gradient.rewrite(node, ctx=g)
+        if src_grads is None:
+            raise NotImplementedError(f"no gradient rule for {node.op.name} (dtype {node.dtype!r}, arg {node.arg!r})")
+        for s, sg in zip(node.src, src_grads, strict=True):
+            if sg is None or s not in on_path or (s.dtype is not None and not s.dtype.is_float):
+                continue
+            grads[s] = _accumulate(grads.get(s), sg)
+    return {t: g for t in targets if (g := grads.get(t)) is not None}
+
+
+# ---- tracing a function for differentiation ----
+STOP = "stop_gradient"
+_uid = itertools.count()
+_active: list[str] = []  # the differentiations running their function now, innermost last
+
+
+def _placeholder(u: UOp) -> UOp:
+    return UOp(Ops.CONTIGUOUS, u.dtype, (u,), tag=("grad_input", next(_uid)))
+
+
+def linear_input(like: UOp, kind: str) -> UOp:
+    """A stand-in leaf for a cotangent or tangent: results are built linear in it, then it is bound to a value."""
+    return UOp(Ops.PARAM, like.dtype, (), (-1, like.shape, like.device), tag=(kind, next(_uid)))
+
+
+def stop_gradient(x: Any) -> Any:
+    """The value of `x` (any pytree), through which no gradient flows, at any order (`jax.lax.stop_gradient`).
+
+    >>> tg.grad(lambda x: (x * tg.stop_gradient(x)).sum())(tg.asarray([1.0, 2.0]))   # [1., 2.], not [2., 4.]
+    """
+    def one(t: Any) -> Any:
+        if not isinstance(t, Tensor) or not _active or not t.dtype.is_float:
+            return t  # outside a differentiation there is nothing to stop
+        return Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), tag=STOP))
+    return tree_map(one, x)
+
+
+@dataclass
+class Traced:
+    """A function run on placeholders: the graph that differentiation works on."""
+    who: str                     # the transform, for messages
+    argnums: tuple[int, ...]     # the positional arguments differentiated
+    inputs: list[UOp]            # each differentiated leaf's own UOp ...
+    params: list[UOp]            # ... and the placeholder the function saw instead
+    in_trees: list[PyTreeDef]    # the structure of each differentiated argument
+    outs: list[UOp]              # the function's output leaves, over the placeholders
+    out_tree: PyTreeDef
+    aux: Any = None
+    _pullback: tuple[list[UOp | None], list[UOp | None]] | None = field(default=None, repr=False)
+
+    def pullback(self) -> tuple[list[UOp | None], list[UOp | None]]:
+        """A cotangent stand-in per float output (None for the others), and each input's gradient, linear in them."""
+        if self._pullback is None:
+            cots = [linear_input(o, "cotangent") if o.dtype.is_float else None for o in self.outs]
+            pairs = [(o, c) for o, c in zip(self.outs, cots, strict=True) if c is not None]
+            g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
+                                 self.params) if pairs else {}
+            self._pullback = (cots, [g.get(p) for p in self.params])
+        return self._pullback
+
+    def per_arg(self, leaves: Sequence[Any]) -> Any:
+        """Leaves in input order, back in the structure of the arguments (a tuple when argnums was a tuple)."""
+        out, k = [], 0
+        for tree in self.in_trees:
+            out.append(tree_unflatten(tree, leaves[k:k + tree.num_leaves]))
+            k += tree.num_leaves
+        return out
+
+
+def _argnums_tuple(who: str, argnums: Any) -> tuple[int, ...]:
+    def is_int(a: Any) -> bool:
+        return isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+    if is_int(argnums):
+        return (int(argnums),)
+    if isinstance(argnums, (tuple, list)) and all(is_int(a) for a in argnums):
+        if len(set(argnums)) != len(argnums):
+            raise ValueError(f"{who}: argnums {tuple(argnums)} names an argument twice")
+        return tuple(int(a) for a in argnums)
+    raise TypeError(f"{who}: argnums must be an int or a tuple of ints, got {argnums!r}")
+
+
+def _as_tensor(x: Any) -> Tensor | None:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
+        return Tensor(x)
+    return None
+
+
+def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_aux: bool,
+          allow_int: bool = False) -> Traced:
+    """Run `fun(*args, **kwargs)` with the leaves of `args[argnums]` replaced by placeholders."""
+    nums = _argnums_tuple(who, argnums)
+    for a in nums:
+        if not -len(args) <= a < len(args):
+            raise TypeError(f"{who}: differentiating with respect to argnums={argnums} requires at least "
+                            f"{a + 1 if a >= 0 else -a} positional arguments to be passed by the caller, but got only "
+                            f"{len(args)} positional arguments")
+    nums = tuple(a % len(args) for a in nums)
+    new_args, inputs, params, in_trees = list(args), [], [], []
+    for i in nums:
+        pairs, tree = tree_flatten_with_path(args[i])
+        leaves = []
+        for path, leaf in pairs:
+            t = _as_tensor(leaf)
+            where = f"argument {i}{keystr(path)}"
+            if t is None:
+                raise TypeError(f"{who}: {where} is a {type(leaf).__name__}, not an array; only arrays (Tensors, "
+                                f"numpy arrays, Python scalars) can be differentiated, pass others outside argnums")
+            if not t.dtype.is_float and not allow_int:
+                raise TypeError(f"{who} requires real-valued (float) inputs, but {where} has dtype {t.dtype.name}; "
+                                f"cast it to a float dtype to differentiate it, or leave it out of argnums")
+            inputs.append(t.uop)
+            params.append(_placeholder(t.uop))
+            leaves.append(Tensor(params[-1]))
+        in_trees.append(tree)
+        new_args[i] = tree_unflatten(tree, leaves)
+    _active.append(who)
+    try:
+        out = fun(*new_args, **kwargs)
+    finally:
+        _active.pop()
+    aux = None
+    if has_aux:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(f"{who} with has_aux=True expects the function to return a pair (output, aux), but it "
+                            f"returned {type(out).__name__} {_short(out)}")
+        out, aux = out
+    out_pairs, out_tree = tree_flatten_with_path(out)
+    outs = []
+    for path, leaf in out_pairs:
+        t = _as_tensor(leaf)
+        if t is None:
+            raise TypeError(f"{who}: the function's output{keystr(path)} is a {type(leaf).__name__}, not an array")
+        outs.append(t.uop)
+    return Traced(who, nums, inputs, params, in_trees, outs, out_tree, aux)
+
+
+def _short(x: Any) -> str:
+    r = repr(x) if not isinstance(x, Tensor) else f"Tensor(shape={x.shape}, dtype={x.dtype.name})"
+    return r if len(r) < 80 else r[:77] + "..."
+
+
+@dataclass
+class _Leave:
+    bind: dict[UOp, UOp]  # placeholder -> the input's UOp, stand-in -> its value
+    strip_stops: bool     # the outermost differentiation is ending: stop_gradient marks have done their job
+
+
+def _leave_rule(ctx: _Leave, x: UOp) -> UOp | None:
+    if x in ctx.bind:
+        return ctx.bind[x]
+    return x.src[0] if ctx.strip_stops and x.tag == STOP else None
+
+
+pm_leave_trace = PatternMatcher([(UPat((Ops.CONTIGUOUS, Ops.PARAM), name="x"), _leave_rule)])
+
+
+def leave_trace(tr: Traced, uops: Sequence[UOp], bind: dict[UOp, UOp] | None = None) -> list[UOp]:
+    """Results leaving a differentiation: placeholders become the inputs again, stand-ins their values."""
+    if not uops:
+        return []
+    ctx = _Leave({**dict(zip(tr.params, tr.inputs, strict=True)), **(bind or {})}, strip_stops=not _active)
+    return list(graph_rewrite(UOp(Ops.TUPLE, None, tuple(uops)), pm_leave_trace, ctx=ctx, name="leave trace").src)
+
+
+def zeros_like(u: UOp) -> UOp:
+    return Tensor.full(u.shape, 0, u.dtype, device=u.device if isinstance(u.device, str) else None).uop
+
+
+def leave_with_aux(tr: Traced, uops: Sequence[UOp], bind: dict[UOp, UOp] | None = None) -> tuple[list[Tensor], Any]:
+    """`leave_trace` for results and the aux output together; results come back as Tensors."""
+    aux_leaves, aux_tree = tree_flatten(tr.aux)
+    idx = [i for i, a in enumerate(aux_leaves) if isinstance(a, Tensor)]
+    out = [Tensor(u) for u in leave_trace(tr, [*uops, *(aux_leaves[i].uop for i in idx)], bind)]
+    for k, i in enumerate(idx):
+        aux_leaves[i] = out[len(uops) + k]
+    return out[:len(uops)], tree_unflatten(aux_tree, aux_leaves)
+
+
+def check_like(who: str, what: str, x: Any, like: UOp) -> UOp:
+    """A user-given cotangent or tangent as a UOp of `like`'s shape and dtype (Python scalars take its dtype)."""
+    if isinstance(x, (bool, int, float)):
+        return Tensor.full(like.shape, x, like.dtype).uop
+    t = _as_tensor(x)
+    if t is None or t.shape != like.shape:
+        got = f"shape {t.shape}" if t is not None else f"a {type(x).__name__}"
+        raise ValueError(f"{who}: {what} should have shape {like.shape} (dtype {like.dtype.name}), got {got}")
+    if like.dtype.is_float and t.dtype != like.dtype:
+        raise TypeError(f"{who}: {what} should have dtype {like.dtype.name} (shape {like.shape}), got {t.dtype.name}")
+    return t.uop
+
+
+# ---- the public API ----
+class Transformed:
+    """A transformed function: call it like the original. Used on a method, `self` is bound first, so `argnums`
+    counts the arguments after it, as if you had written `grad(obj.method)`."""
+
+    def __init__(self, fun: Callable, call: Callable[[Callable, tuple, dict], Any]) -> None:
+        if not callable(fun):
+            raise TypeError(f"expected a function to transform, got {type(fun).__name__} {fun!r}")
+        functools.update_wrapper(self, fun)
+        self._fun, self._call = fun, call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(self._fun, args, kwargs)
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        bind = getattr(self._fun, "__get__", None)
+        return self if obj is None or bind is None else Transformed(bind(obj, objtype), self._call)
+
+    def __repr__(self) -> str:
+        return f"<transformed {getattr(self._fun, '__qualname__', self._fun)!r}>"
+
+
+def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_aux: bool, who: str,
+                         with_value: bool) -> Any:
+    tr = trace(who, fun, args, kwargs, argnums, has_aux)
+    if not tr.out_tree.is_leaf:
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output was a {tr.out_tree!r}"
+                        + ("" if has_aux else "; to return extra values alongside the loss, use has_aux=True"))
+    out = tr.outs[0]
+    if out.shape != ():
+        raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: {out.shape}. "
+                        f"Use vjp, jacrev or jacfwd for non-scalar outputs, or reduce it (e.g. .sum())")
+    if not out.dtype.is_float:
+        raise TypeError(f"{who} requires real-valued (float) outputs, but the output has dtype {out.dtype.name}")
+    g = compute_gradient(out, UOp.const(out.dtype, 1.0), tr.params)
+    grads = [g.get(p, None) for p in tr.params]
+    grads = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
+    (value, *flat), aux = leave_with_aux(tr, [out, *grads])
+    per_arg = tr.per_arg(flat)
+    result = per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg)
+    value = (value, aux) if has_aux else value
+    if with_value:
+        return value, result
+    return (result, aux) if has_aux else result
+
+
+def grad(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
+    """The gradient of a scalar function, as `jax.grad`: `grad(f)(x)` is df/dx, with x's structure and dtypes.
+
+    `argnums` picks the positional argument(s) to differentiate; each may be a pytree of float arrays (Tensors,
+    numpy arrays, Python floats). With a tuple, the result is a tuple of gradients. With `has_aux=True`, `f` returns
+    `(loss, aux)` and the result is `(gradient, aux)`. Usable bare (`@grad`), with options (`@grad(argnums=1)`), and
+    on methods (arguments count after `self`). Results are lazy Tensors, like every other result; read them together
+    (`tg.realize(*leaves)`) so shared forward work is done once.
+
+    >>> import tgfx as tg, tgfx.numpy as tnp
+    >>> tg.grad(lambda x: (x ** 2).sum())(tg.asarray([1.0, 2.0])).tolist()
+    [2.0, 4.0]
+    >>> loss = lambda p, x: tnp.tanh(x @ p["w"] + p["b"]).sum()
+    >>> g = tg.grad(loss)({"w": tnp.ones((3, 2)), "b": tnp.zeros(2)}, tnp.ones((4, 3)))   # {"b": ..., "w": ...}
+    >>> tg.grad(tg.grad(tnp.sin))(1.0)   # -sin(1)
+
+    Raises TypeError for a non-scalar or integer output, integer inputs, argnums out of range, or has_aux=True
+    without a pair.
+    """
+    if fun is None:
+        return functools.partial(grad, argnums=argnums, has_aux=has_aux)
+    _argnums_tuple("grad", argnums)
+    return Transformed(fun, functools.partial(_value_and_grad_call, argnums=argnums, has_aux=has_aux, who="grad",
+                                              with_value=False))
+
+
+def value_and_grad(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
+    """`(f(x), grad(f)(x))` from one trace, as `jax.value_and_grad`; with has_aux, `((value, aux), gradient)`.
+
+    >>> value, g = tg.value_and_grad(lambda x: (x * x).sum())(tg.asarray([3.0]))   # 9.0, [6.0]
+    >>> tg.realize(value, g)   # one schedule: the backward reuses what the forward computes
+    """
+    if fun is None:
+        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
+    _argnums_tuple("value_and_grad", argnums)
+    return Transformed(fun, functools.partial(_value_and_grad_call, argnums=argnums, has_aux=has_aux,
+                                              who="value_and_grad", with_value=True))
+
+
+def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+    """`(f(*primals), vjp_fn)`, as `jax.vjp`: `vjp_fn(cotangent)` is the tuple of cotangent @ df/dprimal_i, one
+    per primal, in each primal's structure. The cotangent has the output's structure, shapes and dtypes. With
+    has_aux, `(out, vjp_fn, aux)`. Integer primals get integer zeros (JAX's float0).
+
+    >>> y, pullback = tg.vjp(tnp.sin, tg.asarray([0.0, 1.0]))
+    >>> pullback(tnp.ones(2))   # (cos([0, 1]),)
+    """
+    tr = trace("vjp", fun, primals, {}, tuple(range(len(primals))), has_aux, allow_int=True)
+    outs, aux = leave_with_aux(tr, tr.outs)
+    out = tree_unflatten(tr.out_tree, outs)
+
+    def vjp_fn(cotangent: Any) -> tuple:
+        leaves, tree = tree_flatten(cotangent)
+        if tree != tr.out_tree:
+            raise ValueError(f"vjp_fn: the cotangent has structure {tree!r}, but the function's output has structure "
+                             f"{tr.out_tree!r}; pass one cotangent per output leaf")
+        cots, grads = tr.pullback()
+        bind = {c: check_like("vjp_fn", f"cotangent leaf {i}", ct, o)
+                for i, (c, ct, o) in enumerate(zip(cots, leaves, tr.outs, strict=True)) if c is not None}
+        flat = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
+        return tuple(tr.per_arg([Tensor(u) for u in leave_trace(tr, flat, bind)]))
+
+    return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+__all__ = ["pm_gradient", "pm_differentiable", "compute_gradient", "grad", "value_and_grad", "vjp", "stop_gradient",
+           "Traced", "trace", "leave_trace", "linear_input", "Transformed"]

@@ -1,0 +1,456 @@
+"""`jit`: trace once per signature, replay the compiled program with near-zero dispatch (SPEC §5).
+
+The first call with a signature (tree structure, shapes, dtypes and devices of the Tensor leaves, values of static
+arguments and of Python scalars) traces `f` through `@function`, schedules and compiles it into a LINEAR program,
+plans the memory of its intermediates (buffers whose lifetimes do not overlap share memory) and encodes it as HCQ
+command buffers. Every later call with that signature only patches the input and output buffer addresses into the
+encoded commands and submits them: no tracing, no graph work, no Python per kernel. Results return at once;
+reading them waits on the device.
+
+>>> import tgfx as tg, tgfx.numpy as tnp
+>>> @tg.jit
+... def step(w, x):
+...     return w - 0.1 * x
+>>> w = step(tg.asarray([1.0, 2.0]), tg.asarray([1.0, 1.0]))
+>>> step.trace_count
+1
+"""
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tgfx import config
+from tgfx.counters import counters
+from tgfx.devices import get_device
+from tgfx.devices.hcq import Engine, HWQueue, Sym
+from tgfx.dtypes import DType
+from tgfx.function import Function, _describe_paths, tracing
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering import lower_kernel, reads_in_place
+from tgfx.lowering.execute import buffer_memory, register_memory
+from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
+from tgfx.tensor import Tensor, realize
+from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
+
+LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
+
+
+class DonatedBufferError(RuntimeError):
+    pass
+
+
+class DonatedTensor(Tensor):
+    """A Tensor whose buffer was donated to a jitted call: every use raises."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("__class__", "__repr__", "uop"):
+            return object.__getattribute__(self, name)
+        raise DonatedBufferError("this Tensor was donated to a jitted function (donate_argnums) and its buffer was "
+                                 "reused; use the function's result instead")
+
+    def __repr__(self) -> str:
+        return "<donated Tensor>"
+
+
+LeafSpec = tuple[str, Any]  # ("tensor", (shape, dtype, device)) or ("static", value)
+
+
+@dataclass
+class Signature:
+    treedef: PyTreeDef
+    leaves: tuple[LeafSpec, ...]
+    static: tuple[tuple[str, Hashable], ...]
+    names: tuple[str, ...]  # a readable name per leaf, for retrace messages
+
+    @property
+    def key(self) -> Hashable:
+        return (self.treedef, self.leaves, self.static)
+
+
+def _leaf_spec(x: Any, where: str) -> LeafSpec:
+    if isinstance(x, Tensor):
+        return ("tensor", (x.shape, x.dtype, x.device))
+    if isinstance(x, np.ndarray):
+        return ("tensor", (x.shape, None, None))
+    try:
+        hash(x)
+    except TypeError as e:
+        raise TypeError(f"jit: argument {where} of type {type(x).__name__} is neither a Tensor nor hashable; pass "
+                        f"arrays as Tensors and other values as hashable static arguments") from e
+    return ("static", (type(x), x))
+
+
+def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
+    if a[0] == b[0] == "tensor":
+        (sa, da, va), (sb, db, vb) = a[1], b[1]
+        parts = []
+        if sa != sb:
+            parts.append(f"shape {sa} -> {sb}")
+        if da != db:
+            parts.append(f"dtype {getattr(da, 'name', da)} -> {getattr(db, 'name', db)}")
+        if va != vb:
+            parts.append(f"device {va} -> {vb}")
+        return ", ".join(parts)
+    return f"{_describe_spec(a)} -> {_describe_spec(b)}"
+
+
+def _static_names(f: Callable) -> dict[str, str]:
+    import inspect
+    try:
+        names = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):
+        return {}
+    return {f"args[{i}]": n for i, n in enumerate(names)}
+
+
+def _describe_spec(spec: LeafSpec) -> str:
+    kind, v = spec
+    if kind == "tensor":
+        shape, dt, dev = v
+        return f"{dt.name if isinstance(dt, DType) else 'array'}{list(shape)}{'' if dev is None else ' on ' + dev}"
+    return repr(v[1])
+
+
+# ---- the compiled program ----
+@dataclass
+class Segment:
+    device: Any
+    cb: Any                     # encoded CommandBuffer
+    slots: dict[int, int]       # command buffer slot -> program buffer index (inputs and outputs only)
+    dep: tuple[Any, str] | None  # (source device, Sym name) for copies that wait on another device
+
+
+class JitProgram:
+    """A LINEAR encoded as per-device command buffers, with placeholders for inputs and outputs."""
+
+    def __init__(self, template: ScheduleTemplate, inputs: list[UOp], n_dynamic: int,
+                 out_shapes: list[tuple[int, ...]], donated: dict[int, int]) -> None:
+        linear, results = template.instantiate(inputs)
+        self.n_dynamic = n_dynamic  # inputs[:n_dynamic] change every call; the rest are captured constants
+        self.constants = inputs[n_dynamic:]
+        self.calls = list(linear.src)
+        self.inputs = inputs
+        self.results = [buffer_view(r) for r in results]
+        self.out_shapes = out_shapes
+        self.outputs = list(dict.fromkeys(self.results))
+        in_set, out_set = set(inputs), set(self.outputs)
+        self.intermediates = [b for b in dict.fromkeys(b for c in self.calls for b in c.src[1:])
+                              if b not in in_set and b not in out_set and b.arg[0] >= 0 and _written(b, self.calls)]
+        self.unplanned_bytes, self.planned_bytes = plan_memory(self.calls, self.intermediates)
+        self.donated = donated  # output index -> input index whose buffer it reuses
+        self.segments = self._encode()
+
+    def _encode(self) -> list[Segment]:
+        from tgfx.devices.hcq import Buffer
+        index = {b: i for i, b in enumerate(self.inputs[:self.n_dynamic])}
+        index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
+        segments: list[Segment] = []
+        queue, qdev, used = None, None, []
+        for call in self.calls:
+            body, bufs = call.src[0], call.src[1:]
+            if body.op is Ops.COPY:
+                if queue is not None:
+                    segments.append(self._segment(qdev, queue, used, index))
+                    queue = None
+                dst, src = bufs
+                ddev, sdev = get_device(dst.arg[1]), get_device(src.arg[1])
+                q = HWQueue(Engine.COPY)
+                name = f"dep{len(segments)}"
+                if sdev is not ddev:
+                    q.wait(sdev.timeline, Sym(name, 0))
+                q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), body.arg)
+                seg = self._segment(ddev, q, [dst, src], index)
+                seg.dep = (sdev, name) if sdev is not ddev else None
+                segments.append(seg)
+                continue
+            dev = get_device(bufs[0].arg[1])
+            if queue is None or qdev is not dev:
+                if queue is not None:
+                    segments.append(self._segment(qdev, queue, used, index))
+                queue, qdev, used = HWQueue(), dev, []
+            queue.exec(lower_kernel(body), [buffer_memory(b) for b in bufs])
+            used.extend(bufs)
+        if queue is not None:
+            segments.append(self._segment(qdev, queue, used, index))
+        assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
+        return segments
+
+    def _segment(self, dev: Any, queue: HWQueue, used: list[UOp], index: dict[UOp, int]) -> Segment:
+        cb = queue.encode()
+        slots = {}
+        for b in dict.fromkeys(used):
+            if b in index:
+                slots[cb.slot_of(buffer_memory(b))] = index[b]
+        return Segment(dev, cb, slots, None)
+
+    def run(self, in_mems: list[Any], out_mems: list[Any]) -> None:
+        mems = in_mems + out_mems
+        for seg in self.segments:
+            if seg.slots:
+                seg.cb.patch_buffers({slot: mems[i] for slot, i in seg.slots.items()})
+            if seg.dep is not None:
+                seg.cb.patch_vals({seg.dep[1]: seg.dep[0].timeline_value})
+            seg.cb.submit(seg.device)
+        counters.kernel_count += self.n_kernels
+
+    @functools.cached_property
+    def n_kernels(self) -> int:
+        return sum(1 for c in self.calls if c.src[0].op is not Ops.COPY)
+
+
+def _written(b: UOp, calls: list[UOp]) -> bool:
+    return any(c.src[1] is b for c in calls)
+
+
+def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
+    """Give intermediates whose lifetimes do not overlap the same memory; returns (bytes without, with planning).
+
+    Lifetimes are [first call touching, last call touching]; buffers are placed greedily, largest first, at the
+    lowest offset of their device's arena that no overlapping buffer uses.
+    """
+    first: dict[UOp, int] = {}
+    last: dict[UOp, int] = {}
+    for i, c in enumerate(calls):
+        for b in c.src[1:]:
+            first.setdefault(b, i)
+            last[b] = i
+    placed: dict[str, list[tuple[int, int, int, int]]] = {}  # device -> [(start, end, offset, size)]
+    offsets: dict[UOp, int] = {}
+    for b in sorted(intermediates, key=lambda b: -b.arg[2] * b.dtype.itemsize):
+        size = -(-max(b.arg[2], 1) * b.dtype.itemsize // 64) * 64
+        busy = sorted((o, o + s) for st, en, o, s in placed.get(b.arg[1], []) if not (en < first[b] or last[b] < st))
+        off = 0
+        for lo, hi in busy:
+            if off + size <= lo:
+                break
+            off = max(off, hi)
+        offsets[b] = off
+        placed.setdefault(b.arg[1], []).append((first[b], last[b], off, size))
+    unplanned = sum(max(b.arg[2], 1) * b.dtype.itemsize for b in intermediates)
+    arenas = {dev: max((o + s for _, _, o, s in ps), default=0) for dev, ps in placed.items()}
+    for dev, nbytes in arenas.items():
+        arena = get_device(dev).allocator.alloc(max(nbytes, 1))
+        for b in intermediates:
+            if b.arg[1] == dev:
+                register_memory(b, arena.view(offsets[b], max(b.arg[2], 1) * b.dtype.itemsize))
+    return unplanned, sum(arenas.values())
+
+
+# ---- the public transform ----
+class Jit:
+    """A jitted function; see the module docstring. `trace_count` counts traces."""
+
+    def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
+                 donate_argnums: int | Sequence[int] = ()) -> None:
+        self.f = f
+        self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        self.name = getattr(f, "__qualname__", type(f).__qualname__)
+        self.trace_count = 0
+        self._cache: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}
+        self._signatures: list[Signature] = []
+        functools.update_wrapper(self, f, updated=())
+
+    def __repr__(self) -> str:
+        return f"<tgfx.jit {self.name}: {self.trace_count} trace(s)>"
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def _split(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, tuple[tuple[str, Hashable], ...]]:
+        static = []
+        dyn_args = []
+        for i, a in enumerate(args):
+            if i in self.static_argnums or i - len(args) in self.static_argnums:
+                try:
+                    hash(a)
+                except TypeError as e:
+                    raise TypeError(f"jit({self.name}): static argument {i} must be hashable, got "
+                                    f"{type(a).__name__}") from e
+                static.append((f"args[{i}]", a))
+                dyn_args.append(None)
+            else:
+                dyn_args.append(a)
+        dyn_kwargs = {}
+        for k, v in kwargs.items():
+            if k in self.static_argnames:
+                static.append((k, v))
+            else:
+                dyn_kwargs[k] = v
+        return tuple(dyn_args), dyn_kwargs, tuple(static)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if tracing():  # inside another trace: inline, like @function
+            return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
+        dyn_args, dyn_kwargs, static = self._split(args, kwargs)
+        leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
+        specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
+        key = (treedef, specs, static)
+        hit = self._cache.get(key)
+        tensors = [x if isinstance(x, Tensor) else Tensor(x) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
+        if hit is None:
+            hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
+        prog, out_tree = hit
+        return self._run(prog, out_tree, tensors, args)
+
+    def _run(self, prog: JitProgram, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
+        stale = [t for t in tensors if buffer_view(t.uop) is None]
+        if stale:
+            realize(*stale)
+        in_mems = [buffer_memory(buffer_view(t.uop), allocate=False) for t in tensors]
+        out_bufs, out_mems = [], []
+        for i, b in enumerate(prog.outputs):
+            if i in prog.donated:
+                src = buffer_view(tensors[prog.donated[i]].uop)
+                out_bufs.append(src)
+                out_mems.append(in_mems[prog.donated[i]])
+                continue
+            nb = new_buffer(b.arg[1], b.arg[2], b.dtype)
+            out_bufs.append(nb)
+            out_mems.append(buffer_memory(nb))
+        prog.run(in_mems, out_mems)
+        index = {b: i for i, b in enumerate(prog.outputs)}
+        outs = [Tensor(_view(out_bufs[index[r]], shape)) for r, shape in zip(prog.results, prog.out_shapes,
+                                                                              strict=True)]
+        for i in set(prog.donated.values()):
+            object.__setattr__(tensors[i], "__class__", DonatedTensor)
+        return tree_unflatten(out_tree, outs)
+
+    def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
+               key: Hashable) -> tuple[JitProgram, PyTreeDef]:
+        dyn_args, dyn_kwargs = tree_unflatten(treedef, leaves)
+        sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)))
+        if self._signatures and (LOG_RETRACE or config.DEBUG >= 1):
+            print(f"jit({self.name}): retracing: {self._explain(sig)}")
+        self._signatures.append(sig)
+        self.trace_count += 1
+        # stand-ins: each Tensor leaf becomes an input placeholder of its shape
+        stand_ins, inputs, tensor_pos = [], [], []
+        for i, x in enumerate(leaves):
+            if isinstance(x, (Tensor, np.ndarray)):
+                t = x if isinstance(x, Tensor) else Tensor(x)
+                ph = placeholder(len(inputs), t.dtype, t.device, t.size)
+                inputs.append(ph)
+                tensor_pos.append(i)
+                stand_ins.append(Tensor(ph if t.shape == (t.size,) else UOp(Ops.RESHAPE, t.dtype, (ph,), t.shape)))
+            else:
+                stand_ins.append(x)
+        dyn_args, dyn_kwargs = tree_unflatten(treedef, stand_ins)
+        static_map = dict(static)
+        call_args = tuple(static_map.get(f"args[{i}]", a) if a is None and f"args[{i}]" in static_map else a
+                          for i, a in enumerate(dyn_args))
+        call_kwargs = {**dyn_kwargs, **{k: v for k, v in static if not k.startswith("args[")}}
+        out = Function(self.f, allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
+        out_leaves, out_tree = tree_flatten(out)
+        roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
+        sink = graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline")
+        check_no_params(sink)
+        # Tensors captured from closures are constants of the trace: bound like inputs, but never patched
+        captured = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
+        sink = substitute_outside_calls(sink, {b: placeholder(len(inputs) + i, b.dtype, b.arg[1], b.arg[2])
+                                               for i, b in enumerate(captured)})
+        template = ScheduleTemplate(list(sink.src), len(inputs) + len(captured))
+        real_inputs = [buffer_view((x if isinstance(x, Tensor) else Tensor(x)).realize().uop)
+                       for x in leaves if isinstance(x, (Tensor, np.ndarray))] + captured
+        donated = self._donation(template, real_inputs, leaves, tensor_pos, tree_unflatten(treedef, leaves)[0])
+        prog = JitProgram(template, real_inputs, len(inputs), [t.shape for t in out_leaves], donated)
+        self._cache[key] = (prog, out_tree)
+        return prog, out_tree
+
+    def _donation(self, template: ScheduleTemplate, inputs: list[UOp], leaves: list, tensor_pos: list[int],
+                  args: tuple) -> dict[int, int]:
+        """Outputs that may be written into a donated input's buffer: same device, dtype and size, and the input is
+        no longer read by the time the output is first written."""
+        if not self.donate_argnums:
+            return {}
+        n_args = len(args)
+        # which input indices come from donated positional arguments
+        donated_inputs = []
+        flat_counts = [len(tree_flatten(a)[0]) for a in args]
+        starts = np.cumsum([0, *flat_counts])
+        for k, pos in enumerate(tensor_pos):
+            arg_i = int(np.searchsorted(starts, pos, side="right") - 1)
+            if arg_i < n_args and (arg_i in self.donate_argnums or arg_i - n_args in self.donate_argnums):
+                donated_inputs.append(k)
+        calls = list(template.linear.src)
+        results = [buffer_view(r) for r in template.results]
+        out_bufs = list(dict.fromkeys(results))
+        last_read = {}
+        first_write = {}
+        for i, c in enumerate(calls):
+            for b in c.src[2:]:
+                last_read[b] = i
+            first_write.setdefault(c.src[1], i)
+        out: dict[int, int] = {}
+        used = set()
+        for oi, ob in enumerate(out_bufs):
+            for k in donated_inputs:
+                ph = placeholder(k, inputs[k].dtype, inputs[k].arg[1], inputs[k].arg[2])
+                if k in used or ph.dtype != ob.dtype or ph.arg[1:] != ob.arg[1:]:
+                    continue
+                w = first_write.get(ob, 10**9)
+                r = last_read.get(ph, -1)
+                if r < w or (r == w and calls[w].src[0].op is Ops.SINK and
+                             reads_in_place(calls[w].src[0], list(calls[w].src[1:]).index(ph))):
+                    out[oi] = k
+                    used.add(k)
+                    break
+        return out
+
+    def _explain(self, sig: Signature) -> str:
+        """What changed against the most similar earlier signature, argument by argument."""
+        def similarity(s: Signature) -> tuple:
+            fields = sum(x == y for a, b in zip(s.leaves, sig.leaves, strict=False) if a[0] == b[0] == "tensor"
+                         for x, y in zip(a[1], b[1], strict=True))
+            return (s.treedef == sig.treedef, sum(a == b for a, b in zip(s.leaves, sig.leaves, strict=False)),
+                    fields, s.static == sig.static)
+        prev = max(reversed(self._signatures), key=similarity)
+        if prev.treedef != sig.treedef:
+            return f"argument structure {prev.treedef} -> {sig.treedef}"
+        diffs = [f"{name}: {_describe_change(a, b)}"
+                 for name, a, b in zip(sig.names, prev.leaves, sig.leaves, strict=True) if a != b]
+        names = _static_names(self.f)
+        diffs += [f"static {names.get(k, k)}: {dict(prev.static).get(k)!r} -> {v!r}" for k, v in sig.static
+                  if dict(prev.static).get(k) != v]
+        return "; ".join(diffs) or "same signature"
+
+    def memory_report(self) -> dict[str, int]:
+        """Bytes of intermediates of the latest compiled program, without and with memory planning."""
+        if not self._cache:
+            return {}
+        prog = next(reversed(self._cache.values()))[0]
+        return {"unplanned_bytes": prog.unplanned_bytes, "planned_bytes": prog.planned_bytes}
+
+
+def _view(buf: UOp, shape: tuple[int, ...]) -> UOp:
+    return buf if shape == (buf.arg[2],) else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
+
+
+def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = ()) -> Any:
+    """Compile `f` once per signature and replay it. Usable as `@jit`, `@jit(static_argnums=...)` or `jit(f)`.
+
+    static_argnums / static_argnames: arguments that are Python values baked into the trace (each value traces
+        once); they must be hashable.
+    donate_argnums: Tensor arguments whose buffers may be reused for outputs; a donated Tensor is invalid after the
+        call (using it raises).
+    """
+    if f is None:
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums)
+    return Jit(f, static_argnums, static_argnames, donate_argnums)
+
+
+__all__ = ["jit", "Jit", "DonatedBufferError", "os"]
