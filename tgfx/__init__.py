@@ -15,3 +15,11 @@ from tgfx.function import function as function
 from tgfx.kernel import custom_kernel as custom_kernel
 from tgfx.transforms.jit import jit as jit
 from tgfx.function import ConcretizationError as ConcretizationError
+from tgfx.transforms.grad import grad as grad
+from tgfx.transforms.grad import stop_gradient as stop_gradient
+from tgfx.transforms.grad import value_and_grad as value_and_grad
+from tgfx.transforms.grad import vjp as vjp
+from tgfx.transforms.jvp import hessian as hessian
+from tgfx.transforms.jvp import jacfwd as jacfwd
+from tgfx.transforms.jvp import jacrev as jacrev
+from tgfx.transforms.jvp import jvp as jvp

@@ -1,0 +1,331 @@
+"""Indexing against numpy: basic and integer-array gathers, take/take_along_axis, and `x.at[...]` scatters."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+
+A = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) - 50
+
+
+def check(got: tg.Tensor, want: np.ndarray, exact: bool = True) -> None:
+    g = np.asarray(got)
+    assert g.shape == want.shape, (g.shape, want.shape)
+    assert g.dtype == want.dtype, (g.dtype, want.dtype)
+    if exact:
+        np.testing.assert_array_equal(g, want)
+    else:
+        np.testing.assert_allclose(g, want, rtol=1e-5, equal_nan=True)
+
+
+# ---- gathers ----
+GATHER_CASES = [
+    ([1, 0],),
+    ([[1], [0]],),
+    (slice(None), [2, 0, 1, 2]),
+    ([1, 0], [2, 2]),
+    ([1, -1], slice(1, 3), [[3], [-4]]),           # separated arrays: broadcast axes go first
+    (slice(None), 0, slice(None), [1, 2]),          # an int counts as advanced: not adjacent
+    (slice(None), 0, [1, 2]),                       # adjacent: replaced in place
+    (slice(None), [0], None, [1, 2]),               # None separates them
+    ([0], 1),
+    (Ellipsis, [1, 2], 0),
+    (0, Ellipsis, [1]),
+    (slice(None, None, -1), [[-1, 0]]),
+    (slice(None, None, 2), slice(None), [0, 3], slice(4, 0, -3)),
+    (None, [1], [[0, 1, 2]], None, 3),
+    (np.array([1, 0, 1]), np.array([2, 1, 0]), np.array([3, 2, 1]), np.array([4, 3, 2])),
+    ([],),
+    (slice(None), np.zeros((2, 0), np.int64)),
+    (np.array(1), slice(None), np.array([0, 3])),
+]
+
+
+@pytest.mark.parametrize("idx", GATHER_CASES, ids=[str(i) for i in range(len(GATHER_CASES))])
+def test_gather_matches_numpy(idx: tuple) -> None:
+    check(tg.asarray(A)[idx], A[idx])
+
+
+@pytest.mark.parametrize("idx", [GATHER_CASES[3], GATHER_CASES[4], GATHER_CASES[6]])
+def test_gather_with_tensor_indices(idx: tuple) -> None:
+    tidx = tuple(tg.asarray(np.asarray(i, np.int32)) if isinstance(i, list) else i for i in idx)
+    check(tg.asarray(A)[tidx], A[idx])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_, np.int8, np.uint8, np.float16, np.int64])
+def test_gather_dtypes(dtype: type) -> None:
+    a = (A % 7).astype(dtype)
+    check(tg.asarray(a)[[1, 0, 1], :, [3, -1, 0]], a[[1, 0, 1], :, [3, -1, 0]])
+
+
+@pytest.mark.parametrize("idx_dtype", [np.int8, np.int16, np.int64, np.uint8, np.uint32])
+def test_index_dtypes(idx_dtype: type) -> None:
+    i = np.array([2, 0, 1], idx_dtype)
+    check(tg.asarray(A)[:, tg.asarray(i)], A[:, i])
+
+
+def test_gather_is_one_kernel() -> None:
+    x = tg.asarray(np.random.default_rng(0).standard_normal((50, 8), dtype=np.float32)).realize()
+    idx = tg.asarray(np.array([3, 7, 1, 49], np.int32)).realize()
+    tg.counters.reset()
+    out = x[idx, 2:].numpy()
+    assert tg.counters.kernel_count == 1
+    np.testing.assert_array_equal(out, np.asarray(x)[[3, 7, 1, 49], 2:])
+
+
+def test_out_of_range_gather_clamps_like_jax() -> None:
+    a = np.arange(5, dtype=np.float32)
+    check(tg.asarray(a)[[7, -1, -9, 2]], a[[4, 4, 0, 2]])
+    check(tg.asarray(a)[tg.asarray(np.array([100], np.int32))], a[[4]])
+
+
+def test_gather_modes() -> None:
+    a = np.arange(5, dtype=np.float32)
+    x = tg.asarray(a)
+    check(x.at[[7, -1, -9, 2]].get(mode="fill"), np.array([np.nan, 4, np.nan, 2], np.float32))
+    check(x.at[[7, 1]].get(mode="fill", fill_value=-3), np.array([-3, 1], np.float32))
+    check(x.at[[7, -6]].get(mode="wrap"), a[[2, 4]])
+    check(x.at[[7, -6]].get(), a[[4, 0]])
+    check(tg.asarray(a.astype(np.int32)).at[[9]].get(mode="fill"), np.array([-2**31], np.int32))
+    check(x.at[9].get(mode="clip"), a[4])
+
+
+def test_numpy_boolean_mask_is_concrete() -> None:
+    m = np.array([[True, False, True], [False, False, True]])
+    check(tg.asarray(A)[m], A[m])
+    check(tg.asarray(A)[1, :, np.array([True, False, False, True])], A[1, :, np.array([True, False, False, True])])
+    with pytest.raises(IndexError, match="boolean index did not match"):
+        tg.asarray(A)[np.array([True, False, True])]
+
+
+def test_index_errors() -> None:
+    x = tg.asarray(A)
+    with pytest.raises(IndexError, match="where"):
+        x[tg.asarray(np.array([True, False]))]
+    with pytest.raises(IndexError, match="integer type"):
+        x[np.array([0.5])]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[:, 3]
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[[0, 1], 3]
+    with pytest.raises(IndexError, match="broadcast"):
+        x[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="too many"):
+        x[0, 0, 0, 0, [0]]
+    with pytest.raises(IndexError, match="size 0"):
+        tg.asarray(np.zeros((0, 3), np.float32))[[0]]
+
+
+def test_zero_size() -> None:
+    z = np.zeros((0, 3), np.float32)
+    check(tg.asarray(z)[:, [2, 0]], z[:, [2, 0]])
+    check(tg.asarray(A)[np.zeros((0,), np.int32)], A[np.zeros((0,), np.int32)])
+
+
+def test_basic_indexing_still_views() -> None:
+    for idx in [(1,), (slice(None), -1), (Ellipsis, slice(None, None, -2)), (None, 0, slice(1, None, 2)), ()]:
+        check(tg.asarray(A)[idx], A[idx])
+
+
+@st.composite
+def gather_case(draw: st.DrawFn) -> tuple[np.ndarray, tuple]:
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    dtype = draw(st.sampled_from([np.float32, np.int32, np.bool_]))
+    a = (np.arange(int(np.prod(shape))).reshape(shape) * 7 % 11).astype(dtype)
+    bshape = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))
+    idx = []
+    for n in shape:
+        kind = draw(st.sampled_from(["array", "slice", "int", "array"]))
+        if kind == "array":
+            idx.append(np.asarray(draw(st.lists(st.integers(-n, n - 1), min_size=int(np.prod(bshape)),
+                                                max_size=int(np.prod(bshape))))).reshape(bshape).astype(np.int32))
+        elif kind == "int":
+            idx.append(draw(st.integers(-n, n - 1)))
+        else:
+            idx.append(slice(draw(st.integers(-n, n)), None, draw(st.sampled_from([1, 2, -1]))))
+    return a, tuple(idx)
+
+
+@settings(max_examples=40)
+@given(gather_case())
+def test_gather_hypothesis(case: tuple[np.ndarray, tuple]) -> None:
+    a, idx = case
+    check(tg.asarray(a)[idx], a[idx])
+
+
+# ---- take and take_along_axis ----
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_take(axis: int | None) -> None:
+    a = A[0]
+    idx = np.array([[0, 2], [-1, 1]])
+    check(tnp.take(a, idx, axis=axis), np.take(a, idx, axis=axis))
+    check(tg.asarray(a).take(idx, axis=axis), np.take(a, idx, axis=axis))
+    check(tnp.take(a, 1, axis=axis), np.take(a, 1, axis=axis))
+
+
+def test_take_out_of_range_modes() -> None:
+    a = np.arange(4, dtype=np.float32)
+    check(tnp.take(a, [5, 1]), np.array([np.nan, 1], np.float32))
+    check(tnp.take(a, [5, -7], mode="clip"), np.take(a, [5, -7], mode="clip"))
+    check(tnp.take(a, [5, -7], mode="wrap"), np.take(a, [5, -7], mode="wrap"))
+    check(tnp.take(a.astype(np.uint8), [5], mode="fill"), np.array([255], np.uint8))
+    with pytest.raises(ValueError, match="mode"):
+        tnp.take(a, [0], mode="raise")
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, None])
+def test_take_along_axis(axis: int | None) -> None:
+    a = A[1]
+    rng = np.random.default_rng(abs(axis or 7))
+    if axis is None:
+        idx = rng.integers(-a.size, a.size, 6)
+    else:
+        shape = list(a.shape)
+        shape[axis] = 3
+        idx = rng.integers(-a.shape[axis], a.shape[axis], shape)
+    check(tnp.take_along_axis(a, idx, axis), np.take_along_axis(a, idx, axis))
+
+
+def test_take_along_axis_with_argsort_and_broadcast() -> None:
+    a = np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)
+    idx = np.argsort(a, axis=1)
+    check(tnp.take_along_axis(a, idx, 1), np.take_along_axis(a, idx, 1))
+    b = np.array([[0, 4]])  # broadcasts along axis 0
+    check(tnp.take_along_axis(a, b, 1), np.take_along_axis(a, np.broadcast_to(b, (3, 2)), 1))
+    check(tnp.take_along_axis(a, [[7]], 1), np.full((3, 1), np.nan, np.float32))
+    with pytest.raises(ValueError, match="same number of dimensions"):
+        tnp.take_along_axis(a, [0, 1], 1)
+
+
+# ---- scatters: x.at[...] ----
+def np_scatter(a: np.ndarray, idx: tuple, v: np.ndarray | float, op: str) -> np.ndarray:
+    out = a.copy()
+    v = np.asarray(v).astype(a.dtype)
+    if op == "set":
+        out[idx] = v
+    else:
+        {"add": np.add, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}[op].at(out, idx, v)
+    return out
+
+
+OPS = ["set", "add", "multiply", "min", "max"]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_scatter_repeated_indices(op: str) -> None:
+    a = np.arange(6, dtype=np.float32) - 2
+    idx = (np.array([1, 3, 1, 1, -1]),)
+    v = np.array([5, -2, 7, 0.5, 9], np.float32)
+    out = getattr(tg.asarray(a).at[idx], op)(v)
+    check(out, np_scatter(a, idx, v, op))
+    check(tg.asarray(a), a)  # the input is unchanged
+
+
+def test_scatter_set_last_wins() -> None:
+    a = np.zeros((3, 2), np.int32)
+    idx = np.array([[2, 0], [2, 2]])
+    out = tg.asarray(a).at[idx].set(np.arange(8, dtype=np.int32).reshape(2, 2, 2))
+    check(out, np.array([[2, 3], [0, 0], [6, 7]], np.int32))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_scatter_out_of_range_dropped(op: str) -> None:
+    a = np.arange(5, dtype=np.float32)
+    v = np.array([10, 20, 30, 40], np.float32)
+    out = getattr(tg.asarray(a).at[[7, -1, -6, 2]], op)(v)
+    keep = (np.array([-1, 2]),)
+    check(out, np_scatter(a, keep, v[[1, 3]], op))
+    check(getattr(tg.asarray(a).at[7], op)(1.0), a)  # a scalar int out of range drops everything
+    check(tg.asarray(a).at[[7, -9]].set(-1.0, mode="clip"), np.array([-1, 1, 2, 3, -1], np.float32))
+
+
+SCATTER_CASES = [
+    (slice(1, 3),),
+    (slice(None, None, -2), 1),
+    (Ellipsis, slice(0, None, 3)),
+    (1, [0, 2, 0]),
+    ([1, 0], slice(None), [3, 3]),
+    (slice(None), [[0], [2]], None, [1, -1]),
+    (0, slice(None, None, 2), [-1, 0], 4),
+    (np.array([[1, 1], [0, 1]]),),
+]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("idx", SCATTER_CASES, ids=[str(i) for i in range(len(SCATTER_CASES))])
+def test_scatter_index_kinds(idx: tuple, op: str) -> None:
+    a = (A % 13).astype(np.int32)
+    shape = a[idx].shape
+    v = (np.arange(int(np.prod(shape))).reshape(shape) % 5 - 2).astype(np.int32)
+    check(getattr(tg.asarray(a).at[idx], op)(v), np_scatter(a, idx, v, op))
+    check(getattr(tg.asarray(a).at[idx], op)(3), np_scatter(a, idx, 3, op))  # a broadcast scalar
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.bool_, np.int8, np.uint8, np.float16])
+@pytest.mark.parametrize("op", OPS)
+def test_scatter_dtypes(dtype: type, op: str) -> None:
+    a = (A[0, ..., 0] % 3).astype(dtype)
+    idx = (np.array([2, 0, 2]), slice(1, None))
+    v = (np.arange(9).reshape(3, 3) % 4).astype(dtype)
+    check(getattr(tg.asarray(a).at[idx], op)(v), np_scatter(a, idx, v, op))
+
+
+def test_scatter_nan_and_subtract() -> None:
+    a = np.array([1, 2, 3], np.float32)
+    check(tg.asarray(a).at[[0, 0]].max(np.array([np.nan, 5], np.float32)), np.array([np.nan, 2, 3], np.float32))
+    check(tg.asarray(a).at[[2, 2]].subtract(1.5), np.array([1, 2, 0], np.float32))
+
+
+def test_scatter_kernel_counts() -> None:
+    x = tg.asarray(np.zeros((16, 4), np.float32)).realize()
+    idx = tg.asarray(np.array([3, 1, 3], np.int32)).realize()
+    v = tg.asarray(np.ones((3, 4), np.float32)).realize()
+    for op, kernels in [("add", 1), ("max", 1), ("set", 2)]:
+        tg.counters.reset()
+        getattr(x.at[idx], op)(v).numpy()
+        assert tg.counters.kernel_count == kernels, op
+    tg.counters.reset()
+    x.at[2:10:3, 1].set(5.0).numpy()
+    assert tg.counters.kernel_count == 1
+
+
+def test_scatter_errors_and_empty() -> None:
+    x = tg.asarray(np.zeros((3, 4), np.float32))
+    with pytest.raises(ValueError, match="cannot broadcast updates"):
+        x.at[[0, 1]].set(np.ones((3, 4), np.float32))
+    with pytest.raises(IndexError, match="where"):
+        x.at[tg.asarray(np.array([True, False, True]))].set(1.0)
+    with pytest.raises(ValueError, match="mode"):
+        x.at[0].set(1.0, mode="fill")
+    check(x.at[[]].add(1.0), np.zeros((3, 4), np.float32))
+    check(x.at[:, 2:2].set(1.0), np.zeros((3, 4), np.float32))
+
+
+@st.composite
+def scatter_case(draw: st.DrawFn) -> tuple[np.ndarray, tuple, np.ndarray, str]:
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    dtype = draw(st.sampled_from([np.float32, np.int32, np.int16]))
+    a = (np.arange(int(np.prod(shape))).reshape(shape) * 5 % 9 - 4).astype(dtype)
+    nb = draw(st.integers(0, 4))
+    idx = []
+    for n in shape:
+        kind = draw(st.sampled_from(["array", "slice", "int"]))
+        if kind == "array":
+            idx.append(np.asarray(draw(st.lists(st.integers(-n, n - 1), min_size=nb, max_size=nb)), np.int32))
+        elif kind == "int":
+            idx.append(draw(st.integers(-n, n - 1)))
+        else:
+            idx.append(slice(draw(st.integers(-n, n)), None, draw(st.sampled_from([1, 2, -1]))))
+    idx = tuple(idx)
+    sub = a[idx].shape
+    v = (np.arange(int(np.prod(sub))).reshape(sub) % 7 - 3).astype(dtype)
+    return a, idx, v, draw(st.sampled_from(OPS))
+
+
+@settings(max_examples=40)
+@given(scatter_case())
+def test_scatter_hypothesis(case: tuple[np.ndarray, tuple, np.ndarray, str]) -> None:
+    a, idx, v, op = case
+    check(getattr(tg.asarray(a).at[idx], op)(v), np_scatter(a, idx, v, op))

@@ -1,0 +1,188 @@
+"""Forward mode and Jacobians: `jvp`, `jacfwd`, `jacrev`, `hessian`, all from the reverse-mode rules in grad.py.
+
+Forward mode is reverse mode transposed (the "linear transpose" trick): the pullback g(u) = uᵀJ is linear in the
+cotangent u, so for a tangent t, ⟨g(u), t⟩ = ⟨u, J t⟩ and J t = d/du ⟨g(u), t⟩, a second reverse pass, with respect
+to the cotangent stand-in. It is exact (no finite differences) and needs no second table of rules. The result holds
+no cotangent: the derivative of a linear function does not depend on where it is taken.
+
+Jacobians have no `vmap` to batch over yet: `jacrev` builds the pullback once and binds its cotangent to each basis
+vector in turn; `jacfwd` builds the pushforward once per input leaf and binds its tangent the same way. The rows (or
+columns) are stacked lazily, so kernels of equal structure compile once.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp, prod
+from tgfx.numpy import stack
+from tgfx.tensor import Tensor
+from tgfx.transforms.grad import (Traced, Transformed, _argnums_tuple, check_like, compute_gradient, leave_trace,
+                                  leave_with_aux, linear_input, trace, zeros_like)
+from tgfx.tree import tree_flatten, tree_unflatten
+
+
+def _sum_all(u: UOp) -> UOp:
+    if not u.shape:
+        return u
+    r = UOp(Ops.REDUCE_AXIS, u.dtype, (u,), (Ops.ADD, tuple(range(len(u.shape)))))
+    return UOp(Ops.RESHAPE, u.dtype, (r,), ())
+
+
+def pushforward(tr: Traced, which: Sequence[int]) -> tuple[dict[int, UOp], list[UOp | None]]:
+    """Tangent stand-ins for the inputs `which` (those with a gradient), and each output's tangent, linear in them."""
+    cots, grads = tr.pullback()
+    tangents = {i: linear_input(tr.params[i], "tangent") for i in which if grads[i] is not None}
+    terms = [_sum_all(grads[i] * t) for i, t in tangents.items()]
+    if not terms:
+        return tangents, [None] * len(tr.outs)
+    dt = max((t.dtype for t in terms), key=lambda d: d.itemsize)  # mixed float inputs: pair in the widest
+    inner = functools.reduce(lambda a, b: a + b, [t.cast(dt) for t in terms])
+    d = compute_gradient(inner, UOp.const(dt, 1.0), [c for c in cots if c is not None])
+    return tangents, [None if c is None else d.get(c) for c in cots]
+
+
+def _linear_leftovers(tr: Traced) -> dict[UOp, UOp]:
+    # a tangent output never holds its cotangent stand-in; binding them to zeros is a guard for rules that would
+    cots, _ = tr.pullback()
+    return {c: zeros_like(c) for c in cots if c is not None}
+
+
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False) -> tuple:
+    """`(f(*primals), J @ tangents)`, forward mode, as `jax.jvp`: exact, computed by transposing reverse mode.
+
+    `primals` and `tangents` are tuples (or lists) of the same structure, shapes and float dtypes. With has_aux,
+    `(out, tangent_out, aux)`. Integer primals are passed through; their tangents are ignored.
+
+    >>> y, dy = tg.jvp(tnp.sin, (tg.asarray([0.0, 1.0]),), (tnp.ones(2),))   # sin(x), cos(x)
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(f"jvp: primal and tangent arguments must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; pass one tangent per primal")
+    tr = trace("jvp", fun, tuple(primals), {}, tuple(range(len(primals))), has_aux, allow_int=True)
+    flat_t: list[Any] = []
+    for i, (p, t) in enumerate(zip(primals, tangents, strict=True)):
+        leaves, tree = tree_flatten(t)
+        if tree != tr.in_trees[i]:
+            raise ValueError(f"jvp: primal {i} has structure {tr.in_trees[i]!r} but its tangent has {tree!r}")
+        flat_t.extend(leaves)
+    bind = {}
+    tans, outs_t = pushforward(tr, range(len(tr.params)))
+    for i, stand_in in tans.items():
+        bind[stand_in] = check_like("jvp", f"tangent leaf {i}", flat_t[i], tr.inputs[i])
+    outs_t = [zeros_like(o) if d is None else d for o, d in zip(tr.outs, outs_t, strict=True)]
+    flat, aux = leave_with_aux(tr, [*tr.outs, *outs_t], {**_linear_leftovers(tr), **bind})
+    n = len(tr.outs)
+    out, tangent_out = tree_unflatten(tr.out_tree, flat[:n]), tree_unflatten(tr.out_tree, flat[n:])
+    return (out, tangent_out, aux) if has_aux else (out, tangent_out)
+
+
+def _one_hot(like: UOp, k: int) -> UOp:
+    """Basis vector k in `like`'s shape: a buffer, so every vector shares one kernel structure (one compile)."""
+    e = np.zeros(prod(like.shape), np.float64)
+    e[k] = 1
+    dev = like.device if isinstance(like.device, str) else None
+    return Tensor(e.reshape(like.shape), dtype=like.dtype, device=dev).uop
+
+
+def _require_float_outputs(tr: Traced) -> None:
+    for o in tr.outs:
+        if not o.dtype.is_float:
+            raise TypeError(f"{tr.who} requires real-valued (float) outputs, but an output has dtype {o.dtype.name}")
+
+
+def _jacobian_tree(tr: Traced, blocks: list[list[UOp]], argnums: Any, bind: dict[UOp, UOp]) -> Any:
+    """blocks[j][i]: d out_j / d in_i. The result has the output's structure, each leaf the inputs' structure."""
+    flat = [Tensor(u) for u in leave_trace(tr, [b for row in blocks for b in row], bind)]
+    n_in, rows = len(tr.params), []
+    for j in range(len(tr.outs)):
+        per_arg = tr.per_arg(flat[j * n_in:(j + 1) * n_in])
+        rows.append(per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
+    return tree_unflatten(tr.out_tree, rows)
+
+
+def _block(parts: list[UOp], out: UOp, inp: UOp, axis: int) -> UOp:
+    """Stack the rows (axis 0) or columns (axis -1) of a Jacobian block into out.shape + in.shape."""
+    if not parts:
+        return Tensor.full(out.shape + inp.shape, 0, out.dtype).uop
+    return stack([Tensor(p) for p in parts], axis=axis).reshape(out.shape + inp.shape).uop
+
+
+def _jacrev_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_aux: bool) -> Any:
+    tr = trace("jacrev", fun, args, kwargs, argnums, has_aux)
+    _require_float_outputs(tr)
+    blocks = []
+    for o in tr.outs:
+        cot = linear_input(o, "cotangent")
+        g = compute_gradient(o, cot, tr.params)
+        rows = [[g[p].substitute({cot: _one_hot(o, k)}) for k in range(prod(o.shape))] if p in g else []
+                for p in tr.params]
+        blocks.append([_block(r, o, p, 0) for r, p in zip(rows, tr.params, strict=True)])
+    jac = _jacobian_tree(tr, blocks, argnums, {})
+    if not has_aux:
+        return jac
+    _, aux = leave_with_aux(tr, [])
+    return jac, aux
+
+
+def _jacfwd_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_aux: bool) -> Any:
+    tr = trace("jacfwd", fun, args, kwargs, argnums, has_aux)
+    _require_float_outputs(tr)
+    cols: list[list[list[UOp]]] = [[[] for _ in tr.params] for _ in tr.outs]  # [out][in] -> columns
+    for i, p in enumerate(tr.params):
+        tans, outs_t = pushforward(tr, [i])
+        for k in range(prod(p.shape) if i in tans else 0):
+            bind = {tans[i]: _one_hot(p, k)}
+            for j, d in enumerate(outs_t):
+                if d is not None:
+                    cols[j][i].append(d.substitute(bind))
+    blocks = [[_block(cols[j][i], o, p, -1) for i, p in enumerate(tr.params)] for j, o in enumerate(tr.outs)]
+    jac = _jacobian_tree(tr, blocks, argnums, _linear_leftovers(tr))
+    if not has_aux:
+        return jac
+    _, aux = leave_with_aux(tr, [])
+    return jac, aux
+
+
+def jacrev(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
+    """The Jacobian by reverse mode (one pullback per output element), as `jax.jacrev`.
+
+    For output leaf of shape S and input leaf of shape T the block has shape S + T; the result has the output's
+    structure with, at each leaf, the differentiated arguments' structure (a tuple when argnums is a tuple).
+
+    >>> tg.jacrev(lambda x: x * x)(tg.asarray([1.0, 2.0]))   # [[2, 0], [0, 4]]
+    """
+    if fun is None:
+        return functools.partial(jacrev, argnums=argnums, has_aux=has_aux)
+    _argnums_tuple("jacrev", argnums)
+    return Transformed(fun, functools.partial(_jacrev_call, argnums=argnums, has_aux=has_aux))
+
+
+def jacfwd(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
+    """The Jacobian by forward mode (one pushforward per input element), as `jax.jacfwd`; same layout as jacrev.
+
+    >>> tg.jacfwd(lambda x: tnp.sin(x).sum())(tg.asarray([0.0, 1.0]))   # cos(x)
+    """
+    if fun is None:
+        return functools.partial(jacfwd, argnums=argnums, has_aux=has_aux)
+    _argnums_tuple("jacfwd", argnums)
+    return Transformed(fun, functools.partial(_jacfwd_call, argnums=argnums, has_aux=has_aux))
+
+
+def hessian(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
+    """The Hessian, `jacfwd(jacrev(f))` as in JAX: for a scalar f of x with shape T, shape T + T.
+
+    >>> tg.hessian(lambda x: (x ** 3).sum())(tg.asarray([1.0, 2.0]))   # diag(6x)
+    """
+    if fun is None:
+        return functools.partial(hessian, argnums=argnums, has_aux=has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+__all__ = ["jvp", "jacfwd", "jacrev", "hessian", "pushforward"]
