@@ -137,7 +137,8 @@ def test_implicit_capture_is_an_error_naming_each_buffer():
     def f(x):
         return x @ w
 
-    with pytest.raises(FunctionError, match=r"(?s)function test_implicit_capture.*f reads 1 concrete.*w: float32\[3, 3\] "
+    with pytest.raises(FunctionError, match=r"(?s)function test_implicit_capture.*f reads 1 concrete.*"
+                                            r"w: float32\[3, 3\] "
                                             r"on CPU:0.*allow_implicit=True"):
         f(tg.asarray(arr(2, 3)))
 

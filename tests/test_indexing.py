@@ -148,7 +148,7 @@ def gather_case(draw: st.DrawFn) -> tuple[np.ndarray, tuple]:
     return a, tuple(idx)
 
 
-@settings(max_examples=40)
+@settings(max_examples=100)
 @given(gather_case())
 def test_gather_hypothesis(case: tuple[np.ndarray, tuple]) -> None:
     a, idx = case
@@ -324,7 +324,7 @@ def scatter_case(draw: st.DrawFn) -> tuple[np.ndarray, tuple, np.ndarray, str]:
     return a, idx, v, draw(st.sampled_from(OPS))
 
 
-@settings(max_examples=40)
+@settings(max_examples=100)
 @given(scatter_case())
 def test_scatter_hypothesis(case: tuple[np.ndarray, tuple, np.ndarray, str]) -> None:
     a, idx, v, op = case

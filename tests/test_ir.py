@@ -84,7 +84,7 @@ def test_rewrite_with_ctx_and_bottom_up():
     seen = []
     a = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5))
     pm = PatternMatcher([(UPat(Ops.NEG, name="x"), lambda ctx, x: ctx.append(x.src[0].op) or None)])
-    graph_rewrite(-(-a), pm, ctx=seen, bottom_up=True)
+    graph_rewrite(a.alu(Ops.NEG).alu(Ops.NEG), pm, ctx=seen, bottom_up=True)
     assert seen == [Ops.NEG, Ops.VARIABLE]
 
 

@@ -1,4 +1,6 @@
-"""`tgfx.Tensor`: an immutable, lazy array. Building one runs nothing; reading it (`numpy()`, `item()`, ...) realises it.
+"""`tgfx.Tensor`: an immutable, lazy array.
+
+Building one runs nothing; reading it (`numpy()`, `item()`, ...) realises it.
 
 A Tensor holds a `UOp`. The methods here are the primitives every numpy function is built from: creation,
 elementwise ops with broadcasting and JAX promotion, the six movement ops, reductions and casts. The numpy surface
@@ -226,7 +228,7 @@ class Tensor:
     def expand(self, shape: Sequence[int]) -> Tensor:
         """Broadcast to `shape` (numpy rules: leading axes are added, size-1 axes grow)."""
         shape = tuple(_shape_arg(shape, "broadcast_to"))
-        if len(shape) < self.ndim or any(s != t and s != 1 for s, t in zip(self.shape[::-1], shape[::-1])):
+        if len(shape) < self.ndim or any(s != t and s != 1 for s, t in zip(self.shape[::-1], shape[::-1], strict=False)):
             raise ValueError(f"cannot broadcast Tensor of shape {self.shape} to shape {shape}")
         x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
         if x.shape == shape:

@@ -34,7 +34,8 @@ class UPat:
     def match(self, u: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
         if self.ops is not None and u.op not in self.ops:
             return []
-        if self.dtypes is not None and u.dtype not in self.dtypes and (u.dtype is None or u.dtype.scalar not in self.dtypes):
+        if self.dtypes is not None and u.dtype not in self.dtypes and (
+                u.dtype is None or u.dtype.scalar not in self.dtypes):
             return []
         if self.arg is not None and u.arg != self.arg:
             return []

@@ -72,7 +72,8 @@ def _reduce_ok(x: UOp) -> bool:
 
 spec = PatternMatcher([
     (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float))),
-    (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC), name="x"),
+    (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC),
+          name="x"),
      lambda x: x.dtype is not None),
     (UPat(GroupOp.ALU, name="x"), _alu_ok),
     (UPat((Ops.CAST, Ops.BITCAST), name="x"), lambda x: len(x.src) == 1 and (

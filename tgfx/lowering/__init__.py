@@ -11,15 +11,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tgfx.devices.cpu import cpu_count
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compile_llvm, load_object, read_cached, write_cached
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
-from tgfx.lowering.schedule import graph_template
+from tgfx.lowering.optimize import global_size, optimize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
+from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.symbolic import pm_symbolic
 
 
@@ -32,6 +34,8 @@ class CompiledKernel:
     src: str           # LLVM IR as rendered
     flops: int = 0     # arithmetic ops on values (not index math), for DEBUG>=2 throughput
     mem_bytes: int = 0  # bytes of every buffer the kernel touches, once
+    global_size: int = 1  # core ids it is launched with (THREAD)
+    opts: tuple = ()   # the options applied, for DEBUG>=2
 
 
 _kernels: dict[str, CompiledKernel] = {}
@@ -72,21 +76,25 @@ def lower_kernel(ast: UOp) -> CompiledKernel:
     if (cached := read_cached(key)) is not None:
         meta, obj = cached
         ck = CompiledKernel(meta["name"], load_object(key, meta["name"], obj), meta["nbufs"], ast, "",
-                            meta["flops"], meta["mem_bytes"])
+                            meta["flops"], meta["mem_bytes"], meta["global_size"], tuple(meta["opts"]))
     else:
         name = kernel_name(ast)
         # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
         sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
         # fold constants and simplify the index arithmetic rangeify produced
         sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
+        # options on the loops: register blocking, vector lanes, cores
+        sink, opts = optimize(sink, cpu_count())
         # order into loops, hoisting what each loop does not depend on
         lin, acc_of = linearize(sink)
         bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-        ir = render_llvm(name, lin, acc_of, bufs)
+        ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op == "UPCAST" for o in opts))
         flops, mem = estimate_cost(lin, bufs)
         obj = compile_llvm(ir)
-        write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem}, obj)
-        ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem)
+        gs = global_size(sink)
+        write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem, "global_size": gs,
+                           "opts": [repr(o) for o in opts]}, obj)
+        ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs, tuple(opts))
     _kernels[ast.key] = ck
     return ck
 

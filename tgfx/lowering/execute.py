@@ -75,6 +75,6 @@ def run_linear(linear: UOp) -> None:
         if pending is None or pending[0] is not dev:
             flush()
             pending = (dev, HWQueue())
-        pending[1].exec(ck, mems)
+        pending[1].exec(ck, mems, global_size=ck.global_size)
         counters.kernel_count += 1
     flush()

@@ -38,6 +38,7 @@ class _Linearizer:
         self.open: list[UOp] = []
         self.n_acc = 0
         self.acc_of: dict[UOp, UOp] = {}
+        self.reduces: dict[tuple[UOp, ...], list[UOp]] = {}  # REDUCEs of the current store group, by their ranges
 
     def visible(self, u: UOp) -> bool:
         return any(u in s for s in self.scopes)
@@ -77,39 +78,59 @@ class _Linearizer:
     def hoist(self, value: UOp, inner: frozenset[UOp]) -> None:
         """Place every node of `value` that does not depend on the `inner` ranges (and so can run before them)."""
         for n in value.toposort():
-            if n.op in (Ops.RANGE, Ops.CONST) or self.visible(n) or range_deps(n) & inner:
+            if n.op in (Ops.RANGE, Ops.CONST, Ops.SPECIAL) or self.visible(n) or range_deps(n) & inner:
                 continue
             if range_deps(n) <= set(self.open):
                 self.emit(n)
 
     def emit_reduce(self, red: UOp) -> None:
-        value, rngs = red.src[0], sorted(red.src[1:], key=_range_order)
-        self.hoist(value, frozenset(rngs))
-        acc = UOp(Ops.DEFINE_ACC, red.dtype, (UOp.const(red.dtype, reduce_identity(red.arg, red.dtype)),), self.n_acc)
-        self.n_acc += 1
-        self.place(acc)
-        for r in rngs:
-            self.open_range(r)
-        self.emit(value)
-        current = UOp(Ops.LOAD, red.dtype, (acc,))
-        update = UOp(red.arg, red.dtype, (current, value))
-        self.place(current)
-        self.place(update)
-        self.out.append(UOp(Ops.STORE, None, (acc, update)))
+        """A REDUCE and its siblings (REDUCEs over the same ranges, e.g. the lanes of an upcast): one loop nest,
+        one register each."""
+        rngs = tuple(sorted(red.src[1:], key=_range_order))
+        group = [red] + [r for r in self.reduces.get(rngs, ()) if r is not red and not self.visible(r)
+                         and range_deps(r) <= set(self.open)]
+        inside = {x for r in group for x in r.src[0].toposort() if x.op is Ops.REDUCE}
+        group = [r for r in group if r is red or r not in inside]
+        for r in group:
+            self.hoist(r.src[0], frozenset(rngs))
+        accs = []
+        for r in group:
+            acc = UOp(Ops.DEFINE_ACC, r.dtype, (UOp.const(r.dtype, reduce_identity(r.arg, r.dtype)),), self.n_acc)
+            self.n_acc += 1
+            self.place(acc)
+            accs.append(acc)
+        for rng in rngs:
+            self.open_range(rng)
+        for r in group:
+            self.emit(r.src[0])
+        for r, acc in zip(group, accs, strict=True):
+            current = UOp(Ops.LOAD, r.dtype, (acc,))
+            update = UOp(r.arg, r.dtype, (current, r.src[0]))
+            self.place(current)
+            self.place(update)
+            self.out.append(UOp(Ops.STORE, None, (acc, update)))
         for _ in rngs:
             self.close_range()
-        self.out.append(red)  # the REDUCE now reads its register
-        self.acc_of[red] = acc
-        self.scopes[-1].add(red)
-        self.scopes[-1].add(acc)
+        for r, acc in zip(group, accs, strict=True):
+            self.out.append(r)  # the REDUCE now reads its register
+            self.acc_of[r] = acc
+            self.scopes[-1].update((r, acc))
 
-    def emit_store(self, st: UOp) -> None:
-        rngs = sorted(range_deps(st), key=_range_order)
+    def emit_stores(self, stores: list[UOp]) -> None:
+        """Stores over the same ranges share one loop nest."""
+        rngs = sorted(range_deps(stores[0]), key=_range_order)
+        self.reduces = {}
+        for st in stores:
+            for u in st.toposort():
+                if u.op is Ops.REDUCE:
+                    self.reduces.setdefault(tuple(sorted(u.src[1:], key=_range_order)), []).append(u)
+        group = UOp(Ops.SINK, None, tuple(stores))
         for i, r in enumerate(rngs):
             # what only depends on the loops opened so far (a row's max in a softmax) is placed before the next one
-            self.hoist(st, frozenset(rngs[i:]))
+            self.hoist(group, frozenset(rngs[i:]))
             self.open_range(r)
-        self.emit(st)
+        for st in stores:
+            self.emit(st)
         for _ in rngs:
             self.close_range()
 
@@ -117,8 +138,11 @@ class _Linearizer:
 def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     """The program order of `sink`, and for each REDUCE the DEFINE_ACC register it reads."""
     lin = _Linearizer()
+    groups: dict[tuple[UOp, ...], list[UOp]] = {}
     for st in sink.src:
-        lin.emit_store(st)
+        groups.setdefault(tuple(sorted(range_deps(st), key=_range_order)), []).append(st)
+    for stores in groups.values():
+        lin.emit_stores(stores)
     return lin.out, lin.acc_of
 
 

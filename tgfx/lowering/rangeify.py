@@ -156,7 +156,7 @@ def _build(ctx: RangeifyCtx, req: Request, vals: list[UOp]) -> UOp:
         return vals[0]
     if u.op is Ops.REDUCE_AXIS:
         rngs = tuple(r for r in ctx.reduce_ranges[req] if r.op is Ops.RANGE)
-        if any(r.src[0].arg == 0 for r in ctx.reduce_ranges[req]):
+        if any(r.op is Ops.RANGE and r.src[0].arg == 0 for r in ctx.reduce_ranges[req]):
             return UOp.const(u.dtype, reduce_identity(u.arg[0], u.dtype))
         return vals[0] if not rngs else UOp(Ops.REDUCE, u.dtype, (vals[0], *rngs), u.arg[0])
     return UOp(u.op, u.dtype, tuple(vals), u.arg)

@@ -69,8 +69,11 @@ _LLVM_SUFFIX = {"float": "f32", "double": "f64"}
 
 
 class LLVMRenderer:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, loop_vectorize: bool = True) -> None:
         self.name = name
+        # upcast kernels are vectorised across their lanes by SLP; the loop vectoriser would vectorise the reduce
+        # loop instead, with gathers, so it is turned off for their loops
+        self.loop_md = "" if loop_vectorize else ", !llvm.loop !0"
         self.lines: list[str] = []
         self.allocas: list[str] = []
         self.names: dict[UOp, str] = {}
@@ -142,7 +145,7 @@ class LLVMRenderer:
         rule = alu_rules.get((u.op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
         if rule is None:
             raise RenderError(f"no LLVM rule for {u.op} on {d!r} (sources {[s.dtype for s in u.src]})")
-        out = rule(self, ct, xs, flags)
+        out = rule(self, ct, xs, flags if d.is_float else "")
         return out if u.op in GroupOp.Comparison else self.from_compute(out, d)
 
     def cast(self, u: UOp) -> str:
@@ -195,11 +198,15 @@ class LLVMRenderer:
             "entry:", body, "  ret void", "}",
             f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) {{", "entry:", *loads,
             f"  call void @{self.name}_body({call_args})", "  ret void", "}",
+            *(['!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.vectorize.enable", i1 false}'] if self.loop_md else []),
         ])
 
     def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
         op = u.op
         if op is Ops.CONST or op is Ops.DEFINE_GLOBAL:
+            return
+        if op is Ops.SPECIAL:  # the core id this invocation runs as
+            self.names[u] = "%core"
             return
         if op is Ops.RANGE:
             rid = u.arg[0]
@@ -215,7 +222,7 @@ class LLVMRenderer:
             nxt = self.op_in(f"add i64 %r{rid}, 1")
             self.emit(f"store i64 {nxt}, ptr %r{rid}.p")
             c = self.op_in(f"icmp slt i64 {nxt}, {r.src[0].arg}")
-            self.emit(f"br i1 {c}, label %L{rid}, label %L{rid}.end")
+            self.emit(f"br i1 {c}, label %L{rid}, label %L{rid}.end{self.loop_md}")
             self.lines.append(f"L{rid}.end:")
         elif op is Ops.DEFINE_ACC:
             ty = reg_type(u.dtype)
@@ -230,7 +237,8 @@ class LLVMRenderer:
             self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
         elif op is Ops.INDEX:
             buf, off = u.src
-            self.names[u] = self.op_in(f"getelementptr {mem_type(buf.dtype)}, ptr {self.names[buf]}, i64 {self.val(off)}")
+            ptr = self.names[buf]
+            self.names[u] = self.op_in(f"getelementptr {mem_type(buf.dtype)}, ptr {ptr}, i64 {self.val(off)}")
         elif op is Ops.LOAD:
             d = u.dtype
             v = self.op_in(f"load {mem_type(d)}, ptr {self.names[u.src[0]]}")
@@ -243,7 +251,7 @@ class LLVMRenderer:
                 x = self.op_in(f"zext i1 {x} to i8")
             self.emit(f"store {mem_type(d)} {x}, ptr {self.names[idx]}")
         elif op in GroupOp.ALU:
-            self.names[u] = self.alu(u, "reassoc nsz contract " if is_update else "")
+            self.names[u] = self.alu(u, "reassoc nsz " if is_update else "")
         elif op is Ops.CAST:
             self.names[u] = self.cast(u)
         elif op is Ops.BITCAST:
@@ -313,7 +321,8 @@ def _shift(instr: str, arith: bool) -> Rule:
 
 
 alu_rules: dict[tuple[Ops, str], Rule] = {
-    (Ops.ADD, "f"): _bin("fadd"), (Ops.MUL, "f"): _bin("fmul"), (Ops.FDIV, "f"): _bin("fdiv"),
+    # `contract` lets LLVM fuse a multiply and an add into one FMA (one rounding instead of two, as XLA does)
+    (Ops.ADD, "f"): _bin("fadd contract"), (Ops.MUL, "f"): _bin("fmul contract"), (Ops.FDIV, "f"): _bin("fdiv"),
     (Ops.MOD, "f"): _bin("frem"),
     (Ops.NEG, "f"): lambda r, t, x, f: r.op_in(f"fneg {t} {x[0]}"),
     (Ops.RECIP, "f"): lambda r, t, x, f: r.op_in(f"fdiv {t} {float_literal(1.0, t)}, {x[0]}"),
@@ -343,5 +352,5 @@ alu_rules.update({
 })
 
 
-def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp]) -> str:
-    return LLVMRenderer(name).render(lin, acc_of, bufs)
+def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], loop_vectorize: bool = True) -> str:
+    return LLVMRenderer(name, loop_vectorize).render(lin, acc_of, bufs)

@@ -163,7 +163,8 @@ pm_symbolic = PatternMatcher([
     (UPat(GroupOp.Commutative, src=(UPat.cvar("c"), UPat.var("y")), name="x"),
      lambda x, c, y: None if y.op is Ops.CONST else x.replace(src=(y, c))),
     # identities (integers and bools; float identities are not exact for -0.0 and NaN)
-    (UPat(Ops.ADD, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: x if c.arg == 0 and not x.dtype.is_float else None),
+    (UPat(Ops.ADD, src=(UPat.var("x"), UPat.cvar("c"))),
+     lambda x, c: x if c.arg == 0 and not x.dtype.is_float else None),
     (UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: x if c.arg == 1 and not x.dtype.is_float else
      (x.const_like(0) if c.arg == 0 and x.dtype.is_int else None)),
     (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: x if c.arg == 1 else None),

@@ -90,7 +90,7 @@ def _diagonal(t: Tensor, labels: list[Label], fn: str) -> tuple[Tensor, list[Lab
     """Merge repeated labels of one operand into one axis: its diagonal, by movement ops only."""
     while len(set(labels)) != len(labels):
         lab = next(c for c in labels if labels.count(c) > 1)
-        a, b = (i for i, c in enumerate(labels) if c == lab)
+        a, b = [i for i, c in enumerate(labels) if c == lab][:2]
         n = t.shape[a]
         if t.shape[b] != n:
             raise ValueError(f"{fn}: dimensions in single operand for collapsing index {lab!r} don't match "

@@ -296,11 +296,11 @@ def _zero(d: DType) -> Tensor:
     return Tensor.full((), False if d.is_bool else 0, d)
 
 
-def _sum_exact(t: Tensor, axes: tuple[int, ...], keepdims: bool = False) -> Tensor:
+def _sum_exact(t: Tensor, axes: tuple[int, ...]) -> Tensor:
     """Sum in t's own dtype (no integer widening): with one nonzero term per output this is exact."""
     if not axes:
         return t
-    return t._reduce(Ops.MAX if t.dtype.is_bool else Ops.ADD, axes, keepdims)
+    return t._reduce(Ops.MAX if t.dtype.is_bool else Ops.ADD, axes, False)
 
 
 def _fill_value(d: DType) -> bool | int | float:
@@ -439,8 +439,8 @@ def _scatter_view(y_shape: tuple[int, ...], plan: _Plan, u: Tensor, op: str, mod
         landed = (last >= 0).reshape((1,) * nr + ns)
     else:
         vals = _reduce_as(mask.where(ub, Tensor.full((), _identity(op, u.dtype), u.dtype)), op, red)
-        landed = mask._reduce(Ops.MAX, red, False) if nb else mask
-        landed = landed.reshape((1,) * nr + ns)
+        # over the same loops as vals, so both reduces share one kernel (the mask is computed once in it)
+        landed = mask.expand(full)._reduce(Ops.MAX, red, False) if nb else mask.expand(full)
     inv = np.argsort(list(rest) + list(plan.axes)).tolist()
     return vals.permute(*inv), landed.permute(*inv).expand(y_shape)
 
@@ -472,9 +472,14 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
         u = u.permute(*range(p, p + nb), *range(p), *range(p + nb, u.ndim)) if p else u
         vals, landed = _scatter_view(y_shape, plan, u, op, mode)
     else:
-        vals, landed = u, Tensor.full(y_shape, True)
-    vals, landed = _unapply_basic(vals, plan.basic), _unapply_basic(landed, plan.basic)
+        vals, landed = u, None  # every position of the view is updated
     combine = {"set": lambda a, b: b, "add": ew.add, "multiply": ew.multiply, "min": ew.minimum, "max": ew.maximum}
+    covers_x = all(lo == 0 and hi == n for (lo, hi), n in zip(plan.basic.bounds, x.shape, strict=True)) and \
+        all(k == 1 for k in plan.basic.steps)
+    vals = _unapply_basic(vals, plan.basic)
+    if landed is None and covers_x:
+        return combine[op](x, vals).astype(x.dtype)
+    landed = _unapply_basic(Tensor.full(y_shape, True) if landed is None else landed, plan.basic)
     return landed.where(combine[op](x, vals), x).astype(x.dtype)
 
 

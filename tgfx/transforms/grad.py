@@ -143,8 +143,9 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
     # params compacted away, called on (args, output grads); a precompiled forward passes its outputs instead of
     # recomputing them; `grad_fxn` overrides it. `ctx` is already the tuple of output gradients (None: unused),
     # gathered from the GETTUPLEs by the rule above and summed elementwise by `_accumulate`.
-    raise NotImplementedError(f"gradient of {ret.op.name} {ret.arg!r} is not implemented yet: differentiating "
-                              f"through @function/CALL arrives with tgfx.function")
+    name = ret.arg[0] if isinstance(ret.arg, tuple) and ret.arg else ret.arg
+    raise NotImplementedError(f"differentiating through {ret.op.name} {name!r} is not implemented yet (the FUNCTION "
+                              f"rule of tgfx/transforms/grad.py); call the function's body directly for now")
 
 
 _x, _y = UPat.var("x"), UPat.var("y")
@@ -362,7 +363,7 @@ class Traced:
         return self._pullback
 
     def per_arg(self, leaves: Sequence[Any]) -> Any:
-        """Leaves in input order, back in the structure of the arguments (a tuple when argnums was a tuple)."""
+        """Leaves in input order, back in the structure of each differentiated argument: one tree per argnum."""
         out, k = [], 0
         for tree in self.in_trees:
             out.append(tree_unflatten(tree, leaves[k:k + tree.num_leaves]))

@@ -179,7 +179,8 @@ class JitProgram:
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index))
                 queue, qdev, used = HWQueue(), dev, []
-            queue.exec(lower_kernel(body), [buffer_memory(b) for b in bufs])
+            ck = lower_kernel(body)
+            queue.exec(ck, [buffer_memory(b) for b in bufs], global_size=ck.global_size)
             used.extend(bufs)
         if queue is not None:
             segments.append(self._segment(qdev, queue, used, index))

@@ -21,8 +21,18 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.numpy import stack
 from tgfx.tensor import Tensor
-from tgfx.transforms.grad import (Traced, Transformed, _argnums_tuple, check_like, compute_gradient, leave_trace,
-                                  leave_with_aux, linear_input, trace, zeros_like)
+from tgfx.transforms.grad import (
+    Traced,
+    Transformed,
+    _argnums_tuple,
+    check_like,
+    compute_gradient,
+    leave_trace,
+    leave_with_aux,
+    linear_input,
+    trace,
+    zeros_like,
+)
 from tgfx.tree import tree_flatten, tree_unflatten
 
 
@@ -67,7 +77,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; pass one tangent per primal")
     tr = trace("jvp", fun, tuple(primals), {}, tuple(range(len(primals))), has_aux, allow_int=True)
     flat_t: list[Any] = []
-    for i, (p, t) in enumerate(zip(primals, tangents, strict=True)):
+    for i, t in enumerate(tangents):
         leaves, tree = tree_flatten(t)
         if tree != tr.in_trees[i]:
             raise ValueError(f"jvp: primal {i} has structure {tr.in_trees[i]!r} but its tangent has {tree!r}")
