@@ -228,7 +228,8 @@ class Tensor:
     def expand(self, shape: Sequence[int]) -> Tensor:
         """Broadcast to `shape` (numpy rules: leading axes are added, size-1 axes grow)."""
         shape = tuple(_shape_arg(shape, "broadcast_to"))
-        if len(shape) < self.ndim or any(s != t and s != 1 for s, t in zip(self.shape[::-1], shape[::-1], strict=False)):
+        mismatch = any(s != t and s != 1 for s, t in zip(self.shape[::-1], shape[::-1], strict=False))
+        if len(shape) < self.ndim or mismatch:
             raise ValueError(f"cannot broadcast Tensor of shape {self.shape} to shape {shape}")
         x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
         if x.shape == shape:
