@@ -329,3 +329,20 @@ def scatter_case(draw: st.DrawFn) -> tuple[np.ndarray, tuple, np.ndarray, str]:
 def test_scatter_hypothesis(case: tuple[np.ndarray, tuple, np.ndarray, str]) -> None:
     a, idx, v, op = case
     check(getattr(tg.asarray(a).at[idx], op)(v), np_scatter(a, idx, v, op))
+
+
+def test_gradients_flow_through_gather_and_scatter() -> None:
+    a = np.arange(8, dtype=np.float32).reshape(4, 2)
+    idx = np.array([2, 0, 2])
+    want = np.zeros_like(a)
+    np.add.at(want, idx, 3.0)
+    check(tg.grad(lambda x: (x[idx] * 3.0).sum())(tg.asarray(a)), want)
+    # set overwrites: no gradient reaches the overwritten rows; add passes it through
+    g = tg.grad(lambda x: (x.at[[1, 3]].set(7.0) + x.at[0].add(1.0)).sum())(tg.asarray(a))
+    check(g, np.array([[2, 2], [1, 1], [2, 2], [1, 1]], np.float32))
+
+
+def test_scatter_zero_dim() -> None:
+    x = tnp.full((), 2.0)
+    check(x.at[()].add(1.0), np.float32(3))
+    check(x.at[...].set(5.0), np.float32(5))

@@ -99,6 +99,8 @@ EINSUM_CASES = [
     ("ii->i", (M45[:4, :4],)),
     ("ii", (M45[:4, :4],)),
     ("iji->j", (rng.standard_normal((3, 4, 3)).astype(np.float32),)),
+    ("iii->i", (rng.standard_normal((3, 3, 3)).astype(np.float32),)),
+    ("iij,jj", (rng.standard_normal((3, 3, 2)).astype(np.float32), M45[:2, :2])),
     ("ij->ji", (M34,)),
     ("ji", (M34,)),
     ("ij->", (M34,)),
@@ -136,6 +138,19 @@ def test_einsum_interleaved_and_mixed_promotion() -> None:
     check(tnp.einsum(M34, [Ellipsis, 1], M34[0], [1]), np.einsum(M34, [Ellipsis, 1], M34[0], [1]), exact=False)
     out = tnp.einsum("ij,j", np.ones((2, 3), np.int32), np.ones(3, np.float32))
     assert out.dtype == tg.dtypes.float32
+
+
+def test_einsum_zero_dim_operands() -> None:
+    s = tnp.full((), 3.0)
+    check(tnp.einsum("", s), np.float32(np.einsum("", 3.0)))
+    check(tnp.einsum(",ij->ji", s, M34), np.einsum(",ij->ji", np.float32(3), M34), exact=False)
+    check(tnp.einsum("i,", M34[0], s), np.einsum("i,", M34[0], np.float32(3)), exact=False)
+
+
+def test_einsum_preferred_element_type() -> None:
+    a = np.full((2, 40), 100, np.int8)
+    out = tnp.einsum("ij,ij->i", a, a, preferred_element_type=tg.dtypes.int32)
+    check(out, np.einsum("ij,ij->i", a.astype(np.int32), a.astype(np.int32)))
 
 
 def test_einsum_kernel_counts() -> None:

@@ -23,6 +23,7 @@ from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.symbolic import pm_symbolic
+from tgfx.lowering.transcendental import pm_transcendental
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ def lower_kernel(ast: UOp) -> CompiledKernel:
         name = kernel_name(ast)
         # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
         sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
+        # float32 exp/exp2/tanh become vectorisable arithmetic instead of scalar C library calls
+        sink = graph_rewrite(sink, pm_transcendental, name="transcendental")
         # fold constants and simplify the index arithmetic rangeify produced
         sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
         # options on the loops: register blocking, vector lanes, cores

@@ -174,7 +174,8 @@ def einsum(subscripts: str | ArrayLike, *operands: ArrayLike, optimize: bool | s
     Explicit (`"ij,jk->ik"`) and implicit (`"ij,jk"`: letters that appear once, alphabetically) outputs, repeated
     labels within an operand for diagonals and traces (`"ii->i"`, `"ii"`), `...` for broadcast leading axes, and
     numpy's interleaved form `einsum(x, [0, 1], y, [1, 2])`. The result dtype is the operands' promoted dtype (JAX's
-    rule: bool stays bool, int8 stays int8); `preferred_element_type` casts the result.
+    rule: bool stays bool, int8 stays int8); with `preferred_element_type` the operands are cast to it first, so the
+    sums accumulate in it. `precision` is accepted for JAX compatibility and ignored.
 
     Cost: one kernel per pairwise contraction (for two operands, one kernel over every label's range, like matmul);
     `optimize=False` fuses any number of operands into one kernel over all labels at once.
@@ -188,9 +189,10 @@ def einsum(subscripts: str | ArrayLike, *operands: ArrayLike, optimize: bool | s
     ts = [to_tensor(o) for o in operands]
     if not ts:
         raise ValueError("einsum: at least one operand is needed")
+    if preferred_element_type is not None:  # accumulate in it, as JAX does
+        ts = [t.astype(preferred_element_type) for t in ts]
     labels, out = _parse(subscripts, ts)
-    res = contract(ts, labels, out, optimize)
-    return res if preferred_element_type is None else res.astype(preferred_element_type)
+    return contract(ts, labels, out, optimize)
 
 
 def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int] | Sequence[Sequence[int]] = 2) -> Tensor:

@@ -474,10 +474,8 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
     else:
         vals, landed = u, None  # every position of the view is updated
     combine = {"set": lambda a, b: b, "add": ew.add, "multiply": ew.multiply, "min": ew.minimum, "max": ew.maximum}
-    covers_x = all(lo == 0 and hi == n for (lo, hi), n in zip(plan.basic.bounds, x.shape, strict=True)) and \
-        all(k == 1 for k in plan.basic.steps)
     vals = _unapply_basic(vals, plan.basic)
-    if landed is None and covers_x:
+    if landed is None and prod(y_shape) == x.size:  # a basic index is one-to-one: this view is all of x
         return combine[op](x, vals).astype(x.dtype)
     landed = _unapply_basic(Tensor.full(y_shape, True) if landed is None else landed, plan.basic)
     return landed.where(combine[op](x, vals), x).astype(x.dtype)

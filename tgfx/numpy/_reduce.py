@@ -4,12 +4,28 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 
-from tgfx.dtypes import DType, dtypes, to_dtype
+import numpy as np
+
+from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, normalize_axes, to_tensor
 
 Axis = int | Sequence[int] | None
+
+
+def _axes(x: Tensor, axis: Axis, name: str) -> tuple[int, ...]:
+    """The reduced axes, non-negative; numpy's AxisError naming `name` for an axis out of range (also of a 0-d)."""
+    if axis is None:
+        return tuple(range(x.ndim))
+    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if x.ndim == 0 and ax:
+        raise np.exceptions.AxisError(f"{name}: axis {ax[0]} is out of bounds for a Tensor of dimension 0")
+    return normalize_axes(ax, x.ndim, name)
+
+
+def _axis(x: Tensor, axis: int, name: str) -> int:
+    return _axes(x, int(axis), name)[0]
 
 
 def _sum_dtype(d: DType) -> DType:
@@ -21,8 +37,7 @@ def _sum_dtype(d: DType) -> DType:
     return d
 
 
-def _count(x: Tensor, axis: Axis) -> int:
-    axes = range(x.ndim) if axis is None else normalize_axes(axis, x.ndim, "mean")
+def _count(x: Tensor, axes: tuple[int, ...]) -> int:
     n = 1
     for a in axes:
         n *= x.shape[a]
@@ -31,56 +46,61 @@ def _count(x: Tensor, axis: Axis) -> int:
 
 def sum(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     x = to_tensor(x)
+    axes = _axes(x, axis, "sum")
     x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
-    return x._reduce(Ops.ADD, axis, keepdims)
+    return x._reduce(Ops.ADD, axes, keepdims)
 
 
 def prod(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:
     x = to_tensor(x)
+    axes = _axes(x, axis, "prod")
     x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
-    return x._reduce(Ops.MUL, axis, keepdims)
+    return x._reduce(Ops.MUL, axes, keepdims)
 
 
-def _check_nonempty(x: Tensor, axis: Axis, name: str) -> None:
-    axes = range(x.ndim) if axis is None else normalize_axes(axis, x.ndim, name)
+def _check_nonempty(x: Tensor, axes: tuple[int, ...], name: str) -> None:
     if builtins.any(x.shape[a] == 0 for a in axes):
         raise ValueError(f"zero-size array to reduction operation {name} which has no identity "
-                         f"(shape {x.shape}, axis {axis})")
+                         f"(shape {x.shape}, axis {axes})")
 
 
 def max(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     x = to_tensor(x)
-    _check_nonempty(x, axis, "max")
-    return x._reduce(Ops.MAX, axis, keepdims)
+    axes = _axes(x, axis, "max")
+    _check_nonempty(x, axes, "max")
+    return x._reduce(Ops.MAX, axes, keepdims)
 
 
 def min(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
     x = to_tensor(x)
-    _check_nonempty(x, axis, "min")
+    axes = _axes(x, axis, "min")
+    _check_nonempty(x, axes, "min")
     if x.dtype.is_float:
-        return ew.negative(ew.negative(x)._reduce(Ops.MAX, axis, keepdims))
-    return ew.invert(ew.invert(x)._reduce(Ops.MAX, axis, keepdims))
+        return ew.negative(ew.negative(x)._reduce(Ops.MAX, axes, keepdims))
+    return ew.invert(ew.invert(x)._reduce(Ops.MAX, axes, keepdims))
 
 
 amax, amin = max, min
 
 
 def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:
+    """The mean in floats: integers as `to_inexact` (int32 -> float32, int64 -> float64), as JAX."""
     x = to_tensor(x)
-    d = to_dtype(dtype) if dtype is not None else (x.dtype if x.dtype.is_float else dtypes.default_float)
-    n = _count(x, axis)
-    s = sum(x.astype(d), axis=axis, keepdims=keepdims)
+    axes = _axes(x, axis, "mean")
+    d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
+    n = _count(x, axes)
+    s = sum(x.astype(d), axis=axes, keepdims=keepdims)
     return s / n if n else s * float("nan")
 
 
 def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     x = to_tensor(x)
-    x = x if x.dtype.is_float else x.astype(dtypes.default_float)
-    m = mean(x, axis=axis, keepdims=True)
-    d = x - m
-    n = _count(x, axis) - ddof
-    return sum(d * d, axis=axis, keepdims=keepdims) / n if n > 0 else sum(d * d, axis=axis, keepdims=keepdims) * \
-        float("nan")
+    axes = _axes(x, axis, "var")
+    x = x.astype(to_inexact(x.dtype))
+    d = x - mean(x, axis=axes, keepdims=True)
+    ss = sum(d * d, axis=axes, keepdims=keepdims)
+    n = _count(x, axes) - ddof
+    return ss / n if n > 0 else ss * float("nan")
 
 
 def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
@@ -88,20 +108,23 @@ def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
 
 
 def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return ew._bool(x)._reduce(Ops.MAX, axis, keepdims)
+    x = to_tensor(x)
+    return ew._bool(x)._reduce(Ops.MAX, _axes(x, axis, "any"), keepdims)
 
 
 def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return ew.logical_not(ew.logical_not(x)._reduce(Ops.MAX, axis, keepdims))
+    x = to_tensor(x)
+    return ew.logical_not(ew.logical_not(x)._reduce(Ops.MAX, _axes(x, axis, "all"), keepdims))
 
 
 def _arg_reduce(x: Tensor, axis: int | None, keepdims: bool, name: str, negate: bool) -> Tensor:
     if axis is None:
+        _check_nonempty(x, tuple(range(x.ndim)), name)
         flat = x.reshape(-1)
         out = _arg_reduce(flat, 0, False, name, negate)
         return out.reshape((1,) * x.ndim) if keepdims else out
-    axis = normalize_axis(axis, x.ndim, name)
-    _check_nonempty(x, axis, name)
+    axis = _axis(x, axis, name)
+    _check_nonempty(x, (axis,), name)
     v = x if not negate else (ew.negative(x) if x.dtype.is_float else ew.invert(x))
     m = v._reduce(Ops.MAX, axis, True)
     hit = ew.equal(v, m)
@@ -126,7 +149,7 @@ def argmin(x: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Ten
 def _cumulative(x: Tensor, axis: int | None, op: Ops, dtype: DType | str | None, name: str) -> Tensor:
     if axis is None:
         x, axis = x.reshape(-1), 0
-    axis = normalize_axis(axis, x.ndim, name)
+    axis = _axis(x, axis, name)
     x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
     n = x.shape[axis]
     if n == 0:
