@@ -91,7 +91,8 @@ def lower_kernel(ast: UOp) -> CompiledKernel:
         # order into loops, hoisting what each loop does not depend on
         lin, acc_of = linearize(sink)
         bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-        ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op == "UPCAST" for o in opts))
+        ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL")
+                                                                                  for o in opts))
         flops, mem = estimate_cost(lin, bufs)
         obj = compile_llvm(ir)
         gs = global_size(sink)

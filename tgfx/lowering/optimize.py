@@ -65,15 +65,18 @@ def upcast(sink: UOp, opt: Opt) -> UOp:
 
 
 def unroll(sink: UOp, opt: Opt) -> UOp:
+    """Each reduce over the range becomes `amount` partial reduces over its lanes (independent accumulators, which
+    the linearizer puts in one loop and SLP vectorises), combined after the loop."""
     rng, outer, _ = _split(sink, opt, "reduce")
     lanes = [outer * opt.amount + c for c in range(opt.amount)]
     mapping = {}
     for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
-        parts = [red.src[0].substitute({rng: lane}) for lane in lanes]
-        value = parts[0]
-        for p in parts[1:]:
-            value = UOp(red.arg, red.dtype, (value, p))
-        mapping[red] = UOp(Ops.REDUCE, red.dtype, (value, *(outer if r is rng else r for r in red.src[1:])), red.arg)
+        others = tuple(outer if r is rng else r for r in red.src[1:])
+        parts = [UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({rng: lane}), *others), red.arg) for lane in lanes]
+        while len(parts) > 1:  # a balanced tree of combines
+            parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
+                     for i in range(0, len(parts), 2)]
+        mapping[red] = parts[0]
     return sink.substitute(mapping)
 
 
@@ -155,7 +158,8 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
     if cores > 1 and work >= 1 << 17:
         sizes = {r.arg[0]: r.src[0].arg for r in loops}
         for o in opts:
-            sizes[o.axis] //= o.amount
+            if o.axis in sizes:
+                sizes[o.axis] //= o.amount
         outer = next((a for a in sorted(sizes) if sizes[a] % cores == 0 and sizes[a] >= cores), None)
         if outer is not None:
             opts.append(Opt("THREAD", outer, cores))

@@ -99,8 +99,8 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
     x = x.astype(to_inexact(x.dtype))
     d = x - mean(x, axis=axes, keepdims=True)
     ss = sum(d * d, axis=axes, keepdims=keepdims)
-    n = _count(x, axes) - ddof
-    return ss / n if n > 0 else ss * float("nan")
+    # as numpy: no degrees of freedom left divides by zero (inf, or nan for a zero sum of squares)
+    return ss / builtins.max(_count(x, axes) - ddof, 0)
 
 
 def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
