@@ -92,7 +92,7 @@ def _expand_index(index: Any, ndim: int) -> list[Any]:
     if used > ndim:
         raise IndexError(f"too many indices for Tensor: Tensor is {ndim}-dimensional, but {used} were indexed")
     if n_ell:
-        k = idx.index(Ellipsis)
+        k = next(j for j, i in enumerate(idx) if i is Ellipsis)  # not .index: Tensor == is elementwise
         idx[k:k + 1] = [slice(None)] * (ndim - used)
     else:
         idx += [slice(None)] * (ndim - used)
