@@ -31,7 +31,7 @@ class Sizes:
 
 FULL = Sizes(matmul=1024, gelu=16 * 2**20, softmax=(4096, 1024), mlp=(784, 512, 512, 10), batch=128, lr=0.01,
              dispatch=16, conv=(16, 64, 64, 32, 32))
-QUICK = Sizes(matmul=128, gelu=2**16, softmax=(256, 128), mlp=(784, 64, 64, 10), batch=32, lr=0.01,
+QUICK = Sizes(matmul=128, gelu=2**16, softmax=(256, 128), mlp=(16, 8, 8, 4), batch=8, lr=0.01,
               dispatch=16, conv=(2, 8, 8, 8, 8))
 
 
@@ -274,12 +274,16 @@ def tg_mlp_step_fn(lr: float) -> Callable:
 
 
 def tg_conv2d(x: Any, w: Any) -> Any:
-    """3×3 convolution, stride 1, padding 1: im2col with `tnp.pad`, slices and `tnp.stack`, then one matmul."""
+    """3×3 convolution, stride 1, padding 1: im2col with `tnp.pad`, slices and `tnp.stack`, then one matmul.
+
+    The column matrix is materialised with `.contiguous()`, as numpy's im2col is: fused into the matmul, its padded,
+    stacked loads make that kernel tens of times slower (see bench/README.md).
+    """
     import tgfx.numpy as tnp
     n, c, h, wd = x.shape
     xp = tnp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     cols = tnp.stack([xp[:, :, i:i + h, j:j + wd] for i in range(3) for j in range(3)], axis=2)
-    out = w.reshape(w.shape[0], c * 9) @ cols.reshape(n, c * 9, h * wd)
+    out = w.reshape(w.shape[0], c * 9) @ cols.reshape(n, c * 9, h * wd).contiguous()
     return out.reshape(n, w.shape[0], h, wd)
 
 

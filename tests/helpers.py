@@ -49,16 +49,8 @@ def bf16_round(x: np.ndarray) -> np.ndarray:
 
 
 def to_tensor(x: np.ndarray, d: DType | None = None) -> tg.Tensor:
-    """`x` as a tgfx Tensor of dtype `d` (default: x's own dtype).
-
-    0-d inputs go through a 1-element buffer and a reshape to `()`, since `tg.asarray` of a 0-d numpy array currently
-    comes back with shape (1,): that bug is pinned by `test_asarray_keeps_0d_shape` (strict xfail) in
-    tests/test_ops_creation.py; delete this detour when it is fixed.
-    """
-    x = np.asarray(x)
-    if x.ndim == 0:
-        return tg.asarray(x.reshape(1), dtype=d).reshape(())
-    return tg.asarray(x, dtype=d)
+    """`x` as a tgfx Tensor of dtype `d` (default: x's own dtype)."""
+    return tg.asarray(np.asarray(x), dtype=d)
 
 
 # ---- hypothesis strategies ----

@@ -9,6 +9,7 @@ import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.function import FunctionError
 from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
 from tgfx.kernel import custom_kernel, krange, load, reduce, sink, store
 from tgfx.lowering.inline import EscapedTracerError
 
@@ -229,3 +230,59 @@ def test_function_grad_fxn_is_stored_on_the_node():
         return grads
     f = tg.function(lambda x: x * 2, grad_fxn=back)
     assert f(tg.asarray(arr(2))).uop.src[0].arg[1] is back
+
+
+# ---- gradients through functions (SPEC §4) ----
+def _backward_of(g: tg.Tensor) -> UOp:
+    return next(u for u in g.uop.toposort() if u.op in (Ops.FUNCTION, Ops.CALL) and u.arg[0].endswith("_backward"))
+
+
+def test_grad_through_a_function_builds_a_named_backward_function():
+    @tg.function
+    def layer(x, w, unused):
+        return tnp.tanh(x @ w)
+    x, w = np.random.default_rng(0).standard_normal((3, 4)), np.random.default_rng(1).standard_normal((4, 2))
+    g = tg.grad(lambda w: (layer(tg.asarray(x), w, tg.asarray(np.ones(5))) ** 2).sum())(tg.asarray(w))
+    bw = _backward_of(g)
+    assert bw.op is Ops.FUNCTION and bw.arg[0].endswith("layer_backward")
+    assert len(bw.src) - 1 == 3  # x, w and the output gradient: `unused` is compacted away
+    h = np.tanh(x @ w)
+    np.testing.assert_allclose(g.numpy(), x.T @ (2 * h * (1 - h * h)), rtol=1e-10)
+
+
+def test_grad_of_a_precompiled_function_reuses_its_outputs():
+    pl = tg.function(lambda x, w: tnp.exp(x @ w), precompile=True, precompile_backward=True)
+    x, w = np.random.default_rng(0).standard_normal((3, 4)), np.random.default_rng(1).standard_normal((4, 2))
+    g = tg.grad(lambda w: pl(tg.asarray(x), w).sum())(tg.asarray(w))
+    bw = _backward_of(g)
+    assert bw.op is Ops.CALL  # precompile_backward
+    assert any(a.op is Ops.GETTUPLE and a.src[0].op is Ops.CALL for a in bw.src[1:])  # exp(x @ w) is passed in
+    np.testing.assert_allclose(g.numpy(), x.T @ np.exp(x @ w), rtol=1e-10)
+
+
+def test_grad_fxn_replaces_the_backward():
+    def straight_through(grads, call):
+        return (grads[0],)  # d round(x)/dx taken as 1
+    rnd = tg.function(lambda x: tnp.round(x), grad_fxn=straight_through)
+    g = tg.grad(lambda x: (rnd(x) * 3).sum())(tg.asarray(np.array([0.2, 1.7])))
+    np.testing.assert_allclose(g.numpy(), [3.0, 3.0])
+
+
+def test_grad_fxn_returning_the_wrong_structure_is_an_error_naming_the_function():
+    bad = tg.function(lambda x, y: x * y, grad_fxn=lambda grads, call: (grads[0],))
+    with pytest.raises(TypeError, match=r"grad_fxn of .*<lambda> must return a tuple with one gradient .* 2 in all"):
+        tg.grad(lambda x: bad(x, x * 2).sum())(tg.asarray(np.ones(2)))
+
+
+def test_custom_kernel_gradients_need_a_grad_fxn():
+    def copy_kernel(o, i):
+        r = krange(4, 0)
+        return sink(store(o, r, load(i, r) * load(i, r)))
+
+    def square(x, with_grad):
+        back = (lambda grads, call: (grads[0] * 2 * call.inputs[0],)) if with_grad else None
+        return custom_kernel(copy_kernel, x, outputs=[((4,), "float32")], name="square", grad_fxn=back)
+    x = tg.asarray(np.arange(4, dtype=np.float32))
+    np.testing.assert_allclose(tg.grad(lambda x: square(x, True).sum())(x).numpy(), [0, 2, 4, 6])
+    with pytest.raises(TypeError, match="cannot differentiate custom kernel 'square'.*grad_fxn"):
+        tg.grad(lambda x: square(x, False).sum())(x)

@@ -453,21 +453,12 @@ def test_python_control_flow_on_traced_values() -> None:
     np.testing.assert_allclose(tg.grad(f)(T(np.array([-1.0, -2.0]))).numpy(), [-1, -1])
 
 
-@pytest.mark.xfail(strict=True, reason="Tensor.realize rebinds the Tensor's uop to its buffer, cutting the graph "
-                   "the gradient flows through (reported; the fix is in tgfx/tensor.py)")
 def test_reading_a_value_inside_grad_keeps_its_gradient() -> None:
     def f(x: tg.Tensor) -> tg.Tensor:
         y = x * 2
         y.numpy()  # e.g. print(y)
         return (y * y).sum()
     np.testing.assert_allclose(tg.grad(f)(T(np.array([1.0, 2.0]))).numpy(), [8, 16])
-
-
-def test_function_gradient_is_a_clear_todo() -> None:
-    # TODO(@function): replace with gradients through FUNCTION (SPEC §4) once its rule lands
-    sq = tg.function(lambda x: x * x)
-    with pytest.raises(NotImplementedError, match="differentiating through FUNCTION"):
-        tg.grad(lambda x: sq(x).sum())(T(np.array([1.0, 2.0])))
 
 
 def test_results_hold_no_placeholders() -> None:

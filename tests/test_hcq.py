@@ -1,6 +1,8 @@
 """The HCQ runtime on CPU devices, end to end with native kernels compiled by llvmlite.
 
 Ordering is asserted with signals (a kernel that spins until the test releases it), never with wall-clock times.
+The command processors are native threads: the last section checks they never need the GIL, that host waits
+release it, and that parallel launches really run their core ids at the same time.
 """
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import ctypes
 import gc
 import json
 import pathlib
+import sys
 import threading
 import time
 import weakref
@@ -17,8 +20,9 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
+from tgfx.config import Context
 from tgfx.devices import canonical_device, get_device
-from tgfx.devices.cpu import CPUCommandProcessor, CPUDevice
+from tgfx.devices.cpu import CPUCommandProcessor, CPUDevice, cpu_count
 from tgfx.devices.hcq import (
     Buffer,
     Engine,
@@ -95,6 +99,47 @@ done:
   store i64 1, ptr %out
   ret void
 }
+
+; append vals[1] to the int64 log at address vals[0]: log[0] counts the entries, log[1 + i] is the i-th
+define void @append(ptr %bufs, ptr %vals, i64 %core) {
+  %la = load i64, ptr %vals
+  %log = inttoptr i64 %la to ptr
+  %vp = getelementptr i64, ptr %vals, i64 1
+  %v = load i64, ptr %vp
+  %i = atomicrmw add ptr %log, i64 1 seq_cst
+  %slot = add i64 %i, 1
+  %p = getelementptr i64, ptr %log, i64 %slot
+  store i64 %v, ptr %p
+  ret void
+}
+
+; every core id checks in at bufs[0][0], then waits until vals[0] of them have (or the signal at address vals[1] is
+; set: the test gave up); bufs[0][1 + core] = 1 if all of them were running at once (int64)
+define void @rendezvous(ptr %bufs, ptr %vals, i64 %core) {
+entry:
+  %b = load ptr, ptr %bufs
+  %n = load i64, ptr %vals
+  %ap = getelementptr i64, ptr %vals, i64 1
+  %abort.i = load i64, ptr %ap
+  %abort = inttoptr i64 %abort.i to ptr
+  %old = atomicrmw add ptr %b, i64 1 seq_cst
+  br label %spin
+spin:
+  %c = load atomic i64, ptr %b acquire, align 8
+  %all = icmp sge i64 %c, %n
+  br i1 %all, label %met, label %check
+check:
+  %a = load atomic i64, ptr %abort acquire, align 8
+  %given_up = icmp ne i64 %a, 0
+  br i1 %given_up, label %done, label %spin
+met:
+  %slot = add i64 %core, 1
+  %p = getelementptr i64, ptr %b, i64 %slot
+  store i64 1, ptr %p
+  br label %done
+done:
+  ret void
+}
 """
 
 
@@ -109,7 +154,7 @@ def k() -> dict[str, Program]:
     ee.add_module(mod)
     ee.finalize_object()
     return {name: Program(name, ee.get_function_address(name), keepalive=ee)
-            for name in ("add1", "addk", "write_core", "gate")}
+            for name in ("add1", "addk", "write_core", "gate", "append", "rendezvous")}
 
 
 @pytest.fixture
@@ -362,7 +407,8 @@ def test_packet_encoding(cpu0: HCQDevice, k: dict[str, Program]) -> None:
     sig = cpu0.new_signal()
     cb = HWQueue().exec(k["add1"], [a], vals=(7,), global_size=4).signal(sig, 9).encode()
     body = cb.words[4:-3].tolist()
-    assert body == [header(Op.EXEC, 6), k["add1"].id, 4, 1, 1, a.ptr, 7, header(Op.SIGNAL, 2), sig.addr, 9]
+    assert body == [header(Op.EXEC, 7), k["add1"].id, k["add1"].addr, 4, 1, 1, a.ptr, 7,
+                    header(Op.SIGNAL, 2), sig.addr, 9]
     assert a.ptr % 64 == 0
     with pytest.raises(ValueError, match="CPU:0.timeline is written only by the runtime"):
         HWQueue().signal(cpu0.timeline, 5).encode()
@@ -405,3 +451,129 @@ def test_host_memory_checks(cpu0: HCQDevice) -> None:
     cpu0.allocator.free(buf)
     with pytest.raises(ValueError, match="was freed"):
         HWQueue(Engine.COPY).copy(buf, buf, 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the native command processor
+
+def test_processor_runs_while_the_host_holds_the_gil(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    out = upload(cpu0, np.zeros(1, dtype=np.int64))
+    gate = Gate()
+    fence = HWQueue().exec(k["gate"], [out], vals=(gate.signal.addr,)).exec(k["write_core"], [out]).submit(cpu0)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)            # this thread keeps the GIL while it runs Python code
+    try:
+        gate.signal._mem[0] = 1             # release the kernel with a plain store: no call that drops the GIL
+        polls = 0
+        while not fence.done and polls < 20_000_000:
+            polls += 1
+        done = fence.done
+    finally:
+        sys.setswitchinterval(old)
+        gate.release()
+    assert done, "the command processor made no progress while the host held the GIL"
+    fence.wait()
+    assert download(out, np.int64, 1)[0] == 0
+
+
+def test_host_wait_lets_python_threads_run(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    out = upload(cpu0, np.zeros(1, dtype=np.int64))
+    gate = Gate()
+    fence = HWQueue().exec(k["gate"], [out], vals=(gate.signal.addr,)).submit(cpu0)
+    counted = 0
+
+    def count() -> None:
+        nonlocal counted
+        while counted < 200_000:
+            counted += 1
+        gate.release()                      # the kernel finishes only once this thread has counted
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    fence.wait(timeout=20)                  # would time out if the wait held the GIL
+    counter.join()
+    assert counted == 200_000 and download(out, np.int64, 1)[0] == 1
+
+
+def test_submissions_run_in_order_across_engines(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    n = 2000
+    log = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):                      # a device's submissions run one after another, whatever the engine
+        engine = Engine.COMPUTE if i % 3 else Engine.COPY
+        HWQueue(engine).exec(k["append"], [], vals=(log.ctypes.data, i)).submit(cpu0)
+    cpu0.synchronize()
+    assert log[0] == n
+    np.testing.assert_array_equal(log[1:], np.arange(n))
+
+
+def test_cross_device_waits_order_a_chain_over_four_devices(k: dict[str, Program]) -> None:
+    devs = [get_device(f"CPU:{i}") for i in range(4)]
+    n = 1000
+    log = np.zeros(n + 1, dtype=np.int64)
+    chain = Signal(0, name="chain")
+    fences = []
+    for i in range(n):                      # step i runs on device i % 4 after step i - 1 signalled, wherever it ran
+        q = HWQueue().wait(chain, i).exec(k["append"], [], vals=(log.ctypes.data, i)).signal(chain, i + 1)
+        fences.append(q.submit(devs[i % 4]))
+    chain.wait(n, timeout=60)
+    for dev in devs:
+        dev.synchronize()
+    assert all(f.done for f in fences) and chain.value == n
+    np.testing.assert_array_equal(log[1:], np.arange(n))
+
+
+def test_queue_wait_sleeps_until_the_host_signals(cpu1: HCQDevice) -> None:
+    go, done = cpu1.new_signal(name="go"), cpu1.new_signal(name="done")
+    HWQueue().wait(go, 1).signal(done, 1).submit(cpu1)
+    time.sleep(0.05)                        # long past the processor's spin: it sleeps on the futex now
+    assert done.value == 0
+    go.value = 1                            # a host write wakes it
+    done.wait(1, timeout=10)
+
+
+def test_host_wait_timeout_on_a_slow_kernel_then_recovers(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    out = upload(cpu0, np.zeros(1, dtype=np.int64))
+    gate = Gate()
+    fence = HWQueue().exec(k["gate"], [out], vals=(gate.signal.addr,)).submit(cpu0)
+    with pytest.raises(HCQTimeoutError, match=r"host wait on CPU:0/compute timed out after 0.01 s waiting for signal "
+                                              rf"'CPU:0.timeline' \(owned by CPU:0\) to reach {fence.value}; it is at"):
+        fence.wait(timeout=0.01)
+    gate.release()
+    fence.wait()
+    a = upload(cpu0, np.zeros(2, dtype=np.float32))
+    cpu0.exec_sync(k["add1"], [a], global_size=2)
+    np.testing.assert_array_equal(download(a, np.float32, 2), [1, 1])
+
+
+@pytest.mark.skipif(cpu_count() < 2, reason="needs two cores")
+def test_parallel_launch_runs_core_ids_at_the_same_time(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    n = min(cpu_count(), 4)
+    buf = upload(cpu0, np.zeros(n + 1, dtype=np.int64))
+    gave_up = Signal(0, name="gave_up")
+    failsafe = threading.Timer(10.0, lambda: setattr(gave_up, "value", 1))
+    failsafe.start()
+    try:
+        for _ in range(20):                 # every core id waits for all the others: they must run in parallel
+            cpu0.exec_sync(k["rendezvous"], [buf], vals=(n, gave_up.addr), global_size=n)
+            got = download(buf, np.int64, n + 1)
+            assert gave_up.value == 0 and got[0] == n and (got[1:] == 1).all(), got
+            cpu0.allocator.copyin(buf, np.zeros(n + 1, dtype=np.int64))
+    finally:
+        failsafe.cancel()
+
+
+def test_python_program_runs_every_core_id(cpu0: HCQDevice) -> None:
+    seen: list[int] = []
+    prog = Program("record", lambda bufs, vals, core: seen.append(core))
+    cpu0.exec_sync(prog, [], global_size=5)
+    assert seen == [0, 1, 2, 3, 4]
+
+
+def test_debug_prints_kernels_when_the_host_waits(cpu0: HCQDevice, k: dict[str, Program],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    a = upload(cpu0, np.zeros(3, dtype=np.float32))
+    capsys.readouterr()
+    with Context(DEBUG=1):
+        cpu0.exec_sync(k["add1"], [a], global_size=3)
+    assert any(line.startswith("*** CPU:0/compute") and " add1 " in line and "gs=3" in line
+               for line in capsys.readouterr().out.splitlines())

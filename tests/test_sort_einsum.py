@@ -74,7 +74,7 @@ def test_sort_kernel_count() -> None:
     assert tg.counters.kernel_count == 2
 
 
-@settings(max_examples=60)
+@settings(max_examples=40)
 @given(hnp.arrays(st.sampled_from([np.float32, np.int32, np.int16]),
                   hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=7),
                   elements=st.integers(-4, 4)),
@@ -141,10 +141,9 @@ def test_einsum_interleaved_and_mixed_promotion() -> None:
 
 
 def test_einsum_zero_dim_operands() -> None:
-    s = tnp.full((), 3.0)
-    check(tnp.einsum("", s), np.float32(np.einsum("", 3.0)))
-    check(tnp.einsum(",ij->ji", s, M34), np.einsum(",ij->ji", np.float32(3), M34), exact=False)
-    check(tnp.einsum("i,", M34[0], s), np.einsum("i,", M34[0], np.float32(3)), exact=False)
+    check(tnp.einsum("", tnp.full((), 3.0)), np.float32(np.einsum("", 3.0)))
+    check(tnp.einsum(",ij->ji", tnp.full((), 3.0), M34), np.einsum(",ij->ji", np.float32(3), M34), exact=False)
+    check(tnp.einsum("i,", M34[0], tnp.full((), 3.0)), np.einsum("i,", M34[0], np.float32(3)), exact=False)
 
 
 def test_einsum_preferred_element_type() -> None:
@@ -181,13 +180,14 @@ def test_einsum_errors() -> None:
         tnp.einsum("i1", M34)
 
 
-@settings(max_examples=50)
+@settings(max_examples=40)
 @given(st.data())
 def test_einsum_hypothesis(data: st.DataObject) -> None:
     letters = "abcd"
     sizes = {c: data.draw(st.integers(0 if c == "d" else 1, 3)) for c in letters}
     n_ops = data.draw(st.integers(1, 3))
-    terms = [data.draw(st.lists(st.sampled_from(letters), min_size=0, max_size=3)) for _ in range(n_ops)]
+    # 0-d operands are covered by test_einsum_zero_dim_operands
+    terms = [data.draw(st.lists(st.sampled_from(letters), min_size=1, max_size=3)) for _ in range(n_ops)]
     ops = [np.asarray(data.draw(hnp.arrays(np.float32, tuple(sizes[c] for c in t), elements=st.integers(-3, 3))))
            for t in terms]
     used = sorted(set("".join("".join(t) for t in terms)))

@@ -202,9 +202,10 @@ def cast_scalar(x: Any, d: DType) -> int | float | bool:
             x = int(x) if np.isfinite(x) else 0
         return int(np.array(int(x) & ((1 << d.bits) - 1), dtype=np.uint64).astype(d.np)) if not (
             min_value(d) <= int(x) <= max_value(d)) else int(x)
-    if d == dtypes.bfloat16:
-        return float(np.float32(bf16_to_f32(f32_to_bf16(np.float32(x)))))
-    return float(np.array(x, dtype=d.np))
+    with np.errstate(over="ignore"):  # out of range becomes +-inf, as a cast in a kernel does
+        if d == dtypes.bfloat16:
+            return float(np.float32(bf16_to_f32(f32_to_bf16(np.float32(x)))))
+        return float(np.array(x, dtype=d.np))
 
 
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:

@@ -141,10 +141,11 @@ class Function:
     """A traced function; see the module docstring. Usable on functions, methods and callable instances."""
 
     def __init__(self, f: Callable, precompile: bool = False, grad_fxn: Callable | None = None,
-                 allow_implicit: bool = False, name: str | None = None) -> None:
+                 allow_implicit: bool = False, name: str | None = None, precompile_backward: bool = False) -> None:
         if not callable(f):
             raise TypeError(f"function() expects a callable, got {type(f).__name__}")
         self.f, self.precompile, self.grad_fxn, self.allow_implicit = f, precompile, grad_fxn, allow_implicit
+        self.precompile_backward = precompile_backward
         self.name = name or getattr(f, "__qualname__", None) or type(f).__qualname__
         functools.update_wrapper(self, f, updated=())
 
@@ -186,7 +187,7 @@ class Function:
         arg_uops = [t.uop for t in inputs]
         body, arg_uops = self._capture_implicit(body, arg_uops)
         op = Ops.CALL if self.precompile else Ops.FUNCTION
-        fn = UOp(op, None, (body, *arg_uops), (self.name, self.grad_fxn))
+        fn = UOp(op, None, (body, *arg_uops), (self.name, self.grad_fxn, self.precompile_backward))
         outs = [Tensor(UOp(Ops.GETTUPLE, t.dtype, (fn,), i)) for i, (_, t) in enumerate(results)]
         _, out_tree = tree_flatten(out)
         return tree_unflatten(out_tree, outs)
@@ -223,14 +224,19 @@ class Function:
 
 
 def function(f: Callable | None = None, *, precompile: bool = False, grad_fxn: Callable | None = None,
-             allow_implicit: bool = False) -> Any:
+             allow_implicit: bool = False, precompile_backward: bool = False) -> Any:
     """Trace `f` into a FUNCTION on every call. Usable as `@function`, `@function(...)` or `function(f, ...)`.
 
     precompile: lower the body once into an opaque CALL of compiled kernels, reused for every call with the same
         body key (no fusion across the call boundary).
-    grad_fxn: a custom backward, `grad_fxn(grad_outputs, call) -> grads of the inputs` (like jax.custom_vjp).
+    grad_fxn: a custom backward, `grad_fxn(grad_outputs, call) -> grads of the inputs` (like jax.custom_vjp):
+        `grad_outputs` is a tuple of Tensors, one per result; `call` has `.inputs`, `.outputs` and `.name`; it
+        returns one gradient Tensor (or None) per input Tensor.
     allow_implicit: make concrete Tensors the function reads from a closure extra arguments instead of an error.
+    precompile_backward: under `grad`, precompile the backward function too.
     """
     if f is None:
-        return functools.partial(function, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit)
-    return Function(f, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit)
+        return functools.partial(function, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit,
+                                 precompile_backward=precompile_backward)
+    return Function(f, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit,
+                    precompile_backward=precompile_backward)

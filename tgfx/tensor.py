@@ -112,8 +112,7 @@ class Tensor:
         """The value as a new numpy array (bfloat16 comes back as float32, numpy has no bfloat16)."""
         from tgfx.lowering.execute import copyout
         from tgfx.lowering.schedule import buffer_view
-        self.realize()
-        buf = buffer_view(self.uop)
+        buf = buffer_view(realize(self)[0])
         assert buf is not None, "realize left a Tensor that is not a buffer"
         out = copyout(buf).reshape(self.shape)
         return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
@@ -334,7 +333,7 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     buf = new_buffer(device, host.size, d)
     if host.size:
         copyin(buf, host)
-    return buf if host.ndim == 1 else UOp(Ops.RESHAPE, d, (buf,), host.shape)
+    return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, d, (buf,), arr.shape)
 
 
 def _iota(n: int, d: DType) -> Tensor:
@@ -398,13 +397,23 @@ def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
 _live: weakref.WeakSet = weakref.WeakSet()
 
 
-def realize(*ts: Tensor) -> None:
-    """Compute several Tensors in one schedule, so shared work is done once."""
+def realize(*ts: Tensor) -> list[UOp]:
+    """Compute several Tensors in one schedule, so shared work is done once; returns each one's buffer view.
+
+    A realised Tensor is rebound to its buffer, so later graphs start from it. Inside a differentiation it is not:
+    the graph is what the gradient flows through (reading a value there, e.g. to print it, must not cut it).
+    """
     from tgfx.lowering import realize as lower_realize
     from tgfx.lowering.schedule import buffer_view
     todo = [t for t in ts if buffer_view(t.uop) is None]
-    if not todo:
-        return
-    results = lower_realize([t.uop for t in todo])
-    for t in todo:
-        t.uop = results[t.uop]
+    results = lower_realize([t.uop for t in todo]) if todo else {}
+    if not _differentiating():
+        for t in todo:
+            t.uop = results[t.uop]
+    return [t.uop if buffer_view(t.uop) is not None else results[t.uop] for t in ts]
+
+
+def _differentiating() -> bool:
+    import sys
+    grad = sys.modules.get("tgfx.transforms.grad")
+    return bool(grad is not None and grad._active)

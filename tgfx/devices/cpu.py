@@ -1,42 +1,27 @@
-"""The CPU backend: host memory, and command processors that run kernels on a shared pool of worker threads.
+"""The CPU backend: host memory, and native command processors that run kernels on all cores.
 
 `CPU:0`, `CPU:1`, ... are separate devices (own memory, queues and timeline) on the same host, so multi-device
-programs run on one machine. An EXEC with global_size N calls the kernel for core ids 0..N-1, split into
-contiguous chunks over up to `os.cpu_count()` threads; ctypes releases the GIL during each native call.
+programs run on one machine. Each engine's ring is consumed by the native loop of `tgfx/devices/native.py` on a
+thread of its own; an EXEC with global_size N calls the kernel for core ids 0..N-1 on that thread and a
+process-wide pool of `cpu_count() - 1` native helper threads. No packet takes the GIL, except the EXEC of a
+Python `Program` (a ctypes callback).
 """
 from __future__ import annotations
 
-import ctypes
 import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from tgfx.devices.hcq import Allocator, Buffer, CommandProcessor, Engine, HCQDevice, Program
+from tgfx.devices import native
+from tgfx.devices.hcq import Allocator, Buffer, CommandProcessor, Engine, HCQDevice
 
 ALIGN = 64
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+CLOSE_TIMEOUT_NS = 1_000_000_000      # how long `close` waits for a processor to finish its packet
 
 
 def cpu_count() -> int:
-    """The number of worker threads an EXEC is spread over."""
+    """The number of threads an EXEC is spread over (the processor's own and the helpers)."""
     return os.cpu_count() or 1
-
-
-def _worker_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=cpu_count(), thread_name_prefix="tgfx-cpu-worker")
-        return _pool
-
-
-def _run_cores(program: Program, bufs_addr: int, vals_addr: int, lo: int, hi: int) -> None:
-    call = program.call
-    for core in range(lo, hi):
-        call(bufs_addr, vals_addr, core)
 
 
 class CPUAllocator(Allocator):
@@ -52,37 +37,33 @@ class CPUAllocator(Allocator):
 
 
 class CPUCommandProcessor(CommandProcessor):
-    """Runs EXECs on the worker pool (one chunk on its own thread) and COPYs with memmove."""
+    """Runs the native processor loop (`tgfx_processor`) on a pthread of its own."""
 
-    def run_exec(self, program: Program, bufs_addr: int, vals_addr: int, global_size: int) -> None:
-        """Call the kernel for every core id, in parallel chunks, and wait for all of them."""
-        nchunks = min(global_size, cpu_count())
-        if nchunks == 1:
-            _run_cores(program, bufs_addr, vals_addr, 0, global_size)
+    _thread: int | None = None
+    _board_slot: int | None = None
+
+    def start(self) -> None:
+        """Start the helper pool (once per process), post this engine on its job board, start the loop."""
+        rt = native.runtime()
+        rt.start_helpers(cpu_count() - 1)
+        self._board_slot = rt.post_board(self.ctl_addr)
+        self._thread = rt.start_thread(rt.processor_fn, self.ctl_addr)
+
+    def close(self) -> None:
+        """Stop the loop and join its thread; a thread still busy after a second is left to finish on its own."""
+        super().close()
+        rt = native.runtime()
+        if self._thread is None:
             return
-        bounds = [global_size * i // nchunks for i in range(nchunks + 1)]
-        pool = _worker_pool()
-        futures: list[Future[None]] = [pool.submit(_run_cores, program, bufs_addr, vals_addr, bounds[i], bounds[i + 1])
-                                       for i in range(1, nchunks)]
-        error: BaseException | None = None
-        try:
-            _run_cores(program, bufs_addr, vals_addr, bounds[0], bounds[1])
-        except BaseException as e:  # noqa: BLE001 -- first wait for the other chunks: they read the ring
-            error = e
-        for f in futures:
-            if (e := f.exception()) is not None and error is None:
-                error = e
-        if error is not None:
-            raise error
-
-    def run_copy(self, dst: int, src: int, nbytes: int) -> None:
-        """memmove (ctypes releases the GIL)."""
-        if nbytes:
-            ctypes.memmove(dst, src, nbytes)
+        if rt.wait_ge(self.ctl_addr + 8 * native.W_EXITED, 1, CLOSE_TIMEOUT_NS, 0, None, None) >= 1:
+            native.join_thread(self._thread)
+            if self._board_slot is not None:
+                rt.clear_board(self._board_slot)
+        self._thread = self._board_slot = None
 
 
 class CPUDevice(HCQDevice):
-    """A CPU device with a compute and a copy engine, each consumed by its own daemon thread.
+    """A CPU device with a compute and a copy engine, each consumed by its own native thread.
 
     Args:
         name: its canonical name, "CPU:<n>" (get devices with `tgfx.devices.get_device`, which caches them).
@@ -93,5 +74,5 @@ class CPUDevice(HCQDevice):
         return CPUAllocator(self)
 
     def create_processor(self, engine: Engine) -> CommandProcessor:
-        """A ring consumed by a daemon thread."""
+        """A ring consumed by a native thread."""
         return CPUCommandProcessor(self, engine)

@@ -3,52 +3,71 @@
 This module is the one interface a new backend implements. Everything that runs on a device goes through it:
 the host builds an `HWQueue` of packets, encodes it into a `CommandBuffer` (a flat array of 64-bit words),
 and submits it by copying the words into the ring of one of the device's engines and advancing the ring's
-write pointer. The engine's `CommandProcessor` consumes packets in order, off the Python thread.
+write pointer. The engine's command processor consumes packets in order, off the Python thread: on the CPU it is
+native code (`tgfx/devices/native.py`) on a native thread, which never takes the GIL.
 
 Packet format
 -------------
 A command buffer and a ring are arrays of little-endian int64 words. Every packet is one header word followed
 by `n` payload words::
 
-    header = opcode | (n << 8)        # bits 0..7: `Op`, bits 8..39: number of payload words
+    header = opcode | (n << 8) | (flags << 40)   # bits 0..7: `Op`, 8..39: payload words, 40..63: flags
 
     NOP        n filler words                       skipped (pads the end of the ring before a wrap)
-    EXEC       program_id, global_size, nbufs, nvals, buf_ptr[nbufs], val[nvals]
+    EXEC       program_id, fn, global_size, nbufs, nvals, buf_ptr[nbufs], val[nvals]
     COPY       dst_ptr, src_ptr, nbytes
     WAIT       signal_ptr, value, timeout_ns        block this engine until *signal_ptr >= value
     SIGNAL     signal_ptr, value                    *signal_ptr = value, once everything before it is done
     TIMESTAMP  signal_ptr                           *signal_ptr = device clock (ns)
-    BARRIER    (none)                               order memory; engines here run packets in order, so a no-op
+    BARRIER    (none)                               order memory (a full fence; packets already run in order)
 
-Buffer and signal pointers are integer addresses; a program is named by `Program.id`. An EXEC's `buf_ptr`
-and `val` words are the kernel's arguments in place: a CPU kernel receives pointers into the ring itself.
+Buffer and signal pointers are integer addresses. An EXEC names its kernel twice: `fn` is the address the
+processor calls, `program_id` (`Program.id`) names it in profiles and errors. An EXEC's `buf_ptr` and `val` words
+are the kernel's arguments in place: a CPU kernel receives pointers into the ring itself. The only flag,
+`EXEC_HOST_FN` (1 << 40 on an EXEC), marks `fn` as a host callback (a `Program` of a Python function) that returns
+an int64 status: 0, or a token for the exception it raised.
 
 Kernel calling convention (fixed; the compiler relies on it)::
 
     void kernel(void **bufs, int64_t *vals, int64_t core_id)
 
 `bufs` holds the buffer base pointers in argument order, `vals` the int64 symbolic values (may be empty), and
-an EXEC with global_size N calls the kernel N times with core_id 0..N-1, possibly in parallel.
+an EXEC with global_size N calls the kernel N times with core_id 0..N-1, in parallel over the CPU's cores.
 
+Signals in memory
+-----------------
+A signal is four int64 words: the value; the count of threads asleep on it (a futex on the value's low 32 bits);
+the id of the fault attached to a write (0: none); and the value that write stored. Writers store the value, then
+wake sleepers if there are any; waiters (queues and the host alike) spin a few microseconds, then sleep.
+
+Submissions
+-----------
 Every submission is bracketed by the runtime: a leading WAIT on the device's timeline signal for the previous
 submission, and a trailing SIGNAL of the next timeline value. So the submissions to one device run one after
 another whatever engine they go to, `submit` returns a `Fence` on that timeline value, and the memory and
-programs a submission references stay alive until its fence passes. Dependencies between devices are explicit:
-a `signal` on one device's queue and a `wait` on another's (or a wait on the other device's fence).
+programs a submission references stay alive until its fence passes (the host drops them lazily, at the next
+submit or wait that sees the timeline past them). Dependencies between devices are explicit: a `signal` on one
+device's queue and a `wait` on another's (or a wait on the other device's fence).
 
 Replay: a `CommandBuffer` keeps, for each distinct buffer (a "slot", numbered in order of first use) and each
 named `Sym` value, the word positions that hold it, so `patch_buffers` / `patch_vals` rewrite just those words
 and a later `submit` costs one copy into the ring.
 
-Errors: an exception in a packet (a kernel that raises, a WAIT that times out) is recorded on the device and
-attached to every signal the faulting engine writes until the end of that submission; it propagates through
-WAIT packets to other devices' signals. It is raised once, by the first host `wait`, `Fence.wait` or
-`synchronize` that sees it. The engine keeps running the following packets, so the device stays usable.
+Errors: a packet that fails (a Python program that raises, a WAIT that times out, an unknown opcode) is recorded
+as a fault in a process-wide table; it poisons the rest of that submission, so every signal the faulting engine
+writes until the end of the submission carries it, and it propagates through WAIT packets to other devices'
+signals. It is raised once, as an `HCQError`, by the first host `wait`, `Fence.wait` or `synchronize` that sees
+it. The engine keeps running the following packets, so the device stays usable. A native kernel that crashes
+takes the process with it.
+
+Profiling: the processor timestamps every EXEC and COPY into a ring of events per engine, which the host drains
+lazily into `HCQDevice.profile_events` (and prints, with `DEBUG>=1`, at the next host wait).
 """
 from __future__ import annotations
 
 import ctypes
 import enum
+import functools
 import itertools
 import json
 import threading
@@ -62,11 +81,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tgfx.config import DEBUG
+from tgfx.devices import native
+from tgfx.devices.native import EXEC_HOST_FN
 
 DEFAULT_TIMEOUT_S = 30.0            # every wait, on the host or in a queue, gives up after this long by default
 RING_WORDS = 1 << 16                # 512 KiB of packets per engine ring
 PROFILE_EVENTS_KEPT = 100_000       # per device; older profile events are dropped
-_POLL_S = 0.25                      # a waiting command processor rechecks whether its device was closed this often
+_HOST_SLICE_NS = 100_000_000        # a host wait returns to Python this often (so Ctrl-C gets through)
 
 
 class Op(enum.IntEnum):
@@ -86,9 +107,9 @@ class Engine(enum.Enum):
     COPY = "copy"
 
 
-def header(op: Op, nwords: int) -> int:
-    """The header word of a packet with opcode `op` and `nwords` payload words."""
-    return int(op) | (nwords << 8)
+def header(op: Op, nwords: int, flags: int = 0) -> int:
+    """The header word of a packet with opcode `op`, `nwords` payload words and `flags` (e.g. `EXEC_HOST_FN`)."""
+    return int(op) | (nwords << 8) | flags
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -97,6 +118,7 @@ def header(op: Op, nwords: int) -> int:
 class HCQError(RuntimeError):
     """An error raised by the runtime. `reported` is set once the error has been raised to the host."""
     reported: bool = False
+    fault_id: int = 0          # the processor's fault record it came from (0: raised on the host)
 
 
 class HCQTimeoutError(HCQError, TimeoutError):
@@ -105,6 +127,64 @@ class HCQTimeoutError(HCQError, TimeoutError):
 
 class HCQExecError(HCQError):
     """A packet failed in a command processor; `__cause__` is the original exception."""
+
+
+_FAULT_ERRORS: dict[int, HCQError] = {}          # fault id -> its error, from the drain until it is reported
+_HOST_EXCEPTIONS: dict[int, BaseException] = {}  # token a host callback returned -> the exception it raised
+_host_tokens = itertools.count(1)
+_faults_lock = threading.Lock()
+_faults_drained = 0
+
+
+def _drain_faults() -> None:
+    """Turn the faults processors recorded since the last drain into HCQErrors on their devices' error lists."""
+    global _faults_drained
+    rt = native.runtime()
+    if int(rt.g[native.G_FAULTS]) == _faults_drained:
+        return
+    with _faults_lock:
+        count = int(rt.g[native.G_FAULTS])
+        while _faults_drained < count:
+            fid = _faults_drained + 1
+            rec = rt.faults[(fid - 1) % native.FAULT_CAP].tolist()
+            if rec[0] != fid and fid > count - native.FAULT_CAP:
+                break                         # still being written: the next drain takes it
+            _faults_drained = fid
+            if rec[0] != fid:
+                continue                      # overwritten by newer faults before anyone drained it
+            proc = _PROCESSORS[rec[2]]
+            err = proc.fault_error(rec[1], *rec[3:7])
+            err.fault_id = fid
+            _FAULT_ERRORS[fid] = err
+            with proc.device._lock:
+                proc.device._errors.append(err)
+
+
+def _report(err: HCQError) -> None:
+    """Mark `err` raised: no host wait raises it again, and queues stop passing it on to the signals they write."""
+    err.reported = True
+    if err.fault_id:
+        _FAULT_ERRORS.pop(err.fault_id, None)
+        rt = native.runtime()
+        slot = native.G_FAULT_TABLE + native.FAULT_WORDS * ((err.fault_id - 1) % native.FAULT_CAP)
+        rt.cas(rt.g_addr + 8 * slot, err.fault_id, 0)
+
+
+def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None) -> bool:
+    """Wait until the signal-like word at `addr` is >= `value`, natively with the GIL released; False on timeout.
+
+    The wait spins first, unless this thread runs on the core whose number is at address `avoid` (the core of the
+    processor that will write the word: spinning there would only keep it from running)."""
+    rt = native.runtime()
+    deadline = time.monotonic_ns() + int(min(timeout * 1e9, native.FOREVER_NS))
+    spin = native.HOST_SPIN_NS
+    while True:
+        left = deadline - time.monotonic_ns()
+        if rt.wait_ge(addr, value, max(0, min(left, _HOST_SLICE_NS)), spin, None, avoid) >= value:
+            return True
+        if left <= _HOST_SLICE_NS:
+            return False
+        spin = 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -117,7 +197,8 @@ class Signal:
     """A 64-bit word in device-visible memory holding a monotonically increasing timeline value.
 
     Queues write it with SIGNAL (and TIMESTAMP) packets and block on it with WAIT packets; the host reads
-    `value` and blocks in `wait`, which sleeps on a condition variable the writer notifies (no spinning).
+    `value` and blocks in `wait`, which spins briefly and then sleeps on a futex in native code, with the GIL
+    released. The word is the first of four (see "Signals in memory" above).
 
     Args:
         value: the initial value.
@@ -128,16 +209,14 @@ class Signal:
     _names = itertools.count()
 
     def __init__(self, value: int = 0, *, name: str | None = None, owner: str | None = None) -> None:
-        self._mem = np.full(1, value, dtype=np.int64)
+        self._mem = np.zeros(native.SIGNAL_WORDS, dtype=np.int64)
+        self._mem[native.S_VALUE] = value
         self.addr: int = self._mem.ctypes.data
         self.name = name if name is not None else f"sig{next(Signal._names)}"
         self.owner = owner
-        self.last_writer: str | None = None       # "device/engine" of the last queue that wrote it
+        self.last_writer: str | None = None       # "host" after a host write
         self.expected_writer: str | None = None   # "device/engine" of the last submission that will write it
-        self.error: HCQError | None = None        # a fault upstream of a write, raised by the next host wait
-        self.error_at = 0                          # the value whose write carried `error`
         self.is_timeline = False                   # a device timeline: written only by the runtime
-        self._cv = threading.Condition(threading.Lock())
         _SIGNALS[self.addr] = self
 
     def __repr__(self) -> str:
@@ -146,43 +225,42 @@ class Signal:
     @property
     def value(self) -> int:
         """The current value of the word."""
-        return int(self._mem[0])
+        return int(self._mem[native.S_VALUE])
 
     @value.setter
     def value(self, value: int) -> None:
-        self._write(value, "host")
+        native.runtime().store_wake(self.addr, value)
+        self.last_writer = "host"
 
-    def _write(self, value: int, writer: str, error: HCQError | None = None) -> None:
-        with self._cv:
-            if error is not None and not error.reported and (self.error is None or self.error.reported):
-                self.error, self.error_at = error, value
-            self._mem[0] = value
-            self.last_writer = writer
-            self._cv.notify_all()
+    @property
+    def error(self) -> HCQError | None:
+        """The unreported fault attached to a write of this signal, if any."""
+        fid = int(self._mem[native.S_ERROR])
+        if not fid:
+            return None
+        _drain_faults()
+        return _FAULT_ERRORS.get(fid)
 
     def _wait_for(self, value: int, timeout: float) -> bool:
         """Block until the value is >= `value`; False on timeout. Never raises the attached error."""
-        if self._mem[0] >= value:
-            return True
-        with self._cv:
-            return self._cv.wait_for(lambda: self._mem[0] >= value, timeout)
+        return bool(self._mem[native.S_VALUE] >= value) or _host_wait(self.addr, value, timeout)
 
-    def _timeout_message(self, value: int, timeout: float, waiter: str) -> str:
+    def _timeout_message(self, value: int, timeout: float, waiter: str, seen: int | None = None) -> str:
         source = self.expected_writer or self.last_writer
         owner = f" (owned by {self.owner})" if self.owner else ""
         writer = f"it is written by {source}" if source else "no submitted queue writes it"
+        seen = self.value if seen is None else seen
         return (f"{waiter} timed out after {timeout:g} s waiting for signal {self.name!r}{owner} to reach {value}; "
-                f"it is at {self.value} ({writer}). A queue that should signal it may be blocked on a WAIT that "
+                f"it is at {seen} ({writer}). A queue that should signal it may be blocked on a WAIT that "
                 f"never completes, or its signal packet was never submitted.")
 
     def raise_error(self, upto: int) -> None:
         """Raise the fault attached to a write of a value <= `upto`, unless a host wait already reported it."""
-        err = self.error
-        if err is None or self.error_at > upto:
+        if not self._mem[native.S_ERROR] or self._mem[native.S_ERROR_AT] > upto:
             return
-        self.error = None
-        if not err.reported:
-            err.reported = True
+        err = self.error
+        if err is not None and not err.reported:
+            _report(err)
             raise err
 
     def wait(self, value: int, timeout: float | None = None) -> None:
@@ -200,6 +278,8 @@ class Signal:
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         if not self._wait_for(value, timeout):
             raise HCQTimeoutError(self._timeout_message(value, timeout, "host wait"))
+        if DEBUG >= 1:
+            _drain_all_events()
         self.raise_error(value)
 
 
@@ -233,12 +313,7 @@ class Fence:
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the submission completed; raises its (or an earlier unreported) fault, or a timeout."""
-        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
-        sig = self.device.timeline
-        if not sig._wait_for(self.value, timeout):
-            waiter = f"host wait on {self.device.name}/{self.engine.value}"
-            raise HCQTimeoutError(sig._timeout_message(self.value, timeout, waiter))
-        sig.raise_error(self.value)
+        self.device._wait_timeline(self.value, timeout, self.engine)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -322,8 +397,21 @@ class Allocator:
 
 KernelFn = Callable[[int, int, int], None]
 _KERNEL_CTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_HOST_KERNEL_CTYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _PROGRAMS: weakref.WeakValueDictionary[int, Program] = weakref.WeakValueDictionary()   # id -> Program
+_PROGRAM_NAMES: dict[int, str] = {}       # id -> name, for profile events and faults of programs since collected
 _program_ids = itertools.count(1)
+
+
+def _call_host_kernel(fn: KernelFn, bufs: int | None, vals: int | None, core: int) -> int:
+    """Run a Python program for one core id on a processor thread (ctypes takes the GIL); 0, or an error token."""
+    try:
+        fn(bufs or 0, vals or 0, core)
+        return 0
+    except BaseException as e:  # noqa: BLE001 -- every fault must reach the host, never unwind into native code
+        token = next(_host_tokens)
+        _HOST_EXCEPTIONS[token] = e
+        return token
 
 
 class Program:
@@ -332,8 +420,13 @@ class Program:
     Args:
         name: the kernel's name, for profiles, DEBUG output and errors.
         fn: the native function's address (e.g. llvmlite's `ee.get_function_address(name)`), or a Python
-            callable `fn(bufs_addr, vals_addr, core_id)` run on the command processor (host functions, tests).
+            callable `fn(bufs_addr, vals_addr, core_id)` (host functions, tests). The processor calls a Python
+            callable through a ctypes callback, which takes the GIL, for one core id after another.
         keepalive: anything that owns the code (an llvmlite ExecutionEngine) and must outlive the program.
+
+    Attributes:
+        addr: the native address, or None for a Python callable.
+        fn_addr: the address EXEC packets call: `addr`, or the callback's trampoline (marked `EXEC_HOST_FN`).
     """
 
     def __init__(self, name: str, fn: int | KernelFn, keepalive: Any = None) -> None:
@@ -346,10 +439,14 @@ class Program:
                 raise ValueError(f"program {name!r}: function address is 0 (was the symbol found?)")
             self.addr: int | None = fn
             self.call: KernelFn = _KERNEL_CTYPE(fn)   # ctypes releases the GIL during the call
+            self.fn_addr: int = fn
         else:
             self.addr, self.call = None, fn
+            self._trampoline = _HOST_KERNEL_CTYPE(functools.partial(_call_host_kernel, fn))
+            self.fn_addr = ctypes.cast(self._trampoline, ctypes.c_void_p).value or 0
         self.id = next(_program_ids)
         _PROGRAMS[self.id] = self
+        _PROGRAM_NAMES[self.id] = name
 
     def __repr__(self) -> str:
         where = f"at {self.addr:#x}" if self.addr is not None else "(python)"
@@ -417,7 +514,7 @@ class HWQueue:
     def wait(self, signal: Signal, value: int | Sym, timeout: float | None = None) -> HWQueue:
         """Block this engine until `signal` >= `value`; after `timeout` s (default 30) the queue faults."""
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
-        self.packets.append((Op.WAIT, signal, value, int(timeout * 1e9)))
+        self.packets.append((Op.WAIT, signal, value, int(min(timeout * 1e9, native.FOREVER_NS))))
         return self
 
     def signal(self, signal: Signal, value: int | Sym) -> HWQueue:
@@ -517,7 +614,7 @@ class CommandBuffer:
             if op is Op.EXEC:
                 _, program, bufs, vals, gs = pkt
                 self.programs.append(program)
-                words.append(program.id)
+                words.extend((program.id, program.fn_addr))
                 put_val(gs)
                 words.extend((len(bufs), len(vals)))
                 for b in bufs:
@@ -539,7 +636,8 @@ class CommandBuffer:
                 put_val(pkt[2])
             elif op is Op.TIMESTAMP:
                 put_signal(pkt[1], written=True)
-            words[at] = header(op, len(words) - at - 1)
+            host_fn = op is Op.EXEC and pkt[1].addr is None
+            words[at] = header(op, len(words) - at - 1, EXEC_HOST_FN if host_fn else 0)
             if len(words) - at > RING_WORDS:
                 raise ValueError(f"a {op.name} packet of {len(words) - at} words does not fit in a ring")
             starts.append(at)
@@ -549,6 +647,7 @@ class CommandBuffer:
 
         self.words = np.array(words, dtype=np.int64)
         self.starts = np.array(starts, dtype=np.int64)     # packet boundaries, ending with len(words)
+        self._buf_words = buf_words
         self._buf_idx = [np.array([w for w, _ in occ], dtype=np.int64) for occ in buf_words]
         self._buf_off = [np.array([o for _, o in occ], dtype=np.int64) for occ in buf_words]
         self._mems = [b._mem for b in self.buffers]
@@ -577,7 +676,11 @@ class CommandBuffer:
                 raise ValueError(f"buffer slot {slot} is on {_dev_name(old.device)}; cannot patch in {buf!r}")
             if buf.nbytes < self._min_nbytes[slot]:
                 raise ValueError(f"buffer slot {slot} needs at least {self._min_nbytes[slot]} B, got {buf!r}")
-            self.words[self._buf_idx[slot]] = self._buf_off[slot] + buf.ptr
+            if len(occ := self._buf_words[slot]) <= 4:       # a replay's common case: scalar stores are faster
+                for i, off in occ:
+                    self.words[i] = buf.ptr + off
+            else:
+                self.words[self._buf_idx[slot]] = self._buf_off[slot] + buf.ptr
             self.buffers[slot], self._mems[slot] = buf, buf._mem
         return self
 
@@ -609,53 +712,68 @@ def _dev_name(device: HCQDevice | None) -> str:
 # ---------------------------------------------------------------------------------------------------------------
 # rings and command processors
 
+_PROCESSORS: list[CommandProcessor] = []   # every engine ever opened, by index (faults name their engine by it)
+_processors_lock = threading.Lock()
+
+
 class Ring:
     """A ring of packet words shared by the host (writer) and one command processor (reader).
 
-    `wptr` and `rptr` count words ever written and consumed; a packet never straddles the end (the writer pads
-    with a NOP), and the writer only writes words the processor has consumed, so packets are read in place.
+    `wptr` and `rptr` count words ever written and consumed; they live in the processor's control block, where
+    the processor reads `wptr` and publishes `rptr`. A packet never straddles the end (the writer pads with a
+    NOP), and the writer only writes words the processor has consumed, so packets are read in place.
     """
 
-    def __init__(self, nwords: int = RING_WORDS) -> None:
-        self.words = np.zeros(nwords, dtype=np.int64)
-        self.base: int = self.words.ctypes.data
+    def __init__(self, ctl: np.ndarray, ctl_addr: int, nwords: int = RING_WORDS) -> None:
+        self.words, self.base = native.alloc_words(nwords)
         self.nwords = nwords
         self.wptr = 0
-        self.rptr = 0
-        self.cv = threading.Condition(threading.Lock())
+        self._ctl, self._ctl_addr = ctl, ctl_addr
+        ctl[native.W_RING], ctl[native.W_NWORDS] = self.base, nwords
+
+    @property
+    def rptr(self) -> int:
+        """Words the processor has consumed."""
+        return int(self._ctl[native.W_RPTR])
+
+    def _publish(self) -> None:
+        # a sequentially consistent store in native code: the words written before it are visible to the reader
+        native.runtime().doorbell(self._ctl_addr, self.wptr)
 
     def _reserve(self, n: int, deadline: float, label: str) -> None:
-        if not self.cv.wait_for(lambda: self.nwords - (self.wptr - self.rptr) >= n, deadline - time.monotonic()):
+        need = self.wptr + n - self.nwords      # rptr must reach this before n more words fit
+        if self.rptr >= need:
+            return
+        self._publish()
+        if not _host_wait(self._ctl_addr + 8 * native.W_RPTR, need, deadline - time.monotonic()):
             raise HCQTimeoutError(f"{label}: the ring stayed full (the engine is blocked) until the submit timed out")
 
     def write(self, words: np.ndarray, starts: np.ndarray, label: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
-        """Append whole packets (`starts`: packet boundaries) and advance the write pointer."""
-        deadline = time.monotonic() + timeout
+        """Append whole packets (`starts`: packet boundaries) and advance the write pointer (one writer at a time)."""
         i, total = 0, len(words)
-        with self.cv:
+        pos = self.wptr % self.nwords
+        if total <= min(self.nwords - pos, self.nwords - (self.wptr - self.rptr)):   # the common case
+            self.words[pos:pos + total] = words
+            self.wptr += total
+            self._publish()
+            return
+        deadline = time.monotonic() + timeout
+        while i < total:
             pos = self.wptr % self.nwords
-            if total <= min(self.nwords - pos, self.nwords - (self.wptr - self.rptr)):   # the common case
-                self.words[pos:pos + total] = words
-                self.wptr += total
-                self.cv.notify_all()
-                return
-            while i < total:
-                pos = self.wptr % self.nwords
-                to_end = self.nwords - pos
-                plen = int(starts[np.searchsorted(starts, i, "right")]) - i
-                if plen > to_end:      # the next packet would straddle the end: pad, then wrap
-                    self._reserve(to_end, deadline, label)
-                    self.words[pos] = header(Op.NOP, to_end - 1)
-                    self.wptr += to_end
-                    self.cv.notify_all()
-                    continue
-                self._reserve(plen, deadline, label)
-                room = min(self.nwords - (self.wptr - self.rptr), to_end)
-                j = int(starts[np.searchsorted(starts, i + room, "right") - 1])
-                self.words[pos:pos + j - i] = words[i:j]
-                self.wptr += j - i
-                self.cv.notify_all()
-                i = j
+            to_end = self.nwords - pos
+            plen = int(starts[np.searchsorted(starts, i, "right")]) - i
+            if plen > to_end:      # the next packet would straddle the end: pad, then wrap
+                self._reserve(to_end, deadline, label)
+                self.words[pos] = header(Op.NOP, to_end - 1)
+                self.wptr += to_end
+                continue
+            self._reserve(plen, deadline, label)
+            room = min(self.nwords - (self.wptr - self.rptr), to_end)
+            j = int(starts[np.searchsorted(starts, i + room, "right") - 1])
+            self.words[pos:pos + j - i] = words[i:j]
+            self.wptr += j - i
+            i = j
+        self._publish()
 
 
 class ProfileEvent(NamedTuple):
@@ -670,129 +788,94 @@ class ProfileEvent(NamedTuple):
 
 
 class CommandProcessor:
-    """Consumes one engine's ring on a daemon thread and runs its packets in order.
+    """The host side of one engine: its ring, control block and profile-event ring, shared with the processor.
 
-    A backend subclasses it and implements `run_exec` and `run_copy`; signals, waits, timestamps, errors and
-    profiling are handled here.
+    The control block (layout in `tgfx/devices/native.py`) holds the ring's `wptr` (the host's doorbell: the
+    processor sleeps on it when idle), `rptr`, a closed flag, the device's timeline address, the poison of the
+    submission in progress and the profile-event counter. A backend implements `start`, which runs a consumer of
+    exactly this memory (the CPU backend starts the native loop on a native thread), and may extend `close`.
     """
 
     def __init__(self, device: HCQDevice, engine: Engine, ring_words: int = RING_WORDS) -> None:
         self.device, self.engine = device, engine
         self.label = f"{device.name}/{engine.value}"
-        self.ring = Ring(ring_words)
-        self._poison: HCQError | None = None
-        self._closed = False
-        self._thread = threading.Thread(target=self._loop, name=f"tgfx-{self.label}", daemon=True)
+        self.ctl, self.ctl_addr = native.alloc_words(native.CTL_WORDS)
+        self.ring = Ring(self.ctl, self.ctl_addr, ring_words)
+        events, events_addr = native.alloc_words(native.EVENT_CAP * native.EVENT_WORDS)
+        self.events = events.reshape(native.EVENT_CAP, native.EVENT_WORDS)
+        self._events_read = 0
+        self._events_lock = threading.Lock()
+        with _processors_lock:
+            self.index = len(_PROCESSORS)
+            _PROCESSORS.append(self)
+        ctl = self.ctl
+        ctl[native.W_TIMELINE], ctl[native.W_INDEX], ctl[native.W_GLOBAL] = \
+            device.timeline.addr, self.index, native.runtime().g_addr
+        ctl[native.W_EVENTS], ctl[native.W_EVENT_CAP] = events_addr, native.EVENT_CAP
+        ctl[native.W_HOST_CPU] = ctl[native.W_PROCESSOR_CPU] = -1
+        self.cpu_addr = self.ctl_addr + 8 * native.W_PROCESSOR_CPU     # where it notes the core it runs on
+        self.closed = False
 
     def start(self) -> None:
-        """Start the processor thread."""
-        self._thread.start()
+        """Start consuming the ring. Backend hook."""
+        raise NotImplementedError
 
     def close(self) -> None:
-        """Stop the thread once it is idle (or at its next WAIT poll); packets left in the ring are dropped."""
-        self._closed = True
-        with self.ring.cv:
-            self.ring.cv.notify_all()
+        """Ask the processor to stop once it is idle (or at its next WAIT slice); packets left are dropped."""
+        if self.closed:
+            return
+        self.closed = True
+        self.ctl[native.W_CLOSED] = 1                  # the processor polls it; the wake's syscall orders the store
+        native.runtime().wake(self.ctl_addr + 8 * native.W_WPTR)
 
-    def run_exec(self, program: Program, bufs_addr: int, vals_addr: int, global_size: int) -> None:
-        """Run `program` for core ids 0..global_size-1 and return when all are done. Backend hook."""
-        raise NotImplementedError
+    def fault_error(self, kind: int, a: int, b: int, c: int, d: int) -> HCQError:
+        """The exception for a fault this engine recorded (kind and words a..d as in `native.F_*`)."""
+        if kind == native.F_HOST_EXEC:            # a: exception token, b: program id, c: core id
+            exc = _HOST_EXCEPTIONS.pop(a, None)
+            what = f"EXEC of {_PROGRAM_NAMES.get(b, f'program #{b}')!r}"
+            err = HCQExecError(f"{self.label}: {what} failed: {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            return err
+        if kind == native.F_WAIT_TIMEOUT:         # a: signal address, b: awaited value, c: seen, d: timeout ns
+            sig = _SIGNALS.get(a)
+            waiter = f"WAIT packet on {self.label}"
+            if sig is None:
+                return HCQTimeoutError(f"{waiter} timed out after {d / 1e9:g} s waiting for the signal at {a:#x} "
+                                       f"to reach {b}; it is at {c}")
+            return HCQTimeoutError(sig._timeout_message(b, d / 1e9, waiter, seen=c))
+        if kind == native.F_OPCODE:               # a: the opcode
+            return HCQError(f"{self.label}: unknown packet opcode {a}")
+        return HCQError(f"{self.label}: fault of unknown kind {kind}")
 
-    def run_copy(self, dst: int, src: int, nbytes: int) -> None:
-        """Copy `nbytes` from address `src` to `dst` and return when done. Backend hook."""
-        raise NotImplementedError
-
-    def _loop(self) -> None:
-        ring = self.ring
-        while True:
-            with ring.cv:
-                while ring.rptr == ring.wptr:
-                    if self._closed:
-                        return
-                    ring.cv.wait()
-                pos = ring.rptr % ring.nwords
-            hdr = int(ring.words[pos])
-            op, n = hdr & 0xFF, hdr >> 8
-            try:
-                self._run_packet(op, pos + 1, n)
-            except BaseException as e:  # noqa: BLE001 -- every fault must reach the host, never kill the engine
-                self._fault(e, op, pos + 1)
-            with ring.cv:
-                ring.rptr += 1 + n
-                ring.cv.notify_all()
-
-    def _run_packet(self, op: int, at: int, n: int) -> None:
-        w = self.ring.words
-        if op == Op.EXEC:
-            pid, gs, nbufs = int(w[at]), int(w[at + 1]), int(w[at + 2])
-            program = _PROGRAMS.get(pid)
-            if program is None:
-                raise HCQError(f"{self.label}: EXEC of unknown program id {pid}")
-            bufs_addr = self.ring.base + 8 * (at + 4)
-            start = time.perf_counter_ns()
-            self.run_exec(program, bufs_addr, bufs_addr + 8 * nbufs, gs)
-            self._record(program.name, start, time.perf_counter_ns(), 0, gs, program)
-        elif op == Op.COPY:
-            dst, src, nbytes = int(w[at]), int(w[at + 1]), int(w[at + 2])
-            start = time.perf_counter_ns()
-            self.run_copy(dst, src, nbytes)
-            self._record("copy", start, time.perf_counter_ns(), nbytes, 0)
-        elif op == Op.WAIT:
-            self._wait(self._signal_at(int(w[at])), int(w[at + 1]), int(w[at + 2]) / 1e9)
-        elif op == Op.SIGNAL:
-            self._signal(self._signal_at(int(w[at])), int(w[at + 1]))
-        elif op == Op.TIMESTAMP:
-            self._signal_at(int(w[at]))._write(time.perf_counter_ns(), self.label, self._poison)
-        elif op not in (Op.NOP, Op.BARRIER):
-            raise HCQError(f"{self.label}: unknown packet opcode {op}")
-
-    def _signal_at(self, addr: int) -> Signal:
-        sig = _SIGNALS.get(addr)
-        if sig is None:
-            raise HCQError(f"{self.label}: no signal at address {addr:#x}")
-        return sig
-
-    def _wait(self, sig: Signal, value: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not sig._wait_for(value, min(_POLL_S, max(0.0, deadline - time.monotonic()))):
-            if self._closed:
+    def drain_events(self) -> None:
+        """Move the events the processor recorded since the last drain to the device's profile (and print them
+        with DEBUG>=1)."""
+        with self._events_lock:
+            written = int(self.ctl[native.W_EVENTS_W])
+            first = max(self._events_read, written - native.EVENT_CAP)
+            if first == written:
                 return
-            if time.monotonic() >= deadline:
-                raise HCQTimeoutError(sig._timeout_message(value, timeout, f"WAIT packet on {self.label}"))
-        if sig.error is not None and not sig.error.reported and sig is not self.device.timeline:
-            self._poison = self._poison or sig.error      # a fault upstream of this queue: pass it on
+            rows = self.events[np.arange(first, written) % native.EVENT_CAP].tolist()
+            # rows the processor overwrote (or was overwriting) while they were copied
+            lapped = int(self.ctl[native.W_EVENTS_W]) + 1 - native.EVENT_CAP - first
+            self._events_read = written
+        dev = self.device
+        for pid, size, start, end in rows[max(0, lapped):]:
+            if pid == 0:
+                dev._record(ProfileEvent(dev.name, self.engine.value, "copy", start, end, size, 0), None)
+            else:
+                name = _PROGRAM_NAMES.get(pid, f"program #{pid}")
+                dev._record(ProfileEvent(dev.name, self.engine.value, name, start, end, 0, size), _PROGRAMS.get(pid))
 
-    def _signal(self, sig: Signal, value: int) -> None:
-        if sig is self.device.timeline:                 # the end of a submission
-            self.device._retire(value)
-            poison, self._poison = self._poison, None
-            sig._write(value, self.label, poison)
-        else:
-            sig._write(value, self.label, self._poison)
+    @property
+    def events_pending(self) -> int:
+        """Events recorded and not drained yet."""
+        return int(self.ctl[native.W_EVENTS_W]) - self._events_read
 
-    def _fault(self, e: BaseException, op: int, at: int) -> None:
-        if isinstance(e, HCQError):
-            err = e
-        else:
-            what = Op(op).name if op in Op._value2member_map_ else f"opcode {op}"
-            if op == Op.EXEC and (p := _PROGRAMS.get(int(self.ring.words[at]))) is not None:
-                what = f"EXEC of {p.name!r}"
-            err = HCQExecError(f"{self.label}: {what} failed: {type(e).__name__}: {e}")
-            err.__cause__ = e
-        with self.device._lock:
-            self.device._errors.append(err)
-        self._poison = self._poison or err
 
-    def _record(self, name: str, start: int, end: int, nbytes: int, global_size: int,
-                program: Program | None = None) -> None:
-        self.device.profile_events.append(
-            ProfileEvent(self.device.name, self.engine.value, name, start, end, nbytes, global_size))
-        if DEBUG >= 1:
-            size = f"{nbytes:>10d} B" if nbytes else f"gs={global_size:<9d}"
-            line = f"*** {self.label:<14s} {name:<40s} {size} {(end - start) / 1e3:10.2f} us"
-            if DEBUG >= 2 and program is not None and end > start:
-                line += f"  {program.flops / (end - start):8.2f} GFLOP/s {program.mem_bytes / (end - start):8.2f} GB/s"
-            print(line)
+def _drain_all_events() -> None:
+    for proc in list(_PROCESSORS):
+        proc.drain_events()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -815,13 +898,14 @@ class HCQDevice:
         self.timeline = Signal(0, name=f"{name}.timeline", owner=name)
         self.timeline.is_timeline = True
         self.timeline_value = 0
-        self.profile_events: deque[ProfileEvent] = deque(maxlen=PROFILE_EVENTS_KEPT)
+        self._profile: deque[ProfileEvent] = deque(maxlen=PROFILE_EVENTS_KEPT)
         self._errors: list[HCQError] = []
         self._inflight: deque[tuple[int, Any]] = deque()
         self._lock = threading.Lock()                   # guards _inflight and _errors
         self._submit_lock = threading.Lock()
         self.allocator = self.create_allocator()
         self.processors = {engine: self.create_processor(engine) for engine in Engine}
+        self._last_processor = self.processors[Engine.COMPUTE]     # of the latest submission
         for proc in self.processors.values():
             proc.start()
 
@@ -840,10 +924,20 @@ class HCQDevice:
         """A signal in this device's memory."""
         return Signal(value, name=name, owner=self.name)
 
+    @property
+    def profile_events(self) -> deque[ProfileEvent]:
+        """The last `PROFILE_EVENTS_KEPT` execs and copies, drained from the processors' event rings."""
+        for proc in self.processors.values():
+            proc.drain_events()
+        return self._profile
+
     def submit(self, cb: CommandBuffer, refs: Any = None) -> Fence:
         """Write `cb` into its engine's ring, bracketed by timeline WAIT/SIGNAL; keep `refs` alive until done."""
         proc = self.processors[cb.engine]
+        if proc.events_pending > native.EVENT_CAP // 2:   # drain before the processor overwrites unread events
+            proc.drain_events()
         with self._submit_lock:
+            self._retire(self.timeline.value)
             value = self.timeline_value + 1
             w = cb.words
             w[1], w[2], w[-2], w[-1] = self.timeline.addr, value - 1, self.timeline.addr, value
@@ -859,21 +953,38 @@ class HCQDevice:
                     self._inflight.remove(entry)
                 raise
             self.timeline_value = value
+            self._last_processor = proc
         return Fence(self, cb.engine, value)
 
     def _retire(self, value: int) -> None:
-        """Drop the references of submissions up to `value` (called by a processor as they complete)."""
-        with self._lock:
-            while self._inflight and self._inflight[0][0] <= value:
-                self._inflight.popleft()
+        """Drop the references of submissions up to `value` (the timeline has passed them)."""
+        inflight = self._inflight
+        if inflight and inflight[0][0] <= value:
+            with self._lock:
+                while inflight and inflight[0][0] <= value:
+                    inflight.popleft()
+
+    def _wait_timeline(self, value: int, timeout: float | None, engine: Engine) -> None:
+        timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
+        sig = self.timeline
+        if sig._mem[0] < value and not _host_wait(sig.addr, value, timeout, self._last_processor.cpu_addr):
+            waiter = f"host wait on {self.name}/{engine.value}"
+            raise HCQTimeoutError(sig._timeout_message(value, timeout, waiter))
+        self._retire(value)
+        if DEBUG >= 1:
+            _drain_all_events()
+        sig.raise_error(value)
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for everything submitted so far, then raise any fault not yet reported."""
-        Fence(self, Engine.COMPUTE, self.timeline_value).wait(timeout)
+        self._wait_timeline(self.timeline_value, timeout, Engine.COMPUTE)
+        _drain_faults()
+        if not self._errors:
+            return
         with self._lock:
             errors, self._errors = [e for e in self._errors if not e.reported], []
         for e in errors:
-            e.reported = True
+            _report(e)
         if errors:
             raise errors[0]
 
@@ -900,6 +1011,16 @@ class HCQDevice:
     def clear_profile(self) -> None:
         """Forget the recorded profile events."""
         self.profile_events.clear()
+
+    def _record(self, ev: ProfileEvent, program: Program | None) -> None:
+        self._profile.append(ev)
+        if DEBUG >= 1:
+            size = f"{ev.nbytes:>10d} B" if ev.name == "copy" else f"gs={ev.global_size:<9d}"
+            dur = ev.end_ns - ev.start_ns
+            line = f"*** {ev.device + '/' + ev.queue:<14s} {ev.name:<40s} {size} {dur / 1e3:10.2f} us"
+            if DEBUG >= 2 and program is not None and dur > 0:
+                line += f"  {program.flops / dur:8.2f} GFLOP/s {program.mem_bytes / dur:8.2f} GB/s"
+            print(line)
 
 
 # ---------------------------------------------------------------------------------------------------------------

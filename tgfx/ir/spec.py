@@ -88,7 +88,9 @@ spec = PatternMatcher([
     (UPat(Ops.FUNCTION, name="x"), lambda x: len(x.src) >= 1 and x.src[0].op is Ops.TUPLE),
     (UPat(Ops.GETTUPLE, name="x"), lambda x: x.src[0].op in (Ops.FUNCTION, Ops.CALL) and
      0 <= x.arg < (len(x.src[0].arg[2]) if x.src[0].src[0].op is Ops.SINK else len(x.src[0].src[0].src))),
-    (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER), name="x"), lambda x: x.dtype == x.src[0].dtype),
+    # a COPY with no source is the schedule's copy command (arg: bytes)
+    (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER), name="x"),
+     lambda x: x.dtype == x.src[0].dtype if x.src else x.op is Ops.COPY and isinstance(x.arg, int)),
     # kernel-level and structural ops: their shapes are checked by the passes that build them
     (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.KERNEL,
            Ops.LINEAR, Ops.PROGRAM, Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.VECTORIZE, Ops.GEP)),

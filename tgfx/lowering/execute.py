@@ -23,7 +23,7 @@ def buffer_memory(buf: UOp, allocate: bool = True) -> object:
     uid, device, size = buf.arg
     mem = _memory.get(uid)
     if mem is None:
-        assert allocate, f"buffer {uid} was read before it was written"
+        assert allocate or size == 0, f"buffer {uid} was read before it was written"
         mem = get_device(device).allocator.alloc(max(size, 1) * buf.dtype.itemsize)
         _memory[uid] = mem
         weakref.finalize(buf, _free, uid)

@@ -78,6 +78,7 @@ class LLVMRenderer:
         self.allocas: list[str] = []
         self.names: dict[UOp, str] = {}
         self.declares: set[str] = set()
+        self.open_ids: list[str] = []
         self.n = 0
 
     def tmp(self) -> str:
@@ -155,6 +156,17 @@ class LLVMRenderer:
         if d.is_bool:
             out = self.op_in(f"fcmp une {cs} {x}, 0.0" if s.is_float else f"icmp ne {cs} {x}, 0")
             return out
+        if s == dtypes.float64 and d == dtypes.float16:
+            # double -> float rounding to odd, then float -> half: one correct rounding, not two
+            t = self.op_in(f"fptrunc double {x} to float")
+            back = self.op_in(f"fpext float {t} to double")
+            exact = self.op_in(f"fcmp ueq double {back}, {x}")
+            over = self.op_in(f"fcmp ogt double {self.call('llvm.fabs.f64', 'double', [('double', back)])}, "
+                              f"{self.call('llvm.fabs.f64', 'double', [('double', x)])}")
+            bits = self.op_in(f"bitcast float {t} to i32")
+            bits = self.op_in(f"sub i32 {bits}, {self.op_in(f'zext i1 {over} to i32')}")
+            odd = self.op_in(f"bitcast i32 {self.op_in(f'or i32 {bits}, 1')} to float")
+            return self.op_in(f"fptrunc float {self.op_in(f'select i1 {exact}, float {t}, float {odd}')} to half")
         if s.is_float and d.is_float:
             sb, db = _fbits(cs), _fbits(cd)
             out = x if sb == db else self.op_in(f"{'fpext' if db > sb else 'fptrunc'} {cs} {x} to {cd}")
@@ -187,8 +199,8 @@ class LLVMRenderer:
             self.render_one(u, acc_of, u in update_of_acc)
         args = ", ".join(f"ptr noalias %b{i}" for i in range(len(bufs)))
         loads = []
-        for i in range(len(bufs)):
-            loads.append(f"  %p{i} = getelementptr ptr, ptr %bufs, i64 {i}")
+        for i, b in enumerate(bufs):  # by slot: a buffer folded out of the kernel leaves a gap, not a shift
+            loads.append(f"  %p{i} = getelementptr ptr, ptr %bufs, i64 {b.arg[0]}")
             loads.append(f"  %a{i} = load ptr, ptr %p{i}")
         call_args = ", ".join([f"ptr %a{i}" for i in range(len(bufs))] + ["i64 %core"])
         body = "\n".join(self.allocas + ["  br label %start", "start:"] + self.lines)
@@ -209,7 +221,10 @@ class LLVMRenderer:
             self.names[u] = "%core"
             return
         if op is Ops.RANGE:
-            rid = u.arg[0]
+            # a range may be opened more than once (lanes of an upcast reduced in separate loops): unique names
+            self.n += 1
+            rid = f"{u.arg[0]}_{self.n}"
+            self.open_ids.append(rid)
             self.allocas.append(f"  %r{rid}.p = alloca i64")
             self.emit(f"store i64 0, ptr %r{rid}.p")
             self.emit(f"br label %L{rid}")
@@ -218,7 +233,7 @@ class LLVMRenderer:
             self.emit(f"%r{rid} = load i64, ptr %r{rid}.p")
         elif op is Ops.END:
             r = u.src[0]
-            rid = r.arg[0]
+            rid = self.open_ids.pop()
             nxt = self.op_in(f"add i64 %r{rid}, 1")
             self.emit(f"store i64 {nxt}, ptr %r{rid}.p")
             c = self.op_in(f"icmp slt i64 {nxt}, {r.src[0].arg}")

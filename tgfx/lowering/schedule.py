@@ -16,7 +16,7 @@ from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 
 _buffer_uid = itertools.count(1)
-DEFAULT_DEVICE = "CPU"
+DEFAULT_DEVICE = "CPU:0"
 
 
 def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001

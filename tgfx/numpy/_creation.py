@@ -72,6 +72,8 @@ def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dt
     out = i * step + start
     if endpoint and num > 1:  # the last sample is exactly `stop`, as numpy guarantees
         out = ew.where(Tensor.arange(num, dtype=dtypes.int32) == num - 1, stop, out)
+    if not d.is_float:  # numpy and JAX round integer samples toward -inf, not toward zero as a cast would
+        out = ew.floor(out)
     return out.astype(d)
 
 

@@ -18,6 +18,13 @@ def _inexact(x: ArrayLike) -> Tensor:
     return x.astype(to_inexact(x.dtype))
 
 
+def _operands(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
+    """Both operands promoted and broadcast, so a function built from other ones reports a mismatch by its own name."""
+    a, b = promote(x, y, name)
+    a, b = broadcast(a, b, name=name)
+    return a, b
+
+
 def _promote_inexact(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
     """Both operands in the float type of their promotion (JAX's promote_args_inexact)."""
     xs = [v if isinstance(v, (bool, int, float, Tensor)) else _t(v) for v in (x, y)]
@@ -61,7 +68,7 @@ def positive(x: ArrayLike) -> Tensor:
 
 
 def subtract(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "subtract")
+    a, b = _operands(x, y, "subtract")
     if a.dtype.is_bool:
         raise TypeError("subtract is not defined for bool Tensors; use logical_xor")
     return add(a, negative(b))
@@ -213,7 +220,7 @@ def maximum(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def minimum(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "minimum")
+    a, b = _operands(x, y, "minimum")
     if a.dtype.is_float:
         return negative(maximum(negative(a), negative(b)))
     if a.dtype.is_bool:
@@ -242,16 +249,18 @@ def less(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def greater(x: ArrayLike, y: ArrayLike) -> Tensor:
-    return less(y, x)
+    a, b = _operands(x, y, "greater")
+    return less(b, a)
 
 
 def less_equal(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "less_equal")
+    a, b = _operands(x, y, "less_equal")
     return logical_or(less(a, b), equal(a, b))
 
 
 def greater_equal(x: ArrayLike, y: ArrayLike) -> Tensor:
-    return less_equal(y, x)
+    a, b = _operands(x, y, "greater_equal")
+    return less_equal(b, a)
 
 
 def equal(x: ArrayLike, y: ArrayLike) -> Tensor:

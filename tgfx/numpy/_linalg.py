@@ -16,8 +16,9 @@ def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
     if yv:
         y = y.reshape(y.shape[0], 1)
     if x.shape[-1] != y.shape[-2]:
-        raise ValueError(f"matmul: contraction dimension mismatch: shapes {tuple(a.shape) if hasattr(a, 'shape') else x.shape} "
-                         f"and {tuple(b.shape) if hasattr(b, 'shape') else y.shape} "
+        sa = tuple(a.shape) if hasattr(a, "shape") else x.shape
+        sb = tuple(b.shape) if hasattr(b, "shape") else y.shape
+        raise ValueError(f"matmul: contraction dimension mismatch: shapes {sa} and {sb} "
                          f"(size {x.shape[-1]} is different from {y.shape[-2]})")
     batch = broadcast_shapes(x.shape[:-2], y.shape[:-2], name="matmul")
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]

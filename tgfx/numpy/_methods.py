@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tgfx.numpy import _creation, _elementwise as ew, _indexing, _linalg, _movement as mv, _reduce as rd
-from tgfx.numpy import _sort
+from tgfx.numpy import _creation, _indexing, _linalg, _sort
+from tgfx.numpy import _elementwise as ew
+from tgfx.numpy import _movement as mv
+from tgfx.numpy import _reduce as rd
 from tgfx.tensor import Tensor
 
 

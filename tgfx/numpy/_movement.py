@@ -109,33 +109,46 @@ def pad(x: ArrayLike, pad_width: int | Sequence, mode: str = "constant", constan
         n = x.shape[ax]
         if n == 0:
             raise ValueError(f"pad: can't extend empty axis {ax} using mode {mode!r}")
-        parts = []
-        if b:
-            parts.append(_pad_part(x, ax, b, mode, before=True))
-        parts.append(x)
-        if a:
-            parts.append(_pad_part(x, ax, a, mode, before=False))
-        x = concatenate(parts, axis=ax)
+        # the whole padded axis as source indices into x: _take_axis joins them as a few runs of slices
+        x = _take_axis(x, ax, [_pad_source(p, n, mode) for p in range(-b, n + a)])
     return x
 
 
+def _runs(idx: list[int]) -> list[tuple[int, int, int]]:
+    """`idx` cut into maximal runs (start, length, step) with step +1, -1 or 0."""
+    runs: list[tuple[int, int, int]] = []
+    for i in idx:
+        if runs:
+            start, n, step = runs[-1]
+            if n == 1 and i - start in (-1, 0, 1):
+                runs[-1] = (start, 2, i - start)
+                continue
+            if n > 1 and i == start + n * step:
+                runs[-1] = (start, n + 1, step)
+                continue
+        runs.append((i, 1, 0))
+    return runs
+
+
 def _take_axis(x: Tensor, ax: int, idx: list[int]) -> Tensor:
-    """x indexed along `ax` by a static list of indices, as slices joined together."""
-    pieces = [x.shrink(tuple((i, i + 1) if a == ax else (0, s) for a, s in enumerate(x.shape))) for i in idx]
+    """x indexed along `ax` by a static list of indices: one slice per run of neighbouring indices (flipped where
+    they descend, broadcast where they repeat), joined together. A reflect pad of width k is a few runs, not k."""
+    pieces = []
+    for start, n, step in _runs(idx):
+        lo, hi = (start, start + n) if step > 0 else (start - n + 1, start + 1) if step < 0 else (start, start + 1)
+        piece = x.shrink(tuple((lo, hi) if a == ax else (0, s) for a, s in enumerate(x.shape)))
+        if step < 0:
+            piece = piece.flip(ax)
+        elif step == 0 and n > 1:
+            piece = piece.expand(tuple(n if a == ax else s for a, s in enumerate(x.shape)))
+        pieces.append(piece)
     return concatenate(pieces, axis=ax) if len(pieces) > 1 else pieces[0]
 
 
-def _pad_part(x: Tensor, ax: int, k: int, mode: str, before: bool) -> Tensor:
-    n = x.shape[ax]
-    positions = range(-k, 0) if before else range(n, n + k)
-    if mode == "edge":
-        edge = _take_axis(x, ax, [0 if before else n - 1])
-        return edge.expand(tuple(k if a == ax else s for a, s in enumerate(x.shape)))
-    return _take_axis(x, ax, [_pad_source(p, n, mode) for p in positions])
-
-
 def _pad_source(p: int, n: int, mode: str) -> int:
-    """The source index of padded position p (outside [0, n)): reflect skips the edge, symmetric repeats it."""
+    """The source index of padded position p (inside [0, n) itself): reflect skips the edge, symmetric repeats it."""
+    if mode == "edge":
+        return min(max(p, 0), n - 1)
     if mode == "wrap":
         return p % n
     period = 2 * n - 2 if mode == "reflect" else 2 * n
@@ -188,6 +201,7 @@ def stack(xs: Sequence[ArrayLike], axis: int = 0) -> Tensor:
     shapes = {t.shape for t in ts}
     if len(shapes) > 1:
         raise ValueError(f"stack: all input arrays must have the same shape, got {[t.shape for t in ts]}")
+    axis = normalize_axis(axis, ts[0].ndim + 1, "stack")
     return concatenate([expand_dims(t, axis) for t in ts], axis=axis)
 
 

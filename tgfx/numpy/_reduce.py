@@ -18,7 +18,13 @@ def _axes(x: Tensor, axis: Axis, name: str) -> tuple[int, ...]:
     """The reduced axes, non-negative; numpy's AxisError naming `name` for an axis out of range (also of a 0-d)."""
     if axis is None:
         return tuple(range(x.ndim))
-    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if isinstance(axis, (int, np.integer)):
+        ax: tuple = (axis,)
+    else:
+        try:
+            ax = tuple(axis)
+        except TypeError:
+            raise TypeError(f"{name}: axis must be an integer or a tuple of integers, got {axis!r}") from None
     if x.ndim == 0 and ax:
         raise np.exceptions.AxisError(f"{name}: axis {ax[0]} is out of bounds for a Tensor of dimension 0")
     return normalize_axes(ax, x.ndim, name)
@@ -104,7 +110,8 @@ def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) 
 
 
 def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
-    return ew.sqrt(var(x, axis=axis, ddof=ddof, keepdims=keepdims))
+    x = to_tensor(x)
+    return ew.sqrt(var(x, axis=_axes(x, axis, "std"), ddof=ddof, keepdims=keepdims))
 
 
 def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001

@@ -137,15 +137,95 @@ def _copy_grad(ctx: UOp, x: UOp) -> tuple[UOp]:
     return (ctx if x.device is None or ctx.device in (None, x.device) else UOp(Ops.COPY, ctx.dtype, (ctx,), x.device),)
 
 
+@dataclass
+class CallInfo:
+    """What a custom backward (`grad_fxn(grad_outputs, call)`) gets to see of the call it differentiates."""
+    name: str
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
+    uop: UOp
+
+
+def _call_name(ret: UOp) -> str:
+    return str(ret.arg[0]) if isinstance(ret.arg, tuple) and ret.arg else str(ret.arg)
+
+
+def _custom_backward(ctx: tuple, ret: UOp, grad_fxn: Callable) -> tuple:
+    name = _call_name(ret)
+    args = ret.src[1:]
+    outs = tuple(Tensor(UOp(Ops.GETTUPLE, _result_dtype(ret, i), (ret,), i)) for i in range(len(ctx)))
+    gouts = tuple(Tensor(g) if g is not None else Tensor(_full(o.uop, 0)) for g, o in zip(ctx, outs, strict=True))
+    res = grad_fxn(gouts, CallInfo(name, tuple(Tensor(a) for a in args), outs, ret))
+    if not isinstance(res, (tuple, list)) or len(res) != len(args):
+        raise TypeError(f"grad_fxn of {name} must return a tuple with one gradient (or None) per input, "
+                        f"{len(args)} in all, but returned {type(res).__name__}"
+                        f"{f' of length {len(res)}' if isinstance(res, (tuple, list)) else ''}")
+    grads: list[UOp | None] = []
+    for i, (r, a) in enumerate(zip(res, args, strict=True)):
+        if r is None:
+            grads.append(None)
+            continue
+        if not isinstance(r, Tensor) or r.shape != a.shape:
+            got = f"shape {r.shape}" if isinstance(r, Tensor) else type(r).__name__
+            raise TypeError(f"grad_fxn of {name}: the gradient of input {i} must be a Tensor of shape {a.shape}, "
+                            f"got {got}")
+        grads.append(r.uop.cast(a.dtype) if a.dtype.is_float else None)
+    return (None, *grads)
+
+
+def _result_dtype(call: UOp, i: int) -> DType:
+    body = call.src[0]
+    return call.arg[2][i][1] if body.op is Ops.SINK else body.src[i].dtype
+
+
 def _call_grad(ctx: tuple, ret: UOp) -> tuple:
-    # TODO(@function): the backward of FUNCTION(body, a0, a1, ...) is a new FUNCTION named `<name>_backward` whose
-    # body is compute_gradient(body, TUPLE of PARAMs for the output gradients in `ctx`, the needed PARAMs), unused
-    # params compacted away, called on (args, output grads); a precompiled forward passes its outputs instead of
-    # recomputing them; `grad_fxn` overrides it. `ctx` is already the tuple of output gradients (None: unused),
-    # gathered from the GETTUPLEs by the rule above and summed elementwise by `_accumulate`.
-    name = ret.arg[0] if isinstance(ret.arg, tuple) and ret.arg else ret.arg
-    raise NotImplementedError(f"differentiating through {ret.op.name} {name!r} is not implemented yet (the FUNCTION "
-                              f"rule of tgfx/transforms/grad.py); call the function's body directly for now")
+    """The backward of FUNCTION(TUPLE(results), a0, a1, ...): a new FUNCTION `<name>_backward` whose body is the
+    gradient of the forward body with respect to the PARAMs that get one, called on (forward args, output grads);
+    params the backward does not read are compacted away. A precompiled forward (a CALL) passes its outputs to the
+    backward instead of having them recomputed; `grad_fxn` replaces all of this."""
+    from tgfx.lowering.inline import params_of, substitute_outside_calls
+    name, body, args = _call_name(ret), ret.src[0], ret.src[1:]
+    grad_fxn = ret.arg[1] if isinstance(ret.arg, tuple) and len(ret.arg) > 1 else None
+    if grad_fxn is not None:
+        return _custom_backward(ctx, ret, grad_fxn)
+    if body.op is not Ops.TUPLE:
+        raise TypeError(f"cannot differentiate custom kernel {name!r}: it is an opaque CALL; give it a grad_fxn "
+                        f"(custom_kernel(..., grad_fxn=...))")
+    fwd_params = params_of(body)
+    nslots = max(fwd_params, default=-1) + 1
+    gparams: list[UOp | None] = []
+    bound: list[UOp] = []  # the value of each extra slot, in slot order
+    for r, g in zip(body.src, ctx, strict=True):
+        if g is None:
+            gparams.append(None)
+            continue
+        gparams.append(UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or "CPU:0")))
+        bound.append(g)
+    targets = [p for _, p in sorted(fwd_params.items()) if p.dtype.is_float]
+    grads = compute_gradient(body, tuple(gparams), targets)
+    wanted = [(k, grads[p]) for k, p in sorted(fwd_params.items()) if p in grads]
+    if not wanted:
+        return (None,) * len(ret.src)
+    bw_body = UOp(Ops.TUPLE, None, tuple(g for _, g in wanted))
+    if ret.op is Ops.CALL:  # precompiled: read the forward's outputs rather than recomputing them
+        outs = {}
+        for i, r in enumerate(body.src):
+            if r.op is not Ops.PARAM:
+                outs[r] = UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or "CPU:0"))
+                bound.append(UOp(Ops.GETTUPLE, r.dtype, (ret,), i))
+        bw_body = substitute_outside_calls(bw_body, outs)
+    # compact: the backward's arguments are only the slots its body reads, renumbered in order
+    values = {**{k: a for k, a in enumerate(args)}, **{nslots + j: v for j, v in enumerate(bound)}}
+    used = sorted(params_of(bw_body).items())
+    renumber = {p: UOp(Ops.PARAM, p.dtype, (), (j, *p.arg[1:])) for j, (_, p) in enumerate(used)}
+    bw_body = substitute_outside_calls(bw_body, renumber)
+    precompile_bw = isinstance(ret.arg, tuple) and len(ret.arg) > 2 and bool(ret.arg[2])
+    bw = UOp(Ops.CALL if precompile_bw else Ops.FUNCTION, None, (bw_body, *(values[k] for k, _ in used)),
+             (f"{name}_backward", None))
+    out: list[UOp | None] = [None] * len(ret.src)
+    for i, (k, g) in enumerate(wanted):
+        out[1 + k] = UOp(Ops.GETTUPLE, g.dtype, (bw,), i)
+    return tuple(out)
 
 
 _x, _y = UPat.var("x"), UPat.var("y")

@@ -1,0 +1,280 @@
+"""How jax, torch and tinygrad run each workload, each the way a user of that library would write it, on the CPU.
+
+Every import happens inside the implementation, so this module loads without any peer installed; the runner asks
+`importlib` which peers are there before it calls one.
+
+- jax: `jax.jit` of each function on the CPU device; the MLP step is `jax.jit` of `jax.value_and_grad` + SGD.
+- torch: plain eager mode (no `torch.compile`); the MLP step is autograd + an SGD update under `torch.no_grad`.
+- tinygrad: `TinyJit` of each function (it captures on the second call and replays from the third); the MLP step
+  computes gradients with `Tensor.gradient` and updates parameters in place with `assign`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bench.workloads import GELU_C, Case, Inputs, Sizes, impl, stateful
+
+# ---------------------------------------------------------------------------------------------------------------
+# jax
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _jax() -> Any:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # an accelerator would not be the CPU benchmark
+    import jax
+    return jax
+
+
+def _jax_put(a: np.ndarray) -> Any:
+    jax = _jax()
+    return jax.device_put(a, jax.devices("cpu")[0]).block_until_ready()
+
+
+def _jax_case(fn: Callable, *args: np.ndarray) -> Case:
+    jax = _jax()
+    f = jax.jit(fn)
+    xs = [_jax_put(a) for a in args]
+    box: list[Any] = []
+
+    def call() -> Any:
+        box[:] = [f(*xs).block_until_ready()]
+        return box[0]
+    return Case(call, lambda: [np.asarray(box[0])])
+
+
+def jax_mlp_loss(params: list[Any], x: Any, y: Any) -> Any:
+    jax = _jax()
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = jax.nn.relu(h @ params[i] + params[i + 1])
+    logits = h @ params[-2] + params[-1]
+    return -(jax.nn.log_softmax(logits, axis=1) * y).sum(axis=1).mean()
+
+
+@impl("matmul", "jax")
+def jax_matmul(s: Sizes, d: Inputs) -> Case:
+    return _jax_case(lambda a, b: a @ b, d["a"], d["b"])
+
+
+@impl("gelu", "jax")
+def jax_gelu(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+    return _jax_case(lambda x: jax.nn.gelu(x * 1.5 + 0.5, approximate=True), d["x"])
+
+
+@impl("softmax", "jax")
+def jax_softmax(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+    return _jax_case(lambda x: jax.nn.softmax(x, axis=1), d["x"])
+
+
+@impl("mlp", "jax")
+def jax_mlp(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+
+    @jax.jit
+    def step(params: list[Any], x: Any, y: Any) -> tuple[list[Any], Any]:
+        loss, grads = jax.value_and_grad(jax_mlp_loss)(params, x, y)
+        return [p - s.lr * g for p, g in zip(params, grads, strict=True)], loss
+
+    x, y = _jax_put(d["x"]), _jax_put(d["y"])
+
+    def advance(st: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
+        params, loss = step(st[0], x, y)
+        return jax.block_until_ready((params, loss))
+    return stateful(advance, ([_jax_put(p) for p in d["params"]], None),
+                    lambda st: [*(np.asarray(p) for p in st[0]), np.asarray(st[1])])
+
+
+@impl("dispatch", "jax")
+def jax_dispatch(s: Sizes, d: Inputs) -> Case:
+    return _jax_case(lambda v: v + 1, d["v"])
+
+
+@impl("conv2d", "jax")
+def jax_conv2d(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+    return _jax_case(lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), ((1, 1), (1, 1)),
+                                                               dimension_numbers=("NCHW", "OIHW", "NCHW")),
+                     d["x"], d["w"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# torch (eager)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _torch_case(fn: Callable, *args: np.ndarray) -> Case:
+    import torch
+    xs = [torch.from_numpy(a.copy()) for a in args]
+    box: list[Any] = []
+
+    def call() -> Any:
+        with torch.no_grad():
+            box[:] = [fn(*xs)]
+        return box[0]
+    return Case(call, lambda: [box[0].numpy()])
+
+
+@impl("matmul", "torch")
+def torch_matmul(s: Sizes, d: Inputs) -> Case:
+    return _torch_case(lambda a, b: a @ b, d["a"], d["b"])
+
+
+@impl("gelu", "torch")
+def torch_gelu(s: Sizes, d: Inputs) -> Case:
+    import torch.nn.functional as F
+    return _torch_case(lambda x: F.gelu(x * 1.5 + 0.5, approximate="tanh"), d["x"])
+
+
+@impl("softmax", "torch")
+def torch_softmax(s: Sizes, d: Inputs) -> Case:
+    import torch
+    return _torch_case(lambda x: torch.softmax(x, dim=1), d["x"])
+
+
+@impl("mlp", "torch")
+def torch_mlp(s: Sizes, d: Inputs) -> Case:
+    import torch
+    params = [torch.from_numpy(p.copy()).requires_grad_() for p in d["params"]]
+    x, y = torch.from_numpy(d["x"].copy()), torch.from_numpy(d["y"].copy())
+
+    def step(loss: Any) -> Any:
+        h = x
+        for i in range(0, len(params) - 2, 2):
+            h = torch.relu(h @ params[i] + params[i + 1])
+        logits = h @ params[-2] + params[-1]
+        loss = -(torch.log_softmax(logits, dim=1) * y).sum(dim=1).mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= s.lr * p.grad
+                p.grad = None
+        return loss.detach()
+    return stateful(step, None, lambda loss: [*(p.detach().numpy().copy() for p in params), loss.numpy()])
+
+
+@impl("dispatch", "torch")
+def torch_dispatch(s: Sizes, d: Inputs) -> Case:
+    return _torch_case(lambda v: v + 1, d["v"])
+
+
+@impl("conv2d", "torch")
+def torch_conv2d(s: Sizes, d: Inputs) -> Case:
+    import torch.nn.functional as F
+    return _torch_case(lambda x, w: F.conv2d(x, w, padding=1), d["x"], d["w"])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tinygrad (TinyJit)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _tinygrad() -> tuple[Any, Any, str]:
+    # tinygrad's default device may be an accelerator, and constants go to the default device: make it the CPU.
+    dev = os.environ.get("BENCH_TINYGRAD_DEVICE", "CPU")
+    os.environ.setdefault("DEV", dev)  # tinygrad >= 0.11 reads DEV when it first picks its default
+    from tinygrad import Device, Tensor, TinyJit
+    with contextlib.suppress(Exception):  # older tinygrad: the default is an attribute (newer ones raise here)
+        Device.DEFAULT = dev
+    Device[dev]  # opening it fails here, with tinygrad's own message, when the device cannot run (e.g. no compiler)
+    return Tensor, TinyJit, dev
+
+
+def _tiny_sync(dev: str) -> None:
+    from tinygrad import Device
+    Device[dev].synchronize()
+
+
+def _tiny_case(fn: Callable, *args: np.ndarray) -> Case:
+    Tensor, TinyJit, dev = _tinygrad()
+    f = TinyJit(lambda *xs: fn(*xs).realize())
+    xs = [Tensor(a.copy(), device=dev).realize() for a in args]
+    box: list[Any] = []
+
+    def call() -> Any:
+        box[:] = [f(*xs)]
+        _tiny_sync(dev)
+        return box[0]
+    return Case(call, lambda: [box[0].numpy()])
+
+
+@impl("matmul", "tinygrad")
+def tinygrad_matmul(s: Sizes, d: Inputs) -> Case:
+    return _tiny_case(lambda a, b: a @ b, d["a"], d["b"])
+
+
+@impl("gelu", "tinygrad")
+def tinygrad_gelu(s: Sizes, d: Inputs) -> Case:
+    def gelu(x: Any) -> Any:
+        y = x * 1.5 + 0.5
+        return 0.5 * y * (1 + (GELU_C * (y + 0.044715 * y * y * y)).tanh())
+    return _tiny_case(gelu, d["x"])
+
+
+@impl("softmax", "tinygrad")
+def tinygrad_softmax(s: Sizes, d: Inputs) -> Case:
+    return _tiny_case(lambda x: x.softmax(axis=1), d["x"])
+
+
+@impl("mlp", "tinygrad")
+def tinygrad_mlp(s: Sizes, d: Inputs) -> Case:
+    Tensor, TinyJit, dev = _tinygrad()
+    params = [Tensor(p.copy(), device=dev).realize() for p in d["params"]]
+    x, y = Tensor(d["x"].copy(), device=dev).realize(), Tensor(d["y"].copy(), device=dev).realize()
+
+    def gradients(loss: Any) -> list[Any]:
+        if hasattr(loss, "gradient"):  # tinygrad >= 0.10
+            return list(loss.gradient(*params))
+        for p in params:
+            p.requires_grad, p.grad = True, None
+        loss.backward()
+        return [p.grad for p in params]
+
+    @TinyJit
+    def step(x: Any, y: Any) -> Any:
+        h = x
+        for i in range(0, len(params) - 2, 2):
+            h = (h @ params[i] + params[i + 1]).relu()
+        logits = h @ params[-2] + params[-1]
+        loss = -(logits.log_softmax(axis=1) * y).sum(axis=1).mean()
+        for p, g in zip(params, gradients(loss), strict=True):
+            p.assign(p.detach() - s.lr * g)
+        Tensor.realize(loss, *params)
+        return loss
+
+    def advance(loss: Any) -> Any:
+        loss = step(x, y)
+        _tiny_sync(dev)
+        return loss
+    return stateful(advance, None, lambda loss: [*(p.numpy() for p in params), loss.numpy()])
+
+
+@impl("dispatch", "tinygrad")
+def tinygrad_dispatch(s: Sizes, d: Inputs) -> Case:
+    return _tiny_case(lambda v: v + 1, d["v"])
+
+
+@impl("conv2d", "tinygrad")
+def tinygrad_conv2d(s: Sizes, d: Inputs) -> Case:
+    return _tiny_case(lambda x, w: x.conv2d(w, padding=1), d["x"], d["w"])
+
+
+def unusable(framework: str) -> str | None:
+    """None when the installed peer can run here, else why not (the runner skips it and says so)."""
+    try:
+        if framework == "jax":
+            _jax().devices("cpu")
+        elif framework == "torch":
+            import torch  # noqa: F401
+        elif framework == "tinygrad":
+            _tinygrad()
+    except Exception as e:
+        lines = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {lines[-1] if lines else ''}"[:120]
+    return None

@@ -1,0 +1,38 @@
+"""The benchmark harness runs end to end: `--quick` sizes, tgfx and numpy only, in this process.
+
+It asserts that every workload gets a row and that every tgfx result was checked against numpy; it never asserts a
+time (speed is what `python -m bench` reports, not what tests check).
+"""
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/ is not installed with tgfx
+
+from bench import run  # noqa: E402
+from bench.workloads import QUICK, WORKLOADS  # noqa: E402
+
+
+def test_quick_bench_prints_every_workload_verified(capsys):
+    rows, frameworks = run.run(["--quick", "--frameworks", "tgfx,numpy", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert frameworks == ["tgfx", "numpy"]
+    table = out[out.index("workload"):]
+    for wl in WORKLOADS:
+        assert wl.title(QUICK) in table, f"no row for {wl.name} in:\n{out}"
+    # the first-call workload is two rows: an empty compile cache, then the cache it filled
+    assert len(rows) == len(WORKLOADS) + 1
+    notes = {row.title: {fw: cell.note for fw, cell in row.cells.items() if cell.status != "ok"} for row in rows}
+    assert all(row.cells["tgfx"].status == "ok" for row in rows), notes
+    assert all(row.cells["numpy"].status == "ok" for row in rows if "numpy" in row.cells), notes
+    assert f"verified: every tgfx result matches numpy (allclose) on all {len(rows)} rows" in out
+    assert "WRONG" not in out and "ERROR" not in out
+
+
+def test_options_are_checked():
+    with pytest.raises(SystemExit):
+        run.parse_args(["--only", "nosuchworkload"])
+    args = run.parse_args(["--only", "matmul,gelu", "--frameworks", "tgfx,numpy,jax"])
+    assert [w.name for w in args.workloads] == ["matmul", "gelu"]
+    assert args.asked == ["tgfx", "numpy", "jax"]

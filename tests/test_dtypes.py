@@ -1,0 +1,243 @@
+"""Dtypes: JAX's promotion table (strong and weakly typed Python scalars), casts against numpy, bfloat16 rounding.
+
+The expected table is JAX's documented one (docs "Type promotion semantics"), written out here by hand rather than
+derived from tgfx's lattice. A weak float result `f*` materialises as float32, or as float64 when a 64-bit integer
+takes part (tgfx has int64 and uint64, which in JAX need x64 mode, where `f*` is float64).
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import ALL, FLOATS, INTS, NUMERIC, arrays, assert_close, bf16_round, np_dtype, shapes, to_tensor
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, promote_types, to_dtype, to_inexact
+
+ABBREV = {"b1": dtypes.bool, "u1": dtypes.uint8, "u2": dtypes.uint16, "u4": dtypes.uint32, "u8": dtypes.uint64,
+          "i1": dtypes.int8, "i2": dtypes.int16, "i4": dtypes.int32, "i8": dtypes.int64, "bf": dtypes.bfloat16,
+          "f2": dtypes.float16, "f4": dtypes.float32, "f8": dtypes.float64}
+
+# JAX's promotion table; the last two columns are Python int (i*) and Python float (f*) scalars.
+JAX_TABLE = """
+    b1 u1 u2 u4 u8 i1 i2 i4 i8 bf f2 f4 f8 i* f*
+b1  b1 u1 u2 u4 u8 i1 i2 i4 i8 bf f2 f4 f8 i* f*
+u1  u1 u1 u2 u4 u8 i2 i2 i4 i8 bf f2 f4 f8 u1 f*
+u2  u2 u2 u2 u4 u8 i4 i4 i4 i8 bf f2 f4 f8 u2 f*
+u4  u4 u4 u4 u4 u8 i8 i8 i8 i8 bf f2 f4 f8 u4 f*
+u8  u8 u8 u8 u8 u8 f* f* f* f* bf f2 f4 f8 u8 f*
+i1  i1 i2 i4 i8 f* i1 i2 i4 i8 bf f2 f4 f8 i1 f*
+i2  i2 i2 i4 i8 f* i2 i2 i4 i8 bf f2 f4 f8 i2 f*
+i4  i4 i4 i4 i8 f* i4 i4 i4 i8 bf f2 f4 f8 i4 f*
+i8  i8 i8 i8 i8 f* i8 i8 i8 i8 bf f2 f4 f8 i8 f*
+bf  bf bf bf bf bf bf bf bf bf bf f4 f4 f8 bf bf
+f2  f2 f2 f2 f2 f2 f2 f2 f2 f2 f4 f2 f4 f8 f2 f2
+f4  f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f4 f8 f4 f4
+f8  f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8 f8
+"""
+
+
+def _table() -> dict[tuple[str, str], str]:
+    header, *rows = [line.split() for line in JAX_TABLE.strip().splitlines()]
+    return {(row[0], col): cell for row in rows for col, cell in zip(header, row[1:], strict=True)}
+
+
+TABLE = _table()
+
+
+def _materialise(cell: str, a: str, b: str) -> DType:
+    if cell == "i*":
+        return dtypes.int32
+    if cell == "f*":
+        return dtypes.float64 if {a, b} & {"i8", "u8"} else dtypes.float32
+    return ABBREV[cell]
+
+
+STRONG_PAIRS = [(a, b) for a, b in itertools.product(ABBREV, ABBREV)]
+
+
+def test_table_is_symmetric() -> None:
+    for a, b in STRONG_PAIRS:
+        assert TABLE[a, b] == TABLE[b, a], (a, b)
+
+
+@pytest.mark.parametrize("a,b", STRONG_PAIRS)
+def test_promote_types_matches_jax(a: str, b: str) -> None:
+    assert promote_types(ABBREV[a], ABBREV[b]) == _materialise(TABLE[a, b], a, b)
+
+
+@pytest.mark.parametrize("a,b", STRONG_PAIRS)
+def test_binary_ops_promote_like_jax(a: str, b: str) -> None:
+    """Building the graph is enough to know the dtype; a few pairs are also run, below."""
+    want = _materialise(TABLE[a, b], a, b)
+    x = to_tensor(np.ones(2, np_dtype(ABBREV[a])), ABBREV[a])
+    y = to_tensor(np.ones((3, 1), np_dtype(ABBREV[b])), ABBREV[b])
+    assert tnp.add(x, y).dtype == want
+    assert tnp.maximum(x, y).dtype == want
+    assert tnp.where(tnp.less(x, y), x, y).dtype == want
+    assert tnp.equal(x, y).dtype == dtypes.bool
+    assert tnp.true_divide(x, y).dtype == to_inexact(want)
+    if want != dtypes.bool:
+        assert (x * y).dtype == want and (x - y).dtype == want
+
+
+@pytest.mark.parametrize("a", list(ABBREV))
+@pytest.mark.parametrize("scalar,col", [(3, "i*"), (-2, "i*"), (2.5, "f*"), (True, "b1")])
+def test_python_scalars_are_weak(a: str, scalar: Any, col: str) -> None:
+    d = ABBREV[a]
+    want = _materialise(TABLE[a, col], a, col)
+    x = to_tensor(np.ones(3, np_dtype(d)), d)
+    for got in [x + scalar, scalar + x, tnp.multiply(x, scalar), tnp.maximum(scalar, x)]:
+        assert got.dtype == want, (got.dtype, want)
+
+
+def test_weak_typing_examples_from_the_spec() -> None:
+    i = to_tensor(np.array([1, 2], np.int32))
+    h = to_tensor(np.array([1.5, 2.5], np.float16))
+    assert_close(i + 1.5, np.array([2.5, 3.5], np.float32), dtype=dtypes.float32)
+    assert_close(h * 2, np.array([3.0, 5.0], np.float16), dtype=dtypes.float16)
+    assert_close(to_tensor(np.array([3], np.uint8)) + 1, np.array([4], np.uint8), dtype=dtypes.uint8)
+    assert_close(to_tensor(np.array([3], np.int8)) * 2.5, np.array([7.5], np.float32), dtype=dtypes.float32)
+    b = to_tensor(np.array([1.0, 2.0], np.float32), dtypes.bfloat16)
+    assert_close(b + 1, np.array([2.0, 3.0], np.float32), dtype=dtypes.bfloat16)
+    assert_close(to_tensor(np.array([True, False])) + 1, np.array([2, 1], np.int32), dtype=dtypes.int32)
+
+
+@pytest.mark.parametrize("a,b", [("i1", "u1"), ("u4", "i1"), ("bf", "f2"), ("i4", "f2"), ("u8", "i8"), ("i2", "bf"),
+                                 ("b1", "f4"), ("u2", "i2")])
+def test_mixed_promotion_values(a: str, b: str) -> None:
+    da, db = ABBREV[a], ABBREV[b]
+    want = _materialise(TABLE[a, b], a, b)
+    x = np.array([0, 1, 2, 3], np_dtype(da)) if da != dtypes.bool else np.array([True, False, True, True])
+    y = np.array([[1], [0], [5]], np_dtype(db))
+    expect = x.astype(np_dtype(want)) + y.astype(np_dtype(want))
+    assert_close(to_tensor(x, da) + to_tensor(y, db), expect, dtype=want)
+
+
+def test_float_functions_of_integers_follow_to_inexact() -> None:
+    assert to_inexact(dtypes.int8) == dtypes.float32
+    assert to_inexact(dtypes.uint32) == dtypes.float32
+    assert to_inexact(dtypes.bool) == dtypes.float32
+    assert to_inexact(dtypes.int64) == dtypes.float64
+    assert to_inexact(dtypes.uint64) == dtypes.float64
+    assert to_inexact(dtypes.bfloat16) == dtypes.bfloat16
+    for d in INTS + (dtypes.bool,):
+        x = to_tensor(np.ones(2, d.np))
+        for fn in (tnp.exp, tnp.sqrt, tnp.mean, tnp.var, tnp.reciprocal, tnp.rint):
+            assert fn(x).dtype == to_inexact(d), (fn.__name__, d)
+        assert tnp.arctan2(x, x).dtype == to_inexact(d)
+
+
+@pytest.mark.parametrize("spec,want", [("float32", dtypes.float32), (np.float16, dtypes.float16),
+                                       (np.dtype("uint8"), dtypes.uint8), (float, dtypes.float32),
+                                       (int, dtypes.int32), (bool, dtypes.bool), ("bfloat16", dtypes.bfloat16),
+                                       (dtypes.int64, dtypes.int64), (tnp.uint32, dtypes.uint32)])
+def test_to_dtype(spec: Any, want: DType) -> None:
+    assert to_dtype(spec) == want
+
+
+def test_all_dtypes_are_listed() -> None:
+    assert set(dtypes.all()) == set(ALL)
+    assert len(dtypes.all()) == 13
+
+
+# ---- casts ----
+def _cast_values(src: DType, dst: DType) -> np.ndarray:
+    """Values of `src` whose cast to `dst` numpy defines (no float -> int out of range, no NaN -> int)."""
+    if src.is_bool:
+        return np.array([True, False, True])
+    if src.is_int:
+        info = np.iinfo(src.np)
+        vals = [0, 1, 5, 100, 127, int(info.max), int(info.min), int(info.max) // 3]
+        if not src.is_unsigned:
+            vals += [-1, -5, -100, -128]
+        return np.array([v for v in vals if info.min <= v <= info.max], src.np)
+    vals = [0.0, -0.0, 0.5, 1.7, 2.5, 100.25, 126.9, 3.0]
+    if dst.is_float or dst.is_bool:
+        vals += [-1.5, -126.9, 1e4, 3e4, np.nan, np.inf, -np.inf, 1e-3, 6e4]
+    elif not dst.is_unsigned:
+        vals += [-1.5, -126.9, -0.7]
+    if dst.is_int and dst.itemsize >= 2 or dst.is_float:
+        vals += [1234.5, 30000.7]
+    return np.array(vals, np.float32 if src == dtypes.bfloat16 else src.np)
+
+
+@pytest.mark.parametrize("src,dst", list(itertools.product(ALL, ALL)), ids=str)
+def test_astype(src: DType, dst: DType) -> None:
+    x = _cast_values(src, dst)
+    if src == dtypes.bfloat16:
+        x = bf16_round(x)
+    with np.errstate(all="ignore"):
+        want = x.astype(np_dtype(dst))
+    assert_close(to_tensor(x, src).astype(dst), want, dtype=dst, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("d", NUMERIC, ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_astype_roundtrip_through_a_wider_type(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=2)))
+    wide = dtypes.float64 if d.is_float or d.bits <= 32 else d
+    assert_close(to_tensor(x, d).astype(wide).astype(d), x, dtype=d, rtol=0, atol=0)
+
+
+
+
+def test_float64_to_float16_rounds_once() -> None:
+    x = np.array([1 + 2 ** -11 + 2 ** -40, -(1 + 2 ** -11 + 2 ** -30), 1 + 2 ** -9 + 2 ** -40], np.float64)
+    assert_close(to_tensor(x).astype(dtypes.float16), x.astype(np.float16), dtype=dtypes.float16, rtol=0, atol=0)
+
+
+def test_float_to_int_truncates_toward_zero() -> None:
+    x = np.array([1.9, -1.9, 0.5, -0.5, 2.0, -2.0], np.float32)
+    for d in (dtypes.int8, dtypes.int32, dtypes.int64):
+        assert_close(to_tensor(x).astype(d), x.astype(d.np), dtype=d)
+
+
+# ---- bfloat16 ----
+def test_bf16_helpers_round_to_nearest_even() -> None:
+    one_ulp = 2.0 ** -7
+    x = np.array([1.0, 1 + one_ulp / 2, 1 + 3 * one_ulp / 2, 1 + one_ulp / 2 + 2 ** -20, -3.14159, np.inf, 1e-40],
+                 np.float32)
+    want = np.array([1.0, 1.0, 1 + 2 * one_ulp, 1 + one_ulp, -3.140625, np.inf, 0.0], np.float32)
+    got = bf16_to_f32(f32_to_bf16(x))
+    np.testing.assert_array_equal(got[:-1], want[:-1])
+    assert abs(got[-1]) < 1e-38
+    assert np.isnan(bf16_to_f32(f32_to_bf16(np.array([np.nan], np.float32))))[0]
+
+
+def test_bfloat16_tensor_rounds_on_the_way_in_and_numpy_gives_float32() -> None:
+    x = np.array([1.0, 1.00390625, 1.01171875, 3.14159, 1e30, -2.5e-3], np.float32)
+    t = tg.asarray(x, dtype=dtypes.bfloat16)
+    assert t.dtype == dtypes.bfloat16
+    out = t.numpy()
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, bf16_round(x))
+
+
+@pytest.mark.parametrize("op", ["add", "multiply", "subtract", "true_divide"])
+@settings(max_examples=10)
+@given(data=st.data())
+def test_bfloat16_rounds_after_every_op(op: str, data: st.DataObject) -> None:
+    shape = data.draw(shapes(max_dims=2))
+    a, b, c = (data.draw(arrays(dtypes.bfloat16, shape, lo=-50, hi=50, nonzero=True)) for _ in range(3))
+    fn, ref = getattr(tnp, op), getattr(np, op)
+    ta, tb, tc = (to_tensor(v, dtypes.bfloat16) for v in (a, b, c))
+    want = bf16_round(ref(bf16_round(ref(a, b)), c))
+    assert_close(fn(fn(ta, tb), tc), want, dtype=dtypes.bfloat16, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+def test_float_extremes_survive(d: DType) -> None:
+    info = {dtypes.bfloat16: (3.3895e38, 1.1755e-38)}.get(d) or (float(np.finfo(d.np).max),
+                                                                  float(np.finfo(d.np).tiny))
+    x = np.array([info[0], -info[0], info[1], -info[1], 0.0], np.float32 if d == dtypes.bfloat16 else d.np)
+    if d == dtypes.bfloat16:
+        x = bf16_round(x)
+    assert_close(to_tensor(x, d) * 1, x, dtype=d, rtol=0, atol=0)
+    assert_close(tnp.isfinite(to_tensor(x, d)), np.ones(5, bool))

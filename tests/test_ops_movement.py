@@ -1,0 +1,313 @@
+"""Movement functions against numpy: views (reshape, transpose, broadcast, flip, ...), padding, joining, splitting.
+
+They move values without arithmetic, so results must be exact, in every dtype; a few dtypes stand for all of them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import arrays, assert_close, np_dtype, shapes, to_tensor
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tgfx.numpy as tnp
+from tgfx.dtypes import DType, dtypes
+
+DTYPES = (dtypes.float32, dtypes.int8, dtypes.bool, dtypes.bfloat16, dtypes.uint64)
+
+
+
+def _values(d: DType, shape: tuple[int, ...]) -> np.ndarray:
+    """Distinct values (where the dtype allows), so any misplaced element shows."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if d.is_bool:
+        return (np.arange(n) % 3 == 1).reshape(shape)
+    return (np.arange(n) % 100 + 1).astype(np_dtype(d)).reshape(shape)
+
+
+def _check(got: Any, want: np.ndarray, d: DType) -> None:
+    assert_close(got, want, dtype=d, rtol=0, atol=0)
+
+
+# ---- reshape, ravel, transpose, swapaxes, moveaxis, .T ----
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_reshape(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=4)))
+    new = list(data.draw(st.permutations(list(x.shape))))
+    # regroup: split or merge neighbouring factors, maybe with one -1
+    target = tuple(new) if data.draw(st.booleans()) else (int(np.prod(new[:1], dtype=np.int64)),
+                                                          int(np.prod(new[1:], dtype=np.int64)))
+    if target and x.size and data.draw(st.booleans()):
+        k = data.draw(st.integers(0, len(target) - 1))
+        target = target[:k] + (-1,) + target[k + 1:]
+    assume(x.size or -1 not in target)
+    want = x.reshape(target)
+    _check(tnp.reshape(to_tensor(x, d), target), want, d)
+    _check(to_tensor(x, d).reshape(target), want, d)
+    if target:
+        _check(to_tensor(x, d).reshape(*target), want, d)
+    _check(tnp.ravel(to_tensor(x, d)), x.ravel(), d)
+    _check(to_tensor(x, d).flatten(), x.flatten(), d)
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_transpose(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=4)))
+    perm = data.draw(st.permutations(range(x.ndim)))
+    perm = [p - x.ndim if data.draw(st.booleans()) else p for p in perm]
+    _check(tnp.transpose(to_tensor(x, d)), np.transpose(x), d)
+    _check(tnp.transpose(to_tensor(x, d), perm), np.transpose(x, perm), d)
+    _check(to_tensor(x, d).T, x.T, d)
+    _check(to_tensor(x, d).transpose(), x.transpose(), d)
+    _check(to_tensor(x, d).transpose(perm), x.transpose(perm), d)
+    if x.ndim:
+        _check(to_tensor(x, d).transpose(*perm), x.transpose(*perm), d)
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_swapaxes_moveaxis(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(min_dims=1, max_dims=4)))
+    ax = st.integers(-x.ndim, x.ndim - 1)
+    a, b = data.draw(ax), data.draw(ax)
+    _check(tnp.swapaxes(to_tensor(x, d), a, b), np.swapaxes(x, a, b), d)
+    _check(to_tensor(x, d).swapaxes(a, b), x.swapaxes(a, b), d)
+    _check(tnp.moveaxis(to_tensor(x, d), a, b), np.moveaxis(x, a, b), d)
+    k = data.draw(st.integers(0, x.ndim))
+    src = data.draw(st.lists(st.integers(0, x.ndim - 1), min_size=k, max_size=k, unique=True))
+    dst = data.draw(st.lists(st.integers(0, x.ndim - 1), min_size=k, max_size=k, unique=True))
+    _check(tnp.moveaxis(to_tensor(x, d), src, dst), np.moveaxis(x, src, dst), d)
+
+
+def test_mT_swaps_the_last_two_axes() -> None:
+    x = _values(dtypes.float32, (2, 3, 4))
+    _check(to_tensor(x).mT, np.swapaxes(x, -1, -2), dtypes.float32)
+
+
+# ---- broadcasting, expand_dims, squeeze ----
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_broadcast_to(d: DType, data: st.DataObject) -> None:
+    shape = data.draw(shapes(max_dims=3))
+    small = data.draw(hnp.broadcastable_shapes(shape, min_dims=0, max_dims=len(shape), max_side=4))
+    x = data.draw(arrays(d, small))
+    target = np.broadcast_shapes(small, shape)
+    _check(tnp.broadcast_to(to_tensor(x, d), target), np.broadcast_to(x, target), d)
+
+
+def test_broadcast_arrays() -> None:
+    a, b = _values(dtypes.float32, (3, 1)), _values(dtypes.int32, (4,))
+    ta, tb = tnp.broadcast_arrays(to_tensor(a), to_tensor(b))
+    na, nb = np.broadcast_arrays(a, b)
+    _check(ta, na, dtypes.float32)
+    _check(tb, nb, dtypes.int32)
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_expand_dims_squeeze(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=3, max_side=3)))
+    nd = x.ndim + 1
+    axis = data.draw(st.integers(-nd, nd - 1))
+    _check(tnp.expand_dims(to_tensor(x, d), axis), np.expand_dims(x, axis), d)
+    two = data.draw(st.lists(st.integers(0, nd), min_size=2, max_size=2, unique=True))
+    _check(tnp.expand_dims(to_tensor(x, d), two), np.expand_dims(x, two), d)
+    y = np.expand_dims(x, two)
+    _check(tnp.squeeze(to_tensor(y, d)), np.squeeze(y), d)
+    _check(to_tensor(y, d).squeeze(), y.squeeze(), d)
+    _check(tnp.squeeze(to_tensor(y, d), axis=tuple(two)), np.squeeze(y, axis=tuple(two)), d)
+    _check(tnp.squeeze(to_tensor(y, d), axis=two[0] - y.ndim), np.squeeze(y, axis=two[0] - y.ndim), d)
+
+
+# ---- flip, roll ----
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_flip(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=3)))
+    _check(tnp.flip(to_tensor(x, d)), np.flip(x), d)
+    if x.ndim:
+        axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+        _check(tnp.flip(to_tensor(x, d), axis), np.flip(x, axis), d)
+        many = tuple(data.draw(st.lists(st.integers(0, x.ndim - 1), unique=True)))
+        _check(tnp.flip(to_tensor(x, d), many), np.flip(x, many), d)
+    if x.ndim >= 2:
+        _check(tnp.fliplr(to_tensor(x, d)), np.fliplr(x), d)
+        _check(tnp.flipud(to_tensor(x, d)), np.flipud(x), d)
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_roll(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=3, min_side=1)))
+    shift = data.draw(st.integers(-7, 7))
+    _check(tnp.roll(to_tensor(x, d), shift), np.roll(x, shift), d)
+    if x.ndim:
+        axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+        _check(tnp.roll(to_tensor(x, d), shift, axis=axis), np.roll(x, shift, axis=axis), d)
+        axes = tuple(data.draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, unique=True)))
+        shifts = tuple(data.draw(st.lists(st.integers(-5, 5), min_size=len(axes), max_size=len(axes))))
+        _check(tnp.roll(to_tensor(x, d), shifts, axis=axes), np.roll(x, shifts, axis=axes), d)
+        _check(tnp.roll(to_tensor(x, d), shift, axis=axes), np.roll(x, shift, axis=axes), d)
+
+
+# ---- pad ----
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int8, dtypes.bool], ids=str)
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+@settings(max_examples=8)
+@given(data=st.data())
+def test_pad(mode: str, d: DType, data: st.DataObject) -> None:
+    """Widths up to twice an axis's length, so reflect and wrap go round more than once."""
+    x = data.draw(arrays(d, shapes(min_dims=1, max_dims=3, min_side=1, max_side=3)))
+    widths = [tuple(data.draw(st.lists(st.integers(0, 2 * s), min_size=2, max_size=2))) for s in x.shape]
+    _check(tnp.pad(to_tensor(x, d), widths, mode=mode), np.pad(x, widths, mode=mode), d)
+    k = data.draw(st.integers(0, 3))
+    _check(tnp.pad(to_tensor(x, d), k, mode=mode), np.pad(x, k, mode=mode), d)
+    _check(tnp.pad(to_tensor(x, d), (1, k), mode=mode), np.pad(x, (1, k), mode=mode), d)
+
+
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int16, dtypes.bfloat16, dtypes.bool], ids=str)
+def test_pad_constant_values(d: DType) -> None:
+    x = _values(d, (2, 3))
+    v = True if d.is_bool else 7
+    _check(tnp.pad(to_tensor(x, d), ((1, 2), (0, 1)), constant_values=v),
+           np.pad(x, ((1, 2), (0, 1)), constant_values=v), d)
+
+
+def test_pad_constant_nan_and_negative() -> None:
+    x = _values(dtypes.float32, (2, 2))
+    _check(tnp.pad(to_tensor(x), 1, constant_values=np.nan), np.pad(x, 1, constant_values=np.nan), dtypes.float32)
+    _check(tnp.pad(to_tensor(x), 2, constant_values=-1.5), np.pad(x, 2, constant_values=-1.5), dtypes.float32)
+
+
+# ---- concatenate, stack, hstack, vstack, atleast_2d ----
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=15)
+@given(data=st.data())
+def test_concatenate(d: DType, data: st.DataObject) -> None:
+    base = data.draw(shapes(min_dims=1, max_dims=3, min_side=1))
+    axis = data.draw(st.integers(-len(base), len(base) - 1))
+    parts = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        s = list(base)
+        s[axis] = data.draw(st.integers(1, 3))
+        parts.append(data.draw(arrays(d, tuple(s))))
+    _check(tnp.concatenate([to_tensor(p, d) for p in parts], axis=axis), np.concatenate(parts, axis=axis), d)
+    _check(tnp.concatenate([to_tensor(p, d) for p in parts], axis=None), np.concatenate(parts, axis=None), d)
+
+
+def test_concatenate_promotes_dtypes() -> None:
+    a, b = np.array([1, 2], np.int8), np.array([300, -5], np.int16)
+    _check(tnp.concatenate([to_tensor(a), to_tensor(b)]), np.concatenate([a, b]), dtypes.int16)
+    c = np.array([0.5], np.float32)
+    _check(tnp.concatenate([to_tensor(a), to_tensor(c)]), np.concatenate([a, c]).astype(np.float32), dtypes.float32)
+
+
+@pytest.mark.parametrize("zero_axis", [0, 1])
+def test_concatenate_with_zero_size_constant_part(zero_axis: int) -> None:
+    x = _values(dtypes.float32, (2, 3))
+    empty_shape = (0, 3) if zero_axis == 0 else (2, 0)
+    got = tnp.concatenate([tnp.zeros(empty_shape), to_tensor(x)], axis=zero_axis)
+    _check(got, np.concatenate([np.zeros(empty_shape, np.float32), x], axis=zero_axis), dtypes.float32)
+
+
+def test_concatenate_with_zero_size_buffer_part() -> None:
+    x = _values(dtypes.float32, (2, 3))
+    e = np.zeros((0, 3), np.float32)
+    _check(tnp.concatenate([to_tensor(e), to_tensor(x)]), np.concatenate([e, x]), dtypes.float32)
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_stack(d: DType, data: st.DataObject) -> None:
+    shape = data.draw(shapes(max_dims=3, min_side=1))
+    parts = [data.draw(arrays(d, shape)) for _ in range(data.draw(st.integers(1, 3)))]
+    axis = data.draw(st.integers(-len(shape) - 1, len(shape)))
+    _check(tnp.stack([to_tensor(p, d) for p in parts], axis=axis), np.stack(parts, axis=axis), d)
+
+
+def test_hstack_vstack_atleast_2d() -> None:
+    a, b = _values(dtypes.int32, (3,)), _values(dtypes.int32, (2,)) + 50
+    _check(tnp.hstack([to_tensor(a), to_tensor(b)]), np.hstack([a, b]), dtypes.int32)
+    _check(tnp.vstack([to_tensor(a), to_tensor(a)]), np.vstack([a, a]), dtypes.int32)
+    m, n = _values(dtypes.int32, (2, 3)), _values(dtypes.int32, (2, 2))
+    _check(tnp.hstack([to_tensor(m), to_tensor(n)]), np.hstack([m, n]), dtypes.int32)
+    _check(tnp.vstack([to_tensor(m), to_tensor(a)]), np.vstack([m, a]), dtypes.int32)
+    for x in [np.int32(5), a, m]:
+        _check(tnp.atleast_2d(to_tensor(x)), np.atleast_2d(x), dtypes.int32)
+
+
+# ---- split, array_split ----
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_split(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(min_dims=1, max_dims=3, max_side=6)))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    n = x.shape[axis]
+    sections = [k for k in range(1, n + 1) if n % k == 0] or [1]
+    k = data.draw(st.sampled_from(sections))
+    for got, want in zip(tnp.split(to_tensor(x, d), k, axis=axis), np.split(x, k, axis=axis), strict=True):
+        _check(got, want, d)
+    idx = sorted(data.draw(st.lists(st.integers(0, n + 1), max_size=3)))
+    got_parts = tnp.split(to_tensor(x, d), idx, axis=axis)
+    want_parts = np.split(x, idx, axis=axis)
+    assert len(got_parts) == len(want_parts)
+    for got, want in zip(got_parts, want_parts, strict=True):
+        _check(got, want, d)
+
+
+@pytest.mark.parametrize("n,sections", [(7, 3), (6, 4), (2, 3), (5, 5), (5, 1)])
+def test_array_split(n: int, sections: int) -> None:
+    x = _values(dtypes.float32, (2, n))
+    got = tnp.array_split(to_tensor(x), sections, axis=1)
+    want = np.array_split(x, sections, axis=1)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        _check(g, w, dtypes.float32)
+
+
+# ---- tile, repeat ----
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_tile(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=3, max_side=3)))
+    reps = data.draw(st.one_of(st.integers(0, 3), st.lists(st.integers(0, 3), max_size=4).map(tuple)))
+    _check(tnp.tile(to_tensor(x, d), reps), np.tile(x, reps), d)
+
+
+@pytest.mark.parametrize("d", DTYPES, ids=str)
+@settings(max_examples=12)
+@given(data=st.data())
+def test_repeat(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(max_dims=3, max_side=3)))
+    r = data.draw(st.integers(0, 3))
+    _check(tnp.repeat(to_tensor(x, d), r), np.repeat(x, r), d)
+    _check(to_tensor(x, d).repeat(r), x.repeat(r), d)
+    if x.ndim:
+        axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+        _check(tnp.repeat(to_tensor(x, d), r, axis=axis), np.repeat(x, r, axis=axis), d)
+        per = data.draw(st.lists(st.integers(0, 3), min_size=x.shape[axis], max_size=x.shape[axis]))
+        _check(tnp.repeat(to_tensor(x, d), per, axis=axis), np.repeat(x, per, axis=axis), d)
+
+
+# ---- views compose: a chain of movement ops, then arithmetic on the result ----
+def test_chained_views_then_arithmetic() -> None:
+    x = _values(dtypes.float32, (2, 3, 4))
+    t = to_tensor(x)
+    got = tnp.flip(tnp.transpose(t, (2, 0, 1)), 1).reshape(4, 6)[1:, ::2] * 2 + tnp.pad(t.reshape(6, 4), 0)[:3, :3]
+    want = np.flip(np.transpose(x, (2, 0, 1)), 1).reshape(4, 6)[1:, ::2] * 2 + x.reshape(6, 4)[:3, :3]
+    assert_close(got, want, dtype=dtypes.float32)

@@ -1,0 +1,902 @@
+"""native: the CPU command processor, written in LLVM IR and run on native threads that never take the GIL.
+
+`hcq.py` documents what the processor does (the packet format, signals, errors, profiling); this module is the
+machinery: the shared-memory layouts, the IR of the processor loop and its helpers, compiled once per process on
+first use, the threads (started with `pthread_create` through ctypes) and the host's bindings (`doorbell`, `store_wake`,
+`wait_ge`, `cas`), which ctypes calls with the GIL released.
+
+Threads
+-------
+Each engine has one processor thread (`tgfx_processor(ctl)`) that consumes its ring. An EXEC with global_size N > 1
+is posted as a job in the engine's control block; a process-wide pool of helper threads (`tgfx_helper(g)`, one per
+core but one) joins it, and every thread claims core ids with an atomic fetch-add until all N are taken. The
+processor also runs core ids itself, then closes the job and waits until every helper that joined has left.
+
+Waiting
+-------
+Every word a thread may sleep on is a 64-bit counter followed by a 32-bit count of sleepers. A waiter polls for a
+few microseconds, then registers as a sleeper and futex-waits on the counter's low 32 bits (little-endian); a
+writer stores the counter and issues FUTEX_WAKE only when it sees a sleeper. Both sides use sequentially consistent
+operations on the two words, so a wake is never lost (a value that changes by a multiple of 2**32 between a
+waiter's read and its sleep is the exception; it costs at most the waiter's timeout slice).
+
+Polling pays only while the thread that will write the word has a core of its own, so: an idle processor polls
+for the next packet only while it runs on another core than the host thread that last rang its doorbell, and a host
+wait only on another core than the processor; and a processor or helper that loses its core while polling (the
+cores are oversubscribed, e.g. by other processes) stops polling for its next `SPIN_HOLDOFF` waits, then polls
+for longer and longer again (an adaptive budget, `adaptive_wait`).
+
+Shared memory is allocated with libc and never freed while a thread may still use it: a processor closed at
+interpreter exit may still be finishing a kernel, and numpy's memory would already be gone.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import platform
+import string
+import sys
+import threading
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------------------------------
+# layouts (int64 word indices)
+
+# a processor's control block: host-written words, processor-written words and constants on separate cache lines
+W_WPTR, W_CLOSED, W_HOST_CPU = 0, 2, 3         # words the host wrote to the ring; 1 asks the loop to exit; its core
+W_RPTR, W_EXITED, W_POISON, W_EVENTS_W = 8, 10, 12, 13   # words consumed; 1 once exited; fault of this submission
+W_SPIN = 14                                    # the processor's adaptive spin state (2 words, its own)
+W_RING, W_NWORDS, W_TIMELINE, W_INDEX, W_EVENTS, W_EVENT_CAP, W_GLOBAL = 16, 17, 18, 19, 20, 21, 22
+W_PROCESSOR_CPU = 23                           # the core the processor last ran a packet on
+W_JOB_FN, W_JOB_BUFS, W_JOB_VALS, W_JOB_GS, W_JOB_CLOSED = 24, 25, 26, 27, 28   # the parallel EXEC in progress
+W_JOB_NEXT = 32                                # the next core id to claim
+W_JOB_NEGJOINED = 40                           # minus the number of helpers inside the job
+CTL_WORDS = 48
+
+# a signal: the timeline value, its sleepers, and the fault attached to a write (0: none) with the value written
+S_VALUE, S_WAITERS, S_ERROR, S_ERROR_AT = 0, 1, 2, 3
+SIGNAL_WORDS = 4
+
+# a profile event: program id (0: a copy), global size (or bytes copied), start and end (CLOCK_MONOTONIC ns)
+EVENT_WORDS = 4
+EVENT_CAP = 4096                               # per engine; the host drains lazily and older events are overwritten
+
+# the process-wide block: fault counter, the helpers' wake-up epoch, the job board and the fault table
+G_FAULTS, G_EPOCH, G_SHUTDOWN, G_NBOARD, G_BOARD = 0, 8, 16, 17, 24
+BOARD_SLOTS = 256                              # engines that may post parallel jobs (one slot each)
+G_FAULT_TABLE = 512
+FAULT_WORDS, FAULT_CAP = 8, 1024               # record: id (== id while unreported), kind, engine, a, b, c, d
+G_WORDS = G_FAULT_TABLE + FAULT_WORDS * FAULT_CAP
+
+F_OPCODE, F_WAIT_TIMEOUT, F_HOST_EXEC = 1, 2, 3   # fault kinds; `hcq.CommandProcessor.fault_error` reads a..d
+EXEC_HOST_FN = 1 << 40                         # EXEC header flag: fn is a host callback `int64 fn(bufs, vals, core)`
+
+IDLE_SLICE_NS = 100_000_000    # sleeping threads recheck whether they were closed this often
+PREEMPT_GAP_NS = 20_000        # a gap this long between two polls of a spinning thread means it lost its core
+SPIN_HOLDOFF = 64              # and it sleeps without spinning for its next this many waits
+PROCESSOR_SPIN_NS = 50_000     # an idle processor spins this long for the next packet before it sleeps
+HELPER_SPIN_NS = 20_000        # a helper spins this long for the next parallel job
+HOST_SPIN_NS = 10_000          # a host wait spins this long before it sleeps
+JOIN_SPIN_NS = 100_000         # a processor spins this long for helpers to finish their last core id
+FOREVER_NS = 1 << 62
+
+# ---------------------------------------------------------------------------------------------------------------
+# the IR
+
+_IR = r"""
+declare i32 @clock_gettime(i32, ptr)
+declare i64 @syscall(i64, ...)
+declare ptr @memmove(ptr, ptr, i64)
+declare i32 @sched_getcpu()
+$relax_decl
+
+; CLOCK_MONOTONIC in ns: the clock of time.perf_counter_ns
+define internal i64 @now() {
+  %ts = alloca [2 x i64], align 8
+  %r = call i32 @clock_gettime(i32 1, ptr %ts)
+  %s = load i64, ptr %ts, align 8
+  %nsp = getelementptr i64, ptr %ts, i64 1
+  %ns = load i64, ptr %nsp, align 8
+  %sns = mul i64 %s, 1000000000
+  %t = add i64 %sns, %ns
+  ret i64 %t
+}
+
+define internal void @relax() {
+  $relax_call
+  ret void
+}
+
+define internal ptr @word(ptr %base, i64 %i) alwaysinline {
+  %p = getelementptr i64, ptr %base, i64 %i
+  ret ptr %p
+}
+
+define internal ptr @load_ptr(ptr %base, i64 %i) alwaysinline {
+  %p = getelementptr i64, ptr %base, i64 %i
+  %v = load atomic i64, ptr %p monotonic, align 8
+  %q = inttoptr i64 %v to ptr
+  ret ptr %q
+}
+
+; FUTEX_WAKE_PRIVATE: wake every sleeper on the word
+define internal void @futex_wake(ptr %word) {
+  %r = call i64 (i64, ...) @syscall(i64 $sys_futex, ptr %word, i64 129, i64 2147483647, ptr null, ptr null, i64 0)
+  ret void
+}
+
+; FUTEX_WAIT_PRIVATE: sleep at most %ns while the low 32 bits of the word are those of %seen
+define internal void @futex_wait(ptr %word, i64 %seen, i64 %ns) {
+  %ts = alloca [2 x i64], align 8
+  %s = udiv i64 %ns, 1000000000
+  %n = urem i64 %ns, 1000000000
+  store i64 %s, ptr %ts, align 8
+  %np = getelementptr i64, ptr %ts, i64 1
+  store i64 %n, ptr %np, align 8
+  %lo = and i64 %seen, 4294967295
+  %r = call i64 (i64, ...) @syscall(i64 $sys_futex, ptr %word, i64 128, i64 %lo, ptr %ts, ptr null, i64 0)
+  ret void
+}
+
+define internal void @wake_sleepers(ptr %word) {
+entry:
+  %wp = getelementptr i64, ptr %word, i64 1
+  %n = load atomic i32, ptr %wp seq_cst, align 4
+  %any = icmp ne i32 %n, 0
+  br i1 %any, label %wake, label %done
+wake:
+  call void @futex_wake(ptr %word)
+  br label %done
+done:
+  ret void
+}
+
+; *word = value, then wake its sleepers
+define void @tgfx_store_wake(ptr %word, i64 %value) {
+  store atomic i64 %value, ptr %word seq_cst, align 8
+  call void @wake_sleepers(ptr %word)
+  ret void
+}
+
+; wake the word's sleepers unconditionally (they recheck their abort word)
+define void @tgfx_wake(ptr %word) {
+  call void @futex_wake(ptr %word)
+  ret void
+}
+
+; compare-and-swap; returns the old value
+define i64 @tgfx_cas(ptr %word, i64 %expected, i64 %new) {
+  %r = cmpxchg ptr %word, i64 %expected, i64 %new seq_cst seq_cst
+  %old = extractvalue { i64, i1 } %r, 0
+  ret i64 %old
+}
+
+define internal i1 @aborted(ptr %abort) {
+entry:
+  %none = icmp eq ptr %abort, null
+  br i1 %none, label %no, label %check
+check:
+  %v = load atomic i64, ptr %abort monotonic, align 8
+  %set = icmp ne i64 %v, 0
+  ret i1 %set
+no:
+  ret i1 false
+}
+
+; Wait until *word >= value (signed): poll for `spin_ns`, then sleep on the futex. Returns the value last seen,
+; below `value` after `timeout` ns or once *abort (if not null) is nonzero. Polling only delays whoever it waits for
+; when they share a core, so it stops when this thread runs on core *avoid (if not null), and sets *preempted (if
+; not null) when the thread lost its core while polling (the cores are oversubscribed).
+define internal i64 @wait_spin(ptr %word, i64 %value, i64 %timeout, i64 %spin_ns, ptr %abort, ptr %preempted,
+                               ptr %avoid) {
+entry:
+  %v0 = load atomic i64, ptr %word acquire, align 8
+  %ok0 = icmp sge i64 %v0, %value
+  br i1 %ok0, label %done0, label %start
+done0:
+  ret i64 %v0
+start:
+  %t0 = call i64 @now()
+  %deadline = add i64 %t0, %timeout
+  %spin_end = add i64 %t0, %spin_ns
+  br label %poll
+poll:
+  %t_prev = phi i64 [%t0, %start], [%t1, %polled]
+  call void @relax()
+  %v1 = load atomic i64, ptr %word acquire, align 8
+  %ok1 = icmp sge i64 %v1, %value
+  %ab1 = call i1 @aborted(ptr %abort)
+  %stop1 = or i1 %ok1, %ab1
+  br i1 %stop1, label %done1, label %clock
+done1:
+  ret i64 %v1
+clock:
+  %t1 = call i64 @now()
+  %gap = sub i64 %t1, %t_prev
+  %lost = icmp sgt i64 %gap, $preempt_gap
+  br i1 %lost, label %note, label %shared
+shared:
+  %check = icmp ne ptr %avoid, null
+  br i1 %check, label %check_cpu, label %polled
+check_cpu:
+  %cpu = call i32 @sched_getcpu()
+  %cpu64 = sext i32 %cpu to i64
+  %other = load atomic i64, ptr %avoid monotonic, align 8
+  %same = icmp eq i64 %cpu64, %other
+  br i1 %same, label %sleep_enter, label %polled
+note:
+  %has = icmp ne ptr %preempted, null
+  br i1 %has, label %note_store, label %sleep_enter
+note_store:
+  store i64 1, ptr %preempted, align 8
+  br label %sleep_enter
+polled:
+  %spinning = icmp slt i64 %t1, %spin_end
+  br i1 %spinning, label %poll, label %sleep_enter
+sleep_enter:
+  %wp = getelementptr i64, ptr %word, i64 1
+  %in = atomicrmw add ptr %wp, i32 1 seq_cst
+  br label %sleep
+sleep:
+  %v2 = load atomic i64, ptr %word seq_cst, align 8
+  %ok2 = icmp sge i64 %v2, %value
+  %ab2 = call i1 @aborted(ptr %abort)
+  %stop2 = or i1 %ok2, %ab2
+  br i1 %stop2, label %leave, label %sleep_clock
+sleep_clock:
+  %t2 = call i64 @now()
+  %rem = sub i64 %deadline, %t2
+  %late = icmp sle i64 %rem, 0
+  br i1 %late, label %leave, label %sleep_wait
+sleep_wait:
+  call void @futex_wait(ptr %word, i64 %v2, i64 %rem)
+  br label %sleep
+leave:
+  %out = atomicrmw sub ptr %wp, i32 1 seq_cst
+  %v3 = load atomic i64, ptr %word acquire, align 8
+  ret i64 %v3
+}
+
+; the host's wait (and the processor's wait for its helpers): a fixed spin, not on core *avoid
+define i64 @tgfx_wait_ge(ptr %word, i64 %value, i64 %timeout, i64 %spin_ns, ptr %abort, ptr %avoid) {
+  %v = call i64 @wait_spin(ptr %word, i64 %value, i64 %timeout, i64 %spin_ns, ptr %abort, ptr null, ptr %avoid)
+  ret i64 %v
+}
+
+; ring an engine's doorbell: note the host thread's core (the processor does not spin there), publish wptr
+define void @tgfx_doorbell(ptr %ctl, i64 %wptr) {
+  %cpu = call i32 @sched_getcpu()
+  %cpu64 = sext i32 %cpu to i64
+  %hp = getelementptr i64, ptr %ctl, i64 $w_host_cpu
+  store atomic i64 %cpu64, ptr %hp monotonic, align 8
+  %wp = getelementptr i64, ptr %ctl, i64 $w_wptr
+  call void @tgfx_store_wake(ptr %wp, i64 %wptr)
+  ret void
+}
+
+; a processor's or helper's wait, with the thread's adaptive spin budget (state: budget ns, waits left without
+; spinning): a preempted spin drops the budget to 0 for the next $holdoff waits; after that it doubles back to max
+define internal i64 @adaptive_wait(ptr %word, i64 %value, i64 %timeout, ptr %abort, ptr %state, i64 %max_spin,
+                                   ptr %avoid) {
+entry:
+  %budget = load i64, ptr %state, align 8
+  %hp = getelementptr i64, ptr %state, i64 1
+  %holdoff = load i64, ptr %hp, align 8
+  %flag = alloca i64, align 8
+  store i64 0, ptr %flag, align 8
+  %seen = call i64 @wait_spin(ptr %word, i64 %value, i64 %timeout, i64 %budget, ptr %abort, ptr %flag, ptr %avoid)
+  %pre = load i64, ptr %flag, align 8
+  %was = icmp ne i64 %pre, 0
+  br i1 %was, label %back_off, label %calm
+back_off:
+  store i64 0, ptr %state, align 8
+  store i64 $holdoff, ptr %hp, align 8
+  ret i64 %seen
+calm:
+  %waiting = icmp sgt i64 %holdoff, 0
+  br i1 %waiting, label %count_down, label %grow
+count_down:
+  %h1 = sub i64 %holdoff, 1
+  store i64 %h1, ptr %hp, align 8
+  ret i64 %seen
+grow:
+  %b2 = shl i64 %budget, 1
+  %b3 = add i64 %b2, 1000
+  %big = icmp sgt i64 %b3, %max_spin
+  %b4 = select i1 %big, i64 %max_spin, i64 %b3
+  store i64 %b4, ptr %state, align 8
+  ret i64 %seen
+}
+
+; ---- faults
+
+; whether fault `id` is unreported: its table record still holds its id
+define internal i1 @live(ptr %g, i64 %id) {
+entry:
+  %none = icmp sle i64 %id, 0
+  br i1 %none, label %no, label %check
+check:
+  %k = sub i64 %id, 1
+  %slot = urem i64 %k, $fault_cap
+  %off = mul i64 %slot, $fault_words
+  %idx = add i64 %off, $g_fault_table
+  %rec = call ptr @word(ptr %g, i64 %idx)
+  %v = load atomic i64, ptr %rec acquire, align 8
+  %is = icmp eq i64 %v, %id
+  ret i1 %is
+no:
+  ret i1 false
+}
+
+; record a fault in the table; it becomes the poison of this submission unless an earlier fault is
+define internal void @fault(ptr %ctl, i64 %kind, i64 %a, i64 %b, i64 %c, i64 %d) {
+entry:
+  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
+  %cnt = call ptr @word(ptr %g, i64 $g_faults)
+  %old = atomicrmw add ptr %cnt, i64 1 seq_cst
+  %id = add i64 %old, 1
+  %slot = urem i64 %old, $fault_cap
+  %off = mul i64 %slot, $fault_words
+  %idx = add i64 %off, $g_fault_table
+  %rec = call ptr @word(ptr %g, i64 %idx)
+  %engp = call ptr @word(ptr %ctl, i64 $w_index)
+  %eng = load i64, ptr %engp, align 8
+  %r1 = getelementptr i64, ptr %rec, i64 1
+  store atomic i64 %kind, ptr %r1 monotonic, align 8
+  %r2 = getelementptr i64, ptr %rec, i64 2
+  store atomic i64 %eng, ptr %r2 monotonic, align 8
+  %r3 = getelementptr i64, ptr %rec, i64 3
+  store atomic i64 %a, ptr %r3 monotonic, align 8
+  %r4 = getelementptr i64, ptr %rec, i64 4
+  store atomic i64 %b, ptr %r4 monotonic, align 8
+  %r5 = getelementptr i64, ptr %rec, i64 5
+  store atomic i64 %c, ptr %r5 monotonic, align 8
+  %r6 = getelementptr i64, ptr %rec, i64 6
+  store atomic i64 %d, ptr %r6 monotonic, align 8
+  store atomic i64 %id, ptr %rec release, align 8
+  %pp = call ptr @word(ptr %ctl, i64 $w_poison)
+  %p = load i64, ptr %pp, align 8
+  %clean = icmp eq i64 %p, 0
+  br i1 %clean, label %poison, label %done
+poison:
+  store i64 %id, ptr %pp, align 8
+  br label %done
+done:
+  ret void
+}
+
+; write a signal: attach this submission's unreported fault (unless the signal carries another), store, wake
+define internal void @write_signal(ptr %ctl, ptr %sig, i64 %value) {
+entry:
+  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
+  %pp = call ptr @word(ptr %ctl, i64 $w_poison)
+  %poison = load i64, ptr %pp, align 8
+  %plive = call i1 @live(ptr %g, i64 %poison)
+  br i1 %plive, label %check, label %store
+check:
+  %ep = getelementptr i64, ptr %sig, i64 $s_error
+  %e = load atomic i64, ptr %ep monotonic, align 8
+  %elive = call i1 @live(ptr %g, i64 %e)
+  br i1 %elive, label %store, label %attach
+attach:
+  %atp = getelementptr i64, ptr %sig, i64 $s_error_at
+  store atomic i64 %value, ptr %atp monotonic, align 8
+  store atomic i64 %poison, ptr %ep release, align 8
+  br label %store
+store:
+  %tlp = call ptr @load_ptr(ptr %ctl, i64 $w_timeline)
+  %is_tl = icmp eq ptr %tlp, %sig
+  br i1 %is_tl, label %end_submission, label %write
+end_submission:
+  store i64 0, ptr %pp, align 8
+  br label %write
+write:
+  call void @tgfx_store_wake(ptr %sig, i64 %value)
+  ret void
+}
+
+; ---- packets
+
+define internal void @record(ptr %ctl, i64 %id, i64 %size, i64 %t0, i64 %t1) {
+  %ev = call ptr @load_ptr(ptr %ctl, i64 $w_events)
+  %capp = call ptr @word(ptr %ctl, i64 $w_event_cap)
+  %cap = load i64, ptr %capp, align 8
+  %wp = call ptr @word(ptr %ctl, i64 $w_events_w)
+  %k = load atomic i64, ptr %wp monotonic, align 8
+  %slot = urem i64 %k, %cap
+  %off = mul i64 %slot, $event_words
+  %e0 = getelementptr i64, ptr %ev, i64 %off
+  store atomic i64 %id, ptr %e0 monotonic, align 8
+  %e1 = getelementptr i64, ptr %e0, i64 1
+  store atomic i64 %size, ptr %e1 monotonic, align 8
+  %e2 = getelementptr i64, ptr %e0, i64 2
+  store atomic i64 %t0, ptr %e2 monotonic, align 8
+  %e3 = getelementptr i64, ptr %e0, i64 3
+  store atomic i64 %t1, ptr %e3 monotonic, align 8
+  %k1 = add i64 %k, 1
+  store atomic i64 %k1, ptr %wp release, align 8
+  ret void
+}
+
+; a helper joins the job posted in `ctl` (if open) and runs core ids until none are left; true if it joined
+define internal i1 @help(ptr %ctl) {
+entry:
+  %cp = call ptr @word(ptr %ctl, i64 $w_job_closed)
+  %c0 = load atomic i64, ptr %cp seq_cst, align 8
+  %open0 = icmp eq i64 %c0, 0
+  br i1 %open0, label %join, label %skip
+skip:
+  ret i1 false
+join:
+  %nj = call ptr @word(ptr %ctl, i64 $w_job_negjoined)
+  %j = atomicrmw sub ptr %nj, i64 1 seq_cst
+  %c1 = load atomic i64, ptr %cp seq_cst, align 8
+  %open1 = icmp eq i64 %c1, 0
+  br i1 %open1, label %work, label %leave
+work:
+  %fn = call ptr @load_ptr(ptr %ctl, i64 $w_job_fn)
+  %bufs = call ptr @load_ptr(ptr %ctl, i64 $w_job_bufs)
+  %vals = call ptr @load_ptr(ptr %ctl, i64 $w_job_vals)
+  %gsp = call ptr @word(ptr %ctl, i64 $w_job_gs)
+  %gs = load atomic i64, ptr %gsp monotonic, align 8
+  %np = call ptr @word(ptr %ctl, i64 $w_job_next)
+  br label %claim
+claim:
+  %core = atomicrmw add ptr %np, i64 1 monotonic
+  %more = icmp slt i64 %core, %gs
+  br i1 %more, label %run, label %leave
+run:
+  call void %fn(ptr %bufs, ptr %vals, i64 %core)
+  br label %claim
+leave:
+  %old = atomicrmw add ptr %nj, i64 1 seq_cst
+  %last = icmp eq i64 %old, -1
+  br i1 %last, label %wake, label %done
+wake:
+  call void @wake_sleepers(ptr %nj)
+  br label %done
+done:
+  ret i1 %open1
+}
+
+; run core ids 0..gs-1 on this thread and any helpers that join
+define internal void @parallel(ptr %ctl, ptr %fn, ptr %bufs, ptr %vals, i64 %gs) {
+entry:
+  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
+  %fnp = call ptr @word(ptr %ctl, i64 $w_job_fn)
+  %fni = ptrtoint ptr %fn to i64
+  store atomic i64 %fni, ptr %fnp monotonic, align 8
+  %bp = call ptr @word(ptr %ctl, i64 $w_job_bufs)
+  %bi = ptrtoint ptr %bufs to i64
+  store atomic i64 %bi, ptr %bp monotonic, align 8
+  %vp = call ptr @word(ptr %ctl, i64 $w_job_vals)
+  %vi = ptrtoint ptr %vals to i64
+  store atomic i64 %vi, ptr %vp monotonic, align 8
+  %gsp = call ptr @word(ptr %ctl, i64 $w_job_gs)
+  store atomic i64 %gs, ptr %gsp monotonic, align 8
+  %np = call ptr @word(ptr %ctl, i64 $w_job_next)
+  store atomic i64 0, ptr %np monotonic, align 8
+  %cp = call ptr @word(ptr %ctl, i64 $w_job_closed)
+  store atomic i64 0, ptr %cp seq_cst, align 8
+  %ep = call ptr @word(ptr %g, i64 $g_epoch)
+  %e = atomicrmw add ptr %ep, i64 1 seq_cst
+  call void @wake_sleepers(ptr %ep)
+  br label %claim
+claim:
+  %core = atomicrmw add ptr %np, i64 1 monotonic
+  %more = icmp slt i64 %core, %gs
+  br i1 %more, label %run, label %close
+run:
+  call void %fn(ptr %bufs, ptr %vals, i64 %core)
+  br label %claim
+close:
+  store atomic i64 1, ptr %cp seq_cst, align 8
+  %nj = call ptr @word(ptr %ctl, i64 $w_job_negjoined)
+  br label %join
+join:
+  %left = call i64 @tgfx_wait_ge(ptr %nj, i64 0, i64 $forever, i64 $join_spin, ptr null, ptr null)
+  %all = icmp sge i64 %left, 0
+  br i1 %all, label %done, label %join
+done:
+  ret void
+}
+
+define internal void @run_exec(ptr %ctl, ptr %at, i64 %flags) {
+entry:
+  %pid = load i64, ptr %at, align 8
+  %fn = call ptr @load_ptr(ptr %at, i64 1)
+  %gsp = getelementptr i64, ptr %at, i64 2
+  %gs = load i64, ptr %gsp, align 8
+  %nbp = getelementptr i64, ptr %at, i64 3
+  %nbufs = load i64, ptr %nbp, align 8
+  %bufs = getelementptr i64, ptr %at, i64 5
+  %vals = getelementptr i64, ptr %bufs, i64 %nbufs
+  %t0 = call i64 @now()
+  %none = icmp slt i64 %gs, 1
+  br i1 %none, label %done, label %kind
+kind:
+  %host = and i64 %flags, 1
+  %is_host = icmp ne i64 %host, 0
+  br i1 %is_host, label %host_call, label %native
+host_call:
+  %hc = phi i64 [0, %kind], [%hc1, %host_next]
+  %status = call i64 %fn(ptr %bufs, ptr %vals, i64 %hc)
+  %failed = icmp ne i64 %status, 0
+  br i1 %failed, label %host_fault, label %host_next
+host_next:
+  %hc1 = add i64 %hc, 1
+  %host_more = icmp slt i64 %hc1, %gs
+  br i1 %host_more, label %host_call, label %done
+host_fault:
+  call void @fault(ptr %ctl, i64 $f_host_exec, i64 %status, i64 %pid, i64 %hc, i64 0)
+  br label %done
+native:
+  %single = icmp eq i64 %gs, 1
+  br i1 %single, label %one, label %many
+one:
+  call void %fn(ptr %bufs, ptr %vals, i64 0)
+  br label %done
+many:
+  call void @parallel(ptr %ctl, ptr %fn, ptr %bufs, ptr %vals, i64 %gs)
+  br label %done
+done:
+  %t1 = call i64 @now()
+  call void @record(ptr %ctl, i64 %pid, i64 %gs, i64 %t0, i64 %t1)
+  ret void
+}
+
+define internal void @run_copy(ptr %ctl, ptr %at) {
+  %dst = call ptr @load_ptr(ptr %at, i64 0)
+  %src = call ptr @load_ptr(ptr %at, i64 1)
+  %np = getelementptr i64, ptr %at, i64 2
+  %n = load i64, ptr %np, align 8
+  %t0 = call i64 @now()
+  %r = call ptr @memmove(ptr %dst, ptr %src, i64 %n)
+  %t1 = call i64 @now()
+  call void @record(ptr %ctl, i64 0, i64 %n, i64 %t0, i64 %t1)
+  ret void
+}
+
+; returns false if the engine was closed while waiting
+define internal i1 @run_wait(ptr %ctl, ptr %at) {
+entry:
+  %sig = call ptr @load_ptr(ptr %at, i64 0)
+  %vp = getelementptr i64, ptr %at, i64 1
+  %value = load i64, ptr %vp, align 8
+  %tp = getelementptr i64, ptr %at, i64 2
+  %timeout = load i64, ptr %tp, align 8
+  %closed = call ptr @word(ptr %ctl, i64 $w_closed)
+  %t0 = call i64 @now()
+  %deadline = add i64 %t0, %timeout
+  br label %wait
+wait:
+  %t = call i64 @now()
+  %rem0 = sub i64 %deadline, %t
+  %neg = icmp slt i64 %rem0, 0
+  %rem = select i1 %neg, i64 0, i64 %rem0
+  %long = icmp sgt i64 %rem, $idle_slice
+  %slice = select i1 %long, i64 $idle_slice, i64 %rem
+  %spin = call ptr @word(ptr %ctl, i64 $w_spin)
+  %host = call ptr @word(ptr %ctl, i64 $w_host_cpu)
+  %seen = call i64 @adaptive_wait(ptr %sig, i64 %value, i64 %slice, ptr %closed, ptr %spin, i64 $processor_spin,
+                                  ptr %host)
+  %ok = icmp sge i64 %seen, %value
+  br i1 %ok, label %satisfied, label %not_yet
+not_yet:
+  %c = load atomic i64, ptr %closed monotonic, align 8
+  %is_closed = icmp ne i64 %c, 0
+  br i1 %is_closed, label %gone, label %check_time
+gone:
+  ret i1 false
+check_time:
+  %late = icmp eq i64 %rem, 0
+  br i1 %late, label %timed_out, label %wait
+timed_out:
+  %sigi = ptrtoint ptr %sig to i64
+  call void @fault(ptr %ctl, i64 $f_wait_timeout, i64 %sigi, i64 %value, i64 %seen, i64 %timeout)
+  ret i1 true
+satisfied:
+  ; a fault upstream of the signal poisons this submission, except the previous one of this device (its own)
+  %tl = call ptr @load_ptr(ptr %ctl, i64 $w_timeline)
+  %own = icmp eq ptr %tl, %sig
+  br i1 %own, label %done, label %inherit
+inherit:
+  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
+  %ep = getelementptr i64, ptr %sig, i64 $s_error
+  %e = load atomic i64, ptr %ep acquire, align 8
+  %elive = call i1 @live(ptr %g, i64 %e)
+  %pp = call ptr @word(ptr %ctl, i64 $w_poison)
+  %p = load i64, ptr %pp, align 8
+  %clean = icmp eq i64 %p, 0
+  %take = and i1 %elive, %clean
+  br i1 %take, label %poison, label %done
+poison:
+  store i64 %e, ptr %pp, align 8
+  br label %done
+done:
+  ret i1 true
+}
+
+; returns false if the engine was closed during the packet
+define internal i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags) {
+entry:
+  switch i64 %op, label %bad [
+    i64 $op_nop, label %ok
+    i64 $op_exec, label %exec
+    i64 $op_copy, label %copy
+    i64 $op_wait, label %wait
+    i64 $op_signal, label %signal
+    i64 $op_timestamp, label %timestamp
+    i64 $op_barrier, label %barrier
+  ]
+exec:
+  call void @run_exec(ptr %ctl, ptr %at, i64 %flags)
+  br label %ok
+copy:
+  call void @run_copy(ptr %ctl, ptr %at)
+  br label %ok
+wait:
+  %alive = call i1 @run_wait(ptr %ctl, ptr %at)
+  ret i1 %alive
+signal:
+  %sig = call ptr @load_ptr(ptr %at, i64 0)
+  %vp = getelementptr i64, ptr %at, i64 1
+  %v = load i64, ptr %vp, align 8
+  call void @write_signal(ptr %ctl, ptr %sig, i64 %v)
+  br label %ok
+timestamp:
+  %tsig = call ptr @load_ptr(ptr %at, i64 0)
+  %t = call i64 @now()
+  call void @write_signal(ptr %ctl, ptr %tsig, i64 %t)
+  br label %ok
+barrier:
+  fence seq_cst
+  br label %ok
+bad:
+  call void @fault(ptr %ctl, i64 $f_opcode, i64 %op, i64 0, i64 0, i64 0)
+  br label %ok
+ok:
+  ret i1 true
+}
+
+; ---- threads
+
+; one engine's command processor: consume packets in order until closed
+define ptr @tgfx_processor(ptr %ctl) {
+entry:
+  %ring = call ptr @load_ptr(ptr %ctl, i64 $w_ring)
+  %nwp = call ptr @word(ptr %ctl, i64 $w_nwords)
+  %nwords = load i64, ptr %nwp, align 8
+  %wptr = call ptr @word(ptr %ctl, i64 $w_wptr)
+  %rptr = call ptr @word(ptr %ctl, i64 $w_rptr)
+  %closed = call ptr @word(ptr %ctl, i64 $w_closed)
+  %spin = call ptr @word(ptr %ctl, i64 $w_spin)
+  %host = call ptr @word(ptr %ctl, i64 $w_host_cpu)
+  %mine = call ptr @word(ptr %ctl, i64 $w_processor_cpu)
+  br label %loop
+loop:
+  %c = load atomic i64, ptr %closed monotonic, align 8
+  %is_closed = icmp ne i64 %c, 0
+  br i1 %is_closed, label %exit, label %poll
+poll:
+  %r = load atomic i64, ptr %rptr monotonic, align 8
+  %w = load atomic i64, ptr %wptr acquire, align 8
+  %empty = icmp eq i64 %r, %w
+  br i1 %empty, label %idle, label %packet
+idle:
+  %r1 = add i64 %r, 1
+  %seen = call i64 @adaptive_wait(ptr %wptr, i64 %r1, i64 $idle_slice, ptr %closed, ptr %spin, i64 $processor_spin,
+                                  ptr %host)
+  br label %loop
+packet:
+  %cpu = call i32 @sched_getcpu()
+  %cpu64 = sext i32 %cpu to i64
+  store atomic i64 %cpu64, ptr %mine monotonic, align 8
+  %pos = urem i64 %r, %nwords
+  %hp = getelementptr i64, ptr %ring, i64 %pos
+  %hdr = load i64, ptr %hp, align 8
+  %at = getelementptr i64, ptr %hp, i64 1
+  %op = and i64 %hdr, 255
+  %nsh = lshr i64 %hdr, 8
+  %n = and i64 %nsh, 4294967295
+  %flags = lshr i64 %hdr, 40
+  %alive = call i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags)
+  br i1 %alive, label %advance, label %exit
+advance:
+  %r2 = add i64 %r, 1
+  %r3 = add i64 %r2, %n
+  call void @tgfx_store_wake(ptr %rptr, i64 %r3)
+  br label %loop
+exit:
+  %ex = call ptr @word(ptr %ctl, i64 $w_exited)
+  call void @tgfx_store_wake(ptr %ex, i64 1)
+  ret ptr null
+}
+
+; a pool thread: join the parallel jobs engines post on the board, sleep on the epoch when there are none
+define ptr @tgfx_helper(ptr %g) {
+entry:
+  %sd = call ptr @word(ptr %g, i64 $g_shutdown)
+  %ep = call ptr @word(ptr %g, i64 $g_epoch)
+  %nbp = call ptr @word(ptr %g, i64 $g_nboard)
+  %board = call ptr @word(ptr %g, i64 $g_board)
+  %spin = alloca [2 x i64], align 8
+  store [2 x i64] zeroinitializer, ptr %spin, align 8
+  br label %loop
+loop:
+  %s = load atomic i64, ptr %sd monotonic, align 8
+  %stop = icmp ne i64 %s, 0
+  br i1 %stop, label %exit, label %scan_start
+scan_start:
+  %e = load atomic i64, ptr %ep acquire, align 8
+  %n = load atomic i64, ptr %nbp acquire, align 8
+  br label %scan
+scan:
+  %i = phi i64 [0, %scan_start], [%i1, %next]
+  %worked = phi i1 [false, %scan_start], [%worked1, %next]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %slot, label %scanned
+slot:
+  %job = call ptr @load_ptr(ptr %board, i64 %i)
+  %empty = icmp eq ptr %job, null
+  br i1 %empty, label %next, label %try
+try:
+  %did = call i1 @help(ptr %job)
+  br label %next
+next:
+  %d = phi i1 [false, %slot], [%did, %try]
+  %worked1 = or i1 %worked, %d
+  %i1 = add i64 %i, 1
+  br label %scan
+scanned:
+  br i1 %worked, label %loop, label %sleep
+sleep:
+  %e1 = add i64 %e, 1
+  %seen = call i64 @adaptive_wait(ptr %ep, i64 %e1, i64 $idle_slice, ptr %sd, ptr %spin, i64 $helper_spin, ptr null)
+  br label %loop
+exit:
+  ret ptr null
+}
+"""
+
+
+def _relax() -> tuple[str, str]:
+    """The spin-wait hint of this CPU (declaration, call)."""
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64", "i686", "i386"):
+        return "declare void @llvm.x86.sse2.pause()", "call void @llvm.x86.sse2.pause()"
+    if machine in ("aarch64", "arm64"):
+        return "declare void @llvm.aarch64.hint(i32)", "call void @llvm.aarch64.hint(i32 1)"
+    return "", ""
+
+
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+
+
+def runtime_ir() -> str:
+    """The processor's IR for this machine."""
+    from tgfx.devices.hcq import Op
+    sys_futex = _SYS_FUTEX.get(platform.machine().lower())
+    if not sys.platform.startswith("linux") or sys_futex is None or sys.byteorder != "little":
+        raise RuntimeError(f"the CPU command processor needs Linux futexes on a little-endian x86_64 or aarch64 "
+                           f"host; this is {sys.platform} on {platform.machine()}")
+    relax_decl, relax_call = _relax()
+    consts = {k.lower(): v for k, v in globals().items() if k.isupper() and isinstance(v, int)}
+    consts.update({f"op_{op.name.lower()}": int(op) for op in Op})
+    return string.Template(_IR).substitute(consts, relax_decl=relax_decl, relax_call=relax_call, sys_futex=sys_futex,
+                                           forever=FOREVER_NS, idle_slice=IDLE_SLICE_NS,
+                                           processor_spin=PROCESSOR_SPIN_NS, helper_spin=HELPER_SPIN_NS,
+                                           join_spin=JOIN_SPIN_NS, preempt_gap=PREEMPT_GAP_NS,
+                                           holdoff=SPIN_HOLDOFF)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# compiled runtime and threads
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.aligned_alloc.restype = ctypes.c_void_p
+_libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+_libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+_libc.pthread_detach.argtypes = [ctypes.c_ulong]
+
+
+def alloc_words(n: int) -> tuple[np.ndarray, int]:
+    """`n` zeroed int64 words of libc memory, 64-byte aligned, as (numpy view, address). Never freed."""
+    nbytes = max(64, (8 * n + 63) // 64 * 64)
+    addr = _libc.aligned_alloc(64, nbytes)
+    if not addr:
+        raise MemoryError(f"could not allocate {nbytes} bytes for the command processor")
+    ctypes.memset(addr, 0, nbytes)
+    return np.ctypeslib.as_array((ctypes.c_int64 * n).from_address(addr)), addr
+
+
+class Runtime:
+    """The compiled processor: ctypes bindings to its host functions, thread entry points and the global block."""
+
+    def __init__(self) -> None:
+        import llvmlite.binding as llvm
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        # An engine of our own: the devices sit below the compiler, and this is no kernel compile (not counted).
+        tm = llvm.Target.from_default_triple().create_target_machine(
+            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
+        mod = llvm.parse_assembly(runtime_ir())
+        mod.verify()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+        pb.getModulePassManager().run(mod, pb)
+        self.ee = llvm.create_mcjit_compiler(mod, tm)
+        self.ee.finalize_object()
+        # the threads run this code until the process ends: never let the engine be collected, even at exit
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.ee))
+        addr = self.ee.get_function_address
+        i64, vp = ctypes.c_int64, ctypes.c_void_p
+        self.store_wake = ctypes.CFUNCTYPE(None, vp, i64)(addr("tgfx_store_wake"))
+        self.wake = ctypes.CFUNCTYPE(None, vp)(addr("tgfx_wake"))
+        self.cas = ctypes.CFUNCTYPE(i64, vp, i64, i64)(addr("tgfx_cas"))
+        self.wait_ge = ctypes.CFUNCTYPE(i64, vp, i64, i64, i64, vp, vp)(addr("tgfx_wait_ge"))
+        self.doorbell = ctypes.CFUNCTYPE(None, vp, i64)(addr("tgfx_doorbell"))
+        self.processor_fn, self.helper_fn = addr("tgfx_processor"), addr("tgfx_helper")
+        self.g, self.g_addr = alloc_words(G_WORDS)
+        self.faults = self.g[G_FAULT_TABLE:].reshape(FAULT_CAP, FAULT_WORDS)
+        self.helpers: list[int] = []
+        self.lock = threading.Lock()
+
+    def start_thread(self, fn: int, arg: int) -> int:
+        """Run native `void *fn(void *arg)` on a new pthread; returns its pthread_t."""
+        tid = ctypes.c_ulong()
+        err = _libc.pthread_create(ctypes.byref(tid), None, fn, arg)
+        if err:
+            raise OSError(err, f"pthread_create failed for the command processor: errno {err}")
+        return tid.value
+
+    def start_helpers(self, n: int) -> None:
+        """Make sure `n` pool threads run parallel EXECs (they live until the process exits)."""
+        with self.lock:
+            while len(self.helpers) < n:
+                tid = self.start_thread(self.helper_fn, self.g_addr)
+                _libc.pthread_detach(tid)
+                self.helpers.append(tid)
+
+    def post_board(self, ctl_addr: int) -> int:
+        """Give an engine a slot on the job board, so helpers join its parallel EXECs; returns the slot."""
+        with self.lock:
+            free = np.flatnonzero(self.g[G_BOARD:G_BOARD + BOARD_SLOTS] == 0)
+            if not len(free):
+                raise RuntimeError(f"more than {BOARD_SLOTS} engines are open at once")
+            slot = int(free[0])
+            self.g[G_BOARD + slot] = ctl_addr
+            self.g[G_NBOARD] = max(int(self.g[G_NBOARD]), slot + 1)
+            return slot
+
+    def clear_board(self, slot: int) -> None:
+        """Give a closed engine's slot back."""
+        with self.lock:
+            self.g[G_BOARD + slot] = 0
+
+    def shutdown(self) -> None:
+        """Ask the pool threads to exit (at interpreter exit)."""
+        self.g[G_SHUTDOWN] = 1
+        self.wake(self.g_addr + 8 * G_EPOCH)
+
+
+_runtime: Runtime | None = None
+_runtime_lock = threading.Lock()
+
+
+def runtime() -> Runtime:
+    """The process's compiled runtime, built on first use."""
+    global _runtime
+    if _runtime is None:
+        with _runtime_lock:
+            if _runtime is None:
+                _runtime = Runtime()
+                atexit.register(_runtime.shutdown)
+    return _runtime
+
+
+def join_thread(tid: int) -> None:
+    """pthread_join (ctypes releases the GIL); call it only once the thread has exited."""
+    _libc.pthread_join(tid, None)
