@@ -577,3 +577,15 @@ def test_debug_prints_kernels_when_the_host_waits(cpu0: HCQDevice, k: dict[str, 
         cpu0.exec_sync(k["add1"], [a], global_size=3)
     assert any(line.startswith("*** CPU:0/compute") and " add1 " in line and "gs=3" in line
                for line in capsys.readouterr().out.splitlines())
+
+
+def test_a_new_engine_posts_no_open_parallel_job() -> None:
+    # a zeroed job block looks open: a helper joining it bumped the claim counter and the first real parallel EXEC
+    # then skipped core id 0 (a lost update, seen under load)
+    from tgfx.devices import native
+    dev = CPUDevice("CPU:fresh")
+    try:
+        for proc in dev.processors.values():
+            assert int(proc.ctl[native.W_JOB_CLOSED]) == 1
+    finally:
+        dev.close()

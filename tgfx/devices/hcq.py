@@ -813,6 +813,9 @@ class CommandProcessor:
             device.timeline.addr, self.index, native.runtime().g_addr
         ctl[native.W_EVENTS], ctl[native.W_EVENT_CAP] = events_addr, native.EVENT_CAP
         ctl[native.W_HOST_CPU] = ctl[native.W_PROCESSOR_CPU] = -1
+        # no parallel job is open until the processor posts one: a helper that joined a zeroed (open-looking) job
+        # block would bump its claim counter and make the first real job skip core id 0
+        ctl[native.W_JOB_CLOSED] = 1
         self.cpu_addr = self.ctl_addr + 8 * native.W_PROCESSOR_CPU     # where it notes the core it runs on
         self.closed = False
 

@@ -49,12 +49,7 @@ class UOp(metaclass=UOpMeta):
     def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any, tag: Any) -> None:
         self.op, self.dtype, self.src, self.arg, self.tag = op, dtype, src, arg, tag
 
-    # identity is structure: hash-consing makes `is` the equality
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
-    def __hash__(self) -> int:
-        return id(self)
+    # identity is structure: hash-consing makes `is` the equality, so object's own (C) __eq__/__hash__ are right
 
     def __reduce__(self) -> tuple:
         return (UOp, (self.op, self.dtype, self.src, self.arg, self.tag))

@@ -27,6 +27,13 @@ def range_deps(u: UOp) -> frozenset[UOp]:
     return deps
 
 
+@functools.cache
+def reduces_inside(u: UOp) -> frozenset[UOp]:
+    """The REDUCEs in the graph of `u` (itself included)."""
+    inner = frozenset().union(*(reduces_inside(s) for s in u.src)) if u.src else frozenset()
+    return inner | {u} if u.op is Ops.REDUCE else inner
+
+
 def _range_order(r: UOp) -> int:
     return r.arg[0]
 
@@ -89,10 +96,9 @@ class _Linearizer:
         rngs = tuple(sorted(red.src[1:], key=_range_order))
         group = [red] + [r for r in self.reduces.get(rngs, ()) if r is not red and not self.visible(r)
                          and range_deps(r) <= set(self.open)]
-        inside = {x for r in group for x in r.src[0].toposort() if x.op is Ops.REDUCE}
+        inside = frozenset().union(*(reduces_inside(r.src[0]) for r in group))
         group = [r for r in group if r is red or r not in inside]
-        for r in group:
-            self.hoist(r.src[0], frozenset(rngs))
+        self.hoist(UOp(Ops.SINK, None, tuple(r.src[0] for r in group)), frozenset(rngs))
         accs = []
         for r in group:
             acc = UOp(Ops.DEFINE_ACC, r.dtype, (UOp.const(r.dtype, reduce_identity(r.arg, r.dtype)),), self.n_acc)

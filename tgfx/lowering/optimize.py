@@ -24,6 +24,7 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
+from tgfx.lowering.linearize import range_deps
 from tgfx.lowering.symbolic import pm_symbolic
 
 
@@ -59,8 +60,8 @@ def _split(sink: UOp, opt: Opt, kind: str) -> tuple[UOp, UOp, int]:
 def upcast(sink: UOp, opt: Opt) -> UOp:
     rng, outer, _ = _split(sink, opt, "loop")
     lanes = [outer * opt.amount + c for c in range(opt.amount)]
-    stores = [st.substitute({rng: lane}) if rng in st.toposort() else st for st in sink.src for lane in
-              (lanes if rng in st.toposort() else lanes[:1])]
+    stores = [st.substitute({rng: lane}) if rng in range_deps(st) else st for st in sink.src for lane in
+              (lanes if rng in range_deps(st) else lanes[:1])]
     return UOp(Ops.SINK, None, tuple(dict.fromkeys(stores)), sink.arg)
 
 
@@ -119,7 +120,7 @@ def _coef(index: UOp, rng: UOp) -> int | None:
             total += 1
         elif t.op is Ops.MUL and t.src[0] is rng and t.src[1].op is Ops.CONST:
             total += t.src[1].arg
-        elif rng in t.toposort():
+        elif rng in range_deps(t):
             return None
     return total
 
