@@ -185,3 +185,16 @@ def test_disk_cache_reused_across_processes_and_corrupt_entries_recompiled(tmp_p
         entries[1].write_bytes(bytes(data))
     assert run() == min(len(entries), 2)
     assert run() == 0
+
+
+def test_profile_writes_a_chrome_trace_with_every_kernel(tmp_path):
+    import json
+    f = tg.jit(lambda x: tnp.exp(x - x.max()).sum())
+    path = tmp_path / "trace.json"
+    with tg.profile(str(path)):
+        for _ in range(3):
+            f(tg.asarray(arr(64))).block_until_ready()
+    events = json.loads(path.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat", "") != "copy" and "copy" not in e["name"]]
+    assert len(kernels) >= 3 * 2  # two kernels (the max, then exp-sum) per call
+    assert all(e["dur"] >= 0 for e in kernels)

@@ -12,6 +12,7 @@ from tgfx.ir.ops import Ops as Ops
 from tgfx.ir.uop import UOp as UOp
 from tgfx.kernel import custom_kernel as custom_kernel
 from tgfx.numpy import asarray as asarray
+from tgfx.profile import profile as profile
 from tgfx.tensor import Tensor as Tensor
 from tgfx.tensor import realize as realize
 from tgfx.transforms.grad import grad as grad
