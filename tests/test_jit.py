@@ -198,3 +198,20 @@ def test_profile_writes_a_chrome_trace_with_every_kernel(tmp_path):
     kernels = [e for e in events if e.get("ph") == "X" and e.get("cat", "") != "copy" and "copy" not in e["name"]]
     assert len(kernels) >= 3 * 2  # two kernels (the max, then exp-sum) per call
     assert all(e["dur"] >= 0 for e in kernels)
+
+
+def test_ten_thousand_replays_keep_resident_memory_flat():
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    step = tg.jit(lambda w, g: w - 0.01 * g)
+    w, g = tg.asarray(arr(4096)), tg.asarray(arr(4096, seed=1))
+    for _ in range(500):
+        w = step(w, g)
+    w.block_until_ready()
+    before = rss()
+    for _ in range(10_000):
+        w = step(w, g)
+    w.block_until_ready()
+    assert rss() - before < 16 << 20  # each call allocates a 16 KiB output: leaking them would be ~160 MiB
+    np.testing.assert_allclose(w.numpy(), arr(4096) - 0.01 * 10_500 * arr(4096, seed=1), rtol=1e-3, atol=1e-3)
