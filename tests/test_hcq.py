@@ -508,7 +508,7 @@ def test_submissions_run_in_order_across_engines(cpu0: HCQDevice, k: dict[str, P
 
 def test_cross_device_waits_order_a_chain_over_four_devices(k: dict[str, Program]) -> None:
     devs = [get_device(f"CPU:{i}") for i in range(4)]
-    n = 1000
+    n = 10_000
     log = np.zeros(n + 1, dtype=np.int64)
     chain = Signal(0, name="chain")
     fences = []
@@ -589,3 +589,30 @@ def test_a_new_engine_posts_no_open_parallel_job() -> None:
             assert int(proc.ctl[native.W_JOB_CLOSED]) == 1
     finally:
         dev.close()
+
+
+def test_independent_work_on_two_devices_overlaps_in_time(tmp_path) -> None:
+    import json
+
+    import tgfx as tg
+    x0 = tg.Tensor(np.ones(1 << 22, np.float32), device="CPU:0")
+    x1 = tg.Tensor(np.ones(1 << 22, np.float32), device="CPU:1")
+    f = tg.jit(lambda x: (x * 1.0001 + 1).sum())
+    f(x0).block_until_ready()
+    f(x1).block_until_ready()
+    path = tmp_path / "overlap.json"
+    with tg.profile(str(path)):
+        for _ in range(20):                 # both devices get work before either is waited on
+            a, b = f(x0), f(x1)
+        a.block_until_ready()
+        b.block_until_ready()
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    spans: dict[str, list[tuple[float, float]]] = {"CPU:0": [], "CPU:1": []}
+    for e in events:
+        if e.get("ph") == "X" and names.get(e["pid"]) in spans:
+            assert {"ts", "dur", "pid", "tid"} <= set(e)
+            spans[names[e["pid"]]].append((e["ts"], e["ts"] + e["dur"]))
+    assert spans["CPU:0"] and spans["CPU:1"]
+    overlaps = sum(1 for s0, e0 in spans["CPU:0"] for s1, e1 in spans["CPU:1"] if s0 < e1 and s1 < e0)
+    assert overlaps > 0
