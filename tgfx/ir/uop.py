@@ -10,6 +10,7 @@ import functools
 import hashlib
 import math
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from tgfx import config
@@ -101,8 +102,9 @@ class UOp(metaclass=UOpMeta):
         assert self.shape is not None, f"{self.op} has no shape"
         return prod(self.shape)
 
-    def toposort(self) -> list[UOp]:
-        """Every node of the graph, sources before users (iterative: deep graphs are fine)."""
+    def toposort(self, children: Callable[[UOp], tuple[UOp, ...]] | None = None) -> list[UOp]:
+        """Every node of the graph, sources before users (iterative: deep graphs are fine). `children(u)` picks
+        which sources to enter (default: all)."""
         out: list[UOp] = []
         seen: set[UOp] = set()
         stack: list[tuple[UOp, bool]] = [(self, False)]
@@ -115,7 +117,7 @@ class UOp(metaclass=UOpMeta):
                 continue
             seen.add(u)
             stack.append((u, True))
-            stack.extend((s, False) for s in reversed(u.src) if s not in seen)
+            stack.extend((s, False) for s in reversed(u.src if children is None else children(u)) if s not in seen)
         return out
 
     def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
@@ -268,7 +270,7 @@ def _bounds(u: UOp) -> tuple[Any, Any]:
         return _clamp((min(c), max(c)), full)
     if u.op is Ops.IDIV and s[1].op is Ops.CONST and s[1].arg > 0:
         d = s[1].arg
-        return (_tdiv(s[0].vmin, d), _tdiv(s[0].vmax, d))
+        return (tdiv(s[0].vmin, d), tdiv(s[0].vmax, d))
     if u.op is Ops.MOD and s[1].op is Ops.CONST and s[1].arg > 0:
         d = s[1].arg
         if s[0].vmin >= 0:
@@ -285,7 +287,10 @@ def _bounds(u: UOp) -> tuple[Any, Any]:
     return full
 
 
-def _tdiv(a: int, b: int) -> int:
+def tdiv(a: int, b: int) -> int:
+    """Integer division truncating toward zero, as C and our IDIV do; division by zero gives 0."""
+    if b == 0:
+        return 0
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
 

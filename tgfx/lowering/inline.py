@@ -11,23 +11,13 @@ from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 
 
+def _outside_call_bodies(u: UOp) -> tuple[UOp, ...]:
+    return u.src[1:] if u.op is Ops.CALL else u.src
+
+
 def walk(root: UOp) -> list[UOp]:
     """Toposort that treats the body (src[0]) of every CALL as opaque."""
-    out: list[UOp] = []
-    seen: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(root, False)]
-    while stack:
-        u, done = stack.pop()
-        if done:
-            out.append(u)
-            continue
-        if u in seen:
-            continue
-        seen.add(u)
-        stack.append((u, True))
-        srcs = u.src[1:] if u.op is Ops.CALL else u.src
-        stack.extend((s, False) for s in reversed(srcs) if s not in seen)
-    return out
+    return root.toposort(_outside_call_bodies)
 
 
 def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
@@ -36,7 +26,7 @@ def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
         if u in mapping:
             new[u] = mapping[u]
             continue
-        src = tuple(new[s] for s in u.src[1:]) if u.op is Ops.CALL else tuple(new[s] for s in u.src)
+        src = tuple(new[s] for s in _outside_call_bodies(u))
         if u.op is Ops.CALL:
             src = (u.src[0], *src)
         new[u] = u if src == u.src else u.replace(src=src)

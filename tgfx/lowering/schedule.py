@@ -208,15 +208,13 @@ class ScheduleTemplate:
         counters.schedule_count += 1
 
     def instantiate(self, inputs: list[UOp]) -> tuple[UOp, list[UOp]]:
+        def bind(b: UOp) -> UOp:  # placeholders are the inputs; every other buffer is made fresh
+            return inputs[-1 - b.arg[0]] if b.arg[0] < 0 else new_buffer(b.arg[1], b.arg[2], b.dtype)
         mapping: dict[UOp, UOp] = {}
-        for call in self.linear.src:
-            for b in call.src[1:]:
-                if b not in mapping:
-                    mapping[b] = inputs[-1 - b.arg[0]] if b.arg[0] < 0 else new_buffer(b.arg[1], b.arg[2], b.dtype)
-        for r in self.results:
-            b = buffer_view(r)
-            if b is not None and b not in mapping:
-                mapping[b] = inputs[-1 - b.arg[0]] if b.arg[0] < 0 else new_buffer(b.arg[1], b.arg[2], b.dtype)
+        result_bufs = [b for r in self.results if (b := buffer_view(r)) is not None]
+        for b in [b for call in self.linear.src for b in call.src[1:]] + result_bufs:
+            if b not in mapping:
+                mapping[b] = bind(b)
         calls = tuple(c.replace(src=(c.src[0], *(mapping[b] for b in c.src[1:]))) for c in self.linear.src)
         return UOp(Ops.LINEAR, None, calls), [r.substitute(mapping) for r in self.results]
 

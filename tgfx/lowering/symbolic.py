@@ -11,19 +11,12 @@ from typing import Any
 from tgfx.dtypes import DType, cast_scalar
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, tdiv
 
 
 # ---- evaluating an ALU op on Python scalars, with the dtype's semantics ----
-def _tdiv(a: int, b: int) -> int:
-    if b == 0:
-        return 0
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
 def _tmod(a: int, b: int) -> int:
-    return 0 if b == 0 else a - b * _tdiv(a, b)
+    return 0 if b == 0 else a - b * tdiv(a, b)
 
 
 def _shift(x: int, n: int, left: bool, d: DType) -> int:
@@ -34,7 +27,7 @@ def _shift(x: int, n: int, left: bool, d: DType) -> int:
 
 python_alu: dict[Ops, Any] = {
     Ops.NEG: lambda d, x: -x if not d.is_bool else x, Ops.ADD: lambda d, x, y: x + y, Ops.MUL: lambda d, x, y: x * y,
-    Ops.IDIV: lambda d, x, y: _tdiv(x, y), Ops.MOD: lambda d, x, y: _tmod(x, y), Ops.MAX: lambda d, x, y: max(x, y),
+    Ops.IDIV: lambda d, x, y: tdiv(x, y), Ops.MOD: lambda d, x, y: _tmod(x, y), Ops.MAX: lambda d, x, y: max(x, y),
     Ops.CMPLT: lambda d, x, y: x < y, Ops.CMPNE: lambda d, x, y: x != y, Ops.CMPEQ: lambda d, x, y: x == y,
     Ops.AND: lambda d, x, y: x & y if not d.is_bool else x and y,
     Ops.OR: lambda d, x, y: x | y if not d.is_bool else x or y,

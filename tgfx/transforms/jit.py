@@ -18,7 +18,6 @@ reading them waits on the device.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -454,4 +453,4 @@ def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
     return Jit(f, static_argnums, static_argnames, donate_argnums)
 
 
-__all__ = ["jit", "Jit", "DonatedBufferError", "os"]
+__all__ = ["jit", "Jit", "DonatedBufferError"]
