@@ -9,7 +9,6 @@ elementwise ops with broadcasting and JAX promotion, the six movement ops, reduc
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -392,9 +391,6 @@ def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple
 def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
     return [t if t.shape == shape else t.expand(shape) for t in ts]
-
-
-_live: weakref.WeakSet = weakref.WeakSet()
 
 
 def realize(*ts: Tensor) -> list[UOp]:

@@ -222,8 +222,6 @@ def _shape(u: UOp) -> Shape | None:
         return None
     if op is Ops.GETTUPLE:
         return _call_result(src[0], arg, "shape")
-    if op is Ops.DEFINE_GLOBAL:
-        return None
     return None
 
 

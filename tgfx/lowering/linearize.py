@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 
-from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.rangeify import reduce_identity
@@ -152,4 +151,4 @@ def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     return lin.out, lin.acc_of
 
 
-__all__ = ["linearize", "range_deps", "dtypes"]
+__all__ = ["linearize", "range_deps"]

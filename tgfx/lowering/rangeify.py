@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tgfx.dtypes import dtypes, max_value, min_value
+from tgfx.dtypes import dtypes, min_value
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 
@@ -191,4 +191,4 @@ def rangeify(ast: UOp) -> UOp:
     return UOp(Ops.SINK, None, tuple(stores), ast.arg)
 
 
-__all__ = ["rangeify", "linear_index", "unflatten", "reduce_identity", "max_value"]
+__all__ = ["rangeify", "linear_index", "unflatten", "reduce_identity"]

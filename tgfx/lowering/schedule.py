@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 
@@ -250,4 +250,4 @@ def graph_template(sink: UOp) -> tuple[ScheduleTemplate, list[UOp]]:
     return _cached_template("graph:" + abstract.key, list(abstract.src), len(inputs)), inputs
 
 
-__all__ = ["schedule", "new_buffer", "buffer_view", "GroupOp", "graph_template"]
+__all__ = ["schedule", "new_buffer", "buffer_view", "graph_template"]

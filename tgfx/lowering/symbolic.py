@@ -145,8 +145,6 @@ def _nonneg(x: UOp) -> bool:
     return x.dtype.is_int and x.vmin >= 0
 
 
-idx_types = None  # any integer dtype
-
 pm_symbolic = PatternMatcher([
     # constants
     (UPat(GroupOp.ALU, name="x"), fold_alu),
