@@ -24,3 +24,4 @@ from tgfx.transforms.jvp import hessian as hessian
 from tgfx.transforms.jvp import jacfwd as jacfwd
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
+from tgfx.transforms.vmap import vmap as vmap
