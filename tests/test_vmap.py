@@ -207,6 +207,18 @@ def test_sort_and_argsort() -> None:
         check(lambda v: tnp.sort(v, axis=None, descending=True), (x,), (ax,))
 
 
+@settings(max_examples=30)
+@given(st.data())
+def test_matmul_over_in_axes(data: Any) -> None:
+    """(m, k) @ (k, n) per example, the left operand mapped along any axis, the right one mapped or shared."""
+    m, k, n, b = (data.draw(st.integers(1, 4)) for _ in range(4))
+    ax = data.draw(st.integers(-3, 2))
+    x = np.moveaxis(rand(b, m, k), 0, ax)
+    w_ax = data.draw(st.sampled_from([None, 0, 1, 2, -1]))
+    w = rand(k, n, seed=1) if w_ax is None else np.moveaxis(rand(b, k, n, seed=1), 0, w_ax)
+    check(lambda x, w: x @ w, (x, w), (ax, w_ax), out_axis(data.draw, 2), rtol=1e-5, atol=1e-5)
+
+
 def softmax(x: tg.Tensor) -> tg.Tensor:
     e = tnp.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
@@ -448,6 +460,8 @@ def test_in_axes_errors() -> None:
         tg.vmap(lambda a, b: a, in_axes=(0, 2))(x, x)
     with pytest.raises(ValueError, match="argument b along axis 0, which implies that its rank should be at least 1"):
         tg.vmap(lambda a, b: a * b)(x, 2.0)
+    with pytest.raises(ValueError, match=r"it is a scalar \(float32\[\]\)"):
+        tg.vmap(lambda a, b: a * b)(x, tg.asarray(np.float32(2.0)))
     with pytest.raises(TypeError, match="argument b is a str, not an array"):
         tg.vmap(lambda a, b: a)(x, "label")
     with pytest.raises(ValueError, match="at least one non-None value in in_axes"):

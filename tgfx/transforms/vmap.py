@@ -61,8 +61,9 @@ class BatchCtx:
 
     def carries(self, u: UOp) -> bool:
         """Whether `u` depends on a batched value, so that its batching rule must run."""
-        if u.op is Ops.GETTUPLE:
-            return self.flags.get(u.src[0], ())[u.arg:u.arg + 1] == (True,)
+        if u.op is Ops.GETTUPLE:  # one result of a call: batched if that result of the batched body is
+            flags = self.flags.get(u.src[0])
+            return flags is not None and flags[u.arg]
         if u.op in (Ops.FUNCTION, Ops.CALL):
             return any(a in self.batched for a in u.src[1:]) or bool(closed_over(u.src[0], self.standins))
         return any(s in self.batched for s in u.src)
@@ -130,16 +131,9 @@ def is_standin(u: UOp) -> bool:
 
 
 # ---- rules ----
-def batch_elementwise(ctx: BatchCtx, x: UOp) -> UOp:
-    return x.replace(src=tuple(ctx.value(s) for s in x.src))
-
-
-def batch_movement(ctx: BatchCtx, x: UOp) -> UOp:
-    b, arg = ctx.size, x.arg
-    new_arg = {Ops.RESHAPE: lambda: (b, *arg), Ops.EXPAND: lambda: (b, *arg),
-               Ops.PERMUTE: lambda: (0, *(a + 1 for a in arg)), Ops.PAD: lambda: ((0, 0), *arg),
-               Ops.SHRINK: lambda: ((0, b), *arg), Ops.FLIP: lambda: tuple(a + 1 for a in arg)}[x.op]()
-    return x.replace(src=(ctx.new[x.src[0]],), arg=new_arg)
+def on_batched(ctx: BatchCtx, x: UOp, arg: Any) -> UOp:
+    """`x` applied to its (one, batched) source's batched form, with `arg` for the leading batch axis."""
+    return x.replace(src=(ctx.new[x.src[0]],), arg=arg)
 
 
 def batch_call(ctx: BatchCtx, x: UOp) -> UOp:
@@ -179,18 +173,25 @@ def reject_sharded(x: UOp) -> UOp:
                               f"function, or shard the result of vmap instead")
 
 
+def _shift(axes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(a + 1 for a in axes)
+
+
 pm_batch = PatternMatcher([
-    # elementwise: batched sources as they are, unbatched ones broadcast along a new leading axis
-    (UPat(GroupOp.Elementwise, name="x"), batch_elementwise),
-    # movement and reduce: shift the axes by one, the batch axis rides along in front
-    (UPat(GroupOp.Movement, name="x"), batch_movement),
-    (UPat(Ops.REDUCE_AXIS, name="x"),
-     lambda ctx, x: x.replace(src=(ctx.new[x.src[0]],), arg=(x.arg[0], tuple(a + 1 for a in x.arg[1])))),
-    # memory: the same op on the batched value (a stop_gradient or grad placeholder tag is kept)
-    (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(UPat(),), name="x"), lambda ctx, x: x.replace(src=(ctx.new[x.src[0]],))),
+    # elementwise: batched sources as they are, unbatched ones broadcast along a new leading axis (a view)
+    (UPat(GroupOp.Elementwise, name="x"), lambda ctx, x: x.replace(src=tuple(ctx.value(s) for s in x.src))),
+    # movement and reduce: the batch axis rides along in front, the op's own axes shift by one
+    (UPat((Ops.RESHAPE, Ops.EXPAND), name="x"), lambda ctx, x: on_batched(ctx, x, (ctx.size, *x.arg))),
+    (UPat(Ops.PERMUTE, name="x"), lambda ctx, x: on_batched(ctx, x, (0, *_shift(x.arg)))),
+    (UPat(Ops.PAD, name="x"), lambda ctx, x: on_batched(ctx, x, ((0, 0), *x.arg))),
+    (UPat(Ops.SHRINK, name="x"), lambda ctx, x: on_batched(ctx, x, ((0, ctx.size), *x.arg))),
+    (UPat(Ops.FLIP, name="x"), lambda ctx, x: on_batched(ctx, x, _shift(x.arg))),
+    (UPat(Ops.REDUCE_AXIS, name="x"), lambda ctx, x: on_batched(ctx, x, (x.arg[0], _shift(x.arg[1])))),
+    # memory: the same op on the batched value (a stop_gradient or grad placeholder tag, a COPY's device are kept)
+    (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(UPat(),), name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
     # calls: batch the body; a result of the batched call carries the batch axis if its body result does
     (UPat((Ops.FUNCTION, Ops.CALL), name="x"), batch_call),
-    (UPat(Ops.GETTUPLE, name="x"), lambda ctx, x: x.replace(src=(ctx.new[x.src[0]],))),
+    (UPat(Ops.GETTUPLE, name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
     (UPat((Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE), name="x"), reject_sharded),
 ])
 
@@ -275,10 +276,11 @@ def _in_axes_per_leaf(in_axes: Any, args: tuple, kwargs: dict) -> list[int | Non
 
 
 def _as_array(x: Any) -> Tensor | None:
+    """A Tensor, numpy array or Python number as a Tensor (None for anything else)."""
     if isinstance(x, Tensor):
         return x
     if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
-        return Tensor(np.asarray(x)) if np.ndim(x) else None
+        return Tensor(np.asarray(x))
     return None
 
 
@@ -286,20 +288,20 @@ def _mapped_array(leaf: Any, ax: int, where: str) -> Tensor:
     """A leaf that in_axes maps along `ax`, as a Tensor; an error if it is not an array or `ax` does not fit."""
     t = _as_array(leaf)
     if t is None:
-        if isinstance(leaf, (np.ndarray, np.generic, bool, int, float)):
-            raise ValueError(f"vmap was requested to map argument {where} along axis {ax}, which implies that its "
-                             f"rank should be at least 1, but it is a scalar ({type(leaf).__name__} {leaf!r}); give "
-                             f"it in_axes None to pass it to every example")
         raise TypeError(f"vmap: argument {where} is a {type(leaf).__name__}, not an array, so it cannot be mapped "
                         f"along axis {ax}; give it in_axes None to pass it unchanged")
+    if t.ndim == 0:
+        raise ValueError(f"vmap was requested to map argument {where} along axis {ax}, which implies that its rank "
+                         f"should be at least 1, but it is a scalar ({_describe(leaf)}); give it in_axes None to pass "
+                         f"it to every example")
     if not -t.ndim <= ax < t.ndim:
         raise ValueError(f"vmap was requested to map argument {where} along axis {ax}, but it has rank {t.ndim} "
                          f"(shape {t.shape}); use an axis in [{-t.ndim}, {t.ndim})")
     return t
 
 
-def _describe(t: Any) -> str:
-    return f"{t.dtype.name}{list(t.shape)}" if isinstance(t, Tensor) else f"{type(t).__name__} {t!r}"
+def _describe(x: Any) -> str:
+    return f"{x.dtype.name}{list(x.shape)}" if isinstance(x, Tensor) else f"{type(x).__name__} {x!r}"
 
 
 def _batch_size(sizes: list[tuple[str, int, int, str]], axis_size: int | None) -> int:
@@ -352,7 +354,7 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
     pairs, out_tree = tree_flatten_with_path(out)
     roots = []
     for path, leaf in pairs:
-        t = _as_array(leaf) if not isinstance(leaf, (bool, int, float)) else Tensor(np.asarray(leaf))
+        t = _as_array(leaf)
         if t is None:
             raise TypeError(f"vmap: {name} returned a {type(leaf).__name__} at output{keystr(path)}; the results of "
                             f"a vmapped function must be arrays")
