@@ -498,3 +498,15 @@ def test_reading_a_mapped_value_is_a_concretization_error() -> None:
     w = tg.asarray(rand(3))
     got = tg.vmap(lambda x, w: x * 2 if float(w.sum()) > -100 else x, in_axes=(0, None))(tg.asarray(rand(4, 3)), w)
     assert got.shape == (4, 3)
+
+
+def test_a_stand_in_kept_past_the_call_is_an_escaped_tracer() -> None:
+    from tgfx.lowering.inline import EscapedTracerError
+    kept = []
+    tg.vmap(lambda v: kept.append(v) or v)(tg.asarray(rand(2, 3)))
+    with pytest.raises(EscapedTracerError, match=r"vmap\(<lambda>\)"):
+        (kept[0] + 1).numpy()
+
+
+def test_empty_batch() -> None:
+    assert tg.vmap(lambda x: x.sum())(tg.asarray(np.zeros((0, 3), np.float32))).numpy().shape == (0,)
