@@ -37,7 +37,7 @@ from tgfx.lowering import lower_kernel, lower_multi, reads_in_place
 from tgfx.lowering.execute import buffer_memory, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, is_realized, realize
+from tgfx.tensor import Tensor, _differentiating, is_realized, realize
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -315,7 +315,7 @@ class Jit:
         return tuple(dyn_args), dyn_kwargs, tuple(static)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if tracing():  # inside another trace: inline, like @function
+        if tracing() or _differentiating():  # inside another trace or a grad: inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
