@@ -1,7 +1,11 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
 from tgfx import dtypes as _dtypes_module  # noqa: F401
 from tgfx import numpy as numpy
+from tgfx import random as random
 from tgfx import tree as tree
+from tgfx.checkpoint import CheckpointError as CheckpointError
+from tgfx.checkpoint import load as load
+from tgfx.checkpoint import save as save
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
 from tgfx.dtypes import DType as DType
