@@ -1,4 +1,5 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
+from tgfx import debug as debug
 from tgfx import dtypes as _dtypes_module  # noqa: F401
 from tgfx import numpy as numpy
 from tgfx import random as random
