@@ -148,3 +148,39 @@ def test_transposed_and_sliced_inputs_are_read_in_place():
     x = Tensor(np.ones((4, 6), np.float32))
     assert _kernels(x.T[1:, ::2] + 1) == 1
     assert find_realizes([(x.T + 1).uop]) == {(x.T + 1).uop}
+
+
+# ---- compile: objects must load at any address ----
+def _relocation_types(obj: bytes) -> set[int]:
+    """The relocation types in an ELF64 object's SHT_RELA sections."""
+    import struct
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    out = set()
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        if struct.unpack_from("<I", obj, sh + 4)[0] != 4:  # SHT_RELA
+            continue
+        off, size, _, _, _, entsize = struct.unpack_from("<QQIIQQ", obj, sh + 0x18)
+        out |= {struct.unpack_from("<Q", obj, off + j * entsize + 8)[0] & 0xffffffff for j in range(size // entsize)}
+    return out
+
+
+def test_compiled_objects_have_no_32_bit_absolute_relocations():
+    """MCJIT maps sections anywhere in the 64-bit address space, so an absolute 32-bit relocation aborts the process
+    in RuntimeDyld once memory lands above 4 GiB. With the static relocation model, x86 turns a select of two float
+    constants into a load from a 2-entry table at an absolute 32-bit address (R_X86_64_32S): this happened in the
+    fused Adam update of a train step. Position-independent code addresses the table relative to the instruction."""
+    import platform
+
+    import pytest
+
+    from tgfx.lowering.compile import engine
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86-64 relocation types")
+    ir = ("define float @pick(i32 %c, float %x) {\n  %b = icmp sgt i32 %c, 0\n"
+          "  %s = select i1 %b, float 2.5, float 7.25\n  %r = fmul float %s, %x\n  ret float %r\n}\n")
+    obj = engine().compile(ir)
+    assert obj[:4] == b"\x7fELF"
+    r_x86_64_32, r_x86_64_32s = 10, 11
+    assert not _relocation_types(obj) & {r_x86_64_32, r_x86_64_32s}
