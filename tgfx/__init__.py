@@ -1,6 +1,8 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
 from tgfx import dtypes as _dtypes_module  # noqa: F401
+from tgfx import nn as nn
 from tgfx import numpy as numpy
+from tgfx import optim as optim
 from tgfx import tree as tree
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
