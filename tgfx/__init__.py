@@ -26,3 +26,13 @@ from tgfx.transforms.jvp import hessian as hessian
 from tgfx.transforms.jvp import jacfwd as jacfwd
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
+from tgfx.transforms.shard import all_gather as all_gather
+from tgfx.transforms.shard import device_put as device_put
+from tgfx.transforms.shard import from_parts as from_parts
+from tgfx.transforms.shard import parts as parts
+from tgfx.transforms.shard import pmax as pmax
+from tgfx.transforms.shard import psum as psum
+from tgfx.transforms.shard import reduce_scatter as reduce_scatter
+from tgfx.transforms.shard import shard as shard
+from tgfx.transforms.shard import sharding as sharding
+from tgfx.transforms.shard import visualize_sharding as visualize_sharding

@@ -101,10 +101,6 @@ def param_owner(param: UOp) -> str:
     return _param_owner.get(param, "<unknown function>")
 
 
-def make_param(slot: int, t: Tensor) -> UOp:
-    return UOp(Ops.PARAM, t.dtype, (), (slot, t.shape, t.device))
-
-
 def _implicit_buffers(body: UOp) -> list[UOp]:
     """Concrete buffers the body reads that were not passed in (captured from a closure or a global)."""
     return [u for u in body.toposort() if u.op is Ops.BUFFER]
@@ -166,17 +162,26 @@ class Function:
             if isinstance(leaf, Tensor) and id(leaf) not in slot_of:
                 slot_of[id(leaf)] = len(inputs)
                 inputs.append(leaf)
-        params = [make_param(k, t) for k, t in enumerate(inputs)]
-        for p in params:
-            _param_owner[p] = self.name
-        stand_ins = [Tensor(p) for p in params]
+        stand_ins, params_of_input, arg_uops = [], [], []
+        for t in inputs:
+            # a sharded Tensor is one PARAM per device part, so the body sees its layout (a MULTI of them)
+            pieces = t.uop.src if t.uop.op is Ops.MULTI else (t.uop,)
+            params = [UOp(Ops.PARAM, p.dtype, (), (len(arg_uops) + j, p.shape, p.device or "CPU:0"))
+                      for j, p in enumerate(pieces)]
+            arg_uops.extend(pieces)
+            for p in params:
+                _param_owner[p] = self.name
+            params_of_input.append(params)
+            stand_ins.append(Tensor(UOp(Ops.MULTI, t.dtype, tuple(params), t.uop.arg)
+                                    if t.uop.op is Ops.MULTI else params[0]))
         traced_leaves = [stand_ins[slot_of[id(x)]] if isinstance(x, Tensor) else x for x in leaves]
         targs, tkwargs = tree_unflatten(treedef, traced_leaves)
         paths = _describe_paths(self.f, args, kwargs)
         described = {}
         for leaf, path in zip(leaves, paths, strict=True):
-            if isinstance(leaf, Tensor) and params[slot_of[id(leaf)]] not in described:
-                described[params[slot_of[id(leaf)]]] = path
+            if isinstance(leaf, Tensor):
+                for p in params_of_input[slot_of[id(leaf)]]:
+                    described.setdefault(p, path)
         _traces.append(_Trace(self.name, described))
         try:
             out = self.f(*targs, **tkwargs)
@@ -184,7 +189,6 @@ class Function:
             _traces.pop()
         results = self._results(out)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
-        arg_uops = [t.uop for t in inputs]
         body, arg_uops = self._capture_implicit(body, arg_uops)
         op = Ops.CALL if self.precompile else Ops.FUNCTION
         fn = UOp(op, None, (body, *arg_uops), (self.name, self.grad_fxn, self.precompile_backward))

@@ -22,8 +22,10 @@ Scalar = bool | int | float
 ArrayLike = Any  # Tensor, numpy array, nested lists, Python scalars
 
 
-def canonical_device(device: str | None) -> str:
+def canonical_device(device: str | tuple[str, ...] | None) -> str | tuple[str, ...]:
     from tgfx.devices import canonical_device as _canon
+    if isinstance(device, (tuple, list)):
+        return tuple(_canon(d) for d in device)
     return _canon(device or "CPU")
 
 
@@ -36,6 +38,10 @@ class Tensor:
     def __init__(self, data: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> None:
         if isinstance(data, UOp):
             self.uop = data
+            return
+        if isinstance(device, (tuple, list)):  # replicated on a device tuple
+            from tgfx.transforms.shard import shard
+            self.uop = shard(Tensor(data, dtype), device).uop
             return
         if isinstance(data, Tensor):
             t = data if dtype is None else data.astype(dtype)
@@ -53,7 +59,8 @@ class Tensor:
         return self.uop.dtype
 
     @property
-    def device(self) -> str:
+    def device(self) -> str | tuple[str, ...]:
+        """The device, or for a sharded Tensor the tuple of its devices."""
         return self.uop.device or "CPU"
 
     @property
@@ -104,16 +111,22 @@ class Tensor:
         """Wait until this Tensor is computed (JAX's name); returns it."""
         from tgfx.devices import get_device
         self.realize()
-        get_device(self.device).synchronize()
+        for d in (self.device,) if isinstance(self.device, str) else self.device:
+            get_device(d).synchronize()
         return self
 
     def numpy(self) -> np.ndarray:
         """The value as a new numpy array (bfloat16 comes back as float32, numpy has no bfloat16)."""
         from tgfx.lowering.execute import copyout
         from tgfx.lowering.schedule import buffer_view
-        buf = buffer_view(realize(self)[0])
-        assert buf is not None, "realize left a Tensor that is not a buffer"
-        out = copyout(buf).reshape(self.shape)
+        u = realize(self)[0]
+        if u.op is Ops.MULTI:  # a sharded Tensor: its parts, joined on the host
+            host = [copyout(buffer_view(p)).reshape(p.shape) for p in u.src]
+            out = host[0] if u.arg is None else np.concatenate(host, axis=u.arg)
+        else:
+            buf = buffer_view(u)
+            assert buf is not None, "realize left a Tensor that is not a buffer"
+            out = copyout(buf).reshape(self.shape)
         return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -139,8 +152,10 @@ class Tensor:
         t = t.expand(shape) if shape else t
         return t if device is None else t._on(canonical_device(device))
 
-    def _on(self, device: str) -> Tensor:
+    def _on(self, device: str | tuple[str, ...]) -> Tensor:
         """A constant graph placed on `device` (constants carry no device of their own)."""
+        if isinstance(device, tuple):
+            return self.to(device)
         if device == "CPU:0" or self.uop.device == device:
             return self
         return self.to(device)
@@ -265,7 +280,11 @@ class Tensor:
         r = Tensor(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(sorted(axes)))))
         return r if keepdims else r.reshape(out_shape)
 
-    def to(self, device: str) -> Tensor:
+    def to(self, device: str | tuple[str, ...]) -> Tensor:
+        """This Tensor on `device`: copied there (gathered, if sharded); a device tuple replicates it."""
+        if isinstance(device, (tuple, list)):
+            from tgfx.transforms.shard import shard
+            return shard(self, device)
         dev = canonical_device(device)
         if dev == self.device and self.uop.device is not None:
             return self
@@ -365,13 +384,14 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
     if float_only and not d.is_float:
         d = dtypes.default_float
     out = []
-    for x in (a, b):
+    for x, other in ((a, b), (b, a)):
         if isinstance(x, Tensor):
             out.append(x.astype(d))
         elif isinstance(x, (bool, int, float)):
             out.append(Tensor(UOp.const(d, x)))
-        else:
-            out.append(Tensor(x).astype(d))
+        else:  # host data goes where the other operand is, as in JAX (an uncommitted array)
+            dev = other.uop.device if isinstance(other, Tensor) else None
+            out.append(Tensor(x, device=dev).astype(d))
     return out[0], out[1]
 
 
@@ -388,7 +408,17 @@ def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple
     return tuple(out)
 
 
+def check_same_device(ts: Sequence[Tensor], name: str) -> None:
+    """Operands of one op must live on the same device (or device tuple); constants live anywhere."""
+    devices = {t.uop.device for t in ts if t.uop.device is not None}
+    if len(devices) > 1:
+        listed = ", ".join(f"{t.dtype.name}{list(t.shape)} on {t.uop.device}" for t in ts if t.uop.device is not None)
+        raise ValueError(f"{name}: operands are on different devices ({listed}); move them to one device, or to the "
+                         f"same device tuple, with tg.device_put(x, device) or tg.shard(x, devices, axis)")
+
+
 def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
+    check_same_device(ts, name)
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
     return [t if t.shape == shape else t.expand(shape) for t in ts]
 
@@ -400,13 +430,20 @@ def realize(*ts: Tensor) -> list[UOp]:
     the graph is what the gradient flows through (reading a value there, e.g. to print it, must not cut it).
     """
     from tgfx.lowering import realize as lower_realize
-    from tgfx.lowering.schedule import buffer_view
-    todo = [t for t in ts if buffer_view(t.uop) is None]
+    todo = [t for t in ts if not is_realized(t.uop)]
     results = lower_realize([t.uop for t in todo]) if todo else {}
     if not _differentiating():
         for t in todo:
             t.uop = results[t.uop]
-    return [t.uop if buffer_view(t.uop) is not None else results[t.uop] for t in ts]
+    return [t.uop if is_realized(t.uop) else results[t.uop] for t in ts]
+
+
+def is_realized(u: UOp) -> bool:
+    """A view of a buffer, or a sharded value whose every part is one."""
+    from tgfx.lowering.schedule import buffer_view
+    if u.op is Ops.MULTI:
+        return all(buffer_view(p) is not None for p in u.src)
+    return buffer_view(u) is not None
 
 
 def _differentiating() -> bool:

@@ -1004,7 +1004,11 @@ class HCQDevice:
         q = HWQueue(Engine.COPY)
         if src.device is not None and src.device is not self and src.device.timeline_value:
             q.wait(src.device.timeline, src.device.timeline_value)
-        return q.copy(dst, src, nbytes, dst_offset, src_offset).submit(self)
+        fence = q.copy(dst, src, nbytes, dst_offset, src_offset).submit(self)
+        if src.device is not None and src.device is not self:
+            # the source device's later work (which may overwrite or free `src`) waits until the copy has read it
+            HWQueue().wait(self.timeline, fence.value).submit(src.device)
+        return fence
 
     def close(self) -> None:
         """Stop the command processors (at interpreter exit)."""

@@ -70,6 +70,18 @@ def _reduce_ok(x: UOp) -> bool:
     return op in GroupOp.Reduce and all(0 <= a < len(x.src[0].shape) for a in axes) and x.dtype == x.src[0].dtype
 
 
+def _multi_ok(x: UOp) -> bool:
+    parts = x.src
+    if not parts or any(not isinstance(p.device, str) or p.dtype != x.dtype for p in parts):
+        return False
+    if len({p.device for p in parts}) != len(parts):
+        return False
+    axis = x.arg if x.op is Ops.MULTI else None
+    if axis is None:
+        return _same_shapes(*parts)
+    return all(p.shape == parts[0].shape for p in parts) and 0 <= axis < len(parts[0].shape)
+
+
 spec = PatternMatcher([
     (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float))),
     (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC),
@@ -88,12 +100,17 @@ spec = PatternMatcher([
     (UPat(Ops.FUNCTION, name="x"), lambda x: len(x.src) >= 1 and x.src[0].op is Ops.TUPLE),
     (UPat(Ops.GETTUPLE, name="x"), lambda x: x.src[0].op in (Ops.FUNCTION, Ops.CALL) and
      0 <= x.arg < (len(x.src[0].arg[2]) if x.src[0].src[0].op is Ops.SINK else len(x.src[0].src[0].src))),
-    # a COPY with no source is the schedule's copy command (arg: bytes)
+    # a COPY with no source is the schedule's copy command (arg: bytes, source offset in bytes)
     (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER), name="x"),
-     lambda x: x.dtype == x.src[0].dtype if x.src else x.op is Ops.COPY and isinstance(x.arg, int)),
+     lambda x: x.dtype == x.src[0].dtype if x.src else x.op is Ops.COPY and isinstance(x.arg, tuple)),
+    # sharded values: one-device parts of one dtype, split evenly along the axis (or equal, replicated)
+    (UPat(Ops.MULTI, name="x"), _multi_ok),
+    (UPat(Ops.MSELECT, name="x"), lambda x: isinstance(x.src[0].device, tuple) and 0 <= x.arg[0] < len(x.src[0].device)
+     and (x.arg[1] is None or x.src[0].shape[x.arg[1]] % len(x.src[0].device) == 0)),
+    (UPat(Ops.ALLREDUCE, name="x"), lambda x: x.arg in GroupOp.Reduce and _multi_ok(x)),
     # kernel-level and structural ops: their shapes are checked by the passes that build them
     (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.KERNEL,
-           Ops.LINEAR, Ops.PROGRAM, Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.VECTORIZE, Ops.GEP)),
+           Ops.LINEAR, Ops.PROGRAM, Ops.MSTACK, Ops.VECTORIZE, Ops.GEP)),
      lambda: True),
 ])
 

@@ -83,8 +83,12 @@ class UOp(metaclass=UOpMeta):
             return self.arg[1]
         if self.op is Ops.PARAM:
             return self.arg[2]
-        if self.op is Ops.COPY:
-            return self.arg
+        if self.op is Ops.COPY:  # arg: a device, or (device tuple, axis) to shard across
+            return self.arg if isinstance(self.arg, str) else self.arg[0]
+        if self.op in (Ops.MULTI, Ops.ALLREDUCE):
+            return tuple(s.device for s in self.src)
+        if self.op is Ops.MSELECT:
+            return self.src[0].device[self.arg[0]]
         if self.op is Ops.GETTUPLE:
             return _call_result(self.src[0], self.arg, "device")
         for s in self.src:
@@ -215,6 +219,12 @@ def _shape(u: UOp) -> Shape | None:
         return src[0].shape
     if op is Ops.REDUCE_AXIS:
         return tuple(1 if i in arg[1] else s for i, s in enumerate(src[0].shape))
+    if op is Ops.MULTI and arg is not None:  # parts joined along the sharded axis
+        return tuple(sum(p.shape[arg] for p in src) if a == arg else s for a, s in enumerate(src[0].shape))
+    if op is Ops.MSELECT:  # device i's piece along an axis (None: the whole value)
+        i, axis = arg
+        n = len(src[0].device)
+        return src[0].shape if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(src[0].shape))
     if op in GroupOp.Elementwise or op in (Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.MULTI, Ops.ALLREDUCE):
         for s in (src[1:] if op is Ops.WHERE else src):
             if s.shape is not None:

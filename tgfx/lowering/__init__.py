@@ -1,6 +1,7 @@
 """The lowering pipeline, top to bottom.
 
-    tensor graph ──inline FUNCTIONs──▶ ──schedule (cached per graph key)──▶ LINEAR of kernel CALLs
+    tensor graph ──inline FUNCTIONs──▶ ──multi (sharded values to per-device graphs)──▶ ──allreduce (rings)──▶
+                 ──schedule (cached per graph key)──▶ LINEAR of kernel CALLs
     per kernel: rangeify ─▶ symbolic ─▶ linearize ─▶ render LLVM IR ─▶ compile (llvmlite)
     LINEAR ──execute──▶ device queues
 
@@ -9,6 +10,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tgfx.devices.cpu import cpu_count
@@ -18,6 +20,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compile_llvm, load_object, read_cached, write_cached
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
+from tgfx.lowering.multi import RingCtx, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.optimize import global_size, optimize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
@@ -123,8 +126,34 @@ def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     # functions are substituted into their callers so the scheduler can fuse across calls
     sink = graph_rewrite(UOp(Ops.SINK, None, tuple(uops)), pm_inline, name="inline")
     check_no_params(sink)
+    sink, unflatten = lower_multi(sink)
     # the schedule depends on the graph, not on which buffers it reads: cached by the key of the abstracted graph
     tpl, inputs = graph_template(sink)
     linear, results = tpl.instantiate(inputs)
     run_linear(linear)
-    return dict(zip(uops, results, strict=True))
+    return dict(zip(uops, unflatten(results), strict=True))
+
+
+def lower_multi(sink: UOp) -> tuple[UOp, Callable[[list[UOp]], list[UOp]]]:
+    """Sharded values to per-device graphs: a SINK of one-device roots, and the function that rebuilds each original
+    root's result (a MULTI of its parts' results) from theirs."""
+    if not has_multi(sink):
+        return sink, lambda results: list(results)
+    # every op on a sharded value becomes one op per device, with ALLREDUCEs where a reduction crosses devices
+    sink = graph_rewrite(sink, pm_multi, name="multi")
+    # each ALLREDUCE becomes a ring of copies and adds over the devices
+    sink = graph_rewrite(sink, pm_allreduce, ctx=RingCtx(), name="allreduce")
+    layout = [(len(r.src), r.arg) if r.op is Ops.MULTI else None for r in sink.src]
+    flat = [p for r in sink.src for p in (r.src if r.op is Ops.MULTI else (r,))]
+
+    def unflatten(results: list[UOp]) -> list[UOp]:
+        out, at = [], 0
+        for lay in layout:
+            if lay is None:
+                out.append(results[at])
+                at += 1
+            else:
+                out.append(UOp(Ops.MULTI, results[at].dtype, tuple(results[at:at + lay[0]]), lay[1]))
+                at += lay[0]
+        return out
+    return UOp(Ops.SINK, None, tuple(flat)), unflatten

@@ -33,6 +33,21 @@ def buffer_view(u: UOp) -> UOp | None:
     return None
 
 
+def copy_source(u: UOp) -> tuple[UOp, int]:
+    """The value a COPY reads and the element offset into it. Reshapes and leading-axis shrinks of a contiguous
+    value are contiguous ranges of its buffer, so they are copied straight out of it (a shard of a buffer, a chunk of
+    an all-reduce ring) instead of through a kernel."""
+    off = 0
+    while True:
+        if u.op is Ops.RESHAPE:
+            u = u.src[0]
+        elif u.op is Ops.SHRINK and all(b == (0, s) for b, s in zip(u.arg[1:], u.src[0].shape[1:], strict=True)):
+            off += u.arg[0][0] * prod(u.src[0].shape[1:])
+            u = u.src[0]
+        else:
+            return u, off
+
+
 def _is_expanding(u: UOp) -> bool:
     return u.op is Ops.EXPAND and any(a != b for a, b in zip(u.src[0].shape, u.arg, strict=True))
 
@@ -56,8 +71,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             realize.add(u)
         elif u.op is Ops.COPY:
             realize.add(u)
-            if buffer_view(u.src[0]) is None:
-                realize.add(u.src[0])
+            if (base := copy_source(u.src[0])[0]).op is not Ops.BUFFER:
+                realize.add(base)
         elif u.op is Ops.CONTIGUOUS and buffer_view(u.src[0]) is None:
             realize.add(u)
     ctx = ScheduleCtx(realize)
@@ -142,9 +157,11 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
         if u.op is Ops.GETTUPLE:
             continue  # its CALL filled `realized`
         if u.op is Ops.COPY:
-            src_buf = buffer_view(u.src[0]) or realized[u.src[0]]
+            base, off = copy_source(u.src[0])
+            src_buf = base if base.op is Ops.BUFFER else realized[base]
             dst = new_buffer(u.arg, prod(u.shape), u.dtype)
-            calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), dst.arg[2] * u.dtype.itemsize), dst, src_buf)))
+            nbytes, offset = dst.arg[2] * u.dtype.itemsize, off * u.dtype.itemsize
+            calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), (nbytes, offset)), dst, src_buf)))
             realized[u] = dst
             continue
         if u.op is Ops.CONTIGUOUS and u.src[0] in realized:

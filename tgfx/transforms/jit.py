@@ -33,11 +33,11 @@ from tgfx.function import Function, _describe_paths, tracing
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering import lower_kernel, reads_in_place
+from tgfx.lowering import lower_kernel, lower_multi, reads_in_place
 from tgfx.lowering.execute import buffer_memory, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, realize
+from tgfx.tensor import Tensor, is_realized, realize
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -79,6 +79,9 @@ class Signature:
 
 def _leaf_spec(x: Any, where: str) -> LeafSpec:
     if isinstance(x, Tensor):
+        if isinstance(x.device, tuple):  # sharded: the layout is part of the signature
+            x.realize()
+            return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg))
         return ("tensor", (x.shape, x.dtype, x.device))
     if isinstance(x, np.ndarray):
         return ("tensor", (x.shape, None, None))
@@ -92,7 +95,7 @@ def _leaf_spec(x: Any, where: str) -> LeafSpec:
 
 def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
     if a[0] == b[0] == "tensor":
-        (sa, da, va), (sb, db, vb) = a[1], b[1]
+        (sa, da, va, *xa), (sb, db, vb, *xb) = a[1], b[1]
         parts = []
         if sa != sb:
             parts.append(f"shape {sa} -> {sb}")
@@ -100,6 +103,8 @@ def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
             parts.append(f"dtype {getattr(da, 'name', da)} -> {getattr(db, 'name', db)}")
         if va != vb:
             parts.append(f"device {va} -> {vb}")
+        elif xa != xb:
+            parts.append(f"sharded axis {xa[0] if xa else None} -> {xb[0] if xb else None}")
         return ", ".join(parts)
     return f"{_describe_spec(a)} -> {_describe_spec(b)}"
 
@@ -116,7 +121,7 @@ def _static_names(f: Callable) -> dict[str, str]:
 def _describe_spec(spec: LeafSpec) -> str:
     kind, v = spec
     if kind == "tensor":
-        shape, dt, dev = v
+        shape, dt, dev, *_ = v
         return f"{dt.name if isinstance(dt, DType) else 'array'}{list(shape)}{'' if dev is None else ' on ' + dev}"
     return repr(v[1])
 
@@ -134,7 +139,8 @@ class JitProgram:
     """A LINEAR encoded as per-device command buffers, with placeholders for inputs and outputs."""
 
     def __init__(self, template: ScheduleTemplate, inputs: list[UOp], n_dynamic: int,
-                 out_shapes: list[tuple[int, ...]], donated: dict[int, int]) -> None:
+                 out_shapes: list[tuple[int, ...]], donated: dict[int, int],
+                 unflatten: Callable[[list[UOp]], list[UOp]]) -> None:
         linear, results = template.instantiate(inputs)
         self.n_dynamic = n_dynamic  # inputs[:n_dynamic] change every call; the rest are captured constants
         self.constants = inputs[n_dynamic:]
@@ -142,6 +148,7 @@ class JitProgram:
         self.inputs = inputs
         self.results = [buffer_view(r) for r in results]
         self.out_shapes = out_shapes
+        self.unflatten = unflatten  # per-device results -> the function's results (MULTIs for sharded ones)
         self.outputs = list(dict.fromkeys(self.results))
         in_set, out_set = set(inputs), set(self.outputs)
         self.intermediates = [b for b in dict.fromkeys(b for c in self.calls for b in c.src[1:])
@@ -168,10 +175,14 @@ class JitProgram:
                 name = f"dep{len(segments)}"
                 if sdev is not ddev:
                     q.wait(sdev.timeline, Sym(name, 0))
-                q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), body.arg)
+                nbytes, src_offset = body.arg
+                q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes, src_offset=src_offset)
                 seg = self._segment(ddev, q, [dst, src], index)
                 seg.dep = (sdev, name) if sdev is not ddev else None
                 segments.append(seg)
+                if sdev is not ddev:  # the source device must not overwrite what is being copied until it is done
+                    fence = HWQueue().wait(ddev.timeline, Sym(name + "f", 0))
+                    segments.append(Segment(sdev, fence.encode(), {}, (ddev, name + "f")))
                 continue
             dev = get_device(bufs[0].arg[1])
             if queue is None or qdev is not dev:
@@ -300,21 +311,26 @@ class Jit:
         key = (treedef, specs, static)
         hit = self._cache.get(key)
         tensors = [x if isinstance(x, Tensor) else Tensor(x) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
+        # a sharded Tensor is one input per device part
+        tensors = [t for t in tensors for _ in (t.uop.src if t.uop.op is Ops.MULTI else (t,))]
         if hit is None:
             hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
         prog, out_tree = hit
         return self._run(prog, out_tree, tensors, args)
 
     def _run(self, prog: JitProgram, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
-        stale = [t for t in tensors if buffer_view(t.uop) is None]
+        stale = [t for t in tensors if not is_realized(t.uop)]
         if stale:
             realize(*stale)
-        in_mems = [buffer_memory(buffer_view(t.uop), allocate=False) for t in tensors]
+        in_bufs, part = [], 0
+        for i, t in enumerate(tensors):  # part k of a sharded Tensor is its k-th consecutive entry
+            part = (part + 1) % len(t.uop.src) if i and tensors[i - 1] is t and t.uop.op is Ops.MULTI else 0
+            in_bufs.append(buffer_view(t.uop.src[part] if t.uop.op is Ops.MULTI else t.uop))
+        in_mems = [buffer_memory(b, allocate=False) for b in in_bufs]
         out_bufs, out_mems = [], []
         for i, b in enumerate(prog.outputs):
             if i in prog.donated:
-                src = buffer_view(tensors[prog.donated[i]].uop)
-                out_bufs.append(src)
+                out_bufs.append(in_bufs[prog.donated[i]])
                 out_mems.append(in_mems[prog.donated[i]])
                 continue
             nb = new_buffer(b.arg[1], b.arg[2], b.dtype)
@@ -322,8 +338,8 @@ class Jit:
             out_mems.append(buffer_memory(nb))
         prog.run(in_mems, out_mems)
         index = {b: i for i, b in enumerate(prog.outputs)}
-        outs = [Tensor(_view(out_bufs[index[r]], shape)) for r, shape in zip(prog.results, prog.out_shapes,
-                                                                              strict=True)]
+        outs = [Tensor(u) for u in prog.unflatten([_view(out_bufs[index[r]], shape) for r, shape in
+                                                   zip(prog.results, prog.out_shapes, strict=True)])]
         for i in set(prog.donated.values()):
             object.__setattr__(tensors[i], "__class__", DonatedTensor)
         return tree_unflatten(out_tree, outs)
@@ -337,14 +353,20 @@ class Jit:
         self._signatures.append(sig)
         self.trace_count += 1
         # stand-ins: each Tensor leaf becomes an input placeholder of its shape
-        stand_ins, inputs, tensor_pos = [], [], []
+        stand_ins, inputs, tensor_pos, real_inputs = [], [], [], []
         for i, x in enumerate(leaves):
             if isinstance(x, (Tensor, np.ndarray)):
-                t = x if isinstance(x, Tensor) else Tensor(x)
-                ph = placeholder(len(inputs), t.dtype, t.device, t.size)
-                inputs.append(ph)
-                tensor_pos.append(i)
-                stand_ins.append(Tensor(ph if t.shape == (t.size,) else UOp(Ops.RESHAPE, t.dtype, (ph,), t.shape)))
+                t = (x if isinstance(x, Tensor) else Tensor(x)).realize()
+                views = []
+                for part in (t.uop.src if t.uop.op is Ops.MULTI else (t.uop,)):  # one input per device part
+                    buf = buffer_view(part)
+                    ph = placeholder(len(inputs), t.dtype, buf.arg[1], buf.arg[2])
+                    inputs.append(ph)
+                    real_inputs.append(buf)
+                    tensor_pos.append(i)
+                    views.append(ph if part.shape == (buf.arg[2],) else UOp(Ops.RESHAPE, t.dtype, (ph,), part.shape))
+                stand_ins.append(Tensor(UOp(Ops.MULTI, t.dtype, tuple(views), t.uop.arg) if t.uop.op is Ops.MULTI
+                                        else views[0]))
             else:
                 stand_ins.append(x)
         dyn_args, dyn_kwargs = tree_unflatten(treedef, stand_ins)
@@ -357,15 +379,16 @@ class Jit:
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
         sink = graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline")
         check_no_params(sink)
+        sink, unflatten = lower_multi(sink)
+        flat_shapes = [r.shape for r in sink.src]
         # Tensors captured from closures are constants of the trace: bound like inputs, but never patched
         captured = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
         sink = substitute_outside_calls(sink, {b: placeholder(len(inputs) + i, b.dtype, b.arg[1], b.arg[2])
                                                for i, b in enumerate(captured)})
         template = ScheduleTemplate(list(sink.src), len(inputs) + len(captured))
-        real_inputs = [buffer_view((x if isinstance(x, Tensor) else Tensor(x)).realize().uop)
-                       for x in leaves if isinstance(x, (Tensor, np.ndarray))] + captured
+        real_inputs += captured
         donated = self._donation(template, real_inputs, leaves, tensor_pos, tree_unflatten(treedef, leaves)[0])
-        prog = JitProgram(template, real_inputs, len(inputs), [t.shape for t in out_leaves], donated)
+        prog = JitProgram(template, real_inputs, len(inputs), flat_shapes, donated, unflatten)
         self._cache[key] = (prog, out_tree)
         return prog, out_tree
 

@@ -1,0 +1,357 @@
+"""shard: sharded Tensors on CPU:0..3 give the unsharded answers; collectives, grad and jit compose with them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering.multi import RingCtx, ShardingError, pm_allreduce, pm_multi, ring_all_reduce
+from tgfx.lowering.schedule import new_buffer
+
+D2 = ("CPU:0", "CPU:1")
+D4 = ("CPU:0", "CPU:1", "CPU:2", "CPU:3")
+rng = np.random.default_rng(0)
+
+
+def randn(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# ---- placement ----
+@pytest.mark.parametrize("devs", [D2, D4])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_shard_places_pieces_on_each_device(devs: tuple, axis: int | None) -> None:
+    a = randn(8, 4)
+    x = tg.shard(tg.asarray(a), devs, axis=axis)
+    assert x.device == devs and x.shape == (8, 4)
+    np.testing.assert_array_equal(x.numpy(), a)
+    pieces = tg.parts(x)
+    assert [p.device for p in pieces] == list(devs)
+    for i, p in enumerate(pieces):
+        expect = a if axis is None else np.split(a, len(devs), axis=axis)[i]
+        np.testing.assert_array_equal(p.numpy(), expect)
+    assert tg.sharding(x) == (devs, axis)
+
+
+def test_shard_of_a_buffer_along_axis_0_is_copies_only() -> None:
+    x = tg.asarray(randn(8, 4)).realize()
+    tg.counters.reset()
+    tg.shard(x, D4, axis=0).realize()
+    # the three pieces that move are contiguous ranges copied straight out of the buffer; CPU:0 keeps its piece (one
+    # kernel materialises that view)
+    assert tg.counters.copy_count == 3 and tg.counters.kernel_count == 1
+
+
+@pytest.mark.parametrize("src_axis,dst_axis", [(0, 1), (1, 0), (None, 0), (0, None), (1, None)])
+def test_reshard(src_axis: int | None, dst_axis: int | None) -> None:
+    a = randn(4, 8)
+    x = tg.shard(tg.asarray(a), D4, axis=src_axis)
+    y = tg.shard(x, D4, axis=dst_axis)
+    assert tg.sharding(y) == (D4, dst_axis)
+    np.testing.assert_array_equal(y.numpy(), a)
+    for i, p in enumerate(tg.parts(y)):
+        expect = a if dst_axis is None else np.split(a, 4, axis=dst_axis)[i]
+        np.testing.assert_array_equal(p.numpy(), expect)
+
+
+def test_device_put_moves_gathers_and_shards() -> None:
+    a = randn(4, 6)
+    x = tg.device_put(tg.asarray(a), D2, axis=0)
+    assert tg.sharding(x) == (D2, 0)
+    y = tg.device_put(x, "CPU:3")
+    assert y.device == "CPU:3"
+    np.testing.assert_array_equal(y.numpy(), a)
+    z = tg.device_put(x, ("CPU:2", "CPU:3"), axis=1)  # another device tuple
+    assert tg.sharding(z) == (("CPU:2", "CPU:3"), 1)
+    np.testing.assert_array_equal(z.numpy(), a)
+    r = tg.Tensor(a, device=D2)  # host data replicated on a tuple
+    assert tg.sharding(r) == (D2, None)
+
+
+# ---- ops on sharded Tensors ----
+def test_elementwise_maps_per_device_and_broadcasts_against_replicated() -> None:
+    a, b, c = randn(8, 4), randn(8, 4), randn(4)
+    x = tg.shard(tg.asarray(a), D4, axis=0)
+    y = tg.shard(tg.asarray(b), D4, axis=1)        # a different layout: resharded to x's
+    z = tg.shard(tg.asarray(c), D4)                 # replicated, broadcast along rows
+    out = tnp.tanh(x * y + z) - 1.5 + np.float32(2) * x
+    np.testing.assert_allclose(out.numpy(), np.tanh(a * b + c) - 1.5 + 2 * a, rtol=1e-5, atol=1e-6)
+    assert tg.sharding(out.realize()) == (D4, 0)
+    host = x + np.ones((8, 4), np.float32)         # host data goes to x's devices
+    np.testing.assert_allclose(host.numpy(), a + 1, rtol=1e-6)
+
+
+def test_iota_and_constants_are_sliced_per_device() -> None:
+    labels = np.array([3, 0, 2, 1, 1, 0, 3, 2], np.int32)
+    y = tg.shard(tg.asarray(labels), D2, axis=0)
+    onehot = (y[:, None] == tnp.arange(4)[None, :]).astype(tg.dtypes.float32)
+    np.testing.assert_array_equal(onehot.numpy(), np.eye(4, dtype=np.float32)[labels])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda t: t.reshape(4, 2, 6), lambda t: t.reshape(48), lambda t: t.reshape(2, 24), lambda t: t.T,
+    lambda t: t.reshape(8, 6, 1).transpose(2, 1, 0), lambda t: t[:, 1:4], lambda t: t[2:7], lambda t: t[::-1],
+    lambda t: t[:, ::-1], lambda t: tnp.pad(t, ((0, 0), (1, 2))), lambda t: tnp.pad(t, ((1, 0), (0, 0))),
+    lambda t: t[:, None, :].repeat(3, axis=1) if hasattr(t, "repeat") else tnp.repeat(t[:, None, :], 3, axis=1),
+    lambda t: tnp.broadcast_to(t[:, None, :], (8, 3, 6)),
+], ids=["reshape-keep", "flatten", "reshape-merge", "transpose", "permute3", "shrink-other", "shrink-sharded",
+        "flip-sharded", "flip-other", "pad-other", "pad-sharded", "repeat", "broadcast"])
+def test_movement_ops(fn) -> None:  # noqa: ANN001
+    a = randn(8, 6)
+    x = tg.shard(tg.asarray(a), D2, axis=0)
+    np.testing.assert_array_equal(fn(x).numpy(), fn(tg.asarray(a)).numpy())
+
+
+def test_movement_keeps_the_split_where_it_can() -> None:
+    x = tg.shard(tg.asarray(randn(8, 6)), D2, axis=0)
+    assert tg.sharding(x.T.realize()) == (D2, 1)
+    assert tg.sharding(x.reshape(48).realize()) == (D2, 0)
+    assert tg.sharding(x.reshape(2, 4, 6).realize()) == (D2, 0)
+    assert tg.sharding(x[1:7].realize()) == (D2, None)  # a shrink across devices gathers
+
+
+@pytest.mark.parametrize("devs", [D2, D4])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("red", ["sum", "max", "min", "mean", "prod"])
+def test_reductions(devs: tuple, axis: int, red: str) -> None:
+    a = randn(8, 12)
+    x = tg.shard(tg.asarray(a), devs, axis=axis)
+    for over in (0, 1, None):
+        got = getattr(tnp, red)(x, axis=over)
+        np.testing.assert_allclose(got.numpy(), getattr(np, red)(a, axis=over), rtol=2e-5, atol=1e-5)
+
+
+def test_allreduce_is_a_ring_of_copies_and_adds() -> None:
+    x = tg.shard(tg.asarray(randn(4, 1000)), D4, axis=0).realize()
+    tg.counters.reset()
+    s = x.sum(axis=0).realize()
+    # per device: one partial sum, 3 reduce-scatter adds, one concat; 2 * 3 copies per device around the ring
+    assert tg.counters.copy_count == 4 * 2 * 3
+    assert tg.counters.kernel_count == 4 * (1 + 3 + 1)
+    assert tg.sharding(s) == (D4, None)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("size", [1, 5, 7, 64])
+def test_ring_all_reduce_uneven_chunks(n: int, size: int) -> None:
+    devs = tuple(f"CPU:{i}" for i in range(n))
+    vals = [randn(size) for _ in range(n)]
+    out = tg.psum([tg.asarray(v).to(d) for v, d in zip(vals, devs, strict=True)])
+    for p in tg.parts(out.realize()):
+        np.testing.assert_allclose(p.numpy(), sum(vals), rtol=1e-5, atol=1e-6)
+
+
+# ---- matmuls in the three layouts ----
+@pytest.mark.parametrize("devs", [D2, D4])
+def test_matmul_sharded_batch_replicated_weights(devs: tuple) -> None:
+    a, w = randn(16, 8), randn(8, 12)
+    out = tg.shard(tg.asarray(a), devs, axis=0) @ tg.shard(tg.asarray(w), devs)
+    np.testing.assert_allclose(out.numpy(), a @ w, rtol=1e-5, atol=1e-5)
+    assert tg.sharding(out.realize()) == (devs, 0)
+
+
+@pytest.mark.parametrize("devs", [D2, D4])
+def test_matmul_tensor_parallel_output_axis(devs: tuple) -> None:
+    a, w = randn(16, 8), randn(8, 12)
+    out = tg.shard(tg.asarray(a), devs) @ tg.shard(tg.asarray(w), devs, axis=1)
+    np.testing.assert_allclose(out.numpy(), a @ w, rtol=1e-5, atol=1e-5)
+    assert tg.sharding(out.realize()) == (devs, 1)
+
+
+@pytest.mark.parametrize("devs", [D2, D4])
+def test_matmul_contraction_over_sharded_axis(devs: tuple) -> None:
+    a, w = randn(16, 8), randn(8, 12)
+    tg.counters.reset()
+    out = (tg.shard(tg.asarray(a), devs, axis=1) @ tg.shard(tg.asarray(w), devs, axis=0)).realize()
+    np.testing.assert_allclose(out.numpy(), a @ w, rtol=1e-5, atol=1e-5)
+    assert tg.sharding(out) == (devs, None)
+    assert tg.counters.copy_count > 0  # partial sums all-reduced
+
+
+# ---- explicit collectives ----
+def test_psum_pmax_all_gather_reduce_scatter() -> None:
+    vals = [randn(4, 6) for _ in D4]
+    pieces = [tg.asarray(v).to(d) for v, d in zip(vals, D4, strict=True)]
+    np.testing.assert_allclose(tg.psum(pieces).numpy(), sum(vals), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(tg.pmax(pieces).numpy(), np.max(vals, axis=0))
+    rs = tg.reduce_scatter(pieces, axis=0)
+    assert tg.sharding(rs) == (D4, 0)
+    for i, p in enumerate(tg.parts(rs)):
+        np.testing.assert_allclose(p.numpy(), sum(vals)[i:i + 1], rtol=1e-5, atol=1e-6)
+    x = tg.shard(tg.asarray(vals[0]), D2, axis=1)
+    g = tg.all_gather(x)
+    assert tg.sharding(g) == (D2, None)
+    for p in tg.parts(g):
+        np.testing.assert_array_equal(p.numpy(), vals[0])
+    joined = tg.from_parts(pieces, axis=0)
+    np.testing.assert_array_equal(joined.numpy(), np.concatenate(vals, axis=0))
+
+
+# ---- grad ----
+def _mse(w: tg.Tensor, x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+    return ((x @ w - y) ** 2).mean()
+
+
+def test_grad_of_replicated_params_is_all_reduced() -> None:
+    x, y, w = randn(16, 5), randn(16, 1), randn(5, 1)
+    g1 = tg.grad(_mse)(tg.asarray(w), tg.asarray(x), tg.asarray(y)).numpy()
+    g2 = tg.grad(_mse)(tg.shard(tg.asarray(w), D4), tg.shard(tg.asarray(x), D4, axis=0),
+                       tg.shard(tg.asarray(y), D4, axis=0))
+    np.testing.assert_allclose(g2.numpy(), g1, rtol=1e-5, atol=1e-6)
+    assert tg.sharding(g2.realize()) == (D4, None)
+    for p in tg.parts(g2):  # every replica holds the same gradient
+        np.testing.assert_array_equal(p.numpy(), tg.parts(g2)[0].numpy())
+
+
+def test_grad_through_shard_inside_the_function() -> None:
+    a = randn(8, 3)
+
+    def f(x: tg.Tensor) -> tg.Tensor:
+        return (tnp.sin(tg.shard(x, D2, axis=0)) * 2).sum()
+    g = tg.grad(f)(tg.asarray(a))
+    assert g.device == "CPU:0"
+    np.testing.assert_allclose(g.numpy(), 2 * np.cos(a), rtol=1e-5, atol=1e-6)
+
+
+def _mlp_loss(params: dict, x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+    h = tnp.maximum(x @ params["w1"] + params["b1"], 0)
+    logits = h @ params["w2"] + params["b2"]
+    logp = logits - tnp.log(tnp.exp(logits - logits.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)) \
+        - logits.max(axis=1, keepdims=True)
+    return -(logp * y).sum() / x.shape[0]
+
+
+def _init(din: int = 12, dh: int = 16, dout: int = 4) -> dict:
+    return {"w1": randn(din, dh) * 0.3, "b1": np.zeros(dh, np.float32), "w2": randn(dh, dout) * 0.3,
+            "b2": np.zeros(dout, np.float32)}
+
+
+def _data(n: int = 32, din: int = 12, dout: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    return randn(n, din), np.eye(dout, dtype=np.float32)[rng.integers(0, dout, n)]
+
+
+def _train(params: dict, x: tg.Tensor, y: tg.Tensor, steps: int = 5) -> tuple[dict, list[float], tg.jit]:
+    @tg.jit
+    def step(p: dict, x: tg.Tensor, y: tg.Tensor) -> tuple:
+        loss, g = tg.value_and_grad(_mlp_loss)(p, x, y)
+        return tg.tree.tree_map(lambda a, b: a - 0.5 * b, p, g), loss
+    losses = []
+    for _ in range(steps):
+        params, loss = step(params, x, y)
+        losses.append(float(loss))
+    return params, losses, step
+
+
+def test_data_parallel_training_matches_single_device() -> None:
+    p0, (x, y) = _init(), _data()
+    ref, ref_losses, _ = _train(tg.tree.tree_map(tg.asarray, p0), tg.asarray(x), tg.asarray(y))
+    params = tg.tree.tree_map(lambda a: tg.shard(tg.asarray(a), D4), p0)
+    out, losses, step = _train(params, tg.shard(tg.asarray(x), D4, axis=0), tg.shard(tg.asarray(y), D4, axis=0))
+    assert step.trace_count == 1
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-5)
+    for k in p0:
+        assert tg.sharding(out[k]) == (D4, None)
+        np.testing.assert_allclose(out[k].numpy(), ref[k].numpy(), rtol=1e-5, atol=1e-5)
+    assert ref_losses[-1] < ref_losses[0]
+
+
+def test_tensor_parallel_mlp_matches_single_device() -> None:
+    p0, (x, y) = _init(), _data()
+    ref, ref_losses, _ = _train(tg.tree.tree_map(tg.asarray, p0), tg.asarray(x), tg.asarray(y))
+    # Megatron layout: w1 split by output columns, w2 by input rows; the hidden layer stays split
+    params = {"w1": tg.shard(tg.asarray(p0["w1"]), D2, axis=1), "b1": tg.shard(tg.asarray(p0["b1"]), D2, axis=0),
+              "w2": tg.shard(tg.asarray(p0["w2"]), D2, axis=0), "b2": tg.shard(tg.asarray(p0["b2"]), D2)}
+    out, losses, _ = _train(params, tg.shard(tg.asarray(x), D2), tg.shard(tg.asarray(y), D2))
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-5)
+    assert tg.sharding(out["w1"]) == (D2, 1) and tg.sharding(out["w2"]) == (D2, 0)
+    for k in p0:
+        np.testing.assert_allclose(out[k].numpy(), ref[k].numpy(), rtol=1e-5, atol=1e-5)
+
+
+# ---- jit ----
+def test_jit_keys_on_sharding_and_replays_without_compiling() -> None:
+    f = tg.jit(lambda x: (x * 2).sum(axis=0))
+    a = randn(8, 4)
+    x0, x1 = tg.shard(tg.asarray(a), D2, axis=0), tg.shard(tg.asarray(a), D2, axis=1)
+    np.testing.assert_allclose(f(x0).numpy(), 2 * a.sum(0), rtol=1e-5)
+    np.testing.assert_allclose(f(x1).numpy(), 2 * a.sum(0), rtol=1e-5)
+    assert f.trace_count == 2
+    tg.counters.reset()
+    for _ in range(3):
+        out = f(x0)
+    np.testing.assert_allclose(out.numpy(), 2 * a.sum(0), rtol=1e-5)
+    assert f.trace_count == 2 and tg.counters.compile_count == 0
+    assert tg.sharding(out) == (D2, None)
+
+
+def test_jit_retrace_message_names_the_sharding_change(capsys: pytest.CaptureFixture) -> None:
+    f = tg.jit(lambda x: x + 1)
+    a = randn(4, 4)
+    f(tg.shard(tg.asarray(a), D2, axis=0))
+    with tg.Context(DEBUG=1):
+        f(tg.shard(tg.asarray(a), D2, axis=1))
+    assert "sharded axis 0 -> 1" in capsys.readouterr().out
+
+
+# ---- the pass itself, on a tiny graph ----
+def test_pm_multi_maps_an_add_per_device() -> None:
+    from tgfx.dtypes import dtypes
+    b = [new_buffer(d, 4, dtypes.float32) for d in D2]
+    c = [new_buffer(d, 4, dtypes.float32) for d in D2]
+    x, y = UOp(Ops.MULTI, dtypes.float32, tuple(b), 0), UOp(Ops.MULTI, dtypes.float32, tuple(c), 0)
+    got = graph_rewrite(UOp(Ops.ADD, dtypes.float32, (x, y)), pm_multi)
+    per_device = tuple(UOp(Ops.ADD, dtypes.float32, (p, q)) for p, q in zip(b, c, strict=True))
+    assert got is UOp(Ops.MULTI, dtypes.float32, per_device, 0)
+    red = graph_rewrite(UOp(Ops.REDUCE_AXIS, dtypes.float32, (x,), (Ops.ADD, (0,))), pm_multi)
+    assert red.op is Ops.MULTI and red.arg is None
+    assert {p.op for p in red.src} == {Ops.MSELECT} and red.src[0].src[0].op is Ops.ALLREDUCE
+    ring = graph_rewrite(UOp(Ops.SINK, None, red.src), pm_allreduce, ctx=RingCtx())
+    assert ring.src == tuple(ring_all_reduce(list(red.src[0].src[0].src), Ops.ADD))
+
+
+# ---- bad input ----
+def test_errors_name_shape_axis_and_devices() -> None:
+    x = tg.asarray(randn(6, 4))
+    with pytest.raises(ValueError, match=r"axis 0 of a Tensor of shape \(6, 4\) has size 6, which does not divide "
+                                         r"evenly across the 4 devices"):
+        tg.shard(x, D4, axis=0)
+    with pytest.raises(ValueError, match="unknown device 'GPU:0'"):
+        tg.shard(x, ("CPU:0", "GPU:0"))
+    with pytest.raises(ValueError, match="more than once"):
+        tg.shard(x, ("CPU:0", "CPU"))
+    with pytest.raises(ValueError, match="different devices"):
+        _ = tg.shard(x, D2, axis=1) + tg.shard(x, ("CPU:2", "CPU:3"), axis=1)
+    with pytest.raises(ValueError, match="different devices"):
+        _ = tg.shard(x, D2, axis=1) + x
+    with pytest.raises(ShardingError, match="not sharded"):
+        tg.parts(x)
+
+
+def test_visualize_sharding() -> None:
+    x = tg.shard(tg.asarray(randn(4, 6)), D2, axis=0)
+    text = tg.visualize_sharding(x)
+    assert "sharded along axis 0 over 2 devices" in text and "CPU:0  rows 0:2" in text and "CPU:1  rows 2:4" in text
+    assert "replicated on 4 devices" in tg.visualize_sharding(tg.shard(tg.asarray(randn(3)), D4))
+    assert "cols 3:6" in tg.visualize_sharding(tg.shard(tg.asarray(randn(4, 6)), D2, axis=1))
+
+
+# ---- hypothesis: layouts x ops ----
+@settings(max_examples=25)
+@given(st.sampled_from([D2, D4]), st.integers(0, 2), st.sampled_from([0, 1, 2, None]),
+       st.sampled_from(["sum", "max"]), st.integers(0, 2))
+def test_sharded_matches_unsharded(devs: tuple, shard_axis: int, red_axis: int | None, red: str, seed: int) -> None:
+    r = np.random.default_rng(seed)
+    shape = [2, 3, 5]
+    shape[shard_axis] = 4
+    a = r.standard_normal(shape).astype(np.float32)
+    b = r.standard_normal(shape).astype(np.float32)
+    x = tg.shard(tg.asarray(a), devs, axis=shard_axis)
+    y = tg.shard(tg.asarray(b), devs)
+    got = getattr(tnp, red)(tnp.exp(x) * y - x, axis=red_axis)
+    np.testing.assert_allclose(got.numpy(), getattr(np, red)(np.exp(a) * b - a, axis=red_axis), rtol=1e-5, atol=1e-5)

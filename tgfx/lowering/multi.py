@@ -1,0 +1,276 @@
+"""multi: sharded values become per-device graphs, and ALLREDUCEs become rings of copies and adds (SPEC §6).
+
+A sharded value is `MULTI(part_0, ..., part_{n-1}; arg=axis)`: part i lives on the i-th device of the tuple, `axis`
+is the axis split evenly across the devices, or None when every device holds the whole value (replicated). Ops on
+sharded values are ordinary ops whose device is the tuple. `pm_multi` pushes MULTI up through them, one op per device:
+
+- elementwise ops map part by part; a replicated or device-less operand is sliced to each device's piece (a view);
+- movement ops keep the sharded axis where they can (a permute, a reshape that keeps the split) and all-gather
+  first where they cannot (a pad, shrink or flip across it, a reshape that splits it unevenly);
+- a reduce over the sharded axis is a per-device partial reduce plus an `ALLREDUCE`;
+- `MSELECT(x; (i, axis))` is device i's piece of x laid out along `axis` (None: all of x), which resharding and the
+  gradient of a MULTI are made of; `COPY` to one device gathers.
+
+`pm_allreduce` then lowers each ALLREDUCE into a ring over the devices: a reduce-scatter (n-1 steps; each device
+sends one chunk to the next, which combines it with its own) and an all-gather (n-1 steps of forwarding). Each step
+is a `COPY` onto the next device's copy engine and an add kernel; the timeline signals of the devices order them.
+Every device moves 2(n-1)/n of the value, the optimum for a ring.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.pattern import PatternMatcher, UPat
+from tgfx.ir.uop import UOp, prod
+
+
+class ShardingError(ValueError):
+    """Sharded values that cannot be combined (different device tuples, a sharded value with a one-device one)."""
+
+
+Parts = list[UOp]
+
+
+# ---- per-device building blocks ----
+def piece_shape(shape: tuple[int, ...], axis: int | None, n: int) -> tuple[int, ...]:
+    return shape if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(shape))
+
+
+def _shrink_axis(u: UOp, axis: int, lo: int, hi: int) -> UOp:
+    if (lo, hi) == (0, u.shape[axis]):
+        return u
+    return UOp(Ops.SHRINK, u.dtype, (u,), tuple((lo, hi) if a == axis else (0, s) for a, s in enumerate(u.shape)))
+
+
+def piece(u: UOp, axis: int | None, i: int, n: int) -> UOp:
+    """Device i's piece of a whole value `u` sharded `n` ways along `axis` (a view)."""
+    if axis is None:
+        return u
+    size = u.shape[axis] // n
+    return _shrink_axis(u, axis, i * size, (i + 1) * size)
+
+
+def concat(xs: list[UOp], axis: int) -> UOp:
+    """`xs` joined along `axis` on the device they share: each padded to the whole, then added (OR for bool)."""
+    total = sum(x.shape[axis] for x in xs)
+    combine = Ops.OR if xs[0].dtype == dtypes.bool else Ops.ADD
+    out, at = None, 0
+    for x in xs:
+        pad = tuple((at, total - at - x.shape[axis]) if a == axis else (0, 0) for a in range(len(x.shape)))
+        padded = x if at == 0 and x.shape[axis] == total else UOp(Ops.PAD, x.dtype, (x,), pad)
+        out = padded if out is None else UOp(combine, x.dtype, (out, padded))
+        at += x.shape[axis]
+    assert out is not None
+    return out
+
+
+def copy_to(u: UOp, device: str) -> UOp:
+    return u if u.device == device else UOp(Ops.COPY, u.dtype, (u,), device)
+
+
+def gather(m: UOp, device: str) -> UOp:
+    """The whole of sharded value `m` on one device."""
+    devices = m.device
+    if m.arg is None:
+        return m.src[devices.index(device)] if device in devices else copy_to(m.src[0], device)
+    return concat([copy_to(p, device) for p in m.src], m.arg)
+
+
+def reshard(m: UOp, axis: int | None) -> Parts:
+    """The parts of sharded value `m` laid out along `axis` instead (None: replicated) on the same devices."""
+    n, devices = len(m.src), m.device
+    if m.arg == axis:
+        return list(m.src)
+    if m.arg is None:  # each device already has everything: keep its piece
+        return [piece(p, axis, i, n) for i, p in enumerate(m.src)]
+    if axis is None:  # all-gather
+        return [gather(m, d) for d in devices]
+    # all-to-all: device i's new piece is, from every part, its slice i along the new axis, joined along the old one
+    return [concat([copy_to(piece(p, axis, i, n), d) for p in m.src], m.arg) for i, d in enumerate(devices)]
+
+
+def multi(parts: Parts, axis: int | None) -> UOp:
+    return UOp(Ops.MULTI, parts[0].dtype, tuple(parts), axis)
+
+
+# ---- pm_multi: push MULTI up through every op ----
+def _devices_of(x: UOp, srcs: tuple[UOp, ...]) -> tuple[str, ...]:
+    tuples = {s.device for s in srcs if s.op is Ops.MULTI}
+    singles = {s.device for s in srcs if s.op is not Ops.MULTI and s.device is not None}
+    if len(tuples) > 1 or singles:
+        raise ShardingError(f"{x.op.name} combines values on different devices: "
+                            f"{', '.join(map(str, sorted(tuples | singles, key=str)))}; move them to the same device "
+                            f"(tuple) first with tg.device_put or tg.shard")
+    return tuples.pop()
+
+
+def multi_elementwise(x: UOp) -> UOp | None:
+    if not any(s.op is Ops.MULTI for s in x.src):
+        return None
+    devices = _devices_of(x, x.src)
+    n = len(devices)
+    axes = [s.arg for s in x.src if s.op is Ops.MULTI and s.arg is not None]
+    axis = axes[0] if axes else None
+    per_src = [reshard(s, axis) if s.op is Ops.MULTI else [piece(s, axis, i, n) for i in range(n)] for s in x.src]
+    return multi([x.replace(src=tuple(ps[i] for ps in per_src)) for i in range(n)], axis)
+
+
+def reshape_axis(old: tuple[int, ...], new: tuple[int, ...], axis: int, n: int) -> int | None:
+    """Where the sharded axis lands after a reshape, if the split survives it (same elements before it, and the new
+    axis divides evenly), else None."""
+    before = prod(old[:axis])
+    for a in range(len(new)):
+        if prod(new[:a]) == before and new[a] % n == 0 and new[a] >= n:
+            return a
+        if prod(new[:a]) > before:
+            break
+    return None
+
+
+def multi_movement(x: UOp, m: UOp) -> UOp:
+    n, axis = len(m.src), m.arg
+
+    def each(arg_of: object, new_axis: int | None) -> UOp:
+        return multi([x.replace(src=(p,), arg=arg_of) for p in m.src], new_axis)
+
+    if axis is None:
+        return each(x.arg, None)
+    if x.op is Ops.PERMUTE:
+        return each(x.arg, x.arg.index(axis))
+    if x.op is Ops.EXPAND:
+        return each(piece_shape(x.arg, axis, n), axis)
+    if x.op is Ops.RESHAPE and (a := reshape_axis(m.shape, x.arg, axis, n)) is not None:
+        return each(piece_shape(x.arg, a, n), a)
+    if x.op is Ops.PAD and x.arg[axis] == (0, 0):
+        return each(x.arg, axis)
+    if x.op is Ops.SHRINK and x.arg[axis] == (0, m.shape[axis]):
+        part = m.shape[axis] // n
+        return each(tuple((0, part) if a == axis else b for a, b in enumerate(x.arg)), axis)
+    if x.op is Ops.FLIP and axis not in x.arg:
+        return each(x.arg, axis)
+    # the split does not survive this view: every device gathers the whole value and applies it
+    return multi([x.replace(src=(full,)) for full in reshard(m, None)], None)
+
+
+def multi_reduce(x: UOp, m: UOp) -> UOp:
+    op, axes = x.arg
+    partials = [x.replace(src=(p,)) for p in m.src]
+    if m.arg is None or m.arg not in axes:
+        return multi(partials, m.arg)
+    return all_reduce(partials, op)
+
+
+def all_reduce(partials: Parts, op: Ops) -> UOp:
+    """Replicated `op`-combination of per-device partial values (lowered to a ring by pm_allreduce)."""
+    ar = UOp(Ops.ALLREDUCE, partials[0].dtype, tuple(partials), op, tag="ring")
+    return multi([UOp(Ops.MSELECT, ar.dtype, (ar,), (i, None)) for i in range(len(partials))], None)
+
+
+def multi_copy(x: UOp, m: UOp) -> UOp | None:
+    if isinstance(x.arg, str):
+        return gather(m, x.arg)
+    devices, axis = x.arg
+    if devices == m.device:
+        return multi(reshard(m, axis), axis)
+    whole = gather(m, devices[0]) if devices[0] in m.device else gather(m, m.device[0])
+    return scatter(whole, devices, axis)
+
+
+def scatter(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
+    """A one-device (or device-less) value split along `axis` (None: replicated) across `devices`."""
+    n = len(devices)
+    return multi([copy_to(piece(u, axis, i, n), d) for i, d in enumerate(devices)], axis)
+
+
+def _check_calls(call: UOp) -> None:
+    for a in call.src[1:]:
+        if isinstance(a.device, tuple):
+            raise ShardingError(f"{call.arg[0] if isinstance(call.arg, tuple) else call.arg}: precompiled functions "
+                                f"and custom kernels take one-device arguments; gather the sharded argument first "
+                                f"(tg.device_put(x, 'CPU:0'))")
+
+
+pm_multi = PatternMatcher([
+    (UPat(GroupOp.Elementwise | {Ops.CONTIGUOUS}, name="x"), multi_elementwise),
+    (UPat(GroupOp.Movement, src=(UPat(Ops.MULTI, name="m"),), name="x"), multi_movement),
+    (UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.MULTI, name="m"),), name="x"), multi_reduce),
+    (UPat(Ops.COPY, src=(UPat(Ops.MULTI, name="m"),), name="x"), multi_copy),
+    # a one-device (or device-less) value sent to a device tuple
+    (UPat(Ops.COPY, custom=lambda x: isinstance(x.arg, tuple), name="x"),
+     lambda x: scatter(x.src[0], *x.arg) if x.src[0].op is not Ops.MULTI else None),
+    (UPat(Ops.MSELECT, src=(UPat(Ops.MULTI, name="m"),), name="x"), lambda x, m: reshard(m, x.arg[1])[x.arg[0]]),
+    # an explicit collective written by the user (psum): its parts are already per device
+    (UPat(Ops.ALLREDUCE, custom=lambda u: u.tag is None, name="x"), lambda x: all_reduce(list(x.src), x.arg)),
+    (UPat(Ops.CALL, name="call"), lambda call: _check_calls(call)),
+])
+
+
+# ---- pm_allreduce: ALLREDUCE to a ring of copies and combines ----
+def _combine(op: Ops, a: UOp, b: UOp) -> UOp:
+    return UOp(op, a.dtype, (a, b))
+
+
+def ring_reduce_scatter(parts: Parts, op: Ops, chunk: object) -> Parts:
+    """Device e ends with chunk e of the reduced value; `chunk(value, k)` is chunk k of one device's value."""
+    n = len(parts)
+    devices = [p.device for p in parts]
+    acc = [[chunk(p, k) for k in range(n)] for p in parts]  # type: ignore[operator]
+    for s in range(n - 1):
+        sends = [(d, (d - s - 1) % n) for d in range(n)]
+        for d, k in sends:
+            e = (d + 1) % n
+            acc[e][k] = _combine(op, acc[e][k], copy_to(acc[d][k], devices[e]))
+    return [acc[e][e] for e in range(n)]
+
+
+def ring_all_gather(chunks: Parts) -> list[Parts]:
+    """Every device ends with every device's chunk (in device order), forwarded around the ring."""
+    n = len(chunks)
+    devices = [c.device for c in chunks]
+    have = [[chunks[e] if k == e else None for k in range(n)] for e in range(n)]
+    for s in range(n - 1):
+        for d in range(n):
+            k, e = (d - s) % n, (d + 1) % n
+            have[e][k] = copy_to(have[d][k], devices[e])  # type: ignore[arg-type]
+    return have  # type: ignore[return-value]
+
+
+def ring_all_reduce(parts: Parts, op: Ops) -> Parts:
+    n, shape = len(parts), parts[0].shape
+    if n == 1:
+        return list(parts)
+    size = prod(shape)
+    bounds = [(k * size // n, (k + 1) * size // n) for k in range(n)]
+    flat = [p if p.shape == (size,) else UOp(Ops.RESHAPE, p.dtype, (p,), (size,)) for p in parts]
+    by_device = {f.device: f for f in flat}
+
+    def chunk(p: UOp, k: int) -> UOp:
+        return _shrink_axis(by_device[p.device], 0, *bounds[k])
+
+    gathered = ring_all_gather(ring_reduce_scatter(parts, op, chunk))
+    return [UOp(Ops.RESHAPE, p.dtype, (concat(cs, 0),), shape) if shape != (size,) else concat(cs, 0)
+            for p, cs in zip(parts, gathered, strict=True)]
+
+
+@dataclass
+class RingCtx:
+    rings: dict[UOp, Parts] = field(default_factory=dict)
+
+
+def lower_allreduce(ctx: RingCtx, x: UOp, ar: UOp) -> UOp:
+    if ar not in ctx.rings:
+        ctx.rings[ar] = ring_all_reduce(list(ar.src), ar.arg)
+    return ctx.rings[ar][x.arg[0]]
+
+
+pm_allreduce = PatternMatcher([
+    (UPat(Ops.MSELECT, src=(UPat(Ops.ALLREDUCE, name="ar"),), name="x"), lower_allreduce),
+])
+
+
+def has_multi(sink: UOp) -> bool:
+    """Whether any node of the graph is sharded (a device tuple), so the multi passes have work to do."""
+    from tgfx.lowering.inline import walk
+    return any(isinstance(u.device, tuple) or u.op is Ops.MULTI for u in walk(sink))
