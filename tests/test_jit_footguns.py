@@ -90,3 +90,18 @@ def test_integer_and_float_inputs_do_not_share_a_trace():
     assert f(tg.asarray(np.array([3], np.int32))).tolist() == [1.5]
     assert f(tg.asarray(np.array([3.0], np.float32))).tolist() == [1.5]
     assert f.trace_count == 2
+
+
+def test_a_constant_initial_value_and_its_computed_successor_share_a_trace():
+    """A loop carry started from `tnp.zeros(...)` (an optimizer state, a step count) is a lazy constant on the first
+    call and a computed buffer on the next: both are on the default device, so the jitted step traces once."""
+    @tg.jit
+    def step(x: tg.Tensor, count: tg.Tensor) -> tuple[tg.Tensor, tg.Tensor]:
+        return x + 1, count + 1
+
+    x, count = tnp.zeros(3), tnp.zeros((), tg.dtypes.int32)
+    assert x.device == "CPU:0" == tg.asarray(np.zeros(3)).device
+    for _ in range(3):
+        x, count = step(x, count)
+    assert step.trace_count == 1
+    assert count.item() == 3 and x.tolist() == [3.0, 3.0, 3.0]
