@@ -144,13 +144,13 @@ def _adam(who: str, learning_rate: ScalarOrSchedule, b1: float, b2: float, eps: 
         mu = _map(who, "grads", lambda m, g: b1 * m + (1 - b1) * g, state.mu, grads)
         nu = _map(who, "grads", lambda v, g: b2 * v + (1 - b2) * (g * g), state.nu, grads)
         count = state.count + 1
-        t = count.astype(dtypes.float32)
-        # bias correction: the moments start at 0, so early averages are too small by a factor 1 - b^t
-        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
 
         def direction(m: Tensor, v: Tensor) -> Tensor:
-            m_hat = m / c1.astype(m.dtype)
-            v_hat = v / c2.astype(v.dtype)
+            # bias correction: the moments start at 0, so early averages are too small by a factor 1 - b^t (taken in
+            # the moments' precision, at least float32)
+            t = count.astype(dtypes.float64 if m.dtype == dtypes.float64 else dtypes.float32)
+            m_hat = m / (1 - b1 ** t).astype(m.dtype)
+            v_hat = v / (1 - b2 ** t).astype(v.dtype)
             return m_hat / (tnp.sqrt(v_hat + eps_root) + eps)
 
         u = tree_map(direction, mu, nu)
