@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from tgfx.dtypes import DType, dtypes, to_dtype
 from tgfx.tensor import Tensor
 
@@ -36,6 +38,21 @@ def _float_dtype(dtype: DType | str, fn: str) -> DType:
     if not d.is_float:
         raise TypeError(f"{fn}: needs a float dtype, got {d.name}")
     return d
+
+
+def _truncated_normal(key: Tensor, lower: float, upper: float, shape: tuple[int, ...], d: DType) -> Tensor:
+    """Standard normal values truncated to [lower, upper], as `jax.random.truncated_normal` builds them: the
+    inverse CDF sqrt(2) erfinv(u) of u uniform between erf(lower / sqrt 2) and erf(upper / sqrt 2), clipped strictly
+    inside the bounds (rounding of erfinv near +-1 could step out)."""
+    import tgfx.numpy as tnp
+    from tgfx import random
+    a, b = math.erf(lower / math.sqrt(2)), math.erf(upper / math.sqrt(2))
+    u = random.uniform(key, shape, d, a, b)
+    out = random.erfinv(u) * math.sqrt(2)
+    npd = np.dtype(np.float32) if d == dtypes.bfloat16 else d.np
+    lo = float(np.nextafter(npd.type(lower), npd.type(np.inf)))
+    hi = float(np.nextafter(npd.type(upper), npd.type(-np.inf)))
+    return tnp.clip(out, lo, hi).astype(d)
 
 
 def zeros(key: Tensor, shape: Sequence[int], dtype: DType | str = dtypes.float32) -> Tensor:
@@ -72,7 +89,7 @@ def uniform(scale: float = 1e-2, dtype: DType | str = dtypes.float32) -> Initial
     def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
         from tgfx import random
         d = _float_dtype(dtype, "uniform")
-        return random.uniform(key, _shape(shape, "uniform"), d, 0.0, scale)
+        return random.uniform(key, _shape(shape, "uniform"), d) * scale
     return init
 
 
@@ -80,9 +97,8 @@ def truncated_normal(stddev: float = 1e-2, dtype: DType | str = dtypes.float32, 
                      upper: float = 2.0) -> Initializer:
     """An initialiser drawing stddev * (a standard normal truncated to [lower, upper])."""
     def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
-        from tgfx import random
         d = _float_dtype(dtype, "truncated_normal")
-        return random.truncated_normal(key, lower, upper, _shape(shape, "truncated_normal"), d) * stddev
+        return _truncated_normal(key, lower, upper, _shape(shape, "truncated_normal"), d) * stddev
     return init
 
 
@@ -123,13 +139,14 @@ def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int | 
         d = _float_dtype(dtype, "variance_scaling")
         fan_in, fan_out = _fans(shp, in_axis, out_axis, batch_axis, "variance_scaling")
         n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
-        variance = scale / max(n, 1)
+        # the factors are rounded to the dtype step by step as JAX computes them, so the values match it bit for bit
+        f = np.dtype(np.float32).type if d == dtypes.bfloat16 else d.np.type
+        variance = f(scale / max(n, 1))
         if distribution == "truncated_normal":
-            return random.truncated_normal(key, -2.0, 2.0, shp, d) * (math.sqrt(variance) / _TRUNCATED_STD)
+            return _truncated_normal(key, -2.0, 2.0, shp, d) * float(np.sqrt(variance) / f(_TRUNCATED_STD))
         if distribution == "normal":
-            return random.normal(key, shp, d) * math.sqrt(variance)
-        limit = math.sqrt(3 * variance)
-        return random.uniform(key, shp, d, -limit, limit)
+            return random.normal(key, shp, d) * float(np.sqrt(variance))
+        return random.uniform(key, shp, d, -1.0, 1.0) * float(np.sqrt(f(3) * variance))
     return init
 
 
