@@ -639,7 +639,8 @@ def test_simple_initialisers() -> None:
 
 
 def test_initialisers_match_jax() -> None:
-    """Uniform- and normal-based initialisers bit for bit; truncated-normal ones (built on tg.random.erfinv) to an ulp."""
+    """Uniform- and normal-based initialisers bit for bit; truncated-normal ones (built on tg.random.erfinv) to an
+    ulp."""
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
     ji, ti = jax.nn.initializers, nn.initializers
