@@ -16,6 +16,7 @@ import numpy as np
 import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.nn._activations import softmax
+from tgfx.numpy._reduce import _axes
 from tgfx.tensor import ArrayLike, Tensor, promote, to_tensor
 
 Padding = str | int | Sequence[int] | Sequence[tuple[int, int]]
@@ -179,11 +180,6 @@ def _stats_dtype(t: Tensor) -> Tensor:
     return t.astype(dtypes.float32) if t.dtype in (dtypes.float16, dtypes.bfloat16) else t
 
 
-def _norm_axes(t: Tensor, axis: int | Sequence[int], fn: str) -> tuple[int, ...]:
-    from tgfx.numpy._reduce import _axes
-    return _axes(t, axis, fn)
-
-
 def _affine(y: Tensor, p: ArrayLike | None, axes: tuple[int, ...], name: str, fn: str) -> Tensor:
     """y * p (or + p) with p shaped like the normalised axes, broadcast over the others."""
     if p is None:
@@ -206,7 +202,7 @@ def layer_norm(x: ArrayLike, scale: ArrayLike | None = None, bias: ArrayLike | N
     >>> tg.nn.layer_norm(tg.asarray([[1.0, 2.0, 3.0]]))   # [[-1.2247, 0., 1.2247]]
     """
     t = to_tensor(x)
-    axes = _norm_axes(t, axis, "layer_norm")
+    axes = _axes(t, axis, "layer_norm")
     s = _stats_dtype(t)
     mean = tnp.mean(s, axis=axes, keepdims=True)
     c = s - mean
@@ -226,7 +222,7 @@ def rms_norm(x: ArrayLike, scale: ArrayLike | None = None, axis: int | Sequence[
     >>> tg.nn.rms_norm(tg.asarray([[3.0, 4.0]]))       # [[0.8485, 1.1314]]
     """
     t = to_tensor(x)
-    axes = _norm_axes(t, axis, "rms_norm")
+    axes = _axes(t, axis, "rms_norm")
     s = _stats_dtype(t)
     ms = tnp.mean(s * s, axis=axes, keepdims=True)
     y = (s * (1 / tnp.sqrt(ms + epsilon))).astype(t.dtype)
