@@ -719,8 +719,9 @@ def test_attention_dropout_needs_a_key() -> None:
 
 
 def test_training_a_small_cnn_under_jit() -> None:
-    """A conv net learns a synthetic task (is the bright square on the left or the right?) with Adam under jit: one
-    trace for every step, and the loss falls to a small fraction of where it started."""
+    """A conv net with dropout learns a synthetic task (is the bright square on the left or the right?) with Adam
+    under jit: one trace for every step (the dropout key is an argument), and the loss falls to a small fraction of
+    where it started."""
     rng = np.random.default_rng(0)
     n = 32
     labels = rng.integers(0, 2, n)
@@ -729,23 +730,23 @@ def test_training_a_small_cnn_under_jit() -> None:
         c = 1 + 4 * lab
         imgs[i, 0, 2:5, c:c + 2] += 2.0
     model = nn.Sequential(nn.Conv2d(4, 3), nn.relu, lambda x: nn.max_pool2d(x, 2),
-                          lambda x: x.reshape(x.shape[0], -1), nn.Linear(2))
+                          lambda x: x.reshape(x.shape[0], -1), nn.Dropout(0.1), nn.Linear(2))
     params = model.init(tg.random.key(0), (n, 1, 8, 8))
     opt = tg.optim.adam(0.05)
     state = opt.init(params)
     x, y = tg.asarray(imgs), tg.asarray(labels.astype(np.int32))
 
     @tg.jit
-    def step(params: dict, state: object, x: tg.Tensor, y: tg.Tensor) -> tuple:
+    def step(params: dict, state: object, x: tg.Tensor, y: tg.Tensor, key: tg.Tensor) -> tuple:
         def loss_fn(p: dict) -> tg.Tensor:
-            return nn.softmax_cross_entropy_with_integer_labels(model.apply(p, x), y).mean()
+            return nn.softmax_cross_entropy_with_integer_labels(model.apply(p, x, key=key), y).mean()
         loss, grads = tg.value_and_grad(loss_fn)(params)
         updates, state = opt.update(grads, state, params)
         return tg.optim.apply_updates(params, updates), state, loss
 
     losses = []
-    for _ in range(25):
-        params, state, loss = step(params, state, x, y)
+    for i in range(25):
+        params, state, loss = step(params, state, x, y, tg.random.fold_in(tg.random.key(1), i))
         losses.append(loss.item())
     assert step.trace_count == 1
     assert losses[-1] < 0.1 and losses[-1] < losses[0] / 4
