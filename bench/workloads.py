@@ -27,12 +27,13 @@ class Sizes:
     lr: float                                # MLP SGD learning rate
     dispatch: int                            # elements of the tiny jitted function
     conv: tuple[int, int, int, int, int]     # batch, in channels, out channels, height, width (3×3, stride 1, pad 1)
+    allreduce: int = 16 * 2**20              # float32 elements per device of the all-reduce (and of the copy)
 
 
 FULL = Sizes(matmul=1024, gelu=16 * 2**20, softmax=(4096, 1024), mlp=(784, 512, 512, 10), batch=128, lr=0.01,
              dispatch=16, conv=(16, 64, 64, 32, 32))
 QUICK = Sizes(matmul=128, gelu=2**16, softmax=(256, 128), mlp=(16, 8, 8, 4), batch=8, lr=0.01,
-              dispatch=16, conv=(2, 8, 8, 8, 8))
+              dispatch=16, conv=(2, 8, 8, 8, 8), allreduce=4096)
 
 
 @dataclass
@@ -86,6 +87,17 @@ def dispatch_inputs(s: Sizes) -> Inputs:
     return {"v": np.arange(s.dispatch, dtype=np.float32)}
 
 
+def allreduce_inputs(n: int) -> Callable[[Sizes], Inputs]:
+    def inputs(s: Sizes) -> Inputs:
+        rng = _rng()
+        return {"parts": [rng.standard_normal(s.allreduce, np.float32) for _ in range(n)]}
+    return inputs
+
+
+def copy_inputs(s: Sizes) -> Inputs:
+    return {"x": _rng().standard_normal(s.allreduce, np.float32)}
+
+
 def conv_inputs(s: Sizes) -> Inputs:
     n, cin, cout, h, w = s.conv
     rng = _rng()
@@ -108,6 +120,12 @@ WORKLOADS = [
     Workload("conv2d", lambda s: "conv2d 3x3 {1}->{2} {3}x{4} b{0}".format(*s.conv), "GFLOP/s",
              lambda s: 2 * s.conv[0] * s.conv[2] * s.conv[3] * s.conv[4] * s.conv[1] * 9, conv_inputs,
              rtol=1e-3, atol=1e-4),
+    Workload("copy", lambda s: f"copy {4 * s.allreduce / 2**20:g} MB, CPU:0 -> CPU:1", "GB/s",
+             lambda s: 4 * s.allreduce, copy_inputs, rtol=0, atol=0),
+    Workload("allreduce2", lambda s: f"all-reduce {4 * s.allreduce / 2**20:g} MB over 2 devices", "GB/s",
+             lambda s: 4 * s.allreduce, allreduce_inputs(2), rtol=1e-6, atol=1e-6),
+    Workload("allreduce4", lambda s: f"all-reduce {4 * s.allreduce / 2**20:g} MB over 4 devices", "GB/s",
+             lambda s: 4 * s.allreduce, allreduce_inputs(4), rtol=1e-6, atol=1e-6),
 ]
 WORKLOADS_BY_NAME = {w.name: w for w in WORKLOADS}
 GELU_C = math.sqrt(2 / math.pi)
@@ -211,6 +229,27 @@ def numpy_mlp(s: Sizes, d: Inputs) -> Case:
 @impl("dispatch", "numpy")
 def numpy_dispatch(s: Sizes, d: Inputs) -> Case:
     return _np_case(lambda v: v + np.float32(1), d["v"])
+
+
+@impl("copy", "numpy")
+def numpy_copy(s: Sizes, d: Inputs) -> Case:
+    out = np.empty_like(d["x"])
+    return _np_case(lambda x: np.copyto(out, x) or out, d["x"])
+
+
+def _numpy_allreduce(s: Sizes, d: Inputs) -> Case:
+    """What an all-reduce computes, on one host: the sum of every device's value (into a preallocated buffer)."""
+    out = np.empty_like(d["parts"][0])
+
+    def total(*parts: np.ndarray) -> np.ndarray:
+        np.add(parts[0], parts[1], out=out)
+        for p in parts[2:]:
+            np.add(out, p, out=out)
+        return out
+    return _np_case(total, *d["parts"])
+
+
+IMPLS[("allreduce2", "numpy")] = IMPLS[("allreduce4", "numpy")] = _numpy_allreduce
 
 
 @impl("conv2d", "numpy")
@@ -317,6 +356,35 @@ def tgfx_mlp(s: Sizes, d: Inputs) -> Case:
 @impl("dispatch", "tgfx")
 def tgfx_dispatch(s: Sizes, d: Inputs) -> Case:
     return _tg_case(lambda v: v + 1, d["v"])
+
+
+@impl("copy", "tgfx")
+def tgfx_copy(s: Sizes, d: Inputs) -> Case:
+    import tgfx as tg
+    f = tg.jit(lambda x: x.to("CPU:1"))
+    x = _tg_put(d["x"])
+    box: list[Any] = []
+
+    def call() -> Any:
+        box[:] = [f(x).block_until_ready()]
+        return box[0]
+    return Case(call, lambda: [box[0].numpy()])
+
+
+def _tgfx_allreduce(s: Sizes, d: Inputs) -> Case:
+    """`psum` of one value per CPU device: a ring of copies and adds, replayed under jit."""
+    import tgfx as tg
+    f = tg.jit(lambda *parts: tg.psum(parts))
+    parts = [tg.asarray(p).to(f"CPU:{i}").block_until_ready() for i, p in enumerate(d["parts"])]
+    box: list[Any] = []
+
+    def call() -> Any:
+        box[:] = [f(*parts).block_until_ready()]
+        return box[0]
+    return Case(call, lambda: [tg.parts(box[0])[-1].numpy()])
+
+
+IMPLS[("allreduce2", "tgfx")] = IMPLS[("allreduce4", "tgfx")] = _tgfx_allreduce
 
 
 @impl("conv2d", "tgfx")

@@ -109,6 +109,18 @@ def test_linearize_places_reduce_loops_inside_output_loops():
     assert len(acc_of) == 1
 
 
+
+def test_linearize_reduce_of_a_loop_invariant_value():
+    """A reduce whose value does not depend on its own range (a sum of constants, as `x.at[i].set(0.0)` builds)
+    places no SINK into the program: hoisting looks at the values, never at the group that wraps them."""
+    zeros = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, 0.0),),
+                                                 (1, 1)),), (2, 3))
+    red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (zeros,), (Ops.ADD, (1,)))
+    sink = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 2), red)),))))
+    lin, _ = linearize(sink)
+    assert Ops.SINK not in [u.op for u in lin]
+    render_llvm("k", *linearize(sink), [g(0, 2)])
+
 # ---- render ----
 def test_render_produces_verifiable_llvm_with_the_hcq_calling_convention():
     src = UOp(Ops.RESHAPE, dtypes.float16, (g(1, 6, dtypes.float16),), (2, 3))

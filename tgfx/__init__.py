@@ -36,3 +36,4 @@ from tgfx.transforms.shard import reduce_scatter as reduce_scatter
 from tgfx.transforms.shard import shard as shard
 from tgfx.transforms.shard import sharding as sharding
 from tgfx.transforms.shard import visualize_sharding as visualize_sharding
+from tgfx.transforms.vmap import vmap as vmap

@@ -100,7 +100,7 @@ spec = PatternMatcher([
     (UPat(Ops.FUNCTION, name="x"), lambda x: len(x.src) >= 1 and x.src[0].op is Ops.TUPLE),
     (UPat(Ops.GETTUPLE, name="x"), lambda x: x.src[0].op in (Ops.FUNCTION, Ops.CALL) and
      0 <= x.arg < (len(x.src[0].arg[2]) if x.src[0].src[0].op is Ops.SINK else len(x.src[0].src[0].src))),
-    # a COPY with no source is the schedule's copy command (arg: bytes, source offset in bytes)
+    # a COPY with no source is the schedule's copy command (arg: bytes, source offset, destination offset)
     (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER), name="x"),
      lambda x: x.dtype == x.src[0].dtype if x.src else x.op is Ops.COPY and isinstance(x.arg, tuple)),
     # sharded values: one-device parts of one dtype, split evenly along the axis (or equal, replicated)

@@ -66,9 +66,9 @@ def run_linear(linear: UOp) -> None:
         if body.op is Ops.COPY:
             flush()
             dst, src = bufs
-            nbytes, src_offset = body.arg
+            nbytes, src_offset, dst_offset = body.arg
             get_device(dst.arg[1]).copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes,
-                                        src_offset=src_offset)
+                                        dst_offset=dst_offset, src_offset=src_offset)
             counters.copy_count += 1
             continue
         ck = lower_kernel(body)

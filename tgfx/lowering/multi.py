@@ -66,6 +66,15 @@ def concat(xs: list[UOp], axis: int) -> UOp:
     return out
 
 
+def concat_by_copies(xs: list[UOp]) -> UOp:
+    """1-D `xs` joined, materialised by copying each piece into place: `CONTIGUOUS(joined, *pieces)` tagged with
+    ("concat", offsets) for the scheduler, whose value is the joined graph."""
+    offsets = [sum(x.shape[0] for x in xs[:i]) for i in range(len(xs))]
+    kept = [(x, at) for x, at in zip(xs, offsets, strict=True) if x.shape[0]]
+    return UOp(Ops.CONTIGUOUS, xs[0].dtype, (concat(xs, 0), *(x for x, _ in kept)),
+               tag=("concat", tuple(at for _, at in kept)))
+
+
 def copy_to(u: UOp, device: str) -> UOp:
     return u if u.device == device else UOp(Ops.COPY, u.dtype, (u,), device)
 
@@ -250,8 +259,9 @@ def ring_all_reduce(parts: Parts, op: Ops) -> Parts:
         return _shrink_axis(by_device[p.device], 0, *bounds[k])
 
     gathered = ring_all_gather(ring_reduce_scatter(parts, op, chunk))
-    return [UOp(Ops.RESHAPE, p.dtype, (concat(cs, 0),), shape) if shape != (size,) else concat(cs, 0)
-            for p, cs in zip(parts, gathered, strict=True)]
+    # the chunks are contiguous ranges of the result: the scheduler assembles a "concat" with copies, not a kernel
+    joined = [concat_by_copies(cs) for cs in gathered]
+    return [UOp(Ops.RESHAPE, j.dtype, (j,), shape) if shape != (size,) else j for j in joined]
 
 
 @dataclass

@@ -48,6 +48,24 @@ def copy_source(u: UOp) -> tuple[UOp, int]:
             return u, off
 
 
+def concat_pieces(u: UOp) -> list[tuple[UOp, int]]:
+    """The pieces of a `CONTIGUOUS(joined, *pieces)` tagged ("concat", offsets) and their element offsets."""
+    return list(zip(u.src[1:], u.tag[1], strict=True))
+
+
+def is_concat(u: UOp) -> bool:
+    return u.op is Ops.CONTIGUOUS and isinstance(u.tag, tuple) and u.tag[0] == "concat"
+
+
+def _root_base(r: UOp) -> UOp:
+    """What a requested result is a view of: a reshape of a value materialised anyway (CONTIGUOUS, COPY) needs no
+    kernel of its own."""
+    base = r
+    while base.op is Ops.RESHAPE:
+        base = base.src[0]
+    return base if base.op in (Ops.CONTIGUOUS, Ops.COPY) else r
+
+
 def _is_expanding(u: UOp) -> bool:
     return u.op is Ops.EXPAND and any(a != b for a, b in zip(u.src[0].shape, u.arg, strict=True))
 
@@ -62,7 +80,7 @@ class ScheduleCtx:
 
 def find_realizes(roots: list[UOp]) -> set[UOp]:
     """The nodes that get their own buffer."""
-    realize = {r for r in roots if buffer_view(r) is None}
+    realize = {_root_base(r) for r in roots if buffer_view(r) is None}
     for u in walk(UOp(Ops.SINK, None, tuple(roots))):
         if u.op is Ops.CALL:
             # opaque calls read buffers and write their own
@@ -73,6 +91,9 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             realize.add(u)
             if (base := copy_source(u.src[0])[0]).op is not Ops.BUFFER:
                 realize.add(base)
+        elif is_concat(u):
+            realize.add(u)
+            realize.update(base for x, _ in concat_pieces(u) if (base := copy_source(x)[0]).op is not Ops.BUFFER)
         elif u.op is Ops.CONTIGUOUS and buffer_view(u.src[0]) is None:
             realize.add(u)
     ctx = ScheduleCtx(realize)
@@ -161,8 +182,17 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
             src_buf = base if base.op is Ops.BUFFER else realized[base]
             dst = new_buffer(u.arg, prod(u.shape), u.dtype)
             nbytes, offset = dst.arg[2] * u.dtype.itemsize, off * u.dtype.itemsize
-            calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), (nbytes, offset)), dst, src_buf)))
+            calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), (nbytes, offset, 0)), dst, src_buf)))
             realized[u] = dst
+            continue
+        if is_concat(u):  # pieces copied into place
+            out = realized[u] = new_buffer(u.device or DEFAULT_DEVICE, prod(u.shape), u.dtype)
+            for x, at in concat_pieces(u):
+                base, off = copy_source(x)
+                size = u.dtype.itemsize
+                arg = (prod(x.shape) * size, off * size, at * size)
+                calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), arg), out,
+                                                  base if base.op is Ops.BUFFER else realized[base])))
             continue
         if u.op is Ops.CONTIGUOUS and u.src[0] in realized:
             realized[u] = realized[u.src[0]]
@@ -175,7 +205,7 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
         calls.append(UOp(Ops.CALL, None, (ast, *bufs)))
     results: dict[UOp, UOp] = {}
     for r in roots:
-        buf = realized.get(r) or buffer_view(r)
+        buf = realized.get(_root_base(r)) or buffer_view(r)
         results[r] = r if buf is None else (buf if buf.shape == r.shape else UOp(Ops.RESHAPE, r.dtype, (buf,), r.shape))
     return UOp(Ops.LINEAR, None, tuple(calls)), results
 

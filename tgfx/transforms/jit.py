@@ -132,7 +132,8 @@ class Segment:
     device: Any
     cb: Any                     # encoded CommandBuffer
     slots: dict[int, int]       # command buffer slot -> program buffer index (inputs and outputs only)
-    dep: tuple[Any, str] | None  # (source device, Sym name) for copies that wait on another device
+    # (device waited on, Sym name, index of the segment it waits for, or None: all that device's earlier work)
+    dep: tuple[Any, str, int | None] | None
 
 
 class JitProgram:
@@ -163,6 +164,7 @@ class JitProgram:
         index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
         segments: list[Segment] = []
         queue, qdev, used = None, None, []
+        writer: dict[UOp, int] = {}  # buffer -> the segment that writes it (a copy waits for exactly that one)
         for call in self.calls:
             body, bufs = call.src[0], call.src[1:]
             if body.op is Ops.COPY:
@@ -175,14 +177,16 @@ class JitProgram:
                 name = f"dep{len(segments)}"
                 if sdev is not ddev:
                     q.wait(sdev.timeline, Sym(name, 0))
-                nbytes, src_offset = body.arg
-                q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes, src_offset=src_offset)
+                nbytes, src_offset, dst_offset = body.arg
+                q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes, dst_offset=dst_offset,
+                       src_offset=src_offset)
                 seg = self._segment(ddev, q, [dst, src], index)
-                seg.dep = (sdev, name) if sdev is not ddev else None
+                seg.dep = (sdev, name, writer.get(src)) if sdev is not ddev else None
                 segments.append(seg)
+                writer[dst] = len(segments) - 1
                 if sdev is not ddev:  # the source device must not overwrite what is being copied until it is done
                     fence = HWQueue().wait(ddev.timeline, Sym(name + "f", 0))
-                    segments.append(Segment(sdev, fence.encode(), {}, (ddev, name + "f")))
+                    segments.append(Segment(sdev, fence.encode(), {}, (ddev, name + "f", len(segments) - 1)))
                 continue
             dev = get_device(bufs[0].arg[1])
             if queue is None or qdev is not dev:
@@ -192,6 +196,7 @@ class JitProgram:
             ck = lower_kernel(body)
             queue.exec(ck, [buffer_memory(b) for b in bufs], global_size=ck.global_size)
             used.extend(bufs)
+            writer[bufs[0]] = len(segments)  # the segment being built
         if queue is not None:
             segments.append(self._segment(qdev, queue, used, index))
         assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
@@ -207,12 +212,19 @@ class JitProgram:
 
     def run(self, in_mems: list[Any], out_mems: list[Any]) -> None:
         mems = in_mems + out_mems
+        values: list[int] = []  # the timeline value each segment completes at
+        start = {seg.device: seg.device.timeline_value for seg in self.segments}  # work given before this call
         for seg in self.segments:
             if seg.slots:
                 seg.cb.patch_buffers({slot: mems[i] for slot, i in seg.slots.items()})
             if seg.dep is not None:
-                seg.cb.patch_vals({seg.dep[1]: seg.dep[0].timeline_value})
-            seg.cb.submit(seg.device)
+                dev, name, producer = seg.dep
+                if producer is None:  # made before this call: whatever that device had been given by then
+                    value = start.get(dev, dev.timeline_value)
+                else:
+                    value = values[producer]
+                seg.cb.patch_vals({name: value})
+            values.append(seg.cb.submit(seg.device).value)
         counters.kernel_count += self.n_kernels
 
     @functools.cached_property
