@@ -134,19 +134,6 @@ def test_render_produces_verifiable_llvm_with_the_hcq_calling_convention():
     llvm.parse_assembly(ir).verify()
 
 
-
-def test_linearize_reduce_of_a_constant_places_no_sink():
-    """sum over 3 of the constant 1.0 (the gradient of a keepdims sum, broadcast back): the hoisting helper groups
-    the reduced values in a SINK, which has no ranges when they are constants and must not be placed itself."""
-    red = UOp(Ops.REDUCE, dtypes.float32, (UOp.const(dtypes.float32, 1.0), rng(3, 0, "reduce")), Ops.ADD)
-    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (g(0, 1), c(0))), red)),))
-    lin, _ = linearize(sink)
-    assert [u.op for u in lin].count(Ops.SINK) == 0
-    x = Tensor(np.array([[1.0, 2.0, 3.0]], np.float32))
-    import tgfx as tg
-    np.testing.assert_array_equal(tg.grad(lambda t: (t + tnp.sum(t, axis=-1, keepdims=True)).sum())(x).numpy(),
-                                  [[4.0, 4.0, 4.0]])
-
 # ---- schedule: what is materialised ----
 def _kernels(t: Tensor) -> int:
     linear, _ = schedule([t.uop])
