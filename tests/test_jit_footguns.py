@@ -105,3 +105,19 @@ def test_a_constant_initial_value_and_its_computed_successor_share_a_trace():
         x, count = step(x, count)
     assert step.trace_count == 1
     assert count.item() == 3 and x.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_grad_of_a_jitted_function_differentiates_through_it() -> None:
+    # a jitted function called under grad is traced into the differentiated graph, not replayed as opaque kernels
+    w, x = tg.asarray(np.full(3, 2.0, np.float32)), tg.asarray(np.arange(3, dtype=np.float32))
+    g = tg.grad(tg.jit(lambda w, x: (x * w * w).sum()))(w, x)
+    np.testing.assert_allclose(g.numpy(), 2 * np.arange(3) * 2.0)
+
+
+def test_grad_reaches_a_value_a_jitted_function_captures() -> None:
+    # the differentiated `w` is read from a closure inside jit/function: the gradient must still reach it (not 0)
+    w, x = tg.asarray(np.full(3, 2.0, np.float32)), tg.asarray(np.arange(3, dtype=np.float32))
+    g1 = tg.grad(lambda w: tg.jit(lambda x: (x * w).sum())(x))(w)
+    g2 = tg.grad(lambda w: tg.function(lambda x: (x * w).sum(), allow_implicit=True)(x))(w)
+    np.testing.assert_allclose(g1.numpy(), np.arange(3))
+    np.testing.assert_allclose(g2.numpy(), np.arange(3))

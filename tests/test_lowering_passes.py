@@ -162,6 +162,21 @@ def test_transposed_and_sliced_inputs_are_read_in_place():
     assert find_realizes([(x.T + 1).uop]) == {(x.T + 1).uop}
 
 
+def test_mulacc_rounds_once_whether_run_or_folded_over_constants():
+    """MULACC is an FMA: the same single rounding when it runs on buffers and when LLVM folds it over constants
+    (an fmul/fadd pair allowed to contract would fuse at run time but fold as two roundings)."""
+    rng = np.random.default_rng(0)
+    # a*b + c of floats in [1, 2) fits in 53 bits, so float64 gives the exactly rounded float32 reference
+    a, b, c = (rng.uniform(1, 2, 64).astype(np.float32) for _ in range(3))
+    want = (a.astype(np.float64) * b + c).astype(np.float32)
+    assert (want != a * b + c).any()  # the test can tell one rounding from two
+    run = Tensor(UOp(Ops.MULACC, dtypes.float32, (Tensor(a).uop, Tensor(b).uop, Tensor(c).uop))).numpy()
+    np.testing.assert_array_equal(run, want)
+    for i in range(8):  # scalars, so the whole kernel is constants
+        const = [UOp.const(dtypes.float32, float(v[i])) for v in (a, b, c)]
+        assert Tensor(UOp(Ops.MULACC, dtypes.float32, tuple(const))).item() == want[i]
+
+
 # ---- compile: objects must load at any address ----
 def _relocation_types(obj: bytes) -> set[int]:
     """The relocation types in an ELF64 object's SHT_RELA sections."""

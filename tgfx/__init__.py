@@ -3,7 +3,11 @@ from tgfx import dtypes as _dtypes_module  # noqa: F401
 from tgfx import nn as nn
 from tgfx import numpy as numpy
 from tgfx import optim as optim
+from tgfx import random as random
 from tgfx import tree as tree
+from tgfx.checkpoint import CheckpointError as CheckpointError
+from tgfx.checkpoint import load as load
+from tgfx.checkpoint import save as save
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
 from tgfx.dtypes import DType as DType

@@ -101,9 +101,15 @@ def param_owner(param: UOp) -> str:
     return _param_owner.get(param, "<unknown function>")
 
 
+def _is_grad_input(u: UOp) -> bool:
+    return u.op is Ops.CONTIGUOUS and isinstance(u.tag, tuple) and u.tag[:1] == ("grad_input",)
+
+
 def _implicit_buffers(body: UOp) -> list[UOp]:
-    """Concrete buffers the body reads that were not passed in (captured from a closure or a global)."""
-    return [u for u in body.toposort() if u.op is Ops.BUFFER]
+    """Concrete buffers the body reads that were not passed in (captured from a closure or a global). A value being
+    differentiated is captured whole (grad's placeholder, not the buffer under it), so the gradient reaches it."""
+    return [u for u in body.toposort(lambda u: () if _is_grad_input(u) else u.src)
+            if u.op is Ops.BUFFER or _is_grad_input(u)]
 
 
 def _visible_tensors(f: Callable) -> dict[UOp, str]:
@@ -213,7 +219,7 @@ class Function:
             return body, arg_uops
         if not self.allow_implicit:
             named = _visible_tensors(self.f)
-            listed = "\n".join(f"  - {named.get(b) or _describe(b)}" for b in implicit)
+            listed = "\n".join(f"  - {named.get(b) or named.get(b.src[0]) or _describe(b)}" for b in implicit)
             raise FunctionError(f"function {self.name} reads {len(implicit)} concrete Tensor(s) it was not given as "
                                 f"arguments (captured from a closure or a global):\n{listed}\npass them as arguments, "
                                 f"or use @function(allow_implicit=True) to make them extra arguments")

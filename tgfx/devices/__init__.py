@@ -31,6 +31,9 @@ def canonical_device(name: str) -> str:
 
 def get_device(name: str = DEFAULT_DEVICE) -> HCQDevice:
     """The device named `name`, created on first use and cached: `get_device("CPU") is get_device("CPU:0")`."""
+    dev = _devices.get(name)  # a canonical name already opened: no parsing, no lock (dispatch calls this per call)
+    if dev is not None:
+        return dev
     canon = canonical_device(name)
     with _devices_lock:
         dev = _devices.get(canon)

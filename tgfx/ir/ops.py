@@ -36,7 +36,7 @@ class Ops(Enum):
     AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()  # noqa: E702
 
     # ternary elementwise
-    WHERE = auto(); MULACC = auto()  # noqa: E702
+    WHERE = auto(); MULACC = auto()  # noqa: E702 - MULACC: a * b + c, for floats rounded once (an FMA)
 
     # reduce
     REDUCE_AXIS = auto()    # arg: (op, axes); reduced axes keep size 1

@@ -342,7 +342,9 @@ alu_rules: dict[tuple[Ops, str], Rule] = {
     (Ops.NEG, "f"): lambda r, t, x, f: r.op_in(f"fneg {t} {x[0]}"),
     (Ops.RECIP, "f"): lambda r, t, x, f: r.op_in(f"fdiv {t} {float_literal(1.0, t)}, {x[0]}"),
     (Ops.CMPLT, "f"): _bin("fcmp olt"), (Ops.CMPNE, "f"): _bin("fcmp une"), (Ops.CMPEQ, "f"): _bin("fcmp oeq"),
-    (Ops.MULACC, "f"): lambda r, t, x, f: r.op_in(f"fadd {f}{t} {r.op_in(f'fmul {f}{t} {x[0]}, {x[1]}')}, {x[2]}"),
+    # MULACC is a fused multiply-add, one rounding, whether it runs or LLVM folds it over constants (a `contract`
+    # fmul/fadd pair fuses in the backend but folds as two roundings, so a value would depend on constness)
+    (Ops.MULACC, "f"): _intrinsic("fma"),
     **{(op, "f"): _intrinsic(n) for op, n in _INTRINSIC.items()},
     **{(op, "f"): _libm(n) for op, n in _LIBM.items()},
 }

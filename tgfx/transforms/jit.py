@@ -37,7 +37,7 @@ from tgfx.lowering import lower_kernel, lower_multi, reads_in_place
 from tgfx.lowering.execute import buffer_memory, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, is_realized, realize
+from tgfx.tensor import Tensor, _differentiating, is_realized, realize
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -284,6 +284,7 @@ class Jit:
         self.trace_count = 0
         self._cache: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}
         self._signatures: list[Signature] = []
+        self._fast: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}  # signatures of all-Tensor positional calls
         functools.update_wrapper(self, f, updated=())
 
     def __repr__(self) -> str:
@@ -315,8 +316,16 @@ class Jit:
         return tuple(dyn_args), dyn_kwargs, tuple(static)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if tracing():  # inside another trace: inline, like @function
+        if tracing() or _differentiating():  # inside another trace or a grad: inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
+        if not kwargs and not self.static_argnums:
+            # the common call, only one-device Tensors by position: its key needs no pytree flattening
+            try:
+                hit = self._fast.get(_fast_key(args))
+            except AttributeError:  # an argument that is not a Tensor
+                hit = None
+            if hit is not None:
+                return self._run(hit[0], hit[1], list(args), args)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
@@ -327,6 +336,8 @@ class Jit:
         tensors = [t for t in tensors for _ in (t.uop.src if t.uop.op is Ops.MULTI else (t,))]
         if hit is None:
             hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
+        if not kwargs and not static and all(type(a) is Tensor and type(a.uop.device) is str for a in args):
+            self._fast[_fast_key(args)] = hit
         prog, out_tree = hit
         return self._run(prog, out_tree, tensors, args)
 
@@ -467,6 +478,10 @@ class Jit:
             return {}
         prog = next(reversed(self._cache.values()))[0]
         return {"unplanned_bytes": prog.unplanned_bytes, "planned_bytes": prog.planned_bytes}
+
+
+def _fast_key(args: tuple) -> tuple:
+    return tuple((type(a), a.uop.shape, a.uop.dtype, a.uop.device) for a in args)
 
 
 def _view(buf: UOp, shape: tuple[int, ...]) -> UOp:
