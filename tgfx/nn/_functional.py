@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 import tgfx.numpy as tnp
+from tgfx import random
 from tgfx.dtypes import dtypes
 from tgfx.nn._activations import softmax
 from tgfx.numpy._reduce import _axes
@@ -243,7 +244,6 @@ def dropout(x: ArrayLike, rate: float, key: Tensor) -> Tensor:
         return t
     if rate == 1:
         return tnp.zeros_like(t)
-    from tgfx import random
     keep = random.bernoulli(key, 1.0 - rate, t.shape)
     return keep.where(t * (1.0 / (1.0 - rate)), tnp.zeros((), t.dtype))
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import tgfx.numpy as tnp
+from tgfx import random
 from tgfx.dtypes import DType, dtypes, to_dtype
 from tgfx.nn import _functional as F
 from tgfx.nn import initializers as inits
@@ -131,7 +132,6 @@ class Linear(Module):
     def _init(self, key: Tensor, x: Tensor) -> Params:
         if x.ndim < 1:
             raise ModuleError(self.who, f"input must have at least 1 axis (features last), got shape {x.shape}")
-        from tgfx import random
         kk, kb = random.split(key)
         d = to_dtype(self.dtype)
         params = {"kernel": self.kernel_init(kk, (x.shape[-1], self.features), d)}
@@ -184,7 +184,6 @@ class Conv2d(Module):
         if x.shape[1] % self.groups or self.features % self.groups:
             raise ModuleError(self.who, f"groups={self.groups} must divide the input channels ({x.shape[1]}) and "
                               f"features ({self.features})")
-        from tgfx import random
         kk, kb = random.split(key)
         d = to_dtype(self.dtype)
         params = {"kernel": self.kernel_init(kk, self._kernel_shape(x.shape[1]), d)}
@@ -325,7 +324,6 @@ class MultiHeadAttention(Module):
         if x.ndim < 2 or x.shape[-1] % self.num_heads:
             raise ModuleError(self.who, f"input must be (..., T, E) with E divisible by num_heads={self.num_heads}, "
                               f"got shape {x.shape}")
-        from tgfx import random
         keys = random.split(key, 4)
         return {n: m.init(keys[i], x) for i, (n, m) in enumerate(self._projections(x.shape[-1]).items())}
 
@@ -392,7 +390,6 @@ class Sequential(Module):
         return [(f"layers_{i}" if isinstance(m, Module) else "", m) for i, m in enumerate(self.layers)]
 
     def _init(self, key: Tensor, x: Tensor) -> Params:
-        from tgfx import random
         params = {}
         for i, (name, m) in enumerate(self._names()):
             if name:
@@ -414,7 +411,6 @@ class Sequential(Module):
                 continue
             sub = None
             if key is not None:
-                from tgfx import random
                 sub = random.fold_in(key, i)
             try:
                 x = m.apply(params[name], x, key=sub, deterministic=deterministic)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+import tgfx.numpy as tnp
+from tgfx import random
 from tgfx.dtypes import DType, dtypes, to_dtype
 from tgfx.tensor import Tensor
 
@@ -44,8 +46,6 @@ def _truncated_normal(key: Tensor, lower: float, upper: float, shape: tuple[int,
     """Standard normal values truncated to [lower, upper], as `jax.random.truncated_normal` builds them: the
     inverse CDF sqrt(2) erfinv(u) of u uniform between erf(lower / sqrt 2) and erf(upper / sqrt 2), clipped strictly
     inside the bounds (rounding of erfinv near +-1 could step out)."""
-    import tgfx.numpy as tnp
-    from tgfx import random
     a, b = math.erf(lower / math.sqrt(2)), math.erf(upper / math.sqrt(2))
     u = random.uniform(key, shape, d, a, b)
     out = random.erfinv(u) * math.sqrt(2)
@@ -57,20 +57,17 @@ def _truncated_normal(key: Tensor, lower: float, upper: float, shape: tuple[int,
 
 def zeros(key: Tensor, shape: Sequence[int], dtype: DType | str = dtypes.float32) -> Tensor:
     """All zeros (the key is ignored)."""
-    import tgfx.numpy as tnp
     return tnp.zeros(_shape(shape, "zeros"), to_dtype(dtype))
 
 
 def ones(key: Tensor, shape: Sequence[int], dtype: DType | str = dtypes.float32) -> Tensor:
     """All ones (the key is ignored)."""
-    import tgfx.numpy as tnp
     return tnp.ones(_shape(shape, "ones"), to_dtype(dtype))
 
 
 def constant(value: float, dtype: DType | str = dtypes.float32) -> Initializer:
     """An initialiser filling with `value`."""
     def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
-        import tgfx.numpy as tnp
         return tnp.full(_shape(shape, "constant"), value, to_dtype(dtype))
     return init
 
@@ -78,7 +75,6 @@ def constant(value: float, dtype: DType | str = dtypes.float32) -> Initializer:
 def normal(stddev: float = 1e-2, dtype: DType | str = dtypes.float32) -> Initializer:
     """An initialiser drawing from N(0, stddev^2)."""
     def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
-        from tgfx import random
         d = _float_dtype(dtype, "normal")
         return random.normal(key, _shape(shape, "normal"), d) * stddev
     return init
@@ -87,7 +83,6 @@ def normal(stddev: float = 1e-2, dtype: DType | str = dtypes.float32) -> Initial
 def uniform(scale: float = 1e-2, dtype: DType | str = dtypes.float32) -> Initializer:
     """An initialiser drawing from U[0, scale) (as JAX's)."""
     def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
-        from tgfx import random
         d = _float_dtype(dtype, "uniform")
         return random.uniform(key, _shape(shape, "uniform"), d) * scale
     return init
@@ -134,7 +129,6 @@ def variance_scaling(scale: float, mode: str, distribution: str, in_axis: int | 
                          f"{distribution!r}")
 
     def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
-        from tgfx import random
         shp = _shape(shape, "variance_scaling")
         d = _float_dtype(dtype, "variance_scaling")
         fan_in, fan_out = _fans(shp, in_axis, out_axis, batch_axis, "variance_scaling")
