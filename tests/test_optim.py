@@ -157,6 +157,10 @@ def test_clip_by_global_norm_and_chain() -> None:
         np.testing.assert_allclose(c, x / 2, rtol=1e-6)
     unclipped, _ = optim.clip_by_global_norm(norm * 2).update(to_tg(g), optim.EmptyState())
     np.testing.assert_allclose(unclipped["w"].numpy(), g["w"], rtol=1e-12)
+    big = {"h": tg.asarray(np.full(4, 300.0, np.float16))}          # its float16 sum of squares would overflow
+    half, _ = optim.clip_by_global_norm(60.0).update(big, optim.EmptyState())
+    assert half["h"].dtype == dtypes.float16
+    np.testing.assert_allclose(half["h"].numpy(), 30.0, rtol=1e-3)
     chained = optim.chain(optim.clip_by_global_norm(1e9), optim.adam(0.01))
     p = to_tg(params_np())
     state = chained.init(p)

@@ -96,6 +96,10 @@ def _scale(u: Tensor, s: Any) -> Tensor:
     return u * (s.astype(u.dtype) if isinstance(s, Tensor) else s)
 
 
+def _at_least_f32(t: Tensor) -> Tensor:
+    return t if t.dtype in (dtypes.float32, dtypes.float64) else t.astype(dtypes.float32)
+
+
 def _check_lr(learning_rate: ScalarOrSchedule, who: str) -> None:
     if not callable(learning_rate) and not isinstance(learning_rate, (int, float)):
         raise TypeError(f"{who}: learning_rate must be a float or a schedule (a function of the step count), got "
@@ -217,7 +221,8 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
         leaves = tree_leaves(grads)
         if not leaves:
             return grads, state
-        norm = tnp.sqrt(sum(tnp.sum((g * g).astype(dtypes.float32)) for g in leaves))
+        # squares summed in at least float32 (a float16 sum of squares overflows at a norm of 256)
+        norm = tnp.sqrt(sum(tnp.sum(_at_least_f32(g) ** 2) for g in leaves))
         factor = tnp.minimum(1.0, max_norm / tnp.maximum(norm, 1e-30))
         return tree_map(lambda g: _scale(g, factor), grads), state
 
