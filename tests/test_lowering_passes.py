@@ -54,6 +54,13 @@ def test_symbolic_div_mod_with_bounds():
     assert simplify(((i * 6 + j) // 6) * 6 + (i * 6 + j) % 6) is i * 6 + j
 
 
+def test_symbolic_mod_takes_coefficients_modulo_the_divisor():
+    i, j = rng(6, 0), rng(3, 1)
+    # a convolution window: tap j's row starts W + 1 = 9 elements further in a row of W = 8, i.e. at i + j
+    assert simplify((i + j * 9) % 8) is simplify(i + j)
+    k = rng(4, 2)
+    assert simplify((k * 10 + 3) % 8) is simplify((k * 2 + 3) % 8)   # 2k + 3 reaches 9: the mod stays
+
 def test_symbolic_keeps_negative_division_exact():
     v = UOp(Ops.VARIABLE, idx, (), ("v", -10, 10))
     assert simplify((v * 4 + 1) // 4) is (v * 4 + 1) // 4  # truncation differs from floor for negatives
@@ -75,6 +82,13 @@ def test_rangeify_permute_becomes_index_arithmetic():
     expected = UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (g(0, 6), r1 + r0 * 2)), load))
     assert out.src[0] is expected
 
+
+def test_rangeify_flat_offset_into_a_buffer_has_no_mod():
+    """A padded read shifts the flat offset below 0 where the pad masks it off; a `% size` on the outermost axis
+    (always redundant) would then stay in the index and hide its linear strides from the optimizer."""
+    src = UOp(Ops.PAD, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(1, 12),), (3, 4)),), ((1, 1), (1, 1)))
+    sink = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 30), src)),))))
+    assert not any(u.op in (Ops.MOD, Ops.IDIV) for u in sink.toposort())
 
 def test_rangeify_reduce_gets_its_own_range():
     src = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 6),), (2, 3))
