@@ -310,13 +310,27 @@ def test_conv2d_is_one_kernel() -> None:
     assert tg.counters.kernel_count == 1
 
 
-@pytest.mark.parametrize("case", [CONVS[0], CONVS[2], CONVS[4], CONVS[6], CONVS[7]],
-                         ids=["plain", "same_stride", "dilated", "groups", "depthwise"])
+@pytest.mark.parametrize("case", [CONVS[0], CONVS[2], CONVS[3], CONVS[4], CONVS[5], CONVS[6], CONVS[7], CONVS[10]],
+                         ids=["plain", "same_stride", "stride_unreached_column", "dilated", "stride3_dilated",
+                              "groups", "depthwise", "stride_equals_kernel"])
 def test_conv2d_gradient(case: tuple) -> None:
     xs, ws, stride, padding, dilation, groups = case
     check_grads(lambda x, w, b: nn.conv2d(x, w, b, stride, padding, dilation, groups),
                 rand(*xs, seed=18), rand(*ws, seed=19), rand(ws[0], seed=20))
 
+
+def test_conv2d_gradient_is_two_convolution_kernels_and_differentiable_again() -> None:
+    """The backward is written as convolutions (custom grad_fxn): forward + input gradient + kernel gradient is three
+    kernels; and the backward is itself differentiable (second order through it, by central differences)."""
+    x = tg.asarray(rand(2, 4, 9, 9).astype(np.float32)).realize()
+    w = tg.asarray(rand(6, 4, 3, 3).astype(np.float32)).realize()
+    tg.counters.reset()
+    gx, gw = tg.grad(lambda x, w: (nn.conv2d(x, w, padding=1) ** 2).sum(), argnums=(0, 1))(x, w)
+    tg.realize(gx, gw)
+    assert tg.counters.kernel_count == 3
+    w64 = T(rand(3, 2, 3, 3, seed=23))
+    check_grads(lambda t: tg.grad(lambda u: (nn.conv2d(u, w64, stride=2, padding=1) ** 2).sum())(t),
+                rand(1, 2, 6, 5, seed=24))
 
 def np_pool(x: np.ndarray, k: tuple[int, int], s: tuple[int, int], pads: list, reduce: Callable,
             fill: float) -> np.ndarray:

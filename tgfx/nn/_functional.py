@@ -10,12 +10,14 @@ the gradient of views, multiplies and sums, so it needs no rule of its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 import tgfx.numpy as tnp
 from tgfx import random
 from tgfx.dtypes import dtypes
+from tgfx.function import function
 from tgfx.nn._activations import softmax
 from tgfx.numpy._reduce import _axes
 from tgfx.tensor import ArrayLike, Tensor, promote, to_tensor
@@ -87,9 +89,10 @@ def _windows(x: Tensor, k: Sequence[int], s: Sequence[int], d: Sequence[int]) ->
     return x.permute(*range(nl), *(nl + 2 * j + 1 for j in range(nsp)), *(nl + 2 * j for j in range(nsp)))
 
 
-def _spatial_setup(x: Tensor, k: tuple[int, ...], stride: int | Sequence[int], padding: Padding,
-                   dilation: int | Sequence[int], fn: str, pad_value: float = 0.0) -> tuple[Tensor, tuple[int, ...]]:
-    """x padded, and the output's spatial sizes; errors name the function and the sizes that do not fit."""
+def _geometry(x: Tensor, k: tuple[int, ...], stride: int | Sequence[int], padding: Padding,
+              dilation: int | Sequence[int], fn: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple]:
+    """(stride, dilation, padding pairs) of a window op on NCHW x; errors name the function and the sizes that do
+    not fit."""
     s = _pair(stride, 2, "stride", fn)
     d = _pair(dilation, 2, "dilation", fn)
     pads = _padding(padding, x.shape[2:], k, s, d, fn)
@@ -99,9 +102,60 @@ def _spatial_setup(x: Tensor, k: tuple[int, ...], stride: int | Sequence[int], p
         raise ValueError(f"{fn}: the window (kernel {k}, dilation {d}, spanning {tuple(span)}) is larger than the "
                          f"padded input {tuple(padded)} (input {x.shape[2:]}, padding {pads}); pad more or use a "
                          f"smaller kernel")
-    if any(p != (0, 0) for p in pads):
-        x = tnp.pad(x, ((0, 0), (0, 0)) + pads, constant_values=pad_value)
-    return x, s + d
+    return s, d, pads
+
+
+def _pad(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
+    return tnp.pad(x, ((0, 0), (0, 0)) + tuple(pads), constant_values=value) if any(p != (0, 0) for p in pads) else x
+
+
+def _correlate(x: Tensor, w: Tensor, s: tuple[int, ...], d: tuple[int, ...], groups: int) -> Tensor:
+    """The convolution of padded x (N, C, H, W) with w (O, C // groups, KH, KW): a broadcast multiply of the window
+    view with the kernel, summed over (C, KH, KW) in one kernel."""
+    n, (o, cg, kh, kw) = x.shape[0], w.shape
+    win = _windows(x, (kh, kw), s, d)                                          # (N, C, OH, OW, KH, KW)
+    oh, ow = win.shape[2:4]
+    a = win.reshape(n, groups, 1, cg, oh, ow, kh, kw)
+    b = w.reshape(1, groups, o // groups, cg, 1, 1, kh, kw)
+    return tnp.sum(a * b, axis=(3, 6, 7)).reshape(n, o, oh, ow)
+
+
+def _dilate(g: Tensor, s: tuple[int, ...]) -> Tensor:
+    """s - 1 zeros between neighbouring elements of the last two axes (the transpose of a stride)."""
+    if s == (1, 1):
+        return g
+    n, o, oh, ow = g.shape
+    t = g.reshape(n, o, oh, 1, ow, 1).pad_zeros(((0, 0), (0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1)))
+    return t.reshape(n, o, oh * s[0], ow * s[1]).shrink(((0, n), (0, o), (0, (oh - 1) * s[0] + 1),
+                                                       (0, (ow - 1) * s[1] + 1)))
+
+
+def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
+                     pads: tuple, groups: int) -> Tensor:
+    """d(conv)/dx as a convolution: the stride-dilated output gradient, padded by the dilated kernel span, correlated
+    with the kernel flipped and transposed (per group) at the same dilation; then cut back to x's unpadded extent
+    (rows of padded x that no window reached get 0)."""
+    (_, cg, kh, kw), og = w.shape, w.shape[0] // groups
+    wt = w.reshape(groups, og, cg, kh, kw).permute(0, 2, 1, 3, 4).reshape(cg * groups, og, kh, kw).flip((2, 3))
+    span = (d[0] * (kh - 1), d[1] * (kw - 1))
+    full = _correlate(_pad(_dilate(g, s), ((span[0], span[0]), (span[1], span[1]))), wt, (1, 1), d, groups)
+    out = []
+    for axis, ((before, _), size) in enumerate(zip(pads, x_shape[2:], strict=True)):
+        have = full.shape[2 + axis]
+        out.append((min(before, have), min(before + size, have), max(0, before + size - have)))
+    full = full.shrink(((0, full.shape[0]), (0, full.shape[1]), *((a, b) for a, b, _ in out)))
+    return full.pad_zeros(((0, 0), (0, 0), *((0, extra) for _, _, extra in out)))
+
+
+def _conv_kernel_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
+                      pads: tuple, groups: int) -> Tensor:
+    """d(conv)/dkernel: the windows of padded x times the output gradient, summed over (N, OH, OW)."""
+    (o, cg, kh, kw), og = w_shape, w_shape[0] // groups
+    n, _, oh, ow = g.shape
+    win = _windows(_pad(x, pads), (kh, kw), s, d)
+    a = win.reshape(n, groups, 1, cg, oh, ow, kh, kw)
+    b = g.reshape(n, groups, og, 1, oh, ow, 1, 1)
+    return tnp.sum(a * b, axis=(0, 4, 5)).reshape(o, cg, kh, kw)
 
 
 def conv2d(x: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, stride: int | Sequence[int] = 1,
@@ -114,6 +168,8 @@ def conv2d(x: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, strid
     a depthwise convolution). Output: (N, O, OH, OW) with OH = (H + pad - dilation * (KH - 1) - 1) // stride + 1.
 
     Runs as one kernel: a broadcast multiply of a view of every window with the kernel, summed over (C, KH, KW).
+    Its gradient is two more such kernels (the input's a convolution with the flipped kernel, the kernel's a sum of
+    windows times the output gradient).
 
     >>> x = tg.asarray(np.ones((1, 1, 4, 4), np.float32)); w = tg.asarray(np.ones((2, 1, 3, 3), np.float32))
     >>> tg.nn.conv2d(x, w, padding="SAME").shape      # (1, 2, 4, 4); corners are 4., the middle 9.
@@ -131,14 +187,21 @@ def conv2d(x: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, strid
         raise ValueError(f"conv2d: input has {x.shape[1]} channels (shape {x.shape}) but the kernel of shape {w.shape} "
                          f"expects {w.shape[1] * groups} ({w.shape[1]} per group x {groups} groups)")
     x, w = promote(x, w, "conv2d")
-    n, (o, cg, kh, kw) = x.shape[0], w.shape
-    x, sd = _spatial_setup(x, (kh, kw), stride, padding, dilation, "conv2d")
-    win = _windows(x, (kh, kw), sd[:2], sd[2:])                                  # (N, C, OH, OW, KH, KW)
-    oh, ow = win.shape[2:4]
-    g = int(groups)
-    a = win.reshape(n, g, 1, cg, oh, ow, kh, kw)
-    b = w.reshape(1, g, o // g, cg, 1, 1, kh, kw)
-    out = tnp.sum(a * b, axis=(3, 6, 7)).reshape(n, o, oh, ow)
+    o, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+    s, d, pads = _geometry(x, (kh, kw), stride, padding, dilation, "conv2d")
+    grp = int(groups)
+
+    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
+        (g,), (xi, wi) = grads, call.inputs
+        return (_conv_input_grad(g, wi, xi.shape, s, d, pads, grp),
+                _conv_kernel_grad(g, xi, wi.shape, s, d, pads, grp))
+
+    def conv2d(x: Tensor, w: Tensor) -> Tensor:
+        return _correlate(_pad(x, pads), w, s, d, grp)
+
+    # a function with its own backward: autodiff of the window view would sum masked tiled copies, several times
+    # slower than these two convolutions
+    out = function(conv2d, grad_fxn=backward)(x, w)
     if bias is not None:
         bt = to_tensor(bias)
         if bt.shape != (o,):
@@ -153,8 +216,8 @@ def _pool(x: ArrayLike, window: int | Sequence[int], stride: int | Sequence[int]
     if t.ndim != 4:
         raise ValueError(f"{fn}: input must be 4-d (N, C, H, W), got shape {t.shape}")
     k = _pair(window, 2, "window", fn)
-    t, sd = _spatial_setup(t, k, k if stride is None else stride, padding, 1, fn, pad_value)
-    return _windows(t, k, sd[:2], sd[2:])
+    s, d, pads = _geometry(t, k, k if stride is None else stride, padding, 1, fn)
+    return _windows(_pad(t, pads, pad_value), k, s, d)
 
 
 def max_pool2d(x: ArrayLike, window: int | Sequence[int], stride: int | Sequence[int] | None = None,
