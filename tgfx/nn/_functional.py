@@ -4,8 +4,9 @@ The `Module`s in `_modules.py` are thin shells over these that hold hyperparamet
 
 Convolution and pooling are built from movement ops only: `_windows` turns (..., H, W) into a view
 (..., OH, OW, KH, KW) of every receptive field (nothing is copied), and the convolution is a broadcast multiply of
-that view with the kernel and a sum over (C, KH, KW). The whole convolution is one fused kernel, and its gradient is
-the gradient of views, multiplies and sums, so it needs no rule of its own.
+that view with the kernel and a sum over (C, KH, KW). The whole convolution is one fused kernel. Its backward is
+written as two more such kernels (`grad_fxn`): differentiating the view itself would sum masked copies of the
+tiled input, several times slower. Pooling's gradient is autodiff's.
 """
 from __future__ import annotations
 
