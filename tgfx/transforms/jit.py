@@ -156,6 +156,8 @@ class JitProgram:
                               if b not in in_set and b not in out_set and b.arg[0] >= 0 and _written(b, self.calls)]
         self.unplanned_bytes, self.planned_bytes = plan_memory(self.calls, self.intermediates)
         self.donated = donated  # output index -> input index whose buffer it reuses
+        self.donated_inputs = sorted(set(donated.values()))
+        self.result_index = [self.outputs.index(r) for r in self.results]  # result -> its output buffer
         self.segments = self._encode()
 
     def _encode(self) -> list[Segment]:
@@ -342,13 +344,15 @@ class Jit:
         return self._run(prog, out_tree, tensors, args)
 
     def _run(self, prog: JitProgram, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
-        stale = [t for t in tensors if not is_realized(t.uop)]
-        if stale:
-            realize(*stale)
-        in_bufs, part = [], 0
-        for i, t in enumerate(tensors):  # part k of a sharded Tensor is its k-th consecutive entry
-            part = (part + 1) % len(t.uop.src) if i and tensors[i - 1] is t and t.uop.op is Ops.MULTI else 0
-            in_bufs.append(buffer_view(t.uop.src[part] if t.uop.op is Ops.MULTI else t.uop))
+        in_bufs = [buffer_view(t.uop) for t in tensors]
+        if None in in_bufs:  # not yet computed, or sharded
+            stale = [t for t in tensors if not is_realized(t.uop)]
+            if stale:
+                realize(*stale)
+            in_bufs, part = [], 0
+            for i, t in enumerate(tensors):  # part k of a sharded Tensor is its k-th consecutive entry
+                part = (part + 1) % len(t.uop.src) if i and tensors[i - 1] is t and t.uop.op is Ops.MULTI else 0
+                in_bufs.append(buffer_view(t.uop.src[part] if t.uop.op is Ops.MULTI else t.uop))
         in_mems = [buffer_memory(b, allocate=False) for b in in_bufs]
         out_bufs, out_mems = [], []
         for i, b in enumerate(prog.outputs):
@@ -360,10 +364,9 @@ class Jit:
             out_bufs.append(nb)
             out_mems.append(buffer_memory(nb))
         prog.run(in_mems, out_mems)
-        index = {b: i for i, b in enumerate(prog.outputs)}
-        outs = [Tensor(u) for u in prog.unflatten([_view(out_bufs[index[r]], shape) for r, shape in
-                                                   zip(prog.results, prog.out_shapes, strict=True)])]
-        for i in set(prog.donated.values()):
+        outs = [Tensor(u) for u in prog.unflatten([_view(out_bufs[i], shape) for i, shape in
+                                                   zip(prog.result_index, prog.out_shapes, strict=True)])]
+        for i in prog.donated_inputs:
             object.__setattr__(tensors[i], "__class__", DonatedTensor)
         return tree_unflatten(out_tree, outs)
 
