@@ -92,6 +92,21 @@ def test_integer_and_float_inputs_do_not_share_a_trace():
     assert f.trace_count == 2
 
 
+def test_a_constant_initial_value_and_its_computed_successor_share_a_trace():
+    """A loop carry started from `tnp.zeros(...)` (an optimizer state, a step count) is a lazy constant on the first
+    call and a computed buffer on the next: both are on the default device, so the jitted step traces once."""
+    @tg.jit
+    def step(x: tg.Tensor, count: tg.Tensor) -> tuple[tg.Tensor, tg.Tensor]:
+        return x + 1, count + 1
+
+    x, count = tnp.zeros(3), tnp.zeros((), tg.dtypes.int32)
+    assert x.device == "CPU:0" == tg.asarray(np.zeros(3)).device
+    for _ in range(3):
+        x, count = step(x, count)
+    assert step.trace_count == 1
+    assert count.item() == 3 and x.tolist() == [3.0, 3.0, 3.0]
+
+
 def test_grad_of_a_jitted_function_differentiates_through_it() -> None:
     # a jitted function called under grad is traced into the differentiated graph, not replayed as opaque kernels
     w, x = tg.asarray(np.full(3, 2.0, np.float32)), tg.asarray(np.arange(3, dtype=np.float32))

@@ -54,6 +54,13 @@ def test_symbolic_div_mod_with_bounds():
     assert simplify(((i * 6 + j) // 6) * 6 + (i * 6 + j) % 6) is i * 6 + j
 
 
+def test_symbolic_mod_takes_coefficients_modulo_the_divisor():
+    i, j = rng(6, 0), rng(3, 1)
+    # a convolution window: tap j's row starts W + 1 = 9 elements further in a row of W = 8, i.e. at i + j
+    assert simplify((i + j * 9) % 8) is simplify(i + j)
+    k = rng(4, 2)
+    assert simplify((k * 10 + 3) % 8) is simplify((k * 2 + 3) % 8)   # 2k + 3 reaches 9: the mod stays
+
 def test_symbolic_keeps_negative_division_exact():
     v = UOp(Ops.VARIABLE, idx, (), ("v", -10, 10))
     assert simplify((v * 4 + 1) // 4) is (v * 4 + 1) // 4  # truncation differs from floor for negatives
@@ -75,6 +82,13 @@ def test_rangeify_permute_becomes_index_arithmetic():
     expected = UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (g(0, 6), r1 + r0 * 2)), load))
     assert out.src[0] is expected
 
+
+def test_rangeify_flat_offset_into_a_buffer_has_no_mod():
+    """A padded read shifts the flat offset below 0 where the pad masks it off; a `% size` on the outermost axis
+    (always redundant) would then stay in the index and hide its linear strides from the optimizer."""
+    src = UOp(Ops.PAD, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(1, 12),), (3, 4)),), ((1, 1), (1, 1)))
+    sink = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 30), src)),))))
+    assert not any(u.op in (Ops.MOD, Ops.IDIV) for u in sink.toposort())
 
 def test_rangeify_reduce_gets_its_own_range():
     src = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 6),), (2, 3))
@@ -175,3 +189,39 @@ def test_mulacc_rounds_once_whether_run_or_folded_over_constants():
     for i in range(8):  # scalars, so the whole kernel is constants
         const = [UOp.const(dtypes.float32, float(v[i])) for v in (a, b, c)]
         assert Tensor(UOp(Ops.MULACC, dtypes.float32, tuple(const))).item() == want[i]
+
+
+# ---- compile: objects must load at any address ----
+def _relocation_types(obj: bytes) -> set[int]:
+    """The relocation types in an ELF64 object's SHT_RELA sections."""
+    import struct
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    out = set()
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        if struct.unpack_from("<I", obj, sh + 4)[0] != 4:  # SHT_RELA
+            continue
+        off, size, _, _, _, entsize = struct.unpack_from("<QQIIQQ", obj, sh + 0x18)
+        out |= {struct.unpack_from("<Q", obj, off + j * entsize + 8)[0] & 0xffffffff for j in range(size // entsize)}
+    return out
+
+
+def test_compiled_objects_have_no_32_bit_absolute_relocations():
+    """MCJIT maps sections anywhere in the 64-bit address space, so an absolute 32-bit relocation aborts the process
+    in RuntimeDyld once memory lands above 4 GiB. With the static relocation model, x86 turns a select of two float
+    constants into a load from a 2-entry table at an absolute 32-bit address (R_X86_64_32S): this happened in the
+    fused Adam update of a train step. Position-independent code addresses the table relative to the instruction."""
+    import platform
+
+    import pytest
+
+    from tgfx.lowering.compile import engine
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("x86-64 relocation types")
+    ir = ("define float @pick(i32 %c, float %x) {\n  %b = icmp sgt i32 %c, 0\n"
+          "  %s = select i1 %b, float 2.5, float 7.25\n  %r = fmul float %s, %x\n  ret float %r\n}\n")
+    obj = engine().compile(ir)
+    assert obj[:4] == b"\x7fELF"
+    r_x86_64_32, r_x86_64_32s = 10, 11
+    assert not _relocation_types(obj) & {r_x86_64_32, r_x86_64_32s}

@@ -28,6 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.dtypes import DType, dtypes, to_inexact
 
@@ -88,6 +89,15 @@ def test_float_unary_of_64bit_integers_is_float64(d: DType) -> None:
     assert_close(tnp.sqrt(to_tensor(x)), np.sqrt(x.astype(np.float64)), dtype=dtypes.float64)
     assert_close(tnp.true_divide(to_tensor(x), to_tensor(y)), x / y, dtype=dtypes.float64)
     assert_close(to_tensor(x) / 3, x / 3, dtype=dtypes.float64)
+
+
+def test_tanh_float32_saturates_to_exactly_one() -> None:
+    """Beyond 9.02, float32 tanh rounds to +-1 (as numpy's float64 tanh rounded); a value just under 1 there makes
+    the gradient 1 - tanh^2 a spurious 4.8e-7 instead of 0."""
+    x = np.array([-1e30, -1000.0, -9.5, 9.5, 20.0, 1000.0], np.float32)
+    out = tnp.tanh(tg.asarray(x))
+    np.testing.assert_array_equal(out.numpy(), np.tanh(x.astype(np.float64)).astype(np.float32))
+    np.testing.assert_array_equal(tg.grad(lambda t: tnp.tanh(t).sum())(tg.asarray(x)).numpy(), np.zeros(6))
 
 
 # ---- unary functions on every numeric dtype, the result keeps the input's dtype ----

@@ -63,6 +63,21 @@ def test_contractions_get_register_blocking_and_threads():
     assert [o.op for o in opts] == ["UPCAST", "UPCAST", "THREAD"]
 
 
+def test_a_padded_convolution_gets_register_blocking():
+    """tg.nn.conv2d with padding reads its input through a masked, linear index: the heuristic sees the stride-1
+    output column and vectorises it (a mod left in the index made every load look non-linear)."""
+    from tgfx.lowering.inline import pm_inline
+    from tgfx.lowering.schedule import schedule
+    x = tg.asarray(np.ones((2, 8, 16, 16), np.float32))
+    w = tg.asarray(np.ones((8, 8, 3, 3), np.float32))
+    inlined = graph_rewrite(UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,)), pm_inline)
+    linear, _ = schedule(list(inlined.src))
+    (call,) = linear.src
+    ast = call.src[0].arg if call.src[0].op is Ops.KERNEL else call.src[0]
+    sink = graph_rewrite(rangeify(ast), pm_symbolic)
+    assert not any(u.op is Ops.MOD for u in sink.toposort())
+    assert [o.op for o in hand_coded_opts(sink, cores=1)] == ["UPCAST", "UPCAST"]
+
 def test_transcendental_rewrites_leave_no_library_calls_for_float32():
     x = UOp(Ops.VARIABLE, dtypes.float32, (), ("x", 0, 0))
     out = graph_rewrite(UOp(Ops.TANH, dtypes.float32, (UOp(Ops.EXP, dtypes.float32, (x,)),)), pm_transcendental)

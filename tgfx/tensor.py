@@ -60,8 +60,10 @@ class Tensor:
 
     @property
     def device(self) -> str | tuple[str, ...]:
-        """The device, or for a sharded Tensor the tuple of its devices."""
-        return self.uop.device or "CPU"
+        """The device, or for a sharded Tensor the tuple of its devices. A constant has no buffer yet and is computed
+        on the default device: canonically named, so jit signatures of `tnp.zeros(...)` and of its computed successor
+        are the same."""
+        return self.uop.device or "CPU:0"
 
     @property
     def ndim(self) -> int:

@@ -33,7 +33,9 @@ def _target() -> tuple[llvm.TargetMachine, str]:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="static",
+    # position-independent: MCJIT places sections anywhere in the address space, and the static model lets x86 use
+    # 32-bit absolute addresses (a select of two float constants becomes an indexed load from a constant table)
+    tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
                                                                  codemodel="default")
     return tm, f"{llvm.get_default_triple()}|{cpu}|{features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
 

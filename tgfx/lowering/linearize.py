@@ -84,6 +84,7 @@ class _Linearizer:
     def hoist(self, value: UOp, inner: frozenset[UOp]) -> None:
         """Place every node of `value` that does not depend on the `inner` ranges (and so can run before them)."""
         for n in value.toposort():
+            # SINK: the caller's grouping node, not a value (it has no ranges when the values are constants)
             if n.op in (Ops.RANGE, Ops.CONST, Ops.SPECIAL, Ops.SINK) or self.visible(n) or range_deps(n) & inner:
                 continue
             if range_deps(n) <= set(self.open):

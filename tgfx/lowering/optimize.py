@@ -110,7 +110,10 @@ def global_size(sink: UOp) -> int:
 
 
 def _coef(index: UOp, rng: UOp) -> int | None:
-    """The constant stride of `rng` in an index that is a sum of terms (None if it appears non-linearly)."""
+    """The constant stride of `rng` in an index that is a sum of terms (None if it appears non-linearly). A masked
+    index `where(valid, i, 0)` (a padded read) strides as i does where it reads."""
+    while index.op is Ops.WHERE and index.src[2].op is Ops.CONST:
+        index = index.src[1]
     terms = [index]
     while any(t.op is Ops.ADD for t in terms):
         terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]

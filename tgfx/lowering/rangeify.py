@@ -57,9 +57,14 @@ def linear_index(idx: Index, shape: tuple[int, ...]) -> UOp:
 
 
 def unflatten(flat: UOp, shape: tuple[int, ...]) -> Index:
+    """The index in `shape` of a flat offset within it. The outermost axis needs no `% s`: the offset is below the
+    total size by construction, and a needless mod stays in the index wherever the bounds cannot show that (an offset
+    shifted by padding is negative exactly where its read is masked off)."""
     out, stride = [], 1
-    for s in reversed(shape):
-        out.append(_c(0) if s == 1 else (flat // stride) % s)
+    outer = next((a for a, s in enumerate(shape) if s != 1), len(shape))
+    for a in reversed(range(len(shape))):
+        s = shape[a]
+        out.append(_c(0) if s == 1 else (flat // stride if a == outer else (flat // stride) % s))
         stride *= s
     return tuple(reversed(out))
 

@@ -115,15 +115,21 @@ def divide_sum(x: UOp, d: UOp) -> UOp | None:
 
 
 def mod_sum(x: UOp, d: UOp) -> UOp | None:
-    """(a*c*k + r) % c -> r % c when every part is non-negative."""
+    """(a*(c*q + k) + r) % c -> (a*k + r) % c when every part is non-negative: each coefficient is taken modulo c,
+    which often leaves a sum the bounds show is below c (a convolution window's `(ow + kw*(W+1)) % W` is ow + kw)."""
     c = d.arg
     if c <= 0 or x.vmin < 0 or x.op is not Ops.ADD:
         return None
     terms = _terms(x)
     if any(t.vmin < 0 for t in terms):
         return None
-    keep = [t for t in terms if _coef(t)[1] % c != 0]
-    if len(keep) == len(terms):
+    keep = []
+    for t in terms:
+        base, k = _coef(t)
+        if k % c == 0:
+            continue
+        keep.append(t if k < c else (x.const_like(k % c) if base is None else base * (k % c) if k % c != 1 else base))
+    if len(keep) == len(terms) and all(a is b for a, b in zip(keep, terms, strict=True)):
         return None
     return _sum(keep, x) % c
 

@@ -5,8 +5,8 @@ instructions. These rewrites express the functions with ALU ops only (multiply-a
 - exp/exp2: Cody-Waite range reduction `x = n*ln2 + r`, the Cephes degree-5 polynomial for e^r on |r| <= ln2/2,
   and 2^n built in the exponent bits (split in two factors so results near the overflow and denormal edges are
   exact). About 1 ulp.
-- tanh: the odd/even rational approximation used by Eigen and XLA on the CPU (13th over 6th degree) on [-7.9, 7.9],
-  where tanh rounds to +-1 outside; `x` itself below 4e-4. A few ulp.
+- tanh: the odd/even rational approximation used by Eigen and XLA on the CPU (13th over 6th degree) on [-7.9, 7.9]
+  (clamped there), exactly +-1 beyond 9.02 where float32 tanh rounds to it; `x` itself below 4e-4. A few ulp.
 float64 and the 16-bit types keep the C library (the 16-bit types compute in float32 there anyway).
 """
 from __future__ import annotations
@@ -77,8 +77,11 @@ def tanh_f32(x: UOp) -> UOp:
     p = _poly(x2, [-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
                    1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03]) * xc
     q = _poly(x2, [1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03])
-    small = UOp(Ops.MAX, f32, (x, -x)).alu(Ops.CMPLT, _c(0.0004))
-    out = small.where(x, p.alu(Ops.FDIV, q))
+    ax = UOp(Ops.MAX, f32, (x, -x))
+    out = ax.alu(Ops.CMPLT, _c(0.0004)).where(x, p.alu(Ops.FDIV, q))
+    # beyond 9.02 tanh rounds to exactly +-1 in float32; the rational function at the clamp gives 1 - 2.4e-7, and a
+    # gradient 1 - tanh^2 of 4.8e-7 instead of 0 there is large once multiplied by a large x (gelu's tail)
+    out = _c(9.02).alu(Ops.CMPLT, ax).where(x.alu(Ops.CMPLT, _c(0.0)).where(_c(-1.0), _c(1.0)), out)
     return x.alu(Ops.CMPNE, x).where(x, out)
 
 

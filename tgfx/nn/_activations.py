@@ -1,0 +1,166 @@
+"""Activations and the softmax family, with `jax.nn`'s names, arguments and numerics.
+
+Each is a composition of tgfx.numpy ops, so it fuses with what surrounds it and is differentiable at any order.
+Numerically delicate ones are written so neither the value nor its gradient overflows: `sigmoid` and `softplus`
+never take `exp` of a positive number, `softmax`/`log_softmax`/`logsumexp` subtract the maximum first.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import tgfx.numpy as tnp
+from tgfx.dtypes import DType, dtypes, to_dtype
+from tgfx.ir.ops import Ops
+from tgfx.numpy._reduce import _axes
+from tgfx.tensor import ArrayLike, Tensor, to_tensor
+from tgfx.transforms.grad import stop_gradient
+
+Axis = int | Sequence[int] | None
+
+
+def _float(x: ArrayLike) -> Tensor:
+    """x as a float Tensor (integers and bool are computed in the default float, as in JAX)."""
+    t = to_tensor(x)
+    return t if t.dtype.is_float else t.astype(dtypes.default_float)
+
+
+def relu(x: ArrayLike) -> Tensor:
+    """max(x, 0), with gradient 0 at x == 0 (as `jax.nn.relu`).
+
+    >>> tg.nn.relu(tg.asarray([-1.0, 0.0, 2.0]))     # [0., 0., 2.]
+    """
+    t = to_tensor(x)
+    return (t > 0).where(t, tnp.zeros((), t.dtype))
+
+
+def leaky_relu(x: ArrayLike, negative_slope: float = 0.01) -> Tensor:
+    """x where x >= 0, else negative_slope * x (`jax.nn.leaky_relu`)."""
+    t = _float(x)
+    return (t >= 0).where(t, t * negative_slope)
+
+
+def _split(t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(t >= 0, t where t >= 0 else 0, t where t < 0 else 0): two branches that are each evaluated only on values
+    safe for them (a masked-out branch that overflowed would still poison the gradient with 0 * inf), with no kink
+    at 0 (|x| would give a wrong subgradient there)."""
+    pos = t >= 0
+    zero = tnp.zeros((), t.dtype)
+    return pos, pos.where(t, zero), pos.where(zero, t)
+
+
+def sigmoid(x: ArrayLike) -> Tensor:
+    """The logistic function 1 / (1 + exp(-x)), accurate in both tails and with a finite gradient everywhere.
+
+    1 / (1 + exp(-x)) for x >= 0 and exp(x) / (1 + exp(x)) below: exp only ever sees x <= 0, so nothing overflows.
+
+    >>> tg.nn.sigmoid(tg.asarray([0.0, 100.0, -100.0]))   # [0.5, 1.0, 3.7e-44]
+    """
+    pos, xp, xn = _split(_float(x))
+    en = tnp.exp(xn)
+    return pos.where(1 / (1 + tnp.exp(-xp)), en / (1 + en))
+
+
+def silu(x: ArrayLike) -> Tensor:
+    """x * sigmoid(x), also called swish (`jax.nn.silu`)."""
+    t = _float(x)
+    return t * sigmoid(t)
+
+
+swish = silu
+
+
+def softplus(x: ArrayLike) -> Tensor:
+    """log(1 + exp(x)) (`jax.nn.softplus`), as x + log1p(exp(-x)) for x >= 0 and log1p(exp(x)) below, so large |x|
+    neither overflows nor rounds to 0, and the gradient is sigmoid(x) everywhere (0.5 at 0)."""
+    pos, xp, xn = _split(_float(x))
+    return pos.where(xp + tnp.log1p(tnp.exp(-xp)), tnp.log1p(tnp.exp(xn)))
+
+
+def gelu(x: ArrayLike, approximate: bool = True) -> Tensor:
+    """The Gaussian error linear unit x * Phi(x) (`jax.nn.gelu`).
+
+    `approximate=True` (the default, as in JAX) is the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+    `approximate=False` is the exact 0.5 x (1 + erf(x / sqrt(2))).
+
+    >>> tg.nn.gelu(tg.asarray([1.0]), approximate=False)   # [0.8413447]
+    """
+    t = _float(x)
+    if approximate:
+        inner = math.sqrt(2 / math.pi) * (t + 0.044715 * (t * t * t))
+        return 0.5 * t * (1 + tnp.tanh(inner))
+    return 0.5 * t * (1 + (t * (1 / math.sqrt(2)))._unary(Ops.ERF))
+
+
+def elu(x: ArrayLike, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha * (exp(x) - 1) (`jax.nn.elu`); exp only ever sees x <= 0. The gradient at 0 is
+    alpha (the left branch's), as in JAX."""
+    t = _float(x)
+    above = t > 0
+    return above.where(t, alpha * tnp.expm1(above.where(tnp.zeros((), t.dtype), t)))
+
+
+def _finite_max(t: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """The maximum over `axes` (kept), replaced by 0 where it is not finite (a row of -inf or one holding +inf):
+    subtracting it must not turn a row into NaNs. It is a constant shift, so no gradient flows through it."""
+    m = stop_gradient(tnp.max(t, axis=axes, keepdims=True))
+    return tnp.isfinite(m).where(m, tnp.zeros((), t.dtype))
+
+
+def logsumexp(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    """log(sum(exp(a), axis)), computed stably by subtracting the maximum first (`jax.nn.logsumexp`).
+
+    A slice of all -inf gives -inf; one holding +inf gives +inf.
+
+    >>> tg.nn.logsumexp(tg.asarray([1000.0, 1000.0]))     # 1000.6931, not inf
+    """
+    t = _float(a)
+    axes = _axes(t, axis, "logsumexp")
+    m = _finite_max(t, axes)
+    out = tnp.log(tnp.sum(tnp.exp(t - m), axis=axes, keepdims=True)) + m
+    return out if keepdims else tnp.squeeze(out, axes)
+
+
+def softmax(x: ArrayLike, axis: Axis = -1) -> Tensor:
+    """exp(x) / sum(exp(x), axis), stable for any magnitude of x (`jax.nn.softmax`).
+
+    >>> tg.nn.softmax(tg.asarray([[1.0, 2.0, 3.0]]))      # [[0.090, 0.245, 0.665]]
+    """
+    t = _float(x)
+    axes = _axes(t, axis, "softmax")
+    e = tnp.exp(t - _finite_max(t, axes))
+    return e / tnp.sum(e, axis=axes, keepdims=True)
+
+
+def log_softmax(x: ArrayLike, axis: Axis = -1) -> Tensor:
+    """x - logsumexp(x, axis): log-probabilities without the underflow of log(softmax(x)) (`jax.nn.log_softmax`).
+
+    >>> tg.nn.log_softmax(tg.asarray([0.0, -200.0]))      # [0., -200.], where log(softmax) gives -inf
+    """
+    t = _float(x)
+    axes = _axes(t, axis, "log_softmax")
+    shifted = t - _finite_max(t, axes)
+    return shifted - tnp.log(tnp.sum(tnp.exp(shifted), axis=axes, keepdims=True))
+
+
+def one_hot(x: ArrayLike, num_classes: int, dtype: DType | str = dtypes.float32, axis: int = -1) -> Tensor:
+    """A one-hot encoding of integer `x`: a new axis of length `num_classes` at `axis` (`jax.nn.one_hot`).
+
+    Indices outside [0, num_classes) give a row of zeros, as in JAX.
+
+    >>> tg.nn.one_hot(tg.asarray([0, 2, 5]), 3)   # [[1,0,0], [0,0,1], [0,0,0]]
+    """
+    t = to_tensor(x)
+    if not (t.dtype.is_int or t.dtype.is_bool):
+        raise TypeError(f"one_hot: x must hold integer class indices, got dtype {t.dtype.name}; cast it with "
+                        f".astype(tg.dtypes.int32)")
+    if not isinstance(num_classes, int) or num_classes < 0:
+        raise ValueError(f"one_hot: num_classes must be a non-negative int, got {num_classes!r}")
+    nd = t.ndim + 1
+    if not -nd <= axis < nd:
+        raise ValueError(f"one_hot: axis {axis} is out of range for a result with {nd} dimensions")
+    axis %= nd
+    idx = t.reshape(t.shape[:axis] + (1,) + t.shape[axis:])
+    classes = tnp.arange(num_classes, dtype=idx.dtype if idx.dtype.is_int else dtypes.int32)
+    classes = classes.reshape((num_classes,) + (1,) * (nd - axis - 1))
+    return (idx == classes).astype(to_dtype(dtype))
