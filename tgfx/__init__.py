@@ -1,5 +1,6 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
 from tgfx import dtypes as _dtypes_module  # noqa: F401
+from tgfx import lax as lax
 from tgfx import numpy as numpy
 from tgfx import tree as tree
 from tgfx.config import Context as Context
