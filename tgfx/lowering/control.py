@@ -27,12 +27,14 @@ outside it is live for the whole block, since a loop comes back to the block's s
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, loop_results
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
+from tgfx.lowering.loop_kernel import loop_kernel
 
 _labels = itertools.count()
 
@@ -104,6 +106,9 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
     trip_out = trip if sp.dynamic else counter
     results = carry + ys + saved + ([trip_out] if sp.counted else [])
 
+    if (fused := loop_kernel(loop, operands)) is not None:  # an elementwise body: one kernel, the steps a RANGE
+        ast, inputs = fused
+        return [UOp(Ops.CALL, None, (ast, *carry, *inputs))], results
     cmds = [copy_command(dst, src, _nbytes(src)) for dst, src in zip(carry, init, strict=True)]
     if sp.counted:  # steps the loop does not take leave zeros in the stacked outputs
         cmds += [z for b in ys + saved for z in _zero_fill(b)]
@@ -203,6 +208,26 @@ def _into(cmds: list[UOp], outs: list[UOp], results: list[UOp], inputs: set[UOp]
             copies.append(copy_command(r, rename.get(o, o), _nbytes(r)))
     renamed = [c.replace(src=(c.src[0], *(rename.get(b, b) for b in c.src[1:]))) for c in cmds]
     return renamed + copies
+
+
+# ---- before scheduling ----
+def merge_saved_loops(root: UOp) -> UOp:
+    """Make results of a LOOP read its twin with `save` where differentiation made one, so the forward runs once
+    (the twin returns everything the LOOP does, and the saved carries besides)."""
+    while True:
+        twins = {u.replace(arg=dataclasses.replace(u.arg, save=False)): u for u in root.toposort()
+                 if u.op is Ops.LOOP and u.arg.save}
+        if not twins:
+            return root
+        mapping = {}
+        for u in root.toposort():
+            if u.op is Ops.GETTUPLE and (twin := twins.get(u.src[0])) is not None:
+                plain = u.src[0].arg
+                i = u.arg if u.arg < len(loop_results(u.src[0])) - plain.counted else u.arg + plain.n_carry
+                mapping[u] = UOp(Ops.GETTUPLE, u.dtype, (twin,), i)
+        if not mapping:
+            return root
+        root = root.substitute(mapping)
 
 
 # ---- what commands touch, and how long buffers must live ----

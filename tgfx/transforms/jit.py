@@ -34,7 +34,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import reads_in_place
-from tgfx.lowering.control import lifetimes, reads, writes
+from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
 from tgfx.lowering.execute import append_command, buffer_memory, command_device, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
@@ -351,7 +351,7 @@ class Jit:
         out = Function(self.f, allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
         out_leaves, out_tree = tree_flatten(out)
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
-        sink = graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline")
+        sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline"))
         check_no_params(sink)
         # Tensors captured from closures are constants of the trace: bound like inputs, but never patched
         captured = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
