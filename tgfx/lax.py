@@ -167,7 +167,8 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
     (final carry, stacked ys) in the structures the functions used."""
     name = _name(f)
     device = _device(init, xs)
-    carry, carry_tree, carry_paths = _leaves(who, "init", init, device)
+    carry, carry_tree, init_paths = _leaves(who, "init", init, device)
+    carry_paths = ["carry" + p[len("init"):] for p in init_paths]   # what the functions receive
     x_leaves, x_tree, x_paths = _leaves(who, "xs", xs, device)
     index = _stand_in((), INDEX_DTYPE, device)
     carry_si = [_stand_in(t.shape, t.dtype, device) for t in carry]
@@ -184,7 +185,7 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
     y_leaves, y_tree, _ = _leaves(who, f"the y returned by {name}", y, device)
     bodies = [[*new_leaves, *(t.uop for t in y_leaves)]]
     if cond is not None:
-        cname = _name(cond)
+        cname = getattr(cond, "__qualname__", "cond_fun")
         pred = _as_tensor(_run(cname, cond, (Tensor(index), carry_arg), described))
         if pred is None or pred.shape != () or pred.dtype != dtypes.bool:
             got = _describe(pred) if pred is not None else type(pred).__name__
@@ -299,8 +300,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, *, max_ste
     """
     if max_steps is not None and (not isinstance(max_steps, (int, np.integer)) or max_steps < 0):
         raise TypeError(f"while_loop: max_steps must be a non-negative int or None, got {max_steps!r}")
+    def cond(i: Tensor, c: Any) -> Any:
+        return cond_fun(c)
+    cond.__qualname__ = _name(cond_fun)
     out = _loop("while_loop", body_fun, lambda i, c, x: (body_fun(c), None), init_val, None,
-                None if max_steps is None else int(max_steps), cond=lambda i, c: cond_fun(c))
+                None if max_steps is None else int(max_steps), cond=cond)
     return out[0]
 
 

@@ -88,7 +88,7 @@ def _loop_ok(x: UOp) -> bool:
     if body.op is not Ops.TUPLE or len(body.src) < sp.n_carry or any(
             (o.shape, o.dtype) != (c.shape, c.dtype) for o, c in zip(body.src, init, strict=False)):
         return False
-    if sp.length is None and (not sp.cond or len(body.src) > sp.n_carry or sp.save or sp.dynamic):
+    if sp.length is None and (not sp.counted or len(body.src) > sp.n_carry or sp.save or sp.n_xs):
         return False
     if any(not a.shape or a.shape[0] != sp.length for a in xs):
         return False

@@ -87,7 +87,7 @@ class _Linearizer:
     def hoist(self, value: UOp, inner: frozenset[UOp]) -> None:
         """Place every node of `value` that does not depend on the `inner` ranges (and so can run before them)."""
         for n in value.toposort():
-            if n.op in (Ops.RANGE, Ops.CONST, Ops.SPECIAL) or self.visible(n) or range_deps(n) & inner:
+            if n.op in (Ops.RANGE, Ops.CONST, Ops.SPECIAL, Ops.SINK) or self.visible(n) or range_deps(n) & inner:
                 continue
             if range_deps(n) <= set(self.open):
                 self.emit(n)
