@@ -504,3 +504,48 @@ def test_unbounded_while_loop_is_not_reverse_differentiable() -> None:
 def test_reading_a_carry_inside_the_body_is_a_concretization_error() -> None:
     with pytest.raises(tg.ConcretizationError, match="argument carry"):
         tg.lax.fori_loop(0, 3, lambda i, c: c * 2 if float(c.sum()) > 0 else c, tnp.ones(3))
+
+
+# ---- placement and composition ----
+def test_loops_run_on_the_device_of_their_operands() -> None:
+    x = tg.asarray(np.arange(4, dtype=f32), device="CPU:1")
+
+    def body(i: tg.Tensor, c: tg.Tensor) -> tg.Tensor:
+        return c @ tnp.ones((4, 4), device="CPU:1") * 0.1 + c    # a constant made for CPU:1 inside the body
+    y = tg.lax.fori_loop(0, 3, body, x)
+    assert y.device == "CPU:1"
+    close(y, py_fori(0, 3, body, x))
+    g = tg.grad(lambda x: tg.lax.scan(lambda c, r: (c * r + 1.0, c), 1.0, x)[0])(x)
+    assert g.device == "CPU:1"
+    x0 = tg.asarray(x.numpy())   # the reference on CPU:0
+    close(g, tg.grad(lambda x: py_scan(lambda c, r: (c * r + 1.0, c), 1.0, x)[0])(x0))
+
+
+def test_loops_compose_with_function_and_precompile() -> None:
+    @tg.function(precompile=True)
+    def sq(a: tg.Tensor) -> tg.Tensor:
+        return a * a + 1.0
+
+    @tg.function
+    def inner(a: tg.Tensor) -> tg.Tensor:
+        return tg.lax.fori_loop(0, 4, lambda i, c: sq(c) * 0.1 + a, a)
+    x = rand(3) * 0.5
+    close(inner(x), py_fori(0, 4, lambda i, c: (c * c + 1.0) * 0.1 + x, x))
+    close(tg.grad(lambda a: inner(a).sum())(x), tg.grad(lambda a: py_fori(0, 4, lambda i, c: (c * c + 1.0) * 0.1 + a,
+                                                                            a).sum())(x))
+
+
+def test_loop_kernel_threads_large_loops_and_keeps_dtypes() -> None:
+    x = np.linspace(-1, 1, 4096).astype(f32)
+    ref = x.copy()
+    for _ in range(100):
+        ref = ref * f32(0.99) + f32(0.01)
+    tg.counters.reset()
+    close(tg.lax.fori_loop(0, 100, lambda i, c: c * 0.99 + 0.01, tg.asarray(x)), ref)
+    assert tg.counters.kernel_count == 1
+    h = tg.lax.fori_loop(0, 3, lambda i, c: c * 2, tg.asarray(np.ones(2, np.float16)))
+    assert h.dtype == tg.dtypes.float16
+    close(h, np.full(2, 8, np.float16))
+    empty, full = tg.lax.fori_loop(0, 3, lambda i, c: (c[0] * 2, c[1] + 1), (tnp.zeros((0,)), tnp.ones(2)))
+    assert empty.shape == (0,)
+    close(full, np.full(2, 4, f32))

@@ -100,7 +100,8 @@ def _run(name: str, f: Callable, args: tuple, described: dict[UOp, str]) -> Any:
 
 def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device: str) -> tuple[list[UOp],
                                                                                                  list[UOp]]:
-    """Each body's results as a TUPLE over PARAMs by slot, and the outside values they read (the consts).
+    """Each body's results as a TUPLE over PARAMs by slot, and the outside values they read (the consts, the
+    operands of those slots).
 
     Slots: the `lead` stand-ins first (a loop's step index), then the consts, then the `rest` stand-ins. A const is
     the largest piece of the body that reads outside data (buffers, other traces' values) but none of the
@@ -118,26 +119,30 @@ def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device
             srcs = u.src[n_bodies(u):]
             if u in mine or any(s in dep for s in srcs):
                 dep.add(u)
-            elif u.op in (Ops.BUFFER, Ops.PARAM) or any(s in ext for s in srcs):
-                ext.add(u)
+            elif u.op in (Ops.BUFFER, Ops.PARAM, Ops.COPY, Ops.REDUCE_AXIS) or any(s in ext for s in srcs):
+                ext.add(u)   # data from outside, a device move or a reduction: worth doing once, before the loop
         for u in order:
             if u in dep or u is tup:
                 for s in u.src[n_bodies(u):]:
-                    if s in ext:
+                    if s in ext or (u is tup and s not in dep):   # a constant result is made once, outside, too
                         while s.op in GroupOp.Movement and s.src[0] in ext:
                             s = s.src[0]
                         consts[s] = None
+    operands = []
     for c in consts:
-        if c.device != device:
+        if c.device is None:        # a constant: made on the loop's device
+            c = UOp(Ops.COPY, c.dtype, (c,), device)
+        elif not isinstance(c.device, str) or canonical_device(c.device) != device:
             raise TypeError(f"a loop or branch on {device} reads a {_describe(c)} value on {c.device!r} from "
                             f"outside; move it to {device} first (Tensor.to)")
+        operands.append(c)
 
     def param(slot: int, u: UOp) -> UOp:
         return UOp(Ops.PARAM, u.dtype, (), (slot, tuple(u.shape), device))
 
     order = [*lead, *consts, *rest]
     mapping = {u: param(i, u) for i, u in enumerate(order)}
-    return [substitute_outside_calls(t, mapping) for t in tuples], list(consts)
+    return [substitute_outside_calls(t, mapping) for t in tuples], operands
 
 
 def _matching(who: str, name: str, what: str, treedef: PyTreeDef, like: list[Tensor], paths: list[str],
