@@ -29,6 +29,11 @@ def _zeros(like: UOp, device: str) -> UOp:
     return Tensor.full(like.shape, 0, like.dtype, device=device).uop
 
 
+def _on(u: UOp, device: str) -> UOp:
+    """A cotangent as an operand of a loop or branch on `device` (a constant cotangent has no device yet)."""
+    return u if u.device is not None else UOp(Ops.COPY, u.dtype, (u,), device)
+
+
 def _param(slot: int, shape: tuple[int, ...], dtype: object, device: str) -> UOp:
     return UOp(Ops.PARAM, dtype, (), (slot, tuple(shape), device))
 
@@ -102,11 +107,12 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     new_acc = [a + grad_of(c_p[i]) for a, i in zip(acc, fconst, strict=True)]
     bw_body = UOp(Ops.TUPLE, None, (*new_ct, *new_acc, *(grad_of(x_i[m]) for m in fx)))
 
-    init_ct = [ct_carry[j] if ct_carry[j] is not None else _zeros(init[j], dev) for j in fc]
+    init_ct = [_on(ct_carry[j], dev) if ct_carry[j] is not None else _zeros(init[j], dev) for j in fc]
     bw_spec = LoopSpec(f"{sp.name}_backward", nc, len(fc) + len(fconst), k + nx + len(cy) + len(cs), sp.length, dev,
                        reverse=not sp.reverse, dynamic=steps is not None)
     src = (bw_body, *consts, *init_ct, *(_zeros(consts[i], dev) for i in fconst), *saved, *xs,
-           *(ct_ys[j] for j in cy), *(ct_saved[j] for j in cs), *([steps] if steps is not None else []))
+           *(_on(ct_ys[j], dev) for j in cy), *(_on(ct_saved[j], dev) for j in cs),
+           *([steps] if steps is not None else []))
     bw = UOp(Ops.LOOP, None, src, bw_spec)
 
     out: list[UOp | None] = [None] * len(ret.src)
@@ -140,7 +146,7 @@ def switch_grad(ctx: tuple, ret: UOp) -> tuple:
             root_ct[j] = cts[a]
         g = compute_gradient(b, tuple(root_ct), [ops_p[m] for m in wanted])
         bw_branches.append(UOp(Ops.TUPLE, None, tuple(g.get(ops_p[m], _full(ops_p[m], 0)) for m in wanted)))
-    bw = UOp(Ops.SWITCH, None, (*bw_branches, ret.src[n], *operands, *(ctx[j] for j in with_ct)),
+    bw = UOp(Ops.SWITCH, None, (*bw_branches, ret.src[n], *operands, *(_on(ctx[j], sp.device) for j in with_ct)),
              SwitchSpec(f"{sp.name}_backward", n, sp.device))
     out: list[UOp | None] = [None] * len(ret.src)
     for a, m in enumerate(wanted):
