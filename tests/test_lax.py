@@ -549,3 +549,26 @@ def test_loop_kernel_threads_large_loops_and_keeps_dtypes() -> None:
     empty, full = tg.lax.fori_loop(0, 3, lambda i, c: (c[0] * 2, c[1] + 1), (tnp.zeros((0,)), tnp.ones(2)))
     assert empty.shape == (0,)
     close(full, np.full(2, 4, f32))
+
+
+def test_nested_control_flow_under_jit_value_and_grad() -> None:
+    """cond, while_loop and fori_loop inside a scan body: blocks inside blocks, memory planned across them."""
+    w = rand(3, 3, seed=1) * 0.5
+
+    def make(scan: Callable, cond: Callable, while_loop: Callable, fori: Callable) -> Callable:
+        def f(x: tg.Tensor, w: tg.Tensor) -> tg.Tensor:
+            def step(c: tg.Tensor, r: tg.Tensor) -> tuple:
+                h = cond(r.sum() > 0, lambda a: tnp.tanh(a @ w), lambda a: a * 0.5 - 0.1, c + r)
+                g = while_loop(lambda v: (v * v).sum() < 4.0, lambda v: v * 1.3 + 0.05, h * 0.1)
+                k = fori(0, 3, lambda i, v: v * 0.9 + g * 0.1, h)
+                return k, (g.sum(), k @ w)
+            c, (gs, ks) = scan(step, x[0], x)
+            return (c * c).sum() + gs.sum() + (ks ** 2).sum()
+        return f
+    ours = make(tg.lax.scan, tg.lax.cond, lambda c, b, v: tg.lax.while_loop(c, b, v, max_steps=40), tg.lax.fori_loop)
+    ref = make(py_scan, lambda p, t, f, a: t(a) if bool(p) else f(a), py_while, py_fori)
+    jf = tg.jit(tg.value_and_grad(ours, argnums=(0, 1)))
+    for seed in range(2):
+        x = rand(6, 3, seed=seed + 3)
+        close(jf(x, w), tg.value_and_grad(ref, argnums=(0, 1))(x, w))
+    assert jf.trace_count == 1
