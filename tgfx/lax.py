@@ -258,6 +258,8 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
     With Python int bounds this is a scan of `upper - lower` steps, differentiable in reverse mode; with Tensor
     bounds (e.g. arguments of a jitted function) the trip count is read on the device, like JAX's while loop.
     `i` is an int32 scalar. The body is traced once: a 1,000-step loop compiles exactly what a 10-step loop does.
+    An elementwise body (no reduce, no movement mixing elements) runs as one kernel with the steps as a loop inside
+    it. `unroll` is accepted for JAX compatibility and has no effect.
 
     >>> tg.lax.fori_loop(0, 10, lambda i, x: x + i, 0.0)    # 45.0
     """
@@ -265,7 +267,6 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
         return body_fun(i.astype(dtypes.int32) + lo, c), None
     if not isinstance(lower, Tensor) and not isinstance(upper, Tensor):
         lo, hi = _int_bound("lower", lower), _int_bound("upper", upper)
-        body.__qualname__ = _name(body_fun)
         return _loop("fori_loop", body_fun, body, init_val, None, max(hi - lo, 0))[0]
     lo_t, hi_t = (_scalar_int("fori_loop", what, v) for what, v in (("lower", lower), ("upper", upper)))
     lo = lo_t.astype(dtypes.int32)

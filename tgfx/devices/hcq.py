@@ -500,6 +500,14 @@ class HWQueue:
         fence = HWQueue().wait(other.timeline, 3).exec(prog, [out, inp], vals=(n,), global_size=8).submit(dev)
         fence.wait()
 
+    A loop the device runs n times, reading slice i of `xs` into `x` each time (see "Control flow" above)::
+
+        top = Label("top")
+        with q.block():
+            q.write(i, 0).place(top)
+            q.copy(x, xs, x.nbytes, index=i, src_stride=x.nbytes, count=n).exec(body, [y, x])
+            q.add(i, 1).jump(top, i, "<", n)
+
     Values in `exec` vals, `global_size`, `wait` and `signal` may be `Sym`s, patchable after encoding. Any packet
     may go to either engine; copies usually go to `Engine.COPY`.
     """

@@ -46,10 +46,14 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     """One gradient per source of `ret` (a LOOP), given the cotangent of each of its results (None: zero)."""
     from tgfx.transforms.grad import _full, compute_gradient
     sp: LoopSpec = ret.arg
-    if sp.length is None:
+    if sp.length is None and sp.cond:
         raise TypeError(f"cannot differentiate the while loop of {sp.name!r} in reverse mode: its number of steps is "
                         f"unbounded; give while_loop max_steps=... (the most steps it may take), so the forward can "
                         f"keep every step's carry for the backward")
+    if sp.length is None:
+        raise TypeError(f"cannot differentiate the loop of {sp.name!r} in reverse mode: its trip count is known only "
+                        f"on the device and unbounded (a fori_loop with Tensor bounds); use int bounds, or a "
+                        f"while_loop with max_steps=...")
     dev = sp.device
     consts, init, xs, trip = sp.operands(ret)
     body = ret.src[0]
