@@ -17,6 +17,10 @@ turns into packets (`tgfx/devices/hcq.py`, "Control flow"):
            BLOCK
     SWITCH BLOCK; JUMP index != 0 -> b1; branch 0; JUMP -> end; b1: ...; branch n-1; end: BLOCK
 
+A reversed loop counts down from length - 1; a loop with a dynamic trip count n (an operand: a fori_loop with Tensor
+bounds, or the backward of a while loop) counts while a second word, n - i, is positive. An elementwise body skips
+all of this: `tgfx/lowering/loop_kernel.py` makes the whole loop one kernel.
+
 Per-step slices move by copies indexed with the counter (so kernels stay the ones the body compiles to, and a slice
 is read where it is contiguous); carries are copied back into fixed buffers each step, so every buffer the body
 reads has one address and the block is encoded once. Branch results are written straight into the SWITCH's result
@@ -211,6 +215,8 @@ def _into(cmds: list[UOp], outs: list[UOp], results: list[UOp], inputs: set[UOp]
 
 
 # ---- before scheduling ----
+# Not a PatternMatcher: the twin's body may itself hold loops to merge, and a rule would see the twin before or after
+# they are merged; a substitution to a fixed point sees the whole graph each round.
 def merge_saved_loops(root: UOp) -> UOp:
     """Make results of a LOOP read its twin with `save` where differentiation made one, so the forward runs once
     (the twin returns everything the LOOP does, and the saved carries besides)."""
