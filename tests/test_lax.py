@@ -95,6 +95,14 @@ def test_elementwise_loop_is_one_kernel_with_a_range() -> None:
     y = tg.lax.fori_loop(0, 50, elementwise_body, x).realize()
     assert (tg.counters.kernel_count, tg.counters.copy_count) == (1, 0)
     close(y, py_fori(0, 50, elementwise_body, x))
+    # the backward scans the saved carries, elementwise too: one launch of one kernel
+    loss = lambda x: tg.lax.fori_loop(0, 50, elementwise_body, x).sum()   # noqa: E731
+    ran = profiled(lambda: tg.grad(loss)(x).numpy())
+    assert [n for name, n in ran.items() if name.startswith("loop_") and "backward" in name] == [1], ran
+    close(tg.grad(loss)(x), tg.grad(lambda x: py_fori(0, 50, elementwise_body, x).sum())(x))
+    xs = rand(6, 5, seed=2)
+    close(tg.lax.scan(lambda c, r: (c * 0.9 + r, None), x, xs, reverse=True)[0],
+          py_scan(lambda c, r: (c * 0.9 + r, None), x, xs, reverse=True)[0])
 
 
 def test_fori_loop_with_tensor_bounds_reads_the_trip_count_on_the_device() -> None:

@@ -1,8 +1,9 @@
 """loop_kernel: a loop whose body is elementwise becomes ONE kernel, the steps a RANGE inside it.
 
 When every value of the body is computed element by element from the carries (no reduce, no movement that mixes
-elements, only broadcasts of scalars), element e of the carries evolves on its own, so the kernel loops over the
-elements and, inside, over the steps, keeping the carries in registers::
+elements, only broadcasts of scalars) and the loop stacks no outputs, element e of the carries evolves on its own,
+so the kernel loops over the elements and, inside, over the steps, keeping the carries in registers (a scanned
+input is read at step i: slice i of it)::
 
     for e in range(N):                       # "loop" range (THREAD may split it across cores)
         c_k = init_k[e]                      # a register per carry
@@ -53,7 +54,7 @@ def loop_kernel(loop: UOp, operands: list[UOp]) -> tuple[UOp, list[UOp]] | None:
     buffers of its other slots; None when the body is not elementwise (the loop then runs step by step on the
     device, tgfx/lowering/control.py)."""
     sp: LoopSpec = loop.arg
-    if sp.cond or sp.dynamic or sp.save or sp.n_xs or not sp.length:
+    if sp.cond or sp.dynamic or sp.save or not sp.length:
         return None
     body = loop.src[0]
     consts, init = loop.src[1:1 + sp.n_consts], loop.src[1 + sp.n_consts:1 + sp.n_consts + sp.n_carry]
@@ -88,6 +89,11 @@ def loop_kernel(loop: UOp, operands: list[UOp]) -> tuple[UOp, list[UOp]] | None:
         params[1 + j] = load(b, prod(consts[j].shape))
     for j in range(k):
         params[1 + sp.n_consts + j] = cur[j]
+    xs = loop.src[1 + sp.n_consts + k:1 + sp.n_consts + k + sp.n_xs]
+    for m, b in enumerate(operands[sp.n_consts + k:sp.n_consts + k + sp.n_xs]):  # slice i: read at step i
+        size = prod(xs[m].shape[1:])
+        off = step * size + e if size > 1 else step
+        params[1 + sp.n_consts + k + m] = UOp(Ops.LOAD, b.dtype, (UOp(Ops.INDEX, b.dtype, (glob(b), off)),))
     lowered: dict[UOp, UOp] = {}
     for u in walk(body):
         if u is body:
