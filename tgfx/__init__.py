@@ -1,6 +1,7 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
 from tgfx import debug as debug
 from tgfx import dtypes as _dtypes_module  # noqa: F401
+from tgfx import lax as lax
 from tgfx import nn as nn
 from tgfx import numpy as numpy
 from tgfx import optim as optim

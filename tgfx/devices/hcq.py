@@ -20,6 +20,21 @@ by `n` payload words::
     SIGNAL     signal_ptr, value                    *signal_ptr = value, once everything before it is done
     TIMESTAMP  signal_ptr                           *signal_ptr = device clock (ns)
     BARRIER    (none)                               order memory (a full fence; packets already run in order)
+    BLOCK      packet words...                      run the nested packets; its JUMPs move within it
+    JUMP       word_ptr, value, offset              move `offset` words from the next packet, always or if the
+                                                    signed word compares true with value (inside a BLOCK only)
+    WRITE      word_ptr, value                      *(int64 *)word_ptr = value
+    ADD        word_ptr, value                      *(int64 *)word_ptr += value
+
+Control flow: a BLOCK is one packet to the ring (it is consumed, and its words reused, only when all of it is
+done), so JUMPs inside it may go backwards and the processor replays the packets in between with no host in the
+loop: a counted loop is `WRITE i, 0; top: ...; ADD i, 1; JUMP i < n -> top`, a device-side branch is
+`JUMP pred == 0 -> else; ...; JUMP -> end; else: ...; end:`. A JUMP's flags (header bits 40..) hold the comparison
+(`native.JUMP_*`: always, ==, !=, <, >=) and the width of the word in bytes (1, 2, 4 or 8, at bit 44); a target
+outside its block faults. A COPY with the flag `COPY_INDEXED` has three more payload words, `index_ptr, dst_stride,
+src_stride, count`: it copies from `src + i * src_stride` to `dst + i * dst_stride` for the int64 `i = *index_ptr`,
+which faults unless 0 <= i < count; that is how a loop reads slice i of a stacked input and writes slice i of a
+stacked output.
 
 Buffer and signal pointers are integer addresses. An EXEC names its kernel twice: `fn` is the address the
 processor calls, `program_id` (`Program.id`) names it in profiles and errors. An EXEC's `buf_ptr` and `val` words
@@ -65,6 +80,7 @@ lazily into `HCQDevice.profile_events` (and prints, with `DEBUG>=1`, at the next
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import functools
@@ -74,7 +90,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -82,7 +98,7 @@ import numpy as np
 
 from tgfx.config import DEBUG
 from tgfx.devices import native
-from tgfx.devices.native import EXEC_HOST_FN
+from tgfx.devices.native import COPY_INDEXED, EXEC_HOST_FN
 
 DEFAULT_TIMEOUT_S = 30.0            # every wait, on the host or in a queue, gives up after this long by default
 RING_WORDS = 1 << 16                # 512 KiB of packets per engine ring
@@ -99,6 +115,10 @@ class Op(enum.IntEnum):
     SIGNAL = 4
     TIMESTAMP = 5
     BARRIER = 6
+    BLOCK = 7
+    JUMP = 8
+    WRITE = 9
+    ADD = 10
 
 
 class Engine(enum.Enum):
@@ -480,6 +500,14 @@ class HWQueue:
         fence = HWQueue().wait(other.timeline, 3).exec(prog, [out, inp], vals=(n,), global_size=8).submit(dev)
         fence.wait()
 
+    A loop the device runs n times, reading slice i of `xs` into `x` each time (see "Control flow" above)::
+
+        top = Label("top")
+        with q.block():
+            q.write(i, 0).place(top)
+            q.copy(x, xs, x.nbytes, index=i, src_stride=x.nbytes, count=n).exec(body, [y, x])
+            q.add(i, 1).jump(top, i, "<", n)
+
     Values in `exec` vals, `global_size`, `wait` and `signal` may be `Sym`s, patchable after encoding. Any packet
     may go to either engine; copies usually go to `Engine.COPY`.
     """
@@ -502,13 +530,75 @@ class HWQueue:
                              global_size))
         return self
 
-    def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> HWQueue:
-        """Copy `nbytes` from `src[src_offset:]` to `dst[dst_offset:]`; the buffers may be on any devices."""
-        for what, buf, off in (("destination", dst, dst_offset), ("source", src, src_offset)):
+    def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0, *,
+             index: Buffer | None = None, dst_stride: int = 0, src_stride: int = 0, count: int = 1) -> HWQueue:
+        """Copy `nbytes` from `src[src_offset:]` to `dst[dst_offset:]`; the buffers may be on any devices.
+
+        With `index` (a device word holding an int64 i, e.g. a loop counter), the offsets advance by
+        `i * dst_stride` and `i * src_stride` bytes, read when the packet runs; i must be in [0, count), else the
+        packet faults and copies nothing.
+        """
+        if index is not None:
+            _check_word(index, 8, "copy index")
+            if count < 1:
+                raise ValueError(f"an indexed copy needs count >= 1, got {count}")
+        for what, buf, off, stride in (("destination", dst, dst_offset, dst_stride),
+                                       ("source", src, src_offset, src_stride)):
             _check_buffer(buf, "copy")
-            if off < 0 or nbytes < 0 or off + nbytes > buf.nbytes:
-                raise ValueError(f"copy of {nbytes} B at offset {off} is outside the {what} {buf!r}")
-        self.packets.append((Op.COPY, dst, dst_offset, src, src_offset, nbytes))
+            end = off + nbytes + ((count - 1) * stride if index is not None else 0)
+            if off < 0 or nbytes < 0 or stride < 0 or end > buf.nbytes:
+                raise ValueError(f"copy of {nbytes} B at offset {off}" + (f" + i * {stride} for i < {count}" if index
+                                                                         is not None else "") +
+                                 f" is outside the {what} {buf!r}")
+        self.packets.append((Op.COPY, dst, dst_offset, src, src_offset, nbytes, index, dst_stride, src_stride, count))
+        return self
+
+    # ---- control flow (see "Control flow" in the module docstring) ----
+    def begin_block(self) -> HWQueue:
+        """Open a BLOCK: the packets until the matching `end_block` run as one, and may jump among themselves."""
+        self.packets.append((Op.BLOCK, True))
+        return self
+
+    def end_block(self) -> HWQueue:
+        """Close the innermost open BLOCK."""
+        self.packets.append((Op.BLOCK, False))
+        return self
+
+    @contextlib.contextmanager
+    def block(self) -> Iterator[HWQueue]:
+        """`with q.block(): ...` brackets the packets added inside with `begin_block` / `end_block`."""
+        self.begin_block()
+        yield self
+        self.end_block()
+
+    def place(self, label: Label) -> HWQueue:
+        """Mark the position of the next packet as `label`'s (a jump target in the same block)."""
+        self.packets.append((None, label))
+        return self
+
+    def jump(self, label: Label, word: Buffer | None = None, cmp: str = "always", value: int = 0,
+             width: int = 8) -> HWQueue:
+        """Continue at `label` (in the same block): always, or if the signed `width`-byte integer at the start of
+        `word` compares true with `value`; cmp is one of "always", "==", "!=", "<", ">="."""
+        if cmp not in _JUMP_CMP:
+            raise ValueError(f"jump comparison must be one of {sorted(_JUMP_CMP)}, got {cmp!r}")
+        if (cmp == "always") != (word is None):
+            raise ValueError("jump: a conditional jump needs a word to compare, an unconditional one none")
+        if width not in (1, 2, 4, 8):
+            raise ValueError(f"jump: the word width must be 1, 2, 4 or 8 bytes, got {width}")
+        if word is not None:
+            _check_word(word, width, "jump")
+        self.packets.append((Op.JUMP, label, word, _JUMP_CMP[cmp], width, value))
+        return self
+
+    def write(self, word: Buffer, value: int | Sym) -> HWQueue:
+        """Store the int64 `value` at the start of `word` (e.g. reset a loop counter)."""
+        self.packets.append((Op.WRITE, _check_word(word, 8, "write"), value))
+        return self
+
+    def add(self, word: Buffer, value: int | Sym) -> HWQueue:
+        """Add `value` to the int64 at the start of `word` (e.g. step a loop counter)."""
+        self.packets.append((Op.ADD, _check_word(word, 8, "add"), value))
         return self
 
     def wait(self, signal: Signal, value: int | Sym, timeout: float | None = None) -> HWQueue:
@@ -539,6 +629,29 @@ class HWQueue:
     def submit(self, device: HCQDevice) -> Fence:
         """Encode and submit to `device`'s engine; returns at once with the submission's `Fence`."""
         return self.encode().submit(device)
+
+
+class Label:
+    """A jump target in a queue: made by the user, placed once with `HWQueue.place`."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Label {self.name or hex(id(self))}>"
+
+
+_JUMP_CMP = {"always": native.JUMP_ALWAYS, "==": native.JUMP_EQ, "!=": native.JUMP_NE, "<": native.JUMP_LT,
+             ">=": native.JUMP_GE}
+
+
+def _check_word(buf: Buffer, width: int, user: str) -> Buffer:
+    _check_buffer(buf, user)
+    if buf.nbytes < width or buf.ptr % width:
+        raise ValueError(f"{user}: {buf!r} cannot hold an aligned {width}-byte word")
+    return buf
 
 
 def _check_buffer(buf: Buffer, user: str) -> Buffer:
@@ -607,10 +720,29 @@ class CommandBuffer:
                 self._signals_written.append(sig)
             words.append(sig.addr)
 
+        blocks: list[int] = []                         # the header positions of the open BLOCKs, innermost last
+        placed: dict[Label, tuple[int, int]] = {}       # label -> (its block's header, its word position)
+        jumps: list[tuple[int, int, Label]] = []        # (block header, offset word, label)
         for pkt in queue.packets:
             op = pkt[0]
+            if op is None:                                    # a label: the position of the next packet
+                if pkt[1] in placed:
+                    raise ValueError(f"{pkt[1]!r} is placed twice")
+                placed[pkt[1]] = (blocks[-1] if blocks else -1, len(words))
+                continue
+            if op is Op.BLOCK and not pkt[1]:                 # the end of a block: its header counts its words
+                if not blocks:
+                    raise ValueError("end_block without a matching begin_block")
+                at = blocks.pop()
+                words[at] = header(Op.BLOCK, len(words) - at - 1)
+                if not blocks:
+                    self._top_level_end(words, at, starts)
+                continue
             at = len(words)
             words.append(0)                                   # header, filled in below
+            if op is Op.BLOCK:
+                blocks.append(at)
+                continue
             if op is Op.EXEC:
                 _, program, bufs, vals, gs = pkt
                 self.programs.append(program)
@@ -623,10 +755,31 @@ class CommandBuffer:
                 for v in vals:
                     put_val(v)
             elif op is Op.COPY:
-                _, dst, dst_off, src, src_off, nbytes = pkt
-                put_buf(dst, dst_off, dst_off + nbytes)
-                put_buf(src, src_off, src_off + nbytes)
+                _, dst, dst_off, src, src_off, nbytes, index, dst_stride, src_stride, count = pkt
+                n = count - 1 if index is not None else 0
+                put_buf(dst, dst_off, dst_off + nbytes + n * dst_stride)
+                put_buf(src, src_off, src_off + nbytes + n * src_stride)
                 words.append(nbytes)
+                if index is not None:
+                    put_buf(index, 0, 8)
+                    words.extend((dst_stride, src_stride, count))
+                    self._exec_slots.add(slot_of[id(index)])
+            elif op is Op.JUMP:
+                if not blocks:
+                    raise ValueError("a jump must be inside a block (HWQueue.begin_block)")
+                _, label, word, _, width, value = pkt
+                if word is not None:
+                    put_buf(word, 0, width)
+                    self._exec_slots.add(slot_of[id(word)])
+                else:
+                    words.append(0)
+                put_val(value)
+                jumps.append((blocks[-1], len(words), label))
+                words.append(0)                               # the offset, resolved once every label is placed
+            elif op in (Op.WRITE, Op.ADD):
+                put_buf(pkt[1], 0, 8)
+                self._exec_slots.add(slot_of[id(pkt[1])])
+                put_val(pkt[2])
             elif op is Op.WAIT:
                 put_signal(pkt[1], written=False)
                 put_val(pkt[2])
@@ -637,10 +790,20 @@ class CommandBuffer:
             elif op is Op.TIMESTAMP:
                 put_signal(pkt[1], written=True)
             host_fn = op is Op.EXEC and pkt[1].addr is None
-            words[at] = header(op, len(words) - at - 1, EXEC_HOST_FN if host_fn else 0)
-            if len(words) - at > RING_WORDS:
-                raise ValueError(f"a {op.name} packet of {len(words) - at} words does not fit in a ring")
-            starts.append(at)
+            flags = (EXEC_HOST_FN if host_fn else 0) | (COPY_INDEXED if op is Op.COPY and pkt[6] is not None else 0)
+            if op is Op.JUMP:
+                flags = (pkt[3] | pkt[4] << native.JUMP_WIDTH_SHIFT) << 40
+            words[at] = header(op, len(words) - at - 1, flags)
+            if not blocks:
+                self._top_level_end(words, at, starts)
+        if blocks:
+            raise ValueError(f"{len(blocks)} block(s) opened with begin_block were never closed")
+        for block, at, label in jumps:
+            if label not in placed:
+                raise ValueError(f"jump to {label!r}, which was never placed")
+            if placed[label][0] != block:
+                raise ValueError(f"jump to {label!r}, which is placed in another block; jumps stay in their block")
+            words[at] = placed[label][1] - (at + 1)
         starts.append(len(words))
         words.extend((header(Op.SIGNAL, 2), 0, 0))
         starts.append(len(words))
@@ -653,6 +816,13 @@ class CommandBuffer:
         self._mems = [b._mem for b in self.buffers]
         self._sym_idx = {name: np.array(idx, dtype=np.int64) for name, idx in sym_words.items()}
         self._checked_devices: set[str] = set()
+
+    @staticmethod
+    def _top_level_end(words: list[int], at: int, starts: list[int]) -> None:
+        """A packet of the ring ends here: it must fit in a ring, and the ring may wrap before it."""
+        if len(words) - at > RING_WORDS:
+            raise ValueError(f"a {Op(words[at] & 255).name} packet of {len(words) - at} words does not fit in a ring")
+        starts.append(at)
 
     def __repr__(self) -> str:
         return (f"<CommandBuffer {self.engine.value} {len(self.starts) - 1} packets, {len(self.words)} words, "
@@ -848,6 +1018,13 @@ class CommandProcessor:
             return HCQTimeoutError(sig._timeout_message(b, d / 1e9, waiter, seen=c))
         if kind == native.F_OPCODE:               # a: the opcode
             return HCQError(f"{self.label}: unknown packet opcode {a}")
+        if kind == native.F_CONTROL:              # a: the cause, b: the packet's word position in its block
+            what = {native.CONTROL_OUTSIDE_BLOCK: "a JUMP outside any BLOCK",
+                    native.CONTROL_TARGET: f"a JUMP at word {b} by {c} words leaves its BLOCK of {d} words",
+                    native.CONTROL_OVERRUN: f"the packet at word {b} runs past the end of its BLOCK of {c} words"}
+            return HCQError(f"{self.label}: {what.get(a, f'control fault {a}')}")
+        if kind == native.F_INDEX:                # a: the index, b: the count
+            return HCQError(f"{self.label}: indexed COPY with index {a}, outside [0, {b})")
         return HCQError(f"{self.label}: fault of unknown kind {kind}")
 
     def drain_events(self) -> None:

@@ -69,8 +69,14 @@ G_FAULT_TABLE = 512
 FAULT_WORDS, FAULT_CAP = 8, 1024               # record: id (== id while unreported), kind, engine, a, b, c, d
 G_WORDS = G_FAULT_TABLE + FAULT_WORDS * FAULT_CAP
 
-F_OPCODE, F_WAIT_TIMEOUT, F_HOST_EXEC = 1, 2, 3   # fault kinds; `hcq.CommandProcessor.fault_error` reads a..d
+F_OPCODE, F_WAIT_TIMEOUT, F_HOST_EXEC, F_CONTROL, F_INDEX = 1, 2, 3, 4, 5   # fault kinds; see fault_error
 EXEC_HOST_FN = 1 << 40                         # EXEC header flag: fn is a host callback `int64 fn(bufs, vals, core)`
+COPY_INDEXED = 1 << 40                         # COPY header flag: offsets advance by a device word times a stride
+# JUMP header flags (above bit 40): bits 0..3 the comparison, bits 4..7 the bytes of the word compared (1, 2, 4, 8)
+JUMP_ALWAYS, JUMP_EQ, JUMP_NE, JUMP_LT, JUMP_GE = 0, 1, 2, 3, 4
+JUMP_WIDTH_SHIFT = 4
+# F_CONTROL causes (its word a)
+CONTROL_OUTSIDE_BLOCK, CONTROL_TARGET, CONTROL_OVERRUN = 1, 2, 3
 
 IDLE_SLICE_NS = 100_000_000    # sleeping threads recheck whether they were closed this often
 PREEMPT_GAP_NS = 20_000        # a gap this long between two polls of a spinning thread means it lost its core
@@ -546,16 +552,170 @@ done:
   ret void
 }
 
-define internal void @run_copy(ptr %ctl, ptr %at) {
-  %dst = call ptr @load_ptr(ptr %at, i64 0)
-  %src = call ptr @load_ptr(ptr %at, i64 1)
+define internal void @run_copy(ptr %ctl, ptr %at, i64 %flags) {
+entry:
+  %dst0 = call ptr @load_ptr(ptr %at, i64 0)
+  %src0 = call ptr @load_ptr(ptr %at, i64 1)
   %np = getelementptr i64, ptr %at, i64 2
   %n = load i64, ptr %np, align 8
+  %indexed = and i64 %flags, 1
+  %is_indexed = icmp ne i64 %indexed, 0
+  br i1 %is_indexed, label %index, label %go
+index:
+  ; payload words 3..6: the index word, the destination and source strides (bytes), the number of valid indices
+  %ip = call ptr @load_ptr(ptr %at, i64 3)
+  %i = load atomic i64, ptr %ip monotonic, align 8
+  %dsp = getelementptr i64, ptr %at, i64 4
+  %ds = load i64, ptr %dsp, align 8
+  %ssp = getelementptr i64, ptr %at, i64 5
+  %ss = load i64, ptr %ssp, align 8
+  %cp = getelementptr i64, ptr %at, i64 6
+  %count = load i64, ptr %cp, align 8
+  %neg = icmp slt i64 %i, 0
+  %over = icmp sge i64 %i, %count
+  %bad = or i1 %neg, %over
+  br i1 %bad, label %out_of_range, label %offset
+out_of_range:
+  call void @fault(ptr %ctl, i64 $f_index, i64 %i, i64 %count, i64 0, i64 0)
+  ret void
+offset:
+  %doff = mul i64 %i, %ds
+  %dst1 = getelementptr i8, ptr %dst0, i64 %doff
+  %soff = mul i64 %i, %ss
+  %src1 = getelementptr i8, ptr %src0, i64 %soff
+  br label %go
+go:
+  %dst = phi ptr [%dst0, %entry], [%dst1, %offset]
+  %src = phi ptr [%src0, %entry], [%src1, %offset]
   %t0 = call i64 @now()
   %r = call ptr @memmove(ptr %dst, ptr %src, i64 %n)
   %t1 = call i64 @now()
   call void @record(ptr %ctl, i64 0, i64 %n, i64 %t0, i64 %t1)
   ret void
+}
+
+; whether a JUMP is taken: always, or the signed 1/2/4/8-byte word at payload 0 compared with payload 1
+define internal i1 @jump_taken(ptr %at, i64 %flags) {
+entry:
+  %cmp = and i64 %flags, 15
+  %always = icmp eq i64 %cmp, $jump_always
+  br i1 %always, label %yes, label %read
+yes:
+  ret i1 true
+read:
+  %p = call ptr @load_ptr(ptr %at, i64 0)
+  %vp = getelementptr i64, ptr %at, i64 1
+  %value = load i64, ptr %vp, align 8
+  %wsh = lshr i64 %flags, $jump_width_shift
+  %width = and i64 %wsh, 15
+  switch i64 %width, label %w8 [
+    i64 1, label %w1
+    i64 2, label %w2
+    i64 4, label %w4
+  ]
+w1:
+  %b = load atomic i8, ptr %p monotonic, align 1
+  %b64 = sext i8 %b to i64
+  br label %compare
+w2:
+  %h = load atomic i16, ptr %p monotonic, align 2
+  %h64 = sext i16 %h to i64
+  br label %compare
+w4:
+  %w = load atomic i32, ptr %p monotonic, align 4
+  %w64 = sext i32 %w to i64
+  br label %compare
+w8:
+  %q = load atomic i64, ptr %p monotonic, align 8
+  br label %compare
+compare:
+  %x = phi i64 [%b64, %w1], [%h64, %w2], [%w64, %w4], [%q, %w8]
+  switch i64 %cmp, label %no [
+    i64 $jump_eq, label %eq
+    i64 $jump_ne, label %ne
+    i64 $jump_lt, label %lt
+    i64 $jump_ge, label %ge
+  ]
+eq:
+  %r_eq = icmp eq i64 %x, %value
+  ret i1 %r_eq
+ne:
+  %r_ne = icmp ne i64 %x, %value
+  ret i1 %r_ne
+lt:
+  %r_lt = icmp slt i64 %x, %value
+  ret i1 %r_lt
+ge:
+  %r_ge = icmp sge i64 %x, %value
+  ret i1 %r_ge
+no:
+  ret i1 false
+}
+
+; run the n payload words of a BLOCK as packets; its JUMPs move within it (relative to the next packet), so a loop
+; replays packets without the host. Returns false if the engine was closed (checked at every backward jump).
+define internal i1 @run_block(ptr %ctl, ptr %at, i64 %n) {
+entry:
+  %closed = call ptr @word(ptr %ctl, i64 $w_closed)
+  br label %loop
+loop:
+  %pos = phi i64 [0, %entry], [%next, %ran], [%next, %not_taken], [%target, %forward], [%target, %open]
+  %more = icmp slt i64 %pos, %n
+  br i1 %more, label %packet, label %done
+packet:
+  %hp = getelementptr i64, ptr %at, i64 %pos
+  %hdr = load i64, ptr %hp, align 8
+  %pat = getelementptr i64, ptr %hp, i64 1
+  %op = and i64 %hdr, 255
+  %nsh = lshr i64 %hdr, 8
+  %len = and i64 %nsh, 4294967295
+  %flags = lshr i64 %hdr, 40
+  %p1 = add i64 %pos, 1
+  %next = add i64 %p1, %len
+  %fits = icmp sle i64 %next, %n
+  br i1 %fits, label %dispatch, label %overrun
+overrun:
+  call void @fault(ptr %ctl, i64 $f_control, i64 $control_overrun, i64 %pos, i64 %n, i64 0)
+  br label %done
+dispatch:
+  %is_jump = icmp eq i64 %op, $op_jump
+  br i1 %is_jump, label %jump, label %run
+run:
+  %alive = call i1 @run_packet(ptr %ctl, i64 %op, ptr %pat, i64 %flags, i64 %len)
+  br i1 %alive, label %ran, label %gone
+ran:
+  br label %loop
+jump:
+  %taken = call i1 @jump_taken(ptr %pat, i64 %flags)
+  br i1 %taken, label %take, label %not_taken
+not_taken:
+  br label %loop
+take:
+  %offp = getelementptr i64, ptr %pat, i64 2
+  %off = load i64, ptr %offp, align 8
+  %target = add i64 %next, %off
+  %below = icmp slt i64 %target, 0
+  %above = icmp sgt i64 %target, %n
+  %outside = or i1 %below, %above
+  br i1 %outside, label %bad_target, label %in_block
+bad_target:
+  call void @fault(ptr %ctl, i64 $f_control, i64 $control_target, i64 %pos, i64 %off, i64 %n)
+  br label %done
+in_block:
+  %back = icmp sle i64 %target, %pos
+  br i1 %back, label %check_closed, label %forward
+forward:
+  br label %loop
+check_closed:
+  %c = load atomic i64, ptr %closed monotonic, align 8
+  %is_closed = icmp ne i64 %c, 0
+  br i1 %is_closed, label %gone, label %open
+open:
+  br label %loop
+gone:
+  ret i1 false
+done:
+  ret i1 true
 }
 
 ; returns false if the engine was closed while waiting
@@ -619,7 +779,7 @@ done:
 }
 
 ; returns false if the engine was closed during the packet
-define internal i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags) {
+define internal i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags, i64 %n) {
 entry:
   switch i64 %op, label %bad [
     i64 $op_nop, label %ok
@@ -629,12 +789,16 @@ entry:
     i64 $op_signal, label %signal
     i64 $op_timestamp, label %timestamp
     i64 $op_barrier, label %barrier
+    i64 $op_block, label %block
+    i64 $op_jump, label %stray_jump
+    i64 $op_write, label %write
+    i64 $op_add, label %add
   ]
 exec:
   call void @run_exec(ptr %ctl, ptr %at, i64 %flags)
   br label %ok
 copy:
-  call void @run_copy(ptr %ctl, ptr %at)
+  call void @run_copy(ptr %ctl, ptr %at, i64 %flags)
   br label %ok
 wait:
   %alive = call i1 @run_wait(ptr %ctl, ptr %at)
@@ -652,6 +816,26 @@ timestamp:
   br label %ok
 barrier:
   fence seq_cst
+  br label %ok
+block:
+  %block_alive = call i1 @run_block(ptr %ctl, ptr %at, i64 %n)
+  ret i1 %block_alive
+stray_jump:
+  call void @fault(ptr %ctl, i64 $f_control, i64 $control_outside_block, i64 0, i64 0, i64 0)
+  br label %ok
+write:
+  %wp = call ptr @load_ptr(ptr %at, i64 0)
+  %wvp = getelementptr i64, ptr %at, i64 1
+  %wv = load i64, ptr %wvp, align 8
+  store atomic i64 %wv, ptr %wp monotonic, align 8
+  br label %ok
+add:
+  %ap = call ptr @load_ptr(ptr %at, i64 0)
+  %avp = getelementptr i64, ptr %at, i64 1
+  %av = load i64, ptr %avp, align 8
+  %old = load atomic i64, ptr %ap monotonic, align 8
+  %new = add i64 %old, %av
+  store atomic i64 %new, ptr %ap monotonic, align 8
   br label %ok
 bad:
   call void @fault(ptr %ctl, i64 $f_opcode, i64 %op, i64 0, i64 0, i64 0)
@@ -701,7 +885,7 @@ packet:
   %nsh = lshr i64 %hdr, 8
   %n = and i64 %nsh, 4294967295
   %flags = lshr i64 %hdr, 40
-  %alive = call i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags)
+  %alive = call i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags, i64 %n)
   br i1 %alive, label %advance, label %exit
 advance:
   %r2 = add i64 %r, 1

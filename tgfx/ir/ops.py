@@ -47,6 +47,15 @@ class Ops(Enum):
     TUPLE = auto()
     GETTUPLE = auto()       # arg: index
 
+    # control flow (tgfx/ir/control.py): bodies are TUPLEs over PARAMs of their own, opaque to passes outside them
+    LOOP = auto()           # src: (body, [cond], *operands); arg: LoopSpec. scan, fori_loop and while_loop
+    SWITCH = auto()         # src: (*branch bodies, index, *operands); arg: SwitchSpec. cond and switch
+    # control flow in a schedule: the first source of a LINEAR's CALL, lowered to BLOCK/JUMP/WRITE/ADD packets
+    BLOCK = auto()          # arg: (True, device) opens, (False, device) closes; jumps stay inside their block
+    LABEL = auto()          # arg: id; a jump target
+    JUMP = auto()           # arg: (cmp, value, label id); src bufs: (word,) compared with value, or () always
+    WORD = auto()           # arg: ("set" | "add", value); src bufs: (word,), an int64
+
     # memory
     CONTIGUOUS = auto()     # materialise
     COPY = auto()           # arg: destination device

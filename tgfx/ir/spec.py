@@ -5,6 +5,7 @@ Each rule is a `(UPat, fn)` returning True when the node is well formed; a node 
 from __future__ import annotations
 
 from tgfx.dtypes import dtypes
+from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp, prod
@@ -82,6 +83,43 @@ def _multi_ok(x: UOp) -> bool:
     return all(p.shape == parts[0].shape for p in parts) and 0 <= axis < len(parts[0].shape)
 
 
+def result_dtype(call: UOp, i: int) -> object:
+    if call.op is Ops.LOOP:
+        return loop_results(call)[i][1]
+    body = call.src[0]
+    return call.arg[2][i][1] if call.op is Ops.CALL and body.op is Ops.SINK else body.src[i].dtype
+
+
+def _loop_ok(x: UOp) -> bool:
+    """Operand and body types agree: the body maps (index, consts, carries, x slices) to (carries, y slices)."""
+    sp = x.arg
+    if not isinstance(sp, LoopSpec) or len(x.src) != sp.n_bodies + sp.n_consts + sp.n_carry + sp.n_xs + sp.dynamic:
+        return False
+    body = x.src[0]
+    consts, init, xs, trip = sp.operands(x)
+    if body.op is not Ops.TUPLE or len(body.src) < sp.n_carry or any(
+            (o.shape, o.dtype) != (c.shape, c.dtype) for o, c in zip(body.src, init, strict=False)):
+        return False
+    if sp.length is None and (not sp.counted or len(body.src) > sp.n_carry or sp.save or sp.n_xs):
+        return False
+    if any(not a.shape or a.shape[0] != sp.length for a in xs):
+        return False
+    if sp.cond and (x.src[1].op is not Ops.TUPLE or len(x.src[1].src) != 1 or x.src[1].src[0].dtype != dtypes.bool or
+                    x.src[1].src[0].shape != ()):
+        return False
+    return trip is None or (trip.dtype == INDEX_DTYPE and trip.shape == ())
+
+
+def _switch_ok(x: UOp) -> bool:
+    sp = x.arg
+    if not isinstance(sp, SwitchSpec) or len(x.src) <= sp.n_branches:
+        return False
+    branches, index = x.src[:sp.n_branches], x.src[sp.n_branches]
+    types = [tuple((o.shape, o.dtype) for o in b.src) for b in branches]
+    return (all(b.op is Ops.TUPLE for b in branches) and len(set(types)) == 1 and index.dtype == dtypes.int32 and
+            index.shape == ())
+
+
 spec = PatternMatcher([
     (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float))),
     (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC),
@@ -98,17 +136,22 @@ spec = PatternMatcher([
     (UPat(Ops.FLIP, name="x"), lambda x: all(0 <= a < len(x.src[0].shape) for a in x.arg)),
     (UPat(Ops.REDUCE_AXIS, name="x"), _reduce_ok),
     (UPat(Ops.FUNCTION, name="x"), lambda x: len(x.src) >= 1 and x.src[0].op is Ops.TUPLE),
-    (UPat(Ops.GETTUPLE, name="x"), lambda x: x.src[0].op in (Ops.FUNCTION, Ops.CALL) and
-     0 <= x.arg < (len(x.src[0].arg[2]) if x.src[0].src[0].op is Ops.SINK else len(x.src[0].src[0].src))),
-    # a COPY with no source is the schedule's copy command (arg: bytes, source offset, destination offset)
+    (UPat(Ops.GETTUPLE, name="x"), lambda x: x.src[0].op in (Ops.FUNCTION, Ops.CALL, Ops.LOOP, Ops.SWITCH) and
+     0 <= x.arg < n_results(x.src[0]) and x.dtype == result_dtype(x.src[0], x.arg)),
+    (UPat(Ops.LOOP, name="x"), _loop_ok),
+    (UPat(Ops.SWITCH, name="x"), _switch_ok),
+    # a COPY with no source is the schedule's copy command (arg: (bytes, source offset, destination offset), or
+    # (bytes, dst stride, src stride, count) for one indexed by a device word)
     (UPat((Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER), name="x"),
-     lambda x: x.dtype == x.src[0].dtype if x.src else x.op is Ops.COPY and isinstance(x.arg, tuple)),
+     lambda x: x.dtype == x.src[0].dtype if x.src else x.op is Ops.COPY and isinstance(x.arg, tuple) and
+     len(x.arg) in (3, 4)),
     # sharded values: one-device parts of one dtype, split evenly along the axis (or equal, replicated)
     (UPat(Ops.MULTI, name="x"), _multi_ok),
     (UPat(Ops.MSELECT, name="x"), lambda x: isinstance(x.src[0].device, tuple) and 0 <= x.arg[0] < len(x.src[0].device)
      and (x.arg[1] is None or x.src[0].shape[x.arg[1]] % len(x.src[0].device) == 0)),
     (UPat(Ops.ALLREDUCE, name="x"), lambda x: x.arg in GroupOp.Reduce and _multi_ok(x)),
     # kernel-level and structural ops: their shapes are checked by the passes that build them
+    (UPat((Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD), name="x"), lambda x: not x.src and x.dtype is None),
     (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.KERNEL,
            Ops.LINEAR, Ops.PROGRAM, Ops.MSTACK, Ops.VECTORIZE, Ops.GEP)),
      lambda: True),

@@ -236,7 +236,12 @@ def _shape(u: UOp) -> Shape | None:
 
 
 def _call_result(call: UOp, i: int, attr: str) -> Any:
-    """Shape or device of result i of a FUNCTION/CALL: from its body, or for a custom kernel from its arg."""
+    """Shape or device of result i of a FUNCTION/CALL: from its body, or for a custom kernel from its arg. A LOOP or
+    SWITCH runs on the device of its spec."""
+    if call.op in (Ops.LOOP, Ops.SWITCH):
+        from tgfx.ir.control import loop_results
+        return call.arg.device if attr == "device" else (
+            loop_results(call)[i][0] if call.op is Ops.LOOP else call.src[0].src[i].shape)
     body = call.src[0]
     if body.op is Ops.SINK:
         shape, _, device = call.arg[2][i]

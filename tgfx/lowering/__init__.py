@@ -18,6 +18,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compile_llvm, load_object, read_cached, write_cached
+from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.multi import RingCtx, has_multi, pm_allreduce, pm_multi
@@ -125,6 +126,8 @@ def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     from tgfx.lowering.execute import run_linear
     # functions are substituted into their callers so the scheduler can fuse across calls
     sink = graph_rewrite(UOp(Ops.SINK, None, tuple(uops)), pm_inline, name="inline")
+    # a differentiated loop's forward saves its carries for the backward: the primal results read that one loop
+    sink = merge_saved_loops(sink)
     check_no_params(sink)
     sink, unflatten = lower_multi(sink)
     # the schedule depends on the graph, not on which buffers it reads: cached by the key of the abstracted graph

@@ -7,7 +7,7 @@ import numpy as np
 
 from tgfx.counters import counters
 from tgfx.devices import get_device
-from tgfx.devices.hcq import HWQueue
+from tgfx.devices.hcq import HWQueue, Label
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 
@@ -50,10 +50,68 @@ def copyout(buf: UOp) -> np.ndarray:
     return out
 
 
-def run_linear(linear: UOp) -> None:
-    """Submit every CALL to its device's queues; returns at once. Reading a result waits for it."""
+def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]], strict: bool = True) -> None:
+    """Append one LINEAR command to `q`: a kernel, a copy, or a control command (BLOCK, LABEL, JUMP, WORD; labels
+    are scoped by block, one dict per open block). With `strict`, a buffer read before anything wrote it is an
+    error (eager execution); otherwise buffers are allocated as they are met (jit, which plans memory itself)."""
     from tgfx.lowering import lower_kernel
-    pending: tuple[object, HWQueue] | None = None  # (device, queue) collecting consecutive kernels
+    from tgfx.lowering.control import writes
+    body, bufs = call.src[0], call.src[1:]
+    written = writes(call)
+
+    def mem(b: UOp) -> object:
+        return buffer_memory(b, allocate=not strict or b in written)
+
+    def label(i: int) -> Label:
+        return labels[-1].setdefault(i, Label(f"L{i}"))
+
+    if body.op is Ops.SINK:
+        ck = lower_kernel(body)
+        q.exec(ck, [buffer_memory(b, allocate=not strict or i == 0 or b in written) for i, b in enumerate(bufs)],
+               global_size=ck.global_size)
+    elif body.op is Ops.COPY:
+        if len(body.arg) == 3:
+            nbytes, src_offset, dst_offset = body.arg
+            q.copy(mem(bufs[0]), mem(bufs[1]), nbytes, dst_offset=dst_offset, src_offset=src_offset)
+        else:
+            nbytes, dst_stride, src_stride, count = body.arg
+            q.copy(mem(bufs[0]), mem(bufs[1]), nbytes, index=mem(bufs[2]), dst_stride=dst_stride,
+                   src_stride=src_stride, count=count)
+    elif body.op is Ops.BLOCK:
+        if body.arg[0]:
+            q.begin_block()
+            labels.append({})
+        else:
+            q.end_block()
+            labels.pop()
+    elif body.op is Ops.LABEL:
+        q.place(label(body.arg))
+    elif body.op is Ops.JUMP:
+        cmp, value, target = body.arg
+        word = bufs[0] if bufs else None
+        q.jump(label(target), None if word is None else mem(word), cmp, value,
+               width=8 if word is None else word.dtype.itemsize)
+    elif body.op is Ops.WORD:
+        (q.write if body.arg[0] == "set" else q.add)(mem(bufs[0]), body.arg[1])
+    else:
+        raise AssertionError(f"unknown LINEAR command {body.op}")
+
+
+def command_device(call: UOp, current: object) -> object:
+    """The device a command runs on: a block's own, a kernel's output's, else the queue's it is appended to."""
+    body, bufs = call.src[0], call.src[1:]
+    if body.op is Ops.BLOCK:
+        return get_device(body.arg[1])
+    return get_device(bufs[0].arg[1]) if body.op is Ops.SINK or current is None else current
+
+
+def run_linear(linear: UOp) -> None:
+    """Submit every CALL to its device's queues; returns at once. Reading a result waits for it.
+
+    Consecutive kernels of a device go in one submission; a copy outside any block goes to the copy engine; a block
+    (a loop or a branch, with everything inside it) goes whole into the compute queue it starts in."""
+    pending: tuple[object, HWQueue] | None = None  # (device, queue) collecting consecutive commands
+    labels: list[dict[int, Label]] = []
 
     def flush() -> None:
         nonlocal pending
@@ -63,7 +121,7 @@ def run_linear(linear: UOp) -> None:
 
     for call in linear.src:
         body, bufs = call.src[0], call.src[1:]
-        if body.op is Ops.COPY:
+        if body.op is Ops.COPY and not labels and len(body.arg) == 3:
             flush()
             dst, src = bufs
             nbytes, src_offset, dst_offset = body.arg
@@ -71,12 +129,11 @@ def run_linear(linear: UOp) -> None:
                                         dst_offset=dst_offset, src_offset=src_offset)
             counters.copy_count += 1
             continue
-        ck = lower_kernel(body)
-        mems = [buffer_memory(b, allocate=(i == 0)) for i, b in enumerate(bufs)]
-        dev = get_device(bufs[0].arg[1])
-        if pending is None or pending[0] is not dev:
+        dev = command_device(call, pending[0] if pending is not None and labels else None)
+        if pending is None or (pending[0] is not dev and not labels):
             flush()
             pending = (dev, HWQueue())
-        pending[1].exec(ck, mems, global_size=ck.global_size)
-        counters.kernel_count += 1
+        append_command(pending[1], call, labels)
+        counters.kernel_count += body.op is Ops.SINK
+        counters.copy_count += body.op is Ops.COPY
     flush()

@@ -6,17 +6,18 @@ when it is substituted. The bodies of opaque `CALL`s (precompiled functions, cus
 """
 from __future__ import annotations
 
+from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 
 
 def _outside_call_bodies(u: UOp) -> tuple[UOp, ...]:
-    return u.src[1:] if u.op is Ops.CALL else u.src
+    return u.src[n_bodies(u):]
 
 
 def walk(root: UOp) -> list[UOp]:
-    """Toposort that treats the body (src[0]) of every CALL as opaque."""
+    """Toposort that treats the bodies of CALLs, LOOPs and SWITCHes as opaque (they hold PARAMs of their own)."""
     return root.toposort(_outside_call_bodies)
 
 
@@ -26,9 +27,8 @@ def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
         if u in mapping:
             new[u] = mapping[u]
             continue
-        src = tuple(new[s] for s in _outside_call_bodies(u))
-        if u.op is Ops.CALL:
-            src = (u.src[0], *src)
+        nb = n_bodies(u)
+        src = (*u.src[:nb], *(new[s] for s in u.src[nb:]))
         new[u] = u if src == u.src else u.replace(src=src)
     return new[root]
 

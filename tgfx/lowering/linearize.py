@@ -2,7 +2,9 @@
 
 The output is a flat list of UOps in program order. `RANGE` opens a loop and `END(range)` closes it. A `REDUCE`
 becomes a register: `DEFINE_ACC` (initialised to the reduce's identity) before its loops, an update
-`STORE(acc, op(LOAD(acc), value))` inside them, and the REDUCE itself then reads the register after them.
+`STORE(acc, op(LOAD(acc), value))` inside them, and the REDUCE itself then reads the register after them. The
+carries of a loop kernel (REDUCEs with arg ("carry", j)) are registers too, initialised to their initial values
+and overwritten by their new values every step.
 Values that do not depend on a reduce's ranges are placed before its loops (loop-invariant hoisting); a value
 placed inside a loop is only visible inside it.
 """
@@ -12,6 +14,7 @@ import functools
 
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.loop_kernel import is_carry
 from tgfx.lowering.rangeify import reduce_identity
 
 
@@ -71,7 +74,7 @@ class _Linearizer:
             if self.visible(u):
                 continue
             if u.op is Ops.REDUCE:
-                self.emit_reduce(u)
+                (self.emit_carries if is_carry(u) else self.emit_reduce)(u)
                 continue
             if u.op is Ops.RANGE:
                 raise AssertionError(f"range {u.arg} used outside its loop")
@@ -121,6 +124,36 @@ class _Linearizer:
             self.out.append(r)  # the REDUCE now reads its register
             self.acc_of[r] = acc
             self.scopes[-1].update((r, acc))
+
+    def emit_carries(self, red: UOp) -> None:
+        """The carries of a loop kernel (tgfx/lowering/loop_kernel.py): a register each, set to its initial value
+        before the step range; inside, the placeholders read the registers, then every new value is computed, then
+        stored (all carries step together)."""
+        rng = red.src[1]
+        group = [r for r in self.reduces.get((rng,), ()) if is_carry(r) and not self.visible(r)]
+        holders = {u.arg: u for r in group for u in r.src[0].toposort() if u.op is Ops.DEFINE_ACC and is_carry(u)}
+        assert set(holders) <= {r.arg for r in group}, "a loop kernel reads a carry it does not update"
+        self.hoist(UOp(Ops.SINK, None, tuple(r.src[0] for r in group)), frozenset({rng}))
+        regs: dict[tuple, UOp] = {}
+        for r in group:
+            init = holders[r.arg].src[0] if r.arg in holders else UOp.const(r.dtype, 0)
+            self.emit(init)
+            regs[r.arg] = UOp(Ops.DEFINE_ACC, r.dtype, (init,), self.n_acc, tag="carry")
+            self.n_acc += 1
+            self.place(regs[r.arg])
+        self.open_range(rng)
+        for arg, h in holders.items():
+            self.place(h)
+            self.acc_of[h] = regs[arg]
+        for r in group:
+            self.emit(r.src[0])
+        for r in group:
+            self.out.append(UOp(Ops.STORE, None, (regs[r.arg], r.src[0])))
+        self.close_range()
+        for r in group:
+            self.out.append(r)
+            self.acc_of[r] = regs[r.arg]
+            self.scopes[-1].update((r, regs[r.arg]))
 
     def emit_stores(self, stores: list[UOp]) -> None:
         """Stores over the same ranges share one loop nest."""

@@ -47,6 +47,8 @@ def ranges(sink: UOp) -> dict[int, UOp]:
 
 
 def _split(sink: UOp, opt: Opt, kind: str) -> tuple[UOp, UOp, int]:
+    if opt.op != "THREAD" and any(u.op is Ops.REDUCE and isinstance(u.arg, tuple) for u in sink.toposort()):
+        raise KernelOptError(f"{opt}: a loop kernel's carries are stepped in order; only THREAD applies")
     rng = ranges(sink).get(opt.axis)
     if rng is None or rng.arg[1] != kind:
         raise KernelOptError(f"{opt}: no {kind} range {opt.axis} in this kernel")

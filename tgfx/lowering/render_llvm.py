@@ -192,8 +192,8 @@ class LLVMRenderer:
         for i, b in enumerate(bufs):
             self.names[b] = f"%b{i}"
         update_of_acc: set[UOp] = set()
-        for u in lin:
-            if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC:
+        for u in lin:  # a reduce may be reassociated; a loop kernel's carry is computed exactly as written
+            if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and u.src[0].tag != "carry":
                 update_of_acc.add(u.src[1])
         for u in lin:
             self.render_one(u, acc_of, u in update_of_acc)
@@ -239,6 +239,8 @@ class LLVMRenderer:
             c = self.op_in(f"icmp slt i64 {nxt}, {r.src[0].arg}")
             self.emit(f"br i1 {c}, label %L{rid}, label %L{rid}.end{self.loop_md}")
             self.lines.append(f"L{rid}.end:")
+        elif op is Ops.DEFINE_ACC and isinstance(u.arg, tuple):  # a loop kernel reading a carry's register
+            self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
         elif op is Ops.DEFINE_ACC:
             ty = reg_type(u.dtype)
             self.allocas.append(f"  %acc{u.arg} = alloca {ty}")

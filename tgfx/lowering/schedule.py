@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
@@ -82,9 +83,9 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
     """The nodes that get their own buffer."""
     realize = {_root_base(r) for r in roots if buffer_view(r) is None}
     for u in walk(UOp(Ops.SINK, None, tuple(roots))):
-        if u.op is Ops.CALL:
-            # opaque calls read buffers and write their own
-            realize.update(a for a in u.src[1:] if buffer_view(a) is None)
+        if u.op in (Ops.CALL, Ops.LOOP, Ops.SWITCH):
+            # opaque calls, loops and branches read buffers and write their own
+            realize.update(a for a in u.src[n_bodies(u):] if buffer_view(a) is None)
         elif u.op is Ops.GETTUPLE:
             realize.add(u)
         elif u.op is Ops.COPY:
@@ -173,6 +174,9 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
         if u.op is Ops.CALL:
             calls.extend(schedule_call(u, realized))
             continue
+        if u.op in (Ops.LOOP, Ops.SWITCH):
+            calls.extend(schedule_control(u, realized))
+            continue
         if u not in realize:
             continue
         if u.op is Ops.GETTUPLE:
@@ -229,6 +233,16 @@ def schedule_call(call: UOp, realized: dict[UOp, UOp]) -> list[UOp]:
     for i, r in enumerate(results):
         realized[UOp(Ops.GETTUPLE, r.dtype, (call,), i)] = buffer_view(r)
     return list(linear.src)
+
+
+def schedule_control(u: UOp, realized: dict[UOp, UOp]) -> list[UOp]:
+    """A LOOP or SWITCH: its body scheduled once, between control commands (tgfx/lowering/control.py)."""
+    from tgfx.lowering.control import schedule_loop, schedule_switch
+    args = [_arg_buffer(a, realized) for a in u.src[n_bodies(u):]]
+    cmds, results = (schedule_loop if u.op is Ops.LOOP else schedule_switch)(u, args)
+    for i, r in enumerate(results):
+        realized[UOp(Ops.GETTUPLE, r.dtype, (u,), i)] = r
+    return cmds
 
 
 def call_outputs(call: UOp) -> list[tuple[tuple[int, ...], object, str]]:

@@ -99,19 +99,27 @@ def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
     return s / n if n else s * float("nan")
 
 
-def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
-    x = to_tensor(x)
-    axes = _axes(x, axis, "var")
-    x = x.astype(to_inexact(x.dtype))
+def _variance(x: Tensor, axes: tuple[int, ...], ddof: int, keepdims: bool) -> tuple[Tensor, DType]:
+    """The variance, in float32 for half floats (as JAX and numpy: squares of small deviations underflow float16),
+    and the dtype the result is returned in."""
+    out = to_inexact(x.dtype)
+    x = x.astype(dtypes.float32 if out.itemsize < 4 else out)
     d = x - mean(x, axis=axes, keepdims=True)
     ss = sum(d * d, axis=axes, keepdims=keepdims)
     # as numpy: no degrees of freedom left divides by zero (inf, or nan for a zero sum of squares)
-    return ss / builtins.max(_count(x, axes) - ddof, 0)
+    return ss / builtins.max(_count(x, axes) - ddof, 0), out
+
+
+def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    x = to_tensor(x)
+    v, out = _variance(x, _axes(x, axis, "var"), ddof, keepdims)
+    return v.astype(out)
 
 
 def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     x = to_tensor(x)
-    return ew.sqrt(var(x, axis=_axes(x, axis, "std"), ddof=ddof, keepdims=keepdims))
+    v, out = _variance(x, _axes(x, axis, "std"), ddof, keepdims)
+    return ew.sqrt(v).astype(out)
 
 
 def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from tgfx.dtypes import DType, dtypes
+from tgfx.ir.control import n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
@@ -228,6 +229,16 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
     return tuple(out)
 
 
+def loop_grad(ctx: tuple, ret: UOp) -> tuple:
+    from tgfx.transforms.control_grad import loop_grad as rule
+    return rule(ctx, ret)
+
+
+def switch_grad(ctx: tuple, ret: UOp) -> tuple:
+    from tgfx.transforms.control_grad import switch_grad as rule
+    return rule(ctx, ret)
+
+
 _x, _y = UPat.var("x"), UPat.var("y")
 
 
@@ -302,8 +313,10 @@ pm_gradient = PatternMatcher([
     # calls: a TUPLE's gradient is a tuple with one entry per element; GETTUPLEs gather theirs onto the call
     (UPat(Ops.TUPLE), lambda ctx: ctx),
     (UPat(Ops.GETTUPLE, src=(UPat.var("fn"),), name="ret"),
-     lambda ctx, fn, ret: (tuple(ctx if i == ret.arg else None for i in range(len(fn.src[0].src))),)),
+     lambda ctx, fn, ret: (tuple(ctx if i == ret.arg else None for i in range(n_results(fn))),)),
     (UPat((Ops.FUNCTION, Ops.CALL), name="ret"), _call_grad),
+    (UPat(Ops.LOOP, name="ret"), lambda ctx, ret: loop_grad(ctx, ret)),
+    (UPat(Ops.SWITCH, name="ret"), lambda ctx, ret: switch_grad(ctx, ret)),
     (UPat(NO_GRADIENT, name="ret"), lambda ret: (None,) * len(ret.src)),
 ])
 

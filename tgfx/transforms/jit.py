@@ -33,8 +33,9 @@ from tgfx.function import Function, _describe_paths, tracing
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering import lower_kernel, lower_multi, reads_in_place
-from tgfx.lowering.execute import buffer_memory, register_memory
+from tgfx.lowering import lower_multi, reads_in_place
+from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
+from tgfx.lowering.execute import append_command, buffer_memory, command_device, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, _differentiating, is_realized, realize
@@ -167,9 +168,10 @@ class JitProgram:
         segments: list[Segment] = []
         queue, qdev, used = None, None, []
         writer: dict[UOp, int] = {}  # buffer -> the segment that writes it (a copy waits for exactly that one)
+        labels: list[dict] = []    # open blocks (loops, branches): everything inside goes into one queue
         for call in self.calls:
             body, bufs = call.src[0], call.src[1:]
-            if body.op is Ops.COPY:
+            if body.op is Ops.COPY and not labels and len(body.arg) == 3:
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index))
                     queue = None
@@ -190,15 +192,15 @@ class JitProgram:
                     fence = HWQueue().wait(ddev.timeline, Sym(name + "f", 0))
                     segments.append(Segment(sdev, fence.encode(), {}, (ddev, name + "f", len(segments) - 1)))
                 continue
-            dev = get_device(bufs[0].arg[1])
-            if queue is None or qdev is not dev:
+            dev = command_device(call, qdev if labels else None)
+            if queue is None or (qdev is not dev and not labels):
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index))
                 queue, qdev, used = HWQueue(), dev, []
-            ck = lower_kernel(body)
-            queue.exec(ck, [buffer_memory(b) for b in bufs], global_size=ck.global_size)
+            append_command(queue, call, labels, strict=False)
             used.extend(bufs)
-            writer[bufs[0]] = len(segments)  # the segment being built
+            for b in writes(call):
+                writer[b] = len(segments)  # the segment being built
         if queue is not None:
             segments.append(self._segment(qdev, queue, used, index))
         assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
@@ -231,11 +233,11 @@ class JitProgram:
 
     @functools.cached_property
     def n_kernels(self) -> int:
-        return sum(1 for c in self.calls if c.src[0].op is not Ops.COPY)
+        return sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
 
 
 def _written(b: UOp, calls: list[UOp]) -> bool:
-    return any(c.src[1] is b for c in calls)
+    return any(b in writes(c) for c in calls)
 
 
 def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
@@ -244,12 +246,7 @@ def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
     Lifetimes are [first call touching, last call touching]; buffers are placed greedily, largest first, at the
     lowest offset of their device's arena that no overlapping buffer uses.
     """
-    first: dict[UOp, int] = {}
-    last: dict[UOp, int] = {}
-    for i, c in enumerate(calls):
-        for b in c.src[1:]:
-            first.setdefault(b, i)
-            last[b] = i
+    first, last = lifetimes(calls)
     placed: dict[str, list[tuple[int, int, int, int]]] = {}  # device -> [(start, end, offset, size)]
     offsets: dict[UOp, int] = {}
     for b in sorted(intermediates, key=lambda b: -b.arg[2] * b.dtype.itemsize):
@@ -403,7 +400,7 @@ class Jit:
         out = Function(self.f, allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
         out_leaves, out_tree = tree_flatten(out)
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
-        sink = graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline")
+        sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline"))
         check_no_params(sink)
         sink, unflatten = lower_multi(sink)
         flat_shapes = [r.shape for r in sink.src]
@@ -436,12 +433,9 @@ class Jit:
         calls = list(template.linear.src)
         results = [buffer_view(r) for r in template.results]
         out_bufs = list(dict.fromkeys(results))
-        last_read = {}
-        first_write = {}
-        for i, c in enumerate(calls):
-            for b in c.src[2:]:
-                last_read[b] = i
-            first_write.setdefault(c.src[1], i)
+        first, last = lifetimes(calls)      # inside a loop, a read comes again after the writes that follow it
+        last_read = {b: last[b] for c in calls for b in reads(c)}
+        first_write = {b: first[b] for c in calls for b in writes(c)}
         out: dict[int, int] = {}
         used = set()
         for oi, ob in enumerate(out_bufs):

@@ -1,0 +1,387 @@
+"""`tgfx.lax`: loops and branches that compile to loops and branches on the device, with JAX's semantics.
+
+`scan`, `fori_loop` and `while_loop` build one `LOOP` node, `cond` and `switch` one `SWITCH` node
+(`tgfx/ir/control.py`). Their functions are traced once into bodies of their own, never unrolled: the body is
+scheduled and compiled once, and the device runs it as often as the loop says (a BLOCK of packets with a counter and
+a JUMP, `tgfx/lowering/control.py`), so the compile time and the number of compiled kernels do not depend on the
+trip count, and no Python runs per step. A branch is picked on the device by the predicate's value: only the chosen
+branch runs, eagerly and under `jit` alike.
+
+Values a function reads from outside (closures, globals, an enclosing trace's values) become loop invariants:
+computed once, before the loop, and passed in. Everything is differentiable in reverse mode (`grad`, `vjp`) and
+forward mode (`jvp`): the backward of a loop is a loop running the other way over the body's VJP, reading the
+carries the forward saved at every step (JAX's approach); the backward of a branch is a branch over the branches'
+VJPs. `while_loop` is differentiable when it is given `max_steps` (beyond JAX, which cannot differentiate while
+loops in reverse mode): the forward saves at most that many carries and the backward runs only over the steps taken.
+
+>>> import tgfx as tg, tgfx.numpy as tnp
+>>> tg.lax.fori_loop(0, 1000, lambda i, x: x * 0.5 + 1.0, tnp.zeros(3))           # one compiled loop
+>>> total, cums = tg.lax.scan(lambda c, x: (c + x, c + x), 0.0, tnp.arange(5.0))   # 10.0, [0, 1, 3, 6, 10]
+>>> tg.lax.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, x)                     # decided on the device
+"""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tgfx.devices import canonical_device
+from tgfx.dtypes import dtypes
+from tgfx.function import _Trace, _traces
+from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering.inline import pm_inline, substitute_outside_calls, walk
+from tgfx.tensor import Tensor
+from tgfx.tree import PyTreeDef, keystr, tree_flatten_with_path, tree_leaves, tree_unflatten
+
+_uid = itertools.count()
+
+
+# ---- tracing a function into a body ----
+def _name(f: Callable) -> str:
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__qualname__
+
+
+def _as_tensor(x: Any, dtype: Any = None, device: str | None = None) -> Tensor | None:
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
+        return Tensor(x, dtype=dtype, device=device)
+    return None
+
+
+def _describe(t: Tensor | UOp) -> str:
+    return f"{t.dtype.name}{list(t.shape)}"
+
+
+def _leaves(who: str, what: str, tree: Any, device: str | None = None) -> tuple[list[Tensor], PyTreeDef, list[str]]:
+    """The leaves of `tree` as Tensors (Python scalars and numpy arrays converted), its structure, each leaf's path."""
+    pairs, treedef = tree_flatten_with_path(tree)
+    out, paths = [], []
+    for path, leaf in pairs:
+        t = _as_tensor(leaf, device=device)
+        if t is None:
+            raise TypeError(f"{who}: {what}{keystr(path)} is a {type(leaf).__name__}, not an array; loop carries, "
+                            f"scanned values and branch operands and results must be arrays (Tensors, numpy arrays "
+                            f"or Python scalars)")
+        if not isinstance(t.device, str) or not t.device.startswith("CPU"):
+            raise TypeError(f"{who}: {what}{keystr(path)} is on {t.device!r}; loops and branches run on one device")
+        out.append(t)
+        paths.append(f"{what}{keystr(path)}")
+    return out, treedef, paths
+
+
+def _device(*trees: Any) -> str:
+    """The device of the first Tensor in `trees` (Python scalars are placed there too), else the default."""
+    for tree in trees:
+        for leaf in tree_leaves(tree):
+            if isinstance(leaf, Tensor) and isinstance(leaf.device, str):
+                return canonical_device(leaf.device)
+    return canonical_device("CPU")
+
+
+def _stand_in(shape: tuple[int, ...], dtype: Any, device: str) -> UOp:
+    """A value the traced function receives: a PARAM of its own (tagged, so it is never another trace's PARAM)."""
+    return UOp(Ops.PARAM, dtype, (), (-1, tuple(shape), device), tag=("lax", next(_uid)))
+
+
+def _run(name: str, f: Callable, args: tuple, described: dict[UOp, str]) -> Any:
+    """Call `f` on stand-ins; reading a stand-in's value inside raises a concretization error naming it."""
+    _traces.append(_Trace(name, described))
+    try:
+        return f(*args)
+    finally:
+        _traces.pop()
+
+
+def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device: str) -> tuple[list[UOp],
+                                                                                                 list[UOp]]:
+    """Each body's results as a TUPLE over PARAMs by slot, and the outside values they read (the consts, the
+    operands of those slots).
+
+    Slots: the `lead` stand-ins first (a loop's step index), then the consts, then the `rest` stand-ins. A const is
+    the largest piece of the body that reads outside data (buffers, other traces' values) but none of the
+    stand-ins, less the movement ops on top of it (they stay in the body, so a broadcast is not materialised): it is
+    computed once, outside, and every body reads it through one PARAM.
+    """
+    mine = set(lead) | set(rest)
+    tuples = [graph_rewrite(UOp(Ops.TUPLE, None, tuple(b)), pm_inline, name="inline") for b in bodies]
+    consts: dict[UOp, None] = {}
+    for tup in tuples:
+        order = walk(tup)
+        dep: set[UOp] = set()
+        ext: set[UOp] = set()
+        for u in order:
+            srcs = u.src[n_bodies(u):]
+            if u in mine or any(s in dep for s in srcs):
+                dep.add(u)
+            elif u.op in (Ops.BUFFER, Ops.PARAM, Ops.COPY, Ops.REDUCE_AXIS) or any(s in ext for s in srcs):
+                ext.add(u)   # data from outside, a device move or a reduction: worth doing once, before the loop
+        for u in order:
+            if u in dep or u is tup:
+                for s in u.src[n_bodies(u):]:
+                    if s in ext or (u is tup and s not in dep):   # a constant result is made once, outside, too
+                        while s.op in GroupOp.Movement and s.src[0] in ext:
+                            s = s.src[0]
+                        consts[s] = None
+    operands = []
+    for c in consts:
+        if c.device is None:        # a constant: made on the loop's device
+            c = UOp(Ops.COPY, c.dtype, (c,), device)
+        elif not isinstance(c.device, str) or canonical_device(c.device) != device:
+            raise TypeError(f"a loop or branch on {device} reads a {_describe(c)} value on {c.device!r} from "
+                            f"outside; move it to {device} first (Tensor.to)")
+        operands.append(c)
+
+    def param(slot: int, u: UOp) -> UOp:
+        return UOp(Ops.PARAM, u.dtype, (), (slot, tuple(u.shape), device))
+
+    order = [*lead, *consts, *rest]
+    mapping = {u: param(i, u) for i, u in enumerate(order)}
+    return [substitute_outside_calls(t, mapping) for t in tuples], operands
+
+
+def _matching(who: str, name: str, what: str, treedef: PyTreeDef, like: list[Tensor], paths: list[str],
+              out: Any) -> list[UOp]:
+    """A function's new carry as leaves, which must have the structure, shapes and dtypes of `like`."""
+    pairs, out_tree = tree_flatten_with_path(out)
+    if out_tree != treedef:
+        raise TypeError(f"{who}: {name} must return {what} with the structure it received, {treedef!r}, but returned "
+                        f"{out_tree!r}")
+    leaves = []
+    for (_, leaf), old, path in zip(pairs, like, paths, strict=True):
+        t = Tensor.full((), leaf, old.dtype) if isinstance(leaf, (bool, int, float)) else _as_tensor(leaf)
+        if t is None:
+            raise TypeError(f"{who}: {name} returned a {type(leaf).__name__} for {path}, not an array")
+        if (t.shape, t.dtype) != (old.shape, old.dtype):
+            raise TypeError(f"{who}: {name} changed the type of {path}: it received {_describe(old)} and returned "
+                            f"{_describe(t)}; a carry keeps its shape and dtype from step to step (cast with "
+                            f".astype, or give the initial value the type the body computes)")
+        leaves.append(t.uop)
+    return leaves
+
+
+# ---- the loop ----
+def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int | None, reverse: bool = False,
+          cond: Callable | None = None, trip: Tensor | None = None) -> tuple[Any, Any]:
+    """Trace `step(i, carry, x) -> (new carry, y)` (and `cond(i, carry) -> bool`) and build the LOOP; returns
+    (final carry, stacked ys) in the structures the functions used."""
+    name = _name(f)
+    device = _device(init, xs)
+    carry, carry_tree, init_paths = _leaves(who, "init", init, device)
+    carry_paths = ["carry" + p[len("init"):] for p in init_paths]   # what the functions receive
+    x_leaves, x_tree, x_paths = _leaves(who, "xs", xs, device)
+    index = _stand_in((), INDEX_DTYPE, device)
+    carry_si = [_stand_in(t.shape, t.dtype, device) for t in carry]
+    x_si = [_stand_in(t.shape[1:], t.dtype, device) for t in x_leaves]
+    described = {**dict(zip(carry_si, carry_paths, strict=True)),
+                 **{s: p + "[i]" for s, p in zip(x_si, x_paths, strict=True)}}
+    carry_arg = tree_unflatten(carry_tree, [Tensor(s) for s in carry_si])
+    x_arg = tree_unflatten(x_tree, [Tensor(s) for s in x_si])
+    out = _run(name, step, (Tensor(index), carry_arg, x_arg), described)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError(f"{who}: {name} must return a pair (carry, y), got {type(out).__name__}")
+    new_carry, y = out
+    new_leaves = _matching(who, name, "a carry", carry_tree, carry, carry_paths, new_carry)
+    y_leaves, y_tree, _ = _leaves(who, f"the y returned by {name}", y, device)
+    bodies = [[*new_leaves, *(t.uop for t in y_leaves)]]
+    if cond is not None:
+        cname = getattr(cond, "__qualname__", "cond_fun")
+        pred = _as_tensor(_run(cname, cond, (Tensor(index), carry_arg), described))
+        if pred is None or pred.shape != () or pred.dtype != dtypes.bool:
+            got = _describe(pred) if pred is not None else type(pred).__name__
+            raise TypeError(f"{who}: cond_fun {cname} must return a boolean scalar, got {got}")
+        bodies.append([pred.uop])
+    closed, consts = close_over(bodies, [index], [*carry_si, *x_si], device)
+    spec = LoopSpec(name, len(consts), len(carry), len(x_leaves), length, device, reverse, cond is not None,
+                    trip is not None)
+    operands = [*consts, *(t.uop for t in carry), *(t.uop for t in x_leaves), *([] if trip is None else [trip.uop])]
+    loop = UOp(Ops.LOOP, None, (*closed, *operands), spec)
+    res = [Tensor(UOp(Ops.GETTUPLE, d, (loop,), i)) for i, (_, d) in enumerate(loop_results(loop))]
+    k, n_y = len(carry), len(y_leaves)
+    return tree_unflatten(carry_tree, res[:k]), tree_unflatten(y_tree, res[k:k + n_y])
+
+
+def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         unroll: int | bool = 1) -> tuple[Any, Any]:
+    """Run `f(carry, x) -> (carry, y)` over the leading axis of `xs`, as `jax.lax.scan`; returns (carry, ys).
+
+    Python semantics::
+
+        def scan(f, init, xs, length=None, reverse=False):
+            carry, ys = init, []
+            for x in (reversed(xs) if reverse else xs):
+                carry, y = f(carry, x)
+                ys.append(y)
+            return carry, stack(ys[::-1] if reverse else ys)
+
+    `init`, `xs` and the results are pytrees of arrays; every leaf of `xs` is scanned along its first axis (all the
+    same length), and `xs=None` with `length=n` scans n times with x = None. The carry must keep its structure,
+    shapes and dtypes. `f` is traced once; the loop runs on the device (its compile time and kernels do not
+    depend on the length). `unroll` is accepted for JAX compatibility and has no effect.
+
+    >>> def rnn_step(h, x):
+    ...     h = tnp.tanh(h @ W + x @ U)
+    ...     return h, h
+    >>> h_last, hs = tg.lax.scan(rnn_step, h0, x_seq)     # x_seq: (T, batch, d) -> hs: (T, batch, hidden)
+
+    Raises TypeError when the carry changes type, or `f` returns something that is not a pair of pytrees of
+    arrays; ValueError when the leaves of xs have different lengths or length disagrees with them.
+    """
+    x_leaves, _, x_paths = _leaves("scan", "xs", xs)
+    lengths = {}
+    for t, p in zip(x_leaves, x_paths, strict=True):
+        if not t.shape:
+            raise ValueError(f"scan: {p} is a scalar; every leaf of xs needs a leading axis to scan over")
+        lengths[p] = t.shape[0]
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{p} has {n}" for p, n in lengths.items())
+        raise ValueError(f"scan: the leaves of xs must have the same leading axis length, but {listed}")
+    if length is not None and (not isinstance(length, (int, np.integer)) or length < 0):
+        raise TypeError(f"scan: length must be a non-negative int, got {length!r}")
+    n = next(iter(lengths.values())) if lengths else length
+    if n is None:
+        raise ValueError("scan: with no xs to scan over, give the number of steps as length=")
+    if length is not None and length != n:
+        raise ValueError(f"scan: length={length} but the leaves of xs have leading axis length {n}")
+    return _loop("scan", f, lambda i, c, x: f(c, x), init, xs, int(n), bool(reverse))
+
+
+def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init_val: Any, *,
+              unroll: int | bool | None = None) -> Any:
+    """`for i in range(lower, upper): val = body_fun(i, val)`, as `jax.lax.fori_loop`; returns the final val.
+
+    With Python int bounds this is a scan of `upper - lower` steps, differentiable in reverse mode; with Tensor
+    bounds (e.g. arguments of a jitted function) the trip count is read on the device, like JAX's while loop.
+    `i` is an int32 scalar. The body is traced once: a 1,000-step loop compiles exactly what a 10-step loop does.
+    An elementwise body (no reduce, no movement mixing elements) runs as one kernel with the steps as a loop inside
+    it. `unroll` is accepted for JAX compatibility and has no effect.
+
+    >>> tg.lax.fori_loop(0, 10, lambda i, x: x + i, 0.0)    # 45.0
+    """
+    def body(i: Tensor, c: Any, _x: Any) -> tuple[Any, None]:
+        return body_fun(i.astype(dtypes.int32) + lo, c), None
+    if not isinstance(lower, Tensor) and not isinstance(upper, Tensor):
+        lo, hi = _int_bound("lower", lower), _int_bound("upper", upper)
+        return _loop("fori_loop", body_fun, body, init_val, None, max(hi - lo, 0))[0]
+    lo_t, hi_t = (_scalar_int("fori_loop", what, v) for what, v in (("lower", lower), ("upper", upper)))
+    lo = lo_t.astype(dtypes.int32)
+    trip = _clamp0(hi_t.astype(INDEX_DTYPE) - lo_t.astype(INDEX_DTYPE))
+    return _loop("fori_loop", body_fun, body, init_val, None, None, trip=trip)[0]
+
+
+def _int_bound(what: str, v: Any) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"fori_loop: {what} must be an int or an integer scalar Tensor, got {type(v).__name__}")
+    return int(v)
+
+
+def _scalar_int(who: str, what: str, v: Any) -> Tensor:
+    t = _as_tensor(v)
+    if t is None or t.shape != () or not t.dtype.is_int:
+        got = _describe(t) if t is not None else type(v).__name__
+        raise TypeError(f"{who}: {what} must be an integer scalar, got {got}")
+    return t
+
+
+def _clamp0(t: Tensor) -> Tensor:
+    zero = Tensor.full((), 0, t.dtype)
+    return (t < zero).where(zero, t)
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, *, max_steps: int | None = None) -> Any:
+    """`while cond_fun(val): val = body_fun(val)`, as `jax.lax.while_loop`; returns the final val.
+
+    The condition is evaluated on the device before every step, so the loop takes as many steps as the data says,
+    with no host round trip. `max_steps` bounds it (the loop stops after that many steps even if cond_fun is still
+    true) and makes it differentiable in reverse mode: the forward keeps the carry of every step taken (memory for
+    `max_steps` carries) and the backward runs back over exactly the steps taken. Without `max_steps`, `grad`
+    through it is an error, as in JAX.
+
+    >>> tg.lax.while_loop(lambda x: x < 100.0, lambda x: x * 2.0, 1.0)    # 128.0
+    """
+    if max_steps is not None and (not isinstance(max_steps, (int, np.integer)) or max_steps < 0):
+        raise TypeError(f"while_loop: max_steps must be a non-negative int or None, got {max_steps!r}")
+    def cond(i: Tensor, c: Any) -> Any:
+        return cond_fun(c)
+    cond.__qualname__ = _name(cond_fun)
+    out = _loop("while_loop", body_fun, lambda i, c, x: (body_fun(c), None), init_val, None,
+                None if max_steps is None else int(max_steps), cond=cond)
+    return out[0]
+
+
+# ---- branches ----
+def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
+    """`branches[index](*operands)`, the index clamped to [0, len(branches) - 1], as `jax.lax.switch`.
+
+    The branch is chosen on the device from the index's value: only that branch runs, so an expensive branch not
+    taken costs nothing, and under `jit` the program is encoded once with every branch in it. Every branch is
+    traced and must return the same structure, shapes and dtypes.
+
+    >>> tg.lax.switch(k, [lambda x: x + 1, lambda x: x * 2, tnp.sin], x)
+    """
+    return _switch("switch", index, list(branches), operands)
+
+
+def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
+    """`true_fun(*operands) if pred else false_fun(*operands)`, as `jax.lax.cond`, decided on the device.
+
+    `pred` is a scalar (bool, or a number compared with 0). Both functions are traced and must return the same
+    structure, shapes and dtypes; only the one the predicate picks runs.
+
+    >>> tg.lax.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, x)
+    """
+    p = _as_tensor(pred)
+    if p is None or p.shape != ():
+        got = f"shape {p.shape}" if p is not None else f"a {type(pred).__name__}"
+        raise TypeError(f"cond: pred must be a scalar (bool or number), got {got}; reduce it first, e.g. "
+                        f"(x > 0).all()")
+    zero = Tensor.full((), 0, p.dtype, device=p.device)
+    return _switch("cond", p if p.dtype == dtypes.bool else Tensor(p.uop.alu(Ops.CMPNE, zero.uop)),
+                   [false_fun, true_fun], operands)
+
+
+def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> Any:
+    if not branches or not all(callable(b) for b in branches):
+        raise TypeError(f"{who}: branches must be a non-empty sequence of functions, got {branches!r}")
+    idx = _as_tensor(index)
+    if idx is None or idx.shape != () or idx.dtype.is_float:
+        got = _describe(idx) if idx is not None else type(index).__name__
+        raise TypeError(f"{who}: the index must be an integer or bool scalar, got {got}")
+    device = _device(operands, idx)
+    args, arg_tree, arg_paths = _leaves(who, "operands", operands, device)
+    if len(branches) == 1:
+        return branches[0](*operands)
+    idx = idx.astype(dtypes.int32)
+    if who == "switch":
+        lo, hi = Tensor.full((), 0, dtypes.int32), Tensor.full((), len(branches) - 1, dtypes.int32)
+        idx = (idx < lo).where(lo, (hi < idx).where(hi, idx))
+    si = [_stand_in(t.shape, t.dtype, device) for t in args]
+    described = dict(zip(si, arg_paths, strict=True))
+    stand_args = tree_unflatten(arg_tree, [Tensor(s) for s in si])
+    outs, first = [], None
+    for k, b in enumerate(branches):
+        res = _run(_name(b), b, tuple(stand_args), described)
+        leaves, tree, _ = _leaves(who, f"the result of branch {k} ({_name(b)})", res, device)
+        sig = (tree, [(t.shape, t.dtype) for t in leaves])
+        if first is None:
+            first = (sig, k)
+        elif sig != first[0]:
+            def show(s: tuple) -> str:
+                return f"{s[0]!r} of " + ", ".join(f"{d.name}{list(sh)}" for sh, d in s[1])
+            raise TypeError(f"{who}: every branch must return the same structure, shapes and dtypes, but branch "
+                            f"{first[1]} ({_name(branches[first[1]])}) returns {show(first[0])} and branch {k} "
+                            f"({_name(b)}) returns {show(sig)}")
+        outs.append([t.uop for t in leaves])
+    closed, consts = close_over(outs, [], si, device)
+    spec = SwitchSpec("|".join(_name(b) for b in branches), len(branches), device)
+    sw = UOp(Ops.SWITCH, None, (*closed, idx.uop, *consts, *(t.uop for t in args)), spec)
+    res = [Tensor(UOp(Ops.GETTUPLE, o.dtype, (sw,), i)) for i, o in enumerate(closed[0].src)]
+    return tree_unflatten(first[0][0], res)
+
+
+__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over"]

@@ -1,0 +1,292 @@
+"""control: LOOP and SWITCH nodes to commands of a LINEAR that run on the device with no host in the loop.
+
+A body is scheduled once, like a precompiled function (`template_of`: cached by the body's key, so a loop compiles
+the same kernels whatever its trip count), and its commands are placed between control commands that the runtime
+turns into packets (`tgfx/devices/hcq.py`, "Control flow"):
+
+    LOOP   (init carries copied into the loop's carry buffers, before the block)
+           BLOCK
+             WORD i = 0                                  counter: an int64 device word, the body's PARAM 0
+           top:
+             [JUMP i >= bound -> end; cond body; JUMP pred == 0 -> end]          while loops
+             COPY saved[i] <- carry                                              for the backward (save)
+             COPY x[i]-slice <- xs[i]; body; COPY ys[i] <- y                     indexed copies, by the counter
+             COPY carry <- new carry                                             copy-back of the carries
+             WORD i += 1; JUMP i < length -> top
+           end:
+           BLOCK
+    SWITCH BLOCK; JUMP index != 0 -> b1; branch 0; JUMP -> end; b1: ...; branch n-1; end: BLOCK
+
+A reversed loop counts down from length - 1; a loop with a dynamic trip count n (an operand: a fori_loop with Tensor
+bounds, or the backward of a while loop) counts while a second word, n - i, is positive. An elementwise body skips
+all of this: `tgfx/lowering/loop_kernel.py` makes the whole loop one kernel.
+
+Per-step slices move by copies indexed with the counter (so kernels stay the ones the body compiles to, and a slice
+is read where it is contiguous); carries are copied back into fixed buffers each step, so every buffer the body
+reads has one address and the block is encoded once. Branch results are written straight into the SWITCH's result
+buffers when a branch computes them itself, else copied.
+
+`lifetimes` gives the memory planner (jit) the span each buffer must live: a buffer touched inside a block and live
+outside it is live for the whole block, since a loop comes back to the block's start.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+
+from tgfx.ir.control import INDEX_DTYPE, LoopSpec, loop_results
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp, prod
+from tgfx.lowering.loop_kernel import loop_kernel
+
+_labels = itertools.count()
+
+
+class ControlFlowError(ValueError):
+    """A loop or branch that cannot run on one device."""
+
+
+def command(op: Ops, arg: object, *bufs: UOp) -> UOp:
+    return UOp(Ops.CALL, None, (UOp(op, None, (), arg), *bufs))
+
+
+def copy_command(dst: UOp, src: UOp, nbytes: int, index: UOp | None = None, dst_stride: int = 0,
+                 src_stride: int = 0, count: int = 1) -> UOp:
+    """COPY dst <- src; with `index` (an int64 word), at byte offsets index * stride, for 0 <= index < count."""
+    if index is None:
+        return command(Ops.COPY, (nbytes, 0, 0), dst, src)
+    return command(Ops.COPY, (nbytes, dst_stride, src_stride, count), dst, src, index)
+
+
+def _nbytes(b: UOp) -> int:
+    return b.arg[2] * b.dtype.itemsize
+
+
+def _check_device(what: str, bufs: list[UOp], device: str) -> None:
+    for b in bufs:
+        if b.arg[1] != device:
+            raise ControlFlowError(f"{what} runs on {device} but reads or writes a buffer on {b.arg[1]}; a loop or "
+                                   f"branch runs on one device: move its operands there first (Tensor.to)")
+
+
+def _zero_fill(buf: UOp) -> list[UOp]:
+    from tgfx.lowering.schedule import kernel_ast
+    if buf.arg[2] == 0:
+        return []
+    c = UOp.const(buf.dtype, 0)
+    zeros = UOp(Ops.EXPAND, buf.dtype, (UOp(Ops.RESHAPE, buf.dtype, (c,), (1,)),), (buf.arg[2],))
+    ast, bufs = kernel_ast(zeros, buf, {})
+    return [UOp(Ops.CALL, None, (ast, *bufs))]
+
+
+def _body(body: UOp, inputs: list[UOp], device: str, what: str) -> tuple[list[UOp], list[UOp]]:
+    """The commands of a body (scheduled once per body key) on `inputs` by PARAM slot, and its result buffers."""
+    from tgfx.lowering.schedule import buffer_view, template_of
+    linear, results = template_of(body).instantiate(inputs)
+    cmds = list(linear.src)
+    bufs = [b for c in cmds for b in c.src[1:]]
+    _check_device(what, bufs, device)
+    return cmds, [buffer_view(r) for r in results]
+
+
+def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]:
+    """The commands running `loop` on operand buffers `operands`, and its result buffers (see the module doc)."""
+    from tgfx.lowering.schedule import new_buffer
+    sp: LoopSpec = loop.arg
+    what = f"loop {sp.name!r}"
+    dev = sp.device
+    _check_device(what, operands, dev)
+    c, k, x = sp.n_consts, sp.n_carry, sp.n_xs
+    consts, init, xs = operands[:c], operands[c:c + k], operands[c + k:c + k + x]
+    trip = operands[-1] if sp.dynamic else None
+    types = loop_results(loop)
+    n_ys = len(loop.src[0].src) - k
+    counter = new_buffer(dev, 1, INDEX_DTYPE)
+    carry = [new_buffer(dev, b.arg[2], b.dtype) for b in init]
+    slices = [new_buffer(dev, prod(u.shape[1:]), u.dtype) for u in sp.operands(loop)[2]]
+    ys = [new_buffer(dev, prod(s), d) for s, d in types[k:k + n_ys]]
+    saved = [new_buffer(dev, prod(s), d) for s, d in types[k + n_ys:k + n_ys + k]] if sp.save else []
+    trip_out = trip if sp.dynamic else counter
+    results = carry + ys + saved + ([trip_out] if sp.counted else [])
+
+    if (fused := loop_kernel(loop, operands)) is not None:  # an elementwise body: one kernel, the steps a RANGE
+        ast, inputs = fused
+        return [UOp(Ops.CALL, None, (ast, *carry, *inputs))], results
+    cmds = [copy_command(dst, src, _nbytes(src)) for dst, src in zip(carry, init, strict=True)]
+    if sp.counted:  # steps the loop does not take leave zeros in the stacked outputs
+        cmds += [z for b in ys + saved for z in _zero_fill(b)]
+    if not sp.counted and sp.length == 0:
+        return cmds, results
+    body_cmds, outs = _body(loop.src[0], [counter, *consts, *carry, *slices], dev, what)
+    new_carry, new_ys = outs[:k], outs[k:]
+    top, end = next(_labels), next(_labels)
+    step = -1 if sp.reverse else 1
+    cmds.append(command(Ops.BLOCK, (True, dev)))
+    rem = None
+    if sp.dynamic and sp.reverse:   # i = n - 1, ..., 0
+        cmds += [copy_command(counter, trip, 8), command(Ops.WORD, ("add", -1), counter)]
+    elif sp.dynamic:                # i = 0, ..., n - 1, while rem = n - i > 0
+        rem = new_buffer(dev, 1, INDEX_DTYPE)
+        cmds += [command(Ops.WORD, ("set", 0), counter), copy_command(rem, trip, 8)]
+    else:
+        cmds.append(command(Ops.WORD, ("set", sp.length - 1 if sp.reverse else 0), counter))
+    cmds.append(command(Ops.LABEL, top))
+    if sp.dynamic:
+        cmds.append(command(Ops.JUMP, ("<", 0, end), counter) if sp.reverse else command(Ops.JUMP, ("<", 1, end), rem))
+    if sp.cond:
+        if sp.length is not None:
+            cmds.append(command(Ops.JUMP, (">=", sp.length, end), counter))
+        cond_cmds, (pred,) = _body(loop.src[1], [counter, *consts, *carry], dev, what)
+        cmds += [*cond_cmds, command(Ops.JUMP, ("==", 0, end), pred)]
+    n = sp.length or 1
+    if sp.save:
+        cmds += [copy_command(s, b, _nbytes(b), counter, dst_stride=_nbytes(b), count=n)
+                 for s, b in zip(saved, carry, strict=True)]
+    cmds += [copy_command(s, b, _nbytes(s), counter, src_stride=_nbytes(s), count=n)
+             for s, b in zip(slices, xs, strict=True)]
+    cmds += body_cmds
+    cmds += [copy_command(b, y, _nbytes(y), counter, dst_stride=_nbytes(y), count=n)
+             for b, y in zip(ys, new_ys, strict=True)]
+    cmds += _copy_back(carry, new_carry, dev)
+    cmds.append(command(Ops.WORD, ("add", step), counter))
+    if rem is not None:
+        cmds.append(command(Ops.WORD, ("add", -1), rem))
+    if sp.counted:
+        cmds.append(command(Ops.JUMP, ("always", 0, top)))
+    else:
+        cmds.append(command(Ops.JUMP, (">=", 0, top) if sp.reverse else ("<", sp.length, top), counter))
+    cmds += [command(Ops.LABEL, end), command(Ops.BLOCK, (False, dev))]
+    return cmds, results
+
+
+def _copy_back(carry: list[UOp], new: list[UOp], dev: str) -> list[UOp]:
+    """carry[k] <- new[k] for every k at once: a new carry that is another carry's buffer goes through a copy."""
+    from tgfx.lowering.schedule import new_buffer
+    own = set(carry)
+    staged, cmds = [], []
+    for c, n in zip(carry, new, strict=True):
+        if n is c:
+            staged.append(None)
+        elif n in own:
+            tmp = new_buffer(dev, n.arg[2], n.dtype)
+            cmds.append(copy_command(tmp, n, _nbytes(n)))
+            staged.append(tmp)
+        else:
+            staged.append(n)
+    return cmds + [copy_command(c, s, _nbytes(c)) for c, s in zip(carry, staged, strict=True) if s is not None]
+
+
+def schedule_switch(sw: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]:
+    """The commands running the branch `index` picks (index is operands[0]), and the result buffers."""
+    from tgfx.lowering.schedule import new_buffer
+    sp = sw.arg
+    dev, what = sp.device, f"switch {sp.name!r}"
+    index, args = operands[0], operands[1:]
+    _check_device(what, operands, dev)
+    results = [new_buffer(dev, prod(o.shape), o.dtype) for o in sw.src[0].src]
+    end = next(_labels)
+    cmds = [command(Ops.BLOCK, (True, dev))]
+    for k, branch in enumerate(sw.src[:sp.n_branches]):
+        last = k == sp.n_branches - 1
+        nxt = next(_labels)
+        if not last:
+            cmds.append(command(Ops.JUMP, ("!=", k, nxt), index))
+        body_cmds, outs = _body(branch, args, dev, what)
+        cmds += _into(body_cmds, outs, results, set(operands))
+        if not last:
+            cmds += [command(Ops.JUMP, ("always", 0, end)), command(Ops.LABEL, nxt)]
+    cmds += [command(Ops.LABEL, end), command(Ops.BLOCK, (False, dev))]
+    return cmds, results
+
+
+def _into(cmds: list[UOp], outs: list[UOp], results: list[UOp], inputs: set[UOp]) -> list[UOp]:
+    """A branch's commands writing its results into `results`: renamed where the branch computes a result into a
+    buffer of its own, copied otherwise (an input passed through, or one buffer returned twice)."""
+    rename: dict[UOp, UOp] = {}
+    copies = []
+    for o, r in zip(outs, results, strict=True):
+        if o not in inputs and o not in rename and any(o in writes(c) for c in cmds):
+            rename[o] = r
+        else:
+            copies.append(copy_command(r, rename.get(o, o), _nbytes(r)))
+    renamed = [c.replace(src=(c.src[0], *(rename.get(b, b) for b in c.src[1:]))) for c in cmds]
+    return renamed + copies
+
+
+# ---- before scheduling ----
+# Not a PatternMatcher: the twin's body may itself hold loops to merge, and a rule would see the twin before or after
+# they are merged; a substitution to a fixed point sees the whole graph each round.
+def merge_saved_loops(root: UOp) -> UOp:
+    """Make results of a LOOP read its twin with `save` where differentiation made one, so the forward runs once
+    (the twin returns everything the LOOP does, and the saved carries besides)."""
+    while True:
+        twins = {u.replace(arg=dataclasses.replace(u.arg, save=False)): u for u in root.toposort()
+                 if u.op is Ops.LOOP and u.arg.save}
+        if not twins:
+            return root
+        mapping = {}
+        for u in root.toposort():
+            if u.op is Ops.GETTUPLE and (twin := twins.get(u.src[0])) is not None:
+                plain = u.src[0].arg
+                i = u.arg if u.arg < len(loop_results(u.src[0])) - plain.counted else u.arg + plain.n_carry
+                mapping[u] = UOp(Ops.GETTUPLE, u.dtype, (twin,), i)
+        if not mapping:
+            return root
+        root = root.substitute(mapping)
+
+
+# ---- what commands touch, and how long buffers must live ----
+@functools.lru_cache(maxsize=4096)
+def _stored_slots(ast: UOp) -> frozenset[int]:
+    return frozenset(u.src[0].arg[0] if u.src[0].op is Ops.DEFINE_GLOBAL else u.src[0].src[0].arg[0]
+                     for u in ast.toposort() if u.op is Ops.STORE)
+
+
+def writes(call: UOp) -> list[UOp]:
+    """The buffers a LINEAR command writes."""
+    body, bufs = call.src[0], call.src[1:]
+    if body.op is Ops.SINK:
+        return [b for i, b in enumerate(bufs) if i in _stored_slots(body)]
+    if body.op in (Ops.COPY, Ops.WORD):
+        return [bufs[0]]
+    return []
+
+
+def reads(call: UOp) -> list[UOp]:
+    """The buffers a LINEAR command reads (a kernel's outputs count as read too: it may read them)."""
+    body, bufs = call.src[0], call.src[1:]
+    if body.op is Ops.COPY:
+        return list(bufs[1:])
+    if body.op is Ops.WORD:
+        return [bufs[0]] if body.arg[0] == "add" else []
+    return list(bufs)
+
+
+def blocks(calls: list[UOp]) -> list[tuple[int, int]]:
+    """(start, end) command indices of every BLOCK, innermost first."""
+    out, stack = [], []
+    for i, c in enumerate(calls):
+        if c.src[0].op is Ops.BLOCK:
+            if c.src[0].arg[0]:
+                stack.append(i)
+            else:
+                out.append((stack.pop(), i))
+    return sorted(out, key=lambda se: se[1] - se[0])
+
+
+def lifetimes(calls: list[UOp]) -> tuple[dict[UOp, int], dict[UOp, int]]:
+    """The first and last command index each buffer must live for. A buffer touched inside a block and also outside
+    it lives for the whole block: a loop goes back to the block's start, so the block is one long use of it."""
+    first: dict[UOp, int] = {}
+    last: dict[UOp, int] = {}
+    for i, c in enumerate(calls):
+        for b in c.src[1:]:
+            first.setdefault(b, i)
+            last[b] = i
+    for s, e in blocks(calls):
+        for b in {b for c in calls[s:e + 1] for b in c.src[1:]}:
+            if first[b] < s or last[b] > e:
+                first[b], last[b] = min(first[b], s), max(last[b], e)
+    return first, last
+
