@@ -42,7 +42,7 @@ class CompiledKernel:
     flops: int = 0     # arithmetic ops on values (not index math), for DEBUG>=2 throughput
     mem_bytes: int = 0  # bytes of every buffer the kernel touches, once
     global_size: int = 1  # core ids it is launched with (THREAD)
-    opts: tuple = ()   # the options applied, for DEBUG>=2
+    opts: tuple[Opt, ...] = ()  # the options applied, for DEBUG>=2
 
 
 _kernels: dict[tuple[str, str], CompiledKernel] = {}  # by (kernel key, opt_mode)
@@ -123,7 +123,8 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None) -> CompiledKernel:
     if (cached := read_cached(key)) is not None:
         meta, obj = cached
         ck = CompiledKernel(meta["name"], load_object(key, meta["name"], obj), meta["nbufs"], ast, "",
-                            meta["flops"], meta["mem_bytes"], meta["global_size"], tuple(meta["opts"]))
+                            meta["flops"], meta["mem_bytes"], meta["global_size"],
+                            tuple(Opt(*o) for o in meta["opts"]))
     else:
         # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
         sink, applied = optimize(index_level(ast), cores, kernel_name(ast), ast.key, opts)
@@ -135,7 +136,7 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None) -> CompiledKernel:
         obj = compile_llvm(ir)
         gs = global_size(sink)
         write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem, "global_size": gs,
-                           "opts": [repr(o) for o in applied]}, obj)
+                           "opts": [[o.op, o.axis, o.amount] for o in applied]}, obj)
         ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs, tuple(applied))
     _kernels[(ast.key, mode)] = ck
     return ck

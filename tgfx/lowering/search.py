@@ -4,13 +4,18 @@ With `BEAM=n`, `optimize` asks `beam_search` for a kernel's options instead of t
 of width n over option lists: it starts from no options and the heuristics' list, and each round extends every list
 in the beam by one more option (`actions`: UPCAST, UNROLL, THREAD, PADTO, SWAP at the amounts that fit), compiles
 each candidate and times it on the device, and keeps the n fastest. It stops when a round finds nothing faster than
-the best so far, or when `BEAM_BUDGET` seconds (per kernel) are spent; the best list wins.
+the best so far, or when `BEAM_BUDGET` seconds (per kernel) are spent. The best list wins if it still beats the
+heuristics' list when the two are timed again, in turns; else the heuristics' list does.
 
 Timing is real: each candidate runs through the HCQ runtime on scratch buffers of the kernel's sizes (random data,
 every buffer its own, so no input is clobbered), bracketed by device TIMESTAMP packets; the minimum of a few runs
-counts, and a candidate whose first run is 3x slower than the best so far is not run again. Candidates that raise
-`KernelOptError` are skipped, and so are those the bounds say are not worth compiling (more than `MAX_LANES` lanes
-of upcast and unroll together); two lists that give the same kernel (hash-consing makes that `is`) are timed once.
+counts, and a candidate whose first run is 3x slower than the best so far is not run again. A native kernel cannot
+be stopped once started, so a big kernel (more than `TIMED_TRIPS` innermost iterations before options) is timed on
+a slice: its outermost loop runs 1/f of its iterations, the same f for every candidate, and the time is scaled
+back up. Otherwise one poor candidate (the naive loop nest of a 1024^3 matmul takes seconds) would eat the budget.
+Candidates that raise `KernelOptError` are skipped, and none is proposed with more than `MAX_LANES` lanes of upcast
+and unroll together (code size, and compile time, grow faster than speed); two lists that give the same kernel
+(hash-consing makes that `is`) are timed once.
 
 Counting: each search adds one to `counters.search_count` and each compiled candidate to
 `counters.search_compile_count`, never to `compile_count`, which counts only the programs compiled to run (the
@@ -57,7 +62,6 @@ from tgfx.lowering.optimize import (
     apply_hand_coded,
     apply_opts,
     global_size,
-    hand_coded_opts,
     opt_mode,
     ranges,
 )
@@ -67,7 +71,9 @@ UNROLL_AMOUNTS = (2, 4, 8, 16)
 PADTO_AMOUNTS = (4, 8, 16)
 MAX_LANES = 256          # upcast x unroll lanes: beyond this, code size (and compile time) grows faster than speed
 RUNS = 3                 # timed runs of a candidate; the minimum counts
+TIMED_TRIPS = 1 << 25    # innermost iterations a timed run does, about: bigger kernels are timed on a slice
 EARLY_STOP = 3.0         # a first run this many times slower than the best is not repeated
+CONFIRM_ROUNDS = 5       # runs each of the winner and the heuristics' options get in the final, interleaved timing
 
 _found: dict[str, list[Opt]] = {}   # beam key -> the options found (this process)
 
@@ -208,6 +214,7 @@ class _Search:
         self.bench = _Bench(sink)
         self.deadline = time.perf_counter() + float(config.BEAM_BUDGET.value)
         self.timed: dict[UOp, float] = {}   # candidate kernel -> seconds
+        self.slice = -(-math.prod(r.src[0].arg for r in ranges(sink).values()) // TIMED_TRIPS)
         self.best: tuple[float, list[Opt]] = (math.inf, [])
         self.show = config.DEBUG >= 1 or sys.stderr.isatty()
         self.shown = 0
@@ -220,20 +227,39 @@ class _Search:
             return None
         if cand in self.timed:
             return None
-        tag = hashlib.sha256(opt_mode(opts, self.cores).encode()).hexdigest()[:6]
-        sym, load_key = f"{self.name}_beam{tag}", f"search|{self.sink.key}|{tag}"
-        addr = engine().loaded.get(load_key)
-        if addr is None:
-            ir, _, _ = render_kernel(sym, cand, opts)
-            addr = load_object(load_key, sym, compile_llvm(ir, candidate=True))
+        prog, gs, scale = self.program(opts, cand)
         with config.Context(DEBUG=0):  # candidates are not the program's kernels: no per-run DEBUG lines
-            secs = self.bench.time(Program(sym, addr), global_size(cand), self.best[0])
+            secs = scale * self.bench.time(prog, gs, self.best[0] / scale)
             _ = self.bench.dev.profile_events  # drained here, unprinted
         self.timed[cand] = secs
         if secs < self.best[0]:
             self.best = (secs, opts)
         self.progress()
         return secs
+
+    def program(self, opts: list[Opt], cand: UOp | None = None) -> tuple[Program, int, float]:
+        """The candidate compiled (once per process) as it is timed, its launch size, and its time's scale."""
+        cand = apply_opts(self.sink, opts) if cand is None else cand
+        timed, scale = self.sliced(cand)
+        tag = hashlib.sha256(f"{opt_mode(opts, self.cores)}|{self.slice}".encode()).hexdigest()[:6]
+        sym, load_key = f"{self.name}_beam{tag}", f"search|{self.sink.key}|{tag}"
+        addr = engine().loaded.get(load_key)
+        if addr is None:
+            ir, _, _ = render_kernel(sym, timed, opts)
+            addr = load_object(load_key, sym, compile_llvm(ir, candidate=True))
+        return Program(sym, addr), global_size(cand), scale
+
+    def sliced(self, cand: UOp) -> tuple[UOp, float]:
+        """The candidate with its outermost loop cut to 1/slice of its iterations, and the factor to scale its
+        time by (the iterations of a loop do the same work; fewer of them stay in bounds)."""
+        rngs = sorted(ranges(cand).values(), key=lambda r: (r.arg[1] != "loop", r.arg[0]))
+        if self.slice == 1 or not rngs:
+            return cand, 1.0
+        outer = rngs[0]
+        size = outer.src[0].arg
+        keep = max(1, size // self.slice)
+        cut = UOp(Ops.RANGE, outer.dtype, (UOp.const(outer.dtype, keep),), outer.arg)
+        return cand.substitute({outer: cut}), size / keep
 
     def progress(self, end: str = "") -> None:
         if self.show:
@@ -245,8 +271,10 @@ class _Search:
             self.shown = len(line)
 
     def run(self) -> list[Opt]:
-        start = [[], list(hand_coded_opts(self.sink, self.cores))]
-        beam = sorted((t, o) for o in start if (t := self.evaluate(o)) is not None)[:self.width]
+        # the heuristics' options first: usually fast, they make a slow start (no options at all) stop early
+        hand = apply_hand_coded(self.sink, self.cores)[1]
+        start = [hand, []]
+        beam = sorted(((t, o) for o in start if (t := self.evaluate(o)) is not None), key=lambda c: c[0])[:self.width]
         while beam and time.perf_counter() < self.deadline:
             best_before = self.best[0]
             children: list[tuple[float, list[Opt]]] = []
@@ -260,7 +288,21 @@ class _Search:
                 break
             beam = sorted(children, key=lambda c: c[0])[:self.width]
         self.progress(end="\n")
-        return self.best[1]
+        return self.confirm(hand)
+
+    def confirm(self, hand: list[Opt]) -> list[Opt]:
+        """The winner, if it still beats the heuristics' options when the two are timed again, turn about: on a busy
+        machine one lucky run can crown a slower kernel, and the search should never make a kernel slower."""
+        if self.best[1] == hand:
+            return hand
+        progs = [self.program(opts) for opts in (self.best[1], hand)]
+        mins = [math.inf, math.inf]
+        with config.Context(DEBUG=0):
+            for _ in range(CONFIRM_ROUNDS):
+                for i, (prog, gs, scale) in enumerate(progs):
+                    mins[i] = min(mins[i], scale * self.bench.run(prog, gs, 1)[0])
+            _ = self.bench.dev.profile_events
+        return self.best[1] if mins[0] < mins[1] else hand
 
 
 def beam_search(sink: UOp, kernel_key: str, name: str, width: int, cores: int) -> tuple[UOp, list[Opt]]:
