@@ -126,8 +126,9 @@ def test_the_budget_bounds_the_search_and_a_progress_line_reports_it(cache, caps
     with config.Context(BEAM_BUDGET=0.0, DEBUG=1):
         run_matmul()
     assert tg.counters.search_count == 1
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert err.startswith("\rBEAM 2 r_24_40_") and err.endswith("\n")
+    assert "r_24_40_" in out and "_beam" not in out  # DEBUG lines for the program's kernel, none for candidates
     # out of time from the start: only the two starting points (no options, the heuristics') are timed
     assert err.split("\r")[-1].split(":")[1].startswith(" 2 candidates, best ")
 
@@ -144,3 +145,17 @@ def test_kernels_that_address_by_loaded_data_are_not_searched(cache):
     assert beam.searchable(index_level(schedule([(tg.asarray(A) @ tg.asarray(B)).uop])[0].src[0].src[0]))
     beam.beam_search(sink, sink.key, "gather", 2, 2)
     assert tg.counters.search_count == 0 and not entries(cache)
+
+
+def test_big_kernels_are_timed_on_a_slice_of_their_outer_loop(cache, monkeypatch):
+    monkeypatch.setattr(beam, "TIMED_TRIPS", 24 * 40 * 20 // 8)
+    sink = index_level(schedule([(tg.asarray(A) @ tg.asarray(B)).uop])[0].src[0].src[0])
+    search = beam._Search(sink, "mm", 2, 2)
+    assert search.slice == 8
+    cut, scale = search.sliced(sink)
+    assert beam.ranges(cut)[0].src[0].arg == 3 and scale == 8  # 24 rows -> 3, the other loops whole
+    assert [r.src[0].arg for r in beam.ranges(cut).values() if r.arg[0] != 0] == \
+        [r.src[0].arg for r in beam.ranges(sink).values() if r.arg[0] != 0]
+    with config.Context(BEAM_BUDGET=0.3):
+        run_matmul()  # the winner is compiled whole: the answer is right
+    assert tg.counters.search_count == 1

@@ -123,7 +123,7 @@ def padto(sink: UOp, opt: Opt) -> UOp:
         elif v.op is Ops.REDUCE and new_rng in v.src[1:]:
             val = v.src[0]
             v = v.replace(src=(valid.where(val, val.const_like(reduce_identity(v.arg, val.dtype))), *v.src[1:]))
-        elif v.op is Ops.STORE and v.src[0].src[0].op is Ops.DEFINE_GLOBAL and new_rng in range_deps(v):
+        elif v.op is Ops.STORE and new_rng in range_deps(v):
             v = v.replace(src=(*v.src[:2], valid if len(v.src) == 2 else v.src[2] & valid))
         new[u] = v
     return new[sink]
@@ -147,12 +147,15 @@ def fold_gated_store(st: UOp, gate: UOp) -> UOp | None:
     return UOp(Ops.STORE, None, st.src[:2]) if gate.arg else None
 
 
+def drop_never_stores(x: UOp) -> UOp | None:
+    kept = tuple(s for s in x.src if not (len(s.src) == 3 and s.src[2].op is Ops.CONST and not s.src[2].arg))
+    return x.replace(src=kept) if len(kept) < len(x.src) else None
+
+
 pm_fold_gates = PatternMatcher([
     # a store the bounds prove always (or never) valid after an UPCAST of a padded range loses its gate (or itself)
     (UPat(Ops.STORE, src=(UPat(), UPat(), UPat.cvar("gate")), name="st"), fold_gated_store),
-    (UPat(Ops.SINK, name="x"), lambda x: x.replace(src=kept) if len(kept := tuple(
-        s for s in x.src if not (len(s.src) == 3 and s.src[2].op is Ops.CONST and not s.src[2].arg))) < len(x.src)
-        else None),
+    (UPat(Ops.SINK, name="x"), drop_never_stores),
 ])
 
 

@@ -65,6 +65,7 @@ from tgfx.lowering.optimize import (
     opt_mode,
     ranges,
 )
+from tgfx.lowering.render_llvm import RenderError
 
 UPCAST_AMOUNTS = (2, 3, 4, 8, 16)
 UNROLL_AMOUNTS = (2, 4, 8, 16)
@@ -211,7 +212,9 @@ def random_data(rng: np.random.Generator, g: UOp) -> np.ndarray:
 class _Search:
     def __init__(self, sink: UOp, name: str, width: int, cores: int) -> None:
         self.sink, self.name, self.width, self.cores = sink, name, width, cores
-        self.bench = _Bench(sink)
+        with config.Context(DEBUG=0):  # the scratch buffers' copies are not the program's either
+            self.bench = _Bench(sink)
+            _ = self.bench.dev.profile_events
         self.deadline = time.perf_counter() + float(config.BEAM_BUDGET.value)
         self.timed: dict[UOp, float] = {}   # candidate kernel -> seconds
         self.slice = -(-math.prod(r.src[0].arg for r in ranges(sink).values()) // TIMED_TRIPS)
@@ -220,14 +223,19 @@ class _Search:
         self.shown = 0
 
     def evaluate(self, opts: list[Opt]) -> float | None:
-        """Seconds the kernel takes with `opts`; None when they do not fit or give a kernel already timed."""
+        """Seconds the kernel takes with `opts`; None when they do not fit, give a kernel already timed, or do not
+        compile."""
         try:
             cand = apply_opts(self.sink, opts)
         except KernelOptError:
             return None
         if cand in self.timed:
             return None
-        prog, gs, scale = self.program(opts, cand)
+        try:
+            prog, gs, scale = self.program(opts, cand)
+        except (RenderError, RuntimeError):  # no renderer rule, or LLVM rejected the module: not a candidate
+            self.timed[cand] = math.inf
+            return None
         with config.Context(DEBUG=0):  # candidates are not the program's kernels: no per-run DEBUG lines
             secs = scale * self.bench.time(prog, gs, self.best[0] / scale)
             _ = self.bench.dev.profile_events  # drained here, unprinted
