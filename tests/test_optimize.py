@@ -1,14 +1,29 @@
 """Kernel options on tiny graphs (exact structure), and optimised kernels against numpy."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tgfx as tg
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.optimize import KernelOptError, Opt, apply_opt, global_size, hand_coded_opts, ranges
+from tgfx.lowering import index_level
+from tgfx.lowering.linearize import linearize
+from tgfx.lowering.optimize import (
+    KernelOptError,
+    Opt,
+    apply_opt,
+    apply_opts,
+    global_size,
+    hand_coded_opts,
+    ranges,
+    use_opts,
+)
 from tgfx.lowering.rangeify import rangeify
+from tgfx.lowering.schedule import schedule
+from tgfx.lowering.search import actions
 from tgfx.lowering.symbolic import pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
 
@@ -103,3 +118,139 @@ def test_float32_transcendentals_are_accurate_to_a_few_ulp():
         np.testing.assert_allclose(got[normal], want[normal], rtol=ulps * 2.0 ** -23, atol=0)
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+
+
+# ---- every option, and combinations, on kernels built through the public API, against numpy ----
+_rng = np.random.default_rng(0)
+# name -> (function of Tensors or numpy arrays, inputs); the functions are the same code for both
+KERNELS = {
+    "elementwise": (lambda x, y: x * 2 + y, [_rng.standard_normal((7, 33)), _rng.standard_normal((7, 33))]),
+    "sum_axis0": (lambda x: x.sum(axis=0), [_rng.standard_normal((13, 6, 11))]),
+    "sum_axis1": (lambda x: x.sum(axis=1), [_rng.standard_normal((6, 13, 11))]),
+    "sum_axis2": (lambda x: x.sum(axis=2), [_rng.standard_normal((5, 6, 12))]),
+    # all negative: a padded reduce that adds 0 instead of the identity (-inf) would show
+    "max_axis1": (lambda x: x.max(axis=1), [-np.abs(_rng.standard_normal((6, 13, 5))) - 1]),
+    "matmul": (lambda a, b: a @ b, [_rng.standard_normal((33, 17)), _rng.standard_normal((17, 45))]),
+    "broadcast": (lambda x, y: x * y - 1, [_rng.standard_normal((7, 1)), _rng.standard_normal((1, 12))]),
+    "transposed": (lambda x: x.T + 1, [_rng.standard_normal((9, 14))]),
+}
+
+
+def _inputs(name):
+    return [a.astype(np.float32) for a in KERNELS[name][1]]
+
+
+def _sink(name):
+    fn, arrays = KERNELS[name][0], _inputs(name)
+    linear, _ = schedule([fn(*[tg.asarray(a) for a in arrays]).uop])
+    assert len(linear.src) == 1
+    return index_level(linear.src[0].src[0])
+
+
+def _check(name, opts):
+    fn, arrays = KERNELS[name][0], _inputs(name)
+    tg.counters.reset()
+    with use_opts(opts):
+        got = fn(*[tg.asarray(a) for a in arrays]).numpy()
+    assert tg.counters.kernel_count == 1
+    np.testing.assert_allclose(got, fn(*arrays), rtol=1e-5, atol=1e-5, err_msg=f"{name} with {opts}")
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_every_single_option_gives_numpys_answer(name):
+    acts = actions(_sink(name), [], cores=3)
+    # every kind of option on every kernel (UNROLL where a reduce range splits; a prime one is padded instead)
+    ops = {"UPCAST", "PADTO", "THREAD", "SWAP"} | ({"UNROLL"} if name == "sum_axis2" else set())
+    assert ops <= {a.op for a in acts}
+    for act in acts:
+        _check(name, [act])
+
+
+# ranges by id: output axes first, then reduce axes (rangeify's numbering)
+COMBOS = [
+    ("elementwise", [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)]),
+    ("elementwise", [Opt("PADTO", 1, 8), Opt("UPCAST", 1, 8), Opt("PADTO", 0, 4), Opt("THREAD", 0, 2)]),
+    ("elementwise", [Opt("SWAP", 0, 1), Opt("PADTO", 1, 8), Opt("UPCAST", 1, 4)]),
+    ("sum_axis0", [Opt("PADTO", 2, 8), Opt("UNROLL", 2, 8), Opt("UPCAST", 0, 3), Opt("THREAD", 0, 2)]),
+    ("sum_axis1", [Opt("PADTO", 2, 4), Opt("UNROLL", 2, 4), Opt("PADTO", 1, 4), Opt("UPCAST", 1, 4)]),
+    ("sum_axis2", [Opt("PADTO", 2, 16), Opt("UNROLL", 2, 16), Opt("SWAP", 0, 1)]),
+    ("sum_axis2", [Opt("UNROLL", 2, 4), Opt("UNROLL", 2, 3), Opt("PADTO", 1, 4), Opt("UPCAST", 1, 8)]),
+    ("max_axis1", [Opt("PADTO", 2, 8), Opt("UNROLL", 2, 2), Opt("UNROLL", 2, 4), Opt("UPCAST", 1, 5)]),
+    ("matmul", [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16), Opt("PADTO", 0, 4), Opt("UPCAST", 0, 4),
+                Opt("PADTO", 2, 4), Opt("UNROLL", 2, 4), Opt("THREAD", 0, 3)]),
+    ("matmul", [Opt("SWAP", 0, 1), Opt("PADTO", 0, 16), Opt("UPCAST", 0, 8), Opt("THREAD", 1, 3)]),
+    ("matmul", [Opt("PADTO", 0, 8), Opt("PADTO", 0, 16)]),  # padding twice: only the second rounds up further
+    ("broadcast", [Opt("PADTO", 0, 4), Opt("UPCAST", 0, 4), Opt("PADTO", 1, 8), Opt("UPCAST", 1, 8),
+                   Opt("SWAP", 0, 1)]),
+    ("transposed", [Opt("SWAP", 0, 1), Opt("PADTO", 0, 4), Opt("UPCAST", 0, 4), Opt("THREAD", 1, 2)]),
+]
+
+
+@pytest.mark.parametrize("name,opts", COMBOS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(COMBOS)])
+def test_option_combinations_give_numpys_answer(name, opts):
+    _check(name, opts)
+
+
+@settings(max_examples=30)
+@given(st.sampled_from(["matmul", "sum_axis1", "max_axis1", "transposed"]),
+       st.lists(st.integers(0, 10 ** 6), max_size=4))
+def test_random_option_sequences_give_numpys_answer(name, picks):
+    """A random walk through the search's own moves: whatever the search could pick must be right."""
+    sink, opts = _sink(name), []
+    for p in picks:
+        acts = actions(sink, opts, cores=3)
+        try:
+            sink = apply_opts(sink, [acts[p % len(acts)]])
+            opts.append(acts[p % len(acts)])
+        except KernelOptError:
+            pass
+    _check(name, opts)
+
+
+def test_padto_masks_loads_stores_and_reduce_contributions():
+    sink = matmul_sink(5, 7, 9)  # ranges 0 (5), 1 (9), reduce 2 (7)
+    out = apply_opt(sink, Opt("PADTO", 1, 4))
+    assert ranges(out)[1].src[0].arg == 12
+    (st_,) = out.src
+    assert len(st_.src) == 3 and st_.src[2] is (ranges(out)[1] < 9)  # the store is gated on the real size
+    b_index = next(u for u in out.toposort() if u.op is Ops.INDEX and u.src[0].arg[0] == 2)
+    assert b_index.src[1].op is Ops.WHERE  # b's offset could leave b: clamped
+    red = apply_opt(sink, Opt("PADTO", 2, 4))
+    (reduce_,) = [u for u in red.toposort() if u.op is Ops.REDUCE]
+    assert reduce_.src[1].src[0].arg == 8 and reduce_.src[0].op is Ops.WHERE and reduce_.src[0].src[2].arg == 0
+    assert len(red.src[0].src) == 2  # a padded reduce range needs no gate on the store
+
+
+def test_padto_then_upcast_keeps_gates_only_on_lanes_that_can_be_padding():
+    out = apply_opts(matmul_sink(4, 8, 1000), [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)])
+    # 1008 = 63 * 16: lanes 0..7 always land below 1000, lanes 8..15 are padding in the last group
+    assert sorted(len(s.src) for s in out.src) == [2] * 8 + [3] * 8
+
+
+def test_swap_exchanges_the_loop_order():
+    sink = matmul_sink(4, 8, 16)
+    lin, _ = linearize(apply_opt(sink, Opt("SWAP", 0, 1)))
+    assert [u.src[0].arg for u in lin if u.op is Ops.RANGE] == [16, 4, 8]  # n outermost, then m, then k
+    lin, _ = linearize(sink)
+    assert [u.src[0].arg for u in lin if u.op is Ops.RANGE] == [4, 16, 8]
+    square = matmul_sink(8, 8, 8)
+    assert apply_opt(apply_opt(square, Opt("SWAP", 0, 1)), Opt("SWAP", 1, 0)) is square
+
+
+def test_options_that_do_not_fit_raise_kernel_opt_error():
+    sink = matmul_sink(4, 8, 16)  # ranges 0 (4), 1 (16), reduce 2 (8)
+    bad = [Opt("PADTO", 1, 8),    # 16 is a multiple of 8 already
+           Opt("PADTO", 0, 16),   # 4 -> 16 would quadruple the work
+           Opt("PADTO", 0, 1), Opt("PADTO", 7, 4),
+           Opt("SWAP", 0, 0), Opt("SWAP", 0, 2),  # the same range; a reduce range
+           Opt("SWAP", 0, 9), Opt("THREAD", 2, 2), Opt("UNROLL", 0, 2), Opt("GROUP", 0, 2)]
+    for opt in bad:
+        with pytest.raises(KernelOptError):
+            apply_opt(sink, opt)
+    with pytest.raises(KernelOptError):
+        apply_opts(matmul_sink(5, 8, 16), [Opt("PADTO", 0, 4), Opt("UPCAST", 0, 3)])  # 8 does not split by 3
+
+
+def test_forced_options_that_do_not_fit_reach_the_user():
+    with pytest.raises(KernelOptError, match="UPCAST"), use_opts([Opt("UPCAST", 0, 5)]):
+        (tg.asarray(np.ones((4, 4), np.float32)) + 1).numpy()

@@ -37,6 +37,7 @@ class Flag:
 DEBUG = Flag("DEBUG", 0)          # 1: kernels as they run, 2: + options and GFLOP/s, 4: + generated code
 SPEC = Flag("SPEC", 0)            # check every UOp against tgfx/ir/spec.py when it is built
 BEAM = Flag("BEAM", 0)            # kernel option search width (0: heuristics only)
+BEAM_BUDGET = Flag("BEAM_BUDGET", 20.0)  # seconds a BEAM search may spend on one kernel
 NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)

@@ -7,9 +7,11 @@ from dataclasses import dataclass, fields
 @dataclass
 class Counters:
     kernel_count: int = 0      # kernel launches submitted (a loop's body counts once, whatever its trip count)
-    compile_count: int = 0     # programs compiled by LLVM
+    compile_count: int = 0     # programs compiled by LLVM to run (not BEAM candidates)
     schedule_count: int = 0    # graphs scheduled (cache misses)
     copy_count: int = 0        # buffer copies submitted (likewise)
+    search_count: int = 0      # BEAM searches run (kernels whose options were not in the search cache)
+    search_compile_count: int = 0  # BEAM candidates compiled to be timed
 
     def reset(self) -> None:
         for f in fields(self):

@@ -2,17 +2,20 @@
 
     tensor graph ──inline FUNCTIONs──▶ ──multi (sharded values to per-device graphs)──▶ ──allreduce (rings)──▶
                  ──schedule (cached per graph key)──▶ LINEAR of kernel CALLs
-    per kernel: rangeify ─▶ symbolic ─▶ linearize ─▶ render LLVM IR ─▶ compile (llvmlite)
+    per kernel: rangeify ─▶ transcendental ─▶ symbolic ─▶ optimize (heuristics, or BEAM search) ─▶ linearize
+                ─▶ render LLVM IR ─▶ compile (llvmlite)
     LINEAR ──execute──▶ device queues
 
 `realize(uops)` runs the whole pipeline and returns each uop's result as a view of a buffer.
 """
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tgfx import config
 from tgfx.devices.cpu import cpu_count
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
@@ -22,7 +25,7 @@ from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.multi import RingCtx, has_multi, pm_allreduce, pm_multi
-from tgfx.lowering.optimize import global_size, optimize
+from tgfx.lowering.optimize import Opt, forced_opts, global_size, opt_mode, optimize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.schedule import graph_template
@@ -40,10 +43,10 @@ class CompiledKernel:
     flops: int = 0     # arithmetic ops on values (not index math), for DEBUG>=2 throughput
     mem_bytes: int = 0  # bytes of every buffer the kernel touches, once
     global_size: int = 1  # core ids it is launched with (THREAD)
-    opts: tuple = ()   # the options applied, for DEBUG>=2
+    opts: tuple[Opt, ...] = ()  # the options applied, for DEBUG>=2
 
 
-_kernels: dict[str, CompiledKernel] = {}
+_kernels: dict[tuple[str, str], CompiledKernel] = {}  # by (kernel key, opt_mode)
 
 
 def kernel_name(ast: UOp) -> str:
@@ -62,6 +65,8 @@ def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
     for u in lin:
         if u.op is Ops.INDEX:
             index_math.update(u.src[1].toposort())
+        elif u.op is Ops.STORE and len(u.src) == 3:  # a PADTO gate
+            index_math.update(u.src[2].toposort())
     trips, flops = [1], 0
     for u in lin:
         if u.op is Ops.RANGE:
@@ -73,37 +78,68 @@ def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
     return flops, sum(b.arg[1] * b.dtype.itemsize for b in bufs)
 
 
-def lower_kernel(ast: UOp) -> CompiledKernel:
-    """One kernel AST (tensor level, buffers by slot) to a compiled program; cached in memory and on disk."""
-    if (hit := _kernels.get(ast.key)) is not None:
+def index_level(ast: UOp) -> UOp:
+    """A kernel AST (tensor level, buffers by slot) as scalar index-level code with explicit loops, simplified."""
+    # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
+    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
+    # float32 exp/exp2/tanh become vectorisable arithmetic instead of scalar C library calls
+    sink = graph_rewrite(sink, pm_transcendental, name="transcendental")
+    # fold constants and simplify the index arithmetic rangeify produced
+    return graph_rewrite(sink, pm_symbolic, name="symbolic")
+
+
+def render_kernel(name: str, sink: UOp, opts: Sequence[Opt]) -> tuple[str, list[UOp], list[UOp]]:
+    """An optimised index-level kernel as LLVM IR, with its program order and its buffers (by slot)."""
+    # order into loops, hoisting what each loop does not depend on
+    lin, acc_of = linearize(sink)
+    bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
+    ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL") for o in opts))
+    return ir, lin, bufs
+
+
+def symbol_name(ast: UOp, mode: str) -> str:
+    """The kernel's symbol: its readable name, plus a tag of its options unless they are the default heuristics (one
+    process may hold the same kernel compiled with several option lists, and symbols must be unique)."""
+    name = kernel_name(ast)
+    return name if mode.startswith("hand:") else f"{name}_{hashlib.sha256(mode.encode()).hexdigest()[:6]}"
+
+
+def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None) -> CompiledKernel:
+    """One kernel AST (tensor level, buffers by slot) to a compiled program; cached in memory and on disk.
+
+    `opts` (or those `use_opts` forces) are applied exactly; without them the heuristics choose, or with `BEAM=n`
+    a search (`tgfx/lowering/search.py`). The cache key holds what chose the options, so kernels compiled under
+    different choices never stand in for each other.
+    """
+    opts = forced_opts() if opts is None else tuple(opts)
+    cores = cpu_count()
+    mode = opt_mode(opts, cores)
+    if (hit := _kernels.get((ast.key, mode))) is not None:
         return hit
-    key = cache_key(ast.key)
+    known = opts
+    if known is None and mode.startswith("beam"):  # a search done before names its program: maybe compiled already
+        from tgfx.lowering.search import cached_search
+        known = cached_search(ast.key, int(config.BEAM), cores)
+    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, cores)}")
     if (cached := read_cached(key)) is not None:
         meta, obj = cached
         ck = CompiledKernel(meta["name"], load_object(key, meta["name"], obj), meta["nbufs"], ast, "",
-                            meta["flops"], meta["mem_bytes"], meta["global_size"], tuple(meta["opts"]))
+                            meta["flops"], meta["mem_bytes"], meta["global_size"],
+                            tuple(Opt(*o) for o in meta["opts"]))
     else:
-        name = kernel_name(ast)
-        # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
-        sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
-        # float32 exp/exp2/tanh become vectorisable arithmetic instead of scalar C library calls
-        sink = graph_rewrite(sink, pm_transcendental, name="transcendental")
-        # fold constants and simplify the index arithmetic rangeify produced
-        sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
-        # options on the loops: register blocking, vector lanes, cores
-        sink, opts = optimize(sink, cpu_count())
-        # order into loops, hoisting what each loop does not depend on
-        lin, acc_of = linearize(sink)
-        bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-        ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL")
-                                                                                  for o in opts))
+        # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
+        sink, applied = optimize(index_level(ast), cores, kernel_name(ast), ast.key, opts)
+        obj_mode = opt_mode(applied, cores) if opts is not None or mode.startswith("beam") else mode
+        key = cache_key(f"{ast.key}|{obj_mode}")
+        name = symbol_name(ast, obj_mode)
+        ir, lin, bufs = render_kernel(name, sink, applied)
         flops, mem = estimate_cost(lin, bufs)
         obj = compile_llvm(ir)
         gs = global_size(sink)
         write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem, "global_size": gs,
-                           "opts": [repr(o) for o in opts]}, obj)
-        ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs, tuple(opts))
-    _kernels[ast.key] = ck
+                           "opts": [[o.op, o.axis, o.amount] for o in applied]}, obj)
+        ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs, tuple(applied))
+    _kernels[(ast.key, mode)] = ck
     return ck
 
 

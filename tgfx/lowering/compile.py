@@ -4,7 +4,8 @@ One MCJIT engine per process. A module is parsed, verified, optimised at O3 with
 vectorisation on, the host's CPU name and features), emitted as an object file, added to the engine and finalised.
 
 Object files are cached on disk (`TGFX_CACHE_DIR`, default `~/.cache/tgfx`) under a key made of the kernel's `key`,
-the version of the lowering code and the target, so a new process compiles nothing it compiled before. An entry is
+what chose its options (the options themselves, or the heuristics and the core count: see `optimize.opt_mode`), the
+version of the lowering code and the target, so a new process compiles nothing it compiled before. An entry is
 a small header (magic, JSON metadata, SHA-256 of both) followed by the object: a truncated or corrupt entry fails the
 check and is recompiled; nothing is unpickled.
 """
@@ -69,10 +70,13 @@ class _Engine:
         pb = llvm.create_pass_builder(self.tm, pto)
         pb.getModulePassManager().run(mod, pb)
 
-    def compile(self, ir: str) -> bytes:
+    def compile(self, ir: str, candidate: bool = False) -> bytes:
         mod = llvm.parse_assembly(ir)
         mod.verify()
-        counters.compile_count += 1
+        if candidate:  # a BEAM candidate compiled only to be timed
+            counters.search_compile_count += 1
+        else:
+            counters.compile_count += 1
         self.optimize(mod)
         return bytes(self.tm.emit_object(mod))
 
@@ -95,6 +99,8 @@ def engine() -> _Engine:
 
 
 def cache_key(kernel_key: str) -> str:
+    """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code and
+    target."""
     return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{engine().target}".encode()).hexdigest()
 
 
@@ -141,11 +147,12 @@ def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
         pass  # a read-only or full cache directory only costs recompiles
 
 
-def compile_llvm(ir: str) -> bytes:
-    """LLVM IR text to an object file."""
-    if config.DEBUG >= 4:
+def compile_llvm(ir: str, candidate: bool = False) -> bytes:
+    """LLVM IR text to an object file. A program compiled to run counts in `counters.compile_count`; a `candidate` of
+    a BEAM search, compiled only to be timed, counts in `counters.search_compile_count` instead."""
+    if config.DEBUG >= 4 and not candidate:
         print(ir)
-    return engine().compile(ir)
+    return engine().compile(ir, candidate)
 
 
 def load_object(key: str, name: str, obj: bytes) -> int:

@@ -9,22 +9,33 @@ each reduce's axes). Options:
 - UNROLL: the same for a reduce range: `amount` consecutive iterations are combined in one loop iteration.
 - THREAD: split an output range across `amount` cores: the kernel receives its core id (a `SPECIAL`) and the runtime
   launches it with `global_size = amount`.
-- PADTO, SWAP, LOCAL, GROUP: part of the interface (GPU backends, search); not applied on the CPU yet.
+- PADTO: round a range up to a multiple of `amount`, so a 1000-wide axis can be UPCAST by 16. The extra iterations
+  are masked: a load whose offset could leave its buffer is clamped to offset 0, a store is gated (`STORE(idx, v,
+  gate)`, which the renderer branches around), a reduce over the range adds its identity. At most doubles the range.
+- SWAP: exchange the loop order of two output ranges (`axis` and `amount` are their ids). The linearizer nests loops
+  by id, so the two ranges trade ids: after `SWAP(0, 2)`, range 0 is the old range 2, now outermost.
+- LOCAL, GROUP: part of the interface (GPU workgroups); not applied on the CPU.
 
-An option that does not fit the kernel raises `KernelOptError`, which search skips. `hand_coded_opts` picks the
-defaults: register-block contractions (UPCAST a stride-1 output axis by 8 and a reused one by 4) and spread large
-kernels over the cores.
+Options apply in order, each to the result of the last; an axis keeps its id through UPCAST, UNROLL, THREAD and PADTO
+(the outer part of a split keeps it). An option that does not fit the kernel raises `KernelOptError`, which search
+skips. `hand_coded_opts` picks the defaults: register-block contractions (UPCAST a stride-1 output axis by 8 and a
+reused one by 4) and spread large kernels over the cores. With `BEAM=n`, `optimize` searches instead
+(`tgfx/lowering/search.py`); `use_opts` forces a list on every kernel lowered inside it (tests, experiments).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tgfx import config
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
-from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import range_deps
+from tgfx.lowering.rangeify import reduce_identity
 from tgfx.lowering.symbolic import pm_symbolic
 
 
@@ -91,13 +102,104 @@ def thread(sink: UOp, opt: Opt) -> UOp:
     return sink.substitute({rng: core * (size // opt.amount) + outer})
 
 
-_APPLY = {"UPCAST": upcast, "UNROLL": unroll, "THREAD": thread}
+def padto(sink: UOp, opt: Opt) -> UOp:
+    """The range runs to the next multiple of `amount`; what the extra iterations would do is masked off."""
+    rng = ranges(sink).get(opt.axis)
+    if rng is None:
+        raise KernelOptError(f"{opt}: no range {opt.axis} in this kernel")
+    size = rng.src[0].arg
+    padded = -(-size // opt.amount) * opt.amount if opt.amount > 1 else size
+    if padded == size:
+        raise KernelOptError(f"{opt}: range of size {size} is already a multiple of {opt.amount}")
+    if padded > 2 * size:
+        raise KernelOptError(f"{opt}: padding range of size {size} to {padded} would more than double its work")
+    new_rng = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, padded),), rng.arg)
+    valid = new_rng < UOp.const(dtypes.index, size)
+    new: dict[UOp, UOp] = {}
+    for u in sink.toposort():
+        src = tuple(new[s] for s in u.src)
+        v = new_rng if u is rng else u if src == u.src else u.replace(src=src)
+        if v.op is Ops.INDEX and v.src[0].op is Ops.DEFINE_GLOBAL and new_rng in range_deps(v.src[1]) and \
+                (v.src[1].vmin < 0 or v.src[1].vmax >= v.src[0].arg[1]):
+            v = v.replace(src=(v.src[0], valid.where(v.src[1], 0)))  # in bounds, so still safe to hoist
+        elif v.op is Ops.REDUCE and new_rng in v.src[1:]:
+            val = v.src[0]
+            v = v.replace(src=(valid.where(val, val.const_like(reduce_identity(v.arg, val.dtype))), *v.src[1:]))
+        elif v.op is Ops.STORE and new_rng in range_deps(v):
+            v = v.replace(src=(*v.src[:2], valid if len(v.src) == 2 else v.src[2] & valid))
+        new[u] = v
+    return new[sink]
+
+
+def swap(sink: UOp, opt: Opt) -> UOp:
+    rngs = ranges(sink)
+    a, b = rngs.get(opt.axis), rngs.get(opt.amount)
+    if a is None or b is None or a is b or a.arg[1] != "loop" or b.arg[1] != "loop":
+        raise KernelOptError(f"{opt}: needs two different output (loop) ranges, got ids {opt.axis} and {opt.amount}")
+    # simultaneous: when the sizes match, `a`'s replacement is `b` itself and the other way round
+    a_new, b_new = UOp(Ops.RANGE, dtypes.index, a.src, b.arg), UOp(Ops.RANGE, dtypes.index, b.src, a.arg)
+    return sink.substitute({a: a_new, b: b_new})
+
+
+_APPLY = {"UPCAST": upcast, "UNROLL": unroll, "THREAD": thread, "PADTO": padto, "SWAP": swap}
+OPT_OPS = tuple(_APPLY)  # the options the CPU applies
+
+
+def fold_gated_store(st: UOp, gate: UOp) -> UOp | None:
+    return UOp(Ops.STORE, None, st.src[:2]) if gate.arg else None
+
+
+def drop_never_stores(x: UOp) -> UOp | None:
+    kept = tuple(s for s in x.src if not (len(s.src) == 3 and s.src[2].op is Ops.CONST and not s.src[2].arg))
+    return x.replace(src=kept) if len(kept) < len(x.src) else None
+
+
+pm_fold_gates = PatternMatcher([
+    # a store the bounds prove always (or never) valid after an UPCAST of a padded range loses its gate (or itself)
+    (UPat(Ops.STORE, src=(UPat(), UPat(), UPat.cvar("gate")), name="st"), fold_gated_store),
+    (UPat(Ops.SINK, name="x"), drop_never_stores),
+])
 
 
 def apply_opt(sink: UOp, opt: Opt) -> UOp:
     if opt.op not in _APPLY:
         raise KernelOptError(f"{opt}: {opt.op} is not supported on the CPU")
-    return graph_rewrite(_APPLY[opt.op](sink, opt), pm_symbolic, name="symbolic after opt")
+    return graph_rewrite(_APPLY[opt.op](sink, opt), pm_symbolic + pm_fold_gates, name="symbolic after opt")
+
+
+def apply_opts(sink: UOp, opts: Sequence[Opt]) -> UOp:
+    """Apply every option in order; the first that does not fit raises `KernelOptError`."""
+    for opt in opts:
+        sink = apply_opt(sink, opt)
+    return sink
+
+
+_forced: contextvars.ContextVar[tuple[Opt, ...] | None] = contextvars.ContextVar("forced_opts", default=None)
+
+
+@contextlib.contextmanager
+def use_opts(opts: Sequence[Opt]) -> Iterator[None]:
+    """Lower every kernel compiled inside the block with exactly `opts` (no heuristics, no search).
+
+    An option that does not fit a kernel raises `KernelOptError` when that kernel is lowered, so run one kernel at a
+    time. Kernels compiled with forced options are cached apart from the default ones.
+
+    >>> import numpy as np, tgfx as tg
+    >>> a, b = tg.asarray(np.ones((10, 3), np.float32)), tg.asarray(np.ones((3, 1000), np.float32))
+    >>> with use_opts([Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)]):
+    ...     float((a @ b).numpy().sum())
+    30000.0
+    """
+    token = _forced.set(tuple(opts))
+    try:
+        yield
+    finally:
+        _forced.reset(token)
+
+
+def forced_opts() -> tuple[Opt, ...] | None:
+    """The options `use_opts` forces here, or None."""
+    return _forced.get()
 
 
 def vector_lanes() -> int:
@@ -172,8 +274,18 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
     return opts
 
 
-def optimize(sink: UOp, cores: int) -> tuple[UOp, list[Opt]]:
-    """Apply the default options; an option that does not fit is skipped."""
+def opt_mode(opts: Sequence[Opt] | None, cores: int) -> str:
+    """What decides a kernel's options, as part of its compiled-program cache key: the options themselves when they
+    are given (forced, or found by a search), else the heuristics and what they depend on, or the search width."""
+    if opts is not None:
+        return "opts:" + ",".join(f"{o.op}.{o.axis}.{o.amount}" for o in opts)
+    if config.NOOPT:
+        return "noopt"
+    return f"beam{int(config.BEAM)}:{cores}" if config.BEAM > 0 else f"hand:{cores}"
+
+
+def apply_hand_coded(sink: UOp, cores: int) -> tuple[UOp, list[Opt]]:
+    """Apply the default options, skipping any that does not fit."""
     applied = []
     for opt in hand_coded_opts(sink, cores):
         try:
@@ -182,3 +294,15 @@ def optimize(sink: UOp, cores: int) -> tuple[UOp, list[Opt]]:
         except KernelOptError:
             continue
     return sink, applied
+
+
+def optimize(sink: UOp, cores: int, name: str = "", kernel_key: str | None = None,
+             opts: Sequence[Opt] | None = None) -> tuple[UOp, list[Opt]]:
+    """The kernel with its options applied, and them: `opts` exactly when given; else with `BEAM=n` those a timed
+    search finds for `kernel_key` (cached on disk), else the defaults."""
+    if opts is not None:
+        return apply_opts(sink, opts), list(opts)
+    if config.BEAM > 0 and not config.NOOPT and kernel_key is not None:
+        from tgfx.lowering.search import beam_search
+        return beam_search(sink, kernel_key, name, int(config.BEAM), cores)
+    return apply_hand_coded(sink, cores)

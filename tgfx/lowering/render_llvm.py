@@ -261,12 +261,19 @@ class LLVMRenderer:
             v = self.op_in(f"load {mem_type(d)}, ptr {self.names[u.src[0]]}")
             self.names[u] = self.op_in(f"trunc i8 {v} to i1") if d.is_bool else v
         elif op is Ops.STORE:
-            idx, v = u.src
+            idx, v = u.src[:2]
             d = v.dtype
             x = self.val(v)
             if d.is_bool:
                 x = self.op_in(f"zext i1 {x} to i8")
+            if len(u.src) == 3:  # gated (the padding of a PADTO range): branch around the store
+                self.n += 1
+                self.emit(f"br i1 {self.val(u.src[2])}, label %S{self.n}, label %S{self.n}.skip")
+                self.lines.append(f"S{self.n}:")
             self.emit(f"store {mem_type(d)} {x}, ptr {self.names[idx]}")
+            if len(u.src) == 3:
+                self.emit(f"br label %S{self.n}.skip")
+                self.lines.append(f"S{self.n}.skip:")
         elif op in GroupOp.ALU:
             self.names[u] = self.alu(u, "reassoc nsz " if is_update else "")
         elif op is Ops.CAST:
