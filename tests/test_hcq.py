@@ -595,14 +595,16 @@ def test_independent_work_on_two_devices_overlaps_in_time(tmp_path) -> None:
     import json
 
     import tgfx as tg
-    x0 = tg.Tensor(np.ones(1 << 22, np.float32), device="CPU:0")
-    x1 = tg.Tensor(np.ones(1 << 22, np.float32), device="CPU:1")
+    # kernels of several ms, longer than a scheduler time slice: even when other processes hold cores (pytest -n 2),
+    # the two devices' threads are interleaved rather than run one kernel after the other
+    x0 = tg.Tensor(np.ones(1 << 24, np.float32), device="CPU:0")
+    x1 = tg.Tensor(np.ones(1 << 24, np.float32), device="CPU:1")
     f = tg.jit(lambda x: (x * 1.0001 + 1).sum())
     f(x0).block_until_ready()
     f(x1).block_until_ready()
     path = tmp_path / "overlap.json"
     with tg.profile(str(path)):
-        for _ in range(20):                 # both devices get work before either is waited on
+        for _ in range(8):                  # both devices get work before either is waited on
             a, b = f(x0), f(x1)
         a.block_until_ready()
         b.block_until_ready()
