@@ -356,3 +356,23 @@ def test_sharded_matches_unsharded(devs: tuple, shard_axis: int, red_axis: int |
     y = tg.shard(tg.asarray(b), devs)
     got = getattr(tnp, red)(tnp.exp(x) * y - x, axis=red_axis)
     np.testing.assert_allclose(got.numpy(), getattr(np, red)(np.exp(a) * b - a, axis=red_axis), rtol=1e-5, atol=1e-5)
+
+
+def test_independent_allreduces_share_one_ring() -> None:
+    from tgfx.lowering.multi import bucket_allreduces
+    xs = [tg.shard(tg.asarray(randn(4, k)), D2, axis=0).realize() for k in (3, 5)]
+    sums = [graph_rewrite(x.sum(axis=0).uop, pm_multi) for x in xs]          # two independent all-reduces
+    dependent = graph_rewrite((xs[0] * tg.Tensor(sums[0]).sum()).sum(axis=0).uop, pm_multi)  # one feeds another
+
+    def rings(u: UOp) -> int:
+        return sum(1 for v in u.toposort() if v.op is Ops.ALLREDUCE)
+    both = bucket_allreduces(UOp(Ops.SINK, None, (*sums[0].src, *sums[1].src)))
+    assert rings(UOp(Ops.SINK, None, (*sums[0].src, *sums[1].src))) == 2 and rings(both) == 1
+    assert rings(bucket_allreduces(UOp(Ops.SINK, None, dependent.src))) == 2
+    # and the values are the separate sums
+    a, b = tg.Tensor(sums[0]), tg.Tensor(sums[1])
+    np.testing.assert_allclose(a.numpy(), xs[0].numpy().sum(0), rtol=1e-5)
+    np.testing.assert_allclose(b.numpy(), xs[1].numpy().sum(0), rtol=1e-5)
+    tg.counters.reset()
+    tg.realize(tg.Tensor(xs[0].sum(axis=0).uop), tg.Tensor(xs[1].sum(axis=0).uop))
+    assert tg.counters.copy_count == 2 * 2 + 2 * 2 + 2 * 2  # per device: 2 pieces in, 1 + 1 ring copies, 2 chunks out

@@ -264,6 +264,36 @@ def ring_all_reduce(parts: Parts, op: Ops) -> Parts:
     return [UOp(Ops.RESHAPE, j.dtype, (j,), shape) if shape != (size,) else j for j in joined]
 
 
+def bucket_allreduces(sink: UOp) -> UOp:
+    """Independent ALLREDUCEs of one kind (devices, op, dtype) become one ring over their values laid end to end, as
+    data-parallel frameworks bucket gradients: one ring's copies and synchronisation instead of one per parameter.
+
+    Two ALLREDUCEs are independent when neither feeds the other; ALLREDUCEs with the same number of ALLREDUCEs below
+    them are, so merging them creates no cycle."""
+    level: dict[UOp, int] = {}
+    groups: dict[tuple, list[UOp]] = {}
+    for u in sink.toposort():
+        level[u] = max((level[s] + (s.op is Ops.ALLREDUCE) for s in u.src), default=0)
+        if u.op is Ops.ALLREDUCE and u.tag == "ring" and len(u.src) > 1:
+            groups.setdefault((level[u], u.device, u.arg, u.dtype), []).append(u)
+    mapping: dict[UOp, UOp] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        n = len(members[0].src)
+        sizes = [prod(m.shape) for m in members]
+        offsets = [sum(sizes[:k]) for k in range(len(members))]
+        joined = [concat_by_copies([UOp(Ops.RESHAPE, m.dtype, (m.src[i],), (size,)) for m, size in
+                                    zip(members, sizes, strict=True)]) for i in range(n)]
+        big = UOp(Ops.ALLREDUCE, members[0].dtype, tuple(joined), members[0].arg, tag="ring")
+        for m, size, at in zip(members, sizes, offsets, strict=True):
+            for i in range(n):
+                whole = UOp(Ops.MSELECT, m.dtype, (big,), (i, None))
+                mapping[UOp(Ops.MSELECT, m.dtype, (m,), (i, None))] = UOp(Ops.RESHAPE, m.dtype, (
+                    _shrink_axis(whole, 0, at, at + size),), m.shape)
+    return sink.substitute(mapping) if mapping else sink
+
+
 @dataclass
 class RingCtx:
     rings: dict[UOp, Parts] = field(default_factory=dict)
