@@ -112,8 +112,10 @@ class Tensor:
     def block_until_ready(self) -> Tensor:
         """Wait until this Tensor is computed (JAX's name); returns it."""
         from tgfx.devices import get_device
-        self.realize()
-        for d in (self.device,) if isinstance(self.device, str) else self.device:
+        if not is_realized(self.uop):
+            self.realize()
+        device = self.device
+        for d in (device,) if isinstance(device, str) else device:
             get_device(d).synchronize()
         return self
 
@@ -431,9 +433,11 @@ def realize(*ts: Tensor) -> list[UOp]:
     A realised Tensor is rebound to its buffer, so later graphs start from it. Inside a differentiation it is not:
     the graph is what the gradient flows through (reading a value there, e.g. to print it, must not cut it).
     """
-    from tgfx.lowering import realize as lower_realize
     todo = [t for t in ts if not is_realized(t.uop)]
-    results = lower_realize([t.uop for t in todo]) if todo else {}
+    if not todo:
+        return [t.uop for t in ts]
+    from tgfx.lowering import realize as lower_realize
+    results = lower_realize([t.uop for t in todo])
     if not _differentiating():
         for t in todo:
             t.uop = results[t.uop]
@@ -441,11 +445,10 @@ def realize(*ts: Tensor) -> list[UOp]:
 
 
 def is_realized(u: UOp) -> bool:
-    """A view of a buffer, or a sharded value whose every part is one."""
-    from tgfx.lowering.schedule import buffer_view
+    """A view of a buffer (a BUFFER, or a RESHAPE of one), or a sharded value whose every part is one."""
     if u.op is Ops.MULTI:
-        return all(buffer_view(p) is not None for p in u.src)
-    return buffer_view(u) is not None
+        return all(is_realized(p) for p in u.src)
+    return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
 def _differentiating() -> bool:
