@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from tgfx import config
 from tgfx.devices.cpu import cpu_count
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.compile import cache_key, compile_llvm, load_object, read_cached, write_cached
+from tgfx.lowering.compile import cache_key, compile_llvm, engine, load_object, read_cached, write_cached
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
@@ -104,7 +106,7 @@ def symbol_name(ast: UOp, mode: str) -> str:
     return name if mode.startswith("hand:") else f"{name}_{hashlib.sha256(mode.encode()).hexdigest()[:6]}"
 
 
-def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None) -> CompiledKernel:
+def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolExecutor | None = None) -> Any:
     """One kernel AST (tensor level, buffers by slot) to a compiled program; cached in memory and on disk.
 
     `opts` (or those `use_opts` forces) are applied exactly; without them the heuristics choose, or with `BEAM=n`
@@ -134,13 +136,34 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None) -> CompiledKernel:
         name = symbol_name(ast, obj_mode)
         ir, lin, bufs = render_kernel(name, sink, applied)
         flops, mem = estimate_cost(lin, bufs)
-        obj = compile_llvm(ir)
         gs = global_size(sink)
-        write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem, "global_size": gs,
-                           "opts": [[o.op, o.axis, o.amount] for o in applied]}, obj)
-        ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs, tuple(applied))
+
+        def finish(obj: bytes) -> CompiledKernel:
+            write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem,
+                               "global_size": gs, "opts": [[o.op, o.axis, o.amount] for o in applied]}, obj)
+            ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs,
+                                tuple(applied))
+            _kernels[(ast.key, mode)] = ck
+            return ck
+        if pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
+            return pool.submit(compile_llvm, ir), finish
+        return finish(compile_llvm(ir))
     _kernels[(ast.key, mode)] = ck
     return ck
+
+
+def prelower(asts: Iterable[UOp]) -> None:
+    """Compile a program's kernels before it is encoded, each LLVM compile on a worker thread (llvmlite releases the
+    GIL) while this thread lowers the next kernel in Python: a program's first call overlaps the two. Only the
+    worker touches LLVM until it is done: the objects are loaded into the engine afterwards, here."""
+    todo = list(dict.fromkeys(asts))
+    if len(todo) < 2 or config.BEAM > 0 or forced_opts() is not None:
+        return
+    engine()  # made before the worker starts: creating it uses LLVM
+    with ThreadPoolExecutor(1, thread_name_prefix="tgfx-compile") as pool:
+        jobs = [job for ast in todo if isinstance(job := lower_kernel(ast, pool=pool), tuple)]
+    for fut, finish in jobs:
+        finish(fut.result())
 
 
 def reads_in_place(ast: UOp, slot: int) -> bool:

@@ -110,6 +110,8 @@ def run_linear(linear: UOp) -> None:
 
     Consecutive kernels of a device go in one submission; a copy outside any block goes to the copy engine; a block
     (a loop or a branch, with everything inside it) goes whole into the compute queue it starts in."""
+    from tgfx.lowering import prelower
+    prelower(c.src[0] for c in linear.src if c.src[0].op is Ops.SINK)
     pending: tuple[object, HWQueue] | None = None  # (device, queue) collecting consecutive commands
     labels: list[dict[int, Label]] = []
 

@@ -161,10 +161,14 @@ pm_fold_gates = PatternMatcher([
 ])
 
 
-def apply_opt(sink: UOp, opt: Opt) -> UOp:
+_pm_after_opt = pm_symbolic + pm_fold_gates
+
+
+def apply_opt(sink: UOp, opt: Opt, simplify: bool = True) -> UOp:
     if opt.op not in _APPLY:
         raise KernelOptError(f"{opt}: {opt.op} is not supported on the CPU")
-    return graph_rewrite(_APPLY[opt.op](sink, opt), pm_symbolic + pm_fold_gates, name="symbolic after opt")
+    out = _APPLY[opt.op](sink, opt)
+    return graph_rewrite(out, _pm_after_opt, name="symbolic after opt") if simplify else out
 
 
 def apply_opts(sink: UOp, opts: Sequence[Opt]) -> UOp:
@@ -288,12 +292,12 @@ def apply_hand_coded(sink: UOp, cores: int) -> tuple[UOp, list[Opt]]:
     """Apply the default options, skipping any that does not fit."""
     applied = []
     for opt in hand_coded_opts(sink, cores):
-        try:
-            sink = apply_opt(sink, opt)
+        try:  # the index arithmetic is simplified once, after the last option (each pass is a whole-graph rewrite)
+            sink = apply_opt(sink, opt, simplify=False)
             applied.append(opt)
         except KernelOptError:
             continue
-    return sink, applied
+    return (graph_rewrite(sink, _pm_after_opt, name="symbolic after opts") if applied else sink), applied
 
 
 def optimize(sink: UOp, cores: int, name: str = "", kernel_key: str | None = None,

@@ -33,7 +33,7 @@ from tgfx.function import Function, _describe_paths, tracing
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering import lower_multi, reads_in_place
+from tgfx.lowering import lower_multi, prelower, reads_in_place
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
 from tgfx.lowering.execute import append_command, buffer_memory, command_device, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
@@ -163,6 +163,7 @@ class JitProgram:
 
     def _encode(self) -> list[Segment]:
         from tgfx.devices.hcq import Buffer
+        prelower(c.src[0] for c in self.calls if c.src[0].op is Ops.SINK)
         index = {b: i for i, b in enumerate(self.inputs[:self.n_dynamic])}
         index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
         segments: list[Segment] = []
