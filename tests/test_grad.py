@@ -516,3 +516,19 @@ def test_compute_gradient_sums_paths_and_leaves_unused_paths_empty() -> None:
     stopped = UOp(Ops.CONTIGUOUS, x.dtype, (x,), tag=grad_module.STOP)
     assert compute_gradient(stopped * y, one, [x]) == {}
     assert compute_gradient(x.cast(dtypes.int32).cast(dtypes.float32), one, [x]) == {}
+
+
+def test_jacobians_do_not_grow_with_their_size():
+    # the basis is a batch axis (vmap's pass), not one graph per row: a 4x4 and a 64x64 Jacobian run as many kernels
+    def counts(n):
+        x = tg.asarray(np.linspace(0.1, 1.0, n).astype(np.float32))
+        out = []
+        for jac in (tg.jacrev, tg.jacfwd):
+            tg.counters.reset()
+            j = jac(lambda v: tnp.sin(v) * v.sum())(x).numpy()
+            v = np.linspace(0.1, 1.0, n).astype(np.float32)
+            want = np.diag(np.cos(v) * v.sum()) + np.sin(v)[:, None]
+            np.testing.assert_allclose(j, want, rtol=1e-5, atol=1e-5)
+            out.append(tg.counters.kernel_count)
+        return out
+    assert counts(4) == counts(64)

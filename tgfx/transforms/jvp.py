@@ -5,9 +5,9 @@ cotangent u, so for a tangent t, ⟨g(u), t⟩ = ⟨u, J t⟩ and J t = d/du ⟨
 to the cotangent stand-in. It is exact (no finite differences) and needs no second table of rules. The result holds
 no cotangent: the derivative of a linear function does not depend on where it is taken.
 
-Jacobians have no `vmap` to batch over yet: `jacrev` builds the pullback once and binds its cotangent to each basis
-vector in turn; `jacfwd` builds the pushforward once per input leaf and binds its tangent the same way. The rows (or
-columns) are stacked lazily, so kernels of equal structure compile once.
+Jacobians batch over the basis with vmap's batching pass: `jacrev` builds the pullback once and evaluates it at the
+identity matrix (every basis cotangent at once, a batch axis in front); `jacfwd` does the same with the pushforward of
+each input leaf. The graph, and the number of kernels, do not grow with the number of rows or columns.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import numpy as np
 
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.numpy import stack
 from tgfx.tensor import Tensor
 from tgfx.transforms.grad import (
     Traced,
@@ -93,14 +92,6 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
 
 
-def _one_hot(like: UOp, k: int) -> UOp:
-    """Basis vector k in `like`'s shape: a buffer, so every vector shares one kernel structure (one compile)."""
-    e = np.zeros(prod(like.shape), np.float64)
-    e[k] = 1
-    dev = like.device if isinstance(like.device, str) else None
-    return Tensor(e.reshape(like.shape), dtype=like.dtype, device=dev).uop
-
-
 def _require_float_outputs(tr: Traced) -> None:
     for o in tr.outs:
         if not o.dtype.is_float:
@@ -117,11 +108,37 @@ def _jacobian_tree(tr: Traced, blocks: list[list[UOp]], argnums: Any, bind: dict
     return tree_unflatten(tr.out_tree, rows)
 
 
-def _block(parts: list[UOp], out: UOp, inp: UOp, axis: int) -> UOp:
-    """Stack the rows (axis 0) or columns (axis -1) of a Jacobian block into out.shape + in.shape."""
-    if not parts:
+def _basis_batched(roots: list[UOp | None], seed: UOp, like: UOp) -> list[UOp | None]:
+    """`roots` (linear in `seed`) evaluated at every basis vector of `seed`'s shape at once: a batch axis in front,
+    one entry per basis vector, by the vmap batching pass."""
+    from tgfx.transforms.vmap import batch_graph
+    n = prod(like.shape)
+    present = [r for r in roots if r is not None]
+    if not present or n == 0:
+        return [None if r is None else UOp(Ops.EXPAND, r.dtype, (UOp(Ops.RESHAPE, r.dtype, (r,), (1, *r.shape)),),
+                                           (n, *r.shape)) for r in roots]
+    dev = like.device if isinstance(like.device, str) else None
+    eye = Tensor(np.eye(n).reshape((n, *like.shape)), dtype=like.dtype, device=dev).uop
+    batched, flags = batch_graph(present, {seed: eye}, n)
+    out, it = [], iter(zip(batched, flags, strict=True))
+    for r in roots:
+        if r is None:
+            out.append(None)
+            continue
+        b, has_batch = next(it)
+        out.append(b if has_batch else UOp(Ops.EXPAND, b.dtype, (UOp(Ops.RESHAPE, b.dtype, (b,), (1, *b.shape)),),
+                                           (n, *b.shape)))
+    return out
+
+
+def _block_batched(rows: UOp | None, out: UOp, inp: UOp, axis: int) -> UOp:
+    """A Jacobian block from a batch of rows (axis 0: out.shape + in.shape) or columns (axis -1: batch moved last)."""
+    if rows is None:
         return Tensor.full(out.shape + inp.shape, 0, out.dtype).uop
-    return stack([Tensor(p) for p in parts], axis=axis).reshape(out.shape + inp.shape).uop
+    t = Tensor(rows)
+    if axis == -1:
+        t = t.reshape(t.shape[0], -1).T
+    return t.reshape(out.shape + inp.shape).uop
 
 
 def _jacrev_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_aux: bool) -> Any:
@@ -131,9 +148,9 @@ def _jacrev_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_
     for o in tr.outs:
         cot = linear_input(o, "cotangent")
         g = compute_gradient(o, cot, tr.params)
-        rows = [[g[p].substitute({cot: _one_hot(o, k)}) for k in range(prod(o.shape))] if p in g else []
-                for p in tr.params]
-        blocks.append([_block(r, o, p, 0) for r, p in zip(rows, tr.params, strict=True)])
+        # every pullback at once: the cotangent becomes the batch of all basis vectors (one graph, not one per row)
+        rows = _basis_batched([g[p] if p in g else None for p in tr.params], cot, o)
+        blocks.append([_block_batched(r, o, p, 0) for r, p in zip(rows, tr.params, strict=True)])
     jac = _jacobian_tree(tr, blocks, argnums, {})
     if not has_aux:
         return jac
@@ -144,15 +161,13 @@ def _jacrev_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_
 def _jacfwd_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_aux: bool) -> Any:
     tr = trace("jacfwd", fun, args, kwargs, argnums, has_aux)
     _require_float_outputs(tr)
-    cols: list[list[list[UOp]]] = [[[] for _ in tr.params] for _ in tr.outs]  # [out][in] -> columns
+    cols: list[list[UOp | None]] = [[None for _ in tr.params] for _ in tr.outs]  # [out][in] -> batch of columns
     for i, p in enumerate(tr.params):
         tans, outs_t = pushforward(tr, [i])
-        for k in range(prod(p.shape) if i in tans else 0):
-            bind = {tans[i]: _one_hot(p, k)}
-            for j, d in enumerate(outs_t):
-                if d is not None:
-                    cols[j][i].append(d.substitute(bind))
-    blocks = [[_block(cols[j][i], o, p, -1) for i, p in enumerate(tr.params)] for j, o in enumerate(tr.outs)]
+        if i in tans:  # every pushforward at once: the tangent becomes the batch of all basis vectors
+            for j, d in enumerate(_basis_batched(list(outs_t), tans[i], p)):
+                cols[j][i] = d
+    blocks = [[_block_batched(cols[j][i], o, p, -1) for i, p in enumerate(tr.params)] for j, o in enumerate(tr.outs)]
     jac = _jacobian_tree(tr, blocks, argnums, _linear_leftovers(tr))
     if not has_aux:
         return jac
