@@ -131,20 +131,25 @@ def read_cached(key: str) -> tuple[dict[str, Any], bytes] | None:
     return (meta, obj) if isinstance(meta, dict) and meta.get("key") == key else None
 
 
-def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
-    if not config.DISK_CACHE:
-        return
-    meta_b = json.dumps({**meta, "key": key}, sort_keys=True).encode()
-    blob = _MAGIC + struct.pack("<Q", len(meta_b)) + meta_b + hashlib.sha256(meta_b + obj).digest() + obj
-    path = _path(key)
+def write_atomic(path: pathlib.Path, data: bytes) -> None:
+    """Write a cache file so a reader sees the old entry or the whole new one; a read-only or full cache directory
+    is not an error (it only costs the work the entry would have saved)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)  # atomic: a reader sees the old entry or the whole new one
+            f.write(data)
+        os.replace(tmp, path)
     except OSError:
-        pass  # a read-only or full cache directory only costs recompiles
+        pass
+
+
+def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
+    if not config.DISK_CACHE:
+        return
+    meta_b = json.dumps({**meta, "key": key}, sort_keys=True).encode()
+    write_atomic(_path(key), _MAGIC + struct.pack("<Q", len(meta_b)) + meta_b + hashlib.sha256(meta_b + obj).digest()
+                 + obj)
 
 
 def compile_llvm(ir: str, candidate: bool = False) -> bytes:

@@ -38,10 +38,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import pathlib
 import sys
-import tempfile
 import time
 from typing import Any
 
@@ -54,7 +52,7 @@ from tgfx.devices.hcq import Buffer, HWQueue, Program, Signal
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
-from tgfx.lowering.compile import compile_llvm, engine, load_object, lowering_version
+from tgfx.lowering.compile import compile_llvm, engine, load_object, lowering_version, write_atomic
 from tgfx.lowering.optimize import (
     OPT_OPS,
     KernelOptError,
@@ -116,15 +114,7 @@ def _write(key: str, opts: list[Opt], seconds: float) -> None:
         return
     raw = [[o.op, o.axis, o.amount] for o in opts]
     text = json.dumps({"key": key, "opts": raw, "us": round(seconds * 1e6, 3), "checksum": _checksum(key, raw)})
-    path = _path(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)  # atomic: a reader sees the old entry or the whole new one
-    except OSError:
-        pass  # a read-only or full cache directory only costs searches
+    write_atomic(_path(key), text.encode())
 
 
 def cached_search(kernel_key: str, width: int, cores: int) -> list[Opt] | None:
