@@ -425,6 +425,22 @@ define internal void @record(ptr %ctl, i64 %id, i64 %size, i64 %t0, i64 %t1) {
   ret void
 }
 
+; claim core ids from the job's counter `np` and run them until all gs are taken (the processor and every helper
+; that joins share this loop)
+define internal void @run_claimed(ptr %np, i64 %gs, ptr %fn, ptr %bufs, ptr %vals) {
+entry:
+  br label %claim
+claim:
+  %core = atomicrmw add ptr %np, i64 1 monotonic
+  %more = icmp slt i64 %core, %gs
+  br i1 %more, label %run, label %done
+run:
+  call void %fn(ptr %bufs, ptr %vals, i64 %core)
+  br label %claim
+done:
+  ret void
+}
+
 ; a helper joins the job posted in `ctl` (if open) and runs core ids until none are left; true if it joined
 define internal i1 @help(ptr %ctl) {
 entry:
@@ -447,14 +463,8 @@ work:
   %gsp = call ptr @word(ptr %ctl, i64 $w_job_gs)
   %gs = load atomic i64, ptr %gsp monotonic, align 8
   %np = call ptr @word(ptr %ctl, i64 $w_job_next)
-  br label %claim
-claim:
-  %core = atomicrmw add ptr %np, i64 1 monotonic
-  %more = icmp slt i64 %core, %gs
-  br i1 %more, label %run, label %leave
-run:
-  call void %fn(ptr %bufs, ptr %vals, i64 %core)
-  br label %claim
+  call void @run_claimed(ptr %np, i64 %gs, ptr %fn, ptr %bufs, ptr %vals)
+  br label %leave
 leave:
   %old = atomicrmw add ptr %nj, i64 1 seq_cst
   %last = icmp eq i64 %old, -1
@@ -488,14 +498,8 @@ entry:
   %ep = call ptr @word(ptr %g, i64 $g_epoch)
   %e = atomicrmw add ptr %ep, i64 1 seq_cst
   call void @wake_sleepers(ptr %ep)
-  br label %claim
-claim:
-  %core = atomicrmw add ptr %np, i64 1 monotonic
-  %more = icmp slt i64 %core, %gs
-  br i1 %more, label %run, label %close
-run:
-  call void %fn(ptr %bufs, ptr %vals, i64 %core)
-  br label %claim
+  call void @run_claimed(ptr %np, i64 %gs, ptr %fn, ptr %bufs, ptr %vals)
+  br label %close
 close:
   store atomic i64 1, ptr %cp seq_cst, align 8
   %nj = call ptr @word(ptr %ctl, i64 $w_job_negjoined)
