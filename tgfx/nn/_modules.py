@@ -114,6 +114,16 @@ class Module:
         return repr(self)
 
 
+def _kernel_and_bias(m: Linear | Conv2d, key: Tensor, kernel_shape: tuple[int, ...]) -> Params:
+    """Fresh {"kernel", "bias"} params of a Linear or Conv2d (its initialisers and dtype; bias of its features)."""
+    kk, kb = random.split(key)
+    d = to_dtype(m.dtype)
+    params = {"kernel": m.kernel_init(kk, kernel_shape, d)}
+    if m.use_bias:
+        params["bias"] = m.bias_init(kb, (m.features,), d)
+    return params
+
+
 @dataclass(frozen=True)
 class Linear(Module):
     """y = x @ kernel + bias over the last axis of x. params: kernel (in, features), bias (features,).
@@ -132,12 +142,7 @@ class Linear(Module):
     def _init(self, key: Tensor, x: Tensor) -> Params:
         if x.ndim < 1:
             raise ModuleError(self.who, f"input must have at least 1 axis (features last), got shape {x.shape}")
-        kk, kb = random.split(key)
-        d = to_dtype(self.dtype)
-        params = {"kernel": self.kernel_init(kk, (x.shape[-1], self.features), d)}
-        if self.use_bias:
-            params["bias"] = self.bias_init(kb, (self.features,), d)
-        return params
+        return _kernel_and_bias(self, key, (x.shape[-1], self.features))
 
     def apply(self, params: Params, x: Tensor, *, key: Tensor | None = None, deterministic: bool = False) -> Tensor:
         entries = _entries(params, ("kernel", "bias") if self.use_bias else ("kernel",), self.who)
@@ -184,12 +189,7 @@ class Conv2d(Module):
         if x.shape[1] % self.groups or self.features % self.groups:
             raise ModuleError(self.who, f"groups={self.groups} must divide the input channels ({x.shape[1]}) and "
                               f"features ({self.features})")
-        kk, kb = random.split(key)
-        d = to_dtype(self.dtype)
-        params = {"kernel": self.kernel_init(kk, self._kernel_shape(x.shape[1]), d)}
-        if self.use_bias:
-            params["bias"] = self.bias_init(kb, (self.features,), d)
-        return params
+        return _kernel_and_bias(self, key, self._kernel_shape(x.shape[1]))
 
     def apply(self, params: Params, x: Tensor, *, key: Tensor | None = None, deterministic: bool = False) -> Tensor:
         entries = _entries(params, ("kernel", "bias") if self.use_bias else ("kernel",), self.who)
