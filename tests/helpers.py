@@ -135,3 +135,20 @@ def assert_close(result: tg.Tensor, expected: Any, dtype: DType | None = None, r
     inf = np.isinf(w)
     np.testing.assert_array_equal(g[inf], w[inf], err_msg="infinities differ")
     np.testing.assert_allclose(g[~inf], w[~inf], rtol=rtol, atol=atol, equal_nan=True)
+
+
+def native_programs(ir: str, names: tuple[str, ...]) -> dict[str, Any]:
+    """Hand-written LLVM IR kernels (the HCQ calling convention: bufs, vals, core id) as runtime `Program`s, compiled
+    in an MCJIT engine of their own that the programs keep alive."""
+    import llvmlite.binding as llvm
+
+    from tgfx.devices.hcq import Program
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = llvm.Target.from_default_triple().create_target_machine()
+    ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    ee.add_module(mod)
+    ee.finalize_object()
+    return {name: Program(name, ee.get_function_address(name), keepalive=ee) for name in names}

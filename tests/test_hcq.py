@@ -16,9 +16,9 @@ import time
 import weakref
 from collections.abc import Iterator
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
+from helpers import native_programs
 
 from tgfx.config import Context
 from tgfx.devices import canonical_device, get_device
@@ -145,16 +145,7 @@ done:
 
 @pytest.fixture(scope="module")
 def k() -> dict[str, Program]:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    tm = llvm.Target.from_default_triple().create_target_machine()
-    ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-    mod = llvm.parse_assembly(KERNELS_IR)
-    mod.verify()
-    ee.add_module(mod)
-    ee.finalize_object()
-    return {name: Program(name, ee.get_function_address(name), keepalive=ee)
-            for name in ("add1", "addk", "write_core", "gate", "append", "rendezvous")}
+    return native_programs(KERNELS_IR, ("add1", "addk", "write_core", "gate", "append", "rendezvous"))
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
+from helpers import native_programs
 
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, HCQDevice, HCQError, HWQueue, Label, Op, Program
@@ -39,15 +39,7 @@ define void @double(ptr %bufs, ptr %vals, i64 %core) {
 
 @pytest.fixture(scope="module")
 def k() -> dict[str, Program]:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    tm = llvm.Target.from_default_triple().create_target_machine()
-    ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
-    mod = llvm.parse_assembly(KERNELS_IR)
-    mod.verify()
-    ee.add_module(mod)
-    ee.finalize_object()
-    return {name: Program(name, ee.get_function_address(name), keepalive=ee) for name in ("inc", "double")}
+    return native_programs(KERNELS_IR, ("inc", "double"))
 
 
 @pytest.fixture
