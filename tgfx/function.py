@@ -26,6 +26,7 @@ from typing import Any
 
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.multi import device_parts
 from tgfx.tensor import Tensor
 from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -171,7 +172,7 @@ class Function:
         stand_ins, params_of_input, arg_uops = [], [], []
         for t in inputs:
             # a sharded Tensor is one PARAM per device part, so the body sees its layout (a MULTI of them)
-            pieces = t.uop.src if t.uop.op is Ops.MULTI else (t.uop,)
+            pieces = device_parts(t.uop)
             params = [UOp(Ops.PARAM, p.dtype, (), (len(arg_uops) + j, p.shape, p.device or "CPU:0"))
                       for j, p in enumerate(pieces)]
             arg_uops.extend(pieces)

@@ -26,7 +26,7 @@ from tgfx.lowering.compile import cache_key, compile_llvm, engine, load_object, 
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
-from tgfx.lowering.multi import RingCtx, bucket_allreduces, has_multi, pm_allreduce, pm_multi
+from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.optimize import Opt, forced_opts, global_size, opt_mode, optimize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
@@ -208,7 +208,7 @@ def lower_multi(sink: UOp) -> tuple[UOp, Callable[[list[UOp]], list[UOp]]]:
     sink = bucket_allreduces(sink)
     sink = graph_rewrite(sink, pm_allreduce, ctx=RingCtx(), name="allreduce")
     layout = [(len(r.src), r.arg) if r.op is Ops.MULTI else None for r in sink.src]
-    flat = [p for r in sink.src for p in (r.src if r.op is Ops.MULTI else (r,))]
+    flat = [p for r in sink.src for p in device_parts(r)]
 
     def unflatten(results: list[UOp]) -> list[UOp]:
         out, at = [], 0

@@ -33,6 +33,11 @@ class ShardingError(ValueError):
 Parts = list[UOp]
 
 
+def device_parts(u: UOp) -> tuple[UOp, ...]:
+    """The one-device values a value is made of: a sharded value's parts, else the value itself."""
+    return u.src if u.op is Ops.MULTI else (u,)
+
+
 # ---- per-device building blocks ----
 def piece_shape(shape: tuple[int, ...], axis: int | None, n: int) -> tuple[int, ...]:
     return shape if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(shape))

@@ -37,8 +37,9 @@ from tgfx.lowering import lower_multi, prelower, reads_in_place
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
 from tgfx.lowering.execute import append_command, buffer_memory, command_device, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.multi import device_parts
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, _differentiating, is_realized, realize
+from tgfx.tensor import Tensor, _differentiating, realize
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -332,8 +333,6 @@ class Jit:
         key = (treedef, specs, static)
         hit = self._cache.get(key)
         tensors = [x if isinstance(x, Tensor) else Tensor(x) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
-        # a sharded Tensor is one input per device part
-        tensors = [t for t in tensors for _ in (t.uop.src if t.uop.op is Ops.MULTI else (t,))]
         if hit is None:
             hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
         if not kwargs and not static and all(type(a) is Tensor and type(a.uop.device) is str for a in args):
@@ -343,14 +342,9 @@ class Jit:
 
     def _run(self, prog: JitProgram, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
         in_bufs = [buffer_view(t.uop) for t in tensors]
-        if None in in_bufs:  # not yet computed, or sharded
-            stale = [t for t in tensors if not is_realized(t.uop)]
-            if stale:
-                realize(*stale)
-            in_bufs, part = [], 0
-            for i, t in enumerate(tensors):  # part k of a sharded Tensor is its k-th consecutive entry
-                part = (part + 1) % len(t.uop.src) if i and tensors[i - 1] is t and t.uop.op is Ops.MULTI else 0
-                in_bufs.append(buffer_view(t.uop.src[part] if t.uop.op is Ops.MULTI else t.uop))
+        if None in in_bufs:  # not yet computed, or sharded: one input per device part
+            realize(*tensors)
+            in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
         in_mems = [buffer_memory(b, allocate=False) for b in in_bufs]
         out_bufs, out_mems = [], []
         for i, b in enumerate(prog.outputs):
@@ -364,8 +358,10 @@ class Jit:
         prog.run(in_mems, out_mems)
         outs = [Tensor(u) for u in prog.unflatten([_view(out_bufs[i], shape) for i, shape in
                                                    zip(prog.result_index, prog.out_shapes, strict=True)])]
-        for i in prog.donated_inputs:
-            object.__setattr__(tensors[i], "__class__", DonatedTensor)
+        if prog.donated_inputs:
+            owners = [t for t in tensors for _ in device_parts(t.uop)]  # the Tensor of each input
+            for i in prog.donated_inputs:
+                object.__setattr__(owners[i], "__class__", DonatedTensor)
         return tree_unflatten(out_tree, outs)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
@@ -382,7 +378,7 @@ class Jit:
             if isinstance(x, (Tensor, np.ndarray)):
                 t = (x if isinstance(x, Tensor) else Tensor(x)).realize()
                 views = []
-                for part in (t.uop.src if t.uop.op is Ops.MULTI else (t.uop,)):  # one input per device part
+                for part in device_parts(t.uop):  # one input per device part
                     buf = buffer_view(part)
                     ph = placeholder(len(inputs), t.dtype, buf.arg[1], buf.arg[2])
                     inputs.append(ph)
