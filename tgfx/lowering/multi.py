@@ -18,6 +18,7 @@ Every device moves 2(n-1)/n of the value, the optimum for a ring.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tgfx.dtypes import dtypes
@@ -226,11 +227,11 @@ def _combine(op: Ops, a: UOp, b: UOp) -> UOp:
     return UOp(op, a.dtype, (a, b))
 
 
-def ring_reduce_scatter(parts: Parts, op: Ops, chunk: object) -> Parts:
+def ring_reduce_scatter(parts: Parts, op: Ops, chunk: Callable[[UOp, int], UOp]) -> Parts:
     """Device e ends with chunk e of the reduced value; `chunk(value, k)` is chunk k of one device's value."""
     n = len(parts)
     devices = [p.device for p in parts]
-    acc = [[chunk(p, k) for k in range(n)] for p in parts]  # type: ignore[operator]
+    acc = [[chunk(p, k) for k in range(n)] for p in parts]
     for s in range(n - 1):
         sends = [(d, (d - s - 1) % n) for d in range(n)]
         for d, k in sends:

@@ -116,20 +116,19 @@ def from_parts(pieces: Sequence[Tensor], axis: int | None = None) -> Tensor:
     return Tensor(multi([p.uop for p in pieces], axis))
 
 
-def _collective(pieces: Sequence[Tensor], op: Ops, name: str) -> Tensor:
-    pieces = list(pieces)
+def _collective(pieces: Sequence[Tensor], op: Ops) -> Tensor:
     x = from_parts(pieces)  # checks them
     return Tensor(UOp(Ops.ALLREDUCE, x.dtype, x.uop.src, op))
 
 
 def psum(pieces: Sequence[Tensor]) -> Tensor:
     """The sum of one value per device, replicated on every device (an all-reduce ring)."""
-    return _collective(pieces, Ops.ADD, "psum")
+    return _collective(pieces, Ops.ADD)
 
 
 def pmax(pieces: Sequence[Tensor]) -> Tensor:
     """The elementwise maximum of one value per device, replicated on every device."""
-    return _collective(pieces, Ops.MAX, "pmax")
+    return _collective(pieces, Ops.MAX)
 
 
 def all_gather(x: Tensor) -> Tensor:
