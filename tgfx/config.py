@@ -41,6 +41,7 @@ BEAM_BUDGET = Flag("BEAM_BUDGET", 20.0)  # seconds a BEAM search may spend on on
 NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
+INLINE_BYTES = Flag("TGFX_INLINE_BYTES", 1 << 16)  # a jitted program touching at most this much runs on the caller
 
 
 @contextlib.contextmanager

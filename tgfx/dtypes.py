@@ -12,9 +12,13 @@ from typing import Any
 import numpy as np
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
-    """A scalar element type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned) or 'f' (float)."""
+    """A scalar element type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned) or 'f' (float).
+
+    DTypes are interned (the scalars below, and `vec` caches its results), so equality is identity and hashing
+    is object's own, in C: every UOp built hashes one.
+    """
 
     name: str
     itemsize: int
@@ -38,7 +42,7 @@ class DType:
         return _by_name(self.name)
 
     def vec(self, n: int) -> DType:
-        return self if n == 1 else DType(self.name, self.itemsize, self.kind, self.np_name, n)
+        return self if n == 1 else _vec(self.scalar, n)
 
     @property
     def is_float(self) -> bool:
@@ -59,6 +63,11 @@ class DType:
     @property
     def bits(self) -> int:
         return 8 * self.itemsize
+
+
+@functools.cache
+def _vec(scalar: DType, n: int) -> DType:
+    return DType(scalar.name, scalar.itemsize, scalar.kind, scalar.np_name, n)
 
 
 class dtypes:  # noqa: N801 - a namespace, spelled like JAX's and tinygrad's

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tgfx.devices import get_device
 from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, from_numpy, promote_types, to_dtype, weak_kind
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
@@ -111,11 +112,10 @@ class Tensor:
 
     def block_until_ready(self) -> Tensor:
         """Wait until this Tensor is computed (JAX's name); returns it."""
-        from tgfx.devices import get_device
         if not is_realized(self.uop):
             self.realize()
-        device = self.device
-        for d in (device,) if isinstance(device, str) else device:
+        device = self.uop.device
+        for d in (device,) if type(device) is str else device:
             get_device(d).synchronize()
         return self
 

@@ -8,6 +8,8 @@ Python `Program` (a ctypes callback).
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 
 import numpy as np
@@ -16,6 +18,7 @@ from tgfx.devices import native
 from tgfx.devices.hcq import Allocator, Buffer, CommandProcessor, Engine, HCQDevice
 
 ALIGN = 64
+SMALL_ALLOC = 1 << 20                 # allocations up to this size come from ctypes, larger ones from numpy
 CLOSE_TIMEOUT_NS = 1_000_000_000      # how long `close` waits for a processor to finish its packet
 
 
@@ -31,8 +34,12 @@ class CPUAllocator(Allocator):
         """Allocate `nbytes` on this CPU device."""
         if nbytes < 0:
             raise ValueError(f"cannot allocate {nbytes} bytes on {self.device.name}")
-        raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
-        ptr = raw.ctypes.data
+        if nbytes <= SMALL_ALLOC:     # a ctypes array: its address is cheap to read (a numpy array's costs ~1 us)
+            raw = (ctypes.c_char * (nbytes + ALIGN))()
+            ptr = ctypes.addressof(raw)
+        else:                         # calloc'd by numpy: the pages are zeroed lazily, as they are first touched
+            raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
+            ptr = raw.ctypes.data
         return Buffer(self.device, nbytes, ptr + (-ptr) % ALIGN, raw)
 
 
@@ -48,6 +55,7 @@ class CPUCommandProcessor(CommandProcessor):
         rt.start_helpers(cpu_count() - 1)
         self._board_slot = rt.post_board(self.ctl_addr)
         self._thread = rt.start_thread(rt.processor_fn, self.ctl_addr)
+        self.run_inline = functools.partial(rt.run_inline, self.ctl_addr)
 
     def close(self) -> None:
         """Stop the loop and join its thread; a thread still busy after a second is left to finish on its own."""

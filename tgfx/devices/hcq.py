@@ -64,6 +64,14 @@ programs a submission references stay alive until its fence passes (the host dro
 submit or wait that sees the timeline past them). Dependencies between devices are explicit: a `signal` on one
 device's queue and a `wait` on another's (or a wait on the other device's fence).
 
+Inline submissions: `submit(cb, inline=True)` runs a command buffer on the calling thread instead of the ring
+when its device is idle (the timeline has passed every earlier submission) and the buffer has no WAIT of its own.
+The calling thread runs the processor's own packet code (natively, with the GIL released), so signals, faults,
+profile events and parallel EXECs behave as on the ring; what it saves is the processor's wake-up and the host's
+wait, microseconds that dominate a tiny submission. The submission is complete when `submit` returns. Callers ask
+for it only for small work (jit does, for programs that move little memory), as XLA's CPU client runs cheap
+computations on the caller's thread: a long submission run inline would keep the host from working ahead.
+
 Replay: a `CommandBuffer` keeps, for each distinct buffer (a "slot", numbered in order of first use) and each
 named `Sym` value, the word positions that hold it, so `patch_buffers` / `patch_vals` rewrite just those words
 and a later `submit` costs one copy into the ring.
@@ -126,6 +134,8 @@ class Engine(enum.Enum):
     COMPUTE = "compute"
     COPY = "copy"
 
+    __hash__ = object.__hash__   # members are singletons; Enum's own hash runs Python on every processor lookup
+
 
 def header(op: Op, nwords: int, flags: int = 0) -> int:
     """The header word of a packet with opcode `op`, `nwords` payload words and `flags` (e.g. `EXEC_HOST_FN`)."""
@@ -154,6 +164,11 @@ _HOST_EXCEPTIONS: dict[int, BaseException] = {}  # token a host callback returne
 _host_tokens = itertools.count(1)
 _faults_lock = threading.Lock()
 _faults_drained = 0
+
+
+def _faults_pending() -> bool:
+    """Whether a processor recorded a fault since the last drain."""
+    return int(native.runtime().g[native.G_FAULTS]) != _faults_drained
 
 
 def _drain_faults() -> None:
@@ -314,12 +329,16 @@ class Sym:
     value: int
 
 
-@dataclass(frozen=True)
 class Fence:
     """The completion of one submission: the device's timeline signal reaching `value`."""
-    device: HCQDevice
-    engine: Engine
-    value: int
+
+    __slots__ = ("device", "engine", "value")
+
+    def __init__(self, device: HCQDevice, engine: Engine, value: int) -> None:
+        self.device, self.engine, self.value = device, engine, value
+
+    def __repr__(self) -> str:
+        return f"Fence({self.device.name}/{self.engine.value}, {self.value})"
 
     @property
     def signal(self) -> Signal:
@@ -816,6 +835,10 @@ class CommandBuffer:
         self._mems = [b._mem for b in self.buffers]
         self._sym_idx = {name: np.array(idx, dtype=np.int64) for name, idx in sym_words.items()}
         self._checked_devices: set[str] = set()
+        # may run inline: no WAIT but the runtime's leading one (a wait could block the calling thread)
+        self.inline_ok = not any(pkt[0] is Op.WAIT for pkt in queue.packets)
+        self._body_addr = self.words.ctypes.data + 8 * int(self.starts[1])   # the packets after the leading WAIT
+        self._body_words = len(self.words) - int(self.starts[1])
 
     @staticmethod
     def _top_level_end(words: list[int], at: int, starts: list[int]) -> None:
@@ -834,6 +857,11 @@ class CommandBuffer:
             if b is buf:
                 return i
         raise KeyError(f"{buf!r} is not used by this command buffer")
+
+    def slot_words(self, slot: int) -> list[tuple[int, int]]:
+        """Where slot `slot` lives: (word index, byte offset added to the buffer's address) per occurrence. A replayer
+        that knows its buffers fit (jit: the same signature) writes `words[i] = buffer.ptr + offset` itself."""
+        return list(self._buf_words[slot])
 
     def patch_buffers(self, updates: Mapping[int, Buffer]) -> CommandBuffer:
         """Point slots at other buffers: `{slot: buffer}`. Offsets of copies into the slot are kept."""
@@ -863,8 +891,9 @@ class CommandBuffer:
             self.syms[name] = value
         return self
 
-    def submit(self, device: HCQDevice) -> Fence:
-        """Submit to `device`'s engine of this queue's kind; returns at once with the submission's `Fence`."""
+    def submit(self, device: HCQDevice, inline: bool = False) -> Fence:
+        """Submit to `device`'s engine of this queue's kind; returns at once with the submission's `Fence`.
+        With `inline`, run it on this thread if the device is idle (see "Inline submissions" above)."""
         if device.name not in self._checked_devices:
             for slot in sorted(self._exec_slots):
                 if self.buffers[slot].device is not device:
@@ -872,7 +901,7 @@ class CommandBuffer:
                                      f"device; copy it to {device.name} first")
             self._checked_devices.add(device.name)
         refs = (tuple(self._mems), tuple(self.programs), tuple(self.signals))
-        return device.submit(self, refs)
+        return device.submit(self, refs, inline)
 
 
 def _dev_name(device: HCQDevice | None) -> str:
@@ -974,6 +1003,7 @@ class CommandProcessor:
         events, events_addr = native.alloc_words(native.EVENT_CAP * native.EVENT_WORDS)
         self.events = events.reshape(native.EVENT_CAP, native.EVENT_WORDS)
         self._events_read = 0
+        self._stashed: list[np.ndarray] = []        # raw rows taken out of the ring, not yet ProfileEvents
         self._events_lock = threading.Lock()
         with _processors_lock:
             self.index = len(_PROCESSORS)
@@ -988,6 +1018,10 @@ class CommandProcessor:
         ctl[native.W_JOB_CLOSED] = 1
         self.cpu_addr = self.ctl_addr + 8 * native.W_PROCESSOR_CPU     # where it notes the core it runs on
         self.closed = False
+
+    # Backend hook: `run_inline(words_addr, nwords)` runs packets on the calling thread as the processor would (see
+    # "Inline submissions"); None where the host cannot run them (the default).
+    run_inline: Callable[[int, int], None] | None = None
 
     def start(self) -> None:
         """Start consuming the ring. Backend hook."""
@@ -1027,20 +1061,33 @@ class CommandProcessor:
             return HCQError(f"{self.label}: indexed COPY with index {a}, outside [0, {b})")
         return HCQError(f"{self.label}: fault of unknown kind {kind}")
 
+    def _take_events(self) -> np.ndarray:
+        """The raw rows (program id, size, start, end) recorded since the last take, oldest first."""
+        written = int(self.ctl[native.W_EVENTS_W])
+        first = max(self._events_read, written - native.EVENT_CAP)
+        rows = self.events[np.arange(first, written) % native.EVENT_CAP]
+        # rows the processor overwrote (or was overwriting) while they were copied
+        lapped = int(self.ctl[native.W_EVENTS_W]) + 1 - native.EVENT_CAP - first
+        self._events_read = written
+        return rows[max(0, lapped):]
+
+    def stash_events(self) -> None:
+        """Copy the events recorded so far out of the ring before the processor overwrites them, as raw rows: no
+        Python object per event (a submit does this when the ring is half full); `drain_events` converts them."""
+        with self._events_lock:
+            self._stashed.append(self._take_events())
+            while sum(len(c) for c in self._stashed) > PROFILE_EVENTS_KEPT + native.EVENT_CAP:
+                self._stashed.pop(0)
+
     def drain_events(self) -> None:
         """Move the events the processor recorded since the last drain to the device's profile (and print them
         with DEBUG>=1)."""
         with self._events_lock:
-            written = int(self.ctl[native.W_EVENTS_W])
-            first = max(self._events_read, written - native.EVENT_CAP)
-            if first == written:
+            if self._events_read == int(self.ctl[native.W_EVENTS_W]) and not self._stashed:
                 return
-            rows = self.events[np.arange(first, written) % native.EVENT_CAP].tolist()
-            # rows the processor overwrote (or was overwriting) while they were copied
-            lapped = int(self.ctl[native.W_EVENTS_W]) + 1 - native.EVENT_CAP - first
-            self._events_read = written
+            chunks, self._stashed = [*self._stashed, self._take_events()], []
         dev = self.device
-        for pid, size, start, end in rows[max(0, lapped):]:
+        for pid, size, start, end in (row for chunk in chunks for row in chunk.tolist()):
             if pid == 0:
                 dev._record(ProfileEvent(dev.name, self.engine.value, "copy", start, end, size, 0), None)
             else:
@@ -1111,15 +1158,26 @@ class HCQDevice:
             proc.drain_events()
         return self._profile
 
-    def submit(self, cb: CommandBuffer, refs: Any = None) -> Fence:
-        """Write `cb` into its engine's ring, bracketed by timeline WAIT/SIGNAL; keep `refs` alive until done."""
+    def submit(self, cb: CommandBuffer, refs: Any = None, inline: bool = False) -> Fence:
+        """Write `cb` into its engine's ring, bracketed by timeline WAIT/SIGNAL; keep `refs` alive until done.
+        With `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned
+        fence has passed."""
         proc = self.processors[cb.engine]
-        if proc.events_pending > native.EVENT_CAP // 2:   # drain before the processor overwrites unread events
-            proc.drain_events()
+        if proc.ctl[native.W_EVENTS_W] > proc._events_read + native.EVENT_CAP // 2:
+            proc.stash_events()                           # before the processor overwrites them
         with self._submit_lock:
-            self._retire(self.timeline.value)
             value = self.timeline_value + 1
             w = cb.words
+            if inline and cb.inline_ok and proc.run_inline is not None and self.timeline._mem[0] == value - 1:
+                # idle (everything submitted before has completed): run it here; it skips the leading WAIT
+                if self._inflight:
+                    self._retire(value - 1)
+                w[-2], w[-1] = self.timeline.addr, value
+                self.timeline_value = value
+                self._last_processor = proc
+                proc.run_inline(cb._body_addr, cb._body_words)
+                return Fence(self, cb.engine, value)
+            self._retire(int(self.timeline._mem[0]))
             w[1], w[2], w[-2], w[-1] = self.timeline.addr, value - 1, self.timeline.addr, value
             entry = (value, refs)
             with self._lock:
@@ -1157,6 +1215,10 @@ class HCQDevice:
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for everything submitted so far, then raise any fault not yet reported."""
+        mem = self.timeline._mem
+        if mem[0] >= self.timeline_value and not mem[native.S_ERROR] and not self._errors and not _faults_pending():
+            self._retire(self.timeline_value)   # done, and nothing to raise: the common case, a few reads
+            return
         self._wait_timeline(self.timeline_value, timeout, Engine.COMPUTE)
         _drain_faults()
         if not self._errors:

@@ -848,6 +848,31 @@ ok:
   ret i1 true
 }
 
+; run `n` words of packets on the calling thread, as the engine's processor would (a submission that runs inline,
+; see HCQDevice.submit): the caller guarantees the engine is idle and stays so, and that no packet is a WAIT
+define void @tgfx_run_inline(ptr %ctl, ptr %words, i64 %n) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%next, %packet]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %packet, label %done
+packet:
+  %hp = getelementptr i64, ptr %words, i64 %i
+  %hdr = load i64, ptr %hp, align 8
+  %at = getelementptr i64, ptr %hp, i64 1
+  %op = and i64 %hdr, 255
+  %nsh = lshr i64 %hdr, 8
+  %len = and i64 %nsh, 4294967295
+  %flags = lshr i64 %hdr, 40
+  %alive = call i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags, i64 %len)
+  %i1 = add i64 %i, 1
+  %next = add i64 %i1, %len
+  br label %loop
+done:
+  ret void
+}
+
 ; ---- threads
 
 ; one engine's command processor: consume packets in order until closed
@@ -1026,6 +1051,7 @@ class Runtime:
         self.cas = ctypes.CFUNCTYPE(i64, vp, i64, i64)(addr("tgfx_cas"))
         self.wait_ge = ctypes.CFUNCTYPE(i64, vp, i64, i64, i64, vp, vp)(addr("tgfx_wait_ge"))
         self.doorbell = ctypes.CFUNCTYPE(None, vp, i64)(addr("tgfx_doorbell"))
+        self.run_inline = ctypes.CFUNCTYPE(None, vp, vp, i64)(addr("tgfx_run_inline"))
         self.processor_fn, self.helper_fn = addr("tgfx_processor"), addr("tgfx_helper")
         self.g, self.g_addr = alloc_words(G_WORDS)
         self.faults = self.g[G_FAULT_TABLE:].reshape(FAULT_CAP, FAULT_WORDS)

@@ -83,6 +83,9 @@ class Ops(Enum):
     def __repr__(self) -> str:
         return f"Ops.{self.name}"
 
+    # members are singletons: hash by identity in C (Enum's own hashes the name in Python, on every UOp built)
+    __hash__ = object.__hash__
+
 
 class GroupOp:
     Unary = frozenset({Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.TAN, Ops.SQRT, Ops.RECIP,

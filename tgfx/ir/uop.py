@@ -24,21 +24,24 @@ def prod(xs: Any) -> int:
     return math.prod(xs)
 
 
-class UOpMeta(type):
-    _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# (op, dtype, src, arg, tag) -> a weak reference to the live UOp; a UOp removes its entry when it dies (__del__)
+_cache: dict[tuple, weakref.ref] = {}
 
+
+class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None,
                  tag: Any = None) -> UOp:
         k = (op, dtype, src, arg, tag)
         try:
-            hit = UOpMeta._cache.get(k)
+            ref = _cache.get(k)
         except TypeError as e:
             raise TypeError(f"UOp arg must be hashable, got {arg!r} for {op}") from e
-        if hit is not None:
+        if ref is not None and (hit := ref()) is not None:
             return hit
-        u = super().__call__(op, dtype, src, arg, tag)
-        UOpMeta._cache[k] = u
-        if config.SPEC:
+        u = object.__new__(cls)
+        u.op, u.dtype, u.src, u.arg, u.tag = op, dtype, src, arg, tag
+        _cache[k] = weakref.ref(u)
+        if config.SPEC.value:
             from tgfx.ir.spec import check_uop
             check_uop(u)
         return u
@@ -47,8 +50,19 @@ class UOpMeta(type):
 class UOp(metaclass=UOpMeta):
     __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "__dict__")
 
-    def __init__(self, op: Ops, dtype: DType | None, src: tuple[UOp, ...], arg: Any, tag: Any) -> None:
-        self.op, self.dtype, self.src, self.arg, self.tag = op, dtype, src, arg, tag
+    op: Ops
+    dtype: DType | None
+    src: tuple[UOp, ...]
+    arg: Any
+    tag: Any
+
+    def __del__(self, _cache: dict[tuple, weakref.ref] = _cache) -> None:
+        # called before this UOp's weak references are cleared: the entry still refers to it (the cache is bound
+        # here so that it is still reachable while the interpreter tears the module down)
+        k = (self.op, self.dtype, self.src, self.arg, self.tag)
+        ref = _cache.get(k)
+        if ref is not None and ref() is self:
+            del _cache[k]
 
     # identity is structure: hash-consing makes `is` the equality, so object's own (C) __eq__/__hash__ are right
 

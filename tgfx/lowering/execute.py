@@ -1,8 +1,6 @@
 """execute: run a LINEAR of CALLs on the devices, allocating buffers on first use."""
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 
 from tgfx.counters import counters
@@ -11,31 +9,22 @@ from tgfx.devices.hcq import HWQueue, Label
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 
-# BUFFER uid -> device memory; an entry is freed when its BUFFER node is garbage collected
-_memory: dict[int, object] = {}
-
-
-def _free(uid: int) -> None:
-    _memory.pop(uid, None)
-
 
 def buffer_memory(buf: UOp, allocate: bool = True) -> object:
-    uid, device, size = buf.arg
-    mem = _memory.get(uid)
+    """The device memory behind BUFFER `buf`, allocated on first use. It lives on the node itself, so it is freed
+    with it (queues already submitted keep it alive until they complete)."""
+    mem = buf.__dict__.get("memory")
     if mem is None:
-        assert allocate or size == 0, f"buffer {uid} was read before it was written"
-        mem = get_device(device).allocator.alloc(max(size, 1) * buf.dtype.itemsize)
-        _memory[uid] = mem
-        weakref.finalize(buf, _free, uid)
+        _, device, size = buf.arg
+        assert allocate or size == 0, f"buffer {buf.arg[0]} was read before it was written"
+        mem = buf.__dict__["memory"] = get_device(device).allocator.alloc(max(size, 1) * buf.dtype.itemsize)
     return mem
 
 
-def register_memory(buf: UOp, mem: object) -> None:
-    """Back BUFFER `buf` with device memory the caller allocated (a planned arena's view)."""
-    uid = buf.arg[0]
-    if uid not in _memory:
-        weakref.finalize(buf, _free, uid)
-    _memory[uid] = mem
+def register_memory(buf: UOp, mem: object) -> object:
+    """Back BUFFER `buf` with device memory the caller allocated (a planned arena's view); returns `mem`."""
+    buf.__dict__["memory"] = mem
+    return mem
 
 
 def copyin(buf: UOp, data: np.ndarray) -> None:

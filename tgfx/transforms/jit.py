@@ -29,7 +29,7 @@ from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Engine, HWQueue, Sym
 from tgfx.dtypes import DType
-from tgfx.function import Function, _describe_paths, tracing
+from tgfx.function import Function, _describe_paths, _traces
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
@@ -39,7 +39,8 @@ from tgfx.lowering.execute import append_command, buffer_memory, command_device,
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, _differentiating, realize
+from tgfx.tensor import Tensor, realize
+from tgfx.transforms.grad import _active as _grad_active
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -133,7 +134,8 @@ def _describe_spec(spec: LeafSpec) -> str:
 class Segment:
     device: Any
     cb: Any                     # encoded CommandBuffer
-    slots: dict[int, int]       # command buffer slot -> program buffer index (inputs and outputs only)
+    # (word, byte offset, program buffer index): the words a replay points at its inputs and outputs
+    patches: list[tuple[int, int, int]]
     # (device waited on, Sym name, index of the segment it waits for, or None: all that device's earlier work)
     dep: tuple[Any, str, int | None] | None
 
@@ -159,8 +161,20 @@ class JitProgram:
         self.unplanned_bytes, self.planned_bytes = plan_memory(self.calls, self.intermediates)
         self.donated = donated  # output index -> input index whose buffer it reuses
         self.donated_inputs = sorted(set(donated.values()))
-        self.result_index = [self.outputs.index(r) for r in self.results]  # result -> its output buffer
         self.segments = self._encode()
+        # tiny programs run on the calling thread when their device is idle (hcq "Inline submissions")
+        self.inline = sum(_nbytes(b) for b in dict.fromkeys(b for c in self.calls for b in c.src[1:])) \
+            <= int(config.INLINE_BYTES)
+        # what a replay allocates: per output buffer (device, size, dtype, allocator, bytes), None where donated
+        self.out_specs = [None if i in donated else (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator,
+                                                     _nbytes(b)) for i, b in enumerate(self.outputs)]
+        # per result: its output buffer, and the shape to view it as (None: the buffer's own)
+        self.result_views = [(self.outputs.index(r), None if shape == (r.arg[2],) else shape)
+                             for r, shape in zip(self.results, out_shapes, strict=True)]
+        self.sharded = any(u.op is Ops.MULTI for u in unflatten(self.views(self.results)))  # results join into MULTIs
+        self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
+        self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
+        self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
 
     def _encode(self) -> list[Segment]:
         from tgfx.devices.hcq import Buffer
@@ -208,34 +222,79 @@ class JitProgram:
         assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
         return segments
 
+    def replay(self, args: tuple[Tensor, ...]) -> list[UOp] | None:
+        """The hit path of the common call, one-device Tensors by position that are computed, into a program that
+        donates nothing and shards nothing: the results' UOps, or None for `Jit._run` to take the general path."""
+        if self.donated or self.sharded:
+            return None
+        mems = []
+        for a in args:
+            u = a.uop
+            if u.op is not Ops.BUFFER:
+                u = buffer_view(u)
+                if u is None:
+                    return None
+            mem = u.__dict__.get("memory")
+            if mem is None:
+                return None
+            mems.append(mem)
+        out_bufs = [_output(spec, mems) for spec in self.out_specs]
+        seg = self.single
+        if seg is None:
+            self.run(mems)
+        else:  # one segment that waits for nothing: what `run` does, without its bookkeeping
+            words = seg.cb.words
+            for word, offset, i in seg.patches:
+                words[word] = mems[i].ptr + offset
+            seg.device.submit(seg.cb, mems, self.inline)
+            counters.kernel_count += self.n_kernels
+        return self.views(out_bufs)
+
+    def views(self, out_bufs: list[UOp]) -> list[UOp]:
+        """The results, viewed in their shapes, from the output buffers."""
+        out = []
+        for i, shape in self.result_views:
+            b = out_bufs[i]
+            if shape is not None:
+                b = UOp(Ops.RESHAPE, b.dtype, (b,), shape)
+                b.__dict__.update(shape=shape, device=b.src[0].arg[1])
+            out.append(b)
+        return out
+
     def _segment(self, dev: Any, queue: HWQueue, used: list[UOp], index: dict[UOp, int]) -> Segment:
         cb = queue.encode()
-        slots = {}
-        for b in dict.fromkeys(used):
-            if b in index:
-                slots[cb.slot_of(buffer_memory(b))] = index[b]
-        return Segment(dev, cb, slots, None)
+        patches = [(word, offset, index[b]) for b in dict.fromkeys(used) if b in index
+                   for word, offset in cb.slot_words(cb.slot_of(buffer_memory(b)))]
+        return Segment(dev, cb, patches, None)
 
-    def run(self, in_mems: list[Any], out_mems: list[Any]) -> None:
-        mems = in_mems + out_mems
+    def run(self, mems: list[Any]) -> None:
+        """Submit the program with `mems` as its buffers (inputs, then outputs). The replay writes the buffer
+        addresses into the encoded words itself: the signature guarantees every buffer fits its slot."""
         values: list[int] = []  # the timeline value each segment completes at
-        start = {seg.device: seg.device.timeline_value for seg in self.segments}  # work given before this call
+        # the work given before this call, which a copy of a value made before the call waits for
+        start = {seg.device: seg.device.timeline_value for seg in self.segments} if self.waits_on_earlier else {}
         for seg in self.segments:
-            if seg.slots:
-                seg.cb.patch_buffers({slot: mems[i] for slot, i in seg.slots.items()})
+            words = seg.cb.words
+            for word, offset, i in seg.patches:
+                words[word] = mems[i].ptr + offset
             if seg.dep is not None:
                 dev, name, producer = seg.dep
-                if producer is None:  # made before this call: whatever that device had been given by then
-                    value = start.get(dev, dev.timeline_value)
-                else:
-                    value = values[producer]
-                seg.cb.patch_vals({name: value})
-            values.append(seg.cb.submit(seg.device).value)
+                seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
+            values.append(seg.device.submit(seg.cb, mems, self.inline).value)
         counters.kernel_count += self.n_kernels
 
-    @functools.cached_property
-    def n_kernels(self) -> int:
-        return sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
+
+def _output(spec: tuple, mems: list[Any]) -> UOp:
+    """A new output buffer (its memory appended to `mems`); its shape and device are known, so set them."""
+    device, size, dtype, allocator, nbytes = spec
+    buf = new_buffer(device, size, dtype)
+    mems.append(mem := allocator.alloc(nbytes))
+    buf.__dict__.update(memory=mem, shape=(size,), device=device)
+    return buf
+
+
+def _nbytes(b: UOp) -> int:
+    return max(b.arg[2], 1) * b.dtype.itemsize
 
 
 def _written(b: UOp, calls: list[UOp]) -> bool:
@@ -317,7 +376,7 @@ class Jit:
         return tuple(dyn_args), dyn_kwargs, tuple(static)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if tracing() or _differentiating():  # inside another trace or a grad: inline, like @function
+        if _traces or _grad_active:  # inside another trace or a grad: inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         if not kwargs and not self.static_argnums:
             # the common call, only one-device Tensors by position: its key needs no pytree flattening
@@ -326,7 +385,11 @@ class Jit:
             except AttributeError:  # an argument that is not a Tensor
                 hit = None
             if hit is not None:
-                return self._run(hit[0], hit[1], list(args), args)
+                prog, out_tree = hit
+                out = prog.replay(args)
+                if out is None:
+                    return self._run(prog, out_tree, list(args), args)
+                return Tensor(out[0]) if out_tree.is_leaf else tree_unflatten(out_tree, [Tensor(u) for u in out])
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
@@ -341,28 +404,30 @@ class Jit:
         return self._run(prog, out_tree, tensors, args)
 
     def _run(self, prog: JitProgram, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
+        """Replay `prog` on the Tensor leaves `tensors` (any program: sharded, donating, lazy inputs)."""
         in_bufs = [buffer_view(t.uop) for t in tensors]
         if None in in_bufs:  # not yet computed, or sharded: one input per device part
             realize(*tensors)
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
-        in_mems = [buffer_memory(b, allocate=False) for b in in_bufs]
-        out_bufs, out_mems = [], []
-        for i, b in enumerate(prog.outputs):
-            if i in prog.donated:
+        mems = [buffer_memory(b, allocate=False) for b in in_bufs]
+        out_bufs = []
+        for i, spec in enumerate(prog.out_specs):
+            if spec is None:  # donated: the output takes over the input's buffer
                 out_bufs.append(in_bufs[prog.donated[i]])
-                out_mems.append(in_mems[prog.donated[i]])
-                continue
-            nb = new_buffer(b.arg[1], b.arg[2], b.dtype)
-            out_bufs.append(nb)
-            out_mems.append(buffer_memory(nb))
-        prog.run(in_mems, out_mems)
-        outs = [Tensor(u) for u in prog.unflatten([_view(out_bufs[i], shape) for i, shape in
-                                                   zip(prog.result_index, prog.out_shapes, strict=True)])]
+                mems.append(mems[prog.donated[i]])
+            else:
+                out_bufs.append(_output(spec, mems))
+        prog.run(mems)
+        results = prog.views(out_bufs)
+        if prog.sharded:
+            results = prog.unflatten(results)
         if prog.donated_inputs:
             owners = [t for t in tensors for _ in device_parts(t.uop)]  # the Tensor of each input
             for i in prog.donated_inputs:
                 object.__setattr__(owners[i], "__class__", DonatedTensor)
-        return tree_unflatten(out_tree, outs)
+        if out_tree.is_leaf:
+            return Tensor(results[0])
+        return tree_unflatten(out_tree, [Tensor(u) for u in results])
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
                key: Hashable) -> tuple[JitProgram, PyTreeDef]:
@@ -475,11 +540,7 @@ class Jit:
 
 
 def _fast_key(args: tuple) -> tuple:
-    return tuple((type(a), a.uop.shape, a.uop.dtype, a.uop.device) for a in args)
-
-
-def _view(buf: UOp, shape: tuple[int, ...]) -> UOp:
-    return buf if shape == (buf.arg[2],) else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
+    return tuple([(type(a), a.uop.shape, a.uop.dtype, a.uop.device) for a in args])
 
 
 def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
