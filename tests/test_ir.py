@@ -24,6 +24,36 @@ def test_hash_consing_gives_the_same_object():
     assert UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (3, 2)) is not a
 
 
+def test_interning_table_forgets_nodes_that_die():
+    import gc
+    import pickle
+
+    from tgfx.ir import uop as uop_module
+
+    def key(uid: int) -> tuple:
+        return (Ops.BUFFER, dtypes.float32, (), (uid, "CPU:0", 6), None)
+    gc.collect()
+    gc.disable()                                          # only these nodes come and go meanwhile
+    try:
+        before = len(uop_module._cache)
+        nodes = [UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10_000 + i),), (2, 3)) for i in range(1000)]
+        assert len(uop_module._cache) == before + 2000
+        assert all(key(10_000 + i) in uop_module._cache for i in range(1000))
+        again = UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10_000),), (2, 3))
+        assert again is nodes[0]
+        del nodes, again
+        assert len(uop_module._cache) == before          # each node removed its own entry as it died
+        assert not any(key(10_000 + i) in uop_module._cache for i in range(1000))
+    finally:
+        gc.enable()
+    fresh = UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10_000),), (2, 3))
+    assert fresh.src[0].arg == (10_000, "CPU:0", 6)       # rebuilt, not a dead entry
+    # dtypes are interned too: equal means identical, also through pickling and vector widths
+    v4 = dtypes.float32.vec(4)
+    assert v4 is dtypes.float32.vec(4) is dtypes.float32.vec(8).vec(4) and v4.scalar is dtypes.float32
+    assert pickle.loads(pickle.dumps(v4)) is v4 and pickle.loads(pickle.dumps(dtypes.bfloat16)) is dtypes.bfloat16
+
+
 def test_key_is_stable_across_processes():
     code = ("from tgfx.ir.uop import UOp; from tgfx.ir.ops import Ops; from tgfx.dtypes import dtypes;"
             "p = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), 'CPU:0'));"

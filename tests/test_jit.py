@@ -242,3 +242,66 @@ def test_prelower_compiles_each_kernel_once_off_the_main_thread():
     np.testing.assert_allclose(out, (e / e.sum(1, keepdims=True)).T @ x + 0.123, rtol=1e-4, atol=1e-5)
     assert tg.counters.compile_count == tg.counters.kernel_count >= 2
     assert any(t.startswith("tgfx-compile") for t in threads)
+
+
+def test_tiny_replays_run_inline_and_recycle_dropped_results():
+    # a tiny program runs on the calling thread (the ring never sees it) and, once warm, a loop that keeps one
+    # result at a time allocates nothing: the results of the call before last are reused
+    from tgfx.devices import get_device
+    from tgfx.devices.hcq import Engine
+    ring = get_device("CPU:0").processors[Engine.COMPUTE].ring
+    f = tg.jit(lambda v: (v * 2 + 1).reshape(4, 4))
+    x = tg.asarray(np.arange(16, dtype=np.float32))
+    g = tg.jit(lambda v: v * 2 + 1)
+    box, y = [None], x
+    for _ in range(3):                     # warm: the trace, then two replays fill the pool
+        box[0], y = f(x), g(y)
+    before = ring.wptr
+    tg.counters.reset()
+    for _ in range(10):
+        box[0] = f(x)
+    for _ in range(5):
+        y = g(y)
+    assert ring.wptr == before
+    assert tg.counters.alloc_count == 0 and tg.counters.kernel_count == 15
+    np.testing.assert_array_equal(box[0].numpy(), (np.arange(16) * 2 + 1).reshape(4, 4))
+    want = np.arange(16, dtype=np.float32)
+    for _ in range(8):
+        want = want * 2 + 1
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_recycling_never_overwrites_a_result_something_still_holds():
+    f = tg.jit(lambda v: v + 1)
+    kept, lazy, views = [], [], []
+    for i in range(6):
+        y = f(tg.asarray(np.full(4, i, np.float32)))
+        if i % 3 == 0:
+            kept.append(y)                 # a Tensor
+        elif i % 3 == 1:
+            lazy.append(y * 10)            # a graph not yet computed that reads it
+        else:
+            views.append(y[1:])            # a view of it
+        del y
+    for i in range(20):                    # plenty of chances to reuse whatever was dropped
+        f(tg.asarray(np.full(4, 100 + i, np.float32)))
+    assert [t.tolist() for t in kept] == [[1.0] * 4, [4.0] * 4]
+    assert [t.tolist() for t in lazy] == [[20.0] * 4, [50.0] * 4]
+    assert [t.tolist() for t in views] == [[3.0] * 3, [6.0] * 3]
+
+
+def test_a_program_over_the_inline_size_goes_through_the_ring():
+    from tgfx.devices import get_device
+    from tgfx.devices.hcq import Engine
+    ring = get_device("CPU:0").processors[Engine.COMPUTE].ring
+    x = arr(64)
+    with tg.Context(TGFX_INLINE_BYTES=0):  # traced while nothing counts as tiny
+        f = tg.jit(lambda v: tnp.exp(v) * 2)
+        f(tg.asarray(x)).block_until_ready()
+    xt = tg.asarray(x)
+    before = ring.wptr
+    tg.counters.reset()
+    outs = [f(xt) for _ in range(3)]
+    assert ring.wptr > before and tg.counters.alloc_count == 3
+    for o in outs:
+        np.testing.assert_allclose(o.numpy(), np.exp(x) * 2, rtol=1e-6)

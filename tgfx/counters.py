@@ -12,6 +12,7 @@ class Counters:
     copy_count: int = 0        # buffer copies submitted (likewise)
     search_count: int = 0      # BEAM searches run (kernels whose options were not in the search cache)
     search_compile_count: int = 0  # BEAM candidates compiled to be timed
+    alloc_count: int = 0       # device buffers allocated for computed values (eager results, jit outputs and arenas)
 
     def reset(self) -> None:
         for f in fields(self):

@@ -112,7 +112,11 @@ class Tensor:
 
     def block_until_ready(self) -> Tensor:
         """Wait until this Tensor is computed (JAX's name); returns it."""
-        if not is_realized(self.uop):
+        u = self.uop
+        if u.op is Ops.BUFFER:              # the common case: a computed one-device Tensor
+            get_device(u.arg[1]).synchronize()
+            return self
+        if not is_realized(u):
             self.realize()
         device = self.uop.device
         for d in (device,) if type(device) is str else device:

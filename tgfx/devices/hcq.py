@@ -166,11 +166,6 @@ _faults_lock = threading.Lock()
 _faults_drained = 0
 
 
-def _faults_pending() -> bool:
-    """Whether a processor recorded a fault since the last drain."""
-    return int(native.runtime().g[native.G_FAULTS]) != _faults_drained
-
-
 def _drain_faults() -> None:
     """Turn the faults processors recorded since the last drain into HCQErrors on their devices' error lists."""
     global _faults_drained
@@ -422,7 +417,7 @@ class Allocator:
         host = host_buffer(np.ascontiguousarray(src) if isinstance(src, np.ndarray) else src)
         if host.nbytes > buf.nbytes:
             raise ValueError(f"copyin of {host.nbytes} B does not fit in {buf!r}")
-        HWQueue(Engine.COPY).copy(buf, host, host.nbytes).submit(self.device).wait(timeout)
+        HWQueue(Engine.COPY).copy(buf, host, host.nbytes).submit(self.device, inline=True).wait(timeout)
 
     def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
         """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work."""
@@ -431,7 +426,7 @@ class Allocator:
             raise ValueError("copyout destination is read-only")
         if host.nbytes > buf.nbytes:
             raise ValueError(f"copyout of {host.nbytes} B reads past the end of {buf!r}")
-        HWQueue(Engine.COPY).copy(host, buf, host.nbytes).submit(self.device).wait(timeout)
+        HWQueue(Engine.COPY).copy(host, buf, host.nbytes).submit(self.device, inline=True).wait(timeout)
 
 
 KernelFn = Callable[[int, int, int], None]
@@ -645,9 +640,10 @@ class HWQueue:
         """Encode the packets into a re-submittable, patchable `CommandBuffer`."""
         return CommandBuffer(self)
 
-    def submit(self, device: HCQDevice) -> Fence:
-        """Encode and submit to `device`'s engine; returns at once with the submission's `Fence`."""
-        return self.encode().submit(device)
+    def submit(self, device: HCQDevice, inline: bool = False) -> Fence:
+        """Encode and submit to `device`'s engine; returns at once with the submission's `Fence` (see
+        `CommandBuffer.submit` for `inline`)."""
+        return self.encode().submit(device, inline)
 
 
 class Label:
@@ -1131,6 +1127,7 @@ class HCQDevice:
         self._lock = threading.Lock()                   # guards _inflight and _errors
         self._submit_lock = threading.Lock()
         self.allocator = self.create_allocator()
+        self._faults = native.runtime().g        # the process's fault counter lives in it
         self.processors = {engine: self.create_processor(engine) for engine in Engine}
         self._last_processor = self.processors[Engine.COMPUTE]     # of the latest submission
         for proc in self.processors.values():
@@ -1216,8 +1213,10 @@ class HCQDevice:
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for everything submitted so far, then raise any fault not yet reported."""
         mem = self.timeline._mem
-        if mem[0] >= self.timeline_value and not mem[native.S_ERROR] and not self._errors and not _faults_pending():
-            self._retire(self.timeline_value)   # done, and nothing to raise: the common case, a few reads
+        if mem[0] >= self.timeline_value and not mem[native.S_ERROR] and not self._errors and \
+                self._faults[native.G_FAULTS] == _faults_drained:
+            if self._inflight:                  # done, and nothing to raise: the common case, a few reads
+                self._retire(self.timeline_value)
             return
         self._wait_timeline(self.timeline_value, timeout, Engine.COMPUTE)
         _drain_faults()
@@ -1233,7 +1232,7 @@ class HCQDevice:
     def exec_sync(self, program: Program | Any, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size: int = 1,
                   timeout: float | None = None) -> None:
         """Run one kernel and wait for it: the simplest way to launch (tests, eager, BEAM timing)."""
-        HWQueue().exec(program, bufs, vals, global_size).submit(self).wait(timeout)
+        HWQueue().exec(program, bufs, vals, global_size).submit(self, inline=True).wait(timeout)
 
     def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> Fence:
         """Copy on this device's copy engine, after all work submitted so far to `src`'s device; returns at once.

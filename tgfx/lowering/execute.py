@@ -1,8 +1,11 @@
 """execute: run a LINEAR of CALLs on the devices, allocating buffers on first use."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
+from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import HWQueue, Label
@@ -18,6 +21,7 @@ def buffer_memory(buf: UOp, allocate: bool = True) -> object:
         _, device, size = buf.arg
         assert allocate or size == 0, f"buffer {buf.arg[0]} was read before it was written"
         mem = buf.__dict__["memory"] = get_device(device).allocator.alloc(max(size, 1) * buf.dtype.itemsize)
+        counters.alloc_count += 1
     return mem
 
 
@@ -94,6 +98,13 @@ def command_device(call: UOp, current: object) -> object:
     return get_device(bufs[0].arg[1]) if body.op is Ops.SINK or current is None else current
 
 
+def is_tiny(calls: Iterable[UOp]) -> bool:
+    """Whether a program touches at most `TGFX_INLINE_BYTES`: it then runs on the calling thread when its device is
+    idle (hcq "Inline submissions"), where waking the device's processor would cost more than the work."""
+    touched = {b for c in calls for b in c.src[1:]}
+    return sum(max(b.arg[2], 1) * b.dtype.itemsize for b in touched) <= int(config.INLINE_BYTES)
+
+
 def run_linear(linear: UOp) -> None:
     """Submit every CALL to its device's queues; returns at once. Reading a result waits for it.
 
@@ -103,11 +114,12 @@ def run_linear(linear: UOp) -> None:
     prelower(c.src[0] for c in linear.src if c.src[0].op is Ops.SINK)
     pending: tuple[object, HWQueue] | None = None  # (device, queue) collecting consecutive commands
     labels: list[dict[int, Label]] = []
+    inline = is_tiny(linear.src)
 
     def flush() -> None:
         nonlocal pending
         if pending is not None:
-            pending[1].submit(pending[0])
+            pending[1].submit(pending[0], inline)
             pending = None
 
     for call in linear.src:

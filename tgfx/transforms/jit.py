@@ -18,6 +18,8 @@ reading them waits on the device.
 from __future__ import annotations
 
 import functools
+import sys
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +37,7 @@ from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import lower_multi, prelower, reads_in_place
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
-from tgfx.lowering.execute import append_command, buffer_memory, command_device, register_memory
+from tgfx.lowering.execute import append_command, buffer_memory, command_device, is_tiny, register_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
@@ -162,9 +164,7 @@ class JitProgram:
         self.donated = donated  # output index -> input index whose buffer it reuses
         self.donated_inputs = sorted(set(donated.values()))
         self.segments = self._encode()
-        # tiny programs run on the calling thread when their device is idle (hcq "Inline submissions")
-        self.inline = sum(_nbytes(b) for b in dict.fromkeys(b for c in self.calls for b in c.src[1:])) \
-            <= int(config.INLINE_BYTES)
+        self.inline = is_tiny(self.calls)
         # what a replay allocates: per output buffer (device, size, dtype, allocator, bytes), None where donated
         self.out_specs = [None if i in donated else (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator,
                                                      _nbytes(b)) for i, b in enumerate(self.outputs)]
@@ -173,6 +173,12 @@ class JitProgram:
                              for r, shape in zip(self.results, out_shapes, strict=True)]
         self.sharded = any(u.op is Ops.MULTI for u in unflatten(self.views(self.results)))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
+        # a tiny program's replay reuses the results of the call before last once they are dropped (`_recycle`)
+        distinct = len({i for i, _ in self.result_views}) == len(self.result_views)
+        self.recent: deque[list[UOp]] | None = \
+            deque(maxlen=2) if self.inline and distinct and not donated and not self.sharded else None
+        self.result_of_output = [next(k for k, (i, _) in enumerate(self.result_views) if i == j)
+                                 for j in range(len(self.outputs))] if distinct else []
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
 
@@ -238,7 +244,9 @@ class JitProgram:
             if mem is None:
                 return None
             mems.append(mem)
-        out_bufs = [_output(spec, mems) for spec in self.out_specs]
+        results = self._recycle(mems) if self.recent is not None else None
+        if results is None:
+            results = self.views([_output(spec, mems) for spec in self.out_specs])
         seg = self.single
         if seg is None:
             self.run(mems)
@@ -248,7 +256,30 @@ class JitProgram:
                 words[word] = mems[i].ptr + offset
             seg.device.submit(seg.cb, mems, self.inline)
             counters.kernel_count += self.n_kernels
-        return self.views(out_bufs)
+        if self.recent is not None:
+            self.recent.append(results)
+        return results
+
+    def _recycle(self, mems: list[Any]) -> list[UOp] | None:
+        """The results of the call before the previous one, to be this call's, if nothing outside this program holds
+        them any more (their memory appended to `mems`); None if something does. A tiny program's replay then
+        allocates nothing, in loops that keep one result at a time (`y = f(y)`, `box[0] = f(x)`).
+
+        CPython's reference counts are exact: a result that a Tensor, a lazy graph or anything else still holds has
+        more references than the pool's list, this loop's variable and getrefcount's argument, and is left alone.
+        Device work that still reads the old value was submitted before this call, so it runs first."""
+        recent = self.recent
+        if len(recent) < recent.maxlen:
+            return None
+        results = recent[0]
+        for u in results:
+            if sys.getrefcount(u) > 3 or (u.op is Ops.RESHAPE and sys.getrefcount(u.src[0]) > 2):
+                return None
+        recent.popleft()
+        for k in self.result_of_output:
+            u = results[k]
+            mems.append((u if u.op is Ops.BUFFER else u.src[0]).__dict__["memory"])
+        return results
 
     def views(self, out_bufs: list[UOp]) -> list[UOp]:
         """The results, viewed in their shapes, from the output buffers."""
@@ -289,6 +320,7 @@ def _output(spec: tuple, mems: list[Any]) -> UOp:
     device, size, dtype, allocator, nbytes = spec
     buf = new_buffer(device, size, dtype)
     mems.append(mem := allocator.alloc(nbytes))
+    counters.alloc_count += 1
     buf.__dict__.update(memory=mem, shape=(size,), device=device)
     return buf
 
@@ -324,6 +356,7 @@ def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
     arenas = {dev: max((o + s for _, _, o, s in ps), default=0) for dev, ps in placed.items()}
     for dev, nbytes in arenas.items():
         arena = get_device(dev).allocator.alloc(max(nbytes, 1))
+        counters.alloc_count += 1
         for b in intermediates:
             if b.arg[1] == dev:
                 register_memory(b, arena.view(offsets[b], max(b.arg[2], 1) * b.dtype.itemsize))
