@@ -141,6 +141,13 @@ class Segment:
     # (device waited on, Sym name, index of the segment it waits for, or None: all that device's earlier work)
     dep: tuple[Any, str, int | None] | None
 
+    def bind(self, mems: list[Any]) -> None:
+        """Point the encoded words at `mems`, the program's buffers. No checks: the signature guarantees that every
+        buffer fits its slot."""
+        words = self.cb.words
+        for word, offset, i in self.patches:
+            words[word] = mems[i].ptr + offset
+
 
 class JitProgram:
     """A LINEAR encoded as per-device command buffers, with placeholders for inputs and outputs."""
@@ -251,9 +258,7 @@ class JitProgram:
         if seg is None:
             self.run(mems)
         else:  # one segment that waits for nothing: what `run` does, without its bookkeeping
-            words = seg.cb.words
-            for word, offset, i in seg.patches:
-                words[word] = mems[i].ptr + offset
+            seg.bind(mems)
             seg.device.submit(seg.cb, mems, self.inline)
             counters.kernel_count += self.n_kernels
         if self.recent is not None:
@@ -299,15 +304,12 @@ class JitProgram:
         return Segment(dev, cb, patches, None)
 
     def run(self, mems: list[Any]) -> None:
-        """Submit the program with `mems` as its buffers (inputs, then outputs). The replay writes the buffer
-        addresses into the encoded words itself: the signature guarantees every buffer fits its slot."""
+        """Submit the program with `mems` as its buffers (inputs, then outputs)."""
         values: list[int] = []  # the timeline value each segment completes at
         # the work given before this call, which a copy of a value made before the call waits for
         start = {seg.device: seg.device.timeline_value for seg in self.segments} if self.waits_on_earlier else {}
         for seg in self.segments:
-            words = seg.cb.words
-            for word, offset, i in seg.patches:
-                words[word] = mems[i].ptr + offset
+            seg.bind(mems)
             if seg.dep is not None:
                 dev, name, producer = seg.dep
                 seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
