@@ -36,18 +36,18 @@ def test_interning_table_forgets_nodes_that_die():
     gc.disable()                                          # only these nodes come and go meanwhile
     try:
         before = len(uop_module._cache)
-        nodes = [UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10_000 + i),), (2, 3)) for i in range(1000)]
+        nodes = [UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10**12 + i),), (2, 3)) for i in range(1000)]
         assert len(uop_module._cache) == before + 2000
-        assert all(key(10_000 + i) in uop_module._cache for i in range(1000))
-        again = UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10_000),), (2, 3))
+        assert all(key(10**12 + i) in uop_module._cache for i in range(1000))
+        again = UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10**12),), (2, 3))
         assert again is nodes[0]
         del nodes, again
         assert len(uop_module._cache) == before          # each node removed its own entry as it died
-        assert not any(key(10_000 + i) in uop_module._cache for i in range(1000))
+        assert not any(key(10**12 + i) in uop_module._cache for i in range(1000))
     finally:
         gc.enable()
-    fresh = UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10_000),), (2, 3))
-    assert fresh.src[0].arg == (10_000, "CPU:0", 6)       # rebuilt, not a dead entry
+    fresh = UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10**12),), (2, 3))
+    assert fresh.src[0].arg == (10**12, "CPU:0", 6)       # rebuilt, not a dead entry
     # dtypes are interned too: equal means identical, also through pickling and vector widths
     v4 = dtypes.float32.vec(4)
     assert v4 is dtypes.float32.vec(4) is dtypes.float32.vec(8).vec(4) and v4.scalar is dtypes.float32

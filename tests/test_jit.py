@@ -305,3 +305,32 @@ def test_a_program_over_the_inline_size_goes_through_the_ring():
     assert ring.wptr > before and tg.counters.alloc_count == 3
     for o in outs:
         np.testing.assert_allclose(o.numpy(), np.exp(x) * 2, rtol=1e-6)
+
+
+def test_threads_replaying_one_program_get_their_own_results():
+    # the encoded words and the recycled results are shared by every caller: replays from several threads (switching
+    # as often as the interpreter allows) must neither mix up their buffers nor share a recycled result
+    import threading
+    f = tg.jit(lambda v: v * 3 + 1)
+    xs = [tg.asarray(np.full(8, t, np.float32)) for t in range(4)]
+    f(xs[0]).block_until_ready()
+    wrong: list[tuple[int, list[float]]] = []
+
+    def worker(t: int) -> None:
+        for _ in range(500):
+            y = f(xs[t])
+            got = y.tolist()
+            if got != [3.0 * t + 1] * 8:
+                wrong.append((t, got))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=60)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong and not any(th.is_alive() for th in threads)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -188,6 +189,7 @@ class JitProgram:
                                  for j in range(len(self.outputs))] if distinct else []
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
+        self.lock = threading.Lock()
 
     def _encode(self) -> list[Segment]:
         from tgfx.devices.hcq import Buffer
@@ -258,8 +260,9 @@ class JitProgram:
         if seg is None:
             self.run(mems)
         else:  # one segment that waits for nothing: what `run` does, without its bookkeeping
-            seg.bind(mems)
-            seg.device.submit(seg.cb, mems, self.inline)
+            with self.lock:
+                seg.bind(mems)
+                seg.device.submit(seg.cb, mems, self.inline)
             counters.kernel_count += self.n_kernels
         if self.recent is not None:
             self.recent.append(results)
@@ -276,11 +279,11 @@ class JitProgram:
         recent = self.recent
         if len(recent) < recent.maxlen:
             return None
-        results = recent[0]
+        results = recent.popleft()   # taken first: another thread replaying meanwhile cannot take it too
         for u in results:
             if sys.getrefcount(u) > 3 or (u.op is Ops.RESHAPE and sys.getrefcount(u.src[0]) > 2):
+                recent.appendleft(results)
                 return None
-        recent.popleft()
         for k in self.result_of_output:
             u = results[k]
             mems.append((u if u.op is Ops.BUFFER else u.src[0]).__dict__["memory"])
@@ -305,15 +308,16 @@ class JitProgram:
 
     def run(self, mems: list[Any]) -> None:
         """Submit the program with `mems` as its buffers (inputs, then outputs)."""
-        values: list[int] = []  # the timeline value each segment completes at
-        # the work given before this call, which a copy of a value made before the call waits for
-        start = {seg.device: seg.device.timeline_value for seg in self.segments} if self.waits_on_earlier else {}
-        for seg in self.segments:
-            seg.bind(mems)
-            if seg.dep is not None:
-                dev, name, producer = seg.dep
-                seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
-            values.append(seg.device.submit(seg.cb, mems, self.inline).value)
+        with self.lock:  # the encoded words are shared: one replay binds and submits them at a time
+            values: list[int] = []  # the timeline value each segment completes at
+            # the work given before this call, which a copy of a value made before the call waits for
+            start = {seg.device: seg.device.timeline_value for seg in self.segments} if self.waits_on_earlier else {}
+            for seg in self.segments:
+                seg.bind(mems)
+                if seg.dep is not None:
+                    dev, name, producer = seg.dep
+                    seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
+                values.append(seg.device.submit(seg.cb, mems, self.inline).value)
         counters.kernel_count += self.n_kernels
 
 
