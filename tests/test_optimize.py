@@ -78,6 +78,37 @@ def test_contractions_get_register_blocking_and_threads():
     assert [o.op for o in opts] == ["UPCAST", "UPCAST", "THREAD"]
 
 
+def reduce_sink(m, n, axis):
+    """The sum over `axis` of an m x n row-major matrix."""
+    x = UOp(Ops.RESHAPE, dtypes.float32, (g(1, m * n),), (m, n))
+    red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (x,), (Ops.ADD, (axis,)))
+    out = UOp(Ops.RESHAPE, dtypes.float32, (red,), ((n,) if axis == 0 else (m,)))
+    ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, n if axis == 0 else m), out)),))
+    return graph_rewrite(rangeify(ast), pm_symbolic)
+
+
+def test_a_column_sum_adds_vectors_of_a_contiguous_row():
+    # summing over the outer axis: the output axis is contiguous in the load, so it is vectorised (one vector of
+    # accumulators per step down the column); summing a row is not (its output axis would be a gather)
+    (opt,) = hand_coded_opts(reduce_sink(128, 512, axis=0), cores=1)
+    assert opt.op == "UPCAST" and opt.axis == 0 and opt.amount in (8, 16)
+    assert hand_coded_opts(reduce_sink(128, 512, axis=1), cores=1) == []
+
+
+def test_contractions_never_vectorise_an_axis_the_reduce_would_gather():
+    # a @ b.T: both inputs are contiguous along the reduce axis and neither output axis is: no lane layout avoids
+    # strided loads in the inner loop, so nothing is upcast (vectorising n would load b's column one float at a time)
+    m, k, n = 64, 64, 64
+    a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, m * k),), (m, 1, k))
+    b = UOp(Ops.RESHAPE, dtypes.float32, (g(2, n * k),), (1, n, k))
+    prod = UOp(Ops.EXPAND, dtypes.float32, (a,), (m, n, k)) * UOp(Ops.EXPAND, dtypes.float32, (b,), (m, n, k))
+    red = UOp(Ops.RESHAPE, dtypes.float32, (UOp(Ops.REDUCE_AXIS, dtypes.float32, (prod,), (Ops.ADD, (2,))),), (m, n))
+    bias = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(3, n),), (1, n)),), (m, n))
+    ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, m * n), red + bias)),))
+    sink = graph_rewrite(rangeify(ast), pm_symbolic)
+    assert [o.op for o in hand_coded_opts(sink, cores=1)] == []   # the bias's contiguous n does not count
+
+
 def test_a_padded_convolution_gets_register_blocking():
     """tg.nn.conv2d with padding reads its input through a masked, linear index: the heuristic sees the stride-1
     output column and vectorises it (a mod left in the index made every load look non-linear)."""

@@ -247,6 +247,8 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
     work = 1
     for r in rngs.values():
         work *= r.src[0].arg
+    # the loads inside the reduce loop, which an output axis must not turn into gathers to be vectorised
+    hot = [i for i in loads if any(_coef(i, r) != 0 for r in reduces)]
     opts: list[Opt] = []
     red_size = 1
     for r in reduces:
@@ -258,7 +260,7 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
         lanes = vector_lanes()
         for vec_amt, blk_amt in ((2 * lanes, 8 if lanes >= 16 else 4), (lanes, 4), (8, 4), (8, 2)):
             vec = next((r for r in reversed(loops) if r.src[0].arg % vec_amt == 0 and
-                        any(_coef(i, r) == 1 for i in loads)), None)
+                        any(_coef(i, r) == 1 for i in loads) and all(_coef(i, r) in (0, 1) for i in hot)), None)
             if vec is None or not any(_coef(i, vec) == 0 for i in loads):
                 continue
             opts.append(Opt("UPCAST", vec.arg[0], vec_amt))
@@ -267,6 +269,14 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
             if blk is not None:
                 opts.append(Opt("UPCAST", blk.arg[0], blk_amt))
             break
+    if reduces and not opts:
+        # a reduction over an outer axis (a column sum): vectorise an output axis that every load reads contiguously
+        # or not at all, so each step of the reduce adds a vector of loads into a vector of accumulators
+        lanes = vector_lanes()
+        vec = next((r for r in reversed(loops) if r.src[0].arg % lanes == 0 and any(_coef(i, r) == 1 for i in loads)
+                    and all(_coef(i, r) in (0, 1) for i in hot)), None)
+        if vec is not None:
+            opts.append(Opt("UPCAST", vec.arg[0], lanes))
     if cores > 1 and work >= 1 << 17:
         sizes = {r.arg[0]: r.src[0].arg for r in loops}
         for o in opts:
