@@ -47,6 +47,7 @@ from tgfx.transforms.grad import _active as _grad_active
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
+RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
 
 
 class DonatedBufferError(RuntimeError):
@@ -181,10 +182,11 @@ class JitProgram:
                              for r, shape in zip(self.results, out_shapes, strict=True)]
         self.sharded = any(u.op is Ops.MULTI for u in unflatten(self.views(self.results)))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
-        # a tiny program's replay reuses the results of the call before last once they are dropped (`_recycle`)
+        # a replay reuses the results of the call before last once they are dropped (`_recycle`), up to a size
         distinct = len({i for i, _ in self.result_views}) == len(self.result_views)
+        recyclable = sum(_nbytes(b) for b in self.outputs) <= RECYCLE_BYTES
         self.recent: deque[list[UOp]] | None = \
-            deque(maxlen=2) if self.inline and distinct and not donated and not self.sharded else None
+            deque(maxlen=2) if recyclable and distinct and not donated and not self.sharded else None
         self.result_of_output = [next(k for k, (i, _) in enumerate(self.result_views) if i == j)
                                  for j in range(len(self.outputs))] if distinct else []
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
@@ -253,9 +255,21 @@ class JitProgram:
             if mem is None:
                 return None
             mems.append(mem)
+        return self.execute(mems, [])
+
+    def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
+        """Run the program on inputs `mems` (and their buffers `in_bufs`, which donated outputs take over): the
+        results, each a view of its output buffer, per device part."""
         results = self._recycle(mems) if self.recent is not None else None
         if results is None:
-            results = self.views([_output(spec, mems) for spec in self.out_specs])
+            out_bufs = []
+            for i, spec in enumerate(self.out_specs):
+                if spec is None:  # donated: the output takes over the input's buffer
+                    out_bufs.append(in_bufs[self.donated[i]])
+                    mems.append(mems[self.donated[i]])
+                else:
+                    out_bufs.append(_output(spec, mems))
+            results = self.views(out_bufs)
         seg = self.single
         if seg is None:
             self.run(mems)
@@ -270,8 +284,10 @@ class JitProgram:
 
     def _recycle(self, mems: list[Any]) -> list[UOp] | None:
         """The results of the call before the previous one, to be this call's, if nothing outside this program holds
-        them any more (their memory appended to `mems`); None if something does. A tiny program's replay then
-        allocates nothing, in loops that keep one result at a time (`y = f(y)`, `box[0] = f(x)`).
+        them any more (their memory appended to `mems`); None if something does. A replay then allocates nothing
+        (and its kernels write memory they wrote before, not fresh pages), in loops that keep one result at a time
+        (`params = step(params, batch)`, `y = f(y)`, `box[0] = f(x)`). Between calls the pool keeps the previous
+        call's results alive, which a loop would allocate again at once; `RECYCLE_BYTES` bounds what it keeps.
 
         CPython's reference counts are exact: a result that a Tensor, a lazy graph or anything else still holds has
         more references than the pool's list, this loop's variable and getrefcount's argument, and is left alone.
@@ -449,15 +465,7 @@ class Jit:
             realize(*tensors)
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
         mems = [buffer_memory(b, allocate=False) for b in in_bufs]
-        out_bufs = []
-        for i, spec in enumerate(prog.out_specs):
-            if spec is None:  # donated: the output takes over the input's buffer
-                out_bufs.append(in_bufs[prog.donated[i]])
-                mems.append(mems[prog.donated[i]])
-            else:
-                out_bufs.append(_output(spec, mems))
-        prog.run(mems)
-        results = prog.views(out_bufs)
+        results = prog.execute(mems, in_bufs)
         if prog.sharded:
             results = prog.unflatten(results)
         if prog.donated_inputs:
