@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 
 _buffer_uid = itertools.count(1)
 DEFAULT_DEVICE = "CPU:0"
+REUSE_TO_TRANSPOSE = 16   # see _transposed_operand
 
 
 def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001
@@ -165,8 +167,48 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
     return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, value)),)), bufs
 
 
+def _stored_rows(v: UOp) -> bool:
+    """Whether `v` reads a buffer in row-major order (through reshapes only)."""
+    while v.op is Ops.RESHAPE:
+        v = v.src[0]
+    return v.op is Ops.BUFFER
+
+
+def _transposed_operand(red: UOp) -> UOp | None:
+    """`a @ w.T` as a contraction: a reduce over the innermost axis of a product whose operands both run along it in
+    memory leaves no output axis that the kernel can read as vectors (every load in the loop is a dot product's
+    stride-1 walk). A stored operand reused at least `REUSE_TO_TRANSPOSE` times is then read through a transposed
+    copy, so the other output axis becomes contiguous in it: the contraction is a plain `a @ b`, for one extra pass
+    over the smaller such operand. The reduce with that operand replaced, or None."""
+    src = red.src[0]
+    n = len(src.shape)
+    if red.arg[0] is not Ops.ADD or red.arg[1] != (n - 1,) or src.op is not Ops.MUL or n < 2:
+        return None
+    k = src.shape[-1]
+    candidates = []
+    for i, e in enumerate(src.src):
+        if e.op is not Ops.EXPAND or not _is_expanding(e):
+            return None
+        v = e.src[0]
+        if v.shape[-1] == k and _stored_rows(v) and prod(e.arg) // prod(v.shape) >= REUSE_TO_TRANSPOSE:
+            candidates.append((prod(v.shape), i, e, v))
+    if not candidates or k < 2:
+        return None
+    _, i, e, v = min(candidates, key=lambda c: c[0])
+    perm = (n - 1, *range(n - 1))
+    inv = (*range(1, n), 0)
+    copy = UOp(Ops.CONTIGUOUS, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (v,), perm),))
+    operand = e.replace(src=(UOp(Ops.PERMUTE, v.dtype, (copy,), inv),))
+    return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
+
+
+pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand)])
+
+
 def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     """LINEAR of CALLs computing `roots`, and each root's result as a view of a buffer."""
+    given = roots
+    roots = list(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_transpose_operands, name="transpose").src)
     realize = find_realizes(roots)
     realized: dict[UOp, UOp] = {}  # node -> its BUFFER
     calls: list[UOp] = []
@@ -208,9 +250,9 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
         ast, bufs = kernel_ast(u, out, realized)
         calls.append(UOp(Ops.CALL, None, (ast, *bufs)))
     results: dict[UOp, UOp] = {}
-    for r in roots:
+    for g, r in zip(given, roots, strict=True):
         buf = realized.get(_root_base(r)) or buffer_view(r)
-        results[r] = r if buf is None else (buf if buf.shape == r.shape else UOp(Ops.RESHAPE, r.dtype, (buf,), r.shape))
+        results[g] = r if buf is None else (buf if buf.shape == r.shape else UOp(Ops.RESHAPE, r.dtype, (buf,), r.shape))
     return UOp(Ops.LINEAR, None, tuple(calls)), results
 
 
