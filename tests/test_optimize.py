@@ -132,11 +132,51 @@ def test_transcendental_rewrites_leave_no_library_calls_for_float32():
     assert graph_rewrite(UOp(Ops.EXP, dtypes.float64, (x64,)), pm_transcendental).op is Ops.EXP
 
 
-@pytest.mark.parametrize("m,k,n", [(64, 64, 64), (33, 17, 48), (128, 256, 96), (5, 300, 7), (96, 8, 512)])
+@pytest.mark.parametrize("m,k,n", [(64, 64, 64), (33, 17, 48), (128, 256, 96), (5, 300, 7), (96, 8, 512),
+                                   (128, 64, 10), (64, 32, 1000)])
 def test_optimised_matmuls_match_numpy(m, k, n):
     rng = np.random.default_rng(m * k + n)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a @ b, rtol=2e-5, atol=2e-5)
+    # a @ b.T with enough rows reads b through a transposed copy (tgfx/lowering/schedule.py); same answer
+    bt = np.ascontiguousarray(b.T)
+    np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(bt).T).numpy(), a @ b, rtol=2e-5, atol=2e-5)
+
+
+def test_a_classifier_width_is_padded_to_whole_vectors():
+    # 10 columns split by no vector width: the heuristic pads them (masked) to one vector and blocks the rows
+    opts = hand_coded_opts(matmul_sink(64, 64, 10), cores=1)
+    assert [o.op for o in opts] == ["PADTO", "UPCAST", "UPCAST"]
+    assert opts[0].axis == opts[1].axis == 1 and opts[0].amount == opts[1].amount
+
+
+def test_layout_follows_views_and_broadcasts():
+    from tgfx.lowering.schedule import _layout
+    f32 = dtypes.float32
+    buf = UOp(Ops.BUFFER, f32, (), (10**12, "CPU:0", 128 * 10))
+    x = UOp(Ops.RESHAPE, f32, (buf,), (128, 10))
+    assert _layout(x) == (1, frozenset())
+    assert _layout(UOp(Ops.PERMUTE, f32, (x,), (1, 0)))[0] == 0
+    row = UOp(Ops.REDUCE_AXIS, f32, (x,), (Ops.ADD, (1,)))            # (128, 1), stored row-major if stored
+    bcast = UOp(Ops.EXPAND, f32, (row,), (128, 10))
+    assert _layout(bcast) == (0, frozenset({1}))
+    # a softmax-like row: x / its row sum runs along axis 1 (the sum does not vary along it)
+    assert _layout(UOp(Ops.FDIV, f32, (x, bcast)))[0] == 1
+    assert _layout(x + UOp(Ops.PERMUTE, f32, (UOp(Ops.RESHAPE, f32, (buf,), (10, 128)),), (1, 0)))[0] is None
+
+
+def test_a_transposed_operand_is_read_through_a_copy_only_when_reused_enough():
+    from tgfx.lowering.inline import pm_inline
+
+    def kernels(expr) -> list[bool]:  # noqa: ANN001 -- per kernel: whether it reduces
+        sink = graph_rewrite(UOp(Ops.SINK, None, (expr.uop,)), pm_inline)
+        linear, _ = schedule(list(sink.src))
+        return [any(u.op is Ops.REDUCE_AXIS for u in c.src[0].toposort()) for c in linear.src]
+    w = tg.asarray(np.ones((32, 64), np.float32))
+    g = tg.asarray(np.ones((64, 32), np.float32))
+    assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ w.T) == [False, True]  # w.T copied, then a @ b
+    assert kernels(tg.asarray(np.ones((4, 64), np.float32)) @ w.T) == [True]          # 4 rows: a dot product each
+    assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ g) == [True]            # a @ b as it is
 
 
 def test_float32_transcendentals_are_accurate_to_a_few_ulp():

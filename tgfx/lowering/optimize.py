@@ -236,6 +236,17 @@ def _coef(index: UOp, rng: UOp) -> int | None:
     return total
 
 
+def _vector_axis(loops: list[UOp], loads: list[UOp], hot: list[UOp], amount: int, pad: bool) -> UOp | None:
+    """An output range to vectorise by `amount`: some load reads it contiguously, no load inside the reduce loop reads
+    it strided (a gather), and it splits by `amount` or, with `pad`, pads to a multiple of it at most doubling."""
+    for r in reversed(loops):
+        n = r.src[0].arg
+        fits = n % amount == 0 or (pad and -(-n // amount) * amount <= 2 * n)
+        if fits and any(_coef(i, r) == 1 for i in loads) and all(_coef(i, r) in (0, 1) for i in hot):
+            return r
+    return None
+
+
 def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
     """Default options: register blocking for contractions, and threads for big kernels."""
     if config.NOOPT:
@@ -257,12 +268,15 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
         # a contraction: vectorise an output axis some input reads contiguously, block another that an input reuses.
         # The tile (two vector registers of lanes x 8 rows with AVX-512, 16 x 4 otherwise) keeps every accumulator
         # in a register.
+        # An axis that does not split is padded (PADTO, masked), e.g. the 10 classes of a classifier's last layer.
         lanes = vector_lanes()
-        for vec_amt, blk_amt in ((2 * lanes, 8 if lanes >= 16 else 4), (lanes, 4), (8, 4), (8, 2)):
-            vec = next((r for r in reversed(loops) if r.src[0].arg % vec_amt == 0 and
-                        any(_coef(i, r) == 1 for i in loads) and all(_coef(i, r) in (0, 1) for i in hot)), None)
+        choices = ((2 * lanes, 8 if lanes >= 16 else 4), (lanes, 4), (8, 4), (8, 2))
+        for pad, (vec_amt, blk_amt) in ((pad, c) for pad in (False, True) for c in choices):
+            vec = _vector_axis(loops, loads, hot, vec_amt, pad)
             if vec is None or not any(_coef(i, vec) == 0 for i in loads):
                 continue
+            if vec.src[0].arg % vec_amt:
+                opts.append(Opt("PADTO", vec.arg[0], vec_amt))
             opts.append(Opt("UPCAST", vec.arg[0], vec_amt))
             blk = next((r for r in reversed(loops) if r is not vec and r.src[0].arg % blk_amt == 0 and
                         any(_coef(i, r) == 0 for i in loads)), None)
@@ -272,15 +286,15 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
     if reduces and not opts:
         # a reduction over an outer axis (a column sum): vectorise an output axis that every load reads contiguously
         # or not at all, so each step of the reduce adds a vector of loads into a vector of accumulators
-        lanes = vector_lanes()
-        vec = next((r for r in reversed(loops) if r.src[0].arg % lanes == 0 and any(_coef(i, r) == 1 for i in loads)
-                    and all(_coef(i, r) in (0, 1) for i in hot)), None)
+        vec = _vector_axis(loops, loads, hot, vector_lanes(), pad=False)
         if vec is not None:
-            opts.append(Opt("UPCAST", vec.arg[0], lanes))
+            opts.append(Opt("UPCAST", vec.arg[0], vector_lanes()))
     if cores > 1 and work >= 1 << 17:
         sizes = {r.arg[0]: r.src[0].arg for r in loops}
         for o in opts:
-            if o.axis in sizes:
+            if o.axis in sizes and o.op == "PADTO":
+                sizes[o.axis] = -(-sizes[o.axis] // o.amount) * o.amount
+            elif o.axis in sizes:
                 sizes[o.axis] //= o.amount
         outer = next((a for a in sorted(sizes) if sizes[a] % cores == 0 and sizes[a] >= cores), None)
         if outer is not None:

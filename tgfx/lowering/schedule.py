@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from tgfx.ir.control import n_bodies
-from tgfx.ir.ops import Ops
+from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
@@ -167,36 +167,85 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
     return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, value)),)), bufs
 
 
-def _stored_rows(v: UOp) -> bool:
-    """Whether `v` reads a buffer in row-major order (through reshapes only)."""
-    while v.op is Ops.RESHAPE:
-        v = v.src[0]
-    return v.op is Ops.BUFFER
+def _unit_free(shape: tuple[int, ...]) -> list[int]:
+    return [i for i, n in enumerate(shape) if n != 1]
+
+
+def _layout(u: UOp) -> tuple[int | None, frozenset[int]]:
+    """How `u` is laid out in memory, as far as a contraction's loads care: the axis along which consecutive
+    elements are adjacent (-1: any, for a value constant along all its varying axes; None: none, or unknown), and
+    the axes along which it is constant (broadcast, or of size 1). Views (reshapes, permutes, broadcasts) of a
+    buffer or of a value stored row-major (a reduce, if it is materialised), and elementwise combinations of them."""
+    shape = u.shape or ()
+    units = frozenset(i for i, n in enumerate(shape) if n == 1)
+    if u.op is Ops.BUFFER:
+        return (0 if u.arg[2] > 1 else -1), units
+    if u.op is Ops.CONST:
+        return -1, frozenset(range(len(shape)))
+    if u.op in GroupOp.ALU or u.op is Ops.CAST:
+        parts = [_layout(s) for s in u.src]
+        const = frozenset.intersection(*(c for _, c in parts))
+        axes = {a for a, _ in parts if a is not None and a != -1}
+
+        def fits(a: int) -> bool:  # every operand runs along `a` in memory, or does not vary along it
+            return all(b == a or b == -1 or a in c for b, c in parts)
+        valid = [a for a in axes if fits(a)]
+        if len(valid) == 1:
+            return valid[0], const
+        return (-1 if not axes and all(b is not None for b, _ in parts) else None), const
+    if u.op not in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND):   # a reduce, a copy, ...: stored row-major if stored
+        rest = [i for i in range(len(shape)) if i not in units]
+        return (rest[-1] if rest else -1), units
+    src = u.src[0]
+    a, const = _layout(src)
+    if u.op is Ops.PERMUTE:
+        return (a if a is None or a == -1 else u.arg.index(a)), frozenset(u.arg.index(c) for c in const)
+    if u.op is Ops.EXPAND:
+        grown = frozenset(i for i, (x, y) in enumerate(zip(src.shape, shape, strict=True)) if x != y)
+        return (None if a in grown else a), const | grown
+    old_rest, new_rest = _unit_free(src.shape), _unit_free(shape)
+    if [src.shape[i] for i in old_rest] == [shape[i] for i in new_rest]:   # a reshape that only adds or drops 1s
+        moved = {o: n for o, n in zip(old_rest, new_rest, strict=True)}
+        return (a if a is None or a == -1 else moved[a]), units | frozenset(moved[c] for c in const if c in moved)
+    base = src
+    while base.op is Ops.RESHAPE:
+        base = base.src[0]
+    # any other reshape keeps the layout only of a value stored row-major, whose last axis runs along memory
+    stored = base.op not in GroupOp.Movement and base.op not in GroupOp.ALU and base.op is not Ops.CAST
+    return (new_rest[-1] if stored and new_rest else None), units
+
+
+def _is_view(u: UOp) -> bool:
+    """Whether `u` only moves a stored buffer around (no arithmetic)."""
+    while u.op in GroupOp.Movement:
+        u = u.src[0]
+    return u.op is Ops.BUFFER
 
 
 def _transposed_operand(red: UOp) -> UOp | None:
-    """`a @ w.T` as a contraction: a reduce over the innermost axis of a product whose operands both run along it in
-    memory leaves no output axis that the kernel can read as vectors (every load in the loop is a dot product's
-    stride-1 walk). A stored operand reused at least `REUSE_TO_TRANSPOSE` times is then read through a transposed
-    copy, so the other output axis becomes contiguous in it: the contraction is a plain `a @ b`, for one extra pass
-    over the smaller such operand. The reduce with that operand replaced, or None."""
+    """`a @ w.T` as a contraction: when the reduced axis runs along memory in both operands, every load in the loop
+    is a dot product's stride-1 walk and no output axis can be read as vectors. A stored operand reused at least
+    `REUSE_TO_TRANSPOSE` times is then read through a transposed copy, so the other output axis becomes contiguous
+    in it: the contraction is a plain `a @ b`, for one extra pass over the smaller such operand. The reduce with that
+    operand replaced, or None."""
     src = red.src[0]
-    n = len(src.shape)
-    if red.arg[0] is not Ops.ADD or red.arg[1] != (n - 1,) or src.op is not Ops.MUL or n < 2:
+    if red.arg[0] is not Ops.ADD or len(red.arg[1]) != 1 or src.op is not Ops.MUL:
         return None
-    k = src.shape[-1]
-    candidates = []
-    for i, e in enumerate(src.src):
-        if e.op is not Ops.EXPAND or not _is_expanding(e):
-            return None
-        v = e.src[0]
-        if v.shape[-1] == k and _stored_rows(v) and prod(e.arg) // prod(v.shape) >= REUSE_TO_TRANSPOSE:
-            candidates.append((prod(v.shape), i, e, v))
-    if not candidates or k < 2:
+    ax = red.arg[1][0]
+    if any(e.op is not Ops.EXPAND or not _is_expanding(e) or _layout(e.src[0])[0] != ax for e in src.src):
         return None
-    _, i, e, v = min(candidates, key=lambda c: c[0])
-    perm = (n - 1, *range(n - 1))
-    inv = (*range(1, n), 0)
+    def gains(v: UOp) -> bool:  # the axis the copy makes contiguous is long enough to be read as vectors
+        rest = [n for j, n in enumerate(v.shape) if j != ax and n != 1]
+        return bool(rest) and rest[-1] >= 8
+    candidates = [(prod(e.src[0].shape), i) for i, e in enumerate(src.src) if _is_view(e.src[0]) and
+                  gains(e.src[0]) and prod(e.arg) // prod(e.src[0].shape) >= REUSE_TO_TRANSPOSE]
+    if not candidates or src.shape[ax] < 2:
+        return None
+    i = min(candidates)[1]
+    e = src.src[i]
+    v = e.src[0]
+    perm = (ax, *(j for j in range(len(v.shape)) if j != ax))
+    inv = tuple(perm.index(j) for j in range(len(perm)))
     copy = UOp(Ops.CONTIGUOUS, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (v,), perm),))
     operand = e.replace(src=(UOp(Ops.PERMUTE, v.dtype, (copy,), inv),))
     return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
