@@ -63,12 +63,9 @@ def kernel_name(ast: UOp) -> str:
 
 def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
     """FLOPs (value arithmetic times loop trips) and bytes of buffers touched."""
-    index_math: set[UOp] = set()
-    for u in lin:
-        if u.op is Ops.INDEX:
-            index_math.update(u.src[1].toposort())
-        elif u.op is Ops.STORE and len(u.src) == 3:  # a PADTO gate
-            index_math.update(u.src[2].toposort())
+    indices = [u.src[1] for u in lin if u.op is Ops.INDEX] + \
+        [u.src[2] for u in lin if u.op is Ops.STORE and len(u.src) == 3]  # PADTO gates
+    index_math = set(UOp(Ops.SINK, None, tuple(indices)).toposort())
     trips, flops = [1], 0
     for u in lin:
         if u.op is Ops.RANGE:

@@ -10,30 +10,36 @@ placed inside a loop is only visible inside it.
 """
 from __future__ import annotations
 
-import functools
-
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.loop_kernel import is_carry
 from tgfx.lowering.rangeify import reduce_identity
 
 
-@functools.cache
 def range_deps(u: UOp) -> frozenset[UOp]:
-    """The RANGEs a value depends on (a REDUCE closes its own)."""
-    if u.op is Ops.RANGE:
-        return frozenset({u})
-    deps = frozenset().union(*(range_deps(s) for s in u.src)) if u.src else frozenset()
-    if u.op is Ops.REDUCE:
-        deps = deps - frozenset(u.src[1:])
+    """The RANGEs a value depends on (a REDUCE closes its own). Cached on the node (a global cache would keep every
+    kernel's graph alive)."""
+    deps = u.__dict__.get("range_deps")
+    if deps is None:
+        if u.op is Ops.RANGE:
+            deps = frozenset({u})
+        else:
+            deps = frozenset().union(*(range_deps(s) for s in u.src)) if u.src else frozenset()
+            if u.op is Ops.REDUCE:
+                deps = deps - frozenset(u.src[1:])
+        u.__dict__["range_deps"] = deps
     return deps
 
 
-@functools.cache
 def reduces_inside(u: UOp) -> frozenset[UOp]:
-    """The REDUCEs in the graph of `u` (itself included)."""
-    inner = frozenset().union(*(reduces_inside(s) for s in u.src)) if u.src else frozenset()
-    return inner | {u} if u.op is Ops.REDUCE else inner
+    """The REDUCEs in the graph of `u` (itself included), cached on the node."""
+    inner = u.__dict__.get("reduces_inside")
+    if inner is None:
+        inner = frozenset().union(*(reduces_inside(s) for s in u.src)) if u.src else frozenset()
+        if u.op is Ops.REDUCE:
+            inner = inner | {u}
+        u.__dict__["reduces_inside"] = inner
+    return inner
 
 
 def _range_order(r: UOp) -> int:
@@ -159,11 +165,10 @@ class _Linearizer:
         """Stores over the same ranges share one loop nest."""
         rngs = sorted(range_deps(stores[0]), key=_range_order)
         self.reduces = {}
-        for st in stores:
-            for u in st.toposort():
-                if u.op is Ops.REDUCE:
-                    self.reduces.setdefault(tuple(sorted(u.src[1:], key=_range_order)), []).append(u)
         group = UOp(Ops.SINK, None, tuple(stores))
+        for u in group.toposort():  # one walk: the stores of an upcast's lanes share most of their graphs
+            if u.op is Ops.REDUCE:
+                self.reduces.setdefault(tuple(sorted(u.src[1:], key=_range_order)), []).append(u)
         for i, r in enumerate(rngs):
             # what only depends on the loops opened so far (a row's max in a softmax) is placed before the next one
             self.hoist(group, frozenset(rngs[i:]))

@@ -70,10 +70,31 @@ def _split(sink: UOp, opt: Opt, kind: str) -> tuple[UOp, UOp, int]:
     return rng, outer, size
 
 
+def _replace_range(root: UOp, rng: UOp, lane: UOp) -> UOp:
+    """`root` with range `rng` replaced by `lane`, rebuilding only the nodes that depend on it (a lane shares the
+    rest of the graph with the other lanes; a full `substitute` per lane would walk all of it each time)."""
+    new: dict[UOp, UOp] = {}
+    stack = [(root, False)]
+    while stack:
+        u, ready = stack.pop()
+        if u in new:
+            continue
+        if u is rng or rng not in range_deps(u):
+            new[u] = lane if u is rng else u
+            continue
+        if not ready:
+            stack.append((u, True))
+            stack.extend((s, False) for s in u.src if s not in new)
+            continue
+        src = tuple(new[s] for s in u.src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[root]
+
+
 def upcast(sink: UOp, opt: Opt) -> UOp:
     rng, outer, _ = _split(sink, opt, "loop")
     lanes = [outer * opt.amount + c for c in range(opt.amount)]
-    stores = [st.substitute({rng: lane}) if rng in range_deps(st) else st for st in sink.src for lane in
+    stores = [_replace_range(st, rng, lane) if rng in range_deps(st) else st for st in sink.src for lane in
               (lanes if rng in range_deps(st) else lanes[:1])]
     return UOp(Ops.SINK, None, tuple(dict.fromkeys(stores)), sink.arg)
 
@@ -86,7 +107,8 @@ def unroll(sink: UOp, opt: Opt) -> UOp:
     mapping = {}
     for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
         others = tuple(outer if r is rng else r for r in red.src[1:])
-        parts = [UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({rng: lane}), *others), red.arg) for lane in lanes]
+        parts = [UOp(Ops.REDUCE, red.dtype, (_replace_range(red.src[0], rng, lane), *others), red.arg)
+                 for lane in lanes]
         while len(parts) > 1:  # a balanced tree of combines
             parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
                      for i in range(0, len(parts), 2)]
