@@ -849,27 +849,10 @@ ok:
 }
 
 ; run `n` words of packets on the calling thread, as the engine's processor would (a submission that runs inline,
-; see HCQDevice.submit): the caller guarantees the engine is idle and stays so, and that no packet is a WAIT
+; see HCQDevice.submit): the caller guarantees the engine is idle and stays so, and that no packet is a WAIT. A
+; command buffer's packets are walked as a BLOCK's are (its own JUMPs are all inside BLOCK packets).
 define void @tgfx_run_inline(ptr %ctl, ptr %words, i64 %n) {
-entry:
-  br label %loop
-loop:
-  %i = phi i64 [0, %entry], [%next, %packet]
-  %more = icmp slt i64 %i, %n
-  br i1 %more, label %packet, label %done
-packet:
-  %hp = getelementptr i64, ptr %words, i64 %i
-  %hdr = load i64, ptr %hp, align 8
-  %at = getelementptr i64, ptr %hp, i64 1
-  %op = and i64 %hdr, 255
-  %nsh = lshr i64 %hdr, 8
-  %len = and i64 %nsh, 4294967295
-  %flags = lshr i64 %hdr, 40
-  %alive = call i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags, i64 %len)
-  %i1 = add i64 %i, 1
-  %next = add i64 %i1, %len
-  br label %loop
-done:
+  %alive = call i1 @run_block(ptr %ctl, ptr %words, i64 %n)
   ret void
 }
 
