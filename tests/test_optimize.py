@@ -95,6 +95,20 @@ def test_a_column_sum_adds_vectors_of_a_contiguous_row():
     assert hand_coded_opts(reduce_sink(128, 512, axis=1), cores=1) == []
 
 
+def test_a_transpose_is_tiled_in_vector_squares():
+    # out[k, i] = a[i, k]: the store runs along i and the load along k; both get lanes (a square tile)
+    n = 64
+    a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, n * n),), (n, n))
+    t = UOp(Ops.PERMUTE, dtypes.float32, (a,), (1, 0))
+    sink = graph_rewrite(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, n * n), t)),))), pm_symbolic)
+    opts = hand_coded_opts(sink, cores=1)
+    assert [o.op for o in opts] == ["UPCAST", "UPCAST"] and {o.axis for o in opts} == {0, 1}
+    assert hand_coded_opts(graph_rewrite(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, n * n), a)),))),
+                                         pm_symbolic), cores=1) == []      # a plain copy: nothing to tile
+    x = np.arange(n * n, dtype=np.float32).reshape(n, n)
+    np.testing.assert_array_equal(tg.jit(lambda v: v.T.contiguous())(tg.asarray(x)).numpy(), x.T)
+
+
 def test_contractions_never_vectorise_an_axis_the_reduce_would_gather():
     # a @ b.T: both inputs are contiguous along the reduce axis and neither output axis is: no lane layout avoids
     # strided loads in the inner loop, so nothing is upcast (vectorising n would load b's column one float at a time)

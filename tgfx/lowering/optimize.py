@@ -311,6 +311,16 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
         vec = _vector_axis(loops, loads, hot, vector_lanes(), pad=False)
         if vec is not None:
             opts.append(Opt("UPCAST", vec.arg[0], vector_lanes()))
+    if not reduces and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
+        # a transpose: the store runs along one axis, a load along another. A square tile of lanes on both reads and
+        # writes whole vectors (the shuffles between are LLVM's) instead of striding through one side
+        lanes = vector_lanes()
+        out = sink.src[0].src[0].src[1]
+        s_ax = next((r for r in loops if _coef(out, r) == 1 and r.src[0].arg % lanes == 0), None)
+        l_ax = None if s_ax is None else next((r for r in loops if r is not s_ax and r.src[0].arg % lanes == 0 and any(
+            _coef(i, r) == 1 and _coef(i, s_ax) not in (0, 1, None) for i in loads)), None)
+        if l_ax is not None:
+            opts += [Opt("UPCAST", s_ax.arg[0], lanes), Opt("UPCAST", l_ax.arg[0], lanes)]
     if cores > 1 and work >= 1 << 17:
         sizes = {r.arg[0]: r.src[0].arg for r in loops}
         for o in opts:
