@@ -22,7 +22,15 @@ from tgfx.devices.cpu import cpu_count
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.compile import cache_key, compile_llvm, engine, load_object, read_cached, write_cached
+from tgfx.lowering.compile import (
+    cache_key,
+    compile_llvm,
+    compile_workers,
+    engine,
+    load_object,
+    read_cached,
+    write_cached,
+)
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.inline import check_no_params, pm_inline
 from tgfx.lowering.linearize import linearize
@@ -150,14 +158,16 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
 
 
 def prelower(asts: Iterable[UOp]) -> None:
-    """Compile a program's kernels before it is encoded, each LLVM compile on a worker thread (llvmlite releases the
-    GIL) while this thread lowers the next kernel in Python: a program's first call overlaps the two. Only the
-    worker touches LLVM until it is done: the objects are loaded into the engine afterwards, here."""
+    """Compile a program's kernels before it is encoded, the LLVM compiles on worker threads (llvmlite releases the
+    GIL) while this thread lowers the next kernel in Python: a program's first call overlaps the two. One thread
+    compiles in this process and one per compile worker process (`compile_llvm`), so compiles run side by side. Only
+    the threads touch LLVM until they are done: the objects are loaded into the engine afterwards, here."""
     todo = list(dict.fromkeys(asts))
     if len(todo) < 2 or config.BEAM > 0 or forced_opts() is not None:
         return
-    engine()  # made before the worker starts: creating it uses LLVM
-    with ThreadPoolExecutor(1, thread_name_prefix="tgfx-compile") as pool:
+    engine()  # made before the threads start: creating it uses LLVM
+    threads = 1 + (len(compile_workers()) if len(todo) >= 4 else 0)   # a worker is worth starting for a few kernels
+    with ThreadPoolExecutor(threads, thread_name_prefix="tgfx-compile") as pool:
         jobs = [job for ast in todo if isinstance(job := lower_kernel(ast, pool=pool), tuple)]
     for fut, finish in jobs:
         finish(fut.result())

@@ -11,33 +11,35 @@ check and is recompiled; nothing is unpickled.
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import pathlib
+import select
 import struct
+import subprocess
+import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 import llvmlite.binding as llvm
 
 from tgfx import config
 from tgfx.counters import counters
+from tgfx.lowering import llvm_worker
 
 _MAGIC = b"TGFXOBJ1"
 
 
 @functools.cache
 def _target() -> tuple[llvm.TargetMachine, str]:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+    tm = llvm_worker.target_machine()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    # position-independent: MCJIT places sections anywhere in the address space, and the static model lets x86 use
-    # 32-bit absolute addresses (a select of two float constants becomes an indexed load from a constant table)
-    tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
-                                                                 codemodel="default")
     return tm, f"{llvm.get_default_triple()}|{cpu}|{features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
 
 
@@ -60,25 +62,14 @@ class _Engine:
         self.tm, self.target = _target()
         self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         self.lock = threading.Lock()
+        self.busy = threading.Lock()   # held while this process compiles (others go to a worker, or wait)
         self.loaded: dict[str, int] = {}
 
     def optimize(self, mod: llvm.ModuleRef) -> None:
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = True
-        pb = llvm.create_pass_builder(self.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        llvm_worker.optimize(mod, self.tm)
 
-    def compile(self, ir: str, candidate: bool = False) -> bytes:
-        mod = llvm.parse_assembly(ir)
-        mod.verify()
-        if candidate:  # a BEAM candidate compiled only to be timed
-            counters.search_compile_count += 1
-        else:
-            counters.compile_count += 1
-        self.optimize(mod)
-        return bytes(self.tm.emit_object(mod))
+    def compile(self, ir: str) -> bytes:
+        return llvm_worker.compile_ir(ir, self.tm)
 
     def load(self, key: str, name: str, obj: bytes) -> int:
         with self.lock:
@@ -154,10 +145,113 @@ def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
 
 def compile_llvm(ir: str, candidate: bool = False) -> bytes:
     """LLVM IR text to an object file. A program compiled to run counts in `counters.compile_count`; a `candidate` of
-    a BEAM search, compiled only to be timed, counts in `counters.search_compile_count` instead."""
+    a BEAM search, compiled only to be timed, counts in `counters.search_compile_count` instead.
+
+    Compiles run in this process, one at a time (llvmlite's lock), and, when this process is already compiling and
+    `TGFX_COMPILE_WORKERS` allows, in a compile worker process beside it (`llvm_worker.py`): `prelower` keeps both
+    busy. A worker that cannot start or dies leaves the compile to this process."""
     if config.DEBUG >= 4 and not candidate:
         print(ir)
-    return engine().compile(ir, candidate)
+    if candidate:  # a BEAM candidate compiled only to be timed
+        counters.search_compile_count += 1
+    else:
+        counters.compile_count += 1
+    eng = engine()
+    if eng.busy.acquire(blocking=False):
+        try:
+            return eng.compile(ir)
+        finally:
+            eng.busy.release()
+    for worker in compile_workers():
+        if worker.lock.acquire(blocking=False):
+            try:
+                return worker.compile(ir)
+            except WorkerGone:
+                pass
+            finally:
+                worker.lock.release()
+    with eng.busy:
+        return eng.compile(ir)
+
+
+COMPILE_WORKERS = config.Flag("TGFX_COMPILE_WORKERS", 1)   # compile worker processes beside this one (0: none)
+WORKER_TIMEOUT_S = 600.0     # a compile worker that answers nothing for this long is given up on
+
+
+class WorkerGone(RuntimeError):
+    """The compile worker exited or stopped answering; the compile is done in this process instead."""
+
+
+class CompileWorker:
+    """A process running `llvm_worker.py` that compiles one module at a time for this one."""
+
+    def __init__(self) -> None:
+        # -P: the worker's own folder (tgfx/lowering, with modules named like stdlib ones) is not on its path
+        self.proc = subprocess.Popen([sys.executable, "-P", llvm_worker.__file__], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.lock = threading.Lock()
+
+    def compile(self, ir: str) -> bytes:
+        """The object file of `ir`; raises `WorkerGone` if the worker does not answer, RuntimeError if LLVM failed."""
+        data = ir.encode()
+        try:
+            self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
+            self.proc.stdin.flush()
+            head = self._read(9)
+            payload = self._read(struct.unpack("<Q", head[1:])[0])
+        except (OSError, ValueError) as e:
+            self.close()
+            raise WorkerGone(str(e)) from e
+        if head[0] != llvm_worker.OK:
+            raise RuntimeError(f"LLVM failed in the compile worker: {payload.decode(errors='replace')}")
+        return payload
+
+    def _read(self, n: int) -> bytes:
+        out = bytearray()
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + WORKER_TIMEOUT_S
+        while len(out) < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise OSError(f"the compile worker answered nothing for {WORKER_TIMEOUT_S:g} s")
+            chunk = os.read(fd, n - len(out))
+            if not chunk:
+                raise OSError(f"the compile worker exited (status {self.proc.poll()})")
+            out += chunk
+        return bytes(out)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+_worker_list: list[CompileWorker] = []
+_workers_lock = threading.Lock()
+
+
+def compile_workers() -> list[CompileWorker]:
+    """The live compile workers, started on first use (none on a one-core machine or with TGFX_COMPILE_WORKERS=0)."""
+    from tgfx.devices.cpu import cpu_count
+    with _workers_lock:
+        _worker_list[:] = [w for w in _worker_list if w.proc.poll() is None]
+        want = min(int(COMPILE_WORKERS), max(cpu_count() - 1, 0))
+        while len(_worker_list) < want:
+            try:
+                _worker_list.append(CompileWorker())
+            except OSError:
+                break
+        return list(_worker_list)
+
+
+@atexit.register
+def _close_workers() -> None:
+    for w in _worker_list:
+        w.close()
 
 
 def load_object(key: str, name: str, obj: bytes) -> int:

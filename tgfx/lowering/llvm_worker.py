@@ -1,0 +1,74 @@
+"""llvm_worker: LLVM IR to an object file for the host CPU, in this process or in a compile worker process.
+
+llvmlite runs every call into LLVM under one process-wide lock, so a process compiles one module at a time. A
+program's first call spends most of its time in LLVM's optimiser; a second process compiles beside the first.
+This module is the whole of that second process: it imports llvmlite and the standard library only (not tgfx), so it
+starts in about 0.1 s, and `tgfx/lowering/compile.py` uses the same functions in-process, so both produce the same
+object code.
+
+Run as a script, it serves requests on its standard input until that closes: a request is the IR's length (8 bytes,
+little endian) and its UTF-8 text; the answer is a status byte (0: an object file, 1: an error message), the
+payload's length (8 bytes) and the payload.
+"""
+from __future__ import annotations
+
+import struct
+import sys
+
+import llvmlite.binding as llvm
+
+OK, FAILED = 0, 1
+
+
+def target_machine() -> llvm.TargetMachine:
+    """The host CPU's target machine, at O3. Position-independent: MCJIT places sections anywhere in the address
+    space, and the static model lets x86 use 32-bit absolute addresses (a select of two float constants becomes an
+    indexed load from a constant table)."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    return llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
+                                                                   codemodel="default")
+
+
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
+    """LLVM's O3 pipeline with loop and SLP vectorisation and unrolling."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def compile_ir(ir: str, tm: llvm.TargetMachine) -> bytes:
+    """Parse, verify, optimise and emit one module."""
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    optimize(mod, tm)
+    return bytes(tm.emit_object(mod))
+
+
+def _read(stream: object, n: int) -> bytes | None:
+    data = stream.read(n)  # type: ignore[attr-defined]
+    return data if len(data) == n else None
+
+
+def serve(stdin: object, stdout: object) -> None:
+    """Answer requests until `stdin` closes."""
+    tm = target_machine()
+    while (head := _read(stdin, 8)) is not None:
+        (n,) = struct.unpack("<Q", head)
+        ir = _read(stdin, n)
+        if ir is None:
+            return
+        try:
+            status, payload = OK, compile_ir(ir.decode(), tm)
+        except Exception as e:  # noqa: BLE001 -- the parent raises it, with the kernel's name
+            status, payload = FAILED, f"{type(e).__name__}: {e}".encode()
+        stdout.write(bytes([status]) + struct.pack("<Q", len(payload)) + payload)  # type: ignore[attr-defined]
+        stdout.flush()  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)
