@@ -2,6 +2,8 @@
 
 One MCJIT engine per process. A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP
 vectorisation on, the host's CPU name and features), emitted as an object file, added to the engine and finalised.
+llvmlite compiles one module at a time per process, so a compile worker process (`llvm_worker.py`) compiles beside
+this one when it is busy (`compile_llvm`); objects are always loaded here.
 
 Object files are cached on disk (`TGFX_CACHE_DIR`, default `~/.cache/tgfx`) under a key made of the kernel's `key`,
 what chose its options (the options themselves, or the heuristics and the core count: see `optimize.opt_mode`), the
