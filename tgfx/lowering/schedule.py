@@ -20,6 +20,7 @@ from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 _buffer_uid = itertools.count(1)
 DEFAULT_DEVICE = "CPU:0"
 REUSE_TO_TRANSPOSE = 16   # see _transposed_operand
+TILE_EPILOGUE_MIN = 4096  # a contraction this large is stored before an epilogue that reads another buffer's tile
 
 
 def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001
@@ -73,6 +74,12 @@ def _is_expanding(u: UOp) -> bool:
     return u.op is Ops.EXPAND and any(a != b for a, b in zip(u.src[0].shape, u.arg, strict=True))
 
 
+def _is_contraction(red: UOp) -> bool:
+    """A sum of products of two broadcast operands (a matmul)."""
+    src = red.src[0]
+    return red.arg[0] is Ops.ADD and src.op is Ops.MUL and all(_is_expanding(e) for e in src.src)
+
+
 @dataclass
 class ScheduleCtx:
     realize: set[UOp] = field(default_factory=set)
@@ -106,22 +113,34 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         users: dict[UOp, set[UOp]] = {}
         for root in list(ctx.realize):
             # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND
-            seen: set[tuple[UOp, bool]] = set()
-            stack = [(root, False)]
+            seen: set[tuple[UOp, bool, bool]] = set()
+            stack = [(root, False, False)]
+            contractions, tile_read = [], False
             while stack:
-                u, expanded = stack.pop()
-                if (u, expanded) in seen:
+                u, expanded, inside = stack.pop()
+                if (u, expanded, inside) in seen:
                     continue
-                seen.add((u, expanded))
+                seen.add((u, expanded, inside))
                 if u is not root and u.op is Ops.REDUCE_AXIS:
                     users.setdefault(u, set()).add(root)
                     if expanded and u not in ctx.realize:
                         ctx.realize.add(u)
                         changed = True
                         continue
+                    if not inside and _is_contraction(u):
+                        contractions.append(u)
                 for s in u.src:
                     if not ctx.is_leaf(s, root):
-                        stack.append((s, expanded or _is_expanding(u)))
+                        stack.append((s, expanded or _is_expanding(u), inside or u.op is Ops.REDUCE_AXIS))
+                    elif not (expanded or _is_expanding(u) or inside) and s.op is not Ops.CONST:
+                        tile_read = True   # a stored value read whole, outside any reduce: an epilogue's tile
+            if tile_read and len(_unit_free(root.shape or ())) >= 2 and prod(root.shape) >= TILE_EPILOGUE_MIN:
+                # a contraction's register tile with an epilogue that loads a tile of another buffer (`w - lr * g`,
+                # a residual add) is one LLVM's SLP vectoriser gives up on (26x slower in a test): store it first
+                for red in contractions:
+                    if red not in ctx.realize:
+                        ctx.realize.add(red)
+                        changed = True
         for red, kernels in users.items():
             if len(kernels) > 1 and red not in ctx.realize:
                 ctx.realize.add(red)
