@@ -561,6 +561,7 @@ class HCQDevice:
         With `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned
         fence has passed."""
         proc = self.processors[cb.engine]
+        # `proc.events_pending > EVENT_CAP // 2`, spelled out: this runs on every jitted call
         if proc.ctl[native.W_EVENTS_W] > proc._events_read + native.EVENT_CAP // 2:
             proc.stash_events()                           # before the processor overwrites them
         with self._submit_lock:

@@ -13,14 +13,19 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 
 
+def buffer_nbytes(buf: UOp) -> int:
+    """The bytes of device memory behind BUFFER `buf` (an empty buffer still gets one element)."""
+    return max(buf.arg[2], 1) * buf.dtype.itemsize
+
+
 def buffer_memory(buf: UOp, allocate: bool = True) -> object:
     """The device memory behind BUFFER `buf`, allocated on first use. It lives on the node itself, so it is freed
     with it (queues already submitted keep it alive until they complete)."""
     mem = buf.__dict__.get("memory")
     if mem is None:
-        _, device, size = buf.arg
-        assert allocate or size == 0, f"buffer {buf.arg[0]} was read before it was written"
-        mem = buf.__dict__["memory"] = get_device(device).allocator.alloc(max(size, 1) * buf.dtype.itemsize)
+        uid, device, size = buf.arg
+        assert allocate or size == 0, f"buffer {uid} was read before it was written"
+        mem = buf.__dict__["memory"] = get_device(device).allocator.alloc(buffer_nbytes(buf))
         counters.alloc_count += 1
     return mem
 
@@ -102,7 +107,7 @@ def is_tiny(calls: Iterable[UOp]) -> bool:
     """Whether a program touches at most `TGFX_INLINE_BYTES`: it then runs on the calling thread when its device is
     idle (hcq "Inline submissions"), where waking the device's processor would cost more than the work."""
     touched = {b for c in calls for b in c.src[1:]}
-    return sum(max(b.arg[2], 1) * b.dtype.itemsize for b in touched) <= int(config.INLINE_BYTES)
+    return sum(buffer_nbytes(b) for b in touched) <= int(config.INLINE_BYTES)
 
 
 def run_linear(linear: UOp) -> None:

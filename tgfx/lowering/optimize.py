@@ -53,6 +53,10 @@ class Opt:
         return f"Opt({self.op}, {self.axis}, {self.amount})"
 
 
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
 def ranges(sink: UOp) -> dict[int, UOp]:
     return {u.arg[0]: u for u in sink.toposort() if u.op is Ops.RANGE}
 
@@ -130,7 +134,7 @@ def padto(sink: UOp, opt: Opt) -> UOp:
     if rng is None:
         raise KernelOptError(f"{opt}: no range {opt.axis} in this kernel")
     size = rng.src[0].arg
-    padded = -(-size // opt.amount) * opt.amount if opt.amount > 1 else size
+    padded = _round_up(size, opt.amount) if opt.amount > 1 else size
     if padded == size:
         raise KernelOptError(f"{opt}: range of size {size} is already a multiple of {opt.amount}")
     if padded > 2 * size:
@@ -263,7 +267,7 @@ def _vector_axis(loops: list[UOp], loads: list[UOp], hot: list[UOp], amount: int
     it strided (a gather), and it splits by `amount` or, with `pad`, pads to a multiple of it at most doubling."""
     for r in reversed(loops):
         n = r.src[0].arg
-        fits = n % amount == 0 or (pad and -(-n // amount) * amount <= 2 * n)
+        fits = n % amount == 0 or (pad and _round_up(n, amount) <= 2 * n)
         if fits and any(_coef(i, r) == 1 for i in loads) and all(_coef(i, r) in (0, 1) for i in hot):
             return r
     return None
@@ -325,7 +329,7 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
         sizes = {r.arg[0]: r.src[0].arg for r in loops}
         for o in opts:
             if o.axis in sizes and o.op == "PADTO":
-                sizes[o.axis] = -(-sizes[o.axis] // o.amount) * o.amount
+                sizes[o.axis] = _round_up(sizes[o.axis], o.amount)
             elif o.axis in sizes:
                 sizes[o.axis] //= o.amount
         outer = next((a for a in sorted(sizes) if sizes[a] % cores == 0 and sizes[a] >= cores), None)

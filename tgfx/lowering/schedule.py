@@ -247,12 +247,12 @@ def _transposed_operand(red: UOp) -> UOp | None:
     `REUSE_TO_TRANSPOSE` times is then read through a transposed copy, so the other output axis becomes contiguous
     in it: the contraction is a plain `a @ b`, for one extra pass over the smaller such operand. The reduce with that
     operand replaced, or None."""
-    src = red.src[0]
-    if red.arg[0] is not Ops.ADD or len(red.arg[1]) != 1 or src.op is not Ops.MUL:
+    if len(red.arg[1]) != 1 or not _is_contraction(red):
         return None
-    ax = red.arg[1][0]
-    if any(e.op is not Ops.EXPAND or not _is_expanding(e) or _layout(e.src[0])[0] != ax for e in src.src):
+    src, ax = red.src[0], red.arg[1][0]
+    if any(_layout(e.src[0])[0] != ax for e in src.src):
         return None
+
     def gains(v: UOp) -> bool:  # the axis the copy makes contiguous is long enough to be read as vectors
         rest = [n for j, n in enumerate(v.shape) if j != ax and n != 1]
         return bool(rest) and rest[-1] >= 8

@@ -38,7 +38,14 @@ from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import lower_multi, prelower, reads_in_place
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
-from tgfx.lowering.execute import append_command, buffer_memory, command_device, is_tiny, register_memory
+from tgfx.lowering.execute import (
+    append_command,
+    buffer_memory,
+    buffer_nbytes,
+    command_device,
+    is_tiny,
+    register_memory,
+)
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
@@ -176,7 +183,7 @@ class JitProgram:
         self.inline = is_tiny(self.calls)
         # what a replay allocates: per output buffer (device, size, dtype, allocator, bytes), None where donated
         self.out_specs = [None if i in donated else (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator,
-                                                     _nbytes(b)) for i, b in enumerate(self.outputs)]
+                                                     buffer_nbytes(b)) for i, b in enumerate(self.outputs)]
         # per result: its output buffer, and the shape to view it as (None: the buffer's own)
         self.result_views = [(self.outputs.index(r), None if shape == (r.arg[2],) else shape)
                              for r, shape in zip(self.results, out_shapes, strict=True)]
@@ -184,7 +191,7 @@ class JitProgram:
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         # a replay reuses the results of the call before last once they are dropped (`_recycle`), up to a size
         distinct = len({i for i, _ in self.result_views}) == len(self.result_views)
-        recyclable = sum(_nbytes(b) for b in self.outputs) <= RECYCLE_BYTES
+        recyclable = sum(buffer_nbytes(b) for b in self.outputs) <= RECYCLE_BYTES
         self.recent: deque[list[UOp]] | None = \
             deque(maxlen=2) if recyclable and distinct and not donated and not self.sharded else None
         self.result_of_output = [next(k for k, (i, _) in enumerate(self.result_views) if i == j)
@@ -347,10 +354,6 @@ def _output(spec: tuple, mems: list[Any]) -> UOp:
     return buf
 
 
-def _nbytes(b: UOp) -> int:
-    return max(b.arg[2], 1) * b.dtype.itemsize
-
-
 def _written(b: UOp, calls: list[UOp]) -> bool:
     return any(b in writes(c) for c in calls)
 
@@ -365,7 +368,7 @@ def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
     placed: dict[str, list[tuple[int, int, int, int]]] = {}  # device -> [(start, end, offset, size)]
     offsets: dict[UOp, int] = {}
     for b in sorted(intermediates, key=lambda b: -b.arg[2] * b.dtype.itemsize):
-        size = -(-max(b.arg[2], 1) * b.dtype.itemsize // 64) * 64
+        size = -(-buffer_nbytes(b) // 64) * 64
         busy = sorted((o, o + s) for st, en, o, s in placed.get(b.arg[1], []) if not (en < first[b] or last[b] < st))
         off = 0
         for lo, hi in busy:
@@ -374,14 +377,14 @@ def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
             off = max(off, hi)
         offsets[b] = off
         placed.setdefault(b.arg[1], []).append((first[b], last[b], off, size))
-    unplanned = sum(max(b.arg[2], 1) * b.dtype.itemsize for b in intermediates)
+    unplanned = sum(buffer_nbytes(b) for b in intermediates)
     arenas = {dev: max((o + s for _, _, o, s in ps), default=0) for dev, ps in placed.items()}
     for dev, nbytes in arenas.items():
         arena = get_device(dev).allocator.alloc(max(nbytes, 1))
         counters.alloc_count += 1
         for b in intermediates:
             if b.arg[1] == dev:
-                register_memory(b, arena.view(offsets[b], max(b.arg[2], 1) * b.dtype.itemsize))
+                register_memory(b, arena.view(offsets[b], buffer_nbytes(b)))
     return unplanned, sum(arenas.values())
 
 
@@ -442,9 +445,7 @@ class Jit:
             if hit is not None:
                 prog, out_tree = hit
                 out = prog.replay(args)
-                if out is None:
-                    return self._run(prog, out_tree, list(args), args)
-                return Tensor(out[0]) if out_tree.is_leaf else tree_unflatten(out_tree, [Tensor(u) for u in out])
+                return self._run(prog, out_tree, list(args), args) if out is None else _as_tree(out_tree, out)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
@@ -472,9 +473,7 @@ class Jit:
             owners = [t for t in tensors for _ in device_parts(t.uop)]  # the Tensor of each input
             for i in prog.donated_inputs:
                 object.__setattr__(owners[i], "__class__", DonatedTensor)
-        if out_tree.is_leaf:
-            return Tensor(results[0])
-        return tree_unflatten(out_tree, [Tensor(u) for u in results])
+        return _as_tree(out_tree, results)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
                key: Hashable) -> tuple[JitProgram, PyTreeDef]:
@@ -584,6 +583,11 @@ class Jit:
             return {}
         prog = next(reversed(self._cache.values()))[0]
         return {"unplanned_bytes": prog.unplanned_bytes, "planned_bytes": prog.planned_bytes}
+
+
+def _as_tree(out_tree: PyTreeDef, results: list[UOp]) -> Any:
+    """The function's results as Tensors, in its output structure."""
+    return Tensor(results[0]) if out_tree.is_leaf else tree_unflatten(out_tree, [Tensor(u) for u in results])
 
 
 def _fast_key(args: tuple) -> tuple:
