@@ -13,6 +13,8 @@ class Counters:
     search_count: int = 0      # BEAM searches run (kernels whose options were not in the search cache)
     search_compile_count: int = 0  # BEAM candidates compiled to be timed
     alloc_count: int = 0       # device buffers allocated for computed values (eager results, jit outputs and arenas)
+    trace_count: int = 0       # functions traced by jit (every Jit's retraces too)
+    uop_count: int = 0         # UOps of the eager graphs realised (outside function bodies): an eager step's size
 
     def reset(self) -> None:
         for f in fields(self):

@@ -27,7 +27,7 @@ from typing import Any
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import device_parts
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, is_weak, weak
 from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -181,6 +181,8 @@ class Function:
             params_of_input.append(params)
             stand_ins.append(Tensor(UOp(Ops.MULTI, t.dtype, tuple(params), t.uop.arg)
                                     if t.uop.op is Ops.MULTI else params[0]))
+            if is_weak(t):  # a jitted function's Python scalar argument stays weakly typed inside
+                weak(stand_ins[-1])
         traced_leaves = [stand_ins[slot_of[id(x)]] if isinstance(x, Tensor) else x for x in leaves]
         targs, tkwargs = tree_unflatten(treedef, traced_leaves)
         paths = _describe_paths(self.f, args, kwargs)

@@ -19,7 +19,7 @@ argument like any other Tensor.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -36,9 +36,25 @@ SeedLike = int | np.integer | Tensor
 KeyLike = Tensor | np.ndarray
 
 
+def _compiled(*static: int) -> Callable[[Callable], Callable]:
+    """A draw compiled once per key shape and static arguments (`tg.jit`), as JAX jits its random functions: an eager
+    call replays it instead of building the hash's graph again, and inside a trace it is inlined."""
+    def wrap(f: Callable) -> Callable:
+        from tgfx.transforms.jit import jit
+        return jit(f, static_argnums=static)
+    return wrap
+
+
+def _scalar(v: int, d: DType, like: Tensor) -> Tensor:
+    """A scalar argument of a compiled draw as a Tensor on `like`'s device: its interned one-element buffer."""
+    from tgfx.lowering.constants import const_buffer
+    device = like.device
+    return Tensor(const_buffer(d, v, device)) if isinstance(device, str) else Tensor.full((), v, d)
+
+
 # ---- the hash ----
 def _rotl(x: Tensor, r: int) -> Tensor:
-    return (x << r) | (x >> (32 - r))
+    return (x << Tensor.literal(r, u32)) | (x >> Tensor.literal(32 - r, u32))
 
 
 def threefry2x32(k0: ArrayLike, k1: ArrayLike, x0: ArrayLike, x1: ArrayLike) -> tuple[Tensor, Tensor]:
@@ -51,13 +67,13 @@ def threefry2x32(k0: ArrayLike, k1: ArrayLike, x0: ArrayLike, x1: ArrayLike) -> 
     ['0x6b200159', '0x99ba4efe']
     """
     k0, k1, x0, x1 = (_uint32(v, name) for v, name in ((k0, "k0"), (k1, "k1"), (x0, "x0"), (x1, "x1")))
-    ks = (k0, k1, k0 ^ k1 ^ KEY_PARITY)
+    ks = (k0, k1, k0 ^ k1 ^ Tensor.literal(KEY_PARITY, u32))
     x0, x1 = x0 + ks[0], x1 + ks[1]
     for i in range(5):
         for r in ROTATIONS[i % 2]:
             x0 = x0 + x1
             x1 = _rotl(x1, r) ^ x0
-        x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + (i + 1)
+        x0, x1 = x0 + ks[(i + 1) % 3], x1 + ks[(i + 2) % 3] + Tensor.literal(i + 1, u32)
     return x0, x1
 
 
@@ -152,8 +168,11 @@ def split(key: KeyLike, num: int | Sequence[int] = 2) -> Tensor:
     >>> key, sub = tg.random.split(tg.random.key(0))
     >>> keys = tg.random.split(key, 4)              # uint32[4, 2]: keys[0] ... keys[3]
     """
-    k = check_key("split", key)
-    shape = shape_arg(num, "split")
+    return _split(check_key("split", key), shape_arg(num, "split"))
+
+
+@_compiled(1)
+def _split(k: Tensor, shape: tuple[int, ...]) -> Tensor:
     b0, b1 = _hash_shape(k, shape)
     return b0.reshape(shape + (1,)).pad_zeros([(0, 0)] * len(shape) + [(0, 1)]) | \
         b1.reshape(shape + (1,)).pad_zeros([(0, 0)] * len(shape) + [(1, 0)])
@@ -175,9 +194,14 @@ def fold_in(key: KeyLike, data: int | np.integer | Tensor) -> Tensor:
     elif isinstance(data, (int, np.integer)) and not isinstance(data, (bool, np.bool_)):
         if not 0 <= int(data) < (1 << 32):
             raise OverflowError(f"fold_in: `data` {data} is out of bounds for uint32 (0 <= data < 2**32)")
-        d = Tensor.full((), int(data), u32)
+        d = _scalar(int(data), u32, k)
     else:
         raise TypeError(f"fold_in: `data` must be an integer, got {type(data).__name__} {data!r}")
+    return _fold_in(k, d)
+
+
+@_compiled()
+def _fold_in(k: Tensor, d: Tensor) -> Tensor:
     b0, b1 = threefry2x32(*_words(k), Tensor.full((), 0, u32), d)
     return _pair(b0, b1)
 
@@ -204,7 +228,12 @@ def bits(key: KeyLike, shape: int | Sequence[int] = (), dtype: DType | str = dty
     d = to_dtype(dtype)
     if not d.is_unsigned:
         raise TypeError(f"bits: `dtype` must be an unsigned integer type, got {d.name}")
-    return _random_bits(k, d.bits, shape_arg(shape, "bits"))
+    return _bits(k, d.bits, shape_arg(shape, "bits"))
+
+
+@_compiled(1, 2)
+def _bits(k: Tensor, nbits: int, shape: tuple[int, ...]) -> Tensor:
+    return _random_bits(k, nbits, shape)
 
 
 # ---- floats ----
@@ -241,7 +270,8 @@ def _unit_floats(k: Tensor, shape: tuple[int, ...], d: DType) -> Tensor:
     b = _random_bits(k, rng_bits, shape)
     if rng_bits != nbits:
         b = b.astype(_UINTS[nbits])
-    return ((b >> (rng_bits - nmant)) | one).bitcast(d) - Tensor.full((), 1.0, d)
+    return ((b >> Tensor.literal(rng_bits - nmant, b.dtype)) | Tensor.literal(one, b.dtype)).bitcast(d) - \
+        Tensor.full((), 1.0, d)
 
 
 def uniform(key: KeyLike, shape: int | Sequence[int] = (), dtype: DType | str | type = dtypes.float32,
@@ -256,7 +286,22 @@ def uniform(key: KeyLike, shape: int | Sequence[int] = (), dtype: DType | str | 
     d = _float_dtype("uniform", dtype)
     shape = shape_arg(shape, "uniform")
     lo, hi = _bound(minval, d, shape, "uniform", "minval"), _bound(maxval, d, shape, "uniform", "maxval")
-    return _scaled(_unit_floats(k, shape, d), lo, hi)
+    return _uniform(k, _bound_arg(minval, lo), _bound_arg(maxval, hi), shape, d)
+
+
+@_compiled(3, 4)
+def _uniform(k: Tensor, lo: Tensor | float, hi: Tensor | float, shape: tuple[int, ...], d: DType) -> Tensor:
+    return _scaled(_unit_floats(k, shape, d), _as(lo, d), _as(hi, d))
+
+
+def _bound_arg(v: ArrayLike, t: Tensor) -> Tensor | float:
+    """What a compiled draw takes for a bound: a Python float as itself (a scalar argument, one trace for every
+    value) where its dtype holds a float32 exactly, else the bound's Tensor."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and t.dtype.itemsize <= 4 else t
+
+
+def _as(v: Tensor | float, d: DType) -> Tensor:
+    return v.astype(d) if isinstance(v, Tensor) else Tensor.full((), v, d)
 
 
 def _scaled(u: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
@@ -282,13 +327,16 @@ def normal(key: KeyLike, shape: int | Sequence[int] = (), dtype: DType | str | t
     >>> z = tg.random.normal(tg.random.key(0), (3,))
     """
     k = check_key("normal", key)
-    d = _float_dtype("normal", dtype)
-    shape = shape_arg(shape, "normal")
+    return _normal(k, shape_arg(shape, "normal"), _float_dtype("normal", dtype))
+
+
+@_compiled(1, 2)
+def _normal(k: Tensor, shape: tuple[int, ...], d: DType) -> Tensor:
     lo = float(np.nextafter(np.array(-1.0, _np_compute(d)), np.array(0.0, _np_compute(d)), dtype=_np_compute(d)))
     if d == dtypes.bfloat16:
         lo = -1.0 + 2.0 ** -8  # the bfloat16 after -1 toward 0
-    u = _scaled(_unit_floats(k, shape, d), Tensor.full((), lo, d), Tensor.full((), 1.0, d))
-    return Tensor.full((), math.sqrt(2), d) * erfinv(u)
+    u = _scaled(_unit_floats(k, shape, d), Tensor.literal(lo, d), Tensor.full((), 1.0, d))
+    return Tensor.literal(math.sqrt(2), d) * erfinv(u)
 
 
 def _np_compute(d: DType) -> np.dtype:
@@ -342,11 +390,11 @@ def erfinv(x: Tensor) -> Tensor:
     sqrt_w = sqrt(w)
     out = None
     for upper, uses_sqrt, shift, coeffs in reversed(_GILES_F64 if d == dtypes.float64 else _GILES_F32):
-        t = (sqrt_w if uses_sqrt else w) - shift
-        p = Tensor.full((), coeffs[0], d)
+        t = (sqrt_w if uses_sqrt else w) - Tensor.literal(shift, d)
+        p = Tensor.literal(coeffs[0], d)
         for c in coeffs[1:]:
-            p = _fma(p, t, Tensor.full((), c, d))
-        out = p if out is None else (w < upper).where(p, out)
+            p = _fma(p, t, Tensor.literal(c, d))
+        out = p if out is None else (w < Tensor.literal(upper, d)).where(p, out)
     edge = (x == 1.0) | (x == -1.0)  # the polynomial is indeterminate at +-1
     return edge.where(x * math.inf, out * x)
 
@@ -367,7 +415,12 @@ def bernoulli(key: KeyLike, p: ArrayLike = 0.5, shape: int | Sequence[int] | Non
         raise TypeError(f"bernoulli: probability `p` must be a float or a float Tensor, got {got}")
     out_shape = pt.shape if shape is None else shape_arg(shape, "bernoulli")
     _bound(pt, pt.dtype, out_shape, "bernoulli", "p")
-    return _unit_floats(k, out_shape, pt.dtype) < pt
+    return _bernoulli(k, _bound_arg(p, pt), out_shape, pt.dtype)
+
+
+@_compiled(2, 3)
+def _bernoulli(k: Tensor, p: Tensor | float, shape: tuple[int, ...], d: DType) -> Tensor:
+    return _unit_floats(k, shape, d) < _as(p, d)
 
 
 # ---- integers ----
@@ -431,6 +484,7 @@ def randint(key: KeyLike, shape: int | Sequence[int], minval: ArrayLike, maxval:
     return _randint(k, shape, lo, hi, sample).astype(d)
 
 
+@_compiled(1, 4)
 def _randint(k: Tensor, shape: tuple[int, ...], lo: Tensor, hi: Tensor, d: DType) -> Tensor:
     from tgfx.dtypes import max_value
     nbits = d.bits

@@ -9,6 +9,7 @@ elementwise ops with broadcasting and JAX promotion, the six movement ops, reduc
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 
 Scalar = bool | int | float
+LITERAL = "literal"  # the tag of a CONST that stays a literal in eager kernels (Tensor.literal)
 ArrayLike = Any  # Tensor, numpy array, nested lists, Python scalars
 
 
@@ -39,6 +41,8 @@ class Tensor:
     def __init__(self, data: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> None:
         if isinstance(data, UOp):
             self.uop = data
+            if data.op not in _STORED:
+                _lazy[id(self)] = self
             return
         if isinstance(device, (tuple, list)):  # replicated on a device tuple
             from tgfx.transforms.shard import shard
@@ -160,6 +164,15 @@ class Tensor:
         t = t.expand(shape) if shape else t
         return t if device is None else t._on(canonical_device(device))
 
+    @staticmethod
+    def literal(value: Scalar, dtype: DType | str) -> Tensor:
+        """A scalar constant that is part of an algorithm (a hash's rotation amounts, a polynomial's coefficients),
+        baked into every kernel as a literal. Other constants of an eager graph are kernel arguments
+        (`tgfx/lowering/constants.py`), so a user's value that happens to equal one of these still shares their
+        kernels."""
+        c = UOp.const(to_dtype(dtype), value)
+        return Tensor(c if c.arg in (0, 1) or c.dtype.is_bool else c.replace(tag=LITERAL))
+
     def _on(self, device: str | tuple[str, ...]) -> Tensor:
         """A constant graph placed on `device` (constants carry no device of their own)."""
         if isinstance(device, tuple):
@@ -185,15 +198,17 @@ class Tensor:
         x = self
         if op in GroupOp.FloatOnly and not self.dtype.is_float:
             x = self.astype(dtypes.default_float)
-        return Tensor(UOp(op, out_dtype or x.dtype, (x.uop,)))
+        out = Tensor(UOp(op, out_dtype or x.dtype, (x.uop,)))
+        return weak(out) if out_dtype is None and id(self) in _weak else out
 
     def _binary(self, op: Ops, other: ArrayLike, reflected: bool = False, name: str | None = None,
                 float_only: bool = False) -> Tensor:
         a, b = (self, other) if not reflected else (other, self)
+        both_weak = is_weak(a) and is_weak(b)
         a, b = promote(a, b, name or op.name.lower(), float_only or op in GroupOp.FloatOnly)
         a, b = broadcast(a, b, name=name or op.name.lower())
-        out_dtype = dtypes.bool if op in GroupOp.Comparison else a.dtype
-        return Tensor(UOp(op, out_dtype, (a.uop, b.uop)))
+        out = Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))
+        return weak(out) if both_weak and op not in GroupOp.Comparison else out
 
     def where(self, x: ArrayLike, y: ArrayLike) -> Tensor:
         """`where(self, x, y)`: x where self is true, else y."""
@@ -375,12 +390,28 @@ def to_tensor(x: ArrayLike, like: Tensor | None = None) -> Tensor:
     return Tensor(x)
 
 
+# weakly typed Tensors (by id; Tensor's == is numpy's): a Python scalar argument of a jitted function, and what is
+# computed from such values and Python scalars alone. Like a Python scalar, it takes the type of the other operand.
+_weak: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+
+def weak(t: Tensor) -> Tensor:
+    """Mark `t` weakly typed (JAX's weak_type); returns it."""
+    _weak[id(t)] = t
+    return t
+
+
+def is_weak(x: Any) -> bool:
+    """A Python scalar, or a weakly typed Tensor."""
+    return isinstance(x, (bool, int, float)) if not isinstance(x, Tensor) else id(x) in _weak
+
+
 def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> tuple[Tensor, Tensor]:
-    """Both operands as Tensors of their JAX result type (Python scalars are weakly typed)."""
+    """Both operands as Tensors of their JAX result type (Python scalars and weak Tensors are weakly typed)."""
     kinds = []
     for x in (a, b):
         if isinstance(x, Tensor):
-            kinds.append(x.dtype)
+            kinds.append(x.dtype if id(x) not in _weak else "f*" if x.dtype.is_float else "i*")
         elif isinstance(x, (bool, int, float)):
             kinds.append(weak_kind(x))
         else:
@@ -431,20 +462,64 @@ def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
     return [t if t.shape == shape else t.expand(shape) for t in ts]
 
 
+# Tensors made from a graph, not (yet) rebound to a buffer: where to look for the siblings of a realised one
+_lazy: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()   # by id: Tensor's == is numpy's
+_STORED = frozenset({Ops.BUFFER, Ops.CONST, Ops.PARAM})
+_VIEWS = GroupOp.Movement | {Ops.GETTUPLE, Ops.CAST, Ops.BITCAST}
+
+
+def _view_base(u: UOp) -> UOp:
+    """What `u` is a view (or one result) of: movement ops, casts and GETTUPLEs stripped."""
+    while u.op in _VIEWS and u.src:
+        u = u.src[0]
+    return u
+
+
+def siblings(todo: list[Tensor]) -> list[Tensor]:
+    """Lazy Tensors still held that are views of a value computed for `todo`, without being part of it.
+
+    `key, sub = tg.random.split(key)` holds two rows of one value; realising `sub` alone would leave `key` a graph
+    that the next split grows, and every step would compute the whole history again. Realising such siblings in the
+    same schedule keeps an eager step's cost the same at step 1,000 as at step 2 (JAX computes every op eagerly)."""
+    held = {id(t) for t in todo}
+    candidates: list[tuple[Tensor, UOp]] = []
+    for t in list(_lazy.values()):
+        u = t.uop
+        if u.op in _STORED or is_realized(u):
+            _lazy.pop(id(t), None)
+        elif id(t) not in held and (base := _view_base(u)).op not in _STORED:
+            candidates.append((t, base))
+    if not candidates:
+        return []
+    from tgfx.lowering.inline import walk
+    graph = set(walk(UOp(Ops.SINK, None, tuple(t.uop for t in todo))))
+    return [t for t, base in candidates if base in graph and t.uop not in graph and not _has_params(t.uop)]
+
+
+def _has_params(u: UOp) -> bool:
+    from tgfx.lowering.inline import walk
+    return any(x.op is Ops.PARAM for x in walk(u))
+
+
 def realize(*ts: Tensor) -> list[UOp]:
     """Compute several Tensors in one schedule, so shared work is done once; returns each one's buffer view.
 
-    A realised Tensor is rebound to its buffer, so later graphs start from it. Inside a differentiation it is not:
-    the graph is what the gradient flows through (reading a value there, e.g. to print it, must not cut it).
+    A realised Tensor is rebound to its buffer, so later graphs start from it, and so are its `siblings` (lazy
+    Tensors still held that are views of the same computed value). Inside a differentiation nothing is rebound: the
+    graph is what the gradient flows through (reading a value there, e.g. to print it, must not cut it).
     """
     todo = [t for t in ts if not is_realized(t.uop)]
     if not todo:
         return [t.uop for t in ts]
     from tgfx.lowering import realize as lower_realize
-    results = lower_realize([t.uop for t in todo])
-    if not _differentiating():
+    differentiating = _differentiating()
+    if not differentiating:
+        todo += siblings(todo)
+    results = lower_realize(list(dict.fromkeys(t.uop for t in todo)))
+    if not differentiating:
         for t in todo:
             t.uop = results[t.uop]
+            _lazy.pop(id(t), None)
     return [t.uop if is_realized(t.uop) else results[t.uop] for t in ts]
 
 

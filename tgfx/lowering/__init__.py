@@ -32,7 +32,7 @@ from tgfx.lowering.compile import (
     write_cached,
 )
 from tgfx.lowering.control import merge_saved_loops
-from tgfx.lowering.inline import check_no_params, pm_inline
+from tgfx.lowering.inline import check_no_params, pm_inline, walk
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.optimize import Opt, forced_opts, global_size, opt_mode, optimize
@@ -187,17 +187,28 @@ def reads_in_place(ast: UOp, slot: int) -> bool:
     return not reduces and all(r.src[1] is out_off for r in reads)
 
 
+# what only the stages before scheduling handle: an eager graph without them (most are) goes straight to its template
+_FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, Ops.SWITCH, Ops.CALL, Ops.ALLREDUCE,
+                    Ops.MSELECT, Ops.MSTACK})
+
+
 def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
     from tgfx.lowering.execute import run_linear
-    # functions are substituted into their callers so the scheduler can fuse across calls
-    sink = graph_rewrite(UOp(Ops.SINK, None, tuple(uops)), pm_inline, name="inline")
-    # a differentiated loop's forward saves its carries for the backward: the primal results read that one loop
-    sink = merge_saved_loops(sink)
-    check_no_params(sink)
-    sink, unflatten = lower_multi(sink)
-    # the schedule depends on the graph, not on which buffers it reads: cached by the key of the abstracted graph
-    tpl, inputs = graph_template(sink)
+    sink = UOp(Ops.SINK, None, tuple(uops))
+    nodes = walk(sink)
+    unflatten: Callable[[list[UOp]], list[UOp]] = list
+    if any(u.op in _FRONT or u.op is Ops.COPY and not isinstance(u.arg, str) for u in nodes):
+        # functions are substituted into their callers so the scheduler can fuse across calls
+        sink = graph_rewrite(sink, pm_inline, name="inline")
+        # a differentiated loop's forward saves its carries for the backward: the primal results read that one loop
+        sink = merge_saved_loops(sink)
+        check_no_params(sink)
+        sink, unflatten = lower_multi(sink)
+        nodes = walk(sink)
+    # the schedule depends on the graph, not on which buffers it reads, nor on the values of its scalar constants
+    # (eager learning rates, step counters: kernel arguments, one schedule and one compile for all values)
+    tpl, inputs = graph_template(sink, nodes)
     linear, results = tpl.instantiate(inputs)
     run_linear(linear)
     return dict(zip(uops, unflatten(results), strict=True))

@@ -372,6 +372,7 @@ class ScheduleTemplate:
     """The LINEAR for a graph whose inputs are placeholders; `instantiate` binds real buffers and fresh outputs."""
 
     def __init__(self, roots: list[UOp], n_inputs: int) -> None:
+        self.roots = roots   # kept alive: the same graph built again is these nodes, their keys already computed
         self.linear, results = schedule(roots)
         self.results = [results[r] for r in roots]
         self.n_inputs = n_inputs
@@ -413,11 +414,46 @@ def template_of(body: UOp) -> ScheduleTemplate:
     return _cached_template("call:" + body.key, roots, len(params))
 
 
-def graph_template(sink: UOp) -> tuple[ScheduleTemplate, list[UOp]]:
-    """The cached schedule of an inlined graph, and the buffers it reads (in placeholder order)."""
-    inputs = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
-    mapping = {b: placeholder(i, b.dtype, b.arg[1], b.arg[2]) for i, b in enumerate(inputs)}
-    abstract = substitute_outside_calls(sink, mapping)
+def graph_template(sink: UOp, nodes: list[UOp] | None = None,
+                   lift: bool = True) -> tuple[ScheduleTemplate, list[UOp]]:
+    """The cached schedule of an inlined graph (`nodes`: its `walk`, if the caller has it), and the buffers it reads
+    in placeholder order. With `lift`, its scalar constants are arguments read from interned buffers
+    (`tgfx/lowering/constants.py`), so the schedule serves every value; literals become plain CONSTs.
+
+    Each use of a constant (an op reading it, through views: `x * c` reads c broadcast) is an argument of its own,
+    numbered in graph order, so `n * k % k` is one graph for every k, including the k's where both values match."""
+    from tgfx.counters import counters
+    from tgfx.lowering.constants import const_buffer, const_view, graph_device, is_runtime_constant
+    nodes = walk(sink) if nodes is None else nodes
+    counters.uop_count += len(nodes)
+    device = graph_device(nodes) if lift and any(is_runtime_constant(u) for u in nodes) else None
+    inputs: list[UOp] = []
+
+    def argument(buf: UOp) -> UOp:
+        inputs.append(buf)
+        return placeholder(len(inputs) - 1, buf.dtype, buf.arg[1], buf.arg[2])
+    new: dict[UOp, UOp] = {}
+    for u in nodes:
+        if u.op is Ops.BUFFER:
+            new[u] = argument(u) if u.arg[0] >= 0 else u
+            continue
+        if u.op is Ops.CONST and (u.tag is not None or device is not None and is_runtime_constant(u)):
+            new[u] = u.replace(tag=None)   # a literal; a lifted constant is rebuilt per use, below
+            continue
+        nb = n_bodies(u)
+        src = list(u.src[:nb])
+        for x in u.src[nb:]:
+            view = const_view(x) if device is not None and x.op is not Ops.BUFFER else None
+            if view is None:
+                src.append(new[x])
+                continue
+            chain, c = view
+            arg = UOp(Ops.RESHAPE, c.dtype, (argument(const_buffer(c.dtype, c.arg, device, len(inputs))),), ())
+            for m in reversed(chain):
+                arg = m.replace(src=(arg, *m.src[1:]))
+            src.append(arg)
+        new[u] = u if tuple(src) == u.src else u.replace(src=tuple(src))
+    abstract = new[sink]
     return _cached_template("graph:" + abstract.key, list(abstract.src), len(inputs)), inputs
 
 

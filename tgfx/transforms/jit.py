@@ -31,25 +31,28 @@ from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Engine, HWQueue, Sym
-from tgfx.dtypes import DType
+from tgfx.dtypes import DType, cast_scalar, dtypes, from_numpy, max_value, min_value
 from tgfx.function import Function, _describe_paths, _traces
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import lower_multi, prelower, reads_in_place
+from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
 from tgfx.lowering.execute import (
     append_command,
     buffer_memory,
     buffer_nbytes,
     command_device,
+    copyin,
+    copyout,
     is_tiny,
     register_memory,
 )
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.multi import device_parts
-from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, realize
+from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
+from tgfx.tensor import Tensor, realize, weak
 from tgfx.transforms.grad import _active as _grad_active
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
@@ -97,14 +100,44 @@ def _leaf_spec(x: Any, where: str) -> LeafSpec:
             x.realize()
             return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg))
         return ("tensor", (x.shape, x.dtype, x.device))
-    if isinstance(x, np.ndarray):
-        return ("tensor", (x.shape, None, None))
+    if isinstance(x, (np.ndarray, np.generic)):  # what Tensor(x) would be: the same trace as that Tensor's
+        return ("tensor", (x.shape, from_numpy(x.dtype), DEFAULT_DEVICE))
+    if type(x) in (int, float):
+        return ("weak", (type(x), _weak_dtype(x, where)))
     try:
         hash(x)
     except TypeError as e:
         raise TypeError(f"jit: argument {where} of type {type(x).__name__} is neither a Tensor nor hashable; pass "
                         f"arrays as Tensors and other values as hashable static arguments") from e
     return ("static", (type(x), x))
+
+
+def _weak_dtype(x: int | float, where: str) -> DType:
+    """The dtype a Python scalar argument is traced as: weakly typed, so it takes the type of what it meets."""
+    if isinstance(x, float):
+        return dtypes.default_float
+    if not min_value(dtypes.default_int) <= x <= max_value(dtypes.default_int):
+        raise OverflowError(f"jit: Python int argument {where} = {x} does not fit {dtypes.default_int.name}; pass it "
+                            f"as a Tensor of a wider dtype, or mark it static (static_argnums)")
+    return dtypes.default_int
+
+
+def copy_buffer(buf: UOp) -> UOp:
+    """A new BUFFER with the contents of `buf`."""
+    out = new_buffer(buf.arg[1], buf.arg[2], buf.dtype)
+    copyin(out, copyout(buf))
+    return out
+
+
+def _leaf_tensor(x: Any) -> Tensor:
+    """A dynamic leaf as a Tensor: a Python scalar is an interned one-element buffer (no copy for a value seen
+    recently), host data is copied in."""
+    if isinstance(x, Tensor):
+        return x
+    if type(x) in (int, float):
+        d = _weak_dtype(x, "")
+        return Tensor(const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE))
+    return Tensor(x)
 
 
 def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
@@ -134,6 +167,8 @@ def _static_names(f: Callable) -> dict[str, str]:
 
 def _describe_spec(spec: LeafSpec) -> str:
     kind, v = spec
+    if kind == "weak":
+        return f"Python {v[0].__name__} (traced as a weakly typed {v[1].name} scalar)"
     if kind == "tensor":
         shape, dt, dev, *_ = v
         return f"{dt.name if isinstance(dt, DType) else 'array'}{list(shape)}{'' if dev is None else ' on ' + dev}"
@@ -451,7 +486,7 @@ class Jit:
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
         key = (treedef, specs, static)
         hit = self._cache.get(key)
-        tensors = [x if isinstance(x, Tensor) else Tensor(x) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
+        tensors = [_leaf_tensor(x) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
         if hit is None:
             hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
         if not kwargs and not static and all(type(a) is Tensor and type(a.uop.device) is str for a in args):
@@ -465,6 +500,9 @@ class Jit:
         if None in in_bufs:  # not yet computed, or sharded: one input per device part
             realize(*tensors)
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
+        for i in prog.donated_inputs:   # an interned scalar is shared: the program takes over a copy of it
+            if is_interned(in_bufs[i]):
+                in_bufs[i] = copy_buffer(in_bufs[i])
         mems = [buffer_memory(b, allocate=False) for b in in_bufs]
         results = prog.execute(mems, in_bufs)
         if prog.sharded:
@@ -483,11 +521,12 @@ class Jit:
             print(f"jit({self.name}): retracing: {self._explain(sig)}")
         self._signatures.append(sig)
         self.trace_count += 1
+        counters.trace_count += 1
         # stand-ins: each Tensor leaf becomes an input placeholder of its shape
         stand_ins, inputs, tensor_pos, real_inputs = [], [], [], []
-        for i, x in enumerate(leaves):
-            if isinstance(x, (Tensor, np.ndarray)):
-                t = (x if isinstance(x, Tensor) else Tensor(x)).realize()
+        for i, (x, spec) in enumerate(zip(leaves, specs, strict=True)):
+            if spec[0] != "static":
+                t = _leaf_tensor(x).realize()
                 views = []
                 for part in device_parts(t.uop):  # one input per device part
                     buf = buffer_view(part)
@@ -498,6 +537,8 @@ class Jit:
                     views.append(ph if part.shape == (buf.arg[2],) else UOp(Ops.RESHAPE, t.dtype, (ph,), part.shape))
                 stand_ins.append(Tensor(UOp(Ops.MULTI, t.dtype, tuple(views), t.uop.arg) if t.uop.op is Ops.MULTI
                                         else views[0]))
+                if spec[0] == "weak":
+                    weak(stand_ins[-1])
             else:
                 stand_ins.append(x)
         dyn_args, dyn_kwargs = tree_unflatten(treedef, stand_ins)
@@ -511,6 +552,7 @@ class Jit:
         sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline"))
         check_no_params(sink)
         sink, unflatten = lower_multi(sink)
+        sink = strip_literals(sink)  # constants of a trace are literals of its program, as in JAX
         flat_shapes = [r.shape for r in sink.src]
         # Tensors captured from closures are constants of the trace: bound like inputs, but never patched
         captured = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
@@ -536,6 +578,8 @@ class Jit:
         starts = np.cumsum([0, *flat_counts])
         for k, pos in enumerate(tensor_pos):
             arg_i = int(np.searchsorted(starts, pos, side="right") - 1)
+            if not isinstance(leaves[pos], Tensor) or is_interned(inputs[k]):   # interned buffers are shared
+                continue
             if arg_i < n_args and (arg_i in self.donate_argnums or arg_i - n_args in self.donate_argnums):
                 donated_inputs.append(k)
         calls = list(template.linear.src)

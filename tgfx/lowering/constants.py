@@ -1,0 +1,99 @@
+"""constants: the scalar constants of an eager graph become kernel arguments.
+
+An eager `x * lr` with a new `lr` every step, `fold_in(key, i)` with a step counter, a temperature: with the value
+baked into the kernel, every value is a new schedule and a new compile. Here each such CONST is replaced by a view
+of a one-element buffer holding the value, so the graph, its schedule and its kernels are the same for every value
+(JAX compiles its eager ops per shape and dtype, never per value). The buffers are interned by value in a bounded
+pool, so a loop with fixed constants copies nothing per step.
+
+Left as constants: 0 and 1 (the values folding needs: `where(m, x, 0)`, `x * 1`, zero-initialised buffers; a user
+value that is 0 or 1 costs at most one more compile), booleans, literals (`Tensor.literal`: the constants of an
+algorithm, such as a hash's rotations), and every constant of a graph that spans several devices (an argument
+buffer lives on one device). A scalar constant that is itself a result becomes a view of its interned buffer, with
+no kernel at all: interned buffers are never written (jit does not donate them). `jit` never uses this
+step: constants of a traced function are literals of its program, as in JAX; its scalar arguments are inputs.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from tgfx.dtypes import DType, dtypes, f32_to_bf16
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering.inline import substitute_outside_calls, walk
+
+POOL_SIZE = 4096   # interned argument buffers kept; a schedule of ever new values evicts the oldest
+_pool: OrderedDict[tuple, UOp] = OrderedDict()
+_pool_lock = threading.Lock()
+
+
+def is_runtime_constant(u: UOp) -> bool:
+    """A CONST whose value may be a kernel argument instead of a literal."""
+    return u.op is Ops.CONST and u.tag is None and u.dtype is not None and (u.dtype.is_float or u.dtype.is_int) \
+        and u.arg not in (0, 1)
+
+
+def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) -> UOp:
+    """The interned one-element BUFFER holding `value` for the `use`-th constant of a graph; never written after it
+    is filled, so it may be shared. Uses are numbered so that two uses of one value are still two arguments: the
+    graph's shape must not depend on which values happen to be equal."""
+    from tgfx.lowering.execute import copyin
+    from tgfx.lowering.schedule import new_buffer
+    key = (dtype, repr(value), device, use)   # repr: -0.0 and 0.0 are different arguments, nan is one
+    with _pool_lock:
+        buf = _pool.get(key)
+        if buf is not None:
+            _pool.move_to_end(key)
+            return buf
+    host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
+    buf = new_buffer(device, 1, dtype)
+    copyin(buf, f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
+    with _pool_lock:
+        _pool[key] = buf
+        while len(_pool) > POOL_SIZE:
+            _pool.popitem(last=False)
+    return buf
+    host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
+    buf = new_buffer(device, 1, dtype)
+    copyin(buf, f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
+    with _pool_lock:
+        _pool[key] = buf
+        while len(_pool) > POOL_SIZE:
+            _pool.popitem(last=False)
+    return buf
+
+
+def is_interned(buf: UOp) -> bool:
+    """Whether BUFFER `buf` is an interned argument buffer (shared: it must never be written)."""
+    if buf.arg[2] != 1:
+        return False
+    with _pool_lock:
+        return any(b is buf for b in _pool.values())
+
+
+def graph_device(nodes: list[UOp]) -> str | None:
+    """The one device a graph computes on (the default device for a graph of constants), or None for several."""
+    from tgfx.lowering.schedule import DEFAULT_DEVICE
+    devices = {u.arg[1] for u in nodes if u.op is Ops.BUFFER}
+    devices |= {u.arg if isinstance(u.arg, str) else None for u in nodes if u.op is Ops.COPY}
+    if len(devices) > 1 or None in devices:
+        return None
+    return next(iter(devices), DEFAULT_DEVICE)
+
+
+def const_view(u: UOp) -> tuple[list[UOp], UOp] | None:
+    """`u` as movement ops over a runtime constant (outermost first) and that constant, or None."""
+    chain = []
+    while u.op in GroupOp.Movement:
+        chain.append(u)
+        u = u.src[0]
+    return (chain, u) if is_runtime_constant(u) else None
+
+
+def strip_literals(sink: UOp) -> UOp:
+    """`sink` with its literals (`Tensor.literal`) plain CONSTs, as every later stage expects them."""
+    literals = {u: u.replace(tag=None) for u in walk(sink) if u.op is Ops.CONST and u.tag is not None}
+    return substitute_outside_calls(sink, literals) if literals else sink
