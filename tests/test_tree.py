@@ -442,3 +442,39 @@ def test_random_treedef_equality_matches_structure(a: Any, b: Any) -> None:
     relabeled = tree_map(Tag, a)
     assert tree_structure(relabeled) == da and hash(tree_structure(relabeled)) == hash(da)
     assert tree_map(lambda x, y: y, a, relabeled) == relabeled
+
+
+def test_register_pytree_node_class_decorator():
+    from tgfx.tree import register_pytree_node_class
+
+    @register_pytree_node_class
+    class Affine:
+        def __init__(self, w, b):
+            self.w, self.b = w, b
+
+        def tree_flatten(self):
+            return (self.w, self.b), "affine"
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            assert aux == "affine"
+            return cls(*children)
+
+    import numpy as np
+
+    import tgfx as tg
+    p = Affine(tg.asarray(np.ones(2, np.float32)), tg.asarray(np.zeros(2, np.float32)))
+    g = tg.grad(lambda p: (p.w * 3.0 + p.b).sum())(p)
+    assert isinstance(g, Affine) and g.w.tolist() == [3.0, 3.0] and g.b.tolist() == [1.0, 1.0]
+    assert tg.tree.leaves(tg.tree.map(lambda x: x * 2, p))[0].tolist() == [2.0, 2.0]
+    with pytest.raises(TypeError, match="tree_flatten"):
+        register_pytree_node_class(type("NoMethods", (), {}))
+
+
+def test_jax_tree_short_names():
+    import tgfx as tg
+    leaves, treedef = tg.tree.flatten({"a": 1, "b": (2, 3)})
+    assert leaves == [1, 2, 3] and tg.tree.unflatten(treedef, [4, 5, 6]) == {"a": 4, "b": (5, 6)}
+    assert tg.tree.map(lambda x: x + 1, [1, 2]) == [2, 3] and tg.tree.leaves([1, [2]]) == [1, 2]
+    assert tg.tree.structure((1, 2)) == tg.tree.tree_structure((0, 0)) and tg.tree.reduce(max, [3, 9, 1]) == 9
+    assert tg.tree.all([1, True]) and not tg.tree.all([1, 0])

@@ -19,6 +19,7 @@ children), so it can be part of a cache key.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import dataclasses
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -26,7 +27,8 @@ from typing import Any
 
 __all__ = [
     "DictKey", "FlattenedIndexKey", "GetAttrKey", "KeyEntry", "KeyPath", "PyTreeDef", "SequenceKey",
-    "keystr", "register_dataclass", "register_pytree_node", "register_pytree_with_keys",
+    "all", "flatten", "keystr", "leaves", "map", "map_with_path", "reduce", "register_dataclass",
+    "register_pytree_node", "register_pytree_node_class", "register_pytree_with_keys", "structure", "unflatten",
     "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves", "tree_leaves_with_path", "tree_map",
     "tree_map_with_path", "tree_reduce", "tree_structure", "tree_unflatten",
 ]
@@ -238,6 +240,27 @@ def register_pytree_node(nodetype: type, flatten_func: FlattenFn, unflatten_func
     """
     _register(nodetype, _Registration(
         flatten=flatten_func, unflatten=unflatten_func, keys=_flat_keys, render=_render_custom))
+
+
+def register_pytree_node_class(cls: type) -> type:
+    """Class decorator form of `register_pytree_node`, as `jax.tree_util.register_pytree_node_class`: the class
+    defines `tree_flatten(self) -> (children, aux_data)` and the classmethod `tree_unflatten(aux_data, children)`.
+
+    >>> @register_pytree_node_class
+    ... class Affine:
+    ...     def __init__(self, w, b): self.w, self.b = w, b
+    ...     def tree_flatten(self): return (self.w, self.b), None
+    ...     @classmethod
+    ...     def tree_unflatten(cls, aux, children): return cls(*children)
+    >>> tree_leaves(Affine(1, 2))
+    [1, 2]
+    """
+    for name in ("tree_flatten", "tree_unflatten"):
+        if not callable(getattr(cls, name, None)):
+            raise TypeError(f"register_pytree_node_class: {cls.__qualname__} must define {name} (tree_flatten(self) "
+                            f"-> (children, aux_data) and the classmethod tree_unflatten(aux_data, children))")
+    register_pytree_node(cls, lambda x: x.tree_flatten(), lambda aux, children: cls.tree_unflatten(aux, children))
+    return cls
 
 
 def register_pytree_with_keys(nodetype: type, flatten_with_keys: FlattenWithKeysFn, unflatten_func: UnflattenFn,
@@ -632,4 +655,9 @@ def tree_reduce(f: Callable[[Any, Any], Any], tree: Any, initializer: Any = _NO_
 
 def tree_all(tree: Any, is_leaf: IsLeafFn | None = None) -> bool:
     """True when every leaf is truthy."""
-    return all(tree_leaves(tree, is_leaf))
+    return builtins.all(tree_leaves(tree, is_leaf))
+
+
+# the short names of `jax.tree` (they shadow builtins in this module only: its code calls `builtins.all`)
+flatten, unflatten, map, map_with_path = tree_flatten, tree_unflatten, tree_map, tree_map_with_path  # noqa: A001
+leaves, structure, reduce, all = tree_leaves, tree_structure, tree_reduce, tree_all  # noqa: A001
