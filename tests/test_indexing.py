@@ -347,3 +347,108 @@ def test_scatter_zero_dim() -> None:
     x = tnp.full((), 2.0)
     check(x.at[()].add(1.0), np.float32(3))
     check(x.at[...].set(5.0), np.float32(5))
+
+
+# ---- traced and 0-d Tensor indices clamp as in JAX; Python ints stay static and raise ----
+def jax_clamped(i: int, n: int) -> int:
+    """JAX's rule for a gather index: a negative one counts from the end, then it is clamped into [0, n-1]."""
+    return min(max(i + n if i < 0 else i, 0), n - 1)
+
+
+IDX = [7, 5, 4, -1, -5, -6, -100, 2]
+
+
+@pytest.mark.parametrize("i", IDX)
+def test_traced_index_clamps_under_jit(i: int) -> None:
+    a = np.arange(5, dtype=np.float32)
+    got = tg.jit(lambda x, k: x[k])(tg.asarray(a), tg.asarray(np.int32(i)))
+    check(got, a[jax_clamped(i, 5)])
+    b = A[0]   # (3, 4, 5): a traced index on a middle axis, next to slices
+    got = tg.jit(lambda x, k: x[1:, k, ::2])(tg.asarray(b), tg.asarray(np.int32(i)))
+    check(got, b[1:, jax_clamped(i, 4), ::2])
+
+
+@pytest.mark.parametrize("i", IDX)
+def test_eager_zero_d_tensor_index_clamps(i: int) -> None:
+    a = np.arange(5, dtype=np.float32)
+    for dt in (np.int32, np.int64, np.int8):
+        check(tg.asarray(a)[tg.asarray(dt(i))], a[jax_clamped(i, 5)])
+    b = A[1, 0]   # (4, 5)
+    k = tg.asarray(np.int32(i))
+    check(tg.asarray(b)[k, k], b[jax_clamped(i, 4), jax_clamped(i, 5)])
+    check(tg.asarray(b)[..., k], b[..., jax_clamped(i, 5)])
+
+
+def test_unsigned_zero_d_index_clamps() -> None:
+    a = np.arange(5, dtype=np.float32)
+    check(tg.asarray(a)[tg.asarray(np.uint8(200))], a[4])
+    check(tg.asarray(a)[tg.asarray(np.uint32(3))], a[3])
+
+
+def test_fori_loop_reading_past_the_end_clamps() -> None:
+    a = np.arange(5, dtype=np.float32) ** 2
+    x = tg.asarray(a)
+    # the last step reads x[5]: JAX clamps it to x[4]
+    total = tg.lax.fori_loop(0, 5, lambda i, acc: acc + x[i + 1], tg.asarray(np.float32(0)))
+    check(total, np.float32(a[1:].sum() + a[4]))
+    diffs = tg.lax.fori_loop(0, 5, lambda i, d: d.at[i].set(x[i + 1] - x[i]), tnp.zeros(5))
+    check(diffs, np.array([1, 3, 5, 7, 0], np.float32))
+    rows = tg.asarray(A[0, 0])   # (4, 5): rows 0..5, the last two clamped to row 3
+    check(tg.lax.fori_loop(0, 6, lambda i, acc: acc + rows[i], tnp.zeros(5)), A[0, 0].sum(0) + 2 * A[0, 0, 3])
+
+
+def test_fori_loop_with_traced_bounds_clamps_under_jit() -> None:
+    a = np.arange(5, dtype=np.float32)
+    f = tg.jit(lambda x, n: tg.lax.fori_loop(0, n, lambda i, acc: acc + x[i], tg.asarray(np.float32(0))))
+    check(f(tg.asarray(a), tg.asarray(np.int32(8))), np.float32(a.sum() + 3 * a[4]))
+    check(f(tg.asarray(a), tg.asarray(np.int32(3))), np.float32(a[:3].sum()))
+
+
+def test_traced_scatter_out_of_range_is_dropped() -> None:
+    a = np.arange(5, dtype=np.float32)
+    set_at = tg.jit(lambda x, k: x.at[k].set(100.0))
+    add_at = tg.jit(lambda x, k: x.at[k].add(100.0))
+    for i in IDX:
+        j = i + 5 if i < 0 else i
+        want_set, want_add = a.copy(), a.copy()
+        if 0 <= j < 5:   # JAX's scatter drops what stays out of range after negative indices count from the end
+            want_set[j] = 100.0
+            want_add[j] += 100.0
+        check(set_at(tg.asarray(a), tg.asarray(np.int32(i))), want_set)
+        check(add_at(tg.asarray(a), tg.asarray(np.int32(i))), want_add)
+        check(tg.asarray(a).at[tg.asarray(np.int32(i))].set(100.0), want_set)   # eager: the same
+
+
+def test_fori_loop_fibonacci_drops_the_write_past_the_end() -> None:
+    n = 10
+    fib = tg.jit(lambda v: tg.lax.fori_loop(2, n + 1, lambda i, x: x.at[i].set(x[i - 1] + x[i - 2]), v))
+    start = tnp.zeros(n, dtype=tg.dtypes.int32).at[1].set(1)
+    check(fib(start), np.array([0, 1, 1, 2, 3, 5, 8, 13, 21, 34], np.int32))
+
+
+def test_vmap_over_indices_clamps() -> None:
+    a = np.arange(5, dtype=np.float32)
+    x = tg.asarray(a)
+    idx = np.array(IDX, np.int32)
+    check(tg.vmap(lambda k: x[k])(tg.asarray(idx)), a[[jax_clamped(int(i), 5) for i in idx]])
+    rows = np.zeros((len(IDX), 5), np.float32)
+    got = tg.vmap(lambda r, k: r.at[k].set(1.0))(tg.asarray(rows), tg.asarray(idx))
+    want = rows.copy()
+    for r, i in enumerate(idx):
+        if -5 <= i < 5:
+            want[r, i] = 1.0
+    check(got, want)
+
+
+def test_static_python_int_out_of_range_still_raises() -> None:
+    x = tg.asarray(np.arange(5, dtype=np.float32))
+    with pytest.raises(IndexError, match="index 7 is out of bounds for axis 0 with size 5"):
+        x[7]
+    with pytest.raises(IndexError, match="index -6 is out of bounds for axis 0 with size 5"):
+        x[np.int64(-6)]
+    with pytest.raises(IndexError, match="index 9 is out of bounds for axis 1 with size 3"):
+        tg.asarray(A)[0, 9]
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
+        tg.jit(lambda v: v[5])(x)   # static under jit too: the int is part of the program, not a traced value
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
+        tg.lax.fori_loop(0, 2, lambda i, acc: acc + x[5], tg.asarray(np.float32(0)))

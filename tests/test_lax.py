@@ -580,3 +580,11 @@ def test_nested_control_flow_under_jit_value_and_grad() -> None:
         x = rand(6, 3, seed=seed + 3)
         close(jf(x, w), tg.value_and_grad(ref, argnums=(0, 1))(x, w))
     assert jf.trace_count == 1
+
+
+def test_python_int_of_the_loop_index_is_a_concretization_error_naming_it():
+    import pytest
+
+    import tgfx as tg
+    with pytest.raises(tg.ConcretizationError, match="loop index"):
+        tg.lax.fori_loop(0, 5, lambda i, c: c + int(i), 0.0)

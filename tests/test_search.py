@@ -14,7 +14,7 @@ from tgfx.devices.cpu import cpu_count
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering import _kernels, index_level, lower_kernel
+from tgfx.lowering import forget_compiled, index_level, lower_kernel
 from tgfx.lowering import search as beam
 from tgfx.lowering.optimize import Opt, apply_hand_coded
 from tgfx.lowering.schedule import schedule
@@ -28,12 +28,12 @@ C, D = _rng.standard_normal((16, 12)).astype(np.float32), _rng.standard_normal((
 @pytest.fixture
 def cache(tmp_path):
     """An empty cache directory, BEAM=2 with a small budget, and no kernel or search result in memory."""
-    _kernels.clear()
+    forget_compiled()
     beam.clear_cache()
     with config.Context(TGFX_CACHE_DIR=str(tmp_path), BEAM=2, BEAM_BUDGET=1.5):
         tg.counters.reset()
         yield tmp_path
-    _kernels.clear()
+    forget_compiled()
     beam.clear_cache()
 
 
@@ -47,7 +47,7 @@ def entries(cache_dir):
 
 def again():
     """Forget everything this process holds in memory, keep the disk, and count from zero."""
-    _kernels.clear()
+    forget_compiled()
     beam.clear_cache()
     tg.counters.reset()
 

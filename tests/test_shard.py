@@ -376,3 +376,98 @@ def test_independent_allreduces_share_one_ring() -> None:
     tg.counters.reset()
     tg.realize(tg.Tensor(xs[0].sum(axis=0).uop), tg.Tensor(xs[1].sum(axis=0).uop))
     assert tg.counters.copy_count == 2 * 2 + 2 * 2 + 2 * 2  # per device: 2 pieces in, 1 + 1 ring copies, 2 chunks out
+
+
+# ---- JAX's device listing and placement: devices, device_put on pytrees, device_put_replicated / _sharded ----
+def test_devices_are_configured_not_discovered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    with tg.Context(TGFX_CPU_DEVICES=0):
+        assert tg.devices() == tg.local_devices() == ["CPU:0"]   # one device by default, as JAX's CPU backend
+        assert tg.device_count() == tg.local_device_count() == 1
+        tg.shard(tnp.ones(4), D4, axis=0).realize()   # opening more devices does not change the list
+        assert tg.devices() == ["CPU:0"]
+        monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_foo=1 --xla_force_host_platform_device_count=3")
+        assert tg.devices() == ["CPU:0", "CPU:1", "CPU:2"]   # what a ported JAX program asks for
+    with tg.Context(TGFX_CPU_DEVICES=4):
+        assert tg.devices() == list(D4) and tg.device_count() == 4   # the tgfx flag wins over XLA_FLAGS
+        assert tg.devices("cpu") == tg.local_devices(0) == list(D4)
+    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+        tg.devices("gpu")
+    with pytest.raises(ValueError, match="process_index=1"):
+        tg.local_devices(1)
+
+
+def test_device_put_takes_any_pytree() -> None:
+    a = randn(2, 3)
+    on1 = tg.asarray(a).to("CPU:1")
+    tree = {"w": a, "b": [1.5, on1], "n": (np.int32(3), None)}
+    out = tg.device_put(tree)   # no device: host data to the default device, Tensors stay where they are
+    assert isinstance(out["w"], tg.Tensor) and out["w"].device == "CPU:0"
+    np.testing.assert_array_equal(out["w"].numpy(), a)
+    assert out["b"][0].device == "CPU:0" and out["b"][0].item() == 1.5
+    assert out["b"][1] is on1
+    assert out["n"][0].dtype == tg.dtypes.int32 and out["n"][1] is None
+    moved = tg.device_put(tree, "CPU:2")
+    assert {t.device for t in tg.tree.tree_leaves(moved)} == {"CPU:2"}
+    np.testing.assert_array_equal(moved["b"][1].numpy(), a)
+    split = tg.device_put({"x": a}, D2, axis=0)
+    assert tg.sharding(split["x"]) == (D2, 0)
+    np.testing.assert_array_equal(split["x"].numpy(), a)
+    x = tg.asarray(a)
+    assert tg.device_put(x) is x
+
+
+def test_device_put_errors_name_the_leaf() -> None:
+    with pytest.raises(TypeError, match=r"leaf at \['cfg'\]\['name'\] is a str"):
+        tg.device_put({"cfg": {"name": "mlp"}, "w": np.ones(2)}, "CPU:1")
+    with pytest.raises(ValueError, match="axis=0 needs a device tuple"):
+        tg.device_put(np.ones(2), "CPU:1", axis=0)
+
+
+@pytest.mark.parametrize("devs", [("CPU:1",), D2, D4])
+def test_device_put_replicated_stacks_one_copy_per_device(devs: tuple) -> None:
+    a, b = randn(3), randn(2, 2)
+    out = tg.device_put_replicated({"a": a, "b": tg.asarray(b), "s": 2.0}, devs)
+    n = len(devs)
+    assert out["a"].shape == (n, 3) and out["b"].shape == (n, 2, 2) and out["s"].shape == (n,)
+    np.testing.assert_array_equal(out["a"].numpy(), np.stack([a] * n))
+    np.testing.assert_array_equal(out["b"].numpy(), np.stack([b] * n))
+    np.testing.assert_array_equal(out["s"].numpy(), np.full(n, 2.0, np.float32))
+    if n == 1:
+        assert out["a"].device == devs[0]
+    else:
+        assert tg.sharding(out["a"]) == (devs, 0)
+        assert [p.device for p in tg.parts(out["b"])] == list(devs)
+        assert all(p.shape == (1, 2, 2) for p in tg.parts(out["b"]))
+    # flax's unreplicate: row 0 is the value again
+    np.testing.assert_array_equal(tg.tree.tree_map(lambda t: t[0], out)["b"].numpy(), b)
+
+
+def test_device_put_sharded_stacks_along_a_new_axis() -> None:
+    xs = [randn(4, 2) for _ in D4]
+    out = tg.device_put_sharded([{"x": x, "i": np.int32(k)} for k, x in enumerate(xs)], D4)
+    assert out["x"].shape == (4, 4, 2) and tg.sharding(out["x"]) == (D4, 0)
+    np.testing.assert_array_equal(out["x"].numpy(), np.stack(xs))
+    np.testing.assert_array_equal(out["i"].numpy(), np.arange(4, dtype=np.int32))
+    for k, p in enumerate(tg.parts(out["x"])):
+        assert p.device == D4[k]
+        np.testing.assert_array_equal(p.numpy(), xs[k][None])
+    # ops on it are per device, and a reduce over the new axis is an all-reduce
+    np.testing.assert_allclose((out["x"] * 2).sum(axis=0).numpy(), 2 * np.sum(xs, axis=0), rtol=1e-5)
+    t = tg.device_put_sharded([tg.asarray(xs[0]).to("CPU:3"), tg.asarray(xs[1])], D2)   # Tensors move as needed
+    np.testing.assert_array_equal(t.numpy(), np.stack(xs[:2]))
+
+
+def test_device_put_sharded_errors() -> None:
+    with pytest.raises(ValueError, match=r"len\(shards\) = 1 must equal len\(devices\) = 2"):
+        tg.device_put_sharded([np.ones(2)], D2)
+    with pytest.raises(ValueError, match=r"shard 1 at \['w'\] is float32\[3\], but shard 0 is float32\[2\]"):
+        tg.device_put_sharded([{"w": np.ones(2, np.float32)}, {"w": np.ones(3, np.float32)}], D2)
+    with pytest.raises(ValueError, match="shard 1 has structure"):
+        tg.device_put_sharded([{"w": 1.0}, {"v": 1.0}], D2)
+    with pytest.raises(TypeError, match="shards must be a sequence"):
+        tg.device_put_sharded(np.ones((2, 2)), D2)
+    with pytest.raises(ValueError, match="device_put_replicated: the device tuple is empty"):
+        tg.device_put_replicated(np.ones(2), [])
+    with pytest.raises(ValueError, match="device_put_sharded: devices .* name a device more than once"):
+        tg.device_put_sharded([np.ones(2), np.ones(2)], ("CPU:1", "CPU:1"))

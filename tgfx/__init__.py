@@ -18,6 +18,7 @@ from tgfx.function import ConcretizationError as ConcretizationError
 from tgfx.function import function as function
 from tgfx.ir.ops import Ops as Ops
 from tgfx.ir.uop import UOp as UOp
+from tgfx.jaxpr import make_jaxpr as make_jaxpr
 from tgfx.kernel import custom_kernel as custom_kernel
 from tgfx.numpy import asarray as asarray
 from tgfx.profile import profile as profile
@@ -33,8 +34,14 @@ from tgfx.transforms.jvp import jacfwd as jacfwd
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
 from tgfx.transforms.shard import all_gather as all_gather
+from tgfx.transforms.shard import device_count as device_count
 from tgfx.transforms.shard import device_put as device_put
+from tgfx.transforms.shard import device_put_replicated as device_put_replicated
+from tgfx.transforms.shard import device_put_sharded as device_put_sharded
+from tgfx.transforms.shard import devices as devices
 from tgfx.transforms.shard import from_parts as from_parts
+from tgfx.transforms.shard import local_device_count as local_device_count
+from tgfx.transforms.shard import local_devices as local_devices
 from tgfx.transforms.shard import parts as parts
 from tgfx.transforms.shard import pmax as pmax
 from tgfx.transforms.shard import psum as psum

@@ -179,7 +179,7 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
     carry_si = [_stand_in(t.shape, t.dtype, device) for t in carry]
     x_si = [_stand_in(t.shape[1:], t.dtype, device) for t in x_leaves]
     described = {**dict(zip(carry_si, carry_paths, strict=True)),
-                 **{s: p + "[i]" for s, p in zip(x_si, x_paths, strict=True)}}
+                 **{s: p + "[i]" for s, p in zip(x_si, x_paths, strict=True)}, index: "i (the loop index)"}
     carry_arg = tree_unflatten(carry_tree, [Tensor(s) for s in carry_si])
     x_arg = tree_unflatten(x_tree, [Tensor(s) for s in x_si])
     out = _run(name, step, (Tensor(index), carry_arg, x_arg), described)

@@ -194,7 +194,7 @@ _FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, 
 
 def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
-    from tgfx.lowering.execute import run_linear
+    from tgfx.lowering.execute import buffer_memory, run_linear
     sink = UOp(Ops.SINK, None, tuple(uops))
     nodes = walk(sink)
     unflatten: Callable[[list[UOp]], list[UOp]] = list
@@ -209,9 +209,44 @@ def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     # the schedule depends on the graph, not on which buffers it reads, nor on the values of its scalar constants
     # (eager learning rates, step counters: kernel arguments, one schedule and one compile for all values)
     tpl, inputs = graph_template(sink, nodes)
-    linear, results = tpl.instantiate(inputs)
-    run_linear(linear)
+    if (prog := eager_program(tpl, inputs)) is not None:
+        # a graph met before replays its encoded program, as a jitted function does: no scheduling, no encoding
+        results = prog.execute([buffer_memory(b, allocate=False) for b in inputs], inputs)
+    else:
+        linear, results = tpl.instantiate(inputs)
+        run_linear(linear)
     return dict(zip(uops, unflatten(results), strict=True))
+
+
+_programs: dict[tuple[int, str], Any] = {}   # (template id, opt mode) -> its encoded program, or None: not one
+
+
+def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
+    """The encoded program of an eager graph's template from its second use on (a graph met once is only run), or
+    None where a result is an input's buffer (a view, or an interned constant: no command writes it). Programs are
+    kept per kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
+    tpl.uses += 1
+    if tpl.uses < 2:
+        return None
+    key = (id(tpl), opt_mode(forced_opts(), cpu_count()))
+    if (prog := _programs.get(key, False)) is not False:
+        return prog
+    from tgfx.lowering.schedule import buffer_view
+    from tgfx.transforms.jit import JitProgram
+    if any(buffer_view(r) is None or buffer_view(r).arg[0] < 0 for r in tpl.results):
+        prog = None
+    else:
+        prog = JitProgram(tpl, inputs, len(inputs), [r.shape for r in tpl.results], {}, list)
+    tpl.programs.append(key)
+    _programs[key] = prog
+    return prog
+
+
+def forget_compiled() -> None:
+    """Drop every compiled kernel and eager program this process holds (the disk cache stays): what a new process
+    would start from."""
+    _kernels.clear()
+    _programs.clear()
 
 
 def lower_multi(sink: UOp) -> tuple[UOp, Callable[[list[UOp]], list[UOp]]]:

@@ -373,6 +373,8 @@ class ScheduleTemplate:
 
     def __init__(self, roots: list[UOp], n_inputs: int) -> None:
         self.roots = roots   # kept alive: the same graph built again is these nodes, their keys already computed
+        self.uses = 0        # eager realisations, and the keys of their encoded programs (tgfx.lowering.eager_program)
+        self.programs: list[tuple[int, str]] = []
         self.linear, results = schedule(roots)
         self.results = [results[r] for r in roots]
         self.n_inputs = n_inputs
@@ -399,7 +401,9 @@ def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTempl
     tpl = _templates.get(key)
     if tpl is None:
         if len(_templates) >= _TEMPLATES_KEPT:
-            _templates.pop(next(iter(_templates)))
+            from tgfx.lowering import _programs
+            for k in _templates.pop(next(iter(_templates))).programs:
+                _programs.pop(k, None)
         tpl = _templates[key] = ScheduleTemplate(roots, n_inputs)
     return tpl
 

@@ -364,6 +364,9 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     when the advanced indices are adjacent, and go first otherwise. Negative entries count from the end, and as in
     JAX an entry still out of range is clamped into range (`mode="clip"`, the default); `mode="fill"` returns
     `fill_value` there instead (NaN for floats by default) and `mode="wrap"` takes it modulo the axis length.
+    A Tensor index is an array even when it is 0-d: `x[i]` with `i` a traced value (an argument under `jit`, a
+    `tg.lax.fori_loop` step, a `vmap`ped index) or an eager integer scalar Tensor reads `x[clip(i + n if i < 0 else
+    i, 0, n - 1)]`, as in JAX, where a Python int out of range is an IndexError: it is part of the program, not data.
 
     A boolean Tensor mask cannot be an index (the result's shape would depend on the data): use `tnp.where`. A
     concrete numpy boolean mask is turned into integer positions on the host, as numpy and JAX do.
@@ -449,7 +452,8 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
     """x with `values` combined into x[index] by op ('set', 'add', 'multiply', 'min', 'max'): a new Tensor.
 
     JAX's semantics: values broadcast to the shape of x[index] and are cast to x's dtype; index entries out of range
-    (after negative ones count from the end) are dropped (`mode="drop"`, the default; `mode="clip"` clamps them);
+    (after negative ones count from the end) are dropped (`mode="drop"`, the default; `mode="clip"` clamps them),
+    traced and 0-d Tensor indices and Python ints alike;
     repeated entries accumulate for add/multiply/min/max, and for set the last one in C order of the broadcast index
     wins (numpy's rule; JAX leaves the order unspecified).
     """

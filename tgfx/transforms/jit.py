@@ -233,6 +233,7 @@ class JitProgram:
                                  for j in range(len(self.outputs))] if distinct else []
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
+        self.n_copies = sum(1 for c in self.calls if c.src[0].op is Ops.COPY)
         self.lock = threading.Lock()
 
     def _encode(self) -> list[Segment]:
@@ -320,6 +321,7 @@ class JitProgram:
                 seg.bind(mems)
                 seg.device.submit(seg.cb, mems, self.inline)
             counters.kernel_count += self.n_kernels
+            counters.copy_count += self.n_copies
         if self.recent is not None:
             self.recent.append(results)
         return results
@@ -338,6 +340,9 @@ class JitProgram:
         if len(recent) < recent.maxlen:
             return None
         results = recent.popleft()   # taken first: another thread replaying meanwhile cannot take it too
+        if sys.getrefcount(results) > 2:   # the call that made them has not handed them out yet (another thread)
+            recent.appendleft(results)
+            return None
         for u in results:
             if sys.getrefcount(u) > 3 or (u.op is Ops.RESHAPE and sys.getrefcount(u.src[0]) > 2):
                 recent.appendleft(results)
@@ -377,6 +382,7 @@ class JitProgram:
                     seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
                 values.append(seg.device.submit(seg.cb, mems, self.inline).value)
         counters.kernel_count += self.n_kernels
+        counters.copy_count += self.n_copies
 
 
 def _output(spec: tuple, mems: list[Any]) -> UOp:

@@ -16,15 +16,26 @@ and replicated parameters; tensor-parallel layers shard a weight along its outpu
 """
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
+from typing import Any
 
-from tgfx.devices import canonical_device
+import numpy as np
+
+from tgfx import config
+from tgfx.devices import DEFAULT_DEVICE, canonical_device
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import ShardingError, multi
 from tgfx.tensor import Tensor, normalize_axis
+from tgfx.tree import keystr, tree_flatten_with_path, tree_unflatten
 
 Devices = tuple[str, ...]
+
+# how many CPU devices `devices()` lists (0: XLA_FLAGS' --xla_force_host_platform_device_count, else 1)
+CPU_DEVICES = config.Flag("TGFX_CPU_DEVICES", 0)
+_XLA_COUNT = re.compile(r"--xla_force_host_platform_device_count=([0-9]+)")
 
 
 def _devices(devices: str | Sequence[str], what: str) -> Devices:
@@ -82,15 +93,162 @@ def shard(x: Tensor, devices: str | Sequence[str], axis: int | None = None) -> T
     return Tensor(UOp(Ops.COPY, x.dtype, (u,), (devs, axis)))
 
 
-def device_put(x: Tensor, device: str | Sequence[str], axis: int | None = None) -> Tensor:
-    """`x` on one device (gathering it if sharded), or on a device tuple (`shard(x, device, axis)`)."""
-    if not isinstance(x, Tensor):
-        x = Tensor(x)
-    if isinstance(device, str):
-        if axis is not None:
-            raise ValueError(f"device_put: axis={axis} needs a device tuple, got the single device {device!r}")
-        return x.to(device)
-    return shard(x, device, axis)
+# ---- the devices, and placing pytrees on them (JAX's names) ----
+def _check_backend(backend: str | None, fn: str) -> None:
+    if backend is not None and str(backend).lower() != "cpu":
+        raise ValueError(f"{fn}: unknown backend {backend!r}; tgfx's devices are CPU devices (backend 'cpu' or None)")
+
+
+def devices(backend: str | None = None) -> list[str]:
+    """The devices of this process, by name: `["CPU:0", "CPU:1", ...]`, as `jax.devices()` lists its devices.
+
+    The list is configured, not discovered, so that code which sizes its work by `device_count()` sees the same
+    number on every run: `TGFX_CPU_DEVICES=n` (an environment variable, or `tg.Context(TGFX_CPU_DEVICES=n)`) lists
+    n devices; unset, the count JAX programs set with `XLA_FLAGS=--xla_force_host_platform_device_count=n` is used,
+    and without either there is one device, `["CPU:0"]` (as JAX has one CPU device by default). Every `"CPU:<k>"`
+    is still a separate device with its own memory that any function accepts by name, listed here or not.
+
+    >>> with tg.Context(TGFX_CPU_DEVICES=2):
+    ...     tg.devices()
+    ['CPU:0', 'CPU:1']
+
+    Raises:
+        ValueError: `backend` is not None or "cpu".
+    """
+    _check_backend(backend, "devices")
+    n = int(CPU_DEVICES.value)
+    if n <= 0:
+        m = _XLA_COUNT.search(os.environ.get("XLA_FLAGS", ""))
+        n = int(m.group(1)) if m else 1
+    return [f"CPU:{i}" for i in range(max(n, 1))]
+
+
+def local_devices(process_index: int | None = None, backend: str | None = None) -> list[str]:
+    """The devices this process drives: `devices()`, as tgfx runs in one process (`process_index` 0 or None)."""
+    if process_index not in (None, 0):
+        raise ValueError(f"local_devices: process_index={process_index!r}, but tgfx runs as one process (index 0)")
+    _check_backend(backend, "local_devices")
+    return devices()
+
+
+def device_count(backend: str | None = None) -> int:
+    """`len(devices())`: see `devices` for how the count is configured."""
+    return len(devices(backend))
+
+
+def local_device_count(backend: str | None = None) -> int:
+    """`len(local_devices())`."""
+    return len(local_devices(backend=backend))
+
+
+def _default_device() -> str:
+    return canonical_device(DEFAULT_DEVICE)
+
+
+def _leaves(tree: Any, fn: str) -> tuple[list[tuple[Any, Any]], Any]:
+    """The (path, leaf) pairs of `tree`, every leaf an array: a Tensor, a numpy array or a Python/numpy scalar."""
+    flat, treedef = tree_flatten_with_path(tree)
+    for path, leaf in flat:
+        if not isinstance(leaf, (Tensor, np.ndarray, np.generic, bool, int, float)):
+            where = f" at {keystr(path)}" if path else ""
+            raise TypeError(f"{fn}: the leaf{where} is a {type(leaf).__name__}, not an array; the leaves of what "
+                            f"is placed on devices must be Tensors, numpy arrays or scalars")
+    return flat, treedef
+
+
+def _on(leaf: Any, device: str) -> Tensor:
+    """`leaf` on one device: a Tensor copied there (if it is elsewhere), host data written there directly."""
+    return leaf.to(device) if isinstance(leaf, Tensor) else Tensor(leaf, device=device)
+
+
+def device_put(x: Any, device: str | Sequence[str] | None = None, axis: int | None = None) -> Any:
+    """`x` (a Tensor, or any pytree of Tensors, numpy arrays and scalars) on `device`, in the same structure.
+
+    device: one device ("CPU:1"): every leaf is copied there (a sharded Tensor is gathered); a device tuple:
+        every leaf is `shard(leaf, device, axis)`; None: host data goes to the default device ("CPU:0") and Tensors
+        stay where they are, as in JAX.
+
+    >>> params = tg.device_put({"w": np.ones((2, 2)), "b": 0.0}, "CPU:1")   # {'b': Tensor on CPU:1, 'w': ...}
+
+    Raises:
+        TypeError: a leaf is not an array (the message names its pytree path).
+        ValueError: `axis` is given with one device; see `shard` for the device tuple's errors.
+    """
+    flat, treedef = _leaves(x, "device_put")
+    if isinstance(device, str) and axis is not None:
+        raise ValueError(f"device_put: axis={axis} needs a device tuple, got the single device {device!r}")
+    out = []
+    for _, leaf in flat:
+        if device is None:
+            out.append(leaf if isinstance(leaf, Tensor) else Tensor(leaf, device=_default_device()))
+        elif isinstance(device, str):
+            out.append(_on(leaf, device))
+        else:
+            out.append(shard(leaf if isinstance(leaf, Tensor) else Tensor(leaf), device, axis))
+    return tree_unflatten(treedef, out)
+
+
+def _stacked(pieces: list[Tensor], devs: Devices) -> Tensor:
+    """One Tensor whose row i (a new leading axis) is `pieces[i]`, held by device i."""
+    rows = [p.reshape((1, *p.shape)) for p in pieces]
+    return rows[0] if len(rows) == 1 else from_parts(rows, axis=0)
+
+
+def device_put_replicated(x: Any, devices: Sequence[str]) -> Any:
+    """A copy of `x` (a Tensor or any pytree of arrays) on each of `devices`, stacked along a new leading axis of
+    size `len(devices)` and sharded along it: row i lives on `devices[i]` (`jax.device_put_replicated`'s layout,
+    what per-device code such as pmap-style steps expects). `tree_map(lambda t: t[0], out)` gives `x` back.
+    For one value replicated with its own shape, use `shard(x, devices)` (axis None).
+
+    >>> w = tg.device_put_replicated(tnp.ones(3), ("CPU:0", "CPU:1"))
+    >>> w.shape, tg.sharding(w)
+    ((2, 3), (('CPU:0', 'CPU:1'), 0))
+
+    Raises:
+        ValueError: `devices` is empty, names a device twice or names an unknown device.
+        TypeError: a leaf of `x` is not an array.
+    """
+    devs = _devices(devices, "device_put_replicated")
+    flat, treedef = _leaves(x, "device_put_replicated")
+    return tree_unflatten(treedef, [_stacked([_on(leaf, d) for d in devs], devs) for _, leaf in flat])
+
+
+def device_put_sharded(shards: Sequence[Any], devices: Sequence[str]) -> Any:
+    """`shards[i]` on `devices[i]`, stacked along a new leading axis (`jax.device_put_sharded`): every shard is a
+    pytree of the same structure whose leaves have the same shapes and dtypes, and each leaf of the result has
+    shape `(len(devices), *leaf.shape)`, sharded along axis 0.
+
+    >>> xs = tg.device_put_sharded([np.zeros(4), np.ones(4)], ("CPU:0", "CPU:1"))
+    >>> xs.shape, tg.parts(xs)[1].device
+    ((2, 4), 'CPU:1')
+
+    Raises:
+        ValueError: `len(shards) != len(devices)`, the shards' structures, shapes or dtypes differ (the message
+            names the shard and the pytree path), or a device name is unknown or repeated.
+    """
+    devs = _devices(devices, "device_put_sharded")
+    if isinstance(shards, (str, bytes)) or not isinstance(shards, Sequence):
+        raise TypeError(f"device_put_sharded: shards must be a sequence (one pytree per device), got "
+                        f"{type(shards).__name__}")
+    if len(shards) != len(devs):
+        raise ValueError(f"device_put_sharded: len(shards) = {len(shards)} must equal len(devices) = {len(devs)} "
+                         f"(one shard per device of {devs})")
+    flat0, treedef = _leaves(shards[0], "device_put_sharded")
+    columns: list[list[Tensor]] = [[] for _ in flat0]
+    for i, (tree, d) in enumerate(zip(shards, devs, strict=True)):
+        flat, td = _leaves(tree, "device_put_sharded")
+        if td != treedef:
+            raise ValueError(f"device_put_sharded: shard {i} has structure {td}, but shard 0 has {treedef}; every "
+                             f"shard must be a pytree of the same structure")
+        for k, (path, leaf) in enumerate(flat):
+            t = _on(leaf, d)
+            ref = columns[k][0] if columns[k] else t
+            if (t.shape, t.dtype) != (ref.shape, ref.dtype):
+                where = f" at {keystr(path)}" if path else ""
+                raise ValueError(f"device_put_sharded: shard {i}{where} is {t.dtype.name}{list(t.shape)}, but shard 0 "
+                                 f"is {ref.dtype.name}{list(ref.shape)}; shards must have equal shapes and dtypes")
+            columns[k].append(t)
+    return tree_unflatten(treedef, [_stacked(col, devs) for col in columns])
 
 
 def parts(x: Tensor) -> list[Tensor]:
@@ -181,5 +339,6 @@ def visualize_sharding(x: Tensor) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["shard", "device_put", "sharding", "parts", "from_parts", "psum", "pmax", "all_gather", "reduce_scatter",
-           "visualize_sharding", "ShardingError"]
+__all__ = ["shard", "device_put", "device_put_replicated", "device_put_sharded", "devices", "local_devices",
+           "device_count", "local_device_count", "sharding", "parts", "from_parts", "psum", "pmax", "all_gather",
+           "reduce_scatter", "visualize_sharding", "ShardingError"]
