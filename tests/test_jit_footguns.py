@@ -121,3 +121,37 @@ def test_grad_reaches_a_value_a_jitted_function_captures() -> None:
     g2 = tg.grad(lambda w: tg.function(lambda x: (x * w).sum(), allow_implicit=True)(x))(w)
     np.testing.assert_allclose(g1.numpy(), np.arange(3))
     np.testing.assert_allclose(g2.numpy(), np.arange(3))
+
+
+# ---- aliasing: the same buffer passed as two arguments ----
+def test_aliased_positional_arguments_then_distinct_ones_are_both_right():
+    f = tg.jit(lambda a, b: a + 2 * b)
+    z = tg.asarray(np.zeros(4, np.float32))
+    assert f(z, z).tolist() == [0.0] * 4
+    one, ten = tg.asarray(np.ones(4, np.float32)), tg.asarray(np.full(4, 10, np.float32))
+    assert f(one, ten).tolist() == [21.0] * 4      # not 30: b is not read from a's buffer
+    assert f(ten, ten).tolist() == [30.0] * 4 and f.trace_count == 2
+    g = tg.jit(lambda a, b: a - b)                  # distinct first, aliased after: every slot is bound on its own
+    assert g(one, ten).tolist() == [-9.0] * 4 and g(one, one).tolist() == [0.0] * 4
+
+
+def test_aliased_keyword_and_pytree_arguments():
+    f = tg.jit(lambda p, *, scale: p["a"] - p["b"] * scale)
+    x, y = tg.asarray(np.full(3, 5, np.float32)), tg.asarray(np.full(3, 2, np.float32))
+    assert f({"a": x, "b": x}, scale=y).tolist() == [-5.0] * 3
+    assert f({"a": x, "b": y}, scale=y).tolist() == [1.0] * 3
+    assert f({"a": y, "b": x}, scale=y).tolist() == [-8.0] * 3
+    h = tg.jit(lambda m, v: (m * 0.9 + 1.0, v * 0.5 + 1.0))   # Adam-style state built as `zeros, zeros`
+    zeros = tnp.zeros(3)
+    m, v = h(zeros, zeros)
+    m, v = h(m, v)
+    assert m.tolist() == pytest.approx([1.9] * 3) and v.tolist() == pytest.approx([1.5] * 3)
+
+
+def test_two_views_of_one_buffer_and_equal_python_scalars_alias_too():
+    f = tg.jit(lambda a, b: a * 10 + b)
+    x = tg.asarray(np.arange(4, dtype=np.float32))
+    assert f(x.reshape(2, 2), x.reshape(2, 2)).tolist() == [[0.0, 11.0], [22.0, 33.0]]
+    assert f(x.reshape(2, 2), (x + 1).reshape(2, 2)).tolist() == [[1.0, 12.0], [23.0, 34.0]]
+    s = tg.jit(lambda a, b: a * 10 + b)
+    assert s(0.5, 0.5).item() == 5.5 and s(0.5, 0.25).item() == 5.25

@@ -88,6 +88,7 @@ class Signature:
     leaves: tuple[LeafSpec, ...]
     static: tuple[tuple[str, Hashable], ...]
     names: tuple[str, ...]  # a readable name per leaf, for retrace messages
+    aliases: tuple[int, ...] | None = None  # which inputs share a buffer (`_aliases`)
 
     @property
     def key(self) -> Hashable:
@@ -490,12 +491,14 @@ class Jit:
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
-        key = (treedef, specs, static)
-        hit = self._cache.get(key)
         tensors = [_leaf_tensor(x) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
+        aliases = _aliases(tensors)
+        key = (treedef, specs, static, aliases)
+        hit = self._cache.get(key)
         if hit is None:
             hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
-        if not kwargs and not static and all(type(a) is Tensor and type(a.uop.device) is str for a in args):
+        if not kwargs and not static and aliases is None and \
+                all(type(a) is Tensor and type(a.uop.device) is str for a in args):
             self._fast[_fast_key(args)] = hit
         prog, out_tree = hit
         return self._run(prog, out_tree, tensors, args)
@@ -522,7 +525,7 @@ class Jit:
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
                key: Hashable) -> tuple[JitProgram, PyTreeDef]:
         dyn_args, dyn_kwargs = tree_unflatten(treedef, leaves)
-        sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)))
+        sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3])
         if self._signatures and (LOG_RETRACE or config.DEBUG >= 1):
             print(f"jit({self.name}): retracing: {self._explain(sig)}")
         self._signatures.append(sig)
@@ -625,6 +628,9 @@ class Jit:
         names = _static_names(self.f)
         diffs += [f"static {names.get(k, k)}: {dict(prev.static).get(k)!r} -> {v!r}" for k, v in sig.static
                   if dict(prev.static).get(k) != v]
+        if prev.aliases != sig.aliases:
+            diffs.append(f"inputs sharing a buffer (index of each input's first sharer): {prev.aliases} -> "
+                         f"{sig.aliases}")
         return "; ".join(diffs) or "same signature"
 
     def memory_report(self) -> dict[str, int]:
@@ -638,6 +644,20 @@ class Jit:
 def _as_tree(out_tree: PyTreeDef, results: list[UOp]) -> Any:
     """The function's results as Tensors, in its output structure."""
     return Tensor(results[0]) if out_tree.is_leaf else tree_unflatten(out_tree, [Tensor(u) for u in results])
+
+
+def _aliases(tensors: list[Tensor]) -> tuple[int, ...] | None:
+    """Which inputs share a buffer (the same Tensor twice, two views of one buffer, one interned scalar), as the
+    index of each input's first sharer; None when none do. Part of the signature: a program traced with two inputs
+    in one buffer binds both from that buffer, so a call with distinct buffers needs its own trace. (A program
+    traced with distinct inputs reads aliased ones correctly: every input slot is bound on its own.)"""
+    first: dict[UOp, int] = {}
+    pattern = []
+    for t in tensors:
+        for p in device_parts(t.uop):
+            b = buffer_view(p) or p   # a lazy value: equal graphs are realised into one buffer
+            pattern.append(first.setdefault(b, len(pattern)))
+    return None if len(first) == len(pattern) else tuple(pattern)
 
 
 def _fast_key(args: tuple) -> tuple:
