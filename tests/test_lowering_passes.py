@@ -225,3 +225,16 @@ def test_compiled_objects_have_no_32_bit_absolute_relocations():
     assert obj[:4] == b"\x7fELF"
     r_x86_64_32, r_x86_64_32s = 10, 11
     assert not _relocation_types(obj) & {r_x86_64_32, r_x86_64_32s}
+
+
+def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
+    # sigmoid(a) @ w fused would evaluate the sigmoid once per output column (64 times here): it is stored first;
+    # a cheap operand (2a) stays fused, and so does a costly one of a small product (a launch costs more)
+    a, w = Tensor(np.random.rand(128, 256).astype(np.float32)), Tensor(np.random.rand(256, 64).astype(np.float32))
+    assert _kernels((1 / (1 + tnp.exp(-a))) @ w) == 2
+    assert _kernels((a * 2) @ w) == 1
+    small_a = Tensor(np.random.rand(8, 16).astype(np.float32))
+    small_w = Tensor(np.random.rand(16, 4).astype(np.float32))
+    assert _kernels((1 / (1 + tnp.exp(-small_a))) @ small_w) == 1
+    np.testing.assert_allclose(((1 / (1 + tnp.exp(-a))) @ w).numpy(), (1 / (1 + np.exp(-a.numpy()))) @ w.numpy(),
+                               rtol=1e-5)

@@ -651,11 +651,13 @@ def _aliases(tensors: list[Tensor]) -> tuple[int, ...] | None:
     index of each input's first sharer; None when none do. Part of the signature: a program traced with two inputs
     in one buffer binds both from that buffer, so a call with distinct buffers needs its own trace. (A program
     traced with distinct inputs reads aliased ones correctly: every input slot is bound on its own.)"""
-    first: dict[UOp, int] = {}
+    first: dict[object, int] = {}
     pattern = []
     for t in tensors:
-        for p in device_parts(t.uop):
-            b = buffer_view(p) or p   # a lazy value: equal graphs are realised into one buffer
+        for j, p in enumerate(device_parts(t.uop)):
+            # a lazy value is its Tensor: a trace computes each argument into a buffer of its own (`tnp.zeros(8)`
+            # twice is two buffers, as two jnp.zeros are), and one Tensor passed twice into one
+            b = buffer_view(p) or (id(t), j)
             pattern.append(first.setdefault(b, len(pattern)))
     return None if len(first) == len(pattern) else tuple(pattern)
 
