@@ -3,7 +3,9 @@
 Every import happens inside the implementation, so this module loads without any peer installed; the runner asks
 `importlib` which peers are there before it calls one.
 
-- jax: `jax.jit` of each function on the CPU device; the MLP step is `jax.jit` of `jax.value_and_grad` + SGD.
+- jax: `jax.jit` of each function on the CPU device; the MLP step is `jax.jit` of `jax.value_and_grad` + SGD, the
+  VAE and GP steps the same with Adam written out (as `jax.example_libraries.optimizers`), `jax.random` and
+  `jax.scipy.linalg`.
 - torch: plain eager mode (no `torch.compile`); the MLP step is autograd + an SGD update under `torch.no_grad`.
 - tinygrad: `TinyJit` of each function (it captures on the second call and replays from the third); the MLP step
   computes gradients with `Tensor.gradient` and updates parameters in place with `assign`.
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.workloads import GELU_C, Case, Inputs, Sizes, impl, stateful
+from bench.workloads import GELU_C, GP_JITTER, Case, Inputs, Sizes, impl, read_adam_run, stateful
 
 # ---------------------------------------------------------------------------------------------------------------
 # jax
@@ -89,6 +91,84 @@ def jax_mlp(s: Sizes, d: Inputs) -> Case:
         return jax.block_until_ready((params, loss))
     return stateful(advance, ([_jax_put(p) for p in d["params"]], None),
                     lambda st: [*(np.asarray(p) for p in st[0]), np.asarray(st[1])])
+
+
+def jax_adam(params: list[Any], grads: list[Any], mu: list[Any], nu: list[Any], count: Any, lr: Any,
+             b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """Adam as `jax.example_libraries.optimizers.adam` writes it, with the learning rate an argument."""
+    jnp = _jax().numpy
+    mu = [b1 * m + (1 - b1) * g for m, g in zip(mu, grads, strict=True)]
+    nu = [b2 * v + (1 - b2) * g * g for v, g in zip(nu, grads, strict=True)]
+    count = count + 1
+    t = count.astype(jnp.float32)
+    c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+    params = [p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps) for p, m, v in zip(params, mu, nu, strict=True)]
+    return params, mu, nu, count
+
+
+def jax_vae_loss(params: list[Any], x: Any, eps: Any) -> Any:
+    jax = _jax()
+    jnp = jax.numpy
+    w1, b1, w2, b2, w3, b3, w4, b4 = params
+    latent = eps.shape[1]
+    o = jax.nn.softplus(x @ w1 + b1) @ w2 + b2
+    mean, log_var = o[:, :latent], o[:, latent:]
+    z = mean + jnp.exp(0.5 * log_var) * eps
+    logits = jax.nn.softplus(z @ w3 + b3) @ w4 + b4
+    nll = (jax.nn.softplus(logits) - x * logits).sum(axis=1)
+    kl = -0.5 * (1 + log_var - mean * mean - jnp.exp(log_var)).sum(axis=1)
+    return (nll + kl).mean()
+
+
+def _jax_adam_case(step: Callable, s: Sizes, d: Inputs, *data: np.ndarray) -> Case:
+    """A training loop of `step(state, *data, lr) -> (state, loss)` from the workload's params and Adam state."""
+    jax = _jax()
+    state = jax.tree.map(lambda a: _jax_put(np.asarray(a)), {k: d[k] for k in ("params", "mu", "nu", "count", "key")
+                                                             if k in d})
+    args = [_jax_put(a) for a in data]
+
+    def advance(st: tuple[dict[str, Any], Any]) -> tuple[dict[str, Any], Any]:
+        return jax.block_until_ready(step(st[0], *args, s.lr))
+    return stateful(advance, (state, None), lambda st: read_adam_run({**st[0], "loss": st[1]}))
+
+
+@impl("vae", "jax")
+def jax_vae(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+
+    @jax.jit
+    def step(st: dict[str, Any], x: Any, lr: float) -> tuple[dict[str, Any], Any]:
+        key, k_eps = jax.random.split(st["key"])
+        eps = jax.random.normal(k_eps, (x.shape[0], st["params"][2].shape[1] // 2))
+        loss, grads = jax.value_and_grad(jax_vae_loss)(st["params"], x, eps)
+        params, mu, nu, count = jax_adam(st["params"], grads, st["mu"], st["nu"], st["count"], lr)
+        return {"params": params, "mu": mu, "nu": nu, "count": count, "key": key}, loss
+    return _jax_adam_case(step, s, d, d["x"])
+
+
+def jax_gp_nll(params: list[Any], x: Any, y: Any) -> Any:
+    """JAX's examples/gaussian_process_regression.py's objective, with log hyperparameters."""
+    jax = _jax()
+    jnp, jsl = jax.numpy, jax.scipy.linalg
+    log_amp, log_ls, log_noise = params
+    n = x.shape[0]
+    sq = ((x[:, None, :] - x[None, :, :]) ** 2).sum(axis=-1)
+    k = jnp.exp(2 * log_amp) * jnp.exp(-0.5 * sq / jnp.exp(2 * log_ls))
+    chol = jsl.cholesky(k + (jnp.exp(2 * log_noise) + GP_JITTER) * jnp.eye(n), lower=True)
+    alpha = jsl.cho_solve((chol, True), y)
+    return 0.5 * (y * alpha).sum() + jnp.log(jnp.diag(chol)).sum() + 0.5 * n * jnp.log(2 * jnp.pi)
+
+
+@impl("gp", "jax")
+def jax_gp(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+
+    @jax.jit
+    def step(st: dict[str, Any], x: Any, y: Any, lr: float) -> tuple[dict[str, Any], Any]:
+        nll, grads = jax.value_and_grad(jax_gp_nll)(st["params"], x, y)
+        params, mu, nu, count = jax_adam(st["params"], grads, st["mu"], st["nu"], st["count"], lr)
+        return {"params": params, "mu": mu, "nu": nu, "count": count}, nll
+    return _jax_adam_case(step, s, d, d["x"], d["y"])
 
 
 @impl("dispatch", "jax")

@@ -28,12 +28,14 @@ class Sizes:
     dispatch: int                            # elements of the tiny jitted function
     conv: tuple[int, int, int, int, int]     # batch, in channels, out channels, height, width (3×3, stride 1, pad 1)
     allreduce: int = 16 * 2**20              # float32 elements per device of the all-reduce (and of the copy)
+    vae: tuple[int, int, int, int] = (64, 256, 16, 128)  # VAE pixels, hidden width, latent size, batch
+    gp: int = 128                            # training points of the Gaussian process
 
 
 FULL = Sizes(matmul=1024, gelu=16 * 2**20, softmax=(4096, 1024), mlp=(784, 512, 512, 10), batch=128, lr=0.01,
-             dispatch=16, conv=(16, 64, 64, 32, 32))
+             dispatch=16, conv=(16, 64, 64, 32, 32), vae=(64, 256, 16, 128), gp=128)
 QUICK = Sizes(matmul=128, gelu=2**16, softmax=(256, 128), mlp=(16, 8, 8, 4), batch=8, lr=0.01,
-              dispatch=16, conv=(2, 8, 8, 8, 8), allreduce=4096)
+              dispatch=16, conv=(2, 8, 8, 8, 8), allreduce=4096, vae=(16, 8, 4, 8), gp=8)
 
 
 @dataclass
@@ -105,6 +107,44 @@ def conv_inputs(s: Sizes) -> Inputs:
             "w": rng.standard_normal((cout, cin, 3, 3), np.float32) * np.float32(1 / math.sqrt(9 * cin))}
 
 
+def _adam_state(rng: np.random.Generator, params: list[np.ndarray]) -> dict[str, Any]:
+    """Adam's state a hundred steps into a run (so the first update is not the sign of the gradient, which rounding
+    can flip where a gradient is near 0, and every framework's result can be compared)."""
+    return {"mu": [rng.standard_normal(p.shape, np.float32) * np.float32(1e-2) for p in params],
+            "nu": [rng.uniform(0.5e-4, 1.5e-4, p.shape).astype(np.float32) for p in params],
+            "count": np.int32(100)}
+
+
+def vae_inputs(s: Sizes) -> Inputs:
+    """The VAE's params (LeCun-normal weights, zero biases: w1, b1 .. w4, b4 of encoder and decoder), Adam's state,
+    a batch of binary images, a key, and the noise `eps` the step draws from that key.
+
+    `eps` is what `normal(split(key)[1], (batch, latent))` gives (tgfx's generator, bit for bit jax.random's, checked
+    by tests/test_random.py): numpy's reference step takes it as given, the others draw it inside their step."""
+    import tgfx as tg
+    pixels, hidden, latent, batch = s.vae
+    rng = _rng()
+    params = []
+    for a, b in ((pixels, hidden), (hidden, 2 * latent), (latent, hidden), (hidden, pixels)):
+        params += [rng.standard_normal((a, b), np.float32) * np.float32(1 / math.sqrt(a)), np.zeros(b, np.float32)]
+    key = np.array([0, 42], np.uint32)
+    eps = tg.random.normal(tg.random.split(tg.asarray(key))[1], (batch, latent)).numpy()
+    x = (rng.uniform(size=(batch, pixels)) < 0.3).astype(np.float32)
+    return {"params": params, **_adam_state(rng, params), "key": key, "x": x, "eps": eps}
+
+
+def gp_inputs(s: Sizes) -> Inputs:
+    """The GP's log hyperparameters (amplitude, lengthscale, noise), Adam's state, and `s.gp` noisy samples of sin
+    at sorted points in [0, 2 pi] (x as (n, 1), y centred)."""
+    rng = _rng()
+    params = [np.float32(0.0), np.float32(0.0), np.float32(math.log(0.3))]
+    state = _adam_state(rng, [np.asarray(p) for p in params])
+    state["mu"], state["nu"] = [np.float32(m) for m in state["mu"]], [np.float32(v) for v in state["nu"]]
+    x = np.sort(rng.uniform(0, 2 * np.pi, s.gp)).astype(np.float32)[:, None]
+    y = (np.sin(x[:, 0]) + 0.1 * rng.standard_normal(s.gp)).astype(np.float32)
+    return {"params": params, **state, "x": x, "y": y - y.mean()}
+
+
 WORKLOADS = [
     Workload("matmul", lambda s: f"matmul {s.matmul}x{s.matmul}x{s.matmul}", "GFLOP/s",
              lambda s: 2 * s.matmul**3, matmul_inputs, rtol=1e-3, atol=1e-3),
@@ -126,9 +166,13 @@ WORKLOADS = [
              lambda s: 4 * s.allreduce, allreduce_inputs(2), rtol=1e-6, atol=1e-6),
     Workload("allreduce4", lambda s: f"all-reduce {4 * s.allreduce / 2**20:g} MB over 4 devices", "GB/s",
              lambda s: 4 * s.allreduce, allreduce_inputs(4), rtol=1e-6, atol=1e-6),
+    Workload("vae", lambda s: "vae step {}-{}-{} b{}".format(*s.vae), "ms", None, vae_inputs,
+             rtol=1e-3, atol=1e-5),
+    Workload("gp", lambda s: f"gp step, {s.gp} points", "ms", None, gp_inputs, rtol=1e-3, atol=1e-5),
 ]
 WORKLOADS_BY_NAME = {w.name: w for w in WORKLOADS}
 GELU_C = math.sqrt(2 / math.pi)
+GP_JITTER = 1e-6  # on the diagonal of the GP's covariance, as examples/gaussian_process.py adds
 
 # (workload, framework) -> implementation; filled by the @impl decorator here and in bench/peers.py.
 IMPLS: dict[tuple[str, str], Callable[[Sizes, Inputs], Case]] = {}
@@ -195,6 +239,83 @@ def np_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out.reshape(n, w.shape[0], h, wd)
 
 
+def np_softplus(a: np.ndarray) -> np.ndarray:
+    return np.logaddexp(np.float32(0), a)
+
+
+def np_sigmoid(a: np.ndarray) -> np.ndarray:
+    return np.exp(-np.logaddexp(np.float32(0), -a))
+
+
+def np_adam(params: list[np.ndarray], grads: list[np.ndarray], mu: list[np.ndarray], nu: list[np.ndarray],
+            count: np.int32, lr: float, b1: float = 0.9, b2: float = 0.999,
+            eps: float = 1e-8) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], np.int32]:
+    """One Adam step: new params, first and second moments, step count."""
+    f = np.float32
+    mu = [f(b1) * m + f(1 - b1) * g for m, g in zip(mu, grads, strict=True)]
+    nu = [f(b2) * v + f(1 - b2) * g * g for v, g in zip(nu, grads, strict=True)]
+    count = np.int32(count + 1)
+    c1, c2 = f(1) - f(b1) ** f(count), f(1) - f(b2) ** f(count)
+    params = [p - f(lr) * (m / c1) / (np.sqrt(v / c2) + f(eps)) for p, m, v in zip(params, mu, nu, strict=True)]
+    return params, mu, nu, count
+
+
+def np_vae_step(st: dict[str, Any], x: np.ndarray, eps: np.ndarray, lr: float) -> dict[str, Any]:
+    """One Adam step on the VAE's negative ELBO (Bernoulli decoder, Gaussian encoder, reparameterised with the given
+    noise `eps`), forward and backward written out by hand. `st` holds params, mu, nu, count (and the loss)."""
+    w1, b1, w2, b2, w3, b3, w4, b4 = st["params"]
+    n, latent = eps.shape
+    a1 = x @ w1 + b1
+    h1 = np_softplus(a1)
+    o = h1 @ w2 + b2
+    mean, log_var = o[:, :latent], o[:, latent:]
+    std = np.exp(np.float32(0.5) * log_var)
+    z = mean + std * eps
+    a2 = z @ w3 + b3
+    h2 = np_softplus(a2)
+    logits = h2 @ w4 + b4
+    nll = (np_softplus(logits) - x * logits).sum(axis=1)
+    kl = np.float32(-0.5) * (1 + log_var - mean * mean - np.exp(log_var)).sum(axis=1)
+    loss = (nll + kl).mean()
+    inv_n = np.float32(1 / n)
+    d_logits = (np_sigmoid(logits) - x) * inv_n
+    d_a2 = (d_logits @ w4.T) * np_sigmoid(a2)
+    d_z = d_a2 @ w3.T
+    d_mean = d_z + mean * inv_n
+    d_log_var = d_z * eps * std * np.float32(0.5) + np.float32(0.5) * (np.exp(log_var) - 1) * inv_n
+    d_o = np.concatenate([d_mean, d_log_var], axis=1)
+    d_a1 = (d_o @ w2.T) * np_sigmoid(a1)
+    grads = [x.T @ d_a1, d_a1.sum(0), h1.T @ d_o, d_o.sum(0), z.T @ d_a2, d_a2.sum(0), h2.T @ d_logits,
+             d_logits.sum(0)]
+    params, mu, nu, count = np_adam(st["params"], grads, st["mu"], st["nu"], st["count"], lr)
+    return {"params": params, "mu": mu, "nu": nu, "count": count, "loss": np.float32(loss)}
+
+
+def np_gp_step(st: dict[str, Any], x: np.ndarray, y: np.ndarray, lr: float) -> dict[str, Any]:
+    """One Adam step on the GP's negative log marginal likelihood (RBF kernel, log hyperparameters), its gradient
+    by hand: d nll / dK = (K^-1 - a a^T) / 2 with a = K^-1 y, in float64 (the answer the float32 ones approximate)."""
+    log_amp, log_ls, log_noise = (float(p) for p in st["params"])
+    x64, y64, n = x.astype(np.float64), y.astype(np.float64), len(y)
+    sq = ((x64[:, None, :] - x64[None, :, :]) ** 2).sum(axis=-1)
+    amp2, ls2, noise2 = math.exp(2 * log_amp), math.exp(2 * log_ls), math.exp(2 * log_noise)
+    e = np.exp(-0.5 * sq / ls2)
+    k = amp2 * e + (noise2 + GP_JITTER) * np.eye(n)
+    chol = np.linalg.cholesky(k)
+    k_inv = np.linalg.inv(k)
+    a = k_inv @ y64
+    nll = 0.5 * y64 @ a + np.log(np.diag(chol)).sum() + 0.5 * n * math.log(2 * math.pi)
+    w = 0.5 * (k_inv - np.outer(a, a))
+    grads = [np.float32((w * 2 * amp2 * e).sum()), np.float32((w * amp2 * e * sq / ls2).sum()),
+             np.float32(np.trace(w) * 2 * noise2)]
+    params, mu, nu, count = np_adam(st["params"], grads, st["mu"], st["nu"], st["count"], lr)
+    return {"params": params, "mu": mu, "nu": nu, "count": count, "loss": np.float32(nll)}
+
+
+def read_adam_run(st: dict[str, Any]) -> list[np.ndarray]:
+    """What an optimiser workload's result is checked on: the new params, then the loss (any arrays numpy reads)."""
+    return [*(np.asarray(p) for p in st["params"]), np.asarray(st["loss"], np.float32)]
+
+
 def _np_case(fn: Callable[..., np.ndarray], *args: np.ndarray) -> Case:
     box: list[np.ndarray] = []
 
@@ -257,6 +378,20 @@ def numpy_conv2d(s: Sizes, d: Inputs) -> Case:
     return _np_case(np_conv2d, d["x"], d["w"])
 
 
+@impl("vae", "numpy")
+def numpy_vae(s: Sizes, d: Inputs) -> Case:
+    x, eps = d["x"], d["eps"]
+    state = {k: d[k] for k in ("params", "mu", "nu", "count")}
+    return stateful(lambda st: np_vae_step(st, x, eps, s.lr), state, read_adam_run)
+
+
+@impl("gp", "numpy")
+def numpy_gp(s: Sizes, d: Inputs) -> Case:
+    x, y = d["x"], d["y"]
+    state = {k: d[k] for k in ("params", "mu", "nu", "count")}
+    return stateful(lambda st: np_gp_step(st, x, y, s.lr), state, read_adam_run)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # tgfx: every workload under tg.jit, so a timed call replays compiled kernels.
 # ---------------------------------------------------------------------------------------------------------------
@@ -309,6 +444,77 @@ def tg_mlp_step_fn(lr: float) -> Callable:
     def step(params: list[Any], x: Any, y: Any) -> tuple[list[Any], Any]:
         loss, grads = tg.value_and_grad(tg_mlp_loss)(params, x, y)
         return [p - lr * g for p, g in zip(params, grads, strict=True)], loss
+    return step
+
+
+def tg_adam(params: list[Any], grads: list[Any], mu: list[Any], nu: list[Any], count: Any, lr: Any,
+            b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> tuple[list[Any], list[Any], list[Any], Any]:
+    """Adam as the VAE example writes it (its learning rate is an argument of the jitted step)."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    mu = [b1 * m + (1 - b1) * g for m, g in zip(mu, grads, strict=True)]
+    nu = [b2 * v + (1 - b2) * g * g for v, g in zip(nu, grads, strict=True)]
+    count = count + 1
+    t = count.astype(tg.dtypes.float32)
+    c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+    params = [p - lr * (m / c1) / (tnp.sqrt(v / c2) + eps) for p, m, v in zip(params, mu, nu, strict=True)]
+    return params, mu, nu, count
+
+
+def tg_vae_loss(params: list[Any], x: Any, eps: Any) -> Any:
+    """The negative ELBO of examples/train_vae.py, over a flat parameter list (w1, b1 .. w4, b4)."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    w1, b1, w2, b2, w3, b3, w4, b4 = params
+    latent = eps.shape[1]
+    o = tg.nn.softplus(x @ w1 + b1) @ w2 + b2
+    mean, log_var = o[:, :latent], o[:, latent:]
+    z = mean + tnp.exp(0.5 * log_var) * eps
+    logits = tg.nn.softplus(z @ w3 + b3) @ w4 + b4
+    nll = (tg.nn.softplus(logits) - x * logits).sum(axis=1)
+    kl = -0.5 * (1 + log_var - mean * mean - tnp.exp(log_var)).sum(axis=1)
+    return (nll + kl).mean()
+
+
+def tg_vae_step() -> Callable:
+    """`tg.jit` of the VAE example's step, less its binarisation: split the key, draw the noise (materialised, as
+    the example does: see bench/README.md), value_and_grad, Adam with the learning rate as a Python float argument."""
+    import tgfx as tg
+
+    @tg.jit
+    def step(st: dict[str, Any], x: Any, lr: float) -> tuple[dict[str, Any], Any]:
+        key, k_eps = tg.random.split(st["key"])
+        eps = tg.random.normal(k_eps, (x.shape[0], st["params"][2].shape[1] // 2)).contiguous()  # see README
+        loss, grads = tg.value_and_grad(tg_vae_loss)(st["params"], x, eps)
+        params, mu, nu, count = tg_adam(st["params"], grads, st["mu"], st["nu"], st["count"], lr)
+        return {"params": params, "mu": mu, "nu": nu, "count": count, "key": key}, loss
+    return step
+
+
+def tg_gp_nll(params: list[Any], x: Any, y: Any) -> Any:
+    """examples/gaussian_process.py's negative log marginal likelihood, over (log amplitude, log lengthscale,
+    log noise): `tgfx.scipy.linalg.cholesky` and `cho_solve`."""
+    import tgfx.numpy as tnp
+    import tgfx.scipy.linalg as sla
+    log_amp, log_ls, log_noise = params
+    n = x.shape[0]
+    sq = ((x[:, None, :] - x[None, :, :]) ** 2).sum(axis=-1)
+    k = tnp.exp(2 * log_amp) * tnp.exp(-0.5 * sq / tnp.exp(2 * log_ls))
+    chol = sla.cholesky(k + (tnp.exp(2 * log_noise) + GP_JITTER) * tnp.eye(n), lower=True)
+    alpha = sla.cho_solve((chol, True), y)
+    return 0.5 * (y * alpha).sum() + tnp.log(tnp.einsum("ii->i", chol)).sum() + 0.5 * n * math.log(2 * math.pi)
+
+
+def tg_gp_step(lr: float) -> Callable:
+    """`tg.jit` of the GP example's step: value_and_grad of the NLL, then `tg.optim.adam`."""
+    import tgfx as tg
+    opt = tg.optim.adam(lr)
+
+    @tg.jit
+    def step(params: list[Any], state: Any, x: Any, y: Any) -> tuple[list[Any], Any, Any]:
+        nll, grads = tg.value_and_grad(tg_gp_nll)(params, x, y)
+        updates, state = opt.update(grads, state, params)
+        return tg.optim.apply_updates(params, updates), state, nll
     return step
 
 
@@ -390,6 +596,33 @@ IMPLS[("allreduce2", "tgfx")] = IMPLS[("allreduce4", "tgfx")] = _tgfx_allreduce
 @impl("conv2d", "tgfx")
 def tgfx_conv2d(s: Sizes, d: Inputs) -> Case:
     return _tg_case(tg_conv2d, d["x"], d["w"])
+
+
+@impl("vae", "tgfx")
+def tgfx_vae(s: Sizes, d: Inputs) -> Case:
+    import tgfx as tg
+    step, x = tg_vae_step(), _tg_put(d["x"])
+    state = tg.tree.tree_map(lambda a: _tg_put(np.asarray(a)), {k: d[k] for k in ("params", "mu", "nu", "count",
+                                                                                  "key")})
+
+    def advance(st: tuple[dict[str, Any], Any]) -> tuple[dict[str, Any], Any]:
+        new, loss = step(st[0], x, s.lr)
+        return new, loss.block_until_ready()
+    return stateful(advance, (state, None), lambda st: read_adam_run({**st[0], "loss": st[1]}))
+
+
+@impl("gp", "tgfx")
+def tgfx_gp(s: Sizes, d: Inputs) -> Case:
+    import tgfx as tg
+    step, x, y = tg_gp_step(s.lr), _tg_put(d["x"]), _tg_put(d["y"])
+    params = [_tg_put(np.asarray(p)) for p in d["params"]]
+    state = tg.optim.AdamState(_tg_put(np.asarray(d["count"])), [_tg_put(np.asarray(m)) for m in d["mu"]],
+                               [_tg_put(np.asarray(v)) for v in d["nu"]])
+
+    def advance(st: tuple[list[Any], Any, Any]) -> tuple[list[Any], Any, Any]:
+        params, state, nll = step(st[0], st[1], x, y)
+        return params, state, nll.block_until_ready()
+    return stateful(advance, (params, state, None), lambda st: read_adam_run({"params": st[0], "loss": st[2]}))
 
 
 def reference(workload: str, s: Sizes, d: Inputs) -> list[np.ndarray]:

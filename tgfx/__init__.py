@@ -6,6 +6,7 @@ from tgfx import nn as nn
 from tgfx import numpy as numpy
 from tgfx import optim as optim
 from tgfx import random as random
+from tgfx import scipy as scipy
 from tgfx import tree as tree
 from tgfx.checkpoint import CheckpointError as CheckpointError
 from tgfx.checkpoint import load as load

@@ -1,0 +1,290 @@
+"""`tgfx.scipy.linalg`: Cholesky factorisation and triangular solves, as `jax.scipy.linalg` has them.
+
+Both are tgfx programs: a `tg.lax.fori_loop` over the n columns (or rows) of the matrix, each step a few masked
+sums and a matrix-vector product of the static size n, so the loop body compiles once (its compile time does not
+grow with n) and no shape depends on the data. Leading batch axes are carried through every step. Each is a
+`tg.function` with its own backward (more triangular solves), so `grad` costs O(n^3) time and O(n^2) memory, not
+the n saved carries a differentiated loop would keep.
+
+As in scipy, only one triangle of the input is read (the lower one for `lower=True`); the other may hold anything,
+NaN included. The gradient is that of the function as computed, so it is zero on the triangle not read; for a
+symmetric perturbation (a covariance built symmetrically from parameters) it is the same as JAX's. A matrix that is
+not positive definite gives NaNs, as in JAX (there is no error: the values are not known while tracing).
+
+>>> import tgfx.scipy.linalg as sla
+>>> c, low = sla.cho_factor(cov, lower=True)
+>>> x = sla.cho_solve((c, low), b)                        # cov^-1 b
+>>> z = sla.solve_triangular(c, b, lower=True)            # L^-1 b
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import tgfx.numpy as tnp
+from tgfx.dtypes import dtypes
+from tgfx.function import function
+from tgfx.lax import fori_loop
+from tgfx.scipy._util import promote_args_inexact
+from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes
+
+
+def _check_square(name: str, what: str, a: Tensor) -> int:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name}: {what} must be a square matrix or a stack of them (shape (..., n, n)), got shape "
+                         f"{a.shape}")
+    return a.shape[-1]
+
+
+def _index(n: int) -> Tensor:
+    return tnp.arange(n, dtype=dtypes.int32)
+
+
+# Every step below reads the row or column it needs with a masked sum over the matrix instead of slicing a
+# transposed copy: a transposed elementwise kernel is tiled lane by lane both ways and takes over a second to compile
+# at n = 64, where these sums compile in milliseconds and cost O(n^2) a step, like the step's own product.
+def _row(x: Tensor, at: Tensor) -> Tensor:
+    """x[..., i, :] for the one-hot mask at = (idx == i)."""
+    return tnp.sum(tnp.where(at[:, None], x, 0.0), axis=-2)
+
+
+def _col(x: Tensor, at: Tensor) -> Tensor:
+    """x[..., :, i] for the one-hot mask at = (idx == i)."""
+    return tnp.sum(tnp.where(at, x, 0.0), axis=-1)
+
+
+def _product(x: Tensor, y: Tensor, transpose_x: bool) -> Tensor:
+    """x^T y (`transpose_x`, x (..., k, m), y (..., k, n)) or x y^T (x (..., m, k), y (..., n, k)), one row of the
+    result a step: row i is y^T times column i of x, or y times row i of x.
+
+    A loop rather than one contraction kernel: tgfx schedules x y^T as a transposed copy of y and a matmul, and at
+    n = 64 its transposed-copy kernel (a 16 x 16 tile of float32 lanes) and its register-tiled matmul take about a
+    second each to compile, where each step here is a matrix-vector product that compiles in milliseconds."""
+    m = x.shape[-1] if transpose_x else x.shape[-2]
+    idx = _index(m)
+    n = y.shape[-1] if transpose_x else y.shape[-2]
+    out = tnp.zeros(broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (m, n), x.dtype)
+
+    def step(i: Tensor, acc: Tensor) -> Tensor:
+        at = idx == i
+        if transpose_x:
+            r = tnp.sum(y * _col(x, at)[..., :, None], axis=-2)
+        else:
+            r = tnp.sum(y * _row(x, at)[..., None, :], axis=-1)
+        return tnp.where(at[:, None], r[..., None, :], acc)
+
+    return fori_loop(0, m, step, out)
+
+
+def _atb(x: Tensor, y: Tensor) -> Tensor:
+    return _product(x, y, True)
+
+
+def _abt(x: Tensor, y: Tensor) -> Tensor:
+    return _product(x, y, False)
+
+
+def _cholesky_loop(a: Tensor, lower: bool) -> Tensor:
+    """The Cholesky factor of the symmetric matrix whose lower (upper) triangle `a` holds, one column of L (row of
+    U = L^T) a step: column j is (a[:, j] - L L[j, :]^T) on and below the diagonal, scaled by the square root of its
+    diagonal entry (the rows of U the same, transposed)."""
+    n = a.shape[-1]
+    idx = _index(n)
+    tri = tnp.tril(a) if lower else tnp.triu(a)
+
+    def step(j: Tensor, fac: Tensor) -> Tensor:
+        at = idx == j
+        if lower:
+            v = _col(tri, at) - tnp.sum(fac * _row(fac, at)[..., None, :], axis=-1)
+        else:
+            v = _row(tri, at) - tnp.sum(fac * _col(fac, at)[..., :, None], axis=-2)
+        d = tnp.sqrt(tnp.sum(tnp.where(at, v, 0.0), axis=-1, keepdims=True))
+        new = tnp.where(idx > j, v / d, tnp.where(at, d, 0.0))
+        return tnp.where(at, new[..., :, None], fac) if lower else tnp.where(at[:, None], new[..., None, :], fac)
+
+    return fori_loop(0, n, step, tnp.zeros_like(a))
+
+
+def _phi(x: Tensor, lower: bool) -> Tensor:
+    """The lower (upper) triangle of x with its diagonal halved."""
+    n = x.shape[-1]
+    return (tnp.tril(x) if lower else tnp.triu(x)) - 0.5 * x * tnp.eye(n, dtype=x.dtype)
+
+
+def _cholesky_backward(lower: bool) -> Any:
+    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
+        """For L = chol(S), S the symmetric matrix read from tril(a), dS's cotangent is sym(G) with
+        G = L^-T phi(L^T Lbar) L^-1 (Murray 2016, arXiv:1602.07527); a's counts each off-diagonal entry twice (it
+        appears in S twice), which is phi(Y) for Y = L^-T (P + P^T) L^-1, P = phi(L^T Lbar). For U = L^T the same
+        with every product transposed."""
+        (g,), (fac,) = grads, call.outputs
+        g = tnp.tril(g) if lower else tnp.triu(g)
+        x, xt = (_atb(fac, g), _atb(g, fac)) if lower else (_abt(fac, g), _abt(g, fac))  # L^T Lbar, its transpose
+        n = fac.shape[-1]
+        rows, cols = _index(n)[:, None], _index(n)[None, :]
+        p_sym = tnp.where(rows > cols, x, tnp.where(rows < cols, xt, x))   # P + P^T, read from both products
+        w = _solve(fac, p_sym, transpose=lower, lower=lower, unit=False, right=False)
+        y = _solve(fac, w, transpose=not lower, lower=lower, unit=False, right=True)
+        return (_phi(y, lower),)
+    return backward
+
+
+def _cholesky_lower(a: Tensor) -> Tensor:
+    return _cholesky_loop(a, True)
+
+
+def _cholesky_upper(a: Tensor) -> Tensor:
+    return _cholesky_loop(a, False)
+
+
+_cholesky_fns = {True: function(_cholesky_lower, grad_fxn=_cholesky_backward(True)),
+                 False: function(_cholesky_upper, grad_fxn=_cholesky_backward(False))}
+
+
+def cholesky(a: ArrayLike, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Tensor:
+    """The Cholesky factor of a symmetric positive definite matrix (`jax.scipy.linalg.cholesky`).
+
+    Upper by default, as in scipy: a = U^T U; with `lower=True`, a = L L^T. Only that triangle of `a` is read. `a`
+    may have leading batch axes (..., n, n). Not positive definite: NaNs. `overwrite_a` and `check_finite` are
+    accepted for scipy compatibility and have no effect.
+
+    >>> cholesky(tg.asarray([[4.0, 2.0], [2.0, 5.0]]), lower=True)    # [[2, 0], [1, 2]]
+
+    Raises ValueError when `a` is not square (or a stack of square matrices).
+    """
+    (t,) = promote_args_inexact("cholesky", a)
+    n = _check_square("cholesky", "a", t)
+    if n == 0:
+        return t
+    return _cholesky_fns[bool(lower)](t)
+
+
+def cho_factor(a: ArrayLike, lower: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True) -> tuple[Tensor, bool]:
+    """(c, lower): the Cholesky factor of `a` and which triangle it is, for `cho_solve` (`jax.scipy.linalg.cho_factor`).
+
+    Unlike scipy, the other triangle of c holds zeros, not what `a` held there (JAX does the same).
+
+    >>> c_and_lower = cho_factor(cov)
+    >>> x = cho_solve(c_and_lower, b)
+    """
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower: tuple[ArrayLike, bool], b: ArrayLike, overwrite_b: bool = False,
+              check_finite: bool = True) -> Tensor:
+    """The x with a x = b, given `cho_factor(a)` (`jax.scipy.linalg.cho_solve`): two triangular solves.
+
+    `b` is (n,) or (n, k), with leading batch axes that broadcast with c's.
+
+    >>> x = cho_solve(cho_factor(cov, lower=True), b)
+    """
+    if not (isinstance(c_and_lower, tuple) and len(c_and_lower) == 2):
+        raise TypeError(f"cho_solve: the first argument must be the pair (c, lower) that cho_factor returns, got "
+                        f"{type(c_and_lower).__name__}")
+    c, low = c_and_lower
+    y = solve_triangular(c, b, trans=0 if low else 1, lower=low)
+    return solve_triangular(c, y, trans=1 if low else 0, lower=low)
+
+
+# ---- triangular solves ----
+def _substitute(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool, right: bool) -> Tensor:
+    """x with M x = b (or x M = b when `right`), M = op(tri(a)): op the transpose or not, tri the lower or upper
+    triangle with a's diagonal or ones; a (..., n, n), b (..., n, k) (or (..., k, n)) of the same batch shape.
+
+    One unknown row (column) a step: x[i] = (b[i] - M[i, :] x) / M[i, i], in the order that has every other term of
+    the sum known already: forward for a lower M, backward for an upper one (the other way round for `right`)."""
+    n = a.shape[-1]
+    idx = _index(n)
+    below = lower != transpose          # whether M is lower triangular
+    forward = below != right
+
+    def step(k: Tensor, x: Tensor) -> Tensor:
+        i = k if forward else (n - 1) - k
+        at = idx == i
+        # row i of M (for `right`, column i): a row or a column of a
+        m = _col(a, at) if transpose != right else _row(a, at)
+        d = tnp.sum(tnp.where(at, m, 0.0), axis=-1)
+        m = tnp.where(idx < i if below != right else idx > i, m, 0.0)
+        if right:
+            xi = _col(b, at) - tnp.sum(x * m[..., None, :], axis=-1)
+        else:
+            xi = _row(b, at) - tnp.sum(m[..., :, None] * x, axis=-2)
+        if not unit:
+            xi = xi / d[..., None]
+        return tnp.where(at, xi[..., :, None], x) if right else tnp.where(at[:, None], xi[..., None, :], x)
+
+    return fori_loop(0, n, step, tnp.zeros_like(b))
+
+
+def _solve(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool, right: bool = False) -> Tensor:
+    """x with op(tri(a)) x = b (x op(tri(a)) = b when `right`); a (..., n, n) and b (..., n, k) (or (..., k, n))
+    with broadcast batch axes. A `tg.function` with its own backward."""
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], name="solve_triangular")
+    a = tnp.broadcast_to(a, batch + a.shape[-2:])
+    b = tnp.broadcast_to(b, batch + b.shape[-2:])
+    return _solver(transpose, lower, unit, right)(a, b)
+
+
+_solvers: dict[tuple[bool, bool, bool, bool], Any] = {}
+
+
+def _solver(transpose: bool, lower: bool, unit: bool, right: bool) -> Any:
+    """The `tg.function` solving op(tri(a)) x = b for one combination of the flags (made once, then reused)."""
+    flags = (transpose, lower, unit, right)
+    if flags in _solvers:
+        return _solvers[flags]
+
+    def solve(a: Tensor, b: Tensor) -> Tensor:
+        return _substitute(a, b, transpose, lower, unit, right)
+
+    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
+        # x = M^-1 b: bbar = M^-T xbar, Mbar = -bbar x^T (x = b M^-1: bbar = xbar M^-T, Mbar = -x^T bbar), and
+        # abar is Mbar (transposed back when M = tri(a)^T) on the triangle that was read
+        (g,), (a, _), (x,) = grads, call.inputs, call.outputs
+        gb = _solver(not transpose, lower, unit, right)(a, g)
+        if right:
+            gm = -(_atb(gb, x) if transpose else _atb(x, gb))
+        else:
+            gm = -(_abt(x, gb) if transpose else _abt(gb, x))
+        ga = tnp.tril(gm, -1 if unit else 0) if lower else tnp.triu(gm, 1 if unit else 0)
+        return ga, gb
+
+    name = f"solve_triangular_{'T' if transpose else 'N'}{'L' if lower else 'U'}{'_unit' if unit else ''}"
+    solve.__qualname__ = solve.__name__ = name + ("_right" if right else "")
+    _solvers[flags] = function(solve, grad_fxn=backward)
+    return _solvers[flags]
+
+
+_TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}
+
+
+def solve_triangular(a: ArrayLike, b: ArrayLike, trans: int | str = 0, lower: bool = False,
+                     unit_diagonal: bool = False, overwrite_b: bool = False, debug: Any = None,
+                     check_finite: bool = True) -> Tensor:
+    """The x with a x = b for a triangular `a` (`jax.scipy.linalg.solve_triangular`), by substitution.
+
+    Only the triangle `lower` names is read (upper by default, as in scipy), and with `unit_diagonal=True` not even
+    its diagonal (taken as ones). `trans` 0 / "N" solves a x = b, 1 / "T" and 2 / "C" (the same for real a) solve
+    a^T x = b. `a` is (..., n, n); `b` is (..., n), a vector per matrix, when it has one axis fewer than a, else
+    (..., n, k); the batch axes broadcast. A zero on the diagonal gives infs and NaNs, as in JAX. `overwrite_b`,
+    `debug` and `check_finite` are accepted for scipy compatibility and have no effect.
+
+    >>> solve_triangular(tg.asarray([[2.0, 0.0], [1.0, 1.0]]), tg.asarray([2.0, 3.0]), lower=True)   # [1., 2.]
+
+    Raises ValueError when `a` is not square or b's rows do not match a's size, and for an unknown `trans`.
+    """
+    if isinstance(trans, bool) or trans not in _TRANS:
+        raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+    at, bt = promote_args_inexact("solve_triangular", a, b)
+    n = _check_square("solve_triangular", "a", at)
+    vector = bt.ndim == at.ndim - 1
+    if bt.ndim == 0 or (bt.shape[-1] if vector else bt.shape[-2] if bt.ndim >= 2 else -1) != n:
+        raise ValueError(f"solve_triangular: b must have shape (..., {n}) or (..., {n}, k) to match a of shape "
+                         f"{at.shape}, got shape {bt.shape}")
+    if vector:
+        bt = bt[..., None]
+    x = bt if n == 0 else _solve(at, bt, _TRANS[trans], bool(lower), bool(unit_diagonal))
+    return x[..., 0] if vector else x
+
+
+__all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular"]

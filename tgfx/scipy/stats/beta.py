@@ -1,0 +1,31 @@
+"""The beta distribution with shapes a and b on [loc, loc + scale] (`jax.scipy.stats.beta`).
+
+>>> beta.logpdf(tg.asarray([0.5]), 2.0, 2.0)    # [0.4054651]
+"""
+from __future__ import annotations
+
+import math
+
+import tgfx.numpy as tnp
+from tgfx.scipy._util import promote_args_inexact
+from tgfx.scipy.special import betaln, xlog1py, xlogy
+from tgfx.tensor import ArrayLike, Tensor
+
+
+def logpdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """(a - 1) log y + (b - 1) log(1 - y) - betaln(a, b) - log(scale) for y = (x - loc) / scale in [0, 1], -inf
+    outside; NaN where a, b or scale is not positive."""
+    xt, at, bt, lt, st = promote_args_inexact("beta.logpdf", x, a, b, loc, scale)
+    outside = (xt < lt) | (xt > lt + st)
+    y = tnp.where(outside, 0.5, (xt - lt) / st)
+    log_probs = xlogy(at - 1, y) + xlog1py(bt - 1, -y) - betaln(at, bt) - tnp.log(st)
+    out = tnp.where(outside, -math.inf, log_probs)
+    return tnp.where((at <= 0) | (bt <= 0) | (st <= 0), math.nan, out)
+
+
+def pdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """exp(logpdf(x, a, b, loc, scale))."""
+    return tnp.exp(logpdf(x, a, b, loc, scale))
+
+
+__all__ = ["logpdf", "pdf"]

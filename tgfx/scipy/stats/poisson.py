@@ -1,0 +1,29 @@
+"""The Poisson distribution with mean mu, shifted by loc (`jax.scipy.stats.poisson`).
+
+>>> poisson.logpmf(tg.asarray([0.0, 2.0, 1.5]), 2.0)     # [-2., -1.3068528, -inf]
+"""
+from __future__ import annotations
+
+import math
+
+import tgfx.numpy as tnp
+from tgfx.scipy._util import promote_args_inexact
+from tgfx.scipy.special import gammaln, xlogy
+from tgfx.tensor import ArrayLike, Tensor
+
+
+def logpmf(k: ArrayLike, mu: ArrayLike, loc: ArrayLike = 0) -> Tensor:
+    """k log(mu) - log(k!) - mu at k - loc a non-negative integer, -inf elsewhere."""
+    kt, mt, lt = promote_args_inexact("poisson.logpmf", k, mu, loc)
+    x = kt - lt
+    off = (x < 0) | (tnp.round(x) != x)
+    xs = tnp.where(off, 0.0, x)
+    return tnp.where(off, -math.inf, xlogy(xs, mt) - gammaln(xs + 1) - mt)
+
+
+def pmf(k: ArrayLike, mu: ArrayLike, loc: ArrayLike = 0) -> Tensor:
+    """P(K = k) = exp(logpmf(k, mu, loc))."""
+    return tnp.exp(logpmf(k, mu, loc))
+
+
+__all__ = ["logpmf", "pmf"]
