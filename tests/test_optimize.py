@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tgfx as tg
+import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
@@ -144,6 +145,27 @@ def test_transcendental_rewrites_leave_no_library_calls_for_float32():
     assert not {u.op for u in out.toposort()} & {Ops.EXP, Ops.TANH, Ops.EXP2}
     x64 = UOp(Ops.VARIABLE, dtypes.float64, (), ("x", 0, 0))
     assert graph_rewrite(UOp(Ops.EXP, dtypes.float64, (x64,)), pm_transcendental).op is Ops.EXP
+    for op in (Ops.LOG, Ops.LOG2, Ops.LOG1P):
+        out = graph_rewrite(UOp(op, dtypes.float32, (x,)), pm_transcendental)
+        assert not {u.op for u in out.toposort()} & {Ops.LOG, Ops.LOG2, Ops.LOG1P, Ops.EXP, Ops.EXP2}
+
+
+@pytest.mark.parametrize("name,ulps", [("log", 1), ("log2", 1), ("log1p", 2)])
+def test_float32_logs_are_within_ulps_of_the_correctly_rounded_value(name, ulps):
+    # over the whole float32 range, denormals included, and their edges: 0, 1, inf, -1, nan, negatives
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.exp(rng.uniform(-100, 88, 20000)), [0, 1e-45, 1e-40, 1.17e-38, 1, 0.7071067, 0.70710677,
+                                                               2, np.inf, -1, -3.5, np.nan, 3.4e38]])
+    if name == "log1p":
+        x = np.concatenate([x - 1, rng.uniform(-1, 1, 5000), [-1, 1e-8, -1e-8, 3e-7, -0.9999999]])
+    x = x.astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = getattr(np, name)(x.astype(np.float64)).astype(np.float32)
+        got = getattr(tnp, name)(tg.asarray(x)).numpy()
+        finite = np.isfinite(want)
+        ulp = np.abs(got[finite].astype(np.float64) - want[finite]) / np.spacing(np.abs(want[finite]))
+    assert ulp.max() <= ulps
+    np.testing.assert_array_equal(got[~finite], want[~finite])
 
 
 @pytest.mark.parametrize("m,k,n", [(64, 64, 64), (33, 17, 48), (128, 256, 96), (5, 300, 7), (96, 8, 512),

@@ -157,3 +157,26 @@ def test_jit_numpy_arrays_share_the_trace_of_tensors():
     assert f(a).tolist() == [0.0, 2.0, 4.0]
     assert f(np.float32(3.0)).item() == 6.0 and f(tg.asarray(np.float32(2.0))).item() == 4.0
     assert f.trace_count == 2   # one per shape
+
+
+def test_eager_optimizer_state_does_not_chain_across_steps():
+    # the optimiser's state is part of the new parameters' graph and held by the user: it is computed with them, so
+    # the next step starts from buffers, not from a graph of every step before
+    params = {"w": tg.asarray(np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32)),
+              "b": tnp.zeros(8)}
+    x = tg.asarray(np.random.default_rng(1).standard_normal((32, 16)).astype(np.float32))
+    opt = tg.optim.adam(1e-2)
+    state = opt.init(params)
+    loss_grad = tg.jit(tg.value_and_grad(lambda p: ((x @ p["w"] + p["b"]) ** 2).mean()))
+    per_step, losses = [], []
+    for _ in range(12):
+        before = (tg.counters.compile_count, tg.counters.uop_count, tg.counters.kernel_count)
+        loss, g = loss_grad(params)
+        updates, state = opt.update(g, state, params)
+        params = tg.optim.apply_updates(params, updates)
+        losses.append(loss.item())
+        per_step.append(tuple(b - a for a, b in zip(before, (tg.counters.compile_count, tg.counters.uop_count,
+                                                             tg.counters.kernel_count), strict=True)))
+    assert all(c == 0 for c, _, _ in per_step[3:])
+    assert len({u for _, u, _ in per_step[3:]}) == 1 and len({k for _, _, k in per_step[3:]}) == 1
+    assert losses[-1] < losses[0]

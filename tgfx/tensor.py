@@ -476,11 +476,14 @@ def _view_base(u: UOp) -> UOp:
 
 
 def siblings(todo: list[Tensor]) -> list[Tensor]:
-    """Lazy Tensors still held that are views of a value computed for `todo`, without being part of it.
+    """Lazy Tensors still held that are values (or views of values) computed for `todo`.
 
     `key, sub = tg.random.split(key)` holds two rows of one value; realising `sub` alone would leave `key` a graph
-    that the next split grows, and every step would compute the whole history again. Realising such siblings in the
-    same schedule keeps an eager step's cost the same at step 1,000 as at step 2 (JAX computes every op eagerly)."""
+    that the next split grows. An optimiser's state (`mu = b1 * mu + (1 - b1) * g`, held in `state`) is part of the
+    new parameters' graph; computed only inside it, the next step's state would chain onto the old one's graph.
+    Either way every step would compute the whole history again. Realising them in the same schedule keeps an eager
+    step's cost the same at step 1,000 as at step 2 (JAX computes every op eagerly). A value held only in a local
+    variable is a kernel of its own then, not fused into its users."""
     held = {id(t) for t in todo}
     candidates: list[tuple[Tensor, UOp]] = []
     for t in list(_lazy.values()):
@@ -493,7 +496,7 @@ def siblings(todo: list[Tensor]) -> list[Tensor]:
         return []
     from tgfx.lowering.inline import walk
     graph = set(walk(UOp(Ops.SINK, None, tuple(t.uop for t in todo))))
-    return [t for t, base in candidates if base in graph and t.uop not in graph and not _has_params(t.uop)]
+    return [t for t, base in candidates if base in graph and not _has_params(t.uop)]
 
 
 def _has_params(u: UOp) -> bool:

@@ -61,9 +61,16 @@ Submissions
 Every submission is bracketed by the runtime: a leading WAIT on the device's timeline signal for the previous
 submission, and a trailing SIGNAL of the next timeline value. So the submissions to one device run one after
 another whatever engine they go to, `submit` returns a `Fence` on that timeline value, and the memory and
-programs a submission references stay alive until its fence passes (the host drops them lazily, at the next
-submit or wait that sees the timeline past them). Dependencies between devices are explicit: a `signal` on one
-device's queue and a `wait` on another's (or a wait on the other device's fence).
+programs a submission references stay alive until its fence passes: the device holds the command buffer (what it
+was encoded with) and the caller's `refs` (what was patched in since), and drops them lazily, at the next submit or
+wait that sees the timeline past them. Dependencies between devices are explicit: a `signal` on one device's queue
+and a `wait` on another's (or a wait on the other device's fence).
+
+A device knows the writer of every value of its timeline: value n is written by submission n, which ran inline or
+sits in one engine's ring at known words. A host wait on the timeline therefore never waits for a value nothing will
+write: one beyond the last submission, a submission in the ring of a closed engine, or one the processor consumed
+without writing its final SIGNAL raises `HCQNoWriterError` at once (or within `_WRITER_CHECK_S`), naming the
+submission; a real timeout names the packet the engine is still running (a kernel, or the WAIT it is blocked on).
 
 Inline submissions: `submit(cb, inline=True)` runs a command buffer on the calling thread instead of the ring
 when its device is idle (the timeline has passed every earlier submission) and the buffer has no WAIT of its own.
@@ -104,13 +111,16 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.config import DEBUG
+from tgfx.config import DEBUG, Flag
 from tgfx.devices import native
 
-DEFAULT_TIMEOUT_S = 30.0            # every wait, on the host or in a queue, gives up after this long by default
+# every wait, on the host or in a queue, gives up after this long by default; TGFX_WAIT_TIMEOUT=2 makes a hang show
+# in seconds while debugging (it is read at import: command buffers encode it into their WAIT packets)
+DEFAULT_TIMEOUT_S = float(Flag("TGFX_WAIT_TIMEOUT", 30.0).value)
 RING_WORDS = 1 << 16                # 512 KiB of packets per engine ring
 PROFILE_EVENTS_KEPT = 100_000       # per device; older profile events are dropped
 _HOST_SLICE_NS = 100_000_000        # a host wait returns to Python this often (so Ctrl-C gets through)
+_WRITER_CHECK_S = 0.1               # a blocked host wait checks this often that its signal still has a writer
 
 
 class Op(enum.IntEnum):
@@ -156,6 +166,11 @@ class HCQTimeoutError(HCQError, TimeoutError):
 
 class HCQExecError(HCQError):
     """A packet failed in a command processor; `__cause__` is the original exception."""
+
+
+class HCQNoWriterError(HCQError):
+    """The host waits for a signal value that no submitted queue will write (a lost or never-made submission): raised
+    as soon as that is known, instead of a timeout."""
 
 
 _FAULT_ERRORS: dict[int, HCQError] = {}          # fault id -> its error, from the drain until it is reported
@@ -246,6 +261,7 @@ class Signal:
         self.last_writer: str | None = None       # "host" after a host write
         self.expected_writer: str | None = None   # "device/engine" of the last submission that will write it
         self.is_timeline = False                   # a device timeline: written only by the runtime
+        self._device: HCQDevice | None = None      # the device whose timeline it is
         _SIGNALS[self.addr] = self
 
     def __repr__(self) -> str:
@@ -274,14 +290,21 @@ class Signal:
         """Block until the value is >= `value`; False on timeout. Never raises the attached error."""
         return bool(self._mem[native.S_VALUE] >= value) or _host_wait(self.addr, value, timeout)
 
-    def _timeout_message(self, value: int, timeout: float, waiter: str, seen: int | None = None) -> str:
-        source = self.expected_writer or self.last_writer
+    def _timeout_message(self, value: int, timeout: float, waiter: str, seen: int | None = None,
+                         writer: str | None = None) -> str:
+        """What a timed-out wait says; `writer` describes the submission that should write the value (a device
+        timeline's, which the device knows), else the signal's last known writer is named."""
         owner = f" (owned by {self.owner})" if self.owner else ""
-        writer = f"it is written by {source}" if source else "no submitted queue writes it"
         seen = self.value if seen is None else seen
-        return (f"{waiter} timed out after {timeout:g} s waiting for signal {self.name!r}{owner} to reach {value}; "
-                f"it is at {seen} ({writer}). A queue that should signal it may be blocked on a WAIT that "
-                f"never completes, or its signal packet was never submitted.")
+        head = f"{waiter} timed out after {timeout:g} s waiting for signal {self.name!r}{owner} to reach {value}; " \
+               f"it is at {seen}"
+        if writer is not None:
+            return (f"{head}: {writer}. The device is still at work on it: a kernel that runs longer than the "
+                    f"timeout (pass a larger timeout, or set TGFX_WAIT_TIMEOUT), or a WAIT that is never satisfied.")
+        source = self.expected_writer or self.last_writer
+        who = f"it is written by {source}" if source else "no submitted queue writes it"
+        return (f"{head} ({who}). A queue that should signal it may be blocked on a WAIT that never completes, or "
+                f"its signal packet was never submitted.")
 
     def raise_error(self, upto: int) -> None:
         """Raise the fault attached to a write of a value <= `upto`, unless a host wait already reported it."""
@@ -302,8 +325,12 @@ class Signal:
         Raises:
             HCQTimeoutError: the value was not reached in time; the message names the signal, its owner, the
                 queue expected to write it, and the awaited and seen values.
+            HCQNoWriterError: (a device timeline) no submitted queue will write `value`; raised once that is known.
             HCQError: a packet upstream of the write failed (raised once, by the first wait that sees it).
         """
+        if self._device is not None:     # a timeline: its device knows which submission writes each value
+            self._device._wait_timeline(value, timeout, Engine.COMPUTE)
+            return
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         if not self._wait_for(value, timeout):
             raise HCQTimeoutError(self._timeout_message(value, timeout, "host wait"))
@@ -521,10 +548,13 @@ class HCQDevice:
         self.name = name
         self.timeline = Signal(0, name=f"{name}.timeline", owner=name)
         self.timeline.is_timeline = True
+        self.timeline._device = self
         self.timeline_value = 0
         self._profile: deque[ProfileEvent] = deque(maxlen=PROFILE_EVENTS_KEPT)
         self._errors: list[HCQError] = []
-        self._inflight: deque[tuple[int, Any]] = deque()
+        # the ring submissions not yet retired: (timeline value, refs, command buffer, processor, the ring's write
+        # pointer before and after its words); what keeps their memory alive, and what a stuck host wait checks
+        self._inflight: deque[tuple[int, Any, CommandBuffer, CommandProcessor, int, int]] = deque()
         self._lock = threading.Lock()                   # guards _inflight and _errors
         self._submit_lock = threading.Lock()
         self.allocator = self.create_allocator()
@@ -557,9 +587,12 @@ class HCQDevice:
         return self._profile
 
     def submit(self, cb: CommandBuffer, refs: Any = None, inline: bool = False) -> Fence:
-        """Write `cb` into its engine's ring, bracketed by timeline WAIT/SIGNAL; keep `refs` alive until done.
-        With `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned
-        fence has passed."""
+        """Write `cb` into its engine's ring, bracketed by timeline WAIT/SIGNAL; returns the submission's fence.
+
+        Until the fence passes, the runtime keeps alive `cb` (so the memory, programs and signals it was encoded
+        with) and `refs`: whatever the caller pointed its words at since (a replay's inputs and outputs). With
+        `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned fence
+        has passed."""
         proc = self.processors[cb.engine]
         # `proc.events_pending > EVENT_CAP // 2`, spelled out: this runs on every jitted call
         if proc.ctl[native.W_EVENTS_W] > proc._events_read + native.EVENT_CAP // 2:
@@ -572,23 +605,24 @@ class HCQDevice:
                 if self._inflight:
                     self._retire(value - 1)
                 w[-2], w[-1] = self.timeline.addr, value
-                self.timeline_value = value
                 self._last_processor = proc
                 proc.run_inline(cb._body_addr, cb._body_words)
+                # counted once it has run: a submitted value always has a writer that ran or is in a ring (a run
+                # cut short without its final SIGNAL is then seen by the next wait, see `_lost`)
+                self.timeline_value = value
                 return Fence(self, cb.engine, value)
             self._retire(int(self.timeline._mem[0]))
             w[1], w[2], w[-2], w[-1] = self.timeline.addr, value - 1, self.timeline.addr, value
-            entry = (value, refs)
-            with self._lock:
-                self._inflight.append(entry)
             for sig in cb._signals_written:
                 sig.expected_writer = proc.label
-            try:
-                proc.ring.write(w, cb.starts, proc.label)
-            except BaseException:
-                with self._lock:
-                    self._inflight.remove(entry)
-                raise
+            ring = proc.ring
+            start = ring.wptr
+            ring.write(w, cb.starts, proc.label)
+            # the command buffer itself is held, not only `refs`: a jitted program dropped while its replay runs
+            # (`tg.jit(f)(x)` in a loop) would otherwise free the arena its kernels are still writing
+            entry = (value, refs, cb, proc, start, ring.wptr)
+            with self._lock:
+                self._inflight.append(entry)
             self.timeline_value = value
             self._last_processor = proc
         return Fence(self, cb.engine, value)
@@ -604,13 +638,72 @@ class HCQDevice:
     def _wait_timeline(self, value: int, timeout: float | None, engine: Engine) -> None:
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
         sig = self.timeline
-        if sig._mem[0] < value and not _host_wait(sig.addr, value, timeout, self._last_processor.cpu_addr):
-            waiter = f"host wait on {self.name}/{engine.value}"
-            raise HCQTimeoutError(sig._timeout_message(value, timeout, waiter))
+        if sig._mem[0] < value:
+            self._block_on_timeline(value, timeout, f"host wait on {self.name}/{engine.value}")
         self._retire(value)
         if DEBUG >= 1:
             _drain_all_events()
         sig.raise_error(value)
+
+    def _block_on_timeline(self, value: int, timeout: float, waiter: str) -> None:
+        """Block until the timeline reaches `value`. Every `_WRITER_CHECK_S` (and before the first wait, for what
+        is cheap to see) it checks that the submission which writes `value` still can: a value that nothing will
+        write raises `HCQNoWriterError` then, naming the submission, instead of a timeout long after."""
+        sig = self.timeline
+        if value > self.timeline_value:
+            raise HCQNoWriterError(f"{waiter} for signal {sig.name!r} to reach {value}: {self._lost(value)}")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if _host_wait(sig.addr, value, min(left, _WRITER_CHECK_S), self._last_processor.cpu_addr):
+                return
+            if (why := self._lost(value)) is not None:
+                raise HCQNoWriterError(f"{waiter} for signal {sig.name!r} to reach {value} (it is at {sig.value}): "
+                                       f"{why}")
+            if left <= _WRITER_CHECK_S:
+                raise HCQTimeoutError(sig._timeout_message(value, timeout, waiter, writer=self._writer_state(value)))
+
+    def _pending(self, value: int) -> list[tuple[int, Any, CommandBuffer, CommandProcessor, int, int]]:
+        """The ring submissions up to `value` the timeline has not passed, oldest first."""
+        with self._lock:
+            return [e for e in self._inflight if e[0] <= value]
+
+    def _lost(self, value: int) -> str | None:
+        """Why no submission will ever write timeline `value`, or None while one still may."""
+        if value > self.timeline_value:
+            return (f"only {self.timeline_value} submissions were made to {self.name}, so no submitted queue writes "
+                    f"{value} (a fence of another device, or of a submission that was never made?)")
+        mem = self.timeline._mem
+        passed = int(mem[0])
+        pending = [e for e in self._pending(value) if e[0] > passed]    # retired lazily: some may be done
+        for v, _, cb, proc, start, end in pending:
+            if proc.closed:
+                return f"submission {v} ({cb!r}) is in the ring of {proc.label}, which is closed: nothing runs it"
+            # rptr first: the processor writes a submission's final SIGNAL before it moves rptr past it
+            if proc.ring.rptr >= end and mem[0] < v:
+                return (f"the processor of {proc.label} consumed submission {v} ({cb!r}, ring words {start}..{end}) "
+                        f"and never wrote its final SIGNAL")
+        # a ring submission stays in `_inflight` until the timeline passes it, so one the timeline has not passed and
+        # that is not there ran inline, which writes its final SIGNAL before `submit` returns
+        in_rings = {e[0] for e in pending}
+        inline = next((v for v in range(passed + 1, value + 1) if v not in in_rings), None)
+        if inline is not None and mem[0] < inline:    # read again: the timeline may have passed it meanwhile
+            return (f"submission {inline} ran inline on the submitting thread and ended without its final SIGNAL "
+                    f"(its engine was closed during the run, or its packets are malformed)")
+        return None
+
+    def _writer_state(self, value: int) -> str:
+        """What the device is doing instead of writing `value`: the oldest pending submission and its engine's
+        current packet (a kernel still running, or a WAIT that is not satisfied)."""
+        pending = [e for e in self._pending(value) if e[0] > self.timeline._mem[0]]
+        if not pending:
+            return f"submission {value} is complete"
+        v, _, cb, proc, start, end = pending[0]
+        ring = proc.ring
+        at = ring.rptr
+        what = (f"submission {value} is in the ring of {proc.label}" if v == value else
+                f"submission {value} waits for submission {v} on {proc.label}")
+        return f"{what} ({cb!r}, ring words {start}..{end}), whose processor is at {_describe_packet(ring, at)}"
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for everything submitted so far, then raise any fault not yet reported."""
@@ -699,9 +792,16 @@ def export_chrome_trace(devices: Iterable[HCQDevice], path: str | None = None) -
 
 # the queue builder and encoder, and the engines' rings and processors, live in modules of their own; they build on
 # the definitions above, so they are imported last (the package imports this module first)
-from tgfx.devices.processor import _PROCESSORS, CommandProcessor, ProfileEvent, Ring, _drain_all_events  # noqa: E402
+from tgfx.devices.processor import (  # noqa: E402
+    _PROCESSORS,
+    CommandProcessor,
+    ProfileEvent,
+    Ring,
+    _describe_packet,
+    _drain_all_events,
+)
 from tgfx.devices.queue import CommandBuffer, HWQueue, Label  # noqa: E402
 
 __all__ = ["Allocator", "Buffer", "CommandBuffer", "CommandProcessor", "Engine", "Fence", "HCQDevice", "HCQError",
-           "HCQExecError", "HCQTimeoutError", "HWQueue", "Label", "Op", "ProfileEvent", "Program", "Ring", "Signal",
-           "Sym", "chrome_trace", "export_chrome_trace", "header", "host_buffer"]
+           "HCQExecError", "HCQNoWriterError", "HCQTimeoutError", "HWQueue", "Label", "Op", "ProfileEvent", "Program",
+           "Ring", "Signal", "Sym", "chrome_trace", "export_chrome_trace", "header", "host_buffer"]

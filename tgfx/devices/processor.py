@@ -92,6 +92,26 @@ class Ring:
         self._publish()
 
 
+def _describe_packet(ring: Ring, at: int) -> str:
+    """The packet at word `at` (a count of words, as `rptr`) of `ring`, for an error message: the one the processor
+    is running while its `rptr` stays there. Read without synchronisation; a packet just finished may show."""
+    pos = at % ring.nwords
+    words = ring.words
+    op = int(words[pos]) & 255
+    where = f"ring word {at}"
+    if op == Op.EXEC:
+        pid = int(words[pos + 1])
+        return f"{where}: EXEC of {_PROGRAM_NAMES.get(pid, f'program #{pid}')!r} (global size {int(words[pos + 3])})"
+    if op == Op.WAIT:
+        sig = _SIGNALS.get(int(words[pos + 1]))
+        name = repr(sig.name) if sig is not None else f"at {int(words[pos + 1]):#x}"
+        now = f", now {sig.value}" if sig is not None else ""
+        return f"{where}: WAIT for signal {name} to reach {int(words[pos + 2])}{now}"
+    if op == Op.BLOCK:
+        return f"{where}: a BLOCK (a loop or branch run on the device)"
+    return f"{where}: {Op(op).name if op in {o.value for o in Op} else f'opcode {op}'}"
+
+
 class ProfileEvent(NamedTuple):
     """One exec or copy as the device saw it (device clock, ns)."""
     device: str

@@ -1,4 +1,4 @@
-"""transcendental: float32 exp, exp2 and tanh as polynomial arithmetic, so LLVM can vectorise them.
+"""transcendental: float32 exp, exp2, tanh, log, log2 and log1p as polynomial arithmetic, so LLVM can vectorise them.
 
 A call into the C math library is scalar: a kernel that calls `expf` or `tanhf` per element cannot use vector
 instructions. These rewrites express the functions with ALU ops only (multiply-adds, rounding, integer bit tricks):
@@ -7,6 +7,8 @@ instructions. These rewrites express the functions with ALU ops only (multiply-a
   exact). About 1 ulp.
 - tanh: the odd/even rational approximation used by Eigen and XLA on the CPU (13th over 6th degree) on [-7.9, 7.9]
   (clamped there), exactly +-1 beyond 9.02 where float32 tanh rounds to it; `x` itself below 4e-4. A few ulp.
+- log, log2, log1p: Cephes' logf (mantissa and exponent from the bits, a degree-9 polynomial); log1p with
+  Goldberg's correction. About 1-2 ulp.
 float64 and the 16-bit types keep the C library (the 16-bit types compute in float32 there anyway).
 """
 from __future__ import annotations
@@ -85,8 +87,48 @@ def tanh_f32(x: UOp) -> UOp:
     return x.alu(Ops.CMPNE, x).where(x, out)
 
 
+def log_f32(x: UOp) -> UOp:
+    """Cephes' logf: x = m * 2^e with m in [sqrt(1/2), sqrt(2)) from the bits (denormals scaled up first), a
+    degree-9 polynomial in m - 1, and e * ln2 added in two parts. About 1 ulp; log(0) = -inf, log(x < 0) = NaN."""
+    tiny = x.alu(Ops.CMPLT, _c(1.17549435e-38))
+    xs = tiny.where(x * _c(8388608.0), x)   # 2^23: a denormal becomes normal
+    bits = UOp(Ops.BITCAST, i32, (xs,))
+    e = (bits.alu(Ops.SHR, UOp.const(i32, 23)).alu(Ops.AND, UOp.const(i32, 0xFF)) - UOp.const(i32, 126)).cast(f32)
+    e = tiny.where(e - _c(23.0), e)
+    mantissa = bits.alu(Ops.AND, UOp.const(i32, 0x007FFFFF)).alu(Ops.OR, UOp.const(i32, 0x3F000000))
+    m = UOp(Ops.BITCAST, f32, (mantissa,))
+    small = m.alu(Ops.CMPLT, _c(0.707106781186547524))   # m in [0.5, 1): fold [0.5, sqrt(1/2)) up by one octave
+    e = small.where(e - _c(1.0), e)
+    f = small.where(m + m, m) - _c(1.0)
+    z = f * f
+    p = _poly(f, [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+                  -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1])
+    y = f * z * p + e * _c(-2.12194440e-4) - z * _c(0.5)
+    out = f + y + e * _c(0.693359375)
+    out = x.alu(Ops.CMPEQ, _c(float("inf"))).where(x, out)
+    out = x.alu(Ops.CMPEQ, _c(0.0)).where(_c(float("-inf")), out)
+    return x.alu(Ops.CMPLT, _c(0.0)).where(_c(float("nan")), x.alu(Ops.CMPNE, x).where(x, out))
+
+
+def log2_f32(x: UOp) -> UOp:
+    return log_f32(x) * _c(1.44269504088896341)
+
+
+def log1p_f32(x: UOp) -> UOp:
+    """log(1 + x) as log(u) * x / (u - 1) for u = 1 + x (Goldberg's correction of the rounding in u); x where u
+    rounds to 1, and x itself at +inf."""
+    u = x + _c(1.0)
+    d = u - _c(1.0)
+    out = u.alu(Ops.CMPEQ, _c(1.0)).where(x, log_f32(u) * x.alu(Ops.FDIV, d))
+    out = x.alu(Ops.CMPEQ, _c(float("inf"))).where(x, out)
+    return x.alu(Ops.CMPEQ, _c(-1.0)).where(_c(float("-inf")), out)
+
+
 pm_transcendental = PatternMatcher([
     (UPat(Ops.EXP, dtype=f32, src=(UPat.var("x"),)), exp_f32),
     (UPat(Ops.EXP2, dtype=f32, src=(UPat.var("x"),)), exp2_f32),
     (UPat(Ops.TANH, dtype=f32, src=(UPat.var("x"),)), tanh_f32),
+    (UPat(Ops.LOG, dtype=f32, src=(UPat.var("x"),)), log_f32),
+    (UPat(Ops.LOG2, dtype=f32, src=(UPat.var("x"),)), log2_f32),
+    (UPat(Ops.LOG1P, dtype=f32, src=(UPat.var("x"),)), log1p_f32),
 ])

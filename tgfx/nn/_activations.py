@@ -71,10 +71,12 @@ swish = silu
 
 
 def softplus(x: ArrayLike) -> Tensor:
-    """log(1 + exp(x)) (`jax.nn.softplus`), as x + log1p(exp(-x)) for x >= 0 and log1p(exp(x)) below, so large |x|
-    neither overflows nor rounds to 0, and the gradient is sigmoid(x) everywhere (0.5 at 0)."""
-    pos, xp, xn = _split(_float(x))
-    return pos.where(xp + tnp.log1p(tnp.exp(-xp)), tnp.log1p(tnp.exp(xn)))
+    """log(1 + exp(x)) (`jax.nn.softplus`), as max(x, 0) + log1p(exp(-|x|)), so large |x| neither overflows nor
+    rounds to 0, with one exp and one log1p per element; -|x| is taken from the negative side at 0, so the gradient
+    is sigmoid(x) everywhere (0.5 at 0)."""
+    x = _float(x)
+    pos = x > 0
+    return pos.where(x, 0.0) + tnp.log1p(tnp.exp(pos.where(-x, x)))
 
 
 def gelu(x: ArrayLike, approximate: bool = True) -> Tensor:
