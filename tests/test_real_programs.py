@@ -180,3 +180,31 @@ def test_eager_optimizer_state_does_not_chain_across_steps():
     assert all(c == 0 for c, _, _ in per_step[3:])
     assert len({u for _, u, _ in per_step[3:]}) == 1 and len({k for _, _, k in per_step[3:]}) == 1
     assert losses[-1] < losses[0]
+
+
+def test_eager_steps_from_several_threads_get_their_own_values():
+    # one eager program and one pool of interned constants serve every thread: each must see its own scalars
+    import sys
+    import threading
+    x = tg.asarray(np.arange(8, dtype=np.float32))
+    (x * 3.0 + 1.0).numpy()
+    wrong: list[tuple[int, int]] = []
+
+    def worker(t: int) -> None:
+        key = tg.random.key(t)
+        for i in range(100):
+            c = t + i / 128
+            if (x * c + 1.0).tolist() != [float(np.float32(v * np.float32(c)) + 1) for v in range(8)]:
+                wrong.append((t, i))
+            key, sub = tg.random.split(key)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong and not any(th.is_alive() for th in threads)

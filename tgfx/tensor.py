@@ -486,7 +486,9 @@ def siblings(todo: list[Tensor]) -> list[Tensor]:
     variable is a kernel of its own then, not fused into its users."""
     held = {id(t) for t in todo}
     candidates: list[tuple[Tensor, UOp]] = []
-    for t in list(_lazy.values()):
+    for ref in list(_lazy.data.values()):   # a snapshot in one step: other threads may add Tensors meanwhile
+        if (t := ref()) is None:
+            continue
         u = t.uop
         if u.op in _STORED or is_realized(u):
             _lazy.pop(id(t), None)
