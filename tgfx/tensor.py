@@ -520,12 +520,13 @@ def realize(*ts: Tensor) -> list[UOp]:
     differentiating = _differentiating()
     if not differentiating:
         todo += siblings(todo)
-    results = lower_realize(list(dict.fromkeys(t.uop for t in todo)))
+    uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
+    results = lower_realize(list(dict.fromkeys(uops)))
     if not differentiating:
-        for t in todo:
-            t.uop = results[t.uop]
+        for t, u in zip(todo, uops, strict=True):
+            t.uop = results[u]   # the same value either way, if another thread rebound it too
             _lazy.pop(id(t), None)
-    return [t.uop if is_realized(t.uop) else results[t.uop] for t in ts]
+    return [results[u] if (u := t.uop) in results else u for t in ts] if differentiating else [t.uop for t in ts]
 
 
 def is_realized(u: UOp) -> bool:
