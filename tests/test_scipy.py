@@ -397,6 +397,59 @@ def test_cholesky_gradient_is_triangular_and_agrees_with_jax_on_symmetric_direct
     np.testing.assert_allclose(np.vdot(g, d), np.vdot(jax_grad, d), rtol=1e-10)
 
 
+# Sizes past the blocked thresholds (cholesky above 64, solves above twice their block), one of each a multiple of
+# the block and one padded to it: the tests above use small matrices, which take the unblocked loops.
+@pytest.mark.parametrize("n", [72, 70])
+@pytest.mark.parametrize("lower", [True, False])
+def test_blocked_cholesky_matches_numpy(n: int, lower: bool) -> None:
+    a = spd(n, (2,), seed=n)
+    a = a + (np.triu(np.full((n, n), np.nan), 1) if lower else np.tril(np.full((n, n), np.nan), -1))   # never read
+    want = np.linalg.cholesky(np.nan_to_num(np.tril(a) + np.tril(a, -1).swapaxes(-1, -2)) if lower else
+                              np.nan_to_num(np.triu(a) + np.triu(a, 1).swapaxes(-1, -2)))
+    close(sla.cholesky(tg.asarray(a), lower=lower), want if lower else np.swapaxes(want, -1, -2), rtol=1e-10,
+          atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [40, 37])
+@pytest.mark.parametrize("trans", [0, 1])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_blocked_solve_triangular_matches_scipy(n: int, trans: int, lower: bool, unit: bool) -> None:
+    tri = np.linalg.cholesky(spd(n, seed=n)) / np.sqrt(n)
+    a = tri if lower else tri.T
+    a = a + (np.triu(np.full((n, n), np.nan), 1) if lower else np.tril(np.full((n, n), np.nan), -1))   # never read
+    if unit:
+        a = np.where(np.eye(n, dtype=bool), np.nan, a / np.sqrt(n))   # the diagonal is not read either
+    for b in (RNG.standard_normal(n), RNG.standard_normal((n, 3))):
+        out = sla.solve_triangular(tg.asarray(a), tg.asarray(b), trans=trans, lower=lower, unit_diagonal=unit)
+        want = sl.solve_triangular(np.nan_to_num(a), b, trans=trans, lower=lower, unit_diagonal=unit)
+        close(out, want, rtol=1e-9, atol=1e-10)
+
+
+def test_blocked_solve_triangular_broadcasts_batches() -> None:
+    a = np.linalg.cholesky(spd(40, (2,)))
+    b = RNG.standard_normal((3, 1, 40, 2))
+    out = sla.solve_triangular(tg.asarray(a), tg.asarray(b), lower=True, trans=1)
+    want = np.stack([[sl.solve_triangular(a[j], b[i, 0], lower=True, trans=1) for j in range(2)] for i in range(3)])
+    close(out, want, rtol=1e-10, atol=1e-12)
+
+
+BLOCKED_GRADS: dict[str, tuple[Callable, tuple[np.ndarray, ...]]] = {
+    "cholesky_lower": (lambda a: sla.cholesky(a, lower=True), (spd(70),)),
+    "cholesky_upper": (sla.cholesky, (spd(72),)),
+    "solve_lower_T": (lambda a, b: sla.solve_triangular(a, b, lower=True, trans=1),
+                      (np.linalg.cholesky(spd(37)), RNG.standard_normal((37, 2)))),
+    "solve_upper": (lambda a, b: sla.solve_triangular(a, b), (np.linalg.cholesky(spd(40)).T, RNG.standard_normal(40))),
+    "cho_solve": (lambda a, b: sla.cho_solve(sla.cho_factor(a, lower=True), b), (spd(70), RNG.standard_normal(70))),
+}
+
+
+@pytest.mark.parametrize("name", list(BLOCKED_GRADS))
+def test_blocked_linalg_gradients_by_central_differences(name: str) -> None:
+    f, xs = BLOCKED_GRADS[name]
+    check_grads(f, *xs, rtol=1e-5, atol=1e-6)
+
+
 def test_linalg_shape_errors_name_the_shapes() -> None:
     with pytest.raises(ValueError, match=r"cholesky: a must be a square matrix .* got shape \(3, 4\)"):
         sla.cholesky(tg.asarray(np.ones((3, 4))))

@@ -2,7 +2,10 @@
 
 Both are tgfx programs: a `tg.lax.fori_loop` over the n columns (or rows) of the matrix, each step a few masked
 sums and a matrix-vector product of the static size n, so the loop body compiles once (its compile time does not
-grow with n) and no shape depends on the data. Leading batch axes are carried through every step. Each is a
+grow with n) and no shape depends on the data. Past a few dozen rows they go by blocks instead (a panel of B columns
+or B rows a step, its product with the rest one matmul), which cuts the O(n^2) work of every one of n steps to
+O(n B) (the solves also cut the steps to n / B + B); each kernel of an O(n^2) step costs microseconds at n = 128.
+Leading batch axes are carried through every step. Each is a
 `tg.function` with its own backward (more triangular solves), so `grad` costs O(n^3) time and O(n^2) memory, not
 the n saved carries a differentiated loop would keep.
 
@@ -56,9 +59,16 @@ def _product(x: Tensor, y: Tensor, transpose_x: bool) -> Tensor:
     """x^T y (`transpose_x`, x (..., k, m), y (..., k, n)) or x y^T (x (..., m, k), y (..., n, k)), one row of the
     result a step: row i is y^T times column i of x, or y times row i of x.
 
-    A loop rather than one contraction kernel: tgfx schedules x y^T as a transposed copy of y and a matmul, and at
-    n = 64 its transposed-copy kernel (a 16 x 16 tile of float32 lanes) and its register-tiled matmul take about a
-    second each to compile, where each step here is a matrix-vector product that compiles in milliseconds."""
+    x^T y is one matmul. x y^T is a loop rather than one contraction kernel (unless thin: then it is elementwise):
+    tgfx schedules x y^T as a transposed copy of y and a matmul, and at n = 64 its transposed-copy kernel (a 16 x 16
+    tile of float32 lanes) and its register-tiled matmul take about a second each to compile, where each step here is
+    a matrix-vector product that compiles in milliseconds."""
+    if transpose_x:
+        # a matmul with a transposed left operand reads it in place: fast to compile and to run. Stored: two of
+        # them fused into one select (the Cholesky backward's P + P^T) make a kernel 1 GFLOP/s slow (4 ms at n = 128)
+        return tnp.matmul(tnp.swapaxes(x, -1, -2), y).contiguous()
+    if x.shape[-1] <= 8:  # a thin contraction (the outer product of a vector solve) is elementwise
+        return tnp.sum(x[..., :, None, :] * y[..., None, :, :], axis=-1)
     m = x.shape[-1] if transpose_x else x.shape[-2]
     idx = _index(m)
     n = y.shape[-1] if transpose_x else y.shape[-2]
@@ -104,6 +114,46 @@ def _cholesky_loop(a: Tensor, lower: bool) -> Tensor:
     return fori_loop(0, n, step, tnp.zeros_like(a))
 
 
+def _cholesky_blocked(a: Tensor, lower: bool) -> Tensor:
+    """`_cholesky_loop` by panels of B columns of L (rows of U), right-looking: one outer step a panel factors it
+    column by column (left-looking inside the panel, each inner step O(n B) where the unblocked one is O(n^2)), then
+    takes the panel's product with itself off the trailing matrix in one matmul."""
+    n = a.shape[-1]
+    bs = _cholesky_block_size(n)
+    pad = -n % bs
+    if pad:   # an identity tail, factored to itself, makes n a multiple of the block
+        a = _pad_identity(a, pad)
+        return _cholesky_blocked(a, lower)[..., :n, :n]
+    nb = n // bs
+    idx, bidx = _index(n), _index(bs)
+
+    def outer(s: Tensor, carry: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        rest, fac = carry
+        panel = _blocks(rest, s, nb, -1 if lower else -2)   # (..., n, B) columns of the Schur complement (rows)
+
+        def inner(j: Tensor, c: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+            f, ft = c            # the panel of the factor and its transpose, both written a column (row) a step
+            at, atg = bidx == j, idx == s * bs + j
+            if lower:
+                v = _col(panel, at) - tnp.sum(f * _row(f, atg)[..., None, :], axis=-1)
+            else:
+                v = _row(panel, at) - tnp.sum(f * _col(f, atg)[..., :, None], axis=-2)
+            d = tnp.sqrt(tnp.sum(tnp.where(atg, v, 0.0), axis=-1, keepdims=True))
+            new = tnp.where(idx > s * bs + j, v / d, tnp.where(atg, d, 0.0))
+            col = tnp.where(at, new[..., :, None], f if lower else ft)            # (..., n, B)
+            row = tnp.where(at[:, None], new[..., None, :], ft if lower else f)   # (..., B, n)
+            return (col, row) if lower else (row, col)
+
+        ft = tnp.zeros(panel.shape[:-2] + panel.shape[-2:][::-1], panel.dtype)
+        f, ft = fori_loop(0, bs, inner, (tnp.zeros_like(panel), ft))
+        # f f^T (f^T f for rows) from the transpose carried alongside: a transposed copy takes seconds to compile
+        rest = rest - (tnp.matmul(f, ft) if lower else tnp.matmul(ft, f))
+        return rest, _put_block(fac, f, s, nb, -1 if lower else -2)
+
+    tri = tnp.tril(a) if lower else tnp.triu(a)
+    return fori_loop(0, nb, outer, (tri, tnp.zeros_like(a)))[1]
+
+
 def _phi(x: Tensor, lower: bool) -> Tensor:
     """The lower (upper) triangle of x with its diagonal halved."""
     n = x.shape[-1]
@@ -128,12 +178,19 @@ def _cholesky_backward(lower: bool) -> Any:
     return backward
 
 
+def _cholesky_any(a: Tensor, lower: bool) -> Tensor:
+    n = a.shape[-1]
+    if n <= 64:   # measured: below this the blocked loop is no faster and compiles slower
+        return _cholesky_loop(a, lower)
+    return _cholesky_blocked(a, lower)
+
+
 def _cholesky_lower(a: Tensor) -> Tensor:
-    return _cholesky_loop(a, True)
+    return _cholesky_any(a, True)
 
 
 def _cholesky_upper(a: Tensor) -> Tensor:
-    return _cholesky_loop(a, False)
+    return _cholesky_any(a, False)
 
 
 _cholesky_fns = {True: function(_cholesky_lower, grad_fxn=_cholesky_backward(True)),
@@ -216,6 +273,86 @@ def _substitute(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool, 
     return fori_loop(0, n, step, tnp.zeros_like(b))
 
 
+def _pad_identity(a: Tensor, pad: int) -> Tensor:
+    """a (..., n, n) with `pad` more rows and columns, zero but for ones on their diagonal."""
+    n = a.shape[-1]
+    a = tnp.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, pad), (0, pad)])
+    return a + tnp.where(_index(n + pad) >= n, 1.0, 0.0).astype(a.dtype) * tnp.eye(n + pad, dtype=a.dtype)
+
+
+def _cholesky_block_size(n: int) -> int:
+    """The panel width of the blocked Cholesky factorisation: its n inner steps cost O(n B) each and its n / B
+    outer ones a rank-B update of O(n^2), so a narrow panel; measured best of 8, 16, 32 at n = 128."""
+    return 8 if n <= 256 else 16
+
+
+def _block_size(n: int) -> int:
+    """The block of the blocked solves: about sqrt(n), so the B inner steps and the n / B outer ones balance."""
+    return 8 if n <= 64 else 16 if n <= 256 else 32
+
+
+def _blocks(x: Tensor, s: Tensor, nb: int, axis: int) -> Tensor:
+    """Block s of x along `axis` (-1 or -2) of length nb * B: a masked sum over the block axis of a reshape, the
+    same O(size) read as `_row`, without a transposed copy."""
+    shape = x.shape[:-2] + ((nb, x.shape[-2] // nb, x.shape[-1]) if axis == -2 else
+                            (x.shape[-2], nb, x.shape[-1] // nb))
+    at = _index(nb) == s
+    return tnp.sum(tnp.where(at[:, None, None] if axis == -2 else at[:, None], x.reshape(shape), 0.0),
+                   axis=-3 if axis == -2 else -2)
+
+
+def _put_block(x: Tensor, blk: Tensor, s: Tensor, nb: int, axis: int) -> Tensor:
+    """x with block s along `axis` replaced by blk."""
+    if axis == -2:
+        shape = x.shape[:-2] + (nb, x.shape[-2] // nb, x.shape[-1])
+        out = tnp.where((_index(nb) == s)[:, None, None], blk[..., None, :, :], x.reshape(shape))
+    else:
+        shape = x.shape[:-2] + (x.shape[-2], nb, x.shape[-1] // nb)
+        out = tnp.where((_index(nb) == s)[:, None], blk[..., :, None, :], x.reshape(shape))
+    return out.reshape(x.shape)
+
+
+def _substitute_blocked(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool, right: bool) -> Tensor:
+    """`_substitute` by blocks of B rows (columns for `right`): the inverses of M's nb = n / B diagonal blocks come
+    first, all at once (B steps of `_substitute` batched over the blocks), then one step a block solves
+    x_s = M_ss^-1 (b_s - M[s, :] x), the unsolved blocks of x still zero, so the step costs two matrix products
+    and no step reads all of a more than once. n / B + B steps instead of n."""
+    n = a.shape[-1]
+    bs = _block_size(n)
+    pad = -n % bs
+    if pad:   # an identity tail, solved to zeros, makes n a multiple of the block
+        a = _pad_identity(a, pad)
+        b = tnp.pad(b, [(0, 0)] * (b.ndim - 2) + ([(0, 0), (0, pad)] if right else [(0, pad), (0, 0)]))
+    m = n + pad
+    nb = m // bs
+    tri = tnp.tril(a, -1 if unit else 0) if lower else tnp.triu(a, 1 if unit else 0)
+    batch = a.shape[:-2]
+    bid = _index(nb)
+    diag = tnp.sum(tnp.where((bid[:, None] == bid[None, :])[:, None, :, None], tri.reshape(batch + (nb, bs, nb, bs)),
+                             0.0), axis=-2)                                         # (..., nb, B, B)
+    eye = tnp.broadcast_to(tnp.eye(bs, dtype=a.dtype), diag.shape)
+    inv = _substitute(diag, eye, transpose, lower, unit, False)                    # M_ss^-1, every s at once
+    below = lower != transpose
+    forward = below != right
+
+    def step(k: Tensor, x: Tensor) -> Tensor:
+        s = k if forward else (nb - 1) - k
+        inv_s = tnp.sum(tnp.where((bid == s)[:, None, None], inv, 0.0), axis=-3)
+        if right:      # x_s = (b_s - x M[:, s]) M_ss^-1, M[:, s] a column block of tri or a row block transposed
+            prod = tnp.matmul(x, _blocks(tri, s, nb, -1))
+            return _put_block(x, tnp.matmul(_blocks(b, s, nb, -1) - prod, inv_s), s, nb, -1)
+        if transpose:  # x_s = M_ss^-1 (b_s - M[s, :] x), M[s, :] a row block of tri or a column block transposed
+            prod = tnp.matmul(tnp.swapaxes(_blocks(tri, s, nb, -1), -1, -2), x)
+        else:
+            prod = tnp.matmul(_blocks(tri, s, nb, -2), x)
+        return _put_block(x, tnp.matmul(inv_s, _blocks(b, s, nb, -2) - prod), s, nb, -2)
+
+    x = fori_loop(0, nb, step, tnp.zeros_like(b))
+    if pad:
+        x = x[..., :n] if right else x[..., :n, :]
+    return x
+
+
 def _solve(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool, right: bool = False) -> Tensor:
     """x with op(tri(a)) x = b (x op(tri(a)) = b when `right`); a (..., n, n) and b (..., n, k) (or (..., k, n))
     with broadcast batch axes. A `tg.function` with its own backward."""
@@ -235,7 +372,10 @@ def _solver(transpose: bool, lower: bool, unit: bool, right: bool) -> Any:
         return _solvers[flags]
 
     def solve(a: Tensor, b: Tensor) -> Tensor:
-        return _substitute(a, b, transpose, lower, unit, right)
+        # x tri(a)^T contracts both last axes, a transposed copy that takes seconds to compile: unblocked
+        if a.shape[-1] <= 2 * _block_size(a.shape[-1]) or (right and transpose):
+            return _substitute(a, b, transpose, lower, unit, right)
+        return _substitute_blocked(a, b, transpose, lower, unit, right)
 
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
         # x = M^-1 b: bbar = M^-T xbar, Mbar = -bbar x^T (x = b M^-1: bbar = xbar M^-T, Mbar = -x^T bbar), and
