@@ -42,6 +42,13 @@ class CPUAllocator(Allocator):
             ptr = raw.ctypes.data
         return Buffer(self.device, nbytes, ptr + (-ptr) % ALIGN, raw)
 
+    def fill(self, buf: Buffer, src: np.ndarray) -> None:
+        """Host memory: a store, not a queued copy (nothing queued reads a buffer just allocated)."""
+        data = np.ascontiguousarray(src)
+        if data.nbytes > buf.nbytes:
+            raise ValueError(f"fill of {data.nbytes} B does not fit in {buf!r}")
+        ctypes.memmove(buf.ptr, data.ctypes.data, data.nbytes)
+
 
 class CPUCommandProcessor(CommandProcessor):
     """Runs the native processor loop (`tgfx_processor`) on a pthread of its own."""

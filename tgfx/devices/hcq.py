@@ -445,6 +445,12 @@ class Allocator:
             raise ValueError(f"copyin of {host.nbytes} B does not fit in {buf!r}")
         HWQueue(Engine.COPY).copy(buf, host, host.nbytes).submit(self.device, inline=True).wait(timeout)
 
+    def fill(self, buf: Buffer, src: np.ndarray) -> None:
+        """Copy host bytes into the start of `buf`, memory no submitted queue uses yet (just allocated), so the copy
+        need not wait for the device's earlier work. A backend whose memory the host can write overrides this with
+        a plain store; the default is `copyin`."""
+        self.copyin(buf, src)
+
     def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
         """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work."""
         host = host_buffer(dst)

@@ -40,7 +40,8 @@ def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) ->
     """The interned one-element BUFFER holding `value` for the `use`-th constant of a graph; never written after it
     is filled, so it may be shared. Uses are numbered so that two uses of one value are still two arguments: the
     graph's shape must not depend on which values happen to be equal."""
-    from tgfx.lowering.execute import copyin
+    from tgfx.devices import get_device
+    from tgfx.lowering.execute import buffer_memory
     from tgfx.lowering.schedule import new_buffer
     key = (dtype, repr(value), device, use)   # repr: -0.0 and 0.0 are different arguments, nan is one
     with _pool_lock:
@@ -50,7 +51,7 @@ def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) ->
             return buf
     host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
     buf = new_buffer(device, 1, dtype)
-    copyin(buf, f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
+    get_device(device).allocator.fill(buffer_memory(buf), f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
     with _pool_lock:
         _pool[key] = buf
         while len(_pool) > POOL_SIZE:
@@ -58,7 +59,7 @@ def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) ->
     return buf
     host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
     buf = new_buffer(device, 1, dtype)
-    copyin(buf, f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
+    get_device(device).allocator.fill(buffer_memory(buf), f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
     with _pool_lock:
         _pool[key] = buf
         while len(_pool) > POOL_SIZE:
