@@ -218,18 +218,15 @@ def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     return dict(zip(uops, unflatten(results), strict=True))
 
 
-_programs: dict[tuple[int, str], Any] = {}   # (template id, opt mode) -> its encoded program, or None: not one
-
-
 def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     """The encoded program of an eager graph's template from its second use on (a graph met once is only run), or
     None where a result is an input's buffer (a view, or an interned constant: no command writes it). Programs are
-    kept per kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
+    kept on the template per kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
     tpl.uses += 1
     if tpl.uses < 2:
         return None
-    key = (id(tpl), opt_mode(forced_opts(), cpu_count()))
-    if (prog := _programs.get(key, False)) is not False:
+    mode = opt_mode(forced_opts(), cpu_count())
+    if (prog := tpl.programs.get(mode, False)) is not False:
         return prog
     from tgfx.lowering.schedule import buffer_view
     from tgfx.transforms.jit import JitProgram
@@ -237,16 +234,17 @@ def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
         prog = None
     else:
         prog = JitProgram(tpl, inputs, len(inputs), [r.shape for r in tpl.results], {}, list)
-    tpl.programs.append(key)
-    _programs[key] = prog
+    tpl.programs[mode] = prog
     return prog
 
 
 def forget_compiled() -> None:
     """Drop every compiled kernel and eager program this process holds (the disk cache stays): what a new process
     would start from."""
+    from tgfx.lowering.schedule import _templates
     _kernels.clear()
-    _programs.clear()
+    for tpl in _templates.values():
+        tpl.programs.clear()
 
 
 def lower_multi(sink: UOp) -> tuple[UOp, Callable[[list[UOp]], list[UOp]]]:

@@ -27,6 +27,7 @@ from tgfx.lowering.inline import substitute_outside_calls, walk
 
 POOL_SIZE = 4096   # interned argument buffers kept; a schedule of ever new values evicts the oldest
 _pool: OrderedDict[tuple, UOp] = OrderedDict()
+_interned: set[UOp] = set()   # the pool's buffers, for `is_interned`
 _pool_lock = threading.Lock()
 
 
@@ -54,25 +55,15 @@ def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) ->
     get_device(device).allocator.fill(buffer_memory(buf), f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
     with _pool_lock:
         _pool[key] = buf
+        _interned.add(buf)
         while len(_pool) > POOL_SIZE:
-            _pool.popitem(last=False)
-    return buf
-    host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
-    buf = new_buffer(device, 1, dtype)
-    get_device(device).allocator.fill(buffer_memory(buf), f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
-    with _pool_lock:
-        _pool[key] = buf
-        while len(_pool) > POOL_SIZE:
-            _pool.popitem(last=False)
+            _interned.discard(_pool.popitem(last=False)[1])
     return buf
 
 
 def is_interned(buf: UOp) -> bool:
     """Whether BUFFER `buf` is an interned argument buffer (shared: it must never be written)."""
-    if buf.arg[2] != 1:
-        return False
-    with _pool_lock:
-        return any(b is buf for b in _pool.values())
+    return buf in _interned
 
 
 def graph_device(nodes: list[UOp]) -> str | None:

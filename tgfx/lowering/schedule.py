@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -408,8 +409,8 @@ class ScheduleTemplate:
 
     def __init__(self, roots: list[UOp], n_inputs: int) -> None:
         self.roots = roots   # kept alive: the same graph built again is these nodes, their keys already computed
-        self.uses = 0        # eager realisations, and the keys of their encoded programs (tgfx.lowering.eager_program)
-        self.programs: list[tuple[int, str]] = []
+        self.uses = 0        # eager realisations, and their encoded programs by kernel-option mode (eager_program)
+        self.programs: dict[str, Any] = {}
         self.linear, results = schedule(roots)
         self.results = [results[r] for r in roots]
         self.n_inputs = n_inputs
@@ -436,9 +437,7 @@ def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTempl
     tpl = _templates.get(key)
     if tpl is None:
         if len(_templates) >= _TEMPLATES_KEPT:
-            from tgfx.lowering import _programs
-            for k in _templates.pop(next(iter(_templates))).programs:
-                _programs.pop(k, None)
+            _templates.pop(next(iter(_templates)))
         tpl = _templates[key] = ScheduleTemplate(roots, n_inputs)
     return tpl
 
