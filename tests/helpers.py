@@ -152,3 +152,21 @@ def native_programs(ir: str, names: tuple[str, ...]) -> dict[str, Any]:
     ee.add_module(mod)
     ee.finalize_object()
     return {name: Program(name, ee.get_function_address(name), keepalive=ee) for name in names}
+
+
+def run_threads(worker: Any, n: int, switch_interval: float, timeout: float = 60.0) -> bool:
+    """Run `worker(t)` for t in range(n) on n threads, switching between them as often as `switch_interval` (seconds)
+    asks; True when all of them finished within `timeout`."""
+    import sys
+    import threading
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(switch_interval)
+    try:
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(n)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=timeout)
+    finally:
+        sys.setswitchinterval(interval)
+    return not any(th.is_alive() for th in threads)

@@ -311,7 +311,7 @@ def test_a_program_over_the_inline_size_goes_through_the_ring():
 def test_threads_replaying_one_program_get_their_own_results():
     # the encoded words and the recycled results are shared by every caller: replays from several threads (switching
     # as often as the interpreter allows) must neither mix up their buffers nor share a recycled result
-    import threading
+    from helpers import run_threads
     f = tg.jit(lambda v: v * 3 + 1)
     xs = [tg.asarray(np.full(8, t, np.float32)) for t in range(4)]
     f(xs[0]).block_until_ready()
@@ -324,17 +324,7 @@ def test_threads_replaying_one_program_get_their_own_results():
             if got != [3.0 * t + 1] * 8:
                 wrong.append((t, got))
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=60)
-    finally:
-        sys.setswitchinterval(interval)
-    assert not wrong and not any(th.is_alive() for th in threads)
+    assert run_threads(worker, 4, switch_interval=1e-6, timeout=60) and not wrong
 
 
 def test_a_training_loop_recycles_its_parameters_up_to_the_size_bound(monkeypatch):

@@ -184,8 +184,7 @@ def test_eager_optimizer_state_does_not_chain_across_steps():
 
 def test_eager_steps_from_several_threads_get_their_own_values():
     # one eager program and one pool of interned constants serve every thread: each must see its own scalars
-    import sys
-    import threading
+    from helpers import run_threads
     x = tg.asarray(np.arange(8, dtype=np.float32))
     (x * 3.0 + 1.0).numpy()
     wrong: list[tuple[int, object]] = []
@@ -200,14 +199,5 @@ def test_eager_steps_from_several_threads_get_their_own_values():
                 key, sub = tg.random.split(key)
         except Exception as e:  # noqa: BLE001 - a thread's failure is this test's
             wrong.append((t, repr(e)))
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=120)
-    finally:
-        sys.setswitchinterval(interval)
-    assert not wrong and not any(th.is_alive() for th in threads)
+    finished = run_threads(worker, 4, switch_interval=1e-5, timeout=120)
+    assert not wrong and finished
