@@ -237,3 +237,104 @@ def test_matmul_with_nan_and_inf() -> None:
     with np.errstate(invalid="ignore"):
         want = a @ b
     assert_close(tnp.matmul(to_tensor(a), to_tensor(b)), want, dtype=dtypes.float32)
+
+
+def test_dot_and_matmul_accept_precision_and_preferred_element_type() -> None:
+    """`precision` is accepted and ignored (JAX's CPU backend ignores it too); `preferred_element_type` computes and
+    returns the product in that type (int8 products summed in int32 do not wrap)."""
+    a, b = np.full((2, 40), 100, np.int8), np.full((40, 3), 100, np.int8)
+    for fn in (tnp.matmul, tnp.dot):
+        assert_close(fn(to_tensor(a), to_tensor(b), precision="highest"), a @ b, dtype=dtypes.int8)
+        out = fn(to_tensor(a), to_tensor(b), precision=None, preferred_element_type=dtypes.int32)
+        assert_close(out, a.astype(np.int32) @ b.astype(np.int32), dtype=dtypes.int32)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert_close(to_tensor(x).dot(to_tensor(x.T), precision=("high", "high")), x @ x.T, dtype=dtypes.float32)
+
+
+# ---- meshgrid ----
+@pytest.mark.parametrize("indexing", ["xy", "ij"])
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("sizes", [(3,), (3, 2), (2, 4, 3)], ids=str)
+def test_meshgrid_matches_numpy(sizes: tuple[int, ...], sparse: bool, indexing: str) -> None:
+    xs = [np.arange(n, dtype=np.float32) * (i + 1) for i, n in enumerate(sizes)]
+    got = tnp.meshgrid(*(to_tensor(x) for x in xs), sparse=sparse, indexing=indexing)
+    want = np.meshgrid(*xs, sparse=sparse, indexing=indexing)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, dtype=dtypes.float32)
+
+
+def test_meshgrid_errors() -> None:
+    assert tnp.meshgrid() == []
+    with pytest.raises(ValueError, match=r"every input must be 1-d, argument 1 has shape \(2, 2\)"):
+        tnp.meshgrid(tnp.zeros(3), tnp.zeros((2, 2)))
+    with pytest.raises(ValueError, match="indexing must be 'xy' or 'ij', got 'ji'"):
+        tnp.meshgrid(tnp.zeros(3), indexing="ji")
+
+
+# ---- array of a list holding Tensors ----
+def test_array_of_tensors_stacks_them_with_jax_promotion() -> None:
+    a, b = tg.asarray(np.float32(2.0)), tg.asarray([1.0, 3.0])
+    out = tnp.array([a, 1.0, 3])
+    assert out.dtype == dtypes.float32 and out.tolist() == [2.0, 1.0, 3.0]
+    nested = tnp.asarray([[b, b * 2], (b, np.array([5.0, 6.0], np.float32))])
+    assert nested.shape == (2, 2, 2)
+    np.testing.assert_array_equal(nested.numpy(), [[[1, 3], [2, 6]], [[1, 3], [5, 6]]])
+    assert tnp.array([tg.asarray(np.float16(1.0)), 2.5]).dtype == dtypes.float16       # Python scalars are weak
+    assert tnp.array([tg.asarray(np.int32(1)), tg.asarray(np.float32(2))]).dtype == dtypes.float32
+    assert tnp.array([a, a], dtype=dtypes.int32).tolist() == [2, 2]
+
+
+def test_array_of_traced_tensors_under_jit_and_grad() -> None:
+    """Inside jit and grad the Tensors have no value yet: they are stacked lazily, not read back (which would be a
+    ConcretizationError)."""
+    f = tg.jit(lambda x, y: tnp.asarray([x.sum(), y, x[0]]))
+    x, y = tg.asarray([1.0, 3.0]), tg.asarray(np.float32(2.0))
+    assert f(x, y).tolist() == [4.0, 2.0, 1.0]
+    assert f(x + 1, y).tolist() == [6.0, 2.0, 2.0]
+    assert f.trace_count == 1
+    w = tg.asarray(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    g = tg.grad(lambda v: (tnp.array([v, v * 2]) * w).sum())(x)
+    assert g.tolist() == [7.0, 10.0]
+
+
+def test_array_of_tensors_errors_name_the_element() -> None:
+    a = tg.asarray([1.0, 2.0])
+    with pytest.raises(ValueError, match=r"the elements of x\[1\] have different shapes \(x\[1\]\[0\] \(2,\), "
+                                         r"x\[1\]\[1\] \(\)\)"):
+        tnp.array([[a, a], [a, 1.0]])
+    with pytest.raises(ValueError, match=r"x\[1\] is an empty list"):
+        tnp.array([[a], []])
+
+
+# ---- array facts, printing, formatting ----
+def test_ndim_shape_size() -> None:
+    t = tnp.zeros((2, 3))
+    assert (tnp.ndim(t), tnp.shape(t), tnp.size(t), tnp.size(t, -1), tnp.size(t, 0)) == (2, (2, 3), 6, 3, 2)
+    assert (tnp.ndim([[1, 2]]), tnp.shape([[1, 2]]), tnp.size([[1, 2]]), tnp.ndim(3.0), tnp.shape(3.0)) == \
+        (2, (1, 2), 2, 0, ())
+    assert tnp.ndim(np.zeros((1, 2, 3))) == 3
+
+
+def test_print_options_reach_tensor_repr() -> None:
+    t = tg.asarray(np.array([1.23456789, 2.0], np.float32))
+    with tnp.printoptions(precision=2):
+        assert "1.23," in repr(t) and "1.2345" not in repr(t)
+        assert tnp.get_printoptions()["precision"] == 2
+    old = tnp.get_printoptions()
+    try:
+        tnp.set_printoptions(precision=3)
+        assert "1.235" in repr(t)
+    finally:
+        tnp.set_printoptions(**old)
+    assert "1.2345" in repr(t)
+
+
+def test_format_spec_formats_a_scalar_tensor() -> None:
+    x = tg.asarray(np.float32(3.14159))
+    assert f"{x:.3f}" == "3.142" and f"{x:>8.2e}" == "3.14e+00"
+    assert f"{tg.asarray(np.int32(7)):04d}" == "0007" and f"{tg.asarray([2.5]):.1f}" == "2.5"
+    assert f"{x}" == str(x)
+    with pytest.raises(TypeError, match=r"format string '.2f' for a Tensor of shape \(2,\): a format spec needs a "
+                                        r"scalar"):
+        f"{tg.asarray([1.0, 2.0]):.2f}"

@@ -27,6 +27,7 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from test_grad import check_grads
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -547,6 +548,51 @@ def test_sign_abs_clip_of_nan() -> None:
     assert_close(tnp.abs(to_tensor(x)), np.abs(x), dtype=dtypes.float32)
     assert_close(tnp.clip(to_tensor(x), -1.0, 1.0), np.clip(x, -1.0, 1.0), dtype=dtypes.float32)
     assert not np.signbit(tnp.abs(to_tensor(x)).numpy()).any()
+
+
+
+# ---- logaddexp ----
+LOGADDEXP = {"logaddexp": (tnp.logaddexp, np.logaddexp), "logaddexp2": (tnp.logaddexp2, np.logaddexp2)}
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@pytest.mark.parametrize("name", LOGADDEXP)
+@settings(max_examples=8)
+@given(data=st.data())
+def test_logaddexp(name: str, d: DType, data: st.DataObject) -> None:
+    fn, ref = LOGADDEXP[name]
+    sa = data.draw(shapes(max_dims=2))
+    a = data.draw(arrays(d, sa, lo=-100.0, hi=100.0))
+    b = data.draw(arrays(d, data.draw(broadcastable_shapes(sa)), lo=-100.0, hi=100.0))
+    assert_close(fn(to_tensor(a, d), to_tensor(b, d)), _ref(ref, a, b, dtype=d), dtype=d, ulps=TRANSCENDENTAL_ULPS)
+
+
+@pytest.mark.parametrize("name", LOGADDEXP)
+def test_logaddexp_special_values_and_promotion(name: str) -> None:
+    fn, ref = LOGADDEXP[name]
+    a, b = SPECIAL.reshape(-1, 1), SPECIAL.reshape(1, -1)
+    assert_close(fn(to_tensor(a), to_tensor(b)), _ref(ref, a, b, dtype=dtypes.float32), dtype=dtypes.float32,
+                 ulps=TRANSCENDENTAL_ULPS)
+    big = np.array([1e30, -1e30, 88.0, 1000.0], np.float32)    # exp would overflow: the value must not
+    assert_close(fn(to_tensor(big), to_tensor(big[::-1].copy())), _ref(ref, big, big[::-1], dtype=dtypes.float32),
+                 ulps=TRANSCENDENTAL_ULPS)
+    assert fn(tg.asarray([1, 2]), 3).dtype == dtypes.float32
+    assert fn(tg.asarray(np.ones(2, np.float16)), 1.0).dtype == dtypes.float16
+
+
+@pytest.mark.parametrize("name", LOGADDEXP)
+def test_logaddexp_gradients_at_ties_and_infinities(name: str) -> None:
+    """(1/2, 1/2) at equal arguments (also at two equal infinities: JAX gives NaN at two -infs), (0, 1) with a -inf
+    first argument, exact; central differences elsewhere."""
+    fn, _ = LOGADDEXP[name]
+    ninf = -np.inf
+    x = np.array([1.5, ninf, 0.0, ninf, np.inf, np.inf, 1e30], np.float32)
+    y = np.array([1.5, 0.0, ninf, ninf, np.inf, 2.0, -1e30], np.float32)
+    gx, gy = tg.grad(lambda a, b: fn(a, b).sum(), argnums=(0, 1))(to_tensor(x), to_tensor(y))
+    np.testing.assert_array_equal(gx.numpy(), [0.5, 0.0, 1.0, 0.5, 0.5, 1.0, 1.0])
+    np.testing.assert_array_equal(gy.numpy(), [0.5, 1.0, 0.0, 0.5, 0.5, 0.0, 0.0])
+    r = np.random.default_rng(0)
+    check_grads(fn, r.uniform(-3, 3, (2, 3)), r.uniform(-3, 3, (2, 3)))
 
 
 # ---- operators on Tensor, reflected operators and numpy arrays on the left ----

@@ -90,6 +90,15 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({self.numpy()!r}, dtype={self.dtype.name}, device={self.device!r})"
 
+    def __format__(self, spec: str) -> str:
+        """`f"{t:.3f}"`: a one-element Tensor formats its value as the Python scalar would; no spec is `str(t)`."""
+        if not spec:
+            return str(self)
+        if self.size != 1:
+            raise TypeError(f"unsupported format string {spec!r} for a Tensor of shape {self.shape}: a format spec "
+                            f"needs a scalar (a 0-d or one-element Tensor); format t.item() of one, or use str(t)")
+        return format(self.item(), spec)
+
     def __hash__(self) -> int:
         return id(self)
 

@@ -1,6 +1,7 @@
 """`tgfx.numpy`: numpy's names and semantics on lazy Tensors (broadcasting, `axis`/`keepdims`, JAX promotion)."""
 from tgfx.dtypes import dtypes as _dtypes
 from tgfx.numpy import _methods  # noqa: F401 - attaches operators and methods to Tensor
+from tgfx.numpy import linalg as linalg
 from tgfx.numpy._creation import (
                                   arange,
                                   array,
@@ -11,6 +12,7 @@ from tgfx.numpy._creation import (
                                   full_like,
                                   identity,
                                   linspace,
+                                  meshgrid,
                                   ones,
                                   ones_like,
                                   tri,
@@ -60,6 +62,8 @@ from tgfx.numpy._elementwise import (
                                   log1p,
                                   log2,
                                   log10,
+                                  logaddexp,
+                                  logaddexp2,
                                   logical_and,
                                   logical_not,
                                   logical_or,
@@ -91,7 +95,8 @@ from tgfx.numpy._elementwise import (
 )
 from tgfx.numpy._indexing import take as take
 from tgfx.numpy._indexing import take_along_axis as take_along_axis
-from tgfx.numpy._linalg import dot, inner, matmul, outer, vdot
+from tgfx.numpy._info import get_printoptions, ndim, printoptions, set_printoptions, shape, size
+from tgfx.numpy._linalg import diag, diagonal, dot, inner, matmul, outer, trace, vdot
 from tgfx.numpy._movement import (
                                   array_split,
                                   atleast_2d,

@@ -1,23 +1,74 @@
 """Creation: constants, ranges and masks. Constant Tensors are views of a scalar: they cost no memory."""
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype, weak_kind
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, is_weak, to_tensor
 
 Shape = int | Sequence[int]
 
 
+def _holds_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and builtins.any(_holds_tensor(v) for v in x))
+
+
+def _kind(v: Tensor | bool | int | float) -> DType | str:
+    """What a leaf brings to the promotion: its dtype, or the weak kind of a Python scalar or a weak Tensor."""
+    if isinstance(v, Tensor):
+        return ("f*" if v.dtype.is_float else "i*") if is_weak(v) else v.dtype
+    return weak_kind(v)
+
+
+def _stack_nested(x: list | tuple, dtype: DType | None) -> Tensor:
+    """A (nested) list of Tensors, arrays and scalars as one Tensor: the leaves stacked level by level, lazily, so
+    traced Tensors (inside `jit`, `grad`) stack like concrete ones and nothing is read back to the host. The dtype is
+    the JAX promotion of the leaves' (Python scalars weakly typed), unless `dtype` is given."""
+    leaves: list[Tensor | bool | int | float] = []
+
+    def convert(v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return [convert(e) for e in v]
+        leaves.append(v if isinstance(v, (Tensor, bool, int, float)) else Tensor(np.asarray(v)))
+        return leaves[-1]
+
+    tree = convert(x)
+    d = dtype if dtype is not None else promote_types(*(_kind(v) for v in leaves))
+
+    def build(v: Any, where: str) -> Tensor:
+        if not isinstance(v, list):
+            return (v if isinstance(v, Tensor) else Tensor.full((), v, d)).astype(d)
+        if not v:
+            raise ValueError(f"array: {where} is an empty list beside lists that hold Tensors; it has no shape to "
+                             f"stack")
+        parts = [build(e, f"{where}[{i}]") for i, e in enumerate(v)]
+        if len({p.shape for p in parts}) > 1:
+            listed = ", ".join(f"{where}[{i}] {p.shape}" for i, p in enumerate(parts))
+            raise ValueError(f"array: the elements of {where} have different shapes ({listed}); the elements of a "
+                             f"list must all have one shape")
+        from tgfx.numpy._movement import stack
+        return stack(parts)
+
+    return build(tree, "x")
+
+
 def asarray(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    """A Tensor from a Tensor (no copy unless the dtype or device changes), numpy array, list or scalar."""
-    return Tensor(x, dtype=dtype, device=device)
+    """A Tensor from a Tensor (no copy unless the dtype or device changes), numpy array, list or scalar.
+
+    A (nested) list holding Tensors stacks them, traced ones too (`tnp.asarray([loss, acc])` inside `jit`).
+    """
+    return array(x, dtype=dtype, device=device)
 
 
 def array(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """As `asarray` (tgfx Tensors are immutable, so there is nothing to copy)."""
+    if isinstance(x, (list, tuple)) and _holds_tensor(x):
+        return Tensor(_stack_nested(x, None if dtype is None else to_dtype(dtype)), device=device)
     return Tensor(x, dtype=dtype, device=device)
 
 
@@ -109,3 +160,31 @@ def triu(x: ArrayLike, k: int = 0) -> Tensor:
         raise ValueError(f"triu: input must be at least 2-d, got shape {x.shape}")
     mask = tri(x.shape[-2], x.shape[-1], k - 1, dtype=dtypes.bool)
     return ew.where(mask, 0, x).astype(x.dtype)
+
+
+def meshgrid(*xi: ArrayLike, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list[Tensor]:
+    """numpy.meshgrid: coordinate grids from 1-d coordinate vectors, as broadcast views (no memory).
+
+    indexing="xy" (the default) swaps the first two axes of the grids (Cartesian: x varies along columns),
+    "ij" keeps the inputs' order (matrix indexing). `sparse=True` returns the vectors shaped to broadcast against
+    each other instead of broadcast to the full grid. `copy` is accepted for numpy compatibility.
+
+    >>> xx, yy = tnp.meshgrid(tnp.arange(3), tnp.arange(2))     # both (2, 3)
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    ts = [to_tensor(x) for x in xi]
+    for i, t in enumerate(ts):
+        if t.ndim != 1:
+            raise ValueError(f"meshgrid: every input must be 1-d, argument {i} has shape {t.shape}")
+    n = len(ts)
+    shape = [t.shape[0] for t in ts]
+    axes = list(range(n))
+    if indexing == "xy" and n >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+        axes[0], axes[1] = 1, 0
+    out = []
+    for t, ax in zip(ts, axes, strict=True):
+        v = t.reshape(tuple(t.shape[0] if a == ax else 1 for a in range(n)))
+        out.append(v if sparse else v.expand(tuple(shape)))
+    return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from tgfx.dtypes import dtypes, max_value, promote_types, to_inexact, weak_kind
 from tgfx.ir.ops import Ops
@@ -388,6 +389,44 @@ def log10(x: ArrayLike) -> Tensor:
 def arctan2(y: ArrayLike, x: ArrayLike) -> Tensor:
     a, b = _promote_inexact(y, x, "arctan2")
     return a._binary(Ops.ATAN2, b, name="arctan2")
+
+
+
+def _logaddexp(x1: ArrayLike, x2: ArrayLike, name: str, exp_fn: Callable[[Tensor], Tensor], scale: float) -> Tensor:
+    """hi + log1p(exp(lo - hi)) * scale, hi and lo the larger and smaller argument picked by a select (so a tie sends
+    each its half of the gradient: d/dhi = 1 - s, d/dlo = s, s = sigmoid(lo - hi) = 1/2), and exp only of lo - hi <= 0.
+
+    Two equal infinities would make lo - hi a NaN, in the value and (through exp's derivative, even masked out) in
+    the gradient: there the difference is replaced by 0 and the value is (x1 + x2) / 2, the infinity itself with
+    gradient 1/2 each, the limit along x1 = x2 (JAX gives NaN gradients at two -infs). A NaN argument gives NaN."""
+    a, b = _promote_inexact(x1, x2, name)
+    a, b = broadcast(a, b, name=name)
+    ge = greater_equal(a, b)
+    hi, lo = where(ge, a, b), where(ge, b, a)
+    same_inf = logical_and(equal(hi, lo), isinf(hi))
+    d = where(same_inf, 0.0, lo - hi)
+    out = hi + log1p(exp_fn(d)) * scale if scale != 1.0 else hi + log1p(exp_fn(d))
+    return where(same_inf, (a + b) * 0.5, out)
+
+
+def logaddexp(x1: ArrayLike, x2: ArrayLike) -> Tensor:
+    """log(exp(x1) + exp(x2)) without overflow or underflow (`numpy.logaddexp`), in floats.
+
+    >>> tnp.logaddexp(1000.0, 1000.0)          # 1000.6931, not inf
+    >>> tnp.logaddexp(-tnp.inf, 0.0)           # 0.0; its gradient is (0, 1)
+
+    The gradient is (sigmoid(x1 - x2), sigmoid(x2 - x1)): (1/2, 1/2) at equal arguments, (0, 1) at (-inf, finite).
+    """
+    return _logaddexp(x1, x2, "logaddexp", exp, 1.0)
+
+
+def logaddexp2(x1: ArrayLike, x2: ArrayLike) -> Tensor:
+    """log2(2**x1 + 2**x2) without overflow or underflow (`numpy.logaddexp2`), in floats; gradients as
+    `logaddexp`'s.
+
+    >>> tnp.logaddexp2(1.0, 1.0)               # 2.0
+    """
+    return _logaddexp(x1, x2, "logaddexp2", exp2, 1 / math.log(2))
 
 
 def _rounding(op: Ops, name: str):  # noqa: ANN202

@@ -1,13 +1,30 @@
-"""Linear algebra: matmul and dot as a broadcast multiply and a sum, so they fuse with what surrounds them."""
+"""Linear algebra: matmul and dot as a broadcast multiply and a sum, so they fuse with what surrounds them; the
+diagonal of a matrix as a view."""
 from __future__ import annotations
 
+from typing import Any
+
+from tgfx.dtypes import DType, to_dtype
 from tgfx.numpy import _reduce
-from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, promote, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axis, promote, to_tensor
 
 
-def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
-    """numpy.matmul: batched, with 1-d operands promoted and their axis removed afterwards."""
+def _preferred(x: Tensor, y: Tensor, preferred_element_type: DType | str | None) -> tuple[Tensor, Tensor]:
+    """Both operands in `preferred_element_type` (JAX's accumulation type, e.g. int8 @ int8 summed in int32)."""
+    if preferred_element_type is None:
+        return x, y
+    d = to_dtype(preferred_element_type)
+    return x.astype(d), y.astype(d)
+
+
+def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
+           preferred_element_type: DType | str | None = None) -> Tensor:
+    """numpy.matmul: batched, with 1-d operands promoted and their axis removed afterwards.
+
+    `precision` is accepted and ignored, as on JAX's CPU backend (every product is computed in the operands' type);
+    `preferred_element_type` computes (and returns) the product in that dtype."""
     x, y = promote(to_tensor(a), to_tensor(b), "matmul")
+    x, y = _preferred(x, y, preferred_element_type)
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"matmul: operands must be at least 1-d, got shapes {x.shape} and {y.shape}; use multiply")
     xv, yv = x.ndim == 1, y.ndim == 1
@@ -34,9 +51,12 @@ def matmul(a: ArrayLike, b: ArrayLike) -> Tensor:
     return out
 
 
-def dot(a: ArrayLike, b: ArrayLike) -> Tensor:
-    """numpy.dot: scalars multiply, 1-d/2-d is matmul, N-d contracts the last axis of a with the second-to-last of b."""
-    x, y = to_tensor(a), to_tensor(b)
+def dot(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
+        preferred_element_type: DType | str | None = None) -> Tensor:
+    """numpy.dot: scalars multiply, 1-d/2-d is matmul, N-d contracts the last axis of a with the second-to-last of b.
+
+    `precision` and `preferred_element_type` as in `matmul`."""
+    x, y = _preferred(to_tensor(a), to_tensor(b), preferred_element_type)
     if x.ndim == 0 or y.ndim == 0:
         return x * y
     if y.ndim <= 2:
@@ -64,3 +84,58 @@ def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
 def outer(a: ArrayLike, b: ArrayLike) -> Tensor:
     x, y = to_tensor(a).reshape(-1), to_tensor(b).reshape(-1)
     return x.reshape(-1, 1) * y.reshape(1, -1)
+
+
+def diagonal(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    """numpy.diagonal: the diagonal `offset` above the main one (below, if negative) of the matrices spanned by
+    axis1 and axis2, as a new last axis. A view, no arithmetic: the (n, n) block flattened, padded by n and read with
+    stride n + 1.
+
+    >>> tnp.diagonal(tnp.arange(6).reshape(2, 3), offset=1)     # [1, 5]
+    """
+    x = to_tensor(a)
+    if x.ndim < 2:
+        raise ValueError(f"diagonal: a must be at least 2-d, got shape {x.shape}")
+    ax1, ax2 = normalize_axis(axis1, x.ndim, "diagonal"), normalize_axis(axis2, x.ndim, "diagonal")
+    if ax1 == ax2:
+        raise ValueError(f"diagonal: axis1 and axis2 must be different axes, got {axis1} and {axis2}")
+    offset = int(offset)
+    rest = [i for i in range(x.ndim) if i not in (ax1, ax2)]
+    x = x.permute(*rest, ax1, ax2)
+    batch, (rows, cols) = x.shape[:-2], x.shape[-2:]
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = max(0, min(rows - r0, cols - c0))
+    x = x.shrink([(0, s) for s in batch] + [(min(r0, rows), min(r0, rows) + n), (min(c0, cols), min(c0, cols) + n)])
+    if n <= 1:
+        return x.reshape(batch + (n,))
+    flat = x.reshape(batch + (n * n,)).pad_zeros([(0, 0)] * len(batch) + [(0, n)])
+    return flat.reshape(batch + (n, n + 1)).shrink([(0, s) for s in batch] + [(0, n), (0, 1)]).reshape(batch + (n,))
+
+
+def diag(v: ArrayLike, k: int = 0) -> Tensor:
+    """numpy.diag: a 1-d `v` laid on the k-th diagonal of a square matrix of zeros (side len(v) + |k|), or the k-th
+    diagonal of a 2-d `v`.
+
+    >>> tnp.diag(tnp.asarray([1, 2]), k=1)      # [[0, 1, 0], [0, 0, 2], [0, 0, 0]]
+    """
+    x = to_tensor(v)
+    k = int(k)
+    if x.ndim == 2:
+        return diagonal(x, k)
+    if x.ndim != 1:
+        raise ValueError(f"diag: v must be 1-d or 2-d, got shape {x.shape}")
+    from tgfx.numpy._creation import eye
+    from tgfx.numpy._elementwise import where
+    n = x.shape[0]
+    m = n + abs(k)
+    padded = x.pad_zeros([(0, abs(k))])   # entry i sits in row i (k >= 0) or in column i (k < 0)
+    return where(eye(m, m, k, dtype="bool"), padded.reshape(m, 1) if k >= 0 else padded.reshape(1, m),
+                 Tensor.full((), 0, x.dtype))
+
+
+def trace(a: ArrayLike, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype: DType | str | None = None) -> Tensor:
+    """numpy.trace: the sum of `diagonal(a, offset, axis1, axis2)`, summed as `sum` would (small integers in int32).
+
+    >>> tnp.trace(tnp.eye(3))                   # 3.0
+    """
+    return _reduce.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)

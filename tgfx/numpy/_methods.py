@@ -58,6 +58,7 @@ for _name, _fn in {
     "argmin": rd.argmin, "var": rd.var, "std": rd.std, "any": rd.any, "all": rd.all, "cumsum": rd.cumsum,
     "cumprod": rd.cumprod, "transpose_axes": mv.transpose, "swapaxes": mv.swapaxes, "squeeze": mv.squeeze,
     "ravel": mv.ravel, "repeat": mv.repeat, "clip": ew.clip, "round": ew.round, "dot": _linalg.dot,
+    "diagonal": _linalg.diagonal, "trace": _linalg.trace,
 }.items():
     setattr(Tensor, _name, _fn)
 

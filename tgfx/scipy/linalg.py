@@ -1,4 +1,4 @@
-"""`tgfx.scipy.linalg`: Cholesky factorisation and triangular solves, as `jax.scipy.linalg` has them.
+"""`tgfx.scipy.linalg`: Cholesky and LU factorisations and triangular solves, as `jax.scipy.linalg` has them.
 
 Both are tgfx programs: a `tg.lax.fori_loop` over the n columns (or rows) of the matrix, each step a few masked
 sums and a matrix-vector product of the static size n, so the loop body compiles once (its compile time does not
@@ -7,7 +7,8 @@ or B rows a step, its product with the rest one matmul), which cuts the O(n^2) w
 O(n B) (the solves also cut the steps to n / B + B); each kernel of an O(n^2) step costs microseconds at n = 128.
 Leading batch axes are carried through every step. Each is a
 `tg.function` with its own backward (more triangular solves), so `grad` costs O(n^3) time and O(n^2) memory, not
-the n saved carries a differentiated loop would keep.
+the n saved carries a differentiated loop would keep. The LU factorisation (`lu_factor`, partial pivoting) is one
+loop of n unblocked steps; `tnp.linalg`'s solve, inv, det and slogdet are written on it, with their own backwards.
 
 As in scipy, only one triangle of the input is read (the lower one for `lower=True`); the other may hold anything,
 NaN included. The gradient is that of the function as computed, so it is zero on the triangle not read; for a
@@ -18,6 +19,7 @@ not positive definite gives NaNs, as in JAX (there is no error: the values are n
 >>> c, low = sla.cho_factor(cov, lower=True)
 >>> x = sla.cho_solve((c, low), b)                        # cov^-1 b
 >>> z = sla.solve_triangular(c, b, lower=True)            # L^-1 b
+>>> x = sla.lu_solve(sla.lu_factor(a), b)                 # a^-1 b for any square a
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from tgfx.dtypes import dtypes
 from tgfx.function import function
 from tgfx.lax import fori_loop
 from tgfx.scipy._util import promote_args_inexact
-from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes
+from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, to_tensor
 
 
 def _check_square(name: str, what: str, a: Tensor) -> int:
@@ -427,4 +429,185 @@ def solve_triangular(a: ArrayLike, b: ArrayLike, trans: int | str = 0, lower: bo
     return x[..., 0] if vector else x
 
 
-__all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular"]
+
+# ---- LU with partial pivoting ----
+def _lu_loop(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(lu, piv, perm) with P a = L U, as LAPACK's getrf computes them: one column a step, the row with the largest
+    |entry| on or below the diagonal (the first, on a tie) swapped up, then its multiples taken off the rows below.
+    lu holds U and, below the diagonal, L's multipliers (L's unit diagonal implied); piv[k] is the row swapped with
+    row k at step k; perm[i] is the row of a that row i of P a is. A zero pivot (a singular matrix) is left as it is
+    with its zero column below, as LAPACK does: U then has a zero on its diagonal, and solving with it gives infs."""
+    n = a.shape[-1]
+    idx = _index(n)
+    below = idx[:, None] > idx[None, :]
+
+    def step(k: Tensor, carry: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        lu, piv, perm = carry
+        at = idx == k
+        p = tnp.argmax(tnp.where(idx >= k, tnp.abs(_col(lu, at)), -1.0), axis=-1)
+        at_p = idx == p[..., None]                                         # (..., n): the pivot row
+        row_k, row_p = _row(lu, at), tnp.sum(tnp.where(at_p[..., :, None], lu, 0.0), axis=-2)
+        lu = tnp.where(at[:, None], row_p[..., None, :], tnp.where(at_p[..., :, None], row_k[..., None, :], lu))
+        perm_k, perm_p = (tnp.sum(tnp.where(m, perm, 0), axis=-1, keepdims=True) for m in (at, at_p))
+        perm = tnp.where(at, perm_p, tnp.where(at_p, perm_k, perm))
+        piv = tnp.where(at, p[..., None], piv)
+        pivot = tnp.sum(tnp.where(at, row_p, 0.0), axis=-1, keepdims=True)
+        mult = tnp.where(idx > k, _col(lu, at) / tnp.where(pivot == 0, 1.0, pivot), 0.0)    # (..., n)
+        rest = tnp.where(idx > k, row_p, 0.0)                                                # U's row k, right of k
+        return tnp.where(below & at, mult[..., :, None], lu - mult[..., :, None] * rest[..., None, :]), piv, perm
+
+    start = tnp.broadcast_to(idx, a.shape[:-1])
+    return fori_loop(0, n, step, (a, start, start))
+
+
+def _permutation(perm: Tensor, dtype: Any) -> Tensor:
+    """P, one-hot (..., n, n): P[i, j] = 1 where perm[i] == j, so P b is b's rows in the order perm."""
+    return (perm[..., :, None] == _index(perm.shape[-1])).astype(dtype)
+
+
+def _lu_solve(lu: Tensor, perm: Tensor, b: Tensor, transpose: bool) -> Tensor:
+    """x with a x = b (a^T x = b for `transpose`), given P a = L U; b (..., n, k) with the batch of lu.
+
+    a x = b is L U x = P b; a^T = U^T L^T P, so a^T x = b is x = P^T L^-T U^-T b. Two triangular solves either way,
+    each differentiable by its own backward."""
+    p = _permutation(perm, lu.dtype)
+    if not transpose:
+        y = _solve(lu, tnp.matmul(p, b), transpose=False, lower=True, unit=True)
+        return _solve(lu, y, transpose=False, lower=False, unit=False)
+    z = _solve(lu, b, transpose=True, lower=False, unit=False)
+    return tnp.matmul(tnp.swapaxes(p, -1, -2), _solve(lu, z, transpose=True, lower=True, unit=True))
+
+
+def _general_solve(a: Tensor, b: Tensor) -> Tensor:
+    lu, _, perm = _lu_loop(a)
+    return _lu_solve(lu, perm, b, transpose=False)
+
+
+def _general_solve_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
+    """x = a^-1 b: bbar = a^-T xbar, abar = -bbar x^T. The factorisation is written again here, the same graph as
+    the forward's, so it is computed once; being plain tgfx ops (not this function's outputs), it differentiates
+    correctly under a second `grad`."""
+    (g,), (a, _), (x,) = grads, call.inputs, call.outputs
+    lu, _, perm = _lu_loop(a)
+    gb = _lu_solve(lu, perm, g, transpose=True)
+    return -_abt(gb, x), gb
+
+
+_general_solve_fn = function(_general_solve, grad_fxn=_general_solve_backward)
+
+
+def general_solve(a: Tensor, b: Tensor) -> Tensor:
+    """x with a x = b for square a (..., n, n) and b (..., n, k), batch axes broadcast; both of one float dtype.
+    A `tg.function` whose backward is two more solves (with a^T), not a differentiated loop. For `tnp.linalg`."""
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], name="solve")
+    a = tnp.broadcast_to(a, batch + a.shape[-2:])
+    b = tnp.broadcast_to(b, batch + b.shape[-2:])
+    return b if a.shape[-1] == 0 else _general_solve_fn(a, b)
+
+
+def _slogdet(a: Tensor) -> tuple[Tensor, Tensor]:
+    lu, piv, _ = _lu_loop(a)
+    d = tnp.diagonal(lu, axis1=-2, axis2=-1)
+    swaps = tnp.sum((piv != _index(a.shape[-1])).astype(dtypes.int32), axis=-1)
+    parity = tnp.where((swaps & 1) == 1, -1.0, 1.0).astype(a.dtype)
+    return parity * tnp.prod(tnp.sign(d), axis=-1), tnp.sum(tnp.log(tnp.abs(d)), axis=-1)
+
+
+def _det(a: Tensor) -> Tensor:
+    lu, piv, _ = _lu_loop(a)
+    swaps = tnp.sum((piv != _index(a.shape[-1])).astype(dtypes.int32), axis=-1)
+    parity = tnp.where((swaps & 1) == 1, -1.0, 1.0).astype(a.dtype)
+    return parity * tnp.prod(tnp.diagonal(lu, axis1=-2, axis2=-1), axis=-1)
+
+
+def _inverse_transpose(a: Tensor) -> Tensor:
+    lu, _, perm = _lu_loop(a)
+    eye = tnp.broadcast_to(tnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+    return _lu_solve(lu, perm, eye, transpose=True)
+
+
+def _det_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
+    """d det(a) = det(a) tr(a^-1 da): abar = g det(a) a^-T (NaN at a singular a, where JAX's is the cofactor
+    matrix)."""
+    (g,), (a,), (d,) = grads, call.inputs, call.outputs
+    return ((g * d)[..., None, None] * _inverse_transpose(a),)
+
+
+def _slogdet_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
+    """The sign is piecewise constant; d log|det a| = tr(a^-1 da): abar = g a^-T."""
+    (_, g), (a,) = grads, call.inputs
+    return (g[..., None, None] * _inverse_transpose(a),)
+
+
+_det_fn = function(_det, grad_fxn=_det_backward)
+_slogdet_fn = function(_slogdet, grad_fxn=_slogdet_backward)
+
+
+def lu_factor(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Tensor, Tensor]:
+    """(lu, piv): the LU factorisation of a square `a` with partial pivoting (`jax.scipy.linalg.lu_factor`).
+
+    lu holds U on and above the diagonal and L's multipliers below it (L has ones on its diagonal); row i was
+    swapped with row piv[i] (int32), in order, as LAPACK's getrf returns them. `a` may be batched (..., n, n). A
+    tgfx loop of n steps; differentiable (through the loop: prefer `lu_solve`'s or `tnp.linalg.solve`'s own
+    backward where you only need a solve).
+
+    >>> lu, piv = lu_factor(a)
+    >>> x = lu_solve((lu, piv), b)
+    """
+    (t,) = promote_args_inexact("lu_factor", a)
+    _check_square("lu_factor", "a", t)
+    if t.shape[-1] == 0:
+        return t, tnp.zeros(t.shape[:-1], dtypes.int32)
+    lu, piv, _ = _lu_loop(t)
+    return lu, piv
+
+
+def _perm_from_piv(piv: Tensor) -> Tensor:
+    """The permutation the sequence of row swaps piv makes: perm starts as 0..n-1 and has entries k and piv[k]
+    swapped at step k."""
+    n = piv.shape[-1]
+    idx = _index(n)
+
+    def step(k: Tensor, perm: Tensor) -> Tensor:
+        at = idx == k
+        p = tnp.sum(tnp.where(at, piv, 0), axis=-1, keepdims=True)
+        at_p = idx == p
+        perm_k, perm_p = (tnp.sum(tnp.where(m, perm, 0), axis=-1, keepdims=True) for m in (at, at_p))
+        return tnp.where(at, perm_p, tnp.where(at_p, perm_k, perm))
+
+    return fori_loop(0, n, step, tnp.broadcast_to(idx, piv.shape))
+
+
+def lu_solve(lu_and_piv: tuple[ArrayLike, ArrayLike], b: ArrayLike, trans: int | str = 0, overwrite_b: bool = False,
+             check_finite: bool = True) -> Tensor:
+    """The x with a x = b (trans 0 / "N") or a^T x = b (1 / "T", 2 / "C"), given `lu_factor(a)`
+    (`jax.scipy.linalg.lu_solve`). `b` is (..., n) when it has one axis fewer than lu, else (..., n, k).
+
+    Raises ValueError when b's rows do not match a's size, and for an unknown `trans`.
+    """
+    if not (isinstance(lu_and_piv, tuple) and len(lu_and_piv) == 2):
+        raise TypeError(f"lu_solve: the first argument must be the pair (lu, piv) that lu_factor returns, got "
+                        f"{type(lu_and_piv).__name__}")
+    if isinstance(trans, bool) or trans not in _TRANS:
+        raise ValueError(f"lu_solve: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+    lu, bt = promote_args_inexact("lu_solve", lu_and_piv[0], b)
+    piv = to_tensor(lu_and_piv[1])
+    n = _check_square("lu_solve", "lu", lu)
+    vector = bt.ndim == lu.ndim - 1
+    if bt.ndim == 0 or (bt.shape[-1] if vector else bt.shape[-2] if bt.ndim >= 2 else -1) != n:
+        raise ValueError(f"lu_solve: b must have shape (..., {n}) or (..., {n}, k) to match lu of shape {lu.shape}, "
+                         f"got shape {bt.shape}")
+    if piv.shape != lu.shape[:-1]:
+        raise ValueError(f"lu_solve: piv must have shape {lu.shape[:-1]} to match lu of shape {lu.shape}, got "
+                         f"shape {piv.shape}")
+    if vector:
+        bt = bt[..., None]
+    if n:
+        batch = broadcast_shapes(lu.shape[:-2], bt.shape[:-2], name="lu_solve")
+        lu = tnp.broadcast_to(lu, batch + lu.shape[-2:])
+        perm = tnp.broadcast_to(_perm_from_piv(piv.astype(dtypes.int32)), batch + (n,))
+        bt = _lu_solve(lu, perm, tnp.broadcast_to(bt, batch + bt.shape[-2:]), _TRANS[trans])
+    return bt[..., 0] if vector else bt
+
+
+__all__ = ["cholesky", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "solve_triangular"]

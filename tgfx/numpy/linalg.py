@@ -1,0 +1,179 @@
+"""`tgfx.numpy.linalg`: norms, linear solves, inverses and determinants with `jax.numpy.linalg`'s names and semantics.
+
+`solve`, `inv`, `det` and `slogdet` factor the matrix by LU with partial pivoting (`tgfx.scipy.linalg.lu_factor`'s
+loop: n steps on the device, compiled once whatever n is), then run triangular solves. Each is a `tg.function` with
+its own backward (`solve`: bbar = a^-T xbar, abar = -bbar x^T; `det`: abar = g det(a) a^-T), so a gradient costs a
+few more solves, not a differentiated loop. Leading batch axes broadcast. A singular matrix gives infs and NaNs in a
+solve or inverse and a zero determinant, as in JAX (there is no error: values are not known while tracing).
+
+>>> x = tnp.linalg.solve(a, b)                      # a x = b
+>>> tnp.linalg.norm(x), tnp.linalg.norm(a, "fro"), tnp.linalg.norm(a, 1, axis=(-2, -1))
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tgfx.numpy import _elementwise as ew
+from tgfx.numpy import _reduce as rd
+from tgfx.tensor import ArrayLike, Tensor, normalize_axis
+
+Ord = int | float | str | None
+
+
+def _inexact(name: str, *xs: ArrayLike) -> list[Tensor]:
+    from tgfx.scipy._util import promote_args_inexact
+    return promote_args_inexact(name, *xs)
+
+
+def _square(name: str, a: Tensor) -> int:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"{name}: a must be a square matrix or a stack of them (shape (..., n, n)), got shape "
+                         f"{a.shape}")
+    return a.shape[-1]
+
+
+# ---- norms ----
+def _vector_norm(x: Tensor, ord: Ord, axis: tuple[int, ...], keepdims: bool) -> Tensor:  # noqa: A002 - numpy's name
+    if ord is None or ord == 2:
+        return ew.sqrt(rd.sum(x * x, axis=axis, keepdims=keepdims))
+    if isinstance(ord, str):
+        raise ValueError(f"norm: invalid order {ord!r} for a vector norm (use None, 0, 1, 2, tnp.inf, -tnp.inf or a "
+                         f"number)")
+    if ord == np.inf:
+        return rd.max(ew.absolute(x), axis=axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return rd.min(ew.absolute(x), axis=axis, keepdims=keepdims)
+    if ord == 0:   # the number of nonzeros, in x's float type
+        return rd.sum(ew.not_equal(x, 0).astype(x.dtype), axis=axis, keepdims=keepdims)
+    if ord == 1:
+        return rd.sum(ew.absolute(x), axis=axis, keepdims=keepdims)
+    p = float(ord)
+    return ew.power(rd.sum(ew.power(ew.absolute(x), p), axis=axis, keepdims=keepdims), 1.0 / p)
+
+
+def _matrix_norm(x: Tensor, ord: Ord, rows: int, cols: int, keepdims: bool) -> Tensor:  # noqa: A002
+    if ord is None or ord in ("fro", "f"):
+        return ew.sqrt(rd.sum(x * x, axis=(rows, cols), keepdims=keepdims))
+    if ord in (1, -1, np.inf, -np.inf):
+        # 1: the largest column sum of |x| (sum over the rows); inf: the largest row sum (sum over the columns)
+        inner, outer = (rows, cols) if ord in (1, -1) else (cols, rows)
+        sums = rd.sum(ew.absolute(x), axis=inner, keepdims=True)
+        out = rd.max(sums, axis=outer, keepdims=True) if ord in (1, np.inf) else rd.min(sums, axis=outer,
+                                                                                         keepdims=True)
+        return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in (rows, cols)))
+    if ord in ("nuc", 2, -2):
+        raise NotImplementedError(f"norm: the matrix norm ord={ord!r} needs singular values, which tgfx does not "
+                                  f"compute yet; use ord None / 'fro', 1, -1, inf or -inf")
+    raise ValueError(f"norm: invalid order {ord!r} for a matrix norm (use None, 'fro', 1, -1, tnp.inf or -tnp.inf)")
+
+
+def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,  # noqa: A002 - numpy's name
+         keepdims: bool = False) -> Tensor:
+    """A vector or matrix norm (`jax.numpy.linalg.norm`), in x's float type (integers as the default float).
+
+    `axis` None: the 2-norm of all of x when `ord` is None (any number of axes, as numpy), else x must be 1-d (a
+    vector norm) or 2-d (a matrix norm). An int axis: vector norms along it; a pair of axes: matrix norms over them.
+
+    Vector orders: None / 2 (Euclidean), 1 (sum of |x|), inf / -inf (largest / smallest |x|), 0 (the number of
+    nonzeros) and any other p (sum(|x|^p)^(1/p)). Matrix orders: None / 'fro' (Frobenius), 1 / -1 (largest /
+    smallest column sum of |x|), inf / -inf (largest / smallest row sum). 'nuc', 2 and -2 need singular values and
+    raise NotImplementedError.
+
+    The gradient at x = 0 is JAX's: finite for orders 1, inf, -inf and 0 (ties at a max share its gradient), NaN for
+    the 2-norm and p-norms (d sqrt(s) at s = 0).
+
+    >>> tnp.linalg.norm(tg.asarray([3.0, -4.0]))                 # 5.0
+    >>> tnp.linalg.norm(tg.asarray([[1.0, -2.0], [3.0, 4.0]]), 1)   # 6.0, the largest column sum
+    """
+    (t,) = _inexact("norm", x)
+    if axis is None:
+        if ord is None:
+            out = ew.sqrt(rd.sum(t * t))
+            return out.reshape((1,) * t.ndim) if keepdims else out
+        if t.ndim not in (1, 2):
+            raise ValueError(f"norm: with ord={ord!r} and no axis, x must be 1-d or 2-d, got shape {t.shape}; give "
+                             f"axis= to take norms over some of its axes")
+        axes: tuple[int, ...] = tuple(range(t.ndim))
+    elif isinstance(axis, (int, np.integer)):
+        axes = (normalize_axis(axis, t.ndim, "norm"),)
+    else:
+        axes = tuple(normalize_axis(a, t.ndim, "norm") for a in axis)
+    if len(axes) == 1:
+        return _vector_norm(t, ord, axes, keepdims)
+    if len(axes) == 2:
+        if axes[0] == axes[1]:
+            raise ValueError(f"norm: the two axes of a matrix norm must be different, got axis={axis!r}")
+        return _matrix_norm(t, ord, axes[0], axes[1], keepdims)
+    raise ValueError(f"norm: axis must be an int or a pair of ints, got axis={axis!r}")
+
+
+# ---- solves, inverses, determinants (LU with partial pivoting, tgfx/scipy/linalg.py) ----
+def solve(a: ArrayLike, b: ArrayLike) -> Tensor:
+    """The x with a x = b for a square `a` (`jax.numpy.linalg.solve`), by LU with partial pivoting.
+
+    a is (..., n, n). As in JAX (and numpy 2), b is a vector only when it is 1-d, shape (n,), giving x of shape
+    (..., n); otherwise b is (..., n, k) and the batch axes of a and b broadcast. Differentiable in both: the
+    backward is a solve with a^T (bbar = a^-T xbar) and an outer product (abar = -bbar x^T).
+
+    >>> tnp.linalg.solve(tg.asarray([[3.0, 1.0], [1.0, 2.0]]), tg.asarray([9.0, 8.0]))   # [2., 3.]
+
+    Raises ValueError when a is not square or b's length (rows) does not match it.
+    """
+    from tgfx.scipy.linalg import general_solve
+    at, bt = _inexact("solve", a, b)
+    n = _square("solve", at)
+    vector = bt.ndim == 1
+    if (bt.shape[0] if vector else bt.shape[-2] if bt.ndim >= 2 else -1) != n:
+        raise ValueError(f"solve: b must have shape ({n},) or (..., {n}, k) to match a of shape {at.shape}, got "
+                         f"shape {bt.shape}")
+    x = general_solve(at, bt[:, None] if vector else bt)
+    return x[..., 0] if vector else x
+
+
+def inv(a: ArrayLike) -> Tensor:
+    """The inverse of a square matrix, or of each of a stack (..., n, n) (`jax.numpy.linalg.inv`): `solve` with the
+    identity. Singular: infs and NaNs.
+
+    >>> tnp.linalg.inv(tg.asarray([[2.0, 0.0], [0.0, 4.0]]))     # [[0.5, 0.], [0., 0.25]]
+    """
+    from tgfx.numpy._creation import eye
+    from tgfx.numpy._movement import broadcast_to
+    from tgfx.scipy.linalg import general_solve
+    (at,) = _inexact("inv", a)
+    n = _square("inv", at)
+    return general_solve(at, broadcast_to(eye(n, dtype=at.dtype), at.shape))
+
+
+def det(a: ArrayLike) -> Tensor:
+    """The determinant of a square matrix, or of each of a stack (..., n, n) (`jax.numpy.linalg.det`): the product
+    of U's diagonal, signed by the row swaps. A singular matrix gives 0 (and a NaN gradient, where JAX gives the
+    cofactors); the gradient elsewhere is det(a) a^-T.
+
+    >>> tnp.linalg.det(tg.asarray([[1.0, 2.0], [3.0, 4.0]]))     # -2.0
+    """
+    from tgfx.numpy._creation import ones
+    from tgfx.scipy.linalg import _det_fn
+    (at,) = _inexact("det", a)
+    n = _square("det", at)
+    return ones(at.shape[:-2], at.dtype) if n == 0 else _det_fn(at)
+
+
+def slogdet(a: ArrayLike) -> tuple[Tensor, Tensor]:
+    """(sign, log|det a|) (`jax.numpy.linalg.slogdet`): the log-determinant without det's overflow; sign is -1, 0 or
+    1 and a singular matrix gives (0, -inf). Differentiable in the log: its gradient is a^-T.
+
+    >>> sign, logdet = tnp.linalg.slogdet(cov)
+    """
+    from tgfx.numpy._creation import ones, zeros
+    from tgfx.scipy.linalg import _slogdet_fn
+    (at,) = _inexact("slogdet", a)
+    n = _square("slogdet", at)
+    if n == 0:
+        return ones(at.shape[:-2], at.dtype), zeros(at.shape[:-2], at.dtype)
+    sign, logdet = _slogdet_fn(at)
+    return sign, logdet
+
+
+__all__ = ["det", "inv", "norm", "slogdet", "solve"]
