@@ -53,6 +53,8 @@ def np_log_softmax(x: np.ndarray, axis: int | tuple = -1) -> np.ndarray:
     return x - np_logsumexp(x, axis, keepdims=True)
 
 
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946   # jax.nn.selu's
+
 ACTIVATIONS: dict[str, tuple[Callable, Callable]] = {
     "relu": (nn.relu, lambda x: np.maximum(x, 0)),
     "leaky_relu": (lambda x: nn.leaky_relu(x, 0.2), lambda x: np.where(x >= 0, x, 0.2 * x)),
@@ -62,6 +64,10 @@ ACTIVATIONS: dict[str, tuple[Callable, Callable]] = {
     "gelu_tanh": (nn.gelu, lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
     "gelu_exact": (lambda x: nn.gelu(x, approximate=False), lambda x: 0.5 * x * (1 + np_erf(x / np.sqrt(2)))),
     "elu": (lambda x: nn.elu(x, 1.5), lambda x: np.where(x > 0, x, 1.5 * np.expm1(np.minimum(x, 0)))),
+    "selu": (nn.selu, lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(np.minimum(x, 0)))),
+    "celu": (lambda x: nn.celu(x, 0.7), lambda x: np.where(x > 0, x, 0.7 * np.expm1(np.minimum(x, 0) / 0.7))),
+    "hard_tanh": (nn.hard_tanh, lambda x: np.clip(x, -1, 1)),
+    "log_sigmoid": (nn.log_sigmoid, lambda x: -np.logaddexp(0, -x)),
     "softmax": (nn.softmax, np_softmax),
     "log_softmax": (nn.log_softmax, np_log_softmax),
     "softmax_axis0": (lambda x: nn.softmax(x, axis=0), lambda x: np_softmax(x, 0)),
@@ -111,7 +117,7 @@ def test_integer_input_computes_in_float() -> None:
 def test_extreme_values_stay_finite_in_value_and_gradient() -> None:
     x = np.array([-1000.0, -100.0, -30.0, 0.0, 30.0, 100.0, 1000.0], np.float32)
     for name in ("sigmoid", "silu", "softplus", "gelu_tanh", "gelu_exact", "elu", "log_softmax", "softmax",
-                 "logsumexp_all"):
+                 "logsumexp_all", "selu", "celu", "log_sigmoid", "hard_tanh"):
         f, ref = ACTIVATIONS[name]
         out = f(tg.asarray(x.reshape(1, -1)))
         assert np.all(np.isfinite(out.numpy())), name
@@ -131,6 +137,12 @@ def test_gradients_at_zero() -> None:
     assert tg.grad(lambda t: nn.sigmoid(t).sum())(x).numpy()[1] == 0.25
     assert tg.grad(lambda t: nn.elu(t, 1.5).sum())(x).numpy()[1] == 1.5
     assert tg.grad(lambda t: nn.leaky_relu(t, 0.1).sum())(x).tolist() == pytest.approx([0.1, 1.0, 1.0])
+    assert tg.grad(lambda t: nn.celu(t, 0.5).sum())(x).numpy()[1] == 1.0
+    assert tg.grad(lambda t: nn.selu(t).sum())(x).numpy()[1] == pytest.approx(SELU_SCALE * SELU_ALPHA)
+    assert tg.grad(lambda t: nn.log_sigmoid(t).sum())(x).numpy()[1] == 0.5
+    # hard_tanh: 1 on the closed interval [-1, 1], its ends included (JAX's where-based definition)
+    edges = tg.asarray([-2.0, -1.0, 0.0, 1.0, 2.0])
+    assert tg.grad(lambda t: nn.hard_tanh(t).sum())(edges).tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
 
 
 def test_softmax_family_with_infinities() -> None:
@@ -155,10 +167,31 @@ def test_softmax_is_three_kernels_and_its_gradient_fuses() -> None:
 
 
 @pytest.mark.parametrize("name", ["sigmoid", "silu", "softplus", "gelu_tanh", "gelu_exact", "elu", "softmax",
-                                  "log_softmax", "softmax_axes", "logsumexp", "logsumexp_all", "leaky_relu"])
+                                  "log_softmax", "softmax_axes", "logsumexp", "logsumexp_all", "leaky_relu", "selu",
+                                  "celu", "hard_tanh", "log_sigmoid"])
 def test_activation_gradient(name: str) -> None:
     f, _ = ACTIVATIONS[name]
     check_grads(f, rand(3, 4, seed=2, scale=2.0) + 0.05)
+
+
+def test_log_sigmoid_tails() -> None:
+    out = nn.log_sigmoid(tg.asarray(np.array([-1000.0, -100.0, 30.0, 1000.0], np.float32))).numpy()
+    np.testing.assert_allclose(out, [-1000.0, -100.0, -np.exp(-30.0), 0.0], rtol=1e-6)   # -log1p(e^-30), not 0
+
+
+def test_glu_matches_numpy_and_names_an_odd_axis() -> None:
+    x = rand(3, 4, 6, seed=9)
+    for axis in (-1, 1, 0):
+        half = x.shape[axis] // 2
+        if x.shape[axis] % 2:
+            with pytest.raises(ValueError, match=r"glu: axis 0 of x \(shape \(3, 4, 6\)\) must have an even length"):
+                nn.glu(T(x), axis)
+            continue
+        a, b = np.split(x, 2, axis=axis)
+        out = nn.glu(T(x), axis=axis)
+        assert out.shape[axis] == half
+        assert_close(out, a * np_sigmoid(b))
+    check_grads(nn.glu, rand(2, 4, seed=10))
 
 
 # ---- one_hot ----
@@ -408,6 +441,35 @@ def test_normalisation_gradients() -> None:
     x = rand(3, 6, seed=28)
     check_grads(lambda t, s, b: nn.layer_norm(t, s, b), x, rand(6, seed=29), rand(6, seed=30))
     check_grads(lambda t, s: nn.rms_norm(t, s), x, rand(6, seed=31))
+
+
+def test_standardize_matches_numpy_and_jax_definition() -> None:
+    x = rand(3, 4, 5, seed=32) * 2 + 1
+    want = np_layer_norm(x, None, None, (-1,), 1e-5)
+    assert_close(nn.standardize(T(x)), want, rtol=1e-10, atol=1e-12)
+    assert_close(nn.standardize(T(x), algorithm="stable"), want, rtol=1e-10, atol=1e-12)
+    assert_close(nn.standardize(T(x), axis=(0, 2), epsilon=0.1), np_layer_norm(x, None, None, (0, 2), 0.1))
+    assert_close(nn.standardize(T(x), axis=None), np_layer_norm(x, None, None, (0, 1, 2), 1e-5))
+    # given statistics are used as they are, broadcast against x; a given mean enters mean(x^2) - mean^2 (JAX's)
+    m, v = rand(3, 4, 1, seed=33), rand(5, seed=34) ** 2
+    assert_close(nn.standardize(T(x), mean=T(m), variance=T(v)), (x - m) / np.sqrt(v + 1e-5))
+    fast = np.maximum((x ** 2).mean(-1, keepdims=True) - m ** 2, 0)
+    assert_close(nn.standardize(T(x), mean=T(m)), (x - m) / np.sqrt(fast + 1e-5))
+    assert nn.standardize(tg.asarray([[1, 2, 3]])).dtype == dtypes.float32
+    x16 = (rand(2, 300, seed=35) * 300 + 1000).astype(np.float16)
+    out = nn.standardize(tg.asarray(x16), algorithm="stable")
+    assert out.dtype == dtypes.float16
+    assert_close(out, np_layer_norm(x16.astype(np.float64), None, None, (-1,), 1e-5), rtol=5e-3, atol=5e-3)
+    with pytest.raises(ValueError, match="algorithm must be 'fast' or 'stable', got 'exact'"):
+        nn.standardize(T(x), algorithm="exact")
+
+
+def test_standardize_gradients() -> None:
+    x = rand(3, 6, seed=36)
+    check_grads(nn.standardize, x)
+    check_grads(lambda t: nn.standardize(t, axis=0, algorithm="stable"), x)
+    check_grads(lambda t, m, v: nn.standardize(t, mean=m, variance=v), x, rand(3, 1, seed=37),
+                rand(3, 1, seed=38) ** 2 + 0.5)
 
 
 def test_normalisation_errors() -> None:

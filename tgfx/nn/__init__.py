@@ -4,17 +4,23 @@ Activations and losses follow `jax.nn` and optax; layers are `Module`s with `ini
 `apply(params, x) -> y` (see `_modules.py`), each a thin shell over a function in `_functional.py`.
 """
 from tgfx.nn import initializers as initializers
+from tgfx.nn._activations import celu as celu
 from tgfx.nn._activations import elu as elu
 from tgfx.nn._activations import gelu as gelu
+from tgfx.nn._activations import glu as glu
+from tgfx.nn._activations import hard_tanh as hard_tanh
 from tgfx.nn._activations import leaky_relu as leaky_relu
+from tgfx.nn._activations import log_sigmoid as log_sigmoid
 from tgfx.nn._activations import log_softmax as log_softmax
 from tgfx.nn._activations import logsumexp as logsumexp
 from tgfx.nn._activations import one_hot as one_hot
 from tgfx.nn._activations import relu as relu
+from tgfx.nn._activations import selu as selu
 from tgfx.nn._activations import sigmoid as sigmoid
 from tgfx.nn._activations import silu as silu
 from tgfx.nn._activations import softmax as softmax
 from tgfx.nn._activations import softplus as softplus
+from tgfx.nn._activations import standardize as standardize
 from tgfx.nn._activations import swish as swish
 from tgfx.nn._functional import avg_pool2d as avg_pool2d
 from tgfx.nn._functional import conv2d as conv2d

@@ -1,4 +1,4 @@
-"""Activations and the softmax family, with `jax.nn`'s names, arguments and numerics.
+"""Activations, the softmax family and `standardize`, with `jax.nn`'s names, arguments and numerics.
 
 Each is a composition of tgfx.numpy ops, so it fuses with what surrounds it and is differentiable at any order.
 Numerically delicate ones are written so neither the value nor its gradient overflows: `sigmoid` and `softplus`
@@ -102,6 +102,61 @@ def elu(x: ArrayLike, alpha: float = 1.0) -> Tensor:
     return above.where(t, alpha * tnp.expm1(above.where(tnp.zeros((), t.dtype), t)))
 
 
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x: ArrayLike) -> Tensor:
+    """scale * elu(x, alpha) with the self-normalising constants alpha = 1.6733, scale = 1.0507 (`jax.nn.selu`).
+
+    >>> tg.nn.selu(tg.asarray([-1.0, 1.0]))     # [-1.1113, 1.0507]
+    """
+    return _SELU_SCALE * elu(x, _SELU_ALPHA)
+
+
+def celu(x: ArrayLike, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha * (exp(x / alpha) - 1) (`jax.nn.celu`): elu made continuously differentiable
+    (the gradient is 1 on both sides of 0, and at 0). exp only ever sees x <= 0."""
+    t = _float(x)
+    above = t > 0
+    return above.where(t, alpha * tnp.expm1(above.where(tnp.zeros((), t.dtype), t) / alpha))
+
+
+def hard_tanh(x: ArrayLike) -> Tensor:
+    """x clipped to [-1, 1] (`jax.nn.hard_tanh`); the gradient is 1 on [-1, 1] (at its ends too, as in JAX), 0
+    outside."""
+    t = _float(x)
+    one = tnp.ones((), t.dtype)
+    return (t > 1).where(one, (t < -1).where(-one, t))
+
+
+def log_sigmoid(x: ArrayLike) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), finite in both tails (`jax.nn.log_sigmoid`): -x for very negative x,
+    -exp(-x) for very positive x, never -inf or log(0).
+
+    >>> tg.nn.log_sigmoid(tg.asarray([-100.0, 0.0]))     # [-100., -0.6931]
+    """
+    return -softplus(-_float(x))
+
+
+def glu(x: ArrayLike, axis: int = -1) -> Tensor:
+    """The gated linear unit a * sigmoid(b), a and b the two halves of x along `axis` (`jax.nn.glu`).
+
+    >>> tg.nn.glu(tnp.ones((2, 4))).shape       # (2, 2)
+
+    Raises ValueError when that axis has an odd length.
+    """
+    t = _float(x)
+    (ax,) = _axes(t, axis, "glu")
+    n = t.shape[ax]
+    if n % 2:
+        raise ValueError(f"glu: axis {axis} of x (shape {t.shape}) must have an even length to split in two halves, "
+                         f"got {n}")
+    a, b = tnp.split(t, 2, axis=ax)
+    return a * sigmoid(b)
+
+
 def _finite_max(t: Tensor, axes: tuple[int, ...]) -> Tensor:
     """The maximum over `axes` (kept), replaced by 0 where it is not finite (a row of -inf or one holding +inf):
     subtracting it must not turn a row into NaNs. It is a constant shift, so no gradient flows through it."""
@@ -143,6 +198,35 @@ def log_softmax(x: ArrayLike, axis: Axis = -1) -> Tensor:
     axes = _axes(t, axis, "log_softmax")
     shifted = t - _finite_max(t, axes)
     return shifted - tnp.log(tnp.sum(tnp.exp(shifted), axis=axes, keepdims=True))
+
+
+def standardize(x: ArrayLike, axis: int | Sequence[int] | None = -1, mean: ArrayLike | None = None,
+                variance: ArrayLike | None = None, epsilon: float = 1e-5, *, algorithm: str = "fast") -> Tensor:
+    """(x - mean) / sqrt(variance + epsilon) over `axis` (`jax.nn.standardize`): `layer_norm` without the affine
+    part, with the statistics optionally given (each broadcast against x, e.g. kept-dims running averages).
+
+    As in JAX, the variance not given is mean(x^2) - mean^2 clipped at 0 (`algorithm="fast"`, with the mean
+    given or computed), or mean((x - mean)^2) (`algorithm="stable"`, no cancellation for data far from 0).
+    Statistics of float16 / bfloat16 input are taken in float32; the result has x's (float) dtype.
+
+    >>> tg.nn.standardize(tg.asarray([[1.0, 2.0, 3.0]]))   # [[-1.2247, 0., 1.2247]]
+    """
+    if algorithm not in ("fast", "stable"):
+        raise ValueError(f"standardize: algorithm must be 'fast' or 'stable', got {algorithm!r}")
+    t = to_tensor(x)
+    if not t.dtype.is_float:
+        t = t.astype(dtypes.default_float)
+    axes = _axes(t, axis, "standardize")
+    s = t.astype(dtypes.float32) if t.dtype in (dtypes.float16, dtypes.bfloat16) else t
+    m = tnp.mean(s, axis=axes, keepdims=True) if mean is None else to_tensor(mean).astype(s.dtype)
+    if variance is not None:
+        v = to_tensor(variance).astype(s.dtype)
+    elif algorithm == "fast":
+        v = tnp.maximum(tnp.mean(s * s, axis=axes, keepdims=True) - m * m, 0.0)
+    else:
+        c = s - m
+        v = tnp.mean(c * c, axis=axes, keepdims=True)
+    return ((s - m) * (1 / tnp.sqrt(v + epsilon))).astype(t.dtype)
 
 
 def one_hot(x: ArrayLike, num_classes: int, dtype: DType | str = dtypes.float32, axis: int = -1) -> Tensor:
