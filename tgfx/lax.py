@@ -1,5 +1,10 @@
 """`tgfx.lax`: loops and branches that compile to loops and branches on the device, with JAX's semantics.
 
+The rest of `jax.lax` that programs call lives in modules of its own and is re-exported here: `dynamic_slice`,
+`dynamic_update_slice` and their `_in_dim` forms (`_lax_slicing.py`), `conv_general_dilated`, `conv`,
+`ConvDimensionNumbers` and `Precision` (`_lax_conv.py`), `reduce_window` (`_lax_window.py`) and the binary
+`add`, `mul`, `max`, `min` it reduces with (`_lax_elementwise.py`). This module is the control flow:
+
 `scan`, `fori_loop` and `while_loop` build one `LOOP` node, `cond` and `switch` one `SWITCH` node
 (`tgfx/ir/control.py`). Their functions are traced once into bodies of their own, never unrolled: the body is
 scheduled and compiled once, and the device runs it as often as the loop says (a BLOCK of packets with a counter and
@@ -27,6 +32,24 @@ from typing import Any
 
 import numpy as np
 
+from tgfx._lax_conv import ConvDimensionNumbers as ConvDimensionNumbers
+from tgfx._lax_conv import Precision as Precision
+from tgfx._lax_conv import conv as conv
+from tgfx._lax_conv import conv_dimension_numbers as conv_dimension_numbers
+from tgfx._lax_conv import conv_general_dilated as conv_general_dilated
+from tgfx._lax_conv import conv_with_general_padding as conv_with_general_padding
+from tgfx._lax_elementwise import add as add
+from tgfx._lax_elementwise import max as max  # noqa: A004 - JAX's name
+from tgfx._lax_elementwise import min as min  # noqa: A004 - JAX's name
+from tgfx._lax_elementwise import mul as mul
+from tgfx._lax_slicing import dynamic_index_in_dim as dynamic_index_in_dim
+from tgfx._lax_slicing import dynamic_slice as dynamic_slice
+from tgfx._lax_slicing import dynamic_slice_in_dim as dynamic_slice_in_dim
+from tgfx._lax_slicing import dynamic_update_index_in_dim as dynamic_update_index_in_dim
+from tgfx._lax_slicing import dynamic_update_slice as dynamic_update_slice
+from tgfx._lax_slicing import dynamic_update_slice_in_dim as dynamic_update_slice_in_dim
+from tgfx._lax_window import padtype_to_pads as padtype_to_pads
+from tgfx._lax_window import reduce_window as reduce_window
 from tgfx.devices import canonical_device
 from tgfx.dtypes import dtypes
 from tgfx.function import _Trace, _traces
@@ -267,7 +290,7 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
         return body_fun(i.astype(dtypes.int32) + lo, c), None
     if not isinstance(lower, Tensor) and not isinstance(upper, Tensor):
         lo, hi = _int_bound("lower", lower), _int_bound("upper", upper)
-        return _loop("fori_loop", body_fun, body, init_val, None, max(hi - lo, 0))[0]
+        return _loop("fori_loop", body_fun, body, init_val, None, hi - lo if hi > lo else 0)[0]
     lo_t, hi_t = (_scalar_int("fori_loop", what, v) for what, v in (("lower", lower), ("upper", upper)))
     lo = lo_t.astype(dtypes.int32)
     trip = _clamp0(hi_t.astype(INDEX_DTYPE) - lo_t.astype(INDEX_DTYPE))
@@ -384,4 +407,8 @@ def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> 
     return tree_unflatten(first[0][0], res)
 
 
-__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over"]
+__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over",
+           "dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
+           "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim",
+           "conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers",
+           "ConvDimensionNumbers", "Precision", "reduce_window", "padtype_to_pads", "add", "mul", "max", "min"]

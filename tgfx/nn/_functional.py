@@ -2,11 +2,10 @@
 
 The `Module`s in `_modules.py` are thin shells over these that hold hyperparameters and make parameters.
 
-Convolution and pooling are built from movement ops only: `_windows` turns (..., H, W) into a view
-(..., OH, OW, KH, KW) of every receptive field (nothing is copied), and the convolution is a broadcast multiply of
-that view with the kernel and a sum over (C, KH, KW). The whole convolution is one fused kernel. Its backward is
-written as two more such kernels (`grad_fxn`): differentiating the view itself would sum masked copies of the
-tiled input, several times slower. Pooling's gradient is autodiff's.
+Convolution and pooling are `tg.lax`'s: `conv2d` is `conv_nd` (`tgfx/_lax_conv.py`, the core of
+`tg.lax.conv_general_dilated`: one fused kernel, with a backward of two convolution kernels), and the pools are
+`tg.lax.reduce_window` (`tgfx/_lax_window.py`). This module adds the layer conventions: NCHW, ints or pairs for
+strides and dilations, symmetric int padding, and errors named for the layer.
 """
 from __future__ import annotations
 
@@ -16,9 +15,11 @@ from typing import Any
 import numpy as np
 
 import tgfx.numpy as tnp
+from tgfx import _lax_elementwise as lax_ew
 from tgfx import random
+from tgfx._lax_conv import conv_nd
+from tgfx._lax_window import padtype_to_pads, reduce_window
 from tgfx.dtypes import dtypes
-from tgfx.function import function
 from tgfx.nn._activations import softmax
 from tgfx.numpy._reduce import _axes
 from tgfx.tensor import ArrayLike, Tensor, promote, to_tensor
@@ -34,25 +35,15 @@ def _pair(v: int | Sequence[int], n: int, name: str, fn: str, low: int = 1) -> t
     return tuple(int(i) for i in out)
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _padding(padding: Padding, in_sizes: Sequence[int], k: Sequence[int], s: Sequence[int], d: Sequence[int],
              fn: str) -> tuple[tuple[int, int], ...]:
     """(before, after) per spatial axis. "SAME" is JAX's / TensorFlow's: output size ceil(in / stride), the odd
     padding element after; "VALID" is none; an int or per-axis ints pad both sides; or explicit pairs."""
     n = len(in_sizes)
     if isinstance(padding, str):
-        mode = padding.upper()
-        if mode == "VALID":
-            return ((0, 0),) * n
-        if mode == "SAME":
-            out = []
-            for i, kk, ss, dd in zip(in_sizes, k, s, d, strict=True):
-                total = max((_cdiv(i, ss) - 1) * ss + (kk - 1) * dd + 1 - i, 0)
-                out.append((total // 2, total - total // 2))
-            return tuple(out)
+        if padding.upper() in ("SAME", "VALID"):
+            span = [(kk - 1) * dd + 1 for kk, dd in zip(k, d, strict=True)]
+            return tuple(padtype_to_pads(in_sizes, span, s, padding))
         raise ValueError(f"{fn}: padding must be 'SAME', 'VALID', an int, {n} ints or {n} (before, after) pairs, "
                          f"got {padding!r}")
     if isinstance(padding, (int, np.integer)):
@@ -64,30 +55,6 @@ def _padding(padding: Padding, in_sizes: Sequence[int], k: Sequence[int], s: Seq
         raise ValueError(f"{fn}: padding must be 'SAME', 'VALID', an int, {n} ints or {n} (before, after) pairs of "
                          f"non-negative ints, got {padding!r}")
     return tuple((int(a), int(b)) for a, b in pads)
-
-
-def _windows(x: Tensor, k: Sequence[int], s: Sequence[int], d: Sequence[int]) -> Tensor:
-    """Every window of the last len(k) axes as a view: (..., *in) -> (..., *out, *k), window element j of output
-    position o being x[..., o * s + j * d] (tinygrad's `_pool`).
-
-    Each spatial axis is tiled r times, cut to k rows of length L + d (one row per kernel tap, each starting d
-    further along x than the last), and each row is strided by s. Only movement ops, so the index arithmetic folds
-    into the consuming kernel. L is doubled when a row of o * s elements would not fit in L + d.
-    """
-    nsp = len(k)
-    lead, ins = x.shape[:-nsp], x.shape[-nsp:]
-    outs = [(i - dd * (kk - 1) - 1) // ss + 1 for i, kk, ss, dd in zip(ins, k, s, d, strict=True)]
-    rows = [i * (1 + int(o * ss > i - dd * (kk - 1))) + dd for i, o, ss, dd, kk in zip(ins, outs, s, d, k, strict=True)]
-    keep = [(0, n) for n in lead]
-    x = tnp.tile(x, (1,) * len(lead) + tuple(_cdiv(kk * r, i) for kk, r, i in zip(k, rows, ins, strict=True)))
-    x = x.shrink(keep + [(0, kk * r) for kk, r in zip(k, rows, strict=True)])
-    x = x.reshape(lead + tuple(v for kk, r in zip(k, rows, strict=True) for v in (kk, r)))
-    x = x.shrink(keep + [b for kk, o, ss in zip(k, outs, s, strict=True) for b in ((0, kk), (0, o * ss))])
-    x = x.reshape(lead + tuple(v for kk, o, ss in zip(k, outs, s, strict=True) for v in (kk, o, ss)))
-    x = x.shrink(keep + [b for kk, o in zip(k, outs, strict=True) for b in ((0, kk), (0, o), (0, 1))])
-    x = x.reshape(lead + tuple(v for kk, o in zip(k, outs, strict=True) for v in (kk, o)))
-    nl = len(lead)
-    return x.permute(*range(nl), *(nl + 2 * j + 1 for j in range(nsp)), *(nl + 2 * j for j in range(nsp)))
 
 
 def _geometry(x: Tensor, k: tuple[int, ...], stride: int | Sequence[int], padding: Padding,
@@ -104,59 +71,6 @@ def _geometry(x: Tensor, k: tuple[int, ...], stride: int | Sequence[int], paddin
                          f"padded input {tuple(padded)} (input {x.shape[2:]}, padding {pads}); pad more or use a "
                          f"smaller kernel")
     return s, d, pads
-
-
-def _pad(x: Tensor, pads: tuple, value: float = 0.0) -> Tensor:
-    return tnp.pad(x, ((0, 0), (0, 0)) + tuple(pads), constant_values=value) if any(p != (0, 0) for p in pads) else x
-
-
-def _correlate(x: Tensor, w: Tensor, s: tuple[int, ...], d: tuple[int, ...], groups: int) -> Tensor:
-    """The convolution of padded x (N, C, H, W) with w (O, C // groups, KH, KW): a broadcast multiply of the window
-    view with the kernel, summed over (C, KH, KW) in one kernel."""
-    n, (o, cg, kh, kw) = x.shape[0], w.shape
-    win = _windows(x, (kh, kw), s, d)                                          # (N, C, OH, OW, KH, KW)
-    oh, ow = win.shape[2:4]
-    a = win.reshape(n, groups, 1, cg, oh, ow, kh, kw)
-    b = w.reshape(1, groups, o // groups, cg, 1, 1, kh, kw)
-    return tnp.sum(a * b, axis=(3, 6, 7)).reshape(n, o, oh, ow)
-
-
-def _dilate(g: Tensor, s: tuple[int, ...]) -> Tensor:
-    """s - 1 zeros between neighbouring elements of the last two axes (the transpose of a stride)."""
-    if s == (1, 1):
-        return g
-    n, o, oh, ow = g.shape
-    t = g.reshape(n, o, oh, 1, ow, 1).pad_zeros(((0, 0), (0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1)))
-    return t.reshape(n, o, oh * s[0], ow * s[1]).shrink(((0, n), (0, o), (0, (oh - 1) * s[0] + 1),
-                                                       (0, (ow - 1) * s[1] + 1)))
-
-
-def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
-                     pads: tuple, groups: int) -> Tensor:
-    """d(conv)/dx as a convolution: the stride-dilated output gradient, padded by the dilated kernel span, correlated
-    with the kernel flipped and transposed (per group) at the same dilation; then cut back to x's unpadded extent
-    (rows of padded x that no window reached get 0)."""
-    (_, cg, kh, kw), og = w.shape, w.shape[0] // groups
-    wt = w.reshape(groups, og, cg, kh, kw).permute(0, 2, 1, 3, 4).reshape(cg * groups, og, kh, kw).flip((2, 3))
-    span = (d[0] * (kh - 1), d[1] * (kw - 1))
-    full = _correlate(_pad(_dilate(g, s), ((span[0], span[0]), (span[1], span[1]))), wt, (1, 1), d, groups)
-    out = []
-    for axis, ((before, _), size) in enumerate(zip(pads, x_shape[2:], strict=True)):
-        have = full.shape[2 + axis]
-        out.append((min(before, have), min(before + size, have), max(0, before + size - have)))
-    full = full.shrink(((0, full.shape[0]), (0, full.shape[1]), *((a, b) for a, b, _ in out)))
-    return full.pad_zeros(((0, 0), (0, 0), *((0, extra) for _, _, extra in out)))
-
-
-def _conv_kernel_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
-                      pads: tuple, groups: int) -> Tensor:
-    """d(conv)/dkernel: the windows of padded x times the output gradient, summed over (N, OH, OW)."""
-    (o, cg, kh, kw), og = w_shape, w_shape[0] // groups
-    n, _, oh, ow = g.shape
-    win = _windows(_pad(x, pads), (kh, kw), s, d)
-    a = win.reshape(n, groups, 1, cg, oh, ow, kh, kw)
-    b = g.reshape(n, groups, og, 1, oh, ow, 1, 1)
-    return tnp.sum(a * b, axis=(0, 4, 5)).reshape(o, cg, kh, kw)
 
 
 def conv2d(x: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, stride: int | Sequence[int] = 1,
@@ -190,19 +104,7 @@ def conv2d(x: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, strid
     x, w = promote(x, w, "conv2d")
     o, kh, kw = w.shape[0], w.shape[2], w.shape[3]
     s, d, pads = _geometry(x, (kh, kw), stride, padding, dilation, "conv2d")
-    grp = int(groups)
-
-    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
-        (g,), (xi, wi) = grads, call.inputs
-        return (_conv_input_grad(g, wi, xi.shape, s, d, pads, grp),
-                _conv_kernel_grad(g, xi, wi.shape, s, d, pads, grp))
-
-    def conv2d(x: Tensor, w: Tensor) -> Tensor:
-        return _correlate(_pad(x, pads), w, s, d, grp)
-
-    # a function with its own backward: autodiff of the window view would sum masked tiled copies, several times
-    # slower than these two convolutions
-    out = function(conv2d, grad_fxn=backward)(x, w)
+    out = conv_nd(x, w, s, pads, d, int(groups))
     if bias is not None:
         bt = to_tensor(bias)
         if bt.shape != (o,):
@@ -212,31 +114,33 @@ def conv2d(x: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, strid
 
 
 def _pool(x: ArrayLike, window: int | Sequence[int], stride: int | Sequence[int] | None, padding: Padding,
-          fn: str, pad_value: float) -> Tensor:
+          fn: str, computation: Any, init: float) -> Tensor:
     t = to_tensor(x)
     if t.ndim != 4:
         raise ValueError(f"{fn}: input must be 4-d (N, C, H, W), got shape {t.shape}")
     k = _pair(window, 2, "window", fn)
-    s, d, pads = _geometry(t, k, k if stride is None else stride, padding, 1, fn)
-    return _windows(_pad(t, pads, pad_value), k, s, d)
+    s, _, pads = _geometry(t, k, k if stride is None else stride, padding, 1, fn)
+    return reduce_window(t, init, computation, (1, 1, *k), (1, 1, *s), ((0, 0), (0, 0), *pads))
 
 
 def max_pool2d(x: ArrayLike, window: int | Sequence[int], stride: int | Sequence[int] | None = None,
                padding: Padding = 0) -> Tensor:
     """The maximum of each (KH, KW) window of NCHW input; stride defaults to the window (non-overlapping).
-    Padding counts as -inf, so it never wins.
+    Padding counts as -inf, so it never wins. (`tg.lax.reduce_window` with `tg.lax.max`.)
 
     >>> tg.nn.max_pool2d(x, 2).shape                 # (N, C, H // 2, W // 2)
     """
     t = to_tensor(x)
     low = float("-inf") if t.dtype.is_float else int(np.iinfo(t.dtype.np).min)
-    return tnp.max(_pool(t, window, stride, padding, "max_pool2d", low), axis=(-2, -1))
+    return _pool(t, window, stride, padding, "max_pool2d", lax_ew.max, low)
 
 
 def avg_pool2d(x: ArrayLike, window: int | Sequence[int], stride: int | Sequence[int] | None = None,
                padding: Padding = 0) -> Tensor:
-    """The mean of each (KH, KW) window of NCHW input (padding counts as zeros, as in PyTorch's default)."""
-    return tnp.mean(_pool(x, window, stride, padding, "avg_pool2d", 0.0), axis=(-2, -1))
+    """The mean of each (KH, KW) window of NCHW input (padding counts as zeros, as in PyTorch's default).
+    (`tg.lax.reduce_window` with `tg.lax.add`, divided by the window size.)"""
+    k = _pair(window, 2, "window", "avg_pool2d")
+    return _pool(x, window, stride, padding, "avg_pool2d", lax_ew.add, 0) / (k[0] * k[1])
 
 
 def _stats_dtype(t: Tensor) -> Tensor:
@@ -292,6 +196,7 @@ def rms_norm(x: ArrayLike, scale: ArrayLike | None = None, axis: int | Sequence[
     ms = tnp.mean(s * s, axis=axes, keepdims=True)
     y = (s * (1 / tnp.sqrt(ms + epsilon))).astype(t.dtype)
     return y if scale is None else y * _affine(y, scale, axes, "scale", "rms_norm")
+
 
 
 def dropout(x: ArrayLike, rate: float, key: Tensor) -> Tensor:

@@ -1,0 +1,317 @@
+"""`tg.lax.conv_general_dilated` (and `conv`, `conv_with_general_padding`), `ConvDimensionNumbers`, `Precision`.
+
+Every convolution, `tg.nn.conv2d` included, comes down to `conv_nd`: channels-first input (N, C, *spatial) and
+kernel (O, C // groups, *k), any number of spatial axes. It is a broadcast multiply of the window view
+(`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel. Its backward is written as two more
+such kernels (`grad_fxn`): the input's gradient is a convolution of the stride-dilated output gradient with the
+flipped, transposed kernel; the kernel's is a sum of windows times the output gradient. (Differentiating the view
+itself would sum masked copies of the tiled input, several times slower.)
+
+`conv_general_dilated` brings any layout to that one: dimension numbers are permutations (views), lhs dilation
+puts zeros between input elements, negative padding crops, and `batch_group_count` moves batch groups into the
+feature axis as feature groups. All of it is movement ops around `conv_nd`, folded into its kernel.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import tgfx.numpy as tnp
+from tgfx._lax_window import _windows, dilate, ints, pad_general, pad_pairs, padtype_to_pads
+from tgfx.dtypes import to_dtype
+from tgfx.function import function
+from tgfx.tensor import ArrayLike, Tensor, prod, promote, to_tensor
+
+
+class Precision(enum.Enum):
+    """The precision of a matmul or convolution on accelerators, as `jax.lax.Precision`.
+
+    Accepted wherever JAX takes `precision=` and ignored: tgfx computes in the operands' dtype (or
+    `preferred_element_type`), so every precision is HIGHEST. `Precision("highest")` and the like parse JAX's
+    strings.
+    """
+
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value: object) -> Precision | None:
+        names = {"default": cls.DEFAULT, "bfloat16": cls.DEFAULT, "fastest": cls.DEFAULT, "high": cls.HIGH,
+                 "tensorfloat32": cls.HIGH, "bfloat16_3x": cls.HIGH, "highest": cls.HIGHEST, "float32": cls.HIGHEST}
+        return names.get(value.lower()) if isinstance(value, str) else None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def check_precision(fn: str, precision: Any) -> None:
+    """`precision=` as JAX accepts it (None, a Precision, its string, or a pair of them): checked, then ignored."""
+    items = precision if isinstance(precision, (tuple, list)) and len(precision) == 2 else (precision,)
+    for p in items:
+        if p is not None and not isinstance(p, Precision):
+            try:
+                Precision(p)
+            except ValueError:
+                raise ValueError(f"{fn}: precision must be None, a tg.lax.Precision, one of 'default', 'high', "
+                                 f"'highest', or a pair of them, got {precision!r}") from None
+
+
+class ConvDimensionNumbers(NamedTuple):
+    """Which axes of lhs, rhs and the output are which, as `jax.lax.ConvDimensionNumbers`.
+
+    lhs_spec = (batch axis, feature axis, spatial axes...); rhs_spec = (output feature axis, input feature axis,
+    spatial axes...); out_spec = (batch axis, feature axis, spatial axes...). The spatial axes are listed in the
+    same order in all three, the order in which window_strides, padding and the dilations are given.
+    """
+
+    lhs_spec: tuple[int, ...]
+    rhs_spec: tuple[int, ...]
+    out_spec: tuple[int, ...]
+
+
+def conv_general_permutations(dimension_numbers: tuple[str, str, str]) -> tuple[tuple[int, ...], ...]:
+    """The (lhs, rhs, out) axis permutations of spec strings such as ("NHWC", "HWIO", "NHWC"), as JAX's: batch and
+    feature first, then the spatial axes in the order the rhs spec lists them."""
+    charpairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    for i, (spec, (a, b)) in enumerate(zip(dimension_numbers, charpairs, strict=True)):
+        if not isinstance(spec, str) or spec.count(a) != 1 or spec.count(b) != 1:
+            raise TypeError(f"conv_general_dilated: dimension_numbers[{i}] must be a string containing the "
+                            f"characters {a!r} and {b!r} exactly once, got {spec!r}")
+        if len(set(spec)) != len(spec):
+            raise TypeError(f"conv_general_dilated: dimension_numbers[{i}] cannot repeat a character, got {spec!r}")
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    if not set(lhs_spec) - {"N", "C"} == set(rhs_spec) - {"O", "I"} == set(out_spec) - {"N", "C"}:
+        raise TypeError(f"conv_general_dilated: the three dimension_numbers must name the same spatial axes, got "
+                        f"{dimension_numbers!r}")
+
+    def perm(spec: str, pair: tuple[str, str]) -> tuple[int, ...]:
+        spatial = sorted((i for i, c in enumerate(spec) if c not in pair), key=lambda i: rhs_spec.index(spec[i]))
+        return (spec.index(pair[0]), spec.index(pair[1]), *spatial)
+
+    return tuple(perm(spec, pair) for spec, pair in zip(dimension_numbers, charpairs, strict=True))
+
+
+def conv_dimension_numbers(lhs_shape: Sequence[int], rhs_shape: Sequence[int],
+                           dimension_numbers: Any) -> ConvDimensionNumbers:
+    """`dimension_numbers` (None for NCHW / OIHW / NCHW, a ConvDimensionNumbers, or three spec strings) as a
+    ConvDimensionNumbers for operands of these shapes, as `jax.lax.conv_dimension_numbers`.
+
+    >>> tg.lax.conv_dimension_numbers((1, 5, 5, 3), (3, 3, 3, 4), ("NHWC", "HWIO", "NHWC"))
+    ConvDimensionNumbers(lhs_spec=(0, 3, 1, 2), rhs_spec=(3, 2, 0, 1), out_spec=(0, 3, 1, 2))
+    """
+    n = len(lhs_shape)
+    if len(rhs_shape) != n:
+        raise TypeError(f"conv_general_dilated: lhs and rhs must have the same number of dimensions, got shapes "
+                        f"{tuple(lhs_shape)} and {tuple(rhs_shape)}")
+    if n < 2:
+        raise TypeError(f"conv_general_dilated: lhs and rhs need at least a batch / feature pair of axes, got shapes "
+                        f"{tuple(lhs_shape)} and {tuple(rhs_shape)}")
+    if dimension_numbers is None:
+        return ConvDimensionNumbers(*(tuple(range(n)),) * 3)
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        specs = tuple(tuple(int(a) for a in spec) for spec in dimension_numbers)
+        for name, spec in zip(ConvDimensionNumbers._fields, specs, strict=True):
+            if sorted(spec) != list(range(n)):
+                raise TypeError(f"conv_general_dilated: dimension_numbers.{name} must be a permutation of the "
+                                f"{n} axes of lhs and rhs, got {spec}")
+        return ConvDimensionNumbers(*specs)
+    if not (isinstance(dimension_numbers, (tuple, list)) and len(dimension_numbers) == 3):
+        raise TypeError(f"conv_general_dilated: dimension_numbers must be None, a ConvDimensionNumbers or three "
+                        f"strings such as ('NHWC', 'HWIO', 'NHWC'), got {dimension_numbers!r}")
+    for i, spec in enumerate(dimension_numbers):
+        if isinstance(spec, str) and len(spec) != n:
+            raise TypeError(f"conv_general_dilated: dimension_numbers[{i}] = {spec!r} must have one character per "
+                            f"axis of lhs and rhs ({n}, shapes {tuple(lhs_shape)} and {tuple(rhs_shape)})")
+    return ConvDimensionNumbers(*conv_general_permutations(tuple(dimension_numbers)))
+
+
+# ---- the convolution, channels first ----
+def _pad_spatial(x: Tensor, pads: Sequence[tuple[int, int]]) -> Tensor:
+    return x.pad_zeros(((0, 0), (0, 0), *pads)) if any(p != (0, 0) for p in pads) else x
+
+
+def _correlate(x: Tensor, w: Tensor, s: tuple[int, ...], d: tuple[int, ...], groups: int) -> Tensor:
+    """The convolution of padded x (N, C, *in) with w (O, C // groups, *k): a broadcast multiply of the window view
+    with the kernel, summed over (C, *k) in one kernel."""
+    n, (o, cg), k = x.shape[0], w.shape[:2], w.shape[2:]
+    nsp = len(k)
+    win = _windows(x, k, s, d)                                                # (N, C, *out, *k)
+    outs = win.shape[2:2 + nsp]
+    a = win.reshape(n, groups, 1, cg, *outs, *k)
+    b = w.reshape(1, groups, o // groups, cg, *(1,) * nsp, *k)
+    return tnp.sum(a * b, axis=(3, *range(4 + nsp, 4 + 2 * nsp))).reshape(n, o, *outs)
+
+
+def _stride_dilate(g: Tensor, s: tuple[int, ...]) -> Tensor:
+    """s - 1 zeros between neighbouring elements of the spatial axes (the transpose of a stride)."""
+    if all(v == 1 for v in s):
+        return g
+    lead, outs = g.shape[:2], g.shape[2:]
+    t = g.reshape(*lead, *(v for o in outs for v in (o, 1)))
+    t = t.pad_zeros(((0, 0), (0, 0), *(p for ss in s for p in ((0, 0), (0, ss - 1)))))
+    t = t.reshape(*lead, *(o * ss for o, ss in zip(outs, s, strict=True)))
+    return t.shrink(((0, lead[0]), (0, lead[1]), *((0, (o - 1) * ss + 1) for o, ss in zip(outs, s, strict=True))))
+
+
+def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
+                     pads: tuple, groups: int) -> Tensor:
+    """d(conv)/dx as a convolution: the stride-dilated output gradient, padded by the dilated kernel span, correlated
+    with the kernel flipped and transposed (per group) at the same dilation; then cut back to x's unpadded extent
+    (elements of padded x that no window reached get 0)."""
+    (_, cg), k, og = w.shape[:2], w.shape[2:], w.shape[0] // groups
+    nsp = len(k)
+    wt = w.reshape(groups, og, cg, *k).permute(0, 2, 1, *range(3, 3 + nsp)).reshape(cg * groups, og, *k)
+    wt = wt.flip(tuple(range(2, 2 + nsp)))
+    span = tuple(dd * (kk - 1) for dd, kk in zip(d, k, strict=True))
+    full = _correlate(_pad_spatial(_stride_dilate(g, s), tuple((sp, sp) for sp in span)), wt, (1,) * nsp, d, groups)
+    out = []
+    for axis, ((before, _), size) in enumerate(zip(pads, x_shape[2:], strict=True)):
+        have = full.shape[2 + axis]
+        out.append((min(before, have), min(before + size, have), max(0, before + size - have)))
+    full = full.shrink(((0, full.shape[0]), (0, full.shape[1]), *((a, b) for a, b, _ in out)))
+    return full.pad_zeros(((0, 0), (0, 0), *((0, extra) for _, _, extra in out)))
+
+
+def _conv_kernel_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
+                      pads: tuple, groups: int) -> Tensor:
+    """d(conv)/dkernel: the windows of padded x times the output gradient, summed over (N, *out)."""
+    (o, cg), k, og = w_shape[:2], w_shape[2:], w_shape[0] // groups
+    n, outs, nsp = g.shape[0], g.shape[2:], len(k)
+    win = _windows(_pad_spatial(x, pads), k, s, d)
+    a = win.reshape(n, groups, 1, cg, *outs, *k)
+    b = g.reshape(n, groups, og, 1, *outs, *(1,) * nsp)
+    return tnp.sum(a * b, axis=(0, *range(4, 4 + nsp))).reshape(o, cg, *k)
+
+
+def conv_nd(x: Tensor, w: Tensor, strides: tuple[int, ...], pads: tuple[tuple[int, int], ...],
+            dilation: tuple[int, ...], groups: int) -> Tensor:
+    """The convolution of x (N, C, *in), zero-padded by the non-negative `pads`, with w (O, C // groups, *k): one
+    kernel, with a backward of two (see the module docstring). Shapes are checked by the callers."""
+    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
+        (g,), (xi, wi) = grads, call.inputs
+        return (_conv_input_grad(g, wi, xi.shape, strides, dilation, pads, groups),
+                _conv_kernel_grad(g, xi, wi.shape, strides, dilation, pads, groups))
+
+    def conv(x: Tensor, w: Tensor) -> Tensor:
+        return _correlate(_pad_spatial(x, pads), w, strides, dilation, groups)
+
+    return function(conv, grad_fxn=backward)(x, w)
+
+
+# ---- the JAX spellings ----
+def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequence[int],
+                         padding: str | Sequence[tuple[int, int]], lhs_dilation: Sequence[int] | None = None,
+                         rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
+                         feature_group_count: int = 1, batch_group_count: int = 1, precision: Any = None,
+                         preferred_element_type: Any = None) -> Tensor:
+    """A general n-d convolution (cross-correlation, as every deep-learning library's), as
+    `jax.lax.conv_general_dilated`.
+
+    `dimension_numbers` says which axes are which: None is (N, C, *spatial) input, (O, I, *spatial) kernel and
+    (N, C, *spatial) output; or spec strings such as ("NHWC", "HWIO", "NHWC") or ("NWC", "WIO", "NWC"); or a
+    `ConvDimensionNumbers`. Any number of spatial axes (1-d, 2-d, 3-d, ...). `window_strides`, `lhs_dilation` and
+    `rhs_dilation` have one entry per spatial axis; `padding` is "SAME", "SAME_LOWER", "VALID" or one (low, high)
+    pair per spatial axis (negative entries crop). `rhs_dilation` spaces the kernel taps (atrous convolution);
+    `lhs_dilation` puts zeros between input elements (a transposed convolution, which needs explicit padding).
+    `feature_group_count` G splits the input features into G groups, each convolved with its O / G kernels (the
+    kernel's input feature axis is C / G; G = C is a depthwise convolution); `batch_group_count` B splits the batch
+    into B groups instead, each with its O / B kernels (at most one of them may exceed 1). `precision` is accepted
+    and ignored; `preferred_element_type` is the dtype the operands are cast to and the result has.
+
+    Output spatial size along an axis: (in_dilated + lo + hi - (k - 1) * rhs_dilation - 1) // stride + 1 (0 when
+    no window fits). One kernel, with layout changes and padding folded into it; differentiable in lhs and rhs
+    (the backward is two more convolution kernels).
+
+    >>> x = tnp.ones((8, 32, 32, 3)); w = tnp.ones((3, 3, 3, 16))
+    >>> tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")).shape
+    (8, 32, 32, 16)
+    >>> tg.lax.conv_general_dilated(tnp.ones((1, 4, 10)), tnp.ones((4, 1, 3)), (2,), [(1, 1)],
+    ...                             feature_group_count=4).shape          # 1-d depthwise: (1, 4, 5)
+    """
+    fn = "conv_general_dilated"
+    check_precision(fn, precision)
+    x, w = to_tensor(lhs), to_tensor(rhs)
+    dn = conv_dimension_numbers(x.shape, w.shape, dimension_numbers)
+    if preferred_element_type is not None:
+        d = to_dtype(preferred_element_type)
+        x, w = x.astype(d), w.astype(d)
+    else:
+        x, w = promote(x, w, fn)
+    x, w = x.permute(dn.lhs_spec), w.permute(dn.rhs_spec)   # (N, C, *in) and (O, I, *k), views
+    nsp = x.ndim - 2
+    what = "spatial dimension"
+    strides = ints(fn, "window_strides", window_strides, nsp, what)
+    lhs_d = ints(fn, "lhs_dilation", lhs_dilation, nsp, what)
+    rhs_d = ints(fn, "rhs_dilation", rhs_dilation, nsp, what)
+    fgc, bgc = _group_count(fn, "feature_group_count", feature_group_count), \
+        _group_count(fn, "batch_group_count", batch_group_count)
+    (nb, c), (o, ci), k = x.shape[:2], w.shape[:2], w.shape[2:]
+    if fgc > 1 and bgc > 1:
+        raise ValueError(f"{fn}: at most one of feature_group_count and batch_group_count may be > 1, got "
+                         f"feature_group_count={fgc} and batch_group_count={bgc}")
+    if c % fgc or c // fgc != ci:
+        raise ValueError(f"{fn}: the lhs feature dimension ({c}, of lhs shape {tuple(lhs.shape)}) divided by "
+                         f"feature_group_count ({fgc}) must equal the rhs input feature dimension ({ci}, of rhs shape "
+                         f"{tuple(rhs.shape)})")
+    groups = fgc * bgc
+    if o % groups:
+        raise ValueError(f"{fn}: the rhs output feature dimension ({o}) must be a multiple of "
+                         f"{'feature' if fgc > 1 else 'batch'}_group_count ({groups})")
+    if nb % bgc:
+        raise ValueError(f"{fn}: the lhs batch dimension ({nb}) must be a multiple of batch_group_count ({bgc})")
+    span = tuple((kk - 1) * dd + 1 for kk, dd in zip(k, rhs_d, strict=True))
+    if isinstance(padding, str):
+        if any(v != 1 for v in lhs_d):
+            raise ValueError(f"{fn}: string padding ({padding!r}) is not defined for a transposed convolution "
+                             f"(lhs_dilation={lhs_d}); give the padding as (low, high) pairs")
+        try:
+            pads = tuple(padtype_to_pads(x.shape[2:], span, strides, padding))
+        except ValueError as e:
+            raise ValueError(f"{fn}: {e}") from None
+    else:
+        pads = pad_pairs(fn, padding, nsp, what)
+    if bgc > 1:   # batch groups as feature groups: (B * N', C) -> (N', B * C)
+        x = x.reshape(bgc, nb // bgc, c, *x.shape[2:]).permute(1, 0, *range(2, x.ndim + 1))
+        x = x.reshape(nb // bgc, bgc * c, *x.shape[3:])
+    x = dilate(x, range(2, 2 + nsp), lhs_d)
+    padded = [i + lo + hi for i, (lo, hi) in zip(x.shape[2:], pads, strict=True)]
+    if any(p < 0 for p in padded):
+        raise ValueError(f"{fn}: padding {pads} crops more than the lhs spatial size {x.shape[2:]} (after "
+                         f"lhs_dilation {lhs_d}) has")
+    if any(lo < 0 or hi < 0 for lo, hi in pads):   # crops: a view in front of the convolution, autodiff's
+        x, pads = pad_general(x, ((0, 0), (0, 0), *pads)), ((0, 0),) * nsp
+    outs = tuple((p - sp) // ss + 1 if p >= sp else 0 for p, sp, ss in zip(padded, span, strides, strict=True))
+    if prod(outs) == 0 or prod(x.shape[:2]) == 0 or o == 0:
+        out = Tensor.full((x.shape[0], o, *outs), 0, x.dtype)
+    else:
+        out = conv_nd(x, w, strides, pads, rhs_d, groups)
+    return out.permute(np.argsort(dn.out_spec).tolist())
+
+
+def _group_count(fn: str, name: str, v: Any) -> int:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{fn}: {name} must be a positive int, got {v!r}")
+    return int(v)
+
+
+def conv(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequence[int], padding: str | Sequence[tuple[int, int]],
+         precision: Any = None, preferred_element_type: Any = None) -> Tensor:
+    """`conv_general_dilated` with NCHW / OIHW / NCHW layouts and no dilation, as `jax.lax.conv`.
+
+    >>> tg.lax.conv(tnp.ones((1, 3, 8, 8)), tnp.ones((4, 3, 3, 3)), (1, 1), "SAME").shape     # (1, 4, 8, 8)
+    """
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequence[int],
+                              padding: str | Sequence[tuple[int, int]], lhs_dilation: Sequence[int] | None,
+                              rhs_dilation: Sequence[int] | None, precision: Any = None,
+                              preferred_element_type: Any = None) -> Tensor:
+    """`conv_general_dilated` with NCHW / OIHW / NCHW layouts, as `jax.lax.conv_with_general_padding`."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)
