@@ -32,6 +32,7 @@ from tgfx.transforms.grad import vjp as vjp
 from tgfx.transforms.jit import jit as jit
 from tgfx.transforms.jvp import hessian as hessian
 from tgfx.transforms.jvp import jacfwd as jacfwd
+from tgfx.transforms.jvp import jacobian as jacobian
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
 from tgfx.transforms.shard import all_gather as all_gather

@@ -210,4 +210,7 @@ def hessian(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_a
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
-__all__ = ["jvp", "jacfwd", "jacrev", "hessian", "pushforward"]
+jacobian = jacrev  # JAX's other name for jacrev
+
+
+__all__ = ["jvp", "jacfwd", "jacrev", "jacobian", "hessian", "pushforward"]
