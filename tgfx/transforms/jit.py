@@ -137,7 +137,7 @@ def _leaf_tensor(x: Any) -> Tensor:
         return x
     if type(x) in (int, float):
         d = _weak_dtype(x, "")
-        return Tensor(const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE))
+        return Tensor(const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE)).reshape(())   # a scalar is 0-d, as in JAX
     return Tensor(x)
 
 
