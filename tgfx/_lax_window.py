@@ -133,8 +133,12 @@ def _monoid(computation: Callable, dtype: Any) -> str:
     """Which of add, multiply, max, min `computation` is: one of the lax or numpy functions, or any function whose
     graph on two scalars is theirs (`lambda a, b: a + b`), found by tracing it on stand-ins (hash-consing makes the
     comparison exact)."""
-    if computation in _MONOIDS:
-        return _MONOIDS[computation]
+    try:
+        known = _MONOIDS.get(computation)
+    except TypeError:   # an unhashable callable: not one of them, but maybe one by its graph
+        known = None
+    if known is not None:
+        return known
     if callable(computation):
         a = Tensor(UOp(Ops.PARAM, dtype, (), (-1, (), "CPU"), tag=("reduce_window", 0)))
         b = Tensor(UOp(Ops.PARAM, dtype, (), (-1, (), "CPU"), tag=("reduce_window", 1)))
