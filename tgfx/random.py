@@ -211,7 +211,11 @@ _UINTS = {8: dtypes.uint8, 16: dtypes.uint16, 32: dtypes.uint32, 64: dtypes.uint
 
 
 def _random_bits(k: Tensor, nbits: int, shape: tuple[int, ...]) -> Tensor:
-    b0, b1 = _hash_shape(k, shape)
+    return _combine(*_hash_shape(k, shape), nbits)
+
+
+def _combine(b0: Tensor, b1: Tensor, nbits: int) -> Tensor:
+    """`nbits` random bits from the two hashed words of a counter, as JAX's threefry_random_bits."""
     if nbits == 64:
         return (b0.astype(dtypes.uint64) << 32) | b1.astype(dtypes.uint64)
     out = b0 ^ b1
@@ -265,9 +269,14 @@ def _bound(v: ArrayLike, d: DType, shape: tuple[int, ...], fn: str, name: str) -
 
 def _unit_floats(k: Tensor, shape: tuple[int, ...], d: DType) -> Tensor:
     """Floats in [0, 1): random mantissa bits under the exponent of 1.0, minus 1 (JAX's construction)."""
+    return _unit_floats_of(*_hash_shape(k, shape), d)
+
+
+def _unit_floats_of(b0: Tensor, b1: Tensor, d: DType) -> Tensor:
+    """`_unit_floats` from the hashed words of each element's counter (or of per-element keys' counter 0)."""
     nbits, nmant, one = _FLOAT_LAYOUT[d]
     rng_bits = 8 if nmant < 8 else nbits  # bfloat16 draws 8 bits, as JAX does
-    b = _random_bits(k, rng_bits, shape)
+    b = _combine(b0, b1, rng_bits)
     if rng_bits != nbits:
         b = b.astype(_UINTS[nbits])
     return ((b >> Tensor.literal(rng_bits - nmant, b.dtype)) | Tensor.literal(one, b.dtype)).bitcast(d) - \
@@ -332,10 +341,16 @@ def normal(key: KeyLike, shape: int | Sequence[int] = (), dtype: DType | str | t
 
 @_compiled(1, 2)
 def _normal(k: Tensor, shape: tuple[int, ...], d: DType) -> Tensor:
+    return _normal_of(_unit_floats(k, shape, d))
+
+
+def _normal_of(unit: Tensor) -> Tensor:
+    """Standard normals from floats in [0, 1): JAX's map onto (-1, 1) and sqrt(2) erfinv."""
+    d = unit.dtype
     lo = float(np.nextafter(np.array(-1.0, _np_compute(d)), np.array(0.0, _np_compute(d)), dtype=_np_compute(d)))
     if d == dtypes.bfloat16:
         lo = -1.0 + 2.0 ** -8  # the bfloat16 after -1 toward 0
-    u = _scaled(_unit_floats(k, shape, d), Tensor.literal(lo, d), Tensor.full((), 1.0, d))
+    u = _scaled(unit, Tensor.literal(lo, d), Tensor.full((), 1.0, d))
     return Tensor.literal(math.sqrt(2), d) * erfinv(u)
 
 
@@ -548,3 +563,17 @@ def permutation(key: KeyLike, x: int | ArrayLike, axis: int = 0, independent: bo
         return _shuffle(k, t, axis)
     from tgfx.numpy import take
     return take(t, _shuffle(k, Tensor.arange(t.shape[axis], dtype=dtypes.int32), 0), axis=axis)
+
+
+# the distributions built on these draws (JAX's algorithms), in a module of their own
+from tgfx._random_dists import beta as beta  # noqa: E402
+from tgfx._random_dists import categorical as categorical  # noqa: E402
+from tgfx._random_dists import choice as choice  # noqa: E402
+from tgfx._random_dists import dirichlet as dirichlet  # noqa: E402
+from tgfx._random_dists import exponential as exponential  # noqa: E402
+from tgfx._random_dists import gamma as gamma  # noqa: E402
+from tgfx._random_dists import gumbel as gumbel  # noqa: E402
+from tgfx._random_dists import laplace as laplace  # noqa: E402
+from tgfx._random_dists import loggamma as loggamma  # noqa: E402
+from tgfx._random_dists import logistic as logistic  # noqa: E402
+from tgfx._random_dists import truncated_normal as truncated_normal  # noqa: E402
