@@ -38,6 +38,7 @@ def header(path: Path) -> dict:
     return json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", ALL_DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape", [(), (0,), (3, 0, 2), (5,), (2, 3)])
 def test_every_dtype_round_trips_exactly(tmp_path: Path, d: DType, shape: tuple[int, ...]) -> None:
@@ -48,6 +49,7 @@ def test_every_dtype_round_trips_exactly(tmp_path: Path, d: DType, shape: tuple[
     np.testing.assert_array_equal(raw_bits(y).reshape(-1).view(np.uint8), raw_bits(x).reshape(-1).view(np.uint8))
 
 
+@pytest.mark.x64
 def test_structure_round_trips_with_dotted_names(tmp_path: Path) -> None:
     w = tg.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
     tree = {"params": {"w": w, "layers": [tg.asarray(np.ones(2, np.float16)), None, (1, 2.5, "relu", True)]},

@@ -66,11 +66,13 @@ def test_table_is_symmetric() -> None:
         assert TABLE[a, b] == TABLE[b, a], (a, b)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("a,b", STRONG_PAIRS)
 def test_promote_types_matches_jax(a: str, b: str) -> None:
     assert promote_types(ABBREV[a], ABBREV[b]) == _materialise(TABLE[a, b], a, b)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("a,b", STRONG_PAIRS)
 def test_binary_ops_promote_like_jax(a: str, b: str) -> None:
     """Building the graph is enough to know the dtype; a few pairs are also run, below."""
@@ -108,6 +110,7 @@ def test_weak_typing_examples_from_the_spec() -> None:
     assert_close(to_tensor(np.array([True, False])) + 1, np.array([2, 1], np.int32), dtype=dtypes.int32)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("a,b", [("i1", "u1"), ("u4", "i1"), ("bf", "f2"), ("i4", "f2"), ("u8", "i8"), ("i2", "bf"),
                                  ("b1", "f4"), ("u2", "i2")])
 def test_mixed_promotion_values(a: str, b: str) -> None:
@@ -119,6 +122,7 @@ def test_mixed_promotion_values(a: str, b: str) -> None:
     assert_close(to_tensor(x, da) + to_tensor(y, db), expect, dtype=want)
 
 
+@pytest.mark.x64
 def test_float_functions_of_integers_follow_to_inexact() -> None:
     assert to_inexact(dtypes.int8) == dtypes.float32
     assert to_inexact(dtypes.uint32) == dtypes.float32
@@ -167,6 +171,7 @@ def _cast_values(src: DType, dst: DType) -> np.ndarray:
     return np.array(vals, np.float32 if src == dtypes.bfloat16 else src.np)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("src,dst", list(itertools.product(ALL, ALL)), ids=str)
 def test_astype(src: DType, dst: DType) -> None:
     x = _cast_values(src, dst)
@@ -177,6 +182,7 @@ def test_astype(src: DType, dst: DType) -> None:
     assert_close(to_tensor(x, src).astype(dst), want, dtype=dst, rtol=0, atol=0)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC, ids=str)
 @settings(max_examples=10)
 @given(data=st.data())
@@ -188,11 +194,13 @@ def test_astype_roundtrip_through_a_wider_type(d: DType, data: st.DataObject) ->
 
 
 
+@pytest.mark.x64
 def test_float64_to_float16_rounds_once() -> None:
     x = np.array([1 + 2 ** -11 + 2 ** -40, -(1 + 2 ** -11 + 2 ** -30), 1 + 2 ** -9 + 2 ** -40], np.float64)
     assert_close(to_tensor(x).astype(dtypes.float16), x.astype(np.float16), dtype=dtypes.float16, rtol=0, atol=0)
 
 
+@pytest.mark.x64
 def test_float_to_int_truncates_toward_zero() -> None:
     x = np.array([1.9, -1.9, 0.5, -0.5, 2.0, -2.0], np.float32)
     for d in (dtypes.int8, dtypes.int32, dtypes.int64):
@@ -232,6 +240,7 @@ def test_bfloat16_rounds_after_every_op(op: str, data: st.DataObject) -> None:
     assert_close(fn(fn(ta, tb), tc), want, dtype=dtypes.bfloat16, rtol=0, atol=0)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 def test_float_extremes_survive(d: DType) -> None:
     info = {dtypes.bfloat16: (3.3895e38, 1.1755e-38)}.get(d) or (float(np.finfo(d.np).max),

@@ -237,6 +237,7 @@ def _backward_of(g: tg.Tensor) -> UOp:
     return next(u for u in g.uop.toposort() if u.op in (Ops.FUNCTION, Ops.CALL) and u.arg[0].endswith("_backward"))
 
 
+@pytest.mark.x64
 def test_grad_through_a_function_builds_a_named_backward_function():
     @tg.function
     def layer(x, w, unused):
@@ -250,6 +251,7 @@ def test_grad_through_a_function_builds_a_named_backward_function():
     np.testing.assert_allclose(g.numpy(), x.T @ (2 * h * (1 - h * h)), rtol=1e-10)
 
 
+@pytest.mark.x64
 def test_grad_of_a_precompiled_function_reuses_its_outputs():
     pl = tg.function(lambda x, w: tnp.exp(x @ w), precompile=True, precompile_backward=True)
     x, w = np.random.default_rng(0).standard_normal((3, 4)), np.random.default_rng(1).standard_normal((4, 2))

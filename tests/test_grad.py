@@ -153,40 +153,48 @@ INDEXING = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", UNARY)
 def test_unary(name: str) -> None:
     check_grads(*UNARY[name])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", BINARY)
 def test_binary(name: str) -> None:
     check_grads(*BINARY[name])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", SHAPE)
 def test_movement(name: str) -> None:
     check_grads(*SHAPE[name])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", REDUCE)
 def test_reduce(name: str) -> None:
     check_grads(*REDUCE[name])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", LINALG)
 def test_linalg(name: str) -> None:
     check_grads(*LINALG[name])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", INDEXING)
 def test_indexing(name: str) -> None:
     check_grads(*INDEXING[name])
 
 
+@pytest.mark.x64
 def test_sort() -> None:
     check_grads(lambda x: tnp.sort(x, axis=1) * T(np.arange(3.0)), distinct(2, 3))
 
 
+@pytest.mark.x64
 def test_at_add() -> None:
     check_grads(lambda x: x.at[T(np.array([1, 0, 1]))].add(x[T(np.array([0, 0, 1]))] * 2), A23)
 
@@ -227,6 +235,7 @@ def test_pow_at_zero_like_jax() -> None:
     np.testing.assert_allclose(gy.numpy(), [0, 4 * np.log(2)])
 
 
+@pytest.mark.x64
 def test_cast_passes_gradient_back_in_source_dtype() -> None:
     x = np.array([1.5, -2.0, 3.0])
     g = tg.grad(lambda x: (x.astype(tnp.float32) ** 2).sum())(T(x))
@@ -253,6 +262,7 @@ HESSIAN_CASES = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", HESSIAN_CASES)
 def test_hessian_against_differences_of_grad(name: str) -> None:
     f, x = HESSIAN_CASES[name]
@@ -271,6 +281,7 @@ def test_grad_of_grad() -> None:
     np.testing.assert_allclose(tg.grad(tg.grad(tnp.tanh))(x).numpy(), -2 * np.tanh(0.7) * (1 - np.tanh(0.7) ** 2))
 
 
+@pytest.mark.x64
 def test_jacobians_shapes_and_values() -> None:
     w = rand(2, 3)
     f = lambda x: tnp.tanh(T(w) @ x)  # noqa: E731
@@ -324,6 +335,7 @@ def numpy_mlp_grad(p: dict, x: np.ndarray, y: np.ndarray) -> tuple[float, dict]:
     return loss, grads
 
 
+@pytest.mark.x64
 def test_mlp_matches_numpy_backward() -> None:
     p, x, y = mlp_data((5, 6, 4, 3))
     value, g = tg.value_and_grad(mlp_loss)({k: T(v) for k, v in p.items()}, T(x), T(y))
@@ -370,6 +382,7 @@ def test_pytree_params_and_argnums() -> None:
     assert tg.grad(f, argnums=1)(params, 2.0).shape == ()
 
 
+@pytest.mark.x64
 def test_has_aux_and_value_and_grad() -> None:
     def f(x: tg.Tensor) -> tuple[tg.Tensor, dict]:
         y = tnp.sin(x)

@@ -54,6 +54,7 @@ def test_gather_with_tensor_indices(idx: tuple) -> None:
     check(tg.asarray(A)[tidx], A[idx])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_, np.int8, np.uint8, np.float16, np.int64])
 def test_gather_dtypes(dtype: type) -> None:
     a = (A % 7).astype(dtype)
@@ -397,6 +398,7 @@ def test_fori_loop_reading_past_the_end_clamps() -> None:
     check(tg.lax.fori_loop(0, 6, lambda i, acc: acc + rows[i], tnp.zeros(5)), A[0, 0].sum(0) + 2 * A[0, 0, 3])
 
 
+@pytest.mark.x64
 def test_fori_loop_with_traced_bounds_clamps_under_jit() -> None:
     a = np.arange(5, dtype=np.float32)
     f = tg.jit(lambda x, n: tg.lax.fori_loop(0, n, lambda i, acc: acc + x[i], tg.asarray(np.float32(0))))

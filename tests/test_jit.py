@@ -32,6 +32,7 @@ def test_one_trace_for_repeated_calls_and_no_compiles_on_replay():
     assert tg.counters.compile_count == 0 and tg.counters.schedule_count == 0
 
 
+@pytest.mark.x64
 def test_retraces_on_new_shape_dtype_and_static_value(capsys):
     @tg.jit(static_argnums=1)
     def f(x, n):

@@ -148,10 +148,18 @@ def test_aliased_keyword_and_pytree_arguments():
     assert m.tolist() == pytest.approx([1.9] * 3) and v.tolist() == pytest.approx([1.5] * 3)
 
 
-def test_two_views_of_one_buffer_and_equal_python_scalars_alias_too():
+def test_two_views_of_one_buffer_alias_too():
     f = tg.jit(lambda a, b: a * 10 + b)
     x = tg.asarray(np.arange(4, dtype=np.float32))
     assert f(x.reshape(2, 2), x.reshape(2, 2)).tolist() == [[0.0, 11.0], [22.0, 33.0]]
     assert f(x.reshape(2, 2), (x + 1).reshape(2, 2)).tolist() == [[1.0, 12.0], [23.0, 34.0]]
+
+
+def test_equal_python_scalars_share_a_buffer_but_not_a_trace():
     s = tg.jit(lambda a, b: a * 10 + b)
-    assert s(0.5, 0.5).item() == 5.5 and s(0.5, 0.25).item() == 5.25
+    assert s(0.5, 0.5).item() == 5.5 and s(0.5, 0.25).item() == 5.25 and s(2.0, 2.0).item() == 22.0
+    assert s.trace_count == 1  # equal values are one interned buffer; as in JAX, that is not a new signature
+    d = tg.jit(lambda x, start, stop: x[start] - x[stop])
+    x = tg.asarray(np.arange(5, dtype=np.float32) ** 2)
+    assert d(x, 0, 0).item() == 0.0 and d(x, 3, 2).item() == 5.0 and d(x, 4, 4).item() == 0.0
+    assert d.trace_count == 1

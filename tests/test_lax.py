@@ -105,6 +105,7 @@ def test_elementwise_loop_is_one_kernel_with_a_range() -> None:
           py_scan(lambda c, r: (c * 0.9 + r, None), x, xs, reverse=True)[0])
 
 
+@pytest.mark.x64
 def test_fori_loop_with_tensor_bounds_reads_the_trip_count_on_the_device() -> None:
     x = rand(4)
 
@@ -277,6 +278,7 @@ def test_cond_under_jit_runs_only_the_branch_the_device_picks() -> None:
 
 
 # ---- jit ----
+@pytest.mark.x64
 def test_every_construct_under_jit_matches_eager_and_replays() -> None:
     def f(x: tg.Tensor, xs: tg.Tensor, n: tg.Tensor) -> tuple:
         a = tg.lax.fori_loop(0, 6, lambda i, c: c * 0.5 + x, x)

@@ -172,6 +172,7 @@ def test_conv_general_dilated_matches_numpy(name: str) -> None:
     close(lax.conv_general_dilated(T(x), T(w), **kw), ref)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", ["2d_same_stride", "nhwc_hwio", "1d_nwc", "3d", "lhs_dilation", "negative_padding",
                                   "depthwise_nhwc", "batch_groups", "transposed_1d_grouped"])
 def test_conv_general_dilated_gradient(name: str) -> None:
@@ -369,6 +370,7 @@ def test_reduce_window_matches_numpy(name: str) -> None:
                                                                          kw.get("window_dilation")))
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", ["1d_sum_init", "nhwc_max_pool", "min_same_lower", "window_dilation",
                                   "base_dilation", "negative_padding", "1d_prod_init"])
 def test_reduce_window_gradient(name: str) -> None:

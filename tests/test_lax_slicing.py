@@ -127,6 +127,7 @@ def test_vmap_over_start_indices() -> None:
                                                          for s, ui in zip(starts, u, strict=True)]))
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("starts", [(1, 2), (4, -1)], ids=["inside", "clamped"])
 def test_gradients_through_operand_and_update(starts: tuple) -> None:
     traced = [i32(s) for s in starts]

@@ -55,6 +55,7 @@ def test_diag_builds_and_extracts(k: int) -> None:
     np.testing.assert_array_equal(tnp.diag(tg.asarray(m), k).numpy(), np.diag(m, k))
 
 
+@pytest.mark.x64
 def test_diagonal_family_methods_dtypes_and_gradients() -> None:
     a = tg.asarray(np.arange(9.0).reshape(3, 3))
     np.testing.assert_array_equal(a.diagonal(1).numpy(), [1.0, 5.0])
@@ -108,11 +109,13 @@ def test_norm_of_any_rank_dtype_and_keepdims() -> None:
     assert tnp.linalg.norm(tg.asarray(np.ones(4, np.float16))).dtype == dtypes.float16
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("ord", [None, 1, np.inf, -np.inf, 3], ids=str)
 def test_vector_norm_gradients(ord: Any) -> None:  # noqa: A002
     check_grads(lambda x: tnp.linalg.norm(x, ord, axis=-1), rand(2, 4) + 0.05)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("ord", [None, 1, -1, np.inf], ids=str)
 def test_matrix_norm_gradients(ord: Any) -> None:  # noqa: A002
     check_grads(lambda x: tnp.linalg.norm(x, ord, axis=(0, 1)), rand(3, 4) + 0.05)
@@ -147,6 +150,7 @@ def test_norm_errors_name_the_order_and_shape() -> None:
 
 
 # ---- solve, inv, det, slogdet ----
+@pytest.mark.x64
 @pytest.mark.parametrize("a_shape,b_shape", [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (3, 1)),
                                              ((3, 3), (2, 3, 2)), ((2, 1, 3, 3), (4, 3, 2))], ids=str)
 def test_solve_matches_numpy(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> None:
@@ -169,6 +173,7 @@ def test_solve_pivots_and_handles_singular_matrices_as_lapack() -> None:
     assert sign.item() == 0.0 and logdet.item() == -np.inf
 
 
+@pytest.mark.x64
 def test_inv_det_slogdet_match_numpy() -> None:
     a = well(2, n=4, seed=3)
     a[1] = a[1][::-1]     # a row order that needs swaps: a negative determinant
@@ -191,6 +196,7 @@ def test_solve_family_float32_and_integer_inputs() -> None:
     assert xi.dtype == dtypes.float32 and xi.tolist() == [1.0, 0.5]
 
 
+@pytest.mark.x64
 def test_lu_factor_and_lu_solve_match_scipy() -> None:
     scipy_linalg = pytest.importorskip("scipy.linalg")
     a = rand(4, 4, seed=7)
@@ -218,12 +224,14 @@ SOLVE_GRADS = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", list(SOLVE_GRADS))
 def test_solve_family_gradients(name: str) -> None:
     f, args = SOLVE_GRADS[name]
     check_grads(f, *args, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.x64
 def test_solve_and_det_second_order_match_jax() -> None:
     """The backward reads the factorisation as plain ops, so a second grad is right (not only the first)."""
     jax = pytest.importorskip("jax")

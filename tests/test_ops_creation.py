@@ -19,6 +19,7 @@ from tgfx.dtypes import DType, dtypes
 
 
 # ---- constants ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", ALL, ids=str)
 @settings(max_examples=8)
 @given(shape=shapes(max_dims=3))
@@ -60,6 +61,7 @@ def test_full_with_tensor_fill_broadcasts() -> None:
     assert_close(tnp.full((2, 3), to_tensor(row)), np.full((2, 3), row), dtype=dtypes.float32)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", ALL, ids=str)
 def test_like_functions(d: DType) -> None:
     x = to_tensor(np.ones((2, 3), np_dtype(d)), d)
@@ -77,6 +79,7 @@ def test_full_like_casts_the_fill_to_the_input_dtype() -> None:
     assert_close(tnp.full_like(x, 2.5), np.full_like(np.arange(4, dtype=np.int32), 2.5), dtype=dtypes.int32)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", ALL, ids=str)
 def test_asarray_and_array_with_dtype(d: DType) -> None:
     data = [[0, 1, 2], [3, 1, 0]]
@@ -114,6 +117,7 @@ def test_arange_float(args: tuple[float, ...]) -> None:
     assert_close(tnp.arange(*args), want.astype(np.float32), dtype=dtypes.float32, ulps=4)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float16, dtypes.bfloat16, dtypes.float64, dtypes.int8, dtypes.uint16], ids=str)
 def test_arange_with_dtype(d: DType) -> None:
     assert_close(tnp.arange(2, 30, 3, dtype=d), np.arange(2, 30, 3).astype(np_dtype(d)), dtype=d)
@@ -127,6 +131,7 @@ def test_linspace(start: float, stop: float, num: int, endpoint: bool) -> None:
     assert_close(tnp.linspace(start, stop, num, endpoint=endpoint), want, dtype=dtypes.float32, atol=tol)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float64, dtypes.float16, dtypes.int32, dtypes.int8, dtypes.uint8], ids=str)
 @pytest.mark.parametrize("start,stop,num", [(0, 10, 4), (-5, 5, 4), (5, -5, 7), (0, 1, 1), (-3, 7, 11)])
 def test_linspace_with_dtype(d: DType, start: int, stop: int, num: int) -> None:
@@ -147,6 +152,7 @@ def test_eye_and_tri(n: int, m: int | None, k: int) -> None:
     assert_close(tnp.identity(n), np.identity(n, np.float32), dtype=dtypes.float32)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float32, dtypes.int64, dtypes.bool, dtypes.bfloat16], ids=str)
 @settings(max_examples=10)
 @given(data=st.data())
@@ -183,6 +189,7 @@ def matmul_shapes(draw: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return a, b
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS + (dtypes.int32, dtypes.int8, dtypes.uint8, dtypes.bool), ids=str)
 @settings(max_examples=15)
 @given(data=st.data())

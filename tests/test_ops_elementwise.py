@@ -64,6 +64,7 @@ FLOAT_UNARY: dict[str, tuple[Fn, Fn, float, float]] = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 @pytest.mark.parametrize("name", FLOAT_UNARY)
 @settings(max_examples=10)
@@ -83,6 +84,7 @@ def test_float_unary_of_integers_is_float32(name: str, d: DType) -> None:
                  ulps=TRANSCENDENTAL_ULPS)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.int64, dtypes.uint64], ids=str)
 def test_float_unary_of_64bit_integers_is_float64(d: DType) -> None:
     x = np.array([0, 1, 2, 3, 2 ** 40], d.np)
@@ -114,6 +116,7 @@ NUMERIC_UNARY: dict[str, tuple[Fn, Fn]] = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC, ids=str)
 @pytest.mark.parametrize("name", NUMERIC_UNARY)
 @settings(max_examples=10)
@@ -127,6 +130,7 @@ def test_numeric_unary(name: str, d: DType, data: st.DataObject) -> None:
     assert_close(fn(to_tensor(x, d)), _ref(ref, x, dtype=out), dtype=out)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 def test_round_half_to_even(d: DType) -> None:
     x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49, -0.51], np_dtype(d))
@@ -134,12 +138,14 @@ def test_round_half_to_even(d: DType) -> None:
     assert_close(tnp.rint(to_tensor(x, d)), np.rint(x), dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("decimals", [1, 2, -1])
 def test_round_decimals_float(decimals: int) -> None:
     x = np.array([1.2345, -1.2355, 12.5, 15.0, 25.0, 0.05, 123.456], np.float64)
     assert_close(tnp.round(to_tensor(x), decimals), np.round(x, decimals), dtype=dtypes.float64)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.int8, dtypes.int32, dtypes.uint8, dtypes.int64], ids=str)
 @pytest.mark.parametrize("decimals", [1, -1, -2])
 def test_round_decimals_int(d: DType, decimals: int) -> None:
@@ -148,6 +154,7 @@ def test_round_decimals_int(d: DType, decimals: int) -> None:
     assert_close(tnp.round(to_tensor(x), decimals), np.round(x, decimals), dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC, ids=str)
 def test_reciprocal(d: DType) -> None:
     """Floats as numpy; integers promote to float like jnp.reciprocal (numpy's integer 1 // x is not followed)."""
@@ -169,6 +176,7 @@ BINARY: dict[str, tuple[Fn, Fn]] = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC, ids=str)
 @pytest.mark.parametrize("name", BINARY)
 @settings(max_examples=12)
@@ -184,6 +192,7 @@ def test_binary(name: str, d: DType, data: st.DataObject) -> None:
     assert_close(fn(to_tensor(a, d), to_tensor(b, d)), _ref(ref, a, b, dtype=d), dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC, ids=str)
 @settings(max_examples=10)
 @given(data=st.data())
@@ -196,6 +205,7 @@ def test_true_divide(d: DType, data: st.DataObject) -> None:
         assert_close(fn(to_tensor(a, d), to_tensor(b, d)), _ref(np.true_divide, a, b, dtype=out), dtype=out)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 @settings(max_examples=10)
 @given(data=st.data())
@@ -207,6 +217,7 @@ def test_arctan2(d: DType, data: st.DataObject) -> None:
                  ulps=TRANSCENDENTAL_ULPS)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 @settings(max_examples=10)
 @given(data=st.data())
@@ -218,6 +229,7 @@ def test_power_float(d: DType, data: st.DataObject) -> None:
                  ulps=TRANSCENDENTAL_ULPS)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 def test_power_float_negative_base(d: DType) -> None:
     a = np.array([-2.0, -3.0, -0.5, -1.0, -2.0, 0.0, 0.0], np_dtype(d))
@@ -226,6 +238,7 @@ def test_power_float_negative_base(d: DType) -> None:
                  ulps=TRANSCENDENTAL_ULPS)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
 @settings(max_examples=10)
 @given(data=st.data())
@@ -236,6 +249,7 @@ def test_power_int(d: DType, data: st.DataObject) -> None:
     assert_close(tnp.power(to_tensor(a, d), to_tensor(b, d)), _ref(np.power, a, b, dtype=d), dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 7])
 def test_power_int_by_python_int(d: DType, n: int) -> None:
@@ -253,6 +267,7 @@ def test_power_int_negative_exponent_truncates() -> None:
 
 
 # ---- integer division and modulo: numpy's signs, division by zero gives 0, INT_MIN // -1 wraps ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
 def test_integer_floor_divide_and_mod_signs(d: DType) -> None:
     vals = [-7, -6, -1, 0, 1, 6, 7, 3, -3, 2, -2] if not d.is_unsigned else [0, 1, 2, 3, 6, 7, 200 % (2 ** d.bits)]
@@ -264,6 +279,7 @@ def test_integer_floor_divide_and_mod_signs(d: DType) -> None:
     assert_close(to_tensor(a) % to_tensor(b), a % b, dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
 def test_integer_division_by_zero_is_zero(d: DType) -> None:
     a = to_tensor(np.array([5, 0, 1, 100], d.np))
@@ -273,6 +289,7 @@ def test_integer_division_by_zero_is_zero(d: DType) -> None:
     assert_close(a // 0, np.zeros(4), dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", SIGNED, ids=str)
 def test_integer_min_floor_divide_minus_one_wraps(d: DType) -> None:
     lo = np.iinfo(d.np).min
@@ -283,6 +300,7 @@ def test_integer_min_floor_divide_minus_one_wraps(d: DType) -> None:
         assert_close(tnp.remainder(to_tensor(a), to_tensor(b)), a % b, dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 def test_float_floor_divide_and_mod_are_numpys(d: DType) -> None:
     """numpy's divmod: `1 // 0.1` is 9 (0.1 is a little more than a tenth), signs follow the divisor."""
@@ -318,6 +336,7 @@ COMPARISONS: dict[str, tuple[Fn, Fn]] = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC + (dtypes.bool,), ids=str)
 @pytest.mark.parametrize("name", COMPARISONS)
 @settings(max_examples=8)
@@ -382,6 +401,7 @@ BITWISE: dict[str, tuple[Fn, Fn]] = {
 }
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS + (dtypes.bool,), ids=str)
 @pytest.mark.parametrize("name", BITWISE)
 @settings(max_examples=8)
@@ -394,6 +414,7 @@ def test_bitwise(name: str, d: DType, data: st.DataObject) -> None:
     assert_close(fn(to_tensor(a, d), to_tensor(b, d)), ref(a, b), dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS + (dtypes.bool,), ids=str)
 @settings(max_examples=8)
 @given(data=st.data())
@@ -404,6 +425,7 @@ def test_invert(d: DType, data: st.DataObject) -> None:
     assert_close(~to_tensor(x, d), ~x, dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
 @pytest.mark.parametrize("name", ["left_shift", "right_shift"])
 @settings(max_examples=10)
@@ -416,6 +438,7 @@ def test_shift(name: str, d: DType, data: st.DataObject) -> None:
     assert_close(fn(to_tensor(a, d), to_tensor(b, d)), ref(a, b), dtype=d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
 def test_shift_by_bit_width_or_more(d: DType) -> None:
     """numpy: shifting out every bit gives 0, or -1 for an arithmetic right shift of a negative number."""
@@ -453,6 +476,7 @@ def test_bitwise_operators_on_ints_and_bools() -> None:
 
 
 # ---- where, clip, isnan/isinf/isfinite ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int32, dtypes.uint8,
                                dtypes.bool, dtypes.int64], ids=str)
 @settings(max_examples=10)
@@ -475,6 +499,7 @@ def test_where_nonbool_condition_and_scalars() -> None:
                  dtype=dtypes.float32)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC, ids=str)
 @settings(max_examples=8)
 @given(data=st.data())
@@ -555,6 +580,7 @@ def test_sign_abs_clip_of_nan() -> None:
 LOGADDEXP = {"logaddexp": (tnp.logaddexp, np.logaddexp), "logaddexp2": (tnp.logaddexp2, np.logaddexp2)}
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", FLOATS, ids=str)
 @pytest.mark.parametrize("name", LOGADDEXP)
 @settings(max_examples=8)
@@ -580,6 +606,7 @@ def test_logaddexp_special_values_and_promotion(name: str) -> None:
     assert fn(tg.asarray(np.ones(2, np.float16)), 1.0).dtype == dtypes.float16
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("name", LOGADDEXP)
 def test_logaddexp_gradients_at_ties_and_infinities(name: str) -> None:
     """(1/2, 1/2) at equal arguments (also at two equal infinities: JAX gives NaN at two -infs), (0, 1) with a -inf
@@ -636,6 +663,7 @@ def test_numpy_array_on_the_left_defers_to_tensor() -> None:
         assert_close(got, want)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC, ids=str)
 def test_operators_keep_dtype_with_python_scalars(d: DType) -> None:
     x = np.array([1, 2, 3, 4], np_dtype(d))

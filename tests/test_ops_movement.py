@@ -33,6 +33,7 @@ def _check(got: Any, want: np.ndarray, d: DType) -> None:
 
 
 # ---- reshape, ravel, transpose, swapaxes, moveaxis, .T ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -55,6 +56,7 @@ def test_reshape(d: DType, data: st.DataObject) -> None:
     _check(to_tensor(x, d).flatten(), x.flatten(), d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -71,6 +73,7 @@ def test_transpose(d: DType, data: st.DataObject) -> None:
         _check(to_tensor(x, d).transpose(*perm), x.transpose(*perm), d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -93,6 +96,7 @@ def test_mT_swaps_the_last_two_axes() -> None:
 
 
 # ---- broadcasting, expand_dims, squeeze ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -112,6 +116,7 @@ def test_broadcast_arrays() -> None:
     _check(tb, nb, dtypes.int32)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -130,6 +135,7 @@ def test_expand_dims_squeeze(d: DType, data: st.DataObject) -> None:
 
 
 # ---- flip, roll ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -146,6 +152,7 @@ def test_flip(d: DType, data: st.DataObject) -> None:
         _check(tnp.flipud(to_tensor(x, d)), np.flipud(x), d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -192,6 +199,7 @@ def test_pad_constant_nan_and_negative() -> None:
 
 
 # ---- concatenate, stack, hstack, vstack, atleast_2d ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=15)
 @given(data=st.data())
@@ -228,6 +236,7 @@ def test_concatenate_with_zero_size_buffer_part() -> None:
     _check(tnp.concatenate([to_tensor(e), to_tensor(x)]), np.concatenate([e, x]), dtypes.float32)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=12)
 @given(data=st.data())
@@ -250,6 +259,7 @@ def test_hstack_vstack_atleast_2d() -> None:
 
 
 # ---- split, array_split ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=12)
 @given(data=st.data())
@@ -280,6 +290,7 @@ def test_array_split(n: int, sections: int) -> None:
 
 
 # ---- tile, repeat ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=12)
 @given(data=st.data())
@@ -289,6 +300,7 @@ def test_tile(d: DType, data: st.DataObject) -> None:
     _check(tnp.tile(to_tensor(x, d), reps), np.tile(x, reps), d)
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 @settings(max_examples=12)
 @given(data=st.data())

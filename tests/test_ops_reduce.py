@@ -91,6 +91,7 @@ def test_prod(d: DType, data: st.DataObject) -> None:
     assert_close(tnp.prod(to_tensor(x, d), axis=axis, keepdims=keepdims), want, dtype=out, **tol)
 
 
+@pytest.mark.x64
 def test_sum_and_prod_with_dtype_argument() -> None:
     x = np.array([[100, 100, 100], [-128, 127, 1]], np.int8)
     assert_close(tnp.sum(to_tensor(x), axis=1, dtype=dtypes.int8), np.sum(x, axis=1, dtype=np.int8), dtype=dtypes.int8)
@@ -100,6 +101,7 @@ def test_sum_and_prod_with_dtype_argument() -> None:
 
 
 # ---- max and min ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", ALL, ids=str)
 @pytest.mark.parametrize("name", ["max", "min"])
 @settings(max_examples=12)
@@ -118,6 +120,7 @@ def test_amax_amin_are_max_min() -> None:
 
 
 # ---- mean, var, std ----
+@pytest.mark.x64
 @pytest.mark.parametrize("d", NUMERIC + (dtypes.bool,), ids=str)
 @settings(max_examples=12)
 @given(data=st.data())
@@ -130,6 +133,7 @@ def test_mean(d: DType, data: st.DataObject) -> None:
     assert_close(to_tensor(x, d).mean(axis=axis, keepdims=keepdims), want, dtype=out, **tol)
 
 
+@pytest.mark.x64
 @pytest.mark.filterwarnings("ignore:Degrees of freedom:RuntimeWarning")
 @pytest.mark.parametrize("d", FLOATS + (dtypes.int32, dtypes.uint8), ids=str)
 @pytest.mark.parametrize("name", ["var", "std"])

@@ -83,23 +83,27 @@ def np_adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, ep
 
 
 # ---- against the references ----
+@pytest.mark.x64
 @pytest.mark.parametrize("momentum,nesterov", [(0.0, False), (0.9, False), (0.9, True), (0.5, True)])
 def test_sgd_matches_numpy(momentum: float, nesterov: bool) -> None:
     assert_trees_close(run(optim.sgd(0.1, momentum, nesterov)), np_sgd(0.1, momentum, nesterov))
 
 
+@pytest.mark.x64
 def test_adam_matches_numpy() -> None:
     assert_trees_close(run(optim.adam(0.01)), np_adam(0.01))
     assert_trees_close(run(optim.adam(0.05, b1=0.5, b2=0.9, eps=1e-3, eps_root=1e-4)),
                        np_adam(0.05, 0.5, 0.9, 1e-3, 1e-4))
 
 
+@pytest.mark.x64
 def test_adamw_matches_numpy_with_decoupled_decay_and_mask() -> None:
     assert_trees_close(run(optim.adamw(0.01, weight_decay=0.1)), np_adam(0.01, weight_decay=0.1))
     masked = optim.adamw(0.01, weight_decay=0.1, mask=lambda p: tg.tree.tree_map(lambda x: x.ndim > 1, p))
     assert_trees_close(run(masked), np_adam(0.01, weight_decay=0.1, decay_b=False))
 
 
+@pytest.mark.x64
 def test_adamw_decay_is_not_rescaled_by_the_second_moment() -> None:
     """With zero gradients the moments stay 0, so Adam does not move and AdamW shrinks each param by exactly
     lr * wd * p per step; Adam with L2 folded into the gradient would instead move by about lr per step."""
@@ -115,6 +119,7 @@ def test_adamw_decay_is_not_rescaled_by_the_second_moment() -> None:
     assert np.all(u["w"].numpy() == 0)
 
 
+@pytest.mark.x64
 def test_schedule_gets_the_update_count_from_zero() -> None:
     seen = []
 
@@ -148,6 +153,7 @@ def test_schedules_match_their_formulas() -> None:
         np.testing.assert_allclose(got, [ref(t) for t in counts], rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.x64
 def test_clip_by_global_norm_and_chain() -> None:
     g = grads_np(0)
     norm = math.sqrt(sum(float((x ** 2).sum()) for x in leaves(g)))
@@ -182,6 +188,7 @@ def test_half_precision_params_keep_their_dtype() -> None:
 
 
 # ---- a jitted train step ----
+@pytest.mark.x64
 def test_jitted_train_step_traces_once() -> None:
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((8, 3)), rng.standard_normal(8)

@@ -60,6 +60,7 @@ def test_uint32_wrapping_ops_compile(xs: list[int], r: int) -> None:
 
 
 # ---- keys ----
+@pytest.mark.x64
 def test_key_from_seeds() -> None:
     assert R.key(0).dtype == dtypes.uint32 and R.key(0).shape == (2,)
     assert R.key(42).tolist() == [0, 42]
@@ -149,6 +150,7 @@ def _assert_moments(x: np.ndarray, mean: float, var: float, fourth: float) -> No
     assert abs(x.var() - var) < 6 * math.sqrt((fourth - var**2) / n), x.var()
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16])
 def test_uniform_moments_and_range(d: tg.DType) -> None:
     u = R.uniform(R.key(1), (N,), d, minval=-2.0, maxval=3.0)
@@ -166,6 +168,7 @@ def test_normal_moments() -> None:
     assert abs(np.mean(np.abs(x) > 3) - 0.0027) < 6 * math.sqrt(0.0027 / N)
 
 
+@pytest.mark.x64
 def test_erfinv_inverts_erf() -> None:
     x = np.linspace(-0.999, 0.999, 1001)
     y = R.erfinv(tg.asarray(x)).numpy()
@@ -186,8 +189,10 @@ def test_bernoulli_rate() -> None:
     assert R.bernoulli(R.key(4), p).tolist() == [False, True, False, True]
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("lo,hi,d", [(0, 10, dtypes.int32), (-5, 3, dtypes.int8), (0, 256, dtypes.uint8),
                                      (-3, 4, dtypes.int64), (7, 7, dtypes.int32), (9, 2, dtypes.uint32)])
+@pytest.mark.x64
 def test_randint_range(lo: int, hi: int, d: tg.DType) -> None:
     x = R.randint(R.key(5), (20_000,), lo, hi, d)
     assert x.dtype == d
@@ -202,6 +207,7 @@ def test_randint_range(lo: int, hi: int, d: tg.DType) -> None:
     assert np.abs(counts - expect).max() < 6 * math.sqrt(expect)
 
 
+@pytest.mark.x64
 def test_randint_full_int32_range_uses_every_bit() -> None:
     # maxval past int32's range: the span wraps to 2**32 and every int32 value is possible
     v = R.randint(R.key(6), (N,), -(2**31), 2**31, dtypes.int32).numpy()
@@ -323,6 +329,7 @@ def test_jax_permutation(jr, seed: int) -> None:  # noqa: ANN001
                                           np.asarray(jr.permutation(jk, x, axis, ind)))
 
 
+@pytest.mark.x64
 def test_jax_float64(jr) -> None:  # noqa: ANN001
     """With jax_enable_x64: 64-bit bits and uniforms bit for bit, normals to float64 rounding, 64-bit randint."""
     import jax

@@ -45,6 +45,7 @@ def test_descending_keeps_equal_elements_in_order() -> None:
     check(tnp.sort(SPECIAL, descending=True), np.sort(SPECIAL)[::-1])
 
 
+@pytest.mark.x64
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.int8, np.bool_, np.float16, np.int64, np.uint32])
 def test_sort_dtypes(dtype: type) -> None:
     a = (np.array([[5, 250, 3, 3, 0, 7, 128], [1, 1, 0, 2, 200, 9, 4]]) % (2 if dtype == np.bool_ else 251))

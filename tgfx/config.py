@@ -42,6 +42,18 @@ NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
 INLINE_BYTES = Flag("TGFX_INLINE_BYTES", 1 << 16)  # a jitted program touching at most this much runs on the caller
+X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX
+
+# `update`'s names for flags, besides their own: JAX's spelling, so that ported programs keep theirs
+_ALIASES = {"x64": "TGFX_ENABLE_X64", "enable_x64": "TGFX_ENABLE_X64", "jax_enable_x64": "TGFX_ENABLE_X64"}
+
+
+def update(name: str, value: Any) -> None:
+    """Set a flag for the rest of the process, as `jax.config.update`: `tgfx.config.update("x64", True)`."""
+    flag = Flag._all.get(_ALIASES.get(name, name))
+    if flag is None:
+        raise ValueError(f"config.update: unknown option {name!r}; known are {sorted([*_ALIASES, *Flag._all])}")
+    flag.value = type(flag.value)(value)
 
 
 @contextlib.contextmanager

@@ -2,14 +2,25 @@
 
 Promotion follows JAX's lattice: Python scalars are *weakly typed* (`int32 tensor + 1.5` is float32,
 `float16 tensor * 2` stays float16), and two typed operands meet at their least upper bound.
+
+64-bit types follow JAX's x64 mode (`tgfx.config.update("x64", True)` or `TGFX_ENABLE_X64=1`). Without it, what a
+user asks for or brings (a dtype argument, a float64 numpy array) becomes its 32-bit kin with one warning per type
+(`canonicalize`), Python scalars and lists default to float32/int32, and a promotion that would widen 32-bit
+operands to 64 bits (int32 + uint32) stays at 32. With it, the defaults are float64/int64. tgfx's own 64-bit
+arithmetic (index words, 64-bit random bits) builds its UOps directly and is not affected.
 """
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from tgfx import config
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,7 +81,19 @@ def _vec(scalar: DType, n: int) -> DType:
     return DType(scalar.name, scalar.itemsize, scalar.kind, scalar.np_name, n)
 
 
-class dtypes:  # noqa: N801 - a namespace, spelled like JAX's and tinygrad's
+class _Namespace(type):
+    """`dtypes.default_float` and `default_int` read the x64 mode when asked, as JAX's defaults do."""
+
+    @property
+    def default_float(cls) -> DType:
+        return cls.float64 if config.X64 else cls.float32
+
+    @property
+    def default_int(cls) -> DType:
+        return cls.int64 if config.X64 else cls.int32
+
+
+class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JAX's and tinygrad's
     bool = DType("bool", 1, "b", "bool")
     int8 = DType("int8", 1, "i", "int8")
     int16 = DType("int16", 2, "i", "int16")
@@ -86,17 +109,38 @@ class dtypes:  # noqa: N801 - a namespace, spelled like JAX's and tinygrad's
     float64 = DType("float64", 8, "f", "float64")
     # the type of index arithmetic inside kernels
     index = int64
-    default_float = float32
-    default_int = int32
 
     @staticmethod
     def all() -> tuple[DType, ...]:
         return ALL_DTYPES
 
 
-ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k not in
-                                      ("index", "default_float", "default_int"))
+ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k != "index")
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
+_NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
+_warned: set[str] = set()
+
+
+def _user_stacklevel() -> int:
+    """The `warnings.warn` stacklevel of the innermost caller outside tgfx: the user's line."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(2), 2  # the caller of the function that warns
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def canonicalize(d: DType) -> DType:
+    """The type a user's request for `d` gets in this mode: without x64, a 64-bit type is its 32-bit kin (the first
+    time for each type, with a warning saying how to keep it), as in JAX."""
+    if d.name not in _NARROW or config.X64:
+        return d
+    if d.name not in _warned:
+        _warned.add(d.name)
+        warnings.warn(f"tgfx: {d.name} is not enabled and becomes {_NARROW[d.name]}, as in JAX; enable 64-bit types "
+                      f"with tgfx.config.update('x64', True) or TGFX_ENABLE_X64=1", UserWarning,
+                      stacklevel=_user_stacklevel())
+    return _BY_NAME[_NARROW[d.name]]
 
 
 def _by_name(name: str) -> DType:
@@ -104,9 +148,10 @@ def _by_name(name: str) -> DType:
 
 
 def to_dtype(x: Any) -> DType:
-    """A DType from a DType, a name ('float32'), a numpy dtype or a Python type (float, int, bool)."""
+    """The DType a user's dtype argument asks for: a DType, a name ('float32'), a numpy dtype or a Python type (float,
+    int, bool), canonical for the x64 mode (`canonicalize`)."""
     if isinstance(x, DType):
-        return x
+        return canonicalize(x) if x.count == 1 else x
     if x is float:
         return dtypes.default_float
     if x is int:
@@ -114,13 +159,13 @@ def to_dtype(x: Any) -> DType:
     if x is bool:
         return dtypes.bool
     if isinstance(x, str) and x in _BY_NAME:
-        return _BY_NAME[x]
+        return canonicalize(_BY_NAME[x])
     try:
         npd = np.dtype(x)
     except TypeError:
         npd = None
     if npd is not None and npd.name in _BY_NAME:
-        return _BY_NAME[npd.name]
+        return canonicalize(_BY_NAME[npd.name])
     raise TypeError(f"unsupported dtype {x!r}; tgfx supports {', '.join(sorted(_BY_NAME))}")
 
 
@@ -175,15 +220,17 @@ def promote_types(*ts: DType | str) -> DType:
         return dtypes.float64 if any(n in ("int64", "uint64") for n in names) else dtypes.default_float
     if out == "i*":
         return dtypes.default_int
+    if out in _NARROW and not config.X64 and not any(n in _NARROW for n in names):
+        return _BY_NAME[_NARROW[out]]  # 32-bit operands that widen (int32 + uint32) stay 32-bit, as in JAX
     return _BY_NAME[out]
 
 
 def to_inexact(d: DType) -> DType:
     """The float type a function that needs floats (exp, true_divide, mean, ...) computes a `d` input in.
 
-    As meeting a weak float: bool and integers up to 32 bits become float32, 64-bit integers float64.
+    As JAX in either mode: bool and integers up to 32 bits become float32, 64-bit integers float64.
     """
-    return d if d.is_float else promote_types(d, "f*")
+    return d if d.is_float else dtypes.float64 if d.itemsize == 8 else dtypes.float32
 
 
 def min_value(d: DType) -> int | float | bool:

@@ -440,14 +440,17 @@ def _bernoulli(k: Tensor, p: Tensor | float, shape: tuple[int, ...], d: DType) -
 
 # ---- integers ----
 def _int_bound(v: ArrayLike, fn: str, name: str) -> Tensor:
-    """A randint bound as an integer Tensor: Python ints as int64 (any int64 value is a valid bound), floats and
-    float Tensors truncated to int32 as JAX's `astype(int)`."""
+    """A randint bound as an integer Tensor: Python ints as the default int (int64 in x64 mode, else int32: a bound
+    outside it is an OverflowError, as in JAX), floats and float Tensors truncated to int32 as JAX's `astype(int)`."""
+    from tgfx.dtypes import max_value, min_value
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{fn}: `{name}` must be an integer, got bool")
     if isinstance(v, (int, np.integer)):
-        if not -(1 << 63) <= int(v) < (1 << 63):
-            raise OverflowError(f"{fn}: `{name}` {v} does not fit in int64")
-        return Tensor.full((), int(v), dtypes.int64)
+        d = dtypes.default_int
+        if not min_value(d) <= int(v) <= max_value(d):
+            hint = "" if d.bits == 64 else "; enable 64-bit types with tgfx.config.update('x64', True)"
+            raise OverflowError(f"{fn}: `{name}` {v} does not fit in {d.name}{hint}")
+        return Tensor.full((), int(v), d)
     t = v if isinstance(v, Tensor) else Tensor(np.asarray(v))
     if t.dtype.is_bool:
         raise TypeError(f"{fn}: `{name}` must be an integer, got bool")

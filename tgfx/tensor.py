@@ -16,7 +16,17 @@ from typing import Any
 import numpy as np
 
 from tgfx.devices import get_device
-from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, from_numpy, promote_types, to_dtype, weak_kind
+from tgfx.dtypes import (
+    DType,
+    bf16_to_f32,
+    dtypes,
+    f32_to_bf16,
+    from_numpy,
+    promote_types,
+    to_dtype,
+    to_inexact,
+    weak_kind,
+)
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 
@@ -206,7 +216,7 @@ class Tensor:
     def _unary(self, op: Ops, out_dtype: DType | None = None) -> Tensor:
         x = self
         if op in GroupOp.FloatOnly and not self.dtype.is_float:
-            x = self.astype(dtypes.default_float)
+            x = self.astype(to_inexact(self.dtype))
         out = Tensor(UOp(op, out_dtype or x.dtype, (x.uop,)))
         return weak(out) if out_dtype is None and id(self) in _weak else out
 
@@ -363,12 +373,13 @@ def normalize_axes(axis: int | Sequence[int], ndim: int, fn: str) -> tuple[int, 
 
 
 def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
-    """Copy host data into a new device buffer."""
+    """Copy host data into a new device buffer (numpy's 64-bit types canonical for the x64 mode)."""
+    from tgfx.dtypes import canonicalize
     from tgfx.lowering.execute import copyin
     from tgfx.lowering.schedule import new_buffer
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
         arr = np.asarray(data)
-        d = dtype or from_numpy(arr.dtype)
+        d = dtype or canonicalize(from_numpy(arr.dtype))
     else:
         arr = np.asarray(data)
         if arr.dtype == object:
@@ -430,7 +441,7 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
     except (KeyError, TypeError) as e:
         raise TypeError(f"{name}: unsupported operand types {kinds}") from e
     if float_only and not d.is_float:
-        d = dtypes.default_float
+        d = to_inexact(d)
     out = []
     for x, other in ((a, b), (b, a)):
         if isinstance(x, Tensor):

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 
 import tgfx.numpy as tnp
-from tgfx.dtypes import DType, dtypes, to_dtype
+from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
 from tgfx.ir.ops import Ops
 from tgfx.numpy._reduce import _axes
 from tgfx.tensor import ArrayLike, Tensor, to_tensor
@@ -20,9 +20,9 @@ Axis = int | Sequence[int] | None
 
 
 def _float(x: ArrayLike) -> Tensor:
-    """x as a float Tensor (integers and bool are computed in the default float, as in JAX)."""
+    """x as a float Tensor (integers and bool as `to_inexact`: float32 up to 32 bits, as in JAX)."""
     t = to_tensor(x)
-    return t if t.dtype.is_float else t.astype(dtypes.default_float)
+    return t if t.dtype.is_float else t.astype(to_inexact(t.dtype))
 
 
 def relu(x: ArrayLike) -> Tensor:
@@ -213,9 +213,7 @@ def standardize(x: ArrayLike, axis: int | Sequence[int] | None = -1, mean: Array
     """
     if algorithm not in ("fast", "stable"):
         raise ValueError(f"standardize: algorithm must be 'fast' or 'stable', got {algorithm!r}")
-    t = to_tensor(x)
-    if not t.dtype.is_float:
-        t = t.astype(dtypes.default_float)
+    t = _float(x)
     axes = _axes(t, axis, "standardize")
     s = t.astype(dtypes.float32) if t.dtype in (dtypes.float16, dtypes.bfloat16) else t
     m = tnp.mean(s, axis=axes, keepdims=True) if mean is None else to_tensor(mean).astype(s.dtype)

@@ -31,7 +31,7 @@ from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Engine, HWQueue, Sym
-from tgfx.dtypes import DType, cast_scalar, dtypes, from_numpy, max_value, min_value
+from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
 from tgfx.function import Function, _describe_paths, _traces
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
@@ -89,6 +89,7 @@ class Signature:
     static: tuple[tuple[str, Hashable], ...]
     names: tuple[str, ...]  # a readable name per leaf, for retrace messages
     aliases: tuple[int, ...] | None = None  # which inputs share a buffer (`_aliases`)
+    x64: bool = False  # the x64 mode it was traced in
 
     @property
     def key(self) -> Hashable:
@@ -102,7 +103,7 @@ def _leaf_spec(x: Any, where: str) -> LeafSpec:
             return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg))
         return ("tensor", (x.shape, x.dtype, x.device))
     if isinstance(x, (np.ndarray, np.generic)):  # what Tensor(x) would be: the same trace as that Tensor's
-        return ("tensor", (x.shape, from_numpy(x.dtype), DEFAULT_DEVICE))
+        return ("tensor", (x.shape, canonicalize(from_numpy(x.dtype)), DEFAULT_DEVICE))
     if type(x) in (int, float):
         return ("weak", (type(x), _weak_dtype(x, where)))
     try:
@@ -445,6 +446,7 @@ class Jit:
         self._cache: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}
         self._signatures: list[Signature] = []
         self._fast: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}  # signatures of all-Tensor positional calls
+        self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         functools.update_wrapper(self, f, updated=())
 
     def __repr__(self) -> str:
@@ -478,6 +480,9 @@ class Jit:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _traces or _grad_active:  # inside another trace or a grad: inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
+        if self._fast_x64 is not config.X64.value:  # a trace made in the other x64 mode is not this one's
+            self._fast.clear()
+            self._fast_x64 = config.X64.value
         if not kwargs and not self.static_argnums:
             # the common call, only one-device Tensors by position: its key needs no pytree flattening
             try:
@@ -492,8 +497,8 @@ class Jit:
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
         tensors = [_leaf_tensor(x) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
-        aliases = _aliases(tensors)
-        key = (treedef, specs, static, aliases)
+        aliases = _aliases(tensors, [spec[0] == "weak" for spec in specs if spec[0] != "static"])
+        key = (treedef, specs, static, aliases, bool(config.X64))
         hit = self._cache.get(key)
         if hit is None:
             hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
@@ -525,7 +530,8 @@ class Jit:
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
                key: Hashable) -> tuple[JitProgram, PyTreeDef]:
         dyn_args, dyn_kwargs = tree_unflatten(treedef, leaves)
-        sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3])
+        sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3],
+                        key[4])
         if self._signatures and (LOG_RETRACE or config.DEBUG >= 1):
             print(f"jit({self.name}): retracing: {self._explain(sig)}")
         self._signatures.append(sig)
@@ -539,6 +545,8 @@ class Jit:
                 views = []
                 for part in device_parts(t.uop):  # one input per device part
                     buf = buffer_view(part)
+                    if spec[0] == "weak" and buf in real_inputs:  # equal scalars share an interned buffer; the
+                        buf = copy_buffer(buf)                     # trace gives each its own (see `_aliases`)
                     ph = placeholder(len(inputs), t.dtype, buf.arg[1], buf.arg[2])
                     inputs.append(ph)
                     real_inputs.append(buf)
@@ -631,6 +639,8 @@ class Jit:
         if prev.aliases != sig.aliases:
             diffs.append(f"inputs sharing a buffer (index of each input's first sharer): {prev.aliases} -> "
                          f"{sig.aliases}")
+        if prev.x64 != sig.x64:
+            diffs.append(f"x64 mode {prev.x64} -> {sig.x64}")
         return "; ".join(diffs) or "same signature"
 
     def memory_report(self) -> dict[str, int]:
@@ -646,18 +656,20 @@ def _as_tree(out_tree: PyTreeDef, results: list[UOp]) -> Any:
     return Tensor(results[0]) if out_tree.is_leaf else tree_unflatten(out_tree, [Tensor(u) for u in results])
 
 
-def _aliases(tensors: list[Tensor]) -> tuple[int, ...] | None:
-    """Which inputs share a buffer (the same Tensor twice, two views of one buffer, one interned scalar), as the
-    index of each input's first sharer; None when none do. Part of the signature: a program traced with two inputs
-    in one buffer binds both from that buffer, so a call with distinct buffers needs its own trace. (A program
-    traced with distinct inputs reads aliased ones correctly: every input slot is bound on its own.)"""
+def _aliases(tensors: list[Tensor], scalars: list[bool]) -> tuple[int, ...] | None:
+    """Which inputs share a buffer (the same Tensor twice, two views of one buffer), as the index of each input's
+    first sharer; None when none do. Part of the signature: a program traced with two inputs in one buffer binds
+    both from that buffer, so a call with distinct buffers needs its own trace. (A program traced with distinct
+    inputs reads aliased ones correctly: every input slot is bound on its own.) Python scalar arguments (`scalars`)
+    never alias: equal values share an interned buffer, but the trace copies it (`_trace`), so `f(x, 0, 0)` and
+    `f(x, 3, 2)` are one trace, as in JAX."""
     first: dict[object, int] = {}
     pattern = []
-    for t in tensors:
+    for t, scalar in zip(tensors, scalars, strict=True):
         for j, p in enumerate(device_parts(t.uop)):
             # a lazy value is its Tensor: a trace computes each argument into a buffer of its own (`tnp.zeros(8)`
             # twice is two buffers, as two jnp.zeros are), and one Tensor passed twice into one
-            b = buffer_view(p) or (id(t), j)
+            b = (id(t), j) if scalar else buffer_view(p) or (id(t), j)
             pattern.append(first.setdefault(b, len(pattern)))
     return None if len(first) == len(pattern) else tuple(pattern)
 
