@@ -288,3 +288,16 @@ def test_custom_kernel_gradients_need_a_grad_fxn():
     np.testing.assert_allclose(tg.grad(lambda x: square(x, True).sum())(x).numpy(), [0, 2, 4, 6])
     with pytest.raises(TypeError, match="cannot differentiate custom kernel 'square'.*grad_fxn"):
         tg.grad(lambda x: square(x, False).sum())(x)
+
+
+def test_grad_through_nested_functions_whose_params_collide_with_the_callers():
+    # f's body PARAM(0) of shape () and of shape (2,) are the very UOps of the outer body's PARAMs of that slot:
+    # the outer backward must not read the inner bodies' PARAMs as its own (the gradient of `a` came out zero)
+    a = tg.asarray(np.float32([0.5, 1.0]))
+    c = tg.Tensor.full((), 0.3, tg.dtypes.float32)
+    f = tg.function(lambda x: tnp.broadcast_to(x, (2,)) * 3.0)
+    outer = tg.function(lambda a: f(a) + f(c), allow_implicit=True)
+    np.testing.assert_array_equal(tg.grad(lambda a: outer(a).sum())(a).numpy(), [3.0, 3.0])
+    inner = tg.jit(lambda x: tnp.broadcast_to(x, (2,)) * x)
+    g = tg.grad(lambda a: tg.jit(lambda a: inner(a) + inner(c))(a).sum())(a)
+    np.testing.assert_allclose(g.numpy(), 2 * a.numpy())

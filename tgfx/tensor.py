@@ -522,8 +522,10 @@ def siblings(todo: list[Tensor]) -> list[Tensor]:
 
 
 def _has_params(u: UOp) -> bool:
+    """A traced value (it reads a trace's PARAMs), or one computed by a FUNCTION: such a value is left to be
+    computed when it is read, so one result of a function is computed alone."""
     from tgfx.lowering.inline import walk
-    return any(x.op is Ops.PARAM for x in walk(u))
+    return any(x.op in (Ops.PARAM, Ops.FUNCTION) for x in walk(u))
 
 
 def realize(*ts: Tensor) -> list[UOp]:

@@ -71,9 +71,11 @@ class SwitchSpec:
 
 
 def n_bodies(u: UOp) -> int:
-    """How many leading sources of `u` are bodies of their own (opaque to the passes outside them)."""
+    """How many leading sources of `u` are bodies of their own (opaque to the passes outside them). A FUNCTION's
+    body is one too: its PARAMs are its own, and hash-consing makes them the very UOps of an enclosing body's
+    PARAMs of the same slot, shape and device."""
     from tgfx.ir.ops import Ops
-    if u.op is Ops.CALL:
+    if u.op in (Ops.CALL, Ops.FUNCTION):
         return 1
     if u.op is Ops.LOOP:
         return u.arg.n_bodies

@@ -17,7 +17,8 @@ def _outside_call_bodies(u: UOp) -> tuple[UOp, ...]:
 
 
 def walk(root: UOp) -> list[UOp]:
-    """Toposort that treats the bodies of CALLs, LOOPs and SWITCHes as opaque (they hold PARAMs of their own)."""
+    """Toposort that treats the bodies of FUNCTIONs, CALLs, LOOPs and SWITCHes as opaque (they hold PARAMs of their
+    own)."""
     return root.toposort(_outside_call_bodies)
 
 
@@ -34,7 +35,7 @@ def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
 
 
 def params_of(body: UOp) -> dict[int, UOp]:
-    """The PARAMs a body reads (outside nested CALL bodies), by slot."""
+    """The PARAMs a body reads (outside nested FUNCTION, CALL and loop bodies), by slot."""
     return {u.arg[0]: u for u in walk(body) if u.op is Ops.PARAM}
 
 
