@@ -235,6 +235,26 @@ def test_argmax_argmin_return_the_first_nan() -> None:
                          dtype=dtypes.int32)
 
 
+def test_argmax_and_max_gradient_of_a_recomputed_expression() -> None:
+    # the value is computed once in the max kernel and again where it is compared with that maximum: both must round
+    # alike (an FMA that LLVM fuses in one kernel and not the other gave argmax == n and zero max gradients)
+    import tgfx as tg
+    rng = np.random.default_rng(0)
+    u = tg.asarray(rng.uniform(1e-3, 1 - 1e-3, (20000, 3)).astype(np.float32))
+    logits = tg.asarray(np.log(np.float32([0.1, 0.2, 0.7])))
+
+    def expr(u: Any) -> Any:
+        return -tnp.log(-tnp.log(u)) * 1.5 + logits
+
+    idx = tg.jit(lambda u: tnp.argmax(expr(u), axis=-1))(u).numpy()
+    np.testing.assert_array_equal(idx, np.argmax(tg.jit(expr)(u).numpy(), axis=-1))
+    g = tg.jit(tg.grad(lambda u: tnp.max(expr(u), axis=-1).sum()))(u).numpy()
+    assert (np.count_nonzero(g, axis=-1) == 1).all()
+    key = tg.random.key(14)
+    gumbel = tg.jit(lambda k: tnp.argmax(tg.random.gumbel(k, (20000, 3)) + logits, axis=-1))(key).numpy()
+    assert gumbel.max() < 3
+
+
 def test_reductions_with_infinities() -> None:
     x = np.array([[np.inf, 1.0, -np.inf], [np.inf, 2.0, 3.0], [-np.inf, -np.inf, 0.0]], np.float32)
     for name in ["sum", "max", "min", "mean", "any", "all"]:

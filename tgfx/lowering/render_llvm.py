@@ -275,7 +275,7 @@ class LLVMRenderer:
                 self.emit(f"br label %S{self.n}.skip")
                 self.lines.append(f"S{self.n}.skip:")
         elif op in GroupOp.ALU:
-            self.names[u] = self.alu(u, "reassoc nsz " if is_update else "")
+            self.names[u] = self.alu(u, "reassoc nsz contract " if is_update else "")
         elif op is Ops.CAST:
             self.names[u] = self.cast(u)
         elif op is Ops.BITCAST:
@@ -345,8 +345,10 @@ def _shift(instr: str, arith: bool) -> Rule:
 
 
 alu_rules: dict[tuple[Ops, str], Rule] = {
-    # `contract` lets LLVM fuse a multiply and an add into one FMA (one rounding instead of two, as XLA does)
-    (Ops.ADD, "f"): _bin("fadd contract"), (Ops.MUL, "f"): _bin("fmul contract"), (Ops.FDIV, "f"): _bin("fdiv"),
+    # An elementwise value must round the same in every kernel that computes it (argmax compares a recomputed value
+    # with its stored maximum, a max's gradient with its result), so only a reduction's update may fuse a multiply
+    # into its add (`contract` on both: a matmul's FMA); elsewhere an FMA is explicit (MULACC, e.g. polynomials)
+    (Ops.ADD, "f"): _bin("fadd"), (Ops.MUL, "f"): _bin("fmul contract"), (Ops.FDIV, "f"): _bin("fdiv"),
     (Ops.MOD, "f"): _bin("frem"),
     (Ops.NEG, "f"): lambda r, t, x, f: r.op_in(f"fneg {t} {x[0]}"),
     (Ops.RECIP, "f"): lambda r, t, x, f: r.op_in(f"fdiv {t} {float_literal(1.0, t)}, {x[0]}"),

@@ -26,9 +26,10 @@ def _c(v: float) -> UOp:
 
 
 def _poly(x: UOp, coeffs: list[float]) -> UOp:
+    """Horner's scheme in FMAs (explicit: a value must not depend on which kernel computes it)."""
     out = _c(coeffs[0])
     for c in coeffs[1:]:
-        out = out * x + _c(c)
+        out = UOp(Ops.MULACC, f32, (out, x, _c(c)))
     return out
 
 
