@@ -250,3 +250,12 @@ def test_float_extremes_survive(d: DType) -> None:
         x = bf16_round(x)
     assert_close(to_tensor(x, d) * 1, x, dtype=d, rtol=0, atol=0)
     assert_close(tnp.isfinite(to_tensor(x, d)), np.ones(5, bool))
+
+
+def test_numpy_takes_tgfx_dtypes_where_it_takes_a_dtype() -> None:
+    for d in [dtypes.bool, dtypes.int8, dtypes.uint32, dtypes.float16, dtypes.float32, dtypes.float64]:
+        assert np.dtype(d) == np.dtype(d.np_name)
+    assert np.zeros(2).astype(tnp.float32).dtype == np.float32
+    assert np.ones(3, dtype=tnp.int8).dtype == np.int8
+    with pytest.raises(TypeError, match="numpy has no dtype for dtypes.bfloat16"):
+        np.dtype(tnp.bfloat16)

@@ -49,6 +49,14 @@ class DType:
         return np.dtype(self.np_name)
 
     @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype of this type, so numpy takes a DType wherever it takes a dtype (`np.dtype(tnp.float32)`,
+        `arr.astype(tnp.int8)`); numpy has no bfloat16."""
+        if self.name == "bfloat16" or self.count != 1:
+            raise TypeError(f"numpy has no dtype for {self!r}")
+        return np.dtype(self.np_name)
+
+    @property
     def scalar(self) -> DType:
         return _by_name(self.name)
 
