@@ -22,6 +22,7 @@ SMALL_ALLOC = 1 << 20                 # allocations up to this size come from ct
 CLOSE_TIMEOUT_NS = 1_000_000_000      # how long `close` waits for a processor to finish its packet
 
 
+@functools.cache
 def cpu_count() -> int:
     """The number of threads an EXEC is spread over (the processor's own and the helpers)."""
     return os.cpu_count() or 1

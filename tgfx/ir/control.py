@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tgfx.dtypes import DType, dtypes
+from tgfx.ir.ops import Ops
 
 if TYPE_CHECKING:
     from tgfx.ir.uop import UOp
@@ -74,12 +75,12 @@ def n_bodies(u: UOp) -> int:
     """How many leading sources of `u` are bodies of their own (opaque to the passes outside them). A FUNCTION's
     body is one too: its PARAMs are its own, and hash-consing makes them the very UOps of an enclosing body's
     PARAMs of the same slot, shape and device."""
-    from tgfx.ir.ops import Ops
-    if u.op in (Ops.CALL, Ops.FUNCTION):
+    op = u.op
+    if op is Ops.CALL or op is Ops.FUNCTION:
         return 1
-    if u.op is Ops.LOOP:
+    if op is Ops.LOOP:
         return u.arg.n_bodies
-    if u.op is Ops.SWITCH:
+    if op is Ops.SWITCH:
         return u.arg.n_branches
     return 0
 
