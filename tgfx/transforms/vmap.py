@@ -12,6 +12,8 @@ batched form:
 - CONTIGUOUS and COPY keep their tag and destination;
 - a FUNCTION (from `tg.function`, or `jit` called inside) or a precompiled CALL gets its body batched in turn, with
   the PARAMs of its mapped arguments batched; a stand-in the body closes over becomes an extra argument;
+- a LOOP (`tg.lax`'s loops) stays one LOOP over its body batched in the slots of its batched operands, with JAX's
+  rules for carries the body makes batched and for examples that stop at different steps (`vmap_control.py`);
 - an opaque custom kernel has no batching rule: an error names it.
 
 Nodes that do not depend on a stand-in (constants, IOTA, unmapped arguments, closures) are never touched, so an
@@ -33,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from tgfx.function import _describe_paths, _param_owner, _Trace, _traces
+from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
@@ -51,7 +54,8 @@ class BatchCtx:
     size: int                                   # the batch size B
     new: dict[UOp, UOp]                         # original node -> its replacement (the batched form, if it carries)
     batched: set[UOp] = field(default_factory=set)  # original nodes whose replacement has the batch axis in front
-    flags: dict[UOp, tuple[bool, ...]] = field(default_factory=dict)  # original FUNCTION/CALL -> batched results
+    flags: dict[UOp, tuple[bool, ...]] = field(default_factory=dict)  # original call or LOOP -> batched results
+    results: dict[UOp, tuple[UOp, ...]] = field(default_factory=dict)  # original LOOP -> the value of each result
     standins: frozenset[UOp] = frozenset()      # stand-ins batched at this level (closures over them are lifted)
 
     def value(self, u: UOp) -> UOp:
@@ -66,7 +70,7 @@ class BatchCtx:
             return flags is not None and flags[u.arg]
         if u.op in (Ops.FUNCTION, Ops.CALL):
             return any(a in self.batched for a in u.src[1:]) or bool(closed_over(u.src[0], self.standins))
-        return any(s in self.batched for s in u.src)
+        return any(s in self.batched for s in _outside_bodies(u))
 
 
 def broadcast_front(u: UOp, size: int) -> UOp:
@@ -84,9 +88,13 @@ def move_axis(u: UOp, src: int, dst: int) -> UOp:
     return u if order == sorted(order) else UOp(Ops.PERMUTE, u.dtype, (u,), tuple(order))
 
 
+_CALLS = (Ops.FUNCTION, Ops.CALL, Ops.LOOP, Ops.SWITCH)
+
+
 def _outside_bodies(u: UOp) -> tuple[UOp, ...]:
-    # a FUNCTION or CALL body is its own level (its PARAMs are its own slots): the walk passes only its arguments
-    return u.src[1:] if u.op in (Ops.FUNCTION, Ops.CALL) else u.src
+    # a FUNCTION, CALL, LOOP or SWITCH body is its own level (its PARAMs are its own slots, and hash-consing makes
+    # them the very UOps of this level's PARAMs of the same slot and type): the walk passes only the operands
+    return u.src[1 if u.op in (Ops.FUNCTION, Ops.CALL) else n_bodies(u):]
 
 
 def closed_over(body: UOp, standins: frozenset[UOp]) -> list[UOp]:
@@ -96,18 +104,21 @@ def closed_over(body: UOp, standins: frozenset[UOp]) -> list[UOp]:
     return sorted((u for u in body.toposort() if u in standins), key=lambda u: u.tag[1])
 
 
-def batch_graph(roots: Sequence[UOp], seeds: dict[UOp, UOp], size: int,
-                standins: frozenset[UOp] = frozenset()) -> tuple[list[UOp], list[bool]]:
-    """Rewrite `roots` with `seeds` (node -> its batched value, batch axis in front) by `pm_batch`.
+def batch_graph(roots: Sequence[UOp], seeds: dict[UOp, UOp], size: int, standins: frozenset[UOp] = frozenset(),
+                renamed: dict[UOp, UOp] | None = None) -> tuple[list[UOp], list[bool]]:
+    """Rewrite `roots` with `seeds` (node -> its batched value, batch axis in front) by `pm_batch`, and `renamed`
+    (node -> its unbatched replacement: a loop body's PARAM moved to another slot) substituted alongside.
 
     Returns the new roots and, for each, whether it carries the batch axis. Nodes that depend on no seed come back
-    unchanged. Nodes are visited sources first; FUNCTION and CALL bodies are batched by their own rule.
+    unchanged (or renamed). Nodes are visited sources first; FUNCTION, CALL and LOOP bodies are batched by their
+    own rules.
 
     >>> x = UOp(Ops.PARAM, dtypes.float32, (), (0, (3,), "CPU:0"))
     >>> xs = UOp(Ops.PARAM, dtypes.float32, (), (0, (5, 3), "CPU:0"))
     >>> batch_graph([x.alu(Ops.EXP)], {x: xs}, 5)   # ([EXP(xs)], [True])
     """
-    ctx = BatchCtx(size, dict(seeds), set(seeds), standins=frozenset(standins) | {s for s in seeds if is_standin(s)})
+    ctx = BatchCtx(size, {**(renamed or {}), **seeds}, set(seeds),
+                   standins=frozenset(standins) | {s for s in seeds if is_standin(s)})
     for u in UOp(Ops.SINK, None, tuple(roots)).toposort(_outside_bodies)[:-1]:
         if u in ctx.new:
             continue
@@ -116,13 +127,17 @@ def batch_graph(roots: Sequence[UOp], seeds: dict[UOp, UOp], size: int,
             if new is None:
                 raise NotImplementedError(f"vmap: no batching rule for {u.op.name} (dtype {u.dtype!r}, arg {u.arg!r})")
             ctx.new[u] = new
-            if u.op not in (Ops.FUNCTION, Ops.CALL):
+            if u.op not in _CALLS:
                 ctx.batched.add(u)
             continue
-        # not batched, but a source may be a rebuilt call (an unbatched result of a batched FUNCTION or CALL)
-        src = tuple(ctx.new.get(s, s) for s in _outside_bodies(u))
-        if src != _outside_bodies(u):
-            ctx.new[u] = u.replace(src=(u.src[0], *src) if u.op in (Ops.FUNCTION, Ops.CALL) else src)
+        if u.op is Ops.GETTUPLE and u.src[0] in ctx.results:  # an unbatched result of a batched LOOP
+            ctx.new[u] = ctx.results[u.src[0]][u.arg]
+            continue
+        # not batched, but a source may be rebuilt (an unbatched result of a batched call, a renamed PARAM)
+        outside = _outside_bodies(u)
+        src = tuple(ctx.new.get(s, s) for s in outside)
+        if src != outside:
+            ctx.new[u] = u.replace(src=(*u.src[:len(u.src) - len(outside)], *src))
     return [ctx.new.get(r, r) for r in roots], [r in ctx.batched for r in roots]
 
 
@@ -168,6 +183,18 @@ def batch_call(ctx: BatchCtx, x: UOp) -> UOp:
     return x.replace(src=(UOp(Ops.TUPLE, None, tuple(results)), *new_args), arg=arg)
 
 
+def batch_result(ctx: BatchCtx, x: UOp) -> UOp:
+    """GETTUPLE: the batched call's result, or the value the LOOP rule made for it (a stacked output's batch axis
+    moved to the front)."""
+    results = ctx.results.get(x.src[0])
+    return on_batched(ctx, x, x.arg) if results is None else results[x.arg]
+
+
+def do_loop(ctx: BatchCtx, x: UOp) -> UOp:
+    from tgfx.transforms.vmap_control import batch_loop
+    return batch_loop(ctx, x)
+
+
 def reject_sharded(x: UOp) -> UOp:
     raise NotImplementedError(f"vmap: batching a sharded value ({x.op.name}) is not supported; vmap the per-device "
                               f"function, or shard the result of vmap instead")
@@ -191,7 +218,9 @@ pm_batch = PatternMatcher([
     (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(UPat(),), name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
     # calls: batch the body; a result of the batched call carries the batch axis if its body result does
     (UPat((Ops.FUNCTION, Ops.CALL), name="x"), batch_call),
-    (UPat(Ops.GETTUPLE, name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
+    (UPat(Ops.GETTUPLE, name="x"), batch_result),
+    # loops (tg.lax): one LOOP over the batched body; a per-example stop becomes a select (tgfx/transforms/vmap_control)
+    (UPat(Ops.LOOP, name="x"), do_loop),
     (UPat((Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE), name="x"), reject_sharded),
 ])
 
