@@ -114,8 +114,9 @@ import numpy as np
 from tgfx.config import DEBUG, Flag
 from tgfx.devices import native
 
-# every wait, on the host or in a queue, gives up after this long by default; TGFX_WAIT_TIMEOUT=2 makes a hang show
-# in seconds while debugging (it is read at import: command buffers encode it into their WAIT packets)
+# every wait, on the host or in a queue, gives up once this long passed with no progress on any engine (no EXEC or
+# COPY running or retiring: a long healthy computation never times out); TGFX_WAIT_TIMEOUT=2 makes a hang show in
+# seconds while debugging (it is read at import: command buffers encode it into their WAIT packets)
 DEFAULT_TIMEOUT_S = float(Flag("TGFX_WAIT_TIMEOUT", 30.0).value)
 RING_WORDS = 1 << 16                # 512 KiB of packets per engine ring
 PROFILE_EVENTS_KEPT = 100_000       # per device; older profile events are dropped
@@ -214,19 +215,49 @@ def _report(err: HCQError) -> None:
         rt.cas(rt.g_addr + 8 * slot, err.fault_id, 0)
 
 
-def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None) -> bool:
-    """Wait until the signal-like word at `addr` is >= `value`, natively with the GIL released; False on timeout.
+def _progress() -> tuple[int, int]:
+    """(EXECs and COPYs running now, those retired so far), over every engine of the process."""
+    g = native.runtime().g
+    return int(g[native.G_RUNNING]), int(g[native.G_RETIRED])
+
+
+class _Stall:
+    """A timeout that counts only time without progress: it restarts while an EXEC or COPY runs anywhere or one
+    retired since it last started, so a wait on a long, healthy computation never gives up (a device that stopped
+    making progress does, `timeout` seconds after its last packet)."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.mark = _progress()[1]
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def stalled(self) -> bool:
+        """At the deadline: True if nothing moved, else the deadline restarts."""
+        running, retired = _progress()
+        if not running and retired == self.mark:
+            return True
+        self.mark, self.deadline = retired, time.monotonic() + self.timeout
+        return False
+
+
+def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None, until_stalled: bool = False) -> bool:
+    """Wait until the signal-like word at `addr` is >= `value`, natively with the GIL released; False on timeout
+    (with `until_stalled`, once `timeout` passed with no progress anywhere: `_Stall`).
 
     The wait spins first, unless this thread runs on the core whose number is at address `avoid` (the core of the
     processor that will write the word: spinning there would only keep it from running)."""
     rt = native.runtime()
+    clock = _Stall(min(timeout, native.FOREVER_NS / 1e9)) if until_stalled else None
     deadline = time.monotonic_ns() + int(min(timeout * 1e9, native.FOREVER_NS))
     spin = native.HOST_SPIN_NS
     while True:
-        left = deadline - time.monotonic_ns()
+        left = deadline - time.monotonic_ns() if clock is None else int(clock.left() * 1e9)
         if rt.wait_ge(addr, value, max(0, min(left, _HOST_SLICE_NS)), spin, None, avoid) >= value:
             return True
-        if left <= _HOST_SLICE_NS:
+        if left <= _HOST_SLICE_NS and (clock is None or clock.stalled()):
             return False
         spin = 0
 
@@ -288,7 +319,7 @@ class Signal:
 
     def _wait_for(self, value: int, timeout: float) -> bool:
         """Block until the value is >= `value`; False on timeout. Never raises the attached error."""
-        return bool(self._mem[native.S_VALUE] >= value) or _host_wait(self.addr, value, timeout)
+        return bool(self._mem[native.S_VALUE] >= value) or _host_wait(self.addr, value, timeout, until_stalled=True)
 
     def _timeout_message(self, value: int, timeout: float, waiter: str, seen: int | None = None,
                          writer: str | None = None) -> str:
@@ -296,11 +327,11 @@ class Signal:
         timeline's, which the device knows), else the signal's last known writer is named."""
         owner = f" (owned by {self.owner})" if self.owner else ""
         seen = self.value if seen is None else seen
-        head = f"{waiter} timed out after {timeout:g} s waiting for signal {self.name!r}{owner} to reach {value}; " \
-               f"it is at {seen}"
+        head = f"{waiter} timed out: for {timeout:g} s no device made progress (no kernel or copy ran or " \
+               f"finished) while it waited for signal {self.name!r}{owner} to reach {value}; it is at {seen}"
         if writer is not None:
-            return (f"{head}: {writer}. The device is still at work on it: a kernel that runs longer than the "
-                    f"timeout (pass a larger timeout, or set TGFX_WAIT_TIMEOUT), or a WAIT that is never satisfied.")
+            return (f"{head}: {writer}. A WAIT that is never satisfied (a signal of another device nothing "
+                    f"writes?); TGFX_WAIT_TIMEOUT sets how long a stall may last.")
         source = self.expected_writer or self.last_writer
         who = f"it is written by {source}" if source else "no submitted queue writes it"
         return (f"{head} ({who}). A queue that should signal it may be blocked on a WAIT that never completes, or "
@@ -658,15 +689,15 @@ class HCQDevice:
         sig = self.timeline
         if value > self.timeline_value:
             raise HCQNoWriterError(f"{waiter} for signal {sig.name!r} to reach {value}: {self._lost(value)}")
-        deadline = time.monotonic() + timeout
+        clock = _Stall(timeout)
         while True:
-            left = deadline - time.monotonic()
+            left = clock.left()
             if _host_wait(sig.addr, value, min(left, _WRITER_CHECK_S), self._last_processor.cpu_addr):
                 return
             if (why := self._lost(value)) is not None:
                 raise HCQNoWriterError(f"{waiter} for signal {sig.name!r} to reach {value} (it is at {sig.value}): "
                                        f"{why}")
-            if left <= _WRITER_CHECK_S:
+            if left <= _WRITER_CHECK_S and clock.stalled():
                 raise HCQTimeoutError(sig._timeout_message(value, timeout, waiter, writer=self._writer_state(value)))
 
     def _pending(self, value: int) -> list[tuple[int, Any, CommandBuffer, CommandProcessor, int, int]]:

@@ -64,6 +64,9 @@ EVENT_CAP = 4096                               # per engine; the host drains laz
 
 # the process-wide block: fault counter, the helpers' wake-up epoch, the job board and the fault table
 G_FAULTS, G_EPOCH, G_SHUTDOWN, G_NBOARD, G_BOARD = 0, 8, 16, 17, 24
+# progress of every engine together: EXECs and COPYs running now, and retired so far. A wait gives up only after its
+# timeout passes with neither any running nor one retired: a long healthy computation never times out
+G_RUNNING, G_RETIRED = 384, 392
 BOARD_SLOTS = 256                              # engines that may post parallel jobs (one slot each)
 G_FAULT_TABLE = 512
 FAULT_WORDS, FAULT_CAP = 8, 1024               # record: id (== id while unreported), kind, engine, a, b, c, d
@@ -404,7 +407,20 @@ write:
 
 ; ---- packets
 
+; an EXEC or COPY starts: the waits of every engine see work running
+define internal void @work_begins(ptr %ctl) {
+  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
+  %rp = call ptr @word(ptr %g, i64 $g_running)
+  %old = atomicrmw add ptr %rp, i64 1 monotonic
+  ret void
+}
+
 define internal void @record(ptr %ctl, i64 %id, i64 %size, i64 %t0, i64 %t1) {
+  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
+  %rp = call ptr @word(ptr %g, i64 $g_running)
+  %r0 = atomicrmw sub ptr %rp, i64 1 monotonic
+  %dp = call ptr @word(ptr %g, i64 $g_retired)
+  %d0 = atomicrmw add ptr %dp, i64 1 monotonic
   %ev = call ptr @load_ptr(ptr %ctl, i64 $w_events)
   %capp = call ptr @word(ptr %ctl, i64 $w_event_cap)
   %cap = load i64, ptr %capp, align 8
@@ -522,6 +538,7 @@ entry:
   %nbufs = load i64, ptr %nbp, align 8
   %bufs = getelementptr i64, ptr %at, i64 5
   %vals = getelementptr i64, ptr %bufs, i64 %nbufs
+  call void @work_begins(ptr %ctl)
   %t0 = call i64 @now()
   %none = icmp slt i64 %gs, 1
   br i1 %none, label %done, label %kind
@@ -591,6 +608,7 @@ offset:
 go:
   %dst = phi ptr [%dst0, %entry], [%dst1, %offset]
   %src = phi ptr [%src0, %entry], [%src1, %offset]
+  call void @work_begins(ptr %ctl)
   %t0 = call i64 @now()
   %r = call ptr @memmove(ptr %dst, ptr %src, i64 %n)
   %t1 = call i64 @now()
@@ -731,10 +749,16 @@ entry:
   %tp = getelementptr i64, ptr %at, i64 2
   %timeout = load i64, ptr %tp, align 8
   %closed = call ptr @word(ptr %ctl, i64 $w_closed)
+  %gw = call ptr @load_ptr(ptr %ctl, i64 $w_global)
+  %runp = call ptr @word(ptr %gw, i64 $g_running)
+  %retp = call ptr @word(ptr %gw, i64 $g_retired)
+  %mark0 = load atomic i64, ptr %retp monotonic, align 8
   %t0 = call i64 @now()
-  %deadline = add i64 %t0, %timeout
+  %deadline0 = add i64 %t0, %timeout
   br label %wait
 wait:
+  %deadline = phi i64 [%deadline0, %entry], [%deadline, %check_time], [%deadline1, %progressed]
+  %mark = phi i64 [%mark0, %entry], [%mark, %check_time], [%retired, %progressed]
   %t = call i64 @now()
   %rem0 = sub i64 %deadline, %t
   %neg = icmp slt i64 %rem0, 0
@@ -755,7 +779,19 @@ gone:
   ret i1 false
 check_time:
   %late = icmp eq i64 %rem, 0
-  br i1 %late, label %timed_out, label %wait
+  br i1 %late, label %stalled, label %wait
+stalled:
+  ; the timeout passed: it is a stall only if no EXEC or COPY runs anywhere and none retired since the last mark
+  %running = load atomic i64, ptr %runp monotonic, align 8
+  %retired = load atomic i64, ptr %retp monotonic, align 8
+  %busy = icmp sgt i64 %running, 0
+  %moved = icmp ne i64 %retired, %mark
+  %alive = or i1 %busy, %moved
+  %tn = call i64 @now()
+  %deadline1 = add i64 %tn, %timeout
+  br i1 %alive, label %progressed, label %timed_out
+progressed:
+  br label %wait
 timed_out:
   %sigi = ptrtoint ptr %sig to i64
   call void @fault(ptr %ctl, i64 $f_wait_timeout, i64 %sigi, i64 %value, i64 %seen, i64 %timeout)

@@ -61,8 +61,9 @@ class Ring:
         if self.rptr >= need:
             return
         self._publish()
-        if not _host_wait(self._ctl_addr + 8 * native.W_RPTR, need, deadline - time.monotonic()):
-            raise HCQTimeoutError(f"{label}: the ring stayed full (the engine is blocked) until the submit timed out")
+        if not _host_wait(self._ctl_addr + 8 * native.W_RPTR, need, deadline - time.monotonic(), until_stalled=True):
+            raise HCQTimeoutError(f"{label}: the ring stayed full and no device made progress (the engine is "
+                                  f"blocked in a WAIT) until the submit timed out")
 
     def write(self, words: np.ndarray, starts: np.ndarray, label: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         """Append whole packets (`starts`: packet boundaries) and advance the write pointer (one writer at a time)."""
@@ -184,8 +185,8 @@ class CommandProcessor:
             sig = _SIGNALS.get(a)
             waiter = f"WAIT packet on {self.label}"
             if sig is None:
-                return HCQTimeoutError(f"{waiter} timed out after {d / 1e9:g} s waiting for the signal at {a:#x} "
-                                       f"to reach {b}; it is at {c}")
+                return HCQTimeoutError(f"{waiter} timed out: for {d / 1e9:g} s no device made progress while it "
+                                       f"waited for the signal at {a:#x} to reach {b}; it is at {c}")
             return HCQTimeoutError(sig._timeout_message(b, d / 1e9, waiter, seen=c))
         if kind == native.F_OPCODE:               # a: the opcode
             return HCQError(f"{self.label}: unknown packet opcode {a}")
