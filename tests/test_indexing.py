@@ -398,7 +398,6 @@ def test_fori_loop_reading_past_the_end_clamps() -> None:
     check(tg.lax.fori_loop(0, 6, lambda i, acc: acc + rows[i], tnp.zeros(5)), A[0, 0].sum(0) + 2 * A[0, 0, 3])
 
 
-@pytest.mark.x64
 def test_fori_loop_with_traced_bounds_clamps_under_jit() -> None:
     a = np.arange(5, dtype=np.float32)
     f = tg.jit(lambda x, n: tg.lax.fori_loop(0, n, lambda i, acc: acc + x[i], tg.asarray(np.float32(0))))

@@ -105,7 +105,6 @@ def test_elementwise_loop_is_one_kernel_with_a_range() -> None:
           py_scan(lambda c, r: (c * 0.9 + r, None), x, xs, reverse=True)[0])
 
 
-@pytest.mark.x64
 def test_fori_loop_with_tensor_bounds_reads_the_trip_count_on_the_device() -> None:
     x = rand(4)
 

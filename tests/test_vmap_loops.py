@@ -162,7 +162,6 @@ def test_while_loop_with_an_unbatched_predicate_stops_every_example_together() -
 
 
 # ---- fori_loop with Tensor bounds (the trip count read on the device) ----
-@pytest.mark.x64
 def test_fori_loop_with_traced_bounds() -> None:
     x = rand(4, 3)
     body = lambda i, c: c * 0.5 + i.astype(f32)   # noqa: E731

@@ -46,7 +46,7 @@ def _start(fn: str, what: str, i: Any) -> Start:
         if i.shape != () or not i.dtype.is_int:
             raise TypeError(f"{fn}: {what} must be an integer scalar, got a {i.dtype.name}{list(i.shape)} Tensor")
         wide = i.dtype.itemsize == 8 or i.dtype == dtypes.uint32
-        return i.astype(dtypes.int64 if wide else dtypes.int32)
+        return i.cast(dtypes.int64 if wide else dtypes.int32)
     v = np.asarray(i)
     if v.ndim or v.dtype.kind not in "iu":
         raise TypeError(f"{fn}: {what} must be an int or an integer scalar Tensor, got {i!r}")

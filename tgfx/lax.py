@@ -293,7 +293,7 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
         return _loop("fori_loop", body_fun, body, init_val, None, hi - lo if hi > lo else 0)[0]
     lo_t, hi_t = (_scalar_int("fori_loop", what, v) for what, v in (("lower", lower), ("upper", upper)))
     lo = lo_t.astype(dtypes.int32)
-    trip = _clamp0(hi_t.astype(INDEX_DTYPE) - lo_t.astype(INDEX_DTYPE))
+    trip = _clamp0(hi_t.cast(INDEX_DTYPE) - lo_t.cast(INDEX_DTYPE))
     return _loop("fori_loop", body_fun, body, init_val, None, None, trip=trip)[0]
 
 
@@ -312,7 +312,7 @@ def _scalar_int(who: str, what: str, v: Any) -> Tensor:
 
 
 def _clamp0(t: Tensor) -> Tensor:
-    zero = Tensor.full((), 0, t.dtype)
+    zero = Tensor(UOp.const(t.dtype, 0))
     return (t < zero).where(zero, t)
 
 

@@ -93,7 +93,7 @@ def _counters(shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
         return zero, zero
     if size <= 1 << 32:
         return Tensor.full(shape, 0, u32), Tensor.arange(size, dtype=u32).reshape(shape)
-    flat = Tensor.arange(size, dtype=dtypes.uint64)
+    flat = Tensor(UOp(Ops.IOTA, dtypes.index, (), size)).cast(dtypes.uint64)   # exact in either x64 mode
     return (flat >> 32).astype(u32).reshape(shape), flat.astype(u32).reshape(shape)
 
 

@@ -216,7 +216,7 @@ class Tensor:
     def _unary(self, op: Ops, out_dtype: DType | None = None) -> Tensor:
         x = self
         if op in GroupOp.FloatOnly and not self.dtype.is_float:
-            x = self.astype(to_inexact(self.dtype))
+            x = self.cast(to_inexact(self.dtype))
         out = Tensor(UOp(op, out_dtype or x.dtype, (x.uop,)))
         return weak(out) if out_dtype is None and id(self) in _weak else out
 
@@ -237,7 +237,12 @@ class Tensor:
         return Tensor(UOp(Ops.WHERE, x.dtype, (c.uop, x.uop, y.uop)))
 
     def astype(self, dtype: DType | str | type) -> Tensor:
-        d = to_dtype(dtype)
+        """This Tensor as `dtype`, canonical for the x64 mode (without it, float64 is float32, as `jnp`'s)."""
+        return self.cast(to_dtype(dtype))
+
+    def cast(self, d: DType) -> Tensor:
+        """This Tensor as exactly `d`, whatever the x64 mode: tgfx's own 64-bit arithmetic (a loop's trip count, a
+        wide index) uses it; a user's dtype goes through `astype`."""
         return self if d == self.dtype else Tensor(UOp(Ops.CAST, d, (self.uop,)))
 
     def bitcast(self, dtype: DType | str) -> Tensor:
@@ -399,7 +404,7 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
 
 def _iota(n: int, d: DType) -> Tensor:
     """0, 1, ..., n-1 as dtype d: the kernel's loop index, no data read."""
-    return Tensor(UOp(Ops.IOTA, dtypes.index, (), n)).astype(d)
+    return Tensor(UOp(Ops.IOTA, dtypes.index, (), n)).cast(d)
 
 
 def to_tensor(x: ArrayLike, like: Tensor | None = None) -> Tensor:
@@ -445,12 +450,12 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
     out = []
     for x, other in ((a, b), (b, a)):
         if isinstance(x, Tensor):
-            out.append(x.astype(d))
+            out.append(x.cast(d))
         elif isinstance(x, (bool, int, float)):
             out.append(Tensor(UOp.const(d, x)))
         else:  # host data goes where the other operand is, as in JAX (an uncommitted array)
             dev = other.uop.device if isinstance(other, Tensor) else None
-            out.append(Tensor(x, device=dev).astype(d))
+            out.append(Tensor(x, device=dev).cast(d))
     return out[0], out[1]
 
 

@@ -50,7 +50,7 @@ def _index_array(i: Any) -> Tensor:
         if not i.dtype.is_int:
             raise IndexError(f"arrays used as indices must be of integer type, got a {i.dtype.name} Tensor")
         wide = i.dtype.itemsize == 8 or i.dtype == dtypes.uint32
-        return i.astype(dtypes.int64 if wide else dtypes.int32)
+        return i.cast(dtypes.int64 if wide else dtypes.int32)
     arr = np.asarray(i)
     if arr.dtype == object:
         raise IndexError(f"only integers, slices, None, Ellipsis and integer arrays are valid indices, got {i!r}")
@@ -58,10 +58,13 @@ def _index_array(i: Any) -> Tensor:
         arr = arr.astype(np.int32)
     if arr.dtype.kind not in "iu":
         raise IndexError(f"arrays used as indices must be of integer type, got {arr.dtype} from {i!r}")
-    fits = arr.size == 0 or (int(arr.min()) >= -2**31 and int(arr.max()) < 2**31)
+    if not (arr.size == 0 or (int(arr.min()) >= -2**31 and int(arr.max()) < 2**31)):
+        # out of every axis an int32 can index: clamped all the same (an int64 index array would be narrowed, and
+        # wrap, without x64)
+        arr = np.clip(arr, -2**31, 2**31 - 1)
     if arr.ndim == 0:  # a scalar index is a constant, not a buffer
-        return Tensor.full((), int(arr), dtypes.int32 if fits else dtypes.int64)
-    return Tensor(arr.astype(np.int32 if fits else np.int64))
+        return Tensor.full((), int(arr), dtypes.int32)
+    return Tensor(arr.astype(np.int32))
 
 
 def _index_items(index: Any) -> list[Any]:
