@@ -630,6 +630,8 @@ class HCQDevice:
         with) and `refs`: whatever the caller pointed its words at since (a replay's inputs and outputs). With
         `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned fence
         has passed."""
+        if native._forked_from is not None:
+            native.runtime()                              # raises: this is a fork of the process that runs them
         proc = self.processors[cb.engine]
         # `proc.events_pending > EVENT_CAP // 2`, spelled out: this runs on every jitted call
         if proc.ctl[native.W_EVENTS_W] > proc._events_read + native.EVENT_CAP // 2:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import os
 import platform
 import string
 import sys
@@ -1117,17 +1118,45 @@ class Runtime:
 
 _runtime: Runtime | None = None
 _runtime_lock = threading.Lock()
+_forked_from: int | None = None   # in a child forked after the runtime started: the parent's pid
+
+
+class ForkedRuntimeError(RuntimeError):
+    pass
 
 
 def runtime() -> Runtime:
     """The process's compiled runtime, built on first use."""
     global _runtime
+    if _forked_from is not None:
+        raise ForkedRuntimeError(
+            f"tgfx's devices were started in process {_forked_from}, and this process is a fork of it: the device "
+            f"threads, their rings and the kernels in flight stayed in the parent. Start worker processes with "
+            f"multiprocessing's 'spawn' or 'forkserver' method (multiprocessing.set_start_method('spawn')), or fork "
+            f"before tgfx computes anything")
     if _runtime is None:
         with _runtime_lock:
             if _runtime is None:
                 _runtime = Runtime()
-                atexit.register(_runtime.shutdown)
+                atexit.register(_shutdown_at_exit)
     return _runtime
+
+
+def _shutdown_at_exit() -> None:
+    if _runtime is not None and _forked_from is None:   # a forked child has no threads of its own to stop
+        _runtime.shutdown()
+
+
+def _after_fork_in_child() -> None:
+    """A fork copies only the forking thread: a child of a process whose runtime runs fails at once on the devices
+    (not in a wait for threads that do not exist), and a child forked before it started builds its own."""
+    global _forked_from, _runtime_lock
+    _runtime_lock = threading.Lock()     # the parent may have held it while forking
+    if _runtime is not None:
+        _forked_from = os.getppid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def join_thread(tid: int) -> None:
