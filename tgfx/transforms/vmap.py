@@ -14,6 +14,8 @@ batched form:
   the PARAMs of its mapped arguments batched; a stand-in the body closes over becomes an extra argument;
 - a LOOP (`tg.lax`'s loops) stays one LOOP over its body batched in the slots of its batched operands, with JAX's
   rules for carries the body makes batched and for examples that stop at different steps (`vmap_control.py`);
+- a SWITCH (`tg.lax.cond`, `switch`) stays one SWITCH over batched branches if its index is unbatched, and becomes a
+  select over every branch's results if it is batched, as in JAX (`vmap_control.py`);
 - an opaque custom kernel has no batching rule: an error names it.
 
 Nodes that do not depend on a stand-in (constants, IOTA, unmapped arguments, closures) are never touched, so an
@@ -195,6 +197,11 @@ def do_loop(ctx: BatchCtx, x: UOp) -> UOp:
     return batch_loop(ctx, x)
 
 
+def do_switch(ctx: BatchCtx, x: UOp) -> UOp:
+    from tgfx.transforms.vmap_control import batch_switch
+    return batch_switch(ctx, x)
+
+
 def reject_sharded(x: UOp) -> UOp:
     raise NotImplementedError(f"vmap: batching a sharded value ({x.op.name}) is not supported; vmap the per-device "
                               f"function, or shard the result of vmap instead")
@@ -221,6 +228,8 @@ pm_batch = PatternMatcher([
     (UPat(Ops.GETTUPLE, name="x"), batch_result),
     # loops (tg.lax): one LOOP over the batched body; a per-example stop becomes a select (tgfx/transforms/vmap_control)
     (UPat(Ops.LOOP, name="x"), do_loop),
+    # branches (tg.lax.cond / switch): one SWITCH if the index is unbatched, else a select over every branch
+    (UPat(Ops.SWITCH, name="x"), do_switch),
     (UPat((Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE), name="x"), reject_sharded),
 ])
 

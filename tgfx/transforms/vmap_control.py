@@ -1,4 +1,5 @@
-"""vmap through LOOP (the rule `pm_batch` calls), JAX's way (`_scan_batching_rule`, `_while_loop_batching_rule`).
+"""vmap through LOOP and SWITCH (the rules `pm_batch` calls), JAX's way (`_scan_batching_rule`,
+`_while_loop_batching_rule`, `_cond_batching_rule`).
 
 A batched loop is still one LOOP, never unrolled and never one loop per example: its body is the body batched in the
 slots whose operands carry the batch axis (consts, carries, per-step slices), so one step advances every example.
@@ -17,12 +18,20 @@ loop's cond is `any(active)`, its trip count the largest; each example's step co
 loop, is an extra int64 carry counting its active steps (or, for a dynamic trip count, that example's count).
 A loop with `save` keeps the carry of every step for the backward: at the steps an example did not take it holds
 that example's final carry, not zeros; the backward reads only the steps each example took.
+
+A SWITCH (`cond`, `switch`) whose index is unbatched stays one SWITCH: every branch is batched in the slots of its
+batched operands, and a result some branch batches is broadcast in the branches that do not, so all branches return
+the same types. A batched index picks a different branch per example, so it becomes a select: every branch runs,
+inlined, on the batched operands, and each result is a chain of `where(index == k, branch k's, ...)` over the index
+clamped to [0, n - 1], as in JAX (branches have no effects, so running the ones not taken changes nothing but the
+work). A result every branch computes as the same value is that value, not a select.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from tgfx.ir.control import INDEX_DTYPE, LoopSpec, loop_results
+from tgfx.dtypes import dtypes
+from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.transforms.vmap import BatchCtx, batch_graph, broadcast_front, move_axis
@@ -163,3 +172,48 @@ def batch_loop(ctx: BatchCtx, x: UOp) -> UOp:
     ctx.results[x] = tuple(values)
     ctx.flags[x] = tuple(flags)
     return loop
+
+
+def batch_switch(ctx: BatchCtx, x: UOp) -> UOp:
+    """SWITCH: with an unbatched index, one SWITCH over the batched branches; with a batched one, a select over
+    every branch's results (see the module doc). Records which results are batched in `ctx.flags`, and for a select
+    their values in `ctx.results`, for the GETTUPLEs reading it."""
+    sp: SwitchSpec = x.arg
+    n, size, dev = sp.n_branches, ctx.size, sp.device
+    branches, index, operands = x.src[:n], x.src[n], x.src[n + 1:]
+    params = [_param(m, o.shape, o.dtype, dev) for m, o in enumerate(operands)]
+    batched = [o in ctx.batched for o in operands]
+    if index not in ctx.batched:
+        seeds = {p: _param(m, (size, *p.shape), p.dtype, dev)
+                 for m, (p, b) in enumerate(zip(params, batched, strict=True)) if b}
+        bodies = [batch_graph(b.src, seeds, size) for b in branches]
+        out_b = [any(fs) for fs in zip(*(flags for _, flags in bodies), strict=True)]
+        new_branches = [UOp(Ops.TUPLE, None, tuple(r if f or not want else broadcast_front(r, size)
+                                                   for r, f, want in zip(res, flags, out_b, strict=True)))
+                        for res, flags in bodies]
+        ctx.flags[x] = tuple(out_b)
+        return UOp(Ops.SWITCH, None, (*new_branches, ctx.new.get(index, index), *(ctx.new.get(o, o) for o in operands)),
+                   sp)
+    # a batched index: each branch inlined, its PARAMs replaced by the (batched or unbatched) operands themselves
+    seeds = {p: ctx.new[o] for p, o, b in zip(params, operands, batched, strict=True) if b}
+    renamed = {p: ctx.new.get(o, o) for p, o, b in zip(params, operands, batched, strict=True) if not b}
+    bodies = [batch_graph(b.src, seeds, size, renamed=renamed) for b in branches]
+    lo, hi = _full((size,), 0, dtypes.int32), _full((size,), n - 1, dtypes.int32)
+    idx = ctx.new[index]
+    idx = (idx < lo).where(lo, (hi < idx).where(hi, idx))
+    values, flags = [], []
+    for j in range(len(branches[0].src)):
+        vals = [res[j] for res, _ in bodies]
+        if all(v is vals[0] for v in vals):   # every branch returns this value (an operand passed through, say)
+            values.append(vals[0])
+            flags.append(bodies[0][1][j])
+            continue
+        vals = [v if fs[j] else broadcast_front(v, size) for v, (_, fs) in zip(vals, bodies, strict=True)]
+        out = vals[-1]
+        for k in range(n - 2, -1, -1):
+            out = _along(idx.eq(_full((size,), k, dtypes.int32)), out.shape).where(vals[k], out)
+        values.append(out)
+        flags.append(True)
+    ctx.results[x] = tuple(values)
+    ctx.flags[x] = tuple(flags)
+    return UOp(Ops.TUPLE, None, tuple(values))
