@@ -6,6 +6,7 @@ bool, and within a per-dtype tolerance for floats; NaNs must match NaNs and infi
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import tgfx as tg
 from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16
+from tgfx.tree import tree_leaves, tree_map
 
 FLOATS: tuple[DType, ...] = (dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.float64)
 SIGNED: tuple[DType, ...] = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
@@ -170,3 +172,28 @@ def run_threads(worker: Any, n: int, switch_interval: float, timeout: float = 60
     finally:
         sys.setswitchinterval(interval)
     return not any(th.is_alive() for th in threads)
+
+
+# ---- vmap's reference: the unbatched function on each example, stacked ----
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def per_example(f: Callable, args: tuple, in_axes: tuple, out_axes: int = 0) -> Any:
+    """`f` on each example (a Python loop), the results stacked along out_axes."""
+    n = next(np.shape(tree_leaves(a)[0])[ax] for a, ax in zip(args, in_axes, strict=True) if ax is not None)
+
+    def example(a: Any, ax: int | None, i: int) -> Any:
+        return tree_map(lambda leaf: tg.asarray(leaf if ax is None else np.take(leaf, i, axis=ax)), a)
+    outs = [tree_map(np.asarray, f(*(example(a, ax, i) for a, ax in zip(args, in_axes, strict=True))))
+            for i in range(n)]
+    return tree_map(lambda *xs: np.stack(xs, axis=out_axes), *outs)
+
+
+def check_vmap(f: Callable, args: tuple, in_axes: tuple, out_axes: int = 0, tol: float = 1e-5) -> Any:
+    got = tg.vmap(f, in_axes=in_axes, out_axes=out_axes)(*(tree_map(tg.asarray, a) for a in args))
+    want = per_example(f, args, in_axes, out_axes)
+    for g, w in zip(tree_leaves(got), tree_leaves(want), strict=True):
+        assert g.shape == w.shape and g.dtype.np == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g.numpy(), w, rtol=tol, atol=tol)
+    return got

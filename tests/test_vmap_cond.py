@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import check_vmap, per_example, rand
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -25,28 +26,6 @@ from tgfx.tree import tree_leaves, tree_map
 f32 = dtypes.float32
 
 
-def rand(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def per_example(f: Callable, args: tuple, in_axes: tuple, out_axes: int = 0) -> Any:
-    """`f` on each example (a Python loop), the results stacked along out_axes."""
-    n = next(np.shape(tree_leaves(a)[0])[ax] for a, ax in zip(args, in_axes, strict=True) if ax is not None)
-
-    def example(a: Any, ax: int | None, i: int) -> Any:
-        return tree_map(lambda leaf: tg.asarray(leaf if ax is None else np.take(leaf, i, axis=ax)), a)
-    outs = [tree_map(np.asarray, f(*(example(a, ax, i) for a, ax in zip(args, in_axes, strict=True))))
-            for i in range(n)]
-    return tree_map(lambda *xs: np.stack(xs, axis=out_axes), *outs)
-
-
-def check(f: Callable, args: tuple, in_axes: tuple, out_axes: int = 0, tol: float = 1e-5) -> Any:
-    got = tg.vmap(f, in_axes=in_axes, out_axes=out_axes)(*(tree_map(tg.asarray, a) for a in args))
-    want = per_example(f, args, in_axes, out_axes)
-    for g, w in zip(tree_leaves(got), tree_leaves(want), strict=True):
-        assert g.shape == w.shape and g.dtype.np == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        np.testing.assert_allclose(g.numpy(), w, rtol=tol, atol=tol)
-    return got
 
 
 def nodes(out: Any, op: Ops) -> list[UOp]:
@@ -115,7 +94,7 @@ def _jax_cond(p: Any, x: Any) -> Any:
 def test_cond_over_batched_and_unbatched_predicate_and_operand(in_axes: tuple) -> None:
     ps, xs = np.array([1.0, -1.0, 2.0, -3.0], np.float32), rand(4, 3)
     args = tuple(a if ax == 0 else a[1] for a, ax in zip((ps, xs), in_axes, strict=True))
-    got = check(_cond, args, in_axes)
+    got = check_vmap(_cond, args, in_axes)
     out = traced(_cond, args, in_axes)
     assert len(nodes(out, Ops.SWITCH)) == (1 if in_axes[0] is None else 0)    # a batched predicate: no SWITCH,
     assert bool(nodes(out, Ops.WHERE)) == (in_axes[0] is not None)            # a select
@@ -125,8 +104,8 @@ def test_cond_over_batched_and_unbatched_predicate_and_operand(in_axes: tuple) -
 def test_cond_with_both_predicate_values_in_one_batch_and_an_unbatched_predicate_of_each_value() -> None:
     xs = rand(4, 3)
     for p in (2.0, -2.0):
-        check(_cond, (np.float32(p), xs), (None, 0))
-    check(_cond, (np.array([3.0, 3.0, 3.0, 3.0], np.float32), xs), (0, 0))     # every example the same branch
+        check_vmap(_cond, (np.float32(p), xs), (None, 0))
+    check_vmap(_cond, (np.array([3.0, 3.0, 3.0, 3.0], np.float32), xs), (0, 0))     # every example the same branch
 
 
 def test_a_result_one_branch_batches_and_the_other_does_not() -> None:
@@ -136,11 +115,11 @@ def test_a_result_one_branch_batches_and_the_other_does_not() -> None:
         return tg.lax.cond(p, lambda x, y: (x + 1, y * 2), lambda x, y: (y, y * 3), x, y)
     xs, y = rand(4, 3), rand(3, seed=1)
     for p in (True, False):
-        check(f, (np.bool_(p), xs, y), (None, 0, None))
+        check_vmap(f, (np.bool_(p), xs, y), (None, 0, None))
         (sw,) = nodes(traced(f, (np.bool_(p), xs, y), (None, 0, None)), Ops.SWITCH)
         assert [b.src[1].shape for b in sw.src[:2]] == [(3,), (3,)]    # not broadcast per example
     ps = np.array([True, False, False, True])
-    got = check(f, (ps, xs, y), (0, 0, None))
+    got = check_vmap(f, (ps, xs, y), (0, 0, None))
     against_jax(lambda p, x, y: __import__("jax").lax.cond(p, lambda x, y: (x + 1, y * 2), lambda x, y: (y, y * 3),
                                                           x, y), (ps, xs, y), (0, 0, None), got)
 
@@ -152,9 +131,9 @@ def test_cond_with_pytree_operands_and_results_and_a_closure() -> None:
         return tg.lax.cond(p < 0.5, lambda d: {"s": (d["a"] * w).sum(), "v": d["b"]},
                            lambda d: {"s": d["a"].max(), "v": -d["b"] * w}, d)
     ps, a, b = np.array([0.1, 0.9, 0.3], np.float32), rand(3, 3, seed=3), rand(3, 3, seed=4)
-    check(f, (ps, {"a": a, "b": b}), (0, 0))
-    check(f, (ps[0], {"a": a, "b": b}), (None, 0))
-    check(lambda p, a, b: f(p, {"a": a, "b": b}), (ps, a[0], b), (0, None, 0))
+    check_vmap(f, (ps, {"a": a, "b": b}), (0, 0))
+    check_vmap(f, (ps[0], {"a": a, "b": b}), (None, 0))
+    check_vmap(lambda p, a, b: f(p, {"a": a, "b": b}), (ps, a[0], b), (0, None, 0))
 
 
 # ---- switch ----
@@ -164,12 +143,12 @@ _BRANCHES = [lambda x: x + 1, lambda x: x * 2, tnp.sin]
 def test_switch_with_a_batched_index_clamps_out_of_range_indices() -> None:
     idx, xs = np.array([-2, 0, 1, 2, 7, 1], np.int32), rand(6, 3)
     f = lambda i, x: tg.lax.switch(i, _BRANCHES, x)   # noqa: E731
-    got = check(f, (idx, xs), (0, 0))
+    got = check_vmap(f, (idx, xs), (0, 0))
     np.testing.assert_allclose(got.numpy()[[0, 1]], xs[[0, 1]] + 1, rtol=1e-6)   # -2 -> branch 0
     np.testing.assert_allclose(got.numpy()[4], np.sin(xs[4]), rtol=1e-6)         # 7 -> branch 2
     out = traced(f, (idx, xs), (0, 0))
     assert not nodes(out, Ops.SWITCH) and len(nodes(out, Ops.WHERE)) >= 2   # a chain of selects
-    check(f, (idx, xs[0]), (0, None))                                              # the operand unbatched
+    check_vmap(f, (idx, xs[0]), (0, None))                                              # the operand unbatched
     jax = pytest.importorskip("jax")
     jb = [lambda x: x + 1, lambda x: x * 2, jax.numpy.sin]
     against_jax(lambda i, x: jax.lax.switch(i, jb, x), (idx, xs), (0, 0), got)
@@ -179,7 +158,7 @@ def test_switch_with_an_unbatched_index_is_one_switch() -> None:
     xs = rand(4, 3)
     f = lambda i, x: tg.lax.switch(i, _BRANCHES, x)   # noqa: E731
     for i in (-1, 1, 5):
-        check(f, (np.int32(i), xs), (None, 0))
+        check_vmap(f, (np.int32(i), xs), (None, 0))
         (sw,) = nodes(traced(f, (np.int32(i), xs), (None, 0)), Ops.SWITCH)
         assert sw.arg.n_branches == 3 and sw.src[0].src[0].shape == (4, 3)
 
@@ -208,7 +187,7 @@ def test_vmap_of_grad_and_grad_of_vmap(p_axis: int | None) -> None:
     ps, xs, w = np.array([1.0, -1.0, 0.5, -2.0], np.float32), rand(4, 3), rand(3, seed=1)
     p = ps if p_axis == 0 else ps[0]
     g = tg.grad(_loss, argnums=(1, 2))
-    check(g, (p, xs, w), (p_axis, 0, None), tol=1e-5)      # per-example gradients
+    check_vmap(g, (p, xs, w), (p_axis, 0, None), tol=1e-5)      # per-example gradients
     total = lambda p, x, w: tg.vmap(_loss, in_axes=(p_axis, 0, None))(p, x, w).sum()   # noqa: E731
     gx, gw = tg.grad(total, argnums=(1, 2))(tg.asarray(p), tg.asarray(xs), tg.asarray(w))
     px, pw = per_example(g, (p, xs, w), (p_axis, 0, None))
@@ -222,7 +201,7 @@ def test_grad_of_vmap_through_a_switch_with_a_batched_index() -> None:
     f = lambda i, x: tg.lax.switch(i, branches, x)   # noqa: E731
     got = tg.grad(lambda x: tg.vmap(f)(tg.asarray(idx), x).sum())(tg.asarray(xs))
     np.testing.assert_allclose(got.numpy(), per_example(tg.grad(f, argnums=1), (idx, xs), (0, 0)), rtol=1e-6)
-    check(tg.grad(f, argnums=1), (idx, xs), (0, 0))
+    check_vmap(tg.grad(f, argnums=1), (idx, xs), (0, 0))
 
 
 def test_conds_in_functions_in_conds_and_loops_in_branches() -> None:
@@ -231,17 +210,17 @@ def test_conds_in_functions_in_conds_and_loops_in_branches() -> None:
     xs, ps = rand(4, 3), np.array([1.0, -1.0, 2.0, -3.0], np.float32)
     g = tg.jit(lambda x, p: tg.lax.cond(p > 0, lambda x: x * 2, tnp.cos, x))
     for args, axes in [((xs, ps), (0, 0)), ((xs, ps[0]), (0, None)), ((xs[0], ps), (None, 0))]:
-        check(g, args, axes)
+        check_vmap(g, args, axes)
 
     def nested(p: tg.Tensor, q: tg.Tensor, x: tg.Tensor) -> tg.Tensor:
         return tg.lax.cond(p > 0, lambda x: tg.lax.cond(q > 0, lambda x: x + 1, lambda x: x * 5, x), lambda x: -x, x)
     for args, axes in [((ps, -ps, xs), (0, 0, 0)), ((ps[0], -ps, xs), (None, 0, 0)), ((ps, ps[0], xs), (0, None, 0))]:
-        check(nested, args, axes)
+        check_vmap(nested, args, axes)
 
     def looped(p: tg.Tensor, x: tg.Tensor) -> tg.Tensor:
         return tg.lax.cond(p > 0, lambda x: tg.lax.fori_loop(0, 3, lambda i, c: tnp.sin(c) + x, x), lambda x: -x, x)
     for args, axes in [((ps, xs), (0, 0)), ((ps[0], xs), (None, 0)), ((ps, xs[0]), (0, None))]:
-        check(looped, args, axes)
+        check_vmap(looped, args, axes)
 
 
 def test_bool_and_int_results() -> None:
@@ -249,8 +228,8 @@ def test_bool_and_int_results() -> None:
         return tg.lax.cond(p > 0, lambda x: (x > 0, x.astype(tnp.int32)), lambda x: (x < 0, (x * 2).astype(tnp.int32)),
                            x)
     ps, xs = np.array([1.0, -1.0, 2.0, -3.0], np.float32), rand(4, 3) * 3
-    check(f, (ps, xs), (0, 0))
-    check(f, (ps[0], xs), (None, 0))
+    check_vmap(f, (ps, xs), (0, 0))
+    check_vmap(f, (ps[0], xs), (None, 0))
 
 
 def test_jit_of_vmap_traces_once() -> None:
@@ -274,9 +253,9 @@ def test_a_cond_inside_a_fori_loop_body_under_vmap() -> None:
         return tg.lax.fori_loop(0, 4, lambda i, c: tg.lax.cond(i % 2 == 0, lambda c: tnp.sin(c), lambda c: c * 3,
                                                                 c), x)
     xs = rand(5, 3) * 3
-    check(by_carry, (xs,), (0,))
+    check_vmap(by_carry, (xs,), (0,))
     out = traced(by_carry, (xs,), (0,))
     assert len(nodes(out, Ops.LOOP)) == 1 and not nodes(out, Ops.SWITCH)
-    check(by_step, (xs,), (0,))
+    check_vmap(by_step, (xs,), (0,))
     out = traced(by_step, (xs,), (0,))
     assert len(nodes(out, Ops.LOOP)) == 1 and len(nodes(out, Ops.SWITCH)) == 1

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import check_vmap, per_example, rand
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -20,32 +21,10 @@ from tgfx.ir.control import INDEX_DTYPE, LoopSpec
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.transforms.vmap import batch_graph, broadcast_front
-from tgfx.tree import tree_leaves, tree_map
 
 f32 = dtypes.float32
 
 
-def rand(*shape: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-def per_example(f: Callable, args: tuple, in_axes: tuple, out_axes: int = 0) -> Any:
-    """`f` on each example (a Python loop), the results stacked along out_axes."""
-    n = next(np.shape(tree_leaves(a)[0])[ax] for a, ax in zip(args, in_axes, strict=True) if ax is not None)
-    def example(a: Any, ax: int | None, i: int) -> Any:
-        return tree_map(lambda leaf: tg.asarray(leaf if ax is None else np.take(leaf, i, axis=ax)), a)
-    outs = [tree_map(np.asarray, f(*(example(a, ax, i) for a, ax in zip(args, in_axes, strict=True))))
-            for i in range(n)]
-    return tree_map(lambda *xs: np.stack(xs, axis=out_axes), *outs)
-
-
-def check(f: Callable, args: tuple, in_axes: tuple, out_axes: int = 0, tol: float = 1e-5) -> Any:
-    got = tg.vmap(f, in_axes=in_axes, out_axes=out_axes)(*(tree_map(tg.asarray, a) for a in args))
-    want = per_example(f, args, in_axes, out_axes)
-    for g, w in zip(tree_leaves(got), tree_leaves(want), strict=True):
-        assert g.shape == w.shape and g.dtype.np == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        np.testing.assert_allclose(g.numpy(), w, rtol=tol, atol=tol)
-    return got
 
 
 def loops_of(*ts: tg.Tensor) -> list[UOp]:
@@ -83,10 +62,10 @@ def test_batching_rule_builds_one_loop_over_the_batched_body() -> None:
 def test_fori_loop_matches_per_example_over_in_axes_and_out_axes() -> None:
     x, w = rand(4, 3), rand(3, 3, seed=1) * 0.5
     f = lambda x, w: tg.lax.fori_loop(0, 5, lambda i, c: tnp.tanh(c @ w) + x * i, x)  # noqa: E731
-    check(f, (x, w), (0, None))
-    check(f, (x.T.copy(), w), (1, None), out_axes=1)
-    check(f, (x, np.stack([w, w * 2, -w, w.T])), (0, 0))
-    check(f, (x[0], np.stack([w, w * 2])), (None, 0))
+    check_vmap(f, (x, w), (0, None))
+    check_vmap(f, (x.T.copy(), w), (1, None), out_axes=1)
+    check_vmap(f, (x, np.stack([w, w * 2, -w, w.T])), (0, 0))
+    check_vmap(f, (x[0], np.stack([w, w * 2])), (None, 0))
 
 
 def test_batched_fori_loop_is_one_loop_and_an_elementwise_one_one_kernel() -> None:
@@ -111,7 +90,7 @@ def test_a_carry_the_body_makes_batched_is_broadcast_at_entry() -> None:
     def f(x: tg.Tensor) -> tuple:
         return tg.lax.fori_loop(0, 3, lambda i, s: (s[1], s[0] + x, s[2] * 2.0), (tnp.zeros(3), tnp.ones(3),
                                                                                       tnp.ones(2)))
-    check(f, (x,), (0,))
+    check_vmap(f, (x,), (0,))
     (loop,) = loops_of(*tg.vmap(f)(tg.asarray(x)))
     _, init, _, _ = loop.arg.operands(loop)
     assert [u.shape for u in init] == [(4, 3), (4, 3), (2,)]
@@ -126,10 +105,10 @@ def test_scan_with_xs_and_ys(reverse: bool) -> None:
             return c, {"c": c, "s": c.sum()}
         return tg.lax.scan(step, h, xs, reverse=reverse)
     h, a, b = rand(4, 3), rand(6, 4, 3, seed=1), rand(6, 4, 2, seed=2)
-    check(f, (h, {"a": a, "b": b}), (0, 1))                        # batched carry and xs (the batch axis second)
-    check(f, (h[0], {"a": a, "b": b}), (None, 1))                  # unbatched init, made batched by the xs
-    check(f, (h, {"a": a[:, 0], "b": b[:, 0]}), (0, None))         # unbatched xs
-    check(f, (h.T.copy(), {"a": a, "b": b}), (1, 1), out_axes=1)   # the stacked ys with the batch axis second
+    check_vmap(f, (h, {"a": a, "b": b}), (0, 1))                        # batched carry and xs (the batch axis second)
+    check_vmap(f, (h[0], {"a": a, "b": b}), (None, 1))                  # unbatched init, made batched by the xs
+    check_vmap(f, (h, {"a": a[:, 0], "b": b[:, 0]}), (0, None))         # unbatched xs
+    check_vmap(f, (h.T.copy(), {"a": a, "b": b}), (1, 1), out_axes=1)   # the stacked ys with the batch axis second
 
 
 # ---- while_loop ----
@@ -140,14 +119,14 @@ def test_while_loop_with_a_batched_predicate_runs_every_example_its_own_steps() 
 
     def f(x: tg.Tensor) -> tuple:
         return tg.lax.while_loop(lambda s: s[1].sum() < 20.0, lambda s: (s[0] + 1, s[1] * 2.0), (0, x))
-    n, _ = check(f, (x,), (0,))
+    n, _ = check_vmap(f, (x,), (0,))
     assert n.tolist() == [2, 3, 5, 0]
     (loop,) = loops_of(*tg.vmap(f)(tg.asarray(x)))
     assert loop.arg.cond and loop.arg.n_carry == 3     # the counter, the values, and each example's step count
-    check(lambda x: tg.lax.while_loop(lambda c: c.sum() < 20.0, lambda c: c * 2.0, x, max_steps=2), (x,), (0,))
+    check_vmap(lambda x: tg.lax.while_loop(lambda c: c.sum() < 20.0, lambda c: c * 2.0, x, max_steps=2), (x,), (0,))
     # the predicate batched through a const only: the unbatched carry becomes batched
     lims = np.array([0.5, 3.0, 7.2, -1.0], np.float32)
-    out = check(lambda lim: tg.lax.while_loop(lambda c: c < lim, lambda c: c + 1.0, 0.0), (lims,), (0,))
+    out = check_vmap(lambda lim: tg.lax.while_loop(lambda c: c < lim, lambda c: c + 1.0, 0.0), (lims,), (0,))
     assert out.tolist() == [1.0, 3.0, 8.0, 0.0]
 
 
@@ -156,7 +135,7 @@ def test_while_loop_with_an_unbatched_predicate_stops_every_example_together() -
 
     def f(x: tg.Tensor) -> tg.Tensor:
         return tg.lax.while_loop(lambda s: s[0] < 4, lambda s: (s[0] + 1, tnp.sin(s[1]) + x), (0, x))[1]
-    check(f, (x,), (0,))
+    check_vmap(f, (x,), (0,))
     (loop,) = loops_of(tg.vmap(f)(tg.asarray(x)))
     assert loop.arg.n_carry == 2 and not any(u.op is Ops.WHERE for u in loop.src[0].toposort())  # no select
 
@@ -167,9 +146,9 @@ def test_fori_loop_with_traced_bounds() -> None:
     body = lambda i, c: c * 0.5 + i.astype(f32)   # noqa: E731
     f = lambda x, lo, hi: tg.lax.fori_loop(lo, hi, body, x)   # noqa: E731
     lo, hi = np.array([0, 2, 3, 1], np.int32), np.array([5, 2, 7, 0], np.int32)
-    check(f, (x, lo, hi), (0, 0, 0))                        # each example its own trip count
-    check(f, (x, lo[0], hi), (0, None, 0))
-    check(f, (x, lo[0], hi[0]), (0, None, None))            # an unbatched trip count stays the loop's own
+    check_vmap(f, (x, lo, hi), (0, 0, 0))                        # each example its own trip count
+    check_vmap(f, (x, lo[0], hi), (0, None, 0))
+    check_vmap(f, (x, lo[0], hi[0]), (0, None, None))            # an unbatched trip count stays the loop's own
     jf = tg.jit(tg.vmap(f))
     for seed in range(3):
         h = np.random.default_rng(seed).integers(0, 6, 4).astype(np.int32)
@@ -197,10 +176,10 @@ def test_loops_inside_functions_and_jit_under_vmap() -> None:
     type (hash-consing makes them the same UOps)."""
     x = rand(4, 3)
     f = tg.jit(lambda x: tg.lax.fori_loop(0, 3, lambda i, c: tnp.sin(c) + x, x))
-    check(f, (x,), (0,))
+    check_vmap(f, (x,), (0,))
     g = tg.function(lambda x, w: tg.lax.scan(lambda c, r: (c + r * w, c * r), x, tnp.stack([x, x]))[1])
-    check(g, (x, x[0]), (0, None))
-    check(g, (x[0], x), (None, 0))
+    check_vmap(g, (x, x[0]), (0, None))
+    check_vmap(g, (x[0], x), (None, 0))
 
 
 def _fori_loss(x: tg.Tensor, w: tg.Tensor) -> tg.Tensor:
@@ -218,7 +197,7 @@ def _while_loss(x: tg.Tensor, w: tg.Tensor) -> tg.Tensor:
 @pytest.mark.parametrize("loss", [_fori_loss, _scan_loss, _while_loss])
 def test_vmap_of_grad_and_grad_of_vmap(loss: Callable) -> None:
     x, w = rand(4, 3) + 1.0, rand(3, seed=1)
-    check(tg.grad(loss, argnums=(0, 1)), (x, w), (0, None), tol=1e-4)      # per-example gradients
+    check_vmap(tg.grad(loss, argnums=(0, 1)), (x, w), (0, None), tol=1e-4)      # per-example gradients
     total = lambda x, w: tg.vmap(loss, in_axes=(0, None))(x, w).sum()   # noqa: E731
     gx, gw = tg.grad(total, argnums=(0, 1))(tg.asarray(x), tg.asarray(w))
     px, pw = per_example(tg.grad(loss, argnums=(0, 1)), (x, w), (0, None))
@@ -252,12 +231,12 @@ def test_jacfwd_and_hessian_of_a_fori_loop_match_finite_differences() -> None:
 def test_cholesky_and_solve_per_example() -> None:
     a = rand(5, 4, 4)
     spd = a @ a.transpose(0, 2, 1) + 4 * np.eye(4, dtype=np.float32)
-    check(lambda m: sla.cholesky(m, lower=True), (spd,), (0,), tol=1e-4)
-    check(lambda m: sla.cholesky(m), (spd,), (0,), tol=1e-4)
+    check_vmap(lambda m: sla.cholesky(m, lower=True), (spd,), (0,), tol=1e-4)
+    check_vmap(lambda m: sla.cholesky(m), (spd,), (0,), tol=1e-4)
     b = rand(5, 4, seed=1)
-    check(tnp.linalg.solve, (spd, b), (0, 0), tol=1e-4)
-    check(tnp.linalg.solve, (spd[0], b), (None, 0), tol=1e-4)
-    check(tg.grad(lambda m, b: tnp.linalg.solve(m, b).sum()), (spd, b), (0, 0), tol=1e-3)
+    check_vmap(tnp.linalg.solve, (spd, b), (0, 0), tol=1e-4)
+    check_vmap(tnp.linalg.solve, (spd[0], b), (None, 0), tol=1e-4)
+    check_vmap(tg.grad(lambda m, b: tnp.linalg.solve(m, b).sum()), (spd, b), (0, 0), tol=1e-3)
 
 
 def test_gamma_with_a_batched_shape_parameter() -> None:
@@ -265,10 +244,10 @@ def test_gamma_with_a_batched_shape_parameter() -> None:
     and draws what the unbatched call draws for it."""
     key = tg.random.key(0)
     a = np.array([0.3, 1.0, 2.5, 7.0], np.float32)
-    check(lambda a: tg.random.gamma(key, a), (a,), (0,), tol=1e-6)
+    check_vmap(lambda a: tg.random.gamma(key, a), (a,), (0,), tol=1e-6)
     keys = tg.random.split(key, 4)
-    check(lambda k, a: tg.random.gamma(k, a, shape=(3,)), (keys, a), (0, 0), tol=1e-6)
-    check(tg.grad(lambda a: tg.random.gamma(key, a)), (a,), (0,), tol=1e-5)
+    check_vmap(lambda k, a: tg.random.gamma(k, a, shape=(3,)), (keys, a), (0, 0), tol=1e-6)
+    check_vmap(tg.grad(lambda a: tg.random.gamma(key, a)), (a,), (0,), tol=1e-5)
 
 
 # ---- counting: a batched loop compiles and submits what a short one does ----
