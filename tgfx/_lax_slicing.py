@@ -17,7 +17,7 @@ import numpy as np
 
 from tgfx.dtypes import dtypes
 from tgfx.numpy import _elementwise as ew
-from tgfx.numpy._indexing import getitem, scatter
+from tgfx.numpy._indexing import getitem, scatter, signed_index
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
 
 Start = int | Tensor
@@ -45,8 +45,7 @@ def _start(fn: str, what: str, i: Any) -> Start:
     if isinstance(i, Tensor):
         if i.shape != () or not i.dtype.is_int:
             raise TypeError(f"{fn}: {what} must be an integer scalar, got a {i.dtype.name}{list(i.shape)} Tensor")
-        wide = i.dtype.itemsize == 8 or i.dtype == dtypes.uint32
-        return i.cast(dtypes.int64 if wide else dtypes.int32)
+        return signed_index(i)
     v = np.asarray(i)
     if v.ndim or v.dtype.kind not in "iu":
         raise TypeError(f"{fn}: {what} must be an int or an integer scalar Tensor, got {i!r}")

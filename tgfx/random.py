@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tgfx.dtypes import DType, dtypes, to_dtype
+from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.tensor import ArrayLike, Tensor, broadcast, normalize_axis
+from tgfx.tensor import ArrayLike, Tensor, _iota, broadcast, normalize_axis
 from tgfx.tensor import _shape_arg as shape_arg
 
 u32 = dtypes.uint32
@@ -93,7 +93,7 @@ def _counters(shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
         return zero, zero
     if size <= 1 << 32:
         return Tensor.full(shape, 0, u32), Tensor.arange(size, dtype=u32).reshape(shape)
-    flat = Tensor(UOp(Ops.IOTA, dtypes.index, (), size)).cast(dtypes.uint64)   # exact in either x64 mode
+    flat = _iota(size, dtypes.uint64)   # exact in either x64 mode
     return (flat >> 32).astype(u32).reshape(shape), flat.astype(u32).reshape(shape)
 
 
@@ -442,7 +442,6 @@ def _bernoulli(k: Tensor, p: Tensor | float, shape: tuple[int, ...], d: DType) -
 def _int_bound(v: ArrayLike, fn: str, name: str) -> Tensor:
     """A randint bound as an integer Tensor: Python ints as the default int (int64 in x64 mode, else int32: a bound
     outside it is an OverflowError, as in JAX), floats and float Tensors truncated to int32 as JAX's `astype(int)`."""
-    from tgfx.dtypes import max_value, min_value
     if isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{fn}: `{name}` must be an integer, got bool")
     if isinstance(v, (int, np.integer)):
@@ -459,7 +458,6 @@ def _int_bound(v: ArrayLike, fn: str, name: str) -> Tensor:
 
 def _clip_to(v: Tensor, d: DType) -> Tensor:
     """`v` clipped to the range both its own dtype and `d` can hold, then converted to `d` (no wrap-around)."""
-    from tgfx.dtypes import max_value, min_value
     from tgfx.numpy import clip
     lo, hi = max(min_value(d), min_value(v.dtype)), min(max_value(d), max_value(v.dtype))
     return clip(v, Tensor.full((), lo, v.dtype), Tensor.full((), hi, v.dtype)).astype(d)
@@ -482,7 +480,6 @@ def randint(key: KeyLike, shape: int | Sequence[int], minval: ArrayLike, maxval:
 
     >>> dice = tg.random.randint(tg.random.key(0), (10,), 1, 7)
     """
-    from tgfx.dtypes import max_value, min_value
     from tgfx.numpy import clip
     k = check_key("randint", key)
     d = to_dtype(dtype)
@@ -504,7 +501,6 @@ def randint(key: KeyLike, shape: int | Sequence[int], minval: ArrayLike, maxval:
 
 @_compiled(1, 4)
 def _randint(k: Tensor, shape: tuple[int, ...], lo: Tensor, hi: Tensor, d: DType) -> Tensor:
-    from tgfx.dtypes import max_value
     nbits = d.bits
     udt = _UINTS[nbits]
     above = hi > _clip_to(Tensor.full((), max_value(d), d), hi.dtype)  # maxval past d's range: the span grows by one

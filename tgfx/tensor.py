@@ -19,6 +19,7 @@ from tgfx.devices import get_device
 from tgfx.dtypes import (
     DType,
     bf16_to_f32,
+    canonicalize,
     dtypes,
     f32_to_bf16,
     from_numpy,
@@ -379,7 +380,6 @@ def normalize_axes(axis: int | Sequence[int], ndim: int, fn: str) -> tuple[int, 
 
 def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     """Copy host data into a new device buffer (numpy's 64-bit types canonical for the x64 mode)."""
-    from tgfx.dtypes import canonicalize
     from tgfx.lowering.execute import copyin
     from tgfx.lowering.schedule import new_buffer
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):

@@ -222,20 +222,23 @@ def _progress() -> tuple[int, int]:
 
 
 class _Stall:
-    """A timeout that counts only time without progress: it restarts while an EXEC or COPY runs anywhere or one
-    retired since it last started, so a wait on a long, healthy computation never gives up (a device that stopped
-    making progress does, `timeout` seconds after its last packet)."""
+    """A wait's timeout. With `restart` it counts only time without progress: it restarts while an EXEC or COPY runs
+    anywhere or one retired since it last started, so a wait on a long, healthy computation never gives up (a
+    device that stopped making progress does, `timeout` seconds after its last packet); without, it is a plain
+    deadline (a slice of a longer wait)."""
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.deadline = time.monotonic() + timeout
-        self.mark = _progress()[1]
+    def __init__(self, timeout: float, restart: bool = True) -> None:
+        self.timeout = min(timeout, native.FOREVER_NS / 1e9)
+        self.deadline = time.monotonic() + self.timeout
+        self.mark = _progress()[1] if restart else None
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
 
     def stalled(self) -> bool:
-        """At the deadline: True if nothing moved, else the deadline restarts."""
+        """At the deadline: True if nothing moved (or it does not restart), else the deadline restarts."""
+        if self.mark is None:
+            return True
         running, retired = _progress()
         if not running and retired == self.mark:
             return True
@@ -250,14 +253,13 @@ def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None, 
     The wait spins first, unless this thread runs on the core whose number is at address `avoid` (the core of the
     processor that will write the word: spinning there would only keep it from running)."""
     rt = native.runtime()
-    clock = _Stall(min(timeout, native.FOREVER_NS / 1e9)) if until_stalled else None
-    deadline = time.monotonic_ns() + int(min(timeout * 1e9, native.FOREVER_NS))
+    clock = _Stall(timeout, restart=until_stalled)
     spin = native.HOST_SPIN_NS
     while True:
-        left = deadline - time.monotonic_ns() if clock is None else int(clock.left() * 1e9)
+        left = int(clock.left() * 1e9)
         if rt.wait_ge(addr, value, max(0, min(left, _HOST_SLICE_NS)), spin, None, avoid) >= value:
             return True
-        if left <= _HOST_SLICE_NS and (clock is None or clock.stalled()):
+        if left <= _HOST_SLICE_NS and clock.stalled():
             return False
         spin = 0
 

@@ -42,6 +42,13 @@ class _MaskPart:
     size: int  # the mask's length along this axis, which must equal the indexed axis
 
 
+def signed_index(i: Tensor) -> Tensor:
+    """An integer index Tensor as the signed type that holds all its values: int32, or int64 for 64-bit and uint32
+    ones (exact in either x64 mode: tgfx's own arithmetic)."""
+    wide = i.dtype.itemsize == 8 or i.dtype == dtypes.uint32
+    return i.cast(dtypes.int64 if wide else dtypes.int32)
+
+
 def _index_array(i: Any) -> Tensor:
     """An integer index array (Tensor, numpy array, list) as a Tensor of a signed integer dtype."""
     if isinstance(i, Tensor):
@@ -49,8 +56,7 @@ def _index_array(i: Any) -> Tensor:
             raise IndexError(f"cannot index with a boolean Tensor of shape {i.shape}: {_MASK_HINT}")
         if not i.dtype.is_int:
             raise IndexError(f"arrays used as indices must be of integer type, got a {i.dtype.name} Tensor")
-        wide = i.dtype.itemsize == 8 or i.dtype == dtypes.uint32
-        return i.cast(dtypes.int64 if wide else dtypes.int32)
+        return signed_index(i)
     arr = np.asarray(i)
     if arr.dtype == object:
         raise IndexError(f"only integers, slices, None, Ellipsis and integer arrays are valid indices, got {i!r}")

@@ -480,7 +480,7 @@ class Jit:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _traces or _grad_active:  # inside another trace or a grad: inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
-        if self._fast_x64 is not config.X64.value:  # a trace made in the other x64 mode is not this one's
+        if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
             self._fast.clear()
             self._fast_x64 = config.X64.value
         if not kwargs and not self.static_argnums:
