@@ -291,6 +291,22 @@ def test_recycling_never_overwrites_a_result_something_still_holds():
     assert [t.tolist() for t in views] == [[3.0] * 3, [6.0] * 3]
 
 
+def test_eager_loops_reuse_dropped_results():
+    # eager code runs through the same programs: a loop that keeps one result allocates nothing once warm
+    x = tg.asarray(np.arange(64, dtype=np.float32))
+    y = x
+    for _ in range(3):
+        y = y * 0.5 + 1
+    tg.counters.reset()
+    for _ in range(10):
+        y = y * 0.5 + 1
+    assert tg.counters.alloc_count == 0 and tg.counters.compile_count == 0
+    want = np.arange(64, dtype=np.float32)
+    for _ in range(13):
+        want = want * 0.5 + 1
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+
+
 def test_a_program_over_the_inline_size_goes_through_the_ring():
     from tgfx.devices import get_device
     from tgfx.devices.hcq import Engine
@@ -331,7 +347,7 @@ def test_threads_replaying_one_program_get_their_own_results():
 def test_a_training_loop_recycles_its_parameters_up_to_the_size_bound(monkeypatch):
     # params = step(params): the parameters of the call before last are dropped by then, so a replay writes into
     # them instead of allocating; a program whose outputs exceed RECYCLE_BYTES allocates every call instead
-    import tgfx.transforms.jit as jit_module
+    import tgfx.lowering.program as program_module
 
     def loss(p, x):
         return ((x @ p["w"] + p["b"]) ** 2).mean()
@@ -345,8 +361,8 @@ def test_a_training_loop_recycles_its_parameters_up_to_the_size_bound(monkeypatc
         h = x.numpy() @ want["w"] + want["b"]
         g = 2 * h / h.size
         want = {"w": want["w"] - 0.1 * x.numpy().T @ g, "b": want["b"] - 0.1 * g.sum(0)}
-    for bound, allocs in ((jit_module.RECYCLE_BYTES, 0), (0, 2 * 5)):
-        monkeypatch.setattr(jit_module, "RECYCLE_BYTES", bound)
+    for bound, allocs in ((program_module.RECYCLE_BYTES, 0), (0, 2 * 5)):
+        monkeypatch.setattr(program_module, "RECYCLE_BYTES", bound)
         step = make_step()
         p = {k: tg.asarray(v) for k, v in p0.items()}
         for _ in range(3):

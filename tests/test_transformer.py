@@ -36,6 +36,7 @@ from tgfx.devices.hcq import (
     Signal,
     header,
 )
+from tgfx.lowering.execute import memory_of
 
 _PATH = os.path.join(os.path.dirname(__file__), "..", "examples", "train_transformer.py")
 
@@ -114,7 +115,7 @@ def test_a_dropped_jitted_function_keeps_its_memory_until_its_replay_is_done(gat
     f(x).block_until_ready()
     prog = _program(f)
     assert prog.intermediates, "the graph must have an intermediate for this test to mean anything"
-    arena = weakref.ref(prog.intermediates[0].__dict__["memory"]._mem)
+    arena = weakref.ref(memory_of(prog.intermediates[0])._mem)
     HWQueue().wait(gate, 1).submit(dev)           # the device is busy: the replay goes to the ring, behind the gate
     y = f(x)
     assert dev.timeline._mem[0] < dev.timeline_value

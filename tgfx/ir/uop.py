@@ -26,6 +26,10 @@ def prod(xs: Any) -> int:
 
 # (op, dtype, src, arg, tag) -> a weak reference to the live UOp; a UOp removes its entry when it dies (__del__)
 _cache: dict[tuple, weakref.ref] = {}
+# id of a live BUFFER node -> the device memory the runtime backs it with (tgfx/lowering/execute.py), as tinygrad's
+# `buffers`: a weak map, its entry dropped when the node dies (__del__), so the memory goes with the last user of the
+# node. The IR never reads it: nodes stay immutable and shareable across threads.
+buffers: dict[int, Any] = {}
 
 
 class UOpMeta(type):
@@ -56,13 +60,16 @@ class UOp(metaclass=UOpMeta):
     arg: Any
     tag: Any
 
-    def __del__(self, _cache: dict[tuple, weakref.ref] = _cache) -> None:
+    def __del__(self, _cache: dict[tuple, weakref.ref] = _cache, _buffers: dict[int, Any] = buffers,
+                _BUFFER: Ops = Ops.BUFFER) -> None:
         # called before this UOp's weak references are cleared: the entry still refers to it (the cache is bound
         # here so that it is still reachable while the interpreter tears the module down)
         k = (self.op, self.dtype, self.src, self.arg, self.tag)
         ref = _cache.get(k)
         if ref is not None and ref() is self:
             del _cache[k]
+        if self.op is _BUFFER:
+            _buffers.pop(id(self), None)
 
     # identity is structure: hash-consing makes `is` the equality, so object's own (C) __eq__/__hash__ are right
 

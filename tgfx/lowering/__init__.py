@@ -194,7 +194,7 @@ _FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, 
 
 def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
-    from tgfx.lowering.execute import buffer_memory, run_linear
+    from tgfx.lowering.execute import buffer_memory
     sink = UOp(Ops.SINK, None, tuple(uops))
     nodes = walk(sink)
     unflatten: Callable[[list[UOp]], list[UOp]] = list
@@ -209,32 +209,20 @@ def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     # the schedule depends on the graph, not on which buffers it reads, nor on the values of its scalar constants
     # (eager learning rates, step counters: kernel arguments, one schedule and one compile for all values)
     tpl, inputs = graph_template(sink, nodes)
-    if (prog := eager_program(tpl, inputs)) is not None:
-        # a graph met before replays its encoded program, as a jitted function does: no scheduling, no encoding
-        results = prog.execute([buffer_memory(b, allocate=False) for b in inputs], inputs)
-    else:
-        linear, results = tpl.instantiate(inputs)
-        run_linear(linear)
+    # its program, lowered once per kernel-option mode and replayed as a jitted function's is
+    prog = eager_program(tpl, inputs)
+    results = prog.execute([buffer_memory(b, allocate=False) for b in inputs], inputs)
     return dict(zip(uops, unflatten(results), strict=True))
 
 
 def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
-    """The encoded program of an eager graph's template from its second use on (a graph met once is only run), or
-    None where a result is an input's buffer (a view, or an interned constant: no command writes it). Programs are
-    kept on the template per kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
-    tpl.uses += 1
-    if tpl.uses < 2:
-        return None
+    """The program of an eager graph's template, built on its first use. Programs are kept on the template per
+    kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
+    from tgfx.lowering.program import Program
     mode = opt_mode(forced_opts(), cpu_count())
-    if (prog := tpl.programs.get(mode, False)) is not False:
-        return prog
-    from tgfx.lowering.schedule import buffer_view
-    from tgfx.transforms.jit import JitProgram
-    if any(buffer_view(r) is None or buffer_view(r).arg[0] < 0 for r in tpl.results):
-        prog = None
-    else:
-        prog = JitProgram(tpl, inputs, len(inputs), [r.shape for r in tpl.results], {}, list)
-    tpl.programs[mode] = prog
+    prog = tpl.programs.get(mode)
+    if prog is None:
+        prog = tpl.programs[mode] = Program(tpl, inputs, len(inputs))
     return prog
 
 

@@ -1,4 +1,5 @@
-"""execute: run a LINEAR of CALLs on the devices, allocating buffers on first use."""
+"""execute: the runtime's side of buffers (the memory behind BUFFER nodes, copies in and out) and the encoding of
+one LINEAR command into a queue. Programs (tgfx/lowering/program.py) are built from these."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -10,7 +11,7 @@ from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import HWQueue, Label
 from tgfx.ir.ops import Ops
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, buffers
 
 
 def buffer_nbytes(buf: UOp) -> int:
@@ -18,21 +19,27 @@ def buffer_nbytes(buf: UOp) -> int:
     return max(buf.arg[2], 1) * buf.dtype.itemsize
 
 
+def memory_of(buf: UOp) -> object | None:
+    """The device memory behind BUFFER `buf`, or None before anything wrote it."""
+    return buffers.get(id(buf))
+
+
 def buffer_memory(buf: UOp, allocate: bool = True) -> object:
-    """The device memory behind BUFFER `buf`, allocated on first use. It lives on the node itself, so it is freed
-    with it (queues already submitted keep it alive until they complete)."""
-    mem = buf.__dict__.get("memory")
+    """The device memory behind BUFFER `buf`, allocated on first use. The runtime's map holds it for as long as the
+    node lives (`tgfx.ir.uop.buffers`); queues already submitted keep it alive until they complete."""
+    mem = buffers.get(id(buf))
     if mem is None:
         uid, device, size = buf.arg
         assert allocate or size == 0, f"buffer {uid} was read before it was written"
-        mem = buf.__dict__["memory"] = get_device(device).allocator.alloc(buffer_nbytes(buf))
+        mem = buffers[id(buf)] = get_device(device).allocator.alloc(buffer_nbytes(buf))
         counters.alloc_count += 1
     return mem
 
 
 def register_memory(buf: UOp, mem: object) -> object:
-    """Back BUFFER `buf` with device memory the caller allocated (a planned arena's view); returns `mem`."""
-    buf.__dict__["memory"] = mem
+    """Back BUFFER `buf` with device memory the caller allocated (a planned arena's view, a leased output); returns
+    `mem`."""
+    buffers[id(buf)] = mem
     return mem
 
 
@@ -48,25 +55,20 @@ def copyout(buf: UOp) -> np.ndarray:
     return out
 
 
-def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]], strict: bool = True) -> None:
+def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> None:
     """Append one LINEAR command to `q`: a kernel, a copy, or a control command (BLOCK, LABEL, JUMP, WORD; labels
-    are scoped by block, one dict per open block). With `strict`, a buffer read before anything wrote it is an
-    error (eager execution); otherwise buffers are allocated as they are met (jit, which plans memory itself)."""
+    are scoped by block, one dict per open block). Buffers are allocated as they are met: a program patches its
+    inputs and outputs per call, and planned its intermediates before."""
     from tgfx.lowering import lower_kernel
-    from tgfx.lowering.control import writes
     body, bufs = call.src[0], call.src[1:]
-    written = writes(call)
-
-    def mem(b: UOp) -> object:
-        return buffer_memory(b, allocate=not strict or b in written)
+    mem = buffer_memory
 
     def label(i: int) -> Label:
         return labels[-1].setdefault(i, Label(f"L{i}"))
 
     if body.op is Ops.SINK:
         ck = lower_kernel(body)
-        q.exec(ck, [buffer_memory(b, allocate=not strict or i == 0 or b in written) for i, b in enumerate(bufs)],
-               global_size=ck.global_size)
+        q.exec(ck, [buffer_memory(b) for b in bufs], global_size=ck.global_size)
     elif body.op is Ops.COPY:
         if len(body.arg) == 3:
             nbytes, src_offset, dst_offset = body.arg
@@ -108,40 +110,3 @@ def is_tiny(calls: Iterable[UOp]) -> bool:
     idle (hcq "Inline submissions"), where waking the device's processor would cost more than the work."""
     touched = {b for c in calls for b in c.src[1:]}
     return sum(buffer_nbytes(b) for b in touched) <= int(config.INLINE_BYTES)
-
-
-def run_linear(linear: UOp) -> None:
-    """Submit every CALL to its device's queues; returns at once. Reading a result waits for it.
-
-    Consecutive kernels of a device go in one submission; a copy outside any block goes to the copy engine; a block
-    (a loop or a branch, with everything inside it) goes whole into the compute queue it starts in."""
-    from tgfx.lowering import prelower
-    prelower(c.src[0] for c in linear.src if c.src[0].op is Ops.SINK)
-    pending: tuple[object, HWQueue] | None = None  # (device, queue) collecting consecutive commands
-    labels: list[dict[int, Label]] = []
-    inline = is_tiny(linear.src)
-
-    def flush() -> None:
-        nonlocal pending
-        if pending is not None:
-            pending[1].submit(pending[0], inline)
-            pending = None
-
-    for call in linear.src:
-        body, bufs = call.src[0], call.src[1:]
-        if body.op is Ops.COPY and not labels and len(body.arg) == 3:
-            flush()
-            dst, src = bufs
-            nbytes, src_offset, dst_offset = body.arg
-            get_device(dst.arg[1]).copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes,
-                                        dst_offset=dst_offset, src_offset=src_offset)
-            counters.copy_count += 1
-            continue
-        dev = command_device(call, pending[0] if pending is not None and labels else None)
-        if pending is None or (pending[0] is not dev and not labels):
-            flush()
-            pending = (dev, HWQueue())
-        append_command(pending[1], call, labels)
-        counters.kernel_count += body.op is Ops.SINK
-        counters.copy_count += body.op is Ops.COPY
-    flush()

@@ -409,8 +409,7 @@ class ScheduleTemplate:
 
     def __init__(self, roots: list[UOp], n_inputs: int) -> None:
         self.roots = roots   # kept alive: the same graph built again is these nodes, their keys already computed
-        self.uses = 0        # eager realisations, and their encoded programs by kernel-option mode (eager_program)
-        self.programs: dict[str, Any] = {}
+        self.programs: dict[str, Any] = {}   # its eager programs by kernel-option mode (eager_program)
         self.linear, results = schedule(roots)
         self.results = [results[r] for r in roots]
         self.n_inputs = n_inputs

@@ -18,9 +18,6 @@ reading them waits on the device.
 from __future__ import annotations
 
 import functools
-import sys
-import threading
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,35 +26,24 @@ import numpy as np
 
 from tgfx import config
 from tgfx.counters import counters
-from tgfx.devices import get_device
-from tgfx.devices.hcq import Engine, HWQueue, Sym
 from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
 from tgfx.function import Function, _describe_paths, _traces
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering import lower_multi, prelower, reads_in_place
+from tgfx.lowering import lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
-from tgfx.lowering.execute import (
-    append_command,
-    buffer_memory,
-    buffer_nbytes,
-    command_device,
-    copyin,
-    copyout,
-    is_tiny,
-    register_memory,
-)
+from tgfx.lowering.execute import buffer_memory, copyin, copyout
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.multi import device_parts
+from tgfx.lowering.program import Program
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
 from tgfx.transforms.grad import _active as _grad_active
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
-RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
 
 
 class DonatedBufferError(RuntimeError):
@@ -177,260 +163,6 @@ def _describe_spec(spec: LeafSpec) -> str:
     return repr(v[1])
 
 
-# ---- the compiled program ----
-@dataclass
-class Segment:
-    device: Any
-    cb: Any                     # encoded CommandBuffer
-    # (word, byte offset, program buffer index): the words a replay points at its inputs and outputs
-    patches: list[tuple[int, int, int]]
-    # (device waited on, Sym name, index of the segment it waits for, or None: all that device's earlier work)
-    dep: tuple[Any, str, int | None] | None
-
-    def bind(self, mems: list[Any]) -> None:
-        """Point the encoded words at `mems`, the program's buffers. No checks: the signature guarantees that every
-        buffer fits its slot."""
-        words = self.cb.words
-        for word, offset, i in self.patches:
-            words[word] = mems[i].ptr + offset
-
-
-class JitProgram:
-    """A LINEAR encoded as per-device command buffers, with placeholders for inputs and outputs."""
-
-    def __init__(self, template: ScheduleTemplate, inputs: list[UOp], n_dynamic: int,
-                 out_shapes: list[tuple[int, ...]], donated: dict[int, int],
-                 unflatten: Callable[[list[UOp]], list[UOp]]) -> None:
-        linear, results = template.instantiate(inputs)
-        self.n_dynamic = n_dynamic  # inputs[:n_dynamic] change every call; the rest are captured constants
-        self.constants = inputs[n_dynamic:]
-        self.calls = list(linear.src)
-        self.inputs = inputs
-        self.results = [buffer_view(r) for r in results]
-        self.out_shapes = out_shapes
-        self.unflatten = unflatten  # per-device results -> the function's results (MULTIs for sharded ones)
-        self.outputs = list(dict.fromkeys(self.results))
-        in_set, out_set = set(inputs), set(self.outputs)
-        self.intermediates = [b for b in dict.fromkeys(b for c in self.calls for b in c.src[1:])
-                              if b not in in_set and b not in out_set and b.arg[0] >= 0 and _written(b, self.calls)]
-        self.unplanned_bytes, self.planned_bytes = plan_memory(self.calls, self.intermediates)
-        self.donated = donated  # output index -> input index whose buffer it reuses
-        self.donated_inputs = sorted(set(donated.values()))
-        self.segments = self._encode()
-        self.inline = is_tiny(self.calls)
-        # what a replay allocates: per output buffer (device, size, dtype, allocator, bytes), None where donated
-        self.out_specs = [None if i in donated else (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator,
-                                                     buffer_nbytes(b)) for i, b in enumerate(self.outputs)]
-        # per result: its output buffer, and the shape to view it as (None: the buffer's own)
-        self.result_views = [(self.outputs.index(r), None if shape == (r.arg[2],) else shape)
-                             for r, shape in zip(self.results, out_shapes, strict=True)]
-        self.sharded = any(u.op is Ops.MULTI for u in unflatten(self.views(self.results)))  # results join into MULTIs
-        self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
-        # a replay reuses the results of the call before last once they are dropped (`_recycle`), up to a size
-        distinct = len({i for i, _ in self.result_views}) == len(self.result_views)
-        recyclable = sum(buffer_nbytes(b) for b in self.outputs) <= RECYCLE_BYTES
-        self.recent: deque[list[UOp]] | None = \
-            deque(maxlen=2) if recyclable and distinct and not donated and not self.sharded else None
-        self.result_of_output = [next(k for k, (i, _) in enumerate(self.result_views) if i == j)
-                                 for j in range(len(self.outputs))] if distinct else []
-        self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
-        self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
-        self.n_copies = sum(1 for c in self.calls if c.src[0].op is Ops.COPY)
-        self.lock = threading.Lock()
-
-    def _encode(self) -> list[Segment]:
-        from tgfx.devices.hcq import Buffer
-        prelower(c.src[0] for c in self.calls if c.src[0].op is Ops.SINK)
-        index = {b: i for i, b in enumerate(self.inputs[:self.n_dynamic])}
-        index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
-        segments: list[Segment] = []
-        queue, qdev, used = None, None, []
-        writer: dict[UOp, int] = {}  # buffer -> the segment that writes it (a copy waits for exactly that one)
-        labels: list[dict] = []    # open blocks (loops, branches): everything inside goes into one queue
-        for call in self.calls:
-            body, bufs = call.src[0], call.src[1:]
-            if body.op is Ops.COPY and not labels and len(body.arg) == 3:
-                if queue is not None:
-                    segments.append(self._segment(qdev, queue, used, index))
-                    queue = None
-                dst, src = bufs
-                ddev, sdev = get_device(dst.arg[1]), get_device(src.arg[1])
-                q = HWQueue(Engine.COPY)
-                name = f"dep{len(segments)}"
-                if sdev is not ddev:
-                    q.wait(sdev.timeline, Sym(name, 0))
-                nbytes, src_offset, dst_offset = body.arg
-                q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes, dst_offset=dst_offset,
-                       src_offset=src_offset)
-                seg = self._segment(ddev, q, [dst, src], index)
-                seg.dep = (sdev, name, writer.get(src)) if sdev is not ddev else None
-                segments.append(seg)
-                writer[dst] = len(segments) - 1
-                if sdev is not ddev:  # the source device must not overwrite what is being copied until it is done
-                    fence = HWQueue().wait(ddev.timeline, Sym(name + "f", 0))
-                    segments.append(Segment(sdev, fence.encode(), {}, (ddev, name + "f", len(segments) - 1)))
-                continue
-            dev = command_device(call, qdev if labels else None)
-            if queue is None or (qdev is not dev and not labels):
-                if queue is not None:
-                    segments.append(self._segment(qdev, queue, used, index))
-                queue, qdev, used = HWQueue(), dev, []
-            append_command(queue, call, labels, strict=False)
-            used.extend(bufs)
-            for b in writes(call):
-                writer[b] = len(segments)  # the segment being built
-        if queue is not None:
-            segments.append(self._segment(qdev, queue, used, index))
-        assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
-        return segments
-
-    def replay(self, args: tuple[Tensor, ...]) -> list[UOp] | None:
-        """The hit path of the common call, one-device Tensors by position that are computed, into a program that
-        donates nothing and shards nothing: the results' UOps, or None for `Jit._run` to take the general path."""
-        if self.donated or self.sharded:
-            return None
-        mems = []
-        for a in args:
-            u = a.uop
-            if u.op is not Ops.BUFFER:
-                u = buffer_view(u)
-                if u is None:
-                    return None
-            mem = u.__dict__.get("memory")
-            if mem is None:
-                return None
-            mems.append(mem)
-        return self.execute(mems, [])
-
-    def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
-        """Run the program on inputs `mems` (and their buffers `in_bufs`, which donated outputs take over): the
-        results, each a view of its output buffer, per device part."""
-        results = self._recycle(mems) if self.recent is not None else None
-        if results is None:
-            out_bufs = []
-            for i, spec in enumerate(self.out_specs):
-                if spec is None:  # donated: the output takes over the input's buffer
-                    out_bufs.append(in_bufs[self.donated[i]])
-                    mems.append(mems[self.donated[i]])
-                else:
-                    out_bufs.append(_output(spec, mems))
-            results = self.views(out_bufs)
-        seg = self.single
-        if seg is None:
-            self.run(mems)
-        else:  # one segment that waits for nothing: what `run` does, without its bookkeeping
-            with self.lock:
-                seg.bind(mems)
-                seg.device.submit(seg.cb, mems, self.inline)
-            counters.kernel_count += self.n_kernels
-            counters.copy_count += self.n_copies
-        if self.recent is not None:
-            self.recent.append(results)
-        return results
-
-    def _recycle(self, mems: list[Any]) -> list[UOp] | None:
-        """The results of the call before the previous one, to be this call's, if nothing outside this program holds
-        them any more (their memory appended to `mems`); None if something does. A replay then allocates nothing
-        (and its kernels write memory they wrote before, not fresh pages), in loops that keep one result at a time
-        (`params = step(params, batch)`, `y = f(y)`, `box[0] = f(x)`). Between calls the pool keeps the previous
-        call's results alive, which a loop would allocate again at once; `RECYCLE_BYTES` bounds what it keeps.
-
-        CPython's reference counts are exact: a result that a Tensor, a lazy graph or anything else still holds has
-        more references than the pool's list, this loop's variable and getrefcount's argument, and is left alone.
-        Device work that still reads the old value was submitted before this call, so it runs first."""
-        recent = self.recent
-        if len(recent) < recent.maxlen:
-            return None
-        results = recent.popleft()   # taken first: another thread replaying meanwhile cannot take it too
-        if sys.getrefcount(results) > 2:   # the call that made them has not handed them out yet (another thread)
-            recent.appendleft(results)
-            return None
-        for u in results:
-            if sys.getrefcount(u) > 3 or (u.op is Ops.RESHAPE and sys.getrefcount(u.src[0]) > 2):
-                recent.appendleft(results)
-                return None
-        for k in self.result_of_output:
-            u = results[k]
-            mems.append((u if u.op is Ops.BUFFER else u.src[0]).__dict__["memory"])
-        return results
-
-    def views(self, out_bufs: list[UOp]) -> list[UOp]:
-        """The results, viewed in their shapes, from the output buffers."""
-        out = []
-        for i, shape in self.result_views:
-            b = out_bufs[i]
-            if shape is not None:
-                b = UOp(Ops.RESHAPE, b.dtype, (b,), shape)
-                b.__dict__.update(shape=shape, device=b.src[0].arg[1])
-            out.append(b)
-        return out
-
-    def _segment(self, dev: Any, queue: HWQueue, used: list[UOp], index: dict[UOp, int]) -> Segment:
-        cb = queue.encode()
-        patches = [(word, offset, index[b]) for b in dict.fromkeys(used) if b in index
-                   for word, offset in cb.slot_words(cb.slot_of(buffer_memory(b)))]
-        return Segment(dev, cb, patches, None)
-
-    def run(self, mems: list[Any]) -> None:
-        """Submit the program with `mems` as its buffers (inputs, then outputs)."""
-        with self.lock:  # the encoded words are shared: one replay binds and submits them at a time
-            values: list[int] = []  # the timeline value each segment completes at
-            # the work given before this call, which a copy of a value made before the call waits for
-            start = {seg.device: seg.device.timeline_value for seg in self.segments} if self.waits_on_earlier else {}
-            for seg in self.segments:
-                seg.bind(mems)
-                if seg.dep is not None:
-                    dev, name, producer = seg.dep
-                    seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
-                values.append(seg.device.submit(seg.cb, mems, self.inline).value)
-        counters.kernel_count += self.n_kernels
-        counters.copy_count += self.n_copies
-
-
-def _output(spec: tuple, mems: list[Any]) -> UOp:
-    """A new output buffer (its memory appended to `mems`); its shape and device are known, so set them."""
-    device, size, dtype, allocator, nbytes = spec
-    buf = new_buffer(device, size, dtype)
-    mems.append(mem := allocator.alloc(nbytes))
-    counters.alloc_count += 1
-    buf.__dict__.update(memory=mem, shape=(size,), device=device)
-    return buf
-
-
-def _written(b: UOp, calls: list[UOp]) -> bool:
-    return any(b in writes(c) for c in calls)
-
-
-def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
-    """Give intermediates whose lifetimes do not overlap the same memory; returns (bytes without, with planning).
-
-    Lifetimes are [first call touching, last call touching]; buffers are placed greedily, largest first, at the
-    lowest offset of their device's arena that no overlapping buffer uses.
-    """
-    first, last = lifetimes(calls)
-    placed: dict[str, list[tuple[int, int, int, int]]] = {}  # device -> [(start, end, offset, size)]
-    offsets: dict[UOp, int] = {}
-    for b in sorted(intermediates, key=lambda b: -b.arg[2] * b.dtype.itemsize):
-        size = -(-buffer_nbytes(b) // 64) * 64
-        busy = sorted((o, o + s) for st, en, o, s in placed.get(b.arg[1], []) if not (en < first[b] or last[b] < st))
-        off = 0
-        for lo, hi in busy:
-            if off + size <= lo:
-                break
-            off = max(off, hi)
-        offsets[b] = off
-        placed.setdefault(b.arg[1], []).append((first[b], last[b], off, size))
-    unplanned = sum(buffer_nbytes(b) for b in intermediates)
-    arenas = {dev: max((o + s for _, _, o, s in ps), default=0) for dev, ps in placed.items()}
-    for dev, nbytes in arenas.items():
-        arena = get_device(dev).allocator.alloc(max(nbytes, 1))
-        counters.alloc_count += 1
-        for b in intermediates:
-            if b.arg[1] == dev:
-                register_memory(b, arena.view(offsets[b], buffer_nbytes(b)))
-    return unplanned, sum(arenas.values())
-
-
 # ---- the public transform ----
 class Jit:
     """A jitted function; see the module docstring. `trace_count` counts traces."""
@@ -443,9 +175,9 @@ class Jit:
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self.name = getattr(f, "__qualname__", type(f).__qualname__)
         self.trace_count = 0
-        self._cache: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}
+        self._cache: dict[Hashable, tuple[Program, PyTreeDef]] = {}
         self._signatures: list[Signature] = []
-        self._fast: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}  # signatures of all-Tensor positional calls
+        self._fast: dict[Hashable, tuple[Program, PyTreeDef]] = {}  # signatures of all-Tensor positional calls
         self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         functools.update_wrapper(self, f, updated=())
 
@@ -491,7 +223,7 @@ class Jit:
                 hit = None
             if hit is not None:
                 prog, out_tree = hit
-                out = prog.replay(args)
+                out = prog.replay([a.uop for a in args])
                 return self._run(prog, out_tree, list(args), args) if out is None else _as_tree(out_tree, out)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
@@ -508,7 +240,7 @@ class Jit:
         prog, out_tree = hit
         return self._run(prog, out_tree, tensors, args)
 
-    def _run(self, prog: JitProgram, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
+    def _run(self, prog: Program, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
         """Replay `prog` on the Tensor leaves `tensors` (any program: sharded, donating, lazy inputs)."""
         in_bufs = [buffer_view(t.uop) for t in tensors]
         if None in in_bufs:  # not yet computed, or sharded: one input per device part
@@ -528,7 +260,7 @@ class Jit:
         return _as_tree(out_tree, results)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
-               key: Hashable) -> tuple[JitProgram, PyTreeDef]:
+               key: Hashable) -> tuple[Program, PyTreeDef]:
         dyn_args, dyn_kwargs = tree_unflatten(treedef, leaves)
         sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3],
                         key[4])
@@ -570,7 +302,6 @@ class Jit:
         check_no_params(sink)
         sink, unflatten = lower_multi(sink)
         sink = strip_literals(sink)  # constants of a trace are literals of its program, as in JAX
-        flat_shapes = [r.shape for r in sink.src]
         # Tensors captured from closures are constants of the trace: bound like inputs, but never patched
         captured = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
         sink = substitute_outside_calls(sink, {b: placeholder(len(inputs) + i, b.dtype, b.arg[1], b.arg[2])
@@ -578,7 +309,7 @@ class Jit:
         template = ScheduleTemplate(list(sink.src), len(inputs) + len(captured))
         real_inputs += captured
         donated = self._donation(template, real_inputs, leaves, tensor_pos, tree_unflatten(treedef, leaves)[0])
-        prog = JitProgram(template, real_inputs, len(inputs), flat_shapes, donated, unflatten)
+        prog = Program(template, real_inputs, len(inputs), donated, unflatten)
         self._cache[key] = (prog, out_tree)
         return prog, out_tree
 

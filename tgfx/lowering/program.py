@@ -1,0 +1,339 @@
+"""Program: a scheduled graph, memory-planned and encoded into per-device command buffers, run by eager code and jit.
+
+`Program(template, inputs, n_dynamic)` lowers a schedule template (tgfx/lowering/schedule.py) once: its kernels are
+compiled, its intermediates share one arena per device (`plan_memory`), and its LINEAR is encoded as command buffers
+(`Segment`s) whose buffer words are patch slots. `execute(mems, in_bufs)` points those words at this call's inputs
+and fresh outputs and submits them: no graph work and no Python per kernel. Eager realisation (`tgfx.lowering.realize`)
+and `jit` both run graphs this way; there is no second path to the devices.
+
+Outputs are leased from the program's pool: an output's memory comes back to the pool when nothing holds it any
+more, neither a result (its BUFFER node, through the runtime's buffer map) nor a queue still to run (queues keep the
+memory they were given until their fence passes). A loop that keeps one result at a time (`params = step(params)`,
+`y = f(y)`) then allocates nothing once warm, and its kernels write memory whose pages are already mapped.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tgfx.counters import counters
+from tgfx.devices import get_device
+from tgfx.devices.hcq import Buffer, Engine, HWQueue, Sym
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering.control import lifetimes, writes
+from tgfx.lowering.execute import (
+    append_command,
+    buffer_memory,
+    buffer_nbytes,
+    command_device,
+    is_tiny,
+    memory_of,
+    register_memory,
+)
+from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer
+
+RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
+POOL_DEPTH = 2              # idle allocations kept per output slot
+
+
+@dataclass
+class Segment:
+    device: Any
+    cb: Any                     # encoded CommandBuffer
+    # (word, byte offset, program buffer index): the words a replay points at its inputs and outputs
+    patches: list[tuple[int, int, int]]
+    # (device waited on, Sym name, index of the segment it waits for, or None: all that device's earlier work)
+    dep: tuple[Any, str, int | None] | None
+
+    def bind(self, mems: list[Any]) -> None:
+        """Point the encoded words at `mems`, the program's buffers. No checks: the signature guarantees that every
+        buffer fits its slot."""
+        words = self.cb.words
+        for word, offset, i in self.patches:
+            words[word] = mems[i].ptr + offset
+
+
+class _Lease:
+    """Owns one output allocation while something uses it; dropped (no result, no queue holds it), it hands the
+    memory back to its slot's free list. Free lists are deques: append and popleft are atomic, and this may run on
+    whichever thread drops the last reference.
+
+    A device runs what is submitted to it in order, on every engine (each submission waits for the device's
+    timeline to pass the one before), and a copy to another device holds the source device until it is done (the
+    fence segments of `Program._encode`). So work submitted to the memory's own device cannot race with a reuse,
+    which is submitted there later: it holds the memory, not the lease (`_queue_refs`), and `params = step(params)`
+    gets the parameters of the call before last back as soon as the Python side drops them, even while the device
+    is still behind. Work on other devices holds the lease until it completes."""
+
+    __slots__ = ("raw", "free", "device")
+
+    def __init__(self, raw: Buffer, free: deque) -> None:
+        self.raw, self.free, self.device = raw, free, raw.device
+
+    def __del__(self, depth: int = POOL_DEPTH) -> None:
+        if len(self.free) < depth:
+            self.free.append(self.raw)
+
+
+class Program:
+    """A LINEAR encoded as per-device command buffers, with patch slots for its inputs and outputs.
+
+    Args:
+        template: the schedule; its placeholders are `inputs` by position.
+        inputs: the buffers of the call it is built for; `inputs[:n_dynamic]` change every call, the rest are
+            constants captured by a trace, bound once.
+        donated: output index -> input index whose buffer the output is written into (jit's `donate_argnums`).
+        unflatten: per-device results -> the caller's results (MULTIs for sharded ones).
+    """
+
+    def __init__(self, template: ScheduleTemplate, inputs: list[UOp], n_dynamic: int,
+                 donated: dict[int, int] | None = None,
+                 unflatten: Callable[[list[UOp]], list[UOp]] = list) -> None:
+        # encoded against stand-ins for the inputs and outputs, patched per call: the command buffers keep what they
+        # were encoded with alive, and must not keep the first call's arguments (nor memory for results) alive
+        stand_ins = [_stand_in(b) for b in inputs[:n_dynamic]]
+        linear, results = template.instantiate(stand_ins + inputs[n_dynamic:])
+        donated = donated or {}
+        self.n_dynamic = n_dynamic
+        self.calls = list(linear.src)
+        self.inputs = stand_ins + inputs[n_dynamic:]
+        self.unflatten = unflatten
+        written = {b for c in self.calls for b in writes(c)}
+        in_set = set(inputs)
+        # outputs: the buffers results view that the program writes (an eager result may be an input, or a view
+        # no kernel made: those are rebuilt from this call's buffers, `_general`)
+        self.outputs = list(dict.fromkeys(b for r in results if (b := buffer_view(r)) is not None
+                                          and b in written and b not in in_set))
+        for b in self.outputs:
+            register_memory(b, _stand_in_memory(b))
+        out_set = set(self.outputs)
+        self.intermediates = [b for b in dict.fromkeys(b for c in self.calls for b in c.src[1:])
+                              if b not in in_set and b not in out_set and b.arg[0] >= 0 and b in written]
+        self.unplanned_bytes, self.planned_bytes = plan_memory(self.calls, self.intermediates)
+        self.donated = donated
+        self.donated_inputs = sorted(set(donated.values()))
+        self.segments = self._encode()
+        self.inline = is_tiny(self.calls)
+        pooled = sum(buffer_nbytes(b) for b in self.outputs) <= RECYCLE_BYTES
+        # what a call allocates: per output buffer (device, size, dtype, allocator, bytes, free list), None where
+        # donated
+        self.out_specs = [None if i in donated else
+                          (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator, buffer_nbytes(b),
+                           deque() if pooled else None)
+                          for i, b in enumerate(self.outputs)]
+        # per result: ("out", output index, shape to view it as or None) or ("general", the result's expression)
+        self.result_views: list[tuple] = []
+        for r in results:
+            b = buffer_view(r)
+            if b is not None and b in out_set:
+                self.result_views.append(("out", self.outputs.index(b), None if r.shape == (b.arg[2],) else r.shape))
+            else:
+                self.result_views.append(("general", r))
+        self._general = {b: i for i, b in enumerate(stand_ins)}
+        self.sharded = any(u.op is Ops.MULTI for u in unflatten(results))  # results join into MULTIs
+        self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
+        self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
+        self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
+        self.n_copies = sum(1 for c in self.calls if c.src[0].op is Ops.COPY)
+        self.lock = threading.Lock()
+
+    # ---- encoding (once) ----
+    def _encode(self) -> list[Segment]:
+        """Split the LINEAR into per-device segments: consecutive commands of a device in one command buffer, a copy
+        outside any block on the destination's copy engine (waiting for the segment that wrote its source), a block
+        (a loop or a branch, with everything inside it) whole in the compute queue it starts in."""
+        from tgfx.lowering import prelower
+        prelower(c.src[0] for c in self.calls if c.src[0].op is Ops.SINK)
+        index = {b: i for i, b in enumerate(self.inputs[:self.n_dynamic])}
+        index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
+        segments: list[Segment] = []
+        queue, qdev, used = None, None, []
+        writer: dict[UOp, int] = {}  # buffer -> the segment that writes it (a copy waits for exactly that one)
+        labels: list[dict] = []    # open blocks (loops, branches): everything inside goes into one queue
+        for call in self.calls:
+            body, bufs = call.src[0], call.src[1:]
+            if body.op is Ops.COPY and not labels and len(body.arg) == 3:
+                if queue is not None:
+                    segments.append(self._segment(qdev, queue, used, index))
+                    queue = None
+                dst, src = bufs
+                ddev, sdev = get_device(dst.arg[1]), get_device(src.arg[1])
+                q = HWQueue(Engine.COPY)
+                name = f"dep{len(segments)}"
+                if sdev is not ddev:
+                    q.wait(sdev.timeline, Sym(name, 0))
+                nbytes, src_offset, dst_offset = body.arg
+                q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes, dst_offset=dst_offset,
+                       src_offset=src_offset)
+                seg = self._segment(ddev, q, [dst, src], index)
+                seg.dep = (sdev, name, writer.get(src)) if sdev is not ddev else None
+                segments.append(seg)
+                writer[dst] = len(segments) - 1
+                if sdev is not ddev:  # the source device must not overwrite what is being copied until it is done
+                    fence = HWQueue().wait(ddev.timeline, Sym(name + "f", 0))
+                    segments.append(Segment(sdev, fence.encode(), {}, (ddev, name + "f", len(segments) - 1)))
+                continue
+            dev = command_device(call, qdev if labels else None)
+            if queue is None or (qdev is not dev and not labels):
+                if queue is not None:
+                    segments.append(self._segment(qdev, queue, used, index))
+                queue, qdev, used = HWQueue(), dev, []
+            append_command(queue, call, labels)
+            used.extend(bufs)
+            for b in writes(call):
+                writer[b] = len(segments)  # the segment being built
+        if queue is not None:
+            segments.append(self._segment(qdev, queue, used, index))
+        assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
+        return segments
+
+    def _segment(self, dev: Any, queue: HWQueue, used: list[UOp], index: dict[UOp, int]) -> Segment:
+        cb = queue.encode()
+        patches = [(word, offset, index[b]) for b in dict.fromkeys(used) if b in index
+                   for word, offset in cb.slot_words(cb.slot_of(buffer_memory(b)))]
+        return Segment(dev, cb, patches, None)
+
+    # ---- calls ----
+    def replay(self, uops: list[UOp]) -> list[UOp] | None:
+        """The hit path of jit's common call: one-device inputs by position that are computed (views of buffers),
+        into a program that donates nothing and shards nothing: the results, or None for the general path."""
+        if self.donated or self.sharded:
+            return None
+        mems, bufs = [], []
+        for u in uops:
+            if u.op is not Ops.BUFFER:
+                u = buffer_view(u)
+                if u is None:
+                    return None
+            mem = memory_of(u)
+            if mem is None:
+                return None
+            mems.append(mem)
+            bufs.append(u)
+        return self.execute(mems, bufs)
+
+    def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
+        """Run the program on inputs `mems` (the memory of buffers `in_bufs`, which donated outputs take over):
+        the results, each a view of its output buffer (or of an input), per device part."""
+        out_bufs = []
+        for i, spec in enumerate(self.out_specs):
+            if spec is None:  # donated: the output takes over the input's buffer
+                out_bufs.append(in_bufs[self.donated[i]])
+                mems.append(mems[self.donated[i]])
+            else:
+                out_bufs.append(_output(spec, mems))
+        results = self.views(out_bufs, in_bufs)
+        seg = self.single
+        if seg is None:
+            self.run(mems)
+        else:  # one segment that waits for nothing: what `run` does, without its bookkeeping
+            with self.lock:
+                seg.bind(mems)
+                seg.device.submit(seg.cb, _queue_refs(mems, seg.device), self.inline)
+            counters.kernel_count += self.n_kernels
+            counters.copy_count += self.n_copies
+        return results
+
+    def views(self, out_bufs: list[UOp], in_bufs: list[UOp]) -> list[UOp]:
+        """The results, viewed in their shapes, from this call's output (and input) buffers."""
+        out = []
+        for kind, a, b in ((*v, None) if v[0] == "general" else v for v in self.result_views):
+            if kind == "out":
+                buf = out_bufs[a]
+                out.append(buf if b is None else UOp(Ops.RESHAPE, buf.dtype, (buf,), b))
+            else:  # a view of inputs or outputs no kernel made: the result's expression on this call's buffers
+                mapping = {x: in_bufs[i] for x, i in self._general.items() if in_bufs[i] is not x}
+                mapping.update({x: o for x, o in zip(self.outputs, out_bufs, strict=True) if o is not x})
+                out.append(a.substitute(mapping) if mapping else a)
+        return out
+
+    def run(self, mems: list[Any]) -> None:
+        """Submit the program with `mems` as its buffers (inputs, then outputs)."""
+        with self.lock:  # the encoded words are shared: one call binds and submits them at a time
+            values: list[int] = []  # the timeline value each segment completes at
+            # the work given before this call, which a copy of a value made before the call waits for
+            start = {seg.device: seg.device.timeline_value for seg in self.segments} if self.waits_on_earlier else {}
+            for seg in self.segments:
+                seg.bind(mems)
+                if seg.dep is not None:
+                    dev, name, producer = seg.dep
+                    seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
+                values.append(seg.device.submit(seg.cb, _queue_refs(mems, seg.device), self.inline).value)
+        counters.kernel_count += self.n_kernels
+        counters.copy_count += self.n_copies
+
+
+def _stand_in_memory(b: UOp) -> Buffer:
+    """Memory to encode a patch slot with: its device and size, at address 0, owning nothing."""
+    return Buffer(get_device(b.arg[1]), buffer_nbytes(b), 0, _STAND_IN)
+
+
+def _stand_in(b: UOp) -> UOp:
+    """A BUFFER like `b` (an input bound per call), backed by stand-in memory."""
+    out = new_buffer(b.arg[1], b.arg[2], b.dtype)
+    register_memory(out, _stand_in_memory(out))
+    return out
+
+
+_STAND_IN = b""   # what a stand-in Buffer "owns": something that is not None (None means freed)
+
+
+def _queue_refs(mems: list[Any], device: Any) -> list[Any]:
+    """What a submission to `device` holds until it completes: the memory of leases of that device (a reuse is
+    submitted there after it, see `_Lease`), the Buffers (and so the leases) of everything else."""
+    return [m._mem.raw if type(m._mem) is _Lease and m._mem.device is device else m for m in mems]
+
+
+def _output(spec: tuple, mems: list[Any]) -> UOp:
+    """A new output buffer, its memory (appended to `mems`) leased from the slot's free list when one is idle."""
+    device, size, dtype, allocator, nbytes, free = spec
+    buf = new_buffer(device, size, dtype)
+    if free is None:
+        mem = allocator.alloc(nbytes)
+        counters.alloc_count += 1
+    else:
+        try:
+            raw = free.popleft()
+        except IndexError:
+            raw = allocator.alloc(nbytes)
+            counters.alloc_count += 1
+        mem = Buffer(raw.device, raw.nbytes, raw.ptr, _Lease(raw, free))
+    mems.append(register_memory(buf, mem))
+    return buf
+
+
+def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
+    """Give intermediates whose lifetimes do not overlap the same memory; returns (bytes without, with planning).
+
+    Lifetimes are [first call touching, last call touching]; buffers are placed greedily, largest first, at the
+    lowest offset of their device's arena that no overlapping buffer uses.
+    """
+    first, last = lifetimes(calls)
+    placed: dict[str, list[tuple[int, int, int, int]]] = {}  # device -> [(start, end, offset, size)]
+    offsets: dict[UOp, int] = {}
+    for b in sorted(intermediates, key=lambda b: -b.arg[2] * b.dtype.itemsize):
+        size = -(-buffer_nbytes(b) // 64) * 64
+        busy = sorted((o, o + s) for st, en, o, s in placed.get(b.arg[1], []) if not (en < first[b] or last[b] < st))
+        off = 0
+        for lo, hi in busy:
+            if off + size <= lo:
+                break
+            off = max(off, hi)
+        offsets[b] = off
+        placed.setdefault(b.arg[1], []).append((first[b], last[b], off, size))
+    unplanned = sum(buffer_nbytes(b) for b in intermediates)
+    arenas = {dev: max((o + s for _, _, o, s in ps), default=0) for dev, ps in placed.items()}
+    for dev, nbytes in arenas.items():
+        arena = get_device(dev).allocator.alloc(max(nbytes, 1))
+        counters.alloc_count += 1
+        for b in intermediates:
+            if b.arg[1] == dev:
+                register_memory(b, arena.view(offsets[b], buffer_nbytes(b)))
+    return unplanned, sum(arenas.values())
+
+
+__all__ = ["Program", "Segment", "plan_memory", "RECYCLE_BYTES"]
