@@ -30,7 +30,8 @@ import numpy as np
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices import get_device
-from tgfx.devices.hcq import Engine, HWQueue, Sym
+from tgfx.devices.hcq import Engine, Sym
+from tgfx.devices.queue import HWQueue
 from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
 from tgfx.function import Function, _describe_paths, _traces
 from tgfx.ir.ops import Ops
