@@ -1,9 +1,10 @@
 """native: the CPU command processor, written in LLVM IR and run on native threads that never take the GIL.
 
-`hcq.py` documents what the processor does (the packet format, signals, errors, profiling); this module is the
-machinery: the shared-memory layouts, the IR of the processor loop and its helpers, compiled once per process on
-first use, the threads (started with `pthread_create` through ctypes) and the host's bindings (`doorbell`, `store_wake`,
-`wait_ge`, `cas`), which ctypes calls with the GIL released.
+`hcq.py` documents what the processor does (signals, errors, profiling) and `packets.py` its packets (the table
+the IR below reads its payload words from); this module is the machinery: the shared-memory layouts, the IR of the
+processor loop and its helpers, compiled once per process on first use, the threads (started with `pthread_create`
+through ctypes) and the host's bindings (`doorbell`, `store_wake`, `wait_ge`, `cas`), which ctypes calls with the
+GIL released. Its `Runtime` is the process's `hcq.HostRuntime`.
 
 Threads
 -------

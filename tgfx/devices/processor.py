@@ -1,5 +1,6 @@
-"""The host side of a device's engines: the ring a submission is written into, and the `CommandProcessor` whose
-control block, fault records and profile events it shares with the native loop that consumes the ring."""
+"""The CPU backend's host side of an engine: the ring a submission is written into, and `RingProcessor` (the
+interface's `CommandProcessor`), whose control block, fault records and profile events it shares with the native
+loop that consumes the ring."""
 from __future__ import annotations
 
 import threading
@@ -95,8 +96,8 @@ class RingProcessor(CommandProcessor):
 
     The control block (layout in `tgfx/devices/native.py`) holds the ring's `wptr` (the host's doorbell: the
     processor sleeps on it when idle), `rptr`, a closed flag, the device's timeline address, the poison of the
-    submission in progress and the profile-event counter. A backend implements `start`, which runs a consumer of
-    exactly this memory (the CPU backend starts the native loop on a native thread), and may extend `close`.
+    submission in progress and the profile-event counter. A subclass implements `start`, which runs a consumer of
+    exactly this memory (`CPUCommandProcessor` starts the native loop on a native thread), and may extend `close`.
     """
 
     def __init__(self, device: HCQDevice, engine: Engine, ring_words: int = RING_WORDS) -> None:

@@ -59,7 +59,8 @@ class HWQueue:
         fence = HWQueue().wait(other.timeline, 3).exec(prog, [out, inp], vals=(n,), global_size=8).submit(dev)
         fence.wait()
 
-    A loop the device runs n times, reading slice i of `xs` into `x` each time (see "Control flow" above)::
+    A loop the device runs n times, reading slice i of `xs` into `x` each time (see "Control flow" in
+    `tgfx/devices/packets.py`)::
 
         top = Label("top")
         with q.block():
@@ -119,7 +120,7 @@ class HWQueue:
             "src_stride": src_stride, "count": count}))
         return self
 
-    # ---- control flow (see "Control flow" in the module docstring) ----
+    # ---- control flow (see "Control flow" in `tgfx/devices/packets.py`) ----
     def begin_block(self) -> HWQueue:
         """Open a BLOCK: the packets until the matching `end_block` run as one, and may jump among themselves."""
         self.packets.append(("begin",))
@@ -428,7 +429,8 @@ class CommandBuffer:
 
     def submit(self, device: HCQDevice, inline: bool = False) -> Fence:
         """Submit to `device`'s engine of this queue's kind; returns at once with the submission's `Fence`.
-        With `inline`, run it on this thread if the device is idle (see "Inline submissions" above)."""
+        With `inline`, run it on this thread if the device is idle (see "Inline submissions" in
+        `tgfx/devices/hcq.py`)."""
         if device.name not in self._checked_devices:
             for slot in sorted(self._exec_slots):
                 if self.buffers[slot].device is not device:
