@@ -41,19 +41,7 @@ from typing import cast
 
 import numpy as np
 
-from tgfx.devices.hcq import (
-    FOREVER_NS,
-    HOST_SPIN_NS,
-    S_ERROR,
-    S_ERROR_AT,
-    S_VALUE,
-    S_WAITERS,
-    SIGNAL_WORDS,
-    ForkedRuntimeError,
-    HostRuntime,
-    host_runtime,
-    register_host_runtime,
-)
+from tgfx.devices.hcq import FOREVER_NS, S_ERROR, S_ERROR_AT, HostRuntime, host_runtime, register_host_runtime
 from tgfx.devices.packets import (
     COPY_INDEXED,
     EXEC_HOST_FN,
@@ -1035,13 +1023,17 @@ def runtime_ir() -> str:
                            f"host; this is {sys.platform} on {platform.machine()}")
     relax_decl, relax_call = _relax()
     consts = {k.lower(): v for k, v in globals().items() if k.isupper() and isinstance(v, int)}
+    # the interface's layouts: a signal's words, the header's bits, and the flags as the processor sees them
+    # (shifted down by FLAGS_SHIFT)
+    consts.update(s_error=S_ERROR, s_error_at=S_ERROR_AT, op_mask=OP_MASK, nwords_shift=NWORDS_SHIFT,
+                  nwords_mask=NWORDS_MASK, flags_shift=FLAGS_SHIFT, exec_host_fn_bit=EXEC_HOST_FN >> FLAGS_SHIFT,
+                  copy_indexed_bit=COPY_INDEXED >> FLAGS_SHIFT, jump_cmp_mask=(1 << JUMP_WIDTH_SHIFT) - 1,
+                  jump_width_shift=JUMP_WIDTH_SHIFT, jump_always=JUMP_ALWAYS, jump_eq=JUMP_EQ, jump_ne=JUMP_NE,
+                  jump_lt=JUMP_LT, jump_ge=JUMP_GE)
+    consts.update({f"op_{op.name.lower()}": int(op) for op in Op})
     fields = packet_offsets()
     assert not consts.keys() & fields.keys(), "a layout constant and a packet field share a name in the IR"
     consts.update(fields)
-    consts.update({f"op_{op.name.lower()}": int(op) for op in Op})
-    # flags as the processor sees them, shifted down by FLAGS_SHIFT
-    consts.update(exec_host_fn_bit=EXEC_HOST_FN >> FLAGS_SHIFT, copy_indexed_bit=COPY_INDEXED >> FLAGS_SHIFT,
-                  jump_cmp_mask=(1 << JUMP_WIDTH_SHIFT) - 1)
     return string.Template(_IR).substitute(consts, relax_decl=relax_decl, relax_call=relax_call, sys_futex=sys_futex,
                                            forever=FOREVER_NS, idle_slice=IDLE_SLICE_NS,
                                            processor_spin=PROCESSOR_SPIN_NS, helper_spin=HELPER_SPIN_NS,
@@ -1163,11 +1155,6 @@ def runtime() -> Runtime:
 
 
 register_host_runtime(Runtime)
-# the names defined in the interface that this module's IR is formatted with (through globals()), and that the
-# processor's host side and the tests read from here
-__all__ = ["ForkedRuntimeError", "HOST_SPIN_NS", "FOREVER_NS", "S_ERROR", "S_ERROR_AT", "S_VALUE", "S_WAITERS",
-           "SIGNAL_WORDS", "EXEC_HOST_FN", "COPY_INDEXED", "JUMP_ALWAYS", "JUMP_EQ", "JUMP_NE", "JUMP_LT", "JUMP_GE",
-           "JUMP_WIDTH_SHIFT", "NWORDS_MASK", "NWORDS_SHIFT", "OP_MASK"]
 
 
 def join_thread(tid: int) -> None:
