@@ -29,14 +29,13 @@ from tgfx.devices.hcq import (
     HCQDevice,
     HCQExecError,
     HCQTimeoutError,
-    HWQueue,
-    Op,
     Program,
     Signal,
     Sym,
     export_chrome_trace,
-    header,
 )
+from tgfx.devices.packets import Op, header
+from tgfx.devices.queue import HWQueue
 
 # Every kernel is `void k(ptr %bufs, ptr %vals, i64 %core)`.
 KERNELS_IR = r"""

@@ -12,7 +12,9 @@ import pytest
 from helpers import native_programs
 
 from tgfx.devices import get_device
-from tgfx.devices.hcq import Buffer, HCQDevice, HCQError, HWQueue, Label, Op, Program
+from tgfx.devices.hcq import Buffer, HCQDevice, HCQError, Program
+from tgfx.devices.packets import Op
+from tgfx.devices.queue import HWQueue, Label
 
 KERNELS_IR = r"""
 ; bufs[0][0] += 1.0 (float)

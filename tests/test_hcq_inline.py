@@ -15,7 +15,8 @@ from test_hcq import KERNELS_IR, Gate, download, upload
 
 from tgfx.devices import get_device
 from tgfx.devices.cpu import cpu_count
-from tgfx.devices.hcq import Engine, HCQDevice, HCQExecError, HWQueue, Program
+from tgfx.devices.hcq import Engine, HCQDevice, HCQExecError, Program
+from tgfx.devices.queue import HWQueue
 
 
 @pytest.fixture(scope="module")

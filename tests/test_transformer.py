@@ -31,11 +31,10 @@ from tgfx.devices.hcq import (
     HCQDevice,
     HCQNoWriterError,
     HCQTimeoutError,
-    HWQueue,
-    Op,
     Signal,
-    header,
 )
+from tgfx.devices.packets import Op, header
+from tgfx.devices.queue import HWQueue
 from tgfx.lowering.execute import memory_of
 
 _PATH = os.path.join(os.path.dirname(__file__), "..", "examples", "train_transformer.py")

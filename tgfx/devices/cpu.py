@@ -15,7 +15,9 @@ import os
 import numpy as np
 
 from tgfx.devices import native
-from tgfx.devices.hcq import Allocator, Buffer, CommandProcessor, Engine, HCQDevice
+from tgfx.devices.hcq import Allocator, Buffer, CommandProcessor, Engine
+from tgfx.devices.processor import RingProcessor
+from tgfx.devices.queue import QueueAllocator, QueueDevice
 
 ALIGN = 64
 SMALL_ALLOC = 1 << 20                 # allocations up to this size come from ctypes, larger ones from numpy
@@ -28,7 +30,7 @@ def cpu_count() -> int:
     return os.cpu_count() or 1
 
 
-class CPUAllocator(Allocator):
+class CPUAllocator(QueueAllocator):
     """64-byte-aligned, zero-filled host memory backed by numpy arrays."""
 
     def alloc(self, nbytes: int) -> Buffer:
@@ -51,7 +53,7 @@ class CPUAllocator(Allocator):
         ctypes.memmove(buf.ptr, data.ctypes.data, data.nbytes)
 
 
-class CPUCommandProcessor(CommandProcessor):
+class CPUCommandProcessor(RingProcessor):
     """Runs the native processor loop (`tgfx_processor`) on a pthread of its own."""
 
     _thread: int | None = None
@@ -78,7 +80,7 @@ class CPUCommandProcessor(CommandProcessor):
         self._thread = self._board_slot = None
 
 
-class CPUDevice(HCQDevice):
+class CPUDevice(QueueDevice):
     """A CPU device with a compute and a copy engine, each consumed by its own native thread.
 
     Args:

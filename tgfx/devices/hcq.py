@@ -1,49 +1,23 @@
-"""The hardware-command-queue (HCQ) runtime: signals, queues, programs, allocators and the command processor.
+"""The hardware-command-queue (HCQ) interface: signals, queues, programs, allocators and command processors.
 
-This module is the one interface a new backend implements (every name is importable from here). Everything that
-runs on a device goes through it: the host builds an `HWQueue` of packets, encodes it into a `CommandBuffer` (a flat
-array of 64-bit words; both in `tgfx/devices/queue.py`), and submits it by copying the words into the ring of one of
-the device's engines and advancing the ring's write pointer (`Ring` and `CommandProcessor`, the host's side of an
-engine, are in `tgfx/devices/processor.py`). The engine's command processor consumes packets in order, off the
-Python thread: on the CPU it is native code (`tgfx/devices/native.py`) on a native thread, which never takes the GIL.
+This module is the one interface a new backend implements, and it imports nothing of any backend: the CPU backend
+(`tgfx/devices/cpu.py`, with its native processor in `native.py` and the host side of its rings in
+`processor.py`) builds on it, as a second backend would. Everything that runs on a device goes through it: the
+host builds an `HWQueue` of packets, encodes it into a `CommandBuffer` (a flat array of 64-bit words; both in
+`tgfx/devices/queue.py`, which writes the words from `PACKETS`), and submits it to one of the device's engines,
+whose `CommandProcessor` consumes the packets in order, off the Python thread (on the CPU: native code on a
+native thread, which never takes the GIL).
 
-Packet format
--------------
-A command buffer and a ring are arrays of little-endian int64 words. Every packet is one header word followed
-by `n` payload words::
+A backend provides a `HostRuntime` (the process's host waits, fault table and progress counters;
+`register_host_runtime`), and subclasses `HCQDevice` (`create_allocator`, `create_processor`, `exec_sync`,
+`copy`), `Allocator` and `CommandProcessor`.
 
-    header = opcode | (n << 8) | (flags << 40)   # bits 0..7: `Op`, 8..39: payload words, 40..63: flags
-
-    NOP        n filler words                       skipped (pads the end of the ring before a wrap)
-    EXEC       program_id, fn, global_size, nbufs, nvals, buf_ptr[nbufs], val[nvals]
-    COPY       dst_ptr, src_ptr, nbytes
-    WAIT       signal_ptr, value, timeout_ns        block this engine until *signal_ptr >= value
-    SIGNAL     signal_ptr, value                    *signal_ptr = value, once everything before it is done
-    TIMESTAMP  signal_ptr                           *signal_ptr = device clock (ns)
-    BARRIER    (none)                               order memory (a full fence; packets already run in order)
-    BLOCK      packet words...                      run the nested packets; its JUMPs move within it
-    JUMP       word_ptr, value, offset              move `offset` words from the next packet, always or if the
-                                                    signed word compares true with value (inside a BLOCK only)
-    WRITE      word_ptr, value                      *(int64 *)word_ptr = value
-    ADD        word_ptr, value                      *(int64 *)word_ptr += value
-
-Control flow: a BLOCK is one packet to the ring (it is consumed, and its words reused, only when all of it is
-done), so JUMPs inside it may go backwards and the processor replays the packets in between with no host in the
-loop: a counted loop is `WRITE i, 0; top: ...; ADD i, 1; JUMP i < n -> top`, a device-side branch is
-`JUMP pred == 0 -> else; ...; JUMP -> end; else: ...; end:`. A JUMP's flags (header bits 40..) hold the comparison
-(`native.JUMP_*`: always, ==, !=, <, >=) and the width of the word in bytes (1, 2, 4 or 8, at bit 44); a target
-outside its block faults. A COPY with the flag `COPY_INDEXED` has three more payload words, `index_ptr, dst_stride,
-src_stride, count`: it copies from `src + i * src_stride` to `dst + i * dst_stride` for the int64 `i = *index_ptr`,
-which faults unless 0 <= i < count; that is how a loop reads slice i of a stacked input and writes slice i of a
-stacked output.
-
-Buffer and signal pointers are integer addresses. An EXEC names its kernel twice: `fn` is the address the
-processor calls, `program_id` (`Program.id`) names it in profiles and errors. An EXEC's `buf_ptr` and `val` words
-are the kernel's arguments in place: a CPU kernel receives pointers into the ring itself. The only flag,
-`EXEC_HOST_FN` (1 << 40 on an EXEC), marks `fn` as a host callback (a `Program` of a Python function) that returns
-an int64 status: 0, or a token for the exception it raised.
-
-Kernel calling convention (fixed; the compiler relies on it)::
+Packets
+-------
+A command buffer and a ring are arrays of int64 words: packets, whose layouts are the one table
+`tgfx/devices/packets.py` (`PACKETS`; its docstring renders it). Buffer and signal pointers in them are integer
+addresses. An EXEC's `buf_ptr` and `val` words are the kernel's arguments in place: a CPU kernel receives pointers
+into the ring itself. Kernel calling convention (fixed; the compiler relies on it)::
 
     void kernel(void **bufs, int64_t *vals, int64_t core_id)
 
@@ -96,47 +70,39 @@ lazily into `HCQDevice.profile_events` (and prints, with `DEBUG>=1`, at the next
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import enum
 import functools
 import itertools
 import json
+import os
 import threading
 import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from tgfx.config import DEBUG, Flag
-from tgfx.devices import native
 
 # every wait, on the host or in a queue, gives up once this long passed with no progress on any engine (no EXEC or
 # COPY running or retiring: a long healthy computation never times out); TGFX_WAIT_TIMEOUT=2 makes a hang show in
 # seconds while debugging (it is read at import: command buffers encode it into their WAIT packets)
 DEFAULT_TIMEOUT_S = float(Flag("TGFX_WAIT_TIMEOUT", 30.0).value)
-RING_WORDS = 1 << 16                # 512 KiB of packets per engine ring
+FOREVER_NS = 1 << 62                # a timeout that never passes (packets hold timeouts in int64 ns)
 PROFILE_EVENTS_KEPT = 100_000       # per device; older profile events are dropped
+HOST_SPIN_NS = 10_000               # a host wait spins this long before it sleeps
 _HOST_SLICE_NS = 100_000_000        # a host wait returns to Python this often (so Ctrl-C gets through)
 _WRITER_CHECK_S = 0.1               # a blocked host wait checks this often that its signal still has a writer
 
-
-class Op(enum.IntEnum):
-    """Packet opcodes, the low byte of a packet's header word."""
-    NOP = 0
-    EXEC = 1
-    COPY = 2
-    WAIT = 3
-    SIGNAL = 4
-    TIMESTAMP = 5
-    BARRIER = 6
-    BLOCK = 7
-    JUMP = 8
-    WRITE = 9
-    ADD = 10
+# a signal's words (see "Signals in memory"): the value, its sleepers, the fault attached to a write (0: none) and
+# the value that write stored
+S_VALUE, S_WAITERS, S_ERROR, S_ERROR_AT = 0, 1, 2, 3
+SIGNAL_WORDS = 4
 
 
 class Engine(enum.Enum):
@@ -145,11 +111,6 @@ class Engine(enum.Enum):
     COPY = "copy"
 
     __hash__ = object.__hash__   # members are singletons; Enum's own hash runs Python on every processor lookup
-
-
-def header(op: Op, nwords: int, flags: int = 0) -> int:
-    """The header word of a packet with opcode `op`, `nwords` payload words and `flags` (e.g. `EXEC_HOST_FN`)."""
-    return int(op) | (nwords << 8) | flags
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -174,6 +135,118 @@ class HCQNoWriterError(HCQError):
     as soon as that is known, instead of a timeout."""
 
 
+class ForkedRuntimeError(HCQError):
+    """The process is a fork of one whose devices ran: their threads, rings and kernels in flight stayed there."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the host runtime
+
+class HostRuntime:
+    """The process-wide host services every device relies on, provided by a backend (`register_host_runtime`): the
+    CPU backend's native runtime (`tgfx/devices/native.py`) is one.
+
+    A signal is a word in host-visible memory (see "Signals in memory"); the host blocks on one with `wait_ge`, which
+    must not hold the GIL, and writes one with `store_wake`. Command processors record faults in a process-wide table
+    of records (`fault_record`), counted by `fault_counter`, and count the EXECs and COPYs they run and retire
+    (`progress`), which is how a wait tells a stalled device from a long computation.
+    """
+
+    fault_counter: np.ndarray
+    """A one-element int64 view of the count of faults ever recorded (read on every synchronize: keep it cheap)."""
+    fault_capacity: int
+    """How many fault records the table keeps; older ones are overwritten."""
+
+    def store_wake(self, addr: int, value: int) -> None:
+        """Store the int64 `value` at `addr` and wake every thread asleep on the word."""
+        raise NotImplementedError
+
+    def wait_ge(self, addr: int, value: int, timeout_ns: int, spin_ns: int, abort: int | None,
+                avoid: int | None) -> int:
+        """Wait until the int64 at `addr` is >= `value` (signed), at most `timeout_ns`; returns the value last seen.
+
+        Spins for `spin_ns` first, unless the calling thread runs on the core whose number is at address `avoid`;
+        gives up early once the word at address `abort` (if any) is nonzero. Runs without the GIL."""
+        raise NotImplementedError
+
+    def cas(self, addr: int, expected: int, new: int) -> int:
+        """Compare-and-swap the int64 at `addr`; returns the old value."""
+        raise NotImplementedError
+
+    def fault_record(self, fault_id: int) -> list[int]:
+        """The table's record for fault `fault_id`: (id, kind, engine index, a, b, c, d, 0). Its first word is
+        `fault_id` only while the fault is recorded and not yet reported; an older or newer fault's id otherwise."""
+        raise NotImplementedError
+
+    def clear_fault(self, fault_id: int) -> None:
+        """Mark fault `fault_id` reported: processors stop attaching it to the signals they write."""
+        raise NotImplementedError
+
+    def progress(self) -> tuple[int, int]:
+        """(EXECs and COPYs running now, those retired so far), over every engine of the process."""
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        """Stop the runtime's threads, at interpreter exit."""
+
+
+_runtime_factory: Callable[[], HostRuntime] | None = None
+_runtime: HostRuntime | None = None
+_runtime_lock = threading.Lock()
+_forked_from: int | None = None     # in a child forked after the runtime started: the parent's pid
+
+
+def register_host_runtime(factory: Callable[[], HostRuntime]) -> None:
+    """Make `factory` build the process's `HostRuntime`, on first use (a backend calls this when imported)."""
+    global _runtime_factory
+    _runtime_factory = factory
+
+
+def host_runtime() -> HostRuntime:
+    """The process's host runtime, built on first use.
+
+    Raises:
+        ForkedRuntimeError: this process is a fork of one whose runtime had started.
+    """
+    global _runtime
+    if _forked_from is not None:
+        raise ForkedRuntimeError(
+            f"tgfx's devices were started in process {_forked_from}, and this process is a fork of it: the device "
+            f"threads, their rings and the kernels in flight stayed in the parent. Start worker processes with "
+            f"multiprocessing's 'spawn' or 'forkserver' method (multiprocessing.set_start_method('spawn')), or fork "
+            f"before tgfx computes anything")
+    rt = _runtime
+    if rt is None:
+        with _runtime_lock:
+            if _runtime is None:
+                if _runtime_factory is None:
+                    raise RuntimeError("no device backend registered a host runtime; import tgfx.devices first")
+                _runtime = _runtime_factory()
+                atexit.register(_shutdown_at_exit)
+            rt = _runtime
+    return rt
+
+
+def _shutdown_at_exit() -> None:
+    if _runtime is not None and _forked_from is None:   # a forked child has no threads of its own to stop
+        _runtime.shutdown()
+
+
+def _after_fork_in_child() -> None:
+    """A fork copies only the forking thread: a child of a process whose runtime runs fails at once on the devices
+    (not in a wait for threads that do not exist), and a child forked before it started builds its own."""
+    global _forked_from, _runtime_lock
+    _runtime_lock = threading.Lock()     # the parent may have held it while forking
+    if _runtime is not None:
+        _forked_from = os.getppid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# faults and waits
+
 _FAULT_ERRORS: dict[int, HCQError] = {}          # fault id -> its error, from the drain until it is reported
 _HOST_EXCEPTIONS: dict[int, BaseException] = {}  # token a host callback returned -> the exception it raised
 _host_tokens = itertools.count(1)
@@ -184,15 +257,15 @@ _faults_drained = 0
 def _drain_faults() -> None:
     """Turn the faults processors recorded since the last drain into HCQErrors on their devices' error lists."""
     global _faults_drained
-    rt = native.runtime()
-    if int(rt.g[native.G_FAULTS]) == _faults_drained:
+    rt = host_runtime()
+    if int(rt.fault_counter[0]) == _faults_drained:
         return
     with _faults_lock:
-        count = int(rt.g[native.G_FAULTS])
+        count = int(rt.fault_counter[0])
         while _faults_drained < count:
             fid = _faults_drained + 1
-            rec = rt.faults[(fid - 1) % native.FAULT_CAP].tolist()
-            if rec[0] != fid and fid > count - native.FAULT_CAP:
+            rec = rt.fault_record(fid)
+            if rec[0] != fid and fid > count - rt.fault_capacity:
                 break                         # still being written: the next drain takes it
             _faults_drained = fid
             if rec[0] != fid:
@@ -210,15 +283,7 @@ def _report(err: HCQError) -> None:
     err.reported = True
     if err.fault_id:
         _FAULT_ERRORS.pop(err.fault_id, None)
-        rt = native.runtime()
-        slot = native.G_FAULT_TABLE + native.FAULT_WORDS * ((err.fault_id - 1) % native.FAULT_CAP)
-        rt.cas(rt.g_addr + 8 * slot, err.fault_id, 0)
-
-
-def _progress() -> tuple[int, int]:
-    """(EXECs and COPYs running now, those retired so far), over every engine of the process."""
-    g = native.runtime().g
-    return int(g[native.G_RUNNING]), int(g[native.G_RETIRED])
+        host_runtime().clear_fault(err.fault_id)
 
 
 class _Stall:
@@ -228,9 +293,9 @@ class _Stall:
     deadline (a slice of a longer wait)."""
 
     def __init__(self, timeout: float, restart: bool = True) -> None:
-        self.timeout = min(timeout, native.FOREVER_NS / 1e9)
+        self.timeout = min(timeout, FOREVER_NS / 1e9)
         self.deadline = time.monotonic() + self.timeout
-        self.mark = _progress()[1] if restart else None
+        self.mark = host_runtime().progress()[1] if restart else None
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -239,7 +304,7 @@ class _Stall:
         """At the deadline: True if nothing moved (or it does not restart), else the deadline restarts."""
         if self.mark is None:
             return True
-        running, retired = _progress()
+        running, retired = host_runtime().progress()
         if not running and retired == self.mark:
             return True
         self.mark, self.deadline = retired, time.monotonic() + self.timeout
@@ -252,9 +317,9 @@ def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None, 
 
     The wait spins first, unless this thread runs on the core whose number is at address `avoid` (the core of the
     processor that will write the word: spinning there would only keep it from running)."""
-    rt = native.runtime()
+    rt = host_runtime()
     clock = _Stall(timeout, restart=until_stalled)
-    spin = native.HOST_SPIN_NS
+    spin = HOST_SPIN_NS
     while True:
         left = int(clock.left() * 1e9)
         if rt.wait_ge(addr, value, max(0, min(left, _HOST_SLICE_NS)), spin, None, avoid) >= value:
@@ -286,8 +351,8 @@ class Signal:
     _names = itertools.count()
 
     def __init__(self, value: int = 0, *, name: str | None = None, owner: str | None = None) -> None:
-        self._mem = np.zeros(native.SIGNAL_WORDS, dtype=np.int64)
-        self._mem[native.S_VALUE] = value
+        self._mem = np.zeros(SIGNAL_WORDS, dtype=np.int64)
+        self._mem[S_VALUE] = value
         self.addr: int = self._mem.ctypes.data
         self.name = name if name is not None else f"sig{next(Signal._names)}"
         self.owner = owner
@@ -303,17 +368,17 @@ class Signal:
     @property
     def value(self) -> int:
         """The current value of the word."""
-        return int(self._mem[native.S_VALUE])
+        return int(self._mem[S_VALUE])
 
     @value.setter
     def value(self, value: int) -> None:
-        native.runtime().store_wake(self.addr, value)
+        host_runtime().store_wake(self.addr, value)
         self.last_writer = "host"
 
     @property
     def error(self) -> HCQError | None:
         """The unreported fault attached to a write of this signal, if any."""
-        fid = int(self._mem[native.S_ERROR])
+        fid = int(self._mem[S_ERROR])
         if not fid:
             return None
         _drain_faults()
@@ -321,7 +386,7 @@ class Signal:
 
     def _wait_for(self, value: int, timeout: float) -> bool:
         """Block until the value is >= `value`; False on timeout. Never raises the attached error."""
-        return bool(self._mem[native.S_VALUE] >= value) or _host_wait(self.addr, value, timeout, until_stalled=True)
+        return bool(self._mem[S_VALUE] >= value) or _host_wait(self.addr, value, timeout, until_stalled=True)
 
     def _timeout_message(self, value: int, timeout: float, waiter: str, seen: int | None = None,
                          writer: str | None = None) -> str:
@@ -341,7 +406,7 @@ class Signal:
 
     def raise_error(self, upto: int) -> None:
         """Raise the fault attached to a write of a value <= `upto`, unless a host wait already reported it."""
-        if not self._mem[native.S_ERROR] or self._mem[native.S_ERROR_AT] > upto:
+        if not self._mem[S_ERROR] or self._mem[S_ERROR_AT] > upto:
             return
         err = self.error
         if err is not None and not err.reported:
@@ -451,9 +516,9 @@ def host_buffer(array: np.ndarray | memoryview | bytes) -> Buffer:
 class Allocator:
     """Allocates a device's memory and moves bytes between it and the host.
 
-    A backend implements `alloc` and `free`. `copyin` and `copyout` go through the device's copy engine, so they
-    are ordered after everything submitted before; this default implementation needs host memory to be
-    device-visible (true on the CPU; a GPU backend overrides them with pinned staging buffers).
+    A backend implements `alloc`, `copyin`, `copyout` and `fill` (and may extend `free`). `copyin` and `copyout`
+    are ordered after everything submitted to the device before (`tgfx.devices.queue.QueueAllocator` runs them on
+    the copy engine, for host memory the device can read; a GPU backend would use pinned staging buffers).
     """
 
     def __init__(self, device: HCQDevice) -> None:
@@ -472,26 +537,20 @@ class Allocator:
         buf._mem = None
 
     def copyin(self, buf: Buffer, src: np.ndarray | memoryview | bytes, timeout: float | None = None) -> None:
-        """Copy host bytes into the start of `buf`; returns when the copy is done."""
-        host = host_buffer(np.ascontiguousarray(src) if isinstance(src, np.ndarray) else src)
-        if host.nbytes > buf.nbytes:
-            raise ValueError(f"copyin of {host.nbytes} B does not fit in {buf!r}")
-        HWQueue(Engine.COPY).copy(buf, host, host.nbytes).submit(self.device, inline=True).wait(timeout)
+        """Copy host bytes into the start of `buf`, after all earlier work on the device; returns when it is done.
+        Backend hook (`tgfx.devices.queue.QueueAllocator` does it with a COPY packet)."""
+        raise NotImplementedError
 
     def fill(self, buf: Buffer, src: np.ndarray) -> None:
         """Copy host bytes into the start of `buf`, memory no submitted queue uses yet (just allocated), so the copy
-        need not wait for the device's earlier work. A backend whose memory the host can write overrides this with
-        a plain store; the default is `copyin`."""
-        self.copyin(buf, src)
+        need not wait for the device's earlier work. A backend whose memory the host can write implements this with
+        a plain store; `QueueAllocator`'s is `copyin`."""
+        raise NotImplementedError
 
     def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
-        """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work."""
-        host = host_buffer(dst)
-        if not host._mem.flags.writeable:
-            raise ValueError("copyout destination is read-only")
-        if host.nbytes > buf.nbytes:
-            raise ValueError(f"copyout of {host.nbytes} B reads past the end of {buf!r}")
-        HWQueue(Engine.COPY).copy(host, buf, host.nbytes).submit(self.device, inline=True).wait(timeout)
+        """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work.
+        Backend hook."""
+        raise NotImplementedError
 
 
 KernelFn = Callable[[int, int, int], None]
@@ -569,6 +628,110 @@ _NATIVE_PROGRAMS: dict[tuple[str, int], Program] = {}
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# command processors
+
+class ProfileEvent(NamedTuple):
+    """One exec or copy as the device saw it (device clock, ns)."""
+    device: str
+    queue: str
+    name: str
+    start_ns: int
+    end_ns: int
+    nbytes: int = 0
+    global_size: int = 0
+
+
+class Ring(Protocol):
+    """The words a processor consumes packets from, as the device writes them (`CommandProcessor.ring`)."""
+
+    @property
+    def wptr(self) -> int:
+        """Words ever written."""
+        ...
+
+    @property
+    def rptr(self) -> int:
+        """Words the processor has consumed (a submission is consumed once it is done or the processor moved on)."""
+        ...
+
+    def write(self, words: np.ndarray, starts: np.ndarray, label: str) -> None:
+        """Append whole packets (`starts`: their boundaries, ending with `len(words)`) and make them visible."""
+        ...
+
+
+class Submission(Protocol):
+    """What `HCQDevice.submit` needs of an encoded queue (`tgfx.devices.queue.CommandBuffer` is one)."""
+    engine: Engine
+    words: np.ndarray       # packets: words[0:4] the leading timeline WAIT, words[-3:] the trailing SIGNAL
+    starts: np.ndarray      # packet boundaries, ending with len(words)
+    inline_ok: bool         # no WAIT but the leading one: it may run on the submitting thread
+    _body_addr: int         # the address and length of the words after the leading WAIT (what runs inline)
+    _body_words: int
+    _signals_written: list[Signal]
+
+
+_PROCESSORS: list[CommandProcessor] = []   # every engine ever opened, by index (faults name their engine by it)
+_processors_lock = threading.Lock()
+
+
+class CommandProcessor:
+    """The host side of one engine: what consumes its packets, in order, off the Python thread.
+
+    A backend implements `start` (run the consumer), `ring` (where `HCQDevice.submit` writes packets), `describe`,
+    `fault_error`, `keep_events` and `drain_events`, and may extend `close` and set `run_inline` and `cpu_addr`.
+
+    Attributes:
+        device, engine: whose engine it is; `label` is "device/engine", for messages.
+        index: its number in the process, which fault records name it by (`HostRuntime.fault_record`).
+        closed: set by `close`; a closed engine runs nothing more.
+        cpu_addr: the address of a word holding the core the consumer last ran on (a host wait does not spin
+            there), or None.
+        run_inline: `run_inline(words_addr, nwords)` runs packets on the calling thread as the processor would
+            (see "Inline submissions"); None where the host cannot run them.
+    """
+
+    ring: Ring
+    cpu_addr: int | None = None
+    run_inline: Callable[[int, int], None] | None = None
+
+    def __init__(self, device: HCQDevice, engine: Engine) -> None:
+        self.device, self.engine = device, engine
+        self.label = f"{device.name}/{engine.value}"
+        self.closed = False
+        with _processors_lock:
+            self.index = len(_PROCESSORS)
+            _PROCESSORS.append(self)
+
+    def start(self) -> None:
+        """Start consuming the ring. Backend hook."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop once idle; packets left in the ring are dropped."""
+        self.closed = True
+
+    def describe(self, at: int) -> str:
+        """The packet at ring word `at` (a count of words, as `ring.rptr`), for an error message: the one the
+        processor is running while its `rptr` stays there. Backend hook."""
+        return f"ring word {at}"
+
+    def fault_error(self, kind: int, a: int, b: int, c: int, d: int) -> HCQError:
+        """The exception for a fault this engine recorded (kind and words a..d of its record). Backend hook."""
+        return HCQError(f"{self.label}: fault of kind {kind}")
+
+    def keep_events(self) -> None:
+        """Called by every submit: copy profile events out before the processor overwrites them. Backend hook."""
+
+    def drain_events(self) -> None:
+        """Move the events recorded since the last drain to the device's profile (`HCQDevice._record`)."""
+
+
+def _drain_all_events() -> None:
+    for proc in list(_PROCESSORS):
+        proc.drain_events()
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # devices
 
 class HCQDevice:
@@ -593,11 +756,11 @@ class HCQDevice:
         self._errors: list[HCQError] = []
         # the ring submissions not yet retired: (timeline value, refs, command buffer, processor, the ring's write
         # pointer before and after its words); what keeps their memory alive, and what a stuck host wait checks
-        self._inflight: deque[tuple[int, Any, CommandBuffer, CommandProcessor, int, int]] = deque()
+        self._inflight: deque[tuple[int, Any, Submission, CommandProcessor, int, int]] = deque()
         self._lock = threading.Lock()                   # guards _inflight and _errors
         self._submit_lock = threading.Lock()
         self.allocator = self.create_allocator()
-        self._faults = native.runtime().g        # the process's fault counter lives in it
+        self._faults = host_runtime().fault_counter
         self.processors = {engine: self.create_processor(engine) for engine in Engine}
         self._last_processor = self.processors[Engine.COMPUTE]     # of the latest submission
         for proc in self.processors.values():
@@ -625,19 +788,17 @@ class HCQDevice:
             proc.drain_events()
         return self._profile
 
-    def submit(self, cb: CommandBuffer, refs: Any = None, inline: bool = False) -> Fence:
+    def submit(self, cb: Submission, refs: Any = None, inline: bool = False) -> Fence:
         """Write `cb` into its engine's ring, bracketed by timeline WAIT/SIGNAL; returns the submission's fence.
 
         Until the fence passes, the runtime keeps alive `cb` (so the memory, programs and signals it was encoded
         with) and `refs`: whatever the caller pointed its words at since (a replay's inputs and outputs). With
         `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned fence
         has passed."""
-        if native._forked_from is not None:
-            native.runtime()                              # raises: this is a fork of the process that runs them
+        if _forked_from is not None:
+            host_runtime()                                # raises: this is a fork of the process that runs them
         proc = self.processors[cb.engine]
-        # `proc.events_pending > EVENT_CAP // 2`, spelled out: this runs on every jitted call
-        if proc.ctl[native.W_EVENTS_W] > proc._events_read + native.EVENT_CAP // 2:
-            proc.stash_events()                           # before the processor overwrites them
+        proc.keep_events()                                # before the processor overwrites them
         with self._submit_lock:
             value = self.timeline_value + 1
             w = cb.words
@@ -704,7 +865,7 @@ class HCQDevice:
             if left <= _WRITER_CHECK_S and clock.stalled():
                 raise HCQTimeoutError(sig._timeout_message(value, timeout, waiter, writer=self._writer_state(value)))
 
-    def _pending(self, value: int) -> list[tuple[int, Any, CommandBuffer, CommandProcessor, int, int]]:
+    def _pending(self, value: int) -> list[tuple[int, Any, Submission, CommandProcessor, int, int]]:
         """The ring submissions up to `value` the timeline has not passed, oldest first."""
         with self._lock:
             return [e for e in self._inflight if e[0] <= value]
@@ -740,17 +901,16 @@ class HCQDevice:
         if not pending:
             return f"submission {value} is complete"
         v, _, cb, proc, start, end = pending[0]
-        ring = proc.ring
-        at = ring.rptr
+        at = proc.ring.rptr
         what = (f"submission {value} is in the ring of {proc.label}" if v == value else
                 f"submission {value} waits for submission {v} on {proc.label}")
-        return f"{what} ({cb!r}, ring words {start}..{end}), whose processor is at {_describe_packet(ring, at)}"
+        return f"{what} ({cb!r}, ring words {start}..{end}), whose processor is at {proc.describe(at)}"
 
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for everything submitted so far, then raise any fault not yet reported."""
         mem = self.timeline._mem
-        if mem[0] >= self.timeline_value and not mem[native.S_ERROR] and not self._errors and \
-                self._faults[native.G_FAULTS] == _faults_drained and DEBUG.value < 1:
+        if mem[0] >= self.timeline_value and not mem[S_ERROR] and not self._errors and \
+                self._faults[0] == _faults_drained and DEBUG.value < 1:
             if self._inflight:                  # done, and nothing to raise: the common case, a few reads
                 self._retire(self.timeline_value)
             return
@@ -767,22 +927,16 @@ class HCQDevice:
 
     def exec_sync(self, program: Program | Any, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size: int = 1,
                   timeout: float | None = None) -> None:
-        """Run one kernel and wait for it: the simplest way to launch (tests, eager, BEAM timing)."""
-        HWQueue().exec(program, bufs, vals, global_size).submit(self, inline=True).wait(timeout)
+        """Run one kernel and wait for it: the simplest way to launch (tests, eager, BEAM timing). Backend hook
+        (`tgfx.devices.queue.QueueDevice` submits one EXEC)."""
+        raise NotImplementedError
 
     def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> Fence:
         """Copy on this device's copy engine, after all work submitted so far to `src`'s device; returns at once.
 
         Later submissions to this device are ordered after it; wait on the fence before reading `dst` elsewhere.
-        """
-        q = HWQueue(Engine.COPY)
-        if src.device is not None and src.device is not self and src.device.timeline_value:
-            q.wait(src.device.timeline, src.device.timeline_value)
-        fence = q.copy(dst, src, nbytes, dst_offset, src_offset).submit(self)
-        if src.device is not None and src.device is not self:
-            # the source device's later work (which may overwrite or free `src`) waits until the copy has read it
-            HWQueue().wait(self.timeline, fence.value).submit(src.device)
-        return fence
+        Backend hook."""
+        raise NotImplementedError
 
     def close(self) -> None:
         """Stop the command processors (at interpreter exit)."""
@@ -831,18 +985,7 @@ def export_chrome_trace(devices: Iterable[HCQDevice], path: str | None = None) -
     return text
 
 
-# the queue builder and encoder, and the engines' rings and processors, live in modules of their own; they build on
-# the definitions above, so they are imported last (the package imports this module first)
-from tgfx.devices.processor import (  # noqa: E402
-    _PROCESSORS,
-    CommandProcessor,
-    ProfileEvent,
-    Ring,
-    _describe_packet,
-    _drain_all_events,
-)
-from tgfx.devices.queue import CommandBuffer, HWQueue, Label  # noqa: E402
-
-__all__ = ["Allocator", "Buffer", "CommandBuffer", "CommandProcessor", "Engine", "Fence", "HCQDevice", "HCQError",
-           "HCQExecError", "HCQNoWriterError", "HCQTimeoutError", "HWQueue", "Label", "Op", "ProfileEvent", "Program",
-           "Ring", "Signal", "Sym", "chrome_trace", "export_chrome_trace", "header", "host_buffer"]
+__all__ = ["Allocator", "Buffer", "CommandProcessor", "Engine", "Fence", "ForkedRuntimeError", "HCQDevice", "HCQError",
+           "HCQExecError", "HCQNoWriterError", "HCQTimeoutError", "HostRuntime", "ProfileEvent", "Program", "Ring",
+           "Signal", "Submission", "Sym", "chrome_trace", "export_chrome_trace", "host_buffer", "host_runtime",
+           "register_host_runtime"]

@@ -1,9 +1,10 @@
 """native: the CPU command processor, written in LLVM IR and run on native threads that never take the GIL.
 
-`hcq.py` documents what the processor does (the packet format, signals, errors, profiling); this module is the
-machinery: the shared-memory layouts, the IR of the processor loop and its helpers, compiled once per process on
-first use, the threads (started with `pthread_create` through ctypes) and the host's bindings (`doorbell`, `store_wake`,
-`wait_ge`, `cas`), which ctypes calls with the GIL released.
+`hcq.py` documents what the processor does (signals, errors, profiling) and `packets.py` its packets (the table
+the IR below reads its payload words from); this module is the machinery: the shared-memory layouts, the IR of the
+processor loop and its helpers, compiled once per process on first use, the threads (started with `pthread_create`
+through ctypes) and the host's bindings (`doorbell`, `store_wake`, `wait_ge`, `cas`), which ctypes calls with the
+GIL released. Its `Runtime` is the process's `hcq.HostRuntime`.
 
 Threads
 -------
@@ -31,15 +32,32 @@ interpreter exit may still be finishing a kernel, and numpy's memory would alrea
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
-import os
 import platform
 import string
 import sys
 import threading
+from typing import cast
 
 import numpy as np
+
+from tgfx.devices.hcq import FOREVER_NS, S_ERROR, S_ERROR_AT, HostRuntime, host_runtime, register_host_runtime
+from tgfx.devices.packets import (
+    COPY_INDEXED,
+    EXEC_HOST_FN,
+    FLAGS_SHIFT,
+    JUMP_ALWAYS,
+    JUMP_EQ,
+    JUMP_GE,
+    JUMP_LT,
+    JUMP_NE,
+    JUMP_WIDTH_SHIFT,
+    NWORDS_MASK,
+    NWORDS_SHIFT,
+    OP_MASK,
+    Op,
+    packet_offsets,
+)
 
 # ---------------------------------------------------------------------------------------------------------------
 # layouts (int64 word indices)
@@ -54,10 +72,6 @@ W_JOB_FN, W_JOB_BUFS, W_JOB_VALS, W_JOB_GS, W_JOB_CLOSED = 24, 25, 26, 27, 28   
 W_JOB_NEXT = 32                                # the next core id to claim
 W_JOB_NEGJOINED = 40                           # minus the number of helpers inside the job
 CTL_WORDS = 48
-
-# a signal: the timeline value, its sleepers, and the fault attached to a write (0: none) with the value written
-S_VALUE, S_WAITERS, S_ERROR, S_ERROR_AT = 0, 1, 2, 3
-SIGNAL_WORDS = 4
 
 # a profile event: program id (0: a copy), global size (or bytes copied), start and end (CLOCK_MONOTONIC ns)
 EVENT_WORDS = 4
@@ -74,11 +88,6 @@ FAULT_WORDS, FAULT_CAP = 8, 1024               # record: id (== id while unrepor
 G_WORDS = G_FAULT_TABLE + FAULT_WORDS * FAULT_CAP
 
 F_OPCODE, F_WAIT_TIMEOUT, F_HOST_EXEC, F_CONTROL, F_INDEX = 1, 2, 3, 4, 5   # fault kinds; see fault_error
-EXEC_HOST_FN = 1 << 40                         # EXEC header flag: fn is a host callback `int64 fn(bufs, vals, core)`
-COPY_INDEXED = 1 << 40                         # COPY header flag: offsets advance by a device word times a stride
-# JUMP header flags (above bit 40): bits 0..3 the comparison, bits 4..7 the bytes of the word compared (1, 2, 4, 8)
-JUMP_ALWAYS, JUMP_EQ, JUMP_NE, JUMP_LT, JUMP_GE = 0, 1, 2, 3, 4
-JUMP_WIDTH_SHIFT = 4
 # F_CONTROL causes (its word a)
 CONTROL_OUTSIDE_BLOCK, CONTROL_TARGET, CONTROL_OVERRUN = 1, 2, 3
 
@@ -87,9 +96,7 @@ PREEMPT_GAP_NS = 20_000        # a gap this long between two polls of a spinning
 SPIN_HOLDOFF = 64              # and it sleeps without spinning for its next this many waits
 PROCESSOR_SPIN_NS = 50_000     # an idle processor spins this long for the next packet before it sleeps
 HELPER_SPIN_NS = 20_000        # a helper spins this long for the next parallel job
-HOST_SPIN_NS = 10_000          # a host wait spins this long before it sleeps
 JOIN_SPIN_NS = 100_000         # a processor spins this long for helpers to finish their last core id
-FOREVER_NS = 1 << 62
 
 # ---------------------------------------------------------------------------------------------------------------
 # the IR
@@ -531,20 +538,21 @@ done:
 
 define internal void @run_exec(ptr %ctl, ptr %at, i64 %flags) {
 entry:
-  %pid = load i64, ptr %at, align 8
-  %fn = call ptr @load_ptr(ptr %at, i64 1)
-  %gsp = getelementptr i64, ptr %at, i64 2
+  %pidp = getelementptr i64, ptr %at, i64 $exec_program_id
+  %pid = load i64, ptr %pidp, align 8
+  %fn = call ptr @load_ptr(ptr %at, i64 $exec_fn)
+  %gsp = getelementptr i64, ptr %at, i64 $exec_global_size
   %gs = load i64, ptr %gsp, align 8
-  %nbp = getelementptr i64, ptr %at, i64 3
+  %nbp = getelementptr i64, ptr %at, i64 $exec_nbufs
   %nbufs = load i64, ptr %nbp, align 8
-  %bufs = getelementptr i64, ptr %at, i64 5
+  %bufs = getelementptr i64, ptr %at, i64 $exec_arrays
   %vals = getelementptr i64, ptr %bufs, i64 %nbufs
   call void @work_begins(ptr %ctl)
   %t0 = call i64 @now()
   %none = icmp slt i64 %gs, 1
   br i1 %none, label %done, label %kind
 kind:
-  %host = and i64 %flags, 1
+  %host = and i64 %flags, $exec_host_fn_bit
   %is_host = icmp ne i64 %host, 0
   br i1 %is_host, label %host_call, label %native
 host_call:
@@ -576,22 +584,22 @@ done:
 
 define internal void @run_copy(ptr %ctl, ptr %at, i64 %flags) {
 entry:
-  %dst0 = call ptr @load_ptr(ptr %at, i64 0)
-  %src0 = call ptr @load_ptr(ptr %at, i64 1)
-  %np = getelementptr i64, ptr %at, i64 2
+  %dst0 = call ptr @load_ptr(ptr %at, i64 $copy_dst)
+  %src0 = call ptr @load_ptr(ptr %at, i64 $copy_src)
+  %np = getelementptr i64, ptr %at, i64 $copy_nbytes
   %n = load i64, ptr %np, align 8
-  %indexed = and i64 %flags, 1
+  %indexed = and i64 %flags, $copy_indexed_bit
   %is_indexed = icmp ne i64 %indexed, 0
   br i1 %is_indexed, label %index, label %go
 index:
-  ; payload words 3..6: the index word, the destination and source strides (bytes), the number of valid indices
-  %ip = call ptr @load_ptr(ptr %at, i64 3)
+  ; with the flag: the index word, the destination and source strides (bytes), the number of valid indices
+  %ip = call ptr @load_ptr(ptr %at, i64 $copy_index_ptr)
   %i = load atomic i64, ptr %ip monotonic, align 8
-  %dsp = getelementptr i64, ptr %at, i64 4
+  %dsp = getelementptr i64, ptr %at, i64 $copy_dst_stride
   %ds = load i64, ptr %dsp, align 8
-  %ssp = getelementptr i64, ptr %at, i64 5
+  %ssp = getelementptr i64, ptr %at, i64 $copy_src_stride
   %ss = load i64, ptr %ssp, align 8
-  %cp = getelementptr i64, ptr %at, i64 6
+  %cp = getelementptr i64, ptr %at, i64 $copy_count
   %count = load i64, ptr %cp, align 8
   %neg = icmp slt i64 %i, 0
   %over = icmp sge i64 %i, %count
@@ -620,14 +628,14 @@ go:
 ; whether a JUMP is taken: always, or the signed 1/2/4/8-byte word at payload 0 compared with payload 1
 define internal i1 @jump_taken(ptr %at, i64 %flags) {
 entry:
-  %cmp = and i64 %flags, 15
+  %cmp = and i64 %flags, $jump_cmp_mask
   %always = icmp eq i64 %cmp, $jump_always
   br i1 %always, label %yes, label %read
 yes:
   ret i1 true
 read:
-  %p = call ptr @load_ptr(ptr %at, i64 0)
-  %vp = getelementptr i64, ptr %at, i64 1
+  %p = call ptr @load_ptr(ptr %at, i64 $jump_word_ptr)
+  %vp = getelementptr i64, ptr %at, i64 $jump_value
   %value = load i64, ptr %vp, align 8
   %wsh = lshr i64 %flags, $jump_width_shift
   %width = and i64 %wsh, 15
@@ -689,10 +697,10 @@ packet:
   %hp = getelementptr i64, ptr %at, i64 %pos
   %hdr = load i64, ptr %hp, align 8
   %pat = getelementptr i64, ptr %hp, i64 1
-  %op = and i64 %hdr, 255
-  %nsh = lshr i64 %hdr, 8
-  %len = and i64 %nsh, 4294967295
-  %flags = lshr i64 %hdr, 40
+  %op = and i64 %hdr, $op_mask
+  %nsh = lshr i64 %hdr, $nwords_shift
+  %len = and i64 %nsh, $nwords_mask
+  %flags = lshr i64 %hdr, $flags_shift
   %p1 = add i64 %pos, 1
   %next = add i64 %p1, %len
   %fits = icmp sle i64 %next, %n
@@ -714,7 +722,7 @@ jump:
 not_taken:
   br label %loop
 take:
-  %offp = getelementptr i64, ptr %pat, i64 2
+  %offp = getelementptr i64, ptr %pat, i64 $jump_offset
   %off = load i64, ptr %offp, align 8
   %target = add i64 %next, %off
   %below = icmp slt i64 %target, 0
@@ -744,10 +752,10 @@ done:
 ; returns false if the engine was closed while waiting
 define internal i1 @run_wait(ptr %ctl, ptr %at) {
 entry:
-  %sig = call ptr @load_ptr(ptr %at, i64 0)
-  %vp = getelementptr i64, ptr %at, i64 1
+  %sig = call ptr @load_ptr(ptr %at, i64 $wait_signal)
+  %vp = getelementptr i64, ptr %at, i64 $wait_value
   %value = load i64, ptr %vp, align 8
-  %tp = getelementptr i64, ptr %at, i64 2
+  %tp = getelementptr i64, ptr %at, i64 $wait_timeout_ns
   %timeout = load i64, ptr %tp, align 8
   %closed = call ptr @word(ptr %ctl, i64 $w_closed)
   %gw = call ptr @load_ptr(ptr %ctl, i64 $w_global)
@@ -845,13 +853,13 @@ wait:
   %alive = call i1 @run_wait(ptr %ctl, ptr %at)
   ret i1 %alive
 signal:
-  %sig = call ptr @load_ptr(ptr %at, i64 0)
-  %vp = getelementptr i64, ptr %at, i64 1
+  %sig = call ptr @load_ptr(ptr %at, i64 $signal_signal)
+  %vp = getelementptr i64, ptr %at, i64 $signal_value
   %v = load i64, ptr %vp, align 8
   call void @write_signal(ptr %ctl, ptr %sig, i64 %v)
   br label %ok
 timestamp:
-  %tsig = call ptr @load_ptr(ptr %at, i64 0)
+  %tsig = call ptr @load_ptr(ptr %at, i64 $timestamp_signal)
   %t = call i64 @now()
   call void @write_signal(ptr %ctl, ptr %tsig, i64 %t)
   br label %ok
@@ -865,14 +873,14 @@ stray_jump:
   call void @fault(ptr %ctl, i64 $f_control, i64 $control_outside_block, i64 0, i64 0, i64 0)
   br label %ok
 write:
-  %wp = call ptr @load_ptr(ptr %at, i64 0)
-  %wvp = getelementptr i64, ptr %at, i64 1
+  %wp = call ptr @load_ptr(ptr %at, i64 $write_word_ptr)
+  %wvp = getelementptr i64, ptr %at, i64 $write_value
   %wv = load i64, ptr %wvp, align 8
   store atomic i64 %wv, ptr %wp monotonic, align 8
   br label %ok
 add:
-  %ap = call ptr @load_ptr(ptr %at, i64 0)
-  %avp = getelementptr i64, ptr %at, i64 1
+  %ap = call ptr @load_ptr(ptr %at, i64 $add_word_ptr)
+  %avp = getelementptr i64, ptr %at, i64 $add_value
   %av = load i64, ptr %avp, align 8
   %old = load atomic i64, ptr %ap monotonic, align 8
   %new = add i64 %old, %av
@@ -930,10 +938,10 @@ packet:
   %hp = getelementptr i64, ptr %ring, i64 %pos
   %hdr = load i64, ptr %hp, align 8
   %at = getelementptr i64, ptr %hp, i64 1
-  %op = and i64 %hdr, 255
-  %nsh = lshr i64 %hdr, 8
-  %n = and i64 %nsh, 4294967295
-  %flags = lshr i64 %hdr, 40
+  %op = and i64 %hdr, $op_mask
+  %nsh = lshr i64 %hdr, $nwords_shift
+  %n = and i64 %nsh, $nwords_mask
+  %flags = lshr i64 %hdr, $flags_shift
   %alive = call i1 @run_packet(ptr %ctl, i64 %op, ptr %at, i64 %flags, i64 %n)
   br i1 %alive, label %advance, label %exit
 advance:
@@ -1008,15 +1016,24 @@ _SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
 
 
 def runtime_ir() -> str:
-    """The processor's IR for this machine."""
-    from tgfx.devices.hcq import Op
+    """The processor's IR for this machine: `_IR` with this module's layouts and the packet table's field words."""
     sys_futex = _SYS_FUTEX.get(platform.machine().lower())
     if not sys.platform.startswith("linux") or sys_futex is None or sys.byteorder != "little":
         raise RuntimeError(f"the CPU command processor needs Linux futexes on a little-endian x86_64 or aarch64 "
                            f"host; this is {sys.platform} on {platform.machine()}")
     relax_decl, relax_call = _relax()
     consts = {k.lower(): v for k, v in globals().items() if k.isupper() and isinstance(v, int)}
+    # the interface's layouts: a signal's words, the header's bits, and the flags as the processor sees them
+    # (shifted down by FLAGS_SHIFT)
+    consts.update(s_error=S_ERROR, s_error_at=S_ERROR_AT, op_mask=OP_MASK, nwords_shift=NWORDS_SHIFT,
+                  nwords_mask=NWORDS_MASK, flags_shift=FLAGS_SHIFT, exec_host_fn_bit=EXEC_HOST_FN >> FLAGS_SHIFT,
+                  copy_indexed_bit=COPY_INDEXED >> FLAGS_SHIFT, jump_cmp_mask=(1 << JUMP_WIDTH_SHIFT) - 1,
+                  jump_width_shift=JUMP_WIDTH_SHIFT, jump_always=JUMP_ALWAYS, jump_eq=JUMP_EQ, jump_ne=JUMP_NE,
+                  jump_lt=JUMP_LT, jump_ge=JUMP_GE)
     consts.update({f"op_{op.name.lower()}": int(op) for op in Op})
+    fields = packet_offsets()
+    assert not consts.keys() & fields.keys(), "a layout constant and a packet field share a name in the IR"
+    consts.update(fields)
     return string.Template(_IR).substitute(consts, relax_decl=relax_decl, relax_call=relax_call, sys_futex=sys_futex,
                                            forever=FOREVER_NS, idle_slice=IDLE_SLICE_NS,
                                            processor_spin=PROCESSOR_SPIN_NS, helper_spin=HELPER_SPIN_NS,
@@ -1046,8 +1063,9 @@ def alloc_words(n: int) -> tuple[np.ndarray, int]:
     return np.ctypeslib.as_array((ctypes.c_int64 * n).from_address(addr)), addr
 
 
-class Runtime:
-    """The compiled processor: ctypes bindings to its host functions, thread entry points and the global block."""
+class Runtime(HostRuntime):
+    """The compiled processor: ctypes bindings to its host functions, thread entry points and the global block.
+    It is the process's `HostRuntime` (registered below): host waits, the fault table and the progress counts."""
 
     def __init__(self) -> None:
         import llvmlite.binding as llvm
@@ -1075,8 +1093,23 @@ class Runtime:
         self.processor_fn, self.helper_fn = addr("tgfx_processor"), addr("tgfx_helper")
         self.g, self.g_addr = alloc_words(G_WORDS)
         self.faults = self.g[G_FAULT_TABLE:].reshape(FAULT_CAP, FAULT_WORDS)
+        self.fault_counter = self.g[G_FAULTS:G_FAULTS + 1]
+        self.fault_capacity = FAULT_CAP
         self.helpers: list[int] = []
         self.lock = threading.Lock()
+
+    def fault_record(self, fault_id: int) -> list[int]:
+        """The fault table's record for `fault_id`: (id, kind, engine index, a, b, c, d, 0)."""
+        return self.faults[(fault_id - 1) % FAULT_CAP].tolist()
+
+    def clear_fault(self, fault_id: int) -> None:
+        """Mark `fault_id` reported (its record's id word becomes 0, unless a newer fault took the record)."""
+        self.cas(self.g_addr + 8 * (G_FAULT_TABLE + FAULT_WORDS * ((fault_id - 1) % FAULT_CAP)), fault_id, 0)
+
+    def progress(self) -> tuple[int, int]:
+        """(EXECs and COPYs running now, retired so far), over every engine."""
+        g = self.g
+        return int(g[G_RUNNING]), int(g[G_RETIRED])
 
     def start_thread(self, fn: int, arg: int) -> int:
         """Run native `void *fn(void *arg)` on a new pthread; returns its pthread_t."""
@@ -1116,47 +1149,12 @@ class Runtime:
         self.wake(self.g_addr + 8 * G_EPOCH)
 
 
-_runtime: Runtime | None = None
-_runtime_lock = threading.Lock()
-_forked_from: int | None = None   # in a child forked after the runtime started: the parent's pid
-
-
-class ForkedRuntimeError(RuntimeError):
-    pass
-
-
 def runtime() -> Runtime:
-    """The process's compiled runtime, built on first use."""
-    global _runtime
-    if _forked_from is not None:
-        raise ForkedRuntimeError(
-            f"tgfx's devices were started in process {_forked_from}, and this process is a fork of it: the device "
-            f"threads, their rings and the kernels in flight stayed in the parent. Start worker processes with "
-            f"multiprocessing's 'spawn' or 'forkserver' method (multiprocessing.set_start_method('spawn')), or fork "
-            f"before tgfx computes anything")
-    if _runtime is None:
-        with _runtime_lock:
-            if _runtime is None:
-                _runtime = Runtime()
-                atexit.register(_shutdown_at_exit)
-    return _runtime
+    """The process's compiled runtime, built on first use (`hcq.host_runtime`, which also refuses a forked child)."""
+    return cast(Runtime, host_runtime())
 
 
-def _shutdown_at_exit() -> None:
-    if _runtime is not None and _forked_from is None:   # a forked child has no threads of its own to stop
-        _runtime.shutdown()
-
-
-def _after_fork_in_child() -> None:
-    """A fork copies only the forking thread: a child of a process whose runtime runs fails at once on the devices
-    (not in a wait for threads that do not exist), and a child forked before it started builds its own."""
-    global _forked_from, _runtime_lock
-    _runtime_lock = threading.Lock()     # the parent may have held it while forking
-    if _runtime is not None:
-        _forked_from = os.getppid()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+register_host_runtime(Runtime)
 
 
 def join_thread(tid: int) -> None:

@@ -1,11 +1,10 @@
-"""The host side of a device's engines: the ring a submission is written into, and the `CommandProcessor` whose
-control block, fault records and profile events it shares with the native loop that consumes the ring."""
+"""The CPU backend's host side of an engine: the ring a submission is written into, and `RingProcessor` (the
+interface's `CommandProcessor`), whose control block, fault records and profile events it shares with the native
+loop that consumes the ring."""
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 
@@ -17,19 +16,18 @@ from tgfx.devices.hcq import (
     _SIGNALS,
     DEFAULT_TIMEOUT_S,
     PROFILE_EVENTS_KEPT,
-    RING_WORDS,
+    CommandProcessor,
     Engine,
     HCQDevice,
     HCQError,
     HCQExecError,
     HCQTimeoutError,
-    Op,
+    ProfileEvent,
     _host_wait,
-    header,
 )
+from tgfx.devices.packets import OP_MASK, PACKETS, RING_WORDS, Op, header
 
-_PROCESSORS: list[CommandProcessor] = []   # every engine ever opened, by index (faults name their engine by it)
-_processors_lock = threading.Lock()
+_EXEC, _WAIT = PACKETS[Op.EXEC], PACKETS[Op.WAIT]
 
 
 class Ring:
@@ -93,49 +91,17 @@ class Ring:
         self._publish()
 
 
-def _describe_packet(ring: Ring, at: int) -> str:
-    """The packet at word `at` (a count of words, as `rptr`) of `ring`, for an error message: the one the processor
-    is running while its `rptr` stays there. Read without synchronisation; a packet just finished may show."""
-    pos = at % ring.nwords
-    words = ring.words
-    op = int(words[pos]) & 255
-    where = f"ring word {at}"
-    if op == Op.EXEC:
-        pid = int(words[pos + 1])
-        return f"{where}: EXEC of {_PROGRAM_NAMES.get(pid, f'program #{pid}')!r} (global size {int(words[pos + 3])})"
-    if op == Op.WAIT:
-        sig = _SIGNALS.get(int(words[pos + 1]))
-        name = repr(sig.name) if sig is not None else f"at {int(words[pos + 1]):#x}"
-        now = f", now {sig.value}" if sig is not None else ""
-        return f"{where}: WAIT for signal {name} to reach {int(words[pos + 2])}{now}"
-    if op == Op.BLOCK:
-        return f"{where}: a BLOCK (a loop or branch run on the device)"
-    return f"{where}: {Op(op).name if op in {o.value for o in Op} else f'opcode {op}'}"
-
-
-class ProfileEvent(NamedTuple):
-    """One exec or copy as the device saw it (device clock, ns)."""
-    device: str
-    queue: str
-    name: str
-    start_ns: int
-    end_ns: int
-    nbytes: int = 0
-    global_size: int = 0
-
-
-class CommandProcessor:
+class RingProcessor(CommandProcessor):
     """The host side of one engine: its ring, control block and profile-event ring, shared with the processor.
 
     The control block (layout in `tgfx/devices/native.py`) holds the ring's `wptr` (the host's doorbell: the
     processor sleeps on it when idle), `rptr`, a closed flag, the device's timeline address, the poison of the
-    submission in progress and the profile-event counter. A backend implements `start`, which runs a consumer of
-    exactly this memory (the CPU backend starts the native loop on a native thread), and may extend `close`.
+    submission in progress and the profile-event counter. A subclass implements `start`, which runs a consumer of
+    exactly this memory (`CPUCommandProcessor` starts the native loop on a native thread), and may extend `close`.
     """
 
     def __init__(self, device: HCQDevice, engine: Engine, ring_words: int = RING_WORDS) -> None:
-        self.device, self.engine = device, engine
-        self.label = f"{device.name}/{engine.value}"
+        super().__init__(device, engine)
         self.ctl, self.ctl_addr = native.alloc_words(native.CTL_WORDS)
         self.ring = Ring(self.ctl, self.ctl_addr, ring_words)
         events, events_addr = native.alloc_words(native.EVENT_CAP * native.EVENT_WORDS)
@@ -143,9 +109,6 @@ class CommandProcessor:
         self._events_read = 0
         self._stashed: list[np.ndarray] = []        # raw rows taken out of the ring, not yet ProfileEvents
         self._events_lock = threading.Lock()
-        with _processors_lock:
-            self.index = len(_PROCESSORS)
-            _PROCESSORS.append(self)
         ctl = self.ctl
         ctl[native.W_TIMELINE], ctl[native.W_INDEX], ctl[native.W_GLOBAL] = \
             device.timeline.addr, self.index, native.runtime().g_addr
@@ -155,21 +118,12 @@ class CommandProcessor:
         # block would bump its claim counter and make the first real job skip core id 0
         ctl[native.W_JOB_CLOSED] = 1
         self.cpu_addr = self.ctl_addr + 8 * native.W_PROCESSOR_CPU     # where it notes the core it runs on
-        self.closed = False
-
-    # Backend hook: `run_inline(words_addr, nwords)` runs packets on the calling thread as the processor would (see
-    # "Inline submissions"); None where the host cannot run them (the default).
-    run_inline: Callable[[int, int], None] | None = None
-
-    def start(self) -> None:
-        """Start consuming the ring. Backend hook."""
-        raise NotImplementedError
 
     def close(self) -> None:
         """Ask the processor to stop once it is idle (or at its next WAIT slice); packets left are dropped."""
         if self.closed:
             return
-        self.closed = True
+        super().close()
         self.ctl[native.W_CLOSED] = 1                  # the processor polls it; the wake's syscall orders the store
         native.runtime().wake(self.ctl_addr + 8 * native.W_WPTR)
 
@@ -198,6 +152,32 @@ class CommandProcessor:
         if kind == native.F_INDEX:                # a: the index, b: the count
             return HCQError(f"{self.label}: indexed COPY with index {a}, outside [0, {b})")
         return HCQError(f"{self.label}: fault of unknown kind {kind}")
+
+    def describe(self, at: int) -> str:
+        """The packet at ring word `at`, read without synchronisation (a packet just finished may show)."""
+        words = self.ring.words
+        pos = at % self.ring.nwords
+        op = int(words[pos]) & OP_MASK
+        where = f"ring word {at}"
+        if op == Op.EXEC:
+            pid = int(words[pos + 1 + _EXEC.word("program_id")])
+            gs = int(words[pos + 1 + _EXEC.word("global_size")])
+            return f"{where}: EXEC of {_PROGRAM_NAMES.get(pid, f'program #{pid}')!r} (global size {gs})"
+        if op == Op.WAIT:
+            addr = int(words[pos + 1 + _WAIT.word("signal")])
+            sig = _SIGNALS.get(addr)
+            name = repr(sig.name) if sig is not None else f"at {addr:#x}"
+            now = f", now {sig.value}" if sig is not None else ""
+            return f"{where}: WAIT for signal {name} to reach {int(words[pos + 1 + _WAIT.word('value')])}{now}"
+        if op == Op.BLOCK:
+            return f"{where}: a BLOCK (a loop or branch run on the device)"
+        return f"{where}: {Op(op).name if op in {o.value for o in Op} else f'opcode {op}'}"
+
+    def keep_events(self) -> None:
+        """Stash the events once the event ring is half full (`events_pending > EVENT_CAP // 2`, spelled out: this
+        runs on every submit)."""
+        if self.ctl[native.W_EVENTS_W] > self._events_read + native.EVENT_CAP // 2:
+            self.stash_events()
 
     def _take_events(self) -> np.ndarray:
         """The raw rows (program id, size, start, end) recorded since the last take, oldest first."""
@@ -236,10 +216,3 @@ class CommandProcessor:
     def events_pending(self) -> int:
         """Events recorded and not drained yet."""
         return int(self.ctl[native.W_EVENTS_W]) - self._events_read
-
-
-def _drain_all_events() -> None:
-    for proc in list(_PROCESSORS):
-        proc.drain_events()
-
-

@@ -1,28 +1,54 @@
-"""Queues: `HWQueue` builds a queue program packet by packet, `CommandBuffer` is its encoding (the packet format is
-in `tgfx/devices/hcq.py`), with the slots and `Sym` values a replay patches."""
+"""Queues: `HWQueue` builds a queue program packet by packet, `CommandBuffer` encodes it into words from the packet
+table (`tgfx/devices/packets.py`), with the slots and `Sym` values a replay patches. `QueueAllocator` and
+`QueueDevice` implement the interface's copies and launches with them, for backends whose processors run these
+packets."""
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from tgfx.devices import native
 from tgfx.devices.hcq import (
     DEFAULT_TIMEOUT_S,
-    RING_WORDS,
+    FOREVER_NS,
+    Allocator,
     Buffer,
     Engine,
     Fence,
     HCQDevice,
-    Op,
     Program,
     Signal,
     Sym,
+    host_buffer,
+)
+from tgfx.devices.packets import (
+    COPY_INDEXED,
+    EXEC_HOST_FN,
+    FLAGS_SHIFT,
+    JUMP_CMP,
+    JUMP_WIDTH_SHIFT,
+    OP_MASK,
+    PACKETS,
+    RING_WORDS,
+    Arg,
+    Field,
+    Op,
     header,
 )
-from tgfx.devices.native import COPY_INDEXED, EXEC_HOST_FN
+
+# `HCQDevice.submit` fills in the timeline WAIT that leads every command buffer and the SIGNAL that ends it at fixed
+# words (`words[1:3]` and `words[-2:]`, on every submit: no lookups), which follow these layouts
+assert [f.name for f in PACKETS[Op.WAIT].fields] == ["signal", "value", "timeout_ns"]
+assert [f.name for f in PACKETS[Op.SIGNAL].fields] == ["signal", "value"]
+
+
+class _Ref(NamedTuple):
+    """A BUFFER field's value: `buf`'s address plus `offset`; the packet touches its first `extent` bytes."""
+    buf: Buffer
+    offset: int
+    extent: int
 
 
 class HWQueue:
@@ -33,7 +59,8 @@ class HWQueue:
         fence = HWQueue().wait(other.timeline, 3).exec(prog, [out, inp], vals=(n,), global_size=8).submit(dev)
         fence.wait()
 
-    A loop the device runs n times, reading slice i of `xs` into `x` each time (see "Control flow" above)::
+    A loop the device runs n times, reading slice i of `xs` into `x` each time (see "Control flow" in
+    `tgfx/devices/packets.py`)::
 
         top = Label("top")
         with q.block():
@@ -59,8 +86,10 @@ class HWQueue:
         gs = global_size.value if isinstance(global_size, Sym) else global_size
         if gs < 1:
             raise ValueError(f"exec of {program.name!r}: global_size must be >= 1, got {gs}")
-        self.packets.append((Op.EXEC, program, tuple(_check_buffer(b, program.name) for b in bufs), tuple(vals),
-                             global_size))
+        bufs = [_check_buffer(b, program.name) for b in bufs]
+        self.packets.append((Op.EXEC, EXEC_HOST_FN if program.addr is None else 0, {
+            "program_id": program, "fn": program.fn_addr, "global_size": global_size, "nbufs": len(bufs),
+            "nvals": len(vals), "buf_ptr": [_Ref(b, 0, b.nbytes) for b in bufs], "val": list(vals)}))
         return self
 
     def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0, *,
@@ -83,18 +112,23 @@ class HWQueue:
                 raise ValueError(f"copy of {nbytes} B at offset {off}" + (f" + i * {stride} for i < {count}" if index
                                                                          is not None else "") +
                                  f" is outside the {what} {buf!r}")
-        self.packets.append((Op.COPY, dst, dst_offset, src, src_offset, nbytes, index, dst_stride, src_stride, count))
+        n = count - 1 if index is not None else 0
+        self.packets.append((Op.COPY, COPY_INDEXED if index is not None else 0, {
+            "dst": _Ref(dst, dst_offset, dst_offset + nbytes + n * dst_stride),
+            "src": _Ref(src, src_offset, src_offset + nbytes + n * src_stride), "nbytes": nbytes,
+            "index_ptr": _Ref(index, 0, 8) if index is not None else None, "dst_stride": dst_stride,
+            "src_stride": src_stride, "count": count}))
         return self
 
-    # ---- control flow (see "Control flow" in the module docstring) ----
+    # ---- control flow (see "Control flow" in `tgfx/devices/packets.py`) ----
     def begin_block(self) -> HWQueue:
         """Open a BLOCK: the packets until the matching `end_block` run as one, and may jump among themselves."""
-        self.packets.append((Op.BLOCK, True))
+        self.packets.append(("begin",))
         return self
 
     def end_block(self) -> HWQueue:
         """Close the innermost open BLOCK."""
-        self.packets.append((Op.BLOCK, False))
+        self.packets.append(("end",))
         return self
 
     @contextlib.contextmanager
@@ -106,53 +140,55 @@ class HWQueue:
 
     def place(self, label: Label) -> HWQueue:
         """Mark the position of the next packet as `label`'s (a jump target in the same block)."""
-        self.packets.append((None, label))
+        self.packets.append(("label", label))
         return self
 
     def jump(self, label: Label, word: Buffer | None = None, cmp: str = "always", value: int = 0,
              width: int = 8) -> HWQueue:
         """Continue at `label` (in the same block): always, or if the signed `width`-byte integer at the start of
         `word` compares true with `value`; cmp is one of "always", "==", "!=", "<", ">="."""
-        if cmp not in _JUMP_CMP:
-            raise ValueError(f"jump comparison must be one of {sorted(_JUMP_CMP)}, got {cmp!r}")
+        if cmp not in JUMP_CMP:
+            raise ValueError(f"jump comparison must be one of {sorted(JUMP_CMP)}, got {cmp!r}")
         if (cmp == "always") != (word is None):
             raise ValueError("jump: a conditional jump needs a word to compare, an unconditional one none")
         if width not in (1, 2, 4, 8):
             raise ValueError(f"jump: the word width must be 1, 2, 4 or 8 bytes, got {width}")
         if word is not None:
             _check_word(word, width, "jump")
-        self.packets.append((Op.JUMP, label, word, _JUMP_CMP[cmp], width, value))
+        self.packets.append((Op.JUMP, (JUMP_CMP[cmp] | width << JUMP_WIDTH_SHIFT) << FLAGS_SHIFT, {
+            "word_ptr": _Ref(word, 0, width) if word is not None else None, "value": value, "offset": label}))
         return self
 
     def write(self, word: Buffer, value: int | Sym) -> HWQueue:
         """Store the int64 `value` at the start of `word` (e.g. reset a loop counter)."""
-        self.packets.append((Op.WRITE, _check_word(word, 8, "write"), value))
+        self.packets.append((Op.WRITE, 0, {"word_ptr": _Ref(_check_word(word, 8, "write"), 0, 8), "value": value}))
         return self
 
     def add(self, word: Buffer, value: int | Sym) -> HWQueue:
         """Add `value` to the int64 at the start of `word` (e.g. step a loop counter)."""
-        self.packets.append((Op.ADD, _check_word(word, 8, "add"), value))
+        self.packets.append((Op.ADD, 0, {"word_ptr": _Ref(_check_word(word, 8, "add"), 0, 8), "value": value}))
         return self
 
     def wait(self, signal: Signal, value: int | Sym, timeout: float | None = None) -> HWQueue:
         """Block this engine until `signal` >= `value`; after `timeout` s (default 30) the queue faults."""
         timeout = DEFAULT_TIMEOUT_S if timeout is None else timeout
-        self.packets.append((Op.WAIT, signal, value, int(min(timeout * 1e9, native.FOREVER_NS))))
+        self.packets.append((Op.WAIT, 0, {"signal": signal, "value": value,
+                                          "timeout_ns": int(min(timeout * 1e9, FOREVER_NS))}))
         return self
 
     def signal(self, signal: Signal, value: int | Sym) -> HWQueue:
         """Write `value` to `signal` once every earlier packet of this queue is done."""
-        self.packets.append((Op.SIGNAL, signal, value))
+        self.packets.append((Op.SIGNAL, 0, {"signal": signal, "value": value}))
         return self
 
     def timestamp(self, signal: Signal) -> HWQueue:
         """Write the device clock (`time.perf_counter_ns` on the CPU) to `signal`."""
-        self.packets.append((Op.TIMESTAMP, signal))
+        self.packets.append((Op.TIMESTAMP, 0, {"signal": signal}))
         return self
 
     def barrier(self) -> HWQueue:
         """Make the memory writes of earlier packets visible to later ones."""
-        self.packets.append((Op.BARRIER,))
+        self.packets.append((Op.BARRIER, 0, {}))
         return self
 
     def encode(self) -> CommandBuffer:
@@ -175,10 +211,6 @@ class Label:
 
     def __repr__(self) -> str:
         return f"<Label {self.name or hex(id(self))}>"
-
-
-_JUMP_CMP = {"always": native.JUMP_ALWAYS, "==": native.JUMP_EQ, "!=": native.JUMP_NE, "<": native.JUMP_LT,
-             ">=": native.JUMP_GE}
 
 
 def _check_word(buf: Buffer, width: int, user: str) -> Buffer:
@@ -222,7 +254,11 @@ class CommandBuffer:
         self._signals_written: list[Signal] = []
         self._exec_slots: set[int] = set()
 
-        def put_buf(buf: Buffer, offset: int = 0, extent: int = 0) -> None:
+        def put_buf(ref: _Ref | None, local: bool) -> None:
+            if ref is None:
+                words.append(0)
+                return
+            buf, offset, extent = ref
             slot = slot_of.get(id(buf))
             if slot is None:
                 slot = slot_of[id(buf)] = len(self.buffers)
@@ -231,6 +267,8 @@ class CommandBuffer:
                 self._min_nbytes.append(0)
             buf_words[slot].append((len(words), offset))
             self._min_nbytes[slot] = max(self._min_nbytes[slot], extent)
+            if local:
+                self._exec_slots.add(slot)
             words.append(buf.ptr + offset)
 
         def put_val(v: int | Sym) -> None:
@@ -254,17 +292,41 @@ class CommandBuffer:
                 self._signals_written.append(sig)
             words.append(sig.addr)
 
+        def put_program(program: Program) -> None:
+            self.programs.append(program)
+            words.append(program.id)
+
+        def put(field: Field, value: Any) -> None:
+            arg = field.arg
+            if arg is Arg.WORD:
+                words.append(int(value))
+            elif arg is Arg.VALUE:
+                put_val(value)
+            elif arg is Arg.BUFFER:
+                put_buf(value, field.local)
+            elif arg is Arg.SIGNAL:
+                put_signal(value, field.writes)
+            elif arg is Arg.PROGRAM:
+                put_program(value)
+            else:                                             # Arg.OFFSET: resolved once every label is placed
+                jumps.append((blocks[-1], len(words), value))
+                words.append(0)
+
         blocks: list[int] = []                         # the header positions of the open BLOCKs, innermost last
         placed: dict[Label, tuple[int, int]] = {}       # label -> (its block's header, its word position)
         jumps: list[tuple[int, int, Label]] = []        # (block header, offset word, label)
         for pkt in queue.packets:
             op = pkt[0]
-            if op is None:                                    # a label: the position of the next packet
+            if op == "label":                                 # the position of the next packet
                 if pkt[1] in placed:
                     raise ValueError(f"{pkt[1]!r} is placed twice")
                 placed[pkt[1]] = (blocks[-1] if blocks else -1, len(words))
                 continue
-            if op is Op.BLOCK and not pkt[1]:                 # the end of a block: its header counts its words
+            if op == "begin":                                 # a BLOCK's header, written at its end
+                blocks.append(len(words))
+                words.append(0)
+                continue
+            if op == "end":                                   # the end of a block: its header counts its words
                 if not blocks:
                     raise ValueError("end_block without a matching begin_block")
                 at = blocks.pop()
@@ -272,61 +334,19 @@ class CommandBuffer:
                 if not blocks:
                     self._top_level_end(words, at, starts)
                 continue
+            _, flags, args = pkt
+            if op is Op.JUMP and not blocks:
+                raise ValueError("a jump must be inside a block (HWQueue.begin_block)")
             at = len(words)
-            words.append(0)                                   # header, filled in below
-            if op is Op.BLOCK:
-                blocks.append(at)
-                continue
-            if op is Op.EXEC:
-                _, program, bufs, vals, gs = pkt
-                self.programs.append(program)
-                words.extend((program.id, program.fn_addr))
-                put_val(gs)
-                words.extend((len(bufs), len(vals)))
-                for b in bufs:
-                    put_buf(b, 0, b.nbytes)
-                    self._exec_slots.add(slot_of[id(b)])
-                for v in vals:
-                    put_val(v)
-            elif op is Op.COPY:
-                _, dst, dst_off, src, src_off, nbytes, index, dst_stride, src_stride, count = pkt
-                n = count - 1 if index is not None else 0
-                put_buf(dst, dst_off, dst_off + nbytes + n * dst_stride)
-                put_buf(src, src_off, src_off + nbytes + n * src_stride)
-                words.append(nbytes)
-                if index is not None:
-                    put_buf(index, 0, 8)
-                    words.extend((dst_stride, src_stride, count))
-                    self._exec_slots.add(slot_of[id(index)])
-            elif op is Op.JUMP:
-                if not blocks:
-                    raise ValueError("a jump must be inside a block (HWQueue.begin_block)")
-                _, label, word, _, width, value = pkt
-                if word is not None:
-                    put_buf(word, 0, width)
-                    self._exec_slots.add(slot_of[id(word)])
+            words.append(0)                                   # the header, once the payload is counted
+            for field in PACKETS[op].fields:                  # in word order: fixed fields, then the arrays
+                if field.flag and not flags & field.flag:
+                    continue
+                if field.count is None:
+                    put(field, args[field.name])
                 else:
-                    words.append(0)
-                put_val(value)
-                jumps.append((blocks[-1], len(words), label))
-                words.append(0)                               # the offset, resolved once every label is placed
-            elif op in (Op.WRITE, Op.ADD):
-                put_buf(pkt[1], 0, 8)
-                self._exec_slots.add(slot_of[id(pkt[1])])
-                put_val(pkt[2])
-            elif op is Op.WAIT:
-                put_signal(pkt[1], written=False)
-                put_val(pkt[2])
-                words.append(pkt[3])
-            elif op is Op.SIGNAL:
-                put_signal(pkt[1], written=True)
-                put_val(pkt[2])
-            elif op is Op.TIMESTAMP:
-                put_signal(pkt[1], written=True)
-            host_fn = op is Op.EXEC and pkt[1].addr is None
-            flags = (EXEC_HOST_FN if host_fn else 0) | (COPY_INDEXED if op is Op.COPY and pkt[6] is not None else 0)
-            if op is Op.JUMP:
-                flags = (pkt[3] | pkt[4] << native.JUMP_WIDTH_SHIFT) << 40
+                    for item in args[field.name]:
+                        put(field, item)
             words[at] = header(op, len(words) - at - 1, flags)
             if not blocks:
                 self._top_level_end(words, at, starts)
@@ -359,7 +379,8 @@ class CommandBuffer:
     def _top_level_end(words: list[int], at: int, starts: list[int]) -> None:
         """A packet of the ring ends here: it must fit in a ring, and the ring may wrap before it."""
         if len(words) - at > RING_WORDS:
-            raise ValueError(f"a {Op(words[at] & 255).name} packet of {len(words) - at} words does not fit in a ring")
+            op = Op(words[at] & OP_MASK).name
+            raise ValueError(f"a {op} packet of {len(words) - at} words does not fit in a ring")
         starts.append(at)
 
     def __repr__(self) -> str:
@@ -408,7 +429,8 @@ class CommandBuffer:
 
     def submit(self, device: HCQDevice, inline: bool = False) -> Fence:
         """Submit to `device`'s engine of this queue's kind; returns at once with the submission's `Fence`.
-        With `inline`, run it on this thread if the device is idle (see "Inline submissions" above)."""
+        With `inline`, run it on this thread if the device is idle (see "Inline submissions" in
+        `tgfx/devices/hcq.py`)."""
         if device.name not in self._checked_devices:
             for slot in sorted(self._exec_slots):
                 if self.buffers[slot].device is not device:
@@ -423,3 +445,49 @@ def _dev_name(device: HCQDevice | None) -> str:
     return device.name if device is not None else "the host"
 
 
+class QueueAllocator(Allocator):
+    """An allocator whose host copies are COPY packets on the device's copy engine (host memory is device-visible),
+    ordered after everything submitted before."""
+
+    def copyin(self, buf: Buffer, src: np.ndarray | memoryview | bytes, timeout: float | None = None) -> None:
+        """Copy host bytes into the start of `buf`; returns when the copy is done."""
+        host = host_buffer(np.ascontiguousarray(src) if isinstance(src, np.ndarray) else src)
+        if host.nbytes > buf.nbytes:
+            raise ValueError(f"copyin of {host.nbytes} B does not fit in {buf!r}")
+        HWQueue(Engine.COPY).copy(buf, host, host.nbytes).submit(self.device, inline=True).wait(timeout)
+
+    def fill(self, buf: Buffer, src: np.ndarray) -> None:
+        """`copyin` (a backend whose memory the host can write stores directly instead)."""
+        self.copyin(buf, src)
+
+    def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
+        """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work."""
+        host = host_buffer(dst)
+        if not host._mem.flags.writeable:
+            raise ValueError("copyout destination is read-only")
+        if host.nbytes > buf.nbytes:
+            raise ValueError(f"copyout of {host.nbytes} B reads past the end of {buf!r}")
+        HWQueue(Engine.COPY).copy(host, buf, host.nbytes).submit(self.device, inline=True).wait(timeout)
+
+
+class QueueDevice(HCQDevice):
+    """A device whose launches and copies are queues of packets (the CPU's; see `HCQDevice` for the hooks left)."""
+
+    def exec_sync(self, program: Program | Any, bufs: Sequence[Buffer], vals: Sequence[int] = (), global_size: int = 1,
+                  timeout: float | None = None) -> None:
+        """Run one kernel and wait for it: the simplest way to launch (tests, eager, BEAM timing)."""
+        HWQueue().exec(program, bufs, vals, global_size).submit(self, inline=True).wait(timeout)
+
+    def copy(self, dst: Buffer, src: Buffer, nbytes: int, dst_offset: int = 0, src_offset: int = 0) -> Fence:
+        """Copy on this device's copy engine, after all work submitted so far to `src`'s device; returns at once.
+
+        Later submissions to this device are ordered after it; wait on the fence before reading `dst` elsewhere.
+        """
+        q = HWQueue(Engine.COPY)
+        if src.device is not None and src.device is not self and src.device.timeline_value:
+            q.wait(src.device.timeline, src.device.timeline_value)
+        fence = q.copy(dst, src, nbytes, dst_offset, src_offset).submit(self)
+        if src.device is not None and src.device is not self:
+            # the source device's later work (which may overwrite or free `src`) waits until the copy has read it
+            HWQueue().wait(self.timeline, fence.value).submit(src.device)
+        return fence

@@ -9,7 +9,7 @@ import numpy as np
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices import get_device
-from tgfx.devices.hcq import HWQueue, Label
+from tgfx.devices.queue import HWQueue, Label
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, buffers
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from tgfx.counters import counters
 from tgfx.devices import get_device
-from tgfx.devices.hcq import Buffer, Engine, HWQueue, Sym
+from tgfx.devices.hcq import Buffer, Engine, Sym
+from tgfx.devices.queue import HWQueue
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.control import lifetimes, writes

@@ -48,7 +48,8 @@ import numpy as np
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices import get_device
-from tgfx.devices.hcq import Buffer, HWQueue, Program, Signal
+from tgfx.devices.hcq import Buffer, Program, Signal
+from tgfx.devices.queue import HWQueue
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
