@@ -238,3 +238,23 @@ def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
     assert _kernels((1 / (1 + tnp.exp(-small_a))) @ small_w) == 1
     np.testing.assert_allclose(((1 / (1 + tnp.exp(-a))) @ w).numpy(), (1 / (1 + np.exp(-a.numpy()))) @ w.numpy(),
                                rtol=1e-5)
+
+
+# ---- stage invariants (SPEC=1) ----
+def test_stage_checks_accept_what_each_stage_makes_and_name_what_it_left():
+    import pytest
+
+    from tgfx.ir.spec import SpecError, check_stage
+    from tgfx.lowering import index_level
+    x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    linear, _ = schedule([(x.T * 2).sum(0).uop])
+    check_stage(linear, "linear")
+    (call,) = linear.src
+    check_stage(index_level(call.src[0]), "kernel")
+    # the tensor-level AST itself still has its movement ops: not an index-level kernel
+    with pytest.raises(SpecError, match="(RESHAPE|PERMUTE) is left in an index-level kernel"):
+        check_stage(call.src[0], "kernel")
+    bad = UOp(Ops.LINEAR, None, (UOp(Ops.CALL, None, (call.src[0], x.uop.src[0] if x.uop.op is Ops.RESHAPE
+                                                        else x.uop, (x.T * 2).uop)),))
+    with pytest.raises(SpecError, match="invalid LINEAR command CALL"):
+        check_stage(bad, "linear")

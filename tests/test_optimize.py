@@ -134,7 +134,7 @@ def test_a_padded_convolution_gets_register_blocking():
     inlined = graph_rewrite(UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,)), pm_inline)
     linear, _ = schedule(list(inlined.src))
     (call,) = linear.src
-    ast = call.src[0].arg if call.src[0].op is Ops.KERNEL else call.src[0]
+    ast = call.src[0]
     sink = graph_rewrite(rangeify(ast), pm_symbolic)
     assert not any(u.op is Ops.MOD for u in sink.toposort())
     assert [o.op for o in hand_coded_opts(sink, cores=1)] == ["UPCAST", "UPCAST"]

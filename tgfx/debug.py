@@ -36,8 +36,8 @@ DOT_TIMEOUT_S = 60
 _CALLS = frozenset({Ops.FUNCTION, Ops.CALL, Ops.TUPLE, Ops.GETTUPLE})
 _MEMORY = frozenset({Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.STORE, Ops.LOAD, Ops.INDEX})
 _MULTI = frozenset({Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE})
-_KERNEL = frozenset({Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.SPECIAL, Ops.VECTORIZE, Ops.GEP, Ops.DEFINE_ACC})
-_PROGRAM = frozenset({Ops.PROGRAM, Ops.LINEAR, Ops.KERNEL})
+_KERNEL = frozenset({Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.SPECIAL, Ops.DEFINE_ACC})
+_PROGRAM = frozenset({Ops.LINEAR})
 GROUPS: tuple[tuple[str, frozenset[Ops], str], ...] = (
     ("defines", GroupOp.Defines | {Ops.BIND}, "#ffe0b2"),
     ("movement", GroupOp.Movement, "#c8e6c9"),

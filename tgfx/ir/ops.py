@@ -73,12 +73,9 @@ class Ops(Enum):
     REDUCE = auto()         # src: (value, *ranges); arg: op
     SINK = auto()
     SPECIAL = auto()        # arg: name ('core'); a core/thread id
-    VECTORIZE = auto(); GEP = auto()  # noqa: E702
 
     # program
-    PROGRAM = auto()
-    LINEAR = auto()
-    KERNEL = auto()         # arg: the kernel's AST (a SINK); src: its buffers
+    LINEAR = auto()         # src: the commands of a schedule, in order (CALLs of kernels and copies, BLOCK, ...)
 
     def __repr__(self) -> str:
         return f"Ops.{self.name}"

@@ -152,8 +152,8 @@ spec = PatternMatcher([
     (UPat(Ops.ALLREDUCE, name="x"), lambda x: x.arg in GroupOp.Reduce and _multi_ok(x)),
     # kernel-level and structural ops: their shapes are checked by the passes that build them
     (UPat((Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD), name="x"), lambda x: not x.src and x.dtype is None),
-    (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.KERNEL,
-           Ops.LINEAR, Ops.PROGRAM, Ops.MSTACK, Ops.VECTORIZE, Ops.GEP)),
+    (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK,
+           Ops.LINEAR, Ops.MSTACK)),
      lambda: True),
 ])
 
@@ -163,3 +163,33 @@ def check_uop(u: UOp) -> None:
     if ok is not True:
         srcs = ", ".join(f"{s.op.name}:{s.dtype!r}:{s.shape}" for s in u.src)
         raise SpecError(f"invalid {u.op.name} (dtype {u.dtype!r}, arg {u.arg!r}) with sources [{srcs}]")
+
+
+# ---- stage invariants: what may remain of a graph after a stage of the pipeline (checked there when SPEC=1) ----
+# after rangeify (and the index-level passes): scalar code over explicit loops, no tensor-level op left
+_TENSOR_LEVEL = GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE,
+                                    Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE,
+                                    Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
+# a LINEAR's commands: kernels and copies as CALLs, control commands as themselves, each on BUFFER operands
+_COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD})
+spec_linear = PatternMatcher([
+    (UPat(Ops.LINEAR, name="x"), lambda x: all(c.op is Ops.CALL and c.src and c.src[0].op in _COMMANDS
+                                               and all(b.op is Ops.BUFFER for b in c.src[1:]) for c in x.src)),
+])
+
+
+def check_stage(root: UOp, stage: str) -> None:
+    """Raise SpecError if `root` holds what `stage` ("kernel": an index-level kernel; "linear": a schedule) must
+    have lowered away."""
+    if stage == "kernel":
+        bad = next((u for u in root.toposort() if u.op in _TENSOR_LEVEL), None)
+        if bad is not None:
+            raise SpecError(f"{bad.op.name} is left in an index-level kernel (after rangeify): {bad.arg!r}")
+    elif stage == "linear":
+        if spec_linear.rewrite(root) is not True:
+            wrong = next((c for c in root.src if c.op is not Ops.CALL or not c.src or c.src[0].op not in _COMMANDS
+                          or any(b.op is not Ops.BUFFER for b in c.src[1:])), None)
+            raise SpecError(f"invalid LINEAR command {wrong.op.name if wrong else '?'} "
+                            f"({wrong.src[0].op.name if wrong is not None and wrong.src else 'no body'})")
+    else:
+        raise ValueError(f"unknown stage {stage!r}")

@@ -21,6 +21,7 @@ from tgfx import config
 from tgfx.devices.cpu import cpu_count
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import (
     cache_key,
@@ -92,7 +93,10 @@ def index_level(ast: UOp) -> UOp:
     # float32 exp/exp2/tanh become vectorisable arithmetic instead of scalar C library calls
     sink = graph_rewrite(sink, pm_transcendental, name="transcendental")
     # fold constants and simplify the index arithmetic rangeify produced
-    return graph_rewrite(sink, pm_symbolic, name="symbolic")
+    sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
+    if config.SPEC:
+        check_stage(sink, "kernel")
+    return sink
 
 
 def render_kernel(name: str, sink: UOp, opts: Sequence[Opt]) -> tuple[str, list[UOp], list[UOp]]:

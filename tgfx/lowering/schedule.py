@@ -12,9 +12,11 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from tgfx import config
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 
@@ -411,6 +413,8 @@ class ScheduleTemplate:
         self.roots = roots   # kept alive: the same graph built again is these nodes, their keys already computed
         self.programs: dict[str, Any] = {}   # its eager programs by kernel-option mode (eager_program)
         self.linear, results = schedule(roots)
+        if config.SPEC:
+            check_stage(self.linear, "linear")
         self.results = [results[r] for r in roots]
         self.n_inputs = n_inputs
         from tgfx.counters import counters
