@@ -50,6 +50,7 @@ from tgfx.lowering.execute import (
     register_memory,
 )
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
@@ -443,9 +444,11 @@ class Jit:
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self.name = getattr(f, "__qualname__", type(f).__qualname__)
         self.trace_count = 0
-        self._cache: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}
-        self._signatures: list[Signature] = []
-        self._fast: dict[Hashable, tuple[JitProgram, PyTreeDef]] = {}  # signatures of all-Tensor positional calls
+        # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE (and all with this Jit)
+        self._cache: LRU[Hashable, tuple[JitProgram, PyTreeDef]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
+        # signatures of all-Tensor positional calls
+        self._fast: LRU[Hashable, tuple[JitProgram, PyTreeDef]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         functools.update_wrapper(self, f, updated=())
 
