@@ -65,8 +65,8 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]], strict
 
     if body.op is Ops.SINK:
         ck = lower_kernel(body)
-        q.exec(ck.program, [buffer_memory(b, allocate=not strict or i == 0 or b in written) for i, b in enumerate(bufs)],
-               global_size=ck.global_size)
+        mems = [buffer_memory(b, allocate=not strict or i == 0 or b in written) for i, b in enumerate(bufs)]
+        q.exec(ck.program, mems, global_size=ck.global_size)
     elif body.op is Ops.COPY:
         if len(body.arg) == 3:
             nbytes, src_offset, dst_offset = body.arg
