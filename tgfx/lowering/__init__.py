@@ -186,7 +186,8 @@ def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -
 
 
 def compile_kernel(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelObject:
-    """One kernel AST (tensor level, buffers by slot) to an object file and its launch metadata, for `target`.
+    """One kernel AST (tensor level, buffers by slot) to an object file and its launch metadata, for `target`: the
+    stages of `kernel_source` in order, then LLVM's.
 
     `opts` are applied exactly; without them the heuristics choose, or with `BEAM=n` a search
     (`tgfx/lowering/search.py`). No caching here: `lower_kernel` caches around it."""
