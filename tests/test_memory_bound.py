@@ -94,6 +94,19 @@ def test_memory_stops_growing_while_retracing():
     assert max(grew[1:]) < 3 << 20, f"memory grew by {[g >> 10 for g in grew]} KiB per round"
 
 
+def test_code_memory_is_released_when_nothing_holds_its_kernels():
+    gc.collect()
+    before = code_stats()
+    with Context(TGFX_KERNEL_CACHE_SIZE=1, TGFX_SCHEDULE_CACHE_SIZE=1):
+        for n in range(1, 70):          # 69 kernels: more than two code engines' worth
+            np.testing.assert_allclose((tg.asarray(np.ones(n, np.float32)) * 4 + 3).numpy(), np.full(n, 7.0))
+    forget_compiled()
+    gc.collect()
+    after = code_stats()
+    # no kernel held: at most the engine that new objects go into stays, besides what was held before
+    assert after.kernels <= before.kernels and after.owners <= before.owners + 1, (before, after)
+
+
 def test_an_evicted_kernel_that_a_live_program_runs_keeps_its_code():
     x = np.random.default_rng(0).standard_normal(37).astype(np.float32)
     with Context(TGFX_KERNEL_CACHE_SIZE=1, TGFX_SCHEDULE_CACHE_SIZE=1):

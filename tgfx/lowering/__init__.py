@@ -213,12 +213,12 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
     if known is None and mode.startswith("beam"):  # a search done before names its program: maybe compiled already
         from tgfx.lowering.search import cached_search
         known = cached_search(ast.key, int(config.BEAM), target.cores)
-    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, target.cores)}")
+    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, target.cores)}", target)
     if (cached := read_cached(key)) is not None:
         return _load(ast, mode, key, KernelObject.from_meta(*cached))
 
     def finish(ko: KernelObject) -> CompiledKernel:
-        key = cache_key(f"{ast.key}|{ko.mode}")
+        key = cache_key(f"{ast.key}|{ko.mode}", target)
         write_cached(key, ko.meta(), ko.obj)
         return _load(ast, mode, key, ko)
     if pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)

@@ -125,10 +125,10 @@ def compiler() -> _Compiler:
     return _compiler
 
 
-def cache_key(kernel_key: str) -> str:
+def cache_key(kernel_key: str, target: Target | None = None) -> str:
     """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code and
-    target."""
-    return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{host_target()}".encode()).hexdigest()
+    `target` (the host's by default)."""
+    return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{target or host_target()}".encode()).hexdigest()
 
 
 def _path(key: str) -> pathlib.Path:
