@@ -33,7 +33,8 @@ def rss_bytes() -> int:
 
 def programs_alive() -> int:
     """Encoded programs (jitted signatures' and eager templates') alive in this process."""
-    return sum(1 for o in gc.get_objects() if type(o).__name__ == "JitProgram")
+    return sum(1 for o in gc.get_objects() if type(o).__name__ == "JitProgram" or
+               type(o).__name__ == "Program" and type(o).__module__ == "tgfx.lowering.program")
 
 
 def held_elsewhere() -> tuple[int, int]:
