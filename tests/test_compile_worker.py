@@ -45,26 +45,26 @@ def held(lock: threading.Lock, seconds: float) -> threading.Thread:
 
 
 def test_a_busy_process_compiles_in_the_worker_to_the_same_object(worker):
-    here = compile_mod.engine().compile(IR)
-    with compile_mod.engine().busy:                 # this process is busy: the compile goes to the worker
+    here = compile_mod.compiler().compile(IR)
+    with compile_mod.compiler().busy:                 # this process is busy: the compile goes to the worker
         there = compile_mod.compile_llvm(IR)
     assert there == here and worker.proc.poll() is None
 
 
 def test_llvm_errors_in_the_worker_reach_the_caller(worker):
-    with compile_mod.engine().busy, pytest.raises(RuntimeError, match="LLVM failed in the compile worker"):
+    with compile_mod.compiler().busy, pytest.raises(RuntimeError, match="LLVM failed in the compile worker"):
         compile_mod.compile_llvm("define void @broken( {")
     assert worker.proc.poll() is None                # the worker keeps serving
-    with compile_mod.engine().busy:
-        assert compile_mod.compile_llvm(IR) == compile_mod.engine().compile(IR)
+    with compile_mod.compiler().busy:
+        assert compile_mod.compile_llvm(IR) == compile_mod.compiler().compile(IR)
 
 
 def test_a_dead_worker_leaves_the_compile_to_this_process(worker):
     worker.proc.kill()
     worker.proc.wait(5)
-    busy = held(compile_mod.engine().busy, 0.3)     # busy a while: the dead worker is tried first
+    busy = held(compile_mod.compiler().busy, 0.3)     # busy a while: the dead worker is tried first
     try:
-        assert compile_mod.compile_llvm(IR) == compile_mod.engine().compile(IR)
+        assert compile_mod.compile_llvm(IR) == compile_mod.compiler().compile(IR)
     finally:
         busy.join(5)
     assert all(w.proc.poll() is None for w in compile_mod.compile_workers())   # and a new one is started
@@ -83,7 +83,7 @@ def test_a_program_compiles_in_the_worker_and_runs_right(worker, tmp_path, monke
 
     with Context(TGFX_CACHE_DIR=str(tmp_path)):
         tg.counters.reset()
-        busy = held(compile_mod.engine().busy, 2.0)   # this process busy at first: the first compile goes out
+        busy = held(compile_mod.compiler().busy, 2.0)   # this process busy at first: the first compile goes out
         try:
             got = [o.numpy() for o in tg.jit(f)(tg.asarray(x))]
         finally:

@@ -216,12 +216,12 @@ def test_compiled_objects_have_no_32_bit_absolute_relocations():
 
     import pytest
 
-    from tgfx.lowering.compile import engine
+    from tgfx.lowering.compile import compiler
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("x86-64 relocation types")
     ir = ("define float @pick(i32 %c, float %x) {\n  %b = icmp sgt i32 %c, 0\n"
           "  %s = select i1 %b, float 2.5, float 7.25\n  %r = fmul float %s, %x\n  ret float %r\n}\n")
-    obj = engine().compile(ir)
+    obj = compiler().compile(ir)
     assert obj[:4] == b"\x7fELF"
     r_x86_64_32, r_x86_64_32s = 10, 11
     assert not _relocation_types(obj) & {r_x86_64_32, r_x86_64_32s}

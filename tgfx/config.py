@@ -42,6 +42,10 @@ NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
 INLINE_BYTES = Flag("TGFX_INLINE_BYTES", 1 << 16)  # a jitted program touching at most this much runs on the caller
+# caches of compiled work, least recently used first out (what a running program still holds stays alive)
+KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels by AST (the disk cache is unbounded)
+SCHEDULE_CACHE_SIZE = Flag("TGFX_SCHEDULE_CACHE_SIZE", 1024)  # eager graphs' schedules and encoded programs
+JIT_CACHE_SIZE = Flag("TGFX_JIT_CACHE_SIZE", 256)             # traced programs per jitted function
 X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX
 
 # `update`'s names for flags, besides their own: JAX's spelling, so that ported programs keep theirs

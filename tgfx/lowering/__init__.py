@@ -2,8 +2,8 @@
 
     tensor graph ──inline FUNCTIONs──▶ ──multi (sharded values to per-device graphs)──▶ ──allreduce (rings)──▶
                  ──schedule (cached per graph key)──▶ LINEAR of kernel CALLs
-    per kernel: rangeify ─▶ transcendental ─▶ symbolic ─▶ optimize (heuristics, or BEAM search) ─▶ linearize
-                ─▶ render LLVM IR ─▶ compile (llvmlite)
+    per kernel (`compile_kernel`, cached by `lower_kernel`): rangeify ─▶ transcendental ─▶ symbolic ─▶ optimize
+                (heuristics, or BEAM search) ─▶ linearize ─▶ render LLVM IR ─▶ compile (llvmlite) ─▶ load
     LINEAR ──execute──▶ device queues
 
 `realize(uops)` runs the whole pipeline and returns each uop's result as a view of a buffer.
@@ -14,20 +14,23 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tgfx import config
-from tgfx.devices.cpu import cpu_count
+from tgfx.devices.hcq import Program
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import (
+    KernelCode,
+    Target,
     cache_key,
     compile_llvm,
     compile_workers,
-    engine,
+    compiler,
+    host_target,
     load_object,
     read_cached,
     write_cached,
@@ -35,6 +38,7 @@ from tgfx.lowering.compile import (
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.inline import check_no_params, pm_inline, walk
 from tgfx.lowering.linearize import linearize
+from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.optimize import Opt, forced_opts, global_size, opt_mode, optimize
 from tgfx.lowering.rangeify import rangeify
@@ -45,19 +49,74 @@ from tgfx.lowering.transcendental import pm_transcendental
 
 
 @dataclass(frozen=True)
-class CompiledKernel:
-    name: str
-    addr: int          # native entry point, calling convention of tgfx/devices/hcq.py
+class KernelObject:
+    """A kernel compiled to an object file, with what launching it needs: what `compile_kernel` returns and the disk
+    cache stores."""
+    name: str          # the object's function symbol
+    obj: bytes
     nbufs: int
-    ast: UOp
-    src: str           # LLVM IR as rendered
+    mode: str          # what chose its options (`opt_mode`): part of its cache key
     flops: int = 0     # arithmetic ops on values (not index math), for DEBUG>=2 throughput
     mem_bytes: int = 0  # bytes of every buffer the kernel touches, once
     global_size: int = 1  # core ids it is launched with (THREAD)
     opts: tuple[Opt, ...] = ()  # the options applied, for DEBUG>=2
+    src: str = ""      # LLVM IR as rendered ("" when read from the disk cache)
+
+    def meta(self) -> dict[str, Any]:
+        return {"name": self.name, "nbufs": self.nbufs, "mode": self.mode, "flops": self.flops,
+                "mem_bytes": self.mem_bytes, "global_size": self.global_size,
+                "opts": [[o.op, o.axis, o.amount] for o in self.opts]}
+
+    @staticmethod
+    def from_meta(meta: dict[str, Any], obj: bytes) -> KernelObject:
+        return KernelObject(meta["name"], obj, meta["nbufs"], meta["mode"], meta["flops"], meta["mem_bytes"],
+                            meta["global_size"], tuple(Opt(*o) for o in meta["opts"]))
 
 
-_kernels: dict[tuple[str, str], CompiledKernel] = {}  # by (kernel key, opt_mode)
+@dataclass(frozen=True)
+class KernelSource:
+    """A kernel through every stage but LLVM's: its IR and launch metadata (`kernel_source`)."""
+    name: str
+    ir: str
+    nbufs: int
+    mode: str
+    flops: int
+    mem_bytes: int
+    global_size: int
+    opts: tuple[Opt, ...]
+
+    def assemble(self, obj: bytes) -> KernelObject:
+        return KernelObject(self.name, obj, self.nbufs, self.mode, self.flops, self.mem_bytes, self.global_size,
+                            self.opts, self.ir)
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A kernel loaded to run: its code (`code.addr` is valid while the code is held), and the device Program that
+    launches it, which holds the code too (command buffers and running submissions hold the Program)."""
+    name: str
+    code: KernelCode
+    nbufs: int
+    ast: UOp
+    src: str           # LLVM IR as rendered
+    flops: int = 0
+    mem_bytes: int = 0
+    global_size: int = 1
+    opts: tuple[Opt, ...] = ()
+    program: Program = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        prog = Program(self.name, self.code.addr, keepalive=self.code)
+        prog.flops, prog.mem_bytes = self.flops, self.mem_bytes
+        object.__setattr__(self, "program", prog)
+
+    @property
+    def addr(self) -> int:   # native entry point, calling convention of tgfx/devices/hcq.py
+        return self.code.addr
+
+
+# by (kernel key, opt_mode); a kernel a program holds outlives its entry here
+_kernels: LRU[tuple[str, str], CompiledKernel] = LRU(lambda: int(config.KERNEL_CACHE_SIZE))
 
 
 def kernel_name(ast: UOp) -> str:
@@ -115,61 +174,79 @@ def symbol_name(ast: UOp, mode: str) -> str:
     return name if mode.startswith("hand:") else f"{name}_{hashlib.sha256(mode.encode()).hexdigest()[:6]}"
 
 
+def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelSource:
+    """A kernel AST through every stage before LLVM's: index level, options, program order, LLVM IR."""
+    # rangeify -> transcendental -> symbolic: scalar index-level code with explicit loops
+    sink = index_level(ast)
+    # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
+    sink, applied = optimize(sink, target.cores, kernel_name(ast), ast.key, opts)
+    # options the caller gave or a search found name the object; the heuristics' are named by what chose them
+    mode = opt_mode(applied, target.cores) if opts is not None or config.BEAM > 0 else opt_mode(None, target.cores)
+    name = symbol_name(ast, mode)
+    # order into loops and render LLVM IR
+    ir, lin, bufs = render_kernel(name, sink, applied)
+    flops, mem = estimate_cost(lin, bufs)
+    return KernelSource(name, ir, len(bufs), mode, flops, mem, global_size(sink), tuple(applied))
+
+
+def compile_kernel(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelObject:
+    """One kernel AST (tensor level, buffers by slot) to an object file and its launch metadata, for `target`: the
+    stages of `kernel_source` in order, then LLVM's.
+
+    `opts` are applied exactly; without them the heuristics choose, or with `BEAM=n` a search
+    (`tgfx/lowering/search.py`). No caching here: `lower_kernel` caches around it."""
+    src = kernel_source(ast, target, opts)
+    # LLVM's optimiser and code generator, for the target's CPU
+    return src.assemble(compile_llvm(src.ir))
+
+
 def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolExecutor | None = None) -> Any:
-    """One kernel AST (tensor level, buffers by slot) to a compiled program; cached in memory and on disk.
+    """One kernel AST to a loaded, runnable kernel: `compile_kernel`, cached in memory (an LRU of
+    `TGFX_KERNEL_CACHE_SIZE`) and on disk.
 
     `opts` (or those `use_opts` forces) are applied exactly; without them the heuristics choose, or with `BEAM=n`
-    a search (`tgfx/lowering/search.py`). The cache key holds what chose the options, so kernels compiled under
-    different choices never stand in for each other.
+    a search. The cache key holds what chose the options, so kernels compiled under different choices never stand
+    in for each other. With `pool`, a kernel to compile comes back as (future object, finish) for `prelower`.
     """
+    target = host_target()
     opts = forced_opts() if opts is None else tuple(opts)
-    cores = cpu_count()
-    mode = opt_mode(opts, cores)
+    mode = opt_mode(opts, target.cores)
     if (hit := _kernels.get((ast.key, mode))) is not None:
         return hit
     known = opts
     if known is None and mode.startswith("beam"):  # a search done before names its program: maybe compiled already
         from tgfx.lowering.search import cached_search
-        known = cached_search(ast.key, int(config.BEAM), cores)
-    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, cores)}")
+        known = cached_search(ast.key, int(config.BEAM), target.cores)
+    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, target.cores)}", target)
     if (cached := read_cached(key)) is not None:
-        meta, obj = cached
-        ck = CompiledKernel(meta["name"], load_object(key, meta["name"], obj), meta["nbufs"], ast, "",
-                            meta["flops"], meta["mem_bytes"], meta["global_size"],
-                            tuple(Opt(*o) for o in meta["opts"]))
-    else:
-        # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
-        sink, applied = optimize(index_level(ast), cores, kernel_name(ast), ast.key, opts)
-        obj_mode = opt_mode(applied, cores) if opts is not None or mode.startswith("beam") else mode
-        key = cache_key(f"{ast.key}|{obj_mode}")
-        name = symbol_name(ast, obj_mode)
-        ir, lin, bufs = render_kernel(name, sink, applied)
-        flops, mem = estimate_cost(lin, bufs)
-        gs = global_size(sink)
+        return _load(ast, mode, key, KernelObject.from_meta(*cached))
 
-        def finish(obj: bytes) -> CompiledKernel:
-            write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem,
-                               "global_size": gs, "opts": [[o.op, o.axis, o.amount] for o in applied]}, obj)
-            ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs,
-                                tuple(applied))
-            _kernels[(ast.key, mode)] = ck
-            return ck
-        if pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
-            return pool.submit(compile_llvm, ir), finish
-        return finish(compile_llvm(ir))
-    _kernels[(ast.key, mode)] = ck
-    return ck
+    def finish(ko: KernelObject) -> CompiledKernel:
+        key = cache_key(f"{ast.key}|{ko.mode}", target)
+        write_cached(key, ko.meta(), ko.obj)
+        return _load(ast, mode, key, ko)
+    if pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
+        src = kernel_source(ast, target, opts)
+        return pool.submit(compile_llvm, src.ir), lambda obj: finish(src.assemble(obj))
+    return finish(compile_kernel(ast, target, opts))
+
+
+def _load(ast: UOp, mode: str, key: str, ko: KernelObject) -> CompiledKernel:
+    """`ko` loaded into executable memory, and remembered in the LRU."""
+    ck = CompiledKernel(ko.name, load_object(key, ko.name, ko.obj), ko.nbufs, ast, ko.src, ko.flops, ko.mem_bytes,
+                        ko.global_size, ko.opts)
+    return _kernels.setdefault((ast.key, mode), ck)
 
 
 def prelower(asts: Iterable[UOp]) -> None:
     """Compile a program's kernels before it is encoded, the LLVM compiles on worker threads (llvmlite releases the
     GIL) while this thread lowers the next kernel in Python: a program's first call overlaps the two. One thread
     compiles in this process and one per compile worker process (`compile_llvm`), so compiles run side by side. Only
-    the threads touch LLVM until they are done: the objects are loaded into the engine afterwards, here."""
+    the threads touch LLVM until they are done: the objects are loaded afterwards, here."""
     todo = list(dict.fromkeys(asts))
     if len(todo) < 2 or config.BEAM > 0 or forced_opts() is not None:
         return
-    engine()  # made before the threads start: creating it uses LLVM
+    compiler()  # made before the threads start: creating it uses LLVM
     threads = 1 + (len(compile_workers()) if len(todo) >= 4 else 0)   # a worker is worth starting for a few kernels
     with ThreadPoolExecutor(threads, thread_name_prefix="tgfx-compile") as pool:
         jobs = [job for ast in todo if isinstance(job := lower_kernel(ast, pool=pool), tuple)]
@@ -223,7 +300,7 @@ def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     """The program of an eager graph's template, built on its first use. Programs are kept on the template per
     kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
     from tgfx.lowering.program import Program
-    mode = opt_mode(forced_opts(), cpu_count())
+    mode = opt_mode(forced_opts(), host_target().cores)
     prog = tpl.programs.get(mode)
     if prog is None:
         prog = tpl.programs[mode] = Program(tpl, inputs, len(inputs))

@@ -1,9 +1,13 @@
 """compile: LLVM IR text to native code through llvmlite, for the host CPU, with an on-disk object cache.
 
-One MCJIT engine per process. A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP
-vectorisation on, the host's CPU name and features), emitted as an object file, added to the engine and finalised.
-llvmlite compiles one module at a time per process, so a compile worker process (`llvm_worker.py`) compiles beside
-this one when it is busy (`compile_llvm`); objects are always loaded here.
+A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP vectorisation on, the host's
+CPU name and features) and emitted as an object file. llvmlite compiles one module at a time per process, so a
+compile worker process (`llvm_worker.py`) compiles beside this one when it is busy (`compile_llvm`), and takes over
+once this process has compiled enough (LLVM keeps memory after each run); objects are always loaded here.
+
+Loaded code has an owner: objects go into small MCJIT engines (`CodeOwner`, a few dozen kernels each), and each
+kernel's `KernelCode` refers to its engine, so an engine and its code memory are released when no kernel of it is
+held any more (evicted from the caches, no program or submission refers to it).
 
 Object files are cached on disk (`TGFX_CACHE_DIR`, default `~/.cache/tgfx`) under a key made of the kernel's `key`,
 what chose its options (the options themselves, or the heuristics and the core count: see `optimize.opt_mode`), the
@@ -27,6 +31,8 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import llvmlite.binding as llvm
@@ -38,11 +44,27 @@ from tgfx.lowering import llvm_worker
 _MAGIC = b"TGFXOBJ1"
 
 
+@dataclass(frozen=True)
+class Target:
+    """What a compiled kernel depends on besides its own code: the machine it runs on. Compiled objects and BEAM
+    results are cached under it; kernel heuristics read it."""
+    triple: str
+    cpu: str          # LLVM's name for the CPU (code is compiled for it: `-mcpu`)
+    features: str     # LLVM's feature string, "+avx2,+fma,..."
+    llvm: str         # LLVM's version: another one may emit other code for the same IR
+    cores: int        # cores a THREAD axis splits across
+
+    def __str__(self) -> str:
+        return f"{self.triple}|{self.cpu}|{self.features}|llvm{self.llvm}|cores{self.cores}"
+
+
 @functools.cache
-def _target() -> tuple[llvm.TargetMachine, str]:
-    tm = llvm_worker.target_machine()
-    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    return tm, f"{llvm.get_default_triple()}|{cpu}|{features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
+def host_target() -> Target:
+    """The machine this process runs on (a pure function of it: a race computes two equal values)."""
+    from tgfx.devices.cpu import cpu_count
+    llvm_worker.initialize()
+    return Target(llvm.get_default_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+                  ".".join(map(str, llvm.llvm_version_info)), cpu_count())
 
 
 @functools.cache
@@ -57,44 +79,56 @@ def lowering_version() -> str:
     return h.hexdigest()[:16]
 
 
-class _Engine:
-    """The process's MCJIT engine; objects are added once and live as long as the process."""
+# ---- compiling: LLVM IR to object code, in this process or in compile workers ----
+IN_PROCESS_COMPILES = config.Flag("TGFX_IN_PROCESS_COMPILES", 64)   # compiles this process does itself (see below)
+WORKER_COMPILES = 256        # a compile worker exits after this many compiles, and a fresh one takes its place
+
+
+class _Compiler:
+    """LLVM in this process: one module at a time (llvmlite's lock).
+
+    LLVM's optimiser as llvmlite runs it keeps memory after every run (70 KB for an empty kernel, 400 KB for one of
+    a thousand instructions: never returned). So this process compiles only its first `TGFX_IN_PROCESS_COMPILES`
+    modules, the first calls of a program, where a compile worker's start would cost more than the compile; later
+    compiles go to compile workers, which are replaced after `WORKER_COMPILES` each. With `TGFX_COMPILE_WORKERS=0`
+    everything compiles here."""
 
     def __init__(self) -> None:
-        self.tm, self.target = _target()
-        self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
-        self.lock = threading.Lock()
+        self.tm = llvm_worker.target_machine()
         self.busy = threading.Lock()   # held while this process compiles (others go to a worker, or wait)
-        self.loaded: dict[str, int] = {}
+        self.compiled = 0
+
+    @property
+    def open(self) -> bool:
+        """Whether this process still compiles modules itself."""
+        return self.compiled < int(IN_PROCESS_COMPILES) or int(COMPILE_WORKERS) <= 0
 
     def optimize(self, mod: llvm.ModuleRef) -> None:
         llvm_worker.optimize(mod, self.tm)
 
     def compile(self, ir: str) -> bytes:
+        self.compiled += 1
         return llvm_worker.compile_ir(ir, self.tm)
 
-    def load(self, key: str, name: str, obj: bytes) -> int:
-        with self.lock:
-            if key in self.loaded:
-                return self.loaded[key]
-            self.ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            self.ee.finalize_object()
-            addr = self.ee.get_function_address(name)
-            if not addr:
-                raise RuntimeError(f"compiled object for kernel {name} has no symbol {name}")
-            self.loaded[key] = addr
-            return addr
+
+_compiler: _Compiler | None = None
+_compiler_lock = threading.Lock()
 
 
-@functools.cache
-def engine() -> _Engine:
-    return _Engine()
+def compiler() -> _Compiler:
+    """This process's LLVM compiler, made once (under a lock: two threads' first calls share one)."""
+    global _compiler
+    if _compiler is None:
+        with _compiler_lock:
+            if _compiler is None:
+                _compiler = _Compiler()
+    return _compiler
 
 
-def cache_key(kernel_key: str) -> str:
+def cache_key(kernel_key: str, target: Target | None = None) -> str:
     """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code and
-    target."""
-    return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{engine().target}".encode()).hexdigest()
+    `target` (the host's by default)."""
+    return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{target or host_target()}".encode()).hexdigest()
 
 
 def _path(key: str) -> pathlib.Path:
@@ -151,20 +185,22 @@ def compile_llvm(ir: str, candidate: bool = False) -> bytes:
 
     Compiles run in this process, one at a time (llvmlite's lock), and, when this process is already compiling and
     `TGFX_COMPILE_WORKERS` allows, in a compile worker process beside it (`llvm_worker.py`): `prelower` keeps both
-    busy. A worker that cannot start or dies leaves the compile to this process."""
+    busy. Past `TGFX_IN_PROCESS_COMPILES` they all go to workers (see `_Compiler`). A worker that cannot start or
+    dies leaves the compile to this process."""
     if config.DEBUG >= 4 and not candidate:
         print(ir)
     if candidate:  # a BEAM candidate compiled only to be timed
         counters.search_compile_count += 1
     else:
         counters.compile_count += 1
-    eng = engine()
-    if eng.busy.acquire(blocking=False):
+    comp = compiler()
+    if comp.open and comp.busy.acquire(blocking=False):
         try:
-            return eng.compile(ir)
+            return comp.compile(ir)
         finally:
-            eng.busy.release()
-    for worker in compile_workers():
+            comp.busy.release()
+    workers = compile_workers()
+    for worker in workers:
         if worker.lock.acquire(blocking=False):
             try:
                 return worker.compile(ir)
@@ -172,8 +208,15 @@ def compile_llvm(ir: str, candidate: bool = False) -> bytes:
                 pass
             finally:
                 worker.lock.release()
-    with eng.busy:
-        return eng.compile(ir)
+    if not comp.open and workers:   # every worker busy: wait for one
+        worker = workers[hash(ir) % len(workers)]
+        with worker.lock:
+            try:
+                return worker.compile(ir)
+            except WorkerGone:
+                pass
+    with comp.busy:
+        return comp.compile(ir)
 
 
 COMPILE_WORKERS = config.Flag("TGFX_COMPILE_WORKERS", 1)   # compile worker processes beside this one (0: none)
@@ -192,9 +235,13 @@ class CompileWorker:
         self.proc = subprocess.Popen([sys.executable, "-P", llvm_worker.__file__], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.lock = threading.Lock()
+        self.compiles = 0
 
     def compile(self, ir: str) -> bytes:
-        """The object file of `ir`; raises `WorkerGone` if the worker does not answer, RuntimeError if LLVM failed."""
+        """The object file of `ir`; raises `WorkerGone` if the worker does not answer, RuntimeError if LLVM failed.
+        After `WORKER_COMPILES` `compile_workers` replaces it (LLVM's optimiser keeps memory after each run, see
+        `_Compiler`)."""
+        self.compiles += 1
         data = ir.encode()
         try:
             self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
@@ -237,11 +284,19 @@ _workers_lock = threading.Lock()
 
 
 def compile_workers() -> list[CompileWorker]:
-    """The live compile workers, started on first use (none on a one-core machine or with TGFX_COMPILE_WORKERS=0)."""
+    """The live compile workers, started on first use: `TGFX_COMPILE_WORKERS` of them beside this process's own
+    compiles (none on a one-core machine), one more once this process has stopped compiling itself (`_Compiler`),
+    none with TGFX_COMPILE_WORKERS=0."""
     from tgfx.devices.cpu import cpu_count
     with _workers_lock:
+        for w in _worker_list:
+            if w.compiles >= WORKER_COMPILES and w.lock.acquire(blocking=False):   # retired before its next compile
+                w.close()
+                w.lock.release()
         _worker_list[:] = [w for w in _worker_list if w.proc.poll() is None]
         want = min(int(COMPILE_WORKERS), max(cpu_count() - 1, 0))
+        if int(COMPILE_WORKERS) > 0 and not compiler().open:
+            want += 1
         while len(_worker_list) < want:
             try:
                 _worker_list.append(CompileWorker())
@@ -256,13 +311,85 @@ def _close_workers() -> None:
         w.close()
 
 
-def load_object(key: str, name: str, obj: bytes) -> int:
-    """Add an object to the process's engine and return the address of function `name`."""
-    return engine().load(key, name, obj)
+# ---- loading: object code into executable memory that an owner releases ----
+OWNER_KERNELS = 32   # kernels' code per MCJIT engine: a new engine costs ~0.3 ms and 50 KB, a kernel ~10 KB
+
+
+class CodeOwner:
+    """An MCJIT engine holding the machine code of up to `OWNER_KERNELS` kernels. Every `KernelCode` loaded into it
+    refers to it, so its code memory is released (the engine disposed) when the last of them is collected: no
+    kernel address of it is then held anywhere (programs hold KernelCode, see `KernelCode`)."""
+
+    def __init__(self) -> None:
+        tm = llvm_worker.target_machine(host_target().cpu, host_target().features)   # the engine owns it
+        self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+        self.kernels = 0
+        _owners.add(self)
+
+    def add(self, name: str, obj: bytes) -> int:
+        self.ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        self.ee.finalize_object()
+        self.kernels += 1
+        addr = self.ee.get_function_address(name)
+        if not addr:
+            raise RuntimeError(f"compiled object for kernel {name} has no symbol {name}")
+        return addr
+
+
+class KernelCode:
+    """The loaded machine code of one kernel: `addr` is valid as long as this object lives. Whatever may call the
+    address holds it: a CompiledKernel, the device Program made from it (so every command buffer that encodes the
+    address, and every submission still running it, through the Program)."""
+
+    __slots__ = ("name", "addr", "owner", "__weakref__")
+
+    def __init__(self, name: str, addr: int, owner: CodeOwner) -> None:
+        self.name, self.addr, self.owner = name, addr, owner
+        _codes.add(self)
+
+    def __repr__(self) -> str:
+        return f"<KernelCode {self.name} at {self.addr:#x}>"
+
+
+_owners: weakref.WeakSet[CodeOwner] = weakref.WeakSet()
+_codes: weakref.WeakSet[KernelCode] = weakref.WeakSet()
+_loaded: weakref.WeakValueDictionary[str, KernelCode] = weakref.WeakValueDictionary()   # by cache key, while held
+_open_owner: CodeOwner | None = None    # the engine new objects go into until it is full
+_load_lock = threading.Lock()
+
+
+def load_object(key: str, name: str, obj: bytes) -> KernelCode:
+    """The code of object `obj` (cache key `key`), with function `name`, loaded into executable memory; the same
+    KernelCode while something still holds the one loaded before."""
+    global _open_owner
+    with _load_lock:
+        if (code := _loaded.get(key)) is not None:
+            return code
+        if _open_owner is None or _open_owner.kernels >= OWNER_KERNELS:
+            _open_owner = CodeOwner()
+        code = _loaded[key] = KernelCode(name, _open_owner.add(name, obj), _open_owner)
+        return code
+
+
+def loaded(key: str) -> KernelCode | None:
+    """The code loaded under `key`, if something still holds it."""
+    return _loaded.get(key)
+
+
+@dataclass(frozen=True)
+class CodeStats:
+    kernels: int   # KernelCode objects alive: kernels whose code is loaded
+    owners: int    # MCJIT engines alive (each holding the code of up to OWNER_KERNELS kernels)
+
+
+def code_stats() -> CodeStats:
+    """What compiled code this process holds in executable memory now (collect garbage first for exact counts)."""
+    with _load_lock:
+        return CodeStats(len(_codes), len(_owners))
 
 
 def optimized_ir(ir: str) -> str:
     """The IR after LLVM's optimiser (for DEBUG output and tests)."""
     mod = llvm.parse_assembly(ir)
-    engine().optimize(mod)
+    compiler().optimize(mod)
     return str(mod)

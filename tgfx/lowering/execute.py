@@ -68,7 +68,7 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
 
     if body.op is Ops.SINK:
         ck = lower_kernel(body)
-        q.exec(ck, [buffer_memory(b) for b in bufs], global_size=ck.global_size)
+        q.exec(ck.program, [buffer_memory(b) for b in bufs], global_size=ck.global_size)
     elif body.op is Ops.COPY:
         if len(body.arg) == 3:
             nbytes, src_offset, dst_offset = body.arg

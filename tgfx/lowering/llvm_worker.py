@@ -20,13 +20,18 @@ import llvmlite.binding as llvm
 OK, FAILED = 0, 1
 
 
-def target_machine() -> llvm.TargetMachine:
-    """The host CPU's target machine, at O3. Position-independent: MCJIT places sections anywhere in the address
-    space, and the static model lets x86 use 32-bit absolute addresses (a select of two float constants becomes an
-    indexed load from a constant table)."""
+def initialize() -> None:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def target_machine(cpu: str | None = None, features: str | None = None) -> llvm.TargetMachine:
+    """The host CPU's target machine (or `cpu` with `features`), at O3. Position-independent: MCJIT places sections
+    anywhere in the address space, and the static model lets x86 use 32-bit absolute addresses (a select of two float
+    constants becomes an indexed load from a constant table)."""
+    initialize()
+    if cpu is None or features is None:
+        cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
     return llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
                                                                    codemodel="default")
 

@@ -234,8 +234,8 @@ def forced_opts() -> tuple[Opt, ...] | None:
 
 def vector_lanes() -> int:
     """float32 lanes of the host's widest vector registers."""
-    from tgfx.lowering.compile import engine
-    return 16 if "+avx512f" in engine().target else 8
+    from tgfx.lowering.compile import host_target
+    return 16 if "+avx512f" in host_target().features else 8
 
 
 def global_size(sink: UOp) -> int:

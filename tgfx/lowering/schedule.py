@@ -19,6 +19,7 @@ from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
+from tgfx.lowering.lru import LRU
 
 _buffer_uid = itertools.count(1)
 DEFAULT_DEVICE = "CPU:0"
@@ -432,16 +433,14 @@ class ScheduleTemplate:
         return UOp(Ops.LINEAR, None, calls), [r.substitute(mapping) for r in self.results]
 
 
-_templates: dict[str, ScheduleTemplate] = {}
-_TEMPLATES_KEPT = 4096
+# by graph key; an evicted template's eager programs are released with it, once no submission still runs them
+_templates: LRU[str, ScheduleTemplate] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
 def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTemplate:
     tpl = _templates.get(key)
     if tpl is None:
-        if len(_templates) >= _TEMPLATES_KEPT:
-            _templates.pop(next(iter(_templates)))
-        tpl = _templates[key] = ScheduleTemplate(roots, n_inputs)
+        tpl = _templates.setdefault(key, ScheduleTemplate(roots, n_inputs))
     return tpl
 
 

@@ -53,7 +53,7 @@ from tgfx.devices.queue import HWQueue
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
-from tgfx.lowering.compile import compile_llvm, engine, load_object, lowering_version, write_atomic
+from tgfx.lowering.compile import compile_llvm, host_target, load_object, loaded, lowering_version, write_atomic
 from tgfx.lowering.optimize import (
     OPT_OPS,
     KernelOptError,
@@ -80,7 +80,7 @@ _found: dict[str, list[Opt]] = {}   # beam key -> the options found (this proces
 
 # ---- the cache of results ----
 def beam_key(kernel_key: str, width: int, cores: int) -> str:
-    text = f"{kernel_key}|beam{width}|cores{cores}|{lowering_version()}|{engine().target}"
+    text = f"{kernel_key}|beam{width}|cores{cores}|{lowering_version()}|{host_target()}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -242,11 +242,11 @@ class _Search:
         timed, scale = self.sliced(cand)
         tag = hashlib.sha256(f"{opt_mode(opts, self.cores)}|{self.slice}".encode()).hexdigest()[:6]
         sym, load_key = f"{self.name}_beam{tag}", f"search|{self.sink.key}|{tag}"
-        addr = engine().loaded.get(load_key)
-        if addr is None:
+        code = loaded(load_key)
+        if code is None:
             ir, _, _ = render_kernel(sym, timed, opts)
-            addr = load_object(load_key, sym, compile_llvm(ir, candidate=True))
-        return Program(sym, addr), global_size(cand), scale
+            code = load_object(load_key, sym, compile_llvm(ir, candidate=True))
+        return Program(sym, code.addr, keepalive=code), global_size(cand), scale
 
     def sliced(self, cand: UOp) -> tuple[UOp, float]:
         """The candidate with its outermost loop cut to 1/slice of its iterations, and the factor to scale its

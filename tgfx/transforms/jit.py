@@ -18,6 +18,7 @@ reading them waits on the device.
 from __future__ import annotations
 
 import functools
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,7 @@ from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
 from tgfx.lowering.execute import buffer_memory, copyin, copyout
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
@@ -175,9 +177,11 @@ class Jit:
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self.name = getattr(f, "__qualname__", type(f).__qualname__)
         self.trace_count = 0
-        self._cache: dict[Hashable, tuple[Program, PyTreeDef]] = {}
-        self._signatures: list[Signature] = []
-        self._fast: dict[Hashable, tuple[Program, PyTreeDef]] = {}  # signatures of all-Tensor positional calls
+        # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE (and all with this Jit)
+        self._cache: LRU[Hashable, tuple[Program, PyTreeDef]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
+        # signatures of all-Tensor positional calls
+        self._fast: LRU[Hashable, tuple[Program, PyTreeDef]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         functools.update_wrapper(self, f, updated=())
 

@@ -1,0 +1,77 @@
+"""LRU: a bounded, thread-safe cache that forgets what was used least recently (compiled kernels, schedules, jit
+programs). What it forgets is only released when nothing else holds it: a program that still runs an evicted kernel
+keeps that kernel's code (see `tgfx/lowering/compile.py`, `KernelCode`)."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRU(Generic[K, V]):
+    """A mapping of at most `capacity()` entries (read on every insert, so a config flag changes it at once; below
+    1 it keeps one); inserting past it drops the least recently used."""
+
+    def __init__(self, capacity: Callable[[], int]) -> None:
+        self.capacity = capacity
+        self._d: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K, default: V | None = None) -> V | None:
+        with self._lock:
+            value = self._d.get(key, self)
+            if value is self:
+                return default
+            self._d.move_to_end(key)
+            return value   # type: ignore[return-value]
+
+    def __getitem__(self, key: K) -> V:
+        with self._lock:
+            self._d.move_to_end(key)
+            return self._d[key]
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._insert(key, value, replace=True)
+
+    def setdefault(self, key: K, value: V) -> V:
+        """The value under `key`, inserting `value` first if there is none (two threads racing get one value)."""
+        return self._insert(key, value, replace=False)
+
+    def _insert(self, key: K, value: V, replace: bool) -> V:
+        evicted = []   # released after the lock: dropping the last reference may run code (a program's release)
+        with self._lock:
+            if replace or key not in self._d:
+                self._d[key] = value
+            self._d.move_to_end(key)
+            value = self._d[key]
+            while len(self._d) > max(int(self.capacity()), 1):
+                evicted.append(self._d.popitem(last=False))
+        del evicted
+        return value
+
+    def pop(self, key: K, default: V | None = None) -> V | None:
+        with self._lock:
+            return self._d.pop(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __iter__(self) -> Iterator[K]:
+        with self._lock:
+            return iter(list(self._d))
+
+    def values(self) -> list[V]:
+        with self._lock:
+            return list(self._d.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            old, self._d = self._d, OrderedDict()
+        del old
