@@ -43,6 +43,7 @@ CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
 INLINE_BYTES = Flag("TGFX_INLINE_BYTES", 1 << 16)  # a jitted program touching at most this much runs on the caller
 X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX
+CPU = Flag("TGFX_CPU", "")        # compile for this LLVM CPU ("znver3") instead of the host's: tgfx/lowering/target.py
 
 # `update`'s names for flags, besides their own: JAX's spelling, so that ported programs keep theirs
 _ALIASES = {"x64": "TGFX_ENABLE_X64", "enable_x64": "TGFX_ENABLE_X64", "jax_enable_x64": "TGFX_ENABLE_X64"}

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tgfx import config
-from tgfx.devices.cpu import cpu_count
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
@@ -40,6 +39,7 @@ from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.symbolic import pm_symbolic
+from tgfx.lowering.target import Target, host_target, native_target
 from tgfx.lowering.transcendental import pm_transcendental
 
 
@@ -56,7 +56,7 @@ class CompiledKernel:
     opts: tuple[Opt, ...] = ()  # the options applied, for DEBUG>=2
 
 
-_kernels: dict[tuple[str, str], CompiledKernel] = {}  # by (kernel key, opt_mode)
+_kernels: dict[tuple[str, str], CompiledKernel] = {}  # by (kernel key, opt_mode: the target included)
 
 
 def kernel_name(ast: UOp) -> str:
@@ -95,20 +95,24 @@ def index_level(ast: UOp) -> UOp:
     return graph_rewrite(sink, pm_symbolic, name="symbolic")
 
 
-def render_kernel(name: str, sink: UOp, opts: Sequence[Opt]) -> tuple[str, list[UOp], list[UOp]]:
-    """An optimised index-level kernel as LLVM IR, with its program order and its buffers (by slot)."""
+def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
+                  target: Target | None = None) -> tuple[str, list[UOp], list[UOp]]:
+    """An optimised index-level kernel as LLVM IR for `target` (default: `host_target()`), with its program order and
+    its buffers (by slot)."""
     # order into loops, hoisting what each loop does not depend on
     lin, acc_of = linearize(sink)
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-    ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL") for o in opts))
+    ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL") for o in opts),
+                     target=target)
     return ir, lin, bufs
 
 
 def symbol_name(ast: UOp, mode: str) -> str:
-    """The kernel's symbol: its readable name, plus a tag of its options unless they are the default heuristics (one
-    process may hold the same kernel compiled with several option lists, and symbols must be unique)."""
+    """The kernel's symbol: its readable name, plus a tag of its options unless they are the default heuristics for
+    this machine (one process may hold the same kernel compiled with several option lists, or for several targets,
+    and symbols must be unique)."""
     name = kernel_name(ast)
-    return name if mode.startswith("hand:") else f"{name}_{hashlib.sha256(mode.encode()).hexdigest()[:6]}"
+    return name if mode == f"hand@{native_target().key}" else f"{name}_{hashlib.sha256(mode.encode()).hexdigest()[:6]}"
 
 
 def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolExecutor | None = None) -> Any:
@@ -119,40 +123,40 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
     different choices never stand in for each other.
     """
     opts = forced_opts() if opts is None else tuple(opts)
-    cores = cpu_count()
-    mode = opt_mode(opts, cores)
+    target = host_target()   # what the options are chosen for and the code compiled for (TGFX_CPU, or this machine)
+    mode = opt_mode(opts, target)
     if (hit := _kernels.get((ast.key, mode))) is not None:
         return hit
     known = opts
     if known is None and mode.startswith("beam"):  # a search done before names its program: maybe compiled already
         from tgfx.lowering.search import cached_search
-        known = cached_search(ast.key, int(config.BEAM), cores)
-    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, cores)}")
+        known = cached_search(ast.key, int(config.BEAM), target)
+    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, target)}", target)
     if (cached := read_cached(key)) is not None:
         meta, obj = cached
-        ck = CompiledKernel(meta["name"], load_object(key, meta["name"], obj), meta["nbufs"], ast, "",
+        ck = CompiledKernel(meta["name"], load_object(key, meta["name"], obj, target), meta["nbufs"], ast, "",
                             meta["flops"], meta["mem_bytes"], meta["global_size"],
                             tuple(Opt(*o) for o in meta["opts"]))
     else:
         # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
-        sink, applied = optimize(index_level(ast), cores, kernel_name(ast), ast.key, opts)
-        obj_mode = opt_mode(applied, cores) if opts is not None or mode.startswith("beam") else mode
-        key = cache_key(f"{ast.key}|{obj_mode}")
+        sink, applied = optimize(index_level(ast), target, kernel_name(ast), ast.key, opts)
+        obj_mode = opt_mode(applied, target) if opts is not None or mode.startswith("beam") else mode
+        key = cache_key(f"{ast.key}|{obj_mode}", target)
         name = symbol_name(ast, obj_mode)
-        ir, lin, bufs = render_kernel(name, sink, applied)
+        ir, lin, bufs = render_kernel(name, sink, applied, target)
         flops, mem = estimate_cost(lin, bufs)
         gs = global_size(sink)
 
         def finish(obj: bytes) -> CompiledKernel:
             write_cached(key, {"name": name, "nbufs": len(bufs), "flops": flops, "mem_bytes": mem,
                                "global_size": gs, "opts": [[o.op, o.axis, o.amount] for o in applied]}, obj)
-            ck = CompiledKernel(name, load_object(key, name, obj), len(bufs), ast, ir, flops, mem, gs,
+            ck = CompiledKernel(name, load_object(key, name, obj, target), len(bufs), ast, ir, flops, mem, gs,
                                 tuple(applied))
             _kernels[(ast.key, mode)] = ck
             return ck
         if pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
-            return pool.submit(compile_llvm, ir), finish
-        return finish(compile_llvm(ir))
+            return pool.submit(compile_llvm, ir, False, target), finish
+        return finish(compile_llvm(ir, target=target))
     _kernels[(ast.key, mode)] = ck
     return ck
 
@@ -225,7 +229,7 @@ def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     tpl.uses += 1
     if tpl.uses < 2:
         return None
-    mode = opt_mode(forced_opts(), cpu_count())
+    mode = opt_mode(forced_opts(), host_target())
     if (prog := tpl.programs.get(mode, False)) is not False:
         return prog
     from tgfx.lowering.schedule import buffer_view

@@ -1,15 +1,17 @@
-"""compile: LLVM IR text to native code through llvmlite, for the host CPU, with an on-disk object cache.
+"""compile: LLVM IR text to native code through llvmlite, for a CPU target, with an on-disk object cache.
 
 One MCJIT engine per process. A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP
-vectorisation on, the host's CPU name and features), emitted as an object file, added to the engine and finalised.
+vectorisation on), for the CPU name and features of its target (`tgfx/lowering/target.py`: the host's, or the one
+`TGFX_CPU` names) with a target machine per target, emitted as an object file, added to the engine and finalised.
 llvmlite compiles one module at a time per process, so a compile worker process (`llvm_worker.py`) compiles beside
 this one when it is busy (`compile_llvm`); objects are always loaded here.
 
 Object files are cached on disk (`TGFX_CACHE_DIR`, default `~/.cache/tgfx`) under a key made of the kernel's `key`,
-what chose its options (the options themselves, or the heuristics and the core count: see `optimize.opt_mode`), the
-version of the lowering code and the target, so a new process compiles nothing it compiled before. An entry is
-a small header (magic, JSON metadata, SHA-256 of both) followed by the object: a truncated or corrupt entry fails the
-check and is recompiled; nothing is unpickled.
+what chose its options (the options themselves, or the heuristics: see `optimize.opt_mode`), the version of the
+lowering code, LLVM's version and the target (`Target.key`: CPU, features, cores, caches), so a new process compiles
+nothing it compiled before, and code for one target never stands in for another's. An entry is a small header (magic,
+JSON metadata, SHA-256 of both) followed by the object: a truncated or corrupt entry fails the check and is
+recompiled; nothing is unpickled.
 """
 from __future__ import annotations
 
@@ -34,15 +36,24 @@ import llvmlite.binding as llvm
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.lowering import llvm_worker
+from tgfx.lowering.target import Target, check_runnable, host_target, native_target
 
 _MAGIC = b"TGFXOBJ1"
 
 
+_machines_lock = threading.Lock()
+
+
 @functools.cache
-def _target() -> tuple[llvm.TargetMachine, str]:
-    tm = llvm_worker.target_machine()
-    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    return tm, f"{llvm.get_default_triple()}|{cpu}|{features}|llvm{'.'.join(map(str, llvm.llvm_version_info))}"
+def _target_machine(cpu: str, features: str) -> llvm.TargetMachine:
+    return llvm_worker.target_machine(cpu, features)
+
+
+def target_machine(target: Target | None = None) -> llvm.TargetMachine:
+    """The LLVM target machine that compiles for `target` (default: `host_target()`), one per target."""
+    target = host_target() if target is None else target
+    with _machines_lock:
+        return _target_machine(target.cpu, target.features)
 
 
 @functools.cache
@@ -61,17 +72,17 @@ class _Engine:
     """The process's MCJIT engine; objects are added once and live as long as the process."""
 
     def __init__(self) -> None:
-        self.tm, self.target = _target()
+        self.tm = target_machine(native_target())   # the engine only links and loads objects, for this machine
         self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         self.lock = threading.Lock()
         self.busy = threading.Lock()   # held while this process compiles (others go to a worker, or wait)
         self.loaded: dict[str, int] = {}
 
-    def optimize(self, mod: llvm.ModuleRef) -> None:
-        llvm_worker.optimize(mod, self.tm)
+    def optimize(self, mod: llvm.ModuleRef, target: Target | None = None) -> None:
+        llvm_worker.optimize(mod, target_machine(target))
 
-    def compile(self, ir: str) -> bytes:
-        return llvm_worker.compile_ir(ir, self.tm)
+    def compile(self, ir: str, target: Target | None = None) -> bytes:
+        return llvm_worker.compile_ir(ir, target_machine(target))
 
     def load(self, key: str, name: str, obj: bytes) -> int:
         with self.lock:
@@ -91,10 +102,12 @@ def engine() -> _Engine:
     return _Engine()
 
 
-def cache_key(kernel_key: str) -> str:
-    """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code and
-    target."""
-    return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{engine().target}".encode()).hexdigest()
+def cache_key(kernel_key: str, target: Target | None = None) -> str:
+    """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code, this
+    LLVM and `target` (default: `host_target()`)."""
+    target = host_target() if target is None else target
+    text = f"{kernel_key}|{lowering_version()}|llvm{'.'.join(map(str, llvm.llvm_version_info))}|{target.key}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _path(key: str) -> pathlib.Path:
@@ -145,9 +158,10 @@ def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
                  + obj)
 
 
-def compile_llvm(ir: str, candidate: bool = False) -> bytes:
-    """LLVM IR text to an object file. A program compiled to run counts in `counters.compile_count`; a `candidate` of
-    a BEAM search, compiled only to be timed, counts in `counters.search_compile_count` instead.
+def compile_llvm(ir: str, candidate: bool = False, target: Target | None = None) -> bytes:
+    """LLVM IR text to an object file for `target` (default: `host_target()`). A program compiled to run counts in
+    `counters.compile_count`; a `candidate` of a BEAM search, compiled only to be timed, counts in
+    `counters.search_compile_count` instead.
 
     Compiles run in this process, one at a time (llvmlite's lock), and, when this process is already compiling and
     `TGFX_COMPILE_WORKERS` allows, in a compile worker process beside it (`llvm_worker.py`): `prelower` keeps both
@@ -158,22 +172,23 @@ def compile_llvm(ir: str, candidate: bool = False) -> bytes:
         counters.search_compile_count += 1
     else:
         counters.compile_count += 1
+    target = host_target() if target is None else target
     eng = engine()
     if eng.busy.acquire(blocking=False):
         try:
-            return eng.compile(ir)
+            return eng.compile(ir, target)
         finally:
             eng.busy.release()
     for worker in compile_workers():
         if worker.lock.acquire(blocking=False):
             try:
-                return worker.compile(ir)
+                return worker.compile(ir, target)
             except WorkerGone:
                 pass
             finally:
                 worker.lock.release()
     with eng.busy:
-        return eng.compile(ir)
+        return eng.compile(ir, target)
 
 
 COMPILE_WORKERS = config.Flag("TGFX_COMPILE_WORKERS", 1)   # compile worker processes beside this one (0: none)
@@ -193,9 +208,10 @@ class CompileWorker:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.lock = threading.Lock()
 
-    def compile(self, ir: str) -> bytes:
-        """The object file of `ir`; raises `WorkerGone` if the worker does not answer, RuntimeError if LLVM failed."""
-        data = ir.encode()
+    def compile(self, ir: str, target: Target | None = None) -> bytes:
+        """The object file of `ir` for `target` (default: the host's); raises `WorkerGone` if the worker does not
+        answer, RuntimeError if LLVM failed."""
+        data = (f"{target.cpu}\t{target.features}" if target is not None else "").encode() + b"\n" + ir.encode()
         try:
             self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
             self.proc.stdin.flush()
@@ -238,10 +254,9 @@ _workers_lock = threading.Lock()
 
 def compile_workers() -> list[CompileWorker]:
     """The live compile workers, started on first use (none on a one-core machine or with TGFX_COMPILE_WORKERS=0)."""
-    from tgfx.devices.cpu import cpu_count
     with _workers_lock:
         _worker_list[:] = [w for w in _worker_list if w.proc.poll() is None]
-        want = min(int(COMPILE_WORKERS), max(cpu_count() - 1, 0))
+        want = min(int(COMPILE_WORKERS), max(native_target().cores - 1, 0))
         while len(_worker_list) < want:
             try:
                 _worker_list.append(CompileWorker())
@@ -256,13 +271,15 @@ def _close_workers() -> None:
         w.close()
 
 
-def load_object(key: str, name: str, obj: bytes) -> int:
-    """Add an object to the process's engine and return the address of function `name`."""
+def load_object(key: str, name: str, obj: bytes, target: Target | None = None) -> int:
+    """Add an object compiled for `target` (default: `host_target()`) to the process's engine and return the address
+    of function `name`; raises if this machine cannot run code for `target`."""
+    check_runnable(host_target() if target is None else target)
     return engine().load(key, name, obj)
 
 
-def optimized_ir(ir: str) -> str:
-    """The IR after LLVM's optimiser (for DEBUG output and tests)."""
+def optimized_ir(ir: str, target: Target | None = None) -> str:
+    """The IR after LLVM's optimiser for `target` (default: `host_target()`), for DEBUG output and tests."""
     mod = llvm.parse_assembly(ir)
-    engine().optimize(mod)
+    engine().optimize(mod, target)
     return str(mod)

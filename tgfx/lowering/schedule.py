@@ -17,11 +17,17 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
+from tgfx.lowering.target import host_target
 
 _buffer_uid = itertools.count(1)
 DEFAULT_DEVICE = "CPU:0"
-REUSE_TO_TRANSPOSE = 16   # see _transposed_operand
-TILE_EPILOGUE_MIN = 4096  # a contraction this large is stored before an epilogue that reads another buffer's tile
+# Rules of cost, the same on every CPU (what varies by CPU, the vector width, comes from the target description):
+# a transposed copy of an operand is one more pass over it (and a kernel launch); a contraction reading it this many
+# times amortises that many times over (see _transposed_operand)
+REUSE_TO_TRANSPOSE = 16
+# a contraction with at least this many outputs is stored before an epilogue that reads another buffer's tile: LLVM's
+# SLP vectoriser gives up on such register tiles, and below this an extra kernel launch costs more than it saves
+TILE_EPILOGUE_MIN = 4096
 
 
 def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001
@@ -91,6 +97,7 @@ class ScheduleCtx:
 
 RECOMPUTE_COST = 4   # an elementwise graph this costly (a transcendental, or four plain ops) is not recomputed
 RECOMPUTE_MIN = 1 << 16  # ... by a broadcast to this many elements (smaller, a kernel launch costs more than it saves)
+# (both count operations and launches, whose relative costs are alike on every CPU this targets)
 _COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
 
@@ -289,9 +296,10 @@ def _transposed_operand(red: UOp) -> UOp | None:
     if any(_layout(e.src[0])[0] != ax for e in src.src):
         return None
 
-    def gains(v: UOp) -> bool:  # the axis the copy makes contiguous is long enough to be read as vectors
+    def gains(v: UOp) -> bool:  # the axis the copy makes contiguous is as long as the narrowest contraction tile
         rest = [n for j, n in enumerate(v.shape) if j != ax and n != 1]
-        return bool(rest) and rest[-1] >= 8
+        tiles = host_target().contraction_tiles(max(v.dtype.itemsize, 4))
+        return bool(rest) and rest[-1] >= min(lanes for lanes, _ in tiles)
     candidates = [(prod(e.src[0].shape), i) for i, e in enumerate(src.src) if _is_view(e.src[0]) and
                   gains(e.src[0]) and prod(e.arg) // prod(e.src[0].shape) >= REUSE_TO_TRANSPOSE]
     if not candidates or src.shape[ax] < 2:
@@ -434,6 +442,7 @@ _TEMPLATES_KEPT = 4096
 
 
 def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTemplate:
+    key = f"{key}|{host_target().key}"   # the schedule reads the target (vector widths: _transposed_operand)
     tpl = _templates.get(key)
     if tpl is None:
         if len(_templates) >= _TEMPLATES_KEPT:
