@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -301,7 +302,15 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         red_size *= r.src[0].arg
     itemsize = _itemsize(sink)
     lanes = target.lanes(itemsize)
-    if reduces and red_size >= MIN_CONTRACTION and len(sink.src) == 1:
+    # a row kernel (softmax, layernorm: tgfx/lowering/schedule.py fuses a row's reduces into the kernel that reads
+    # them): reduces that only outer loops depend on, run once per row before its inner loops. LLVM's loop vectoriser
+    # takes each of its loops (the reductions too); a register tile would turn it off and leave them scalar
+    red_nodes = [u for u in sink.toposort() if u.op is Ops.REDUCE and not isinstance(u.arg, tuple)]
+    row_kernel = any(not set(loops) <= range_deps(red) for red in red_nodes)
+    if row_kernel:   # the loops it runs: each row's reduce passes, and the output's
+        work = math.prod(r.src[0].arg for r in loops) + sum(
+            math.prod(r.src[0].arg for r in (*range_deps(red), *red.src[1:])) for red in set(red_nodes))
+    if reduces and not row_kernel and red_size >= MIN_CONTRACTION and len(sink.src) == 1:
         # a contraction: vectorise an output axis some input reads contiguously, block another that an input reuses.
         # The tile (two vector registers of lanes by as many rows as the registers hold: 32 x 8 with AVX-512, 16 x 4
         # with AVX2) keeps every accumulator in a register.
@@ -319,7 +328,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             if blk is not None:
                 opts.append(Opt("UPCAST", blk.arg[0], blk_amt))
             break
-    if reduces and not opts:
+    if reduces and not row_kernel and not opts:
         # a reduction over an outer axis (a column sum): vectorise an output axis that every load reads contiguously
         # or not at all, so each step of the reduce adds a vector of loads into a vector of accumulators
         vec = _vector_axis(loops, loads, hot, lanes, pad=False)
