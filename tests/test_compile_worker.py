@@ -73,7 +73,8 @@ def test_a_dead_worker_leaves_the_compile_to_this_process(worker):
 def test_a_program_compiles_in_the_worker_and_runs_right(worker, tmp_path, monkeypatch):
     calls = []
     real = compile_mod.CompileWorker.compile
-    monkeypatch.setattr(compile_mod.CompileWorker, "compile", lambda self, ir: calls.append(1) or real(self, ir))
+    monkeypatch.setattr(compile_mod.CompileWorker, "compile",
+                        lambda self, ir, target=None: calls.append(1) or real(self, ir, target))
     x = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float32)
     c = float(np.random.default_rng().integers(1, 1 << 20))   # new constants: new kernels, compiled now
 

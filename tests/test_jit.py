@@ -227,9 +227,9 @@ def test_prelower_compiles_each_kernel_once_off_the_main_thread():
     threads = set()
     real = compile_mod.compile_llvm
 
-    def spy(ir, candidate=False):
+    def spy(ir, candidate=False, target=None):
         threads.add(threading.current_thread().name)
-        return real(ir, candidate)
+        return real(ir, candidate, target)
     x = np.random.default_rng(3).standard_normal((33, 17)).astype(np.float32)
     f = tg.jit(lambda a: (tnp.exp(a) / tnp.exp(a).sum(axis=1, keepdims=True)).T @ a + 0.123)
     tg.counters.reset()

@@ -164,10 +164,34 @@ def test_fusion_matmul_bias_relu_is_one_kernel():
     assert _kernels(tnp.maximum(x @ w + b, 0)) == 1
 
 
-def test_fusion_softmax_is_three_kernels():
+def test_fusion_softmax_rows_are_one_kernel():
+    # a row's max and sum are computed inside the kernel that normalises it, once per row before its inner loop
+    # (the row stays in cache: one pass over memory)
     x = Tensor(np.ones((4, 5), np.float32))
     e = tnp.exp(x - x.max(axis=1, keepdims=True))
-    assert _kernels(e / e.sum(axis=1, keepdims=True)) == 3
+    assert _kernels(e / e.sum(axis=1, keepdims=True)) == 1
+    mean = x.mean(axis=1, keepdims=True)
+    assert _kernels((x - mean) / tnp.sqrt(((x - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)) == 1   # layernorm
+    y = Tensor(np.ones((3, 4, 5), np.float32))   # rows of the last two axes, kept dims dropped and restored
+    assert _kernels(y - y.max(axis=(1, 2)).reshape(3, 1, 1)) == 1
+
+
+def test_fusion_of_a_reduce_that_varies_along_an_inner_axis_is_left_to_two_kernels():
+    # a column's max read by every row, or a row's max broadcast along the other axis of a transpose, would be
+    # recomputed for every element: it is stored first
+    x = Tensor(np.ones((6, 6), np.float32))
+    assert _kernels(x - x.max(axis=0, keepdims=True)) == 2
+    assert _kernels(x.T - x.max(axis=1).reshape(1, 6)) == 2
+    # a row too long to stay in cache between passes is reduced in a kernel of its own
+    long = Tensor(np.ones((2, 1 << 20), np.float32))
+    assert _kernels(long - long.max(axis=1, keepdims=True)) == 2
+    # a matmul's rows: the matmul is stored first (its own kernel, with its register tile, computed once, not once
+    # per pass over the row), then the row kernel
+    y = x @ Tensor(np.ones((6, 8), np.float32))
+    assert _kernels(y - y.max(axis=1, keepdims=True)) == 2
+    e = tnp.exp(y - y.max(axis=1, keepdims=True))
+    linear, _ = schedule([(e / e.sum(axis=1, keepdims=True)).uop])
+    assert [sum(u.op is Ops.REDUCE_AXIS for u in c.src[0].toposort()) for c in linear.src] == [1, 2]
 
 
 def test_transposed_and_sliced_inputs_are_read_in_place():

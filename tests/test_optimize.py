@@ -26,7 +26,13 @@ from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.schedule import schedule
 from tgfx.lowering.search import actions
 from tgfx.lowering.symbolic import pm_symbolic
+from tgfx.lowering.target import host_target
 from tgfx.lowering.transcendental import pm_transcendental
+
+
+def on_cores(n):
+    """This machine's target with `n` cores."""
+    return host_target().with_cores(n)
 
 
 def g(slot, n):
@@ -75,7 +81,7 @@ def test_invalid_options_raise_kernel_opt_error():
 
 
 def test_contractions_get_register_blocking_and_threads():
-    opts = hand_coded_opts(matmul_sink(64, 64, 64), cores=2)
+    opts = hand_coded_opts(matmul_sink(64, 64, 64), on_cores(2))
     assert [o.op for o in opts] == ["UPCAST", "UPCAST", "THREAD"]
 
 
@@ -91,9 +97,9 @@ def reduce_sink(m, n, axis):
 def test_a_column_sum_adds_vectors_of_a_contiguous_row():
     # summing over the outer axis: the output axis is contiguous in the load, so it is vectorised (one vector of
     # accumulators per step down the column); summing a row is not (its output axis would be a gather)
-    (opt,) = hand_coded_opts(reduce_sink(128, 512, axis=0), cores=1)
+    (opt,) = hand_coded_opts(reduce_sink(128, 512, axis=0), on_cores(1))
     assert opt.op == "UPCAST" and opt.axis == 0 and opt.amount in (8, 16)
-    assert hand_coded_opts(reduce_sink(128, 512, axis=1), cores=1) == []
+    assert hand_coded_opts(reduce_sink(128, 512, axis=1), on_cores(1)) == []
 
 
 def test_a_transpose_is_tiled_in_vector_squares():
@@ -102,10 +108,10 @@ def test_a_transpose_is_tiled_in_vector_squares():
     a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, n * n),), (n, n))
     t = UOp(Ops.PERMUTE, dtypes.float32, (a,), (1, 0))
     sink = graph_rewrite(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, n * n), t)),))), pm_symbolic)
-    opts = hand_coded_opts(sink, cores=1)
+    opts = hand_coded_opts(sink, on_cores(1))
     assert [o.op for o in opts] == ["UPCAST", "UPCAST"] and {o.axis for o in opts} == {0, 1}
     assert hand_coded_opts(graph_rewrite(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, n * n), a)),))),
-                                         pm_symbolic), cores=1) == []      # a plain copy: nothing to tile
+                                         pm_symbolic), on_cores(1)) == []      # a plain copy: nothing to tile
     x = np.arange(n * n, dtype=np.float32).reshape(n, n)
     np.testing.assert_array_equal(tg.jit(lambda v: v.T.contiguous())(tg.asarray(x)).numpy(), x.T)
 
@@ -121,7 +127,7 @@ def test_contractions_never_vectorise_an_axis_the_reduce_would_gather():
     bias = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(3, n),), (1, n)),), (m, n))
     ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, m * n), red + bias)),))
     sink = graph_rewrite(rangeify(ast), pm_symbolic)
-    assert [o.op for o in hand_coded_opts(sink, cores=1)] == []   # the bias's contiguous n does not count
+    assert [o.op for o in hand_coded_opts(sink, on_cores(1))] == []   # the bias's contiguous n does not count
 
 
 def test_a_padded_convolution_gets_register_blocking():
@@ -137,7 +143,7 @@ def test_a_padded_convolution_gets_register_blocking():
     ast = call.src[0]
     sink = graph_rewrite(rangeify(ast), pm_symbolic)
     assert not any(u.op is Ops.MOD for u in sink.toposort())
-    assert [o.op for o in hand_coded_opts(sink, cores=1)] == ["UPCAST", "UPCAST"]
+    assert [o.op for o in hand_coded_opts(sink, on_cores(1))] == ["UPCAST", "UPCAST"]
 
 def test_transcendental_rewrites_leave_no_library_calls_for_float32():
     x = UOp(Ops.VARIABLE, dtypes.float32, (), ("x", 0, 0))
@@ -181,7 +187,7 @@ def test_optimised_matmuls_match_numpy(m, k, n):
 
 def test_a_classifier_width_is_padded_to_whole_vectors():
     # 10 columns split by no vector width: the heuristic pads them (masked) to one vector and blocks the rows
-    opts = hand_coded_opts(matmul_sink(64, 64, 10), cores=1)
+    opts = hand_coded_opts(matmul_sink(64, 64, 10), on_cores(1))
     assert [o.op for o in opts] == ["PADTO", "UPCAST", "UPCAST"]
     assert opts[0].axis == opts[1].axis == 1 and opts[0].amount == opts[1].amount
 
@@ -265,7 +271,7 @@ def _check(name, opts):
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_every_single_option_gives_numpys_answer(name):
-    acts = actions(_sink(name), [], cores=3)
+    acts = actions(_sink(name), [], on_cores(3))
     # every kind of option on every kernel (UNROLL where a reduce range splits; a prime one is padded instead)
     ops = {"UPCAST", "PADTO", "THREAD", "SWAP"} | ({"UNROLL"} if name == "sum_axis2" else set())
     assert ops <= {a.op for a in acts}
@@ -305,7 +311,7 @@ def test_random_option_sequences_give_numpys_answer(name, picks):
     """A random walk through the search's own moves: whatever the search could pick must be right."""
     sink, opts = _sink(name), []
     for p in picks:
-        acts = actions(sink, opts, cores=3)
+        acts = actions(sink, opts, on_cores(3))
         try:
             sink = apply_opts(sink, [acts[p % len(acts)]])
             opts.append(acts[p % len(acts)])
@@ -383,7 +389,7 @@ def test_a_contraction_with_a_tile_epilogue_is_stored_first_and_vectorised():
     upd = tg.asarray(w) - 0.01 * (tg.asarray(x).T @ tg.asarray(gr))
     ks = kernels(upd)
     assert [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks] == [True, False]
-    sink, opts = apply_hand_coded(index_level(ks[0]), 2)
+    sink, opts = apply_hand_coded(index_level(ks[0]), host_target())
     ir, _, _ = render_kernel("k", sink, opts)
     assert re.search(r"fmul[^\n]*<\d+ x float>", optimized_ir(ir))
     np.testing.assert_allclose(upd.numpy(), w - 0.01 * (x.T @ gr), rtol=1e-5, atol=1e-5)

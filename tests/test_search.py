@@ -4,13 +4,13 @@ import os
 import pathlib
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import tgfx as tg
 from tgfx import config
-from tgfx.devices.cpu import cpu_count
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
@@ -18,6 +18,7 @@ from tgfx.lowering import forget_compiled, index_level, lower_kernel
 from tgfx.lowering import search as beam
 from tgfx.lowering.optimize import Opt, apply_hand_coded
 from tgfx.lowering.schedule import schedule
+from tgfx.lowering.target import host_target
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _rng = np.random.default_rng(1)
@@ -114,12 +115,15 @@ def test_beam_and_heuristic_kernels_do_not_stand_in_for_each_other(cache):
     searched = lower_kernel(ast)
     with config.Context(BEAM=0):
         heuristic = lower_kernel(ast)
-    assert list(heuristic.opts) == apply_hand_coded(index_level(ast), cpu_count())[1]
+    assert list(heuristic.opts) == apply_hand_coded(index_level(ast), host_target())[1]
     (entry,) = entries(cache)
     assert [[o.op, o.axis, o.amount] for o in searched.opts] == json.loads(entry.read_text())["opts"]
     assert tg.counters.compile_count == 2  # one program each, whether or not the options agree
-    # search results are kept apart by width and core count too
-    assert len({beam.beam_key(ast.key, 2, 4), beam.beam_key(ast.key, 3, 4), beam.beam_key(ast.key, 2, 8)}) == 3
+    # search results are kept apart by width, core count and CPU too
+    t = host_target()
+    keys = {beam.beam_key(ast.key, 2, t.with_cores(4)), beam.beam_key(ast.key, 3, t.with_cores(4)),
+            beam.beam_key(ast.key, 2, t.with_cores(8)), beam.beam_key(ast.key, 2, replace(t, cpu="haswell"))}
+    assert len(keys) == 4
 
 
 def test_the_budget_bounds_the_search_and_a_progress_line_reports_it(cache, capsys):
@@ -143,7 +147,7 @@ def test_kernels_that_address_by_loaded_data_are_not_searched(cache):
     sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (out, r)), gather)),))
     assert not beam.searchable(sink)
     assert beam.searchable(index_level(schedule([(tg.asarray(A) @ tg.asarray(B)).uop])[0].src[0].src[0]))
-    beam.beam_search(sink, sink.key, "gather", 2, 2)
+    beam.beam_search(sink, sink.key, "gather", 2, host_target().with_cores(2))
     assert tg.counters.search_count == 0 and not entries(cache)
 
 

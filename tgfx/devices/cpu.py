@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 
 import numpy as np
 
@@ -26,8 +25,10 @@ CLOSE_TIMEOUT_NS = 1_000_000_000      # how long `close` waits for a processor t
 
 @functools.cache
 def cpu_count() -> int:
-    """The number of threads an EXEC is spread over (the processor's own and the helpers)."""
-    return os.cpu_count() or 1
+    """The number of threads an EXEC is spread over (the processor's own and the helpers): the cores of this
+    machine's target description, which kernels' THREAD splits are chosen for."""
+    from tgfx.lowering.target import host_cores  # the lowering package imports this module
+    return host_cores()
 
 
 class CPUAllocator(QueueAllocator):

@@ -25,12 +25,10 @@ from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import (
     KernelCode,
-    Target,
     cache_key,
     compile_llvm,
     compile_workers,
     compiler,
-    host_target,
     load_object,
     read_cached,
     write_cached,
@@ -45,6 +43,7 @@ from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.symbolic import pm_symbolic
+from tgfx.lowering.target import Target, host_target, native_target
 from tgfx.lowering.transcendental import pm_transcendental
 
 
@@ -158,20 +157,24 @@ def index_level(ast: UOp) -> UOp:
     return sink
 
 
-def render_kernel(name: str, sink: UOp, opts: Sequence[Opt]) -> tuple[str, list[UOp], list[UOp]]:
-    """An optimised index-level kernel as LLVM IR, with its program order and its buffers (by slot)."""
+def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
+                  target: Target | None = None) -> tuple[str, list[UOp], list[UOp]]:
+    """An optimised index-level kernel as LLVM IR for `target` (default: `host_target()`), with its program order and
+    its buffers (by slot)."""
     # order into loops, hoisting what each loop does not depend on
     lin, acc_of = linearize(sink)
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-    ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL") for o in opts))
+    ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL") for o in opts),
+                     target=target)
     return ir, lin, bufs
 
 
 def symbol_name(ast: UOp, mode: str) -> str:
-    """The kernel's symbol: its readable name, plus a tag of its options unless they are the default heuristics (one
-    process may hold the same kernel compiled with several option lists, and symbols must be unique)."""
+    """The kernel's symbol: its readable name, plus a tag of its options unless they are the default heuristics for
+    this machine (one process may hold the same kernel compiled with several option lists, or for several targets,
+    and symbols must be unique)."""
     name = kernel_name(ast)
-    return name if mode.startswith("hand:") else f"{name}_{hashlib.sha256(mode.encode()).hexdigest()[:6]}"
+    return name if mode == f"hand@{native_target().key}" else f"{name}_{hashlib.sha256(mode.encode()).hexdigest()[:6]}"
 
 
 def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelSource:
@@ -179,12 +182,12 @@ def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -
     # rangeify -> transcendental -> symbolic: scalar index-level code with explicit loops
     sink = index_level(ast)
     # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
-    sink, applied = optimize(sink, target.cores, kernel_name(ast), ast.key, opts)
+    sink, applied = optimize(sink, target, kernel_name(ast), ast.key, opts)
     # options the caller gave or a search found name the object; the heuristics' are named by what chose them
-    mode = opt_mode(applied, target.cores) if opts is not None or config.BEAM > 0 else opt_mode(None, target.cores)
+    mode = opt_mode(applied, target) if opts is not None or config.BEAM > 0 else opt_mode(None, target)
     name = symbol_name(ast, mode)
-    # order into loops and render LLVM IR
-    ir, lin, bufs = render_kernel(name, sink, applied)
+    # order into loops and render LLVM IR for the target's vector width
+    ir, lin, bufs = render_kernel(name, sink, applied, target)
     flops, mem = estimate_cost(lin, bufs)
     return KernelSource(name, ir, len(bufs), mode, flops, mem, global_size(sink), tuple(applied))
 
@@ -197,7 +200,7 @@ def compile_kernel(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) 
     (`tgfx/lowering/search.py`). No caching here: `lower_kernel` caches around it."""
     src = kernel_source(ast, target, opts)
     # LLVM's optimiser and code generator, for the target's CPU
-    return src.assemble(compile_llvm(src.ir))
+    return src.assemble(compile_llvm(src.ir, target=target))
 
 
 def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolExecutor | None = None) -> Any:
@@ -208,33 +211,33 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
     a search. The cache key holds what chose the options, so kernels compiled under different choices never stand
     in for each other. With `pool`, a kernel to compile comes back as (future object, finish) for `prelower`.
     """
-    target = host_target()
+    target = host_target()   # what the options are chosen for and the code compiled for (TGFX_CPU, or this machine)
     opts = forced_opts() if opts is None else tuple(opts)
-    mode = opt_mode(opts, target.cores)
+    mode = opt_mode(opts, target)
     if (hit := _kernels.get((ast.key, mode))) is not None:
         return hit
     known = opts
     if known is None and mode.startswith("beam"):  # a search done before names its program: maybe compiled already
         from tgfx.lowering.search import cached_search
-        known = cached_search(ast.key, int(config.BEAM), target.cores)
-    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, target.cores)}", target)
+        known = cached_search(ast.key, int(config.BEAM), target)
+    key = cache_key(f"{ast.key}|{mode if known is None else opt_mode(known, target)}", target)
     if (cached := read_cached(key)) is not None:
-        return _load(ast, mode, key, KernelObject.from_meta(*cached))
+        return _load(ast, mode, key, KernelObject.from_meta(*cached), target)
 
     def finish(ko: KernelObject) -> CompiledKernel:
         key = cache_key(f"{ast.key}|{ko.mode}", target)
         write_cached(key, ko.meta(), ko.obj)
-        return _load(ast, mode, key, ko)
+        return _load(ast, mode, key, ko, target)
     if pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
         src = kernel_source(ast, target, opts)
-        return pool.submit(compile_llvm, src.ir), lambda obj: finish(src.assemble(obj))
+        return pool.submit(compile_llvm, src.ir, False, target), lambda obj: finish(src.assemble(obj))
     return finish(compile_kernel(ast, target, opts))
 
 
-def _load(ast: UOp, mode: str, key: str, ko: KernelObject) -> CompiledKernel:
+def _load(ast: UOp, mode: str, key: str, ko: KernelObject, target: Target) -> CompiledKernel:
     """`ko` loaded into executable memory, and remembered in the LRU."""
-    ck = CompiledKernel(ko.name, load_object(key, ko.name, ko.obj), ko.nbufs, ast, ko.src, ko.flops, ko.mem_bytes,
-                        ko.global_size, ko.opts)
+    ck = CompiledKernel(ko.name, load_object(key, ko.name, ko.obj, target), ko.nbufs, ast, ko.src, ko.flops,
+                        ko.mem_bytes, ko.global_size, ko.opts)
     return _kernels.setdefault((ast.key, mode), ck)
 
 
@@ -300,7 +303,7 @@ def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     """The program of an eager graph's template, built on its first use. Programs are kept on the template per
     kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
     from tgfx.lowering.program import Program
-    mode = opt_mode(forced_opts(), host_target().cores)
+    mode = opt_mode(forced_opts(), host_target())
     prog = tpl.programs.get(mode)
     if prog is None:
         prog = tpl.programs[mode] = Program(tpl, inputs, len(inputs))

@@ -1,7 +1,8 @@
-"""compile: LLVM IR text to native code through llvmlite, for the host CPU, with an on-disk object cache.
+"""compile: LLVM IR text to native code through llvmlite, for a CPU target, with an on-disk object cache.
 
-A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP vectorisation on, the host's
-CPU name and features) and emitted as an object file. llvmlite compiles one module at a time per process, so a
+A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP vectorisation on), for the CPU
+name and features of its target (`tgfx/lowering/target.py`: the host's, or the one `TGFX_CPU` names) with a target
+machine per target, and emitted as an object file. llvmlite compiles one module at a time per process, so a
 compile worker process (`llvm_worker.py`) compiles beside this one when it is busy (`compile_llvm`), and takes over
 once this process has compiled enough (LLVM keeps memory after each run); objects are always loaded here.
 
@@ -10,10 +11,11 @@ kernel's `KernelCode` refers to its engine, so an engine and its code memory are
 held any more (evicted from the caches, no program or submission refers to it).
 
 Object files are cached on disk (`TGFX_CACHE_DIR`, default `~/.cache/tgfx`) under a key made of the kernel's `key`,
-what chose its options (the options themselves, or the heuristics and the core count: see `optimize.opt_mode`), the
-version of the lowering code and the target, so a new process compiles nothing it compiled before. An entry is
-a small header (magic, JSON metadata, SHA-256 of both) followed by the object: a truncated or corrupt entry fails the
-check and is recompiled; nothing is unpickled.
+what chose its options (the options themselves, or the heuristics: see `optimize.opt_mode`), the version of the
+lowering code, LLVM's version and the target (`Target.key`: CPU, features, cores, caches), so a new process compiles
+nothing it compiled before, and code for one target never stands in for another's. An entry is a small header (magic,
+JSON metadata, SHA-256 of both) followed by the object: a truncated or corrupt entry fails the check and is
+recompiled; nothing is unpickled.
 """
 from __future__ import annotations
 
@@ -40,31 +42,24 @@ import llvmlite.binding as llvm
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.lowering import llvm_worker
+from tgfx.lowering.target import Target, check_runnable, host_target, native_target
 
 _MAGIC = b"TGFXOBJ1"
 
 
-@dataclass(frozen=True)
-class Target:
-    """What a compiled kernel depends on besides its own code: the machine it runs on. Compiled objects and BEAM
-    results are cached under it; kernel heuristics read it."""
-    triple: str
-    cpu: str          # LLVM's name for the CPU (code is compiled for it: `-mcpu`)
-    features: str     # LLVM's feature string, "+avx2,+fma,..."
-    llvm: str         # LLVM's version: another one may emit other code for the same IR
-    cores: int        # cores a THREAD axis splits across
-
-    def __str__(self) -> str:
-        return f"{self.triple}|{self.cpu}|{self.features}|llvm{self.llvm}|cores{self.cores}"
+_machines_lock = threading.Lock()
 
 
 @functools.cache
-def host_target() -> Target:
-    """The machine this process runs on (a pure function of it: a race computes two equal values)."""
-    from tgfx.devices.cpu import cpu_count
-    llvm_worker.initialize()
-    return Target(llvm.get_default_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
-                  ".".join(map(str, llvm.llvm_version_info)), cpu_count())
+def _target_machine(cpu: str, features: str) -> llvm.TargetMachine:
+    return llvm_worker.target_machine(cpu, features)
+
+
+def target_machine(target: Target | None = None) -> llvm.TargetMachine:
+    """The LLVM target machine that compiles for `target` (default: `host_target()`), one per target."""
+    target = host_target() if target is None else target
+    with _machines_lock:
+        return _target_machine(target.cpu, target.features)
 
 
 @functools.cache
@@ -94,7 +89,6 @@ class _Compiler:
     everything compiles here."""
 
     def __init__(self) -> None:
-        self.tm = llvm_worker.target_machine()
         self.busy = threading.Lock()   # held while this process compiles (others go to a worker, or wait)
         self.compiled = 0
 
@@ -103,12 +97,12 @@ class _Compiler:
         """Whether this process still compiles modules itself."""
         return self.compiled < int(IN_PROCESS_COMPILES) or int(COMPILE_WORKERS) <= 0
 
-    def optimize(self, mod: llvm.ModuleRef) -> None:
-        llvm_worker.optimize(mod, self.tm)
+    def optimize(self, mod: llvm.ModuleRef, target: Target | None = None) -> None:
+        llvm_worker.optimize(mod, target_machine(target))
 
-    def compile(self, ir: str) -> bytes:
+    def compile(self, ir: str, target: Target | None = None) -> bytes:
         self.compiled += 1
-        return llvm_worker.compile_ir(ir, self.tm)
+        return llvm_worker.compile_ir(ir, target_machine(target))
 
 
 _compiler: _Compiler | None = None
@@ -126,9 +120,11 @@ def compiler() -> _Compiler:
 
 
 def cache_key(kernel_key: str, target: Target | None = None) -> str:
-    """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code and
-    `target` (the host's by default)."""
-    return hashlib.sha256(f"{kernel_key}|{lowering_version()}|{target or host_target()}".encode()).hexdigest()
+    """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code, this
+    LLVM and `target` (default: `host_target()`)."""
+    target = host_target() if target is None else target
+    text = f"{kernel_key}|{lowering_version()}|llvm{'.'.join(map(str, llvm.llvm_version_info))}|{target.key}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _path(key: str) -> pathlib.Path:
@@ -179,9 +175,10 @@ def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
                  + obj)
 
 
-def compile_llvm(ir: str, candidate: bool = False) -> bytes:
-    """LLVM IR text to an object file. A program compiled to run counts in `counters.compile_count`; a `candidate` of
-    a BEAM search, compiled only to be timed, counts in `counters.search_compile_count` instead.
+def compile_llvm(ir: str, candidate: bool = False, target: Target | None = None) -> bytes:
+    """LLVM IR text to an object file for `target` (default: `host_target()`). A program compiled to run counts in
+    `counters.compile_count`; a `candidate` of a BEAM search, compiled only to be timed, counts in
+    `counters.search_compile_count` instead.
 
     Compiles run in this process, one at a time (llvmlite's lock), and, when this process is already compiling and
     `TGFX_COMPILE_WORKERS` allows, in a compile worker process beside it (`llvm_worker.py`): `prelower` keeps both
@@ -193,17 +190,18 @@ def compile_llvm(ir: str, candidate: bool = False) -> bytes:
         counters.search_compile_count += 1
     else:
         counters.compile_count += 1
+    target = host_target() if target is None else target
     comp = compiler()
     if comp.open and comp.busy.acquire(blocking=False):
         try:
-            return comp.compile(ir)
+            return comp.compile(ir, target)
         finally:
             comp.busy.release()
     workers = compile_workers()
     for worker in workers:
         if worker.lock.acquire(blocking=False):
             try:
-                return worker.compile(ir)
+                return worker.compile(ir, target)
             except WorkerGone:
                 pass
             finally:
@@ -212,11 +210,11 @@ def compile_llvm(ir: str, candidate: bool = False) -> bytes:
         worker = workers[hash(ir) % len(workers)]
         with worker.lock:
             try:
-                return worker.compile(ir)
+                return worker.compile(ir, target)
             except WorkerGone:
                 pass
     with comp.busy:
-        return comp.compile(ir)
+        return comp.compile(ir, target)
 
 
 COMPILE_WORKERS = config.Flag("TGFX_COMPILE_WORKERS", 1)   # compile worker processes beside this one (0: none)
@@ -237,12 +235,12 @@ class CompileWorker:
         self.lock = threading.Lock()
         self.compiles = 0
 
-    def compile(self, ir: str) -> bytes:
-        """The object file of `ir`; raises `WorkerGone` if the worker does not answer, RuntimeError if LLVM failed.
-        After `WORKER_COMPILES` `compile_workers` replaces it (LLVM's optimiser keeps memory after each run, see
-        `_Compiler`)."""
+    def compile(self, ir: str, target: Target | None = None) -> bytes:
+        """The object file of `ir` for `target` (default: the host's); raises `WorkerGone` if the worker does not
+        answer, RuntimeError if LLVM failed. After `WORKER_COMPILES` `compile_workers` replaces it (LLVM's optimiser
+        keeps memory after each run, see `_Compiler`)."""
         self.compiles += 1
-        data = ir.encode()
+        data = (f"{target.cpu}\t{target.features}" if target is not None else "").encode() + b"\n" + ir.encode()
         try:
             self.proc.stdin.write(struct.pack("<Q", len(data)) + data)
             self.proc.stdin.flush()
@@ -287,14 +285,13 @@ def compile_workers() -> list[CompileWorker]:
     """The live compile workers, started on first use: `TGFX_COMPILE_WORKERS` of them beside this process's own
     compiles (none on a one-core machine), one more once this process has stopped compiling itself (`_Compiler`),
     none with TGFX_COMPILE_WORKERS=0."""
-    from tgfx.devices.cpu import cpu_count
     with _workers_lock:
         for w in _worker_list:
             if w.compiles >= WORKER_COMPILES and w.lock.acquire(blocking=False):   # retired before its next compile
                 w.close()
                 w.lock.release()
         _worker_list[:] = [w for w in _worker_list if w.proc.poll() is None]
-        want = min(int(COMPILE_WORKERS), max(cpu_count() - 1, 0))
+        want = min(int(COMPILE_WORKERS), max(native_target().cores - 1, 0))
         if int(COMPILE_WORKERS) > 0 and not compiler().open:
             want += 1
         while len(_worker_list) < want:
@@ -321,7 +318,8 @@ class CodeOwner:
     kernel address of it is then held anywhere (programs hold KernelCode, see `KernelCode`)."""
 
     def __init__(self) -> None:
-        tm = llvm_worker.target_machine(host_target().cpu, host_target().features)   # the engine owns it
+        # the engine only links and loads objects, for this machine; it owns its target machine
+        tm = llvm_worker.target_machine(native_target().cpu, native_target().features)
         self.ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
         self.kernels = 0
         _owners.add(self)
@@ -358,10 +356,12 @@ _open_owner: CodeOwner | None = None    # the engine new objects go into until i
 _load_lock = threading.Lock()
 
 
-def load_object(key: str, name: str, obj: bytes) -> KernelCode:
-    """The code of object `obj` (cache key `key`), with function `name`, loaded into executable memory; the same
-    KernelCode while something still holds the one loaded before."""
+def load_object(key: str, name: str, obj: bytes, target: Target | None = None) -> KernelCode:
+    """The code of object `obj` (cache key `key`, compiled for `target`, default `host_target()`), with function
+    `name`, loaded into executable memory; the same KernelCode while something still holds the one loaded before.
+    Raises if this machine cannot run code for `target`."""
     global _open_owner
+    check_runnable(host_target() if target is None else target)
     with _load_lock:
         if (code := _loaded.get(key)) is not None:
             return code
@@ -388,8 +388,8 @@ def code_stats() -> CodeStats:
         return CodeStats(len(_codes), len(_owners))
 
 
-def optimized_ir(ir: str) -> str:
-    """The IR after LLVM's optimiser (for DEBUG output and tests)."""
+def optimized_ir(ir: str, target: Target | None = None) -> str:
+    """The IR after LLVM's optimiser for `target` (default: `host_target()`), for DEBUG output and tests."""
     mod = llvm.parse_assembly(ir)
-    compiler().optimize(mod)
+    compiler().optimize(mod, target)
     return str(mod)

@@ -6,8 +6,9 @@ This module is the whole of that second process: it imports llvmlite and the sta
 starts in about 0.1 s, and `tgfx/lowering/compile.py` uses the same functions in-process, so both produce the same
 object code.
 
-Run as a script, it serves requests on its standard input until that closes: a request is the IR's length (8 bytes,
-little endian) and its UTF-8 text; the answer is a status byte (0: an object file, 1: an error message), the
+Run as a script, it serves requests on its standard input until that closes: a request is its length (8 bytes,
+little endian) and its UTF-8 text, a first line "<cpu>\t<features>" naming the target (empty: the host) and the IR;
+the answer is a status byte (0: an object file, 1: an error message), the
 payload's length (8 bytes) and the payload.
 """
 from __future__ import annotations
@@ -25,12 +26,12 @@ def initialize() -> None:
     llvm.initialize_native_asmprinter()
 
 
-def target_machine(cpu: str | None = None, features: str | None = None) -> llvm.TargetMachine:
-    """The host CPU's target machine (or `cpu` with `features`), at O3. Position-independent: MCJIT places sections
-    anywhere in the address space, and the static model lets x86 use 32-bit absolute addresses (a select of two float
-    constants becomes an indexed load from a constant table)."""
+def target_machine(cpu: str = "", features: str = "") -> llvm.TargetMachine:
+    """The target machine for LLVM CPU `cpu` with `features` (the host's when no CPU is named), at O3.
+    Position-independent: MCJIT places sections anywhere in the address space, and the static model lets x86 use
+    32-bit absolute addresses (a select of two float constants becomes an indexed load from a constant table)."""
     initialize()
-    if cpu is None or features is None:
+    if not cpu:
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
     return llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
                                                                    codemodel="default")
@@ -61,14 +62,17 @@ def _read(stream: object, n: int) -> bytes | None:
 
 def serve(stdin: object, stdout: object) -> None:
     """Answer requests until `stdin` closes."""
-    tm = target_machine()
+    machines: dict[str, llvm.TargetMachine] = {}
     while (head := _read(stdin, 8)) is not None:
         (n,) = struct.unpack("<Q", head)
-        ir = _read(stdin, n)
-        if ir is None:
+        data = _read(stdin, n)
+        if data is None:
             return
+        target, _, ir = data.decode().partition("\n")
         try:
-            status, payload = OK, compile_ir(ir.decode(), tm)
+            if target not in machines:
+                machines[target] = target_machine(*target.split("\t"))
+            status, payload = OK, compile_ir(ir, machines[target])
         except Exception as e:  # noqa: BLE001 -- the parent raises it, with the kernel's name
             status, payload = FAILED, f"{type(e).__name__}: {e}".encode()
         stdout.write(bytes([status]) + struct.pack("<Q", len(payload)) + payload)  # type: ignore[attr-defined]

@@ -18,14 +18,16 @@ each reduce's axes). Options:
 
 Options apply in order, each to the result of the last; an axis keeps its id through UPCAST, UNROLL, THREAD and PADTO
 (the outer part of a split keeps it). An option that does not fit the kernel raises `KernelOptError`, which search
-skips. `hand_coded_opts` picks the defaults: register-block contractions (UPCAST a stride-1 output axis by 8 and a
-reused one by 4) and spread large kernels over the cores. With `BEAM=n`, `optimize` searches instead
+skips. `hand_coded_opts` picks the defaults from the target (`tgfx/lowering/target.py`: vector width and registers,
+cores): register-block contractions (UPCAST a stride-1 output axis by two vectors' lanes and a reused one by as many
+rows as the registers hold) and spread large kernels over the cores. With `BEAM=n`, `optimize` searches instead
 (`tgfx/lowering/search.py`); `use_opts` forces a list on every kernel lowered inside it (tests, experiments).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -37,6 +39,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import range_deps
 from tgfx.lowering.rangeify import reduce_identity
 from tgfx.lowering.symbolic import pm_symbolic
+from tgfx.lowering.target import Target
 
 
 class KernelOptError(ValueError):
@@ -232,12 +235,6 @@ def forced_opts() -> tuple[Opt, ...] | None:
     return _forced.get()
 
 
-def vector_lanes() -> int:
-    """float32 lanes of the host's widest vector registers."""
-    from tgfx.lowering.compile import host_target
-    return 16 if "+avx512f" in host_target().features else 8
-
-
 def global_size(sink: UOp) -> int:
     """How many core ids the kernel is launched with."""
     return max((u.arg[1] for u in sink.toposort() if u.op is Ops.SPECIAL), default=1)
@@ -273,8 +270,21 @@ def _vector_axis(loops: list[UOp], loads: list[UOp], hot: list[UOp], amount: int
     return None
 
 
-def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
-    """Default options: register blocking for contractions, and threads for big kernels."""
+# a reduce shorter than this is no contraction worth a register tile: the tile's accumulators are set up and stored
+# once per output, which costs as much as the few products it would keep in registers
+MIN_CONTRACTION = 8
+
+
+def _itemsize(sink: UOp) -> int:
+    """Bytes of a vector lane of the kernel: its widest stored or loaded value, and at least 4 (half floats compute in
+    float, and narrower integers keep 32-bit tiles: a vector of bytes would unroll 64 lanes per row)."""
+    nodes = sink.toposort()
+    values = [u for u in nodes if u.op is Ops.LOAD] + [u.src[1] for u in nodes if u.op is Ops.STORE]
+    return max([4, *(v.dtype.itemsize for v in values if v.dtype is not None)])
+
+
+def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
+    """Default options for `target`: register blocking for contractions, and threads for big kernels."""
     if config.NOOPT:
         return []
     rngs = ranges(sink)
@@ -290,13 +300,22 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
     red_size = 1
     for r in reduces:
         red_size *= r.src[0].arg
-    if reduces and red_size >= 8 and len(sink.src) == 1:
+    itemsize = _itemsize(sink)
+    lanes = target.lanes(itemsize)
+    # a row kernel (softmax, layernorm: tgfx/lowering/schedule.py fuses a row's reduces into the kernel that reads
+    # them): reduces that only outer loops depend on, run once per row before its inner loops. LLVM's loop vectoriser
+    # takes each of its loops (the reductions too); a register tile would turn it off and leave them scalar
+    red_nodes = [u for u in sink.toposort() if u.op is Ops.REDUCE and not isinstance(u.arg, tuple)]
+    row_kernel = any(not set(loops) <= range_deps(red) for red in red_nodes)
+    if row_kernel:   # the loops it runs: each row's reduce passes, and the output's
+        work = math.prod(r.src[0].arg for r in loops) + sum(
+            math.prod(r.src[0].arg for r in (*range_deps(red), *red.src[1:])) for red in set(red_nodes))
+    if reduces and not row_kernel and red_size >= MIN_CONTRACTION and len(sink.src) == 1:
         # a contraction: vectorise an output axis some input reads contiguously, block another that an input reuses.
-        # The tile (two vector registers of lanes x 8 rows with AVX-512, 16 x 4 otherwise) keeps every accumulator
-        # in a register.
+        # The tile (two vector registers of lanes by as many rows as the registers hold: 32 x 8 with AVX-512, 16 x 4
+        # with AVX2) keeps every accumulator in a register.
         # An axis that does not split is padded (PADTO, masked), e.g. the 10 classes of a classifier's last layer.
-        lanes = vector_lanes()
-        choices = ((2 * lanes, 8 if lanes >= 16 else 4), (lanes, 4), (8, 4), (8, 2))
+        choices = target.contraction_tiles(itemsize)
         for pad, (vec_amt, blk_amt) in ((pad, c) for pad in (False, True) for c in choices):
             vec = _vector_axis(loops, loads, hot, vec_amt, pad)
             if vec is None or not any(_coef(i, vec) == 0 for i in loads):
@@ -309,49 +328,53 @@ def hand_coded_opts(sink: UOp, cores: int) -> list[Opt]:
             if blk is not None:
                 opts.append(Opt("UPCAST", blk.arg[0], blk_amt))
             break
-    if reduces and not opts:
+    if reduces and not row_kernel and not opts:
         # a reduction over an outer axis (a column sum): vectorise an output axis that every load reads contiguously
         # or not at all, so each step of the reduce adds a vector of loads into a vector of accumulators
-        vec = _vector_axis(loops, loads, hot, vector_lanes(), pad=False)
+        vec = _vector_axis(loops, loads, hot, lanes, pad=False)
         if vec is not None:
-            opts.append(Opt("UPCAST", vec.arg[0], vector_lanes()))
+            opts.append(Opt("UPCAST", vec.arg[0], lanes))
     if not reduces and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
         # a transpose: the store runs along one axis, a load along another. A square tile of lanes on both reads and
         # writes whole vectors (the shuffles between are LLVM's) instead of striding through one side
-        lanes = vector_lanes()
         out = sink.src[0].src[0].src[1]
         s_ax = next((r for r in loops if _coef(out, r) == 1 and r.src[0].arg % lanes == 0), None)
         l_ax = None if s_ax is None else next((r for r in loops if r is not s_ax and r.src[0].arg % lanes == 0 and any(
             _coef(i, r) == 1 and _coef(i, s_ax) not in (0, 1, None) for i in loads)), None)
         if l_ax is not None:
             opts += [Opt("UPCAST", s_ax.arg[0], lanes), Opt("UPCAST", l_ax.arg[0], lanes)]
-    if cores > 1 and work >= 1 << 17:
+    if target.threads(work, itemsize) > 1:
+        # the outermost loop that splits evenly over the most threads the work is worth
         sizes = {r.arg[0]: r.src[0].arg for r in loops}
         for o in opts:
             if o.axis in sizes and o.op == "PADTO":
                 sizes[o.axis] = _round_up(sizes[o.axis], o.amount)
             elif o.axis in sizes:
                 sizes[o.axis] //= o.amount
-        outer = next((a for a in sorted(sizes) if sizes[a] % cores == 0 and sizes[a] >= cores), None)
-        if outer is not None:
-            opts.append(Opt("THREAD", outer, cores))
+        splits = {a: target.thread_split(sizes[a], work, itemsize) for a in sorted(sizes)}
+        outer = max(splits, key=lambda a: (splits[a], -a), default=None)
+        if outer is not None and splits[outer] > 1:
+            opts.append(Opt("THREAD", outer, splits[outer]))
     return opts
 
 
-def opt_mode(opts: Sequence[Opt] | None, cores: int) -> str:
+def opt_mode(opts: Sequence[Opt] | None, target: Target) -> str:
     """What decides a kernel's options, as part of its compiled-program cache key: the options themselves when they
-    are given (forced, or found by a search), else the heuristics and what they depend on, or the search width."""
+    are given (forced, or found by a search), else the heuristics or the search width; and the target, which the
+    heuristics read and the code is compiled for."""
     if opts is not None:
-        return "opts:" + ",".join(f"{o.op}.{o.axis}.{o.amount}" for o in opts)
-    if config.NOOPT:
-        return "noopt"
-    return f"beam{int(config.BEAM)}:{cores}" if config.BEAM > 0 else f"hand:{cores}"
+        what = "opts:" + ",".join(f"{o.op}.{o.axis}.{o.amount}" for o in opts)
+    elif config.NOOPT:
+        what = "noopt"
+    else:
+        what = f"beam{int(config.BEAM)}" if config.BEAM > 0 else "hand"
+    return f"{what}@{target.key}"
 
 
-def apply_hand_coded(sink: UOp, cores: int) -> tuple[UOp, list[Opt]]:
-    """Apply the default options, skipping any that does not fit."""
+def apply_hand_coded(sink: UOp, target: Target) -> tuple[UOp, list[Opt]]:
+    """Apply the default options for `target`, skipping any that does not fit."""
     applied = []
-    for opt in hand_coded_opts(sink, cores):
+    for opt in hand_coded_opts(sink, target):
         try:  # the index arithmetic is simplified once, after the last option (each pass is a whole-graph rewrite)
             sink = apply_opt(sink, opt, simplify=False)
             applied.append(opt)
@@ -360,13 +383,13 @@ def apply_hand_coded(sink: UOp, cores: int) -> tuple[UOp, list[Opt]]:
     return (graph_rewrite(sink, _pm_after_opt, name="symbolic after opts") if applied else sink), applied
 
 
-def optimize(sink: UOp, cores: int, name: str = "", kernel_key: str | None = None,
+def optimize(sink: UOp, target: Target, name: str = "", kernel_key: str | None = None,
              opts: Sequence[Opt] | None = None) -> tuple[UOp, list[Opt]]:
     """The kernel with its options applied, and them: `opts` exactly when given; else with `BEAM=n` those a timed
-    search finds for `kernel_key` (cached on disk), else the defaults."""
+    search finds for `kernel_key` (cached on disk), else the defaults for `target`."""
     if opts is not None:
         return apply_opts(sink, opts), list(opts)
     if config.BEAM > 0 and not config.NOOPT and kernel_key is not None:
         from tgfx.lowering.search import beam_search
-        return beam_search(sink, kernel_key, name, int(config.BEAM), cores)
-    return apply_hand_coded(sink, cores)
+        return beam_search(sink, kernel_key, name, int(config.BEAM), target)
+    return apply_hand_coded(sink, target)

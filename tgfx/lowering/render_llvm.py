@@ -16,6 +16,7 @@ from collections.abc import Callable
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.target import Target, host_target
 
 
 class RenderError(NotImplementedError):
@@ -69,8 +70,11 @@ _LLVM_SUFFIX = {"float": "f32", "double": "f64"}
 
 
 class LLVMRenderer:
-    def __init__(self, name: str, loop_vectorize: bool = True) -> None:
+    def __init__(self, name: str, loop_vectorize: bool = True, target: Target | None = None) -> None:
         self.name = name
+        # LLVM's vectorisers build vectors as wide as the target's registers, which the options' tiles are made for
+        # (its own default for some AVX-512 CPUs is half that width)
+        self.vector_bits = 8 * (host_target() if target is None else target).vector_bytes
         # upcast kernels are vectorised across their lanes by SLP; the loop vectoriser would vectorise the reduce
         # loop instead, with gathers, so it is turned off for their loops
         self.loop_md = "" if loop_vectorize else ", !llvm.loop !0"
@@ -206,10 +210,11 @@ class LLVMRenderer:
         body = "\n".join(self.allocas + ["  br label %start", "start:"] + self.lines)
         return "\n".join([
             *sorted(self.declares),
-            f"define internal void @{self.name}_body({args}{', ' if args else ''}i64 %core) alwaysinline {{",
+            f"define internal void @{self.name}_body({args}{', ' if args else ''}i64 %core) alwaysinline #0 {{",
             "entry:", body, "  ret void", "}",
-            f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) {{", "entry:", *loads,
+            f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) #0 {{", "entry:", *loads,
             f"  call void @{self.name}_body({call_args})", "  ret void", "}",
+            f'attributes #0 = {{ "prefer-vector-width"="{self.vector_bits}" }}',
             *(['!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.vectorize.enable", i1 false}'] if self.loop_md else []),
         ])
 
@@ -380,5 +385,7 @@ alu_rules.update({
 })
 
 
-def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], loop_vectorize: bool = True) -> str:
-    return LLVMRenderer(name, loop_vectorize).render(lin, acc_of, bufs)
+def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], loop_vectorize: bool = True,
+                target: Target | None = None) -> str:
+    """A linearized kernel as LLVM IR for `target` (default: `host_target()`)."""
+    return LLVMRenderer(name, loop_vectorize, target).render(lin, acc_of, bufs)

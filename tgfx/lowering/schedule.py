@@ -20,11 +20,17 @@ from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
+from tgfx.lowering.target import host_target
 
 _buffer_uid = itertools.count(1)
 DEFAULT_DEVICE = "CPU:0"
-REUSE_TO_TRANSPOSE = 16   # see _transposed_operand
-TILE_EPILOGUE_MIN = 4096  # a contraction this large is stored before an epilogue that reads another buffer's tile
+# Rules of cost, the same on every CPU (what varies by CPU, the vector width, comes from the target description):
+# a transposed copy of an operand is one more pass over it (and a kernel launch); a contraction reading it this many
+# times amortises that many times over (see _transposed_operand)
+REUSE_TO_TRANSPOSE = 16
+# a contraction with at least this many outputs is stored before an epilogue that reads another buffer's tile: LLVM's
+# SLP vectoriser gives up on such register tiles, and below this an extra kernel launch costs more than it saves
+TILE_EPILOGUE_MIN = 4096
 
 
 def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001
@@ -94,6 +100,7 @@ class ScheduleCtx:
 
 RECOMPUTE_COST = 4   # an elementwise graph this costly (a transcendental, or four plain ops) is not recomputed
 RECOMPUTE_MIN = 1 << 16  # ... by a broadcast to this many elements (smaller, a kernel launch costs more than it saves)
+# (both count operations and launches, whose relative costs are alike on every CPU this targets)
 _COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
 
@@ -116,6 +123,65 @@ def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp) -> int:
             cost += 4 if x.op in _COSTLY else 1
         stack.extend(x.src)
     return cost
+
+
+Axes = tuple[int | None, ...]   # for each axis of a node, the axis of the kernel's output it runs along (None: unit)
+
+
+def _source_axes(u: UOp, axes: Axes) -> Axes | None:
+    """Where the axes of `u`'s (first) source run in the kernel's output, given where `u`'s run; None when a view
+    mixes them (a real reshape, a shrink, a pad, a flip), so that nothing is known."""
+    if u.op in (Ops.EXPAND, Ops.REDUCE_AXIS) or u.op not in GroupOp.Movement and u.src and \
+            all(s.shape == u.shape for s in u.src):   # elementwise, casts, CONTIGUOUS: the same axes
+        return axes
+    if u.op is Ops.PERMUTE:
+        out: list[int | None] = [None] * len(axes)
+        for i, a in enumerate(u.arg):
+            out[a] = axes[i]
+        return tuple(out)
+    if u.op is Ops.RESHAPE and _unit_free(u.shape or ()) and \
+            [u.shape[i] for i in _unit_free(u.shape)] == [u.src[0].shape[i] for i in _unit_free(u.src[0].shape)]:
+        kept = iter(axes[i] for i in _unit_free(u.shape))
+        return tuple(next(kept) if n != 1 else None for n in u.src[0].shape)
+    return None
+
+
+def _varies_outer_only(u: UOp, axes: Axes | None, root: UOp, along: list[int]) -> bool:
+    """Whether `u` (its axes `along` varying) varies only along outer axes of the kernel of `root`: the linearizer
+    then places it before the inner loops, once per outer iteration, not once per element."""
+    if axes is None:
+        return False
+    kept = {axes[a] for a in along}
+    if None in kept:
+        return False
+    return all(a > k for a in _unit_free(root.shape or ()) if a not in kept for k in kept)
+
+
+def _plain_reduces(root: UOp, ctx: ScheduleCtx) -> set[UOp]:
+    """The reduces in the kernel of `root` read directly, not through a broadcast as a row's statistic is (a matmul
+    whose rows are normalised)."""
+    plain, seen, stack = set(), set(), [(root, False)]
+    while stack:
+        u, expanded = stack.pop()
+        if (u, expanded) in seen:
+            continue
+        seen.add((u, expanded))
+        if u is not root and u.op is Ops.REDUCE_AXIS:
+            if not expanded:
+                plain.add(u)
+            expanded = False   # what the reduce reads is read by it directly
+        stack.extend((s, expanded or _is_expanding(u)) for s in u.src if not ctx.is_leaf(s, root))
+    return plain
+
+
+def _row_reduce(red: UOp, axes: Axes | None, root: UOp) -> bool:
+    """Whether the reduce `red`, read through a broadcast by the kernel of `root`, can be computed inside it once per
+    row: its output varies only along outer axes of the kernel (so the linearizer places it before the inner loops,
+    once per row, and not per element), it reduces over the rest, and a row stays in cache between the reduce's pass
+    and the kernel's (softmax, layernorm: one kernel, each row read from memory once)."""
+    if red.src[0].shape != root.shape or not _varies_outer_only(red, axes, root, _unit_free(red.shape)):
+        return False
+    return host_target().row_fits_cache(prod(red.src[0].shape[a] for a in red.arg[1]) * red.src[0].dtype.itemsize)
 
 
 def find_realizes(roots: list[UOp]) -> set[UOp]:
@@ -142,18 +208,26 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         changed = False
         users: dict[UOp, set[UOp]] = {}
         for root in list(ctx.realize):
-            # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND
-            seen: set[tuple[UOp, bool, bool]] = set()
-            stack = [(root, False, False)]
+            # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND, whether it
+            # is inside a reduce, and where the axes of each node run in the kernel's output (`_source_axes`)
+            seen: set[tuple[UOp, bool, bool, Axes | None]] = set()
+            stack: list[tuple[UOp, bool, bool, Axes | None]] = [(root, False, False,
+                                                                  tuple(range(len(root.shape or ()))))]
             contractions, tile_read = [], False
             while stack:
-                u, expanded, inside = stack.pop()
-                if (u, expanded, inside) in seen:
+                u, expanded, inside, axes = stack.pop()
+                if (u, expanded, inside, axes) in seen:
                     continue
-                seen.add((u, expanded, inside))
+                seen.add((u, expanded, inside, axes))
                 if u is not root and u.op is Ops.REDUCE_AXIS:
                     users.setdefault(u, set()).add(root)
-                    if expanded and u not in ctx.realize:
+                    if expanded and u not in ctx.realize and _row_reduce(u, axes, root) and \
+                            (plain := _plain_reduces(root, ctx) - ctx.realize):
+                        # a row kernel reads its rows in each pass: a reduce it reads directly (a matmul whose rows
+                        # it normalises) is stored first, or it would be computed once per pass, without its tile
+                        ctx.realize.update(plain)
+                        changed = True
+                    elif expanded and u not in ctx.realize and not _row_reduce(u, axes, root):
                         ctx.realize.add(u)
                         changed = True
                         continue
@@ -161,16 +235,20 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                         contractions.append(u)
                 if inside and _is_expanding(u) and prod(u.arg) >= RECOMPUTE_MIN and \
                         (base := _view_base(u.src[0])) not in ctx.realize and base.op in GroupOp.Elementwise and \
-                        _recompute_cost(base, ctx, root) >= RECOMPUTE_COST:
+                        _recompute_cost(base, ctx, root) >= RECOMPUTE_COST and \
+                        not _varies_outer_only(u.src[0], axes, root, _unit_free(u.src[0].shape or ())):
                     # an operand of a reduce read through a broadcast (a matmul's) is evaluated once per element of
                     # the broadcast axis: costly elementwise work there (an activation, a random hash) is stored first
                     # (sigmoid(a) @ w: 559 us fused, 91 us stored, for a 128x256 @ 256x64)
                     ctx.realize.add(base)
                     changed = True
                     continue
+                src_axes = None if axes is None else _source_axes(u, axes)
                 for s in u.src:
                     if not ctx.is_leaf(s, root):
-                        stack.append((s, expanded or _is_expanding(u), inside or u.op is Ops.REDUCE_AXIS))
+                        stack.append((s, expanded or _is_expanding(u), inside or u.op is Ops.REDUCE_AXIS,
+                                      src_axes if src_axes is not None and len(s.shape or ()) == len(src_axes)
+                                      else None))
                     elif not (expanded or _is_expanding(u) or inside) and s.op is not Ops.CONST:
                         tile_read = True   # a stored value read whole, outside any reduce: an epilogue's tile
             if tile_read and len(_unit_free(root.shape or ())) >= 2 and prod(root.shape) >= TILE_EPILOGUE_MIN:
@@ -292,9 +370,10 @@ def _transposed_operand(red: UOp) -> UOp | None:
     if any(_layout(e.src[0])[0] != ax for e in src.src):
         return None
 
-    def gains(v: UOp) -> bool:  # the axis the copy makes contiguous is long enough to be read as vectors
+    def gains(v: UOp) -> bool:  # the axis the copy makes contiguous is as long as the narrowest contraction tile
         rest = [n for j, n in enumerate(v.shape) if j != ax and n != 1]
-        return bool(rest) and rest[-1] >= 8
+        tiles = host_target().contraction_tiles(max(v.dtype.itemsize, 4))
+        return bool(rest) and rest[-1] >= min(lanes for lanes, _ in tiles)
     candidates = [(prod(e.src[0].shape), i) for i, e in enumerate(src.src) if _is_view(e.src[0]) and
                   gains(e.src[0]) and prod(e.arg) // prod(e.src[0].shape) >= REUSE_TO_TRANSPOSE]
     if not candidates or src.shape[ax] < 2:
@@ -438,6 +517,7 @@ _templates: LRU[str, ScheduleTemplate] = LRU(lambda: int(config.SCHEDULE_CACHE_S
 
 
 def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTemplate:
+    key = f"{key}|{host_target().key}"   # the schedule reads the target (vector widths: _transposed_operand)
     tpl = _templates.get(key)
     if tpl is None:
         tpl = _templates.setdefault(key, ScheduleTemplate(roots, n_inputs))

@@ -13,19 +13,20 @@ counts, and a candidate whose first run is 3x slower than the best so far is not
 be stopped once started, so a big kernel (more than `TIMED_TRIPS` innermost iterations before options) is timed on
 a slice: its outermost loop runs 1/f of its iterations, the same f for every candidate, and the time is scaled
 back up. Otherwise one poor candidate (the naive loop nest of a 1024^3 matmul takes seconds) would eat the budget.
-Candidates that raise `KernelOptError` are skipped, and none is proposed with more than `MAX_LANES` lanes of upcast
-and unroll together (code size, and compile time, grow faster than speed); two lists that give the same kernel
-(hash-consing makes that `is`) are timed once.
+Candidates that raise `KernelOptError` are skipped, and none is proposed with more lanes of upcast and unroll together
+than the target's largest register tile (`Target.max_tile_lanes`: code size, and compile time, grow faster than speed);
+the amounts tried come from the target's vector width too (`Target.upcast_amounts`, ...); two lists that give the same
+kernel (hash-consing makes that `is`) are timed once.
 
 Counting: each search adds one to `counters.search_count` and each compiled candidate to
 `counters.search_compile_count`, never to `compile_count`, which counts only the programs compiled to run (the
 winner is compiled once more under its own name and cache key, and counts there). Candidate programs stay loaded in
 the process's one MCJIT engine (llvmlite cannot unload an object), a few KB each.
 
-Results are cached by kernel key, search width, core count, lowering code version and target: in memory, and on disk
-(`TGFX_CACHE_DIR/beam/`) as JSON with a SHA-256 checksum. An entry that is unreadable, fails its checksum or names
-options that no longer fit is ignored and the kernel searched again; nothing is unpickled. So a second process on
-the same cache searches nothing, and with the compiled-program cache (keyed by the options found) compiles nothing.
+Results are cached by kernel key, search width, lowering code version and target (its cores included): in memory, and on
+disk (`TGFX_CACHE_DIR/beam/`) as JSON with a SHA-256 checksum. An entry that is unreadable, fails its checksum or names
+options that no longer fit is ignored and the kernel searched again; nothing is unpickled. So a second process on the
+same cache searches nothing, and with the compiled-program cache (keyed by the options found) compiles nothing.
 
 Kernels whose addresses depend on loaded data (a custom kernel's gather) are not searched, since random data could
 address outside a buffer: they get the heuristics' options.
@@ -53,7 +54,7 @@ from tgfx.devices.queue import HWQueue
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
-from tgfx.lowering.compile import compile_llvm, host_target, load_object, loaded, lowering_version, write_atomic
+from tgfx.lowering.compile import compile_llvm, load_object, loaded, lowering_version, write_atomic
 from tgfx.lowering.optimize import (
     OPT_OPS,
     KernelOptError,
@@ -65,11 +66,8 @@ from tgfx.lowering.optimize import (
     ranges,
 )
 from tgfx.lowering.render_llvm import RenderError
+from tgfx.lowering.target import Target
 
-UPCAST_AMOUNTS = (2, 3, 4, 8, 16)
-UNROLL_AMOUNTS = (2, 4, 8, 16)
-PADTO_AMOUNTS = (4, 8, 16)
-MAX_LANES = 256          # upcast x unroll lanes: beyond this, code size (and compile time) grows faster than speed
 RUNS = 3                 # timed runs of a candidate; the minimum counts
 TIMED_TRIPS = 1 << 25    # innermost iterations a timed run does, about: bigger kernels are timed on a slice
 EARLY_STOP = 3.0         # a first run this many times slower than the best is not repeated
@@ -79,8 +77,8 @@ _found: dict[str, list[Opt]] = {}   # beam key -> the options found (this proces
 
 
 # ---- the cache of results ----
-def beam_key(kernel_key: str, width: int, cores: int) -> str:
-    text = f"{kernel_key}|beam{width}|cores{cores}|{lowering_version()}|{host_target()}"
+def beam_key(kernel_key: str, width: int, target: Target) -> str:
+    text = f"{kernel_key}|beam{width}|{lowering_version()}|{target.key}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -118,9 +116,9 @@ def _write(key: str, opts: list[Opt], seconds: float) -> None:
     write_atomic(_path(key), text.encode())
 
 
-def cached_search(kernel_key: str, width: int, cores: int) -> list[Opt] | None:
-    """The options an earlier search (this process, or any process on this cache) found, or None."""
-    key = beam_key(kernel_key, width, cores)
+def cached_search(kernel_key: str, width: int, target: Target) -> list[Opt] | None:
+    """The options an earlier search for `target` (this process, or any process on this cache) found, or None."""
+    key = beam_key(kernel_key, width, target)
     if key not in _found and (opts := _read(key)) is not None:
         _found[key] = opts
     return _found.get(key)
@@ -132,8 +130,10 @@ def clear_cache() -> None:
 
 
 # ---- the search ----
-def actions(sink: UOp, opts: list[Opt], cores: int) -> list[Opt]:
-    """The options that could extend `opts` (already applied to give `sink`) by one; some may not fit."""
+def actions(sink: UOp, opts: list[Opt], target: Target) -> list[Opt]:
+    """The options that could extend `opts` (already applied to give `sink`) by one, at amounts `target`'s vectors
+    and cores suggest; some may not fit."""
+    max_lanes = target.max_tile_lanes()
     rngs = sorted(ranges(sink).values(), key=lambda r: r.arg[0])
     loops = [r for r in rngs if r.arg[1] == "loop"]
     lanes = math.prod(o.amount for o in opts if o.op in ("UPCAST", "UNROLL"))
@@ -141,12 +141,12 @@ def actions(sink: UOp, opts: list[Opt], cores: int) -> list[Opt]:
     out: list[Opt] = []
     for r in rngs:
         size, rid = r.src[0].arg, r.arg[0]
-        kind_amounts = UPCAST_AMOUNTS if r.arg[1] == "loop" else UNROLL_AMOUNTS
+        kind_amounts = target.upcast_amounts() if r.arg[1] == "loop" else target.unroll_amounts()
         out += [Opt("UPCAST" if r.arg[1] == "loop" else "UNROLL", rid, a) for a in kind_amounts
-                if size % a == 0 and lanes * a <= MAX_LANES]
-        out += [Opt("PADTO", rid, a) for a in PADTO_AMOUNTS if size % a and size > a]
-        if r.arg[1] == "loop" and cores > 1 and not threaded and size % cores == 0 and size >= cores:
-            out.append(Opt("THREAD", rid, cores))
+                if size % a == 0 and lanes * a <= max_lanes]
+        out += [Opt("PADTO", rid, a) for a in target.padto_amounts() if size % a and size > a]
+        if r.arg[1] == "loop" and not threaded and (n := target.thread_split(size)) > 1:
+            out.append(Opt("THREAD", rid, n))
     out += [Opt("SWAP", a.arg[0], b.arg[0]) for i, a in enumerate(loops) for b in loops[i + 1:]]
     return out
 
@@ -201,8 +201,8 @@ def random_data(rng: np.random.Generator, g: UOp) -> np.ndarray:
 
 
 class _Search:
-    def __init__(self, sink: UOp, name: str, width: int, cores: int) -> None:
-        self.sink, self.name, self.width, self.cores = sink, name, width, cores
+    def __init__(self, sink: UOp, name: str, width: int, target: Target) -> None:
+        self.sink, self.name, self.width, self.target = sink, name, width, target
         with config.Context(DEBUG=0):  # the scratch buffers' copies are not the program's either
             self.bench = _Bench(sink)
             _ = self.bench.dev.profile_events
@@ -240,12 +240,12 @@ class _Search:
         """The candidate compiled (once per process) as it is timed, its launch size, and its time's scale."""
         cand = apply_opts(self.sink, opts) if cand is None else cand
         timed, scale = self.sliced(cand)
-        tag = hashlib.sha256(f"{opt_mode(opts, self.cores)}|{self.slice}".encode()).hexdigest()[:6]
+        tag = hashlib.sha256(f"{opt_mode(opts, self.target)}|{self.slice}".encode()).hexdigest()[:6]
         sym, load_key = f"{self.name}_beam{tag}", f"search|{self.sink.key}|{tag}"
         code = loaded(load_key)
         if code is None:
-            ir, _, _ = render_kernel(sym, timed, opts)
-            code = load_object(load_key, sym, compile_llvm(ir, candidate=True))
+            ir, _, _ = render_kernel(sym, timed, opts, self.target)
+            code = load_object(load_key, sym, compile_llvm(ir, candidate=True, target=self.target), self.target)
         return Program(sym, code.addr, keepalive=code), global_size(cand), scale
 
     def sliced(self, cand: UOp) -> tuple[UOp, float]:
@@ -271,14 +271,14 @@ class _Search:
 
     def run(self) -> list[Opt]:
         # the heuristics' options first: usually fast, they make a slow start (no options at all) stop early
-        hand = apply_hand_coded(self.sink, self.cores)[1]
+        hand = apply_hand_coded(self.sink, self.target)[1]
         start = [hand, []]
         beam = sorted(((t, o) for o in start if (t := self.evaluate(o)) is not None), key=lambda c: c[0])[:self.width]
         while beam and time.perf_counter() < self.deadline:
             best_before = self.best[0]
             children: list[tuple[float, list[Opt]]] = []
             for _, opts in beam:
-                for act in actions(apply_opts(self.sink, opts), opts, self.cores):
+                for act in actions(apply_opts(self.sink, opts), opts, self.target):
                     if time.perf_counter() >= self.deadline:
                         break
                     if (t := self.evaluate(opts + [act])) is not None:
@@ -304,22 +304,23 @@ class _Search:
         return self.best[1] if mins[0] < mins[1] else hand
 
 
-def beam_search(sink: UOp, kernel_key: str, name: str, width: int, cores: int) -> tuple[UOp, list[Opt]]:
-    """The kernel optimised with the options a search of width `width` finds (or found before: cached), and them.
+def beam_search(sink: UOp, kernel_key: str, name: str, width: int, target: Target) -> tuple[UOp, list[Opt]]:
+    """The kernel optimised with the options a search of width `width` for `target` finds (or found before: cached),
+    and them.
 
     Called by `optimize` when `BEAM` > 0. `sink` is the kernel at index level, before options; `kernel_key` its
     AST's key, which names the cached result.
     """
-    key = beam_key(kernel_key, width, cores)
-    if (opts := cached_search(kernel_key, width, cores)) is not None:
+    key = beam_key(kernel_key, width, target)
+    if (opts := cached_search(kernel_key, width, target)) is not None:
         try:
             return apply_opts(sink, opts), opts
         except KernelOptError:  # options that do not fit this kernel: a stale or forged entry
             _found.pop(key, None)
     if not searchable(sink):
-        return apply_hand_coded(sink, cores)
+        return apply_hand_coded(sink, target)
     counters.search_count += 1
-    search = _Search(sink, name, width, cores)
+    search = _Search(sink, name, width, target)
     opts = search.run()
     _found[key] = opts
     _write(key, opts, search.best[0])

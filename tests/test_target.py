@@ -1,0 +1,204 @@
+"""The CPU target description (tgfx/lowering/target.py): what it reads from the machine and from LLVM, the kernel
+options it gives, and that code chosen and compiled for one target never stands in for another's."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+from tgfx import config
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering import index_level, render_kernel, target
+from tgfx.lowering.compile import cache_key, compile_llvm, compile_workers, compiler, optimized_ir
+from tgfx.lowering.inline import pm_inline
+from tgfx.lowering.optimize import Opt, apply_hand_coded, hand_coded_opts, opt_mode
+from tgfx.lowering.schedule import schedule
+from tgfx.lowering.target import Target, check_runnable, host_target, native_target, read_caches, target_for
+
+AVX2, AVX512 = "haswell", "skylake-avx512"
+HOST_AVX512 = "avx512f" in native_target().enabled
+needs_avx512 = pytest.mark.skipif(not HOST_AVX512, reason="this host has no AVX-512: code for it cannot run here")
+
+
+def matmul_ast(m: int, k: int, n: int) -> UOp:
+    rng = np.random.default_rng(0)
+    a, b = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((m, k), (k, n)))
+    sink = graph_rewrite(UOp(Ops.SINK, None, ((a @ b).uop,)), pm_inline)
+    (call,) = schedule(list(sink.src))[0].src
+    return call.src[0]
+
+
+def vector_widths(ir: str) -> set[int]:
+    """The float vector widths in (optimised) LLVM IR."""
+    return {int(n) for n in re.findall(r"<(\d+) x float>", ir)}
+
+
+# ---- the same kernel for two classes of CPU ----
+def test_the_same_kernel_gets_each_targets_vector_width():
+    ast = matmul_ast(64, 64, 128)
+    widths, opts = {}, {}
+    for cpu in (AVX2, AVX512):
+        t = target_for(cpu)
+        sink, opts[cpu] = apply_hand_coded(index_level(ast), t)
+        ir, _, _ = render_kernel("k", sink, opts[cpu], t)
+        widths[cpu] = vector_widths(optimized_ir(ir, t))
+    # the register tile: two vectors by as many rows as the registers hold (16 registers with AVX2, 32 with AVX-512)
+    assert [o for o in opts[AVX2] if o.op == "UPCAST"] == [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4)]
+    assert [o for o in opts[AVX512] if o.op == "UPCAST"] == [Opt("UPCAST", 1, 32), Opt("UPCAST", 0, 8)]
+    assert max(widths[AVX2]) == 8 and max(widths[AVX512]) == 16
+
+
+@pytest.mark.parametrize("cpu", [AVX2, pytest.param(AVX512, marks=needs_avx512), "x86-64"])
+def test_tgfx_cpu_compiles_for_that_cpu_and_runs_right(cpu):
+    # x86-64: the baseline (SSE2, 16-byte vectors, no FMA) every x86-64 machine runs
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((96, 80)).astype(np.float32), rng.standard_normal((80, 200)).astype(np.float32)
+    tg.counters.reset()
+    with config.Context(TGFX_CPU=cpu):
+        assert host_target().cpu == cpu
+        got = (tg.asarray(a) @ tg.asarray(b)).numpy()
+        soft = tg.nn.softmax(tg.asarray(b), axis=-1).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=2e-5)
+    e = np.exp(b - b.max(-1, keepdims=True))
+    np.testing.assert_allclose(soft, e / e.sum(-1, keepdims=True), rtol=2e-5, atol=1e-7)
+    assert tg.counters.compile_count >= 2   # compiled for this target, none reused from another
+
+
+def test_a_kernel_compiled_for_one_target_is_not_used_for_another():
+    x = tg.asarray(np.arange(4096, dtype=np.float32).reshape(64, 64))
+    with config.Context(TGFX_CPU=""):   # this machine's own
+        (x @ x).numpy()
+    tg.counters.reset()
+    with config.Context(TGFX_CPU=AVX2 if native_target().cpu != AVX2 else "x86-64"):
+        (x @ x).numpy()
+    assert tg.counters.compile_count == 1   # the in-memory kernel (this machine's) was not taken
+    with config.Context(TGFX_CPU=""):
+        (x @ x).numpy()
+    assert tg.counters.compile_count == 1   # and this machine's is still there
+
+
+def test_cache_keys_differ_by_target():
+    avx2, avx512 = target_for(AVX2), target_for(AVX512)
+    assert cache_key("k|hand", avx2) != cache_key("k|hand", avx512)
+    assert cache_key("k|hand", avx2) != cache_key("k|hand", avx2.with_cores(avx2.cores + 1))
+    assert cache_key("k|hand", avx2) != cache_key("k|hand", replace(avx2, l2=avx2.l2 * 2))
+    assert cache_key("k|hand", avx2) == cache_key("k|hand", target_for(AVX2))
+    assert opt_mode(None, avx2) != opt_mode(None, avx512)
+    assert opt_mode([Opt("UPCAST", 0, 4)], avx2) != opt_mode([Opt("UPCAST", 0, 4)], avx512)
+
+
+def test_the_compile_worker_compiles_for_the_target_it_is_sent():
+    if not compile_workers():
+        pytest.skip("no compile worker on a one-core machine")
+    ast = matmul_ast(16, 32, 64)
+    t = target_for(AVX2)
+    sink, opts = apply_hand_coded(index_level(ast), t)
+    ir, _, _ = render_kernel("k_worker", sink, opts, t)
+    with compiler().busy:   # this process busy: the compile goes to the worker
+        there = compile_llvm(ir, target=t)
+    assert there == compiler().compile(ir, t)
+    if HOST_AVX512:   # and not what this machine's own target gives
+        assert there != compiler().compile(ir, native_target())
+
+
+# ---- the override flag ----
+def test_tgfx_cpu_names_another_cpu_and_keeps_this_machines_cores_and_caches():
+    with config.Context(TGFX_CPU="znver3"):
+        t = host_target()
+    native = native_target()
+    assert (t.cpu, t.vector_bytes, t.vector_registers, t.fma) == ("znver3", 32, 16, True)
+    assert (t.cores, t.l1d, t.l2, t.l3) == (native.cores, native.l1d, native.l2, native.l3)
+    with config.Context(TGFX_CPU=""):
+        assert host_target() is native
+    with config.Context(TGFX_CPU=native.cpu):
+        assert host_target() is native
+    assert target_for("x86-64").vector_bytes == 16 and not target_for("x86-64").fma
+
+
+def test_an_unknown_cpu_name_is_an_error_that_names_the_flag():
+    with config.Context(TGFX_CPU="znver33"), pytest.raises(ValueError, match=r"TGFX_CPU='znver33'.*znver3"):
+        host_target()
+
+
+def test_code_for_a_cpu_this_machine_lacks_is_refused_before_it_runs(monkeypatch):
+    haswell_machine = replace(native_target(), cpu=AVX2, features=target.cpu_features(AVX2))
+    monkeypatch.setattr(target, "native_target", lambda: haswell_machine)
+    check_runnable(target_for(AVX2))
+    with pytest.raises(RuntimeError, match=r"TGFX_CPU='skylake-avx512' compiles for avx512f, which this machine"):
+        check_runnable(replace(haswell_machine, cpu=AVX512, features=target.cpu_features(AVX512)))
+
+
+# ---- what the machine says ----
+def write_cache(root, index: int, level: str, kind: str, size: str) -> None:  # noqa: ANN001
+    d = root / f"index{index}"
+    d.mkdir()
+    (d / "level").write_text(level + "\n")
+    (d / "type").write_text(kind + "\n")
+    (d / "size").write_text(size + "\n")
+
+
+def test_cache_sizes_are_read_from_sysfs(tmp_path):
+    write_cache(tmp_path, 0, "1", "Data", "48K")
+    write_cache(tmp_path, 1, "1", "Instruction", "32K")
+    write_cache(tmp_path, 2, "2", "Unified", "2048K")
+    write_cache(tmp_path, 3, "3", "Unified", "96M")
+    assert read_caches(tmp_path) == {"l1d": 48 << 10, "l2": 2 << 20, "l3": 96 << 20}
+
+
+def test_missing_or_garbled_cache_levels_fall_back(tmp_path):
+    write_cache(tmp_path, 0, "1", "Data", "lots")
+    write_cache(tmp_path, 1, "2", "Unified", "512K")
+    (tmp_path / "index2").mkdir()   # no files
+    assert read_caches(tmp_path) == {**target.FALLBACK_CACHES, "l2": 512 << 10}
+    assert read_caches(tmp_path / "absent") == target.FALLBACK_CACHES
+
+
+# ---- the options it gives ----
+def test_register_tiles_fit_the_register_file():
+    for cpu in (AVX2, AVX512, "x86-64"):
+        t = target_for(cpu)
+        for vec, rows in t.contraction_tiles():
+            accumulators = -(-vec // t.lanes()) * rows
+            assert accumulators + target.OPERAND_REGISTERS <= t.vector_registers
+        assert t.max_tile_lanes() == max(v * r for v, r in t.contraction_tiles())
+    assert target_for(AVX512).contraction_tiles()[0] == (32, 8)
+    assert target_for(AVX2).contraction_tiles()[0] == (16, 4)
+    assert target_for(AVX512).contraction_tiles(8)[0] == (16, 8)   # float64: half the lanes
+
+
+def test_threads_split_evenly_and_only_when_the_work_pays():
+    t = Target("znver3", "+avx,+avx2,+fma", cores=96)
+    per_thread = t.min_thread_work()
+    assert t.threads(per_thread - 1) == 1 and t.threads(10 * per_thread) == 10 and t.threads(10 ** 9) == 96
+    assert t.thread_split(1024, 10 ** 9) == 64       # 96 does not divide 1024: the most threads that do
+    assert t.thread_split(1000, 3 * per_thread) == 2  # three threads' work, and 3 does not divide 1000
+    assert t.thread_split(97, 10 ** 9) == 1           # a prime: no even split
+    # a matmul on many cores is split over the most threads that divide a loop (on 96 cores it was not threaded at
+    # all: neither loop divides by 96). With 16 x 4 tiles its loops are 256 / 4 = 64 and 384 / 16 = 24 long.
+    opts = hand_coded_opts(index_level(matmul_ast(256, 256, 384)), target_for(AVX2).with_cores(96))
+    assert opts[-1] == Opt("THREAD", 0, 64)
+
+
+def test_matmul_cache_blocks_fit_the_caches():
+    for cpu in (AVX2, AVX512):
+        t = target_for(cpu)
+        nr, mr = t.contraction_tiles()[0]
+        k, m, n = t.matmul_blocks()
+        assert k & (k - 1) == 0 and m % mr == 0 and n % nr == 0
+        assert (nr + mr) * k * 4 <= t.l1d // 2 and m * k * 4 <= max(t.l2 // 2, mr * k * 4)
+        assert k * n * 4 <= max(t.l3 // 2, k * nr * 4)
+    big_l1 = replace(target_for(AVX2), l1d=64 << 10)
+    assert big_l1.matmul_blocks()[0] == 2 * target_for(AVX2).matmul_blocks()[0]
+
+
+def test_the_search_tries_amounts_up_to_the_targets_vectors():
+    from tgfx.lowering.search import actions
+    sink = index_level(matmul_ast(64, 64, 64))
+    for cpu, most in ((AVX2, 8), (AVX512, 16)):
+        ups = {a.amount for a in actions(sink, [], target_for(cpu)) if a.op == "UPCAST"}
+        assert max(ups) == most

@@ -1,0 +1,341 @@
+"""target: the CPU that kernels are compiled for, and the kernel options that follow from it.
+
+A `Target` describes one CPU: LLVM's name for it and its feature string (what LLVM compiles for), the vector
+registers those give (width, count, FMA), its cores and its cache sizes. Every heuristic that picks kernel options
+reads it (register tiles, the search's amounts, cache blocks, the thread split), and so do the cache keys of compiled
+kernels, schedules and searches: code made for one target never runs as another's.
+
+`host_target()` is the machine's own (LLVM's host CPU name and features, the cores this process may run on, the
+cache sizes from `/sys/devices/system/cpu/cpu0/cache`), unless `TGFX_CPU=<llvm cpu name>` names another CPU: then
+LLVM's features for that CPU take the place of the host's, so one host renders and measures the code another class
+of machine would get (`TGFX_CPU=znver3` on an AVX-512 host gives 32-byte vectors). Cores and caches stay the host's:
+they are what the code runs on here. Code for a CPU whose vector instructions the host lacks can be rendered
+(`DEBUG=4`) but not run: loading it raises.
+
+The numbers below that are not read from the machine are rules, each with its reason; none is tuned to one CPU.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import functools
+import hashlib
+import os
+import pathlib
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tgfx import config
+
+CACHE_ROOT = "/sys/devices/system/cpu/cpu0/cache"
+# where sysfs does not say (another OS, a container hiding it): sizes every x86-64 and aarch64 server core since
+# about 2010 meets or exceeds, so blocking by them never overflows a real cache
+FALLBACK_CACHES = {"l1d": 32 << 10, "l2": 256 << 10, "l3": 8 << 20}
+# a helper thread's wake-up and join cost about what one core spends on this many vector-wide loop iterations (a few
+# microseconds: the native runtime's futex hand-off, tgfx/devices/native.py); a thread given less work loses time
+THREAD_HANDOFF_VECTORS = 4096
+# a register tile's accumulators leave registers for the operands each step of the reduce loads: one broadcast row
+# value and the tile's (at most two) vectors of a column
+OPERAND_REGISTERS = 3
+
+
+@dataclass(frozen=True)
+class Target:
+    """One CPU, as far as code generation cares.
+
+    Args:
+        cpu: LLVM's name for it (`llvm.get_host_cpu_name()`, or a name such as "haswell", "znver3").
+        features: LLVM's feature string ("+avx2,+fma,-avx512f,..."): what the compiler may use.
+        cores: threads a kernel may be spread over.
+        l1d, l2, l3: data cache sizes in bytes (per core for L1d/L2, shared for L3).
+        triple: LLVM's target triple.
+    """
+    cpu: str
+    features: str
+    cores: int
+    l1d: int = FALLBACK_CACHES["l1d"]
+    l2: int = FALLBACK_CACHES["l2"]
+    l3: int = FALLBACK_CACHES["l3"]
+    triple: str = "x86_64-unknown-linux-gnu"
+
+    def with_cores(self, cores: int) -> Target:
+        """The same CPU with `cores` cores (tests, and experiments with the thread split)."""
+        return dataclasses.replace(self, cores=cores)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """A short stable name of everything here: part of every cache key of code chosen or compiled for it."""
+        text = "|".join(str(getattr(self, f.name)) for f in dataclasses.fields(self))
+        return f"{self.cpu}.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+    @functools.cached_property
+    def enabled(self) -> frozenset[str]:
+        return frozenset(f[1:] for f in self.features.split(",") if f.startswith("+"))
+
+    @property
+    def is_arm(self) -> bool:
+        return self.triple.startswith(("aarch64", "arm64"))
+
+    # ---- what the features give ----
+    @property
+    def vector_bytes(self) -> int:
+        """Width of the widest float vector registers: AVX-512 64, AVX/AVX2 32, SSE and NEON 16."""
+        if "avx512f" in self.enabled:
+            return 64
+        if "avx" in self.enabled:
+            return 32
+        return 16   # SSE2 is part of x86-64; NEON of aarch64
+
+    @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers: AVX-512's EVEX encoding and aarch64 have 32, x86 without it 16."""
+        return 32 if "avx512f" in self.enabled or self.is_arm else 16
+
+    @property
+    def fma(self) -> bool:
+        """Fused multiply-add in hardware (a contraction's inner step is one instruction)."""
+        return "fma" in self.enabled or self.is_arm
+
+    def lanes(self, itemsize: int = 4) -> int:
+        """Elements of `itemsize` bytes in one vector register."""
+        return max(self.vector_bytes // itemsize, 1)
+
+    # ---- kernel options derived from it ----
+    def tile_rows(self) -> int:
+        """Rows of a contraction's register tile two vectors wide: the largest power of two whose 2 x rows
+        accumulators fit beside the operand registers (8 with 32 registers, 4 with 16). Powers of two, since a tile
+        must divide the output axis, and tensor sizes mostly are."""
+        budget = (self.vector_registers - OPERAND_REGISTERS) // 2
+        return 1 << (budget.bit_length() - 1)
+
+    def contraction_tiles(self, itemsize: int = 4) -> tuple[tuple[int, int], ...]:
+        """Register tiles for a contraction, best first, as (lanes along the vectorised output axis, rows along the
+        blocked one): two vectors by `tile_rows`, then tiles of half the lanes each for axes the bigger one does not
+        split (or would pad by more than double), down to half a vector; rows of one are no tile."""
+        lanes, rows = self.lanes(itemsize), self.tile_rows()
+        half = max(lanes // 2, 1)
+        tiles = ((2 * lanes, rows), (lanes, rows // 2), (half, rows // 2), (half, rows // 4))
+        return tuple(t for t in dict.fromkeys(tiles) if t[1] >= 2)
+
+    def max_tile_lanes(self, itemsize: int = 4) -> int:
+        """Upcast x unroll lanes a kernel may have: the largest register tile (two vectors by `tile_rows`, half the
+        register file). Beyond it accumulators spill and code size (and compile time) grows faster than speed."""
+        return self.vector_registers * self.lanes(itemsize) // 2
+
+    def upcast_amounts(self, itemsize: int = 4) -> tuple[int, ...]:
+        """Amounts a search tries for UPCAST: small register blocks (3 for odd sizes), then powers of two up to a
+        vector's lanes."""
+        return tuple(sorted({2, 3, 4, *self._powers(8, self.lanes(itemsize))}))
+
+    def unroll_amounts(self, itemsize: int = 4) -> tuple[int, ...]:
+        """Amounts a search tries for UNROLL: powers of two up to a vector's lanes (independent accumulators hide the
+        add latency; more than a vector's worth only adds code)."""
+        return self._powers(2, self.lanes(itemsize))
+
+    def padto_amounts(self, itemsize: int = 4) -> tuple[int, ...]:
+        """Amounts a search tries for PADTO: powers of two from 4 up to a vector's lanes."""
+        return self._powers(4, self.lanes(itemsize))
+
+    @staticmethod
+    def _powers(lo: int, hi: int) -> tuple[int, ...]:
+        out, p = [], lo
+        while p <= max(hi, lo):
+            out.append(p)
+            p *= 2
+        return tuple(out)
+
+    def min_thread_work(self, itemsize: int = 4) -> int:
+        """Loop iterations a thread must get for spreading a kernel over cores to pay (`THREAD_HANDOFF_VECTORS`
+        vector iterations' worth)."""
+        return THREAD_HANDOFF_VECTORS * self.lanes(itemsize)
+
+    def threads(self, work: int, itemsize: int = 4) -> int:
+        """How many cores a kernel of `work` loop iterations is spread over: all of them, unless some would get less
+        than `min_thread_work`."""
+        return max(1, min(self.cores, work // self.min_thread_work(itemsize)))
+
+    def thread_split(self, size: int, work: int | None = None, itemsize: int = 4) -> int:
+        """The THREAD amount for a loop of `size` in a kernel of `work` iterations: the most threads (at most
+        `threads(work)`, or every core when `work` is not given: a search times what it tries) that divide the loop
+        evenly; 1 for none."""
+        most = self.cores if work is None else self.threads(work, itemsize)
+        return next((n for n in range(min(most, size), 1, -1) if size % n == 0), 1)
+
+    def matmul_blocks(self, itemsize: int = 4) -> tuple[int, int, int]:
+        """Cache blocks (k, m, n) of a matmul, by the analytical model of BLIS (Low et al., 2016): a `k`-deep
+        micro-panel of B (k x tile lanes) and one of A (tile rows x k) fill half of L1d (the other half holds the
+        output tile and what streams through); an `m` x `k` block of A half of L2; a `k` x `n` panel of B half of L3
+        (shared by the cores). Each is rounded down to a multiple of the register tile it is made of."""
+        nr, mr = self.contraction_tiles(itemsize)[0]
+        k = max(self.l1d // 2 // ((nr + mr) * itemsize), 1)
+        k = 1 << (k.bit_length() - 1)   # a power of two: the reduce range splits by it
+        m = max(self.l2 // 2 // (k * itemsize) // mr * mr, mr)
+        n = max(self.l3 // 2 // (k * itemsize) // nr * nr, nr)
+        return k, m, n
+
+    def row_fits_cache(self, row_bytes: int) -> bool:
+        """Whether a row of `row_bytes` (and its output) stays in L2 between passes over it: a row-wise reduction
+        (softmax, layernorm) can then read it more than once at cache speed."""
+        return 2 * row_bytes <= self.l2 // 2
+
+
+# ---- what the machine says ----
+def _parse_size(text: str) -> int | None:
+    text = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text.rstrip("KMGB")
+    return int(digits) * scale if digits.isdigit() else None
+
+
+def read_caches(root: str | os.PathLike[str] = CACHE_ROOT) -> dict[str, int]:
+    """Cache sizes in bytes {"l1d", "l2", "l3"} from a sysfs cache folder (`index*/{level,type,size}`); a level
+    missing or unreadable gets its `FALLBACK_CACHES` size."""
+    found: dict[str, int] = {}
+    for index in sorted(pathlib.Path(root).glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = _parse_size((index / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if size is None or kind == "Instruction" or level not in (1, 2, 3):
+            continue
+        name = "l1d" if level == 1 else f"l{level}"
+        found[name] = max(found.get(name, 0), size)
+    return {name: found.get(name, fallback) for name, fallback in FALLBACK_CACHES.items()}
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity mask: a container's share, not the whole machine's)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return os.cpu_count() or 1
+
+
+# ---- what LLVM says ----
+_lock = threading.RLock()   # LLVM's initialisation, the probes, and the caches below
+
+
+def _llvm():  # noqa: ANN202 -- llvmlite.binding, initialised once
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm
+
+
+@contextlib.contextmanager
+def _stderr_to(f) -> Iterator[None]:  # noqa: ANN001
+    """The process's file descriptor 2 into `f`: LLVM writes its CPU list (and its complaints) there, not through
+    any API."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@functools.cache
+def llvm_cpu_names() -> frozenset[str]:
+    """The CPU names LLVM knows for the host's architecture (what `TGFX_CPU` may say). LLVM aborts the process when
+    asked to compile for a name it does not know, so names are checked against this list first."""
+    with _lock, tempfile.TemporaryFile() as f:
+        llvm = _llvm()
+        with _stderr_to(f):
+            llvm.Target.from_default_triple().create_target_machine(cpu="help", features="")
+        f.seek(0)
+        text = f.read().decode(errors="replace")
+    names, listing = set(), False
+    for line in text.splitlines():
+        if line.startswith("Available CPUs"):
+            listing = True
+        elif line.startswith("Available features"):
+            break
+        elif listing and line.strip():
+            names.add(line.split()[0])
+    return frozenset(names)
+
+
+# what each probe compiles, and the instruction that shows the feature: LLVM has no API for the features a named CPU
+# implies, but the code it generates for that CPU shows them
+_PROBES = {
+    "avx512f": ("define void @f(ptr %p) {\n  %v = load <16 x float>, ptr %p\n  %w = fadd <16 x float> %v, %v\n"
+                "  store <16 x float> %w, ptr %p\n  ret void\n}", "zmm"),
+    "avx": ("define void @f(ptr %p) {\n  %v = load <8 x float>, ptr %p\n  %w = fadd <8 x float> %v, %v\n"
+            "  store <8 x float> %w, ptr %p\n  ret void\n}", "ymm"),
+    "avx2": ("define void @f(ptr %p) {\n  %v = load <8 x i32>, ptr %p\n  %w = mul <8 x i32> %v, %v\n"
+             "  store <8 x i32> %w, ptr %p\n  ret void\n}", "vpmulld\t%ymm"),
+    "fma": ("declare float @llvm.fma.f32(float, float, float)\ndefine float @f(float %a, float %b, float %c) {\n"
+            "  %r = call float @llvm.fma.f32(float %a, float %b, float %c)\n  ret float %r\n}", "vfmadd"),
+}
+
+
+@functools.cache
+def cpu_features(cpu: str) -> str:
+    """LLVM's features for the named CPU, as far as kernels use them (the vector extensions and FMA), as a feature
+    string: read from the code LLVM generates for that CPU."""
+    llvm = _llvm()
+    triple = llvm.get_default_triple()
+    if triple.startswith(("aarch64", "arm64")):
+        return "+neon,+fp-armv8"   # every aarch64 CPU: 128-bit vectors with FMA
+    known = llvm_cpu_names()
+    if cpu not in known:
+        close = difflib.get_close_matches(cpu, sorted(known), n=3)
+        raise ValueError(f"TGFX_CPU={cpu!r}: LLVM {'.'.join(map(str, llvm.llvm_version_info))} knows no such CPU"
+                         f"{f'; did you mean {close}' if close else ''} (unset TGFX_CPU for this machine's own)")
+    with _lock:
+        tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features="", opt=2)
+        found = [name for name, (ir, shows) in _PROBES.items() if shows in tm.emit_assembly(llvm.parse_assembly(ir))]
+    return ",".join(f"{'+' if name in found else '-'}{name}" for name in _PROBES)
+
+
+def _machine(cpu: str, features: str, triple: str) -> Target:
+    return Target(cpu, features, host_cores(), **read_caches(), triple=triple)
+
+
+@functools.cache
+def native_target() -> Target:
+    """This machine as it is: LLVM's host CPU name and features, its cores and caches."""
+    with _lock:
+        llvm = _llvm()
+        return _machine(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(), llvm.get_default_triple())
+
+
+@functools.cache
+def _named_target(cpu: str) -> Target:
+    return dataclasses.replace(native_target(), cpu=cpu, features=cpu_features(cpu))
+
+
+def target_for(cpu: str) -> Target:
+    """The target for LLVM CPU `cpu` on this machine (its cores and caches): `native_target()` for the host's own
+    name, else LLVM's features for that CPU. Cached (thread-safe); an unknown name raises ValueError."""
+    if cpu == native_target().cpu:
+        return native_target()
+    with _lock:
+        return _named_target(cpu)
+
+
+def host_target() -> Target:
+    """The target kernels are compiled for now: the machine's own (`native_target`), or the CPU `TGFX_CPU` names
+    (`target_for`)."""
+    name = str(config.CPU.value)
+    return target_for(name) if name else native_target()
+
+
+def check_runnable(target: Target) -> None:
+    """Raise if code for `target` uses vector instructions this machine lacks (it would die of SIGILL)."""
+    native = native_target()
+    missing = sorted(f for f in target.enabled & set(_PROBES) if f not in native.enabled)
+    if missing:
+        raise RuntimeError(f"TGFX_CPU={target.cpu!r} compiles for {', '.join(missing)}, which this machine "
+                           f"({native.cpu}) lacks: its kernels can be rendered (DEBUG=4) but not run here; unset "
+                           f"TGFX_CPU, or name a CPU of this machine's class")
+
+
+__all__ = ["Target", "host_target", "native_target", "target_for", "cpu_features", "read_caches", "check_runnable"]
