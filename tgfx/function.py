@@ -18,9 +18,7 @@ call); with `precompile=True` the body is instead compiled once into an opaque `
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -28,51 +26,13 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import device_parts
 from tgfx.tensor import Tensor, is_weak, weak
+from tgfx.trace_state import ConcretizationError as ConcretizationError
+from tgfx.trace_state import record_owner, tracing
 from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
 class FunctionError(TypeError):
     """A user error in how a `@function` is written or called."""
-
-
-class ConcretizationError(TypeError):
-    """A traced value was asked for its concrete value (`if x > 0`, `float(x)`, `x.item()`) while tracing."""
-
-
-@dataclasses.dataclass
-class _Trace:
-    name: str
-    described: dict[UOp, str]  # PARAM -> the argument it stands for ("x", "params['w']")
-
-
-_traces: list[_Trace] = []
-
-
-def tracing() -> bool:
-    return bool(_traces)
-
-
-def concretization_error(param: UOp) -> ConcretizationError | None:
-    """The error for reading `param`'s value while a trace that owns it is running (None if none does)."""
-    for tr in reversed(_traces):
-        if param in tr.described:
-            return ConcretizationError(
-                f"{tr.name}: the value of argument {tr.described[param]} ({param.dtype.name}{list(param.arg[1])}) is "
-                f"not known while tracing, but was needed at {_user_line()}. Control flow on traced values "
-                f"(`if x > 0`, `float(x)`, `x.item()`, `np.asarray(x)`) cannot be traced: use tnp.where, or mark the "
-                f"argument static (jit(f, static_argnums=...)) so each value gets its own trace")
-    return None
-
-
-def _user_line() -> str:
-    """The innermost stack frame outside tgfx: the user's line that asked for a value."""
-    import os
-    import traceback
-    pkg = os.path.dirname(os.path.abspath(__file__))
-    for fr in reversed(traceback.extract_stack()):
-        if not os.path.abspath(fr.filename).startswith(pkg):
-            return f"{fr.filename}:{fr.lineno} `{(fr.line or '').strip()}`"
-    return "<unknown>"
 
 
 def _describe_paths(f: Callable, args: tuple, kwargs: dict) -> list[str]:
@@ -92,14 +52,6 @@ def _describe_paths(f: Callable, args: tuple, kwargs: dict) -> list[str]:
             base = str(getattr(idx, "key", idx))
         out.append(base + keystr(rest))
     return out
-
-
-# PARAM node -> the name of the function that last traced it, for the "escaped tracer" error
-_param_owner: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def param_owner(param: UOp) -> str:
-    return _param_owner.get(param, "<unknown function>")
 
 
 def _is_grad_input(u: UOp) -> bool:
@@ -176,8 +128,7 @@ class Function:
             params = [UOp(Ops.PARAM, p.dtype, (), (len(arg_uops) + j, p.shape, p.device or "CPU:0"))
                       for j, p in enumerate(pieces)]
             arg_uops.extend(pieces)
-            for p in params:
-                _param_owner[p] = self.name
+            record_owner(params, self.name)
             params_of_input.append(params)
             stand_ins.append(Tensor(UOp(Ops.MULTI, t.dtype, tuple(params), t.uop.arg)
                                     if t.uop.op is Ops.MULTI else params[0]))
@@ -191,11 +142,8 @@ class Function:
             if isinstance(leaf, Tensor):
                 for p in params_of_input[slot_of[id(leaf)]]:
                     described.setdefault(p, path)
-        _traces.append(_Trace(self.name, described))
-        try:
+        with tracing(self.name, described):
             out = self.f(*targs, **tkwargs)
-        finally:
-            _traces.pop()
         results = self._results(out)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
         body, arg_uops = self._capture_implicit(body, arg_uops)
@@ -230,7 +178,7 @@ class Function:
         mapping, extra = {}, []
         for b in implicit:
             p = UOp(Ops.PARAM, b.dtype, (), (len(arg_uops) + len(extra), b.shape, b.device or "CPU:0"))
-            _param_owner[p] = self.name
+            record_owner((p,), self.name)
             mapping[b] = p
             extra.append(b)
         return body.substitute(mapping), arg_uops + extra

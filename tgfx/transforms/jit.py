@@ -32,7 +32,7 @@ from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Engine, HWQueue, Sym
 from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
-from tgfx.function import Function, _describe_paths, _traces
+from tgfx.function import Function, _describe_paths
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
@@ -49,11 +49,11 @@ from tgfx.lowering.execute import (
     is_tiny,
     register_memory,
 )
-from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.inline import EscapedTracerError, check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
-from tgfx.transforms.grad import _active as _grad_active
+from tgfx.trace_state import current, user_error
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -478,7 +478,7 @@ class Jit:
         return tuple(dyn_args), dyn_kwargs, tuple(static)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _traces or _grad_active:  # inside another trace or a grad: inline, like @function
+        if current().active:  # inside another trace or a grad (in this thread): inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
             self._fast.clear()
@@ -567,7 +567,10 @@ class Jit:
         out_leaves, out_tree = tree_flatten(out)
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
         sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline"))
-        check_no_params(sink)
+        try:
+            check_no_params(sink)
+        except EscapedTracerError as e:  # a traced value of another function, captured from a closure
+            raise user_error(e) from None
         sink, unflatten = lower_multi(sink)
         sink = strip_literals(sink)  # constants of a trace are literals of its program, as in JAX
         flat_shapes = [r.shape for r in sink.src]
