@@ -199,3 +199,50 @@ def test_the_lowering_does_not_import_the_front_end() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.name}: {n}" for n in names if n.startswith(front)]
     assert not found
+
+
+# ---- a function closing over a value of an enclosing trace, or over one whose trace has ended ----
+def test_a_function_closing_over_an_enclosing_functions_argument() -> None:
+    """The inner function's body reads the outer one's argument from its closure: it becomes an extra argument of
+    the inner call (it was the inner function's own PARAM of the same slot: an IndexError or the wrong value)."""
+    x, w = np.arange(3, dtype=np.float32), np.full(3, 100, np.float32)
+
+    def outer(a: tg.Tensor, w: tg.Tensor) -> tg.Tensor:
+        return tg.function(lambda y: y * a + 1)(w)
+
+    for call in (tg.function(outer), tg.jit(outer)):
+        np.testing.assert_array_equal(call(tg.asarray(x), tg.asarray(w)).numpy(), w * x + 1)
+    g = tg.grad(lambda a: tg.function(outer)(a, tg.asarray(w)).sum())(tg.asarray(x))
+    np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_a_jitted_function_closing_over_a_loop_carry() -> None:
+    """A jitted function called in a loop body is inlined; the carry it reads from its closure is the carry (it was
+    read as the jitted function's own argument: [200, 200, 200])."""
+    w = tg.asarray(np.full(3, 100, np.float32))
+    out = tg.lax.fori_loop(0, 2, lambda i, c: tg.jit(lambda y: y + c)(w), tg.asarray(np.arange(3, dtype=np.float32)))
+    np.testing.assert_array_equal(out.numpy(), [200, 201, 202])
+
+
+def test_one_body_for_every_call_of_the_same_shapes() -> None:
+    """Calls trace on stand-ins of their own, and their bodies are still one node (compiled work is shared)."""
+    f = tg.function(lambda x, y: x * y + x)
+    a = f(tg.asarray(np.ones(3, np.float32)), tg.asarray(np.ones(3, np.float32)))
+    b = f(tg.asarray(np.zeros(3, np.float32)), tg.asarray(np.ones(3, np.float32)))
+    assert a.uop.src[0].src[0] is b.uop.src[0].src[0]
+    assert all(p.tag is None for p in a.uop.src[0].src[0].toposort() if p.op is Ops.PARAM)
+
+
+@pytest.mark.parametrize("make", ["function", "vmap"])
+def test_a_leaked_value_of_the_same_shape_read_by_a_later_function_is_an_escaped_tracer(make: str) -> None:
+    """A traced value kept past its function and read by another function of the same argument shapes is an error
+    naming the function that made it (it was silently read as the new function's argument of the same slot)."""
+    leaked = []
+    if make == "function":
+        tg.function(lambda a: leaked.append(a * 2) or a)(tg.asarray(np.ones(3, np.float32)))
+    else:
+        tg.vmap(lambda a: leaked.append(a * 2) or a)(tg.asarray(np.ones((2, 3), np.float32)))
+    with pytest.raises(EscapedTracerError, match=r"function .*<lambda>.* used after the function returned"):
+        tg.jit(lambda y: y + leaked[0])(tg.asarray(np.full(3, 5, np.float32)))
+    with pytest.raises(EscapedTracerError, match=r"used after the function returned"):
+        tg.function(lambda y: y + leaked[0])(tg.asarray(np.full(3, 5, np.float32)))
