@@ -49,11 +49,11 @@ from tgfx.lowering.execute import (
     is_tiny,
     register_memory,
 )
-from tgfx.lowering.inline import EscapedTracerError, check_no_params, pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
-from tgfx.trace_state import current, user_error
+from tgfx.trace_state import current
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -567,10 +567,7 @@ class Jit:
         out_leaves, out_tree = tree_flatten(out)
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
         sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline"))
-        try:
-            check_no_params(sink)
-        except EscapedTracerError as e:  # a traced value of another function, captured from a closure
-            raise user_error(e) from None
+        check_no_params(sink)
         sink, unflatten = lower_multi(sink)
         sink = strip_literals(sink)  # constants of a trace are literals of its program, as in JAX
         flat_shapes = [r.shape for r in sink.src]
