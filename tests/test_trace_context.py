@@ -184,23 +184,6 @@ def test_no_trace_is_left_entered_after_an_error() -> None:
         assert not current().active
 
 
-def test_the_lowering_does_not_import_the_front_end() -> None:
-    """The lowering raises typed errors with the IR nodes they concern and the front end words them, so no module
-    under tgfx/lowering imports the tracing front end (read with ast, not by running)."""
-    import ast
-    import pathlib
-    front = ("tgfx.function", "tgfx.tensor", "tgfx.trace_state", "tgfx.lax", "tgfx.transforms.grad",
-             "tgfx.transforms.vmap")
-    root = pathlib.Path(tg.__file__).parent / "lowering"
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            found += [f"{path.name}: {n}" for n in names if n.startswith(front)]
-    assert not found
-
-
 # ---- a function closing over a value of an enclosing trace, or over one whose trace has ended ----
 def test_a_function_closing_over_an_enclosing_functions_argument() -> None:
     """The inner function's body reads the outer one's argument from its closure: it becomes an extra argument of
