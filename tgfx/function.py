@@ -2,8 +2,10 @@
 
 Calling a wrapped function
 1. flattens the arguments (any pytree) and collects every Tensor, deduplicated by identity;
-2. runs the function lazily on stand-ins whose UOps are `PARAM(k)` (slot k = position in that list);
-3. wraps the results in a `TUPLE` and builds `FUNCTION(TUPLE(results), a0, a1, ...)`, named by the function;
+2. runs the function lazily on stand-ins of this call (tagged PARAMs, so no other trace's value is mistaken for one);
+3. writes the results over `PARAM(k)` (slot k = position in that list), a value it read from an enclosing trace that
+   is still running becoming one more argument, and builds `FUNCTION(TUPLE(results), a0, a1, ...)`, named by the
+   function (a traced value whose trace has ended is an escaped tracer: an error naming the function that made it);
 4. returns `GETTUPLE(i)` of it for each result Tensor, in the structure the function returned.
 
 The body holds only PARAMs, never buffers, so calls with equal shapes, dtypes and devices build bodies with equal
@@ -18,16 +20,19 @@ call); with `precompile=True` the body is instead compiled once into an opaque `
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
-import weakref
+import itertools
 from collections.abc import Callable
 from typing import Any
 
+from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.inline import EscapedTracerError, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.tensor import Tensor, is_weak, weak
+from tgfx.trace_state import ConcretizationError as ConcretizationError
+from tgfx.trace_state import current, record_owner, tracing, user_error
 from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -35,44 +40,7 @@ class FunctionError(TypeError):
     """A user error in how a `@function` is written or called."""
 
 
-class ConcretizationError(TypeError):
-    """A traced value was asked for its concrete value (`if x > 0`, `float(x)`, `x.item()`) while tracing."""
-
-
-@dataclasses.dataclass
-class _Trace:
-    name: str
-    described: dict[UOp, str]  # PARAM -> the argument it stands for ("x", "params['w']")
-
-
-_traces: list[_Trace] = []
-
-
-def tracing() -> bool:
-    return bool(_traces)
-
-
-def concretization_error(param: UOp) -> ConcretizationError | None:
-    """The error for reading `param`'s value while a trace that owns it is running (None if none does)."""
-    for tr in reversed(_traces):
-        if param in tr.described:
-            return ConcretizationError(
-                f"{tr.name}: the value of argument {tr.described[param]} ({param.dtype.name}{list(param.arg[1])}) is "
-                f"not known while tracing, but was needed at {_user_line()}. Control flow on traced values "
-                f"(`if x > 0`, `float(x)`, `x.item()`, `np.asarray(x)`) cannot be traced: use tnp.where, or mark the "
-                f"argument static (jit(f, static_argnums=...)) so each value gets its own trace")
-    return None
-
-
-def _user_line() -> str:
-    """The innermost stack frame outside tgfx: the user's line that asked for a value."""
-    import os
-    import traceback
-    pkg = os.path.dirname(os.path.abspath(__file__))
-    for fr in reversed(traceback.extract_stack()):
-        if not os.path.abspath(fr.filename).startswith(pkg):
-            return f"{fr.filename}:{fr.lineno} `{(fr.line or '').strip()}`"
-    return "<unknown>"
+_uid = itertools.count()
 
 
 def _describe_paths(f: Callable, args: tuple, kwargs: dict) -> list[str]:
@@ -92,14 +60,6 @@ def _describe_paths(f: Callable, args: tuple, kwargs: dict) -> list[str]:
             base = str(getattr(idx, "key", idx))
         out.append(base + keystr(rest))
     return out
-
-
-# PARAM node -> the name of the function that last traced it, for the "escaped tracer" error
-_param_owner: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def param_owner(param: UOp) -> str:
-    return _param_owner.get(param, "<unknown function>")
 
 
 def _is_grad_input(u: UOp) -> bool:
@@ -173,11 +133,12 @@ class Function:
         for t in inputs:
             # a sharded Tensor is one PARAM per device part, so the body sees its layout (a MULTI of them)
             pieces = device_parts(t.uop)
-            params = [UOp(Ops.PARAM, p.dtype, (), (len(arg_uops) + j, p.shape, p.device or "CPU:0"))
-                      for j, p in enumerate(pieces)]
+            # traced on stand-ins of this call's own (tagged, so never another trace's PARAM, nor this function's
+            # traced by another call); the body is then written over PARAM(k), equal for every call (see `_close`)
+            params = [UOp(Ops.PARAM, p.dtype, (), (len(arg_uops) + j, p.shape, p.device or "CPU:0"),
+                          tag=("function", next(_uid))) for j, p in enumerate(pieces)]
             arg_uops.extend(pieces)
-            for p in params:
-                _param_owner[p] = self.name
+            record_owner(params, self.name)
             params_of_input.append(params)
             stand_ins.append(Tensor(UOp(Ops.MULTI, t.dtype, tuple(params), t.uop.arg)
                                     if t.uop.op is Ops.MULTI else params[0]))
@@ -191,13 +152,11 @@ class Function:
             if isinstance(leaf, Tensor):
                 for p in params_of_input[slot_of[id(leaf)]]:
                     described.setdefault(p, path)
-        _traces.append(_Trace(self.name, described))
-        try:
+        with tracing(self.name, described):
             out = self.f(*targs, **tkwargs)
-        finally:
-            _traces.pop()
         results = self._results(out)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
+        body, arg_uops = self._close(body, [p for ps in params_of_input for p in ps], arg_uops)
         body, arg_uops = self._capture_implicit(body, arg_uops)
         op = Ops.CALL if self.precompile else Ops.FUNCTION
         fn = UOp(op, None, (body, *arg_uops), (self.name, self.grad_fxn, self.precompile_backward))
@@ -216,13 +175,40 @@ class Function:
             raise FunctionError(f"function {self.name} returned no Tensors")
         return flat
 
+    def _close(self, body: UOp, params: list[UOp], arg_uops: list[UOp]) -> tuple[UOp, list[UOp]]:
+        """The body over PARAM(k) in place of this call's stand-ins. A value of an enclosing trace that is still
+        running (an outer function's, vmap's or a loop body's argument, read from a closure) becomes one more
+        argument, passed by the caller's graph, as JAX closes over outer tracers; a traced value whose trace has
+        ended is an escaped tracer, reported now (inlining would read it as whatever this call passes in its slot)."""
+        own = {p: p.replace(tag=None) for p in params}
+        outer = {q for tr in current().traces for q in tr.described}
+        extra: list[UOp] = []
+        new: dict[UOp, UOp] = {}
+        for u in walk(body):   # one pass, as substitute_outside_calls: the body is rebuilt over its new leaves
+            if u.op is Ops.PARAM:
+                if u in own:
+                    new[u] = own[u]
+                    continue
+                if u not in outer:
+                    raise user_error(EscapedTracerError(f"a traced value of another trace was read by {self.name}",
+                                                        (u,)))
+                new[u] = UOp(Ops.PARAM, u.dtype, (), (len(arg_uops) + len(extra), u.shape, u.device or "CPU:0"))
+                extra.append(u)
+                continue
+            nb = n_bodies(u)
+            src = (*u.src[:nb], *(new[s] for s in u.src[nb:]))
+            new[u] = u if src == u.src else u.replace(src=src)
+        return new[body], arg_uops + extra
+
     def _capture_implicit(self, body: UOp, arg_uops: list[UOp]) -> tuple[UOp, list[UOp]]:
         implicit = _implicit_buffers(body)
         if not implicit:
             return body, arg_uops
         if not self.allow_implicit:
             named = _visible_tensors(self.f)
-            listed = "\n".join(f"  - {named.get(b) or named.get(b.src[0]) or _describe(b)}" for b in implicit)
+            # a BUFFER read directly, or a value being differentiated (named by the buffer under it)
+            listed = "\n".join(f"  - {named.get(b) or (b.src and named.get(b.src[0])) or _describe(b)}"
+                                for b in implicit)
             raise FunctionError(f"function {self.name} reads {len(implicit)} concrete Tensor(s) it was not given as "
                                 f"arguments (captured from a closure or a global):\n{listed}\npass them as arguments, "
                                 f"or use @function(allow_implicit=True) to make them extra arguments")
@@ -230,7 +216,7 @@ class Function:
         mapping, extra = {}, []
         for b in implicit:
             p = UOp(Ops.PARAM, b.dtype, (), (len(arg_uops) + len(extra), b.shape, b.device or "CPU:0"))
-            _param_owner[p] = self.name
+            record_owner((p,), self.name)
             mapping[b] = p
             extra.append(b)
         return body.substitute(mapping), arg_uops + extra

@@ -52,13 +52,13 @@ from tgfx._lax_window import padtype_to_pads as padtype_to_pads
 from tgfx._lax_window import reduce_window as reduce_window
 from tgfx.devices import canonical_device
 from tgfx.dtypes import dtypes
-from tgfx.function import _Trace, _traces
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import pm_inline, substitute_outside_calls, walk
 from tgfx.tensor import Tensor
+from tgfx.trace_state import record_owner, tracing
 from tgfx.tree import PyTreeDef, keystr, tree_flatten_with_path, tree_leaves, tree_unflatten
 
 _uid = itertools.count()
@@ -114,11 +114,9 @@ def _stand_in(shape: tuple[int, ...], dtype: Any, device: str) -> UOp:
 
 def _run(name: str, f: Callable, args: tuple, described: dict[UOp, str]) -> Any:
     """Call `f` on stand-ins; reading a stand-in's value inside raises a concretization error naming it."""
-    _traces.append(_Trace(name, described))
-    try:
+    record_owner(tuple(described), name)  # a stand-in kept past the call is an escaped tracer naming `name`
+    with tracing(name, described):
         return f(*args)
-    finally:
-        _traces.pop()
 
 
 def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device: str) -> tuple[list[UOp],

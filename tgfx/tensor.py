@@ -30,6 +30,7 @@ from tgfx.dtypes import (
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
+from tgfx.trace_state import current, user_error
 
 Scalar = bool | int | float
 LITERAL = "literal"  # the tag of a CONST that stays a literal in eager kernels (Tensor.literal)
@@ -544,11 +545,15 @@ def realize(*ts: Tensor) -> list[UOp]:
     if not todo:
         return [t.uop for t in ts]
     from tgfx.lowering import realize as lower_realize
+    from tgfx.lowering.inline import EscapedTracerError
     differentiating = _differentiating()
     if not differentiating:
         todo += siblings(todo)
     uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
-    results = lower_realize(list(dict.fromkeys(uops)))
+    try:
+        results = lower_realize(list(dict.fromkeys(uops)))
+    except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
+        raise user_error(e) from None
     if not differentiating:
         for t, u in zip(todo, uops, strict=True):
             t.uop = results[u]   # the same value either way, if another thread rebound it too
@@ -564,6 +569,4 @@ def is_realized(u: UOp) -> bool:
 
 
 def _differentiating() -> bool:
-    import sys
-    grad = sys.modules.get("tgfx.transforms.grad")
-    return bool(grad is not None and grad._active)
+    return bool(current().differentiating)

@@ -52,17 +52,19 @@ pm_inline = PatternMatcher([
 
 
 class EscapedTracerError(RuntimeError):
-    pass
+    """PARAMs reached the lowering outside any function that binds them: traced values used after their trace
+    returned, or read while it still runs. The lowering knows only the PARAMs; the front end, which knows the traces,
+    words the user's error from them (tgfx/trace_state.py: the function that made it, or a concretization error)."""
+
+    def __init__(self, message: str, params: tuple[UOp, ...] = ()) -> None:
+        super().__init__(message)
+        self.params = params
 
 
 def check_no_params(sink: UOp) -> None:
     """After inlining, a PARAM outside any function is a traced value that escaped the function that made it."""
-    from tgfx.function import concretization_error, param_owner
-    for u in walk(sink):
-        if u.op is Ops.PARAM:
-            if (err := concretization_error(u)) is not None:
-                raise err
-            raise EscapedTracerError(
-                f"a traced value of function {param_owner(u)} (argument slot {u.arg[0]}, {u.dtype.name}"
-                f"{list(u.arg[1])}) was used after the function returned; return it from the function instead of "
-                f"storing it")
+    params = tuple(u for u in walk(sink) if u.op is Ops.PARAM)
+    if params:
+        p = params[0]
+        raise EscapedTracerError(f"a traced value (argument slot {p.arg[0]}, {p.dtype.name}{list(p.arg[1])}) was "
+                                 f"used outside the function that made it", params)

@@ -37,6 +37,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor
+from tgfx.trace_state import current, differentiating
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 Grad = UOp | tuple | None  # a node's gradient: a UOp, a tuple for a TUPLE/FUNCTION (one per result), None = zero
@@ -408,7 +409,6 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
 # ---- tracing a function for differentiation ----
 STOP = "stop_gradient"
 _uid = itertools.count()
-_active: list[str] = []  # the differentiations running their function now, innermost last
 
 
 def _placeholder(u: UOp) -> UOp:
@@ -426,7 +426,7 @@ def stop_gradient(x: Any) -> Any:
     >>> tg.grad(lambda x: (x * tg.stop_gradient(x)).sum())(tg.asarray([1.0, 2.0]))   # [1., 2.], not [2., 4.]
     """
     def one(t: Any) -> Any:
-        if not isinstance(t, Tensor) or not _active or not t.dtype.is_float:
+        if not isinstance(t, Tensor) or not current().differentiating or not t.dtype.is_float:
             return t  # outside a differentiation there is nothing to stop
         return Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), tag=STOP))
     return tree_map(one, x)
@@ -513,11 +513,8 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
             leaves.append(Tensor(params[-1]))
         in_trees.append(tree)
         new_args[i] = tree_unflatten(tree, leaves)
-    _active.append(who)
-    try:
+    with differentiating(who):
         out = fun(*new_args, **kwargs)
-    finally:
-        _active.pop()
     aux = None
     if has_aux:
         if not (isinstance(out, (tuple, list)) and len(out) == 2):
@@ -558,7 +555,8 @@ def leave_trace(tr: Traced, uops: Sequence[UOp], bind: dict[UOp, UOp] | None = N
     """Results leaving a differentiation: placeholders become the inputs again, stand-ins their values."""
     if not uops:
         return []
-    ctx = _Leave({**dict(zip(tr.params, tr.inputs, strict=True)), **(bind or {})}, strip_stops=not _active)
+    bind = {**dict(zip(tr.params, tr.inputs, strict=True)), **(bind or {})}
+    ctx = _Leave(bind, strip_stops=not current().differentiating)
     return list(graph_rewrite(UOp(Ops.TUPLE, None, tuple(uops)), pm_leave_trace, ctx=ctx, name="leave trace").src)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
-from tgfx.function import Function, _describe_paths, _traces
+from tgfx.function import Function, _describe_paths
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
@@ -42,7 +42,7 @@ from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
-from tgfx.transforms.grad import _active as _grad_active
+from tgfx.trace_state import current
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -214,7 +214,7 @@ class Jit:
         return tuple(dyn_args), dyn_kwargs, tuple(static)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _traces or _grad_active:  # inside another trace or a grad: inline, like @function
+        if current().active:  # inside another trace or a grad (in this thread): inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
             self._fast.clear()

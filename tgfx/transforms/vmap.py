@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.function import _describe_paths, _param_owner, _Trace, _traces
+from tgfx.function import _describe_paths
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 from tgfx.tensor import Tensor
+from tgfx.trace_state import record_owner, tracing
 from tgfx.transforms.grad import CallInfo, Transformed, _call_name
 from tgfx.tree import KeyPath, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -172,7 +173,7 @@ def batch_call(ctx: BatchCtx, x: UOp) -> UOp:
     extra = []
     for s in closed_over(body, ctx.standins):
         seeds[s] = UOp(Ops.PARAM, s.dtype, (), (len(args) + len(extra), (ctx.size, *s.shape), s.device))
-        _param_owner[seeds[s]] = name
+        record_owner((seeds[s],), name)
         extra.append(ctx.new[s])
     results, flags = batch_graph(body.src, seeds, ctx.size, ctx.standins)
     ctx.flags[x] = tuple(flags)
@@ -378,17 +379,14 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
         if (key := (id(leaf), ax)) not in mapped:
             standin = UOp(Ops.PARAM, t.dtype, (), (-1, t.shape[:ax] + t.shape[ax + 1:], t.uop.device),
                           tag=(STANDIN, next(_uid)))
-            _param_owner[standin] = name
+            record_owner((standin,), name)
             described[standin] = where
             mapped[key] = (move_axis(t.uop, ax, 0), standin)
         new_leaves[k] = Tensor(mapped[key][1])
     size = _batch_size(sizes, axis_size)
     t_args, t_kwargs = tree_unflatten(treedef, new_leaves)
-    _traces.append(_Trace(name, described))  # reading a stand-in's value is a concretization error naming it
-    try:
+    with tracing(name, described):  # reading a stand-in's value is a concretization error naming it
         out = fun(*t_args, **t_kwargs)
-    finally:
-        _traces.pop()
     pairs, out_tree = tree_flatten_with_path(out)
     roots = []
     for path, leaf in pairs:

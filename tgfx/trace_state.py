@@ -1,0 +1,135 @@
+"""The trace context: which traces and differentiations are running, innermost last (JAX's trace context).
+
+Every transform that runs a user's function on stand-ins enters it here: `@function` and `jit` (their traces),
+`vmap` and `tg.lax`'s loops and branches (traces of their bodies), `grad` and its friends (a differentiation).
+The front end reads it to decide what a call means: a `jit` called inside any of them is inlined like `@function`,
+reading a value is a concretization error only while the trace that owns it runs, and realising inside a
+differentiation must not cut the graph the gradient flows through.
+
+The state is one immutable `TraceContext` in a `ContextVar`, so it belongs to the thread (or asyncio task) that
+entered it: one thread inside a long trace does not make another thread's eager calls and jit replays behave as if
+they were traced. A new thread starts outside every trace.
+
+>>> with tracing("f", {stand_in: "x"}):    # what @function does around the user's function
+...     current().traces[-1].name          # 'f'; float() of a value reading stand_in is a ConcretizationError
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import traceback
+import weakref
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
+
+from tgfx.ir.uop import UOp
+from tgfx.lowering.inline import EscapedTracerError
+
+
+class ConcretizationError(TypeError):
+    """A traced value was asked for its concrete value (`if x > 0`, `float(x)`, `x.item()`) while tracing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    """One running trace: the function's name and what each of its stand-in PARAMs stands for."""
+    name: str
+    described: Mapping[UOp, str]  # PARAM -> the argument it stands for ("x", "params['w']", "loop index")
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceContext:
+    traces: tuple[Trace, ...] = ()         # @function / jit / vmap / lax bodies running their function, innermost last
+    differentiating: tuple[str, ...] = ()  # grad, vjp, jvp, ... running their function, innermost last
+
+    @property
+    def active(self) -> bool:
+        """Inside any trace or differentiation: a jit call there is part of the caller's graph."""
+        return bool(self.traces or self.differentiating)
+
+
+# the default is shared by every thread: TraceContext is frozen, and entering a trace sets a new one
+_context: ContextVar[TraceContext] = ContextVar("tgfx_trace_context", default=TraceContext())  # noqa: B039
+
+
+def current() -> TraceContext:
+    return _context.get()
+
+
+@contextmanager
+def _entered(ctx: TraceContext) -> Iterator[None]:
+    token = _context.set(ctx)
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def tracing(name: str, described: Mapping[UOp, str]) -> AbstractContextManager[None]:
+    """Run a function on stand-ins named `name`; reading a PARAM in `described` inside is a concretization error."""
+    ctx = _context.get()
+    return _entered(dataclasses.replace(ctx, traces=(*ctx.traces, Trace(name, MappingProxyType(dict(described))))))
+
+
+def differentiating(who: str) -> AbstractContextManager[None]:
+    """Run a function whose graph is being differentiated by `who` (grad, vjp, jvp, ...)."""
+    ctx = _context.get()
+    return _entered(dataclasses.replace(ctx, differentiating=(*ctx.differentiating, who)))
+
+
+# ---- which function a PARAM belongs to, for the escaped-tracer message ----
+# PARAMs are hash-consed (PARAM(0) of a float32[3] is one node for every function), so this names the function that
+# last traced it. Written when a trace makes its stand-ins and read only to word an error, so a weak map is enough;
+# the lock keeps a write racing the map's removal of a collected key (which runs on whichever thread frees it) safe
+# without relying on the GIL's atomicity of dict operations.
+_param_owner: weakref.WeakKeyDictionary[UOp, str] = weakref.WeakKeyDictionary()
+_owner_lock = threading.Lock()
+
+
+def record_owner(params: list[UOp] | tuple[UOp, ...], name: str) -> None:
+    with _owner_lock:
+        for p in params:
+            _param_owner[p] = name
+
+
+def param_owner(param: UOp) -> str:
+    with _owner_lock:
+        return _param_owner.get(param, "<unknown function>")
+
+
+# ---- the user's errors for a PARAM that reached the lowering ----
+def _user_line() -> str:
+    """The innermost stack frame outside tgfx: the user's line that asked for a value."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    for fr in reversed(traceback.extract_stack()):
+        if not os.path.abspath(fr.filename).startswith(pkg):
+            return f"{fr.filename}:{fr.lineno} `{(fr.line or '').strip()}`"
+    return "<unknown>"
+
+
+def concretization_error(param: UOp) -> ConcretizationError | None:
+    """The error for reading `param`'s value while a trace of this context that owns it runs (None if none does)."""
+    for tr in reversed(_context.get().traces):
+        if param in tr.described:
+            return ConcretizationError(
+                f"{tr.name}: the value of argument {tr.described[param]} ({param.dtype.name}{list(param.arg[1])}) is "
+                f"not known while tracing, but was needed at {_user_line()}. Control flow on traced values "
+                f"(`if x > 0`, `float(x)`, `x.item()`, `np.asarray(x)`) cannot be traced: use tnp.where, or mark the "
+                f"argument static (jit(f, static_argnums=...)) so each value gets its own trace")
+    return None
+
+
+def user_error(err: EscapedTracerError) -> Exception:
+    """The error a user sees for the PARAMs the lowering met outside any function: a concretization error if a trace
+    running in this context owns one (its value was read inside the function), else the escaped tracer, named by the
+    function that made it."""
+    for p in err.params:
+        if (c := concretization_error(p)) is not None:
+            return c
+    p = err.params[0]
+    return EscapedTracerError(
+        f"a traced value of function {param_owner(p)} (argument slot {p.arg[0]}, {p.dtype.name}{list(p.arg[1])}) was "
+        f"used after the function returned; return it from the function instead of storing it", err.params)
