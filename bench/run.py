@@ -260,7 +260,7 @@ def machine_lines(frameworks: list[str]) -> list[str]:
              f"{cores} cores ({usable} usable), {platform.system()} {platform.machine()}",
              "libraries: " + ", ".join(libs)]
     if os.environ.get("TGFX_CPU"):   # tgfx renders code for another CPU class on this host
-        from tgfx.lowering.target import host_target
+        from tgfx.devices.target import host_target
         t = host_target()
         lines.append(f"tgfx code for: {t.cpu} (TGFX_CPU; {t.vector_bytes}-byte vectors, {t.vector_registers} vector "
                      f"registers), run on this machine")

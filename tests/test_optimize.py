@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.devices.target import host_target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
@@ -26,7 +27,6 @@ from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.schedule import schedule
 from tgfx.lowering.search import actions
 from tgfx.lowering.symbolic import pm_symbolic
-from tgfx.lowering.target import host_target
 from tgfx.lowering.transcendental import pm_transcendental
 
 

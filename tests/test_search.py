@@ -11,6 +11,7 @@ import pytest
 
 import tgfx as tg
 from tgfx import config
+from tgfx.devices.target import host_target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
@@ -18,7 +19,6 @@ from tgfx.lowering import forget_compiled, index_level, lower_kernel
 from tgfx.lowering import search as beam
 from tgfx.lowering.optimize import Opt, apply_hand_coded
 from tgfx.lowering.schedule import schedule
-from tgfx.lowering.target import host_target
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 _rng = np.random.default_rng(1)

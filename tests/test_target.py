@@ -1,4 +1,4 @@
-"""The CPU target description (tgfx/lowering/target.py): what it reads from the machine and from LLVM, the kernel
+"""The CPU target description (tgfx/devices/target.py): what it reads from the machine and from LLVM, the kernel
 options it gives, and that code chosen and compiled for one target never stands in for another's."""
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ import pytest
 
 import tgfx as tg
 from tgfx import config
+from tgfx.devices import target
+from tgfx.devices.target import Target, check_runnable, host_target, native_target, read_caches, target_for
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering import index_level, render_kernel, target
+from tgfx.lowering import index_level, render_kernel
 from tgfx.lowering.compile import cache_key, compile_llvm, compile_workers, compiler, optimized_ir
 from tgfx.lowering.inline import pm_inline
 from tgfx.lowering.optimize import Opt, apply_hand_coded, hand_coded_opts, opt_mode
 from tgfx.lowering.schedule import schedule
-from tgfx.lowering.target import Target, check_runnable, host_target, native_target, read_caches, target_for
 
 AVX2, AVX512 = "haswell", "skylake-avx512"
 HOST_AVX512 = "avx512f" in native_target().enabled

@@ -47,7 +47,7 @@ KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels
 SCHEDULE_CACHE_SIZE = Flag("TGFX_SCHEDULE_CACHE_SIZE", 1024)  # eager graphs' schedules and encoded programs
 JIT_CACHE_SIZE = Flag("TGFX_JIT_CACHE_SIZE", 256)             # traced programs per jitted function
 X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX
-CPU = Flag("TGFX_CPU", "")        # compile for this LLVM CPU ("znver3") instead of the host's: tgfx/lowering/target.py
+CPU = Flag("TGFX_CPU", "")        # compile for this LLVM CPU ("znver3") instead of the host's: tgfx/devices/target.py
 
 # `update`'s names for flags, besides their own: JAX's spelling, so that ported programs keep theirs
 _ALIASES = {"x64": "TGFX_ENABLE_X64", "enable_x64": "TGFX_ENABLE_X64", "jax_enable_x64": "TGFX_ENABLE_X64"}

@@ -17,6 +17,7 @@ from tgfx.devices import native
 from tgfx.devices.hcq import Allocator, Buffer, CommandProcessor, Engine
 from tgfx.devices.processor import RingProcessor
 from tgfx.devices.queue import QueueAllocator, QueueDevice
+from tgfx.devices.target import host_cores
 
 ALIGN = 64
 SMALL_ALLOC = 1 << 20                 # allocations up to this size come from ctypes, larger ones from numpy
@@ -27,7 +28,6 @@ CLOSE_TIMEOUT_NS = 1_000_000_000      # how long `close` waits for a processor t
 def cpu_count() -> int:
     """The number of threads an EXEC is spread over (the processor's own and the helpers): the cores of this
     machine's target description, which kernels' THREAD splits are chosen for."""
-    from tgfx.lowering.target import host_cores  # the lowering package imports this module
     return host_cores()
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from tgfx import config
 from tgfx.devices.hcq import Program
+from tgfx.devices.target import Target, host_target, native_target
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.spec import check_stage
@@ -43,7 +44,6 @@ from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.symbolic import pm_symbolic
-from tgfx.lowering.target import Target, host_target, native_target
 from tgfx.lowering.transcendental import pm_transcendental
 
 

@@ -1,7 +1,7 @@
 """compile: LLVM IR text to native code through llvmlite, for a CPU target, with an on-disk object cache.
 
 A module is parsed, verified, optimised at O3 with the new pass builder (loop and SLP vectorisation on), for the CPU
-name and features of its target (`tgfx/lowering/target.py`: the host's, or the one `TGFX_CPU` names) with a target
+name and features of its target (`tgfx/devices/target.py`: the host's, or the one `TGFX_CPU` names) with a target
 machine per target, and emitted as an object file. llvmlite compiles one module at a time per process, so a
 compile worker process (`llvm_worker.py`) compiles beside this one when it is busy (`compile_llvm`), and takes over
 once this process has compiled enough (LLVM keeps memory after each run); objects are always loaded here.
@@ -41,8 +41,8 @@ import llvmlite.binding as llvm
 
 from tgfx import config
 from tgfx.counters import counters
+from tgfx.devices.target import Target, check_runnable, host_target, native_target
 from tgfx.lowering import llvm_worker
-from tgfx.lowering.target import Target, check_runnable, host_target, native_target
 
 _MAGIC = b"TGFXOBJ1"
 

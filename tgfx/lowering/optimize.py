@@ -18,7 +18,7 @@ each reduce's axes). Options:
 
 Options apply in order, each to the result of the last; an axis keeps its id through UPCAST, UNROLL, THREAD and PADTO
 (the outer part of a split keeps it). An option that does not fit the kernel raises `KernelOptError`, which search
-skips. `hand_coded_opts` picks the defaults from the target (`tgfx/lowering/target.py`: vector width and registers,
+skips. `hand_coded_opts` picks the defaults from the target (`tgfx/devices/target.py`: vector width and registers,
 cores): register-block contractions (UPCAST a stride-1 output axis by two vectors' lanes and a reused one by as many
 rows as the registers hold) and spread large kernels over the cores. With `BEAM=n`, `optimize` searches instead
 (`tgfx/lowering/search.py`); `use_opts` forces a list on every kernel lowered inside it (tests, experiments).
@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tgfx import config
+from tgfx.devices.target import Target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -39,7 +40,6 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import range_deps
 from tgfx.lowering.rangeify import reduce_identity
 from tgfx.lowering.symbolic import pm_symbolic
-from tgfx.lowering.target import Target
 
 
 class KernelOptError(ValueError):

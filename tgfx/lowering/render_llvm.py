@@ -13,10 +13,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
+from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.target import Target, host_target
 
 
 class RenderError(NotImplementedError):

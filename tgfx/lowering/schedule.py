@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tgfx import config
+from tgfx.devices.target import host_target
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -20,7 +21,6 @@ from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
-from tgfx.lowering.target import host_target
 
 _buffer_uid = itertools.count(1)
 DEFAULT_DEVICE = "CPU:0"

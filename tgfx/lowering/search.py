@@ -51,6 +51,7 @@ from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Program, Signal
 from tgfx.devices.queue import HWQueue
+from tgfx.devices.target import Target
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
@@ -66,7 +67,6 @@ from tgfx.lowering.optimize import (
     ranges,
 )
 from tgfx.lowering.render_llvm import RenderError
-from tgfx.lowering.target import Target
 
 RUNS = 3                 # timed runs of a candidate; the minimum counts
 TIMED_TRIPS = 1 << 25    # innermost iterations a timed run does, about: bigger kernels are timed on a slice
