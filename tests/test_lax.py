@@ -366,6 +366,28 @@ def test_1000_step_loop_compiles_and_submits_what_a_10_step_loop_does(kind: str)
     close(jb(x), ref, tol=1e-4)
 
 
+def test_jitted_loops_are_one_submission_with_their_initial_copies_on_the_compute_queue() -> None:
+    """Two loops in a row (non-elementwise bodies, so each copies its initial carries in) encode to one command
+    buffer: the initial copies run inside the loop's block on the compute queue, not as submissions of their own to
+    the copy engine (each a hand-off between threads)."""
+    w = (rand(8, 8) * 0.1).realize()
+
+    def f(x: tg.Tensor) -> tg.Tensor:
+        y = tg.lax.fori_loop(0, 3, lambda i, c: tnp.tanh(c @ w) + c, x)
+        return tg.lax.fori_loop(0, 4, lambda i, c: tnp.tanh(c @ w) * 0.5 + c, y * 2.0)
+    jf = tg.jit(f)
+    x = rand(4, 8)
+    close(jf(x), f(x), tol=1e-5)
+    assert len(next(iter(jf._cache.values()))[0].segments) == 1
+    dev = get_device("CPU:0")
+    dev.synchronize()
+    dev.clear_profile()
+    jf(x).block_until_ready()
+    dev.synchronize()
+    copies = [e for e in dev.profile_events if e.name == "copy"]
+    assert copies and all(e.queue == "compute" for e in copies), Counter(e.queue for e in copies)
+
+
 # ---- training: an RNN with scan under jit(grad) against the unrolled one ----
 def test_rnn_trained_with_scan_under_jit_grad_matches_unrolled() -> None:
     rng = np.random.default_rng(0)

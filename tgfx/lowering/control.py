@@ -4,8 +4,8 @@ A body is scheduled once, like a precompiled function (`template_of`: cached by 
 the same kernels whatever its trip count), and its commands are placed between control commands that the runtime
 turns into packets (`tgfx/devices/hcq.py`, "Control flow"):
 
-    LOOP   (init carries copied into the loop's carry buffers, before the block)
-           BLOCK
+    LOOP   BLOCK
+             COPY carry <- init                          the initial carries, once (on the compute queue)
              WORD i = 0                                  counter: an int64 device word, the body's PARAM 0
            top:
              [JUMP i >= bound -> end; cond body; JUMP pred == 0 -> end]          while loops
@@ -122,7 +122,9 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
     new_carry, new_ys = outs[:k], outs[k:]
     top, end = next(_labels), next(_labels)
     step = -1 if sp.reverse else 1
-    cmds.append(command(Ops.BLOCK, (True, dev)))
+    # the initial copies go inside the block, on the compute queue with the body: a copy outside any block is its
+    # own submission to the copy engine, a hand-off between threads each way (about 10 us a loop on a busy host)
+    cmds.insert(0, command(Ops.BLOCK, (True, dev)))
     rem = None
     if sp.dynamic and sp.reverse:   # i = n - 1, ..., 0
         cmds += [copy_command(counter, trip, 8), command(Ops.WORD, ("add", -1), counter)]
