@@ -366,6 +366,86 @@ def test_1000_step_loop_compiles_and_submits_what_a_10_step_loop_does(kind: str)
     close(jb(x), ref, tol=1e-4)
 
 
+def test_jitted_loops_are_one_submission_with_their_initial_copies_on_the_compute_queue() -> None:
+    """Two loops in a row (non-elementwise bodies, so each copies its initial carries in) encode to one command
+    buffer: the initial copies run inside the loop's block on the compute queue, not as submissions of their own to
+    the copy engine (each a hand-off between threads)."""
+    w = (rand(8, 8) * 0.1).realize()
+
+    def f(x: tg.Tensor) -> tg.Tensor:
+        y = tg.lax.fori_loop(0, 3, lambda i, c: tnp.tanh(c @ w) + c, x)
+        return tg.lax.fori_loop(0, 4, lambda i, c: tnp.tanh(c @ w) * 0.5 + c, y * 2.0)
+    jf = tg.jit(f)
+    x = rand(4, 8)
+    close(jf(x), f(x), tol=1e-5)
+    assert len(next(iter(jf._cache.values()))[0].segments) == 1
+    dev = get_device("CPU:0")
+    dev.synchronize()
+    dev.clear_profile()
+    jf(x).block_until_ready()
+    dev.synchronize()
+    copies = [e for e in dev.profile_events if e.name == "copy"]
+    assert copies and all(e.queue == "compute" for e in copies), Counter(e.queue for e in copies)
+    # the steps write their new carries straight into the other of the two carry buffers: the only copies are the
+    # two loops' initial ones, whatever the trip counts
+    assert len(copies) == 2, Counter(e.name for e in dev.profile_events)
+
+
+def test_a_buffer_read_in_a_loop_before_it_is_written_there_lives_for_the_whole_loop() -> None:
+    """The memory planner's lifetimes: a carry read by one step and written by the next holds its value across the
+    jump back, so nothing after its last write in the block may take its memory; a temporary may."""
+    from tgfx.lowering.control import command, copy_command, lifetimes
+    from tgfx.lowering.schedule import new_buffer
+    init, carry, tmp, late = (new_buffer("CPU:0", 4, tg.dtypes.float32) for _ in range(4))
+    calls = [command(Ops.BLOCK, (True, "CPU:0")),
+             copy_command(carry, init, 16),    # 1: the initial carry
+             copy_command(tmp, carry, 16),     # 2: a step reads it
+             copy_command(carry, tmp, 16),     # 3: the next step writes it
+             copy_command(late, tmp, 16),      # 4: a temporary after the carry's last write
+             command(Ops.BLOCK, (False, "CPU:0"))]
+    first, last = lifetimes(calls)
+    assert (first[carry], last[carry]) == (0, 5)
+    assert (first[late], last[late]) == (4, 4)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+def test_double_buffered_carries_end_in_the_right_buffer_for_odd_and_even_trip_counts(n: int) -> None:
+    """Mixing bodies (not one loop kernel) whose steps alternate between two carry buffers: forward and reverse
+    scans, a swap of two carries and a passed-through one, a trip count read on the device, and a while loop leaving
+    after n steps, eagerly and under jit, against the Python loops."""
+    w = rand(3, 3, seed=1) * 0.5
+    xs = rand(n, 2, 3, seed=2)
+
+    def step(c: tuple, x: tg.Tensor) -> tuple:
+        a, b, k = c
+        h = tnp.tanh(a @ w) + x
+        return (b * 0.5 + h, h, k), h.sum()
+
+    def f(x0: tg.Tensor, xs: tg.Tensor, hi: tg.Tensor) -> tuple:
+        init = (x0, x0 * 2.0, x0 - 1.0)
+        fwd = tg.lax.scan(step, init, xs)
+        rev = tg.lax.scan(step, init, xs, reverse=True)
+        dyn = tg.lax.fori_loop(0, hi, lambda i, c: tnp.tanh(c @ w) + i.astype(tg.dtypes.float32), x0)
+        cnt = tg.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, tnp.tanh(c[1] @ w) + c[1]),
+                                (tg.asarray(np.int32(0)), x0))
+        return fwd, rev, dyn, cnt
+
+    def ref(x0: tg.Tensor, xs: tg.Tensor, hi: tg.Tensor) -> tuple:
+        init = (x0, x0 * 2.0, x0 - 1.0)
+        fwd = py_scan(step, init, xs)
+        rev = py_scan(step, init, xs, reverse=True)
+        dyn = py_fori(0, n, lambda i, c: tnp.tanh(c @ w) + i.astype(tg.dtypes.float32), x0)
+        cnt = py_while(lambda c: c[0] < n, lambda c: (c[0] + 1, tnp.tanh(c[1] @ w) + c[1]),
+                       (tg.asarray(np.int32(0)), x0))
+        return fwd, rev, dyn, cnt
+    x0, hi = rand(2, 3), tg.asarray(np.int32(n))
+    want = ref(x0, xs, hi)
+    close(f(x0, xs, hi), want)
+    jf = tg.jit(f)
+    close(jf(x0, xs, hi), want)
+    close(jf(x0, xs, hi), want)   # a replay starts again from the first carry buffers
+
+
 # ---- training: an RNN with scan under jit(grad) against the unrolled one ----
 def test_rnn_trained_with_scan_under_jit_grad_matches_unrolled() -> None:
     rng = np.random.default_rng(0)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 
 @dataclass
 class Counters:
-    kernel_count: int = 0      # kernel launches submitted (a loop's body counts once, whatever its trip count)
+    kernel_count: int = 0      # kernel launches encoded (a device loop's body twice: one way, and back)
     compile_count: int = 0     # programs compiled by LLVM to run (not BEAM candidates)
     schedule_count: int = 0    # graphs scheduled (cache misses)
     copy_count: int = 0        # buffer copies submitted (likewise)

@@ -4,17 +4,20 @@ A body is scheduled once, like a precompiled function (`template_of`: cached by 
 the same kernels whatever its trip count), and its commands are placed between control commands that the runtime
 turns into packets (`tgfx/devices/hcq.py`, "Control flow"):
 
-    LOOP   (init carries copied into the loop's carry buffers, before the block)
-           BLOCK
+    LOOP   BLOCK
+             COPY carry <- init                          the initial carries, once (on the compute queue)
              WORD i = 0                                  counter: an int64 device word, the body's PARAM 0
            top:
-             [JUMP i >= bound -> end; cond body; JUMP pred == 0 -> end]          while loops
-             COPY saved[i] <- carry                                              for the backward (save)
-             COPY x[i]-slice <- xs[i]; body; COPY ys[i] <- y                     indexed copies, by the counter
-             COPY carry <- new carry                                             copy-back of the carries
-             WORD i += 1; JUMP i < length -> top
+             step: carry -> other                        the body reading `carry`, writing its new carries to `other`
+             JUMP i >= length -> end                     (an odd trip count ends here, its carries in `other`)
+             step: other -> carry
+             JUMP i < length -> top
            end:
            BLOCK
+    a step:  [JUMP i >= bound -> end; cond body; JUMP pred == 0 -> end]          while loops
+             COPY saved[i] <- carry                                              for the backward (save)
+             COPY x[i]-slice <- xs[i]; body; COPY ys[i] <- y                     indexed copies, by the counter
+             WORD i += 1
     SWITCH BLOCK; JUMP index != 0 -> b1; branch 0; JUMP -> end; b1: ...; branch n-1; end: BLOCK
 
 A reversed loop counts down from length - 1; a loop with a dynamic trip count n (an operand: a fori_loop with Tensor
@@ -22,8 +25,10 @@ bounds, or the backward of a while loop) counts while a second word, n - i, is p
 all of this: `tgfx/lowering/loop_kernel.py` makes the whole loop one kernel.
 
 Per-step slices move by copies indexed with the counter (so kernels stay the ones the body compiles to, and a slice
-is read where it is contiguous); carries are copied back into fixed buffers each step, so every buffer the body
-reads has one address and the block is encoded once. Branch results are written straight into the SWITCH's result
+is read where it is contiguous). The carries live in two fixed sets of buffers, so every buffer the body reads has
+one address: the body is encoded twice, once each way, and writes its new carries straight into the other set (a
+copy only for a carry it passes through). A loop whose trip count is known only on the device copies the carries of
+an odd last step back into the first set. Branch results are written straight into the SWITCH's result
 buffers when a branch computes them itself, else copied.
 
 `lifetimes` gives the memory planner (jit) the span each buffer must live: a buffer touched inside a block and live
@@ -118,11 +123,11 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
         cmds += [z for b in ys + saved for z in _zero_fill(b)]
     if not sp.counted and sp.length == 0:
         return cmds, results
-    body_cmds, outs = _body(loop.src[0], [counter, *consts, *carry, *slices], dev, what)
-    new_carry, new_ys = outs[:k], outs[k:]
-    top, end = next(_labels), next(_labels)
+    top, end, end_b = next(_labels), next(_labels), next(_labels)
     step = -1 if sp.reverse else 1
-    cmds.append(command(Ops.BLOCK, (True, dev)))
+    # the initial copies go inside the block, on the compute queue with the body: a copy outside any block is its
+    # own submission to the copy engine, a hand-off between threads each way (about 10 us a loop on a busy host)
+    cmds.insert(0, command(Ops.BLOCK, (True, dev)))
     rem = None
     if sp.dynamic and sp.reverse:   # i = n - 1, ..., 0
         cmds += [copy_command(counter, trip, 8), command(Ops.WORD, ("add", -1), counter)]
@@ -131,50 +136,71 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
         cmds += [command(Ops.WORD, ("set", 0), counter), copy_command(rem, trip, 8)]
     else:
         cmds.append(command(Ops.WORD, ("set", sp.length - 1 if sp.reverse else 0), counter))
-    cmds.append(command(Ops.LABEL, top))
-    if sp.dynamic:
-        cmds.append(command(Ops.JUMP, ("<", 0, end), counter) if sp.reverse else command(Ops.JUMP, ("<", 1, end), rem))
-    if sp.cond:
-        if sp.length is not None:
-            cmds.append(command(Ops.JUMP, (">=", sp.length, end), counter))
-        cond_cmds, (pred,) = _body(loop.src[1], [counter, *consts, *carry], dev, what)
-        cmds += [*cond_cmds, command(Ops.JUMP, ("==", 0, end), pred)]
     n = sp.length or 1
-    if sp.save:
-        cmds += [copy_command(s, b, _nbytes(b), counter, dst_stride=_nbytes(b), count=n)
-                 for s, b in zip(saved, carry, strict=True)]
-    cmds += [copy_command(s, b, _nbytes(s), counter, src_stride=_nbytes(s), count=n)
-             for s, b in zip(slices, xs, strict=True)]
-    cmds += body_cmds
-    cmds += [copy_command(b, y, _nbytes(y), counter, dst_stride=_nbytes(y), count=n)
-             for b, y in zip(ys, new_ys, strict=True)]
-    cmds += _copy_back(carry, new_carry, dev)
-    cmds.append(command(Ops.WORD, ("add", step), counter))
-    if rem is not None:
-        cmds.append(command(Ops.WORD, ("add", -1), rem))
+    other = [new_buffer(dev, b.arg[2], b.dtype) for b in init]
+
+    def half(src: list[UOp], dst: list[UOp], exit_to: int) -> list[UOp]:
+        """One step reading the carries from `src` and leaving the new ones in `dst`."""
+        out: list[UOp] = []
+        if sp.dynamic:
+            out.append(command(Ops.JUMP, ("<", 0, exit_to), counter) if sp.reverse else
+                       command(Ops.JUMP, ("<", 1, exit_to), rem))
+        if sp.cond:
+            if sp.length is not None:
+                out.append(command(Ops.JUMP, (">=", sp.length, exit_to), counter))
+            cond_cmds, (pred,) = _body(loop.src[1], [counter, *consts, *src], dev, what)
+            out += [*cond_cmds, command(Ops.JUMP, ("==", 0, exit_to), pred)]
+        if sp.save:
+            out += [copy_command(s, b, _nbytes(b), counter, dst_stride=_nbytes(b), count=n)
+                    for s, b in zip(saved, src, strict=True)]
+        out += [copy_command(s, b, _nbytes(s), counter, src_stride=_nbytes(s), count=n)
+                for s, b in zip(slices, xs, strict=True)]
+        inputs = [counter, *consts, *src, *slices]
+        body_cmds, outs = _body(loop.src[0], inputs, dev, what)
+        rename, copies = _into_carries(body_cmds, outs[:k], dst, set(inputs))
+        out += [c.replace(src=(c.src[0], *(rename.get(b, b) for b in c.src[1:]))) for c in body_cmds]
+        out += [copy_command(b, rename.get(y, y), _nbytes(y), counter, dst_stride=_nbytes(y), count=n)
+                for b, y in zip(ys, outs[k:], strict=True)]
+        out += copies
+        out.append(command(Ops.WORD, ("add", step), counter))
+        if rem is not None:
+            out.append(command(Ops.WORD, ("add", -1), rem))
+        return out
+
+    # two steps a round trip, the carries going carry -> other -> carry, so no step copies its new carries back
+    cmds.append(command(Ops.LABEL, top))
+    cmds += half(carry, other, end)
+    if not sp.counted:   # a known trip count: leave after an odd step, whose carries are in `other`
+        cmds.append(command(Ops.JUMP, ("<", 0, end_b) if sp.reverse else (">=", sp.length, end_b), counter))
+    cmds += half(other, carry, end_b)
     if sp.counted:
         cmds.append(command(Ops.JUMP, ("always", 0, top)))
     else:
         cmds.append(command(Ops.JUMP, (">=", 0, top) if sp.reverse else ("<", sp.length, top), counter))
+    if not sp.counted:
+        cmds += [command(Ops.LABEL, end), command(Ops.LABEL, end_b), command(Ops.BLOCK, (False, dev))]
+        final = other if sp.length % 2 else carry
+        return cmds, final + results[k:]
+    # a trip count known only on the device: an exit after an odd step copies those carries where the results are
+    cmds += [command(Ops.JUMP, ("always", 0, end)), command(Ops.LABEL, end_b)]
+    cmds += [copy_command(c, o, _nbytes(c)) for c, o in zip(carry, other, strict=True)]
     cmds += [command(Ops.LABEL, end), command(Ops.BLOCK, (False, dev))]
     return cmds, results
 
 
-def _copy_back(carry: list[UOp], new: list[UOp], dev: str) -> list[UOp]:
-    """carry[k] <- new[k] for every k at once: a new carry that is another carry's buffer goes through a copy."""
-    from tgfx.lowering.schedule import new_buffer
-    own = set(carry)
-    staged, cmds = [], []
-    for c, n in zip(carry, new, strict=True):
-        if n is c:
-            staged.append(None)
-        elif n in own:
-            tmp = new_buffer(dev, n.arg[2], n.dtype)
-            cmds.append(copy_command(tmp, n, _nbytes(n)))
-            staged.append(tmp)
+def _into_carries(cmds: list[UOp], outs: list[UOp], dst: list[UOp],
+                  inputs: set[UOp]) -> tuple[dict[UOp, UOp], list[UOp]]:
+    """How a step's commands write its new carries straight into `dst` (the buffers to rename, where the step
+    computes a carry into a buffer of its own), and the copies into `dst` of the rest (a carry or input passed
+    through, one buffer returned twice)."""
+    rename: dict[UOp, UOp] = {}
+    copies = []
+    for o, d in zip(outs, dst, strict=True):
+        if o not in inputs and o not in rename and any(o in writes(c) for c in cmds):
+            rename[o] = d
         else:
-            staged.append(n)
-    return cmds + [copy_command(c, s, _nbytes(c)) for c, s in zip(carry, staged, strict=True) if s is not None]
+            copies.append(copy_command(d, rename.get(o, o), _nbytes(d)))
+    return rename, copies
 
 
 def schedule_switch(sw: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]:
@@ -277,7 +303,9 @@ def blocks(calls: list[UOp]) -> list[tuple[int, int]]:
 
 def lifetimes(calls: list[UOp]) -> tuple[dict[UOp, int], dict[UOp, int]]:
     """The first and last command index each buffer must live for. A buffer touched inside a block and also outside
-    it lives for the whole block: a loop goes back to the block's start, so the block is one long use of it."""
+    it lives for the whole block: a loop goes back to the block's start, so the block is one long use of it. So does
+    one read inside a block before a later write there (a loop's carry, read by one step and written by the next):
+    its value crosses the jump back."""
     first: dict[UOp, int] = {}
     last: dict[UOp, int] = {}
     for i, c in enumerate(calls):
@@ -285,8 +313,15 @@ def lifetimes(calls: list[UOp]) -> tuple[dict[UOp, int], dict[UOp, int]]:
             first.setdefault(b, i)
             last[b] = i
     for s, e in blocks(calls):
+        first_read: dict[UOp, int] = {}
+        last_write: dict[UOp, int] = {}
+        for i in range(s, e + 1):
+            for b in reads(calls[i]):
+                first_read.setdefault(b, i)
+            for b in writes(calls[i]):
+                last_write[b] = i
         for b in {b for c in calls[s:e + 1] for b in c.src[1:]}:
-            if first[b] < s or last[b] > e:
+            if first[b] < s or last[b] > e or first_read.get(b, e + 1) < last_write.get(b, -1):
                 first[b], last[b] = min(first[b], s), max(last[b], e)
     return first, last
 

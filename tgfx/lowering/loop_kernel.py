@@ -32,19 +32,26 @@ def is_carry(u: UOp) -> bool:
 
 def _elementwise(body: UOp, n: int) -> bool:
     """Whether every value of `body` is elementwise over n elements: size n or 1, movement only reshapes or
-    broadcasts of size-1 values."""
+    broadcasts of size-1 values. A value the same at every element (a scalar, broadcast in steps of any size, as vmap
+    broadcasts a constant: () -> (5,) -> (1, 5) -> (6, 5)) may have any size: it lowers to the scalar."""
+    uniform: set[UOp] = set()
     for u in walk(body):
         if u is body:
             continue
         if u.op in (Ops.PARAM, Ops.CONST):
-            size = prod(u.shape)
-        elif u.op in GroupOp.Elementwise:
-            size = prod(u.shape)
-        elif u.op is Ops.RESHAPE or (u.op is Ops.EXPAND and prod(u.src[0].shape) == 1):
-            size = prod(u.shape)
+            pass
+        elif u.op in GroupOp.Elementwise or u.op in (Ops.RESHAPE, Ops.EXPAND):
+            if all(s in uniform for s in u.src):
+                uniform.add(u)
+                continue
+            if u.op is Ops.EXPAND and prod(u.src[0].shape) != 1:
+                return False
         else:
             return False
-        if size not in (1, n):
+        size = prod(u.shape)
+        if size == 1:
+            uniform.add(u)
+        elif size != n:
             return False
     return True
 

@@ -1,11 +1,10 @@
 """`tgfx.scipy.linalg`: Cholesky and LU factorisations and triangular solves, as `jax.scipy.linalg` has them.
 
-Both are tgfx programs: a `tg.lax.fori_loop` over the n columns (or rows) of the matrix, each step a few masked
-sums and a matrix-vector product of the static size n, so the loop body compiles once (its compile time does not
-grow with n) and no shape depends on the data. Past a few dozen rows they go by blocks instead (a panel of B columns
-or B rows a step, its product with the rest one matmul), which cuts the O(n^2) work of every one of n steps to
-O(n B) (the solves also cut the steps to n / B + B); each kernel of an O(n^2) step costs microseconds at n = 128.
-Leading batch axes are carried through every step. Each is a
+All are tgfx programs whose loops run on the device and compile once whatever their trip count, with no shape
+depending on the data; leading batch axes are carried through every step. The Cholesky factorisation goes by
+panels of 8 columns a loop step (`_cholesky_panels`), each panel's diagonal block written out entry by entry; the
+triangular solves are a `tg.lax.fori_loop` over the n rows (or columns), or past a few dozen rows over blocks of B
+rows (the inverses of the diagonal blocks first, then a matrix product a block: n / B + B steps). Each is a
 `tg.function` with its own backward (more triangular solves), so `grad` costs O(n^3) time and O(n^2) memory, not
 the n saved carries a differentiated loop would keep. The LU factorisation (`lu_factor`, partial pivoting) is one
 loop of n unblocked steps; `tnp.linalg`'s solve, inv, det and slogdet are written on it, with their own backwards.
@@ -23,12 +22,13 @@ not positive definite gives NaNs, as in JAX (there is no error: the values are n
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.function import function
-from tgfx.lax import fori_loop
+from tgfx.lax import fori_loop, scan
 from tgfx.scipy._util import promote_args_inexact
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, to_tensor
 
@@ -95,65 +95,100 @@ def _abt(x: Tensor, y: Tensor) -> Tensor:
     return _product(x, y, False)
 
 
-def _cholesky_loop(a: Tensor, lower: bool) -> Tensor:
-    """The Cholesky factor of the symmetric matrix whose lower (upper) triangle `a` holds, one column of L (row of
-    U = L^T) a step: column j is (a[:, j] - L L[j, :]^T) on and below the diagonal, scaled by the square root of its
-    diagonal entry (the rows of U the same, transposed)."""
+Scalars = list[list[Tensor | None]]   # a small matrix held as its entries, each a Tensor of the batch shape
+
+
+def _stored(e: Scalars, like: Tensor) -> Scalars:
+    """The entries e (None: zero; rows of any length) stored as one Tensor (`contiguous`), as entries of it again. A
+    kernel works out every entry it stores from what it reads, so entries written out from others and not stored
+    would be worked out again for every element of every kernel that reads them."""
+    zero = tnp.zeros_like(like)
+    width = max(len(r) for r in e)
+    m = tnp.stack([tnp.stack([zero if j >= len(r) or r[j] is None else r[j] for j in range(width)], axis=-1)
+                   for r in e], axis=-2).contiguous()
+    return [[m[..., i, j] if j < len(r) and r[j] is not None else None for j in range(width)] for i, r in enumerate(e)]
+
+
+def _chol4(d: Callable[[int, int], Tensor]) -> tuple[Scalars, list[Tensor]]:
+    """The Cholesky factor L of a 4 x 4 block given its entries on and below the diagonal (d(i, j), i >= j), and
+    the reciprocals of its diagonal, stored: written out entry by entry with the arithmetic of the column-by-column
+    algorithm, so the block is one small kernel instead of a loop of four steps."""
+    low: Scalars = [[None] * 4 for _ in range(4)]
+    for j in range(4):
+        v = d(j, j)
+        for m in range(j):
+            v = v - low[j][m] * low[j][m]
+        low[j][j] = tnp.sqrt(v)
+        for i in range(j + 1, 4):
+            v = d(i, j)
+            for m in range(j):
+                v = v - low[i][m] * low[j][m]
+            low[i][j] = v / low[j][j]
+    out = _stored([*low, [1.0 / low[j][j] for j in range(4)]], d(0, 0))
+    return out[:4], out[4]
+
+
+def _chol8(ent: Callable[[int, int], Tensor]) -> tuple[Scalars, list[Tensor]]:
+    """The Cholesky factor of an 8 x 8 block given its entries on and below the diagonal, and the reciprocals of its
+    diagonal: the two 4 x 4 diagonal blocks written out (`_chol4`), the one below them by substitution, each stored."""
+    l11, r11 = _chol4(ent)
+    low: Scalars = [[None] * 4 for _ in range(4)]
+    for i in range(4):   # L21 = D21 L11^-T by substitution: through L11^-1 it was up to 2x less accurate
+        for j in range(4):
+            v = ent(4 + i, j)
+            for m in range(j):
+                v = v - low[i][m] * l11[j][m]
+            low[i][j] = v / l11[j][j]
+    l21 = _stored(low, ent(0, 0))
+    s22 = _stored([[ent(4 + i, 4 + j) - sum(l21[i][m] * l21[j][m] for m in range(4)) if j <= i else None
+                    for j in range(4)] for i in range(4)], ent(0, 0))
+    l22, r22 = _chol4(lambda i, j: s22[i][j])
+    return [[*l11[i], None, None, None, None] for i in range(4)] + [[*l21[i], *l22[i]] for i in range(4)], r11 + r22
+
+
+_PANEL = 8   # columns of L (rows of U) a step of the blocked factorisation
+
+
+def _cholesky_panels(a: Tensor, lower: bool) -> Tensor:
+    """The Cholesky factor of the symmetric matrix whose lower (upper) triangle `a` holds, right-looking by panels of
+    8 columns of L (rows of U = L^T), one loop step a panel: the panel's 8 x 8 diagonal block is factored written out
+    (`_chol8`, a few small kernels), the panel's columns follow by substitution against it, one stored vector each,
+    and their outer products come off the trailing matrix in one elementwise kernel. The arithmetic is that of the
+    column-by-column algorithm, so it is as accurate (measured on GP covariances in float32: LAPACK's spotrf's error
+    or less; through the inverses of 4 x 4 or 8 x 8 blocks it was up to 3x or 7x worse). The panels are the loop's
+    stacked outputs, so no step writes into an n x n factor: n / 8 steps of about 16 small kernels, where the
+    column-by-column loop took n steps of six (at n = 128: about 100 us, from 260)."""
     n = a.shape[-1]
+    pad = -n % _PANEL
+    if pad:   # an identity tail, factored to itself, makes n a multiple of the panel
+        return _cholesky_panels(_pad_identity(a, pad), lower)[..., :n, :n]
+    nb = n // _PANEL
     idx = _index(n)
-    tri = tnp.tril(a) if lower else tnp.triu(a)
 
-    def step(j: Tensor, fac: Tensor) -> Tensor:
-        at = idx == j
-        if lower:
-            v = _col(tri, at) - tnp.sum(fac * _row(fac, at)[..., None, :], axis=-1)
-        else:
-            v = _row(tri, at) - tnp.sum(fac * _col(fac, at)[..., :, None], axis=-2)
-        d = tnp.sqrt(tnp.sum(tnp.where(at, v, 0.0), axis=-1, keepdims=True))
-        new = tnp.where(idx > j, v / d, tnp.where(at, d, 0.0))
-        return tnp.where(at, new[..., :, None], fac) if lower else tnp.where(at[:, None], new[..., None, :], fac)
-
-    return fori_loop(0, n, step, tnp.zeros_like(a))
-
-
-def _cholesky_blocked(a: Tensor, lower: bool) -> Tensor:
-    """`_cholesky_loop` by panels of B columns of L (rows of U), right-looking: one outer step a panel factors it
-    column by column (left-looking inside the panel, each inner step O(n B) where the unblocked one is O(n^2)), then
-    takes the panel's product with itself off the trailing matrix in one matmul."""
-    n = a.shape[-1]
-    bs = _cholesky_block_size(n)
-    pad = -n % bs
-    if pad:   # an identity tail, factored to itself, makes n a multiple of the block
-        a = _pad_identity(a, pad)
-        return _cholesky_blocked(a, lower)[..., :n, :n]
-    nb = n // bs
-    idx, bidx = _index(n), _index(bs)
-
-    def outer(s: Tensor, carry: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-        rest, fac = carry
-        panel = _blocks(rest, s, nb, -1 if lower else -2)   # (..., n, B) columns of the Schur complement (rows)
-
-        def inner(j: Tensor, c: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-            f, ft = c            # the panel of the factor and its transpose, both written a column (row) a step
-            at, atg = bidx == j, idx == s * bs + j
-            if lower:
-                v = _col(panel, at) - tnp.sum(f * _row(f, atg)[..., None, :], axis=-1)
-            else:
-                v = _row(panel, at) - tnp.sum(f * _col(f, atg)[..., :, None], axis=-2)
-            d = tnp.sqrt(tnp.sum(tnp.where(atg, v, 0.0), axis=-1, keepdims=True))
-            new = tnp.where(idx > s * bs + j, v / d, tnp.where(atg, d, 0.0))
-            col = tnp.where(at, new[..., :, None], f if lower else ft)            # (..., n, B)
-            row = tnp.where(at[:, None], new[..., None, :], ft if lower else f)   # (..., B, n)
-            return (col, row) if lower else (row, col)
-
-        ft = tnp.zeros(panel.shape[:-2] + panel.shape[-2:][::-1], panel.dtype)
-        f, ft = fori_loop(0, bs, inner, (tnp.zeros_like(panel), ft))
-        # f f^T (f^T f for rows) from the transpose carried alongside: a transposed copy takes seconds to compile
-        rest = rest - (tnp.matmul(f, ft) if lower else tnp.matmul(ft, f))
-        return rest, _put_block(fac, f, s, nb, -1 if lower else -2)
+    def step(rest: Tensor, s: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+        # the panel: columns (rows) s*8... of the trailing matrix, valid on and below (right of) the diagonal
+        panel = _blocks(rest, s, nb, -1 if lower else -2)                     # (..., n, 8) or (..., 8, n)
+        d = _blocks(panel, s, nb, -2 if lower else -1)
+        fac, rec = _chol8((lambda i, j: d[..., i, j]) if lower else (lambda i, j: d[..., j, i]))   # rec: 1 / L_jj
+        # the panel's columns of L (rows of U) by substitution against the block's factor, one stored vector each:
+        # through the inverses of the groups of four it was up to 3x less accurate than LAPACK
+        c: list[Tensor] = []
+        for j in range(_PANEL):
+            v = panel[..., :, j] if lower else panel[..., j, :]
+            for m in range(j):
+                v = v - c[m] * fac[j][m][..., None]
+            at = s * _PANEL + j
+            c.append(tnp.where(idx > at, v * rec[j][..., None], tnp.where(idx == at, fac[j][j][..., None], 0.0))
+                     .contiguous())
+        # the rank-8 update of the trailing matrix: one elementwise kernel of outer products of the vectors
+        return rest - sum(v[..., :, None] * v[..., None, :] for v in c), tnp.stack(c, axis=-1 if lower else -2)
 
     tri = tnp.tril(a) if lower else tnp.triu(a)
-    return fori_loop(0, nb, outer, (tri, tnp.zeros_like(a)))[1]
+    _, panels = scan(step, tri, _index(nb))                          # (nb, ..., n, 8) or (nb, ..., 8, n)
+    if lower:   # L[..., i, s*8 + j] = panels[s, ..., i, j]: the block axis moves in, the 8 stay innermost. Stored:
+        # every kernel reading the view would work out the permuted index (divisions) element by element
+        return tnp.moveaxis(panels, 0, -2).reshape(a.shape).contiguous()
+    return tnp.moveaxis(panels, 0, -3).reshape(a.shape)
 
 
 def _phi(x: Tensor, lower: bool) -> Tensor:
@@ -180,19 +215,12 @@ def _cholesky_backward(lower: bool) -> Any:
     return backward
 
 
-def _cholesky_any(a: Tensor, lower: bool) -> Tensor:
-    n = a.shape[-1]
-    if n <= 64:   # measured: below this the blocked loop is no faster and compiles slower
-        return _cholesky_loop(a, lower)
-    return _cholesky_blocked(a, lower)
-
-
 def _cholesky_lower(a: Tensor) -> Tensor:
-    return _cholesky_any(a, True)
+    return _cholesky_panels(a, True)
 
 
 def _cholesky_upper(a: Tensor) -> Tensor:
-    return _cholesky_any(a, False)
+    return _cholesky_panels(a, False)
 
 
 _cholesky_fns = {True: function(_cholesky_lower, grad_fxn=_cholesky_backward(True)),
@@ -280,12 +308,6 @@ def _pad_identity(a: Tensor, pad: int) -> Tensor:
     n = a.shape[-1]
     a = tnp.pad(a, [(0, 0)] * (a.ndim - 2) + [(0, pad), (0, pad)])
     return a + tnp.where(_index(n + pad) >= n, 1.0, 0.0).astype(a.dtype) * tnp.eye(n + pad, dtype=a.dtype)
-
-
-def _cholesky_block_size(n: int) -> int:
-    """The panel width of the blocked Cholesky factorisation: its n inner steps cost O(n B) each and its n / B
-    outer ones a rank-B update of O(n^2), so a narrow panel; measured best of 8, 16, 32 at n = 128."""
-    return 8 if n <= 256 else 16
 
 
 def _block_size(n: int) -> int:
