@@ -1,0 +1,299 @@
+"""The array API standard's names, keywords and array methods in `tgfx.numpy` (issue #18), against numpy.
+
+Each name the standard spells differently from numpy is checked to be numpy's function; each new function against
+numpy over hypothesis shapes and dtypes; the data-dependent ones (nonzero, unique_*) eagerly against numpy and under
+`jit` with `size=` against JAX's padding rules.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import FLOATS, INTS, NUMERIC, TRANSCENDENTAL_ULPS, arrays, assert_close, np_dtype, shapes, to_tensor
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_grad import check_grads
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.dtypes import DType, dtypes
+
+ALIASES = {
+    "acos": "arccos", "asin": "arcsin", "atan": "arctan", "atan2": "arctan2", "acosh": "arccosh",
+    "asinh": "arcsinh", "atanh": "arctanh", "pow": "power", "bitwise_invert": "invert",
+    "bitwise_left_shift": "left_shift", "bitwise_right_shift": "right_shift",
+}
+
+
+@pytest.mark.parametrize("name", ALIASES)
+def test_standard_spelling_is_numpys_function(name: str) -> None:
+    assert getattr(tnp, name) is getattr(tnp, ALIASES[name])
+
+
+def test_namespace_constants() -> None:
+    assert tnp.__array_api_version__ == "2024.12"
+    assert tnp.bool is dtypes.bool and tnp.newaxis is None
+    x = tnp.arange(3)
+    assert x[:, tnp.newaxis].shape == (3, 1)
+
+
+# ---- inverse hyperbolics, hypot, nextafter, signbit ----
+INVERSE_HYPERBOLIC = {
+    "arcsinh": (tnp.arcsinh, np.arcsinh, -1e4, 1e4),
+    "arccosh": (tnp.arccosh, np.arccosh, 1.0, 1e4),
+    "arctanh": (tnp.arctanh, np.arctanh, -0.999, 0.999),
+}
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@pytest.mark.parametrize("name", INVERSE_HYPERBOLIC)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_inverse_hyperbolic(name: str, d: DType, data: st.DataObject) -> None:
+    fn, ref, lo, hi = INVERSE_HYPERBOLIC[name]
+    x = data.draw(arrays(d, shapes(), lo=lo, hi=hi))
+    with np.errstate(all="ignore"):
+        want = ref(x.astype(np_dtype(d)))
+    assert_close(fn(to_tensor(x, d)), want, dtype=d, ulps=TRANSCENDENTAL_ULPS)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.float64], ids=str)
+def test_inverse_hyperbolic_edges(d: DType) -> None:
+    """Accurate near 0 and 1 (where the textbook logs cancel), far out (where x**2 overflows), and at the poles."""
+    big = 1e30 if d == dtypes.float32 else 1e300
+    x = np.array([-big, -3, -1e-8, -0.0, 0.0, 1e-30, 2.5, big, np.inf, -np.inf, np.nan], d.np)
+    c = np.array([1.0, 1 + 1e-6, 1.5, 1e10, big, np.inf, 0.5, np.nan], d.np)
+    t = np.array([-1.0, -0.999999, -1e-9, 0.0, 0.3, 0.5, 0.9999, 1.0, 1.5], d.np)
+    with np.errstate(all="ignore"):
+        for fn, ref, v in ((tnp.asinh, np.arcsinh, x), (tnp.acosh, np.arccosh, c), (tnp.atanh, np.arctanh, t)):
+            assert_close(fn(tg.asarray(v)), ref(v), dtype=d, ulps=TRANSCENDENTAL_ULPS)
+    assert np.signbit(tnp.asinh(tg.asarray(np.array([-0.0], d.np))).numpy()[0])
+
+
+def test_inverse_hyperbolic_of_integers_is_float32() -> None:
+    assert_close(tnp.asinh(tnp.arange(4)), np.arcsinh(np.arange(4, dtype=np.float32)), dtype=dtypes.float32)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("name", ["arcsinh", "arccosh", "arctanh"])
+def test_inverse_hyperbolic_gradients(name: str) -> None:
+    x = {"arcsinh": np.array([-2.0, -0.3, 0.1, 3.0]), "arccosh": np.array([1.2, 2.0, 5.0]),
+         "arctanh": np.array([-0.7, -0.1, 0.2, 0.6])}[name]
+    check_grads(lambda t: getattr(tnp, name)(t), x)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_hypot(d: DType, data: st.DataObject) -> None:
+    shape = data.draw(shapes())
+    a, b = data.draw(arrays(d, shape, lo=-1e3, hi=1e3)), data.draw(arrays(d, shape, lo=-1e3, hi=1e3))
+    assert_close(tnp.hypot(to_tensor(a, d), to_tensor(b, d)), np.hypot(a, b), dtype=d)
+
+
+@pytest.mark.x64
+def test_hypot_edges() -> None:
+    """No overflow of the squares, no underflow of tiny ones; inf beside a NaN is inf (C's hypot)."""
+    a = np.array([3e30, 3e-30, 0.0, 0.0, np.inf, np.nan, -np.inf, 1.0], np.float32)
+    b = np.array([4e30, 4e-30, 0.0, -5.0, np.nan, np.inf, 2.0, np.nan], np.float32)
+    assert_close(tnp.hypot(tg.asarray(a), tg.asarray(b)), np.hypot(a, b), dtype=dtypes.float32)
+    check_grads(lambda x, y: tnp.hypot(x, y), np.array([3.0, -1.0, 0.5]), np.array([4.0, 2.0, -0.25]))
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.float64, dtypes.float16], ids=str)
+def test_nextafter(d: DType) -> None:
+    vals = np.array([0.0, -0.0, 1.0, -1.0, 1e-3, np.inf, -np.inf, np.nan, np.finfo(d.np).max,
+                     np.finfo(d.np).smallest_subnormal], d.np)
+    a, b = np.meshgrid(vals, vals)
+    if d == dtypes.float16:  # numpy's half nextafter(-0.0, 0.0) returns x, its float and double ones (C's) y
+        a, b = a[:, 2:], b[:, 2:]
+    np.testing.assert_array_equal(tnp.nextafter(tg.asarray(a), tg.asarray(b)).numpy().view(np.uint8),
+                                  np.nextafter(a, b).view(np.uint8))
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("d", NUMERIC + (dtypes.bool,), ids=str)
+def test_signbit(d: DType) -> None:
+    x = np.array([-0.0, 0.0, -1.5, 2.0, -np.inf, np.nan, -np.nan]) if d.is_float else np.array([0, 1, 5])
+    if d == dtypes.bfloat16:
+        x = x[:-1]  # a negative NaN becomes the positive quiet NaN in bfloat16
+    if d.kind == "i":
+        x = np.array([0, -1, 5, -100])
+    x = x.astype(np_dtype(d))
+    assert_close(tnp.signbit(to_tensor(x, d)), np.signbit(x), dtype=dtypes.bool)
+
+
+# ---- movement and linear algebra under the standard's names ----
+@settings(max_examples=15)
+@given(data=st.data())
+def test_movement_names(data: st.DataObject) -> None:
+    x = data.draw(arrays(dtypes.float32, shapes(min_dims=2, max_dims=4, min_side=1)))
+    t = tg.asarray(x)
+    perm = data.draw(st.permutations(range(x.ndim)))
+    assert_close(tnp.permute_dims(t, tuple(perm)), np.transpose(x, perm))
+    assert_close(tnp.matrix_transpose(t), np.swapaxes(x, -1, -2))
+    assert_close(t.mT, np.swapaxes(x, -1, -2))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    parts = tnp.unstack(t, axis=axis)
+    assert isinstance(parts, tuple) and len(parts) == x.shape[axis]
+    for p, want in zip(parts, np.moveaxis(x, axis, 0), strict=True):
+        assert_close(p, want)
+    assert_close(tnp.concat([t, t], axis=axis), np.concatenate([x, x], axis=axis))
+    assert_close(tnp.concat([t, t], axis=None), np.concatenate([x, x], axis=None))
+    y = data.draw(arrays(dtypes.float32, x.shape[-1:], lo=-10, hi=10))
+    assert_close(tnp.vecdot(t, tg.asarray(y)), np.sum(x * y, axis=-1), rtol=1e-4, atol=1e-4)
+    assert_close(tnp.vecdot(t, t, axis=axis), np.sum(x * x, axis=axis), rtol=1e-4, atol=1e-4)
+
+
+def test_matrix_transpose_needs_two_axes() -> None:
+    with pytest.raises(ValueError, match="at least 2"):
+        tnp.matrix_transpose(tnp.arange(3))
+
+
+def test_astype_and_complex_parts_of_reals() -> None:
+    x = tnp.asarray([1.5, -2.5])
+    assert tnp.astype(x, tnp.int32).tolist() == [1, -2]
+    assert tnp.astype(x, tnp.float32, copy=False) is x and tnp.astype(x, tnp.float32) is not x
+    assert tnp.conj(x) is x and tnp.real(x) is x and tnp.imag(x).tolist() == [0.0, 0.0]
+
+
+# ---- dtype queries ----
+def test_finfo_iinfo() -> None:
+    for d in (tnp.float16, tnp.float32):
+        fi, ref = tnp.finfo(d), np.finfo(d.dtype)
+        assert (fi.bits, fi.eps, fi.max, fi.min, fi.smallest_normal) == (
+            ref.bits, float(ref.eps), float(ref.max), float(ref.min), float(ref.smallest_normal))
+        assert fi.dtype is d and isinstance(fi.eps, float)
+    assert tnp.finfo(tnp.ones(2)).dtype is tnp.float32
+    assert tnp.finfo(tnp.bfloat16).eps == 2.0 ** -7 and tnp.finfo(tnp.bfloat16).max == 3.3895313892515355e38
+    for d in INTS:
+        ii = tnp.iinfo(d)
+        assert (ii.bits, ii.min, ii.max) == (d.bits, int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
+    with pytest.raises(TypeError, match="iinfo"):
+        tnp.finfo(tnp.int32)
+    with pytest.raises(TypeError, match="finfo"):
+        tnp.iinfo(tnp.float32)
+
+
+def test_can_cast_isdtype_result_type() -> None:
+    assert tnp.can_cast(tnp.int8, tnp.int16) and not tnp.can_cast(tnp.int16, tnp.int8)
+    assert tnp.can_cast(tnp.uint8, tnp.int16) and not tnp.can_cast(tnp.uint16, tnp.int16)
+    assert tnp.can_cast(tnp.bool, tnp.bfloat16) and not tnp.can_cast(tnp.int16, tnp.bfloat16)
+    assert tnp.can_cast(tnp.ones(2), tnp.float32)
+    assert tnp.isdtype(tnp.int8, "signed integer") and not tnp.isdtype(tnp.uint8, "signed integer")
+    assert tnp.isdtype(tnp.uint8, ("integral", "real floating")) and tnp.isdtype(tnp.float16, "numeric")
+    assert not tnp.isdtype(tnp.bool, "numeric") and tnp.isdtype(tnp.bool, tnp.bool)
+    with pytest.raises(ValueError, match="unknown kind"):
+        tnp.isdtype(tnp.int8, "integer")
+    assert tnp.result_type(tnp.int8, tnp.uint8) is tnp.int16
+    assert tnp.result_type(tnp.int8, 1) is tnp.int8 and tnp.result_type(tnp.int8, 1.0) is tnp.float32
+    assert tnp.result_type(tnp.ones(2, tnp.float16), tnp.int8) is tnp.float16
+
+
+def test_namespace_info() -> None:
+    info = tnp.__array_namespace_info__()
+    assert info.default_device() == "CPU:0" and "CPU:0" in info.devices()
+    assert info.default_dtypes() == {"real floating": tnp.float32, "integral": tnp.int32, "indexing": tnp.int32}
+    assert set(info.dtypes(kind="unsigned integer")) == {"uint8", "uint16", "uint32"}
+    assert info.capabilities()["boolean indexing"] is False  # JAX's answer: not under jit
+
+
+@pytest.mark.x64
+def test_namespace_info_x64() -> None:
+    info = tnp.__array_namespace_info__()
+    assert info.default_dtypes()["real floating"] is tnp.float64 and "int64" in info.dtypes()
+
+
+# ---- small functions ----
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.uint8, dtypes.bool], ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_count_nonzero_cumulative_diff(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(min_dims=1, min_side=1), lo=-5, hi=5))
+    t = to_tensor(x, d)
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    assert_close(tnp.count_nonzero(t), np.count_nonzero(x), dtype=dtypes.int32)
+    assert_close(tnp.count_nonzero(t, axis=axis, keepdims=True), np.count_nonzero(x, axis=axis, keepdims=True))
+    if not d.is_bool:
+        for include in (False, True):
+            assert_close(tnp.cumulative_sum(t, axis=axis, include_initial=include),
+                         np.cumulative_sum(x, axis=axis, include_initial=include, dtype=tnp.cumsum(t).dtype.np))
+    n = data.draw(st.integers(0, 2))
+    assert_close(tnp.diff(t, n=n, axis=axis), np.diff(x, n=n, axis=axis))
+    assert_close(tnp.diff(t, axis=axis, prepend=x.take([0], axis=axis), append=0),
+                 np.diff(x, axis=axis, prepend=x.take([0], axis=axis), append=0))
+
+
+def test_cumulative_prod_and_axis_rule() -> None:
+    x = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
+    assert_close(tnp.cumulative_prod(tg.asarray(x), axis=1, include_initial=True),
+                 np.cumulative_prod(x, axis=1, include_initial=True))
+    with pytest.raises(ValueError, match="axis must be given"):
+        tnp.cumulative_sum(tg.asarray(x))
+
+
+def test_empty_like() -> None:
+    e = tnp.empty_like(tnp.ones((2, 3), tnp.int8))
+    assert e.shape == (2, 3) and e.dtype is tnp.int8
+
+
+# ---- keywords ----
+@settings(max_examples=10)
+@given(data=st.data())
+def test_std_var_correction(data: st.DataObject) -> None:
+    x = data.draw(arrays(dtypes.float32, shapes(min_dims=1, min_side=2), lo=-10, hi=10))
+    c = data.draw(st.sampled_from([0, 1, 0.5]))
+    with np.errstate(all="ignore"):
+        assert_close(tnp.var(tg.asarray(x), correction=c), np.var(x, ddof=c), rtol=1e-4, atol=1e-4)
+        assert_close(tnp.std(tg.asarray(x), axis=0, correction=c), np.std(x, axis=0, ddof=c), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="ddof and correction"):
+        tnp.std(tg.asarray(x), ddof=1, correction=1)
+
+
+def test_clip_min_max_keywords() -> None:
+    x = tnp.arange(6)
+    assert tnp.clip(x, min=1, max=4).tolist() == [1, 1, 2, 3, 4, 4]
+    assert tnp.clip(x, max=2).tolist() == [0, 1, 2, 2, 2, 2] and tnp.clip(x, 3).tolist() == [3, 3, 3, 3, 4, 5]
+    assert tnp.clip(x, min=tnp.asarray([5, 0, 0, 0, 0, 0])).tolist() == [5, 1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="a_min and min"):
+        tnp.clip(x, 1, min=1)
+
+
+def test_device_keyword_on_creation_functions() -> None:
+    dev = "CPU:1"
+    made = [tnp.zeros(3, device=dev), tnp.ones((2,), device=dev), tnp.empty(2, device=dev),
+            tnp.full((2,), 7, device=dev), tnp.arange(4, device=dev), tnp.linspace(0, 1, 5, device=dev),
+            tnp.eye(3, device=dev), tnp.identity(2, device=dev), tnp.asarray([1, 2], device=dev),
+            tnp.full((2,), tnp.asarray(3), device=dev)]
+    x = tnp.asarray([1.0, 2.0], device=dev)
+    made += [tnp.zeros_like(x), tnp.ones_like(x), tnp.full_like(x, 2), tnp.empty_like(x),
+             tnp.zeros_like(tnp.ones(2), device=dev)]
+    for t in made:
+        assert t.device == dev, t
+        t.numpy()
+    assert tnp.zeros_like(x, device="CPU").device == "CPU:0"
+    np.testing.assert_allclose(tnp.linspace(0, 1, 5, device=dev).numpy(), np.linspace(0, 1, 5))
+
+
+def test_asarray_copy() -> None:
+    x = tnp.asarray([1.0, 2.0])
+    assert tnp.asarray(x) is x and tnp.asarray(x, copy=False) is x
+    y = tnp.asarray(x, copy=True)
+    assert y is not x and y.tolist() == [1.0, 2.0]
+    y.realize()
+    assert y.uop is not x.uop  # a buffer of its own
+    with pytest.raises(ValueError, match="copy=False"):
+        tnp.asarray(np.ones(2), copy=False)
+    with pytest.raises(ValueError, match="copy=False"):
+        tnp.asarray(x, dtype=tnp.int32, copy=False)
+
+
+def test_reshape_copy() -> None:
+    x = tnp.arange(6).realize()
+    v = tnp.reshape(x, (2, 3), copy=False)
+    c = tnp.reshape(x, (2, 3), copy=True).realize()
+    assert v.tolist() == c.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert c.uop.src[0] is not x.uop
