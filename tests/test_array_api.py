@@ -297,3 +297,48 @@ def test_reshape_copy() -> None:
     c = tnp.reshape(x, (2, 3), copy=True).realize()
     assert v.tolist() == c.tolist() == [[0, 1, 2], [3, 4, 5]]
     assert c.uop.src[0] is not x.uop
+
+
+# ---- array methods ----
+def test_array_namespace_and_to_device() -> None:
+    x = tnp.asarray([1.0, 2.0])
+    assert x.__array_namespace__() is tnp and x.__array_namespace__(api_version="2023.12") is tnp
+    with pytest.raises(ValueError, match="api_version"):
+        x.__array_namespace__(api_version="2019.01")
+    y = x.to_device("CPU:1")
+    assert y.device == "CPU:1" and y.tolist() == [1.0, 2.0] and x.to_device("CPU:0") is x
+    assert complex(tnp.asarray(2.5)) == 2.5 + 0j
+
+
+def test_dlpack_shares_the_cpu_buffer() -> None:
+    """numpy.from_dlpack reads the Tensor's own buffer (no copy), read-only, and keeps it alive past the Tensor."""
+    x = tnp.arange(6).reshape(2, 3) * 2
+    a = np.from_dlpack(x)
+    assert x.__dlpack_device__() == (1, 0)
+    np.testing.assert_array_equal(a, np.arange(6).reshape(2, 3) * 2)
+    assert not a.flags.writeable
+    from tgfx.lowering.execute import buffer_memory
+    from tgfx.lowering.schedule import buffer_view
+    assert a.ctypes.data == buffer_memory(buffer_view(x.uop)).ptr  # the same memory, not a copy
+    del x
+    import gc
+    gc.collect()
+    np.testing.assert_array_equal(a, np.arange(6).reshape(2, 3) * 2)
+    assert np.from_dlpack(tnp.zeros((0, 3))).shape == (0, 3)
+    with pytest.raises(BufferError, match="bfloat16"):
+        np.from_dlpack(tnp.ones(2, tnp.bfloat16))
+
+
+def test_dlpack_of_jit_results_is_not_recycled() -> None:
+    """A jitted function reuses the memory of results nobody holds: a DLPack view holds its result."""
+    f = tg.jit(lambda x: x * 2)
+    first = np.from_dlpack(f(tnp.arange(3.0)))
+    for i in range(4):
+        f(tnp.arange(3.0) + i)
+    np.testing.assert_array_equal(first, [0.0, 2.0, 4.0])
+
+
+def test_from_dlpack() -> None:
+    t = tnp.from_dlpack(np.arange(3, dtype=np.int32))
+    assert t.dtype is tnp.int32 and t.tolist() == [0, 1, 2]
+    assert tnp.from_dlpack(np.ones(2, np.float32), device="CPU:1").device == "CPU:1"

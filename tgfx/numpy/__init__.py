@@ -125,6 +125,7 @@ from tgfx.numpy._elementwise import (
 from tgfx.numpy._indexing import take as take
 from tgfx.numpy._indexing import take_along_axis as take_along_axis
 from tgfx.numpy._info import get_printoptions, ndim, printoptions, set_printoptions, shape, size
+from tgfx.numpy._interop import from_dlpack as from_dlpack
 from tgfx.numpy._linalg import diag, diagonal, dot, inner, matmul, outer, trace, vdot
 from tgfx.numpy._movement import (
                                   array_split,
