@@ -198,6 +198,7 @@ def test_namespace_info() -> None:
     assert info.default_device() == "CPU:0" and "CPU:0" in info.devices()
     assert info.default_dtypes() == {"real floating": tnp.float32, "integral": tnp.int32, "indexing": tnp.int32}
     assert set(info.dtypes(kind="unsigned integer")) == {"uint8", "uint16", "uint32"}
+    assert "float16" not in info.dtypes() and "float32" in info.dtypes()
     assert info.capabilities()["boolean indexing"] is False  # JAX's answer: not under jit
 
 
@@ -342,3 +343,158 @@ def test_from_dlpack() -> None:
     t = tnp.from_dlpack(np.arange(3, dtype=np.int32))
     assert t.dtype is tnp.int32 and t.tolist() == [0, 1, 2]
     assert tnp.from_dlpack(np.ones(2, np.float32), device="CPU:1").device == "CPU:1"
+
+
+# ---- Python ints that do not fit: OverflowError, as in JAX ----
+@pytest.mark.parametrize("make", [
+    lambda: tnp.asarray(2 ** 40), lambda: tnp.asarray(2 ** 31), lambda: tnp.asarray(-2 ** 31 - 1),
+    lambda: tnp.full((2,), 2 ** 40), lambda: tnp.asarray([1, 2 ** 40]), lambda: tnp.asarray([[1], [2 ** 70]]),
+    lambda: tnp.asarray(2 ** 64), lambda: tnp.asarray(300, dtype=tnp.uint8), lambda: tnp.asarray(-1, dtype=tnp.uint32),
+    lambda: tnp.arange(3) + 2 ** 40,
+    lambda: tnp.where(tnp.arange(3) > 0, 2 ** 40, 0), lambda: tnp.arange(3) < 2 ** 31,
+], ids=range(12))
+def test_python_int_that_does_not_fit_is_overflow_error(make) -> None:  # noqa: ANN001
+    with pytest.raises(OverflowError, match="too large to convert"):
+        make()
+
+
+def test_python_ints_that_fit_keep_their_values() -> None:
+    assert tnp.asarray(-2 ** 31).item() == -2 ** 31 and tnp.asarray(2 ** 31 - 1).item() == 2 ** 31 - 1
+    assert tnp.asarray(2 ** 40, dtype=tnp.float32).item() == 2.0 ** 40
+    assert tnp.full((2,), 2 ** 40, dtype=tnp.float32).tolist() == [2.0 ** 40] * 2
+    assert (tnp.zeros(2) + 2 ** 70).tolist() == [2.0 ** 70] * 2
+    assert tnp.full((2,), 300, dtype=tnp.int8).tolist() == [44, 44]  # a given dtype converts the fill, as JAX's
+    # an int operand that fits the default int type wraps into a narrower operand's type, as in JAX
+    assert (tnp.arange(3, dtype=tnp.int8) + 1000).tolist() == [-24, -23, -22]
+    assert (tnp.arange(3, dtype=tnp.uint8) - 1).tolist() == [255, 0, 1]
+    # one that fits the operand's own type is exact (JAX would refuse 3e9 as an int32 first)
+    assert (tnp.arange(2, dtype=tnp.uint32) + 3_000_000_000).tolist() == [3_000_000_000, 3_000_000_001]
+    assert tnp.asarray(np.array([2 ** 40], np.int64)).dtype is tnp.int32  # numpy data narrows, as in JAX
+
+
+@pytest.mark.x64
+def test_python_int_overflow_x64() -> None:
+    assert tnp.asarray(2 ** 40).item() == 2 ** 40 and tnp.full((2,), 2 ** 40).dtype is tnp.int64
+    assert tnp.asarray(2 ** 63, dtype=tnp.uint64).item() == 2 ** 63
+    assert (tnp.arange(2, dtype=tnp.uint64) + 2 ** 63).tolist() == [2 ** 63, 2 ** 63 + 1]
+    with pytest.raises(OverflowError, match="too large to convert to int64"):
+        tnp.asarray(2 ** 63)
+    with pytest.raises(OverflowError, match="too large"):
+        tnp.arange(2) + 2 ** 64
+
+
+# ---- data-dependent shapes, as JAX: eager reads the value, jit needs size= ----
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.uint8, dtypes.bool], ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_nonzero_and_unique_eager(d: DType, data: st.DataObject) -> None:
+    x = data.draw(arrays(d, shapes(min_dims=1, max_side=5), lo=-3, hi=3))
+    if d.is_float:
+        x = np.round(x)  # repeats, so the counts are not all 1
+    t = to_tensor(x, d)
+    for got, want in zip(tnp.nonzero(t), np.nonzero(x), strict=True):
+        assert_close(got, want, dtype=dtypes.int32)
+    if x.size == 0:
+        return
+    r, ref = tnp.unique_all(t), np.unique_all(x)
+    assert_close(r.values, ref.values, dtype=d)
+    for name in ("indices", "inverse_indices", "counts"):
+        assert_close(getattr(r, name), getattr(ref, name).reshape(getattr(r, name).shape), dtype=dtypes.int32)
+    assert r.inverse_indices.shape == x.shape
+    assert_close(tnp.unique_values(t), np.unique(x))  # sorted (numpy 2.3's unique_values need not be)
+    assert_close(tnp.unique_counts(t).counts, np.unique_counts(x).counts)
+    assert_close(tnp.unique_inverse(t).inverse_indices, np.unique_inverse(x).inverse_indices.reshape(x.shape))
+
+
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.bool], ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_size_argument_matches_eager_and_pads_as_jax(d: DType, data: st.DataObject) -> None:
+    """With size=N the first N results, padded (JAX's rules: nonzero with fill_value, 0 by default; unique with the
+    smallest value, counts 0, indices of the smallest), computed the same eagerly and under jit."""
+    x = data.draw(arrays(d, shapes(min_dims=1, max_side=5, min_side=1), lo=-3, hi=3))
+    if d.is_float:
+        x = np.round(x)
+    size = data.draw(st.integers(1, x.size + 2))
+    t = to_tensor(x, d)
+    want_nz = [np.concatenate([p[:size], np.zeros(max(size - p.size, 0), int)]) for p in np.nonzero(x)]
+    ref = np.unique_all(x)
+    k = ref.values.size
+    pad = max(size - k, 0)
+    want_u = (np.concatenate([ref.values[:size], np.full(pad, ref.values[0], x.dtype)]),
+              np.concatenate([ref.indices[:size], np.full(pad, ref.indices[0])]),
+              np.concatenate([ref.counts[:size], np.zeros(pad, int)]))
+
+    def run(v: tg.Tensor) -> tuple:
+        r = tnp.unique_all(v, size=size)
+        return tnp.nonzero(v, size=size), (r.values, r.indices, r.counts), r.inverse_indices
+
+    for nz, u, inv in (run(t), tg.jit(run)(t)):
+        for got, want in zip(nz, want_nz, strict=True):
+            assert_close(got, want, dtype=dtypes.int32)
+        for got, want in zip(u, want_u, strict=True):
+            assert_close(got, want)
+        assert_close(inv, ref.inverse_indices.reshape(x.shape), dtype=dtypes.int32)
+
+
+def test_unique_nans_are_distinct_and_fill_value() -> None:
+    x = np.array([3.0, 1.0, np.nan, 1.0, np.nan, 2.0], np.float32)
+    r = tnp.unique_all(x, size=6, fill_value=-1.0)
+    np.testing.assert_array_equal(r.values.numpy(), [1.0, 2.0, 3.0, np.nan, np.nan, -1.0])
+    assert r.counts.tolist() == [2, 1, 1, 1, 1, 0] and r.inverse_indices.tolist() == [2, 0, 3, 0, 4, 1]
+    np.testing.assert_array_equal(tnp.unique_values(x).numpy(), [1.0, 2.0, 3.0, np.nan, np.nan])
+    ys = tnp.nonzero(tnp.asarray([[0, 1], [2, 0]]), size=3, fill_value=(-1, -2))
+    assert [y.tolist() for y in ys] == [[0, 1, -1], [1, 0, -2]]
+
+
+def test_traced_data_dependent_shapes_name_size() -> None:
+    x = tnp.asarray([0.0, 2.0, 0.0, 3.0])
+    for f in (lambda v: tnp.nonzero(v), lambda v: tnp.unique_values(v), lambda v: tnp.unique_all(v).counts):
+        with pytest.raises(tg.ConcretizationError, match="Pass size=N"):
+            tg.jit(f)(x)
+    with pytest.raises(tg.ConcretizationError, match=r"nonzero\(mask, size=N\)"):
+        tg.jit(lambda v: v[v > 1].sum())(x)
+    with pytest.raises(tg.ConcretizationError, match="boolean mask index"):
+        tg.vmap(lambda r: r[r > 1].sum())(x.reshape(2, 2))
+    with pytest.raises(ValueError, match="0-d"):
+        tnp.nonzero(tnp.asarray(1))
+
+
+def test_boolean_mask_indexing_eager() -> None:
+    """A concrete boolean Tensor indexes, updates and differentiates as numpy's mask (JAX's eager rule)."""
+    v = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x = tg.asarray(v)
+    m = x > 4.5
+    assert_close(x[m], v[v > 4.5])
+    assert_close(x[m[:, 0]], v[v[:, 0] > 4.5])
+    assert_close(x[1:, m[0] | True], v[1:, :])
+    assert_close(x.at[m].set(0.0), np.where(v > 4.5, 0, v))
+    g = tg.grad(lambda t: (t[t > 4.5] ** 2).sum())(x)
+    assert_close(g, np.where(v > 4.5, 2 * v, 0))
+    f = tg.jit(lambda t: t[tnp.nonzero(t > 4.5, size=7)].sum())
+    assert f(x).item() == v[v > 4.5].sum()
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.float64], ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_searchsorted(d: DType, data: st.DataObject) -> None:
+    a = np.sort(data.draw(arrays(d, st.integers(0, 6).map(lambda n: (n,)), lo=-5, hi=5)))
+    v = data.draw(arrays(d, shapes(max_dims=2), lo=-6, hi=6))
+    if d.is_float:
+        a, v = np.round(a), np.round(v)  # ties with the sorted values
+    for side in ("left", "right"):
+        assert_close(tnp.searchsorted(to_tensor(a, d), to_tensor(v, d), side=side), np.searchsorted(a, v, side),
+                     dtype=dtypes.int64)
+    perm = np.random.default_rng(0).permutation(a.size)
+    assert_close(tnp.searchsorted(to_tensor(a[perm], d), to_tensor(v, d), sorter=np.argsort(perm)),
+                 np.searchsorted(a, v))
+
+
+def test_searchsorted_nan_and_jit() -> None:
+    a = np.array([1.0, 2.0, 2.0, 3.0, np.nan], np.float32)
+    v = np.array([2.0, 0.0, 5.0, np.nan], np.float32)
+    f = tg.jit(lambda a, v: tnp.searchsorted(a, v, side="right"))
+    assert f(tg.asarray(a), tg.asarray(v)).tolist() == np.searchsorted(a, v, "right").tolist()
+    assert tnp.searchsorted(a, v).tolist() == np.searchsorted(a, v).tolist()

@@ -22,6 +22,7 @@ from tgfx.dtypes import (
     canonicalize,
     dtypes,
     f32_to_bf16,
+    fits,
     from_numpy,
     promote_types,
     to_dtype,
@@ -388,9 +389,13 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     else:
         arr = np.asarray(data)
         if arr.dtype == object:
+            if all(isinstance(v, int) for v in arr.reshape(-1).tolist()):
+                check_python_ints(arr, dtype or dtypes.default_int)
             raise TypeError(f"cannot make a Tensor from {type(data).__name__} {data!r}")
         d = dtype or (dtypes.bool if arr.dtype == np.bool_ else dtypes.default_int if arr.dtype.kind in "iu" else
                       dtypes.default_float if arr.dtype.kind == "f" else from_numpy(arr.dtype))
+        if arr.dtype.kind in "iu" and d.is_int:
+            check_python_ints(arr, d)
     if d == dtypes.bfloat16:
         bits = f32_to_bf16(arr.astype(np.float32)) if arr.dtype != np.uint16 or dtype is None else arr
         host = np.ascontiguousarray(bits)
@@ -400,6 +405,19 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     if host.size:
         copyin(buf, host)
     return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, d, (buf,), arr.shape)
+
+
+def check_python_ints(arr: np.ndarray, d: DType) -> None:
+    """Python ints becoming integer type `d` must be values of it: an OverflowError as in JAX, not a wrapped value
+    (`tnp.asarray(2**40)` was silently 0). numpy values are the user's typed data and wrap as numpy's astype does."""
+    if arr.size == 0 or not d.is_int:
+        return
+    for v in (int(arr.min()), int(arr.max())) if arr.dtype != object else map(int, arr.reshape(-1).tolist()):
+        if not fits(v, d):
+            from tgfx import config
+            hint = "" if config.X64 else " (int64 and uint64 need x64 mode: tgfx.config.update('x64', True))"
+            raise OverflowError(f"Python int {v} too large to convert to {d.name}; give a wider dtype{hint} or a "
+                                f"float")
 
 
 def _iota(n: int, d: DType) -> Tensor:
@@ -452,6 +470,10 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
         if isinstance(x, Tensor):
             out.append(x.cast(d))
         elif isinstance(x, (bool, int, float)):
+            if type(x) is int and d.is_int and not fits(x, dtypes.default_int) and not fits(x, d):
+                raise OverflowError(f"{name}: Python int {x} too large to convert to {dtypes.default_int.name} (the "
+                                    f"type of a Python int operand, as in JAX) or to the {d.name} operand; pass it "
+                                    f"as a Tensor of a wider type")
             out.append(Tensor(UOp.const(d, x)))
         else:  # host data goes where the other operand is, as in JAX (an uncommitted array)
             dev = other.uop.device if isinstance(other, Tensor) else None

@@ -9,7 +9,7 @@ import numpy as np
 
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype, weak_kind
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, canonical_device, is_weak, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, canonical_device, check_python_ints, is_weak, to_tensor
 
 Shape = int | Sequence[int]
 
@@ -101,6 +101,11 @@ def full(shape: Shape, fill_value: ArrayLike, dtype: DType | str | None = None, 
     if isinstance(fill_value, Tensor):
         t = fill_value.astype(dtype) if dtype is not None else fill_value
         return _place(t.expand(tuple(shape) if not isinstance(shape, int) else (shape,)), device)
+    if type(fill_value) is int and dtype is None:
+        # the dtype comes from the int, as asarray's does: one that does not fit it is an OverflowError, not a
+        # wrapped value (`full((2,), 2**40)` was [0, 0]). A given dtype converts the fill as numpy and JAX do (-1 is
+        # 255 as uint8).
+        check_python_ints(np.asarray(fill_value, dtype=object), dtypes.default_int)
     return Tensor.full(shape, fill_value, dtype=dtype, device=device)
 
 

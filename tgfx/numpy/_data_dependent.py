@@ -37,16 +37,20 @@ class UniqueInverseResult(NamedTuple):
     inverse_indices: Tensor
 
 
-def host_value(x: Tensor, fn: str, what: str) -> np.ndarray:
-    """x's value for a function whose result shape depends on it; while tracing, an error that says to pass size=."""
+_SIZE_HINT = ("Pass size=N (and fill_value=) for a result of N slots, as in JAX, or compute it outside the traced "
+              "function")
+
+
+def host_value(x: Tensor, fn: str, what: str, hint: str = _SIZE_HINT) -> np.ndarray:
+    """x's value for a function whose result shape depends on it; while tracing, an error that says what to do
+    instead (pass size=)."""
     from tgfx.function import ConcretizationError
     try:
         return x.numpy()
     except ConcretizationError as e:
         raise ConcretizationError(
             f"{fn}: the result's shape depends on the values of {what} ({x.dtype.name}{list(x.shape)}), which are not "
-            f"known while tracing (jit, vmap, a loop body). Pass size=N (and fill_value=) for a result of N slots, "
-            f"as in JAX, or compute it outside the traced function.\n{e}") from None
+            f"known while tracing (jit, vmap, a loop body). {hint}.\n{e}") from None
 
 
 def _index_dtype() -> Any:

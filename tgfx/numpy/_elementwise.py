@@ -230,9 +230,10 @@ def minimum(x: ArrayLike, y: ArrayLike) -> Tensor:
     return invert(maximum(invert(a), invert(b)))
 
 
-def clip(x: ArrayLike, a_min: ArrayLike | None = None, a_max: ArrayLike | None = None, *,
-         min: ArrayLike | None = None, max: ArrayLike | None = None) -> Tensor:  # noqa: A002 - the standard's names
-    """x limited to [min, max] (either may be None); `a_min`/`a_max` are numpy's older names for the same bounds."""
+def clip(x: ArrayLike, min: ArrayLike | None = None, max: ArrayLike | None = None, *,  # noqa: A002
+         a_min: ArrayLike | None = None, a_max: ArrayLike | None = None) -> Tensor:
+    """x limited to [min, max] (either may be None), as jnp.clip; `a_min`/`a_max` are numpy's older names for the
+    same bounds. The result dtype is the promotion of x and the bounds (JAX's; the standard keeps x's)."""
     for old, new, name in ((a_min, min, "min"), (a_max, max, "max")):
         if old is not None and new is not None:
             raise ValueError(f"clip: a_{name} and {name} are the same bound (numpy's old and new name); pass one")

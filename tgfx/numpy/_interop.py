@@ -63,7 +63,12 @@ def dlpack_device(x: Tensor) -> tuple[int, int]:
 
 def from_dlpack(x: Any, /, *, device: str | None = None, copy: bool | None = None) -> Tensor:
     """A Tensor from any object with `__dlpack__` (a numpy array, a torch CPU tensor, a JAX array): its value is
-    copied into a tgfx buffer (`copy=False` is a ValueError: tgfx owns its buffers)."""
+    copied into a tgfx buffer (`copy=False` is a ValueError: tgfx owns its buffers), a tgfx Tensor is itself."""
+    if isinstance(x, Tensor):
+        out = x if device is None else x.to(device)
+        if copy is False and out is not x:
+            raise ValueError(f"from_dlpack(copy=False): moving a Tensor from {x.device} to {device} copies it")
+        return out.contiguous() if copy and out is x else out
     if copy is False:
         raise ValueError("from_dlpack(copy=False): tgfx copies into buffers it owns; pass copy=None or True")
     return Tensor(np.from_dlpack(x), device=device)

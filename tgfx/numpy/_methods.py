@@ -84,3 +84,11 @@ Tensor.to_device = _interop.to_device
 Tensor.__dlpack__ = _interop.dlpack
 Tensor.__dlpack_device__ = _interop.dlpack_device
 Tensor.__complex__ = lambda self: complex(self.item())
+
+
+def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    raise TypeError(f"Tensors are immutable: x[{index!r}] = v cannot update one in place; use x = x.at[{index!r}]"
+                    f".set(v), which returns the updated Tensor (as JAX's arrays)")
+
+
+Tensor.__setitem__ = _setitem

@@ -93,7 +93,7 @@ _KINDS = {
 }
 
 
-def isdtype(dtype: DType, kind: DType | str | tuple, /) -> bool:
+def isdtype(dtype: DType, kind: DType | str | tuple) -> bool:
     """Whether `dtype` is of `kind`: a dtype, one of 'bool', 'signed integer', 'unsigned integer', 'integral',
     'real floating', 'complex floating', 'numeric', or a tuple of these (true if any matches)."""
     if isinstance(kind, tuple):
@@ -215,9 +215,11 @@ class ArrayNamespaceInfo:
                 "indexing": dtypes.default_int}
 
     def dtypes(self, *, device: str | None = None, kind: str | tuple | None = None) -> dict[str, DType]:
-        """The dtypes of this x64 mode (no 64-bit ones without it; bfloat16 is not a standard dtype)."""
+        """The standard's dtypes in this x64 mode (no 64-bit ones without it); tgfx's float16 and bfloat16 are
+        extras the standard does not name."""
         from tgfx import config
-        supported = [d for d in ALL_DTYPES if d != dtypes.bfloat16 and (config.X64 or d.itemsize < 8)]
+        supported = [d for d in ALL_DTYPES if d not in (dtypes.float16, dtypes.bfloat16) and (config.X64 or
+                                                                                               d.itemsize < 8)]
         return {d.name: d for d in supported if kind is None or isdtype(d, kind)}
 
 

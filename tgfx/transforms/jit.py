@@ -224,7 +224,7 @@ class JitProgram:
         # per result: its output buffer, and the shape to view it as (None: the buffer's own)
         self.result_views = [(self.outputs.index(r), None if shape == (r.arg[2],) else shape)
                              for r, shape in zip(self.results, out_shapes, strict=True)]
-        self.sharded = any(u.op is Ops.MULTI for u in unflatten(self.views(self.results)))  # results join into MULTIs
+        self.sharded = any(u.op is Ops.MULTI for u in unflatten(self.views(self.outputs)))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         # a replay reuses the results of the call before last once they are dropped (`_recycle`), up to a size
         distinct = len({i for i, _ in self.result_views}) == len(self.result_views)
