@@ -498,3 +498,28 @@ def test_searchsorted_nan_and_jit() -> None:
     f = tg.jit(lambda a, v: tnp.searchsorted(a, v, side="right"))
     assert f(tg.asarray(a), tg.asarray(v)).tolist() == np.searchsorted(a, v, "right").tolist()
     assert tnp.searchsorted(a, v).tolist() == np.searchsorted(a, v).tolist()
+
+
+# ---- the linalg extension's names that need no factorisation ----
+@pytest.mark.x64
+def test_linalg_extension_names() -> None:
+    L = tnp.linalg
+    a = np.random.default_rng(0).standard_normal((2, 3, 3))
+    t = tg.asarray(a)
+    assert_close(L.matrix_power(t, 3), np.linalg.matrix_power(a, 3))
+    assert_close(L.matrix_power(t, -2), np.linalg.matrix_power(a, -2), rtol=1e-9, atol=1e-9)
+    assert_close(L.matrix_power(t, 0), np.broadcast_to(np.eye(3), (2, 3, 3)))
+    assert_close(L.cross(t, t[::-1]), np.cross(a, a[::-1]))
+    assert_close(L.cross(t, t[::-1], axis=1), np.cross(a, a[::-1], axis=1))
+    assert_close(L.vector_norm(t, axis=(0, 2), ord=1), np.linalg.vector_norm(a, axis=(0, 2), ord=1))
+    assert_close(L.vector_norm(t), np.linalg.vector_norm(a))
+    assert_close(L.matrix_norm(t, ord=np.inf, keepdims=True), np.linalg.matrix_norm(a, ord=np.inf, keepdims=True))
+    assert_close(L.trace(t, offset=1), np.linalg.trace(a, offset=1))
+    assert_close(L.diagonal(t, offset=-1), np.linalg.diagonal(a, offset=-1))
+    assert_close(L.outer(np.arange(2.0), np.arange(3.0)), np.outer(np.arange(2.0), np.arange(3.0)))
+    assert_close(L.tensordot(t, t, axes=([1, 2], [1, 2])), np.tensordot(a, a, axes=([1, 2], [1, 2])))
+    assert_close(L.vecdot(t, t), np.linalg.vecdot(a, a))
+    assert_close(L.matmul(t, t), a @ a)
+    assert_close(L.matrix_transpose(t), np.linalg.matrix_transpose(a))
+    with pytest.raises(ValueError, match="1-d"):
+        L.outer(t, t)
