@@ -523,3 +523,20 @@ def test_linalg_extension_names() -> None:
     assert_close(L.matrix_transpose(t), np.linalg.matrix_transpose(a))
     with pytest.raises(ValueError, match="1-d"):
         L.outer(t, t)
+
+
+# ---- reading elements one by one ----
+def test_reading_elements_of_a_computed_tensor_runs_no_kernels() -> None:
+    """`float(y[i, j])` in a loop reads the element from y's buffer: no kernel (and no compile) per index."""
+    v = np.arange(60.0, dtype=np.float32).reshape(3, 4, 5)
+    y = (tg.asarray(v) * 2).realize()
+    tg.counters.reset()
+    assert [float(y[i, j, k]) for i in range(3) for j in range(4) for k in range(5)] == (2 * v).reshape(-1).tolist()
+    views = y.transpose(2, 0, 1)[::-1, 1:, ::2]
+    want = (2 * v).transpose(2, 0, 1)[::-1, 1:, ::2]
+    assert all(views[a, b, c].item() == want[a, b, c] for a in range(5) for b in range(2) for c in range(2))
+    assert tnp.broadcast_to(y[1, 2, 3], (4, 4))[3, 1].item() == 2 * v[1, 2, 3]
+    assert int(y.reshape(60)[17]) == 34 and bool(y[0, 0, 1])
+    assert tnp.pad(y, 1)[0, 0, 0].item() == 0.0 and tnp.pad(y, 1)[1, 1, 2].item() == 2.0  # pad: zeros, or y
+    assert tg.counters.kernel_count == 0 and tg.counters.compile_count == 0
+    assert (y + 1)[0, 0, 1].item() == 3.0 and tg.counters.kernel_count == 1  # a computed element is computed
