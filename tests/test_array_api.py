@@ -258,9 +258,10 @@ def test_clip_min_max_keywords() -> None:
     x = tnp.arange(6)
     assert tnp.clip(x, min=1, max=4).tolist() == [1, 1, 2, 3, 4, 4]
     assert tnp.clip(x, max=2).tolist() == [0, 1, 2, 2, 2, 2] and tnp.clip(x, 3).tolist() == [3, 3, 3, 3, 4, 5]
+    assert tnp.clip(x, a_min=1, a_max=4).tolist() == tnp.clip(x, 1, 4).tolist() == [1, 1, 2, 3, 4, 4]
     assert tnp.clip(x, min=tnp.asarray([5, 0, 0, 0, 0, 0])).tolist() == [5, 1, 2, 3, 4, 5]
     with pytest.raises(ValueError, match="a_min and min"):
-        tnp.clip(x, 1, min=1)
+        tnp.clip(x, a_min=1, min=1)
 
 
 def test_device_keyword_on_creation_functions() -> None:
