@@ -541,3 +541,30 @@ def test_reading_elements_of_a_computed_tensor_runs_no_kernels() -> None:
     assert tnp.pad(y, 1)[0, 0, 0].item() == 0.0 and tnp.pad(y, 1)[1, 1, 2].item() == 2.0  # pad: zeros, or y
     assert tg.counters.kernel_count == 0 and tg.counters.compile_count == 0
     assert (y + 1)[0, 0, 1].item() == 3.0 and tg.counters.kernel_count == 1  # a computed element is computed
+
+
+def test_scalar_boolean_index() -> None:
+    """x[True] adds an axis, x[False] an empty one (numpy's and JAX's rule), for bools, numpy and Tensor scalars."""
+    v = np.arange(6).reshape(2, 3)
+    x = tg.asarray(v)
+    for key in (True, False, np.bool_(True), np.array(False)):
+        assert_close(x[key], v[key])
+        assert_close(x[tg.asarray(key)], v[key])
+    assert tnp.asarray(5)[tnp.asarray(False)].shape == (0,)
+
+
+def test_vecdot_keeps_the_promoted_dtype() -> None:
+    """jnp.vecdot's (and the standard's) result is the operands' promotion, not sum's widened integer."""
+    a = np.array([[200, 100], [3, 4]], np.uint8)
+    assert_close(tnp.vecdot(tg.asarray(a), tg.asarray(a)), np.sum(a * a, axis=-1, dtype=np.uint8), dtype=dtypes.uint8)
+
+
+@pytest.mark.x64
+def test_sum_of_narrow_integers_in_x64_is_64_bit() -> None:
+    """As jnp.sum: integers narrower than the default integer sum in it (int64 with x64, int32 too)."""
+    for d, out in ((tnp.int8, tnp.int64), (tnp.int32, tnp.int64), (tnp.uint8, tnp.uint64), (tnp.uint32, tnp.uint64),
+                   (tnp.bool, tnp.int64), (tnp.int64, tnp.int64)):
+        x = tnp.ones(3, d)
+        assert tnp.sum(x).dtype is out and tnp.prod(x).dtype is out and tnp.cumulative_sum(x).dtype is out
+    big = np.full(4, 2 ** 31 - 1, np.int32)
+    assert tnp.sum(tg.asarray(big)).item() == 4 * (2 ** 31 - 1)

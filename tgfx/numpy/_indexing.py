@@ -99,6 +99,17 @@ def _host_mask(mask: Tensor) -> np.ndarray:
     return host_value(mask, "boolean mask index", "the mask", _MASK_HINT)
 
 
+def _is_scalar_bool(i: Any) -> bool:
+    """A 0-d boolean index: a Python or numpy bool, a 0-d boolean array or Tensor."""
+    if isinstance(i, Tensor):
+        return i.dtype.is_bool and i.ndim == 0
+    return isinstance(i, (bool, np.bool_)) or isinstance(i, np.ndarray) and i.dtype == np.bool_ and i.ndim == 0
+
+
+def _host_bool(i: Any) -> bool:
+    return bool(_host_mask(i)) if isinstance(i, Tensor) else bool(i)
+
+
 def _expand_index(index: Any, ndim: int) -> list[Any]:
     idx = list(index) if isinstance(index, (tuple, list)) else [index]
     n_ell = sum(1 for i in idx if i is Ellipsis)
@@ -395,6 +406,9 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     >>> x[[2, 0], 1:3].tolist()
     [[9, 10], [1, 2]]
     """
+    if _is_scalar_bool(index):  # numpy's and JAX's x[True] (a new axis) and x[False] (a new empty axis)
+        y = x.reshape((1,) + x.shape)
+        return y if _host_bool(index) else y.shrink(((0, 0),) + tuple((0, s) for s in x.shape))
     plan = _plan(x, index, "raise" if mode is None else "array")
     mode = _check_mode(mode, ("clip", "fill", "drop", "wrap"), "clip", "getitem")
     mode = "fill" if mode == "drop" else mode

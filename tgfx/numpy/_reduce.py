@@ -35,11 +35,13 @@ def _axis(x: Tensor, axis: int, name: str) -> int:
 
 
 def _sum_dtype(d: DType) -> DType:
-    """JAX: bool and small integers sum in the default integer width (unsigned stay unsigned)."""
+    """JAX: bool and integers narrower than the default integer sum in its width (unsigned stay unsigned): int32
+    without x64, int64 with it (where int32 sums in int64, as jnp.sum's)."""
     if d.is_bool:
         return dtypes.default_int
-    if d.is_int and d.itemsize < 4:
-        return dtypes.uint32 if d.is_unsigned else dtypes.int32
+    if d.is_int and d.itemsize < dtypes.default_int.itemsize:
+        return (dtypes.uint64 if dtypes.default_int.itemsize == 8 else dtypes.uint32) if d.is_unsigned else \
+            dtypes.default_int
     return d
 
 

@@ -54,7 +54,7 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
     t1, t2 = to_tensor(x1), to_tensor(x2)
     if any(t.ndim and t.shape[ax - a.ndim] != a.shape[ax] for t in (t1, t2) if -t.ndim <= ax - a.ndim):
         raise ValueError(f"vecdot: the arrays' lengths along axis {axis} differ ({t1.shape} and {t2.shape})")
-    return rd.sum(ew.multiply(a, b), axis=ax)
+    return rd.sum(ew.multiply(a, b), axis=ax, dtype=None if a.dtype.is_bool else a.dtype)  # jnp.vecdot's dtype
 
 
 def astype(x: ArrayLike, dtype: DType | str | type, /, *, copy: bool = True, device: str | None = None) -> Tensor:
