@@ -63,7 +63,7 @@ def test_inverse_hyperbolic_edges(d: DType) -> None:
     """Accurate near 0 and 1 (where the textbook logs cancel), far out (where x**2 overflows), and at the poles."""
     big = 1e30 if d == dtypes.float32 else 1e300
     x = np.array([-big, -3, -1e-8, -0.0, 0.0, 1e-30, 2.5, big, np.inf, -np.inf, np.nan], d.np)
-    c = np.array([1.0, 1 + 1e-6, 1.5, 1e10, big, np.inf, 0.5, np.nan], d.np)
+    c = np.array([1.0, 1 + 1e-6, 1.5, 1e10, big, np.inf, 0.5, -3.0, -big, -np.inf, np.nan], d.np)
     t = np.array([-1.0, -0.999999, -1e-9, 0.0, 0.3, 0.5, 0.9999, 1.0, 1.5], d.np)
     with np.errstate(all="ignore"):
         for fn, ref, v in ((tnp.asinh, np.arcsinh, x), (tnp.acosh, np.arccosh, c), (tnp.atanh, np.arctanh, t)):
@@ -568,3 +568,10 @@ def test_sum_of_narrow_integers_in_x64_is_64_bit() -> None:
         assert tnp.sum(x).dtype is out and tnp.prod(x).dtype is out and tnp.cumulative_sum(x).dtype is out
     big = np.full(4, 2 ** 31 - 1, np.int32)
     assert tnp.sum(tg.asarray(big)).item() == 4 * (2 ** 31 - 1)
+
+
+def test_slogdet_is_a_named_pair() -> None:
+    r = tnp.linalg.slogdet(tg.asarray(np.array([[2.0, 0.0], [0.0, -3.0]], np.float32)))
+    assert r.sign.item() == -1.0 and abs(r.logabsdet.item() - np.log(6.0)) < 1e-6
+    sign, logdet = r
+    assert sign is r.sign

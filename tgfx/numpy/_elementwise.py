@@ -514,8 +514,9 @@ def arcsinh(x: ArrayLike) -> Tensor:
 @_in_float32
 def _acosh(x: Tensor) -> Tensor:
     t = minimum(x, _BIG) - 1.0  # x - 1 is exact near 1, where log(x + sqrt(x^2 - 1)) would cancel
-    near = log1p(t + sqrt(t * (t + 2.0)))  # NaN for x < 1, as numpy
-    return where(x > _BIG, log(x) + math.log(2), near)
+    near = log1p(t + sqrt(t * (t + 2.0)))
+    return where(x < 1.0, float("nan"), where(x > _BIG, log(x) + math.log(2), near))  # NaN below 1 (t * (t + 2) is
+    # positive again past -2)
 
 
 def arccosh(x: ArrayLike) -> Tensor:

@@ -12,6 +12,7 @@ solve or inverse and a zero determinant, as in JAX (there is no error: values ar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -160,7 +161,12 @@ def det(a: ArrayLike) -> Tensor:
     return ones(at.shape[:-2], at.dtype) if n == 0 else _det_fn(at)
 
 
-def slogdet(a: ArrayLike) -> tuple[Tensor, Tensor]:
+class SlogdetResult(NamedTuple):
+    sign: Tensor
+    logabsdet: Tensor
+
+
+def slogdet(a: ArrayLike) -> SlogdetResult:
     """(sign, log|det a|) (`jax.numpy.linalg.slogdet`): the log-determinant without det's overflow; sign is -1, 0 or
     1 and a singular matrix gives (0, -inf). Differentiable in the log: its gradient is a^-T.
 
@@ -171,9 +177,9 @@ def slogdet(a: ArrayLike) -> tuple[Tensor, Tensor]:
     (at,) = _inexact("slogdet", a)
     n = _square("slogdet", at)
     if n == 0:
-        return ones(at.shape[:-2], at.dtype), zeros(at.shape[:-2], at.dtype)
+        return SlogdetResult(ones(at.shape[:-2], at.dtype), zeros(at.shape[:-2], at.dtype))
     sign, logdet = _slogdet_fn(at)
-    return sign, logdet
+    return SlogdetResult(sign, logdet)  # a named pair, as jnp's
 
 
 # ---- the array API's linalg extension: the names that need no factorisation ----
