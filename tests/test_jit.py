@@ -373,3 +373,13 @@ def test_a_training_loop_recycles_its_parameters_up_to_the_size_bound(monkeypatc
         assert tg.counters.alloc_count == allocs
         for k in want:
             np.testing.assert_allclose(p[k].numpy(), want[k], rtol=1e-4, atol=1e-5)
+
+
+def test_repeated_result_beside_a_reshaped_one() -> None:
+    """A result returned twice is one output buffer: the results after it are viewed from their own buffers (the
+    sharding check viewed the per-result list by output index, reshaping the wrong buffer: a SpecError)."""
+    def f(v: tg.Tensor) -> tuple:
+        a = tnp.arange(2) * 1
+        return a, a, (v * 3).reshape(1, 1)
+    a, b, c = tg.jit(f)(tg.asarray(np.array([[2.0]], np.float32)))
+    assert a.tolist() == b.tolist() == [0, 1] and c.tolist() == [[6.0]]

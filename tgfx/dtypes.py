@@ -282,3 +282,80 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
 
 def bf16_to_f32(x: np.ndarray) -> np.ndarray:
     return (np.asarray(x, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+# ---- machine limits (numpy's finfo/iinfo, for tgfx's types; bfloat16 too) ----
+@dataclass(frozen=True)
+class finfo_result:  # noqa: N801 - the standard's lower-case result type
+    """The limits of a float type: `bits`, `eps`, `max`, `min`, `smallest_normal`, `tiny` (the same), `resolution`,
+    `dtype`, as Python floats (the array API standard's fields, numpy's names)."""
+
+    bits: int
+    eps: float
+    max: float  # noqa: A003 - the standard's field name
+    min: float  # noqa: A003
+    smallest_normal: float
+    resolution: float
+    dtype: DType
+
+    @property
+    def tiny(self) -> float:
+        return self.smallest_normal
+
+
+@dataclass(frozen=True)
+class iinfo_result:  # noqa: N801
+    """The limits of an integer type: `bits`, `max`, `min`, `dtype`."""
+
+    bits: int
+    max: int  # noqa: A003
+    min: int  # noqa: A003
+    dtype: DType
+
+
+def _dtype_of(x: Any, fn: str) -> DType:
+    """The DType of a dtype argument, or of a Tensor's (`finfo(x)` as `finfo(x.dtype)`), not canonicalised: the limits
+    of float64 are float64's whatever the x64 mode."""
+    d = getattr(x, "dtype", x) if not isinstance(x, (DType, str, type)) else x
+    if isinstance(d, DType):
+        return d.scalar
+    if isinstance(d, str) and d in _BY_NAME:
+        return _BY_NAME[d]
+    try:
+        return from_numpy(np.dtype(d))
+    except TypeError:
+        raise TypeError(f"{fn}: {x!r} is not a dtype or an array; pass e.g. tnp.float32") from None
+
+
+def finfo(x: Any) -> finfo_result:
+    """Machine limits of a float dtype (or of a float Tensor's dtype), as numpy.finfo.
+
+    >>> tnp.finfo(tnp.float32).eps
+    1.1920928955078125e-07
+    """
+    d = _dtype_of(x, "finfo")
+    if not d.is_float:
+        raise TypeError(f"finfo: {d.name} is not a float type; use iinfo for integers")
+    if d == dtypes.bfloat16:  # 8 exponent bits as float32, 7 fraction bits
+        big = float(bf16_to_f32(np.uint16(0x7F7F)))
+        return finfo_result(16, 2.0 ** -7, big, -big, 2.0 ** -126, 0.01, d)
+    fi = np.finfo(d.np)
+    return finfo_result(fi.bits, float(fi.eps), float(fi.max), float(fi.min), float(fi.smallest_normal),
+                        float(fi.resolution), d)
+
+
+def iinfo(x: Any) -> iinfo_result:
+    """Machine limits of an integer dtype (or of an integer Tensor's dtype), as numpy.iinfo.
+
+    >>> tnp.iinfo(tnp.int8).max
+    127
+    """
+    d = _dtype_of(x, "iinfo")
+    if not d.is_int:
+        raise TypeError(f"iinfo: {d.name} is not an integer type; use finfo for floats")
+    return iinfo_result(d.bits, int(max_value(d)), int(min_value(d)), d)
+
+
+def fits(value: int, d: DType) -> bool:
+    """Whether a Python int is a value of integer type `d`."""
+    return int(min_value(d)) <= value <= int(max_value(d))

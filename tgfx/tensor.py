@@ -22,6 +22,7 @@ from tgfx.dtypes import (
     canonicalize,
     dtypes,
     f32_to_bf16,
+    fits,
     from_numpy,
     promote_types,
     to_dtype,
@@ -169,6 +170,8 @@ class Tensor:
     def item(self) -> Scalar:
         if self.size != 1:
             raise ValueError(f"item() needs a Tensor with one element, this one has shape {self.shape}")
+        if (read := _read_element(self.uop)) is not None:   # an element of a computed buffer: no kernel
+            return read
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
@@ -389,9 +392,13 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     else:
         arr = np.asarray(data)
         if arr.dtype == object:
+            if all(isinstance(v, int) for v in arr.reshape(-1).tolist()):
+                check_python_ints(arr, dtype or dtypes.default_int)
             raise TypeError(f"cannot make a Tensor from {type(data).__name__} {data!r}")
         d = dtype or (dtypes.bool if arr.dtype == np.bool_ else dtypes.default_int if arr.dtype.kind in "iu" else
                       dtypes.default_float if arr.dtype.kind == "f" else from_numpy(arr.dtype))
+        if arr.dtype.kind in "iu" and d.is_int:
+            check_python_ints(arr, d)
     if d == dtypes.bfloat16:
         bits = f32_to_bf16(arr.astype(np.float32)) if arr.dtype != np.uint16 or dtype is None else arr
         host = np.ascontiguousarray(bits)
@@ -401,6 +408,73 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     if host.size:
         copyin(buf, host)
     return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, d, (buf,), arr.shape)
+
+
+def check_python_ints(arr: np.ndarray, d: DType) -> None:
+    """Python ints becoming integer type `d` must be values of it: an OverflowError as in JAX, not a wrapped value
+    (`tnp.asarray(2**40)` was silently 0). numpy values are the user's typed data and wrap as numpy's astype does."""
+    if arr.size == 0 or not d.is_int:
+        return
+    for v in (int(arr.min()), int(arr.max())) if arr.dtype != object else map(int, arr.reshape(-1).tolist()):
+        if not fits(v, d):
+            from tgfx import config
+            hint = "" if config.X64 else " (int64 and uint64 need x64 mode: tgfx.config.update('x64', True))"
+            raise OverflowError(f"Python int {v} too large to convert to {d.name}; give a wider dtype{hint} or a "
+                                f"float")
+
+
+def _element_of(u: UOp) -> tuple[UOp, int] | None:
+    """The BUFFER and flat element offset that a one-element view `u` (movement ops over a buffer) reads, (None, 0)
+    if it reads the zeros of a PAD, or None (a computed value, a sharded one)."""
+    idx = [0] * len(u.shape)
+    while u.op is not Ops.BUFFER:
+        if u.op not in GroupOp.Movement:
+            return None
+        src = u.src[0]
+        if u.op is Ops.PAD:
+            idx = [i - b for i, (b, _) in zip(idx, u.arg, strict=True)]
+            if any(not 0 <= i < n for i, n in zip(idx, src.shape, strict=True)):
+                return None, 0
+        elif u.op is Ops.RESHAPE:
+            flat = 0
+            for i, n in zip(idx, u.shape, strict=True):
+                flat = flat * n + i
+            idx = []
+            for n in reversed(src.shape):
+                idx.insert(0, flat % n if n else 0)
+                flat = flat // n if n else 0
+        elif u.op is Ops.SHRINK:
+            idx = [i + b for i, (b, _) in zip(idx, u.arg, strict=True)]
+        elif u.op is Ops.PERMUTE:
+            inv = [0] * len(idx)
+            for out_axis, in_axis in enumerate(u.arg):
+                inv[in_axis] = idx[out_axis]
+            idx = inv
+        elif u.op is Ops.EXPAND:
+            idx = [0 if n == 1 else i for i, n in zip(idx, src.shape, strict=True)]
+        elif u.op is Ops.FLIP:
+            idx = [n - 1 - i if a in u.arg else i for a, (i, n) in enumerate(zip(idx, src.shape, strict=True))]
+        u = src
+    return u, idx[0] if idx else 0
+
+
+def _read_element(u: UOp) -> Scalar | None:
+    """The value of a one-element view of a computed buffer, read from the buffer itself: `float(y[i, j])` in a loop
+    copies one element per index instead of compiling a kernel per index (issue #18). None where it is not such a
+    view (then the value is computed as usual)."""
+    found = _element_of(u) if u.op in GroupOp.Movement else None
+    if found is None or u.dtype == dtypes.bfloat16:
+        return None
+    buf, off = found
+    if buf is None:  # padding
+        return False if u.dtype.is_bool else 0 if u.dtype.is_int else 0.0
+    if "memory" not in buf.__dict__:
+        return None
+    from tgfx.lowering.execute import buffer_memory
+    out = np.empty(1, dtype=buf.dtype.np)
+    mem = buffer_memory(buf, allocate=False)
+    get_device(buf.arg[1]).allocator.copyout(out.view(np.uint8), mem.view(off * buf.dtype.itemsize, out.nbytes))
+    return out[0].item()
 
 
 def _iota(n: int, d: DType) -> Tensor:
@@ -453,6 +527,10 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
         if isinstance(x, Tensor):
             out.append(x.cast(d))
         elif isinstance(x, (bool, int, float)):
+            if type(x) is int and d.is_int and not fits(x, dtypes.default_int) and not fits(x, d):
+                raise OverflowError(f"{name}: Python int {x} too large to convert to {dtypes.default_int.name} (the "
+                                    f"type of a Python int operand, as in JAX) or to the {d.name} operand; pass it "
+                                    f"as a Tensor of a wider type")
             out.append(Tensor(UOp.const(d, x)))
         else:  # host data goes where the other operand is, as in JAX (an uncommitted array)
             dev = other.uop.device if isinstance(other, Tensor) else None

@@ -9,7 +9,7 @@ import numpy as np
 
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype, weak_kind
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, is_weak, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, canonical_device, check_python_ints, is_weak, to_tensor
 
 Shape = int | Sequence[int]
 
@@ -57,15 +57,40 @@ def _stack_nested(x: list | tuple, dtype: DType | None) -> Tensor:
     return build(tree, "x")
 
 
-def asarray(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+def _place(t: Tensor, device: str | None) -> Tensor:
+    """t on `device` when one is asked for (a constant is placed there, as the standard's `device=` says)."""
+    return t if device is None else t._on(canonical_device(device))
+
+
+def _like_device(x: Tensor, device: str | None) -> str | None:
+    """The device a `*_like` result goes to: the one asked for, else x's (the standard's rule)."""
+    return device if device is not None else x.uop.device if isinstance(x.uop.device, str) else None
+
+
+def asarray(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None, copy: bool | None = None,
+            ) -> Tensor:
     """A Tensor from a Tensor (no copy unless the dtype or device changes), numpy array, list or scalar.
 
     A (nested) list holding Tensors stacks them, traced ones too (`tnp.asarray([loss, acc])` inside `jit`).
+    `copy=True` always gives a new buffer; `copy=False` returns a Tensor itself and is a ValueError where that is
+    not possible (host data, a dtype or device change), as the standard says. A Python int that does not fit the
+    integer type is an OverflowError, as in JAX.
     """
-    return array(x, dtype=dtype, device=device)
+    if copy is False:
+        if not isinstance(x, Tensor):
+            raise ValueError(f"asarray(copy=False): a {type(x).__name__} must be copied into a Tensor; pass "
+                             f"copy=None to copy only when needed")
+        if dtype is not None and to_dtype(dtype) != x.dtype or device is not None and \
+                canonical_device(device) != x.device:
+            raise ValueError(f"asarray(copy=False): a {x.dtype.name} Tensor on {x.device} cannot become "
+                             f"{dtype or x.dtype} on {device or x.device} without a copy; pass copy=None")
+    out = array(x, dtype=dtype, device=device)
+    if isinstance(x, Tensor) and out.uop is x.uop:
+        return out.contiguous() if copy else x
+    return out
 
 
-def array(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+def array(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None, copy: bool = True) -> Tensor:
     """As `asarray` (tgfx Tensors are immutable, so there is nothing to copy)."""
     if isinstance(x, (list, tuple)) and _holds_tensor(x):
         return Tensor(_stack_nested(x, None if dtype is None else to_dtype(dtype)), device=device)
@@ -75,7 +100,12 @@ def array(x: ArrayLike, dtype: DType | str | None = None, device: str | None = N
 def full(shape: Shape, fill_value: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     if isinstance(fill_value, Tensor):
         t = fill_value.astype(dtype) if dtype is not None else fill_value
-        return t.expand(tuple(shape) if not isinstance(shape, int) else (shape,))
+        return _place(t.expand(tuple(shape) if not isinstance(shape, int) else (shape,)), device)
+    if type(fill_value) is int and dtype is None:
+        # the dtype comes from the int, as asarray's does: one that does not fit it is an OverflowError, not a
+        # wrapped value (`full((2,), 2**40)` was [0, 0]). A given dtype converts the fill as numpy and JAX do (-1 is
+        # 255 as uint8).
+        check_python_ints(np.asarray(fill_value, dtype=object), dtypes.default_int)
     return Tensor.full(shape, fill_value, dtype=dtype, device=device)
 
 
@@ -91,27 +121,33 @@ def empty(shape: Shape, dtype: DType | str | None = None, device: str | None = N
     return zeros(shape, dtype=dtype, device=device)
 
 
-def full_like(x: ArrayLike, fill_value: ArrayLike, dtype: DType | str | None = None) -> Tensor:
+def full_like(x: ArrayLike, fill_value: ArrayLike, dtype: DType | str | None = None, device: str | None = None,
+              ) -> Tensor:
     x = to_tensor(x)
-    return full(x.shape, fill_value, dtype=dtype or x.dtype)
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=_like_device(x, device))
 
 
-def zeros_like(x: ArrayLike, dtype: DType | str | None = None) -> Tensor:
-    return full_like(x, 0, dtype)
+def zeros_like(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    return full_like(x, 0, dtype, device)
 
 
-def ones_like(x: ArrayLike, dtype: DType | str | None = None) -> Tensor:
-    return full_like(x, 1, dtype)
+def ones_like(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    return full_like(x, 1, dtype, device)
 
 
-def arange(start: float, stop: float | None = None, step: float = 1, dtype: DType | str | None = None) -> Tensor:
+def arange(start: float, stop: float | None = None, step: float = 1, dtype: DType | str | None = None,
+           device: str | None = None) -> Tensor:
     if step == 0:
         raise ValueError("arange: step must not be zero")
-    return Tensor.arange(start, stop, step, dtype=dtype)
+    return _place(Tensor.arange(start, stop, step, dtype=dtype), device)
 
 
 def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: DType | str | None = None,
-             axis: int = 0) -> Tensor:
+             axis: int = 0, *, device: str | None = None) -> Tensor:
+    return _place(_linspace(start, stop, num, endpoint, dtype), device)
+
+
+def _linspace(start: float, stop: float, num: int, endpoint: bool, dtype: DType | str | None) -> Tensor:
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
     d = to_dtype(dtype) if dtype is not None else promote_types(weak_kind(start), weak_kind(stop), "f*")
@@ -128,15 +164,16 @@ def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dt
     return out.astype(d)
 
 
-def eye(n: int, m: int | None = None, k: int = 0, dtype: DType | str | None = None) -> Tensor:
+def eye(n: int, m: int | None = None, k: int = 0, dtype: DType | str | None = None, *,
+        device: str | None = None) -> Tensor:
     m = n if m is None else m
     i = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
     j = Tensor.arange(m, dtype=dtypes.int32).reshape(1, m)
-    return ew.equal(j - i, k).astype(dtype or dtypes.default_float)
+    return _place(ew.equal(j - i, k).astype(dtype or dtypes.default_float), device)
 
 
-def identity(n: int, dtype: DType | str | None = None) -> Tensor:
-    return eye(n, dtype=dtype)
+def identity(n: int, dtype: DType | str | None = None, *, device: str | None = None) -> Tensor:
+    return eye(n, dtype=dtype, device=device)
 
 
 def tri(n: int, m: int | None = None, k: int = 0, dtype: DType | str | None = None) -> Tensor:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from tgfx.dtypes import dtypes, max_value, promote_types, to_inexact, weak_kind
 from tgfx.ir.ops import Ops
@@ -229,12 +230,19 @@ def minimum(x: ArrayLike, y: ArrayLike) -> Tensor:
     return invert(maximum(invert(a), invert(b)))
 
 
-def clip(x: ArrayLike, a_min: ArrayLike | None = None, a_max: ArrayLike | None = None) -> Tensor:
+def clip(x: ArrayLike, min: ArrayLike | None = None, max: ArrayLike | None = None, *,  # noqa: A002
+         a_min: ArrayLike | None = None, a_max: ArrayLike | None = None) -> Tensor:
+    """x limited to [min, max] (either may be None), as jnp.clip; `a_min`/`a_max` are numpy's older names for the
+    same bounds. The result dtype is the promotion of x and the bounds (JAX's; the standard keeps x's)."""
+    for old, new, name in ((a_min, min, "min"), (a_max, max, "max")):
+        if old is not None and new is not None:
+            raise ValueError(f"clip: a_{name} and {name} are the same bound (numpy's old and new name); pass one")
+    lo, hi = a_min if a_min is not None else min, a_max if a_max is not None else max
     x = _t(x)
-    if a_min is not None:
-        x = maximum(x, a_min)
-    if a_max is not None:
-        x = minimum(x, a_max)
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
     return x
 
 
@@ -475,3 +483,106 @@ def _round_int(x: Tensor, f: int) -> Tensor:
 
 
 around = round
+
+
+# ---- the array API's inverse hyperbolics, hypot, nextafter, signbit: composed of the ops above ----
+_HALF = (dtypes.float16, dtypes.bfloat16)
+_BIG = float(2 ** 28)  # above it x**2 + 1 is x**2 in float64 too, and log(2x) is the function to its last bit
+
+
+def _in_float32(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """Half floats computed in float32 and rounded once (their squares overflow at 256), as numpy does."""
+    def wrapped(x: Tensor) -> Tensor:
+        return fn(x.astype(dtypes.float32)).astype(x.dtype) if x.dtype in _HALF else fn(x)
+    return wrapped
+
+
+@_in_float32
+def _asinh(x: Tensor) -> Tensor:
+    a = absolute(x)
+    small = minimum(a, _BIG)  # the large branch's input kept finite, so its unselected square is no inf/NaN
+    near = log1p(small + small * small / (1.0 + sqrt(small * small + 1.0)))
+    return copysign(where(a > _BIG, log(a) + math.log(2), near), x)
+
+
+def arcsinh(x: ArrayLike) -> Tensor:
+    """Elementwise inverse hyperbolic sine (numpy.arcsinh): log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign,
+    accurate near 0; log(2|x|) past 2**28, where x^2 would lose the 1."""
+    return _asinh(_inexact(x))
+
+
+@_in_float32
+def _acosh(x: Tensor) -> Tensor:
+    t = minimum(x, _BIG) - 1.0  # x - 1 is exact near 1, where log(x + sqrt(x^2 - 1)) would cancel
+    near = log1p(t + sqrt(t * (t + 2.0)))
+    return where(x < 1.0, float("nan"), where(x > _BIG, log(x) + math.log(2), near))  # NaN below 1 (t * (t + 2) is
+    # positive again past -2)
+
+
+def arccosh(x: ArrayLike) -> Tensor:
+    """Elementwise inverse hyperbolic cosine (numpy.arccosh); NaN below 1, log(2x) past 2**28."""
+    return _acosh(_inexact(x))
+
+
+@_in_float32
+def _atanh(x: Tensor) -> Tensor:
+    a = absolute(x)  # on |x| the argument of log1p is positive: no cancellation near +-1
+    t = where(a < 0.5, 2.0 * a + 2.0 * a * a / (1.0 - a), 2.0 * a / (1.0 - a))
+    return copysign(0.5 * log1p(t), x)
+
+
+def arctanh(x: ArrayLike) -> Tensor:
+    """Elementwise inverse hyperbolic tangent (numpy.arctanh): log1p(2|x| / (1 - |x|)) / 2 with x's sign (glibc's
+    split at 1/2), +-inf at +-1, NaN past."""
+    return _atanh(_inexact(x))
+
+
+def hypot(x1: ArrayLike, x2: ArrayLike) -> Tensor:
+    """sqrt(x1**2 + x2**2) without overflow or underflow (numpy.hypot): the larger magnitude times
+    sqrt(1 + ratio**2); inf if either is infinite (even beside a NaN), as C's hypot."""
+    a, b = _promote_inexact(x1, x2, "hypot")
+    a, b = broadcast(absolute(a), absolute(b), name="hypot")
+    if a.dtype in _HALF:
+        return hypot(a.astype(dtypes.float32), b.astype(dtypes.float32)).astype(a.dtype)
+    hi, lo = maximum(a, b), minimum(a, b)
+    safe = where(logical_or(hi == 0, isinf(hi)), 1.0, hi)  # 0/0 and inf/inf stay out of the ratio
+    r = lo / safe
+    out = where(hi == 0, 0.0, hi * sqrt(1.0 + r * r))
+    return where(logical_or(isinf(a), isinf(b)), float("inf"), out)
+
+
+def _uint_of(d: Any) -> Any:
+    return {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[d.itemsize]
+
+
+def nextafter(x1: ArrayLike, x2: ArrayLike) -> Tensor:
+    """The next float after x1 toward x2 (numpy.nextafter): one step of the bit pattern, in x1's and x2's promoted
+    float type; x2 where they are equal, NaN if either is."""
+    a, b = _promote_inexact(x1, x2, "nextafter")
+    a, b = broadcast(a, b, name="nextafter")
+    ui = _uint_of(a.dtype)
+    bits = a.bitcast(ui)
+    sign_bit = 1 << (a.dtype.bits - 1)
+    away = (b > a) == (a > 0)  # away from zero: the magnitude's bits grow by one
+    stepped = where(away, bits + 1, bits - 1).astype(ui)
+    tiny = ((b.bitcast(ui) & sign_bit) | 1).astype(ui)  # from +-0: the smallest subnormal with x2's sign
+    out = where(a == 0, tiny, stepped).bitcast(a.dtype)
+    out = where(a == b, b, out)
+    return where(logical_or(isnan(a), isnan(b)), float("nan"), out)
+
+
+def signbit(x: ArrayLike) -> Tensor:
+    """Whether the sign bit is set (numpy.signbit): true for -0.0 and negative NaNs, x < 0 for integers."""
+    x = _t(x)
+    if x.dtype.is_bool or x.dtype.is_unsigned:
+        return Tensor.full(x.shape, False)
+    if x.dtype.is_int:
+        return less(x, 0)
+    return (x.bitcast(_uint_of(x.dtype)) >> (x.dtype.bits - 1)) != 0
+
+
+# the array API standard's spellings of numpy's names
+acos, asin, atan, atan2 = arccos, arcsin, arctan, arctan2
+acosh, asinh, atanh = arccosh, arcsinh, arctanh
+pow = power  # noqa: A001 - the standard's name
+bitwise_invert, bitwise_left_shift, bitwise_right_shift = invert, left_shift, right_shift

@@ -24,9 +24,8 @@ from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axis, prod, to_tensor
 
-_MASK_HINT = ("boolean mask indexing gives a shape that depends on the data, which tgfx's static shapes cannot "
-              "express; use tnp.where(mask, x, fill) to select, x.at[...] to update, or pass the mask as a numpy "
-              "array (a concrete host mask is turned into integer indices)")
+_MASK_HINT = ("Use tnp.where(mask, x, fill) to select or update with a static shape, or x[tnp.nonzero(mask, size=N)] "
+              "for the first N selected elements, as in JAX")
 
 
 # ---- index items ----
@@ -53,7 +52,8 @@ def _index_array(i: Any) -> Tensor:
     """An integer index array (Tensor, numpy array, list) as a Tensor of a signed integer dtype."""
     if isinstance(i, Tensor):
         if i.dtype.is_bool:
-            raise IndexError(f"cannot index with a boolean Tensor of shape {i.shape}: {_MASK_HINT}")
+            raise IndexError(f"a boolean Tensor of shape {i.shape} cannot be an index array here: its shape depends on "
+                             f"the data. {_MASK_HINT}")
         if not i.dtype.is_int:
             raise IndexError(f"arrays used as indices must be of integer type, got a {i.dtype.name} Tensor")
         return signed_index(i)
@@ -82,14 +82,32 @@ def _index_items(index: Any) -> list[Any]:
             out.append(i)
         elif isinstance(i, (bool, np.bool_)):
             raise IndexError(f"a scalar boolean index ({i!r}) is not supported; use None to add an axis")
-        elif not isinstance(i, Tensor) and np.asarray(i).dtype == np.bool_:
-            mask = np.asarray(i)
+        elif isinstance(i, Tensor) and i.dtype.is_bool or not isinstance(i, Tensor) and np.asarray(i).dtype == np.bool_:
+            mask = _host_mask(i) if isinstance(i, Tensor) else np.asarray(i)
             if mask.ndim == 0:
                 raise IndexError("a 0-d boolean index is not supported; use None to add an axis")
             out += [_MaskPart(p, s) for p, s in zip(np.nonzero(mask), mask.shape, strict=True)]
         else:
             out.append(_index_array(i))
     return out
+
+
+def _host_mask(mask: Tensor) -> np.ndarray:
+    """A boolean Tensor index's value, read as JAX reads a concrete mask; a traced one is an error saying what to
+    use."""
+    from tgfx.numpy._data_dependent import host_value
+    return host_value(mask, "boolean mask index", "the mask", _MASK_HINT)
+
+
+def _is_scalar_bool(i: Any) -> bool:
+    """A 0-d boolean index: a Python or numpy bool, a 0-d boolean array or Tensor."""
+    if isinstance(i, Tensor):
+        return i.dtype.is_bool and i.ndim == 0
+    return isinstance(i, (bool, np.bool_)) or isinstance(i, np.ndarray) and i.dtype == np.bool_ and i.ndim == 0
+
+
+def _host_bool(i: Any) -> bool:
+    return bool(_host_mask(i)) if isinstance(i, Tensor) else bool(i)
 
 
 def _expand_index(index: Any, ndim: int) -> list[Any]:
@@ -377,8 +395,9 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     `tg.lax.fori_loop` step, a `vmap`ped index) or an eager integer scalar Tensor reads `x[clip(i + n if i < 0 else
     i, 0, n - 1)]`, as in JAX, where a Python int out of range is an IndexError: it is part of the program, not data.
 
-    A boolean Tensor mask cannot be an index (the result's shape would depend on the data): use `tnp.where`. A
-    concrete numpy boolean mask is turned into integer positions on the host, as numpy and JAX do.
+    A boolean mask (a Tensor or numpy array) is read and turned into integer positions on the host, as numpy and
+    JAX do; while tracing (`jit`, `vmap`) a Tensor mask's value is not known, and that is an error saying to use
+    `tnp.where(mask, x, fill)` or `x[tnp.nonzero(mask, size=N)]`, as in JAX.
 
     Cost: one kernel that loops over (output element, indexed source position), i.e. out.size * n1 * n2 * ... for
     the lengths n_i of the axes indexed by arrays.
@@ -387,6 +406,9 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     >>> x[[2, 0], 1:3].tolist()
     [[9, 10], [1, 2]]
     """
+    if _is_scalar_bool(index):  # numpy's and JAX's x[True] (a new axis) and x[False] (a new empty axis)
+        y = x.reshape((1,) + x.shape)
+        return y if _host_bool(index) else y.shrink(((0, 0),) + tuple((0, s) for s in x.shape))
     plan = _plan(x, index, "raise" if mode is None else "array")
     mode = _check_mode(mode, ("clip", "fill", "drop", "wrap"), "clip", "getitem")
     mode = "fill" if mode == "drop" else mode

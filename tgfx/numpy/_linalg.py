@@ -41,7 +41,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     xe = x.reshape(x.shape[:-2] + (m, k, 1)).expand(batch + (m, k, n))
     ye = y.reshape(y.shape[:-2] + (1, k, n)).expand(batch + (m, k, n))
-    out = _reduce.sum(xe * ye, axis=-2) if not x.dtype.is_bool else _reduce.any(xe * ye, axis=-2)
+    out = _reduce.sum(xe * ye, axis=-2, dtype=x.dtype) if not x.dtype.is_bool else _reduce.any(xe * ye, axis=-2)
     if x.dtype != out.dtype:
         out = out.astype(x.dtype)
     if xv:

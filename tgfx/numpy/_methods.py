@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tgfx.numpy import _creation, _indexing, _linalg, _sort
+from tgfx.numpy import _creation, _indexing, _interop, _linalg, _sort
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
@@ -77,3 +77,18 @@ Tensor.sort = lambda self, axis=-1, *, stable=True, descending=False: _sort.sort
                                                                                   descending=descending)
 Tensor.argsort = lambda self, axis=-1, *, stable=True, descending=False: _sort.argsort(self, axis, stable=stable,
                                                                                         descending=descending)
+
+# the array API standard's array methods
+Tensor.__array_namespace__ = _interop.array_namespace
+Tensor.to_device = _interop.to_device
+Tensor.__dlpack__ = _interop.dlpack
+Tensor.__dlpack_device__ = _interop.dlpack_device
+Tensor.__complex__ = lambda self: complex(self.item())
+
+
+def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    raise TypeError(f"Tensors are immutable: x[{index!r}] = v cannot update one in place; use x = x.at[{index!r}]"
+                    f".set(v), which returns the updated Tensor (as JAX's arrays)")
+
+
+Tensor.__setitem__ = _setitem

@@ -7,8 +7,13 @@ from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axes, normalize_axis, promote, to_tensor
 
 
-def reshape(x: ArrayLike, shape: int | Sequence[int]) -> Tensor:
-    return to_tensor(x).reshape(shape)
+def reshape(x: ArrayLike, shape: int | Sequence[int], order: str = "C", *, copy: bool | None = None) -> Tensor:
+    """x with a new shape: a view (`copy=False` asks for one, always possible here), or a new buffer with
+    `copy=True`. Only C order."""
+    if order != "C":
+        raise NotImplementedError(f"reshape: order={order!r}; tgfx reshapes in C order only")
+    out = to_tensor(x).reshape(shape)
+    return out.contiguous() if copy else out
 
 
 def ravel(x: ArrayLike) -> Tensor:

@@ -35,11 +35,13 @@ def _axis(x: Tensor, axis: int, name: str) -> int:
 
 
 def _sum_dtype(d: DType) -> DType:
-    """JAX: bool and small integers sum in the default integer width (unsigned stay unsigned)."""
+    """JAX: bool and integers narrower than the default integer sum in its width (unsigned stay unsigned): int32
+    without x64, int64 with it (where int32 sums in int64, as jnp.sum's)."""
     if d.is_bool:
         return dtypes.default_int
-    if d.is_int and d.itemsize < 4:
-        return dtypes.uint32 if d.is_unsigned else dtypes.int32
+    if d.is_int and d.itemsize < dtypes.default_int.itemsize:
+        return (dtypes.uint64 if dtypes.default_int.itemsize == 8 else dtypes.uint32) if d.is_unsigned else \
+            dtypes.default_int
     return d
 
 
@@ -99,7 +101,7 @@ def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
     return s / n if n else s * float("nan")
 
 
-def _variance(x: Tensor, axes: tuple[int, ...], ddof: int, keepdims: bool) -> tuple[Tensor, DType]:
+def _variance(x: Tensor, axes: tuple[int, ...], ddof: int | float, keepdims: bool) -> tuple[Tensor, DType]:
     """The variance, in float32 for half floats (as JAX and numpy: squares of small deviations underflow float16),
     and the dtype the result is returned in."""
     out = to_inexact(x.dtype)
@@ -110,15 +112,27 @@ def _variance(x: Tensor, axes: tuple[int, ...], ddof: int, keepdims: bool) -> tu
     return ss / builtins.max(_count(x, axes) - ddof, 0), out
 
 
-def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+def _ddof(ddof: int | float, correction: int | float | None, name: str) -> int | float:
+    """numpy's `ddof` or the standard's `correction` (the same number), not both."""
+    if correction is None:
+        return ddof
+    if ddof != 0:
+        raise ValueError(f"{name}: ddof and correction are the same argument (numpy's and the array API's name); "
+                         f"pass one of them")
+    return correction
+
+
+def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *,
+        correction: int | float | None = None) -> Tensor:
     x = to_tensor(x)
-    v, out = _variance(x, _axes(x, axis, "var"), ddof, keepdims)
+    v, out = _variance(x, _axes(x, axis, "var"), _ddof(ddof, correction, "var"), keepdims)
     return v.astype(out)
 
 
-def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *,
+        correction: int | float | None = None) -> Tensor:
     x = to_tensor(x)
-    v, out = _variance(x, _axes(x, axis, "std"), ddof, keepdims)
+    v, out = _variance(x, _axes(x, axis, "std"), _ddof(ddof, correction, "std"), keepdims)
     return ew.sqrt(v).astype(out)
 
 

@@ -12,6 +12,7 @@ solve or inverse and a zero determinant, as in JAX (there is no error: values ar
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -160,7 +161,12 @@ def det(a: ArrayLike) -> Tensor:
     return ones(at.shape[:-2], at.dtype) if n == 0 else _det_fn(at)
 
 
-def slogdet(a: ArrayLike) -> tuple[Tensor, Tensor]:
+class SlogdetResult(NamedTuple):
+    sign: Tensor
+    logabsdet: Tensor
+
+
+def slogdet(a: ArrayLike) -> SlogdetResult:
     """(sign, log|det a|) (`jax.numpy.linalg.slogdet`): the log-determinant without det's overflow; sign is -1, 0 or
     1 and a singular matrix gives (0, -inf). Differentiable in the log: its gradient is a^-T.
 
@@ -171,9 +177,99 @@ def slogdet(a: ArrayLike) -> tuple[Tensor, Tensor]:
     (at,) = _inexact("slogdet", a)
     n = _square("slogdet", at)
     if n == 0:
-        return ones(at.shape[:-2], at.dtype), zeros(at.shape[:-2], at.dtype)
+        return SlogdetResult(ones(at.shape[:-2], at.dtype), zeros(at.shape[:-2], at.dtype))
     sign, logdet = _slogdet_fn(at)
-    return sign, logdet
+    return SlogdetResult(sign, logdet)  # a named pair, as jnp's
 
 
-__all__ = ["det", "inv", "norm", "slogdet", "solve"]
+# ---- the array API's linalg extension: the names that need no factorisation ----
+def matrix_transpose(x: ArrayLike, /) -> Tensor:
+    from tgfx.numpy._standard import matrix_transpose as mt
+    return mt(x)
+
+
+def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
+    from tgfx.numpy._standard import vecdot as vd
+    return vd(x1, x2, axis=axis)
+
+
+def matmul(x1: ArrayLike, x2: ArrayLike, /) -> Tensor:
+    from tgfx.numpy._linalg import matmul as mm
+    return mm(x1, x2)
+
+
+def tensordot(x1: ArrayLike, x2: ArrayLike, /, *, axes: int | tuple = 2) -> Tensor:
+    from tgfx.numpy._einsum import tensordot as td
+    return td(x1, x2, axes=axes)
+
+
+def outer(x1: ArrayLike, x2: ArrayLike, /) -> Tensor:
+    """The outer product of two vectors (1-d only, as the standard says; numpy's flattens)."""
+    from tgfx.numpy._linalg import outer as op
+    a, b = Tensor(x1) if not isinstance(x1, Tensor) else x1, Tensor(x2) if not isinstance(x2, Tensor) else x2
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"linalg.outer: needs two 1-d Tensors, got shapes {a.shape} and {b.shape}")
+    return op(a, b)
+
+
+def diagonal(x: ArrayLike, /, *, offset: int = 0) -> Tensor:
+    """The diagonals of the matrices in the last two axes (numpy's diagonal takes the first two)."""
+    from tgfx.numpy._linalg import diagonal as dg
+    return dg(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def trace(x: ArrayLike, /, *, offset: int = 0, dtype: object = None) -> Tensor:
+    """The sums along the diagonals of the matrices in the last two axes."""
+    from tgfx.numpy._linalg import trace as tr
+    return tr(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def vector_norm(x: ArrayLike, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False,
+                ord: int | float = 2) -> Tensor:  # noqa: A002 - the standard's name
+    """The vector norm over `axis` (all of x when None; a tuple of axes is one vector)."""
+    (t,) = _inexact("vector_norm", x)
+    axes = tuple(range(t.ndim)) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(normalize_axis(a, t.ndim, "vector_norm") for a in axes)
+    return _vector_norm(t, ord, axes, keepdims)
+
+
+def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Ord = "fro") -> Tensor:  # noqa: A002
+    """The matrix norm of the matrices in the last two axes ('fro', 1, -1, inf, -inf; see `norm`)."""
+    (t,) = _inexact("matrix_norm", x)
+    if t.ndim < 2:
+        raise ValueError(f"matrix_norm: needs a Tensor of at least 2 dimensions, got shape {t.shape}")
+    return _matrix_norm(t, ord, t.ndim - 2, t.ndim - 1, keepdims)
+
+
+def cross(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
+    """The cross product of 3-vectors along `axis` (broadcast over the other axes)."""
+    a, b = ew._operands(x1, x2, "cross")
+    ax = normalize_axis(axis, a.ndim, "cross")
+    if a.shape[ax] != 3:
+        raise ValueError(f"cross: the vectors along axis {axis} must have 3 elements, got shape {a.shape}")
+    from tgfx.numpy._movement import moveaxis, stack
+    u, v = moveaxis(a, ax, 0), moveaxis(b, ax, 0)
+    out = stack([u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]])
+    return moveaxis(out, 0, ax)
+
+
+def matrix_power(x: ArrayLike, n: int, /) -> Tensor:
+    """x multiplied by itself n times, by repeated squaring (the inverse's powers for n < 0; the identity for 0)."""
+    from tgfx.numpy._creation import eye
+    from tgfx.numpy._linalg import matmul as mm
+    t = x if isinstance(x, Tensor) else Tensor(x)
+    size = _square("matrix_power", t)
+    if n < 0:
+        t, n = inv(t), -n
+    out = None
+    while n:
+        if n & 1:
+            out = t if out is None else mm(out, t)
+        n >>= 1
+        if n:
+            t = mm(t, t)
+    return out if out is not None else eye(size, dtype=t.dtype).expand(t.shape)
+
+
+__all__ = ["cross", "det", "diagonal", "inv", "matmul", "matrix_norm", "matrix_power", "matrix_transpose", "norm",
+           "outer", "slogdet", "solve", "tensordot", "trace", "vecdot", "vector_norm"]

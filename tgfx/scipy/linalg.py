@@ -470,7 +470,7 @@ def _lu_loop(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         at_p = idx == p[..., None]                                         # (..., n): the pivot row
         row_k, row_p = _row(lu, at), tnp.sum(tnp.where(at_p[..., :, None], lu, 0.0), axis=-2)
         lu = tnp.where(at[:, None], row_p[..., None, :], tnp.where(at_p[..., :, None], row_k[..., None, :], lu))
-        perm_k, perm_p = (tnp.sum(tnp.where(m, perm, 0), axis=-1, keepdims=True) for m in (at, at_p))
+        perm_k, perm_p = (tnp.sum(tnp.where(m, perm, 0), axis=-1, keepdims=True, dtype=perm.dtype) for m in (at, at_p))
         perm = tnp.where(at, perm_p, tnp.where(at_p, perm_k, perm))
         piv = tnp.where(at, p[..., None], piv)
         pivot = tnp.sum(tnp.where(at, row_p, 0.0), axis=-1, keepdims=True)
@@ -594,7 +594,7 @@ def _perm_from_piv(piv: Tensor) -> Tensor:
         at = idx == k
         p = tnp.sum(tnp.where(at, piv, 0), axis=-1, keepdims=True)
         at_p = idx == p
-        perm_k, perm_p = (tnp.sum(tnp.where(m, perm, 0), axis=-1, keepdims=True) for m in (at, at_p))
+        perm_k, perm_p = (tnp.sum(tnp.where(m, perm, 0), axis=-1, keepdims=True, dtype=perm.dtype) for m in (at, at_p))
         return tnp.where(at, perm_p, tnp.where(at_p, perm_k, perm))
 
     return fori_loop(0, n, step, tnp.broadcast_to(idx, piv.shape))

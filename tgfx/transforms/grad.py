@@ -340,8 +340,9 @@ def undo_abs(ret: UOp, x: UOp, m: UOp) -> UOp | None:
     return (x < _full(x, 0)).where(-x, x)
 
 
-def undo_copysign(ret: UOp, a: UOp, m1: UOp, sb: UOp, m2: UOp) -> UOp | None:
-    """copysign(a, b) = bits(a) & ~signbit | bits(b) & signbit is select(signbit(b), -|a|, |a|) to the walk."""
+def undo_copysign(ret: UOp, a: UOp, m1: UOp, sb: UOp, m2: UOp, b: UOp) -> UOp | None:
+    """copysign(a, b) = bits(a) & ~signbit | bits(b) & signbit is select(signbit(b), -|a|, |a|) to the walk (b's
+    bits are `sb`'s source: the sign takes no gradient)."""
     if a.dtype != ret.dtype or _const_arg(m1) != _sign_bit(a.dtype) - 1 or _const_arg(m2) != _sign_bit(a.dtype):
         return None
     abs_a = (a < _full(a, 0)).where(-a, a)
