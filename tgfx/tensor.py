@@ -468,11 +468,11 @@ def _read_element(u: UOp) -> Scalar | None:
     buf, off = found
     if buf is None:  # padding
         return False if u.dtype.is_bool else 0 if u.dtype.is_int else 0.0
-    if "memory" not in buf.__dict__:
+    from tgfx.lowering.execute import memory_of
+    mem = memory_of(buf)
+    if mem is None:
         return None
-    from tgfx.lowering.execute import buffer_memory
     out = np.empty(1, dtype=buf.dtype.np)
-    mem = buffer_memory(buf, allocate=False)
     get_device(buf.arg[1]).allocator.copyout(out.view(np.uint8), mem.view(off * buf.dtype.itemsize, out.nbytes))
     return out[0].item()
 
