@@ -52,11 +52,18 @@ class TraceContext:
 
 
 # the default is shared by every thread: TraceContext is frozen, and entering a trace sets a new one
-_context: ContextVar[TraceContext] = ContextVar("tgfx_trace_context", default=TraceContext())  # noqa: B039
+_IDLE = TraceContext()
+_context: ContextVar[TraceContext] = ContextVar("tgfx_trace_context", default=_IDLE)  # noqa: B039
 
 
 def current() -> TraceContext:
     return _context.get()
+
+
+def active() -> bool:
+    """`current().active`, at the cost of one lookup (jit's replay path asks on every call): a context is only ever
+    entered with a trace or a differentiation in it, so any but the idle one is active."""
+    return _context.get() is not _IDLE
 
 
 @contextmanager

@@ -22,12 +22,16 @@ class LRU(Generic[K, V]):
         self._lock = threading.Lock()
 
     def get(self, key: K, default: V | None = None) -> V | None:
-        with self._lock:
-            value = self._d.get(key, self)
-            if value is self:
-                return default
+        # no lock: each OrderedDict call is atomic (C, under the GIL), and an entry evicted between the two is
+        # still a right answer (jit's replay path reads this on every call)
+        value = self._d.get(key, self)
+        if value is self:
+            return default
+        try:
             self._d.move_to_end(key)
-            return value   # type: ignore[return-value]
+        except KeyError:
+            pass
+        return value   # type: ignore[return-value]
 
     def __getitem__(self, key: K) -> V:
         with self._lock:

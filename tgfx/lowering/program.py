@@ -13,6 +13,7 @@ memory they were given until their fence passes). A loop that keeps one result a
 """
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Engine, Sym
 from tgfx.devices.queue import HWQueue
 from tgfx.ir.ops import Ops
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering.control import lifetimes, writes
 from tgfx.lowering.execute import (
     append_command,
@@ -93,7 +94,7 @@ class Program:
 
     def __init__(self, template: ScheduleTemplate, inputs: list[UOp], n_dynamic: int,
                  donated: dict[int, int] | None = None,
-                 unflatten: Callable[[list[UOp]], list[UOp]] = list) -> None:
+                 unflatten: Callable[[list[UOp]], list[UOp]] = list, reuse_results: bool = False) -> None:
         # encoded against stand-ins for the inputs and outputs, patched per call: the command buffers keep what they
         # were encoded with alive, and must not keep the first call's arguments (nor memory for results) alive
         stand_ins = [_stand_in(b) for b in inputs[:n_dynamic]]
@@ -138,6 +139,12 @@ class Program:
         self.sharded = any(u.op is Ops.MULTI for u in unflatten(results))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
+        # jit replays may take back whole results of the call before last (`_reuse`)
+        self._result_of_output = {v[1]: k for k, v in enumerate(self.result_views) if v[0] == "out"}
+        distinct = all(v[0] == "out" for v in self.result_views) and \
+            len({v[1] for v in self.result_views}) == len(self.result_views) == len(self.outputs)
+        self.recent: deque[list[UOp]] | None = deque(maxlen=2) \
+            if reuse_results and pooled and distinct and not donated and not self.sharded else None
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
         self.n_copies = sum(1 for c in self.calls if c.src[0].op is Ops.COPY)
         self.lock = threading.Lock()
@@ -210,7 +217,7 @@ class Program:
                 u = buffer_view(u)
                 if u is None:
                     return None
-            mem = memory_of(u)
+            mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
             if mem is None:
                 return None
             mems.append(mem)
@@ -220,23 +227,52 @@ class Program:
     def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
         """Run the program on inputs `mems` (the memory of buffers `in_bufs`, which donated outputs take over):
         the results, each a view of its output buffer (or of an input), per device part."""
-        out_bufs = []
-        for i, spec in enumerate(self.out_specs):
-            if spec is None:  # donated: the output takes over the input's buffer
-                out_bufs.append(in_bufs[self.donated[i]])
-                mems.append(mems[self.donated[i]])
-            else:
-                out_bufs.append(_output(spec, mems))
-        results = self.views(out_bufs, in_bufs)
+        results = self._reuse(mems) if self.recent is not None else None
+        if results is None:
+            out_bufs = []
+            for i, spec in enumerate(self.out_specs):
+                if spec is None:  # donated: the output takes over the input's buffer
+                    out_bufs.append(in_bufs[self.donated[i]])
+                    mems.append(mems[self.donated[i]])
+                else:
+                    out_bufs.append(_output(spec, mems))
+            results = self.views(out_bufs, in_bufs)
+        if self.recent is not None:
+            self.recent.append(results)
         seg = self.single
         if seg is None:
             self.run(mems)
         else:  # one segment that waits for nothing: what `run` does, without its bookkeeping
             with self.lock:
                 seg.bind(mems)
-                seg.device.submit(seg.cb, _queue_refs(mems, seg.device), self.inline)
+                # a tiny program runs inline when it can, and holds nothing then
+                seg.device.submit(seg.cb, mems if self.inline else _queue_refs(mems, seg.device), self.inline)
             counters.kernel_count += self.n_kernels
             counters.copy_count += self.n_copies
+        return results
+
+    def _reuse(self, mems: list[Any]) -> list[UOp] | None:
+        """The results of the call before the previous one, whole (their nodes and their leased memory, appended to
+        `mems`), if nothing outside this program holds them any more; else None. A jitted loop that keeps one
+        result at a time (`params = step(params, batch)`) then builds no node and allocates nothing per call: a
+        replay's result nodes cost more than its dispatch. Only a node's reference count can tell that nothing
+        holds it while the node itself is kept (`recent` keeps it): a result a Tensor, a lazy graph or a view
+        still holds has more references than the pool's list, this loop's variable and getrefcount's argument.
+        The memory is written by this program's queue, after whatever was submitted before (see `_Lease`)."""
+        recent = self.recent
+        if len(recent) < recent.maxlen:
+            return None
+        results = recent.popleft()   # taken first: another thread replaying meanwhile cannot take it too
+        if sys.getrefcount(results) > 2:   # the call that made them has not handed them out yet (another thread)
+            recent.appendleft(results)
+            return None
+        for u in results:
+            if sys.getrefcount(u) > 3 or (u.op is Ops.RESHAPE and sys.getrefcount(u.src[0]) > 2):
+                recent.appendleft(results)
+                return None
+        for j in range(len(self.outputs)):
+            u = results[self._result_of_output[j]]
+            mems.append(memory_of(u if u.op is Ops.BUFFER else u.src[0]))
         return results
 
     def views(self, out_bufs: list[UOp], in_bufs: list[UOp]) -> list[UOp]:

@@ -42,7 +42,7 @@ from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
-from tgfx.trace_state import current
+from tgfx.trace_state import active
 from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -214,7 +214,7 @@ class Jit:
         return tuple(dyn_args), dyn_kwargs, tuple(static)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if current().active:  # inside another trace or a grad (in this thread): inline, like @function
+        if active():  # inside another trace or a grad (in this thread): inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
             self._fast.clear()
@@ -313,7 +313,7 @@ class Jit:
         template = ScheduleTemplate(list(sink.src), len(inputs) + len(captured))
         real_inputs += captured
         donated = self._donation(template, real_inputs, leaves, tensor_pos, tree_unflatten(treedef, leaves)[0])
-        prog = Program(template, real_inputs, len(inputs), donated, unflatten)
+        prog = Program(template, real_inputs, len(inputs), donated, unflatten, reuse_results=True)
         self._cache[key] = (prog, out_tree)
         return prog, out_tree
 
