@@ -359,19 +359,26 @@ def _substitute_blocked(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit
     below = lower != transpose
     forward = below != right
 
-    def step(k: Tensor, x: Tensor) -> Tensor:
-        s = k if forward else (nb - 1) - k
+    def step(rest: Tensor, s: Tensor) -> tuple[Tensor, Tensor]:
+        # rest is b less the products of the blocks of x solved so far: x_s = M_ss^-1 rest_s, then x_s's column block
+        # of M comes off rest (zero on the rows already solved, M being triangular)
         inv_s = tnp.sum(tnp.where((bid == s)[:, None, None], inv, 0.0), axis=-3)
-        if right:      # x_s = (b_s - x M[:, s]) M_ss^-1, M[:, s] a column block of tri or a row block transposed
-            prod = tnp.matmul(x, _blocks(tri, s, nb, -1))
-            return _put_block(x, tnp.matmul(_blocks(b, s, nb, -1) - prod, inv_s), s, nb, -1)
-        if transpose:  # x_s = M_ss^-1 (b_s - M[s, :] x), M[s, :] a row block of tri or a column block transposed
-            prod = tnp.matmul(tnp.swapaxes(_blocks(tri, s, nb, -1), -1, -2), x)
+        if right:      # x_s = rest_s M_ss^-1; M[s, :] a row block of tri
+            x_s = tnp.matmul(_blocks(rest, s, nb, -1), inv_s)
+            return rest - tnp.matmul(x_s, _blocks(tri, s, nb, -2)), x_s
+        x_s = tnp.matmul(inv_s, _blocks(rest, s, nb, -2))
+        if transpose:  # M[:, s] a row block of tri transposed (a matmul reads it in place)
+            col = tnp.swapaxes(_blocks(tri, s, nb, -2), -1, -2)
         else:
-            prod = tnp.matmul(_blocks(tri, s, nb, -2), x)
-        return _put_block(x, tnp.matmul(inv_s, _blocks(b, s, nb, -2) - prod), s, nb, -2)
+            col = _blocks(tri, s, nb, -1)
+        return rest - tnp.matmul(col, x_s), x_s
 
-    x = fori_loop(0, nb, step, tnp.zeros_like(b))
+    # the blocks of x are the loop's stacked outputs, so no step writes into an n x k carry but for rest's update
+    _, xs = scan(step, b, bid, reverse=not forward)                 # (nb, ..., B, k) or (nb, ..., k, B)
+    if right:
+        x = tnp.moveaxis(xs, 0, -2).reshape(b.shape).contiguous()
+    else:
+        x = tnp.moveaxis(xs, 0, -3).reshape(b.shape)
     if pad:
         x = x[..., :n] if right else x[..., :n, :]
     return x
