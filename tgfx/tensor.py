@@ -506,16 +506,19 @@ def is_weak(x: Any) -> bool:
     return isinstance(x, (bool, int, float)) if not isinstance(x, Tensor) else id(x) in _weak
 
 
+def promotion_kind(x: ArrayLike) -> DType | str:
+    """What an operand brings to JAX's promotion: a Tensor's dtype (a weak Tensor's weak kind, "f*" or "i*"), a
+    Python scalar's weak kind, host data's dtype."""
+    if isinstance(x, Tensor):
+        return x.dtype if id(x) not in _weak else "f*" if x.dtype.is_float else "i*"
+    if isinstance(x, (bool, int, float)):
+        return weak_kind(x)
+    return Tensor(x).dtype
+
+
 def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> tuple[Tensor, Tensor]:
     """Both operands as Tensors of their JAX result type (Python scalars and weak Tensors are weakly typed)."""
-    kinds = []
-    for x in (a, b):
-        if isinstance(x, Tensor):
-            kinds.append(x.dtype if id(x) not in _weak else "f*" if x.dtype.is_float else "i*")
-        elif isinstance(x, (bool, int, float)):
-            kinds.append(weak_kind(x))
-        else:
-            kinds.append(Tensor(x).dtype)
+    kinds = [promotion_kind(a), promotion_kind(b)]
     try:
         d = promote_types(*kinds)
     except (KeyError, TypeError) as e:

@@ -9,20 +9,13 @@ import numpy as np
 
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype, weak_kind
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, canonical_device, check_python_ints, is_weak, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, canonical_device, check_python_ints, promotion_kind, to_tensor
 
 Shape = int | Sequence[int]
 
 
 def _holds_tensor(x: Any) -> bool:
     return isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and builtins.any(_holds_tensor(v) for v in x))
-
-
-def _kind(v: Tensor | bool | int | float) -> DType | str:
-    """What a leaf brings to the promotion: its dtype, or the weak kind of a Python scalar or a weak Tensor."""
-    if isinstance(v, Tensor):
-        return ("f*" if v.dtype.is_float else "i*") if is_weak(v) else v.dtype
-    return weak_kind(v)
 
 
 def _stack_nested(x: list | tuple, dtype: DType | None) -> Tensor:
@@ -38,7 +31,7 @@ def _stack_nested(x: list | tuple, dtype: DType | None) -> Tensor:
         return leaves[-1]
 
     tree = convert(x)
-    d = dtype if dtype is not None else promote_types(*(_kind(v) for v in leaves))
+    d = dtype if dtype is not None else promote_types(*(promotion_kind(v) for v in leaves))
 
     def build(v: Any, where: str) -> Tensor:
         if not isinstance(v, list):

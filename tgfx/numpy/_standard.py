@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import ALL_DTYPES, DType, dtypes, promote_types, to_dtype, weak_kind
+from tgfx.dtypes import ALL_DTYPES, DType, dtypes, promote_types, to_dtype
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
-from tgfx.tensor import ArrayLike, Tensor, canonical_device, is_weak, normalize_axis, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, canonical_device, normalize_axis, promotion_kind, to_tensor
 
 __array_api_version__ = "2024.12"
 
@@ -113,12 +113,7 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
         raise ValueError("result_type: needs at least one array or dtype")
     kinds: list[DType | str] = []
     for x in arrays_and_dtypes:
-        if isinstance(x, Tensor):
-            kinds.append(("f*" if x.dtype.is_float else "i*") if is_weak(x) else x.dtype)
-        elif isinstance(x, (bool, int, float)):
-            kinds.append(weak_kind(x))
-        else:
-            kinds.append(_dtype_arg(x))
+        kinds.append(promotion_kind(x) if isinstance(x, (Tensor, bool, int, float)) else _dtype_arg(x))
     if len(kinds) == 1 and isinstance(kinds[0], str):
         return promote_types(kinds[0])
     return promote_types(*kinds)

@@ -1,8 +1,8 @@
 """Argument handling shared by `tgfx.scipy`: JAX's `promote_args_inexact` over any number of arguments."""
 from __future__ import annotations
 
-from tgfx.dtypes import DType, dtypes, promote_types, to_inexact, weak_kind
-from tgfx.tensor import ArrayLike, Tensor, is_weak, to_tensor
+from tgfx.dtypes import DType, dtypes, promote_types, to_inexact
+from tgfx.tensor import ArrayLike, Tensor, promotion_kind, to_tensor
 
 
 def promote_args_inexact(name: str, *args: ArrayLike) -> list[Tensor]:
@@ -11,14 +11,7 @@ def promote_args_inexact(name: str, *args: ArrayLike) -> list[Tensor]:
 
     A mix that does not promote (e.g. a uint64 with an int64) is a TypeError naming `name`.
     """
-    kinds: list[DType | str] = []
-    for a in args:
-        if isinstance(a, Tensor):
-            kinds.append(("f*" if a.dtype.is_float else "i*") if is_weak(a) else a.dtype)
-        elif isinstance(a, (bool, int, float)):
-            kinds.append(weak_kind(a))
-        else:
-            kinds.append(to_tensor(a).dtype)
+    kinds: list[DType | str] = [promotion_kind(a) for a in args]
     try:
         d = to_inexact(promote_types(*kinds)) if kinds else dtypes.default_float
     except (KeyError, TypeError) as e:
