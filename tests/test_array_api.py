@@ -37,26 +37,7 @@ def test_namespace_constants() -> None:
 
 
 # ---- inverse hyperbolics, hypot, nextafter, signbit ----
-INVERSE_HYPERBOLIC = {
-    "arcsinh": (tnp.arcsinh, np.arcsinh, -1e4, 1e4),
-    "arccosh": (tnp.arccosh, np.arccosh, 1.0, 1e4),
-    "arctanh": (tnp.arctanh, np.arctanh, -0.999, 0.999),
-}
-
-
-@pytest.mark.x64
-@pytest.mark.parametrize("d", FLOATS, ids=str)
-@pytest.mark.parametrize("name", INVERSE_HYPERBOLIC)
-@settings(max_examples=10)
-@given(data=st.data())
-def test_inverse_hyperbolic(name: str, d: DType, data: st.DataObject) -> None:
-    fn, ref, lo, hi = INVERSE_HYPERBOLIC[name]
-    x = data.draw(arrays(d, shapes(), lo=lo, hi=hi))
-    with np.errstate(all="ignore"):
-        want = ref(x.astype(np_dtype(d)))
-    assert_close(fn(to_tensor(x, d)), want, dtype=d, ulps=TRANSCENDENTAL_ULPS)
-
-
+# the inverse hyperbolics over their domains are rows of test_ops_elementwise.FLOAT_UNARY; here, their edges
 @pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float32, dtypes.float64], ids=str)
 def test_inverse_hyperbolic_edges(d: DType) -> None:
