@@ -61,22 +61,22 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
     inputs and outputs per call, and planned its intermediates before."""
     from tgfx.lowering import lower_kernel
     body, bufs = call.src[0], call.src[1:]
-    mem = buffer_memory
+    mems = [buffer_memory(b) for b in bufs]
 
     def label(i: int) -> Label:
         return labels[-1].setdefault(i, Label(f"L{i}"))
 
     if body.op is Ops.SINK:
         ck = lower_kernel(body)
-        q.exec(ck.program, [buffer_memory(b) for b in bufs], global_size=ck.global_size)
+        q.exec(ck.program, mems, global_size=ck.global_size)
     elif body.op is Ops.COPY:
         if len(body.arg) == 3:
             nbytes, src_offset, dst_offset = body.arg
-            q.copy(mem(bufs[0]), mem(bufs[1]), nbytes, dst_offset=dst_offset, src_offset=src_offset)
+            q.copy(mems[0], mems[1], nbytes, dst_offset=dst_offset, src_offset=src_offset)
         else:
             nbytes, dst_stride, src_stride, count = body.arg
-            q.copy(mem(bufs[0]), mem(bufs[1]), nbytes, index=mem(bufs[2]), dst_stride=dst_stride,
-                   src_stride=src_stride, count=count)
+            q.copy(mems[0], mems[1], nbytes, index=mems[2], dst_stride=dst_stride, src_stride=src_stride,
+                   count=count)
     elif body.op is Ops.BLOCK:
         if body.arg[0]:
             q.begin_block()
@@ -88,11 +88,9 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
         q.place(label(body.arg))
     elif body.op is Ops.JUMP:
         cmp, value, target = body.arg
-        word = bufs[0] if bufs else None
-        q.jump(label(target), None if word is None else mem(word), cmp, value,
-               width=8 if word is None else word.dtype.itemsize)
+        q.jump(label(target), mems[0] if mems else None, cmp, value, width=bufs[0].dtype.itemsize if bufs else 8)
     elif body.op is Ops.WORD:
-        (q.write if body.arg[0] == "set" else q.add)(mem(bufs[0]), body.arg[1])
+        (q.write if body.arg[0] == "set" else q.add)(mems[0], body.arg[1])
     else:
         raise AssertionError(f"unknown LINEAR command {body.op}")
 

@@ -105,7 +105,7 @@ class Program:
         self.inputs = stand_ins + inputs[n_dynamic:]
         self.unflatten = unflatten
         written = {b for c in self.calls for b in writes(c)}
-        in_set = set(inputs)
+        in_set = set(self.inputs)
         # outputs: the buffers results view that the program writes (an eager result may be an input, or a view
         # no kernel made: those are rebuilt from this call's buffers, `_general`)
         self.outputs = list(dict.fromkeys(b for r in results if (b := buffer_view(r)) is not None
@@ -127,14 +127,15 @@ class Program:
                           (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator, buffer_nbytes(b),
                            deque() if pooled else None)
                           for i, b in enumerate(self.outputs)]
-        # per result: ("out", output index, shape to view it as or None) or ("general", the result's expression)
+        # per result: ("out", output index, shape to view it as or None) or ("general", the result's expression,
+        # None)
         self.result_views: list[tuple] = []
         for r in results:
             b = buffer_view(r)
             if b is not None and b in out_set:
                 self.result_views.append(("out", self.outputs.index(b), None if r.shape == (b.arg[2],) else r.shape))
             else:
-                self.result_views.append(("general", r))
+                self.result_views.append(("general", r, None))
         self._general = {b: i for i, b in enumerate(stand_ins)}
         self.sharded = any(u.op is Ops.MULTI for u in unflatten(results))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
@@ -278,10 +279,10 @@ class Program:
     def views(self, out_bufs: list[UOp], in_bufs: list[UOp]) -> list[UOp]:
         """The results, viewed in their shapes, from this call's output (and input) buffers."""
         out = []
-        for kind, a, b in ((*v, None) if v[0] == "general" else v for v in self.result_views):
+        for kind, a, shape in self.result_views:
             if kind == "out":
                 buf = out_bufs[a]
-                out.append(buf if b is None else UOp(Ops.RESHAPE, buf.dtype, (buf,), b))
+                out.append(buf if shape is None else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape))
             else:  # a view of inputs or outputs no kernel made: the result's expression on this call's buffers
                 mapping = {x: in_bufs[i] for x, i in self._general.items() if in_bufs[i] is not x}
                 mapping.update({x: o for x, o in zip(self.outputs, out_bufs, strict=True) if o is not x})
