@@ -201,3 +201,13 @@ def test_eager_steps_from_several_threads_get_their_own_values():
             wrong.append((t, repr(e)))
     finished = run_threads(worker, 4, switch_interval=1e-5, timeout=120)
     assert not wrong and finished
+
+
+def test_block_until_ready_takes_a_pytree_and_computes_its_lazy_leaves_in_one_schedule():
+    a = tnp.arange(6.0) + 1.0
+    tree = {"params": [a * 2.0, (a * 3.0, None)], "step": 3, "host": np.ones(2)}
+    before = tg.counters.schedule_count
+    assert tg.block_until_ready(tree) is tree             # JAX returns its argument
+    assert tg.counters.schedule_count - before == 1        # both lazy leaves, one schedule
+    assert all(tg.tensor.is_realized(t.uop) for t in (tree["params"][0], tree["params"][1][0]))
+    np.testing.assert_allclose(tree["params"][1][0].numpy(), (np.arange(6.0) + 1.0) * 3.0)

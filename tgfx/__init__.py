@@ -24,6 +24,7 @@ from tgfx.kernel import custom_kernel as custom_kernel
 from tgfx.numpy import asarray as asarray
 from tgfx.profile import profile as profile
 from tgfx.tensor import Tensor as Tensor
+from tgfx.tensor import block_until_ready as block_until_ready
 from tgfx.tensor import realize as realize
 from tgfx.transforms.grad import grad as grad
 from tgfx.transforms.grad import stop_gradient as stop_gradient

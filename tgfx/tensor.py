@@ -642,6 +642,19 @@ def realize(*ts: Tensor) -> list[UOp]:
     return [results[u] if (u := t.uop) in results else u for t in ts] if differentiating else [t.uop for t in ts]
 
 
+def block_until_ready(tree: Any) -> Any:
+    """Wait until every Tensor in a pytree is computed (`jax.block_until_ready`); returns the tree.
+
+    The lazy ones are computed in one schedule first, so work they share is done once.
+    """
+    from tgfx.tree import tree_leaves
+    ts = [x for x in tree_leaves(tree) if isinstance(x, Tensor)]
+    realize(*ts)
+    for t in ts:
+        t.block_until_ready()
+    return tree
+
+
 def is_realized(u: UOp) -> bool:
     """A view of a buffer (a BUFFER, or a RESHAPE of one), or a sharded value whose every part is one."""
     if u.op is Ops.MULTI:
