@@ -383,3 +383,38 @@ def test_repeated_result_beside_a_reshaped_one() -> None:
         return a, a, (v * 3).reshape(1, 1)
     a, b, c = tg.jit(f)(tg.asarray(np.array([[2.0]], np.float32)))
     assert a.tolist() == b.tolist() == [0, 1] and c.tolist() == [[6.0]]
+
+
+def test_pytree_and_scalar_replays_take_the_fast_path_and_match_the_general_one(monkeypatch):
+    import tgfx.transforms.jit as jit_module
+
+    @tg.jit
+    def step(i, state, opts=None):
+        w, (v, scale) = state["w"], state["v"]
+        out = {"w": w - 0.5 * i * v, "v": (v * scale, scale)}
+        return out, (None if opts is None else opts["bias"] + w.sum())
+
+    rng = np.random.default_rng(0)
+    w0, v0 = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    state = {"v": (tg.asarray(v0), 0.5), "w": tg.asarray(w0)}
+    step(0, state)                                   # traces; the next call finds its fast signature
+    calls = []
+    real_flatten = jit_module.tree_flatten
+    monkeypatch.setattr(jit_module, "tree_flatten", lambda *a, **k: calls.append(1) or real_flatten(*a, **k))
+    w, v = w0.copy(), v0.copy()
+    for i in range(1, 6):                            # new int values each call, dict given in another key order
+        state, none = step(i, {"w": state["w"], "v": (state["v"][0], 0.5)})
+        w, v = w - 0.5 * i * v, v * np.float32(0.5)
+        assert none is None
+    np.testing.assert_allclose(state["w"].numpy(), w, rtol=1e-5)
+    np.testing.assert_allclose(state["v"][0].numpy(), v, rtol=1e-5)
+    assert calls == [] and step.trace_count == 1      # no PyTreeDef built, no retrace
+    _, b = step(1, state, opts={"bias": 2.0})         # kwargs: a new signature, then fast too
+    _, b = step(1, state, opts={"bias": -1.0})
+    assert step.trace_count == 2
+    np.testing.assert_allclose(b.numpy(), -1.0 + state["w"].numpy().sum(), rtol=1e-5)
+    with pytest.raises(OverflowError, match="argument 0"):   # out of int32: still the general path's message
+        step(2**40, state)
+    same = tg.asarray(v0)                              # one Tensor passed twice into a program traced with two
+    out, _ = step(1, {"w": same, "v": (same, 0.5)})
+    np.testing.assert_allclose(out["w"].numpy(), v0 - 0.5 * v0, rtol=1e-5)

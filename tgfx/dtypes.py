@@ -241,11 +241,19 @@ def to_inexact(d: DType) -> DType:
     return d if d.is_float else dtypes.float64 if d.itemsize == 8 else dtypes.float32
 
 
+@functools.cache
+def _int_range(d: DType) -> tuple[int, int]:
+    """(min, max) of an integer dtype; cached: numpy's iinfo is built anew on every call, and jit's scalar
+    arguments ask on every call."""
+    info = np.iinfo(d.np)
+    return int(info.min), int(info.max)
+
+
 def min_value(d: DType) -> int | float | bool:
     if d.is_bool:
         return False
     if d.is_int:
-        return int(np.iinfo(d.np).min)
+        return _int_range(d)[0]
     return -float("inf")
 
 
@@ -253,7 +261,7 @@ def max_value(d: DType) -> int | float | bool:
     if d.is_bool:
         return True
     if d.is_int:
-        return int(np.iinfo(d.np).max)
+        return _int_range(d)[1]
     return float("inf")
 
 

@@ -25,7 +25,7 @@ from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Engine, Sym
 from tgfx.devices.queue import HWQueue
 from tgfx.ir.ops import Ops
-from tgfx.ir.uop import UOp, buffers
+from tgfx.ir.uop import UOp
 from tgfx.lowering.control import lifetimes, writes
 from tgfx.lowering.execute import (
     append_command,
@@ -207,24 +207,6 @@ class Program:
         return Segment(dev, cb, patches, None)
 
     # ---- calls ----
-    def replay(self, uops: list[UOp]) -> list[UOp] | None:
-        """The hit path of jit's common call: one-device inputs by position that are computed (views of buffers),
-        into a program that donates nothing and shards nothing: the results, or None for the general path."""
-        if self.donated or self.sharded:
-            return None
-        mems, bufs = [], []
-        for u in uops:
-            if u.op is not Ops.BUFFER:
-                u = buffer_view(u)
-                if u is None:
-                    return None
-            mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
-            if mem is None:
-                return None
-            mems.append(mem)
-            bufs.append(u)
-        return self.execute(mems, bufs)
-
     def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
         """Run the program on inputs `mems` (the memory of buffers `in_bufs`, which donated outputs take over):
         the results, each a view of its output buffer (or of an input), per device part."""

@@ -31,7 +31,7 @@ from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, ma
 from tgfx.function import Function, _describe_paths
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering import lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
@@ -219,16 +219,17 @@ class Jit:
         if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
             self._fast.clear()
             self._fast_x64 = config.X64.value
-        if not kwargs and not self.static_argnums:
-            # the common call, only one-device Tensors by position: its key needs no pytree flattening
-            try:
-                hit = self._fast.get(_fast_key(args))
-            except AttributeError:  # an argument that is not a Tensor
-                hit = None
-            if hit is not None:
-                prog, out_tree = hit
-                out = prog.replay([a.uop for a in args])
-                return self._run(prog, out_tree, list(args), args) if out is None else _as_tree(out_tree, out)
+        fast: list | None = None   # the call's leaves, when they all are of the fast path's kinds
+        if not self.static_argnums and not (kwargs and self.static_argnames):
+            # the common call: one-device Tensors and Python scalars in tuples, lists and dicts. Its key needs no
+            # PyTreeDef, and a replay no Tensor per scalar
+            fast, sig = [], []
+            if not _flatten_fast((args, kwargs) if kwargs else args, fast, sig):
+                fast = None
+            elif (hit := self._fast.get(fast_key := tuple(sig))) is not None:
+                out = _replay(hit[0], fast)
+                if out is not None:
+                    return _as_tree(hit[1], out)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
@@ -238,10 +239,9 @@ class Jit:
         hit = self._cache.get(key)
         if hit is None:
             hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
-        if not kwargs and not static and aliases is None and \
-                all(type(a) is Tensor and type(a.uop.device) is str for a in args):
-            self._fast[_fast_key(args)] = hit
         prog, out_tree = hit
+        if fast is not None and aliases is None and not prog.donated and not prog.sharded:
+            self._fast[fast_key] = hit
         return self._run(prog, out_tree, tensors, args)
 
     def _run(self, prog: Program, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
@@ -409,8 +409,65 @@ def _aliases(tensors: list[Tensor], scalars: list[bool]) -> tuple[int, ...] | No
     return None if len(first) == len(pattern) else tuple(pattern)
 
 
-def _fast_key(args: tuple) -> tuple:
-    return tuple([(type(a), a.uop.shape, a.uop.dtype, a.uop.device) for a in args])
+def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
+    """Flatten `x` as `tree_flatten` does (dict children in sorted key order) into `leaves`, with its signature in
+    `sig`: the structure and each leaf's shape, dtype and device (a Python scalar's type). False when something is
+    not one of the kinds this handles (one-device Tensors, Python ints and floats, None, tuples, lists, dicts with
+    sortable keys); the general path takes those."""
+    t = type(x)
+    if t is Tensor:
+        u = x.uop
+        if type(u.device) is not str:   # sharded: its layout belongs to the signature (the general path's)
+            return False
+        leaves.append(x)
+        sig.append((u.shape, u.dtype, u.device))
+    elif t is int or t is float:
+        leaves.append(x)
+        sig.append(t)
+    elif t is tuple or t is list:
+        sig.append((t, len(x)))
+        for c in x:
+            if not _flatten_fast(c, leaves, sig):
+                return False
+    elif t is dict:
+        try:
+            keys = sorted(x)
+        except TypeError:
+            return False
+        sig.append((dict, tuple(keys)))
+        for k in keys:
+            if not _flatten_fast(x[k], leaves, sig):
+                return False
+    elif x is not None:
+        return False
+    else:
+        sig.append(None)
+    return True
+
+
+def _replay(prog: Program, leaves: list) -> list[UOp] | None:
+    """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is the interned buffer
+    of its value, as `_leaf_tensor` gives), or None for the general path (an input not yet computed, a program that
+    donates or shards, an int out of range: the general path says so)."""
+    mems, bufs = [], []
+    for x in leaves:
+        if type(x) is Tensor:
+            u = x.uop
+            if u.op is not Ops.BUFFER:
+                u = buffer_view(u)
+                if u is None:
+                    return None
+        else:
+            d = dtypes.default_float if type(x) is float else dtypes.default_int
+            if d.is_int and not min_value(d) <= x <= max_value(d):
+                return None
+            u = const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE)
+        mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
+        if mem is None:
+            return None
+        mems.append(mem)
+        bufs.append(u)
+    return prog.execute(mems, bufs)
 
 
 def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
