@@ -20,10 +20,13 @@ from collections import OrderedDict
 
 import numpy as np
 
+from tgfx.devices import get_device
 from tgfx.dtypes import DType, dtypes, f32_to_bf16
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.execute import buffer_memory
 from tgfx.lowering.inline import substitute_outside_calls, walk
+from tgfx.lowering.schedule import new_buffer
 
 POOL_SIZE = 4096   # interned argument buffers kept; a schedule of ever new values evicts the oldest
 _pool: OrderedDict[tuple, UOp] = OrderedDict()
@@ -41,9 +44,6 @@ def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) ->
     """The interned one-element BUFFER holding `value` for the `use`-th constant of a graph; never written after it
     is filled, so it may be shared. Uses are numbered so that two uses of one value are still two arguments: the
     graph's shape must not depend on which values happen to be equal."""
-    from tgfx.devices import get_device
-    from tgfx.lowering.execute import buffer_memory
-    from tgfx.lowering.schedule import new_buffer
     key = (dtype, repr(value), device, use)   # repr: -0.0 and 0.0 are different arguments, nan is one
     with _pool_lock:
         buf = _pool.get(key)
