@@ -112,6 +112,28 @@ def test_rangeify_pad_is_a_mask_and_loads_stay_in_bounds():
     assert out.src[0].src[1] is simplify(valid.where(load, UOp.const(dtypes.float32, 0.0)))
 
 
+def test_gather_collapses_a_one_hot_sum_into_one_load():
+    from tgfx.lowering.gather import pm_gather
+    o, r = rng(3, 0), rng(10, 1, "reduce")
+    index = UOp(Ops.LOAD, dtypes.int32, (UOp(Ops.INDEX, dtypes.int32, (g(2, 3, dtypes.int32), o)),))
+    row = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(1, 10), r)),))
+    zero = UOp.const(dtypes.float32, 0.0)
+    onehot = UOp(Ops.REDUCE, dtypes.float32, (index.eq(r.cast(dtypes.int32)).where(row, zero), r), Ops.ADD)
+    out = graph_rewrite(onehot, pm_gather, name="gather")
+    e = index.cast(idx)
+    valid = (e < 10) & (e < 0).ne(True)   # an index out of the axis reads element 0, masked
+    at = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(1, 10), valid.where(e, 0))),))
+    assert out is valid.where(at, zero)
+    # a mask over two reduce ranges collapses both; one whose index reads the range itself (a scatter) stays
+    r2 = rng(4, 2, "reduce")
+    two = UOp(Ops.REDUCE, dtypes.float32, ((index.eq(r.cast(dtypes.int32)) & index.eq(r2.cast(dtypes.int32)))
+                                           .where(row, zero), r, r2), Ops.ADD)
+    assert not any(u.op is Ops.REDUCE for u in graph_rewrite(two, pm_gather, name="gather").toposort())
+    scatter = UOp(Ops.REDUCE, dtypes.float32, ((index + r.cast(dtypes.int32)).eq(r.cast(dtypes.int32))
+                                               .where(row, zero), r), Ops.ADD)
+    assert graph_rewrite(scatter, pm_gather, name="gather") is scatter
+
+
 # ---- linearize ----
 def test_linearize_places_reduce_loops_inside_output_loops():
     src = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 6),), (2, 3))

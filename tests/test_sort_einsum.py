@@ -75,6 +75,45 @@ def test_sort_kernel_count() -> None:
     assert tg.counters.kernel_count == 2
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
+def test_long_rows_sort_by_the_network_stably(dtype: type) -> None:
+    from tgfx.numpy._sort import _use_network
+    n = 1500   # not a power of two: the padding sorts last
+    assert _use_network(n) and not _use_network(64)
+    rng = np.random.default_rng(2)
+    a = (rng.integers(0, 40, (2, n)) if dtype != np.float32 else rng.standard_normal((2, n))).astype(dtype)
+    if dtype == np.float32:
+        a[0, ::7] = np.nan
+        a[1, ::5] = 0.25   # ties keep their order
+    check(tnp.argsort(a), np.argsort(a, kind="stable").astype(np.int32))
+    check(tnp.sort(a), np.sort(a))
+    check(tnp.argsort(a, axis=0), np.argsort(a, axis=0, kind="stable").astype(np.int32))   # short columns: ranks
+    check(tnp.argsort(a, descending=True), np.flip(n - 1 - np.argsort(np.flip(a, -1), kind="stable"), -1)
+          .astype(np.int32))
+
+
+def test_network_sort_compiles_its_pass_once() -> None:
+    # 2048 elements take 66 passes; the pass is one step of a device loop, compiled once
+    x = tg.asarray(np.random.default_rng(3).standard_normal(2048).astype(np.float32)).realize()
+    tnp.argsort(x).numpy()
+    tg.counters.reset()
+    got = tnp.argsort(x * 2.0).numpy()
+    assert tg.counters.compile_count <= 1     # at most the new `x * 2.0`
+    np.testing.assert_array_equal(got, np.argsort(x.numpy(), kind="stable"))
+
+
+def test_gather_reads_one_element_per_output_not_the_axis(monkeypatch) -> None:
+    # x[idx] over a 100,003-long axis (a shape no other test uses, so it compiles here): one kernel, whose cost
+    # (FLOPs counted by the compiler) does not grow with the axis
+    import tgfx.lowering as lowering
+    seen, real = [], lowering.kernel_source
+    monkeypatch.setattr(lowering, "kernel_source", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    x = tg.asarray(np.arange(200_006, dtype=np.float32).reshape(100_003, 2)).realize()
+    got = x[tg.asarray(np.array([5, 100_002, 0, -1, 123], np.int32))].numpy()
+    np.testing.assert_array_equal(got, x.numpy()[[5, 100_002, 0, -1, 123]])
+    assert len(seen) == 1 and seen[0].flops < 1000, [(s.name, s.flops) for s in seen]
+
+
 @settings(max_examples=40)
 @given(hnp.arrays(st.sampled_from([np.float32, np.int32, np.int16]),
                   hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=7),

@@ -35,6 +35,7 @@ from tgfx.lowering.compile import (
     write_cached,
 )
 from tgfx.lowering.control import merge_saved_loops
+from tgfx.lowering.gather import pm_gather
 from tgfx.lowering.inline import check_no_params, pm_inline, walk
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.lru import LRU
@@ -152,6 +153,9 @@ def index_level(ast: UOp) -> UOp:
     sink = graph_rewrite(sink, pm_transcendental, name="transcendental")
     # fold constants and simplify the index arithmetic rangeify produced
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
+    # a one-hot sum over an indexed axis (a gather) becomes one load at the index, and its index math is simplified
+    if (gathered := graph_rewrite(sink, pm_gather, name="gather")) is not sink:
+        sink = graph_rewrite(gathered, pm_symbolic, name="symbolic after gather")
     if config.SPEC:
         check_stage(sink, "kernel")
     return sink

@@ -110,6 +110,31 @@ def _view_base(u: UOp) -> UOp:
     return u
 
 
+def _iota_like(u: UOp) -> bool:
+    """An arange: a view of IOTA, cast, scaled and shifted by constants."""
+    u = _view_base(u)
+    if u.op is Ops.IOTA:
+        return True
+    return u.op in (Ops.CAST, Ops.ADD, Ops.MUL) and any(_iota_like(s) for s in u.src) and \
+        all(_view_base(s).op is Ops.CONST or _iota_like(s) for s in u.src)
+
+
+def _onehot_index(cmp: UOp) -> UOp | None:
+    """The index side of `idx == arange` (a gather's one-hot mask), else None."""
+    if cmp.op is not Ops.CMPEQ:
+        return None
+    a, b = cmp.src
+    return a if _iota_like(b) else b if _iota_like(a) else None
+
+
+def _is_onehot(u: UOp) -> bool:
+    """A one-hot mask: `idx == arange`, or several of them and-ed (an index into several axes)."""
+    u = _view_base(u)
+    if u.op is Ops.AND:
+        return all(_is_onehot(s) for s in u.src)
+    return _onehot_index(u) is not None
+
+
 def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp) -> int:
     """What evaluating the elementwise graph under `u` costs per element, up to its leaves and stored values: plain
     ops 1, transcendentals and divisions 4 (a scalar part is free: LLVM hoists it out of the loops)."""
@@ -214,6 +239,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             stack: list[tuple[UOp, bool, bool, Axes | None]] = [(root, False, False,
                                                                   tuple(range(len(root.shape or ()))))]
             contractions, tile_read = [], False
+            onehot: set[UOp] = set()   # index sides of one-hot masks under `root`
             while stack:
                 u, expanded, inside, axes = stack.pop()
                 if (u, expanded, inside, axes) in seen:
@@ -233,7 +259,12 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                         continue
                     if not inside and _is_contraction(u):
                         contractions.append(u)
-                if inside and _is_expanding(u) and prod(u.arg) >= RECOMPUTE_MIN and \
+                if (idx := _onehot_index(u)) is not None:
+                    onehot.add(idx)
+                # (a gather's one-hot mask and index are not evaluated per element of their broadcast: the kernel's
+                # sum over the indexed axis becomes one load at the index, tgfx/lowering/gather.py)
+                if inside and _is_expanding(u) and prod(u.arg) >= RECOMPUTE_MIN and u not in onehot and \
+                        not _is_onehot(u.src[0]) and \
                         (base := _view_base(u.src[0])) not in ctx.realize and base.op in GroupOp.Elementwise and \
                         _recompute_cost(base, ctx, root) >= RECOMPUTE_COST and \
                         not _varies_outer_only(u.src[0], axes, root, _unit_free(u.src[0].shape or ())):

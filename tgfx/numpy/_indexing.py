@@ -349,7 +349,8 @@ def _check_mode(mode: str | None, allowed: tuple[str, ...], default: str, fn: st
 
 
 def _gather(x: Tensor, plan: _Plan, mode: str, fill_value: ArrayLike | None) -> Tensor:
-    """x[index] for a plan with index arrays: one where-and-sum kernel over (output element, indexed positions)."""
+    """x[index] for a plan with index arrays: a where-and-sum over the indexed positions, which the lowering turns
+    into one load per output element (tgfx/lowering/gather.py)."""
     y = _apply_basic(x, plan.basic)
     rest = plan.rest
     ns = tuple(y.shape[a] for a in plan.axes)
@@ -577,7 +578,7 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str | 
 
     Out-of-range indices follow jnp.take: `mode="fill"` (the default) gives `fill_value` (NaN for floats, the most
     negative int for signed ints); "clip" clamps and "wrap" wraps. Negative indices count from the end.
-    Cost: one kernel over (output element, axis length).
+    Cost: one kernel, one load per output element.
     """
     x = to_tensor(a)
     if axis is None:
@@ -592,7 +593,7 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: 
     """numpy.take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along `axis`.
 
     `indices` has arr's number of dimensions and its other axes broadcast against arr's. Out-of-range indices as
-    `take` (default "fill"). Cost: one kernel over (output element, axis length).
+    `take` (default "fill"). Cost: one kernel, one load per output element.
     """
     x, idx = to_tensor(arr), _index_array(indices)
     if axis is None:

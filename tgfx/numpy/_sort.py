@@ -1,12 +1,21 @@
-"""Sorting with static shapes: each element's rank is counted, then elements are scattered to their ranks.
+"""Sorting with static shapes, by one of two algorithms chosen per row length.
+
+Short rows: each element's rank is counted, then elements are scattered to their ranks.
 
     rank[i] = #{j : x[j] < x[i]  or  (x[j] == x[i] and j < i)}
 
 is a permutation of 0..n-1 (ties broken by position, so the sort is stable), computed by one fused compare-and-sum
 kernel. `argsort` then picks, for each rank r, the i with rank[i] == r, and `sort` the x[i]: a second one-hot
-reduce. Two kernels, O(n^2) compares per sorted row, no data-dependent control flow. NaNs compare greater than
-everything and equal to each other, so they go last as numpy's sort puts them. A bitonic network would do
-O(n log^2 n) work, but as log^2 n dependent steps; for the row lengths this library sees the two fused kernels win.
+reduce. Two kernels, O(n^2) compares per sorted row, no data-dependent control flow.
+
+Long rows (a dataset's permutation, an argsort of 60,000 scores): a bitonic network over the row padded to a power
+of two m, O(m log^2 m) compares in log2(m) (log2(m) + 1) / 2 dependent passes. Each pass is one step of a
+`tg.lax.fori_loop` (compiled once: the pass's partner distance and direction are read from a table by the step),
+whose element i compares itself with element i ^ j, read by a gather (one load, tgfx/lowering/gather.py). Elements
+carry their position and compare by (value, position), so this sort is stable too, and padding sorts last. The
+network is used where its passes cost less than the n^2 compares (`_use_network`).
+
+In both, NaNs compare greater than everything and equal to each other, so they go last as numpy's sort puts them.
 """
 from __future__ import annotations
 
@@ -53,6 +62,64 @@ def _to_ranks(values: Tensor, ranks: Tensor) -> Tensor:
     return hit.where(v, zero)._reduce(Ops.MAX if values.dtype.is_bool else Ops.ADD, -1, False)
 
 
+# what one pass of the network costs beside its compares, in compares: a kernel launch and a loop step on the device
+# take microseconds, which the rank sort's vectorised compares (a fraction of a nanosecond each) fill about this many of
+PASS_OVERHEAD_COMPARES = 1 << 14
+
+
+def _network_passes(m: int) -> list[tuple[int, int]]:
+    """The (block size k, partner distance j) of each pass of a bitonic network over m = 2^p elements."""
+    out, k = [], 2
+    while k <= m:
+        j = k // 2
+        while j >= 1:
+            out.append((k, j))
+            j //= 2
+        k *= 2
+    return out
+
+
+def _use_network(n: int) -> bool:
+    """Whether rows of `n` sort faster by the bitonic network than by counting ranks (n^2 compares)."""
+    m = 1 << max(n - 1, 1).bit_length()
+    return n * n > len(_network_passes(m)) * (m + PASS_OVERHEAD_COMPARES)
+
+
+def _argsort_network(x: Tensor) -> Tensor:
+    """The stable ascending argsort of each row along the last axis, by the bitonic network (see the module)."""
+    from tgfx import lax
+    from tgfx.numpy._indexing import take_along_axis
+    n = x.shape[-1]
+    m = 1 << (n - 1).bit_length()
+    key = x.astype(dtypes.int8) if x.dtype.is_bool else x
+    if m > n:   # padding: any value, positions >= n sort last whatever it is
+        key = key.pad_zeros(((0, 0),) * (key.ndim - 1) + ((0, m - n),))
+    pos = Tensor.arange(m, dtype=dtypes.int32)
+    passes = np.array(_network_passes(m), np.int32)
+    ks, js = Tensor(passes[:, 0].copy()), Tensor(passes[:, 1].copy())
+
+    def before(ka: Tensor, ia: Tensor, kb: Tensor, ib: Tensor) -> Tensor:
+        """(ka, ia) sorts before (kb, ib): by value then position; a padding position after every real one."""
+        by_value = ew.logical_or(_less(ka, kb), ew.logical_and(_equal(ka, kb), ia < ib))
+        return ew.logical_or(ia >= n, ib >= n).where(ia < ib, by_value)
+
+    def one_pass(step: Tensor, carry: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        key, idx = carry
+        k, j = ks[step], js[step]
+        partner = ew.bitwise_xor(pos, j).expand(key.shape)
+        other_key = take_along_axis(key, partner, -1, mode="clip")
+        other_idx = take_along_axis(idx, partner, -1, mode="clip")
+        # the lower element of a pair keeps the smaller of the two in an ascending block, the larger in a descending
+        keep_min = ew.bitwise_and(pos, j) == 0
+        ascending = ew.bitwise_and(pos, k) == 0
+        take = (keep_min == ascending).where(before(other_key, other_idx, key, idx),
+                                             before(key, idx, other_key, other_idx))
+        return take.where(other_key, key), take.where(other_idx, idx)
+
+    _, idx = lax.fori_loop(0, len(passes), one_pass, (key, pos.expand(key.shape)))
+    return idx[..., :n] if m > n else idx
+
+
 def _last_axis(x: Tensor, axis: int | None, fn: str) -> tuple[Tensor, int | None]:
     if axis is None:
         return x.reshape(-1), None
@@ -76,6 +143,8 @@ def _argsort_last(x: Tensor, descending: bool) -> Tensor:
         return (n - 1) - _argsort_last(x.flip(-1), False).flip(-1)
     if n <= 1 or x.size == 0:
         return Tensor.full(x.shape, 0, dtypes.int32)
+    if _use_network(n):
+        return _argsort_network(x)
     iota = Tensor.arange(n, dtype=dtypes.int32).expand(x.shape)
     return _to_ranks(iota, _ranks(x))
 
@@ -86,7 +155,7 @@ def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable
 
     Always stable (`stable` and `kind` are accepted for numpy/JAX compatibility); NaNs sort last. With
     `descending=True` the order is reversed but equal elements keep their original order, as in JAX.
-    Cost: two kernels, O(n^2) compares per row of length n.
+    Cost: two kernels, O(n^2) compares per row of length n; long rows a bitonic network, O(n log^2 n).
 
     >>> tnp.argsort(tnp.asarray([3.0, 1.0, float("nan"), 1.0])).tolist()
     [1, 3, 0, 2]
@@ -100,12 +169,16 @@ def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable: b
          descending: bool = False) -> Tensor:
     """numpy.sort: `a` sorted ascending along `axis` (the flattened `a` when None), NaNs last; a new Tensor.
 
-    `descending=True` sorts largest first (NaNs first, as JAX). Cost: two kernels, O(n^2) compares per row.
+    `descending=True` sorts largest first (NaNs first, as JAX). Cost: as `argsort`'s.
     A -0.0 comes out as 0.0 (the one-hot sum adds +0.0 terms); the order of -0.0 and 0.0 is their input order.
     """
     x = to_tensor(a)
     t, ax = _last_axis(x, axis, "sort")
     if t.shape[-1] <= 1 or t.size == 0:
         return x if axis is not None else t
-    out = _to_ranks(t, _ranks(t))
+    if _use_network(t.shape[-1]):
+        from tgfx.numpy._indexing import take_along_axis
+        out = take_along_axis(t, _argsort_network(t), -1, mode="clip")
+    else:
+        out = _to_ranks(t, _ranks(t))
     return _restore(out.flip(-1) if descending else out, ax, x.ndim)

@@ -1,0 +1,69 @@
+"""gather: a one-hot reduce over an indexed axis becomes one load at the index.
+
+The front end writes `x[idx]` (take, take_along_axis, integer-array indexing, embedding lookups, a batch drawn from
+a dataset by a permutation) as tensor ops: a sum over the indexed axis `r` of `where(idx == r, x[.., r, ..], 0)`.
+Rangeified, that is a REDUCE(ADD) over a range whose body matches at most one step, so the kernel reads the whole
+axis for every output: O(outputs x axis length). Here it becomes `where(0 <= idx < n, x[.., idx, ..], 0)`, O(outputs)
+(tinygrad's reduce collapse does the same). The index is clamped into the axis inside the load (`where(valid, idx,
+0)`), so an out-of-range entry reads element 0 and is masked, as a padded read is. The result is exact: the one-hot
+sum added zeros to the one value it picked (which also turned a -0.0 into +0.0; the load keeps it, as numpy does).
+"""
+from __future__ import annotations
+
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import PatternMatcher, UPat
+from tgfx.ir.uop import UOp
+from tgfx.lowering.linearize import range_deps
+
+
+def _conjuncts(c: UOp) -> list[UOp]:
+    return _conjuncts(c.src[0]) + _conjuncts(c.src[1]) if c.op is Ops.AND and c.dtype == dtypes.bool else [c]
+
+
+def _matched_index(c: UOp, r: UOp) -> UOp | None:
+    """`e` if `c` is `e == r` (either side, `r` possibly cast), else None."""
+    if c.op is not Ops.CMPEQ:
+        return None
+    for a, b in (c.src, c.src[::-1]):
+        if b is r or (b.op is Ops.CAST and b.src[0] is r and b.dtype.is_int and b.dtype.itemsize >= 4):
+            return a
+    return None
+
+
+def _is_identity(x: UOp, op: Ops) -> bool:
+    return x.op is Ops.CONST and ((op is Ops.ADD and x.arg == 0) or (op is Ops.MAX and x.dtype == dtypes.bool and
+                                                                    x.arg is False))
+
+
+def collapse_onehot(red: UOp) -> UOp | None:
+    """REDUCE(where(e == r & rest, v, identity), r, *others) -> where(valid(e) & rest, v[r := e], identity), still
+    reduced over `others`, for the first range `r` with such an `e` that no range of this reduce reads."""
+    body, rngs = red.src[0], red.src[1:]
+    if red.arg not in (Ops.ADD, Ops.MAX) or body.op is not Ops.WHERE or not _is_identity(body.src[2], red.arg):
+        return None
+    conds = _conjuncts(body.src[0])
+    for r in rngs:
+        if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST:
+            continue
+        for k, c in enumerate(conds):
+            e = _matched_index(c, r)
+            if e is None or range_deps(e) & set(rngs):
+                continue
+            e = e.cast(r.dtype)
+            valid = (e < r.src[0].arg) & (e < 0).ne(True) if not (0 <= e.vmin and e.vmax < r.src[0].arg) else None
+            at = e if valid is None else valid.where(e, 0)
+            rest = [x.substitute({r: at}) for j, x in enumerate(conds) if j != k]
+            mask = valid
+            for x in rest:
+                mask = x if mask is None else mask & x
+            value = body.src[1].substitute({r: at})
+            out = value if mask is None else mask.where(value, body.src[2])
+            others = tuple(x for x in rngs if x is not r)
+            return UOp(Ops.REDUCE, red.dtype, (out, *others), red.arg) if others else out
+    return None
+
+
+pm_gather = PatternMatcher([
+    (UPat(Ops.REDUCE, name="red"), collapse_onehot),
+])
