@@ -142,6 +142,13 @@ def padto(sink: UOp, opt: Opt) -> UOp:
         raise KernelOptError(f"{opt}: range of size {size} is already a multiple of {opt.amount}")
     if padded > 2 * size:
         raise KernelOptError(f"{opt}: padding range of size {size} to {padded} would more than double its work")
+    return pad_range(sink, rng, padded)
+
+
+def pad_range(sink: UOp, rng: UOp, padded: int) -> UOp:
+    """`sink` with range `rng` running to `padded` (its id kept), the extra iterations masked (PADTO's rewrite; the
+    GPU's thread splits pad by more than double)."""
+    size = rng.src[0].arg
     new_rng = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, padded),), rng.arg)
     valid = new_rng < UOp.const(dtypes.index, size)
     new: dict[UOp, UOp] = {}
