@@ -178,3 +178,44 @@ def test_libdevice_is_internalised() -> None:
     # libdevice's ~350 functions linked in: only what the kernel calls is left, inlined into it
     assert ".extern" not in ptx and ".func" not in ptx and ptx.count(".entry") == 1
     assert len(ptx) < 40_000, len(ptx)
+
+
+def _gpu_programs() -> list:
+    """Programs whose kernels take every GPU option: odd sizes (guards, masked strides), rows of several widths."""
+    tnp = tg.numpy
+    x, v, m = f32(16, 33), f32(1000), f32(7, 600)
+    return [
+        x * 2.0 + 1.0, tnp.sin(x) + x.T.T, f32(256, 256) * 3.0, v.sum(), x.sum(axis=0), x.sum(axis=1), m.max(axis=1),
+        tnp.argmax(m, axis=1), (m > 1.0).any(axis=1), m.astype(tg.dtypes.float16).sum(axis=1),
+        (m * 100).astype(tg.dtypes.int32).sum(axis=1), tg.nn.softmax(m, axis=-1), tg.nn.log_softmax(x, axis=0),
+        (m - m.mean(axis=1, keepdims=True)) / tnp.sqrt(m.var(axis=1, keepdims=True) + 1e-5),
+        f32(8, 100) @ f32(100, 12), f32(40, 3) @ f32(3, 50), tnp.cumsum(x, axis=1),
+        tg.lax.conv(f32(2, 3, 10, 10), f32(4, 3, 3, 3), (1, 1), "SAME"), f32(3, 5, 7, 9).sum(axis=(1, 3)),
+    ]
+
+
+def test_gpu_options_compute_what_the_cpu_does() -> None:
+    """Every kernel with the GPU's options, its thread ids turned back into loops (`thread_loops`), run on the CPU:
+    the results are those of the CPU's own kernels."""
+    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
+    state = rng.bit_generator.state
+    want = [o.numpy() for o in _gpu_programs()]
+    orig = lowering.lower_kernel
+    applied: list = []
+
+    def hook(ast, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        sink, opts = optimize_gpu(lowering.index_level(ast), GPU_DEFAULT)
+        applied.extend(opts)
+        return orig(thread_loops(sink), *a, **k)
+    rng.bit_generator.state = state
+    lowering.forget_compiled()
+    lowering.lower_kernel = hook
+    try:
+        got = [o.numpy() for o in _gpu_programs()]
+    finally:
+        lowering.lower_kernel = orig
+        lowering.forget_compiled()
+    assert {o.op for o in applied} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=2e-3 if g.dtype == np.float16
+                                   else 1e-5, atol=1e-5, err_msg=f"program {i}")

@@ -32,7 +32,7 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.linearize import range_deps
+from tgfx.lowering.linearize import is_block_reduce, range_deps
 from tgfx.lowering.optimize import (
     KernelOptError,
     Opt,
@@ -235,4 +235,22 @@ def optimize_gpu(sink: UOp, target: GPUTarget, opts: Sequence[Opt] | None = None
     return gate_unthreaded_stores(sink), applied
 
 
-__all__ = ["GPU_OPT_OPS", "apply_gpu_opt", "hand_coded_gpu_opts", "launch_dims", "optimize_gpu"]
+def thread_loops(sink: UOp) -> UOp:
+    """A GPU kernel (`optimize_gpu` applied) as the same computation in loops for the CPU: each block REDUCE a
+    reduce range over the threads' partials (innermost first), each grid axis a loop over its indices (threads past
+    its end do nothing), the block's threads a loop. Run on the CPU, it checks what the GPU options rewrote (index
+    arithmetic, masks, partials) against numpy on a machine without a GPU."""
+    def fresh() -> int:
+        return max((r.arg[0] for r in ranges(sink).values()), default=-1) + 1
+    while blocks := [u for u in sink.toposort() if is_block_reduce(u)]:
+        red = blocks[0]   # toposort: sources first, so a block reduce inside another's partial goes first
+        lid = red.src[1]
+        r = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, lid.arg[1]),), (fresh(), "reduce"))
+        sink = sink.substitute({red: UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({lid: r}), r), red.arg)})
+    for u in sorted(specials(sink).values(), key=lambda u: u.arg[0]):
+        sink = sink.substitute({u: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, u.arg[1]),),
+                                       (fresh(), "loop"))})
+    return sink
+
+
+__all__ = ["GPU_OPT_OPS", "thread_loops", "apply_gpu_opt", "hand_coded_gpu_opts", "launch_dims", "optimize_gpu"]
