@@ -291,6 +291,18 @@ class GPUTarget:
         """Elements of `itemsize` bytes one thread loads at once (`GPU_VECTOR_BYTES`)."""
         return max(GPU_VECTOR_BYTES // itemsize, 1)
 
+    def contraction_tile(self, itemsize: int = 4) -> tuple[int, int]:
+        """A thread's register tile of a contraction's outputs, (lanes along the vectorised axis, rows along the
+        reused one): a vector's lanes wide, and as many rows (a power of two, at most twice the lanes) as keep the
+        accumulators, in 32-bit registers, within a quarter of a thread's budget at the default block size (the
+        rest holds the operands, addresses and the loop)."""
+        lanes = self.lanes(itemsize)
+        words = max(itemsize // 4, 1)
+        rows = 1
+        while rows < 2 * lanes and lanes * rows * 2 * words <= self.register_budget(self.block_threads()) // 4:
+            rows *= 2
+        return lanes, rows
+
     def group_threads(self, size: int) -> int:
         """Threads of a block that reduce a row of `size` together: a power of two, at least a warp, at most
         `block_threads`, and no more than the row has elements (rounded up to a warp)."""

@@ -34,6 +34,7 @@ from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_block_reduce, range_deps
 from tgfx.lowering.optimize import (
+    MIN_CONTRACTION,
     KernelOptError,
     Opt,
     _coef,
@@ -172,18 +173,34 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
         return opts
     opts = []
     sizes = {r.arg[0]: r.src[0].arg for r in loops}
-    if loops and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
+    itemsize = _itemsize(sink)
+    loads = [u.src[0].src[1] for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+    if reduces and math.prod(r.src[0].arg for r in reduces) >= MIN_CONTRACTION and len(sink.src) == 1:
+        # a contraction: a register tile a thread, vectorised along an output axis an input reads contiguously
+        # (16-byte loads of it) and blocked along one another input does not depend on (each of its loads serves
+        # the tile's lanes), while leaving the GPU a warp per SM at least
+        lanes, rows = target.contraction_tile(itemsize)
+        hot = [i for i in loads if any(_coef(i, r) != 0 for r in reduces)]
+        vec = _vector_axis(loops, loads, hot, lanes, pad=False)
+        blk = None if vec is None else next((r for r in reversed(loops) if r is not vec and
+                                              r.src[0].arg % rows == 0 and any(_coef(i, r) == 0 for i in loads)), None)
+        if blk is not None and any(_coef(i, vec) == 0 for i in loads) and \
+                outputs // (lanes * rows) >= target.sms * target.warp_size:
+            opts += [Opt("UPCAST", vec.arg[0], lanes), Opt("UPCAST", blk.arg[0], rows)]
+            sizes[vec.arg[0]] //= lanes
+            sizes[blk.arg[0]] //= rows
+    elif loops and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
         # adjacent elements per thread: one 16-byte access instead of four (an axis the store and every load read
-        # contiguously or not at all, and long enough to leave the GPU a thread per SM's worth of work)
-        itemsize = _itemsize(sink)
+        # contiguously or not at all, and long enough to leave the GPU a warp per SM)
         lanes = target.lanes(itemsize)
-        loads = [u.src[0].src[1] for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
         out = sink.src[0].src[0].src[1]
         vec = _vector_axis(loops, loads + [out], loads + [out], lanes, pad=False) if lanes > 1 else None
         if vec is not None and _coef(out, vec) == 1 and outputs // lanes >= target.sms * target.warp_size:
             opts.append(Opt("UPCAST", vec.arg[0], lanes))
             sizes[vec.arg[0]] //= lanes
-    budget = target.block_threads()
+    # blocks of `block_threads`, or smaller ones (down to a warp) where that leaves SMs without a block
+    threads = math.prod(sizes[r.arg[0]] for r in loops[-3:])
+    budget = min(target.block_threads(), max(target.warp_size, 1 << (max(threads // target.sms, 1).bit_length() - 1)))
     for dim, r in enumerate(reversed(loops[-3:])):
         size = sizes[r.arg[0]]
         n = min(_pow2_at_least(size), budget)
