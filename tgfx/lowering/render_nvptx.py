@@ -342,7 +342,7 @@ def ptx_of(ast: UOp, target: GPUTarget = GPU_DEFAULT,
     mode = _mode(opts, target)
     if (hit := _ptx.get((ast.key, target.key, mode))) is not None:
         return hit
-    key = cache_key(f"ptx|{ast.key}|{mode}", target)  # type: ignore[arg-type]
+    key = cache_key(f"ptx|{ast.key}|{mode}", target)
     if (cached := read_cached(key)) is not None:
         meta, text = cached
         out = (text.decode(), meta["name"], LaunchDims(tuple(meta["grid"]), tuple(meta["block"]), meta["params"]))
