@@ -13,6 +13,12 @@ they are what the code runs on here. Code for a CPU whose vector instructions th
 (`DEBUG=4`) but not run: loading it raises.
 
 The numbers below that are not read from the machine are rules, each with its reason; none is tuned to one CPU.
+
+A `GPUTarget` describes one NVIDIA GPU the same way for the NVPTX code generator (`tgfx/lowering/render_nvptx.py`):
+its `sm_XY`, the PTX version the code is written in, its SM count, warp size, threads, registers and shared memory
+per block. `GPUTarget.from_attributes` builds it from the driver's device attributes (what the CUDA runtime reads with
+`cuDeviceGetAttribute`); `GPU_DEFAULT` (an H200, sm_90) stands in when no device is present (rendering and ptxas
+checks on a machine without one).
 """
 from __future__ import annotations
 
@@ -183,6 +189,137 @@ class Target:
         return 2 * row_bytes <= self.l2 // 2
 
 
+# the lowest PTX ISA version each architecture accepts (PTX ISA manual, "Release notes"); code is written in at
+# least `MIN_PTX` (8.0: the instructions the renderer uses, and what every CUDA 12 driver JIT-compiles)
+ARCH_PTX = {50: 40, 52: 41, 53: 42, 60: 50, 61: 50, 62: 50, 70: 60, 72: 61, 75: 63, 80: 70, 86: 71, 87: 74, 89: 78,
+            90: 78, 100: 86, 101: 86, 103: 88, 120: 87, 121: 88}
+MIN_PTX = 80
+# the driver's attribute numbers (`CUdevice_attribute` in cuda.h) that `GPUTarget.from_attributes` reads
+CU_DEVICE_ATTRIBUTES = {
+    "MAX_THREADS_PER_BLOCK": 1, "MAX_BLOCK_DIM_X": 2, "MAX_GRID_DIM_X": 5, "MAX_GRID_DIM_Y": 6, "MAX_GRID_DIM_Z": 7,
+    "MAX_SHARED_MEMORY_PER_BLOCK": 8, "WARP_SIZE": 10, "MAX_REGISTERS_PER_BLOCK": 12, "MULTIPROCESSOR_COUNT": 16,
+    "L2_CACHE_SIZE": 38, "MAX_THREADS_PER_MULTIPROCESSOR": 39, "COMPUTE_CAPABILITY_MAJOR": 75,
+    "COMPUTE_CAPABILITY_MINOR": 76, "MAX_REGISTERS_PER_MULTIPROCESSOR": 82}
+# a thread holds at most this many 32-bit registers (every architecture since sm_35: the instruction encoding)
+MAX_REGISTERS_PER_THREAD = 255
+# threads a block is given when a kernel has no reason for another count: 8 warps, small enough that a block's
+# registers stay under a quarter of an SM's file at the per-thread maximum, large enough to hide a load's latency
+DEFAULT_BLOCK_WARPS = 8
+# bytes one thread loads at once: the widest global load (`ld.global.v4.b32`)
+GPU_VECTOR_BYTES = 16
+
+
+@dataclass(frozen=True)
+class GPUTarget:
+    """One NVIDIA GPU, as far as code generation cares.
+
+    Args:
+        name: the device's name (the driver's, or "sm_90" for the default): part of cache keys.
+        capability: compute capability (major, minor): code is generated for `sm_{major}{minor}`.
+        sms: streaming multiprocessors (how many blocks run at once, times the blocks an SM holds).
+        warp_size: threads that run in lockstep (shuffles reduce across them).
+        max_threads_per_block: the most threads one block may have.
+        registers_per_block: 32-bit registers one block may use (split among its threads).
+        shared_per_block: bytes of shared memory one block may use without opting in to more.
+        max_grid: the most blocks along the grid's x, y and z axes.
+        l2: bytes of L2 cache.
+        ptx: the PTX ISA version the code is written in (80 = 8.0); 0 picks `max(MIN_PTX, ARCH_PTX[sm])`.
+    """
+    name: str
+    capability: tuple[int, int]
+    sms: int
+    warp_size: int = 32
+    max_threads_per_block: int = 1024
+    registers_per_block: int = 65536
+    shared_per_block: int = 48 << 10
+    max_grid: tuple[int, int, int] = (2 ** 31 - 1, 65535, 65535)
+    l2: int = 50 << 20
+    ptx: int = 0
+    triple: str = "nvptx64-nvidia-cuda"
+
+    def __post_init__(self) -> None:
+        if not self.ptx:
+            object.__setattr__(self, "ptx", max(MIN_PTX, ARCH_PTX.get(self.sm_number, MIN_PTX)))
+
+    @staticmethod
+    def from_attributes(name: str, attrs: dict[str, int], ptx: int = 0) -> GPUTarget:
+        """The target of a device from its driver attributes, by the names of `CU_DEVICE_ATTRIBUTES` (without the
+        `CU_DEVICE_ATTRIBUTE_` prefix): what the runtime reads with `cuDeviceGetAttribute`. A missing attribute
+        keeps the default's."""
+        d = GPU_DEFAULT
+        return GPUTarget(
+            name, (attrs["COMPUTE_CAPABILITY_MAJOR"], attrs["COMPUTE_CAPABILITY_MINOR"]),
+            attrs.get("MULTIPROCESSOR_COUNT", d.sms), attrs.get("WARP_SIZE", d.warp_size),
+            attrs.get("MAX_THREADS_PER_BLOCK", d.max_threads_per_block),
+            attrs.get("MAX_REGISTERS_PER_BLOCK", d.registers_per_block),
+            attrs.get("MAX_SHARED_MEMORY_PER_BLOCK", d.shared_per_block),
+            (attrs.get("MAX_GRID_DIM_X", d.max_grid[0]), attrs.get("MAX_GRID_DIM_Y", d.max_grid[1]),
+             attrs.get("MAX_GRID_DIM_Z", d.max_grid[2])),
+            attrs.get("L2_CACHE_SIZE", d.l2), ptx)
+
+    @property
+    def sm_number(self) -> int:
+        return self.capability[0] * 10 + self.capability[1]
+
+    @property
+    def cpu(self) -> str:
+        """LLVM's name for the architecture (the NVPTX target machine's `cpu`)."""
+        return f"sm_{self.sm_number}"
+
+    @property
+    def features(self) -> str:
+        """LLVM's feature string: the PTX version."""
+        return f"+ptx{self.ptx}"
+
+    @functools.cached_property
+    def key(self) -> str:
+        """A short stable name of everything here: part of every cache key of code chosen or compiled for it."""
+        text = "|".join(str(getattr(self, f.name)) for f in dataclasses.fields(self))
+        return f"{self.cpu}.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+    # ---- kernel options derived from it ----
+    def block_threads(self) -> int:
+        """Threads of a block by default (`DEFAULT_BLOCK_WARPS` warps, at most the device's maximum)."""
+        return min(DEFAULT_BLOCK_WARPS * self.warp_size, self.max_threads_per_block)
+
+    def register_budget(self, threads: int) -> int:
+        """32-bit registers each of `threads` threads of a block may use (a multiple of 8, the allocation unit), at
+        most `MAX_REGISTERS_PER_THREAD`: the bound `nvvm.maxntid` makes ptxas keep to."""
+        return max(min(MAX_REGISTERS_PER_THREAD, self.registers_per_block // max(threads, 1) // 8 * 8), 8)
+
+    def lanes(self, itemsize: int = 4) -> int:
+        """Elements of `itemsize` bytes one thread loads at once (`GPU_VECTOR_BYTES`)."""
+        return max(GPU_VECTOR_BYTES // itemsize, 1)
+
+    def contraction_tile(self, itemsize: int = 4) -> tuple[int, int]:
+        """A thread's register tile of a contraction's outputs, (lanes along the vectorised axis, rows along the
+        reused one): a vector's lanes wide, and as many rows (a power of two, at most twice the lanes) as keep the
+        accumulators, in 32-bit registers, within a quarter of a thread's budget at the default block size (the
+        rest holds the operands, addresses and the loop)."""
+        lanes = self.lanes(itemsize)
+        words = max(itemsize // 4, 1)
+        rows = 1
+        while rows < 2 * lanes and lanes * rows * 2 * words <= self.register_budget(self.block_threads()) // 4:
+            rows *= 2
+        return lanes, rows
+
+    def group_threads(self, size: int) -> int:
+        """Threads of a block that reduce a row of `size` together: a power of two, at least a warp, at most
+        `block_threads`, and no more than the row has elements (rounded up to a warp)."""
+        n = self.warp_size
+        while n < min(size, self.block_threads()):
+            n *= 2
+        return min(n, self.block_threads())
+
+    def shared_words(self, threads: int, itemsize: int = 8) -> int:
+        """Bytes of shared memory a block reduction of `threads` threads uses: one word per warp."""
+        return -(-threads // self.warp_size) * itemsize
+
+
+# an H200 (sm_90, 132 SMs, 50 MiB L2): used when no device is present
+GPU_DEFAULT = GPUTarget("sm_90", (9, 0), 132)
+
+
 # ---- what the machine says ----
 def _parse_size(text: str) -> int | None:
     text = text.strip().upper()
@@ -338,4 +475,5 @@ def check_runnable(target: Target) -> None:
                            f"TGFX_CPU, or name a CPU of this machine's class")
 
 
-__all__ = ["Target", "host_target", "native_target", "target_for", "cpu_features", "read_caches", "check_runnable"]
+__all__ = ["Target", "GPUTarget", "GPU_DEFAULT", "CU_DEVICE_ATTRIBUTES",
+           "host_target", "native_target", "target_for", "cpu_features", "read_caches", "check_runnable"]

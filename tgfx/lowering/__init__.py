@@ -5,6 +5,8 @@
     per kernel (`compile_kernel`, cached by `lower_kernel`): rangeify ─▶ transcendental ─▶ symbolic ─▶ optimize
                 (heuristics, or BEAM search) ─▶ linearize ─▶ render LLVM IR ─▶ compile (llvmlite) ─▶ load
     LINEAR ──execute──▶ device queues
+    for an NVIDIA GPU (`render_nvptx.ptx_of`): the same index level ─▶ optimize_gpu (grid, block, grouped reduces)
+                ─▶ linearize ─▶ render NVPTX LLVM IR ─▶ PTX (llvmlite, libdevice linked) ─▶ the CUDA runtime loads it
 
 `realize(uops)` runs the whole pipeline and returns each uop's result as a view of a buffer.
 """

@@ -41,7 +41,7 @@ import llvmlite.binding as llvm
 
 from tgfx import config
 from tgfx.counters import counters
-from tgfx.devices.target import Target, check_runnable, host_target, native_target
+from tgfx.devices.target import GPUTarget, Target, check_runnable, host_target, native_target
 from tgfx.lowering import llvm_worker
 
 _MAGIC = b"TGFXOBJ1"
@@ -119,9 +119,9 @@ def compiler() -> _Compiler:
     return _compiler
 
 
-def cache_key(kernel_key: str, target: Target | None = None) -> str:
+def cache_key(kernel_key: str, target: Target | GPUTarget | None = None) -> str:
     """The cache key of a program: `kernel_key` (the kernel's key and what chose its options) for this code, this
-    LLVM and `target` (default: `host_target()`)."""
+    LLVM and `target` (default: `host_target()`; a `GPUTarget` for PTX, `render_nvptx.ptx_of`)."""
     target = host_target() if target is None else target
     text = f"{kernel_key}|{lowering_version()}|llvm{'.'.join(map(str, llvm.llvm_version_info))}|{target.key}"
     return hashlib.sha256(text.encode()).hexdigest()

@@ -42,6 +42,12 @@ def reduces_inside(u: UOp) -> frozenset[UOp]:
     return inner
 
 
+def is_block_reduce(u: UOp) -> bool:
+    """A REDUCE over a GPU block's threads (`optimize_gpu.group`): one value per thread in, their combination out to
+    every thread; placed as a plain value, no loop of its own."""
+    return u.op is Ops.REDUCE and len(u.src) == 2 and u.src[1].op is Ops.SPECIAL
+
+
 def _range_order(r: UOp) -> int:
     return r.arg[0]
 
@@ -79,7 +85,7 @@ class _Linearizer:
             u, ready = stack.pop()
             if self.visible(u):
                 continue
-            if u.op is Ops.REDUCE:
+            if u.op is Ops.REDUCE and not is_block_reduce(u):
                 (self.emit_carries if is_carry(u) else self.emit_reduce)(u)
                 continue
             if u.op is Ops.RANGE:
@@ -190,4 +196,4 @@ def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     return lin.out, lin.acc_of
 
 
-__all__ = ["linearize", "range_deps"]
+__all__ = ["linearize", "range_deps", "is_block_reduce"]

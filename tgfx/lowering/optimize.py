@@ -14,7 +14,8 @@ each reduce's axes). Options:
   gate)`, which the renderer branches around), a reduce over the range adds its identity. At most doubles the range.
 - SWAP: exchange the loop order of two output ranges (`axis` and `amount` are their ids). The linearizer nests loops
   by id, so the two ranges trade ids: after `SWAP(0, 2)`, range 0 is the old range 2, now outermost.
-- LOCAL, GROUP: part of the interface (GPU workgroups); not applied on the CPU.
+- GLOBAL, LOCAL, GROUP: a GPU's grid, block threads and grouped reductions (`optimize_gpu.py`); not applied on the
+  CPU.
 
 Options apply in order, each to the result of the last; an axis keeps its id through UPCAST, UNROLL, THREAD and PADTO
 (the outer part of a split keeps it). An option that does not fit the kernel raises `KernelOptError`, which search
@@ -142,6 +143,13 @@ def padto(sink: UOp, opt: Opt) -> UOp:
         raise KernelOptError(f"{opt}: range of size {size} is already a multiple of {opt.amount}")
     if padded > 2 * size:
         raise KernelOptError(f"{opt}: padding range of size {size} to {padded} would more than double its work")
+    return pad_range(sink, rng, padded)
+
+
+def pad_range(sink: UOp, rng: UOp, padded: int) -> UOp:
+    """`sink` with range `rng` running to `padded` (its id kept), the extra iterations masked (PADTO's rewrite; the
+    GPU's thread splits pad by more than double)."""
+    size = rng.src[0].arg
     new_rng = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, padded),), rng.arg)
     valid = new_rng < UOp.const(dtypes.index, size)
     new: dict[UOp, UOp] = {}

@@ -70,6 +70,8 @@ _LLVM_SUFFIX = {"float": "f32", "double": "f64"}
 
 
 class LLVMRenderer:
+    rules: dict[tuple[Ops, str], Rule]   # the ALU rules below (set after them)
+
     def __init__(self, name: str, loop_vectorize: bool = True, target: Target | None = None) -> None:
         self.name = name
         # LLVM's vectorisers build vectors as wide as the target's registers, which the options' tiles are made for
@@ -135,6 +137,10 @@ class LLVMRenderer:
             return self.op_in(f"select i1 {nan}, i16 32704, i16 {r}")
         return v
 
+    def align(self, idx: UOp) -> str:
+        """An alignment to state on an access of `idx` beyond its type's (the CPU's vectorisers need none)."""
+        return ""
+
     def call(self, fn: str, ret: str, args: list[tuple[str, str]]) -> str:
         self.declares.add(f"declare {ret} @{fn}({', '.join(t for t, _ in args)})")
         return self.op_in(f"call {ret} @{fn}({', '.join(f'{t} {v}' for t, v in args)})")
@@ -147,7 +153,7 @@ class LLVMRenderer:
                               f"{reg_type(d)} {self.val(u.src[2])}")
         ct = compute_type(d)
         xs = [self.cval(s) for s in u.src]
-        rule = alu_rules.get((u.op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
+        rule = self.rules.get((u.op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
         if rule is None:
             raise RenderError(f"no LLVM rule for {u.op} on {d!r} (sources {[s.dtype for s in u.src]})")
         out = rule(self, ct, xs, flags if d.is_float else "")
@@ -263,7 +269,7 @@ class LLVMRenderer:
             self.names[u] = self.op_in(f"getelementptr {mem_type(buf.dtype)}, ptr {ptr}, i64 {self.val(off)}")
         elif op is Ops.LOAD:
             d = u.dtype
-            v = self.op_in(f"load {mem_type(d)}, ptr {self.names[u.src[0]]}")
+            v = self.op_in(f"load {mem_type(d)}, ptr {self.names[u.src[0]]}{self.align(u.src[0])}")
             self.names[u] = self.op_in(f"trunc i8 {v} to i1") if d.is_bool else v
         elif op is Ops.STORE:
             idx, v = u.src[:2]
@@ -275,7 +281,7 @@ class LLVMRenderer:
                 self.n += 1
                 self.emit(f"br i1 {self.val(u.src[2])}, label %S{self.n}, label %S{self.n}.skip")
                 self.lines.append(f"S{self.n}:")
-            self.emit(f"store {mem_type(d)} {x}, ptr {self.names[idx]}")
+            self.emit(f"store {mem_type(d)} {x}, ptr {self.names[idx]}{self.align(idx)}")
             if len(u.src) == 3:
                 self.emit(f"br label %S{self.n}.skip")
                 self.lines.append(f"S{self.n}.skip:")
@@ -383,6 +389,7 @@ alu_rules.update({
     (Ops.ADD, "b"): _bin("or"),
     (Ops.CMPLT, "b"): lambda r, t, x, f: r.op_in(f"and i1 {r.op_in(f'xor i1 {x[0]}, true')}, {x[1]}"),
 })
+LLVMRenderer.rules = alu_rules   # a renderer for another target (render_nvptx.py) brings its own table
 
 
 def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], loop_vectorize: bool = True,

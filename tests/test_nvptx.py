@@ -1,0 +1,233 @@
+"""NVPTX code generation without a GPU: every kernel of a table of programs (elementwise, unary, binary, reduce,
+movement, matmul, softmax, layernorm, conv, scatter, gather, cumsum, loops, gradients) rendered for sm_90 and
+assembled by `ptxas`, which must accept each without spilling registers; the GPU target description; the GPU
+options' rewrites checked against numpy by running the same index-level kernels on the CPU."""
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.lowering as lowering
+from tgfx.devices.target import GPU_DEFAULT, GPUTarget
+from tgfx.lowering.optimize import Opt
+from tgfx.lowering.render_nvptx import kernel_ir, libdevice_path, ptx_of
+
+PTXAS = shutil.which("ptxas")
+needs_ptxas = pytest.mark.skipif(PTXAS is None, reason="ptxas (the CUDA toolkit) is not on PATH")
+# bytes of spill stores a kernel may have: none (every kernel of the table fits its register budget today)
+SPILL_BOUND = 0
+
+rng = np.random.default_rng(0)
+
+
+def f32(*shape: int) -> tg.Tensor:
+    return tg.asarray(rng.standard_normal(shape).astype(np.float32))
+
+
+def _programs() -> None:
+    """Small programs whose kernels stand for those of the op test suite."""
+    tnp = tg.numpy
+    x, y, v = f32(16, 33), f32(16, 33), f32(1000)
+    m, w = f32(8, 24), f32(24, 12)
+    outs = [
+        x + y, x * 2.0 - y, tnp.maximum(x, y), tnp.where(x > y, x, y), x / (tnp.abs(y) + 1.0), x ** 2,
+        tnp.sin(x), tnp.cos(x), tnp.tan(x), tnp.exp(x), tnp.log(tnp.abs(x) + 1), tnp.tanh(x), tnp.sqrt(tnp.abs(x)),
+        tnp.arctan2(x, y), tnp.power(tnp.abs(x), y), tnp.expm1(x), tnp.log1p(tnp.abs(x)), tnp.arcsin(x * 0.1),
+        tnp.sinh(x), tnp.floor(x), tnp.mod(x, 1.5), tnp.exp2(x), tnp.log2(tnp.abs(x) + 1), tg.scipy.special.erf(x),
+        x.astype(tg.dtypes.float16) * 3, x.astype(tg.dtypes.bfloat16) + 1, x.astype(tg.dtypes.float64) ** 0.5,
+        tnp.sin(x.astype(tg.dtypes.float64)), tnp.exp(x.astype(tg.dtypes.float16)),
+        (x * 10).astype(tg.dtypes.int32) // 3, (x * 10).astype(tg.dtypes.int32) % 7,
+        (x * 10).astype(tg.dtypes.int64) << 2, (x * 10).astype(tg.dtypes.uint8) >> 1, (x > 0) & (y < 0),
+        x.sum(), x.sum(axis=0), x.sum(axis=1), x.max(axis=1), x.prod(axis=0), tnp.argmax(x, axis=1),
+        (x > 0).any(axis=1), v.sum(), v.astype(tg.dtypes.float16).sum(), x.astype(tg.dtypes.int64).sum(axis=1),
+        x.astype(tg.dtypes.float64).max(axis=0), x.mean(axis=1), x.var(axis=0),
+        x.T + 1, x[::2, 3:20], tnp.flip(x, 1), tnp.pad(x, ((1, 2), (3, 0))), tnp.concatenate([x, y], 0),
+        x.reshape(33, 16) * 2, tnp.broadcast_to(v[:33], (16, 33)) + x, tnp.tile(m, (2, 3)),
+        m @ w, tnp.einsum("ij,jk->ik", m, w), tnp.einsum("bij,bjk->bik", f32(3, 8, 16), f32(3, 16, 8)),
+        f32(64, 64) @ f32(64, 64), f32(256, 64) @ f32(64, 1024), tg.nn.softmax(x, axis=-1),
+        tg.nn.log_softmax(x, axis=-1), tg.nn.softmax(f32(4, 600), axis=-1), tg.nn.gelu(x), tg.nn.relu(x),
+        (x - x.mean(axis=1, keepdims=True)) / tnp.sqrt(x.var(axis=1, keepdims=True) + 1e-5),
+        tg.lax.conv(f32(2, 3, 10, 10), f32(4, 3, 3, 3), (1, 1), "SAME"),
+        tnp.cumsum(v), tnp.cumsum(x, axis=0), tnp.take(v, tg.asarray(np.array([3, 1, 999, 0])), axis=0),
+        x[tg.asarray(np.array([0, 5, 15])), :], tnp.zeros((16, 33)).at[tg.asarray(np.array([1, 3, 1]))].add(y[:3]),
+        tnp.sort(v[:64]), tnp.arange(100) * 2, tnp.eye(7), tnp.linspace(0, 1, 50),
+    ]
+    tg.realize(*outs)
+
+    def loss(p: tg.Tensor, q: tg.Tensor) -> tg.Tensor:
+        return (tg.nn.softmax(tnp.tanh(p @ q), axis=-1) ** 2).sum()
+    tg.jit(tg.grad(loss, argnums=(0, 1)))(m, w)
+    tg.lax.fori_loop(0, 5, lambda i, c: c * 1.5 + 1.0, f32(8))
+    tg.lax.scan(lambda c, a: (c + a, c * a), f32(4), f32(6, 4))
+
+
+@pytest.fixture(scope="module")
+def kernels() -> list:
+    """Every kernel AST the programs lower (a hook on `lower_kernel`, after the process forgot what it compiled)."""
+    seen: dict = {}
+    orig = lowering.lower_kernel
+
+    def hook(ast, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen[ast.key] = ast
+        return orig(ast, *args, **kwargs)
+    lowering.forget_compiled()
+    lowering.lower_kernel = hook
+    try:
+        with tg.Context(TGFX_ENABLE_X64=1):   # float64 and int64 kernels too
+            _programs()
+    finally:
+        lowering.lower_kernel = orig
+    return list(seen.values())
+
+
+def _ptxas(path: Path) -> tuple[int, str]:
+    r = subprocess.run([PTXAS, "-arch=sm_90", "-v", str(path), "-o", "/dev/null"], capture_output=True, text=True,
+                       timeout=120)
+    return r.returncode, r.stderr
+
+
+@needs_ptxas
+def test_every_kernel_assembles_for_sm90(kernels: list) -> None:
+    assert len(kernels) >= 80, f"the table lowered only {len(kernels)} kernels"
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for i, ast in enumerate(kernels):
+            ptx, name, dims = ptx_of(ast, GPU_DEFAULT)
+            assert f".entry {name}(" in ptx and ".target sm_90" in ptx
+            assert ".extern .func" not in ptx, f"{name} calls a function ptxas cannot resolve"
+            p = Path(d) / f"k{i}.ptx"
+            p.write_text(ptx)
+            paths.append((p, name))
+        with ThreadPoolExecutor(2) as pool:
+            results = list(pool.map(lambda pn: (pn[1], *_ptxas(pn[0])), paths))
+    failures = [(n, err) for n, rc, err in results if rc != 0]
+    assert not failures, f"ptxas rejected {len(failures)} kernels; first: {failures[0]}"
+    spills = {n: int(s) for n, rc, err in results for s in re.findall(r"(\d+) bytes spill stores", err)
+              if int(s) > SPILL_BOUND}
+    assert not spills, f"kernels spill registers: {spills}"
+
+
+def test_gpu_target_from_driver_attributes() -> None:
+    attrs = {"COMPUTE_CAPABILITY_MAJOR": 8, "COMPUTE_CAPABILITY_MINOR": 6, "MULTIPROCESSOR_COUNT": 84,
+             "MAX_THREADS_PER_BLOCK": 1024, "MAX_REGISTERS_PER_BLOCK": 65536, "WARP_SIZE": 32,
+             "MAX_SHARED_MEMORY_PER_BLOCK": 49152, "MAX_GRID_DIM_Z": 1000}
+    t = GPUTarget.from_attributes("NVIDIA RTX A6000", attrs)
+    assert (t.cpu, t.features, t.sms, t.max_grid) == ("sm_86", "+ptx80", 84, (2 ** 31 - 1, 65535, 1000))
+    assert GPU_DEFAULT.cpu == "sm_90" and GPUTarget("x", (10, 0), 148).features == "+ptx86"   # sm_100 needs 8.6
+    assert t.key != GPU_DEFAULT.key and t.register_budget(1024) == 64 and t.register_budget(128) == 255
+    assert [t.group_threads(n) for n in (5, 32, 33, 200, 10 ** 6)] == [32, 32, 64, 256, 256]
+
+
+def _one_kernel(fn, *args):  # noqa: ANN001, ANN002, ANN202
+    """The AST of the one kernel `fn(*args)` lowers."""
+    seen = []
+    orig = lowering.lower_kernel
+
+    def hook(ast, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(ast)
+        return orig(ast, *a, **k)
+    lowering.forget_compiled()
+    lowering.lower_kernel = hook
+    try:
+        out = fn(*args)
+        out.numpy()
+    finally:
+        lowering.lower_kernel = orig
+    assert len(seen) == 1, [lowering.kernel_name(a) for a in seen]
+    return seen[0], out
+
+
+def test_cache_keys_and_code_follow_the_target() -> None:
+    ast, _ = _one_kernel(lambda a: a * 3.0 + 1.0, f32(64, 64))
+    other = GPUTarget("A100", (8, 0), 108)
+    ptx90, ptx80 = ptx_of(ast, GPU_DEFAULT)[0], ptx_of(ast, other)[0]
+    assert ".target sm_90" in ptx90 and ".target sm_80" in ptx80
+    assert ptx_of(ast, GPU_DEFAULT)[0] is ptx90   # the memory cache, per target
+
+
+def test_elementwise_kernel_loads_16_bytes_a_thread() -> None:
+    ast, _ = _one_kernel(lambda a, b: a * b + 1.0, f32(256, 256), f32(256, 256))
+    ptx, name, dims = ptx_of(ast)
+    # 4 floats a thread, 16384 threads: blocks of 64 (two warps) give each of the 132 SMs at least one
+    assert dims.params == 3 and math.prod(dims.block) == 64 and math.prod(dims.grid) == 256
+    assert ptx.count("ld.global.nc.v4") == 2 and ptx.count("st.global.v4") == 1
+    assert f".reqntid {dims.block[0]}, {dims.block[1]}, {dims.block[2]}" in ptx
+
+
+def test_row_reduction_is_one_block_a_row() -> None:
+    ast, _ = _one_kernel(lambda a: tg.nn.softmax(a, axis=-1), f32(8, 1000))
+    ir, name, dims, opts = kernel_ir(ast)
+    assert dims.grid == (8, 1, 1) and dims.block == (256, 1, 1)
+    assert {o.op for o in opts} == {"GLOBAL", "GROUP", "LOCAL"}
+    ptx = ptx_of(ast)[0]
+    assert "shfl.sync.bfly.b32" in ptx and "bar.sync" in ptx and ".shared" in ptx
+
+
+@pytest.mark.skipif(libdevice_path() is None, reason="no CUDA toolkit (libdevice) found")
+def test_libdevice_is_internalised() -> None:
+    ast, _ = _one_kernel(lambda a: tg.numpy.sin(a) * tg.numpy.arctan2(a, 2.0), f32(64))
+    ptx = ptx_of(ast)[0]
+    # libdevice's ~350 functions linked in: only what the kernel calls is left, inlined into it
+    assert ".extern" not in ptx and ".func" not in ptx and ptx.count(".entry") == 1
+    assert len(ptx) < 40_000, len(ptx)
+
+
+def _gpu_programs() -> list:
+    """Programs whose kernels take every GPU option: odd sizes (guards, masked strides), rows of several widths."""
+    tnp = tg.numpy
+    x, v, m = f32(16, 33), f32(1000), f32(7, 600)
+    return [
+        x * 2.0 + 1.0, tnp.sin(x) + x.T.T, f32(256, 256) * 3.0, v.sum(), x.sum(axis=0), x.sum(axis=1), m.max(axis=1),
+        tnp.argmax(m, axis=1), (m > 1.0).any(axis=1),
+        (m * 2).astype(tg.dtypes.int32).astype(tg.dtypes.float16).sum(axis=1),   # exact in float16 in any order
+        (m * 100).astype(tg.dtypes.int32).sum(axis=1), tg.nn.softmax(m, axis=-1), tg.nn.log_softmax(x, axis=0),
+        (m - m.mean(axis=1, keepdims=True)) / tnp.sqrt(m.var(axis=1, keepdims=True) + 1e-5),
+        f32(8, 100) @ f32(100, 12), f32(40, 3) @ f32(3, 50), f32(256, 64) @ f32(64, 1024), tnp.cumsum(x, axis=1),
+        tg.lax.conv(f32(2, 3, 10, 10), f32(4, 3, 3, 3), (1, 1), "SAME"), f32(3, 5, 7, 9).sum(axis=(1, 3)),
+    ]
+
+
+def test_gpu_options_compute_what_the_cpu_does() -> None:
+    """Every kernel with the GPU's options, its thread ids turned back into loops (`thread_loops`), run on the CPU:
+    the results are those of the CPU's own kernels."""
+    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
+    state = np.random.default_rng(1).bit_generator.state   # the same inputs whatever ran before
+    rng.bit_generator.state = state
+    want = [o.numpy() for o in _gpu_programs()]
+    orig = lowering.lower_kernel
+    applied: list = []
+
+    def hook(ast, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        sink, opts = optimize_gpu(lowering.index_level(ast), GPU_DEFAULT)
+        applied.extend(opts)
+        return orig(thread_loops(sink), *a, **k)
+    rng.bit_generator.state = state
+    lowering.forget_compiled()
+    lowering.lower_kernel = hook
+    try:
+        got = [o.numpy() for o in _gpu_programs()]
+    finally:
+        lowering.lower_kernel = orig
+        lowering.forget_compiled()
+    assert {o.op for o in applied} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"program {i}")
+
+
+def test_contraction_gets_a_register_tile_with_vector_loads() -> None:
+    ast, _ = _one_kernel(lambda a, b: a @ b, f32(256, 64), f32(64, 1024))
+    ir, name, dims, opts = kernel_ir(ast)
+    lanes, rows = GPU_DEFAULT.contraction_tile()
+    assert [o for o in opts if o.op == "UPCAST"] == [Opt("UPCAST", 1, lanes), Opt("UPCAST", 0, rows)]
+    assert math.prod(dims.grid) * math.prod(dims.block) * lanes * rows == 256 * 1024
+    ptx = ptx_of(ast)[0]
+    assert ptx.count("ld.global.nc.v4") >= 1 and ptx.count("st.global.v4") == rows

@@ -1,0 +1,273 @@
+"""optimize_gpu: the kernel options of a GPU (SPEC §7's GLOBAL, LOCAL and GROUP), and the defaults a `GPUTarget` gets.
+
+A GPU kernel runs as a grid of blocks of threads. Its options map ranges onto them, as graph rewrites of the
+index-level kernel like the CPU's options (`optimize.py`), with `SPECIAL` nodes for the thread's ids:
+
+- GLOBAL(axis, n): the output range becomes an axis of the launch grid (x, y, z in the order applied): its index is
+  block index * n + thread index, n threads of a block along it (n = 1: a block per index, the block's threads free
+  for LOCAL and GROUP). A range that `n` does not divide leaves the last block's extra threads idle (the renderer
+  returns them at entry). SPECIAL arg: ("gidx<d>", size, n).
+- LOCAL(axis, n): an output range split over the block's n threads: thread t runs t, t + n, ... (a loop over the
+  rest; iterations past the end are masked as PADTO's are). SPECIAL arg: ("lidx0", n).
+- GROUP(axis, n): a reduce range split over the same n threads: each thread reduces its strided share, then a
+  block REDUCE (a REDUCE over the thread SPECIAL, `linearize.is_block_reduce`) combines the partials (warp shuffles,
+  then shared memory across warps) and gives the result to every thread: a row's max and sum in a softmax, read
+  by the row's LOCAL output loop. A store that no thread index reaches is done by thread 0 alone.
+- UPCAST and UNROLL are the CPU's (`optimize.py`): an UPCAST by `GPUTarget.lanes` of an axis every access reads
+  contiguously gives each thread adjacent elements, which LLVM's load/store vectoriser turns into 16-byte accesses.
+
+`hand_coded_gpu_opts` picks them from the target: a row kernel, or a reduction with too few outputs to fill the GPU
+with a thread each, gets a block per row (GLOBAL n = 1 on the row axes, GROUP on its reduce ranges, LOCAL on its
+output loop); every other kernel gets one thread per output element (GLOBAL on up to three output axes, innermost
+on x with the target's block size) after an UPCAST for vector loads. Every amount comes from the `GPUTarget`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tgfx import config
+from tgfx.devices.target import GPUTarget
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering.linearize import is_block_reduce, range_deps
+from tgfx.lowering.optimize import (
+    MIN_CONTRACTION,
+    KernelOptError,
+    Opt,
+    _coef,
+    _itemsize,
+    _pm_after_opt,
+    _vector_axis,
+    apply_opt,
+    pad_range,
+    ranges,
+)
+
+GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP")
+
+
+def specials(sink: UOp) -> dict[str, UOp]:
+    return {u.arg[0]: u for u in sink.toposort() if u.op is Ops.SPECIAL}
+
+
+def _range(sink: UOp, opt: Opt, kind: str) -> UOp:
+    if any(u.op is Ops.REDUCE and isinstance(u.arg, tuple) for u in sink.toposort()):
+        raise KernelOptError(f"{opt}: a loop kernel's carries are stepped in order by one thread")
+    rng = ranges(sink).get(opt.axis)
+    if rng is None or rng.arg[1] != kind:
+        raise KernelOptError(f"{opt}: no {kind} range {opt.axis} in this kernel")
+    if opt.amount < 1:
+        raise KernelOptError(f"{opt}: needs at least one thread")
+    return rng
+
+
+def global_axis(sink: UOp, opt: Opt) -> UOp:
+    rng = _range(sink, opt, "loop")
+    sp = specials(sink)
+    dim = sum(name.startswith("gidx") for name in sp)
+    if dim >= 3:
+        raise KernelOptError(f"{opt}: the launch grid has three axes, all taken")
+    if opt.amount > 1 and "lidx0" in sp:
+        raise KernelOptError(f"{opt}: the block's threads are split by LOCAL/GROUP; a grid axis beside them is n = 1")
+    idx = UOp(Ops.SPECIAL, dtypes.index, (), (f"gidx{dim}", rng.src[0].arg, opt.amount))
+    return sink.substitute({rng: idx})
+
+
+def _thread(sink: UOp, opt: Opt) -> UOp:
+    sp = specials(sink)
+    if any(name.startswith("gidx") and u.arg[2] > 1 for name, u in sp.items()):
+        raise KernelOptError(f"{opt}: a grid axis already has threads of the block (GLOBAL n > 1)")
+    if "lidx0" in sp and sp["lidx0"].arg[1] != opt.amount:
+        raise KernelOptError(f"{opt}: the block already has {sp['lidx0'].arg[1]} threads")
+    return UOp(Ops.SPECIAL, dtypes.index, (), ("lidx0", opt.amount))
+
+
+def _strided(sink: UOp, rng: UOp, n: int) -> tuple[UOp, UOp, UOp]:
+    """`rng` padded (masked) to a multiple of `n`, and its index as a strided share: (sink, padded range, outer * n +
+    thread index); outer is the range the thread still loops over."""
+    size = rng.src[0].arg
+    padded = -(-size // n) * n
+    if padded != size:
+        sink = pad_range(sink, rng, padded)
+        rng = ranges(sink)[rng.arg[0]]
+    return sink, rng, UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, padded // n),), rng.arg)
+
+
+def local_axis(sink: UOp, opt: Opt) -> UOp:
+    rng = _range(sink, opt, "loop")
+    lid = _thread(sink, opt)
+    sink, rng, outer = _strided(sink, rng, opt.amount)
+    return sink.substitute({rng: outer * opt.amount + lid})
+
+
+def group(sink: UOp, opt: Opt) -> UOp:
+    rng = _range(sink, opt, "reduce")
+    lid = _thread(sink, opt)
+    sink, rng, outer = _strided(sink, rng, opt.amount)
+    index = outer * opt.amount + lid
+    mapping = {}
+    for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
+        others = tuple(outer if r is rng else r for r in red.src[1:])
+        partial = UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({rng: index}), *others), red.arg)
+        mapping[red] = UOp(Ops.REDUCE, red.dtype, (partial, lid), red.arg)
+    return sink.substitute(mapping)
+
+
+_APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group}
+
+
+def gate_unthreaded_stores(sink: UOp) -> UOp:
+    """A store that does not depend on the block's thread index (a row's sum, reduced by the whole block) is done by
+    thread 0 alone."""
+    lid = specials(sink).get("lidx0")
+    if lid is None:
+        return sink
+    first = lid.alu(Ops.CMPEQ, UOp.const(dtypes.index, 0))
+    stores = tuple(st if lid in st.toposort() else st.replace(src=(*st.src[:2], first if len(st.src) == 2 else
+                                                                   st.src[2] & first)) for st in sink.src)
+    return sink.replace(src=stores)
+
+
+def apply_gpu_opt(sink: UOp, opt: Opt, simplify: bool = True) -> UOp:
+    """One option on a GPU kernel: GLOBAL, LOCAL, GROUP here, the CPU's UPCAST, UNROLL, PADTO and SWAP as they are
+    (THREAD, a CPU core split, is not a GPU option)."""
+    if opt.op == "THREAD":
+        raise KernelOptError(f"{opt}: THREAD splits over CPU cores; a GPU kernel uses GLOBAL/LOCAL")
+    if opt.op not in _APPLY_GPU:
+        return apply_opt(sink, opt, simplify)
+    out = _APPLY_GPU[opt.op](sink, opt)
+    return graph_rewrite(out, _pm_after_opt, name="symbolic after opt") if simplify else out
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
+    """Default options for `target` (see the module's docstring)."""
+    if config.NOOPT or any(u.op is Ops.REDUCE and isinstance(u.arg, tuple) for u in sink.toposort()):
+        return []   # a loop kernel steps its carries in order: one thread
+    rngs = ranges(sink)
+    loops = [r for r in sorted(rngs.values(), key=lambda r: r.arg[0]) if r.arg[1] == "loop"]
+    reduces = [r for r in rngs.values() if r.arg[1] == "reduce"]
+    red_nodes = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+    outputs = math.prod(r.src[0].arg for r in loops)
+    row_kernel = any(not set(loops) <= range_deps(red) for red in red_nodes)
+    longest = max((r.src[0].arg for r in reduces), default=0)
+    if reduces and (row_kernel or (outputs < target.sms * target.block_threads() and longest >= target.warp_size)):
+        # a block per row: its threads share the row's reduces (GROUP) and its outputs (LOCAL)
+        n = target.group_threads(longest)
+        opts: list[Opt] = []
+        grouped = {max(red.src[1:], key=lambda r: r.src[0].arg).arg[0] for red in red_nodes}
+        rows = [r for r in loops if any(r in range_deps(red) for red in red_nodes)]
+        cols = [r for r in loops if r not in rows]
+        for dim, r in enumerate(reversed(rows[-3:])):
+            if r.src[0].arg <= target.max_grid[dim]:
+                opts.append(Opt("GLOBAL", r.arg[0], 1))
+        opts += [Opt("GROUP", a, n) for a in sorted(grouped)]
+        if cols:
+            opts.append(Opt("LOCAL", cols[-1].arg[0], n))
+        return opts
+    opts = []
+    sizes = {r.arg[0]: r.src[0].arg for r in loops}
+    itemsize = _itemsize(sink)
+    loads = [u.src[0].src[1] for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX]
+    if reduces and math.prod(r.src[0].arg for r in reduces) >= MIN_CONTRACTION and len(sink.src) == 1:
+        # a contraction: a register tile a thread, vectorised along an output axis an input reads contiguously
+        # (16-byte loads of it) and blocked along one another input does not depend on (each of its loads serves
+        # the tile's lanes), while leaving the GPU a warp per SM at least
+        lanes, rows = target.contraction_tile(itemsize)
+        hot = [i for i in loads if any(_coef(i, r) != 0 for r in reduces)]
+        vec = _vector_axis(loops, loads, hot, lanes, pad=False)
+        blk = None if vec is None else next((r for r in reversed(loops) if r is not vec and
+                                              r.src[0].arg % rows == 0 and any(_coef(i, r) == 0 for i in loads)), None)
+        if blk is not None and any(_coef(i, vec) == 0 for i in loads) and \
+                outputs // (lanes * rows) >= target.sms * target.warp_size:
+            opts += [Opt("UPCAST", vec.arg[0], lanes), Opt("UPCAST", blk.arg[0], rows)]
+            sizes[vec.arg[0]] //= lanes
+            sizes[blk.arg[0]] //= rows
+    elif loops and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
+        # adjacent elements per thread: one 16-byte access instead of four (an axis the store and every load read
+        # contiguously or not at all, and long enough to leave the GPU a warp per SM)
+        lanes = target.lanes(itemsize)
+        out = sink.src[0].src[0].src[1]
+        vec = _vector_axis(loops, loads + [out], loads + [out], lanes, pad=False) if lanes > 1 else None
+        if vec is not None and _coef(out, vec) == 1 and outputs // lanes >= target.sms * target.warp_size:
+            opts.append(Opt("UPCAST", vec.arg[0], lanes))
+            sizes[vec.arg[0]] //= lanes
+    # blocks of `block_threads`, or smaller ones (down to a warp) where that leaves SMs without a block
+    threads = math.prod(sizes[r.arg[0]] for r in loops[-3:])
+    budget = min(target.block_threads(), max(target.warp_size, 1 << (max(threads // target.sms, 1).bit_length() - 1)))
+    for dim, r in enumerate(reversed(loops[-3:])):
+        size = sizes[r.arg[0]]
+        n = min(_pow2_at_least(size), budget)
+        if -(-size // n) > target.max_grid[dim]:
+            break
+        opts.append(Opt("GLOBAL", r.arg[0], n))
+        budget //= n
+    return opts
+
+
+def launch_dims(sink: UOp) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """The (grid, block) sizes a kernel with these thread ids is launched with."""
+    grid, block = [1, 1, 1], [1, 1, 1]
+    for name, u in specials(sink).items():
+        if name.startswith("gidx"):
+            d, n = int(name[4:]), u.arg[2]
+            grid[d], block[d] = -(-u.arg[1] // n), n if n > 1 else block[d]
+        elif name == "lidx0":
+            block[0] = u.arg[1]
+    return (grid[0], grid[1], grid[2]), (block[0], block[1], block[2])
+
+
+def apply_hand_coded_gpu(sink: UOp, target: GPUTarget) -> tuple[UOp, list[Opt]]:
+    """Apply the default options for `target`, skipping any that does not fit."""
+    applied = []
+    for opt in hand_coded_gpu_opts(sink, target):
+        try:
+            sink = apply_gpu_opt(sink, opt, simplify=False)
+            applied.append(opt)
+        except KernelOptError:
+            continue
+    return graph_rewrite(sink, _pm_after_opt, name="symbolic after opts") if applied else sink, applied
+
+
+def optimize_gpu(sink: UOp, target: GPUTarget, opts: Sequence[Opt] | None = None) -> tuple[UOp, list[Opt]]:
+    """The kernel with GPU options applied, and them: `opts` exactly when given, else the defaults for `target`."""
+    if opts is None:
+        sink, applied = apply_hand_coded_gpu(sink, target)
+    else:
+        for opt in opts:
+            sink = apply_gpu_opt(sink, opt)
+        applied = list(opts)
+    grid, block = launch_dims(sink)
+    if math.prod(block) > target.max_threads_per_block:
+        raise KernelOptError(f"{applied}: {math.prod(block)} threads a block, {target.name} allows "
+                             f"{target.max_threads_per_block}")
+    if any(g > m for g, m in zip(grid, target.max_grid, strict=True)):
+        raise KernelOptError(f"{applied}: grid {grid} exceeds {target.name}'s {target.max_grid}")
+    return gate_unthreaded_stores(sink), applied
+
+
+def thread_loops(sink: UOp) -> UOp:
+    """A GPU kernel (`optimize_gpu` applied) as the same computation in loops for the CPU: each block REDUCE a
+    reduce range over the threads' partials (innermost first), each grid axis a loop over its indices (threads past
+    its end do nothing), the block's threads a loop. Run on the CPU, it checks what the GPU options rewrote (index
+    arithmetic, masks, partials) against numpy on a machine without a GPU."""
+    def fresh() -> int:
+        return max((r.arg[0] for r in ranges(sink).values()), default=-1) + 1
+    while blocks := [u for u in sink.toposort() if is_block_reduce(u)]:
+        red = blocks[0]   # toposort: sources first, so a block reduce inside another's partial goes first
+        lid = red.src[1]
+        r = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, lid.arg[1]),), (fresh(), "reduce"))
+        sink = sink.substitute({red: UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({lid: r}), r), red.arg)})
+    for u in sorted(specials(sink).values(), key=lambda u: u.arg[0]):
+        sink = sink.substitute({u: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, u.arg[1]),),
+                                       (fresh(), "loop"))})
+    return sink
+
+
+__all__ = ["GPU_OPT_OPS", "thread_loops", "apply_gpu_opt", "hand_coded_gpu_opts", "launch_dims", "optimize_gpu"]

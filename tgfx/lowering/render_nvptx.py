@@ -1,0 +1,358 @@
+"""render_nvptx: a kernel as NVPTX LLVM IR and PTX for an NVIDIA GPU (`GPUTarget`), through llvmlite.
+
+The kernel ABI: `define ptx_kernel void @name(ptr addrspace(1) noalias align 16 %g0, ...)`, one 8-byte global pointer
+per buffer slot from 0 to the highest slot the kernel uses (`LaunchDims.params`), so an EXEC packet's buffer words
+are the kernel's parameter buffer as they are. Buffers are at least 64-byte aligned (the allocators' contract in
+`tgfx/devices/hcq.py`, and the arena's offsets), which the `align 16` promises LLVM so that adjacent accesses become
+16-byte vector loads and stores.
+
+The body is the CPU renderer's (`render_llvm.py`: the same op rules, loops, registers), with what a GPU adds: the
+thread ids of `optimize_gpu.py`'s SPECIALs read from `llvm.nvvm.read.ptx.sreg.*` at entry (threads past a grid
+axis's end return there), block REDUCEs as warp shuffles (`llvm.nvvm.shfl.sync.bfly.i32`) and a shared-memory
+(addrspace 3) exchange between warps with barriers, and the block size as `"nvvm.reqntid"` (ptxas then budgets the
+registers for it). LLVM's NVPTX backend selects no `llvm.sin/cos/exp/log/pow` and ptxas resolves no libm call: the
+float32 exp, exp2, tanh, log, log2 and log1p are tgfx's own arithmetic (`transcendental.py`, run by `index_level`),
+every other transcendental (and float64's) calls libdevice (`nvvm/libdevice/libdevice.10.bc` of the CUDA toolkit),
+linked into the module and internalised so only what a kernel calls lands in its PTX.
+
+`ptx_of(ast, target)` is what the CUDA runtime loads (`cuModuleLoadData`): (PTX text, kernel name, launch dims),
+cached in memory and on disk under a key of the kernel, its options' mode, the lowering code, LLVM and the target.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pathlib
+import shutil
+import threading
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import llvmlite.binding as llvm
+
+from tgfx import config
+from tgfx.devices.target import GPU_DEFAULT, GPUTarget
+from tgfx.dtypes import DType
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering.compile import cache_key, compiler, read_cached, write_cached
+from tgfx.lowering.linearize import is_block_reduce, linearize
+from tgfx.lowering.lru import LRU
+from tgfx.lowering.optimize import Opt
+from tgfx.lowering.optimize_gpu import launch_dims, optimize_gpu
+from tgfx.lowering.render_llvm import (
+    _INTRINSIC,
+    _LIBM,
+    LLVMRenderer,
+    RenderError,
+    Rule,
+    alu_rules,
+    compute_type,
+    reg_type,
+)
+
+
+class LaunchDims(NamedTuple):
+    """How a kernel is launched: grid and block sizes (x, y, z), and how many 8-byte parameters it takes."""
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    params: int
+
+
+# ---- libdevice: the toolkit's math library, for the transcendentals tgfx does not decompose ----
+# where the CUDA toolkit may be, after $CUDA_HOME and $CUDA_PATH and beside `ptxas` on PATH
+_CUDA_ROOTS = ("/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda")
+
+
+@functools.cache
+def libdevice_path() -> pathlib.Path | None:
+    """`nvvm/libdevice/libdevice.10.bc` of the CUDA toolkit, or None when none is found."""
+    roots = [os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")]
+    if (ptxas := shutil.which("ptxas")) is not None:
+        roots.append(str(pathlib.Path(ptxas).resolve().parent.parent))
+    for root in [*filter(None, roots), *_CUDA_ROOTS]:
+        p = pathlib.Path(root) / "nvvm" / "libdevice" / "libdevice.10.bc"
+        if p.is_file():
+            return p
+    return None
+
+
+@functools.cache
+def _libdevice_bitcode() -> bytes:
+    p = libdevice_path()
+    if p is None:
+        raise RenderError("this kernel calls libdevice (a transcendental tgfx does not decompose for the GPU), and "
+                          "no CUDA toolkit was found: set CUDA_HOME to one (its nvvm/libdevice/libdevice.10.bc)")
+    return p.read_bytes()
+
+
+def _libdevice(name: str) -> Rule:
+    """A call of libdevice's `__nv_<name>f` (float) or `__nv_<name>` (double)."""
+    return lambda r, t, x, f: r.call(f"__nv_{name}{'f' if t == 'float' else ''}", t, [(t, v) for v in x])
+
+
+# float ops NVPTX cannot select (or would select as an approximation) go to libdevice; the rest are the CPU's rules
+nvptx_rules: dict = {
+    **alu_rules,
+    **{(op, "f"): _libdevice(name) for op, name in {**_LIBM, **_INTRINSIC}.items()
+       if op in (*_LIBM, Ops.EXP, Ops.EXP2, Ops.LOG, Ops.LOG2, Ops.SIN, Ops.COS, Ops.POW)},
+    (Ops.MOD, "f"): _libdevice("fmod"),
+}
+
+_AXES = "xyz"
+# what a kernel may assume of its buffers' addresses (`align 16` on its parameters): the allocators give 64
+BASE_ALIGN = 16
+
+
+def _twos(u: UOp) -> int:
+    """How many factors of two the integer `u` is known to have (index arithmetic: sums, products, shifts)."""
+    if u.op is Ops.CONST:
+        return (u.arg & -u.arg).bit_length() - 1 if u.arg else 64
+    if u.op is Ops.ADD:
+        return min(_twos(s) for s in u.src)
+    if u.op is Ops.MUL:
+        return min(sum(_twos(s) for s in u.src), 64)
+    if u.op is Ops.SHL and u.src[1].op is Ops.CONST:
+        return min(_twos(u.src[0]) + u.src[1].arg, 64)
+    return 0
+
+
+class NVPTXRenderer(LLVMRenderer):
+    rules = nvptx_rules
+
+    def __init__(self, name: str, target: GPUTarget) -> None:
+        super().__init__(name)
+        self.target = target
+        self.globals: list[str] = []
+
+    def sreg(self, reg: str) -> str:
+        """A special register (`tid.x`, `ctaid.y`, ...) as an i64."""
+        fn = f"llvm.nvvm.read.ptx.sreg.{reg}"
+        self.declares.add(f"declare i32 @{fn}()")
+        return self.op_in(f"zext i32 {self.op_in(f'call i32 @{fn}()')} to i64")
+
+    def thread_ids(self, specials: list[UOp]) -> None:
+        """Every thread id the kernel uses, read at entry; threads past the end of a grid axis return."""
+        for u in specials:
+            name = u.arg[0]
+            if name == "lidx0":
+                self.names[u] = self.sreg("tid.x")
+                continue
+            d, size, n = _AXES[int(name[4:])], u.arg[1], u.arg[2]
+            block = self.sreg(f"ctaid.{d}")
+            self.names[u] = block if n == 1 else self.op_in(f"add i64 {self.op_in(f'mul i64 {block}, {n}')}, "
+                                                            f"{self.sreg(f'tid.{d}')}")
+            if size % n:
+                inside = self.op_in(f"icmp ult i64 {self.names[u]}, {size}")
+                self.n += 1
+                self.emit(f"br i1 {inside}, label %G{self.n}, label %exit")
+                self.lines.append(f"G{self.n}:")
+
+    # ---- block reductions ----
+    def shuffle(self, v: str, ty: str, lane_mask: int) -> str:
+        """`v` (register type `ty`) of the lane whose id differs from this one's in the bits of `lane_mask`."""
+        self.declares.add("declare i32 @llvm.nvvm.shfl.sync.bfly.i32(i32, i32, i32, i32)")
+
+        def shfl32(w: str) -> str:
+            return self.op_in(f"call i32 @llvm.nvvm.shfl.sync.bfly.i32(i32 -1, i32 {w}, i32 {lane_mask}, i32 31)")
+        bits = {"i1": 1, "i8": 8, "i16": 16, "half": 16, "i32": 32, "float": 32, "i64": 64, "double": 64}[ty]
+        ity = f"i{bits}"
+        w = v if ty == ity else self.op_in(f"bitcast {ty} {v} to {ity}")
+        if bits == 64:
+            lo = shfl32(self.op_in(f"trunc i64 {w} to i32"))
+            hi = shfl32(self.op_in(f"trunc i64 {self.op_in(f'lshr i64 {w}, 32')} to i32"))
+            hi = self.op_in(f"shl i64 {self.op_in(f'zext i32 {hi} to i64')}, 32")
+            out = self.op_in(f"or i64 {hi}, {self.op_in(f'zext i32 {lo} to i64')}")
+        elif bits == 32:
+            out = shfl32(w)
+        else:
+            out = self.op_in(f"trunc i32 {shfl32(self.op_in(f'zext {ity} {w} to i32'))} to {ity}")
+        return out if ty == ity else self.op_in(f"bitcast {ity} {out} to {ty}")
+
+    def combine(self, op: Ops, d: DType, a: str, b: str) -> str:
+        """op(a, b) of two register values of dtype `d` (a reduce's step)."""
+        rule = self.rules.get((op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
+        if rule is None:
+            raise RenderError(f"no NVPTX rule for a block reduce {op} on {d!r}")
+        out = rule(self, compute_type(d), [self.to_compute(a, d), self.to_compute(b, d)], "")
+        return self.from_compute(out, d)
+
+    def barrier(self) -> None:
+        self.declares.add("declare void @llvm.nvvm.barrier0()")
+        self.emit("call void @llvm.nvvm.barrier0()")
+
+    def block_reduce(self, u: UOp) -> str:
+        """The block REDUCE `u`: butterfly shuffles within each warp, then (more than one warp) each warp's lane 0
+        writes its value to shared memory, and every thread combines the warps' values in order (the same order in
+        every thread, so all get the same result). The second barrier keeps the words until all have read them (the
+        reduce may run again in a loop)."""
+        d, ty, op = u.dtype, reg_type(u.dtype), u.arg
+        n, warp = u.src[1].arg[1], self.target.warp_size
+        v = self.val(u.src[0])
+        m = 1
+        while m < min(n, warp):
+            v = self.combine(op, d, v, self.shuffle(v, ty, m))
+            m *= 2
+        if n <= warp:
+            return v
+        warps = n // warp
+        self.n += 1
+        smem = f"@smem{self.n}"
+        self.globals.append(f"{smem} = internal addrspace(3) global [{warps} x {ty}] poison, align 8")
+        tid = self.names[u.src[1]]
+        lane0 = self.op_in(f"icmp eq i64 {self.op_in(f'and i64 {tid}, {warp - 1}')}, 0")
+        slot = self.op_in(f"getelementptr [{warps} x {ty}], ptr addrspace(3) {smem}, i64 0, i64 "
+                          f"{self.op_in(f'udiv i64 {tid}, {warp}')}")
+        self.emit(f"br i1 {lane0}, label %W{self.n}, label %W{self.n}.done")
+        self.lines.append(f"W{self.n}:")
+        self.emit(f"store {ty} {v}, ptr addrspace(3) {slot}")
+        self.emit(f"br label %W{self.n}.done")
+        self.lines.append(f"W{self.n}.done:")
+        self.barrier()
+        acc = ""
+        for w in range(warps):
+            p = self.op_in(f"getelementptr [{warps} x {ty}], ptr addrspace(3) {smem}, i64 0, i64 {w}")
+            x = self.op_in(f"load {ty}, ptr addrspace(3) {p}")
+            acc = x if not acc else self.combine(op, d, acc, x)
+        self.barrier()
+        return acc
+
+    def align(self, idx: UOp) -> str:
+        """The alignment of an access of buffer element `idx`: the element's size times the power of two its offset
+        is known to be a multiple of, at most `BASE_ALIGN`. LLVM's load/store vectoriser joins adjacent accesses
+        into 16-byte ones only where the first is stated 16-byte aligned (it proves nothing through the thread ids)."""
+        if idx.op is not Ops.INDEX:
+            return ""
+        size = idx.src[0].dtype.itemsize
+        return f", align {min(size << min(_twos(idx.src[1]), 8), BASE_ALIGN)}"
+
+    # ---- the kernel ----
+    def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
+        if u.op is Ops.SPECIAL:
+            return   # read at entry (`thread_ids`)
+        if is_block_reduce(u):
+            self.names[u] = self.block_reduce(u)
+            return
+        super().render_one(u, acc_of, is_update)
+
+    def render_kernel(self, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], dims: LaunchDims) -> str:
+        nslots = dims.params
+        for b in bufs:
+            self.names[b] = f"%b{b.arg[0]}"
+            self.emit(f"%b{b.arg[0]} = addrspacecast ptr addrspace(1) %g{b.arg[0]} to ptr")
+        self.thread_ids(sorted({u for u in lin if u.op is Ops.SPECIAL}, key=lambda u: u.arg[0]))
+        update_of_acc = {u.src[1] for u in lin if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and
+                         u.src[0].tag != "carry"}
+        for u in lin:
+            self.render_one(u, acc_of, u in update_of_acc)
+        params = ", ".join(f"ptr addrspace(1) noalias align 16 %g{i}" for i in range(nslots))
+        return "\n".join([
+            *sorted(self.declares), *self.globals,
+            f"define ptx_kernel void @{self.name}({params}) #0 {{",
+            "entry:", *self.allocas, "  br label %start", "start:", *self.lines, "  br label %exit",
+            "exit:", "  ret void", "}",
+            f'attributes #0 = {{ "nvvm.reqntid"="{",".join(map(str, dims.block))}" }}',
+        ])
+
+
+def render_nvptx(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], dims: LaunchDims,
+                 target: GPUTarget = GPU_DEFAULT) -> str:
+    """A linearized GPU kernel (`optimize_gpu` applied) as NVPTX LLVM IR for `target`."""
+    return NVPTXRenderer(name, target).render_kernel(lin, acc_of, bufs, dims)
+
+
+# ---- compiling: LLVM IR to PTX ----
+_nvptx_lock = threading.Lock()
+
+
+@functools.cache
+def _target_machine(cpu: str, features: str) -> llvm.TargetMachine:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm.Target.from_triple("nvptx64-nvidia-cuda").create_target_machine(cpu=cpu, features=features, opt=3)
+
+
+def compile_ptx(ir: str, target: GPUTarget = GPU_DEFAULT) -> str:
+    """NVPTX LLVM IR to PTX text for `target`: parsed, verified, libdevice linked in when called and internalised,
+    optimised at O3 (the NVPTX passes: NVVMReflect folds libdevice's `__nvvm_reflect`, address spaces inferred),
+    emitted."""
+    if config.DEBUG >= 4:
+        print(ir)
+    with compiler().busy:   # one module at a time in this process (llvmlite's lock), beside the CPU's compiles
+        with _nvptx_lock:
+            tm = _target_machine(target.cpu, target.features)
+        mod = llvm.parse_assembly(ir)
+        mod.triple, mod.data_layout = target.triple, str(tm.target_data)
+        mod.verify()
+        kernels = {f.name for f in mod.functions if not f.is_declaration}
+        if any(f.name.startswith("__nv_") for f in mod.functions):
+            lib = llvm.parse_bitcode(_libdevice_bitcode())
+            lib.triple, lib.data_layout = mod.triple, mod.data_layout
+            mod.link_in(lib)
+            for f in mod.functions:   # unused functions then go in the optimiser's dead-code elimination
+                if f.name not in kernels and not f.is_declaration:
+                    f.linkage = "internal"
+            for g in mod.global_variables:
+                if not g.is_declaration and g.linkage.name != "internal":
+                    g.linkage = "internal"
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return tm.emit_assembly(mod)
+
+
+# ---- the kernel through every stage, cached ----
+# by (kernel key, target key, options)
+_ptx: LRU[tuple[str, str, str], tuple[str, str, LaunchDims]] = LRU(lambda: int(config.KERNEL_CACHE_SIZE))
+
+
+def _mode(opts: Sequence[Opt] | None, target: GPUTarget) -> str:
+    what = "hand" if opts is None else "opts:" + ",".join(f"{o.op}.{o.axis}.{o.amount}" for o in opts)
+    return f"{'noopt' if config.NOOPT and opts is None else what}@{target.key}"
+
+
+def kernel_ir(ast: UOp, target: GPUTarget = GPU_DEFAULT,
+              opts: Sequence[Opt] | None = None) -> tuple[str, str, LaunchDims, list[Opt]]:
+    """A kernel AST through every stage before LLVM's for `target`: (NVPTX LLVM IR, kernel name, launch dims, the
+    options applied)."""
+    from tgfx.lowering import index_level, kernel_name
+    # rangeify -> transcendental -> symbolic, as for the CPU
+    sink = index_level(ast)
+    # threads and blocks: the GPU's options (heuristics from the target, or `opts` exactly)
+    sink, applied = optimize_gpu(sink, target, opts)
+    name = kernel_name(ast) if opts is None else \
+        f"{kernel_name(ast)}_{hashlib.sha256(_mode(opts, target).encode()).hexdigest()[:6]}"
+    # order into loops, then the LLVM IR of the GPU renderer
+    lin, acc_of = linearize(sink)
+    bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
+    grid, block = launch_dims(sink)
+    dims = LaunchDims(grid, block, max((b.arg[0] + 1 for b in bufs), default=0))
+    return render_nvptx(name, lin, acc_of, bufs, dims, target), name, dims, applied
+
+
+def ptx_of(ast: UOp, target: GPUTarget = GPU_DEFAULT,
+           opts: Sequence[Opt] | None = None) -> tuple[str, str, LaunchDims]:
+    """A kernel AST (tensor level, buffers by slot, as a LINEAR's CALL holds it) as PTX for `target`: (PTX text, the
+    kernel's name in it, `LaunchDims(grid, block, params)`). Load the text with `cuModuleLoadData`, get the function
+    by the name, and launch it on `grid` x `block` threads with `params` 8-byte words (buffer slots 0 .. params - 1)
+    as its parameter buffer, no dynamic shared memory.
+
+    `opts` are applied exactly; without them the target's heuristics choose. Cached in memory and on disk."""
+    mode = _mode(opts, target)
+    if (hit := _ptx.get((ast.key, target.key, mode))) is not None:
+        return hit
+    key = cache_key(f"ptx|{ast.key}|{mode}", target)
+    if (cached := read_cached(key)) is not None:
+        meta, text = cached
+        out = (text.decode(), meta["name"], LaunchDims(tuple(meta["grid"]), tuple(meta["block"]), meta["params"]))
+    else:
+        ir, name, dims, _ = kernel_ir(ast, target, opts)
+        text = compile_ptx(ir, target)
+        write_cached(key, {"name": name, "grid": dims.grid, "block": dims.block, "params": dims.params},
+                     text.encode())
+        out = (text, name, dims)
+    return _ptx.setdefault((ast.key, target.key, mode), out)
+
+
+__all__ = ["LaunchDims", "NVPTXRenderer", "compile_ptx", "kernel_ir", "libdevice_path", "ptx_of", "render_nvptx"]
