@@ -777,6 +777,15 @@ class HCQDevice:
         """Backend hook: the command processor of `engine`."""
         raise NotImplementedError
 
+    compiles_on_host: bool = False
+    """Whether `lower_kernel` compiles with the host's LLVM (a program's kernels are then compiled side by side on
+    threads before it is encoded: `tgfx.lowering.prelower`)."""
+
+    def lower_kernel(self, ast: Any) -> Any:
+        """Backend hook: kernel AST `ast` (tensor level, buffers by slot) compiled and loaded for this device, cached:
+        an object with `program` (what an EXEC of it runs) and `global_size`."""
+        raise NotImplementedError
+
     def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
         """A signal in this device's memory."""
         return Signal(value, name=name, owner=self.name)

@@ -156,7 +156,8 @@ class Program:
         outside any block on the destination's copy engine (waiting for the segment that wrote its source), a block
         (a loop or a branch, with everything inside it) whole in the compute queue it starts in."""
         from tgfx.lowering import prelower
-        prelower(c.src[0] for c in self.calls if c.src[0].op is Ops.SINK)
+        prelower(c.src[0] for c in self.calls
+                 if c.src[0].op is Ops.SINK and get_device(c.src[1].arg[1]).compiles_on_host)
         index = {b: i for i, b in enumerate(self.inputs[:self.n_dynamic])}
         index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
         segments: list[Segment] = []

@@ -1,0 +1,392 @@
+"""The CUDA backend's runtime (tgfx/devices/cuda.py).
+
+Without a GPU: the translation of packets into driver calls, checked against a recording double of the driver API
+(`FakeDriver`: libcuda's C calls, nothing of tgfx's compiler), the native host functions streams run, and what a
+machine without a driver says. With a GPU (`-m gpu`; skipped without libcuda.so.1): the same paths on the real
+driver, with a hand-written PTX kernel that follows the backend's kernel ABI.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tgfx.devices.cuda import (
+    AddressMap,
+    CUDACommandProcessor,
+    CUDAProgram,
+    CudaBackendError,
+    HostFns,
+    HostPages,
+    Staging,
+    Translator,
+    launch_dims,
+    native_host_fns,
+)
+from tgfx.devices.cuda_driver import CUDA_ERROR_NOT_READY, CudaError
+from tgfx.devices.hcq import Buffer, Engine, Signal, host_buffer
+from tgfx.devices.queue import HWQueue, Label
+
+STREAM = 0x5EA
+DEVICE_OFFSET = 1 << 44          # the fake driver maps host page p to device address p + DEVICE_OFFSET
+HOST_FNS = HostFns(wake=0xA1, copy=0xA2, timestamp=0xA3)
+
+
+class FakeDriver:
+    """A recording double of the driver API surface (`tgfx.devices.cuda_driver.Driver`): every call is appended to
+    `calls` as (name, args); host allocations and events come from counters; `ready` says which events completed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self._next = 0x10000
+        self.ready: dict[int, bool | CudaError] = {}
+        self.host_allocs: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("cu"):
+            raise AttributeError(name)
+
+        def record(*args: Any) -> Any:
+            self.calls.append((name, args))
+            if name == "cuMemHostGetDevicePointer":
+                return args[0] + DEVICE_OFFSET
+            if name in ("cuMemHostAlloc", "cuEventCreate"):
+                self._next += 0x100000
+                if name == "cuMemHostAlloc":
+                    self.host_allocs.append(self._next)
+                return self._next
+            if name == "cuEventQuery":
+                state = self.ready.get(args[0], True)
+                if isinstance(state, CudaError):
+                    raise state
+                return state
+            if name == "cuEventElapsedTime":
+                return 0.5
+            return True if name == "cuMemHostRegister" else None
+        return record
+
+    def named(self, *names: str) -> list[tuple[str, tuple[Any, ...]]]:
+        return [c for c in self.calls if c[0] in names]
+
+
+STREAM_OPS = ("cuStreamWaitValue64", "cuStreamWriteValue64", "cuLaunchHostFunc", "cuLaunchKernel", "cuMemcpyHtoDAsync",
+              "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpyPeerAsync")
+
+
+def fake_device(name: str, ctx: int) -> SimpleNamespace:
+    return SimpleNamespace(name=name, ctx=ctx)
+
+
+@pytest.fixture
+def env() -> SimpleNamespace:
+    drv, memory = FakeDriver(), AddressMap()
+    dev0, dev1 = fake_device("CUDA:0", 0xC0), fake_device("CUDA:1", 0xC1)
+    timeline = Signal(0, name="CUDA:0.timeline")
+    tr = Translator(drv, STREAM, "CUDA:0/compute", dev0, memory, HostPages(drv, memory), Staging(drv, memory),
+                    HOST_FNS, timeline.addr, events=None)
+
+    def device_buffer(dev: SimpleNamespace, nbytes: int, ptr: int) -> Buffer:
+        memory.add(ptr, nbytes, dev)
+        return Buffer(None, nbytes, ptr, b"owned")   # device None: the encoder only needs the address
+    return SimpleNamespace(drv=drv, memory=memory, dev0=dev0, dev1=dev1, timeline=timeline, tr=tr,
+                           buf=device_buffer)
+
+
+def submit(env: SimpleNamespace, q: HWQueue, value: int) -> Any:
+    """Encode `q` and fill in the timeline WAIT/SIGNAL words as `HCQDevice.submit` does, then translate."""
+    cb = q.encode()
+    cb.words[1], cb.words[2] = env.timeline.addr, value - 1
+    cb.words[-2], cb.words[-1] = env.timeline.addr, value
+    return cb, env.tr.run(cb.words, cb.starts)
+
+
+def dev_addr(addr: int) -> int:
+    return (addr & ~4095) + DEVICE_OFFSET + (addr & 4095)
+
+
+# ---- packets -> driver calls ----
+def test_wait_exec_signal_become_stream_waits_launches_and_writes(env: SimpleNamespace) -> None:
+    out, inp = env.buf(env.dev0, 4000, 0x7000_0000), env.buf(env.dev0, 4000, 0x7100_0000)
+    prog = CUDAProgram("add_one", 0xF00, block=(128, 1, 1), device="CUDA:0")
+    other, done = Signal(0, name="other"), Signal(0, name="done")
+    q = HWQueue().wait(other, 5).exec(prog, [out, inp], vals=(1000,), global_size=1000).signal(done, 7)
+    cb, issued = submit(env, q, 3)
+    calls = env.drv.named(*STREAM_OPS)
+    assert [c[0] for c in calls] == ["cuStreamWaitValue64", "cuStreamWaitValue64", "cuLaunchKernel",
+                                     "cuStreamWriteValue64", "cuLaunchHostFunc", "cuStreamWriteValue64",
+                                     "cuLaunchHostFunc"]
+    # the leading timeline WAIT (for submission 2) and the queue's own, on the registered pages' device addresses
+    assert calls[0][1] == (STREAM, dev_addr(env.timeline.addr), 2)
+    assert calls[1][1] == (STREAM, dev_addr(other.addr), 5)
+    fn, grid, block, smem, stream, params, nbytes = calls[2][1]
+    assert (fn, grid, block, smem, stream, nbytes) == (0xF00, (8, 1, 1), (128, 1, 1), 0, STREAM, 24)
+    # the parameter buffer is the packet's argument words, in place: buffers, then values
+    assert np.frombuffer(ctypes.string_at(params, nbytes), np.int64).tolist() == [out.ptr, inp.ptr, 1000]
+    assert params == cb.words.ctypes.data + 8 * (int(cb.starts[2]) + 1 + 5)
+    # a SIGNAL writes the value from the stream, then wakes host sleepers on the host word
+    assert calls[3][1] == (STREAM, dev_addr(done.addr), 7) and calls[4][1] == (STREAM, HOST_FNS.wake, done.addr)
+    assert calls[5][1] == (STREAM, dev_addr(env.timeline.addr), 3)
+    assert calls[6][1] == (STREAM, HOST_FNS.wake, env.timeline.addr)
+    assert issued.kernels == ["add_one"]
+    pages = {c[1][0] for c in env.drv.named("cuMemHostRegister")}
+    assert pages == {a & ~4095 for a in (env.timeline.addr, other.addr, done.addr)}   # each page registered once
+
+
+def test_a_stream_skips_waits_for_timeline_values_it_wrote_itself(env: SimpleNamespace) -> None:
+    submit(env, HWQueue(), 1)     # waits for 0: the initial value
+    submit(env, HWQueue(), 2)     # waits for 1, which this stream wrote
+    env.tr.timeline_written = 0   # as if another stream had written it
+    submit(env, HWQueue(), 3)
+    waits = env.drv.named("cuStreamWaitValue64")
+    writes = [c[1][2] for c in env.drv.named("cuStreamWriteValue64")]
+    assert [c[1][2] for c in waits] == [2] and writes == [1, 2, 3]
+
+
+def test_copies_pick_the_direction_and_stage_pageable_host_memory(env: SimpleNamespace) -> None:
+    a0, b0 = env.buf(env.dev0, 256, 0x7000_0000), env.buf(env.dev0, 256, 0x7100_0000)
+    a1 = env.buf(env.dev1, 256, 0x9000_0000)
+    host = np.arange(64, dtype=np.float32)
+    pinned = Buffer(None, 256, 0x5000_0000, b"pinned")
+    env.memory.add(pinned.ptr, 256, "pinned")
+    q = HWQueue(Engine.COPY)
+    q.copy(a0, host_buffer(host), 256).copy(host_buffer(host), b0, 256).copy(b0, a0, 128, 64, 32)
+    q.copy(a1, a0, 256).copy(a0, pinned, 256).copy(pinned, a0, 16)
+    submit(env, q, 1)
+    copies = env.drv.named("cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpyPeerAsync",
+                           "cuLaunchHostFunc")[:-1]   # the last is the timeline's wake
+    staging_in, staging_out = env.drv.host_allocs
+    names = [c[0] for c in copies]
+    assert names == ["cuLaunchHostFunc", "cuMemcpyHtoDAsync",      # pageable -> pinned staging -> device
+                     "cuMemcpyDtoHAsync", "cuLaunchHostFunc",      # device -> pinned staging -> pageable
+                     "cuMemcpyDtoDAsync", "cuMemcpyPeerAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"]
+    job_in = np.frombuffer(ctypes.string_at(copies[0][1][2], 24), np.int64).tolist()
+    assert copies[0][1][:2] == (STREAM, HOST_FNS.copy) and job_in == [staging_in, host.ctypes.data, 256]
+    assert copies[1][1] == (a0.ptr, staging_in, 256, STREAM)
+    assert copies[2][1] == (staging_out, b0.ptr, 256, STREAM)
+    assert np.frombuffer(ctypes.string_at(copies[3][1][2], 24), np.int64).tolist() == \
+        [host.ctypes.data, staging_out, 256]
+    assert copies[4][1] == (b0.ptr + 64, a0.ptr + 32, 128, STREAM)
+    assert copies[5][1] == (a1.ptr, 0xC1, a0.ptr, 0xC0, 256, STREAM)          # a peer copy names both contexts
+    assert copies[6][1] == (a0.ptr, pinned.ptr, 256, STREAM)                   # pinned memory needs no staging
+    assert copies[7][1] == (pinned.ptr, a0.ptr, 16, STREAM)
+
+
+def test_device_control_flow_is_refused_before_anything_is_issued(env: SimpleNamespace) -> None:
+    i = env.buf(env.dev0, 8, 0x7000_0000)
+    prog = CUDAProgram("body", 0xF00, block=(32,), device="CUDA:0")
+    top, q = Label("top"), HWQueue()
+    with q.block():
+        q.write(i, 0).place(top).exec(prog, [i]).add(i, 1).jump(top, i, "<", 3)
+    with pytest.raises(CudaBackendError, match="BLOCK.*not supported on CUDA yet"):
+        submit(env, q, 1)
+    assert env.drv.calls == []
+    xs = env.buf(env.dev0, 64, 0x7100_0000)
+    with pytest.raises(CudaBackendError, match="indexed by a device word"):
+        submit(env, HWQueue().copy(i, xs, 8, index=i, src_stride=8, count=8), 1)
+    assert env.drv.calls == []
+
+
+def test_exec_of_a_cpu_kernel_or_another_devices_kernel_is_an_error(env: SimpleNamespace) -> None:
+    from tgfx.devices.hcq import Program
+    out = env.buf(env.dev0, 16, 0x7000_0000)
+    with pytest.raises(CudaBackendError, match="'cpu_kernel'.*not a kernel loaded on a CUDA device"):
+        submit(env, HWQueue().exec(Program("cpu_kernel", lambda *a: None), [out]), 1)
+    with pytest.raises(CudaBackendError, match="'k1' was loaded on CUDA:1"):
+        submit(env, HWQueue().exec(CUDAProgram("k1", 0xF01, (32,), device="CUDA:1"), [out]), 1)
+
+
+def test_driver_errors_name_the_call_the_kernel_and_the_device(env: SimpleNamespace) -> None:
+    def fail(*args: Any) -> None:
+        raise CudaError("cuLaunchKernel", 701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested")
+    env.drv.cuLaunchKernel = fail
+    prog = CUDAProgram("big_kernel", 0xF00, block=(1024,), device="CUDA:0")
+    with pytest.raises(CudaError, match=r"cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES .*"
+                                        r"kernel 'big_kernel' on CUDA:0/compute, grid \(1, 1, 1\), block \(1024, 1, 1\)"):
+        submit(env, HWQueue().exec(prog, [env.buf(env.dev0, 16, 0x7000_0000)]), 1)
+
+
+def test_launch_dims_forms() -> None:
+    assert launch_dims(((4, 2), 256)) == ((4, 2, 1), (256, 1, 1), 0)
+    assert launch_dims((8, (16, 16), 1024)) == ((8, 1, 1), (16, 16, 1), 1024)
+    assert launch_dims({"grid": [3, 1, 1], "block": 128}) == ((3, 1, 1), (128, 1, 1), 0)
+    prog = CUDAProgram("k", 0xF00, block=(256,), grid_yz=(2,))
+    assert prog.grid(1) == (1, 2, 1) and prog.grid(256) == (1, 2, 1) and prog.grid(257) == (2, 2, 1)
+
+
+# ---- the ring: completion, retirement and asynchronous failures ----
+def test_ring_read_pointer_follows_completion_events_and_raises_device_failures() -> None:
+    drv, memory = FakeDriver(), AddressMap()
+    timeline, records = Signal(0), []
+    dev = SimpleNamespace(name="CUDA:7", ctx=0xC7, drv=drv, make_current=lambda: None, timeline=timeline,
+                          pages=HostPages(drv, memory), staging=Staging(drv, memory),
+                          _record=lambda ev, prog: records.append(ev))
+    proc = CUDACommandProcessor(dev, Engine.COMPUTE)   # type: ignore[arg-type]
+    proc.start()
+    prog = CUDAProgram("k", 0xF00, block=(64,), device="CUDA:7")
+    out = Buffer(None, 64, 0x7000_0000, b"x")
+    memory.add(out.ptr, 64, dev)
+    cb = HWQueue().exec(prog, [out]).encode()
+    cb.words[1], cb.words[2], cb.words[-2], cb.words[-1] = timeline.addr, 0, timeline.addr, 1
+    proc.ring.write(cb.words, cb.starts, proc.label)
+    done = drv.named("cuEventRecord")[-1][1][0]   # recorded after the submission's last packet
+    drv.ready[done] = False
+    assert proc.ring.wptr == len(cb.words) and proc.ring.rptr == 0
+    drv.ready[done] = True
+    assert proc.ring.rptr == len(cb.words)
+    proc.drain_events()
+    assert [(e.device, e.queue, e.name, e.end_ns - e.start_ns) for e in records] == [("CUDA:7", "compute", "k", 0)]
+    cb.words[2], cb.words[-1] = 1, 2
+    proc.ring.write(cb.words, cb.starts, proc.label)
+    done = drv.named("cuEventRecord")[-1][1][0]
+    drv.ready[done] = CudaError("cuEventQuery", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access")
+    with pytest.raises(CudaBackendError, match=r"CUDA:7/compute failed while running a submission \(k\).*"
+                                               r"CUDA_ERROR_ILLEGAL_ADDRESS"):
+        proc.ring.rptr   # noqa: B018 -- the poll is what raises
+    assert proc.ring.rptr == 2 * len(cb.words)   # consumed: a host wait then says it will never be written
+    assert CUDA_ERROR_NOT_READY == 600
+
+
+# ---- the native host functions streams run ----
+def test_native_host_functions_copy_and_timestamp() -> None:
+    fns = native_host_fns()
+    src, dst = np.arange(100, dtype=np.uint8), np.zeros(100, dtype=np.uint8)
+    job = np.array([dst.ctypes.data, src.ctypes.data, 100], dtype=np.int64)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fns.copy)(job.ctypes.data)
+    assert (dst == src).all()
+    sig = Signal(0)
+    before = time.perf_counter_ns()
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fns.timestamp)(sig.addr)
+    assert before <= sig.value <= time.perf_counter_ns()    # the CPU devices' clock
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fns.wake)(sig.addr)   # a wake with no sleepers is harmless
+
+
+# ---- a machine without a driver ----
+NO_DRIVER = {**os.environ, "TGFX_CUDA_LIBRARY": "/nonexistent/libcuda.so.1"}
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**NO_DRIVER, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_without_a_driver_cuda_is_absent_and_asking_for_it_says_why() -> None:
+    r = _run("""
+        import numpy as np, tgfx as tg
+        assert tg.devices() == ["CPU:0"] and tg.devices("cuda") == [] and tg.devices("gpu") == []
+        x = tg.asarray(np.ones(3, np.float32))
+        try:
+            tg.device_put(x, "CUDA:0")
+        except RuntimeError as e:
+            print("ERROR", type(e).__name__, e)
+        print((x + 1).numpy().tolist())
+    """, TGFX_DEVICE="")
+    assert r.returncode == 0, r.stderr
+    assert "ERROR CudaDriverNotFound no CUDA driver was found" in r.stdout
+    assert "TGFX_DEVICE" in r.stdout and "'CPU'" in r.stdout     # how to pick a device instead
+    assert "[2.0, 2.0, 2.0]" in r.stdout                          # the CPU still works
+
+
+def test_tgfx_device_cuda_without_a_driver_errors_clearly() -> None:
+    r = _run("""
+        import numpy as np, tgfx as tg
+        print((tg.asarray(np.ones(3, np.float32)) + 1).numpy())
+    """, TGFX_DEVICE="CUDA")
+    assert r.returncode != 0
+    assert "CudaDriverNotFound: no CUDA driver was found" in r.stderr and "unset TGFX_DEVICE" in r.stderr
+    r = _run("import tgfx", TGFX_DEVICE="TPU")
+    assert r.returncode != 0 and "TGFX_DEVICE='TPU' names no device" in r.stderr
+
+
+# ---- on a GPU ----
+# the kernel ABI: one 8-byte parameter per packet word (buffers, then values); global thread id along x
+ADD_ONE_PTX = """
+.version 8.0
+.target sm_{sm}
+.address_size 64
+.visible .entry add_one(.param .u64 out, .param .u64 inp, .param .u64 n)
+{{
+  .reg .pred %p; .reg .b32 %r<4>; .reg .b64 %rd<8>; .reg .f32 %f<3>;
+  mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;
+  mad.lo.s32 %r1, %r1, %r2, %r3; cvt.s64.s32 %rd1, %r1;
+  ld.param.u64 %rd2, [n]; setp.ge.s64 %p, %rd1, %rd2; @%p bra DONE;
+  ld.param.u64 %rd3, [out]; ld.param.u64 %rd4, [inp];
+  shl.b64 %rd5, %rd1, 2; add.s64 %rd6, %rd4, %rd5; add.s64 %rd7, %rd3, %rd5;
+  ld.global.f32 %f1, [%rd6]; add.f32 %f2, %f1, 0f3F800000; st.global.f32 [%rd7], %f2;
+DONE:
+  ret;
+}}
+"""
+
+
+def _cuda0() -> Any:
+    from tgfx.devices import get_device
+    return get_device("CUDA:0")
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_copies_and_signals_on_the_driver() -> None:
+    dev = _cuda0()
+    sm = dev.attrs["cc_major"] * 10 + dev.attrs["cc_minor"]
+    k = dev.load_kernel(ADD_ONE_PTX.format(sm=sm), "add_one", ((4,), (256,)))
+    n = 1000
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    inp, out = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+    dev.allocator.copyin(inp, x)
+    dev.exec_sync(k.program, [out, inp], vals=(n,), global_size=k.global_size)
+    y = np.empty(n, np.float32)
+    dev.allocator.copyout(y, out)
+    np.testing.assert_array_equal(y, x + 1)
+    # a CPU signal a CUDA stream waits for, and a CUDA signal the host waits for
+    gate, flag = Signal(0, name="gate"), dev.new_signal(0, name="flag")
+    fence = HWQueue().wait(gate, 1).exec(k.program, [inp, out], vals=(n,), global_size=k.global_size) \
+        .signal(flag, 5).submit(dev)
+    time.sleep(0.05)
+    assert flag.value == 0 and not fence.done         # the stream is held by the WAIT
+    gate.value = 1
+    flag.wait(5, timeout=10)
+    fence.wait(timeout=10)
+    dev.allocator.copyout(y, inp)
+    np.testing.assert_array_equal(y, x + 2)
+    assert any(e.name == "add_one" and e.end_ns >= e.start_ns for e in dev.profile_events)
+
+
+@pytest.mark.gpu
+def test_gpu_device_put_and_copies_between_devices() -> None:
+    import tgfx as tg
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    on_gpu = tg.device_put(x, "CUDA:0")
+    assert on_gpu.device == "CUDA:0"
+    np.testing.assert_array_equal(on_gpu.numpy(), x)
+    back = tg.device_put(on_gpu, "CPU:1")
+    np.testing.assert_array_equal(back.numpy(), x)
+    if len(tg.devices("cuda")) > 1:
+        np.testing.assert_array_equal(tg.device_put(on_gpu, "CUDA:1").numpy(), x)
+
+
+@pytest.mark.gpu
+def test_gpu_module_load_failure_shows_the_jit_log() -> None:
+    dev = _cuda0()
+    with pytest.raises(CudaError, match=r"cuModuleLoadDataEx failed .*JIT log: .*loading kernel 'broken' on CUDA:0"):
+        dev.load_kernel(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { bogus; }",
+                        "broken", (1, 1))
+
+
+@pytest.mark.gpu
+def test_gpu_compiled_programs_run() -> None:
+    pytest.importorskip("tgfx.lowering.render_nvptx", reason="the NVPTX code generator is not in this build")
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
+    t = tg.device_put(x, "CUDA:0")
+    np.testing.assert_allclose((t * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(tnp.sum(t, axis=1).numpy(), x.sum(axis=1), rtol=1e-5, atol=1e-5)
+    f = tg.jit(lambda a: tnp.tanh(a) @ a.T)
+    np.testing.assert_allclose(f(t).numpy(), np.tanh(x) @ x.T, rtol=1e-4, atol=1e-4)
