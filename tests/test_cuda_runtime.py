@@ -390,3 +390,33 @@ def test_gpu_compiled_programs_run() -> None:
     np.testing.assert_allclose(tnp.sum(t, axis=1).numpy(), x.sum(axis=1), rtol=1e-5, atol=1e-5)
     f = tg.jit(lambda a: tnp.tanh(a) @ a.T)
     np.testing.assert_allclose(f(t).numpy(), np.tanh(x) @ x.T, rtol=1e-4, atol=1e-4)
+
+
+# ---- programs: a copy into host memory from memory the host's engines cannot read ----
+def test_a_copy_into_host_memory_is_pushed_by_a_source_whose_memory_the_host_cannot_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU's memory is not host memory: a copy from it to a CPU device runs on the GPU's copy engine, and the CPU
+    device's later work waits for it. Checked on two CPU devices, one of them marked as not host memory, so the
+    order of the segments is exercised (and its results checked) without a GPU."""
+    import tgfx as tg
+    from tgfx.devices import get_device
+    from tgfx.lowering import program
+    monkeypatch.setattr(get_device("CPU:1"), "host_memory", False)
+    copies: list[str] = []
+    segment = program.Program._segment
+
+    def record(self: Any, dev: Any, queue: HWQueue, used: list, index: dict) -> Any:
+        if queue.engine is Engine.COPY:
+            copies.append(dev.name)
+        return segment(self, dev, queue, used, index)
+    monkeypatch.setattr(program.Program, "_segment", record)
+    x = np.arange(8, dtype=np.float32)
+    f = tg.jit(lambda a: (a * 2).to("CPU:0") + 1)
+    for i in range(3):      # replays: the fences between the devices order each call after the one before
+        a = tg.device_put(x + i, "CPU:1")
+        np.testing.assert_array_equal(f(a).numpy(), (x + i) * 2 + 1)
+    assert copies == ["CPU:1"]   # one program, its copy on the source's engine
+    copies.clear()
+    g = tg.jit(lambda a: (a + 1).to("CPU:1") * 3)    # into CPU:1 (not host memory): the destination's engine
+    np.testing.assert_array_equal(g(tg.device_put(x, "CPU:0")).numpy(), (x + 1) * 3)
+    assert copies == ["CPU:1"]

@@ -98,6 +98,7 @@ class CPUDevice(QueueDevice):
         return CPUCommandProcessor(self, engine)
 
     compiles_on_host = True
+    host_memory = True
 
     def lower_kernel(self, ast: Any) -> Any:
         """The kernel compiled by LLVM for the host's CPU (`tgfx.lowering.lower_kernel`, cached there)."""

@@ -777,6 +777,11 @@ class HCQDevice:
         """Backend hook: the command processor of `engine`."""
         raise NotImplementedError
 
+    host_memory: bool = False
+    """Whether this device's memory is host memory (the CPU's). A copy between devices runs on the destination's
+    copy engine, unless the destination's memory is host memory and the source's is not: a CPU's engine cannot read
+    a GPU's memory, so the source's engine pushes it."""
+
     compiles_on_host: bool = False
     """Whether `lower_kernel` compiles with the host's LLVM (a program's kernels are then compiled side by side on
     threads before it is encoded: `tgfx.lowering.prelower`)."""
