@@ -305,6 +305,185 @@ def test_tgfx_device_cuda_without_a_driver_errors_clearly() -> None:
     assert r.returncode != 0 and "TGFX_DEVICE='TPU' names no device" in r.stderr
 
 
+# ---- the whole device over an emulating double of the driver: every stream operation runs when it is issued ----
+class EmulatedDriver(FakeDriver):
+    """A double of the driver API that carries out what a GPU would, on host memory, at the time of the call:
+    copies are memmoves, value waits check the word (the tests only issue waits that are satisfied), value writes
+    store, host functions run (the real native ones), and a launch runs the Python function registered under the
+    kernel's name on the parameter words the driver was given. It checks the device's plumbing end to end (memory,
+    signal pages, staging, the timeline's writes and wakes, the kernel ABI), never a compiler."""
+
+    def __init__(self, kernels: dict[str, Any]) -> None:
+        super().__init__()
+        self.kernels, self._mem, self._functions = kernels, {}, {}
+        self.failed = False        # the next launch faults: the stream runs nothing more, its events report it
+        self.dead = False
+
+    def _alloc(self, nbytes: int) -> int:
+        buf = ctypes.create_string_buffer(nbytes + 256)
+        ptr = ctypes.addressof(buf) + (-ctypes.addressof(buf)) % 256
+        self._mem[ptr] = buf
+        return ptr
+
+    def attributes(self, dev: int) -> dict[str, int]:
+        return {"stream_mem_ops_64": 1, "cc_major": 9, "cc_minor": 0, "sm_count": 132}
+
+    def cuDeviceGet(self, ordinal: int) -> int:
+        return ordinal
+
+    def cuDeviceGetName(self, dev: int) -> str:
+        return "emulated GPU"
+
+    def cuDevicePrimaryCtxRetain(self, dev: int) -> int:
+        return 0xC0 + dev
+
+    def cuMemAlloc(self, nbytes: int) -> int:
+        self.calls.append(("cuMemAlloc", (nbytes,)))
+        return self._alloc(nbytes)
+
+    def cuMemHostAlloc(self, nbytes: int, flags: int) -> int:
+        self.calls.append(("cuMemHostAlloc", (nbytes, flags)))
+        return self._alloc(nbytes)
+
+    def cuMemFree(self, ptr: int) -> None:
+        self._mem.pop(ptr)
+
+    def cuMemHostGetDevicePointer(self, ptr: int) -> int:
+        return ptr       # unified addressing: the host's address
+
+    def _copy(self, name: str, dst: int, src: int, nbytes: int) -> None:
+        self.calls.append((name, (dst, src, nbytes)))
+        ctypes.memmove(dst, src, nbytes)
+
+    def cuMemcpyHtoDAsync(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self._copy("cuMemcpyHtoDAsync", dst, src, nbytes)
+
+    def cuMemcpyDtoHAsync(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self._copy("cuMemcpyDtoHAsync", dst, src, nbytes)
+
+    def cuMemcpyDtoDAsync(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self._copy("cuMemcpyDtoDAsync", dst, src, nbytes)
+
+    def cuStreamWaitValue64(self, stream: int, addr: int, value: int, flags: int = 0) -> None:
+        self.calls.append(("cuStreamWaitValue64", (stream, addr, value)))
+        word = ctypes.c_int64.from_address(addr)
+        deadline = time.monotonic() + 10
+        while word.value < value:    # another engine's thread may still be writing it
+            assert time.monotonic() < deadline, f"an emulated stream WAIT for {value} at {addr:#x} never passed"
+            time.sleep(1e-4)
+
+    def cuStreamWriteValue64(self, stream: int, addr: int, value: int, flags: int = 0) -> None:
+        self.calls.append(("cuStreamWriteValue64", (stream, addr, value)))
+        if self.dead:
+            return
+        ctypes.c_int64.from_address(addr).value = value
+
+    def cuLaunchHostFunc(self, stream: int, fn: int, data: int) -> None:
+        self.calls.append(("cuLaunchHostFunc", (stream, fn, data)))
+        if self.dead:
+            return
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fn)(data)
+
+    def cuModuleLoadData(self, image: bytes) -> int:
+        return len(self._functions) + 1
+
+    def cuModuleGetFunction(self, module: int, name: str) -> int:
+        handle = 0xF000 + len(self._functions)
+        self._functions[handle] = name
+        return handle
+
+    def cuLaunchKernel(self, fn: int, grid: Any, block: Any, smem: int, stream: int, params: int,
+                       nbytes: int) -> None:
+        self.calls.append(("cuLaunchKernel", (fn, grid, block, smem, stream, params, nbytes)))
+        if self.failed:
+            self.dead = True
+        if self.dead:
+            return
+        words = np.frombuffer(ctypes.string_at(params, nbytes), np.int64).tolist()
+        self.kernels[self._functions[fn]](grid[0] * block[0], *words)
+
+    def cuEventQuery(self, event: int) -> bool:
+        if self.dead:
+            raise CudaError("cuEventQuery", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access")
+        return True
+
+
+def _f32(ptr: int, n: int) -> np.ndarray:
+    return np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr))
+
+
+def add_one(threads: int, out: int, inp: int, n: int) -> None:
+    """What ADD_ONE_PTX below computes, for the emulated driver."""
+    assert threads >= n
+    _f32(out, n)[:] = _f32(inp, n) + 1
+
+
+@pytest.fixture
+def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tgfx.devices import cuda
+    devices = sys.modules["tgfx.devices"]   # (`tgfx.devices` the attribute is `tg.devices`, the listing)
+    drv = EmulatedDriver({"add_one": add_one})
+    monkeypatch.setattr(cuda, "load_driver", lambda: drv)
+    monkeypatch.setattr(cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(cuda, "available_count", lambda: 1)
+    dev = cuda.CUDADevice("CUDA:0")
+    monkeypatch.setitem(devices._devices, "CUDA:0", dev)
+    yield drv, dev
+    dev.close()
+
+
+def test_emulated_device_copies_launches_and_signals(emulated: Any) -> None:
+    drv, dev = emulated
+    k = dev.load_kernel("(emulated)", "add_one", ((4,), (256,)))
+    assert k.global_size == 1024 and k.program.block == (256, 1, 1)
+    n = 1000
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    inp, out = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+    dev.allocator.copyin(inp, x)                  # pageable -> staging (native memcpy) -> device
+    dev.exec_sync(k.program, [out, inp], vals=(n,), global_size=k.global_size)
+    y = np.zeros(n, np.float32)
+    dev.allocator.copyout(y, out)                 # device -> staging -> pageable
+    np.testing.assert_array_equal(y, x + 1)
+    assert [c[0] for c in drv.calls].count("cuLaunchKernel") == 1
+    # the timeline advanced once per submission, written from the streams; host waits saw it
+    assert dev.timeline.value == dev.timeline_value == 3
+    assert any(e.name == "add_one" for e in dev.profile_events)
+    # a CPU queue waits for a CUDA signal and the other way round, on the same host words
+    from tgfx.devices import get_device
+    cpu, flag = get_device("CPU:0"), dev.new_signal(0, name="flag")
+    HWQueue().signal(flag, 4).submit(dev)
+    HWQueue().wait(flag, 4).submit(cpu).wait(timeout=10)
+    gate = cpu.new_signal(0)
+    HWQueue().signal(gate, 1).submit(cpu).wait(timeout=10)
+    HWQueue().wait(gate, 1).submit(dev).wait(timeout=10)
+
+
+def test_emulated_device_put_round_trips_and_pushes_copies_to_the_host(emulated: Any) -> None:
+    import tgfx as tg
+    drv, dev = emulated
+    assert tg.devices("cuda") == ["CUDA:0"]
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = tg.device_put(x, "CUDA:0")
+    assert t.device == "CUDA:0"
+    np.testing.assert_array_equal(t.numpy(), x)
+    drv.calls.clear()
+    back = tg.device_put(t, "CPU:1")
+    np.testing.assert_array_equal(back.numpy(), x)
+    # CUDA -> CPU ran on the GPU's copy engine (a CPU engine cannot read device memory): into staging, then a memcpy
+    assert [c[0] for c in drv.named("cuMemcpyDtoHAsync", "cuMemcpyHtoDAsync")] == ["cuMemcpyDtoHAsync"]
+
+
+def test_emulated_device_failure_is_raised_by_the_next_wait_naming_the_kernel(emulated: Any) -> None:
+    drv, dev = emulated
+    k = dev.load_kernel("(emulated)", "add_one", ((1,), (32,)))
+    buf = dev.allocator.alloc(128)
+    drv.failed = True
+    fence = HWQueue().exec(k.program, [buf, buf], vals=(32,), global_size=32).submit(dev)
+    with pytest.raises(CudaBackendError, match=r"CUDA:0/compute failed while running a submission \(add_one\).*"
+                                               r"CUDA_ERROR_ILLEGAL_ADDRESS"):
+        fence.wait(timeout=10)
+
+
 # ---- on a GPU ----
 # the kernel ABI: one 8-byte parameter per packet word (buffers, then values); global thread id along x
 ADD_ONE_PTX = """

@@ -511,6 +511,9 @@ class CUDARing:
     def poll(self) -> None:
         """Retire the submissions that completed, in order; raise the failure of one that did not."""
         proc = self.proc
+        if not self._pending:
+            return
+        proc.device.make_current()
         with self._lock:
             while self._pending:
                 end, done, issued = self._pending[0]

@@ -284,7 +284,7 @@ class Driver:
         the kernel ABI of `tgfx/devices/cuda.py`). The driver copies them before it returns."""
         size = ctypes.c_size_t(nbytes)
         extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE,
-                                      ctypes.addressof(size), CU_LAUNCH_PARAM_END)
+                                      ctypes.addressof(size), CU_LAUNCH_PARAM_END) if nbytes else None
         self._call("cuLaunchKernel", fn, *grid, *block, shared_bytes, stream, None, extra)
 
     def cuStreamCreate(self, flags: int = CU_STREAM_NON_BLOCKING) -> int:
