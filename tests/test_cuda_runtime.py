@@ -21,9 +21,9 @@ import pytest
 
 from tgfx.devices.cuda import (
     AddressMap,
+    CudaBackendError,
     CUDACommandProcessor,
     CUDAProgram,
-    CudaBackendError,
     HostFns,
     HostPages,
     Staging,
@@ -208,8 +208,8 @@ def test_driver_errors_name_the_call_the_kernel_and_the_device(env: SimpleNamesp
         raise CudaError("cuLaunchKernel", 701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested")
     env.drv.cuLaunchKernel = fail
     prog = CUDAProgram("big_kernel", 0xF00, block=(1024,), device="CUDA:0")
-    with pytest.raises(CudaError, match=r"cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES .*"
-                                        r"kernel 'big_kernel' on CUDA:0/compute, grid \(1, 1, 1\), block \(1024, 1, 1\)"):
+    with pytest.raises(CudaError, match=r"cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES .*kernel "
+                                        r"'big_kernel' on CUDA:0/compute, grid \(1, 1, 1\), block \(1024, 1, 1\)"):
         submit(env, HWQueue().exec(prog, [env.buf(env.dev0, 16, 0x7000_0000)]), 1)
 
 
