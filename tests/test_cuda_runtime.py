@@ -201,6 +201,8 @@ def test_exec_of_a_cpu_kernel_or_another_devices_kernel_is_an_error(env: SimpleN
         submit(env, HWQueue().exec(Program("cpu_kernel", lambda *a: None), [out]), 1)
     with pytest.raises(CudaBackendError, match="'k1' was loaded on CUDA:1"):
         submit(env, HWQueue().exec(CUDAProgram("k1", 0xF01, (32,), device="CUDA:1"), [out]), 1)
+    with pytest.raises(CudaBackendError, match="'k2' with 1 argument words, but it takes 2 8-byte parameters"):
+        submit(env, HWQueue().exec(CUDAProgram("k2", 0xF02, (32,), device="CUDA:0", params=2), [out]), 1)
 
 
 def test_driver_errors_name_the_call_the_kernel_and_the_device(env: SimpleNamespace) -> None:
@@ -215,7 +217,8 @@ def test_driver_errors_name_the_call_the_kernel_and_the_device(env: SimpleNamesp
 
 def test_launch_dims_forms() -> None:
     assert launch_dims(((4, 2), 256)) == ((4, 2, 1), (256, 1, 1), 0)
-    assert launch_dims((8, (16, 16), 1024)) == ((8, 1, 1), (16, 16, 1), 1024)
+    dims = SimpleNamespace(grid=(8, 1, 1), block=(16, 16, 1), params=3)   # render_nvptx.LaunchDims' fields
+    assert launch_dims(dims) == ((8, 1, 1), (16, 16, 1), 0)
     assert launch_dims({"grid": [3, 1, 1], "block": 128}) == ((3, 1, 1), (128, 1, 1), 0)
     prog = CUDAProgram("k", 0xF00, block=(256,), grid_yz=(2,))
     assert prog.grid(1) == (1, 2, 1) and prog.grid(256) == (1, 2, 1) and prog.grid(257) == (2, 2, 1)

@@ -248,14 +248,15 @@ class CUDAProgram(Program):
         shared_bytes: dynamic shared memory per block.
         device: the name of the device it was loaded on (a CUfunction belongs to one context).
         keepalive: what owns the module (it is unloaded when that is collected).
+        params: the 8-byte parameters the kernel takes (an EXEC must give that many words), None: not known.
     """
 
     def __init__(self, name: str, function: int, block: Sequence[int], grid_yz: Sequence[int] = (1, 1),
-                 shared_bytes: int = 0, device: str = "", keepalive: Any = None) -> None:
+                 shared_bytes: int = 0, device: str = "", keepalive: Any = None, params: int | None = None) -> None:
         super().__init__(name, function, keepalive)
         self.block = tuple(int(b) for b in (*block, 1, 1)[:3])
         self.grid_yz = tuple(int(g) for g in (*grid_yz, 1, 1)[:2])
-        self.shared_bytes, self.device = int(shared_bytes), device
+        self.shared_bytes, self.device, self.params = int(shared_bytes), device, params
 
     def grid(self, global_size: int) -> tuple[int, int, int]:
         """The grid for an EXEC of `global_size` threads along x."""
@@ -263,13 +264,16 @@ class CUDAProgram(Program):
 
 
 def launch_dims(dims: Any) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    """(grid, block, shared bytes) from a renderer's launch dimensions: `(grid, block)`, `(grid, block, shared)` or
-    a mapping with "grid", "block" (and "shared"); grid and block are ints or up to three ints."""
-    if isinstance(dims, dict):
+    """(grid, block, shared bytes) from a renderer's launch dimensions: an object with `grid` and `block` (and
+    `shared`) attributes (`render_nvptx.LaunchDims`), a mapping with those keys, or `(grid, block)`; grid and block
+    are ints or up to three ints."""
+    if hasattr(dims, "grid") and hasattr(dims, "block"):
+        grid, block, shared = dims.grid, dims.block, getattr(dims, "shared", 0)
+    elif isinstance(dims, dict):
         grid, block, shared = dims["grid"], dims["block"], dims.get("shared", 0)
     else:
-        grid, block, *rest = dims
-        shared = rest[0] if rest else 0
+        grid, block = dims
+        shared = 0
 
     def three(v: Any) -> tuple[int, int, int]:
         t = (int(v),) if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
@@ -400,6 +404,9 @@ class Translator:
         gs = int(words[p + _EXEC.word("global_size")])
         nargs = int(words[p + _EXEC.word("nbufs")]) + int(words[p + _EXEC.word("nvals")])
         assert _EXEC.fixed_words + nargs == nwords, "EXEC payload and its argument counts disagree"
+        if prog.params is not None and nargs != prog.params:
+            raise CudaBackendError(f"{self.label}: EXEC of kernel {prog.name!r} with {nargs} argument words, but it "
+                                   f"takes {prog.params} 8-byte parameters")
         params = base + 8 * (p + _EXEC.fixed_words)   # the argument words, in place: the driver copies them
         grid = prog.grid(gs)
 
@@ -718,7 +725,8 @@ class CUDADevice(QueueDevice):
             fn = self.drv.cuModuleGetFunction(module, name)
         except CudaError as e:
             raise e.at(f"loading kernel {name!r} on {self.name} ({self.gpu_name})") from None
-        prog = CUDAProgram(name, fn, block, grid[1:], shared, self.name, _Module(self.drv, self.ctx, module))
+        prog = CUDAProgram(name, fn, block, grid[1:], shared, self.name, _Module(self.drv, self.ctx, module),
+                           getattr(dims, "params", None))
         text = ptx if isinstance(ptx, str) else ptx.decode(errors="replace")
         return CUDAKernel(name, prog, grid[0] * block[0], text)
 
