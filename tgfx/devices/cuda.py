@@ -616,8 +616,8 @@ class _DeviceMemory:
         self.device, self.ptr = device, ptr
 
     def __del__(self) -> None:
-        MEMORY.remove(self.ptr)
         try:
+            MEMORY.remove(self.ptr)
             self.device.make_current()
             self.device.drv.cuMemFree(self.ptr)
         except Exception:  # noqa: BLE001 -- at interpreter exit the driver may be gone
