@@ -487,6 +487,50 @@ def test_emulated_device_failure_is_raised_by_the_next_wait_naming_the_kernel(em
         fence.wait(timeout=10)
 
 
+@pytest.fixture
+def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The emulated device, whose kernels are the CPU's code for the same kernel ASTs (the emulated launch runs it
+    on the parameter words): what programs, jit replays, constants and copies do on a CUDA device is then checked
+    end to end against numpy. The PTX itself is not run here (tests/test_nvptx.py assembles it; `-m gpu` runs it)."""
+    from tgfx.lowering import lower_kernel
+    drv, dev = emulated
+
+    def cpu_stand_in(ast: Any) -> Any:
+        ck = lower_kernel(ast)
+
+        def run(threads: int, *words: int) -> None:
+            bufs = (ctypes.c_void_p * len(words))(*words)
+            for core in range(ck.global_size):
+                ck.program.call(ctypes.addressof(bufs), 0, core)
+        drv.kernels[ck.name] = run
+        return dev.load_kernel("(emulated)", ck.name, ((1,), (1,)))
+    monkeypatch.setattr(dev, "lower_kernel", cpu_stand_in)
+    return drv, dev
+
+
+def test_emulated_programs_run_jit_grad_and_copies_on_a_cuda_device(emulated_programs: Any) -> None:
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    drv, dev = emulated_programs
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((8, 4)).astype(np.float32)
+    ta, tb = tg.device_put(a, "CUDA:0"), tg.device_put(b, "CUDA:0")
+    np.testing.assert_allclose((ta * 2 + 1).numpy(), a * 2 + 1, rtol=1e-6)      # eager, with constants
+    f = tg.jit(lambda x, y: tnp.tanh(x) @ y + 1)
+    for i in range(3):   # the first call encodes, the others replay with their inputs patched in
+        out = f(ta + i, tb)
+        assert out.device == "CUDA:0"
+        np.testing.assert_allclose(out.numpy(), np.tanh(a + i) @ b + 1, rtol=1e-5, atol=1e-5)
+    g = tg.grad(lambda x: (x * x).sum())(ta)
+    np.testing.assert_allclose(g.numpy(), 2 * a, rtol=1e-6)
+    h = tg.jit(lambda x, c: (x.to("CPU:0") * 3, c.to("CUDA:0") - 1))        # copies both ways inside a program
+    on_cpu, on_gpu = h(ta, tg.asarray(b))
+    assert (on_cpu.device, on_gpu.device) == ("CPU:0", "CUDA:0")
+    np.testing.assert_allclose(on_cpu.numpy(), a * 3, rtol=1e-6)
+    np.testing.assert_allclose(on_gpu.numpy(), b - 1, rtol=1e-6)
+    assert len(drv.named("cuLaunchKernel")) > 5
+
+
 # ---- on a GPU ----
 # the kernel ABI: one 8-byte parameter per packet word (buffers, then values); global thread id along x
 ADD_ONE_PTX = """
