@@ -353,8 +353,13 @@ class Driver:
 
     # ---- conveniences over the calls ----
     def attributes(self, dev: int) -> dict[str, int]:
-        """Every attribute of `ATTRIBUTES` for device `dev`."""
-        return {name: self.cuDeviceGetAttribute(code, dev) for name, code in ATTRIBUTES.items()}
+        """Every attribute of `ATTRIBUTES` for device `dev`; 0 for one an older driver does not know."""
+        out = {}
+        for name, code in ATTRIBUTES.items():
+            value = ctypes.c_int()
+            ok = self._fns["cuDeviceGetAttribute"](ctypes.byref(value), code, dev) == CUDA_SUCCESS
+            out[name] = value.value if ok else 0
+        return out
 
 
 _driver_lock = threading.Lock()
