@@ -32,7 +32,7 @@ from tgfx.devices.cuda import (
     native_host_fns,
 )
 from tgfx.devices.cuda_driver import CUDA_ERROR_NOT_READY, CudaError
-from tgfx.devices.hcq import Buffer, Engine, Signal, host_buffer
+from tgfx.devices.hcq import Buffer, Engine, Signal, host_buffer, host_runtime
 from tgfx.devices.queue import HWQueue, Label
 
 STREAM = 0x5EA
@@ -243,7 +243,9 @@ def test_ring_read_pointer_follows_completion_events_and_raises_device_failures(
     drv.ready[done] = False
     assert proc.ring.wptr == len(cb.words) and proc.ring.rptr == 0
     drv.ready[done] = True
+    retired = host_runtime().progress()[1]
     assert proc.ring.rptr == len(cb.words)
+    assert host_runtime().progress()[1] == retired + 2    # the submission and its kernel: progress for host waits
     proc.drain_events()
     assert [(e.device, e.queue, e.name, e.end_ns - e.start_ns) for e in records] == [("CUDA:7", "compute", "k", 0)]
     cb.words[2], cb.words[-1] = 1, 2

@@ -537,6 +537,7 @@ class CUDARing:
                 self._pending.popleft()
                 self._rptr = end
                 proc.retire(done, issued)
+                count_retired(1 + len(issued.timed))
 
     def describe(self, at: int) -> str:
         with self._lock:
@@ -545,6 +546,18 @@ class CUDARing:
                     kernels = ", ".join(dict.fromkeys(issued.kernels)) or "copies and signals"
                     return f"the submission ending at ring word {end} ({kernels}), issued to the stream"
         return f"ring word {at}"
+
+
+def count_retired(n: int) -> None:
+    """Count `n` completed GPU operations as progress, as the CPU's processors count retired packets: a host wait gives
+    up only after `TGFX_WAIT_TIMEOUT` without progress anywhere (`hcq._Stall`), so a long run of GPU submissions
+    must be seen to move. The count is the native runtime's (a compare-and-swap: its threads add to it too)."""
+    from tgfx.devices import native
+    rt = native.runtime()
+    addr = rt.g_addr + 8 * native.G_RETIRED
+    old = int(rt.g[native.G_RETIRED])
+    while (seen := rt.cas(addr, old, old + n)) != old:
+        old = seen
 
 
 class CUDACommandProcessor(CommandProcessor):
