@@ -26,6 +26,11 @@ from bench.workloads import GELU_C, GP_JITTER, Case, Inputs, Sizes, impl, read_a
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _gpu() -> bool:
+    """Whether the peers run on the GPU (`python -m bench --device CUDA`)."""
+    return os.environ.get("BENCH_DEVICE", "CPU") == "CUDA"
+
+
 def _jax() -> Any:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # an accelerator would not be the CPU benchmark
     import jax
@@ -34,7 +39,7 @@ def _jax() -> Any:
 
 def _jax_put(a: np.ndarray) -> Any:
     jax = _jax()
-    return jax.device_put(a, jax.devices("cpu")[0]).block_until_ready()
+    return jax.device_put(a, jax.devices("gpu" if _gpu() else "cpu")[0]).block_until_ready()
 
 
 def _jax_case(fn: Callable, *args: np.ndarray) -> Case:
@@ -189,16 +194,29 @@ def jax_conv2d(s: Sizes, d: Inputs) -> Case:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _torch_put(a: np.ndarray) -> Any:
+    import torch
+    return torch.from_numpy(a.copy()).to("cuda" if _gpu() else "cpu")
+
+
+def _torch_sync() -> None:
+    """A GPU call returns before its kernels ran: wait, as the other frameworks' calls do."""
+    if _gpu():
+        import torch
+        torch.cuda.synchronize()
+
+
 def _torch_case(fn: Callable, *args: np.ndarray) -> Case:
     import torch
-    xs = [torch.from_numpy(a.copy()) for a in args]
+    xs = [_torch_put(a) for a in args]
     box: list[Any] = []
 
     def call() -> Any:
         with torch.no_grad():
             box[:] = [fn(*xs)]
+        _torch_sync()
         return box[0]
-    return Case(call, lambda: [box[0].numpy()])
+    return Case(call, lambda: [box[0].cpu().numpy()])
 
 
 @impl("matmul", "torch")
@@ -221,8 +239,8 @@ def torch_softmax(s: Sizes, d: Inputs) -> Case:
 @impl("mlp", "torch")
 def torch_mlp(s: Sizes, d: Inputs) -> Case:
     import torch
-    params = [torch.from_numpy(p.copy()).requires_grad_() for p in d["params"]]
-    x, y = torch.from_numpy(d["x"].copy()), torch.from_numpy(d["y"].copy())
+    params = [_torch_put(p).requires_grad_() for p in d["params"]]
+    x, y = _torch_put(d["x"]), _torch_put(d["y"])
 
     def step(loss: Any) -> Any:
         h = x
@@ -235,8 +253,10 @@ def torch_mlp(s: Sizes, d: Inputs) -> Case:
             for p in params:
                 p -= s.lr * p.grad
                 p.grad = None
+        _torch_sync()
         return loss.detach()
-    return stateful(step, None, lambda loss: [*(p.detach().numpy().copy() for p in params), loss.numpy()])
+    return stateful(step, None, lambda loss: [*(p.detach().cpu().numpy().copy() for p in params),
+                                              loss.cpu().numpy()])
 
 
 @impl("dispatch", "torch")
@@ -349,9 +369,11 @@ def unusable(framework: str) -> str | None:
     """None when the installed peer can run here, else why not (the runner skips it and says so)."""
     try:
         if framework == "jax":
-            _jax().devices("cpu")
+            _jax().devices("gpu" if _gpu() else "cpu")
         elif framework == "torch":
-            import torch  # noqa: F401
+            import torch
+            if _gpu() and not torch.cuda.is_available():
+                return "this torch build has no CUDA, or it sees no GPU"
         elif framework == "tinygrad":
             _tinygrad()
     except Exception as e:

@@ -1,7 +1,7 @@
 """Run every workload for tgfx and for each installed peer in one process, and print one table.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m bench [--only matmul,mlp] [--repeat 7] [--quick]
-        [--frameworks tgfx,numpy]
+        [--frameworks tgfx,numpy] [--device CUDA]
 
 For each (workload, framework): the first call's result is checked against numpy's (allclose), so a wrong result is
 reported as WRONG and never timed; then a few warm-up calls, then `--repeat` timed samples, each long enough to
@@ -41,6 +41,13 @@ FRAMEWORKS = ["tgfx", "numpy", "jax", "torch", "tinygrad"]
 PEERS = FRAMEWORKS[1:]
 COMPILERS = ["tgfx", "jax", "tinygrad"]  # frameworks with a compile step, so a first call worth measuring
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# what `--device CUDA` does not run, and why
+CUDA_SKIPS = {
+    "firstcall": "it measures CPU compile times in child processes",
+    "copy": "it copies between two CPU devices",
+    "allreduce2": "it reduces over CPU devices",
+    "allreduce4": "it reduces over CPU devices",
+}
 
 
 @dataclass
@@ -290,12 +297,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small sizes and short samples (the smoke test)")
     p.add_argument("--budget", type=float, default=20.0, help="about how many seconds to spend timing one cell")
     p.add_argument("-v", "--verbose", action="store_true", help="print the full traceback of any failure")
+    p.add_argument("--device", default="CPU", type=str.upper, choices=["CPU", "CUDA"],
+                   help="where tgfx and the peers run: CPU (default), or CUDA (tgfx on CUDA:0 through TGFX_DEVICE, "
+                        "jax and torch on their GPU builds; numpy stays the reference on the CPU)")
     args = p.parse_args(argv)
     names = [n for n in args.only.split(",") if n] or list(WORKLOADS_BY_NAME)
     unknown = [n for n in names if n not in WORKLOADS_BY_NAME]
     if unknown:
         p.error(f"unknown workload(s) {unknown}; the workloads are {list(WORKLOADS_BY_NAME)}")
     args.workloads = [WORKLOADS_BY_NAME[n] for n in names]
+    args.skipped_rows = []
+    if args.device == "CUDA":
+        args.skipped_rows = [f"{w.name} ({CUDA_SKIPS[w.name]})" for w in args.workloads if w.name in CUDA_SKIPS]
+        args.workloads = [w for w in args.workloads if w.name not in CUDA_SKIPS]
     asked = [f for f in args.frameworks.split(",") if f]
     bad = [f for f in asked if f not in FRAMEWORKS]
     if bad:
@@ -308,6 +322,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def use_device(device: str) -> None:
+    """Make tgfx and the peers run on `device`: tgfx's default device is read when tgfx is imported, so this comes
+    first."""
+    os.environ["BENCH_DEVICE"] = device
+    if device == "CPU":
+        return
+    if "tgfx" in sys.modules and os.environ.get("TGFX_DEVICE", "").upper() not in ("CUDA", "CUDA:0"):
+        raise SystemExit("--device CUDA: tgfx was imported before the benchmark set TGFX_DEVICE; run "
+                         "`TGFX_DEVICE=CUDA python -m bench --device CUDA`")
+    os.environ["TGFX_DEVICE"] = "CUDA"
+    os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu")
+    os.environ.setdefault("BENCH_TINYGRAD_DEVICE", "CUDA")
+
+
+def gpu_line() -> str:
+    """The GPU tgfx runs on, for the table's header (or why there is none)."""
+    try:
+        from tgfx.devices import get_device
+        dev = get_device("CUDA:0")
+        return f"{dev.gpu_name}, sm_{dev.attrs['cc_major']}{dev.attrs['cc_minor']}, {dev.attrs['sm_count']} SMs"
+    except Exception as e:  # noqa: BLE001 -- the header says why; every tgfx row then says it too
+        return f"no GPU: {short_error(e)}"
+
+
 def installed(fw: str) -> bool:
     return fw in ("tgfx", "numpy") or importlib.util.find_spec(fw) is not None
 
@@ -315,6 +353,7 @@ def installed(fw: str) -> bool:
 def run(argv: list[str] | None = None) -> tuple[list[Row], list[str]]:
     """Run the benchmark and print it; returns the rows and the frameworks that ran (for tests)."""
     args = parse_args(argv)
+    use_device(args.device)
     sizes = workloads.QUICK if args.quick else workloads.FULL
     frameworks = [f for f in args.asked if installed(f)]
     skipped = [f"{f} (not installed)" for f in args.asked if f not in frameworks]
@@ -330,7 +369,10 @@ def run(argv: list[str] | None = None) -> tuple[list[Row], list[str]]:
     for line in machine_lines(frameworks):
         print(line)
     print(f"frameworks: {', '.join(frameworks)}" + (f"; skipped: {', '.join(skipped)}" if skipped else ""))
-    print(f"float32 on the CPU; median of {args.repeat} timed samples after warm-up", flush=True)
+    where = "the CPU" if args.device == "CPU" else f"CUDA ({gpu_line()})"
+    print(f"float32 on {where}; median of {args.repeat} timed samples after warm-up", flush=True)
+    if args.skipped_rows:
+        print(f"not run on {args.device}: {', '.join(args.skipped_rows)}")
 
     rows: list[Row] = []
     for wl in args.workloads:

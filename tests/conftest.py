@@ -32,6 +32,21 @@ def _is_64_bit_type(v: object) -> bool:
     return isinstance(v, str) and v in (*_WIDE, "f8", "i8", "u8")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` skip, saying why, where no CUDA driver loads or it reports no GPU."""
+    gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if not gpu:
+        return
+    from tgfx.devices.cuda import device_count
+    try:
+        reason = None if device_count() else "the CUDA driver reports no GPU on this machine"
+    except Exception as e:  # noqa: BLE001 -- no driver, or one that fails to initialise: the reason is its message
+        reason = f"{type(e).__name__}: {e}"
+    if reason is not None:
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason=f"needs an NVIDIA GPU: {reason}"))
+
+
 @pytest.fixture(autouse=True)
 def _x64_mode(request: pytest.FixtureRequest) -> Iterator[None]:
     """Tests that compare with numpy's 64-bit types run in tgfx's x64 mode (JAX's `jax_enable_x64`): those marked

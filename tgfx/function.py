@@ -25,6 +25,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from tgfx.devices import DEFAULT_DEVICE
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
@@ -135,7 +136,7 @@ class Function:
             pieces = device_parts(t.uop)
             # traced on stand-ins of this call's own (tagged, so never another trace's PARAM, nor this function's
             # traced by another call); the body is then written over PARAM(k), equal for every call (see `_close`)
-            params = [UOp(Ops.PARAM, p.dtype, (), (len(arg_uops) + j, p.shape, p.device or "CPU:0"),
+            params = [UOp(Ops.PARAM, p.dtype, (), (len(arg_uops) + j, p.shape, p.device or DEFAULT_DEVICE),
                           tag=("function", next(_uid))) for j, p in enumerate(pieces)]
             arg_uops.extend(pieces)
             record_owner(params, self.name)
@@ -192,7 +193,7 @@ class Function:
                 if u not in outer:
                     raise user_error(EscapedTracerError(f"a traced value of another trace was read by {self.name}",
                                                         (u,)))
-                new[u] = UOp(Ops.PARAM, u.dtype, (), (len(arg_uops) + len(extra), u.shape, u.device or "CPU:0"))
+                new[u] = UOp(Ops.PARAM, u.dtype, (), (len(arg_uops) + len(extra), u.shape, u.device or DEFAULT_DEVICE))
                 extra.append(u)
                 continue
             nb = n_bodies(u)
@@ -215,7 +216,7 @@ class Function:
         # each captured buffer becomes one more PARAM slot, read through the same view as before
         mapping, extra = {}, []
         for b in implicit:
-            p = UOp(Ops.PARAM, b.dtype, (), (len(arg_uops) + len(extra), b.shape, b.device or "CPU:0"))
+            p = UOp(Ops.PARAM, b.dtype, (), (len(arg_uops) + len(extra), b.shape, b.device or DEFAULT_DEVICE))
             record_owner((p,), self.name)
             mapping[b] = p
             extra.append(b)

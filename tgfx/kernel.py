@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import DType, dtypes, to_dtype
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
@@ -70,7 +71,7 @@ def custom_kernel(build: Callable[..., UOp], *inputs: Any, outputs: Sequence[tup
     devices = {t.device for t in ins}
     if len(devices) > 1:
         raise ValueError(f"custom_kernel inputs are on different devices {sorted(devices)}; move them to one")
-    device = devices.pop() if devices else "CPU:0"
+    device = devices.pop() if devices else DEFAULT_DEVICE
     globals_ = [UOp(Ops.DEFINE_GLOBAL, d, (), (i, prod(s))) for i, (s, d) in enumerate(outs)]
     globals_ += [UOp(Ops.DEFINE_GLOBAL, t.dtype, (), (len(outs) + i, t.size)) for i, t in enumerate(ins)]
     kname = name or getattr(build, "__name__", "custom")

@@ -50,7 +50,7 @@ from tgfx._lax_slicing import dynamic_update_slice as dynamic_update_slice
 from tgfx._lax_slicing import dynamic_update_slice_in_dim as dynamic_update_slice_in_dim
 from tgfx._lax_window import padtype_to_pads as padtype_to_pads
 from tgfx._lax_window import reduce_window as reduce_window
-from tgfx.devices import canonical_device
+from tgfx.devices import DEFAULT_DEVICE, canonical_device
 from tgfx.dtypes import dtypes
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -92,7 +92,9 @@ def _leaves(who: str, what: str, tree: Any, device: str | None = None) -> tuple[
                             f"scanned values and branch operands and results must be arrays (Tensors, numpy arrays "
                             f"or Python scalars)")
         if not isinstance(t.device, str) or not t.device.startswith("CPU"):
-            raise TypeError(f"{who}: {what}{keystr(path)} is on {t.device!r}; loops and branches run on one device")
+            where = "one device" if not isinstance(t.device, str) else \
+                "a CPU device (not yet on CUDA: move the operands with tg.device_put(x, 'CPU'))"
+            raise TypeError(f"{who}: {what}{keystr(path)} is on {t.device!r}; loops and branches run on {where}")
         out.append(t)
         paths.append(f"{what}{keystr(path)}")
     return out, treedef, paths
@@ -104,7 +106,7 @@ def _device(*trees: Any) -> str:
         for leaf in tree_leaves(tree):
             if isinstance(leaf, Tensor) and isinstance(leaf.device, str):
                 return canonical_device(leaf.device)
-    return canonical_device("CPU")
+    return DEFAULT_DEVICE
 
 
 def _stand_in(shape: tuple[int, ...], dtype: Any, device: str) -> UOp:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.devices import get_device
+from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.dtypes import (
     DType,
     bf16_to_f32,
@@ -42,7 +42,7 @@ def canonical_device(device: str | tuple[str, ...] | None) -> str | tuple[str, .
     from tgfx.devices import canonical_device as _canon
     if isinstance(device, (tuple, list)):
         return tuple(_canon(d) for d in device)
-    return _canon(device or "CPU")
+    return _canon(device or DEFAULT_DEVICE)
 
 
 class Tensor:
@@ -81,7 +81,7 @@ class Tensor:
         """The device, or for a sharded Tensor the tuple of its devices. A constant has no buffer yet and is computed
         on the default device: canonically named, so jit signatures of `tnp.zeros(...)` and of its computed successor
         are the same."""
-        return self.uop.device or "CPU:0"
+        return self.uop.device or DEFAULT_DEVICE
 
     @property
     def ndim(self) -> int:
@@ -201,7 +201,7 @@ class Tensor:
         """A constant graph placed on `device` (constants carry no device of their own)."""
         if isinstance(device, tuple):
             return self.to(device)
-        if device == "CPU:0" or self.uop.device == device:
+        if device == DEFAULT_DEVICE or self.uop.device == device:
             return self
         return self.to(device)
 

@@ -1,7 +1,13 @@
-"""Devices by name: "CPU" (an alias of "CPU:0"), "CPU:0", "CPU:1", ... each with its own memory and queues."""
+"""Devices by name: "CPU" (an alias of "CPU:0"), "CPU:0", "CPU:1", ... each with its own memory and queues, and, where
+an NVIDIA driver is installed, "CUDA" (an alias of "CUDA:0"), "CUDA:0", "CUDA:1", ... (`tgfx/devices/cuda.py`).
+
+The default device, where host data and constants go, is "CPU:0" unless the environment variable `TGFX_DEVICE` (or
+`DEVICE`) names another, e.g. `TGFX_DEVICE=CUDA`; it is read once, at import.
+"""
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import threading
 
@@ -9,28 +15,63 @@ from tgfx.devices.cpu import CPUDevice
 from tgfx.devices.hcq import HCQDevice
 
 Device = HCQDevice
-DEFAULT_DEVICE = "CPU"
 
-_NAME = re.compile(r"CPU(?::([0-9]+))?")
+_NAME = re.compile(r"(CPU|CUDA)(?::([0-9]+))?")
 _devices: dict[str, HCQDevice] = {}
 _devices_lock = threading.Lock()
 
 
 def canonical_device(name: str) -> str:
-    """The canonical form of a device name: "CPU" -> "CPU:0", "CPU:01" -> "CPU:1".
+    """The canonical form of a device name: "CPU" -> "CPU:0", "CPU:01" -> "CPU:1", "CUDA" -> "CUDA:0".
 
     Raises:
-        ValueError: `name` is not "CPU" or "CPU:<n>".
+        ValueError: `name` is not "CPU", "CPU:<n>", "CUDA" or "CUDA:<n>", or names a CUDA device this machine lacks.
+        CudaDriverNotFound: `name` is a CUDA device, and no CUDA driver is installed.
     """
     m = _NAME.fullmatch(name) if isinstance(name, str) else None
     if m is None:
         raise ValueError(f"unknown device {name!r}; devices are named 'CPU' (the same as 'CPU:0') or 'CPU:<n>' "
-                         f"with n = 0, 1, 2, ... (each a separate device with its own memory)")
-    return f"CPU:{int(m.group(1) or 0)}"
+                         f"with n = 0, 1, 2, ... (each a separate device with its own memory), and 'CUDA' or "
+                         f"'CUDA:<n>' for NVIDIA GPUs")
+    kind, n = m.group(1), int(m.group(2) or 0)
+    if kind == "CUDA":
+        _check_cuda(n)
+    return f"{kind}:{n}"
+
+
+def _check_cuda(n: int) -> None:
+    """Raise at once (not when the first kernel runs) if CUDA:n does not exist here."""
+    from tgfx.devices.cuda import device_count
+    count = device_count()
+    if n >= count:
+        raise ValueError(f"unknown device 'CUDA:{n}': the CUDA driver reports {count} GPU{'s' if count != 1 else ''} "
+                         f"on this machine" + (f" (CUDA:0 .. CUDA:{count - 1})" if count else
+                                               "; use the CPU devices ('CPU', 'CPU:1', ...) instead"))
+
+
+def _default_device() -> str:
+    """The default device: what TGFX_DEVICE (or DEVICE) names, else "CPU:0". A CUDA device named there is checked
+    when first used, so that importing tgfx never fails for it."""
+    for var in ("TGFX_DEVICE", "DEVICE"):
+        name = os.environ.get(var)
+        if name:
+            m = _NAME.fullmatch(name.upper())
+            if m is None:
+                raise ValueError(f"{var}={name!r} names no device; set it to 'CPU', 'CPU:<n>', 'CUDA' or 'CUDA:<n>' "
+                                 f"(or unset it for the CPU)")
+            return f"{m.group(1)}:{int(m.group(2) or 0)}"
+    return "CPU:0"
+
+
+DEFAULT_DEVICE = _default_device()
 
 
 def get_device(name: str = DEFAULT_DEVICE) -> HCQDevice:
-    """The device named `name`, created on first use and cached: `get_device("CPU") is get_device("CPU:0")`."""
+    """The device named `name`, created on first use and cached: `get_device("CPU") is get_device("CPU:0")`.
+
+    Raises:
+        CudaDriverNotFound: a CUDA device is asked for on a machine without the NVIDIA driver.
+    """
     dev = _devices.get(name)  # a canonical name already opened: no parsing, no lock (dispatch calls this per call)
     if dev is not None:
         return dev
@@ -38,8 +79,18 @@ def get_device(name: str = DEFAULT_DEVICE) -> HCQDevice:
     with _devices_lock:
         dev = _devices.get(canon)
         if dev is None:
-            dev = _devices[canon] = CPUDevice(canon)
+            if canon.startswith("CUDA:"):
+                from tgfx.devices.cuda import CUDADevice
+                dev = _devices[canon] = CUDADevice(canon)
+            else:
+                dev = _devices[canon] = CPUDevice(canon)
         return dev
+
+
+def cuda_device_names() -> list[str]:
+    """The CUDA devices of this machine, ["CUDA:0", ...]; empty without a driver or a GPU."""
+    from tgfx.devices.cuda import available_count
+    return [f"CUDA:{i}" for i in range(available_count())]
 
 
 def opened_devices() -> list[HCQDevice]:

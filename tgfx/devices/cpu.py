@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import Any
 
 import numpy as np
 
@@ -95,3 +96,11 @@ class CPUDevice(QueueDevice):
     def create_processor(self, engine: Engine) -> CommandProcessor:
         """A ring consumed by a native thread."""
         return CPUCommandProcessor(self, engine)
+
+    compiles_on_host = True
+    host_memory = True
+
+    def lower_kernel(self, ast: Any) -> Any:
+        """The kernel compiled by LLVM for the host's CPU (`tgfx.lowering.lower_kernel`, cached there)."""
+        from tgfx.lowering import lower_kernel
+        return lower_kernel(ast)

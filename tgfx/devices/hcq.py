@@ -777,6 +777,20 @@ class HCQDevice:
         """Backend hook: the command processor of `engine`."""
         raise NotImplementedError
 
+    host_memory: bool = False
+    """Whether this device's memory is host memory (the CPU's). A copy between devices runs on the destination's
+    copy engine, unless the destination's memory is host memory and the source's is not: a CPU's engine cannot read
+    a GPU's memory, so the source's engine pushes it."""
+
+    compiles_on_host: bool = False
+    """Whether `lower_kernel` compiles with the host's LLVM (a program's kernels are then compiled side by side on
+    threads before it is encoded: `tgfx.lowering.prelower`)."""
+
+    def lower_kernel(self, ast: Any) -> Any:
+        """Backend hook: kernel AST `ast` (tensor level, buffers by slot) compiled and loaded for this device, cached:
+        an object with `program` (what an EXEC of it runs) and `global_size`."""
+        raise NotImplementedError
+
     def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
         """A signal in this device's memory."""
         return Signal(value, name=name, owner=self.name)

@@ -59,7 +59,6 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
     """Append one LINEAR command to `q`: a kernel, a copy, or a control command (BLOCK, LABEL, JUMP, WORD; labels
     are scoped by block, one dict per open block). Buffers are allocated as they are met: a program patches its
     inputs and outputs per call, and planned its intermediates before."""
-    from tgfx.lowering import lower_kernel
     body, bufs = call.src[0], call.src[1:]
     mems = [buffer_memory(b) for b in bufs]
 
@@ -67,7 +66,7 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
         return labels[-1].setdefault(i, Label(f"L{i}"))
 
     if body.op is Ops.SINK:
-        ck = lower_kernel(body)
+        ck = get_device(bufs[0].arg[1]).lower_kernel(body)   # compiled by the backend of the output's device
         q.exec(ck.program, mems, global_size=ck.global_size)
     elif body.op is Ops.COPY:
         if len(body.arg) == 3:

@@ -156,7 +156,8 @@ class Program:
         outside any block on the destination's copy engine (waiting for the segment that wrote its source), a block
         (a loop or a branch, with everything inside it) whole in the compute queue it starts in."""
         from tgfx.lowering import prelower
-        prelower(c.src[0] for c in self.calls if c.src[0].op is Ops.SINK)
+        prelower(c.src[0] for c in self.calls
+                 if c.src[0].op is Ops.SINK and get_device(c.src[1].arg[1]).compiles_on_host)
         index = {b: i for i, b in enumerate(self.inputs[:self.n_dynamic])}
         index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
         segments: list[Segment] = []
@@ -171,20 +172,29 @@ class Program:
                     queue = None
                 dst, src = bufs
                 ddev, sdev = get_device(dst.arg[1]), get_device(src.arg[1])
+                # on the destination's copy engine, unless it cannot read the source's memory (a CPU's engine cannot
+                # read a GPU's): then the source's engine pushes it, after the destination's work so far (which may
+                # still read the memory dst reuses), and the destination's later work waits for it
+                push = sdev is not ddev and ddev.host_memory and not sdev.host_memory
+                runner, other = (sdev, ddev) if push else (ddev, sdev)
                 q = HWQueue(Engine.COPY)
                 name = f"dep{len(segments)}"
                 if sdev is not ddev:
-                    q.wait(sdev.timeline, Sym(name, 0))
+                    q.wait(other.timeline, Sym(name, 0))
                 nbytes, src_offset, dst_offset = body.arg
                 q.copy(buffer_memory(dst), buffer_memory(src, allocate=False), nbytes, dst_offset=dst_offset,
                        src_offset=src_offset)
-                seg = self._segment(ddev, q, [dst, src], index)
-                seg.dep = (sdev, name, writer.get(src)) if sdev is not ddev else None
+                seg = self._segment(runner, q, [dst, src], index)
+                waited = next((i for i in range(len(segments) - 1, -1, -1) if segments[i].device is ddev), None) \
+                    if push else writer.get(src)
+                seg.dep = (other, name, waited) if sdev is not ddev else None
                 segments.append(seg)
                 writer[dst] = len(segments) - 1
                 if sdev is not ddev:  # the source device must not overwrite what is being copied until it is done
-                    fence = HWQueue().wait(ddev.timeline, Sym(name + "f", 0))
-                    segments.append(Segment(sdev, fence.encode(), {}, (ddev, name + "f", len(segments) - 1)))
+                    fence = HWQueue().wait(runner.timeline, Sym(name + "f", 0))
+                    segments.append(Segment(other, fence.encode(), {}, (runner, name + "f", len(segments) - 1)))
+                    if push:   # dst is ready on its device once that device's fence passed
+                        writer[dst] = len(segments) - 1
                 continue
             dev = command_device(call, qdev if labels else None)
             if queue is None or (qdev is not dev and not labels):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tgfx import config
+from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
 from tgfx.devices.target import host_target
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -23,7 +24,6 @@ from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
 
 _buffer_uid = itertools.count(1)
-DEFAULT_DEVICE = "CPU:0"
 # Rules of cost, the same on every CPU (what varies by CPU, the vector width, comes from the target description):
 # a transposed copy of an operand is one more pass over it (and a kernel launch); a contraction reading it this many
 # times amortises that many times over (see _transposed_operand)

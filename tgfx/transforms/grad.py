@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.control import n_results
 from tgfx.ir.ops import GroupOp, Ops
@@ -201,7 +202,7 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
         if g is None:
             gparams.append(None)
             continue
-        gparams.append(UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or "CPU:0")))
+        gparams.append(UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or DEFAULT_DEVICE)))
         bound.append(g)
     targets = [p for _, p in sorted(fwd_params.items()) if p.dtype.is_float]
     grads = compute_gradient(body, tuple(gparams), targets)
@@ -213,7 +214,7 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
         outs = {}
         for i, r in enumerate(body.src):
             if r.op is not Ops.PARAM:
-                outs[r] = UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or "CPU:0"))
+                outs[r] = UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or DEFAULT_DEVICE))
                 bound.append(UOp(Ops.GETTUPLE, r.dtype, (ret,), i))
         bw_body = substitute_outside_calls(bw_body, outs)
     # compact: the backward's arguments are only the slots its body reads, renumbered in order

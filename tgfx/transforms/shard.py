@@ -94,9 +94,15 @@ def shard(x: Tensor, devices: str | Sequence[str], axis: int | None = None) -> T
 
 
 # ---- the devices, and placing pytrees on them (JAX's names) ----
-def _check_backend(backend: str | None, fn: str) -> None:
-    if backend is not None and str(backend).lower() != "cpu":
-        raise ValueError(f"{fn}: unknown backend {backend!r}; tgfx's devices are CPU devices (backend 'cpu' or None)")
+def _backend(backend: str | None, fn: str) -> str:
+    """The backend a device listing is of: "cpu" or "cuda" ("gpu" is JAX's name for it); None: the default device's."""
+    if backend is None:
+        return "cuda" if DEFAULT_DEVICE.startswith("CUDA") else "cpu"
+    name = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}.get(str(backend).lower())
+    if name is None:
+        raise ValueError(f"{fn}: unknown backend {backend!r}; tgfx's backends are 'cpu' and 'cuda' ('gpu'), or None "
+                         f"for the default device's")
+    return name
 
 
 def devices(backend: str | None = None) -> list[str]:
@@ -112,10 +118,15 @@ def devices(backend: str | None = None) -> list[str]:
     ...     tg.devices()
     ['CPU:0', 'CPU:1']
 
+    CUDA devices are listed by `devices("cuda")` (JAX's `jax.devices("gpu")`), and by `devices()` when the default
+    device is one (`TGFX_DEVICE=CUDA`): every GPU the driver reports, none without a driver.
+
     Raises:
-        ValueError: `backend` is not None or "cpu".
+        ValueError: `backend` is not None, "cpu", "cuda" or "gpu".
     """
-    _check_backend(backend, "devices")
+    if _backend(backend, "devices") == "cuda":
+        from tgfx.devices import cuda_device_names
+        return cuda_device_names()
     n = int(CPU_DEVICES.value)
     if n <= 0:
         m = _XLA_COUNT.search(os.environ.get("XLA_FLAGS", ""))
@@ -127,8 +138,7 @@ def local_devices(process_index: int | None = None, backend: str | None = None) 
     """The devices this process drives: `devices()`, as tgfx runs in one process (`process_index` 0 or None)."""
     if process_index not in (None, 0):
         raise ValueError(f"local_devices: process_index={process_index!r}, but tgfx runs as one process (index 0)")
-    _check_backend(backend, "local_devices")
-    return devices()
+    return devices(backend)
 
 
 def device_count(backend: str | None = None) -> int:

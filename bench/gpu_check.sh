@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# One run on a machine with an NVIDIA GPU that tells what works there (issue #16): the driver and the GPU, the GPU
+# tests (`pytest -m gpu`), a small program end to end on CUDA:0, and `python -m bench --device CUDA` beside the peers
+# that have CUDA builds. Every step has its own time limit, prints what failed and goes on; a summary ends the run.
+# The whole run stays under 8 minutes.
+#
+#   bash bench/gpu_check.sh                # from the repository root (or anywhere: it finds the root itself)
+#   GPU_CHECK_INSTALL_PEERS=1 bash bench/gpu_check.sh   # also pip-install jax[cuda12] and torch (network needed)
+#
+# Logs go to $OUT/gpu_check (the device runner's output folder) or /tmp/gpu_check; each step's tail is printed.
+set -u
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO" || exit 2
+LOGS="${OUT:-/tmp}/gpu_check"
+mkdir -p "$LOGS"
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"   # tgfx from this checkout, installed or not
+export TGFX_CACHE_DIR="$LOGS/cache"                    # a cold kernel cache: compiles are part of what is checked
+PY="${PYTHON:-python3}"
+START=$(date +%s)
+SUMMARY=()
+
+step() {   # step NAME LIMIT_SECONDS COMMAND...: run it with a time limit, log it, record the outcome
+    local name="$1" limit="$2"; shift 2
+    local log="$LOGS/$name.log" t0 rc status
+    t0=$(date +%s)
+    echo "=== $name (limit ${limit}s): $*"
+    timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "[0-9] skipped" "$log" && ! grep -q "[0-9] passed" "$log"; then status="SKIPPED"
+    elif [ $rc -eq 0 ]; then status="OK"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status="TIMEOUT"
+    else status="FAIL(rc=$rc)"; fi
+    tail -n "${TAIL:-25}" "$log"
+    SUMMARY+=("$(printf '%-10s %-14s %4ss  %s' "$name" "$status" "$(( $(date +%s) - t0 ))" "$log")")
+    echo
+}
+
+# 1. the machine: GPU, driver, Python
+step machine 30 bash -c 'nvidia-smi || echo "nvidia-smi not found"; uname -a; '"$PY"' --version; \
+    (command -v ptxas && ptxas --version | tail -1) || echo "no ptxas on PATH (the driver JIT needs none)"'
+
+# 2. what tgfx needs to run and test; installed only when missing (the device machine may have no network)
+if "$PY" -c "import numpy, llvmlite, pytest, hypothesis" 2>/dev/null; then
+    SUMMARY+=("$(printf '%-10s %-14s %4ss  %s' install "SKIP" 0 "numpy, llvmlite, pytest, hypothesis importable")")
+else
+    step install 120 "$PY" -m pip install -q -e ".[test]"
+fi
+if [ "${GPU_CHECK_INSTALL_PEERS:-0}" = 1 ]; then
+    step peers 150 "$PY" -m pip install -q "jax[cuda12]" torch
+fi
+
+# 3. the driver as tgfx sees it: devices, attributes, the GPU target, one context with both streams
+step driver 60 "$PY" - <<'EOF'
+import time
+t0 = time.perf_counter()
+from tgfx.devices.cuda_driver import load_driver
+drv = load_driver()
+print("driver version", drv.cuDriverGetVersion(), "devices", drv.cuDeviceGetCount())
+import tgfx as tg
+print("tg.devices('cuda'):", tg.devices("cuda"))
+from tgfx.devices import get_device
+dev = get_device("CUDA:0")
+print(dev.gpu_name, dev.attrs)
+try:
+    print("target:", dev.target)
+except Exception as e:
+    print("no GPU target:", type(e).__name__, e)
+print(f"opened CUDA:0 in {time.perf_counter() - t0:.2f} s")
+EOF
+
+# 4. the GPU tests (the runtime's, and any other file with gpu-marked tests)
+GPU_TESTS=$(grep -l "pytest.mark.gpu" tests/test_*.py 2>/dev/null | tr '\n' ' ')
+step gpu-tests 150 "$PY" -m pytest -p no:xdist -p no:cacheprovider -m gpu -rs ${GPU_TESTS:-tests/test_cuda_runtime.py}
+
+# 5. a small program end to end on CUDA:0 (its kernels listed with DEBUG=1), checked against numpy
+step program 90 env TGFX_DEVICE=CUDA DEBUG=1 "$PY" - <<'EOF'
+import numpy as np, tgfx as tg, tgfx.numpy as tnp
+rng = np.random.default_rng(0)
+x = rng.standard_normal((256, 128)).astype(np.float32)
+w = rng.standard_normal((128, 64)).astype(np.float32)
+t, tw = tg.asarray(x), tg.asarray(w)
+print("on", t.device)
+checks = {
+    "elementwise": ((t * 2 + 1).numpy(), x * 2 + 1),
+    "reduce": (tnp.sum(t, axis=1).numpy(), x.sum(axis=1)),
+    "matmul": ((t @ tw).numpy(), x @ w),
+    "softmax": (tg.nn.softmax(t, axis=1).numpy(), np.exp(x) / np.exp(x).sum(1, keepdims=True)),
+    "jit tanh": (tg.jit(lambda a: tnp.tanh(a) * a)(t).numpy(), np.tanh(x) * x),
+    "grad": (tg.grad(lambda a: (a * a).sum())(t).numpy(), 2 * x),
+}
+bad = 0
+for name, (got, want) in checks.items():
+    ok = np.allclose(got, want, rtol=1e-4, atol=1e-4)
+    bad += not ok
+    print(f"{name:12s} {'ok' if ok else 'WRONG: max err %.3g' % np.abs(got - want).max()}")
+raise SystemExit(bad)
+EOF
+
+# 6. the benchmark on CUDA, beside jax and torch where their CUDA builds import (short samples: a first look)
+TAIL=40 step bench 200 "$PY" -m bench --device CUDA --repeat 3 --budget 3 --frameworks tgfx,numpy,jax,torch
+
+echo "=== summary ($(( $(date +%s) - START )) s in all; logs in $LOGS)"
+for line in "${SUMMARY[@]}"; do echo "$line"; done

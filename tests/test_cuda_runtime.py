@@ -1,0 +1,650 @@
+"""The CUDA backend's runtime (tgfx/devices/cuda.py).
+
+Without a GPU: the translation of packets into driver calls, checked against a recording double of the driver API
+(`FakeDriver`: libcuda's C calls, nothing of tgfx's compiler), the native host functions streams run, and what a
+machine without a driver says. With a GPU (`-m gpu`; skipped without libcuda.so.1): the same paths on the real
+driver, with a hand-written PTX kernel that follows the backend's kernel ABI.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tgfx.devices.cuda import (
+    AddressMap,
+    CudaBackendError,
+    CUDACommandProcessor,
+    CUDAProgram,
+    HostFns,
+    HostPages,
+    Staging,
+    Translator,
+    launch_dims,
+    native_host_fns,
+)
+from tgfx.devices.cuda_driver import CUDA_ERROR_NOT_READY, CudaError
+from tgfx.devices.hcq import Buffer, Engine, Signal, host_buffer, host_runtime
+from tgfx.devices.queue import HWQueue, Label
+
+STREAM = 0x5EA
+DEVICE_OFFSET = 1 << 44          # the fake driver maps host page p to device address p + DEVICE_OFFSET
+HOST_FNS = HostFns(wake=0xA1, copy=0xA2, timestamp=0xA3)
+
+
+class FakeDriver:
+    """A recording double of the driver API surface (`tgfx.devices.cuda_driver.Driver`): every call is appended to
+    `calls` as (name, args); host allocations and events come from counters; `ready` says which events completed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self._next = 0x10000
+        self.ready: dict[int, bool | CudaError] = {}
+        self.host_allocs: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if not name.startswith("cu"):
+            raise AttributeError(name)
+
+        def record(*args: Any) -> Any:
+            self.calls.append((name, args))
+            if name == "cuMemHostGetDevicePointer":
+                return args[0] + DEVICE_OFFSET
+            if name in ("cuMemHostAlloc", "cuEventCreate"):
+                self._next += 0x100000
+                if name == "cuMemHostAlloc":
+                    self.host_allocs.append(self._next)
+                return self._next
+            if name == "cuEventQuery":
+                state = self.ready.get(args[0], True)
+                if isinstance(state, CudaError):
+                    raise state
+                return state
+            if name == "cuEventElapsedTime":
+                return 0.5
+            return True if name == "cuMemHostRegister" else None
+        return record
+
+    def named(self, *names: str) -> list[tuple[str, tuple[Any, ...]]]:
+        return [c for c in self.calls if c[0] in names]
+
+
+STREAM_OPS = ("cuStreamWaitValue64", "cuStreamWriteValue64", "cuLaunchHostFunc", "cuLaunchKernel", "cuMemcpyHtoDAsync",
+              "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpyPeerAsync")
+
+
+def fake_device(name: str, ctx: int) -> SimpleNamespace:
+    return SimpleNamespace(name=name, ctx=ctx)
+
+
+@pytest.fixture
+def env() -> SimpleNamespace:
+    drv, memory = FakeDriver(), AddressMap()
+    dev0, dev1 = fake_device("CUDA:0", 0xC0), fake_device("CUDA:1", 0xC1)
+    timeline = Signal(0, name="CUDA:0.timeline")
+    tr = Translator(drv, STREAM, "CUDA:0/compute", dev0, memory, HostPages(drv, memory), Staging(drv, memory),
+                    HOST_FNS, timeline.addr, events=None)
+
+    def device_buffer(dev: SimpleNamespace, nbytes: int, ptr: int) -> Buffer:
+        memory.add(ptr, nbytes, dev)
+        return Buffer(None, nbytes, ptr, b"owned")   # device None: the encoder only needs the address
+    return SimpleNamespace(drv=drv, memory=memory, dev0=dev0, dev1=dev1, timeline=timeline, tr=tr,
+                           buf=device_buffer)
+
+
+def submit(env: SimpleNamespace, q: HWQueue, value: int) -> Any:
+    """Encode `q` and fill in the timeline WAIT/SIGNAL words as `HCQDevice.submit` does, then translate."""
+    cb = q.encode()
+    cb.words[1], cb.words[2] = env.timeline.addr, value - 1
+    cb.words[-2], cb.words[-1] = env.timeline.addr, value
+    return cb, env.tr.run(cb.words, cb.starts)
+
+
+def dev_addr(addr: int) -> int:
+    return (addr & ~4095) + DEVICE_OFFSET + (addr & 4095)
+
+
+# ---- packets -> driver calls ----
+def test_wait_exec_signal_become_stream_waits_launches_and_writes(env: SimpleNamespace) -> None:
+    out, inp = env.buf(env.dev0, 4000, 0x7000_0000), env.buf(env.dev0, 4000, 0x7100_0000)
+    prog = CUDAProgram("add_one", 0xF00, block=(128, 1, 1), device="CUDA:0")
+    other, done = Signal(0, name="other"), Signal(0, name="done")
+    q = HWQueue().wait(other, 5).exec(prog, [out, inp], vals=(1000,), global_size=1000).signal(done, 7)
+    cb, issued = submit(env, q, 3)
+    calls = env.drv.named(*STREAM_OPS)
+    assert [c[0] for c in calls] == ["cuStreamWaitValue64", "cuStreamWaitValue64", "cuLaunchKernel",
+                                     "cuStreamWriteValue64", "cuLaunchHostFunc", "cuStreamWriteValue64",
+                                     "cuLaunchHostFunc"]
+    # the leading timeline WAIT (for submission 2) and the queue's own, on the registered pages' device addresses
+    assert calls[0][1] == (STREAM, dev_addr(env.timeline.addr), 2)
+    assert calls[1][1] == (STREAM, dev_addr(other.addr), 5)
+    fn, grid, block, smem, stream, params, nbytes = calls[2][1]
+    assert (fn, grid, block, smem, stream, nbytes) == (0xF00, (8, 1, 1), (128, 1, 1), 0, STREAM, 24)
+    # the parameter buffer is the packet's argument words, in place: buffers, then values
+    assert np.frombuffer(ctypes.string_at(params, nbytes), np.int64).tolist() == [out.ptr, inp.ptr, 1000]
+    assert params == cb.words.ctypes.data + 8 * (int(cb.starts[2]) + 1 + 5)
+    # a SIGNAL writes the value from the stream, then wakes host sleepers on the host word
+    assert calls[3][1] == (STREAM, dev_addr(done.addr), 7) and calls[4][1] == (STREAM, HOST_FNS.wake, done.addr)
+    assert calls[5][1] == (STREAM, dev_addr(env.timeline.addr), 3)
+    assert calls[6][1] == (STREAM, HOST_FNS.wake, env.timeline.addr)
+    assert issued.kernels == ["add_one"]
+    pages = {c[1][0] for c in env.drv.named("cuMemHostRegister")}
+    assert pages == {a & ~4095 for a in (env.timeline.addr, other.addr, done.addr)}   # each page registered once
+
+
+def test_a_stream_skips_waits_for_timeline_values_it_wrote_itself(env: SimpleNamespace) -> None:
+    submit(env, HWQueue(), 1)     # waits for 0: the initial value
+    submit(env, HWQueue(), 2)     # waits for 1, which this stream wrote
+    env.tr.timeline_written = 0   # as if another stream had written it
+    submit(env, HWQueue(), 3)
+    waits = env.drv.named("cuStreamWaitValue64")
+    writes = [c[1][2] for c in env.drv.named("cuStreamWriteValue64")]
+    assert [c[1][2] for c in waits] == [2] and writes == [1, 2, 3]
+
+
+def test_copies_pick_the_direction_and_stage_pageable_host_memory(env: SimpleNamespace) -> None:
+    a0, b0 = env.buf(env.dev0, 256, 0x7000_0000), env.buf(env.dev0, 256, 0x7100_0000)
+    a1 = env.buf(env.dev1, 256, 0x9000_0000)
+    host = np.arange(64, dtype=np.float32)
+    pinned = Buffer(None, 256, 0x5000_0000, b"pinned")
+    env.memory.add(pinned.ptr, 256, "pinned")
+    q = HWQueue(Engine.COPY)
+    q.copy(a0, host_buffer(host), 256).copy(host_buffer(host), b0, 256).copy(b0, a0, 128, 64, 32)
+    q.copy(a1, a0, 256).copy(a0, pinned, 256).copy(pinned, a0, 16)
+    submit(env, q, 1)
+    copies = env.drv.named("cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpyPeerAsync",
+                           "cuLaunchHostFunc")[:-1]   # the last is the timeline's wake
+    staging_in, staging_out = env.drv.host_allocs
+    names = [c[0] for c in copies]
+    assert names == ["cuLaunchHostFunc", "cuMemcpyHtoDAsync",      # pageable -> pinned staging -> device
+                     "cuMemcpyDtoHAsync", "cuLaunchHostFunc",      # device -> pinned staging -> pageable
+                     "cuMemcpyDtoDAsync", "cuMemcpyPeerAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"]
+    job_in = np.frombuffer(ctypes.string_at(copies[0][1][2], 24), np.int64).tolist()
+    assert copies[0][1][:2] == (STREAM, HOST_FNS.copy) and job_in == [staging_in, host.ctypes.data, 256]
+    assert copies[1][1] == (a0.ptr, staging_in, 256, STREAM)
+    assert copies[2][1] == (staging_out, b0.ptr, 256, STREAM)
+    assert np.frombuffer(ctypes.string_at(copies[3][1][2], 24), np.int64).tolist() == \
+        [host.ctypes.data, staging_out, 256]
+    assert copies[4][1] == (b0.ptr + 64, a0.ptr + 32, 128, STREAM)
+    assert copies[5][1] == (a1.ptr, 0xC1, a0.ptr, 0xC0, 256, STREAM)          # a peer copy names both contexts
+    assert copies[6][1] == (a0.ptr, pinned.ptr, 256, STREAM)                   # pinned memory needs no staging
+    assert copies[7][1] == (pinned.ptr, a0.ptr, 16, STREAM)
+
+
+def test_device_control_flow_is_refused_before_anything_is_issued(env: SimpleNamespace) -> None:
+    i = env.buf(env.dev0, 8, 0x7000_0000)
+    prog = CUDAProgram("body", 0xF00, block=(32,), device="CUDA:0")
+    top, q = Label("top"), HWQueue()
+    with q.block():
+        q.write(i, 0).place(top).exec(prog, [i]).add(i, 1).jump(top, i, "<", 3)
+    with pytest.raises(CudaBackendError, match="BLOCK.*not supported on CUDA yet"):
+        submit(env, q, 1)
+    assert env.drv.calls == []
+    xs = env.buf(env.dev0, 64, 0x7100_0000)
+    with pytest.raises(CudaBackendError, match="indexed by a device word"):
+        submit(env, HWQueue().copy(i, xs, 8, index=i, src_stride=8, count=8), 1)
+    assert env.drv.calls == []
+
+
+def test_exec_of_a_cpu_kernel_or_another_devices_kernel_is_an_error(env: SimpleNamespace) -> None:
+    from tgfx.devices.hcq import Program
+    out = env.buf(env.dev0, 16, 0x7000_0000)
+    with pytest.raises(CudaBackendError, match="'cpu_kernel'.*not a kernel loaded on a CUDA device"):
+        submit(env, HWQueue().exec(Program("cpu_kernel", lambda *a: None), [out]), 1)
+    with pytest.raises(CudaBackendError, match="'k1' was loaded on CUDA:1"):
+        submit(env, HWQueue().exec(CUDAProgram("k1", 0xF01, (32,), device="CUDA:1"), [out]), 1)
+    with pytest.raises(CudaBackendError, match="'k2' with 1 argument words, but it takes 2 8-byte parameters"):
+        submit(env, HWQueue().exec(CUDAProgram("k2", 0xF02, (32,), device="CUDA:0", params=2), [out]), 1)
+
+
+def test_driver_errors_name_the_call_the_kernel_and_the_device(env: SimpleNamespace) -> None:
+    def fail(*args: Any) -> None:
+        raise CudaError("cuLaunchKernel", 701, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested")
+    env.drv.cuLaunchKernel = fail
+    prog = CUDAProgram("big_kernel", 0xF00, block=(1024,), device="CUDA:0")
+    with pytest.raises(CudaError, match=r"cuLaunchKernel failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES .*kernel "
+                                        r"'big_kernel' on CUDA:0/compute, grid \(1, 1, 1\), block \(1024, 1, 1\)"):
+        submit(env, HWQueue().exec(prog, [env.buf(env.dev0, 16, 0x7000_0000)]), 1)
+
+
+def test_launch_dims_forms() -> None:
+    assert launch_dims(((4, 2), 256)) == ((4, 2, 1), (256, 1, 1), 0)
+    dims = SimpleNamespace(grid=(8, 1, 1), block=(16, 16, 1), params=3)   # render_nvptx.LaunchDims' fields
+    assert launch_dims(dims) == ((8, 1, 1), (16, 16, 1), 0)
+    assert launch_dims({"grid": [3, 1, 1], "block": 128}) == ((3, 1, 1), (128, 1, 1), 0)
+    prog = CUDAProgram("k", 0xF00, block=(256,), grid_yz=(2,))
+    assert prog.grid(1) == (1, 2, 1) and prog.grid(256) == (1, 2, 1) and prog.grid(257) == (2, 2, 1)
+
+
+# ---- the ring: completion, retirement and asynchronous failures ----
+def test_ring_read_pointer_follows_completion_events_and_raises_device_failures() -> None:
+    drv, memory = FakeDriver(), AddressMap()
+    timeline, records = Signal(0), []
+    dev = SimpleNamespace(name="CUDA:7", ctx=0xC7, drv=drv, make_current=lambda: None, timeline=timeline,
+                          pages=HostPages(drv, memory), staging=Staging(drv, memory),
+                          _record=lambda ev, prog: records.append(ev))
+    proc = CUDACommandProcessor(dev, Engine.COMPUTE)   # type: ignore[arg-type]
+    proc.start()
+    prog = CUDAProgram("k", 0xF00, block=(64,), device="CUDA:7")
+    out = Buffer(None, 64, 0x7000_0000, b"x")
+    memory.add(out.ptr, 64, dev)
+    cb = HWQueue().exec(prog, [out]).encode()
+    cb.words[1], cb.words[2], cb.words[-2], cb.words[-1] = timeline.addr, 0, timeline.addr, 1
+    proc.ring.write(cb.words, cb.starts, proc.label)
+    done = drv.named("cuEventRecord")[-1][1][0]   # recorded after the submission's last packet
+    drv.ready[done] = False
+    assert proc.ring.wptr == len(cb.words) and proc.ring.rptr == 0
+    drv.ready[done] = True
+    retired = host_runtime().progress()[1]
+    assert proc.ring.rptr == len(cb.words)
+    assert host_runtime().progress()[1] == retired + 2    # the submission and its kernel: progress for host waits
+    proc.drain_events()
+    assert [(e.device, e.queue, e.name, e.end_ns - e.start_ns) for e in records] == [("CUDA:7", "compute", "k", 0)]
+    cb.words[2], cb.words[-1] = 1, 2
+    proc.ring.write(cb.words, cb.starts, proc.label)
+    done = drv.named("cuEventRecord")[-1][1][0]
+    drv.ready[done] = CudaError("cuEventQuery", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access")
+    with pytest.raises(CudaBackendError, match=r"CUDA:7/compute failed while running a submission \(k\).*"
+                                               r"CUDA_ERROR_ILLEGAL_ADDRESS"):
+        proc.ring.rptr   # noqa: B018 -- the poll is what raises
+    assert proc.ring.rptr == 2 * len(cb.words)   # consumed: a host wait then says it will never be written
+    assert CUDA_ERROR_NOT_READY == 600
+
+
+# ---- the native host functions streams run ----
+def test_native_host_functions_copy_and_timestamp() -> None:
+    fns = native_host_fns()
+    src, dst = np.arange(100, dtype=np.uint8), np.zeros(100, dtype=np.uint8)
+    job = np.array([dst.ctypes.data, src.ctypes.data, 100], dtype=np.int64)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fns.copy)(job.ctypes.data)
+    assert (dst == src).all()
+    sig = Signal(0)
+    before = time.perf_counter_ns()
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fns.timestamp)(sig.addr)
+    assert before <= sig.value <= time.perf_counter_ns()    # the CPU devices' clock
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fns.wake)(sig.addr)   # a wake with no sleepers is harmless
+
+
+# ---- a machine without a driver ----
+NO_DRIVER = {**os.environ, "TGFX_CUDA_LIBRARY": "/nonexistent/libcuda.so.1"}
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env={**NO_DRIVER, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_without_a_driver_cuda_is_absent_and_asking_for_it_says_why() -> None:
+    r = _run("""
+        import numpy as np, tgfx as tg
+        assert tg.devices() == ["CPU:0"] and tg.devices("cuda") == [] and tg.devices("gpu") == []
+        x = tg.asarray(np.ones(3, np.float32))
+        try:
+            tg.device_put(x, "CUDA:0")
+        except RuntimeError as e:
+            print("ERROR", type(e).__name__, e)
+        print((x + 1).numpy().tolist())
+    """, TGFX_DEVICE="")
+    assert r.returncode == 0, r.stderr
+    assert "ERROR CudaDriverNotFound no CUDA driver was found" in r.stdout
+    assert "TGFX_DEVICE" in r.stdout and "'CPU'" in r.stdout     # how to pick a device instead
+    assert "[2.0, 2.0, 2.0]" in r.stdout                          # the CPU still works
+
+
+def test_tgfx_device_cuda_without_a_driver_errors_clearly() -> None:
+    r = _run("""
+        import numpy as np, tgfx as tg
+        print((tg.asarray(np.ones(3, np.float32)) + 1).numpy())
+    """, TGFX_DEVICE="CUDA")
+    assert r.returncode != 0
+    assert "CudaDriverNotFound: no CUDA driver was found" in r.stderr and "unset TGFX_DEVICE" in r.stderr
+    r = _run("import tgfx", TGFX_DEVICE="TPU")
+    assert r.returncode != 0 and "TGFX_DEVICE='TPU' names no device" in r.stderr
+
+
+# ---- the whole device over an emulating double of the driver: every stream operation runs when it is issued ----
+class EmulatedDriver(FakeDriver):
+    """A double of the driver API that carries out what a GPU would, on host memory, at the time of the call:
+    copies are memmoves, value waits check the word (the tests only issue waits that are satisfied), value writes
+    store, host functions run (the real native ones), and a launch runs the Python function registered under the
+    kernel's name on the parameter words the driver was given. It checks the device's plumbing end to end (memory,
+    signal pages, staging, the timeline's writes and wakes, the kernel ABI), never a compiler."""
+
+    def __init__(self, kernels: dict[str, Any]) -> None:
+        super().__init__()
+        self.kernels, self._mem, self._functions = kernels, {}, {}
+        self.failed = False        # the next launch faults: the stream runs nothing more, its events report it
+        self.dead = False
+
+    def _alloc(self, nbytes: int) -> int:
+        buf = ctypes.create_string_buffer(nbytes + 256)
+        ptr = ctypes.addressof(buf) + (-ctypes.addressof(buf)) % 256
+        self._mem[ptr] = buf
+        return ptr
+
+    def attributes(self, dev: int) -> dict[str, int]:
+        return {"stream_mem_ops_64": 1, "cc_major": 9, "cc_minor": 0, "sm_count": 132}
+
+    def cuDeviceGet(self, ordinal: int) -> int:
+        return ordinal
+
+    def cuDeviceGetName(self, dev: int) -> str:
+        return "emulated GPU"
+
+    def cuDevicePrimaryCtxRetain(self, dev: int) -> int:
+        return 0xC0 + dev
+
+    def cuMemAlloc(self, nbytes: int) -> int:
+        self.calls.append(("cuMemAlloc", (nbytes,)))
+        return self._alloc(nbytes)
+
+    def cuMemHostAlloc(self, nbytes: int, flags: int) -> int:
+        self.calls.append(("cuMemHostAlloc", (nbytes, flags)))
+        return self._alloc(nbytes)
+
+    def cuMemFree(self, ptr: int) -> None:
+        self._mem.pop(ptr)
+
+    def cuMemHostGetDevicePointer(self, ptr: int) -> int:
+        return ptr       # unified addressing: the host's address
+
+    def _copy(self, name: str, dst: int, src: int, nbytes: int) -> None:
+        self.calls.append((name, (dst, src, nbytes)))
+        ctypes.memmove(dst, src, nbytes)
+
+    def cuMemcpyHtoDAsync(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self._copy("cuMemcpyHtoDAsync", dst, src, nbytes)
+
+    def cuMemcpyDtoHAsync(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self._copy("cuMemcpyDtoHAsync", dst, src, nbytes)
+
+    def cuMemcpyDtoDAsync(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self._copy("cuMemcpyDtoDAsync", dst, src, nbytes)
+
+    def cuStreamWaitValue64(self, stream: int, addr: int, value: int, flags: int = 0) -> None:
+        self.calls.append(("cuStreamWaitValue64", (stream, addr, value)))
+        word = ctypes.c_int64.from_address(addr)
+        deadline = time.monotonic() + 10
+        while word.value < value:    # another engine's thread may still be writing it
+            assert time.monotonic() < deadline, f"an emulated stream WAIT for {value} at {addr:#x} never passed"
+            time.sleep(1e-4)
+
+    def cuStreamWriteValue64(self, stream: int, addr: int, value: int, flags: int = 0) -> None:
+        self.calls.append(("cuStreamWriteValue64", (stream, addr, value)))
+        if self.dead:
+            return
+        ctypes.c_int64.from_address(addr).value = value
+
+    def cuLaunchHostFunc(self, stream: int, fn: int, data: int) -> None:
+        self.calls.append(("cuLaunchHostFunc", (stream, fn, data)))
+        if self.dead:
+            return
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(fn)(data)
+
+    def cuModuleLoadData(self, image: bytes) -> int:
+        return len(self._functions) + 1
+
+    def cuModuleGetFunction(self, module: int, name: str) -> int:
+        handle = 0xF000 + len(self._functions)
+        self._functions[handle] = name
+        return handle
+
+    def cuLaunchKernel(self, fn: int, grid: Any, block: Any, smem: int, stream: int, params: int,
+                       nbytes: int) -> None:
+        self.calls.append(("cuLaunchKernel", (fn, grid, block, smem, stream, params, nbytes)))
+        if self.failed:
+            self.dead = True
+        if self.dead:
+            return
+        words = np.frombuffer(ctypes.string_at(params, nbytes), np.int64).tolist()
+        self.kernels[self._functions[fn]](grid[0] * block[0], *words)
+
+    def cuEventQuery(self, event: int) -> bool:
+        if self.dead:
+            raise CudaError("cuEventQuery", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access")
+        return True
+
+
+def _f32(ptr: int, n: int) -> np.ndarray:
+    return np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr))
+
+
+def add_one(threads: int, out: int, inp: int, n: int) -> None:
+    """What ADD_ONE_PTX below computes, for the emulated driver."""
+    assert threads >= n
+    _f32(out, n)[:] = _f32(inp, n) + 1
+
+
+@pytest.fixture
+def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from tgfx.devices import cuda
+    devices = sys.modules["tgfx.devices"]   # (`tgfx.devices` the attribute is `tg.devices`, the listing)
+    drv = EmulatedDriver({"add_one": add_one})
+    monkeypatch.setattr(cuda, "load_driver", lambda: drv)
+    monkeypatch.setattr(cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(cuda, "available_count", lambda: 1)
+    dev = cuda.CUDADevice("CUDA:0")
+    monkeypatch.setitem(devices._devices, "CUDA:0", dev)
+    yield drv, dev
+    dev.close()
+
+
+def test_emulated_device_copies_launches_and_signals(emulated: Any) -> None:
+    drv, dev = emulated
+    k = dev.load_kernel("(emulated)", "add_one", ((4,), (256,)))
+    assert k.global_size == 1024 and k.program.block == (256, 1, 1)
+    n = 1000
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    inp, out = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+    dev.allocator.copyin(inp, x)                  # pageable -> staging (native memcpy) -> device
+    dev.exec_sync(k.program, [out, inp], vals=(n,), global_size=k.global_size)
+    y = np.zeros(n, np.float32)
+    dev.allocator.copyout(y, out)                 # device -> staging -> pageable
+    np.testing.assert_array_equal(y, x + 1)
+    assert [c[0] for c in drv.calls].count("cuLaunchKernel") == 1
+    # the timeline advanced once per submission, written from the streams; host waits saw it
+    assert dev.timeline.value == dev.timeline_value == 3
+    assert any(e.name == "add_one" for e in dev.profile_events)
+    # a CPU queue waits for a CUDA signal and the other way round, on the same host words
+    from tgfx.devices import get_device
+    cpu, flag = get_device("CPU:0"), dev.new_signal(0, name="flag")
+    HWQueue().signal(flag, 4).submit(dev)
+    HWQueue().wait(flag, 4).submit(cpu).wait(timeout=10)
+    gate = cpu.new_signal(0)
+    HWQueue().signal(gate, 1).submit(cpu).wait(timeout=10)
+    HWQueue().wait(gate, 1).submit(dev).wait(timeout=10)
+
+
+def test_emulated_device_put_round_trips_and_pushes_copies_to_the_host(emulated: Any) -> None:
+    import tgfx as tg
+    drv, dev = emulated
+    assert tg.devices("cuda") == ["CUDA:0"]
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = tg.device_put(x, "CUDA:0")
+    assert t.device == "CUDA:0"
+    np.testing.assert_array_equal(t.numpy(), x)
+    drv.calls.clear()
+    back = tg.device_put(t, "CPU:1")
+    np.testing.assert_array_equal(back.numpy(), x)
+    # CUDA -> CPU ran on the GPU's copy engine (a CPU engine cannot read device memory): into staging, then a memcpy
+    assert [c[0] for c in drv.named("cuMemcpyDtoHAsync", "cuMemcpyHtoDAsync")] == ["cuMemcpyDtoHAsync"]
+
+
+def test_emulated_device_failure_is_raised_by_the_next_wait_naming_the_kernel(emulated: Any) -> None:
+    drv, dev = emulated
+    k = dev.load_kernel("(emulated)", "add_one", ((1,), (32,)))
+    buf = dev.allocator.alloc(128)
+    drv.failed = True
+    fence = HWQueue().exec(k.program, [buf, buf], vals=(32,), global_size=32).submit(dev)
+    with pytest.raises(CudaBackendError, match=r"CUDA:0/compute failed while running a submission \(add_one\).*"
+                                               r"CUDA_ERROR_ILLEGAL_ADDRESS"):
+        fence.wait(timeout=10)
+
+
+@pytest.fixture
+def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The emulated device, whose kernels are the CPU's code for the same kernel ASTs (the emulated launch runs it
+    on the parameter words): what programs, jit replays, constants and copies do on a CUDA device is then checked
+    end to end against numpy. The PTX itself is not run here (tests/test_nvptx.py assembles it; `-m gpu` runs it)."""
+    from tgfx.lowering import lower_kernel
+    drv, dev = emulated
+
+    def cpu_stand_in(ast: Any) -> Any:
+        ck = lower_kernel(ast)
+
+        def run(threads: int, *words: int) -> None:
+            bufs = (ctypes.c_void_p * len(words))(*words)
+            for core in range(ck.global_size):
+                ck.program.call(ctypes.addressof(bufs), 0, core)
+        drv.kernels[ck.name] = run
+        return dev.load_kernel("(emulated)", ck.name, ((1,), (1,)))
+    monkeypatch.setattr(dev, "lower_kernel", cpu_stand_in)
+    return drv, dev
+
+
+def test_emulated_programs_run_jit_grad_and_copies_on_a_cuda_device(emulated_programs: Any) -> None:
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    drv, dev = emulated_programs
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((8, 4)).astype(np.float32)
+    ta, tb = tg.device_put(a, "CUDA:0"), tg.device_put(b, "CUDA:0")
+    np.testing.assert_allclose((ta * 2 + 1).numpy(), a * 2 + 1, rtol=1e-6)      # eager, with constants
+    f = tg.jit(lambda x, y: tnp.tanh(x) @ y + 1)
+    for i in range(3):   # the first call encodes, the others replay with their inputs patched in
+        out = f(ta + i, tb)
+        assert out.device == "CUDA:0"
+        np.testing.assert_allclose(out.numpy(), np.tanh(a + i) @ b + 1, rtol=1e-5, atol=1e-5)
+    g = tg.grad(lambda x: (x * x).sum())(ta)
+    np.testing.assert_allclose(g.numpy(), 2 * a, rtol=1e-6)
+    h = tg.jit(lambda x, c: (x.to("CPU:0") * 3, c.to("CUDA:0") - 1))        # copies both ways inside a program
+    on_cpu, on_gpu = h(ta, tg.asarray(b))
+    assert (on_cpu.device, on_gpu.device) == ("CPU:0", "CUDA:0")
+    np.testing.assert_allclose(on_cpu.numpy(), a * 3, rtol=1e-6)
+    np.testing.assert_allclose(on_gpu.numpy(), b - 1, rtol=1e-6)
+    assert len(drv.named("cuLaunchKernel")) > 5
+
+
+# ---- on a GPU ----
+# the kernel ABI: one 8-byte parameter per packet word (buffers, then values); global thread id along x
+ADD_ONE_PTX = """
+.version 8.0
+.target sm_{sm}
+.address_size 64
+.visible .entry add_one(.param .u64 out, .param .u64 inp, .param .u64 n)
+{{
+  .reg .pred %p; .reg .b32 %r<4>; .reg .b64 %rd<8>; .reg .f32 %f<3>;
+  mov.u32 %r1, %ctaid.x; mov.u32 %r2, %ntid.x; mov.u32 %r3, %tid.x;
+  mad.lo.s32 %r1, %r1, %r2, %r3; cvt.s64.s32 %rd1, %r1;
+  ld.param.u64 %rd2, [n]; setp.ge.s64 %p, %rd1, %rd2; @%p bra DONE;
+  ld.param.u64 %rd3, [out]; ld.param.u64 %rd4, [inp];
+  shl.b64 %rd5, %rd1, 2; add.s64 %rd6, %rd4, %rd5; add.s64 %rd7, %rd3, %rd5;
+  ld.global.f32 %f1, [%rd6]; add.f32 %f2, %f1, 0f3F800000; st.global.f32 [%rd7], %f2;
+DONE:
+  ret;
+}}
+"""
+
+
+def _cuda0() -> Any:
+    from tgfx.devices import get_device
+    return get_device("CUDA:0")
+
+
+@pytest.mark.gpu
+def test_gpu_kernel_copies_and_signals_on_the_driver() -> None:
+    dev = _cuda0()
+    sm = dev.attrs["cc_major"] * 10 + dev.attrs["cc_minor"]
+    k = dev.load_kernel(ADD_ONE_PTX.format(sm=sm), "add_one", ((4,), (256,)))
+    n = 1000
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    inp, out = dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
+    dev.allocator.copyin(inp, x)
+    dev.exec_sync(k.program, [out, inp], vals=(n,), global_size=k.global_size)
+    y = np.empty(n, np.float32)
+    dev.allocator.copyout(y, out)
+    np.testing.assert_array_equal(y, x + 1)
+    # a CPU signal a CUDA stream waits for, and a CUDA signal the host waits for
+    gate, flag = Signal(0, name="gate"), dev.new_signal(0, name="flag")
+    fence = HWQueue().wait(gate, 1).exec(k.program, [inp, out], vals=(n,), global_size=k.global_size) \
+        .signal(flag, 5).submit(dev)
+    time.sleep(0.05)
+    assert flag.value == 0 and not fence.done         # the stream is held by the WAIT
+    gate.value = 1
+    flag.wait(5, timeout=10)
+    fence.wait(timeout=10)
+    dev.allocator.copyout(y, inp)
+    np.testing.assert_array_equal(y, x + 2)
+    assert any(e.name == "add_one" and e.end_ns >= e.start_ns for e in dev.profile_events)
+
+
+@pytest.mark.gpu
+def test_gpu_device_put_and_copies_between_devices() -> None:
+    import tgfx as tg
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    on_gpu = tg.device_put(x, "CUDA:0")
+    assert on_gpu.device == "CUDA:0"
+    np.testing.assert_array_equal(on_gpu.numpy(), x)
+    back = tg.device_put(on_gpu, "CPU:1")
+    np.testing.assert_array_equal(back.numpy(), x)
+    if len(tg.devices("cuda")) > 1:
+        np.testing.assert_array_equal(tg.device_put(on_gpu, "CUDA:1").numpy(), x)
+
+
+@pytest.mark.gpu
+def test_gpu_module_load_failure_shows_the_jit_log() -> None:
+    dev = _cuda0()
+    with pytest.raises(CudaError, match=r"cuModuleLoadDataEx failed .*JIT log: .*loading kernel 'broken' on CUDA:0"):
+        dev.load_kernel(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { bogus; }",
+                        "broken", (1, 1))
+
+
+@pytest.mark.gpu
+def test_gpu_compiled_programs_run() -> None:
+    pytest.importorskip("tgfx.lowering.render_nvptx", reason="the NVPTX code generator is not in this build")
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    x = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
+    t = tg.device_put(x, "CUDA:0")
+    np.testing.assert_allclose((t * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(tnp.sum(t, axis=1).numpy(), x.sum(axis=1), rtol=1e-5, atol=1e-5)
+    f = tg.jit(lambda a: tnp.tanh(a) @ a.T)
+    np.testing.assert_allclose(f(t).numpy(), np.tanh(x) @ x.T, rtol=1e-4, atol=1e-4)
+
+
+# ---- programs: a copy into host memory from memory the host's engines cannot read ----
+def test_a_copy_into_host_memory_is_pushed_by_a_source_whose_memory_the_host_cannot_read(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU's memory is not host memory: a copy from it to a CPU device runs on the GPU's copy engine, and the CPU
+    device's later work waits for it. Checked on two CPU devices, one of them marked as not host memory, so the
+    order of the segments is exercised (and its results checked) without a GPU."""
+    import tgfx as tg
+    from tgfx.devices import get_device
+    from tgfx.lowering import program
+    monkeypatch.setattr(get_device("CPU:1"), "host_memory", False)
+    copies: list[str] = []
+    segment = program.Program._segment
+
+    def record(self: Any, dev: Any, queue: HWQueue, used: list, index: dict) -> Any:
+        if queue.engine is Engine.COPY:
+            copies.append(dev.name)
+        return segment(self, dev, queue, used, index)
+    monkeypatch.setattr(program.Program, "_segment", record)
+    x = np.arange(8, dtype=np.float32)
+    f = tg.jit(lambda a: (a * 2).to("CPU:0") + 1)
+    for i in range(3):      # replays: the fences between the devices order each call after the one before
+        a = tg.device_put(x + i, "CPU:1")
+        np.testing.assert_array_equal(f(a).numpy(), (x + i) * 2 + 1)
+    assert copies == ["CPU:1"]   # one program, its copy on the source's engine
+    copies.clear()
+    g = tg.jit(lambda a: (a + 1).to("CPU:1") * 3)    # into CPU:1 (not host memory): the destination's engine
+    np.testing.assert_array_equal(g(tg.device_put(x, "CPU:0")).numpy(), (x + 1) * 3)
+    assert copies == ["CPU:1"]

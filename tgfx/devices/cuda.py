@@ -1,0 +1,787 @@
+"""The CUDA backend (experimental): NVIDIA GPUs as `CUDA:0`, `CUDA:1`, ..., driven through the driver API.
+
+Each device uses its GPU's primary context and has the two engines of every tgfx device, each a CUDA stream. A
+submission's packets (`tgfx/devices/packets.py`) are translated into driver calls on the engine's stream when it is
+written to the engine's ring (`Translator`, a pure function of the packet words over a `Driver`, so that it is
+tested without a GPU), and the stream is the queue that runs them:
+
+    EXEC       cuLaunchKernel: the packet's buf_ptr and val words, in place, are the kernel's parameter buffer
+               (kernel ABI: one 8-byte parameter per word, buffers first); global_size counts threads along x, the
+               grid is global_size / block.x blocks
+    COPY       cuMemcpy{HtoD,DtoH,DtoD,Peer}Async; host memory that is not pinned goes through a pinned staging
+               buffer, copied to or from by a native host function run in stream order (a pageable copy would
+               block the submitting thread until the stream's earlier WAITs pass)
+    WAIT       cuStreamWaitValue64(signal, value, GEQ) on the signal's page, registered with cuMemHostRegister:
+               the same 64-bit host words the CPU devices wait on and write
+    SIGNAL     cuStreamWriteValue64, then a native host function that wakes host threads asleep on the word (a GPU
+               write does not wake a futex)
+    TIMESTAMP  a native host function that stores CLOCK_MONOTONIC (the CPU devices' clock) in ns, then wakes
+    BARRIER    nothing: a stream runs in order, and its value writes are fenced
+    BLOCK, JUMP, WRITE, ADD, indexed COPY: device-side control flow a stream cannot express; such a submission is
+               refused before any of it is issued (`tg.lax` loops with device counters are not yet supported here)
+
+Every EXEC and COPY is bracketed by two events for the profile; a submission ends with an event whose completion
+moves the ring's read pointer. An asynchronous failure (a kernel's illegal address, a launch that failed) surfaces
+when the host next polls the submission's events, as a `CudaError` naming the device and the submission's kernels.
+
+Kernels are compiled to PTX by `tgfx.lowering.render_nvptx.ptx_of` and loaded with `cuModuleLoadDataEx` (the
+driver JIT-compiles PTX; no toolkit is needed at run time).
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import functools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tgfx.devices.cuda_driver import (
+    CU_MEMHOSTALLOC_DEVICEMAP,
+    CU_MEMHOSTALLOC_PORTABLE,
+    CU_MEMHOSTREGISTER_DEVICEMAP,
+    CU_MEMHOSTREGISTER_PORTABLE,
+    CUDA_ERROR_NO_DEVICE,
+    CudaDriverNotFound,
+    CudaError,
+    Driver,
+    load_driver,
+)
+from tgfx.devices.hcq import (
+    _PROGRAMS,
+    _SIGNALS,
+    Allocator,
+    Buffer,
+    CommandProcessor,
+    Engine,
+    HCQError,
+    ProfileEvent,
+    Program,
+    host_runtime,
+)
+from tgfx.devices.packets import COPY_INDEXED, FLAGS_SHIFT, NWORDS_MASK, NWORDS_SHIFT, OP_MASK, PACKETS, Op
+from tgfx.devices.queue import QueueAllocator, QueueDevice
+
+PAGE = 4096
+ALIGN = 256                 # cuMemAlloc's alignment
+STAGING_MIN = 64 << 10      # staging buffers come in powers of two from this size
+STAGING_KEPT = 8            # idle staging buffers kept per size
+
+_EXEC, _COPY, _WAIT, _SIGNAL, _TIMESTAMP = (PACKETS[op] for op in (Op.EXEC, Op.COPY, Op.WAIT, Op.SIGNAL,
+                                                                    Op.TIMESTAMP))
+# what a stream cannot run: control flow on device words, and copies indexed by a device word
+_UNSUPPORTED = {Op.BLOCK: "a device-side loop or branch (BLOCK)", Op.JUMP: "a JUMP", Op.WRITE: "a device WRITE",
+                Op.ADD: "a device ADD"}
+
+
+class CudaBackendError(HCQError):
+    """A submission the CUDA backend cannot run, or a failure it saw on the device."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# what the translation needs to know about addresses
+
+class AddressMap:
+    """Address ranges and their owners: device allocations (owner: the CUDADevice) and pinned host memory (owner:
+    "pinned"). What a COPY's direction, and whether it needs staging, is read from."""
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ranges: dict[int, tuple[int, Any]] = {}     # start -> (end, owner)
+        self._lock = threading.Lock()
+
+    def add(self, start: int, nbytes: int, owner: Any) -> None:
+        with self._lock:
+            bisect.insort(self._starts, start)
+            self._ranges[start] = (start + max(nbytes, 1), owner)
+
+    def remove(self, start: int) -> None:
+        with self._lock:
+            if self._ranges.pop(start, None) is not None:
+                self._starts.pop(bisect.bisect_left(self._starts, start))
+
+    def owner(self, addr: int) -> Any:
+        """The owner of the range holding `addr`, or None (pageable host memory)."""
+        with self._lock:
+            i = bisect.bisect_right(self._starts, addr) - 1
+            if i < 0:
+                return None
+            end, owner = self._ranges[self._starts[i]]
+            return owner if addr < end else None
+
+
+MEMORY = AddressMap()   # the process's: device addresses are unique across contexts (unified addressing)
+
+
+class HostPages:
+    """Host pages registered with the driver (`cuMemHostRegister`, portable and mapped), so that streams can wait
+    on and write signals in them. A signal's words stay registered for the life of the process (so does the
+    Signal, kept here: its page must not be freed while registered)."""
+
+    def __init__(self, drv: Driver, memory: AddressMap) -> None:
+        self.drv, self.memory = drv, memory
+        self._device_addr: dict[int, int] = {}     # host page -> its device address
+        self._keep: list[Any] = []
+        self._lock = threading.Lock()
+
+    def device_addr(self, addr: int, keep: Any = None) -> int:
+        """The device address of host word `addr` (registering its page on first use)."""
+        page = addr & ~(PAGE - 1)
+        base = self._device_addr.get(page)
+        if base is None:
+            with self._lock:
+                if (base := self._device_addr.get(page)) is None:
+                    if self.memory.owner(addr) != "pinned":   # memory the driver allocated is mapped already
+                        self.drv.cuMemHostRegister(page, PAGE, CU_MEMHOSTREGISTER_PORTABLE |
+                                                   CU_MEMHOSTREGISTER_DEVICEMAP)
+                    base = self._device_addr[page] = self.drv.cuMemHostGetDevicePointer(page)
+                    if keep is not None:
+                        self._keep.append(keep)
+        return base + (addr - page)
+
+
+class Staging:
+    """Pinned host buffers for copies from and to pageable memory, reused by size (powers of two)."""
+
+    def __init__(self, drv: Driver, memory: AddressMap) -> None:
+        self.drv, self.memory = drv, memory
+        self._free: dict[int, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, nbytes: int) -> tuple[int, Callable[[], None]]:
+        """A pinned buffer of at least `nbytes` and the function that gives it back."""
+        size = max(STAGING_MIN, 1 << max(nbytes - 1, 0).bit_length())
+        with self._lock:
+            free = self._free.setdefault(size, [])
+            ptr = free.pop() if free else 0
+        if not ptr:
+            ptr = self.drv.cuMemHostAlloc(size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
+            self.memory.add(ptr, size, "pinned")
+        return ptr, functools.partial(self._give, size, ptr)
+
+    def _give(self, size: int, ptr: int) -> None:
+        with self._lock:
+            free = self._free[size]
+            if len(free) < STAGING_KEPT:
+                free.append(ptr)
+                return
+        self.memory.remove(ptr)
+        self.drv.cuMemFreeHost(ptr)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# native host functions run by the driver in stream order (`cuLaunchHostFunc`): no Python, no GIL
+
+_HOST_FNS_IR = r"""
+declare i32 @clock_gettime(i32, ptr)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+
+; job = {dst, src, nbytes}: a staging copy
+define void @tgfx_cuda_copy(ptr %job) {
+  %d = load ptr, ptr %job
+  %sp = getelementptr i64, ptr %job, i64 1
+  %s = load ptr, ptr %sp
+  %np = getelementptr i64, ptr %job, i64 2
+  %n = load i64, ptr %np
+  call void @llvm.memcpy.p0.p0.i64(ptr %d, ptr %s, i64 %n, i1 false)
+  fence seq_cst
+  ret void
+}
+
+; *sig = CLOCK_MONOTONIC in ns (the CPU devices' clock: time.perf_counter_ns)
+define void @tgfx_cuda_timestamp(ptr %sig) {
+  %ts = alloca [2 x i64]
+  %r = call i32 @clock_gettime(i32 1, ptr %ts)
+  %s = load i64, ptr %ts
+  %np = getelementptr i64, ptr %ts, i64 1
+  %n = load i64, ptr %np
+  %ns = mul i64 %s, 1000000000
+  %t = add i64 %ns, %n
+  store atomic i64 %t, ptr %sig seq_cst, align 8
+  ret void
+}
+"""
+
+
+@dataclass(frozen=True)
+class HostFns:
+    """Addresses of `void fn(void *)` functions for `cuLaunchHostFunc`."""
+    wake: int        # wake every thread asleep on a signal word (the native runtime's `tgfx_wake`)
+    copy: int        # run a staging copy job {dst, src, nbytes}
+    timestamp: int   # store the clock in a signal word
+
+
+@functools.cache
+def native_host_fns() -> HostFns:
+    """The host functions, compiled once per process (llvmlite, as the CPU processor is)."""
+    import llvmlite.binding as llvm
+    rt = host_runtime()
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = llvm.Target.from_default_triple().create_target_machine(opt=2)
+    mod = llvm.parse_assembly(_HOST_FNS_IR)
+    mod.verify()
+    ee = llvm.create_mcjit_compiler(mod, tm)
+    ee.finalize_object()
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(ee))   # driver threads may call into it until the process ends
+    wake = ctypes.cast(rt.wake, ctypes.c_void_p).value   # type: ignore[attr-defined]
+    return HostFns(int(wake or 0), ee.get_function_address("tgfx_cuda_copy"),
+                   ee.get_function_address("tgfx_cuda_timestamp"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# programs
+
+class CUDAProgram(Program):
+    """A kernel loaded on a CUDA device: a CUfunction launched with `block` threads per block.
+
+    Args:
+        name: the kernel's name (its PTX entry).
+        function: the CUfunction handle.
+        block: threads per block (x, y, z).
+        grid_yz: blocks along the grid's y and z axes (x comes from the EXEC's global_size).
+        shared_bytes: dynamic shared memory per block.
+        device: the name of the device it was loaded on (a CUfunction belongs to one context).
+        keepalive: what owns the module (it is unloaded when that is collected).
+        params: the 8-byte parameters the kernel takes (an EXEC must give that many words), None: not known.
+    """
+
+    def __init__(self, name: str, function: int, block: Sequence[int], grid_yz: Sequence[int] = (1, 1),
+                 shared_bytes: int = 0, device: str = "", keepalive: Any = None, params: int | None = None) -> None:
+        super().__init__(name, function, keepalive)
+        self.block = tuple(int(b) for b in (*block, 1, 1)[:3])
+        self.grid_yz = tuple(int(g) for g in (*grid_yz, 1, 1)[:2])
+        self.shared_bytes, self.device, self.params = int(shared_bytes), device, params
+
+    def grid(self, global_size: int) -> tuple[int, int, int]:
+        """The grid for an EXEC of `global_size` threads along x."""
+        return (-(-global_size // self.block[0]), *self.grid_yz)
+
+
+def launch_dims(dims: Any) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, shared bytes) from a renderer's launch dimensions: an object with `grid` and `block` (and
+    `shared`) attributes (`render_nvptx.LaunchDims`), a mapping with those keys, or `(grid, block)`; grid and block
+    are ints or up to three ints."""
+    if hasattr(dims, "grid") and hasattr(dims, "block"):
+        grid, block, shared = dims.grid, dims.block, getattr(dims, "shared", 0)
+    elif isinstance(dims, dict):
+        grid, block, shared = dims["grid"], dims["block"], dims.get("shared", 0)
+    else:
+        grid, block = dims
+        shared = 0
+
+    def three(v: Any) -> tuple[int, int, int]:
+        t = (int(v),) if isinstance(v, (int, np.integer)) else tuple(int(x) for x in v)
+        return (*t, 1, 1, 1)[:3]  # type: ignore[return-value]
+    return three(grid), three(block), int(shared)
+
+
+@dataclass(frozen=True)
+class CUDAKernel:
+    """A kernel compiled and loaded for a CUDA device: what `append_command` launches (`program`, `global_size`)."""
+    name: str
+    program: CUDAProgram
+    global_size: int
+    ptx: str = field(repr=False, default="")
+
+
+class _Module:
+    """Owns a CUmodule: unloaded when the last program of it is collected."""
+
+    def __init__(self, drv: Driver, ctx: int, handle: int) -> None:
+        self.drv, self.ctx, self.handle = drv, ctx, handle
+
+    def __del__(self) -> None:
+        try:
+            self.drv.cuCtxSetCurrent(self.ctx)
+            self.drv.cuModuleUnload(self.handle)
+        except Exception:  # noqa: BLE001 -- at interpreter exit the driver may be gone
+            pass
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# packets -> driver calls
+
+@dataclass
+class Issued:
+    """What translating one submission left to hold until it completes, and what it ran."""
+    keep: list[Any] = field(default_factory=list)            # staging jobs, parameter words
+    release: list[Callable[[], None]] = field(default_factory=list)   # staging buffers to give back
+    kernels: list[str] = field(default_factory=list)
+    timed: list[tuple[str, int, int, int, int]] = field(default_factory=list)  # (name, start ev, end ev, nbytes, gs)
+
+
+class Translator:
+    """Turns packets into calls on `drv` for one engine's `stream`: a pure function of the words over the driver
+    surface, tested with a recording double of `Driver`.
+
+    Args:
+        drv: the driver (or a double of it).
+        stream: the engine's CUstream.
+        label: "device/engine", for errors.
+        device: the engine's device (its `ctx` is what peer copies name), compared with address owners.
+        memory: which addresses are device memory (of which device) or pinned host memory.
+        pages: the registry of host pages streams wait on and write.
+        staging: pinned buffers for copies from and to pageable memory.
+        host_fns: the native host functions.
+        timeline: the address of the device's timeline signal (its WAITs on values this engine wrote are skipped).
+        events: a source of CUevents for profiling (None: no profile events).
+    """
+
+    def __init__(self, drv: Any, stream: int, label: str, device: Any, memory: AddressMap, pages: HostPages,
+                 staging: Staging, host_fns: HostFns, timeline: int = 0,
+                 events: Callable[[], int] | None = None) -> None:
+        self.drv, self.stream, self.label, self.device = drv, stream, label, device
+        self.memory, self.pages, self.staging, self.host_fns = memory, pages, staging, host_fns
+        self.timeline, self.events = timeline, events
+        self.timeline_written = 0    # the latest value of the device's timeline this stream writes
+
+    @staticmethod
+    def check(words: np.ndarray, starts: Sequence[int], label: str) -> None:
+        """Refuse a submission with packets a stream cannot run, before anything of it is issued."""
+        for at in starts[:-1]:
+            hdr = int(words[at])
+            op = Op(hdr & OP_MASK)
+            if op in _UNSUPPORTED or op is Op.COPY and (hdr >> FLAGS_SHIFT) << FLAGS_SHIFT & COPY_INDEXED:
+                what = _UNSUPPORTED.get(op, "a COPY indexed by a device word")
+                raise CudaBackendError(
+                    f"{label}: the submission holds {what}, which a CUDA stream cannot run: tg.lax loops and "
+                    f"branches whose counters live on the device are not supported on CUDA yet; run them on a CPU "
+                    f"device (tg.device_put(x, 'CPU')), or unroll the loop in Python")
+
+    def run(self, words: np.ndarray, starts: Sequence[int]) -> Issued:
+        """Issue the packets of `words` (`starts`: packet boundaries, ending with len(words))."""
+        self.check(words, starts, self.label)
+        issued = Issued()
+        base = words.ctypes.data
+        for at in starts[:-1]:
+            at = int(at)
+            hdr = int(words[at])
+            op = Op(hdr & OP_MASK)
+            p = at + 1   # payload
+            if op is Op.EXEC:
+                self._exec(words, p, base, issued, (hdr >> NWORDS_SHIFT) & NWORDS_MASK)
+            elif op is Op.COPY:
+                self._copy(int(words[p + _COPY.word("dst")]), int(words[p + _COPY.word("src")]),
+                           int(words[p + _COPY.word("nbytes")]), issued)
+            elif op is Op.WAIT:
+                self._wait(int(words[p + _WAIT.word("signal")]), int(words[p + _WAIT.word("value")]))
+            elif op is Op.SIGNAL:
+                self._signal(int(words[p + _SIGNAL.word("signal")]), int(words[p + _SIGNAL.word("value")]))
+            elif op is Op.TIMESTAMP:
+                sig = int(words[p + _TIMESTAMP.word("signal")])
+                self.drv.cuLaunchHostFunc(self.stream, self.host_fns.timestamp, sig)
+                self.drv.cuLaunchHostFunc(self.stream, self.host_fns.wake, sig)
+            # NOP and BARRIER: nothing (a stream runs in order; its value writes are fenced)
+        issued.keep.append(words)
+        return issued
+
+    def _timed(self, issued: Issued, name: str, nbytes: int, gs: int, issue: Callable[[], None]) -> None:
+        if self.events is None:
+            issue()
+            return
+        start, end = self.events(), self.events()
+        self.drv.cuEventRecord(start, self.stream)
+        issue()
+        self.drv.cuEventRecord(end, self.stream)
+        issued.timed.append((name, start, end, nbytes, gs))
+
+    def _exec(self, words: np.ndarray, p: int, base: int, issued: Issued, nwords: int) -> None:
+        pid = int(words[p + _EXEC.word("program_id")])
+        prog = _PROGRAMS.get(pid)
+        if not isinstance(prog, CUDAProgram):
+            what = repr(prog) if prog is not None else f"program #{pid} (no longer alive)"
+            raise CudaBackendError(f"{self.label}: EXEC of {what}, which is not a kernel loaded on a CUDA device: "
+                                   f"kernels for CUDA devices come from CUDADevice.lower_kernel")
+        if prog.device and self.device is not None and prog.device != self.device.name:
+            raise CudaBackendError(f"{self.label}: kernel {prog.name!r} was loaded on {prog.device}; a CUfunction "
+                                   f"runs only in its own device's context")
+        gs = int(words[p + _EXEC.word("global_size")])
+        nargs = int(words[p + _EXEC.word("nbufs")]) + int(words[p + _EXEC.word("nvals")])
+        assert _EXEC.fixed_words + nargs == nwords, "EXEC payload and its argument counts disagree"
+        if prog.params is not None and nargs != prog.params:
+            raise CudaBackendError(f"{self.label}: EXEC of kernel {prog.name!r} with {nargs} argument words, but it "
+                                   f"takes {prog.params} 8-byte parameters")
+        params = base + 8 * (p + _EXEC.fixed_words)   # the argument words, in place: the driver copies them
+        grid = prog.grid(gs)
+
+        def launch() -> None:
+            try:
+                self.drv.cuLaunchKernel(prog.fn_addr, grid, prog.block, prog.shared_bytes, self.stream, params,
+                                        8 * nargs)
+            except CudaError as e:
+                raise e.at(f"kernel {prog.name!r} on {self.label}, grid {grid}, block {prog.block}") from None
+        self._timed(issued, prog.name, 0, gs, launch)
+        issued.kernels.append(prog.name)
+
+    def _where(self, addr: int) -> Any:
+        return self.memory.owner(addr)
+
+    def _copy(self, dst: int, src: int, nbytes: int, issued: Issued) -> None:
+        if nbytes == 0:
+            return
+        d, s = self._where(dst), self._where(src)
+        dev_d, dev_s = d not in (None, "pinned"), s not in (None, "pinned")
+        drv, stream = self.drv, self.stream
+
+        def staged(host_dst: int, host_src: int) -> None:   # a memcpy on the host, in stream order
+            job = np.array([host_dst, host_src, nbytes], dtype=np.int64)
+            issued.keep.append(job)
+            drv.cuLaunchHostFunc(stream, self.host_fns.copy, job.ctypes.data)
+
+        def issue() -> None:
+            if dev_d and dev_s:
+                if d is s:
+                    drv.cuMemcpyDtoDAsync(dst, src, nbytes, stream)
+                else:
+                    drv.cuMemcpyPeerAsync(dst, d.ctx, src, s.ctx, nbytes, stream)
+            elif dev_d:
+                if s == "pinned":
+                    drv.cuMemcpyHtoDAsync(dst, src, nbytes, stream)
+                else:
+                    buf, give = self.staging.take(nbytes)
+                    issued.release.append(give)
+                    staged(buf, src)
+                    drv.cuMemcpyHtoDAsync(dst, buf, nbytes, stream)
+            elif dev_s:
+                if d == "pinned":
+                    drv.cuMemcpyDtoHAsync(dst, src, nbytes, stream)
+                else:
+                    buf, give = self.staging.take(nbytes)
+                    issued.release.append(give)
+                    drv.cuMemcpyDtoHAsync(buf, src, nbytes, stream)
+                    staged(dst, buf)
+            else:
+                staged(dst, src)
+        try:
+            self._timed(issued, "copy", nbytes, 0, issue)
+        except CudaError as e:
+            raise e.at(f"copy of {nbytes} B from {src:#x} to {dst:#x} on {self.label}") from None
+
+    def _wait(self, sig: int, value: int) -> None:
+        if sig == self.timeline and value <= self.timeline_written:
+            return   # this stream wrote it: stream order already has it
+        try:
+            self.drv.cuStreamWaitValue64(self.stream, self.pages.device_addr(sig, _SIGNALS.get(sig)), value)
+        except CudaError as e:
+            raise e.at(f"WAIT for signal {sig:#x} >= {value} on {self.label}") from None
+
+    def _signal(self, sig: int, value: int) -> None:
+        try:
+            self.drv.cuStreamWriteValue64(self.stream, self.pages.device_addr(sig, _SIGNALS.get(sig)), value)
+            self.drv.cuLaunchHostFunc(self.stream, self.host_fns.wake, sig)
+        except CudaError as e:
+            raise e.at(f"SIGNAL {sig:#x} = {value} on {self.label}") from None
+        if sig == self.timeline:
+            self.timeline_written = value
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# engines: a ring whose writes are translated onto a stream
+
+class CUDARing:
+    """The ring of a CUDA engine (`hcq.Ring`): a write translates the packets onto the engine's stream at once (the
+    stream is the real queue) and records an event after them; `rptr` counts the words of submissions whose event
+    has completed. Polling it retires them: their staging buffers go back, their profile events are read, and an
+    asynchronous failure on the device is raised."""
+
+    def __init__(self, proc: CUDACommandProcessor) -> None:
+        self.proc = proc
+        self.wptr = 0
+        self._rptr = 0
+        self._pending: deque[tuple[int, int, Issued]] = deque()   # (wptr after it, completion event, what it issued)
+        self._lock = threading.Lock()
+
+    @property
+    def rptr(self) -> int:
+        """Words of the submissions the GPU has completed (polls their events)."""
+        self.poll()
+        return self._rptr
+
+    def write(self, words: np.ndarray, starts: np.ndarray, label: str) -> None:
+        """Translate whole submissions onto the stream (hcq's `Ring.write`)."""
+        proc = self.proc
+        proc.device.make_current()
+        self.poll()
+        issued = proc.translator.run(words, starts)
+        done = proc.event()
+        proc.drv.cuEventRecord(done, proc.stream)
+        with self._lock:
+            self.wptr += len(words)
+            self._pending.append((self.wptr, done, issued))
+
+    def poll(self) -> None:
+        """Retire the submissions that completed, in order; raise the failure of one that did not."""
+        proc = self.proc
+        if not self._pending:
+            return
+        proc.device.make_current()
+        with self._lock:
+            while self._pending:
+                end, done, issued = self._pending[0]
+                try:
+                    if not proc.drv.cuEventQuery(done):
+                        return
+                except CudaError as e:
+                    self._rptr = end   # consumed: nothing more runs on this context after such a failure
+                    self._pending.popleft()
+                    kernels = ", ".join(dict.fromkeys(issued.kernels)) or "no kernels"
+                    raise CudaBackendError(f"{proc.label} failed while running a submission ({kernels}): {e}. A "
+                                           f"kernel's illegal address or a failed launch leaves the device unusable "
+                                           f"until the process restarts") from e
+                self._pending.popleft()
+                self._rptr = end
+                proc.retire(done, issued)
+                count_retired(1 + len(issued.timed))
+
+    def describe(self, at: int) -> str:
+        with self._lock:
+            for end, _, issued in self._pending:
+                if end > at:
+                    kernels = ", ".join(dict.fromkeys(issued.kernels)) or "copies and signals"
+                    return f"the submission ending at ring word {end} ({kernels}), issued to the stream"
+        return f"ring word {at}"
+
+
+def count_retired(n: int) -> None:
+    """Count `n` completed GPU operations as progress, as the CPU's processors count retired packets: a host wait gives
+    up only after `TGFX_WAIT_TIMEOUT` without progress anywhere (`hcq._Stall`), so a long run of GPU submissions
+    must be seen to move. The count is the native runtime's (a compare-and-swap: its threads add to it too)."""
+    from tgfx.devices import native
+    rt = native.runtime()
+    addr = rt.g_addr + 8 * native.G_RETIRED
+    old = int(rt.g[native.G_RETIRED])
+    while (seen := rt.cas(addr, old, old + n)) != old:
+        old = seen
+
+
+class CUDACommandProcessor(CommandProcessor):
+    """One engine of a CUDA device: a non-blocking stream, fed by `CUDARing`."""
+
+    def __init__(self, device: CUDADevice, engine: Engine) -> None:
+        super().__init__(device, engine)
+        self.device: CUDADevice = device
+        self.drv = device.drv
+        self.ring = CUDARing(self)
+        self.stream = 0
+        self._free_events: list[int] = []
+        self._done_events: deque[ProfileEvent] = deque()
+        self._ref_event, self._ref_ns = 0, 0
+
+    def start(self) -> None:
+        """Create the stream, and the reference event profile times are measured from."""
+        dev = self.device
+        dev.make_current()
+        self.stream = self.drv.cuStreamCreate()
+        self._ref_event = self.event()
+        self.drv.cuEventRecord(self._ref_event, self.stream)
+        self.drv.cuEventSynchronize(self._ref_event)
+        self._ref_ns = time.perf_counter_ns()
+        self.translator = Translator(self.drv, self.stream, self.label, dev, MEMORY, dev.pages, dev.staging,
+                                     native_host_fns(), dev.timeline.addr, self.event)
+
+    def event(self) -> int:
+        """A CUevent from the pool."""
+        return self._free_events.pop() if self._free_events else self.drv.cuEventCreate()
+
+    def retire(self, done: int, issued: Issued) -> None:
+        """A submission completed: give back its staging buffers and events, keep its profile events."""
+        for give in issued.release:
+            give()
+        for name, start, end, nbytes, gs in issued.timed:
+            t0 = self._ref_ns + int(self.drv.cuEventElapsedTime(self._ref_event, start) * 1e6)
+            t1 = self._ref_ns + int(self.drv.cuEventElapsedTime(self._ref_event, end) * 1e6)
+            self._done_events.append(ProfileEvent(self.device.name, self.engine.value, name, t0, t1, nbytes, gs))
+            self._free_events += (start, end)
+        self._free_events.append(done)
+
+    def describe(self, at: int) -> str:
+        return self.ring.describe(at)
+
+    def drain_events(self) -> None:
+        """Move the profile events of completed submissions to the device's profile."""
+        try:
+            self.ring.poll()
+        except CudaBackendError:
+            pass    # raised to the host by its wait, not by a profile read
+        while self._done_events:
+            self.device._record(self._done_events.popleft(), None)
+
+    def close(self) -> None:
+        """Stop taking submissions (the stream is left to the driver: the context outlives the device object)."""
+        super().close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# memory
+
+class _DeviceMemory:
+    """Owns one cuMemAlloc allocation; frees it when collected (queues hold it until their fence passes)."""
+
+    __slots__ = ("device", "ptr")
+
+    def __init__(self, device: CUDADevice, ptr: int) -> None:
+        self.device, self.ptr = device, ptr
+
+    def __del__(self) -> None:
+        try:
+            MEMORY.remove(self.ptr)
+            self.device.make_current()
+            self.device.drv.cuMemFree(self.ptr)
+        except Exception:  # noqa: BLE001 -- at interpreter exit the driver may be gone
+            pass
+
+
+class CUDAAllocator(QueueAllocator):
+    """Device memory (`cuMemAlloc`); copies to and from the host are COPY packets on the copy engine."""
+
+    device: CUDADevice
+
+    def alloc(self, nbytes: int) -> Buffer:
+        """Allocate `nbytes` of device memory (256-byte aligned; not zeroed)."""
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate {nbytes} bytes on {self.device.name}")
+        dev = self.device
+        dev.make_current()
+        try:
+            ptr = dev.drv.cuMemAlloc(max(nbytes, 1))
+        except CudaError as e:
+            raise e.at(f"allocating {nbytes} B on {dev.name} ({dev.gpu_name})") from None
+        MEMORY.add(ptr, nbytes, dev)
+        return Buffer(dev, nbytes, ptr, _DeviceMemory(dev, ptr))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# devices
+
+@functools.cache
+def _shared(drv: Driver) -> tuple[HostPages, Staging]:
+    """The process's registered host pages and staging buffers (pinned memory is portable: one set for every
+    context)."""
+    return HostPages(drv, MEMORY), Staging(drv, MEMORY)
+
+
+class CUDADevice(QueueDevice):
+    """An NVIDIA GPU: its primary context, a stream per engine, device memory, PTX kernels.
+
+    Args:
+        name: its canonical name, "CUDA:<n>" (get devices with `tgfx.devices.get_device`, which caches them).
+
+    Raises:
+        CudaDriverNotFound: no CUDA driver is installed.
+        ValueError: the machine has no GPU numbered n.
+        CudaBackendError: the GPU cannot wait on and write 64-bit signals from a stream.
+    """
+
+    compiles_on_host = False
+
+    def __init__(self, name: str) -> None:
+        self.drv = load_driver()
+        ordinal = int(name.split(":")[1])
+        count = device_count()
+        if ordinal >= count:
+            raise ValueError(f"{name}: this machine has {count} CUDA device{'s' if count != 1 else ''} "
+                             f"(CUDA:0{f' .. CUDA:{count - 1}' if count > 1 else ''})")
+        self.ordinal = ordinal
+        self.cu_device = self.drv.cuDeviceGet(ordinal)
+        self.gpu_name = self.drv.cuDeviceGetName(self.cu_device)
+        self.ctx = self.drv.cuDevicePrimaryCtxRetain(self.cu_device)
+        self.make_current()
+        self.attrs = self.drv.attributes(self.cu_device)
+        if not self.attrs["stream_mem_ops_64"]:
+            raise CudaBackendError(f"{name} ({self.gpu_name}) does not support 64-bit stream memory operations "
+                                   f"(cuStreamWaitValue64), which the CUDA backend's signals need; update the "
+                                   f"NVIDIA driver")
+        self.pages, self.staging = _shared(self.drv)
+        self._kernels: dict[str, CUDAKernel] = {}
+        self._kernels_lock = threading.Lock()
+        super().__init__(name)
+        self.timeline_page = self.pages.device_addr(self.timeline.addr, self.timeline)
+
+    def make_current(self) -> None:
+        """Make this device's context current on the calling thread (driver calls act on the current one)."""
+        self.drv.cuCtxSetCurrent(self.ctx)
+
+    def create_allocator(self) -> Allocator:
+        """Device memory."""
+        return CUDAAllocator(self)
+
+    def create_processor(self, engine: Engine) -> CommandProcessor:
+        """A stream."""
+        return CUDACommandProcessor(self, engine)
+
+    @functools.cached_property
+    def target(self) -> Any:
+        """The GPU target kernels are compiled for (`tgfx.devices.target.GPUTarget`, from the driver's attributes)."""
+        from tgfx.devices import target
+        gpu_target = getattr(target, "GPUTarget", None)
+        if gpu_target is None:
+            raise CudaBackendError("this build of tgfx has no GPU target description (tgfx.devices.target.GPUTarget)"
+                                   "; the NVPTX code generator is needed to compile kernels for CUDA")
+        names = getattr(target, "CU_DEVICE_ATTRIBUTES", {})
+        attrs = {k: self.drv.cuDeviceGetAttribute(code, self.cu_device) for k, code in names.items()}
+        return gpu_target.from_attributes(self.gpu_name, attrs)
+
+    def load_kernel(self, ptx: str | bytes, name: str, dims: Any) -> CUDAKernel:
+        """Load PTX (JIT-compiled by the driver) and return its kernel `name`, launched with `dims` (see
+        `launch_dims`): an EXEC of it runs grid.x * block.x threads along x."""
+        grid, block, shared = launch_dims(dims)
+        image = ptx.encode() if isinstance(ptx, str) else ptx
+        self.make_current()
+        try:
+            module = self.drv.cuModuleLoadData(image)
+            fn = self.drv.cuModuleGetFunction(module, name)
+        except CudaError as e:
+            raise e.at(f"loading kernel {name!r} on {self.name} ({self.gpu_name})") from None
+        prog = CUDAProgram(name, fn, block, grid[1:], shared, self.name, _Module(self.drv, self.ctx, module),
+                           getattr(dims, "params", None))
+        text = ptx if isinstance(ptx, str) else ptx.decode(errors="replace")
+        return CUDAKernel(name, prog, grid[0] * block[0], text)
+
+    def lower_kernel(self, ast: Any) -> CUDAKernel:
+        """Kernel AST `ast` compiled to PTX for this GPU (`tgfx.lowering.render_nvptx.ptx_of`) and loaded; cached by
+        the AST's key."""
+        hit = self._kernels.get(ast.key)
+        if hit is not None:
+            return hit
+        try:
+            from tgfx.lowering.render_nvptx import ptx_of  # the code generator, imported where it is first needed
+        except ImportError as e:
+            raise CudaBackendError(f"{self.name}: this build of tgfx has no NVPTX code generator "
+                                   f"(tgfx.lowering.render_nvptx): {e}") from None
+        ptx, name, dims = ptx_of(ast, self.target)
+        kernel = self.load_kernel(ptx, name, dims)
+        with self._kernels_lock:
+            return self._kernels.setdefault(ast.key, kernel)
+
+
+@functools.cache
+def _count() -> int:
+    try:
+        return load_driver().cuDeviceGetCount()
+    except CudaError as e:
+        if e.code == CUDA_ERROR_NO_DEVICE:
+            return 0
+        raise
+
+
+def device_count() -> int:
+    """The CUDA devices the driver reports; raises `CudaDriverNotFound` without a driver."""
+    return _count()
+
+
+def available_count() -> int:
+    """The CUDA devices of this machine: 0 without a driver (or with one that reports none)."""
+    try:
+        return device_count()
+    except (CudaDriverNotFound, CudaError):
+        return 0
+
+
+__all__ = ["CUDAAllocator", "CUDADevice", "CUDAKernel", "CUDAProgram", "CudaBackendError", "Translator",
+           "available_count", "device_count", "launch_dims"]
