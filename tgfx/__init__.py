@@ -1,5 +1,6 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
 from tgfx import debug as debug
+from tgfx import distributed as distributed
 from tgfx import dtypes as _dtypes_module  # noqa: F401
 from tgfx import lax as lax
 from tgfx import nn as nn
@@ -35,6 +36,9 @@ from tgfx.transforms.jvp import jacfwd as jacfwd
 from tgfx.transforms.jvp import jacobian as jacobian
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
+from tgfx.distributed import make_array_from_process_local_data as make_array_from_process_local_data
+from tgfx.distributed import process_count as process_count
+from tgfx.distributed import process_index as process_index
 from tgfx.transforms.shard import all_gather as all_gather
 from tgfx.transforms.shard import device_count as device_count
 from tgfx.transforms.shard import device_put as device_put

@@ -193,6 +193,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             realize.update(a for a in u.src[n_bodies(u):] if buffer_view(a) is None)
         elif u.op is Ops.GETTUPLE:
             realize.add(u)
+        elif u.op is Ops.NETWORK:  # a collective between processes reads and writes whole buffers
+            realize.update((u, u.src[0]))
         elif u.op is Ops.COPY:
             realize.add(u)
             if (base := copy_source(u.src[0])[0]).op is not Ops.BUFFER:
@@ -416,6 +418,10 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
             nbytes, offset = dst.arg[2] * u.dtype.itemsize, off * u.dtype.itemsize
             calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), (nbytes, offset, 0)), dst, src_buf)))
             realized[u] = dst
+            continue
+        if u.op is Ops.NETWORK:  # the network engine runs it on (out, in)
+            dst = realized[u] = new_buffer(u.device, prod(u.shape), u.dtype)
+            calls.append(UOp(Ops.CALL, None, (UOp(Ops.NETWORK, None, (), u.arg), dst, realized[u.src[0]])))
             continue
         if is_concat(u):  # pieces copied into place
             out = realized[u] = new_buffer(u.device or DEFAULT_DEVICE, prod(u.shape), u.dtype)

@@ -1,0 +1,143 @@
+"""multi_process: device tuples that span processes become this process's graph plus network collectives.
+
+In the multi-controller model every process runs the same program on a global value whose parts are spread over
+the processes' devices (`tg.distributed`); each process computes only the parts on its own devices. After
+`pm_multi` has made every op one op per device, this stage (run by `lower_multi`, between the bucketing of
+all-reduces and their rings):
+
+1. keeps the roots on this process's devices (`keep_local`): the other processes compute theirs; this process's
+   results hold placeholders for them (BUFFERs on `RemoteDevice`s, which own no memory);
+2. rewrites each ALLREDUCE whose devices span processes (`pm_cross_process`): the local parts are combined on the
+   first local device (an ordinary ring when the process has several), a `NETWORK` node all-reduces that over the
+   processes (one MPI collective on the network engine, `tgfx/devices/network.py`), and each other local device
+   gets a copy;
+3. checks that nothing else reads a device of another process: data moves between processes only through the
+   collectives above, and a program that needs another process's part (a gather, a reshard) is an error naming it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tgfx.devices import network
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from tgfx.ir.uop import UOp, prod
+from tgfx.lowering.multi import ShardingError, copy_to
+
+
+def has_remote(nodes: list[UOp]) -> bool:
+    """Whether any node of the graph lives on (or spans) another process's device."""
+    return any(_remote_in(u.device) for u in nodes)
+
+
+def _remote_in(device: object) -> bool:
+    return network.is_remote(device) or (type(device) is tuple and network.spans_processes(device))
+
+
+def keep_local(roots: list[UOp]) -> tuple[list[UOp], Callable[[list[UOp]], list[UOp]]]:
+    """The roots this process computes (those on its own devices), and the function that puts placeholders for the
+    other processes' parts back between their results."""
+    local = [r for r in roots if not network.is_remote(r.device)]
+    holes = {i: remote_placeholder(r.device, r.shape, r.dtype) for i, r in enumerate(roots)
+             if network.is_remote(r.device)}
+    if not holes:
+        return roots, list
+
+    def fill(results: list[UOp]) -> list[UOp]:
+        it = iter(results)
+        return [holes[i] if i in holes else next(it) for i in range(len(roots))]
+    return local, fill
+
+
+def remote_placeholder(device: str, shape: tuple[int, ...], dtype: object) -> UOp:
+    """A part held by another process: a BUFFER on its device (placeholder memory here), viewed in `shape`."""
+    from tgfx.lowering.schedule import new_buffer
+    buf = new_buffer(device, prod(shape), dtype)
+    return buf if shape == (prod(shape),) else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
+
+
+@dataclass
+class CrossCtx:
+    done: dict[UOp, list[UOp | None]] = field(default_factory=dict)
+
+
+def all_reduce_across(ar: UOp) -> list[UOp | None]:
+    """Per device of `ar`: this process's devices get the all-reduced value, the others None."""
+    devices = ar.device
+    local = [s for s in ar.src if not network.is_remote(s.device)]
+    if not local:
+        return [None] * len(devices)
+    op = ar.arg
+    network.check_collective("all-reduce", op.name, ar.dtype.name)
+    if len(local) > 1:  # the process's own devices first, with the ring they use within a process
+        ring = UOp(Ops.ALLREDUCE, ar.dtype, tuple(local), op, tag="ring")
+        first = UOp(Ops.MSELECT, ar.dtype, (ring,), (0, None))
+    else:
+        first = local[0]
+    processes = tuple(sorted({network.process_of(d) for d in devices}))
+    net = UOp(Ops.NETWORK, ar.dtype, (UOp(Ops.CONTIGUOUS, ar.dtype, (first,)),), ("allreduce", op.name, processes))
+    return [None if network.is_remote(d) else copy_to(net, d) for d in devices]
+
+
+def lower_cross(ctx: CrossCtx, x: UOp, ar: UOp) -> UOp | None:
+    if not network.spans_processes(ar.device):
+        return None
+    if ar not in ctx.done:
+        ctx.done[ar] = all_reduce_across(ar)
+    return ctx.done[ar][x.arg[0]]
+
+
+pm_cross_process = PatternMatcher([
+    (UPat(Ops.MSELECT, src=(UPat(Ops.ALLREDUCE, name="ar"),), name="x"), lower_cross),
+])
+
+
+def check_local(sink: UOp) -> None:
+    """Raise if the per-process graph still reads a part of another process (other than through a collective)."""
+    from tgfx.lowering.inline import walk
+    for u in walk(sink):
+        if u.op is Ops.COPY and network.is_remote(u.src[0].device):
+            raise ShardingError(
+                f"this program moves a value of shape {u.src[0].shape} from {u.src[0].device} (another process) to "
+                f"{u.device}: between processes tgfx moves data only through reductions (sums, means, maxima over "
+                f"the sharded axis: MPI all-reduces); gather the value on every process with "
+                f"tg.distributed.process_allgather(x), or keep the computation sharded")
+        if network.is_remote(u.device) and u.op is not Ops.BUFFER:
+            raise ShardingError(f"{u.op.name} of shape {u.shape} on {u.device} (another process) is part of this "
+                                f"process's program; each process computes only the parts on its own devices")
+
+
+def lower_cross_process(sink: UOp) -> UOp:
+    """The per-process graph of a SINK of one-device roots on this process's devices (see the module docstring)."""
+    sink = graph_rewrite(sink, pm_cross_process, ctx=CrossCtx(), name="cross process")
+    check_local(sink)
+    return sink
+
+
+# ---- the program side: a NETWORK command's collective ----
+_collectives: dict[tuple, network.Collective] = {}
+
+
+class _Bound:
+    """A NETWORK command's collective with the engine that runs it."""
+
+    def __init__(self, collective: network.Collective) -> None:
+        self.program = collective.program
+        self.device = network.network_device()
+        self.collective = collective
+
+
+def collective_of(call: UOp) -> _Bound:
+    """The collective a LINEAR's NETWORK command runs (one per kind, reduction, dtype and size, made once)."""
+    kind, op, processes = call.src[0].arg
+    out = call.src[1]
+    key = (kind, op, processes, out.dtype, out.arg[2])
+    coll = _collectives.get(key)
+    if coll is None:
+        coll = _collectives[key] = network.Collective(kind, op, out.dtype.np, out.arg[2], processes)
+    return _Bound(coll)
+
+
+__all__ = ["keep_local", "lower_cross_process", "has_remote", "remote_placeholder", "collective_of",
+           "pm_cross_process"]
