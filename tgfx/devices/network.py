@@ -245,7 +245,8 @@ class Collective:
         sig = _signature(kind, op, self.dtype.name, count)
         self._sig = np.array([sig, -sig], np.int64)
         self._sig_out = np.zeros(2, np.int64)
-        self.what = f"{kind} ({op}) of {count} {self.dtype.name} values across processes {list(processes)}"
+        self.what = (f"{kind.replace('allreduce', 'all-reduce')} ({op}) of {count} {self.dtype.name} values across "
+                     f"processes {list(processes)}")
         self.program = Program(f"mpi_{kind}_{op.lower()}_{count}", self._run)
         self.runs = 0
 
@@ -259,12 +260,12 @@ class Collective:
         ptrs = (ctypes.c_uint64 * 2).from_address(bufs_addr)
         out = _host_view(int(ptrs[0]), self.nbytes, self.dtype)
         src = _host_view(int(ptrs[1]), self.nbytes, self.dtype)
-        _drive(self.comm.Iallreduce(self._sig, self._sig_out, op=mpi.MAX), f"the signature check of a {self.what}",
+        _drive(self.comm.Iallreduce(self._sig, self._sig_out, op=mpi.MAX), f"the signature check of an {self.what}",
                timeout)
         if self._sig_out[0] != self._sig[0] or self._sig_out[1] != self._sig[1]:
             # every process sees the mismatch from the same two maxima, so every one raises here
             raise DistributedMismatchError(
-                f"process {_group.index} reached a {self.what}, but another process reached a different collective "
+                f"process {_group.index} reached an {self.what}, but another process reached a different collective "
                 f"(another shape, dtype or reduction): every process must run the same program on arrays of the "
                 f"same global shapes")
         _drive(self.comm.Iallreduce([src, self.count, self.mpi_type], [out, self.count, self.mpi_type],

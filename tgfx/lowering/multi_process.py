@@ -51,9 +51,13 @@ def keep_local(roots: list[UOp]) -> tuple[list[UOp], Callable[[list[UOp]], list[
 
 
 def remote_placeholder(device: str, shape: tuple[int, ...], dtype: object) -> UOp:
-    """A part held by another process: a BUFFER on its device (placeholder memory here), viewed in `shape`."""
+    """A part held by another process: a BUFFER on its device (placeholder memory here, so programs can bind it
+    like any input), viewed in `shape`."""
+    from tgfx.devices import get_device
+    from tgfx.lowering.execute import buffer_nbytes, register_memory
     from tgfx.lowering.schedule import new_buffer
     buf = new_buffer(device, prod(shape), dtype)
+    register_memory(buf, get_device(device).allocator.alloc(buffer_nbytes(buf)))
     return buf if shape == (prod(shape),) else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)
 
 

@@ -1,0 +1,114 @@
+"""Programs that tests/test_distributed.py runs under `mpiexec -n N` (every process runs the same one).
+
+`python tests/distributed_programs.py <scenario>`; each scenario prints `ok <name> <process>` per check it passes,
+and any failure raises (which aborts every process: see `tg.distributed.initialize`).
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.devices import network
+
+
+def ok(name: str) -> None:
+    print(f"ok {name} {tg.process_index()}", flush=True)
+
+
+def data(n: int, rows: int = 8, cols: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)   # the same global data on every process
+    return (rng.normal(size=(rows * n, cols)).astype(np.float32), rng.normal(size=(rows * n,)).astype(np.float32),
+            rng.normal(size=(cols,)).astype(np.float32))
+
+
+def loss(w: tg.Tensor, x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+    return tnp.mean((tnp.tanh(x @ w) - y) ** 2)
+
+
+def main() -> None:
+    tg.distributed.initialize()
+    tg.distributed.initialize()   # idempotent
+    r, n = tg.process_index(), tg.process_count()
+    devs = tg.devices()
+    k = network.group().devices_per_process
+    # names: this process's devices are plain, the others' carry their process
+    assert len(devs) == n * k and tg.local_devices() == [f"CPU:{i}" for i in range(k)], devs
+    assert devs[r * k:(r + 1) * k] == tg.local_devices()
+    assert all(d == f"CPU:{i % k}@{i // k}" for i, d in enumerate(devs) if i // k != r), devs
+    assert tg.local_devices((r + 1) % n) == devs[((r + 1) % n) * k:((r + 1) % n + 1) * k] or n == 1
+    ok("names")
+
+    X, Y, w0 = data(n)
+    rows = len(X) // n
+    x = tg.make_array_from_process_local_data(devs, X[r * rows:(r + 1) * rows])
+    y = tg.make_array_from_process_local_data(devs, Y[r * rows:(r + 1) * rows])
+    assert x.shape == X.shape and len(tg.distributed.local_parts(x)) == k
+    np.testing.assert_array_equal(tg.distributed.process_allgather(x), X)
+    # eager reductions over the sharded axis: one network all-reduce each
+    np.testing.assert_allclose(float((x * 2).sum()), (X * 2).sum(), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(x.max(axis=0)), X.max(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(tnp.mean(x, axis=0)), X.mean(axis=0), rtol=1e-5, atol=1e-6)
+    # a value every process has, sharded by tg.shard: each keeps its own pieces
+    xs = tg.shard(tg.asarray(X), devs, axis=0)
+    np.testing.assert_allclose(float(xs.sum()), X.sum(), rtol=1e-5)
+    ok("eager")
+
+    # a jitted data-parallel train step: the same numbers as one process, one trace, the collective replayed
+    step = tg.jit(lambda w, x, y: w - 0.5 * tg.grad(loss)(w, x, y))
+    w, ref = tg.shard(tg.asarray(w0), devs), tg.asarray(w0)
+    ref_step = tg.jit(lambda w, x, y: w - 0.5 * tg.grad(loss)(w, x, y))
+    runs0 = sum(c.runs for c in _collectives())
+    for _ in range(4):
+        w = step(w, x, y)
+        ref = ref_step(ref, tg.asarray(X), tg.asarray(Y))
+    got = tg.distributed.process_allgather(w)
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.trace_count == 1, step.trace_count
+    assert sum(c.runs for c in _collectives()) - runs0 == 4, "one bucketed all-reduce per step"
+    ok("jit_grad")
+
+    # tg.lax inside the step: the weights' update runs through lax.add / lax.mul on the replicated values
+    upd = tg.jit(lambda w, x, y: tg.lax.add(w, tg.lax.mul(tg.grad(loss)(w, x, y), np.float32(-0.5))))
+    w2 = upd(tg.shard(tg.asarray(w0), devs), x, y)
+    np.testing.assert_allclose(np.asarray(w2), np.asarray(ref_step(tg.asarray(w0), tg.asarray(X), tg.asarray(Y))),
+                               rtol=1e-5, atol=1e-6)
+    ok("lax")
+
+
+def _collectives() -> list:
+    from tgfx.lowering.multi_process import _collectives
+    return [c for c in _collectives.values()]
+
+
+def mismatch() -> None:
+    """Process 1 holds wider rows than the others: its all-reduce differs in size, and every process says so."""
+    tg.distributed.initialize()
+    r = tg.process_index()
+    x = tg.shard(tg.asarray(np.ones((2 * tg.process_count(), 3 if r != 1 else 5), np.float32)), tg.devices(), axis=0)
+    try:
+        x.sum(axis=0).numpy()
+    except Exception as e:  # noqa: BLE001 -- the runtime's error carries the mismatch as its cause
+        cause = e.__cause__ or e
+        assert isinstance(cause, tg.distributed.DistributedMismatchError), repr(e)
+        print(f"mismatch detected {r}: {cause}", flush=True)
+        return
+    raise AssertionError("the mismatched all-reduce ran")
+
+
+def dies() -> None:
+    """Process 1 raises before the collective that process 0 waits in: every process ends, with an error."""
+    tg.distributed.initialize()
+    x = tg.make_array_from_process_local_data(tg.devices(), np.ones(4, np.float32))
+    if tg.process_index() == 1:
+        raise RuntimeError("process 1 fails on purpose")
+    time.sleep(0.2)
+    float(x.sum())
+    raise AssertionError("process 0 finished a collective that process 1 never joined")
+
+
+if __name__ == "__main__":
+    {"main": main, "mismatch": mismatch, "dies": dies}[sys.argv[1]]()
