@@ -63,14 +63,23 @@ def main(argv: list[str] | None = None) -> float:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--devices", type=int, default=1, help="train data-parallel on CPU:0 .. CPU:<n-1>")
+    ap.add_argument("--distributed", action="store_true",
+                    help="train data-parallel over the devices of every process (run under mpiexec -n N)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", metavar="PNG", help="write the loss curve here (needs matplotlib)")
     args = ap.parse_args(argv)
     if args.batch % args.devices:
         ap.error(f"--batch {args.batch} must divide evenly across --devices {args.devices}")
 
-    x_train, y_train, x_test, y_test = load_digits(args.seed)
     devices = tuple(f"CPU:{i}" for i in range(args.devices))
+    if args.distributed:  # every process runs this script and keeps its part of each batch (tg.distributed)
+        tg.distributed.initialize()
+        devices = tuple(tg.devices())
+        if args.batch % len(devices):
+            ap.error(f"--batch {args.batch} must divide evenly across the {len(devices)} devices {devices}")
+        if tg.process_index():
+            globals()["print"] = lambda *a, **k: None   # one process reports
+    x_train, y_train, x_test, y_test = load_digits(args.seed)
 
     def place(a: Any, batch_axis: bool) -> tg.Tensor:
         """A Tensor on the training device(s): batches split across them, everything else replicated."""

@@ -148,19 +148,6 @@ class NetworkDevice(CPUDevice):
     executes_on_host_memory = True
 
 
-_net: NetworkDevice | None = None
-
-
-def network_device() -> NetworkDevice:
-    """The process's network engine, started on first use (its devices registry closes it at exit)."""
-    global _net
-    if _net is None:
-        from tgfx.devices import register_device
-        _net = NetworkDevice(NET_NAME)
-        register_device(_net)
-    return _net
-
-
 _MPI_OPS = {"ADD": "SUM", "MAX": "MAX", "MUL": "PROD"}
 _MPI_TYPES = {"float32": "FLOAT", "float64": "DOUBLE", "int32": "INT32_T", "int64": "INT64_T", "uint8": "UINT8_T",
               "int8": "INT8_T", "int16": "INT16_T", "uint32": "UINT32_T", "bool": "C_BOOL"}
@@ -275,4 +262,4 @@ class Collective:
 
 __all__ = ["ProcessGroup", "RemoteDevice", "NetworkDevice", "Collective", "DistributedError",
            "DistributedMismatchError", "group", "set_group", "process_of", "is_remote", "spans_processes",
-           "network_device", "subcomm", "check_collective", "NET_NAME"]
+           "subcomm", "check_collective", "NET_NAME"]

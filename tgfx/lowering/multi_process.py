@@ -79,8 +79,15 @@ def all_reduce_across(ar: UOp) -> list[UOp | None]:
         first = UOp(Ops.MSELECT, ar.dtype, (ring,), (0, None))
     else:
         first = local[0]
+    red = first.src[0] if first.op is Ops.RESHAPE else first
+    if red.op is Ops.REDUCE_AXIS and all(red.src[0].shape[a] == 1 for a in red.arg[1]):
+        # one row per process (a sum over an axis of size 1): MPI reads the rows where they are, no kernel copies them
+        rows = red.src[0]
+        while rows.op is Ops.RESHAPE:
+            rows = rows.src[0]
+        first = rows if rows.shape == first.shape else UOp(Ops.RESHAPE, first.dtype, (rows,), first.shape)
     processes = tuple(sorted({network.process_of(d) for d in devices}))
-    net = UOp(Ops.NETWORK, ar.dtype, (UOp(Ops.CONTIGUOUS, ar.dtype, (first,)),), ("allreduce", op.name, processes))
+    net = UOp(Ops.NETWORK, ar.dtype, (first,), ("allreduce", op.name, processes))
     return [None if network.is_remote(d) else copy_to(net, d) for d in devices]
 
 
@@ -116,11 +123,34 @@ def lower_cross_process(sink: UOp) -> UOp:
     """The per-process graph of a SINK of one-device roots on this process's devices (see the module docstring)."""
     sink = graph_rewrite(sink, pm_cross_process, ctx=CrossCtx(), name="cross process")
     check_local(sink)
-    return sink
+    # a result that is a view of a collective's output is that output (its buffer), not a copy of it
+    return sink.replace(src=tuple(_view_of_network(r) or r for r in sink.src))
+
+
+def _view_of_network(r: UOp) -> UOp | None:
+    if r.op is not Ops.CONTIGUOUS:
+        return None
+    base = r.src[0]
+    while base.op is Ops.RESHAPE:
+        base = base.src[0]
+    return r.src[0] if base.op is Ops.NETWORK else None
 
 
 # ---- the program side: a NETWORK command's collective ----
 _collectives: dict[tuple, network.Collective] = {}
+
+
+_net: network.NetworkDevice | None = None
+
+
+def network_device() -> network.NetworkDevice:
+    """The process's network engine, started on first use (the devices registry closes it at exit)."""
+    global _net
+    if _net is None:
+        from tgfx.devices import register_device
+        _net = network.NetworkDevice(network.NET_NAME)
+        register_device(_net)
+    return _net
 
 
 class _Bound:
@@ -128,7 +158,7 @@ class _Bound:
 
     def __init__(self, collective: network.Collective) -> None:
         self.program = collective.program
-        self.device = network.network_device()
+        self.device = network_device()
         self.collective = collective
 
 
