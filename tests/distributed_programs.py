@@ -57,6 +57,17 @@ def main() -> None:
     np.testing.assert_allclose(float(xs.sum()), X.sum(), rtol=1e-5)
     ok("eager")
 
+    # values moved between processes by all-gathers: to one device, replicated, along another axis, resharded
+    np.testing.assert_array_equal(tg.device_put(x, "CPU:0").numpy(), X)
+    np.testing.assert_array_equal(np.asarray(tg.shard(x, devs, None)), X)
+    np.testing.assert_array_equal(tg.device_put(tg.shard(tg.asarray(X.T.copy()), devs, axis=1), "CPU:0").numpy(), X.T)
+    M = np.arange(2 * n * 2 * n, dtype=np.float32).reshape(2 * n, 2 * n)
+    np.testing.assert_array_equal(tg.distributed.process_allgather(tg.shard(tg.shard(tg.asarray(M), devs, 0), devs, 1)),
+                                  M)
+    sort = tg.jit(lambda a: tnp.sort(a.reshape(-1)))   # needs the whole value on each process
+    np.testing.assert_array_equal(np.asarray(sort(x)), np.sort(X.reshape(-1)))
+    ok("gather")
+
     # a jitted data-parallel train step: the same numbers as one process, one trace, the collective replayed
     step = tg.jit(lambda w, x, y: w - 0.5 * tg.grad(loss)(w, x, y))
     w, ref = tg.shard(tg.asarray(w0), devs), tg.asarray(w0)

@@ -48,11 +48,12 @@ def passed(out: str) -> set[tuple[str, int]]:
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_programs_across_processes(n: int) -> None:
-    """Global names, global arrays from each process's data, eager reductions, a jitted data-parallel grad step
+    """Global names, global arrays from each process's data, eager reductions, all-gathers (to one device,
+    replicated, along another axis, resharding), a jitted data-parallel grad step
     equal to one process's (one trace, one bucketed all-reduce a step) and tg.lax in the step, on n processes."""
     res = launch(n, "main")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert passed(res.stdout) == {(name, r) for name in ("names", "eager", "jit_grad", "lax") for r in range(n)}, \
+    assert passed(res.stdout) == {(name, r) for name in ("names", "eager", "gather", "jit_grad", "lax") for r in range(n)}, \
         res.stdout + res.stderr
 
 

@@ -155,11 +155,14 @@ _MPI_TYPES = {"float32": "FLOAT", "float64": "DOUBLE", "int32": "INT32_T", "int6
 
 def check_collective(kind: str, op: str, dtype_name: str) -> None:
     """Raise if MPI cannot run this collective (the lowering calls it while building the program)."""
+    if kind == "allgather" and dtype_name in _MPI_TYPES:
+        return
+    what = kind.replace("all", "an all-")
     if dtype_name not in _MPI_TYPES:
-        raise DistributedError(f"a {kind} across processes of {dtype_name} values: MPI has no {dtype_name} reduction; "
+        raise DistributedError(f"{what} across processes of {dtype_name} values: MPI has no {dtype_name} type here; "
                                f"cast to float32 (or a supported type: {', '.join(sorted(_MPI_TYPES))}) first")
     if op not in _MPI_OPS:
-        raise DistributedError(f"a {kind} across processes with {op}: only {sorted(_MPI_OPS)} reduce over MPI")
+        raise DistributedError(f"{what} across processes with {op}: only {sorted(_MPI_OPS)} reduce over MPI")
 
 
 def subcomm(processes: tuple[int, ...]) -> Any:
@@ -212,10 +215,11 @@ class Collective:
     """One network collective of a program: a host program the NET engine EXECs with buffers (out, in).
 
     Attributes:
-        kind: "allreduce".
-        op: the reduction ("ADD", "MAX", "MUL").
+        kind: "allreduce" (out: the reduction of every process's in) or "allgather" (out: every process's in, in
+            process order).
+        op: the reduction ("ADD", "MAX", "MUL"; "NONE" for an all-gather).
         dtype: its numpy dtype.
-        count: elements per process.
+        count: elements of `in` per process.
         processes: the processes taking part (sorted).
     """
 
@@ -226,13 +230,15 @@ class Collective:
         if g.mpi is None:
             raise DistributedError("a collective across processes needs tg.distributed.initialize() first")
         self.comm = subcomm(processes)
-        self.mpi_op = getattr(g.mpi, _MPI_OPS[op])
+        self.mpi_op = getattr(g.mpi, _MPI_OPS[op]) if kind == "allreduce" else None
         self.mpi_type = getattr(g.mpi, _MPI_TYPES[self.dtype.name])
         self.nbytes = count * self.dtype.itemsize
+        self.out_count = count * (len(processes) if kind == "allgather" else 1)
         sig = _signature(kind, op, self.dtype.name, count)
         self._sig = np.array([sig, -sig], np.int64)
         self._sig_out = np.zeros(2, np.int64)
-        self.what = (f"{kind.replace('allreduce', 'all-reduce')} ({op}) of {count} {self.dtype.name} values across "
+        how = f" ({op})" if kind == "allreduce" else ""
+        self.what = (f"{kind.replace('all', 'all-')}{how} of {count} {self.dtype.name} values across "
                      f"processes {list(processes)}")
         self.program = Program(f"mpi_{kind}_{op.lower()}_{count}", self._run)
         self.runs = 0
@@ -245,7 +251,7 @@ class Collective:
         it in place on the buffers' memory."""
         mpi, timeout = _group.mpi, DEFAULT_TIMEOUT_S
         ptrs = (ctypes.c_uint64 * 2).from_address(bufs_addr)
-        out = _host_view(int(ptrs[0]), self.nbytes, self.dtype)
+        out = _host_view(int(ptrs[0]), self.out_count * self.dtype.itemsize, self.dtype)
         src = _host_view(int(ptrs[1]), self.nbytes, self.dtype)
         _drive(self.comm.Iallreduce(self._sig, self._sig_out, op=mpi.MAX), f"the signature check of an {self.what}",
                timeout)
@@ -255,8 +261,12 @@ class Collective:
                 f"process {_group.index} reached an {self.what}, but another process reached a different collective "
                 f"(another shape, dtype or reduction): every process must run the same program on arrays of the "
                 f"same global shapes")
-        _drive(self.comm.Iallreduce([src, self.count, self.mpi_type], [out, self.count, self.mpi_type],
-                                    op=self.mpi_op), f"the {self.what}", timeout)
+        if self.kind == "allgather":
+            req = self.comm.Iallgather([src, self.count, self.mpi_type], [out, self.count, self.mpi_type])
+        else:
+            req = self.comm.Iallreduce([src, self.count, self.mpi_type], [out, self.count, self.mpi_type],
+                                       op=self.mpi_op)
+        _drive(req, f"the {self.what}", timeout)
         self.runs += 1
 
 

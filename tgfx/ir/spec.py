@@ -150,7 +150,7 @@ spec = PatternMatcher([
     (UPat(Ops.MSELECT, name="x"), lambda x: isinstance(x.src[0].device, tuple) and 0 <= x.arg[0] < len(x.src[0].device)
      and (x.arg[1] is None or x.src[0].shape[x.arg[1]] % len(x.src[0].device) == 0)),
     (UPat(Ops.ALLREDUCE, name="x"), lambda x: x.arg in GroupOp.Reduce and _multi_ok(x)),
-    (UPat(Ops.NETWORK, name="x"), lambda x: isinstance(x.arg, tuple) and (
+    (UPat(Ops.NETWORK, name="x"), lambda x: isinstance(x.arg, tuple) and len(x.arg) == 4 and (
         not x.src and x.dtype is None or len(x.src) == 1 and x.dtype == x.src[0].dtype
         and isinstance(x.src[0].device, str))),
     # kernel-level and structural ops: their shapes are checked by the passes that build them

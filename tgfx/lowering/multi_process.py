@@ -12,7 +12,11 @@ all-reduces and their rings):
    processes (one MPI collective on the network engine, `tgfx/devices/network.py`), and each other local device
    gets a copy;
 3. checks that nothing else reads a device of another process: data moves between processes only through the
-   collectives above, and a program that needs another process's part (a gather, a reshard) is an error naming it.
+   collectives, and a copy from another process's part is an error naming it.
+
+Gathers of values sharded across processes (to one device, to replicated, and reshards between axes, which take
+their pieces of the gathered value) are `gather_across`, which `multi.gather` calls for such tuples: the process's
+own parts joined, then a `NETWORK` all-gather of the processes' blocks.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ from tgfx.devices import network
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
-from tgfx.lowering.multi import ShardingError, copy_to
+from tgfx.lowering.multi import ShardingError, concat, copy_to
 
 
 def has_remote(nodes: list[UOp]) -> bool:
@@ -73,7 +77,7 @@ def all_reduce_across(ar: UOp) -> list[UOp | None]:
     if not local:
         return [None] * len(devices)
     op = ar.arg
-    network.check_collective("all-reduce", op.name, ar.dtype.name)
+    network.check_collective("allreduce", op.name, ar.dtype.name)
     if len(local) > 1:  # the process's own devices first, with the ring they use within a process
         ring = UOp(Ops.ALLREDUCE, ar.dtype, tuple(local), op, tag="ring")
         first = UOp(Ops.MSELECT, ar.dtype, (ring,), (0, None))
@@ -87,8 +91,38 @@ def all_reduce_across(ar: UOp) -> list[UOp | None]:
             rows = rows.src[0]
         first = rows if rows.shape == first.shape else UOp(Ops.RESHAPE, first.dtype, (rows,), first.shape)
     processes = tuple(sorted({network.process_of(d) for d in devices}))
-    net = UOp(Ops.NETWORK, ar.dtype, (first,), ("allreduce", op.name, processes))
+    net = UOp(Ops.NETWORK, ar.dtype, (first,), ("allreduce", op.name, processes, first.shape))
     return [None if network.is_remote(d) else copy_to(net, d) for d in devices]
+
+
+def gather_across(m: UOp, device: str) -> UOp:
+    """The whole of `m`, sharded over a tuple that spans processes, on this process's `device`: its own parts joined,
+    then an MPI all-gather of every process's block (a placeholder when `device` is another process's)."""
+    devices, axis = m.device, m.arg
+    if network.is_remote(device):
+        return remote_placeholder(device, m.shape, m.dtype)
+    local = [p for p in m.src if not network.is_remote(p.device)]
+    if axis is None:  # replicated: this process's replica
+        return copy_to(local[0], device) if local else _no_part(m, device)
+    if not local:
+        return _no_part(m, device)
+    procs = [network.process_of(d) for d in devices]
+    if procs != sorted(procs):
+        raise ShardingError(f"gathering a value sharded over {devices}: across processes, the tuple must list each "
+                            f"process's devices together, in process order (as tg.devices() does)")
+    block = concat([copy_to(p, device) for p in local], axis)
+    # the all-gather stacks the processes' blocks along the first axis: move the sharded axis there and back
+    order = (axis, *(a for a in range(len(block.shape)) if a != axis))
+    lead = block if axis == 0 else UOp(Ops.PERMUTE, block.dtype, (block,), order)
+    processes = tuple(sorted(set(procs)))
+    shape = (lead.shape[0] * len(processes), *lead.shape[1:])
+    net = UOp(Ops.NETWORK, m.dtype, (UOp(Ops.CONTIGUOUS, m.dtype, (lead,)),), ("allgather", "NONE", processes, shape))
+    return net if axis == 0 else UOp(Ops.PERMUTE, net.dtype, (net,), tuple(order.index(a) for a in range(len(order))))
+
+
+def _no_part(m: UOp, device: str) -> UOp:
+    raise ShardingError(f"this process holds no part of the value sharded over {m.device}, so it cannot gather it on "
+                        f"{device}; only the processes of the tuple can")
 
 
 def lower_cross(ctx: CrossCtx, x: UOp, ar: UOp) -> UOp | None:
@@ -110,10 +144,10 @@ def check_local(sink: UOp) -> None:
     for u in walk(sink):
         if u.op is Ops.COPY and network.is_remote(u.src[0].device):
             raise ShardingError(
-                f"this program moves a value of shape {u.src[0].shape} from {u.src[0].device} (another process) to "
-                f"{u.device}: between processes tgfx moves data only through reductions (sums, means, maxima over "
-                f"the sharded axis: MPI all-reduces); gather the value on every process with "
-                f"tg.distributed.process_allgather(x), or keep the computation sharded")
+                f"this program copies a value of shape {u.src[0].shape} from {u.src[0].device} (another process) to "
+                f"{u.device}: between processes tgfx moves data only through collectives of whole sharded values "
+                f"(reductions over the sharded axis, gathers, reshards); shard the value over a device tuple that "
+                f"spans the processes (tg.shard, tg.make_array_from_process_local_data) and compute on that")
         if network.is_remote(u.device) and u.op is not Ops.BUFFER:
             raise ShardingError(f"{u.op.name} of shape {u.shape} on {u.device} (another process) is part of this "
                                 f"process's program; each process computes only the parts on its own devices")
@@ -164,12 +198,12 @@ class _Bound:
 
 def collective_of(call: UOp) -> _Bound:
     """The collective a LINEAR's NETWORK command runs (one per kind, reduction, dtype and size, made once)."""
-    kind, op, processes = call.src[0].arg
-    out = call.src[1]
-    key = (kind, op, processes, out.dtype, out.arg[2])
+    kind, op, processes, _ = call.src[0].arg
+    src = call.src[2]
+    key = (kind, op, processes, src.dtype, src.arg[2])
     coll = _collectives.get(key)
     if coll is None:
-        coll = _collectives[key] = network.Collective(kind, op, out.dtype.np, out.arg[2], processes)
+        coll = _collectives[key] = network.Collective(kind, op, src.dtype.np, src.arg[2], processes)
     return _Bound(coll)
 
 
