@@ -53,8 +53,8 @@ def test_programs_across_processes(n: int) -> None:
     equal to one process's (one trace, one bucketed all-reduce a step) and tg.lax in the step, on n processes."""
     res = launch(n, "main")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert passed(res.stdout) == {(name, r) for name in ("names", "eager", "gather", "jit_grad", "lax") for r in range(n)}, \
-        res.stdout + res.stderr
+    checks = ("names", "eager", "gather", "jit_grad", "lax")
+    assert passed(res.stdout) == {(name, r) for name in checks for r in range(n)}, res.stdout + res.stderr
 
 
 def test_mismatched_programs_are_reported_before_the_collective() -> None:

@@ -14,6 +14,9 @@ from tgfx.checkpoint import load as load
 from tgfx.checkpoint import save as save
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
+from tgfx.distributed import make_array_from_process_local_data as make_array_from_process_local_data
+from tgfx.distributed import process_count as process_count
+from tgfx.distributed import process_index as process_index
 from tgfx.dtypes import DType as DType
 from tgfx.dtypes import dtypes as dtypes
 from tgfx.function import ConcretizationError as ConcretizationError
@@ -36,9 +39,6 @@ from tgfx.transforms.jvp import jacfwd as jacfwd
 from tgfx.transforms.jvp import jacobian as jacobian
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
-from tgfx.distributed import make_array_from_process_local_data as make_array_from_process_local_data
-from tgfx.distributed import process_count as process_count
-from tgfx.distributed import process_index as process_index
 from tgfx.transforms.shard import all_gather as all_gather
 from tgfx.transforms.shard import device_count as device_count
 from tgfx.transforms.shard import device_put as device_put
