@@ -68,6 +68,21 @@ def main() -> None:
     np.testing.assert_array_equal(np.asarray(sort(x)), np.sort(X.reshape(-1)))
     ok("gather")
 
+    # the network engine overlaps with the local devices: a kernel that does not need the all-reduce is submitted
+    # between the collective and the device's wait for it (which comes just before the first use of its result; with
+    # several local devices that is at once: the result is copied to the others)
+    f = tg.jit(lambda a, b: (tnp.exp(a).sum(axis=0), tnp.sin(b) * 3))
+    sums, other = f(x, y)
+    np.testing.assert_allclose(np.asarray(sums), np.exp(X).sum(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(tg.distributed.process_allgather(other), np.sin(Y) * 3, rtol=1e-5, atol=1e-6)
+    segs = next(iter(f._cache.values()))[0].segments
+    net = [i for i, s in enumerate(segs) if s.device.name == "NET"]
+    waits = [i for i, s in enumerate(segs) if s.dep is not None and s.dep[0].name == "NET"]
+    assert len(net) == 1 and len(waits) == 1, [(s.device.name, s.cb) for s in segs]
+    assert k > 1 or any(segs[i].device.name != "NET" and segs[i].dep is None for i in range(net[0] + 1, waits[0])), \
+        [(s.device.name, s.cb) for s in segs]
+    ok("overlap")
+
     # a jitted data-parallel train step: the same numbers as one process, one trace, the collective replayed
     step = tg.jit(lambda w, x, y: w - 0.5 * tg.grad(loss)(w, x, y))
     w, ref = tg.shard(tg.asarray(w0), devs), tg.asarray(w0)

@@ -32,8 +32,9 @@ pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="needs the distributed e
                                                          "'.[distributed]' (mpi4py and an MPI with mpiexec)")
 
 
-def launch(n: int, scenario: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess:
+def launch(n: int, scenario: str, timeout_s: float = 30.0, devices: int = 1) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "TGFX_CPU_DEVICES": str(devices),
            "TGFX_WAIT_TIMEOUT": str(timeout_s), "OMPI_ALLOW_RUN_AS_ROOT": "1",
            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -46,14 +47,14 @@ def passed(out: str) -> set[tuple[str, int]]:
     return {(name, int(r)) for name, r in re.findall(r"ok (\w+) (\d+)", out)}
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_programs_across_processes(n: int) -> None:
-    """Global names, global arrays from each process's data, eager reductions, all-gathers (to one device,
-    replicated, along another axis, resharding), a jitted data-parallel grad step
+@pytest.mark.parametrize("n, devices", [(2, 2), (3, 1)])
+def test_programs_across_processes(n: int, devices: int) -> None:
+    """On n processes of `devices` CPU devices each (a ring within the process, MPI between them): global names, global arrays from each process's data, eager reductions, all-gathers (to one device,
+    replicated, along another axis, resharding), kernels submitted while the network engine runs, a jitted data-parallel grad step
     equal to one process's (one trace, one bucketed all-reduce a step) and tg.lax in the step, on n processes."""
-    res = launch(n, "main")
+    res = launch(n, "main", devices=devices)
     assert res.returncode == 0, res.stdout + res.stderr
-    checks = ("names", "eager", "gather", "jit_grad", "lax")
+    checks = ("names", "eager", "gather", "overlap", "jit_grad", "lax")
     assert passed(res.stdout) == {(name, r) for name in checks for r in range(n)}, res.stdout + res.stderr
 
 
