@@ -83,3 +83,18 @@ def test_initialize_without_a_launcher_is_a_clear_error() -> None:
     res = subprocess.run([sys.executable, "-c", "import tgfx as tg; tg.distributed.initialize()"], env=env,
                          cwd=ROOT, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
     assert res.returncode != 0 and "not started by an MPI launcher" in res.stderr, res.stderr
+
+
+def test_train_digits_distributed_matches_one_process() -> None:
+    """The README example, data-parallel over 2 processes, reaches one process's accuracy (to the printed digit)."""
+    pytest.importorskip("sklearn")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    example = str(ROOT / "examples" / "train_digits.py")
+    one = subprocess.run([sys.executable, example, "--epochs", "1"], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=LAUNCH_TIMEOUT_S)
+    two = subprocess.run([MPIEXEC, "-n", "2", sys.executable, example, "--epochs", "1", "--distributed"], env=env,
+                         cwd=ROOT, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT_S)
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    final = [re.search(r"test accuracy ([0-9.]+)% after", r.stdout) for r in (one, two)]
+    assert all(final) and final[0].group(1) == final[1].group(1), one.stdout + two.stdout
+    assert "over 2 processes" in two.stdout and two.stdout.count("test accuracy") == 2   # one process reports
