@@ -5,7 +5,10 @@ and any failure raises (which aborts every process: see `tg.distributed.initiali
 """
 from __future__ import annotations
 
+import json
+import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -40,6 +43,12 @@ def main() -> None:
     assert devs[r * k:(r + 1) * k] == tg.local_devices()
     assert all(d == f"CPU:{i % k}@{i // k}" for i, d in enumerate(devs) if i // k != r), devs
     assert tg.local_devices((r + 1) % n) == devs[((r + 1) % n) * k:((r + 1) % n + 1) * k] or n == 1
+    assert tg.devices()[0] == ("CPU:0" if r == 0 else "CPU:0@0") and tg.device_put(1.0, f"CPU:0@{r}").device == "CPU:0"
+    try:
+        tg.device_put(1.0, f"CPU:0@{n}")
+        raise AssertionError("a device of a process that does not exist")
+    except ValueError as e:
+        assert f"names process {n}, but there are {n} process(es)" in str(e), e
     ok("names")
 
     X, Y, w0 = data(n)
@@ -48,6 +57,11 @@ def main() -> None:
     y = tg.make_array_from_process_local_data(devs, Y[r * rows:(r + 1) * rows])
     assert x.shape == X.shape and len(tg.distributed.local_parts(x)) == k
     np.testing.assert_array_equal(tg.distributed.process_allgather(x), X)
+    try:   # a global array is not this process's to read whole: the error says how to read it
+        x.numpy()
+        raise AssertionError("read another process's part")
+    except tg.distributed.DistributedError as e:
+        assert "is a device of process" in str(e) and "process_allgather" in str(e), e
     # eager reductions over the sharded axis: one network all-reduce each
     np.testing.assert_allclose(float((x * 2).sum()), (X * 2).sum(), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(x.max(axis=0)), X.max(axis=0), rtol=1e-6)
@@ -81,6 +95,14 @@ def main() -> None:
     assert len(net) == 1 and len(waits) == 1, [(s.device.name, s.cb) for s in segs]
     assert k > 1 or any(segs[i].device.name != "NET" and segs[i].dep is None for i in range(net[0] + 1, waits[0])), \
         [(s.device.name, s.cb) for s in segs]
+    # the network engine's collectives show in a profile, on the NET queue
+    path = f"{tempfile.gettempdir()}/tgfx-distributed-{os.getpid()}.json"
+    with tg.profile(path):
+        float(x.sum())
+    events = json.load(open(path))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    assert any("mpi_allreduce" in str(ev.get("name")) for ev in events), events
+    os.remove(path)
     ok("overlap")
 
     # a jitted data-parallel train step: the same numbers as one process, one trace, the collective replayed

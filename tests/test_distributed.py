@@ -49,9 +49,10 @@ def passed(out: str) -> set[tuple[str, int]]:
 
 @pytest.mark.parametrize("n, devices", [(2, 2), (3, 1)])
 def test_programs_across_processes(n: int, devices: int) -> None:
-    """On n processes of `devices` CPU devices each (a ring within the process, MPI between them): global names, global arrays from each process's data, eager reductions, all-gathers (to one device,
-    replicated, along another axis, resharding), kernels submitted while the network engine runs, a jitted data-parallel grad step
-    equal to one process's (one trace, one bucketed all-reduce a step) and tg.lax in the step, on n processes."""
+    """On n processes of `devices` CPU devices each (a ring within a process, MPI between them): global device
+    names, global arrays from each process's data, eager reductions, all-gathers (to one device, replicated, along
+    another axis, resharding), kernels submitted while the network engine runs (and its collectives in a profile), a
+    jitted data-parallel grad step equal to one process's (one trace, one bucketed all-reduce a step), tg.lax in it."""
     res = launch(n, "main", devices=devices)
     assert res.returncode == 0, res.stdout + res.stderr
     checks = ("names", "eager", "gather", "overlap", "jit_grad", "lax")

@@ -61,9 +61,10 @@ def register_device(dev: HCQDevice) -> None:
 
 
 def opened_devices() -> list[HCQDevice]:
-    """Every device created so far, in order of creation (e.g. to export a profile of all of them)."""
+    """Every device created so far, in order of creation (e.g. to export a profile of all of them); devices of other
+    processes are only names here, and are not listed."""
     with _devices_lock:
-        return list(_devices.values())
+        return [d for d in _devices.values() if not isinstance(d, network.RemoteDevice)]
 
 
 @atexit.register

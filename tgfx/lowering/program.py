@@ -176,6 +176,7 @@ class Program:
                     queue = None
                 self._await_network(segments, pending, writer, [b for b in bufs if b in pending])
             if body.op is Ops.NETWORK:
+                assert not labels, "a collective between processes inside a loop or branch (they run on one device)"
                 segments.append(network_segment(self, call, writer, index))
                 writer[bufs[0]] = pending[bufs[0]] = len(segments) - 1
                 continue
@@ -340,12 +341,12 @@ def network_segment(prog: Program, call: UOp, writer: dict[UOp, int], index: dic
     collective's host program on (out, in), in place in their memory."""
     from tgfx.lowering.multi_process import collective_of
     out, src = call.src[1:]
-    sdev = get_device(src.arg[1])
+    sdev, net = get_device(src.arg[1]), collective_of(call)
     q = HWQueue()
     name = f"dep{id(call)}"
     q.wait(sdev.timeline, Sym(name, 0))
-    q.exec(collective_of(call).program, [buffer_memory(out), buffer_memory(src, allocate=False)])
-    seg = prog._segment(collective_of(call).device, q, [out, src], index)
+    q.exec(net.program, [buffer_memory(out), buffer_memory(src, allocate=False)])
+    seg = prog._segment(net.device, q, [out, src], index)
     seg.dep = (sdev, name, writer.get(src))
     return seg
 
