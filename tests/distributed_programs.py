@@ -78,6 +78,12 @@ def main() -> None:
     M = np.arange(2 * n * 2 * n, dtype=np.float32).reshape(2 * n, 2 * n)
     np.testing.assert_array_equal(tg.distributed.process_allgather(tg.shard(tg.shard(tg.asarray(M), devs, 0), devs, 1)),
                                   M)
+    # a device's piece of a sum over the processes (sharded gradients): with one device per process, a reduce-scatter
+    runs = {kind: sum(c.runs for c in _collectives() if c.kind == kind) for kind in ("allreduce", "reduce_scatter")}
+    Ms = tg.shard(tg.asarray(M), devs, 0)
+    np.testing.assert_array_equal(tg.distributed.process_allgather(tg.shard(Ms.sum(axis=0), devs, 0)), M.sum(0))
+    ran = {kind: sum(c.runs for c in _collectives() if c.kind == kind) - runs[kind] for kind in runs}
+    assert ran == ({"allreduce": 0, "reduce_scatter": 1} if k == 1 else {"allreduce": 1, "reduce_scatter": 0}), ran
     sort = tg.jit(lambda a: tnp.sort(a.reshape(-1)))   # needs the whole value on each process
     np.testing.assert_array_equal(np.asarray(sort(x)), np.sort(X.reshape(-1)))
     ok("gather")

@@ -10,7 +10,8 @@ same device as `"CPU:<k>@<this process>"`). This module is below the lowering an
   one is an error that says which process holds it.
 - `NetworkDevice` ("NET", one per process): a device whose engines run network collectives. Its queues are
   ordinary HCQ queues on a native command processor: a WAIT on the producer's timeline, an EXEC of a host program
-  that starts a non-blocking MPI operation (`Iallreduce`, ...) on the buffers' host memory in place and drives it
+  that starts a non-blocking MPI operation (`Iallreduce`, `Iallgather`, `Ireduce_scatter_block`) on the buffers'
+  host memory in place and drives it
   to completion (MPI's own progress, in `Test`, which runs without the GIL), then the submission's SIGNAL. Kernels
   on the local devices keep running meanwhile; consumers wait on the NET timeline as on any device's.
 - Failure: every collective first compares a signature of itself (kind, op, dtype, element count) across the
@@ -215,8 +216,8 @@ class Collective:
     """One network collective of a program: a host program the NET engine EXECs with buffers (out, in).
 
     Attributes:
-        kind: "allreduce" (out: the reduction of every process's in) or "allgather" (out: every process's in, in
-            process order).
+        kind: "allreduce" (out: the reduction of every process's in), "allgather" (out: every process's in, in
+            process order) or "reduce_scatter" (out: block p of the reduction, in process p).
         op: the reduction ("ADD", "MAX", "MUL"; "NONE" for an all-gather).
         dtype: its numpy dtype.
         count: elements of `in` per process.
@@ -230,15 +231,16 @@ class Collective:
         if g.mpi is None:
             raise DistributedError("a collective across processes needs tg.distributed.initialize() first")
         self.comm = subcomm(processes)
-        self.mpi_op = getattr(g.mpi, _MPI_OPS[op]) if kind == "allreduce" else None
+        self.mpi_op = getattr(g.mpi, _MPI_OPS[op]) if kind != "allgather" else None
         self.mpi_type = getattr(g.mpi, _MPI_TYPES[self.dtype.name])
         self.nbytes = count * self.dtype.itemsize
-        self.out_count = count * (len(processes) if kind == "allgather" else 1)
+        self.out_count = count * len(processes) if kind == "allgather" else \
+            count // len(processes) if kind == "reduce_scatter" else count
         sig = _signature(kind, op, self.dtype.name, count)
         self._sig = np.array([sig, -sig], np.int64)
         self._sig_out = np.zeros(2, np.int64)
-        how = f" ({op})" if kind == "allreduce" else ""
-        self.what = (f"{kind.replace('all', 'all-')}{how} of {count} {self.dtype.name} values across "
+        how = f" ({op})" if kind != "allgather" else ""
+        self.what = (f"{kind.replace('all', 'all-').replace('_', '-')}{how} of {count} {self.dtype.name} values across "
                      f"processes {list(processes)}")
         self.program = Program(f"mpi_{kind}_{op.lower()}_{count}", self._run)
         self.runs = 0
@@ -263,6 +265,10 @@ class Collective:
                 f"same global shapes")
         if self.kind == "allgather":
             req = self.comm.Iallgather([src, self.count, self.mpi_type], [out, self.count, self.mpi_type])
+        elif self.kind == "reduce_scatter":
+            # (mpi4py's send count is per block: the receive count)
+            req = self.comm.Ireduce_scatter_block([src, self.out_count, self.mpi_type],
+                                                  [out, self.out_count, self.mpi_type], op=self.mpi_op)
         else:
             req = self.comm.Iallreduce([src, self.count, self.mpi_type], [out, self.count, self.mpi_type],
                                        op=self.mpi_op)

@@ -7,7 +7,8 @@ all-reduces and their rings):
 
 1. keeps the roots on this process's devices (`keep_local`): the other processes compute theirs; this process's
    results hold placeholders for them (BUFFERs on `RemoteDevice`s, which own no memory);
-2. rewrites each ALLREDUCE whose devices span processes (`pm_cross_process`): the local parts are combined on the
+2. rewrites each ALLREDUCE whose devices span processes (`pm_cross_process`; a device's own piece of one, one
+   device per process, is a reduce-scatter instead): the local parts are combined on the
    first local device (an ordinary ring when the process has several), a `NETWORK` node all-reduces that over the
    processes (one MPI collective on the network engine, `tgfx/devices/network.py`), and each other local device
    gets a copy;
@@ -133,7 +134,30 @@ def lower_cross(ctx: CrossCtx, x: UOp, ar: UOp) -> UOp | None:
     return ctx.done[ar][x.arg[0]]
 
 
+def reduce_scatter_across(s: UOp) -> UOp | None:
+    """Device i's piece (along the leading axis) of an all-reduce across processes (seen through reshapes), with one
+    device per process in process order: an MPI reduce-scatter, which moves half of what the all-reduce would
+    (ZeRO-style sharded gradients: `tg.shard(x.sum(axis=0), devices, axis=0)`)."""
+    x = s.src[0]
+    while x.op is Ops.RESHAPE:   # a reshape keeps the flat order, so a leading-axis piece stays a contiguous block
+        x = x.src[0]
+    if x.op is not Ops.MSELECT or x.src[0].op is not Ops.ALLREDUCE:
+        return None
+    ar = x.src[0]
+    devices, i, n = ar.device, x.arg[0], len(ar.device)
+    procs = [network.process_of(d) for d in devices]
+    if not network.spans_processes(devices) or x.arg[1] is not None or len(set(procs)) != n or procs != sorted(procs):
+        return None
+    shape = s.src[0].shape
+    size = shape[0] // n if shape and shape[0] % n == 0 else 0
+    if not size or s.arg != ((i * size, (i + 1) * size), *((0, d) for d in shape[1:])):
+        return None
+    network.check_collective("allreduce", ar.arg.name, ar.dtype.name)
+    return UOp(Ops.NETWORK, ar.dtype, (ar.src[i],), ("reduce_scatter", ar.arg.name, tuple(procs), s.shape))
+
+
 pm_cross_process = PatternMatcher([
+    (UPat(Ops.SHRINK, name="s"), reduce_scatter_across),
     (UPat(Ops.MSELECT, src=(UPat(Ops.ALLREDUCE, name="ar"),), name="x"), lower_cross),
 ])
 
@@ -155,7 +179,8 @@ def check_local(sink: UOp) -> None:
 
 def lower_cross_process(sink: UOp) -> UOp:
     """The per-process graph of a SINK of one-device roots on this process's devices (see the module docstring)."""
-    sink = graph_rewrite(sink, pm_cross_process, ctx=CrossCtx(), name="cross process")
+    # (top down: a piece of an all-reduce is seen before the all-reduce itself, to become a reduce-scatter)
+    sink = graph_rewrite(sink, pm_cross_process, ctx=CrossCtx(), bottom_up=True, name="cross process")
     check_local(sink)
     # a result that is a view of a collective's output is that output (its buffer), not a copy of it
     return sink.replace(src=tuple(_view_of_network(r) or r for r in sink.src))
