@@ -1,6 +1,7 @@
 """tg.distributed over MPI: `mpiexec -n 2` and `-n 3` (oversubscribed on a 2-core machine) run the programs of
-tests/distributed_programs.py, every process the same one. Skipped, with the reason, without the `distributed`
-extra (`pip install -e '.[distributed]'`: mpi4py and MPICH)."""
+tests/distributed_programs.py, every process the same one; skipped, with the reason, without the `distributed`
+extra (`pip install -e '.[distributed]'`: mpi4py and MPICH). The first tests need no MPI: names in one process, and
+the cross-process lowering of a graph, as process 0 of a pretend group of 2."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import tgfx as tg
+from tgfx.devices import canonical_device, network
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering import lower_multi
+from tgfx.lowering.inline import walk
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "distributed_programs.py"
@@ -28,8 +37,54 @@ def _mpiexec() -> str | None:
 
 
 MPIEXEC = _mpiexec()
-pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="needs the distributed extra: pip install -e "
-                                                         "'.[distributed]' (mpi4py and an MPI with mpiexec)")
+needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="needs the distributed extra: pip install -e "
+                                                       "'.[distributed]' (mpi4py and an MPI with mpiexec)")
+
+
+def test_one_process_names() -> None:
+    assert (tg.process_index(), tg.process_count()) == (0, 1)
+    assert canonical_device("CPU:1@0") == "CPU:1" and tg.local_devices() == tg.devices()
+    with pytest.raises(ValueError, match="names process 1, but there are 1 process.*mpiexec"):
+        canonical_device("CPU:0@1")
+    # without other processes, a global array is a sharded one
+    x = tg.make_array_from_process_local_data(("CPU:0", "CPU:1"), np.arange(6.0, dtype=np.float32).reshape(3, 2),
+                                              axis=1)
+    assert tg.sharding(x) == (("CPU:0", "CPU:1"), 1)
+    np.testing.assert_array_equal(tg.distributed.process_allgather(x), np.arange(6.0).reshape(3, 2))
+
+
+@pytest.fixture
+def two_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process as process 0 of 2 (for the lowering only: nothing runs across processes without MPI)."""
+    monkeypatch.setattr(network, "_group", network.ProcessGroup(0, 2, 1))
+
+
+def test_cross_process_lowering(two_processes: None) -> None:
+    """Process 0's graph of a sum over a tuple spanning 2 processes: its own part reduced, one NETWORK all-reduce of
+    the scalar partial, the other process's part a placeholder that no node of the graph reads."""
+    devs = tuple(tg.devices())
+    assert devs == ("CPU:0", "CPU:0@1")
+    x = tg.make_array_from_process_local_data(devs, np.ones((2, 3), np.float32))
+    assert x.shape == (4, 3) and [p.device for p in x.uop.src] == list(devs)
+    sink, unflatten = lower_multi(UOp(Ops.SINK, None, ((x * 2).sum(axis=0).uop,)))
+    nets = [u for u in walk(sink) if u.op is Ops.NETWORK]
+    assert [n.arg for n in nets] == [("allreduce", "ADD", (0, 1), (1, 3))]
+    assert len(sink.src) == 1 and not any(network.is_remote(u.device) for u in walk(sink))
+    out = unflatten([UOp(Ops.BUFFER, tg.dtypes.float32, (), (-7, "CPU:0", 3))])[0]
+    assert out.op is Ops.MULTI and out.src[1].device == "CPU:0@1"
+    # a piece of the sum per device is a reduce-scatter; a gather to one device, an all-gather
+    piece = tg.shard(tg.make_array_from_process_local_data(devs, np.ones((2, 4), np.float32)).sum(axis=0), devs, 0)
+    sink, _ = lower_multi(UOp(Ops.SINK, None, (piece.uop, tg.device_put(x, "CPU:0").uop)))
+    assert sorted(u.arg[0] for u in walk(sink) if u.op is Ops.NETWORK) == ["allgather", "reduce_scatter"]
+
+
+def test_cross_process_errors_name_the_fix(two_processes: None) -> None:
+    devs = tuple(tg.devices())
+    x = tg.make_array_from_process_local_data(devs, np.ones((2, 3), np.float32))
+    with pytest.raises(tg.distributed.DistributedError, match="is a device of process 1.*process_allgather"):
+        x.numpy()
+    with pytest.raises(tg.distributed.DistributedError, match="MPI has no bfloat16 type"):
+        lower_multi(UOp(Ops.SINK, None, (x.astype(tg.dtypes.bfloat16).sum().uop,)))
 
 
 def launch(n: int, scenario: str, timeout_s: float = 30.0, devices: int = 1) -> subprocess.CompletedProcess:
@@ -47,6 +102,7 @@ def passed(out: str) -> set[tuple[str, int]]:
     return {(name, int(r)) for name, r in re.findall(r"ok (\w+) (\d+)", out)}
 
 
+@needs_mpi
 @pytest.mark.parametrize("n, devices", [(2, 2), (3, 1)])
 def test_programs_across_processes(n: int, devices: int) -> None:
     """On n processes of `devices` CPU devices each (a ring within a process, MPI between them): global device
@@ -59,6 +115,7 @@ def test_programs_across_processes(n: int, devices: int) -> None:
     assert passed(res.stdout) == {(name, r) for name in checks for r in range(n)}, res.stdout + res.stderr
 
 
+@needs_mpi
 def test_mismatched_programs_are_reported_before_the_collective() -> None:
     """Process 1's all-reduce has another size: every process raises DistributedMismatchError, none hangs."""
     res = launch(2, "mismatch")
@@ -67,6 +124,7 @@ def test_mismatched_programs_are_reported_before_the_collective() -> None:
     assert "of 5 float32 values" in res.stdout and "of 3 float32 values" in res.stdout
 
 
+@needs_mpi
 def test_a_failing_process_ends_them_all() -> None:
     """Process 1 raises while process 0 waits in a collective: MPI_Abort ends both, with the error, well before the
     collective's timeout (30 s)."""
@@ -79,6 +137,7 @@ def test_a_failing_process_ends_them_all() -> None:
     assert "finished a collective" not in err
 
 
+@needs_mpi
 def test_initialize_without_a_launcher_is_a_clear_error() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "OMPI", "PMIX", "SLURM", "MPI_", "HYDRA"))}
     res = subprocess.run([sys.executable, "-c", "import tgfx as tg; tg.distributed.initialize()"], env=env,
@@ -86,6 +145,7 @@ def test_initialize_without_a_launcher_is_a_clear_error() -> None:
     assert res.returncode != 0 and "not started by an MPI launcher" in res.stderr, res.stderr
 
 
+@needs_mpi
 def test_train_digits_distributed_matches_one_process() -> None:
     """The README example, data-parallel over 2 processes, reaches one process's accuracy (to the printed digit)."""
     pytest.importorskip("sklearn")
