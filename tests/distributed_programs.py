@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -164,5 +165,16 @@ def dies() -> None:
     raise AssertionError("process 0 finished a collective that process 1 never joined")
 
 
+def killed() -> None:
+    """Process 1 is killed (SIGKILL: no Python, no MPI_Abort of its own) while process 0 waits in a collective: the
+    launcher ends them all."""
+    tg.distributed.initialize()
+    x = tg.make_array_from_process_local_data(tg.devices(), np.ones(4, np.float32))
+    if tg.process_index() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    float(x.sum())
+    raise AssertionError("process 0 finished a collective that process 1 never joined")
+
+
 if __name__ == "__main__":
-    {"main": main, "mismatch": mismatch, "dies": dies}[sys.argv[1]]()
+    {"main": main, "mismatch": mismatch, "dies": dies, "killed": killed}[sys.argv[1]]()
