@@ -176,5 +176,15 @@ def killed() -> None:
     raise AssertionError("process 0 finished a collective that process 1 never joined")
 
 
+def quits() -> None:
+    """Process 1 ends normally without joining the collective process 0 waits in: process 0's network engine gives
+    up after TGFX_WAIT_TIMEOUT and aborts them all, saying why."""
+    tg.distributed.initialize()
+    x = tg.make_array_from_process_local_data(tg.devices(), np.ones(4, np.float32))
+    if tg.process_index() == 0:
+        float(x.sum())
+        raise AssertionError("process 0 finished a collective that process 1 never joined")
+
+
 if __name__ == "__main__":
-    {"main": main, "mismatch": mismatch, "dies": dies, "killed": killed}[sys.argv[1]]()
+    {"main": main, "mismatch": mismatch, "dies": dies, "killed": killed, "quits": quits}[sys.argv[1]]()

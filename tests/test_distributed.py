@@ -125,17 +125,20 @@ def test_mismatched_programs_are_reported_before_the_collective() -> None:
 
 
 @needs_mpi
-@pytest.mark.parametrize("how", ["dies", "killed"])
+@pytest.mark.parametrize("how", ["dies", "killed", "quits"])
 def test_a_failing_process_ends_them_all(how: str) -> None:
     """Process 1 raises (or is killed) while process 0 waits in a collective: MPI_Abort (or the launcher) ends both,
-    with the error, well before the collective's timeout (30 s)."""
+    with the error, well before the collective's timeout (30 s). Process 1 ending without joining it: process 0
+    aborts them all after its timeout (3 s here)."""
     start = time.monotonic()
-    res = launch(2, how, timeout_s=30.0)
+    res = launch(2, how, timeout_s=3.0 if how == "quits" else 30.0)
     assert res.returncode != 0
     assert time.monotonic() - start < 25, "the surviving process waited for its timeout instead of being aborted"
     err = res.stdout + res.stderr
     if how == "dies":
         assert "process 1 fails on purpose" in err and "aborting every process" in err, err
+    if how == "quits":
+        assert "did not complete within 3 s (TGFX_WAIT_TIMEOUT)" in err and "aborting every process" in err, err
     assert "finished a collective" not in err
 
 

@@ -21,7 +21,7 @@ as on one process: a jitted data-parallel step traces once per process and repla
 collective. Read a global Tensor with `process_allgather` (the whole value, on every process) or `local_parts`.
 
 Failure: an uncaught exception in any process aborts them all (`MPI_Abort`, as `python -m mpi4py` does), a
-collective that makes no progress for `TGFX_WAIT_TIMEOUT` seconds (30) aborts them all, and processes that reach
+collective that does not complete within `TGFX_WAIT_TIMEOUT` seconds (30) aborts them all, and processes that reach
 different collectives (different shapes) raise `DistributedMismatchError` before the mismatched collective runs.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ same device as `"CPU:<k>@<this process>"`). This module is below the lowering an
   on the local devices keep running meanwhile; consumers wait on the NET timeline as on any device's.
 - Failure: every collective first compares a signature of itself (kind, op, dtype, element count) across the
   processes with a 2-word all-reduce, so ranks running different programs fail with `DistributedMismatchError`
-  before any collective of mismatched sizes blocks; a collective that makes no progress for `TGFX_WAIT_TIMEOUT`
+  before any collective of mismatched sizes blocks; a collective that does not complete within `TGFX_WAIT_TIMEOUT`
   seconds (a rank died or stopped calling) aborts every process through `MPI_Abort` with a message saying so.
 """
 from __future__ import annotations
@@ -192,8 +192,8 @@ def _host_view(ptr: int, nbytes: int, dtype: np.dtype) -> np.ndarray:
 
 
 def _drive(req: Any, what: str, timeout_s: float) -> None:
-    """Run the request to completion: `Test` drives MPI's progress (without the GIL) until it is done. No progress
-    for `timeout_s` means a process died or stopped calling collectives: abort them all, saying why."""
+    """Run the request to completion: `Test` drives MPI's progress (without the GIL) until it is done. Not done
+    within `timeout_s` means a process died or stopped calling collectives: abort them all, saying why."""
     deadline = time.monotonic() + timeout_s
     spins = 0
     while not req.Test():
