@@ -42,7 +42,7 @@ needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="needs the distributed ex
 
 
 def test_one_process_names() -> None:
-    assert (tg.process_index(), tg.process_count()) == (0, 1)
+    assert (tg.process_index(), tg.process_count()) == (0, 1) and not tg.distributed.is_initialized()
     assert canonical_device("CPU:1@0") == "CPU:1" and tg.local_devices() == tg.devices()
     with pytest.raises(ValueError, match="names process 1, but there are 1 process.*mpiexec"):
         canonical_device("CPU:0@1")

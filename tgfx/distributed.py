@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.devices import canonical_device, network
+from tgfx.devices import network
 from tgfx.devices.network import DistributedError, DistributedMismatchError, ProcessGroup
 from tgfx.ir.ops import Ops
 from tgfx.lowering.multi import multi
@@ -195,14 +195,6 @@ def process_allgather(x: Tensor) -> np.ndarray:
     for theirs in g.ctl.allgather(mine):
         parts.update(theirs)
     return np.concatenate([parts[i] for i in range(len(u.src))], axis=u.arg)
-
-
-def devices_of_process(p: int) -> list[str]:
-    """The canonical names of process p's devices."""
-    g = network.group()
-    if not 0 <= p < g.count:
-        raise ValueError(f"process {p} does not exist: there are {g.count} process(es)")
-    return [canonical_device(f"CPU:{k}@{p}") for k in range(g.devices_per_process)]
 
 
 __all__ = ["initialize", "is_initialized", "process_index", "process_count", "make_array_from_process_local_data",
