@@ -3,11 +3,13 @@
     python -m pip install -e '.[examples]' && python examples/train_digits.py
     python examples/train_digits.py --devices 2      # data-parallel on CPU:0 and CPU:1: same result
     python examples/train_digits.py --plot loss.png  # the loss curve, with matplotlib installed
+    mpiexec -n 2 python examples/train_digits.py --distributed   # data-parallel over 2 processes: same result
 
 The model is `tg.nn` layers over a parameter pytree; the optimizer is `tg.optim.adam`; the whole training step
 (forward, backward, Adam update) is one jitted function, traced once and replayed for every batch. With
 `--devices N` the batch is sharded along its first axis and the parameters and optimizer state are replicated:
-each device computes the gradient of its part of the batch and an all-reduce ring sums them.
+each device computes the gradient of its part of the batch and an all-reduce ring sums them. With `--distributed`
+(under mpiexec) the devices are every process's (`tg.distributed`), and MPI all-reduces the gradients between them.
 """
 from __future__ import annotations
 
@@ -63,14 +65,21 @@ def main(argv: list[str] | None = None) -> float:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--devices", type=int, default=1, help="train data-parallel on CPU:0 .. CPU:<n-1>")
+    ap.add_argument("--distributed", action="store_true",
+                    help="train data-parallel over the devices of every process (run under mpiexec -n N)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", metavar="PNG", help="write the loss curve here (needs matplotlib)")
     args = ap.parse_args(argv)
     if args.batch % args.devices:
         ap.error(f"--batch {args.batch} must divide evenly across --devices {args.devices}")
 
-    x_train, y_train, x_test, y_test = load_digits(args.seed)
     devices = tuple(f"CPU:{i}" for i in range(args.devices))
+    if args.distributed:  # every process runs this script and keeps its part of each batch (tg.distributed)
+        tg.distributed.initialize()
+        devices = tuple(tg.devices())
+        if args.batch % len(devices):
+            ap.error(f"--batch {args.batch} must divide evenly across the {len(devices)} devices {devices}")
+    x_train, y_train, x_test, y_test = load_digits(args.seed)
 
     def place(a: Any, batch_axis: bool) -> tg.Tensor:
         """A Tensor on the training device(s): batches split across them, everything else replicated."""
@@ -100,7 +109,10 @@ def main(argv: list[str] | None = None) -> float:
     rng = np.random.default_rng(args.seed)
     n_batches = len(x_train) // args.batch   # whole batches only: one shape, one trace
     where = "CPU" if len(devices) == 1 else f"{len(devices)} devices ({', '.join(devices)}), data-parallel"
-    print(f"digits: {len(x_train)} train / {len(x_test)} test images, {n_batches} batches of {args.batch}, on {where}")
+    if args.distributed:
+        where += f" over {tg.process_count()} processes"
+    say = print if tg.process_index() == 0 else (lambda *a, **k: None)   # one process reports
+    say(f"digits: {len(x_train)} train / {len(x_test)} test images, {n_batches} batches of {args.batch}, on {where}")
     losses: list[float] = []
     start = time.perf_counter()
     for epoch in range(1, args.epochs + 1):
@@ -114,12 +126,12 @@ def main(argv: list[str] | None = None) -> float:
         mean_loss = float(np.mean([float(v) for v in epoch_loss]))
         losses.append(mean_loss)
         acc = test_accuracy()
-        print(f"epoch {epoch:3d}/{args.epochs}  loss {mean_loss:.4f}  test accuracy {100 * acc:5.1f}%  "
+        say(f"epoch {epoch:3d}/{args.epochs}  loss {mean_loss:.4f}  test accuracy {100 * acc:5.1f}%  "
               f"({time.perf_counter() - t0:.2f} s)", flush=True)
     wall = time.perf_counter() - start
-    print(f"test accuracy {100 * acc:.1f}% after {args.epochs} epochs in {wall:.1f} s "
+    say(f"test accuracy {100 * acc:.1f}% after {args.epochs} epochs in {wall:.1f} s "
           f"({wall / args.epochs:.3f} s per epoch; train step traced {step.trace_count} time(s))")
-    if args.plot:
+    if args.plot and tg.process_index() == 0:
         plot(losses, args.plot)
     return acc
 

@@ -1,5 +1,6 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
 from tgfx import debug as debug
+from tgfx import distributed as distributed
 from tgfx import dtypes as _dtypes_module  # noqa: F401
 from tgfx import lax as lax
 from tgfx import nn as nn
@@ -13,6 +14,9 @@ from tgfx.checkpoint import load as load
 from tgfx.checkpoint import save as save
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
+from tgfx.distributed import make_array_from_process_local_data as make_array_from_process_local_data
+from tgfx.distributed import process_count as process_count
+from tgfx.distributed import process_index as process_index
 from tgfx.dtypes import DType as DType
 from tgfx.dtypes import dtypes as dtypes
 from tgfx.function import ConcretizationError as ConcretizationError

@@ -35,7 +35,7 @@ DOT_TIMEOUT_S = 60
 # op groups and their colours (fill, as Graphviz and SVG both read them)
 _CALLS = frozenset({Ops.FUNCTION, Ops.CALL, Ops.TUPLE, Ops.GETTUPLE})
 _MEMORY = frozenset({Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.STORE, Ops.LOAD, Ops.INDEX})
-_MULTI = frozenset({Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE})
+_MULTI = frozenset({Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.NETWORK})
 _KERNEL = frozenset({Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.SPECIAL, Ops.DEFINE_ACC})
 _PROGRAM = frozenset({Ops.LINEAR})
 GROUPS: tuple[tuple[str, frozenset[Ops], str], ...] = (

@@ -155,7 +155,9 @@ class Tensor:
         from tgfx.lowering.schedule import buffer_view
         u = realize(self)[0]
         if u.op is Ops.MULTI:  # a sharded Tensor: its parts, joined on the host
-            host = [copyout(buffer_view(p)).reshape(p.shape) for p in u.src]
+            # (a replicated one spanning processes: the replica of this process; "@" names another's device)
+            parts = u.src if u.arg is not None else [next((p for p in u.src if "@" not in p.device), u.src[0])]
+            host = [copyout(buffer_view(p)).reshape(p.shape) for p in parts]
             out = host[0] if u.arg is None else np.concatenate(host, axis=u.arg)
         else:
             buf = buffer_view(u)

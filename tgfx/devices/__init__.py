@@ -1,5 +1,6 @@
 """Devices by name: "CPU" (an alias of "CPU:0"), "CPU:0", "CPU:1", ... each with its own memory and queues, and, where
-an NVIDIA driver is installed, "CUDA" (an alias of "CUDA:0"), "CUDA:0", "CUDA:1", ... (`tgfx/devices/cuda.py`).
+an NVIDIA driver is installed, "CUDA" (an alias of "CUDA:0"), "CUDA:0", "CUDA:1", ... (`tgfx/devices/cuda.py`). After
+`tg.distributed.initialize()`, "CPU:<k>@<p>" is device k of process p (see `tgfx/devices/network.py`).
 
 The default device, where host data and constants go, is "CPU:0" unless the environment variable `TGFX_DEVICE` (or
 `DEVICE`) names another, e.g. `TGFX_DEVICE=CUDA`; it is read once, at import.
@@ -11,32 +12,45 @@ import os
 import re
 import threading
 
+from tgfx.devices import network
 from tgfx.devices.cpu import CPUDevice
 from tgfx.devices.hcq import HCQDevice
 
 Device = HCQDevice
 
-_NAME = re.compile(r"(CPU|CUDA)(?::([0-9]+))?")
+_NAME = re.compile(r"(CPU|CUDA)(?::([0-9]+))?(?:@([0-9]+))?")
 _devices: dict[str, HCQDevice] = {}
 _devices_lock = threading.Lock()
 
 
 def canonical_device(name: str) -> str:
-    """The canonical form of a device name: "CPU" -> "CPU:0", "CPU:01" -> "CPU:1", "CUDA" -> "CUDA:0".
+    """The canonical form of a device name: "CPU" -> "CPU:0", "CPU:01" -> "CPU:1", "CUDA" -> "CUDA:0"; "CPU:1@p" is
+    "CPU:1" in process p itself and stays "CPU:1@p" (a device of another process) everywhere else.
 
     Raises:
-        ValueError: `name` is not "CPU", "CPU:<n>", "CUDA" or "CUDA:<n>", or names a CUDA device this machine lacks.
+        ValueError: `name` is not "CPU", "CPU:<n>", "CPU:<n>@<process>" with a process that exists, "CUDA" or
+            "CUDA:<n>", or names a CUDA device this machine lacks.
         CudaDriverNotFound: `name` is a CUDA device, and no CUDA driver is installed.
     """
     m = _NAME.fullmatch(name) if isinstance(name, str) else None
-    if m is None:
+    if m is None or (m.group(1) == "CUDA" and m.group(3) is not None):
         raise ValueError(f"unknown device {name!r}; devices are named 'CPU' (the same as 'CPU:0') or 'CPU:<n>' "
-                         f"with n = 0, 1, 2, ... (each a separate device with its own memory), and 'CUDA' or "
-                         f"'CUDA:<n>' for NVIDIA GPUs")
+                         f"with n = 0, 1, 2, ... (each a separate device with its own memory), 'CUDA' or "
+                         f"'CUDA:<n>' for NVIDIA GPUs, or 'CPU:<n>@<p>' for device n of process p after "
+                         f"tg.distributed.initialize()")
     kind, n = m.group(1), int(m.group(2) or 0)
     if kind == "CUDA":
         _check_cuda(n)
-    return f"{kind}:{n}"
+        return f"CUDA:{n}"
+    local = f"CPU:{n}"
+    if m.group(3) is None:
+        return local
+    g = network.group()
+    p = int(m.group(3))
+    if p >= g.count:
+        raise ValueError(f"device {name!r} names process {p}, but there are {g.count} process(es)" +
+                         ("; launch with mpiexec and call tg.distributed.initialize() first" if g.count == 1 else ""))
+    return local if p == g.index else f"{local}@{p}"
 
 
 def _check_cuda(n: int) -> None:
@@ -56,7 +70,7 @@ def _default_device() -> str:
         name = os.environ.get(var)
         if name:
             m = _NAME.fullmatch(name.upper())
-            if m is None:
+            if m is None or m.group(3) is not None:
                 raise ValueError(f"{var}={name!r} names no device; set it to 'CPU', 'CPU:<n>', 'CUDA' or 'CUDA:<n>' "
                                  f"(or unset it for the CPU)")
             return f"{m.group(1)}:{int(m.group(2) or 0)}"
@@ -67,11 +81,7 @@ DEFAULT_DEVICE = _default_device()
 
 
 def get_device(name: str = DEFAULT_DEVICE) -> HCQDevice:
-    """The device named `name`, created on first use and cached: `get_device("CPU") is get_device("CPU:0")`.
-
-    Raises:
-        CudaDriverNotFound: a CUDA device is asked for on a machine without the NVIDIA driver.
-    """
+    """The device named `name`, created on first use and cached: `get_device("CPU") is get_device("CPU:0")`."""
     dev = _devices.get(name)  # a canonical name already opened: no parsing, no lock (dispatch calls this per call)
     if dev is not None:
         return dev
@@ -82,6 +92,8 @@ def get_device(name: str = DEFAULT_DEVICE) -> HCQDevice:
             if canon.startswith("CUDA:"):
                 from tgfx.devices.cuda import CUDADevice
                 dev = _devices[canon] = CUDADevice(canon)
+            elif "@" in canon:
+                dev = _devices[canon] = network.RemoteDevice(canon)  # type: ignore
             else:
                 dev = _devices[canon] = CPUDevice(canon)
         return dev
@@ -93,10 +105,17 @@ def cuda_device_names() -> list[str]:
     return [f"CUDA:{i}" for i in range(available_count())]
 
 
-def opened_devices() -> list[HCQDevice]:
-    """Every device created so far, in order of creation (e.g. to export a profile of all of them)."""
+def register_device(dev: HCQDevice) -> None:
+    """Add a device made elsewhere (the network engine) to the registry, so it is listed and closed at exit."""
     with _devices_lock:
-        return list(_devices.values())
+        _devices[dev.name] = dev
+
+
+def opened_devices() -> list[HCQDevice]:
+    """Every device created so far, in order of creation (e.g. to export a profile of all of them); devices of other
+    processes are only names here, and are not listed."""
+    with _devices_lock:
+        return [d for d in _devices.values() if not isinstance(d, network.RemoteDevice)]
 
 
 @atexit.register

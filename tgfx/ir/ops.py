@@ -66,6 +66,10 @@ class Ops(Enum):
 
     # multi-device
     MULTI = auto(); MSELECT = auto(); MSTACK = auto(); ALLREDUCE = auto()  # noqa: E702
+    # a collective between processes (tgfx/lowering/multi_process.py): src (value,), arg (kind, op, processes, shape)
+    # with kind "allreduce", "allgather" or "reduce_scatter"; in a LINEAR, the body of a CALL (out, in) that the
+    # network engine runs
+    NETWORK = auto()
 
     # kernel structure (only inside lowering)
     RANGE = auto()          # src: (CONST end,); arg: (id, kind)

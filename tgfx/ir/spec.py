@@ -150,6 +150,9 @@ spec = PatternMatcher([
     (UPat(Ops.MSELECT, name="x"), lambda x: isinstance(x.src[0].device, tuple) and 0 <= x.arg[0] < len(x.src[0].device)
      and (x.arg[1] is None or x.src[0].shape[x.arg[1]] % len(x.src[0].device) == 0)),
     (UPat(Ops.ALLREDUCE, name="x"), lambda x: x.arg in GroupOp.Reduce and _multi_ok(x)),
+    (UPat(Ops.NETWORK, name="x"), lambda x: isinstance(x.arg, tuple) and len(x.arg) == 4 and (
+        not x.src and x.dtype is None or len(x.src) == 1 and x.dtype == x.src[0].dtype
+        and isinstance(x.src[0].device, str))),
     # kernel-level and structural ops: their shapes are checked by the passes that build them
     (UPat((Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD), name="x"), lambda x: not x.src and x.dtype is None),
     (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK,
@@ -169,9 +172,9 @@ def check_uop(u: UOp) -> None:
 # after rangeify (and the index-level passes): scalar code over explicit loops, no tensor-level op left
 _TENSOR_LEVEL = GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE,
                                     Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE,
-                                    Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
+                                    Ops.NETWORK, Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
 # a LINEAR's commands: kernels and copies as CALLs, control commands as themselves, each on BUFFER operands
-_COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD})
+_COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD, Ops.NETWORK})
 spec_linear = PatternMatcher([
     (UPat(Ops.LINEAR, name="x"), lambda x: all(c.op is Ops.CALL and c.src and c.src[0].op in _COMMANDS
                                                and all(b.op is Ops.BUFFER for b in c.src[1:]) for c in x.src)),

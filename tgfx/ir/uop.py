@@ -246,6 +246,8 @@ def _shape(u: UOp) -> Shape | None:
         i, axis = arg
         n = len(src[0].device)
         return src[0].shape if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(src[0].shape))
+    if op is Ops.NETWORK:  # a collective between processes: arg (kind, op, processes, result shape)
+        return arg[3]
     if op in GroupOp.Elementwise or op in (Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.MULTI, Ops.ALLREDUCE):
         for s in (src[1:] if op is Ops.WHERE else src):
             if s.shape is not None:

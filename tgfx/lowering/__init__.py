@@ -42,6 +42,7 @@ from tgfx.lowering.inline import check_no_params, pm_inline, walk
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
+from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_process
 from tgfx.lowering.optimize import Opt, forced_opts, global_size, opt_mode, optimize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
@@ -332,14 +333,20 @@ def lower_multi(sink: UOp) -> tuple[UOp, Callable[[list[UOp]], list[UOp]]]:
         return sink, lambda results: list(results)
     # every op on a sharded value becomes one op per device, with ALLREDUCEs where a reduction crosses devices
     sink = graph_rewrite(sink, pm_multi, name="multi")
-    # each ALLREDUCE becomes a ring of copies and adds over the devices
     # independent all-reduces share one ring (gradients of many parameters, bucketed)
     sink = bucket_allreduces(sink)
-    sink = graph_rewrite(sink, pm_allreduce, ctx=RingCtx(), name="allreduce")
     layout = [(len(r.src), r.arg) if r.op is Ops.MULTI else None for r in sink.src]
     flat = [p for r in sink.src for p in device_parts(r)]
+    fill: Callable[[list[UOp]], list[UOp]] = list
+    if has_remote(walk(sink)):
+        # a device tuple that spans processes: this process computes its own parts, all-reducing over the network
+        flat, fill = keep_local(flat)
+        flat = list(lower_cross_process(UOp(Ops.SINK, None, tuple(flat))).src)
+    # each ALLREDUCE within the process becomes a ring of copies and adds over its devices
+    sink = graph_rewrite(UOp(Ops.SINK, None, tuple(flat)), pm_allreduce, ctx=RingCtx(), name="allreduce")
 
     def unflatten(results: list[UOp]) -> list[UOp]:
+        results = fill(results)
         out, at = [], 0
         for lay in layout:
             if lay is None:
@@ -349,4 +356,4 @@ def lower_multi(sink: UOp) -> tuple[UOp, Callable[[list[UOp]], list[UOp]]]:
                 out.append(UOp(Ops.MULTI, results[at].dtype, tuple(results[at:at + lay[0]]), lay[1]))
                 at += lay[0]
         return out
-    return UOp(Ops.SINK, None, tuple(flat)), unflatten
+    return sink, unflatten

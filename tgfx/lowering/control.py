@@ -274,7 +274,7 @@ def writes(call: UOp) -> list[UOp]:
     body, bufs = call.src[0], call.src[1:]
     if body.op is Ops.SINK:
         return [b for i, b in enumerate(bufs) if i in _stored_slots(body)]
-    if body.op in (Ops.COPY, Ops.WORD):
+    if body.op in (Ops.COPY, Ops.WORD, Ops.NETWORK):
         return [bufs[0]]
     return []
 
@@ -282,7 +282,7 @@ def writes(call: UOp) -> list[UOp]:
 def reads(call: UOp) -> list[UOp]:
     """The buffers a LINEAR command reads (a kernel's outputs count as read too: it may read them)."""
     body, bufs = call.src[0], call.src[1:]
-    if body.op is Ops.COPY:
+    if body.op in (Ops.COPY, Ops.NETWORK):
         return list(bufs[1:])
     if body.op is Ops.WORD:
         return [bufs[0]] if body.arg[0] == "add" else []

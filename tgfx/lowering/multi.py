@@ -88,6 +88,9 @@ def copy_to(u: UOp, device: str) -> UOp:
 def gather(m: UOp, device: str) -> UOp:
     """The whole of sharded value `m` on one device."""
     devices = m.device
+    if any("@" in d for d in devices):  # the tuple spans processes ("CPU:k@p"): an MPI all-gather
+        from tgfx.lowering.multi_process import gather_across
+        return gather_across(m, device)
     if m.arg is None:
         return m.src[devices.index(device)] if device in devices else copy_to(m.src[0], device)
     return concat([copy_to(p, device) for p in m.src], m.arg)
@@ -102,6 +105,8 @@ def reshard(m: UOp, axis: int | None) -> Parts:
         return [piece(p, axis, i, n) for i, p in enumerate(m.src)]
     if axis is None:  # all-gather
         return [gather(m, d) for d in devices]
+    if any("@" in d for d in devices):  # across processes: each takes its new pieces from an all-gather
+        return [piece(gather(m, d), axis, i, n) for i, d in enumerate(devices)]
     # all-to-all: device i's new piece is, from every part, its slice i along the new axis, joined along the old one
     return [concat([copy_to(piece(p, axis, i, n), d) for p in m.src], m.arg) for i, d in enumerate(devices)]
 

@@ -113,8 +113,12 @@ class Program:
         for b in self.outputs:
             register_memory(b, _stand_in_memory(b))
         out_set = set(self.outputs)
+        # a network collective's buffers are not planned: its engine reads and writes them while the device's own
+        # later kernels (which planning might place in the same memory) run
+        networked = {b for c in self.calls if c.src[0].op is Ops.NETWORK for b in c.src[1:]}
         self.intermediates = [b for b in dict.fromkeys(b for c in self.calls for b in c.src[1:])
-                              if b not in in_set and b not in out_set and b.arg[0] >= 0 and b in written]
+                              if b not in in_set and b not in out_set and b.arg[0] >= 0 and b in written
+                              and b not in networked]
         self.unplanned_bytes, self.planned_bytes = plan_memory(self.calls, self.intermediates)
         self.donated = donated
         self.donated_inputs = sorted(set(donated.values()))
@@ -164,8 +168,19 @@ class Program:
         queue, qdev, used = None, None, []
         writer: dict[UOp, int] = {}  # buffer -> the segment that writes it (a copy waits for exactly that one)
         labels: list[dict] = []    # open blocks (loops, branches): everything inside goes into one queue
+        pending: dict[UOp, int] = {}  # buffer a network collective writes -> its segment, until its device waits
         for call in self.calls:
             body, bufs = call.src[0], call.src[1:]
+            if pending and any(b in pending for b in bufs) or body.op is Ops.NETWORK:
+                if queue is not None:
+                    segments.append(self._segment(qdev, queue, used, index))
+                    queue = None
+                self._await_network(segments, pending, writer, [b for b in bufs if b in pending])
+            if body.op is Ops.NETWORK:
+                assert not labels, "a collective between processes inside a loop or branch (they run on one device)"
+                segments.append(network_segment(self, call, writer, index))
+                writer[bufs[0]] = pending[bufs[0]] = len(segments) - 1
+                continue
             if body.op is Ops.COPY and not labels and len(body.arg) == 3:
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index))
@@ -207,8 +222,24 @@ class Program:
                 writer[b] = len(segments)  # the segment being built
         if queue is not None:
             segments.append(self._segment(qdev, queue, used, index))
+        self._await_network(segments, pending, writer, list(pending))
         assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
         return segments
+
+    @staticmethod
+    def _await_network(segments: list[Segment], pending: dict[UOp, int], writer: dict[UOp, int],
+                       bufs: list[UOp]) -> None:
+        """Make the devices of `bufs` (written by network collectives) wait for them: as late as possible, before the
+        first command that touches the result, so their kernels meanwhile overlap with the network."""
+        for b in bufs:
+            if b not in pending:
+                continue
+            producer = pending.pop(b)
+            dev, net = get_device(b.arg[1]), segments[producer].device
+            name = f"net{len(segments)}"
+            segments.append(Segment(dev, HWQueue().wait(net.timeline, Sym(name, 0)).encode(), [], (net, name,
+                                                                                                  producer)))
+            writer[b] = len(segments) - 1
 
     def _segment(self, dev: Any, queue: HWQueue, used: list[UOp], index: dict[UOp, int]) -> Segment:
         cb = queue.encode()
@@ -295,6 +326,21 @@ class Program:
                 values.append(seg.device.submit(seg.cb, _queue_refs(mems, seg.device), self.inline).value)
         counters.kernel_count += self.n_kernels
         counters.copy_count += self.n_copies
+
+
+def network_segment(prog: Program, call: UOp, writer: dict[UOp, int], index: dict[UOp, int]) -> Segment:
+    """A collective between processes, on the network engine: wait for the segment that wrote its input, then the
+    collective's host program on (out, in), in place in their memory."""
+    from tgfx.lowering.multi_process import collective_of
+    out, src = call.src[1:]
+    sdev, net = get_device(src.arg[1]), collective_of(call)
+    q = HWQueue()
+    name = f"dep{id(call)}"
+    q.wait(sdev.timeline, Sym(name, 0))
+    q.exec(net.program, [buffer_memory(out), buffer_memory(src, allocate=False)])
+    seg = prog._segment(net.device, q, [out, src], index)
+    seg.dep = (sdev, name, writer.get(src))
+    return seg
 
 
 def _stand_in_memory(b: UOp) -> Buffer:

@@ -77,7 +77,7 @@ def _root_base(r: UOp) -> UOp:
     base = r
     while base.op is Ops.RESHAPE:
         base = base.src[0]
-    return base if base.op in (Ops.CONTIGUOUS, Ops.COPY) else r
+    return base if base.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.NETWORK) else r
 
 
 def _is_expanding(u: UOp) -> bool:
@@ -218,6 +218,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             realize.update(a for a in u.src[n_bodies(u):] if buffer_view(a) is None)
         elif u.op is Ops.GETTUPLE:
             realize.add(u)
+        elif u.op is Ops.NETWORK:  # a collective between processes reads and writes whole buffers
+            realize.update((u,) if buffer_view(u.src[0]) is not None else (u, u.src[0]))
         elif u.op is Ops.COPY:
             realize.add(u)
             if (base := copy_source(u.src[0])[0]).op is not Ops.BUFFER:
@@ -447,6 +449,11 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
             nbytes, offset = dst.arg[2] * u.dtype.itemsize, off * u.dtype.itemsize
             calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), (nbytes, offset, 0)), dst, src_buf)))
             realized[u] = dst
+            continue
+        if u.op is Ops.NETWORK:  # the network engine runs it on (out, in)
+            dst = realized[u] = new_buffer(u.device, prod(u.shape), u.dtype)
+            src = buffer_view(u.src[0]) or realized[u.src[0]]
+            calls.append(UOp(Ops.CALL, None, (UOp(Ops.NETWORK, None, (), u.arg), dst, src)))
             continue
         if is_concat(u):  # pieces copied into place
             out = realized[u] = new_buffer(u.device or DEFAULT_DEVICE, prod(u.shape), u.dtype)

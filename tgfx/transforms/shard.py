@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from tgfx import config
-from tgfx.devices import DEFAULT_DEVICE, canonical_device
+from tgfx.devices import DEFAULT_DEVICE, canonical_device, network
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import ShardingError, multi
@@ -127,6 +127,9 @@ def devices(backend: str | None = None) -> list[str]:
     if _backend(backend, "devices") == "cuda":
         from tgfx.devices import cuda_device_names
         return cuda_device_names()
+    g = network.group()
+    if g.count > 1:  # after tg.distributed.initialize(): every process's, in process order (tgfx/distributed.py)
+        return [d for p in range(g.count) for d in _process_devices(p)]
     n = int(CPU_DEVICES.value)
     if n <= 0:
         m = _XLA_COUNT.search(os.environ.get("XLA_FLAGS", ""))
@@ -134,11 +137,23 @@ def devices(backend: str | None = None) -> list[str]:
     return [f"CPU:{i}" for i in range(max(n, 1))]
 
 
+def _process_devices(p: int) -> list[str]:
+    return [canonical_device(f"CPU:{k}@{p}") for k in range(network.group().devices_per_process)]
+
+
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list[str]:
-    """The devices this process drives: `devices()`, as tgfx runs in one process (`process_index` 0 or None)."""
-    if process_index not in (None, 0):
-        raise ValueError(f"local_devices: process_index={process_index!r}, but tgfx runs as one process (index 0)")
-    return devices(backend)
+    """The devices process `process_index` drives (None: this one), by their canonical names: `devices(backend)` in
+    a single process; after `tg.distributed.initialize()`, this process's "CPU:k" or another's "CPU:k@p"."""
+    g = network.group()
+    if g.count == 1 or _backend(backend, "local_devices") == "cuda":
+        if process_index not in (None, 0, g.index):
+            raise ValueError(f"local_devices: process_index={process_index!r}, but tgfx runs as one process (index "
+                             f"0); launch several with mpiexec and call tg.distributed.initialize()")
+        return devices(backend)
+    p = g.index if process_index is None else process_index
+    if not 0 <= p < g.count:
+        raise ValueError(f"local_devices: process_index={process_index!r}, but there are {g.count} processes")
+    return _process_devices(p)
 
 
 def device_count(backend: str | None = None) -> int:
