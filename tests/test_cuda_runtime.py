@@ -506,7 +506,8 @@ def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
                 ck.program.call(ctypes.addressof(bufs), 0, core)
         drv.kernels[ck.name] = run
         return dev.load_kernel("(emulated)", ck.name, ((1,), (1,)))
-    monkeypatch.setattr(dev, "lower_kernel", cpu_stand_in)
+    import tgfx.lowering.render_nvptx as render_nvptx
+    monkeypatch.setattr(render_nvptx, "gpu_kernel", lambda device, ast: cpu_stand_in(ast))
     return drv, dev
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any
 
 import numpy as np
 
@@ -99,8 +98,3 @@ class CPUDevice(QueueDevice):
 
     compiles_on_host = True
     host_memory = True
-
-    def lower_kernel(self, ast: Any) -> Any:
-        """The kernel compiled by LLVM for the host's CPU (`tgfx.lowering.lower_kernel`, cached there)."""
-        from tgfx.lowering import lower_kernel
-        return lower_kernel(ast)

@@ -698,8 +698,6 @@ class CUDADevice(QueueDevice):
                                    f"(cuStreamWaitValue64), which the CUDA backend's signals need; update the "
                                    f"NVIDIA driver")
         self.pages, self.staging = _shared(self.drv)
-        self._kernels: dict[str, CUDAKernel] = {}
-        self._kernels_lock = threading.Lock()
         super().__init__(name)
         self.timeline_page = self.pages.device_addr(self.timeline.addr, self.timeline)
 
@@ -742,22 +740,6 @@ class CUDADevice(QueueDevice):
                            getattr(dims, "params", None))
         text = ptx if isinstance(ptx, str) else ptx.decode(errors="replace")
         return CUDAKernel(name, prog, grid[0] * block[0], text)
-
-    def lower_kernel(self, ast: Any) -> CUDAKernel:
-        """Kernel AST `ast` compiled to PTX for this GPU (`tgfx.lowering.render_nvptx.ptx_of`) and loaded; cached by
-        the AST's key."""
-        hit = self._kernels.get(ast.key)
-        if hit is not None:
-            return hit
-        try:
-            from tgfx.lowering.render_nvptx import ptx_of  # the code generator, imported where it is first needed
-        except ImportError as e:
-            raise CudaBackendError(f"{self.name}: this build of tgfx has no NVPTX code generator "
-                                   f"(tgfx.lowering.render_nvptx): {e}") from None
-        ptx, name, dims = ptx_of(ast, self.target)
-        kernel = self.load_kernel(ptx, name, dims)
-        with self._kernels_lock:
-            return self._kernels.setdefault(ast.key, kernel)
 
 
 @functools.cache

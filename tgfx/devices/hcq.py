@@ -783,13 +783,9 @@ class HCQDevice:
     a GPU's memory, so the source's engine pushes it."""
 
     compiles_on_host: bool = False
-    """Whether `lower_kernel` compiles with the host's LLVM (a program's kernels are then compiled side by side on
-    threads before it is encoded: `tgfx.lowering.prelower`)."""
-
-    def lower_kernel(self, ast: Any) -> Any:
-        """Backend hook: kernel AST `ast` (tensor level, buffers by slot) compiled and loaded for this device, cached:
-        an object with `program` (what an EXEC of it runs) and `global_size`."""
-        raise NotImplementedError
+    """Whether this device runs code the host's LLVM compiles for the host's CPU (`tgfx.lowering.lower_kernel`; a
+    program's kernels are then compiled side by side on threads before it is encoded: `tgfx.lowering.prelower`);
+    else it loads PTX (`load_kernel`, tgfx/lowering/render_nvptx.py's `gpu_kernel`)."""
 
     def new_signal(self, value: int = 0, name: str | None = None) -> Signal:
         """A signal in this device's memory."""

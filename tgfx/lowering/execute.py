@@ -3,6 +3,7 @@ one LINEAR command into a queue. Programs (tgfx/lowering/program.py) are built f
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,17 @@ def copyout(buf: UOp) -> np.ndarray:
     return out
 
 
+def device_kernel(device: Any, ast: UOp) -> Any:
+    """Kernel AST `ast` compiled and loaded for `device`, cached: the host's LLVM for a CPU device (`lower_kernel`),
+    PTX the driver loads for a GPU (`render_nvptx.gpu_kernel`). An object with `program` (what an EXEC of it runs)
+    and `global_size`."""
+    if device.compiles_on_host:
+        from tgfx.lowering import lower_kernel
+        return lower_kernel(ast)
+    from tgfx.lowering.render_nvptx import gpu_kernel
+    return gpu_kernel(device, ast)
+
+
 def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> None:
     """Append one LINEAR command to `q`: a kernel, a copy, or a control command (BLOCK, LABEL, JUMP, WORD; labels
     are scoped by block, one dict per open block). Buffers are allocated as they are met: a program patches its
@@ -66,7 +78,7 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
         return labels[-1].setdefault(i, Label(f"L{i}"))
 
     if body.op is Ops.SINK:
-        ck = get_device(bufs[0].arg[1]).lower_kernel(body)   # compiled by the backend of the output's device
+        ck = device_kernel(get_device(bufs[0].arg[1]), body)   # compiled for the output's device
         q.exec(ck.program, mems, global_size=ck.global_size)
     elif body.op is Ops.COPY:
         if len(body.arg) == 3:

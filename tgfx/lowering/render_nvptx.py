@@ -27,7 +27,7 @@ import pathlib
 import shutil
 import threading
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import llvmlite.binding as llvm
 
@@ -356,3 +356,19 @@ def ptx_of(ast: UOp, target: GPUTarget = GPU_DEFAULT,
 
 
 __all__ = ["LaunchDims", "NVPTXRenderer", "compile_ptx", "kernel_ir", "libdevice_path", "ptx_of", "render_nvptx"]
+
+
+_loaded: dict[tuple[str, str], Any] = {}   # (device, kernel AST key) -> the kernel the device loaded
+_loaded_lock = threading.Lock()
+
+
+def gpu_kernel(device: Any, ast: UOp) -> Any:
+    """Kernel AST `ast` compiled to PTX for `device`'s GPU (its `target`) and loaded by its driver (`load_kernel`);
+    cached per device and AST."""
+    hit = _loaded.get((device.name, ast.key))
+    if hit is not None:
+        return hit
+    ptx, name, dims = ptx_of(ast, device.target)
+    kernel = device.load_kernel(ptx, name, dims)
+    with _loaded_lock:
+        return _loaded.setdefault((device.name, ast.key), kernel)
