@@ -364,7 +364,8 @@ def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:  # noqa: N803 - numpy's n
     from tgfx.scipy._decomp import eigh_fn
     s = _symmetric("eigh", a, UPLO)
     if s.shape[-1] == 0:
-        return EighResult(s[..., 0], s)
+        from tgfx.numpy._creation import zeros
+        return EighResult(zeros(s.shape[:-1], s.dtype), s)
     w, v = eigh_fn(s)
     return EighResult(w, v)
 
@@ -374,7 +375,10 @@ def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Tensor:  # noqa: N803 - numpy's n
     without accumulating the eigenvectors (the backward computes them)."""
     from tgfx.scipy._decomp import eigvalsh_fn
     s = _symmetric("eigvalsh", a, UPLO)
-    return s[..., 0] if s.shape[-1] == 0 else eigvalsh_fn(s)
+    if s.shape[-1] == 0:
+        from tgfx.numpy._creation import zeros
+        return zeros(s.shape[:-1], s.dtype)
+    return eigvalsh_fn(s)
 
 
 def _svd_hermitian(t: Tensor, compute_uv: bool) -> Any:
@@ -427,7 +431,10 @@ def svdvals(x: ArrayLike, /) -> Tensor:
     the vectors (its backward, U diag(sbar) Vh, computes them)."""
     from tgfx.scipy._decomp import svdvals_fn
     t = _real_matrix("svdvals", x)
-    return t[..., :0, 0] if min(t.shape[-2:]) == 0 else svdvals_fn(t)
+    if min(t.shape[-2:]) == 0:
+        from tgfx.numpy._creation import zeros
+        return zeros(t.shape[:-2] + (0,), t.dtype)
+    return svdvals_fn(t)
 
 
 def _relative_tolerance(name: str, rcond: Any, rtol: Any, default: Any) -> Any:
