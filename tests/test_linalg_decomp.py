@@ -230,6 +230,19 @@ def test_named_results_hermitian_svd_and_cholesky() -> None:
                                np.linalg.cholesky(spd.astype(np.float64), upper=True), atol=bound(spd))
 
 
+@pytest.mark.parametrize("ord", ["nuc", 2, -2])
+def test_singular_value_norms_match_numpy(ord: Any) -> None:  # noqa: A002 - numpy's name
+    x = f32(rng(6).standard_normal((2, 3, 4)))
+    tol = bound(x)
+    for axis in ((1, 2), (2, 0)):
+        for keepdims in (False, True):
+            ours = L.norm(tg.asarray(x), ord, axis, keepdims)
+            np.testing.assert_allclose(ours.numpy(), np.linalg.norm(x.astype(np.float64), ord, axis, keepdims),
+                                       atol=tol * (3 if ord == "nuc" else 1))
+    np.testing.assert_allclose(L.matrix_norm(tg.asarray(x), ord=ord).numpy(),
+                               np.linalg.matrix_norm(x.astype(np.float64), ord=ord), atol=tol * 3)
+
+
 def test_tolerances_and_edge_shapes() -> None:
     a = f32(np.diag([1.0, 1e-3, 1e-6]))
     assert L.matrix_rank(tg.asarray(a)).item() == 3
@@ -313,6 +326,8 @@ GRADS: dict[str, tuple[Callable[..., tg.Tensor], np.ndarray]] = {
     "pinv_wide": (L.pinv, rng(18).standard_normal((2, 4))),
     "pinv_hermitian": (lambda x: L.pinv(x, hermitian=True), _sym(3, 19)),
     "cholesky_upper": (lambda x: L.cholesky(x, upper=True), _spd(3, 20)),
+    "norm_nuc_and_2": (lambda x: L.norm(x, "nuc", axis=(0, 2)) + L.norm(x, 2, axis=(2, 0)),
+                       rng(21).standard_normal((3, 2, 3))),
 }
 
 

@@ -64,10 +64,15 @@ def _matrix_norm(x: Tensor, ord: Ord, rows: int, cols: int, keepdims: bool) -> T
         out = rd.max(sums, axis=outer, keepdims=True) if ord in (1, np.inf) else rd.min(sums, axis=outer,
                                                                                          keepdims=True)
         return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in (rows, cols)))
-    if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"norm: the matrix norm ord={ord!r} needs singular values, which tgfx does not "
-                                  f"compute yet; use ord None / 'fro', 1, -1, inf or -inf")
-    raise ValueError(f"norm: invalid order {ord!r} for a matrix norm (use None, 'fro', 1, -1, tnp.inf or -tnp.inf)")
+    if ord in ("nuc", 2, -2):   # from the singular values (`svdvals`): their sum, the largest, the smallest
+        from tgfx.numpy._movement import moveaxis
+        sv = svdvals(moveaxis(x, (rows, cols), (-2, -1)))
+        out = rd.sum(sv, axis=-1) if ord == "nuc" else sv[..., 0] if ord == 2 else sv[..., -1]
+        if keepdims:
+            return out.reshape(tuple(1 if i in (rows, cols) else s for i, s in enumerate(x.shape)))
+        return out
+    raise ValueError(f"norm: invalid order {ord!r} for a matrix norm (use None, 'fro', 'nuc', 1, -1, 2, -2, tnp.inf "
+                     f"or -tnp.inf)")
 
 
 def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,  # noqa: A002 - numpy's name
@@ -79,8 +84,8 @@ def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,
 
     Vector orders: None / 2 (Euclidean), 1 (sum of |x|), inf / -inf (largest / smallest |x|), 0 (the number of
     nonzeros) and any other p (sum(|x|^p)^(1/p)). Matrix orders: None / 'fro' (Frobenius), 1 / -1 (largest /
-    smallest column sum of |x|), inf / -inf (largest / smallest row sum). 'nuc', 2 and -2 need singular values and
-    raise NotImplementedError.
+    smallest column sum of |x|), inf / -inf (largest / smallest row sum), 2 / -2 (largest / smallest singular
+    value) and 'nuc' (their sum), the last three from `svdvals`.
 
     The gradient at x = 0 is JAX's: finite for orders 1, inf, -inf and 0 (ties at a max share its gradient), NaN for
     the 2-norm and p-norms (d sqrt(s) at s = 0).
@@ -234,7 +239,7 @@ def vector_norm(x: ArrayLike, /, *, axis: int | tuple[int, ...] | None = None, k
 
 
 def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Ord = "fro") -> Tensor:  # noqa: A002
-    """The matrix norm of the matrices in the last two axes ('fro', 1, -1, inf, -inf; see `norm`)."""
+    """The matrix norm of the matrices in the last two axes ('fro', 'nuc', 1, -1, 2, -2, inf, -inf; see `norm`)."""
     (t,) = _inexact("matrix_norm", x)
     if t.ndim < 2:
         raise ValueError(f"matrix_norm: needs a Tensor of at least 2 dimensions, got shape {t.shape}")
