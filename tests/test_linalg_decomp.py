@@ -197,6 +197,21 @@ def test_svd_and_qr_degenerate_and_ill_conditioned(name: str) -> None:
     np.testing.assert_array_equal(L.matrix_rank(tg.asarray(a)).numpy(), np.linalg.matrix_rank(a))
 
 
+@pytest.mark.parametrize("scale", [1e25, 1e-25])
+def test_extreme_scales_neither_overflow_nor_underflow(scale: float) -> None:
+    """Entries near 1e25 (or 1e-25) have squares beyond float32's range: each factorisation scales by a power of two
+    first, as LAPACK's norms do, and is as accurate as at scale 1."""
+    b = rng(10).standard_normal((4, 3))
+    a, s = f32(b * scale), f32(b.T @ b * scale)
+    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), np.linalg.svd(a.astype(np.float64),
+                               compute_uv=False), rtol=0, atol=bound(a))
+    np.testing.assert_allclose(L.eigvalsh(tg.asarray(s)).numpy(), np.linalg.eigvalsh(s.astype(np.float64)),
+                               rtol=0, atol=bound(s))
+    q, r = L.qr(tg.asarray(a))
+    np.testing.assert_allclose(r.numpy(), np.linalg.qr(a.astype(np.float64))[1], rtol=0, atol=bound(a))
+    assert_orthonormal_columns(q.numpy(), ORTHO_TOL)
+
+
 def test_singular_values_keep_their_relative_accuracy() -> None:
     """One-sided Jacobi, not eigh of A^T A: a singular value 1e-6 of the largest is right to float32's relative
     precision (through A^T A it would be lost below sqrt(eps) = 3e-4)."""

@@ -52,6 +52,15 @@ def _eps(x: Tensor) -> float:
     return float(np.finfo(np.float64 if x.dtype == dtypes.float64 else np.float32).eps)
 
 
+def _unit_scale(a: Tensor) -> tuple[Tensor, Tensor]:
+    """(a / c, c) with c the power of two nearest below max |a| of each matrix (1 for a zero or non-finite one): the
+    sums of squares below then neither overflow nor underflow for any finite a (LAPACK's norms scale the same way)."""
+    big = tnp.max(tnp.abs(a), axis=(-2, -1), keepdims=True)
+    ok = (big > 0) & (big < np.inf)
+    c = tnp.where(ok, tnp.exp2(tnp.floor(tnp.log2(tnp.where(ok, big, 1.0)))), 1.0)
+    return a / c, c
+
+
 # ---- QR ----
 def _householder(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """(r, us, scales): R (the (..., m, n) matrix with the reflections applied; zero below the diagonal), and the
@@ -99,9 +108,10 @@ def qr_factor(a: Tensor, complete: bool) -> tuple[Tensor, Tensor]:
     differentiable by itself: `qr_fns` are."""
     m, n = a.shape[-2:]
     k = m if complete else min(m, n)
-    r, us, scales = _householder(a)
+    unit, c = _unit_scale(a)
+    r, us, scales = _householder(unit)
     e = tnp.broadcast_to(tnp.eye(m, k, dtype=a.dtype), a.shape[:-2] + (m, k))
-    return _apply_reflectors(us, scales, e), tnp.triu(r[..., :k, :])
+    return _apply_reflectors(us, scales, e), tnp.triu(r[..., :k, :]) * c
 
 
 def _copyltu(x: Tensor) -> Tensor:
@@ -235,6 +245,7 @@ def _sweeps(step: Callable[[Any], Any], init: Any, rounds: int, converged: Calla
 def _jacobi_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
     """(w, v) for the symmetric s (..., n, n), w ascending; v None unless `vectors`."""
     n = s.shape[-1]
+    s, scale = _unit_scale(s)
     a = _pad_even(s, (-2, -1))
     big_n = a.shape[-1]
     h = big_n // 2
@@ -261,7 +272,7 @@ def _jacobi_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
 
     v0 = _eye_like(a, big_n) if vectors else tnp.zeros((), a.dtype)
     a, v = _sweeps(step, (a, v0), big_n - 1, converged)
-    w = tnp.diagonal(a, axis1=-2, axis2=-1)[..., :n]
+    w = tnp.diagonal(a, axis1=-2, axis2=-1)[..., :n] * scale[..., 0]
     order = tnp.argsort(w, axis=-1)
     w = tnp.take_along_axis(w, order, axis=-1)
     if not vectors:
@@ -338,8 +349,9 @@ def svd_factor(a: Tensor, full_matrices: bool, vectors: bool) -> tuple[Tensor, T
     if m < n:
         s, u, vt = svd_factor(_mt(a), full_matrices, vectors)
         return (s, None, None) if not vectors else (s, _mt(vt), _mt(u))
-    x, vt = _jacobi_columns(a, vectors)
-    s = tnp.sqrt(tnp.sum(x * x, axis=-2))
+    unit, scale = _unit_scale(a)
+    x, vt = _jacobi_columns(unit, vectors)      # U S / scale: U from it as it is, S scaled back
+    s = tnp.sqrt(tnp.sum(x * x, axis=-2)) * scale[..., 0]
     order = tnp.argsort(-s, axis=-1)
     s = tnp.take_along_axis(s, order, axis=-1)
     if not vectors:
