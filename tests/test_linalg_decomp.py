@@ -65,12 +65,12 @@ def assert_orthonormal_columns(q: np.ndarray, tol: float) -> None:
 ORTHO_TOL = 8 * 8 * EPS32   # |Q^T Q - I| for the sizes here (n <= 8)
 
 # a few sizes, so that examples and tests share compiled kernels (shapes are static: each new one compiles)
-batch = st.sampled_from([(), (2,), (1, 2)])
-side = st.sampled_from([1, 2, 3, 5])
+batch = st.sampled_from([(), (2,)])
+side = st.sampled_from([1, 3, 4])
 
 
 # ---- values against numpy, hypothesis over shapes (batch, 1 x 1, tall, wide) ----
-@settings(max_examples=8)
+@settings(max_examples=5)
 @given(batch, side, side, st.sampled_from(["reduced", "complete", "r"]), st.integers(0, 2 ** 16))
 def test_qr_matches_numpy(b: tuple[int, ...], m: int, n: int, mode: str, seed: int) -> None:
     a = f32(rng(seed).standard_normal(b + (m, n)))
@@ -91,7 +91,7 @@ def test_qr_matches_numpy(b: tuple[int, ...], m: int, n: int, mode: str, seed: i
     assert_orthonormal_columns(q.numpy(), ORTHO_TOL)
 
 
-@settings(max_examples=8)
+@settings(max_examples=5)
 @given(batch, side, st.sampled_from(["L", "U"]), st.integers(0, 2 ** 16))
 def test_eigh_matches_numpy(b: tuple[int, ...], n: int, uplo: str, seed: int) -> None:
     x = rng(seed).standard_normal(b + (n, n))
@@ -107,7 +107,7 @@ def test_eigh_matches_numpy(b: tuple[int, ...], n: int, uplo: str, seed: int) ->
     assert_orthonormal_columns(v.numpy(), ORTHO_TOL)
 
 
-@settings(max_examples=8)
+@settings(max_examples=5)
 @given(batch, side, side, st.booleans(), st.integers(0, 2 ** 16))
 def test_svd_matches_numpy(b: tuple[int, ...], m: int, n: int, full: bool, seed: int) -> None:
     a = f32(rng(seed).standard_normal(b + (m, n)))
@@ -125,7 +125,7 @@ def test_svd_matches_numpy(b: tuple[int, ...], m: int, n: int, full: bool, seed:
     assert_orthonormal_columns(mT(vh.numpy()), ORTHO_TOL)
 
 
-@settings(max_examples=6)
+@settings(max_examples=5)
 @given(batch, side, side, st.integers(0, 2 ** 16))
 def test_pinv_and_matrix_rank_match_numpy(b: tuple[int, ...], m: int, n: int, seed: int) -> None:
     g = rng(seed)
@@ -322,23 +322,22 @@ def _vwv(x: tg.Tensor) -> tg.Tensor:
 
 
 GRADS: dict[str, tuple[Callable[..., tg.Tensor], np.ndarray]] = {
-    "qr_q_tall": (lambda x: L.qr(x).Q, rng(1).standard_normal((5, 3))),
+    "qr_q_tall": (lambda x: L.qr(x).Q, rng(1).standard_normal((4, 3))),
     "qr_r_batch": (lambda x: L.qr(x).R, rng(2).standard_normal((2, 3, 3))),
-    "qr_mode_r": (lambda x: L.qr(x, "r"), rng(3).standard_normal((4, 2))),
-    "eigvalsh": (L.eigvalsh, _sym(4, 4)),
+    "qr_mode_r": (lambda x: L.qr(x, "r"), rng(3).standard_normal((4, 3))),
+    "eigvalsh": (L.eigvalsh, _sym(3, 4)),
     "eigh_w_upper": (lambda x: L.eigh(x, UPLO="U").eigenvalues, _sym(3, 5)),
-    "eigh_v_squared": (lambda x: L.eigh(x).eigenvectors ** 2, _sym(4, 6)),
+    "eigh_v_squared": (lambda x: L.eigh(x).eigenvectors ** 2, _sym(3, 6)),
     "eigh_vwv_batch": (_vwv, np.stack([_sym(3, 7), _sym(3, 8)])),
-    "svdvals_tall": (L.svdvals, rng(9).standard_normal((5, 3))),
-    "svdvals_wide_batch": (L.svdvals, rng(10).standard_normal((2, 2, 4))),
+    "svdvals_tall": (L.svdvals, rng(9).standard_normal((4, 3))),
+    "svdvals_wide_batch": (L.svdvals, rng(10).standard_normal((2, 3, 4))),
     "svd_usv_tall": (_uv(tnp.exp), rng(11).standard_normal((4, 3))),
-    "svd_usv_wide": (_uv(tnp.exp), rng(12).standard_normal((3, 5))),
-    "svd_usv_square": (_uv(tnp.sin), rng(13).standard_normal((3, 3))),
-    "svd_u_squared": (lambda x: L.svd(x, full_matrices=False).U ** 2, rng(14).standard_normal((5, 3))),
-    "svd_vh_squared": (lambda x: L.svd(x, full_matrices=False).Vh ** 2, rng(15).standard_normal((3, 5))),
+    "svd_usv_wide": (_uv(tnp.exp), rng(12).standard_normal((3, 4))),
+    "svd_u_squared": (lambda x: L.svd(x, full_matrices=False).U ** 2, rng(14).standard_normal((4, 3))),
+    "svd_vh_squared": (lambda x: L.svd(x, full_matrices=False).Vh ** 2, rng(15).standard_normal((3, 4))),
     "svd_hermitian": (lambda x: L.svd(x, hermitian=True, compute_uv=False), _sym(3, 16)),
     "pinv_tall": (L.pinv, rng(17).standard_normal((4, 3))),
-    "pinv_wide": (L.pinv, rng(18).standard_normal((2, 4))),
+    "pinv_wide": (L.pinv, rng(18).standard_normal((3, 4))),
     "pinv_hermitian": (lambda x: L.pinv(x, hermitian=True), _sym(3, 19)),
     "cholesky_upper": (lambda x: L.cholesky(x, upper=True), _spd(3, 20)),
     "norm_nuc_and_2": (lambda x: L.norm(x, "nuc", axis=(0, 2)) + L.norm(x, 2, axis=(2, 0)),

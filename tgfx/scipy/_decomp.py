@@ -262,8 +262,11 @@ def _jacobi_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
         # the pair's own entries by Rutishauser's formulas: a_pp - t a_pq, a_qq + t a_pq, and a_pq = 0 exactly
         pair = tnp.stack([tnp.stack([app - t * apq, tnp.zeros_like(t)], axis=-1),
                           tnp.stack([tnp.zeros_like(t), aqq + t * apq], axis=-1)], axis=-2)   # (..., h, 2, 2)
+        # stored before the permutation, and between its row and column halves: each element of a permuted view
+        # works out what it reads once per piece of the view (n = 32, 372 rounds: 2.5 ms of device time; the
+        # rotation fused into the permutation 775 ms, the two halves of the permutation fused 20 ms)
         r4 = tnp.where(block, pair[..., :, :, None, :], r.reshape(r.shape[:-2] + (h, 2, h, 2))).contiguous()
-        a = _next_cols(_next_rows(r4.reshape(a.shape)))
+        a = _next_cols(_next_rows(r4.reshape(a.shape)).contiguous())
         return (a, _next_cols(_rotate_cols(v, c, sn).contiguous()) if vectors else v)
 
     def converged(carry: tuple[Tensor, Tensor]) -> Tensor:
@@ -323,11 +326,14 @@ def _jacobi_columns(a: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
         x, v, worst = carry
         x4 = x.reshape(x.shape[:-1] + (big_n // 2, 2))
         xp, xq = x4[..., 0], x4[..., 1]
-        app, aqq, apq = tnp.sum(xp * xp, axis=-2), tnp.sum(xq * xq, axis=-2), tnp.sum(xp * xq, axis=-2)
+        gram = tnp.sum(tnp.stack([xp * xp, xq * xq, xp * xq], axis=-1), axis=-3)     # one reduce kernel, not three
+        app, aqq, apq = gram[..., 0], gram[..., 1], gram[..., 2]
         ratio = tnp.abs(apq) / tnp.sqrt(tnp.where(apq == 0, 1.0, app * aqq))
         _, c, sn = _stored_coefficients(*_angle(app, aqq, apq, ratio <= eps))
         worst = tnp.maximum(worst, tnp.max(ratio, axis=-1))
         # V^T is kept (J^T V^T: its rows rotate), so that no kernel writes a transposed copy (a second to compile)
+        # rotated, stored, then permuted: a permuted view of the rotation was up to 25x slower (40 x 32: 1.1 ms of
+        # device time for the 248 rounds, fused 0.8-34 ms)
         return (_next_cols(_rotate_cols(x, c, sn).contiguous()),
                 _next_rows(_rotate_rows(v, c, sn).contiguous()) if vectors else v, worst)
 
