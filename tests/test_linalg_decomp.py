@@ -353,6 +353,41 @@ def test_gradients_match_finite_differences(name: str) -> None:
 
 
 @pytest.mark.x64
+def test_gradients_and_second_order_match_jax() -> None:
+    """JAX's rules, checked against JAX itself (float64): qr, svd (reduced) and pinv on a general matrix; eigh on a
+    symmetric one, where JAX symmetrises its input and tgfx reads the lower triangle, so tgfx's gradient is JAX's
+    folded onto that triangle (2x below the diagonal, 1x on it). Second order through svdvals' backward."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    a, s = rng(30).standard_normal((4, 3)), _sym(3, 31)
+    w4 = rng(32).standard_normal((4, 3))
+    fns = {   # (tgfx function, jax function) of a scalar
+        "qr": (lambda x, n: n.sum(n.linalg.qr(x)[0] * w4) + n.sum(n.linalg.qr(x)[1] ** 3), a),
+        "svd": (lambda x, n: n.sum((lambda u, sv, vh: (u * n.exp(sv)[None, :]) @ vh)(
+            *n.linalg.svd(x, full_matrices=False)) * w4), a),
+        "pinv": (lambda x, n: n.sum(n.linalg.pinv(x) ** 2), a),
+        "eigh": (lambda x, n: n.sum(n.linalg.eigh(x)[1] ** 4 * w4[:3]) + n.sum(n.linalg.eigh(x)[0] ** 3), s),
+    }
+    with jax.enable_x64(True):
+        for name, (f, x) in fns.items():
+            ours = tg.grad(lambda t, f=f: f(t, tnp))(tg.asarray(x)).numpy()
+            want = np.asarray(jax.grad(lambda t, f=f: f(t, jnp))(jnp.asarray(x)))
+            if name == "eigh":
+                want = np.tril(want) + np.tril(want, -1)
+            np.testing.assert_allclose(ours, want, rtol=1e-9, atol=1e-11, err_msg=name)
+        ours2 = tg.grad(lambda t: tnp.sum(tg.grad(lambda u: tnp.sum(L.svdvals(u) ** 3))(t) ** 2))(tg.asarray(a))
+        want2 = jax.grad(lambda t: jnp.sum(jax.grad(lambda u: jnp.sum(jnp.linalg.svd(u, compute_uv=False) ** 3))(t)
+                                           ** 2))(jnp.asarray(a))
+        np.testing.assert_allclose(ours2.numpy(), np.asarray(want2), rtol=1e-8, atol=1e-10)
+        # eigvalsh: a symmetric direction, where reading the lower triangle and symmetrising agree
+        d = _sym(3, 33)
+        ours3 = tg.jvp(tg.grad(lambda t: tnp.sum(L.eigvalsh(t) ** 3)), (tg.asarray(s),), (tg.asarray(d),))[1]
+        want3 = jax.jvp(jax.grad(lambda t: jnp.sum(jnp.linalg.eigvalsh(t) ** 3)), (jnp.asarray(s),),
+                        (jnp.asarray(d),))[1]
+        np.testing.assert_allclose(ours3.numpy(), np.tril(want3) + np.tril(want3, -1), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.x64
 def test_gradient_at_repeated_eigenvalues_is_finite_for_the_values() -> None:
     """The eigenvalues' gradient needs no 1 / (w_j - w_i): finite at a repeated eigenvalue, as JAX's. Only the
     lower triangle is read, so d sum(w^2) / da = 2 a on the diagonal, 4 a below it, 0 above."""

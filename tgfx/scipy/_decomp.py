@@ -296,8 +296,9 @@ def _eigh_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
 
 
 def _eigvalsh_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
+    # the vectors from the differentiable eigh, so that a second derivative goes through its backward, not the loop
     (wbar,), (s,) = grads, call.inputs
-    _, v = _jacobi_eigh(s, True)
+    _, v = eigh_fn(s)
     return (_mm(v * wbar[..., None, :], _mt(v)),)
 
 
@@ -401,7 +402,7 @@ def _svd_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
 
 def _svdvals_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
     (sbar,), (a,) = grads, call.inputs
-    _, u, vt = svd_factor(a, False, True)
+    _, u, vt = svd_fns[False](a)      # differentiable: a second derivative goes through svd's backward
     return (_mm(u * sbar[..., None, :], vt),)
 
 
