@@ -12,7 +12,7 @@ solve or inverse and a zero determinant, as in JAX (there is no error: values ar
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -64,10 +64,15 @@ def _matrix_norm(x: Tensor, ord: Ord, rows: int, cols: int, keepdims: bool) -> T
         out = rd.max(sums, axis=outer, keepdims=True) if ord in (1, np.inf) else rd.min(sums, axis=outer,
                                                                                          keepdims=True)
         return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in (rows, cols)))
-    if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"norm: the matrix norm ord={ord!r} needs singular values, which tgfx does not "
-                                  f"compute yet; use ord None / 'fro', 1, -1, inf or -inf")
-    raise ValueError(f"norm: invalid order {ord!r} for a matrix norm (use None, 'fro', 1, -1, tnp.inf or -tnp.inf)")
+    if ord in ("nuc", 2, -2):   # from the singular values (`svdvals`): their sum, the largest, the smallest
+        from tgfx.numpy._movement import moveaxis
+        sv = svdvals(moveaxis(x, (rows, cols), (-2, -1)))
+        out = rd.sum(sv, axis=-1) if ord == "nuc" else sv[..., 0] if ord == 2 else sv[..., -1]
+        if keepdims:
+            return out.reshape(tuple(1 if i in (rows, cols) else s for i, s in enumerate(x.shape)))
+        return out
+    raise ValueError(f"norm: invalid order {ord!r} for a matrix norm (use None, 'fro', 'nuc', 1, -1, 2, -2, tnp.inf "
+                     f"or -tnp.inf)")
 
 
 def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,  # noqa: A002 - numpy's name
@@ -79,8 +84,8 @@ def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,
 
     Vector orders: None / 2 (Euclidean), 1 (sum of |x|), inf / -inf (largest / smallest |x|), 0 (the number of
     nonzeros) and any other p (sum(|x|^p)^(1/p)). Matrix orders: None / 'fro' (Frobenius), 1 / -1 (largest /
-    smallest column sum of |x|), inf / -inf (largest / smallest row sum). 'nuc', 2 and -2 need singular values and
-    raise NotImplementedError.
+    smallest column sum of |x|), inf / -inf (largest / smallest row sum), 2 / -2 (largest / smallest singular
+    value) and 'nuc' (their sum), the last three from `svdvals`.
 
     The gradient at x = 0 is JAX's: finite for orders 1, inf, -inf and 0 (ties at a max share its gradient), NaN for
     the 2-norm and p-norms (d sqrt(s) at s = 0).
@@ -234,7 +239,7 @@ def vector_norm(x: ArrayLike, /, *, axis: int | tuple[int, ...] | None = None, k
 
 
 def matrix_norm(x: ArrayLike, /, *, keepdims: bool = False, ord: Ord = "fro") -> Tensor:  # noqa: A002
-    """The matrix norm of the matrices in the last two axes ('fro', 1, -1, inf, -inf; see `norm`)."""
+    """The matrix norm of the matrices in the last two axes ('fro', 'nuc', 1, -1, 2, -2, inf, -inf; see `norm`)."""
     (t,) = _inexact("matrix_norm", x)
     if t.ndim < 2:
         raise ValueError(f"matrix_norm: needs a Tensor of at least 2 dimensions, got shape {t.shape}")
@@ -271,5 +276,230 @@ def matrix_power(x: ArrayLike, n: int, /) -> Tensor:
     return out if out is not None else eye(size, dtype=t.dtype).expand(t.shape)
 
 
-__all__ = ["cross", "det", "diagonal", "inv", "matmul", "matrix_norm", "matrix_power", "matrix_transpose", "norm",
-           "outer", "slogdet", "solve", "tensordot", "trace", "vecdot", "vector_norm"]
+# ---- factorisations (tgfx/scipy/_decomp.py: Householder QR, Jacobi eigh and SVD) ----
+class QRResult(NamedTuple):
+    Q: Tensor
+    R: Tensor
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class SVDResult(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+def _real_matrix(name: str, x: ArrayLike) -> Tensor:
+    """x as a float32 / float64 Tensor of at least 2 dimensions (integers as the default float)."""
+    (t,) = _inexact(name, x)
+    if t.dtype.name not in ("float32", "float64"):
+        raise TypeError(f"{name}: takes real float32 or float64 matrices (complex ones are not supported yet), got "
+                        f"{t.dtype.name}; convert with .astype(tnp.float32)")
+    if t.ndim < 2:
+        raise ValueError(f"{name}: needs a matrix or a stack of them (shape (..., m, n)), got shape {t.shape}")
+    return t
+
+
+def cholesky(x: ArrayLike, /, *, upper: bool = False) -> Tensor:
+    """The Cholesky factor of a symmetric positive definite matrix or of each of a stack (..., n, n)
+    (`numpy.linalg.cholesky`): L with x = L L^T, or with `upper=True` U = L^T, x = U^T U. Only that triangle of x
+    is read, as numpy (JAX symmetrises; for a symmetric x, and for gradients along symmetric directions, the same).
+    Not positive definite: NaNs (numpy raises; the values are not known while tracing). `tgfx.scipy.linalg`'s
+    blocked factorisation, with its own backward.
+
+    >>> tnp.linalg.cholesky(tg.asarray([[4.0, 2.0], [2.0, 5.0]]))     # [[2, 0], [1, 2]]
+    """
+    from tgfx.scipy.linalg import cholesky as chol
+    t = _real_matrix("cholesky", x)
+    _square("cholesky", t)
+    return chol(t, lower=not upper)
+
+
+def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Tensor:
+    """The QR factorisation a = Q R of a matrix or of each of a stack (..., m, n) (`numpy.linalg.qr`), by Householder
+    reflections as LAPACK's geqrf makes them: Q and R are numpy's, up to rounding (R's diagonal may be negative).
+
+    mode 'reduced': QRResult(Q (..., m, k), R (..., k, n)), k = min(m, n); 'complete': Q (..., m, m), R (..., m, n);
+    'r': R alone (k rows). Differentiable as JAX's qr is: for m >= n, mode 'reduced' or 'r' (other cases raise
+    NotImplementedError when differentiated, as in JAX).
+
+    >>> q, r = tnp.linalg.qr(a)
+    """
+    from tgfx.scipy._decomp import qr_fns
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r} ('raw' is not supported)")
+    t = _real_matrix("qr", a)
+    m, n = t.shape[-2:]
+    k = m if mode == "complete" else min(m, n)
+    if min(m, n) == 0:
+        from tgfx.numpy._creation import eye, zeros
+        q, r = eye(m, k, dtype=t.dtype).expand(t.shape[:-2] + (m, k)), zeros(t.shape[:-2] + (k, n), t.dtype)
+    else:
+        q, r = qr_fns[mode == "complete" and m > n](t)
+    return r if mode == "r" else QRResult(q, r)
+
+
+def _symmetric(name: str, a: ArrayLike, uplo: str) -> Tensor:
+    """The symmetric matrix whose lower (UPLO 'L') or upper ('U') triangle a holds: the other is not read."""
+    from tgfx.numpy._creation import tril, triu
+    if uplo not in ("L", "U"):
+        raise ValueError(f"{name}: UPLO must be 'L' or 'U', got {uplo!r}")
+    t = _real_matrix(name, a)
+    _square(name, t)
+    half = tril(t) if uplo == "L" else triu(t)
+    strict = tril(t, -1) if uplo == "L" else triu(t, 1)
+    return half + strict.swapaxes(-1, -2)
+
+
+def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:  # noqa: N803 - numpy's name
+    """The eigenvalues (ascending) and eigenvectors (columns) of a symmetric matrix or of each of a stack
+    (`numpy.linalg.eigh`), by cyclic Jacobi rotations on the device (sweeps until the off-diagonal part is below eps
+    times the norm, typically 5-10). Only the triangle UPLO names is read. An eigenvector's sign is not fixed (nor,
+    for a repeated eigenvalue, its basis): compare invariants (a v = w v, v^T v = I), not the vectors.
+
+    Differentiable as JAX's: abar = V (diag(wbar) + F o (V^T Vbar)) V^T, F_ij = 1 / (w_j - w_i), on the triangle
+    read; the eigenvectors' gradient is infinite at repeated eigenvalues, the eigenvalues' is not.
+
+    >>> w, v = tnp.linalg.eigh(tg.asarray([[2.0, 1.0], [1.0, 2.0]]))    # w = [1., 3.]
+    """
+    from tgfx.scipy._decomp import eigh_fn
+    s = _symmetric("eigh", a, UPLO)
+    if s.shape[-1] == 0:
+        from tgfx.numpy._creation import zeros
+        return EighResult(zeros(s.shape[:-1], s.dtype), s)
+    w, v = eigh_fn(s)
+    return EighResult(w, v)
+
+
+def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Tensor:  # noqa: N803 - numpy's name
+    """The eigenvalues of a symmetric matrix (or a stack of them), ascending (`numpy.linalg.eigvalsh`): `eigh`
+    without accumulating the eigenvectors (the backward computes them)."""
+    from tgfx.scipy._decomp import eigvalsh_fn
+    s = _symmetric("eigvalsh", a, UPLO)
+    if s.shape[-1] == 0:
+        from tgfx.numpy._creation import zeros
+        return zeros(s.shape[:-1], s.dtype)
+    return eigvalsh_fn(s)
+
+
+def _svd_hermitian(t: Tensor, compute_uv: bool) -> Any:
+    """numpy's svd(hermitian=True): from eigh, S = |w| descending, U = V, Vh = (sign(w) V)^T in that order."""
+    from tgfx.numpy._indexing import take_along_axis
+    from tgfx.numpy._sort import argsort
+    w, v = eigh(t)
+    order = argsort(-ew.absolute(w), axis=-1)
+    s = take_along_axis(ew.absolute(w), order, axis=-1)
+    if not compute_uv:
+        return s
+    u = take_along_axis(v, order[..., None, :].expand(v.shape), axis=-1)
+    signs = take_along_axis(ew.where(w < 0, -1.0, 1.0).astype(t.dtype), order, axis=-1)
+    return SVDResult(u, s, (u * signs[..., None, :]).swapaxes(-1, -2))
+
+
+def svd(a: ArrayLike, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False) -> SVDResult | Tensor:
+    """The singular value decomposition a = U diag(S) Vh of a matrix or of each of a stack (..., m, n)
+    (`numpy.linalg.svd`), S descending, by one-sided Jacobi rotations of a's columns (of a^T's when wide) on the
+    device; U is the QR factor of the rotated columns, so it is orthonormal whatever a's rank. Singular vectors'
+    signs (and bases for repeated singular values) are not fixed: compare invariants.
+
+    `full_matrices` (the default, as numpy): U (..., m, m) and Vh (..., n, n), else k = min(m, n) columns / rows.
+    `compute_uv=False` returns S alone (`svdvals`). `hermitian=True` takes a symmetric a through `eigh`.
+    Differentiable as JAX's: S always; U and Vh with full_matrices=False (or a square a), NaN or infinite at
+    repeated or zero singular values as in JAX.
+
+    >>> u, s, vh = tnp.linalg.svd(a, full_matrices=False)
+    """
+    from tgfx.scipy._decomp import svd_fns
+    t = _real_matrix("svd", a)
+    m, n = t.shape[-2:]
+    if hermitian:
+        _square("svd", t)
+        return _svd_hermitian(t, compute_uv)
+    if not compute_uv:
+        return svdvals(t)
+    if min(m, n) == 0:
+        from tgfx.numpy._creation import eye, zeros
+        ku, kv = (m, n) if full_matrices else (0, 0)
+        return SVDResult(eye(m, ku, dtype=t.dtype).expand(t.shape[:-2] + (m, ku)), zeros(t.shape[:-2] + (0,), t.dtype),
+                         eye(kv, n, dtype=t.dtype).expand(t.shape[:-2] + (kv, n)))
+    s, u, vh = svd_fns[bool(full_matrices) and m != n](t)
+    return SVDResult(u, s, vh)
+
+
+def svdvals(x: ArrayLike, /) -> Tensor:
+    """The singular values of a matrix or of each of a stack, descending (the array API's `svdvals`): `svd` without
+    the vectors (its backward, U diag(sbar) Vh, computes them)."""
+    from tgfx.scipy._decomp import svdvals_fn
+    t = _real_matrix("svdvals", x)
+    if min(t.shape[-2:]) == 0:
+        from tgfx.numpy._creation import zeros
+        return zeros(t.shape[:-2] + (0,), t.dtype)
+    return svdvals_fn(t)
+
+
+def _relative_tolerance(name: str, rcond: Any, rtol: Any, default: Any) -> Any:
+    if rcond is not None and rtol is not None:
+        raise ValueError(f"{name}: give rtol or rcond (its older name), not both")
+    return default if rcond is None and rtol is None else rtol if rtol is not None else rcond
+
+
+def pinv(a: ArrayLike, rcond: ArrayLike | None = None, hermitian: bool = False, *,
+         rtol: ArrayLike | None = None) -> Tensor:
+    """The Moore-Penrose pseudo-inverse of a matrix or of each of a stack (..., m, n) -> (..., n, m)
+    (`jax.numpy.linalg.pinv`): V diag(1/s) U^T over the singular values above rtol * max(s) (`rcond` is rtol's
+    older name; rtol may be an array over the batch).
+
+    The default rtol is JAX's, 10 * max(m, n) * eps: numpy's 1e-15 would invert rounding noise in float32. With
+    `hermitian=True` a symmetric a goes through `eigh`. Differentiable by Golub and Pereyra's formula (JAX's
+    custom_jvp), where the rank does not change.
+
+    >>> tnp.linalg.pinv(tg.asarray([[1.0, 2.0], [2.0, 4.0]]))    # rank 1: [[0.04, 0.08], [0.08, 0.16]]
+    """
+    from tgfx.numpy._creation import zeros
+    from tgfx.scipy._decomp import pinv_fns
+    t = _real_matrix("pinv", a)
+    m, n = t.shape[-2:]
+    if hermitian:   # only the lower triangle is read, as numpy's eigh-based pinv
+        t = _symmetric("pinv", t, "L")
+    eps = float(np.finfo(np.float64 if t.dtype.name == "float64" else np.float32).eps)
+    tol = _relative_tolerance("pinv", rcond, rtol, 10.0 * max(m, n) * eps)
+    if min(m, n) == 0:
+        return zeros(t.shape[:-2] + (n, m), t.dtype)
+    (tol_t,) = _inexact("pinv", tol)
+    return pinv_fns[bool(hermitian)](t, tol_t.astype(t.dtype))
+
+
+def matrix_rank(A: ArrayLike, tol: ArrayLike | None = None, hermitian: bool = False, *,  # noqa: N803 - numpy's
+                rtol: ArrayLike | None = None) -> Tensor:
+    """The number of singular values above tol (absolute), or above rtol * max(s) (default rtol max(m, n) * eps,
+    as numpy), of a matrix or of each of a stack (`numpy.linalg.matrix_rank`); an int Tensor. A vector or scalar:
+    1 unless all zero. `hermitian=True` takes the singular values from `eigvalsh`.
+
+    >>> tnp.linalg.matrix_rank(tg.asarray([[1.0, 2.0], [2.0, 4.0]]))    # 1
+    """
+    (t,) = _inexact("matrix_rank", A)
+    if t.ndim < 2:
+        return rd.any(ew.not_equal(t, 0)).astype(rd.sum(ew.not_equal(t, 0)).dtype)
+    t = _real_matrix("matrix_rank", t)
+    m, n = t.shape[-2:]
+    s = ew.absolute(eigvalsh(t)) if hermitian else svdvals(t)
+    if tol is not None and rtol is not None:
+        raise ValueError("matrix_rank: give tol (absolute) or rtol (relative), not both")
+    if tol is None:
+        eps = float(np.finfo(np.float64 if t.dtype.name == "float64" else np.float32).eps)
+        (r,) = _inexact("matrix_rank", max(m, n) * eps if rtol is None else rtol)
+        cut = r.astype(t.dtype)[..., None] * rd.max(s, axis=-1, keepdims=True) if s.shape[-1] else r[..., None]
+    else:
+        (cut,) = _inexact("matrix_rank", tol)
+        cut = cut.astype(t.dtype)[..., None]
+    return rd.sum(ew.greater(s, cut), axis=-1)
+
+
+__all__ = ["EighResult", "QRResult", "SVDResult", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv",
+           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "norm", "outer", "pinv", "qr",
+           "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm"]

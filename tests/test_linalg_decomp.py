@@ -1,0 +1,431 @@
+"""tnp.linalg's factorisations (qr, eigh, eigvalsh, svd, svdvals, pinv, matrix_rank, cholesky) against numpy's
+float64 answers: float32 values within a few ulps * n of them, reconstruction (Q R, U diag(S) Vh, A v = w v) and
+orthogonality on random, ill-conditioned and degenerate inputs (repeated eigenvalues, rank deficiency, zeros);
+gradients table-driven against central differences (test_grad's `check_grads`, in float64), through
+gauge-invariant functions of the vectors, as JAX's tests do; jit, vmap and compile counts.
+
+Signs of eigen- and singular vectors (and bases of repeated ones) are not unique, so vectors are compared through
+invariants; QR's are unique with LAPACK's Householder convention, and compared directly.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_grad import check_grads
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.dtypes import dtypes
+
+L = tnp.linalg
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def f32(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, np.float32)
+
+
+def mT(x: np.ndarray) -> np.ndarray:
+    return np.swapaxes(x, -1, -2)
+
+
+def orthogonal(n: int, seed: int) -> np.ndarray:
+    return np.linalg.qr(rng(seed).standard_normal((n, n)))[0]
+
+
+def with_spectrum(values: list[float], seed: int = 0, cols: int | None = None) -> np.ndarray:
+    """u diag(values) v^T for random orthogonal u, v (v = u when cols is None: a symmetric matrix)."""
+    k = len(values)
+    u = orthogonal(k, seed)
+    v = u if cols is None else orthogonal(cols, seed + 1)[:, :k]
+    return (u * np.asarray(values)) @ v.T
+
+
+def bound(a: np.ndarray, ulps: float = 4.0) -> float:
+    """ulps * n * eps * ||a||_2 per matrix (the largest over the batch): the backward-stable error of a float32
+    factorisation."""
+    return ulps * max(a.shape[-2:]) * EPS32 * float(np.max(np.linalg.norm(a.astype(np.float64), 2, axis=(-2, -1))))
+
+
+def assert_orthonormal_columns(q: np.ndarray, tol: float) -> None:
+    k = q.shape[-1]
+    np.testing.assert_allclose(mT(q) @ q.astype(np.float64), np.broadcast_to(np.eye(k), q.shape[:-2] + (k, k)),
+                               atol=tol)
+
+
+ORTHO_TOL = 8 * 8 * EPS32   # |Q^T Q - I| for the sizes here (n <= 8)
+
+# a few sizes, so that examples and tests share compiled kernels (shapes are static: each new one compiles)
+batch = st.sampled_from([(), (2,)])
+side = st.sampled_from([1, 3, 4])
+
+
+# ---- values against numpy, hypothesis over shapes (batch, 1 x 1, tall, wide) ----
+@settings(max_examples=5)
+@given(batch, side, side, st.sampled_from(["reduced", "complete", "r"]), st.integers(0, 2 ** 16))
+def test_qr_matches_numpy(b: tuple[int, ...], m: int, n: int, mode: str, seed: int) -> None:
+    a = f32(rng(seed).standard_normal(b + (m, n)))
+    ours = L.qr(tg.asarray(a), mode)
+    ref = np.linalg.qr(a.astype(np.float64), mode)
+    tol = bound(a)
+    if mode == "r":
+        assert ours.dtype == dtypes.float32
+        np.testing.assert_allclose(ours.numpy(), ref, atol=tol)
+        return
+    q, r = ours
+    assert isinstance(ours, L.QRResult) and q.shape == ref[0].shape and r.shape == ref[1].shape
+    # the same Householder convention as LAPACK: Q and R themselves agree (a random matrix is well conditioned)
+    np.testing.assert_allclose(q.numpy(), ref[0], atol=tol * 4 / max(np.min(np.abs(np.diagonal(ref[1], 0, -2, -1))),
+                                                                       1e-3))
+    np.testing.assert_allclose(q.numpy() @ r.numpy().astype(np.float64), a, atol=tol)
+    np.testing.assert_array_equal(np.tril(r.numpy(), -1), 0)
+    assert_orthonormal_columns(q.numpy(), ORTHO_TOL)
+
+
+@settings(max_examples=5)
+@given(batch, side, st.sampled_from(["L", "U"]), st.integers(0, 2 ** 16))
+def test_eigh_matches_numpy(b: tuple[int, ...], n: int, uplo: str, seed: int) -> None:
+    x = rng(seed).standard_normal(b + (n, n))
+    a = f32(x + mT(x))
+    junk = np.triu(np.full((n, n), np.nan), 1) if uplo == "L" else np.tril(np.full((n, n), np.nan), -1)
+    w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo)     # the other triangle is not read
+    ref = np.linalg.eigvalsh(a.astype(np.float64))
+    tol = bound(a)
+    np.testing.assert_allclose(w.numpy(), ref, atol=tol)
+    np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), ref, atol=tol)
+    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=tol)
+    assert_orthonormal_columns(v.numpy(), ORTHO_TOL)
+
+
+@settings(max_examples=5)
+@given(batch, side, side, st.booleans(), st.integers(0, 2 ** 16))
+def test_svd_matches_numpy(b: tuple[int, ...], m: int, n: int, full: bool, seed: int) -> None:
+    a = f32(rng(seed).standard_normal(b + (m, n)))
+    u, s, vh = L.svd(tg.asarray(a), full_matrices=full)
+    ref_u, ref_s, ref_vh = np.linalg.svd(a.astype(np.float64), full_matrices=full)
+    assert (u.shape, s.shape, vh.shape) == (ref_u.shape, ref_s.shape, ref_vh.shape)
+    tol = bound(a)
+    np.testing.assert_allclose(s.numpy(), ref_s, atol=tol)
+    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), ref_s, atol=tol)
+    np.testing.assert_allclose(L.svd(tg.asarray(a), compute_uv=False).numpy(), ref_s, atol=tol)
+    k = min(m, n)
+    un, vn = u.numpy()[..., :k].astype(np.float64), vh.numpy()[..., :k, :].astype(np.float64)
+    np.testing.assert_allclose((un * s.numpy()[..., None, :]) @ vn, a, atol=tol)
+    assert_orthonormal_columns(u.numpy(), ORTHO_TOL)
+    assert_orthonormal_columns(mT(vh.numpy()), ORTHO_TOL)
+
+
+@settings(max_examples=5)
+@given(batch, side, side, st.integers(0, 2 ** 16))
+def test_pinv_and_matrix_rank_match_numpy(b: tuple[int, ...], m: int, n: int, seed: int) -> None:
+    g = rng(seed)
+    r = g.integers(0, min(m, n) + 1)      # rank r (0: the zero matrix)
+    a = f32(g.standard_normal(b + (m, r)) @ g.standard_normal(b + (r, n)))
+    ranks = L.matrix_rank(tg.asarray(a))
+    np.testing.assert_array_equal(ranks.numpy(), np.linalg.matrix_rank(a))
+    p = L.pinv(tg.asarray(a)).numpy().astype(np.float64)
+    a64 = a.astype(np.float64)
+    # the Penrose conditions, which fix the pseudo-inverse
+    tol = bound(a) * max(1.0, float(np.max(np.abs(np.linalg.pinv(a64)))) ** 2)
+    np.testing.assert_allclose(a64 @ p @ a64, a64, atol=tol)
+    np.testing.assert_allclose(p @ a64 @ p, p, atol=tol * max(1.0, float(np.max(np.abs(p)))))
+    np.testing.assert_allclose(a64 @ p, mT(a64 @ p), atol=tol)
+    np.testing.assert_allclose(p @ a64, mT(p @ a64), atol=tol)
+
+
+# ---- ill-conditioned and degenerate inputs ----
+DEGENERATE_SYMMETRIC = {
+    "repeated": with_spectrum([1.0, 1.0, 1.0, 2.0, 3.0, 3.0]),
+    "identity": np.eye(5),
+    "zero": np.zeros((4, 4)),
+    "ill_conditioned": with_spectrum(list(np.logspace(0, -6, 7)), seed=3),
+    "indefinite_cluster": with_spectrum([-2.0, -2.0 + 1e-6, 0.0, 0.0, 5.0], seed=4),
+    "diagonal": np.diag([3.0, -1.0, 2.0]),
+    "odd_8": with_spectrum(list(np.arange(8.0) - 3.5), seed=5),
+}
+
+
+@pytest.mark.parametrize("name", DEGENERATE_SYMMETRIC)
+def test_eigh_degenerate_and_ill_conditioned(name: str) -> None:
+    a = f32(DEGENERATE_SYMMETRIC[name])
+    w, v = L.eigh(tg.asarray(a))
+    tol = max(bound(a), 1e-30)
+    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(a.astype(np.float64)), atol=tol)
+    assert np.all(np.diff(w.numpy()) >= 0), "ascending, as numpy"
+    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    np.testing.assert_allclose(a @ vn, vn * wn, atol=tol)
+    assert_orthonormal_columns(v.numpy(), ORTHO_TOL)
+
+
+DEGENERATE_GENERAL = {
+    "rank_2_of_6x4": rng(1).standard_normal((6, 2)) @ rng(2).standard_normal((2, 4)),
+    "rank_1_wide": np.outer([1.0, -2.0, 0.5], [3.0, 1.0, 0.0, 2.0, -1.0]),
+    "zero": np.zeros((3, 5)),
+    "ill_conditioned": with_spectrum(list(np.logspace(0, -6, 5)), seed=6, cols=7).T,     # 7 x 5, cond 1e6
+    "repeated": with_spectrum([2.0, 2.0, 2.0, 1.0], seed=7, cols=4),
+    "zero_column": np.concatenate([rng(3).standard_normal((4, 2)), np.zeros((4, 1))], axis=1),
+}
+
+
+@pytest.mark.parametrize("name", DEGENERATE_GENERAL)
+def test_svd_and_qr_degenerate_and_ill_conditioned(name: str) -> None:
+    a = f32(DEGENERATE_GENERAL[name])
+    a64 = a.astype(np.float64)
+    tol = max(bound(a), 1e-30)
+    for full in (False, True):
+        u, s, vh = L.svd(tg.asarray(a), full_matrices=full)
+        np.testing.assert_allclose(s.numpy(), np.linalg.svd(a64, compute_uv=False), atol=tol)
+        assert np.all(np.diff(s.numpy()) <= 0), "descending, as numpy"
+        k = s.shape[-1]
+        np.testing.assert_allclose((u.numpy()[:, :k] * s.numpy()) @ vh.numpy()[:k].astype(np.float64), a, atol=tol)
+        assert_orthonormal_columns(u.numpy(), ORTHO_TOL)          # orthonormal whatever the rank
+        assert_orthonormal_columns(mT(vh.numpy()), ORTHO_TOL)
+    for mode in ("reduced", "complete"):
+        q, r = L.qr(tg.asarray(a), mode)
+        np.testing.assert_allclose(q.numpy() @ r.numpy().astype(np.float64), a, atol=tol)
+        assert_orthonormal_columns(q.numpy(), ORTHO_TOL)
+    np.testing.assert_array_equal(L.matrix_rank(tg.asarray(a)).numpy(), np.linalg.matrix_rank(a))
+
+
+@pytest.mark.parametrize("scale", [1e25, 1e-25])
+def test_extreme_scales_neither_overflow_nor_underflow(scale: float) -> None:
+    """Entries near 1e25 (or 1e-25) have squares beyond float32's range: each factorisation scales by a power of two
+    first, as LAPACK's norms do, and is as accurate as at scale 1."""
+    b = rng(10).standard_normal((4, 3))
+    a, s = f32(b * scale), f32(b.T @ b * scale)
+    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), np.linalg.svd(a.astype(np.float64),
+                               compute_uv=False), rtol=0, atol=bound(a))
+    np.testing.assert_allclose(L.eigvalsh(tg.asarray(s)).numpy(), np.linalg.eigvalsh(s.astype(np.float64)),
+                               rtol=0, atol=bound(s))
+    q, r = L.qr(tg.asarray(a))
+    np.testing.assert_allclose(r.numpy(), np.linalg.qr(a.astype(np.float64))[1], rtol=0, atol=bound(a))
+    assert_orthonormal_columns(q.numpy(), ORTHO_TOL)
+
+
+def test_singular_values_keep_their_relative_accuracy() -> None:
+    """One-sided Jacobi, not eigh of A^T A: a singular value 1e-6 of the largest is right to float32's relative
+    precision (through A^T A it would be lost below sqrt(eps) = 3e-4)."""
+    values = [1.0, 1e-2, 1e-4, 1e-6]
+    a = with_spectrum(values, seed=8, cols=4)
+    s = L.svdvals(tg.asarray(f32(a))).numpy()
+    ref = np.linalg.svd(f32(a).astype(np.float64), compute_uv=False)   # of the rounded input
+    np.testing.assert_allclose(s, ref, rtol=0.05)
+
+
+# ---- the rest of the API ----
+def test_named_results_hermitian_svd_and_cholesky() -> None:
+    x = rng(4).standard_normal((2, 4, 4))
+    a = f32(x @ mT(x) + 4 * np.eye(4)) * np.array([1, -1], np.float32)[:, None, None]   # one definite, one not
+    res = L.eigh(tg.asarray(a))
+    assert res._fields == ("eigenvalues", "eigenvectors")
+    assert L.qr(tg.asarray(a))._fields == ("Q", "R")
+    sv = L.svd(tg.asarray(a), hermitian=True)
+    assert sv._fields == ("U", "S", "Vh")
+    tol = bound(a)
+    np.testing.assert_allclose(sv.S.numpy(), np.linalg.svd(a.astype(np.float64), compute_uv=False), atol=tol)
+    np.testing.assert_allclose((sv.U.numpy() * sv.S.numpy()[..., None, :]) @ sv.Vh.numpy().astype(np.float64), a,
+                               atol=tol)
+    np.testing.assert_allclose(L.pinv(tg.asarray(a), hermitian=True).numpy(), np.linalg.pinv(a.astype(np.float64)),
+                               atol=1e-5)
+    np.testing.assert_array_equal(L.matrix_rank(tg.asarray(a), hermitian=True).numpy(), [4, 4])
+    spd = a[0]
+    np.testing.assert_allclose(L.cholesky(tg.asarray(spd)).numpy(), np.linalg.cholesky(spd.astype(np.float64)),
+                               atol=bound(spd))
+    np.testing.assert_allclose(L.cholesky(tg.asarray(spd), upper=True).numpy(),
+                               np.linalg.cholesky(spd.astype(np.float64), upper=True), atol=bound(spd))
+
+
+@pytest.mark.parametrize("ord", ["nuc", 2, -2])
+def test_singular_value_norms_match_numpy(ord: Any) -> None:  # noqa: A002 - numpy's name
+    x = f32(rng(6).standard_normal((2, 3, 4)))
+    tol = bound(x)
+    for axis in ((1, 2), (2, 0)):
+        for keepdims in (False, True):
+            ours = L.norm(tg.asarray(x), ord, axis, keepdims)
+            np.testing.assert_allclose(ours.numpy(), np.linalg.norm(x.astype(np.float64), ord, axis, keepdims),
+                                       atol=tol * (3 if ord == "nuc" else 1))
+    np.testing.assert_allclose(L.matrix_norm(tg.asarray(x), ord=ord).numpy(),
+                               np.linalg.matrix_norm(x.astype(np.float64), ord=ord), atol=tol * 3)
+
+
+def test_tolerances_and_edge_shapes() -> None:
+    a = f32(np.diag([1.0, 1e-3, 1e-6]))
+    assert L.matrix_rank(tg.asarray(a)).item() == 3
+    assert L.matrix_rank(tg.asarray(a), rtol=1e-4).item() == 2
+    assert L.matrix_rank(tg.asarray(a), tol=1e-2).item() == 1
+    np.testing.assert_allclose(L.pinv(tg.asarray(a), rtol=1e-4).numpy(), np.diag([1.0, 1e3, 0.0]), rtol=1e-6)
+    np.testing.assert_allclose(L.pinv(tg.asarray(a), rcond=1e-2).numpy(), np.diag([1.0, 0.0, 0.0]))
+    per_matrix = L.pinv(tg.asarray(np.stack([a, a])), rtol=tg.asarray(np.array([1e-4, 1e-2], np.float32)))
+    np.testing.assert_allclose(per_matrix.numpy()[:, 1, 1], [1e3, 0.0], rtol=1e-6)
+    assert L.matrix_rank(tg.asarray(np.zeros(3, np.float32))).item() == 0
+    assert L.matrix_rank(tg.asarray(np.array([0.0, 2.0], np.float32))).item() == 1
+    assert L.qr(tg.asarray(np.zeros((3, 0), np.float32))).Q.shape == (3, 0)
+    assert L.svd(tg.asarray(np.zeros((2, 0), np.float32))).U.shape == (2, 2)
+    assert L.svdvals(tg.asarray(np.zeros((2, 0, 3), np.float32))).shape == (2, 0)
+    assert L.eigh(tg.asarray(np.zeros((0, 0), np.float32))).eigenvectors.shape == (0, 0)
+    one = L.svd(tg.asarray(np.array([[-3.0]], np.float32)))
+    assert (one.S.item(), float(one.U.numpy()[0, 0] * one.Vh.numpy()[0, 0])) == (3.0, -1.0)
+
+
+def test_errors_name_the_argument_and_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"qr: mode must be .*got 'raw'"):
+        L.qr(tnp.ones((2, 2)), mode="raw")
+    with pytest.raises(ValueError, match=r"eigh: UPLO must be 'L' or 'U', got 'X'"):
+        L.eigh(tnp.ones((2, 2)), UPLO="X")
+    with pytest.raises(ValueError, match=r"eigh: a must be a square matrix .*got shape \(2, 3\)"):
+        L.eigh(tnp.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"svd: needs a matrix .*got shape \(3,\)"):
+        L.svd(tnp.ones(3))
+    with pytest.raises(TypeError, match=r"svdvals: takes real float32 or float64 .*got float16.*astype"):
+        L.svdvals(tnp.ones((2, 2), dtype=dtypes.float16))
+    with pytest.raises(ValueError, match="pinv: give rtol or rcond"):
+        L.pinv(tnp.ones((2, 2)), rcond=0.1, rtol=0.1)
+    with pytest.raises(NotImplementedError, match=r"qr: the gradient needs .*as in JAX"):
+        tg.grad(lambda x: tnp.sum(L.qr(x).R))(tnp.ones((2, 3)))
+    with pytest.raises(NotImplementedError, match=r"svd: the gradient of U and Vh needs full_matrices=False"):
+        tg.grad(lambda x: tnp.sum(L.svd(x).U))(tnp.ones((3, 2)))
+
+
+# ---- gradients: float64 against central differences ----
+def _sym(n: int, seed: int) -> np.ndarray:
+    x = rng(seed).standard_normal((n, n))
+    return x + x.T
+
+
+def _spd(n: int, seed: int) -> np.ndarray:
+    x = rng(seed).standard_normal((n, n))
+    return x @ x.T + n * np.eye(n)
+
+
+def _uv(f: Callable[[tg.Tensor], tg.Tensor]) -> Callable[[Any], tg.Tensor]:
+    """U diag(f(S)) Vh of the reduced SVD: invariant to the vectors' signs."""
+    def g(x: tg.Tensor) -> tg.Tensor:
+        u, s, vh = L.svd(x, full_matrices=False)
+        return (u * f(s)[..., None, :]) @ vh
+    return g
+
+
+def _vwv(x: tg.Tensor) -> tg.Tensor:
+    """V diag(sin w) V^T: invariant to the eigenvectors' signs."""
+    w, v = L.eigh(x)
+    return (v * tnp.sin(w)[..., None, :]) @ tnp.swapaxes(v, -1, -2)
+
+
+GRADS: dict[str, tuple[Callable[..., tg.Tensor], np.ndarray]] = {
+    "qr_q_tall": (lambda x: L.qr(x).Q, rng(1).standard_normal((4, 3))),
+    "qr_r_batch": (lambda x: L.qr(x).R, rng(2).standard_normal((2, 3, 3))),
+    "qr_mode_r": (lambda x: L.qr(x, "r"), rng(3).standard_normal((4, 3))),
+    "eigvalsh": (L.eigvalsh, _sym(3, 4)),
+    "eigh_w_upper": (lambda x: L.eigh(x, UPLO="U").eigenvalues, _sym(3, 5)),
+    "eigh_v_squared": (lambda x: L.eigh(x).eigenvectors ** 2, _sym(3, 6)),
+    "eigh_vwv_batch": (_vwv, np.stack([_sym(3, 7), _sym(3, 8)])),
+    "svdvals_tall": (L.svdvals, rng(9).standard_normal((4, 3))),
+    "svdvals_wide_batch": (L.svdvals, rng(10).standard_normal((2, 3, 4))),
+    "svd_usv_tall": (_uv(tnp.exp), rng(11).standard_normal((4, 3))),
+    "svd_usv_wide": (_uv(tnp.exp), rng(12).standard_normal((3, 4))),
+    "svd_u_squared": (lambda x: L.svd(x, full_matrices=False).U ** 2, rng(14).standard_normal((4, 3))),
+    "svd_vh_squared": (lambda x: L.svd(x, full_matrices=False).Vh ** 2, rng(15).standard_normal((3, 4))),
+    "svd_hermitian": (lambda x: L.svd(x, hermitian=True, compute_uv=False), _sym(3, 16)),
+    "pinv_tall": (L.pinv, rng(17).standard_normal((4, 3))),
+    "pinv_wide": (L.pinv, rng(18).standard_normal((3, 4))),
+    "pinv_hermitian": (lambda x: L.pinv(x, hermitian=True), _sym(3, 19)),
+    "cholesky_upper": (lambda x: L.cholesky(x, upper=True), _spd(3, 20)),
+    "norm_nuc_and_2": (lambda x: L.norm(x, "nuc", axis=(0, 2)) + L.norm(x, 2, axis=(2, 0)),
+                       rng(21).standard_normal((3, 2, 3))),
+}
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("name", GRADS)
+def test_gradients_match_finite_differences(name: str) -> None:
+    f, x = GRADS[name]
+    check_grads(f, x)
+
+
+@pytest.mark.x64
+def test_gradients_and_second_order_match_jax() -> None:
+    """JAX's rules, checked against JAX itself (float64): qr, svd (reduced) and pinv on a general matrix; eigh on a
+    symmetric one, where JAX symmetrises its input and tgfx reads the lower triangle, so tgfx's gradient is JAX's
+    folded onto that triangle (2x below the diagonal, 1x on it). Second order through svdvals' backward."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    a, s = rng(30).standard_normal((4, 3)), _sym(3, 31)
+    w4 = rng(32).standard_normal((4, 3))
+    fns = {   # (tgfx function, jax function) of a scalar
+        "qr": (lambda x, n: n.sum(n.linalg.qr(x)[0] * w4) + n.sum(n.linalg.qr(x)[1] ** 3), a),
+        "svd": (lambda x, n: n.sum((lambda u, sv, vh: (u * n.exp(sv)[None, :]) @ vh)(
+            *n.linalg.svd(x, full_matrices=False)) * w4), a),
+        "pinv": (lambda x, n: n.sum(n.linalg.pinv(x) ** 2), a),
+        "eigh": (lambda x, n: n.sum(n.linalg.eigh(x)[1] ** 4 * w4[:3]) + n.sum(n.linalg.eigh(x)[0] ** 3), s),
+    }
+    with jax.enable_x64(True):
+        for name, (f, x) in fns.items():
+            ours = tg.grad(lambda t, f=f: f(t, tnp))(tg.asarray(x)).numpy()
+            want = np.asarray(jax.grad(lambda t, f=f: f(t, jnp))(jnp.asarray(x)))
+            if name == "eigh":
+                want = np.tril(want) + np.tril(want, -1)
+            np.testing.assert_allclose(ours, want, rtol=1e-9, atol=1e-11, err_msg=name)
+        ours2 = tg.grad(lambda t: tnp.sum(tg.grad(lambda u: tnp.sum(L.svdvals(u) ** 3))(t) ** 2))(tg.asarray(a))
+        want2 = jax.grad(lambda t: jnp.sum(jax.grad(lambda u: jnp.sum(jnp.linalg.svd(u, compute_uv=False) ** 3))(t)
+                                           ** 2))(jnp.asarray(a))
+        np.testing.assert_allclose(ours2.numpy(), np.asarray(want2), rtol=1e-8, atol=1e-10)
+        # eigvalsh: a symmetric direction, where reading the lower triangle and symmetrising agree
+        d = _sym(3, 33)
+        ours3 = tg.jvp(tg.grad(lambda t: tnp.sum(L.eigvalsh(t) ** 3)), (tg.asarray(s),), (tg.asarray(d),))[1]
+        want3 = jax.jvp(jax.grad(lambda t: jnp.sum(jnp.linalg.eigvalsh(t) ** 3)), (jnp.asarray(s),),
+                        (jnp.asarray(d),))[1]
+        np.testing.assert_allclose(ours3.numpy(), np.tril(want3) + np.tril(want3, -1), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.x64
+def test_gradient_at_repeated_eigenvalues_is_finite_for_the_values() -> None:
+    """The eigenvalues' gradient needs no 1 / (w_j - w_i): finite at a repeated eigenvalue, as JAX's. Only the
+    lower triangle is read, so d sum(w^2) / da = 2 a on the diagonal, 4 a below it, 0 above."""
+    a = with_spectrum([1.0, 1.0, 2.0], seed=9)
+    g = tg.grad(lambda x: tnp.sum(L.eigvalsh(x) ** 2))(tg.asarray(a)).numpy()
+    np.testing.assert_allclose(g, 2 * np.tril(a) + 2 * np.tril(a, -1), atol=1e-12)
+
+
+# ---- transforms and counts ----
+def test_vmap_and_jit_compose_and_compile_once_per_shape() -> None:
+    x = f32(rng(5).standard_normal((3, 4, 4)))
+    s = x + mT(x)
+    np.testing.assert_allclose(tg.vmap(L.eigvalsh)(tg.asarray(s)).numpy(), np.linalg.eigvalsh(s.astype(np.float64)),
+                               atol=bound(s))
+    np.testing.assert_allclose(tg.vmap(L.svdvals)(tg.asarray(x)).numpy(), np.linalg.svd(x, compute_uv=False),
+                               atol=bound(x))
+    np.testing.assert_allclose(tg.vmap(lambda m: L.qr(m).R)(tg.asarray(x)).numpy(), np.linalg.qr(x)[1],
+                               atol=bound(x) * 4)
+    grads = tg.vmap(tg.grad(lambda m: tnp.sum(L.svdvals(m))))(tg.asarray(x)).numpy()
+    u, _, vh = np.linalg.svd(x.astype(np.float64))
+    np.testing.assert_allclose(grads, u @ vh, atol=1e-5)      # d sum(s) / da = U Vh
+
+    svd = tg.jit(lambda m: L.svd(m, full_matrices=False))
+    svd(tg.asarray(x[0]))
+    tg.counters.reset()
+    for i in range(1, 3):      # new values, same shape: no retrace, nothing compiled
+        u_, s_, vh_ = svd(tg.asarray(x[i]))
+        np.testing.assert_allclose((u_.numpy() * s_.numpy()) @ vh_.numpy(), x[i], atol=bound(x))
+    assert svd.trace_count == 1 and tg.counters.compile_count == 0
+
+
+def test_eigh_loop_compiles_the_same_kernels_whatever_the_sweeps() -> None:
+    """The sweeps and rounds are device loops: a matrix that needs no sweep (diagonal) and one that needs several
+    run the same compiled program, and a larger n compiles as many kernels as a small one."""
+    counts = []
+    for a in (_sym(11, 1), np.diag(np.arange(11.0)), _sym(15, 2)):     # sizes no other test uses
+        tg.counters.reset()
+        L.eigh(tg.asarray(f32(a))).eigenvalues.numpy()
+        counts.append(tg.counters.compile_count)
+    assert counts[1] == 0, "a diagonal 11 x 11 matrix (no sweep) compiles nothing after a full one"
+    assert counts[2] == counts[0] > 0, f"n = 15 compiles as many kernels as n = 11 ({counts})"
