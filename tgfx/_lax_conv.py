@@ -23,6 +23,7 @@ import tgfx.numpy as tnp
 from tgfx._lax_window import _windows, dilate, ints, pad_general, pad_pairs, padtype_to_pads
 from tgfx.dtypes import to_dtype
 from tgfx.function import function
+from tgfx.ir.ops import Ops
 from tgfx.tensor import ArrayLike, Tensor, prod, promote, to_tensor
 
 
@@ -176,15 +177,38 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
     return full.pad_zeros(((0, 0), (0, 0), *((0, extra) for _, _, extra in out)))
 
 
+def _channels_last(t: Tensor) -> Tensor:
+    """t (N, C, *spatial) stored channels last (N, *spatial, C), seen as (N, C, *spatial) again: a transposed copy,
+    or none when t already lies that way (an NHWC operand's view)."""
+    nsp = t.ndim - 2
+    to_last, to_first = (0, *range(2, 2 + nsp), 1), (0, 1 + nsp, *range(1, 1 + nsp))
+    if t.uop.op is Ops.PERMUTE and tuple(t.uop.arg) == to_first:   # channels last already, seen channels first
+        return t
+    return t.permute(*to_last).contiguous().permute(*to_first)
+
+
 def _conv_kernel_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
                       pads: tuple, groups: int) -> Tensor:
-    """d(conv)/dkernel: the windows of padded x times the output gradient, summed over (N, *out)."""
+    """d(conv)/dkernel: the windows of padded x times the output gradient, summed over (N, *out).
+
+    A contraction over the spatial axes, which channels-first operands both read contiguously: no output axis
+    (O, C, *k) is a vector of either, and the kernel ran at a few GFLOP/s. Both are read channels last instead
+    (`_channels_last`: two transposed copies, none for NHWC operands), and the sum is stored (*k, C, O), so the output
+    channels are a vector of g's and of the store, and the input channels broadcast rows of x's: a matmul's register
+    tile."""
     (o, cg), k, og = w_shape[:2], w_shape[2:], w_shape[0] // groups
     n, outs, nsp = g.shape[0], g.shape[2:], len(k)
+    x, g = _channels_last(x), _channels_last(g)
     win = _windows(_pad_spatial(x, pads), k, s, d)
     a = win.reshape(n, groups, 1, cg, *outs, *k)
     b = g.reshape(n, groups, og, 1, *outs, *(1,) * nsp)
-    return tnp.sum(a * b, axis=(0, *range(4, 4 + nsp))).reshape(o, cg, *k)
+    # summed in (groups, *k, C / groups, O / groups) order, the output channels innermost: the kernel stores its
+    # vectors of them contiguously (LLVM's SLP vectoriser starts from adjacent stores), and the result is a view
+    prod_ = (a * b).permute(0, 1, *range(4 + nsp, 4 + 2 * nsp), 3, 2, *range(4, 4 + nsp))
+    dw = tnp.sum(prod_, axis=(0, *range(4 + nsp, 4 + 2 * nsp))).contiguous()   # (groups, *k, cg, og)
+    if groups == 1:   # a view of the stored sum, which the gradient of an HWIO kernel's permute undoes
+        return dw.reshape(dw.shape[1:]).permute(1 + nsp, nsp, *range(nsp))
+    return dw.permute(0, 2 + nsp, 1 + nsp, *range(1, 1 + nsp)).reshape(o, cg, *k)
 
 
 def conv_nd(x: Tensor, w: Tensor, strides: tuple[int, ...], pads: tuple[tuple[int, int], ...],
