@@ -160,21 +160,21 @@ def _stride_dilate(g: Tensor, s: tuple[int, ...]) -> Tensor:
 
 def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
                      pads: tuple, groups: int) -> Tensor:
-    """d(conv)/dx as a convolution: the stride-dilated output gradient, padded by the dilated kernel span, correlated
-    with the kernel flipped and transposed (per group) at the same dilation; then cut back to x's unpadded extent
-    (elements of padded x that no window reached get 0)."""
+    """d(conv)/dx as a convolution: the stride-dilated output gradient correlated with the kernel flipped and
+    transposed (per group) at the same dilation, padded so that the correlation covers exactly x's unpadded extent:
+    input element i (padded position i + before) gets the window of output positions reaching it, which start
+    span - before before it in the dilated gradient. Elements of x that no window reached read the zero padding."""
     (_, cg), k, og = w.shape[:2], w.shape[2:], w.shape[0] // groups
     nsp = len(k)
     wt = w.reshape(groups, og, cg, *k).permute(0, 2, 1, *range(3, 3 + nsp)).reshape(cg * groups, og, *k)
     wt = wt.flip(tuple(range(2, 2 + nsp)))
     span = tuple(dd * (kk - 1) for dd, kk in zip(d, k, strict=True))
-    full = _correlate(_pad_spatial(_stride_dilate(g, s), tuple((sp, sp) for sp in span)), wt, (1,) * nsp, d, groups)
-    out = []
-    for axis, ((before, _), size) in enumerate(zip(pads, x_shape[2:], strict=True)):
-        have = full.shape[2 + axis]
-        out.append((min(before, have), min(before + size, have), max(0, before + size - have)))
-    full = full.shrink(((0, full.shape[0]), (0, full.shape[1]), *((a, b) for a, b, _ in out)))
-    return full.pad_zeros(((0, 0), (0, 0), *((0, extra) for _, _, extra in out)))
+    gd = _stride_dilate(g, s)
+    around = tuple((sp - before, size + before - have)
+                   for sp, (before, _), size, have in zip(span, pads, x_shape[2:], gd.shape[2:], strict=True))
+    if any(p != (0, 0) for p in around):
+        gd = pad_general(gd, ((0, 0), (0, 0), *around))
+    return _correlate(gd, wt, (1,) * nsp, d, groups)
 
 
 def _channels_last(t: Tensor) -> Tensor:
