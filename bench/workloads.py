@@ -648,17 +648,10 @@ def tg_gp_step(lr: float) -> Callable:
 
 
 def tg_conv2d(x: Any, w: Any) -> Any:
-    """3×3 convolution, stride 1, padding 1: im2col with `tnp.pad`, slices and `tnp.stack`, then one matmul.
-
-    The column matrix is materialised with `.contiguous()`, as numpy's im2col is: fused into the matmul, its padded,
-    stacked loads make that kernel tens of times slower (see bench/README.md).
-    """
-    import tgfx.numpy as tnp
-    n, c, h, wd = x.shape
-    xp = tnp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    cols = tnp.stack([xp[:, :, i:i + h, j:j + wd] for i in range(3) for j in range(3)], axis=2)
-    out = w.reshape(w.shape[0], c * 9) @ cols.reshape(n, c * 9, h * wd).contiguous()
-    return out.reshape(n, w.shape[0], h, wd)
+    """3×3 convolution, stride 1, padding 1, as a user writes it: `tg.nn.conv2d`, one direct-convolution kernel (the
+    input read through index arithmetic, its padding a mask: no im2col or padded copy)."""
+    import tgfx as tg
+    return tg.nn.conv2d(x, w, padding=1)
 
 
 @impl("matmul", "tgfx")
