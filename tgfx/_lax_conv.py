@@ -2,10 +2,14 @@
 
 Every convolution, `tg.nn.conv2d` included, comes down to `conv_nd`: channels-first input (N, C, *spatial) and
 kernel (O, C // groups, *k), any number of spatial axes. It is a broadcast multiply of the window view
-(`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel. Its backward is written as two more
-such kernels (`grad_fxn`): the input's gradient is a convolution of the stride-dilated output gradient with the
-flipped, transposed kernel; the kernel's is a sum of windows times the output gradient. (Differentiating the view
-itself would sum masked copies of the tiled input, several times slower.)
+(`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel, a direct convolution. Lowering reads
+the input through index arithmetic, its padding a mask (no im2col, no padded copy), and the optimiser gives it a
+register tile of output columns by output channels (`tgfx/lowering/optimize.py`, `masked_contraction_opts`). Its
+backward is written as two more such kernels (`grad_fxn`): the input's gradient is a convolution of the
+stride-dilated output gradient with the flipped, transposed kernel; the kernel's is a sum of windows times the output
+gradient, read channels last (a transposed copy of x and of the gradient for channels-first operands, so its output
+channels are vectors). (Differentiating the view itself would sum masked copies of the tiled input, several times
+slower.)
 
 `conv_general_dilated` brings any layout to that one: dimension numbers are permutations (views), lhs dilation
 puts zeros between input elements, negative padding crops, and `batch_group_count` moves batch groups into the
@@ -168,6 +172,9 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
     nsp = len(k)
     wt = w.reshape(groups, og, cg, *k).permute(0, 2, 1, *range(3, 3 + nsp)).reshape(cg * groups, og, *k)
     wt = wt.flip(tuple(range(2, 2 + nsp)))
+    if _is_channels_last(g):   # NHWC: x's channels are the output's vector, so the kernel is read with them innermost
+        to_last = (*range(2, 2 + nsp), 1, 0)
+        wt = wt.permute(to_last).contiguous().permute(tuple(np.argsort(to_last).tolist()))
     span = tuple(dd * (kk - 1) for dd, kk in zip(d, k, strict=True))
     gd = _stride_dilate(g, s)
     around = tuple((sp - before, size + before - have)
@@ -177,14 +184,19 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
     return _correlate(gd, wt, (1,) * nsp, d, groups)
 
 
+def _is_channels_last(t: Tensor) -> bool:
+    """Whether t (N, C, *spatial) is a view of a channels-last (N, *spatial, C) value (an NHWC operand)."""
+    nsp = t.ndim - 2
+    return t.uop.op is Ops.PERMUTE and tuple(t.uop.arg) == (0, 1 + nsp, *range(1, 1 + nsp))
+
+
 def _channels_last(t: Tensor) -> Tensor:
     """t (N, C, *spatial) stored channels last (N, *spatial, C), seen as (N, C, *spatial) again: a transposed copy,
-    or none when t already lies that way (an NHWC operand's view)."""
-    nsp = t.ndim - 2
-    to_last, to_first = (0, *range(2, 2 + nsp), 1), (0, 1 + nsp, *range(1, 1 + nsp))
-    if t.uop.op is Ops.PERMUTE and tuple(t.uop.arg) == to_first:   # channels last already, seen channels first
+    or none when t already lies that way."""
+    if _is_channels_last(t):
         return t
-    return t.permute(*to_last).contiguous().permute(*to_first)
+    nsp = t.ndim - 2
+    return t.permute(0, *range(2, 2 + nsp), 1).contiguous().permute(0, 1 + nsp, *range(1, 1 + nsp))
 
 
 def _conv_kernel_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
