@@ -230,8 +230,6 @@ pm_fold_gates = PatternMatcher([
 _pm_after_opt = pm_symbolic + pm_fold_gates
 
 
-
-
 def apply_opt(sink: UOp, opt: Opt, simplify: bool = True) -> UOp:
     if opt.op not in _APPLY:
         raise KernelOptError(f"{opt}: {opt.op} is not supported on the CPU")
@@ -469,4 +467,3 @@ def optimize(sink: UOp, target: Target, name: str = "", kernel_key: str | None =
         from tgfx.lowering.search import beam_search
         return beam_search(sink, kernel_key, name, int(config.BEAM), target)
     return apply_hand_coded(sink, target)
-
