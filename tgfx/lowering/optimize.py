@@ -129,7 +129,8 @@ def hoist_lane(sink: UOp, rng: UOp) -> UOp:
         if rest is None or rng in range_deps(rest):
             return None
         return idx.replace(src=(buf, off.src[0].where(rest, 0) + rng, *idx.src[2:]))
-    mapping = {u: new for u in sink.toposort() if u.op is Ops.INDEX and (new := rewrite(u)) is not None}
+    reads = {u.src[0] for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX}   # never a store's
+    mapping = {u: new for u in reads if (new := rewrite(u)) is not None}
     return sink.substitute(mapping) if mapping else sink
 
 
