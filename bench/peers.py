@@ -3,9 +3,9 @@
 Every import happens inside the implementation, so this module loads without any peer installed; the runner asks
 `importlib` which peers are there before it calls one.
 
-- jax: `jax.jit` of each function on the CPU device; the MLP step is `jax.jit` of `jax.value_and_grad` + SGD, the
-  VAE and GP steps the same with Adam written out (as `jax.example_libraries.optimizers`), `jax.random` and
-  `jax.scipy.linalg`.
+- jax: `jax.jit` of each function on the CPU device; the MLP, CNN and MNIST steps are `jax.jit` of
+  `jax.value_and_grad` (or `jax.grad`) + SGD, the VAE and GP steps the same with Adam written out (as
+  `jax.example_libraries.optimizers`), `jax.random` and `jax.scipy.linalg`.
 - torch: plain eager mode (no `torch.compile`); the MLP step is autograd + an SGD update under `torch.no_grad`.
 - tinygrad: `TinyJit` of each function (it captures on the second call and replays from the third); the MLP step
   computes gradients with `Tensor.gradient` and updates parameters in place with `assign`.
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.workloads import GELU_C, GP_JITTER, Case, Inputs, Sizes, impl, read_adam_run, stateful
+from bench.workloads import GELU_C, GP_JITTER, MNIST_LR, Case, Inputs, Sizes, impl, read_adam_run, stateful
 
 # ---------------------------------------------------------------------------------------------------------------
 # jax
@@ -189,6 +189,60 @@ def jax_conv2d(s: Sizes, d: Inputs) -> Case:
                      d["x"], d["w"])
 
 
+def jax_cnn_loss(params: list[Any], x: Any, y: Any) -> Any:
+    jax = _jax()
+    w1, b1, w2, b2, w3, b3 = params
+
+    def conv(h: Any, w: Any, b: Any) -> Any:
+        return jax.lax.conv_general_dilated(h, w, (1, 1), ((1, 1), (1, 1))) + b[None, :, None, None]
+    h = jax.nn.relu(conv(jax.nn.relu(conv(x, w1, b1)), w2, b2))
+    logits = h.mean(axis=(2, 3)) @ w3 + b3
+    return -(jax.nn.log_softmax(logits, axis=1) * y).sum(axis=1).mean()
+
+
+def jax_mnist_loss(params: list[Any], x: Any, y: Any) -> Any:
+    """mnist_classifier_fromscratch's `predict` and `loss`, as the example writes them."""
+    jax = _jax()
+    jnp = jax.numpy
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = jnp.tanh(jnp.dot(h, params[i]) + params[i + 1])
+    logits = jnp.dot(h, params[-2]) + params[-1]
+    preds = logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True)
+    return -jnp.mean(jnp.sum(preds * y, axis=1))
+
+
+@impl("cnn_step", "jax")
+def jax_cnn_step(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+
+    @jax.jit
+    def step(params: list[Any], x: Any, y: Any) -> tuple[list[Any], Any]:
+        loss, grads = jax.value_and_grad(jax_cnn_loss)(params, x, y)
+        return [p - s.lr * g for p, g in zip(params, grads, strict=True)], loss
+
+    x, y = _jax_put(d["x"]), _jax_put(d["y"])
+
+    def advance(st: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
+        return jax.block_until_ready(step(st[0], x, y))
+    return stateful(advance, ([_jax_put(p) for p in d["params"]], None),
+                    lambda st: [*(np.asarray(p) for p in st[0]), np.asarray(st[1])])
+
+
+@impl("mnist_step", "jax")
+def jax_mnist_step(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+
+    @jax.jit
+    def update(params: list[Any], x: Any, y: Any) -> list[Any]:
+        grads = jax.grad(jax_mnist_loss)(params, x, y)
+        return [p - MNIST_LR * g for p, g in zip(params, grads, strict=True)]
+
+    x, y = _jax_put(d["x"]), _jax_put(d["y"])
+    return stateful(lambda params: jax.block_until_ready(update(params, x, y)), [_jax_put(p) for p in d["params"]],
+                    lambda params: [np.asarray(p) for p in params])
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # torch (eager)
 # ---------------------------------------------------------------------------------------------------------------
@@ -268,6 +322,49 @@ def torch_dispatch(s: Sizes, d: Inputs) -> Case:
 def torch_conv2d(s: Sizes, d: Inputs) -> Case:
     import torch.nn.functional as F
     return _torch_case(lambda x, w: F.conv2d(x, w, padding=1), d["x"], d["w"])
+
+
+def _torch_sgd(params: list[Any], loss_fn: Callable[[], Any], lr: float) -> Any:
+    import torch
+    loss = loss_fn()
+    loss.backward()
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+            p.grad = None
+    return loss.detach()
+
+
+@impl("cnn_step", "torch")
+def torch_cnn_step(s: Sizes, d: Inputs) -> Case:
+    import torch
+    import torch.nn.functional as F
+    params = [torch.from_numpy(p.copy()).requires_grad_() for p in d["params"]]
+    x, y = torch.from_numpy(d["x"].copy()), torch.from_numpy(d["y"].copy())
+
+    def loss() -> Any:
+        w1, b1, w2, b2, w3, b3 = params
+        h = torch.relu(F.conv2d(torch.relu(F.conv2d(x, w1, b1, padding=1)), w2, b2, padding=1))
+        logits = h.mean(dim=(2, 3)) @ w3 + b3
+        return -(torch.log_softmax(logits, dim=1) * y).sum(dim=1).mean()
+    return stateful(lambda _: _torch_sgd(params, loss, s.lr), None,
+                    lambda loss: [*(p.detach().numpy().copy() for p in params), loss.numpy()])
+
+
+@impl("mnist_step", "torch")
+def torch_mnist_step(s: Sizes, d: Inputs) -> Case:
+    import torch
+    params = [torch.from_numpy(p.copy()).requires_grad_() for p in d["params"]]
+    x, y = torch.from_numpy(d["x"].copy()), torch.from_numpy(d["y"].copy())
+
+    def loss() -> Any:
+        h = x
+        for i in range(0, len(params) - 2, 2):
+            h = torch.tanh(h @ params[i] + params[i + 1])
+        logits = h @ params[-2] + params[-1]
+        return -(torch.log_softmax(logits, dim=1) * y).sum(dim=1).mean()
+    return stateful(lambda _: _torch_sgd(params, loss, MNIST_LR), None,
+                    lambda _: [p.detach().numpy().copy() for p in params])
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -30,12 +30,15 @@ class Sizes:
     allreduce: int = 16 * 2**20              # float32 elements per device of the all-reduce (and of the copy)
     vae: tuple[int, int, int, int] = (64, 256, 16, 128)  # VAE pixels, hidden width, latent size, batch
     gp: int = 128                            # training points of the Gaussian process
+    cnn: tuple[int, int, int] = (128, 16, 32)              # CNN step on 8x8 digits: batch, conv1 and conv2 channels
+    mnist: tuple[int, int, int, int] = (784, 1024, 10, 128)  # mnist_classifier_fromscratch: widths, batch
 
 
 FULL = Sizes(matmul=1024, gelu=16 * 2**20, softmax=(4096, 1024), mlp=(784, 512, 512, 10), batch=128, lr=0.01,
              dispatch=16, conv=(16, 64, 64, 32, 32), vae=(64, 256, 16, 128), gp=128)
 QUICK = Sizes(matmul=128, gelu=2**16, softmax=(256, 128), mlp=(16, 8, 8, 4), batch=8, lr=0.01,
-              dispatch=16, conv=(2, 8, 8, 8, 8), allreduce=4096, vae=(16, 8, 4, 8), gp=8)
+              dispatch=16, conv=(2, 8, 8, 8, 8), allreduce=4096, vae=(16, 8, 4, 8), gp=8, cnn=(8, 4, 8),
+              mnist=(64, 32, 10, 8))
 
 
 @dataclass
@@ -107,6 +110,48 @@ def conv_inputs(s: Sizes) -> Inputs:
             "w": rng.standard_normal((cout, cin, 3, 3), np.float32) * np.float32(1 / math.sqrt(9 * cin))}
 
 
+def digits_images(n: int) -> np.ndarray:
+    """n of the 8x8 handwritten digits examples/train_digits.py trains on (scikit-learn's), as (n, 1, 8, 8) pixels in
+    [0, 1], and their labels; uniform noise and random labels where scikit-learn is not installed."""
+    rng = _rng()
+    try:
+        from sklearn.datasets import load_digits
+        data = load_digits()
+        x, y = (data.data[:n] / 16.0).astype(np.float32), data.target[:n]
+    except ImportError:
+        x, y = rng.uniform(0, 1, (n, 64)).astype(np.float32), rng.integers(0, 10, n)
+    return x.reshape(n, 1, 8, 8), np.eye(10, dtype=np.float32)[y]
+
+
+def cnn_inputs(s: Sizes) -> Inputs:
+    """He-initialised CNN params (w1, b1, w2, b2 of the 3x3 convolutions, OIHW; w3, b3 of the dense layer), a batch
+    of digits and one-hot labels."""
+    b, c1, c2 = s.cnn
+    rng = _rng()
+    x, y = digits_images(b)
+    params = [rng.standard_normal((c1, 1, 3, 3), np.float32) * np.float32(math.sqrt(2 / 9)),
+              np.zeros(c1, np.float32),
+              rng.standard_normal((c2, c1, 3, 3), np.float32) * np.float32(math.sqrt(2 / (9 * c1))),
+              np.zeros(c2, np.float32),
+              rng.standard_normal((c2, 10), np.float32) * np.float32(math.sqrt(1 / c2)),
+              np.zeros(10, np.float32)]
+    return {"params": params, "x": x, "y": y}
+
+
+def mnist_inputs(s: Sizes) -> Inputs:
+    """The params of JAX's mnist_classifier_fromscratch (`param_scale * randn`, scale 0.1: w0, b0, w1, b1, ...), a
+    batch of synthetic images and one-hot labels."""
+    *widths, batch = s.mnist
+    rng = _rng()
+    params = []
+    for a, b in zip(widths[:-1], widths[1:], strict=True):
+        params += [rng.standard_normal((a, b), np.float32) * np.float32(MNIST_SCALE),
+                   rng.standard_normal(b, np.float32) * np.float32(MNIST_SCALE)]
+    x = rng.uniform(0, 1, (batch, widths[0])).astype(np.float32)
+    y = np.eye(widths[-1], dtype=np.float32)[rng.integers(0, widths[-1], batch)]
+    return {"params": params, "x": x, "y": y}
+
+
 def _adam_state(rng: np.random.Generator, params: list[np.ndarray]) -> dict[str, Any]:
     """Adam's state a hundred steps into a run (so the first update is not the sign of the gradient, which rounding
     can flip where a gradient is near 0, and every framework's result can be compared)."""
@@ -170,10 +215,15 @@ WORKLOADS = [
     Workload("vae", lambda s: "vae step {}-{}-{} b{}".format(*s.vae), "ms", None, vae_inputs,
              rtol=1e-3, atol=1e-5),
     Workload("gp", lambda s: f"gp step, {s.gp} points", "ms", None, gp_inputs, rtol=1e-3, atol=1e-5),
+    Workload("cnn_step", lambda s: "cnn step 8x8 digits conv3x3 1-{1}-{2} b{0}".format(*s.cnn), "ms", None,
+             cnn_inputs, rtol=1e-3, atol=1e-5),
+    Workload("mnist_step", lambda s: "mnist_classifier_fromscratch step {}-{}-{} tanh b{}".format(*s.mnist), "ms",
+             None, mnist_inputs, rtol=1e-3, atol=1e-5),
 ]
 WORKLOADS_BY_NAME = {w.name: w for w in WORKLOADS}
 GELU_C = math.sqrt(2 / math.pi)
 GP_JITTER = 1e-6  # on the diagonal of the GP's covariance, as examples/gaussian_process.py adds
+MNIST_SCALE, MNIST_LR = 0.1, 0.001  # mnist_classifier_fromscratch's param_scale and step_size
 
 # (workload, framework) -> implementation; filled by the @impl decorator here and in bench/peers.py.
 IMPLS: dict[tuple[str, str], Callable[[Sizes, Inputs], Case]] = {}
@@ -238,6 +288,72 @@ def np_conv2d(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     cols = np.stack([xp[:, :, i:i + h, j:j + wd] for i in range(3) for j in range(3)], axis=2)  # n, c, 9, h, w
     out = w.reshape(w.shape[0], c * 9) @ cols.reshape(n, c * 9, h * wd)
     return out.reshape(n, w.shape[0], h, wd)
+
+
+def np_conv3x3(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np_conv2d` plus a bias, and the column matrix (n, c * 9, h * w) its backward needs."""
+    n, c, h, wd = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = np.stack([xp[:, :, i:i + h, j:j + wd] for i in range(3) for j in range(3)], axis=2).reshape(n, c * 9, -1)
+    out = (w.reshape(w.shape[0], c * 9) @ cols).reshape(n, w.shape[0], h, wd)
+    return out + b[:, None, None], cols
+
+
+def np_conv3x3_grads(x_shape: tuple[int, ...], cols: np.ndarray, w: np.ndarray,
+                     g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients of `np_conv3x3` (x, w, b) from the output gradient g: the kernel's g times the columns, the input's
+    the columns' gradient summed back into the padded image (col2im)."""
+    n, c, h, wd = x_shape
+    o = w.shape[0]
+    g2 = g.reshape(n, o, h * wd)
+    dw = np.einsum("nop,nkp->ok", g2, cols).reshape(w.shape)
+    dcols = (w.reshape(o, c * 9).T @ g2).reshape(n, c, 9, h, wd)
+    dxp = np.zeros((n, c, h + 2, wd + 2), np.float32)
+    for k in range(9):
+        i, j = divmod(k, 3)
+        dxp[:, :, i:i + h, j:j + wd] += dcols[:, :, k]
+    return dxp[:, :, 1:-1, 1:-1], dw, g.sum(axis=(0, 2, 3))
+
+
+def np_cnn_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, lr: float) -> tuple[list[np.ndarray], float]:
+    """One SGD step of the digits CNN (conv 3x3, relu, conv 3x3, relu, mean over the image, dense, softmax
+    cross-entropy), forward and backward written out by hand."""
+    w1, b1, w2, b2, w3, b3 = params
+    z1, cols1 = np_conv3x3(x, w1, b1)
+    a1 = np.maximum(z1, 0)
+    z2, cols2 = np_conv3x3(a1, w2, b2)
+    a2 = np.maximum(z2, 0)
+    pooled = a2.mean(axis=(2, 3))
+    logits = pooled @ w3 + b3
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    loss = -(logp * y).sum(axis=1).mean()
+    d = (np.exp(logp) - y) / np.float32(x.shape[0])
+    dw3, db3 = pooled.T @ d, d.sum(axis=0)
+    dz2 = np.broadcast_to((d @ w3.T)[:, :, None, None] / np.float32(a2.shape[2] * a2.shape[3]), a2.shape) * (z2 > 0)
+    da1, dw2, db2 = np_conv3x3_grads(a1.shape, cols2, w2, dz2)
+    _, dw1, db1 = np_conv3x3_grads(x.shape, cols1, w1, da1 * (z1 > 0))
+    lr32 = np.float32(lr)
+    grads = [dw1, db1, dw2, db2, dw3, db3]
+    return [p - lr32 * g for p, g in zip(params, grads, strict=True)], float(loss)
+
+
+def np_mnist_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """mnist_classifier_fromscratch's `update`: SGD on the tanh MLP's mean negative log-likelihood, by hand."""
+    ws, bs = params[0::2], params[1::2]
+    acts = [x]
+    for w, b in zip(ws[:-1], bs[:-1], strict=True):
+        acts.append(np.tanh(acts[-1] @ w + b))
+    logits = acts[-1] @ ws[-1] + bs[-1]
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    d = (np.exp(logp) * y.sum(axis=1, keepdims=True) - y) / np.float32(x.shape[0])
+    grads: list[np.ndarray] = []
+    for i in reversed(range(len(ws))):
+        grads[:0] = [acts[i].T @ d, d.sum(axis=0)]
+        if i:
+            d = (d @ ws[i].T) * (1 - acts[i] * acts[i])
+    return [p - np.float32(MNIST_LR) * g for p, g in zip(params, grads, strict=True)]
 
 
 def np_softplus(a: np.ndarray) -> np.ndarray:
@@ -377,6 +493,19 @@ IMPLS[("allreduce2", "numpy")] = IMPLS[("allreduce4", "numpy")] = _numpy_allredu
 @impl("conv2d", "numpy")
 def numpy_conv2d(s: Sizes, d: Inputs) -> Case:
     return _np_case(np_conv2d, d["x"], d["w"])
+
+
+@impl("cnn_step", "numpy")
+def numpy_cnn_step(s: Sizes, d: Inputs) -> Case:
+    x, y = d["x"], d["y"]
+    return stateful(lambda st: np_cnn_step(st[0], x, y, s.lr), (list(d["params"]), 0.0),
+                    lambda st: [*st[0], np.float32(st[1])])
+
+
+@impl("mnist_step", "numpy")
+def numpy_mnist_step(s: Sizes, d: Inputs) -> Case:
+    x, y = d["x"], d["y"]
+    return stateful(lambda params: np_mnist_step(params, x, y), list(d["params"]), list)
 
 
 @impl("vae", "numpy")
@@ -520,17 +649,10 @@ def tg_gp_step(lr: float) -> Callable:
 
 
 def tg_conv2d(x: Any, w: Any) -> Any:
-    """3×3 convolution, stride 1, padding 1: im2col with `tnp.pad`, slices and `tnp.stack`, then one matmul.
-
-    The column matrix is materialised with `.contiguous()`, as numpy's im2col is: fused into the matmul, its padded,
-    stacked loads make that kernel tens of times slower (see bench/README.md).
-    """
-    import tgfx.numpy as tnp
-    n, c, h, wd = x.shape
-    xp = tnp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    cols = tnp.stack([xp[:, :, i:i + h, j:j + wd] for i in range(3) for j in range(3)], axis=2)
-    out = w.reshape(w.shape[0], c * 9) @ cols.reshape(n, c * 9, h * wd).contiguous()
-    return out.reshape(n, w.shape[0], h, wd)
+    """3×3 convolution, stride 1, padding 1, as a user writes it: `tg.nn.conv2d`, one direct-convolution kernel (the
+    input read through index arithmetic, its padding a mask: no im2col or padded copy)."""
+    import tgfx as tg
+    return tg.nn.conv2d(x, w, padding=1)
 
 
 @impl("matmul", "tgfx")
@@ -597,6 +719,70 @@ IMPLS[("allreduce2", "tgfx")] = IMPLS[("allreduce4", "tgfx")] = _tgfx_allreduce
 @impl("conv2d", "tgfx")
 def tgfx_conv2d(s: Sizes, d: Inputs) -> Case:
     return _tg_case(tg_conv2d, d["x"], d["w"])
+
+
+def tg_cnn_loss(params: list[Any], x: Any, y: Any) -> Any:
+    """The digits CNN's loss: `tg.nn.conv2d` (direct convolutions, NCHW), relu, mean over the image, dense, softmax
+    cross-entropy."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    w1, b1, w2, b2, w3, b3 = params
+    h = tg.nn.relu(tg.nn.conv2d(x, w1, b1, padding=1))   # relu's gradient at 0 is 0 (maximum's would be 1/2:
+    h = tg.nn.relu(tg.nn.conv2d(h, w2, b2, padding=1))   # the digits' blank border convolves to exactly 0)
+    logits = h.mean(axis=(2, 3)) @ w3 + b3
+    z = logits - logits.max(axis=1, keepdims=True)
+    logp = z - tnp.log(tnp.exp(z).sum(axis=1, keepdims=True))
+    return -(logp * y).sum(axis=1).mean()
+
+
+def tg_mnist_loss(params: list[Any], x: Any, y: Any) -> Any:
+    """mnist_classifier_fromscratch's `loss`, spelled in tgfx."""
+    import tgfx.numpy as tnp
+    import tgfx.scipy.special as tsp
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = tnp.tanh(tnp.dot(h, params[i]) + params[i + 1])
+    logits = tnp.dot(h, params[-2]) + params[-1]
+    preds = logits - tsp.logsumexp(logits, axis=1, keepdims=True)
+    return -tnp.mean(tnp.sum(preds * y, axis=1))
+
+
+def _tg_train(step: Callable, s: Sizes, d: Inputs, with_loss: bool) -> Case:
+    params = [_tg_put(p) for p in d["params"]]
+    x, y = _tg_put(d["x"]), _tg_put(d["y"])
+    if not with_loss:
+        def update(ps: list[Any]) -> list[Any]:
+            new = step(ps, x, y)
+            new[-1].block_until_ready()
+            return new
+        return stateful(update, params, lambda ps: [p.numpy() for p in ps])
+
+    def advance(st: tuple[list[Any], Any]) -> tuple[list[Any], Any]:
+        new, loss = step(st[0], x, y)
+        return new, loss.block_until_ready()
+    return stateful(advance, (params, None), lambda st: [*(p.numpy() for p in st[0]), st[1].numpy()])
+
+
+@impl("cnn_step", "tgfx")
+def tgfx_cnn_step(s: Sizes, d: Inputs) -> Case:
+    import tgfx as tg
+
+    @tg.jit
+    def step(params: list[Any], x: Any, y: Any) -> tuple[list[Any], Any]:
+        loss, grads = tg.value_and_grad(tg_cnn_loss)(params, x, y)
+        return [p - s.lr * g for p, g in zip(params, grads, strict=True)], loss
+    return _tg_train(step, s, d, with_loss=True)
+
+
+@impl("mnist_step", "tgfx")
+def tgfx_mnist_step(s: Sizes, d: Inputs) -> Case:
+    import tgfx as tg
+
+    @tg.jit
+    def update(params: list[Any], x: Any, y: Any) -> list[Any]:
+        grads = tg.grad(tg_mnist_loss)(params, x, y)
+        return [p - MNIST_LR * g for p, g in zip(params, grads, strict=True)]
+    return _tg_train(update, s, d, with_loss=False)
 
 
 @impl("vae", "tgfx")

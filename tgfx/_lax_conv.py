@@ -2,10 +2,14 @@
 
 Every convolution, `tg.nn.conv2d` included, comes down to `conv_nd`: channels-first input (N, C, *spatial) and
 kernel (O, C // groups, *k), any number of spatial axes. It is a broadcast multiply of the window view
-(`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel. Its backward is written as two more
-such kernels (`grad_fxn`): the input's gradient is a convolution of the stride-dilated output gradient with the
-flipped, transposed kernel; the kernel's is a sum of windows times the output gradient. (Differentiating the view
-itself would sum masked copies of the tiled input, several times slower.)
+(`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel, a direct convolution. Lowering reads
+the input through index arithmetic, its padding a mask (no im2col, no padded copy), and the optimiser gives it a
+register tile of output columns by output channels (`tgfx/lowering/optimize.py`, `masked_contraction_opts`). Its
+backward is written as two more such kernels (`grad_fxn`): the input's gradient is a convolution of the
+stride-dilated output gradient with the flipped, transposed kernel; the kernel's is a sum of windows times the output
+gradient, read channels last (a transposed copy of x and of the gradient for channels-first operands, so its output
+channels are vectors). (Differentiating the view itself would sum masked copies of the tiled input, several times
+slower.)
 
 `conv_general_dilated` brings any layout to that one: dimension numbers are permutations (views), lhs dilation
 puts zeros between input elements, negative padding crops, and `batch_group_count` moves batch groups into the
@@ -23,6 +27,7 @@ import tgfx.numpy as tnp
 from tgfx._lax_window import _windows, dilate, ints, pad_general, pad_pairs, padtype_to_pads
 from tgfx.dtypes import to_dtype
 from tgfx.function import function
+from tgfx.ir.ops import Ops
 from tgfx.tensor import ArrayLike, Tensor, prod, promote, to_tensor
 
 
@@ -159,32 +164,63 @@ def _stride_dilate(g: Tensor, s: tuple[int, ...]) -> Tensor:
 
 def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
                      pads: tuple, groups: int) -> Tensor:
-    """d(conv)/dx as a convolution: the stride-dilated output gradient, padded by the dilated kernel span, correlated
-    with the kernel flipped and transposed (per group) at the same dilation; then cut back to x's unpadded extent
-    (elements of padded x that no window reached get 0)."""
+    """d(conv)/dx as a convolution: the stride-dilated output gradient correlated with the kernel flipped and
+    transposed (per group) at the same dilation, padded so that the correlation covers exactly x's unpadded extent:
+    input element i (padded position i + before) gets the window of output positions reaching it, which start
+    span - before before it in the dilated gradient. Elements of x that no window reached read the zero padding."""
     (_, cg), k, og = w.shape[:2], w.shape[2:], w.shape[0] // groups
     nsp = len(k)
     wt = w.reshape(groups, og, cg, *k).permute(0, 2, 1, *range(3, 3 + nsp)).reshape(cg * groups, og, *k)
     wt = wt.flip(tuple(range(2, 2 + nsp)))
+    if _is_channels_last(g):   # NHWC: x's channels are the output's vector, so the kernel is read with them innermost
+        to_last = (*range(2, 2 + nsp), 1, 0)
+        wt = wt.permute(to_last).contiguous().permute(tuple(np.argsort(to_last).tolist()))
     span = tuple(dd * (kk - 1) for dd, kk in zip(d, k, strict=True))
-    full = _correlate(_pad_spatial(_stride_dilate(g, s), tuple((sp, sp) for sp in span)), wt, (1,) * nsp, d, groups)
-    out = []
-    for axis, ((before, _), size) in enumerate(zip(pads, x_shape[2:], strict=True)):
-        have = full.shape[2 + axis]
-        out.append((min(before, have), min(before + size, have), max(0, before + size - have)))
-    full = full.shrink(((0, full.shape[0]), (0, full.shape[1]), *((a, b) for a, b, _ in out)))
-    return full.pad_zeros(((0, 0), (0, 0), *((0, extra) for _, _, extra in out)))
+    gd = _stride_dilate(g, s)
+    around = tuple((sp - before, size + before - have)
+                   for sp, (before, _), size, have in zip(span, pads, x_shape[2:], gd.shape[2:], strict=True))
+    if any(p != (0, 0) for p in around):
+        gd = pad_general(gd, ((0, 0), (0, 0), *around))
+    return _correlate(gd, wt, (1,) * nsp, d, groups)
+
+
+def _is_channels_last(t: Tensor) -> bool:
+    """Whether t (N, C, *spatial) is a view of a channels-last (N, *spatial, C) value (an NHWC operand)."""
+    nsp = t.ndim - 2
+    return t.uop.op is Ops.PERMUTE and tuple(t.uop.arg) == (0, 1 + nsp, *range(1, 1 + nsp))
+
+
+def _channels_last(t: Tensor) -> Tensor:
+    """t (N, C, *spatial) stored channels last (N, *spatial, C), seen as (N, C, *spatial) again: a transposed copy,
+    or none when t already lies that way."""
+    if _is_channels_last(t):
+        return t
+    nsp = t.ndim - 2
+    return t.permute(0, *range(2, 2 + nsp), 1).contiguous().permute(0, 1 + nsp, *range(1, 1 + nsp))
 
 
 def _conv_kernel_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
                       pads: tuple, groups: int) -> Tensor:
-    """d(conv)/dkernel: the windows of padded x times the output gradient, summed over (N, *out)."""
+    """d(conv)/dkernel: the windows of padded x times the output gradient, summed over (N, *out).
+
+    A contraction over the spatial axes, which channels-first operands both read contiguously: no output axis
+    (O, C, *k) is a vector of either, and the kernel ran at a few GFLOP/s. Both are read channels last instead
+    (`_channels_last`: two transposed copies, none for NHWC operands), and the sum is stored (*k, C, O), so the output
+    channels are a vector of g's and of the store, and the input channels broadcast rows of x's: a matmul's register
+    tile."""
     (o, cg), k, og = w_shape[:2], w_shape[2:], w_shape[0] // groups
     n, outs, nsp = g.shape[0], g.shape[2:], len(k)
+    x, g = _channels_last(x), _channels_last(g)
     win = _windows(_pad_spatial(x, pads), k, s, d)
     a = win.reshape(n, groups, 1, cg, *outs, *k)
     b = g.reshape(n, groups, og, 1, *outs, *(1,) * nsp)
-    return tnp.sum(a * b, axis=(0, *range(4, 4 + nsp))).reshape(o, cg, *k)
+    # summed in (groups, *k, C / groups, O / groups) order, the output channels innermost: the kernel stores its
+    # vectors of them contiguously (LLVM's SLP vectoriser starts from adjacent stores), and the result is a view
+    prod_ = (a * b).permute(0, 1, *range(4 + nsp, 4 + 2 * nsp), 3, 2, *range(4, 4 + nsp))
+    dw = tnp.sum(prod_, axis=(0, *range(4 + nsp, 4 + 2 * nsp))).contiguous()   # (groups, *k, cg, og)
+    if groups == 1:   # a view of the stored sum, which the gradient of an HWIO kernel's permute undoes
+        return dw.reshape(dw.shape[1:]).permute(1 + nsp, nsp, *range(nsp))
+    return dw.permute(0, 2 + nsp, 1 + nsp, *range(1, 1 + nsp)).reshape(o, cg, *k)
 
 
 def conv_nd(x: Tensor, w: Tensor, strides: tuple[int, ...], pads: tuple[tuple[int, int], ...],

@@ -82,9 +82,10 @@ def conv2d(x: ArrayLike, kernel: ArrayLike, bias: ArrayLike | None = None, strid
     ((top, bottom), (left, right)). `groups` splits C and O into that many independent convolutions (groups = C is
     a depthwise convolution). Output: (N, O, OH, OW) with OH = (H + pad - dilation * (KH - 1) - 1) // stride + 1.
 
-    Runs as one kernel: a broadcast multiply of a view of every window with the kernel, summed over (C, KH, KW).
-    Its gradient is two more such kernels (the input's a convolution with the flipped kernel, the kernel's a sum of
-    windows times the output gradient).
+    Runs as one kernel: a broadcast multiply of a view of every window with the kernel, summed over (C, KH, KW), a
+    direct convolution (padding a mask on the input's index, no im2col). Its gradient is two more such kernels (the
+    input's a convolution with the flipped kernel, the kernel's a sum of windows times the output gradient, read
+    through channels-last copies of x and the gradient).
 
     >>> x = tg.asarray(np.ones((1, 1, 4, 4), np.float32)); w = tg.asarray(np.ones((2, 1, 3, 3), np.float32))
     >>> tg.nn.conv2d(x, w, padding="SAME").shape      # (1, 2, 4, 4); corners are 4., the middle 9.

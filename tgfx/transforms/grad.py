@@ -61,6 +61,8 @@ def _expand(u: UOp, shape: tuple[int, ...]) -> UOp:
 
 
 def _permute(u: UOp, perm: Sequence[int]) -> UOp:
+    if u.op is Ops.PERMUTE:   # one view, not two: a gradient stored transposed is then used where it lies
+        return _permute(u.src[0], [u.arg[p] for p in perm])
     return u if tuple(perm) == tuple(range(len(perm))) else UOp(Ops.PERMUTE, u.dtype, (u,), tuple(perm))
 
 

@@ -1,0 +1,169 @@
+"""Direct convolution (implicit GEMM): `tg.nn.conv2d` / `tg.lax.conv_general_dilated` run as one register-tiled kernel
+that reads the input through index arithmetic, its padding a mask.
+
+Counted, not timed: the kernel's options (one vector of output columns by `tile_rows` output channels, from the
+target), the vector loads LLVM makes of the padded read (no gathers), one kernel and three buffers (no im2col or
+padded copy). Values against the float64 numpy reference of test_lax_conv on shapes where that tile applies; the
+gradients (the input's and the kernel's, written as convolutions) by central differences.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from test_grad import check_grads
+from test_lax_conv import np_conv
+
+import tgfx as tg
+from tgfx import lax
+from tgfx.devices.target import Target, host_target
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering import index_level, kernel_source
+from tgfx.lowering.compile import optimized_ir
+from tgfx.lowering.inline import pm_inline
+from tgfx.lowering.optimize import Opt, apply_opt, hand_coded_opts, ranges
+from tgfx.lowering.schedule import schedule
+
+AVX2 = Target("znver3", "+avx,+avx2,+fma", cores=1)
+AVX512 = Target("znver4", "+avx,+avx2,+fma,+avx512f", cores=1)
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def kernel_asts(*outs: tg.Tensor) -> list[UOp]:
+    """The kernel ASTs that compute `outs`, in order."""
+    inlined = graph_rewrite(UOp(Ops.SINK, None, tuple(o.uop for o in outs)), pm_inline)
+    linear, _ = schedule(list(inlined.src))
+    return [call.src[0] for call in linear.src]
+
+
+def only_kernel(out: tg.Tensor) -> UOp:
+    (ast,) = kernel_asts(out)
+    return ast
+
+
+def axis_of(sink: UOp, size: int, first: bool = False) -> int:
+    """The id of the (last, or first) output range of `size`."""
+    ids = [i for i, r in sorted(ranges(sink).items()) if r.arg[1] == "loop" and r.src[0].arg == size]
+    return ids[0] if first else ids[-1]
+
+
+# ---- the register tile ----
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_a_padded_convolution_tiles_output_columns_by_output_channels(target: Target) -> None:
+    """NCHW, padding 1: a vector of output columns (the padded input read contiguously along them) by `tile_rows`
+    output channels (which that read does not vary along), sized by the target: 8 x 4 with AVX2, 16 x 8 with
+    AVX-512."""
+    x, w = tg.asarray(rand(2, 8, 16, 32)), tg.asarray(rand(16, 8, 3, 3))
+    sink = index_level(only_kernel(tg.nn.conv2d(x, w, padding=1)))
+    opts = hand_coded_opts(sink, target)
+    assert opts[:2] == [Opt("UPCAST", axis_of(sink, 32), target.lanes()), Opt("UPCAST", axis_of(sink, 16, True),
+                                                                                target.tile_rows())]
+
+
+def test_narrow_images_get_half_a_vector() -> None:
+    """8 x 8 images (the digits): a whole AVX-512 vector does not divide the 8 columns, half of one does."""
+    x, w = tg.asarray(rand(4, 16, 8, 8)), tg.asarray(rand(32, 16, 3, 3))
+    sink = index_level(only_kernel(tg.nn.conv2d(x, w, padding=1)))
+    assert hand_coded_opts(sink, AVX512)[:2] == [Opt("UPCAST", axis_of(sink, 8), 8), Opt("UPCAST", 1, 8)]
+
+
+def test_upcast_keeps_the_lane_outside_the_padding_clamp() -> None:
+    """After UPCAST of the output columns, the padded input's lanes read `where(valid, base, 0) + j`: the lanes whose
+    masks agree share one clamped base (one WHERE), so their addresses are adjacent. Clamped lane by lane
+    (`where(valid, base + j, 0)`) each had its own."""
+    x, w = tg.asarray(rand(1, 2, 4, 16)), tg.asarray(rand(8, 2, 3, 3))
+    sink = index_level(only_kernel(tg.nn.conv2d(x, w, padding=1)))
+    (xbuf,) = {u.src[0].arg[0] for u in sink.toposort() if u.op is Ops.INDEX and u.src[1].op is Ops.WHERE}
+    out = apply_opt(sink, Opt("UPCAST", axis_of(sink, 16), 16))
+    reads = {u.src[1] for u in out.toposort() if u.op is Ops.INDEX and u.src[0].arg[0] == xbuf}
+    assert len(reads) >= 16
+    bases = {s for i in reads for s in i.toposort() if s.op is Ops.WHERE}
+    assert len(bases) <= 3   # the first lane's, the last lane's, and the fourteen between share one
+
+
+def test_the_padded_read_is_vector_loads_not_gathers() -> None:
+    x, w = tg.asarray(rand(2, 4, 8, 32)), tg.asarray(rand(8, 4, 3, 3))
+    ir = optimized_ir(kernel_source(only_kernel(tg.nn.conv2d(x, w, padding=1)), host_target()).ir)
+    assert "masked.gather" not in ir
+    assert f"load <{host_target().lanes()} x float>" in ir or "load <8 x float>" in ir
+
+
+# ---- one kernel, no im2col ----
+@pytest.mark.parametrize("dn", [None, ("NHWC", "HWIO", "NHWC")], ids=["nchw", "nhwc"])
+def test_the_convolution_is_one_kernel_of_three_buffers(dn: tuple[str, str, str] | None) -> None:
+    """One kernel reading x and w and writing the output: no im2col matrix and no padded copy of x."""
+    x = rand(2, 8, 16, 16) if dn is None else rand(2, 16, 16, 8)
+    w = rand(16, 8, 3, 3) if dn is None else rand(3, 3, 8, 16)
+    xt, wt = tg.asarray(x).realize(), tg.asarray(w).realize()
+    out = lax.conv_general_dilated(xt, wt, (1, 1), "SAME", dimension_numbers=dn)
+    sink = index_level(only_kernel(out))
+    sizes = sorted(u.arg[1] for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL)
+    assert sizes == sorted([x.size, w.size, 2 * 16 * 16 * 16])
+    tg.counters.reset()
+    out.realize()
+    assert tg.counters.kernel_count == 1
+
+
+# ---- values and gradients ----
+CASES: dict[str, tuple[tuple, tuple, dict]] = {   # lhs shape, rhs shape, conv_general_dilated's keywords
+    "nchw_same": ((2, 3, 6, 16), (8, 3, 3, 3), dict(window_strides=(1, 1), padding="SAME")),
+    "nchw_asymmetric_pad": ((1, 2, 5, 16), (8, 2, 3, 3), dict(window_strides=(1, 1), padding=((2, 0), (1, 2)))),
+    "nchw_dilated": ((1, 2, 7, 16), (8, 2, 3, 3), dict(window_strides=(1, 1), padding="SAME", rhs_dilation=(2, 2))),
+    "nchw_stride2": ((1, 2, 7, 32), (8, 2, 3, 3), dict(window_strides=(2, 2), padding="SAME")),
+    "nchw_groups": ((1, 4, 4, 16), (16, 2, 3, 3), dict(window_strides=(1, 1), padding="SAME", feature_group_count=2)),
+    "nhwc": ((2, 5, 8, 4), (3, 3, 4, 16), dict(window_strides=(1, 1), padding="SAME",
+                                               dimension_numbers=("NHWC", "HWIO", "NHWC"))),
+    "nhwc_stride_dilation": ((1, 9, 9, 4), (3, 3, 4, 8), dict(window_strides=(2, 1), padding="SAME",
+                                                               rhs_dilation=(1, 2),
+                                                               dimension_numbers=("NHWC", "HWIO", "NHWC"))),
+}
+
+
+def _np_kw(kw: dict) -> dict:
+    out = {k: v for k, v in kw.items() if k in ("window_strides", "padding", "rhs_dilation", "dimension_numbers")}
+    out["strides"] = out.pop("window_strides")
+    out["fgc"] = kw.get("feature_group_count", 1)
+    return out
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_direct_convolution_matches_numpy(name: str) -> None:
+    xs, ws, kw = CASES[name]
+    x, w = rand(*xs, seed=1), rand(*ws, seed=2)
+    out = lax.conv_general_dilated(tg.asarray(x), tg.asarray(w), **kw)
+    np.testing.assert_allclose(out.numpy(), np_conv(x, w, **_np_kw(kw)), rtol=3e-5, atol=3e-5)
+
+
+def _conv_fn(kw: dict) -> Callable[[tg.Tensor, tg.Tensor], tg.Tensor]:
+    return lambda x, w: lax.conv_general_dilated(x, w, **kw)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("name", ["nchw_same", "nchw_stride2", "nchw_groups", "nhwc_stride_dilation"])
+def test_direct_convolution_gradients(name: str) -> None:
+    """The input's and the kernel's gradients (the kernel's read channels last) by central differences, float64."""
+    xs, ws, kw = CASES[name]
+    check_grads(_conv_fn(kw), rand(*xs, seed=3).astype(np.float64), rand(*ws, seed=4).astype(np.float64))
+
+
+def test_kernel_gradient_values_in_float32() -> None:
+    """The gradients of a padded NCHW convolution (the input's a direct convolution with the flipped kernel, the
+    kernel's a contraction of channels-last copies stored (KH, KW, C, O)) against numpy's."""
+    x, w, g = rand(2, 8, 6, 16, seed=5), rand(16, 8, 3, 3, seed=6), rand(2, 16, 6, 16, seed=7)
+    gx, gw = tg.grad(lambda x, w: (tg.nn.conv2d(x, w, padding=1) * tg.asarray(g)).sum(), argnums=(0, 1))(
+        tg.asarray(x), tg.asarray(w))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref_w = np.zeros(w.shape)
+    ref_x = np.zeros(xp.shape)
+    for i in range(3):
+        for j in range(3):
+            ref_w[:, :, i, j] = np.einsum("nohw,nchw->oc", g, xp[:, :, i:i + 6, j:j + 16])
+            ref_x[:, :, i:i + 6, j:j + 16] += np.einsum("nohw,oc->nchw", g, w[:, :, i, j])
+    np.testing.assert_allclose(gw.numpy(), ref_w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gx.numpy(), ref_x[:, :, 1:-1, 1:-1], rtol=1e-4, atol=1e-4)
