@@ -301,3 +301,23 @@ def test_grad_through_nested_functions_whose_params_collide_with_the_callers():
     inner = tg.jit(lambda x: tnp.broadcast_to(x, (2,)) * x)
     g = tg.grad(lambda a: tg.jit(lambda a: inner(a) + inner(c))(a).sum())(a)
     np.testing.assert_allclose(g.numpy(), 2 * a.numpy())
+
+
+def test_host_data_made_inside_a_function_is_its_constant_not_a_capture():
+    @tg.function
+    def f(x):
+        return x + tnp.asarray(0, dtype=tnp.int32) + tnp.asarray(2.5) + tnp.asarray(np.arange(3.0, dtype=np.float32))
+
+    @tg.function
+    def outer(x):
+        return f(x) * tnp.asarray(2.0)      # nested: the inner function's constant is the outer's too
+
+    np.testing.assert_allclose(outer(tnp.ones(3)).numpy(), (1 + 2.5 + np.arange(3.0)) * 2)
+    np.testing.assert_allclose(tg.grad(lambda x: f(x).sum())(tnp.ones(3)).numpy(), np.ones(3))
+    y = tg.asarray(np.ones(3, np.float32))
+
+    @tg.function
+    def g(x):
+        return x + y + tnp.asarray(1.0)
+    with pytest.raises(FunctionError, match=r"reads 1 concrete Tensor\(s\).*\n  - y: float32\[3\]"):
+        g(tnp.ones(3))

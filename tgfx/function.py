@@ -155,10 +155,11 @@ class Function:
                     described.setdefault(p, path)
         with tracing(self.name, described):
             out = self.f(*targs, **tkwargs)
+            made = current().traces[-1].made
         results = self._results(out)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
         body, arg_uops = self._close(body, [p for ps in params_of_input for p in ps], arg_uops)
-        body, arg_uops = self._capture_implicit(body, arg_uops)
+        body, arg_uops = self._capture_implicit(body, arg_uops, made)
         op = Ops.CALL if self.precompile else Ops.FUNCTION
         fn = UOp(op, None, (body, *arg_uops), (self.name, self.grad_fxn, self.precompile_backward))
         outs = [Tensor(UOp(Ops.GETTUPLE, t.dtype, (fn,), i)) for i, (_, t) in enumerate(results)]
@@ -201,16 +202,20 @@ class Function:
             new[u] = u if src == u.src else u.replace(src=src)
         return new[body], arg_uops + extra
 
-    def _capture_implicit(self, body: UOp, arg_uops: list[UOp]) -> tuple[UOp, list[UOp]]:
+    def _capture_implicit(self, body: UOp, arg_uops: list[UOp], made: set[UOp]) -> tuple[UOp, list[UOp]]:
+        """The body with the concrete buffers it reads as extra arguments: those it made itself from host data
+        (`tnp.asarray(0)`, its constants, as JAX's), and with `allow_implicit` those it captured; a capture without
+        it is an error naming them."""
         implicit = _implicit_buffers(body)
         if not implicit:
             return body, arg_uops
-        if not self.allow_implicit:
+        captured = [b for b in implicit if b not in made]
+        if captured and not self.allow_implicit:
             named = _visible_tensors(self.f)
             # a BUFFER read directly, or a value being differentiated (named by the buffer under it)
             listed = "\n".join(f"  - {named.get(b) or (b.src and named.get(b.src[0])) or _describe(b)}"
-                                for b in implicit)
-            raise FunctionError(f"function {self.name} reads {len(implicit)} concrete Tensor(s) it was not given as "
+                                for b in captured)
+            raise FunctionError(f"function {self.name} reads {len(captured)} concrete Tensor(s) it was not given as "
                                 f"arguments (captured from a closure or a global):\n{listed}\npass them as arguments, "
                                 f"or use @function(allow_implicit=True) to make them extra arguments")
         # each captured buffer becomes one more PARAM slot, read through the same view as before

@@ -409,6 +409,8 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     buf = new_buffer(device, host.size, d)
     if host.size:
         copyin(buf, host)
+    for trace in current().traces:   # made inside a traced function: its constant (see Function._capture_implicit)
+        trace.made.add(buf)
     return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, d, (buf,), arr.shape)
 
 

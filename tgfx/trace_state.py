@@ -38,6 +38,9 @@ class Trace:
     """One running trace: the function's name and what each of its stand-in PARAMs stands for."""
     name: str
     described: Mapping[UOp, str]  # PARAM -> the argument it stands for ("x", "params['w']", "loop index")
+    # BUFFERs of host data the function made while running (`tnp.asarray(2.5)`): constants of its body, not values
+    # it captured from outside
+    made: set[UOp] = dataclasses.field(default_factory=set, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
