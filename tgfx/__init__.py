@@ -13,6 +13,8 @@ from tgfx.checkpoint import load as load
 from tgfx.checkpoint import save as save
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
+from tgfx.custom import custom_jvp as custom_jvp
+from tgfx.custom import custom_vjp as custom_vjp
 from tgfx.dtypes import DType as DType
 from tgfx.dtypes import dtypes as dtypes
 from tgfx.function import ConcretizationError as ConcretizationError
