@@ -25,9 +25,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tgfx.dtypes import DType, dtypes, to_dtype
+from tgfx.function import Backward
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.function import Backward
 from tgfx.tensor import Tensor, to_tensor
 from tgfx.tree import tree_structure
 

@@ -180,9 +180,9 @@ def check_uop(u: UOp) -> None:
 
 # ---- stage invariants: what may remain of a graph after a stage of the pipeline (checked there when SPEC=1) ----
 # after rangeify (and the index-level passes): scalar code over explicit loops, no tensor-level op left
-_TENSOR_LEVEL = GroupOp.Movement | GroupOp.DynamicView | {Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE,
-                                    Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE,
-                                    Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
+_TENSOR_LEVEL = GroupOp.Movement | GroupOp.DynamicView | {
+    Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE, Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI,
+    Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
 # a LINEAR's commands: kernels and copies as CALLs, control commands as themselves, each on BUFFER operands
 _COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD})
 spec_linear = PatternMatcher([

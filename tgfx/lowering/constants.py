@@ -11,8 +11,9 @@ value that is 0 or 1 costs at most one more compile), booleans, literals (`Tenso
 algorithm, such as a hash's rotations), and every constant of a graph that spans several devices (an argument
 buffer lives on one device). A scalar constant that is itself a result becomes a view of its interned buffer, with
 no kernel at all: interned buffers are never written (jit does not donate them). The starts of an eager graph's
-dynamic views (`x[i]`, `x[i:i+k]`, `.at[i]`: DYNAMIC_SHRINK, DYNAMIC_PAD) are arguments whatever their value. `jit`
-never uses this step: constants of a traced function are literals of its program, as in JAX; its scalar arguments are inputs.
+dynamic views (`x[i]`, `x[i:i+k]`, `.at[i]`: DYNAMIC_SHRINK, DYNAMIC_PAD) are arguments whatever their value.
+`jit` never uses this step: constants of a traced function are literals of its program, as in JAX; its scalar
+arguments are inputs.
 """
 from __future__ import annotations
 
