@@ -180,3 +180,15 @@ def test_basic_indices_match_numpy(case: tuple, op: str) -> None:
         want[idx] += 5.0
         got = x.at[idx].add(5.0)
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_gradient_rules_of_the_dynamic_views_put_the_gradient_back_at_the_same_starts() -> None:
+    from tgfx.transforms.grad import compute_gradient
+    x = tg.asarray(A)
+    y = x[3:5, 2:4].uop   # DYNAMIC_SHRINK over the buffer
+    assert y.op is Ops.DYNAMIC_SHRINK
+    g = compute_gradient(y, tnp.ones((2, 2)).uop, [x.uop])[x.uop]
+    assert g.op is Ops.DYNAMIC_PAD and g.src[1:] == y.src[1:]
+    np.testing.assert_array_equal(tg.Tensor(g).numpy(), np.pad(np.ones((2, 2), np.float32), ((3, 5), (2, 8))))
+    back = compute_gradient(g, tg.asarray(A).uop, [tnp.ones((2, 2)).uop])
+    np.testing.assert_array_equal(tg.Tensor(next(iter(back.values()))).numpy(), A[3:5, 2:4])
