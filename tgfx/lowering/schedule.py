@@ -105,7 +105,7 @@ _COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
 
 def _view_base(u: UOp) -> UOp:
-    while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP):
+    while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.DYNAMIC_SHRINK):
         u = u.src[0]
     return u
 
@@ -353,7 +353,7 @@ def _layout(u: UOp) -> tuple[int | None, frozenset[int]]:
 
 def _is_view(u: UOp) -> bool:
     """Whether `u` only moves a stored buffer around (no arithmetic)."""
-    while u.op in GroupOp.Movement:
+    while u.op in GroupOp.Movement or u.op is Ops.DYNAMIC_SHRINK:
         u = u.src[0]
     return u.op is Ops.BUFFER
 
