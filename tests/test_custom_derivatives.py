@@ -71,6 +71,9 @@ def test_custom_vjp_composes_with_jit_vmap_and_second_order() -> None:
     # second order differentiates fwd's residuals and the backward: -sin(x) * y
     gg = tg.grad(lambda x: g(x).sum())(x)
     np.testing.assert_allclose(gg.numpy(), -np.sin(X) * Y, rtol=1e-10)
+    # the rule runs per example under grad of vmap
+    gv = tg.grad(lambda xs: tg.vmap(lambda r: sin_times(r, y))(xs).sum())(tg.asarray(np.stack([X, 2 * X])))
+    np.testing.assert_allclose(gv.numpy(), np.cos(np.stack([X, 2 * X])) * Y, rtol=1e-12)
     # forward mode is reverse mode transposed: it goes through the rule too
     _, t = tg.jvp(lambda x: sin_times(x, y), (x,), (tg.asarray(np.ones(3)),))
     np.testing.assert_allclose(t.numpy(), np.cos(X) * Y, rtol=1e-12)
@@ -167,6 +170,8 @@ def test_custom_jvp_forward_mode_second_order_jit_and_vmap() -> None:
     np.testing.assert_allclose(gg.numpy(), sig * (1 - sig), rtol=1e-10)
     np.testing.assert_allclose(tg.jit(tg.grad(lambda x: log1pexp(x).sum()))(x).numpy(), sig, rtol=1e-12)
     np.testing.assert_allclose(tg.vmap(tg.grad(log1pexp))(x).numpy(), sig, rtol=1e-12)
+    gv = tg.grad(lambda xs: tg.vmap(log1pexp)(xs).sum())(tg.asarray(np.stack([X, -X])))
+    np.testing.assert_allclose(gv.numpy(), 1 / (1 + np.exp(-np.stack([X, -X]))), rtol=1e-12)
 
 
 def test_defjvps_one_rule_per_argument_and_nondiff_argnums() -> None:

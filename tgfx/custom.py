@@ -5,10 +5,11 @@ FUNCTION whose custom backward is the user's rule, so it composes with `grad`, `
 function does (forward mode is reverse mode transposed in tgfx, so `jvp` goes through the same backward). Outside a
 differentiation the function is simply called, as in JAX.
 
-- `custom_vjp`: `fwd(*args) -> (out, residuals)` runs in place of `fun` under differentiation; its residuals (any
-  pytree; Tensors among them are extra results of the traced call, the rest is kept as Python values) go to
-  `bwd(*nondiff_args, residuals, g) -> cotangents`, one per differentiable argument, with `g` in the structure of
-  `out`.
+- `custom_vjp`: `fwd(*args) -> (out, residuals)` runs in place of `fun` under differentiation, in the caller's
+  graph; `out` then passes through a FUNCTION whose backward is `bwd(*nondiff_args, residuals, g) -> cotangents`
+  (one per differentiable argument, `g` in the structure of `out`). The residuals (any pytree; Tensors among them
+  are arguments of that FUNCTION, the rest is kept as Python values) are ordinary values of the graph, so a second
+  order differentiates the backward through fwd's computation of them, as JAX does.
 - `custom_jvp`: `jvp(*nondiff_args, primals, tangents) -> (out, tangent_out)`, or one rule per argument with
   `defjvps`. Reverse mode needs its transpose: the rule is run on tangent stand-ins, and since `tangent_out` is linear
   in them, reverse mode over that graph (with respect to the stand-ins) is the transpose: the backward JAX derives
@@ -209,42 +210,35 @@ class custom_vjp:  # noqa: N801 - JAX's name
         split = _Split(who, args, self.nondiff_argnums)
         fwd, bwd = self.fwd, self.bwd
         names = _argnames(self.fun, split)
-        trees: dict[str, Any] = {}
-
-        def forward(*diff: Any) -> tuple:
-            with _running_rule(self):
-                out = fwd(*split.join(diff))
-            if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise TypeError(f"{who}: fwd {_name(fwd)} must return a pair (output, residuals), got "
-                                f"{type(out).__name__}")
-            out_leaves, trees["out"] = tree_flatten(out[0])
-            res_leaves, trees["res"] = tree_flatten(out[1])
-            # Tensors among the residuals are results of the call; anything else is kept as it is
-            trees["static"] = [None if isinstance(r, Tensor) else r for r in res_leaves]
-            return (*out_leaves, *(r for r in res_leaves if isinstance(r, Tensor)))
-
-        leaves, _ = _flat(split.diff)
+        # fwd runs in the caller's graph: its residuals are ordinary values there, so a higher order differentiates
+        # the backward through them (as JAX differentiates fwd then)
+        with _running_rule(self):
+            pair = fwd(*args)
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"{who}: fwd {_name(fwd)} must return a pair (output, residuals), got "
+                            f"{type(pair).__name__}")
+        out_leaves, out_tree = tree_flatten(pair[0])
+        if not out_leaves or not all(isinstance(o, Tensor) for o in out_leaves):
+            raise TypeError(f"{who}: fwd {_name(fwd)} must return Tensors as its output, got {pair[0]!r:.80}")
+        res_leaves, res_tree = tree_flatten(pair[1])
+        res_tensors = [r for r in res_leaves if isinstance(r, Tensor)]
+        diff_leaves, _ = _flat(split.diff)
+        n_diff, n_out = len(diff_leaves), len(out_leaves)
+        # the custom call passes fwd's output through; its arguments are the differentiable leaves (which get the
+        # rule's cotangents), the output and the residual Tensors (which get none from it)
+        leaves = [*diff_leaves, *out_leaves, *res_tensors]
         slots = _slots(who, leaves)
 
         def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
-            out_tree: PyTreeDef = trees["out"]
-            n_out = out_tree.num_leaves
-            tensors = iter(call.outputs[n_out:])
-            res = tree_unflatten(trees["res"], [next(tensors) if r is None else r for r in trees["static"]])
-            g = tree_unflatten(out_tree, grads[:n_out])
-            cts = bwd(*split.static, res, g)
+            given = iter(call.inputs[s] for s in slots[n_diff + n_out:])   # this call's (per example, under vmap)
+            res = tree_unflatten(res_tree, [next(given) if isinstance(r, Tensor) else r for r in res_leaves])
+            cts = bwd(*split.static, res, tree_unflatten(out_tree, list(grads)))
             flat = _cotangents(who, f"bwd {_name(bwd)}", cts, split.diff, names)
-            per = list(_grads_per_slot(flat, slots, len(call.inputs)))
-            # a residual gets a cotangent when a higher order differentiates the backward: it flows through fwd's
-            # own computation of the residuals, as JAX differentiates fwd then
-            for i, r in enumerate(_residual_grads(call.uop, grads, n_out)):
-                if r is not None:
-                    per[i] = Tensor(r) if per[i] is None else per[i] + Tensor(r).cast(per[i].dtype)
-            return tuple(per)
+            return _grads_per_slot(flat, slots[:n_diff], len(call.inputs))
 
         backward.__qualname__ = f"{_name(self.fun)}.bwd"
-        outs = Function(forward, grad_fxn=backward, allow_implicit=True, name=_name(self.fun))(*split.diff)
-        return tree_unflatten(trees["out"], list(outs[:trees["out"].num_leaves]))
+        outs = Function(lambda *xs: tuple(xs[n_diff:n_diff + n_out]), grad_fxn=backward, name=_name(self.fun))(*leaves)
+        return tree_unflatten(out_tree, list(outs))
 
 
 class custom_jvp:  # noqa: N801 - JAX's name
@@ -360,24 +354,6 @@ class custom_jvp:  # noqa: N801 - JAX's name
         backward.__qualname__ = f"{_name(fun)}.jvp_transpose"
         return Function(lambda *diff: fun(*split.join(diff)), grad_fxn=backward, allow_implicit=True,
                         name=_name(fun))(*split.diff)
-
-
-def _is_zero(u: UOp) -> bool:
-    """A gradient the differentiation filled in for a result that got none: a broadcast constant 0."""
-    while u.op in (Ops.RESHAPE, Ops.EXPAND):
-        u = u.src[0]
-    return u.op is Ops.CONST and u.arg == 0
-
-
-def _residual_grads(call: UOp, grads: Sequence[Tensor], n_out: int) -> tuple[UOp | None, ...]:
-    """The gradient of each argument of the traced `fwd` call through its residual results alone (the call's plain
-    backward, without the custom rule): None everywhere in first order, where residuals get no cotangent."""
-    ctx = tuple(None if i < n_out or _is_zero(g.uop) else g.uop for i, g in enumerate(grads))
-    if all(c is None for c in ctx):
-        return (None,) * (len(call.src) - 1)
-    from tgfx.transforms.grad import _call_grad
-    plain = call.replace(arg=(call.arg[0], None, *call.arg[2:]))
-    return _call_grad(ctx, plain)[1:]
 
 
 def _leaf_spans(diff: tuple) -> list[tuple[Any, int, int]]:
