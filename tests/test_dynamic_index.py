@@ -138,6 +138,13 @@ def test_rangeify_of_a_constant_start_is_the_static_shrink() -> None:
     lower = lambda v: graph_rewrite(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, v)),))),  # noqa: E731
                                     pm_symbolic)
     assert lower(dyn) is lower(static)
+    # and a constant start of a dynamic pad is the static pad, its validity mask included
+    pad_out = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), (0, 12 * 15))
+    lower_pad = lambda v: graph_rewrite(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (pad_out, v)),))),  # noqa: E731
+                                        pm_symbolic)
+    dpad = UOp(Ops.DYNAMIC_PAD, dtypes.float32, (x, UOp.const(dtypes.int32, 2), UOp.const(dtypes.int32, 3)),
+               ((0, 1), (12, 15)))
+    assert lower_pad(dpad) is lower_pad(UOp(Ops.PAD, dtypes.float32, (x,), ((2, 0), (3, 0))))
     # a start read from a buffer is clamped into range: its bounds are [0, n - k] however it was written
     start = UOp(Ops.RESHAPE, dtypes.int32, (UOp(Ops.DEFINE_GLOBAL, dtypes.int32, (), (2, 1)),), ())
     dyn = UOp(Ops.DYNAMIC_SHRINK, dtypes.float32, (x, start), ((0,), (3, 12)))
