@@ -397,9 +397,9 @@ def test_vmap_of_functions() -> None:
 
 
 def test_custom_backward_runs_per_example_under_grad_of_vmap() -> None:
-    def clipped(grads: tuple, call: Any) -> tuple:  # a gradient clipped to [-0.1, 0.1]: differs from the true one
+    def clipped(g: tg.Tensor, call: Any) -> tuple:  # a gradient clipped to [-0.1, 0.1]: differs from the true one
         x, w = call.inputs
-        return (tnp.clip(grads[0] * w, -0.1, 0.1), tnp.clip(grads[0] * x, -0.1, 0.1))
+        return (tnp.clip(g * w, -0.1, 0.1), tnp.clip(g * x, -0.1, 0.1))
     mul = tg.function(lambda x, w: x * w, grad_fxn=clipped)
     f = lambda w, x: tnp.sin(mul(x, w)).sum()  # noqa: E731
     w = rand(3)

@@ -14,6 +14,8 @@ from tgfx.checkpoint import load as load
 from tgfx.checkpoint import save as save
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
+from tgfx.custom import custom_jvp as custom_jvp
+from tgfx.custom import custom_vjp as custom_vjp
 from tgfx.distributed import make_array_from_process_local_data as make_array_from_process_local_data
 from tgfx.distributed import process_count as process_count
 from tgfx.distributed import process_index as process_index

@@ -228,7 +228,7 @@ def conv_nd(x: Tensor, w: Tensor, strides: tuple[int, ...], pads: tuple[tuple[in
     """The convolution of x (N, C, *in), zero-padded by the non-negative `pads`, with w (O, C // groups, *k): one
     kernel, with a backward of two (see the module docstring). Shapes are checked by the callers."""
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
-        (g,), (xi, wi) = grads, call.inputs
+        g, (xi, wi) = grads, call.inputs
         return (_conv_input_grad(g, wi, xi.shape, strides, dilation, pads, groups),
                 _conv_kernel_grad(g, xi, wi.shape, strides, dilation, pads, groups))
 

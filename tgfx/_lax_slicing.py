@@ -17,7 +17,7 @@ import numpy as np
 
 from tgfx.dtypes import dtypes
 from tgfx.numpy import _elementwise as ew
-from tgfx.numpy._indexing import getitem, scatter, signed_index
+from tgfx.numpy._indexing import getitem, scatter, shrink_at, signed_index
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
 
 Start = int | Tensor
@@ -96,8 +96,8 @@ def dynamic_slice(operand: ArrayLike, start_indices: Sequence[ArrayLike] | Tenso
     starts = _start_list("dynamic_slice", x, start_indices)
     sizes = _sizes("dynamic_slice", x, slice_sizes)
     starts = [_clamp(s, n, k) for s, n, k in zip(starts, x.shape, sizes, strict=True)]
-    y = x.shrink(tuple((s, s + k) if isinstance(s, int) else (0, n)
-                       for s, n, k in zip(starts, x.shape, sizes, strict=True)))
+    y = shrink_at(x, tuple((s, s + k) if isinstance(s, int) else (0, n)
+                           for s, n, k in zip(starts, x.shape, sizes, strict=True)))
     for axis, (s, k) in enumerate(zip(starts, sizes, strict=True)):
         if isinstance(s, Tensor):
             y = getitem(y, _along(axis, s + Tensor.arange(k, dtype=s.dtype)))

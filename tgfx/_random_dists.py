@@ -508,13 +508,13 @@ def _loggamma_forward(k: Tensor, a: Tensor) -> Tensor:
 
 
 def _gamma_backward(grads: tuple[Tensor, ...], call: object) -> tuple[None, Tensor]:
-    (g,), (_, a), (x,) = grads, call.inputs, call.outputs
+    g, (_, a), (x,) = grads, call.inputs, call.outputs
     return None, g * _gamma_grad_call(a, x)
 
 
 def _loggamma_backward(grads: tuple[Tensor, ...], call: object) -> tuple[None, Tensor]:
     from tgfx.numpy import exp
-    (g,), (_, a), (log_x,) = grads, call.inputs, call.outputs
+    g, (_, a), (log_x,) = grads, call.inputs, call.outputs
     x = exp(log_x)
     x = (x == 0).where(_lit(_tiny(x.dtype), x.dtype), x)   # d log x = dx / x, with x underflowed to 0 kept finite
     return None, g * _gamma_grad_call(a, x) / x
@@ -524,7 +524,7 @@ def _no_second_order(grads: tuple[Tensor, ...], call: object) -> tuple[Tensor, T
     """The derivative of dx/da itself is not implemented (JAX has none either): NaN, so that a second derivative
     with respect to `a` shows it is missing instead of coming out silently wrong. First-order forward mode, which
     transposes the backward, never uses these."""
-    (g,), (a, x) = grads, call.inputs
+    g, (a, x) = grads, call.inputs
     nan = g * Tensor.full((), math.nan, g.dtype)   # linear in the cotangent, as forward mode's transpose needs
     return nan.astype(a.dtype), nan.astype(x.dtype)
 

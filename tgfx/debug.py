@@ -40,7 +40,7 @@ _KERNEL = frozenset({Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK, Ops.SPECIAL, Ops.
 _PROGRAM = frozenset({Ops.LINEAR})
 GROUPS: tuple[tuple[str, frozenset[Ops], str], ...] = (
     ("defines", GroupOp.Defines | {Ops.BIND}, "#ffe0b2"),
-    ("movement", GroupOp.Movement, "#c8e6c9"),
+    ("movement", GroupOp.Movement | GroupOp.DynamicView, "#c8e6c9"),
     ("elementwise", GroupOp.Elementwise, "#bbdefb"),
     ("reduce", frozenset({Ops.REDUCE_AXIS}), "#f8bbd0"),
     ("calls", _CALLS, "#e1bee7"),

@@ -20,6 +20,7 @@ call); with `precompile=True` the body is instead compiled once into an opaque `
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from tgfx.lowering.multi import device_parts
 from tgfx.tensor import Tensor, is_weak, weak
 from tgfx.trace_state import ConcretizationError as ConcretizationError
 from tgfx.trace_state import current, record_owner, tracing, user_error
-from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
 class FunctionError(TypeError):
@@ -101,6 +102,22 @@ def _describe(u: UOp) -> str:
     return f"{u.dtype.name}{list(u.shape)} on {u.device}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Backward:
+    """A custom backward as the call node holds it: the passes hand it one gradient per result, flat; the user's
+    `grad_fxn` gets them in the structure the function returned (a single Tensor for a single result, a tuple or a
+    dict for those), as `jax.custom_vjp`'s backward does. Equal for equal functions and structures, so calls with
+    the same shapes build the same node."""
+    grad_fxn: Callable
+    out_tree: PyTreeDef
+
+    def __repr__(self) -> str:  # stable across processes: part of the call's key
+        return f"Backward({getattr(self.grad_fxn, '__qualname__', '?')}, {self.out_tree!r})"
+
+    def __call__(self, grad_outputs: tuple[Tensor, ...], call: Any) -> Any:
+        return self.grad_fxn(tree_unflatten(self.out_tree, grad_outputs), call)
+
+
 class Function:
     """A traced function; see the module docstring. Usable on functions, methods and callable instances."""
 
@@ -157,13 +174,14 @@ class Function:
             out = self.f(*targs, **tkwargs)
             made = current().traces[-1].made
         results = self._results(out)
+        _, out_tree = tree_flatten(out)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
         body, arg_uops = self._close(body, [p for ps in params_of_input for p in ps], arg_uops)
         body, arg_uops = self._capture_implicit(body, arg_uops, made)
         op = Ops.CALL if self.precompile else Ops.FUNCTION
-        fn = UOp(op, None, (body, *arg_uops), (self.name, self.grad_fxn, self.precompile_backward))
+        backward = None if self.grad_fxn is None else Backward(self.grad_fxn, out_tree)
+        fn = UOp(op, None, (body, *arg_uops), (self.name, backward, self.precompile_backward))
         outs = [Tensor(UOp(Ops.GETTUPLE, t.dtype, (fn,), i)) for i, (_, t) in enumerate(results)]
-        _, out_tree = tree_flatten(out)
         return tree_unflatten(out_tree, outs)
 
     def _results(self, out: Any) -> list[tuple[Any, Tensor]]:
@@ -235,8 +253,9 @@ def function(f: Callable | None = None, *, precompile: bool = False, grad_fxn: C
     precompile: lower the body once into an opaque CALL of compiled kernels, reused for every call with the same
         body key (no fusion across the call boundary).
     grad_fxn: a custom backward, `grad_fxn(grad_outputs, call) -> grads of the inputs` (like jax.custom_vjp):
-        `grad_outputs` is a tuple of Tensors, one per result; `call` has `.inputs`, `.outputs` and `.name`; it
-        returns one gradient Tensor (or None) per input Tensor.
+        `grad_outputs` has the structure the function returns (a single Tensor for a single result, a tuple for a
+        tuple of results); `call` has `.inputs`, `.outputs` (tuples, flat) and `.name`; it returns a tuple with one
+        gradient Tensor (or None) per input Tensor. `tg.custom_vjp` and `tg.custom_jvp` are JAX's API over this.
     allow_implicit: make concrete Tensors the function reads from a closure extra arguments instead of an error.
     precompile_backward: under `grad`, precompile the backward function too.
     """

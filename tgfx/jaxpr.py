@@ -279,7 +279,7 @@ def _params(u: UOp) -> dict[str, Any]:
     if op in (Ops.FUNCTION, Ops.CALL):
         out = {"name": arg[0]}
         if arg[1] is not None:
-            out["grad_fxn"] = _name_of(arg[1])
+            out["grad_fxn"] = _name_of(getattr(arg[1], "grad_fxn", arg[1]))   # the user's, inside its Backward
         return out
     if op is Ops.LOOP:
         out = {"name": arg.name, "length": arg.length, "n_consts": arg.n_consts, "n_carry": arg.n_carry,

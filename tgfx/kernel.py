@@ -26,9 +26,11 @@ from typing import Any
 
 from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import DType, dtypes, to_dtype
+from tgfx.function import Backward
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor, to_tensor
+from tgfx.tree import tree_structure
 
 _REDUCE_OPS = {"add": Ops.ADD, "mul": Ops.MUL, "max": Ops.MAX}
 
@@ -62,7 +64,8 @@ def custom_kernel(build: Callable[..., UOp], *inputs: Any, outputs: Sequence[tup
                   name: str | None = None, grad_fxn: Callable | None = None) -> Any:
     """Run the kernel `build` makes on `inputs`; returns one Tensor per entry of `outputs` ((shape, dtype) pairs).
 
-    grad_fxn(grad_outputs, call) -> gradients of the inputs, for `tg.grad` through the call.
+    grad_fxn(grad_outputs, call) -> gradients of the inputs, for `tg.grad` through the call; `grad_outputs` is a
+    Tensor for one output, a tuple for several (as the call returns them).
     """
     ins = [to_tensor(x) for x in inputs]
     outs = [(tuple(int(s) for s in shape), to_dtype(dt)) for shape, dt in outputs]
@@ -81,6 +84,9 @@ def custom_kernel(build: Callable[..., UOp], *inputs: Any, outputs: Sequence[tup
         raise TypeError(f"custom kernel {kname}: the builder must return sink(store(...), ...), got {ast!r:.80}")
     ast = ast.replace(arg=kname)
     spec = tuple((s, d, device) for s, d in outs)
-    call = UOp(Ops.CALL, None, (ast, *(t.uop for t in ins)), (kname, grad_fxn, spec))
+    # the backward gets its gradients as the call returns its results: one Tensor, or a tuple of them
+    structure = tree_structure(0 if len(outs) == 1 else (0,) * len(outs))
+    backward = None if grad_fxn is None else Backward(grad_fxn, structure)
+    call = UOp(Ops.CALL, None, (ast, *(t.uop for t in ins)), (kname, backward, spec))
     res = [Tensor(UOp(Ops.GETTUPLE, d, (call,), i)) for i, (_, d) in enumerate(outs)]
     return res[0] if len(res) == 1 else tuple(res)

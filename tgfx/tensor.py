@@ -432,10 +432,18 @@ def _element_of(u: UOp) -> tuple[UOp, int] | None:
     if it reads the zeros of a PAD, or None (a computed value, a sharded one)."""
     idx = [0] * len(u.shape)
     while u.op is not Ops.BUFFER:
-        if u.op not in GroupOp.Movement:
+        if u.op not in GroupOp.Movement and u.op not in GroupOp.DynamicView:
             return None
         src = u.src[0]
-        if u.op is Ops.PAD:
+        if u.op in GroupOp.DynamicView:   # eager `x[i]`: its starts are constants
+            if any(s.op is not Ops.CONST for s in u.src[1:]):
+                return None
+            sign = 1 if u.op is Ops.DYNAMIC_SHRINK else -1
+            starts = dict(zip(u.arg[0], (sign * s.arg for s in u.src[1:]), strict=True))
+            idx = [i + starts.get(a, 0) for a, i in enumerate(idx)]
+            if any(not 0 <= i < n for i, n in zip(idx, src.shape, strict=True)):
+                return None, 0
+        elif u.op is Ops.PAD:
             idx = [i - b for i, (b, _) in zip(idx, u.arg, strict=True)]
             if any(not 0 <= i < n for i, n in zip(idx, src.shape, strict=True)):
                 return None, 0
@@ -466,7 +474,7 @@ def _read_element(u: UOp) -> Scalar | None:
     """The value of a one-element view of a computed buffer, read from the buffer itself: `float(y[i, j])` in a loop
     copies one element per index instead of compiling a kernel per index (issue #18). None where it is not such a
     view (then the value is computed as usual)."""
-    found = _element_of(u) if u.op in GroupOp.Movement else None
+    found = _element_of(u) if u.op in GroupOp.Movement or u.op in GroupOp.DynamicView else None
     if found is None or u.dtype == dtypes.bfloat16:
         return None
     buf, off = found
@@ -576,7 +584,7 @@ def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
 # Tensors made from a graph, not (yet) rebound to a buffer: where to look for the siblings of a realised one
 _lazy: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()   # by id: Tensor's == is numpy's
 _STORED = frozenset({Ops.BUFFER, Ops.CONST, Ops.PARAM})
-_VIEWS = GroupOp.Movement | {Ops.GETTUPLE, Ops.CAST, Ops.BITCAST}
+_VIEWS = GroupOp.Movement | GroupOp.DynamicView | {Ops.GETTUPLE, Ops.CAST, Ops.BITCAST}
 
 
 def _view_base(u: UOp) -> UOp:

@@ -22,6 +22,11 @@ class Ops(Enum):
     PAD = auto()            # arg: ((before, after), ...)
     SHRINK = auto()         # arg: ((start, end), ...)
     FLIP = auto()           # arg: axes flipped (tuple of ints)
+    # views at offsets known only when the graph runs (eager `x[i]`, `x[i:i+k]`, `.at[i]`): src (x, *starts), one
+    # integer scalar start per axis in arg[0]; one schedule and one kernel serve every offset (the starts are kernel
+    # arguments, lifted as eager scalar constants are). Each start lies in [0, longer - shorter] along its axis.
+    DYNAMIC_SHRINK = auto()  # arg: (axes, output shape); out[j] = x[j + start] along each axis in arg[0]
+    DYNAMIC_PAD = auto()     # arg: (axes, output shape); out[j] = x[j - start] where that is inside x, else 0
 
     # unary elementwise
     NEG = auto(); EXP2 = auto(); LOG2 = auto(); EXP = auto(); LOG = auto(); SIN = auto(); COS = auto()  # noqa: E702
@@ -98,6 +103,8 @@ class GroupOp:
     ALU = Unary | Binary | Ternary
     Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
     Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+    # not in Movement: they have sources besides the value they view, which movement passes do not expect
+    DynamicView = frozenset({Ops.DYNAMIC_SHRINK, Ops.DYNAMIC_PAD})
     Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
     Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
     Associative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR})

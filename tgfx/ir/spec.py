@@ -66,6 +66,18 @@ def _shrink_ok(x: UOp) -> bool:
                                                                                           strict=True))
 
 
+def _dynamic_view_ok(x: UOp) -> bool:
+    """One integer scalar start per axis in arg[0]; the shorter shape fits in the longer one along those axes and
+    equals it along the others (a DYNAMIC_SHRINK's output is the shorter, a DYNAMIC_PAD's its source)."""
+    axes, shape = x.arg
+    inner, outer = (shape, x.src[0].shape) if x.op is Ops.DYNAMIC_SHRINK else (x.src[0].shape, shape)
+    if len(x.src) != 1 + len(axes) or len(inner) != len(outer) or list(axes) != sorted(set(axes)):
+        return False
+    if any(s.shape != () or not s.dtype.is_int for s in x.src[1:]) or x.dtype != x.src[0].dtype:
+        return False
+    return all(0 <= i <= o if a in axes else i == o for a, (i, o) in enumerate(zip(inner, outer, strict=True)))
+
+
 def _reduce_ok(x: UOp) -> bool:
     op, axes = x.arg
     return op in GroupOp.Reduce and all(0 <= a < len(x.src[0].shape) for a in axes) and x.dtype == x.src[0].dtype
@@ -133,6 +145,7 @@ spec = PatternMatcher([
     (UPat(Ops.PERMUTE, name="x"), _permute_ok),
     (UPat(Ops.PAD, name="x"), _pad_ok),
     (UPat(Ops.SHRINK, name="x"), _shrink_ok),
+    (UPat(GroupOp.DynamicView, name="x"), _dynamic_view_ok),
     (UPat(Ops.FLIP, name="x"), lambda x: all(0 <= a < len(x.src[0].shape) for a in x.arg)),
     (UPat(Ops.REDUCE_AXIS, name="x"), _reduce_ok),
     (UPat(Ops.FUNCTION, name="x"), lambda x: len(x.src) >= 1 and x.src[0].op is Ops.TUPLE),
@@ -170,9 +183,9 @@ def check_uop(u: UOp) -> None:
 
 # ---- stage invariants: what may remain of a graph after a stage of the pipeline (checked there when SPEC=1) ----
 # after rangeify (and the index-level passes): scalar code over explicit loops, no tensor-level op left
-_TENSOR_LEVEL = GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE,
-                                    Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI, Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE,
-                                    Ops.NETWORK, Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
+_TENSOR_LEVEL = GroupOp.Movement | GroupOp.DynamicView | {
+    Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE, Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI,
+    Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.NETWORK, Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
 # a LINEAR's commands: kernels and copies as CALLs, control commands as themselves, each on BUFFER operands
 _COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD, Ops.NETWORK})
 spec_linear = PatternMatcher([

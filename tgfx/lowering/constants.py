@@ -10,8 +10,10 @@ Left as constants: 0 and 1 (the values folding needs: `where(m, x, 0)`, `x * 1`,
 value that is 0 or 1 costs at most one more compile), booleans, literals (`Tensor.literal`: the constants of an
 algorithm, such as a hash's rotations), and every constant of a graph that spans several devices (an argument
 buffer lives on one device). A scalar constant that is itself a result becomes a view of its interned buffer, with
-no kernel at all: interned buffers are never written (jit does not donate them). `jit` never uses this
-step: constants of a traced function are literals of its program, as in JAX; its scalar arguments are inputs.
+no kernel at all: interned buffers are never written (jit does not donate them). The starts of an eager graph's
+dynamic views (`x[i]`, `x[i:i+k]`, `.at[i]`: DYNAMIC_SHRINK, DYNAMIC_PAD) are arguments whatever their value.
+`jit` never uses this step: constants of a traced function are literals of its program, as in JAX; its scalar
+arguments are inputs.
 """
 from __future__ import annotations
 
@@ -76,12 +78,15 @@ def graph_device(nodes: list[UOp]) -> str | None:
     return next(iter(devices), DEFAULT_DEVICE)
 
 
-def const_view(u: UOp) -> tuple[list[UOp], UOp] | None:
-    """`u` as movement ops over a runtime constant (outermost first) and that constant, or None."""
+def const_view(u: UOp, offset: bool = False) -> tuple[list[UOp], UOp] | None:
+    """`u` as movement ops over a runtime constant (outermost first) and that constant, or None. An `offset` (the
+    start of a dynamic view) is a runtime constant whatever its value: `x[0]` and `x[1]` are one schedule too."""
     chain = []
     while u.op in GroupOp.Movement:
         chain.append(u)
         u = u.src[0]
+    if offset:
+        return (chain, u) if u.op is Ops.CONST and u.tag is None and u.dtype.is_int else None
     return (chain, u) if is_runtime_constant(u) else None
 
 

@@ -29,6 +29,7 @@ Request = tuple[UOp, Index, UOp | None]
 class RangeifyCtx:
     next_range: int = 0
     reduce_ranges: dict[Request, tuple[UOp, ...]] = field(default_factory=dict)
+    starts: dict[tuple[UOp, int], UOp] = field(default_factory=dict)  # a dynamic view's start, lowered and clamped
 
     def new_range(self, size: int, kind: str) -> UOp:
         if size == 1:
@@ -117,6 +118,31 @@ movement_index: dict[Ops, Callable[[UOp, Index], Index]] = {
 }
 
 
+# ---- views at runtime offsets (DYNAMIC_SHRINK, DYNAMIC_PAD) ----
+def lowered_start(ctx: RangeifyCtx, start: UOp, hi: int) -> UOp:
+    """A dynamic view's start as an index value: its scalar (a kernel argument's one element, or a constant),
+    clamped to [0, hi]. The builders only make starts in range; the clamp keeps every load in bounds all the same,
+    and gives the start the bounds the index rules need (it is loop-invariant: the linearizer hoists it)."""
+    if (done := ctx.starts.get((start, hi))) is None:
+        v = lower_value(ctx, (start, (), None)).cast(dtypes.index)
+        done = ctx.starts[(start, hi)] = -((-v.maximum(_c(0))).maximum(_c(-hi)))
+    return done
+
+
+def dynamic_starts(ctx: RangeifyCtx, u: UOp) -> dict[int, tuple[UOp, int]]:
+    """Each dynamic axis of `u`, with its lowered start and the length of the shorter side along it."""
+    axes, shape = u.arg
+    inner, outer = (shape, u.src[0].shape) if u.op is Ops.DYNAMIC_SHRINK else (u.src[0].shape, shape)
+    return {a: (lowered_start(ctx, s, outer[a] - inner[a]), inner[a]) for a, s in zip(axes, u.src[1:], strict=True)}
+
+
+def dynamic_pad_valid(ctx: RangeifyCtx, u: UOp, idx: Index) -> UOp | None:
+    valid = None
+    for a, (s, k) in dynamic_starts(ctx, u).items():
+        valid = _and(valid, (s - 1 < idx[a]) & (idx[a] < s + k))
+    return valid
+
+
 def reduce_identity(op: Ops, dtype: Any) -> Any:
     if op is Ops.ADD:
         return 0
@@ -132,6 +158,13 @@ def _requests(ctx: RangeifyCtx, req: Request) -> list[Request]:
             pv = pad_valid(u, idx)
             return [(u.src[0], idx_pad(u, idx), valid if pv is None else _and(valid, pv))]
         return [(u.src[0], movement_index[u.op](u, idx), valid)]
+    if u.op in (Ops.DYNAMIC_SHRINK, Ops.DYNAMIC_PAD):
+        starts, sign = dynamic_starts(ctx, u), 1 if u.op is Ops.DYNAMIC_SHRINK else -1
+        src_idx = tuple(i + starts[a][0] * sign if a in starts else i for a, i in enumerate(idx))
+        if u.op is Ops.DYNAMIC_PAD:
+            pv = dynamic_pad_valid(ctx, u, idx)
+            valid = valid if pv is None else _and(valid, pv)
+        return [(u.src[0], src_idx, valid)]
     if u.op is Ops.REDUCE_AXIS:
         axes = u.arg[1]
         rngs = tuple(ctx.new_range(s, "reduce") for a, s in enumerate(u.src[0].shape) if a in axes)
@@ -157,8 +190,11 @@ def _build(ctx: RangeifyCtx, req: Request, vals: list[UOp]) -> UOp:
     if u.op is Ops.PAD:
         pv = pad_valid(u, idx)
         return vals[0] if pv is None else pv.where(vals[0], vals[0].const_like(0))
-    if u.op in movement_index:
+    if u.op in movement_index or u.op is Ops.DYNAMIC_SHRINK:
         return vals[0]
+    if u.op is Ops.DYNAMIC_PAD:
+        pv = dynamic_pad_valid(ctx, u, idx)
+        return vals[0] if pv is None else pv.where(vals[0], vals[0].const_like(0))
     if u.op is Ops.REDUCE_AXIS:
         rngs = tuple(r for r in ctx.reduce_ranges[req] if r.op is Ops.RANGE)
         if any(r.op is Ops.RANGE and r.src[0].arg == 0 for r in ctx.reduce_ranges[req]):

@@ -105,7 +105,7 @@ _COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
 
 def _view_base(u: UOp) -> UOp:
-    while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP):
+    while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.DYNAMIC_SHRINK):
         u = u.src[0]
     return u
 
@@ -386,7 +386,7 @@ def _layout(u: UOp) -> tuple[int | None, frozenset[int]]:
 
 def _is_view(u: UOp) -> bool:
     """Whether `u` only moves a stored buffer around (no arithmetic)."""
-    while u.op in GroupOp.Movement:
+    while u.op in GroupOp.Movement or u.op is Ops.DYNAMIC_SHRINK:
         u = u.src[0]
     return u.op is Ops.BUFFER
 
@@ -584,7 +584,8 @@ def graph_template(sink: UOp, nodes: list[UOp] | None = None,
     from tgfx.lowering.constants import const_buffer, const_view, graph_device, is_runtime_constant
     nodes = walk(sink) if nodes is None else nodes
     counters.uop_count += len(nodes)
-    device = graph_device(nodes) if lift and any(is_runtime_constant(u) for u in nodes) else None
+    device = graph_device(nodes) if lift and any(is_runtime_constant(u) or u.op in GroupOp.DynamicView
+                                                 for u in nodes) else None
     inputs: list[UOp] = []
 
     def argument(buf: UOp) -> UOp:
@@ -600,8 +601,9 @@ def graph_template(sink: UOp, nodes: list[UOp] | None = None,
             continue
         nb = n_bodies(u)
         src = list(u.src[:nb])
-        for x in u.src[nb:]:
-            view = const_view(x) if device is not None and x.op is not Ops.BUFFER else None
+        for j, x in enumerate(u.src[nb:]):
+            offset = j > 0 and u.op in GroupOp.DynamicView   # a view's start: an argument whatever its value
+            view = const_view(x, offset) if device is not None and x.op is not Ops.BUFFER else None
             if view is None:
                 src.append(new[x])
                 continue

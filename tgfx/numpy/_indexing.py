@@ -21,6 +21,7 @@ import numpy as np
 
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axis, prod, to_tensor
 
@@ -174,8 +175,35 @@ def _basic_plan(shape: tuple[int, ...], items: Sequence[Any]) -> _Basic:
                   tuple(strided), tuple(out))
 
 
+def _is_eager(x: Tensor) -> bool:
+    """Whether a view of `x` may start at runtime offsets: outside every trace (under `jit` a Python int is part of
+    the program, as in JAX) and on one device."""
+    from tgfx import trace_state
+    return not trace_state.active() and not isinstance(x.uop.device, tuple)
+
+
+def shrink_at(x: Tensor, bounds: Sequence[tuple[int, int]]) -> Tensor:
+    """x.shrink(bounds) where each axis that is cut has its start a runtime value: eager `x[i]` for 20 values of i
+    is one schedule and one compiled kernel, not 20 (the size of the view is its shape, and stays static)."""
+    axes = tuple(a for a, ((lo, hi), n) in enumerate(zip(bounds, x.shape, strict=True)) if hi - lo < n)
+    if not axes or not _is_eager(x):
+        return x.shrink(bounds)
+    starts = tuple(UOp.const(dtypes.int32, bounds[a][0]) for a in axes)
+    shape = tuple(hi - lo for lo, hi in bounds)
+    return Tensor(UOp(Ops.DYNAMIC_SHRINK, x.dtype, (x.uop, *starts), (axes, shape)))
+
+
+def pad_at(y: Tensor, bounds: Sequence[tuple[int, int]], shape: tuple[int, ...]) -> Tensor:
+    """y placed at `bounds` in zeros of `shape` (the inverse of `shrink_at`), its starts runtime values as there."""
+    axes = tuple(a for a, ((lo, hi), n) in enumerate(zip(bounds, shape, strict=True)) if hi - lo < n)
+    if not axes or not _is_eager(y):
+        return y.pad_zeros(tuple((lo, n - hi) for (lo, hi), n in zip(bounds, shape, strict=True)))
+    starts = tuple(UOp.const(dtypes.int32, bounds[a][0]) for a in axes)
+    return Tensor(UOp(Ops.DYNAMIC_PAD, y.dtype, (y.uop, *starts), (axes, tuple(shape))))
+
+
 def _apply_basic(x: Tensor, plan: _Basic) -> Tensor:
-    y = x.shrink(plan.bounds)
+    y = shrink_at(x, plan.bounds)
     y = y.flip(plan.flips) if plan.flips else y
     y = _stride(y, plan.steps) if any(s > 1 for s in plan.steps) else y
     return y.reshape(plan.out_shape) if plan.out_shape != y.shape else y
@@ -187,7 +215,7 @@ def _unapply_basic(y: Tensor, plan: _Basic) -> Tensor:
     if any(s > 1 for s in plan.steps):
         y = _unstride(y, plan.steps, tuple(hi - lo for lo, hi in plan.bounds))
     y = y.flip(plan.flips) if plan.flips else y
-    return y.pad_zeros(tuple((lo, n - hi) for (lo, hi), n in zip(plan.bounds, plan.in_shape, strict=True)))
+    return pad_at(y, plan.bounds, plan.in_shape)
 
 
 def basic_getitem(x: Tensor, index: Any) -> Tensor:

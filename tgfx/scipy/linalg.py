@@ -204,7 +204,7 @@ def _cholesky_backward(lower: bool) -> Any:
         G = L^-T phi(L^T Lbar) L^-1 (Murray 2016, arXiv:1602.07527); a's counts each off-diagonal entry twice (it
         appears in S twice), which is phi(Y) for Y = L^-T (P + P^T) L^-1, P = phi(L^T Lbar). For U = L^T the same
         with every product transposed."""
-        (g,), (fac,) = grads, call.outputs
+        g, (fac,) = grads, call.outputs
         g = tnp.tril(g) if lower else tnp.triu(g)
         x, xt = (_atb(fac, g), _atb(g, fac)) if lower else (_abt(fac, g), _abt(g, fac))  # L^T Lbar, its transpose
         n = fac.shape[-1]
@@ -407,7 +407,7 @@ def _solver(transpose: bool, lower: bool, unit: bool, right: bool) -> Any:
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
         # x = M^-1 b: bbar = M^-T xbar, Mbar = -bbar x^T (x = b M^-1: bbar = xbar M^-T, Mbar = -x^T bbar), and
         # abar is Mbar (transposed back when M = tri(a)^T) on the triangle that was read
-        (g,), (a, _), (x,) = grads, call.inputs, call.outputs
+        g, (a, _), (x,) = grads, call.inputs, call.outputs
         gb = _solver(not transpose, lower, unit, right)(a, g)
         if right:
             gm = -(_atb(gb, x) if transpose else _atb(x, gb))
@@ -512,7 +512,7 @@ def _general_solve_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tenso
     """x = a^-1 b: bbar = a^-T xbar, abar = -bbar x^T. The factorisation is written again here, the same graph as
     the forward's, so it is computed once; being plain tgfx ops (not this function's outputs), it differentiates
     correctly under a second `grad`."""
-    (g,), (a, _), (x,) = grads, call.inputs, call.outputs
+    g, (a, _), (x,) = grads, call.inputs, call.outputs
     lu, _, perm = _lu_loop(a)
     gb = _lu_solve(lu, perm, g, transpose=True)
     return -_abt(gb, x), gb
@@ -554,7 +554,7 @@ def _inverse_transpose(a: Tensor) -> Tensor:
 def _det_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
     """d det(a) = det(a) tr(a^-1 da): abar = g det(a) a^-T (NaN at a singular a, where JAX's is the cofactor
     matrix)."""
-    (g,), (a,), (d,) = grads, call.inputs, call.outputs
+    g, (a,), (d,) = grads, call.inputs, call.outputs
     return ((g * d)[..., None, None] * _inverse_transpose(a),)
 
 

@@ -202,7 +202,7 @@ def _with_derivative(value: Callable[[Tensor], Tensor], derivative: Callable[[Te
     close, and a handful of ops where differentiating the approximation would be hundreds; `jvp` (reverse mode
     transposed) and second derivatives go through it too. The scheduler inlines the function, so it still fuses."""
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
-        (g,), (x,), (y,) = grads, call.inputs, call.outputs
+        g, (x,), (y,) = grads, call.inputs, call.outputs
         return (g * derivative(x, y),)
     return function(value, grad_fxn=backward)
 

@@ -307,6 +307,11 @@ pm_gradient = PatternMatcher([
     (_un(Ops.SHRINK), lambda ctx, x, ret: (UOp(Ops.PAD, ctx.dtype, (ctx,), tuple(
         (b, s - e) for (b, e), s in zip(ret.arg, x.shape, strict=True))),)),
     (_un(Ops.FLIP), lambda ctx, x, ret: (UOp(Ops.FLIP, ctx.dtype, (ctx,), ret.arg),)),
+    # a view at runtime starts (eager `x[i]`): put back at the same starts, which take no gradient
+    (UPat(Ops.DYNAMIC_SHRINK, name="ret"), lambda ctx, ret: (UOp(Ops.DYNAMIC_PAD, ctx.dtype, (ctx, *ret.src[1:]), (
+        ret.arg[0], ret.src[0].shape)), *(None,) * (len(ret.src) - 1))),
+    (UPat(Ops.DYNAMIC_PAD, name="ret"), lambda ctx, ret: (UOp(Ops.DYNAMIC_SHRINK, ctx.dtype, (ctx, *ret.src[1:]), (
+        ret.arg[0], ret.src[0].shape)), *(None,) * (len(ret.src) - 1))),
     # reduces (REDUCE_AXIS keeps the reduced axes with size 1, so the gradient expands straight back)
     (_reduces(Ops.ADD), lambda ctx, x, ret: (_expand(ctx, x.shape),)),
     (_reduces(Ops.MAX), _reduce_max_grad),

@@ -1,0 +1,228 @@
+"""`tg.custom_vjp` and `tg.custom_jvp` (JAX's API), and the structure of a custom backward's `grad_outputs`.
+
+Gradients are checked against central finite differences (float64) and against the plain function's gradient;
+rules that differ from the true derivative on purpose check that the rule is what runs."""
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+
+pytestmark = pytest.mark.x64
+RNG = np.random.default_rng(0)
+X, Y = RNG.standard_normal(3), RNG.standard_normal(3)
+
+
+def fd_grad(f: Any, args: list[np.ndarray], argnum: int, h: float = 1e-6) -> np.ndarray:
+    """d sum(f) / d args[argnum] by central differences."""
+    base = [a.copy() for a in args]
+    out = np.zeros_like(base[argnum])
+    for k in np.ndindex(out.shape):
+        up, down = [a.copy() for a in base], [a.copy() for a in base]
+        up[argnum][k] += h
+        down[argnum][k] -= h
+        out[k] = (float(f(*map(tg.asarray, up)).sum()) - float(f(*map(tg.asarray, down)).sum())) / (2 * h)
+    return out
+
+
+# ---- custom_vjp ----
+@tg.custom_vjp
+def sin_times(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+    return tnp.sin(x) * y
+
+
+def _sin_times_fwd(x: tg.Tensor, y: tg.Tensor) -> tuple:
+    return sin_times(x, y), (tnp.cos(x), tnp.sin(x), y, "a Python residual")
+
+
+def _sin_times_bwd(res: tuple, g: tg.Tensor) -> tuple:
+    cos_x, sin_x, y, note = res
+    assert note == "a Python residual" and isinstance(g, tg.Tensor)
+    return cos_x * g * y, sin_x * g
+
+
+sin_times.defvjp(_sin_times_fwd, _sin_times_bwd)
+
+
+def plain_sin_times(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+    return tnp.sin(x) * y
+
+
+def test_custom_vjp_value_and_gradients_match_finite_differences_and_the_plain_function() -> None:
+    x, y = tg.asarray(X), tg.asarray(Y)
+    np.testing.assert_allclose(sin_times(x, y).numpy(), np.sin(X) * Y)
+    gx, gy = tg.grad(lambda x, y: sin_times(x, y).sum(), argnums=(0, 1))(x, y)
+    px, py = tg.grad(lambda x, y: plain_sin_times(x, y).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx.numpy(), px.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gy.numpy(), py.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gx.numpy(), fd_grad(sin_times, [X, Y], 0), rtol=1e-6)
+    np.testing.assert_allclose(gy.numpy(), fd_grad(sin_times, [X, Y], 1), rtol=1e-6)
+
+
+def test_custom_vjp_composes_with_jit_vmap_and_second_order() -> None:
+    x, y = tg.asarray(X), tg.asarray(Y)
+    g = tg.grad(lambda x: sin_times(x, y).sum())
+    np.testing.assert_allclose(tg.jit(g)(x).numpy(), np.cos(X) * Y, rtol=1e-12)
+    per_example = tg.vmap(tg.grad(lambda a, b: sin_times(a, b)))(x, y)
+    np.testing.assert_allclose(per_example.numpy(), np.cos(X) * Y, rtol=1e-12)
+    # second order differentiates fwd's residuals and the backward: -sin(x) * y
+    gg = tg.grad(lambda x: g(x).sum())(x)
+    np.testing.assert_allclose(gg.numpy(), -np.sin(X) * Y, rtol=1e-10)
+    # the rule runs per example under grad of vmap
+    gv = tg.grad(lambda xs: tg.vmap(lambda r: sin_times(r, y))(xs).sum())(tg.asarray(np.stack([X, 2 * X])))
+    np.testing.assert_allclose(gv.numpy(), np.cos(np.stack([X, 2 * X])) * Y, rtol=1e-12)
+    # forward mode is reverse mode transposed: it goes through the rule too
+    _, t = tg.jvp(lambda x: sin_times(x, y), (x,), (tg.asarray(np.ones(3)),))
+    np.testing.assert_allclose(t.numpy(), np.cos(X) * Y, rtol=1e-12)
+
+
+def test_the_rule_is_what_runs_and_outside_grad_the_function_is_called() -> None:
+    calls = []
+
+    @tg.custom_vjp
+    def clip_gradient(x: tg.Tensor) -> tg.Tensor:
+        calls.append("fun")
+        return x
+
+    def fwd(x: tg.Tensor) -> tuple:
+        calls.append("fwd")
+        return clip_gradient(x), None     # fwd may call the function itself
+
+    clip_gradient.defvjp(fwd, lambda res, g: (tnp.clip(g, -1.0, 1.0),))
+    np.testing.assert_allclose(clip_gradient(tg.asarray(X)).numpy(), X)
+    assert calls == ["fun"]
+    g = tg.grad(lambda x: (3.0 * clip_gradient(x)).sum())(tg.asarray(X))
+    np.testing.assert_allclose(g.numpy(), np.ones(3))
+    assert calls == ["fun", "fwd", "fun"]
+
+
+def test_custom_vjp_pytrees_nondiff_argnums_and_a_tensor_passed_twice() -> None:
+    @partial(tg.custom_vjp, nondiff_argnums=(0,))
+    def apply(fn: Any, p: dict) -> tuple:
+        return fn(p["a"]) * p["b"], p["b"]
+
+    def fwd(fn: Any, p: dict) -> tuple:
+        return apply(fn, p), p
+
+    def bwd(fn: Any, p: dict, g: tuple) -> tuple:
+        g0, g1 = g   # the output's structure: a pair
+        return ({"a": 10.0 * g0 * p["b"], "b": g0 * fn(p["a"]) + g1},)
+
+    apply.defvjp(fwd, bwd)
+    a, b = tg.asarray(X), tg.asarray(Y)
+    g = tg.grad(lambda p: sum(o.sum() for o in apply(tnp.sin, p)))({"a": a, "b": b})
+    np.testing.assert_allclose(g["a"].numpy(), 10.0 * Y)
+    np.testing.assert_allclose(g["b"].numpy(), np.sin(X) + 1)
+    # one Tensor as both arguments: its gradient is the sum of the two cotangents
+    g2 = tg.grad(lambda x: sin_times(x, x).sum())(a)
+    np.testing.assert_allclose(g2.numpy(), np.cos(X) * X + np.sin(X), rtol=1e-12)
+
+
+def test_custom_vjp_errors_name_the_argument_and_shapes() -> None:
+    @tg.custom_vjp
+    def f(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+        return x * y
+
+    x, y = tg.asarray(X), tg.asarray(np.ones((2, 3)))
+    with pytest.raises(TypeError, match="no rule was set.*defvjp"):
+        f(x, x)
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g,))
+    with pytest.raises(TypeError, match=r"one cotangent per differentiable argument \(2: x, y\).*length 1"):
+        tg.grad(lambda x: f(x, x).sum())(x)
+    f.defvjp(lambda x, y: (x * y, (x, y)), lambda res, g: (g.sum(0), g))
+    with pytest.raises(TypeError, match=r"cotangent of shape \(3,\) for argument x, which has shape \(2, 3\)"):
+        tg.grad(lambda y: f(y, y).sum())(y)
+    with pytest.raises(TypeError, match="keyword arguments"):
+        f(x, y=x)
+
+
+# ---- custom_jvp ----
+@tg.custom_jvp
+def log1pexp(x: tg.Tensor) -> tg.Tensor:
+    return tnp.log1p(tnp.exp(x))
+
+
+@log1pexp.defjvp
+def _log1pexp_jvp(primals: tuple, tangents: tuple) -> tuple:
+    (x,), (t,) = primals, tangents
+    return log1pexp(x), t * (1 - 1 / (1 + tnp.exp(x)))
+
+
+def test_custom_jvp_gives_the_stable_derivative_where_the_plain_one_is_nan() -> None:
+    x = tg.asarray(np.array([-3.0, 0.0, 2.0, 800.0]))
+    g = tg.grad(lambda x: log1pexp(x).sum())(x)
+    np.testing.assert_allclose(g.numpy(), 1 / (1 + np.exp(-np.array([-3.0, 0.0, 2.0, 800.0]))), rtol=1e-12)
+    plain = tg.grad(lambda x: tnp.log1p(tnp.exp(x)).sum())(x)
+    assert np.isnan(plain.numpy()[-1])   # inf / inf: why the rule exists
+    small = np.array([-3.0, 0.0, 2.0])
+    np.testing.assert_allclose(g.numpy()[:3], fd_grad(log1pexp, [small], 0), rtol=1e-6)
+
+
+def test_custom_jvp_forward_mode_second_order_jit_and_vmap() -> None:
+    x = tg.asarray(X)
+    _, t = tg.jvp(log1pexp, (x,), (tg.asarray(np.full(3, 2.0)),))
+    sig = 1 / (1 + np.exp(-X))
+    np.testing.assert_allclose(t.numpy(), 2 * sig, rtol=1e-12)
+    gg = tg.grad(lambda x: tg.grad(lambda x: log1pexp(x).sum())(x).sum())(x)
+    np.testing.assert_allclose(gg.numpy(), sig * (1 - sig), rtol=1e-10)
+    np.testing.assert_allclose(tg.jit(tg.grad(lambda x: log1pexp(x).sum()))(x).numpy(), sig, rtol=1e-12)
+    np.testing.assert_allclose(tg.vmap(tg.grad(log1pexp))(x).numpy(), sig, rtol=1e-12)
+    gv = tg.grad(lambda xs: tg.vmap(log1pexp)(xs).sum())(tg.asarray(np.stack([X, -X])))
+    np.testing.assert_allclose(gv.numpy(), 1 / (1 + np.exp(-np.stack([X, -X]))), rtol=1e-12)
+
+
+def test_defjvps_one_rule_per_argument_and_nondiff_argnums() -> None:
+    @tg.custom_jvp
+    def f(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
+        return x * y
+
+    f.defjvps(lambda t, ans, x, y: t * y, lambda t, ans, x, y: 2 * t * x)   # d/dy doubled: the rule runs
+    gx, gy = tg.grad(lambda x, y: f(x, y).sum(), argnums=(0, 1))(tg.asarray(X), tg.asarray(Y))
+    np.testing.assert_allclose(gx.numpy(), Y)
+    np.testing.assert_allclose(gy.numpy(), 2 * X)
+
+    @partial(tg.custom_jvp, nondiff_argnums=(1,))
+    def power(x: tg.Tensor, k: int) -> tg.Tensor:
+        return x ** k
+
+    @power.defjvp
+    def _(k: int, primals: tuple, tangents: tuple) -> tuple:
+        (x,), (t,) = primals, tangents
+        return power(x, k), k * x ** (k - 1) * t
+
+    g = tg.grad(lambda x: power(x, 3).sum())(tg.asarray(X))
+    np.testing.assert_allclose(g.numpy(), 3 * X ** 2, rtol=1e-12)
+    np.testing.assert_allclose(g.numpy(), fd_grad(lambda x: power(x, 3), [X], 0), rtol=1e-6)
+
+
+def test_a_jvp_rule_that_is_not_linear_in_the_tangents_is_an_error() -> None:
+    @tg.custom_jvp
+    def f(x: tg.Tensor) -> tg.Tensor:
+        return x * x
+
+    f.defjvp(lambda p, t: (f(p[0]), t[0] * t[0]))
+    with pytest.raises(TypeError, match="not linear in the tangents"):
+        tg.grad(lambda x: f(x).sum())(tg.asarray(X))
+
+
+# ---- a custom backward's grad_outputs have the function's return structure ----
+def test_grad_outputs_mirror_the_return_structure() -> None:
+    seen = []
+
+    def back(g: Any, call: Any) -> tuple:
+        seen.append(type(g).__name__ if not isinstance(g, dict) else sorted(g))
+        gs = [g] if isinstance(g, tg.Tensor) else list(g.values()) if isinstance(g, dict) else list(g)
+        total = sum(gs[1:], gs[0])
+        return (total * 2,)
+
+    one = tg.function(lambda x: x * 2, grad_fxn=back)
+    pair = tg.function(lambda x: (x * 2, x * 3), grad_fxn=back)
+    named = tg.function(lambda x: {"a": x * 2, "b": x * 3}, grad_fxn=back)
+    x = tg.asarray(X)
+    np.testing.assert_allclose(tg.grad(lambda x: one(x).sum())(x).numpy(), np.full(3, 2.0))
+    np.testing.assert_allclose(tg.grad(lambda x: sum(o.sum() for o in pair(x)))(x).numpy(), np.full(3, 4.0))
+    np.testing.assert_allclose(tg.grad(lambda x: named(x)["b"].sum())(x).numpy(), np.full(3, 2.0))
+    assert seen == ["Tensor", "tuple", ["a", "b"]]
