@@ -296,9 +296,9 @@ def _eigh_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
     return (_mm(_mm(v, inner), _mt(v)),)
 
 
-def _eigvalsh_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
+def _eigvalsh_backward(wbar: Tensor, call: Any) -> tuple[Tensor]:
     # the vectors from the differentiable eigh, so that a second derivative goes through its backward, not the loop
-    (wbar,), (s,) = grads, call.inputs
+    (s,) = call.inputs
     _, v = eigh_fn(s)
     return (_mm(v * wbar[..., None, :], _mt(v)),)
 
@@ -401,8 +401,8 @@ def _svd_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
     return (out,)
 
 
-def _svdvals_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
-    (sbar,), (a,) = grads, call.inputs
+def _svdvals_backward(sbar: Tensor, call: Any) -> tuple[Tensor]:
+    (a,) = call.inputs
     _, u, vt = svd_fns[False](a)      # differentiable: a second derivative goes through svd's backward
     return (_mm(u * sbar[..., None, :], vt),)
 
@@ -440,10 +440,10 @@ def _pinv_hermitian(a: Tensor, rtol: Tensor) -> Tensor:
     return _mm(v * inv[..., None, :], _mt(v))
 
 
-def _pinv_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, None]:
+def _pinv_backward(g: Tensor, call: Any) -> tuple[Tensor, None]:
     """JAX's pinv custom_jvp (Golub & Pereyra 1973) transposed: for P = pinv(A),
     abar = -P^T Pbar P^T + (I - A P) Pbar^T P P^T + P^T P Pbar^T (I - P A)."""
-    (g,), (a, _), (p,) = grads, call.inputs, call.outputs
+    (a, _), (p,) = call.inputs, call.outputs
     pt, gt = _mt(p), _mt(g)
     x = _mm(gt, _mm(p, pt))
     y = _mm(_mm(pt, p), gt)
