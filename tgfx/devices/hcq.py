@@ -744,7 +744,11 @@ class HCQDevice:
         timeline: the signal every submission to this device advances by one (see `submit`).
         timeline_value: the value the latest submission will write when it completes.
         profile_events: the last `PROFILE_EVENTS_KEPT` execs and copies (see `export_chrome_trace`).
+        host_memory: (class attribute) whether its memory is this process's host memory, which a kernel on any other
+            such device can read where it lies (a collective over them needs no copies); False for a backend whose
+            memory only its own engines reach.
     """
+    host_memory = False
 
     def __init__(self, name: str) -> None:
         self.name = name

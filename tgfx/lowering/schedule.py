@@ -194,7 +194,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         elif u.op is Ops.GETTUPLE:
             realize.add(u)
         elif u.op is Ops.COPY:
-            realize.add(u)
+            if u.tag != "in place":   # one read where it lies (shared memory) is part of the kernel that reads it
+                realize.add(u)
             if (base := copy_source(u.src[0])[0]).op is not Ops.BUFFER:
                 realize.add(base)
         elif is_concat(u):
@@ -294,8 +295,8 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
             stack.extend((s, False) for s in u.src if s not in new)
             continue
         src = tuple(new[s] for s in u.src)
-        if u.op is Ops.CONTIGUOUS:  # materialisation is this kernel's store
-            new[u] = src[0]
+        if u.op is Ops.CONTIGUOUS or u.op is Ops.COPY:  # materialisation is this kernel's store; an in-place read
+            new[u] = src[0]                                 # of another device's memory reads its buffer
         else:
             new[u] = u if src == u.src else u.replace(src=src)
     value = new[root]
