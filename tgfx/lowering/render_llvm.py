@@ -237,6 +237,38 @@ class LLVMRenderer:
         self.vectors[lanes] = out
         return out
 
+    def scalars_needed(self, lin: list[UOp]) -> set[UOp]:
+        """The values of `lin` that are rendered as scalars: what stores and unpacked accumulators use, and what the
+        packs' vectors are built from (a splat's value, a vector load's first address, a lane gathered alone); a
+        packed lane's own arithmetic is left out (LLVM would delete it, after parsing and optimising it)."""
+        needs: set[UOp] = set()
+        seen: set[tuple[UOp, ...]] = set()
+        stack = [p.values for p in {id(p): p for p, _ in self.pack_of.values()}.values()]
+        while stack:
+            lanes = stack.pop()
+            if lanes in seen:
+                continue
+            seen.add(lanes)
+            first = lanes[0]
+            same = all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and
+                       len(u.src) == len(first.src) for u in lanes)
+            if all(u is first for u in lanes):
+                needs.add(first)
+            elif same and direct_load(first) and _side_by_side(lanes):
+                needs.add(first.src[0])
+            elif same and first.op in _VECTOR_OPS and self.vector_dtype(first.src[-1].dtype):
+                stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(first.src)))
+            else:
+                needs.update(lanes)
+        live = set(needs)
+        for u in reversed(lin):
+            packed = u.op is Ops.STORE and u.src[0] in self.pack_of
+            if u.op not in _VALUE_OPS and not packed and u.op is not Ops.REDUCE:
+                live.add(u)
+            if u in live and not packed and u.op is not Ops.REDUCE:
+                live.update(u.src)
+        return live
+
     def render_pack(self, pack: Pack) -> None:
         """A pack's update in its loop: one vector op on its register."""
         vt = f"<{len(pack.accs)} x {reg_type(pack.dtype)}>"
@@ -256,8 +288,10 @@ class LLVMRenderer:
         for u in lin:  # a reduce may be reassociated; a loop kernel's carry is computed exactly as written
             if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and u.src[0].tag != "carry":
                 update_of_acc.add(u.src[1])
+        live = self.scalars_needed(lin) if self.pack_of else None
         for u in lin:
-            self.render_one(u, acc_of, u in update_of_acc)
+            if live is None or u in live or u.op not in _VALUE_OPS:
+                self.render_one(u, acc_of, u in update_of_acc)
         args = ", ".join(f"ptr noalias %b{i}" for i in range(len(bufs)))
         loads = []
         for i, b in enumerate(bufs):  # by slot: a buffer folded out of the kernel leaves a gap, not a shift
@@ -367,6 +401,10 @@ class LLVMRenderer:
 # ops a pack's value is rendered with on vectors (the rules below take a vector type as they take a scalar one)
 _VECTOR_OPS = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MULACC, Ops.WHERE, Ops.CMPLT, Ops.CMPNE,
                          Ops.CMPEQ, Ops.SQRT})
+
+
+# what computes a value (and may be left unrendered when only a pack's lanes use it); everything else has effects
+_VALUE_OPS = GroupOp.ALU | {Ops.LOAD, Ops.INDEX, Ops.CAST, Ops.BITCAST}
 
 
 def _side_by_side(loads: tuple[UOp, ...]) -> bool:
