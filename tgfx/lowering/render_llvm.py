@@ -209,27 +209,37 @@ class LLVMRenderer:
         return self.op_in(f"shufflevector <{width} x {ty}> {one}, <{width} x {ty}> poison, <{width} x i32> "
                           "zeroinitializer")
 
+    def lane_kind(self, lanes: tuple[UOp, ...]) -> str:
+        """How values `lanes` make one vector: "splat" (one value), "load" (a buffer read side by side), "op" (the same
+        op, on vectors of its sources) or "gather" (element by element)."""
+        first = lanes[0]
+        if all(u is first for u in lanes):
+            return "splat"
+        if not all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and len(u.src) == len(first.src)
+                   for u in lanes):
+            return "gather"
+        if direct_load(first) and _side_by_side(lanes):
+            return "load"
+        return "op" if first.op in _VECTOR_OPS and self.vector_dtype(first.src[-1].dtype) else "gather"
+
     def vector(self, lanes: tuple[UOp, ...]) -> str:
-        """The values `lanes` as one vector register: a splat where they are one value, a vector load where they
-        read side by side, the op on vectors of their sources where they are the same op, else element by element."""
+        """The values `lanes` as one vector register (`lane_kind` says how)."""
         if (hit := self.vectors.get(lanes)) is not None:
             return hit
         first, width = lanes[0], len(lanes)
         ty = reg_type(first.dtype)
         vt = f"<{width} x {ty}>"
-        same = all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and len(u.src) == len(first.src)
-                   for u in lanes)
-        if all(u is first for u in lanes):
+        kind = self.lane_kind(lanes)
+        if kind == "splat":
             out = self.splat(self.val(first), ty, width)
-        elif same and direct_load(first) and _side_by_side(lanes):
+        elif kind == "load":
             out = self.op_in(f"load {vt}, ptr {self.names[first.src[0]]}, align {first.dtype.itemsize}")
-        elif same and first.op in _VECTOR_OPS and self.vector_dtype(first.src[-1].dtype):
+        elif kind == "op":
             xs = [self.vector(tuple(u.src[i] for u in lanes)) for i in range(len(first.src))]
             if first.op is Ops.WHERE:
                 out = self.op_in(f"select <{width} x i1> {xs[0]}, {vt} {xs[1]}, {vt} {xs[2]}")
             else:
-                st = f"<{width} x {reg_type(first.src[-1].dtype)}>"
-                out = alu_rules[(first.op, "f")](self, st, xs, "")
+                out = alu_rules[(first.op, "f")](self, f"<{width} x {reg_type(first.src[-1].dtype)}>", xs, "")
         else:
             out = "poison"
             for i, u in enumerate(lanes):
@@ -243,23 +253,17 @@ class LLVMRenderer:
         packed lane's own arithmetic is left out (LLVM would delete it, after parsing and optimising it)."""
         needs: set[UOp] = set()
         seen: set[tuple[UOp, ...]] = set()
-        stack = [p.values for p in {id(p): p for p, _ in self.pack_of.values()}.values()]
+        stack = list(dict.fromkeys(p.values for p, _ in self.pack_of.values()))
         while stack:
             lanes = stack.pop()
             if lanes in seen:
                 continue
             seen.add(lanes)
-            first = lanes[0]
-            same = all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and
-                       len(u.src) == len(first.src) for u in lanes)
-            if all(u is first for u in lanes):
-                needs.add(first)
-            elif same and direct_load(first) and _side_by_side(lanes):
-                needs.add(first.src[0])
-            elif same and first.op in _VECTOR_OPS and self.vector_dtype(first.src[-1].dtype):
-                stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(first.src)))
+            kind = self.lane_kind(lanes)
+            if kind == "op":
+                stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(lanes[0].src)))
             else:
-                needs.update(lanes)
+                needs.update(lanes[:1] if kind == "splat" else (lanes[0].src[0],) if kind == "load" else lanes)
         live = set(needs)
         for u in reversed(lin):
             packed = u.op is Ops.STORE and u.src[0] in self.pack_of
