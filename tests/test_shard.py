@@ -127,7 +127,14 @@ def test_reductions(devs: tuple, axis: int, red: str) -> None:
         np.testing.assert_allclose(got.numpy(), getattr(np, red)(a, axis=over), rtol=2e-5, atol=1e-5)
 
 
-def test_allreduce_is_a_ring_of_copies_and_adds() -> None:
+@pytest.fixture
+def ring_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU devices as a backend whose memory only its own engines reach: all-reduces go around the ring."""
+    from tgfx.devices.cpu import CPUDevice
+    monkeypatch.setattr(CPUDevice, "host_memory", False)
+
+
+def test_allreduce_is_a_ring_of_copies_and_adds(ring_only: None) -> None:
     x = tg.shard(tg.asarray(randn(4, 1000)), D4, axis=0).realize()
     tg.counters.reset()
     s = x.sum(axis=0).realize()
@@ -136,6 +143,37 @@ def test_allreduce_is_a_ring_of_copies_and_adds() -> None:
     assert tg.counters.copy_count == 4 * (2 * 3 + 4)
     assert tg.counters.kernel_count == 4 * (1 + 3)
     assert tg.sharding(s) == (D4, None)
+
+
+@pytest.mark.parametrize("devs", [D2, D4])
+def test_allreduce_over_host_memory_devices_reads_parts_in_place(devs: tuple) -> None:
+    """CPU devices share this process's memory: each combines every partial sum where it lies, one kernel per device
+    and no copies (a ring over 4 devices is 40 copies and 12 adds), and the replicas are equal to the bit."""
+    a = randn(len(devs) * 3, 1001)
+    x = tg.shard(tg.asarray(a), devs, axis=0).realize()
+    tg.counters.reset()
+    s = x.sum(axis=0).realize()
+    assert tg.counters.copy_count == 0
+    assert tg.counters.kernel_count == len(devs) * (1 + 1)   # a partial sum and the all-reduce, per device
+    assert tg.sharding(s) == (devs, None)
+    np.testing.assert_allclose(s.numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
+    for p in tg.parts(s):
+        np.testing.assert_array_equal(p.numpy(), tg.parts(s)[0].numpy())
+    m = tg.jit(lambda *ps: tg.pmax(ps))(*(tg.asarray(r).to(d) for r, d in zip(a[:len(devs)], devs, strict=True)))
+    for p in tg.parts(m):
+        np.testing.assert_array_equal(p.numpy(), a[:len(devs)].max(0))
+
+
+def test_host_memory_allreduces_replay_in_order_under_jit() -> None:
+    """A jitted psum over 3 devices, replayed with new parts each call and the last result kept: each call's kernels
+    wait for the parts they read and hold the devices' next writes until they have read them."""
+    f = tg.jit(lambda *ps: tg.psum(ps))
+    devs = ("CPU:0", "CPU:1", "CPU:2")
+    for step in range(4):
+        parts = [rng.standard_normal(5001).astype(np.float32) + step for _ in devs]
+        out = f(*(tg.asarray(p).to(d) * 2 for p, d in zip(parts, devs, strict=True)))
+        for r in tg.parts(out):
+            np.testing.assert_allclose(r.numpy(), 2 * sum(parts), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -301,7 +339,7 @@ def test_jit_retrace_message_names_the_sharding_change(capsys: pytest.CaptureFix
 
 
 # ---- the pass itself, on a tiny graph ----
-def test_pm_multi_maps_an_add_per_device() -> None:
+def test_pm_multi_maps_an_add_per_device(ring_only: None) -> None:
     from tgfx.dtypes import dtypes
     b = [new_buffer(d, 4, dtypes.float32) for d in D2]
     c = [new_buffer(d, 4, dtypes.float32) for d in D2]
@@ -358,7 +396,7 @@ def test_sharded_matches_unsharded(devs: tuple, shard_axis: int, red_axis: int |
     np.testing.assert_allclose(got.numpy(), getattr(np, red)(np.exp(a) * b - a, axis=red_axis), rtol=1e-5, atol=1e-5)
 
 
-def test_independent_allreduces_share_one_ring() -> None:
+def test_independent_allreduces_share_one_ring(ring_only: None) -> None:
     from tgfx.lowering.multi import bucket_allreduces
     xs = [tg.shard(tg.asarray(randn(4, k)), D2, axis=0).realize() for k in (3, 5)]
     sums = [graph_rewrite(x.sum(axis=0).uop, pm_multi) for x in xs]          # two independent all-reduces

@@ -88,6 +88,8 @@ class CPUDevice(QueueDevice):
         name: its canonical name, "CPU:<n>" (get devices with `tgfx.devices.get_device`, which caches them).
     """
 
+    host_memory = True
+
     def create_allocator(self) -> Allocator:
         """Host memory."""
         return CPUAllocator(self)
@@ -97,4 +99,3 @@ class CPUDevice(QueueDevice):
         return CPUCommandProcessor(self, engine)
 
     compiles_on_host = True
-    host_memory = True

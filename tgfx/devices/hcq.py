@@ -744,6 +744,7 @@ class HCQDevice:
         timeline: the signal every submission to this device advances by one (see `submit`).
         timeline_value: the value the latest submission will write when it completes.
         profile_events: the last `PROFILE_EVENTS_KEPT` execs and copies (see `export_chrome_trace`).
+        host_memory: (class attribute) see below.
     """
 
     def __init__(self, name: str) -> None:
@@ -778,9 +779,10 @@ class HCQDevice:
         raise NotImplementedError
 
     host_memory: bool = False
-    """Whether this device's memory is host memory (the CPU's). A copy between devices runs on the destination's
+    """Whether this device's memory is this process's host memory (the CPU's). A kernel on any other such device can
+    read it where it lies (an all-reduce over them needs no copies). A copy between devices runs on the destination's
     copy engine, unless the destination's memory is host memory and the source's is not: a CPU's engine cannot read
-    a GPU's memory, so the source's engine pushes it."""
+    a GPU's memory, so the source's engine pushes it. False for a backend whose memory only its own engines reach."""
 
     compiles_on_host: bool = False
     """Whether this device runs code the host's LLVM compiles for the host's CPU (`tgfx.lowering.lower_kernel`; a

@@ -11,10 +11,13 @@ sharded values are ordinary ops whose device is the tuple. `pm_multi` pushes MUL
 - `MSELECT(x; (i, axis))` is device i's piece of x laid out along `axis` (None: all of x), which resharding and the
   gradient of a MULTI are made of; `COPY` to one device gathers.
 
-`pm_allreduce` then lowers each ALLREDUCE into a ring over the devices: a reduce-scatter (n-1 steps; each device
-sends one chunk to the next, which combines it with its own) and an all-gather (n-1 steps of forwarding). Each step
-is a `COPY` onto the next device's copy engine and an add kernel; the timeline signals of the devices order them.
-Every device moves 2(n-1)/n of the value, the optimum for a ring.
+`pm_allreduce` then lowers each ALLREDUCE. Over devices whose memory is this process's host memory
+(`HCQDevice.host_memory`: `CPU:0`, `CPU:1`, ... share one address space) each device reads every part where it lies
+and combines them into its result, one kernel per device and no copies (`direct_all_reduce`; the program makes each
+kernel wait for the devices that wrote what it reads). Otherwise it is a ring over the devices: a reduce-scatter (n-1
+steps; each device sends one chunk to the next, which combines it with its own) and an all-gather (n-1 steps of
+forwarding). Each step is a `COPY` onto the next device's copy engine and an add kernel; the timeline signals of the
+devices order them. Every device moves 2(n-1)/n of the value, the optimum for a ring.
 """
 from __future__ import annotations
 
@@ -275,6 +278,35 @@ def ring_all_reduce(parts: Parts, op: Ops) -> Parts:
     return [UOp(Ops.RESHAPE, j.dtype, (j,), shape) if shape != (size,) else j for j in joined]
 
 
+def share_memory(devices: tuple[str, ...]) -> bool:
+    """Whether a kernel on any of `devices` can read the memory of every other where it lies (`host_memory`)."""
+    from tgfx.devices import get_device
+    return all(get_device(d).host_memory for d in devices)
+
+
+def read_in_place(u: UOp, device: str) -> UOp:
+    """`u` as a value on `device` that a kernel there reads where it lies, in the memory of `u`'s device (which
+    `device` shares): a COPY tagged "in place", which the scheduler never makes a copy of (a kernel runs on its
+    first operand's device, so this also places a combination that starts with another device's part)."""
+    return u if u.device == device else UOp(Ops.COPY, u.dtype, (u,), device, tag="in place")
+
+
+def direct_all_reduce(parts: Parts, op: Ops) -> Parts:
+    """An all-reduce over devices that share memory, with no copies: each device combines every part, read where it
+    lies, into its own whole result, one kernel per device (its own part the first operand: a kernel runs on its
+    first operand's device). The devices' kernels run side by side; each reads n parts and writes one. A
+    reduce-scatter then all-gather by direct reads (each device combining 1/n of the parts, then joining every
+    device's chunk) reads less for n > 2, but its join is a kernel of masked reads (pads added up), which ran at a
+    tenth of this one's rate, and copies instead would not be free either (2026-12-02)."""
+    out = []
+    for mine in parts:   # every device combines the parts in device order: the replicas are equal to the bit
+        total = read_in_place(parts[0], mine.device)
+        for theirs in parts[1:]:
+            total = _combine(op, total, read_in_place(theirs, mine.device))
+        out.append(UOp(Ops.CONTIGUOUS, total.dtype, (total,)) if len(parts) > 1 else total)
+    return out
+
+
 def bucket_allreduces(sink: UOp) -> UOp:
     """Independent ALLREDUCEs of one kind (devices, op, dtype) become one ring over their values laid end to end, as
     data-parallel frameworks bucket gradients: one ring's copies and synchronisation instead of one per parameter.
@@ -285,7 +317,8 @@ def bucket_allreduces(sink: UOp) -> UOp:
     groups: dict[tuple, list[UOp]] = {}
     for u in sink.toposort():
         level[u] = max((level[s] + (s.op is Ops.ALLREDUCE) for s in u.src), default=0)
-        if u.op is Ops.ALLREDUCE and u.tag == "ring" and len(u.src) > 1:
+        # over devices that share memory an all-reduce is one kernel per device already, with no ring to share
+        if u.op is Ops.ALLREDUCE and u.tag == "ring" and len(u.src) > 1 and not share_memory(u.device):
             groups.setdefault((level[u], u.device, u.arg, u.dtype), []).append(u)
     mapping: dict[UOp, UOp] = {}
     for members in groups.values():
@@ -312,7 +345,8 @@ class RingCtx:
 
 def lower_allreduce(ctx: RingCtx, x: UOp, ar: UOp) -> UOp:
     if ar not in ctx.rings:
-        ctx.rings[ar] = ring_all_reduce(list(ar.src), ar.arg)
+        lower = direct_all_reduce if share_memory(ar.device) else ring_all_reduce
+        ctx.rings[ar] = lower(list(ar.src), ar.arg)
     return ctx.rings[ar][x.arg[0]]
 
 

@@ -305,13 +305,26 @@ def _coef(index: UOp, rng: UOp) -> int | None:
     return total
 
 
+def _lane_coef(index: UOp, rng: UOp, amount: int) -> int | None:
+    """The stride between the lanes of `rng` split by `amount` in `index`: `_coef` where the range appears linearly;
+    else (a packed operand's `(j // nr) * K * nr + j % nr`, tgfx/lowering/schedule.py) the stride of the lane once
+    the range is `outer * amount + lane` and the index simplified, None if that is not linear either."""
+    if (c := _coef(index, rng)) is not None or rng.src[0].arg % amount:
+        return c
+    lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, amount),), (-1, "loop"))
+    outer = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, rng.src[0].arg // amount),), (-2, "loop"))
+    split = graph_rewrite(index.substitute({rng: outer * amount + lane}), pm_symbolic, name="lane stride")
+    return _coef(split, lane)
+
+
 def _vector_axis(loops: list[UOp], loads: list[UOp], hot: list[UOp], amount: int, pad: bool) -> UOp | None:
     """An output range to vectorise by `amount`: some load reads it contiguously, no load inside the reduce loop reads
     it strided (a gather), and it splits by `amount` or, with `pad`, pads to a multiple of it at most doubling."""
     for r in reversed(loops):
         n = r.src[0].arg
         fits = n % amount == 0 or (pad and _round_up(n, amount) <= 2 * n)
-        if fits and any(_coef(i, r) == 1 for i in loads) and all(_coef(i, r) in (0, 1) for i in hot):
+        if fits and any(_lane_coef(i, r, amount) == 1 for i in loads) and \
+                all(_lane_coef(i, r, amount) in (0, 1) for i in hot):
             return r
     return None
 

@@ -169,6 +169,7 @@ class Program:
         writer: dict[UOp, int] = {}  # buffer -> the segment that writes it (a copy waits for exactly that one)
         labels: list[dict] = []    # open blocks (loops, branches): everything inside goes into one queue
         pending: dict[UOp, int] = {}  # buffer a network collective writes -> its segment, until its device waits
+        fences = _Fences(set(self.intermediates), segments)
         for call in self.calls:
             body, bufs = call.src[0], call.src[1:]
             if pending and any(b in pending for b in bufs) or body.op is Ops.NETWORK:
@@ -185,6 +186,7 @@ class Program:
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index))
                     queue = None
+                fences.before_write(get_device(bufs[0].arg[1]), [bufs[0]])
                 dst, src = bufs
                 ddev, sdev = get_device(dst.arg[1]), get_device(src.arg[1])
                 # on the destination's copy engine, unless it cannot read the source's memory (a CPU's engine cannot
@@ -212,6 +214,23 @@ class Program:
                         writer[dst] = len(segments) - 1
                 continue
             dev = command_device(call, qdev if labels else None)
+            foreign = [] if labels or body.op is not Ops.SINK else \
+                [b for b in bufs[1:] if get_device(b.arg[1]) is not dev]
+            if not labels and (foreign or fences.needed(dev, writes(call))):
+                if queue is not None:
+                    segments.append(self._segment(qdev, queue, used, index))
+                    queue = None
+                fences.before_write(dev, writes(call))
+            if foreign:   # a kernel reading other devices' memory where it lies (a collective on host memory)
+                fences.wait_for(dev, foreign, writer)
+                queue, qdev, used = HWQueue(), dev, list(bufs)
+                append_command(queue, call, labels)
+                for b in writes(call):
+                    writer[b] = len(segments)
+                segments.append(self._segment(dev, queue, used, index))
+                fences.read_by(dev, len(segments) - 1, foreign)
+                queue = None
+                continue
             if queue is None or (qdev is not dev and not labels):
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index))
@@ -223,6 +242,7 @@ class Program:
         if queue is not None:
             segments.append(self._segment(qdev, queue, used, index))
         self._await_network(segments, pending, writer, list(pending))
+        fences.flush()   # the next call's writes wait for this call's readers
         assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
         return segments
 
@@ -341,6 +361,61 @@ def network_segment(prog: Program, call: UOp, writer: dict[UOp, int], index: dic
     seg = prog._segment(net.device, q, [out, src], index)
     seg.dep = (sdev, name, writer.get(src))
     return seg
+class _Fences:
+    """The waits around kernels that read other devices' memory where it lies (`HCQDevice.host_memory`): the kernel
+    waits for each such device's segment that wrote what it reads, and that device holds its next write over what
+    was read (planned memory reused, an output, the next call) until the kernel is done. Held as late as that, not
+    right after the kernel, so the devices of a collective run their kernels side by side."""
+
+    def __init__(self, intermediates: set[UOp], segments: list[Segment]) -> None:
+        self.intermediates, self.segments = intermediates, segments
+        self.pending: dict[Any, list[tuple[Any, int, list[UOp]]]] = {}   # device -> (reader, its segment, read)
+
+    def _overlap(self, a: UOp, b: UOp) -> bool:
+        if a is b:
+            return True
+        if a not in self.intermediates or b not in self.intermediates:   # patch slots: their memory changes per call
+            return a not in self.intermediates and b not in self.intermediates
+        ma, mb = buffer_memory(a), buffer_memory(b)
+        return ma.ptr < mb.ptr + mb.nbytes and mb.ptr < ma.ptr + ma.nbytes
+
+    def _hit(self, entry: tuple[Any, int, list[UOp]], written: list[UOp] | None) -> bool:
+        return written is None or any(self._overlap(w, r) for w in written for r in entry[2])
+
+    def needed(self, dev: Any, written: list[UOp]) -> bool:
+        return any(self._hit(e, written) for e in self.pending.get(dev, ()))
+
+    def before_write(self, dev: Any, written: list[UOp] | None) -> None:
+        """Segments on `dev` that wait for the readers of what `written` (None: anything) overlaps."""
+        keep = []
+        for entry in self.pending.get(dev, ()):
+            if not self._hit(entry, written):
+                keep.append(entry)
+                continue
+            reader, seg, _ = entry
+            name = f"fence{len(self.segments)}"
+            self.segments.append(Segment(dev, HWQueue().wait(reader.timeline, Sym(name, 0)).encode(), {},
+                                         (reader, name, seg)))
+        self.pending[dev] = keep
+
+    def wait_for(self, dev: Any, foreign: list[UOp], writer: dict[UOp, int]) -> None:
+        """Segments on `dev` that wait for the devices of `foreign` to have written them."""
+        by_device: dict[Any, list[UOp]] = {}
+        for b in foreign:
+            by_device.setdefault(get_device(b.arg[1]), []).append(b)
+        for src, bs in by_device.items():
+            made = [writer[b] for b in bs if b in writer]
+            name = f"dep{len(self.segments)}"
+            self.segments.append(Segment(dev, HWQueue().wait(src.timeline, Sym(name, 0)).encode(), {},
+                                         (src, name, max(made) if made else None)))
+
+    def read_by(self, dev: Any, seg: int, foreign: list[UOp]) -> None:
+        for b in foreign:
+            self.pending.setdefault(get_device(b.arg[1]), []).append((dev, seg, [b]))
+
+    def flush(self) -> None:
+        for dev in list(self.pending):
+            self.before_write(dev, None)
 
 
 def _stand_in_memory(b: UOp) -> Buffer:

@@ -17,6 +17,7 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.packs import Pack, direct_load, find_packs, split_offset
 
 
 class RenderError(NotImplementedError):
@@ -76,7 +77,8 @@ class LLVMRenderer:
         self.name = name
         # LLVM's vectorisers build vectors as wide as the target's registers, which the options' tiles are made for
         # (its own default for some AVX-512 CPUs is half that width)
-        self.vector_bits = 8 * (host_target() if target is None else target).vector_bytes
+        self.target = host_target() if target is None else target
+        self.vector_bits = 8 * self.target.vector_bytes
         # upcast kernels are vectorised across their lanes by SLP; the loop vectoriser would vectorise the reduce
         # loop instead, with gathers, so it is turned off for their loops
         self.loop_md = "" if loop_vectorize else ", !llvm.loop !0"
@@ -86,6 +88,11 @@ class LLVMRenderer:
         self.declares: set[str] = set()
         self.open_ids: list[str] = []
         self.n = 0
+        # register tiles as vectors (tgfx/lowering/packs.py): each packed accumulator's pack and lane
+        self.pack_of: dict[UOp, tuple[Pack, int]] = {}
+        self.pack_last: dict[UOp, Pack] = {}     # the last of a pack's update stores: where its vector update goes
+        self.pack_read: dict[int, str] = {}      # a pack's vector, loaded after its loop
+        self.vectors: dict[tuple[UOp, ...], str] = {}
 
     def tmp(self) -> str:
         self.n += 1
@@ -198,15 +205,103 @@ class LLVMRenderer:
     def bitcast(self, u: UOp) -> str:
         return self.op_in(f"bitcast {reg_type(u.src[0].dtype)} {self.val(u.src[0])} to {reg_type(u.dtype)}")
 
+    # ---- register tiles as vectors ----
+    def vector_dtype(self, d: DType) -> bool:
+        """Whether accumulators of dtype `d` are packed into vectors: floats computed in their own type."""
+        return d.is_float and compute_type(d) == reg_type(d)
+
+    def splat(self, v: str, ty: str, width: int) -> str:
+        one = self.op_in(f"insertelement <{width} x {ty}> poison, {ty} {v}, i64 0")
+        return self.op_in(f"shufflevector <{width} x {ty}> {one}, <{width} x {ty}> poison, <{width} x i32> "
+                          "zeroinitializer")
+
+    def lane_kind(self, lanes: tuple[UOp, ...]) -> str:
+        """How values `lanes` make one vector: "splat" (one value), "load" (a buffer read side by side), "op" (the same
+        op, on vectors of its sources) or "gather" (element by element)."""
+        first = lanes[0]
+        if all(u is first for u in lanes):
+            return "splat"
+        if not all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and len(u.src) == len(first.src)
+                   for u in lanes):
+            return "gather"
+        if direct_load(first) and _side_by_side(lanes):
+            return "load"
+        return "op" if first.op in _VECTOR_OPS and self.vector_dtype(first.src[-1].dtype) else "gather"
+
+    def vector(self, lanes: tuple[UOp, ...]) -> str:
+        """The values `lanes` as one vector register (`lane_kind` says how)."""
+        if (hit := self.vectors.get(lanes)) is not None:
+            return hit
+        first, width = lanes[0], len(lanes)
+        ty = reg_type(first.dtype)
+        vt = f"<{width} x {ty}>"
+        kind = self.lane_kind(lanes)
+        if kind == "splat":
+            out = self.splat(self.val(first), ty, width)
+        elif kind == "load":
+            out = self.op_in(f"load {vt}, ptr {self.names[first.src[0]]}, align {first.dtype.itemsize}")
+        elif kind == "op":
+            xs = [self.vector(tuple(u.src[i] for u in lanes)) for i in range(len(first.src))]
+            if first.op is Ops.WHERE:
+                out = self.op_in(f"select <{width} x i1> {xs[0]}, {vt} {xs[1]}, {vt} {xs[2]}")
+            else:
+                out = alu_rules[(first.op, "f")](self, f"<{width} x {reg_type(first.src[-1].dtype)}>", xs, "")
+        else:
+            out = "poison"
+            for i, u in enumerate(lanes):
+                out = self.op_in(f"insertelement {vt} {out}, {ty} {self.val(u)}, i64 {i}")
+        self.vectors[lanes] = out
+        return out
+
+    def scalars_needed(self, lin: list[UOp]) -> set[UOp]:
+        """The values of `lin` that are rendered as scalars: what stores and unpacked accumulators use, and what the
+        packs' vectors are built from (a splat's value, a vector load's first address, a lane gathered alone); a
+        packed lane's own arithmetic is left out (LLVM would delete it, after parsing and optimising it)."""
+        needs: set[UOp] = set()
+        seen: set[tuple[UOp, ...]] = set()
+        stack = list(dict.fromkeys(p.values for p, _ in self.pack_of.values()))
+        while stack:
+            lanes = stack.pop()
+            if lanes in seen:
+                continue
+            seen.add(lanes)
+            kind = self.lane_kind(lanes)
+            if kind == "op":
+                stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(lanes[0].src)))
+            else:
+                needs.update(lanes[:1] if kind == "splat" else (lanes[0].src[0],) if kind == "load" else lanes)
+        live = set(needs)
+        for u in reversed(lin):
+            packed = u.op is Ops.STORE and u.src[0] in self.pack_of
+            if u.op not in _VALUE_OPS and not packed and u.op is not Ops.REDUCE:
+                live.add(u)
+            if u in live and not packed and u.op is not Ops.REDUCE:
+                live.update(u.src)
+        return live
+
+    def render_pack(self, pack: Pack) -> None:
+        """A pack's update in its loop: one vector op on its register."""
+        vt = f"<{len(pack.accs)} x {reg_type(pack.dtype)}>"
+        cur = self.op_in(f"load {vt}, ptr %vacc{pack.id}")
+        value = self.vector(pack.values)
+        upd = alu_rules[(pack.op, "f")](self, vt, [cur, value], "reassoc nsz contract ")
+        self.emit(f"store {vt} {upd}, ptr %vacc{pack.id}")
+
     def render(self, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp]) -> str:
         for i, b in enumerate(bufs):
             self.names[b] = f"%b{i}"
+        position = {u: i for i, u in enumerate(lin) if u.op is Ops.STORE}
+        for pack in find_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):
+            self.pack_of.update((acc, (pack, lane)) for lane, acc in enumerate(pack.accs))
+            self.pack_last[max(pack.stores, key=position.__getitem__)] = pack
         update_of_acc: set[UOp] = set()
         for u in lin:  # a reduce may be reassociated; a loop kernel's carry is computed exactly as written
             if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and u.src[0].tag != "carry":
                 update_of_acc.add(u.src[1])
+        live = self.scalars_needed(lin) if self.pack_of else None
         for u in lin:
-            self.render_one(u, acc_of, u in update_of_acc)
+            if live is None or u in live or u.op not in _VALUE_OPS:
+                self.render_one(u, acc_of, u in update_of_acc)
         args = ", ".join(f"ptr noalias %b{i}" for i in range(len(bufs)))
         loads = []
         for i, b in enumerate(bufs):  # by slot: a buffer folded out of the kernel leaves a gap, not a shift
@@ -252,15 +347,31 @@ class LLVMRenderer:
             self.lines.append(f"L{rid}.end:")
         elif op is Ops.DEFINE_ACC and isinstance(u.arg, tuple):  # a loop kernel reading a carry's register
             self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
+        elif op is Ops.DEFINE_ACC and u in self.pack_of:
+            pack, lane = self.pack_of[u]
+            if lane == 0:   # the pack's register, every lane the reduce's identity
+                ty, width = reg_type(u.dtype), len(pack.accs)
+                self.allocas.append(f"  %vacc{pack.id} = alloca <{width} x {ty}>")
+                self.emit(f"store <{width} x {ty}> {self.splat(self.val(u.src[0]), ty, width)}, ptr %vacc{pack.id}")
         elif op is Ops.DEFINE_ACC:
             ty = reg_type(u.dtype)
             self.allocas.append(f"  %acc{u.arg} = alloca {ty}")
             self.emit(f"store {ty} {self.val(u.src[0])}, ptr %acc{u.arg}")
             self.names[u] = f"%acc{u.arg}"
         elif op is Ops.LOAD and u.src[0].op is Ops.DEFINE_ACC:
-            self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[u.src[0]]}")
+            if u.src[0] not in self.pack_of:   # a packed lane's update is its pack's vector op
+                self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[u.src[0]]}")
         elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC:
-            self.emit(f"store {reg_type(u.src[1].dtype)} {self.val(u.src[1])}, ptr {self.names[u.src[0]]}")
+            if u in self.pack_last:
+                self.render_pack(self.pack_last[u])
+            elif u.src[0] not in self.pack_of:
+                self.emit(f"store {reg_type(u.src[1].dtype)} {self.val(u.src[1])}, ptr {self.names[u.src[0]]}")
+        elif op is Ops.REDUCE and acc_of[u] in self.pack_of:
+            pack, lane = self.pack_of[acc_of[u]]
+            vt = f"<{len(pack.accs)} x {reg_type(u.dtype)}>"
+            if pack.id not in self.pack_read:
+                self.pack_read[pack.id] = self.op_in(f"load {vt}, ptr %vacc{pack.id}")
+            self.names[u] = self.op_in(f"extractelement {vt} {self.pack_read[pack.id]}, i64 {lane}")
         elif op is Ops.REDUCE:
             self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
         elif op is Ops.INDEX:
@@ -285,6 +396,8 @@ class LLVMRenderer:
             if len(u.src) == 3:
                 self.emit(f"br label %S{self.n}.skip")
                 self.lines.append(f"S{self.n}.skip:")
+        elif op in GroupOp.ALU and is_update and u.src[0].op is Ops.LOAD and u.src[0].src[0] in self.pack_of:
+            return
         elif op in GroupOp.ALU:
             self.names[u] = self.alu(u, "reassoc nsz contract " if is_update else "")
         elif op is Ops.CAST:
@@ -293,6 +406,30 @@ class LLVMRenderer:
             self.names[u] = self.bitcast(u)
         else:
             raise RenderError(f"no LLVM rule for {op} (dtype {u.dtype!r}, sources {[s.dtype for s in u.src]})")
+
+
+# ops a pack's value is rendered with on vectors (the rules below take a vector type as they take a scalar one)
+_VECTOR_OPS = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MULACC, Ops.WHERE, Ops.CMPLT, Ops.CMPNE,
+                         Ops.CMPEQ, Ops.SQRT})
+
+
+# what computes a value (and may be left unrendered when only a pack's lanes use it); everything else has effects
+_VALUE_OPS = GroupOp.ALU | {Ops.LOAD, Ops.INDEX, Ops.CAST, Ops.BITCAST}
+
+
+def _side_by_side(loads: tuple[UOp, ...]) -> bool:
+    """Whether loads of one buffer read consecutive elements, in order."""
+    bufs = {u.src[0].src[0] for u in loads}
+    base, first = split_offset(loads[0].src[0].src[1])
+    return len(bufs) == 1 and all(split_offset(u.src[0].src[1]) == (base, first + i) for i, u in enumerate(loads))
+
+
+def _suffix(t: str) -> str:
+    """LLVM's intrinsic suffix of a type: f32 for float, v16f32 for <16 x float>."""
+    if t.startswith("<"):
+        width, _, elem = t[1:-1].split()
+        return f"v{width}{_LLVM_SUFFIX[elem]}"
+    return _LLVM_SUFFIX[t]
 
 
 def _fbits(t: str) -> int:
@@ -312,7 +449,7 @@ def _bin(instr: str) -> Rule:
 
 
 def _intrinsic(name: str) -> Rule:
-    return lambda r, t, x, f: r.call(f"llvm.{name}.{_LLVM_SUFFIX[t]}", t, [(t, v) for v in x])
+    return lambda r, t, x, f: r.call(f"llvm.{name}.{_suffix(t)}", t, [(t, v) for v in x])
 
 
 def _libm(name: str) -> Rule:

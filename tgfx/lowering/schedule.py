@@ -221,7 +221,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         elif u.op is Ops.NETWORK:  # a collective between processes reads and writes whole buffers
             realize.update((u,) if buffer_view(u.src[0]) is not None else (u, u.src[0]))
         elif u.op is Ops.COPY:
-            realize.add(u)
+            if u.tag != "in place":   # one read where it lies (shared memory) is part of the kernel that reads it
+                realize.add(u)
             if (base := copy_source(u.src[0])[0]).op is not Ops.BUFFER:
                 realize.add(base)
         elif is_concat(u):
@@ -327,8 +328,8 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
             stack.extend((s, False) for s in u.src if s not in new)
             continue
         src = tuple(new[s] for s in u.src)
-        if u.op is Ops.CONTIGUOUS:  # materialisation is this kernel's store
-            new[u] = src[0]
+        if u.op is Ops.CONTIGUOUS or u.op is Ops.COPY:  # materialisation is this kernel's store; an in-place read
+            new[u] = src[0]                                 # of another device's memory reads its buffer
         else:
             new[u] = u if src == u.src else u.replace(src=src)
     value = new[root]
@@ -421,7 +422,43 @@ def _transposed_operand(red: UOp) -> UOp | None:
     return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
 
 
-pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand)])
+# a core's first-level data TLB holds about this many pages (64 to 96 on x86 servers since 2013): a contraction whose
+# operand panel spans more pages than that takes a TLB miss on every step of its reduce loop
+TLB_PAGES = 64
+PAGE_BYTES = 4096
+
+
+def _packed_operand(red: UOp) -> UOp | None:
+    """`x @ w` where a row of `w` is a page or more: a register tile reads a narrow panel of `w` (the tile's vector
+    lanes wide), one row of it a step of the reduce loop, so each step lands on another page, and the panel takes as
+    many TLB entries as the reduce is long. As BLAS does, such a stored operand, reused at least `REUSE_TO_TRANSPOSE`
+    times, is read through a packed copy: panels of the tile's width, each contiguous, so a panel is a sequential
+    stream (`K x N` to `N/nr x K x nr`; the contraction reads it through a view, and UPCAST's lanes give back
+    contiguous vector loads). The reduce with that operand replaced, or None."""
+    if len(red.arg[1]) != 1 or not _is_contraction(red):
+        return None
+    src, ax = red.src[0], red.arg[1][0]
+    target = host_target()
+    for i, e in enumerate(src.src):
+        v = e.src[0]
+        nr = target.contraction_tiles(max(v.dtype.itemsize, 4))[0][0]
+        rest = [j for j, n in enumerate(v.shape) if n != 1]
+        if not _is_view(v) or len(rest) != 2 or rest[0] != ax or _layout(v)[0] != rest[1]:
+            continue
+        k, n = v.shape[ax], v.shape[rest[1]]
+        if n * v.dtype.itemsize < PAGE_BYTES or k < TLB_PAGES or n % nr or prod(e.arg) // prod(v.shape) < \
+                REUSE_TO_TRANSPOSE:
+            continue
+        panels = UOp(Ops.RESHAPE, v.dtype, (v,), (k, n // nr, nr))
+        packed = UOp(Ops.CONTIGUOUS, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (panels,), (1, 0, 2)),))
+        view = UOp(Ops.RESHAPE, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (packed,), (1, 0, 2)),), v.shape)
+        operand = e.replace(src=(view,))
+        return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
+    return None
+
+
+pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand),
+                                        (UPat(Ops.REDUCE_AXIS, name="red"), _packed_operand)])
 
 
 def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:

@@ -1,0 +1,102 @@
+"""Matmuls on the CPU: register tiles rendered as vectors (tgfx/lowering/packs.py), operands with page-long rows read
+through packed panels (schedule's `_packed_operand`), and their values on shapes that fit no block."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx import config
+from tgfx.devices.target import host_target, native_target, target_for
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.uop import UOp
+from tgfx.lowering import index_level, render_kernel
+from tgfx.lowering.inline import pm_inline
+from tgfx.lowering.optimize import apply_hand_coded
+from tgfx.lowering.schedule import schedule
+
+
+def kernels(expr: tg.Tensor) -> list[UOp]:
+    sink = graph_rewrite(UOp(Ops.SINK, None, (expr.uop,)), pm_inline)
+    linear, _ = schedule(list(sink.src))
+    return [c.src[0] for c in linear.src]
+
+
+def rendered(ast: UOp, target) -> str:  # noqa: ANN001
+    sink, opts = apply_hand_coded(index_level(ast), target)
+    return render_kernel("k", sink, opts, target)[0]
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
+def test_a_register_tile_is_vector_accumulators(cpu: str) -> None:
+    """The tile's accumulators are `<lanes x float>` registers, one vector update each per step of the reduce loop,
+    with a bias and tanh epilogue as without: 16 x 4 floats are 8 vectors of 8 with AVX2, 32 x 8 are 16 of 16 with
+    AVX-512 (SLP used to rebuild them from scalars, and around an epilogue built shuffles and spills instead)."""
+    x, w, b = (tg.asarray(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
+    for expr in (x @ w, tnp.tanh(x @ w + b)):
+        (ast,) = kernels(expr)
+        t = target_for(cpu)
+        ir = rendered(ast, t)
+        lanes, (cols, rows) = t.lanes(), t.contraction_tiles()[0]
+        assert len(re.findall(rf"%vacc\d+ = alloca <{lanes} x float>", ir)) == cols * rows // lanes
+        assert "%acc" not in ir   # no scalar accumulator left
+        # each set to the identity before the loop, and updated once a step in it
+        assert len(re.findall(rf"store <{lanes} x float> %t\d+, ptr %vacc", ir)) == 2 * cols * rows // lanes
+
+
+def test_packed_accumulators_compute_what_numpy_does() -> None:
+    """Tiles as vectors on odd shapes: remainders of no tile, K = 1, one column, padded columns, a column sum, an
+    unrolled dot product, a fused epilogue."""
+    for m, k, n in ((7, 1, 33), (37, 19, 1), (5, 70, 10), (64, 9, 96), (3, 300, 17)):
+        a, b = rand(m, k, seed=1), rand(k, n, seed=2)
+        np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    x = rand(96, 40)
+    np.testing.assert_allclose(tnp.sum(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
+    v = rand(4096)
+    np.testing.assert_allclose(float(tg.asarray(v) @ tg.asarray(v)), v @ v, rtol=1e-4)
+    w, bias = rand(40, 64), rand(64)
+    np.testing.assert_allclose(tnp.tanh(tg.asarray(x) @ tg.asarray(w) + tg.asarray(bias)).numpy(),
+                               np.tanh(x @ w + bias), rtol=1e-5, atol=1e-5)
+
+
+def test_an_operand_with_page_long_rows_is_read_through_packed_panels() -> None:
+    """`x @ w` with rows of w a page (4 KB) or more and a reduce longer than a TLB holds pages: one copy of w into
+    panels of the tile's width, then the matmul (2 kernels); shorter rows, a short reduce, or too little reuse read w
+    as it is (1 kernel)."""
+    w = tg.asarray(rand(128, 1024))
+    is_reduce = [lambda ks: [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks]][0]
+    assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ w)) == [False, True]
+    assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ tg.asarray(rand(128, 512)))) == [True]   # 2 KB rows
+    assert is_reduce(kernels(tg.asarray(rand(64, 32)) @ tg.asarray(rand(32, 1024)))) == [True]    # 32 pages
+    assert is_reduce(kernels(tg.asarray(rand(4, 128)) @ w)) == [True]                             # 4 rows of x
+    # the matmul reading the panels is still a vector tile: contiguous vector loads, no gather
+    t = host_target()
+    ir = rendered(kernels(tg.asarray(rand(64, 128)) @ w)[1], t)
+    assert len(re.findall(rf"load <{t.lanes()} x float>, ptr %t", ir)) == t.contraction_tiles()[0][0] // t.lanes()
+    assert "%vacc" in ir and not re.search(r"insertelement <\d+ x float> %t", ir)   # built lane by lane: a gather
+
+
+@pytest.mark.parametrize("cpu", ["", "znver3"])
+def test_packed_matmuls_compute_what_numpy_does(cpu: str) -> None:
+    """Packed panels for the native target and for AVX2 (different panel widths): columns a multiple of the panel
+    or not (then unpacked), K = 1 and K past the TLB bound, an epilogue, under jit, and the gradient w.r.t. w."""
+    if cpu and not target_for(cpu).enabled <= native_target().enabled | {"avx2", "fma", "avx"}:
+        pytest.skip(f"{cpu} code does not run here")
+    with config.Context(TGFX_CPU=cpu):
+        for m, k, n in ((9, 70, 1024), (3, 65, 1040), (17, 1, 1024), (16, 64, 1056)):
+            a, b = rand(m, k, seed=3), rand(k, n, seed=4)
+            np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+        x, w, bias = rand(24, 96), rand(96, 1024), rand(1024)
+        f = tg.jit(lambda x, w, b: tnp.tanh(x @ w + b))
+        np.testing.assert_allclose(f(tg.asarray(x), tg.asarray(w), tg.asarray(bias)).numpy(), np.tanh(x @ w + bias),
+                                   rtol=1e-5, atol=1e-5)
+        gw = tg.grad(lambda w: tnp.sum(tnp.tanh(tg.asarray(x) @ w)))(tg.asarray(w)).numpy()
+        np.testing.assert_allclose(gw, x.T @ (1 - np.tanh(x @ w) ** 2), rtol=1e-4, atol=1e-4)

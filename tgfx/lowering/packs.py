@@ -1,0 +1,143 @@
+"""packs: a register tile's accumulators grouped into vectors, for the renderer.
+
+UPCAST and UNROLL (tgfx/lowering/optimize.py) replicate a reduce once per lane: a 16 x 4 matmul tile is 64 scalar
+accumulators, each updated by `acc += a[i + r] * b[j + l]` in the reduce loop. Left scalar, LLVM's SLP vectoriser
+has to rebuild vectors from those lanes; it takes most of the optimiser's time on a big tile, and where the tile's
+epilogue is not a plain store (a bias and a tanh after a matmul) it builds a mix of partial vectors, shuffles and
+spills instead (a tanh(x @ w + b) kernel ran at a sixth of the plain matmul's rate). So the renderer gives the
+accumulators of a tile `<lanes x float>` registers of their own and renders their update as one vector expression.
+
+A pack is `lanes` accumulators of one reduce loop, with the same reduce op and dtype, whose values are the same
+expression but for the constant parts of their loads' offsets, and whose lane l reads at offset `d + l * s` of each
+load (s is 0 for a load every lane shares, a broadcast, and 1 for one they read side by side, a vector load): what
+`find_packs` looks for. Lanes of a pack are the vector's elements in order; after the loop each is extracted for the
+(scalar) epilogue. Accumulators that form no full pack stay scalar.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tgfx.dtypes import DType
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+
+# loads in one accumulator's value that a signature keeps apart: a bigger expression is left to SLP (its lanes are
+# unlikely to line up, and its signature would cost more than it saves)
+MAX_LOADS = 32
+_LEAVES = (Ops.CONST, Ops.DEFINE_GLOBAL, Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_ACC, Ops.REDUCE)
+
+
+@dataclass(eq=False)
+class Pack:
+    """`accs[l]` is lane l; `values[l]` its update's value; `op` the reduce's combine op."""
+    accs: tuple[UOp, ...]
+    values: tuple[UOp, ...]
+    stores: tuple[UOp, ...]
+    op: Ops
+    dtype: DType
+    id: int
+
+
+def split_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
+    """An index as (its non-constant terms, the sum of its constant ones): two offsets with the same terms are
+    `delta` elements apart."""
+    terms, const, stack = [], 0, [off]
+    while stack:
+        t = stack.pop()
+        if t.op is Ops.ADD:
+            stack.extend(t.src)
+        elif t.op is Ops.CONST:
+            const += t.arg
+        else:
+            terms.append(t)
+    return tuple(sorted(terms, key=id)), const
+
+
+def direct_load(u: UOp) -> bool:
+    """A load of a global buffer element (not a register, not a masked read)."""
+    return u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and \
+        not u.dtype.is_bool
+
+
+class _Signatures:
+    """Each value's shape with its loads' constant offsets taken out (`key`), and those offsets in order
+    (`deltas`): two values with the same key differ only in where they read."""
+
+    def __init__(self) -> None:
+        self.memo: dict[UOp, tuple[object, tuple[int, ...]]] = {}
+
+    def __call__(self, u: UOp) -> tuple[object, tuple[int, ...]]:
+        if (hit := self.memo.get(u)) is not None:
+            return hit
+        if direct_load(u):
+            base, delta = split_offset(u.src[0].src[1])
+            out: tuple[object, tuple[int, ...]] = (("load", u.src[0].src[0], base, u.dtype), (delta,))
+        elif u.op in _LEAVES or not u.src:
+            out = (u, ())
+        else:
+            subs = [self(s) for s in u.src]
+            deltas = tuple(d for _, ds in subs for d in ds)
+            key = (u.op, u.dtype, u.arg, tuple(k for k, _ in subs))
+            out = (key, deltas) if len(deltas) <= MAX_LOADS else (("apart", u), ())
+        self.memo[u] = out
+        return out
+
+
+def _update(st: UOp) -> tuple[Ops, UOp] | None:
+    """The reduce op and the value of an accumulator's update `STORE(acc, op(LOAD(acc), value))`, else None."""
+    acc, upd = st.src[0], st.src[1]
+    if acc.op is not Ops.DEFINE_ACC or acc.tag == "carry" or len(upd.src) != 2:
+        return None
+    cur = upd.src[0]
+    if cur.op is not Ops.LOAD or cur.src[0] is not acc:
+        return None
+    return upd.op, upd.src[1]
+
+
+def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Callable[[DType], bool]) -> list[Pack]:
+    """The packs among the accumulator updates of `lin` (see the module docstring); `lanes(dtype)` is a vector's
+    width, `vector_dtype(dtype)` whether that dtype is kept in vector registers at all."""
+    sig = _Signatures()
+    classes: dict[tuple, list[tuple[tuple[int, ...], UOp, UOp, UOp]]] = {}
+    body = -1
+    for i, u in enumerate(lin):
+        if u.op is Ops.RANGE:
+            body = i
+        elif u.op is Ops.STORE and (found := _update(u)) is not None and vector_dtype(u.src[0].dtype):
+            op, value = found
+            key, deltas = sig(value)
+            if deltas:
+                classes.setdefault((body, op, u.src[0].dtype, key), []).append((deltas, u.src[0], value, u))
+    packs: list[Pack] = []
+    for (_, op, dtype, _), members in classes.items():
+        width = lanes(dtype)
+        if width < 2 or len(members) < width:
+            continue
+        by_delta = {m[0]: m for m in members}
+        if len(by_delta) < len(members):   # two accumulators of the same value: nothing to tell their lanes by
+            continue
+        order = sorted(by_delta)
+        first = order[0]
+        # the step from one lane to the next: 0 or 1 for each load, seen from the first accumulator
+        steps = Counter(tuple(b - a for a, b in zip(first, d, strict=True)) for d in order[1:])
+        steps = Counter({s: n for s, n in steps.items() if set(s) <= {0, 1} and any(s)})
+        best: list[list[tuple]] = []
+        for step, _ in steps.most_common():
+            used: set[tuple[int, ...]] = set()
+            chains = []
+            for d in order:
+                chain = [tuple(x + lane * s for x, s in zip(d, step, strict=True)) for lane in range(width)]
+                if d not in used and all(c in by_delta and c not in used for c in chain):
+                    used.update(chain)
+                    chains.append([by_delta[c] for c in chain])
+            if len(chains) > len(best):
+                best = chains
+        for chain in best:
+            packs.append(Pack(tuple(m[1] for m in chain), tuple(m[2] for m in chain), tuple(m[3] for m in chain),
+                              op, dtype, len(packs)))
+    return packs
+
+
+__all__ = ["Pack", "find_packs", "split_offset", "direct_load"]
