@@ -113,6 +113,8 @@ class RemoteDevice:
     it. `synchronize` returns at once (the process that owns it waits for its own work)."""
 
     timeline_value = 0
+    host_memory = False        # not this process's memory: nothing here reads it where it lies
+    compiles_on_host = False
 
     def __init__(self, name: str) -> None:
         self.name = name

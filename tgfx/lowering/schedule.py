@@ -14,6 +14,7 @@ from typing import Any
 
 from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
+from tgfx.devices import get_device
 from tgfx.devices.target import host_target
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -438,6 +439,8 @@ def _packed_operand(red: UOp) -> UOp | None:
     if len(red.arg[1]) != 1 or not _is_contraction(red):
         return None
     src, ax = red.src[0], red.arg[1][0]
+    if not get_device(red.device if isinstance(red.device, str) else DEFAULT_DEVICE).compiles_on_host:
+        return None   # pages and TLB entries are the CPU's concern; a GPU's tile reads its panel through its caches
     target = host_target()
     for i, e in enumerate(src.src):
         v = e.src[0]
