@@ -42,6 +42,10 @@ from tgfx._lax_elementwise import add as add
 from tgfx._lax_elementwise import max as max  # noqa: A004 - JAX's name
 from tgfx._lax_elementwise import min as min  # noqa: A004 - JAX's name
 from tgfx._lax_elementwise import mul as mul
+from tgfx.numpy._complex import conj as conj
+from tgfx.numpy._complex import make_complex as complex  # noqa: A004 - JAX's name
+from tgfx.numpy._complex import imag as imag
+from tgfx.numpy._complex import real as real
 from tgfx._lax_slicing import dynamic_index_in_dim as dynamic_index_in_dim
 from tgfx._lax_slicing import dynamic_slice as dynamic_slice
 from tgfx._lax_slicing import dynamic_slice_in_dim as dynamic_slice_in_dim
