@@ -70,13 +70,9 @@ def imag(x: Tensor) -> Tensor:
 def conj(x: Tensor) -> Tensor:
     if not x.dtype.is_complex:
         return x
+    from tgfx.numpy._movement import stack
     p = pairs(x)
-    sign = Tensor(np.array([1.0, -1.0], p.dtype.np), device=_device(x))
-    return from_pairs(p * sign)
-
-
-def _device(x: Tensor) -> Any:
-    return x.uop.device if isinstance(x.uop.device, str) else None
+    return from_pairs(stack([_part(p, 0), -_part(p, 1)], axis=-1))
 
 
 def absolute(x: Tensor) -> Tensor:
