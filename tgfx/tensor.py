@@ -336,6 +336,9 @@ class Tensor:
         out_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes or keepdims) if not keepdims else \
             tuple(1 if i in axes else s for i, s in enumerate(self.shape))
         x = self
+        if x.dtype.is_complex and op is not Ops.ADD:
+            raise TypeError(f"{op.name.lower()} reduction of a complex Tensor ({x.dtype.name}{list(x.shape)}): complex "
+                            f"values have no order; reduce abs(x), real(x) or imag(x)")
         if not axes:
             return x
         r = Tensor(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(sorted(axes)))))
