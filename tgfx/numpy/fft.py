@@ -3,9 +3,10 @@
 A transform along one axis works on the (re, im) parts as two real Tensors with that axis last:
 
 - a length that is a product of small factors is a mixed-radix Cooley-Tukey: the axis of n = r * m becomes
-  (r, m); a DFT of size r along the r axis is two real matmuls with r x r cos and sin tables; the twiddles
-  exp(-2 pi i k1 n2 / n) multiply; the m axis is transformed the same way (recursively); a transpose of the two
-  axes gives the output order. r is the largest factor up to 16, so n = 1024 is three matmul stages (16, 16, 4);
+  (r, m); a DFT of size r along the r axis is one real matmul ([re; im] times the 2r x 2r block [[c, -s], [s, c]]
+  of cos and sin tables); the twiddles exp(-2 pi i k1 n2 / n) multiply; the m axis is transformed the same way
+  (recursively); a transpose of the two axes gives the output order. The radices are at most 16, the smallest
+  outermost, so n = 1024 is three matmul stages (4, 16, 16);
 - a length up to 64 with no such factor (a prime) is a direct DFT (one matmul pair);
 - a longer length with a large prime factor is Bluestein's chirp z-transform: a convolution of the chirped input
   with the chirp, done with power-of-two transforms of length m >= 2n - 1.
@@ -45,23 +46,26 @@ def _angle_table(idx: Tensor, period: int, scale: float, real: DType) -> Tensor:
     return (idx.cast(wide) % period).astype(real) * scale
 
 
-def _dft_tables(n: int, inverse: bool, real: DType) -> Parts:
-    """cos and sin parts of the n x n DFT matrix exp(-+2 pi i j k / n) (symmetric)."""
+def _dft_block(n: int, inverse: bool, real: DType) -> Tensor:
+    """The n x n DFT matrix exp(-+2 pi i j k / n) as the real 2n x 2n block [[c, s], [-s, c]]: [re, im] @ it is
+    [re c - im s, re s + im c], the product's real and imaginary parts from one matmul. Stored: a matmul reads each
+    entry once per output row, so computed inside it the cos and sin would be too."""
     j = arange(n, dtype=dtypes.int32)
     theta = _angle_table(j.reshape(n, 1).cast(dtypes.int64) * j.reshape(1, n).cast(dtypes.int64), n,
                          2 * math.pi / n, real)
-    s = sin(theta)
-    return cos(theta), (s if inverse else -s)
+    c, s = cos(theta), sin(theta) if inverse else -sin(theta)
+    return mv.concatenate([mv.concatenate([c, s], 1), mv.concatenate([-s, c], 1)], 0).contiguous()
 
 
 def _twiddles(r: int, m: int, inverse: bool, real: DType) -> Parts:
-    """exp(-+2 pi i k1 n2 / (r m)) for k1 < r, n2 < m: an (r, m) table."""
+    """exp(-+2 pi i k1 n2 / (r m)) for k1 < r, n2 < m: an (r, m) table of each part, stored in one kernel (it is read
+    once per batch row)."""
     n = r * m
     k1 = arange(r, dtype=dtypes.int32).reshape(r, 1)
     n2 = arange(m, dtype=dtypes.int32).reshape(1, m)
     theta = _angle_table(k1 * n2, n, 2 * math.pi / n, real)
-    s = sin(theta)
-    return cos(theta), (s if inverse else -s)
+    both = mv.stack([cos(theta), sin(theta) if inverse else -sin(theta)]).contiguous()
+    return both[0], both[1]
 
 
 def _cmul(a: Parts, b: Parts) -> Parts:
@@ -70,7 +74,16 @@ def _cmul(a: Parts, b: Parts) -> Parts:
 
 # ---- one axis (the last), unnormalised ----
 def _radix(n: int) -> int | None:
-    return next((r for r in range(min(n, MAX_RADIX), 1, -1) if n % r == 0), None)
+    """The radix of the outermost stage: n itself up to MAX_RADIX; else the smallest of n's factors taken greedily
+    (largest first, each <= MAX_RADIX), so the outer stages' matmuls run along long trailing axes and the innermost
+    DFT is the largest (1024 is 4, 16, 16). None if n has no factor <= MAX_RADIX."""
+    if n <= MAX_RADIX:
+        return n
+    factors, rest = [], n
+    while (r := next((r for r in range(min(rest, MAX_RADIX), 1, -1) if rest % r == 0), None)) is not None:
+        factors.append(r)
+        rest //= r
+    return min(factors, default=None)
 
 
 def _transform(x: Parts, inverse: bool) -> Parts:
@@ -87,21 +100,22 @@ def _transform(x: Parts, inverse: bool) -> Parts:
 
 
 def _direct(x: Parts, inverse: bool) -> Parts:
-    """x @ W: one pair of real matmuls per part."""
-    c, s = _dft_tables(x[0].shape[-1], inverse, x[0].dtype)
-    re, im = x
-    return matmul(re, c) - matmul(im, s), matmul(re, s) + matmul(im, c)
+    """x @ W as one real matmul: [re, im] (stored, with whatever elementwise work came before) @ the block matrix."""
+    n = x[0].shape[-1]
+    y = matmul(mv.concatenate(list(x), -1).contiguous(), _dft_block(n, inverse, x[0].dtype)).contiguous()
+    return y[..., :n], y[..., n:]
 
 
 def _cooley_tukey(x: Parts, r: int, inverse: bool) -> Parts:
-    """n = r m: input index r-major (n1 m + n2), output index k1 + r k2."""
+    """n = r m: input index r-major (n1 m + n2), output index k1 + r k2. The size-r DFT along the r axis is one
+    matmul, the block matrix's transpose @ [re; im] stacked along that axis."""
     lead, n = x[0].shape[:-1], x[0].shape[-1]
     m = n // r
     re, im = (t.reshape(*lead, r, m) for t in x)
-    c, s = _dft_tables(r, inverse, re.dtype)        # a size-r DFT along the r axis: W @ x
-    re, im = matmul(c, re) - matmul(s, im), matmul(c, im) + matmul(s, re)
-    re, im = _cmul((re, im), _twiddles(r, m, inverse, re.dtype))
-    re, im = _transform((re, im), inverse)           # the m axis
+    y = matmul(mv.swapaxes(_dft_block(r, inverse, re.dtype), 0, 1), mv.concatenate([re, im], -2).contiguous())
+    y = y.contiguous()
+    re, im = _cmul((y[..., :r, :], y[..., r:, :]), _twiddles(r, m, inverse, re.dtype))
+    re, im = _transform((re, im), inverse)   # the m axis: the outputs of a stored matmul, read transposed next
     return tuple(mv.swapaxes(t, -1, -2).reshape(*lead, n) for t in (re, im))
 
 
