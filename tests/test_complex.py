@@ -15,7 +15,6 @@ from hypothesis.extra import numpy as hnp
 import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.counters import counters
-from tgfx.dtypes import dtypes
 
 try:
     import jax
@@ -263,12 +262,14 @@ def fd_grad(f: Callable[[np.ndarray], float], z: np.ndarray, h: float = 1e-3) ->
 GRAD_CASES = [
     ("abs2", lambda z: tnp.sum(tnp.abs(z) ** 2), lambda z: np.sum(np.abs(z) ** 2)),
     ("real_square", lambda z: tnp.real(tnp.sum(z * z)), lambda z: np.real(np.sum(z * z))),
-    ("exp_conj", lambda z: tnp.real(tnp.sum(tnp.exp(z) * tnp.conj(z))), lambda z: np.real(np.sum(np.exp(z) * np.conj(z)))),
+    ("exp_conj", lambda z: tnp.real(tnp.sum(tnp.exp(z) * tnp.conj(z))),
+     lambda z: np.real(np.sum(np.exp(z) * np.conj(z)))),
     ("imag_log", lambda z: tnp.sum(tnp.imag(tnp.log(z + 3))), lambda z: np.sum(np.imag(np.log(z + 3)))),
     ("abs_sqrt", lambda z: tnp.sum(tnp.abs(tnp.sqrt(z + 4))), lambda z: np.sum(np.abs(np.sqrt(z + 4)))),
     ("angle", lambda z: tnp.sum(tnp.angle(z)), lambda z: np.sum(np.angle(z))),
     ("div_sin", lambda z: tnp.real(tnp.sum(tnp.sin(z) / (z + 3))), lambda z: np.real(np.sum(np.sin(z) / (z + 3)))),
-    ("tanh_cos", lambda z: tnp.imag(tnp.sum(tnp.tanh(z) * tnp.cos(z))), lambda z: np.imag(np.sum(np.tanh(z) * np.cos(z)))),
+    ("tanh_cos", lambda z: tnp.imag(tnp.sum(tnp.tanh(z) * tnp.cos(z))),
+     lambda z: np.imag(np.sum(np.tanh(z) * np.cos(z)))),
     ("prod_mean", lambda z: tnp.real(tnp.prod(z) + tnp.mean(z * 1j)), lambda z: np.real(np.prod(z) + np.mean(z * 1j))),
     ("matmul", lambda z: tnp.real(tnp.sum(z.reshape(2, 2) @ z.reshape(2, 2))),
      lambda z: np.real(np.sum(z.reshape(2, 2) @ z.reshape(2, 2)))),

@@ -195,7 +195,7 @@ def pairs_of_op(x: UOp) -> UOp | None:
     if op is Ops.REDUCE_AXIS and x.arg[0] is Ops.ADD:
         return UOp(Ops.REDUCE_AXIS, x.dtype.real, (pairs(src[0]),), x.arg)
     raise NotImplementedError(f"complex {op.name} (arg {x.arg!r}) has no pair form; tgfx.numpy builds complex "
-                              f"functions from ADD, MUL, FDIV, NEG, EXP, LOG, SQRT, SIN, COS, TANH, WHERE, CAST and sums")
+                              f"functions from ADD MUL FDIV NEG RECIP EXP LOG SQRT SIN COS TANH WHERE CAST and sums")
 
 
 def compare(x: UOp) -> UOp:

@@ -3,7 +3,13 @@ from tgfx.dtypes import dtypes as _dtypes
 from tgfx.dtypes import finfo as finfo
 from tgfx.dtypes import iinfo as iinfo
 from tgfx.numpy import _methods  # noqa: F401 - attaches operators and methods to Tensor
+from tgfx.numpy import fft as fft
 from tgfx.numpy import linalg as linalg
+from tgfx.numpy._complex import angle as angle
+from tgfx.numpy._complex import iscomplex as iscomplex
+from tgfx.numpy._complex import iscomplexobj as iscomplexobj
+from tgfx.numpy._complex import isreal as isreal
+from tgfx.numpy._complex import isrealobj as isrealobj
 from tgfx.numpy._creation import (
                                   arange,
                                   array,
@@ -33,12 +39,6 @@ from tgfx.numpy._data_dependent import (
                                   unique_inverse,
                                   unique_values,
 )
-from tgfx.numpy import fft as fft
-from tgfx.numpy._complex import angle as angle
-from tgfx.numpy._complex import iscomplex as iscomplex
-from tgfx.numpy._complex import iscomplexobj as iscomplexobj
-from tgfx.numpy._complex import isreal as isreal
-from tgfx.numpy._complex import isrealobj as isrealobj
 from tgfx.numpy._einsum import einsum as einsum
 from tgfx.numpy._einsum import tensordot as tensordot
 from tgfx.numpy._elementwise import (
