@@ -346,3 +346,19 @@ def test_vjp_jvp_match_jax() -> None:
     jt = tg.jvp(f, (tnp.asarray(z),), (tnp.asarray(t),))[1]
     jjt = jax.jvp(jf, (jnp.asarray(z),), (jnp.asarray(t),))[1]
     np.testing.assert_allclose(jt.numpy(), np.asarray(jjt), rtol=1e-5, atol=1e-6)
+
+
+def test_loops_with_complex_carries() -> None:
+    """A complex carry runs as a scheduled loop of pairs (not the register loop kernel) and differentiates."""
+    z0 = np.complex64(0.1 + 0.2j)
+    step = lambda i, c: c * c + 0.1  # noqa: E731
+    out = tg.jit(lambda z: tg.lax.fori_loop(0, 3, step, z))(tnp.asarray(z0))
+    want = z0
+    for i in range(3):
+        want = step(i, want)
+    np.testing.assert_allclose(out.item(), want, rtol=1e-6)
+    fn = lambda z: np.abs(step(2, step(1, step(0, z))))  # noqa: E731
+    for loss in (lambda z: tnp.abs(tg.lax.fori_loop(0, 3, step, z)),
+                 lambda z: tnp.abs(tg.lax.scan(lambda c, x: (c * c + x, c), z, tnp.full((3,), 0.1 + 0j))[0])):
+        got = tg.grad(loss)(tnp.asarray(z0)).item()
+        np.testing.assert_allclose(got, fd_grad(lambda z: fn(z[0]), np.array([z0]))[0], rtol=1e-3, atol=1e-5)

@@ -19,6 +19,7 @@ rangeify and the renderer never see a complex type.
 from __future__ import annotations
 
 from tgfx.dtypes import DType, dtypes
+from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
@@ -221,6 +222,12 @@ def as_stored(u: UOp) -> UOp:
     return u if _stored_complex(u) else UOp(Ops.AS_COMPLEX, u.dtype, (pairs(u),))
 
 
+def store_operands(x: UOp) -> UOp | None:
+    nb = n_bodies(x)
+    src = (*x.src[:nb], *(as_stored(s) if s.dtype is not None and s.dtype.is_complex else s for s in x.src[nb:]))
+    return None if src == x.src else x.replace(src=src)
+
+
 _is_complex = UPat(custom=lambda u: u.dtype is not None and u.dtype.is_complex)
 pm_complex = PatternMatcher([
     (UPat(Ops.AS_PAIRS, src=(UPat(Ops.AS_COMPLEX, name="c"),)), lambda c: c.src[0]),
@@ -230,6 +237,8 @@ pm_complex = PatternMatcher([
     # a stored complex value is computed as its pairs
     (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(_is_complex,), name="x"),
      lambda x: None if _stored_complex(x.src[0]) else x.replace(src=(as_stored(x.src[0]),))),
+    # a loop's, a branch's or a call's operands are buffers: a complex one is stored as its pairs
+    (UPat((Ops.LOOP, Ops.SWITCH, Ops.CALL), name="x"), store_operands),
     (UPat((Ops.CMPEQ, Ops.CMPNE), src=(_is_complex, _is_complex), name="x"), compare),
     # complex -> real takes the real part, as numpy's astype does (with its ComplexWarning, given by tgfx.numpy)
     (UPat(Ops.CAST, src=(_is_complex,), name="x"),
