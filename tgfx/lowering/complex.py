@@ -6,8 +6,9 @@ ops, `REDUCE_AXIS`, ... of complex64), so the transforms (grad, vmap, jit) treat
 a complex value as a float value with a last axis of 2, `AS_COMPLEX` the other way (`tgfx/numpy/_complex.py` builds
 the non-holomorphic functions, `real`, `abs`, `conj`, ..., from them).
 
-`pm_complex` pushes every `AS_PAIRS` down to the leaves, writing each complex op as float ops on pairs (a product is
-four real products and two sums), so that afterwards a complex node is only:
+`pm_complex` replaces every `AS_PAIRS` of a computed complex value by float ops on the real and imaginary parts of
+its sources (`to_parts`, down to stored values: a product is four real products and two sums), packed into pairs
+only there, so that afterwards a complex node is only:
 
 - a BUFFER (and movement views of one that are results: no kernel reads them);
 - `AS_COMPLEX(pairs)` as a value the schedule stores (a result, under a CONTIGUOUS or a COPY);
@@ -148,60 +149,86 @@ _UNARY = {Ops.EXP: cexp, Ops.LOG: clog, Ops.SQRT: csqrt, Ops.SIN: csin, Ops.COS:
 
 
 # ---- the rules ----
+Parts = tuple[UOp, UOp]
+
+
 def pairs(x: UOp) -> UOp:
     return UOp(Ops.AS_PAIRS, x.dtype.real, (x,))
 
 
-def parts(x: UOp) -> tuple[UOp, UOp]:
-    p = pairs(x)
-    return part(p, 0), part(p, 1)
+def unpack(p: UOp) -> Parts | None:
+    """(re, im) if pairs `p` were built by `pack`, else None."""
+    if p.op is not Ops.ADD or any(s.op is not Ops.PAD for s in p.src):
+        return None
+    lo, hi = p.src
+    if lo.arg[-1] != (0, 1) or hi.arg[-1] != (1, 0) or any(a != (0, 0) for a in lo.arg[:-1] + hi.arg[:-1]):
+        return None
+    re, im = lo.src[0], hi.src[0]
+    if re.op is not Ops.RESHAPE or im.op is not Ops.RESHAPE:
+        return None
+    return re.src[0], im.src[0]
 
 
-def pairs_of_movement(m: UOp) -> UOp:
-    p, n = pairs(m.src[0]), len(m.src[0].shape)
-    arg = {Ops.RESHAPE: lambda a: (*a, 2), Ops.EXPAND: lambda a: (*a, 2), Ops.PERMUTE: lambda a: (*a, n),
-           Ops.PAD: lambda a: (*a, (0, 0)), Ops.SHRINK: lambda a: (*a, (0, 2)), Ops.FLIP: lambda a: a}[m.op](m.arg)
-    return UOp(m.op, p.dtype, (p,), arg)
-
-
-def pairs_of_const(c: UOp) -> UOp:
-    v, d = complex(c.arg), c.dtype.real
-    return pack(UOp.const(d, v.real), UOp.const(d, v.imag)) if v.imag else \
-        pack(UOp.const(d, v.real), UOp.const(d, 0.0))
-
-
-def pairs_of_op(x: UOp) -> UOp | None:
-    """The pairs of a complex op, from its sources' pairs."""
+def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
+    """The (re, im) float values of complex value `x`, each complex op written on its sources' parts. Parts, not
+    pairs, between ops: a pair is built (`pack`) only where one is stored or viewed, so a chain of complex ops is a
+    chain of real ops, not nested packs and slices of packs."""
+    if x in memo:
+        return memo[x]
     op, src = x.op, x.src
-    if op is Ops.ADD:
-        return alu(Ops.ADD, pairs(src[0]), pairs(src[1]))
-    if op is Ops.NEG:
-        return alu(Ops.NEG, pairs(src[0]))
-    if op is Ops.MUL:
-        return pack(*cmul(parts(src[0]), parts(src[1])))
-    if op is Ops.FDIV:
-        return pack(*cmul(parts(src[0]), crecip(parts(src[1]))))
-    if op in _UNARY:
-        return pack(*_UNARY[op](parts(src[0])))
-    if op is Ops.WHERE:
-        c = src[0]
-        cond = UOp(Ops.EXPAND, c.dtype, (UOp(Ops.RESHAPE, c.dtype, (c,), (*c.shape, 1)),), (*c.shape, 2))
-        return alu(Ops.WHERE, cond, pairs(src[1]), pairs(src[2]))
-    if op is Ops.CAST:
-        s = src[0]
-        if s.dtype.is_complex:
-            return UOp(Ops.CAST, x.dtype.real, (pairs(s),))
-        re = UOp(Ops.CAST, x.dtype.real, (s,))
-        return pack(re, full(re.shape, 0.0, re.dtype))
-    if op is Ops.REDUCE_AXIS and x.arg[0] is Ops.ADD:
-        return UOp(Ops.REDUCE_AXIS, x.dtype.real, (pairs(src[0]),), x.arg)
-    raise NotImplementedError(f"complex {op.name} (arg {x.arg!r}) has no pair form; tgfx.numpy builds complex "
-                              f"functions from ADD MUL FDIV NEG RECIP EXP LOG SQRT SIN COS TANH WHERE CAST and sums")
+    if op is Ops.AS_COMPLEX:
+        out = unpack(src[0]) or (part(src[0], 0), part(src[0], 1))
+    elif _read_as_pairs(x):
+        p = pairs(x)
+        out = part(p, 0), part(p, 1)
+    elif op in GroupOp.Movement:
+        out = tuple(UOp(op, x.dtype.real, (t,), x.arg) for t in to_parts(src[0], memo))
+    elif op is Ops.CONST:
+        v, d = complex(x.arg), x.dtype.real
+        out = UOp.const(d, v.real), UOp.const(d, v.imag)
+    elif op is Ops.ADD:
+        (ar, ai), (br, bi) = to_parts(src[0], memo), to_parts(src[1], memo)
+        out = alu(Ops.ADD, ar, br), alu(Ops.ADD, ai, bi)
+    elif op is Ops.NEG:
+        out = tuple(alu(Ops.NEG, t) for t in to_parts(src[0], memo))
+    elif op is Ops.MUL:
+        out = cmul(to_parts(src[0], memo), to_parts(src[1], memo))
+    elif op is Ops.FDIV:
+        out = cmul(to_parts(src[0], memo), crecip(to_parts(src[1], memo)))
+    elif op in _UNARY:
+        out = _UNARY[op](to_parts(src[0], memo))
+    elif op is Ops.WHERE:
+        (ar, ai), (br, bi) = to_parts(src[1], memo), to_parts(src[2], memo)
+        out = alu(Ops.WHERE, src[0], ar, br), alu(Ops.WHERE, src[0], ai, bi)
+    elif op is Ops.CAST and src[0].dtype.is_complex:
+        out = tuple(UOp(Ops.CAST, x.dtype.real, (t,)) for t in to_parts(src[0], memo))
+    elif op is Ops.CAST:
+        re = UOp(Ops.CAST, x.dtype.real, (src[0],))
+        out = re, full(re.shape, 0.0, re.dtype)
+    elif op is Ops.REDUCE_AXIS and x.arg[0] is Ops.ADD:
+        out = tuple(UOp(Ops.REDUCE_AXIS, x.dtype.real, (t,), x.arg) for t in to_parts(src[0], memo))
+    else:
+        raise NotImplementedError(f"complex {op.name} (arg {x.arg!r}) has no pair form; tgfx.numpy builds complex "
+                                  f"functions from ADD MUL FDIV NEG RECIP EXP LOG SQRT SIN COS TANH WHERE CAST and "
+                                  f"sums")
+    memo[x] = out
+    return out
 
 
-def compare(x: UOp) -> UOp:
+def fold_part(x: UOp) -> UOp | None:
+    """A part of a `pack`ed pair is the value it was packed from: SHRINK to one entry of the last axis of
+    ADD(PAD(re), PAD(im)), as `part` builds it."""
+    s = x.src[0]
+    if s.shape[-1:] != (2,) or x.arg[-1] not in ((0, 1), (1, 2)) or \
+            any(b != (0, n) for b, n in zip(x.arg[:-1], s.shape[:-1], strict=True)):
+        return None
+    got = unpack(s)
+    return None if got is None else UOp(Ops.RESHAPE, x.dtype, (got[x.arg[-1][0]],), x.shape)
+
+
+def compare(ctx: dict, x: UOp) -> UOp:
     """== and != of complex values: both parts equal, or either differs."""
-    (ar, ai), (br, bi) = parts(x.src[0]), parts(x.src[1])
+    (ar, ai), (br, bi) = to_parts(x.src[0], ctx), to_parts(x.src[1], ctx)
     re, im = alu(x.op, ar, br), alu(x.op, ai, bi)
     return alu(Ops.AND if x.op is Ops.CMPEQ else Ops.OR, re, im)
 
@@ -215,6 +242,12 @@ def _is_buffer_view(u: UOp) -> bool:
 def _stored_complex(u: UOp) -> bool:
     """A complex value a kernel can read as pairs without computing it: a buffer, or one the schedule stores."""
     return u.op in (Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS) or _is_buffer_view(u)
+
+
+def _read_as_pairs(u: UOp) -> bool:
+    """A complex value a kernel reads as the float pairs of its buffer (`kernel_ast`); views of it are views of
+    those pairs."""
+    return u.op in (Ops.BUFFER, Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS)
 
 
 def as_stored(u: UOp) -> UOp:
@@ -231,9 +264,10 @@ def store_operands(x: UOp) -> UOp | None:
 _is_complex = UPat(custom=lambda u: u.dtype is not None and u.dtype.is_complex)
 pm_complex = PatternMatcher([
     (UPat(Ops.AS_PAIRS, src=(UPat(Ops.AS_COMPLEX, name="c"),)), lambda c: c.src[0]),
-    (UPat(Ops.AS_PAIRS, src=(UPat(GroupOp.Movement, name="m"),)), pairs_of_movement),
-    (UPat(Ops.AS_PAIRS, src=(UPat(Ops.CONST, name="c"),)), pairs_of_const),
-    (UPat(Ops.AS_PAIRS, src=(UPat(GroupOp.ALU | {Ops.CAST, Ops.REDUCE_AXIS}, name="x"),)), pairs_of_op),
+    # a computed complex value's pairs: its parts, written on its sources' parts
+    (UPat(Ops.AS_PAIRS, src=(UPat(name="x"),)),
+     lambda ctx, x: None if _read_as_pairs(x) else pack(*to_parts(x, ctx))),
+    (UPat(Ops.SHRINK, name="x"), fold_part),
     # a stored complex value is computed as its pairs
     (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(_is_complex,), name="x"),
      lambda x: None if _stored_complex(x.src[0]) else x.replace(src=(as_stored(x.src[0]),))),
@@ -242,7 +276,7 @@ pm_complex = PatternMatcher([
     (UPat((Ops.CMPEQ, Ops.CMPNE), src=(_is_complex, _is_complex), name="x"), compare),
     # complex -> real takes the real part, as numpy's astype does (with its ComplexWarning, given by tgfx.numpy)
     (UPat(Ops.CAST, src=(_is_complex,), name="x"),
-     lambda x: None if x.dtype.is_complex else UOp(Ops.CAST, x.dtype, (part(pairs(x.src[0]), 0),))
+     lambda ctx, x: None if x.dtype.is_complex else UOp(Ops.CAST, x.dtype, (to_parts(x.src[0], ctx)[0],))
      if not x.dtype.is_bool else alu(Ops.CMPNE, x.src[0], full(x.shape, 0, x.src[0].dtype))),
 ])
 
@@ -254,4 +288,4 @@ def lower_complex(roots: list[UOp]) -> list[UOp]:
         return roots
     stored = [r if not (r.dtype is not None and r.dtype.is_complex) or _is_buffer_view(r) else as_stored(r)
               for r in roots]
-    return list(graph_rewrite(UOp(Ops.SINK, None, tuple(stored)), pm_complex, name="complex").src)
+    return list(graph_rewrite(UOp(Ops.SINK, None, tuple(stored)), pm_complex, ctx={}, name="complex").src)

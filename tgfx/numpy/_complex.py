@@ -45,6 +45,13 @@ def _part(p: Tensor, i: int) -> Tensor:
     return p[..., i]
 
 
+def from_parts(re: Tensor, im: Tensor) -> Tensor:
+    """The complex Tensor re + i im of two float Tensors of one shape and dtype: their pairs built in the graph (no
+    stored stack), so the lowering reads the parts back without a copy (`tgfx/lowering/complex.py`)."""
+    from tgfx.lowering.complex import pack
+    return Tensor(UOp(Ops.AS_COMPLEX, to_complex(re.dtype), (pack(re.uop, im.uop),)))
+
+
 def make_complex(re: ArrayLike, im: ArrayLike) -> Tensor:
     """re + i im, both real (`lax.complex`): the complex type of their float promotion."""
     from tgfx.tensor import promote
@@ -55,8 +62,7 @@ def make_complex(re: ArrayLike, im: ArrayLike) -> Tensor:
     if d not in (dtypes.float32, dtypes.float64):
         d = dtypes.float32
     a, b = broadcast(a.cast(d), b.cast(d), name="complex")
-    from tgfx.numpy._movement import stack
-    return from_pairs(stack([a, b], axis=-1))
+    return from_parts(a, b)
 
 
 def real(x: Tensor) -> Tensor:
@@ -70,9 +76,8 @@ def imag(x: Tensor) -> Tensor:
 def conj(x: Tensor) -> Tensor:
     if not x.dtype.is_complex:
         return x
-    from tgfx.numpy._movement import stack
     p = pairs(x)
-    return from_pairs(stack([_part(p, 0), -_part(p, 1)], axis=-1))
+    return from_parts(_part(p, 0), -_part(p, 1))
 
 
 def absolute(x: Tensor) -> Tensor:

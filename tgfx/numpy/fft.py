@@ -161,8 +161,8 @@ def _parts(a: Tensor) -> Parts:
 
 
 def _pack(x: Parts) -> Tensor:
-    from tgfx.numpy._complex import from_pairs
-    return from_pairs(mv.stack(list(x), axis=-1))
+    from tgfx.numpy._complex import from_parts
+    return from_parts(*x)
 
 
 def _resize(t: Tensor, n: int) -> Tensor:
