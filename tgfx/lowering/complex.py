@@ -241,13 +241,13 @@ def _is_buffer_view(u: UOp) -> bool:
 
 def _stored_complex(u: UOp) -> bool:
     """A complex value a kernel can read as pairs without computing it: a buffer, or one the schedule stores."""
-    return u.op in (Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS) or _is_buffer_view(u)
+    return u.op in (Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE) or _is_buffer_view(u)
 
 
 def _read_as_pairs(u: UOp) -> bool:
     """A complex value a kernel reads as the float pairs of its buffer (`kernel_ast`); views of it are views of
     those pairs."""
-    return u.op in (Ops.BUFFER, Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS)
+    return u.op in (Ops.BUFFER, Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE)  # GETTUPLE: a loop's result
 
 
 def as_stored(u: UOp) -> UOp:
