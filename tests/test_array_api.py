@@ -177,7 +177,8 @@ def test_can_cast_isdtype_result_type() -> None:
 def test_namespace_info() -> None:
     info = tnp.__array_namespace_info__()
     assert info.default_device() == "CPU:0" and "CPU:0" in info.devices()
-    assert info.default_dtypes() == {"real floating": tnp.float32, "integral": tnp.int32, "indexing": tnp.int32}
+    assert info.default_dtypes() == {"real floating": tnp.float32, "complex floating": tnp.complex64,
+                                     "integral": tnp.int32, "indexing": tnp.int32}   # the standard's four keys
     assert set(info.dtypes(kind="unsigned integer")) == {"uint8", "uint16", "uint32"}
     assert "float16" not in info.dtypes() and "float32" in info.dtypes()
     assert info.capabilities()["boolean indexing"] is False  # JAX's answer: not under jit

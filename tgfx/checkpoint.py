@@ -29,7 +29,7 @@ PathLike = str | os.PathLike
 _ST_DTYPES: dict[str, DType] = {
     "BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
     "F16": dtypes.float16, "BF16": dtypes.bfloat16, "U32": dtypes.uint32, "I32": dtypes.int32, "F32": dtypes.float32,
-    "U64": dtypes.uint64, "I64": dtypes.int64, "F64": dtypes.float64,
+    "U64": dtypes.uint64, "I64": dtypes.int64, "F64": dtypes.float64, "C64": dtypes.complex64,
 }
 _ST_NAMES = {d: n for n, d in _ST_DTYPES.items()}
 _NUMPY_NAMES = {d.name for d in _ST_DTYPES.values() if d != dtypes.bfloat16}  # numpy has no bfloat16
@@ -65,6 +65,9 @@ def save(path: PathLike, tree: Any, metadata: dict[str, str] | None = None) -> N
             if not isinstance(leaf, (Tensor, np.ndarray, np.generic)):
                 raise TypeError(f"save: the leaf at {_where(p)} is a {type(leaf).__qualname__}; a checkpoint holds "
                                 f"Tensors, numpy arrays and Python int/float/bool/str leaves")
+            if isinstance(leaf, Tensor) and leaf.dtype not in _ST_NAMES:
+                raise TypeError(f"save: the Tensor at {_where(p)} has dtype {leaf.dtype.name}, which has no "
+                                f"safetensors equivalent; save its real and imaginary parts (tnp.real, tnp.imag)")
             if not isinstance(leaf, Tensor) and np.asarray(leaf).dtype.name not in _NUMPY_NAMES:
                 raise TypeError(f"save: the numpy leaf at {_where(p)} has dtype {np.asarray(leaf).dtype}, which has no "
                                 f"safetensors equivalent")

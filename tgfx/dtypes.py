@@ -25,7 +25,7 @@ from tgfx import config
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """A scalar element type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned) or 'f' (float).
+    """A scalar element type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned), 'f' (float) or 'c' (complex).
 
     DTypes are interned (the scalars below, and `vec` caches its results), so equality is identity and hashing
     is object's own, in C: every UOp built hashes one.
@@ -72,6 +72,20 @@ class DType:
         return self.kind in "iu"
 
     @property
+    def is_complex(self) -> bool:
+        return self.kind == "c"
+
+    @property
+    def is_inexact(self) -> bool:
+        """A float or complex type: what carries gradients."""
+        return self.kind in "fc"
+
+    @property
+    def real(self) -> DType:
+        """The float type of a complex type's parts (complex64 -> float32); a real type is its own."""
+        return _by_name(_REAL_OF[self.name]) if self.kind == "c" else self
+
+    @property
     def is_unsigned(self) -> bool:
         return self.kind == "u"
 
@@ -100,6 +114,10 @@ class _Namespace(type):
     def default_int(cls) -> DType:
         return cls.int64 if config.X64 else cls.int32
 
+    @property
+    def default_complex(cls) -> DType:
+        return cls.complex128 if config.X64 else cls.complex64
+
 
 class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JAX's and tinygrad's
     bool = DType("bool", 1, "b", "bool")
@@ -115,6 +133,9 @@ class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JA
     bfloat16 = DType("bfloat16", 2, "f", "uint16")
     float32 = DType("float32", 4, "f", "float32")
     float64 = DType("float64", 8, "f", "float64")
+    # interleaved (re, im) pairs of float32 / float64, as numpy stores them (tgfx/numpy/_complex.py)
+    complex64 = DType("complex64", 8, "c", "complex64")
+    complex128 = DType("complex128", 16, "c", "complex128")
     # the type of index arithmetic inside kernels
     index = int64
 
@@ -125,7 +146,9 @@ class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JA
 
 ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k != "index")
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
-_NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32"}
+_NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex128": "complex64"}
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+_COMPLEX_OF = {"float32": "complex64", "float64": "complex128"}
 _warned: set[str] = set()
 
 
@@ -166,6 +189,8 @@ def to_dtype(x: Any) -> DType:
         return dtypes.default_int
     if x is bool:
         return dtypes.bool
+    if x is complex:
+        return dtypes.default_complex
     if isinstance(x, str) and x in _BY_NAME:
         return canonicalize(_BY_NAME[x])
     try:
@@ -184,14 +209,15 @@ def from_numpy(npd: np.dtype) -> DType:
 
 
 # ---- promotion lattice (JAX): edges go from a type to the types directly above it ----
-# "i*" and "f*" are the weak types of Python int and float scalars.
+# "i*", "f*" and "c*" are the weak types of Python int, float and complex scalars.
 _LATTICE: dict[str, tuple[str, ...]] = {
     "bool": ("i*",),
     "i*": ("uint8", "int8"),
     "uint8": ("uint16", "int16"), "uint16": ("uint32", "int32"), "uint32": ("uint64", "int64"), "uint64": ("f*",),
     "int8": ("int16",), "int16": ("int32",), "int32": ("int64",), "int64": ("f*",),
-    "f*": ("float16", "bfloat16"), "float16": ("float32",), "bfloat16": ("float32",), "float32": ("float64",),
-    "float64": (),
+    "f*": ("float16", "bfloat16", "c*"), "float16": ("float32",), "bfloat16": ("float32",),
+    "float32": ("float64", "complex64"), "float64": ("complex128",),
+    "c*": ("complex64",), "complex64": ("complex128",), "complex128": (),
 }
 
 
@@ -216,13 +242,17 @@ def weak_kind(x: Any) -> str:
         return "i*"
     if isinstance(x, (float, np.floating)):
         return "f*"
-    raise TypeError(f"expected a Python bool, int or float scalar, got {type(x).__name__}")
+    if isinstance(x, (complex, np.complexfloating)):
+        return "c*"
+    raise TypeError(f"expected a Python bool, int, float or complex scalar, got {type(x).__name__}")
 
 
 def promote_types(*ts: DType | str) -> DType:
-    """The JAX result type of operands of these types (DTypes, or the weak kinds 'i*' and 'f*')."""
+    """The JAX result type of operands of these types (DTypes, or the weak kinds 'i*', 'f*' and 'c*')."""
     names = [t.name if isinstance(t, DType) else t for t in ts]
     out = functools.reduce(_lub, names)
+    if out == "c*":
+        return dtypes.default_complex
     if out == "f*":
         # two strong integer types with no integer bound (int64 + uint64), or only weak floats
         return dtypes.float64 if any(n in ("int64", "uint64") for n in names) else dtypes.default_float
@@ -238,7 +268,13 @@ def to_inexact(d: DType) -> DType:
 
     As JAX in either mode: bool and integers up to 32 bits become float32, 64-bit integers float64.
     """
-    return d if d.is_float else dtypes.float64 if d.itemsize == 8 else dtypes.float32
+    return d if d.is_inexact else dtypes.float64 if d.itemsize == 8 else dtypes.float32
+
+
+def to_complex(d: DType) -> DType:
+    """The complex type whose parts are `d` computed as a float (float32 -> complex64, int32 -> complex64)."""
+    d = to_inexact(d)
+    return d if d.is_complex else _by_name(_COMPLEX_OF.get(d.name, "complex64"))
 
 
 @functools.cache
@@ -265,8 +301,12 @@ def max_value(d: DType) -> int | float | bool:
     return float("inf")
 
 
-def cast_scalar(x: Any, d: DType) -> int | float | bool:
+def cast_scalar(x: Any, d: DType) -> int | float | bool | complex:
     """A Python scalar converted to the value it takes in dtype `d` (with wrap-around for integers)."""
+    if d.is_complex:
+        return complex(np.array(x, dtype=d.np))
+    if isinstance(x, complex):
+        x = x.real  # the real part, as a complex -> real cast takes it
     if d.is_bool:
         return bool(x)
     if d.is_int:
@@ -342,6 +382,7 @@ def finfo(x: Any) -> finfo_result:
     1.1920928955078125e-07
     """
     d = _dtype_of(x, "finfo")
+    d = d.real  # a complex type's limits are those of its parts, as numpy's
     if not d.is_float:
         raise TypeError(f"finfo: {d.name} is not a float type; use iinfo for integers")
     if d == dtypes.bfloat16:  # 8 exponent bits as float32, 7 fraction bits

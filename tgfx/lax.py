@@ -57,9 +57,15 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import pm_inline, substitute_outside_calls, walk
+from tgfx.numpy._complex import conj as conj
+from tgfx.numpy._complex import imag as imag
+from tgfx.numpy._complex import make_complex
+from tgfx.numpy._complex import real as real
 from tgfx.tensor import Tensor
 from tgfx.trace_state import record_owner, tracing
 from tgfx.tree import PyTreeDef, keystr, tree_flatten_with_path, tree_leaves, tree_unflatten
+
+complex = make_complex  # noqa: A001 - JAX's name: lax.complex(re, im)
 
 _uid = itertools.count()
 

@@ -33,7 +33,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.trace_state import current, user_error
 
-Scalar = bool | int | float
+Scalar = bool | int | float | complex
 LITERAL = "literal"  # the tag of a CONST that stays a literal in eager kernels (Tensor.literal)
 ArrayLike = Any  # Tensor, numpy array, nested lists, Python scalars
 
@@ -232,6 +232,9 @@ class Tensor:
         a, b = (self, other) if not reflected else (other, self)
         both_weak = is_weak(a) and is_weak(b)
         a, b = promote(a, b, name or op.name.lower(), float_only or op in GroupOp.FloatOnly)
+        if a.dtype.is_complex and op not in _COMPLEX_BINARY:
+            raise TypeError(f"{name or op.name.lower()} is not defined for complex Tensors ({a.dtype.name}); compare "
+                            f"or order real(x) and imag(x), or abs(x)")
         a, b = broadcast(a, b, name=name or op.name.lower())
         out = Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))
         return weak(out) if both_weak and op not in GroupOp.Comparison else out
@@ -244,8 +247,14 @@ class Tensor:
         return Tensor(UOp(Ops.WHERE, x.dtype, (c.uop, x.uop, y.uop)))
 
     def astype(self, dtype: DType | str | type) -> Tensor:
-        """This Tensor as `dtype`, canonical for the x64 mode (without it, float64 is float32, as `jnp`'s)."""
-        return self.cast(to_dtype(dtype))
+        """This Tensor as `dtype`, canonical for the x64 mode (without it, float64 is float32, as `jnp`'s). Complex to
+        real takes the real part with numpy's ComplexWarning, as `jnp`'s astype."""
+        d = to_dtype(dtype)
+        if self.dtype.is_complex and not d.is_complex:
+            import warnings
+            warnings.warn("Casting complex values to real discards the imaginary part", np.exceptions.ComplexWarning,
+                          stacklevel=2)
+        return self.cast(d)
 
     def cast(self, d: DType) -> Tensor:
         """This Tensor as exactly `d`, whatever the x64 mode: tgfx's own 64-bit arithmetic (a loop's trip count, a
@@ -329,6 +338,9 @@ class Tensor:
         out_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes or keepdims) if not keepdims else \
             tuple(1 if i in axes else s for i, s in enumerate(self.shape))
         x = self
+        if x.dtype.is_complex and op is not Ops.ADD:
+            raise TypeError(f"{op.name.lower()} reduction of a complex Tensor ({x.dtype.name}{list(x.shape)}): complex "
+                            f"values have no order; reduce abs(x), real(x) or imag(x)")
         if not axes:
             return x
         r = Tensor(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(sorted(axes)))))
@@ -346,6 +358,10 @@ class Tensor:
 
     def contiguous(self) -> Tensor:
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+
+
+# the binary ops a complex value has (tgfx/lowering/complex.py writes them on (re, im) pairs)
+_COMPLEX_BINARY = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.CMPEQ, Ops.CMPNE})
 
 
 # ---- helpers shared by the numpy surface ----
@@ -398,7 +414,8 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
                 check_python_ints(arr, dtype or dtypes.default_int)
             raise TypeError(f"cannot make a Tensor from {type(data).__name__} {data!r}")
         d = dtype or (dtypes.bool if arr.dtype == np.bool_ else dtypes.default_int if arr.dtype.kind in "iu" else
-                      dtypes.default_float if arr.dtype.kind == "f" else from_numpy(arr.dtype))
+                      dtypes.default_float if arr.dtype.kind == "f" else
+                      dtypes.default_complex if arr.dtype.kind == "c" else from_numpy(arr.dtype))
         if arr.dtype.kind in "iu" and d.is_int:
             check_python_ints(arr, d)
     if d == dtypes.bfloat16:
@@ -515,15 +532,15 @@ def weak(t: Tensor) -> Tensor:
 
 def is_weak(x: Any) -> bool:
     """A Python scalar, or a weakly typed Tensor."""
-    return isinstance(x, (bool, int, float)) if not isinstance(x, Tensor) else id(x) in _weak
+    return isinstance(x, (bool, int, float, complex)) if not isinstance(x, Tensor) else id(x) in _weak
 
 
 def promotion_kind(x: ArrayLike) -> DType | str:
     """What an operand brings to JAX's promotion: a Tensor's dtype (a weak Tensor's weak kind, "f*" or "i*"), a
     Python scalar's weak kind, host data's dtype."""
     if isinstance(x, Tensor):
-        return x.dtype if id(x) not in _weak else "f*" if x.dtype.is_float else "i*"
-    if isinstance(x, (bool, int, float)):
+        return x.dtype if id(x) not in _weak else "f*" if x.dtype.is_float else "c*" if x.dtype.is_complex else "i*"
+    if isinstance(x, (bool, int, float, complex)):
         return weak_kind(x)
     return Tensor(x).dtype
 
@@ -541,7 +558,7 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
     for x, other in ((a, b), (b, a)):
         if isinstance(x, Tensor):
             out.append(x.cast(d))
-        elif isinstance(x, (bool, int, float)):
+        elif isinstance(x, (bool, int, float, complex)):
             if type(x) is int and d.is_int and not fits(x, dtypes.default_int) and not fits(x, d):
                 raise OverflowError(f"{name}: Python int {x} too large to convert to {dtypes.default_int.name} (the "
                                     f"type of a Python int operand, as in JAX) or to the {d.name} operand; pass it "

@@ -34,6 +34,9 @@ class Ops(Enum):
     RINT = auto(); TANH = auto(); ASIN = auto(); ACOS = auto(); ATAN = auto(); EXPM1 = auto()  # noqa: E702
     LOG1P = auto(); SINH = auto(); COSH = auto(); ERF = auto()  # noqa: E702
     CAST = auto(); BITCAST = auto()  # noqa: E702
+    # complex values (tgfx/numpy/_complex.py): views between a complex value and its interleaved (re, im) pairs,
+    # a float value with a last axis of 2; the schedule removes them (tgfx/lowering/complex.py), kernels stay real
+    AS_COMPLEX = auto(); AS_PAIRS = auto()  # noqa: E702
 
     # binary elementwise (IDIV and MOD truncate toward zero, as C does; numpy's floor forms are built on them)
     ADD = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto(); POW = auto()  # noqa: E702

@@ -37,7 +37,7 @@ def _alu_ok(x: UOp) -> bool:
         ok_types = ok_types and x.dtype == dtypes.bool
     elif x.op is not Ops.WHERE:
         ok_types = ok_types and x.dtype == srcs[0].dtype
-    if x.op in GroupOp.FloatOnly and not x.dtype.is_float:
+    if x.op in GroupOp.FloatOnly and not x.dtype.is_inexact:
         return False
     if x.op in GroupOp.IntOnly and x.dtype.is_float:
         return False
@@ -133,13 +133,17 @@ def _switch_ok(x: UOp) -> bool:
 
 
 spec = PatternMatcher([
-    (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float))),
+    (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float)) or
+     x.dtype.is_complex and isinstance(x.arg, complex)),
     (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC),
           name="x"),
      lambda x: x.dtype is not None),
     (UPat(GroupOp.ALU, name="x"), _alu_ok),
     (UPat((Ops.CAST, Ops.BITCAST), name="x"), lambda x: len(x.src) == 1 and (
         x.op is Ops.CAST or x.dtype.itemsize == x.src[0].dtype.itemsize)),
+    (UPat(Ops.AS_COMPLEX, name="x"), lambda x: x.dtype.is_complex and x.src[0].dtype == x.dtype.real and
+     x.src[0].shape[-1:] == (2,)),
+    (UPat(Ops.AS_PAIRS, name="x"), lambda x: x.src[0].dtype.is_complex and x.dtype == x.src[0].dtype.real),
     (UPat(Ops.RESHAPE, name="x"), _reshape_ok),
     (UPat(Ops.EXPAND, name="x"), _expand_ok),
     (UPat(Ops.PERMUTE, name="x"), _permute_ok),
@@ -185,7 +189,7 @@ def check_uop(u: UOp) -> None:
 # after rangeify (and the index-level passes): scalar code over explicit loops, no tensor-level op left
 _TENSOR_LEVEL = GroupOp.Movement | GroupOp.DynamicView | {
     Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE, Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI,
-    Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.NETWORK, Ops.BUFFER, Ops.LOOP, Ops.SWITCH}
+    Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.NETWORK, Ops.BUFFER, Ops.LOOP, Ops.SWITCH, Ops.AS_COMPLEX, Ops.AS_PAIRS}
 # a LINEAR's commands: kernels and copies as CALLs, control commands as themselves, each on BUFFER operands
 _COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD, Ops.NETWORK})
 spec_linear = PatternMatcher([

@@ -240,6 +240,10 @@ def _shape(u: UOp) -> Shape | None:
         return src[0].shape
     if op in (Ops.DYNAMIC_SHRINK, Ops.DYNAMIC_PAD):
         return tuple(arg[1])
+    if op is Ops.AS_COMPLEX:
+        return src[0].shape[:-1]
+    if op is Ops.AS_PAIRS:
+        return (*src[0].shape, 2)
     if op is Ops.REDUCE_AXIS:
         return tuple(1 if i in arg[1] else s for i, s in enumerate(src[0].shape))
     if op is Ops.MULTI and arg is not None:  # parts joined along the sharded axis

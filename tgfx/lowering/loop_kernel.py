@@ -38,6 +38,8 @@ def _elementwise(body: UOp, n: int) -> bool:
     for u in walk(body):
         if u is body:
             continue
+        if u.dtype is not None and u.dtype.is_complex:  # complex values are pairs: a scheduled loop's body
+            return False                                   # (tgfx/lowering/complex.py), not registers
         if u.op in (Ops.PARAM, Ops.CONST):
             pass
         elif u.op in GroupOp.Elementwise or u.op in (Ops.RESHAPE, Ops.EXPAND):

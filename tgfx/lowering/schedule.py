@@ -21,6 +21,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, prod
+from tgfx.lowering.complex import lower_complex
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
 
@@ -309,6 +310,9 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
         if buf not in slot:
             slot[buf] = len(bufs)
             bufs.append(buf)
+        if buf.dtype.is_complex:  # read as its (re, im) pairs (tgfx/lowering/complex.py)
+            g = UOp(Ops.DEFINE_GLOBAL, buf.dtype.real, (), (slot[buf], 2 * buf.arg[2]))
+            return UOp(Ops.RESHAPE, g.dtype, (g,), (buf.arg[2], 2))
         return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (slot[buf], buf.arg[2]))
 
     new: dict[UOp, UOp] = {}
@@ -318,7 +322,8 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
         if u in new:
             continue
         if u is not root and u in realized:
-            new[u] = UOp(Ops.RESHAPE, u.dtype, (global_of(realized[u]),), u.shape)
+            g = global_of(realized[u])
+            new[u] = UOp(Ops.RESHAPE, g.dtype, (g,), u.shape if not u.dtype.is_complex else (*u.shape, 2))
             continue
         if u.op is Ops.BUFFER:
             new[u] = global_of(u)
@@ -329,12 +334,14 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
             stack.extend((s, False) for s in u.src if s not in new)
             continue
         src = tuple(new[s] for s in u.src)
-        if u.op is Ops.CONTIGUOUS or u.op is Ops.COPY:  # materialisation is this kernel's store; an in-place read
-            new[u] = src[0]                                 # of another device's memory reads its buffer
+        if u.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.AS_COMPLEX, Ops.AS_PAIRS):
+            # materialisation is this kernel's store; an in-place read of another device's memory reads its buffer;
+            # a complex value is its pairs here
+            new[u] = src[0]
         else:
             new[u] = u if src == u.src else u.replace(src=src)
     value = new[root]
-    out = UOp(Ops.DEFINE_GLOBAL, out_buf.dtype, (), (0, out_buf.arg[2]))
+    out = UOp(Ops.DEFINE_GLOBAL, out_buf.dtype.real, (), (0, out_buf.arg[2] * (2 if out_buf.dtype.is_complex else 1)))
     return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, value)),)), bufs
 
 
@@ -467,6 +474,8 @@ pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _tra
 def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     """LINEAR of CALLs computing `roots`, and each root's result as a view of a buffer."""
     given = roots
+    # complex values are computed as their (re, im) pairs: no kernel sees a complex type
+    roots = lower_complex(roots)
     roots = list(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_transpose_operands, name="transpose").src)
     realize = find_realizes(roots)
     realized: dict[UOp, UOp] = {}  # node -> its BUFFER

@@ -3,7 +3,13 @@ from tgfx.dtypes import dtypes as _dtypes
 from tgfx.dtypes import finfo as finfo
 from tgfx.dtypes import iinfo as iinfo
 from tgfx.numpy import _methods  # noqa: F401 - attaches operators and methods to Tensor
+from tgfx.numpy import fft as fft
 from tgfx.numpy import linalg as linalg
+from tgfx.numpy._complex import angle as angle
+from tgfx.numpy._complex import iscomplex as iscomplex
+from tgfx.numpy._complex import iscomplexobj as iscomplexobj
+from tgfx.numpy._complex import isreal as isreal
+from tgfx.numpy._complex import isrealobj as isrealobj
 from tgfx.numpy._creation import (
                                   arange,
                                   array,
@@ -198,6 +204,7 @@ from tgfx.tensor import Tensor as ndarray
 float16, bfloat16, float32, float64 = _dtypes.float16, _dtypes.bfloat16, _dtypes.float32, _dtypes.float64
 int8, int16, int32, int64 = _dtypes.int8, _dtypes.int16, _dtypes.int32, _dtypes.int64
 uint8, uint16, uint32, uint64 = _dtypes.uint8, _dtypes.uint16, _dtypes.uint32, _dtypes.uint64
+complex64, complex128 = _dtypes.complex64, _dtypes.complex128
 bool_ = bool = _dtypes.bool  # noqa: A001 - the standard's name for the dtype
 newaxis = None
 pi, e, inf, nan = 3.141592653589793, 2.718281828459045, float("inf"), float("nan")

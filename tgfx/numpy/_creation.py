@@ -27,7 +27,7 @@ def _stack_nested(x: list | tuple, dtype: DType | None) -> Tensor:
     def convert(v: Any) -> Any:
         if isinstance(v, (list, tuple)):
             return [convert(e) for e in v]
-        leaves.append(v if isinstance(v, (Tensor, bool, int, float)) else Tensor(np.asarray(v)))
+        leaves.append(v if isinstance(v, (Tensor, bool, int, float, complex)) else Tensor(np.asarray(v)))
         return leaves[-1]
 
     tree = convert(x)

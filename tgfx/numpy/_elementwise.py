@@ -29,7 +29,7 @@ def _operands(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
 
 def _promote_inexact(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
     """Both operands in the float type of their promotion (JAX's promote_args_inexact)."""
-    xs = [v if isinstance(v, (bool, int, float, Tensor)) else _t(v) for v in (x, y)]
+    xs = [v if isinstance(v, (bool, int, float, complex, Tensor)) else _t(v) for v in (x, y)]
     kinds = [v.dtype if isinstance(v, Tensor) else weak_kind(v) for v in xs]
     d = to_inexact(promote_types(*kinds))
     if not any(isinstance(v, Tensor) for v in xs):
@@ -148,6 +148,9 @@ def fmod(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 def power(x: ArrayLike, y: ArrayLike) -> Tensor:
     a, b = promote(x, y, "power")
+    if a.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.power(a, b, y)
     if a.dtype.is_float:
         return a._binary(Ops.POW, b, name="power")
     if isinstance(y, int) and 0 <= y <= 64:
@@ -191,6 +194,9 @@ def absolute(x: ArrayLike) -> Tensor:
     x = _t(x)
     if x.dtype.is_bool or x.dtype.is_unsigned:
         return x
+    if x.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.absolute(x)
     if x.dtype.is_float:  # clear the sign bit: exact for -0.0 and NaN
         ui = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[x.dtype.itemsize]
         return (x.bitcast(ui) & ((1 << (x.dtype.bits - 1)) - 1)).bitcast(x.dtype)
@@ -204,6 +210,9 @@ def sign(x: ArrayLike) -> Tensor:
     x = _t(x)
     if x.dtype.is_bool:
         return x
+    if x.dtype.is_complex:  # x / |x|, 0 at 0 (numpy 2's and JAX's)
+        m = absolute(x).astype(x.dtype)
+        return where(m == 0, 0, x / where(m == 0, 1, m))
     one, zero = 1, 0
     out = where(x > 0, one, where(x < 0, -1 if not x.dtype.is_unsigned else 0, zero)).astype(x.dtype)
     return where(isnan(x), x, out) if x.dtype.is_float else out
@@ -282,13 +291,22 @@ def not_equal(x: ArrayLike, y: ArrayLike) -> Tensor:
     return a._binary(Ops.CMPNE, b, name="not_equal")
 
 
+def _either_part(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    from tgfx.numpy import _complex
+    return logical_or(fn(_complex.real(x)), fn(_complex.imag(x)))
+
+
 def isnan(x: ArrayLike) -> Tensor:
     x = _t(x)
+    if x.dtype.is_complex:
+        return _either_part(isnan, x)
     return not_equal(x, x) if x.dtype.is_float else Tensor.full(x.shape, False)
 
 
 def isinf(x: ArrayLike) -> Tensor:
     x = _t(x)
+    if x.dtype.is_complex:
+        return _either_part(isinf, x)
     if not x.dtype.is_float:
         return Tensor.full(x.shape, False)
     return equal(absolute(x), float("inf"))
@@ -296,6 +314,8 @@ def isinf(x: ArrayLike) -> Tensor:
 
 def isfinite(x: ArrayLike) -> Tensor:
     x = _t(x)
+    if x.dtype.is_complex:
+        return logical_not(_either_part(lambda v: logical_not(isfinite(v)), x))
     if not x.dtype.is_float:
         return Tensor.full(x.shape, True)
     return logical_not(logical_or(isnan(x), isinf(x)))
@@ -366,7 +386,11 @@ def right_shift(x: ArrayLike, y: ArrayLike) -> Tensor:
 # ---- float math: each a single op, computed by the C math library or an LLVM intrinsic ----
 def _float_unary(op: Ops, name: str):  # noqa: ANN202
     def fn(x: ArrayLike) -> Tensor:
-        return _inexact(x)._unary(op)
+        x = _inexact(x)
+        if x.dtype.is_complex:  # the holomorphic ops, or built from them (tgfx/numpy/_complex.py)
+            from tgfx.numpy import _complex
+            return _complex.unary(name, x)
+        return x._unary(op)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are computed in float32, 64-bit ones in float64)."
     return fn
@@ -391,7 +415,7 @@ tanh = _float_unary(Ops.TANH, "tanh")
 
 
 def log10(x: ArrayLike) -> Tensor:
-    return log(x) * (1 / math.log(10))
+    return log(x) * (1 / math.log(10))  # a complex x: log's complex64 times a weak float stays complex64
 
 
 def arctan2(y: ArrayLike, x: ArrayLike) -> Tensor:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tgfx.numpy import _creation, _indexing, _interop, _linalg, _sort
+from tgfx.numpy import _creation, _indexing, _interop, _linalg, _sort, _standard
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
@@ -84,6 +84,10 @@ Tensor.to_device = _interop.to_device
 Tensor.__dlpack__ = _interop.dlpack
 Tensor.__dlpack_device__ = _interop.dlpack_device
 Tensor.__complex__ = lambda self: complex(self.item())
+# complex parts (JAX's Array has them as properties and a method)
+Tensor.real = property(lambda self: _standard.real(self))
+Tensor.imag = property(lambda self: _standard.imag(self))
+Tensor.conj = Tensor.conjugate = lambda self: _standard.conj(self)
 
 
 def _setitem(self: Tensor, index: Any, value: Any) -> None:

@@ -63,6 +63,9 @@ def prod(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
     x = to_tensor(x)
     axes = _axes(x, axis, "prod")
     x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
+    if x.dtype.is_complex:
+        from tgfx.numpy._complex import prod as complex_prod
+        return complex_prod(x, axes, keepdims)
     return x._reduce(Ops.MUL, axes, keepdims)
 
 

@@ -88,7 +88,7 @@ _KINDS = {
     "unsigned integer": lambda d: d.kind == "u",
     "integral": lambda d: d.is_int,
     "real floating": lambda d: d.is_float,
-    "complex floating": lambda d: False,
+    "complex floating": lambda d: d.is_complex,
     "numeric": lambda d: not d.is_bool,
 }
 
@@ -113,7 +113,7 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
         raise ValueError("result_type: needs at least one array or dtype")
     kinds: list[DType | str] = []
     for x in arrays_and_dtypes:
-        kinds.append(promotion_kind(x) if isinstance(x, (Tensor, bool, int, float)) else _dtype_arg(x))
+        kinds.append(promotion_kind(x) if isinstance(x, (Tensor, bool, int, float, complex)) else _dtype_arg(x))
     if len(kinds) == 1 and isinstance(kinds[0], str):
         return promote_types(kinds[0])
     return promote_types(*kinds)
@@ -206,15 +206,15 @@ class ArrayNamespaceInfo:
         return list(devices())
 
     def default_dtypes(self, *, device: str | None = None) -> dict[str, DType]:
-        return {"real floating": dtypes.default_float, "integral": dtypes.default_int,
-                "indexing": dtypes.default_int}
+        return {"real floating": dtypes.default_float, "complex floating": dtypes.default_complex,
+                "integral": dtypes.default_int, "indexing": dtypes.default_int}
 
     def dtypes(self, *, device: str | None = None, kind: str | tuple | None = None) -> dict[str, DType]:
         """The standard's dtypes in this x64 mode (no 64-bit ones without it); tgfx's float16 and bfloat16 are
         extras the standard does not name."""
         from tgfx import config
-        supported = [d for d in ALL_DTYPES if d not in (dtypes.float16, dtypes.bfloat16) and (config.X64 or
-                                                                                               d.itemsize < 8)]
+        supported = [d for d in ALL_DTYPES if d not in (dtypes.float16, dtypes.bfloat16) and (
+            config.X64 or d.itemsize < 8 or d == dtypes.complex64)]
         return {d.name: d for d in supported if kind is None or isdtype(d, kind)}
 
 
@@ -222,21 +222,23 @@ def __array_namespace_info__() -> ArrayNamespaceInfo:  # noqa: N807 - the standa
     return ArrayNamespaceInfo()
 
 
-# ---- complex parts, for the real types tgfx has ----
+# ---- complex parts (tgfx/numpy/_complex.py); a real Tensor is its own real part and conjugate ----
 def conj(x: ArrayLike, /) -> Tensor:
     """The complex conjugate: a real Tensor is its own."""
-    return to_tensor(x)
+    from tgfx.numpy._complex import conj as complex_conj
+    return complex_conj(to_tensor(x))
 
 
 conjugate = conj
 
 
 def real(x: ArrayLike, /) -> Tensor:
-    """The real part: a real Tensor itself."""
-    return to_tensor(x)
+    """The real part (of a complex64 Tensor, float32): a real Tensor itself."""
+    from tgfx.numpy._complex import real as complex_real
+    return complex_real(to_tensor(x))
 
 
 def imag(x: ArrayLike, /) -> Tensor:
     """The imaginary part: zeros of a real Tensor's shape and dtype."""
-    x = to_tensor(x)
-    return Tensor.full(x.shape, 0, x.dtype)
+    from tgfx.numpy._complex import imag as complex_imag
+    return complex_imag(to_tensor(x))

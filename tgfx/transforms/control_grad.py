@@ -66,9 +66,9 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     saved = [_get(fwd, k + n_ys + j, init[j].dtype) for j in range(k)]
     steps = trip if sp.dynamic else _get(fwd, len(fwd_types) - 1, INDEX_DTYPE) if sp.cond else None
 
-    fc = [j for j in range(k) if init[j].dtype.is_float]
-    fconst = [i for i in range(nc) if consts[i].dtype.is_float]
-    fx = [m for m in range(nx) if xs[m].dtype.is_float]
+    fc = [j for j in range(k) if init[j].dtype.is_inexact]
+    fconst = [i for i in range(nc) if consts[i].dtype.is_inexact]
+    fx = [m for m in range(nx) if xs[m].dtype.is_inexact]
     cy = [j for j in range(n_ys) if ct_ys[j] is not None]
     cs = [j for j in fc if ct_saved[j] is not None]
 
@@ -137,8 +137,8 @@ def switch_grad(ctx: tuple, ret: UOp) -> tuple:
     n = sp.n_branches
     branches, operands = ret.src[:n], ret.src[n + 1:]
     outs = branches[0].src
-    with_ct = [j for j, c in enumerate(ctx) if c is not None and outs[j].dtype.is_float]
-    wanted = [m for m, o in enumerate(operands) if o.dtype.is_float]
+    with_ct = [j for j, c in enumerate(ctx) if c is not None and outs[j].dtype.is_inexact]
+    wanted = [m for m, o in enumerate(operands) if o.dtype.is_inexact]
     if not with_ct or not wanted:
         return (None,) * len(ret.src)
     cts = [_param(len(operands) + a, outs[j].shape, outs[j].dtype, sp.device) for a, j in enumerate(with_ct)]

@@ -52,6 +52,14 @@ def _full(like: UOp, value: float | int | bool, dtype: DType | None = None) -> U
     return UOp(Ops.EXPAND, c.dtype, (UOp(Ops.RESHAPE, c.dtype, (c,), (1,) * len(like.shape)),), like.shape)
 
 
+def _conj_pairs(p: UOp) -> UOp:
+    """Complex (re, im) pairs conjugated: times (1, -1) along the last axis."""
+    from tgfx.lowering.complex import pack
+    sign = pack(UOp.const(p.dtype, 1.0), UOp.const(p.dtype, -1.0))
+    sign = UOp(Ops.EXPAND, p.dtype, (UOp(Ops.RESHAPE, p.dtype, (sign,), (1,) * (len(p.shape) - 1) + (2,)),), p.shape)
+    return p * sign
+
+
 def _reshape(u: UOp, shape: tuple[int, ...]) -> UOp:
     return u if u.shape == shape else UOp(Ops.RESHAPE, u.dtype, (u,), tuple(shape))
 
@@ -174,7 +182,7 @@ def _custom_backward(ctx: tuple, ret: UOp, grad_fxn: Callable) -> tuple:
             got = f"shape {r.shape}" if isinstance(r, Tensor) else type(r).__name__
             raise TypeError(f"grad_fxn of {name}: the gradient of input {i} must be a Tensor of shape {a.shape}, "
                             f"got {got}")
-        grads.append(r.uop.cast(a.dtype) if a.dtype.is_float else None)
+        grads.append(r.uop.cast(a.dtype) if a.dtype.is_inexact else None)
     return (None, *grads)
 
 
@@ -206,7 +214,7 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
             continue
         gparams.append(UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or DEFAULT_DEVICE)))
         bound.append(g)
-    targets = [p for _, p in sorted(fwd_params.items()) if p.dtype.is_float]
+    targets = [p for _, p in sorted(fwd_params.items()) if p.dtype.is_inexact]
     grads = compute_gradient(body, tuple(gparams), targets)
     wanted = [(k, grads[p]) for k, p in sorted(fwd_params.items()) if p in grads]
     if not wanted:
@@ -296,7 +304,10 @@ pm_gradient = PatternMatcher([
     (UPat(Ops.WHERE, src=(UPat.var("c"), _x, _y)),
      lambda ctx, c, x, y: (None, c.where(ctx, _full(ctx, 0)), c.where(_full(ctx, 0), ctx))),
     (UPat(Ops.MULACC, src=(_x, _y, UPat.var("z"))), lambda ctx, x, y, z: (ctx * y, ctx * x, ctx)),
-    (UPat(Ops.CAST, src=(_x,)), lambda ctx, x: (ctx.cast(x.dtype) if x.dtype.is_float else None,)),
+    (UPat(Ops.CAST, src=(_x,)), lambda ctx, x: (ctx.cast(x.dtype) if x.dtype.is_inexact else None,)),
+    # complex views: a cotangent of z = x + iy is df/dx - i df/dy (JAX's), so each view conjugates
+    (UPat(Ops.AS_PAIRS, src=(_x,)), lambda ctx, x: (UOp(Ops.AS_COMPLEX, x.dtype, (_conj_pairs(ctx),)),)),
+    (UPat(Ops.AS_COMPLEX, src=(_x,)), lambda ctx, x: (_conj_pairs(UOp(Ops.AS_PAIRS, x.dtype, (ctx,))),)),
     # movement: each gradient is the inverse movement; an EXPAND's is the sum over the axes it grew
     (UPat(Ops.RESHAPE, src=(_x,)), lambda ctx, x: (_reshape(ctx, x.shape),)),
     (_un(Ops.PERMUTE), lambda ctx, x, ret: (_permute(ctx, _argsort(ret.arg)),)),
@@ -409,7 +420,7 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
         if src_grads is None:
             raise NotImplementedError(f"no gradient rule for {node.op.name} (dtype {node.dtype!r}, arg {node.arg!r})")
         for s, sg in zip(node.src, src_grads, strict=True):
-            if sg is None or s not in on_path or (s.dtype is not None and not s.dtype.is_float):
+            if sg is None or s not in on_path or (s.dtype is not None and not s.dtype.is_inexact):
                 continue
             grads[s] = _accumulate(grads.get(s), sg)
     return {t: g for t in targets if (g := grads.get(t)) is not None}
@@ -435,7 +446,7 @@ def stop_gradient(x: Any) -> Any:
     >>> tg.grad(lambda x: (x * tg.stop_gradient(x)).sum())(tg.asarray([1.0, 2.0]))   # [1., 2.], not [2., 4.]
     """
     def one(t: Any) -> Any:
-        if not isinstance(t, Tensor) or not current().differentiating or not t.dtype.is_float:
+        if not isinstance(t, Tensor) or not current().differentiating or not t.dtype.is_inexact:
             return t  # outside a differentiation there is nothing to stop
         return Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), tag=STOP))
     return tree_map(one, x)
@@ -457,7 +468,7 @@ class Traced:
     def pullback(self) -> tuple[list[UOp | None], list[UOp | None]]:
         """A cotangent stand-in per float output (None for the others), and each input's gradient, linear in them."""
         if self._pullback is None:
-            cots = [linear_input(o, "cotangent") if o.dtype.is_float else None for o in self.outs]
+            cots = [linear_input(o, "cotangent") if o.dtype.is_inexact else None for o in self.outs]
             pairs = [(o, c) for o, c in zip(self.outs, cots, strict=True) if c is not None]
             g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
                                  self.params) if pairs else {}
@@ -495,7 +506,7 @@ def _as_tensor(x: Any) -> Tensor | None:
 
 
 def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_aux: bool,
-          allow_int: bool = False) -> Traced:
+          allow_int: bool = False, holomorphic: bool = False) -> Traced:
     """Run `fun(*args, **kwargs)` with the leaves of `args[argnums]` replaced by placeholders."""
     nums = _argnums_tuple(who, argnums)
     for a in nums:
@@ -514,9 +525,12 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
             if t is None:
                 raise TypeError(f"{who}: {where} is a {type(leaf).__name__}, not an array; only arrays (Tensors, "
                                 f"numpy arrays, Python scalars) can be differentiated, pass others outside argnums")
-            if not t.dtype.is_float and not allow_int:
-                raise TypeError(f"{who} requires real-valued (float) inputs, but {where} has dtype {t.dtype.name}; "
+            if not t.dtype.is_inexact and not allow_int:
+                raise TypeError(f"{who} requires float or complex inputs, but {where} has dtype {t.dtype.name}; "
                                 f"cast it to a float dtype to differentiate it, or leave it out of argnums")
+            if holomorphic and not t.dtype.is_complex:
+                raise TypeError(f"{who} with holomorphic=True requires complex inputs, but {where} has dtype "
+                                f"{t.dtype.name}")
             inputs.append(t.uop)
             params.append(_placeholder(t.uop))
             leaves.append(Tensor(params[-1]))
@@ -591,7 +605,7 @@ def check_like(who: str, what: str, x: Any, like: UOp) -> UOp:
     if t is None or t.shape != like.shape:
         got = f"shape {t.shape}" if t is not None else f"a {type(x).__name__}"
         raise ValueError(f"{who}: {what} should have shape {like.shape} (dtype {like.dtype.name}), got {got}")
-    if like.dtype.is_float and t.dtype != like.dtype:
+    if like.dtype.is_inexact and t.dtype != like.dtype:
         raise TypeError(f"{who}: {what} should have dtype {like.dtype.name} (shape {like.shape}), got {t.dtype.name}")
     return t.uop
 
@@ -619,8 +633,8 @@ class Transformed:
 
 
 def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_aux: bool, who: str,
-                         with_value: bool) -> Any:
-    tr = trace(who, fun, args, kwargs, argnums, has_aux)
+                         with_value: bool, holomorphic: bool = False) -> Any:
+    tr = trace(who, fun, args, kwargs, argnums, has_aux, holomorphic=holomorphic)
     if not tr.out_tree.is_leaf:
         raise TypeError(f"Gradient only defined for scalar-output functions. Output was a {tr.out_tree!r}"
                         + ("" if has_aux else "; to return extra values alongside the loss, use has_aux=True"))
@@ -628,7 +642,13 @@ def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: A
     if out.shape != ():
         raise TypeError(f"Gradient only defined for scalar-output functions. Output had shape: {out.shape}. "
                         f"Use vjp, jacrev or jacfwd for non-scalar outputs, or reduce it (e.g. .sum())")
-    if not out.dtype.is_float:
+    if out.dtype.is_complex and not holomorphic:
+        raise TypeError(f"{who} requires real-valued outputs (output dtype that is a sub-dtype of np.floating), but "
+                        f"got {out.dtype.name}. For holomorphic differentiation, pass holomorphic=True. For "
+                        f"differentiation of non-holomorphic functions involving complex outputs, use tg.vjp directly.")
+    if holomorphic and not out.dtype.is_complex:
+        raise TypeError(f"{who} with holomorphic=True requires a complex output, got {out.dtype.name}")
+    if not out.dtype.is_inexact:
         raise TypeError(f"{who} requires real-valued (float) outputs, but the output has dtype {out.dtype.name}")
     g = compute_gradient(out, UOp.const(out.dtype, 1.0), tr.params)
     grads = [g.get(p, None) for p in tr.params]
@@ -642,7 +662,8 @@ def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: A
     return (result, aux) if has_aux else result
 
 
-def grad(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
+def grad(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Any:
     """The gradient of a scalar function, as `jax.grad`: `grad(f)(x)` is df/dx, with x's structure and dtypes.
 
     `argnums` picks the positional argument(s) to differentiate; each may be a pytree of float arrays (Tensors,
@@ -658,27 +679,34 @@ def grad(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux:
     >>> g = tg.grad(loss)({"w": tnp.ones((3, 2)), "b": tnp.zeros(2)}, tnp.ones((4, 3)))   # {"b": ..., "w": ...}
     >>> tg.grad(tg.grad(tnp.sin))(1.0)   # -sin(1)
 
+    Complex inputs follow JAX's convention: for a real f of z = x + iy the gradient is df/dx - i df/dy (the
+    conjugate of the slope numpy's finite differences give); a complex output raises unless `holomorphic=True`
+    (then the inputs must be complex too and the result is f'(z)).
+
+    >>> tg.grad(lambda z: (z * z.conj()).real)(tg.asarray(1 + 2j))   # 2 conj(z) = 2 - 4j
+
     Raises TypeError for a non-scalar or integer output, integer inputs, argnums out of range, or has_aux=True
     without a pair.
     """
     if fun is None:
-        return functools.partial(grad, argnums=argnums, has_aux=has_aux)
+        return functools.partial(grad, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic)
     _argnums_tuple("grad", argnums)
     return Transformed(fun, functools.partial(_value_and_grad_call, argnums=argnums, has_aux=has_aux, who="grad",
-                                              with_value=False))
+                                              with_value=False, holomorphic=holomorphic))
 
 
-def value_and_grad(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
+def value_and_grad(fun: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   holomorphic: bool = False) -> Any:
     """`(f(x), grad(f)(x))` from one trace, as `jax.value_and_grad`; with has_aux, `((value, aux), gradient)`.
 
     >>> value, g = tg.value_and_grad(lambda x: (x * x).sum())(tg.asarray([3.0]))   # 9.0, [6.0]
     >>> tg.realize(value, g)   # one schedule: the backward reuses what the forward computes
     """
     if fun is None:
-        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
+        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux, holomorphic=holomorphic)
     _argnums_tuple("value_and_grad", argnums)
     return Transformed(fun, functools.partial(_value_and_grad_call, argnums=argnums, has_aux=has_aux,
-                                              who="value_and_grad", with_value=True))
+                                              who="value_and_grad", with_value=True, holomorphic=holomorphic))
 
 
 def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:

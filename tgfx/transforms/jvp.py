@@ -51,6 +51,8 @@ def pushforward(tr: Traced, which: Sequence[int]) -> tuple[dict[int, UOp], list[
         return tangents, [None] * len(tr.outs)
     dt = max((t.dtype for t in terms), key=lambda d: d.itemsize)  # mixed float inputs: pair in the widest
     inner = functools.reduce(lambda a, b: a + b, [t.cast(dt) for t in terms])
+    # the pairing of a complex cotangent with a tangent is the real part of their product (JAX's convention)
+    inner, dt = (inner.cast(dt.real), dt.real) if dt.is_complex else (inner, dt)
     d = compute_gradient(inner, UOp.const(dt, 1.0), [c for c in cots if c is not None])
     return tangents, [None if c is None else d.get(c) for c in cots]
 

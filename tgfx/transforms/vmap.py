@@ -221,6 +221,8 @@ pm_batch = PatternMatcher([
     (UPat(Ops.PAD, name="x"), lambda ctx, x: on_batched(ctx, x, ((0, 0), *x.arg))),
     (UPat(Ops.SHRINK, name="x"), lambda ctx, x: on_batched(ctx, x, ((0, ctx.size), *x.arg))),
     (UPat(Ops.FLIP, name="x"), lambda ctx, x: on_batched(ctx, x, _shift(x.arg))),
+    # complex views act on the last axis: the batch axis in front changes nothing
+    (UPat((Ops.AS_COMPLEX, Ops.AS_PAIRS), name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
     (UPat(Ops.REDUCE_AXIS, name="x"), lambda ctx, x: on_batched(ctx, x, (x.arg[0], _shift(x.arg[1])))),
     # memory: the same op on the batched value (a stop_gradient or grad placeholder tag, a COPY's device are kept)
     (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(UPat(),), name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),

@@ -1,0 +1,364 @@
+"""complex64 (and complex128 in x64 mode) end to end: creation, promotion, arithmetic, the math library, reductions,
+movement, jit, and gradients with JAX's convention, against numpy and finite differences (and jax where it is
+installed)."""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.counters import counters
+
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError:  # the jax comparisons skip; finite differences still check every gradient
+    jax = jnp = None
+needs_jax = pytest.mark.skipif(jax is None, reason="jax is not installed")
+
+RTOL = 1e-5
+
+
+def cvalues(shape: tuple[int, ...], seed: int = 0, dtype: type = np.complex64) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+def assert_close(got: tg.Tensor, want: np.ndarray, rtol: float = RTOL, atol: float = 1e-6) -> None:
+    g = got.numpy()
+    assert g.dtype == np.asarray(want).dtype, (g.dtype, np.asarray(want).dtype)
+    np.testing.assert_allclose(g, want, rtol=rtol, atol=atol)
+
+
+# ---- creation, dtypes and promotion ----
+def test_creation_and_numpy_roundtrip() -> None:
+    x = cvalues((2, 3))
+    t = tnp.asarray(x)
+    assert t.dtype == tnp.complex64 and t.shape == (2, 3)
+    np.testing.assert_array_equal(t.numpy(), x)
+    assert tnp.asarray([1j, 2]).dtype == tnp.complex64
+    assert tnp.asarray(1 + 2j).item() == 1 + 2j and complex(tnp.asarray(3j)) == 3j
+    np.testing.assert_array_equal(tnp.zeros((2,), tnp.complex64).numpy(), np.zeros(2, np.complex64))
+    np.testing.assert_array_equal(tnp.ones((2,), dtype="complex64").numpy(), np.ones(2, np.complex64))
+    full = tnp.full((3,), 1 - 2j)
+    assert full.dtype == tnp.complex64
+    np.testing.assert_array_equal(full.numpy(), np.full(3, 1 - 2j, np.complex64))
+    np.testing.assert_array_equal(tnp.zeros_like(t).numpy(), np.zeros((2, 3), np.complex64))
+    assert tnp.array([t[0, 0], 1, 2j]).dtype == tnp.complex64
+
+
+def test_complex128_becomes_complex64_without_x64() -> None:
+    import sys
+    sys.modules["tgfx.dtypes"]._warned.discard("complex128")   # the warning is given once per type
+    with pytest.warns(UserWarning, match="complex128 is not enabled"):
+        t = tnp.asarray(np.array([1 + 1j], np.complex128))
+    assert t.dtype == tnp.complex64
+
+
+@pytest.mark.x64
+def test_complex128_in_x64_mode() -> None:
+    x = cvalues((4,), dtype=np.complex128)
+    t = tnp.asarray(x)
+    assert t.dtype == tnp.complex128
+    assert_close(tnp.exp(t) * t, np.exp(x) * x, rtol=1e-12, atol=1e-14)
+    assert (tnp.ones(2, tnp.float64) * 1j).dtype == tnp.complex128
+    assert tnp.result_type(tnp.float64, tnp.complex64) == tnp.complex128
+
+
+@pytest.mark.parametrize("a,b,want", [
+    ("float32", "complex64", "complex64"), ("int32", "complex64", "complex64"), ("float16", "complex64", "complex64"),
+    ("bool", "complex64", "complex64"), ("complex64", "complex64", "complex64"),
+    ("float32", 1j, "complex64"), ("int8", 1j, "complex64"), ("float16", 1j, "complex64"),
+    ("complex64", 2.0, "complex64"), ("complex64", 3, "complex64"), (1j, 2.0, "complex64"),
+])
+def test_promotion_as_jax(a: object, b: object, want: str) -> None:
+    def arg(v: object) -> object:
+        return tnp.ones(2, dtype=v) if isinstance(v, str) else v
+    assert tnp.result_type(*(getattr(tnp, v) if isinstance(v, str) else v for v in (a, b))) == getattr(tnp, want)
+    assert tnp.add(arg(a), arg(b)).dtype == getattr(tnp, want)
+    if jax is not None:
+        ja = [jnp.ones(2, v) if isinstance(v, str) else v for v in (a, b)]
+        assert str(jnp.add(*ja).dtype) == want
+
+
+def test_dtype_predicates() -> None:
+    z = tnp.asarray(cvalues((2,)))
+    assert tnp.isdtype(tnp.complex64, "complex floating") and not tnp.isdtype(tnp.float32, "complex floating")
+    assert tnp.isdtype(tnp.complex64, "numeric") and not tnp.isdtype(tnp.complex64, "real floating")
+    assert tnp.iscomplexobj(z) and not tnp.iscomplexobj(tnp.ones(2)) and tnp.iscomplexobj(np.ones(2, np.complex64))
+    assert tnp.isrealobj(tnp.ones(2))
+    assert tnp.finfo(tnp.complex64).eps == np.finfo(np.float32).eps
+    assert "complex64" in tnp.__array_namespace_info__().dtypes(kind="complex floating")
+
+
+# ---- arithmetic and the math library against numpy ----
+complex_arrays = st.tuples(
+    hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4),
+    st.integers(0, 2 ** 16),
+)
+
+
+@settings(max_examples=15)
+@given(complex_arrays, st.sampled_from(["add", "subtract", "multiply", "true_divide", "equal", "not_equal"]),
+       st.sampled_from(["complex", "float", "scalar"]))
+def test_binary_ops_match_numpy(shape_seed: tuple, name: str, other: str) -> None:
+    shape, seed = shape_seed
+    x = cvalues(shape, seed)
+    y = cvalues(shape[-1:], seed + 1) if other == "complex" else \
+        np.random.default_rng(seed).standard_normal(shape[-1:]).astype(np.float32) if other == "float" else 0.5 - 2j
+    if name in ("equal", "not_equal") and other == "complex":
+        y = np.where(np.arange(y.size).reshape(y.shape) % 2 == 0, x.reshape(-1)[:y.size].reshape(y.shape), y) \
+            if x.size >= y.size and y.ndim else y
+    got = getattr(tnp, name)(tnp.asarray(x), y if other == "scalar" else tnp.asarray(y))
+    want = getattr(np, name)(x, y)
+    want = want.astype(np.complex64) if want.dtype.kind == "c" else want
+    assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+UNARY = ["exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "angle", "conj", "real", "imag", "square", "reciprocal",
+         "exp2", "log2", "log10", "expm1", "log1p", "tan", "sinh", "cosh", "sign", "negative"]
+
+
+@settings(max_examples=10)
+@given(complex_arrays, st.sampled_from(UNARY))
+def test_unary_ops_match_numpy(shape_seed: tuple, name: str) -> None:
+    shape, seed = shape_seed
+    x = cvalues(shape, seed)
+    want = getattr(np, name)(x)
+    got = getattr(tnp, name)(tnp.asarray(x))
+    assert_close(got, want, rtol=2e-5, atol=2e-6)
+
+
+def test_special_values() -> None:
+    x = np.array([0, -1, 1e30 + 1e30j, -4, 1e-30j, -0.0 - 1j, 3], np.complex64)
+    t = tnp.asarray(x)
+    np.testing.assert_allclose(tnp.abs(t).numpy(), np.abs(x), rtol=1e-6)        # no overflow in |z|^2
+    np.testing.assert_allclose(tnp.sqrt(t).numpy(), np.sqrt(x), rtol=1e-6, atol=1e-20)  # no cancellation
+    np.testing.assert_allclose((1 / t[2:]).numpy(), 1 / x[2:], rtol=1e-6)     # Smith's division
+    np.testing.assert_allclose(tnp.tanh(tnp.asarray([30 + 1j, -30 + 2j])).numpy(), np.tanh([30 + 1j, -30 + 2j]),
+                               rtol=1e-6, atol=1e-7)
+    assert (tnp.isnan(tnp.asarray([complex(np.nan, 0), 1j])).numpy() == [True, False]).all()
+    assert (tnp.isfinite(tnp.asarray([complex(np.inf, 0), 1j])).numpy() == [False, True]).all()
+
+
+def test_power() -> None:
+    x = cvalues((5,))
+    t = tnp.asarray(x)
+    assert_close(t ** 3, x ** 3)
+    assert_close(t ** -2, (x ** -2).astype(np.complex64), rtol=1e-5)
+    assert_close(t ** 0.5, (x ** 0.5).astype(np.complex64), rtol=1e-5)
+    assert_close(t ** t, (x ** x).astype(np.complex64), rtol=1e-5)
+    assert_close(tnp.asarray(np.zeros(2, np.complex64)) ** tnp.asarray([0j, 2j]), np.array([1, 0], np.complex64))
+
+
+def test_reductions_matmul_einsum() -> None:
+    x, y = cvalues((3, 4)), cvalues((4, 2), 1)
+    tx, ty = tnp.asarray(x), tnp.asarray(y)
+    assert_close(tnp.sum(tx), x.sum())
+    assert_close(tnp.sum(tx, axis=0, keepdims=True), x.sum(0, keepdims=True))
+    assert_close(tnp.mean(tx, axis=1), x.mean(1))
+    assert_close(tnp.prod(tx, axis=1), x.prod(1), rtol=1e-5)
+    assert_close(tnp.prod(tx), x.prod().astype(np.complex64), rtol=1e-5)
+    assert_close(tnp.prod(tnp.asarray(np.ones((2, 0), np.complex64)), axis=1), np.ones(2, np.complex64))
+    assert_close(tx @ ty, x @ y, rtol=1e-5)
+    assert_close(tnp.matmul(tx, tnp.asarray(y.real)), x @ y.real, rtol=1e-5)
+    assert_close(tnp.einsum("ij,jk->ik", tx, ty), x @ y, rtol=1e-5)
+    assert_close(tnp.dot(tx[0], tx[1]), np.dot(x[0], x[1]), rtol=1e-5)
+    with pytest.raises(TypeError, match="complex"):
+        tnp.max(tx)
+    with pytest.raises(TypeError, match="complex"):
+        tnp.less(tx, tx)
+
+
+def test_movement_indexing_where() -> None:
+    x = cvalues((3, 4))
+    t = tnp.asarray(x)
+    assert_close(t.T, x.T)
+    assert_close(t.reshape(2, 6), x.reshape(2, 6))
+    assert_close(t[1:, ::-2], x[1:, ::-2])
+    assert_close(t[tnp.asarray([2, 0])], x[[2, 0]])
+    assert_close(tnp.flip(t, 1), np.flip(x, 1))
+    assert_close(tnp.pad(t, 1), np.pad(x, 1))
+    assert_close(tnp.concatenate([t, t]), np.concatenate([x, x]))
+    assert_close(tnp.stack([t, t], axis=1), np.stack([x, x], axis=1))
+    assert_close(tnp.broadcast_to(t[0], (2, 4)), np.broadcast_to(x[0], (2, 4)))
+    assert_close(t.at[0, 1].set(5j), np.where(np.arange(12).reshape(3, 4) == 1, np.complex64(5j), x))
+    assert_close(tnp.where(t.real > 0, t, 0), np.where(x.real > 0, x, 0).astype(np.complex64))
+    assert_close(tnp.roll(t, 1, axis=1), np.roll(x, 1, axis=1))
+
+
+def test_astype_and_parts() -> None:
+    x = cvalues((4,))
+    t = tnp.asarray(x)
+    with pytest.warns(np.exceptions.ComplexWarning):
+        r = t.astype(tnp.float32)
+    assert_close(r, x.real)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert (t.astype(tnp.bool_).numpy() == x.astype(bool)).all()
+        assert_close(t.astype(tnp.int32), x.real.astype(np.int32))
+    assert_close(tnp.ones(3).astype(tnp.complex64), np.ones(3, np.complex64))
+    assert_close(tnp.asarray([1, 2], dtype=tnp.int32).astype(tnp.complex64), np.array([1, 2], np.complex64))
+    assert_close(tg.lax.complex(tnp.asarray(x.real), tnp.asarray(x.imag)), x)
+    assert_close(tnp.real(tnp.arange(3.0)), np.arange(3.0, dtype=np.float32))
+    assert_close(tnp.imag(tnp.arange(3.0)), np.zeros(3, np.float32))
+    assert_close(tnp.conj(tnp.arange(3.0)), np.arange(3.0, dtype=np.float32))
+    assert_close(t.real, x.real)
+    assert_close(t.imag, x.imag)
+    assert_close(t.conj(), np.conj(x))
+    assert_close(tnp.angle(t, deg=True), np.angle(x, deg=True), rtol=1e-5)
+
+
+def test_complex_arithmetic_fuses_into_one_kernel() -> None:
+    """No kernel sees a complex type: a complex expression is one fused kernel of float pairs."""
+    x, y = tnp.asarray(cvalues((64,))).realize(), tnp.asarray(cvalues((64,), 1)).realize()
+    counters.reset()
+    out = (x * y + x / y - tnp.conj(x)).realize()
+    assert counters.kernel_count == 1
+    np.testing.assert_allclose(out.numpy(), (x.numpy() * y.numpy() + x.numpy() / y.numpy() - np.conj(x.numpy())),
+                               rtol=1e-5)
+
+
+def test_jit_complex_inputs_and_outputs() -> None:
+    f = tg.jit(lambda z, w: (tnp.exp(z) * w, tnp.abs(z).sum()))
+    x, y = cvalues((8,)), cvalues((8,), 1)
+    for seed in range(3):
+        x = cvalues((8,), seed)
+        a, b = f(tnp.asarray(x), tnp.asarray(y))
+        assert_close(a, np.exp(x) * y, rtol=1e-5)
+        np.testing.assert_allclose(b.item(), np.abs(x).sum(), rtol=1e-5)
+    assert f.trace_count == 1
+
+
+def test_function_and_vmap() -> None:
+    f = tg.function(lambda z: tnp.conj(z) * z + tnp.real(z))
+    x = cvalues((3, 2))
+    assert_close(f(tnp.asarray(x)), (np.conj(x) * x + x.real).astype(np.complex64), rtol=1e-5)
+    g = tg.vmap(lambda z: tnp.sum(z * tnp.conj(z)).real)
+    np.testing.assert_allclose(g(tnp.asarray(x)).numpy(), (np.abs(x) ** 2).sum(1), rtol=1e-5)
+
+
+# ---- gradients: JAX's convention, df/dx - i df/dy ----
+def fd_grad(f: Callable[[np.ndarray], float], z: np.ndarray, h: float = 1e-3) -> np.ndarray:
+    """df/dx - i df/dy by central differences in float64."""
+    z = z.astype(np.complex128)
+    out = np.zeros_like(z)
+    for i in np.ndindex(z.shape):
+        for unit, sign in ((1.0, 1.0), (1j, -1j)):
+            e = np.zeros_like(z)
+            e[i] = unit * h
+            out[i] += sign * (f(z + e) - f(z - e)) / (2 * h)
+    return out
+
+
+# (name, tgfx function, numpy function), each a real scalar of a complex vector
+GRAD_CASES = [
+    ("abs2", lambda z: tnp.sum(tnp.abs(z) ** 2), lambda z: np.sum(np.abs(z) ** 2)),
+    ("real_square", lambda z: tnp.real(tnp.sum(z * z)), lambda z: np.real(np.sum(z * z))),
+    ("exp_conj", lambda z: tnp.real(tnp.sum(tnp.exp(z) * tnp.conj(z))),
+     lambda z: np.real(np.sum(np.exp(z) * np.conj(z)))),
+    ("imag_log", lambda z: tnp.sum(tnp.imag(tnp.log(z + 3))), lambda z: np.sum(np.imag(np.log(z + 3)))),
+    ("abs_sqrt", lambda z: tnp.sum(tnp.abs(tnp.sqrt(z + 4))), lambda z: np.sum(np.abs(np.sqrt(z + 4)))),
+    ("angle", lambda z: tnp.sum(tnp.angle(z)), lambda z: np.sum(np.angle(z))),
+    ("div_sin", lambda z: tnp.real(tnp.sum(tnp.sin(z) / (z + 3))), lambda z: np.real(np.sum(np.sin(z) / (z + 3)))),
+    ("tanh_cos", lambda z: tnp.imag(tnp.sum(tnp.tanh(z) * tnp.cos(z))),
+     lambda z: np.imag(np.sum(np.tanh(z) * np.cos(z)))),
+    ("prod_mean", lambda z: tnp.real(tnp.prod(z) + tnp.mean(z * 1j)), lambda z: np.real(np.prod(z) + np.mean(z * 1j))),
+    ("matmul", lambda z: tnp.real(tnp.sum(z.reshape(2, 2) @ z.reshape(2, 2))),
+     lambda z: np.real(np.sum(z.reshape(2, 2) @ z.reshape(2, 2)))),
+]
+
+
+@pytest.mark.parametrize("name,f,fn", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_grad_matches_finite_differences(name: str, f: Callable, fn: Callable) -> None:
+    z = cvalues((4,), 3) * 0.5
+    got = tg.grad(f)(tnp.asarray(z)).numpy()
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, fd_grad(fn, z), rtol=2e-3, atol=2e-3)
+
+
+@needs_jax
+@pytest.mark.parametrize("name,f,fn", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_grad_matches_jax(name: str, f: Callable, fn: Callable) -> None:
+    z = cvalues((4,), 3) * 0.5
+    jf = {"abs2": lambda z: jnp.sum(jnp.abs(z) ** 2), "real_square": lambda z: jnp.real(jnp.sum(z * z)),
+          "exp_conj": lambda z: jnp.real(jnp.sum(jnp.exp(z) * jnp.conj(z))),
+          "imag_log": lambda z: jnp.sum(jnp.imag(jnp.log(z + 3))),
+          "abs_sqrt": lambda z: jnp.sum(jnp.abs(jnp.sqrt(z + 4))), "angle": lambda z: jnp.sum(jnp.angle(z)),
+          "div_sin": lambda z: jnp.real(jnp.sum(jnp.sin(z) / (z + 3))),
+          "tanh_cos": lambda z: jnp.imag(jnp.sum(jnp.tanh(z) * jnp.cos(z))),
+          "prod_mean": lambda z: jnp.real(jnp.prod(z) + jnp.mean(z * 1j)),
+          "matmul": lambda z: jnp.real(jnp.sum(z.reshape(2, 2) @ z.reshape(2, 2)))}[name]
+    np.testing.assert_allclose(tg.grad(f)(tnp.asarray(z)).numpy(), np.asarray(jax.grad(jf)(jnp.asarray(z))),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_grad_of_real_input_through_complex() -> None:
+    """A real input through complex intermediates gets a real gradient (the real part of the complex one)."""
+    x = np.array([0.3, -0.7, 1.1], np.float32)
+    f = lambda x: tnp.sum(tnp.abs(tnp.exp(1j * x) * (x + 2j)) ** 2)  # noqa: E731
+    fn = lambda x: np.sum(np.abs(np.exp(1j * x) * (x + 2j)) ** 2)  # noqa: E731
+    got = tg.grad(f)(tnp.asarray(x))
+    assert got.dtype == tnp.float32
+    np.testing.assert_allclose(got.numpy(), fd_grad(fn, x.astype(np.complex128)).real, rtol=1e-3, atol=1e-3)
+
+
+def test_grad_of_complex_output_raises_and_holomorphic() -> None:
+    z = tnp.asarray(np.complex64(0.3 + 0.4j))
+    with pytest.raises(TypeError, match="holomorphic=True"):
+        tg.grad(tnp.exp)(z)
+    np.testing.assert_allclose(tg.grad(lambda z: tnp.exp(z) * z, holomorphic=True)(z).item(),
+                               np.exp(0.3 + 0.4j) * (1 + 0.3 + 0.4j), rtol=1e-5)
+    with pytest.raises(TypeError, match="complex inputs"):
+        tg.grad(lambda x: x * 1j, holomorphic=True)(tnp.asarray(1.0))
+
+
+def test_vjp_jvp_inner_product_identity() -> None:
+    """Re <ct, J t> == Re <J^T ct, t> with JAX's bilinear pairing, for a non-holomorphic function."""
+    f = lambda z: tnp.exp(z) * tnp.conj(z) + tnp.abs(z)  # noqa: E731
+    z, t, ct = cvalues((3,)), cvalues((3,), 1), cvalues((3,), 2)
+    _, vjp_fn = tg.vjp(f, tnp.asarray(z))
+    (g,) = vjp_fn(tnp.asarray(ct))
+    _, jt = tg.jvp(f, (tnp.asarray(z),), (tnp.asarray(t),))
+    np.testing.assert_allclose(np.real(np.sum(ct * jt.numpy())), np.real(np.sum(g.numpy() * t)), rtol=1e-4)
+    # J t by finite differences along t
+    h = 1e-3
+    fn = lambda z: np.exp(z) * np.conj(z) + np.abs(z)  # noqa: E731
+    zd, td = z.astype(np.complex128), t.astype(np.complex128)
+    np.testing.assert_allclose(jt.numpy(), (fn(zd + h * td) - fn(zd - h * td)) / (2 * h), rtol=1e-3, atol=1e-3)
+
+
+@needs_jax
+def test_vjp_jvp_match_jax() -> None:
+    z, t, ct = cvalues((3,)), cvalues((3,), 1), cvalues((3,), 2)
+    f = lambda z: tnp.exp(z) * tnp.conj(z)  # noqa: E731
+    jf = lambda z: jnp.exp(z) * jnp.conj(z)  # noqa: E731
+    (g,) = tg.vjp(f, tnp.asarray(z))[1](tnp.asarray(ct))
+    (jg,) = jax.vjp(jf, jnp.asarray(z))[1](jnp.asarray(ct))
+    np.testing.assert_allclose(g.numpy(), np.asarray(jg), rtol=1e-5, atol=1e-6)
+    jt = tg.jvp(f, (tnp.asarray(z),), (tnp.asarray(t),))[1]
+    jjt = jax.jvp(jf, (jnp.asarray(z),), (jnp.asarray(t),))[1]
+    np.testing.assert_allclose(jt.numpy(), np.asarray(jjt), rtol=1e-5, atol=1e-6)
+
+
+def test_loops_with_complex_carries() -> None:
+    """A complex carry runs as a scheduled loop of pairs (not the register loop kernel) and differentiates."""
+    z0 = np.complex64(0.1 + 0.2j)
+    step = lambda i, c: c * c + 0.1  # noqa: E731
+    out = tg.jit(lambda z: tg.lax.fori_loop(0, 3, step, z))(tnp.asarray(z0))
+    want = z0
+    for i in range(3):
+        want = step(i, want)
+    np.testing.assert_allclose(out.item(), want, rtol=1e-6)
+    fn = lambda z: np.abs(step(2, step(1, step(0, z))))  # noqa: E731
+    for loss in (lambda z: tnp.abs(tg.lax.fori_loop(0, 3, step, z)),
+                 lambda z: tnp.abs(tg.lax.scan(lambda c, x: (c * c + x, c), z, tnp.full((3,), 0.1 + 0j))[0])):
+        got = tg.grad(loss)(tnp.asarray(z0)).item()
+        np.testing.assert_allclose(got, fd_grad(lambda z: fn(z[0]), np.array([z0]))[0], rtol=1e-3, atol=1e-5)

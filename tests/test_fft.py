@@ -1,0 +1,200 @@
+"""tnp.fft against numpy.fft: values (sizes including primes and 1, every norm, n / s / axis / axes), dtypes,
+gradients against finite differences (and jax where installed), and kernel counts."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.counters import counters
+
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError:
+    jax = jnp = None
+
+EPS32 = float(np.finfo(np.float32).eps)
+SIZES = [1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 31, 32, 48, 64, 67, 97, 100, 128, 210, 256]
+
+
+def cvalues(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+def assert_fft_close(got: tg.Tensor, want: np.ndarray, n: int) -> None:
+    """float32 rounding grows with the log of the length: each of ~log2 n stages adds a few ulps of the largest
+    value (the error of an FFT is O(eps log n) relative to the norm of the input)."""
+    g = got.numpy()
+    want = np.asarray(want)
+    assert g.dtype == (np.complex64 if want.dtype.kind == "c" else np.float32), g.dtype
+    assert g.shape == want.shape
+    scale = max(float(np.abs(want).max(initial=0.0)), 1e-30)
+    tol = 8 * EPS32 * math.log2(n + 1) * scale + 1e-30
+    err = float(np.abs(g - want).max(initial=0.0))
+    assert err <= tol, (err, tol)
+
+
+@settings(max_examples=20)
+@given(n=st.sampled_from(SIZES), batch=st.integers(1, 3), axis=st.sampled_from([0, -1]),
+       norm=st.sampled_from([None, "backward", "ortho", "forward"]), inverse=st.booleans(), seed=st.integers(0, 99))
+def test_fft_ifft_match_numpy(n: int, batch: int, axis: int, norm: str | None, inverse: bool, seed: int) -> None:
+    x = cvalues((n, batch) if axis == 0 else (batch, n), seed)
+    fn = "ifft" if inverse else "fft"
+    assert_fft_close(getattr(tnp.fft, fn)(tnp.asarray(x), axis=axis, norm=norm),
+                     getattr(np.fft, fn)(x, axis=axis, norm=norm), n)
+
+
+@settings(max_examples=15)
+@given(n=st.sampled_from(SIZES), m=st.sampled_from([1, 2, 5, 9, 16]), seed=st.integers(0, 99))
+def test_n_crops_or_pads(n: int, m: int, seed: int) -> None:
+    x = cvalues((2, m), seed)
+    assert_fft_close(tnp.fft.fft(tnp.asarray(x), n), np.fft.fft(x, n), n)
+    assert_fft_close(tnp.fft.ifft(tnp.asarray(x), n, norm="ortho"), np.fft.ifft(x, n, norm="ortho"), n)
+
+
+@settings(max_examples=15)
+@given(n=st.sampled_from(SIZES), norm=st.sampled_from([None, "ortho", "forward"]), seed=st.integers(0, 99),
+       dtype=st.sampled_from([np.float32, np.int32]))
+def test_rfft_irfft_match_numpy(n: int, norm: str | None, seed: int, dtype: type) -> None:
+    x = (np.random.default_rng(seed).standard_normal((3, n)) * 4).astype(dtype)
+    spectrum = tnp.fft.rfft(tnp.asarray(x), norm=norm)
+    assert_fft_close(spectrum, np.fft.rfft(x, norm=norm).astype(np.complex64), n)
+    want = np.fft.irfft(np.fft.rfft(x, norm=norm), n, norm=norm).astype(np.float32)
+    assert_fft_close(tnp.fft.irfft(spectrum, n, norm=norm), want, n)
+    # irfft of arbitrary (not Hermitian) input, default and odd lengths: the DC and Nyquist imaginary parts ignored
+    c = cvalues((2, n // 2 + 1), seed)
+    for m in (None, n, n + 1):
+        if m is None and n // 2 + 1 < 2:
+            continue
+        want = np.fft.irfft(c, m, norm=norm).astype(np.float32)
+        assert_fft_close(tnp.fft.irfft(tnp.asarray(c), m, norm=norm), want, want.shape[-1])
+
+
+@pytest.mark.parametrize("shape,s,axes", [((4, 6), None, None), ((3, 5, 4), (4, 6), (1, 2)), ((3, 5, 4), None, (0, 2)),
+                                          ((2, 7, 3), (5, 2), (1, 0)), ((8,), None, None), ((1, 2), None, None)])
+def test_nd_transforms_match_numpy(shape: tuple, s: tuple | None, axes: tuple | None) -> None:
+    x = cvalues(shape, 1)
+    r = x.real.copy()
+    n = math.prod(shape) + math.prod(s or (1,))
+    for fn, arg in (("fftn", x), ("ifftn", x), ("rfftn", r)):
+        want = getattr(np.fft, fn)(arg, s=s, axes=axes)
+        assert_fft_close(getattr(tnp.fft, fn)(tnp.asarray(arg), s=s, axes=axes), want.astype(np.complex64), n)
+    spectrum = np.fft.rfftn(r, s=s, axes=axes)
+    want = np.fft.irfftn(spectrum, s=s, axes=axes).astype(np.float32)
+    assert_fft_close(tnp.fft.irfftn(tnp.asarray(spectrum.astype(np.complex64)), s=s, axes=axes), want, n)
+    if len(shape) >= 2 and s is None and axes is None:
+        assert_fft_close(tnp.fft.fft2(tnp.asarray(x)), np.fft.fft2(x), n)
+        assert_fft_close(tnp.fft.irfft2(tnp.fft.rfft2(tnp.asarray(r))), r, n)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 6, 11])
+def test_frequencies_and_shifts(n: int) -> None:
+    for d in (1.0, 0.25):
+        np.testing.assert_allclose(tnp.fft.fftfreq(n, d).numpy(), np.fft.fftfreq(n, d), rtol=1e-6)
+        np.testing.assert_allclose(tnp.fft.rfftfreq(n, d).numpy(), np.fft.rfftfreq(n, d), rtol=1e-6)
+    assert tnp.fft.fftfreq(n).dtype == tnp.float32
+    x = np.arange(n * 3, dtype=np.int32).reshape(n, 3)
+    for axes in (None, 0, (1,), (0, 1)):
+        np.testing.assert_array_equal(tnp.fft.fftshift(tnp.asarray(x), axes).numpy(), np.fft.fftshift(x, axes))
+        np.testing.assert_array_equal(tnp.fft.ifftshift(tnp.asarray(x), axes).numpy(), np.fft.ifftshift(x, axes))
+
+
+def test_errors() -> None:
+    with pytest.raises(ValueError, match="invalid number of data points"):
+        tnp.fft.fft(tnp.ones(4), 0)
+    with pytest.raises(ValueError, match="norm"):
+        tnp.fft.fft(tnp.ones(4), norm="unitary")
+    with pytest.raises(TypeError, match="real"):
+        tnp.fft.rfft(tnp.ones(4) * 1j)
+    with pytest.raises(ValueError, match="0-d"):
+        tnp.fft.fft(tnp.asarray(1.0))
+
+
+# ---- gradients: each transform inside a real loss, against central differences in float64 ----
+W = cvalues((6,), 7)
+GRAD_CASES: list[tuple[str, Callable, Callable, bool]] = [
+    # (name, tgfx loss, numpy loss, complex input)
+    ("fft", lambda x: tnp.real(tnp.sum(tnp.fft.fft(x) * tnp.asarray(W))),
+     lambda x: np.real(np.sum(np.fft.fft(x) * W)), True),
+    ("fft_abs", lambda x: tnp.sum(tnp.abs(tnp.fft.fft(x, 8)) ** 2), lambda x: np.sum(np.abs(np.fft.fft(x, 8)) ** 2),
+     True),
+    ("ifft_ortho", lambda x: tnp.imag(tnp.sum(tnp.fft.ifft(x, norm="ortho") * tnp.asarray(W))),
+     lambda x: np.imag(np.sum(np.fft.ifft(x, norm="ortho") * W)), True),
+    ("fft_prime_bluestein", lambda x: tnp.sum(tnp.abs(tnp.fft.fft(x, 67))),
+     lambda x: np.sum(np.abs(np.fft.fft(x, 67))), True),
+    ("rfft", lambda x: tnp.sum(tnp.abs(tnp.fft.rfft(x)) ** 1.5), lambda x: np.sum(np.abs(np.fft.rfft(x)) ** 1.5),
+     False),
+    ("irfft", lambda x: tnp.sum(tnp.fft.irfft(x, 9) * tnp.arange(9.0)),
+     lambda x: np.sum(np.fft.irfft(x, 9) * np.arange(9.0)), True),
+    ("fftn", lambda x: tnp.real(tnp.sum(tnp.fft.fftn(x.reshape(2, 3)) ** 2)),
+     lambda x: np.real(np.sum(np.fft.fftn(x.reshape(2, 3)) ** 2)), True),
+    ("rfftn_irfftn", lambda x: tnp.sum(tnp.fft.irfftn(tnp.fft.rfftn(x.reshape(2, 3)) * 1j, s=(2, 4)) ** 2),
+     lambda x: np.sum(np.fft.irfftn(np.fft.rfftn(x.reshape(2, 3)) * 1j, s=(2, 4), axes=(0, 1)) ** 2), False),
+]
+
+
+def fd_grad(f: Callable[[np.ndarray], float], x: np.ndarray, is_complex: bool, h: float = 1e-4) -> np.ndarray:
+    """df/dx - i df/dy (JAX's convention) by central differences in float64."""
+    x = x.astype(np.complex128 if is_complex else np.float64)
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        for unit, sign in ((1.0, 1.0), (1j, -1j)) if is_complex else ((1.0, 1.0),):
+            e = np.zeros_like(x)
+            e[i] = unit * h
+            out[i] += sign * (f(x + e) - f(x - e)) / (2 * h)
+    return out
+
+
+@pytest.mark.parametrize("name,f,fn,is_complex", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_grad_matches_finite_differences(name: str, f: Callable, fn: Callable, is_complex: bool) -> None:
+    x = cvalues((6,), 2) if is_complex else np.random.default_rng(2).standard_normal(6).astype(np.float32)
+    got = tg.grad(f)(tnp.asarray(x)).numpy()
+    want = fd_grad(fn, x, is_complex)
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * float(np.abs(want).max()))
+
+
+@pytest.mark.skipif(jax is None, reason="jax is not installed")
+def test_grad_matches_jax() -> None:
+    x = cvalues((6,), 2)
+    for n in (6, 13):
+        got = tg.grad(lambda x, n=n: tnp.sum(tnp.abs(tnp.fft.fft(x, n)) ** 3))(tnp.asarray(x)).numpy()
+        want = jax.grad(lambda x, n=n: jnp.sum(jnp.abs(jnp.fft.fft(x, n)) ** 3))(jnp.asarray(x))
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-3)
+
+
+# ---- how they run ----
+def test_transforms_are_traceable_without_captured_buffers() -> None:
+    """Every table is computed in the graph: a function (allow_implicit=False) traces an fft of any length."""
+    f = tg.function(lambda x: tnp.fft.irfft(tnp.fft.rfft(x), x.shape[-1]))
+    x = np.random.default_rng(0).standard_normal((2, 67)).astype(np.float32)
+    assert_fft_close(f(tnp.asarray(x)), x, 67)
+
+
+@pytest.mark.parametrize("n,most", [(16, 4), (64, 8), (1024, 11), (97, 17)])
+def test_kernel_counts(n: int, most: int) -> None:
+    """A matmul stage is three kernels (its block table, its stored operand with the previous stage's twiddles and
+    transpose fused in, the matmul) and the result one more: n = 1024 is three stages (4, 16, 16); a prime length is
+    three power-of-two transforms (Bluestein)."""
+    x = tnp.asarray(cvalues((4, n))).realize()
+    f = tg.jit(tnp.fft.fft)
+    f(x).block_until_ready()
+    counters.reset()
+    f(x).block_until_ready()
+    assert counters.kernel_count <= most
+
+
+@pytest.mark.x64
+def test_complex128_in_x64_mode() -> None:
+    x = np.random.default_rng(0).standard_normal((2, 12)) + 1j * np.random.default_rng(1).standard_normal((2, 12))
+    got = tnp.fft.fft(tnp.asarray(x))
+    assert got.dtype == tnp.complex128
+    np.testing.assert_allclose(got.numpy(), np.fft.fft(x), rtol=1e-12, atol=1e-12)
+    assert tnp.fft.rfft(tnp.asarray(x.real)).dtype == tnp.complex128

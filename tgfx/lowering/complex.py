@@ -1,0 +1,291 @@
+"""complex: complex values become arithmetic on their (re, im) pairs, before scheduling.
+
+A complex value is stored as numpy stores it: interleaved (re, im) pairs, a complex64 BUFFER of n elements is 2n
+float32s. Above the schedule a complex value is an ordinary node of a complex dtype (`ADD`, `MUL`, `EXP`, movement
+ops, `REDUCE_AXIS`, ... of complex64), so the transforms (grad, vmap, jit) treat it like any other. `AS_PAIRS` views
+a complex value as a float value with a last axis of 2, `AS_COMPLEX` the other way (`tgfx/numpy/_complex.py` builds
+the non-holomorphic functions, `real`, `abs`, `conj`, ..., from them).
+
+`pm_complex` replaces every `AS_PAIRS` of a computed complex value by float ops on the real and imaginary parts of
+its sources (`to_parts`, down to stored values: a product is four real products and two sums), packed into pairs
+only there, so that afterwards a complex node is only:
+
+- a BUFFER (and movement views of one that are results: no kernel reads them);
+- `AS_COMPLEX(pairs)` as a value the schedule stores (a result, under a CONTIGUOUS or a COPY);
+- `AS_PAIRS` of a BUFFER or of such a stored value, read by a kernel.
+
+`kernel_ast` (schedule.py) then reads and writes a complex buffer as the float buffer of twice its size: kernels,
+rangeify and the renderer never see a complex type.
+"""
+from __future__ import annotations
+
+from tgfx.dtypes import DType, dtypes
+from tgfx.ir.control import n_bodies
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from tgfx.ir.uop import UOp
+
+
+# ---- float helpers on UOps (elementwise sources have equal shapes: constants are broadcast explicitly) ----
+def full(shape: tuple[int, ...], value: float, d: DType) -> UOp:
+    c = UOp.const(d, value)
+    return c if not shape else UOp(Ops.EXPAND, d, (UOp(Ops.RESHAPE, d, (c,), (1,) * len(shape)),), shape)
+
+
+def alu(op: Ops, *src: UOp) -> UOp:
+    return UOp(op, dtypes.bool if op in GroupOp.Comparison else src[-1].dtype, src)
+
+
+def part(p: UOp, i: int) -> UOp:
+    """The real (i=0) or imaginary (i=1) part of pairs `p`."""
+    shape = p.shape[:-1]
+    cut = UOp(Ops.SHRINK, p.dtype, (p,), (*((0, s) for s in shape), (i, i + 1)))
+    return UOp(Ops.RESHAPE, p.dtype, (cut,), shape)
+
+
+def pack(re: UOp, im: UOp) -> UOp:
+    """Pairs (re, im) of two float values of one shape."""
+    zero = tuple((0, 0) for _ in re.shape)
+    halves = [UOp(Ops.PAD, x.dtype, (UOp(Ops.RESHAPE, x.dtype, (x,), (*x.shape, 1)),), (*zero, pads))
+              for x, pads in ((re, (0, 1)), (im, (1, 0)))]
+    return alu(Ops.ADD, *halves)
+
+
+def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    (ar, ai), (br, bi) = a, b
+    return (alu(Ops.ADD, alu(Ops.MUL, ar, br), alu(Ops.NEG, alu(Ops.MUL, ai, bi))),
+            alu(Ops.ADD, alu(Ops.MUL, ar, bi), alu(Ops.MUL, ai, br)))
+
+
+def crecip(b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """1 / b, scaled by b's larger part first (Smith's method) so that |b|^2 neither overflows nor underflows."""
+    br, bi = b
+    d = br.dtype
+    big = alu(Ops.CMPLT, alu(Ops.MAX, alu(Ops.NEG, bi), bi), alu(Ops.MAX, alu(Ops.NEG, br), br))  # |bi| < |br|
+    one = full(br.shape, 1.0, d)
+    # |br| > |bi|: r = bi / br, 1/b = (1 - i r) / (br + bi r); else r = br / bi, 1/b = (r - i) / (br r + bi)
+    r1 = alu(Ops.FDIV, bi, br)
+    den1 = alu(Ops.ADD, br, alu(Ops.MUL, bi, r1))
+    r2 = alu(Ops.FDIV, br, bi)
+    den2 = alu(Ops.ADD, alu(Ops.MUL, br, r2), bi)
+    re = alu(Ops.WHERE, big, alu(Ops.FDIV, one, den1), alu(Ops.FDIV, r2, den2))
+    im = alu(Ops.WHERE, big, alu(Ops.NEG, alu(Ops.FDIV, r1, den1)), alu(Ops.NEG, alu(Ops.FDIV, one, den2)))
+    return re, im
+
+
+def cexp(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    ar, ai = a
+    m = alu(Ops.EXP, ar)
+    return alu(Ops.MUL, m, alu(Ops.COS, ai)), alu(Ops.MUL, m, alu(Ops.SIN, ai))
+
+
+def cabs(a: tuple[UOp, UOp]) -> UOp:
+    """|a|, scaled by the larger part so that squares do not overflow (hypot)."""
+    ar, ai = a
+    x, y = alu(Ops.MAX, alu(Ops.NEG, ar), ar), alu(Ops.MAX, alu(Ops.NEG, ai), ai)
+    hi, lo = alu(Ops.MAX, x, y), alu(Ops.NEG, alu(Ops.MAX, alu(Ops.NEG, x), alu(Ops.NEG, y)))
+    zero = full(hi.shape, 0.0, hi.dtype)
+    safe = alu(Ops.WHERE, alu(Ops.CMPEQ, hi, zero), full(hi.shape, 1.0, hi.dtype), hi)
+    r = alu(Ops.FDIV, lo, safe)
+    one = full(hi.shape, 1.0, hi.dtype)
+    return alu(Ops.MUL, hi, alu(Ops.SQRT, alu(Ops.ADD, one, alu(Ops.MUL, r, r))))
+
+
+def clog(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    ar, ai = a
+    return alu(Ops.LOG, cabs(a)), alu(Ops.ATAN2, ai, ar)
+
+
+def csqrt(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """The principal square root, without cancellation: t = sqrt((|a| + |re|) / 2) is the larger part, the other is
+    im / (2 t)."""
+    ar, ai = a
+    d, shape = ar.dtype, ar.shape
+    zero, half = full(shape, 0.0, d), full(shape, 0.5, d)
+    t = alu(Ops.SQRT, alu(Ops.MUL, alu(Ops.ADD, cabs(a), alu(Ops.MAX, alu(Ops.NEG, ar), ar)), half))
+    safe_t = alu(Ops.WHERE, alu(Ops.CMPEQ, t, zero), full(shape, 1.0, d), t)
+    other = alu(Ops.FDIV, ai, alu(Ops.ADD, safe_t, safe_t))           # im / (2 t): sign of im
+    other = alu(Ops.WHERE, alu(Ops.CMPEQ, t, zero), zero, other)
+    neg_re = alu(Ops.CMPLT, ar, zero)
+    abs_other = alu(Ops.MAX, alu(Ops.NEG, other), other)
+    signed_t = alu(Ops.WHERE, alu(Ops.CMPLT, ai, zero), alu(Ops.NEG, t), t)
+    return alu(Ops.WHERE, neg_re, abs_other, t), alu(Ops.WHERE, neg_re, signed_t, other)
+
+
+def _cosh_sinh(x: UOp) -> tuple[UOp, UOp]:
+    e, ie = alu(Ops.EXP, x), alu(Ops.EXP, alu(Ops.NEG, x))
+    half = full(x.shape, 0.5, x.dtype)
+    return alu(Ops.MUL, alu(Ops.ADD, e, ie), half), alu(Ops.MUL, alu(Ops.ADD, e, alu(Ops.NEG, ie)), half)
+
+
+def csin(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    ar, ai = a
+    ch, sh = _cosh_sinh(ai)
+    return alu(Ops.MUL, alu(Ops.SIN, ar), ch), alu(Ops.MUL, alu(Ops.COS, ar), sh)
+
+
+def ccos(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    ar, ai = a
+    ch, sh = _cosh_sinh(ai)
+    return alu(Ops.MUL, alu(Ops.COS, ar), ch), alu(Ops.NEG, alu(Ops.MUL, alu(Ops.SIN, ar), sh))
+
+
+def ctanh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """tanh(x + iy) = (sinh 2x + i sin 2y) / (cosh 2x + cos 2y); for |x| > 20 it is sign(x) to float precision
+    (and the quotient would be inf / inf)."""
+    ar, ai = a
+    d, shape = ar.dtype, ar.shape
+    ch, sh = _cosh_sinh(alu(Ops.ADD, ar, ar))
+    two_y = alu(Ops.ADD, ai, ai)
+    den = alu(Ops.ADD, ch, alu(Ops.COS, two_y))
+    far = alu(Ops.CMPLT, full(shape, 20.0, d), alu(Ops.MAX, alu(Ops.NEG, ar), ar))
+    sign = alu(Ops.WHERE, alu(Ops.CMPLT, ar, full(shape, 0.0, d)), full(shape, -1.0, d), full(shape, 1.0, d))
+    return (alu(Ops.WHERE, far, sign, alu(Ops.FDIV, sh, den)),
+            alu(Ops.WHERE, far, full(shape, 0.0, d), alu(Ops.FDIV, alu(Ops.SIN, two_y), den)))
+
+
+_UNARY = {Ops.EXP: cexp, Ops.LOG: clog, Ops.SQRT: csqrt, Ops.SIN: csin, Ops.COS: ccos, Ops.TANH: ctanh,
+          Ops.RECIP: crecip}
+
+
+# ---- the rules ----
+Parts = tuple[UOp, UOp]
+
+
+def pairs(x: UOp) -> UOp:
+    return UOp(Ops.AS_PAIRS, x.dtype.real, (x,))
+
+
+def unpack(p: UOp) -> Parts | None:
+    """(re, im) if pairs `p` were built by `pack`, else None."""
+    if p.op is not Ops.ADD or any(s.op is not Ops.PAD for s in p.src):
+        return None
+    lo, hi = p.src
+    if lo.arg[-1] != (0, 1) or hi.arg[-1] != (1, 0) or any(a != (0, 0) for a in lo.arg[:-1] + hi.arg[:-1]):
+        return None
+    re, im = lo.src[0], hi.src[0]
+    if re.op is not Ops.RESHAPE or im.op is not Ops.RESHAPE:
+        return None
+    return re.src[0], im.src[0]
+
+
+def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
+    """The (re, im) float values of complex value `x`, each complex op written on its sources' parts. Parts, not
+    pairs, between ops: a pair is built (`pack`) only where one is stored or viewed, so a chain of complex ops is a
+    chain of real ops, not nested packs and slices of packs."""
+    if x in memo:
+        return memo[x]
+    op, src = x.op, x.src
+    if op is Ops.AS_COMPLEX:
+        out = unpack(src[0]) or (part(src[0], 0), part(src[0], 1))
+    elif _read_as_pairs(x):
+        p = pairs(x)
+        out = part(p, 0), part(p, 1)
+    elif op in GroupOp.Movement:
+        out = tuple(UOp(op, x.dtype.real, (t,), x.arg) for t in to_parts(src[0], memo))
+    elif op is Ops.CONST:
+        v, d = complex(x.arg), x.dtype.real
+        out = UOp.const(d, v.real), UOp.const(d, v.imag)
+    elif op is Ops.ADD:
+        (ar, ai), (br, bi) = to_parts(src[0], memo), to_parts(src[1], memo)
+        out = alu(Ops.ADD, ar, br), alu(Ops.ADD, ai, bi)
+    elif op is Ops.NEG:
+        out = tuple(alu(Ops.NEG, t) for t in to_parts(src[0], memo))
+    elif op is Ops.MUL:
+        out = cmul(to_parts(src[0], memo), to_parts(src[1], memo))
+    elif op is Ops.FDIV:
+        out = cmul(to_parts(src[0], memo), crecip(to_parts(src[1], memo)))
+    elif op in _UNARY:
+        out = _UNARY[op](to_parts(src[0], memo))
+    elif op is Ops.WHERE:
+        (ar, ai), (br, bi) = to_parts(src[1], memo), to_parts(src[2], memo)
+        out = alu(Ops.WHERE, src[0], ar, br), alu(Ops.WHERE, src[0], ai, bi)
+    elif op is Ops.CAST and src[0].dtype.is_complex:
+        out = tuple(UOp(Ops.CAST, x.dtype.real, (t,)) for t in to_parts(src[0], memo))
+    elif op is Ops.CAST:
+        re = UOp(Ops.CAST, x.dtype.real, (src[0],))
+        out = re, full(re.shape, 0.0, re.dtype)
+    elif op is Ops.REDUCE_AXIS and x.arg[0] is Ops.ADD:
+        out = tuple(UOp(Ops.REDUCE_AXIS, x.dtype.real, (t,), x.arg) for t in to_parts(src[0], memo))
+    else:
+        raise NotImplementedError(f"complex {op.name} (arg {x.arg!r}) has no pair form; tgfx.numpy builds complex "
+                                  f"functions from ADD MUL FDIV NEG RECIP EXP LOG SQRT SIN COS TANH WHERE CAST and "
+                                  f"sums")
+    memo[x] = out
+    return out
+
+
+def fold_part(x: UOp) -> UOp | None:
+    """A part of a `pack`ed pair is the value it was packed from: SHRINK to one entry of the last axis of
+    ADD(PAD(re), PAD(im)), as `part` builds it."""
+    s = x.src[0]
+    if s.shape[-1:] != (2,) or x.arg[-1] not in ((0, 1), (1, 2)) or \
+            any(b != (0, n) for b, n in zip(x.arg[:-1], s.shape[:-1], strict=True)):
+        return None
+    got = unpack(s)
+    return None if got is None else UOp(Ops.RESHAPE, x.dtype, (got[x.arg[-1][0]],), x.shape)
+
+
+def compare(ctx: dict, x: UOp) -> UOp:
+    """== and != of complex values: both parts equal, or either differs."""
+    (ar, ai), (br, bi) = to_parts(x.src[0], ctx), to_parts(x.src[1], ctx)
+    re, im = alu(x.op, ar, br), alu(x.op, ai, bi)
+    return alu(Ops.AND if x.op is Ops.CMPEQ else Ops.OR, re, im)
+
+
+def _is_buffer_view(u: UOp) -> bool:
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u.op is Ops.BUFFER
+
+
+def _stored_complex(u: UOp) -> bool:
+    """A complex value a kernel can read as pairs without computing it: a buffer, or one the schedule stores."""
+    return u.op in (Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE) or _is_buffer_view(u)
+
+
+def _read_as_pairs(u: UOp) -> bool:
+    """A complex value a kernel reads as the float pairs of its buffer (`kernel_ast`); views of it are views of
+    those pairs."""
+    return u.op in (Ops.BUFFER, Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE)  # GETTUPLE: a loop's result
+
+
+def as_stored(u: UOp) -> UOp:
+    """`u` as a value the schedule can store: its pairs, viewed as complex."""
+    return u if _stored_complex(u) else UOp(Ops.AS_COMPLEX, u.dtype, (pairs(u),))
+
+
+def store_operands(x: UOp) -> UOp | None:
+    nb = n_bodies(x)
+    src = (*x.src[:nb], *(as_stored(s) if s.dtype is not None and s.dtype.is_complex else s for s in x.src[nb:]))
+    return None if src == x.src else x.replace(src=src)
+
+
+_is_complex = UPat(custom=lambda u: u.dtype is not None and u.dtype.is_complex)
+pm_complex = PatternMatcher([
+    (UPat(Ops.AS_PAIRS, src=(UPat(Ops.AS_COMPLEX, name="c"),)), lambda c: c.src[0]),
+    # a computed complex value's pairs: its parts, written on its sources' parts
+    (UPat(Ops.AS_PAIRS, src=(UPat(name="x"),)),
+     lambda ctx, x: None if _read_as_pairs(x) else pack(*to_parts(x, ctx))),
+    (UPat(Ops.SHRINK, name="x"), fold_part),
+    # a stored complex value is computed as its pairs
+    (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(_is_complex,), name="x"),
+     lambda x: None if _stored_complex(x.src[0]) else x.replace(src=(as_stored(x.src[0]),))),
+    # a loop's, a branch's or a call's operands are buffers: a complex one is stored as its pairs
+    (UPat((Ops.LOOP, Ops.SWITCH, Ops.CALL), name="x"), store_operands),
+    (UPat((Ops.CMPEQ, Ops.CMPNE), src=(_is_complex, _is_complex), name="x"), compare),
+    # complex -> real takes the real part, as numpy's astype does (with its ComplexWarning, given by tgfx.numpy)
+    (UPat(Ops.CAST, src=(_is_complex,), name="x"),
+     lambda ctx, x: None if x.dtype.is_complex else UOp(Ops.CAST, x.dtype, (to_parts(x.src[0], ctx)[0],))
+     if not x.dtype.is_bool else alu(Ops.CMPNE, x.src[0], full(x.shape, 0, x.src[0].dtype))),
+])
+
+
+def lower_complex(roots: list[UOp]) -> list[UOp]:
+    """`roots` with complex arithmetic written on pairs (see the module's docstring); complex results are stored as
+    complex buffers. Roots without a complex node are returned as they are."""
+    if not any(u.dtype is not None and u.dtype.is_complex for r in roots for u in r.toposort()):
+        return roots
+    stored = [r if not (r.dtype is not None and r.dtype.is_complex) or _is_buffer_view(r) else as_stored(r)
+              for r in roots]
+    return list(graph_rewrite(UOp(Ops.SINK, None, tuple(stored)), pm_complex, ctx={}, name="complex").src)

@@ -1,0 +1,204 @@
+"""Complex numbers: `complex64` (and `complex128` in x64 mode, as float64), as JAX has them.
+
+How they are built. A complex value is stored as numpy stores it, interleaved (re, im) pairs, so a complex64 buffer
+of n elements is 2n float32s and `.numpy()` hands numpy that memory as complex64. Above the schedule a complex value
+is an ordinary node of a complex dtype: the holomorphic ops (`ADD MUL FDIV NEG RECIP EXP LOG SQRT SIN COS TANH`,
+`WHERE`, `CAST`, sums and the movement ops) are the usual UOps with a complex dtype, so grad, vmap and jit treat them
+as any other op, and their gradient rules are the real ones (with JAX's convention below, a holomorphic op's rule
+has no conjugate in it). Everything else (`real imag conj abs angle`, `lax.complex`) is built here from two views:
+`AS_PAIRS` (a complex value as float pairs, a last axis of 2) and `AS_COMPLEX` (pairs as a complex value). Before
+scheduling, `tgfx/lowering/complex.py` writes each complex op as float ops on pairs and the schedule reads and writes
+a complex buffer as a float buffer of twice its size: kernels, rangeify and the renderer stay real.
+
+Gradients follow JAX: the cotangent of a complex value z = x + iy is df/dx - i df/dy, so `grad` of a real f of z is
+the conjugate of the pair of partial derivatives, and a holomorphic op's vjp is `ct * f'(z)`. The conjugate is in
+the gradient rules of the two views (`tgfx/transforms/grad.py`).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+
+from tgfx.dtypes import DType, dtypes, to_complex, to_inexact
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.tensor import ArrayLike, Tensor, broadcast, to_tensor
+
+
+def pairs(x: Tensor) -> Tensor:
+    """A complex Tensor as float (re, im) pairs: shape `x.shape + (2,)`."""
+    return Tensor(UOp(Ops.AS_PAIRS, x.dtype.real, (x.uop,)))
+
+
+def from_pairs(p: Tensor) -> Tensor:
+    """Float pairs (a last axis of 2) as the complex Tensor they are."""
+    if p.dtype not in (dtypes.float32, dtypes.float64) or p.shape[-1:] != (2,):
+        raise TypeError(f"complex pairs must be float32 or float64 with a last axis of 2, got {p.dtype.name}"
+                        f"{list(p.shape)}")
+    return Tensor(UOp(Ops.AS_COMPLEX, to_complex(p.dtype), (p.uop,)))
+
+
+def _part(p: Tensor, i: int) -> Tensor:
+    return p[..., i]
+
+
+def from_parts(re: Tensor, im: Tensor) -> Tensor:
+    """The complex Tensor re + i im of two float Tensors of one shape and dtype: their pairs built in the graph (no
+    stored stack), so the lowering reads the parts back without a copy (`tgfx/lowering/complex.py`)."""
+    from tgfx.lowering.complex import pack
+    return Tensor(UOp(Ops.AS_COMPLEX, to_complex(re.dtype), (pack(re.uop, im.uop),)))
+
+
+def make_complex(re: ArrayLike, im: ArrayLike) -> Tensor:
+    """re + i im, both real (`lax.complex`): the complex type of their float promotion."""
+    from tgfx.tensor import promote
+    a, b = promote(re, im, "complex")
+    if a.dtype.is_complex:
+        raise TypeError(f"complex: the parts must be real, got {a.dtype.name}")
+    d = to_inexact(a.dtype)
+    if d not in (dtypes.float32, dtypes.float64):
+        d = dtypes.float32
+    a, b = broadcast(a.cast(d), b.cast(d), name="complex")
+    return from_parts(a, b)
+
+
+def real(x: Tensor) -> Tensor:
+    return _part(pairs(x), 0) if x.dtype.is_complex else x
+
+
+def imag(x: Tensor) -> Tensor:
+    return _part(pairs(x), 1) if x.dtype.is_complex else Tensor.full(x.shape, 0, x.dtype)
+
+
+def conj(x: Tensor) -> Tensor:
+    if not x.dtype.is_complex:
+        return x
+    p = pairs(x)
+    return from_parts(_part(p, 0), -_part(p, 1))
+
+
+def absolute(x: Tensor) -> Tensor:
+    """|x| in x's real type, scaled so that squares of large parts do not overflow (hypot)."""
+    p = pairs(x)
+    from tgfx.numpy._elementwise import hypot
+    return hypot(_part(p, 0), _part(p, 1))
+
+
+def angle(x: ArrayLike, deg: bool = False) -> Tensor:
+    """The argument of x (atan2(imag, real)), in radians or with `deg` in degrees; real x gives 0 or pi."""
+    from tgfx.numpy._elementwise import arctan2
+    x = to_tensor(x)
+    if not x.dtype.is_complex:
+        x = x.astype(to_inexact(x.dtype))
+    out = arctan2(imag(x), real(x))
+    return out * (180 / math.pi) if deg else out
+
+
+def iscomplexobj(x: Any) -> bool:
+    """Whether x has a complex dtype (its values are not looked at), as numpy.iscomplexobj."""
+    d = getattr(x, "dtype", None)
+    if isinstance(d, DType):
+        return d.is_complex
+    return np.iscomplexobj(x)
+
+
+def isrealobj(x: Any) -> bool:
+    return not iscomplexobj(x)
+
+
+def iscomplex(x: ArrayLike) -> Tensor:
+    """Elementwise: a nonzero imaginary part."""
+    x = to_tensor(x)
+    return imag(x) != 0 if x.dtype.is_complex else Tensor.full(x.shape, False)
+
+
+def isreal(x: ArrayLike) -> Tensor:
+    x = to_tensor(x)
+    return imag(x) == 0 if x.dtype.is_complex else Tensor.full(x.shape, True)
+
+
+def to_real_cast(x: Tensor, d: DType) -> Tensor:
+    """A complex -> real astype: the real part, with numpy's ComplexWarning (as jnp's astype)."""
+    warnings.warn("Casting complex values to real discards the imaginary part", np.exceptions.ComplexWarning,
+                  stacklevel=3)
+    return real(x).cast(d) if not d.is_bool else x != 0
+
+
+# ---- the math library on complex values ----
+_DIRECT = {"exp": Ops.EXP, "log": Ops.LOG, "sqrt": Ops.SQRT, "sin": Ops.SIN, "cos": Ops.COS, "tanh": Ops.TANH}
+
+
+def _op(x: Tensor, op: Ops) -> Tensor:
+    return Tensor(UOp(op, x.dtype, (x.uop,)))
+
+
+def unary(name: str, x: Tensor) -> Tensor:
+    """numpy's `name` of a complex Tensor: the holomorphic ops the lowering writes on pairs, the rest from them."""
+    if name in _DIRECT:
+        return _op(x, _DIRECT[name])
+    composed = {
+        "exp2": lambda: _op(x * math.log(2), Ops.EXP),
+        "expm1": lambda: _op(x, Ops.EXP) - 1,
+        "log2": lambda: _op(x, Ops.LOG) * (1 / math.log(2)),
+        "log10": lambda: _op(x, Ops.LOG) * (1 / math.log(10)),
+        "log1p": lambda: _op(x + 1, Ops.LOG),
+        "tan": lambda: _op(x, Ops.SIN) / _op(x, Ops.COS),
+        "sinh": lambda: (_op(x, Ops.EXP) - _op(-x, Ops.EXP)) * 0.5,
+        "cosh": lambda: (_op(x, Ops.EXP) + _op(-x, Ops.EXP)) * 0.5,
+    }
+    if name not in composed:
+        raise TypeError(f"{name} is not defined for complex Tensors in tgfx ({x.dtype.name}{list(x.shape)}); "
+                        f"compute it from real(x) and imag(x)")
+    return composed[name]()
+
+
+def power(a: Tensor, b: Tensor, y: Any) -> Tensor:
+    """a ** b for a complex result: a small integer exponent by repeated products (exact for Gaussian integers, as
+    JAX's integer_pow), else exp(b log a) with 0 ** b = 0 for b != 0."""
+    if isinstance(y, (int, np.integer)) and not isinstance(y, bool) and abs(int(y)) <= 64:
+        n = abs(int(y))
+        out, base = Tensor.full(a.shape, 1, a.dtype), a
+        while n:
+            if n & 1:
+                out = out * base
+            base, n = base * base, n >> 1
+        return out if int(y) >= 0 else 1 / out
+    a, b = broadcast(a, b, name="power")
+    out = _op(b * _op(a, Ops.LOG), Ops.EXP)
+    one, zero = Tensor.full(out.shape, 1, out.dtype), Tensor.full(out.shape, 0, out.dtype)
+    return (a == 0).where((b == 0).where(one, zero), out)  # log 0 is -inf: 0 ** b is 0 (1 for b = 0)
+
+
+def prod(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
+    """The product over `axes` of a complex Tensor: a tree of complex products (halves multiplied, log2 n steps),
+    the reduce has no complex MUL."""
+    from tgfx.numpy._movement import moveaxis
+    nd = x.ndim
+    rest = [a for a in range(nd) if a not in axes]
+    y = moveaxis(x, list(axes), list(range(nd - len(axes), nd))) if axes else x
+    kept = tuple(x.shape[a] for a in rest)
+    n = math.prod(x.shape[a] for a in axes)
+    y = y.reshape((*kept, n))
+    if n == 0:
+        y = Tensor.full((*kept, 1), 1, x.dtype)
+    while y.shape[-1] > 1:
+        m = y.shape[-1]
+        if m % 2:
+            y = y.pad_zeros([(0, 0)] * len(kept) + [(0, 1)])
+            y = _pad_one(y, m)
+        half = y.shape[-1] // 2
+        y = y[..., :half] * y[..., half:]
+    out = y.reshape(kept)
+    if keepdims:
+        out = out.reshape(tuple(1 if a in axes else s for a, s in enumerate(x.shape)))
+    return out
+
+
+def _pad_one(y: Tensor, m: int) -> Tensor:
+    """y (padded with a zero at index m of its last axis) with a one there instead."""
+    from tgfx.numpy._creation import arange
+    last = arange(m + 1) == m
+    return last.where(Tensor.full((), 1, y.dtype), y)

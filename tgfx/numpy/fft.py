@@ -1,0 +1,350 @@
+"""`tgfx.numpy.fft`: numpy's discrete Fourier transforms, as tgfx programs (no numpy on the host).
+
+A transform along one axis works on the (re, im) parts as two real Tensors with that axis last:
+
+- a length that is a product of small factors is a mixed-radix Cooley-Tukey: the axis of n = r * m becomes
+  (r, m); a DFT of size r along the r axis is one real matmul ([re; im] times the 2r x 2r block [[c, -s], [s, c]]
+  of cos and sin tables); the twiddles exp(-2 pi i k1 n2 / n) multiply; the m axis is transformed the same way
+  (recursively); a transpose of the two axes gives the output order. The radices are at most 16, the smallest
+  outermost, so n = 1024 is three matmul stages (4, 16, 16);
+- a length up to 64 with no such factor (a prime) is a direct DFT (one matmul pair);
+- a longer length with a large prime factor is Bluestein's chirp z-transform: a convolution of the chirped input
+  with the chirp, done with power-of-two transforms of length m >= 2n - 1.
+
+Every table (cos / sin of 2 pi (j k mod n) / n, the chirp's angle pi (j^2 mod 2n) / n) is computed in the graph from
+integer iotas, so it is exact up to the cos and sin of the angle, and a traced function holds no captured buffer.
+Gradients come from these ops: the adjoint of a DFT is the conjugate DFT, which reverse mode builds from the
+transposed matmuls. `rfft` is the first n // 2 + 1 outputs of the complex transform of real input; `irfft` is the
+real part of the inverse transform of the Hermitian extension (the imaginary parts of the DC and Nyquist terms
+are ignored, as numpy's).
+
+Results are complex64 (complex128 for float64 input in x64 mode), numpy's `norm` ("backward", "ortho",
+"forward") and `n` / `s` / `axis` / `axes` arguments as numpy's.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from tgfx.dtypes import DType, dtypes, to_complex
+from tgfx.numpy import _movement as mv
+from tgfx.numpy._complex import pairs
+from tgfx.numpy._creation import arange, zeros
+from tgfx.numpy._elementwise import cos, sin
+from tgfx.numpy._linalg import matmul
+from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
+
+Parts = tuple[Tensor, Tensor]
+MAX_RADIX = 16   # the largest DFT done as one matmul stage of a mixed-radix transform
+MAX_DIRECT = 64  # lengths up to this with no factor <= MAX_RADIX are one direct DFT; longer ones Bluestein
+
+
+# ---- tables, from integer iotas ----
+def _angle_table(idx: Tensor, period: int, scale: float, real: DType) -> Tensor:
+    """(idx mod period) * scale in `real`: the mod is exact in integers, so the angle is within [0, 2 pi)."""
+    wide = dtypes.int64 if period * period >= 2 ** 31 else dtypes.int32
+    return (idx.cast(wide) % period).astype(real) * scale
+
+
+def _dft_block(n: int, inverse: bool, real: DType) -> Tensor:
+    """The n x n DFT matrix exp(-+2 pi i j k / n) as the real 2n x 2n block [[c, s], [-s, c]]: [re, im] @ it is
+    [re c - im s, re s + im c], the product's real and imaginary parts from one matmul. Stored: a matmul reads each
+    entry once per output row, so computed inside it the cos and sin would be too."""
+    j = arange(n, dtype=dtypes.int32)
+    theta = _angle_table(j.reshape(n, 1).cast(dtypes.int64) * j.reshape(1, n).cast(dtypes.int64), n,
+                         2 * math.pi / n, real)
+    c, s = cos(theta), sin(theta) if inverse else -sin(theta)
+    return mv.concatenate([mv.concatenate([c, s], 1), mv.concatenate([-s, c], 1)], 0).contiguous()
+
+
+def _twiddles(r: int, m: int, inverse: bool, real: DType) -> Parts:
+    """exp(-+2 pi i k1 n2 / (r m)) for k1 < r, n2 < m: an (r, m) table of each part, stored in one kernel (it is read
+    once per batch row)."""
+    n = r * m
+    k1 = arange(r, dtype=dtypes.int32).reshape(r, 1)
+    n2 = arange(m, dtype=dtypes.int32).reshape(1, m)
+    theta = _angle_table(k1 * n2, n, 2 * math.pi / n, real)
+    both = mv.stack([cos(theta), sin(theta) if inverse else -sin(theta)]).contiguous()
+    return both[0], both[1]
+
+
+def _cmul(a: Parts, b: Parts) -> Parts:
+    return a[0] * b[0] - a[1] * b[1], a[0] * b[1] + a[1] * b[0]
+
+
+# ---- one axis (the last), unnormalised ----
+def _radix(n: int) -> int | None:
+    """The radix of the outermost stage: n itself up to MAX_RADIX; else the smallest of n's factors taken greedily
+    (largest first, each <= MAX_RADIX), so the outer stages' matmuls run along long trailing axes and the innermost
+    DFT is the largest (1024 is 4, 16, 16). None if n has no factor <= MAX_RADIX."""
+    if n <= MAX_RADIX:
+        return n
+    factors, rest = [], n
+    while (r := next((r for r in range(min(rest, MAX_RADIX), 1, -1) if rest % r == 0), None)) is not None:
+        factors.append(r)
+        rest //= r
+    return min(factors, default=None)
+
+
+def _transform(x: Parts, inverse: bool) -> Parts:
+    """The DFT (inverse: without the 1/n) of the last axis of the complex value with parts x."""
+    n = x[0].shape[-1]
+    if n == 1:
+        return x
+    r = _radix(n)
+    if r == n or (r is None and n <= MAX_DIRECT):
+        return _direct(x, inverse)
+    if r is None:
+        return _bluestein(x, inverse)
+    return _cooley_tukey(x, r, inverse)
+
+
+def _direct(x: Parts, inverse: bool) -> Parts:
+    """x @ W as one real matmul: [re, im] (stored, with whatever elementwise work came before) @ the block matrix."""
+    n = x[0].shape[-1]
+    y = matmul(mv.concatenate(list(x), -1).contiguous(), _dft_block(n, inverse, x[0].dtype)).contiguous()
+    return y[..., :n], y[..., n:]
+
+
+def _cooley_tukey(x: Parts, r: int, inverse: bool) -> Parts:
+    """n = r m: input index r-major (n1 m + n2), output index k1 + r k2. The size-r DFT along the r axis is one
+    matmul, the block matrix's transpose @ [re; im] stacked along that axis."""
+    lead, n = x[0].shape[:-1], x[0].shape[-1]
+    m = n // r
+    re, im = (t.reshape(*lead, r, m) for t in x)
+    y = matmul(mv.swapaxes(_dft_block(r, inverse, re.dtype), 0, 1), mv.concatenate([re, im], -2).contiguous())
+    y = y.contiguous()
+    re, im = _cmul((y[..., :r, :], y[..., r:, :]), _twiddles(r, m, inverse, re.dtype))
+    re, im = _transform((re, im), inverse)   # the m axis: the outputs of a stored matmul, read transposed next
+    return tuple(mv.swapaxes(t, -1, -2).reshape(*lead, n) for t in (re, im))
+
+
+def _bluestein(x: Parts, inverse: bool) -> Parts:
+    """X_k = c_k sum_j (x_j c_j) conj(c_{k-j}), c_j = exp(-+i pi j^2 / n): a circular convolution of length
+    m >= 2n - 1 (a power of two) done with power-of-two transforms."""
+    lead, n = x[0].shape[:-1], x[0].shape[-1]
+    real = x[0].dtype
+    m = 1 << (2 * n - 2).bit_length()
+    j = arange(n, dtype=dtypes.int32).cast(dtypes.int64)
+    theta = _angle_table(j * j, 2 * n, math.pi / n, real)
+    chirp = (cos(theta), sin(theta) if inverse else -sin(theta))
+    a = _cmul(x, chirp)
+    a = tuple(mv.pad(t, [(0, 0)] * len(lead) + [(0, m - n)]) for t in a)
+    # conj(c) at 0 .. n-1 and, wrapped around, at m-n+1 .. m-1
+    gap = zeros(m - 2 * n + 1, dtype=real)
+    b = tuple(mv.concatenate([t, gap, mv.flip(t[1:], 0)]) for t in (chirp[0], -chirp[1]))
+    fa, fb = _transform(a, False), _transform(b, False)
+    conv = _transform(_cmul(fa, fb), True)
+    conv = tuple(t[..., :n] * (1 / m) for t in conv)
+    return _cmul(conv, chirp)
+
+
+# ---- the public functions ----
+def _norm_scale(norm: str | None, n: int, inverse: bool) -> float:
+    if norm is None or norm == "backward":
+        return 1 / n if inverse else 1.0
+    if norm == "ortho":
+        return 1 / math.sqrt(n)
+    if norm == "forward":
+        return 1.0 if inverse else 1 / n
+    raise ValueError(f'fft: invalid norm {norm!r}; use "backward" (the default), "ortho" or "forward"')
+
+
+def _complex_input(a: ArrayLike) -> Tensor:
+    a = to_tensor(a)
+    return a.astype(to_complex(a.dtype)) if not a.dtype.is_complex else a
+
+
+def _parts(a: Tensor) -> Parts:
+    p = pairs(a)
+    return p[..., 0], p[..., 1]
+
+
+def _pack(x: Parts) -> Tensor:
+    from tgfx.numpy._complex import from_parts
+    return from_parts(*x)
+
+
+def _resize(t: Tensor, n: int) -> Tensor:
+    """The last axis cropped or zero-padded to n, as numpy's `n`."""
+    have = t.shape[-1]
+    if n < have:
+        return t[..., :n]
+    if n > have:
+        return mv.pad(t, [(0, 0)] * (t.ndim - 1) + [(0, n - have)])
+    return t
+
+
+def _check_n(n: int, who: str) -> int:
+    if int(n) < 1:
+        raise ValueError(f"{who}: invalid number of data points ({n}) specified; n must be at least 1")
+    return int(n)
+
+
+def _along(a: Tensor, axis: int, who: str) -> int:
+    if a.ndim == 0:
+        raise ValueError(f"{who}: the input is 0-d; a transform needs an axis")
+    return normalize_axis(axis, a.ndim, who)
+
+
+def _c2c(a: ArrayLike, n: int | None, axis: int, norm: str | None, inverse: bool, who: str) -> Tensor:
+    a = _complex_input(a)
+    ax = _along(a, axis, who)
+    a = mv.moveaxis(a, ax, -1)
+    n = _check_n(a.shape[-1] if n is None else n, who)
+    x = tuple(_resize(t, n) for t in _parts(a))
+    out = _transform(x, inverse)
+    scale = _norm_scale(norm, n, inverse)
+    out = tuple(t * scale for t in out) if scale != 1.0 else out
+    return mv.moveaxis(_pack(out), -1, ax)
+
+
+def fft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
+    """The one-dimensional discrete Fourier transform along `axis`, as numpy.fft.fft: `n` crops or zero-pads that
+    axis first; `norm` is "backward" (the default: no scaling), "ortho" (1/sqrt(n)) or "forward" (1/n).
+
+    >>> tnp.fft.fft(tnp.asarray([1.0, 0.0, 0.0, 0.0]))   # [1, 1, 1, 1] as complex64
+    """
+    return _c2c(a, n, axis, norm, False, "fft")
+
+
+def ifft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
+    """The inverse of `fft` (1/n by default), as numpy.fft.ifft."""
+    return _c2c(a, n, axis, norm, True, "ifft")
+
+
+def rfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
+    """The transform of real input: its n // 2 + 1 non-negative frequency terms, as numpy.fft.rfft."""
+    a = to_tensor(a)
+    if a.dtype.is_complex:
+        raise TypeError(f"rfft: the input must be real, got {a.dtype.name}; use fft for complex input")
+    ax = _along(a, axis, "rfft")
+    n = _check_n(a.shape[ax] if n is None else n, "rfft")
+    out = fft(a, n, ax, norm)
+    return mv.moveaxis(mv.moveaxis(out, ax, -1)[..., :n // 2 + 1], -1, ax)
+
+
+def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
+    """The inverse of `rfft`: n real outputs (default 2 (m - 1) for m inputs) from the non-negative frequency terms,
+    as numpy.fft.irfft (the imaginary parts of the zero and Nyquist terms are ignored)."""
+    a = _complex_input(a)
+    ax = _along(a, axis, "irfft")
+    a = mv.moveaxis(a, ax, -1)
+    n = _check_n(2 * (a.shape[-1] - 1) if n is None else n, "irfft")
+    half = n // 2 + 1
+    re, im = (_resize(t, half) for t in _parts(a))
+    # the Hermitian extension: X[n - k] = conj(X[k]) for 0 < k < n - n // 2
+    tail = n - half
+    if tail:
+        re = mv.concatenate([re, mv.flip(re[..., 1:tail + 1], -1)], axis=-1)
+        im = mv.concatenate([im, -mv.flip(im[..., 1:tail + 1], -1)], axis=-1)
+    out, _ = _transform((re, im), True)
+    scale = _norm_scale(norm, n, True)
+    out = out * scale if scale != 1.0 else out
+    return mv.moveaxis(out, -1, ax)
+
+
+def _axes_and_sizes(a: Tensor, s: Sequence[int] | None, axes: Sequence[int] | None, who: str,
+                    ) -> tuple[list[int], list[int | None]]:
+    """numpy's rules: `axes` defaults to the last len(s) axes, or to all; `s` to the input's sizes."""
+    if axes is None:
+        axes = list(range(a.ndim - len(s), a.ndim)) if s is not None else list(range(a.ndim))
+    if s is not None and len(s) != len(axes):
+        raise ValueError(f"{who}: s has {len(s)} sizes but there are {len(axes)} axes; give one size per axis")
+    axes = [normalize_axis(x, a.ndim, who) for x in axes]
+    return axes, list(s) if s is not None else [None] * len(axes)
+
+
+def fftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+         norm: str | None = None) -> Tensor:
+    """The n-dimensional transform over `axes` (all by default), `s` the sizes, as numpy.fft.fftn."""
+    a = _complex_input(a)
+    axes, sizes = _axes_and_sizes(a, s, axes, "fftn")
+    for ax, n in zip(axes[::-1], sizes[::-1], strict=True):
+        a = fft(a, n, ax, norm)
+    return a
+
+
+def ifftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Tensor:
+    """The inverse of `fftn`, as numpy.fft.ifftn."""
+    a = _complex_input(a)
+    axes, sizes = _axes_and_sizes(a, s, axes, "ifftn")
+    for ax, n in zip(axes[::-1], sizes[::-1], strict=True):
+        a = ifft(a, n, ax, norm)
+    return a
+
+
+def rfftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+          norm: str | None = None) -> Tensor:
+    """The n-dimensional transform of real input: `rfft` over the last axis, `fft` over the others."""
+    a = to_tensor(a)
+    axes, sizes = _axes_and_sizes(a, s, axes, "rfftn")
+    out = rfft(a, sizes[-1], axes[-1], norm)
+    for ax, n in zip(axes[-2::-1], sizes[-2::-1], strict=True):
+        out = fft(out, n, ax, norm)
+    return out
+
+
+def irfftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+           norm: str | None = None) -> Tensor:
+    """The inverse of `rfftn`: `ifft` over all but the last axis, `irfft` over it (its size s[-1], default
+    2 (m - 1))."""
+    a = _complex_input(a)
+    axes, sizes = _axes_and_sizes(a, s, axes, "irfftn")
+    for ax, n in zip(axes[:-1], sizes[:-1], strict=True):
+        a = ifft(a, n, ax, norm)
+    return irfft(a, sizes[-1], axes[-1], norm)
+
+
+def fft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+         norm: str | None = None) -> Tensor:
+    return fftn(a, s, axes, norm)
+
+
+def ifft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: str | None = None) -> Tensor:
+    return ifftn(a, s, axes, norm)
+
+
+def rfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+          norm: str | None = None) -> Tensor:
+    return rfftn(a, s, axes, norm)
+
+
+def irfft2(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] = (-2, -1),
+           norm: str | None = None) -> Tensor:
+    return irfftn(a, s, axes, norm)
+
+
+def fftfreq(n: int, d: float = 1.0, *, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    """The sample frequencies of an n-point transform: [0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d n), in the
+    default float type (as jnp.fft.fftfreq)."""
+    n = _check_n(n, "fftfreq")
+    k = arange(n, dtype=dtypes.int32)
+    k = (k <= (n - 1) // 2).where(k, k - n)
+    out = k.astype(dtype or dtypes.default_float) * (1 / (d * n))
+    return out if device is None else out.to(device)
+
+
+def rfftfreq(n: int, d: float = 1.0, *, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    """The sample frequencies of `rfft`'s n // 2 + 1 outputs: [0, 1, ..., n // 2] / (d n)."""
+    n = _check_n(n, "rfftfreq")
+    out = arange(n // 2 + 1, dtype=dtypes.int32).astype(dtype or dtypes.default_float) * (1 / (d * n))
+    return out if device is None else out.to(device)
+
+
+def _shift(x: ArrayLike, axes: int | Sequence[int] | None, sign: int) -> Tensor:
+    x = to_tensor(x)
+    axes = list(range(x.ndim)) if axes is None else [axes] if isinstance(axes, int) else list(axes)
+    return mv.roll(x, [sign * (x.shape[a] // 2) for a in axes], axes) if axes else x
+
+
+def fftshift(x: ArrayLike, axes: int | Sequence[int] | None = None) -> Tensor:
+    """The zero-frequency term moved to the centre (a roll by n // 2 along each axis), as numpy.fft.fftshift."""
+    return _shift(x, axes, 1)
+
+
+def ifftshift(x: ArrayLike, axes: int | Sequence[int] | None = None) -> Tensor:
+    """The inverse of `fftshift` (a roll by -(n // 2))."""
+    return _shift(x, axes, -1)
