@@ -362,3 +362,14 @@ def test_loops_with_complex_carries() -> None:
                  lambda z: tnp.abs(tg.lax.scan(lambda c, x: (c * c + x, c), z, tnp.full((3,), 0.1 + 0j))[0])):
         got = tg.grad(loss)(tnp.asarray(z0)).item()
         np.testing.assert_allclose(got, fd_grad(lambda z: fn(z[0]), np.array([z0]))[0], rtol=1e-3, atol=1e-5)
+
+
+def test_eager_complex_index_is_a_kernel_argument_too():
+    a = (np.arange(12) + 1j * np.arange(12)[::-1]).astype(np.complex64).reshape(4, 3)
+    z = tg.asarray(a).realize()
+    np.testing.assert_array_equal((z[0] * 2).numpy(), a[0] * 2)
+    before = tg.counters.compile_count
+    for i in range(1, 4):
+        got = (z[i] * 2).numpy()
+        np.testing.assert_array_equal(got, a[i] * 2)
+    assert tg.counters.compile_count == before      # one kernel for every i (tgfx/lowering/complex.py: DynamicView)

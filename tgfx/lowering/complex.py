@@ -183,6 +183,8 @@ def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
         out = part(p, 0), part(p, 1)
     elif op in GroupOp.Movement:
         out = tuple(UOp(op, x.dtype.real, (t,), x.arg) for t in to_parts(src[0], memo))
+    elif op in GroupOp.DynamicView:   # an eager x[i] (its start an integer operand): each part cut the same way
+        out = tuple(UOp(op, x.dtype.real, (t, *src[1:]), x.arg) for t in to_parts(src[0], memo))
     elif op is Ops.CONST:
         v, d = complex(x.arg), x.dtype.real
         out = UOp.const(d, v.real), UOp.const(d, v.imag)
