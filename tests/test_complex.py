@@ -373,3 +373,10 @@ def test_eager_complex_index_is_a_kernel_argument_too():
         got = (z[i] * 2).numpy()
         np.testing.assert_array_equal(got, a[i] * 2)
     assert tg.counters.compile_count == before      # one kernel for every i (tgfx/lowering/complex.py: DynamicView)
+
+
+def test_vecdot_conjugates_its_first_argument():
+    rng = np.random.default_rng(5)
+    x, y = ((rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64) for _ in range(2))
+    np.testing.assert_allclose(tnp.vecdot(x, y).numpy(), np.vecdot(x, y), rtol=1e-5)
+    np.testing.assert_allclose(tnp.linalg.vecdot(x, y, axis=0).numpy(), np.vecdot(x, y, axis=0), rtol=1e-5)

@@ -198,3 +198,15 @@ def test_complex128_in_x64_mode() -> None:
     assert got.dtype == tnp.complex128
     np.testing.assert_allclose(got.numpy(), np.fft.fft(x), rtol=1e-12, atol=1e-12)
     assert tnp.fft.rfft(tnp.asarray(x.real)).dtype == tnp.complex128
+
+
+@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+@pytest.mark.parametrize("n", [None, 7, 8])
+def test_hfft_ihfft_match_numpy(norm, n) -> None:
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, 5)) + 1j * rng.standard_normal((2, 5))).astype(np.complex64)
+    r = rng.standard_normal((2, 6)).astype(np.float32)
+    np.testing.assert_allclose(tnp.fft.hfft(x, n=n, norm=norm).numpy(), np.fft.hfft(x, n=n, norm=norm),
+                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tnp.fft.ihfft(r, n=n, norm=norm).numpy(), np.fft.ihfft(r, n=n, norm=norm),
+                               rtol=1e-4, atol=1e-5)

@@ -46,7 +46,8 @@ def unstack(x: ArrayLike, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 
 
 def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
-    """The dot product of vectors along `axis` (broadcast over the other axes): sum(x1 * x2, axis)."""
+    """The dot product of vectors along `axis` (broadcast over the other axes): sum(conj(x1) * x2, axis), the first
+    vector conjugated as the standard says (a no-op for real ones)."""
     a, b = ew._operands(x1, x2, "vecdot")
     if a.ndim == 0:
         raise ValueError("vecdot: needs arrays of at least one dimension")
@@ -54,6 +55,8 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
     t1, t2 = to_tensor(x1), to_tensor(x2)
     if any(t.ndim and t.shape[ax - a.ndim] != a.shape[ax] for t in (t1, t2) if -t.ndim <= ax - a.ndim):
         raise ValueError(f"vecdot: the arrays' lengths along axis {axis} differ ({t1.shape} and {t2.shape})")
+    if a.dtype.is_complex:
+        a = conj(a)
     return rd.sum(ew.multiply(a, b), axis=ax, dtype=None if a.dtype.is_bool else a.dtype)  # jnp.vecdot's dtype
 
 

@@ -244,6 +244,29 @@ def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None =
     return mv.moveaxis(out, -1, ax)
 
 
+_SWAPPED_NORM = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
+
+
+def _swapped(norm: str | None) -> str:
+    if norm not in _SWAPPED_NORM:
+        _norm_scale(norm, 1, False)   # raises the error naming the valid norms
+    return _SWAPPED_NORM[norm]
+
+
+def hfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
+    """The transform of a Hermitian-symmetric signal given by its first half: n real outputs (default 2 (m - 1)), as
+    numpy.fft.hfft (`irfft` of the conjugate, with the normalisation's direction swapped)."""
+    from tgfx.numpy._complex import conj
+    return irfft(conj(_complex_input(a)), n, axis, _swapped(norm))
+
+
+def ihfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
+    """The inverse of `hfft`: the n // 2 + 1 non-negative frequency terms of a real signal, as numpy.fft.ihfft
+    (the conjugate of `rfft`, with the normalisation's direction swapped)."""
+    from tgfx.numpy._complex import conj
+    return conj(rfft(a, n, axis, _swapped(norm)))
+
+
 def _axes_and_sizes(a: Tensor, s: Sequence[int] | None, axes: Sequence[int] | None, who: str,
                     ) -> tuple[list[int], list[int | None]]:
     """numpy's rules: `axes` defaults to the last len(s) axes, or to all; `s` to the input's sizes."""
