@@ -380,3 +380,16 @@ def test_vecdot_conjugates_its_first_argument():
     x, y = ((rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64) for _ in range(2))
     np.testing.assert_allclose(tnp.vecdot(x, y).numpy(), np.vecdot(x, y), rtol=1e-5)
     np.testing.assert_allclose(tnp.linalg.vecdot(x, y, axis=0).numpy(), np.vecdot(x, y, axis=0), rtol=1e-5)
+
+
+def test_exp_family_keeps_a_real_arguments_zero_imaginary_part():
+    # C99 and the array API's special cases: exp(inf + 0j) = inf + 0j (not inf * sin 0 = NaN), sinh/cosh/tanh/log2
+    # likewise; a complex times a real scales each part (no inf * 0 term)
+    z = np.array([complex(np.inf, 0), complex(np.nan, 0), complex(0.5, 0.25), complex(-2, 3)], np.complex64)
+    for f in ("exp", "sinh", "cosh", "tanh", "log2", "log10"):
+        got = getattr(tnp, f)(tg.asarray(z)).numpy()
+        with np.errstate(all="ignore"):
+            want = getattr(np, f)(z.astype(np.complex128)).astype(np.complex64)
+        np.testing.assert_allclose(got, want, rtol=2e-6, equal_nan=True, err_msg=f)
+    np.testing.assert_array_equal(tnp.tanh(tg.asarray(np.array([complex(1.0, np.inf)], np.complex64))).numpy(),
+                                  np.array([complex(np.nan, np.nan)], np.complex64))

@@ -19,6 +19,8 @@ rangeify and the renderer never see a complex type.
 """
 from __future__ import annotations
 
+import math
+
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -51,8 +53,20 @@ def pack(re: UOp, im: UOp) -> UOp:
     return alu(Ops.ADD, *halves)
 
 
+def _is_zero(u: UOp) -> bool:
+    """A constant +0.0 (a real value's imaginary part), seen through the views that broadcast it."""
+    while u.op in GroupOp.Movement:
+        u = u.src[0]
+    return u.op is Ops.CONST and u.arg == 0 and not math.copysign(1.0, u.arg) < 0
+
+
 def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """a * b; by a real value (a weak float, a real Tensor cast to complex) part by part, as C99 multiplies a complex
+    by a real: (inf + 0j) * 0.5 is inf + 0j, where the complex product's inf * 0 term would make its part NaN."""
     (ar, ai), (br, bi) = a, b
+    if _is_zero(bi) or _is_zero(ai):
+        (ar, ai), (br, bi) = (a, b) if _is_zero(bi) else (b, a)
+        return alu(Ops.MUL, ar, br), alu(Ops.MUL, ai, br)
     return (alu(Ops.ADD, alu(Ops.MUL, ar, br), alu(Ops.NEG, alu(Ops.MUL, ai, bi))),
             alu(Ops.ADD, alu(Ops.MUL, ar, bi), alu(Ops.MUL, ai, br)))
 
@@ -74,9 +88,12 @@ def crecip(b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
 
 
 def cexp(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """exp(x) (cos y + i sin y); a real argument (y = +-0) keeps its zero imaginary part, as C99's cexp does:
+    exp(inf + 0j) is inf + 0j, not inf * 0 = NaN (and sinh, cosh, expm1 built on it follow)."""
     ar, ai = a
     m = alu(Ops.EXP, ar)
-    return alu(Ops.MUL, m, alu(Ops.COS, ai)), alu(Ops.MUL, m, alu(Ops.SIN, ai))
+    real_arg = alu(Ops.CMPEQ, ai, full(ai.shape, 0.0, ai.dtype))
+    return alu(Ops.MUL, m, alu(Ops.COS, ai)), alu(Ops.WHERE, real_arg, ai, alu(Ops.MUL, m, alu(Ops.SIN, ai)))
 
 
 def cabs(a: tuple[UOp, UOp]) -> UOp:
@@ -88,7 +105,9 @@ def cabs(a: tuple[UOp, UOp]) -> UOp:
     safe = alu(Ops.WHERE, alu(Ops.CMPEQ, hi, zero), full(hi.shape, 1.0, hi.dtype), hi)
     r = alu(Ops.FDIV, lo, safe)
     one = full(hi.shape, 1.0, hi.dtype)
-    return alu(Ops.MUL, hi, alu(Ops.SQRT, alu(Ops.ADD, one, alu(Ops.MUL, r, r))))
+    # an infinite part makes |a| infinite whatever the other is (inf / inf would be NaN), as hypot does
+    return alu(Ops.WHERE, alu(Ops.CMPEQ, hi, full(hi.shape, float("inf"), hi.dtype)), hi,
+               alu(Ops.MUL, hi, alu(Ops.SQRT, alu(Ops.ADD, one, alu(Ops.MUL, r, r)))))
 
 
 def clog(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
@@ -138,10 +157,16 @@ def ctanh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     ch, sh = _cosh_sinh(alu(Ops.ADD, ar, ar))
     two_y = alu(Ops.ADD, ai, ai)
     den = alu(Ops.ADD, ch, alu(Ops.COS, two_y))
-    far = alu(Ops.CMPLT, full(shape, 20.0, d), alu(Ops.MAX, alu(Ops.NEG, ar), ar))
-    sign = alu(Ops.WHERE, alu(Ops.CMPLT, ar, full(shape, 0.0, d)), full(shape, -1.0, d), full(shape, 1.0, d))
-    return (alu(Ops.WHERE, far, sign, alu(Ops.FDIV, sh, den)),
-            alu(Ops.WHERE, far, full(shape, 0.0, d), alu(Ops.FDIV, alu(Ops.SIN, two_y), den)))
+    zero = full(shape, 0.0, d)
+    abs_x = alu(Ops.MAX, alu(Ops.NEG, ar), ar)
+    # far: sign(x) + 0j, for an infinite x whatever y is, and for a large finite x only with a finite y (C99: a
+    # finite x and an infinite or NaN y give NaN + NaN j, which the quotient gives)
+    finite_y = alu(Ops.CMPEQ, alu(Ops.ADD, ai, alu(Ops.NEG, ai)), zero)
+    inf_x = alu(Ops.CMPEQ, abs_x, full(shape, float("inf"), d))
+    far = alu(Ops.AND, alu(Ops.CMPLT, full(shape, 20.0, d), abs_x), alu(Ops.OR, finite_y, inf_x))
+    sign = alu(Ops.WHERE, alu(Ops.CMPLT, ar, zero), full(shape, -1.0, d), full(shape, 1.0, d))
+    im = alu(Ops.WHERE, alu(Ops.CMPEQ, ai, zero), ai, alu(Ops.FDIV, alu(Ops.SIN, two_y), den))  # tanh(x + 0j) real
+    return alu(Ops.WHERE, far, sign, alu(Ops.FDIV, sh, den)), alu(Ops.WHERE, far, zero, im)
 
 
 _UNARY = {Ops.EXP: cexp, Ops.LOG: clog, Ops.SQRT: csqrt, Ops.SIN: csin, Ops.COS: ccos, Ops.TANH: ctanh,
