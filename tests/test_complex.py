@@ -393,3 +393,29 @@ def test_exp_family_keeps_a_real_arguments_zero_imaginary_part():
         np.testing.assert_allclose(got, want, rtol=2e-6, equal_nan=True, err_msg=f)
     np.testing.assert_array_equal(tnp.tanh(tg.asarray(np.array([complex(1.0, np.inf)], np.complex64))).numpy(),
                                   np.array([complex(np.nan, np.nan)], np.complex64))
+
+
+@pytest.mark.parametrize("name", ["arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh"])
+def test_inverse_functions_match_numpy_off_their_branch_cuts(name):
+    rng = np.random.default_rng(9)
+    z = (rng.standard_normal(64) * 3 + 1j * rng.standard_normal(64) * 3).astype(np.complex64)
+    z = np.concatenate([z, np.array([1e-4 + 1e-4j, -1e-6 + 3e-7j, 0.999 + 0.001j, 0.3j + 0.1, 1e5 + 1e5j,
+                                     -1e5 + 2j, 1e20 + 1j, -1e20 - 1e20j], np.complex64)])
+    got = getattr(tnp, name)(tg.asarray(z)).numpy()
+    want = getattr(np, name)(z.astype(np.complex128))
+    np.testing.assert_allclose(got, want, rtol=3e-6, atol=0, err_msg=name)   # small arguments keep their digits
+
+
+def test_inverse_functions_special_values():
+    inf, nan = np.inf, np.nan
+    z = np.array([complex(inf, inf), complex(-inf, inf), complex(nan, inf), complex(1.0, nan), complex(0, 0)],
+                 np.complex64)
+    cases = {"arcsinh": [complex(inf, np.pi / 4), None, None, complex(nan, nan), 0j],
+             "arccosh": [complex(inf, np.pi / 4), complex(inf, 3 * np.pi / 4), complex(inf, nan), complex(nan, nan),
+                         complex(0, np.pi / 2)],
+             "arctanh": [complex(0, np.pi / 2), complex(0, np.pi / 2), None, complex(nan, nan), 0j]}
+    for name, want in cases.items():
+        got = getattr(tnp, name)(tg.asarray(z)).numpy()
+        for g, w in zip(got, want, strict=True):
+            if w is not None:
+                np.testing.assert_allclose(g, np.complex64(w), rtol=1e-6, equal_nan=True, err_msg=f"{name}{g}")

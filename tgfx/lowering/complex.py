@@ -53,11 +53,12 @@ def pack(re: UOp, im: UOp) -> UOp:
     return alu(Ops.ADD, *halves)
 
 
-def _is_zero(u: UOp) -> bool:
-    """A constant +0.0 (a real value's imaginary part), seen through the views that broadcast it."""
+def _is_zero(u: UOp, signed: bool = True) -> bool:
+    """A constant +0.0 (a real value's imaginary part; with `signed=False` -0.0 too), seen through the views that
+    broadcast it."""
     while u.op in GroupOp.Movement:
         u = u.src[0]
-    return u.op is Ops.CONST and u.arg == 0 and not math.copysign(1.0, u.arg) < 0
+    return u.op is Ops.CONST and u.arg == 0 and not (signed and math.copysign(1.0, u.arg) < 0)
 
 
 def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
@@ -215,7 +216,10 @@ def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
         out = UOp.const(d, v.real), UOp.const(d, v.imag)
     elif op is Ops.ADD:
         (ar, ai), (br, bi) = to_parts(src[0], memo), to_parts(src[1], memo)
-        out = alu(Ops.ADD, ar, br), alu(Ops.ADD, ai, bi)
+        # a real operand (a zero imaginary part) leaves the other's imaginary part as it is, as C99 adds a real to a
+        # complex: -0 + 0 would be +0, and the sign of a zero picks the side of a branch cut (sqrt(-3 - 0j) = -1.7j)
+        im = ai if _is_zero(bi, signed=False) else bi if _is_zero(ai, signed=False) else alu(Ops.ADD, ai, bi)
+        out = alu(Ops.ADD, ar, br), im
     elif op is Ops.NEG:
         out = tuple(alu(Ops.NEG, t) for t in to_parts(src[0], memo))
     elif op is Ops.MUL:

@@ -135,6 +135,69 @@ def _op(x: Tensor, op: Ops) -> Tensor:
     return Tensor(UOp(op, x.dtype, (x.uop,)))
 
 
+# ---- the inverse functions: principal branches, with C99's special values at infinities (Annex G) ----
+def _times_i(z: Tensor, sign: float = 1.0) -> Tensor:
+    """sign * i * z, part by part (no complex product: its inf * 0 terms would be NaN)."""
+    return from_parts(-imag(z) * sign, real(z) * sign)
+
+
+def _log1p(w: Tensor) -> Tensor:
+    """log(1 + w) accurate for small w: log|1 + w| = log1p(2x + x^2 + y^2) / 2 and arg(1 + w) = atan2(y, 1 + x),
+    with no 1 + w formed (its rounding is the whole answer near 0). For |w| up to 1/sqrt(eps) (no overflow)."""
+    from tgfx.numpy._elementwise import arctan2, log, log1p, where
+    x, y = real(w), imag(w)
+    # near 0, log1p of |1 + w|^2 - 1; elsewhere |1 + w|^2 itself (1 + x is exact near x = -1, where 2x + x^2
+    # would cancel)
+    small = x * x + y * y < 0.25
+    re = where(small, log1p(x * (x + 2) + y * y), log((x + 1) * (x + 1) + y * y)) * 0.5
+    return from_parts(re, arctan2(y, x + 1))
+
+
+def _asinh(z: Tensor) -> Tensor:
+    """asinh(z) = s f(s z), s the sign of re(z) (asinh is odd: f then never sums opposite signs), f(v) =
+    log(v + sqrt(v^2 + 1)), or log(2v) past |v| = 1/sqrt(eps), where the two agree to the dtype's precision and
+    v^2 would overflow (so asinh(inf + inf j) = inf + pi/4 j, as C99's)."""
+    from tgfx.numpy._elementwise import where
+    eps = float(np.finfo(real(z).dtype.np).eps)
+    neg = real(z) < 0
+    v = where(neg, -z, z)
+    big = absolute(v) > 1 / math.sqrt(eps)
+    root = _op(v * v + 1, Ops.SQRT)
+    near = _log1p(v + v * v / (root + 1))     # log(v + root), and root - 1 = v^2 / (root + 1) without cancelling
+    f = where(big, _op(v, Ops.LOG) + math.log(2), near)
+    return where(neg, -f, f)
+
+
+def _acosh(z: Tensor) -> Tensor:
+    """acosh(z) = log(z + sqrt(z + 1) sqrt(z - 1)) (the product of two roots, not sqrt(z^2 - 1): the principal
+    branch), log(2z) past |z| = 1/sqrt(eps)."""
+    from tgfx.numpy._elementwise import where
+    eps = float(np.finfo(real(z).dtype.np).eps)
+    big = absolute(z) > 1 / math.sqrt(eps)
+    near = _op(z + _op(z + 1, Ops.SQRT) * _op(z - 1, Ops.SQRT), Ops.LOG)
+    return where(big, _op(_scale(z, 2.0), Ops.LOG), near)
+
+
+def _atanh(z: Tensor) -> Tensor:
+    """atanh(z) = (log1p(z) - log1p(-z)) / 2; past |z| = 1/sqrt(eps) it is 1/z + i pi/2 with im(z)'s sign to the
+    dtype's precision (the difference of logs would be inf - inf)."""
+    from tgfx.numpy._elementwise import copysign, isinf, where
+    eps = float(np.finfo(real(z).dtype.np).eps)
+    x, y, r = real(z), imag(z), absolute(z)
+    big = r > 1 / math.sqrt(eps)
+    zero = Tensor.full(x.shape, 0.0, x.dtype)
+    inv_re = where(isinf(r), copysign(zero, x), (x / r) / r)        # 1/z, 0 with x's sign at infinity
+    inv_im = where(isinf(r), zero, -(y / r) / r)
+    far = from_parts(inv_re, copysign(Tensor.full(y.shape, math.pi / 2, y.dtype), y) + inv_im)
+    near = _scale(_log1p(z) - _log1p(-z), 0.5)
+    return where(big, far, near)
+
+
+def _scale(z: Tensor, s: float) -> Tensor:
+    """z times a real number, part by part."""
+    return from_parts(real(z) * s, imag(z) * s)
+
+
 def unary(name: str, x: Tensor) -> Tensor:
     """numpy's `name` of a complex Tensor: the holomorphic ops the lowering writes on pairs, the rest from them."""
     if name in _DIRECT:
@@ -148,6 +211,14 @@ def unary(name: str, x: Tensor) -> Tensor:
         "tan": lambda: _op(x, Ops.SIN) / _op(x, Ops.COS),
         "sinh": lambda: (_op(x, Ops.EXP) - _op(-x, Ops.EXP)) * 0.5,
         "cosh": lambda: (_op(x, Ops.EXP) + _op(-x, Ops.EXP)) * 0.5,
+        "arcsinh": lambda: _asinh(x),
+        "arccosh": lambda: _acosh(x),
+        "arctanh": lambda: _atanh(x),
+        # asin(z) = -i asinh(iz), acos(z) = pi/2 - asin(z) (its imaginary part negated, keeping a zero's sign),
+        # atan(z) = -i atanh(iz)
+        "arcsin": lambda: _times_i(_asinh(_times_i(x)), -1.0),
+        "arccos": lambda: (lambda a: from_parts(math.pi / 2 - real(a), -imag(a)))(_times_i(_asinh(_times_i(x)), -1.0)),
+        "arctan": lambda: _times_i(_atanh(_times_i(x)), -1.0),
     }
     if name not in composed:
         raise TypeError(f"{name} is not defined for complex Tensors in tgfx ({x.dtype.name}{list(x.shape)}); "

@@ -532,7 +532,11 @@ def _asinh(x: Tensor) -> Tensor:
 def arcsinh(x: ArrayLike) -> Tensor:
     """Elementwise inverse hyperbolic sine (numpy.arcsinh): log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign,
     accurate near 0; log(2|x|) past 2**28, where x^2 would lose the 1."""
-    return _asinh(_inexact(x))
+    x = _inexact(x)
+    if x.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.unary("arcsinh", x)
+    return _asinh(x)
 
 
 @_in_float32
@@ -545,7 +549,11 @@ def _acosh(x: Tensor) -> Tensor:
 
 def arccosh(x: ArrayLike) -> Tensor:
     """Elementwise inverse hyperbolic cosine (numpy.arccosh); NaN below 1, log(2x) past 2**28."""
-    return _acosh(_inexact(x))
+    x = _inexact(x)
+    if x.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.unary("arccosh", x)
+    return _acosh(x)
 
 
 @_in_float32
@@ -558,7 +566,11 @@ def _atanh(x: Tensor) -> Tensor:
 def arctanh(x: ArrayLike) -> Tensor:
     """Elementwise inverse hyperbolic tangent (numpy.arctanh): log1p(2|x| / (1 - |x|)) / 2 with x's sign (glibc's
     split at 1/2), +-inf at +-1, NaN past."""
-    return _atanh(_inexact(x))
+    x = _inexact(x)
+    if x.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.unary("arctanh", x)
+    return _atanh(x)
 
 
 def hypot(x1: ArrayLike, x2: ArrayLike) -> Tensor:
