@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import ALL_DTYPES, DType, dtypes, promote_types, to_dtype
+from tgfx.dtypes import ALL_DTYPES, DType, dtypes, from_numpy, promote_types, to_dtype
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
@@ -73,15 +73,26 @@ def _dtype_arg(x: Any) -> DType:
     return x.dtype if isinstance(x, Tensor) else to_dtype(x)
 
 
+def _declared_dtype(x: Any) -> DType:
+    """The dtype `x` names, as named: int64 stays int64 outside x64 mode (a question about the types, as
+    jnp.can_cast's `can_cast(uint32, int64)` is True, not about what an array of them would become)."""
+    if isinstance(x, (Tensor, DType)):
+        return x.dtype if isinstance(x, Tensor) else x
+    try:
+        return from_numpy(np.dtype(x))
+    except TypeError:
+        return to_dtype(x)
+
+
 def can_cast(from_: Any, to: Any, /) -> bool:
     """Whether `from_` (a dtype or Tensor) converts to `to` without loss by the promotion rules, as jnp.can_cast:
     numpy's 'safe' casting (bfloat16 by JAX's lattice: from bool and 8-bit integers, to float32 and float64)."""
-    a, b = _dtype_arg(from_), _dtype_arg(to)
+    a, b = _declared_dtype(from_), _declared_dtype(to)
     if dtypes.bfloat16 in (a, b):
         if a == b:
             return True
-        return a.is_bool or (a.is_int and a.itemsize == 1) if b == dtypes.bfloat16 else b in (dtypes.float32,
-                                                                                           dtypes.float64)
+        return a.is_bool or (a.is_int and a.itemsize == 1) if b == dtypes.bfloat16 else b.is_complex or \
+            b in (dtypes.float32, dtypes.float64)
     return bool(np.can_cast(a.np, b.np, "safe"))
 
 
