@@ -3,9 +3,10 @@
 A start index is a Python int or an integer scalar Tensor (a `jit` argument, a `fori_loop` step, a `vmap`ped value).
 As in JAX, a negative start counts from the end, and every start is then clamped to [0, dim - size], so the slice
 always lies inside the operand. An int start is a static view (shrink, pad); a Tensor start is a gather along that
-axis through `tnp`'s integer-array indexing (`numpy/_indexing.py`): slicing reads x[start + arange(size)], one
-one-hot reduce over (output element, axis length) per traced axis; an update is placed by the transposed gather,
-update[clip(arange(n) - start)], and selected where arange(n) - start lies in [0, size). Both are ordinary graphs,
+axis through `tnp`'s integer-array indexing (`numpy/_indexing.py`): slicing reads x[start + arange(size)], a
+one-hot sum per traced axis that the lowering turns into one load per output element (tgfx/lowering/gather.py); an
+update is placed by the transposed gather, update[clip(arange(n) - start)], and selected where arange(n) - start
+lies in [0, size). Both are ordinary graphs,
 so `grad`, `jvp`, `vmap` and `jit` go through them with no rules of their own.
 """
 from __future__ import annotations
@@ -86,7 +87,7 @@ def dynamic_slice(operand: ArrayLike, start_indices: Sequence[ArrayLike] | Tenso
     `slice_sizes` one static size per axis. A negative start counts from the end; then each start is clamped to
     [0, dim - size], so the slice is always in bounds and has shape `slice_sizes`. Differentiable in `operand`.
 
-    Cost: int starts are a view; each Tensor start is one gather kernel over (output element, axis length).
+    Cost: int starts are a view; each Tensor start is one gather kernel, one load per output element.
 
     >>> x = tnp.arange(10.0)
     >>> tg.lax.dynamic_slice(x, (8,), (4,)).tolist()        # clamped: [6., 7., 8., 9.]
