@@ -30,7 +30,7 @@ from tgfx.dtypes import DType, dtypes, to_complex
 from tgfx.numpy import _movement as mv
 from tgfx.numpy._complex import pairs
 from tgfx.numpy._creation import arange, zeros
-from tgfx.numpy._elementwise import cos, sin
+from tgfx.numpy._elementwise import cos, sin, where
 from tgfx.numpy._linalg import matmul
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
 
@@ -40,10 +40,20 @@ MAX_DIRECT = 64  # lengths up to this with no factor <= MAX_RADIX are one direct
 
 
 # ---- tables, from integer iotas ----
-def _angle_table(idx: Tensor, period: int, scale: float, real: DType) -> Tensor:
-    """(idx mod period) * scale in `real`: the mod is exact in integers, so the angle is within [0, 2 pi)."""
+def _cos_sin(idx: Tensor, period: int, real: DType) -> Parts:
+    """cos and sin of 2 pi idx / period in `real`. The angle is reduced in integers (exact), and quarter turns are
+    exact values (cos(pi/2) in float32 is -4.4e-8, not 0: a 4-point transform of ones would not be exactly [4, 0, 0,
+    0], as numpy's is)."""
     wide = dtypes.int64 if period * period >= 2 ** 31 else dtypes.int32
-    return (idx.cast(wide) % period).astype(real) * scale
+    k = idx.cast(wide) % period
+    theta = k.astype(real) * (2 * math.pi / period)
+    c, s = cos(theta), sin(theta)
+    quarter = (k * 4) % period == 0
+    q = (k * 4) // period                     # which quarter turn, where `quarter`
+    zero = zeros((), real)
+    exact_c = where(q == 0, 1.0, where(q == 2, -1.0, zero)).astype(real)
+    exact_s = where(q == 1, 1.0, where(q == 3, -1.0, zero)).astype(real)
+    return where(quarter, exact_c, c), where(quarter, exact_s, s)
 
 
 def _dft_block(n: int, inverse: bool, real: DType) -> Tensor:
@@ -51,9 +61,8 @@ def _dft_block(n: int, inverse: bool, real: DType) -> Tensor:
     [re c - im s, re s + im c], the product's real and imaginary parts from one matmul. Stored: a matmul reads each
     entry once per output row, so computed inside it the cos and sin would be too."""
     j = arange(n, dtype=dtypes.int32)
-    theta = _angle_table(j.reshape(n, 1).cast(dtypes.int64) * j.reshape(1, n).cast(dtypes.int64), n,
-                         2 * math.pi / n, real)
-    c, s = cos(theta), sin(theta) if inverse else -sin(theta)
+    c, s = _cos_sin(j.reshape(n, 1).cast(dtypes.int64) * j.reshape(1, n).cast(dtypes.int64), n, real)
+    s = s if inverse else -s
     return mv.concatenate([mv.concatenate([c, s], 1), mv.concatenate([-s, c], 1)], 0).contiguous()
 
 
@@ -63,8 +72,8 @@ def _twiddles(r: int, m: int, inverse: bool, real: DType) -> Parts:
     n = r * m
     k1 = arange(r, dtype=dtypes.int32).reshape(r, 1)
     n2 = arange(m, dtype=dtypes.int32).reshape(1, m)
-    theta = _angle_table(k1 * n2, n, 2 * math.pi / n, real)
-    both = mv.stack([cos(theta), sin(theta) if inverse else -sin(theta)]).contiguous()
+    c, s = _cos_sin(k1 * n2, n, real)
+    both = mv.stack([c, s if inverse else -s]).contiguous()
     return both[0], both[1]
 
 
@@ -126,8 +135,8 @@ def _bluestein(x: Parts, inverse: bool) -> Parts:
     real = x[0].dtype
     m = 1 << (2 * n - 2).bit_length()
     j = arange(n, dtype=dtypes.int32).cast(dtypes.int64)
-    theta = _angle_table(j * j, 2 * n, math.pi / n, real)
-    chirp = (cos(theta), sin(theta) if inverse else -sin(theta))
+    c, s = _cos_sin(j * j, 2 * n, real)
+    chirp = (c, s if inverse else -s)
     a = _cmul(x, chirp)
     a = tuple(mv.pad(t, [(0, 0)] * len(lead) + [(0, m - n)]) for t in a)
     # conj(c) at 0 .. n-1 and, wrapped around, at m-n+1 .. m-1
