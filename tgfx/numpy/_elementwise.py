@@ -384,13 +384,19 @@ def right_shift(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 # ---- float math: each a single op, computed by the C math library or an LLVM intrinsic ----
+def _real_or_complex(x: ArrayLike, name: str, real_fn: Callable[[Tensor], Tensor]) -> Tensor:
+    """numpy's `name` of x: `real_fn` of a real x, the complex library's `name` of a complex one (the holomorphic
+    ops, or built from them: tgfx/numpy/_complex.py)."""
+    x = _inexact(x)
+    if x.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.unary(name, x)
+    return real_fn(x)
+
+
 def _float_unary(op: Ops, name: str):  # noqa: ANN202
     def fn(x: ArrayLike) -> Tensor:
-        x = _inexact(x)
-        if x.dtype.is_complex:  # the holomorphic ops, or built from them (tgfx/numpy/_complex.py)
-            from tgfx.numpy import _complex
-            return _complex.unary(name, x)
-        return x._unary(op)
+        return _real_or_complex(x, name, lambda t: t._unary(op))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are computed in float32, 64-bit ones in float64)."
     return fn
@@ -532,11 +538,7 @@ def _asinh(x: Tensor) -> Tensor:
 def arcsinh(x: ArrayLike) -> Tensor:
     """Elementwise inverse hyperbolic sine (numpy.arcsinh): log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign,
     accurate near 0; log(2|x|) past 2**28, where x^2 would lose the 1."""
-    x = _inexact(x)
-    if x.dtype.is_complex:
-        from tgfx.numpy import _complex
-        return _complex.unary("arcsinh", x)
-    return _asinh(x)
+    return _real_or_complex(x, "arcsinh", _asinh)
 
 
 @_in_float32
@@ -549,11 +551,7 @@ def _acosh(x: Tensor) -> Tensor:
 
 def arccosh(x: ArrayLike) -> Tensor:
     """Elementwise inverse hyperbolic cosine (numpy.arccosh); NaN below 1, log(2x) past 2**28."""
-    x = _inexact(x)
-    if x.dtype.is_complex:
-        from tgfx.numpy import _complex
-        return _complex.unary("arccosh", x)
-    return _acosh(x)
+    return _real_or_complex(x, "arccosh", _acosh)
 
 
 @_in_float32
@@ -566,11 +564,7 @@ def _atanh(x: Tensor) -> Tensor:
 def arctanh(x: ArrayLike) -> Tensor:
     """Elementwise inverse hyperbolic tangent (numpy.arctanh): log1p(2|x| / (1 - |x|)) / 2 with x's sign (glibc's
     split at 1/2), +-inf at +-1, NaN past."""
-    x = _inexact(x)
-    if x.dtype.is_complex:
-        from tgfx.numpy import _complex
-        return _complex.unary("arctanh", x)
-    return _atanh(x)
+    return _real_or_complex(x, "arctanh", _atanh)
 
 
 def hypot(x1: ArrayLike, x2: ArrayLike) -> Tensor:

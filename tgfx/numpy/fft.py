@@ -24,7 +24,7 @@ Results are complex64 (complex128 for float64 input in x64 mode), numpy's `norm`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tgfx.dtypes import DType, dtypes, to_complex
 from tgfx.numpy import _movement as mv
@@ -290,20 +290,22 @@ def _axes_and_sizes(a: Tensor, s: Sequence[int] | None, axes: Sequence[int] | No
 def fftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
          norm: str | None = None) -> Tensor:
     """The n-dimensional transform over `axes` (all by default), `s` the sizes, as numpy.fft.fftn."""
-    a = _complex_input(a)
-    axes, sizes = _axes_and_sizes(a, s, axes, "fftn")
-    for ax, n in zip(axes[::-1], sizes[::-1], strict=True):
-        a = fft(a, n, ax, norm)
-    return a
+    return _c2cn(a, s, axes, norm, fft, "fftn")
 
 
 def ifftn(a: ArrayLike, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
           norm: str | None = None) -> Tensor:
     """The inverse of `fftn`, as numpy.fft.ifftn."""
+    return _c2cn(a, s, axes, norm, ifft, "ifftn")
+
+
+def _c2cn(a: ArrayLike, s: Sequence[int] | None, axes: Sequence[int] | None, norm: str | None,
+          one: Callable[..., Tensor], who: str) -> Tensor:
+    """`one` (fft or ifft) over each of `axes`, the last first."""
     a = _complex_input(a)
-    axes, sizes = _axes_and_sizes(a, s, axes, "ifftn")
+    axes, sizes = _axes_and_sizes(a, s, axes, who)
     for ax, n in zip(axes[::-1], sizes[::-1], strict=True):
-        a = ifft(a, n, ax, norm)
+        a = one(a, n, ax, norm)
     return a
 
 

@@ -458,8 +458,9 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
                 if u is None:
                     return None
         else:
-            d = dtypes.default_float if type(x) is float else dtypes.default_int
-            if d.is_int and not min_value(d) <= x <= max_value(d):
+            try:
+                d = _weak_dtype(x, "")
+            except OverflowError:   # the general path names the argument
                 return None
             u = const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE)
         mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
