@@ -46,11 +46,14 @@ def part(p: UOp, i: int) -> UOp:
 
 
 def pack(re: UOp, im: UOp) -> UOp:
-    """Pairs (re, im) of two float values of one shape."""
+    """Pairs (re, im) of two float values of one shape: WHERE(first, PAD(re), PAD(im)), a select rather than a sum of
+    the padded halves, which would turn a part's -0.0 into +0.0 (-0.0 + 0.0 is +0.0) and move a value to the other
+    side of a branch cut."""
     zero = tuple((0, 0) for _ in re.shape)
     halves = [UOp(Ops.PAD, x.dtype, (UOp(Ops.RESHAPE, x.dtype, (x,), (*x.shape, 1)),), (*zero, pads))
               for x, pads in ((re, (0, 1)), (im, (1, 0)))]
-    return alu(Ops.ADD, *halves)
+    first = UOp(Ops.PAD, dtypes.bool, (full((*re.shape, 1), True, dtypes.bool),), (*zero, (0, 1)))
+    return UOp(Ops.WHERE, re.dtype, (first, *halves))
 
 
 def _is_zero(u: UOp, signed: bool = True) -> bool:
@@ -92,9 +95,19 @@ def cexp(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     """exp(x) (cos y + i sin y); a real argument (y = +-0) keeps its zero imaginary part, as C99's cexp does:
     exp(inf + 0j) is inf + 0j, not inf * 0 = NaN (and sinh, cosh, expm1 built on it follow)."""
     ar, ai = a
+    d, shape = ar.dtype, ar.shape
     m = alu(Ops.EXP, ar)
-    real_arg = alu(Ops.CMPEQ, ai, full(ai.shape, 0.0, ai.dtype))
-    return alu(Ops.MUL, m, alu(Ops.COS, ai)), alu(Ops.WHERE, real_arg, ai, alu(Ops.MUL, m, alu(Ops.SIN, ai)))
+    real_arg = alu(Ops.CMPEQ, ai, full(shape, 0.0, d))
+    re, im = alu(Ops.MUL, m, alu(Ops.COS, ai)), alu(Ops.WHERE, real_arg, ai, alu(Ops.MUL, m, alu(Ops.SIN, ai)))
+    # an infinite real part with an infinite or NaN imaginary one (C99): exp(-inf + yj) is 0 (im's sign), exp(inf +
+    # yj) is inf + NaN j
+    inf = full(shape, float("inf"), d)
+    odd_y = _not_finite(ai)
+    to_zero = alu(Ops.AND, odd_y, alu(Ops.CMPEQ, ar, alu(Ops.NEG, inf)))
+    to_inf = alu(Ops.AND, odd_y, alu(Ops.CMPEQ, ar, inf))
+    signed_zero = alu(Ops.WHERE, _negative(ai), full(shape, -0.0, d), full(shape, 0.0, d))
+    re = alu(Ops.WHERE, to_zero, full(shape, 0.0, d), alu(Ops.WHERE, to_inf, inf, re))
+    return re, alu(Ops.WHERE, to_zero, signed_zero, im)
 
 
 def cabs(a: tuple[UOp, UOp]) -> UOp:
@@ -106,8 +119,9 @@ def cabs(a: tuple[UOp, UOp]) -> UOp:
     safe = alu(Ops.WHERE, alu(Ops.CMPEQ, hi, zero), full(hi.shape, 1.0, hi.dtype), hi)
     r = alu(Ops.FDIV, lo, safe)
     one = full(hi.shape, 1.0, hi.dtype)
-    # an infinite part makes |a| infinite whatever the other is (inf / inf would be NaN), as hypot does
-    return alu(Ops.WHERE, alu(Ops.CMPEQ, hi, full(hi.shape, float("inf"), hi.dtype)), hi,
+    # an infinite part makes |a| infinite whatever the other is, NaN included (inf / inf would be NaN), as hypot does
+    inf = full(hi.shape, float("inf"), hi.dtype)
+    return alu(Ops.WHERE, alu(Ops.OR, alu(Ops.CMPEQ, x, inf), alu(Ops.CMPEQ, y, inf)), inf,
                alu(Ops.MUL, hi, alu(Ops.SQRT, alu(Ops.ADD, one, alu(Ops.MUL, r, r)))))
 
 
@@ -116,38 +130,75 @@ def clog(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     return alu(Ops.LOG, cabs(a)), alu(Ops.ATAN2, ai, ar)
 
 
+def _negative(x: UOp) -> UOp:
+    """x's sign bit, -0.0 included (1/x is -inf there)."""
+    zero = full(x.shape, 0.0, x.dtype)
+    return alu(Ops.OR, alu(Ops.CMPLT, x, zero), alu(Ops.CMPLT, alu(Ops.FDIV, full(x.shape, 1.0, x.dtype), x), zero))
+
+
 def csqrt(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     """The principal square root, without cancellation: t = sqrt((|a| + |re|) / 2) is the larger part, the other is
-    im / (2 t)."""
+    im / (2 t); the imaginary part has im's sign, -0.0 included (sqrt(-4 - 0j) is -2j: the value below the cut)."""
     ar, ai = a
     d, shape = ar.dtype, ar.shape
     zero, half = full(shape, 0.0, d), full(shape, 0.5, d)
     t = alu(Ops.SQRT, alu(Ops.MUL, alu(Ops.ADD, cabs(a), alu(Ops.MAX, alu(Ops.NEG, ar), ar)), half))
     safe_t = alu(Ops.WHERE, alu(Ops.CMPEQ, t, zero), full(shape, 1.0, d), t)
     other = alu(Ops.FDIV, ai, alu(Ops.ADD, safe_t, safe_t))           # im / (2 t): sign of im
-    other = alu(Ops.WHERE, alu(Ops.CMPEQ, t, zero), zero, other)
+    other = alu(Ops.WHERE, alu(Ops.CMPEQ, t, zero), ai, other)        # sqrt(+-0 +- 0j) is +0 +- 0j
     neg_re = alu(Ops.CMPLT, ar, zero)
     abs_other = alu(Ops.MAX, alu(Ops.NEG, other), other)
-    signed_t = alu(Ops.WHERE, alu(Ops.CMPLT, ai, zero), alu(Ops.NEG, t), t)
-    return alu(Ops.WHERE, neg_re, abs_other, t), alu(Ops.WHERE, neg_re, signed_t, other)
+    signed_t = alu(Ops.WHERE, _negative(ai), alu(Ops.NEG, t), t)
+    re, im = alu(Ops.WHERE, neg_re, abs_other, t), alu(Ops.WHERE, neg_re, signed_t, other)
+    # C99's infinities: an infinite im gives inf + im j whatever re is (NaN too); re = -inf with a NaN im gives
+    # NaN + inf j; re = +inf with a NaN im gives inf + NaN j
+    inf = full(shape, float("inf"), d)
+    inf_im = alu(Ops.CMPEQ, alu(Ops.MAX, alu(Ops.NEG, ai), ai), inf)
+    nan_im = alu(Ops.CMPNE, ai, ai)
+    re = alu(Ops.WHERE, inf_im, inf, alu(Ops.WHERE, alu(Ops.AND, nan_im, alu(Ops.CMPEQ, ar, inf)), inf, re))
+    im = alu(Ops.WHERE, inf_im, ai, alu(Ops.WHERE, alu(Ops.AND, nan_im, alu(Ops.CMPEQ, ar, alu(Ops.NEG, inf))),
+                                         inf, im))
+    return re, im
 
 
-def _cosh_sinh(x: UOp) -> tuple[UOp, UOp]:
-    e, ie = alu(Ops.EXP, x), alu(Ops.EXP, alu(Ops.NEG, x))
-    half = full(x.shape, 0.5, x.dtype)
-    return alu(Ops.MUL, alu(Ops.ADD, e, ie), half), alu(Ops.MUL, alu(Ops.ADD, e, alu(Ops.NEG, ie)), half)
+def _not_finite(x: UOp) -> UOp:
+    return alu(Ops.CMPNE, alu(Ops.ADD, x, alu(Ops.NEG, x)), full(x.shape, 0.0, x.dtype))    # x - x is inf or NaN
+
+
+def csinh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """sinh(x) cos(y) + i cosh(x) sin(y), with C99's values where a product would be 0 * inf: sinh(+-0 + inf j) is
+    +-0 + NaN j, sinh(inf + 0j) is inf + 0j, sinh(inf + inf j) is inf + NaN j."""
+    x, y = a
+    re, im = alu(Ops.MUL, alu(Ops.SINH, x), alu(Ops.COS, y)), alu(Ops.MUL, alu(Ops.COSH, x), alu(Ops.SIN, y))
+    zero, inf = full(x.shape, 0.0, x.dtype), full(x.shape, float("inf"), x.dtype)
+    keep_x = alu(Ops.AND, _not_finite(y), alu(Ops.OR, alu(Ops.CMPEQ, x, zero), alu(Ops.CMPEQ, alu(Ops.MAX, x, alu(Ops.NEG, x)), inf)))
+    return alu(Ops.WHERE, keep_x, x, re), alu(Ops.WHERE, alu(Ops.CMPEQ, y, zero), y, im)
+
+
+def ccosh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """cosh(x) cos(y) + i sinh(x) sin(y), with C99's values where a product would be 0 * inf: cosh(+-0 + inf j) is
+    NaN + 0j, cosh(+-inf + 0j) is inf + 0j (the zero's sign times x's), cosh(inf + inf j) is inf + NaN j."""
+    x, y = a
+    re, im = alu(Ops.MUL, alu(Ops.COSH, x), alu(Ops.COS, y)), alu(Ops.MUL, alu(Ops.SINH, x), alu(Ops.SIN, y))
+    zero, inf = full(x.shape, 0.0, x.dtype), full(x.shape, float("inf"), x.dtype)
+    odd_y = _not_finite(y)
+    re = alu(Ops.WHERE, alu(Ops.AND, odd_y, alu(Ops.CMPEQ, alu(Ops.MAX, x, alu(Ops.NEG, x)), inf)), inf, re)
+    im = alu(Ops.WHERE, alu(Ops.AND, odd_y, alu(Ops.CMPEQ, x, zero)), x, im)
+    signed_y = alu(Ops.WHERE, alu(Ops.CMPLT, x, zero), alu(Ops.NEG, y), y)
+    return re, alu(Ops.WHERE, alu(Ops.CMPEQ, y, zero), signed_y, im)
 
 
 def csin(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
-    ar, ai = a
-    ch, sh = _cosh_sinh(ai)
-    return alu(Ops.MUL, alu(Ops.SIN, ar), ch), alu(Ops.MUL, alu(Ops.COS, ar), sh)
+    """sin(z) = -i sinh(iz), C99's definition (and so its special values)."""
+    x, y = a
+    re, im = csinh((alu(Ops.NEG, y), x))
+    return im, alu(Ops.NEG, re)
 
 
 def ccos(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
-    ar, ai = a
-    ch, sh = _cosh_sinh(ai)
-    return alu(Ops.MUL, alu(Ops.COS, ar), ch), alu(Ops.NEG, alu(Ops.MUL, alu(Ops.SIN, ar), sh))
+    """cos(z) = cosh(iz)."""
+    x, y = a
+    return ccosh((alu(Ops.NEG, y), x))
 
 
 def ctanh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
@@ -155,7 +206,7 @@ def ctanh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     (and the quotient would be inf / inf)."""
     ar, ai = a
     d, shape = ar.dtype, ar.shape
-    ch, sh = _cosh_sinh(alu(Ops.ADD, ar, ar))
+    ch, sh = alu(Ops.COSH, alu(Ops.ADD, ar, ar)), alu(Ops.SINH, alu(Ops.ADD, ar, ar))
     two_y = alu(Ops.ADD, ai, ai)
     den = alu(Ops.ADD, ch, alu(Ops.COS, two_y))
     zero = full(shape, 0.0, d)
@@ -167,7 +218,8 @@ def ctanh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     far = alu(Ops.AND, alu(Ops.CMPLT, full(shape, 20.0, d), abs_x), alu(Ops.OR, finite_y, inf_x))
     sign = alu(Ops.WHERE, alu(Ops.CMPLT, ar, zero), full(shape, -1.0, d), full(shape, 1.0, d))
     im = alu(Ops.WHERE, alu(Ops.CMPEQ, ai, zero), ai, alu(Ops.FDIV, alu(Ops.SIN, two_y), den))  # tanh(x + 0j) real
-    return alu(Ops.WHERE, far, sign, alu(Ops.FDIV, sh, den)), alu(Ops.WHERE, far, zero, im)
+    re = alu(Ops.WHERE, alu(Ops.CMPEQ, ar, zero), ar, alu(Ops.FDIV, sh, den))    # tanh(+-0 + inf j) is +-0 + NaN j
+    return alu(Ops.WHERE, far, sign, re), alu(Ops.WHERE, far, zero, im)
 
 
 _UNARY = {Ops.EXP: cexp, Ops.LOG: clog, Ops.SQRT: csqrt, Ops.SIN: csin, Ops.COS: ccos, Ops.TANH: ctanh,
@@ -184,9 +236,9 @@ def pairs(x: UOp) -> UOp:
 
 def unpack(p: UOp) -> Parts | None:
     """(re, im) if pairs `p` were built by `pack`, else None."""
-    if p.op is not Ops.ADD or any(s.op is not Ops.PAD for s in p.src):
+    if p.op is not Ops.WHERE or any(s.op is not Ops.PAD for s in p.src):
         return None
-    lo, hi = p.src
+    lo, hi = p.src[1:]
     if lo.arg[-1] != (0, 1) or hi.arg[-1] != (1, 0) or any(a != (0, 0) for a in lo.arg[:-1] + hi.arg[:-1]):
         return None
     re, im = lo.src[0], hi.src[0]
@@ -248,7 +300,7 @@ def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
 
 def fold_part(x: UOp) -> UOp | None:
     """A part of a `pack`ed pair is the value it was packed from: SHRINK to one entry of the last axis of
-    ADD(PAD(re), PAD(im)), as `part` builds it."""
+    WHERE(first, PAD(re), PAD(im)), as `pack` builds it."""
     s = x.src[0]
     if s.shape[-1:] != (2,) or x.arg[-1] not in ((0, 1), (1, 2)) or \
             any(b != (0, n) for b, n in zip(x.arg[:-1], s.shape[:-1], strict=True)):

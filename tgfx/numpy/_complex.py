@@ -157,31 +157,43 @@ def _asinh(z: Tensor) -> Tensor:
     """asinh(z) = s f(s z), s the sign of re(z) (asinh is odd: f then never sums opposite signs), f(v) =
     log(v + sqrt(v^2 + 1)), or log(2v) past |v| = 1/sqrt(eps), where the two agree to the dtype's precision and
     v^2 would overflow (so asinh(inf + inf j) = inf + pi/4 j, as C99's)."""
-    from tgfx.numpy._elementwise import where
+    from tgfx.numpy._elementwise import isnan, signbit, where
     eps = float(np.finfo(real(z).dtype.np).eps)
-    neg = real(z) < 0
+    neg = signbit(real(z))          # -0.0 too: asinh(-0 + 2j) is -asinh(0 - 2j), C99's value on the cut
     v = where(neg, -z, z)
     big = absolute(v) > 1 / math.sqrt(eps)
     root = _op(v * v + 1, Ops.SQRT)
     near = _log1p(v + v * v / (root + 1))     # log(v + root), and root - 1 = v^2 / (root + 1) without cancelling
     f = where(big, _op(v, Ops.LOG) + math.log(2), near)
+    f = where(isnan(real(v)) & (imag(v) == 0), v, f)     # asinh(NaN + 0j) is NaN + 0j (C99)
     return where(neg, -f, f)
 
 
 def _acosh(z: Tensor) -> Tensor:
     """acosh(z) = log(z + sqrt(z + 1) sqrt(z - 1)) (the product of two roots, not sqrt(z^2 - 1): the principal
-    branch), log(2z) past |z| = 1/sqrt(eps)."""
-    from tgfx.numpy._elementwise import where
+    branch), log(2z) past |z| = 1/sqrt(eps); acosh(+-0 + NaN j) is NaN + pi/2 j (C99)."""
+    from tgfx.numpy._elementwise import isnan, where
     eps = float(np.finfo(real(z).dtype.np).eps)
     big = absolute(z) > 1 / math.sqrt(eps)
     near = _op(z + _op(z + 1, Ops.SQRT) * _op(z - 1, Ops.SQRT), Ops.LOG)
-    return where(big, _op(z * 2.0, Ops.LOG), near)   # a real factor scales part by part (no inf * 0)
+    out = where(big, _op(z * 2.0, Ops.LOG), near)   # a real factor scales part by part (no inf * 0)
+    nan = Tensor.full(z.shape, math.nan, real(z).dtype)
+    half_pi = Tensor.full(z.shape, math.pi / 2, real(z).dtype)
+    return where((real(z) == 0) & isnan(imag(z)), from_parts(nan, half_pi), out)
 
 
 def _atanh(z: Tensor) -> Tensor:
-    """atanh(z) = (log1p(z) - log1p(-z)) / 2; past |z| = 1/sqrt(eps) it is 1/z + i pi/2 with im(z)'s sign to the
-    dtype's precision (the difference of logs would be inf - inf)."""
-    from tgfx.numpy._elementwise import copysign, isinf, where
+    """atanh(z) = s f(s z) with s the sign of re(z) (atanh is odd; a real part's -0.0 stays), f(z) = (log1p(z) -
+    log1p(-z)) / 2; past |z| = 1/sqrt(eps) it is 1/z + i pi/2 with im(z)'s sign to the dtype's precision (the
+    difference of logs would be inf - inf)."""
+    from tgfx.numpy._elementwise import signbit, where
+    neg = signbit(real(z))
+    f = _atanh_odd(where(neg, -z, z))
+    return where(neg, -f, f)
+
+
+def _atanh_odd(z: Tensor) -> Tensor:
+    from tgfx.numpy._elementwise import copysign, isinf, isnan, where
     eps = float(np.finfo(real(z).dtype.np).eps)
     x, y, r = real(z), imag(z), absolute(z)
     big = r > 1 / math.sqrt(eps)
@@ -190,7 +202,20 @@ def _atanh(z: Tensor) -> Tensor:
     inv_im = where(isinf(r), zero, -(y / r) / r)
     far = from_parts(inv_re, copysign(Tensor.full(y.shape, math.pi / 2, y.dtype), y) + inv_im)
     near = (_log1p(z) - _log1p(-z)) * 0.5
-    return where(big, far, near)
+    # a NaN imaginary part: atanh(0 + NaN j) is 0 + NaN j and atanh(inf + NaN j) is 0 + NaN j (C99), NaN otherwise
+    nan = Tensor.full(x.shape, math.nan, x.dtype)
+    nan_im = from_parts(where((x == 0) | isinf(x), zero, nan), nan)
+    return where(isnan(y), nan_im, where(big, far, near))
+
+
+def _expm1(z: Tensor) -> Tensor:
+    """exp(z) - 1; near 0 from its parts, expm1(x) cos(y) - 2 sin(y/2)^2 + i exp(x) sin(y), which keep their digits
+    where exp(z) - 1 cancels (exp(z) - 1 itself elsewhere: its special values are C99's)."""
+    from tgfx.numpy._elementwise import cos, exp, expm1, sin, where
+    x, y = real(z), imag(z)
+    s = sin(y * 0.5)
+    near = from_parts(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y))
+    return where(absolute(z) < 0.5, near, _op(z, Ops.EXP) - 1)
 
 
 def unary(name: str, x: Tensor) -> Tensor:
@@ -199,13 +224,13 @@ def unary(name: str, x: Tensor) -> Tensor:
         return _op(x, _DIRECT[name])
     composed = {
         "exp2": lambda: _op(x * math.log(2), Ops.EXP),
-        "expm1": lambda: _op(x, Ops.EXP) - 1,
+        "expm1": lambda: _expm1(x),
         "log2": lambda: _op(x, Ops.LOG) * (1 / math.log(2)),
         "log10": lambda: _op(x, Ops.LOG) * (1 / math.log(10)),
         "log1p": lambda: _op(x + 1, Ops.LOG),
-        "tan": lambda: _op(x, Ops.SIN) / _op(x, Ops.COS),
-        "sinh": lambda: (_op(x, Ops.EXP) - _op(-x, Ops.EXP)) * 0.5,
-        "cosh": lambda: (_op(x, Ops.EXP) + _op(-x, Ops.EXP)) * 0.5,
+        "tan": lambda: _times_i(_op(_times_i(x), Ops.TANH), -1.0),       # -i tanh(iz), as C99 defines it
+        "sinh": lambda: _times_i(_op(_times_i(x), Ops.SIN), -1.0),     # -i sin(iz): the lowering's C99 sinh
+        "cosh": lambda: _op(_times_i(x), Ops.COS),
         "arcsinh": lambda: _asinh(x),
         "arccosh": lambda: _acosh(x),
         "arctanh": lambda: _atanh(x),
