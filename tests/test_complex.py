@@ -450,4 +450,5 @@ def test_signed_zeros_and_infinities_as_c99(name):
     with np.errstate(all="ignore"):
         want = getattr(np, name)(z)
     bad = ~(_same_part(got.real, want.real) & _same_part(got.imag, want.imag))
-    assert not bad.any(), [(complex(a), complex(g), complex(w)) for a, g, w in zip(z[bad], got[bad], want[bad])]
+    assert not bad.any(), [(complex(a), complex(g), complex(w))
+                           for a, g, w in zip(z[bad], got[bad], want[bad], strict=True)]

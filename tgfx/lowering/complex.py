@@ -171,7 +171,8 @@ def csinh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     x, y = a
     re, im = alu(Ops.MUL, alu(Ops.SINH, x), alu(Ops.COS, y)), alu(Ops.MUL, alu(Ops.COSH, x), alu(Ops.SIN, y))
     zero, inf = full(x.shape, 0.0, x.dtype), full(x.shape, float("inf"), x.dtype)
-    keep_x = alu(Ops.AND, _not_finite(y), alu(Ops.OR, alu(Ops.CMPEQ, x, zero), alu(Ops.CMPEQ, alu(Ops.MAX, x, alu(Ops.NEG, x)), inf)))
+    x_zero_or_inf = alu(Ops.OR, alu(Ops.CMPEQ, x, zero), alu(Ops.CMPEQ, alu(Ops.MAX, x, alu(Ops.NEG, x)), inf))
+    keep_x = alu(Ops.AND, _not_finite(y), x_zero_or_inf)
     return alu(Ops.WHERE, keep_x, x, re), alu(Ops.WHERE, alu(Ops.CMPEQ, y, zero), y, im)
 
 
