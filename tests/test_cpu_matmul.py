@@ -100,3 +100,44 @@ def test_packed_matmuls_compute_what_numpy_does(cpu: str) -> None:
                                    rtol=1e-5, atol=1e-5)
         gw = tg.grad(lambda w: tnp.sum(tnp.tanh(tg.asarray(x) @ w)))(tg.asarray(w)).numpy()
         np.testing.assert_allclose(gw, x.T @ (1 - np.tanh(x @ w) ** 2), rtol=1e-4, atol=1e-4)
+
+
+_PATTERNS = (("vstore", r"store <\d+ x float> %t\d+, ptr %t"), ("store", r"store float"),
+             ("gather", r"insertelement <\d+ x float> %t\d+, float %t\d+, i64 [1-9]"))   # lanes 1.. of a gather
+
+
+def _counts(ir: str) -> dict[str, int]:
+    return {k: len(re.findall(p, ir)) for k, p in _PATTERNS}
+
+
+@pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
+def test_upcast_tiles_store_vectors(cpu: str) -> None:
+    """An upcast tile's stores side by side are one `<lanes x float>` store each (SLP used to rebuild them from
+    scalars, most of a cold first call's LLVM time): a 512 x 512 transpose's lanes x lanes tile, a 10 x 512 transpose
+    with its store axis alone upcast (LLVM's loop vectoriser built interleaved groups of stride 10 for it), and a
+    matmul tile's epilogue, stored from its accumulator vectors as they are (no gather)."""
+    t = target_for(cpu)
+    lanes = t.lanes()
+    (ast,) = kernels(tg.asarray(rand(512, 512)).T + 1)
+    assert _counts(rendered(ast, t))["vstore"] == lanes and _counts(rendered(ast, t))["store"] == 0
+    (ast,) = kernels(tg.asarray(rand(512, 10)).T + 1)
+    assert _counts(rendered(ast, t)) == {"vstore": 1, "store": 0, "gather": lanes - 1}
+    x, w, b = (tg.asarray(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
+    (ast,) = kernels(tnp.tanh(x @ w + b))
+    cols, rows = t.contraction_tiles()[0]
+    got = _counts(rendered(ast, t))
+    assert got["store"] == 0 and got["gather"] == 0 and got["vstore"] == cols * rows // lanes
+
+
+def test_vector_stores_compute_what_numpy_does() -> None:
+    """Transposes whose axes split into lanes, one of them, or neither; a tile with a fused epilogue; a kernel that
+    reads what it writes keeps its scalar stores in order."""
+    for shape in ((512, 512), (512, 10), (10, 512), (48, 80), (33, 17)):
+        a = rand(*shape)
+        np.testing.assert_array_equal((tg.asarray(a).T * 2).numpy(), a.T * 2)
+    a = rand(64, 96)
+    np.testing.assert_allclose(tnp.exp(tg.asarray(a)).T.reshape(96, 8, 8).sum(1).numpy(),
+                               np.exp(a).T.reshape(96, 8, 8).sum(1), rtol=1e-5)
+    i = np.arange(300, dtype=np.int32) % 7
+    np.testing.assert_allclose(tg.asarray(np.zeros(7, np.float32)).at[tg.asarray(i)].add(1.0).numpy(),
+                               np.bincount(i, minlength=7).astype(np.float32))

@@ -185,7 +185,7 @@ def ccosh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     odd_y = _not_finite(y)
     re = alu(Ops.WHERE, alu(Ops.AND, odd_y, alu(Ops.CMPEQ, alu(Ops.MAX, x, alu(Ops.NEG, x)), inf)), inf, re)
     im = alu(Ops.WHERE, alu(Ops.AND, odd_y, alu(Ops.CMPEQ, x, zero)), x, im)
-    signed_y = alu(Ops.WHERE, alu(Ops.CMPLT, x, zero), alu(Ops.NEG, y), y)
+    signed_y = alu(Ops.WHERE, _negative(x), alu(Ops.NEG, y), y)     # cosh is even: cosh(-0 - 0j) is 1 + 0j
     return re, alu(Ops.WHERE, alu(Ops.CMPEQ, y, zero), signed_y, im)
 
 

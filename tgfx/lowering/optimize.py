@@ -439,6 +439,11 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             _coef(i, r) == 1 and _coef(i, s_ax) not in (0, 1, None) for i in loads)), None)
         if l_ax is not None:
             opts += [Opt("UPCAST", s_ax.arg[0], lanes), Opt("UPCAST", l_ax.arg[0], lanes)]
+        elif s_ax is not None and any(_coef(i, s_ax) not in (0, 1, None) for i in loads):
+            # no second axis splits into lanes (a 10 x 512 transpose): vector stores of loads gathered along the
+            # store's axis, where LLVM's loop vectoriser would build interleaved groups of the stride (big and slow
+            # to compile)
+            opts.append(Opt("UPCAST", s_ax.arg[0], lanes))
     if target.threads(work, itemsize) > 1:
         # the outermost loop that splits evenly over the most threads the work is worth
         sizes = {r.arg[0]: r.src[0].arg for r in loops}

@@ -140,4 +140,51 @@ def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Call
     return packs
 
 
-__all__ = ["Pack", "find_packs", "split_offset", "direct_load"]
+@dataclass(eq=False)
+class StorePack:
+    """Stores of one straight-line block to `lanes` consecutive elements of one buffer, in lane order: one vector
+    store of `values` (an upcast elementwise tile, a reduce tile's epilogue), rendered at the last of them."""
+    stores: tuple[UOp, ...]
+    values: tuple[UOp, ...]
+
+
+def _direct_store(u: UOp) -> bool:
+    return u.op is Ops.STORE and len(u.src) == 2 and u.src[0].op is Ops.INDEX and \
+        u.src[0].src[0].op is Ops.DEFINE_GLOBAL
+
+
+def find_store_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Callable[[DType], bool],
+                     min_lanes: int = 4) -> list[StorePack]:
+    """The runs of `lanes(dtype)` (or half that, down to `min_lanes`) stores side by side in one block of `lin` (no
+    loop opens or closes between them). None in a kernel that reads a buffer it writes: a vector store is rendered
+    where the run's last store is, after loads the scalar stores came before."""
+    written = {u.src[0].src[0] for u in lin if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+    if any(u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0] in written for u in lin):
+        return []
+    groups: dict[tuple, dict[int, UOp]] = {}
+    block = 0
+    for u in lin:
+        if u.op in (Ops.RANGE, Ops.END):
+            block += 1
+        elif _direct_store(u) and vector_dtype(u.src[1].dtype):
+            base, delta = split_offset(u.src[0].src[1])
+            groups.setdefault((block, u.src[0].src[0], base), []).append((delta, u))
+    out: list[StorePack] = []
+    for members in groups.values():
+        run = dict(members)
+        if len(run) < len(members):    # an element stored twice: the later store must stay after the earlier
+            continue
+        width = lanes(members[0][1].src[1].dtype)
+        used: set[int] = set()
+        while width >= min_lanes:
+            for d in sorted(run):
+                chain = range(d, d + width)
+                if all(c in run and c not in used for c in chain):
+                    used.update(chain)
+                    stores = tuple(run[c] for c in chain)
+                    out.append(StorePack(stores, tuple(st.src[1] for st in stores)))
+            width //= 2
+    return out
+
+
+__all__ = ["Pack", "StorePack", "find_packs", "find_store_packs", "split_offset", "direct_load"]

@@ -17,7 +17,7 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.packs import Pack, direct_load, find_packs, split_offset
+from tgfx.lowering.packs import Pack, StorePack, direct_load, find_packs, find_store_packs, split_offset
 
 
 class RenderError(NotImplementedError):
@@ -92,6 +92,9 @@ class LLVMRenderer:
         self.pack_of: dict[UOp, tuple[Pack, int]] = {}
         self.pack_last: dict[UOp, Pack] = {}     # the last of a pack's update stores: where its vector update goes
         self.pack_read: dict[int, str] = {}      # a pack's vector, loaded after its loop
+        self.store_pack: dict[UOp, StorePack] = {}   # a global store that is a lane of a vector store
+        self.acc_of: dict[UOp, UOp] = {}
+        self.position: dict[UOp, int] = {}
         self.vectors: dict[tuple[UOp, ...], str] = {}
 
     def tmp(self) -> str:
@@ -221,12 +224,22 @@ class LLVMRenderer:
         first = lanes[0]
         if all(u is first for u in lanes):
             return "splat"
+        if first.op is Ops.REDUCE and self._pack_lanes(lanes) is not None:
+            return "pack"
         if not all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and len(u.src) == len(first.src)
                    for u in lanes):
             return "gather"
         if direct_load(first) and _side_by_side(lanes):
             return "load"
         return "op" if first.op in _VECTOR_OPS and self.vector_dtype(first.src[-1].dtype) else "gather"
+
+    def _pack_lanes(self, lanes: tuple[UOp, ...]) -> Pack | None:
+        """The accumulator pack whose results `lanes` are, lane by lane in its order (a tile's epilogue), else None."""
+        found = [self.pack_of.get(self.acc_of.get(u)) if u.op is Ops.REDUCE else None for u in lanes]
+        if found[0] is None or len(found[0][0].accs) != len(lanes):
+            return None
+        pack = found[0][0]
+        return pack if all(f is not None and f[0] is pack and f[1] == i for i, f in enumerate(found)) else None
 
     def vector(self, lanes: tuple[UOp, ...]) -> str:
         """The values `lanes` as one vector register (`lane_kind` says how)."""
@@ -238,6 +251,8 @@ class LLVMRenderer:
         kind = self.lane_kind(lanes)
         if kind == "splat":
             out = self.splat(self.val(first), ty, width)
+        elif kind == "pack":    # its register, read after its loop (the lanes' REDUCEs came first)
+            out = self.pack_read[self._pack_lanes(lanes).id]
         elif kind == "load":
             out = self.op_in(f"load {vt}, ptr {self.names[first.src[0]]}, align {first.dtype.itemsize}")
         elif kind == "op":
@@ -259,7 +274,8 @@ class LLVMRenderer:
         packed lane's own arithmetic is left out (LLVM would delete it, after parsing and optimising it)."""
         needs: set[UOp] = set()
         seen: set[tuple[UOp, ...]] = set()
-        stack = list(dict.fromkeys(p.values for p, _ in self.pack_of.values()))
+        stack = list(dict.fromkeys([p.values for p, _ in self.pack_of.values()] +
+                                   [p.values for p in self.store_pack.values()]))
         while stack:
             lanes = stack.pop()
             if lanes in seen:
@@ -268,11 +284,12 @@ class LLVMRenderer:
             kind = self.lane_kind(lanes)
             if kind == "op":
                 stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(lanes[0].src)))
-            else:
+            elif kind != "pack":
                 needs.update(lanes[:1] if kind == "splat" else (lanes[0].src[0],) if kind == "load" else lanes)
+        needs.update(p.stores[0].src[0] for p in self.store_pack.values())   # a vector store's address
         live = set(needs)
         for u in reversed(lin):
-            packed = u.op is Ops.STORE and u.src[0] in self.pack_of
+            packed = u.op is Ops.STORE and (u.src[0] in self.pack_of or u in self.store_pack)
             if u.op not in _VALUE_OPS and not packed and u.op is not Ops.REDUCE:
                 live.add(u)
             if u in live and not packed and u.op is not Ops.REDUCE:
@@ -290,7 +307,8 @@ class LLVMRenderer:
     def render(self, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp]) -> str:
         for i, b in enumerate(bufs):
             self.names[b] = f"%b{i}"
-        position = {u: i for i, u in enumerate(lin) if u.op is Ops.STORE}
+        self.acc_of = acc_of
+        self.position = position = {u: i for i, u in enumerate(lin) if u.op is Ops.STORE}
         for pack in find_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):
             self.pack_of.update((acc, (pack, lane)) for lane, acc in enumerate(pack.accs))
             self.pack_last[max(pack.stores, key=position.__getitem__)] = pack
@@ -298,7 +316,9 @@ class LLVMRenderer:
         for u in lin:  # a reduce may be reassociated; a loop kernel's carry is computed exactly as written
             if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and u.src[0].tag != "carry":
                 update_of_acc.add(u.src[1])
-        live = self.scalars_needed(lin) if self.pack_of else None
+        for sp in find_store_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):
+            self.store_pack.update((st, sp) for st in sp.stores)
+        live = self.scalars_needed(lin) if self.pack_of or self.store_pack else None
         for u in lin:
             if live is None or u in live or u.op not in _VALUE_OPS:
                 self.render_one(u, acc_of, u in update_of_acc)
@@ -382,6 +402,12 @@ class LLVMRenderer:
             d = u.dtype
             v = self.op_in(f"load {mem_type(d)}, ptr {self.names[u.src[0]]}{self.align(u.src[0])}")
             self.names[u] = self.op_in(f"trunc i8 {v} to i1") if d.is_bool else v
+        elif op is Ops.STORE and u in self.store_pack:
+            sp = self.store_pack[u]
+            if u is max(sp.stores, key=self.position.__getitem__):   # the run's last store: all its values exist
+                vt = f"<{len(sp.values)} x {reg_type(u.src[1].dtype)}>"
+                self.emit(f"store {vt} {self.vector(sp.values)}, ptr {self.names[sp.stores[0].src[0]]}, "
+                          f"align {u.src[1].dtype.itemsize}")
         elif op is Ops.STORE:
             idx, v = u.src[:2]
             d = v.dtype

@@ -214,7 +214,7 @@ def _expm1(z: Tensor) -> Tensor:
     from tgfx.numpy._elementwise import cos, exp, expm1, sin, where
     x, y = real(z), imag(z)
     s = sin(y * 0.5)
-    near = from_parts(expm1(x) * cos(y) - 2 * s * s, exp(x) * sin(y))
+    near = from_parts(expm1(x) * cos(y) - 2 * s * s + 0.0, exp(x) * sin(y))   # + 0.0: expm1(-0 + 0j) is +0 + 0j
     return where(absolute(z) < 0.5, near, _op(z, Ops.EXP) - 1)
 
 
