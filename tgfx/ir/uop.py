@@ -129,7 +129,15 @@ class UOp(metaclass=UOpMeta):
 
     def toposort(self, children: Callable[[UOp], tuple[UOp, ...]] | None = None) -> list[UOp]:
         """Every node of the graph, sources before users (iterative: deep graphs are fine). `children(u)` picks
-        which sources to enter (default: all)."""
+        which sources to enter (default: all). A SINK's whole order is kept on it (the lowering asks a kernel's sink
+        for its nodes many times; other nodes are not cached: a chain would keep n orders of up to n nodes)."""
+        if children is None and self.op is Ops.SINK:
+            if (hit := self.__dict__.get("_order")) is None:
+                hit = self.__dict__["_order"] = self._toposort(None)
+            return list(hit)
+        return self._toposort(children)
+
+    def _toposort(self, children: Callable[[UOp], tuple[UOp, ...]] | None) -> list[UOp]:
         out: list[UOp] = []
         seen: set[UOp] = set()
         stack: list[tuple[UOp, bool]] = [(self, False)]

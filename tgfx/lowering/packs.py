@@ -134,6 +134,8 @@ def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Call
                     chains.append([by_delta[c] for c in chain])
             if len(chains) > len(best):
                 best = chains
+            if len(best) * width == len(members):   # every accumulator in a pack: no step does better
+                break
         for chain in best:
             packs.append(Pack(tuple(m[1] for m in chain), tuple(m[2] for m in chain), tuple(m[3] for m in chain),
                               op, dtype, len(packs)))
