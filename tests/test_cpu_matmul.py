@@ -113,13 +113,16 @@ def _counts(ir: str) -> dict[str, int]:
 @pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
 def test_upcast_tiles_store_vectors(cpu: str) -> None:
     """An upcast tile's stores side by side are one `<lanes x float>` store each (SLP used to rebuild them from
-    scalars, most of a cold first call's LLVM time): a 512 x 512 transpose's lanes x lanes tile, a 10 x 512 transpose
+    scalars, most of a cold first call's LLVM time): a 512 x 512 transpose's lanes x lanes tile (its loads lanes row
+    vectors, transposed in registers), a 10 x 512 transpose
     with its store axis alone upcast (LLVM's loop vectoriser built interleaved groups of stride 10 for it), and a
     matmul tile's epilogue, stored from its accumulator vectors as they are (no gather)."""
     t = target_for(cpu)
     lanes = t.lanes()
     (ast,) = kernels(tg.asarray(rand(512, 512)).T + 1)
-    assert _counts(rendered(ast, t))["vstore"] == lanes and _counts(rendered(ast, t))["store"] == 0
+    ir = rendered(ast, t)     # read as lanes row vectors, transposed in registers: no scalar load
+    assert _counts(ir)["vstore"] == lanes and _counts(ir)["store"] == 0 and "load float" not in ir
+    assert len(re.findall(rf"load <{lanes} x float>", ir)) == lanes
     (ast,) = kernels(tg.asarray(rand(512, 10)).T + 1)
     assert _counts(rendered(ast, t)) == {"vstore": 1, "store": 0, "gather": lanes - 1}
     x, w, b = (tg.asarray(rand(*s)) for s in ((64, 48), (48, 64), (64,)))

@@ -148,6 +148,21 @@ class StorePack:
     store of `values` (an upcast elementwise tile, a reduce tile's epilogue), rendered at the last of them."""
     stores: tuple[UOp, ...]
     values: tuple[UOp, ...]
+    block: int
+
+
+def strided(loads: tuple[UOp, ...]) -> tuple[tuple, int, int] | None:
+    """(buffer and offset terms, first lane's constant offset, step) if direct loads `loads` read one buffer at
+    offsets d, d + s, d + 2s, ... with a step s other than 0 and 1 (a column of a row-major tile), else None."""
+    if not all(direct_load(u) for u in loads):
+        return None
+    base, first = split_offset(loads[0].src[0].src[1])
+    buf = loads[0].src[0].src[0]
+    step = split_offset(loads[1].src[0].src[1])[1] - first
+    if step in (0, 1) or any(u.src[0].src[0] is not buf or split_offset(u.src[0].src[1]) != (base, first + i * step)
+                             for i, u in enumerate(loads)):
+        return None
+    return (buf, base), first, step
 
 
 def _direct_store(u: UOp) -> bool:
@@ -172,7 +187,7 @@ def find_store_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype
             base, delta = split_offset(u.src[0].src[1])
             groups.setdefault((block, u.src[0].src[0], base), []).append((delta, u))
     out: list[StorePack] = []
-    for members in groups.values():
+    for (block, _, _), members in groups.items():
         run = dict(members)
         if len(run) < len(members):    # an element stored twice: the later store must stay after the earlier
             continue
@@ -184,9 +199,9 @@ def find_store_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype
                 if all(c in run and c not in used for c in chain):
                     used.update(chain)
                     stores = tuple(run[c] for c in chain)
-                    out.append(StorePack(stores, tuple(st.src[1] for st in stores)))
+                    out.append(StorePack(stores, tuple(st.src[1] for st in stores), block))
             width //= 2
     return out
 
 
-__all__ = ["Pack", "StorePack", "find_packs", "find_store_packs", "split_offset", "direct_load"]
+__all__ = ["Pack", "StorePack", "find_packs", "find_store_packs", "split_offset", "direct_load", "strided"]

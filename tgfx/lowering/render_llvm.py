@@ -17,7 +17,7 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.packs import Pack, StorePack, direct_load, find_packs, find_store_packs, split_offset
+from tgfx.lowering.packs import Pack, StorePack, direct_load, find_packs, find_store_packs, split_offset, strided
 
 
 class RenderError(NotImplementedError):
@@ -94,6 +94,10 @@ class LLVMRenderer:
         self.pack_read: dict[int, str] = {}      # a pack's vector, loaded after its loop
         self.store_pack: dict[UOp, StorePack] = {}   # a global store that is a lane of a vector store
         self.acc_of: dict[UOp, UOp] = {}
+        # square tiles read by columns (a transpose): (buffer and offset terms, step, width) -> the first column's
+        # constant offset, and once built the tile's columns
+        self.tiles: dict[tuple, int] = {}
+        self.tile_columns: dict[tuple, list[str]] = {}
         self.position: dict[UOp, int] = {}
         self.vectors: dict[tuple[UOp, ...], str] = {}
 
@@ -226,6 +230,8 @@ class LLVMRenderer:
             return "splat"
         if first.op is Ops.REDUCE and self._pack_lanes(lanes) is not None:
             return "pack"
+        if first.op is Ops.LOAD and self._tile_of(lanes) is not None:
+            return "tile"
         if not all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and len(u.src) == len(first.src)
                    for u in lanes):
             return "gather"
@@ -241,6 +247,63 @@ class LLVMRenderer:
         pack = found[0][0]
         return pack if all(f is not None and f[0] is pack and f[1] == i for i, f in enumerate(found)) else None
 
+    def _tile_of(self, lanes: tuple[UOp, ...]) -> tuple[tuple, int] | None:
+        """(tile key, column) if `lanes` are a column of a square tile of loads `find_tiles` found, else None."""
+        got = strided(lanes) if len(lanes) > 1 else None
+        if got is None:
+            return None
+        key = (got[0], got[2], len(lanes))
+        return (key, got[1] - self.tiles[key]) if key in self.tiles else None
+
+    def find_tiles(self, packs: list[StorePack]) -> None:
+        """The square tiles the store packs' values read by columns: `w` columns of `w` loads at offsets m + c + l * s
+        (column c, lane l) for c = 0 .. w-1, all in one block. Such a tile is read as w row vectors and transposed in
+        registers (`tile_columns`), where each column would be w scalar loads."""
+        found: dict[tuple, set[tuple[int, int]]] = {}
+        seen: set[tuple[UOp, ...]] = set()
+        for sp in packs:
+            stack = [sp.values]
+            while stack:
+                lanes = stack.pop()
+                if lanes in seen or lanes[0].op in (Ops.CONST, Ops.REDUCE):
+                    continue
+                seen.add(lanes)
+                first = lanes[0]
+                if (got := strided(lanes) if first.op is Ops.LOAD else None) is not None:
+                    found.setdefault((got[0], got[2], len(lanes)), set()).add((got[1], sp.block))
+                elif all(u.op is first.op and len(u.src) == len(first.src) for u in lanes) and first.op in _VECTOR_OPS:
+                    stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(first.src)))
+        for key, cols in found.items():
+            width, firsts = key[2], sorted(c for c, _ in cols)
+            if width & (width - 1) == 0 and len({b for _, b in cols}) == 1 and \
+                    firsts == list(range(firsts[0], firsts[0] + width)):
+                self.tiles[key] = firsts[0]
+
+    def tile_column(self, lanes: tuple[UOp, ...]) -> str:
+        """Column `c` of a tile: its rows loaded as vectors and transposed by log2(w) rounds of interleaving row j
+        with row j + w/2 (after the last round row c holds column c), once per tile."""
+        key, col = self._tile_of(lanes)
+        if key not in self.tile_columns:
+            width, ty = len(lanes), reg_type(lanes[0].dtype)
+            vt = f"<{width} x {ty}>"
+            back = self.tiles[key] - (split_offset(lanes[0].src[0].src[1])[1])   # from this column to the first
+            rows = []
+            for u in lanes:   # lane l of this column is in row l: the row starts `back` elements from it
+                ptr = self.op_in(f"getelementptr {mem_type(u.dtype)}, ptr {self.names[u.src[0]]}, i64 {back}")
+                rows.append(self.op_in(f"load {vt}, ptr {ptr}, align {u.dtype.itemsize}"))
+            half = width // 2
+            lo = ", ".join(f"i32 {x}" for i in range(half) for x in (i, width + i))
+            hi = ", ".join(f"i32 {x}" for i in range(half, width) for x in (i, width + i))
+            for _ in range(width.bit_length() - 1):
+                nxt = []
+                for j in range(half):
+                    a, b = rows[j], rows[j + half]
+                    nxt += [self.op_in(f"shufflevector {vt} {a}, {vt} {b}, <{width} x i32> <{lo}>"),
+                            self.op_in(f"shufflevector {vt} {a}, {vt} {b}, <{width} x i32> <{hi}>")]
+                rows = nxt
+            self.tile_columns[key] = rows
+        return self.tile_columns[key][col]
+
     def vector(self, lanes: tuple[UOp, ...]) -> str:
         """The values `lanes` as one vector register (`lane_kind` says how)."""
         if (hit := self.vectors.get(lanes)) is not None:
@@ -253,6 +316,8 @@ class LLVMRenderer:
             out = self.splat(self.val(first), ty, width)
         elif kind == "pack":    # its register, read after its loop (the lanes' REDUCEs came first)
             out = self.pack_read[self._pack_lanes(lanes).id]
+        elif kind == "tile":
+            out = self.tile_column(lanes)
         elif kind == "load":
             out = self.op_in(f"load {vt}, ptr {self.names[first.src[0]]}, align {first.dtype.itemsize}")
         elif kind == "op":
@@ -284,6 +349,8 @@ class LLVMRenderer:
             kind = self.lane_kind(lanes)
             if kind == "op":
                 stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(lanes[0].src)))
+            elif kind == "tile":   # its rows are addressed from its lanes'
+                needs.update(u.src[0] for u in lanes)
             elif kind != "pack":
                 needs.update(lanes[:1] if kind == "splat" else (lanes[0].src[0],) if kind == "load" else lanes)
         needs.update(p.stores[0].src[0] for p in self.store_pack.values())   # a vector store's address
@@ -316,8 +383,10 @@ class LLVMRenderer:
         for u in lin:  # a reduce may be reassociated; a loop kernel's carry is computed exactly as written
             if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and u.src[0].tag != "carry":
                 update_of_acc.add(u.src[1])
-        for sp in find_store_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):
+        store_packs = find_store_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype)
+        for sp in store_packs:
             self.store_pack.update((st, sp) for st in sp.stores)
+        self.find_tiles(store_packs)
         live = self.scalars_needed(lin) if self.pack_of or self.store_pack else None
         for u in lin:
             if live is None or u in live or u.op not in _VALUE_OPS:
