@@ -170,6 +170,7 @@ def test_can_cast_isdtype_result_type() -> None:
     assert tnp.isdtype(tnp.int8, "signed integer") and not tnp.isdtype(tnp.uint8, "signed integer")
     assert tnp.isdtype(tnp.uint8, ("integral", "real floating")) and tnp.isdtype(tnp.float16, "numeric")
     assert not tnp.isdtype(tnp.bool, "numeric") and tnp.isdtype(tnp.bool, tnp.bool)
+    assert not tnp.isdtype(tnp.float32, tnp.float64) and tnp.isdtype(tnp.float64, "real floating")   # as named
     with pytest.raises(ValueError, match="unknown kind"):
         tnp.isdtype(tnp.int8, "integer")
     assert tnp.result_type(tnp.int8, tnp.uint8) is tnp.int16

@@ -109,15 +109,16 @@ _KINDS = {
 
 def isdtype(dtype: DType, kind: DType | str | tuple) -> bool:
     """Whether `dtype` is of `kind`: a dtype, one of 'bool', 'signed integer', 'unsigned integer', 'integral',
-    'real floating', 'complex floating', 'numeric', or a tuple of these (true if any matches)."""
+    'real floating', 'complex floating', 'numeric', or a tuple of these (true if any matches). Types as named:
+    `isdtype(float32, float64)` is False outside x64 mode too."""
     if isinstance(kind, tuple):
         return any(isdtype(dtype, k) for k in kind)
-    d = _dtype_arg(dtype)
+    d = _declared_dtype(dtype)
     if isinstance(kind, str) and kind in _KINDS:
         return _KINDS[kind](d)
     if isinstance(kind, str) and kind not in {x.name for x in ALL_DTYPES}:
         raise ValueError(f"isdtype: unknown kind {kind!r}; kinds are {', '.join(map(repr, _KINDS))} or a dtype")
-    return d == _dtype_arg(kind)
+    return d == _declared_dtype(kind)
 
 
 def result_type(*arrays_and_dtypes: Any) -> DType:
