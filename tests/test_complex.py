@@ -452,3 +452,32 @@ def test_signed_zeros_and_infinities_as_c99(name):
     bad = ~(_same_part(got.real, want.real) & _same_part(got.imag, want.imag))
     assert not bad.any(), [(complex(a), complex(g), complex(w))
                            for a, g, w in zip(z[bad], got[bad], want[bad], strict=True)]
+
+
+def test_a_loop_body_reads_a_captured_complex_value():
+    # the body's operand is a PARAM of complex type: read as its buffer's pairs (it had no pair form)
+    z = np.array([1 + 2j, -3 + 0.5j], np.complex64)
+    c = tg.asarray(z)
+    got = tg.lax.fori_loop(0, 3, lambda i, acc: acc * c + 1, tnp.ones(2, tnp.complex64))
+    want = np.ones(2, np.complex64)
+    for _ in range(3):
+        want = want * z + 1
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_complex_cholesky_matches_numpy_and_differentiates(upper):
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((3, 6, 6)) + 1j * rng.standard_normal((3, 6, 6))
+    h = (m @ np.conj(np.swapaxes(m, -1, -2)) + 6 * np.eye(6)).astype(np.complex64)   # Hermitian positive definite
+    got = tnp.linalg.cholesky(tg.asarray(h), upper=upper).numpy()
+    np.testing.assert_allclose(got, np.linalg.cholesky(h, upper=upper), rtol=2e-5, atol=2e-5)
+    h1 = (m[0] + np.conj(m[0].T)).astype(np.complex64) * 0.1
+
+    def loss(t):
+        fac = tnp.linalg.cholesky(tg.asarray(h[0]) + t.astype(tnp.complex64) * tg.asarray(h1), upper=upper)
+        return tnp.sum(tnp.abs(fac) ** 2 * tnp.arange(6.0)) + tnp.sum(tnp.real(fac) * tnp.imag(fac))
+    g = float(tg.grad(loss)(tg.asarray(np.float32(0.3))))
+    eps = 1e-2
+    fd = (float(loss(tg.asarray(np.float32(0.3 + eps)))) - float(loss(tg.asarray(np.float32(0.3 - eps))))) / (2 * eps)
+    assert abs(g - fd) <= 5e-3 * max(1.0, abs(fd)), (g, fd)

@@ -325,13 +325,14 @@ def _is_buffer_view(u: UOp) -> bool:
 
 def _stored_complex(u: UOp) -> bool:
     """A complex value a kernel can read as pairs without computing it: a buffer, or one the schedule stores."""
-    return u.op in (Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE) or _is_buffer_view(u)
+    return u.op in (Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE, Ops.PARAM) or _is_buffer_view(u)
 
 
 def _read_as_pairs(u: UOp) -> bool:
     """A complex value a kernel reads as the float pairs of its buffer (`kernel_ast`); views of it are views of
     those pairs."""
-    return u.op in (Ops.BUFFER, Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE)  # GETTUPLE: a loop's result
+    # GETTUPLE: a loop's result; PARAM: a loop body's operand (a buffer when the body runs)
+    return u.op in (Ops.BUFFER, Ops.AS_COMPLEX, Ops.COPY, Ops.CONTIGUOUS, Ops.GETTUPLE, Ops.PARAM)
 
 
 def as_stored(u: UOp) -> UOp:

@@ -305,16 +305,18 @@ def _real_matrix(name: str, x: ArrayLike) -> Tensor:
 
 
 def cholesky(x: ArrayLike, /, *, upper: bool = False) -> Tensor:
-    """The Cholesky factor of a symmetric positive definite matrix or of each of a stack (..., n, n)
-    (`numpy.linalg.cholesky`): L with x = L L^T, or with `upper=True` U = L^T, x = U^T U. Only that triangle of x
-    is read, as numpy (JAX symmetrises; for a symmetric x, and for gradients along symmetric directions, the same).
-    Not positive definite: NaNs (numpy raises; the values are not known while tracing). `tgfx.scipy.linalg`'s
-    blocked factorisation, with its own backward.
+    """The Cholesky factor of a symmetric (Hermitian) positive definite matrix or of each of a stack (..., n, n)
+    (`numpy.linalg.cholesky`): L with x = L L^T (L L^H), or with `upper=True` U = L^T (L^H), x = U^T U. Only that
+    triangle of x is read, as numpy (JAX symmetrises; for a symmetric x, and for gradients along symmetric
+    directions, the same). Not positive definite: NaNs (numpy raises; the values are not known while tracing).
+    `tgfx.scipy.linalg`'s blocked factorisation, with its own backward (complex: a loop, differentiated through).
 
     >>> tnp.linalg.cholesky(tg.asarray([[4.0, 2.0], [2.0, 5.0]]))     # [[2, 0], [1, 2]]
     """
     from tgfx.scipy.linalg import cholesky as chol
-    t = _real_matrix("cholesky", x)
+    (t,) = _inexact("cholesky", x)
+    if not t.dtype.is_complex:
+        t = _real_matrix("cholesky", t)
     _square("cholesky", t)
     return chol(t, lower=not upper)
 

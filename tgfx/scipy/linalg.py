@@ -192,6 +192,27 @@ def _cholesky_panels(a: Tensor, lower: bool) -> Tensor:
     return tnp.moveaxis(panels, 0, -3).reshape(a.shape)
 
 
+def _cholesky_complex(a: Tensor, lower: bool) -> Tensor:
+    """The Cholesky factor of the Hermitian matrix whose lower (upper) triangle `a` holds, column by column in a
+    loop: L[:, j] = (a[:, j] - L conj(L[j, :])) / L[j, j], L[j, j] the square root of the real remainder; U = L^H.
+    Differentiated through the loop."""
+    if not lower:
+        return tnp.conj(tnp.swapaxes(_cholesky_complex(tnp.conj(tnp.swapaxes(a, -1, -2)), True), -1, -2))
+    n = a.shape[-1]
+    idx = _index(n)
+    tri = tnp.tril(a)
+
+    def step(j: Tensor, fac: Tensor) -> Tensor:
+        at = idx == j
+        row = tnp.sum(tnp.where(at[:, None], fac, 0), axis=-2)             # L[j, :]
+        col = tnp.sum(tnp.where(at[None, :], tri, 0), axis=-1)             # a[:, j]
+        v = col - tnp.matmul(fac, tnp.conj(row)[..., None])[..., 0]
+        d = tnp.sqrt(tnp.real(tnp.sum(tnp.where(at, v, 0), axis=-1)))
+        new = tnp.where(idx > j, v / d[..., None], tnp.where(at, d[..., None].astype(a.dtype), 0))
+        return tnp.where(at[None, :], new[..., :, None], fac)
+    return fori_loop(0, n, step, tnp.zeros_like(a))
+
+
 def _phi(x: Tensor, lower: bool) -> Tensor:
     """The lower (upper) triangle of x with its diagonal halved."""
     n = x.shape[-1]
@@ -231,9 +252,9 @@ _cholesky_fns = {True: function(_cholesky_lower, grad_fxn=_cholesky_backward(Tru
 def cholesky(a: ArrayLike, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Tensor:
     """The Cholesky factor of a symmetric positive definite matrix (`jax.scipy.linalg.cholesky`).
 
-    Upper by default, as in scipy: a = U^T U; with `lower=True`, a = L L^T. Only that triangle of `a` is read. `a`
-    may have leading batch axes (..., n, n). Not positive definite: NaNs. `overwrite_a` and `check_finite` are
-    accepted for scipy compatibility and have no effect.
+    Upper by default, as in scipy: a = U^T U; with `lower=True`, a = L L^T (L L^H for a complex Hermitian `a`). Only
+    that triangle of `a` is read. `a` may have leading batch axes (..., n, n). Not positive definite: NaNs.
+    `overwrite_a` and `check_finite` are accepted for scipy compatibility and have no effect.
 
     >>> cholesky(tg.asarray([[4.0, 2.0], [2.0, 5.0]]), lower=True)    # [[2, 0], [1, 2]]
 
@@ -243,6 +264,8 @@ def cholesky(a: ArrayLike, lower: bool = False, overwrite_a: bool = False, check
     n = _check_square("cholesky", "a", t)
     if n == 0:
         return t
+    if t.dtype.is_complex:
+        return _cholesky_complex(t, bool(lower))
     return _cholesky_fns[bool(lower)](t)
 
 
