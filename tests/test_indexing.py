@@ -99,6 +99,8 @@ def test_numpy_boolean_mask_is_concrete() -> None:
     check(tg.asarray(A)[1, :, np.array([True, False, False, True])], A[1, :, np.array([True, False, False, True])])
     with pytest.raises(IndexError, match="boolean index did not match"):
         tg.asarray(A)[np.array([True, False, True])]
+    for empty in (np.zeros((0,), bool), np.zeros((0, 3), bool), np.zeros((2, 0), bool)):   # matches any axis, as numpy
+        check(tg.asarray(A)[empty], A[empty])
 
 
 def test_index_errors() -> None:

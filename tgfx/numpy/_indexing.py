@@ -305,7 +305,7 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
     dim = ydim = before = 0
     for k, i in enumerate(items):
         if isinstance(i, _MaskPart):
-            if x.shape[dim] != i.size:
+            if x.shape[dim] != i.size and i.size:   # an empty boolean axis selects nothing from any axis, as numpy
                 raise IndexError(f"boolean index did not match indexed array along axis {dim}; size of axis is "
                                  f"{x.shape[dim]} but size of corresponding boolean axis is {i.size}")
             i = _index_array(i.positions)
