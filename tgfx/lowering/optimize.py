@@ -475,7 +475,11 @@ def opt_mode(opts: Sequence[Opt] | None, target: Target) -> str:
 def apply_hand_coded(sink: UOp, target: Target) -> tuple[UOp, list[Opt]]:
     """Apply the default options for `target`, skipping any that does not fit."""
     applied = []
-    for opt in hand_coded_opts(sink, target):
+    opts = hand_coded_opts(sink, target)
+    # a THREAD split of a loop no other option touches goes first: the same kernel, but its substitution then walks
+    # the graph before the upcasts copy it lane by lane
+    early = [o for o in opts if o.op == "THREAD" and all(p.axis != o.axis for p in opts if p is not o)]
+    for opt in early + [o for o in opts if o not in early]:
         try:  # the index arithmetic is simplified once, after the last option (each pass is a whole-graph rewrite)
             sink = apply_opt(sink, opt, simplify=False)
             applied.append(opt)
