@@ -128,8 +128,10 @@ def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Call
             used: set[tuple[int, ...]] = set()
             chains = []
             for d in order:
+                if d in used:
+                    continue
                 chain = [tuple(x + lane * s for x, s in zip(d, step, strict=True)) for lane in range(width)]
-                if d not in used and all(c in by_delta and c not in used for c in chain):
+                if all(c in by_delta and c not in used for c in chain):
                     used.update(chain)
                     chains.append([by_delta[c] for c in chain])
             if len(chains) > len(best):
