@@ -2,12 +2,13 @@
 that reads the input through index arithmetic, its padding a mask.
 
 Counted, not timed: the kernel's options (one vector of output columns by `tile_rows` output channels, from the
-target), the vector loads LLVM makes of the padded read (no gathers), one kernel and three buffers (no im2col or
-padded copy). Values against the float64 numpy reference of test_lax_conv on shapes where that tile applies; the
-gradients (the input's and the kernel's, written as convolutions) by central differences.
+target), its vector accumulators and the one masked vector load of the padded read a step, one kernel and three
+buffers (no im2col or padded copy). Values against the float64 numpy reference of test_lax_conv on shapes where
+that tile applies; the gradients (the input's and the kernel's, written as convolutions) by central differences.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -17,7 +18,7 @@ from test_lax_conv import np_conv
 
 import tgfx as tg
 from tgfx import lax
-from tgfx.devices.target import Target, host_target
+from tgfx.devices.target import Target
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
@@ -87,11 +88,17 @@ def test_upcast_keeps_the_lane_outside_the_padding_clamp() -> None:
     assert len(bases) <= 3   # the first lane's, the last lane's, and the fourteen between share one
 
 
-def test_the_padded_read_is_vector_loads_not_gathers() -> None:
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_the_padded_read_is_one_masked_vector_load_into_vector_accumulators(target: Target) -> None:
+    """The tile's accumulators are vector registers (packs: its edge lanes, masked, pack with the others), and the
+    padded read of x a step is one `llvm.masked.load` of a vector (lanes where the mask fails read nothing), not a
+    gather of clamped scalar reads."""
     x, w = tg.asarray(rand(2, 4, 8, 32)), tg.asarray(rand(8, 4, 3, 3))
-    ir = optimized_ir(kernel_source(only_kernel(tg.nn.conv2d(x, w, padding=1)), host_target()).ir)
-    assert "masked.gather" not in ir
-    assert f"load <{host_target().lanes()} x float>" in ir or "load <8 x float>" in ir
+    ir = kernel_source(only_kernel(tg.nn.conv2d(x, w, padding=1)), target).ir
+    lanes, rows = target.lanes(), target.tile_rows()
+    assert len(re.findall(rf"%vacc\d+ = alloca <{lanes} x float>", ir)) == rows
+    assert len(re.findall(rf"call <{lanes} x float> @llvm.masked.load.v{lanes}f32", ir)) == 1
+    assert "masked.gather" not in optimized_ir(ir, target)
 
 
 # ---- one kernel, no im2col ----

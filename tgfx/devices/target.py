@@ -97,6 +97,11 @@ class Target:
         return 16   # SSE2 is part of x86-64; NEON of aarch64
 
     @property
+    def mask_registers(self) -> bool:
+        """Whether vector masks are bit registers (AVX-512's k0-k7), built from an integer, rather than vectors."""
+        return "avx512f" in self.enabled
+
+    @property
     def vector_registers(self) -> int:
         """Architectural vector registers: AVX-512's EVEX encoding and aarch64 have 32, x86 without it 16."""
         return 32 if "avx512f" in self.enabled or self.is_arm else 16

@@ -10,7 +10,10 @@ accumulators of a tile `<lanes x float>` registers of their own and renders thei
 A pack is `lanes` accumulators of one reduce loop, with the same reduce op and dtype, whose values are the same
 expression but for the constant parts of their loads' offsets, and whose lane l reads at offset `d + l * s` of each
 load (s is 0 for a load every lane shares, a broadcast, and 1 for one they read side by side, a vector load): what
-`find_packs` looks for. Lanes of a pack are the vector's elements in order; after the loop each is extracted for the
+`find_packs` looks for. A padded read's lanes (a convolution's: `where(valid, x[where(valid, e, 0) + l], 0)` at the
+edges, `x[e + l]` between) count as the same load at offset e + l (`masked_read`, `unclamped_offset`): the renderer
+reads them as one masked vector load. A tile narrower than a vector (8 output columns of an 8 x 8 image) packs by half
+vectors, down to 4 lanes. Lanes of a pack are the vector's elements in order; after the loop each is extracted for the
 (scalar) epilogue. Accumulators that form no full pack stay scalar.
 """
 from __future__ import annotations
@@ -55,6 +58,35 @@ def split_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
     return tuple(sorted(terms, key=id)), const
 
 
+def unclamped_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
+    """`split_offset` of an index whose clamped terms `where(valid, t, 0)` (a padded read's, tgfx/lowering/optimize.py's
+    `hoist_lane`) are taken as `t`: the offset a lane reads where its mask holds."""
+    terms, const = split_offset(off)
+    if not any(t.op is Ops.WHERE for t in terms):
+        return terms, const
+    out: list[UOp] = []
+    for t in terms:
+        if t.op is Ops.WHERE and t.src[2].op is Ops.CONST and t.src[2].arg == 0:
+            inner, c = split_offset(t.src[1])
+            out.extend(inner)
+            const += c
+        else:
+            out.append(t)
+    return tuple(sorted(out, key=id)), const
+
+
+def masked_read(u: UOp) -> tuple[UOp, UOp | None] | None:
+    """(load, mask) if `u` is a direct load (mask None) or `where(mask, load, 0)` of one whose clamped offset terms
+    are clamped by the same mask: a lane of a padded read, which reads where the mask holds and is 0 elsewhere."""
+    if direct_load(u):
+        return None if any(t.op is Ops.WHERE for t in split_offset(u.src[0].src[1])[0]) else (u, None)
+    if u.op is not Ops.WHERE or u.src[2].op is not Ops.CONST or u.src[2].arg != 0 or not direct_load(u.src[1]):
+        return None
+    mask, load = u.src[0], u.src[1]
+    clamps = [t for t in split_offset(load.src[0].src[1])[0] if t.op is Ops.WHERE]
+    return (load, mask) if all(t.src[0] is mask for t in clamps) else None
+
+
 def direct_load(u: UOp) -> bool:
     """A load of a global buffer element (not a register, not a masked read)."""
     return u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and \
@@ -71,9 +103,10 @@ class _Signatures:
     def __call__(self, u: UOp) -> tuple[object, tuple[int, ...]]:
         if (hit := self.memo.get(u)) is not None:
             return hit
-        if direct_load(u):
-            base, delta = split_offset(u.src[0].src[1])
-            out: tuple[object, tuple[int, ...]] = (("load", u.src[0].src[0], base, u.dtype), (delta,))
+        if (read := masked_read(u)) is not None:   # a padded read's lanes, masked or not, are one vector's
+            load = read[0]
+            base, delta = unclamped_offset(load.src[0].src[1])
+            out: tuple[object, tuple[int, ...]] = (("load", load.src[0].src[0], base, load.dtype), (delta,))
         elif u.op in _LEAVES or not u.src:
             out = (u, ())
         else:
@@ -112,36 +145,43 @@ def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Call
                 classes.setdefault((body, op, u.src[0].dtype, key), []).append((deltas, u.src[0], value, u))
     packs: list[Pack] = []
     for (_, op, dtype, _), members in classes.items():
-        width = lanes(dtype)
-        if width < 2 or len(members) < width:
-            continue
         by_delta = {m[0]: m for m in members}
         if len(by_delta) < len(members):   # two accumulators of the same value: nothing to tell their lanes by
             continue
-        order = sorted(by_delta)
-        first = order[0]
-        # the step from one lane to the next: 0 or 1 for each load, seen from the first accumulator
-        steps = Counter(tuple(b - a for a, b in zip(first, d, strict=True)) for d in order[1:])
-        steps = Counter({s: n for s, n in steps.items() if set(s) <= {0, 1} and any(s)})
-        best: list[list[tuple]] = []
-        for step, _ in steps.most_common():
-            used: set[tuple[int, ...]] = set()
-            chains = []
-            for d in order:
-                if d in used:
-                    continue
-                chain = [tuple(x + lane * s for x, s in zip(d, step, strict=True)) for lane in range(width)]
-                if all(c in by_delta and c not in used for c in chain):
-                    used.update(chain)
-                    chains.append([by_delta[c] for c in chain])
-            if len(chains) > len(best):
-                best = chains
-            if len(best) * width == len(members):   # every accumulator in a pack: no step does better
-                break
+        # a vector's lanes, or half of them down to 4 where the tile is narrower (8 output columns of an image)
+        width, best = lanes(dtype), []
+        while width >= 4 and not best and len(members) >= width:
+            best = _chains(by_delta, width)
+            width //= 2
         for chain in best:
             packs.append(Pack(tuple(m[1] for m in chain), tuple(m[2] for m in chain), tuple(m[3] for m in chain),
                               op, dtype, len(packs)))
     return packs
+
+
+def _chains(by_delta: dict[tuple[int, ...], tuple], width: int) -> list[list[tuple]]:
+    """The most accumulators `width` at a time whose loads' offsets step by 0 or 1 from lane to lane."""
+    order = sorted(by_delta)
+    first = order[0]
+    # the step from one lane to the next: 0 or 1 for each load, seen from the first accumulator
+    steps = Counter(tuple(b - a for a, b in zip(first, d, strict=True)) for d in order[1:])
+    steps = Counter({s: n for s, n in steps.items() if set(s) <= {0, 1} and any(s)})
+    best: list[list[tuple]] = []
+    for step, _ in steps.most_common():
+        used: set[tuple[int, ...]] = set()
+        chains = []
+        for d in order:
+            if d in used:
+                continue
+            chain = [tuple(x + lane * s for x, s in zip(d, step, strict=True)) for lane in range(width)]
+            if all(c in by_delta and c not in used for c in chain):
+                used.update(chain)
+                chains.append([by_delta[c] for c in chain])
+        if len(chains) > len(best):
+            best = chains
+        if len(best) * width == len(by_delta):   # every accumulator in a pack: no step does better
+            break
+    return best
 
 
 @dataclass(eq=False)

@@ -17,7 +17,17 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.packs import Pack, StorePack, direct_load, find_packs, find_store_packs, split_offset, strided
+from tgfx.lowering.packs import (
+    Pack,
+    StorePack,
+    direct_load,
+    find_packs,
+    find_store_packs,
+    masked_read,
+    split_offset,
+    strided,
+    unclamped_offset,
+)
 
 
 class RenderError(NotImplementedError):
@@ -232,6 +242,8 @@ class LLVMRenderer:
             return "pack"
         if first.op is Ops.LOAD and self._tile_of(lanes) is not None:
             return "tile"
+        if self._padded_read(lanes) is not None:
+            return "masked"
         if not all(u.op is first.op and u.dtype == first.dtype and u.arg == first.arg and len(u.src) == len(first.src)
                    for u in lanes):
             return "gather"
@@ -246,6 +258,57 @@ class LLVMRenderer:
             return None
         pack = found[0][0]
         return pack if all(f is not None and f[0] is pack and f[1] == i for i, f in enumerate(found)) else None
+
+    def _padded_read(self, lanes: tuple[UOp, ...]) -> tuple[UOp, tuple[UOp, ...], int, list[UOp | None]] | None:
+        """(lane 0's load, the index terms its unmasked address sums, plus a constant, each lane's mask or None) if
+        `lanes` read one buffer side by side where their masks hold, some masked (a padded read's lanes): one masked
+        vector load."""
+        reads = [masked_read(u) for u in lanes]
+        if any(r is None for r in reads) or all(r[1] is None for r in reads):
+            return None
+        first = reads[0][0]
+        base, start = unclamped_offset(first.src[0].src[1])
+        if any(r[0].src[0].src[0] is not first.src[0].src[0] or r[0].dtype != first.dtype or
+               unclamped_offset(r[0].src[0].src[1]) != (base, start + i) for i, r in enumerate(reads)):
+            return None
+        # lane 0's unclamped address: its offset's terms, a clamp `where(mask, t, 0)` read as t
+        terms, const = split_offset(first.src[0].src[1])
+        if sum(t.op is Ops.WHERE for t in terms) > 1:
+            return None
+        terms = tuple(t.src[1] if t.op is Ops.WHERE else t for t in terms)
+        return first, terms, const, [r[1] for r in reads]
+
+    def masked_load(self, lanes: tuple[UOp, ...]) -> str:
+        """`llvm.masked.load` of the lanes' elements from lane 0's unclamped address: a masked lane reads nothing
+        (its clamped scalar read would read offset 0) and is 0."""
+        load, terms, const, masks = self._padded_read(lanes)
+        width, ty = len(lanes), reg_type(load.dtype)
+        vt = f"<{width} x {ty}>"
+        off = str(const)
+        for t in terms:
+            off = self.op_in(f"add i64 {off}, {self.val(t)}")
+        ptr = self.op_in(f"getelementptr {mem_type(load.dtype)}, ptr {self.names[load.src[0].src[0]]}, i64 {off}")
+        # the lanes between the edges share one mask (the rows' validity): with mask registers (AVX-512) the mask is a
+        # W-bit integer, one select of its lanes' bits per distinct mask, bitcast to <W x i1> (inserting W i1 lanes
+        # took W mask-register operations each); with vector masks a splat of the common one, the others inserted
+        bits = ["true" if m is None else self.val(m) for m in masks]
+        if self.target.mask_registers:
+            patterns: dict[str, int] = {}
+            for i, b in enumerate(bits):
+                patterns[b] = patterns.get(b, 0) | (1 << i)
+            word = str(patterns.pop("true", 0))
+            for b, pattern in patterns.items():
+                word = self.op_in(f"or i{width} {word}, {self.op_in(f'select i1 {b}, i{width} {pattern}, i{width} 0')}")
+            mask = self.op_in(f"bitcast i{width} {word} to <{width} x i1>")
+        else:
+            common = max(set(bits), key=bits.count)
+            mask = self.splat(common, "i1", width)
+            for i, b in enumerate(bits):
+                if b != common:
+                    mask = self.op_in(f"insertelement <{width} x i1> {mask}, i1 {b}, i64 {i}")
+        return self.call(f"llvm.masked.load.{_suffix(vt)}.p0", vt,
+                         [("ptr", ptr), ("i32", str(load.dtype.itemsize)), (f"<{width} x i1>", mask),
+                          (vt, "zeroinitializer")])
 
     def _tile_of(self, lanes: tuple[UOp, ...]) -> tuple[tuple, int] | None:
         """(tile key, column) if `lanes` are a column of a square tile of loads `find_tiles` found, else None."""
@@ -336,6 +399,8 @@ class LLVMRenderer:
             out = self.pack_read[self._pack_lanes(lanes).id]
         elif kind == "tile":
             out = self.tile_column(lanes)
+        elif kind == "masked":
+            out = self.masked_load(lanes)
         elif kind == "load":
             out = self.op_in(f"load {vt}, ptr {self.names[first.src[0]]}, align {first.dtype.itemsize}")
         elif kind == "op":
@@ -369,6 +434,9 @@ class LLVMRenderer:
                 stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(lanes[0].src)))
             elif kind == "tile":   # its rows are addressed from its lanes'
                 needs.update(u.src[0] for u in lanes)
+            elif kind == "masked":   # lane 0's address terms and the masks
+                _, terms, _, masks = self._padded_read(lanes)
+                needs.update([*terms, *(m for m in masks if m is not None)])
             elif kind != "pack":
                 needs.update(lanes[:1] if kind == "splat" else (lanes[0].src[0],) if kind == "load" else lanes)
         needs.update(p.stores[0].src[0] for p in self.store_pack.values())   # a vector store's address
