@@ -296,6 +296,11 @@ class GPUTarget:
         """Elements of `itemsize` bytes one thread loads at once (`GPU_VECTOR_BYTES`)."""
         return max(GPU_VECTOR_BYTES // itemsize, 1)
 
+    @property
+    def mask_registers(self) -> bool:
+        """A thread's vector masks are predicates built lane by lane (no CPU-style mask register to fill at once)."""
+        return False
+
     def contraction_tile(self, itemsize: int = 4) -> tuple[int, int]:
         """A thread's register tile of a contraction's outputs, (lanes along the vectorised axis, rows along the
         reused one): a vector's lanes wide, and as many rows (a power of two, at most twice the lanes) as keep the
