@@ -32,3 +32,4 @@ def test_fork_after_tgfx_ran_fails_at_once_in_the_child_and_the_parent_carries_o
     run = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip() == "[1.0, 4.0, 7.0, 10.0]"
+

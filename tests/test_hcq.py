@@ -9,7 +9,9 @@ from __future__ import annotations
 import ctypes
 import gc
 import json
+import os
 import pathlib
+import subprocess
 import sys
 import threading
 import time
@@ -613,3 +615,18 @@ def test_independent_work_on_two_devices_overlaps_in_time(tmp_path) -> None:
     assert spans["CPU:0"] and spans["CPU:1"]
     overlaps = sum(1 for s0, e0 in spans["CPU:0"] for s1, e1 in spans["CPU:1"] if s0 < e1 and s1 < e0)
     assert overlaps > 0
+
+
+def test_the_runtime_code_is_cached_on_disk_and_a_damaged_entry_is_rebuilt(tmp_path: pathlib.Path) -> None:
+    """The processor's object file is written to the disk cache on first device use and loaded by the next process;
+    a truncated entry is compiled again, not loaded."""
+    env = {**os.environ, "TGFX_CACHE_DIR": str(tmp_path)}
+    code = "import numpy as np, tgfx as tg; print(float(tg.asarray(np.ones(3, np.float32)).sum()))"
+
+    def run() -> str:
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    assert run() == "3.0" and run() == "3.0"
+    (entry,) = (tmp_path / "runtime").iterdir()
+    entry.write_bytes(entry.read_bytes()[:100])
+    assert run() == "3.0" and entry.stat().st_size > 100

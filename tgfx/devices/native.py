@@ -33,6 +33,7 @@ interpreter exit may still be finishing a kernel, and numpy's memory would alrea
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import platform
 import string
 import sys
@@ -58,6 +59,7 @@ from tgfx.devices.packets import (
     Op,
     packet_offsets,
 )
+from tgfx.diskcache import cache_path, read_bytes, write_atomic
 
 # ---------------------------------------------------------------------------------------------------------------
 # layouts (int64 word indices)
@@ -1063,23 +1065,39 @@ def alloc_words(n: int) -> tuple[np.ndarray, int]:
     return np.ctypeslib.as_array((ctypes.c_int64 * n).from_address(addr)), addr
 
 
+def _runtime_engine() -> object:
+    """An MCJIT engine holding the processor's code (an engine of our own: the devices sit below the compiler, and
+    this is no kernel compile, not counted). Its object file is kept in the disk cache, keyed by the IR, the LLVM and
+    the host CPU: optimising and emitting it took ~120 ms of every process's first device use."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    tm = llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=2)
+    ir = runtime_ir()
+    text = f"{ir}|llvm{'.'.join(map(str, llvm.llvm_version_info))}|{cpu}|{features}"
+    path = cache_path("runtime", f"{hashlib.sha256(text.encode()).hexdigest()}.o")
+    data = read_bytes(path)
+    obj = data[32:] if data is not None and hashlib.sha256(data[32:]).digest() == data[:32] else None   # whole?
+    if obj is None:
+        mod = llvm.parse_assembly(ir)
+        mod.verify()
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
+        pb.getModulePassManager().run(mod, pb)
+        obj = tm.emit_object(mod)
+        write_atomic(path, hashlib.sha256(obj).digest() + obj)
+    ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    ee.finalize_object()
+    return ee
+
+
 class Runtime(HostRuntime):
     """The compiled processor: ctypes bindings to its host functions, thread entry points and the global block.
     It is the process's `HostRuntime` (registered below): host waits, the fault table and the progress counts."""
 
     def __init__(self) -> None:
-        import llvmlite.binding as llvm
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        # An engine of our own: the devices sit below the compiler, and this is no kernel compile (not counted).
-        tm = llvm.Target.from_default_triple().create_target_machine(
-            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
-        mod = llvm.parse_assembly(runtime_ir())
-        mod.verify()
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=2))
-        pb.getModulePassManager().run(mod, pb)
-        self.ee = llvm.create_mcjit_compiler(mod, tm)
-        self.ee.finalize_object()
+        self.ee = _runtime_engine()
         # the threads run this code until the process ends: never let the engine be collected, even at exit
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(self.ee))
         addr = self.ee.get_function_address

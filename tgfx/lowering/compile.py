@@ -30,7 +30,6 @@ import select
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -42,6 +41,7 @@ import llvmlite.binding as llvm
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices.target import GPUTarget, Target, check_runnable, host_target, native_target
+from tgfx.diskcache import write_atomic
 from tgfx.lowering import llvm_worker
 
 _MAGIC = b"TGFXOBJ1"
@@ -152,19 +152,6 @@ def read_cached(key: str) -> tuple[dict[str, Any], bytes] | None:
     except ValueError:
         return None
     return (meta, obj) if isinstance(meta, dict) and meta.get("key") == key else None
-
-
-def write_atomic(path: pathlib.Path, data: bytes) -> None:
-    """Write a cache file so a reader sees the old entry or the whole new one; a read-only or full cache directory
-    is not an error (it only costs the work the entry would have saved)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
