@@ -11,7 +11,7 @@ A node with no rule fails loudly with its op, dtype and source dtypes.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
@@ -323,18 +323,21 @@ class LLVMRenderer:
         `find_packs` left scalar, a convolution's with masked edge lanes). Such stores stay scalar: they are what
         LLVM's SLP vectoriser starts from to vectorise the accumulators and their loop, which a vector store built
         by insertelements hides from it (a direct convolution ran 30% slower)."""
-        stack, seen = [lanes], set()
+        return any(kind == "gather" and any(u.op is Ops.REDUCE for u in ls) for kind, ls in self.leaves([lanes]))
+
+    def leaves(self, roots: list[tuple[UOp, ...]]) -> Iterator[tuple[str, tuple[UOp, ...]]]:
+        """(kind, lanes) of each vector `vector(root)` builds from other than an op on vectors (`lane_kind`), once."""
+        stack, seen = list(dict.fromkeys(roots)), set()
         while stack:
-            ls = stack.pop()
-            if ls in seen:
+            lanes = stack.pop()
+            if lanes in seen:
                 continue
-            seen.add(ls)
-            kind = self.lane_kind(ls)
+            seen.add(lanes)
+            kind = self.lane_kind(lanes)
             if kind == "op":
-                stack.extend(tuple(u.src[i] for u in ls) for i in range(len(ls[0].src)))
-            elif kind == "gather" and any(u.op is Ops.REDUCE for u in ls):
-                return True
-        return False
+                stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(lanes[0].src)))
+            else:
+                yield kind, lanes
 
     def find_tiles(self, packs: list[StorePack]) -> None:
         """The square tiles the store packs' values read by columns: `w` columns of `w` loads at offsets m + c + l * s
@@ -421,18 +424,9 @@ class LLVMRenderer:
         packs' vectors are built from (a splat's value, a vector load's first address, a lane gathered alone); a
         packed lane's own arithmetic is left out (LLVM would delete it, after parsing and optimising it)."""
         needs: set[UOp] = set()
-        seen: set[tuple[UOp, ...]] = set()
-        stack = list(dict.fromkeys([p.values for p, _ in self.pack_of.values()] +
-                                   [p.values for p in self.store_pack.values()]))
-        while stack:
-            lanes = stack.pop()
-            if lanes in seen:
-                continue
-            seen.add(lanes)
-            kind = self.lane_kind(lanes)
-            if kind == "op":
-                stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(lanes[0].src)))
-            elif kind == "tile":   # its rows are addressed from its lanes'
+        roots = [p.values for p, _ in self.pack_of.values()] + [p.values for p in self.store_pack.values()]
+        for kind, lanes in self.leaves(roots):
+            if kind == "tile":   # its rows are addressed from its lanes'
                 needs.update(u.src[0] for u in lanes)
             elif kind == "masked":   # lane 0's address terms and the masks
                 _, terms, _, masks = self._padded_read(lanes)
