@@ -321,3 +321,25 @@ def test_host_data_made_inside_a_function_is_its_constant_not_a_capture():
         return x + y + tnp.asarray(1.0)
     with pytest.raises(FunctionError, match=r"reads 1 concrete Tensor\(s\).*\n  - y: float32\[3\]"):
         g(tnp.ones(3))
+
+
+def test_a_cached_function_traces_once_per_signature_outside_traces():
+    """`function(cache=True)` reuses the body traced for an earlier eager call with the same signature (as jit does;
+    the library's linear algebra uses it), traces again for another shape, dtype or static argument, and inside a
+    trace (grad, jit) always runs the function."""
+    calls = []
+
+    def body(x, scale):
+        calls.append(scale)
+        return x * scale + tnp.asarray(1.0)     # a constant the body makes: reused with the body
+
+    f = tg.function(body, cache=True)
+    a = tg.asarray(np.arange(3, dtype=np.float32))
+    np.testing.assert_allclose(f(a, 2.0).numpy(), np.arange(3) * 2 + 1)
+    np.testing.assert_allclose(f(a + 1, 2.0).numpy(), (np.arange(3) + 1) * 2 + 1)    # same signature: no trace
+    assert len(calls) == 1
+    f(a, 3.0), f(a[:2], 2.0), f(a.astype(tnp.int32), 2.0), f(a, 2)                  # each a new signature
+    assert len(calls) == 5
+    tg.grad(lambda x: f(x, 2.0).sum())(a)
+    tg.jit(lambda x: f(x, 2.0))(a)
+    assert len(calls) == 7

@@ -529,8 +529,8 @@ def _no_second_order(grads: tuple[Tensor, ...], call: object) -> tuple[Tensor, T
     return nan.astype(a.dtype), nan.astype(x.dtype)
 
 
-_gamma_call = function(_gamma_forward, grad_fxn=_gamma_backward)
-_loggamma_call = function(_loggamma_forward, grad_fxn=_loggamma_backward)
+_gamma_call = function(_gamma_forward, grad_fxn=_gamma_backward, cache=True)
+_loggamma_call = function(_loggamma_forward, grad_fxn=_loggamma_backward, cache=True)
 
 
 def random_gamma_grad(a: Tensor, x: Tensor) -> Tensor:
@@ -563,7 +563,7 @@ def _gamma_grad_value(a: Tensor, x: Tensor) -> Tensor:
     return random_gamma_grad(a, x)
 
 
-_gamma_grad_call = function(_gamma_grad_value, grad_fxn=_no_second_order)
+_gamma_grad_call = function(_gamma_grad_value, grad_fxn=_no_second_order, cache=True)
 
 
 def _broadcast_pair(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:

@@ -34,7 +34,7 @@ from tgfx.lowering.inline import EscapedTracerError, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.tensor import Tensor, is_weak, weak
 from tgfx.trace_state import ConcretizationError as ConcretizationError
-from tgfx.trace_state import current, record_owner, tracing, user_error
+from tgfx.trace_state import active, current, record_owner, tracing, user_error
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -43,6 +43,7 @@ class FunctionError(TypeError):
 
 
 _uid = itertools.count()
+_TRACES_KEPT = 64   # bodies a `cache=True` function keeps, by signature
 
 
 def _describe_paths(f: Callable, args: tuple, kwargs: dict) -> list[str]:
@@ -122,11 +123,14 @@ class Function:
     """A traced function; see the module docstring. Usable on functions, methods and callable instances."""
 
     def __init__(self, f: Callable, precompile: bool = False, grad_fxn: Callable | None = None,
-                 allow_implicit: bool = False, name: str | None = None, precompile_backward: bool = False) -> None:
+                 allow_implicit: bool = False, name: str | None = None, precompile_backward: bool = False,
+                 cache: bool = False) -> None:
         if not callable(f):
             raise TypeError(f"function() expects a callable, got {type(f).__name__}")
         self.f, self.precompile, self.grad_fxn, self.allow_implicit = f, precompile, grad_fxn, allow_implicit
-        self.precompile_backward = precompile_backward
+        self.precompile_backward, self.cache = precompile_backward, cache
+        # with `cache`: outside any trace, a call's body by its signature (see `_signature`), newest last
+        self._traces: dict[tuple, tuple[UOp, list[UOp], PyTreeDef, list[Any]]] = {}
         self.name = name or getattr(f, "__qualname__", None) or type(f).__qualname__
         functools.update_wrapper(self, f, updated=())
 
@@ -147,6 +151,11 @@ class Function:
             if isinstance(leaf, Tensor) and id(leaf) not in slot_of:
                 slot_of[id(leaf)] = len(inputs)
                 inputs.append(leaf)
+        sig = self._signature(leaves, treedef, inputs, slot_of) \
+            if self.cache and not self.allow_implicit and not active() else None
+        if sig is not None and (hit := self._traces.get(sig)) is not None:
+            body, extra, out_tree, dtypes = hit
+            return self._call(body, [p for t in inputs for p in device_parts(t.uop)] + extra, out_tree, dtypes)
         stand_ins, params_of_input, arg_uops = [], [], []
         for t in inputs:
             # a sharded Tensor is one PARAM per device part, so the body sees its layout (a MULTI of them)
@@ -176,13 +185,38 @@ class Function:
         results = self._results(out)
         _, out_tree = tree_flatten(out)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
+        n_args = len(arg_uops)
         body, arg_uops = self._close(body, [p for ps in params_of_input for p in ps], arg_uops)
         body, arg_uops = self._capture_implicit(body, arg_uops, made)
+        dtypes = [t.dtype for _, t in results]
+        if sig is not None:   # extra arguments here are buffers the body made (its constants): reused as they are
+            self._traces[sig] = (body, arg_uops[n_args:], out_tree, dtypes)
+            while len(self._traces) > _TRACES_KEPT:
+                del self._traces[next(iter(self._traces))]
+        return self._call(body, arg_uops, out_tree, dtypes)
+
+    def _call(self, body: UOp, arg_uops: list[UOp], out_tree: PyTreeDef, dtypes: list[Any]) -> Any:
         op = Ops.CALL if self.precompile else Ops.FUNCTION
         backward = None if self.grad_fxn is None else Backward(self.grad_fxn, out_tree)
         fn = UOp(op, None, (body, *arg_uops), (self.name, backward, self.precompile_backward))
-        outs = [Tensor(UOp(Ops.GETTUPLE, t.dtype, (fn,), i)) for i, (_, t) in enumerate(results)]
+        outs = [Tensor(UOp(Ops.GETTUPLE, d, (fn,), i)) for i, d in enumerate(dtypes)]
         return tree_unflatten(out_tree, outs)
+
+    @staticmethod
+    def _signature(leaves: list[Any], treedef: PyTreeDef, inputs: list[Tensor],
+                   slot_of: dict[int, int]) -> tuple | None:
+        """What a body traced outside any trace depends on: the argument structure, which leaf is which input, each
+        input's dtype, shape, device, layout across devices and weak typing, and the other leaves (with their types:
+        1 and True trace differently). None when a leaf is not hashable (then the call is traced)."""
+        others = tuple((type(x), x) for x in leaves if not isinstance(x, Tensor))
+        try:
+            hash(others)
+        except TypeError:
+            return None
+        slots = tuple(slot_of[id(x)] if isinstance(x, Tensor) else -1 for x in leaves)
+        avals = tuple((t.dtype, t.shape, t.device, is_weak(t), t.uop.arg if t.uop.op is Ops.MULTI else None)
+                      for t in inputs)
+        return treedef, slots, avals, others
 
     def _results(self, out: Any) -> list[tuple[Any, Tensor]]:
         flat, _ = tree_flatten_with_path(out)
@@ -247,7 +281,7 @@ class Function:
 
 
 def function(f: Callable | None = None, *, precompile: bool = False, grad_fxn: Callable | None = None,
-             allow_implicit: bool = False, precompile_backward: bool = False) -> Any:
+             allow_implicit: bool = False, precompile_backward: bool = False, cache: bool = False) -> Any:
     """Trace `f` into a FUNCTION on every call. Usable as `@function`, `@function(...)` or `function(f, ...)`.
 
     precompile: lower the body once into an opaque CALL of compiled kernels, reused for every call with the same
@@ -258,9 +292,14 @@ def function(f: Callable | None = None, *, precompile: bool = False, grad_fxn: C
         gradient Tensor (or None) per input Tensor. `tg.custom_vjp` and `tg.custom_jvp` are JAX's API over this.
     allow_implicit: make concrete Tensors the function reads from a closure extra arguments instead of an error.
     precompile_backward: under `grad`, precompile the backward function too.
+    cache: outside any trace (an eager call), reuse the body traced for an earlier call with the same signature
+        (argument structure, dtypes, shapes, devices, weak typing, the non-Tensor arguments) instead of running `f`
+        again, as `jit` does; for functions whose body depends on nothing else (the library's linear algebra: an
+        eager `cholesky` of a 3 x 3 matrix spent 60-100 ms tracing its loop every call). Not with
+        `allow_implicit`, whose captures may change between calls.
     """
     if f is None:
         return functools.partial(function, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit,
-                                 precompile_backward=precompile_backward)
-    return Function(f, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit,
+                                 precompile_backward=precompile_backward, cache=cache)
+    return Function(f, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit, cache=cache,
                     precompile_backward=precompile_backward)

@@ -142,7 +142,8 @@ def _qr_complete(a: Tensor) -> tuple[Tensor, Tensor]:
     return qr_factor(a, True)
 
 
-qr_fns = {False: function(_qr_reduced, grad_fxn=_qr_backward), True: function(_qr_complete, grad_fxn=_qr_backward)}
+qr_fns = {False: function(_qr_reduced, grad_fxn=_qr_backward, cache=True),
+          True: function(_qr_complete, grad_fxn=_qr_backward, cache=True)}
 
 
 # ---- Jacobi rounds, shared by eigh and the SVD ----
@@ -311,8 +312,8 @@ def _eigvalsh(s: Tensor) -> Tensor:
     return _jacobi_eigh(s, False)[0]
 
 
-eigh_fn = function(_eigh, grad_fxn=_eigh_backward)
-eigvalsh_fn = function(_eigvalsh, grad_fxn=_eigvalsh_backward)
+eigh_fn = function(_eigh, grad_fxn=_eigh_backward, cache=True)
+eigvalsh_fn = function(_eigvalsh, grad_fxn=_eigvalsh_backward, cache=True)
 
 
 # ---- SVD ----
@@ -419,8 +420,9 @@ def _svdvals(a: Tensor) -> Tensor:
     return svd_factor(a, False, False)[0]
 
 
-svd_fns = {False: function(_svd_reduced, grad_fxn=_svd_backward), True: function(_svd_full, grad_fxn=_svd_backward)}
-svdvals_fn = function(_svdvals, grad_fxn=_svdvals_backward)
+svd_fns = {False: function(_svd_reduced, grad_fxn=_svd_backward, cache=True),
+           True: function(_svd_full, grad_fxn=_svd_backward, cache=True)}
+svdvals_fn = function(_svdvals, grad_fxn=_svdvals_backward, cache=True)
 
 
 # ---- pseudo-inverse ----
@@ -450,4 +452,5 @@ def _pinv_backward(g: Tensor, call: Any) -> tuple[Tensor, None]:
     return -_mm(_mm(pt, g), pt) + x - _mm(a, _mm(p, x)) + y - _mm(_mm(y, p), a), None
 
 
-pinv_fns = {False: function(_pinv, grad_fxn=_pinv_backward), True: function(_pinv_hermitian, grad_fxn=_pinv_backward)}
+pinv_fns = {False: function(_pinv, grad_fxn=_pinv_backward, cache=True),
+            True: function(_pinv_hermitian, grad_fxn=_pinv_backward, cache=True)}

@@ -245,8 +245,8 @@ def _cholesky_upper(a: Tensor) -> Tensor:
     return _cholesky_panels(a, False)
 
 
-_cholesky_fns = {True: function(_cholesky_lower, grad_fxn=_cholesky_backward(True)),
-                 False: function(_cholesky_upper, grad_fxn=_cholesky_backward(False))}
+_cholesky_fns = {True: function(_cholesky_lower, grad_fxn=_cholesky_backward(True), cache=True),
+                 False: function(_cholesky_upper, grad_fxn=_cholesky_backward(False), cache=True)}
 
 
 def cholesky(a: ArrayLike, lower: bool = False, overwrite_a: bool = False, check_finite: bool = True) -> Tensor:
@@ -441,7 +441,7 @@ def _solver(transpose: bool, lower: bool, unit: bool, right: bool) -> Any:
 
     name = f"solve_triangular_{'T' if transpose else 'N'}{'L' if lower else 'U'}{'_unit' if unit else ''}"
     solve.__qualname__ = solve.__name__ = name + ("_right" if right else "")
-    _solvers[flags] = function(solve, grad_fxn=backward)
+    _solvers[flags] = function(solve, grad_fxn=backward, cache=True)
     return _solvers[flags]
 
 
@@ -541,7 +541,7 @@ def _general_solve_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tenso
     return -_abt(gb, x), gb
 
 
-_general_solve_fn = function(_general_solve, grad_fxn=_general_solve_backward)
+_general_solve_fn = function(_general_solve, grad_fxn=_general_solve_backward, cache=True)
 
 
 def general_solve(a: Tensor, b: Tensor) -> Tensor:
@@ -587,8 +587,8 @@ def _slogdet_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
     return (g[..., None, None] * _inverse_transpose(a),)
 
 
-_det_fn = function(_det, grad_fxn=_det_backward)
-_slogdet_fn = function(_slogdet, grad_fxn=_slogdet_backward)
+_det_fn = function(_det, grad_fxn=_det_backward, cache=True)
+_slogdet_fn = function(_slogdet, grad_fxn=_slogdet_backward, cache=True)
 
 
 def lu_factor(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> tuple[Tensor, Tensor]:
