@@ -27,8 +27,10 @@ def read_bytes(path: pathlib.Path) -> bytes | None:
 
 
 def write_atomic(path: pathlib.Path, data: bytes) -> None:
-    """Write a cache file so a reader sees the old entry or the whole new one; a read-only or full cache directory
-    is not an error (it only costs the work the entry would have saved)."""
+    """Write a cache file so a reader sees the old entry or the whole new one; nothing when the disk cache is off. A
+    read-only or full cache directory is not an error (it only costs the work the entry would have saved)."""
+    if not config.DISK_CACHE:
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp")

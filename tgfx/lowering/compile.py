@@ -41,7 +41,7 @@ import llvmlite.binding as llvm
 from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices.target import GPUTarget, Target, check_runnable, host_target, native_target
-from tgfx.diskcache import write_atomic
+from tgfx.diskcache import cache_path, read_bytes, write_atomic
 from tgfx.lowering import llvm_worker
 
 _MAGIC = b"TGFXOBJ1"
@@ -128,16 +128,13 @@ def cache_key(kernel_key: str, target: Target | GPUTarget | None = None) -> str:
 
 
 def _path(key: str) -> pathlib.Path:
-    return pathlib.Path(str(config.CACHE_DIR.value)) / "kernels" / key[:2] / f"{key}.obj"
+    return cache_path("kernels", key[:2], f"{key}.obj")
 
 
 def read_cached(key: str) -> tuple[dict[str, Any], bytes] | None:
     """The metadata and object of a cache entry, or None if absent, truncated or corrupt."""
-    if not config.DISK_CACHE:
-        return None
-    try:
-        data = _path(key).read_bytes()
-    except OSError:
+    data = read_bytes(_path(key))
+    if data is None:
         return None
     head = len(_MAGIC) + 8
     if len(data) < head + 32 or not data.startswith(_MAGIC):

@@ -52,10 +52,11 @@ from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Program, Signal
 from tgfx.devices.queue import HWQueue
 from tgfx.devices.target import Target
+from tgfx.diskcache import cache_path, read_bytes, write_atomic
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
-from tgfx.lowering.compile import compile_llvm, load_object, loaded, lowering_version, write_atomic
+from tgfx.lowering.compile import compile_llvm, load_object, loaded, lowering_version
 from tgfx.lowering.optimize import (
     OPT_OPS,
     KernelOptError,
@@ -83,7 +84,7 @@ def beam_key(kernel_key: str, width: int, target: Target) -> str:
 
 
 def _path(key: str) -> pathlib.Path:
-    return pathlib.Path(str(config.CACHE_DIR.value)) / "beam" / key[:2] / f"{key}.json"
+    return cache_path("beam", key[:2], f"{key}.json")
 
 
 def _checksum(key: str, opts: list[list[Any]]) -> str:
@@ -92,11 +93,10 @@ def _checksum(key: str, opts: list[list[Any]]) -> str:
 
 def _read(key: str) -> list[Opt] | None:
     """The options of a valid disk entry, else None (absent, unreadable, malformed, or failing its checksum)."""
-    if not config.DISK_CACHE:
-        return None
+    data = read_bytes(_path(key))
     try:
-        entry = json.loads(_path(key).read_bytes())
-    except (OSError, ValueError):
+        entry = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("opts"), list):
         return None
