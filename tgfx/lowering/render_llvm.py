@@ -344,19 +344,10 @@ class LLVMRenderer:
         (column c, lane l) for c = 0 .. w-1, all in one block. Such a tile is read as w row vectors and transposed in
         registers (`tile_columns`), where each column would be w scalar loads."""
         found: dict[tuple, set[tuple[int, int]]] = {}
-        seen: set[tuple[UOp, ...]] = set()
-        for sp in packs:
-            stack = [sp.values]
-            while stack:
-                lanes = stack.pop()
-                if lanes in seen or lanes[0].op in (Ops.CONST, Ops.REDUCE):
-                    continue
-                seen.add(lanes)
-                first = lanes[0]
-                if (got := strided(lanes) if first.op is Ops.LOAD else None) is not None:
+        for sp in packs:   # before any tile is known a tile's column is a gather
+            for kind, lanes in self.leaves([sp.values]):
+                if kind == "gather" and (got := strided(lanes)) is not None:
                     found.setdefault((got[0], got[2], len(lanes)), set()).add((got[1], sp.block))
-                elif all(u.op is first.op and len(u.src) == len(first.src) for u in lanes) and first.op in _VECTOR_OPS:
-                    stack.extend(tuple(u.src[i] for u in lanes) for i in range(len(first.src)))
         for key, cols in found.items():
             width, firsts = key[2], sorted(c for c, _ in cols)
             if width & (width - 1) == 0 and len({b for _, b in cols}) == 1 and \
