@@ -64,6 +64,20 @@ def _is_zero(u: UOp, signed: bool = True) -> bool:
     return u.op is Ops.CONST and u.arg == 0 and not (signed and math.copysign(1.0, u.arg) < 0)
 
 
+def _negative(x: UOp) -> UOp:
+    """x's sign bit, -0.0 included (1/x is -inf there)."""
+    zero = full(x.shape, 0.0, x.dtype)
+    return alu(Ops.OR, alu(Ops.CMPLT, x, zero), alu(Ops.CMPLT, alu(Ops.FDIV, full(x.shape, 1.0, x.dtype), x), zero))
+
+
+def _not_finite(x: UOp) -> UOp:
+    return alu(Ops.CMPNE, alu(Ops.ADD, x, alu(Ops.NEG, x)), full(x.shape, 0.0, x.dtype))    # x - x is inf or NaN
+
+
+def _is_inf(x: UOp) -> UOp:
+    return alu(Ops.CMPEQ, alu(Ops.MAX, alu(Ops.NEG, x), x), full(x.shape, float("inf"), x.dtype))
+
+
 def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     """a * b; by a real value (a weak float, a real Tensor cast to complex) part by part, as C99 multiplies a complex
     by a real: (inf + 0j) * 0.5 is inf + 0j, where the complex product's inf * 0 term would make its part NaN."""
@@ -130,12 +144,6 @@ def clog(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     return alu(Ops.LOG, cabs(a)), alu(Ops.ATAN2, ai, ar)
 
 
-def _negative(x: UOp) -> UOp:
-    """x's sign bit, -0.0 included (1/x is -inf there)."""
-    zero = full(x.shape, 0.0, x.dtype)
-    return alu(Ops.OR, alu(Ops.CMPLT, x, zero), alu(Ops.CMPLT, alu(Ops.FDIV, full(x.shape, 1.0, x.dtype), x), zero))
-
-
 def csqrt(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     """The principal square root, without cancellation: t = sqrt((|a| + |re|) / 2) is the larger part, the other is
     im / (2 t); the imaginary part has im's sign, -0.0 included (sqrt(-4 - 0j) is -2j: the value below the cut)."""
@@ -153,7 +161,7 @@ def csqrt(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     # C99's infinities: an infinite im gives inf + im j whatever re is (NaN too); re = -inf with a NaN im gives
     # NaN + inf j; re = +inf with a NaN im gives inf + NaN j
     inf = full(shape, float("inf"), d)
-    inf_im = alu(Ops.CMPEQ, alu(Ops.MAX, alu(Ops.NEG, ai), ai), inf)
+    inf_im = _is_inf(ai)
     nan_im = alu(Ops.CMPNE, ai, ai)
     re = alu(Ops.WHERE, inf_im, inf, alu(Ops.WHERE, alu(Ops.AND, nan_im, alu(Ops.CMPEQ, ar, inf)), inf, re))
     im = alu(Ops.WHERE, inf_im, ai, alu(Ops.WHERE, alu(Ops.AND, nan_im, alu(Ops.CMPEQ, ar, alu(Ops.NEG, inf))),
@@ -161,18 +169,13 @@ def csqrt(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     return re, im
 
 
-def _not_finite(x: UOp) -> UOp:
-    return alu(Ops.CMPNE, alu(Ops.ADD, x, alu(Ops.NEG, x)), full(x.shape, 0.0, x.dtype))    # x - x is inf or NaN
-
-
 def csinh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     """sinh(x) cos(y) + i cosh(x) sin(y), with C99's values where a product would be 0 * inf: sinh(+-0 + inf j) is
     +-0 + NaN j, sinh(inf + 0j) is inf + 0j, sinh(inf + inf j) is inf + NaN j."""
     x, y = a
     re, im = alu(Ops.MUL, alu(Ops.SINH, x), alu(Ops.COS, y)), alu(Ops.MUL, alu(Ops.COSH, x), alu(Ops.SIN, y))
-    zero, inf = full(x.shape, 0.0, x.dtype), full(x.shape, float("inf"), x.dtype)
-    x_zero_or_inf = alu(Ops.OR, alu(Ops.CMPEQ, x, zero), alu(Ops.CMPEQ, alu(Ops.MAX, x, alu(Ops.NEG, x)), inf))
-    keep_x = alu(Ops.AND, _not_finite(y), x_zero_or_inf)
+    zero = full(x.shape, 0.0, x.dtype)
+    keep_x = alu(Ops.AND, _not_finite(y), alu(Ops.OR, alu(Ops.CMPEQ, x, zero), _is_inf(x)))
     return alu(Ops.WHERE, keep_x, x, re), alu(Ops.WHERE, alu(Ops.CMPEQ, y, zero), y, im)
 
 
@@ -183,7 +186,7 @@ def ccosh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     re, im = alu(Ops.MUL, alu(Ops.COSH, x), alu(Ops.COS, y)), alu(Ops.MUL, alu(Ops.SINH, x), alu(Ops.SIN, y))
     zero, inf = full(x.shape, 0.0, x.dtype), full(x.shape, float("inf"), x.dtype)
     odd_y = _not_finite(y)
-    re = alu(Ops.WHERE, alu(Ops.AND, odd_y, alu(Ops.CMPEQ, alu(Ops.MAX, x, alu(Ops.NEG, x)), inf)), inf, re)
+    re = alu(Ops.WHERE, alu(Ops.AND, odd_y, _is_inf(x)), inf, re)
     im = alu(Ops.WHERE, alu(Ops.AND, odd_y, alu(Ops.CMPEQ, x, zero)), x, im)
     signed_y = alu(Ops.WHERE, _negative(x), alu(Ops.NEG, y), y)     # cosh is even: cosh(-0 - 0j) is 1 + 0j
     return re, alu(Ops.WHERE, alu(Ops.CMPEQ, y, zero), signed_y, im)
