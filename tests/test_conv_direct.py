@@ -67,11 +67,67 @@ def test_a_padded_convolution_tiles_output_columns_by_output_channels(target: Ta
                                                                                 target.tile_rows())]
 
 
-def test_narrow_images_get_half_a_vector() -> None:
-    """8 x 8 images (the digits): a whole AVX-512 vector does not divide the 8 columns, half of one does."""
+def test_narrow_images_fill_a_vector_with_whole_rows() -> None:
+    """8 x 8 images (the digits): the 8 columns are half an AVX-512 vector, so two rows (16 adjacent elements of the
+    image) make one; AVX2's 8 lanes take one row."""
     x, w = tg.asarray(rand(4, 16, 8, 8)), tg.asarray(rand(32, 16, 3, 3))
     sink = index_level(only_kernel(tg.nn.conv2d(x, w, padding=1)))
-    assert hand_coded_opts(sink, AVX512)[:2] == [Opt("UPCAST", axis_of(sink, 8), 8), Opt("UPCAST", 1, 8)]
+    cols, rows = axis_of(sink, 8), axis_of(sink, 8, first=True)
+    assert hand_coded_opts(sink, AVX512)[:3] == [Opt("UPCAST", cols, 8), Opt("UPCAST", rows, 2), Opt("UPCAST", 1, 8)]
+    assert hand_coded_opts(sink, AVX2)[:2] == [Opt("UPCAST", cols, 8), Opt("UPCAST", 1, 4)]
+    ir = kernel_source(only_kernel(tg.nn.conv2d(x, w, padding=1)), AVX512).ir
+    assert len(re.findall(r"%vacc\d+ = alloca <16 x float>", ir)) == 8
+    assert "alloca float" not in ir
+
+
+def _accumulators(ir: str) -> tuple[int, int]:
+    """(vector, scalar) accumulators of a kernel's IR."""
+    return len(re.findall(r"%vacc\d+ = alloca <", ir)), len(re.findall(r"%acc\d+ = alloca float", ir))
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_a_fused_activation_of_the_input_keeps_the_vector_tile(target: Target) -> None:
+    """conv2d(relu(h + b)): the previous layer's bias and relu are computed in the convolution's read of h. The bias
+    is read unclamped (its offset is in bounds), the lanes' different edge masks are one mask vector, and the padded
+    read of h one masked load: vector accumulators, none scalar (scalar, the kernel ran 8x slower)."""
+    h, b, w = tg.asarray(rand(4, 16, 8, 8)), tg.asarray(rand(16)), tg.asarray(rand(32, 16, 3, 3))
+    ir = kernel_source(only_kernel(tg.nn.conv2d(tg.nn.relu(h + b.reshape(16, 1, 1)), w, padding=1)), target).ir
+    assert _accumulators(ir) == (target.tile_rows(), 0)
+    assert len(re.findall(r"call <\d+ x float> @llvm.masked.load", ir)) == 1
+
+
+def test_the_input_gradient_through_a_relu_keeps_the_vector_tile() -> None:
+    """The input gradient of conv2d under a relu, `conv(where(x > 0, g, 0), flipped w)` with g broadcast over the
+    pixels (a mean's gradient): the lanes read the same g and differ by the relu's mask, which reads x lane by
+    lane; they pack by what the mask reads."""
+    x, g, w = tg.asarray(rand(4, 32, 8, 8)), tg.asarray(rand(4, 32, 1, 1)), tg.asarray(rand(32, 16, 3, 3))
+    dy = tg.numpy.where(x > 0, tg.numpy.broadcast_to(g, (4, 32, 8, 8)), 0.0)
+    dx = lax.conv_general_dilated(dy, w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1], (1, 1), "SAME")
+    ir = kernel_source(only_kernel(dx), AVX512).ir
+    assert _accumulators(ir) == (AVX512.tile_rows(), 0)
+
+
+@pytest.mark.x64
+def test_fused_activation_convolution_values_and_gradients() -> None:
+    """A two-layer convolution with the first layer's bias and relu fused into the second's read, its relu's mask
+    in the input gradient's read: float64 gradients by central differences, float32 values and gradients (the
+    kernels of the digits CNN's step) against numpy and float64."""
+    x = rand(3, 4, 8, 8, seed=8)
+    args = (rand(8, seed=9), rand(8, 4, 3, 3, seed=10), rand(8, 8, 3, 3, seed=11))
+
+    def f(b1: tg.Tensor, w1: tg.Tensor, w2: tg.Tensor) -> tg.Tensor:
+        h = tg.nn.relu(tg.nn.conv2d(tg.asarray(x).astype(b1.dtype), w1, padding=1) + b1.reshape(8, 1, 1))
+        return tg.nn.relu(tg.nn.conv2d(h, w2, padding=1)).mean(axis=(2, 3))
+
+    h = np.maximum(np_conv(x, args[1], (1, 1), "SAME") + args[0][:, None, None], 0)
+    ref = np.maximum(np_conv(h, args[2], (1, 1), "SAME"), 0).mean(axis=(2, 3))
+    np.testing.assert_allclose(f(*map(tg.asarray, args)).numpy(), ref, rtol=1e-4, atol=1e-5)
+    check_grads(f, *(a.astype(np.float64) for a in args))
+    loss = lambda *a: f(*a).sum()   # noqa: E731
+    g32 = tg.grad(loss, argnums=(0, 1, 2))(*map(tg.asarray, args))
+    g64 = tg.grad(loss, argnums=(0, 1, 2))(*(tg.asarray(a.astype(np.float64)) for a in args))
+    for a, b in zip(g32, g64, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
 
 
 def test_upcast_keeps_the_lane_outside_the_padding_clamp() -> None:

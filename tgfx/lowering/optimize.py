@@ -372,7 +372,24 @@ def masked_contraction_opts(loops: list[UOp], loads: list[UOp], hot: list[UOp], 
                        None)
             if blk is None:
                 continue
-            return [Opt("UPCAST", vec.arg[0], amount), Opt("UPCAST", blk.arg[0], rows)]
+            return [Opt("UPCAST", vec.arg[0], amount), *_whole_rows(vec, amount, lanes, loops, loads, blk),
+                    Opt("UPCAST", blk.arg[0], rows)]
+    return []
+
+
+def _whole_rows(vec: UOp, amount: int, lanes: int, loops: list[UOp], loads: list[UOp], blk: UOp) -> list[Opt]:
+    """Where `vec` is a whole axis shorter than a vector (an 8 x 8 image's rows), the UPCAST of the axis outside it
+    that every read and the store step through as rows of `vec` (an image's rows: `row * width + column`), so that
+    consecutive rows fill the vector: its lanes stay adjacent in memory, and a padded read is one masked load."""
+    size = vec.src[0].arg
+    if size != amount or amount >= lanes:
+        return []
+    for row in reversed(loops):
+        if row is vec or row is blk or row.src[0].arg % (lanes // amount):
+            continue
+        if all(_coef(i, row) is not None and _coef(i, vec) is not None and _coef(i, row) == size * _coef(i, vec)
+               for i in loads if _coef(i, vec) != 0 or _coef(i, row) != 0):
+            return [Opt("UPCAST", row.arg[0], lanes // amount)]
     return []
 
 

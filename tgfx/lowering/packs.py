@@ -12,7 +12,9 @@ expression but for the constant parts of their loads' offsets, and whose lane l 
 load (s is 0 for a load every lane shares, a broadcast, and 1 for one they read side by side, a vector load): what
 `find_packs` looks for. A padded read's lanes (a convolution's: `where(valid, x[where(valid, e, 0) + l], 0)` at the
 edges, `x[e + l]` between) count as the same load at offset e + l (`masked_read`, `unclamped_offset`): the renderer
-reads them as one masked vector load. A tile narrower than a vector (8 output columns of an 8 x 8 image) packs by half
+reads them as one masked vector load; so do the bare clamped loads of a padded read whose value is computed on
+before the mask applies (a convolution of `relu(x + b)`, fused), and conditions on the loop indices alone may differ
+from lane to lane (the renderer builds them lane by lane). A tile narrower than a vector (8 output columns of an 8 x 8 image) packs by half
 vectors, down to 4 lanes. Lanes of a pack are the vector's elements in order; after the loop each is extracted for the
 (scalar) epilogue. Accumulators that form no full pack stay scalar.
 """
@@ -75,16 +77,26 @@ def unclamped_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
     return tuple(sorted(out, key=id)), const
 
 
+def _clamp_mask(off: UOp) -> tuple[bool, UOp | None]:
+    """(whether every clamped term `where(mask, t, 0)` of index `off` has one mask, that mask or None if none is)."""
+    clamps = {t.src[0] if t.src[2].op is Ops.CONST and t.src[2].arg == 0 else None
+              for t in split_offset(off)[0] if t.op is Ops.WHERE}
+    return (len(clamps) <= 1 and None not in clamps), next(iter(clamps), None)
+
+
 def masked_read(u: UOp) -> tuple[UOp, UOp | None] | None:
-    """(load, mask) if `u` is a direct load (mask None) or `where(mask, load, 0)` of one whose clamped offset terms
-    are clamped by the same mask: a lane of a padded read, which reads where the mask holds and is 0 elsewhere."""
+    """(load, mask) if `u` is a direct load or `where(mask, load, 0)` of one, whose clamped offset terms
+    `where(mask, t, 0)` share the mask (None: the load is not clamped): a lane of a padded read, which reads where the
+    mask holds. A clamped load's value where its mask fails is never used (rangeify masks a padded read's value by
+    the PAD's validity, PADTO gates the store or masks the reduce it feeds), so such a lane may read 0 there."""
     if direct_load(u):
-        return None if any(t.op is Ops.WHERE for t in split_offset(u.src[0].src[1])[0]) else (u, None)
+        one, mask = _clamp_mask(u.src[0].src[1])
+        return (u, mask) if one else None
     if u.op is not Ops.WHERE or u.src[2].op is not Ops.CONST or u.src[2].arg != 0 or not direct_load(u.src[1]):
         return None
     mask, load = u.src[0], u.src[1]
-    clamps = [t for t in split_offset(load.src[0].src[1])[0] if t.op is Ops.WHERE]
-    return (load, mask) if all(t.src[0] is mask for t in clamps) else None
+    one, clamp = _clamp_mask(load.src[0].src[1])
+    return (load, mask) if one and clamp in (None, mask) else None
 
 
 def direct_load(u: UOp) -> bool:
@@ -95,18 +107,33 @@ def direct_load(u: UOp) -> bool:
 
 class _Signatures:
     """Each value's shape with its loads' constant offsets taken out (`key`), and those offsets in order
-    (`deltas`): two values with the same key differ only in where they read."""
+    (`deltas`): two values with the same key differ only in where they read. With `loose_masks`, conditions on the
+    loop indices alone (a padded read's validity, which differs at a tile's edge lanes) all have one key: the
+    renderer builds such a vector of conditions lane by lane."""
 
-    def __init__(self) -> None:
+    def __init__(self, loose_masks: bool = False) -> None:
         self.memo: dict[UOp, tuple[object, tuple[int, ...]]] = {}
+        self.loose_masks = loose_masks
+        self.index_only: dict[UOp, bool] = {}
+
+    def _index_only(self, u: UOp) -> bool:
+        """Whether `u` reads no memory (its leaves are loop indices, constants and core ids)."""
+        if (hit := self.index_only.get(u)) is None:
+            hit = self.index_only[u] = u.op is not Ops.LOAD and all(self._index_only(s) for s in u.src)
+        return hit
 
     def __call__(self, u: UOp) -> tuple[object, tuple[int, ...]]:
         if (hit := self.memo.get(u)) is not None:
             return hit
-        if (read := masked_read(u)) is not None:   # a padded read's lanes, masked or not, are one vector's
+        if (read := masked_read(u)) is not None and (read[1] is None or self._index_only(read[1])):
+            # a padded read's lanes, masked or not, are one vector's (a mask that reads memory, `where(x > 0, g, 0)`
+            # in a relu's gradient, tells the lanes apart by what it reads)
             load = read[0]
             base, delta = unclamped_offset(load.src[0].src[1])
             out: tuple[object, tuple[int, ...]] = (("load", load.src[0].src[0], base, load.dtype), (delta,))
+        elif self.loose_masks and u.dtype is not None and u.dtype.is_bool and u.op is not Ops.CONST and \
+                self._index_only(u):
+            out = (("index condition",), ())
         elif u.op in _LEAVES or not u.src:
             out = (u, ())
         else:
@@ -132,7 +159,7 @@ def _update(st: UOp) -> tuple[Ops, UOp] | None:
 def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Callable[[DType], bool]) -> list[Pack]:
     """The packs among the accumulator updates of `lin` (see the module docstring); `lanes(dtype)` is a vector's
     width, `vector_dtype(dtype)` whether that dtype is kept in vector registers at all."""
-    sig = _Signatures()
+    sig, exact = _Signatures(loose_masks=True), _Signatures()
     classes: dict[tuple, list[tuple[tuple[int, ...], UOp, UOp, UOp]]] = {}
     body = -1
     for i, u in enumerate(lin):
@@ -143,8 +170,18 @@ def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Call
             key, deltas = sig(value)
             if deltas:
                 classes.setdefault((body, op, u.src[0].dtype, key), []).append((deltas, u.src[0], value, u))
-    packs: list[Pack] = []
+    groups: list[tuple[Ops, DType, list]] = []
     for (_, op, dtype, _), members in classes.items():
+        if len({m[0] for m in members}) == len(members):
+            groups.append((op, dtype, members))
+            continue
+        # two accumulators that differ only in their conditions: their lanes are told apart by the exact conditions
+        split: dict[object, list] = {}
+        for m in members:
+            split.setdefault(exact(m[2])[0], []).append(m)
+        groups += [(op, dtype, ms) for ms in split.values()]
+    packs: list[Pack] = []
+    for op, dtype, members in groups:
         by_delta = {m[0]: m for m in members}
         if len(by_delta) < len(members):   # two accumulators of the same value: nothing to tell their lanes by
             continue

@@ -185,7 +185,12 @@ def _build(ctx: RangeifyCtx, req: Request, vals: list[UOp]) -> UOp:
     if u.op is Ops.IOTA:
         return idx[0]
     if u.op is Ops.DEFINE_GLOBAL:
-        off = idx[0] if valid is None else valid.where(idx[0], _c(0))
+        # a padded read is clamped to offset 0 where it is masked, unless its offset stays in the buffer anyway (a
+        # bias read beside a padded image): its value is masked by the PAD above either way, and an unclamped read
+        # is one load the vector lanes share
+        off = idx[0]
+        if valid is not None and (off.vmin < 0 or off.vmax >= u.arg[1]):
+            off = valid.where(off, _c(0))
         return UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, u.dtype, (u, off)),))
     if u.op is Ops.PAD:
         pv = pad_valid(u, idx)

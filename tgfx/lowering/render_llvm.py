@@ -110,6 +110,7 @@ class LLVMRenderer:
         self.tile_columns: dict[tuple, list[str]] = {}
         self.position: dict[UOp, int] = {}
         self.vectors: dict[tuple[UOp, ...], str] = {}
+        self.masks: dict[tuple[str, ...], str] = {}   # lane conditions as a <W x i1>, by the conditions' registers
 
     def tmp(self) -> str:
         self.n += 1
@@ -278,20 +279,14 @@ class LLVMRenderer:
         terms = tuple(t.src[1] if t.op is Ops.WHERE else t for t in terms)
         return first, terms, const, [r[1] for r in reads]
 
-    def masked_load(self, lanes: tuple[UOp, ...]) -> str:
-        """`llvm.masked.load` of the lanes' elements from lane 0's unclamped address: a masked lane reads nothing
-        (its clamped scalar read would read offset 0) and is 0."""
-        load, terms, const, masks = self._padded_read(lanes)
-        width, ty = len(lanes), reg_type(load.dtype)
-        vt = f"<{width} x {ty}>"
-        off = str(const)
-        for t in terms:
-            off = self.op_in(f"add i64 {off}, {self.val(t)}")
-        ptr = self.op_in(f"getelementptr {mem_type(load.dtype)}, ptr {self.names[load.src[0].src[0]]}, i64 {off}")
-        # the lanes between the edges share one mask (the rows' validity): with mask registers (AVX-512) the mask is a
-        # W-bit integer, one select of its lanes' bits per distinct mask, bitcast to <W x i1> (inserting W i1 lanes
-        # took W mask-register operations each); with vector masks a splat of the common one, the others inserted
-        bits = ["true" if m is None else self.val(m) for m in masks]
+    def lane_mask(self, bits: tuple[str, ...]) -> str:
+        """A `<W x i1>` of the rendered conditions `bits`, once per distinct tuple. The lanes between a tile's edges
+        share one condition (a padded read's rows): with mask registers (AVX-512) the vector is a W-bit integer, one
+        select of its lanes' bits per distinct condition, bitcast to <W x i1> (inserting W i1 lanes took W
+        mask-register operations each); with vector masks a splat of the common one, the others inserted."""
+        if (hit := self.masks.get(bits)) is not None:
+            return hit
+        width = len(bits)
         if self.target.mask_registers:
             patterns: dict[str, int] = {}
             for i, b in enumerate(bits):
@@ -306,6 +301,20 @@ class LLVMRenderer:
             for i, b in enumerate(bits):
                 if b != common:
                     mask = self.op_in(f"insertelement <{width} x i1> {mask}, i1 {b}, i64 {i}")
+        self.masks[bits] = mask
+        return mask
+
+    def masked_load(self, lanes: tuple[UOp, ...]) -> str:
+        """`llvm.masked.load` of the lanes' elements from lane 0's unclamped address: a masked lane reads nothing
+        (its clamped scalar read would read offset 0) and is 0."""
+        load, terms, const, masks = self._padded_read(lanes)
+        width, ty = len(lanes), reg_type(load.dtype)
+        vt = f"<{width} x {ty}>"
+        off = str(const)
+        for t in terms:
+            off = self.op_in(f"add i64 {off}, {self.val(t)}")
+        ptr = self.op_in(f"getelementptr {mem_type(load.dtype)}, ptr {self.names[load.src[0].src[0]]}, i64 {off}")
+        mask = self.lane_mask(tuple("true" if m is None else self.val(m) for m in masks))
         return self.call(f"llvm.masked.load.{_suffix(vt)}.p0", vt,
                          [("ptr", ptr), ("i32", str(load.dtype.itemsize)), (f"<{width} x i1>", mask),
                           (vt, "zeroinitializer")])
@@ -403,6 +412,8 @@ class LLVMRenderer:
                 out = self.op_in(f"select <{width} x i1> {xs[0]}, {vt} {xs[1]}, {vt} {xs[2]}")
             else:
                 out = alu_rules[(first.op, "f")](self, f"<{width} x {reg_type(first.src[-1].dtype)}>", xs, "")
+        elif first.dtype.is_bool:   # conditions that differ by lane (a tile's edges)
+            out = self.lane_mask(tuple(self.val(u) for u in lanes))
         else:
             out = "poison"
             for i, u in enumerate(lanes):
