@@ -14,7 +14,7 @@ load (s is 0 for a load every lane shares, a broadcast, and 1 for one they read 
 edges, `x[e + l]` between) count as the same load at offset e + l (`masked_read`, `unclamped_offset`): the renderer
 reads them as one masked vector load; so do the bare clamped loads of a padded read whose value is computed on
 before the mask applies (a convolution of `relu(x + b)`, fused), and conditions on the loop indices alone may differ
-from lane to lane (the renderer builds them lane by lane). A tile narrower than a vector (8 output columns of an 8 x 8 image) packs by half
+from lane to lane (the renderer builds them as one mask vector). A tile narrower than a vector packs by half
 vectors, down to 4 lanes. Lanes of a pack are the vector's elements in order; after the loop each is extracted for the
 (scalar) epilogue. Accumulators that form no full pack stay scalar.
 """
