@@ -237,7 +237,8 @@ def test_float32_transcendentals_are_accurate_to_a_few_ulp():
 _rng = np.random.default_rng(0)
 # name -> (function of Tensors or numpy arrays, inputs); the functions are the same code for both
 KERNELS = {
-    "elementwise": (lambda x, y: x * 2 + y, [_rng.standard_normal((7, 33)), _rng.standard_normal((7, 33))]),
+    # y broadcast down the rows keeps the two loops apart (a contiguous elementwise kernel is one loop: merge_loops)
+    "elementwise": (lambda x, y: x * 2 + y, [_rng.standard_normal((7, 33)), _rng.standard_normal((1, 33))]),
     "sum_axis0": (lambda x: x.sum(axis=0), [_rng.standard_normal((13, 6, 11))]),
     "sum_axis1": (lambda x: x.sum(axis=1), [_rng.standard_normal((6, 13, 11))]),
     "sum_axis2": (lambda x: x.sum(axis=2), [_rng.standard_normal((5, 6, 12))]),
@@ -273,7 +274,9 @@ def _check(name, opts):
 def test_every_single_option_gives_numpys_answer(name):
     acts = actions(_sink(name), [], on_cores(3))
     # every kind of option on every kernel (UNROLL where a reduce range splits; a prime one is padded instead)
-    ops = {"UPCAST", "PADTO", "THREAD", "SWAP"} | ({"UNROLL"} if name == "sum_axis2" else set())
+    # (SWAP where two output loops remain: sum_axis0's are contiguous, one loop after merge_loops)
+    ops = {"UPCAST", "PADTO", "THREAD"} | ({"UNROLL"} if name == "sum_axis2" else set()) | \
+        ({"SWAP"} if len(_loops(_sink(name))) > 1 else set())
     assert ops <= {a.op for a in acts}
     for act in acts:
         _check(name, [act])
@@ -394,3 +397,34 @@ def test_a_contraction_with_a_tile_epilogue_is_stored_first_and_vectorised():
     assert re.search(r"fmul[^\n]*<\d+ x float>", optimized_ir(ir))
     np.testing.assert_allclose(upd.numpy(), w - 0.01 * (x.T @ gr), rtol=1e-5, atol=1e-5)
     assert len(kernels(tg.asarray(x) @ tg.asarray(w) + tg.asarray(b))) == 1
+
+
+# ---- contiguous output axes are one loop ----
+def _loops(sink: UOp) -> list[int]:
+    return [u.src[0].arg for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "loop"]
+
+
+def test_a_contiguous_elementwise_kernel_is_one_loop():
+    """w - lr * g over (512, 10): the two output axes every index steps through as `i * 10 + j` become one loop of
+    5120 (kept apart, LLVM unrolled the 10 and vectorised the 512 with gathers), and the values are numpy's."""
+    w, g = np.arange(5120, dtype=np.float32).reshape(512, 10), np.ones((512, 10), np.float32)
+    out = tg.asarray(w) - 0.5 * tg.asarray(g)
+    linear, _ = schedule([out.uop])
+    sink = index_level(linear.src[0].src[0])
+    assert _loops(sink) == [5120]
+    assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in sink.toposort())
+    np.testing.assert_array_equal(out.numpy(), w - 0.5)
+
+
+@pytest.mark.parametrize("fn,shape", [(lambda x, b: x + b, (16, 10)), (lambda x, b: x.T + 1, (16, 10)),
+                                      (lambda x, b: x.reshape(4, 5, 8).sum(axis=1), (20, 8))],
+                         ids=["row_broadcast", "transpose", "reduce_between"])
+def test_axes_an_index_does_not_step_through_as_one_stay_apart(fn, shape):
+    """A bias broadcast down the rows (read at j alone), a transpose (read at j * 16 + i), a reduce's output axes
+    with its reduce axis between them (read at i * 40 + k * 8 + j): two loops, and the values are numpy's."""
+    x, b = np.arange(160, dtype=np.float32).reshape(shape), np.ones((1, 10), np.float32)
+    out = fn(tg.asarray(x), tg.asarray(b))
+    linear, _ = schedule([out.uop])
+    sink = index_level(linear.src[-1].src[0])
+    assert len(_loops(sink)) == 2
+    np.testing.assert_allclose(out.numpy(), fn(x, b))

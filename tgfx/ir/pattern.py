@@ -32,38 +32,49 @@ class UPat:
         return UPat(Ops.CONST, dtype=dtype, name=name)
 
     def match(self, u: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
+        """The ways `u` matches, each as the captures so far plus this pattern's (`_NONE`, shared, when none)."""
         if self.ops is not None and u.op not in self.ops:
-            return []
+            return _NONE
         if self.dtypes is not None and u.dtype not in self.dtypes and (
                 u.dtype is None or u.dtype.scalar not in self.dtypes):
-            return []
+            return _NONE
         if self.arg is not None and u.arg != self.arg:
-            return []
+            return _NONE
         if self.custom is not None and not self.custom(u):
-            return []
+            return _NONE
         if self.name is not None:
-            if self.name in store and store[self.name] is not u:
-                return []
-            store = {**store, self.name: u}
-        if self.src is None:
+            bound = store.get(self.name)
+            if bound is None:
+                store = {**store, self.name: u}
+            elif bound is not u:
+                return _NONE
+        src = self.src
+        if src is None:
             return [store]
-        if isinstance(self.src, UPat):  # every source matches the same pattern
-            options = [tuple(self.src for _ in u.src)]
-        elif isinstance(self.src, list):
-            options = list(itertools.permutations(self.src)) if len(self.src) == len(u.src) else []
-        else:
-            options = [self.src]
+        if type(src) is tuple:   # in order: the common case, without building the permutations
+            if len(src) != len(u.src) and not (self.allow_any_len and len(src) <= len(u.src)):
+                return _NONE
+            return _match_in_order(src, u.src, store)
+        if isinstance(src, UPat):  # every source matches the same pattern
+            return _match_in_order(tuple(src for _ in u.src), u.src, store)
+        if len(src) != len(u.src):
+            return _NONE
         out: list[dict[str, UOp]] = []
-        for pats in options:
-            if len(pats) != len(u.src) and not (self.allow_any_len and len(pats) <= len(u.src)):
-                continue
-            stores = [store]
-            for p, s in zip(pats, u.src, strict=False):
-                stores = [st2 for st in stores for st2 in p.match(s, st)]
-                if not stores:
-                    break
-            out.extend(stores)
+        for pats in itertools.permutations(src):
+            out.extend(_match_in_order(pats, u.src, store))
         return out
+
+
+_NONE: list[dict[str, UOp]] = []   # no match (never mutated)
+
+
+def _match_in_order(pats: tuple[UPat, ...], srcs: tuple[UOp, ...], store: dict[str, UOp]) -> list[dict[str, UOp]]:
+    stores = [store]
+    for p, s in zip(pats, srcs, strict=False):
+        stores = p.match(s, stores[0]) if len(stores) == 1 else [st2 for st in stores for st2 in p.match(s, st)]
+        if not stores:
+            return _NONE
+    return stores
 
 
 class PatternMatcher:

@@ -43,7 +43,7 @@ from tgfx.lowering.linearize import linearize
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_process
-from tgfx.lowering.optimize import Opt, forced_opts, global_size, opt_mode, optimize
+from tgfx.lowering.optimize import Opt, forced_opts, global_size, merge_loops, opt_mode, optimize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.schedule import graph_template
@@ -159,6 +159,8 @@ def index_level(ast: UOp) -> UOp:
     # a one-hot sum over an indexed axis (a gather) becomes one load at the index, and its index math is simplified
     if (gathered := graph_rewrite(sink, pm_gather, name="gather")) is not sink:
         sink = graph_rewrite(gathered, pm_symbolic, name="symbolic after gather")
+    # contiguous output axes are one loop
+    sink = merge_loops(sink)
     if config.SPEC:
         check_stage(sink, "kernel")
     return sink

@@ -99,6 +99,35 @@ def _replace_range(root: UOp, rng: UOp, lane: UOp) -> UOp:
     return new[root]
 
 
+def merge_loops(sink: UOp) -> UOp:
+    """Adjacent output loops that every index steps through as one loop, `outer * n + inner` (an elementwise kernel
+    over a contiguous (512, 10) value), become one loop of their product. Kept apart, LLVM unrolls the short inner
+    loop and vectorises the outer one with gathers and scatters at stride n (slow to compile and to run).
+
+    The pair is replaced by `merged // n` and `merged % n` and the kernel simplified; the merge stands when that
+    leaves no more divisions than there were (every index folded `(m // n) * n + m % n` back to m)."""
+    if any(u.op is Ops.REDUCE and isinstance(u.arg, tuple) for u in sink.toposort()):
+        return sink   # a loop kernel's carries
+    while True:
+        nodes = sink.toposort()
+        loops = sorted((u for u in nodes if u.op is Ops.RANGE and u.arg[1] == "loop"), key=lambda r: r.arg[0])
+        indexes = [u.src[1] for u in nodes if u.op is Ops.INDEX]
+        divisions = sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
+        for outer, inner in zip(loops, loops[1:], strict=False):
+            n = inner.src[0].arg
+            if not indexes or any(_coef(i, outer) != n * _coef(i, inner) if _coef(i, inner) is not None else True
+                                  for i in indexes):
+                continue
+            merged = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, outer.src[0].arg * n),), outer.arg)
+            new = graph_rewrite(sink.substitute({outer: merged // n, inner: merged % n}), pm_symbolic,
+                                name="merge loops")
+            if sum(u.op in (Ops.IDIV, Ops.MOD) for u in new.toposort()) <= divisions:
+                sink = new
+                break
+        else:
+            return sink
+
+
 def _without_term(e: UOp, rng: UOp) -> UOp | None:
     """The sum `e` less one bare `rng` term (None if `rng` is no term of it)."""
     if e is rng:
