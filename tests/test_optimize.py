@@ -216,9 +216,14 @@ def test_a_transposed_operand_is_read_through_a_copy_only_when_reused_enough():
         return [any(u.op is Ops.REDUCE_AXIS for u in c.src[0].toposort()) for c in linear.src]
     w = tg.asarray(np.ones((32, 64), np.float32))
     g = tg.asarray(np.ones((64, 32), np.float32))
-    assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ w.T) == [False, True]  # w.T copied, then a @ b
-    assert kernels(tg.asarray(np.ones((4, 64), np.float32)) @ w.T) == [True]          # 4 rows: a dot product each
-    assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ g) == [True]            # a @ b as it is
+    # the target's narrowest contraction tile decides whether a copy pays (schedules only: nothing runs, so the
+    # AVX-512 class is scheduled on any host)
+    for cpu, four_rows in (("znver4", [True]), ("znver3", [False, True])):
+        with tg.config.Context(TGFX_CPU=cpu):
+            assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ w.T) == [False, True]  # w.T copied, a @ b
+            # 4 rows: a dot product each where the narrowest tile is 8 lanes (AVX-512); AVX2's 4-lane tile pays
+            assert kernels(tg.asarray(np.ones((4, 64), np.float32)) @ w.T) == four_rows
+            assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ g) == [True]            # a @ b as it is
 
 
 def test_float32_transcendentals_are_accurate_to_a_few_ulp():
