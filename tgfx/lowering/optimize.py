@@ -39,7 +39,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import range_deps
-from tgfx.lowering.rangeify import reduce_identity
+from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import pm_symbolic
 
 
@@ -99,6 +99,13 @@ def _replace_range(root: UOp, rng: UOp, lane: UOp) -> UOp:
     return new[root]
 
 
+def _steps_as_one(index: UOp, outer: UOp, inner: UOp) -> bool:
+    """Whether `index` steps through ranges `outer` and `inner` as through one, `outer * n + inner` (n: the size of
+    `inner`), each scaled alike (or reads along neither)."""
+    c = _coef(index, inner)
+    return c is not None and _coef(index, outer) == inner.src[0].arg * c
+
+
 def merge_loops(sink: UOp) -> UOp:
     """Adjacent output loops that every index steps through as one loop, `outer * n + inner` (an elementwise kernel
     over a contiguous (512, 10) value), become one loop of their product. Kept apart, LLVM unrolls the short inner
@@ -115,8 +122,7 @@ def merge_loops(sink: UOp) -> UOp:
         divisions = sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
         for outer, inner in zip(loops, loops[1:], strict=False):
             n = inner.src[0].arg
-            if not indexes or any(_coef(i, outer) != n * _coef(i, inner) if _coef(i, inner) is not None else True
-                                  for i in indexes):
+            if not indexes or not all(_steps_as_one(i, outer, inner) for i in indexes):
                 continue
             merged = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, outer.src[0].arg * n),), outer.arg)
             new = graph_rewrite(sink.substitute({outer: merged // n, inner: merged % n}), pm_symbolic,
@@ -223,9 +229,8 @@ def pad_range(sink: UOp, rng: UOp, padded: int) -> UOp:
     for u in sink.toposort():
         src = tuple(new[s] for s in u.src)
         v = new_rng if u is rng else u if src == u.src else u.replace(src=src)
-        if v.op is Ops.INDEX and v.src[0].op is Ops.DEFINE_GLOBAL and new_rng in range_deps(v.src[1]) and \
-                (v.src[1].vmin < 0 or v.src[1].vmax >= v.src[0].arg[1]):
-            v = v.replace(src=(v.src[0], valid.where(v.src[1], 0)))  # in bounds, so still safe to hoist
+        if v.op is Ops.INDEX and v.src[0].op is Ops.DEFINE_GLOBAL and new_rng in range_deps(v.src[1]):
+            v = v.replace(src=(v.src[0], clamp(v.src[0], v.src[1], valid)))  # in bounds, so still safe to hoist
         elif v.op is Ops.REDUCE and new_rng in v.src[1:]:
             val = v.src[0]
             v = v.replace(src=(valid.where(val, val.const_like(reduce_identity(v.arg, val.dtype))), *v.src[1:]))
@@ -416,8 +421,7 @@ def _whole_rows(vec: UOp, amount: int, lanes: int, loops: list[UOp], loads: list
     for row in reversed(loops):
         if row is vec or row is blk or row.src[0].arg % (lanes // amount):
             continue
-        if all(_coef(i, row) is not None and _coef(i, vec) is not None and _coef(i, row) == size * _coef(i, vec)
-               for i in loads if _coef(i, vec) != 0 or _coef(i, row) != 0):
+        if all(_steps_as_one(i, row, vec) for i in loads):
             return [Opt("UPCAST", row.arg[0], lanes // amount)]
     return []
 

@@ -60,6 +60,11 @@ def split_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
     return tuple(sorted(terms, key=id)), const
 
 
+def _is_clamp(u: UOp) -> bool:
+    """`where(mask, t, 0)`: a clamped index term, or a padded read's value."""
+    return u.op is Ops.WHERE and u.src[2].op is Ops.CONST and u.src[2].arg == 0
+
+
 def unclamped_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
     """`split_offset` of an index whose clamped terms `where(valid, t, 0)` (a padded read's, tgfx/lowering/optimize.py's
     `hoist_lane`) are taken as `t`: the offset a lane reads where its mask holds."""
@@ -68,7 +73,7 @@ def unclamped_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
         return terms, const
     out: list[UOp] = []
     for t in terms:
-        if t.op is Ops.WHERE and t.src[2].op is Ops.CONST and t.src[2].arg == 0:
+        if _is_clamp(t):
             inner, c = split_offset(t.src[1])
             out.extend(inner)
             const += c
@@ -79,8 +84,7 @@ def unclamped_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
 
 def _clamp_mask(off: UOp) -> tuple[bool, UOp | None]:
     """(whether every clamped term `where(mask, t, 0)` of index `off` has one mask, that mask or None if none is)."""
-    clamps = {t.src[0] if t.src[2].op is Ops.CONST and t.src[2].arg == 0 else None
-              for t in split_offset(off)[0] if t.op is Ops.WHERE}
+    clamps = {t.src[0] if _is_clamp(t) else None for t in split_offset(off)[0] if t.op is Ops.WHERE}
     return (len(clamps) <= 1 and None not in clamps), next(iter(clamps), None)
 
 
@@ -92,7 +96,7 @@ def masked_read(u: UOp) -> tuple[UOp, UOp | None] | None:
     if direct_load(u):
         one, mask = _clamp_mask(u.src[0].src[1])
         return (u, mask) if one else None
-    if u.op is not Ops.WHERE or u.src[2].op is not Ops.CONST or u.src[2].arg != 0 or not direct_load(u.src[1]):
+    if not _is_clamp(u) or not direct_load(u.src[1]):
         return None
     mask, load = u.src[0], u.src[1]
     one, clamp = _clamp_mask(load.src[0].src[1])

@@ -151,6 +151,14 @@ def reduce_identity(op: Ops, dtype: Any) -> Any:
     return min_value(dtype)
 
 
+def clamp(buf: UOp, off: UOp, valid: UOp) -> UOp:
+    """Offset `off` of a read of `buf` that matters only where `valid` holds, clamped to 0 where it does not, unless
+    it stays in the buffer anyway (a bias read beside a padded image): every read is in bounds and safe to hoist, and
+    an unclamped one is a load the vector lanes of a tile share (the read's value is masked by whatever made it
+    conditional: the PAD above it, PADTO's gated store or masked reduce)."""
+    return valid.where(off, _c(0)) if off.vmin < 0 or off.vmax >= buf.arg[1] else off
+
+
 def _requests(ctx: RangeifyCtx, req: Request) -> list[Request]:
     u, idx, valid = req
     if u.op in movement_index:
@@ -185,12 +193,7 @@ def _build(ctx: RangeifyCtx, req: Request, vals: list[UOp]) -> UOp:
     if u.op is Ops.IOTA:
         return idx[0]
     if u.op is Ops.DEFINE_GLOBAL:
-        # a padded read is clamped to offset 0 where it is masked, unless its offset stays in the buffer anyway (a
-        # bias read beside a padded image): its value is masked by the PAD above either way, and an unclamped read
-        # is one load the vector lanes share
-        off = idx[0]
-        if valid is not None and (off.vmin < 0 or off.vmax >= u.arg[1]):
-            off = valid.where(off, _c(0))
+        off = idx[0] if valid is None else clamp(u, idx[0], valid)
         return UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, u.dtype, (u, off)),))
     if u.op is Ops.PAD:
         pv = pad_valid(u, idx)
@@ -237,4 +240,4 @@ def rangeify(ast: UOp) -> UOp:
     return UOp(Ops.SINK, None, tuple(stores), ast.arg)
 
 
-__all__ = ["rangeify", "linear_index", "unflatten", "reduce_identity"]
+__all__ = ["rangeify", "linear_index", "unflatten", "reduce_identity", "clamp"]
