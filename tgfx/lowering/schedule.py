@@ -214,7 +214,8 @@ def _row_reduce(red: UOp, axes: Axes | None, root: UOp) -> bool:
 def find_realizes(roots: list[UOp]) -> set[UOp]:
     """The nodes that get their own buffer."""
     realize = {_root_base(r) for r in roots if buffer_view(r) is None}
-    for u in walk(UOp(Ops.SINK, None, tuple(roots))):
+    order = walk(UOp(Ops.SINK, None, tuple(roots)))
+    for u in order:
         if u.op in (Ops.CALL, Ops.LOOP, Ops.SWITCH):
             # opaque calls, loops and branches read buffers and write their own
             realize.update(a for a in u.src[n_bodies(u):] if buffer_view(a) is None)
@@ -237,7 +238,12 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
     while changed:
         changed = False
         users: dict[UOp, set[UOp]] = {}
-        for root in list(ctx.realize):
+        # the kernels in graph order (what one stores decides what the next reads): a set's order is the nodes'
+        # addresses, which made the schedule differ between two builds of the same program
+        stored = [u for u in order if u in ctx.realize]
+        if len(stored) < len(ctx.realize):   # (every stored node is one of the graph's, but never drop one)
+            stored += list(ctx.realize - set(stored))
+        for root in stored:
             # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND, whether it
             # is inside a reduce, and where the axes of each node run in the kernel's output (`_source_axes`)
             seen: set[tuple[UOp, bool, bool, Axes | None]] = set()
