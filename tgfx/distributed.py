@@ -98,10 +98,7 @@ def _abort_on_uncaught_exception() -> None:
         except Exception:  # noqa: BLE001 -- the traceback is printed either way
             traceback.print_exception(kind, value, tb)
         g = network.group()
-        sys.stderr.write(f"tgfx process {g.index} of {g.count} raised {kind.__name__}; aborting every process "
-                         f"(MPI_Abort)\n")
-        sys.stderr.flush()
-        g.mpi.COMM_WORLD.Abort(1)
+        network.abort_every_process(f"tgfx process {g.index} of {g.count} raised {kind.__name__}")
     sys.excepthook = hook
 
 
