@@ -157,6 +157,45 @@ def test_the_padded_read_is_one_masked_vector_load_into_vector_accumulators(targ
     assert "masked.gather" not in optimized_ir(ir, target)
 
 
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("kernel,padding", [(3, 1), (1, 0)], ids=["3x3_padded", "1x1_unpadded"])
+def test_a_strided_convolution_reads_every_other_element_as_one_masked_load(target: Target, kernel: int,
+                                                                           padding: int) -> None:
+    """Stride 2: the input is read every other element along the output columns. The tile is the stride-1 one (a
+    vector of output columns by `tile_rows` output channels, vector accumulators), and its read a step is one
+    masked load of two vectors' worth of elements, only the read ones enabled, of which a shuffle keeps every other
+    (padded or not: the unpadded read's mask is a constant). No tile, each lane was a scalar read (25x slower)."""
+    x, w = tg.asarray(rand(2, 8, 16, 64)), tg.asarray(rand(16, 8, kernel, kernel))
+    ast = only_kernel(tg.nn.conv2d(x, w, stride=2, padding=padding))
+    sink = index_level(ast)
+    lanes, rows = target.lanes(), target.tile_rows()
+    assert hand_coded_opts(sink, target)[:2] == [Opt("UPCAST", axis_of(sink, 32), lanes),
+                                                 Opt("UPCAST", axis_of(sink, 16, True), rows)]
+    ir = kernel_source(ast, target).ir
+    assert len(re.findall(rf"%vacc\d+ = alloca <{lanes} x float>", ir)) == rows
+    assert len(re.findall(rf"call <{2 * lanes} x float> @llvm.masked.load.v{2 * lanes}f32", ir)) == 1
+    every_other = ", ".join(f"i32 {2 * i}" for i in range(lanes))
+    assert f"<{lanes} x i32> <{every_other}>" in ir
+    assert "masked.gather" not in optimized_ir(ir, target)
+
+
+def test_the_input_gradient_of_a_strided_convolution_multiplies_no_zeros() -> None:
+    """With stride 2 the input's gradient is one stride-1 convolution per phase of the input (even and odd rows and
+    columns: 4), each with the kernel taps that reach it and a register tile, and an elementwise kernel interleaving
+    them: as many products as the forward's. (The convolution of the stride-dilated gradient multiplied zeros in 3
+    of 4 products, through a parity mask no tile took.)"""
+    x, w = tg.asarray(rand(2, 8, 16, 32)).realize(), tg.asarray(rand(16, 8, 3, 3)).realize()
+    out = tg.nn.conv2d(x, w, stride=2, padding=1)
+    _, vjp = tg.vjp(lambda x: tg.nn.conv2d(x, w, stride=2, padding=1), x)
+    (gx,) = vjp(tg.asarray(rand(*out.shape)).realize())
+    forward = kernel_source(only_kernel(out), AVX512).flops
+    sources = [kernel_source(a, AVX512) for a in kernel_asts(gx)]
+    phases = [src for src in sources if src.name.startswith("r_")]
+    assert len(phases) == 4 and len(sources) == 5
+    assert all(any(o.op == "UPCAST" for o in src.opts) for src in phases)
+    assert sum(src.flops for src in phases) <= 1.05 * forward
+
+
 # ---- one kernel, no im2col ----
 @pytest.mark.parametrize("dn", [None, ("NHWC", "HWIO", "NHWC")], ids=["nchw", "nhwc"])
 def test_the_convolution_is_one_kernel_of_three_buffers(dn: tuple[str, str, str] | None) -> None:
@@ -179,6 +218,8 @@ CASES: dict[str, tuple[tuple, tuple, dict]] = {   # lhs shape, rhs shape, conv_g
     "nchw_asymmetric_pad": ((1, 2, 5, 16), (8, 2, 3, 3), dict(window_strides=(1, 1), padding=((2, 0), (1, 2)))),
     "nchw_dilated": ((1, 2, 7, 16), (8, 2, 3, 3), dict(window_strides=(1, 1), padding="SAME", rhs_dilation=(2, 2))),
     "nchw_stride2": ((1, 2, 7, 32), (8, 2, 3, 3), dict(window_strides=(2, 2), padding="SAME")),
+    "nchw_stride3_1x1": ((2, 3, 7, 48), (8, 3, 1, 1), dict(window_strides=(3, 3), padding="VALID")),
+    "nchw_stride2_4x4": ((1, 2, 9, 32), (8, 2, 4, 4), dict(window_strides=(2, 2), padding=((1, 2), (2, 1)))),
     "nchw_groups": ((1, 4, 4, 16), (16, 2, 3, 3), dict(window_strides=(1, 1), padding="SAME", feature_group_count=2)),
     "nhwc": ((2, 5, 8, 4), (3, 3, 4, 16), dict(window_strides=(1, 1), padding="SAME",
                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))),
@@ -208,7 +249,8 @@ def _conv_fn(kw: dict) -> Callable[[tg.Tensor, tg.Tensor], tg.Tensor]:
 
 
 @pytest.mark.x64
-@pytest.mark.parametrize("name", ["nchw_same", "nchw_stride2", "nchw_groups", "nhwc_stride_dilation"])
+@pytest.mark.parametrize("name", ["nchw_same", "nchw_stride2", "nchw_stride3_1x1", "nchw_stride2_4x4", "nchw_groups",
+                                  "nhwc_stride_dilation"])
 def test_direct_convolution_gradients(name: str) -> None:
     """The input's and the kernel's gradients (the kernel's read channels last) by central differences, float64."""
     xs, ws, kw = CASES[name]

@@ -5,8 +5,9 @@ kernel (O, C // groups, *k), any number of spatial axes. It is a broadcast multi
 (`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel, a direct convolution. Lowering reads
 the input through index arithmetic, its padding a mask (no im2col, no padded copy), and the optimiser gives it a
 register tile of output columns by output channels (`tgfx/lowering/optimize.py`, `masked_contraction_opts`). Its
-backward is written as two more such kernels (`grad_fxn`): the input's gradient is a convolution of the
-stride-dilated output gradient with the flipped, transposed kernel; the kernel's is a sum of windows times the output
+backward is written as more such kernels (`grad_fxn`): the input's gradient is a convolution of the output gradient
+with the flipped, transposed kernel (with stride s, one per phase of the input, s ** nsp of them, interleaved by
+an elementwise kernel); the kernel's is a sum of windows times the output
 gradient, read channels last (a transposed copy of x and of the gradient for channels-first operands, so its output
 channels are vectors). (Differentiating the view itself would sum masked copies of the tiled input, several times
 slower.)
@@ -18,6 +19,8 @@ feature axis as feature groups. All of it is movement ops around `conv_nd`, fold
 from __future__ import annotations
 
 import enum
+import itertools
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -151,23 +154,28 @@ def _correlate(x: Tensor, w: Tensor, s: tuple[int, ...], d: tuple[int, ...], gro
     return tnp.sum(a * b, axis=(3, *range(4 + nsp, 4 + 2 * nsp))).reshape(n, o, *outs)
 
 
-def _stride_dilate(g: Tensor, s: tuple[int, ...]) -> Tensor:
-    """s - 1 zeros between neighbouring elements of the spatial axes (the transpose of a stride)."""
-    if all(v == 1 for v in s):
-        return g
-    lead, outs = g.shape[:2], g.shape[2:]
-    t = g.reshape(*lead, *(v for o in outs for v in (o, 1)))
-    t = t.pad_zeros(((0, 0), (0, 0), *(p for ss in s for p in ((0, 0), (0, ss - 1)))))
-    t = t.reshape(*lead, *(o * ss for o, ss in zip(outs, s, strict=True)))
-    return t.shrink(((0, lead[0]), (0, lead[1]), *((0, (o - 1) * ss + 1) for o, ss in zip(outs, s, strict=True))))
+def _phase_taps(r: int, before: int, k: int, s: int, d: int) -> tuple[int, int, int, int]:
+    """Along one axis, the kernel taps that reach input positions i = s * q + r: (first tap of the flipped kernel, how
+    many, the step between them in it, and the offset e of the output gradient the first reads), so that
+    dx[s * q + r] = sum_j g[q + e + j * d / gcd(s, d)] * flipped[first + j * step]. Output o's window reads padded
+    position s * o + t * d, which is input i when s * o = i + before - t * d: tap t reaches phase r when
+    r + before - t * d is a multiple of s, through g[q + (r + before - t * d) / s]."""
+    taps = [t for t in range(k - 1, -1, -1) if (r + before - t * d) % s == 0]   # largest first: e ascending
+    if not taps:
+        return 0, 0, 1, 0
+    return k - 1 - taps[0], len(taps), s // math.gcd(s, d), (r + before - taps[0] * d) // s
 
 
 def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...],
                      pads: tuple, groups: int) -> Tensor:
-    """d(conv)/dx as a convolution: the stride-dilated output gradient correlated with the kernel flipped and
-    transposed (per group) at the same dilation, padded so that the correlation covers exactly x's unpadded extent:
-    input element i (padded position i + before) gets the window of output positions reaching it, which start
-    span - before before it in the dilated gradient. Elements of x that no window reached read the zero padding."""
+    """d(conv)/dx as convolutions of the output gradient with the kernel flipped and transposed (per group).
+
+    With stride 1 that is one correlation of g, padded so that it covers exactly x's unpadded extent. With stride s
+    the input splits into s phases per axis (positions s * q + r), each a stride-1 correlation of g with the taps
+    that reach it (`_phase_taps`): as many products as the forward, where correlating the stride-dilated gradient
+    (s - 1 zeros between its elements) multiplied zeros in all but one of s ** nsp of them and read g through a
+    parity mask that no register tile takes. The phases are interleaved into x's layout by one elementwise kernel.
+    Elements of x that no window reached are 0."""
     (_, cg), k, og = w.shape[:2], w.shape[2:], w.shape[0] // groups
     nsp = len(k)
     wt = w.reshape(groups, og, cg, *k).permute(0, 2, 1, *range(3, 3 + nsp)).reshape(cg * groups, og, *k)
@@ -175,13 +183,33 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
     if _is_channels_last(g):   # NHWC: x's channels are the output's vector, so the kernel is read with them innermost
         to_last = (*range(2, 2 + nsp), 1, 0)
         wt = wt.permute(to_last).contiguous().permute(tuple(np.argsort(to_last).tolist()))
-    span = tuple(dd * (kk - 1) for dd, kk in zip(d, k, strict=True))
-    gd = _stride_dilate(g, s)
-    around = tuple((sp - before, size + before - have)
-                   for sp, (before, _), size, have in zip(span, pads, x_shape[2:], gd.shape[2:], strict=True))
-    if any(p != (0, 0) for p in around):
-        gd = pad_general(gd, ((0, 0), (0, 0), *around))
-    return _correlate(gd, wt, (1,) * nsp, d, groups)
+    lead, outs, ins = x_shape[:2], g.shape[2:], x_shape[2:]
+    counts = tuple(-(-size // ss) for size, ss in zip(ins, s, strict=True))   # positions of phase 0 per axis
+    phases = []
+    for rs in itertools.product(*(range(ss) for ss in s)):
+        taps = [_phase_taps(r, before, kk, ss, dd)
+                for r, (before, _), kk, ss, dd in zip(rs, pads, k, s, d, strict=True)]
+        sizes = tuple(-(-(size - r) // ss) for size, r, ss in zip(ins, rs, s, strict=True))
+        if any(n == 0 for _, n, _, _ in taps) or 0 in sizes:
+            phases.append(tnp.zeros((*lead, *counts), g.dtype))
+            continue
+        wp = wt[(slice(None), slice(None), *(slice(f, f + (n - 1) * m + 1, m) for f, n, m, _ in taps))]
+        dil = tuple(dd // math.gcd(ss, dd) for ss, dd in zip(s, d, strict=True))
+        # g read from offset e on, as far as the last phase position's last tap (0 outside g)
+        around = tuple((-e, size + (n - 1) * dd - o + e)
+                       for (_, n, _, e), size, dd, o in zip(taps, sizes, dil, outs, strict=True))
+        gp = pad_general(g, ((0, 0), (0, 0), *around)) if any(p != (0, 0) for p in around) else g
+        dx = _correlate(gp, wp, (1,) * nsp, dil, groups)
+        if len(s) != sum(s):   # its own kernel: fused into the interleave, each element would run every phase's sum
+            dx = dx.contiguous()
+        phases.append(_pad_spatial(dx, tuple((0, c - n) for c, n in zip(counts, sizes, strict=True))))
+    if len(phases) == 1:
+        return phases[0]
+    # phase (r0, r1, ...) at (N, C, q0, r0, q1, r1, ...): x's positions s * q + r, cut to x's extent
+    dx = tnp.stack(phases, axis=-1).reshape(*lead, *counts, *s)
+    dx = dx.permute(0, 1, *(i for a in range(nsp) for i in (2 + a, 2 + nsp + a)))
+    dx = dx.reshape(*lead, *(c * ss for c, ss in zip(counts, s, strict=True)))
+    return dx.shrink(((0, lead[0]), (0, lead[1]), *((0, size) for size in ins)))
 
 
 def _is_channels_last(t: Tensor) -> bool:

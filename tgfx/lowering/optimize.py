@@ -39,6 +39,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import range_deps
+from tgfx.lowering.packs import MAX_STEP
 from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import pm_symbolic
 
@@ -134,37 +135,41 @@ def merge_loops(sink: UOp) -> UOp:
             return sink
 
 
-def _without_term(e: UOp, rng: UOp) -> UOp | None:
-    """The sum `e` less one bare `rng` term (None if `rng` is no term of it)."""
+def _without_term(e: UOp, rng: UOp) -> tuple[UOp, int] | None:
+    """The sum `e` less one term `rng` or `rng * c` (c constant), and c (None if `rng` is no such term of it)."""
     if e is rng:
-        return e.const_like(0)
+        return e.const_like(0), 1
+    if e.op is Ops.MUL and e.src[0] is rng and e.src[1].op is Ops.CONST:
+        return e.const_like(0), e.src[1].arg
     if e.op is not Ops.ADD:
         return None
     for i, s in enumerate(e.src):
-        rest = _without_term(s, rng)
-        if rest is not None:
-            return rest + e.src[1 - i] if not (rest.op is Ops.CONST and rest.arg == 0) else e.src[1 - i]
+        if (found := _without_term(s, rng)) is not None:
+            rest, c = found
+            return (rest + e.src[1 - i] if not (rest.op is Ops.CONST and rest.arg == 0) else e.src[1 - i]), c
     return None
 
 
 def hoist_lane(sink: UOp, rng: UOp) -> UOp:
-    """Masked reads `buf[where(c, e + rng, 0)]` of the range about to be upcast, as `buf[where(c, e, 0) + rng]`.
+    """Masked reads `buf[where(c, e + rng * s, 0)]` of the range about to be upcast, as `buf[where(c, e, 0) + rng * s]`.
 
     A padded read (a convolution's input) is clamped to offset 0 lane by lane, and after UPCAST the lanes'
-    `where(c_j, e + j, 0)` are no adjacent addresses to LLVM: its SLP vectoriser gathers them, element by element.
-    With the lane outside the clamp the lanes read `base + j` from one base, a vector load, and only the value's
-    select stays per lane (the edge lanes' masks differ; the middle ones' are the same after simplification). Both
-    forms read e + rng where c holds; where it does not the new one reads offset rng, which is inside the buffer
-    when the range is no longer than it."""
+    `where(c_j, e + j * s, 0)` are no evenly spaced addresses to LLVM or the renderer's packs: they are gathered,
+    element by element. With the lane outside the clamp the lanes read `base + j * s` from one base, a vector load
+    (every s-th element of one: a strided convolution's), and only the value's select stays per lane (the edge lanes'
+    masks differ; the middle ones' are the same after simplification). Both forms read e + rng * s where c holds;
+    where it does not the new one reads offset rng * s, which is inside the buffer when the range's reads are."""
     def rewrite(idx: UOp) -> UOp | None:
         buf, off = idx.src[0], idx.src[1]
         if buf.op is not Ops.DEFINE_GLOBAL or off.op is not Ops.WHERE or off.src[2].op is not Ops.CONST or \
-                off.src[2].arg != 0 or rng.src[0].arg > buf.arg[1]:
+                off.src[2].arg != 0:
             return None
-        rest = _without_term(off.src[1], rng)
-        if rest is None or rng in range_deps(rest):
+        found = _without_term(off.src[1], rng)
+        if found is None or rng in range_deps(found[0]) or not 0 < found[1] or \
+                (rng.src[0].arg - 1) * found[1] >= buf.arg[1]:
             return None
-        return idx.replace(src=(buf, off.src[0].where(rest, 0) + rng, *idx.src[2:]))
+        rest, step = found
+        return idx.replace(src=(buf, off.src[0].where(rest, 0) + (rng if step == 1 else rng * step), *idx.src[2:]))
     reads = {u.src[0] for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX}   # never a store's
     mapping = {u: new for u in reads if (new := rewrite(u)) is not None}
     return sink.substitute(mapping) if mapping else sink
@@ -391,15 +396,19 @@ def masked_contraction_opts(loops: list[UOp], loads: list[UOp], hot: list[UOp], 
     multiplied by a broadcast weight per row, as a matmul's tile reuses its B vector. The tile is one vector wide by
     `tile_rows` rows: a vector of a padded read is assembled from the edge lanes' loads (their masks differ) and
     needs registers of its own beside the accumulators (with AVX-512, 16 x 8 ran 2.6x faster than 32 x 8). An axis
-    a whole vector does not divide gets half a vector, then a quarter (small images)."""
+    a whole vector does not divide gets half a vector, then a quarter (small images). A strided convolution's input is
+    read every s-th element along the output column, masked or not: the renderer loads s vectors and keeps every s-th
+    lane (`tgfx/lowering/packs.py`), so it takes the same tile."""
     rows = target.tile_rows()
     lanes = target.lanes(itemsize)
     for amount in (lanes, lanes // 2, lanes // 4):
         if amount < 4:
             break
         for vec in reversed(loops):
-            padded = [i for i in loads if _coef(i, vec) == 1 and _masked(i, vec)]
-            if vec.src[0].arg % amount or not padded or not all(_coef(i, vec) in (0, 1) for i in hot):
+            steps = {i: _coef(i, vec) for i in loads}
+            padded = [i for i, c in steps.items() if c == 1 and _masked(i, vec) or c is not None and 1 < c <= MAX_STEP]
+            if vec.src[0].arg % amount or not padded or \
+                    not all(steps[i] is not None and 0 <= steps[i] <= MAX_STEP for i in hot):
                 continue
             blk = next((r for r in reversed(loops) if r is not vec and r.src[0].arg % rows == 0 and
                         all(_coef(i, r) == 0 for i in padded) and any(_coef(i, r) not in (0, None) for i in loads)),

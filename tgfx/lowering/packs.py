@@ -8,13 +8,14 @@ spills instead (a tanh(x @ w + b) kernel ran at a sixth of the plain matmul's ra
 accumulators of a tile `<lanes x float>` registers of their own and renders their update as one vector expression.
 
 A pack is `lanes` accumulators of one reduce loop, with the same reduce op and dtype, whose values are the same
-expression but for the constant parts of their loads' offsets, and whose lane l reads at offset `d + l * s` of each
-load (s is 0 for a load every lane shares, a broadcast, and 1 for one they read side by side, a vector load): what
-`find_packs` looks for. A padded read's lanes (a convolution's: `where(valid, x[where(valid, e, 0) + l], 0)` at the
-edges, `x[e + l]` between) count as the same load at offset e + l (`masked_read`, `unclamped_offset`): the renderer
-reads them as one masked vector load; so do the bare clamped loads of a padded read whose value is computed on
-before the mask applies (a convolution of `relu(x + b)`, fused), and conditions on the loop indices alone may differ
-from lane to lane (the renderer builds them as one mask vector). A tile narrower than a vector packs by half
+expression but for the constant parts of their loads' offsets, and whose lane l reads at offset `d + l * s` of each load
+(s is 0 for a load every lane shares, a broadcast, 1 for one they read side by side, a vector load, and up to MAX_STEP
+for one they read every s-th element of, a strided convolution's input): what `find_packs` looks for. A padded read's
+lanes (a convolution's: `where(valid, x[where(valid, e, 0) + l * s], 0)` at the edges, `x[e + l * s]` between) count as
+the same load at offset e + l * s (`masked_read`, `unclamped_offset`): the renderer reads them as one masked vector load
+(s vectors' worth, every s-th lane kept, for s > 1); so do the bare clamped loads of a padded read whose value is
+computed on before the mask applies (a convolution of `relu(x + b)`, fused), and conditions on the loop indices alone
+may differ from lane to lane (the renderer builds them as one mask vector). A tile narrower than a vector packs by half
 vectors, down to 4 lanes. Lanes of a pack are the vector's elements in order; after the loop each is extracted for the
 (scalar) epilogue. Accumulators that form no full pack stay scalar.
 """
@@ -28,6 +29,9 @@ from tgfx.dtypes import DType
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 
+# the longest step between a pack's lanes in one load: a read every s-th element is s vector loads (masked) whose
+# every s-th lane is kept; longer steps cost more loads than the gather of the lanes they replace
+MAX_STEP = 4
 # loads in one accumulator's value that a signature keeps apart: a bigger expression is left to SLP (its lanes are
 # unlikely to line up, and its signature would cost more than it saves)
 MAX_LOADS = 32
@@ -201,14 +205,15 @@ def find_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype: Call
 
 
 def _chains(by_delta: dict[tuple[int, ...], tuple], width: int) -> list[list[tuple]]:
-    """The most accumulators `width` at a time whose loads' offsets step by 0 or 1 from lane to lane."""
+    """The most accumulators `width` at a time whose loads' offsets step by 0 to MAX_STEP from lane to lane (of two
+    steps that pack as many, the one with the shorter longest step)."""
     order = sorted(by_delta)
     first = order[0]
-    # the step from one lane to the next: 0 or 1 for each load, seen from the first accumulator
+    # the step from one lane to the next for each load, seen from the first accumulator
     steps = Counter(tuple(b - a for a, b in zip(first, d, strict=True)) for d in order[1:])
-    steps = Counter({s: n for s, n in steps.items() if set(s) <= {0, 1} and any(s)})
+    steps = Counter({s: n for s, n in steps.items() if all(0 <= x <= MAX_STEP for x in s) and any(s)})
     best: list[list[tuple]] = []
-    for step, _ in steps.most_common():
+    for step, _ in sorted(steps.items(), key=lambda kv: (-kv[1], max(kv[0]))):
         used: set[tuple[int, ...]] = set()
         chains = []
         for d in order:
@@ -287,4 +292,4 @@ def find_store_packs(lin: list[UOp], lanes: Callable[[DType], int], vector_dtype
     return out
 
 
-__all__ = ["Pack", "StorePack", "find_packs", "find_store_packs", "split_offset", "direct_load", "strided"]
+__all__ = ["MAX_STEP", "Pack", "StorePack", "find_packs", "find_store_packs", "split_offset", "direct_load", "strided"]

@@ -18,6 +18,7 @@ from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.packs import (
+    MAX_STEP,
     Pack,
     StorePack,
     direct_load,
@@ -260,24 +261,28 @@ class LLVMRenderer:
         pack = found[0][0]
         return pack if all(f is not None and f[0] is pack and f[1] == i for i, f in enumerate(found)) else None
 
-    def _padded_read(self, lanes: tuple[UOp, ...]) -> tuple[UOp, tuple[UOp, ...], int, list[UOp | None]] | None:
-        """(lane 0's load, the index terms its unmasked address sums, plus a constant, each lane's mask or None) if
-        `lanes` read one buffer side by side where their masks hold, some masked (a padded read's lanes): one masked
-        vector load."""
+    def _padded_read(self, lanes: tuple[UOp, ...]) -> tuple[UOp, tuple[UOp, ...], int, int, list[UOp | None]] | None:
+        """(lane 0's load, the index terms its unmasked address sums, plus a constant, the step from lane to lane, each
+        lane's mask or None) if `lanes` read one buffer at evenly spaced offsets where their masks hold: side by side
+        with some lane masked (a padded read's lanes), or every s-th element for s up to MAX_STEP, masked or not (a
+        strided convolution's input): one masked vector load, s vectors long for step s."""
         reads = [masked_read(u) for u in lanes]
-        if any(r is None for r in reads) or all(r[1] is None for r in reads):
+        if len(lanes) < 2 or any(r is None for r in reads):
             return None
         first = reads[0][0]
         base, start = unclamped_offset(first.src[0].src[1])
+        step = unclamped_offset(reads[1][0].src[0].src[1])[1] - start
+        if not 1 <= step <= MAX_STEP or step == 1 and all(r[1] is None for r in reads):
+            return None
         if any(r[0].src[0].src[0] is not first.src[0].src[0] or r[0].dtype != first.dtype or
-               unclamped_offset(r[0].src[0].src[1]) != (base, start + i) for i, r in enumerate(reads)):
+               unclamped_offset(r[0].src[0].src[1]) != (base, start + i * step) for i, r in enumerate(reads)):
             return None
         # lane 0's unclamped address: its offset's terms, a clamp `where(mask, t, 0)` read as t
         terms, const = split_offset(first.src[0].src[1])
         if sum(t.op is Ops.WHERE for t in terms) > 1:
             return None
         terms = tuple(t.src[1] if t.op is Ops.WHERE else t for t in terms)
-        return first, terms, const, [r[1] for r in reads]
+        return first, terms, const, step, [r[1] for r in reads]
 
     def lane_mask(self, bits: tuple[str, ...]) -> str:
         """A `<W x i1>` of the rendered conditions `bits`, once per distinct tuple. The lanes between a tile's edges
@@ -287,16 +292,19 @@ class LLVMRenderer:
         if (hit := self.masks.get(bits)) is not None:
             return hit
         width = len(bits)
-        if self.target.mask_registers:
+        if all(b in ("true", "false") for b in bits):
+            mask = "<" + ", ".join(f"i1 {b}" for b in bits) + ">"
+        elif self.target.mask_registers:
             patterns: dict[str, int] = {}
             for i, b in enumerate(bits):
                 patterns[b] = patterns.get(b, 0) | (1 << i)
+            patterns.pop("false", None)
             word = str(patterns.pop("true", 0))
             for b, pattern in patterns.items():
                 word = self.op_in(f"or i{width} {word}, {self.op_in(f'select i1 {b}, i{width} {pattern}, i{width} 0')}")
             mask = self.op_in(f"bitcast i{width} {word} to <{width} x i1>")
         else:
-            common = max(set(bits), key=bits.count)
+            common = max(dict.fromkeys(bits), key=bits.count)
             mask = self.splat(common, "i1", width)
             for i, b in enumerate(bits):
                 if b != common:
@@ -306,18 +314,26 @@ class LLVMRenderer:
 
     def masked_load(self, lanes: tuple[UOp, ...]) -> str:
         """`llvm.masked.load` of the lanes' elements from lane 0's unclamped address: a masked lane reads nothing
-        (its clamped scalar read would read offset 0) and is 0."""
-        load, terms, const, masks = self._padded_read(lanes)
+        (its clamped scalar read would read offset 0) and is 0. Lanes a step s apart are loaded as s vectors' worth
+        of elements, only each lane's enabled, and every s-th kept (LLVM: s masked loads and a permute per vector)."""
+        load, terms, const, step, masks = self._padded_read(lanes)
         width, ty = len(lanes), reg_type(load.dtype)
-        vt = f"<{width} x {ty}>"
+        vt = f"<{width * step} x {ty}>"
         off = str(const)
         for t in terms:
             off = self.op_in(f"add i64 {off}, {self.val(t)}")
         ptr = self.op_in(f"getelementptr {mem_type(load.dtype)}, ptr {self.names[load.src[0].src[0]]}, i64 {off}")
-        mask = self.lane_mask(tuple("true" if m is None else self.val(m) for m in masks))
-        return self.call(f"llvm.masked.load.{_suffix(vt)}.p0", vt,
-                         [("ptr", ptr), ("i32", str(load.dtype.itemsize)), (f"<{width} x i1>", mask),
-                          (vt, "zeroinitializer")])
+        bits = ["false"] * (width * step)
+        for i, m in enumerate(masks):
+            bits[i * step] = "true" if m is None else self.val(m)
+        mask = self.lane_mask(tuple(bits))
+        out = self.call(f"llvm.masked.load.{_suffix(vt)}.p0", vt,
+                        [("ptr", ptr), ("i32", str(load.dtype.itemsize)), (f"<{width * step} x i1>", mask),
+                         (vt, "zeroinitializer")])
+        if step == 1:
+            return out
+        keep = ", ".join(f"i32 {i * step}" for i in range(width))
+        return self.op_in(f"shufflevector {vt} {out}, {vt} poison, <{width} x i32> <{keep}>")
 
     def _tile_of(self, lanes: tuple[UOp, ...]) -> tuple[tuple, int] | None:
         """(tile key, column) if `lanes` are a column of a square tile of loads `find_tiles` found, else None."""
@@ -355,7 +371,7 @@ class LLVMRenderer:
         found: dict[tuple, set[tuple[int, int]]] = {}
         for sp in packs:   # before any tile is known a tile's column is a gather
             for kind, lanes in self.leaves([sp.values]):
-                if kind == "gather" and (got := strided(lanes)) is not None:
+                if kind in ("gather", "masked") and (got := strided(lanes)) is not None:
                     found.setdefault((got[0], got[2], len(lanes)), set()).add((got[1], sp.block))
         for key, cols in found.items():
             width, firsts = key[2], sorted(c for c, _ in cols)
@@ -431,7 +447,7 @@ class LLVMRenderer:
             if kind == "tile":   # its rows are addressed from its lanes'
                 needs.update(u.src[0] for u in lanes)
             elif kind == "masked":   # lane 0's address terms and the masks
-                _, terms, _, masks = self._padded_read(lanes)
+                _, terms, _, _, masks = self._padded_read(lanes)
                 needs.update([*terms, *(m for m in masks if m is not None)])
             elif kind != "pack":
                 needs.update(lanes[:1] if kind == "splat" else (lanes[0].src[0],) if kind == "load" else lanes)
