@@ -209,7 +209,9 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
     dx = tnp.stack(phases, axis=-1).reshape(*lead, *counts, *s)
     dx = dx.permute(0, 1, *(i for a in range(nsp) for i in (2 + a, 2 + nsp + a)))
     dx = dx.reshape(*lead, *(c * ss for c, ss in zip(counts, s, strict=True)))
-    return dx.shrink(((0, lead[0]), (0, lead[1]), *((0, size) for size in ins)))
+    # stored: fused into what reads it (the previous layer's activation gradient, then its convolution's input
+    # gradient), the interleave's index arithmetic would run once per tap and read, and take that kernel's tile
+    return dx.shrink(((0, lead[0]), (0, lead[1]), *((0, size) for size in ins))).contiguous()
 
 
 def _is_channels_last(t: Tensor) -> bool:

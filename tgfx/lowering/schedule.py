@@ -106,8 +106,12 @@ RECOMPUTE_MIN = 1 << 16  # ... by a broadcast to this many elements (smaller, a 
 _COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
 
-def _view_base(u: UOp) -> UOp:
-    while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.DYNAMIC_SHRINK):
+_VIEWS = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.DYNAMIC_SHRINK)
+
+
+def _view_base(u: UOp, pads: bool = False) -> UOp:
+    """What view `u` is of (with `pads`, also through zero padding: a padded convolution's input)."""
+    while u.op in _VIEWS or pads and u.op is Ops.PAD:
         u = u.src[0]
     return u
 
@@ -276,12 +280,16 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # sum over the indexed axis becomes one load at the index, tgfx/lowering/gather.py)
                 if inside and _is_expanding(u) and prod(u.arg) >= RECOMPUTE_MIN and u not in onehot and \
                         not _is_onehot(u.src[0]) and \
-                        (base := _view_base(u.src[0])) not in ctx.realize and base.op in GroupOp.Elementwise and \
+                        (base := _view_base(u.src[0], pads=True)) not in ctx.realize and \
+                        base.op in GroupOp.Elementwise and \
                         _recompute_cost(base, ctx, root) >= RECOMPUTE_COST and \
                         not _varies_outer_only(u.src[0], axes, root, _unit_free(u.src[0].shape or ())):
                     # an operand of a reduce read through a broadcast (a matmul's) is evaluated once per element of
                     # the broadcast axis: costly elementwise work there (an activation, a random hash) is stored first
-                    # (sigmoid(a) @ w: 559 us fused, 91 us stored, for a 128x256 @ 256x64)
+                    # (sigmoid(a) @ w: 559 us fused, 91 us stored, for a 128x256 @ 256x64). A padded convolution's
+                    # input too: the gradient of a batch norm and a max pool, fused into the next convolution's input
+                    # gradient, ran once per tap and output channel, and without the convolution's tile (a ResNet
+                    # step: 600 ms of 625 in that kernel)
                     ctx.realize.add(base)
                     changed = True
                     continue
