@@ -73,6 +73,26 @@ def test_symbolic_folds_masks():
 
 
 # ---- rangeify ----
+def test_symbolic_given_valid_simplifies_an_index_where_its_condition_holds():
+    """A read of one piece of a concatenation: `where(r < 128, idx, 0)` needs idx only for r in [0, 128), where
+    `(r + t * 128) // 8192` is 0 and `(t + r // 128) % 64` is t; `where(127 < r, ...)` reads r - 128 from 0. Within
+    the full range of r neither divides away. Kept only with fewer divisions; exact where the condition holds."""
+    from tgfx.lowering.symbolic import pm_given_valid
+    r, t = rng(384, 0), rng(64, 1)
+    idx_ = r % 32 + ((t + r // 128) % 64) * 32 + ((r + t * 128) // 8192) * 8192
+    low = UOp(Ops.CMPLT, dtypes.bool, (r, c(128)))
+    out = graph_rewrite(simplify(low.where(idx_, c(0))), pm_given_valid)
+    assert out.src[0] is low and out.src[1] is simplify(r % 32 + t * 32)
+    high = UOp(Ops.CMPLT, dtypes.bool, (c(255), r))
+    out = graph_rewrite(simplify(high.where((r + -256 + t * 128) % 128, c(0))), pm_given_valid)
+    assert out.src[1] is r + -256
+    for rv in range(256, 384):   # the same offsets where the condition holds
+        for tv in (0, 7, 63):
+            assert simplify(out.src[1].substitute({r: c(rv), t: c(tv)})).arg == (rv - 256 + tv * 128) % 128
+    unbounded = simplify(UOp(Ops.CMPLT, dtypes.bool, (r + t, c(100))).where(r % 32, c(0)))   # no bare range: as is
+    assert graph_rewrite(unbounded, pm_given_valid) is unbounded
+
+
 def test_rangeify_permute_becomes_index_arithmetic():
     src = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 6),), (2, 3))
     ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 6), UOp(Ops.PERMUTE, dtypes.float32, (src,), (1, 0)))),))

@@ -117,8 +117,9 @@ def test_a_transpose_is_tiled_in_vector_squares():
 
 
 def test_contractions_never_vectorise_an_axis_the_reduce_would_gather():
-    # a @ b.T: both inputs are contiguous along the reduce axis and neither output axis is: no lane layout avoids
-    # strided loads in the inner loop, so nothing is upcast (vectorising n would load b's column one float at a time)
+    # a @ b.T: both inputs are contiguous along the reduce axis and neither output axis is: vectorising n would load
+    # b's column one float at a time. The reduce is the vector instead (a dot-product tile: UNROLL by the lanes, its
+    # partial sums vector accumulators), and the output axes are only blocked (UPCAST by the tile's rows and columns)
     m, k, n = 64, 64, 64
     a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, m * k),), (m, 1, k))
     b = UOp(Ops.RESHAPE, dtypes.float32, (g(2, n * k),), (1, n, k))
@@ -127,7 +128,10 @@ def test_contractions_never_vectorise_an_axis_the_reduce_would_gather():
     bias = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(3, n),), (1, n)),), (m, n))
     ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, m * n), red + bias)),))
     sink = graph_rewrite(rangeify(ast), pm_symbolic)
-    assert [o.op for o in hand_coded_opts(sink, on_cores(1))] == []   # the bias's contiguous n does not count
+    target = on_cores(1)   # the bias's contiguous n does not count
+    rows, cols = target.dot_tile()
+    assert hand_coded_opts(sink, target) == [Opt("UNROLL", 2, target.lanes()), Opt("UPCAST", 1, cols),
+                                             Opt("UPCAST", 0, rows)]
 
 
 def test_a_padded_convolution_gets_register_blocking():

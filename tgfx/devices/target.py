@@ -132,6 +132,12 @@ class Target:
         tiles = ((2 * lanes, rows), (lanes, rows // 2), (half, rows // 2), (half, rows // 4))
         return tuple(t for t in dict.fromkeys(tiles) if t[1] >= 2)
 
+    def dot_tile(self) -> tuple[int, int]:
+        """(rows, columns) of a dot-product tile (a contraction whose operands both run along the reduce, `q @ k.T`):
+        rows x columns vector accumulators beside a vector of each row's and column's operand: 4 x 4 with 32
+        registers (16 + 8), 2 x 4 with 16 (8 + 6)."""
+        return max(self.tile_rows() // 2, 1), 4
+
     def max_tile_lanes(self, itemsize: int = 4) -> int:
         """Upcast x unroll lanes a kernel may have: the largest register tile (two vectors by `tile_rows`, half the
         register file). Beyond it accumulators spill and code size (and compile time) grows faster than speed."""

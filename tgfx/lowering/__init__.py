@@ -47,7 +47,7 @@ from tgfx.lowering.optimize import Opt, forced_opts, global_size, merge_loops, o
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.schedule import graph_template
-from tgfx.lowering.symbolic import pm_symbolic
+from tgfx.lowering.symbolic import pm_given_valid, pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
 
 
@@ -154,8 +154,9 @@ def index_level(ast: UOp) -> UOp:
     sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
     # float32 exp/exp2/tanh become vectorisable arithmetic instead of scalar C library calls
     sink = graph_rewrite(sink, pm_transcendental, name="transcendental")
-    # fold constants and simplify the index arithmetic rangeify produced
+    # fold constants and simplify the index arithmetic rangeify produced, a read under a condition within its bounds
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
+    sink = graph_rewrite(sink, pm_given_valid, name="symbolic given valid")
     # a one-hot sum over an indexed axis (a gather) becomes one load at the index, and its index math is simplified
     if (gathered := graph_rewrite(sink, pm_gather, name="gather")) is not sink:
         sink = graph_rewrite(gathered, pm_symbolic, name="symbolic after gather")

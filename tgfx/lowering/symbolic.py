@@ -193,3 +193,54 @@ pm_symbolic = PatternMatcher([
     (UPat(Ops.AND, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: (x if c.arg else c) if x.dtype.is_bool else None),
     (UPat(Ops.AND, src=(UPat.var("x"), UPat.var("y"))), lambda x, y: x if x is y else None),
 ])
+
+
+# ---- an index read only where a condition holds, simplified within the bounds the condition puts on loops ----
+def _narrowed(valid: UOp) -> dict[UOp, tuple[int, int]]:
+    """The bounds the clauses `r < c` and `c < r` of condition `valid` (an AND of them) put on loop ranges r, where
+    narrower than the range's own."""
+    bounds: dict[UOp, tuple[int, int]] = {}
+    stack = [valid]
+    while stack:
+        c = stack.pop()
+        if c.op is Ops.AND:
+            stack.extend(c.src)
+        elif c.op is Ops.CMPLT and c.src[0].op is Ops.RANGE and c.src[1].op is Ops.CONST:
+            lo, hi = bounds.get(c.src[0], (0, c.src[0].src[0].arg - 1))
+            bounds[c.src[0]] = (lo, min(hi, c.src[1].arg - 1))
+        elif c.op is Ops.CMPLT and c.src[1].op is Ops.RANGE and c.src[0].op is Ops.CONST:
+            lo, hi = bounds.get(c.src[1], (0, c.src[1].src[0].arg - 1))
+            bounds[c.src[1]] = (max(lo, c.src[0].arg + 1), hi)
+    return {r: (lo, hi) for r, (lo, hi) in bounds.items() if lo <= hi and (lo, hi) != (0, r.src[0].arg - 1)}
+
+
+def _divmods(x: UOp) -> int:
+    return sum(u.op in (Ops.IDIV, Ops.MOD) for u in x.toposort())
+
+
+def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
+    """`where(valid, idx, 0)` in index arithmetic: idx is used only where valid holds, so it may be simplified as if
+    the loops valid bounds ran only there: each such range r in [lo, hi] becomes lo + r' (r' a range of hi - lo + 1)
+    for the rules, and r - lo again after. A read of one piece of a concatenation (the heads of q, k and v's
+    gradients joined into one matrix) loses the divisions and remainders the full range needed
+    (`(r % 32) + ((t + r // 128) % 64) * 32 + ((r + t * 128) // 8192) * 8192` under r < 128 is `r % 32 + t * 32`);
+    kept only when it has fewer of them."""
+    if not idx.dtype.is_int or not (bounds := _narrowed(valid)):
+        return None
+    deps = set(idx.toposort())
+    bounds = {r: b for r, b in bounds.items() if r in deps}
+    if not bounds or not (before := _divmods(idx)):
+        return None
+    from tgfx.ir.pattern import graph_rewrite
+    fresh = {r: UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, hi - lo + 1),), (-1 - i, "given"))
+             for i, (r, (lo, hi)) in enumerate(bounds.items())}
+    inner = idx.substitute({r: fresh[r] + lo if lo else fresh[r] for r, (lo, _) in bounds.items()})
+    inner = graph_rewrite(inner, pm_symbolic, name="symbolic given valid")
+    out = inner.substitute({fresh[r]: r + -lo if lo else r for r, (lo, _) in bounds.items()})
+    return x.replace(src=(valid, out, x.src[2])) if _divmods(out) < before else None
+
+
+pm_given_valid = PatternMatcher([
+    (UPat(Ops.WHERE, src=(UPat.var("valid"), UPat.var("idx"), UPat.cvar("zero")), name="x"),
+     lambda x, valid, idx, zero: simplify_given_valid(x, valid, idx) if zero.arg == 0 else None),
+])
