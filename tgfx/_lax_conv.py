@@ -185,6 +185,8 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
         wt = wt.permute(to_last).contiguous().permute(tuple(np.argsort(to_last).tolist()))
     lead, outs, ins = x_shape[:2], g.shape[2:], x_shape[2:]
     counts = tuple(-(-size // ss) for size, ss in zip(ins, s, strict=True))   # positions of phase 0 per axis
+    dil = tuple(dd // math.gcd(ss, dd) for ss, dd in zip(s, d, strict=True))   # g's step between a phase's taps
+    strided = any(ss > 1 for ss in s)
     phases = []
     for rs in itertools.product(*(range(ss) for ss in s)):
         taps = [_phase_taps(r, before, kk, ss, dd)
@@ -194,13 +196,12 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
             phases.append(tnp.zeros((*lead, *counts), g.dtype))
             continue
         wp = wt[(slice(None), slice(None), *(slice(f, f + (n - 1) * m + 1, m) for f, n, m, _ in taps))]
-        dil = tuple(dd // math.gcd(ss, dd) for ss, dd in zip(s, d, strict=True))
         # g read from offset e on, as far as the last phase position's last tap (0 outside g)
         around = tuple((-e, size + (n - 1) * dd - o + e)
                        for (_, n, _, e), size, dd, o in zip(taps, sizes, dil, outs, strict=True))
         gp = pad_general(g, ((0, 0), (0, 0), *around)) if any(p != (0, 0) for p in around) else g
         dx = _correlate(gp, wp, (1,) * nsp, dil, groups)
-        if len(s) != sum(s):   # its own kernel: fused into the interleave, each element would run every phase's sum
+        if strided:   # its own kernel: fused into the interleave, each element would run every phase's sum
             dx = dx.contiguous()
         phases.append(_pad_spatial(dx, tuple((0, c - n) for c, n in zip(counts, sizes, strict=True))))
     if len(phases) == 1:

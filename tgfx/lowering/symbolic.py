@@ -10,7 +10,7 @@ from typing import Any
 
 from tgfx.dtypes import DType, cast_scalar
 from tgfx.ir.ops import GroupOp, Ops
-from tgfx.ir.pattern import PatternMatcher, UPat
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, tdiv
 
 
@@ -214,8 +214,8 @@ def _narrowed(valid: UOp) -> dict[UOp, tuple[int, int]]:
     return {r: (lo, hi) for r, (lo, hi) in bounds.items() if lo <= hi and (lo, hi) != (0, r.src[0].arg - 1)}
 
 
-def _divmods(x: UOp) -> int:
-    return sum(u.op in (Ops.IDIV, Ops.MOD) for u in x.toposort())
+def _divmods(nodes: list[UOp]) -> int:
+    return sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
 
 
 def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
@@ -227,17 +227,17 @@ def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
     kept only when it has fewer of them."""
     if not idx.dtype.is_int or not (bounds := _narrowed(valid)):
         return None
-    deps = set(idx.toposort())
+    nodes = idx.toposort()
+    deps = set(nodes)
     bounds = {r: b for r, b in bounds.items() if r in deps}
-    if not bounds or not (before := _divmods(idx)):
+    if not bounds or not (before := _divmods(nodes)):
         return None
-    from tgfx.ir.pattern import graph_rewrite
     fresh = {r: UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, hi - lo + 1),), (-1 - i, "given"))
              for i, (r, (lo, hi)) in enumerate(bounds.items())}
     inner = idx.substitute({r: fresh[r] + lo if lo else fresh[r] for r, (lo, _) in bounds.items()})
     inner = graph_rewrite(inner, pm_symbolic, name="symbolic given valid")
     out = inner.substitute({fresh[r]: r + -lo if lo else r for r, (lo, _) in bounds.items()})
-    return x.replace(src=(valid, out, x.src[2])) if _divmods(out) < before else None
+    return x.replace(src=(valid, out, x.src[2])) if _divmods(out.toposort()) < before else None
 
 
 pm_given_valid = PatternMatcher([
