@@ -57,6 +57,20 @@ def test_upcast_replicates_the_store_per_lane():
     assert len({u for u in out.toposort() if u.op is Ops.REDUCE}) == 4
 
 
+def test_lane_copies_are_the_graph_substituted_lane_by_lane():
+    """`_lane_copies` replays only the nodes that depend on the range, once per lane: each copy is exactly what a
+    whole-graph substitution makes, and what does not depend on the range is shared, not copied."""
+    from tgfx.lowering.optimize import _lane_copies
+    sink = matmul_sink(4, 8, 16)
+    store, rng = sink.src[0], ranges(sink)[1]
+    lanes = [rng.const_like(3) * 4 + j for j in range(4)]
+    copies = _lane_copies(store, rng, lanes)
+    assert copies == [store.substitute({rng: lane}) for lane in lanes]
+    a_read = next(u for u in store.toposort() if u.op is Ops.LOAD and rng not in u.toposort())
+    assert all(a_read in c.toposort() for c in copies)
+    assert _lane_copies(a_read, rng, lanes) == [a_read] * 4   # nothing to replace
+
+
 def test_thread_splits_a_range_over_core_ids():
     out = apply_opt(matmul_sink(4, 8, 16), Opt("THREAD", 0, 2))
     assert global_size(out) == 2

@@ -82,11 +82,15 @@ class PatternMatcher:
 
     def __init__(self, rules: list[tuple[UPat, Callable[..., UOp | None]]]) -> None:
         self.rules = rules
-        self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool]]] = {}
+        self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool, tuple]]] = {}
         for pat, fn in rules:
             wants_ctx = "ctx" in fn.__code__.co_varnames[:fn.__code__.co_argcount]
+            # the ops an in-order pattern allows at each source: a node whose sources do not fit is passed over
+            # without building captures (most rules fail on their sources' ops)
+            early = tuple((i, p.ops) for i, p in enumerate(pat.src) if p.ops is not None) \
+                if type(pat.src) is tuple and not pat.allow_any_len else ()
             for op in (pat.ops if pat.ops is not None else [None]):
-                self.by_op.setdefault(op, []).append((pat, fn, wants_ctx))
+                self.by_op.setdefault(op, []).append((pat, fn, wants_ctx, early))
         wild = self.by_op.get(None, [])
         for op in list(self.by_op):
             if op is not None:
@@ -96,7 +100,10 @@ class PatternMatcher:
         return PatternMatcher(self.rules + other.rules)
 
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
-        for pat, fn, wants_ctx in self.by_op.get(u.op, self.by_op.get(None, [])):
+        src = u.src
+        for pat, fn, wants_ctx, early in self.by_op.get(u.op, self.by_op.get(None, [])):
+            if early and (len(src) != len(pat.src) or any(src[i].op not in ops for i, ops in early)):
+                continue
             for store in pat.match(u, {}):
                 ret = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
                 if ret is not None and ret is not u:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -137,15 +137,20 @@ def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
     indices = [u.src[1] for u in lin if u.op is Ops.INDEX] + \
         [u.src[2] for u in lin if u.op is Ops.STORE and len(u.src) == 3]  # PADTO gates
     index_math = set(UOp(Ops.SINK, None, tuple(indices)).toposort())
-    trips, flops = [1], 0
+    flops = sum(n for u, n in with_trips(lin) if u.op in GroupOp.ALU and u not in index_math)
+    return flops, sum(b.arg[1] * b.dtype.itemsize for b in bufs)
+
+
+def with_trips(lin: list[UOp]) -> Iterator[tuple[UOp, int]]:
+    """Each op of a linearized kernel but its loops' ends, with the trips of the loops it is in."""
+    trips = [1]
     for u in lin:
+        if u.op is Ops.END:
+            trips.pop()
+            continue
+        yield u, trips[-1]
         if u.op is Ops.RANGE:
             trips.append(trips[-1] * u.src[0].arg)
-        elif u.op is Ops.END:
-            trips.pop()
-        elif u.op in GroupOp.ALU and u not in index_math:
-            flops += trips[-1]
-    return flops, sum(b.arg[1] * b.dtype.itemsize for b in bufs)
 
 
 def index_level(ast: UOp) -> UOp:
@@ -167,6 +172,18 @@ def index_level(ast: UOp) -> UOp:
     return sink
 
 
+# a kernel of at most this many scalar operations (loads, stores and arithmetic, times their loops' trips) runs in
+# about as long as its launch even as scalar code: LLVM's loop vectoriser and unroller are told to leave it alone.
+# They made such kernels 3-7x bigger and slower to compile (a 10-column bias gradient: 26 ms of LLVM, 4 ms without),
+# a third of a small model's first call being tiny kernels.
+SMALL_KERNEL_OPS = 32768
+
+
+def scalar_ops(lin: list[UOp]) -> int:
+    """The operations a linearized kernel executes: each load, store and arithmetic op times its loops' trips."""
+    return sum(n for u, n in with_trips(lin) if u.op in GroupOp.ALU or u.op is Ops.LOAD or u.op is Ops.STORE)
+
+
 def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
                   target: Target | None = None) -> tuple[str, list[UOp], list[UOp]]:
     """An optimised index-level kernel as LLVM IR for `target` (default: `host_target()`), with its program order and
@@ -174,8 +191,9 @@ def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
     # order into loops, hoisting what each loop does not depend on
     lin, acc_of = linearize(sink)
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-    ir = render_llvm(name, lin, acc_of, bufs, loop_vectorize=not any(o.op in ("UPCAST", "UNROLL") for o in opts),
-                     target=target)
+    small = scalar_ops(lin) <= SMALL_KERNEL_OPS
+    ir = render_llvm(name, lin, acc_of, bufs, target=target, loop_unroll=not small,
+                     loop_vectorize=not small and not any(o.op in ("UPCAST", "UNROLL") for o in opts))
     return ir, lin, bufs
 
 

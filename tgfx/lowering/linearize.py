@@ -55,27 +55,30 @@ def _range_order(r: UOp) -> int:
 class _Linearizer:
     def __init__(self) -> None:
         self.out: list[UOp] = []
-        self.scopes: list[set[UOp]] = [set()]
+        self.scopes: list[list[UOp]] = [[]]   # what each open loop (and the kernel's top level) placed
+        self.placed: set[UOp] = set()          # all of it: what is visible here
         self.open: list[UOp] = []
         self.n_acc = 0
         self.acc_of: dict[UOp, UOp] = {}
         self.reduces: dict[tuple[UOp, ...], list[UOp]] = {}  # REDUCEs of the current store group, by their ranges
 
     def visible(self, u: UOp) -> bool:
-        return any(u in s for s in self.scopes)
+        return u in self.placed
 
     def place(self, u: UOp) -> None:
         self.out.append(u)
-        self.scopes[-1].add(u)
+        self.scopes[-1].append(u)
+        self.placed.add(u)
 
     def open_range(self, r: UOp) -> None:
         self.out.append(r)
         self.open.append(r)
-        self.scopes.append({r})
+        self.scopes.append([r])
+        self.placed.add(r)
 
     def close_range(self) -> None:
         r = self.open.pop()
-        self.scopes.pop()
+        self.placed.difference_update(self.scopes.pop())
         self.out.append(UOp(Ops.END, None, (r,)))
 
     def emit(self, root: UOp) -> None:
@@ -83,7 +86,7 @@ class _Linearizer:
         stack: list[tuple[UOp, bool]] = [(root, False)]
         while stack:
             u, ready = stack.pop()
-            if self.visible(u):
+            if u in self.placed:
                 continue
             if u.op is Ops.REDUCE and not is_block_reduce(u):
                 (self.emit_carries if is_carry(u) else self.emit_reduce)(u)
@@ -94,15 +97,17 @@ class _Linearizer:
                 self.place(u)
                 continue
             stack.append((u, True))
-            stack.extend((s, False) for s in reversed(u.src) if not self.visible(s))
+            stack.extend((s, False) for s in reversed(u.src) if s not in self.placed)
 
     def hoist(self, value: UOp, inner: frozenset[UOp]) -> None:
         """Place every node of `value` that does not depend on the `inner` ranges (and so can run before them)."""
+        opened, skip = frozenset(self.open), (Ops.RANGE, Ops.CONST, Ops.SPECIAL, Ops.SINK)
         for n in value.toposort():
             # SINK: the caller's grouping node, not a value (it has no ranges when the values are constants)
-            if n.op in (Ops.RANGE, Ops.CONST, Ops.SPECIAL, Ops.SINK) or self.visible(n) or range_deps(n) & inner:
+            if n.op in skip or n in self.placed:
                 continue
-            if range_deps(n) <= set(self.open):
+            deps = range_deps(n)
+            if deps <= opened and inner.isdisjoint(deps):
                 self.emit(n)
 
     def emit_reduce(self, red: UOp) -> None:
@@ -135,7 +140,8 @@ class _Linearizer:
         for r, acc in zip(group, accs, strict=True):
             self.out.append(r)  # the REDUCE now reads its register
             self.acc_of[r] = acc
-            self.scopes[-1].update((r, acc))
+            self.scopes[-1] += (r, acc)
+            self.placed.update((r, acc))
 
     def emit_carries(self, red: UOp) -> None:
         """The carries of a loop kernel (tgfx/lowering/loop_kernel.py): a register each, set to its initial value
@@ -165,7 +171,8 @@ class _Linearizer:
         for r in group:
             self.out.append(r)
             self.acc_of[r] = regs[r.arg]
-            self.scopes[-1].update((r, regs[r.arg]))
+            self.scopes[-1] += (r, regs[r.arg])
+            self.placed.update((r, regs[r.arg]))
 
     def emit_stores(self, stores: list[UOp]) -> None:
         """Stores over the same ranges share one loop nest."""

@@ -79,25 +79,21 @@ def _split(sink: UOp, opt: Opt, kind: str) -> tuple[UOp, UOp, int]:
     return rng, outer, size
 
 
-def _replace_range(root: UOp, rng: UOp, lane: UOp) -> UOp:
-    """`root` with range `rng` replaced by `lane`, rebuilding only the nodes that depend on it (a lane shares the
-    rest of the graph with the other lanes; a full `substitute` per lane would walk all of it each time)."""
-    new: dict[UOp, UOp] = {}
-    stack = [(root, False)]
-    while stack:
-        u, ready = stack.pop()
-        if u in new:
-            continue
-        if u is rng or rng not in range_deps(u):
-            new[u] = lane if u is rng else u
-            continue
-        if not ready:
-            stack.append((u, True))
-            stack.extend((s, False) for s in u.src if s not in new)
-            continue
-        src = tuple(new[s] for s in u.src)
-        new[u] = u if src == u.src else u.replace(src=src)
-    return new[root]
+def _lane_copies(root: UOp, rng: UOp, lanes: list[UOp]) -> list[UOp]:
+    """`root` with range `rng` replaced by each of `lanes`, rebuilding only the nodes that depend on it (a lane shares
+    the rest of the graph with the other lanes): those nodes are found once, in order, and each lane replays them."""
+    if rng not in range_deps(root):
+        return [root] * len(lanes)
+    dependent = [u for u in root.toposort(lambda u: u.src if rng in range_deps(u) else ()) if rng in range_deps(u)]
+    out = []
+    for lane in lanes:
+        new: dict[UOp, UOp] = {rng: lane}
+        get = new.get
+        for u in dependent:
+            if u is not rng:
+                new[u] = UOp(u.op, u.dtype, tuple([get(s, s) for s in u.src]), u.arg, u.tag)
+        out.append(new[root])
+    return out
 
 
 def _steps_as_one(index: UOp, outer: UOp, inner: UOp) -> bool:
@@ -179,8 +175,7 @@ def upcast(sink: UOp, opt: Opt) -> UOp:
     rng, outer, _ = _split(sink, opt, "loop")
     sink = hoist_lane(sink, rng)
     lanes = [outer * opt.amount + c for c in range(opt.amount)]
-    stores = [_replace_range(st, rng, lane) if rng in range_deps(st) else st for st in sink.src for lane in
-              (lanes if rng in range_deps(st) else lanes[:1])]
+    stores = [copy for st in sink.src for copy in _lane_copies(st, rng, lanes)]
     return UOp(Ops.SINK, None, tuple(dict.fromkeys(stores)), sink.arg)
 
 
@@ -193,8 +188,7 @@ def unroll(sink: UOp, opt: Opt) -> UOp:
     mapping = {}
     for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
         others = tuple(outer if r is rng else r for r in red.src[1:])
-        parts = [UOp(Ops.REDUCE, red.dtype, (_replace_range(red.src[0], rng, lane), *others), red.arg)
-                 for lane in lanes]
+        parts = [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg) for copy in _lane_copies(red.src[0], rng, lanes)]
         while len(parts) > 1:  # a balanced tree of combines
             parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
                      for i in range(0, len(parts), 2)]

@@ -84,7 +84,8 @@ _LLVM_SUFFIX = {"float": "f32", "double": "f64"}
 class LLVMRenderer:
     rules: dict[tuple[Ops, str], Rule]   # the ALU rules below (set after them)
 
-    def __init__(self, name: str, loop_vectorize: bool = True, target: Target | None = None) -> None:
+    def __init__(self, name: str, loop_vectorize: bool = True, target: Target | None = None,
+                 loop_unroll: bool = True) -> None:
         self.name = name
         # LLVM's vectorisers build vectors as wide as the target's registers, which the options' tiles are made for
         # (its own default for some AVX-512 CPUs is half that width)
@@ -92,7 +93,10 @@ class LLVMRenderer:
         self.vector_bits = 8 * self.target.vector_bytes
         # upcast kernels are vectorised across their lanes by SLP; the loop vectoriser would vectorise the reduce
         # loop instead, with gathers, so it is turned off for their loops
-        self.loop_md = "" if loop_vectorize else ", !llvm.loop !0"
+        # (and a kernel too small for either to pay keeps its loops as written: see `render_kernel`)
+        self.loop_hints = [*([] if loop_vectorize else ['!{!"llvm.loop.vectorize.enable", i1 false}']),
+                           *([] if loop_unroll else ['!{!"llvm.loop.unroll.disable"}'])]
+        self.loop_md = ", !llvm.loop !0" if self.loop_hints else ""
         self.lines: list[str] = []
         self.allocas: list[str] = []
         self.names: dict[UOp, str] = {}
@@ -504,7 +508,8 @@ class LLVMRenderer:
             f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) #0 {{", "entry:", *loads,
             f"  call void @{self.name}_body({call_args})", "  ret void", "}",
             f'attributes #0 = {{ "prefer-vector-width"="{self.vector_bits}" }}',
-            *(['!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.vectorize.enable", i1 false}'] if self.loop_md else []),
+            *([f'!0 = distinct !{{!0, {", ".join(f"!{i + 1}" for i in range(len(self.loop_hints)))}}}'] +
+              [f"!{i + 1} = {h}" for i, h in enumerate(self.loop_hints)] if self.loop_hints else []),
         ])
 
     def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
@@ -724,6 +729,7 @@ LLVMRenderer.rules = alu_rules   # a renderer for another target (render_nvptx.p
 
 
 def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], loop_vectorize: bool = True,
-                target: Target | None = None) -> str:
-    """A linearized kernel as LLVM IR for `target` (default: `host_target()`)."""
-    return LLVMRenderer(name, loop_vectorize, target).render(lin, acc_of, bufs)
+                target: Target | None = None, loop_unroll: bool = True) -> str:
+    """A linearized kernel as LLVM IR for `target` (default: `host_target()`); `loop_vectorize` / `loop_unroll`
+    False: LLVM's loop vectoriser / unroller leave its loops alone."""
+    return LLVMRenderer(name, loop_vectorize, target, loop_unroll).render(lin, acc_of, bufs)
