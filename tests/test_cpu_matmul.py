@@ -52,6 +52,19 @@ def test_a_register_tile_is_vector_accumulators(cpu: str) -> None:
         assert len(re.findall(rf"store <{lanes} x float> %t\d+, ptr %vacc", ir)) == 2 * cols * rows // lanes
 
 
+def test_an_epilogue_transcendental_is_decomposed_after_the_options_once_per_lane() -> None:
+    """The tile's lanes each copy one TANH through the options' rewrites, not its polynomial (a 32 x 8 tile of an
+    RNN cell spent 120 ms copying and simplifying those); the renderer decomposes them, so no library call is left."""
+    x, w, b = (tg.asarray(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
+    (ast,) = kernels(tnp.tanh(x @ w + b))
+    t = native_target()
+    sink, opts = apply_hand_coded(index_level(ast), t)
+    cols, rows = t.contraction_tiles()[0]
+    assert sum(u.op is Ops.TANH for u in sink.toposort()) == cols * rows
+    ir = render_kernel("k", sink, opts, t)[0]
+    assert "tanh" not in ir and "call float @" not in ir
+
+
 def test_packed_accumulators_compute_what_numpy_does() -> None:
     """Tiles as vectors on odd shapes: remainders of no tile, K = 1, one column, padded columns, a column sum, an
     unrolled dot product, a fused epilogue."""

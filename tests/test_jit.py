@@ -418,3 +418,32 @@ def test_pytree_and_scalar_replays_take_the_fast_path_and_match_the_general_one(
     same = tg.asarray(v0)                              # one Tensor passed twice into a program traced with two
     out, _ = step(1, {"w": same, "v": (same, 0.5)})
     np.testing.assert_allclose(out["w"].numpy(), v0 - 0.5 * v0, rtol=1e-5)
+
+
+def test_tracing_pauses_the_garbage_collector_and_gives_it_back_as_it_was():
+    """Tracing and lowering allocate nodes by the ten thousand (acyclic, freed by reference counts), so the cyclic
+    collector is off while a jitted function is traced and compiled, and afterwards as the user had it."""
+    import gc
+
+    from tgfx.lowering import gc_paused
+    seen = []
+
+    @tg.jit
+    def f(x):
+        seen.append(gc.isenabled())
+        return x * 2 + 1
+
+    assert gc.isenabled()
+    f(tg.asarray(np.ones(3, np.float32)))
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        f(tg.asarray(np.ones(4, np.float32)))   # a new shape: traced again
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()   # the outer pause still holds
+    assert gc.isenabled()

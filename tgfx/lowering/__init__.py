@@ -12,8 +12,11 @@
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -157,8 +160,6 @@ def index_level(ast: UOp) -> UOp:
     """A kernel AST (tensor level, buffers by slot) as scalar index-level code with explicit loops, simplified."""
     # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
     sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
-    # float32 exp/exp2/tanh become vectorisable arithmetic instead of scalar C library calls
-    sink = graph_rewrite(sink, pm_transcendental, name="transcendental")
     # fold constants and simplify the index arithmetic rangeify produced, a read under a condition within its bounds
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
     sink = graph_rewrite(sink, pm_given_valid, name="symbolic given valid")
@@ -184,12 +185,19 @@ def scalar_ops(lin: list[UOp]) -> int:
     return sum(n for u, n in with_trips(lin) if u.op in GroupOp.ALU or u.op is Ops.LOAD or u.op is Ops.STORE)
 
 
+def decompose_transcendentals(sink: UOp) -> UOp:
+    """float32 exp/exp2/tanh/log as vectorisable arithmetic instead of scalar C library calls (`transcendental.py`).
+    Done after the options: a register tile's lanes each copy one TANH node, not its thirty-node polynomial, through
+    the options' rewrites (a 32 x 8 tile of the RNN cell `tanh(x @ wx + h @ wh + b)` spent 120 ms there)."""
+    return graph_rewrite(sink, pm_transcendental, name="transcendental")
+
+
 def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
                   target: Target | None = None) -> tuple[str, list[UOp], list[UOp]]:
     """An optimised index-level kernel as LLVM IR for `target` (default: `host_target()`), with its program order and
     its buffers (by slot)."""
     # order into loops, hoisting what each loop does not depend on
-    lin, acc_of = linearize(sink)
+    lin, acc_of = linearize(decompose_transcendentals(sink))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     small = scalar_ops(lin) <= SMALL_KERNEL_OPS
     ir = render_llvm(name, lin, acc_of, bufs, target=target, loop_unroll=not small,
@@ -207,14 +215,14 @@ def symbol_name(ast: UOp, mode: str) -> str:
 
 def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelSource:
     """A kernel AST through every stage before LLVM's: index level, options, program order, LLVM IR."""
-    # rangeify -> transcendental -> symbolic: scalar index-level code with explicit loops
+    # rangeify -> symbolic: scalar index-level code with explicit loops
     sink = index_level(ast)
     # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
     sink, applied = optimize(sink, target, kernel_name(ast), ast.key, opts)
     # options the caller gave or a search found name the object; the heuristics' are named by what chose them
     mode = opt_mode(applied, target) if opts is not None or config.BEAM > 0 else opt_mode(None, target)
     name = symbol_name(ast, mode)
-    # order into loops and render LLVM IR for the target's vector width
+    # transcendentals as arithmetic, order into loops and render LLVM IR for the target's vector width
     ir, lin, bufs = render_kernel(name, sink, applied, target)
     flops, mem = estimate_cost(lin, bufs)
     return KernelSource(name, ir, len(bufs), mode, flops, mem, global_size(sink), tuple(applied))
@@ -269,6 +277,31 @@ def _load(ast: UOp, mode: str, key: str, ko: KernelObject, target: Target) -> Co
     return _kernels.setdefault((ast.key, mode), ck)
 
 
+_gc_lock = threading.Lock()
+_gc_pause = {"depth": 0, "was_enabled": False}   # the pauses in progress, and whether the collector ran before them
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while tracing and lowering: they allocate nodes by the ten thousand,
+    every so many allocations start a collection, and a full one walks every live object (the program's graphs and
+    caches) to find no cycles: UOp graphs are acyclic and freed by reference counts. An RNN step's first call spent
+    119 of its 930 ms there. Nested and concurrent pauses share one: the collector comes back on, if it was on, when
+    the last one ends."""
+    with _gc_lock:
+        if _gc_pause["depth"] == 0:
+            _gc_pause["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _gc_pause["depth"] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pause["depth"] -= 1
+            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
+                gc.enable()
+
+
 def prelower(asts: Iterable[UOp]) -> None:
     """Compile a program's kernels before it is encoded, the LLVM compiles on worker threads (llvmlite releases the
     GIL) while this thread lowers the next kernel in Python: a program's first call overlaps the two. One thread
@@ -279,7 +312,7 @@ def prelower(asts: Iterable[UOp]) -> None:
         return
     compiler()  # made before the threads start: creating it uses LLVM
     threads = 1 + (len(compile_workers()) if len(todo) >= 4 else 0)   # a worker is worth starting for a few kernels
-    with ThreadPoolExecutor(threads, thread_name_prefix="tgfx-compile") as pool:
+    with ThreadPoolExecutor(threads, thread_name_prefix="tgfx-compile") as pool, gc_paused():
         jobs = [job for ast in todo if isinstance(job := lower_kernel(ast, pool=pool), tuple)]
     for fut, finish in jobs:
         finish(fut.result())

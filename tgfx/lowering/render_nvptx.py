@@ -11,7 +11,7 @@ thread ids of `optimize_gpu.py`'s SPECIALs read from `llvm.nvvm.read.ptx.sreg.*`
 axis's end return there), block REDUCEs as warp shuffles (`llvm.nvvm.shfl.sync.bfly.i32`) and a shared-memory
 (addrspace 3) exchange between warps with barriers, and the block size as `"nvvm.reqntid"` (ptxas then budgets the
 registers for it). LLVM's NVPTX backend selects no `llvm.sin/cos/exp/log/pow` and ptxas resolves no libm call: the
-float32 exp, exp2, tanh, log, log2 and log1p are tgfx's own arithmetic (`transcendental.py`, run by `index_level`),
+float32 exp, exp2, tanh, log, log2 and log1p are tgfx's own arithmetic (`transcendental.py`, after the options),
 every other transcendental (and float64's) calls libdevice (`nvvm/libdevice/libdevice.10.bc` of the CUDA toolkit),
 linked into the module and internalised so only what a kernel calls lands in its PTX.
 
@@ -316,15 +316,15 @@ def kernel_ir(ast: UOp, target: GPUTarget = GPU_DEFAULT,
               opts: Sequence[Opt] | None = None) -> tuple[str, str, LaunchDims, list[Opt]]:
     """A kernel AST through every stage before LLVM's for `target`: (NVPTX LLVM IR, kernel name, launch dims, the
     options applied)."""
-    from tgfx.lowering import index_level, kernel_name
-    # rangeify -> transcendental -> symbolic, as for the CPU
+    from tgfx.lowering import decompose_transcendentals, index_level, kernel_name
+    # rangeify -> symbolic, as for the CPU
     sink = index_level(ast)
     # threads and blocks: the GPU's options (heuristics from the target, or `opts` exactly)
     sink, applied = optimize_gpu(sink, target, opts)
     name = kernel_name(ast) if opts is None else \
         f"{kernel_name(ast)}_{hashlib.sha256(_mode(opts, target).encode()).hexdigest()[:6]}"
-    # order into loops, then the LLVM IR of the GPU renderer
-    lin, acc_of = linearize(sink)
+    # transcendentals as arithmetic, order into loops, then the LLVM IR of the GPU renderer
+    lin, acc_of = linearize(decompose_transcendentals(sink))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     grid, block = launch_dims(sink)
     dims = LaunchDims(grid, block, max((b.arg[0] + 1 for b in bufs), default=0))

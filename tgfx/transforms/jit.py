@@ -32,7 +32,7 @@ from tgfx.function import Function, _describe_paths
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp, buffers
-from tgfx.lowering import lower_multi, reads_in_place
+from tgfx.lowering import gc_paused, lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
 from tgfx.lowering.execute import buffer_memory, copyin, copyout
@@ -238,7 +238,8 @@ class Jit:
         key = (treedef, specs, static, aliases, bool(config.X64))
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
+            with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
+                hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
         prog, out_tree = hit
         if fast is not None and aliases is None and not prog.donated and not prog.sharded:
             self._fast[fast_key] = hit
