@@ -14,7 +14,7 @@ cd "$REPO" || exit 2
 LOGS="${OUT:-/tmp}/gpu_check"
 mkdir -p "$LOGS"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"   # tgfx from this checkout, installed or not
-export TGFX_CACHE_DIR="$LOGS/cache"                    # a cold kernel cache: compiles are part of what is checked
+export TGFX_CACHE_DIR="$(mktemp -d /tmp/tgfx_gpu_cache.XXXXXX)"   # a cold kernel cache: compiles are checked too
 PY="${PYTHON:-python3}"
 START=$(date +%s)
 SUMMARY=()
@@ -96,8 +96,14 @@ for name, (got, want) in checks.items():
 raise SystemExit(bad)
 EOF
 
-# 6. the benchmark on CUDA, beside jax and torch where their CUDA builds import (short samples: a first look)
-TAIL=40 step bench 200 "$PY" -m bench --device CUDA --repeat 3 --budget 3 --frameworks tgfx,numpy,jax,torch
+# 6. the op, gradient and jit tests with CUDA:0 as the default device: every kernel they compile runs on the GPU
+# (a test that names "CPU:0" as where a result lies fails here for that reason alone: read the failures' messages)
+step ops 150 env TGFX_DEVICE=CUDA "$PY" -m pytest -q -n "${GPU_CHECK_WORKERS:-8}" -p no:cacheprovider --maxfail=60 \
+    tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_movement.py tests/test_grad.py tests/test_jit.py
+
+# 7. the benchmark on CUDA, beside jax and torch where their CUDA builds import (short samples: a first look)
+TAIL=40 step bench 200 "$PY" -m bench --device CUDA --repeat 3 --budget 2 --frameworks tgfx,numpy,jax,torch \
+    --only "${GPU_CHECK_BENCH:-matmul,gelu,softmax,mlp,dispatch,mnist_step,conv2d}"
 
 echo "=== summary ($(( $(date +%s) - START )) s in all; logs in $LOGS)"
 for line in "${SUMMARY[@]}"; do echo "$line"; done

@@ -583,7 +583,7 @@ def test_gpu_kernel_copies_and_signals_on_the_driver() -> None:
     flag.wait(5, timeout=10)
     fence.wait(timeout=10)
     dev.allocator.copyout(y, inp)
-    np.testing.assert_array_equal(y, x + 2)
+    np.testing.assert_array_equal(y, (x + 1) + 1)    # two float32 additions, rounded each
     assert any(e.name == "add_one" and e.end_ns >= e.start_ns for e in dev.profile_events)
 
 
@@ -603,7 +603,7 @@ def test_gpu_device_put_and_copies_between_devices() -> None:
 @pytest.mark.gpu
 def test_gpu_module_load_failure_shows_the_jit_log() -> None:
     dev = _cuda0()
-    with pytest.raises(CudaError, match=r"cuModuleLoadDataEx failed .*JIT log: .*loading kernel 'broken' on CUDA:0"):
+    with pytest.raises(CudaError, match=r"cuModuleLoadDataEx failed .*loading kernel 'broken' on CUDA:0.*JIT log: .*'bogus'"):
         dev.load_kernel(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { bogus; }",
                         "broken", (1, 1))
 

@@ -154,6 +154,17 @@ def test_cache_keys_and_code_follow_the_target() -> None:
     assert ptx_of(ast, GPU_DEFAULT)[0] is ptx90   # the memory cache, per target
 
 
+def test_every_buffer_slot_is_a_parameter_also_one_never_read() -> None:
+    # the zero-size part of a concatenation is a buffer slot the kernel never reads; the EXEC still gives it a word,
+    # so the kernel takes one parameter a slot
+    tnp = tg.numpy
+    ast, _ = _one_kernel(lambda e, x: tnp.concatenate([e, x]), tg.asarray(np.zeros((0, 3), np.float32)), f32(2, 3))
+    ptx, name, dims = ptx_of(ast)
+    assert dims.params == 3
+    entry = ptx[ptx.index(f".entry {name}("):]
+    assert entry[:entry.index(")")].count(".param") == 3
+
+
 def test_elementwise_kernel_loads_16_bytes_a_thread() -> None:
     ast, _ = _one_kernel(lambda a, b: a * b + 1.0, f32(256, 256), f32(256, 256))
     ptx, name, dims = ptx_of(ast)
@@ -193,6 +204,7 @@ def _gpu_programs() -> list:
         (m - m.mean(axis=1, keepdims=True)) / tnp.sqrt(m.var(axis=1, keepdims=True) + 1e-5),
         f32(8, 100) @ f32(100, 12), f32(40, 3) @ f32(3, 50), f32(256, 64) @ f32(64, 1024), tnp.cumsum(x, axis=1),
         tg.lax.conv(f32(2, 3, 10, 10), f32(4, 3, 3, 3), (1, 1), "SAME"), f32(3, 5, 7, 9).sum(axis=(1, 3)),
+        -(tg.nn.log_softmax(m, axis=1) * (m > 0)).sum(axis=1).mean(),   # rows' reduces inside one over the rows
     ]
 
 

@@ -161,7 +161,10 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
         # a block per row: its threads share the row's reduces (GROUP) and its outputs (LOCAL)
         n = target.group_threads(longest)
         opts: list[Opt] = []
-        grouped = {max(red.src[1:], key=lambda r: r.src[0].arg).arg[0] for red in red_nodes}
+        # the block's threads split the outermost reduces; one inside another's range (a row's max within a sum over
+        # the rows) runs whole in each thread, on the rows that thread holds
+        outermost = [red for red in red_nodes if not any(r.arg[1] == "reduce" for r in range_deps(red))]
+        grouped = {max(red.src[1:], key=lambda r: r.src[0].arg).arg[0] for red in outermost}
         rows = [r for r in loops if any(r in range_deps(red) for red in red_nodes)]
         cols = [r for r in loops if r not in rows]
         for dim, r in enumerate(reversed(rows[-3:])):

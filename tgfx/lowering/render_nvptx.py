@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import llvmlite.binding as llvm
 
 from tgfx import config
+from tgfx.counters import counters
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.dtypes import DType
 from tgfx.ir.ops import Ops
@@ -327,7 +328,10 @@ def kernel_ir(ast: UOp, target: GPUTarget = GPU_DEFAULT,
     lin, acc_of = linearize(decompose_transcendentals(sink))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     grid, block = launch_dims(sink)
-    dims = LaunchDims(grid, block, max((b.arg[0] + 1 for b in bufs), default=0))
+    # a parameter for every slot of the AST, also one whose loads were folded away (a zero-size part): the EXEC gives
+    # a word for each
+    slots = max((u.arg[0] + 1 for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), default=0)
+    dims = LaunchDims(grid, block, max(slots, *(b.arg[0] + 1 for b in bufs)) if bufs else slots)
     return render_nvptx(name, lin, acc_of, bufs, dims, target), name, dims, applied
 
 
@@ -349,6 +353,7 @@ def ptx_of(ast: UOp, target: GPUTarget = GPU_DEFAULT,
     else:
         ir, name, dims, _ = kernel_ir(ast, target, opts)
         text = compile_ptx(ir, target)
+        counters.compile_count += 1   # a program compiled to run, as `compile_llvm` counts the CPU's
         write_cached(key, {"name": name, "grid": dims.grid, "block": dims.block, "params": dims.params},
                      text.encode())
         out = (text, name, dims)
