@@ -603,7 +603,8 @@ def test_gpu_device_put_and_copies_between_devices() -> None:
 @pytest.mark.gpu
 def test_gpu_module_load_failure_shows_the_jit_log() -> None:
     dev = _cuda0()
-    with pytest.raises(CudaError, match=r"cuModuleLoadDataEx failed .*loading kernel 'broken' on CUDA:0.*JIT log: .*'bogus'"):
+    want = r"cuModuleLoadDataEx failed .*loading kernel 'broken' on CUDA:0.*JIT log: .*'bogus'"
+    with pytest.raises(CudaError, match=want):
         dev.load_kernel(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { bogus; }",
                         "broken", (1, 1))
 
