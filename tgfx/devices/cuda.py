@@ -13,8 +13,9 @@ tested without a GPU), and the stream is the queue that runs them:
                block the submitting thread until the stream's earlier WAITs pass)
     WAIT       cuStreamWaitValue64(signal, value, GEQ) on the signal's page, registered with cuMemHostRegister:
                the same 64-bit host words the CPU devices wait on and write
-    SIGNAL     cuStreamWriteValue64, then a native host function that wakes host threads asleep on the word (a GPU
-               write does not wake a futex)
+    SIGNAL     cuStreamWriteValue64. A GPU's write wakes no thread asleep on the word (a futex): the engine's
+               `Waker`, a host thread, wakes them once an event after the write completes, so nothing of the host
+               sits in the stream's path (a host function there would hold the stream until a driver thread ran it)
     TIMESTAMP  a native host function that stores CLOCK_MONOTONIC (the CPU devices' clock) in ns, then wakes
     BARRIER    nothing: a stream runs in order, and its value writes are fenced
     BLOCK, JUMP, WRITE, ADD, indexed COPY: device-side control flow a stream cannot express; such a submission is
@@ -42,11 +43,14 @@ from typing import Any
 import numpy as np
 
 from tgfx.devices.cuda_driver import (
+    CU_EVENT_BLOCKING_SYNC,
+    CU_EVENT_DISABLE_TIMING,
     CU_MEMHOSTALLOC_DEVICEMAP,
     CU_MEMHOSTALLOC_PORTABLE,
     CU_MEMHOSTREGISTER_DEVICEMAP,
     CU_MEMHOSTREGISTER_PORTABLE,
     CUDA_ERROR_NO_DEVICE,
+    CUDA_ERROR_OUT_OF_MEMORY,
     CudaDriverNotFound,
     CudaError,
     Driver,
@@ -313,6 +317,7 @@ class Issued:
     keep: list[Any] = field(default_factory=list)            # staging jobs, parameter words
     release: list[Callable[[], None]] = field(default_factory=list)   # staging buffers to give back
     kernels: list[str] = field(default_factory=list)
+    signals: list[int] = field(default_factory=list)         # the host words its SIGNALs write (to wake sleepers)
     timed: list[tuple[str, int, int, int, int]] = field(default_factory=list)  # (name, start ev, end ev, nbytes, gs)
 
 
@@ -372,7 +377,7 @@ class Translator:
             elif op is Op.WAIT:
                 self._wait(int(words[p + _WAIT.word("signal")]), int(words[p + _WAIT.word("value")]))
             elif op is Op.SIGNAL:
-                self._signal(int(words[p + _SIGNAL.word("signal")]), int(words[p + _SIGNAL.word("value")]))
+                self._signal(int(words[p + _SIGNAL.word("signal")]), int(words[p + _SIGNAL.word("value")]), issued)
             elif op is Op.TIMESTAMP:
                 sig = int(words[p + _TIMESTAMP.word("signal")])
                 self.drv.cuLaunchHostFunc(self.stream, self.host_fns.timestamp, sig)
@@ -471,10 +476,10 @@ class Translator:
         except CudaError as e:
             raise e.at(f"WAIT for signal {sig:#x} >= {value} on {self.label}") from None
 
-    def _signal(self, sig: int, value: int) -> None:
+    def _signal(self, sig: int, value: int, issued: Issued) -> None:
         try:
             self.drv.cuStreamWriteValue64(self.stream, self.pages.device_addr(sig, _SIGNALS.get(sig)), value)
-            self.drv.cuLaunchHostFunc(self.stream, self.host_fns.wake, sig)
+            issued.signals.append(sig)
         except CudaError as e:
             raise e.at(f"SIGNAL {sig:#x} = {value} on {self.label}") from None
         if sig == self.timeline:
@@ -509,6 +514,8 @@ class CUDARing:
         proc.device.make_current()
         self.poll()
         issued = proc.translator.run(words, starts)
+        if issued.signals:
+            proc.waker.watch(issued.signals)
         done = proc.event()
         proc.drv.cuEventRecord(done, proc.stream)
         with self._lock:
@@ -548,6 +555,53 @@ class CUDARing:
         return f"ring word {at}"
 
 
+class Waker:
+    """Wakes the host threads asleep on the signal words a stream writes, from a thread of its own: for each
+    submission that writes signals it records an event after them (blocking sync: the thread sleeps in the driver
+    until the GPU passes it), then wakes the words' sleepers. The stream never waits for the host; a host wait spins
+    first (`CUDADevice.host_spin_ns`) and sleeps only on longer work, which this wakes."""
+
+    def __init__(self, proc: CUDACommandProcessor) -> None:
+        self.proc = proc
+        self._items: deque[tuple[int, list[int]]] = deque()
+        self._ready = threading.Condition()
+        self._events: list[int] = []
+        self._thread: threading.Thread | None = None
+
+    def watch(self, signals: list[int]) -> None:
+        """Wake the sleepers on `signals` once the stream has done what was issued to it so far (the calling thread
+        has the device's context current)."""
+        proc = self.proc
+        try:
+            ev = self._events.pop()
+        except IndexError:
+            ev = proc.drv.cuEventCreate(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING)
+        proc.drv.cuEventRecord(ev, proc.stream)
+        with self._ready:
+            self._items.append((ev, signals))
+            self._ready.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"tgfx {proc.label} waker", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        proc = self.proc
+        proc.device.make_current()
+        rt = host_runtime()
+        while True:
+            with self._ready:
+                while not self._items:
+                    self._ready.wait()
+                ev, signals = self._items.popleft()
+            try:
+                proc.drv.cuEventSynchronize(ev)
+            except CudaError:
+                pass   # a failed stream: its waiters learn of it from the ring's poll, once woken
+            for sig in signals:
+                rt.wake(sig)
+            self._events.append(ev)
+
+
 def count_retired(n: int) -> None:
     """Count `n` completed GPU operations as progress, as the CPU's processors count retired packets: a host wait gives
     up only after `TGFX_WAIT_TIMEOUT` without progress anywhere (`hcq._Stall`), so a long run of GPU submissions
@@ -568,6 +622,7 @@ class CUDACommandProcessor(CommandProcessor):
         self.device: CUDADevice = device
         self.drv = device.drv
         self.ring = CUDARing(self)
+        self.waker = Waker(self)
         self.stream = 0
         self._free_events: list[int] = []
         self._done_events: deque[ProfileEvent] = deque()
@@ -621,39 +676,80 @@ class CUDACommandProcessor(CommandProcessor):
 # memory
 
 class _DeviceMemory:
-    """Owns one cuMemAlloc allocation; frees it when collected (queues hold it until their fence passes)."""
+    """Owns one allocation of `CUDAAllocator`; gives it back to the allocator's cache when collected (queues hold it
+    until their fence passes, so the GPU is done with it)."""
 
-    __slots__ = ("device", "ptr")
+    __slots__ = ("device", "ptr", "size")
 
-    def __init__(self, device: CUDADevice, ptr: int) -> None:
-        self.device, self.ptr = device, ptr
+    def __init__(self, device: CUDADevice, ptr: int, size: int) -> None:
+        self.device, self.ptr, self.size = device, ptr, size
 
     def __del__(self) -> None:
         try:
-            MEMORY.remove(self.ptr)
-            self.device.make_current()
-            self.device.drv.cuMemFree(self.ptr)
-        except Exception:  # noqa: BLE001 -- at interpreter exit the driver may be gone
+            self.device.allocator.give_back(self.ptr, self.size)
+        except Exception:  # noqa: BLE001 -- at interpreter exit the allocator may be gone
             pass
 
 
 class CUDAAllocator(QueueAllocator):
-    """Device memory (`cuMemAlloc`); copies to and from the host are COPY packets on the copy engine."""
+    """Device memory; copies to and from the host are COPY packets on the copy engine.
+
+    Memory comes from `cuMemAlloc` and, once its buffer is collected, goes back to a cache of free blocks by size
+    rather than to `cuMemFree`, which waits for the whole device and costs a driver round trip: a jitted step that
+    allocates the same sizes every call reuses them. An allocation the GPU cannot satisfy empties the cache and tries
+    again."""
 
     device: CUDADevice
+
+    def __init__(self, device: CUDADevice) -> None:
+        super().__init__(device)
+        self._free: dict[int, list[int]] = {}   # size -> free blocks (list appends and pops are atomic: see give_back)
 
     def alloc(self, nbytes: int) -> Buffer:
         """Allocate `nbytes` of device memory (256-byte aligned; not zeroed)."""
         if nbytes < 0:
             raise ValueError(f"cannot allocate {nbytes} bytes on {self.device.name}")
         dev = self.device
+        size = -(-max(nbytes, 1) // ALIGN) * ALIGN
+        try:
+            ptr = self._free.get(size, []).pop()
+        except IndexError:
+            ptr = self._fresh(size, nbytes)
+        return Buffer(dev, nbytes, ptr, _DeviceMemory(dev, ptr, size))
+
+    def _fresh(self, size: int, nbytes: int) -> int:
+        dev = self.device
         dev.make_current()
         try:
-            ptr = dev.drv.cuMemAlloc(max(nbytes, 1))
+            try:
+                ptr = dev.drv.cuMemAlloc(size)
+            except CudaError as e:
+                if e.code != CUDA_ERROR_OUT_OF_MEMORY or not self.release_cached():
+                    raise
+                ptr = dev.drv.cuMemAlloc(size)
         except CudaError as e:
             raise e.at(f"allocating {nbytes} B on {dev.name} ({dev.gpu_name})") from None
-        MEMORY.add(ptr, nbytes, dev)
-        return Buffer(dev, nbytes, ptr, _DeviceMemory(dev, ptr))
+        MEMORY.add(ptr, size, dev)
+        return ptr
+
+    def give_back(self, ptr: int, size: int) -> None:
+        """A block no buffer holds any more (called from a finalizer, on any thread: it takes no lock)."""
+        self._free.setdefault(size, []).append(ptr)
+
+    def release_cached(self) -> int:
+        """Free every cached block with `cuMemFree`; returns how many bytes that gave back to the driver."""
+        dev, freed = self.device, 0
+        dev.make_current()
+        for size, blocks in list(self._free.items()):
+            while True:
+                try:
+                    ptr = blocks.pop()
+                except IndexError:
+                    break
+                MEMORY.remove(ptr)
+                dev.drv.cuMemFree(ptr)
+                freed += size
+        return freed
 
 
 # ---------------------------------------------------------------------------------------------------------------
