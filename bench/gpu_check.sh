@@ -98,8 +98,10 @@ EOF
 
 # 6. the op, gradient and jit tests with CUDA:0 as the default device: every kernel they compile runs on the GPU
 # (a test that names "CPU:0" as where a result lies fails here for that reason alone: read the failures' messages)
+OPS_TESTS="${GPU_CHECK_TESTS:-tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_movement.py \
+tests/test_grad.py tests/test_jit.py}"
 step ops 150 env TGFX_DEVICE=CUDA "$PY" -m pytest -q -n "${GPU_CHECK_WORKERS:-8}" -p no:cacheprovider --maxfail=60 \
-    tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_movement.py tests/test_grad.py tests/test_jit.py
+    $OPS_TESTS
 
 # 7. the benchmark on CUDA, beside jax and torch where their CUDA builds import (short samples: a first look)
 TAIL=40 step bench 200 "$PY" -m bench --device CUDA --repeat 3 --budget 2 --frameworks tgfx,numpy,jax,torch \
