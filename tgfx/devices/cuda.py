@@ -13,9 +13,9 @@ tested without a GPU), and the stream is the queue that runs them:
                block the submitting thread until the stream's earlier WAITs pass)
     WAIT       cuStreamWaitValue64(signal, value, GEQ) on the signal's page, registered with cuMemHostRegister:
                the same 64-bit host words the CPU devices wait on and write
-    SIGNAL     cuStreamWriteValue64. A GPU's write wakes no thread asleep on the word (a futex): the engine's
-               `Waker`, a host thread, wakes them once an event after the write completes, so nothing of the host
-               sits in the stream's path (a host function there would hold the stream until a driver thread ran it)
+    SIGNAL     cuStreamWriteValue64, then a native host function that wakes host threads asleep on the word (a GPU
+               write does not wake a futex). Measured on an H200: waking them from a Python thread after an event
+               instead made a tiny jitted call 2x slower (the GIL changed hands around every driver call)
     TIMESTAMP  a native host function that stores CLOCK_MONOTONIC (the CPU devices' clock) in ns, then wakes
     BARRIER    nothing: a stream runs in order, and its value writes are fenced
     BLOCK, JUMP, WRITE, ADD, indexed COPY: device-side control flow a stream cannot express; such a submission is
@@ -43,8 +43,6 @@ from typing import Any
 import numpy as np
 
 from tgfx.devices.cuda_driver import (
-    CU_EVENT_BLOCKING_SYNC,
-    CU_EVENT_DISABLE_TIMING,
     CU_MEMHOSTALLOC_DEVICEMAP,
     CU_MEMHOSTALLOC_PORTABLE,
     CU_MEMHOSTREGISTER_DEVICEMAP,
@@ -66,6 +64,7 @@ from tgfx.devices.hcq import (
     HCQError,
     ProfileEvent,
     Program,
+    host_buffer,
     host_runtime,
 )
 from tgfx.devices.packets import COPY_INDEXED, FLAGS_SHIFT, NWORDS_MASK, NWORDS_SHIFT, OP_MASK, PACKETS, Op
@@ -75,12 +74,24 @@ PAGE = 4096
 ALIGN = 256                 # cuMemAlloc's alignment
 STAGING_MIN = 64 << 10      # staging buffers come in powers of two from this size
 STAGING_KEPT = 8            # idle staging buffers kept per size
+TIMED_KEPT = 256            # retired submissions whose profile events are read together, at the latest
 
 _EXEC, _COPY, _WAIT, _SIGNAL, _TIMESTAMP = (PACKETS[op] for op in (Op.EXEC, Op.COPY, Op.WAIT, Op.SIGNAL,
                                                                     Op.TIMESTAMP))
 # what a stream cannot run: control flow on device words, and copies indexed by a device word
 _UNSUPPORTED = {Op.BLOCK: "a device-side loop or branch (BLOCK)", Op.JUMP: "a JUMP", Op.WRITE: "a device WRITE",
                 Op.ADD: "a device ADD"}
+# the translator's hot path reads opcodes and payload words as plain ints
+_REFUSED = frozenset(int(op) for op in _UNSUPPORTED)
+_OP_EXEC, _OP_COPY, _OP_WAIT, _OP_SIGNAL, _OP_TIMESTAMP = (int(p.op) for p in (_EXEC, _COPY, _WAIT, _SIGNAL,
+                                                                                _TIMESTAMP))
+_EXEC_PROGRAM, _EXEC_GLOBAL_SIZE, _EXEC_NBUFS, _EXEC_NVALS = (_EXEC.word(n) for n in ("program_id", "global_size",
+                                                                                       "nbufs", "nvals"))
+_EXEC_FIXED = _EXEC.fixed_words
+_COPY_DST, _COPY_SRC, _COPY_NBYTES = (_COPY.word(n) for n in ("dst", "src", "nbytes"))
+_WAIT_SIGNAL, _WAIT_VALUE = _WAIT.word("signal"), _WAIT.word("value")
+_SIGNAL_SIGNAL, _SIGNAL_VALUE = _SIGNAL.word("signal"), _SIGNAL.word("value")
+_TIMESTAMP_SIGNAL = _TIMESTAMP.word("signal")
 
 
 class CudaBackendError(HCQError):
@@ -317,8 +328,8 @@ class Issued:
     keep: list[Any] = field(default_factory=list)            # staging jobs, parameter words
     release: list[Callable[[], None]] = field(default_factory=list)   # staging buffers to give back
     kernels: list[str] = field(default_factory=list)
-    signals: list[int] = field(default_factory=list)         # the host words its SIGNALs write (to wake sleepers)
     timed: list[tuple[str, int, int, int, int]] = field(default_factory=list)  # (name, start ev, end ev, nbytes, gs)
+    events: list[int] = field(default_factory=list)          # the events `timed` uses, each once
 
 
 class Translator:
@@ -345,15 +356,16 @@ class Translator:
         self.memory, self.pages, self.staging, self.host_fns = memory, pages, staging, host_fns
         self.timeline, self.events = timeline, events
         self.timeline_written = 0    # the latest value of the device's timeline this stream writes
+        self._mark = 0               # the event recorded after the stream's latest operation, 0: none
 
     @staticmethod
     def check(words: np.ndarray, starts: Sequence[int], label: str) -> None:
         """Refuse a submission with packets a stream cannot run, before anything of it is issued."""
         for at in starts[:-1]:
             hdr = int(words[at])
-            op = Op(hdr & OP_MASK)
-            if op in _UNSUPPORTED or op is Op.COPY and (hdr >> FLAGS_SHIFT) << FLAGS_SHIFT & COPY_INDEXED:
-                what = _UNSUPPORTED.get(op, "a COPY indexed by a device word")
+            op = hdr & OP_MASK
+            if op in _REFUSED or op == _OP_COPY and (hdr >> FLAGS_SHIFT) << FLAGS_SHIFT & COPY_INDEXED:
+                what = _UNSUPPORTED.get(Op(op), "a COPY indexed by a device word")
                 raise CudaBackendError(
                     f"{label}: the submission holds {what}, which a CUDA stream cannot run: tg.lax loops and "
                     f"branches whose counters live on the device are not supported on CUDA yet; run them on a CPU "
@@ -364,40 +376,49 @@ class Translator:
         self.check(words, starts, self.label)
         issued = Issued()
         base = words.ctypes.data
-        for at in starts[:-1]:
-            at = int(at)
-            hdr = int(words[at])
-            op = Op(hdr & OP_MASK)
+        self._mark = 0
+        w = words.tolist()
+        for at in starts[:-1].tolist() if isinstance(starts, np.ndarray) else starts[:-1]:
+            hdr = w[at]
+            op = hdr & OP_MASK
             p = at + 1   # payload
-            if op is Op.EXEC:
-                self._exec(words, p, base, issued, (hdr >> NWORDS_SHIFT) & NWORDS_MASK)
-            elif op is Op.COPY:
-                self._copy(int(words[p + _COPY.word("dst")]), int(words[p + _COPY.word("src")]),
-                           int(words[p + _COPY.word("nbytes")]), issued)
-            elif op is Op.WAIT:
-                self._wait(int(words[p + _WAIT.word("signal")]), int(words[p + _WAIT.word("value")]))
-            elif op is Op.SIGNAL:
-                self._signal(int(words[p + _SIGNAL.word("signal")]), int(words[p + _SIGNAL.word("value")]), issued)
-            elif op is Op.TIMESTAMP:
-                sig = int(words[p + _TIMESTAMP.word("signal")])
+            if op == _OP_EXEC:
+                self._exec(w, p, base, issued, (hdr >> NWORDS_SHIFT) & NWORDS_MASK)
+            elif op == _OP_COPY:
+                self._copy(w[p + _COPY_DST], w[p + _COPY_SRC], w[p + _COPY_NBYTES], issued)
+            elif op == _OP_WAIT:
+                self._wait(w[p + _WAIT_SIGNAL], w[p + _WAIT_VALUE])
+            elif op == _OP_SIGNAL:
+                self._signal(w[p + _SIGNAL_SIGNAL], w[p + _SIGNAL_VALUE])
+            elif op == _OP_TIMESTAMP:
+                sig = w[p + _TIMESTAMP_SIGNAL]
                 self.drv.cuLaunchHostFunc(self.stream, self.host_fns.timestamp, sig)
                 self.drv.cuLaunchHostFunc(self.stream, self.host_fns.wake, sig)
+                self._mark = 0
             # NOP and BARRIER: nothing (a stream runs in order; its value writes are fenced)
         issued.keep.append(words)
         return issued
 
     def _timed(self, issued: Issued, name: str, nbytes: int, gs: int, issue: Callable[[], None]) -> None:
+        """Issue a kernel or copy between two events. The event after one is the event before the next when nothing
+        else went to the stream between them: a run of kernels records one event per kernel, not two."""
         if self.events is None:
             issue()
             return
-        start, end = self.events(), self.events()
-        self.drv.cuEventRecord(start, self.stream)
+        start = self._mark
+        if not start:
+            start = self.events()
+            self.drv.cuEventRecord(start, self.stream)
+            issued.events.append(start)
         issue()
+        end = self.events()
         self.drv.cuEventRecord(end, self.stream)
+        issued.events.append(end)
         issued.timed.append((name, start, end, nbytes, gs))
+        self._mark = end
 
-    def _exec(self, words: np.ndarray, p: int, base: int, issued: Issued, nwords: int) -> None:
-        pid = int(words[p + _EXEC.word("program_id")])
+    def _exec(self, words: list[int], p: int, base: int, issued: Issued, nwords: int) -> None:
+        pid = words[p + _EXEC_PROGRAM]
         prog = _PROGRAMS.get(pid)
         if not isinstance(prog, CUDAProgram):
             what = repr(prog) if prog is not None else f"program #{pid} (no longer alive)"
@@ -406,13 +427,13 @@ class Translator:
         if prog.device and self.device is not None and prog.device != self.device.name:
             raise CudaBackendError(f"{self.label}: kernel {prog.name!r} was loaded on {prog.device}; a CUfunction "
                                    f"runs only in its own device's context")
-        gs = int(words[p + _EXEC.word("global_size")])
-        nargs = int(words[p + _EXEC.word("nbufs")]) + int(words[p + _EXEC.word("nvals")])
-        assert _EXEC.fixed_words + nargs == nwords, "EXEC payload and its argument counts disagree"
+        gs = words[p + _EXEC_GLOBAL_SIZE]
+        nargs = words[p + _EXEC_NBUFS] + words[p + _EXEC_NVALS]
+        assert _EXEC_FIXED + nargs == nwords, "EXEC payload and its argument counts disagree"
         if prog.params is not None and nargs != prog.params:
             raise CudaBackendError(f"{self.label}: EXEC of kernel {prog.name!r} with {nargs} argument words, but it "
                                    f"takes {prog.params} 8-byte parameters")
-        params = base + 8 * (p + _EXEC.fixed_words)   # the argument words, in place: the driver copies them
+        params = base + 8 * (p + _EXEC_FIXED)   # the argument words, in place: the driver copies them
         grid = prog.grid(gs)
 
         def launch() -> None:
@@ -471,15 +492,17 @@ class Translator:
     def _wait(self, sig: int, value: int) -> None:
         if sig == self.timeline and value <= self.timeline_written:
             return   # this stream wrote it: stream order already has it
+        self._mark = 0
         try:
             self.drv.cuStreamWaitValue64(self.stream, self.pages.device_addr(sig, _SIGNALS.get(sig)), value)
         except CudaError as e:
             raise e.at(f"WAIT for signal {sig:#x} >= {value} on {self.label}") from None
 
-    def _signal(self, sig: int, value: int, issued: Issued) -> None:
+    def _signal(self, sig: int, value: int) -> None:
+        self._mark = 0
         try:
             self.drv.cuStreamWriteValue64(self.stream, self.pages.device_addr(sig, _SIGNALS.get(sig)), value)
-            issued.signals.append(sig)
+            self.drv.cuLaunchHostFunc(self.stream, self.host_fns.wake, sig)
         except CudaError as e:
             raise e.at(f"SIGNAL {sig:#x} = {value} on {self.label}") from None
         if sig == self.timeline:
@@ -514,8 +537,6 @@ class CUDARing:
         proc.device.make_current()
         self.poll()
         issued = proc.translator.run(words, starts)
-        if issued.signals:
-            proc.waker.watch(issued.signals)
         done = proc.event()
         proc.drv.cuEventRecord(done, proc.stream)
         with self._lock:
@@ -555,53 +576,6 @@ class CUDARing:
         return f"ring word {at}"
 
 
-class Waker:
-    """Wakes the host threads asleep on the signal words a stream writes, from a thread of its own: for each
-    submission that writes signals it records an event after them (blocking sync: the thread sleeps in the driver
-    until the GPU passes it), then wakes the words' sleepers. The stream never waits for the host; a host wait spins
-    first (`CUDADevice.host_spin_ns`) and sleeps only on longer work, which this wakes."""
-
-    def __init__(self, proc: CUDACommandProcessor) -> None:
-        self.proc = proc
-        self._items: deque[tuple[int, list[int]]] = deque()
-        self._ready = threading.Condition()
-        self._events: list[int] = []
-        self._thread: threading.Thread | None = None
-
-    def watch(self, signals: list[int]) -> None:
-        """Wake the sleepers on `signals` once the stream has done what was issued to it so far (the calling thread
-        has the device's context current)."""
-        proc = self.proc
-        try:
-            ev = self._events.pop()
-        except IndexError:
-            ev = proc.drv.cuEventCreate(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING)
-        proc.drv.cuEventRecord(ev, proc.stream)
-        with self._ready:
-            self._items.append((ev, signals))
-            self._ready.notify()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"tgfx {proc.label} waker", daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        proc = self.proc
-        proc.device.make_current()
-        rt = host_runtime()
-        while True:
-            with self._ready:
-                while not self._items:
-                    self._ready.wait()
-                ev, signals = self._items.popleft()
-            try:
-                proc.drv.cuEventSynchronize(ev)
-            except CudaError:
-                pass   # a failed stream: its waiters learn of it from the ring's poll, once woken
-            for sig in signals:
-                rt.wake(sig)
-            self._events.append(ev)
-
-
 def count_retired(n: int) -> None:
     """Count `n` completed GPU operations as progress, as the CPU's processors count retired packets: a host wait gives
     up only after `TGFX_WAIT_TIMEOUT` without progress anywhere (`hcq._Stall`), so a long run of GPU submissions
@@ -622,10 +596,10 @@ class CUDACommandProcessor(CommandProcessor):
         self.device: CUDADevice = device
         self.drv = device.drv
         self.ring = CUDARing(self)
-        self.waker = Waker(self)
         self.stream = 0
         self._free_events: list[int] = []
         self._done_events: deque[ProfileEvent] = deque()
+        self._untimed: deque[Issued] = deque()     # retired submissions whose event times are not read yet
         self._ref_event, self._ref_ns = 0, 0
 
     def start(self) -> None:
@@ -645,15 +619,27 @@ class CUDACommandProcessor(CommandProcessor):
         return self._free_events.pop() if self._free_events else self.drv.cuEventCreate()
 
     def retire(self, done: int, issued: Issued) -> None:
-        """A submission completed: give back its staging buffers and events, keep its profile events."""
+        """A submission completed: give back its staging buffers and its completion event; its profile events are
+        read when the profile is (`drain_events`), or once `TIMED_KEPT` submissions wait for that, so a call that
+        nobody profiles pays for no reads of event times."""
         for give in issued.release:
             give()
-        for name, start, end, nbytes, gs in issued.timed:
-            t0 = self._ref_ns + int(self.drv.cuEventElapsedTime(self._ref_event, start) * 1e6)
-            t1 = self._ref_ns + int(self.drv.cuEventElapsedTime(self._ref_event, end) * 1e6)
-            self._done_events.append(ProfileEvent(self.device.name, self.engine.value, name, t0, t1, nbytes, gs))
-            self._free_events += (start, end)
         self._free_events.append(done)
+        if issued.timed:
+            self._untimed.append(issued)
+            if len(self._untimed) > TIMED_KEPT:
+                self._read_times()
+
+    def _read_times(self) -> None:
+        """Turn the events of retired submissions into profile events, and give the events back."""
+        elapsed = self.drv.cuEventElapsedTime
+        while self._untimed:
+            issued = self._untimed.popleft()
+            ns = {ev: self._ref_ns + int(elapsed(self._ref_event, ev) * 1e6) for ev in issued.events}
+            for name, start, end, nbytes, gs in issued.timed:
+                self._done_events.append(ProfileEvent(self.device.name, self.engine.value, name, ns[start], ns[end],
+                                                      nbytes, gs))
+            self._free_events += issued.events
 
     def describe(self, at: int) -> str:
         return self.ring.describe(at)
@@ -664,6 +650,9 @@ class CUDACommandProcessor(CommandProcessor):
             self.ring.poll()
         except CudaBackendError:
             pass    # raised to the host by its wait, not by a profile read
+        if self._untimed:
+            self.device.make_current()
+            self._read_times()
         while self._done_events:
             self.device._record(self._done_events.popleft(), None)
 
@@ -716,6 +705,36 @@ class CUDAAllocator(QueueAllocator):
         except IndexError:
             ptr = self._fresh(size, nbytes)
         return Buffer(dev, nbytes, ptr, _DeviceMemory(dev, ptr, size))
+
+    def fill(self, buf: Buffer, src: np.ndarray) -> None:
+        """Memory no submitted queue uses yet (just allocated): a synchronous `cuMemcpyHtoD` from where `src` lies,
+        with no queue, staging buffer or host function of ours (the driver stages pageable memory itself)."""
+        data = np.ascontiguousarray(src)
+        if data.nbytes > buf.nbytes:
+            raise ValueError(f"fill of {data.nbytes} B does not fit in {buf!r}")
+        if data.nbytes:
+            self.device.make_current()
+            try:
+                self.device.drv.cuMemcpyHtoD(buf.ptr, data.ctypes.data, data.nbytes)
+            except CudaError as e:
+                raise e.at(f"filling {data.nbytes} B of {buf!r}") from None
+
+    def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
+        """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work: the
+        host waits for the device (as it would for the copy), then `cuMemcpyDtoH` copies synchronously, with no
+        staging buffer or host function of ours in a stream's path."""
+        host = host_buffer(dst)
+        if not host._mem.flags.writeable:
+            raise ValueError("copyout destination is read-only")
+        if host.nbytes > buf.nbytes:
+            raise ValueError(f"copyout of {host.nbytes} B reads past the end of {buf!r}")
+        self.device.synchronize(timeout)
+        if host.nbytes:
+            self.device.make_current()
+            try:
+                self.device.drv.cuMemcpyDtoH(host.ptr, buf.ptr, host.nbytes)
+            except CudaError as e:
+                raise e.at(f"copying {host.nbytes} B out of {buf!r}") from None
 
     def _fresh(self, size: int, nbytes: int) -> int:
         dev = self.device

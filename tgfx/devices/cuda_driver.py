@@ -129,6 +129,8 @@ _SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[Any, ...]]] = {
     "cuMemcpyDtoDAsync": (("cuMemcpyDtoDAsync_v2",), (_U64, _U64, _Z, _P)),
     "cuMemcpyPeerAsync": (("cuMemcpyPeerAsync",), (_U64, _P, _U64, _P, _Z, _P)),
     "cuMemcpyAsync": (("cuMemcpyAsync",), (_U64, _U64, _Z, _P)),
+    "cuMemcpyHtoD": (("cuMemcpyHtoD_v2",), (_U64, _P, _Z)),
+    "cuMemcpyDtoH": (("cuMemcpyDtoH_v2",), (_P, _U64, _Z)),
     "cuEventCreate": (("cuEventCreate",), (_PP, _U)),
     "cuEventRecord": (("cuEventRecord",), (_P, _P)),
     "cuEventQuery": (("cuEventQuery",), (_P,)),
@@ -324,6 +326,14 @@ class Driver:
 
     def cuMemcpyAsync(self, dst: int, src: int, nbytes: int, stream: int) -> None:
         self._call("cuMemcpyAsync", dst, src, nbytes, stream)
+
+    def cuMemcpyHtoD(self, dst: int, src: int, nbytes: int) -> None:
+        """A copy that returns once the source is read (pageable memory is staged by the driver)."""
+        self._call("cuMemcpyHtoD", dst, src, nbytes)
+
+    def cuMemcpyDtoH(self, dst: int, src: int, nbytes: int) -> None:
+        """A copy that returns once it is done."""
+        self._call("cuMemcpyDtoH", dst, src, nbytes)
 
     # ---- events ----
     def cuEventCreate(self, flags: int = CU_EVENT_DEFAULT) -> int:
