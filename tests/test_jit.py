@@ -10,6 +10,7 @@ import pytest
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.devices import DEFAULT_DEVICE
 from tgfx.function import ConcretizationError
 from tgfx.transforms.jit import DonatedBufferError
 
@@ -218,6 +219,8 @@ def test_ten_thousand_replays_keep_resident_memory_flat():
     np.testing.assert_allclose(w.numpy(), arr(4096) - 0.01 * 10_500 * arr(4096, seed=1), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.skipif(not DEFAULT_DEVICE.startswith("CPU"), reason="the CPU's compile path and ring: the default device "
+                    f"is {DEFAULT_DEVICE} (TGFX_DEVICE)")
 def test_prelower_compiles_each_kernel_once_off_the_main_thread():
     # a program's kernels are compiled on a worker thread while the next is lowered; every kernel still compiles
     # exactly once and the program gives the right answer
@@ -307,6 +310,8 @@ def test_eager_loops_reuse_dropped_results():
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
 
 
+@pytest.mark.skipif(not DEFAULT_DEVICE.startswith("CPU"), reason="the CPU's compile path and ring: the default device "
+                    f"is {DEFAULT_DEVICE} (TGFX_DEVICE)")
 def test_a_program_over_the_inline_size_goes_through_the_ring():
     from tgfx.devices import get_device
     from tgfx.devices.hcq import Engine
