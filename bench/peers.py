@@ -471,6 +471,8 @@ def unusable(framework: str) -> str | None:
             import torch
             if _gpu() and not torch.cuda.is_available():
                 return "this torch build has no CUDA, or it sees no GPU"
+            # float32 products in float32, as tgfx and numpy compute them (cuDNN's convolutions default to TF32)
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
         elif framework == "tinygrad":
             _tinygrad()
     except Exception as e:

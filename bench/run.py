@@ -333,6 +333,8 @@ def use_device(device: str) -> None:
                          "`TGFX_DEVICE=CUDA python -m bench --device CUDA`")
     os.environ["TGFX_DEVICE"] = "CUDA"
     os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu")
+    # float32 products in float32 on the GPU too (jax's default there is TF32, whose results the check rejects)
+    os.environ.setdefault("JAX_DEFAULT_MATMUL_PRECISION", "highest")
     os.environ.setdefault("BENCH_TINYGRAD_DEVICE", "CUDA")
 
 

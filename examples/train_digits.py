@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> float:
 
     rng = np.random.default_rng(args.seed)
     n_batches = len(x_train) // args.batch   # whole batches only: one shape, one trace
-    where = "CPU" if len(devices) == 1 else f"{len(devices)} devices ({', '.join(devices)}), data-parallel"
+    where = tg.tree.tree_leaves(params)[0].device if len(devices) == 1 else \
+        f"{len(devices)} devices ({', '.join(devices)}), data-parallel"   # one: the default (TGFX_DEVICE=CUDA: a GPU)
     if args.distributed:
         where += f" over {tg.process_count()} processes"
     say = print if tg.process_index() == 0 else (lambda *a, **k: None)   # one process reports
