@@ -222,6 +222,68 @@ def test_scalar_ops_counts_each_operation_times_its_loops_trips():
     assert scalar_ops(linearize(sink)[0]) == 2 * (1 + 3 * 5 + 1)
 
 
+def _softmax_kernel(shape: tuple[int, ...], axis: int = -1):  # noqa: ANN202
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import index_level
+    from tgfx.lowering.optimize import apply_hand_coded
+    x = Tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    e = tnp.exp(x - tnp.max(x, axis=axis, keepdims=True))
+    linear, _ = schedule([(e / tnp.sum(e, axis=axis, keepdims=True)).uop])
+    (call,) = linear.src
+    return apply_hand_coded(index_level(call.src[0]), host_target())
+
+
+def test_a_softmax_row_kernel_computes_each_exp_once():
+    """The row's exps are computed in the sum's loop, kept in a register buffer as long as the row, and read back by
+    the output's loop (which computed them a second time)."""
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import render_kernel
+    from tgfx.lowering.row_buffer import row_buffers
+    sink, opts = _softmax_kernel((4, 256))
+    assert sum(u.op is Ops.EXP for u in sink.toposort()) == 2
+    out = row_buffers(sink, host_target())
+    nodes = out.toposort()
+    (reg,) = [u for u in nodes if u.op is Ops.DEFINE_REG]
+    assert reg.arg == (0, 256) and reg.dtype == dtypes.float32
+    assert sum(u.op is Ops.EXP for u in nodes) == 1
+    # written once, inside the sum (an AFTER its reduce adds), read once, by the output's store
+    writes = [u for u in nodes if u.op is Ops.STORE and u.src[0].src[0] is reg]
+    reads = [u for u in nodes if u.op is Ops.LOAD and u.src[0].src[0] is reg]
+    assert len(writes) == len(reads) == 1
+    (red,) = [u for u in nodes if u.op is Ops.REDUCE and u.arg is Ops.ADD]
+    assert writes[0] in red.src[0].toposort() and reads[0] not in red.toposort()
+    ir = render_kernel("k", sink, opts)[0]
+    assert "alloca [256 x float]" in ir
+    llvm.parse_assembly(ir).verify()
+
+
+def test_no_row_buffer_where_the_row_does_not_fit_or_nothing_costly_is_shared():
+    import dataclasses
+
+    from tgfx.devices.target import host_target
+    from tgfx.lowering.row_buffer import row_buffers
+    sink, _ = _softmax_kernel((4, 256))
+    tiny = dataclasses.replace(host_target(), l2=1024)   # 2 x 1 KiB rows do not fit half of it
+    assert row_buffers(sink, tiny) is sink
+    src = Tensor(np.ones((4, 8), np.float32))
+    centred = src - tnp.mean(src, axis=-1, keepdims=True)   # the shared x - mean is cheaper than a load
+    linear, _ = schedule([(centred / tnp.sum(centred * centred, axis=-1, keepdims=True)).uop])
+    from tgfx.lowering import index_level
+    plain = index_level(linear.src[-1].src[0])
+    assert row_buffers(plain, host_target()) is plain
+
+
+def test_softmax_with_row_buffers_computes_what_numpy_does():
+    for shape, axis in (((3, 37), -1), ((5, 2, 129), -1), ((8, 5), 0), ((2, 4096), 1), ((64, 3), 1)):
+        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 5
+        x.flat[0] = -np.inf
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        want = e / e.sum(axis=axis, keepdims=True)
+        got = (lambda t: (lambda e: e / tnp.sum(e, axis=axis, keepdims=True))(
+            tnp.exp(t - tnp.max(t, axis=axis, keepdims=True))))(Tensor(x)).numpy()
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+
+
 # ---- schedule: what is materialised ----
 def _kernels(t: Tensor) -> int:
     linear, _ = schedule([t.uop])

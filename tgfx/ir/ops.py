@@ -13,6 +13,7 @@ class Ops(Enum):
     BIND = auto()           # src: (VARIABLE, CONST); its bound value
     DEFINE_GLOBAL = auto()  # arg: slot; a kernel's buffer argument (pointer to dtype)
     DEFINE_ACC = auto()     # a kernel register that accumulates a REDUCE
+    DEFINE_REG = auto()     # arg: (id, size); a kernel's register buffer of size elements (a row, on the stack)
     IOTA = auto()           # arg: n; the index values 0..n-1 along one axis (arange, masks, one-hot)
 
     # movement: views, no arithmetic until rangeify

@@ -135,8 +135,8 @@ def _switch_ok(x: UOp) -> bool:
 spec = PatternMatcher([
     (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float)) or
      x.dtype.is_complex and isinstance(x.arg, complex)),
-    (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC),
-          name="x"),
+    (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC,
+           Ops.DEFINE_REG), name="x"),
      lambda x: x.dtype is not None),
     (UPat(GroupOp.ALU, name="x"), _alu_ok),
     (UPat((Ops.CAST, Ops.BITCAST), name="x"), lambda x: len(x.src) == 1 and (

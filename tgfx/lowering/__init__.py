@@ -49,6 +49,7 @@ from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_proc
 from tgfx.lowering.optimize import Opt, forced_opts, global_size, merge_loops, opt_mode, optimize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
+from tgfx.lowering.row_buffer import row_buffers
 from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.symbolic import pm_given_valid, pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
@@ -197,7 +198,9 @@ def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
     """An optimised index-level kernel as LLVM IR for `target` (default: `host_target()`), with its program order and
     its buffers (by slot)."""
     # order into loops, hoisting what each loop does not depend on
-    lin, acc_of = linearize(decompose_transcendentals(sink))
+    target = host_target() if target is None else target
+    # a costly value a row kernel's reduce and output both compute is kept in a row buffer between them
+    lin, acc_of = linearize(decompose_transcendentals(row_buffers(sink, target)))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     small = scalar_ops(lin) <= SMALL_KERNEL_OPS
     ir = render_llvm(name, lin, acc_of, bufs, target=target, loop_unroll=not small,

@@ -538,6 +538,11 @@ class LLVMRenderer:
             c = self.op_in(f"icmp slt i64 {nxt}, {r.src[0].arg}")
             self.emit(f"br i1 {c}, label %L{rid}, label %L{rid}.end{self.loop_md}")
             self.lines.append(f"L{rid}.end:")
+        elif op is Ops.DEFINE_REG:   # a register buffer (tgfx/lowering/row_buffer.py): on this core's stack
+            self.allocas.append(f"  %reg{u.arg[0]} = alloca [{u.arg[1]} x {mem_type(u.dtype)}], align 64")
+            self.names[u] = f"%reg{u.arg[0]}"
+        elif op is Ops.AFTER:   # a value, once the stores it comes with are done
+            self.names[u] = self.names[u.src[0]]
         elif op is Ops.DEFINE_ACC and isinstance(u.arg, tuple):  # a loop kernel reading a carry's register
             self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
         elif op is Ops.DEFINE_ACC and u in self.pack_of:
