@@ -57,6 +57,7 @@ def _programs() -> None:
         tg.nn.log_softmax(x, axis=-1), tg.nn.softmax(f32(4, 600), axis=-1), tg.nn.gelu(x), tg.nn.relu(x),
         (x - x.mean(axis=1, keepdims=True)) / tnp.sqrt(x.var(axis=1, keepdims=True) + 1e-5),
         tg.lax.conv(f32(2, 3, 10, 10), f32(4, 3, 3, 3), (1, 1), "SAME"),
+        tg.lax.conv(f32(128, 8, 8, 8), f32(32, 8, 3, 3), (1, 1), "SAME"),   # a batch: more output axes than a grid
         tnp.cumsum(v), tnp.cumsum(x, axis=0), tnp.take(v, tg.asarray(np.array([3, 1, 999, 0])), axis=0),
         x[tg.asarray(np.array([0, 5, 15])), :], tnp.zeros((16, 33)).at[tg.asarray(np.array([1, 3, 1]))].add(y[:3]),
         tnp.sort(v[:64]), tnp.arange(100) * 2, tnp.eye(7), tnp.linspace(0, 1, 50),
@@ -114,6 +115,23 @@ def test_every_kernel_assembles_for_sm90(kernels: list) -> None:
     spills = {n: int(s) for n, rc, err in results for s in re.findall(r"(\d+) bytes spill stores", err)
               if int(s) > SPILL_BOUND}
     assert not spills, f"kernels spill registers: {spills}"
+
+
+def test_every_kernel_spreads_its_outputs_over_threads(kernels: list) -> None:
+    # a thread runs at most 8 of its register tiles in a loop, until the GPU has a warp per SM: a kernel with more
+    # output axes than a grid has dimensions spreads the longest (a convolution's batch of 128 is not a loop)
+    from tgfx.ir.ops import Ops
+    for ast in kernels:
+        sink = lowering.index_level(ast)
+        outputs = math.prod(u.src[0].arg for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "loop")
+        _, name, dims, opts = kernel_ir(ast)
+        if any(o.op == "GROUP" for o in opts) or any(u.op is Ops.REDUCE and isinstance(u.arg, tuple)
+                                                     for u in sink.toposort()):
+            continue   # a block a row, or a loop kernel's one thread
+        tile = math.prod(o.amount for o in opts if o.op == "UPCAST")
+        threads = math.prod(dims.grid) * math.prod(dims.block)
+        assert threads * tile * 8 >= outputs or threads >= GPU_DEFAULT.sms * GPU_DEFAULT.warp_size, \
+            (name, outputs, threads, opts)
 
 
 def test_gpu_target_from_driver_attributes() -> None:

@@ -202,9 +202,10 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
             opts.append(Opt("UPCAST", vec.arg[0], lanes))
             sizes[vec.arg[0]] //= lanes
     # blocks of `block_threads`, or smaller ones (down to a warp) where that leaves SMs without a block
-    threads = math.prod(sizes[r.arg[0]] for r in loops[-3:])
+    axes = _grid_axes(loops, sizes)
+    threads = math.prod(sizes[r.arg[0]] for r in axes)
     budget = min(target.block_threads(), max(target.warp_size, 1 << (max(threads // target.sms, 1).bit_length() - 1)))
-    for dim, r in enumerate(reversed(loops[-3:])):
+    for dim, r in enumerate(reversed(axes)):
         size = sizes[r.arg[0]]
         n = min(_pow2_at_least(size), budget)
         if -(-size // n) > target.max_grid[dim]:
@@ -212,6 +213,17 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
         opts.append(Opt("GLOBAL", r.arg[0], n))
         budget //= n
     return opts
+
+
+def _grid_axes(loops: list[UOp], sizes: dict[int, int]) -> list[UOp]:
+    """The loop axes (at most three, a grid's dimensions) the threads spread over, in loop order: all of them when
+    three or fewer are longer than one; else the innermost such (adjacent threads then touch adjacent elements) and
+    the two longest of the others. The rest stay loops in each thread (a convolution's batch of 128 is not one)."""
+    live = [r for r in loops if sizes[r.arg[0]] > 1] or loops[-1:]
+    if len(live) <= 3:
+        return live
+    longest = sorted(live[:-1], key=lambda r: sizes[r.arg[0]], reverse=True)[:2]
+    return [r for r in live if r is live[-1] or any(r is o for o in longest)]
 
 
 def launch_dims(sink: UOp) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
