@@ -103,6 +103,26 @@ def test_graph_rewrite_reaches_a_fixed_point_on_100k_nodes():
     assert graph_rewrite(x, pm) is UOp(Ops.VARIABLE, dtypes.int32, (), ("n", 0, 10))
 
 
+def test_graph_rewrite_skips_a_kernel_holding_no_op_its_rules_match():
+    a, b = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5)), UOp.const(dtypes.int32, 3)
+    tried: list[Ops] = []
+
+    def rule(x: UOp) -> UOp | None:
+        tried.append(x.op)
+        return None
+    only_mul = PatternMatcher([(UPat(Ops.MUL, name="x"), rule)])
+    assert only_mul.ops == {Ops.MUL}
+    sink = UOp(Ops.SINK, None, (a + b,))
+    assert graph_rewrite(sink, only_mul) is sink and tried == []      # no MUL anywhere: not walked
+    sink = UOp(Ops.SINK, None, (a * b + b,))
+    assert graph_rewrite(sink, only_mul) is sink and tried == [Ops.MUL]
+    tried.clear()
+    anything = PatternMatcher([(UPat(name="x"), rule)])   # a rule for every op: always walked
+    assert anything.ops is None
+    graph_rewrite(UOp(Ops.SINK, None, (a + b,)), anything)
+    assert Ops.ADD in tried
+
+
 def test_pattern_captures_and_commutative_sources():
     a, b = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5)), UOp.const(dtypes.int32, 3)
     pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.cvar("c"), UPat.var("x")]), lambda c, x: x * c)])

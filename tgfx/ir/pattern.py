@@ -91,6 +91,8 @@ class PatternMatcher:
                 if type(pat.src) is tuple and not pat.allow_any_len else ()
             for op in (pat.ops if pat.ops is not None else [None]):
                 self.by_op.setdefault(op, []).append((pat, fn, wants_ctx, early))
+        # the ops some rule may match, unless a rule matches any op: a graph holding none of them is left as it is
+        self.ops: frozenset[Ops] | None = None if None in self.by_op else frozenset(self.by_op)
         wild = self.by_op.get(None, [])
         for op in list(self.by_op):
             if op is not None:
@@ -123,6 +125,8 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     With `bottom_up=True` a node is rewritten before its sources are visited (tinygrad's naming: the rules
     see the node as the user built it).
     """
+    if pm.ops is not None and root.op is Ops.SINK and pm.ops.isdisjoint(u.op for u in root.toposort()):
+        return root   # no rule can match (a kernel's order is kept on its SINK: this is one pass over a list)
     done: dict[UOp, UOp] = {}
     # stack entries: (node, stage, pending) ; stage 0 = visit, 1 = sources done, 2 = result pending
     stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
