@@ -425,6 +425,37 @@ def test_pytree_and_scalar_replays_take_the_fast_path_and_match_the_general_one(
     np.testing.assert_allclose(out["w"].numpy(), v0 - 0.5 * v0, rtol=1e-5)
 
 
+@pytest.mark.skipif(not DEFAULT_DEVICE.startswith("CPU"), reason="the CPU's compile path: the default device "
+                    f"is {DEFAULT_DEVICE} (TGFX_DEVICE)")
+def test_compiles_beside_the_lowering_get_the_gil_back_quickly():
+    """While prelower's compile threads run, a thread holds the GIL at most COMPILE_SWITCH_S when another waits
+    (each llvmlite call gives it up and must take it back); the interval is the user's again afterwards."""
+    import sys
+
+    import tgfx.lowering as lowering
+    from tgfx.lowering import COMPILE_SWITCH_S, quick_gil_handoff
+    seen = []
+    real = lowering.compile_llvm
+
+    def spy(ir, candidate=False, target=None):
+        seen.append(sys.getswitchinterval())
+        return real(ir, candidate, target)
+    before = sys.getswitchinterval()
+    f = tg.jit(lambda a: (tnp.exp(a) / tnp.exp(a).sum(axis=1, keepdims=True)).T @ a - 0.377)
+    lowering.compile_llvm = spy
+    try:
+        f(tg.asarray(np.ones((7, 5), np.float32))).numpy()
+    finally:
+        lowering.compile_llvm = real
+    assert min(before, COMPILE_SWITCH_S) in seen   # the program's kernels, compiled by prelower
+    assert sys.getswitchinterval() == before
+    with quick_gil_handoff():
+        with quick_gil_handoff():
+            assert sys.getswitchinterval() == min(before, COMPILE_SWITCH_S)
+        assert sys.getswitchinterval() == min(before, COMPILE_SWITCH_S)   # the outer one still holds
+    assert sys.getswitchinterval() == before
+
+
 def test_tracing_pauses_the_garbage_collector_and_gives_it_back_as_it_was():
     """Tracing and lowering allocate nodes by the ten thousand (acyclic, freed by reference counts), so the cyclic
     collector is off while a jitted function is traced and compiled, and afterwards as the user had it."""
