@@ -630,3 +630,20 @@ def test_the_runtime_code_is_cached_on_disk_and_a_damaged_entry_is_rebuilt(tmp_p
     (entry,) = (tmp_path / "runtime").iterdir()
     entry.write_bytes(entry.read_bytes()[:100])
     assert run() == "3.0" and entry.stat().st_size > 100
+
+
+def test_cpu_copyout_waits_for_the_device_and_copies_on_the_host() -> None:
+    """A CPU device's memory is host memory: `numpy()` waits for the work before it, then the host copies; no COPY
+    packet goes to the copy engine (and wakes it) for a read."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tgfx.devices import get_device
+    from tgfx.devices.hcq import Engine
+    x = tg.asarray(np.arange(1 << 20, dtype=np.float32))
+    x.block_until_ready()
+    copy_ring = get_device("CPU:0").processors[Engine.COPY].ring
+    before = copy_ring.wptr
+    y = tnp.sqrt(x) * 2 + 1          # submitted, then read at once: the read waits for it
+    got = y.numpy()
+    np.testing.assert_allclose(got, np.sqrt(np.arange(1 << 20, dtype=np.float32)) * 2 + 1, rtol=1e-6)
+    assert copy_ring.wptr == before

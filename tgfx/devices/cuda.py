@@ -64,7 +64,6 @@ from tgfx.devices.hcq import (
     HCQError,
     ProfileEvent,
     Program,
-    host_buffer,
     host_runtime,
 )
 from tgfx.devices.packets import COPY_INDEXED, FLAGS_SHIFT, NWORDS_MASK, NWORDS_SHIFT, OP_MASK, PACKETS, Op
@@ -723,11 +722,7 @@ class CUDAAllocator(QueueAllocator):
         """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work: the
         host waits for the device (as it would for the copy), then `cuMemcpyDtoH` copies synchronously, with no
         staging buffer or host function of ours in a stream's path."""
-        host = host_buffer(dst)
-        if not host._mem.flags.writeable:
-            raise ValueError("copyout destination is read-only")
-        if host.nbytes > buf.nbytes:
-            raise ValueError(f"copyout of {host.nbytes} B reads past the end of {buf!r}")
+        host = self.copyout_destination(dst, buf)
         self.device.synchronize(timeout)
         if host.nbytes:
             self.device.make_current()

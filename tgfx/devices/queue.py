@@ -463,12 +463,18 @@ class QueueAllocator(Allocator):
 
     def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
         """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work."""
+        host = self.copyout_destination(dst, buf)
+        HWQueue(Engine.COPY).copy(host, buf, host.nbytes).submit(self.device, inline=True).wait(timeout)
+
+    @staticmethod
+    def copyout_destination(dst: np.ndarray | memoryview, buf: Buffer) -> Buffer:
+        """`dst` as a host Buffer that a copy of the start of `buf` may write (checked: writable, not too long)."""
         host = host_buffer(dst)
         if not host._mem.flags.writeable:
             raise ValueError("copyout destination is read-only")
         if host.nbytes > buf.nbytes:
             raise ValueError(f"copyout of {host.nbytes} B reads past the end of {buf!r}")
-        HWQueue(Engine.COPY).copy(host, buf, host.nbytes).submit(self.device, inline=True).wait(timeout)
+        return host
 
 
 class QueueDevice(HCQDevice):
