@@ -146,3 +146,21 @@ def test_threads_submitting_inline_at_once_lose_nothing(cpu0: HCQDevice, k: dict
     for t in range(4):                                 # each thread's submissions ran in its order
         mine = [e for e in entries if e // 1000 == t]
         assert mine == sorted(mine)
+
+
+def test_an_eager_program_within_one_cores_l2_runs_inline(cpu0: HCQDevice) -> None:
+    """Programs are inline by what they touch against the target's L2 of one core (TGFX_INLINE_BYTES=-1, the
+    default): an eager reduction of a quarter of it runs on the caller, one of twice it goes through the ring."""
+    import tgfx as tg
+    from tgfx.devices.target import host_target
+    ring = cpu0.processors[Engine.COMPUTE].ring
+    for fraction, inline in ((4, True), (0.5, False)):
+        n = int(host_target().l2 / fraction) // 4
+        x = tg.asarray(np.ones(n, np.float32))
+        x.block_until_ready()
+        (x * 2).sum().numpy()                     # compiled (and run) once first
+        x2 = tg.asarray(np.full(n, 2, np.float32))
+        x2.block_until_ready()
+        before = ring.wptr
+        assert float((x2 * 2).sum()) == 4 * n
+        assert (ring.wptr == before) is inline, (fraction, n)

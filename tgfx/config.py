@@ -41,7 +41,9 @@ BEAM_BUDGET = Flag("BEAM_BUDGET", 20.0)  # seconds a BEAM search may spend on on
 NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
-INLINE_BYTES = Flag("TGFX_INLINE_BYTES", 1 << 16)  # a jitted program touching at most this much runs on the caller
+# a program touching at most this much runs on the caller when its device is idle (-1: the L2 cache of one core of
+# the target description: work that fits there takes less than waking the device's thread)
+INLINE_BYTES = Flag("TGFX_INLINE_BYTES", -1)
 # caches of compiled work, least recently used first out (what a running program still holds stays alive)
 KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels by AST (the disk cache is unbounded)
 SCHEDULE_CACHE_SIZE = Flag("TGFX_SCHEDULE_CACHE_SIZE", 1024)  # eager graphs' schedules and encoded programs
