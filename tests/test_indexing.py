@@ -460,3 +460,15 @@ def test_static_python_int_out_of_range_still_raises() -> None:
         tg.jit(lambda v: v[5])(x)   # static under jit too: the int is part of the program, not a traced value
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
         tg.lax.fori_loop(0, 2, lambda i, acc: acc + x[5], tg.asarray(np.float32(0)))
+
+
+def test_iteration_gives_the_rows_and_unpacks_like_a_jax_array():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    rows = list(tg.asarray(x))
+    assert len(rows) == 3 and all(r.shape == (4,) for r in rows)
+    for got, want in zip(rows, x, strict=True):
+        np.testing.assert_array_equal(got.numpy(), want)
+    key, sub = tg.random.split(tg.random.key(0))
+    np.testing.assert_array_equal(np.stack([key.numpy(), sub.numpy()]), tg.random.split(tg.random.key(0)).numpy())
+    with pytest.raises(TypeError, match="0-d"):
+        iter(tg.asarray(np.float32(1)))

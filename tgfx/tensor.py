@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -99,6 +99,13 @@ class Tensor:
         if not self.shape:
             raise TypeError("len() of a 0-d Tensor")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """The rows along the first axis, as a JAX array iterates (`key, sub = tg.random.split(key)`): one index
+        each, and no failing index to end the loop."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d Tensor")
+        return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
         return f"Tensor({self.numpy()!r}, dtype={self.dtype.name}, device={self.device!r})"
