@@ -40,6 +40,15 @@ DEVICE_OFFSET = 1 << 44          # the fake driver maps host page p to device ad
 HOST_FNS = HostFns(wake=0xA1, copy=0xA2, timestamp=0xA3)
 
 
+# what the driver reported for an H200 (driver 580.159, bench/gpu_check.sh on 2026-12-04)
+H200_ATTRIBUTES = {
+    "max_threads_per_block": 1024, "max_shared_memory_per_block": 49152, "warp_size": 32,
+    "max_registers_per_block": 65536, "clock_rate_khz": 1980000, "sm_count": 132, "memory_clock_rate_khz": 3201000,
+    "memory_bus_width": 6016, "l2_cache_size": 62914560, "unified_addressing": 1, "cc_major": 9, "cc_minor": 0,
+    "max_shared_memory_per_sm": 233472, "max_registers_per_sm": 65536, "max_shared_memory_per_block_optin": 232448,
+    "max_blocks_per_sm": 32, "stream_mem_ops_64": 1}
+
+
 class FakeDriver:
     """A recording double of the driver API surface (`tgfx.devices.cuda_driver.Driver`): every call is appended to
     `calls` as (name, args); host allocations and events come from counters; `ready` says which events completed."""
@@ -331,7 +340,7 @@ class EmulatedDriver(FakeDriver):
         return ptr
 
     def attributes(self, dev: int) -> dict[str, int]:
-        return {"stream_mem_ops_64": 1, "cc_major": 9, "cc_minor": 0, "sm_count": 132}
+        return dict(H200_ATTRIBUTES)
 
     def cuDeviceGet(self, ordinal: int) -> int:
         return ordinal
@@ -515,7 +524,45 @@ def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
         return dev.load_kernel("(emulated)", ck.name, ((1,), (1,)))
     import tgfx.lowering.render_nvptx as render_nvptx
     monkeypatch.setattr(render_nvptx, "gpu_kernel", lambda device, ast: cpu_stand_in(ast))
+    monkeypatch.setattr(render_nvptx, "preload", lambda kernels: None)   # the stand-ins, not PTX, run here
     return drv, dev
+
+
+def test_preload_renders_here_and_compiles_and_loads_on_pool_threads(emulated: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A program's GPU kernels are compiled and loaded before it is encoded: NVPTX IR rendered on the calling thread,
+    PTX compiled (LLVM) and loaded by the driver on pool threads; each once, and then found by `gpu_kernel`."""
+    import threading
+
+    import tgfx as tg
+    import tgfx.lowering as lowering
+    import tgfx.numpy as tnp
+    from tgfx.devices.target import GPU_DEFAULT
+    from tgfx.lowering import render_nvptx
+    drv, dev = emulated
+    dev.__dict__["target"] = GPU_DEFAULT   # an H200's (the emulated driver reads no attribute by code)
+    asts: list[Any] = []
+    real = lowering.lower_kernel
+
+    def capture(ast: Any, *a: Any, **k: Any) -> Any:
+        asts.append(ast)
+        return real(ast, *a, **k)
+    monkeypatch.setattr(lowering, "lower_kernel", capture)
+    lowering.forget_compiled()
+    x = tg.asarray(np.ones((8, 33), np.float32))
+    tg.realize(tnp.exp(x) / tnp.exp(x).sum(axis=1, keepdims=True), x.T @ x, x * 3)
+    assert len(set(asts)) >= 3
+    loads: list[str] = []
+    load = drv.cuModuleLoadData
+    monkeypatch.setattr(drv, "cuModuleLoadData", lambda image: (loads.append(threading.current_thread().name),
+                                                               load(image))[1])
+    tg.counters.reset()
+    render_nvptx.preload([(dev, a) for a in asts])
+    assert len(loads) == len(set(asts)) and all(name.startswith("tgfx-ptx") for name in loads)
+    assert tg.counters.compile_count == len(set(asts))
+    assert all(render_nvptx.gpu_kernel(dev, a) is render_nvptx._loaded[(dev.name, a.key)] for a in asts)
+    render_nvptx.preload([(dev, a) for a in asts])   # loaded already: nothing again
+    assert len(loads) == len(set(asts))
 
 
 def test_emulated_programs_run_jit_grad_and_copies_on_a_cuda_device(emulated_programs: Any) -> None:

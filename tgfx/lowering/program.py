@@ -160,8 +160,11 @@ class Program:
         outside any block on the destination's copy engine (waiting for the segment that wrote its source), a block
         (a loop or a branch, with everything inside it) whole in the compute queue it starts in."""
         from tgfx.lowering import prelower
-        prelower(c.src[0] for c in self.calls
-                 if c.src[0].op is Ops.SINK and get_device(c.src[1].arg[1]).compiles_on_host)
+        kernels = [(get_device(c.src[1].arg[1]), c.src[0]) for c in self.calls if c.src[0].op is Ops.SINK]
+        prelower(ast for dev, ast in kernels if dev.compiles_on_host)
+        if gpu := [(dev, ast) for dev, ast in kernels if hasattr(dev, "load_kernel")]:   # a GPU's: PTX
+            from tgfx.lowering.render_nvptx import preload
+            preload(gpu)
         index = {b: i for i, b in enumerate(self.inputs[:self.n_dynamic])}
         index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
         segments: list[Segment] = []
