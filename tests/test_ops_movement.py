@@ -323,3 +323,15 @@ def test_chained_views_then_arithmetic() -> None:
     got = tnp.flip(tnp.transpose(t, (2, 0, 1)), 1).reshape(4, 6)[1:, ::2] * 2 + tnp.pad(t.reshape(6, 4), 0)[:3, :3]
     want = np.flip(np.transpose(x, (2, 0, 1)), 1).reshape(4, 6)[1:, ::2] * 2 + x.reshape(6, 4)[:3, :3]
     assert_close(got, want, dtype=dtypes.float32)
+
+
+def test_broadcasting_an_operand_builds_the_graph_expand_builds():
+    # binary ops broadcast with one node chain and one Tensor (eager `x * 2`); the graph is the one `expand` makes, so
+    # schedules and compiled kernels are shared between the two spellings
+    import tgfx as tg
+    from tgfx.tensor import broadcast
+    x = tg.asarray(np.ones((4, 3, 5), np.float32))
+    for t in (tg.asarray(np.float32(2)), tg.asarray(np.ones((3, 1), np.float32)), tg.asarray(np.ones(5, np.float32)),
+              tg.asarray(np.ones((3, 5), np.float32)).reshape(15).reshape(3, 5)):
+        assert broadcast(t, x)[0].uop is t.expand((4, 3, 5)).uop
+    assert broadcast(x, x)[0] is x

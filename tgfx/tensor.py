@@ -314,10 +314,8 @@ class Tensor:
         mismatch = any(s != t and s != 1 for s, t in zip(self.shape[::-1], shape[::-1], strict=False))
         if len(shape) < self.ndim or mismatch:
             raise ValueError(f"cannot broadcast Tensor of shape {self.shape} to shape {shape}")
-        x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape) if len(shape) != self.ndim else self
-        if x.shape == shape:
-            return x
-        return Tensor(UOp(Ops.EXPAND, x.dtype, (x.uop,), shape))
+        u = _expand_uop(self.uop, shape)
+        return self if u is self.uop else Tensor(u)
 
     def pad_zeros(self, pads: Sequence[tuple[int, int]]) -> Tensor:
         pads = tuple((int(b), int(a)) for b, a in pads)
@@ -602,7 +600,18 @@ def check_same_device(ts: Sequence[Tensor], name: str) -> None:
 def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
     check_same_device(ts, name)
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
-    return [t if t.shape == shape else t.expand(shape) for t in ts]
+    return [t if t.shape == shape else Tensor(_expand_uop(t.uop, shape)) for t in ts]
+
+
+def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
+    """`u` broadcast to `shape` (checked by the caller): leading axes of one added by a RESHAPE (of what a RESHAPE
+    reshapes, as `Tensor.reshape` makes it), then an EXPAND. One Tensor for the result, not one per step: eager
+    `x * 2` broadcasts its scalar this way."""
+    if len(shape) != len(u.shape):
+        new = (1,) * (len(shape) - len(u.shape)) + u.shape
+        src = u.src[0] if u.op is Ops.RESHAPE else u
+        u = src if src.shape == new else UOp(Ops.RESHAPE, u.dtype, (src,), new)
+    return u if u.shape == shape else UOp(Ops.EXPAND, u.dtype, (u,), shape)
 
 
 # Tensors made from a graph, not (yet) rebound to a buffer: where to look for the siblings of a realised one
