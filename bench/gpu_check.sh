@@ -8,7 +8,7 @@
 #   GPU_CHECK_INSTALL_PEERS=1 bash bench/gpu_check.sh   # also pip-install jax[cuda12] and torch (network needed)
 #
 # Logs go to $OUT/gpu_check (the device runner's output folder) or /tmp/gpu_check; each step's tail is printed.
-# Seen on 2026-12-04 on one H200 (driver 580.159, CUDA 13.0, python 3.12 with numpy, llvmlite 0.50 / LLVM 22, jax and
+# Seen on 2026-12-04 on one H200 (driver 580.159, CUDA 13.0, python 3.12, numpy 2.5, llvmlite 0.50 with LLVM 22, jax and
 # torch CUDA builds already installed): every step ran in 83-126 s, the results are in bench/README.md.
 set -u
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
