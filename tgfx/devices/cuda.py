@@ -789,10 +789,6 @@ class CUDADevice(QueueDevice):
     """
 
     compiles_on_host = False
-    # A GPU's write of a signal wakes no sleeper: a host function run in stream order does (a driver thread, tens of
-    # microseconds later). A host wait therefore spins through the time a short kernel and the write take, as the
-    # CUDA runtime's own synchronisation spins while a core is free, and sleeps only on longer work.
-    host_spin_ns = 1_000_000
 
     def __init__(self, name: str) -> None:
         self.drv = load_driver()

@@ -30,7 +30,6 @@ CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712
 
 CU_STREAM_NON_BLOCKING = 0x1
 CU_EVENT_DEFAULT = 0x0
-CU_EVENT_BLOCKING_SYNC, CU_EVENT_DISABLE_TIMING = 0x1, 0x2
 CU_STREAM_WAIT_VALUE_GEQ = 0x0        # (int64_t)(*addr - value) >= 0: a cyclic compare, as the CPU's signed one
 CU_STREAM_WRITE_VALUE_DEFAULT = 0x0   # ordered after the stream's earlier work, with a memory barrier
 CU_MEMHOSTALLOC_PORTABLE, CU_MEMHOSTALLOC_DEVICEMAP = 0x01, 0x02

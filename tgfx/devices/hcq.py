@@ -311,16 +311,15 @@ class _Stall:
         return False
 
 
-def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None, until_stalled: bool = False,
-               spin_ns: int = HOST_SPIN_NS) -> bool:
+def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None, until_stalled: bool = False) -> bool:
     """Wait until the signal-like word at `addr` is >= `value`, natively with the GIL released; False on timeout
     (with `until_stalled`, once `timeout` passed with no progress anywhere: `_Stall`).
 
-    The wait spins `spin_ns` first, unless this thread runs on the core whose number is at address `avoid` (the core
-    of the processor that will write the word: spinning there would only keep it from running)."""
+    The wait spins first, unless this thread runs on the core whose number is at address `avoid` (the core of the
+    processor that will write the word: spinning there would only keep it from running)."""
     rt = host_runtime()
     clock = _Stall(timeout, restart=until_stalled)
-    spin = spin_ns
+    spin = HOST_SPIN_NS
     while True:
         left = int(clock.left() * 1e9)
         if rt.wait_ge(addr, value, max(0, min(left, _HOST_SLICE_NS)), spin, None, avoid) >= value:
@@ -784,9 +783,6 @@ class HCQDevice:
     read it where it lies (an all-reduce over them needs no copies). A copy between devices runs on the destination's
     copy engine, unless the destination's memory is host memory and the source's is not: a CPU's engine cannot read
     a GPU's memory, so the source's engine pushes it. False for a backend whose memory only its own engines reach."""
-    # how long a host wait on this device's timeline spins before it sleeps (a device whose writes do not wake
-    # sleepers by themselves spins longer: see CUDADevice)
-    host_spin_ns: int = HOST_SPIN_NS
 
     compiles_on_host: bool = False
     """Whether this device runs code the host's LLVM compiles for the host's CPU (`tgfx.lowering.lower_kernel`; a
@@ -873,8 +869,7 @@ class HCQDevice:
         clock = _Stall(timeout)
         while True:
             left = clock.left()
-            if _host_wait(sig.addr, value, min(left, _WRITER_CHECK_S), self._last_processor.cpu_addr,
-                          spin_ns=self.host_spin_ns):
+            if _host_wait(sig.addr, value, min(left, _WRITER_CHECK_S), self._last_processor.cpu_addr):
                 return
             if (why := self._lost(value)) is not None:
                 raise HCQNoWriterError(f"{waiter} for signal {sig.name!r} to reach {value} (it is at {sig.value}): "

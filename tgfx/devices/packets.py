@@ -106,12 +106,8 @@ class Packet:
     doc: str
 
     def word(self, name: str) -> int:
-        """The payload word of field `name` (a dict lookup: backends decode packets on every submit)."""
-        words = self.__dict__.get("_words")
-        if words is None:
-            words = {f.name: f.word for f in self.fields}
-            object.__setattr__(self, "_words", words)
-        return words[name]
+        """The payload word of field `name`."""
+        return next(f.word for f in self.fields if f.name == name)
 
     @property
     def fixed_words(self) -> int:
