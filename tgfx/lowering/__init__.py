@@ -281,54 +281,57 @@ def _load(ast: UOp, mode: str, key: str, ko: KernelObject, target: Target) -> Co
     return _kernels.setdefault((ast.key, mode), ck)
 
 
-_gc_lock = threading.Lock()
-_gc_pause = {"depth": 0, "was_enabled": False}   # the pauses in progress, and whether the collector ran before them
+class _SharedSetting:
+    """A process-wide setting changed while any of its users run: the first to enter changes it (`enter` returns
+    what to restore), the last to leave restores it (`leave`). Nested and concurrent uses share one change."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, enter: Callable[[], Any], leave: Callable[[Any], None]) -> None:
+        self.enter, self.leave, self.depth, self.saved = enter, leave, 0, None
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self.depth == 0:
+                self.saved = self.enter()
+            self.depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.leave(self.saved)
 
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while tracing and lowering: they allocate nodes by the ten thousand,
-    every so many allocations start a collection, and a full one walks every live object (the program's graphs and
-    caches) to find no cycles: UOp graphs are acyclic and freed by reference counts. An RNN step's first call spent
-    119 of its 930 ms there. Nested and concurrent pauses share one: the collector comes back on, if it was on, when
-    the last one ends."""
-    with _gc_lock:
-        if _gc_pause["depth"] == 0:
-            _gc_pause["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _gc_pause["depth"] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pause["depth"] -= 1
-            if _gc_pause["depth"] == 0 and _gc_pause["was_enabled"]:
-                gc.enable()
+def _gc_off() -> bool:
+    was = gc.isenabled()
+    gc.disable()
+    return was
 
+
+# Python's cyclic garbage collector off while tracing and lowering: they allocate nodes by the ten thousand, every so
+# many allocations start a collection, and a full one walks every live object (the program's graphs and caches) to
+# find no cycles: UOp graphs are acyclic and freed by reference counts. An RNN step's first call spent 119 of its 930
+# ms there. The collector comes back on, if it was on, when the last pause ends.
+gc_paused = _SharedSetting(_gc_off, lambda was: gc.enable() if was else None)
 
 # while compile threads run beside the lowering thread: how long a thread may hold the GIL when another waits for it
 COMPILE_SWITCH_S = 0.0005
-_switch = {"depth": 0, "was": 0.0}
 
 
-@contextlib.contextmanager
-def quick_gil_handoff() -> Iterator[None]:
-    """A short GIL switch interval while compile threads run: a compile makes a dozen llvmlite calls, each of which
-    gives up the GIL and must take it back from the thread lowering the next kernel in Python, which by default keeps
-    it for up to 5 ms. The MLP step's compiles took 2.2x as long beside the lowering as alone; with 0.5 ms they end
-    about when the lowering does. Nested and concurrent uses share one setting, restored when the last ends."""
-    with _gc_lock:
-        if _switch["depth"] == 0:
-            _switch["was"] = sys.getswitchinterval()
-            sys.setswitchinterval(min(_switch["was"], COMPILE_SWITCH_S))
-        _switch["depth"] += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _switch["depth"] -= 1
-            if _switch["depth"] == 0:
-                sys.setswitchinterval(_switch["was"])
+def _short_switch() -> float:
+    was = sys.getswitchinterval()
+    sys.setswitchinterval(min(was, COMPILE_SWITCH_S))
+    return was
+
+
+# A short GIL switch interval while compile threads run: a compile makes a dozen llvmlite calls, each of which gives
+# up the GIL and must take it back from the thread lowering the next kernel in Python, which by default keeps it for
+# up to 5 ms. The MLP step's compiles took 2.2x as long beside the lowering as alone; with 0.5 ms they end about when
+# the lowering does. Restored when the last user ends.
+quick_gil_handoff = _SharedSetting(_short_switch, sys.setswitchinterval)
 
 
 def prelower(asts: Iterable[UOp]) -> None:

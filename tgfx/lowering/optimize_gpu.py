@@ -223,7 +223,7 @@ def _grid_axes(loops: list[UOp], sizes: dict[int, int]) -> list[UOp]:
     if len(live) <= 3:
         return live
     longest = sorted(live[:-1], key=lambda r: sizes[r.arg[0]], reverse=True)[:2]
-    return [r for r in live if r is live[-1] or any(r is o for o in longest)]
+    return [r for r in live if r is live[-1] or r in longest]
 
 
 def launch_dims(sink: UOp) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

@@ -26,7 +26,7 @@ import os
 import pathlib
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -332,7 +332,7 @@ def kernel_ir(ast: UOp, target: GPUTarget = GPU_DEFAULT,
     # a parameter for every slot of the AST, also one whose loads were folded away (a zero-size part): the EXEC gives
     # a word for each
     slots = max((u.arg[0] + 1 for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL), default=0)
-    dims = LaunchDims(grid, block, max(slots, *(b.arg[0] + 1 for b in bufs)) if bufs else slots)
+    dims = LaunchDims(grid, block, slots)
     return render_nvptx(name, lin, acc_of, bufs, dims, target), name, dims, applied
 
 
@@ -344,21 +344,22 @@ def ptx_of(ast: UOp, target: GPUTarget = GPU_DEFAULT,
     as its parameter buffer, no dynamic shared memory.
 
     `opts` are applied exactly; without them the target's heuristics choose. Cached in memory and on disk."""
-    job = _ptx_job(ast, target, opts)
-    return job if isinstance(job, tuple) else job()
+    return _ptx_job(ast, target, opts)()
 
 
-def _ptx_job(ast: UOp, target: GPUTarget, opts: Sequence[Opt] | None = None) -> Any:
-    """`ptx_of`'s result when it is cached, else the kernel rendered to NVPTX IR here (Python) and a function that
-    compiles it with LLVM and caches it (which another thread may run: `preload`)."""
+def _ptx_job(ast: UOp, target: GPUTarget,
+             opts: Sequence[Opt] | None = None) -> Callable[[], tuple[str, str, LaunchDims]]:
+    """What gives `ptx_of`'s result: the cached one, or the kernel rendered to NVPTX IR here (Python) and compiled with
+    LLVM and cached when called (on another thread: `preload`)."""
     mode = _mode(opts, target)
     if (hit := _ptx.get((ast.key, target.key, mode))) is not None:
-        return hit
+        return lambda: hit
     key = cache_key(f"ptx|{ast.key}|{mode}", target)
     if (cached := read_cached(key)) is not None:
         meta, text = cached
         out = (text.decode(), meta["name"], LaunchDims(tuple(meta["grid"]), tuple(meta["block"]), meta["params"]))
-        return _ptx.setdefault((ast.key, target.key, mode), out)
+        kept = _ptx.setdefault((ast.key, target.key, mode), out)
+        return lambda: kept
     ir, name, dims, _ = kernel_ir(ast, target, opts)
 
     def compile_it() -> tuple[str, str, LaunchDims]:
@@ -408,6 +409,6 @@ def preload(kernels: Iterable[tuple[Any, UOp]]) -> None:
         futures = []
         for dev, ast in todo:
             job = _ptx_job(ast, dev.target)
-            futures.append(pool.submit(lambda d=dev, a=ast, j=job: _load(d, a, j if isinstance(j, tuple) else j())))
+            futures.append(pool.submit(lambda d=dev, a=ast, j=job: _load(d, a, j())))
     for f in futures:
         f.result()   # the first failure, in program order
