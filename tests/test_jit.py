@@ -14,6 +14,10 @@ from tgfx.devices import DEFAULT_DEVICE
 from tgfx.function import ConcretizationError
 from tgfx.transforms.jit import DonatedBufferError
 
+# tests of the CPU's compile path and ring: they skip, saying why, when TGFX_DEVICE makes another device the default
+on_the_cpu = pytest.mark.skipif(not DEFAULT_DEVICE.startswith("CPU"),
+                                reason=f"the CPU's compile path and ring: the default device is {DEFAULT_DEVICE}")
+
 
 def arr(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -219,8 +223,7 @@ def test_ten_thousand_replays_keep_resident_memory_flat():
     np.testing.assert_allclose(w.numpy(), arr(4096) - 0.01 * 10_500 * arr(4096, seed=1), rtol=1e-3, atol=1e-3)
 
 
-@pytest.mark.skipif(not DEFAULT_DEVICE.startswith("CPU"), reason="the CPU's compile path and ring: the default device "
-                    f"is {DEFAULT_DEVICE} (TGFX_DEVICE)")
+@on_the_cpu
 def test_prelower_compiles_each_kernel_once_off_the_main_thread():
     # a program's kernels are compiled on a worker thread while the next is lowered; every kernel still compiles
     # exactly once and the program gives the right answer
@@ -310,8 +313,7 @@ def test_eager_loops_reuse_dropped_results():
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
 
 
-@pytest.mark.skipif(not DEFAULT_DEVICE.startswith("CPU"), reason="the CPU's compile path and ring: the default device "
-                    f"is {DEFAULT_DEVICE} (TGFX_DEVICE)")
+@on_the_cpu
 def test_a_program_over_the_inline_size_goes_through_the_ring():
     from tgfx.devices import get_device
     from tgfx.devices.hcq import Engine
@@ -425,8 +427,7 @@ def test_pytree_and_scalar_replays_take_the_fast_path_and_match_the_general_one(
     np.testing.assert_allclose(out["w"].numpy(), v0 - 0.5 * v0, rtol=1e-5)
 
 
-@pytest.mark.skipif(not DEFAULT_DEVICE.startswith("CPU"), reason="the CPU's compile path: the default device "
-                    f"is {DEFAULT_DEVICE} (TGFX_DEVICE)")
+@on_the_cpu
 def test_compiles_beside_the_lowering_get_the_gil_back_quickly():
     """While prelower's compile threads run, a thread holds the GIL at most COMPILE_SWITCH_S when another waits
     (each llvmlite call gives it up and must take it back); the interval is the user's again afterwards."""
