@@ -701,7 +701,8 @@ def tgfx_copy(s: Sizes, d: Inputs) -> Case:
 
 
 def _tgfx_allreduce(s: Sizes, d: Inputs) -> Case:
-    """`psum` of one value per CPU device: a ring of copies and adds, replayed under jit."""
+    """`psum` of one value per CPU device, replayed under jit: one kernel reading every part where it lies (CPU devices
+    share memory; a ring of copies and adds on other backends)."""
     import tgfx as tg
     f = tg.jit(lambda *parts: tg.psum(parts))
     parts = [tg.asarray(p).to(f"CPU:{i}").block_until_ready() for i, p in enumerate(d["parts"])]

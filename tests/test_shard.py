@@ -147,14 +147,17 @@ def test_allreduce_is_a_ring_of_copies_and_adds(ring_only: None) -> None:
 
 @pytest.mark.parametrize("devs", [D2, D4])
 def test_allreduce_over_host_memory_devices_reads_parts_in_place(devs: tuple) -> None:
-    """CPU devices share this process's memory: each combines every partial sum where it lies, one kernel per device
-    and no copies (a ring over 4 devices is 40 copies and 12 adds), and the replicas are equal to the bit."""
+    """CPU devices share this process's memory: the first device combines every partial sum where it lies, in one
+    kernel, and every device's replica is that result (a ring over 4 devices is 40 copies and 12 adds)."""
+    from tgfx.lowering.execute import buffer_memory
     a = randn(len(devs) * 3, 1001)
     x = tg.shard(tg.asarray(a), devs, axis=0).realize()
     tg.counters.reset()
     s = x.sum(axis=0).realize()
     assert tg.counters.copy_count == 0
-    assert tg.counters.kernel_count == len(devs) * (1 + 1)   # a partial sum and the all-reduce, per device
+    # a partial sum on each other device, and the all-reduce (which computes the first device's partial sum itself)
+    assert tg.counters.kernel_count == len(devs)
+    assert len({buffer_memory(p.uop, allocate=False).ptr for p in tg.parts(s)}) == 1   # one memory, n devices
     assert tg.sharding(s) == (devs, None)
     np.testing.assert_allclose(s.numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
     for p in tg.parts(s):
@@ -174,6 +177,31 @@ def test_host_memory_allreduces_replay_in_order_under_jit() -> None:
         out = f(*(tg.asarray(p).to(d) * 2 for p, d in zip(parts, devs, strict=True)))
         for r in tg.parts(out):
             np.testing.assert_allclose(r.numpy(), 2 * sum(parts), rtol=1e-5, atol=1e-5)
+
+
+def test_host_memory_allreduce_replicas_are_safe_to_donate_and_read() -> None:
+    """The replicas of an all-reduce over CPU devices are one memory: a jitted call that donates one writes into a
+    copy (the others keep the sum), and a jitted call on another device reads the sum only once it is written."""
+    devs = ("CPU:0", "CPU:1", "CPU:2")
+    vals = [randn(1 << 18) for _ in devs]
+    f = tg.jit(lambda *ps: tg.psum(ps))
+    parts = [tg.asarray(v).to(d).realize() for v, d in zip(vals, devs, strict=True)]
+    tg.counters.reset()
+    total = f(*parts)
+    assert (tg.counters.kernel_count, tg.counters.copy_count) == (1, 0)
+    want = sum(vals)
+    double = tg.jit(lambda x: x * 2)   # queued on CPU:2 right behind the all-reduce's kernel on CPU:0
+    np.testing.assert_allclose(double(tg.parts(total)[2]).numpy(), 2 * want, rtol=1e-5, atol=1e-5)
+    step = tg.jit(lambda x: x + 1, donate_argnums=0)
+    for i in (1, 0):
+        bumped = step(tg.parts(total)[i])
+        np.testing.assert_allclose(bumped.numpy(), want + 1, rtol=1e-5, atol=1e-5)
+    for p in tg.parts(total)[1:]:   # (part 0 and 1 were donated: using them raises)
+        np.testing.assert_allclose(p.numpy(), want, rtol=1e-5, atol=1e-5) if p.device == "CPU:2" else None
+    only = tg.jit(lambda *ps: tg.psum(ps).to("CPU:1"))   # one replica: no result is memory the program reuses
+    for _ in range(3):
+        np.testing.assert_allclose(only(*(tg.asarray(v).to(d) for v, d in zip(vals, devs, strict=True))).numpy(),
+                                   want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from tgfx.lowering.execute import (
     memory_of,
     register_memory,
 )
-from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, new_buffer
+from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, is_alias, new_buffer
 
 RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
 POOL_DEPTH = 2              # idle allocations kept per output slot
@@ -127,7 +128,10 @@ class Program:
         pooled = sum(buffer_nbytes(b) for b in self.outputs) <= RECYCLE_BYTES
         # what a call allocates: per output buffer (device, size, dtype, allocator, bytes, free list), None where
         # donated
-        self.out_specs = [None if i in donated else
+        # an alias output is the memory of another output (its source), seen from its own device
+        alias_of = {c.src[1]: self.outputs.index(c.src[2]) for c in self.calls if is_alias(c)}
+        self.out_specs = [None if i in donated else ("alias", b.arg[1], b.arg[2], b.dtype, alias_of[b])
+                          if b in alias_of else
                           (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator, buffer_nbytes(b),
                            deque() if pooled else None)
                           for i, b in enumerate(self.outputs)]
@@ -151,7 +155,7 @@ class Program:
         self.recent: deque[list[UOp]] | None = deque(maxlen=2) \
             if reuse_results and pooled and distinct and not donated and not self.sharded else None
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
-        self.n_copies = sum(1 for c in self.calls if c.src[0].op is Ops.COPY)
+        self.n_copies = sum(1 for c in self.calls if c.src[0].op is Ops.COPY and not is_alias(c))
         self.lock = threading.Lock()
 
     # ---- encoding (once) ----
@@ -184,6 +188,17 @@ class Program:
                 assert not labels, "a collective between processes inside a loop or branch (they run on one device)"
                 segments.append(network_segment(self, call, writer, index))
                 writer[bufs[0]] = pending[bufs[0]] = len(segments) - 1
+                continue
+            if is_alias(call):   # no bytes move: the destination's device waits for the source's writer
+                if queue is not None:
+                    segments.append(self._segment(qdev, queue, used, index))
+                    queue = None
+                dst, src = bufs
+                if get_device(src.arg[1]) is not get_device(dst.arg[1]):
+                    fences.wait_for(get_device(dst.arg[1]), [src], writer)
+                    writer[dst] = len(segments) - 1
+                elif src in writer:
+                    writer[dst] = writer[src]
                 continue
             if body.op is Ops.COPY and not labels and len(body.arg) == 3:
                 if queue is not None:
@@ -281,8 +296,14 @@ class Program:
                 if spec is None:  # donated: the output takes over the input's buffer
                     out_bufs.append(in_bufs[self.donated[i]])
                     mems.append(mems[self.donated[i]])
+                elif spec[0] == "alias":   # made once the memory it aliases is
+                    out_bufs.append(None)
+                    mems.append(None)
                 else:
                     out_bufs.append(_output(spec, mems))
+            for i, spec in enumerate(self.out_specs):
+                if spec is not None and spec[0] == "alias":
+                    out_bufs[i] = _alias(spec, mems, self.n_dynamic + i, self.n_dynamic + spec[4])
             results = self.views(out_bufs, in_bufs)
         if self.recent is not None:
             self.recent.append(results)
@@ -460,6 +481,22 @@ def _output(spec: tuple, mems: list[Any]) -> UOp:
     return buf
 
 
+def _alias(spec: tuple, mems: list[Any], at: int, source: int) -> UOp:
+    """An alias output: a new buffer on its device whose memory (put in `mems[at]`) is that of the output whose
+    memory is `mems[source]`. Both are marked shared, so that no jitted call writes into either in place."""
+    _, device, size, dtype, _ = spec
+    buf, base = new_buffer(device, size, dtype), mems[source]
+    mem = Buffer(get_device(device), base.nbytes, base.ptr, base._mem)
+    shared_memory.add(base)
+    shared_memory.add(mem)
+    mems[at] = register_memory(buf, mem)
+    return buf
+
+
+# memory that more than one buffer is (an alias output and its source): donating it would overwrite the others
+shared_memory: weakref.WeakSet[Buffer] = weakref.WeakSet()
+
+
 def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
     """Give intermediates whose lifetimes do not overlap the same memory; returns (bytes without, with planning).
 
@@ -490,4 +527,4 @@ def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
     return unplanned, sum(arenas.values())
 
 
-__all__ = ["Program", "Segment", "plan_memory", "RECYCLE_BYTES"]
+__all__ = ["Program", "Segment", "plan_memory", "shared_memory", "RECYCLE_BYTES"]

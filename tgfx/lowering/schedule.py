@@ -491,7 +491,11 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     # complex values are computed as their (re, im) pairs: no kernel sees a complex type
     roots = lower_complex(roots)
     roots = list(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_transpose_operands, name="transpose").src)
+    # a result that is another device's value read in place is materialised by its COPY (an alias where it can be)
+    roots = [r.src[0] if r.op is Ops.CONTIGUOUS and r.src[0].op is Ops.COPY and r.src[0].tag == "in place" else r
+             for r in roots]
     realize = find_realizes(roots)
+    results_of = {_root_base(r) for r in roots}
     realized: dict[UOp, UOp] = {}  # node -> its BUFFER
     calls: list[UOp] = []
     for u in walk(UOp(Ops.SINK, None, tuple(roots))):
@@ -510,7 +514,11 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
             src_buf = base if base.op is Ops.BUFFER else realized[base]
             dst = new_buffer(u.arg, prod(u.shape), u.dtype)
             nbytes, offset = dst.arg[2] * u.dtype.itemsize, off * u.dtype.itemsize
-            calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), (nbytes, offset, 0)), dst, src_buf)))
+            # a result read in place from memory this device shares, and computed here, is that memory (an alias)
+            alias = u.tag == "in place" and u in results_of and base.op is not Ops.BUFFER and off == 0 and \
+                prod(base.shape) == dst.arg[2]
+            calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), (nbytes, offset, 0), tag="alias" if alias else
+                                                  None), dst, src_buf)))
             realized[u] = dst
             continue
         if u.op is Ops.NETWORK:  # the network engine runs it on (out, in)
@@ -540,7 +548,17 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     for g, r in zip(given, roots, strict=True):
         buf = realized.get(_root_base(r)) or buffer_view(r)
         results[g] = r if buf is None else (buf if buf.shape == r.shape else UOp(Ops.RESHAPE, r.dtype, (buf,), r.shape))
+    # an alias of memory that is no result would be memory the program reuses: copied instead
+    kept = {buffer_view(r) for r in results.values()}
+    calls = [c.replace(src=(c.src[0].replace(tag=None), *c.src[1:])) if is_alias(c) and c.src[2] not in kept else c
+             for c in calls]
     return UOp(Ops.LINEAR, None, tuple(calls)), results
+
+
+def is_alias(call: UOp) -> bool:
+    """Whether LINEAR command `call` is a COPY whose destination is its source's memory, seen from the destination's
+    device (which shares it): no bytes move, the destination's device waits for the source's writer."""
+    return call.src[0].op is Ops.COPY and call.src[0].tag == "alias"
 
 
 def _arg_buffer(a: UOp, realized: dict[UOp, UOp]) -> UOp:

@@ -39,7 +39,7 @@ from tgfx.lowering.execute import buffer_memory, copyin, copyout
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
-from tgfx.lowering.program import Program
+from tgfx.lowering.program import Program, shared_memory
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
 from tgfx.trace_state import active
@@ -251,10 +251,11 @@ class Jit:
         if None in in_bufs:  # not yet computed, or sharded: one input per device part
             realize(*tensors)
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
-        for i in prog.donated_inputs:   # an interned scalar is shared: the program takes over a copy of it
-            if is_interned(in_bufs[i]):
-                in_bufs[i] = copy_buffer(in_bufs[i])
         mems = [buffer_memory(b, allocate=False) for b in in_bufs]
+        for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas): the program
+            if is_interned(in_bufs[i]) or mems[i] in shared_memory:   # takes over a copy of it
+                in_bufs[i] = copy_buffer(in_bufs[i])
+                mems[i] = buffer_memory(in_bufs[i], allocate=False)
         results = prog.execute(mems, in_bufs)
         if prog.sharded:
             results = prog.unflatten(results)
