@@ -13,11 +13,11 @@ sharded values are ordinary ops whose device is the tuple. `pm_multi` pushes MUL
 
 `pm_allreduce` then lowers each ALLREDUCE. Over devices whose memory is this process's host memory
 (`HCQDevice.host_memory`: `CPU:0`, `CPU:1`, ... share one address space) the first device reads every part where it
-lies into one result, which every other device reads where it lies, with no copies (`direct_all_reduce`; the program makes each
-kernel wait for the devices that wrote what it reads). Otherwise it is a ring over the devices: a reduce-scatter (n-1
-steps; each device sends one chunk to the next, which combines it with its own) and an all-gather (n-1 steps of
-forwarding). Each step is a `COPY` onto the next device's copy engine and an add kernel; the timeline signals of the
-devices order them. Every device moves 2(n-1)/n of the value, the optimum for a ring.
+lies into one result, which every other device reads where it lies, with no copies (`direct_all_reduce`; the program
+makes each kernel wait for the devices that wrote what it reads). Otherwise it is a ring over the devices: a
+reduce-scatter (n-1 steps; each device sends one chunk to the next, which combines it with its own) and an all-gather
+(n-1 steps of forwarding). Each step is a `COPY` onto the next device's copy engine and an add kernel; the timeline
+signals of the devices order them. Every device moves 2(n-1)/n of the value, the optimum for a ring.
 """
 from __future__ import annotations
 
