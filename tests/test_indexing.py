@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.ir.ops import Ops
 
 A = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5) - 50
 
@@ -472,3 +473,45 @@ def test_iteration_gives_the_rows_and_unpacks_like_a_jax_array():
     np.testing.assert_array_equal(np.stack([key.numpy(), sub.numpy()]), tg.random.split(tg.random.key(0)).numpy())
     with pytest.raises(TypeError, match="0-d"):
         iter(tg.asarray(np.float32(1)))
+
+
+def test_rows_of_a_computed_buffer_are_its_memory_without_a_kernel():
+    """A row (or a leading-axis slice) of a computed buffer is a range of its memory: iterating, `x[3]`, `x[2:5]`
+    compute nothing, and a jitted call taking one replays its program directly (no trace, no copy kernel)."""
+    from tgfx.lowering.execute import buffer_memory
+    a = np.arange(40, dtype=np.float32).reshape(10, 4)
+    x = tg.asarray(a).realize()
+    base = buffer_memory(x.uop if x.uop.op is Ops.BUFFER else x.uop.src[0], allocate=False)
+    tg.counters.reset()
+    rows = list(x)
+    picked, block = x[3].realize(), x[2:5].realize()
+    assert tg.counters.kernel_count == 0 and tg.counters.copy_count == 0 and tg.counters.schedule_count == 0
+    for got, want in [*zip(rows, a, strict=True), (picked, a[3]), (block, a[2:5])]:
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert buffer_memory(rows[3].uop, allocate=False).ptr == base.ptr + 3 * 4 * 4
+    f = tg.jit(lambda r: r * 2)
+    f(rows[0])
+    tg.counters.reset()
+    for r, want in zip(x, a, strict=True):   # fresh rows each call: the fast replay path takes them
+        np.testing.assert_array_equal(f(r).numpy(), want * 2)
+    assert tg.counters.kernel_count == 10 and f.trace_count == 1
+    bump = tg.jit(lambda r: r + 1, donate_argnums=0)   # donating a row writes into a copy: the rest is intact
+    np.testing.assert_array_equal(bump(rows[1]).numpy(), a[1] + 1)
+    np.testing.assert_array_equal(x.numpy(), a)
+
+
+def test_a_row_keeps_its_values_while_a_jitted_loop_recycles_results():
+    """A jit replay takes back the memory of its results of two calls before when nothing holds them: a row of one
+    (a view of its memory) holds it, so the row keeps its values while the loop goes on."""
+    f = tg.jit(lambda k: k * 2 + 1)
+    x = tg.asarray(np.ones((2, 4), np.float32))
+    for _ in range(3):
+        x = f(x)
+    y = f(x)
+    a, b = y
+    del y, b
+    for _ in range(4):
+        x = f(x)
+    np.testing.assert_array_equal(a.numpy(), np.full(4, 31, np.float32))
+    key, sub = tg.random.split(tg.random.key(0))   # the JAX idiom, against the split's own rows
+    np.testing.assert_array_equal(np.stack([key.numpy(), sub.numpy()]), tg.random.split(tg.random.key(0)).numpy())

@@ -31,7 +31,7 @@ from tgfx.dtypes import (
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.trace_state import current, user_error
+from tgfx.trace_state import active, current, user_error
 
 Scalar = bool | int | float | complex
 LITERAL = "literal"  # the tag of a CONST that stays a literal in eager kernels (Tensor.literal)
@@ -105,6 +105,14 @@ class Tensor:
         each, and no failing index to end the loop."""
         if not self.shape:
             raise TypeError("iteration over a 0-d Tensor")
+        if is_realized(u := self.uop) and u.op is not Ops.MULTI and not active():
+            # rows of a computed buffer in host memory are ranges of its memory: no graph, nothing to compute
+            from tgfx.lowering.execute import range_view
+            rest = self.shape[1:]
+            rows = [range_view(UOp(Ops.RESHAPE, u.dtype, (UOp(Ops.SHRINK, u.dtype, (u,), ((i, i + 1),
+                    *((0, n) for n in rest))),), rest)) for i in range(self.shape[0])]
+            if all(r is not None for r in rows):
+                return iter([Tensor(r) for r in rows])
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:

@@ -371,7 +371,11 @@ _FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, 
 
 def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
-    from tgfx.lowering.execute import buffer_memory
+    from tgfx.lowering.execute import buffer_memory, range_view
+    # a contiguous range of a computed buffer in host memory is that memory: no graph, no kernel
+    if views := {u: v for u in uops if (v := range_view(u)) is not None}:
+        rest = [u for u in uops if u not in views]
+        return {**(realize(rest) if rest else {}), **views}
     sink = UOp(Ops.SINK, None, tuple(uops))
     nodes = walk(sink)
     unflatten: Callable[[list[UOp]], list[UOp]] = list

@@ -2,6 +2,7 @@
 one LINEAR command into a queue. Programs (tgfx/lowering/program.py) are built from these."""
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,7 +14,7 @@ from tgfx.devices import get_device
 from tgfx.devices.queue import HWQueue, Label
 from tgfx.devices.target import host_target
 from tgfx.ir.ops import Ops
-from tgfx.ir.uop import UOp, buffers
+from tgfx.ir.uop import UOp, buffers, prod
 
 
 def buffer_nbytes(buf: UOp) -> int:
@@ -43,6 +44,32 @@ def register_memory(buf: UOp, mem: object) -> object:
     `mem`."""
     buffers[id(buf)] = mem
     return mem
+
+
+# memory that more than one buffer is (an all-reduce's replicas, `range_view`s and what they view): nothing may write
+# into it in place (a jitted call that donates it takes over a copy; a jit replay does not recycle it)
+shared_memory: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def range_view(u: UOp) -> UOp | None:
+    """`u` as a buffer of its own, without a kernel or a copy, when it is a contiguous range of a computed buffer in
+    host memory (a row of a split key, `x[3]`, `x[2:5]`: reshapes and leading-axis shrinks): a new BUFFER (viewed in
+    `u`'s shape) whose memory is that range of the other's. None otherwise (another device's memory: its kernels may
+    assume aligned buffers)."""
+    from tgfx.lowering.schedule import copy_source, new_buffer
+    if u.op not in (Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK) or u.dtype.is_complex:
+        return None
+    base, off = copy_source(u)
+    size = prod(u.shape)
+    if base.op is not Ops.BUFFER or size == 0 or (mem := buffers.get(id(base))) is None or \
+            not get_device(base.arg[1]).host_memory:
+        return None
+    view = new_buffer(base.arg[1], size, u.dtype)
+    part = mem.view(off * u.dtype.itemsize, size * u.dtype.itemsize)
+    shared_memory.add(mem)
+    shared_memory.add(part)
+    register_memory(view, part)
+    return view if u.shape == (size,) else UOp(Ops.RESHAPE, u.dtype, (view,), u.shape)
 
 
 def copyin(buf: UOp, data: np.ndarray) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from tgfx.lowering.execute import (
     is_tiny,
     memory_of,
     register_memory,
+    shared_memory,
 )
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, is_alias, new_buffer
 
@@ -338,9 +338,12 @@ class Program:
             if sys.getrefcount(u) > 3 or (u.op is Ops.RESHAPE and sys.getrefcount(u.src[0]) > 2):
                 recent.appendleft(results)
                 return None
-        for j in range(len(self.outputs)):
-            u = results[self._result_of_output[j]]
-            mems.append(memory_of(u if u.op is Ops.BUFFER else u.src[0]))
+        reused = [memory_of(u if u.op is Ops.BUFFER else u.src[0]) for u in
+                  (results[self._result_of_output[j]] for j in range(len(self.outputs)))]
+        if any(m in shared_memory for m in reused):   # a view of a result (`range_view`) still reads it
+            recent.appendleft(results)
+            return None
+        mems.extend(reused)
         return results
 
     def views(self, out_bufs: list[UOp], in_bufs: list[UOp]) -> list[UOp]:
@@ -493,10 +496,6 @@ def _alias(spec: tuple, mems: list[Any], at: int, source: int) -> UOp:
     return buf
 
 
-# memory that more than one buffer is (an alias output and its source): donating it would overwrite the others
-shared_memory: weakref.WeakSet[Buffer] = weakref.WeakSet()
-
-
 def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
     """Give intermediates whose lifetimes do not overlap the same memory; returns (bytes without, with planning).
 
@@ -527,4 +526,4 @@ def plan_memory(calls: list[UOp], intermediates: list[UOp]) -> tuple[int, int]:
     return unplanned, sum(arenas.values())
 
 
-__all__ = ["Program", "Segment", "plan_memory", "shared_memory", "RECYCLE_BYTES"]
+__all__ = ["Program", "Segment", "plan_memory", "RECYCLE_BYTES"]

@@ -52,13 +52,18 @@ def buffer_view(u: UOp) -> UOp | None:
 def copy_source(u: UOp) -> tuple[UOp, int]:
     """The value a COPY reads and the element offset into it. Reshapes and leading-axis shrinks of a contiguous
     value are contiguous ranges of its buffer, so they are copied straight out of it (a shard of a buffer, a chunk of
-    an all-reduce ring) instead of through a kernel."""
+    an all-reduce ring) instead of through a kernel. So is a row picked by a constant index (`x[3]`: a dynamic shrink
+    whose start is a literal)."""
     off = 0
     while True:
         if u.op is Ops.RESHAPE:
             u = u.src[0]
         elif u.op is Ops.SHRINK and all(b == (0, s) for b, s in zip(u.arg[1:], u.src[0].shape[1:], strict=True)):
             off += u.arg[0][0] * prod(u.src[0].shape[1:])
+            u = u.src[0]
+        elif u.op is Ops.DYNAMIC_SHRINK and u.arg[0] == (0,) and u.src[1].op is Ops.CONST and \
+                u.arg[1][1:] == u.src[0].shape[1:] and 0 <= u.src[1].arg <= u.src[0].shape[0] - u.arg[1][0]:
+            off += u.src[1].arg * prod(u.src[0].shape[1:])
             u = u.src[0]
         else:
             return u, off

@@ -35,11 +35,11 @@ from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering import gc_paused, lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
-from tgfx.lowering.execute import buffer_memory, copyin, copyout
+from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view, shared_memory
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
-from tgfx.lowering.program import Program, shared_memory
+from tgfx.lowering.program import Program
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
 from tgfx.trace_state import active
@@ -456,9 +456,11 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
         if type(x) is Tensor:
             u = x.uop
             if u.op is not Ops.BUFFER:
-                u = buffer_view(u)
-                if u is None:
-                    return None
+                if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
+                    if (r := range_view(u)) is None:   # memory; anything else is computed by the general path
+                        return None
+                    x.uop, v = r, buffer_view(r)
+                u = v
         else:
             try:
                 d = _weak_dtype(x, "")
