@@ -23,7 +23,7 @@ import pytest
 from helpers import native_programs
 
 from tgfx.config import Context
-from tgfx.devices import canonical_device, get_device
+from tgfx.devices import canonical_device, get_device, native
 from tgfx.devices.cpu import CPUCommandProcessor, CPUDevice, cpu_count
 from tgfx.devices.hcq import (
     Buffer,
@@ -101,6 +101,31 @@ done:
   ret void
 }
 
+; core 0 spins until the 64-bit word at address vals[0] (a Signal) is nonzero; every other core id sets the 64-bit
+; word at address vals[1] + 8 * core to 1
+define void @hold_first(ptr %bufs, ptr %vals, i64 %core) {
+entry:
+  %first = icmp eq i64 %core, 0
+  br i1 %first, label %hold, label %mark
+hold:
+  %addr = load i64, ptr %vals
+  %flag = inttoptr i64 %addr to ptr
+  br label %spin
+spin:
+  %v = load atomic i64, ptr %flag acquire, align 8
+  %zero = icmp eq i64 %v, 0
+  br i1 %zero, label %spin, label %done
+mark:
+  %mp = getelementptr i64, ptr %vals, i64 1
+  %marks = load i64, ptr %mp
+  %base = inttoptr i64 %marks to ptr
+  %p = getelementptr i64, ptr %base, i64 %core
+  store atomic i64 1, ptr %p release, align 8
+  br label %done
+done:
+  ret void
+}
+
 ; append vals[1] to the int64 log at address vals[0]: log[0] counts the entries, log[1 + i] is the i-th
 define void @append(ptr %bufs, ptr %vals, i64 %core) {
   %la = load i64, ptr %vals
@@ -146,7 +171,7 @@ done:
 
 @pytest.fixture(scope="module")
 def k() -> dict[str, Program]:
-    return native_programs(KERNELS_IR, ("add1", "addk", "write_core", "gate", "append", "rendezvous"))
+    return native_programs(KERNELS_IR, ("add1", "addk", "write_core", "gate", "append", "rendezvous", "hold_first"))
 
 
 @pytest.fixture
@@ -559,6 +584,30 @@ def test_parallel_launch_runs_core_ids_at_the_same_time(cpu0: HCQDevice, k: dict
         failsafe.cancel()
 
 
+@pytest.mark.skipif(cpu_count() < 2, reason="needs a helper thread")
+def test_a_helper_with_no_core_id_left_sleeps_instead_of_rejoining(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    """While the processor still runs core id 0 of a job, a helper that ran the other ids has nothing to claim: it
+    joins the job once and then sleeps. (It used to re-join the open job until the processor closed it, never
+    sleeping: when it had preempted the processor on one core, a 20 us kernel took the scheduler's 2-4 ms slice.)"""
+    proc = cpu0.processors[Engine.COMPUTE]
+    release = Signal(0, name="release")
+    marks = np.zeros(2, dtype=np.int64)
+    joins = int(proc.ctl[native.W_JOB_JOINS])
+    failsafe = threading.Timer(10.0, lambda: setattr(release, "value", 1))
+    failsafe.start()
+    try:
+        HWQueue().exec(k["hold_first"], [], vals=(release.addr, marks.ctypes.data), global_size=2).submit(cpu0)
+        while marks[1] == 0 and release.value == 0:   # core id 1 ran: on the helper (core id 0 holds the
+            time.sleep(0.001)                           # processor, or the other way round)
+        time.sleep(0.05)          # the job stays open meanwhile: a helper that kept re-joining it would do so here
+        joined = int(proc.ctl[native.W_JOB_JOINS]) - joins
+        release.value = 1
+        cpu0.synchronize()
+    finally:
+        failsafe.cancel()
+    assert marks[1] == 1 and 1 <= joined <= 2, joined
+
+
 def test_python_program_runs_every_core_id(cpu0: HCQDevice) -> None:
     seen: list[int] = []
     prog = Program("record", lambda bufs, vals, core: seen.append(core))
@@ -579,7 +628,6 @@ def test_debug_prints_kernels_when_the_host_waits(cpu0: HCQDevice, k: dict[str, 
 def test_a_new_engine_posts_no_open_parallel_job() -> None:
     # a zeroed job block looks open: a helper joining it bumped the claim counter and the first real parallel EXEC
     # then skipped core id 0 (a lost update, seen under load)
-    from tgfx.devices import native
     dev = CPUDevice("CPU:fresh")
     try:
         for proc in dev.processors.values():

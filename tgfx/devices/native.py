@@ -73,6 +73,7 @@ W_PROCESSOR_CPU = 23                           # the core the processor last ran
 W_JOB_FN, W_JOB_BUFS, W_JOB_VALS, W_JOB_GS, W_JOB_CLOSED = 24, 25, 26, 27, 28   # the parallel EXEC in progress
 W_JOB_NEXT = 32                                # the next core id to claim
 W_JOB_NEGJOINED = 40                           # minus the number of helpers inside the job
+W_JOB_JOINS = 41                               # helpers' joins of this engine's jobs so far (a count for tests)
 CTL_WORDS = 48
 
 # a profile event: program id (0: a copy), global size (or bytes copied), start and end (CLOCK_MONOTONIC ns)
@@ -467,18 +468,30 @@ done:
   ret void
 }
 
-; a helper joins the job posted in `ctl` (if open) and runs core ids until none are left; true if it joined
+; a helper joins the job posted in `ctl` (if open, with core ids still to claim) and runs core ids until none are
+; left; true if it joined. A job whose ids are all claimed is not joined again: a helper that kept re-joining one
+; until its processor closed it never slept, and when it had preempted that processor on its core (a wake-up placed
+; on the waker's core), the processor waited out the scheduler's time slice (a 20 us kernel took 2-4 ms)
 define internal i1 @help(ptr %ctl) {
 entry:
   %cp = call ptr @word(ptr %ctl, i64 $w_job_closed)
   %c0 = load atomic i64, ptr %cp seq_cst, align 8
   %open0 = icmp eq i64 %c0, 0
-  br i1 %open0, label %join, label %skip
+  br i1 %open0, label %claimable, label %skip
+claimable:
+  %np0 = call ptr @word(ptr %ctl, i64 $w_job_next)
+  %n0 = load atomic i64, ptr %np0 monotonic, align 8
+  %gsp0 = call ptr @word(ptr %ctl, i64 $w_job_gs)
+  %gs0 = load atomic i64, ptr %gsp0 monotonic, align 8
+  %left = icmp slt i64 %n0, %gs0
+  br i1 %left, label %join, label %skip
 skip:
   ret i1 false
 join:
   %nj = call ptr @word(ptr %ctl, i64 $w_job_negjoined)
   %j = atomicrmw sub ptr %nj, i64 1 seq_cst
+  %jc = call ptr @word(ptr %ctl, i64 $w_job_joins)
+  %jc0 = atomicrmw add ptr %jc, i64 1 monotonic
   %c1 = load atomic i64, ptr %cp seq_cst, align 8
   %open1 = icmp eq i64 %c1, 0
   br i1 %open1, label %work, label %leave
