@@ -481,13 +481,14 @@ class Buffer:
     """Device memory: `nbytes` at integer address `ptr` on `device` (None for host memory).
 
     `_mem` is the object that owns the memory; queues hold it (not the Buffer) until their fence passes, so
-    freeing a Buffer that a submitted queue still uses is safe.
+    freeing a Buffer that a submitted queue still uses is safe. `shared` marks memory that other Buffers are views
+    of (or that is a view itself): nothing may write into it in place as if it were one value's alone.
     """
 
-    __slots__ = ("device", "nbytes", "ptr", "_mem", "__weakref__")
+    __slots__ = ("device", "nbytes", "ptr", "_mem", "shared", "__weakref__")
 
-    def __init__(self, device: HCQDevice | None, nbytes: int, ptr: int, mem: Any) -> None:
-        self.device, self.nbytes, self.ptr, self._mem = device, nbytes, ptr, mem
+    def __init__(self, device: HCQDevice | None, nbytes: int, ptr: int, mem: Any, shared: bool = False) -> None:
+        self.device, self.nbytes, self.ptr, self._mem, self.shared = device, nbytes, ptr, mem, shared
 
     def __repr__(self) -> str:
         where = self.device.name if self.device is not None else "host"
@@ -499,10 +500,12 @@ class Buffer:
         return self._mem is None
 
     def view(self, offset: int, nbytes: int) -> Buffer:
-        """A sub-buffer sharing this memory (and keeping it alive), e.g. a slice of a planned arena."""
+        """A sub-buffer sharing this memory (and keeping it alive), e.g. a slice of a planned arena; both are marked
+        `shared` from then on."""
         if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
             raise ValueError(f"view [{offset}, {offset + nbytes}) is outside {self!r}")
-        return Buffer(self.device, nbytes, self.ptr + offset, self._mem)
+        self.shared = True
+        return Buffer(self.device, nbytes, self.ptr + offset, self._mem, shared=True)
 
 
 def host_buffer(array: np.ndarray | memoryview | bytes) -> Buffer:

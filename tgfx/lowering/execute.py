@@ -2,7 +2,6 @@
 one LINEAR command into a queue. Programs (tgfx/lowering/program.py) are built from these."""
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -46,11 +45,6 @@ def register_memory(buf: UOp, mem: object) -> object:
     return mem
 
 
-# memory that more than one buffer is (an all-reduce's replicas, `range_view`s and what they view): nothing may write
-# into it in place (a jitted call that donates it takes over a copy; a jit replay does not recycle it)
-shared_memory: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
 def range_view(u: UOp) -> UOp | None:
     """`u` as a buffer of its own, without a kernel or a copy, when it is a contiguous range of a computed buffer in
     host memory (a row of a split key, `x[3]`, `x[2:5]`: reshapes and leading-axis shrinks): a new BUFFER (viewed in
@@ -65,10 +59,7 @@ def range_view(u: UOp) -> UOp | None:
             not get_device(base.arg[1]).host_memory:
         return None
     view = new_buffer(base.arg[1], size, u.dtype)
-    part = mem.view(off * u.dtype.itemsize, size * u.dtype.itemsize)
-    shared_memory.add(mem)
-    shared_memory.add(part)
-    register_memory(view, part)
+    register_memory(view, mem.view(off * u.dtype.itemsize, size * u.dtype.itemsize))   # both marked `shared`
     return view if u.shape == (size,) else UOp(Ops.RESHAPE, u.dtype, (view,), u.shape)
 
 

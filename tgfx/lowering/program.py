@@ -35,7 +35,6 @@ from tgfx.lowering.execute import (
     is_tiny,
     memory_of,
     register_memory,
-    shared_memory,
 )
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, is_alias, new_buffer
 
@@ -338,12 +337,15 @@ class Program:
             if sys.getrefcount(u) > 3 or (u.op is Ops.RESHAPE and sys.getrefcount(u.src[0]) > 2):
                 recent.appendleft(results)
                 return None
-        reused = [memory_of(u if u.op is Ops.BUFFER else u.src[0]) for u in
-                  (results[self._result_of_output[j]] for j in range(len(self.outputs)))]
-        if any(m in shared_memory for m in reused):   # a view of a result (`range_view`) still reads it
-            recent.appendleft(results)
-            return None
-        mems.extend(reused)
+        n = len(mems)
+        for j in range(len(self.outputs)):
+            u = results[self._result_of_output[j]]
+            mem = memory_of(u if u.op is Ops.BUFFER else u.src[0])
+            if mem.shared:   # a view of a result (`range_view`) may still read it
+                del mems[n:]
+                recent.appendleft(results)
+                return None
+            mems.append(mem)
         return results
 
     def views(self, out_bufs: list[UOp], in_bufs: list[UOp]) -> list[UOp]:
@@ -489,10 +491,8 @@ def _alias(spec: tuple, mems: list[Any], at: int, source: int) -> UOp:
     memory is `mems[source]`. Both are marked shared, so that no jitted call writes into either in place."""
     _, device, size, dtype, _ = spec
     buf, base = new_buffer(device, size, dtype), mems[source]
-    mem = Buffer(get_device(device), base.nbytes, base.ptr, base._mem)
-    shared_memory.add(base)
-    shared_memory.add(mem)
-    mems[at] = register_memory(buf, mem)
+    base.shared = True
+    mems[at] = register_memory(buf, Buffer(get_device(device), base.nbytes, base.ptr, base._mem, shared=True))
     return buf
 
 

@@ -35,7 +35,7 @@ from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering import gc_paused, lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
-from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view, shared_memory
+from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
@@ -253,7 +253,7 @@ class Jit:
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
         mems = [buffer_memory(b, allocate=False) for b in in_bufs]
         for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas): the program
-            if is_interned(in_bufs[i]) or mems[i] in shared_memory:   # takes over a copy of it
+            if is_interned(in_bufs[i]) or mems[i].shared:   # takes over a copy of it
                 in_bufs[i] = copy_buffer(in_bufs[i])
                 mems[i] = buffer_memory(in_bufs[i], allocate=False)
         results = prog.execute(mems, in_bufs)
