@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -425,6 +426,39 @@ def test_pytree_and_scalar_replays_take_the_fast_path_and_match_the_general_one(
     same = tg.asarray(v0)                              # one Tensor passed twice into a program traced with two
     out, _ = step(1, {"w": same, "v": (same, 0.5)})
     np.testing.assert_allclose(out["w"].numpy(), v0 - 0.5 * v0, rtol=1e-5)
+
+
+def test_an_optimizer_state_namedtuple_takes_the_fast_path(monkeypatch):
+    """A NamedTuple argument (`tg.optim.AdamState`, an optax-style state) replays without building a PyTreeDef,
+    and keeps its type; one registered as a pytree of its own goes through its registration (the general path)."""
+    import tgfx.transforms.jit as jit_module
+
+    @tg.jit
+    def step(params, state):
+        updates, state = tg.optim.adam(0.1).update(params, state, params)
+        return tg.optim.apply_updates(params, updates), state
+
+    params = [tg.asarray(np.ones(3, np.float32))]
+    state = tg.optim.adam(0.1).init(params)
+    for _ in range(2):   # (the fresh state's moments are one zeros buffer: its own signature)
+        params, state = step(params, state)
+    traces = step.trace_count
+    calls = []
+    real_flatten = jit_module.tree_flatten
+    monkeypatch.setattr(jit_module, "tree_flatten", lambda *a, **k: calls.append(1) or real_flatten(*a, **k))
+    for _ in range(3):
+        params, state = step(params, state)
+    assert calls == [] and step.trace_count == traces and type(state) is tg.optim.AdamState
+    assert int(state.count) == 5
+
+    class Pair(NamedTuple):
+        a: Any
+        b: Any
+    tg.tree.register_pytree_node(Pair, lambda p: ((p.b,), None), lambda _aux, cs: Pair(0.0, cs[0]))
+    swap = tg.jit(lambda p: p.b * 2)
+    x = tg.asarray(np.float32(3))
+    for _ in range(2):
+        assert float(swap(Pair(1.0, x))) == 6.0   # only .b is a leaf, per the registration
 
 
 @on_the_cpu
