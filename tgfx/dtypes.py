@@ -303,6 +303,11 @@ def max_value(d: DType) -> int | float | bool:
 
 def cast_scalar(x: Any, d: DType) -> int | float | bool | complex:
     """A Python scalar converted to the value it takes in dtype `d` (with wrap-around for integers)."""
+    if (type(x) is float or type(x) is int) and -3.4e38 < x < 3.4e38:   # the common case, without numpy's state
+        if d is dtypes.float32:
+            return float(np.float32(x))
+        if d is dtypes.float64:
+            return float(x)
     if d.is_complex:
         return complex(np.array(x, dtype=d.np))
     if isinstance(x, complex):

@@ -244,25 +244,17 @@ class Tensor:
 
     def _binary(self, op: Ops, other: ArrayLike, reflected: bool = False, name: str | None = None,
                 float_only: bool = False) -> Tensor:
-        if (type(other) is float or type(other) is int) and id(self) not in _weak:
-            # the common `x * 2`: `promote` and `broadcast` for a strongly typed Tensor and a Python scalar, without
-            # their intermediate Tensors (an eager `(x * 2 + 1).sum()` spent a third of its time building them)
-            d = promote_types(self.dtype, "f*" if type(other) is float else "i*")
-            if float_only or op in GroupOp.FloatOnly:
-                d = to_inexact(d)
-            if not d.is_complex and (type(other) is float or not d.is_int or fits(other, d) or
-                                     fits(other, dtypes.default_int)):
-                c = _expand_uop(UOp.const(d, other), self.shape)
-                src = (self.cast(d).uop, c) if not reflected else (c, self.cast(d).uop)
-                return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else d, src))
         a, b = (self, other) if not reflected else (other, self)
         both_weak = is_weak(a) and is_weak(b)
         a, b = promote(a, b, name or op.name.lower(), float_only or op in GroupOp.FloatOnly)
         if a.dtype.is_complex and op not in _COMPLEX_BINARY:
             raise TypeError(f"{name or op.name.lower()} is not defined for complex Tensors ({a.dtype.name}); compare "
                             f"or order real(x) and imag(x), or abs(x)")
-        a, b = broadcast(a, b, name=name or op.name.lower())
-        out = Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))
+        # broadcast by views of the operands' nodes (`broadcast`, without a Tensor per operand)
+        check_same_device((a, b), name or op.name.lower())
+        shape = a.shape if a.shape == b.shape else broadcast_shapes(a.shape, b.shape, name=name or op.name.lower())
+        src = tuple(t.uop if t.shape == shape else _expand_uop(t.uop, shape) for t in (a, b))
+        out = Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, src))
         return weak(out) if both_weak and op not in GroupOp.Comparison else out
 
     def where(self, x: ArrayLike, y: ArrayLike) -> Tensor:
@@ -571,6 +563,19 @@ def promotion_kind(x: ArrayLike) -> DType | str:
 
 def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> tuple[Tensor, Tensor]:
     """Both operands as Tensors of their JAX result type (Python scalars and weak Tensors are weakly typed)."""
+    if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and id(a) not in _weak and id(b) not in _weak \
+            and (not float_only or a.dtype.is_float):
+        return a, b   # the common case once one side was promoted: nothing to do
+    if (type(a) is Tensor and (type(b) is float or type(b) is int) and id(a) not in _weak or
+            type(b) is Tensor and (type(a) is float or type(a) is int) and id(b) not in _weak):
+        # a strongly typed Tensor and a Python scalar (`x * 2`): what the loop below does for them, without its checks
+        t, x = (a, b) if type(a) is Tensor else (b, a)
+        d = promote_types(t.dtype, "f*" if type(x) is float else "i*")
+        if float_only and not d.is_float:
+            d = to_inexact(d)
+        if type(x) is float or not d.is_int or fits(x, dtypes.default_int) or fits(x, d):
+            t, c = t.cast(d), Tensor(UOp.const(d, x))
+            return (t, c) if type(a) is Tensor else (c, t)
     kinds = [promotion_kind(a), promotion_kind(b)]
     try:
         d = promote_types(*kinds)
