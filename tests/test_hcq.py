@@ -587,8 +587,9 @@ def test_parallel_launch_runs_core_ids_at_the_same_time(cpu0: HCQDevice, k: dict
 @pytest.mark.skipif(cpu_count() < 2, reason="needs a helper thread")
 def test_a_helper_with_no_core_id_left_sleeps_instead_of_rejoining(cpu0: HCQDevice, k: dict[str, Program]) -> None:
     """While the processor still runs core id 0 of a job, a helper that ran the other ids has nothing to claim: each
-    helper joins the job at most once and then sleeps. (It used to re-join the open job until the processor closed it, never
-    sleeping: when it had preempted the processor on one core, a 20 us kernel took the scheduler's 2-4 ms slice.)"""
+    helper joins the job at most once and then sleeps. (It used to re-join the open job until the processor closed
+    it, never sleeping: when it had preempted the processor on one core, a 20 us kernel took the scheduler's 2-4 ms
+    slice.)"""
     proc = cpu0.processors[Engine.COMPUTE]
     release = Signal(0, name="release")
     marks = np.zeros(2, dtype=np.int64)

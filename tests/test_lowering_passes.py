@@ -389,9 +389,12 @@ def test_compiled_objects_have_no_32_bit_absolute_relocations():
 
 def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
     # sigmoid(a) @ w fused would evaluate the sigmoid once per output column (64 times here): it is stored first;
-    # a cheap operand (2a) stays fused, and so does a costly one of a small product (a launch costs more)
+    # so is an MLP layer's relu(h + b) (two ops); a one-op operand (2a) stays fused, and so does a costly one of a
+    # small product (a launch costs more)
     a, w = Tensor(np.random.rand(128, 256).astype(np.float32)), Tensor(np.random.rand(256, 64).astype(np.float32))
+    b = Tensor(np.random.rand(256).astype(np.float32))
     assert _kernels((1 / (1 + tnp.exp(-a))) @ w) == 2
+    assert _kernels(tnp.maximum(a + b, 0) @ w) == 2
     assert _kernels((a * 2) @ w) == 1
     small_a = Tensor(np.random.rand(8, 16).astype(np.float32))
     small_w = Tensor(np.random.rand(16, 4).astype(np.float32))
