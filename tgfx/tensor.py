@@ -250,10 +250,7 @@ class Tensor:
         if a.dtype.is_complex and op not in _COMPLEX_BINARY:
             raise TypeError(f"{name or op.name.lower()} is not defined for complex Tensors ({a.dtype.name}); compare "
                             f"or order real(x) and imag(x), or abs(x)")
-        # broadcast by views of the operands' nodes (`broadcast`, without a Tensor per operand)
-        check_same_device((a, b), name or op.name.lower())
-        shape = a.shape if a.shape == b.shape else broadcast_shapes(a.shape, b.shape, name=name or op.name.lower())
-        src = tuple(t.uop if t.shape == shape else _expand_uop(t.uop, shape) for t in (a, b))
+        src = tuple(broadcast_uops(a, b, name=name or op.name.lower()))   # no Tensor per broadcast operand
         out = Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, src))
         return weak(out) if both_weak and op not in GroupOp.Comparison else out
 
@@ -568,14 +565,14 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
         return a, b   # the common case once one side was promoted: nothing to do
     if (type(a) is Tensor and (type(b) is float or type(b) is int) and id(a) not in _weak or
             type(b) is Tensor and (type(a) is float or type(a) is int) and id(b) not in _weak):
-        # a strongly typed Tensor and a Python scalar (`x * 2`): what the loop below does for them, without its checks
+        # a strongly typed Tensor and a Python scalar (`x * 2`): what the loop below does for them, without its
+        # type tests
         t, x = (a, b) if type(a) is Tensor else (b, a)
         d = promote_types(t.dtype, "f*" if type(x) is float else "i*")
         if float_only and not d.is_float:
             d = to_inexact(d)
-        if type(x) is float or not d.is_int or fits(x, dtypes.default_int) or fits(x, d):
-            t, c = t.cast(d), Tensor(UOp.const(d, x))
-            return (t, c) if type(a) is Tensor else (c, t)
+        t, c = t.cast(d), _scalar_operand(x, d, name)
+        return (t, c) if type(a) is Tensor else (c, t)
     kinds = [promotion_kind(a), promotion_kind(b)]
     try:
         d = promote_types(*kinds)
@@ -588,18 +585,26 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
         if isinstance(x, Tensor):
             out.append(x.cast(d))
         elif isinstance(x, (bool, int, float, complex)):
-            if type(x) is int and d.is_int and not fits(x, dtypes.default_int) and not fits(x, d):
-                raise OverflowError(f"{name}: Python int {x} too large to convert to {dtypes.default_int.name} (the "
-                                    f"type of a Python int operand, as in JAX) or to the {d.name} operand; pass it "
-                                    f"as a Tensor of a wider type")
-            out.append(Tensor(UOp.const(d, x)))
+            out.append(_scalar_operand(x, d, name))
         else:  # host data goes where the other operand is, as in JAX (an uncommitted array)
             dev = other.uop.device if isinstance(other, Tensor) else None
             out.append(Tensor(x, device=dev).cast(d))
     return out[0], out[1]
 
 
+def _scalar_operand(x: Scalar, d: DType, name: str) -> Tensor:
+    """Python scalar `x` as an operand of result type `d` (a constant); an int that fits neither the default int
+    type nor `d` raises."""
+    if type(x) is int and d.is_int and not fits(x, dtypes.default_int) and not fits(x, d):
+        raise OverflowError(f"{name}: Python int {x} too large to convert to {dtypes.default_int.name} (the type of a "
+                            f"Python int operand, as in JAX) or to the {d.name} operand; pass it as a Tensor of a "
+                            f"wider type")
+    return Tensor(UOp.const(d, x))
+
+
 def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple[int, ...]:
+    if all(s == shapes[0] for s in shapes[1:]):   # (the common case: nothing to broadcast)
+        return tuple(shapes[0])
     nd = max(len(s) for s in shapes)
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
     out = []
@@ -622,9 +627,14 @@ def check_same_device(ts: Sequence[Tensor], name: str) -> None:
 
 
 def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
+    return [t if u is t.uop else Tensor(u) for t, u in zip(ts, broadcast_uops(*ts, name=name), strict=True)]
+
+
+def broadcast_uops(*ts: Tensor, name: str = "broadcast") -> list[UOp]:
+    """The nodes of `ts` broadcast to their common shape (views of their nodes; `broadcast` makes Tensors of them)."""
     check_same_device(ts, name)
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
-    return [t if t.shape == shape else Tensor(_expand_uop(t.uop, shape)) for t in ts]
+    return [t.uop if t.shape == shape else _expand_uop(t.uop, shape) for t in ts]
 
 
 def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:

@@ -194,6 +194,12 @@ def _is_namedtuple_class(t: type) -> bool:
     return issubclass(t, tuple) and isinstance(getattr(t, "_fields", None), tuple)
 
 
+def flattens_as_tuple(t: type) -> bool:
+    """Whether instances of NamedTuple class `t` flatten as the tuple of their fields, in order (`t` is not
+    registered as a pytree node of its own): what a caller that flattens tuples itself may rely on (jit's replay)."""
+    return _is_namedtuple_class(t) and t not in _registry
+
+
 # Every NamedTuple class is a node without being registered one by one; its registration is made on first sight.
 _namedtuple_registrations: dict[type, _Registration] = {}
 

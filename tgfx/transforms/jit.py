@@ -43,7 +43,7 @@ from tgfx.lowering.program import Program
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
 from tgfx.trace_state import active
-from tgfx.tree import PyTreeDef, tree_flatten, tree_unflatten
+from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
 
@@ -426,7 +426,7 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     elif t is int or t is float:
         leaves.append(x)
         sig.append(t)
-    elif t is tuple or t is list or isinstance(x, tuple) and _plain_namedtuple(t):   # (an optimizer's state)
+    elif t is tuple or t is list or isinstance(x, tuple) and flattens_as_tuple(t):   # (an optimizer's state)
         sig.append((t, len(x)))
         for c in x:
             if not _flatten_fast(c, leaves, sig):
@@ -445,12 +445,6 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     else:
         sig.append(None)
     return True
-
-
-def _plain_namedtuple(t: type) -> bool:
-    """A NamedTuple class that flattens as the tuple of its fields (not one registered as a pytree of its own)."""
-    from tgfx.tree import _is_namedtuple_class, _registry
-    return _is_namedtuple_class(t) and t not in _registry
 
 
 def _replay(prog: Program, leaves: list) -> list[UOp] | None:
