@@ -73,7 +73,7 @@ W_PROCESSOR_CPU = 23                           # the core the processor last ran
 W_JOB_FN, W_JOB_BUFS, W_JOB_VALS, W_JOB_GS, W_JOB_CLOSED = 24, 25, 26, 27, 28   # the parallel EXEC in progress
 W_JOB_NEXT = 32                                # the next core id to claim
 W_JOB_NEGJOINED = 40                           # minus the number of helpers inside the job
-W_JOB_JOINS = 41                               # helpers' joins of this engine's jobs so far (a count for tests)
+W_JOB_JOINS = 41                               # helpers' joins of open jobs of this engine so far (a count for tests)
 CTL_WORDS = 48
 
 # a profile event: program id (0: a copy), global size (or bytes copied), start and end (CLOCK_MONOTONIC ns)
@@ -490,12 +490,12 @@ skip:
 join:
   %nj = call ptr @word(ptr %ctl, i64 $w_job_negjoined)
   %j = atomicrmw sub ptr %nj, i64 1 seq_cst
-  %jc = call ptr @word(ptr %ctl, i64 $w_job_joins)
-  %jc0 = atomicrmw add ptr %jc, i64 1 monotonic
   %c1 = load atomic i64, ptr %cp seq_cst, align 8
   %open1 = icmp eq i64 %c1, 0
   br i1 %open1, label %work, label %leave
 work:
+  %jc = call ptr @word(ptr %ctl, i64 $w_job_joins)
+  %jc0 = atomicrmw add ptr %jc, i64 1 monotonic
   %fn = call ptr @load_ptr(ptr %ctl, i64 $w_job_fn)
   %bufs = call ptr @load_ptr(ptr %ctl, i64 $w_job_bufs)
   %vals = call ptr @load_ptr(ptr %ctl, i64 $w_job_vals)
