@@ -365,6 +365,9 @@ def _vector_axis(loops: list[UOp], loads: list[UOp], hot: list[UOp], amount: int
 # a reduce shorter than this is no contraction worth a register tile: the tile's accumulators are set up and stored
 # once per output, which costs as much as the few products it would keep in registers
 MIN_CONTRACTION = 8
+# an elementwise kernel's innermost row this many vectors long or shorter is one LLVM unrolls whole (see
+# hand_coded_opts): it is rendered as vectors instead
+SHORT_ROW = 4
 
 
 def _itemsize(sink: UOp) -> int:
@@ -521,6 +524,13 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             # no second axis splits into lanes (a 10 x 512 transpose): vector stores of loads gathered along the
             # store's axis, where LLVM's loop vectoriser would build interleaved groups of the stride (big and slow
             # to compile)
+            opts.append(Opt("UPCAST", s_ax.arg[0], lanes))
+        elif s_ax is not None and s_ax is loops[-1] and s_ax.src[0].arg <= SHORT_ROW * lanes and \
+                all(_coef(i, s_ax) in (0, 1) for i in loads) and any(
+                    _coef(i, r) not in (0, None) and _coef(out, r) != _coef(i, r) for i in loads for r in loops):
+            # rows of a few vectors, read and written along them, but read elsewhere in a different order (packing
+            # `g` into panels for `x.T @ g`): LLVM unrolls the short row loop whole and vectorises the loop outside
+            # it instead, with a gather and a scatter per vector (20x slower). The row as vectors of lanes is no loop
             opts.append(Opt("UPCAST", s_ax.arg[0], lanes))
     if target.threads(work, itemsize) > 1:
         # the outermost loop that splits evenly over the most threads the work is worth

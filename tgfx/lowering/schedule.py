@@ -318,6 +318,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                     if red not in ctx.realize:
                         ctx.realize.add(red)
                         changed = True
+        if changed:
+            continue   # a reduce several kernels read is decided on the kernels as the other rules leave them
         for red, kernels in users.items():
             if len(kernels) > 1 and red not in ctx.realize:
                 ctx.realize.add(red)
@@ -424,6 +426,17 @@ def _is_view(u: UOp) -> bool:
     return u.op is Ops.BUFFER
 
 
+def _stored_operand(u: UOp) -> bool:
+    """Whether a contraction's operand `u` is stored before the contraction reads it: a view of a buffer, or of an
+    elementwise value that `realize_set` stores anyway as a matmul operand (it costs `RECOMPUTE_COST_OPERAND`: the
+    weight gradient's `g = dh * (1 - h * h)` in `x.T @ g`), so that a copy of it in another layout costs no more."""
+    if _is_view(u):
+        return True
+    base = _view_base(u)
+    return base is _view_base(u, pads=True) and base.op in GroupOp.Elementwise and not _iota_like(base) and \
+        not _is_onehot(base) and _recompute_cost(base, ScheduleCtx(), base) >= RECOMPUTE_COST_OPERAND
+
+
 def _transposed_operand(red: UOp) -> UOp | None:
     """`a @ w.T` as a contraction: when the reduced axis runs along memory in both operands, every load in the loop
     is a dot product's stride-1 walk and no output axis can be read as vectors. A stored operand reused at least
@@ -477,7 +490,7 @@ def _packed_operand(red: UOp) -> UOp | None:
         v = e.src[0]
         nr = target.contraction_tiles(max(v.dtype.itemsize, 4))[0][0]
         rest = [j for j, n in enumerate(v.shape) if n != 1]
-        if not _is_view(v) or len(rest) != 2 or rest[0] != ax or _layout(v)[0] != rest[1]:
+        if not _stored_operand(v) or len(rest) != 2 or rest[0] != ax or _layout(v)[0] != rest[1]:
             continue
         k, n = v.shape[ax], v.shape[rest[1]]
         if n * v.dtype.itemsize < PAGE_BYTES or k < TLB_PAGES or n % nr or prod(e.arg) // prod(v.shape) < \
