@@ -81,15 +81,18 @@ def test_packed_accumulators_compute_what_numpy_does() -> None:
 
 
 def test_an_operand_with_page_long_rows_is_read_through_packed_panels() -> None:
-    """`x @ w` with rows of w a page (4 KB) or more and a reduce longer than a TLB holds pages: one copy of w into
-    panels of the tile's width, then the matmul (2 kernels); shorter rows, a short reduce, or too little reuse read w
-    as it is (1 kernel)."""
+    """`x @ w` where the tile's panel of w spans as many pages as a TLB holds (64: 128 rows of 4 KB or of 2 KB): one
+    copy of w into panels of the tile's width, then the matmul (2 kernels); a panel over fewer pages, too little
+    reuse, or the operand the tile broadcasts rather than reads as vectors (x in `x.T @ g`) is read as it is (1)."""
     w = tg.asarray(rand(128, 1024))
     is_reduce = [lambda ks: [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks]][0]
     assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ w)) == [False, True]
-    assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ tg.asarray(rand(128, 512)))) == [True]   # 2 KB rows
+    assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ tg.asarray(rand(128, 512)))) == [False, True]  # 2 KB rows
+    assert is_reduce(kernels(tg.asarray(rand(64, 64)) @ tg.asarray(rand(64, 512)))) == [True]     # 32 pages
     assert is_reduce(kernels(tg.asarray(rand(64, 32)) @ tg.asarray(rand(32, 1024)))) == [True]    # 32 pages
     assert is_reduce(kernels(tg.asarray(rand(4, 128)) @ w)) == [True]                             # 4 rows of x
+    x, g = tg.asarray(rand(128, 1024)), tg.asarray(rand(128, 16))   # a weight gradient as grad writes it
+    assert is_reduce(kernels(tnp.sum(x[:, :, None] * g[:, None, :], axis=0))) == [True]   # x broadcast
     # the matmul reading the panels is still a vector tile: contiguous vector loads, no gather
     t = host_target()
     ir = rendered(kernels(tg.asarray(rand(64, 128)) @ w)[1], t)

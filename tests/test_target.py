@@ -26,11 +26,15 @@ HOST_AVX512 = "avx512f" in native_target().enabled
 needs_avx512 = pytest.mark.skipif(not HOST_AVX512, reason="this host has no AVX-512: code for it cannot run here")
 
 
-def matmul_ast(m: int, k: int, n: int) -> UOp:
+def matmul_ast(m: int, k: int, n: int, cpu: str = "") -> UOp:
+    """The kernel of `a @ b` as scheduled for `cpu` (default: this machine's), the last: a b whose panels span many
+    pages is packed first, in panels as wide as that CPU's tile."""
     rng = np.random.default_rng(0)
     a, b = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((m, k), (k, n)))
     sink = graph_rewrite(UOp(Ops.SINK, None, ((a @ b).uop,)), pm_inline)
-    (call,) = schedule(list(sink.src))[0].src
+    with config.Context(TGFX_CPU=cpu):
+        *_, call = schedule(list(sink.src))[0].src
+    assert any(u.op is Ops.REDUCE_AXIS for u in call.src[0].toposort())
     return call.src[0]
 
 
@@ -181,7 +185,7 @@ def test_threads_split_evenly_and_only_when_the_work_pays():
     assert t.thread_split(97, 10 ** 9) == 1           # a prime: no even split
     # a matmul on many cores is split over the most threads that divide a loop (on 96 cores it was not threaded at
     # all: neither loop divides by 96). With 16 x 4 tiles its loops are 256 / 4 = 64 and 384 / 16 = 24 long.
-    opts = hand_coded_opts(index_level(matmul_ast(256, 256, 384)), target_for(AVX2).with_cores(96))
+    opts = hand_coded_opts(index_level(matmul_ast(256, 256, 384, AVX2)), target_for(AVX2).with_cores(96))
     assert opts[-1] == Opt("THREAD", 0, 64)
 
 
