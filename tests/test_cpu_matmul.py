@@ -149,6 +149,22 @@ def test_a_forward_matmuls_epilogue_stays_in_its_kernel_beside_the_packed_gradie
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
+def test_an_axis_no_tile_row_count_divides_is_blocked_by_a_divisor(cpu: str) -> None:
+    """A classifier's weight gradient `h.T @ d` with d (batch, 10): 10 rows of no tile (8 with AVX-512, 4 with AVX2),
+    so the tile was one row high, a load of each operand per FMA (the MNIST step's 1024 x 10 gradient: 53 us; 11 with
+    5 rows). It takes the most rows that divide the axis, at least half the tile's."""
+    t = target_for(cpu)
+    lanes, rows = t.contraction_tiles()[0]
+    h, d = rand(128, 1024), rand(128, 10, seed=1)
+    (ast,) = kernels(tnp.sum(tg.asarray(h)[:, :, None] * tg.asarray(d)[:, None, :], axis=0))
+    _, opts = apply_hand_coded(index_level(ast), t)
+    assert sorted(o.amount for o in opts if o.op == "UPCAST") == sorted([lanes, max(n for n in (5, 2) if n <= rows)])
+    with config.Context(TGFX_CPU=cpu if target_for(cpu).enabled <= native_target().enabled else ""):
+        got = tg.jit(lambda h, d: h.T @ d)(tg.asarray(h), tg.asarray(d)).numpy()
+    np.testing.assert_allclose(got, h.T @ d, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("cpu", ["", "znver3"])
 def test_packed_matmuls_compute_what_numpy_does(cpu: str) -> None:
     """Packed panels for the native target and for AVX2 (different panel widths): columns a multiple of the panel

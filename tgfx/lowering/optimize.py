@@ -370,6 +370,11 @@ MIN_CONTRACTION = 8
 SHORT_ROW = 4
 
 
+def _largest_divisor(n: int, most: int) -> int:
+    """The largest divisor of `n` that is at most `most`."""
+    return next(d for d in range(min(n, most), 0, -1) if n % d == 0)
+
+
 def _itemsize(sink: UOp) -> int:
     """Bytes of a vector lane of the kernel: its widest stored or loaded value, and at least 4 (half floats compute in
     float, and narrower integers keep 32-bit tiles: a vector of bytes would unroll 64 lanes per row)."""
@@ -498,10 +503,15 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             if vec.src[0].arg % vec_amt:
                 opts.append(Opt("PADTO", vec.arg[0], vec_amt))
             opts.append(Opt("UPCAST", vec.arg[0], vec_amt))
-            blk = next((r for r in reversed(loops) if r is not vec and r.src[0].arg % blk_amt == 0 and
-                        any(_coef(i, r) == 0 for i in loads)), None)
+            reused = [r for r in reversed(loops) if r is not vec and any(_coef(i, r) == 0 for i in loads)]
+            blk = next((r for r in reused if r.src[0].arg % blk_amt == 0), None)
             if blk is not None:
                 opts.append(Opt("UPCAST", blk.arg[0], blk_amt))
+            elif (rows := max(((_largest_divisor(r.src[0].arg, blk_amt), r) for r in reused),
+                              key=lambda t: t[0], default=(1, None)))[0] * 2 >= blk_amt:
+                # no axis splits into the tile's rows (a weight gradient's 10 classes): as many rows as divide one,
+                # not a tile one row high that loads a vector of each operand per FMA
+                opts.append(Opt("UPCAST", rows[1].arg[0], rows[0]))
             break
     if contraction and not opts:
         opts += dot_product_opts(loops, reduces, hot, target, itemsize)
