@@ -47,11 +47,18 @@ def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
+# named metadata the renderer puts on a module that hashes (tgfx/lowering/render_llvm.py: HASH_XORS); kept here as
+# text, since this module imports nothing of tgfx
+NO_LSR = "!tgfx.no_lsr = "
+
+
 def compile_ir(ir: str, tm: llvm.TargetMachine) -> bytes:
-    """Parse, verify, optimise and emit one module."""
+    """Parse, verify, optimise and emit one module; without loop strength reduction when the module is marked
+    `!tgfx.no_lsr` (the option is LLVM's, process-wide: set for each module before its code is generated)."""
     mod = llvm.parse_assembly(ir)
     mod.verify()
     optimize(mod, tm)
+    llvm.set_option("", f"-disable-lsr={'true' if NO_LSR in ir else 'false'}")
     return bytes(tm.emit_object(mod))
 
 

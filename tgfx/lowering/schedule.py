@@ -111,7 +111,10 @@ RECOMPUTE_MIN = 1 << 16  # ... by a broadcast to this many elements (smaller, a 
 # register tile's columns evaluates again (relu(h + b) @ w, 128x512 @ 512x512: 560 us fused, ~340 stored; the MLP step
 # 1.6-1.9 -> 1.2-1.3 ms). A convolution's padded input keeps a cheap activation fused: its taps share it in registers
 RECOMPUTE_COST_OPERAND = 2
-# (both count operations and launches, whose relative costs are alike on every CPU this targets)
+# a reduce whose kernel then computes this much per element of it (a random normal's hash and inverse error
+# function: about 300) is stored first (see realize_set); an activation, a bias, a softmax's exp and division stay
+EPILOGUE_COST = 32
+# (these count operations and launches, whose relative costs are alike on every CPU this targets)
 _COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
 
@@ -150,11 +153,12 @@ def _is_onehot(u: UOp) -> bool:
     return _onehot_index(u) is not None
 
 
-def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp) -> int:
-    """What evaluating the elementwise graph under `u` costs per element, up to its leaves and stored values: plain
-    ops 1, transcendentals and divisions 4 (a scalar part is free: LLVM hoists it out of the loops)."""
+def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_COST) -> int:
+    """What evaluating the elementwise graph under `u` costs per element, up to its leaves, stored values and reduces
+    (counted up to `limit`): plain ops 1, transcendentals and divisions 4 (a scalar part is free: LLVM hoists it out
+    of the loops)."""
     cost, seen, stack = 0, set(), [u]
-    while stack and cost < RECOMPUTE_COST:
+    while stack and cost < limit:
         x = stack.pop()
         if x in seen or ctx.is_leaf(x, root) or x.op is Ops.REDUCE_AXIS or not x.shape:
             continue
@@ -262,7 +266,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             seen: set[tuple[UOp, bool, bool, Axes | None]] = set()
             stack: list[tuple[UOp, bool, bool, Axes | None]] = [(root, False, False,
                                                                   tuple(range(len(root.shape or ()))))]
-            contractions, tile_read = [], False
+            contractions, tops, tile_read = [], [], False
             onehot: set[UOp] = set()   # index sides of one-hot masks under `root`
             while stack:
                 u, expanded, inside, axes = stack.pop()
@@ -281,6 +285,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                         ctx.realize.add(u)
                         changed = True
                         continue
+                    if not inside:
+                        tops.append(u)
                     if not inside and _is_contraction(u):
                         contractions.append(u)
                 if (idx := _onehot_index(u)) is not None:
@@ -311,6 +317,13 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                                       else None))
                     elif not (expanded or _is_expanding(u) or inside) and s.op is not Ops.CONST:
                         tile_read = True   # a stored value read whole, outside any reduce: an epilogue's tile
+            if tops and _recompute_cost(root, ctx, root, EPILOGUE_COST) >= EPILOGUE_COST:
+                # an epilogue this costly (noise drawn for each output: a hash of its index) runs once per lane of the
+                # reduce's register tile, unrolled: stored first, the reduce keeps its tile and the epilogue is a loop
+                for red in tops:
+                    if red not in ctx.realize:
+                        ctx.realize.add(red)
+                        changed = True
             if tile_read and len(_unit_free(root.shape or ())) >= 2 and prod(root.shape) >= TILE_EPILOGUE_MIN:
                 # a contraction's register tile with an epilogue that loads a tile of another buffer (`w - lr * g`,
                 # a residual add) is one LLVM's SLP vectoriser gives up on (26x slower in a test): store it first
