@@ -211,3 +211,65 @@ def test_block_until_ready_takes_a_pytree_and_computes_its_lazy_leaves_in_one_sc
     assert tg.counters.schedule_count - before == 1        # both lazy leaves, one schedule
     assert all(tg.tensor.is_realized(t.uop) for t in (tree["params"][0], tree["params"][1][0]))
     np.testing.assert_allclose(tree["params"][1][0].numpy(), (np.arange(6.0) + 1.0) * 3.0)
+
+
+def _conv(x, w, b, stride, padding):
+    return tg.lax.conv_general_dilated(x, w, stride, padding, dimension_numbers=("NHWC", "HWIO", "NHWC")) + b
+
+
+def _dp_predict(params, x):
+    (w1, b1), (w2, b2), (w3, b3) = params
+    h = tnp.tanh(_conv(x, w1, b1, (2, 2), "SAME"))
+    h = tg.lax.reduce_window(h, -tnp.inf, tg.lax.max, (1, 2, 2, 1), (1, 1, 1, 1), "VALID")   # a max pool
+    h = tnp.tanh(h.reshape(h.shape[0], -1) @ w2 + b2)
+    return h @ w3 + b3
+
+
+def _dp_loss(params, batch):
+    x, y = batch
+    return -tnp.mean(tnp.sum(tg.nn.log_softmax(_dp_predict(params, x)) * y, axis=1))
+
+
+def _clipped_grad(params, clip, example):
+    grads = tg.grad(_dp_loss)(params, example)
+    norm = tnp.linalg.norm(tnp.stack([tnp.linalg.norm(g.ravel()) for g in tg.tree.leaves(grads)]))
+    return tg.tree.map(lambda g: g / tnp.maximum(norm / clip, 1.0), grads)
+
+
+def _private_grad(params, batch, key, noise):
+    """JAX's examples/differentially_private_sgd.py: per-example gradients (vmap of grad over examples that are
+    batches of one), each clipped to norm 1.5, summed, Gaussian noise added, averaged."""
+    clipped = tg.vmap(_clipped_grad, (None, None, 0))(params, 1.5, batch)
+    leaves, tree = tg.tree.flatten(clipped)
+    keys = tg.random.split(key, len(leaves))
+    noised = [g.sum(0) + 1.5 * noise * tg.random.normal(k, g.shape[1:]) for k, g in zip(keys, leaves, strict=True)]
+    return tg.tree.unflatten(tree, [g / batch[0].shape[0] for g in noised])
+
+
+def test_private_sgd_per_example_gradients_compile_small_kernels():
+    """Per-example gradients of a small convolutional net (vmap of grad), clipped, summed, with noise: the values
+    are a loop over the examples' gradients; and no kernel of the jitted step unrolls a costly epilogue or a second
+    reduce across a register tile's lanes (its noise: 2.5-3 MB of IR and 7 s of LLVM a kernel; its max pool's count
+    of maxima beside the dense layer's gradient: 200 KB), which made the first call 13 s (jax: 2.8)."""
+    from tgfx import lowering
+    rng = np.random.default_rng(0)
+    shapes = [((3, 3, 1, 8), (8,)), ((5 * 5 * 8, 16), (16,)), ((16, 10), (10,))]
+    params = [(tg.asarray(rng.normal(size=w).astype(np.float32) * 0.3), tg.asarray(rng.normal(size=b).astype(
+        np.float32) * 0.1)) for w, b in shapes]
+    x = rng.normal(size=(16, 1, 12, 12, 1)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 16)][:, None, :]
+    batch, key = (tg.asarray(x), tg.asarray(y)), tg.random.key(0)
+    step = tg.jit(_private_grad)
+    got = tg.tree.leaves(step(params, batch, key, 0.0))
+    want = [0.0] * len(got)
+    for i in range(16):
+        g = tg.tree.leaves(_clipped_grad(params, 1.5, (tg.asarray(x[i]), tg.asarray(y[i]))))
+        want = [a + b.numpy() / 16 for a, b in zip(want, g, strict=True)]
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.numpy(), b, rtol=2e-4, atol=1e-6)
+    tg.tree.leaves(step(params, batch, key, 1.1))[0].numpy()   # noise drawn in the gradients' kernels
+    names = {p.name for prog, *_ in step._cache.values() for seg in prog.segments for p in seg.cb.programs}
+    held = [k for k in (lowering._kernels.get(key) for key in list(lowering._kernels)) if k and k.name in names]
+    assert len({k.name for k in held}) == len(names)
+    sizes = {k.name: len(lowering.kernel_source(k.ast, lowering.host_target(), k.opts or None).ir) for k in held}
+    assert max(sizes.values()) < 100_000, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
