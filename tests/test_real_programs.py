@@ -273,3 +273,70 @@ def test_private_sgd_per_example_gradients_compile_small_kernels():
     assert len({k.name for k in held}) == len(names)
     sizes = {k.name: len(lowering.kernel_source(k.ast, lowering.host_target(), k.opts or None).ir) for k in held}
     assert max(sizes.values()) < 100_000, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+
+
+def test_a_lazy_value_a_jitted_function_captures_is_computed_once():
+    """JAX's kernel_lsq: `gram_mat` is an eager (here lazy) value that the jitted update's loss closes over. It is
+    computed when the trace is made, not again by every call (two of the step's seven kernels were G's); what the
+    function itself computes from captured values alone is a constant too. A captured outer product bigger than what
+    it reads (and than CAPTURED_MIN_ELEMENTS) stays in the program: it is not stored whole."""
+    rng = np.random.default_rng(0)
+    xs_np = rng.standard_normal((100, 20)).astype(np.float32)
+    xs = tg.asarray(xs_np)
+    gram = xs @ xs.T                                         # lazy: not computed yet
+    scale = tnp.sum(xs * xs)                                 # another lazy capture
+
+    @tg.jit
+    def update(i, v):
+        g = tg.grad(lambda v: 0.5 * tnp.sum((gram @ v - 1.0) ** 2))(v)
+        return v - 1e-4 * g / scale + 0.0 * i
+
+    v = tnp.zeros(100)
+    update(0, v)
+    tg.counters.reset()
+    out = update(1, v)
+    out.numpy()
+    per_call = tg.counters.kernel_count
+    g_np = xs_np @ xs_np.T
+    want = -1e-4 * (g_np.T @ (g_np @ np.zeros(100, np.float32) - 1.0)) / (xs_np * xs_np).sum()
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4)
+    realized = tg.jit(lambda v: v - 1e-4 * tg.grad(lambda v: 0.5 * tnp.sum((gram @ v - 1.0) ** 2))(v) / scale)
+    realized(v)
+    tg.counters.reset()
+    realized(v).numpy()
+    assert per_call == tg.counters.kernel_count <= 3   # gram and scale are buffers in both: never computed per call
+    w = tg.asarray(rng.standard_normal(300).astype(np.float32))
+    outer = tg.jit(lambda v: tnp.sum(w[:, None] * w[None, :] * v))   # 90,000 elements from 300: stays lazy
+    ones = tnp.ones((300, 300)).realize()
+    np.testing.assert_allclose(outer(ones).numpy(), np.outer(w.numpy(), w.numpy()).sum(), rtol=1e-3)
+    tg.counters.reset()
+    outer(ones).numpy()
+    assert tg.counters.kernel_count == 1 and tg.counters.alloc_count <= 1   # no 90,000-element constant
+
+
+def test_a_loop_counter_argument_allocates_nothing_per_call_and_each_call_sees_its_own():
+    """`update(i, state)` with a new Python int every call (JAX's kernel_lsq, an optimizer's step count): the value is
+    written into one of a few buffers the program owns, not interned as a new buffer per value (11 of a 16 us step).
+    Calls queued back to back each read their own value (a buffer is not rewritten while a queued call may read it),
+    and so do calls from several threads at once."""
+    from helpers import run_threads
+    x = tg.asarray(np.arange(4096, dtype=np.float32))
+    f = tg.jit(lambda i, x: x * i + 1.0)
+    for i in range(8):
+        f(i, x)
+    before = tg.counters.alloc_count
+    outs = [f(i, x) for i in range(100, 164)]               # queued without waiting
+    assert tg.counters.alloc_count - before <= 64 + 2        # the results, all held: no buffer per value
+    for i, out in zip(range(100, 164), outs, strict=True):
+        assert out[5].item() == 5.0 * i + 1.0
+    wrong: list = []
+
+    def worker(t: int) -> None:
+        try:
+            for i in range(60):
+                v = t * 1000 + i
+                if f(v, x)[3].item() != 3.0 * v + 1.0:
+                    wrong.append((t, i))
+        except Exception as e:  # noqa: BLE001 - a thread's failure is this test's
+            wrong.append((t, repr(e)))
+    assert run_threads(worker, 4, switch_interval=1e-5, timeout=120) and not wrong

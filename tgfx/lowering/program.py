@@ -20,10 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Engine, Sym
 from tgfx.devices.queue import HWQueue
+from tgfx.dtypes import dtypes, f32_to_bf16
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.control import lifetimes, writes
@@ -79,6 +82,60 @@ class _Lease:
     def __del__(self, depth: int = POOL_DEPTH) -> None:
         if len(self.free) < depth:
             self.free.append(self.raw)
+
+
+SCALAR_BUFFERS = 4   # buffers a Python scalar argument of a program cycles through (see ScalarArgs)
+
+
+class ScalarArgs:
+    """The buffers one Python scalar argument of a one-segment program is written into, call after call.
+
+    A loop counter (`update(i, state)`) is a new value every call: interned (`const_buffer`), each value cost a buffer
+    allocated, filled, and evicted from the pool later, 11 us of a 25 us step of JAX's kernel_lsq. Here the value is
+    written into one of `SCALAR_BUFFERS` buffers the program owns, one that no call may still read: none holds it
+    now (`users`), and the device's timeline has passed the value it had after the last call that did. A buffer that
+    already holds the value is read as it is, by any number of calls at once (a constant learning rate). With no
+    buffer free, the caller falls back to the interned pool."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.lock = threading.Lock()
+        # [BUFFER, memory, (dtype, value), calls holding it, timeline value it may be read until]
+        self.entries: list[list[Any]] = []
+
+    def take(self, dtype: Any, value: int | float) -> list[Any] | None:
+        """An entry holding `value` as `dtype`, held by the caller until `release`; None if none can be had."""
+        key = (dtype, repr(value))   # repr: -0.0 is not 0.0, nan is one value
+        dev = get_device(self.device)
+        with self.lock:
+            entry = next((e for e in self.entries if e[2] == key), None)
+            if entry is None:
+                done = dev.timeline.value
+                entry = next((e for e in self.entries if e[3] == 0 and e[4] <= done and e[0].dtype == dtype), None)
+                if entry is None:
+                    if len(self.entries) >= SCALAR_BUFFERS:
+                        return None
+                    buf = new_buffer(self.device, 1, dtype)
+                    entry = [buf, buffer_memory(buf), None, 0, 0]
+                    self.entries.append(entry)
+                entry[2] = None   # being written: no other call reads it as any value until it is
+                entry[3] += 1
+                write = True
+            else:
+                entry[3] += 1
+                write = False
+        if write:
+            host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
+            dev.allocator.fill(entry[1], f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
+            with self.lock:
+                entry[2] = key
+        return entry
+
+    def release(self, entry: list[Any]) -> None:
+        """A call that holds `entry` has submitted (or failed): it may be read until the timeline passes this value."""
+        with self.lock:
+            entry[3] -= 1
+            entry[4] = max(entry[4], get_device(self.device).timeline_value)
 
 
 class Program:
@@ -147,6 +204,7 @@ class Program:
         self.sharded = any(u.op is Ops.MULTI for u in unflatten(results))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
+        self.scalar_args: dict[int, ScalarArgs] = {}   # by input position: Python scalars' buffers (jit's replays)
         # jit replays may take back whole results of the call before last (`_reuse`)
         self._result_of_output = {v[1]: k for k, v in enumerate(self.result_views) if v[0] == "out"}
         distinct = all(v[0] == "out" for v in self.result_views) and \

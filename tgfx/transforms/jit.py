@@ -29,9 +29,10 @@ from tgfx import config
 from tgfx.counters import counters
 from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
 from tgfx.function import Function, _describe_paths
-from tgfx.ir.ops import Ops
+from tgfx.ir.control import n_bodies
+from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite
-from tgfx.ir.uop import UOp, buffers
+from tgfx.ir.uop import UOp, buffers, prod
 from tgfx.lowering import gc_paused, lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
@@ -39,7 +40,7 @@ from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view
 from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
-from tgfx.lowering.program import Program
+from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, realize, weak
 from tgfx.trace_state import active
@@ -166,6 +167,48 @@ def _describe_spec(spec: LeafSpec) -> str:
 
 
 # ---- the public transform ----
+# what a captured value may be computed by, once, when the trace is made: arithmetic, views and reductions of buffers
+_CAPTURABLE = GroupOp.ALU | GroupOp.Movement | {Ops.REDUCE_AXIS, Ops.CAST, Ops.BITCAST, Ops.CONST, Ops.IOTA, Ops.BUFFER}
+# ... when it is no bigger than the captured buffers it reads, or this many elements (a broadcast of captured values
+# that a reduce consumes, n x n from n, stays in the program instead of being stored whole)
+CAPTURED_MIN_ELEMENTS = 1 << 16
+
+
+def compute_captured(sink: UOp) -> UOp:
+    """`sink` with the values it computes from captured buffers alone computed now, once, and read as buffers.
+
+    A Tensor a jitted function captures from a closure or a global may be a lazy eager value (`G = xs @ xs.T`, then
+    `jit(step)` whose loss reads G): the trace holds its graph, and every call computed it again (two of seven
+    kernels of JAX's kernel_lsq step). JAX's eager values are concrete when captured; so are these, computed where
+    the program is made. What the function itself computes from captured values alone is a constant of the program
+    as well (XLA folds such constants): it is computed once too, unless it is bigger than the buffers it reads and
+    `CAPTURED_MIN_ELEMENTS` (an outer product that a reduce consumes stays in the program)."""
+    nodes = walk(sink)
+    if any(u.op is Ops.MULTI for u in nodes):
+        return sink   # a sharded program: its constants belong to the devices of the values they meet
+    const: dict[UOp, bool] = {}
+    for u in nodes:
+        const[u] = u.op in _CAPTURABLE and not (u.op is Ops.BUFFER and u.arg[0] < 0) and all(const[s] for s in u.src)
+    todo: dict[UOp, None] = {}
+    for u in nodes:
+        if const[u]:
+            continue
+        for s in u.src[n_bodies(u):]:
+            base = s
+            while const[base] and base.op in GroupOp.Movement:
+                base = base.src[0]
+            if not const[base] or base.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA) or not base.shape:
+                continue
+            read = [b for b in base.toposort() if b.op is Ops.BUFFER]
+            # (a constant of no captured buffer, an arange, stays: the schedule reads a one-hot gather off it)
+            if read and prod(base.shape) <= max(sum(b.arg[2] for b in read), CAPTURED_MIN_ELEMENTS):
+                todo[base] = None
+    if not todo:
+        return sink
+    from tgfx.lowering import realize as lower_realize
+    return substitute_outside_calls(sink, lower_realize(list(todo)))
+
+
 class Jit:
     """A jitted function; see the module docstring. `trace_count` counts traces."""
 
@@ -306,6 +349,7 @@ class Jit:
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
         sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline"))
         check_no_params(sink)
+        sink = compute_captured(sink)
         sink, unflatten = lower_multi(sink)
         sink = strip_literals(sink)  # constants of a trace are literals of its program, as in JAX
         # Tensors captured from closures are constants of the trace: bound like inputs, but never patched
@@ -451,8 +495,8 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
     """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is the interned buffer
     of its value, as `_leaf_tensor` gives), or None for the general path (an input not yet computed, a program that
     donates or shards, an int out of range: the general path says so)."""
-    mems, bufs = [], []
-    for x in leaves:
+    mems, bufs, taken = [], [], []
+    for i, x in enumerate(leaves):
         if type(x) is Tensor:
             u = x.uop
             if u.op is not Ops.BUFFER:
@@ -466,13 +510,34 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
                 d = _weak_dtype(x, "")
             except OverflowError:   # the general path names the argument
                 return None
-            u = const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE)
+            value = cast_scalar(x, d)
+            if prog.single is not None and prog.single.device.name == DEFAULT_DEVICE and (entry := _scalar_arg(
+                    prog, i, d, value)) is not None:   # a buffer of the program's, written now
+                taken.append((prog.scalar_args[i], entry))
+                mems.append(entry[1])
+                bufs.append(entry[0])
+                continue
+            u = const_buffer(d, value, DEFAULT_DEVICE)
         mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
         if mem is None:
+            for args, entry in taken:
+                args.release(entry)
             return None
         mems.append(mem)
         bufs.append(u)
-    return prog.execute(mems, bufs)
+    try:
+        return prog.execute(mems, bufs)
+    finally:
+        for args, entry in taken:
+            args.release(entry)
+
+
+def _scalar_arg(prog: Program, i: int, d: DType, value: int | float) -> list | None:
+    """A buffer of `prog`'s holding Python scalar argument `i`'s value (`ScalarArgs`), or None: use the interned."""
+    args = prog.scalar_args.get(i)
+    if args is None:
+        args = prog.scalar_args.setdefault(i, ScalarArgs(DEFAULT_DEVICE))
+    return args.take(d, value)
 
 
 def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
