@@ -13,6 +13,7 @@ memory they were given until their fence passes). A loop that keeps one result a
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 from collections import deque
@@ -100,7 +101,7 @@ class ScalarArgs:
     def __init__(self, device: str) -> None:
         self.device = device
         self.lock = threading.Lock()
-        # [BUFFER, memory, (dtype, value), calls holding it, timeline value it may be read until]
+        # [BUFFER, memory, (dtype, value), calls holding it, timeline value it may be read until, host view]
         self.entries: list[list[Any]] = []
 
     def take(self, dtype: Any, value: int | float) -> list[Any] | None:
@@ -116,7 +117,11 @@ class ScalarArgs:
                     if len(self.entries) >= SCALAR_BUFFERS:
                         return None
                     buf = new_buffer(self.device, 1, dtype)
-                    entry = [buf, buffer_memory(buf), None, 0, 0]
+                    mem = buffer_memory(buf)
+                    # host memory is written through a view of it (the allocator's fill costs 1.5 us more a call)
+                    view = np.ctypeslib.as_array((ctypes.c_char * mem.nbytes).from_address(mem.ptr)).view(
+                        np.uint16 if dtype == dtypes.bfloat16 else dtype.np) if dev.host_memory else None
+                    entry = [buf, mem, None, 0, 0, view]
                     self.entries.append(entry)
                 entry[2] = None   # being written: no other call reads it as any value until it is
                 entry[3] += 1
@@ -126,7 +131,11 @@ class ScalarArgs:
                 write = False
         if write:
             host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
-            dev.allocator.fill(entry[1], f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
+            host = f32_to_bf16(host) if dtype == dtypes.bfloat16 else host
+            if entry[5] is not None:
+                entry[5][0] = host[0]
+            else:
+                dev.allocator.fill(entry[1], host)
             with self.lock:
                 entry[2] = key
         return entry
