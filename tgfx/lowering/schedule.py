@@ -517,7 +517,7 @@ def _packed_operand(red: UOp) -> UOp | None:
         if not _stored_operand(v) or rest != [ax, last] or _layout(v)[0] != last:
             continue
         k, n = v.shape[ax], v.shape[rest[1]]
-        if k * min(n * v.dtype.itemsize, PAGE_BYTES) < TLB_PAGES * PAGE_BYTES or n % nr or \
+        if k * min(n * v.dtype.itemsize, PAGE_BYTES) <= TLB_PAGES * PAGE_BYTES or n % nr or \
                 prod(e.arg) // prod(v.shape) < REUSE_TO_TRANSPOSE:
             continue
         panels = UOp(Ops.RESHAPE, v.dtype, (v,), (k, n // nr, nr))
