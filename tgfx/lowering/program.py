@@ -210,6 +210,9 @@ class Program:
             else:
                 self.result_views.append(("general", r, None))
         self._general = {b: i for i, b in enumerate(stand_ins)}
+        # inputs a result is a view of: their buffers are handed out, so never rewritten (no ScalarArgs for them)
+        self.returned_inputs = {self._general[u] for kind, r, _ in self.result_views if kind == "general"
+                                for u in r.toposort() if u in self._general}
         self.sharded = any(u.op is Ops.MULTI for u in unflatten(results))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None

@@ -492,9 +492,10 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
 
 
 def _replay(prog: Program, leaves: list) -> list[UOp] | None:
-    """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is the interned buffer
-    of its value, as `_leaf_tensor` gives), or None for the general path (an input not yet computed, a program that
-    donates or shards, an int out of range: the general path says so)."""
+    """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is one of the program's
+    buffers for it, `ScalarArgs`, or else the interned buffer of its value, as `_leaf_tensor` gives), or None for the
+    general path (an input not yet computed, a program that donates or shards, an int out of range: the general path
+    says so)."""
     mems, bufs, taken = [], [], []
     for i, x in enumerate(leaves):
         if type(x) is Tensor:
@@ -509,10 +510,13 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
             try:
                 d = _weak_dtype(x, "")
             except OverflowError:   # the general path names the argument
+                for args, entry in taken:
+                    args.release(entry)
                 return None
             value = cast_scalar(x, d)
-            if prog.single is not None and prog.single.device.name == DEFAULT_DEVICE and (entry := _scalar_arg(
-                    prog, i, d, value)) is not None:   # a buffer of the program's, written now
+            if prog.single is not None and prog.single.device.name == DEFAULT_DEVICE and \
+                    i not in prog.returned_inputs and (entry := _scalar_arg(prog, i, d, value)) is not None:
+                # a buffer of the program's, written now (not one a result is a view of: that one is handed out)
                 taken.append((prog.scalar_args[i], entry))
                 mems.append(entry[1])
                 bufs.append(entry[0])
