@@ -52,13 +52,18 @@ def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
 NO_LSR = "!tgfx.no_lsr = "
 
 
+def set_strength_reduction(ir: str) -> None:
+    """Turn LLVM's loop strength reduction off for the module `ir` if it is marked `!tgfx.no_lsr`, else on. The option
+    is process-wide: it is set before each module's code is generated (under the one-module-at-a-time lock)."""
+    llvm.set_option("", f"-disable-lsr={'true' if NO_LSR in ir else 'false'}")
+
+
 def compile_ir(ir: str, tm: llvm.TargetMachine) -> bytes:
-    """Parse, verify, optimise and emit one module; without loop strength reduction when the module is marked
-    `!tgfx.no_lsr` (the option is LLVM's, process-wide: set for each module before its code is generated)."""
+    """Parse, verify, optimise and emit one module (`set_strength_reduction` for its code generation)."""
     mod = llvm.parse_assembly(ir)
     mod.verify()
     optimize(mod, tm)
-    llvm.set_option("", f"-disable-lsr={'true' if NO_LSR in ir else 'false'}")
+    set_strength_reduction(ir)
     return bytes(tm.emit_object(mod))
 
 

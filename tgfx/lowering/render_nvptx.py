@@ -40,6 +40,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compiler, read_cached, write_cached
 from tgfx.lowering.linearize import is_block_reduce, linearize
+from tgfx.lowering.llvm_worker import set_strength_reduction
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.optimize import Opt
 from tgfx.lowering.optimize_gpu import launch_dims, optimize_gpu
@@ -301,6 +302,7 @@ def compile_ptx(ir: str, target: GPUTarget = GPU_DEFAULT) -> str:
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
+        set_strength_reduction(ir)
         return tm.emit_assembly(mod)
 
 
