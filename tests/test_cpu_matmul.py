@@ -17,8 +17,8 @@ from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, kernel_source, render_kernel
 from tgfx.lowering.inline import pm_inline
+from tgfx.lowering.llvm_worker import NO_LSR
 from tgfx.lowering.optimize import apply_hand_coded
-from tgfx.lowering.render_llvm import NO_LSR
 from tgfx.lowering.schedule import schedule
 
 

@@ -42,6 +42,13 @@ def is_runtime_constant(u: UOp) -> bool:
         and u.arg not in (0, 1)
 
 
+def scalar_host(dtype: DType, value: int | float) -> np.ndarray:
+    """`value` as a one-element host array laid out as `dtype` in memory (bfloat16: its bits, as uint16)."""
+    if dtype == dtypes.bfloat16:
+        return f32_to_bf16(np.array([value], dtype=np.float32))
+    return np.array([value], dtype=dtype.np)
+
+
 def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) -> UOp:
     """The interned one-element BUFFER holding `value` for the `use`-th constant of a graph; never written after it
     is filled, so it may be shared. Uses are numbered so that two uses of one value are still two arguments: the
@@ -52,9 +59,8 @@ def const_buffer(dtype: DType, value: int | float, device: str, use: int = 0) ->
         if buf is not None:
             _pool.move_to_end(key)
             return buf
-    host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
     buf = new_buffer(device, 1, dtype)
-    get_device(device).allocator.fill(buffer_memory(buf), f32_to_bf16(host) if dtype == dtypes.bfloat16 else host)
+    get_device(device).allocator.fill(buffer_memory(buf), scalar_host(dtype, value))
     with _pool_lock:
         _pool[key] = buf
         _interned.add(buf)

@@ -47,9 +47,9 @@ def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-# named metadata the renderer puts on a module that hashes (tgfx/lowering/render_llvm.py: HASH_XORS); kept here as
-# text, since this module imports nothing of tgfx
-NO_LSR = "!tgfx.no_lsr = "
+# named metadata the renderer puts on a module that hashes (tgfx/lowering/render_llvm.py: HASH_XORS); defined here,
+# where the compile worker (which imports nothing of tgfx) reads it
+NO_LSR = "!tgfx.no_lsr = !{}"
 
 
 def set_strength_reduction(ir: str) -> None:

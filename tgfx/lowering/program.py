@@ -27,9 +27,9 @@ from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Engine, Sym
 from tgfx.devices.queue import HWQueue
-from tgfx.dtypes import dtypes, f32_to_bf16
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.constants import scalar_host
 from tgfx.lowering.control import lifetimes, writes
 from tgfx.lowering.execute import (
     append_command,
@@ -88,6 +88,17 @@ class _Lease:
 SCALAR_BUFFERS = 4   # buffers a Python scalar argument of a program cycles through (see ScalarArgs)
 
 
+class _ScalarBuffer:
+    """One buffer of a `ScalarArgs`: the value it holds (None while being written), the calls holding it, and the
+    timeline value it may be read until."""
+    __slots__ = ("buf", "mem", "view", "key", "users", "until")
+
+    def __init__(self, buf: UOp, mem: Buffer, view: np.ndarray | None) -> None:
+        self.buf, self.mem, self.view = buf, mem, view
+        self.key: tuple | None = None
+        self.users, self.until = 0, 0
+
+
 class ScalarArgs:
     """The buffers one Python scalar argument of a one-segment program is written into, call after call.
 
@@ -101,18 +112,19 @@ class ScalarArgs:
     def __init__(self, device: str) -> None:
         self.device = device
         self.lock = threading.Lock()
-        # [BUFFER, memory, (dtype, value), calls holding it, timeline value it may be read until, host view]
-        self.entries: list[list[Any]] = []
+        self.entries: list[_ScalarBuffer] = []
 
-    def take(self, dtype: Any, value: int | float) -> list[Any] | None:
-        """An entry holding `value` as `dtype`, held by the caller until `release`; None if none can be had."""
+    def take(self, dtype: Any, value: int | float) -> _ScalarBuffer | None:
+        """A buffer holding `value` as `dtype`, held by the caller until `release`; None if none can be had."""
         key = (dtype, repr(value))   # repr: -0.0 is not 0.0, nan is one value
         dev = get_device(self.device)
         with self.lock:
-            entry = next((e for e in self.entries if e[2] == key), None)
-            if entry is None:
+            entry = next((e for e in self.entries if e.key == key), None)
+            write = entry is None
+            if write:
                 done = dev.timeline.value
-                entry = next((e for e in self.entries if e[3] == 0 and e[4] <= done and e[0].dtype == dtype), None)
+                entry = next((e for e in self.entries if e.users == 0 and e.until <= done and e.buf.dtype == dtype),
+                             None)
                 if entry is None:
                     if len(self.entries) >= SCALAR_BUFFERS:
                         return None
@@ -120,31 +132,26 @@ class ScalarArgs:
                     mem = buffer_memory(buf)
                     # host memory is written through a view of it (the allocator's fill costs 1.5 us more a call)
                     view = np.ctypeslib.as_array((ctypes.c_char * mem.nbytes).from_address(mem.ptr)).view(
-                        np.uint16 if dtype == dtypes.bfloat16 else dtype.np) if dev.host_memory else None
-                    entry = [buf, mem, None, 0, 0, view]
+                        scalar_host(dtype, 0).dtype) if dev.host_memory else None
+                    entry = _ScalarBuffer(buf, mem, view)
                     self.entries.append(entry)
-                entry[2] = None   # being written: no other call reads it as any value until it is
-                entry[3] += 1
-                write = True
-            else:
-                entry[3] += 1
-                write = False
+                entry.key = None   # being written: no other call reads it as any value until it is
+            entry.users += 1
         if write:
-            host = np.array([value], dtype=np.float32 if dtype == dtypes.bfloat16 else dtype.np)
-            host = f32_to_bf16(host) if dtype == dtypes.bfloat16 else host
-            if entry[5] is not None:
-                entry[5][0] = host[0]
+            host = scalar_host(dtype, value)
+            if entry.view is not None:
+                entry.view[0] = host[0]
             else:
-                dev.allocator.fill(entry[1], host)
+                dev.allocator.fill(entry.mem, host)
             with self.lock:
-                entry[2] = key
+                entry.key = key
         return entry
 
-    def release(self, entry: list[Any]) -> None:
+    def release(self, entry: _ScalarBuffer) -> None:
         """A call that holds `entry` has submitted (or failed): it may be read until the timeline passes this value."""
         with self.lock:
-            entry[3] -= 1
-            entry[4] = max(entry[4], get_device(self.device).timeline_value)
+            entry.users -= 1
+            entry.until = max(entry.until, get_device(self.device).timeline_value)
 
 
 class Program:

@@ -17,6 +17,7 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.llvm_worker import NO_LSR
 from tgfx.lowering.packs import (
     MAX_STEP,
     Pack,
@@ -510,7 +511,7 @@ class LLVMRenderer:
             f'attributes #0 = {{ "prefer-vector-width"="{self.vector_bits}" }}',
             *([f'!0 = distinct !{{!0, {", ".join(f"!{i + 1}" for i in range(len(self.loop_hints)))}}}'] +
               [f"!{i + 1} = {h}" for i, h in enumerate(self.loop_hints)] if self.loop_hints else []),
-            *([f"!{NO_LSR} = !{{}}"] if sum(u.op is Ops.XOR and u.dtype.is_int for u in lin) >= HASH_XORS else []),
+            *([NO_LSR] if sum(u.op is Ops.XOR and u.dtype.is_int for u in lin) >= HASH_XORS else []),
         ])
 
     def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
@@ -738,10 +739,9 @@ LLVMRenderer.rules = alu_rules   # a renderer for another target (render_nvptx.p
 # the loop index mixed into its counter). Every sum of such a hash holds the loop index as a term, so LLVM's loop
 # strength reduction takes each for a use of the induction variable and searches their rewrites: 250-400 ms of code
 # generation for a 16-element kernel adding two draws' noise to a gradient (8 ms without), 19 for one draw (7). The
-# module is marked with named metadata `!tgfx.no_lsr`, which the compiler reads (`llvm_worker.compile_ir`); the
+# module is marked with named metadata `!tgfx.no_lsr` (`llvm_worker.NO_LSR`), which the compiler reads; the
 # kernel's addresses, the few uses strength reduction is for, cost as much without it (1M normals: 1.12 ms either way).
 HASH_XORS = 16
-NO_LSR = "tgfx.no_lsr"
 
 
 def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], loop_vectorize: bool = True,

@@ -323,13 +323,12 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # gradient, 200 KB of IR and 0.9 s in LLVM): stored first, each of its outputs is one load
                 ctx.realize.update(others)
                 changed = True
-            if tops and _recompute_cost(root, ctx, root, EPILOGUE_COST) >= EPILOGUE_COST:
+            if (unstored := [r for r in tops if r not in ctx.realize]) and \
+                    _recompute_cost(root, ctx, root, EPILOGUE_COST) >= EPILOGUE_COST:
                 # an epilogue this costly (noise drawn for each output: a hash of its index) runs once per lane of the
                 # reduce's register tile, unrolled: stored first, the reduce keeps its tile and the epilogue is a loop
-                for red in tops:
-                    if red not in ctx.realize:
-                        ctx.realize.add(red)
-                        changed = True
+                ctx.realize.update(unstored)
+                changed = True
             if tile_read and len(_unit_free(root.shape or ())) >= 2 and prod(root.shape) >= TILE_EPILOGUE_MIN:
                 # a contraction's register tile with an epilogue that loads a tile of another buffer (`w - lr * g`,
                 # a residual add) is one LLVM's SLP vectoriser gives up on (26x slower in a test): store it first

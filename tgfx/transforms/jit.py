@@ -497,51 +497,47 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
     general path (an input not yet computed, a program that donates or shards, an int out of range: the general path
     says so)."""
     mems, bufs, taken = [], [], []
-    for i, x in enumerate(leaves):
-        if type(x) is Tensor:
-            u = x.uop
-            if u.op is not Ops.BUFFER:
-                if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
-                    if (r := range_view(u)) is None:   # memory; anything else is computed by the general path
-                        return None
-                    x.uop, v = r, buffer_view(r)
-                u = v
-        else:
-            try:
-                d = _weak_dtype(x, "")
-            except OverflowError:   # the general path names the argument
-                for args, entry in taken:
-                    args.release(entry)
-                return None
-            value = cast_scalar(x, d)
-            if prog.single is not None and prog.single.device.name == DEFAULT_DEVICE and \
-                    i not in prog.returned_inputs and (entry := _scalar_arg(prog, i, d, value)) is not None:
-                # a buffer of the program's, written now (not one a result is a view of: that one is handed out)
-                taken.append((prog.scalar_args[i], entry))
-                mems.append(entry[1])
-                bufs.append(entry[0])
-                continue
-            u = const_buffer(d, value, DEFAULT_DEVICE)
-        mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
-        if mem is None:
-            for args, entry in taken:
-                args.release(entry)
-            return None
-        mems.append(mem)
-        bufs.append(u)
     try:
+        for i, x in enumerate(leaves):
+            if type(x) is Tensor:
+                u = x.uop
+                if u.op is not Ops.BUFFER:
+                    if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
+                        if (r := range_view(u)) is None:   # memory; anything else is computed by the general path
+                            return None
+                        x.uop, v = r, buffer_view(r)
+                    u = v
+            else:
+                try:
+                    d = _weak_dtype(x, "")
+                except OverflowError:   # the general path names the argument
+                    return None
+                value = cast_scalar(x, d)
+                # a buffer of the program's, written now (not one a result is a view of: that one is handed out)
+                if prog.single is not None and prog.single.device.name == DEFAULT_DEVICE and \
+                        i not in prog.returned_inputs:
+                    args = _scalar_args(prog, i)
+                    if (entry := args.take(d, value)) is not None:
+                        taken.append((args, entry))
+                        mems.append(entry.mem)
+                        bufs.append(entry.buf)
+                        continue
+                u = const_buffer(d, value, DEFAULT_DEVICE)
+            mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
+            if mem is None:
+                return None
+            mems.append(mem)
+            bufs.append(u)
         return prog.execute(mems, bufs)
-    finally:
+    finally:   # the program's scalar buffers this call took: readable until the timeline passes its submission
         for args, entry in taken:
             args.release(entry)
 
 
-def _scalar_arg(prog: Program, i: int, d: DType, value: int | float) -> list | None:
-    """A buffer of `prog`'s holding Python scalar argument `i`'s value (`ScalarArgs`), or None: use the interned."""
+def _scalar_args(prog: Program, i: int) -> ScalarArgs:
+    """The buffers of `prog`'s Python scalar argument `i` (`ScalarArgs`), made on first use."""
     args = prog.scalar_args.get(i)
-    if args is None:
-        args = prog.scalar_args.setdefault(i, ScalarArgs(DEFAULT_DEVICE))
-    return args.take(d, value)
+    return args if args is not None else prog.scalar_args.setdefault(i, ScalarArgs(DEFAULT_DEVICE))
 
 
 def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
