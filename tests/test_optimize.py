@@ -1,4 +1,6 @@
 """Kernel options on tiny graphs (exact structure), and optimised kernels against numpy."""
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -30,6 +32,9 @@ from tgfx.lowering.symbolic import pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
 
 
+optimize = sys.modules["tgfx.lowering.optimize"]   # the module (tgfx.lowering's `optimize` is its function)
+
+
 def on_cores(n):
     """This machine's target with `n` cores."""
     return host_target().with_cores(n)
@@ -49,12 +54,59 @@ def matmul_sink(m, k, n):
     return graph_rewrite(rangeify(ast), pm_symbolic)
 
 
-def test_upcast_replicates_the_store_per_lane():
+def test_upcast_of_an_axis_read_side_by_side_is_a_vector_range():
+    """The columns of a matmul (b and the output read and write them side by side) become one range of kind
+    "vector": one store, one reduce, whose values the renderer computes as vectors of the lanes."""
+    sink = matmul_sink(4, 8, 16)
+    out = apply_opt(sink, Opt("UPCAST", 1, 4))
+    assert len(out.src) == 1
+    assert ranges(out)[1].src[0].arg == 4  # the range now counts groups of lanes
+    (vec,) = [u for u in out.toposort() if u.op is Ops.RANGE and u.arg[1] == "vector"]
+    assert vec.src[0].arg == 4 and len({u for u in out.toposort() if u.op is Ops.REDUCE}) == 1
+    # the rows (a reads them 8 apart, not side by side) stay copies per lane, of the vector range's store
+    out2 = apply_opt(out, Opt("UPCAST", 0, 2))
+    assert len(out2.src) == 2 and all(vec in st.toposort() for st in out2.src)
+
+
+def test_upcast_replicates_the_store_per_lane(monkeypatch):
+    monkeypatch.setattr(optimize, "VECTOR_UPCAST", False)
     sink = matmul_sink(4, 8, 16)
     out = apply_opt(sink, Opt("UPCAST", 1, 4))
     assert len(out.src) == 4
     assert ranges(out)[1].src[0].arg == 4  # the range now counts groups of lanes
     assert len({u for u in out.toposort() if u.op is Ops.REDUCE}) == 4
+    # lanes a transpose reads apart are copies whatever the toggle says
+    monkeypatch.setattr(optimize, "VECTOR_UPCAST", True)
+    out = apply_opt(sink, Opt("UPCAST", 0, 4))
+    assert len(out.src) == 4 and not any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in out.toposort())
+
+
+@pytest.mark.parametrize("vector", [False, True])
+def test_vector_ranges_and_lane_copies_compute_alike(monkeypatch, vector):
+    """Kernels whose upcast axis is a vector range (elementwise with integer math and casts, a reduce over an outer
+    axis, a tile with a tanh epilogue, a masked store of a padded axis) against numpy, both ways."""
+    from tgfx import config, lowering
+    monkeypatch.setattr(optimize, "VECTOR_UPCAST", vector)
+    monkeypatch.setattr(config.DISK_CACHE, "value", 0)   # the toggle is not part of a compiled kernel's key
+    lowering.forget_compiled()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 48)).astype(np.float32)
+    w = rng.standard_normal((48, 96)).astype(np.float32)
+    i = rng.integers(-1000, 1000, (64, 48)).astype(np.int32)
+    with use_opts([Opt("UPCAST", 0, 16)]):   # elementwise kernels' axes are one loop
+        np.testing.assert_allclose(tnp.tanh(tg.asarray(x) * 2 + 1).numpy(), np.tanh(x * 2 + 1), rtol=1e-6, atol=1e-6)
+        got = ((tg.asarray(i) // 7) % 5 + (tg.asarray(i) >> 3)).astype(tnp.float32) / 3
+        np.testing.assert_allclose(got.numpy(), ((i // 7) % 5 + (i >> 3)).astype(np.float32) / 3, rtol=1e-6)
+        np.testing.assert_array_equal(tnp.maximum(tg.asarray(i), 3).numpy(), np.maximum(i, 3))
+        np.testing.assert_array_equal((tg.asarray(x) > 0).numpy(), x > 0)
+    with use_opts([Opt("UPCAST", 0, 16)]):
+        np.testing.assert_allclose(tnp.sum(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
+    with use_opts([Opt("UPCAST", 1, 32), Opt("UPCAST", 0, 8)]):
+        np.testing.assert_allclose(tnp.tanh(tg.asarray(x) @ tg.asarray(w)).numpy(), np.tanh(x @ w), rtol=1e-5,
+                                   atol=1e-5)
+    with use_opts([Opt("PADTO", 0, 64), Opt("UPCAST", 0, 64)]):   # 63 elements padded: the store is masked
+        np.testing.assert_allclose((tg.asarray(x[:7, :9]) * 3).numpy(), x[:7, :9] * 3, rtol=1e-6)
+    lowering.forget_compiled()
 
 
 def test_lane_copies_are_the_graph_substituted_lane_by_lane():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
@@ -16,7 +17,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, render_kernel
-from tgfx.lowering.compile import cache_key, compile_llvm, compile_workers, compiler, optimized_ir
+from tgfx.lowering.compile import cache_key, compile_llvm, compile_workers, compiler, optimized_ir, target_machine
 from tgfx.lowering.inline import pm_inline
 from tgfx.lowering.optimize import Opt, apply_hand_coded, hand_coded_opts, opt_mode
 from tgfx.lowering.schedule import schedule
@@ -46,16 +47,21 @@ def vector_widths(ir: str) -> set[int]:
 # ---- the same kernel for two classes of CPU ----
 def test_the_same_kernel_gets_each_targets_vector_width():
     ast = matmul_ast(64, 64, 128)
-    widths, opts = {}, {}
+    widths, opts, fmas = {}, {}, {}
     for cpu in (AVX2, AVX512):
         t = target_for(cpu)
         sink, opts[cpu] = apply_hand_coded(index_level(ast), t)
         ir, _, _ = render_kernel("k", sink, opts[cpu], t)
         widths[cpu] = vector_widths(optimized_ir(ir, t))
-    # the register tile: two vectors by as many rows as the registers hold (16 registers with AVX2, 32 with AVX-512)
+        mod = llvm.parse_assembly(ir)
+        compiler().optimize(mod, t)
+        fmas[cpu] = set(re.findall(r"vfmadd\w*\s+%([xyz])mm", target_machine(t).emit_assembly(mod)))
+    # the register tile: two vectors by as many rows as the registers hold (16 registers with AVX2, 32 with AVX-512);
+    # a row of it is one vector of two registers' lanes in the IR, each FMA one register's in the machine code
     assert [o for o in opts[AVX2] if o.op == "UPCAST"] == [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 4)]
     assert [o for o in opts[AVX512] if o.op == "UPCAST"] == [Opt("UPCAST", 1, 32), Opt("UPCAST", 0, 8)]
-    assert max(widths[AVX2]) == 8 and max(widths[AVX512]) == 16
+    assert max(widths[AVX2]) == 16 and max(widths[AVX512]) == 32
+    assert fmas[AVX2] == {"y"} and fmas[AVX512] == {"z"}
 
 
 @pytest.mark.parametrize("cpu", [AVX2, pytest.param(AVX512, marks=needs_avx512), "x86-64"])

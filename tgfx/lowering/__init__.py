@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import math
 import re
 import sys
 import threading
@@ -43,7 +44,7 @@ from tgfx.lowering.compile import (
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.gather import pm_gather
 from tgfx.lowering.inline import check_no_params, pm_inline, walk
-from tgfx.lowering.linearize import linearize
+from tgfx.lowering.linearize import is_vector_range, linearize, range_deps
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_process
@@ -149,11 +150,12 @@ def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
 def with_trips(lin: list[UOp]) -> Iterator[tuple[UOp, int]]:
     """Each op of a linearized kernel but its loops' ends, with the trips of the loops it is in."""
     trips = [1]
+    vecs = {s for u in lin for s in u.src if is_vector_range(s)}   # a value depending on one is that many lanes
     for u in lin:
         if u.op is Ops.END:
             trips.pop()
             continue
-        yield u, trips[-1]
+        yield u, trips[-1] * math.prod(r.src[0].arg for r in vecs & range_deps(u))
         if u.op is Ops.RANGE:
             trips.append(trips[-1] * u.src[0].arg)
 

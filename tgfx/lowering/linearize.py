@@ -6,7 +6,8 @@ becomes a register: `DEFINE_ACC` (initialised to the reduce's identity) before i
 carries of a loop kernel (REDUCEs with arg ("carry", j)) are registers too, initialised to their initial values
 and overwritten by their new values every step.
 Values that do not depend on a reduce's ranges are placed before its loops (loop-invariant hoisting); a value
-placed inside a loop is only visible inside it.
+placed inside a loop is only visible inside it. A range of kind "vector" (an UPCAST's lanes, `optimize.vector_lanes`)
+is no loop: it is visible everywhere, and what depends on it is placed as any value, a vector the renderer computes.
 """
 from __future__ import annotations
 
@@ -52,11 +53,16 @@ def _range_order(r: UOp) -> int:
     return r.arg[0]
 
 
+def is_vector_range(u: UOp) -> bool:
+    return u.op is Ops.RANGE and u.arg[1] == "vector"
+
+
 class _Linearizer:
-    def __init__(self) -> None:
+    def __init__(self, vector_ranges: frozenset[UOp] = frozenset()) -> None:
+        self.vector_ranges = vector_ranges    # placed from the start, never opened
         self.out: list[UOp] = []
         self.scopes: list[list[UOp]] = [[]]   # what each open loop (and the kernel's top level) placed
-        self.placed: set[UOp] = set()          # all of it: what is visible here
+        self.placed: set[UOp] = set(vector_ranges)   # all of it: what is visible here
         self.open: list[UOp] = []
         self.n_acc = 0
         self.acc_of: dict[UOp, UOp] = {}
@@ -101,7 +107,7 @@ class _Linearizer:
 
     def hoist(self, value: UOp, inner: frozenset[UOp]) -> None:
         """Place every node of `value` that does not depend on the `inner` ranges (and so can run before them)."""
-        opened, skip = frozenset(self.open), (Ops.RANGE, Ops.CONST, Ops.SPECIAL, Ops.SINK)
+        opened, skip = frozenset(self.open) | self.vector_ranges, (Ops.RANGE, Ops.CONST, Ops.SPECIAL, Ops.SINK)
         for n in value.toposort():
             # SINK: the caller's grouping node, not a value (it has no ranges when the values are constants)
             if n.op in skip or n in self.placed:
@@ -115,7 +121,7 @@ class _Linearizer:
         one register each."""
         rngs = tuple(sorted(red.src[1:], key=_range_order))
         group = [red] + [r for r in self.reduces.get(rngs, ()) if r is not red and not self.visible(r)
-                         and range_deps(r) <= set(self.open)]
+                         and range_deps(r) <= set(self.open) | self.vector_ranges]
         inside = frozenset().union(*(reduces_inside(r.src[0]) for r in group))
         group = [r for r in group if r is red or r not in inside]
         self.hoist(UOp(Ops.SINK, None, tuple(r.src[0] for r in group)), frozenset(rngs))
@@ -176,7 +182,7 @@ class _Linearizer:
 
     def emit_stores(self, stores: list[UOp]) -> None:
         """Stores over the same ranges share one loop nest."""
-        rngs = sorted(range_deps(stores[0]), key=_range_order)
+        rngs = sorted((r for r in range_deps(stores[0]) if not is_vector_range(r)), key=_range_order)
         self.reduces = {}
         group = UOp(Ops.SINK, None, tuple(stores))
         for u in group.toposort():  # one walk: the stores of an upcast's lanes share most of their graphs
@@ -194,7 +200,7 @@ class _Linearizer:
 
 def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     """The program order of `sink`, and for each REDUCE the DEFINE_ACC register it reads."""
-    lin = _Linearizer()
+    lin = _Linearizer(frozenset(r for st in sink.src for r in range_deps(st) if is_vector_range(r)))
     groups: dict[tuple[UOp, ...], list[UOp]] = {}
     for st in sink.src:
         groups.setdefault(tuple(sorted(range_deps(st), key=_range_order)), []).append(st)
@@ -203,4 +209,4 @@ def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     return lin.out, lin.acc_of
 
 
-__all__ = ["linearize", "range_deps", "is_block_reduce"]
+__all__ = ["linearize", "range_deps", "is_block_reduce", "is_vector_range"]

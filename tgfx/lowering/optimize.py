@@ -3,9 +3,12 @@
 An option is `Opt(op, axis, amount)`; `axis` names a range by its id (rangeify numbers the output axes first, then
 each reduce's axes). Options:
 
-- UPCAST: split an output range by `amount` and unroll the inner part: each store (and each reduce feeding it) is
-  replicated per lane; LLVM's SLP vectoriser turns adjacent lanes into vector instructions, and lanes that read
-  the same element share the load (register blocking).
+- UPCAST: split an output range by `amount` and unroll the inner part. Where every buffer access the inner part
+  reaches reads or writes it side by side (stride 1: the columns of a matmul tile, the elements of a row), it
+  becomes a "vector" range: one `<amount x T>` value per node that depends on it, which the renderer emits as LLVM
+  vector instructions (`vector_lanes`). Otherwise each store (and each reduce feeding it) is replicated per lane;
+  LLVM's SLP vectoriser turns adjacent lanes into vector instructions, and lanes that read the same element share
+  the load (register blocking).
 - UNROLL: the same for a reduce range: `amount` consecutive iterations are combined in one loop iteration.
 - THREAD: split an output range across `amount` cores: the kernel receives its core id (a `SPECIAL`) and the runtime
   launches it with `global_size = amount`.
@@ -171,8 +174,52 @@ def hoist_lane(sink: UOp, rng: UOp) -> UOp:
     return sink.substitute(mapping) if mapping else sink
 
 
-def upcast(sink: UOp, opt: Opt) -> UOp:
+# UPCAST makes vector ranges where they fit (`vector_lanes`); False: lanes are always copies (tests compare the two)
+VECTOR_UPCAST = True
+
+
+def unit_stride(index: UOp, lane: UOp) -> bool:
+    """Whether `index` is a sum whose one term `lane` is the only one depending on it: the lanes read side by side."""
+    terms, found = [index], 0
+    while any(t.op is Ops.ADD for t in terms):
+        terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]
+    for t in terms:
+        if t is lane:
+            found += 1
+        elif lane in range_deps(t):
+            return False
+    return found == 1
+
+
+def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
+    """`sink` with `rng` as `outer * amount + lane`, `lane` a range of kind "vector" that stays one node: everything
+    depending on it is a vector of `amount` values (SPEC §7's expand, done in the renderer), where copies per lane
+    cost the options, linearizer and renderer `amount` times the nodes (a 32 x 8 matmul tile: 256 copies of its
+    update, 30 ms of Python, and LLVM's SLP vectoriser rebuilding the vectors). None where a vector does not fit:
+    a second vector range, a buffer access the lanes do not make side by side (a transpose, a padded read: they stay
+    lane copies, which the renderer reads as tiles and masked loads), float16/bfloat16 values (computed in float per
+    lane)."""
+    nodes = sink.toposort()
+    if any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in nodes):
+        return None
+    lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, amount),),
+               (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, "vector"))
+    out = graph_rewrite(sink.substitute({rng: outer * amount + lane}), pm_symbolic, name="vector lanes")
+    for u in out.toposort(lambda u: u.src if lane in range_deps(u) else ()):
+        if lane not in range_deps(u):
+            continue
+        if u.dtype in (dtypes.float16, dtypes.bfloat16) or u.op is Ops.INDEX and (
+                u.src[0].op is not Ops.DEFINE_GLOBAL or not unit_stride(u.src[1], lane)):
+            return None
+    return out
+
+
+def upcast(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
+    """UPCAST (see the module docstring); `vector` False: lanes are copies (the GPU's, whose renderer reads them as a
+    thread's vector loads)."""
     rng, outer, _ = _split(sink, opt, "loop")
+    if vector and VECTOR_UPCAST and (vec := vector_lanes(sink, rng, outer, opt.amount)) is not None:
+        return vec
     sink = hoist_lane(sink, rng)
     lanes = [outer * opt.amount + c for c in range(opt.amount)]
     stores = [copy for st in sink.src for copy in _lane_copies(st, rng, lanes)]

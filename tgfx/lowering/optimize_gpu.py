@@ -44,6 +44,7 @@ from tgfx.lowering.optimize import (
     apply_opt,
     pad_range,
     ranges,
+    upcast,
 )
 
 GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP")
@@ -116,7 +117,12 @@ def group(sink: UOp, opt: Opt) -> UOp:
     return sink.substitute(mapping)
 
 
-_APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group}
+def upcast_lanes(sink: UOp, opt: Opt) -> UOp:
+    """The CPU's UPCAST with its lanes as copies: the NVPTX renderer has no vector ranges."""
+    return upcast(sink, opt, vector=False)
+
+
+_APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group, "UPCAST": upcast_lanes}
 
 
 def gate_unthreaded_stores(sink: UOp) -> UOp:

@@ -4,6 +4,10 @@ Every kernel has the calling convention of tgfx/devices/hcq.py: `void name(ptr b
 its buffer pointers and calls an always-inlined body whose pointer arguments are `noalias` (outputs are always fresh
 buffers), so LLVM can vectorise without runtime alias checks.
 
+A kernel with a vector range (an UPCAST's lanes, `optimize.vector_lanes`) computes every value that depends on it as
+an LLVM vector of that many lanes (`render_wide`): accesses the lanes make side by side are vector loads and stores,
+others gathers and scatters; a scalar operand is splatted; an op without a vector rule is done lane by lane.
+
 The renderer is a rule table from ops to IR, keyed by dtype. float16 values live in registers as `half` and bfloat16
 values as their `i16` bits; both compute in `float` and round back after every op, as numpy does per op.
 A node with no rule fails loudly with its op, dtype and source dtypes.
@@ -17,7 +21,9 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.linearize import is_vector_range, range_deps
 from tgfx.lowering.llvm_worker import NO_LSR
+from tgfx.lowering.optimize import unit_stride
 from tgfx.lowering.packs import (
     MAX_STEP,
     Pack,
@@ -117,6 +123,13 @@ class LLVMRenderer:
         self.position: dict[UOp, int] = {}
         self.vectors: dict[tuple[UOp, ...], str] = {}
         self.masks: dict[tuple[str, ...], str] = {}   # lane conditions as a <W x i1>, by the conditions' registers
+        # the kernel's vector range and its lanes (None, 1: none), the registers of accumulators it makes vectors,
+        # the wide accesses whose lanes are side by side (addressed by lane 0's pointer), scalars splatted once
+        self.vec: UOp | None = None
+        self.width = 1
+        self.wide_accs: set[UOp] = set()
+        self.contiguous: set[UOp] = set()
+        self.splats: dict[UOp, str] = {}
 
     def tmp(self) -> str:
         self.n += 1
@@ -228,6 +241,161 @@ class LLVMRenderer:
 
     def bitcast(self, u: UOp) -> str:
         return self.op_in(f"bitcast {reg_type(u.src[0].dtype)} {self.val(u.src[0])} to {reg_type(u.dtype)}")
+
+    # ---- values of a vector range's lanes (see the module docstring) ----
+    def wide(self, u: UOp) -> bool:
+        """Whether `u` is a vector of the kernel's vector range's lanes."""
+        if self.vec is None:
+            return False
+        if u.op is Ops.DEFINE_ACC or u.op is Ops.LOAD and u.src[0].op is Ops.DEFINE_ACC:
+            return (u if u.op is Ops.DEFINE_ACC else u.src[0]) in self.wide_accs
+        return self.vec in range_deps(u)
+
+    def vlit(self, v: bool | int | float, d: DType) -> str:
+        ty = reg_type(d)
+        return f"splat ({ty} {literal(v, d, ty)})"
+
+    def wval(self, u: UOp) -> str:
+        """`u` as a vector of the lanes: its own register, or a scalar splatted (once)."""
+        if u is self.vec:
+            return "<" + ", ".join(f"i64 {i}" for i in range(self.width)) + ">"
+        if u.op is Ops.CONST:
+            return self.vlit(u.arg, u.dtype)
+        if self.wide(u):
+            return self.names[u]
+        if (hit := self.splats.get(u)) is None:
+            hit = self.splats[u] = self.splat(self.val(u), reg_type(u.dtype), self.width)
+        return hit
+
+    def vtype(self, ty: str) -> str:
+        return f"<{self.width} x {ty}>"
+
+    def render_wide(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
+        """One node of vector width: registers, accesses and arithmetic on `<W x T>`."""
+        op, w = u.op, self.width
+        if op is Ops.DEFINE_ACC:
+            vt = self.vtype(reg_type(u.dtype))
+            self.allocas.append(f"  %acc{u.arg} = alloca {vt}")
+            self.emit(f"store {vt} {self.wval(u.src[0])}, ptr %acc{u.arg}")
+            self.names[u] = f"%acc{u.arg}"
+        elif op is Ops.LOAD and u.src[0].op is Ops.DEFINE_ACC:
+            self.names[u] = self.op_in(f"load {self.vtype(reg_type(u.dtype))}, ptr {self.names[u.src[0]]}")
+        elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC:
+            self.emit(f"store {self.vtype(reg_type(u.src[1].dtype))} {self.wval(u.src[1])}, ptr {self.names[u.src[0]]}")
+        elif op is Ops.REDUCE:
+            self.names[u] = self.op_in(f"load {self.vtype(reg_type(u.dtype))}, ptr {self.names[acc_of[u]]}")
+        elif op is Ops.INDEX:
+            buf, off = u.src[:2]
+            mt = mem_type(buf.dtype)
+            if unit_stride(off, self.vec):   # lane 0's element, the others after it
+                first = self.op_in(f"extractelement <{w} x i64> {self.wval(off)}, i64 0")
+                self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
+                self.contiguous.add(u)
+            else:
+                self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, <{w} x i64> {self.wval(off)}")
+        elif op is Ops.LOAD:
+            idx, d = u.src[0], u.dtype
+            vmt = self.vtype(mem_type(d))
+            if idx in self.contiguous:
+                v = self.op_in(f"load {vmt}, ptr {self.names[idx]}, align {d.itemsize}")
+            else:
+                v = self.call(f"llvm.masked.gather.{_vsuffix(vmt)}.v{w}p0", vmt,
+                              [(f"<{w} x ptr>", self.names[idx]), ("i32", str(d.itemsize)),
+                               (f"<{w} x i1>", "splat (i1 true)"), (vmt, "poison")])
+            self.names[u] = self.op_in(f"trunc {vmt} {v} to <{w} x i1>") if d.is_bool else v
+        elif op is Ops.STORE:
+            idx, v = u.src[:2]
+            if not self.wide(idx):
+                raise RenderError(f"a vector of {w} lanes stored to one element (kernel {self.name})")
+            d = v.dtype
+            vmt, x = self.vtype(mem_type(d)), self.wval(v)
+            if d.is_bool:
+                x = self.op_in(f"zext <{w} x i1> {x} to {vmt}")
+            gate = u.src[2] if len(u.src) == 3 else None
+            if gate is not None and not self.wide(gate):   # one condition for every lane: branch around the store
+                self.n += 1
+                self.emit(f"br i1 {self.val(gate)}, label %S{self.n}, label %S{self.n}.skip")
+                self.lines.append(f"S{self.n}:")
+            mask = self.wval(gate) if gate is not None and self.wide(gate) else None
+            if idx in self.contiguous and mask is None:
+                self.emit(f"store {vmt} {x}, ptr {self.names[idx]}, align {d.itemsize}")
+            elif idx in self.contiguous:
+                self.call(f"llvm.masked.store.{_vsuffix(vmt)}.p0", "void",
+                          [(vmt, x), ("ptr", self.names[idx]), ("i32", str(d.itemsize)), (f"<{w} x i1>", mask)])
+            else:
+                self.call(f"llvm.masked.scatter.{_vsuffix(vmt)}.v{w}p0", "void",
+                          [(vmt, x), (f"<{w} x ptr>", self.names[idx]), ("i32", str(d.itemsize)),
+                           (f"<{w} x i1>", mask or "splat (i1 true)")])
+            if gate is not None and not self.wide(gate):
+                self.emit(f"br label %S{self.n}.skip")
+                self.lines.append(f"S{self.n}.skip:")
+        elif op in GroupOp.ALU:
+            self.names[u] = self.wide_alu(u, "reassoc nsz contract " if is_update else "")
+        elif op is Ops.CAST:
+            self.names[u] = self.wide_cast(u)
+        elif op is Ops.BITCAST:
+            self.names[u] = self.op_in(f"bitcast {self.vtype(reg_type(u.src[0].dtype))} {self.wval(u.src[0])} to "
+                                       f"{self.vtype(reg_type(u.dtype))}")
+        else:
+            raise RenderError(f"no vector rule for {op} (dtype {u.dtype!r}, kernel {self.name})")
+
+    def wide_alu(self, u: UOp, flags: str) -> str:
+        op, w = u.op, self.width
+        d = u.src[-1].dtype if op is not Ops.WHERE else u.dtype
+        xs = [self.wval(s) for s in u.src]
+        if op is Ops.WHERE:
+            vt = self.vtype(reg_type(d))
+            return self.op_in(f"select <{w} x i1> {xs[0]}, {vt} {xs[1]}, {vt} {xs[2]}")
+        t = self.vtype(compute_type(d))
+        kind = "f" if d.is_float else ("b" if d.is_bool else d.kind)
+        divisor = u.src[-1]
+        if op in (Ops.IDIV, Ops.MOD) and kind in "iu" and divisor.op is Ops.CONST and divisor.arg > 0:
+            instr = {Ops.IDIV: "sdiv", Ops.MOD: "srem"}[op] if kind == "i" else {Ops.IDIV: "udiv", Ops.MOD: "urem"}[op]
+            return self.op_in(f"{instr} {t} {xs[0]}, {xs[1]}")
+        if op in (Ops.SHL, Ops.SHR) and divisor.op is Ops.CONST and 0 <= divisor.arg < d.bits:
+            instr = "shl" if op is Ops.SHL else ("ashr" if kind == "i" else "lshr")
+            return self.op_in(f"{instr} {t} {xs[0]}, {xs[1]}")
+        if op is Ops.NEG and kind in "iu":
+            return self.op_in(f"sub {t} zeroinitializer, {xs[0]}")
+        if op is Ops.RECIP and kind == "f":
+            return self.op_in(f"fdiv {flags}{t} {self.vlit(1.0, d)}, {xs[0]}")
+        if (rule := _VECTOR_RULES.get((op, kind))) is not None:
+            return rule(self, t, xs, flags if kind == "f" else "")
+        return self.lane_by_lane(u, xs, flags)
+
+    def lane_by_lane(self, u: UOp, xs: list[str], flags: str) -> str:
+        """An op with no vector rule (a libm call, a division by a variable): the scalar rule on each lane."""
+        d = u.src[-1].dtype
+        ct = compute_type(d)
+        rule = self.rules.get((u.op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
+        if rule is None:
+            raise RenderError(f"no LLVM rule for {u.op} on {d!r} (sources {[s.dtype for s in u.src]})")
+        rt = "i1" if u.op in GroupOp.Comparison else ct
+        out = "poison"
+        for i in range(self.width):
+            lanes = [self.op_in(f"extractelement {self.vtype(compute_type(s.dtype))} {x}, i64 {i}")
+                     for s, x in zip(u.src, xs, strict=True)]
+            out = self.op_in(f"insertelement {self.vtype(rt)} {out}, {rt} "
+                             f"{rule(self, ct, lanes, flags if d.is_float else '')}, i64 {i}")
+        return out
+
+    def wide_cast(self, u: UOp) -> str:
+        s, d = u.src[0].dtype, u.dtype
+        x = self.wval(u.src[0])
+        vs, vd = self.vtype(compute_type(s)), self.vtype(compute_type(d))
+        if d.is_bool:
+            return self.op_in(f"{'fcmp une' if s.is_float else 'icmp ne'} {vs} {x}, zeroinitializer")
+        if s.is_float and d.is_float:
+            sb, db = _fbits(compute_type(s)), _fbits(compute_type(d))
+            return x if sb == db else self.op_in(f"{'fpext' if db > sb else 'fptrunc'} {vs} {x} to {vd}")
+        if s.is_float:
+            return self.op_in(f"{'fptoui' if d.is_unsigned else 'fptosi'} {vs} {x} to {vd}")
+        if d.is_float:
+            return self.op_in(f"{'sitofp' if s.kind == 'i' else 'uitofp'} {vs} {x} to {vd}")
+        sb, db = _ibits(compute_type(s)), _ibits(compute_type(d))
+        if sb == db:
+            return x
+        return self.op_in(f"{'trunc' if db < sb else 'sext' if s.kind == 'i' else 'zext'} {vs} {x} to {vd}")
 
     # ---- register tiles as vectors ----
     def vector_dtype(self, d: DType) -> bool:
@@ -478,8 +646,17 @@ class LLVMRenderer:
         for i, b in enumerate(bufs):
             self.names[b] = f"%b{i}"
         self.acc_of = acc_of
+        vecs = {s for u in lin for s in u.src if is_vector_range(s)}
+        if len(vecs) > 1:
+            raise RenderError(f"kernel {self.name} has {len(vecs)} vector ranges (one at most)")
+        if vecs:
+            self.vec = vecs.pop()
+            self.width = self.vec.src[0].arg
+            self.wide_accs = {acc for red, acc in acc_of.items() if self.vec in range_deps(red)}
         self.position = position = {u: i for i, u in enumerate(lin) if u.op is Ops.STORE}
         for pack in find_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):
+            if any(acc in self.wide_accs for acc in pack.accs):   # already vectors
+                continue
             self.pack_of.update((acc, (pack, lane)) for lane, acc in enumerate(pack.accs))
             self.pack_last[max(pack.stores, key=position.__getitem__)] = pack
         update_of_acc: set[UOp] = set()
@@ -487,7 +664,7 @@ class LLVMRenderer:
             if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and u.src[0].tag != "carry":
                 update_of_acc.add(u.src[1])
         store_packs = [sp for sp in find_store_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype)
-                       if not self._gathers_accumulators(sp.values)]
+                       if not self.wide(sp.stores[0]) and not self._gathers_accumulators(sp.values)]
         for sp in store_packs:
             self.store_pack.update((st, sp) for st in sp.stores)
         self.find_tiles(store_packs)
@@ -545,6 +722,8 @@ class LLVMRenderer:
             self.names[u] = f"%reg{u.arg[0]}"
         elif op is Ops.AFTER:   # a value, once the stores it comes with are done
             self.names[u] = self.names[u.src[0]]
+        elif self.vec is not None and self.wide(u):
+            self.render_wide(u, acc_of, is_update)
         elif op is Ops.DEFINE_ACC and isinstance(u.arg, tuple):  # a loop kernel reading a carry's register
             self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
         elif op is Ops.DEFINE_ACC and u in self.pack_of:
@@ -636,6 +815,12 @@ def _suffix(t: str) -> str:
         width, _, elem = t[1:-1].split()
         return f"v{width}{_LLVM_SUFFIX[elem]}"
     return _LLVM_SUFFIX[t]
+
+
+def _vsuffix(t: str) -> str:
+    """The intrinsic suffix of a vector type of any element: v16f32, v8i64, v32i8."""
+    width, _, elem = t[1:-1].split()
+    return f"v{width}{_LLVM_SUFFIX.get(elem, elem)}"
 
 
 def _fbits(t: str) -> int:
@@ -733,6 +918,18 @@ alu_rules.update({
     (Ops.CMPLT, "b"): lambda r, t, x, f: r.op_in(f"and i1 {r.op_in(f'xor i1 {x[0]}, true')}, {x[1]}"),
 })
 LLVMRenderer.rules = alu_rules   # a renderer for another target (render_nvptx.py) brings its own table
+
+# the rules that take a vector type as they take a scalar one (`wide_alu` adds the ones with constant operands and
+# does the rest lane by lane)
+_VECTOR_RULES: dict[tuple[Ops, str], Rule] = {
+    **{k: alu_rules[k] for k in alu_rules if k[1] == "f" and (k[0] not in _LIBM and k[0] is not Ops.RECIP)},
+    **{(op, k): alu_rules[(op, k)] for k in "iu" for op in (Ops.ADD, Ops.MUL, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
+                                                             Ops.AND, Ops.OR, Ops.XOR, Ops.MULACC)},
+    **{(op, "b"): alu_rules[(op, "b")] for op in (Ops.AND, Ops.OR, Ops.XOR, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.MUL,
+                                                   Ops.ADD)},
+    (Ops.MAX, "i"): lambda r, t, x, f: r.call(f"llvm.smax.{_vsuffix(t)}", t, [(t, v) for v in x]),
+    (Ops.MAX, "u"): lambda r, t, x, f: r.call(f"llvm.umax.{_vsuffix(t)}", t, [(t, v) for v in x]),
+}
 
 
 # A kernel with this many integer xors hashes (a random draw: threefry's twenty rounds of add, rotate and xor, with
