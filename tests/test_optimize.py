@@ -31,7 +31,6 @@ from tgfx.lowering.search import actions
 from tgfx.lowering.symbolic import pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
 
-
 optimize = sys.modules["tgfx.lowering.optimize"]   # the module (tgfx.lowering's `optimize` is its function)
 
 
