@@ -71,6 +71,34 @@ def test_an_epilogue_transcendental_is_decomposed_after_the_options_once_per_row
     assert "tanh" not in ir and "call float @" not in ir and not re.search(r"call <[^@]*@(?!llvm\.)", ir)
 
 
+def test_a_vector_range_reads_padded_transposed_and_strided_lanes() -> None:
+    """The vector range's other accesses (`optimize.vector_lanes`): a classifier's 10 columns padded to a vector are
+    one masked load of w and one masked store a row (no lane past the tenth touches memory), a weight gradient's 10
+    columns stored 10 apart element by element from its accumulators, and a transpose's strided columns read as the
+    rows of a square transposed in registers (no element loaded alone)."""
+    t = host_target()
+    x, w, g = rand(64, 128), rand(128, 10), rand(64, 10)
+    (ast,) = kernels(tg.asarray(x) @ tg.asarray(w))
+    sink, opts = apply_hand_coded(index_level(ast), t)
+    ir = render_kernel("k", sink, opts, t)[0]
+    rows = next(o.amount for o in opts if o.op == "UPCAST" and o.axis == 0)
+    assert len(re.findall(r"call <\d+ x float> @llvm.masked.load", ir)) == 1   # w's row, shared by the tile's rows
+    assert len(re.findall(r"call void @llvm.masked.store", ir)) == rows and "store float" not in ir
+    (ast,) = kernels(tnp.sum(tg.asarray(x)[:, :, None] * tg.asarray(g)[:, None, :], axis=0))   # x.T @ g
+    sink, opts = apply_hand_coded(index_level(ast), t)
+    assert any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in sink.toposort())
+    ir = render_kernel("k", sink, opts, t)[0]
+    assert "scatter" not in ir and len(re.findall(r"store float", ir)) == opts[0].amount * opts[1].amount
+    (ast,) = kernels(tg.asarray(rand(256, 256)).T * 2)
+    ir = rendered(ast, t)
+    lanes = t.lanes()
+    assert "load float" not in ir and len(re.findall(rf"load <{lanes} x float>", ir)) == lanes
+    assert len(re.findall(rf"store <{lanes} x float>", ir)) == lanes
+    np.testing.assert_allclose((tg.asarray(x) @ tg.asarray(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tnp.sum(tg.asarray(x)[:, :, None] * tg.asarray(g)[:, None, :], axis=0).numpy(),
+                               x.T @ g, rtol=1e-4, atol=1e-4)
+
+
 def test_packed_accumulators_compute_what_numpy_does() -> None:
     """Tiles as vectors on odd shapes: remainders of no tile, K = 1, one column, padded columns, a column sum, an
     unrolled dot product, a fused epilogue."""

@@ -411,10 +411,15 @@ def test_padto_masks_loads_stores_and_reduce_contributions():
     assert len(red.src[0].src) == 2  # a padded reduce range needs no gate on the store
 
 
-def test_padto_then_upcast_keeps_gates_only_on_lanes_that_can_be_padding():
+def test_padto_then_upcast_keeps_gates_only_on_lanes_that_can_be_padding(monkeypatch):
+    monkeypatch.setattr(optimize, "VECTOR_UPCAST", False)
     out = apply_opts(matmul_sink(4, 8, 1000), [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)])
     # 1008 = 63 * 16: lanes 0..7 always land below 1000, lanes 8..15 are padding in the last group
     assert sorted(len(s.src) for s in out.src) == [2] * 8 + [3] * 8
+    # as a vector range: one store, gated by the lanes' validity (a masked store)
+    monkeypatch.setattr(optimize, "VECTOR_UPCAST", True)
+    (st,) = apply_opts(matmul_sink(4, 8, 1000), [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)]).src
+    assert len(st.src) == 3 and any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in st.src[2].toposort())
 
 
 def test_swap_exchanges_the_loop_order():

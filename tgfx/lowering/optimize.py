@@ -41,7 +41,7 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.linearize import range_deps
+from tgfx.lowering.linearize import range_deps, reduces_inside
 from tgfx.lowering.packs import MAX_STEP
 from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import pm_symbolic
@@ -191,26 +191,50 @@ def unit_stride(index: UOp, lane: UOp) -> bool:
     return found == 1
 
 
+def masked_unit_stride(index: UOp, lane: UOp) -> bool:
+    """Whether `index` is `where(valid, e, 0)` with `e` read side by side by the lanes and `valid` computed outside
+    any reduce loop (a padded axis's tail): a read the renderer loads as one masked vector from e's lane 0 (a lane
+    whose mask fails reads nothing). A convolution's padded input, whose validity changes with the kernel's taps
+    inside the reduce loop, is not: its lanes stay copies, which the renderer masks with one condition per lane."""
+    return index.op is Ops.WHERE and index.src[2].op is Ops.CONST and index.src[2].arg == 0 and \
+        unit_stride(index.src[1], lane) and all(r.arg[1] != "reduce" for r in range_deps(index.src[0]))
+
+
 def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     """`sink` with `rng` as `outer * amount + lane`, `lane` a range of kind "vector" that stays one node: everything
     depending on it is a vector of `amount` values (SPEC §7's expand, done in the renderer), where copies per lane
     cost the options, linearizer and renderer `amount` times the nodes (a 32 x 8 matmul tile: 256 copies of its
-    update, 30 ms of Python, and LLVM's SLP vectoriser rebuilding the vectors). None where a vector does not fit:
-    a second vector range, a buffer access the lanes do not make side by side (a transpose, a padded read: they stay
-    lane copies, which the renderer reads as tiles and masked loads), float16/bfloat16 values (computed in float per
-    lane)."""
+    update, 30 ms of Python, and LLVM's SLP vectoriser rebuilding the vectors).
+
+    The lanes' accesses: side by side (a vector load or store), a padded axis side by side (a masked load or
+    store), a read strided by a constant outside any reduce loop (a transpose's: the renderer reads a square of them,
+    another UPCAST's copies, as rows it transposes in registers, else element by element), a store strided by a
+    constant of a reduce's result (element by element, once per output: a weight gradient's columns). None where a
+    vector does not fit (lane copies stay): a second vector range, any other access, float16/bfloat16 values
+    (computed in float per lane)."""
     nodes = sink.toposort()
     if any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in nodes):
         return None
     lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, amount),),
                (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, "vector"))
     out = graph_rewrite(sink.substitute({rng: outer * amount + lane}), pm_symbolic, name="vector lanes")
+    stored = {st.src[0]: st.src[1] for st in out.src if st.op is Ops.STORE}
     for u in out.toposort(lambda u: u.src if lane in range_deps(u) else ()):
         if lane not in range_deps(u):
             continue
-        if u.dtype in (dtypes.float16, dtypes.bfloat16) or u.op is Ops.INDEX and (
-                u.src[0].op is not Ops.DEFINE_GLOBAL or not unit_stride(u.src[1], lane)):
+        if u.dtype in (dtypes.float16, dtypes.bfloat16):
             return None
+        if u.op is not Ops.INDEX or unit_stride(u.src[1], lane):
+            continue
+        if u.src[0].op is not Ops.DEFINE_GLOBAL:
+            return None
+        if u in stored:   # a padded axis's store (masked: PADTO gates it too), or a reduce's result, strided
+            if not masked_unit_stride(u.src[1], lane) and (
+                    _coef(u.src[1], lane) is None or u.src[1].op is Ops.WHERE or not reduces_inside(stored[u])):
+                return None
+        elif not masked_unit_stride(u.src[1], lane) and (u.src[1].op is Ops.WHERE or _coef(u.src[1], lane) is None
+                                                         or any(r.arg[1] == "reduce" for r in range_deps(u))):
+            return None   # a strided read in a reduce loop: a gather each step (a convolution's weights)
     return out
 
 
