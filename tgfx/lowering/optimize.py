@@ -191,13 +191,22 @@ def unit_stride(index: UOp, lane: UOp) -> bool:
     return found == 1
 
 
-def masked_unit_stride(index: UOp, lane: UOp) -> bool:
-    """Whether `index` is `where(valid, e, 0)` with `e` read side by side by the lanes and `valid` computed outside
-    any reduce loop (a padded axis's tail): a read the renderer loads as one masked vector from e's lane 0 (a lane
-    whose mask fails reads nothing). A convolution's padded input, whose validity changes with the kernel's taps
-    inside the reduce loop, is not: its lanes stay copies, which the renderer masks with one condition per lane."""
-    return index.op is Ops.WHERE and index.src[2].op is Ops.CONST and index.src[2].arg == 0 and \
-        unit_stride(index.src[1], lane) and all(r.arg[1] != "reduce" for r in range_deps(index.src[0]))
+def masked_unit_stride(index: UOp, lane: UOp) -> tuple[UOp, UOp, list[UOp]] | None:
+    """(valid, e, rest) if `index` is `where(valid, e, 0)` plus terms `rest` that do not depend on `lane`, with `e`
+    read side by side by the lanes and `valid` computed outside any reduce loop (a padded axis's tail): a read the
+    renderer loads as one masked vector from lane 0 of `e + rest` (a lane whose mask fails reads nothing). None
+    otherwise. A convolution's padded input, whose validity changes with the kernel's taps inside the reduce loop, is
+    not: as a vector its mask took as many vector compares as the loop has FMAs (the CNN step's second convolution
+    190 -> 230 us); its lanes stay copies, whose masks the renderer builds from each lane's folded condition."""
+    terms = [index]
+    while any(t.op is Ops.ADD for t in terms):
+        terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]
+    clamped = [t for t in terms if lane in range_deps(t)]
+    if len(clamped) != 1 or (w := clamped[0]).op is not Ops.WHERE or w.src[2].op is not Ops.CONST or \
+            w.src[2].arg != 0 or not unit_stride(w.src[1], lane) or \
+            any(r.arg[1] == "reduce" for r in range_deps(w.src[0])):
+        return None
+    return w.src[0], w.src[1], [t for t in terms if t is not w]
 
 
 def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
@@ -209,7 +218,7 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     The lanes' accesses: side by side (a vector load or store), a padded axis side by side (a masked load or
     store), a read strided by a constant outside any reduce loop (a transpose's: the renderer reads a square of them,
     another UPCAST's copies, as rows it transposes in registers, else element by element), a store strided by a
-    constant of a reduce's result (element by element, once per output: a weight gradient's columns). None where a
+    constant of a reduce's result (a scatter, once per output: a weight gradient's columns). None where a
     vector does not fit (lane copies stay): a second vector range, any other access, float16/bfloat16 values
     (computed in float per lane)."""
     nodes = sink.toposort()
@@ -229,10 +238,10 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
         if u.src[0].op is not Ops.DEFINE_GLOBAL:
             return None
         if u in stored:   # a padded axis's store (masked: PADTO gates it too), or a reduce's result, strided
-            if not masked_unit_stride(u.src[1], lane) and (
+            if masked_unit_stride(u.src[1], lane) is None and (
                     _coef(u.src[1], lane) is None or u.src[1].op is Ops.WHERE or not reduces_inside(stored[u])):
                 return None
-        elif not masked_unit_stride(u.src[1], lane) and (u.src[1].op is Ops.WHERE or _coef(u.src[1], lane) is None
+        elif masked_unit_stride(u.src[1], lane) is None and (u.src[1].op is Ops.WHERE or _coef(u.src[1], lane) is None
                                                          or any(r.arg[1] == "reduce" for r in range_deps(u))):
             return None   # a strided read in a reduce loop: a gather each step (a convolution's weights)
     return out

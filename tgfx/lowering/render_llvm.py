@@ -297,11 +297,16 @@ class LLVMRenderer:
         elif op is Ops.INDEX:
             buf, off = u.src[:2]
             mt = mem_type(buf.dtype)
-            side_by_side = unit_stride(off, self.vec)
-            if side_by_side or masked_unit_stride(off, self.vec):   # lane 0's element, the others after it
-                if not side_by_side:
-                    self.index_mask[u], off = off.src[0], off.src[1]
+            masked = None if unit_stride(off, self.vec) else masked_unit_stride(off, self.vec)
+            if masked is None and unit_stride(off, self.vec):   # lane 0's element, the others after it
                 first = self.op_in(f"extractelement <{w} x i64> {self.wval(off)}, i64 0")
+                self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
+                self.contiguous.add(u)
+            elif masked is not None:   # a padded read: from lane 0 of its unclamped offset, where the mask holds
+                self.index_mask[u], e, rest = masked
+                first = self.op_in(f"extractelement <{w} x i64> {self.wval(e)}, i64 0")
+                for t in rest:
+                    first = self.op_in(f"add i64 {first}, {self.val(t) if not self.wide(t) else self.lane0(t)}")
                 self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
                 self.contiguous.add(u)
             elif off.op is not Ops.WHERE and (stride := _coef(off, self.vec)) is not None:   # lane l: l * stride on
@@ -425,6 +430,9 @@ class LLVMRenderer:
                         self.op_in(f"shufflevector {vt} {a}, {vt} {b}, <{width} x i32> <{hi}>")]
             rows = nxt
         return rows
+
+    def lane0(self, u: UOp) -> str:
+        return self.op_in(f"extractelement <{self.width} x {reg_type(u.dtype)}> {self.wval(u)}, i64 0")
 
     def lane_ptr(self, idx: UOp, lane: int) -> str:
         """The address lane `lane` of wide index `idx` accesses: lane 0's plus a constant for a strided one (an
