@@ -223,6 +223,31 @@ def test_a_reduce_with_a_costly_epilogue_is_stored_before_it() -> None:
         assert counters.kernel_count == n
 
 
+def test_a_costly_value_two_kernels_compute_is_stored_once() -> None:
+    """Dropout in a training step: the mask (a threefry hash per element, some 300 ops) is read by the forward's
+    `where(keep, h / p, 0)` and by the gradient's; each kernel hashed it again (50 us each for 128 x 512). It is stored
+    once and read by both: one kernel of the step hashes. Values as numpy's, with the same bits."""
+    x, w = rand(128, 64), rand(64, 32, seed=1)
+    key = tg.random.PRNGKey(3)
+
+    def loss(w, x, key):
+        h = tnp.maximum(x @ w, 0)
+        keep = tg.random.bernoulli(key, 0.9, h.shape)
+        return tnp.sum(tnp.where(keep, h / 0.9, 0) ** 2)
+    step = tg.jit(tg.value_and_grad(loss))
+    value, grad = step(tg.asarray(w), tg.asarray(x), key)
+    keep = tg.random.bernoulli(key, 0.9, (128, 32)).numpy()
+    h = np.maximum(x @ w, 0)
+    np.testing.assert_allclose(float(value), np.sum(np.where(keep, h / 0.9, 0) ** 2), rtol=1e-4)
+    np.testing.assert_allclose(grad.numpy(), x.T @ (2 * np.where(keep, h / 0.9, 0) / 0.9 * keep * (h > 0)),
+                               rtol=1e-4, atol=1e-4)
+    counters.reset()
+    step(tg.asarray(w), tg.asarray(x), key)
+    lazy = tg.value_and_grad(loss)(tg.asarray(w), tg.asarray(x), key)   # eager: the same graph, not yet run
+    hashing = [k for k in schedule_of(*lazy) if sum(u.op is Ops.XOR for u in k.toposort()) >= 16]
+    assert len(hashing) == 1 and counters.kernel_count == len(schedule_of(*lazy))
+
+
 def test_a_reduce_beside_a_contraction_is_stored_before_it() -> None:
     """`(x @ w) / count` where count is another reduce of the same shape (a max pool's gradient divides the next
     layer's input gradient by each window's count of maxima): the contraction's register tile computed the count once

@@ -114,6 +114,9 @@ RECOMPUTE_COST_OPERAND = 2
 # a reduce whose kernel then computes this much per element of it (a random normal's hash and inverse error
 # function: about 300) is stored first (see realize_set); an activation, a bias, a softmax's exp and division stay
 EPILOGUE_COST = 32
+# an elementwise value this costly that several kernels compute is stored once (a dropout mask's threefry hash:
+# about 125); an FFT's twiddles and chirps (about 35) are recomputed, cheaper than a kernel and a buffer each
+SHARED_COST = 64
 # (these count operations and launches, whose relative costs are alike on every CPU this targets)
 _COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
@@ -255,6 +258,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
     while changed:
         changed = False
         users: dict[UOp, set[UOp]] = {}
+        shared: dict[UOp, set[UOp]] = {}   # elementwise values, by the kernels that compute them
         # the kernels in graph order (what one stores decides what the next reads): a set's order is the nodes'
         # addresses, which made the schedule differ between two builds of the same program
         stored = [u for u in order if u in ctx.realize]
@@ -289,6 +293,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                         tops.append(u)
                     if not inside and _is_contraction(u):
                         contractions.append(u)
+                if u is not root and u.op in GroupOp.Elementwise and u.shape:
+                    shared.setdefault(u, set()).add(root)
                 if (idx := _onehot_index(u)) is not None:
                     onehot.add(idx)
                 # (a gather's one-hot mask and index are not evaluated per element of their broadcast: the kernel's
@@ -342,6 +348,16 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             if len(kernels) > 1 and red not in ctx.realize:
                 ctx.realize.add(red)
                 changed = True
+        if changed:
+            continue
+        # an elementwise value as costly as SHARED_COST that several kernels compute (a dropout mask's hash, in the
+        # forward and in the gradient: 50 us each for 128 x 512) is stored once, the outermost such value first (what
+        # it is computed from is then read by one kernel only)
+        costly = next((u for u in reversed(order) if len(shared.get(u, ())) > 1 and u not in ctx.realize and
+                       _recompute_cost(u, ctx, u, SHARED_COST) >= SHARED_COST), None)
+        if costly is not None:
+            ctx.realize.add(costly)
+            changed = True
     return ctx.realize
 
 
