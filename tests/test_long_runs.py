@@ -28,3 +28,40 @@ def test_a_computation_longer_than_the_wait_timeout_completes() -> None:
     env = {**os.environ, "TGFX_WAIT_TIMEOUT": "0.05"}
     run = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]
+
+
+def test_an_eager_value_chained_over_thousands_of_steps_is_read_at_the_end() -> None:
+    """`r = 0.9 * r + 0.1 * loss` in an eager loop, read once after 3,000 steps: the lazy graph was 9,000 ops deep
+    (a RecursionError hashing it, at 200 steps; after that, one fused kernel of 9,000 ops, 5 s to compile and a new
+    one for every length). An eager value that deep is computed when it is made (`tensor.LAZY_DEPTH`): the same
+    piece of chain each time, so a handful of compiles; the value is numpy's."""
+    import numpy as np
+
+    import tgfx as tg
+    from tgfx.counters import counters
+    loss = tg.asarray(np.float32(2.0))
+    r, want = tg.asarray(np.float32(0.0)), np.float32(0.0)
+    counters.reset()
+    for i in range(3000):
+        r = r * 0.9 + loss * (0.1 + (i % 3) * 0.01)
+        want = want * np.float32(0.9) + np.float32(2.0) * np.float32(0.1 + (i % 3) * 0.01)
+    assert abs(float(r) - float(want)) < 1e-4
+    assert counters.compile_count <= 6
+
+
+def test_a_trace_thousands_of_ops_deep_lowers() -> None:
+    """A jitted Python loop of 1,500 steps: a graph as deep, hashed, scheduled and lowered without recursing per
+    level (UOp.key, shape and the kernel's range dependencies were recursive)."""
+    import numpy as np
+
+    import tgfx as tg
+
+    def f(x):  # noqa: ANN001, ANN202
+        for _ in range(1500):
+            x = x * 0.999 + 0.001
+        return x
+    x = np.linspace(0, 1, 8, dtype=np.float32)
+    want = x.copy()
+    for _ in range(1500):
+        want = want * np.float32(0.999) + np.float32(0.001)
+    np.testing.assert_allclose(tg.jit(f)(tg.asarray(x)).numpy(), want, rtol=1e-5, atol=1e-6)

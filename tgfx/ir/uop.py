@@ -32,6 +32,27 @@ _cache: dict[tuple, weakref.ref] = {}
 buffers: dict[int, Any] = {}
 
 
+def sources_first(u: UOp, name: str, fn: Callable[[UOp], object]) -> None:
+    """Call `fn` (which caches its value as `name` in a node's __dict__) on every node under `u` that lacks it, sources
+    before users, with an explicit stack: then `fn(u)` reads its sources' values without recursing, however deep the
+    graph (a lazy chain of a thousand eager ops, a kernel of one)."""
+    for s in u.src:
+        if name not in s.__dict__:
+            break
+    else:
+        return   # the common case: every source has it
+    stack = [s for s in u.src if name not in s.__dict__]
+    while stack:
+        x = stack[-1]
+        missing = [s for s in x.src if name not in s.__dict__]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        if name not in x.__dict__:
+            fn(x)
+
+
 class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None,
                  tag: Any = None) -> UOp:
@@ -88,14 +109,26 @@ class UOp(metaclass=UOpMeta):
     @functools.cached_property
     def key(self) -> str:
         """A content hash of the whole subgraph, the same in every process."""
+        self._sources_first("key")
         h = hashlib.sha256()
         h.update(f"{self.op.name}|{self.dtype!r}|{_stable_repr(self.arg)}|{_stable_repr(self.tag)}".encode())
         for s in self.src:
             h.update(s.key.encode())
         return h.hexdigest()
 
+    def _sources_first(self, name: str) -> None:
+        """Compute cached property `name` of every source that lacks it, sources before users (iteratively), when two
+        levels lack it, so that computing it here recurses a level or two, not once per level of a deep graph (a
+        lazy chain of 1,000 ops, the new nodes of a schedule's abstraction of one)."""
+        for s in self.src:   # a source lacking it whose sources lack it too: a chain, maybe a deep one
+            if name not in s.__dict__ and any(name not in t.__dict__ for t in s.src):
+                sources_first(self, name, lambda u: getattr(u, name))
+                return
+
     @functools.cached_property
     def shape(self) -> Shape | None:
+        if self.op not in _SHAPE_FROM_ARG:
+            self._sources_first("shape")
         return _shape(self)
 
     @functools.cached_property
@@ -224,6 +257,11 @@ def _stable_repr(x: Any) -> str:
 
 
 # ---- shape rules: one per op group ----
+# the ops whose shape is in their arg, whatever their sources' (`_shape`)
+_SHAPE_FROM_ARG = frozenset({Ops.CONST, Ops.VARIABLE, Ops.BIND, Ops.BUFFER, Ops.IOTA, Ops.DEFINE_GLOBAL, Ops.PARAM,
+                             Ops.RESHAPE, Ops.EXPAND, Ops.SHRINK, Ops.DYNAMIC_SHRINK, Ops.DYNAMIC_PAD, Ops.NETWORK})
+
+
 def _shape(u: UOp) -> Shape | None:
     op, src, arg = u.op, u.src, u.arg
     if op is Ops.CONST or op is Ops.VARIABLE or op is Ops.BIND:

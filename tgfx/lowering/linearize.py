@@ -12,7 +12,7 @@ is no loop: it is visible everywhere, and what depends on it is placed as any va
 from __future__ import annotations
 
 from tgfx.ir.ops import Ops
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, sources_first
 from tgfx.lowering.loop_kernel import is_carry
 from tgfx.lowering.rangeify import reduce_identity
 
@@ -22,6 +22,7 @@ def range_deps(u: UOp) -> frozenset[UOp]:
     kernel's graph alive)."""
     deps = u.__dict__.get("range_deps")
     if deps is None:
+        sources_first(u, "range_deps", range_deps)
         if u.op is Ops.RANGE:
             deps = frozenset({u})
         else:
@@ -36,6 +37,7 @@ def reduces_inside(u: UOp) -> frozenset[UOp]:
     """The REDUCEs in the graph of `u` (itself included), cached on the node."""
     inner = u.__dict__.get("reduces_inside")
     if inner is None:
+        sources_first(u, "reduces_inside", reduces_inside)
         inner = frozenset().union(*(reduces_inside(s) for s in u.src)) if u.src else frozenset()
         if u.op is Ops.REDUCE:
             inner = inner | {u}
