@@ -297,12 +297,12 @@ class LLVMRenderer:
         elif op is Ops.INDEX:
             buf, off = u.src[:2]
             mt = mem_type(buf.dtype)
-            masked = None if unit_stride(off, self.vec) else masked_unit_stride(off, self.vec)
-            if masked is None and unit_stride(off, self.vec):   # lane 0's element, the others after it
+            if unit_stride(off, self.vec):   # lane 0's element, the others after it
                 first = self.op_in(f"extractelement <{w} x i64> {self.wval(off)}, i64 0")
                 self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
                 self.contiguous.add(u)
-            elif masked is not None:   # a padded read: from lane 0 of its unclamped offset, where the mask holds
+            elif (masked := masked_unit_stride(off, self.vec)) is not None:   # a padded read: from lane 0 of its
+                # unclamped offset, where the mask holds
                 self.index_mask[u], e, rest = masked
                 first = self.op_in(f"extractelement <{w} x i64> {self.wval(e)}, i64 0")
                 for t in rest:
@@ -357,8 +357,8 @@ class LLVMRenderer:
             elif idx in self.contiguous:
                 self.call(f"llvm.masked.store.{_vsuffix(vmt)}.p0", "void",
                           [(vmt, x), ("ptr", self.names[idx]), ("i32", str(d.itemsize)), (f"<{w} x i1>", mask)])
-            else:   # one scatter (a reduce's result, once per output): element by element, the SLP vectoriser
-                # searched the stores of a weight gradient's 5 x 32 tile for vectors (50 -> 17 ms of LLVM)
+            else:   # one scatter (a reduce's result, once per output), not a store per lane: LLVM's SLP
+                # vectoriser searched a weight gradient's 5 x 32 such stores for vectors (50 -> 17 ms of LLVM)
                 if idx in self.strided:
                     steps = "<" + ", ".join(f"i64 {i * self.strided[idx]}" for i in range(w)) + ">"
                     ptrs = self.op_in(f"getelementptr {mem_type(d)}, ptr {self.names[idx]}, <{w} x i64> {steps}")
