@@ -97,8 +97,8 @@ class _Compiler:
         """Whether this process still compiles modules itself."""
         return self.compiled < int(IN_PROCESS_COMPILES) or int(COMPILE_WORKERS) <= 0
 
-    def optimize(self, mod: llvm.ModuleRef, target: Target | None = None) -> None:
-        llvm_worker.optimize(mod, target_machine(target))
+    def optimize(self, mod: llvm.ModuleRef, target: Target | None = None, slp: bool = True) -> None:
+        llvm_worker.optimize(mod, target_machine(target), slp)
 
     def compile(self, ir: str, target: Target | None = None) -> bytes:
         self.compiled += 1
@@ -375,5 +375,5 @@ def code_stats() -> CodeStats:
 def optimized_ir(ir: str, target: Target | None = None) -> str:
     """The IR after LLVM's optimiser for `target` (default: `host_target()`), for DEBUG output and tests."""
     mod = llvm.parse_assembly(ir)
-    compiler().optimize(mod, target)
+    compiler().optimize(mod, target, slp=llvm_worker.NO_SLP not in ir)
     return str(mod)

@@ -37,11 +37,11 @@ def target_machine(cpu: str = "", features: str = "") -> llvm.TargetMachine:
                                                                    codemodel="default")
 
 
-def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
-    """LLVM's O3 pipeline with loop and SLP vectorisation and unrolling."""
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, slp: bool = True) -> None:
+    """LLVM's O3 pipeline with loop and (unless `slp` is False) SLP vectorisation and unrolling."""
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    pto.slp_vectorization = slp
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
@@ -50,6 +50,9 @@ def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine) -> None:
 # named metadata the renderer puts on a module that hashes (tgfx/lowering/render_llvm.py: HASH_XORS); defined here,
 # where the compile worker (which imports nothing of tgfx) reads it
 NO_LSR = "!tgfx.no_lsr = !{}"
+# a module whose vectors the renderer wrote (a kernel with a vector range): LLVM's SLP vectoriser has nothing left to
+# build, and searched its per-lane loads and stores for vectors anyway (a weight gradient's epilogue: 99 -> 34 ms)
+NO_SLP = "!tgfx.no_slp = !{}"
 
 
 def set_strength_reduction(ir: str) -> None:
@@ -62,7 +65,7 @@ def compile_ir(ir: str, tm: llvm.TargetMachine) -> bytes:
     """Parse, verify, optimise and emit one module (`set_strength_reduction` for its code generation)."""
     mod = llvm.parse_assembly(ir)
     mod.verify()
-    optimize(mod, tm)
+    optimize(mod, tm, slp=NO_SLP not in ir)
     set_strength_reduction(ir)
     return bytes(tm.emit_object(mod))
 

@@ -24,7 +24,7 @@ from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_vector_range, range_deps
-from tgfx.lowering.llvm_worker import NO_LSR
+from tgfx.lowering.llvm_worker import NO_LSR, NO_SLP
 from tgfx.lowering.optimize import _coef, masked_unit_stride, unit_stride
 from tgfx.lowering.packs import (
     MAX_STEP,
@@ -784,6 +784,7 @@ class LLVMRenderer:
             *([f'!0 = distinct !{{!0, {", ".join(f"!{i + 1}" for i in range(len(self.loop_hints)))}}}'] +
               [f"!{i + 1} = {h}" for i, h in enumerate(self.loop_hints)] if self.loop_hints else []),
             *([NO_LSR] if sum(u.op is Ops.XOR and u.dtype.is_int for u in lin) >= HASH_XORS else []),
+            *([NO_SLP] if self.vec is not None else []),
         ])
 
     def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
