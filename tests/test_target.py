@@ -214,3 +214,19 @@ def test_the_search_tries_amounts_up_to_the_targets_vectors():
     for cpu, most in ((AVX2, 8), (AVX512, 16)):
         ups = {a.amount for a in actions(sink, [], target_for(cpu)) if a.op == "UPCAST"}
         assert max(ups) == most
+
+
+def test_a_convolution_tile_keeps_the_fma_units_busy_on_both_classes():
+    """A direct convolution's tile is one vector wide by `conv_tile_rows` output channels: 8 independent accumulators
+    (FMA_CHAINS) on AVX2 as on AVX-512 (AVX2 had 4, as many rows as a two-vector matmul tile: its FMAs waited on
+    their own results). Without mask registers the padded read's mask is 32-bit lanes compared with zero, not i1
+    lanes inserted one by one (which LLVM packed and widened at every use)."""
+    from tgfx.devices.target import FMA_CHAINS
+    from tgfx.lowering import kernel_source
+    assert target_for(AVX2).conv_tile_rows() == target_for(AVX512).conv_tile_rows() == FMA_CHAINS
+    x, w = tg.asarray(np.ones((4, 16, 8, 8), np.float32)), tg.asarray(np.ones((32, 16, 3, 3), np.float32))
+    sink = UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,))
+    linear, _ = schedule(list(graph_rewrite(sink, pm_inline).src))
+    (ast,) = [c.src[0] for c in linear.src]
+    ir = kernel_source(ast, target_for(AVX2)).ir
+    assert "icmp ne <8 x i32>" in ir and not re.search(r"insertelement <8 x i1>", ir)

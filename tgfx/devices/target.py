@@ -47,6 +47,9 @@ THREAD_HANDOFF_VECTORS = 4096
 # a register tile's accumulators leave registers for the operands each step of the reduce loads: one broadcast row
 # value and the tile's (at most two) vectors of a column
 OPERAND_REGISTERS = 3
+# independent accumulators that keep a core's FMA units busy: 4 cycles of latency times 2 pipes, on x86 server cores
+# since Haswell and the Zen cores; fewer leave the units waiting on their own results, more only use registers
+FMA_CHAINS = 8
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,15 @@ class Target:
         must divide the output axis, and tensor sizes mostly are."""
         budget = (self.vector_registers - OPERAND_REGISTERS) // 2
         return 1 << (budget.bit_length() - 1)
+
+    def conv_tile_rows(self) -> int:
+        """Rows of a direct convolution's register tile, one vector wide (its input a padded read): as many
+        accumulators as keep the FMA units busy (`FMA_CHAINS`), fewer if the registers beside the operands and, without
+        mask registers, the padding mask's vector do not hold them (8 with AVX2's 16 registers as with AVX-512's 32:
+        the AVX2 class's CNN convolutions ran 606 -> 394 us with 8 rows instead of 4; 16 rows with AVX-512 gained
+        nothing)."""
+        budget = self.vector_registers - OPERAND_REGISTERS - (0 if self.mask_registers else 1)
+        return min(1 << (budget.bit_length() - 1), FMA_CHAINS)
 
     def contraction_tiles(self, itemsize: int = 4) -> tuple[tuple[int, int], ...]:
         """Register tiles for a contraction, best first, as (lanes along the vectorised output axis, rows along the

@@ -480,12 +480,12 @@ def masked_contraction_opts(loops: list[UOp], loads: list[UOp], hot: list[UOp], 
     input is read through `where(valid, index, 0)`, `hoist_lane` making its lanes adjacent); the axis blocked is one
     that read does not vary along (the output channel), so each vector of input is loaded once per reduce step and
     multiplied by a broadcast weight per row, as a matmul's tile reuses its B vector. The tile is one vector wide by
-    `tile_rows` rows: a vector of a padded read is assembled from the edge lanes' loads (their masks differ) and
+    `conv_tile_rows` rows: a vector of a padded read is assembled from the edge lanes' loads (their masks differ) and
     needs registers of its own beside the accumulators (with AVX-512, 16 x 8 ran 2.6x faster than 32 x 8). An axis
     a whole vector does not divide gets half a vector, then a quarter (small images). A strided convolution's input is
     read every s-th element along the output column, masked or not: the renderer loads s vectors and keeps every s-th
     lane (`tgfx/lowering/packs.py`), so it takes the same tile."""
-    rows = target.tile_rows()
+    rows = target.conv_tile_rows()
     lanes = target.lanes(itemsize)
     for amount in (lanes, lanes // 2, lanes // 4):
         if amount < 4:

@@ -565,7 +565,10 @@ class LLVMRenderer:
         """A `<W x i1>` of the rendered conditions `bits`, once per distinct tuple. The lanes between a tile's edges
         share one condition (a padded read's rows): with mask registers (AVX-512) the vector is a W-bit integer, one
         select of its lanes' bits per distinct condition, bitcast to <W x i1> (inserting W i1 lanes took W
-        mask-register operations each); with vector masks a splat of the common one, the others inserted."""
+        mask-register operations each); with vector masks (AVX2) 32-bit lanes, a splat of the common one with the
+        others inserted, compared with zero: the form of a vector compare's result, which LLVM keeps in a register
+        (inserted as i1 lanes, it packed and widened the mask at every use: eight instructions per input vector of a
+        convolution)."""
         if (hit := self.masks.get(bits)) is not None:
             return hit
         width = len(bits)
@@ -580,12 +583,15 @@ class LLVMRenderer:
             for b, pattern in patterns.items():
                 word = self.op_in(f"or i{width} {word}, {self.op_in(f'select i1 {b}, i{width} {pattern}, i{width} 0')}")
             mask = self.op_in(f"bitcast i{width} {word} to <{width} x i1>")
-        else:
+        else:   # as 32-bit lanes, the form of a vector compare's result, then compared with 0
+            lane = {b: ("-1" if b == "true" else "0") if b in ("true", "false") else self.op_in(f"sext i1 {b} to i32")
+                    for b in dict.fromkeys(bits)}
             common = max(dict.fromkeys(bits), key=bits.count)
-            mask = self.splat(common, "i1", width)
+            mask = self.splat(lane[common], "i32", width)
             for i, b in enumerate(bits):
                 if b != common:
-                    mask = self.op_in(f"insertelement <{width} x i1> {mask}, i1 {b}, i64 {i}")
+                    mask = self.op_in(f"insertelement <{width} x i32> {mask}, i32 {lane[b]}, i64 {i}")
+            mask = self.op_in(f"icmp ne <{width} x i32> {mask}, zeroinitializer")
         self.masks[bits] = mask
         return mask
 
