@@ -4,10 +4,11 @@ UPCAST and UNROLL (tgfx/lowering/optimize.py) replicate a reduce once per lane w
 (an UPCAST whose accesses are all side by side is one, rendered as vectors directly: `optimize.vector_lanes`): a
 direct convolution's tile, whose input is a padded read, or UNROLL's partial sums. A 16 x 4 tile of lane copies is
 64 scalar accumulators, each updated by `acc += a[i + r] * b[j + l]` in the reduce loop. Left scalar, LLVM's SLP
-vectoriser has to rebuild vectors from those lanes; it takes most of the optimiser's time on a big tile, and where the tile's
-epilogue is not a plain store (a bias and a tanh after a matmul) it builds a mix of partial vectors, shuffles and
-spills instead (a tanh(x @ w + b) kernel ran at a sixth of the plain matmul's rate). So the renderer gives the
-accumulators of a tile `<lanes x float>` registers of their own and renders their update as one vector expression.
+vectoriser has to rebuild vectors from those lanes; it takes most of the optimiser's time on a big tile, and where
+the tile's epilogue is not a plain store (a bias and a tanh after a matmul) it builds a mix of partial vectors,
+shuffles and spills instead (a tanh(x @ w + b) kernel ran at a sixth of the plain matmul's rate). So the renderer
+gives the accumulators of a tile `<lanes x float>` registers of their own and renders their update as one vector
+expression.
 
 A pack is `lanes` accumulators of one reduce loop, with the same reduce op and dtype, whose values are the same
 expression but for the constant parts of their loads' offsets, and whose lane l reads at offset `d + l * s` of each load
