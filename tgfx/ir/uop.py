@@ -109,30 +109,31 @@ class UOp(metaclass=UOpMeta):
     @functools.cached_property
     def key(self) -> str:
         """A content hash of the whole subgraph, the same in every process."""
-        self._sources_first("key")
+        sources_first(self, "key", lambda u: u.key)
         h = hashlib.sha256()
         h.update(f"{self.op.name}|{self.dtype!r}|{_stable_repr(self.arg)}|{_stable_repr(self.tag)}".encode())
         for s in self.src:
             h.update(s.key.encode())
         return h.hexdigest()
 
-    def _sources_first(self, name: str) -> None:
-        """Compute cached property `name` of every source that lacks it, sources before users (iteratively), when two
-        levels lack it, so that computing it here recurses a level or two, not once per level of a deep graph (a
-        lazy chain of 1,000 ops, the new nodes of a schedule's abstraction of one)."""
-        for s in self.src:   # a source lacking it whose sources lack it too: a chain, maybe a deep one
-            if name not in s.__dict__ and any(name not in t.__dict__ for t in s.src):
-                sources_first(self, name, lambda u: getattr(u, name))
-                return
-
     @functools.cached_property
     def shape(self) -> Shape | None:
-        if self.op not in _SHAPE_FROM_ARG:
-            self._sources_first("shape")
-        return _shape(self)
+        try:
+            return _shape(self)
+        except RecursionError:   # deeper than the interpreter's stack (a lazy chain of 1,000 ops, the new nodes of a
+            # schedule's abstraction of one): the sources' shapes first, iteratively; nothing to pay when it is not
+            sources_first(self, "shape", lambda u: u.shape)
+            return _shape(self)
 
     @functools.cached_property
     def device(self) -> str | tuple[str, ...] | None:
+        try:
+            return self._device()
+        except RecursionError:   # as `shape`: the sources' devices first, iteratively, only when the graph is that deep
+            sources_first(self, "device", lambda u: u.device)
+            return self._device()
+
+    def _device(self) -> str | tuple[str, ...] | None:
         if self.op is Ops.BUFFER:
             return self.arg[1]
         if self.op is Ops.PARAM:
@@ -257,10 +258,6 @@ def _stable_repr(x: Any) -> str:
 
 
 # ---- shape rules: one per op group ----
-# the ops whose shape is in their arg, whatever their sources' (`_shape`)
-_SHAPE_FROM_ARG = frozenset({Ops.CONST, Ops.VARIABLE, Ops.BIND, Ops.BUFFER, Ops.IOTA, Ops.DEFINE_GLOBAL, Ops.PARAM,
-                             Ops.RESHAPE, Ops.EXPAND, Ops.SHRINK, Ops.DYNAMIC_SHRINK, Ops.DYNAMIC_PAD, Ops.NETWORK})
-
 
 def _shape(u: UOp) -> Shape | None:
     op, src, arg = u.op, u.src, u.arg
