@@ -118,6 +118,18 @@ def test_a_sum_along_a_short_contiguous_axis_is_a_vector_of_partial_sums() -> No
     assert not any(o.op == "UNROLL" for o in apply_hand_coded(index_level(ast), t)[1])
 
 
+def test_a_small_kernel_of_vectors_is_left_to_run_as_written() -> None:
+    """A 128 x 256 column sum whose 256 columns are a vector range: 16 vector loads and adds a row, 6,000 vector
+    instructions, which count once each towards SMALL_KERNEL_OPS (counted per lane, 65,000, LLVM's unroller was let
+    loose on its reduce loop: 31 ms of LLVM for a kernel of 2 us). Its loops are marked for LLVM to leave alone."""
+    x = rand(128, 256)
+    (ast,) = kernels(tnp.sum(tg.asarray(x), axis=0))
+    sink, opts = apply_hand_coded(index_level(ast), host_target())
+    assert any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in sink.toposort())
+    assert "llvm.loop.unroll.disable" in render_kernel("k", sink, opts, host_target())[0]
+    np.testing.assert_allclose(tnp.sum(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
+
+
 def test_packed_accumulators_compute_what_numpy_does() -> None:
     """Tiles as vectors on odd shapes: remainders of no tile, K = 1, one column, padded columns, a column sum, an
     unrolled dot product, a fused epilogue."""

@@ -147,10 +147,12 @@ def estimate_cost(lin: list[UOp], bufs: list[UOp]) -> tuple[int, int]:
     return flops, sum(b.arg[1] * b.dtype.itemsize for b in bufs)
 
 
-def with_trips(lin: list[UOp]) -> Iterator[tuple[UOp, int]]:
-    """Each op of a linearized kernel but its loops' ends, with the trips of the loops it is in."""
+def with_trips(lin: list[UOp], lanes: bool = True) -> Iterator[tuple[UOp, int]]:
+    """Each op of a linearized kernel but its loops' ends, with the trips of the loops it is in (times its vector
+    range's lanes, unless `lanes` is False: then a vector op counts once)."""
     trips = [1]
-    vecs = {s for u in lin for s in u.src if is_vector_range(s)}   # a value depending on one is that many lanes
+    vecs = {s for u in lin for s in u.src if is_vector_range(s)} if lanes else set()   # a value depending on one is
+    # that many lanes
     for u in lin:
         if u.op is Ops.END:
             trips.pop()
@@ -177,16 +179,18 @@ def index_level(ast: UOp) -> UOp:
     return sink
 
 
-# a kernel of at most this many scalar operations (loads, stores and arithmetic, times their loops' trips) runs in
-# about as long as its launch even as scalar code: LLVM's loop vectoriser and unroller are told to leave it alone.
+# a kernel of at most this many operations (loads, stores and arithmetic, times their loops' trips; an op on a vector
+# range's lanes is one) runs in about as long as its launch even as written: LLVM's loop vectoriser and unroller are
+# told to leave it alone (a 128 x 256 column sum of vectors: LLVM unrolled its reduce loop, 31 ms, for 2 us a run).
 # They made such kernels 3-7x bigger and slower to compile (a 10-column bias gradient: 26 ms of LLVM, 4 ms without),
 # a third of a small model's first call being tiny kernels.
 SMALL_KERNEL_OPS = 32768
 
 
 def scalar_ops(lin: list[UOp]) -> int:
-    """The operations a linearized kernel executes: each load, store and arithmetic op times its loops' trips."""
-    return sum(n for u, n in with_trips(lin) if u.op in GroupOp.ALU or u.op is Ops.LOAD or u.op is Ops.STORE)
+    """The instructions a linearized kernel executes: each load, store and arithmetic op times its loops' trips (an op
+    of a vector range's lanes once: it is one vector instruction already)."""
+    return sum(n for u, n in with_trips(lin, lanes=False) if u.op in GroupOp.ALU or u.op in (Ops.LOAD, Ops.STORE))
 
 
 def decompose_transcendentals(sink: UOp) -> UOp:
