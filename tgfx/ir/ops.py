@@ -115,6 +115,8 @@ class GroupOp:
     FloatOnly = frozenset({Ops.EXP2, Ops.LOG2, Ops.EXP, Ops.LOG, Ops.SIN, Ops.COS, Ops.TAN, Ops.SQRT, Ops.RECIP,
                            Ops.TANH, Ops.ASIN, Ops.ACOS, Ops.ATAN, Ops.EXPM1, Ops.LOG1P, Ops.SINH, Ops.COSH, Ops.ERF,
                            Ops.FDIV, Ops.POW, Ops.ATAN2, Ops.FLOOR, Ops.CEIL, Ops.RINT})
+    # transcendentals and divisions: many instructions an element (rounding ops are one)
+    Costly = FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
     IntOnly = frozenset({Ops.IDIV, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
     Reduce = frozenset({Ops.ADD, Ops.MUL, Ops.MAX})
     Defines = frozenset({Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.VARIABLE, Ops.DEFINE_GLOBAL, Ops.IOTA})

@@ -258,7 +258,6 @@ def _stable_repr(x: Any) -> str:
 
 
 # ---- shape rules: one per op group ----
-
 def _shape(u: UOp) -> Shape | None:
     op, src, arg = u.op, u.src, u.arg
     if op is Ops.CONST or op is Ops.VARIABLE or op is Ops.BIND:

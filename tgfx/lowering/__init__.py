@@ -44,7 +44,7 @@ from tgfx.lowering.compile import (
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.gather import pm_gather
 from tgfx.lowering.inline import check_no_params, pm_inline, walk
-from tgfx.lowering.linearize import is_vector_range, linearize, range_deps
+from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_process
@@ -151,8 +151,7 @@ def with_trips(lin: list[UOp], lanes: bool = True) -> Iterator[tuple[UOp, int]]:
     """Each op of a linearized kernel but its loops' ends, with the trips of the loops it is in (times its vector
     range's lanes, unless `lanes` is False: then a vector op counts once)."""
     trips = [1]
-    vecs = {s for u in lin for s in u.src if is_vector_range(s)} if lanes else set()   # a value depending on one is
-    # that many lanes
+    vecs = vector_ranges(lin) if lanes else set()   # a value depending on one is that many lanes
     for u in lin:
         if u.op is Ops.END:
             trips.pop()

@@ -59,6 +59,11 @@ def is_vector_range(u: UOp) -> bool:
     return u.op is Ops.RANGE and u.arg[1] == "vector"
 
 
+def vector_ranges(lin: list[UOp]) -> set[UOp]:
+    """The vector ranges the values of linearized kernel `lin` depend on (never in its order themselves)."""
+    return {s for u in lin for s in u.src if is_vector_range(s)}
+
+
 class _Linearizer:
     def __init__(self, vector_ranges: frozenset[UOp] = frozenset()) -> None:
         self.vector_ranges = vector_ranges    # placed from the start, never opened
@@ -211,4 +216,4 @@ def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     return lin.out, lin.acc_of
 
 
-__all__ = ["linearize", "range_deps", "is_block_reduce", "is_vector_range"]
+__all__ = ["linearize", "range_deps", "is_block_reduce", "is_vector_range", "vector_ranges"]

@@ -41,7 +41,7 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.linearize import range_deps, reduces_inside
+from tgfx.lowering.linearize import is_vector_range, range_deps, reduces_inside
 from tgfx.lowering.packs import MAX_STEP
 from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import pm_symbolic
@@ -178,12 +178,18 @@ def hoist_lane(sink: UOp, rng: UOp) -> UOp:
 VECTOR_UPCAST = True
 
 
-def unit_stride(index: UOp, lane: UOp) -> bool:
-    """Whether `index` is a sum whose one term `lane` is the only one depending on it: the lanes read side by side."""
-    terms, found = [index], 0
+def _terms(index: UOp) -> list[UOp]:
+    """The terms of a sum (nested ADDs flattened)."""
+    terms = [index]
     while any(t.op is Ops.ADD for t in terms):
         terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]
-    for t in terms:
+    return terms
+
+
+def unit_stride(index: UOp, lane: UOp) -> bool:
+    """Whether `index` is a sum whose one term `lane` is the only one depending on it: the lanes read side by side."""
+    found = 0
+    for t in _terms(index):
         if t is lane:
             found += 1
         elif lane in range_deps(t):
@@ -198,9 +204,7 @@ def masked_unit_stride(index: UOp, lane: UOp) -> tuple[UOp, UOp, list[UOp]] | No
     otherwise. A convolution's padded input, whose validity changes with the kernel's taps inside the reduce loop, is
     not: as a vector its mask took as many vector compares as the loop has FMAs (the CNN step's second convolution
     190 -> 230 us); its lanes stay copies, whose masks the renderer builds from each lane's folded condition."""
-    terms = [index]
-    while any(t.op is Ops.ADD for t in terms):
-        terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]
+    terms = _terms(index)
     clamped = [t for t in terms if lane in range_deps(t)]
     if len(clamped) != 1 or (w := clamped[0]).op is not Ops.WHERE or w.src[2].op is not Ops.CONST or \
             w.src[2].arg != 0 or not unit_stride(w.src[1], lane) or \
@@ -222,7 +226,7 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     vector does not fit (lane copies stay): a second vector range, any other access, float16/bfloat16 values
     (computed in float per lane)."""
     nodes = sink.toposort()
-    if any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in nodes):
+    if any(is_vector_range(u) for u in nodes):
         return None
     lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, amount),),
                (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, "vector"))
@@ -404,11 +408,8 @@ def _coef(index: UOp, rng: UOp) -> int | None:
     index `where(valid, i, 0)` (a padded read) strides as i does where it reads."""
     while index.op is Ops.WHERE and index.src[2].op is Ops.CONST:
         index = index.src[1]
-    terms = [index]
-    while any(t.op is Ops.ADD for t in terms):
-        terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]
     total = 0
-    for t in terms:
+    for t in _terms(index):
         if t is rng:
             total += 1
         elif t.op is Ops.MUL and t.src[0] is rng and t.src[1].op is Ops.CONST:
@@ -447,11 +448,17 @@ def _vector_axis(loops: list[UOp], loads: list[UOp], hot: list[UOp], amount: int
 MIN_CONTRACTION = 8
 # the most arithmetic ops an element a short contiguous sum may compute to be UNROLLed into a vector of partial sums
 SHORT_SUM_OPS = 4
-_TRANSCENDENTAL = frozenset({Ops.EXP, Ops.EXP2, Ops.LOG, Ops.LOG2, Ops.SIN, Ops.COS, Ops.TANH, Ops.POW, Ops.SQRT,
-                             Ops.FDIV, Ops.RECIP})
 # an elementwise kernel's innermost row this many vectors long or shorter is one LLVM unrolls whole (see
 # hand_coded_opts): it is rendered as vectors instead
 SHORT_ROW = 4
+
+
+def _plain_sum(red: UOp) -> bool:
+    """Whether reduce `red` sums a value of at most SHORT_SUM_OPS plain arithmetic ops an element (index math aside)
+    and nothing costly (`GroupOp.Costly`)."""
+    values = [u for u in red.src[0].toposort() if u.op in GroupOp.ALU and u.dtype is not None and
+              not u.dtype.is_int and u.dtype != dtypes.index]
+    return len(values) <= SHORT_SUM_OPS and not any(u.op in GroupOp.Costly for u in values)
 
 
 def _largest_divisor(n: int, most: int) -> int:
@@ -613,9 +620,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         short = [r for r in reduces if 4 <= r.src[0].arg <= lanes and r.src[0].arg & (r.src[0].arg - 1) == 0 and
                  all(_coef(i, r) in (0, 1) for i in hot) and any(_coef(i, r) == 1 for i in hot)]
         # (only a few plain ops an element: a costly value, a loss's logs and exps, copied per lane is no vector)
-        if short and all(sum(u.op in GroupOp.ALU and u.dtype is not None and not u.dtype.is_int and
-                             u.dtype != dtypes.index for u in red.src[0].toposort()) <= SHORT_SUM_OPS and
-                         not any(u.op in _TRANSCENDENTAL for u in red.src[0].toposort()) for red in red_nodes):
+        if short and all(_plain_sum(red) for red in red_nodes):
             opts.append(Opt("UNROLL", short[0].arg[0], short[0].src[0].arg))
     if not reduces and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
         # a transpose: the store runs along one axis, a load along another. A square tile of lanes on both reads and

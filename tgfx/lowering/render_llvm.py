@@ -23,7 +23,7 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.linearize import is_vector_range, range_deps
+from tgfx.lowering.linearize import range_deps, vector_ranges
 from tgfx.lowering.llvm_worker import NO_LSR, NO_SLP
 from tgfx.lowering.optimize import _coef, masked_unit_stride, unit_stride
 from tgfx.lowering.packs import (
@@ -207,7 +207,7 @@ class LLVMRenderer:
                               f"{reg_type(d)} {self.val(u.src[2])}")
         ct = compute_type(d)
         xs = [self.cval(s) for s in u.src]
-        rule = self.rules.get((u.op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
+        rule = self.rules.get((u.op, _kind(d)))
         if rule is None:
             raise RenderError(f"no LLVM rule for {u.op} on {d!r} (sources {[s.dtype for s in u.src]})")
         out = rule(self, ct, xs, flags if d.is_float else "")
@@ -216,10 +216,6 @@ class LLVMRenderer:
     def cast(self, u: UOp) -> str:
         s, d = u.src[0].dtype, u.dtype
         x = self.cval(u.src[0])
-        cs, cd = compute_type(s), compute_type(d)
-        if d.is_bool:
-            out = self.op_in(f"fcmp une {cs} {x}, 0.0" if s.is_float else f"icmp ne {cs} {x}, 0")
-            return out
         if s == dtypes.float64 and d == dtypes.float16:
             # double -> float rounding to odd, then float -> half: one correct rounding, not two
             t = self.op_in(f"fptrunc double {x} to float")
@@ -231,23 +227,28 @@ class LLVMRenderer:
             bits = self.op_in(f"sub i32 {bits}, {self.op_in(f'zext i1 {over} to i32')}")
             odd = self.op_in(f"bitcast i32 {self.op_in(f'or i32 {bits}, 1')} to float")
             return self.op_in(f"fptrunc float {self.op_in(f'select i1 {exact}, float {t}, float {odd}')} to half")
+        out = self.convert(s, d, x)
+        return out if d.is_bool else self.from_compute(out, d)
+
+    def convert(self, s: DType, d: DType, x: str, width: int = 1) -> str:
+        """`x`, of dtype `s` in its compute type, as dtype `d` in its compute type (a bool: `x` is not zero); with
+        `width` > 1, `x` is a vector of that many lanes."""
+        cs, cd = compute_type(s), compute_type(d)
+        ts, td = (cs, cd) if width == 1 else (f"<{width} x {cs}>", f"<{width} x {cd}>")
+        if d.is_bool:
+            zero = "zeroinitializer" if width > 1 else "0.0" if s.is_float else "0"
+            return self.op_in(f"{'fcmp une' if s.is_float else 'icmp ne'} {ts} {x}, {zero}")
         if s.is_float and d.is_float:
             sb, db = _fbits(cs), _fbits(cd)
-            out = x if sb == db else self.op_in(f"{'fpext' if db > sb else 'fptrunc'} {cs} {x} to {cd}")
-        elif s.is_float:
-            out = self.op_in(f"{'fptoui' if d.is_unsigned else 'fptosi'} {cs} {x} to {cd}")
-        elif d.is_float:
-            signed = s.kind == "i"
-            out = self.op_in(f"{'sitofp' if signed else 'uitofp'} {cs} {x} to {cd}")
-        else:
-            sb, db = _ibits(cs), _ibits(cd)
-            if sb == db:
-                out = x
-            elif db < sb:
-                out = self.op_in(f"trunc {cs} {x} to {cd}")
-            else:
-                out = self.op_in(f"{'sext' if s.kind == 'i' else 'zext'} {cs} {x} to {cd}")
-        return self.from_compute(out, d)
+            return x if sb == db else self.op_in(f"{'fpext' if db > sb else 'fptrunc'} {ts} {x} to {td}")
+        if s.is_float:
+            return self.op_in(f"{'fptoui' if d.is_unsigned else 'fptosi'} {ts} {x} to {td}")
+        if d.is_float:
+            return self.op_in(f"{'sitofp' if s.kind == 'i' else 'uitofp'} {ts} {x} to {td}")
+        sb, db = _ibits(cs), _ibits(cd)
+        if sb == db:
+            return x
+        return self.op_in(f"{'trunc' if db < sb else 'sext' if s.kind == 'i' else 'zext'} {ts} {x} to {td}")
 
     def bitcast(self, u: UOp) -> str:
         return self.op_in(f"bitcast {reg_type(u.src[0].dtype)} {self.val(u.src[0])} to {reg_type(u.dtype)}")
@@ -298,23 +299,22 @@ class LLVMRenderer:
             buf, off = u.src[:2]
             mt = mem_type(buf.dtype)
             if unit_stride(off, self.vec):   # lane 0's element, the others after it
-                first = self.op_in(f"extractelement <{w} x i64> {self.wval(off)}, i64 0")
-                self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
+                first = self.lane0(off)
                 self.contiguous.add(u)
             elif (masked := masked_unit_stride(off, self.vec)) is not None:   # a padded read: from lane 0 of its
                 # unclamped offset, where the mask holds
                 self.index_mask[u], e, rest = masked
-                first = self.op_in(f"extractelement <{w} x i64> {self.wval(e)}, i64 0")
+                first = self.lane0(e)
                 for t in rest:
                     first = self.op_in(f"add i64 {first}, {self.val(t) if not self.wide(t) else self.lane0(t)}")
-                self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
                 self.contiguous.add(u)
             elif off.op is not Ops.WHERE and (stride := _coef(off, self.vec)) is not None:   # lane l: l * stride on
-                first = self.op_in(f"extractelement <{w} x i64> {self.wval(off)}, i64 0")
-                self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
+                first = self.lane0(off)
                 self.strided[u] = stride
-            else:
+            else:   # a vector of addresses
                 self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, <{w} x i64> {self.wval(off)}")
+                return
+            self.names[u] = self.op_in(f"getelementptr {mt}, ptr {self.names[buf]}, i64 {first}")
         elif op is Ops.LOAD:
             idx, d = u.src[0], u.dtype
             vmt = self.vtype(mem_type(d))
@@ -373,7 +373,7 @@ class LLVMRenderer:
         elif op in GroupOp.ALU:
             self.names[u] = self.wide_alu(u, "reassoc nsz contract " if is_update else "")
         elif op is Ops.CAST:
-            self.names[u] = self.wide_cast(u)
+            self.names[u] = self.convert(u.src[0].dtype, u.dtype, self.wval(u.src[0]), w)
         elif op is Ops.BITCAST:
             self.names[u] = self.op_in(f"bitcast {self.vtype(reg_type(u.src[0].dtype))} {self.wval(u.src[0])} to "
                                        f"{self.vtype(reg_type(u.dtype))}")
@@ -451,7 +451,7 @@ class LLVMRenderer:
             vt = self.vtype(reg_type(d))
             return self.op_in(f"select <{w} x i1> {xs[0]}, {vt} {xs[1]}, {vt} {xs[2]}")
         t = self.vtype(compute_type(d))
-        kind = "f" if d.is_float else ("b" if d.is_bool else d.kind)
+        kind = _kind(d)
         divisor = u.src[-1]
         if op in (Ops.IDIV, Ops.MOD) and kind in "iu" and divisor.op is Ops.CONST and divisor.arg > 0:
             instr = {Ops.IDIV: "sdiv", Ops.MOD: "srem"}[op] if kind == "i" else {Ops.IDIV: "udiv", Ops.MOD: "urem"}[op]
@@ -471,7 +471,7 @@ class LLVMRenderer:
         """An op with no vector rule (a libm call, a division by a variable): the scalar rule on each lane."""
         d = u.src[-1].dtype
         ct = compute_type(d)
-        rule = self.rules.get((u.op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
+        rule = self.rules.get((u.op, _kind(d)))
         if rule is None:
             raise RenderError(f"no LLVM rule for {u.op} on {d!r} (sources {[s.dtype for s in u.src]})")
         rt = "i1" if u.op in GroupOp.Comparison else ct
@@ -483,23 +483,6 @@ class LLVMRenderer:
                              f"{rule(self, ct, lanes, flags if d.is_float else '')}, i64 {i}")
         return out
 
-    def wide_cast(self, u: UOp) -> str:
-        s, d = u.src[0].dtype, u.dtype
-        x = self.wval(u.src[0])
-        vs, vd = self.vtype(compute_type(s)), self.vtype(compute_type(d))
-        if d.is_bool:
-            return self.op_in(f"{'fcmp une' if s.is_float else 'icmp ne'} {vs} {x}, zeroinitializer")
-        if s.is_float and d.is_float:
-            sb, db = _fbits(compute_type(s)), _fbits(compute_type(d))
-            return x if sb == db else self.op_in(f"{'fpext' if db > sb else 'fptrunc'} {vs} {x} to {vd}")
-        if s.is_float:
-            return self.op_in(f"{'fptoui' if d.is_unsigned else 'fptosi'} {vs} {x} to {vd}")
-        if d.is_float:
-            return self.op_in(f"{'sitofp' if s.kind == 'i' else 'uitofp'} {vs} {x} to {vd}")
-        sb, db = _ibits(compute_type(s)), _ibits(compute_type(d))
-        if sb == db:
-            return x
-        return self.op_in(f"{'trunc' if db < sb else 'sext' if s.kind == 'i' else 'zext'} {vs} {x} to {vd}")
 
     # ---- register tiles as vectors ----
     def vector_dtype(self, d: DType) -> bool:
@@ -746,7 +729,7 @@ class LLVMRenderer:
         for i, b in enumerate(bufs):
             self.names[b] = f"%b{i}"
         self.acc_of = acc_of
-        vecs = {s for u in lin for s in u.src if is_vector_range(s)}
+        vecs = vector_ranges(lin)
         if len(vecs) > 1:
             raise RenderError(f"kernel {self.name} has {len(vecs)} vector ranges (one at most)")
         if vecs:
@@ -917,6 +900,11 @@ def _suffix(t: str) -> str:
         width, _, elem = t[1:-1].split()
         return f"v{width}{_LLVM_SUFFIX[elem]}"
     return _LLVM_SUFFIX[t]
+
+
+def _kind(d: DType) -> str:
+    """The rule tables' key for dtype `d`'s arithmetic: "f", "b" (bool), or its integer kind "i" / "u"."""
+    return "f" if d.is_float else ("b" if d.is_bool else d.kind)
 
 
 def _vsuffix(t: str) -> str:

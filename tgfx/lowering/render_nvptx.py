@@ -50,6 +50,7 @@ from tgfx.lowering.render_llvm import (
     LLVMRenderer,
     RenderError,
     Rule,
+    _kind,
     alu_rules,
     compute_type,
     reg_type,
@@ -175,7 +176,7 @@ class NVPTXRenderer(LLVMRenderer):
 
     def combine(self, op: Ops, d: DType, a: str, b: str) -> str:
         """op(a, b) of two register values of dtype `d` (a reduce's step)."""
-        rule = self.rules.get((op, "f" if d.is_float else ("b" if d.is_bool else d.kind)))
+        rule = self.rules.get((op, _kind(d)))
         if rule is None:
             raise RenderError(f"no NVPTX rule for a block reduce {op} on {d!r}")
         out = rule(self, compute_type(d), [self.to_compute(a, d), self.to_compute(b, d)], "")

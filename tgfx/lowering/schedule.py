@@ -118,7 +118,6 @@ EPILOGUE_COST = 32
 # about 125); an FFT's twiddles and chirps (about 35) are recomputed, cheaper than a kernel and a buffer each
 SHARED_COST = 64
 # (these count operations and launches, whose relative costs are alike on every CPU this targets)
-_COSTLY = GroupOp.FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
 
 
 _VIEWS = (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.SHRINK, Ops.FLIP, Ops.DYNAMIC_SHRINK)
@@ -167,7 +166,7 @@ def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_
             continue
         seen.add(x)
         if x.op in GroupOp.ALU:
-            cost += 4 if x.op in _COSTLY else 1
+            cost += 4 if x.op in GroupOp.Costly else 1
         stack.extend(x.src)
     return cost
 
