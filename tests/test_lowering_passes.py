@@ -2,6 +2,7 @@
 import llvmlite.binding as llvm
 import numpy as np
 
+import tgfx
 import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
@@ -396,6 +397,13 @@ def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
     assert _kernels((1 / (1 + tnp.exp(-a))) @ w) == 2
     assert _kernels(tnp.maximum(a + b, 0) @ w) == 2
     assert _kernels((a * 2) @ w) == 1
+    # a batch of sequences (a transformer's MLP: gelu(h + b) @ w_down); stored with its summed axis kept (as the
+    # transformer step's gradient graph stores it), the operand's axis along it is a unit axis of the kernel's output,
+    # not an outer one: it is the reduce loop, inside every column block (that step's down projection: 5.8 ms fused)
+    a3 = Tensor(np.random.rand(4, 32, 256).astype(np.float32))
+    for h in (tgfx.nn.gelu(a3 + b), tnp.maximum(a3 + b, 0)):
+        assert _kernels(h @ w) == 2
+        assert _kernels((h[..., None] * w).sum(2, keepdims=True)) == 2   # (stored as the sum is, axis kept)
     small_a = Tensor(np.random.rand(8, 16).astype(np.float32))
     small_w = Tensor(np.random.rand(16, 4).astype(np.float32))
     assert _kernels((1 / (1 + tnp.exp(-small_a))) @ small_w) == 1

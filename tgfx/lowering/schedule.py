@@ -198,9 +198,10 @@ def _varies_outer_only(u: UOp, axes: Axes | None, root: UOp, along: list[int]) -
     if axes is None:
         return False
     kept = {axes[a] for a in along}
-    if None in kept:
+    free = _unit_free(root.shape or ())
+    if None in kept or not kept <= set(free):   # (an axis the kernel reduces is its innermost loop)
         return False
-    return all(a > k for a in _unit_free(root.shape or ()) if a not in kept for k in kept)
+    return all(a > k for a in free if a not in kept for k in kept)
 
 
 def _plain_reduces(root: UOp, ctx: ScheduleCtx) -> set[UOp]:
