@@ -20,11 +20,10 @@ import tgfx as tg
 from tgfx import lax
 from tgfx.devices.target import Target
 from tgfx.ir.ops import Ops
-from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, kernel_source
 from tgfx.lowering.compile import optimized_ir
-from tgfx.lowering.inline import pm_inline
+from tgfx.lowering.inline import inline
 from tgfx.lowering.optimize import Opt, apply_opt, hand_coded_opts, ranges
 from tgfx.lowering.schedule import schedule
 
@@ -38,7 +37,7 @@ def rand(*shape: int, seed: int = 0) -> np.ndarray:
 
 def kernel_asts(*outs: tg.Tensor) -> list[UOp]:
     """The kernel ASTs that compute `outs`, in order."""
-    inlined = graph_rewrite(UOp(Ops.SINK, None, tuple(o.uop for o in outs)), pm_inline)
+    inlined = inline(UOp(Ops.SINK, None, tuple(o.uop for o in outs)))
     linear, _ = schedule(list(inlined.src))
     return [call.src[0] for call in linear.src]
 

@@ -14,17 +14,16 @@ from tgfx import config, lowering
 from tgfx.counters import counters
 from tgfx.devices.target import host_target, native_target, target_for
 from tgfx.ir.ops import Ops
-from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, kernel_source, render_kernel
-from tgfx.lowering.inline import pm_inline
+from tgfx.lowering.inline import inline
 from tgfx.lowering.llvm_worker import NO_LSR
 from tgfx.lowering.optimize import Opt, apply_hand_coded
 from tgfx.lowering.schedule import schedule
 
 
 def kernels(expr: tg.Tensor) -> list[UOp]:
-    sink = graph_rewrite(UOp(Ops.SINK, None, (expr.uop,)), pm_inline)
+    sink = inline(UOp(Ops.SINK, None, (expr.uop,)))
     linear, _ = schedule(list(sink.src))
     return [c.src[0] for c in linear.src]
 
@@ -169,7 +168,7 @@ def test_an_operand_with_page_long_rows_is_read_through_packed_panels() -> None:
 
 
 def schedule_of(*exprs: tg.Tensor) -> list[UOp]:
-    sink = graph_rewrite(UOp(Ops.SINK, None, tuple(e.uop for e in exprs)), pm_inline)
+    sink = inline(UOp(Ops.SINK, None, tuple(e.uop for e in exprs)))
     linear, _ = schedule(list(sink.src))
     return [c.src[0] for c in linear.src]
 

@@ -521,13 +521,12 @@ def test_nested_loops_and_grad() -> None:
 
 def test_value_and_grad_runs_the_forward_loop_once() -> None:
     """The primal result and the backward read one saving forward LOOP (merge_saved_loops)."""
-    from tgfx.ir.pattern import graph_rewrite
     from tgfx.ir.uop import UOp
     from tgfx.lowering.control import merge_saved_loops
-    from tgfx.lowering.inline import pm_inline
+    from tgfx.lowering.inline import inline
     x = rand(4)
     v, g = tg.value_and_grad(lambda x: tg.lax.fori_loop(0, 5, lambda i, c: tnp.sin(c) * c, x).sum())(x)
-    sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, (v.uop, g.uop)), pm_inline))
+    sink = merge_saved_loops(inline(UOp(Ops.SINK, None, (v.uop, g.uop))))
     loops = [u for u in sink.toposort() if u.op is Ops.LOOP]
     assert sorted((u.arg.reverse, u.arg.save) for u in loops) == [(False, True), (True, False)]
     close((v, g), tg.value_and_grad(lambda x: py_fori(0, 5, lambda i, c: tnp.sin(c) * c, x).sum())(x))

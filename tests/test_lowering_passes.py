@@ -455,8 +455,8 @@ def test_the_schedule_does_not_depend_on_where_the_nodes_live():
     def kernels(pad: list[int]) -> list[str]:
         junk = [bytearray(n) for n in pad]   # noqa: F841 -- alive while the graph is built
         value, grads = tg.value_and_grad(loss)([tg.asarray(p) for p in params])
-        from tgfx.lowering.inline import pm_inline
-        sink = graph_rewrite(UOp(Ops.SINK, None, tuple(t.uop for t in [value, *grads])), pm_inline)
+        from tgfx.lowering.inline import inline
+        sink = inline(UOp(Ops.SINK, None, tuple(t.uop for t in [value, *grads])))
         linear, _ = schedule(list(sink.src))
         return sorted(call.src[0].key for call in linear.src)
     first = kernels([])

@@ -202,11 +202,11 @@ def test_contractions_never_vectorise_an_axis_the_reduce_would_gather():
 def test_a_padded_convolution_gets_register_blocking():
     """tg.nn.conv2d with padding reads its input through a masked, linear index: the heuristic sees the stride-1
     output column and vectorises it (a mod left in the index made every load look non-linear)."""
-    from tgfx.lowering.inline import pm_inline
+    from tgfx.lowering.inline import inline
     from tgfx.lowering.schedule import schedule
     x = tg.asarray(np.ones((2, 8, 16, 16), np.float32))
     w = tg.asarray(np.ones((8, 8, 3, 3), np.float32))
-    inlined = graph_rewrite(UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,)), pm_inline)
+    inlined = inline(UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,)))
     linear, _ = schedule(list(inlined.src))
     (call,) = linear.src
     ast = call.src[0]
@@ -277,10 +277,10 @@ def test_layout_follows_views_and_broadcasts():
 
 
 def test_a_transposed_operand_is_read_through_a_copy_only_when_reused_enough():
-    from tgfx.lowering.inline import pm_inline
+    from tgfx.lowering.inline import inline
 
     def kernels(expr) -> list[bool]:  # noqa: ANN001 -- per kernel: whether it reduces
-        sink = graph_rewrite(UOp(Ops.SINK, None, (expr.uop,)), pm_inline)
+        sink = inline(UOp(Ops.SINK, None, (expr.uop,)))
         linear, _ = schedule(list(sink.src))
         return [any(u.op is Ops.REDUCE_AXIS for u in c.src[0].toposort()) for c in linear.src]
     w = tg.asarray(np.ones((32, 64), np.float32))
@@ -459,13 +459,13 @@ def test_a_contraction_with_a_tile_epilogue_is_stored_first_and_vectorised():
 
     from tgfx.lowering import render_kernel
     from tgfx.lowering.compile import optimized_ir
-    from tgfx.lowering.inline import pm_inline
+    from tgfx.lowering.inline import inline
     from tgfx.lowering.optimize import apply_hand_coded
     rng = np.random.default_rng(0)
     x, gr, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((128, 96), (128, 64), (96, 64), (64,)))
 
     def kernels(expr) -> list[UOp]:  # noqa: ANN001
-        sink = graph_rewrite(UOp(Ops.SINK, None, (expr.uop,)), pm_inline)
+        sink = inline(UOp(Ops.SINK, None, (expr.uop,)))
         linear, _ = schedule(list(sink.src))
         return [c.src[0] for c in linear.src]
     upd = tg.asarray(w) - 0.01 * (tg.asarray(x).T @ tg.asarray(gr))

@@ -14,11 +14,10 @@ from tgfx import config
 from tgfx.devices import target
 from tgfx.devices.target import Target, check_runnable, host_target, native_target, read_caches, target_for
 from tgfx.ir.ops import Ops
-from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, render_kernel
 from tgfx.lowering.compile import cache_key, compile_llvm, compile_workers, compiler, optimized_ir, target_machine
-from tgfx.lowering.inline import pm_inline
+from tgfx.lowering.inline import inline
 from tgfx.lowering.optimize import Opt, apply_hand_coded, hand_coded_opts, opt_mode
 from tgfx.lowering.schedule import schedule
 
@@ -32,7 +31,7 @@ def matmul_ast(m: int, k: int, n: int, cpu: str = "") -> UOp:
     pages is packed first, in panels as wide as that CPU's tile."""
     rng = np.random.default_rng(0)
     a, b = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((m, k), (k, n)))
-    sink = graph_rewrite(UOp(Ops.SINK, None, ((a @ b).uop,)), pm_inline)
+    sink = inline(UOp(Ops.SINK, None, ((a @ b).uop,)))
     with config.Context(TGFX_CPU=cpu):
         *_, call = schedule(list(sink.src))[0].src
     assert any(u.op is Ops.REDUCE_AXIS for u in call.src[0].toposort())
@@ -226,7 +225,7 @@ def test_a_convolution_tile_keeps_the_fma_units_busy_on_both_classes():
     assert target_for(AVX2).conv_tile_rows() == target_for(AVX512).conv_tile_rows() == FMA_CHAINS
     x, w = tg.asarray(np.ones((4, 16, 8, 8), np.float32)), tg.asarray(np.ones((32, 16, 3, 3), np.float32))
     sink = UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,))
-    linear, _ = schedule(list(graph_rewrite(sink, pm_inline).src))
+    linear, _ = schedule(list(inline(sink).src))
     (ast,) = [c.src[0] for c in linear.src]
     ir = kernel_source(ast, target_for(AVX2)).ir
     assert "icmp ne <8 x i32>" in ir and not re.search(r"insertelement <8 x i1>", ir)

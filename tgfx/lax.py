@@ -54,9 +54,8 @@ from tgfx.devices import DEFAULT_DEVICE, canonical_device
 from tgfx.dtypes import dtypes
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
-from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.inline import pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.inline import inline, substitute_outside_calls, walk
 from tgfx.numpy._complex import conj as conj
 from tgfx.numpy._complex import imag as imag
 from tgfx.numpy._complex import make_complex
@@ -138,7 +137,7 @@ def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device
     computed once, outside, and every body reads it through one PARAM.
     """
     mine = set(lead) | set(rest)
-    tuples = [graph_rewrite(UOp(Ops.TUPLE, None, tuple(b)), pm_inline, name="inline") for b in bodies]
+    tuples = [inline(UOp(Ops.TUPLE, None, tuple(b))) for b in bodies]
     consts: dict[UOp, None] = {}
     for tup in tuples:
         order = walk(tup)

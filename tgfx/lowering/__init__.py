@@ -43,7 +43,7 @@ from tgfx.lowering.compile import (
 )
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.gather import pm_gather
-from tgfx.lowering.inline import check_no_params, pm_inline, walk
+from tgfx.lowering.inline import check_no_params, inline, walk
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
@@ -389,7 +389,7 @@ def realize(uops: list[UOp]) -> dict[UOp, UOp]:
     unflatten: Callable[[list[UOp]], list[UOp]] = list
     if any(u.op in _FRONT or u.op is Ops.COPY and not isinstance(u.arg, str) for u in nodes):
         # functions are substituted into their callers so the scheduler can fuse across calls
-        sink = graph_rewrite(sink, pm_inline, name="inline")
+        sink = inline(sink)
         # a differentiated loop's forward saves its carries for the backward: the primal results read that one loop
         sink = merge_saved_loops(sink)
         check_no_params(sink)

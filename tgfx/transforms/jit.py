@@ -31,13 +31,12 @@ from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, ma
 from tgfx.function import Function, _describe_paths
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
-from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp, buffers, prod
 from tgfx.lowering import gc_paused, lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
 from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view
-from tgfx.lowering.inline import check_no_params, pm_inline, substitute_outside_calls, walk
+from tgfx.lowering.inline import check_no_params, inline, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs
@@ -347,7 +346,7 @@ class Jit:
         out = Function(self.f, allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
         out_leaves, out_tree = tree_flatten(out)
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
-        sink = merge_saved_loops(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_inline, name="inline"))
+        sink = merge_saved_loops(inline(UOp(Ops.SINK, None, tuple(roots))))
         check_no_params(sink)
         sink = compute_captured(sink)
         sink, unflatten = lower_multi(sink)
