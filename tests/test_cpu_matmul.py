@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
@@ -15,7 +16,8 @@ from tgfx.counters import counters
 from tgfx.devices.target import host_target, native_target, target_for
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering import index_level, kernel_source, render_kernel
+from tgfx.lowering import index_level, kernel_source, llvm_worker, render_kernel
+from tgfx.lowering.compile import target_machine
 from tgfx.lowering.inline import inline
 from tgfx.lowering.llvm_worker import NO_LSR
 from tgfx.lowering.optimize import Opt, apply_hand_coded
@@ -383,16 +385,36 @@ def test_short_rows_read_in_another_order_are_vectors(cpu: str) -> None:
     assert len(re.findall(rf"load <{lanes} x float>", ir)) == 2 and "load float" not in ir
 
 
-def test_llvm_unrolls_only_the_loops_of_kernels_with_a_reduce() -> None:
+def _loop_hints(ir: str) -> list[list[str]]:
+    """For each loop of a rendered kernel, innermost first as they close, the hints its back edge carries."""
+    md = dict(re.findall(r"^(!\d+) = (.*)$", ir, re.M))
+    return [[md[h] for h in re.findall(r"!\d+", md[loop])[1:]] if loop else []
+            for loop in re.findall(r"br i1 [^\n]*label %L\w+\.end(?:, !llvm\.loop (!\d+))?", ir)]
+
+
+def test_llvm_unrolls_only_the_reduce_loops_of_kernels_with_a_reduce() -> None:
     """An elementwise kernel's loops are vectorised and interleaved by LLVM and not unrolled further (copying a
     computed operand into packed panels compiled in 23-37 ms unrolled, 5 without, and ran no faster); a matmul's
-    reduce loop may be."""
+    reduce loop may be, and no loop around another loop is (LLVM unrolled a row sum's loops over rows whole once it
+    had unrolled the sum: 38 KB of optimised IR for 16 x 64 rows of 128, 4 KB without, and 61 ms to compile)."""
     t = host_target()
     d, h = tg.asarray(rand(256, 1024)), tg.asarray(rand(256, 1024, seed=1))
     (ast,) = kernels((d * (1 - h * h)).reshape(256, 32, 32).transpose(1, 0, 2) + 0)
-    assert '!"llvm.loop.unroll.disable"' in rendered(ast, t)
+    assert all('!{!"llvm.loop.unroll.disable"}' in hints for hints in _loop_hints(rendered(ast, t)))
     (ast,) = kernels(tg.asarray(rand(256, 64)) @ tg.asarray(rand(64, 256)))
-    assert '!"llvm.loop.unroll.disable"' not in rendered(ast, t)
+    reduce_loop, *outer = _loop_hints(rendered(ast, t))
+    assert '!{!"llvm.loop.unroll.disable"}' not in reduce_loop and outer
+    assert all('!{!"llvm.loop.unroll.disable"}' in hints for hints in outer)
+    x = rand(16, 64, 128)
+    (ast,) = kernels(tg.asarray(x).mean(-1, keepdims=True))
+    ir = rendered(ast, t)
+    row, *outer = _loop_hints(ir)
+    assert row == [] and outer and all(hints == ['!{!"llvm.loop.unroll.disable"}'] for hints in outer)
+    mod = llvm.parse_assembly(ir)
+    llvm_worker.optimize(mod, target_machine(t))
+    assert len(re.findall(r"load <\d+ x float>", str(mod))) <= 2 * 128 // t.lanes()   # one row's sum, once
+    np.testing.assert_allclose(tg.asarray(x).mean(-1, keepdims=True).numpy(), x.mean(-1, keepdims=True), rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_vector_stores_compute_what_numpy_does() -> None:

@@ -209,9 +209,10 @@ def test_loops_of_a_kernel_too_small_to_pay_for_vectorising_are_left_as_written(
     small, ops = column_sum(128, 10)
     assert ops <= SMALL_KERNEL_OPS
     assert '"llvm.loop.unroll.disable"' in small and '"llvm.loop.vectorize.enable", i1 false' in small
-    assert small.count("!llvm.loop !0") == 2   # both loops
+    assert small.count("!llvm.loop !0") + small.count("!llvm.loop !1") == 2   # both loops (!1: around a loop)
     big, ops = column_sum(4096, 512)
-    assert ops > SMALL_KERNEL_OPS and "llvm.loop" not in big
+    assert ops > SMALL_KERNEL_OPS and "llvm.loop.vectorize" not in big
+    assert big.count("!llvm.loop !0") == 0   # (a loop around a loop is never unrolled: !1)
 
 
 def test_scalar_ops_counts_each_operation_times_its_loops_trips():

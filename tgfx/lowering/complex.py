@@ -372,7 +372,7 @@ pm_complex = PatternMatcher([
 def lower_complex(roots: list[UOp]) -> list[UOp]:
     """`roots` with complex arithmetic written on pairs (see the module's docstring); complex results are stored as
     complex buffers. Roots without a complex node are returned as they are."""
-    if not any(u.dtype is not None and u.dtype.is_complex for r in roots for u in r.toposort()):
+    if not any(u.dtype is not None and u.dtype.is_complex for u in UOp(Ops.SINK, None, tuple(roots)).toposort()):
         return roots
     stored = [r if not (r.dtype is not None and r.dtype.is_complex) or _is_buffer_view(r) else as_stored(r)
               for r in roots]

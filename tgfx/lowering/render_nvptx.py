@@ -256,7 +256,7 @@ class NVPTXRenderer(LLVMRenderer):
             f"define ptx_kernel void @{self.name}({params}) #0 {{",
             "entry:", *self.allocas, "  br label %start", "start:", *self.lines, "  br label %exit",
             "exit:", "  ret void", "}",
-            f'attributes #0 = {{ "nvvm.reqntid"="{",".join(map(str, dims.block))}" }}',
+            f'attributes #0 = {{ "nvvm.reqntid"="{",".join(map(str, dims.block))}" }}', *self.loop_metadata(),
         ])
 
 
