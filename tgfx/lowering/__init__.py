@@ -161,10 +161,12 @@ def with_trips(lin: list[UOp], lanes: bool = True) -> Iterator[tuple[UOp, int]]:
             trips.append(trips[-1] * u.src[0].arg)
 
 
-def index_level(ast: UOp) -> UOp:
-    """A kernel AST (tensor level, buffers by slot) as scalar index-level code with explicit loops, simplified."""
+def index_level(ast: UOp, pieces: bool = True) -> UOp:
+    """A kernel AST (tensor level, buffers by slot) as scalar index-level code with explicit loops, simplified.
+    `pieces`: an output that adds up padded pieces is stored piece by piece (`rangeify`; not for a GPU, whose
+    threads spread over the output's loops: a piece's own loop would run whole in each thread)."""
     # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
-    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
+    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast, pieces)
     # fold constants and simplify the index arithmetic rangeify produced, a read under a condition within its bounds
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
     sink = graph_rewrite(sink, pm_given_valid, name="symbolic given valid")

@@ -644,8 +644,10 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             # it instead, with a gather and a scatter per vector (20x slower). The row as vectors of lanes is no loop
             opts.append(Opt("UPCAST", s_ax.arg[0], lanes))
     if target.threads(work, itemsize) > 1:
-        # the outermost loop that splits evenly over the most threads the work is worth
-        sizes = {r.arg[0]: r.src[0].arg for r in loops}
+        # the outermost loop that splits evenly over the most threads the work is worth, one every store runs in (a
+        # kernel storing pieces of its output, tgfx/lowering/rangeify.py: a loop of one piece would leave the other
+        # pieces to every thread whole)
+        sizes = {r.arg[0]: r.src[0].arg for r in loops if all(r in range_deps(st) for st in sink.src)}
         for o in opts:
             if o.axis in sizes and o.op == "PADTO":
                 sizes[o.axis] = _round_up(sizes[o.axis], o.amount)

@@ -13,6 +13,7 @@ explicit stack, so a chain of 100k elementwise ops lowers without recursion.
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -227,16 +228,54 @@ def lower_value(ctx: RangeifyCtx, root: Request) -> UOp:
     return done[root]
 
 
-def rangeify(ast: UOp) -> UOp:
-    """Lower a tensor-level kernel AST to index-level code with explicit RANGEs."""
+def pad_pieces(val: UOp) -> tuple[int, list[int]] | None:
+    """Where the output of an elementwise kernel whose value adds up padded pieces along one axis (a concatenation,
+    or the gradient of slices: an LSTM's four gates) splits, as (axis, boundaries from 0 to its size): the PADs the
+    value reads directly, through elementwise ops only, are several and all pad that axis and no other. In each
+    interval every such PAD is its source or zero, known without a mask. None when there is no such axis, no other
+    axis for the pieces to share, or the kernel reduces (a lone PAD, zeros around a value, stays a mask)."""
+    pads, seen, stack = [], set(), [val]
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u.op is Ops.PAD:
+            pads.append(u)
+        elif u.op is Ops.REDUCE_AXIS:
+            return None
+        elif u.op in GroupOp.Elementwise:
+            stack.extend(u.src)
+    axes = {a for p in pads for a, pad in enumerate(p.arg) if pad != (0, 0)}
+    if len(pads) < 2 or len(axes) != 1 or any(u.op is Ops.REDUCE_AXIS for u in val.toposort()):
+        return None
+    (axis,) = axes
+    if all(n == 1 for a, n in enumerate(val.shape) if a != axis):
+        return None   # (pieces of a vector: no loop they share, for threads to split)
+    size = val.shape[axis]
+    return axis, sorted({0, size, *(b for p in pads for b in (p.arg[axis][0], size - p.arg[axis][1]))})
+
+
+def rangeify(ast: UOp, pieces: bool = True) -> UOp:
+    """Lower a tensor-level kernel AST to index-level code with explicit RANGEs. With `pieces`, an output that adds
+    up padded pieces along one axis (`pad_pieces`) is stored piece by piece, each over its interval of that axis with
+    its own loop (the other axes' loops are shared), so that each element computes only its piece: unsplit, every
+    element computed every piece and masked all but one away, with gathered loads (an LSTM's gate gradients: 4x the
+    transcendentals, and scalar)."""
     ctx = RangeifyCtx()
     stores = []
     for st in ast.src:
         dst, val = st.src
         shape = val.shape
         idx = tuple(ctx.new_range(s, "loop") for s in shape)
-        v = lower_value(ctx, (val, idx, None))
-        stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, dst.dtype, (dst, linear_index(idx, shape))), v)))
+        split = pad_pieces(val) if pieces else None
+        for span in itertools.pairwise(split[1]) if split is not None else [None]:
+            if split is not None and span is not None:
+                (axis, _), (lo, hi) = split, span
+                at = ctx.new_range(hi - lo, "loop")
+                idx = (*idx[:axis], at + lo if lo else at, *idx[axis + 1:])
+            v = lower_value(ctx, (val, idx, None))
+            stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, dst.dtype, (dst, linear_index(idx, shape))), v)))
     return UOp(Ops.SINK, None, tuple(stores), ast.arg)
 
 

@@ -323,7 +323,7 @@ def kernel_ir(ast: UOp, target: GPUTarget = GPU_DEFAULT,
     options applied)."""
     from tgfx.lowering import decompose_transcendentals, index_level, kernel_name
     # rangeify -> symbolic, as for the CPU
-    sink = index_level(ast)
+    sink = index_level(ast, pieces=False)
     # threads and blocks: the GPU's options (heuristics from the target, or `opts` exactly)
     sink, applied = optimize_gpu(sink, target, opts)
     name = kernel_name(ast) if opts is None else \
