@@ -408,6 +408,24 @@ def test_a_buffer_read_in_a_loop_before_it_is_written_there_lives_for_the_whole_
     assert (first[late], last[late]) == (4, 4)
 
 
+def test_what_a_loop_computes_before_its_top_lives_until_the_loop_ends() -> None:
+    """A buffer written once before a loop's top (what the steps share: `_invariant`) and read in its steps is read
+    again after every jump back: nothing later in the loop may take its memory."""
+    from tgfx.lowering.control import command, copy_command, lifetimes
+    from tgfx.lowering.schedule import new_buffer
+    w, shared, tmp, late, i = (new_buffer("CPU:0", 4, tg.dtypes.float32) for _ in range(5))
+    calls = [command(Ops.BLOCK, (True, "CPU:0")),
+             copy_command(shared, w, 16),      # 1: once, before the top
+             command(Ops.LABEL, 1),
+             copy_command(tmp, shared, 16),    # 3: each step reads it
+             copy_command(late, tmp, 16),      # 4: a temporary after its last read
+             command(Ops.JUMP, ("<", 5, 1), i),
+             command(Ops.BLOCK, (False, "CPU:0"))]
+    first, last = lifetimes(calls)
+    assert (first[shared], last[shared]) == (0, 6)
+    assert (first[late], last[late]) == (4, 4)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 6])
 def test_double_buffered_carries_end_in_the_right_buffer_for_odd_and_even_trip_counts(n: int) -> None:
     """Mixing bodies (not one loop kernel) whose steps alternate between two carry buffers: forward and reverse
@@ -668,3 +686,27 @@ def test_python_int_of_the_loop_index_is_a_concretization_error_naming_it():
     import tgfx as tg
     with pytest.raises(tg.ConcretizationError, match="loop index"):
         tg.lax.fori_loop(0, 5, lambda i, c: c + int(i), 0.0)
+
+
+def test_a_loop_computes_what_only_its_constants_give_once() -> None:
+    """A scan body's `h @ w` reads w, whose rows are a page long, through a packed copy of it (schedule's
+    `_packed_operand`): that kernel reads only the loop's constant w, so it runs once, before the loop's top, and not
+    in each step (an LSTM's packed and transposed weights: 2 of 16 ms a train step)."""
+    from tgfx.lowering.control import reads, writes
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((1024, 1024)).astype(np.float32) / 32
+    h0, xs = rng.standard_normal((32, 1024)).astype(np.float32), rng.standard_normal((5, 32, 1024)).astype(np.float32)
+    f = tg.jit(lambda w, h0, xs: tg.lax.scan(lambda h, x: (tnp.tanh(h @ w + x), h.sum()), h0, xs))
+    h, sums = f(tg.asarray(w), tg.asarray(h0), tg.asarray(xs))
+    ((prog, _),) = f._cache.values()
+    top = next(i for i, c in enumerate(prog.calls) if c.src[0].op is Ops.LABEL)
+    of_w = [i for i, c in enumerate(prog.calls) if c.src[0].op is Ops.SINK and
+            set(reads(c)) <= {prog.inputs[0], *writes(c)}]
+    assert len(of_w) == 1 and of_w[0] < top
+    want, sums_want = h0.astype(np.float64), []
+    for x in xs:
+        sums_want.append(want.sum())
+        want = np.tanh(want @ w + x)
+    np.testing.assert_allclose(h.numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(sums.numpy(), sums_want, rtol=1e-4)
+

@@ -7,6 +7,7 @@ turns into packets (`tgfx/devices/hcq.py`, "Control flow"):
     LOOP   BLOCK
              COPY carry <- init                          the initial carries, once (on the compute queue)
              WORD i = 0                                  counter: an int64 device word, the body's PARAM 0
+             what the body computes from constants only  once (a weight's packed copy for the body's matmul)
            top:
              step: carry -> other                        the body reading `carry`, writing its new carries to `other`
              JUMP i >= length -> end                     (an odd trip count ends here, its carries in `other`)
@@ -138,6 +139,20 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
         cmds.append(command(Ops.WORD, ("set", sp.length - 1 if sp.reverse else 0), counter))
     n = sp.length or 1
     other = [new_buffer(dev, b.arg[2], b.dtype) for b in init]
+    # the body's commands that read only the loop's constants run once, before the loop (`_invariant`); the first
+    # step's encoding finds them, the second's reads their buffers instead of its own
+    hoisted: list[UOp] = []
+    at: list[int] = []
+
+    def hoist(body_cmds: list[UOp], outs: list[UOp]) -> list[UOp]:
+        if not hoisted:
+            at.extend(_invariant(body_cmds, set(consts), set(outs)))
+            hoisted.extend(body_cmds[i] for i in at)
+            return [c for i, c in enumerate(body_cmds) if i not in at]
+        ours = {b: h for i, c in zip(at, hoisted, strict=True) for b, h in zip(writes(body_cmds[i]), writes(c),
+                                                                                strict=True)}
+        return [c.replace(src=(c.src[0], *(ours.get(b, b) for b in c.src[1:])))
+                for i, c in enumerate(body_cmds) if i not in at]
 
     def half(src: list[UOp], dst: list[UOp], exit_to: int) -> list[UOp]:
         """One step reading the carries from `src` and leaving the new ones in `dst`."""
@@ -157,6 +172,7 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
                 for s, b in zip(slices, xs, strict=True)]
         inputs = [counter, *consts, *src, *slices]
         body_cmds, outs = _body(loop.src[0], inputs, dev, what)
+        body_cmds = hoist(body_cmds, outs)
         rename, copies = _into_carries(body_cmds, outs[:k], dst, set(inputs))
         out += [c.replace(src=(c.src[0], *(rename.get(b, b) for b in c.src[1:]))) for c in body_cmds]
         out += [copy_command(b, rename.get(y, y), _nbytes(y), counter, dst_stride=_nbytes(y), count=n)
@@ -168,8 +184,8 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
         return out
 
     # two steps a round trip, the carries going carry -> other -> carry, so no step copies its new carries back
-    cmds.append(command(Ops.LABEL, top))
-    cmds += half(carry, other, end)
+    first = half(carry, other, end)
+    cmds += [*hoisted, command(Ops.LABEL, top), *first]
     if not sp.counted:   # a known trip count: leave after an odd step, whose carries are in `other`
         cmds.append(command(Ops.JUMP, ("<", 0, end_b) if sp.reverse else (">=", sp.length, end_b), counter))
     cmds += half(other, carry, end_b)
@@ -186,6 +202,21 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
     cmds += [copy_command(c, o, _nbytes(c)) for c, o in zip(carry, other, strict=True)]
     cmds += [command(Ops.LABEL, end), command(Ops.BLOCK, (False, dev))]
     return cmds, results
+
+
+def _invariant(cmds: list[UOp], consts: set[UOp], outs: set[UOp]) -> list[int]:
+    """The positions of a loop body's commands that compute the same every step: kernels and copies that read only
+    the loop's constants and what such commands wrote (a weight's transposed copy for the body's matmul), and write
+    none of the body's results."""
+    out: list[int] = []
+    known = set(consts)
+    for i, c in enumerate(cmds):
+        mine = writes(c)
+        if c.src[0].op in (Ops.SINK, Ops.COPY) and mine and set(reads(c)) <= known | set(mine) and \
+                not set(mine) & (outs | consts) and not any(set(mine) & set(writes(d)) for d in cmds if d is not c):
+            out.append(i)
+            known.update(mine)
+    return out
 
 
 def _into_carries(cmds: list[UOp], outs: list[UOp], dst: list[UOp],
@@ -320,8 +351,12 @@ def lifetimes(calls: list[UOp]) -> tuple[dict[UOp, int], dict[UOp, int]]:
                 first_read.setdefault(b, i)
             for b in writes(calls[i]):
                 last_write[b] = i
+        # a loop's top (its first label): what is written only before it and read after it (a value the loop's
+        # steps share, computed once: `_invariant`) is read again after every jump back
+        top = next((i for i in range(s, e + 1) if calls[i].src[0].op is Ops.LABEL), e + 1)
         for b in {b for c in calls[s:e + 1] for b in c.src[1:]}:
-            if first[b] < s or last[b] > e or first_read.get(b, e + 1) < last_write.get(b, -1):
+            if first[b] < s or last[b] > e or first_read.get(b, e + 1) < last_write.get(b, -1) or \
+                    last_write.get(b, e + 1) < top < last[b]:
                 first[b], last[b] = min(first[b], s), max(last[b], e)
     return first, last
 
