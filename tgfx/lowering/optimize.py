@@ -333,20 +333,7 @@ def swap(sink: UOp, opt: Opt) -> UOp:
     return sink.substitute({a: a_new, b: b_new})
 
 
-def block(sink: UOp, opt: Opt) -> UOp:
-    """The loop over range `axis` in blocks of `amount` iterations, the loop over the blocks outermost (a new id below
-    every other range's): what one block of the axis reads stays in cache while the kernel's other loops run through
-    it (a matmul's panels of B in L2, reused by every row of A). The inner part keeps the id."""
-    rng, _, size = _split(sink, opt, "loop")
-    if opt.amount == size:
-        raise KernelOptError(f"{opt}: one block is the whole range")
-    first = min(0, *ranges(sink)) - 1
-    blocks = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size // opt.amount),), (first, "loop"))
-    inner = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, opt.amount),), rng.arg)
-    return sink.substitute({rng: blocks * opt.amount + inner})
-
-
-_APPLY = {"UPCAST": upcast, "UNROLL": unroll, "THREAD": thread, "PADTO": padto, "SWAP": swap, "BLOCK": block}
+_APPLY = {"UPCAST": upcast, "UNROLL": unroll, "THREAD": thread, "PADTO": padto, "SWAP": swap}
 OPT_OPS = tuple(_APPLY)  # the options the CPU applies
 
 
