@@ -185,6 +185,39 @@ def test_the_gradient_of_slices_computes_each_piece_only_where_it_lies():
     np.testing.assert_allclose(dz.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_reduce_read_by_head_is_two_reduce_ranges():
+    """A sum over 256 = 8 heads x 32 that an operand reads as `(r // 32, r % 32)` (stored by head) becomes two reduce
+    ranges, 8 and 32, with every index affine in both: no division left."""
+    from tgfx.lowering.optimize import split_reduces
+    o, r = rng(4, 0), rng(256, 1, "reduce")
+    by_head = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(1, 4 * 256), (r // 32) * 128 + o * 32 +
+                                                                             r % 32)),))
+    flat = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(2, 256), r)),))
+    red = UOp(Ops.REDUCE, dtypes.float32, (by_head * flat, r), Ops.ADD)
+    sink = simplify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (g(0, 4), o)), red)),)))
+    out = split_reduces(sink)
+    assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in out.toposort())
+    (new_red,) = [u for u in out.toposort() if u.op is Ops.REDUCE]
+    assert sorted(x.src[0].arg for x in new_red.src[1:]) == [8, 32]
+
+
+def test_a_sum_of_matmuls_in_one_reduce_is_each_its_own_contraction():
+    """x read by three matmuls through one broadcast (attention's input: query, key and value projections): its
+    gradient sums the three products before one reduce, which is no contraction (no transposed operand, no register
+    tile: a transformer step's dx ran at 4 GFLOP/s). The schedule reduces each product on its own."""
+    from tgfx.lowering.inline import inline
+    from tgfx.lowering.schedule import pm_transpose_operands
+    r = np.random.default_rng(0)
+    x = r.standard_normal((64, 128)).astype(np.float32)
+    ws = [r.standard_normal((128, 128)).astype(np.float32) for _ in range(3)]
+    cs = [r.standard_normal((64, 128)).astype(np.float32) for _ in range(3)]
+    dx = tgfx.grad(lambda x: sum(((x @ Tensor(w)) * Tensor(c)).sum() for w, c in zip(ws, cs, strict=True)))(Tensor(x))
+    graph = inline(UOp(Ops.SINK, None, (dx.uop,)))
+    products = lambda s: [u for u in s.toposort() if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.MUL]  # noqa: E731
+    assert len(products(graph)) < 3 <= len(products(graph_rewrite(graph, pm_transpose_operands)))
+    np.testing.assert_allclose(dx.numpy(), sum(c @ w.T for w, c in zip(ws, cs, strict=True)), rtol=1e-4, atol=1e-4)
+
+
 def test_gather_collapses_a_one_hot_sum_into_one_load():
     from tgfx.lowering.gather import pm_gather
     o, r = rng(3, 0), rng(10, 1, "reduce")

@@ -134,6 +134,37 @@ def merge_loops(sink: UOp) -> UOp:
             return sink
 
 
+def split_reduces(sink: UOp) -> UOp:
+    """A reduce range read as `r // k` and `r % k` (a sum over heads x head dims that an operand stores apart: the
+    gradient of attention's input projections, `dq @ wq.T` with dq laid out by head) becomes two reduce ranges,
+    `hi * k + lo`, so that every index is affine in each: such a contraction got no register tile, and its loads were
+    scalar and strided (a transformer step's `dx`: 136 ms). The split stands when it leaves fewer divisions."""
+    while True:
+        nodes = sink.toposort()
+        divisions = sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
+        found = next(((u.src[0], u.src[1].arg) for u in nodes if u.op in (Ops.IDIV, Ops.MOD) and
+                      u.src[0].op is Ops.RANGE and u.src[0].arg[1] == "reduce" and u.src[1].op is Ops.CONST and
+                      1 < u.src[1].arg < u.src[0].src[0].arg and u.src[0].src[0].arg % u.src[1].arg == 0), None)
+        if found is None:
+            return sink
+        rng, k = found
+        hi = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, rng.src[0].arg // k),), rng.arg)
+        lo = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, k),),
+                 (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, "reduce"))
+        new: dict[UOp, UOp] = {rng: hi * k + lo}
+        for u in nodes:
+            if u is rng:
+                continue
+            src = tuple(new[s] if s is not rng or u.op is not Ops.REDUCE else s for s in u.src)
+            if u.op is Ops.REDUCE and rng in u.src[1:]:
+                src = (src[0], *(r for s in src[1:] for r in ((hi, lo) if s is rng else (s,))))
+            new[u] = u if src == u.src else u.replace(src=src)
+        split = graph_rewrite(new[sink], pm_symbolic, name="split reduces")
+        if sum(u.op in (Ops.IDIV, Ops.MOD) for u in split.toposort()) >= divisions:
+            return sink
+        sink = split
+
+
 def _without_term(e: UOp, rng: UOp) -> tuple[UOp, int] | None:
     """The sum `e` less one term `rng` or `rng * c` (c constant), and c (None if `rng` is no such term of it)."""
     if e is rng:
