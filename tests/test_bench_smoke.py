@@ -6,6 +6,7 @@ time (speed is what `python -m bench` reports, not what tests check).
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/ is not installed with tgfx
@@ -36,3 +37,13 @@ def test_options_are_checked():
     args = run.parse_args(["--only", "matmul,gelu", "--frameworks", "tgfx,numpy,jax"])
     assert [w.name for w in args.workloads] == ["matmul", "gelu"]
     assert args.asked == ["tgfx", "numpy", "jax"]
+
+
+def test_the_programs_run_for_tgfx(capsys):
+    """`python -m bench.programs --quick`: every program trains (its loss a finite number) on tgfx."""
+    from bench import programs
+    assert programs.main(["--quick", "--steps", "1", "--frameworks", "tgfx"]) == 0
+    out = capsys.readouterr().out
+    for name in programs.PROGRAMS:
+        (row,) = [line for line in out.splitlines() if line.startswith(name + " ")]
+        assert np.isfinite(float(row.split()[5])), row

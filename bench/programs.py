@@ -1,0 +1,391 @@
+"""Programs a user writes, timed for tgfx and jax side by side: `python -m bench.programs [--only a,b] [--quick]`.
+
+The table (`bench/run.py`) times one function or one step of the sizes it names; these are whole training programs
+as JAX's examples and their users write them, each written once against `Fw`, a few names that both libraries spell
+alike (`xp` is `tgfx.numpy` or `jax.numpy`), so the two runs do the same arithmetic from the same numpy initial
+values:
+
+- `transformer`: a pre-norm decoder (embedding, causal multi-head attention, a GELU MLP, layer norms by hand), Adam,
+  `jit(value_and_grad)`, character batches from numpy;
+- `cnn_bn`: three 3x3 convolutions with batch norm (statistics of the batch), a residual add, a max pool, SGD with
+  momentum and an exponentially decaying learning rate passed as a Python float;
+- `lstm`: a character LSTM over `lax.scan`, its gates four slices of one product, SGD;
+- `dpsgd`: differentially private SGD (JAX's example): `vmap` of per-example gradients, each clipped by its norm,
+  summed, with Gaussian noise from a key split every step;
+- `ode`: a neural ODE (an MLP's vector field) integrated by RK4 in a `fori_loop`, differentiated through the loop;
+- `eager`: an MLP trained without `jit`: `value_and_grad`, momentum, a cosine learning rate, and the batch's
+  accuracy read back every step.
+
+Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
+empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
+median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative
+1e-3), or the row says so and the exit status is 1. jax is skipped when it is not installed.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Fw:
+    """What a program needs of a library, spelt alike for both."""
+    name: str
+    xp: Any                 # tgfx.numpy / jax.numpy
+    jit: Callable
+    value_and_grad: Callable
+    grad: Callable
+    vmap: Callable
+    lax: Any
+    tree_map: Callable
+    asarray: Callable
+    key: Callable           # seed -> key
+    split: Callable
+    normal: Callable        # (key, shape) -> standard normal
+    log_softmax: Callable
+    sigmoid: Callable
+    gelu: Callable
+    conv: Callable          # NCHW x, OIHW w, "SAME", stride 1
+
+    def sync(self, x: Any) -> float:
+        return float(x)
+
+
+def tgfx_fw() -> Fw:
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
+    return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vmap, tg.lax, tg.tree.map, tg.asarray, tg.random.key,
+              tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv)
+
+
+def jax_fw() -> Fw:
+    import jax
+    import jax.numpy as jnp
+    conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
+    return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
+              jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
+              jax.nn.gelu, conv)
+
+
+Step = Callable[[int], Any]   # step i -> the loss (not yet read)
+
+
+def _init(rng: np.random.Generator, *shape: int, scale: float | None = None) -> np.ndarray:
+    return (rng.standard_normal(shape) * (scale if scale is not None else 1 / math.sqrt(shape[0]))).astype(np.float32)
+
+
+# ---- the programs: each returns its step function, state kept in a closure ----
+def transformer(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, t, d, h, layers = (4, 16, 32, 4, 1) if quick else (16, 64, 128, 4, 2)
+    text = np.frombuffer(b"the quick brown fox jumps over the lazy dog. to be or not to be. " * 40, np.uint8)
+    vocab = 128
+    rng = np.random.default_rng(0)
+
+    def lin(i: int, o: int) -> dict[str, Any]:
+        return {"w": fw.asarray(_init(rng, i, o)), "b": fw.asarray(np.zeros(o, np.float32))}
+
+    def norm() -> dict[str, Any]:
+        return {"g": fw.asarray(np.ones(d, np.float32)), "b": fw.asarray(np.zeros(d, np.float32))}
+    params = {"emb": fw.asarray(_init(rng, vocab, d, scale=0.02)), "pos": fw.asarray(_init(rng, t, d, scale=0.02)),
+              "blocks": [{"n1": norm(), "q": lin(d, d), "k": lin(d, d), "v": lin(d, d), "o": lin(d, d), "n2": norm(),
+                          "up": lin(d, 4 * d), "down": lin(4 * d, d)} for _ in range(layers)],
+              "nf": norm(), "head": lin(d, vocab)}
+    causal = fw.asarray(np.tril(np.ones((t, t), bool)))
+
+    def dense(p: Any, x: Any) -> Any:
+        return x @ p["w"] + p["b"]
+
+    def layer_norm(p: Any, x: Any) -> Any:
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / xp.sqrt(v + 1e-5) * p["g"] + p["b"]
+
+    def attention(p: Any, x: Any) -> Any:
+        q, k, v = (dense(p[n], x).reshape(b, t, h, d // h).transpose(0, 2, 1, 3) for n in "qkv")
+        s = xp.where(causal, q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // h), -1e9)
+        w = xp.exp(s - s.max(-1, keepdims=True))
+        y = (w / w.sum(-1, keepdims=True)) @ v
+        return dense(p["o"], y.transpose(0, 2, 1, 3).reshape(b, t, d))
+
+    def loss(p: Any, tokens: Any, targets: Any) -> Any:
+        x = p["emb"][tokens] + p["pos"]
+        for blk in p["blocks"]:
+            x = x + attention(blk, layer_norm(blk["n1"], x))
+            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(blk["n2"], x))))
+        logits = dense(p["head"], layer_norm(p["nf"], x))
+        return -xp.take_along_axis(fw.log_softmax(logits), targets[..., None], axis=-1).mean()
+
+    b1, b2, lr = 0.9, 0.999, 3e-3
+
+    @fw.jit
+    def step(p: Any, m: Any, v: Any, n: Any, tokens: Any, targets: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, tokens, targets)
+        m = fw.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
+        v = fw.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
+        n = n + 1
+        c1, c2 = 1 - b1 ** n, 1 - b2 ** n
+        p = fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (xp.sqrt(v / c2) + 1e-8), p, m, v)
+        return p, m, v, n, value
+    zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
+    state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32))]
+    draws = np.random.default_rng(1)
+
+    def run(i: int) -> Any:
+        at = draws.integers(0, len(text) - t - 1, size=b)
+        window = np.stack([text[a:a + t + 1] for a in at]).astype(np.int32)
+        *state[:], value = step(*state, fw.asarray(window[:, :-1]), fw.asarray(window[:, 1:]))
+        return value
+    return run
+
+
+def cnn_bn(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, c, hw = (8, 8, 16) if quick else (32, 32, 32)
+    rng = np.random.default_rng(0)
+
+    def he(*s: int) -> Any:
+        return fw.asarray(_init(rng, *s, scale=math.sqrt(2 / np.prod(s[1:]))))
+    ones, zeros = (lambda n: fw.asarray(np.ones(n, np.float32))), (lambda n: fw.asarray(np.zeros(n, np.float32)))
+    params = {"c1": he(c, 3, 3, 3), "g1": ones(c), "b1": zeros(c), "c2": he(c, c, 3, 3), "g2": ones(c),
+              "b2": zeros(c), "c3": he(2 * c, c, 3, 3), "g3": ones(2 * c), "b3": zeros(2 * c),
+              "w": he(2 * c, 10), "wb": zeros(10)}
+
+    def bn(x: Any, g: Any, bias: Any) -> Any:
+        m = x.mean((0, 2, 3), keepdims=True)
+        v = ((x - m) ** 2).mean((0, 2, 3), keepdims=True)
+        return (x - m) / xp.sqrt(v + 1e-5) * g.reshape(1, -1, 1, 1) + bias.reshape(1, -1, 1, 1)
+
+    def loss(p: Any, x: Any, y: Any) -> Any:
+        x = xp.maximum(bn(fw.conv(x, p["c1"]), p["g1"], p["b1"]), 0)
+        x = x + xp.maximum(bn(fw.conv(x, p["c2"]), p["g2"], p["b2"]), 0)
+        x = x.reshape(b, c, hw // 2, 2, hw // 2, 2).max((3, 5))
+        x = xp.maximum(bn(fw.conv(x, p["c3"]), p["g3"], p["b3"]), 0).mean((2, 3))
+        return -(fw.log_softmax(x @ p["w"] + p["wb"]) * y).sum(-1).mean()
+
+    @fw.jit
+    def step(p: Any, mom: Any, x: Any, y: Any, lr: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, x, y)
+        mom = fw.tree_map(lambda m, g: 0.9 * m + g, mom, g)
+        return fw.tree_map(lambda p, m: p - lr * m, p, mom), mom, value
+    images = rng.standard_normal((8 * b, 3, hw, hw)).astype(np.float32)
+    labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8 * b)]
+    state = [params, fw.tree_map(lambda a: a * 0, params)]
+
+    def run(i: int) -> Any:
+        j = (i % 8) * b
+        *state[:], value = step(*state, fw.asarray(images[j:j + b]), fw.asarray(labels[j:j + b]), 0.05 * 0.99 ** i)
+        return value
+    return run
+
+
+def lstm(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, t, v, h = (4, 8, 16, 32) if quick else (32, 32, 64, 256)
+    rng = np.random.default_rng(0)
+    params = {"wx": fw.asarray(_init(rng, v, 4 * h)), "wh": fw.asarray(_init(rng, h, 4 * h)),
+              "b": fw.asarray(np.zeros(4 * h, np.float32)), "wo": fw.asarray(_init(rng, h, v)),
+              "bo": fw.asarray(np.zeros(v, np.float32))}
+
+    def loss(p: Any, xs: Any, ys: Any) -> Any:
+        def cell(carry: Any, x: Any) -> Any:
+            hid, c = carry
+            z = x @ p["wx"] + hid @ p["wh"] + p["b"]
+            i, f, g, o = (fw.sigmoid(z[:, :h]), fw.sigmoid(z[:, h:2 * h]), xp.tanh(z[:, 2 * h:3 * h]),
+                          fw.sigmoid(z[:, 3 * h:]))
+            c = f * c + i * g
+            hid = o * xp.tanh(c)
+            return (hid, c), hid
+        h0 = xp.zeros((b, h), dtype=xp.float32)
+        _, hs = fw.lax.scan(cell, (h0, h0), xs)
+        return -(fw.log_softmax(hs @ p["wo"] + p["bo"]) * ys).sum(-1).mean()
+
+    @fw.jit
+    def step(p: Any, xs: Any, ys: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, xs, ys)
+        return fw.tree_map(lambda p, g: p - 0.1 * g, p, g), value
+    data, eye = rng.integers(0, v, (8 * b, t + 1)), np.eye(v, dtype=np.float32)
+    state = [params]
+
+    def run(i: int) -> Any:
+        d = data[(i % 8) * b:(i % 8 + 1) * b]
+        xs, ys = (np.ascontiguousarray(eye[part].transpose(1, 0, 2)) for part in (d[:, :-1], d[:, 1:]))
+        state[0], value = step(state[0], fw.asarray(xs), fw.asarray(ys))
+        return value
+    return run
+
+
+def dpsgd(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, d_in, hidden = (16, 64, 32) if quick else (128, 784, 256)
+    rng = np.random.default_rng(0)
+    params = [(fw.asarray(_init(rng, d_in, hidden)), fw.asarray(np.zeros(hidden, np.float32))),
+              (fw.asarray(_init(rng, hidden, 10)), fw.asarray(np.zeros(10, np.float32)))]
+
+    def loss(p: Any, x: Any, y: Any) -> Any:
+        (w1, b1), (w2, b2) = p
+        return -(fw.log_softmax(xp.tanh(x @ w1 + b1) @ w2 + b2) * y).sum()
+
+    def clipped(p: Any, x: Any, y: Any) -> Any:
+        g = fw.grad(loss)(p, x[None], y[None])
+        norm = xp.sqrt(sum((leaf * leaf).sum() for pair in g for leaf in pair))
+        return fw.tree_map(lambda leaf: leaf / xp.maximum(1.0, norm), g)
+
+    @fw.jit
+    def step(p: Any, x: Any, y: Any, key: Any) -> Any:
+        gs = fw.vmap(clipped, in_axes=(None, 0, 0))(p, x, y)
+        keys = fw.split(key, 4)
+        flat = [leaf for pair in gs for leaf in pair]
+        noised = [(leaf.sum(0) + 1.1 * fw.normal(k, leaf.shape[1:])) / b for leaf, k in zip(flat, keys, strict=True)]
+        new = [(w - 0.1 * noised[2 * i], bias - 0.1 * noised[2 * i + 1]) for i, (w, bias) in enumerate(p)]
+        return new, loss(new, x, y) / b
+    images = rng.standard_normal((8 * b, d_in)).astype(np.float32)
+    labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8 * b)]
+    state = [params, fw.key(0)]
+
+    def run(i: int) -> Any:
+        j = (i % 8) * b
+        state[1], sub = fw.split(state[1])
+        state[0], value = step(state[0], fw.asarray(images[j:j + b]), fw.asarray(labels[j:j + b]), sub)
+        return value
+    return run
+
+
+def ode(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    n, d, hidden, steps = (32, 4, 16, 10) if quick else (256, 8, 64, 40)
+    rng = np.random.default_rng(0)
+    params = {"w1": fw.asarray(_init(rng, d, hidden, scale=0.3)), "b1": fw.asarray(np.zeros(hidden, np.float32)),
+              "w2": fw.asarray(_init(rng, hidden, d, scale=0.3))}
+
+    def field(p: Any, y: Any) -> Any:
+        return xp.tanh(y @ p["w1"] + p["b1"]) @ p["w2"]
+
+    def loss(p: Any, y0: Any, target: Any) -> Any:
+        def rk4(i: Any, y: Any) -> Any:
+            dt = 0.05
+            k1 = field(p, y)
+            k2 = field(p, y + dt / 2 * k1)
+            k3 = field(p, y + dt / 2 * k2)
+            k4 = field(p, y + dt * k3)
+            return y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return ((fw.lax.fori_loop(0, steps, rk4, y0) - target) ** 2).mean()
+
+    @fw.jit
+    def step(p: Any, y0: Any, target: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, y0, target)
+        return fw.tree_map(lambda p, g: p - 0.05 * g, p, g), value
+    y0, target = (fw.asarray(rng.standard_normal((n, d)).astype(np.float32)) for _ in range(2))
+    state = [params]
+
+    def run(i: int) -> Any:
+        state[0], value = step(state[0], y0, target)
+        return value
+    return run
+
+
+def eager(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, d_in, hidden = (16, 64, 32) if quick else (128, 784, 256)
+    rng = np.random.default_rng(0)
+    params = [(fw.asarray(_init(rng, d_in, hidden)), fw.asarray(np.zeros(hidden, np.float32))),
+              (fw.asarray(_init(rng, hidden, 10)), fw.asarray(np.zeros(10, np.float32)))]
+
+    def predict(p: Any, x: Any) -> Any:
+        (w1, b1), (w2, b2) = p
+        return xp.maximum(x @ w1 + b1, 0) @ w2 + b2
+
+    def loss(p: Any, x: Any, y: Any) -> Any:
+        return -(fw.log_softmax(predict(p, x)) * y).sum(-1).mean()
+    images = rng.standard_normal((8 * b, d_in)).astype(np.float32)
+    labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8 * b)]
+    state = [params, fw.tree_map(lambda a: a * 0, params)]
+
+    def run(i: int) -> Any:
+        j = (i % 8) * b
+        x, y = fw.asarray(images[j:j + b]), fw.asarray(labels[j:j + b])
+        value, g = fw.value_and_grad(loss)(state[0], x, y)
+        lr = 0.1 * 0.5 * (1 + math.cos(math.pi * i / 100))
+        state[1] = fw.tree_map(lambda m, g: 0.9 * m + g, state[1], g)
+        state[0] = fw.tree_map(lambda p, m: p - lr * m, state[0], state[1])
+        fw.sync((predict(state[0], x).argmax(-1) == y.argmax(-1)).mean())   # the accuracy, read every step
+        return value
+    return run
+
+
+PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
+    "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager}
+
+
+@dataclass
+class Timing:
+    first_ms: float
+    step_min_ms: float
+    step_med_ms: float
+    loss: float
+
+
+def time_program(fw: Fw, name: str, steps: int, quick: bool) -> Timing:
+    run = PROGRAMS[name](fw, quick)
+    t0 = time.perf_counter()
+    fw.sync(run(0))
+    first = time.perf_counter() - t0
+    for i in range(1, 4):
+        fw.sync(run(i))
+    times, loss = [], 0.0
+    for i in range(4, 4 + steps):
+        t0 = time.perf_counter()
+        loss = fw.sync(run(i))
+        times.append(time.perf_counter() - t0)
+    return Timing(first * 1e3, min(times) * 1e3, statistics.median(times) * 1e3, loss)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(PROGRAMS), help=f"comma-separated, of: {','.join(PROGRAMS)}")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps after three warm-up steps")
+    ap.add_argument("--quick", action="store_true", help="small sizes (the smoke test)")
+    ap.add_argument("--frameworks", default="tgfx,jax", help="tgfx,jax (jax skipped when not installed)")
+    args = ap.parse_args(argv)
+    from tgfx import config
+    config.CACHE_DIR.value = tempfile.mkdtemp(prefix="tgfx-programs-")   # a cold first call
+    names = [n for n in args.only.split(",") if n]
+    if unknown := [n for n in names if n not in PROGRAMS]:
+        ap.error(f"unknown program(s) {unknown}; choose from {','.join(PROGRAMS)}")
+    fws = [tgfx_fw()]
+    if "jax" in args.frameworks.split(","):
+        try:
+            fws.append(jax_fw())
+        except ImportError:
+            print("jax is not installed: tgfx only")
+    print(f"{'program':12s} {'framework':9s} {'first call ms':>14s} {'step min ms':>12s} {'step med ms':>12s} "
+          f"{'last loss':>10s}  tgfx/jax (step min, first call)")
+    failed = False
+    for name in names:
+        got = {fw.name: time_program(fw, name, args.steps, args.quick) for fw in fws}
+        for fw_name, tm in got.items():
+            ratio = ""
+            if fw_name == "jax":
+                tg_t = got["tgfx"]
+                agree = abs(tg_t.loss - tm.loss) <= 1e-3 * max(abs(tm.loss), 1e-6)
+                failed |= not agree
+                ratio = (f"{tg_t.step_min_ms / tm.step_min_ms:.2f}, {tg_t.first_ms / tm.first_ms:.2f}" +
+                         ("" if agree else "  LOSSES DIFFER"))
+            print(f"{name:12s} {fw_name:9s} {tm.first_ms:14.0f} {tm.step_min_ms:12.2f} {tm.step_med_ms:12.2f} "
+                  f"{tm.loss:10.5f}  {ratio}")
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
