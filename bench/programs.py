@@ -225,12 +225,20 @@ def lstm(fw: Fw, quick: bool) -> Step:
     return run
 
 
-def dpsgd(fw: Fw, quick: bool) -> Step:
-    xp = fw.xp
+def _mlp(fw: Fw, quick: bool) -> tuple[int, list[Any], np.ndarray, np.ndarray]:
+    """A batch size, a one-hidden-layer MLP's params (784 -> 256 -> 10), and eight batches of inputs and one-hot
+    labels."""
     b, d_in, hidden = (16, 64, 32) if quick else (128, 784, 256)
     rng = np.random.default_rng(0)
     params = [(fw.asarray(_init(rng, d_in, hidden)), fw.asarray(np.zeros(hidden, np.float32))),
               (fw.asarray(_init(rng, hidden, 10)), fw.asarray(np.zeros(10, np.float32)))]
+    images = rng.standard_normal((8 * b, d_in)).astype(np.float32)
+    return b, params, images, np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8 * b)]
+
+
+def dpsgd(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, params, images, labels = _mlp(fw, quick)
 
     def loss(p: Any, x: Any, y: Any) -> Any:
         (w1, b1), (w2, b2) = p
@@ -249,8 +257,6 @@ def dpsgd(fw: Fw, quick: bool) -> Step:
         noised = [(leaf.sum(0) + 1.1 * fw.normal(k, leaf.shape[1:])) / b for leaf, k in zip(flat, keys, strict=True)]
         new = [(w - 0.1 * noised[2 * i], bias - 0.1 * noised[2 * i + 1]) for i, (w, bias) in enumerate(p)]
         return new, loss(new, x, y) / b
-    images = rng.standard_normal((8 * b, d_in)).astype(np.float32)
-    labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8 * b)]
     state = [params, fw.key(0)]
 
     def run(i: int) -> Any:
@@ -296,10 +302,7 @@ def ode(fw: Fw, quick: bool) -> Step:
 
 def eager(fw: Fw, quick: bool) -> Step:
     xp = fw.xp
-    b, d_in, hidden = (16, 64, 32) if quick else (128, 784, 256)
-    rng = np.random.default_rng(0)
-    params = [(fw.asarray(_init(rng, d_in, hidden)), fw.asarray(np.zeros(hidden, np.float32))),
-              (fw.asarray(_init(rng, hidden, 10)), fw.asarray(np.zeros(10, np.float32)))]
+    b, params, images, labels = _mlp(fw, quick)
 
     def predict(p: Any, x: Any) -> Any:
         (w1, b1), (w2, b2) = p
@@ -307,8 +310,6 @@ def eager(fw: Fw, quick: bool) -> Step:
 
     def loss(p: Any, x: Any, y: Any) -> Any:
         return -(fw.log_softmax(predict(p, x)) * y).sum(-1).mean()
-    images = rng.standard_normal((8 * b, d_in)).astype(np.float32)
-    labels = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8 * b)]
     state = [params, fw.tree_map(lambda a: a * 0, params)]
 
     def run(i: int) -> Any:
