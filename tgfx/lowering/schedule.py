@@ -574,7 +574,43 @@ def _split_sum_of_contractions(red: UOp) -> UOp | None:
     return out
 
 
-pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_contractions),
+def _unbroadcast(u: UOp, axis: int) -> UOp | None:
+    """`u` with its `axis` of size 1, where every value under it is a broadcast along that axis (EXPANDs, and
+    elementwise ops of them), else None."""
+    if u.shape[axis] == 1:
+        return u
+    shape = tuple(1 if a == axis else n for a, n in enumerate(u.shape))
+    if (base := _view_base(u)).op is Ops.CONST and not base.shape:   # a scalar broadcast (a gradient's seed)
+        one = UOp(Ops.RESHAPE, base.dtype, (base,), (1,) * len(shape))
+        return UOp(Ops.EXPAND, base.dtype, (one,), shape)
+    if u.op is Ops.EXPAND:
+        src = u.src[0]
+        if src.shape[axis] != 1:
+            return None
+        return src if shape == src.shape else UOp(Ops.EXPAND, u.dtype, (src,), shape)
+    if u.op in GroupOp.ALU or u.op is Ops.CAST:
+        srcs = [_unbroadcast(s, axis) for s in u.src]
+        return None if any(s is None for s in srcs) else UOp(u.op, u.dtype, tuple(srcs), u.arg)
+    return None
+
+
+def _reduce_before_broadcast(red: UOp) -> UOp | None:
+    """A reduce of a value that is a broadcast along an axis it keeps (the gradient of a `.sum()` loss through a
+    matmul: ones @ w.T, each output row the same sum) as the reduce of the value without that axis, broadcast after:
+    attention's weights' gradient under a summed loss was a 32 x 8 x 128 x 128 kernel summing the same 32 values for
+    every row (15 ms)."""
+    src, out = red.src[0], red
+    for axis in (a for a, n in enumerate(red.shape) if n > 1):
+        if (narrow := _unbroadcast(src, axis)) is not None:
+            src = narrow
+    if src is red.src[0]:
+        return None
+    small = UOp(Ops.REDUCE_AXIS, red.dtype, (src,), red.arg)
+    return out if small.shape == out.shape else UOp(Ops.EXPAND, red.dtype, (small,), out.shape)
+
+
+pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _reduce_before_broadcast),
+                                        (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_contractions),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _packed_operand)])
 
