@@ -385,6 +385,22 @@ def test_short_rows_read_in_another_order_are_vectors(cpu: str) -> None:
     assert len(re.findall(rf"load <{lanes} x float>", ir)) == 2 and "load float" not in ir
 
 
+def test_packing_a_tall_operand_walks_its_rows_outside_the_panels() -> None:
+    """Packing a 4096 x 1024 operand into panels of two vectors read, for each panel, 4096 rows a page apart: more
+    pages than the second-level TLB holds, a miss a row (8.4 ms). Rows outside the panels (SWAP), each sweep writes
+    as many pages as there are panels (1.1-1.6 ms); 128 rows a page apart stay as they were (the TLB holds them)."""
+    t = host_target()
+    nr = t.contraction_tiles()[0][0]
+    for rows, swapped in ((4096, True), (128, False)):
+        d, h = tg.asarray(rand(rows, 1024)), tg.asarray(rand(rows, 1024, seed=1))
+        expr = (d * (1 - h * h)).reshape(rows, 1024 // nr, nr).transpose(1, 0, 2) + 0
+        (ast,) = kernels(expr)
+        _, opts = apply_hand_coded(index_level(ast), t)
+        assert any(o.op == "SWAP" for o in opts) is swapped, (rows, opts)
+    want = (d.numpy() * (1 - h.numpy() ** 2)).reshape(128, 1024 // nr, nr).transpose(1, 0, 2)
+    np.testing.assert_allclose(expr.numpy(), want, rtol=1e-6)
+
+
 def _loop_hints(ir: str) -> list[list[str]]:
     """For each loop of a rendered kernel, innermost first as they close, the hints its back edge carries."""
     md = dict(re.findall(r"^(!\d+) = (.*)$", ir, re.M))

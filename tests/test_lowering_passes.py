@@ -55,6 +55,15 @@ def test_symbolic_div_mod_with_bounds():
     assert simplify(((i * 6 + j) // 6) * 6 + (i * 6 + j) % 6) is i * 6 + j
 
 
+def test_symbolic_div_drops_terms_below_a_step_that_divides_the_divisor():
+    # a row index of a flattened (32, 128, 1024) read back as (4096, 1024): (r * 1024 + j) // 131072 with j < 1024 is
+    # r // 128, and with the remainder it folds back to r * 1024 + j (the division was left in every element)
+    r, j = rng(4096, 0), rng(1024, 1)
+    assert simplify((r * 1024 + j) // 131072) is r // 128
+    assert simplify(((r * 1024 + j) // 131072) * 131072 + (r % 128) * 1024 + j) is simplify(r * 1024 + j)
+    assert simplify((r * 1024 + j + 1024) // 131072) is not (r // 128)   # j + 1024 can reach a step: kept exact
+
+
 def test_symbolic_mod_takes_coefficients_modulo_the_divisor():
     i, j = rng(6, 0), rng(3, 1)
     # a convolution window: tap j's row starts W + 1 = 9 elements further in a row of W = 8, i.e. at i + j

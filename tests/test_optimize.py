@@ -315,7 +315,9 @@ KERNELS = {
     "elementwise": (lambda x, y: x * 2 + y, [_rng.standard_normal((7, 33)), _rng.standard_normal((1, 33))]),
     "sum_axis0": (lambda x: x.sum(axis=0), [_rng.standard_normal((13, 6, 11))]),
     "sum_axis1": (lambda x: x.sum(axis=1), [_rng.standard_normal((6, 13, 11))]),
-    "sum_axis2": (lambda x: x.sum(axis=2), [_rng.standard_normal((5, 6, 12))]),
+    # (y broadcast down the first axis keeps the output's two loops apart, as above)
+    "sum_axis2": (lambda x, y: (x * y).sum(axis=2),
+                  [_rng.standard_normal((5, 6, 12)), _rng.standard_normal((1, 6, 12))]),
     # all negative: a padded reduce that adds 0 instead of the identity (-inf) would show
     "max_axis1": (lambda x: x.max(axis=1), [-np.abs(_rng.standard_normal((6, 13, 5))) - 1]),
     "matmul": (lambda a, b: a @ b, [_rng.standard_normal((33, 17)), _rng.standard_normal((17, 45))]),

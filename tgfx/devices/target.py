@@ -50,6 +50,14 @@ OPERAND_REGISTERS = 3
 # independent accumulators that keep a core's FMA units busy: 4 cycles of latency times 2 pipes, on x86 server cores
 # since Haswell and the Zen cores; fewer leave the units waiting on their own results, more only use registers
 FMA_CHAINS = 8
+# a core's first-level data TLB holds about this many pages (64 to 96 on x86 servers since 2013), of PAGE_BYTES: an
+# access that steps through more pages than that in its inner loop takes a TLB miss a step (a matmul's panel of a
+# page-long operand, a copy into panels read a row a page apart)
+TLB_PAGES = 64
+PAGE_BYTES = 4096
+# ... and its second-level TLB about this many (1536 on Intel since Skylake, 2048-3072 on Zen): a loop sweeping more
+# pages than that misses it every step
+STLB_PAGES = 1536
 
 
 @dataclass(frozen=True)

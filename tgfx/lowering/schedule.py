@@ -15,7 +15,7 @@ from typing import Any
 from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
 from tgfx.devices import get_device
-from tgfx.devices.target import host_target
+from tgfx.devices.target import PAGE_BYTES, TLB_PAGES, host_target
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -510,11 +510,6 @@ def _transposed_operand(red: UOp) -> UOp | None:
     return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
 
 
-# a core's first-level data TLB holds about this many pages (64 to 96 on x86 servers since 2013): a contraction whose
-# operand panel spans more pages than that takes TLB misses all through its reduce loop
-TLB_PAGES = 64
-PAGE_BYTES = 4096
-
 
 def _packed_operand(red: UOp) -> UOp | None:
     """`x @ w` where the tile's panel of `w` spans more pages than the TLB holds: a register tile reads a narrow
@@ -600,6 +595,8 @@ def _reduce_before_broadcast(red: UOp) -> UOp | None:
     attention's weights' gradient under a summed loss was a 32 x 8 x 128 x 128 kernel summing the same 32 values for
     every row (15 ms)."""
     src, out = red.src[0], red
+    if red.arg[0] is not Ops.ADD or src.op is not Ops.MUL or prod(src.shape) < RECOMPUTE_MIN:
+        return None   # (a scatter's any-hit mask, a max over a broadcast index, stays in its one kernel)
     for axis in (a for a, n in enumerate(red.shape) if n > 1):
         if (narrow := _unbroadcast(src, axis)) is not None:
             src = narrow

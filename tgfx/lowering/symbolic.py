@@ -86,6 +86,12 @@ def _sum(ts: list[UOp], like: UOp) -> UOp:
     return out
 
 
+def _term_over(t: UOp, k: int) -> UOp:
+    """Term `t` (a constant, `base`, or `base * coef`) divided by `k`, which divides its coefficient."""
+    base, coef = _coef(t)
+    return t.const_like(coef // k) if base is None else base if coef == k else base * (coef // k)
+
+
 def divide_sum(x: UOp, d: UOp) -> UOp | None:
     """(a*c*k + r) // c -> a*k + r // c when every part is non-negative."""
     c = d.arg
@@ -94,24 +100,20 @@ def divide_sum(x: UOp, d: UOp) -> UOp | None:
     terms = _terms(x)
     if any(t.vmin < 0 for t in terms):
         return None
-    quot, rem = [], []
-    for t in terms:
-        base, k = _coef(t)
-        if k % c == 0:
-            quot.append(x.const_like(k // c) if base is None else (base if k // c == 1 else base * (k // c)))
-        else:
-            rem.append(t)
+    quot = [t for t in terms if _coef(t)[1] % c == 0]
+    rem = [t for t in terms if _coef(t)[1] % c]
     if not quot:
+        # terms below a step k that divides c drop out: (a*1024 + b) // 131072 -> a // 128 for 0 <= b < 1024 (a row
+        # index of a flattened (32, 128, 1024) read back as (4096, 1024))
+        for k in sorted({_coef(t)[1] for t in terms if _coef(t)[0] is not None and c % _coef(t)[1] == 0}, reverse=True):
+            big, small = [t for t in terms if _coef(t)[1] % k == 0], [t for t in terms if _coef(t)[1] % k]
+            if big and small and _sum(small, x).vmax < k:
+                return _sum([_term_over(t, k) for t in big], x) // (c // k)
         # a common factor of every term divides through: (a*4 + b*2) // 2
-        g = math.gcd(*[_coef(t)[1] for t in terms])
-        g = math.gcd(g, c)
-        if g <= 1:
-            return None
-        scaled = [(x.const_like(_coef(t)[1] // g) if _coef(t)[0] is None else
-                   (_coef(t)[0] if _coef(t)[1] // g == 1 else _coef(t)[0] * (_coef(t)[1] // g))) for t in terms]
-        return _sum(scaled, x) // (c // g)
-    r = _sum(rem, x)
-    return _sum(quot, x) + (r // c) if rem else _sum(quot, x)
+        g = math.gcd(math.gcd(*[_coef(t)[1] for t in terms]), c)
+        return _sum([_term_over(t, g) for t in terms], x) // (c // g) if g > 1 else None
+    quot = [_term_over(t, c) for t in quot]
+    return _sum(quot, x) + (_sum(rem, x) // c) if rem else _sum(quot, x)
 
 
 def mod_sum(x: UOp, d: UOp) -> UOp | None:
@@ -135,15 +137,18 @@ def mod_sum(x: UOp, d: UOp) -> UOp | None:
 
 
 def fold_divmod_pair(x: UOp) -> UOp | None:
-    """(a // c) * c + a % c -> a, anywhere in a sum."""
+    """(a // c) * c * k + (a % c) * k -> a * k, anywhere in a sum (k = 1: (a // c) * c + a % c -> a)."""
     terms = _terms(x)
     for i, t in enumerate(terms):
-        if t.op is Ops.MUL and t.src[1].op is Ops.CONST and t.src[0].op is Ops.IDIV and t.src[0].src[1] is t.src[1]:
-            a, c = t.src[0].src[0], t.src[1]
+        if t.op is Ops.MUL and t.src[1].op is Ops.CONST and t.src[0].op is Ops.IDIV and \
+                t.src[0].src[1].op is Ops.CONST and t.src[1].arg % t.src[0].src[1].arg == 0:
+            a, c, k = t.src[0].src[0], t.src[0].src[1], t.src[1].arg // t.src[0].src[1].arg
             for j, t2 in enumerate(terms):
-                if j != i and t2.op is Ops.MOD and t2.src[0] is a and t2.src[1] is c:
-                    rest = [t3 for k, t3 in enumerate(terms) if k not in (i, j)]
-                    return _sum([a, *rest], x)
+                base, coef = _coef(t2)
+                if j != i and coef == k and base is not None and base.op is Ops.MOD and base.src[0] is a and \
+                        base.src[1] is c:
+                    rest = [t3 for n, t3 in enumerate(terms) if n not in (i, j)]
+                    return _sum([a if k == 1 else a * k, *rest], x)
     return None
 
 
