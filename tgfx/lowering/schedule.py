@@ -454,6 +454,9 @@ def _layout_of(u: UOp) -> tuple[int | None, frozenset[int]]:
     if [src.shape[i] for i in old_rest] == [shape[i] for i in new_rest]:   # a reshape that only adds or drops 1s
         moved = {o: n for o, n in zip(old_rest, new_rest, strict=True)}
         return (a if a is None or a == -1 else moved[a]), units | frozenset(moved[c] for c in const if c in moved)
+    if a is not None and a != -1 and old_rest and new_rest and a == old_rest[-1] and \
+            src.shape[a] == shape[new_rest[-1]]:
+        return new_rest[-1], units   # the axes outside the last one regrouped (a batch and its sequence): it runs on
     base = src
     while base.op is Ops.RESHAPE:
         base = base.src[0]
@@ -606,7 +609,31 @@ def _reduce_before_broadcast(red: UOp) -> UOp | None:
     return out if small.shape == out.shape else UOp(Ops.EXPAND, red.dtype, (small,), out.shape)
 
 
+def _merge_reduce_axes(red: UOp) -> UOp | None:
+    """A contraction over adjacent axes that both operands vary along (a weight's gradient summed over a batch and
+    its sequence, (B, T, I) and (B, T, J) to (I, J)) as one over their product: one reduce axis, which
+    `_transposed_operand` and `_packed_operand` know (the (4096, 1024) operand of a transformer's up projection,
+    read row by row a page apart, was not packed: 85 GFLOP/s; packed, 160)."""
+    axes = red.arg[1]
+    if len(axes) < 2 or red.arg[0] is not Ops.ADD or not _is_contraction(red) or \
+            list(axes) != list(range(axes[0], axes[0] + len(axes))):
+        return None
+    src = red.src[0]
+    a, n = axes[0], len(axes)
+    merged = (*src.shape[:a], prod(src.shape[a:a + n]), *src.shape[a + n:])
+    operands = []
+    for e in src.src:
+        v = e.src[0]
+        if any(v.shape[i] != src.shape[i] for i in axes):
+            return None   # broadcast along a reduced axis: not one axis of it
+        flat = (*v.shape[:a], prod(v.shape[a:a + n]), *v.shape[a + n:])
+        operands.append(UOp(Ops.EXPAND, e.dtype, (UOp(Ops.RESHAPE, v.dtype, (v,), flat),), merged))
+    one = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.MUL, src.dtype, tuple(operands)),), (Ops.ADD, (a,)))
+    return UOp(Ops.RESHAPE, red.dtype, (one,), red.shape)
+
+
 pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _reduce_before_broadcast),
+                                        (UPat(Ops.REDUCE_AXIS, name="red"), _merge_reduce_axes),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_contractions),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _packed_operand)])
