@@ -695,10 +695,10 @@ def _with_params(root: UOp) -> set[UOp]:
     """The nodes under `root` that are traced values (they read a trace's PARAMs) or computed by a FUNCTION: such a
     value is left to be computed when it is read, so one result of a function is computed alone. One walk for all
     (a walk per sibling cost an eager MLP step 3 of its 12 ms)."""
-    from tgfx.lowering.inline import _outside_call_bodies, walk
+    from tgfx.lowering.inline import outside_bodies, walk
     out: set[UOp] = set()
     for u in walk(root):
-        if u.op in (Ops.PARAM, Ops.FUNCTION) or any(s in out for s in _outside_call_bodies(u)):
+        if u.op in (Ops.PARAM, Ops.FUNCTION) or any(s in out for s in outside_bodies(u)):
             out.add(u)
     return out
 

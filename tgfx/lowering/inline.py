@@ -12,14 +12,14 @@ from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 
 
-def _outside_call_bodies(u: UOp) -> tuple[UOp, ...]:
+def outside_bodies(u: UOp) -> tuple[UOp, ...]:
     return u.src[n_bodies(u):]
 
 
 def walk(root: UOp) -> list[UOp]:
     """Toposort that treats the bodies of FUNCTIONs, CALLs, LOOPs and SWITCHes as opaque (they hold PARAMs of their
     own)."""
-    return root.toposort(_outside_call_bodies)
+    return root.toposort(outside_bodies)
 
 
 def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp]) -> UOp:

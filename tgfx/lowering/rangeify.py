@@ -242,8 +242,6 @@ def pad_pieces(val: UOp) -> tuple[int, list[int]] | None:
         seen.add(u)
         if u.op is Ops.PAD:
             pads.append(u)
-        elif u.op is Ops.REDUCE_AXIS:
-            return None
         elif u.op in GroupOp.Elementwise:
             stack.extend(u.src)
     axes = {a for p in pads for a, pad in enumerate(p.arg) if pad != (0, 0)}

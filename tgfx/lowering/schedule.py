@@ -513,7 +513,6 @@ def _transposed_operand(red: UOp) -> UOp | None:
     return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
 
 
-
 def _packed_operand(red: UOp) -> UOp | None:
     """`x @ w` where the tile's panel of `w` spans more pages than the TLB holds: a register tile reads a narrow
     panel of `w` (the tile's vector lanes wide), one row of it a step of the reduce loop, so with rows of a page or
@@ -597,7 +596,7 @@ def _reduce_before_broadcast(red: UOp) -> UOp | None:
     matmul: ones @ w.T, each output row the same sum) as the reduce of the value without that axis, broadcast after:
     attention's weights' gradient under a summed loss was a 32 x 8 x 128 x 128 kernel summing the same 32 values for
     every row (15 ms)."""
-    src, out = red.src[0], red
+    src = red.src[0]
     if red.arg[0] is not Ops.ADD or src.op is not Ops.MUL or prod(src.shape) < RECOMPUTE_MIN:
         return None   # (a scatter's any-hit mask, a max over a broadcast index, stays in its one kernel)
     for axis in (a for a, n in enumerate(red.shape) if n > 1):
@@ -606,7 +605,7 @@ def _reduce_before_broadcast(red: UOp) -> UOp | None:
     if src is red.src[0]:
         return None
     small = UOp(Ops.REDUCE_AXIS, red.dtype, (src,), red.arg)
-    return out if small.shape == out.shape else UOp(Ops.EXPAND, red.dtype, (small,), out.shape)
+    return UOp(Ops.EXPAND, red.dtype, (small,), red.shape)
 
 
 def _merge_reduce_axes(red: UOp) -> UOp | None:
@@ -632,6 +631,8 @@ def _merge_reduce_axes(red: UOp) -> UOp | None:
     return UOp(Ops.RESHAPE, red.dtype, (one,), red.shape)
 
 
+# reduces rewritten before the kernels are chosen: a broadcast's sum taken before it, a batch's axes as one, a sum of
+# matmuls as matmuls, and a contraction's operands read through transposed or packed copies where that pays
 pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _reduce_before_broadcast),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _merge_reduce_axes),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_contractions),

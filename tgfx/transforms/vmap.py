@@ -37,10 +37,10 @@ from typing import Any
 import numpy as np
 
 from tgfx.function import _describe_paths
-from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
+from tgfx.lowering.inline import outside_bodies
 from tgfx.tensor import Tensor
 from tgfx.trace_state import record_owner, tracing
 from tgfx.transforms.grad import CallInfo, Transformed, _call_name
@@ -73,7 +73,7 @@ class BatchCtx:
             return flags is not None and flags[u.arg]
         if u.op in (Ops.FUNCTION, Ops.CALL):
             return any(a in self.batched for a in u.src[1:]) or bool(closed_over(u.src[0], self.standins))
-        return any(s in self.batched for s in _outside_bodies(u))
+        return any(s in self.batched for s in outside_bodies(u))
 
 
 def broadcast_front(u: UOp, size: int) -> UOp:
@@ -92,12 +92,6 @@ def move_axis(u: UOp, src: int, dst: int) -> UOp:
 
 
 _CALLS = (Ops.FUNCTION, Ops.CALL, Ops.LOOP, Ops.SWITCH)
-
-
-def _outside_bodies(u: UOp) -> tuple[UOp, ...]:
-    # a FUNCTION, CALL, LOOP or SWITCH body is its own level (its PARAMs are its own slots, and hash-consing makes
-    # them the very UOps of this level's PARAMs of the same slot and type): the walk passes only the operands
-    return u.src[1 if u.op in (Ops.FUNCTION, Ops.CALL) else n_bodies(u):]
 
 
 def closed_over(body: UOp, standins: frozenset[UOp]) -> list[UOp]:
@@ -122,7 +116,7 @@ def batch_graph(roots: Sequence[UOp], seeds: dict[UOp, UOp], size: int, standins
     """
     ctx = BatchCtx(size, {**(renamed or {}), **seeds}, set(seeds),
                    standins=frozenset(standins) | {s for s in seeds if is_standin(s)})
-    for u in UOp(Ops.SINK, None, tuple(roots)).toposort(_outside_bodies)[:-1]:
+    for u in UOp(Ops.SINK, None, tuple(roots)).toposort(outside_bodies)[:-1]:
         if u in ctx.new:
             continue
         if ctx.carries(u):
@@ -137,7 +131,7 @@ def batch_graph(roots: Sequence[UOp], seeds: dict[UOp, UOp], size: int, standins
             ctx.new[u] = ctx.results[u.src[0]][u.arg]
             continue
         # not batched, but a source may be rebuilt (an unbatched result of a batched call, a renamed PARAM)
-        outside = _outside_bodies(u)
+        outside = outside_bodies(u)
         src = tuple(ctx.new.get(s, s) for s in outside)
         if src != outside:
             ctx.new[u] = u.replace(src=(*u.src[:len(u.src) - len(outside)], *src))
@@ -164,7 +158,7 @@ def batch_call(ctx: BatchCtx, x: UOp) -> UOp:
             f"vmap: cannot batch custom kernel {name!r}: it is an opaque CALL written for one example's shapes. "
             f"Call it outside vmap on the whole batch (write the kernel for the batched shapes), or apply vmap to "
             f"the code around it only")
-    own = {u.arg[0]: u for u in body.toposort(_outside_bodies) if u.op is Ops.PARAM and u.tag is None}
+    own = {u.arg[0]: u for u in body.toposort(outside_bodies) if u.op is Ops.PARAM and u.tag is None}
     seeds: dict[UOp, UOp] = {}
     for k, a in enumerate(args):
         if a in ctx.batched and k in own:
