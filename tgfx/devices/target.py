@@ -58,6 +58,7 @@ PAGE_BYTES = 4096
 # ... and its second-level TLB about this many (1536 on Intel since Skylake, 2048-3072 on Zen): a loop sweeping more
 # pages than that misses it every step
 STLB_PAGES = 1536
+CACHE_LINE = 64   # bytes, on every x86 core
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tgfx import config
-from tgfx.devices.target import PAGE_BYTES, STLB_PAGES, Target
+from tgfx.devices.target import CACHE_LINE, PAGE_BYTES, STLB_PAGES, Target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -713,12 +714,16 @@ def _page_order(sink: UOp, loops: list[UOp], loads: list[UOp], opts: list[Opt]) 
     free = [r for r in loops if r.arg[0] not in upcast and r.src[0].arg > 1]
     if len(free) < 2 or len(sink.src) != 1 or sink.src[0].src[0].op is not Ops.INDEX:
         return None
-    outer, inner = free[-2], free[-1]
     itemsize = _itemsize(sink)
-    accesses = [*loads, sink.src[0].src[0].src[1]]
-    if max(_pages(i, inner, itemsize) for i in accesses) > STLB_PAGES >= \
-            max(_pages(i, outer, itemsize) for i in accesses):
-        return Opt("SWAP", outer.arg[0], inner.arg[0])
+    store = sink.src[0].src[0].src[1]
+    accesses = [*loads, store]
+    if _coef(store, loops[-1]) != 1 or loops[-1].src[0].arg * itemsize < CACHE_LINE:
+        return None   # (swapped, each step would write less than a line to each of many places: panels of 8 floats
+        # of a 4096 x 1024 operand, 9.4 -> 13.2 ms)
+    for outer, inner in reversed(list(itertools.pairwise(free))):   # innermost pair first (a tile's rows inside)
+        if max(_pages(i, inner, itemsize) for i in accesses) > STLB_PAGES >= \
+                max(_pages(i, outer, itemsize) for i in accesses):
+            return Opt("SWAP", outer.arg[0], inner.arg[0])
     return None
 
 
