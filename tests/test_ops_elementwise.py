@@ -674,3 +674,23 @@ def test_operators_keep_dtype_with_python_scalars(d: DType) -> None:
     for got, want in [(t + 1, x + 1), (1 + t, 1 + x), (t * 2, x * 2), (2 * t, 2 * x), (t - 1, x - 1),
                       (t // 2, x // 2), (t % 3, x % 3), (t ** 2, x ** 2), (tnp.maximum(t, 2), np.maximum(x, 2))]:
         assert_close(got, want, dtype=d)
+
+
+def test_a_float_to_a_python_int_power_is_multiplications() -> None:
+    """`x ** 2` as JAX's integer_pow: x * x, not pow(x, 2), and its gradient 2x rather than 2 * pow(x, 1) (a batch
+    norm's backward called libm's pow for every element). Specials as numpy's; a float exponent stays pow."""
+    import warnings
+
+    from tgfx.ir.ops import Ops
+    x = np.array([-2.5, -0.0, 0.0, 1.5, np.nan, np.inf, -np.inf, 3.0, 1e-20, 1e20], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for n in (0, 1, 2, 3, 7, 16, -1, -2, -16):   # (negative ones: pow, as before)
+            got, want = (tg.asarray(x) ** n).numpy(), x ** n
+            np.testing.assert_allclose(got, want, rtol=4e-7 * abs(n) + 1e-7, equal_nan=True)
+            assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0])), n
+    t = tg.asarray(x)
+    assert not any(u.op is Ops.POW for u in (t ** 2).uop.toposort())
+    assert any(u.op is Ops.POW for u in (t ** 2.5).uop.toposort())
+    g = tg.grad(lambda v: (v ** 3).sum())(tg.asarray(np.array([1.0, -2.0], np.float32)))
+    np.testing.assert_allclose(g.numpy(), [3.0, 12.0])

@@ -147,6 +147,11 @@ def fmod(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def power(x: ArrayLike, y: ArrayLike) -> Tensor:
+    if isinstance(x, Tensor) and x.dtype.is_float and type(y) is int and 0 <= y <= FLOAT_POW_MULS:
+        # a float to a Python int power by multiplications, as JAX's integer_pow: `(x - m) ** 2` is x*x and its
+        # gradient 2x, not pow(x, 2) and 2 * pow(x, 1) (a batch norm's backward: 16 libm calls for each vector).
+        # A negative power stays pow: 1 / x**n overflows first where pow's result is a denormal (1e20 ** -2)
+        return _int_pow_const(x, y)
     a, b = promote(x, y, "power")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
@@ -158,13 +163,19 @@ def power(x: ArrayLike, y: ArrayLike) -> Tensor:
     return _int_pow(a, b)
 
 
+FLOAT_POW_MULS = 16   # a float to a Python int power of at most this size is multiplications (`power`)
+
+
 def _int_pow_const(a: Tensor, n: int) -> Tensor:
-    out, base = Tensor.full(a.shape, 1, a.dtype), a
+    """a ** n by repeated squaring (n >= 0); n = 0 is ones, and no product starts from one."""
+    out, base = None, a
     while n:
         if n & 1:
-            out = out * base
-        base, n = base * base, n >> 1
-    return out
+            out = base if out is None else out * base
+        n >>= 1
+        if n:
+            base = base * base
+    return Tensor.full(a.shape, 1, a.dtype) if out is None else out
 
 
 def _int_pow(a: Tensor, b: Tensor) -> Tensor:
