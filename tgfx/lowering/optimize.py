@@ -45,7 +45,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_vector_range, range_deps, reduces_inside
 from tgfx.lowering.packs import MAX_STEP
 from tgfx.lowering.rangeify import clamp, reduce_identity
-from tgfx.lowering.symbolic import pm_symbolic
+from tgfx.lowering.symbolic import divmods, pm_symbolic, sum_terms
 
 
 class KernelOptError(ValueError):
@@ -120,7 +120,7 @@ def merge_loops(sink: UOp) -> UOp:
         nodes = sink.toposort()
         loops = sorted((u for u in nodes if u.op is Ops.RANGE and u.arg[1] == "loop"), key=lambda r: r.arg[0])
         indexes = [u.src[1] for u in nodes if u.op is Ops.INDEX]
-        divisions = sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
+        divisions = divmods(nodes)
         for outer, inner in zip(loops, loops[1:], strict=False):
             n = inner.src[0].arg
             if not indexes or not all(_steps_as_one(i, outer, inner) for i in indexes):
@@ -128,7 +128,7 @@ def merge_loops(sink: UOp) -> UOp:
             merged = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, outer.src[0].arg * n),), outer.arg)
             new = graph_rewrite(sink.substitute({outer: merged // n, inner: merged % n}), pm_symbolic,
                                 name="merge loops")
-            if sum(u.op in (Ops.IDIV, Ops.MOD) for u in new.toposort()) <= divisions:
+            if divmods(new.toposort()) <= divisions:
                 sink = new
                 break
         else:
@@ -142,7 +142,7 @@ def split_reduces(sink: UOp) -> UOp:
     scalar and strided (a transformer step's `dx`: 136 ms). The split stands when it leaves fewer divisions."""
     while True:
         nodes = sink.toposort()
-        divisions = sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
+        divisions = divmods(nodes)
         found = next(((u.src[0], u.src[1].arg) for u in nodes if u.op in (Ops.IDIV, Ops.MOD) and
                       u.src[0].op is Ops.RANGE and u.src[0].arg[1] == "reduce" and u.src[1].op is Ops.CONST and
                       1 < u.src[1].arg < u.src[0].src[0].arg and u.src[0].src[0].arg % u.src[1].arg == 0), None)
@@ -161,7 +161,7 @@ def split_reduces(sink: UOp) -> UOp:
                 src = (src[0], *(r for s in src[1:] for r in ((hi, lo) if s is rng else (s,))))
             new[u] = u if src == u.src else u.replace(src=src)
         split = graph_rewrite(new[sink], pm_symbolic, name="split reduces")
-        if sum(u.op in (Ops.IDIV, Ops.MOD) for u in split.toposort()) >= divisions:
+        if divmods(split.toposort()) >= divisions:
             return sink
         sink = split
 
@@ -210,18 +210,10 @@ def hoist_lane(sink: UOp, rng: UOp) -> UOp:
 VECTOR_UPCAST = True
 
 
-def _terms(index: UOp) -> list[UOp]:
-    """The terms of a sum (nested ADDs flattened)."""
-    terms = [index]
-    while any(t.op is Ops.ADD for t in terms):
-        terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]
-    return terms
-
-
 def unit_stride(index: UOp, lane: UOp) -> bool:
     """Whether `index` is a sum whose one term `lane` is the only one depending on it: the lanes read side by side."""
     found = 0
-    for t in _terms(index):
+    for t in sum_terms(index):
         if t is lane:
             found += 1
         elif lane in range_deps(t):
@@ -236,7 +228,7 @@ def masked_unit_stride(index: UOp, lane: UOp) -> tuple[UOp, UOp, list[UOp]] | No
     otherwise. A convolution's padded input, whose validity changes with the kernel's taps inside the reduce loop, is
     not: as a vector its mask took as many vector compares as the loop has FMAs (the CNN step's second convolution
     190 -> 230 us); its lanes stay copies, whose masks the renderer builds from each lane's folded condition."""
-    terms = _terms(index)
+    terms = sum_terms(index)
     clamped = [t for t in terms if lane in range_deps(t)]
     if len(clamped) != 1 or (w := clamped[0]).op is not Ops.WHERE or w.src[2].op is not Ops.CONST or \
             w.src[2].arg != 0 or not unit_stride(w.src[1], lane) or \
@@ -441,7 +433,7 @@ def _coef(index: UOp, rng: UOp) -> int | None:
     while index.op is Ops.WHERE and index.src[2].op is Ops.CONST:
         index = index.src[1]
     total = 0
-    for t in _terms(index):
+    for t in sum_terms(index):
         if t is rng:
             total += 1
         elif t.op is Ops.MUL and t.src[0] is rng and t.src[1].op is Ops.CONST:
@@ -736,8 +728,9 @@ def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: 
         return 0, 1
     sizes = {r.arg[0]: r.src[0].arg for r in loops if all(r in range_deps(st) for st in sink.src)}
     for o in opts:
-        if o.op == "SWAP" and o.axis in sizes and o.amount in sizes:
-            sizes[o.axis], sizes[o.amount] = sizes[o.amount], sizes[o.axis]
+        if o.op == "SWAP":   # (its amount is the other range's id)
+            if o.axis in sizes and o.amount in sizes:
+                sizes[o.axis], sizes[o.amount] = sizes[o.amount], sizes[o.axis]
         elif o.axis in sizes and o.op == "PADTO":
             sizes[o.axis] = _round_up(sizes[o.axis], o.amount)
         elif o.axis in sizes:

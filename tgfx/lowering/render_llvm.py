@@ -493,7 +493,6 @@ class LLVMRenderer:
                              f"{rule(self, ct, lanes, flags if d.is_float else '')}, i64 {i}")
         return out
 
-
     # ---- register tiles as vectors ----
     def vector_dtype(self, d: DType) -> bool:
         """Whether accumulators of dtype `d` are packed into vectors: floats computed in their own type."""
@@ -786,7 +785,8 @@ class LLVMRenderer:
         ])
 
     def loop_metadata(self) -> list[str]:
-        """Loop IDs: !0 every loop's hints (when it has any), !1 a loop around loops' (unrolling off as well)."""
+        """Loop IDs: !0 every loop's hints (when it has any), !1 those of a loop around a loop longer than SHORT_LOOP
+        trips (unrolling off as well)."""
         outer = [*self.loop_hints, *([_UNROLL_OFF] if _UNROLL_OFF not in self.loop_hints else [])]
         ids = {h: i + 2 for i, h in enumerate(outer)}
         loops = [("!1", outer), *([("!0", self.loop_hints)] if self.loop_hints else [])]

@@ -24,6 +24,7 @@ from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.complex import lower_complex
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
+from tgfx.lowering.symbolic import sum_terms
 
 _buffer_uid = itertools.count(1)
 # Rules of cost, the same on every CPU (what varies by CPU, the vector width, comes from the target description):
@@ -560,10 +561,6 @@ def _packed_operand(red: UOp) -> UOp | None:
     return None
 
 
-def _sum_terms(u: UOp) -> list[UOp]:
-    return [t for s in u.src for t in _sum_terms(s)] if u.op is Ops.ADD else [u]
-
-
 def _split_sum_of_contractions(red: UOp) -> UOp | None:
     """A sum of contractions over the same axes, `sum(a1 * b1 + a2 * b2 + ...)`, as the sum of each one's reduce. The
     gradient of a value that several matmuls read one broadcast of (attention's input, read by the query, key and
@@ -572,7 +569,7 @@ def _split_sum_of_contractions(red: UOp) -> UOp | None:
     the heads laid out apart: 136 ms, 4 GFLOP/s). Each product then is a matmul of its own."""
     if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.ADD:
         return None
-    terms = _sum_terms(red.src[0])
+    terms = sum_terms(red.src[0])
     if not all(t.op is Ops.MUL and all(_is_expanding(e) for e in t.src) for t in terms):
         return None
     parts = [UOp(Ops.REDUCE_AXIS, red.dtype, (t,), red.arg) for t in terms]

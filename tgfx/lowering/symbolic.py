@@ -65,8 +65,12 @@ def fold_cast(x: UOp, c: UOp) -> UOp | None:
 
 
 # ---- sums of terms: (a*4 + b + 3) // 4 style rewrites ----
-def _terms(x: UOp) -> list[UOp]:
-    return _terms(x.src[0]) + _terms(x.src[1]) if x.op is Ops.ADD else [x]
+def sum_terms(x: UOp) -> list[UOp]:
+    """The terms of a sum, left to right (nested ADDs flattened, iteratively: a long chain is fine)."""
+    terms = [x]
+    while any(t.op is Ops.ADD for t in terms):
+        terms = [s for t in terms for s in (t.src if t.op is Ops.ADD else (t,))]
+    return terms
 
 
 def _coef(t: UOp) -> tuple[UOp | None, int]:
@@ -97,7 +101,7 @@ def divide_sum(x: UOp, d: UOp) -> UOp | None:
     c = d.arg
     if c <= 0 or x.vmin < 0 or x.op is not Ops.ADD:
         return None
-    terms = _terms(x)
+    terms = sum_terms(x)
     if any(t.vmin < 0 for t in terms):
         return None
     quot = [t for t in terms if _coef(t)[1] % c == 0]
@@ -122,7 +126,7 @@ def mod_sum(x: UOp, d: UOp) -> UOp | None:
     c = d.arg
     if c <= 0 or x.vmin < 0 or x.op is not Ops.ADD:
         return None
-    terms = _terms(x)
+    terms = sum_terms(x)
     if any(t.vmin < 0 for t in terms):
         return None
     keep = []
@@ -138,7 +142,7 @@ def mod_sum(x: UOp, d: UOp) -> UOp | None:
 
 def fold_divmod_pair(x: UOp) -> UOp | None:
     """(a // c) * c * k + (a % c) * k -> a * k, anywhere in a sum (k = 1: (a // c) * c + a % c -> a)."""
-    terms = _terms(x)
+    terms = sum_terms(x)
     for i, t in enumerate(terms):
         if t.op is Ops.MUL and t.src[1].op is Ops.CONST and t.src[0].op is Ops.IDIV and \
                 t.src[0].src[1].op is Ops.CONST and t.src[1].arg % t.src[0].src[1].arg == 0:
@@ -219,7 +223,8 @@ def _narrowed(valid: UOp) -> dict[UOp, tuple[int, int]]:
     return {r: (lo, hi) for r, (lo, hi) in bounds.items() if lo <= hi and (lo, hi) != (0, r.src[0].arg - 1)}
 
 
-def _divmods(nodes: list[UOp]) -> int:
+def divmods(nodes: list[UOp]) -> int:
+    """How many divisions and remainders `nodes` hold (what the index rewrites try to leave fewer of)."""
     return sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
 
 
@@ -235,14 +240,14 @@ def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
     nodes = idx.toposort()
     deps = set(nodes)
     bounds = {r: b for r, b in bounds.items() if r in deps}
-    if not bounds or not (before := _divmods(nodes)):
+    if not bounds or not (before := divmods(nodes)):
         return None
     fresh = {r: UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, hi - lo + 1),), (-1 - i, "given"))
              for i, (r, (lo, hi)) in enumerate(bounds.items())}
     inner = idx.substitute({r: fresh[r] + lo if lo else fresh[r] for r, (lo, _) in bounds.items()})
     inner = graph_rewrite(inner, pm_symbolic, name="symbolic given valid")
     out = inner.substitute({fresh[r]: r + -lo if lo else r for r, (lo, _) in bounds.items()})
-    return x.replace(src=(valid, out, x.src[2])) if _divmods(out.toposort()) < before else None
+    return x.replace(src=(valid, out, x.src[2])) if divmods(out.toposort()) < before else None
 
 
 pm_given_valid = PatternMatcher([
