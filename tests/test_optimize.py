@@ -67,6 +67,35 @@ def test_upcast_of_an_axis_read_side_by_side_is_a_vector_range():
     assert len(out2.src) == 2 and all(vec in st.toposort() for st in out2.src)
 
 
+def test_unroll_of_a_reduce_read_side_by_side_is_a_vector_range():
+    """UNROLL of a matmul's reduce (a and b both read along it side by side once b is read transposed): one reduce over
+    the outer part whose value is a vector of the lanes' partial sums, and a REDUCE over the vector range combining
+    them after the loop, not one reduce per lane."""
+    a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 4 * 32),), (4, 1, 32))
+    b = UOp(Ops.RESHAPE, dtypes.float32, (g(2, 8 * 32),), (1, 8, 32))
+    prod = UOp(Ops.EXPAND, dtypes.float32, (a,), (4, 8, 32)) * UOp(Ops.EXPAND, dtypes.float32, (b,), (4, 8, 32))
+    red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (prod,), (Ops.ADD, (2,)))
+    ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 32), UOp(Ops.RESHAPE, dtypes.float32, (red,), (4, 8)))),))
+    out = apply_opt(graph_rewrite(rangeify(ast), pm_symbolic), Opt("UNROLL", 2, 8))
+    (vec,) = [u for u in out.toposort() if u.op is Ops.RANGE and u.arg[1] == "vector"]
+    reduces = [u for u in out.toposort() if u.op is Ops.REDUCE]
+    assert len(reduces) == 2 and reduces[1].src[1:] == (vec,) and reduces[1].src[0] is reduces[0]
+    assert reduces[0].src[1:] == (ranges(out)[2],) and ranges(out)[2].src[0].arg == 4
+    # an exp per element (no vector rule: lane by lane) and odd lanes (combined by halves, the odd one alone)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 24)).astype(np.float32)
+    for amount in (8, 6, 3):
+        with use_opts([Opt("UNROLL", 1, amount)]):
+            np.testing.assert_allclose(tnp.exp(tg.asarray(x)).sum(-1).numpy(), np.exp(x).sum(-1), rtol=1e-5)
+            np.testing.assert_array_equal(tg.asarray(x).max(-1).numpy(), x.max(-1))
+            np.testing.assert_array_equal((tg.asarray(x) > 1).any(-1).numpy(), (x > 1).any(-1))
+            i = (x * 100).astype(np.int32)
+            np.testing.assert_array_equal(tnp.sum(tg.asarray(i), -1).numpy(), i.sum(-1))
+    x[2, 5] = np.nan   # a NaN anywhere in a row is its max (no lane's combine drops it)
+    with use_opts([Opt("UNROLL", 1, 8)]):
+        np.testing.assert_array_equal(tg.asarray(x).max(-1).numpy(), x.max(-1))
+
+
 def test_upcast_replicates_the_store_per_lane(monkeypatch):
     monkeypatch.setattr(optimize, "VECTOR_UPCAST", False)
     sink = matmul_sink(4, 8, 16)

@@ -7,7 +7,8 @@ carries of a loop kernel (REDUCEs with arg ("carry", j)) are registers too, init
 and overwritten by their new values every step.
 Values that do not depend on a reduce's ranges are placed before its loops (loop-invariant hoisting); a value
 placed inside a loop is only visible inside it. A range of kind "vector" (an UPCAST's lanes, `optimize.vector_lanes`)
-is no loop: it is visible everywhere, and what depends on it is placed as any value, a vector the renderer computes.
+is no loop: it is visible everywhere, and what depends on it is placed as any value, a vector the renderer computes;
+a REDUCE over one (an UNROLL's lanes combined) is placed as any value too.
 """
 from __future__ import annotations
 
@@ -49,6 +50,12 @@ def is_block_reduce(u: UOp) -> bool:
     """A REDUCE over a GPU block's threads (`optimize_gpu.group`): one value per thread in, their combination out to
     every thread; placed as a plain value, no loop of its own."""
     return u.op is Ops.REDUCE and len(u.src) == 2 and u.src[1].op is Ops.SPECIAL
+
+
+def is_lane_reduce(u: UOp) -> bool:
+    """A REDUCE over a vector range (an UNROLL's lanes, `optimize.unroll`): the lanes of its source combined into
+    one value, placed as a plain value (the renderer's horizontal reduce), no loop of its own."""
+    return u.op is Ops.REDUCE and len(u.src) == 2 and is_vector_range(u.src[1])
 
 
 def _range_order(r: UOp) -> int:
@@ -101,7 +108,7 @@ class _Linearizer:
             u, ready = stack.pop()
             if u in self.placed:
                 continue
-            if u.op is Ops.REDUCE and not is_block_reduce(u):
+            if u.op is Ops.REDUCE and not is_block_reduce(u) and not is_lane_reduce(u):
                 (self.emit_carries if is_carry(u) else self.emit_reduce)(u)
                 continue
             if u.op is Ops.RANGE:
@@ -207,7 +214,7 @@ class _Linearizer:
 
 def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     """The program order of `sink`, and for each REDUCE the DEFINE_ACC register it reads."""
-    lin = _Linearizer(frozenset(r for st in sink.src for r in range_deps(st) if is_vector_range(r)))
+    lin = _Linearizer(frozenset(u for u in sink.toposort() if is_vector_range(u)))
     groups: dict[tuple[UOp, ...], list[UOp]] = {}
     for st in sink.src:
         groups.setdefault(tuple(sorted(range_deps(st), key=_range_order)), []).append(st)
@@ -216,4 +223,4 @@ def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     return lin.out, lin.acc_of
 
 
-__all__ = ["linearize", "range_deps", "is_block_reduce", "is_vector_range", "vector_ranges"]
+__all__ = ["linearize", "range_deps", "is_block_reduce", "is_lane_reduce", "is_vector_range", "vector_ranges"]

@@ -9,7 +9,10 @@ each reduce's axes). Options:
   vector instructions (`vector_lanes`). Otherwise each store (and each reduce feeding it) is replicated per lane;
   LLVM's SLP vectoriser turns adjacent lanes into vector instructions, and lanes that read the same element share
   the load (register blocking).
-- UNROLL: the same for a reduce range: `amount` consecutive iterations are combined in one loop iteration.
+- UNROLL: the same for a reduce range: `amount` consecutive iterations are combined in one loop iteration. Where
+  the lanes' accesses are side by side it is a vector range too: each reduce over the range becomes a reduce over its
+  outer part whose accumulator is a vector of `amount` partial results, and a REDUCE over the vector range that
+  combines them after the loop (a horizontal reduce); otherwise each reduce is replicated per lane.
 - THREAD: split an output range across `amount` cores: the kernel receives its core id (a `SPECIAL`) and the runtime
   launches it with `global_size = amount`.
 - PADTO: round a range up to a multiple of `amount`, so a 1000-wide axis can be UPCAST by 16. The extra iterations
@@ -254,9 +257,12 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
         return None
     lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, amount),),
                (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, "vector"))
-    out = graph_rewrite(sink.substitute({rng: outer * amount + lane}), pm_symbolic, name="vector lanes")
+    reduced = rng.arg[1] == "reduce"
+    out = graph_rewrite(_lanes_reduced(nodes, rng, outer, lane) if reduced else
+                        sink.substitute({rng: outer * amount + lane}), pm_symbolic, name="vector lanes")
     stored = {st.src[0]: st.src[1] for st in out.src if st.op is Ops.STORE}
-    for u in out.toposort(lambda u: u.src if lane in range_deps(u) else ()):
+    # (an UPCAST's lanes reach the stores; an UNROLL's end in the REDUCEs that combine them)
+    for u in out.toposort() if reduced else out.toposort(lambda u: u.src if lane in range_deps(u) else ()):
         if lane not in range_deps(u):
             continue
         if u.dtype in (dtypes.float16, dtypes.bfloat16):
@@ -275,6 +281,23 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     return out
 
 
+def _lanes_reduced(nodes: list[UOp], rng: UOp, outer: UOp, lane: UOp) -> UOp:
+    """The kernel (`nodes`: its toposort) with reduce range `rng` as `outer * amount + lane`: each REDUCE over it a
+    REDUCE over `outer` (and its other ranges), a vector of the lanes' partial results, inside a REDUCE over `lane`
+    that combines them."""
+    new: dict[UOp, UOp] = {rng: outer * lane.src[0].arg + lane}
+    for u in nodes:
+        if u is rng:
+            continue
+        src = tuple(new[s] for s in u.src)
+        if u.op is Ops.REDUCE and rng in u.src[1:]:
+            partial = UOp(Ops.REDUCE, u.dtype, (src[0], *(outer if r is rng else r for r in u.src[1:])), u.arg)
+            new[u] = UOp(Ops.REDUCE, u.dtype, (partial, lane), u.arg)
+        else:
+            new[u] = u if src == u.src else u.replace(src=src)
+    return new[nodes[-1]]
+
+
 def upcast(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
     """UPCAST (see the module docstring); `vector` False: lanes are copies (the GPU's, whose renderer reads them as a
     thread's vector loads)."""
@@ -287,10 +310,13 @@ def upcast(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
     return UOp(Ops.SINK, None, tuple(dict.fromkeys(stores)), sink.arg)
 
 
-def unroll(sink: UOp, opt: Opt) -> UOp:
-    """Each reduce over the range becomes `amount` partial reduces over its lanes (independent accumulators, which
-    the linearizer puts in one loop and SLP vectorises), combined after the loop."""
+def unroll(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
+    """Each reduce over the range becomes `amount` partial reduces over its lanes, combined after the loop: one
+    vector accumulator where the lanes fit a vector range (`vector_lanes`), else independent accumulators (which the
+    linearizer puts in one loop and SLP vectorises)."""
     rng, outer, _ = _split(sink, opt, "reduce")
+    if vector and VECTOR_UPCAST and (vec := vector_lanes(sink, rng, outer, opt.amount)) is not None:
+        return vec
     sink = hoist_lane(sink, rng)
     lanes = [outer * opt.amount + c for c in range(opt.amount)]
     mapping = {}

@@ -4,11 +4,11 @@ Every kernel has the calling convention of tgfx/devices/hcq.py: `void name(ptr b
 its buffer pointers and calls an always-inlined body whose pointer arguments are `noalias` (outputs are always fresh
 buffers), so LLVM can vectorise without runtime alias checks.
 
-A kernel with a vector range (an UPCAST's lanes, `optimize.vector_lanes`) computes every value that depends on it as
-an LLVM vector of that many lanes (`render_wide`): accesses the lanes make side by side are vector loads and stores
-(masked for a padded axis), a transpose's strided reads the rows of a square transposed in registers, other reads
-element by element, other stores a scatter; a scalar operand is splatted; an op without a vector rule is done lane by
-lane.
+A kernel with a vector range (an UPCAST's or UNROLL's lanes, `optimize.vector_lanes`) computes every value that
+depends on it as an LLVM vector of that many lanes (`render_wide`): accesses the lanes make side by side are vector
+loads and stores (masked for a padded axis), a transpose's strided reads the rows of a square transposed in registers,
+other reads element by element, other stores a scatter; a scalar operand is splatted; an op without a vector rule is
+done lane by lane; a REDUCE over the range (an UNROLL's partial results) combines the lanes by halves.
 
 The renderer is a rule table from ops to IR, keyed by dtype. float16 values live in registers as `half` and bfloat16
 values as their `i16` bits; both compute in `float` and round back after every op, as numpy does per op.
@@ -23,7 +23,7 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.linearize import range_deps, vector_ranges
+from tgfx.lowering.linearize import is_lane_reduce, range_deps, vector_ranges
 from tgfx.lowering.llvm_worker import NO_LSR, NO_SLP
 from tgfx.lowering.optimize import _coef, masked_unit_stride, unit_stride
 from tgfx.lowering.packs import (
@@ -477,6 +477,29 @@ class LLVMRenderer:
             return rule(self, t, xs, flags if kind == "f" else "")
         return self.lane_by_lane(u, xs, flags)
 
+    def lane_reduce(self, u: UOp) -> str:
+        """A REDUCE over the vector range: its source's lanes combined by halves (the op's vector rule on the two
+        halves of what is left, as a reduce's update may reassociate), a lane left over from an odd count alone."""
+        d, op = u.dtype, u.arg
+        ct, kind = compute_type(d), _kind(d)
+        rule, scalar = _VECTOR_RULES.get((op, kind)), self.rules[(op, kind)]
+        flags = "reassoc nsz contract " if kind == "f" else ""
+        v, width, n, rest = self.wval(u.src[0]), self.width, self.width, []   # v: `width` lanes, the first n live
+        while n > 1 and rule is not None:
+            if n % 2:
+                n -= 1
+                rest.append(self.op_in(f"extractelement <{width} x {ct}> {v}, i64 {n}"))
+            half = n // 2
+            lo, hi = (self.op_in(f"shufflevector <{width} x {ct}> {v}, <{width} x {ct}> poison, <{half} x i32> <"
+                                 + ", ".join(f"i32 {i}" for i in range(start, start + half)) + ">")
+                      for start in (0, half))
+            v, width, n = rule(self, f"<{half} x {ct}>", [lo, hi], flags), half, half
+        lanes = [self.op_in(f"extractelement <{width} x {ct}> {v}, i64 {i}") for i in range(n)] + rest
+        out = lanes[0]
+        for lane in lanes[1:]:
+            out = scalar(self, ct, [out, lane], flags)
+        return out
+
     def lane_by_lane(self, u: UOp, xs: list[str], flags: str) -> str:
         """An op with no vector rule (a libm call, a division by a variable): the scalar rule on each lane."""
         d = u.src[-1].dtype
@@ -849,6 +872,8 @@ class LLVMRenderer:
                 self.render_pack(self.pack_last[u])
             elif u.src[0] not in self.pack_of:
                 self.emit(f"store {reg_type(u.src[1].dtype)} {self.val(u.src[1])}, ptr {self.names[u.src[0]]}")
+        elif op is Ops.REDUCE and is_lane_reduce(u):
+            self.names[u] = self.lane_reduce(u)
         elif op is Ops.REDUCE and acc_of[u] in self.pack_of:
             pack, lane = self.pack_of[acc_of[u]]
             vt = f"<{len(pack.accs)} x {reg_type(u.dtype)}>"
