@@ -18,6 +18,7 @@ import pytest
 import tgfx as tg
 import tgfx.lowering as lowering
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
+from tgfx.ir.ops import Ops
 from tgfx.lowering.optimize import Opt
 from tgfx.lowering.render_nvptx import kernel_ir, libdevice_path, ptx_of
 
@@ -262,3 +263,13 @@ def test_contraction_gets_a_register_tile_with_vector_loads() -> None:
     assert math.prod(dims.grid) * math.prod(dims.block) * lanes * rows == 256 * 1024
     ptx = ptx_of(ast)[0]
     assert ptx.count("ld.global.nc.v4") >= 1 and ptx.count("st.global.v4") == rows
+
+
+def test_unroll_on_the_gpu_is_lane_copies() -> None:
+    """The NVPTX renderer has no vector ranges: an UNROLL (a BEAM candidate on the GPU) replicates the reduce per lane
+    where the CPU's makes its lanes a vector range."""
+    from tgfx.lowering.optimize_gpu import apply_gpu_opt
+    ast, _ = _one_kernel(lambda a: a.sum(-1), f32(64, 32))
+    sink = apply_gpu_opt(lowering.index_level(ast), Opt("UNROLL", 1, 4))
+    assert not any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in sink.toposort())
+    assert len([u for u in sink.toposort() if u.op is Ops.REDUCE]) == 4

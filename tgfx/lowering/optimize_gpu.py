@@ -44,6 +44,7 @@ from tgfx.lowering.optimize import (
     apply_opt,
     pad_range,
     ranges,
+    unroll,
     upcast,
 )
 
@@ -122,7 +123,13 @@ def upcast_lanes(sink: UOp, opt: Opt) -> UOp:
     return upcast(sink, opt, vector=False)
 
 
-_APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group, "UPCAST": upcast_lanes}
+def unroll_lanes(sink: UOp, opt: Opt) -> UOp:
+    """The CPU's UNROLL with its lanes as copies (as `upcast_lanes`)."""
+    return unroll(sink, opt, vector=False)
+
+
+_APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group, "UPCAST": upcast_lanes,
+              "UNROLL": unroll_lanes}
 
 
 def gate_unthreaded_stores(sink: UOp) -> UOp:
