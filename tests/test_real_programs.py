@@ -59,6 +59,32 @@ def test_eager_ops_compile_once_for_every_constant_value():
     assert tg.counters.compile_count == 0 and tg.counters.schedule_count <= 1
 
 
+def test_an_eager_graph_seen_before_finds_its_schedule_without_building_its_abstraction(monkeypatch):
+    """Each eager step builds the same graph over new buffers and values: its template is found from a description
+    of the graph (schedule._abstraction without build), not by building the abstract graph and its content hashes.
+    What the description leaves out (which buffer, which lifted value) never picks a wrong schedule: literals 0 and 1,
+    a buffer read twice and two buffers are different graphs."""
+    from tgfx.lowering import schedule
+    builds = []
+    real = schedule._abstraction
+
+    def spy(nodes, device, build):   # noqa: ANN001, ANN202
+        builds.append(build)
+        return real(nodes, device, build)
+    monkeypatch.setattr(schedule, "_abstraction", spy)
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(8).astype(np.float32) for _ in range(2))
+    for k, (x, y, c) in enumerate([(a, b, 0.5), (b, a, 2.5), (a, a, 3.0)]):
+        tx, ty = tg.asarray(x), tg.asarray(y)
+        np.testing.assert_allclose(((tx * c + ty) * ty).numpy(), (x * c + y) * y, rtol=1e-6)
+        assert builds == [False, True] if k == 0 else [False], (k, builds)
+        builds.clear()
+    tx = tg.asarray(a)
+    for c, want in ((0.0, 0 * a + a), (1.0, a + a), (2.0, 2 * a + a)):
+        np.testing.assert_allclose((tx * c + tx).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose((tx * 2.0 + tg.asarray(b)).numpy(), 2 * a + b, rtol=1e-6)
+
+
 def test_eager_integer_constants_are_arguments_too():
     n = tg.asarray(np.arange(6, dtype=np.int32))
     assert ((n * 7) % 5).tolist() == [0, 2, 4, 1, 3, 0]

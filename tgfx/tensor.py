@@ -663,7 +663,7 @@ def _view_base(u: UOp) -> UOp:
     return u
 
 
-def siblings(todo: list[Tensor]) -> list[Tensor]:
+def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp]) -> list[tuple[Tensor, UOp]]:
     """Lazy Tensors still held that are values (or views of values) computed for `todo`.
 
     `key, sub = tg.random.split(key)` holds two rows of one value; realising `sub` alone would leave `key` a graph
@@ -671,9 +671,10 @@ def siblings(todo: list[Tensor]) -> list[Tensor]:
     new parameters' graph; computed only inside it, the next step's state would chain onto the old one's graph.
     Either way every step would compute the whole history again. Realising them in the same schedule keeps an eager
     step's cost the same at step 1,000 as at step 2 (JAX computes every op eagerly). A value held only in a local
-    variable is a kernel of its own then, not fused into its users."""
+    variable is a kernel of its own then, not fused into its users. `nodes`: the walk of their graph, `graph` its
+    set. Each comes with the value it was found as (read once: another thread may rebind it)."""
     held = {id(t) for t in todo}
-    candidates: list[tuple[Tensor, UOp]] = []
+    candidates: list[tuple[Tensor, UOp, UOp]] = []
     for ref in list(_lazy.data.values()):   # a snapshot in one step: other threads may add Tensors meanwhile
         if (t := ref()) is None:
             continue
@@ -681,23 +682,27 @@ def siblings(todo: list[Tensor]) -> list[Tensor]:
         if u.op in _STORED or is_realized(u):
             _lazy.pop(id(t), None)
         elif id(t) not in held and (base := _view_base(u)).op not in _STORED:
-            candidates.append((t, base))
+            candidates.append((t, u, base))
     if not candidates:
         return []
-    from tgfx.lowering.inline import walk
-    graph = set(walk(UOp(Ops.SINK, None, tuple(t.uop for t in todo))))
-    found = [t for t, base in candidates if base in graph]
-    traced = _with_params(UOp(Ops.SINK, None, tuple(t.uop for t in found)))
-    return [t for t in found if t.uop not in traced]
+    found = [(t, u) for t, u, base in candidates if base in graph]
+    traced = _with_params(nodes)
+    if views := [u for _, u in found if u not in graph]:   # views of the graph's values (another result of a call)
+        from tgfx.lowering.inline import walk
+        traced |= _with_params(walk(UOp(Ops.SINK, None, tuple(views))))
+    return [(t, u) for t, u in found if u not in traced]
 
 
-def _with_params(root: UOp) -> set[UOp]:
-    """The nodes under `root` that are traced values (they read a trace's PARAMs) or computed by a FUNCTION: such a
-    value is left to be computed when it is read, so one result of a function is computed alone. One walk for all
-    (a walk per sibling cost an eager MLP step 3 of its 12 ms)."""
-    from tgfx.lowering.inline import outside_bodies, walk
+def _with_params(nodes: list[UOp]) -> set[UOp]:
+    """The nodes of a graph (`nodes`: its walk, sources first) that are traced values (they read a trace's PARAMs)
+    or computed by a FUNCTION: such a value is left to be computed when it is read, so one result of a function is
+    computed alone. One pass for all (a walk per sibling cost an eager MLP step 3 of its 12 ms), none for a graph
+    without either (an eager step's)."""
+    from tgfx.lowering.inline import outside_bodies
     out: set[UOp] = set()
-    for u in walk(root):
+    if not any(u.op is Ops.PARAM or u.op is Ops.FUNCTION for u in nodes):
+        return out
+    for u in nodes:
         if u.op in (Ops.PARAM, Ops.FUNCTION) or any(s in out for s in outside_bodies(u)):
             out.add(u)
     return out
@@ -716,11 +721,20 @@ def realize(*ts: Tensor) -> list[UOp]:
     from tgfx.lowering import realize as lower_realize
     from tgfx.lowering.inline import EscapedTracerError
     differentiating = _differentiating()
-    if not differentiating:
-        todo += siblings(todo)
     uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
+    nodes = None
+    if not differentiating:
+        from tgfx.lowering.inline import walk
+        nodes = walk(UOp(Ops.SINK, None, tuple(uops)))
+        graph = set(nodes)
+        if more := siblings(todo, nodes, graph):
+            todo += [t for t, _ in more]
+            uops += [u for _, u in more]
+            # a sibling that is a node of the graph adds nothing to its walk (a view of one does)
+            nodes = nodes if all(u in graph for _, u in more) else None
+    roots = list(dict.fromkeys(uops))
     try:
-        results = lower_realize(list(dict.fromkeys(uops)))
+        results = lower_realize(roots, None if nodes is None else [*nodes[:-1], UOp(Ops.SINK, None, tuple(roots))])
     except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
         raise user_error(e) from None
     if not differentiating:

@@ -119,15 +119,40 @@ class RewriteError(RuntimeError):
 
 def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, name: str = "",
                   max_steps: int = 10_000_000) -> UOp:
-    """Rewrite `root` with `pm` to a fixed point. Memoised; an explicit stack, so graph depth is unbounded.
+    """Rewrite `root` with `pm` to a fixed point. Memoised; iterative, so graph depth is unbounded.
 
     Default order rewrites a node's sources first, then the node (repeatedly, until no rule matches).
     With `bottom_up=True` a node is rewritten before its sources are visited (tinygrad's naming: the rules
     see the node as the user built it).
     """
-    if pm.ops is not None and root.op is Ops.SINK and pm.ops.isdisjoint(u.op for u in root.toposort()):
+    order = root.toposort()
+    if pm.ops is not None and pm.ops.isdisjoint(u.op for u in order):
         return root   # no rule can match (a kernel's order is kept on its SINK: this is one pass over a list)
     done: dict[UOp, UOp] = {}
+    if bottom_up:
+        return _rewrite(root, pm, ctx, True, name, max_steps, done)
+    # the graph's own nodes in order, sources first (most are left as they are: no stack of visits for them); what
+    # a rule returns is new, and is rewritten as a graph of its own, sharing what is done
+    ops = pm.ops
+    for n in order:
+        if n in done:
+            continue
+        src = n.src
+        new_src = tuple([done[s] for s in src])
+        x = n if new_src == src else n.replace(src=new_src)
+        new = x if ops is not None and x.op not in ops else _fixed_point(pm, x, ctx, name)
+        if new is x:
+            done[n] = x
+            done.setdefault(x, x)
+        else:
+            done[n] = _rewrite(new, pm, ctx, False, name, max_steps, done)
+    return done[root]
+
+
+def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, name: str, max_steps: int,
+             done: dict[UOp, UOp]) -> UOp:
+    """`graph_rewrite` of `root` as a walk with an explicit stack (a node's sources are visited when it is, in either
+    order), adding to `done`."""
     # stack entries: (node, stage, pending) ; stage 0 = visit, 1 = sources done, 2 = result pending
     stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
     steps = 0

@@ -379,15 +379,16 @@ _FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, 
                     Ops.MSELECT, Ops.MSTACK})
 
 
-def realize(uops: list[UOp]) -> dict[UOp, UOp]:
-    """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one)."""
+def realize(uops: list[UOp], nodes: list[UOp] | None = None) -> dict[UOp, UOp]:
+    """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one). `nodes`: the walk of
+    their SINK, if the caller has it."""
     from tgfx.lowering.execute import buffer_memory, range_view
     # a contiguous range of a computed buffer in host memory is that memory: no graph, no kernel
     if views := {u: v for u in uops if (v := range_view(u)) is not None}:
         rest = [u for u in uops if u not in views]
         return {**(realize(rest) if rest else {}), **views}
     sink = UOp(Ops.SINK, None, tuple(uops))
-    nodes = walk(sink)
+    nodes = walk(sink) if nodes is None else nodes
     unflatten: Callable[[list[UOp]], list[UOp]] = list
     if any(u.op in _FRONT or u.op is Ops.COPY and not isinstance(u.arg, str) for u in nodes):
         # functions are substituted into their callers so the scheduler can fuse across calls
