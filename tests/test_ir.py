@@ -148,3 +148,16 @@ def test_spec_rejects_malformed_nodes():
             UOp(Ops.EXP2, dtypes.int32, (UOp.const(dtypes.int32, 1),))
         with pytest.raises(SpecError, match="EXPAND"):
             UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3)),), (4, 3))
+
+
+def test_ops_are_named_singletons():
+    """`Ops` reads as an enum (names, numbers, iteration, lookup by name) and its members stay themselves through
+    pickling and copies (a UOp pickled to a compile worker hashes its op by identity)."""
+    import copy
+    import pickle
+    assert Ops["ADD"] is Ops.ADD and Ops.ADD.name == "ADD" and repr(Ops.ADD) == str(Ops.ADD) == "Ops.ADD"
+    assert len(Ops) == len(set(Ops)) == len({op.value for op in Ops}) and Ops.SINK in set(Ops)
+    assert all(isinstance(op, Ops) for op in Ops)
+    assert pickle.loads(pickle.dumps(Ops.MUL)) is Ops.MUL and copy.deepcopy({Ops.MUL: 1}) == {Ops.MUL: 1}
+    u = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))
+    assert pickle.loads(pickle.dumps(u)) is u
