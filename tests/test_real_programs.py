@@ -77,7 +77,7 @@ def test_an_eager_graph_seen_before_finds_its_schedule_without_building_its_abst
     for k, (x, y, c) in enumerate([(a, b, 0.5), (b, a, 2.5), (a, a, 3.0)]):
         tx, ty = tg.asarray(x), tg.asarray(y)
         np.testing.assert_allclose(((tx * c + ty) * ty).numpy(), (x * c + y) * y, rtol=1e-6)
-        assert builds == [False, True] if k == 0 else [False], (k, builds)
+        assert builds == ([False, True] if k == 0 else [False]), (k, builds)
         builds.clear()
     tx = tg.asarray(a)
     for c, want in ((0.0, 0 * a + a), (1.0, a + a), (2.0, 2 * a + a)):

@@ -845,6 +845,13 @@ def graph_template(sink: UOp, nodes: list[UOp] | None = None,
     return tpl, inputs
 
 
+def _read_value(x: UOp) -> Any:
+    """The value of the constant that `x` (a constant, or views of one) reads, else None."""
+    while x.op in GroupOp.Movement:
+        x = x.src[0]
+    return x.arg if x.op is Ops.CONST else None
+
+
 # an eager graph's abstraction, as `_abstraction` describes it -> its template's key in `_templates`
 _template_keys: LRU[tuple, str] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
@@ -877,7 +884,9 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
             continue
         if u.op is Ops.CONST and (u.tag is not None or device is not None and is_runtime_constant(u)):
             new[u] = u.replace(tag=None)   # a literal; a lifted constant is rebuilt per use, below
-            shape.append(new[u])
+            # (a lifted constant's value is no part of the abstraction: where a use reads it as it is, the value is
+            # in that use's entry)
+            shape.append(new[u] if u.tag is not None else ("lifted", u.dtype))
             continue
         nb = n_bodies(u) if u.op in bodied else 0
         entry: list = [u.op, u.dtype, u.arg, u.tag, *u.src[:nb]]
@@ -886,7 +895,7 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
             offset = j > 0 and u.op in GroupOp.DynamicView   # a view's start: an argument whatever its value
             view = const_view(x, offset) if device is not None and x.op in viewed else None
             if view is None:
-                entry.append(at[x])
+                entry.append(at[x] if x.op not in viewed else (at[x], _read_value(x)))
                 if build:
                     src.append(new[x])
                 continue
