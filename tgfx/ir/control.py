@@ -71,6 +71,10 @@ class SwitchSpec:
     device: str
 
 
+# the ops that have bodies (`n_bodies` is 0 for every other)
+BODIED = frozenset({Ops.CALL, Ops.FUNCTION, Ops.LOOP, Ops.SWITCH})
+
+
 def n_bodies(u: UOp) -> int:
     """How many leading sources of `u` are bodies of their own (opaque to the passes outside them). A FUNCTION's
     body is one too: its PARAMs are its own, and hash-consing makes them the very UOps of an enclosing body's

@@ -192,17 +192,22 @@ class UOp(metaclass=UOpMeta):
     def _toposort(self, children: Callable[[UOp], tuple[UOp, ...]] | None) -> list[UOp]:
         out: list[UOp] = []
         seen: set[UOp] = set()
-        stack: list[tuple[UOp, bool]] = [(self, False)]
+        append, add = out.append, seen.add
+        stack: list[UOp | None] = [self]
+        pop, push = stack.pop, stack.append
         while stack:
-            u, done = stack.pop()
-            if done:
-                out.append(u)
+            u = pop()
+            if u is None:   # the mark pushed above a node's sources: they are done, the node below it is next
+                append(pop())
                 continue
             if u in seen:
                 continue
-            seen.add(u)
-            stack.append((u, True))
-            stack.extend((s, False) for s in reversed(u.src if children is None else children(u)) if s not in seen)
+            add(u)
+            push(u)
+            push(None)
+            for s in reversed(u.src if children is None else children(u)):
+                if s not in seen:
+                    push(s)
         return out
 
     def substitute(self, mapping: dict[UOp, UOp]) -> UOp:

@@ -6,14 +6,14 @@ when it is substituted. The bodies of opaque `CALL`s (precompiled functions, cus
 """
 from __future__ import annotations
 
-from tgfx.ir.control import n_bodies
+from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 
 
 def outside_bodies(u: UOp) -> tuple[UOp, ...]:
-    return u.src[n_bodies(u):]
+    return u.src[n_bodies(u):] if u.op in BODIED else u.src
 
 
 def walk(root: UOp) -> list[UOp]:

@@ -16,7 +16,7 @@ from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
 from tgfx.devices import get_device
 from tgfx.devices.target import PAGE_BYTES, STLB_PAGES, TLB_PAGES, host_target
-from tgfx.ir.control import n_bodies
+from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.spec import check_stage
@@ -871,7 +871,6 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
         inputs.append(buf)
         return placeholder(len(inputs) - 1, buf.dtype, buf.arg[1], buf.arg[2]) if build else None
     viewed = GroupOp.Movement | {Ops.CONST}   # what may be a lifted constant or a view of one
-    bodied = (Ops.CALL, Ops.FUNCTION, Ops.LOOP, Ops.SWITCH)
     for u in nodes:
         at[u] = len(shape)
         if u.op is Ops.BUFFER:
@@ -888,7 +887,7 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
             # in that use's entry)
             shape.append(new[u] if u.tag is not None else ("lifted", u.dtype))
             continue
-        nb = n_bodies(u) if u.op in bodied else 0
+        nb = n_bodies(u) if u.op in BODIED else 0
         entry: list = [u.op, u.dtype, u.arg, u.tag, *u.src[:nb]]
         src = list(u.src[:nb])
         for j, x in enumerate(u.src[nb:]):
