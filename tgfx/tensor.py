@@ -607,6 +607,8 @@ def _scalar_operand(x: Scalar, d: DType, name: str) -> Tensor:
 def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple[int, ...]:
     if all(s == shapes[0] for s in shapes[1:]):   # (the common case: nothing to broadcast)
         return tuple(shapes[0])
+    if len(shapes) == 2 and not (shapes[0] and shapes[1]):   # (the next: a scalar and an array)
+        return tuple(shapes[0] or shapes[1])
     nd = max(len(s) for s in shapes)
     padded = [(1,) * (nd - len(s)) + tuple(s) for s in shapes]
     out = []
@@ -634,7 +636,12 @@ def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
 
 def broadcast_uops(*ts: Tensor, name: str = "broadcast") -> list[UOp]:
     """The nodes of `ts` broadcast to their common shape (views of their nodes; `broadcast` makes Tensors of them)."""
-    check_same_device(ts, name)
+    if len(ts) == 2:   # (a binary op: its operands' devices compared without a set)
+        da, db = ts[0].uop.device, ts[1].uop.device
+        if da is not None and db is not None and da != db:
+            check_same_device(ts, name)
+    else:
+        check_same_device(ts, name)
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
     return [t.uop if t.shape == shape else _expand_uop(t.uop, shape) for t in ts]
 
