@@ -366,3 +366,39 @@ def test_a_loop_counter_argument_allocates_nothing_per_call_and_each_call_sees_i
         except Exception as e:  # noqa: BLE001 - a thread's failure is this test's
             wrong.append((t, repr(e)))
     assert run_threads(worker, 4, switch_interval=1e-5, timeout=120) and not wrong
+
+
+def test_a_deeper_residual_network_compiles_no_new_kernel(monkeypatch):
+    """A residual stream (x + f(layer_norm(x)), block after block) is stored once a block (schedule.SHARED_READS):
+    recomputed, each block's layer norms read every earlier block's outputs (quadratic reads in depth) and were kernels
+    of their own. Stored, a middle block's kernels are the same as its neighbours': a network one or two blocks
+    deeper compiles nothing new (it compiled 12 more kernels a block)."""
+    from tgfx import config, lowering
+    monkeypatch.setattr(config.DISK_CACHE, "value", 0)
+    lowering.forget_compiled()
+
+    def layer_norm(x):
+        m = x.mean(-1, keepdims=True)
+        return (x - m) / tnp.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+
+    def loss(ws, x):
+        for w in ws:
+            x = x + tnp.tanh(layer_norm(x) @ w)
+        return (layer_norm(x) ** 2).mean()
+    rng = np.random.default_rng(0)
+    x = tg.asarray(rng.standard_normal((64, 8, 128)).astype(np.float32))
+    compiles = []
+    for depth in (3, 4, 5):
+        ws = [tg.asarray(rng.standard_normal((128, 128)).astype(np.float32) * 0.05) for _ in range(depth)]
+        tg.counters.reset()
+        value, g = tg.jit(tg.value_and_grad(loss))(ws, x)
+        compiles.append(tg.counters.compile_count)
+        h = x.numpy()
+        for w in ws:
+            xm = h - h.mean(-1, keepdims=True)
+            h = h + np.tanh(xm / np.sqrt((xm ** 2).mean(-1, keepdims=True) + 1e-5) @ w.numpy())
+        xm = h - h.mean(-1, keepdims=True)
+        np.testing.assert_allclose(value.numpy(), ((xm / np.sqrt((xm ** 2).mean(-1, keepdims=True) + 1e-5)) ** 2)
+                                   .mean(), rtol=1e-4)
+    assert compiles[0] > 0 and compiles[1:] == [0, 0], compiles
+    lowering.forget_compiled()

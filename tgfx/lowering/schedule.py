@@ -118,6 +118,12 @@ EPILOGUE_COST = 32
 # an elementwise value this costly that several kernels compute is stored once (a dropout mask's threefry hash:
 # about 125); an FFT's twiddles and chirps (about 35) are recomputed, cheaper than a kernel and a buffer each
 SHARED_COST = 64
+# ... and one of RECOMPUTE_MIN elements or more that reads this many stored values whole (no broadcast) is stored
+# once too (a smaller one costs less than a kernel's launch to compute again): a transformer's residual
+# stream (x + attention + mlp, block after block), left to be recomputed, was read back from every earlier block's
+# outputs by each of its layer norms' kernels (a last block's read 19 buffers), and each block's kernels were
+# different ones (40 row kernels to compile for 4 blocks, not 10)
+SHARED_READS = 3
 # (these count operations and launches, whose relative costs are alike on every CPU this targets)
 
 
@@ -170,6 +176,23 @@ def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_
             cost += 4 if x.op in GroupOp.Costly else 1
         stack.extend(x.src)
     return cost
+
+
+def _whole_reads(u: UOp, ctx: ScheduleCtx) -> int:
+    """How many stored values (buffers, values `ctx` stores) the elementwise graph under `u` reads element for
+    element, not through a broadcast (a bias, a row's statistic): what evaluating it costs in memory streams."""
+    leaves, seen, stack = set(), set(), [(u, False)]
+    while stack:
+        x, expanded = stack.pop()
+        if (x, expanded) in seen or x.op is Ops.CONST:
+            continue
+        seen.add((x, expanded))
+        if ctx.is_leaf(x, u) or x.op is Ops.REDUCE_AXIS:
+            if not expanded:
+                leaves.add(x)
+            continue
+        stack.extend((s, expanded or _is_expanding(x)) for s in x.src)
+    return len(leaves)
 
 
 Axes = tuple[int | None, ...]   # for each axis of a node, the axis of the kernel's output it runs along (None: unit)
@@ -353,11 +376,17 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             continue
         # an elementwise value as costly as SHARED_COST that several kernels compute (a dropout mask's hash, in the
         # forward and in the gradient: 50 us each for 128 x 512) is stored once, the outermost such value first (what
-        # it is computed from is then read by one kernel only)
-        costly = next((u for u in reversed(order) if len(shared.get(u, ())) > 1 and u not in ctx.realize and
-                       _recompute_cost(u, ctx, u, SHARED_COST) >= SHARED_COST), None)
+        # it is computed from is then read by one kernel only); then those that read SHARED_READS stored values whole
+        several = [u for u in reversed(order) if len(shared.get(u, ())) > 1 and u not in ctx.realize]
+        costly = next((u for u in several if _recompute_cost(u, ctx, u, SHARED_COST) >= SHARED_COST), None)
         if costly is not None:
             ctx.realize.add(costly)
+            changed = True
+            continue
+        # (the values reading SHARED_READS stored values, all at once: a residual stream is one such value a block, each
+        # inside the next, and one at a time the schedule walked every kernel again for each: 1 s for 4 blocks)
+        if wide := [u for u in several if prod(u.shape) >= RECOMPUTE_MIN and _whole_reads(u, ctx) >= SHARED_READS]:
+            ctx.realize.update(wide)
             changed = True
     return ctx.realize
 
