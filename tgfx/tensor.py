@@ -230,7 +230,11 @@ class Tensor:
             start, stop = 0, start
         d = to_dtype(dtype) if dtype is not None else promote_types(*(weak_kind(v) for v in (start, stop, step)))
         n = max(0, math.ceil((stop - start) / step))
-        return _iota(n, d) * Tensor._c(step, d) + Tensor._c(start, d) if n else Tensor(np.zeros(0, d.np), d)
+        if not n:
+            return Tensor(np.zeros(0, d.np), d)
+        if start == 0 and step == 1:   # (exactly the indices: no two ops for an eager argmax to build)
+            return _iota(n, d)
+        return _iota(n, d) * Tensor._c(step, d) + Tensor._c(start, d)
 
     @staticmethod
     def _c(v: Scalar, d: DType) -> Tensor:

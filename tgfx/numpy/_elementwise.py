@@ -70,10 +70,11 @@ def positive(x: ArrayLike) -> Tensor:
 
 
 def subtract(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = _operands(x, y, "subtract")
+    a, b = promote(x, y, "subtract")
     if a.dtype.is_bool:
         raise TypeError("subtract is not defined for bool Tensors; use logical_xor")
-    return add(a, negative(b))
+    # x + (-y), y negated before it is broadcast (one promotion and one broadcast, not three and two)
+    return a._binary(Ops.ADD, b._unary(Ops.NEG), name="subtract")
 
 
 def true_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
