@@ -330,7 +330,7 @@ def isfinite(x: ArrayLike) -> Tensor:
         return logical_not(_either_part(lambda v: logical_not(isfinite(v)), x))
     if not x.dtype.is_float:
         return Tensor.full(x.shape, True)
-    return logical_not(logical_or(isnan(x), isinf(x)))
+    return less(absolute(x), float("inf"))   # (false for NaN, whose comparisons all are, and for +-inf)
 
 
 # ---- logic and bits ----
