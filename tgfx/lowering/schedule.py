@@ -865,7 +865,7 @@ def graph_template(sink: UOp, nodes: list[UOp] | None = None,
     device = graph_device(nodes) if lift and any(is_runtime_constant(u) or u.op in GroupOp.DynamicView
                                                  for u in nodes) else None
     shape, inputs, _ = _abstraction(nodes, device, build=False)
-    shape = (host_target().key, *shape)
+    shape = (host_target().key, device, *shape)   # (a graph of constants alone runs on the default device)
     if (key := _template_keys.get(shape)) is not None and (tpl := _templates.get(key)) is not None:
         return tpl, inputs
     _, _, abstract = _abstraction(nodes, device, build=True)
