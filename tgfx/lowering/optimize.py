@@ -209,7 +209,8 @@ def hoist_lane(sink: UOp, rng: UOp) -> UOp:
     return sink.substitute(mapping) if mapping else sink
 
 
-# UPCAST makes vector ranges where they fit (`vector_lanes`); False: lanes are always copies (tests compare the two)
+# UPCAST and UNROLL make vector ranges where they fit (`vector_lanes`); False: lanes are always copies (tests compare
+# the two)
 VECTOR_UPCAST = True
 
 
@@ -244,7 +245,8 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     """`sink` with `rng` as `outer * amount + lane`, `lane` a range of kind "vector" that stays one node: everything
     depending on it is a vector of `amount` values (SPEC §7's expand, done in the renderer), where copies per lane
     cost the options, linearizer and renderer `amount` times the nodes (a 32 x 8 matmul tile: 256 copies of its
-    update, 30 ms of Python, and LLVM's SLP vectoriser rebuilding the vectors).
+    update, 30 ms of Python, and LLVM's SLP vectoriser rebuilding the vectors). For a reduce range (UNROLL), each
+    reduce over it sums a vector of partial results, which a REDUCE over `lane` combines (`_lanes_reduced`).
 
     The lanes' accesses: side by side (a vector load or store), a padded axis side by side (a masked load or
     store), a read strided by a constant outside any reduce loop (a transpose's: the renderer reads a square of them,

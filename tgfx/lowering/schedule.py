@@ -864,13 +864,13 @@ def graph_template(sink: UOp, nodes: list[UOp] | None = None,
     counters.uop_count += len(nodes)
     device = graph_device(nodes) if lift and any(is_runtime_constant(u) or u.op in GroupOp.DynamicView
                                                  for u in nodes) else None
-    shape, inputs, _ = _abstraction(nodes, device, build=False)
-    shape = (host_target().key, device, *shape)   # (a graph of constants alone runs on the default device)
-    if (key := _template_keys.get(shape)) is not None and (tpl := _templates.get(key)) is not None:
+    desc, inputs, _ = _abstraction(nodes, device, build=False)
+    desc = (host_target().key, device, *desc)   # (a graph of constants alone runs on the default device)
+    if (key := _template_keys.get(desc)) is not None and (tpl := _templates.get(key)) is not None:
         return tpl, inputs
     _, _, abstract = _abstraction(nodes, device, build=True)
     tpl = _cached_template("graph:" + abstract.key, list(abstract.src), len(inputs))
-    _template_keys[shape] = tpl.key
+    _template_keys[desc] = tpl.key
     return tpl, inputs
 
 
@@ -892,7 +892,7 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
     and constants' buffers its placeholders stand for, in order, and with `build` the abstract graph itself."""
     from tgfx.lowering.constants import const_buffer, const_view, is_runtime_constant
     inputs: list[UOp] = []
-    shape: list = []
+    desc: list = []
     at: dict[UOp, int] = {}
     new: dict[UOp, UOp] = {}
 
@@ -901,20 +901,20 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
         return placeholder(len(inputs) - 1, buf.dtype, buf.arg[1], buf.arg[2]) if build else None
     viewed = GroupOp.Movement | {Ops.CONST}   # what may be a lifted constant or a view of one
     for u in nodes:
-        at[u] = len(shape)
+        at[u] = len(desc)
         if u.op is Ops.BUFFER:
             if u.arg[0] >= 0:
-                shape.append(("input", u.dtype, u.arg[1], u.arg[2]))
+                desc.append(("input", u.dtype, u.arg[1], u.arg[2]))
                 new[u] = argument(u)
             else:
-                shape.append(u)
+                desc.append(u)
                 new[u] = u
             continue
         if u.op is Ops.CONST and (u.tag is not None or device is not None and is_runtime_constant(u)):
             new[u] = u.replace(tag=None)   # a literal; a lifted constant is rebuilt per use, below
             # (a lifted constant's value is no part of the abstraction: where a use reads it as it is, the value is
             # in that use's entry)
-            shape.append(new[u] if u.tag is not None else ("lifted", u.dtype))
+            desc.append(new[u] if u.tag is not None else ("lifted", u.dtype))
             continue
         nb = n_bodies(u) if u.op in BODIED else 0
         entry: list = [u.op, u.dtype, u.arg, u.tag, *u.src[:nb]]
@@ -936,10 +936,10 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
                 for m in reversed(chain):
                     arg = m.replace(src=(arg, *m.src[1:]))
                 src.append(arg)
-        shape.append(tuple(entry))
+        desc.append(tuple(entry))
         if build:
             new[u] = u if tuple(src) == u.src else u.replace(src=tuple(src))
-    return shape, inputs, new[nodes[-1]] if build else None
+    return desc, inputs, new[nodes[-1]] if build else None
 
 
 __all__ = ["schedule", "new_buffer", "buffer_view", "graph_template"]
