@@ -161,3 +161,23 @@ def test_ops_are_named_singletons():
     assert pickle.loads(pickle.dumps(Ops.MUL)) is Ops.MUL and copy.deepcopy({Ops.MUL: 1}) == {Ops.MUL: 1}
     u = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))
     assert pickle.loads(pickle.dumps(u)) is u
+
+
+def test_graph_rewrite_result_that_is_a_later_node_of_the_graph():
+    """A rule's result that is also a node of the graph is the same node for every user (graph_rewrite walks the
+    graph's order, a rule's result as a graph of its own with what is done shared): the rules see it as a source of
+    the graph and once more as the rule's result (the fixed point of the node a rule rewrote), never again."""
+    a, b = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5)), UOp(Ops.VARIABLE, dtypes.int32, (), ("b", 0, 5))
+    seen: list[UOp] = []
+
+    def neg_neg(x: UOp) -> UOp | None:
+        return x.src[0].src[0] if x.src[0].op is Ops.NEG else None
+
+    def count(x: UOp) -> None:
+        seen.append(x)
+    pm = PatternMatcher([(UPat(Ops.NEG, name="x"), neg_neg), (UPat(Ops.MUL, name="x"), count)])
+    later = a * b
+    root = UOp(Ops.SINK, None, ((later.alu(Ops.NEG)).alu(Ops.NEG) + 1, later + 2))
+    out = graph_rewrite(root, pm)
+    assert out is UOp(Ops.SINK, None, (later + 1, later + 2))
+    assert seen == [later, later]
