@@ -387,15 +387,16 @@ def _accumulate(a: Grad, b: Grad) -> Grad:
     return b if a is None else a if b is None else a + b
 
 
-def _between(root: UOp, targets: set[UOp]) -> list[UOp]:
-    """The nodes on some path from root down to a target, sources before users."""
+def _between(order: list[UOp], targets: set[UOp]) -> list[UOp]:
+    """The nodes of a graph (`order`: its toposort) on some path from its root down to a target, sources before
+    users."""
     reach: set[UOp] = set()
-    order = []
-    for u in root.toposort():
+    out = []
+    for u in order:
         if u in targets or any(s in reach for s in u.src):
             reach.add(u)
-            order.append(u)
-    return order
+            out.append(u)
+    return out
 
 
 def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict[UOp, UOp]:
@@ -408,8 +409,11 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
     >>> x = UOp(Ops.BUFFER, dtypes.float32, (), (1, "CPU:0", 3))
     >>> g = compute_gradient(x * x, _full(x, 1.0), [x])[x]   # 1*x + 1*x
     """
-    root = graph_rewrite(root, pm_differentiable, name="differentiable")
-    path = _between(root, set(targets))
+    order = root.toposort()
+    if not pm_differentiable.ops.isdisjoint(u.op for u in order):   # (one walk where no rule applies, the usual)
+        root = graph_rewrite(root, pm_differentiable, name="differentiable")
+        order = root.toposort()
+    path = _between(order, set(targets))
     on_path = set(path)
     grads: dict[UOp, Grad] = {root: root_grad}
     for node in reversed(path):
