@@ -330,7 +330,8 @@ def isfinite(x: ArrayLike) -> Tensor:
         return logical_not(_either_part(lambda v: logical_not(isfinite(v)), x))
     if not x.dtype.is_float:
         return Tensor.full(x.shape, True)
-    return less(absolute(x), float("inf"))   # (false for NaN, whose comparisons all are, and for +-inf)
+    # (false for NaN, whose comparisons all are, and for +-inf; no |x|, whose bits would make a gradient rewrite it)
+    return logical_and(less(-float("inf"), x), less(x, float("inf")))
 
 
 # ---- logic and bits ----
