@@ -190,10 +190,14 @@ def reduce_sink(m, n, axis):
 
 def test_a_column_sum_adds_vectors_of_a_contiguous_row():
     # summing over the outer axis: the output axis is contiguous in the load, so it is vectorised (one vector of
-    # accumulators per step down the column); summing a row is not (its output axis would be a gather)
+    # accumulators per step down the column); summing a row is not (its output axis would be a gather): a long row
+    # is LLVM's to vectorise, a row of a few vectors is vectors of partial sums (the reduce UNROLLed by the lanes)
     (opt,) = hand_coded_opts(reduce_sink(128, 512, axis=0), on_cores(1))
     assert opt.op == "UPCAST" and opt.axis == 0 and opt.amount in (8, 16)
     assert hand_coded_opts(reduce_sink(128, 512, axis=1), on_cores(1)) == []
+    lanes = on_cores(1).lanes()
+    assert [(o.op, o.amount) for o in hand_coded_opts(reduce_sink(128, 2 * lanes, axis=1), on_cores(1))] == \
+        [("UNROLL", lanes), ("UNROLL", 2)]
 
 
 def test_a_transpose_is_tiled_in_vector_squares():
