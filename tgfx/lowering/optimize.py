@@ -138,23 +138,30 @@ def merge_loops(sink: UOp) -> UOp:
             return sink
 
 
-def split_reduces(sink: UOp) -> UOp:
+def split_reduces(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp:
     """A reduce range read as `r // k` and `r % k` (a sum over heads x head dims that an operand stores apart: the
     gradient of attention's input projections, `dq @ wq.T` with dq laid out by head) becomes two reduce ranges,
     `hi * k + lo`, so that every index is affine in each: such a contraction got no register tile, and its loads were
-    scalar and strided (a transformer step's `dx`: 136 ms). The split stands when it leaves fewer divisions."""
+    scalar and strided (a transformer step's `dx`: 136 ms). The split stands when it leaves fewer divisions. So does an
+    output range (of a kind in `kinds`), `lo` its innermost loop: the bias gradient of those projections (a sum over
+    batch and sequence of a value laid out by head) had no axis a vector could take."""
+    if "loop" in kinds and any(u.op is Ops.REDUCE and (isinstance(u.arg, tuple) or u.src[0].op is Ops.MUL)
+                               for u in sink.toposort()):
+        # (not a loop kernel's, whose carries are stepped in order, nor a contraction's: its packed operand's panels
+        # are read as `j // n` and `j % n` on purpose, `_lane_coef` reads the tile's lanes through them)
+        kinds = tuple(k for k in kinds if k != "loop")
     while True:
         nodes = sink.toposort()
         divisions = divmods(nodes)
         found = next(((u.src[0], u.src[1].arg) for u in nodes if u.op in (Ops.IDIV, Ops.MOD) and
-                      u.src[0].op is Ops.RANGE and u.src[0].arg[1] == "reduce" and u.src[1].op is Ops.CONST and
+                      u.src[0].op is Ops.RANGE and u.src[0].arg[1] in kinds and u.src[1].op is Ops.CONST and
                       1 < u.src[1].arg < u.src[0].src[0].arg and u.src[0].src[0].arg % u.src[1].arg == 0), None)
         if found is None:
             return sink
         rng, k = found
         hi = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, rng.src[0].arg // k),), rng.arg)
         lo = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, k),),
-                 (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, "reduce"))
+                 (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, rng.arg[1]))
         new: dict[UOp, UOp] = {rng: hi * k + lo}
         for u in nodes:
             if u is rng:
