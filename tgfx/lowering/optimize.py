@@ -138,6 +138,10 @@ def merge_loops(sink: UOp) -> UOp:
             return sink
 
 
+# an output loop is split (`split_reduces`) only into inner loops this long: what a vector of floats takes (AVX2's 8)
+MIN_SPLIT_LOOP = 8
+
+
 def split_reduces(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp:
     """A reduce range read as `r // k` and `r % k` (a sum over heads x head dims that an operand stores apart: the
     gradient of attention's input projections, `dq @ wq.T` with dq laid out by head) becomes two reduce ranges,
@@ -153,8 +157,14 @@ def split_reduces(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp
     while True:
         nodes = sink.toposort()
         divisions = divmods(nodes)
+        # (an output range only if it is the innermost loop, `lo` the next one inside it as the loops nest by id, and
+        # `lo` no shorter than a vector: a pooling gradient's rows split into pairs ran 3x slower)
+        inner = max((u for u in nodes if u.op is Ops.RANGE and u.arg[1] == "loop"), key=lambda r: r.arg[0],
+                    default=None)
         found = next(((u.src[0], u.src[1].arg) for u in nodes if u.op in (Ops.IDIV, Ops.MOD) and
-                      u.src[0].op is Ops.RANGE and u.src[0].arg[1] in kinds and u.src[1].op is Ops.CONST and
+                      u.src[0].op is Ops.RANGE and u.src[0].arg[1] in kinds and
+                      (u.src[0].arg[1] == "reduce" or u.src[0] is inner and u.src[1].op is Ops.CONST and
+                       u.src[1].arg >= MIN_SPLIT_LOOP) and u.src[1].op is Ops.CONST and
                       1 < u.src[1].arg < u.src[0].src[0].arg and u.src[0].src[0].arg % u.src[1].arg == 0), None)
         if found is None:
             return sink
