@@ -162,9 +162,8 @@ def split_reduces(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp
         inner = max((u for u in nodes if u.op is Ops.RANGE and u.arg[1] == "loop"), key=lambda r: r.arg[0],
                     default=None)
         found = next(((u.src[0], u.src[1].arg) for u in nodes if u.op in (Ops.IDIV, Ops.MOD) and
-                      u.src[0].op is Ops.RANGE and u.src[0].arg[1] in kinds and
-                      (u.src[0].arg[1] == "reduce" or u.src[0] is inner and u.src[1].op is Ops.CONST and
-                       u.src[1].arg >= MIN_SPLIT_LOOP) and u.src[1].op is Ops.CONST and
+                      u.src[0].op is Ops.RANGE and u.src[0].arg[1] in kinds and u.src[1].op is Ops.CONST and
+                      (u.src[0].arg[1] == "reduce" or u.src[0] is inner and u.src[1].arg >= MIN_SPLIT_LOOP) and
                       1 < u.src[1].arg < u.src[0].src[0].arg and u.src[0].src[0].arg % u.src[1].arg == 0), None)
         if found is None:
             return sink
