@@ -80,6 +80,12 @@ def jax_fw() -> Fw:
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)
 
 
+def _batch(fw: Fw, i: int, b: int, *arrays: np.ndarray) -> tuple[Any, ...]:
+    """Step i's batch of each array: its rows (i % 8) * b onwards, b of them, on the framework's device."""
+    j = (i % 8) * b
+    return tuple(fw.asarray(a[j:j + b]) for a in arrays)
+
+
 def _init(rng: np.random.Generator, *shape: int, scale: float | None = None) -> np.ndarray:
     return (rng.standard_normal(shape) * (scale if scale is not None else 1 / math.sqrt(shape[0]))).astype(np.float32)
 
@@ -183,8 +189,7 @@ def cnn_bn(fw: Fw, quick: bool) -> Step:
     state = [params, fw.tree_map(lambda a: a * 0, params)]
 
     def run(i: int) -> Any:
-        j = (i % 8) * b
-        *state[:], value = step(*state, fw.asarray(images[j:j + b]), fw.asarray(labels[j:j + b]), 0.05 * 0.99 ** i)
+        *state[:], value = step(*state, *_batch(fw, i, b, images, labels), 0.05 * 0.99 ** i)
         return value
     return run
 
@@ -260,9 +265,8 @@ def dpsgd(fw: Fw, quick: bool) -> Step:
     state = [params, fw.key(0)]
 
     def run(i: int) -> Any:
-        j = (i % 8) * b
         state[1], sub = fw.split(state[1])
-        state[0], value = step(state[0], fw.asarray(images[j:j + b]), fw.asarray(labels[j:j + b]), sub)
+        state[0], value = step(state[0], *_batch(fw, i, b, images, labels), sub)
         return value
     return run
 
@@ -313,8 +317,7 @@ def eager(fw: Fw, quick: bool) -> Step:
     state = [params, fw.tree_map(lambda a: a * 0, params)]
 
     def run(i: int) -> Any:
-        j = (i % 8) * b
-        x, y = fw.asarray(images[j:j + b]), fw.asarray(labels[j:j + b])
+        x, y = _batch(fw, i, b, images, labels)
         value, g = fw.value_and_grad(loss)(state[0], x, y)
         lr = 0.1 * 0.5 * (1 + math.cos(math.pi * i / 100))
         state[1] = fw.tree_map(lambda m, g: 0.9 * m + g, state[1], g)

@@ -197,14 +197,14 @@ def test_the_gradient_of_slices_computes_each_piece_only_where_it_lies():
 def test_a_reduce_read_by_head_is_two_reduce_ranges():
     """A sum over 256 = 8 heads x 32 that an operand reads as `(r // 32, r % 32)` (stored by head) becomes two reduce
     ranges, 8 and 32, with every index affine in both: no division left."""
-    from tgfx.lowering.optimize import split_reduces
+    from tgfx.lowering.optimize import split_ranges
     o, r = rng(4, 0), rng(256, 1, "reduce")
     by_head = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(1, 4 * 256), (r // 32) * 128 + o * 32 +
                                                                              r % 32)),))
     flat = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(2, 256), r)),))
     red = UOp(Ops.REDUCE, dtypes.float32, (by_head * flat, r), Ops.ADD)
     sink = simplify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (g(0, 4), o)), red)),)))
-    out = split_reduces(sink)
+    out = split_ranges(sink)
     assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in out.toposort())
     (new_red,) = [u for u in out.toposort() if u.op is Ops.REDUCE]
     assert sorted(x.src[0].arg for x in new_red.src[1:]) == [8, 32]

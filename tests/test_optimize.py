@@ -547,7 +547,7 @@ def test_axes_an_index_does_not_step_through_as_one_stay_apart(fn, shape):
 def test_an_output_range_read_by_head_split_becomes_two_loops():
     """The bias gradient of attention's projections sums over batch and sequence a value laid out by head: its output
     axis (heads x head dims) is read as `r // 32 * 2048 + r % 32`, no axis a vector could take. Split into two loops
-    (`split_reduces` on output ranges), the head dims are contiguous and vectorised (35 -> 6.8 us)."""
+    (`split_ranges` on output ranges), the head dims are contiguous and vectorised (35 -> 6.8 us)."""
     y = np.random.default_rng(0).standard_normal((16, 4, 64, 32)).astype(np.float32)
     fn = lambda v: v.transpose(0, 2, 1, 3).reshape(16, 64, 128).sum((0, 1))  # noqa: E731
     linear, _ = schedule([fn(tg.asarray(y)).uop])

@@ -627,6 +627,10 @@ def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple
 
 def check_same_device(ts: Sequence[Tensor], name: str) -> None:
     """Operands of one op must live on the same device (or device tuple); constants live anywhere."""
+    if len(ts) == 2:   # (a binary op: its operands' devices compared without a set)
+        da, db = ts[0].uop.device, ts[1].uop.device
+        if da is None or db is None or da == db:
+            return
     devices = {t.uop.device for t in ts if t.uop.device is not None}
     if len(devices) > 1:
         listed = ", ".join(f"{t.dtype.name}{list(t.shape)} on {t.uop.device}" for t in ts if t.uop.device is not None)
@@ -640,12 +644,7 @@ def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
 
 def broadcast_uops(*ts: Tensor, name: str = "broadcast") -> list[UOp]:
     """The nodes of `ts` broadcast to their common shape (views of their nodes; `broadcast` makes Tensors of them)."""
-    if len(ts) == 2:   # (a binary op: its operands' devices compared without a set)
-        da, db = ts[0].uop.device, ts[1].uop.device
-        if da is not None and db is not None and da != db:
-            check_same_device(ts, name)
-    else:
-        check_same_device(ts, name)
+    check_same_device(ts, name)
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
     return [t.uop if t.shape == shape else _expand_uop(t.uop, shape) for t in ts]
 

@@ -48,7 +48,7 @@ from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_process
-from tgfx.lowering.optimize import Opt, forced_opts, global_size, merge_loops, opt_mode, optimize, split_reduces
+from tgfx.lowering.optimize import Opt, forced_opts, global_size, merge_loops, opt_mode, optimize, split_ranges
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.row_buffer import row_buffers
@@ -173,8 +173,8 @@ def index_level(ast: UOp, pieces: bool = True) -> UOp:
     # a one-hot sum over an indexed axis (a gather) becomes one load at the index, and its index math is simplified
     if (gathered := graph_rewrite(sink, pm_gather, name="gather")) is not sink:
         sink = graph_rewrite(gathered, pm_symbolic, name="symbolic after gather")
-    # a reduce range read through a division and a remainder is two ranges; contiguous output axes are one loop
-    sink = merge_loops(split_reduces(sink))
+    # a range read through a division and a remainder is two ranges; contiguous output axes are one loop
+    sink = merge_loops(split_ranges(sink))
     if config.SPEC:
         check_stage(sink, "kernel")
     return sink

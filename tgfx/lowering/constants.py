@@ -84,13 +84,19 @@ def graph_device(nodes: list[UOp]) -> str | None:
     return next(iter(devices), DEFAULT_DEVICE)
 
 
-def const_view(u: UOp, offset: bool = False) -> tuple[list[UOp], UOp] | None:
-    """`u` as movement ops over a runtime constant (outermost first) and that constant, or None. An `offset` (the
-    start of a dynamic view) is a runtime constant whatever its value: `x[0]` and `x[1]` are one schedule too."""
+def view_chain(u: UOp) -> tuple[list[UOp], UOp]:
+    """The movement ops `u` is made of (outermost first) and what they view."""
     chain = []
     while u.op in GroupOp.Movement:
         chain.append(u)
         u = u.src[0]
+    return chain, u
+
+
+def const_view(u: UOp, offset: bool = False) -> tuple[list[UOp], UOp] | None:
+    """`u` as movement ops over a runtime constant (outermost first) and that constant, or None. An `offset` (the
+    start of a dynamic view) is a runtime constant whatever its value: `x[0]` and `x[1]` are one schedule too."""
+    chain, u = view_chain(u)
     if offset:
         return (chain, u) if u.op is Ops.CONST and u.tag is None and u.dtype.is_int else None
     return (chain, u) if is_runtime_constant(u) else None

@@ -138,11 +138,11 @@ def merge_loops(sink: UOp) -> UOp:
             return sink
 
 
-# an output loop is split (`split_reduces`) only into inner loops this long: what a vector of floats takes (AVX2's 8)
+# an output loop is split (`split_ranges`) only into inner loops this long: what a vector of floats takes (AVX2's 8)
 MIN_SPLIT_LOOP = 8
 
 
-def split_reduces(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp:
+def split_ranges(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp:
     """A reduce range read as `r // k` and `r % k` (a sum over heads x head dims that an operand stores apart: the
     gradient of attention's input projections, `dq @ wq.T` with dq laid out by head) becomes two reduce ranges,
     `hi * k + lo`, so that every index is affine in each: such a contraction got no register tile, and its loads were
@@ -179,7 +179,7 @@ def split_reduces(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp
             if u.op is Ops.REDUCE and rng in u.src[1:]:
                 src = (src[0], *(r for s in src[1:] for r in ((hi, lo) if s is rng else (s,))))
             new[u] = u if src == u.src else u.replace(src=src)
-        split = graph_rewrite(new[sink], pm_symbolic, name="split reduces")
+        split = graph_rewrite(new[sink], pm_symbolic, name="split ranges")
         if divmods(split.toposort()) >= divisions:
             return sink
         sink = split

@@ -874,13 +874,6 @@ def graph_template(sink: UOp, nodes: list[UOp] | None = None,
     return tpl, inputs
 
 
-def _read_value(x: UOp) -> Any:
-    """The value of the constant that `x` (a constant, or views of one) reads, else None."""
-    while x.op in GroupOp.Movement:
-        x = x.src[0]
-    return x.arg if x.op is Ops.CONST else None
-
-
 # an eager graph's abstraction, as `_abstraction` describes it -> its template's key in `_templates`
 _template_keys: LRU[tuple, str] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
@@ -890,7 +883,7 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
     node: the node itself where the abstraction keeps it, else its op, dtype, arg, tag and sources by position, a
     placeholder's or a lifted constant's entry naming what it stands for but not which buffer or value), the buffers
     and constants' buffers its placeholders stand for, in order, and with `build` the abstract graph itself."""
-    from tgfx.lowering.constants import const_buffer, const_view, is_runtime_constant
+    from tgfx.lowering.constants import const_buffer, const_view, is_runtime_constant, view_chain
     inputs: list[UOp] = []
     desc: list = []
     at: dict[UOp, int] = {}
@@ -923,7 +916,9 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
             offset = j > 0 and u.op in GroupOp.DynamicView   # a view's start: an argument whatever its value
             view = const_view(x, offset) if device is not None and x.op in viewed else None
             if view is None:
-                entry.append(at[x] if x.op not in viewed else (at[x], _read_value(x)))
+                # (a constant read as it is, through views or not: its value is part of the abstraction)
+                entry.append(at[x] if x.op not in viewed or (base := view_chain(x)[1]).op is not Ops.CONST else
+                             (at[x], base.arg))
                 if build:
                     src.append(new[x])
                 continue
