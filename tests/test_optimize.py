@@ -214,6 +214,24 @@ def test_a_transpose_is_tiled_in_vector_squares():
     np.testing.assert_array_equal(tg.jit(lambda v: v.T.contiguous())(tg.asarray(x)).numpy(), x.T)
 
 
+def test_a_transpose_that_gathers_gets_no_square_tile():
+    # out[k, i] = x[i, idx[i, k]] (`take_along_axis` by a sorted order, transposed back, as `tnp.sort(z, axis=0)` of
+    # 16 columns does): every lane of a square tile would gather on its own, 256 copies of the load (0.7 s of LLVM).
+    # Only the store's axis gets lanes; the values are numpy's
+    from tgfx.lowering.inline import inline
+    rows, cols = 1024, 16
+    x = tg.asarray(np.random.default_rng(0).standard_normal((cols, rows)).astype(np.float32))
+    idx = tg.asarray(np.argsort(np.random.default_rng(1).standard_normal((cols, rows)), axis=1).astype(np.int32))
+    out = tnp.take_along_axis(x, idx, axis=1).T
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
+    (ast,) = [call.src[0] for call in linear.src]
+    sink = index_level(ast)
+    lanes = on_cores(1).lanes()
+    assert any(u.op is Ops.LOAD for u in sink.toposort()) and \
+        [(o.op, o.amount) for o in hand_coded_opts(sink, on_cores(1))] == [("UPCAST", lanes)]
+    np.testing.assert_array_equal(out.numpy(), np.take_along_axis(x.numpy(), idx.numpy(), axis=1).T)
+
+
 def test_contractions_never_vectorise_an_axis_the_reduce_would_gather():
     # a @ b.T: both inputs are contiguous along the reduce axis and neither output axis is: vectorising n would load
     # b's column one float at a time. The reduce is the vector instead (a dot-product tile: UNROLL by the lanes, its

@@ -31,6 +31,10 @@ from tgfx.dtypes import (
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
+from tgfx.lowering import realize as lower_realize
+from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
+from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
+from tgfx.lowering.schedule import buffer_view, new_buffer
 from tgfx.trace_state import active, current, user_error
 
 Scalar = bool | int | float | complex
@@ -109,7 +113,6 @@ class Tensor:
             raise TypeError("iteration over a 0-d Tensor")
         if is_realized(u := self.uop) and u.op is not Ops.MULTI and not active():
             # rows of a computed buffer in host memory are ranges of its memory: no graph, nothing to compute
-            from tgfx.lowering.execute import range_view
             rest = self.shape[1:]
             rows = [range_view(UOp(Ops.RESHAPE, u.dtype, (UOp(Ops.SHRINK, u.dtype, (u,), ((i, i + 1),
                     *((0, n) for n in rest))),), rest)) for i in range(self.shape[0])]
@@ -168,8 +171,6 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The value as a new numpy array (bfloat16 comes back as float32, numpy has no bfloat16)."""
-        from tgfx.lowering.execute import copyout
-        from tgfx.lowering.schedule import buffer_view
         u = realize(self)[0]
         if u.op is Ops.MULTI:  # a sharded Tensor: its parts, joined on the host
             # (a replicated one spanning processes: the replica of this process; "@" names another's device)
@@ -421,8 +422,6 @@ def normalize_axes(axis: int | Sequence[int], ndim: int, fn: str) -> tuple[int, 
 
 def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     """Copy host data into a new device buffer (numpy's 64-bit types canonical for the x64 mode)."""
-    from tgfx.lowering.execute import copyin
-    from tgfx.lowering.schedule import new_buffer
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
         arr = np.asarray(data)
         d = dtype or canonicalize(from_numpy(arr.dtype))
@@ -516,13 +515,11 @@ def _read_element(u: UOp) -> Scalar | None:
     buf, off = found
     if buf is None:  # padding
         return False if u.dtype.is_bool else 0 if u.dtype.is_int else 0.0
-    from tgfx.lowering.execute import memory_of
     mem = memory_of(buf)
     if mem is None:
         return None
-    out = np.empty(1, dtype=buf.dtype.np)
-    get_device(buf.arg[1]).allocator.copyout(out.view(np.uint8), mem.view(off * buf.dtype.itemsize, out.nbytes))
-    return out[0].item()
+    size = buf.dtype.itemsize
+    return get_device(buf.arg[1]).allocator.read(mem.view(off * size, size), size).view(buf.dtype.np)[0].item()
 
 
 def _iota(n: int, d: DType) -> Tensor:
@@ -698,7 +695,6 @@ def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp]) -> list[tupl
     found = [(t, u) for t, u, base in candidates if base in graph]
     traced = _with_params(nodes)
     if views := [u for _, u in found if u not in graph]:   # views of the graph's values (another result of a call)
-        from tgfx.lowering.inline import walk
         traced |= _with_params(walk(UOp(Ops.SINK, None, tuple(views))))
     return [(t, u) for t, u in found if u not in traced]
 
@@ -708,7 +704,6 @@ def _with_params(nodes: list[UOp]) -> set[UOp]:
     or computed by a FUNCTION: such a value is left to be computed when it is read, so one result of a function is
     computed alone. One pass for all (a walk per sibling cost an eager MLP step 3 of its 12 ms), none for a graph
     without either (an eager step's)."""
-    from tgfx.lowering.inline import outside_bodies
     out: set[UOp] = set()
     if not any(u.op is Ops.PARAM or u.op is Ops.FUNCTION for u in nodes):
         return out
@@ -728,13 +723,10 @@ def realize(*ts: Tensor) -> list[UOp]:
     todo = [t for t in ts if not is_realized(t.uop)]
     if not todo:
         return [t.uop for t in ts]
-    from tgfx.lowering import realize as lower_realize
-    from tgfx.lowering.inline import EscapedTracerError
     differentiating = _differentiating()
     uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
     nodes = None
     if not differentiating:
-        from tgfx.lowering.inline import walk
         nodes = walk(UOp(Ops.SINK, None, tuple(uops)))
         graph = set(nodes)
         if more := siblings(todo, nodes, graph):

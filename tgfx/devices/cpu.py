@@ -60,6 +60,14 @@ class CPUAllocator(QueueAllocator):
         self.device.synchronize(timeout)
         ctypes.memmove(host.ptr, buf.ptr, host.nbytes)
 
+    def read(self, buf: Buffer, nbytes: int) -> np.ndarray:
+        """Host memory: a numpy copy of it once the device is done (no destination to wrap: `float(loss)` and
+        `np.asarray(x)` of a small result 3 -> 0.6 us)."""
+        if nbytes > buf.nbytes:
+            raise ValueError(f"read of {nbytes} B reads past the end of {buf!r}")
+        self.device.synchronize()
+        return np.frombuffer((ctypes.c_char * nbytes).from_address(buf.ptr), dtype=np.uint8).copy()
+
 
 class CPUCommandProcessor(RingProcessor):
     """Runs the native processor loop (`tgfx_processor`) on a pthread of its own."""

@@ -555,6 +555,13 @@ class Allocator:
         Backend hook."""
         raise NotImplementedError
 
+    def read(self, buf: Buffer, nbytes: int) -> np.ndarray:
+        """The first `nbytes` bytes of `buf`, after all earlier work, as a new host array (uint8): `copyout` into
+        one, unless the backend reads its memory more directly."""
+        out = np.empty(nbytes, dtype=np.uint8)
+        self.copyout(out, buf)
+        return out
+
 
 KernelFn = Callable[[int, int, int], None]
 _KERNEL_CTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)

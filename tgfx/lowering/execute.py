@@ -74,10 +74,11 @@ def copyin(buf: UOp, data: np.ndarray) -> None:
 
 
 def copyout(buf: UOp) -> np.ndarray:
-    out = np.empty(buf.arg[2], dtype=buf.dtype.np)
-    if buf.arg[2]:
-        get_device(buf.arg[1]).allocator.copyout(out.view(np.uint8), buffer_memory(buf, allocate=False))
-    return out
+    """BUFFER `buf`'s contents as a new host array (flat, of its dtype)."""
+    if not buf.arg[2]:
+        return np.empty(0, dtype=buf.dtype.np)
+    return get_device(buf.arg[1]).allocator.read(buffer_memory(buf, allocate=False),
+                                                 buf.arg[2] * buf.dtype.itemsize).view(buf.dtype.np)
 
 
 def device_kernel(device: Any, ast: UOp) -> Any:
