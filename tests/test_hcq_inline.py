@@ -116,6 +116,24 @@ def test_inline_runs_are_profiled(cpu0: HCQDevice, k: dict[str, Program]) -> Non
     assert ev.queue == "compute" and ev.end_ns >= ev.start_ns > 0
 
 
+def test_profile_events_past_the_event_ring_are_all_kept_in_order(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    # 13,000 execs, three times round the processor's event ring (taken out of it as it wraps): every one is a profile
+    # event, oldest first
+    from tgfx.devices.native import EVENT_CAP
+    a = upload(cpu0, np.zeros(1, dtype=np.float32))
+    cpu0.synchronize()
+    cpu0.clear_profile()
+    for _ in range(13):
+        q = HWQueue()
+        for _ in range(1000):
+            q.exec(k["add1"], [a])
+        q.submit(cpu0)
+    cpu0.synchronize()
+    events = [e for e in cpu0.profile_events if e.name == "add1"]
+    assert 13_000 > 3 * EVENT_CAP and len(events) == 13_000 and download(a, np.float32, 1)[0] == 13_000
+    assert all(x.start_ns <= y.start_ns for x, y in zip(events, events[1:]))
+
+
 def test_copies_in_and_out_run_inline_on_an_idle_device(cpu0: HCQDevice) -> None:
     before = ring_words(cpu0, Engine.COPY)
     buf = upload(cpu0, np.arange(5, dtype=np.int64))
