@@ -9,9 +9,6 @@ from tgfx import optim as optim
 from tgfx import random as random
 from tgfx import scipy as scipy
 from tgfx import tree as tree
-from tgfx.checkpoint import CheckpointError as CheckpointError
-from tgfx.checkpoint import load as load
-from tgfx.checkpoint import save as save
 from tgfx.config import Context as Context
 from tgfx.counters import counters as counters
 from tgfx.custom import custom_jvp as custom_jvp
@@ -29,6 +26,9 @@ from tgfx.jaxpr import make_jaxpr as make_jaxpr
 from tgfx.kernel import custom_kernel as custom_kernel
 from tgfx.numpy import asarray as asarray
 from tgfx.profile import profile as profile
+from tgfx.serialize import CheckpointError as CheckpointError
+from tgfx.serialize import load as load
+from tgfx.serialize import save as save
 from tgfx.tensor import Tensor as Tensor
 from tgfx.tensor import block_until_ready as block_until_ready
 from tgfx.tensor import realize as realize
@@ -42,6 +42,8 @@ from tgfx.transforms.jvp import jacfwd as jacfwd
 from tgfx.transforms.jvp import jacobian as jacobian
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
+from tgfx.transforms.remat import checkpoint as checkpoint
+from tgfx.transforms.remat import remat as remat
 from tgfx.transforms.shard import all_gather as all_gather
 from tgfx.transforms.shard import device_count as device_count
 from tgfx.transforms.shard import device_put as device_put

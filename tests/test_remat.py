@@ -1,0 +1,76 @@
+"""`tg.checkpoint` / `tg.remat` (jax.checkpoint): the same values and derivatives, through every transform."""
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+
+
+def rand(*shape: int, seed: int = 0) -> tg.Tensor:
+    return tg.asarray(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def block(x: tg.Tensor, w: tg.Tensor) -> tg.Tensor:
+    return tnp.sin(tnp.tanh(x @ w)).sum()
+
+
+def test_values_and_gradients_are_the_function_s() -> None:
+    x, w = rand(4, 3), rand(3, 2, seed=1)
+    assert tg.checkpoint(block)(x, w).item() == pytest.approx(block(x, w).item(), rel=1e-6)
+    for got, want in zip(tg.grad(tg.checkpoint(block), argnums=(0, 1))(x, w), tg.grad(block, argnums=(0, 1))(x, w),
+                         strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert tg.remat is tg.checkpoint
+
+
+def test_the_backward_is_built_from_the_inputs() -> None:
+    # the custom backward runs f's VJP from the inputs it kept: a counter of f's runs sees the second run
+    runs = []
+
+    def f(w: tg.Tensor) -> tg.Tensor:
+        runs.append(1)
+        return (tnp.tanh(w) ** 2).sum()
+    tg.grad(tg.checkpoint(f))(rand(5))
+    assert len(runs) == 2
+
+
+def test_under_jit_vmap_and_second_order() -> None:
+    x, w = rand(4, 3), rand(3, 2, seed=1)
+    want = tg.grad(block, argnums=1)(x, w).numpy()
+    np.testing.assert_allclose(tg.jit(tg.grad(tg.checkpoint(block), argnums=1))(x, w).numpy(), want, rtol=1e-5)
+    cube = tg.checkpoint(lambda v: (v ** 3).sum())
+    np.testing.assert_allclose(tg.hessian(cube)(tnp.arange(3.0)).numpy(), np.diag([0.0, 6.0, 12.0]))
+    np.testing.assert_allclose(tg.vmap(tg.grad(cube))(tnp.ones((2, 3))).numpy(), np.full((2, 3), 3.0))
+
+
+def test_a_checkpointed_scan_body() -> None:
+    def step(f: object) -> object:
+        return lambda c, xi: (f(c, xi), c.sum())
+
+    def body(c: tg.Tensor, xi: tg.Tensor) -> tg.Tensor:
+        return tnp.sin(c * xi + 1.0)
+
+    def loss(f: object) -> object:
+        return lambda c: tg.lax.scan(step(f), c, tnp.arange(1.0, 4.0))[0].sum()
+    c = rand(2)
+    np.testing.assert_allclose(tg.grad(loss(tg.checkpoint(body)))(c).numpy(), tg.grad(loss(body))(c).numpy(),
+                               rtol=1e-6)
+
+
+def test_static_and_keyword_arguments() -> None:
+    x, w = rand(4, 3), rand(3, 2, seed=1)
+    power = tg.checkpoint(lambda x, n, w=None: (tnp.tanh(x @ w) ** n).sum(), static_argnums=(1,))
+    np.testing.assert_allclose(tg.grad(lambda w: power(x, 3, w=w))(w).numpy(),
+                               tg.grad(lambda w: (tnp.tanh(x @ w) ** 3).sum())(w).numpy(), rtol=1e-5)
+    # decorator form with arguments; an integer array argument gets no gradient and is still read
+    pick = tg.checkpoint(static_argnums=())(lambda v, i: (v[i] ** 2).sum())
+    np.testing.assert_array_equal(tg.grad(pick)(tnp.arange(4.0), tg.asarray(np.int32(2))).numpy(), [0, 0, 4, 0])
+
+
+def test_errors_name_what_is_wrong() -> None:
+    with pytest.raises(TypeError, match="expected a function"):
+        tg.checkpoint(3)
+    with pytest.raises(TypeError, match="static_argnums must be ints"):
+        tg.checkpoint(lambda x: x, static_argnums=("x",))
+    with pytest.raises(ValueError, match=r"static_argnums \[2\] out of range"):
+        tg.checkpoint(lambda x: x, static_argnums=(2,))(tnp.ones(2))
