@@ -29,8 +29,10 @@ from tgfx.profile import profile as profile
 from tgfx.serialize import CheckpointError as CheckpointError
 from tgfx.serialize import load as load
 from tgfx.serialize import save as save
+from tgfx.tensor import Tensor as Array  # noqa: F401 - jax.Array, for isinstance checks
 from tgfx.tensor import Tensor as Tensor
 from tgfx.tensor import block_until_ready as block_until_ready
+from tgfx.tensor import device_get as device_get
 from tgfx.tensor import realize as realize
 from tgfx.transforms.grad import grad as grad
 from tgfx.transforms.grad import stop_gradient as stop_gradient
@@ -44,6 +46,8 @@ from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
 from tgfx.transforms.remat import checkpoint as checkpoint
 from tgfx.transforms.remat import remat as remat
+from tgfx.transforms.shapes import ShapeDtypeStruct as ShapeDtypeStruct
+from tgfx.transforms.shapes import eval_shape as eval_shape
 from tgfx.transforms.shard import all_gather as all_gather
 from tgfx.transforms.shard import device_count as device_count
 from tgfx.transforms.shard import device_put as device_put

@@ -759,6 +759,17 @@ def block_until_ready(tree: Any) -> Any:
     return tree
 
 
+def device_get(tree: Any) -> Any:
+    """Every Tensor in a pytree as a numpy array (`jax.device_get`), computed in one schedule first; other leaves
+    as they are.
+
+    >>> tg.device_get({"loss": loss, "step": 3})     # {'loss': array(0.25, dtype=float32), 'step': 3}
+    """
+    from tgfx.tree import tree_leaves, tree_map
+    realize(*(x for x in tree_leaves(tree) if isinstance(x, Tensor)))
+    return tree_map(lambda x: x.numpy() if isinstance(x, Tensor) else x, tree)
+
+
 def is_realized(u: UOp) -> bool:
     """A view of a buffer (a BUFFER, or a RESHAPE of one), or a sharded value whose every part is one."""
     if u.op is Ops.MULTI:

@@ -30,7 +30,8 @@ __all__ = [
     "all", "flatten", "keystr", "leaves", "map", "map_with_path", "reduce", "register_dataclass",
     "register_pytree_node", "register_pytree_node_class", "register_pytree_with_keys", "structure", "unflatten",
     "tree_all", "tree_flatten", "tree_flatten_with_path", "tree_leaves", "tree_leaves_with_path", "tree_map",
-    "tree_map_with_path", "tree_reduce", "tree_structure", "tree_unflatten",
+    "tree_map_with_path", "tree_reduce", "tree_structure", "tree_unflatten", "tree_transpose", "tree_broadcast",
+    "flatten_with_path", "leaves_with_path", "transpose", "broadcast",
 ]
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -664,6 +665,46 @@ def tree_all(tree: Any, is_leaf: IsLeafFn | None = None) -> bool:
     return builtins.all(tree_leaves(tree, is_leaf))
 
 
+def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef, pytree_to_transpose: Any) -> Any:
+    """An outer structure of inner structures turned inside out (`jax.tree.transpose`): a list of dicts of the same
+    keys becomes a dict of lists.
+
+    >>> tree_transpose(tree_structure([0, 0]), tree_structure({"a": 0, "b": 0}), [{"a": 1, "b": 2}, {"a": 3, "b": 4}])
+    {'a': [1, 3], 'b': [2, 4]}
+    """
+    flat, treedef = tree_flatten(pytree_to_transpose)
+    inner_size, outer_size = inner_treedef.num_leaves, outer_treedef.num_leaves
+    expected = tree_structure(tree_unflatten(outer_treedef, [tree_unflatten(inner_treedef, [0] * inner_size)] *
+                                             outer_size))
+    if treedef != expected:
+        raise TypeError(f"tree_transpose: the tree's structure {treedef!r} is not the outer structure "
+                        f"{outer_treedef!r} with the inner structure {inner_treedef!r} at each leaf ({expected!r})")
+    rows = [flat[i * inner_size:(i + 1) * inner_size] for i in range(outer_size)]
+    return tree_unflatten(inner_treedef, [tree_unflatten(outer_treedef, col) for col in zip(*rows, strict=True)]
+                          if outer_size else [tree_unflatten(outer_treedef, [])] * inner_size)
+
+
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: IsLeafFn | None = None) -> Any:
+    """`prefix_tree` with each leaf repeated over the subtree of `full_tree` it stands for: the structure of
+    `full_tree` (`jax.tree.broadcast`).
+
+    >>> tree_broadcast([1, 2], [(0, 0), {"a": 0}])
+    [(1, 1), {'a': 2}]
+    """
+    prefix_leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
+    subtrees: list[Any] = []
+    try:
+        prefix_def._flatten_up_to(full_tree, (), subtrees)
+    except _Mismatch as e:
+        raise ValueError(f"tree_broadcast: the first tree is not a prefix of the second; they differ at "
+                         f"{_where(e.path)}: {e.detail}.\n  prefix: {prefix_def!r}\n  full:   "
+                         f"{tree_structure(full_tree)!r}") from None
+    return tree_unflatten(prefix_def, [tree_map(lambda _, p=p: p, sub, is_leaf=is_leaf)
+                                       for p, sub in zip(prefix_leaves, subtrees, strict=True)])
+
+
 # the short names of `jax.tree` (they shadow builtins in this module only: its code calls `builtins.all`)
 flatten, unflatten, map, map_with_path = tree_flatten, tree_unflatten, tree_map, tree_map_with_path  # noqa: A001
 leaves, structure, reduce, all = tree_leaves, tree_structure, tree_reduce, tree_all  # noqa: A001
+flatten_with_path, leaves_with_path = tree_flatten_with_path, tree_leaves_with_path
+transpose, broadcast = tree_transpose, tree_broadcast

@@ -1,0 +1,60 @@
+"""JAX's small top-level helpers: eval_shape and ShapeDtypeStruct, device_get, Array, tree transpose/broadcast."""
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.counters import counters
+
+
+def test_eval_shape_traces_and_computes_nothing() -> None:
+    w = tg.asarray(np.ones((784, 256), np.float32))
+
+    def init(key: tg.Tensor) -> dict:
+        k1, _ = tg.random.split(key)
+        return {"w": tg.random.normal(k1, (3, 4)), "b": tnp.zeros(4, dtype=tnp.int32), "n": 3}
+    counters.reset()
+    out = tg.eval_shape(lambda x, w: tnp.tanh(x @ w), tg.ShapeDtypeStruct((128, 784), tnp.float32), w)
+    assert out == tg.ShapeDtypeStruct((128, 256), tnp.float32) and out.ndim == 2 and out.size == 128 * 256
+    params = tg.eval_shape(init, tg.random.key(0))
+    assert params == {"w": tg.ShapeDtypeStruct((3, 4), "float32"), "b": tg.ShapeDtypeStruct((4,), "int32"),
+                      "n": tg.ShapeDtypeStruct((), "int32")}
+    nested = tg.eval_shape(lambda d, k=1: {"s": d["a"].sum(0) * k, "h": d["a"].astype(tnp.float16)},
+                           {"a": tg.ShapeDtypeStruct((5, 2), tnp.int32)}, k=2)
+    assert nested == {"s": tg.ShapeDtypeStruct((2,), "int32"), "h": tg.ShapeDtypeStruct((5, 2), "float16")}
+    assert counters.kernel_count == 0 and counters.compile_count == 0
+
+
+def test_eval_shape_errors() -> None:
+    with pytest.raises(TypeError, match="expected a function"):
+        tg.eval_shape(3, 1)
+    with pytest.raises(TypeError, match="sequence of ints"):
+        tg.ShapeDtypeStruct(3, "float32")
+    with pytest.raises(ValueError, match="negative"):
+        tg.ShapeDtypeStruct((2, -1), "float32")
+    with pytest.raises(ValueError, match="shapes"):   # a shape error inside the function surfaces as it would eagerly
+        tg.eval_shape(lambda a, b: a + b, tg.ShapeDtypeStruct((2, 3), "float32"), tg.ShapeDtypeStruct((4,), "float32"))
+
+
+def test_device_get_and_array() -> None:
+    x = tg.asarray(np.arange(3, dtype=np.float32))
+    got = tg.device_get({"y": x * 2, "step": 3, "z": [x]})
+    assert isinstance(got["y"], np.ndarray) and got["step"] == 3
+    np.testing.assert_array_equal(got["y"], [0, 2, 4])
+    np.testing.assert_array_equal(got["z"][0], [0, 1, 2])
+    assert isinstance(x, tg.Array) and isinstance(x * 2, tg.Array)
+
+
+def test_tree_transpose_and_broadcast() -> None:
+    outer, inner = tg.tree.structure([0, 0]), tg.tree.structure({"a": 0, "b": 0})
+    assert tg.tree.transpose(outer, inner, [{"a": 1, "b": 2}, {"a": 3, "b": 4}]) == {"a": [1, 3], "b": [2, 4]}
+    assert tg.tree.transpose(inner, outer, {"a": [1, 3], "b": [2, 4]}) == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    with pytest.raises(TypeError, match="not the outer structure"):
+        tg.tree.transpose(outer, inner, [{"a": 1}, {"a": 3, "b": 4}])
+    assert tg.tree.broadcast([1, 2], [(0, 0), {"a": 0}]) == [(1, 1), {"a": 2}]
+    assert tg.tree.broadcast({"x": None}, {"x": None}) == {"x": None}
+    with pytest.raises(ValueError, match="not a prefix"):
+        tg.tree.broadcast([1, 2, 3], [(0, 0), {"a": 0}])
+    pairs = tg.tree.leaves_with_path({"a": [5, 6]})
+    assert [tg.tree.keystr(p) for p, _ in pairs] == ["['a'][0]", "['a'][1]"]
+    assert tg.tree.flatten_with_path({"a": 1})[0][0][1] == 1
