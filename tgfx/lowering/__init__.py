@@ -410,12 +410,19 @@ def realize(uops: list[UOp], nodes: list[UOp] | None = None) -> dict[UOp, UOp]:
 def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     """The program of an eager graph's template, built on its first use. Programs are kept on the template per
     kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
-    from tgfx.lowering.program import Program
-    mode = opt_mode(forced_opts(), host_target())
+    forced = forced_opts()
+    now = (forced, config.NOOPT.value, config.BEAM.value, config.CPU.value)   # what the mode is made of
+    if (mode := _modes.get(now)) is None:
+        mode = _modes[now] = opt_mode(forced, host_target())
     prog = tpl.programs.get(mode)
     if prog is None:
+        from tgfx.lowering.program import Program
         prog = tpl.programs[mode] = Program(tpl, inputs, len(inputs))
     return prog
+
+
+# kernel-option modes by the flags they are made of: an eager op's mode was 4 us of its ~70 to spell out each time
+_modes: dict[tuple, str] = {}
 
 
 def forget_compiled() -> None:

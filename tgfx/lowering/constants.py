@@ -97,9 +97,15 @@ def const_view(u: UOp, offset: bool = False) -> tuple[list[UOp], UOp] | None:
     """`u` as movement ops over a runtime constant (outermost first) and that constant, or None. An `offset` (the
     start of a dynamic view) is a runtime constant whatever its value: `x[0]` and `x[1]` are one schedule too."""
     chain, u = view_chain(u)
+    return (chain, u) if is_lifted(u, offset) else None
+
+
+def is_lifted(c: UOp, offset: bool = False) -> bool:
+    """Whether `c`, what a view views, is a constant that becomes an argument: a runtime constant, or any int
+    constant when it is an `offset`."""
     if offset:
-        return (chain, u) if u.op is Ops.CONST and u.tag is None and u.dtype.is_int else None
-    return (chain, u) if is_runtime_constant(u) else None
+        return c.op is Ops.CONST and c.tag is None and c.dtype.is_int
+    return is_runtime_constant(c)
 
 
 def strip_literals(sink: UOp) -> UOp:

@@ -50,9 +50,9 @@ def range_view(u: UOp) -> UOp | None:
     host memory (a row of a split key, `x[3]`, `x[2:5]`: reshapes and leading-axis shrinks): a new BUFFER (viewed in
     `u`'s shape) whose memory is that range of the other's. None otherwise (another device's memory: its kernels may
     assume aligned buffers)."""
-    from tgfx.lowering.schedule import copy_source, new_buffer
     if u.op not in (Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK) or u.dtype.is_complex:
         return None
+    from tgfx.lowering.schedule import copy_source, new_buffer
     base, off = copy_source(u)
     size = prod(u.shape)
     if base.op is not Ops.BUFFER or size == 0 or (mem := buffers.get(id(base))) is None or \

@@ -883,7 +883,7 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
     node: the node itself where the abstraction keeps it, else its op, dtype, arg, tag and sources by position, a
     placeholder's or a lifted constant's entry naming what it stands for but not which buffer or value), the buffers
     and constants' buffers its placeholders stand for, in order, and with `build` the abstract graph itself."""
-    from tgfx.lowering.constants import const_buffer, const_view, is_runtime_constant, view_chain
+    from tgfx.lowering.constants import const_buffer, is_lifted, is_runtime_constant, view_chain
     inputs: list[UOp] = []
     desc: list = []
     at: dict[UOp, int] = {}
@@ -913,16 +913,18 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
         entry: list = [u.op, u.dtype, u.arg, u.tag, *u.src[:nb]]
         src = list(u.src[:nb])
         for j, x in enumerate(u.src[nb:]):
-            offset = j > 0 and u.op in GroupOp.DynamicView   # a view's start: an argument whatever its value
-            view = const_view(x, offset) if device is not None and x.op in viewed else None
-            if view is None:
-                # (a constant read as it is, through views or not: its value is part of the abstraction)
-                entry.append(at[x] if x.op not in viewed or (base := view_chain(x)[1]).op is not Ops.CONST else
-                             (at[x], base.arg))
+            if x.op not in viewed:
+                entry.append(at[x])
                 if build:
                     src.append(new[x])
                 continue
-            chain, c = view
+            chain, c = view_chain(x)
+            if device is None or not is_lifted(c, offset=j > 0 and u.op in GroupOp.DynamicView):   # (a view's start)
+                # (a constant read as it is, through views or not: its value is part of the abstraction)
+                entry.append(at[x] if c.op is not Ops.CONST else (at[x], c.arg))
+                if build:
+                    src.append(new[x])
+                continue
             entry.append(("constant", c.dtype, *((m.op, m.dtype, m.arg, m.tag, *m.src[1:]) for m in chain)))
             buf = const_buffer(c.dtype, c.arg, device, len(inputs))
             arg = argument(buf)
