@@ -58,3 +58,27 @@ def test_tree_transpose_and_broadcast() -> None:
     pairs = tg.tree.leaves_with_path({"a": [5, 6]})
     assert [tg.tree.keystr(p) for p, _ in pairs] == ["['a'][0]", "['a'][1]"]
     assert tg.tree.flatten_with_path({"a": 1})[0][0][1] == 1
+
+
+def test_disable_jit_runs_the_python_eagerly() -> None:
+    runs = []
+
+    @tg.jit
+    def step(x: tg.Tensor) -> tg.Tensor:
+        runs.append(float(x.sum()) if not tg.trace_state.active() else None)   # a concrete value only eagerly
+        return x * 2
+    x = tnp.ones(3)
+    step(x)
+    counters.reset()
+    with tg.disable_jit():
+        np.testing.assert_array_equal(step(x).numpy(), [2, 2, 2])
+        np.testing.assert_array_equal(step(x + 1).numpy(), [4, 4, 4])
+    assert runs == [None, 3.0, 6.0] and counters.trace_count == 0
+    step(x)                        # jit again: its trace is reused
+    assert len(runs) == 3 and counters.trace_count == 0
+    tg.config.update("jax_disable_jit", True)
+    try:
+        step(x)
+    finally:
+        tg.config.update("jax_disable_jit", False)
+    assert runs[-1] == 3.0

@@ -10,6 +10,7 @@ from tgfx import random as random
 from tgfx import scipy as scipy
 from tgfx import tree as tree
 from tgfx.config import Context as Context
+from tgfx.config import disable_jit as disable_jit
 from tgfx.counters import counters as counters
 from tgfx.custom import custom_jvp as custom_jvp
 from tgfx.custom import custom_vjp as custom_vjp

@@ -52,7 +52,9 @@ X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint6
 CPU = Flag("TGFX_CPU", "")        # compile for this LLVM CPU ("znver3") instead of the host's: tgfx/devices/target.py
 
 # `update`'s names for flags, besides their own: JAX's spelling, so that ported programs keep theirs
-_ALIASES = {"x64": "TGFX_ENABLE_X64", "enable_x64": "TGFX_ENABLE_X64", "jax_enable_x64": "TGFX_ENABLE_X64"}
+DISABLE_JIT = Flag("TGFX_DISABLE_JIT", 0)   # jit calls its function directly, eagerly (debugging: prints, pdb)
+_ALIASES = {"x64": "TGFX_ENABLE_X64", "enable_x64": "TGFX_ENABLE_X64", "jax_enable_x64": "TGFX_ENABLE_X64",
+            "jax_disable_jit": "TGFX_DISABLE_JIT", "disable_jit": "TGFX_DISABLE_JIT"}
 
 
 def update(name: str, value: Any) -> None:
@@ -61,6 +63,18 @@ def update(name: str, value: Any) -> None:
     if flag is None:
         raise ValueError(f"config.update: unknown option {name!r}; known are {sorted([*_ALIASES, *Flag._all])}")
     flag.value = type(flag.value)(value)
+
+
+@contextlib.contextmanager
+def disable_jit(disable: bool = True) -> Iterator[None]:
+    """Within the block, jitted functions run their Python eagerly, op by op, as `jax.disable_jit`: values can be
+    printed and stepped through in a debugger. The same results, slower.
+
+    >>> with tg.disable_jit():
+    ...     step(params, batch)       # step's body runs as plain eager code
+    """
+    with Context(TGFX_DISABLE_JIT=int(bool(disable))):
+        yield
 
 
 @contextlib.contextmanager

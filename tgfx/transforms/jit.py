@@ -256,6 +256,8 @@ class Jit:
         return tuple(dyn_args), dyn_kwargs, tuple(static)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if config.DISABLE_JIT.value:   # (`tg.disable_jit`)
+            return self.f(*args, **kwargs)
         if active():  # inside another trace or a grad (in this thread): inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
