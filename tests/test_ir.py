@@ -16,6 +16,25 @@ def buf(n: int = 6, uid: int = 1) -> UOp:
     return UOp(Ops.BUFFER, dtypes.float32, (), (uid, "CPU:0", n))
 
 
+def test_negative_zero_is_a_constant_of_its_own():
+    # -0.0 == 0.0 and they hash alike: keyed as they are, a CONST of -0.0 was the CONST of 0.0 made before it, and
+    # `x * -0.0` (-0.0 for x > 0) came out +0.0; an eager graph's template was shared between the two values too
+    import numpy as np
+
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    pos, neg = UOp.const(dtypes.float32, 0.0), UOp.const(dtypes.float32, -0.0)
+    assert pos is not neg and str(neg.arg) == "-0.0" and UOp.const(dtypes.float32, -0.0) is neg
+    assert neg.key != pos.key
+    ones = tnp.ones(2)
+    for _ in range(2):   # each value after the other, both ways round
+        assert np.signbit((ones * 0.0).numpy()).tolist() == [False, False]
+        assert np.signbit((ones * -0.0).numpy()).tolist() == [True, True]
+    assert np.signbit(tnp.full(3, -0.0).numpy()).all()
+    assert np.signbit(tg.jit(lambda x: x * -0.0)(ones).numpy()).all()
+    assert not np.signbit(tg.jit(lambda x: x * 0.0)(ones).numpy()).any()
+
+
 def test_hash_consing_gives_the_same_object():
     a = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))
     b = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))

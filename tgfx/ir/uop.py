@@ -71,10 +71,19 @@ class cached:   # noqa: N801 (a decorator, as functools.cached_property)
         return value
 
 
+_NEGATIVE_ZERO = ("-0.0",)
+
+
+def arg_key(arg: Any) -> Any:
+    """`arg` as a dict key that tells values apart: -0.0 == 0.0 and they hash alike, but a CONST of -0.0 is another
+    value (`x * -0.0` is -0.0 for x > 0), so it is keyed by a stand-in. Every cache keyed by a node's arg uses this."""
+    return _NEGATIVE_ZERO if type(arg) is float and arg == 0.0 and math.copysign(1.0, arg) < 0 else arg
+
+
 class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None,
                  tag: Any = None) -> UOp:
-        k = (op, dtype, src, arg, tag)
+        k = (op, dtype, src, arg if type(arg) is not float or arg != 0.0 else arg_key(arg), tag)
         try:
             ref = _cache.get(k)
         except TypeError as e:
@@ -103,7 +112,8 @@ class UOp(metaclass=UOpMeta):
                 _BUFFER: Ops = Ops.BUFFER) -> None:
         # called before this UOp's weak references are cleared: the entry still refers to it (the cache is bound
         # here so that it is still reachable while the interpreter tears the module down)
-        k = (self.op, self.dtype, self.src, self.arg, self.tag)
+        arg = self.arg
+        k = (self.op, self.dtype, self.src, arg if type(arg) is not float or arg != 0.0 else arg_key(arg), self.tag)
         ref = _cache.get(k)
         if ref is not None and ref() is self:
             del _cache[k]

@@ -20,7 +20,7 @@ from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.spec import check_stage
-from tgfx.ir.uop import UOp, prod
+from tgfx.ir.uop import UOp, arg_key, prod
 from tgfx.lowering.complex import lower_complex
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
@@ -910,7 +910,7 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
             desc.append(new[u] if u.tag is not None else ("lifted", u.dtype))
             continue
         nb = n_bodies(u) if u.op in BODIED else 0
-        entry: list = [u.op, u.dtype, u.arg, u.tag, *u.src[:nb]]
+        entry: list = [u.op, u.dtype, arg_key(u.arg), u.tag, *u.src[:nb]]
         src = list(u.src[:nb])
         for j, x in enumerate(u.src[nb:]):
             if x.op not in viewed:
@@ -921,7 +921,7 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
             chain, c = view_chain(x)
             if device is None or not is_lifted(c, offset=j > 0 and u.op in GroupOp.DynamicView):   # (a view's start)
                 # (a constant read as it is, through views or not: its value is part of the abstraction)
-                entry.append(at[x] if c.op is not Ops.CONST else (at[x], c.arg))
+                entry.append(at[x] if c.op is not Ops.CONST else (at[x], arg_key(c.arg)))
                 if build:
                     src.append(new[x])
                 continue
