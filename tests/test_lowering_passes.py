@@ -406,6 +406,32 @@ def test_no_row_buffer_where_the_row_does_not_fit_or_nothing_costly_is_shared():
     assert row_buffers(plain, host_target()) is plain
 
 
+def test_row_buffers_nested_in_each_other_are_all_written():
+    """The gradient of sum(sin(x / sum(x))): the reduce computes cos(x / s) and x / s along its row, the output both
+    along its own. Both are kept, one inside the other; each register buffer the output reads is written by the
+    reduce (substituted one at a time, the outer value's store was lost: the output read an unwritten buffer, NaNs)."""
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import index_level
+    from tgfx.lowering.row_buffer import row_buffers
+    x = Tensor(np.asarray([1.0, 2.0, 3.0], np.float32))
+    c = tnp.broadcast_to(x.sum(keepdims=True), (3,))
+    e = tnp.cos(x / c) * 1.0
+    out = e / c + tnp.broadcast_to((-(e * (x / c) / c)).sum(keepdims=True), (3,))
+    linear, _ = schedule([out.uop])
+    (call,) = linear.src
+    nodes = row_buffers(index_level(call.src[0]), host_target()).toposort()
+    read = {u.src[0].src[0] for u in nodes if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_REG}
+    written = {u.src[0].src[0] for u in nodes if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_REG}
+    assert read and read <= written
+    d = np.asarray([1.0, 2.0, 3.0]) / 6
+    np.testing.assert_allclose(out.numpy(), np.cos(d) / 6 - (np.cos(d) * d / 6).sum(), rtol=1e-5)
+    y = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    g = tgfx.grad(lambda v: ((tnp.sin(v) * v.sum(1, keepdims=True)) ** 2).sum())(y).numpy()
+    u = np.sin(y) * y.sum(1, keepdims=True)
+    want = 2 * u * np.cos(y) * y.sum(1, keepdims=True) + (2 * u * np.sin(y)).sum(1, keepdims=True)
+    np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4)
+
+
 def test_softmax_with_row_buffers_computes_what_numpy_does():
     for shape, axis in (((3, 37), -1), ((5, 2, 129), -1), ((8, 5), 0), ((2, 4096), 1), ((64, 3), 1)):
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32) * 5

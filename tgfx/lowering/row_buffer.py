@@ -75,14 +75,16 @@ def row_buffers(sink: UOp, target: Target) -> UOp:
             if not shared or not target.row_fits_cache(nbytes + more):
                 continue
             nbytes += more
-            value = red.src[0]
+            # every store at once: one shared value may hold another (a gradient's cos(x / s) and x / s), and a
+            # substitution one at a time rewrote the outer one's node before its own substitution could find it (its
+            # store was lost and its buffer read unwritten: NaNs)
+            writes = {}
             for x in shared:
                 reg = UOp(Ops.DEFINE_REG, x.dtype, (), (n_regs, size))
                 n_regs += 1
-                write = UOp(Ops.STORE, None, (UOp(Ops.INDEX, x.dtype, (reg, rr)), x))
-                value = value.substitute({x: UOp(Ops.AFTER, x.dtype, (x, write))})
+                writes[x] = UOp(Ops.AFTER, x.dtype, (x, UOp(Ops.STORE, None, (UOp(Ops.INDEX, x.dtype, (reg, rr)), x))))
                 mapping[x.substitute({rr: ro})] = UOp(Ops.LOAD, x.dtype, (UOp(Ops.INDEX, x.dtype, (reg, ro)),))
-            mapping[red] = red.replace(src=(value, rr))
+            mapping[red] = red.replace(src=(red.src[0].substitute(writes), rr))
             break
     if not mapping:
         return sink
