@@ -82,3 +82,23 @@ def test_disable_jit_runs_the_python_eagerly() -> None:
     finally:
         tg.config.update("jax_disable_jit", False)
     assert runs[-1] == 3.0
+
+
+def test_more_array_methods_as_jax_has_them() -> None:
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    t = tg.asarray(a)
+    for d in ("int32", "uint8", "float16", "float32"):
+        np.testing.assert_array_equal(t.view(d).numpy(), a.view(d))
+    b = np.arange(8, dtype=np.uint8).reshape(2, 4)
+    np.testing.assert_array_equal(tg.asarray(b).view(np.float32).numpy(), b.view(np.float32))
+    with pytest.raises(ValueError, match="whole number of 4-byte items"):
+        tg.asarray(np.ones(3, np.uint8)).view(np.float32)
+    assert t.itemsize == 4 and t.tobytes() == a.tobytes() and t.devices() == {"CPU:0"}
+    np.testing.assert_array_equal(t.copy().numpy(), a)
+    assert t.ptp().item() == np.ptp(a) and t.ptp(axis=1).tolist() == np.ptp(a, axis=1).tolist()
+    for got, want in zip((t > 0).nonzero(), np.nonzero(a > 0), strict=True):
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(t.ravel().searchsorted(tnp.asarray([0.0, 1.5])).numpy(),
+                                  a.ravel().searchsorted([0.0, 1.5]))
+    part = tg.asarray(np.asarray([5.0, 1.0, 4.0, 2.0, 3.0], np.float32)).argpartition(2).numpy()
+    assert sorted(part[:2].tolist()) == [1, 3] and part[2] == 4

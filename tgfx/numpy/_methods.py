@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tgfx.numpy import _creation, _indexing, _interop, _linalg, _sort, _standard
+from tgfx.numpy import _creation, _indexing, _interop, _linalg, _misc, _sort, _standard
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
@@ -96,3 +96,56 @@ def _setitem(self: Tensor, index: Any, value: Any) -> None:
 
 
 Tensor.__setitem__ = _setitem
+
+
+# more of JAX's Array methods, from the functions of the same names
+def _view(self: Tensor, dtype: Any = None) -> Tensor:
+    """The bits of this Tensor read as `dtype` (numpy's and JAX's `view`): the last axis scales by the ratio of the
+    item sizes."""
+    from tgfx._lax_shape import bitcast_convert_type
+    from tgfx.dtypes import to_dtype
+    if dtype is None:
+        return self
+    d = to_dtype(dtype)
+    old, new = self.dtype.itemsize, d.itemsize
+    if old == new:
+        return bitcast_convert_type(self, d)
+    if self.ndim == 0 or (new > old and self.shape[-1] * old % new):
+        raise ValueError(f"view: a Tensor of shape {self.shape} and dtype {self.dtype.name} cannot be viewed as "
+                         f"{d.name}: its last axis of {self.shape[-1] if self.ndim else 0} x {old} bytes must be a "
+                         f"whole number of {new}-byte items")
+    if new < old:
+        out = bitcast_convert_type(self, d)
+        return out.reshape(*self.shape[:-1], self.shape[-1] * (old // new))
+    return bitcast_convert_type(self.reshape(*self.shape[:-1], self.shape[-1] * old // new, new // old), d)
+
+
+def _nonzero(self: Tensor, *, size: int | None = None, fill_value: Any = None) -> tuple[Tensor, ...]:
+    from tgfx.numpy._data_dependent import nonzero
+    return nonzero(self, size=size, fill_value=fill_value)
+
+
+def _searchsorted(self: Tensor, v: Any, side: str = "left", sorter: Any = None) -> Tensor:
+    from tgfx.numpy._data_dependent import searchsorted
+    return searchsorted(self, v, side, sorter)
+
+
+def _ptp(self: Tensor, axis: Any = None, out: None = None, keepdims: bool = False) -> Tensor:
+    from tgfx.numpy._stats import ptp
+    return ptp(self, axis=axis, out=out, keepdims=keepdims)
+
+
+def _argpartition(self: Tensor, kth: int, axis: int = -1) -> Tensor:
+    from tgfx.numpy._sets import argpartition
+    return argpartition(self, kth, axis=axis)
+
+
+Tensor.view = _view
+Tensor.nonzero = _nonzero
+Tensor.searchsorted = _searchsorted
+Tensor.ptp = _ptp
+Tensor.argpartition = _argpartition
+Tensor.copy = lambda self, order=None: _misc.copy(self, order)
+Tensor.itemsize = property(lambda self: self.dtype.itemsize)
+Tensor.tobytes = lambda self, order="C": self.numpy().tobytes(order)
+Tensor.devices = lambda self: set(self.device) if isinstance(self.device, tuple) else {self.device}
