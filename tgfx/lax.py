@@ -3,7 +3,11 @@
 The rest of `jax.lax` that programs call lives in modules of its own and is re-exported here: `dynamic_slice`,
 `dynamic_update_slice` and their `_in_dim` forms (`_lax_slicing.py`), `conv_general_dilated`, `conv`,
 `ConvDimensionNumbers` and `Precision` (`_lax_conv.py`), `reduce_window` (`_lax_window.py`) and the binary
-`add`, `mul`, `max`, `min` it reduces with (`_lax_elementwise.py`). This module is the control flow:
+`add`, `mul`, `max`, `min` it reduces with (`_lax_elementwise.py`); the elementwise primitives, which do not promote
+dtypes (`sub`, `div`, `exp`, `shift_left`, `eq`, ..., `_lax_ops.py`); the shape operations, selections and
+conversions (`broadcast_in_dim`, `slice`, `pad`, `select_n`, `convert_element_type`, ..., `_lax_shape.py`); the
+reductions, cumulative reductions, sorts, `top_k`, `associative_scan`, `map` and `dot_general` (`_lax_scan.py`);
+and `stop_gradient` (`transforms/grad.py`). This module is the control flow:
 
 `scan`, `fori_loop` and `while_loop` build one `LOOP` node, `cond` and `switch` one `SWITCH` node
 (`tgfx/ir/control.py`). Their functions are traced once into bodies of their own, never unrolled: the body is
@@ -42,6 +46,108 @@ from tgfx._lax_elementwise import add as add
 from tgfx._lax_elementwise import max as max  # noqa: A004 - JAX's name
 from tgfx._lax_elementwise import min as min  # noqa: A004 - JAX's name
 from tgfx._lax_elementwise import mul as mul
+from tgfx._lax_ops import RoundingMethod as RoundingMethod
+from tgfx._lax_ops import abs as abs  # noqa: A004 - JAX's name
+from tgfx._lax_ops import acos as acos
+from tgfx._lax_ops import acosh as acosh
+from tgfx._lax_ops import asin as asin
+from tgfx._lax_ops import asinh as asinh
+from tgfx._lax_ops import atan as atan
+from tgfx._lax_ops import atan2 as atan2
+from tgfx._lax_ops import atanh as atanh
+from tgfx._lax_ops import bitwise_and as bitwise_and
+from tgfx._lax_ops import bitwise_not as bitwise_not
+from tgfx._lax_ops import bitwise_or as bitwise_or
+from tgfx._lax_ops import bitwise_xor as bitwise_xor
+from tgfx._lax_ops import cbrt as cbrt
+from tgfx._lax_ops import ceil as ceil
+from tgfx._lax_ops import clz as clz
+from tgfx._lax_ops import cos as cos
+from tgfx._lax_ops import cosh as cosh
+from tgfx._lax_ops import digamma as digamma
+from tgfx._lax_ops import div as div
+from tgfx._lax_ops import eq as eq
+from tgfx._lax_ops import erf as erf
+from tgfx._lax_ops import erf_inv as erf_inv
+from tgfx._lax_ops import erfc as erfc
+from tgfx._lax_ops import exp as exp
+from tgfx._lax_ops import exp2 as exp2
+from tgfx._lax_ops import expm1 as expm1
+from tgfx._lax_ops import floor as floor
+from tgfx._lax_ops import ge as ge
+from tgfx._lax_ops import gt as gt
+from tgfx._lax_ops import integer_pow as integer_pow
+from tgfx._lax_ops import is_finite as is_finite
+from tgfx._lax_ops import le as le
+from tgfx._lax_ops import lgamma as lgamma
+from tgfx._lax_ops import log as log
+from tgfx._lax_ops import log1p as log1p
+from tgfx._lax_ops import logistic as logistic
+from tgfx._lax_ops import lt as lt
+from tgfx._lax_ops import ne as ne
+from tgfx._lax_ops import neg as neg
+from tgfx._lax_ops import nextafter as nextafter
+from tgfx._lax_ops import population_count as population_count
+from tgfx._lax_ops import pow as pow  # noqa: A004 - JAX's name
+from tgfx._lax_ops import reciprocal as reciprocal
+from tgfx._lax_ops import rem as rem
+from tgfx._lax_ops import round as round  # noqa: A004 - JAX's name
+from tgfx._lax_ops import rsqrt as rsqrt
+from tgfx._lax_ops import shift_left as shift_left
+from tgfx._lax_ops import shift_right_arithmetic as shift_right_arithmetic
+from tgfx._lax_ops import shift_right_logical as shift_right_logical
+from tgfx._lax_ops import sign as sign
+from tgfx._lax_ops import sin as sin
+from tgfx._lax_ops import sinh as sinh
+from tgfx._lax_ops import sqrt as sqrt
+from tgfx._lax_ops import square as square
+from tgfx._lax_ops import sub as sub
+from tgfx._lax_ops import tan as tan
+from tgfx._lax_ops import tanh as tanh
+from tgfx._lax_scan import argmax as argmax
+from tgfx._lax_scan import argmin as argmin
+from tgfx._lax_scan import associative_scan as associative_scan
+from tgfx._lax_scan import batch_matmul as batch_matmul
+from tgfx._lax_scan import cumlogsumexp as cumlogsumexp
+from tgfx._lax_scan import cummax as cummax
+from tgfx._lax_scan import cummin as cummin
+from tgfx._lax_scan import cumprod as cumprod
+from tgfx._lax_scan import cumsum as cumsum
+from tgfx._lax_scan import dot as dot
+from tgfx._lax_scan import dot_general as dot_general
+from tgfx._lax_scan import map as map  # noqa: A004 - JAX's name
+from tgfx._lax_scan import reduce_and as reduce_and
+from tgfx._lax_scan import reduce_max as reduce_max
+from tgfx._lax_scan import reduce_min as reduce_min
+from tgfx._lax_scan import reduce_or as reduce_or
+from tgfx._lax_scan import reduce_prod as reduce_prod
+from tgfx._lax_scan import reduce_sum as reduce_sum
+from tgfx._lax_scan import reduce_xor as reduce_xor
+from tgfx._lax_scan import sort as sort
+from tgfx._lax_scan import sort_key_val as sort_key_val
+from tgfx._lax_scan import top_k as top_k
+from tgfx._lax_shape import bitcast_convert_type as bitcast_convert_type
+from tgfx._lax_shape import broadcast as broadcast
+from tgfx._lax_shape import broadcast_in_dim as broadcast_in_dim
+from tgfx._lax_shape import broadcasted_iota as broadcasted_iota
+from tgfx._lax_shape import clamp as clamp
+from tgfx._lax_shape import collapse as collapse
+from tgfx._lax_shape import concatenate as concatenate
+from tgfx._lax_shape import convert_element_type as convert_element_type
+from tgfx._lax_shape import expand_dims as expand_dims
+from tgfx._lax_shape import full as full
+from tgfx._lax_shape import full_like as full_like
+from tgfx._lax_shape import index_in_dim as index_in_dim
+from tgfx._lax_shape import iota as iota
+from tgfx._lax_shape import pad as pad
+from tgfx._lax_shape import reshape as reshape
+from tgfx._lax_shape import rev as rev
+from tgfx._lax_shape import select as select
+from tgfx._lax_shape import select_n as select_n
+from tgfx._lax_shape import slice as slice  # noqa: A004 - JAX's name
+from tgfx._lax_shape import slice_in_dim as slice_in_dim
+from tgfx._lax_shape import squeeze as squeeze
+from tgfx._lax_shape import transpose as transpose
 from tgfx._lax_slicing import dynamic_index_in_dim as dynamic_index_in_dim
 from tgfx._lax_slicing import dynamic_slice as dynamic_slice
 from tgfx._lax_slicing import dynamic_slice_in_dim as dynamic_slice_in_dim
@@ -62,6 +168,7 @@ from tgfx.numpy._complex import make_complex
 from tgfx.numpy._complex import real as real
 from tgfx.tensor import Tensor
 from tgfx.trace_state import record_owner, tracing
+from tgfx.transforms.grad import stop_gradient as stop_gradient
 from tgfx.tree import PyTreeDef, keystr, tree_flatten_with_path, tree_leaves, tree_unflatten
 
 complex = make_complex  # noqa: A001 - JAX's name: lax.complex(re, im)
@@ -416,4 +523,16 @@ __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over",
            "dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim", "dynamic_update_slice",
            "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim",
            "conv_general_dilated", "conv", "conv_with_general_padding", "conv_dimension_numbers",
-           "ConvDimensionNumbers", "Precision", "reduce_window", "padtype_to_pads", "add", "mul", "max", "min"]
+           "ConvDimensionNumbers", "Precision", "reduce_window", "padtype_to_pads", "add", "mul", "max", "min",
+           "RoundingMethod", "abs", "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+           "bitwise_not", "bitwise_or", "bitwise_xor", "cbrt", "ceil", "clz", "cos", "cosh", "digamma", "div", "eq",
+           "erf", "erf_inv", "erfc", "exp", "exp2", "expm1", "floor", "ge", "gt", "integer_pow", "is_finite", "le",
+           "lgamma", "log", "log1p", "logistic", "lt", "ne", "neg", "nextafter", "population_count", "pow",
+           "reciprocal", "rem", "round", "rsqrt", "shift_left", "shift_right_arithmetic", "shift_right_logical",
+           "sign", "sin", "sinh", "sqrt", "square", "sub", "tan", "tanh",
+           "bitcast_convert_type", "broadcast", "broadcast_in_dim", "broadcasted_iota", "clamp", "collapse",
+           "concatenate", "convert_element_type", "expand_dims", "full", "full_like", "index_in_dim", "iota", "pad",
+           "reshape", "rev", "select", "select_n", "slice", "slice_in_dim", "squeeze", "transpose",
+           "argmax", "argmin", "associative_scan", "batch_matmul", "cumlogsumexp", "cummax", "cummin", "cumprod",
+           "cumsum", "dot", "dot_general", "map", "reduce_and", "reduce_max", "reduce_min", "reduce_or",
+           "reduce_prod", "reduce_sum", "reduce_xor", "sort", "sort_key_val", "top_k", "stop_gradient"]
