@@ -425,5 +425,41 @@ def digamma(x: ArrayLike) -> Tensor:
     return tnp.where(pos, out, tnp.where(pole, math.nan, out - cot)).astype(t.dtype)
 
 
+# The rest of jax.scipy.special lives in two modules of its own, which build on the functions above (so they are
+# imported last): `_special_gamma` (the gamma family, the incomplete gamma and beta functions, zeta) and
+# `_special_extra` (Bessel functions, exponential integrals, erfcx, dawsn, spence, entropies, Box-Cox).
+from tgfx.scipy._special_extra import boxcox as boxcox  # noqa: E402
+from tgfx.scipy._special_extra import boxcox1p as boxcox1p  # noqa: E402
+from tgfx.scipy._special_extra import dawsn as dawsn  # noqa: E402
+from tgfx.scipy._special_extra import erfcx as erfcx  # noqa: E402
+from tgfx.scipy._special_extra import exp1 as exp1  # noqa: E402
+from tgfx.scipy._special_extra import expi as expi  # noqa: E402
+from tgfx.scipy._special_extra import expn as expn  # noqa: E402
+from tgfx.scipy._special_extra import i0 as i0  # noqa: E402
+from tgfx.scipy._special_extra import i0e as i0e  # noqa: E402
+from tgfx.scipy._special_extra import i1 as i1  # noqa: E402
+from tgfx.scipy._special_extra import i1e as i1e  # noqa: E402
+from tgfx.scipy._special_extra import kl_div as kl_div  # noqa: E402
+from tgfx.scipy._special_extra import rel_entr as rel_entr  # noqa: E402
+from tgfx.scipy._special_extra import spence as spence  # noqa: E402
+from tgfx.scipy._special_gamma import bernoulli as bernoulli  # noqa: E402
+from tgfx.scipy._special_gamma import beta as beta  # noqa: E402
+from tgfx.scipy._special_gamma import betainc as betainc  # noqa: E402
+from tgfx.scipy._special_gamma import comb as comb  # noqa: E402
+from tgfx.scipy._special_gamma import factorial as factorial  # noqa: E402
+from tgfx.scipy._special_gamma import gamma as gamma  # noqa: E402
+from tgfx.scipy._special_gamma import gammainc as gammainc  # noqa: E402
+from tgfx.scipy._special_gamma import gammaincc as gammaincc  # noqa: E402
+from tgfx.scipy._special_gamma import gammasgn as gammasgn  # noqa: E402
+from tgfx.scipy._special_gamma import loggamma as loggamma  # noqa: E402
+from tgfx.scipy._special_gamma import multigammaln as multigammaln  # noqa: E402
+from tgfx.scipy._special_gamma import poch as poch  # noqa: E402
+from tgfx.scipy._special_gamma import polygamma as polygamma  # noqa: E402
+from tgfx.scipy._special_gamma import zeta as zeta  # noqa: E402
+
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "xlogy", "xlog1py", "entr", "erf", "erfc",
-           "erfinv", "ndtr", "ndtri", "log_ndtr", "gammaln", "betaln", "digamma"]
+           "erfinv", "ndtr", "ndtri", "log_ndtr", "gammaln", "betaln", "digamma",
+           "gamma", "gammasgn", "loggamma", "factorial", "comb", "beta", "poch", "multigammaln", "gammainc",
+           "gammaincc", "betainc", "zeta", "polygamma", "bernoulli",
+           "i0", "i0e", "i1", "i1e", "expi", "exp1", "expn", "erfcx", "dawsn", "spence", "kl_div", "rel_entr",
+           "boxcox", "boxcox1p"]
