@@ -545,3 +545,22 @@ def test_jacobians_do_not_grow_with_their_size():
             out.append(tg.counters.kernel_count)
         return out
     assert counts(4) == counts(64)
+
+
+def test_bit_trick_ops_differentiate_and_leave_arguments_built_with_them_alone() -> None:
+    """abs and copysign are bit operations in the front end; the gradient walk rewrites them into selects first.
+    That rewrite must not touch what an argument is made of: grad(f)(|v|), whose argument is a lazy |v|, gave zeros
+    (the argument's node was rewritten into a new one that no path reached). copysign by a Python scalar (its sign
+    bits broadcast from a scalar) had no rule and gave zeros too."""
+    v = np.array([0.2, -0.5, 1.4], np.float32)
+    lazy = tnp.abs(tg.asarray(v))
+    np.testing.assert_allclose(tg.grad(lambda t: (t ** 2).sum())(lazy + 0.1).numpy(), 2 * (np.abs(v) + 0.1))
+    np.testing.assert_allclose(tg.grad(lambda t: tnp.exp(t).sum())(lazy).numpy(), np.exp(np.abs(v)), rtol=1e-6)
+    np.testing.assert_allclose(tg.vjp(lambda t: tnp.abs(t) * t, lazy)[1](tnp.ones(3))[0].numpy(), 2 * np.abs(v))
+    np.testing.assert_allclose(tg.grad(lambda t: tnp.abs(t).sum())(v).numpy(), np.sign(v))
+    np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, -1.0).sum())(v).numpy(), -np.sign(v))
+    np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, 2.0).sum())(v).numpy(), np.sign(v))
+    signs = tg.asarray(np.array([-1.0, 1.0, -1.0], np.float32))
+    np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, signs).sum())(v).numpy(), [-1, -1, -1])
+    np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, -1.0).sum())(lazy).numpy(), [-1, -1, -1])
+    np.testing.assert_array_equal(tg.grad(lambda s: tnp.copysign(tg.asarray(v), s).sum())(signs).numpy(), [0, 0, 0])

@@ -359,10 +359,14 @@ def undo_abs(ret: UOp, x: UOp, m: UOp) -> UOp | None:
     return (x < _full(x, 0)).where(-x, x)
 
 
-def undo_copysign(ret: UOp, a: UOp, m1: UOp, sb: UOp, m2: UOp, b: UOp) -> UOp | None:
-    """copysign(a, b) = bits(a) & ~signbit | bits(b) & signbit is select(signbit(b), -|a|, |a|) to the walk (b's
-    bits are `sb`'s source: the sign takes no gradient)."""
-    if a.dtype != ret.dtype or _const_arg(m1) != _sign_bit(a.dtype) - 1 or _const_arg(m2) != _sign_bit(a.dtype):
+def undo_copysign(ret: UOp, a: UOp, m1: UOp, sb: UOp) -> UOp | None:
+    """copysign(a, b) = bits(a) & ~signbit | bits(b) & signbit is select(signbit(b), -|a|, |a|) to the walk (the
+    sign bits `sb` take no gradient). They may be broadcast: `copysign(x, -1.0)` ands a scalar's bits, then expands."""
+    sign = sb
+    while sign.op in (Ops.RESHAPE, Ops.EXPAND):
+        sign = sign.src[0]
+    if a.dtype != ret.dtype or _const_arg(m1) != _sign_bit(a.dtype) - 1 or sign.op is not Ops.AND or \
+            _sign_bit(a.dtype) not in (_const_arg(sign.src[0]), _const_arg(sign.src[1])):
         return None
     abs_a = (a < _full(a, 0)).where(-a, a)
     return sb.alu(Ops.CMPNE, _full(sb, 0)).where(-abs_a, abs_a)
@@ -374,8 +378,7 @@ def _bits(name: str) -> UPat:
 
 pm_differentiable = PatternMatcher([
     (UPat(Ops.BITCAST, src=(UPat(Ops.AND, src=[_bits("x"), UPat.var("m")]),), name="ret"), undo_abs),
-    (UPat(Ops.BITCAST, src=(UPat(Ops.OR, src=[UPat(Ops.AND, src=[_bits("a"), UPat.var("m1")]),
-                                              UPat(Ops.AND, src=[_bits("b"), UPat.var("m2")], name="sb")]),),
+    (UPat(Ops.BITCAST, src=(UPat(Ops.OR, src=[UPat(Ops.AND, src=[_bits("a"), UPat.var("m1")]), UPat.var("sb")]),),
           name="ret"), undo_copysign),
 ])
 
@@ -411,7 +414,11 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
     """
     order = root.toposort()
     if not pm_differentiable.ops.isdisjoint(u.op for u in order):   # (one walk where no rule applies, the usual)
-        root = graph_rewrite(root, pm_differentiable, name="differentiable")
+        # the targets are leaves to it: what a target is made of (an argument computed with abs: grad(f)(|v|)) is
+        # not the function's graph, and a target rewritten would be a new node that no path reaches (zero gradients)
+        leaves = {t: linear_input(t, "grad_target") for t in targets}
+        root = graph_rewrite(root.substitute(leaves), pm_differentiable, name="differentiable")
+        root = root.substitute({leaf: t for t, leaf in leaves.items()})
         order = root.toposort()
     path = _between(order, set(targets))
     on_path = set(path)
