@@ -2,7 +2,8 @@
 
 Each example is a random expression over a (3, 5) input: elementwise functions, products and quotients of
 subexpressions, row and column reductions broadcast back (the fused row kernels of softmax and layer norm, with their
-register buffers), selects, abs and copysign (bit tricks in the front end). The argument is sometimes itself a lazy
+register buffers), selects, abs and copysign (bit tricks in the front end), gathers with repeated indices, cumulative
+sums, `.at[].add`, sorts, transposes and matmuls. The argument is sometimes itself a lazy
 value (|x|, x * 1.5 + 0.25), as a value computed just before the call is. Two silent gradient bugs had this shape: a
 row kernel that read a register buffer it never wrote (NaNs), and an argument built with abs (zeros).
 """
@@ -30,10 +31,16 @@ _UNARY: dict[str, Expr] = {
     "softmax": lambda a: tnp.exp(a - a.max(axis=1, keepdims=True)) / tnp.exp(a - a.max(axis=1, keepdims=True)).sum(
         axis=1, keepdims=True),
     "scaled": lambda a: tnp.sin(a / (a.sum(axis=1, keepdims=True) + 10.0)),
+    "gather": lambda a: a[:, np.array([4, 0, 2, 2, 1])],   # repeats: the backward adds into one column twice
+    "cumsum": lambda a: tnp.cumsum(a, axis=1),
+    "at_add": lambda a: a.at[:, 1].add(a[:, 3] * 2.0),
+    "sort": lambda a: tnp.sort(a, axis=1) * np.arange(1.0, 6.0),
+    "transposed": lambda a: (a.T * np.arange(1.0, 4.0)).T,
 }
 _BINARY: dict[str, Callable[[tg.Tensor, tg.Tensor], tg.Tensor]] = {
     "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "div": lambda a, b: a / (1.0 + b * b),
     "where": lambda a, b: tnp.where(a > b, a * 2.0, b), "max": tnp.maximum,
+    "matmul": lambda a, b: a @ (b.T @ b) / 5.0,   # (3, 5) @ (5, 5): a contraction kernel and its two backwards
 }
 
 

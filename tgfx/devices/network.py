@@ -110,7 +110,7 @@ class RemoteAllocator:
     def _refuse(self, *_: Any, **__: Any) -> None:
         raise DistributedError(self.device.refusal("read or written from this process"))
 
-    copyin = copyout = fill = _refuse
+    copyin = copyout = fill = read = _refuse
 
 
 class RemoteDevice:
