@@ -102,3 +102,25 @@ def test_more_array_methods_as_jax_has_them() -> None:
                                   a.ravel().searchsorted([0.0, 1.5]))
     part = tg.asarray(np.asarray([5.0, 1.0, 4.0, 2.0, 3.0], np.float32)).argpartition(2).numpy()
     assert sorted(part[:2].tolist()) == [1, 3] and part[2] == 4
+
+
+def test_linspace_takes_arrays_an_axis_and_retstep() -> None:
+    # jnp.linspace's signature (retstep before dtype) and array endpoints; an array start was a TypeError before
+    for args, kw in [((0.0, 1.0, 5), {}), ((0, 10, 4), {"dtype": "int32"}), ((2.0, 3.0, 5), {"endpoint": False}),
+                     ((0, 1, 1), {}), ((0, 1, 0), {}), ((-3, 7, 6), {"dtype": "int32", "endpoint": False})]:
+        got, want = tnp.linspace(*args, **kw).numpy(), np.linspace(*args, **kw)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    lo, hi = np.array([[0.0], [1.0]], np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    for axis in (0, 1, 2, -1):
+        np.testing.assert_allclose(tnp.linspace(lo, hi, 4, axis=axis).numpy(), np.linspace(lo, hi, 4, axis=axis),
+                                   rtol=1e-6)
+    samples, step = tnp.linspace(0.0, 1.0, 5, retstep=True)
+    assert step.item() == 0.25 and samples[-1].item() == 1.0
+    jitted = tg.jit(lambda a: tnp.linspace(0.0, a, 4))(tnp.asarray(2.0)).numpy()
+    np.testing.assert_allclose(jitted, [0, 2 / 3, 4 / 3, 2], rtol=1e-6)
+    assert tg.grad(lambda a: tnp.linspace(0.0, a, 4).sum())(2.0).item() == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="non-negative"):
+        tnp.linspace(0, 1, -1)
+    with pytest.raises(np.exceptions.AxisError, match="axis 3"):
+        tnp.linspace(lo, hi, 4, axis=3)

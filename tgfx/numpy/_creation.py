@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import DType, dtypes, promote_types, to_dtype, weak_kind
+from tgfx.dtypes import DType, dtypes, promote_types, to_dtype
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, canonical_device, check_python_ints, promotion_kind, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast, canonical_device, check_python_ints, promotion_kind, to_tensor
 
 Shape = int | Sequence[int]
 
@@ -135,26 +135,45 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: DTyp
     return _place(Tensor.arange(start, stop, step, dtype=dtype), device)
 
 
-def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True, dtype: DType | str | None = None,
-             axis: int = 0, *, device: str | None = None) -> Tensor:
-    return _place(_linspace(start, stop, num, endpoint, dtype), device)
+def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype: DType | str | None = None, axis: int = 0, *, device: str | None = None) -> Any:
+    """`num` evenly spaced samples from `start` to `stop` (`stop` too with `endpoint`), as `jnp.linspace`. `start`
+    and `stop` may be arrays (broadcast together): the samples run along a new axis, at `axis` of the result. With
+    `retstep`, `(samples, step)`. Integer dtypes round the samples toward -inf, as numpy.
 
-
-def _linspace(start: float, stop: float, num: int, endpoint: bool, dtype: DType | str | None) -> Tensor:
+    >>> tnp.linspace(0.0, 1.0, 5)                                   # [0, 0.25, 0.5, 0.75, 1]
+    >>> tnp.linspace(tnp.asarray([0.0, 10.0]), 20.0, 3, axis=1)     # [[0, 10, 20], [10, 15, 20]]
+    """
+    num = int(num)
     if num < 0:
         raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
-    d = to_dtype(dtype) if dtype is not None else promote_types(weak_kind(start), weak_kind(stop), "f*")
+    if dtype is not None:
+        d = to_dtype(dtype)
+    else:
+        d = promote_types(promotion_kind(start), promotion_kind(stop), "f*")
+        d = d if d.is_inexact else dtypes.default_float
     div = (num - 1) if endpoint else num
-    if num == 0:
-        return Tensor(np.zeros(0, dtype=d.np), dtype=d)
-    step = (stop - start) / div if div > 0 else 0.0
-    i = Tensor.arange(num, dtype=dtypes.float64 if d == dtypes.float64 else dtypes.float32)
-    out = i * step + start
+    work = d if d.is_inexact else dtypes.default_float
+    lo, hi = to_tensor(start).astype(work), to_tensor(stop).astype(work)
+    lo, hi = broadcast(lo, hi, name="linspace")
+    nd = lo.ndim
+    if not -nd - 1 <= axis <= nd:
+        raise np.exceptions.AxisError(f"linspace: axis {axis} is out of bounds for a result of dimension {nd + 1}")
+    step = (hi - lo) / div if div > 0 else hi * 0.0
+    i = Tensor.arange(num, dtype=work).reshape(*lo.shape, num) if nd == 0 else \
+        Tensor.arange(num, dtype=work).reshape(*(1,) * nd, num)
+    out = lo.reshape(*lo.shape, 1) + i * step.reshape(*step.shape, 1)
     if endpoint and num > 1:  # the last sample is exactly `stop`, as numpy guarantees
-        out = ew.where(Tensor.arange(num, dtype=dtypes.int32) == num - 1, stop, out)
-    if not d.is_float:  # numpy and JAX round integer samples toward -inf, not toward zero as a cast would
+        last = Tensor.arange(num, dtype=dtypes.int32).reshape(*(1,) * nd, num) == num - 1
+        out = ew.where(last, hi.reshape(*hi.shape, 1), out)
+    if not d.is_float and not d.is_complex:   # numpy and JAX round integer samples toward -inf, not toward zero
         out = ew.floor(out)
-    return out.astype(d)
+    out = out.astype(d)
+    axis = axis % (nd + 1)
+    if axis != nd:
+        out = out.permute(*range(axis), nd, *range(axis, nd))
+    out = _place(out, device)
+    return (out, step.astype(d) if d.is_inexact else step) if retstep else out
 
 
 def eye(n: int, m: int | None = None, k: int = 0, dtype: DType | str | None = None, *,
