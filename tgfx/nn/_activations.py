@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 import tgfx.numpy as tnp
+from tgfx.custom import custom_jvp
 from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
 from tgfx.ir.ops import Ops
 from tgfx.numpy._reduce import _axes
@@ -164,15 +167,35 @@ def _finite_max(t: Tensor, axes: tuple[int, ...]) -> Tensor:
     return tnp.isfinite(m).where(m, tnp.zeros((), t.dtype))
 
 
-def logsumexp(a: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def logsumexp(a: ArrayLike, axis: Axis = None, keepdims: bool = False, *, where: ArrayLike | None = None) -> Tensor:
     """log(sum(exp(a), axis)), computed stably by subtracting the maximum first (`jax.nn.logsumexp`).
 
-    A slice of all -inf gives -inf; one holding +inf gives +inf.
+    A slice of all -inf gives -inf; one holding +inf gives +inf. `where` (booleans broadcasting to a's shape) leaves
+    the entries where it is False out of the sum, as in JAX: a slice with none left gives -inf.
 
     >>> tg.nn.logsumexp(tg.asarray([1000.0, 1000.0]))     # 1000.6931, not inf
     """
     t = _float(a)
-    axes = _axes(t, axis, "logsumexp")
+    return _logsumexp(t, _axes(t, axis, "logsumexp"), _mask(t, where, "logsumexp"), keepdims)
+
+
+def _mask(t: Tensor, where: ArrayLike | None, fn: str) -> Tensor | None:
+    """`where` as booleans of t's shape, or a clear error when it does not broadcast to it."""
+    if where is None:
+        return None
+    w = to_tensor(where)
+    try:
+        fits = np.broadcast_shapes(w.shape, t.shape) == t.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{fn}: `where` of shape {w.shape} does not broadcast to x's shape {t.shape}")
+    return tnp.broadcast_to(w.astype(dtypes.bool), t.shape)
+
+
+def _logsumexp(t: Tensor, axes: tuple[int, ...], mask: Tensor | None, keepdims: bool) -> Tensor:
+    if mask is not None:
+        t = mask.where(t, tnp.full((), -math.inf, t.dtype))  # left-out entries add exp(-inf) = 0, and no gradient
     m = _finite_max(t, axes)
     out = tnp.log(tnp.sum(tnp.exp(t - m), axis=axes, keepdims=True)) + m
     return out if keepdims else tnp.squeeze(out, axes)
@@ -248,3 +271,133 @@ def one_hot(x: ArrayLike, num_classes: int, dtype: DType | str = dtypes.float32,
     classes = tnp.arange(num_classes, dtype=idx.dtype if idx.dtype.is_int else dtypes.int32)
     classes = classes.reshape((num_classes,) + (1,) * (nd - axis - 1))
     return (idx == classes).astype(to_dtype(dtype))
+
+
+# ---- the piecewise and smooth activations added to jax.nn later ----
+def relu6(x: ArrayLike) -> Tensor:
+    """x clipped to [0, 6] (`jax.nn.relu6`), with gradient 1 strictly inside (0, 6) and 0 elsewhere, at 0 and 6 too
+    (JAX's choice at the kinks). Integer input gives float32, NaN stays NaN.
+
+    >>> tg.nn.relu6(tg.asarray([-1.0, 3.0, 9.0]))     # [0., 3., 6.]
+    """
+    t = _float(x)
+    inside = (t > 0) & (t < 6)
+    # the ends are constants for the gradient; the clip still carries NaN through
+    return inside.where(t, stop_gradient(tnp.minimum(tnp.maximum(t, 0.0), 6.0)))
+
+
+def hard_sigmoid(x: ArrayLike) -> Tensor:
+    """relu6(x + 3) / 6 (`jax.nn.hard_sigmoid`): 0 below -3, 1 above 3, linear between; the gradient is 1/6 strictly
+    inside (-3, 3) and 0 at and beyond both ends.
+
+    >>> tg.nn.hard_sigmoid(tg.asarray([-4.0, 0.0, 1.5]))   # [0., 0.5, 0.75]
+    """
+    return relu6(_float(x) + 3.0) / 6.0
+
+
+def hard_silu(x: ArrayLike) -> Tensor:
+    """x * hard_sigmoid(x) (`jax.nn.hard_silu`, also `hard_swish`): the gradient is 0 at -3 and 1 at 3, as JAX's.
+
+    >>> tg.nn.hard_silu(tg.asarray([-4.0, 1.0, 4.0]))      # [-0., 0.6667, 4.]
+    """
+    t = _float(x)
+    return t * hard_sigmoid(t)
+
+
+hard_swish = hard_silu
+
+
+def mish(x: ArrayLike) -> Tensor:
+    """x * tanh(softplus(x)) (`jax.nn.mish`; Misra, "Mish: A Self Regularized Non-Monotonic Activation Function").
+
+    >>> tg.nn.mish(tg.asarray([0.0, 1.0]))     # [0., 0.8651]
+    """
+    t = _float(x)
+    return t * tnp.tanh(softplus(t))
+
+
+def soft_sign(x: ArrayLike) -> Tensor:
+    """x / (|x| + 1) (`jax.nn.soft_sign`), in (-1, 1); the gradient 1 / (|x| + 1)^2 is 1 at 0.
+
+    >>> tg.nn.soft_sign(tg.asarray([-3.0, 1.0]))       # [-0.75, 0.5]
+    """
+    t = _float(x)
+    return t / (tnp.abs(t) + 1)
+
+
+def squareplus(x: ArrayLike, b: ArrayLike = 4) -> Tensor:
+    """(x + sqrt(x^2 + b)) / 2 (`jax.nn.squareplus`; Barron, arXiv:2112.11687): a softplus made of one square root,
+    smoother for larger `b` (a scalar or an array broadcasting with x; b = 0 is relu).
+
+    >>> tg.nn.squareplus(tg.asarray([0.0, 3.0]))       # [1., 3.3028]
+    """
+    t = _float(x)
+    y = t + tnp.sqrt(tnp.square(t) + b)
+    return y / 2
+
+
+def sparse_plus(x: ArrayLike) -> Tensor:
+    """0 for x <= -1, (x + 1)^2 / 4 between, x for x >= 1 (`jax.nn.sparse_plus`, the twin of softplus with an exact
+    0 and an exact identity; Blondel et al., "Learning with Fenchel-Young Losses"). Continuously differentiable:
+    the gradient is sparse_sigmoid(x).
+
+    >>> tg.nn.sparse_plus(tg.asarray([-2.0, 0.0, 2.0]))     # [0., 0.25, 2.]
+    """
+    t = _float(x)
+    return (t <= -1).where(0.0, (t >= 1).where(t, (t + 1) ** 2 / 4))
+
+
+def sparse_sigmoid(x: ArrayLike) -> Tensor:
+    """0.5 * clip(x + 1, 0, 2) (`jax.nn.sparse_sigmoid`): 0 below -1, 1 above 1, linear between. At -1 and 1 the
+    gradient is 0.25, half the slope, as JAX's clip splits a tie between its two sides.
+
+    >>> tg.nn.sparse_sigmoid(tg.asarray([-2.0, 0.0, 0.5]))   # [0., 0.5, 0.75]
+    """
+    return 0.5 * tnp.clip(_float(x) + 1.0, 0.0, 2.0)
+
+
+@custom_jvp
+def _log1mexp(t: Tensor) -> Tensor:
+    # log(-expm1(-x)) where exp(-x) is near 1, log1p(-exp(-x)) where it is small (Maechler's split at log 2)
+    small = t < math.log(2.0)
+    return small.where(tnp.log(-tnp.expm1(-t)), tnp.log1p(-tnp.exp(-t)))
+
+
+# JAX's derivative rule: the plain chain rule through the unused branch would give 0 * inf = NaN
+_log1mexp.defjvps(lambda g, ans, t: g / tnp.expm1(t))
+
+
+def log1mexp(x: ArrayLike) -> Tensor:
+    """log(1 - exp(-x)) for x >= 0, accurate at both ends (`jax.nn.log1mexp`; Maechler, "Accurately Computing
+    log(1 - exp(-|a|))"): -inf at 0, NaN below it. Its gradient is 1 / expm1(x) (JAX's rule), inf at 0.
+
+    >>> tg.nn.log1mexp(tg.asarray([1e-10, 1.0, 50.0]))    # [-23.0259, -0.4587, -1.9e-22]
+    """
+    return _log1mexp(_float(x))
+
+
+def logmeanexp(x: ArrayLike, axis: Axis = None, where: ArrayLike | None = None, keepdims: bool = False) -> Tensor:
+    """log(mean(exp(x), axis)) = logsumexp(x, axis) - log(n), stable for any magnitude (`jax.nn.logmeanexp`).
+
+    With `where` (booleans broadcasting to x's shape) only the entries where it is True count, in the sum and in n;
+    a slice with none gives NaN, as in JAX.
+
+    >>> tg.nn.logmeanexp(tg.asarray([[0.0, 2.0], [1.0, 1.0]]), axis=1)     # [1.4338, 1.]
+    """
+    t = _float(x)
+    axes = _axes(t, axis, "logmeanexp")
+    mask = _mask(t, where, "logmeanexp")
+    lse = _logsumexp(t, axes, mask, keepdims)
+    if mask is None:
+        count = tnp.full((), math.prod(t.shape[a] for a in axes), lse.dtype)
+    else:
+        count = tnp.sum(mask, axis=axes, keepdims=keepdims, dtype=lse.dtype)
+    return lse - tnp.log(count)
+
+
+def identity(x: ArrayLike) -> Tensor:
+    """x itself, as a Tensor (`jax.nn.identity`): the activation of a linear layer, dtype unchanged.
+
+    >>> tg.nn.identity(tg.asarray([1, 2]))     # [1, 2], int32
+    """
+    return to_tensor(x)
