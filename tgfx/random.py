@@ -487,8 +487,8 @@ def randint(key: KeyLike, shape: int | Sequence[int], minval: ArrayLike, maxval:
         raise TypeError(f"randint: `dtype` must be an integer type, got {d.name}")
     shape = shape_arg(shape, "randint")
     lo, hi = _int_bound(minval, "randint", "minval"), _int_bound(maxval, "randint", "maxval")
-    for t, name in ((lo, "minval"), (hi, "maxval")):
-        _bound(t, t.dtype, shape, "randint", name)
+    for bound, name in ((lo, "minval"), (hi, "maxval")):
+        _bound(bound, bound.dtype, shape, "randint", name)
     sample = d
     if d.bits < 32:  # drawn in 32 bits, as JAX does, so the modulo bias stays small
         sample = dtypes.int32
@@ -564,7 +564,7 @@ def permutation(key: KeyLike, x: int | ArrayLike, axis: int = 0, independent: bo
     return take(t, _shuffle(k, Tensor.arange(t.shape[axis], dtype=dtypes.int32), 0), axis=axis)
 
 
-# the distributions built on these draws (JAX's algorithms), in a module of their own
+# the distributions built on these draws (JAX's algorithms), in modules of their own, and the key helpers
 from tgfx._random_dists import beta as beta  # noqa: E402
 from tgfx._random_dists import categorical as categorical  # noqa: E402
 from tgfx._random_dists import choice as choice  # noqa: E402
@@ -576,3 +576,27 @@ from tgfx._random_dists import laplace as laplace  # noqa: E402
 from tgfx._random_dists import loggamma as loggamma  # noqa: E402
 from tgfx._random_dists import logistic as logistic  # noqa: E402
 from tgfx._random_dists import truncated_normal as truncated_normal  # noqa: E402
+from tgfx._random_extra import ball as ball  # noqa: E402
+from tgfx._random_extra import binomial as binomial  # noqa: E402
+from tgfx._random_extra import cauchy as cauchy  # noqa: E402
+from tgfx._random_extra import chisquare as chisquare  # noqa: E402
+from tgfx._random_extra import clone as clone  # noqa: E402
+from tgfx._random_extra import double_sided_maxwell as double_sided_maxwell  # noqa: E402
+from tgfx._random_extra import f as f  # noqa: E402
+from tgfx._random_extra import generalized_normal as generalized_normal  # noqa: E402
+from tgfx._random_extra import geometric as geometric  # noqa: E402
+from tgfx._random_extra import key_data as key_data  # noqa: E402
+from tgfx._random_extra import lognormal as lognormal  # noqa: E402
+from tgfx._random_extra import maxwell as maxwell  # noqa: E402
+from tgfx._random_extra import multinomial as multinomial  # noqa: E402
+from tgfx._random_extra import multivariate_normal as multivariate_normal  # noqa: E402
+from tgfx._random_extra import orthogonal as orthogonal  # noqa: E402
+from tgfx._random_extra import pareto as pareto  # noqa: E402
+from tgfx._random_extra import poisson as poisson  # noqa: E402
+from tgfx._random_extra import rademacher as rademacher  # noqa: E402
+from tgfx._random_extra import rayleigh as rayleigh  # noqa: E402
+from tgfx._random_extra import t as t  # noqa: E402
+from tgfx._random_extra import triangular as triangular  # noqa: E402
+from tgfx._random_extra import wald as wald  # noqa: E402
+from tgfx._random_extra import weibull_min as weibull_min  # noqa: E402
+from tgfx._random_extra import wrap_key_data as wrap_key_data  # noqa: E402
