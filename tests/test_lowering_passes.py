@@ -620,3 +620,22 @@ def test_the_schedule_does_not_depend_on_where_the_nodes_live():
     first = kernels([])
     for _ in range(12):
         assert kernels(list(rng.integers(1, 5000, int(rng.integers(1, 400))))) == first
+
+
+def test_pack_signatures_are_interned_so_shared_graphs_stay_small():
+    """A value's signature is made of its sources' signatures; as nested tuples it was the value's graph written out
+    as a tree, exponential where the graph shares, and hashing it never ended (a jitted gradient through a random
+    normal, whose hash rounds share every value, hung in find_packs). Interned, the table holds one entry a node."""
+    from tgfx.lowering.packs import _Signatures
+    x = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (),
+                                                                         (1, 8)), UOp.const(dtypes.int64, 3))),))
+    h = UOp(Ops.RANGE, dtypes.int64, (UOp.const(dtypes.int64, 8),), (0, "loop"))
+    for _ in range(60):   # a hash of the loop index (as a random draw's counters): 2^60 paths through 120 nodes
+        h = h * h + h
+    sig = _Signatures()
+    key, deltas = sig(x * UOp(Ops.CAST, dtypes.float32, (h,)))
+    assert deltas == (3,) and len(sig.ids) <= 2 * 60 + 2 and isinstance(key, int)
+    k = tgfx.random.key(1)
+    f = lambda s: tnp.exp(tgfx.random.normal(k, (50,)) * s).sum()  # noqa: E731
+    np.testing.assert_allclose(tgfx.jit(tgfx.grad(f))(Tensor(np.float32(0.5))).numpy(),
+                               tgfx.grad(f)(Tensor(np.float32(0.5))).numpy(), rtol=1e-6)

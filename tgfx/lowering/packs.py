@@ -126,6 +126,10 @@ class _Signatures:
         self.memo: dict[UOp, tuple[object, tuple[int, ...]]] = {}
         self.loose_masks = loose_masks
         self.index_only: dict[UOp, bool] = {}
+        # each key is interned as a number: a key made of its sources' keys would be the value's graph as a tree,
+        # exponentially large where the graph shares (a random normal's hash rounds: a jitted gradient through one
+        # hashed keys without end)
+        self.ids: dict[tuple, int] = {}
 
     def _index_only(self, u: UOp) -> bool:
         """Whether `u` reads no memory (its leaves are loop indices, constants and core ids)."""
@@ -150,7 +154,7 @@ class _Signatures:
         else:
             subs = [self(s) for s in u.src]
             deltas = tuple(d for _, ds in subs for d in ds)
-            key = (u.op, u.dtype, u.arg, tuple(k for k, _ in subs))
+            key = self.ids.setdefault((u.op, u.dtype, u.arg, tuple(k for k, _ in subs)), len(self.ids))
             out = (key, deltas) if len(deltas) <= MAX_LOADS else (("apart", u), ())
         self.memo[u] = out
         return out
