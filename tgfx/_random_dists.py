@@ -577,78 +577,23 @@ def _eps(d: DType) -> Tensor:
 
 
 def _igamma_series_sample_grad(ax: Tensor, x: Tensor, a: Tensor, enabled: Tensor) -> Tensor:
-    """JAX's `_igamma_series` in SAMPLE_DERIVATIVE mode: P(a, x) = ax / a * sum_n x^n / ((a+1)...(a+n)), the sum and
-    its a-derivative until a term's derivative no longer moves the total."""
-    from tgfx.lax import while_loop
-    from tgfx.numpy import abs as absolute
-    from tgfx.numpy import any as any_of
+    """JAX's `_igamma_series` in SAMPLE_DERIVATIVE mode: the series of P(a, x) and its a-derivative
+    (`tgfx.scipy.special`'s), combined into the sample's derivative."""
     from tgfx.numpy import log
+    from tgfx.scipy._special_gamma import igamma_series_sums
     from tgfx.scipy.special import digamma
-    d = a.dtype
-    one, zero = Tensor.full(a.shape, 1.0, d), Tensor.full(a.shape, 0.0, d)
-
-    def body(s: tuple) -> tuple:
-        on, r, c, ans, dc_da, dans_da = s
-        r1 = r + 1
-        dc1 = dc_da * (x / r1) - (c * x) / (r1 * r1)
-        dans1 = dans_da + dc1
-        c1 = c * (x / r1)
-        ans1 = ans + c1
-        more = on & (absolute(dc1 / dans1) > _eps(d))
-        return (more, *(on.where(new, old) for new, old in zip((r1, c1, ans1, dc1, dans1), s[1:], strict=True)))
-
-    _, _, _, ans, _, dans_da = while_loop(lambda s: any_of(s[0]), body, (enabled, a, one, one, zero, zero))
-    dlogax_da = log(x) - digamma(a + 1)
-    return -(dans_da + ans * dlogax_da) * x / a
+    ans, dans_da = igamma_series_sums(x, a, enabled, derivative=True)
+    return -(dans_da + ans * (log(x) - digamma(a + 1))) * x / a
 
 
 def _igammac_cf_sample_grad(ax: Tensor, x: Tensor, a: Tensor, enabled: Tensor) -> Tensor:
-    """JAX's `_igammac_continued_fraction` in SAMPLE_DERIVATIVE mode: Q(a, x) by its continued fraction (at most
-    2000 terms) with the a-derivatives of every convergent's numerator and denominator, rescaled when they grow."""
-    from tgfx.lax import while_loop
-    from tgfx.numpy import abs as absolute
-    from tgfx.numpy import any as any_of
+    """JAX's `_igammac_continued_fraction` in SAMPLE_DERIVATIVE mode: the continued fraction of Q(a, x) and its
+    a-derivative (`tgfx.scipy.special`'s), combined into the sample's derivative."""
     from tgfx.numpy import log
+    from tgfx.scipy._special_gamma import igammac_fraction
     from tgfx.scipy.special import digamma
-    d = a.dtype
-    eps = _eps(d)
-    big = _lit(1 / (2.0 ** -_NMANT[d]), d)
-
-    def body(s: tuple) -> tuple:
-        on, c, ans, y, z, pkm1, qkm1, pkm2, qkm2, dpkm2, dqkm2, dpkm1, dqkm1, dans = s
-        c = c + 1
-        y1, z1 = y + 1, z + 2
-        yc = y1 * c
-        pk = pkm1 * z1 - pkm2 * yc
-        qk = qkm1 * z1 - qkm2 * yc
-        nonzero = qk != 0
-        r = pk / nonzero.where(qk, Tensor.full((), 1.0, d))
-        ans1 = nonzero.where(r, ans)
-        dpk = dpkm1 * z1 - pkm1 - dpkm2 * yc + pkm2 * c
-        dqk = dqkm1 * z1 - qkm1 - dqkm2 * yc + qkm2 * c
-        dans1 = nonzero.where((dpk - ans1 * dqk) / nonzero.where(qk, Tensor.full((), 1.0, d)), dans)
-        moved = nonzero.where(absolute(dans1 - dans), Tensor.full((), 1.0, d))
-        rescale = absolute(pk) > big
-        new_pkm2, new_pkm1, new_qkm2, new_qkm1 = (rescale.where(t * eps, t) for t in (pkm1, pk, qkm1, qk))
-        new_dpkm2, new_dqkm2, new_dpkm1, new_dqkm1 = (rescale.where(t * eps, t) for t in (dpkm1, dqkm1, dpk, dqk))
-        more = on & (moved > eps)
-        news = (ans1, y1, z1, new_pkm1, new_qkm1, new_pkm2, new_qkm2, new_dpkm2, new_dqkm2, new_dpkm1, new_dqkm1,
-                dans1)
-        olds = (ans, y, z, pkm1, qkm1, pkm2, qkm2, dpkm2, dqkm2, dpkm1, dqkm1, dans)
-        return (more, c, *(on.where(n, o) for n, o in zip(news, olds, strict=True)))
-
-    y = 1 - a
-    z = x + y + 1
-    pkm1 = x + 1
-    qkm1 = z * x
-    ans = pkm1 / qkm1
-    zero = Tensor.full(a.shape, 0.0, d)
-    init = (enabled, Tensor.full((), 0.0, d), ans, y, z, pkm1, qkm1, Tensor.full(a.shape, 1.0, d), x, zero, zero,
-            zero, -x, (zero - ans * -x) / qkm1)
-    out = while_loop(lambda s: (s[1] < 2000) & any_of(s[0]), body, init)
-    ans, dans = out[2], out[13]
-    dlogax_da = log(x) - digamma(a)
-    return -(dans + ans * dlogax_da) * x
+    ans, dans = igammac_fraction(x, a, enabled, derivative=True)
+    return -(dans + ans * (log(x) - digamma(a))) * x
 
 
 def beta(key: KeyLike, a: ArrayLike, b: ArrayLike, shape: ShapeLike | None = None,

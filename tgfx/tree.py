@@ -606,18 +606,21 @@ def tree_leaves_with_path(tree: Any, is_leaf: IsLeafFn | None = None) -> list[tu
     return tree_flatten_with_path(tree, is_leaf)[0]
 
 
+def _up_to(treedef: PyTreeDef, tree: Any, problem: str, names: tuple[str, str]) -> list[Any]:
+    """The subtrees of `tree` where `treedef` has its leaves; a ValueError saying `problem` and where the two
+    structures (`names`) differ when `treedef` is no prefix of `tree`'s."""
+    leaves: list[Any] = []
+    try:
+        treedef._flatten_up_to(tree, (), leaves)
+    except _Mismatch as e:
+        raise ValueError(f"{problem}; they differ at {_where(e.path)}: {e.detail}.\n  {names[0]}: {treedef!r}\n"
+                         f"  {names[1]}: {tree_structure(tree)!r}") from None
+    return leaves
+
+
 def _flatten_rest(treedef: PyTreeDef, rest: Sequence[Any], fn_name: str) -> list[list[Any]]:
-    out = []
-    for i, r in enumerate(rest, start=1):
-        leaves: list[Any] = []
-        try:
-            treedef._flatten_up_to(r, (), leaves)
-        except _Mismatch as e:
-            raise ValueError(f"{fn_name}: argument {i} does not have the structure of argument 0; they differ at "
-                             f"{_where(e.path)}: {e.detail}.\n  argument 0: {treedef!r}\n"
-                             f"  argument {i}: {tree_structure(r)!r}") from None
-        out.append(leaves)
-    return out
+    return [_up_to(treedef, r, f"{fn_name}: argument {i} does not have the structure of argument 0",
+                   ("argument 0", f"argument {i}")) for i, r in enumerate(rest, start=1)]
 
 
 def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeafFn | None = None) -> Any:
@@ -692,13 +695,8 @@ def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: IsLeafFn | None = 
     [(1, 1), {'a': 2}]
     """
     prefix_leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
-    subtrees: list[Any] = []
-    try:
-        prefix_def._flatten_up_to(full_tree, (), subtrees)
-    except _Mismatch as e:
-        raise ValueError(f"tree_broadcast: the first tree is not a prefix of the second; they differ at "
-                         f"{_where(e.path)}: {e.detail}.\n  prefix: {prefix_def!r}\n  full:   "
-                         f"{tree_structure(full_tree)!r}") from None
+    subtrees = _up_to(prefix_def, full_tree, "tree_broadcast: the first tree is not a prefix of the second",
+                      ("prefix", "full"))
     return tree_unflatten(prefix_def, [tree_map(lambda _, p=p: p, sub, is_leaf=is_leaf)
                                        for p, sub in zip(prefix_leaves, subtrees, strict=True)])
 

@@ -175,8 +175,17 @@ def multigammaln(a: ArrayLike, d: int) -> Tensor:
 
 # ---- the regularised incomplete gamma functions ----
 def _igamma_series(ax: Tensor, x: Tensor, a: Tensor, enabled: Tensor, derivative: bool) -> Tensor:
-    """P(a, x) = ax / a * sum_n x^n / ((a+1)...(a+n)) (XLA's `IgammaSeries`), or its derivative in a with the
-    sum's derivative carried along; each element stops when its last term no longer moves the sum."""
+    """P(a, x) = ax / a * sum_n x^n / ((a+1)...(a+n)) (XLA's `IgammaSeries`), or its derivative in a."""
+    ans, dans = igamma_series_sums(x, a, enabled, derivative)
+    if not derivative:
+        return ans * ax / a
+    return ax * (ans * (tnp.log(x) - digamma(a + 1)) + dans) / a
+
+
+def igamma_series_sums(x: Tensor, a: Tensor, enabled: Tensor, derivative: bool) -> tuple[Tensor, Tensor]:
+    """The series of P(a, x) = ax / a * sum_n x^n / ((a+1)...(a+n)) and, with `derivative`, the sum's derivative in
+    a carried along: (sum, its a-derivative), each element stopped when its last term no longer moves the sum (or
+    its derivative). The gamma sampler's implicit gradient (`tgfx/_random_dists.py`) reads them too."""
     eps = _eps(x.dtype)
     one, zero = tnp.ones_like(a), tnp.zeros_like(a)
 
@@ -191,15 +200,21 @@ def _igamma_series(ax: Tensor, x: Tensor, a: Tensor, enabled: Tensor, derivative
         return (more, *(tnp.where(on, new, old) for new, old in zip((r1, c1, ans1, dc1, dans1), s[1:], strict=True)))
 
     _, _, _, ans, _, dans = while_loop(lambda s: tnp.any(s[0]), body, (enabled, a, one, one, zero, zero))
-    if not derivative:
-        return ans * ax / a
-    return ax * (ans * (tnp.log(x) - digamma(a + 1)) + dans) / a
+    return ans, dans
 
 
 def _igammac_cf(ax: Tensor, x: Tensor, a: Tensor, enabled: Tensor, derivative: bool) -> Tensor:
-    """Q(a, x) by its continued fraction (XLA's `IgammacContinuedFraction`, at most 2000 terms), or its derivative
-    in a with the a-derivatives of every convergent's numerator and denominator; all rescaled by eps when the
-    numerator grows past 1 / eps."""
+    """Q(a, x) by its continued fraction (XLA's `IgammacContinuedFraction`), or its derivative in a."""
+    ans, dans = igammac_fraction(x, a, enabled, derivative)
+    if not derivative:
+        return ans * ax
+    return ax * (ans * (tnp.log(x) - digamma(a)) + dans)
+
+
+def igammac_fraction(x: Tensor, a: Tensor, enabled: Tensor, derivative: bool) -> tuple[Tensor, Tensor]:
+    """The continued fraction of Q(a, x) (at most 2000 terms) and, with `derivative`, its a-derivative from those of
+    every convergent's numerator and denominator; all rescaled by eps when the numerator grows past 1 / eps. The
+    gamma sampler's implicit gradient (`tgfx/_random_dists.py`) reads them too."""
     d = x.dtype
     eps = _eps(d)
     zero = tnp.zeros_like(x)
@@ -237,9 +252,7 @@ def _igammac_cf(ax: Tensor, x: Tensor, a: Tensor, enabled: Tensor, derivative: b
     init = (enabled, Tensor.full((), 0.0, d), ans, y, z, pkm1, qkm1, tnp.ones_like(x), x, zero, zero, zero, -x,
             ans * x / qkm1)
     out = while_loop(lambda s: (s[1] < 2000) & tnp.any(s[0]), body, init)
-    if not derivative:
-        return out[2] * ax
-    return ax * (out[2] * (tnp.log(x) - digamma(a)) + out[13])
+    return out[2], out[13]
 
 
 def _igamma_prefix(a: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
