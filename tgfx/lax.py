@@ -3,11 +3,13 @@
 The rest of `jax.lax` that programs call lives in modules of its own and is re-exported here: `dynamic_slice`,
 `dynamic_update_slice` and their `_in_dim` forms (`_lax_slicing.py`), `conv_general_dilated`, `conv`,
 `ConvDimensionNumbers` and `Precision` (`_lax_conv.py`), `reduce_window` (`_lax_window.py`) and the binary
-`add`, `mul`, `max`, `min` it reduces with (`_lax_elementwise.py`); the elementwise primitives, which do not promote
-dtypes (`sub`, `div`, `exp`, `shift_left`, `eq`, ..., `_lax_ops.py`); the shape operations, selections and
-conversions (`broadcast_in_dim`, `slice`, `pad`, `select_n`, `convert_element_type`, ..., `_lax_shape.py`); the
-reductions, cumulative reductions, sorts, `top_k`, `associative_scan`, `map` and `dot_general` (`_lax_scan.py`);
-and `stop_gradient` (`transforms/grad.py`). This module is the control flow:
+`add`, `mul`, `max`, `min` it reduces with (`_lax_elementwise.py`); the general `gather`, `scatter`,
+`scatter_add` (`_mul`, `_min`, `_max`) and `reduce` (`_lax_gather.py`); the `linalg` namespace (`_lax_linalg.py`);
+the elementwise primitives, which do not promote dtypes (`sub`, `div`, `exp`, `shift_left`, `eq`, ...,
+`_lax_ops.py`); the shape operations, selections and conversions (`broadcast_in_dim`, `slice`, `pad`, `select_n`,
+`convert_element_type`, ..., `_lax_shape.py`); the reductions, cumulative reductions, sorts, `top_k`,
+`associative_scan`, `map` and `dot_general` (`_lax_scan.py`); and `stop_gradient` (`transforms/grad.py`).
+This module is the control flow:
 
 `scan`, `fori_loop` and `while_loop` build one `LOOP` node, `cond` and `switch` one `SWITCH` node
 (`tgfx/ir/control.py`). Their functions are traced once into bodies of their own, never unrolled: the body is
@@ -36,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from tgfx import _lax_linalg as linalg  # noqa: F401 - the tg.lax.linalg namespace
 from tgfx._lax_conv import ConvDimensionNumbers as ConvDimensionNumbers
 from tgfx._lax_conv import Precision as Precision
 from tgfx._lax_conv import conv as conv
@@ -46,6 +49,16 @@ from tgfx._lax_elementwise import add as add
 from tgfx._lax_elementwise import max as max  # noqa: A004 - JAX's name
 from tgfx._lax_elementwise import min as min  # noqa: A004 - JAX's name
 from tgfx._lax_elementwise import mul as mul
+from tgfx._lax_gather import GatherDimensionNumbers as GatherDimensionNumbers
+from tgfx._lax_gather import GatherScatterMode as GatherScatterMode
+from tgfx._lax_gather import ScatterDimensionNumbers as ScatterDimensionNumbers
+from tgfx._lax_gather import gather as gather
+from tgfx._lax_gather import reduce as reduce
+from tgfx._lax_gather import scatter as scatter
+from tgfx._lax_gather import scatter_add as scatter_add
+from tgfx._lax_gather import scatter_max as scatter_max
+from tgfx._lax_gather import scatter_min as scatter_min
+from tgfx._lax_gather import scatter_mul as scatter_mul
 from tgfx._lax_ops import RoundingMethod as RoundingMethod
 from tgfx._lax_ops import abs as abs  # noqa: A004 - JAX's name
 from tgfx._lax_ops import acos as acos
