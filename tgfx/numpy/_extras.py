@@ -216,7 +216,7 @@ def fromfunction(function: Callable[..., Any], shape: Sequence[int], *, dtype: D
     >>> tnp.fromfunction(lambda i, j: i + 10 * j, (2, 3), dtype=int).tolist()
     [[0, 10, 20], [1, 11, 21]]
     """
-    from tgfx import vmap
+    from tgfx.transforms.vmap import vmap
     shape = tuple(operator.index(s) for s in shape)
     d = to_dtype(dtype)
     n = len(shape)
