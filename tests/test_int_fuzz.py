@@ -1,0 +1,69 @@
+"""Random integer programs against numpy: int32 arithmetic (floor division and remainder of negative values, shifts,
+bitwise ops, min/max, abs, comparisons turned back into ints, reductions along rows and columns), fused into the
+kernels tgfx makes of them, eagerly and under jit. Integer results must be exact."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+
+Fn = Callable[..., object]
+
+# (tgfx, numpy) pairs; every op keeps values small (|v| < 2^12) so int32 never overflows
+_UNARY: dict[str, tuple[Fn, Fn]] = {
+    "neg": (lambda a: -a, lambda a: -a),
+    "abs": (tnp.abs, np.abs),
+    "half": (lambda a: a // 2, lambda a: a // 2),
+    "mod7": (lambda a: a % 7, lambda a: a % 7),
+    "shr": (lambda a: a >> 1, lambda a: a >> 1),
+    "mask": (lambda a: a & 0xFF, lambda a: a & 0xFF),
+    "sign": (tnp.sign, np.sign),
+    "row_max": (lambda a: a - a.max(axis=1, keepdims=True), lambda a: a - a.max(axis=1, keepdims=True)),
+    "col_min": (lambda a: a - a.min(axis=0, keepdims=True), lambda a: a - a.min(axis=0, keepdims=True)),
+    "row_sum": (lambda a: a.sum(axis=1, keepdims=True) // 5 + a, lambda a: a.sum(axis=1, keepdims=True) // 5 + a),
+    "cumsum": (lambda a: tnp.cumsum(a, axis=1) // 3, lambda a: np.cumsum(a, axis=1) // 3),
+    "argmax": (lambda a: a + a.argmax(axis=1, keepdims=True), lambda a: a + a.argmax(axis=1)[:, None]),
+    "positive": (lambda a: (a > 0).astype(tnp.int32) * a, lambda a: (a > 0).astype(np.int32) * a),
+    "clip": (lambda a: tnp.clip(a, -100, 100), lambda a: np.clip(a, -100, 100)),
+}
+_BINARY: dict[str, tuple[Fn, Fn]] = {
+    "add": (lambda a, b: (a + b) // 2, lambda a, b: (a + b) // 2),
+    "sub": (lambda a, b: (a - b) // 2, lambda a, b: (a - b) // 2),
+    "floordiv": (lambda a, b: a // (tnp.abs(b) % 5 + 1) - a // -3, lambda a, b: a // (np.abs(b) % 5 + 1) - a // -3),
+    "mod": (lambda a, b: a % (b % 9 - 10), lambda a, b: a % (b % 9 - 10)),
+    "xor": (lambda a, b: a ^ (b & 0x3F), lambda a, b: a ^ (b & 0x3F)),
+    "max": (tnp.maximum, np.maximum),
+    "min": (tnp.minimum, np.minimum),
+    "where": (lambda a, b: tnp.where(a > b, a, b * 2 // 3), lambda a, b: np.where(a > b, a, b * 2 // 3)),
+}
+
+
+def _expr() -> st.SearchStrategy:
+    return st.recursive(st.just(("x",)), lambda inner: st.one_of(
+        st.tuples(st.sampled_from(sorted(_UNARY)), inner),
+        st.tuples(st.sampled_from(sorted(_BINARY)), inner, inner)), max_leaves=5)
+
+
+def _build(tree: tuple, x: object, side: int) -> object:
+    if tree[0] == "x":
+        return x
+    if len(tree) == 2:
+        return _UNARY[tree[0]][side](_build(tree[1], x, side))
+    return _BINARY[tree[0]][side](_build(tree[1], x, side), _build(tree[2], x, side))
+
+
+@settings(max_examples=25)
+@given(tree=_expr(), seed=st.integers(0, 2**16))
+def test_random_integer_programs_compute_numpys_values(tree: tuple, seed: int) -> None:
+    x = np.random.default_rng(seed).integers(-1000, 1000, (3, 6)).astype(np.int32)
+    want = _build(tree, x, 1)
+    got = _build(tree, tg.asarray(x), 0)
+    assert got.dtype == tnp.int32, (tree, got.dtype)
+    np.testing.assert_array_equal(got.numpy(), want, err_msg=str(tree))
+    np.testing.assert_array_equal(tg.jit(lambda v: _build(tree, v, 0))(tg.asarray(x)).numpy(), want,
+                                  err_msg=f"{tree} under jit")
