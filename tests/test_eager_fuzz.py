@@ -1,0 +1,67 @@
+"""Random eager sessions against numpy: a few named arrays updated step by step with Python constants (lifted into
+kernel arguments, one schedule for every value: 0.0, -0.0, 1.0 and others), old values kept alive and read later
+(siblings computed in the same schedule), partial reads (`float(x[i])`, a row), graphs left lazy across many steps
+(each step's template found by its description). Every value read must be numpy's."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+
+_CONSTS = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.25, -7.5]
+_ACTIONS = st.one_of(
+    st.tuples(st.just("axpy"), st.integers(0, 2), st.integers(0, 2), st.sampled_from(_CONSTS)),
+    st.tuples(st.just("sin"), st.integers(0, 2), st.integers(0, 2)),
+    st.tuples(st.just("keep"), st.integers(0, 2)),
+    st.tuples(st.just("read_kept"),),
+    st.tuples(st.just("read"), st.integers(0, 2)),
+    st.tuples(st.just("read_elem"), st.integers(0, 2), st.integers(0, 3)),
+    st.tuples(st.just("normalise"), st.integers(0, 2)),
+    st.tuples(st.just("roll_set"), st.integers(0, 2), st.integers(0, 3), st.sampled_from(_CONSTS)),
+)
+
+
+@settings(max_examples=30)
+@given(actions=st.lists(_ACTIONS, min_size=1, max_size=25), seed=st.integers(0, 2**16))
+def test_random_eager_sessions_compute_numpys_values(actions: list[tuple], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ref = [rng.standard_normal(4).astype(np.float32) for _ in range(3)]
+    ts = [tg.asarray(r) for r in ref]
+    kept: list[tuple[tg.Tensor, np.ndarray]] = []
+    for act in actions:
+        kind = act[0]
+        if kind == "axpy":   # x_i = x_i * c + x_j
+            _, i, j, c = act
+            ts[i], ref[i] = ts[i] * c + ts[j], (ref[i] * np.float32(c) + ref[j]).astype(np.float32)
+        elif kind == "sin":
+            _, i, j = act
+            ts[i], ref[i] = tnp.sin(ts[j]) + ts[i] * 0.5, (np.sin(ref[j]) + ref[i] * np.float32(0.5)).astype(np.float32)
+        elif kind == "keep":
+            kept.append((ts[act[1]], ref[act[1]].copy()))
+        elif kind == "read_kept" and kept:
+            t, r = kept.pop(0)
+            np.testing.assert_allclose(t.numpy(), r, rtol=1e-5, atol=1e-6)
+        elif kind == "read":
+            np.testing.assert_allclose(ts[act[1]].numpy(), ref[act[1]], rtol=1e-5, atol=1e-6)
+        elif kind == "read_elem":
+            _, i, k = act
+            got = float(ts[i][k])
+            assert np.isclose(got, ref[i][k], rtol=1e-5, atol=1e-6) and np.signbit(got) == np.signbit(ref[i][k]) or \
+                ref[i][k] == 0 or np.isnan(ref[i][k]) and np.isnan(got), (got, ref[i][k])
+        elif kind == "normalise":   # a row reduction with a lifted constant inside
+            i = act[1]
+            ts[i] = ts[i] / (tnp.abs(ts[i]).sum() + 1.5)
+            ref[i] = (ref[i] / (np.abs(ref[i]).sum() + np.float32(1.5))).astype(np.float32)
+        elif kind == "roll_set":
+            _, i, k, c = act
+            ts[i] = tnp.roll(ts[i], 1).at[k].set(c)
+            ref[i] = np.roll(ref[i], 1)
+            ref[i][k] = c
+    for t, r in zip(ts, ref, strict=True):
+        np.testing.assert_allclose(t.numpy(), r, rtol=1e-4, atol=1e-5)
+        assert (np.signbit(t.numpy()) == np.signbit(r))[r == 0].all()
+    for t, r in kept:
+        np.testing.assert_allclose(t.numpy(), r, rtol=1e-4, atol=1e-5)
