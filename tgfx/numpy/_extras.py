@@ -619,19 +619,31 @@ def _window_n(m: int, fn: str) -> int:
         raise TypeError(f"{fn}: M must be a static Python int (the window length), got {type(m).__name__}") from None
 
 
-def _cosine_window(m: int, coeffs: tuple[float, ...], fn: str) -> Tensor:
-    """sum_k coeffs[k] * cos(k * pi * n / (M - 1)) for n = 1-M, 3-M, ..., M-1: numpy's symmetric cosine windows."""
+def _window(m: int, fn: str, values: Callable[[int], Tensor]) -> Tensor:
+    """A window of M points in the default float type: empty for M < 1, [1.0] for M = 1, else `values(M)`."""
     m = _window_n(m, fn)
     d = dtypes.default_float
     if m < 1:
         return Tensor(np.zeros(0, d.np), dtype=d)
     if m == 1:
         return Tensor.full((1,), 1.0, d)
-    n = cr.arange(1 - m, m, 2, dtype=d)
-    out = Tensor.full((m,), coeffs[0], d)
-    for k, c in enumerate(coeffs[1:], start=1):
-        out = out + c * ew.cos(n * (k * math.pi / (m - 1)))
-    return out
+    return values(m)
+
+
+def _symmetric_points(m: int) -> Tensor:
+    """n = 1-M, 3-M, ..., M-1: the points numpy's symmetric windows are functions of."""
+    return cr.arange(1 - m, m, 2, dtype=dtypes.default_float)
+
+
+def _cosine_window(m: int, coeffs: tuple[float, ...], fn: str) -> Tensor:
+    """sum_k coeffs[k] * cos(k * pi * n / (M - 1)) for n = 1-M, 3-M, ..., M-1: numpy's symmetric cosine windows."""
+    def values(m: int) -> Tensor:
+        n = _symmetric_points(m)
+        out = Tensor.full((m,), coeffs[0], dtypes.default_float)
+        for k, c in enumerate(coeffs[1:], start=1):
+            out = out + c * ew.cos(n * (k * math.pi / (m - 1)))
+        return out
+    return _window(m, fn, values)
 
 
 def bartlett(M: int) -> Tensor:  # noqa: N803 - numpy's argument name
@@ -640,14 +652,7 @@ def bartlett(M: int) -> Tensor:  # noqa: N803 - numpy's argument name
     >>> tnp.bartlett(5).tolist()
     [0.0, 0.5, 1.0, 0.5, 0.0]
     """
-    m = _window_n(M, "bartlett")
-    d = dtypes.default_float
-    if m < 1:
-        return Tensor(np.zeros(0, d.np), dtype=d)
-    if m == 1:
-        return Tensor.full((1,), 1.0, d)
-    n = cr.arange(1 - m, m, 2, dtype=d)
-    return 1.0 - ew.abs(n) / (m - 1)
+    return _window(M, "bartlett", lambda m: 1.0 - ew.abs(_symmetric_points(m)) / (m - 1))
 
 
 def blackman(M: int) -> Tensor:  # noqa: N803
@@ -688,13 +693,10 @@ def kaiser(M: int, beta: ArrayLike) -> Tensor:  # noqa: N803
     >>> tnp.kaiser(3, 0.0).tolist()
     [1.0, 1.0, 1.0]
     """
-    m = _window_n(M, "kaiser")
-    d = dtypes.default_float
-    if m < 1:
-        return Tensor(np.zeros(0, d.np), dtype=d)
-    if m == 1:
-        return Tensor.full((1,), 1.0, d)
-    b = to_tensor(beta).astype(d)
-    alpha = (m - 1) / 2.0
-    r = (cr.arange(0, m, dtype=d) - alpha) / alpha
-    return i0(b * ew.sqrt(ew.maximum(1.0 - r * r, 0.0))) / i0(b)
+    def values(m: int) -> Tensor:
+        d = dtypes.default_float
+        b = to_tensor(beta).astype(d)
+        alpha = (m - 1) / 2.0
+        r = (cr.arange(0, m, dtype=d) - alpha) / alpha
+        return i0(b * ew.sqrt(ew.maximum(1.0 - r * r, 0.0))) / i0(b)
+    return _window(M, "kaiser", values)
