@@ -197,3 +197,29 @@ def check_vmap(f: Callable, args: tuple, in_axes: tuple, out_axes: int = 0, tol:
         assert g.shape == w.shape and g.dtype.np == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
         np.testing.assert_allclose(g.numpy(), w, rtol=tol, atol=tol)
     return got
+
+
+def close(got: Any, want: Any, rtol: float = 2e-5, atol: float = 1e-5, dtype: Any = None) -> None:
+    """`got` equals `want` in shape, to the tolerances (NaNs equal), and in dtype when one is given."""
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.shape == w.shape, (g.shape, w.shape)
+    if dtype is not None:
+        assert g.dtype == np.dtype(dtype), (g.dtype, dtype)
+    np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
+
+
+# ---- random programs, for the fuzz tests: a tree of op names over one input ("x",) ----
+def program_trees(unary: dict[str, Any], binary: dict[str, Any], max_leaves: int) -> st.SearchStrategy:
+    """Trees of the unary and binary ops' names over the leaf ("x",)."""
+    return st.recursive(st.just(("x",)), lambda inner: st.one_of(
+        st.tuples(st.sampled_from(sorted(unary)), inner),
+        st.tuples(st.sampled_from(sorted(binary)), inner, inner)), max_leaves=max_leaves)
+
+
+def build_program(tree: tuple, x: Any, unary: dict[str, Callable], binary: dict[str, Callable]) -> Any:
+    """The value of `tree` at x, each op name looked up in `unary` or `binary`."""
+    if tree[0] == "x":
+        return x
+    if len(tree) == 2:
+        return unary[tree[0]](build_program(tree[1], x, unary, binary))
+    return binary[tree[0]](build_program(tree[1], x, unary, binary), build_program(tree[2], x, unary, binary))

@@ -9,9 +9,11 @@ row kernel that read a register buffer it never wrote (NaNs), and an argument bu
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
+from helpers import build_program, program_trees
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -44,21 +46,8 @@ _BINARY: dict[str, Callable[[tg.Tensor, tg.Tensor], tg.Tensor]] = {
     "where": lambda a, b: tnp.where(a > b, a * 2.0, b), "max": tnp.maximum,
     "matmul": lambda a, b: a @ (b.T @ b) / 5.0,   # (3, 5) @ (5, 5): a contraction kernel and its two backwards
 }
-
-
-def _expr() -> st.SearchStrategy:
-    leaf = st.just(("x",))
-    return st.recursive(leaf, lambda inner: st.one_of(
-        st.tuples(st.sampled_from(sorted(_UNARY)), inner),
-        st.tuples(st.sampled_from(sorted(_BINARY)), inner, inner)), max_leaves=5)
-
-
-def _build(tree: tuple, x: tg.Tensor) -> tg.Tensor:
-    if tree[0] == "x":
-        return x
-    if len(tree) == 2:
-        return _UNARY[tree[0]](_build(tree[1], x))
-    return _BINARY[tree[0]](_build(tree[1], x), _build(tree[2], x))
+_PROGRAMS = program_trees(_UNARY, _BINARY, max_leaves=5)
+_build = functools.partial(build_program, unary=_UNARY, binary=_BINARY)
 
 
 def _numeric_grad(f: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
@@ -71,7 +60,7 @@ def _numeric_grad(f: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 
 
 
 @settings(max_examples=25)
-@given(tree=_expr(), seed=st.integers(0, 2**16), lazy=st.sampled_from(["none", "abs", "affine"]))
+@given(tree=_PROGRAMS, seed=st.integers(0, 2**16), lazy=st.sampled_from(["none", "abs", "affine"]))
 @example(tree=("mul", ("x",), ("softmax", ("x",))), seed=0, lazy="none")      # the bugs it found, always run
 @example(tree=("abs_sq", ("row_norm", ("x",))), seed=0, lazy="none")
 @example(tree=("scaled", ("x",)), seed=0, lazy="abs")
@@ -100,7 +89,7 @@ def test_random_programs_gradients_match_finite_differences(tree: tuple, seed: i
 
 
 @settings(max_examples=15)
-@given(tree=_expr(), seed=st.integers(0, 2**16))
+@given(tree=_PROGRAMS, seed=st.integers(0, 2**16))
 def test_random_programs_under_vmap_are_their_per_example_loop(tree: tuple, seed: int) -> None:
     """vmap of a random program (and of its gradient) over a batch of 4 equals the program run on each example:
     the batched graph schedules and fuses differently (a batch axis outside every row kernel)."""
@@ -142,16 +131,11 @@ _BINARY_NP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def _build_np(tree: tuple, x: np.ndarray) -> np.ndarray:
-    if tree[0] == "x":
-        return x
-    if len(tree) == 2:
-        return _UNARY_NP[tree[0]](_build_np(tree[1], x))
-    return _BINARY_NP[tree[0]](_build_np(tree[1], x), _build_np(tree[2], x))
+_build_np = functools.partial(build_program, unary=_UNARY_NP, binary=_BINARY_NP)
 
 
 @settings(max_examples=25)
-@given(tree=_expr(), seed=st.integers(0, 2**16))
+@given(tree=_PROGRAMS, seed=st.integers(0, 2**16))
 def test_random_programs_compute_numpys_values(tree: tuple, seed: int) -> None:
     """The forward values of random programs (float32, eager and jitted, several outputs read at once: shared work,
     siblings) against numpy's in float64."""
@@ -170,7 +154,7 @@ def test_random_programs_compute_numpys_values(tree: tuple, seed: int) -> None:
 
 
 @settings(max_examples=10)
-@given(tree=_expr(), seed=st.integers(0, 2**16), steps=st.integers(1, 4), kind=st.sampled_from(["fori", "scan"]))
+@given(tree=_PROGRAMS, seed=st.integers(0, 2**16), steps=st.integers(1, 4), kind=st.sampled_from(["fori", "scan"]))
 def test_random_loop_bodies_differentiate_as_their_unrolled_loop(tree: tuple, seed: int, steps: int,
                                                                  kind: str) -> None:
     """A random program as the body of a `fori_loop` or `scan` (compiled once, run on the device, differentiated by

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from helpers import build_program, program_trees
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,27 +44,18 @@ _BINARY: dict[str, tuple[Fn, Fn]] = {
 }
 
 
-def _expr() -> st.SearchStrategy:
-    return st.recursive(st.just(("x",)), lambda inner: st.one_of(
-        st.tuples(st.sampled_from(sorted(_UNARY)), inner),
-        st.tuples(st.sampled_from(sorted(_BINARY)), inner, inner)), max_leaves=5)
-
-
-def _build(tree: tuple, x: object, side: int) -> object:
-    if tree[0] == "x":
-        return x
-    if len(tree) == 2:
-        return _UNARY[tree[0]][side](_build(tree[1], x, side))
-    return _BINARY[tree[0]][side](_build(tree[1], x, side), _build(tree[2], x, side))
+def _side(side: int) -> tuple[dict[str, Fn], dict[str, Fn]]:
+    """The unary and binary ops of one side: 0 tgfx's, 1 numpy's."""
+    return {k: v[side] for k, v in _UNARY.items()}, {k: v[side] for k, v in _BINARY.items()}
 
 
 @settings(max_examples=25)
-@given(tree=_expr(), seed=st.integers(0, 2**16))
+@given(tree=program_trees(_UNARY, _BINARY, max_leaves=5), seed=st.integers(0, 2**16))
 def test_random_integer_programs_compute_numpys_values(tree: tuple, seed: int) -> None:
     x = np.random.default_rng(seed).integers(-1000, 1000, (3, 6)).astype(np.int32)
-    want = _build(tree, x, 1)
-    got = _build(tree, tg.asarray(x), 0)
+    want = build_program(tree, x, *_side(1))
+    got = build_program(tree, tg.asarray(x), *_side(0))
     assert got.dtype == tnp.int32, (tree, got.dtype)
     np.testing.assert_array_equal(got.numpy(), want, err_msg=str(tree))
-    np.testing.assert_array_equal(tg.jit(lambda v: _build(tree, v, 0))(tg.asarray(x)).numpy(), want,
+    np.testing.assert_array_equal(tg.jit(lambda v: build_program(tree, v, *_side(0)))(tg.asarray(x)).numpy(), want,
                                   err_msg=f"{tree} under jit")

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import check_vmap
+from helpers import check_vmap, close
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -20,14 +20,6 @@ import tgfx.numpy as tnp
 
 # numpy's default int64 and float64 inputs become int32 and float32 without x64, as in JAX (which warns too)
 pytestmark = pytest.mark.filterwarnings("ignore:tgfx.*is not enabled:UserWarning")
-
-
-def close(got: Any, want: Any, rtol: float = 2e-5, atol: float = 1e-5, dtype: Any = None) -> None:
-    g, w = np.asarray(got), np.asarray(want)
-    assert g.shape == w.shape, (g.shape, w.shape)
-    if dtype is not None:
-        assert g.dtype == np.dtype(dtype), (g.dtype, dtype)
-    np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
 
 
 def fd_grad(f: Any, x: np.ndarray, eps: float = 1e-3) -> np.ndarray:

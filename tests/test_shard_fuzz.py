@@ -3,9 +3,11 @@ device: reductions across the sharded axis become all-reduces, elementwise work 
 flow back through both. Values and gradients must agree."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
+from helpers import build_program, program_trees
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -27,24 +29,12 @@ _BINARY: dict[str, Callable[[tg.Tensor, tg.Tensor], tg.Tensor]] = {
     "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "max": tnp.maximum,
     "where": lambda a, b: tnp.where(a > b, a, b * 0.5),
 }
-
-
-def _expr() -> st.SearchStrategy:
-    return st.recursive(st.just(("x",)), lambda inner: st.one_of(
-        st.tuples(st.sampled_from(sorted(_UNARY)), inner),
-        st.tuples(st.sampled_from(sorted(_BINARY)), inner, inner)), max_leaves=4)
-
-
-def _build(tree: tuple, x: tg.Tensor) -> tg.Tensor:
-    if tree[0] == "x":
-        return x
-    if len(tree) == 2:
-        return _UNARY[tree[0]](_build(tree[1], x))
-    return _BINARY[tree[0]](_build(tree[1], x), _build(tree[2], x))
+_PROGRAMS = program_trees(_UNARY, _BINARY, max_leaves=4)
+_build = functools.partial(build_program, unary=_UNARY, binary=_BINARY)
 
 
 @settings(max_examples=12)
-@given(tree=_expr(), seed=st.integers(0, 2**16), axis=st.sampled_from([0, 1]))
+@given(tree=_PROGRAMS, seed=st.integers(0, 2**16), axis=st.sampled_from([0, 1]))
 @example(tree=("row_softmax", ("col_norm", ("x",))), seed=1, axis=0)
 @example(tree=("mul", ("total", ("x",)), ("row_sum", ("abs", ("x",)))), seed=2, axis=1)
 def test_random_programs_on_a_sharded_input_match_one_device(tree: tuple, seed: int, axis: int) -> None:
