@@ -466,13 +466,7 @@ class PyTreeDef:
         >>> tree_structure((0, 0)).flatten_up_to(([1, 2], {"a": 3}))
         [[1, 2], {'a': 3}]
         """
-        out: list[Any] = []
-        try:
-            self._flatten_up_to(tree, (), out)
-        except _Mismatch as e:
-            raise ValueError(f"tree structures differ at {_where(e.path)}: {e.detail}.\n"
-                             f"  expected: {self!r}\n  got:      {tree_structure(tree)!r}") from None
-        return out
+        return _up_to(self, tree, "tree structures differ at", ("expected:", "got:     "))
 
     def _flatten_up_to(self, x: Any, path: KeyPath, out: list[Any]) -> None:
         if self.node_type is None:
@@ -606,21 +600,22 @@ def tree_leaves_with_path(tree: Any, is_leaf: IsLeafFn | None = None) -> list[tu
     return tree_flatten_with_path(tree, is_leaf)[0]
 
 
-def _up_to(treedef: PyTreeDef, tree: Any, problem: str, names: tuple[str, str]) -> list[Any]:
-    """The subtrees of `tree` where `treedef` has its leaves; a ValueError saying `problem` and where the two
-    structures (`names`) differ when `treedef` is no prefix of `tree`'s."""
+def _up_to(treedef: PyTreeDef, tree: Any, lead: str, names: tuple[str, str]) -> list[Any]:
+    """The subtrees of `tree` where `treedef` has its leaves (`PyTreeDef.flatten_up_to`); when `treedef` is no
+    prefix of `tree`'s structure, a ValueError: `lead`, where the two differ, and the two structures after their
+    `names` (labels with their colons)."""
     leaves: list[Any] = []
     try:
         treedef._flatten_up_to(tree, (), leaves)
     except _Mismatch as e:
-        raise ValueError(f"{problem}; they differ at {_where(e.path)}: {e.detail}.\n  {names[0]}: {treedef!r}\n"
-                         f"  {names[1]}: {tree_structure(tree)!r}") from None
+        raise ValueError(f"{lead} {_where(e.path)}: {e.detail}.\n  {names[0]} {treedef!r}\n"
+                         f"  {names[1]} {tree_structure(tree)!r}") from None
     return leaves
 
 
 def _flatten_rest(treedef: PyTreeDef, rest: Sequence[Any], fn_name: str) -> list[list[Any]]:
-    return [_up_to(treedef, r, f"{fn_name}: argument {i} does not have the structure of argument 0",
-                   ("argument 0", f"argument {i}")) for i, r in enumerate(rest, start=1)]
+    return [_up_to(treedef, r, f"{fn_name}: argument {i} does not have the structure of argument 0; they differ at",
+                   ("argument 0:", f"argument {i}:")) for i, r in enumerate(rest, start=1)]
 
 
 def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeafFn | None = None) -> Any:
@@ -695,8 +690,8 @@ def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: IsLeafFn | None = 
     [(1, 1), {'a': 2}]
     """
     prefix_leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
-    subtrees = _up_to(prefix_def, full_tree, "tree_broadcast: the first tree is not a prefix of the second",
-                      ("prefix", "full"))
+    subtrees = _up_to(prefix_def, full_tree, "tree_broadcast: the first tree is not a prefix of the second; they "
+                      "differ at", ("prefix:", "full:  "))
     return tree_unflatten(prefix_def, [tree_map(lambda _, p=p: p, sub, is_leaf=is_leaf)
                                        for p, sub in zip(prefix_leaves, subtrees, strict=True)])
 
