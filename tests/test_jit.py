@@ -139,6 +139,39 @@ def test_nested_jit_inlines_the_inner_function():
     assert tg.counters.kernel_count == 1  # fused across the inner boundary
 
 
+def test_a_transform_of_a_jitted_function_called_eagerly_traces_it_once():
+    # `grad(jit(f))` and `vmap(jit(f))` in an eager loop: JAX caches the jitted function's trace and its transformed
+    # form; here each call is the jitted transform, replayed (it traced `f` again every call: 1-2 ms a call)
+    traced = []
+
+    @tg.jit
+    def loss(w, x):
+        traced.append(1)
+        return (tnp.tanh(x @ w) ** 2).sum()
+    w, xs = arr(4, 3), [arr(5, 4, seed=s) for s in range(3)]
+
+    def ref_grad(w, x):
+        t = np.tanh(x @ w)
+        return x.T @ (2 * t * (1 - t * t))
+    for x in xs:   # a new grad(...) object each call, as a loop body writes it
+        np.testing.assert_allclose(tg.grad(loss)(tg.asarray(w), tg.asarray(x)).numpy(), ref_grad(w, x), rtol=1e-5)
+        value, g = tg.value_and_grad(loss, argnums=1)(tg.asarray(w), x)
+        np.testing.assert_allclose(value.numpy(), (np.tanh(x @ w) ** 2).sum(), rtol=1e-5)
+        batched = tg.vmap(loss, in_axes=[None, 0])(tg.asarray(w), tg.asarray(np.stack([x, 2 * x])))
+        np.testing.assert_allclose(batched.numpy(), [(np.tanh(x @ w) ** 2).sum(), (np.tanh(2 * x @ w) ** 2).sum()],
+                                   rtol=1e-5)
+    assert len(traced) == 3 and loss.trace_count == 0   # once per transform; `loss` itself was never called
+    tg.grad(loss)(tg.asarray(w), tg.asarray(arr(6, 4)))    # a new shape traces again
+    assert len(traced) == 4
+    inside = tg.jit(lambda w, x: tg.grad(loss)(w, x) * 2)   # under another trace: inlined as before
+    np.testing.assert_allclose(inside(tg.asarray(w), tg.asarray(xs[0])).numpy(), 2 * ref_grad(w, xs[0]), rtol=1e-5)
+    assert len(traced) == 5
+    static = tg.jit(lambda w, x, n: (tnp.tanh(x @ w) ** n).sum(), static_argnums=2)   # positions of f's arguments:
+    np.testing.assert_allclose(tg.grad(static)(tg.asarray(w), xs[0], 2).numpy(), ref_grad(w, xs[0]), rtol=1e-5)
+    with pytest.raises(TypeError, match="argument 0 has dtype int32"):   # the transform's own errors, unchanged
+        tg.grad(loss)(tnp.arange(12).reshape(4, 3), xs[0])
+
+
 def test_methods():
     class Model:
         def __init__(self, k):

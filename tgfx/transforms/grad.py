@@ -38,7 +38,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor
-from tgfx.trace_state import current, differentiating
+from tgfx.trace_state import active, current, differentiating
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 Grad = UOp | tuple | None  # a node's gradient: a UOp, a tuple for a TUPLE/FUNCTION (one per result), None = zero
@@ -633,6 +633,12 @@ class Transformed:
         self._fun, self._call = fun, call
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # a transform of a jitted function, called eagerly, is the jitted transform (`jit(grad(f))` for
+        # `grad(jit(f))`): JAX caches the trace of `f` and its transformed form, so such a call costs a dispatch
+        # there; traced again on every call, it cost 1-2 ms here
+        if (under := getattr(self._fun, "transformed", None)) is not None and not active() \
+                and (jitted := under(self._call)) is not None:
+            return jitted(*args, **kwargs)
         return self._call(self._fun, args, kwargs)
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:

@@ -208,6 +208,25 @@ def compute_captured(sink: UOp) -> UOp:
     return substitute_outside_calls(sink, lower_realize(list(todo)))
 
 
+def _transform_key(call: Callable) -> Hashable | None:
+    """A transform and its options as a key: `call`, a `functools.partial` with lists and dicts in its options made
+    tuples; None when an option is not hashable."""
+    def freeze(x: Any) -> Any:
+        if isinstance(x, (list, tuple)):
+            return type(x), tuple(freeze(v) for v in x)
+        if isinstance(x, dict):
+            return dict, tuple((k, freeze(v)) for k, v in x.items())
+        return x
+    if not isinstance(call, functools.partial):
+        return None
+    key = (call.func, freeze(call.args), freeze(call.keywords))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 class Jit:
     """A jitted function; see the module docstring. `trace_count` counts traces."""
 
@@ -225,10 +244,32 @@ class Jit:
         # signatures of all-Tensor positional calls
         self._fast: LRU[Hashable, tuple[Program, PyTreeDef]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
+        self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
 
     def __repr__(self) -> str:
         return f"<tgfx.jit {self.name}: {self.trace_count} trace(s)>"
+
+    def transformed(self, call: Callable[[Callable, tuple, dict], Any]) -> Jit | None:
+        """This function under a transform (`call(f, args, kwargs)`: a `functools.partial` of grad's, vmap's, ...
+        with its options), jitted, and kept while this one is: `grad(jit(f))` called eagerly replays a program
+        instead of tracing `f` again. None for options that are not hashable, with static or donated arguments (their
+        positions are the untransformed function's) and under `tg.disable_jit`."""
+        if self.static_argnums or self.static_argnames or self.donate_argnums or config.DISABLE_JIT.value:
+            return None
+        key = _transform_key(call)
+        if key is None:
+            return None
+        if (hit := self._transforms.get(key)) is None:
+            f = self.f
+
+            @functools.wraps(f)   # argument names for messages
+            def transformed(*args: Any, **kwargs: Any) -> Any:
+                return call(f, args, kwargs)
+            hit = Jit(transformed)
+            hit.name = f"{getattr(call, 'func', call).__name__.strip('_').removesuffix('_call')}({self.name})"
+            hit = self._transforms.setdefault(key, hit)
+        return hit
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
         return self if obj is None else functools.partial(self.__call__, obj)
