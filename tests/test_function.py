@@ -343,3 +343,28 @@ def test_a_cached_function_traces_once_per_signature_outside_traces():
     tg.grad(lambda x: f(x, 2.0).sum())(a)
     tg.jit(lambda x: f(x, 2.0))(a)
     assert len(calls) == 7
+
+
+def test_an_eager_graph_calling_functions_is_inlined_once_per_structure(monkeypatch):
+    """An eager graph that calls a function (a cached one: the library's linear algebra) finds its schedule by its
+    abstraction, the body named by identity, and is inlined only when that is new: new buffers, new values of lifted
+    constants, an argument the body does not read and one Tensor passed twice all reuse it, with their own values."""
+    import tgfx.lowering as lowering
+    inlined = []
+    real = lowering._inline
+    monkeypatch.setattr(lowering, "_inline", lambda sink: inlined.append(sink) or real(sink))
+
+    def body(x, y, unused):
+        return tnp.tanh(x) @ y
+    f = tg.function(body, cache=True)
+    rng = np.random.default_rng(0)
+    for k in range(4):
+        x, y, u = (rng.standard_normal((3, 3)).astype(np.float32) for _ in range(3))
+        out = f(tg.asarray(x), tg.asarray(y), tg.asarray(u)) * (k + 2.5)   # a lifted constant, another each call
+        np.testing.assert_allclose(out.numpy(), np.tanh(x) @ y * (k + 2.5), rtol=1e-5)
+    assert len(inlined) == 1
+    x = tg.asarray(rng.standard_normal((3, 3)).astype(np.float32))
+    np.testing.assert_allclose(f(x, x, x).numpy(), np.tanh(x.numpy()) @ x.numpy(), rtol=1e-5)  # another structure
+    np.testing.assert_allclose(tnp.linalg.solve(x + 3 * tnp.eye(3), tnp.ones(3)).numpy(),
+                               np.linalg.solve(x.numpy() + 3 * np.eye(3), np.ones(3)), rtol=1e-5)
+    assert len(inlined) == 3

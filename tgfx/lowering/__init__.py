@@ -390,21 +390,33 @@ def realize(uops: list[UOp], nodes: list[UOp] | None = None) -> dict[UOp, UOp]:
     sink = UOp(Ops.SINK, None, tuple(uops))
     nodes = walk(sink) if nodes is None else nodes
     unflatten: Callable[[list[UOp]], list[UOp]] = list
-    if any(u.op in _FRONT or u.op is Ops.COPY and not isinstance(u.arg, str) for u in nodes):
-        # functions are substituted into their callers so the scheduler can fuse across calls
-        sink = inline(sink)
-        # a differentiated loop's forward saves its carries for the backward: the primal results read that one loop
-        sink = merge_saved_loops(sink)
-        check_no_params(sink)
-        sink, unflatten = lower_multi(sink)
-        nodes = walk(sink)
+    lower = None
+    if front := {u.op for u in nodes if u.op in _FRONT or u.op is Ops.COPY and not isinstance(u.arg, str)}:
+        if front <= _CALLS:   # calls on one device: inlined in the graph's abstraction, when it is new
+            lower = _inline
+        else:
+            sink, unflatten = lower_multi(_inline(sink))
+            nodes = walk(sink)
     # the schedule depends on the graph, not on which buffers it reads, nor on the values of its scalar constants
     # (eager learning rates, step counters: kernel arguments, one schedule and one compile for all values)
-    tpl, inputs = graph_template(sink, nodes)
+    tpl, inputs = graph_template(sink, nodes, lower=lower)
     # its program, lowered once per kernel-option mode and replayed as a jitted function's is
     prog = eager_program(tpl, inputs)
     results = prog.execute([buffer_memory(b, allocate=False) for b in inputs], inputs)
     return dict(zip(uops, unflatten(results), strict=True))
+
+
+# front-end ops that inlining alone removes
+_CALLS = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.CALL, Ops.LOOP, Ops.SWITCH})
+
+
+def _inline(sink: UOp) -> UOp:
+    """`sink` with its functions substituted into their callers, so the scheduler can fuse across calls."""
+    sink = inline(sink)
+    # a differentiated loop's forward saves its carries for the backward: the primal results read that one loop
+    sink = merge_saved_loops(sink)
+    check_no_params(sink)
+    return sink
 
 
 def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
