@@ -175,10 +175,30 @@ def test_take_out_of_range_modes() -> None:
     a = np.arange(4, dtype=np.float32)
     check(tnp.take(a, [5, 1]), np.array([np.nan, 1], np.float32))
     check(tnp.take(a, [5, -7], mode="clip"), np.take(a, [5, -7], mode="clip"))
+    # "clip" clamps a negative index to 0 (np.take's and jnp.take's rule; indexing counts it from the end first),
+    # for host indices and computed ones alike
+    check(tnp.take(a, [-1, 2], mode="clip"), np.take(a, [-1, 2], mode="clip"))
+    check(tnp.take(a, tnp.asarray([-1, 2]) * 1, mode="clip"), np.take(a, [-1, 2], mode="clip"))
+    check(tg.asarray(a).at[np.array([-1, 2])].get(mode="clip"), a[[-1, 2]])
     check(tnp.take(a, [5, -7], mode="wrap"), np.take(a, [5, -7], mode="wrap"))
     check(tnp.take(a.astype(np.uint8), [5], mode="fill"), np.array([255], np.uint8))
     with pytest.raises(ValueError, match="mode"):
         tnp.take(a, [0], mode="raise")
+
+
+def test_indices_from_host_data_skip_normalization_only_where_it_changes_nothing() -> None:
+    # an index array from host data knows its range: in range it is used as it is (no ops), otherwise normalized
+    a = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for idx in ([0, 3, 1], [-1, 2], [4, 1], [[-4, 3], [0, 0]]):
+        i = np.array(idx)
+        inside = np.take(a, np.clip(np.where(i < 0, i + 4, i), 0, 3), axis=0)
+        fill = np.where(((i < -4) | (i > 3))[..., None], np.nan, inside).astype(np.float32)
+        check(tnp.take(a, i, axis=0, mode="fill"), fill)
+        check(tnp.take(a, i, axis=0, mode="wrap"), np.take(a, i, axis=0, mode="wrap"))
+        check(tg.asarray(a).at[i].get(mode="clip"), a[np.clip(np.where(i < 0, i + 4, i), 0, 3)])
+    from tgfx.ir.ops import Ops
+    ops = {u.op for u in tg.asarray(a).at[np.array([3, 0])].get(mode="clip").uop.toposort()}
+    assert not ops & {Ops.CMPLT, Ops.MAX}, ops   # no wrap of negative indices, no clamp
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, None])
