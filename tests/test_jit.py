@@ -461,6 +461,32 @@ def test_pytree_and_scalar_replays_take_the_fast_path_and_match_the_general_one(
     np.testing.assert_allclose(out["w"].numpy(), v0 - 0.5 * v0, rtol=1e-5)
 
 
+def test_numpy_array_arguments_take_the_fast_path_and_trace_as_tensors(monkeypatch):
+    """A batch given as numpy arrays (`step(params, xs[i:i + b], ys[i:i + b])`) replays without building a PyTreeDef,
+    with the trace of the Tensors they become (float64 host data is float32 without x64, as a Tensor made of it)."""
+    import tgfx.transforms.jit as jit_module
+
+    @tg.jit
+    def correct(w, x, y):
+        return (tnp.argmax(x @ w, -1) == y).sum()
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((6, 3)).astype(np.float32)
+    xs, ys = rng.standard_normal((40, 6)).astype(np.float32), rng.integers(0, 3, 40).astype(np.int32)
+    correct(tg.asarray(w), tg.asarray(xs[:8]), tg.asarray(ys[:8]))
+    calls = []
+    real_flatten = jit_module.tree_flatten
+    monkeypatch.setattr(jit_module, "tree_flatten", lambda *a, **k: calls.append(1) or real_flatten(*a, **k))
+    for i in range(0, 40, 8):
+        got = correct(tg.asarray(w), xs[i:i + 8], ys[i:i + 8])
+        assert int(got) == int((np.argmax(xs[i:i + 8] @ w, -1) == ys[i:i + 8]).sum())
+    assert calls == [] and correct.trace_count == 1
+    with pytest.warns(UserWarning, match="float64"):
+        correct(w.astype(np.float64), xs[:8], ys[:8])   # float64 host data: float32, the same trace
+    assert correct.trace_count == 1
+    with pytest.raises(ValueError, match="contraction dimension mismatch"):
+        correct(w, xs[:8, :5].copy(), ys[:8])          # another shape: traced, and the trace's own error
+
+
 def test_an_optimizer_state_namedtuple_takes_the_fast_path(monkeypatch):
     """A NamedTuple argument (`tg.optim.AdamState`, an optax-style state) replays without building a PyTreeDef,
     and keeps its type; one registered as a pytree of its own goes through its registration (the general path)."""

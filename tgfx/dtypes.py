@@ -203,9 +203,15 @@ def to_dtype(x: Any) -> DType:
 
 
 def from_numpy(npd: np.dtype) -> DType:
+    if (d := _BY_NP.get(npd)) is not None:   # (a numpy dtype's name is computed in Python at each read)
+        return d
     if npd.name not in _BY_NAME:
         raise TypeError(f"unsupported numpy dtype {npd}; tgfx supports {', '.join(sorted(_BY_NAME))}")
-    return _BY_NAME[npd.name]
+    d = _BY_NP[npd] = _BY_NAME[npd.name]
+    return d
+
+
+_BY_NP: dict[np.dtype, DType] = {}
 
 
 # ---- promotion lattice (JAX): edges go from a type to the types directly above it ----

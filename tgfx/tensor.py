@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tgfx.devices import DEFAULT_DEVICE, get_device
+from tgfx.devices import canonical_device as _canon
 from tgfx.dtypes import (
     DType,
     bf16_to_f32,
@@ -43,7 +44,6 @@ ArrayLike = Any  # Tensor, numpy array, nested lists, Python scalars
 
 
 def canonical_device(device: str | tuple[str, ...] | None) -> str | tuple[str, ...]:
-    from tgfx.devices import canonical_device as _canon
     if isinstance(device, (tuple, list)):
         return tuple(_canon(d) for d in device)
     return _canon(device or DEFAULT_DEVICE)

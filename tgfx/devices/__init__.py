@@ -23,6 +23,10 @@ _devices: dict[str, HCQDevice] = {}
 _devices_lock = threading.Lock()
 
 
+# names of this process's devices, canonical (a name with a process, "CPU:1@p", depends on the process group)
+_canonical: dict[str, str] = {}
+
+
 def canonical_device(name: str) -> str:
     """The canonical form of a device name: "CPU" -> "CPU:0", "CPU:01" -> "CPU:1", "CUDA" -> "CUDA:0"; "CPU:1@p" is
     "CPU:1" in process p itself and stays "CPU:1@p" (a device of another process) everywhere else.
@@ -32,6 +36,8 @@ def canonical_device(name: str) -> str:
             "CUDA:<n>", or names a CUDA device this machine lacks.
         CudaDriverNotFound: `name` is a CUDA device, and no CUDA driver is installed.
     """
+    if type(name) is str and (hit := _canonical.get(name)) is not None:
+        return hit
     m = _NAME.fullmatch(name) if isinstance(name, str) else None
     if m is None or (m.group(1) == "CUDA" and m.group(3) is not None):
         raise ValueError(f"unknown device {name!r}; devices are named 'CPU' (the same as 'CPU:0') or 'CPU:<n>' "
@@ -41,9 +47,11 @@ def canonical_device(name: str) -> str:
     kind, n = m.group(1), int(m.group(2) or 0)
     if kind == "CUDA":
         _check_cuda(n)
-        return f"CUDA:{n}"
+        out = _canonical[name] = f"CUDA:{n}"
+        return out
     local = f"CPU:{n}"
     if m.group(3) is None:
+        _canonical[name] = local
         return local
     g = network.group()
     p = int(m.group(3))

@@ -500,8 +500,8 @@ def _aliases(tensors: list[Tensor], scalars: list[bool]) -> tuple[int, ...] | No
 def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     """Flatten `x` as `tree_flatten` does (dict children in sorted key order) into `leaves`, with its signature in
     `sig`: the structure and each leaf's shape, dtype and device (a Python scalar's type). False when something is
-    not one of the kinds this handles (one-device Tensors, Python ints and floats, None, tuples, lists, dicts with
-    sortable keys); the general path takes those."""
+    not one of the kinds this handles (one-device Tensors, numpy arrays, Python ints and floats, None, tuples, lists,
+    dicts with sortable keys); the general path takes those."""
     t = type(x)
     if t is Tensor:
         u = x.uop
@@ -512,6 +512,10 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     elif t is int or t is float:
         leaves.append(x)
         sig.append(t)
+    elif t is np.ndarray:   # host data: copied in now, as the general path does, and the same trace as a Tensor's
+        x = Tensor(x)
+        leaves.append(x)
+        sig.append((x.uop.shape, x.uop.dtype, x.uop.device))
     elif t is tuple or t is list or isinstance(x, tuple) and flattens_as_tuple(t):   # (an optimizer's state)
         sig.append((t, len(x)))
         for c in x:
