@@ -98,6 +98,45 @@ def test_python_scalars_are_weak(a: str, scalar: Any, col: str) -> None:
         assert got.dtype == want, (got.dtype, want)
 
 
+@pytest.mark.parametrize("a", list(ABBREV))
+@pytest.mark.parametrize("other", [3, -2, 2.5, 1e30, True, "tensor", "weak"])
+def test_the_fast_eager_arithmetic_builds_the_general_paths_graph(a: str, other: Any) -> None:
+    # `x * 2.5` and `x + y` of one dtype are built without promotion (tensor.fast_binary): the node must be the one
+    # promote-and-broadcast builds (hash-consed: the same object), weak typing and all
+    from tgfx.ir.ops import Ops
+    from tgfx.tensor import is_weak, weak
+    d = ABBREV[a]
+    x = to_tensor(np.ones(3, np_dtype(d)), d)
+    if other == "tensor":
+        other = to_tensor(np.full(3, 2, np_dtype(d)), d)
+    elif other == "weak":
+        other = weak(tg.Tensor(tg.asarray(np.float32(2.0)).uop))
+    for name, op, neg, fn in [("add", Ops.ADD, False, tnp.add), ("multiply", Ops.MUL, False, tnp.multiply),
+                              ("subtract", Ops.ADD, True, tnp.subtract), ("true_divide", Ops.FDIV, False, tnp.divide)]:
+        for lhs, rhs in [(x, other), (other, x)]:
+            try:
+                want = _general(lhs, rhs, name, op, neg)
+            except (TypeError, OverflowError) as e:
+                with pytest.raises(type(e)):
+                    fn(lhs, rhs)
+                continue
+            got = fn(lhs, rhs)
+            assert got.uop is want.uop, (name, lhs, rhs)
+            assert is_weak(got) == is_weak(want)
+
+
+def _general(x: Any, y: Any, name: str, op: Any, negate: bool) -> tg.Tensor:
+    """What the general path builds for x op y: promotion, then `_binary`."""
+    from tgfx.numpy._elementwise import _promote_inexact, logical_and, logical_or
+    from tgfx.tensor import promote
+    a, b = _promote_inexact(x, y, name) if op.name == "FDIV" else promote(x, y, name)
+    if a.dtype == dtypes.bool and not negate and op.name != "FDIV":
+        return (logical_or if op.name == "ADD" else logical_and)(a, b)
+    if a.dtype == dtypes.bool and negate:
+        raise TypeError("subtract of bools")
+    return a._binary(op, b._unary(type(op).NEG) if negate else b, name=name)
+
+
 def test_weak_typing_examples_from_the_spec() -> None:
     i = to_tensor(np.array([1, 2], np.int32))
     h = to_tensor(np.array([1.5, 2.5], np.float16))

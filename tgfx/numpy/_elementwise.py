@@ -7,7 +7,7 @@ from typing import Any
 
 from tgfx.dtypes import dtypes, max_value, promote_types, to_inexact, weak_kind
 from tgfx.ir.ops import Ops
-from tgfx.tensor import ArrayLike, Tensor, broadcast, promote, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast, fast_binary, promote, to_tensor
 
 
 def _t(x: ArrayLike) -> Tensor:
@@ -45,6 +45,8 @@ def _check_int(name: str, *xs: Tensor) -> None:
 
 # ---- arithmetic ----
 def add(x: ArrayLike, y: ArrayLike) -> Tensor:
+    if (out := fast_binary(Ops.ADD, x, y)) is not None:
+        return out
     a, b = promote(x, y, "add")
     if a.dtype.is_bool:
         return logical_or(a, b)
@@ -52,6 +54,8 @@ def add(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def multiply(x: ArrayLike, y: ArrayLike) -> Tensor:
+    if (out := fast_binary(Ops.MUL, x, y)) is not None:
+        return out
     a, b = promote(x, y, "multiply")
     if a.dtype.is_bool:
         return logical_and(a, b)
@@ -70,6 +74,8 @@ def positive(x: ArrayLike) -> Tensor:
 
 
 def subtract(x: ArrayLike, y: ArrayLike) -> Tensor:
+    if (out := fast_binary(Ops.ADD, x, y, negate=True)) is not None:
+        return out
     a, b = promote(x, y, "subtract")
     if a.dtype.is_bool:
         raise TypeError("subtract is not defined for bool Tensors; use logical_xor")
@@ -79,6 +85,8 @@ def subtract(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 def true_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
     """x / y in floats: integers divide as to_inexact of their promotion (int32 / int32 is float32)."""
+    if (out := fast_binary(Ops.FDIV, x, y, kinds="f")) is not None:
+        return out
     a, b = _promote_inexact(x, y, "true_divide")
     return a._binary(Ops.FDIV, b, name="true_divide")
 
