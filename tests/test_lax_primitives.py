@@ -322,6 +322,52 @@ def test_top_k_values_indices_ties_and_axis() -> None:
         lax.top_k(T(x), 6)
 
 
+def _total_order_top_k(x: np.ndarray, k: int) -> np.ndarray:
+    """The reference: positions of the k largest along the last axis by JAX's order of float bits (-NaN < -inf <
+    ... < -0.0 < 0.0 < ... < inf < NaN), lower index first among equals."""
+    bits = x.view(np.int32).astype(np.int64)
+    key = np.where(bits < 0, -(bits & 0x7FFFFFFF) - 1, bits)   # monotone in the float order, -0.0 below 0.0
+    return np.argsort(-key, axis=-1, kind="stable")[..., :k].astype(np.int32)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 40), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_top_k_orders_floats_by_their_bits_on_both_sides_of_the_select_limit(n: int, k: int, rows: int,
+                                                                            seed: int) -> None:
+    # k up to TOP_K_SELECT selects one at a time, larger k sorts: both give JAX's order, ties lower index first
+    k = min(k, n)
+    rng = np.random.default_rng(seed)
+    pool = np.float32([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, -np.nan, 2.5, 2.5])
+    x = np.where(rng.random((rows, n)) < 0.5, rng.choice(pool, (rows, n)), rng.integers(-3, 3, (rows, n)))
+    x = x.astype(np.float32)
+    x.view(np.int32)[np.isnan(x) & (rng.random(x.shape) < 0.5)] |= np.int32(-2**31)   # -NaN too
+    vals, idx = lax.top_k(T(x), k)
+    want = _total_order_top_k(x, k)
+    same(idx, want)
+    np.testing.assert_array_equal(vals.numpy().view(np.int32), np.take_along_axis(x, want, -1).view(np.int32))
+    ints = rng.integers(-5, 5, (rows, n)).astype(np.int32)
+    same(lax.top_k(T(ints), k)[1], np.argsort(-ints.astype(np.int64), axis=-1, kind="stable")[:, :k].astype(np.int32))
+
+
+def test_minus_zero_survives_sorts_and_gathers_that_stay_one_hot_sums() -> None:
+    # k == n: the gather of the values stays a one-hot sum in the kernel; float sums start at -0.0 and the one-hot
+    # fills with it, so a picked -0.0 is still -0.0 (it came out +0.0), as in a sort and in numpy's sum of -0.0s
+    x = np.float32([[0.0, -0.0, 1.0, 1.0, 2.5, -np.inf, np.inf, np.inf, 0.0]])
+    vals, _ = lax.top_k(T(x), 9)
+    np.testing.assert_array_equal(np.signbit(vals.numpy()), [[0, 0, 0, 0, 0, 0, 0, 1, 1]])
+    np.testing.assert_array_equal(np.signbit(tnp.sort(T(x)).numpy()), np.signbit(np.sort(x, kind="stable")))
+    assert np.signbit(tnp.sum(T(np.float32([-0.0, -0.0]))).numpy()) and not np.signbit(
+        tnp.sum(T(np.float32([-0.0, 0.0]))).numpy())
+
+
+def test_top_k_of_a_few_selects_in_a_few_kernels() -> None:
+    from tgfx.counters import counters
+    x = T(rand(64, 1000, seed=3))
+    counters.reset()
+    lax.top_k(x, 5)[0].numpy()
+    assert counters.kernel_count <= 12, counters.kernel_count   # no sorting network (dozens of stages)
+
+
 def test_top_k_gradient_goes_to_the_chosen_entries() -> None:
     x = rand(3, 6, seed=6)
     w = np.float32([1.0, 10.0])

@@ -375,8 +375,10 @@ def sort_key_val(keys: ArrayLike, values: ArrayLike, dimension: int = -1,
 def top_k(operand: ArrayLike, k: int, *, axis: int = -1) -> tuple[Tensor, Tensor]:
     """The `k` largest entries along `axis` and their int32 indices, largest first, as `jax.lax.top_k`.
 
-    Equal values come out lower index first; NaN counts as the largest value. Differentiable in the operand: the
-    values are a gather of it.
+    Floats are ordered as JAX orders them here, by their bits: -NaN < -inf < ... < -0.0 < 0.0 < ... < inf < NaN; equal
+    values come out lower index first. Differentiable in the operand: the values are a gather of it.
+    A small `k` is k rounds of a row maximum and the first index holding it, k passes over the data (JAX's CPU top_k
+    selects too; a sort of 64 rows of 1,000 took 5 ms for k = 5, the rounds 0.04 ms); a larger one sorts.
 
     >>> vals, idx = tg.lax.top_k(tnp.asarray([1.0, 3.0, 3.0, 2.0]), 2)     # [3., 3.], [1, 2]
     """
@@ -390,14 +392,54 @@ def top_k(operand: ArrayLike, k: int, *, axis: int = -1) -> tuple[Tensor, Tensor
         raise ValueError(f"lax.top_k: k must be an int from 0 to the axis length {n} (operand shape {x.shape}), got "
                          f"{k!r}")
     last = x.permute(*(a for a in range(x.ndim) if a != ax), ax) if ax != x.ndim - 1 else x
-    idx = _sort.argsort(last, axis=-1, descending=True)   # stable: equal values keep their order
-    idx = idx[..., :k]
+    key = _order_key(last)
+    stages = math.ceil(math.log2(max(n, 2)))
+    if k <= min(TOP_K_SELECT, stages * (stages + 1)):
+        idx = _select_largest(key, k)
+    else:
+        idx = _sort.argsort(key, axis=-1, descending=True)[..., :k]   # stable: equal values keep their order
     vals = take_along_axis(last, idx, -1, mode="clip")
     if ax != x.ndim - 1:
         inv = list(range(x.ndim - 1))
         inv.insert(ax, x.ndim - 1)
         vals, idx = vals.permute(*inv), idx.permute(*inv)
     return vals, idx
+
+
+# top_k selects the k largest one at a time, k passes of two row reductions, while that is cheaper than a sort: its
+# network has log2(n) (log2(n) + 1) / 2 stages (55 for n = 1,024), each one costs about two passes or more (64 x 1,000:
+# a sort took 500 passes' time, 4,096 x 64 43), and each pass is a kernel in the program (at most this many)
+TOP_K_SELECT = 64
+
+
+def _order_key(x: Tensor) -> Tensor:
+    """Integers that order as `top_k` orders `x`: floats by their bits (the sign bit flips the order of the rest)."""
+    if x.dtype.is_bool:
+        return x.astype(dtypes.int32)
+    if not x.dtype.is_float:
+        return x
+    i = {2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[x.dtype.itemsize]
+    bits = x.bitcast(i)
+    return ew.bitwise_xor(bits, ew.bitwise_and(ew.right_shift(bits, i.itemsize * 8 - 1), max_value(i)))
+
+
+def _select_largest(key: Tensor, k: int) -> Tensor:
+    """The int32 positions of the `k` largest of each row of `key` (integers), largest first, lower index first
+    among equals: each round takes the largest (key, -position) pair below the last one taken, so a round reads
+    only the one before it (a mask of all taken so far grew a term a round: k^2 work)."""
+    n = key.shape[-1]
+    pos = Tensor.arange(n, dtype=dtypes.int32)
+    low = min_value(key.dtype)
+    picked: list[Tensor] = []
+    best = i = None
+    for _ in range(k):
+        left = None if i is None else ew.logical_or(key < best, ew.logical_and(key == best, pos > i))
+        avail = key if left is None else ew.where(left, key, low)
+        best = _reduce.max(avail, axis=-1, keepdims=True)
+        hit = avail == best if left is None else ew.logical_and(left, avail == best)
+        i = _reduce.min(ew.where(hit, pos, n), axis=-1, keepdims=True)
+        picked.append(i)
+    return concatenate(picked, axis=-1) if picked else Tensor.full(key.shape[:-1] + (0,), 0, dtypes.int32)
 
 
 # ---- map ----

@@ -5,8 +5,9 @@ a dataset by a permutation) as tensor ops: a sum over the indexed axis `r` of `w
 Rangeified, that is a REDUCE(ADD) over a range whose body matches at most one step, so the kernel reads the whole
 axis for every output: O(outputs x axis length). Here it becomes `where(0 <= idx < n, x[.., idx, ..], 0)`, O(outputs)
 (tinygrad's reduce collapse does the same). The index is clamped into the axis inside the load (`where(valid, idx,
-0)`), so an out-of-range entry reads element 0 and is masked, as a padded read is. The result is exact: the one-hot
-sum added zeros to the one value it picked (which also turned a -0.0 into +0.0; the load keeps it, as numpy does).
+0)`), so an out-of-range entry reads element 0 and is masked, as a padded read is. The result is the same: the
+one-hot sum adds -0.0s (float sums start at -0.0, and the front end fills with it) to the one value it picks, which
+leaves every value as it is, a -0.0 too.
 """
 from __future__ import annotations
 

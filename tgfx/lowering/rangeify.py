@@ -145,8 +145,8 @@ def dynamic_pad_valid(ctx: RangeifyCtx, u: UOp, idx: Index) -> UOp | None:
 
 
 def reduce_identity(op: Ops, dtype: Any) -> Any:
-    if op is Ops.ADD:
-        return 0
+    if op is Ops.ADD:   # -0.0 is a float sum's identity (0.0 + -0.0 is 0.0): a sum of -0.0s is -0.0, as numpy's, and
+        return -0.0 if dtype.is_float else 0   # a one-hot sum of -0.0 fills picks a -0.0 as it is
     if op is Ops.MUL:
         return 1
     return min_value(dtype)

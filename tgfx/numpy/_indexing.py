@@ -363,7 +363,9 @@ def _in_range(idx: Tensor, n: int) -> Tensor:
 
 
 def _zero(d: DType) -> Tensor:
-    return Tensor.full((), False if d.is_bool else 0, d)
+    """What a one-hot sum adds where it does not pick: -0.0 for floats, so that with the sum's own -0.0 start it
+    returns the picked value bit for bit (a -0.0 too) where the lowering keeps the sum (tgfx/lowering/gather.py)."""
+    return Tensor.full((), False if d.is_bool else -0.0 if d.is_float else 0, d)
 
 
 def _sum_exact(t: Tensor, axes: tuple[int, ...]) -> Tensor:

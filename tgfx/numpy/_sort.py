@@ -24,6 +24,7 @@ import numpy as np
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
+from tgfx.numpy._indexing import _zero
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
 
 
@@ -58,8 +59,7 @@ def _to_ranks(values: Tensor, ranks: Tensor) -> Tensor:
     r = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
     hit = ranks.reshape(ranks.shape[:-1] + (1, n)) == r
     v = values.reshape(values.shape[:-1] + (1, n))
-    zero = Tensor.full((), False if values.dtype.is_bool else 0, values.dtype)
-    return hit.where(v, zero)._reduce(Ops.MAX if values.dtype.is_bool else Ops.ADD, -1, False)
+    return hit.where(v, _zero(values.dtype))._reduce(Ops.MAX if values.dtype.is_bool else Ops.ADD, -1, False)
 
 
 # what one pass of the network costs beside its compares, in compares: a kernel launch and a loop step on the device
@@ -170,7 +170,7 @@ def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable: b
     """numpy.sort: `a` sorted ascending along `axis` (the flattened `a` when None), NaNs last; a new Tensor.
 
     `descending=True` sorts largest first (NaNs first, as JAX). Cost: as `argsort`'s.
-    A -0.0 comes out as 0.0 (the one-hot sum adds +0.0 terms); the order of -0.0 and 0.0 is their input order.
+    -0.0 and 0.0 compare equal: their order is their input order, and each keeps its sign.
     """
     x = to_tensor(a)
     t, ax = _last_axis(x, axis, "sort")
