@@ -502,6 +502,14 @@ def matrix_rank(A: ArrayLike, tol: ArrayLike | None = None, hermitian: bool = Fa
     return rd.sum(ew.greater(s, cut), axis=-1)
 
 
-__all__ = ["EighResult", "QRResult", "SVDResult", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv",
-           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "norm", "outer", "pinv", "qr",
-           "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm"]
+# least squares, condition numbers, chained products and tensor solves, written on the functions above
+from tgfx.numpy._linalg_more import cond as cond  # noqa: E402 - it imports this module's functions
+from tgfx.numpy._linalg_more import lstsq as lstsq  # noqa: E402
+from tgfx.numpy._linalg_more import multi_dot as multi_dot  # noqa: E402
+from tgfx.numpy._linalg_more import tensorinv as tensorinv  # noqa: E402
+from tgfx.numpy._linalg_more import tensorsolve as tensorsolve  # noqa: E402
+
+__all__ = ["EighResult", "QRResult", "SVDResult", "cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh",
+           "inv", "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot",
+           "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv",
+           "tensorsolve", "trace", "vecdot", "vector_norm"]

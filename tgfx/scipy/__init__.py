@@ -1,7 +1,7 @@
 """`tgfx.scipy`: the parts of `jax.scipy` that programs use, as tgfx programs.
 
 `special` (logsumexp, gammaln, erfc, ndtr, ndtri, xlogy, ...), `stats` (norm, multivariate_normal, uniform,
-bernoulli, ...), `linalg` (cholesky, solve_triangular, cho_factor, cho_solve, lu_factor, lu_solve), `signal`
+bernoulli, ...), `linalg` (cholesky, cho_solve, lu_solve, solve_triangular, lu, qr, svd, eigh, expm, ...), `signal`
 (convolve, correlate, convolve2d, correlate2d, fftconvolve, detrend, stft, istft, csd, welch), `fft` (dct, dctn,
 idct, idctn), `integrate` (trapezoid), `interpolate` (RegularGridInterpolator), `ndimage` (map_coordinates) and
 `cluster.vq` (vq). Everything runs on the device, traces under `jit` and is differentiable with `grad`.

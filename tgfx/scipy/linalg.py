@@ -1,4 +1,7 @@
-"""`tgfx.scipy.linalg`: Cholesky and LU factorisations and triangular solves, as `jax.scipy.linalg` has them.
+"""`tgfx.scipy.linalg`: Cholesky and LU factorisations and triangular solves, as `jax.scipy.linalg` has them; its
+other decompositions and matrix functions (det, inv, solve, eigh, lu, qr, svd, polar, expm, solve_sylvester,
+hessenberg, eigh_tridiagonal: `_linalg_more.py`) and special matrices (toeplitz, hankel, circulant, block_diag, dft,
+hilbert, pascal, ...: `_linalg_special.py`) are written on them.
 
 All are tgfx programs whose loops run on the device and compile once whatever their trip count, with no shape
 depending on the data; leading batch axes are carried through every step. The Cholesky factorisation goes by
@@ -658,4 +661,37 @@ def lu_solve(lu_and_piv: tuple[ArrayLike, ArrayLike], b: ArrayLike, trans: int |
     return bt[..., 0] if vector else bt
 
 
-__all__ = ["cholesky", "cho_factor", "cho_solve", "lu_factor", "lu_solve", "solve_triangular"]
+# scipy's other decompositions and matrix functions, and the special matrices, written on the solves above
+from tgfx.scipy._linalg_more import det as det  # noqa: E402 - they import this module's functions
+from tgfx.scipy._linalg_more import eigh as eigh  # noqa: E402
+from tgfx.scipy._linalg_more import eigh_tridiagonal as eigh_tridiagonal  # noqa: E402
+from tgfx.scipy._linalg_more import expm as expm  # noqa: E402
+from tgfx.scipy._linalg_more import hessenberg as hessenberg  # noqa: E402
+from tgfx.scipy._linalg_more import inv as inv  # noqa: E402
+from tgfx.scipy._linalg_more import lu as lu  # noqa: E402
+from tgfx.scipy._linalg_more import polar as polar  # noqa: E402
+from tgfx.scipy._linalg_more import qr as qr  # noqa: E402
+from tgfx.scipy._linalg_more import solve as solve  # noqa: E402
+from tgfx.scipy._linalg_more import solve_sylvester as solve_sylvester  # noqa: E402
+from tgfx.scipy._linalg_more import svd as svd  # noqa: E402
+from tgfx.scipy._linalg_special import block_diag as block_diag  # noqa: E402
+from tgfx.scipy._linalg_special import circulant as circulant  # noqa: E402
+from tgfx.scipy._linalg_special import companion as companion  # noqa: E402
+from tgfx.scipy._linalg_special import convolution_matrix as convolution_matrix  # noqa: E402
+from tgfx.scipy._linalg_special import dft as dft  # noqa: E402
+from tgfx.scipy._linalg_special import fiedler as fiedler  # noqa: E402
+from tgfx.scipy._linalg_special import fiedler_companion as fiedler_companion  # noqa: E402
+from tgfx.scipy._linalg_special import hadamard as hadamard  # noqa: E402
+from tgfx.scipy._linalg_special import hankel as hankel  # noqa: E402
+from tgfx.scipy._linalg_special import helmert as helmert  # noqa: E402
+from tgfx.scipy._linalg_special import hilbert as hilbert  # noqa: E402
+from tgfx.scipy._linalg_special import invhilbert as invhilbert  # noqa: E402
+from tgfx.scipy._linalg_special import invpascal as invpascal  # noqa: E402
+from tgfx.scipy._linalg_special import leslie as leslie  # noqa: E402
+from tgfx.scipy._linalg_special import pascal as pascal  # noqa: E402
+from tgfx.scipy._linalg_special import toeplitz as toeplitz  # noqa: E402
+
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion", "convolution_matrix", "det",
+           "dft", "eigh", "eigh_tridiagonal", "expm", "fiedler", "fiedler_companion", "hadamard", "hankel", "helmert",
+           "hessenberg", "hilbert", "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor", "lu_solve",
+           "pascal", "polar", "qr", "solve", "solve_sylvester", "solve_triangular", "svd", "toeplitz"]
