@@ -23,7 +23,7 @@ from tgfx.dtypes import dtypes
 from tgfx.function import function
 from tgfx.lax import fori_loop, scan, while_loop
 from tgfx.scipy._util import promote_args_inexact
-from tgfx.scipy.linalg import _check_square, _col, _index, _lu_loop, cho_factor, cho_solve, solve_triangular
+from tgfx.scipy.linalg import _check_square, _col, _index, _lu_loop, _system, cho_factor, cho_solve, solve_triangular
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes
 
 
@@ -93,13 +93,7 @@ def solve(a: ArrayLike, b: ArrayLike, lower: bool = False, overwrite_a: bool = F
         raise ValueError(f"solve: assume_a must be one of {list(_ASSUME)}, got {assume_a!r}")
     if assume_a != "pos":
         return tnp.linalg.solve(a, b)
-    at, bt = promote_args_inexact("solve", a, b)
-    n = _check_square("solve", "a", at)
-    vector = bt.ndim == at.ndim - 1
-    if bt.ndim == 0 or (bt.shape[-1] if vector else bt.shape[-2] if bt.ndim >= 2 else -1) != n:
-        raise ValueError(f"solve: b must have shape (..., {n}) or (..., {n}, k) to match a of shape {at.shape}, got "
-                         f"shape {bt.shape}")
-    b2 = bt[..., None] if vector else bt
+    at, b2, n, vector = _system("solve", a, b)
     batch = broadcast_shapes(at.shape[:-2], b2.shape[:-2], name="solve")
     at, b2 = tnp.broadcast_to(at, batch + at.shape[-2:]), tnp.broadcast_to(b2, batch + b2.shape[-2:])
     x = b2 if n == 0 else _pos_solvers[bool(lower)](at, b2)

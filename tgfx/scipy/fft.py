@@ -163,13 +163,7 @@ def dctn(x: ArrayLike, type: int = 2, s: int | Sequence[int] | None = None,  # n
 
     >>> dctn(tnp.ones((2, 3)))                              # [[24, 0, 0], [0, 0, 0]]
     """
-    t = _check("dctn", x, type, norm)
-    ax, sizes = _axes_and_sizes("dctn", t, s, axes)
-    for a, size in zip(ax, sizes, strict=True):
-        t = _resized(t, size, a, "dctn")
-    for a in ax:
-        t = _per_part(lambda p, a=a: _dct_real(p, a, norm), t)
-    return t
+    return _nd("dctn", _dct_real, x, type, s, axes, norm)
 
 
 def idctn(x: ArrayLike, type: int = 2, s: int | Sequence[int] | None = None,  # noqa: A002 - scipy's name
@@ -178,11 +172,18 @@ def idctn(x: ArrayLike, type: int = 2, s: int | Sequence[int] | None = None,  # 
 
     >>> idctn(dctn(img, norm="ortho"), norm="ortho")        # img
     """
-    t = _check("idctn", x, type, norm)
-    ax, sizes = _axes_and_sizes("idctn", t, s, axes)
+    return _nd("idctn", _idct_real, x, type, s, axes, norm)
+
+
+def _nd(fn: str, one: Callable[[Tensor, int, str | None], Tensor], x: ArrayLike,
+        type: int, s: int | Sequence[int] | None,  # noqa: A002 - scipy's name
+        axes: int | Sequence[int] | None, norm: str | None) -> Tensor:
+    """`one` (the real 1-d transform along an axis) along each of the axes, each resized first, as dctn and idctn."""
+    t = _check(fn, x, type, norm)
+    ax, sizes = _axes_and_sizes(fn, t, s, axes)
     for a, size in zip(ax, sizes, strict=True):
-        t = _resized(t, size, a, "idctn")
+        t = _resized(t, size, a, fn)
     for a in ax:
-        t = _per_part(lambda p, a=a: _idct_real(p, a, norm), t)
+        t = _per_part(lambda p, a=a: one(p, a, norm), t)
     return t
 

@@ -468,16 +468,21 @@ def solve_triangular(a: ArrayLike, b: ArrayLike, trans: int | str = 0, lower: bo
     """
     if isinstance(trans, bool) or trans not in _TRANS:
         raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
-    at, bt = promote_args_inexact("solve_triangular", a, b)
-    n = _check_square("solve_triangular", "a", at)
-    vector = bt.ndim == at.ndim - 1
-    if bt.ndim == 0 or (bt.shape[-1] if vector else bt.shape[-2] if bt.ndim >= 2 else -1) != n:
-        raise ValueError(f"solve_triangular: b must have shape (..., {n}) or (..., {n}, k) to match a of shape "
-                         f"{at.shape}, got shape {bt.shape}")
-    if vector:
-        bt = bt[..., None]
+    at, bt, n, vector = _system("solve_triangular", a, b)
     x = bt if n == 0 else _solve(at, bt, _TRANS[trans], bool(lower), bool(unit_diagonal))
     return x[..., 0] if vector else x
+
+
+def _system(fn: str, a: ArrayLike, b: ArrayLike) -> tuple[Tensor, Tensor, int, bool]:
+    """(a, b as (..., n, k), n, whether b was a vector (..., n)) of a solve of a square a: b is a vector per matrix
+    when it has one axis fewer than a."""
+    at, bt = promote_args_inexact(fn, a, b)
+    n = _check_square(fn, "a", at)
+    vector = bt.ndim == at.ndim - 1
+    if bt.ndim == 0 or (bt.shape[-1] if vector else bt.shape[-2] if bt.ndim >= 2 else -1) != n:
+        raise ValueError(f"{fn}: b must have shape (..., {n}) or (..., {n}, k) to match a of shape {at.shape}, got "
+                         f"shape {bt.shape}")
+    return at, bt[..., None] if vector else bt, n, vector
 
 
 
