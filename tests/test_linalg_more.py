@@ -12,23 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_grad import check_grads
+from test_linalg_decomp import L, f32, rng
 
 import tgfx as tg
 import tgfx.numpy as tnp
 import tgfx.scipy.linalg as tsl
 
 sl = pytest.importorskip("scipy.linalg")
-
-L = tnp.linalg
-EPS32 = float(np.finfo(np.float32).eps)
-
-
-def rng(seed: int = 0) -> np.random.Generator:
-    return np.random.default_rng(seed)
-
-
-def f32(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x, np.float32)
 
 
 def close(ours: tg.Tensor, ref: np.ndarray, tol: float = 1e-4) -> None:
