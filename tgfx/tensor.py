@@ -612,7 +612,7 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
 
 def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu") -> Tensor | None:
     """`x op y` (`x op -y` with `negate`) for the operands of most eager arithmetic, built without promotion or
-    broadcasting logic: two strongly typed Tensors of one dtype (of numpy `kinds`), shape and device, or a float
+    broadcasting logic: two strongly typed Tensors of one dtype (of numpy `kinds`) and device, or a float
     Tensor and a Python int or float (the constant broadcast as `_expand_uop` does). The graph is the one the general
     path builds; None for anything else (it takes those). A quarter to a half of a small eager op's time."""
     tx, ty = type(x), type(y)
@@ -621,9 +621,18 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
         d = xu.dtype
         if ty is Tensor:
             yu = y.uop
-            if yu.dtype is not d or d.kind not in kinds or xu.shape != yu.shape or xu.device != yu.device \
-                    or _is_weak_tensor(x) or _is_weak_tensor(y):
+            if yu.dtype is not d or d.kind not in kinds or xu.device != yu.device or _is_weak_tensor(x) \
+                    or _is_weak_tensor(y):
                 return None
+            if negate:   # (negated before it is broadcast, as `subtract` does)
+                yu = UOp(Ops.NEG, d, (yu,))
+            if xu.shape != yu.shape:   # broadcast as `broadcast_uops` does (a mismatch: the general path says so)
+                try:
+                    shape = broadcast_shapes(xu.shape, yu.shape)
+                except ValueError:
+                    return None
+                xu, yu = _expand_uop(xu, shape), _expand_uop(yu, shape)
+            return Tensor(UOp(op, d, (xu, yu)))
         elif (ty is float or ty is int) and d.kind == "f" and not _is_weak_tensor(x):
             yu = UOp(Ops.CONST, d, (), cast_scalar(y, d))
             yu = _expand_uop(UOp(Ops.NEG, d, (yu,)) if negate else yu, xu.shape)
