@@ -14,7 +14,11 @@ values:
   summed, with Gaussian noise from a key split every step;
 - `ode`: a neural ODE (an MLP's vector field) integrated by RK4 in a `fori_loop`, differentiated through the loop;
 - `eager`: an MLP trained without `jit`: `value_and_grad`, momentum, a cosine learning rate, and the batch's
-  accuracy read back every step.
+  accuracy read back every step;
+- `eager_adam`: the gradient of a jitted loss taken eagerly (`value_and_grad(jit(loss))`), and Adam with a warm-up
+  written as `tree_map`s outside `jit`, as optimizers written by hand are;
+- `sampling`: a character RNN generating 32 tokens one at a time: a jitted cell, a key split and a categorical draw
+  read back to the host per token (the "loss" is the sum of the tokens: the draws must agree bit for bit).
 
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
@@ -55,6 +59,7 @@ class Fw:
     sigmoid: Callable
     gelu: Callable
     conv: Callable          # NCHW x, OIHW w, "SAME", stride 1
+    categorical: Callable   # (key, logits) -> a sample
 
     def sync(self, x: Any) -> float:
         return float(x)
@@ -65,7 +70,8 @@ def tgfx_fw() -> Fw:
     import tgfx.numpy as tnp
     conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
     return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vmap, tg.lax, tg.tree.map, tg.asarray, tg.random.key,
-              tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv)
+              tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
+              tg.random.categorical)
 
 
 def jax_fw() -> Fw:
@@ -74,7 +80,7 @@ def jax_fw() -> Fw:
     conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
     return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
               jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
-              jax.nn.gelu, conv)
+              jax.nn.gelu, conv, jax.random.categorical)
 
 
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)
@@ -327,8 +333,57 @@ def eager(fw: Fw, quick: bool) -> Step:
     return run
 
 
+def eager_adam(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, params, images, labels = _mlp(fw, quick)
+
+    @fw.jit
+    def loss(p: Any, x: Any, y: Any) -> Any:
+        (w1, b1), (w2, b2) = p
+        return -(fw.log_softmax(xp.tanh(x @ w1 + b1) @ w2 + b2) * y).sum(-1).mean()
+    zeros = fw.tree_map(lambda a: a * 0, params)
+    state = [params, zeros, zeros]
+
+    def run(i: int) -> Any:
+        p, m, v = state
+        value, g = fw.value_and_grad(loss)(p, *_batch(fw, i, b, images, labels))   # grad of a jitted function
+        t = i + 1
+        lr = 1e-3 * min(1.0, t / 10)                                              # warm-up, a Python float
+        m = fw.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = fw.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        p = fw.tree_map(lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (xp.sqrt(v / (1 - 0.999 ** t)) + 1e-8), p, m, v)
+        state[:] = [p, m, v]
+        return value
+    return run
+
+
+def sampling(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    vocab, hidden, tokens = (16, 16, 8) if quick else (64, 128, 32)
+    rng = np.random.default_rng(0)
+    p = {"emb": fw.asarray(_init(rng, vocab, hidden)), "wh": fw.asarray(_init(rng, hidden, hidden)),
+         "wo": fw.asarray(_init(rng, hidden, vocab))}
+
+    @fw.jit
+    def cell(p: Any, h: Any, tok: Any) -> Any:
+        h = xp.tanh(p["emb"][tok] + h @ p["wh"])
+        return h, h @ p["wo"]
+    state = [fw.key(0)]
+
+    def run(i: int) -> Any:
+        h, tok, total = xp.zeros(hidden, dtype=xp.float32), 0, 0
+        for _ in range(tokens):          # one token at a time: a jitted cell, a key split and a draw, read back
+            h, logits = cell(p, h, tok)
+            state[0], sub = fw.split(state[0])
+            tok = int(fw.categorical(sub, logits))
+            total += tok
+        return fw.asarray(np.float32(total))
+    return run
+
+
 PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
-    "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager}
+    "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager,
+    "eager_adam": eager_adam, "sampling": sampling}
 
 
 @dataclass
