@@ -267,7 +267,8 @@ class Jit:
             def transformed(*args: Any, **kwargs: Any) -> Any:
                 return call(f, args, kwargs)
             hit = Jit(transformed)
-            hit.name = f"{getattr(call, 'func', call).__name__.strip('_').removesuffix('_call')}({self.name})"
+            who = call.keywords.get("who") or call.func.__name__.strip("_").removesuffix("_call")   # grad, vmap, ...
+            hit.name = f"{who}({self.name})"
             hit = self._transforms.setdefault(key, hit)
         return hit
 
