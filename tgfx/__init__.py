@@ -9,6 +9,15 @@ from tgfx import optim as optim
 from tgfx import random as random
 from tgfx import scipy as scipy
 from tgfx import tree as tree
+from tgfx import tree_util as tree_util
+from tgfx.api_more import ShapedArray as ShapedArray
+from tgfx.api_more import clear_caches as clear_caches
+from tgfx.api_more import default_backend as default_backend
+from tgfx.api_more import enable_x64 as enable_x64
+from tgfx.api_more import ensure_compile_time_eval as ensure_compile_time_eval
+from tgfx.api_more import named_call as named_call
+from tgfx.api_more import named_scope as named_scope
+from tgfx.api_more import typeof as typeof
 from tgfx.config import Context as Context
 from tgfx.config import disable_jit as disable_jit
 from tgfx.counters import counters as counters
@@ -45,6 +54,10 @@ from tgfx.transforms.jvp import jacfwd as jacfwd
 from tgfx.transforms.jvp import jacobian as jacobian
 from tgfx.transforms.jvp import jacrev as jacrev
 from tgfx.transforms.jvp import jvp as jvp
+from tgfx.transforms.linear import closure_convert as closure_convert
+from tgfx.transforms.linear import custom_gradient as custom_gradient
+from tgfx.transforms.linear import linear_transpose as linear_transpose
+from tgfx.transforms.linear import linearize as linearize
 from tgfx.transforms.remat import checkpoint as checkpoint
 from tgfx.transforms.remat import remat as remat
 from tgfx.transforms.shapes import ShapeDtypeStruct as ShapeDtypeStruct

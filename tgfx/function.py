@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +120,15 @@ class Backward:
         return self.grad_fxn(tree_unflatten(self.out_tree, grad_outputs), call)
 
 
+def clear_traces() -> None:
+    """Forget the bodies every `function(cache=True)` kept (`tg.clear_caches`)."""
+    for f in list(_cached):
+        f._traces.clear()
+
+
+_cached: weakref.WeakSet[Function] = weakref.WeakSet()   # functions with `cache`, still held (`clear_traces`)
+
+
 class Function:
     """A traced function; see the module docstring. Usable on functions, methods and callable instances."""
 
@@ -133,6 +143,8 @@ class Function:
         self._traces: dict[tuple, tuple[UOp, list[UOp], PyTreeDef, list[Any]]] = {}
         self.name = name or getattr(f, "__qualname__", None) or type(f).__qualname__
         functools.update_wrapper(self, f, updated=())
+        if cache:
+            _cached.add(self)
 
     def __repr__(self) -> str:
         return f"<tgfx.function {self.name}{' precompiled' if self.precompile else ''}>"

@@ -184,3 +184,47 @@ xavier_uniform = glorot_uniform
 xavier_normal = glorot_normal
 kaiming_uniform = he_uniform
 kaiming_normal = he_normal
+
+
+def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: DType | str = dtypes.float32) -> Initializer:
+    """An initialiser of uniformly (Haar) distributed orthogonal matrices, times `scale`, as JAX's `orthogonal`:
+    the shape is read as a matrix of `shape[column_axis]` columns and all other axes as rows, and whichever side is
+    smaller gets orthonormal vectors (`tg.random.orthogonal`). Needs at least 2 axes.
+
+    >>> w = tg.nn.initializers.orthogonal()(tg.random.key(0), (4, 3))    # w.T @ w is the 3x3 identity
+    """
+    def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
+        shp = _shape(shape, "orthogonal")
+        d = _float_dtype(dtype, "orthogonal")
+        if len(shp) < 2:
+            raise ValueError(f"orthogonal: the initializer requires at least a 2D shape, got {shp}")
+        if not -len(shp) <= column_axis < len(shp):
+            raise ValueError(f"orthogonal: column_axis {column_axis} is out of range for shape {shp}")
+        if 0 in shp:
+            return tnp.zeros(shp, d)
+        n_cols = shp[column_axis]
+        rest = tuple(s for i, s in enumerate(shp) if i != column_axis % len(shp))
+        q = random.orthogonal(key, math.prod(rest), (), d, n_cols)
+        return tnp.moveaxis(q.reshape((*rest, n_cols)), -1, column_axis) * tnp.asarray(scale, d)
+    return init
+
+
+def delta_orthogonal(scale: float = 1.0, column_axis: int = -1, dtype: DType | str = dtypes.float32) -> Initializer:
+    """An initialiser of delta-orthogonal convolution kernels (Xiao et al. 2018), as JAX's `delta_orthogonal`: for
+    a 3D, 4D or 5D kernel of shape `window + (in, out)` with in <= out, zeros except an orthogonal (in, out) matrix
+    (`orthogonal(scale, column_axis)`) at the window's centre.
+
+    >>> w = tg.nn.initializers.delta_orthogonal()(tg.random.key(0), (3, 3, 4, 8))   # w[1, 1] is orthogonal
+    """
+    def init(key: Tensor, shape: Sequence[int], dtype: DType | str = dtype) -> Tensor:
+        shp = _shape(shape, "delta_orthogonal")
+        d = _float_dtype(dtype, "delta_orthogonal")
+        if len(shp) not in (3, 4, 5):
+            raise ValueError(f"delta_orthogonal: the initializer requires a 3D, 4D or 5D shape, got {shp}")
+        if shp[-1] < shp[-2]:
+            raise ValueError(f"delta_orthogonal: `fan_in` must be less or equal than `fan_out`: shape {shp} has "
+                             f"{shp[-2]} inputs and {shp[-1]} outputs")
+        ortho = orthogonal(scale, column_axis, d)(key, shp[-2:])
+        centre = tuple((k - 1) // 2 for k in shp[:-2])
+        return tnp.zeros(shp, d).at[centre].set(ortho)
+    return init

@@ -243,6 +243,28 @@ from tgfx.numpy._misc import (
                                   unravel_index,
                                   vsplit,
 )
+from tgfx.numpy._more import (
+                                  ComplexWarning,
+                                  array_repr,
+                                  array_str,
+                                  diagflat,
+                                  dtype,
+                                  einsum_path,
+                                  euler_gamma,
+                                  frombuffer,
+                                  fromiter,
+                                  fromstring,
+                                  load,
+                                  mask_indices,
+                                  matvec,
+                                  poly,
+                                  polydiv,
+                                  save,
+                                  savez,
+                                  sort_complex,
+                                  spacing,
+                                  vecmat,
+)
 from tgfx.numpy._movement import (
                                   array_split,
                                   atleast_2d,

@@ -18,6 +18,7 @@ reading them waits on the device.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -208,6 +209,9 @@ def compute_captured(sink: UOp) -> UOp:
     return substitute_outside_calls(sink, lower_realize(list(todo)))
 
 
+_live: weakref.WeakSet[Jit] = weakref.WeakSet()   # every jitted function still held (`clear_caches`)
+
+
 def _transform_key(call: Callable) -> Hashable | None:
     """A transform and its options as a key: `call`, a `functools.partial` with lists and dicts in its options made
     tuples; None when an option is not hashable."""
@@ -225,6 +229,12 @@ def _transform_key(call: Callable) -> Hashable | None:
     except TypeError:
         return None
     return key
+
+
+def clear_caches() -> None:
+    """`clear_cache` of every live jitted function."""
+    for j in list(_live):
+        j.clear_cache()
 
 
 class Jit:
@@ -246,6 +256,14 @@ class Jit:
         self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
+        _live.add(self)
+
+    def clear_cache(self) -> None:
+        """Forget every trace and program: the next call traces again (`tg.clear_caches`)."""
+        self._cache.clear()
+        self._fast.clear()
+        self._signatures.clear()
+        self._transforms.clear()
 
     def __repr__(self) -> str:
         return f"<tgfx.jit {self.name}: {self.trace_count} trace(s)>"
