@@ -45,6 +45,13 @@ from tgfx._lax_conv import conv as conv
 from tgfx._lax_conv import conv_dimension_numbers as conv_dimension_numbers
 from tgfx._lax_conv import conv_general_dilated as conv_general_dilated
 from tgfx._lax_conv import conv_with_general_padding as conv_with_general_padding
+from tgfx._lax_conv_more import conv_general_dilated_patches as conv_general_dilated_patches
+from tgfx._lax_conv_more import conv_general_permutations as conv_general_permutations
+from tgfx._lax_conv_more import conv_general_shape_tuple as conv_general_shape_tuple
+from tgfx._lax_conv_more import conv_shape_tuple as conv_shape_tuple
+from tgfx._lax_conv_more import conv_transpose as conv_transpose
+from tgfx._lax_conv_more import conv_transpose_shape_tuple as conv_transpose_shape_tuple
+from tgfx._lax_conv_more import reduce_window_shape_tuple as reduce_window_shape_tuple
 from tgfx._lax_elementwise import add as add
 from tgfx._lax_elementwise import max as max  # noqa: A004 - JAX's name
 from tgfx._lax_elementwise import min as min  # noqa: A004 - JAX's name
@@ -59,6 +66,35 @@ from tgfx._lax_gather import scatter_add as scatter_add
 from tgfx._lax_gather import scatter_max as scatter_max
 from tgfx._lax_gather import scatter_min as scatter_min
 from tgfx._lax_gather import scatter_mul as scatter_mul
+from tgfx._lax_more import FftType as FftType
+from tgfx._lax_more import approx_max_k as approx_max_k
+from tgfx._lax_more import approx_min_k as approx_min_k
+from tgfx._lax_more import bessel_i0e as bessel_i0e
+from tgfx._lax_more import bessel_i1e as bessel_i1e
+from tgfx._lax_more import betainc as betainc
+from tgfx._lax_more import broadcast_to_rank as broadcast_to_rank
+from tgfx._lax_more import custom_linear_solve as custom_linear_solve
+from tgfx._lax_more import custom_root as custom_root
+from tgfx._lax_more import empty as empty
+from tgfx._lax_more import fft as fft
+from tgfx._lax_more import igamma as igamma
+from tgfx._lax_more import igamma_grad_a as igamma_grad_a
+from tgfx._lax_more import igammac as igammac
+from tgfx._lax_more import index_take as index_take
+from tgfx._lax_more import mulhi as mulhi
+from tgfx._lax_more import optimization_barrier as optimization_barrier
+from tgfx._lax_more import platform_dependent as platform_dependent
+from tgfx._lax_more import polygamma as polygamma
+from tgfx._lax_more import random_gamma_grad as random_gamma_grad
+from tgfx._lax_more import reduce_precision as reduce_precision
+from tgfx._lax_more import scatter_apply as scatter_apply
+from tgfx._lax_more import scatter_sub as scatter_sub
+from tgfx._lax_more import split as split
+from tgfx._lax_more import stack as stack
+from tgfx._lax_more import tile as tile
+from tgfx._lax_more import unstack as unstack
+from tgfx._lax_more import with_sharding_constraint as with_sharding_constraint
+from tgfx._lax_more import zeta as zeta
 from tgfx._lax_ops import RoundingMethod as RoundingMethod
 from tgfx._lax_ops import abs as abs  # noqa: A004 - JAX's name
 from tgfx._lax_ops import acos as acos
@@ -548,4 +584,11 @@ __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over",
            "reshape", "rev", "select", "select_n", "slice", "slice_in_dim", "squeeze", "transpose",
            "argmax", "argmin", "associative_scan", "batch_matmul", "cumlogsumexp", "cummax", "cummin", "cumprod",
            "cumsum", "dot", "dot_general", "map", "reduce_and", "reduce_max", "reduce_min", "reduce_or",
-           "reduce_prod", "reduce_sum", "reduce_xor", "sort", "sort_key_val", "top_k", "stop_gradient"]
+           "reduce_prod", "reduce_sum", "reduce_xor", "sort", "sort_key_val", "top_k", "stop_gradient",
+           "conv_transpose", "conv_general_dilated_patches", "conv_shape_tuple", "conv_general_shape_tuple",
+           "conv_transpose_shape_tuple", "conv_general_permutations", "reduce_window_shape_tuple",
+           "igamma", "igammac", "igamma_grad_a", "random_gamma_grad", "betainc", "polygamma", "zeta", "bessel_i0e",
+           "bessel_i1e", "stack", "unstack", "split", "tile", "broadcast_to_rank", "empty", "scatter_sub",
+           "scatter_apply", "index_take", "approx_max_k", "approx_min_k", "reduce_precision", "mulhi", "FftType",
+           "fft", "custom_root", "custom_linear_solve", "optimization_barrier", "with_sharding_constraint",
+           "platform_dependent"]
