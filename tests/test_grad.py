@@ -564,3 +564,19 @@ def test_bit_trick_ops_differentiate_and_leave_arguments_built_with_them_alone()
     np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, signs).sum())(v).numpy(), [-1, -1, -1])
     np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, -1.0).sum())(lazy).numpy(), [-1, -1, -1])
     np.testing.assert_array_equal(tg.grad(lambda s: tnp.copysign(tg.asarray(v), s).sum())(signs).numpy(), [0, 0, 0])
+
+
+def test_a_nested_differentiation_at_an_abs_leaves_its_placeholder_alone() -> None:
+    """jvp(f, (|a|,), ...) with a nonlinear f differentiates f's pullback, whose graph holds jvp's placeholder for
+    the primal |a|: the bit-trick rewrite rewrote that placeholder (its source, abs) into a new node the jvp's trace
+    never bound, and a traced function then read it as a captured value (FunctionError; under jit, an escaped
+    tracer). At a = -2: d/da [-2|a| a] = -4|a| = -8 and d/da [-2 sg(|a|) a] = -2|a| = -4."""
+    a = tg.asarray(np.float32(-2.0))
+    slope = lambda a, sg: tg.jvp(lambda x: x * x, ((tg.stop_gradient if sg else lambda x: x)(tnp.abs(a)),),  # noqa: E731
+                                  (tnp.ones_like(a),))[1]
+    for sg, want in ((False, -8.0), (True, -4.0)):
+        f = lambda a, sg=sg: slope(a, sg) * -a   # noqa: E731
+        np.testing.assert_allclose(tg.function(lambda a, sg=sg: slope(a, sg))(a).numpy(), 4.0)
+        np.testing.assert_allclose(tg.grad(f)(a).numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(tg.jit(tg.grad(f))(a).numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(tg.grad(lambda a, f=f: tg.function(f)(a))(a).numpy(), want, rtol=1e-6)

@@ -66,15 +66,16 @@ def _describe_paths(f: Callable, args: tuple, kwargs: dict) -> list[str]:
     return out
 
 
-def _is_grad_input(u: UOp) -> bool:
+def is_grad_input(u: UOp) -> bool:
+    """`u` is a differentiation's placeholder for one of its inputs (`grad.py`'s `_placeholder`)."""
     return u.op is Ops.CONTIGUOUS and isinstance(u.tag, tuple) and u.tag[:1] == ("grad_input",)
 
 
 def _implicit_buffers(body: UOp) -> list[UOp]:
     """Concrete buffers the body reads that were not passed in (captured from a closure or a global). A value being
     differentiated is captured whole (grad's placeholder, not the buffer under it), so the gradient reaches it."""
-    return [u for u in body.toposort(lambda u: () if _is_grad_input(u) else u.src)
-            if u.op is Ops.BUFFER or _is_grad_input(u)]
+    return [u for u in body.toposort(lambda u: () if is_grad_input(u) else u.src)
+            if u.op is Ops.BUFFER or is_grad_input(u)]
 
 
 def _visible_tensors(f: Callable) -> dict[UOp, str]:

@@ -33,6 +33,7 @@ import numpy as np
 
 from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import DType, dtypes
+from tgfx.function import is_grad_input
 from tgfx.ir.control import n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -417,6 +418,9 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
         # the targets are leaves to it: what a target is made of (an argument computed with abs: grad(f)(|v|)) is
         # not the function's graph, and a target rewritten would be a new node that no path reaches (zero gradients)
         leaves = {t: linear_input(t, "grad_target") for t in targets}
+        # so are other differentiations' input placeholders (`tg.jvp(f, (abs(a),), ...)`: its primal's): what one
+        # wraps is that differentiation's graph, and a placeholder rewritten is a new node its trace never binds
+        leaves.update((u, linear_input(u, "grad_target")) for u in order if is_grad_input(u) and u not in leaves)
         root = graph_rewrite(root.substitute(leaves), pm_differentiable, name="differentiable")
         root = root.substitute({leaf: t for t, leaf in leaves.items()})
         order = root.toposort()
