@@ -449,3 +449,12 @@ def test_padtype_to_pads() -> None:
     assert lax.padtype_to_pads((5, 5), (3, 2), (2, 1), "SAME") == [(1, 1), (0, 1)]
     assert lax.padtype_to_pads((5,), (2,), (1,), "SAME_LOWER") == [(1, 0)]
     assert lax.padtype_to_pads((5, 4), (3, 3), (1, 1), "VALID") == [(0, 0), (0, 0)]
+
+
+def test_a_convolution_with_no_spatial_axes_is_a_matrix_product() -> None:
+    # (N, C) x (O, C): lax.conv_general_dilated with no window axes is x @ w.T, as in JAX (it raised in the windows)
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_allclose(tg.lax.conv_general_dilated(x, w, (), "VALID").numpy(), x @ w.T, rtol=1e-5)
+    g = tg.grad(lambda w: tg.lax.conv_general_dilated(x, w, (), "VALID").sum())(tg.asarray(w))
+    np.testing.assert_allclose(g.numpy(), np.broadcast_to(x.sum(0), w.shape), rtol=1e-5)

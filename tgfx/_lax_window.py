@@ -108,6 +108,8 @@ def _windows(x: Tensor, k: Sequence[int], s: Sequence[int], d: Sequence[int]) ->
     into the consuming kernel. L is doubled when a row of o * s elements would not fit in L + d.
     """
     nsp = len(k)
+    if nsp == 0:   # no window axes: every element is its own (empty) window
+        return x
     lead, ins = x.shape[:-nsp], x.shape[-nsp:]
     outs = [(i - dd * (kk - 1) - 1) // ss + 1 for i, kk, ss, dd in zip(ins, k, s, d, strict=True)]
     if all(dd == 1 and ss >= kk for kk, ss, dd in zip(k, s, d, strict=True)):
