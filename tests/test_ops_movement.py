@@ -13,6 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.dtypes import DType, dtypes
 
@@ -335,3 +336,32 @@ def test_broadcasting_an_operand_builds_the_graph_expand_builds():
               tg.asarray(np.ones((3, 5), np.float32)).reshape(15).reshape(3, 5)):
         assert broadcast(t, x)[0].uop is t.expand((4, 3, 5)).uop
     assert broadcast(x, x)[0] is x
+
+
+def test_an_eager_stack_of_many_computed_values_is_joined_on_the_host() -> None:
+    # a batch stacked from a list of samples, some drawn twice: as a graph, each pattern of repeats was another
+    # kernel to compile (1.3 s a call for 128 of 1,000); values in host memory are now joined there, no kernel
+    from tgfx.counters import counters
+    rng = np.random.default_rng(0)
+    data = [tg.asarray(rng.standard_normal(5).astype(np.float32)) for _ in range(20)]
+    rows = tg.asarray(rng.standard_normal((20, 5)).astype(np.float32))
+    tg.realize(*data)
+    for _ in range(3):
+        idx = rng.integers(0, 20, 12)
+        counters.reset()
+        got = tnp.stack([data[i] for i in idx]).numpy()
+        assert counters.compile_count == 0 and counters.kernel_count == 0
+        np.testing.assert_array_equal(got, np.stack([data[i].numpy() for i in idx]))
+        np.testing.assert_array_equal(tnp.stack([rows[i] for i in idx], axis=1).numpy(), rows.numpy()[idx].T)
+    ints = [tg.asarray(np.arange(3, dtype=np.int8) + i) for i in range(9)]
+    assert tnp.concatenate(ints).dtype == tnp.int8
+    halves = [tg.asarray(np.float32([i, 0.5]), dtype=tnp.bfloat16) for i in range(9)]
+    out = tnp.stack(halves)
+    assert out.dtype == tnp.bfloat16 and out.numpy()[8, 0] == 8.0
+    # traced or differentiated values stay a graph (jit, grad)
+    f = tg.jit(lambda xs: tnp.stack(xs).sum(0))
+    np.testing.assert_allclose(f(data[:10]).numpy(), np.sum([d.numpy() for d in data[:10]], 0), rtol=1e-6)
+    g = tg.grad(lambda x: (tnp.stack([x * i for i in range(10)]) ** 2).sum())(data[0])
+    np.testing.assert_allclose(g.numpy(), 2 * data[0].numpy() * sum(i * i for i in range(10)), rtol=1e-5)
+    with pytest.raises(ValueError, match="same shape"):
+        tnp.stack(data[:8] + [rows])

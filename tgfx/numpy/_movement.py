@@ -3,8 +3,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
+from tgfx.devices import get_device
+from tgfx.lowering.execute import range_view
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axes, normalize_axis, promote, to_tensor
+from tgfx.tensor import (
+    ArrayLike,
+    Tensor,
+    broadcast_shapes,
+    is_realized,
+    normalize_axes,
+    normalize_axis,
+    promote,
+    to_tensor,
+)
+from tgfx.trace_state import active
 
 
 def reshape(x: ArrayLike, shape: int | Sequence[int], order: str = "C", *, copy: bool | None = None) -> Tensor:
@@ -183,6 +197,8 @@ def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
         if t.ndim != nd or any(a != b for i, (a, b) in enumerate(zip(t.shape, ts[0].shape, strict=True)) if i != axis):
             raise ValueError(f"concatenate: all input array dimensions except for the concatenation axis {axis} must "
                              f"match, got shapes {[t.shape for t in ts]}")
+    if len(ts) >= HOST_CONCAT_MIN and (host := _host_values(ts)) is not None:
+        return Tensor(np.concatenate(host, axis=axis), dtype=d.dtype, device=ts[0].uop.device)
     total = sum(t.shape[axis] for t in ts)
     out, off = None, 0
     for t in ts:
@@ -192,6 +208,27 @@ def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
         out = p if out is None else out._binary(_ADD, p) if not t.dtype.is_bool else ew.logical_or(out, p)
         off += n
     return out
+
+
+# Eager concatenations of this many values or more that are all in host memory (a batch stacked from a list of
+# samples) are joined on the host: as a graph, their kernel depended on which inputs were the same buffer (a sample
+# drawn twice), and each such pattern compiled anew (1.3 s a call for 128 samples drawn from 1,000); jax 0.6 ms.
+HOST_CONCAT_MIN = 8
+
+
+def _host_values(ts: list[Tensor]) -> list[np.ndarray] | None:
+    """The values of `ts`, read without kernels: outside any trace, when each is computed (or a contiguous range of
+    a computed value) on one device whose memory is the host's. None otherwise."""
+    if active():
+        return None
+    device = ts[0].uop.device
+    if not isinstance(device, str) or not get_device(device).host_memory:
+        return None
+    for t in ts:
+        u = t.uop
+        if u.device != device or not (is_realized(u) or range_view(u) is not None):
+            return None
+    return [t.numpy() for t in ts]
 
 
 from tgfx.ir.ops import Ops  # noqa: E402
