@@ -498,6 +498,20 @@ def test_where_nonbool_condition_and_scalars() -> None:
     assert_close(tnp.where(to_tensor(c), to_tensor(x), 0.0), np.where(c, x, 0.0).astype(np.float32),
                  dtype=dtypes.float32)
     assert_close(tnp.where(to_tensor(c), 1, 2), np.where(c, 1, 2), dtype=dtypes.int32)
+
+
+def test_where_of_the_condition_alone_is_nonzero() -> None:
+    # jnp.where(condition): numpy's one-argument form (the indices where it holds), eagerly or with size= under jit
+    c = np.array([[0, 3, 0], [5, 0, 1]], np.int32)
+    for got, want in zip(tnp.where(to_tensor(c)), np.where(c), strict=True):
+        np.testing.assert_array_equal(got.numpy(), want)
+    rows, cols = tg.jit(lambda c: tnp.where(c, size=4, fill_value=-1))(to_tensor(c))
+    np.testing.assert_array_equal(rows.numpy(), [0, 1, 1, -1])
+    np.testing.assert_array_equal(cols.numpy(), [1, 0, 2, -1])
+    with pytest.raises(ValueError, match="both x and y, or neither"):
+        tnp.where(to_tensor(c), 1.0)
+    with pytest.raises(ValueError, match="one-argument form"):
+        tnp.where(to_tensor(c), 1.0, 2.0, size=3)
     assert_close(tnp.where(to_tensor(c > 0), to_tensor(c), 7.5), np.where(c > 0, c, 7.5).astype(np.float32),
                  dtype=dtypes.float32)
 

@@ -275,9 +275,22 @@ def clip(x: ArrayLike, min: ArrayLike | None = None, max: ArrayLike | None = Non
     return x
 
 
-def where(condition: ArrayLike, x: ArrayLike, y: ArrayLike) -> Tensor:
-    c = _t(condition)
-    return c.where(x, y)
+def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None = None, /, *, size: int | None = None,
+          fill_value: ArrayLike | tuple | None = None) -> Tensor | tuple[Tensor, ...]:
+    """x where `condition` holds, else y (numpy.where); with the condition alone, `nonzero(condition, size=...,
+    fill_value=...)`, as `jnp.where(condition)`.
+
+    >>> tnp.where(tnp.asarray([True, False]), 1.0, 2.0)        # [1., 2.]
+    >>> tnp.where(tnp.asarray([0, 3, 0, 5]))                   # (Tensor([1, 3]),)
+    """
+    if x is None and y is None:
+        from tgfx.numpy._data_dependent import nonzero
+        return nonzero(condition, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise ValueError("where: give both x and y, or neither (the one-argument form is nonzero(condition))")
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size and fill_value belong to the one-argument form, where(condition, size=...)")
+    return _t(condition).where(x, y)
 
 
 # ---- comparisons ----
