@@ -211,6 +211,29 @@ def test_cumulative(name: str, d: DType, data: st.DataObject) -> None:
     assert_close(getattr(to_tensor(x, d), name)(axis=axis), want, dtype=out, **tol)
 
 
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(30, 1200), rows=st.integers(1, 3), reverse=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_long_cumulative_axes_scan_in_blocks(n: int, rows: int, reverse: bool, seed: int) -> None:
+    # past 32 elements a scan is blocks of ~sqrt(n) (cumsum, cumprod) or doubling steps (cummax, cummin,
+    # cumlogsumexp): values as numpy's, reversed or not, with NaNs kept from where they appear; and no n x n triangle
+    from tgfx import lax
+    from tgfx.ir.uop import prod
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    x[0, rng.integers(0, n)] = np.nan if n % 3 == 0 else x[0, 0]
+    flip = (lambda a: a[:, ::-1]) if reverse else (lambda a: a)
+    out = tnp.cumsum(to_tensor(x), axis=1)
+    np.testing.assert_allclose(out.numpy(), np.cumsum(x.astype(np.float64), axis=1), rtol=1e-4, atol=1e-4 * n ** 0.5)
+    assert max(prod(u.shape) for u in out.uop.toposort() if u.shape) < rows * n * 80   # (a triangle: rows n^2)
+    for name, ref in (("cummax", np.maximum), ("cummin", np.minimum)):
+        got = getattr(lax, name)(to_tensor(x), axis=1, reverse=reverse).numpy()
+        np.testing.assert_array_equal(got, flip(ref.accumulate(flip(x), axis=1)))
+    y = (0.5 + rng.random((rows, n))).astype(np.float32) ** (1 / n)
+    np.testing.assert_allclose(tnp.cumprod(to_tensor(y), axis=1).numpy(), np.cumprod(y, axis=1), rtol=1e-5)
+    lse = lax.cumlogsumexp(to_tensor(np.nan_to_num(x)), axis=1, reverse=reverse).numpy()
+    np.testing.assert_allclose(lse, flip(np.logaddexp.accumulate(flip(np.nan_to_num(x)), axis=1)), rtol=1e-5, atol=1e-5)
+
+
 def test_cumsum_with_dtype() -> None:
     x = np.array([100, 100, 100, -50], np.int8)
     assert_close(tnp.cumsum(to_tensor(x), dtype=dtypes.int8), np.cumsum(x, dtype=np.int8), dtype=dtypes.int8)

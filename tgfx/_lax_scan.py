@@ -6,8 +6,8 @@ into its bits along a new axis, the bits are reduced (min, max, sum mod 2) and p
 
 `associative_scan` is JAX's parallel prefix (Blelloch): combine neighbouring pairs, scan the half-length result
 recursively, then fill in the even positions: about 2 log2(n) levels of vectorised calls of `fn`, each over a
-strided view of the whole axis, never a loop over elements. The cumulative reductions use it (a long axis), or a
-triangular mask reduced in one kernel (a short one, where n^2 compares cost less than the levels' kernels).
+strided view of the whole axis, never a loop over elements. The cumulative reductions are `tnp`'s blocked scan
+(`tgfx/numpy/_reduce.py`: triangles within blocks of about sqrt(n), then across them): a few kernels.
 
 Sorts are stable and put NaNs last (the order of `tnp.sort`); sorting several operands sorts the first `num_keys`
 lexicographically and carries the rest along by a gather of the permutation. `top_k` is a stable descending
@@ -27,7 +27,6 @@ from tgfx._lax_ops import BOOL, FLOAT, INT, NUMBER, check_kind
 from tgfx._lax_ops import operand as _arg  # (lax's own argument is called operand)
 from tgfx._lax_shape import slice_in_dim
 from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
-from tgfx.function import function
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _linalg, _reduce, _sort
 from tgfx.numpy._complex import imag, real
@@ -156,13 +155,7 @@ def argmin(operand: ArrayLike, axis: int, index_dtype: Any) -> Tensor:
 
 
 # ---- associative_scan ----
-def _store_backward(grads: Tensor, call: Any) -> tuple[Tensor]:
-    return (grads.contiguous(),)
-
-
-# x stored to a buffer, and its gradient too: a CONTIGUOUS alone passes the cotangent on unstored, and the backward
-# of the scan's levels, fused into one kernel, would repeat each level's reads as the forward would (below)
-_store = function(lambda t: t.contiguous(), grad_fxn=_store_backward)
+_store = _reduce.store
 
 
 def _interleave(a: Tensor, b: Tensor, axis: int) -> Tensor:
@@ -244,50 +237,13 @@ def _concat(a: Tensor, b: Tensor, axis: int) -> Tensor:
 
 
 # ---- cumulative reductions ----
-TRIANGLE_MAX = 16   # up to this length a cumulative reduction is one masked reduce (n^2 work), past it a scan
-
-
 def _cumulative(name: str, operand: ArrayLike, axis: int, reverse: bool, kinds: str, pair: Callable,
                 masked: Callable) -> Tensor:
     x = _arg(operand)
     check_kind(name, x, kinds)
     if x.ndim == 0:
         raise ValueError(f"lax.{name}: the operand must have at least one axis, got a scalar")
-    ax = normalize_axis(axis, x.ndim, f"lax.{name}")
-    n = x.shape[ax]
-    if n <= 1:
-        return x
-    if n > TRIANGLE_MAX:
-        return associative_scan(pair, x, reverse=reverse, axis=ax)
-    # out[i] = reduce over j <= i (j >= i reversed) of x[j]: x repeated along a new axis j, masked, reduced over j
-    rows = x.reshape(x.shape[:ax + 1] + (1,) + x.shape[ax + 1:])
-    rows = rows.permute(*range(ax), ax + 1, ax, *range(ax + 2, x.ndim + 1))   # j is axis ax + 1, i axis ax
-    full = x.shape[:ax] + (n, n) + x.shape[ax + 1:]
-    i = Tensor.arange(n, dtype=dtypes.int32).reshape((n, 1) + (1,) * (x.ndim - ax - 1))
-    j = Tensor.arange(n, dtype=dtypes.int32).reshape((1, n) + (1,) * (x.ndim - ax - 1))
-    keep = (j >= i) if reverse else (j <= i)
-    return masked(rows.expand(full), keep.expand(full), ax + 1)
-
-
-def _masked_sum(v: Tensor, keep: Tensor, axis: int) -> Tensor:
-    return _reduce.sum(ew.where(keep, v, Tensor.full((), 0, v.dtype)), axis=axis, dtype=v.dtype)
-
-
-def _masked_prod(v: Tensor, keep: Tensor, axis: int) -> Tensor:
-    return _reduce.prod(ew.where(keep, v, Tensor.full((), 1, v.dtype)), axis=axis, dtype=v.dtype)
-
-
-def _masked_max(v: Tensor, keep: Tensor, axis: int) -> Tensor:
-    return _reduce.max(ew.where(keep, v, Tensor.full((), min_value(v.dtype), v.dtype)), axis=axis)
-
-
-def _masked_min(v: Tensor, keep: Tensor, axis: int) -> Tensor:
-    return _reduce.min(ew.where(keep, v, Tensor.full((), max_value(v.dtype), v.dtype)), axis=axis)
-
-
-def _masked_logsumexp(v: Tensor, keep: Tensor, axis: int) -> Tensor:
-    from tgfx.nn._activations import logsumexp
-    return logsumexp(ew.where(keep, v, Tensor.full((), -float("inf"), v.dtype)), axis=axis)
+    return _reduce.scan(x, normalize_axis(axis, x.ndim, f"lax.{name}"), reverse, pair, masked)
 
 
 def cumsum(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
@@ -295,27 +251,27 @@ def cumsum(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
 
     >>> tg.lax.cumsum(tnp.arange(4), reverse=True).tolist()      # [6, 6, 5, 3]
     """
-    return _cumulative("cumsum", operand, axis, reverse, NUMBER, ew.add, _masked_sum)
+    return _cumulative("cumsum", operand, axis, reverse, NUMBER, ew.add, _reduce.masked_sum)
 
 
 def cumprod(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     """The running product along `axis`, in the operand's dtype, as `jax.lax.cumprod`."""
-    return _cumulative("cumprod", operand, axis, reverse, NUMBER, ew.multiply, _masked_prod)
+    return _cumulative("cumprod", operand, axis, reverse, NUMBER, ew.multiply, _reduce.masked_product)
 
 
 def cummax(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     """The running maximum along `axis`, as `jax.lax.cummax` (a NaN stays from where it appears)."""
-    return _cumulative("cummax", operand, axis, reverse, INT + FLOAT, ew.maximum, _masked_max)
+    return _cumulative("cummax", operand, axis, reverse, INT + FLOAT, ew.maximum, None)
 
 
 def cummin(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     """The running minimum along `axis`, as `jax.lax.cummin`."""
-    return _cumulative("cummin", operand, axis, reverse, INT + FLOAT, ew.minimum, _masked_min)
+    return _cumulative("cummin", operand, axis, reverse, INT + FLOAT, ew.minimum, None)
 
 
 def cumlogsumexp(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     """The running log(sum(exp(x))) along `axis`, computed stably, as `jax.lax.cumlogsumexp` (floats)."""
-    return _cumulative("cumlogsumexp", operand, axis, reverse, FLOAT, ew.logaddexp, _masked_logsumexp)
+    return _cumulative("cumlogsumexp", operand, axis, reverse, FLOAT, ew.logaddexp, None)
 
 
 # ---- sorting ----

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
+from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, normalize_axes, to_tensor
@@ -183,20 +185,105 @@ def _cumulative(x: Tensor, axis: int | None, op: Ops, dtype: DType | str | None,
         x, axis = x.reshape(-1), 0
     axis = _axis(x, axis, name)
     x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
+    return scan(x, axis, False, *(_SUMS if op is Ops.ADD else _PRODUCTS))
+
+
+def masked_sum(v: Tensor, keep: Tensor, axis: int) -> Tensor:
+    return ew.where(keep, v, Tensor.full((), 0, v.dtype))._reduce(Ops.ADD, axis, False)
+
+
+def masked_product(v: Tensor, keep: Tensor, axis: int) -> Tensor:
+    return ew.where(keep, v, Tensor.full((), 1, v.dtype))._reduce(Ops.MUL, axis, False)
+
+
+# a scan of an axis up to this long is one masked reduce (n^2 work); a longer one is cut into blocks of about sqrt(n)
+SCAN_TRIANGLE_MAX = 32
+
+Pair = Callable[[Tensor, Tensor], Tensor]        # an associative combination, the earlier prefix on the left
+Masked = Callable[[Tensor, Tensor, int], Tensor]  # (values, keep, axis) -> the reduction of the kept values
+
+
+def scan(x: Tensor, axis: int, reverse: bool, pair: Pair, masked: Masked | None) -> Tensor:
+    """The inclusive scan of `x` along `axis` (see `_scan`): eagerly, its traced body is kept per signature, so a
+    call is a schedule's replay (`pair` and `masked` module-level functions: their identity is part of the key).
+    Without `masked`, log2(n) doubling steps of `pair` (max and min: a masked maximum over a triangle is a chain of
+    NaN-propagating compares that no vector takes, 5 ms for 10,000 elements against 0.1 for the steps)."""
+    return _scan_traced(x, axis, reverse, pair, masked)
+
+
+def _scan(x: Tensor, axis: int, reverse: bool, pair: Pair, masked: Masked | None) -> Tensor:
+    """The inclusive scan of `x` along `axis` (from the end with `reverse`) under `pair`, whose reduction of the
+    values a boolean mask keeps is `masked`: cumsum, cumprod, cummax, ... (`tnp` and `tg.lax` share it).
+
+    A short axis is one masked reduce of a triangle. A long one of length n is cut into m blocks of B ~ sqrt(n): each
+    block scanned as a triangle (n B work), the blocks' totals scanned the same way, and each block combined with the
+    prefix before it: a few kernels and O(n sqrt(n)) work, where one triangle was n^2 (cumsum of 10,000: 3.8 ms,
+    jax 0.09) and a parallel prefix 2 log2(n) levels of kernels. Sums come out as accurate as pairwise ones."""
     n = x.shape[axis]
-    if n == 0:
+    if n <= 1:
         return x
-    # out[i] = reduce over j <= i of x[j]: one kernel, a triangular mask over a new trailing axis
-    moved = x.permute(*[a for a in range(x.ndim) if a != axis], axis)
-    rows = moved.reshape(moved.shape[:-1] + (1, n)).expand(moved.shape[:-1] + (n, n))
-    i = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
-    j = Tensor.arange(n, dtype=dtypes.int32).reshape(1, n)
-    identity = 0 if op is Ops.ADD else 1
-    masked = ew.where(ew.less_equal(j, i), rows, identity)
-    out = masked._reduce(op, masked.ndim - 1, False)
+    last = x if axis == x.ndim - 1 else x.permute(*[a for a in range(x.ndim) if a != axis], axis)
+    src = last.flip(-1) if reverse else last
+    out = _doubling(src, pair) if masked is None else _scan_last(src, pair, masked)
+    out = out.flip(-1) if reverse else out
+    if axis == x.ndim - 1:
+        return out
     inv = list(range(x.ndim - 1))
     inv.insert(axis, x.ndim - 1)
     return out.permute(*inv)
+
+
+def _scan_last(x: Tensor, pair: Pair, masked: Masked) -> Tensor:
+    n = x.shape[-1]
+    if n <= SCAN_TRIANGLE_MAX:
+        return _triangle(x, masked)
+    b = math.isqrt(n - 1) + 1
+    m = -(-n // b)
+    lead = x.shape[:-1]
+    # (padding after the last element reaches no prefix of the first n)
+    blocks = x.pad_zeros(((0, 0),) * len(lead) + ((0, m * b - n),)).reshape(lead + (m, b))
+    inner = _triangle(blocks, masked)                                   # prefixes within each block
+    before = _scan_last(inner[..., b - 1], pair, masked)                 # prefixes of the blocks' totals
+    rest = pair(before[..., :-1, None], inner[..., 1:, :])               # blocks 1.. after the ones before them
+    from tgfx.numpy._movement import concatenate
+    return concatenate([inner[..., :1, :], rest], axis=-2).reshape(lead + (m * b,))[..., :n]
+
+
+_SUMS, _PRODUCTS = (ew.add, masked_sum), (ew.multiply, masked_product)
+_scan_traced = function(_scan, cache=True)
+
+
+def _doubling(x: Tensor, pair: Pair) -> Tensor:
+    """Hillis and Steele's scan of the last axis: step k combines each element with the one 2^k before it; each step
+    stored (the next reads it twice: fused, the reads would double a step)."""
+    n, k = x.shape[-1], 1
+    while k < n:
+        x = store(_concat_last(x[..., :k], pair(x[..., :-k], x[..., k:])))
+        k *= 2
+    return x
+
+
+def _concat_last(a: Tensor, b: Tensor) -> Tensor:
+    from tgfx.numpy._movement import concatenate
+    return concatenate([a, b], axis=-1)
+
+
+def _store_backward(grads: Tensor, call: object) -> tuple[Tensor]:
+    return (grads.contiguous(),)
+
+
+# x stored to a buffer, and its gradient too: a CONTIGUOUS alone passes the cotangent on unstored, and the backward of
+# a scan's steps, fused into one kernel, would repeat each step's reads as the forward would
+store = function(lambda t: t.contiguous(), grad_fxn=_store_backward)
+
+
+def _triangle(x: Tensor, masked: Masked) -> Tensor:
+    """out[..., i] = the reduction of x[..., j] for j <= i: x repeated along a new axis j, masked, reduced over it."""
+    n = x.shape[-1]
+    rows = x.reshape(x.shape[:-1] + (1, n)).expand(x.shape[:-1] + (n, n))
+    i = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
+    j = Tensor.arange(n, dtype=dtypes.int32).reshape(1, n)
+    return masked(rows, ew.less_equal(j, i).expand(rows.shape), x.ndim)
 
 
 def cumsum(x: ArrayLike, axis: int | None = None, dtype: DType | str | None = None) -> Tensor:
