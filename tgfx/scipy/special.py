@@ -425,9 +425,10 @@ def digamma(x: ArrayLike) -> Tensor:
     return tnp.where(pos, out, tnp.where(pole, math.nan, out - cot)).astype(t.dtype)
 
 
-# The rest of jax.scipy.special lives in two modules of its own, which build on the functions above (so they are
-# imported last): `_special_gamma` (the gamma family, the incomplete gamma and beta functions, zeta) and
-# `_special_extra` (Bessel functions, exponential integrals, erfcx, dawsn, spence, entropies, Box-Cox).
+# The rest of jax.scipy.special lives in modules of its own, which build on the functions above (so they are
+# imported last): `_special_gamma` (the gamma family, the incomplete gamma and beta functions, zeta),
+# `_special_extra` (Bessel functions, exponential integrals, erfcx, dawsn, spence, entropies, Box-Cox) and
+# `_special_more` (hypergeometric functions, sine / cosine and Fresnel integrals, Owen's T, Bessel J).
 from tgfx.scipy._special_extra import boxcox as boxcox  # noqa: E402
 from tgfx.scipy._special_extra import boxcox1p as boxcox1p  # noqa: E402
 from tgfx.scipy._special_extra import dawsn as dawsn  # noqa: E402
@@ -456,10 +457,16 @@ from tgfx.scipy._special_gamma import multigammaln as multigammaln  # noqa: E402
 from tgfx.scipy._special_gamma import poch as poch  # noqa: E402
 from tgfx.scipy._special_gamma import polygamma as polygamma  # noqa: E402
 from tgfx.scipy._special_gamma import zeta as zeta  # noqa: E402
+from tgfx.scipy._special_more import bessel_jn as bessel_jn  # noqa: E402
+from tgfx.scipy._special_more import fresnel as fresnel  # noqa: E402
+from tgfx.scipy._special_more import hyp1f1 as hyp1f1  # noqa: E402
+from tgfx.scipy._special_more import hyp2f1 as hyp2f1  # noqa: E402
+from tgfx.scipy._special_more import owens_t as owens_t  # noqa: E402
+from tgfx.scipy._special_more import sici as sici  # noqa: E402
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "expit", "logit", "xlogy", "xlog1py", "entr", "erf", "erfc",
            "erfinv", "ndtr", "ndtri", "log_ndtr", "gammaln", "betaln", "digamma",
            "gamma", "gammasgn", "loggamma", "factorial", "comb", "beta", "poch", "multigammaln", "gammainc",
            "gammaincc", "betainc", "zeta", "polygamma", "bernoulli",
            "i0", "i0e", "i1", "i1e", "expi", "exp1", "expn", "erfcx", "dawsn", "spence", "kl_div", "rel_entr",
-           "boxcox", "boxcox1p"]
+           "boxcox", "boxcox1p", "hyp1f1", "hyp2f1", "sici", "fresnel", "owens_t", "bessel_jn"]
