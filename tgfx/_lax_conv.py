@@ -270,6 +270,21 @@ def conv_nd(x: Tensor, w: Tensor, strides: tuple[int, ...], pads: tuple[tuple[in
 
 
 # ---- the JAX spellings ----
+def conv_pads(fn: str, padding: Any, spatial: Sequence[int], span: Sequence[int], strides: Sequence[int],
+              lhs_dilation: Sequence[int], what: str) -> tuple[tuple[int, int], ...]:
+    """The (low, high) padding of each spatial axis: a padding name ("SAME", "VALID", ...) resolved for the window
+    `span` and `strides` (not defined with an lhs dilation, a transposed convolution, as in JAX), or the pairs given."""
+    if not isinstance(padding, str):
+        return tuple(pad_pairs(fn, padding, len(spatial), what))
+    if any(v != 1 for v in lhs_dilation):
+        raise ValueError(f"{fn}: string padding ({padding!r}) is not defined for a transposed convolution "
+                         f"(lhs_dilation={tuple(lhs_dilation)}); give the padding as (low, high) pairs")
+    try:
+        return tuple(padtype_to_pads(spatial, span, strides, padding))
+    except ValueError as e:
+        raise ValueError(f"{fn}: {e}") from None
+
+
 def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequence[int],
                          padding: str | Sequence[tuple[int, int]], lhs_dilation: Sequence[int] | None = None,
                          rhs_dilation: Sequence[int] | None = None, dimension_numbers: Any = None,
@@ -331,16 +346,7 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
     if nb % bgc:
         raise ValueError(f"{fn}: the lhs batch dimension ({nb}) must be a multiple of batch_group_count ({bgc})")
     span = tuple((kk - 1) * dd + 1 for kk, dd in zip(k, rhs_d, strict=True))
-    if isinstance(padding, str):
-        if any(v != 1 for v in lhs_d):
-            raise ValueError(f"{fn}: string padding ({padding!r}) is not defined for a transposed convolution "
-                             f"(lhs_dilation={lhs_d}); give the padding as (low, high) pairs")
-        try:
-            pads = tuple(padtype_to_pads(x.shape[2:], span, strides, padding))
-        except ValueError as e:
-            raise ValueError(f"{fn}: {e}") from None
-    else:
-        pads = pad_pairs(fn, padding, nsp, what)
+    pads = conv_pads(fn, padding, x.shape[2:], span, strides, lhs_d, what)
     if bgc > 1:   # batch groups as feature groups: (B * N', C) -> (N', B * C)
         x = x.reshape(bgc, nb // bgc, c, *x.shape[2:]).permute(1, 0, *range(2, x.ndim + 1))
         x = x.reshape(nb // bgc, bgc * c, *x.shape[3:])

@@ -19,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from tgfx._lax_conv import ConvDimensionNumbers, check_precision, conv_dimension_numbers, conv_general_dilated
+from tgfx._lax_conv import (
+    ConvDimensionNumbers,
+    check_precision,
+    conv_dimension_numbers,
+    conv_general_dilated,
+    conv_pads,
+)
 from tgfx._lax_conv import conv_general_permutations as conv_general_permutations
 from tgfx._lax_window import _windows, dilate, ints, pad_general, pad_pairs, padtype_to_pads
 from tgfx.dtypes import to_dtype
@@ -151,16 +157,7 @@ def conv_general_dilated_patches(lhs: ArrayLike, filter_shape: Sequence[int], wi
     ld = ints(fn, "lhs_dilation", lhs_dilation, nsp, what)
     rd = ints(fn, "rhs_dilation", rhs_dilation, nsp, what)
     span = tuple(_dilate_dim(kk, r) for kk, r in zip(fs, rd, strict=True))
-    if isinstance(padding, str):
-        if any(v != 1 for v in ld):
-            raise ValueError(f"{fn}: string padding ({padding!r}) is not defined with lhs_dilation={ld} (as in JAX); "
-                             f"give the padding as (low, high) pairs")
-        try:
-            pads = tuple(padtype_to_pads(x.shape[2:], span, s, padding))
-        except ValueError as e:
-            raise ValueError(f"{fn}: {e}") from None
-    else:
-        pads = pad_pairs(fn, padding, nsp, what)
+    pads = conv_pads(fn, padding, x.shape[2:], span, s, ld, what)
     x = dilate(x, range(2, 2 + nsp), ld)
     padded = [i + lo + hi for i, (lo, hi) in zip(x.shape[2:], pads, strict=True)]
     if any(p < 0 for p in padded):
