@@ -535,23 +535,3 @@ def test_a_row_keeps_its_values_while_a_jitted_loop_recycles_results():
     np.testing.assert_array_equal(a.numpy(), np.full(4, 31, np.float32))
     key, sub = tg.random.split(tg.random.key(0))   # the JAX idiom, against the split's own rows
     np.testing.assert_array_equal(np.stack([key.numpy(), sub.numpy()]), tg.random.split(tg.random.key(0)).numpy())
-
-
-def test_eager_updates_at_an_int_index_share_one_program() -> None:
-    # `buf = buf.at[i].set(row)` over i, eagerly: i is a kernel argument, so after the first few calls no update
-    # compiles (a view of x at i compiled a kernel per i); values, negative and numpy ints, drops and ops as before
-    from tgfx.counters import counters
-    buf, want = tnp.zeros((40, 3)), np.zeros((40, 3), np.float32)
-    for i in range(3):
-        buf = buf.at[i].set(tnp.ones(3) * i).block_until_ready()
-    counters.reset()
-    for i in range(3, 40):
-        buf = buf.at[np.int64(i) if i % 2 else i].set(tnp.ones(3) * i).block_until_ready()
-    assert counters.compile_count == 0
-    want[:] = np.arange(40, dtype=np.float32)[:, None]
-    np.testing.assert_array_equal(buf.numpy(), want)
-    x = tg.asarray(np.arange(12, dtype=np.float32).reshape(4, 3))
-    check(x.at[-1].add(10.0), x.numpy() + np.float32([[0], [0], [0], [10]]))
-    check(x.at[7].set(0.0), x.numpy())                                  # out of range: dropped
-    check(x[0].at[2].max(5.0), np.float32([0, 1, 5]))
-    check(tg.jit(lambda x: x.at[1].multiply(2.0))(x), x.numpy() * np.float32([[1], [2], [1], [1]]))

@@ -24,7 +24,6 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axis, prod, to_tensor
-from tgfx.trace_state import active
 
 _MASK_HINT = ("Use tnp.where(mask, x, fill) to select or update with a static shape, or x[tnp.nonzero(mask, size=N)] "
               "for the first N selected elements, as in JAX")
@@ -548,15 +547,6 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
                          f"(x has shape {x.shape})") from e
     if prod(shape) == 0:
         return x
-    combine = {"set": lambda a, b: b, "add": ew.add, "multiply": ew.multiply, "min": ew.minimum, "max": ew.maximum}
-    if isinstance(index, (int, np.integer)) and not isinstance(index, bool) and not active():
-        # an eager `buf.at[i].set(row)` in a loop over i: the row is picked by comparing positions with i, a constant
-        # the schedule takes as a kernel argument, so every i shares one program (as a view of x at i, each i was
-        # another kernel to compile: 11 ms a call, jax 0.2)
-        n = x.shape[0]
-        at = Tensor.full((), int(index) % n, dtypes.int32).reshape((1,) * x.ndim)
-        row = Tensor.arange(n, dtype=dtypes.int32).reshape((n,) + (1,) * (x.ndim - 1)) == at
-        return row.where(combine[op](x, u.reshape((1,) + u.shape)), x).astype(x.dtype)
     y_shape = plan.basic.out_shape
     if plan.axes:
         nb, p = len(plan.bshape), plan.pos
@@ -564,6 +554,7 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
         vals, landed = _scatter_view(y_shape, plan, u, op, mode)
     else:
         vals, landed = u, None  # every position of the view is updated
+    combine = {"set": lambda a, b: b, "add": ew.add, "multiply": ew.multiply, "min": ew.minimum, "max": ew.maximum}
     vals = _unapply_basic(vals, plan.basic)
     if landed is None and prod(y_shape) == x.size:  # a basic index is one-to-one: this view is all of x
         return combine[op](x, vals).astype(x.dtype)
