@@ -27,6 +27,7 @@ from tgfx._lax_ops import BOOL, FLOAT, INT, NUMBER, check_kind
 from tgfx._lax_ops import operand as _arg  # (lax's own argument is called operand)
 from tgfx._lax_shape import slice_in_dim
 from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
+from tgfx.function import function
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _linalg, _reduce, _sort
 from tgfx.numpy._complex import imag, real
@@ -351,7 +352,7 @@ def top_k(operand: ArrayLike, k: int, *, axis: int = -1) -> tuple[Tensor, Tensor
     key = _order_key(last)
     stages = math.ceil(math.log2(max(n, 2)))
     if k <= min(TOP_K_SELECT, stages * (stages + 1)):
-        idx = _select_largest(key, k)
+        idx = _select_traced(key, k) if k else Tensor.full(key.shape[:-1] + (0,), 0, dtypes.int32)
     else:
         idx = _sort.argsort(key, axis=-1, descending=True)[..., :k]   # stable: equal values keep their order
     vals = take_along_axis(last, idx, -1, mode="clip")
@@ -395,7 +396,12 @@ def _select_largest(key: Tensor, k: int) -> Tensor:
         hit = avail == best if left is None else ew.logical_and(left, avail == best)
         i = _reduce.min(ew.where(hit, pos, n), axis=-1, keepdims=True)
         picked.append(i)
-    return concatenate(picked, axis=-1) if picked else Tensor.full(key.shape[:-1] + (0,), 0, dtypes.int32)
+    return concatenate(picked, axis=-1)
+
+
+# (a traced function: eagerly, one node in its caller's graph and its schedule kept per signature, where its 2 k rounds
+# of ops grew the graph deep enough to be cut into pieces: 28 kernels for k = 5)
+_select_traced = function(_select_largest, cache=True)
 
 
 # ---- map ----

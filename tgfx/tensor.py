@@ -38,7 +38,7 @@ from tgfx.lowering import realize as lower_realize
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
 from tgfx.lowering.schedule import buffer_view, new_buffer
-from tgfx.trace_state import active, current, user_error
+from tgfx.trace_state import ConcretizationError, active, current, user_error
 
 Scalar = bool | int | float | complex
 LITERAL = "literal"  # the tag of a CONST that stays a literal in eager kernels (Tensor.literal)
@@ -64,7 +64,12 @@ class Tensor:
                 key = id(self)   # (`_register`, inlined: this runs for every op)
                 _lazy[key] = weakref.ref(self, functools.partial(_lazy_pop, key))
                 if lazy_depth(data) > LAZY_DEPTH and not active() and not _differentiating():
-                    realize(self)
+                    try:
+                        realize(self)
+                    except (EscapedTracerError, ConcretizationError):
+                        # a graph of a transform's traced values, built outside its trace (a custom rule run by a
+                        # gradient walk): left lazy, as every graph was before it grew deep; checked again 32 ops on
+                        data.__dict__["lazy_depth"] = 0
             return
         if isinstance(device, (tuple, list)):  # replicated on a device tuple
             from tgfx.transforms.shard import shard
