@@ -510,3 +510,37 @@ def test_a_stand_in_kept_past_the_call_is_an_escaped_tracer() -> None:
 
 def test_empty_batch() -> None:
     assert tg.vmap(lambda x: x.sum())(tg.asarray(np.zeros((0, 3), np.float32))).numpy().shape == (0,)
+
+
+def test_named_axis_collectives() -> None:
+    """vmap(f, axis_name=...) and, inside f, lax.psum / pmean / pmax / pmin / all_gather / axis_index over it, as JAX:
+    values over the batch, nested axes (a collective over the outer axis from inside the inner one), pytrees and
+    tuples of names, jit and grad through them, and an unbound name."""
+    lax = tg.lax
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    xs = tg.asarray(x)
+    close = lambda got, want: np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)  # noqa: E731
+    close(tg.vmap(lambda v: v - lax.pmean(v, "b"), axis_name="b")(xs), x - x.mean(0))
+    close(tg.vmap(lambda v: lax.psum(v, "b") + lax.pmax(v, "b") - lax.pmin(v, "b"), axis_name="b")(xs),
+          np.broadcast_to(x.sum(0) + x.max(0) - x.min(0), x.shape))
+    close(tg.vmap(lambda v: v * lax.axis_index("b"), axis_name="b")(xs), x * np.arange(4)[:, None])
+    close(tg.vmap(lambda v: lax.all_gather(v, "b", axis=1), axis_name="b")(xs), np.broadcast_to(x.T, (4, 3, 4)))
+    close(tg.vmap(lambda v: lax.all_gather(v, "b", tiled=True), axis_name="b")(xs), np.broadcast_to(x.ravel(), (4, 12)))
+    tree = tg.vmap(lambda v: lax.psum({"a": v, "b": (v * 2,)}, "b"), axis_name="b")(xs)
+    close(tree["b"][0], np.broadcast_to(2 * x.sum(0), x.shape))
+    # rows over axis "i", the columns of each over "j": sums over the other axis, from inside the inner vmap
+    nested = tg.vmap(tg.vmap(lambda v: lax.psum(v, "i") + 100 * lax.psum(v, "j") + 1000 * lax.axis_index("i"),
+                             axis_name="j"), axis_name="i")(xs)
+    close(nested, x.sum(0)[None, :] + 100 * x.sum(1)[:, None] + 1000 * np.arange(4)[:, None])
+    close(tg.vmap(tg.vmap(lambda v: lax.psum(v, ("i", "j")), axis_name="j"), axis_name="i")(xs),
+          np.full(x.shape, x.sum()))
+    close(tg.vmap(tg.vmap(lambda v: lax.all_gather(v, "i"), axis_name="j"), axis_name="i")(xs)[1, 2], x[:, 2])
+    centred = tg.jit(tg.vmap(lambda v: v - lax.pmean(v, "b"), axis_name="b"))
+    close(centred(xs), x - x.mean(0))
+    # the gradient of the batch's squared deviations from its mean: 2 (x - mean) (the mean's own terms cancel)
+    g = tg.grad(lambda t: tg.vmap(lambda v: ((v - lax.pmean(v, "b")) ** 2).sum(), axis_name="b")(t).sum())(xs)
+    close(g, 2 * (x - x.mean(0)))
+    with pytest.raises(NameError, match="unbound axis name: 'q'"):
+        tg.vmap(lambda v: lax.psum(v, "q"), axis_name="b")(xs)
+    with pytest.raises(NameError, match="unbound axis name"):
+        lax.pmean(xs, "b")

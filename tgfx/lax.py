@@ -217,6 +217,12 @@ from tgfx.numpy._complex import make_complex
 from tgfx.numpy._complex import real as real
 from tgfx.tensor import Tensor
 from tgfx.trace_state import record_owner, tracing
+from tgfx.transforms.collectives import all_gather as all_gather
+from tgfx.transforms.collectives import axis_index as axis_index
+from tgfx.transforms.collectives import pmax as pmax
+from tgfx.transforms.collectives import pmean as pmean
+from tgfx.transforms.collectives import pmin as pmin
+from tgfx.transforms.collectives import psum as psum
 from tgfx.transforms.grad import stop_gradient as stop_gradient
 from tgfx.tree import PyTreeDef, keystr, tree_flatten_with_path, tree_leaves, tree_unflatten
 
@@ -591,4 +597,4 @@ __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over",
            "bessel_i1e", "stack", "unstack", "split", "tile", "broadcast_to_rank", "empty", "scatter_sub",
            "scatter_apply", "index_take", "approx_max_k", "approx_min_k", "reduce_precision", "mulhi", "FftType",
            "fft", "custom_root", "custom_linear_solve", "optimization_barrier", "with_sharding_constraint",
-           "platform_dependent"]
+           "platform_dependent", "psum", "pmean", "pmax", "pmin", "all_gather", "axis_index"]

@@ -43,6 +43,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import outside_bodies
 from tgfx.tensor import Tensor
 from tgfx.trace_state import record_owner, tracing
+from tgfx.transforms.collectives import Axis, bound
 from tgfx.transforms.grad import CallInfo, Transformed, _call_name
 from tgfx.tree import KeyPath, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -356,7 +357,7 @@ def _batch_size(sizes: list[tuple[str, int, int, str]], axis_size: int | None) -
 
 # ---- the public transform ----
 def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_axes: Any,
-               axis_size: int | None) -> Any:
+               axis_size: int | None, axis_name: Any = None) -> Any:
     name = f"vmap({getattr(fun, '__qualname__', type(fun).__qualname__)})"
     leaves, treedef = tree_flatten((args, kwargs))
     axes = _in_axes_per_leaf(in_axes, args, kwargs)
@@ -381,7 +382,11 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
         new_leaves[k] = Tensor(mapped[key][1])
     size = _batch_size(sizes, axis_size)
     t_args, t_kwargs = tree_unflatten(treedef, new_leaves)
-    with tracing(name, described):  # reading a stand-in's value is a concretization error naming it
+    # each stand-in's batched value; a named axis's collectives batch with them while `fun` runs (and axis_index adds
+    # stand-ins of its own)
+    seeds = {standin: moved for moved, standin in mapped.values()}
+    axis = None if axis_name is None else Axis(axis_name, size, seeds)
+    with tracing(name, described), bound(axis):  # reading a stand-in's value is a concretization error naming it
         out = fun(*t_args, **t_kwargs)
     pairs, out_tree = tree_flatten_with_path(out)
     roots = []
@@ -391,7 +396,6 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
             raise TypeError(f"vmap: {name} returned a {type(leaf).__name__} at output{keystr(path)}; the results of "
                             f"a vmapped function must be arrays")
         roots.append(t.uop)
-    seeds = {standin: moved for moved, standin in mapped.values()}
     results, flags = batch_graph(roots, seeds, size)
     outs = _place_outputs(results, flags, [p for p, _ in pairs], out, out_axes, size)
     return tree_unflatten(out_tree, outs)
@@ -421,7 +425,8 @@ def _place_outputs(results: list[UOp], flags: list[bool], paths: list[KeyPath], 
     return outs
 
 
-def vmap(fun: Callable | None = None, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None) -> Any:
+def vmap(fun: Callable | None = None, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None,
+         axis_name: Any = None) -> Any:
     """Vectorise `fun` over a batch axis, as `jax.vmap`: `vmap(f)(xs)` stacks `f(x)` for each `x` along axis 0 of
     `xs`, computed by one batched graph (no Python loop: `f` is traced once and its graph rewritten).
 
@@ -432,6 +437,9 @@ def vmap(fun: Callable | None = None, in_axes: Any = 0, out_axes: Any = 0, axis_
     out_axes: where the batch axis goes in each output: an int, None (only for outputs that do not depend on a
         mapped argument), or a pytree prefix of the output.
     axis_size: the batch size, needed only when no argument is mapped (outputs are then broadcast to it).
+    axis_name: a name (any hashable) for the batch axis, so `fun` can combine its examples with `tg.lax.psum(x,
+        name)`, `pmean`, `pmax`, `pmin`, `all_gather` and read its position with `axis_index(name)`
+        (`tgfx/transforms/collectives.py`).
 
     Usable bare (`@vmap`), with options (`@vmap(in_axes=(None, 0))`) and on methods (in_axes counts the arguments
     after `self`). It composes with every other transform.
@@ -455,13 +463,18 @@ def vmap(fun: Callable | None = None, in_axes: Any = 0, out_axes: Any = 0, axis_
     for a non-array mapped argument or result; NotImplementedError for an opaque custom kernel inside `fun`.
     """
     if fun is None:
-        return functools.partial(vmap, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size)
+        return functools.partial(vmap, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size, axis_name=axis_name)
     _check_axes_spec("in_axes", in_axes)
     _check_axes_spec("out_axes", out_axes)
     if axis_size is not None and (not isinstance(axis_size, (int, np.integer)) or axis_size < 0):
         raise TypeError(f"vmap axis_size must be a non-negative int, got {axis_size!r}")
+    try:
+        hash(axis_name)
+    except TypeError as e:
+        raise TypeError(f"vmap axis_name must be hashable (a string, say), got {axis_name!r}") from e
     return Transformed(fun, functools.partial(_vmap_call, in_axes=in_axes, out_axes=out_axes,
-                                              axis_size=None if axis_size is None else int(axis_size)))
+                                              axis_size=None if axis_size is None else int(axis_size),
+                                              axis_name=axis_name))
 
 
 __all__ = ["vmap", "pm_batch", "batch_graph", "BatchCtx", "broadcast_front", "move_axis"]

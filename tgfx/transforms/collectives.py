@@ -1,0 +1,150 @@
+"""Collectives over a named vmap axis: `vmap(f, axis_name="i")` and, inside `f`, `lax.psum(x, "i")`, `pmean`,
+`pmax`, `pmin`, `all_gather` and `axis_index`, as JAX has them.
+
+Inside `f` every value is one example's; a collective's result is a value of the whole batch. It is built where it
+is called: the example's graph of `x` is batched (`batch_graph` with the stand-ins' batched values, as vmap does with
+`f`'s results), reduced over the batch axis, and handed back as a value that depends on no stand-in, the same for
+every example (vmap broadcasts it where it meets batched values). So it is plain tgfx ops: it differentiates, jits and
+nests (an inner vmap's collective over an outer axis name batches over the outer axis only). `axis_index` is a
+stand-in of its own, whose batched value is the positions 0 .. size - 1.
+
+>>> tg.vmap(lambda x: x - tg.lax.pmean(x, "b"), axis_name="b")(xs)       # centred over the batch
+>>> tg.vmap(lambda x: x * tg.lax.axis_index("b"), axis_name="b")(xs)     # example i times i
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tgfx.devices import DEFAULT_DEVICE
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.tensor import Tensor, normalize_axis, to_tensor
+from tgfx.tree import tree_map
+
+_uid = itertools.count()
+
+
+@dataclass
+class Axis:
+    """A named vmap axis while its function is traced: the stand-ins' batched values (the batch axis in front)."""
+    name: Any
+    size: int
+    seeds: dict[UOp, UOp] = field(default_factory=dict)
+
+
+_local = threading.local()
+
+
+def _stack() -> list[Axis]:
+    if not hasattr(_local, "axes"):
+        _local.axes = []
+    return _local.axes
+
+
+class bound:   # noqa: N801 (a context manager, used as `with bound(axis):`)
+    """`axis` is bound (its collectives work) while vmap traces its function."""
+
+    def __init__(self, axis: Axis | None) -> None:
+        self.axis = axis
+
+    def __enter__(self) -> None:
+        if self.axis is not None:
+            _stack().append(self.axis)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.axis is not None:
+            _stack().pop()
+
+
+def _bound_at(name: Any, fn: str) -> int:
+    """The position in the stack of the innermost axis named `name`."""
+    stack = _stack()
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i].name == name:
+            return i
+    raise NameError(f"{fn}: unbound axis name: {name!r}. The axis names bound here (by vmap(..., axis_name=...)) are "
+                    f"{[a.name for a in stack]}; name the vmap's axis, or call {fn} inside the vmapped function")
+
+
+def _names(axis_name: Any) -> tuple:
+    return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+
+
+def _batched(x: Tensor, axis: Axis) -> Tensor:
+    """x over the whole batch, the batch axis in front (broadcast if x is the same for every example)."""
+    from tgfx.transforms.vmap import batch_graph, broadcast_front
+    (out,), (flag,) = batch_graph([x.uop], axis.seeds, axis.size)
+    return Tensor(out if flag else broadcast_front(out, axis.size))
+
+
+def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor]) -> Tensor:
+    """`combine(batch, k)` of x's values over the axis `name`, as one example's value. Inside k vmaps nested in that
+    axis's, x is first batched over each of them (innermost first: k leading axes), then over `name` (in front), and
+    the result, which differs between the inner examples, is handed back through a stand-in per inner axis."""
+    stack = _stack()
+    at = _bound_at(name, fn)
+    inner = stack[at + 1:]
+    for axis in reversed(inner):
+        x = _batched(x, axis)
+    x = combine(_batched(x, stack[at]), len(inner))
+    for axis in inner:
+        standin = UOp(Ops.PARAM, x.dtype, (), (-1, x.shape[1:], x.uop.device or DEFAULT_DEVICE),
+                      tag=("vmap", "collective", next(_uid)))
+        axis.seeds[standin] = x.uop
+        x = Tensor(standin)
+    return x
+
+
+def _collective(fn: str, combine: Callable[[Tensor], Tensor]) -> Callable[..., Any]:
+    def collective(x: Any, axis_name: Any, *, axis_index_groups: Any = None) -> Any:
+        if axis_index_groups is not None:
+            raise NotImplementedError(f"lax.{fn}: axis_index_groups is not supported")
+
+        def one(leaf: Any) -> Tensor:
+            t = to_tensor(leaf)
+            for name in _names(axis_name):
+                t = _over(t, name, f"lax.{fn}", lambda b, k: combine(b))
+            return t
+        return tree_map(one, x)
+    collective.__name__ = collective.__qualname__ = fn
+    collective.__doc__ = (f"The {fn[1:]} of `x` (a pytree) over the examples of the vmap axis (or axes) `axis_name`, "
+                          f"as `jax.lax.{fn}`: the same value for every example.")
+    return collective
+
+
+psum = _collective("psum", lambda b: b.sum(0))
+pmean = _collective("pmean", lambda b: b.mean(0))
+pmax = _collective("pmax", lambda b: b.max(0))
+pmin = _collective("pmin", lambda b: b.min(0))
+
+
+def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: int = 0, tiled: bool = False) -> Any:
+    """Every example's `x` (a pytree), stacked along `axis` (concatenated with `tiled`), as `jax.lax.all_gather`
+    over a vmap axis: the same value for every example."""
+    from tgfx.numpy import moveaxis
+    if axis_index_groups is not None:
+        raise NotImplementedError("lax.all_gather: axis_index_groups is not supported")
+
+    def gather(b: Tensor, k: int) -> Tensor:   # b: (n, B1..Bk, ...) -> the example's axes with n at `axis`
+        ax = k + normalize_axis(axis, b.ndim - 1 - k + (0 if tiled else 1), "lax.all_gather")
+        if not tiled:
+            return moveaxis(b, 0, ax)
+        moved = moveaxis(b, 0, ax)   # (..., n, m, ...) -> (..., n * m, ...)
+        return moved.reshape(moved.shape[:ax] + (moved.shape[ax] * moved.shape[ax + 1],) + moved.shape[ax + 2:])
+    return tree_map(lambda leaf: _over(to_tensor(leaf), axis_name, "lax.all_gather", gather), x)
+
+
+def axis_index(axis_name: Any) -> Tensor:
+    """The position of this example along the vmap axis `axis_name` (int32), as `jax.lax.axis_index`."""
+    axis = _stack()[_bound_at(axis_name, "lax.axis_index")]
+    standin = UOp(Ops.PARAM, dtypes.int32, (), (-1, (), DEFAULT_DEVICE), tag=("vmap", "axis_index", next(_uid)))
+    axis.seeds[standin] = Tensor.arange(axis.size, dtype=dtypes.int32).uop
+    return Tensor(standin)
+
+
+__all__ = ["Axis", "bound", "psum", "pmean", "pmax", "pmin", "all_gather", "axis_index"]
