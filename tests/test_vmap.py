@@ -544,3 +544,18 @@ def test_named_axis_collectives() -> None:
         tg.vmap(lambda v: lax.psum(v, "q"), axis_name="b")(xs)
     with pytest.raises(NameError, match="unbound axis name"):
         lax.pmean(xs, "b")
+
+
+def test_pmap_is_a_jitted_vmap_with_a_named_axis() -> None:
+    # jax.pmap's spelling, as ported programs write it: collectives over its axis name, static arguments, in_axes;
+    # the values JAX's pmap gives (tgfx computes them in one batched program on the default device)
+    x = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
+    norm = tg.pmap(lambda v: v / tg.lax.psum(v, "i"), axis_name="i")
+    np.testing.assert_allclose(norm(x).numpy(), x / x.sum(0), rtol=1e-6)
+    scaled = tg.pmap(lambda v, n: v * n - tg.lax.pmean(v, "d"), axis_name="d", static_broadcasted_argnums=1)
+    np.testing.assert_allclose(scaled(x, 3).numpy(), x * 3 - x.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(scaled(x, 3).numpy(), x * 3 - x.mean(0), rtol=1e-6)
+    shifted = tg.pmap(lambda a, b: a + b, in_axes=(0, None))(x, np.float32([1, 2, 3]))
+    np.testing.assert_allclose(shifted.numpy(), x + [1, 2, 3], rtol=1e-6)
+    with pytest.raises(NameError, match="unbound axis name"):
+        tg.pmap(lambda v: tg.lax.psum(v, "j"), axis_name="i")(x)

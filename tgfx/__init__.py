@@ -44,6 +44,7 @@ from tgfx.tensor import Tensor as Tensor
 from tgfx.tensor import block_until_ready as block_until_ready
 from tgfx.tensor import device_get as device_get
 from tgfx.tensor import realize as realize
+from tgfx.transforms.collectives import pmap as pmap
 from tgfx.transforms.grad import grad as grad
 from tgfx.transforms.grad import stop_gradient as stop_gradient
 from tgfx.transforms.grad import value_and_grad as value_and_grad

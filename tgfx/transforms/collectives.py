@@ -13,6 +13,7 @@ stand-in of its own, whose batched value is the positions 0 .. size - 1.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Callable
@@ -147,4 +148,41 @@ def axis_index(axis_name: Any) -> Tensor:
     return Tensor(standin)
 
 
-__all__ = ["Axis", "bound", "psum", "pmean", "pmax", "pmin", "all_gather", "axis_index"]
+def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0, out_axes: Any = 0,
+         static_broadcasted_argnums: int | tuple[int, ...] = (), devices: Any = None, backend: Any = None,
+         axis_size: int | None = None, donate_argnums: Any = ()) -> Any:
+    """`jax.pmap`'s spelling: `fun` mapped over an axis of its arguments (the leading one by default), its examples
+    combined by the collectives over `axis_name`, compiled once per signature.
+
+    tgfx runs the mapped axis as a `vmap` on the default device, under `jit`: the same values as JAX's pmap, computed
+    in one batched program instead of one per device (so the axis may be longer than the device count). `devices`,
+    `backend` and `donate_argnums` are accepted for compatibility and do not place anything; to spread work over
+    devices, shard arrays over a device tuple (`tg.shard`, `tg.psum`).
+
+    >>> tg.pmap(lambda x: x / tg.lax.psum(x, "i"), axis_name="i")(tnp.arange(1.0, 4.0))   # [1/6, 2/6, 3/6]
+    """
+    from tgfx.transforms.jit import jit
+    from tgfx.transforms.vmap import vmap
+    if fun is None:
+        return functools.partial(pmap, axis_name=axis_name, in_axes=in_axes, out_axes=out_axes,
+                                 static_broadcasted_argnums=static_broadcasted_argnums, devices=devices,
+                                 backend=backend, axis_size=axis_size, donate_argnums=donate_argnums)
+    static = (static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int) \
+        else tuple(static_broadcasted_argnums)
+
+    def mapped(*args: Any) -> Any:
+        fixed = {i % len(args): args[i] for i in static}
+        dynamic = [a for i, a in enumerate(args) if i not in fixed]
+        axes = in_axes
+        if isinstance(in_axes, (tuple, list)) and fixed:
+            axes = tuple(a for i, a in enumerate(in_axes) if i not in fixed)
+
+        def per_example(*dyn: Any) -> Any:
+            it = iter(dyn)
+            return fun(*(fixed[i] if i in fixed else next(it) for i in range(len(args))))
+        return vmap(per_example, in_axes=axes, out_axes=out_axes, axis_size=axis_size, axis_name=axis_name)(*dynamic)
+    functools.update_wrapper(mapped, fun)
+    return jit(mapped, static_argnums=static)
+
+
+__all__ = ["Axis", "bound", "psum", "pmean", "pmax", "pmin", "all_gather", "axis_index", "pmap"]
