@@ -156,7 +156,6 @@ def argmin(operand: ArrayLike, axis: int, index_dtype: Any) -> Tensor:
 
 
 # ---- associative_scan ----
-_store = _reduce.store
 
 
 def _interleave(a: Tensor, b: Tensor, axis: int) -> Tensor:
@@ -217,14 +216,14 @@ def associative_scan(fn: Callable, elems: Any, reverse: bool = False, axis: int 
             return ts
         # each level stored (contiguous): a level reads the one below two or three times, and fused through every
         # level those reads would multiply, n-fold in work and kernel size
-        pairs = [_store(t) for t in combine(sl(ts, 0, -1, 2), sl(ts, 1, None, 2))]
+        pairs = [_reduce.store(t) for t in combine(sl(ts, 0, -1, 2), sl(ts, 1, None, 2))]
         odd = scan(pairs)                                           # prefixes ending at positions 1, 3, 5, ...
         if n % 2 == 0:
             even = combine(sl(odd, 0, -1), sl(ts, 2, None, 2))      # ... and at 2, 4, ..., each from the one before
         else:
             even = combine(odd, sl(ts, 2, None, 2))
         even = [_concat(first, e, ax) for first, e in zip(sl(ts, 0, 1), even, strict=True)]
-        return [_store(_interleave(e, o, ax)) for e, o in zip(even, odd, strict=True)]
+        return [_reduce.store(_interleave(e, o, ax)) for e, o in zip(even, odd, strict=True)]
 
     out = scan(xs)
     if reverse:

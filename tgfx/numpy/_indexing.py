@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from tgfx.dtypes import DType, dtypes
-from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.constants import view_chain
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axis, prod, to_tensor
 
@@ -74,14 +75,9 @@ def _index_array(i: Any) -> Tensor:
     if arr.ndim == 0:  # a scalar index is a constant, not a buffer
         return Tensor.full((), int(arr), dtypes.int32)
     t = Tensor(arr.astype(np.int32))
-    _view_base(t.uop).__dict__["host_range"] = (lo, hi)   # its values, known here (see `_normalize`)
+    view_chain(t.uop)[1].__dict__["host_range"] = (lo, hi)   # its values, known here (see `_normalize`)
     return t
 
-
-def _view_base(u: UOp) -> UOp:
-    while u.op in GroupOp.Movement:
-        u = u.src[0]
-    return u
 
 
 def _index_items(index: Any) -> list[Any]:
@@ -348,7 +344,7 @@ def _normalize(idx: Tensor, n: int, mode: str) -> Tensor:
     match no position of the one-hot compare. Indices from host data whose range needs none of it are left as they
     are (an eager `x[np_idx]` of a batch loader spent a third of its time on these ops).
     """
-    base = _view_base(idx.uop)
+    base = view_chain(idx.uop)[1]
     lo, hi = (base.arg, base.arg) if base.op is Ops.CONST else base.__dict__.get("host_range", (-1, n))
     if lo >= 0 and (hi < n or mode in ("fill", "drop")):
         return idx

@@ -103,7 +103,6 @@ def flipud(x: ArrayLike) -> Tensor:
 
 
 def _pad_widths(pad_width: int | Sequence, ndim: int) -> tuple[tuple[int, int], ...]:
-    import numpy as np
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (ndim, 2)) if ndim else np.zeros((0, 2), np.int64)
     if (pw < 0).any():
         raise ValueError(f"pad: negative pad widths are not allowed, got {pad_width}")
@@ -224,11 +223,13 @@ def _host_values(ts: list[Tensor]) -> list[np.ndarray] | None:
     device = ts[0].uop.device
     if not isinstance(device, str) or not get_device(device).host_memory:
         return None
+    stored = []
     for t in ts:
         u = t.uop
-        if u.device != device or not (is_realized(u) or range_view(u) is not None):
+        if u.device != device or not is_realized(u) and (u := range_view(u)) is None:
             return None
-    return [t.numpy() for t in ts]
+        stored.append(Tensor(u))   # (a range of a computed value: its memory, found once)
+    return [t.numpy() for t in stored]
 
 
 from tgfx.ir.ops import Ops  # noqa: E402

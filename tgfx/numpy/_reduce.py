@@ -11,6 +11,7 @@ from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
 from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
+from tgfx.numpy._movement import concatenate
 from tgfx.tensor import ArrayLike, Tensor, normalize_axes, to_tensor
 
 Axis = int | Sequence[int] | None
@@ -245,7 +246,6 @@ def _scan_last(x: Tensor, pair: Pair, masked: Masked) -> Tensor:
     inner = _triangle(blocks, masked)                                   # prefixes within each block
     before = _scan_last(inner[..., b - 1], pair, masked)                 # prefixes of the blocks' totals
     rest = pair(before[..., :-1, None], inner[..., 1:, :])               # blocks 1.. after the ones before them
-    from tgfx.numpy._movement import concatenate
     return concatenate([inner[..., :1, :], rest], axis=-2).reshape(lead + (m * b,))[..., :n]
 
 
@@ -258,14 +258,9 @@ def _doubling(x: Tensor, pair: Pair) -> Tensor:
     stored (the next reads it twice: fused, the reads would double a step)."""
     n, k = x.shape[-1], 1
     while k < n:
-        x = store(_concat_last(x[..., :k], pair(x[..., :-k], x[..., k:])))
+        x = store(concatenate([x[..., :k], pair(x[..., :-k], x[..., k:])], axis=-1))
         k *= 2
     return x
-
-
-def _concat_last(a: Tensor, b: Tensor) -> Tensor:
-    from tgfx.numpy._movement import concatenate
-    return concatenate([a, b], axis=-1)
 
 
 def _store_backward(grads: Tensor, call: object) -> tuple[Tensor]:
