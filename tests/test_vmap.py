@@ -535,6 +535,8 @@ def test_named_axis_collectives() -> None:
     close(tg.vmap(tg.vmap(lambda v: lax.psum(v, ("i", "j")), axis_name="j"), axis_name="i")(xs),
           np.full(x.shape, x.sum()))
     close(tg.vmap(tg.vmap(lambda v: lax.all_gather(v, "i"), axis_name="j"), axis_name="i")(xs)[1, 2], x[:, 2])
+    # an unnamed vmap between: the outer collective batches through it too (it summed n copies of the example)
+    close(tg.vmap(tg.vmap(lambda v: lax.psum(v, "i")), axis_name="i")(xs), np.broadcast_to(x.sum(0), x.shape))
     centred = tg.jit(tg.vmap(lambda v: v - lax.pmean(v, "b"), axis_name="b"))
     close(centred(xs), x - x.mean(0))
     # the gradient of the batch's squared deviations from its mean: 2 (x - mean) (the mean's own terms cancel)

@@ -13,10 +13,11 @@ stand-in of its own, whose batched value is the positions 0 .. size - 1.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,8 @@ _uid = itertools.count()
 
 @dataclass
 class Axis:
-    """A named vmap axis while its function is traced: the stand-ins' batched values (the batch axis in front)."""
+    """A vmap axis while its function is traced (`name` None: unnamed): the stand-ins' batched values (the batch axis
+    in front)."""
     name: Any
     size: int
     seeds: dict[UOp, UOp] = field(default_factory=dict)
@@ -47,29 +49,26 @@ def _stack() -> list[Axis]:
     return _local.axes
 
 
-class bound:   # noqa: N801 (a context manager, used as `with bound(axis):`)
-    """`axis` is bound (its collectives work) while vmap traces its function."""
-
-    def __init__(self, axis: Axis | None) -> None:
-        self.axis = axis
-
-    def __enter__(self) -> None:
-        if self.axis is not None:
-            _stack().append(self.axis)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.axis is not None:
-            _stack().pop()
+@contextlib.contextmanager
+def bound(axis: Axis) -> Iterator[None]:
+    """`axis` is bound while vmap traces its function: by its name, its collectives work; named or not, a collective
+    over an outer axis batches through it (`_over`)."""
+    _stack().append(axis)
+    try:
+        yield
+    finally:
+        _stack().pop()
 
 
 def _bound_at(name: Any, fn: str) -> int:
     """The position in the stack of the innermost axis named `name`."""
     stack = _stack()
     for i in range(len(stack) - 1, -1, -1):
-        if stack[i].name == name:
+        if stack[i].name is not None and stack[i].name == name:
             return i
+    named = [a.name for a in stack if a.name is not None]
     raise NameError(f"{fn}: unbound axis name: {name!r}. The axis names bound here (by vmap(..., axis_name=...)) are "
-                    f"{[a.name for a in stack]}; name the vmap's axis, or call {fn} inside the vmapped function")
+                    f"{named}; name the vmap's axis, or call {fn} inside the vmapped function")
 
 
 def _names(axis_name: Any) -> tuple:

@@ -382,11 +382,11 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
         new_leaves[k] = Tensor(mapped[key][1])
     size = _batch_size(sizes, axis_size)
     t_args, t_kwargs = tree_unflatten(treedef, new_leaves)
-    # each stand-in's batched value; a named axis's collectives batch with them while `fun` runs (and axis_index adds
-    # stand-ins of its own)
+    # each stand-in's batched value; collectives batch with them while `fun` runs, those over this axis's name and,
+    # through it, those over an outer one (axis_index adds stand-ins of its own)
     seeds = {standin: moved for moved, standin in mapped.values()}
-    axis = None if axis_name is None else Axis(axis_name, size, seeds)
-    with tracing(name, described), bound(axis):  # reading a stand-in's value is a concretization error naming it
+    # (reading a stand-in's value is a concretization error naming it)
+    with tracing(name, described), bound(Axis(axis_name, size, seeds)):
         out = fun(*t_args, **t_kwargs)
     pairs, out_tree = tree_flatten_with_path(out)
     roots = []
