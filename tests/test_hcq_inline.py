@@ -134,6 +134,30 @@ def test_profile_events_past_the_event_ring_are_all_kept_in_order(cpu0: HCQDevic
     assert all(x.start_ns <= y.start_ns for x, y in zip(events, events[1:], strict=False))
 
 
+def test_profile_events_are_on_the_host_clock_and_retire_as_progress(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    # the processor stamps events with the time-stamp counter where it is invariant; the host converts them to
+    # CLOCK_MONOTONIC ns (time.monotonic_ns), so they fall between host reads around the run. Each EXEC retires once
+    # into the engine's own count, which host waits read as progress
+    import time
+
+    from tgfx.devices.hcq import host_runtime
+    a = upload(cpu0, np.zeros(1, dtype=np.float32))
+    cpu0.synchronize()
+    cpu0.clear_profile()
+    retired = host_runtime().progress()[1]
+    before = time.monotonic_ns()
+    q = HWQueue()
+    for _ in range(50):
+        q.exec(k["add1"], [a])
+    q.submit(cpu0).wait()
+    after = time.monotonic_ns()
+    assert host_runtime().progress() == (0, retired + 50)
+    events = [e for e in cpu0.profile_events if e.name == "add1"]
+    assert len(events) == 50 and download(a, np.float32, 1)[0] == 50
+    slack = 1_000    # ns: the calibration's two clock reads
+    assert all(before - slack <= e.start_ns <= e.end_ns <= after + slack for e in events)
+
+
 def test_copies_in_and_out_run_inline_on_an_idle_device(cpu0: HCQDevice) -> None:
     before = ring_words(cpu0, Engine.COPY)
     buf = upload(cpu0, np.arange(5, dtype=np.int64))

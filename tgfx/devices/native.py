@@ -38,6 +38,7 @@ import platform
 import string
 import sys
 import threading
+import time
 from typing import cast
 
 import numpy as np
@@ -67,6 +68,7 @@ from tgfx.diskcache import cache_path, read_bytes, write_atomic
 # a processor's control block: host-written words, processor-written words and constants on separate cache lines
 W_WPTR, W_CLOSED, W_HOST_CPU = 0, 2, 3         # words the host wrote to the ring; 1 asks the loop to exit; its core
 W_RPTR, W_EXITED, W_POISON, W_EVENTS_W = 8, 10, 12, 13   # words consumed; 1 once exited; fault of this submission
+W_BUSY, W_RETIRED = 9, 11                      # 1 while an EXEC or COPY runs; EXECs and COPYs retired so far
 W_SPIN = 14                                    # the processor's adaptive spin state (2 words, its own)
 W_RING, W_NWORDS, W_TIMELINE, W_INDEX, W_EVENTS, W_EVENT_CAP, W_GLOBAL = 16, 17, 18, 19, 20, 21, 22
 W_PROCESSOR_CPU = 23                           # the core the processor last ran a packet on
@@ -76,15 +78,18 @@ W_JOB_NEGJOINED = 40                           # minus the number of helpers ins
 W_JOB_JOINS = 41                               # helpers' joins of open jobs of this engine so far (a count for tests)
 CTL_WORDS = 48
 
-# a profile event: program id (0: a copy), global size (or bytes copied), start and end (CLOCK_MONOTONIC ns)
+# a profile event: program id (0: a copy), global size (or bytes copied), start and end (`stamp` ticks)
 EVENT_WORDS = 4
 EVENT_CAP = 4096                               # per engine; the host drains lazily and older events are overwritten
 
-# the process-wide block: fault counter, the helpers' wake-up epoch, the job board and the fault table
+# the process-wide block: fault counter, the helpers' wake-up epoch, the job board (every CPU engine's control block)
+# and the fault table
 G_FAULTS, G_EPOCH, G_SHUTDOWN, G_NBOARD, G_BOARD = 0, 8, 16, 17, 24
-# progress of every engine together: EXECs and COPYs running now, and retired so far. A wait gives up only after its
-# timeout passes with neither any running nor one retired: a long healthy computation never times out
-G_RUNNING, G_RETIRED = 384, 392
+# Progress: each engine counts its own EXECs and COPYs (W_BUSY, W_RETIRED: plain stores by its one processor, no
+# locked add on a shared line per packet); G_RETIRED is what other backends count (cuda.count_retired). `progress`
+# sums them over the board. A wait gives up only after its timeout passes with neither any running nor one retired:
+# a long healthy computation never times out
+G_RETIRED = 392
 BOARD_SLOTS = 256                              # engines that may post parallel jobs (one slot each)
 G_FAULT_TABLE = 512
 FAULT_WORDS, FAULT_CAP = 8, 1024               # record: id (== id while unreported), kind, engine, a, b, c, d
@@ -121,6 +126,26 @@ define internal i64 @now() {
   %sns = mul i64 %s, 1000000000
   %t = add i64 %sns, %ns
   ret i64 %t
+}
+
+; the profile events' clock: the CPU's invariant time-stamp counter where it has one (two reads per EXEC or COPY:
+; a third of clock_gettime's cost), which the host converts to CLOCK_MONOTONIC ns (`Runtime.stamps_to_ns`);
+; CLOCK_MONOTONIC ns otherwise
+define internal i64 @stamp() {
+  $stamp_body
+}
+
+; a (stamp, ns, stamp) triple read back to back: the host's calibration of stamps against the clock
+define void @tgfx_clock_pair(ptr %out) {
+  %a = call i64 @stamp()
+  %t = call i64 @now()
+  %b = call i64 @stamp()
+  store i64 %a, ptr %out, align 8
+  %p1 = getelementptr i64, ptr %out, i64 1
+  store i64 %t, ptr %p1, align 8
+  %p2 = getelementptr i64, ptr %out, i64 2
+  store i64 %b, ptr %p2, align 8
+  ret void
 }
 
 define internal void @relax() {
@@ -418,20 +443,22 @@ write:
 
 ; ---- packets
 
-; an EXEC or COPY starts: the waits of every engine see work running
+; an EXEC or COPY starts: the waits of every engine see work running (only this engine's processor writes its
+; progress words, so plain stores do)
 define internal void @work_begins(ptr %ctl) {
-  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
-  %rp = call ptr @word(ptr %g, i64 $g_running)
-  %old = atomicrmw add ptr %rp, i64 1 monotonic
+  %bp = call ptr @word(ptr %ctl, i64 $w_busy)
+  store atomic i64 1, ptr %bp monotonic, align 8
   ret void
 }
 
+; an EXEC or COPY ends: it retires, and its profile event (stamps t0, t1) goes into the engine's ring
 define internal void @record(ptr %ctl, i64 %id, i64 %size, i64 %t0, i64 %t1) {
-  %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
-  %rp = call ptr @word(ptr %g, i64 $g_running)
-  %r0 = atomicrmw sub ptr %rp, i64 1 monotonic
-  %dp = call ptr @word(ptr %g, i64 $g_retired)
-  %d0 = atomicrmw add ptr %dp, i64 1 monotonic
+  %dp = call ptr @word(ptr %ctl, i64 $w_retired)
+  %d0 = load atomic i64, ptr %dp monotonic, align 8
+  %d1 = add i64 %d0, 1
+  store atomic i64 %d1, ptr %dp monotonic, align 8
+  %bp = call ptr @word(ptr %ctl, i64 $w_busy)
+  store atomic i64 0, ptr %bp release, align 8
   %ev = call ptr @load_ptr(ptr %ctl, i64 $w_events)
   %capp = call ptr @word(ptr %ctl, i64 $w_event_cap)
   %cap = load i64, ptr %capp, align 8
@@ -563,7 +590,7 @@ entry:
   %bufs = getelementptr i64, ptr %at, i64 $exec_arrays
   %vals = getelementptr i64, ptr %bufs, i64 %nbufs
   call void @work_begins(ptr %ctl)
-  %t0 = call i64 @now()
+  %t0 = call i64 @stamp()
   %none = icmp slt i64 %gs, 1
   br i1 %none, label %done, label %kind
 kind:
@@ -592,7 +619,7 @@ many:
   call void @parallel(ptr %ctl, ptr %fn, ptr %bufs, ptr %vals, i64 %gs)
   br label %done
 done:
-  %t1 = call i64 @now()
+  %t1 = call i64 @stamp()
   call void @record(ptr %ctl, i64 %pid, i64 %gs, i64 %t0, i64 %t1)
   ret void
 }
@@ -633,9 +660,9 @@ go:
   %dst = phi ptr [%dst0, %entry], [%dst1, %offset]
   %src = phi ptr [%src0, %entry], [%src1, %offset]
   call void @work_begins(ptr %ctl)
-  %t0 = call i64 @now()
+  %t0 = call i64 @stamp()
   %r = call ptr @memmove(ptr %dst, ptr %src, i64 %n)
-  %t1 = call i64 @now()
+  %t1 = call i64 @stamp()
   call void @record(ptr %ctl, i64 0, i64 %n, i64 %t0, i64 %t1)
   ret void
 }
@@ -764,6 +791,46 @@ done:
   ret i1 true
 }
 
+; out[0] = EXECs and COPYs running now, out[1] = retired so far: every engine on the board's counts, and what other
+; backends counted into the global word
+define void @tgfx_progress(ptr %g, ptr %out) {
+entry:
+  %nbp = call ptr @word(ptr %g, i64 $g_nboard)
+  %n = load atomic i64, ptr %nbp acquire, align 8
+  %board = call ptr @word(ptr %g, i64 $g_board)
+  %gr = call ptr @word(ptr %g, i64 $g_retired)
+  %ext = load atomic i64, ptr %gr monotonic, align 8
+  br label %scan
+scan:
+  %i = phi i64 [0, %entry], [%i1, %next]
+  %busy = phi i64 [0, %entry], [%busy1, %next]
+  %ret = phi i64 [%ext, %entry], [%ret1, %next]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %slot, label %done
+slot:
+  %ctl = call ptr @load_ptr(ptr %board, i64 %i)
+  %empty = icmp eq ptr %ctl, null
+  br i1 %empty, label %next, label %count
+count:
+  %bp = call ptr @word(ptr %ctl, i64 $w_busy)
+  %b = load atomic i64, ptr %bp acquire, align 8
+  %rp = call ptr @word(ptr %ctl, i64 $w_retired)
+  %r = load atomic i64, ptr %rp monotonic, align 8
+  %bsum = add i64 %busy, %b
+  %rsum = add i64 %ret, %r
+  br label %next
+next:
+  %busy1 = phi i64 [%busy, %slot], [%bsum, %count]
+  %ret1 = phi i64 [%ret, %slot], [%rsum, %count]
+  %i1 = add i64 %i, 1
+  br label %scan
+done:
+  store i64 %busy, ptr %out, align 8
+  %o1 = getelementptr i64, ptr %out, i64 1
+  store i64 %ret, ptr %o1, align 8
+  ret void
+}
+
 ; returns false if the engine was closed while waiting
 define internal i1 @run_wait(ptr %ctl, ptr %at) {
 entry:
@@ -774,9 +841,10 @@ entry:
   %timeout = load i64, ptr %tp, align 8
   %closed = call ptr @word(ptr %ctl, i64 $w_closed)
   %gw = call ptr @load_ptr(ptr %ctl, i64 $w_global)
-  %runp = call ptr @word(ptr %gw, i64 $g_running)
-  %retp = call ptr @word(ptr %gw, i64 $g_retired)
-  %mark0 = load atomic i64, ptr %retp monotonic, align 8
+  %prog = alloca [2 x i64], align 8
+  call void @tgfx_progress(ptr %gw, ptr %prog)
+  %retp = getelementptr i64, ptr %prog, i64 1
+  %mark0 = load i64, ptr %retp, align 8
   %t0 = call i64 @now()
   %deadline0 = add i64 %t0, %timeout
   br label %wait
@@ -806,8 +874,9 @@ check_time:
   br i1 %late, label %stalled, label %wait
 stalled:
   ; the timeout passed: it is a stall only if no EXEC or COPY runs anywhere and none retired since the last mark
-  %running = load atomic i64, ptr %runp monotonic, align 8
-  %retired = load atomic i64, ptr %retp monotonic, align 8
+  call void @tgfx_progress(ptr %gw, ptr %prog)
+  %running = load i64, ptr %prog, align 8
+  %retired = load i64, ptr %retp, align 8
   %busy = icmp sgt i64 %running, 0
   %moved = icmp ne i64 %retired, %mark
   %alive = or i1 %busy, %moved
@@ -1017,6 +1086,22 @@ exit:
 """
 
 
+def _invariant_tsc() -> bool:
+    """Whether the profile events can use the x86 time-stamp counter: it ticks at one rate whatever the core's
+    frequency or sleep state (`constant_tsc` and `nonstop_tsc` in /proc/cpuinfo)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "constant_tsc" in flags and "nonstop_tsc" in flags
+
+
+STAMPS_ARE_TICKS = _invariant_tsc()
+
+
 def _relax() -> tuple[str, str]:
     """The spin-wait hint of this CPU (declaration, call)."""
     machine = platform.machine().lower()
@@ -1037,6 +1122,11 @@ def runtime_ir() -> str:
         raise RuntimeError(f"the CPU command processor needs Linux futexes on a little-endian x86_64 or aarch64 "
                            f"host; this is {sys.platform} on {platform.machine()}")
     relax_decl, relax_call = _relax()
+    if STAMPS_ARE_TICKS:
+        relax_decl += "\ndeclare i64 @llvm.readcyclecounter()"
+        stamp_body = "%t = call i64 @llvm.readcyclecounter()\n  ret i64 %t"
+    else:
+        stamp_body = "%t = call i64 @now()\n  ret i64 %t"
     consts = {k.lower(): v for k, v in globals().items() if k.isupper() and isinstance(v, int)}
     # the interface's layouts: a signal's words, the header's bits, and the flags as the processor sees them
     # (shifted down by FLAGS_SHIFT)
@@ -1050,6 +1140,7 @@ def runtime_ir() -> str:
     assert not consts.keys() & fields.keys(), "a layout constant and a packet field share a name in the IR"
     consts.update(fields)
     return string.Template(_IR).substitute(consts, relax_decl=relax_decl, relax_call=relax_call, sys_futex=sys_futex,
+                                           stamp_body=stamp_body,
                                            forever=FOREVER_NS, idle_slice=IDLE_SLICE_NS,
                                            processor_spin=PROCESSOR_SPIN_NS, helper_spin=HELPER_SPIN_NS,
                                            join_spin=JOIN_SPIN_NS, preempt_gap=PREEMPT_GAP_NS,
@@ -1121,6 +1212,8 @@ class Runtime(HostRuntime):
         self.wait_ge = ctypes.CFUNCTYPE(i64, vp, i64, i64, i64, vp, vp)(addr("tgfx_wait_ge"))
         self.doorbell = ctypes.CFUNCTYPE(None, vp, i64)(addr("tgfx_doorbell"))
         self.run_inline = ctypes.CFUNCTYPE(None, vp, vp, i64)(addr("tgfx_run_inline"))
+        self._progress = ctypes.CFUNCTYPE(None, vp, vp)(addr("tgfx_progress"))
+        self._clock_pair = ctypes.CFUNCTYPE(None, vp)(addr("tgfx_clock_pair"))
         self.processor_fn, self.helper_fn = addr("tgfx_processor"), addr("tgfx_helper")
         self.g, self.g_addr = alloc_words(G_WORDS)
         self.faults = self.g[G_FAULT_TABLE:].reshape(FAULT_CAP, FAULT_WORDS)
@@ -1128,6 +1221,26 @@ class Runtime(HostRuntime):
         self.fault_capacity = FAULT_CAP
         self.helpers: list[int] = []
         self.lock = threading.Lock()
+        self._calibration = self.clock_pair()
+
+    def clock_pair(self) -> tuple[float, int]:
+        """(a `stamp`, the CLOCK_MONOTONIC ns read at the same moment)."""
+        out = (ctypes.c_int64 * 3)()
+        self._clock_pair(out)
+        return (out[0] + out[2]) / 2, out[1]
+
+    def stamps_to_ns(self, stamps: np.ndarray) -> np.ndarray:
+        """Profile event stamps as CLOCK_MONOTONIC ns: time-stamp counter ticks through the line between two clock
+        pairs, the runtime's first and one read now, at least a millisecond apart (off by about one clock read, tens
+        of ns, plus what NTP slewed the clock unevenly in between); ns already where the events use the clock."""
+        if not STAMPS_ARE_TICKS:
+            return stamps
+        (t0, ns0), (t1, ns1) = self._calibration, self.clock_pair()
+        while ns1 - ns0 < 1_000_000 or t1 <= t0:   # at most once a process: events drained in its first ms
+            time.sleep(0.001)
+            t1, ns1 = self.clock_pair()
+        rate = (ns1 - ns0) / (t1 - t0)
+        return np.rint(ns0 + (stamps - t0) * rate).astype(np.int64)
 
     def fault_record(self, fault_id: int) -> list[int]:
         """The fault table's record for `fault_id`: (id, kind, engine index, a, b, c, d, 0)."""
@@ -1139,8 +1252,9 @@ class Runtime(HostRuntime):
 
     def progress(self) -> tuple[int, int]:
         """(EXECs and COPYs running now, retired so far), over every engine."""
-        g = self.g
-        return int(g[G_RUNNING]), int(g[G_RETIRED])
+        out = (ctypes.c_int64 * 2)()
+        self._progress(self.g_addr, out)
+        return out[0], out[1]
 
     def start_thread(self, fn: int, arg: int) -> int:
         """Run native `void *fn(void *arg)` on a new pthread; returns its pthread_t."""

@@ -210,7 +210,9 @@ class RingProcessor(CommandProcessor):
                 return
             chunks, self._stashed, self._stashed_rows = [*self._stashed, self._take_events()], [], 0
         dev = self.device
-        for pid, size, start, end in (row for chunk in chunks for row in chunk.tolist()):
+        rows = np.concatenate(chunks)
+        rows[:, 2:4] = native.runtime().stamps_to_ns(rows[:, 2:4])
+        for pid, size, start, end in rows.tolist():
             if pid == 0:
                 dev._record(ProfileEvent(dev.name, self.engine.value, "copy", start, end, size, 0), None)
             else:
