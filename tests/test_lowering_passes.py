@@ -549,7 +549,8 @@ def test_compiled_objects_have_no_32_bit_absolute_relocations():
 def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
     # sigmoid(a) @ w fused would evaluate the sigmoid once per output column (64 times here): it is stored first;
     # so is an MLP layer's relu(h + b) (two ops); a one-op operand (2a) stays fused, and so does a costly one of a
-    # small product (a launch costs more)
+    # tiny product (a launch costs more). From 64 elements on, a transcendental operand repeated along the output
+    # columns is stored even in a small product: fused, its polynomial ran as scalars once a reduce step
     a, w = Tensor(np.random.rand(128, 256).astype(np.float32)), Tensor(np.random.rand(256, 64).astype(np.float32))
     b = Tensor(np.random.rand(256).astype(np.float32))
     assert _kernels((1 / (1 + tnp.exp(-a))) @ w) == 2
@@ -562,9 +563,17 @@ def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
     for h in (tgfx.nn.gelu(a3 + b), tnp.maximum(a3 + b, 0)):
         assert _kernels(h @ w) == 2
         assert _kernels((h[..., None] * w).sum(2, keepdims=True)) == 2   # (stored as the sum is, axis kept)
+    tiny_a = Tensor(np.random.rand(4, 8).astype(np.float32))
+    tiny_w = Tensor(np.random.rand(8, 4).astype(np.float32))
+    assert _kernels((1 / (1 + tnp.exp(-tiny_a))) @ tiny_w) == 1
     small_a = Tensor(np.random.rand(8, 16).astype(np.float32))
     small_w = Tensor(np.random.rand(16, 4).astype(np.float32))
-    assert _kernels((1 / (1 + tnp.exp(-small_a))) @ small_w) == 1
+    assert _kernels((1 / (1 + tnp.exp(-small_a))) @ small_w) == 2
+    assert _kernels((1 / (1 + small_a)) @ small_w) == 1   # a division is one vector instruction: fused
+    # the gradient of a logistic loss, X.T @ (y - sigmoid(X @ w)): the sigmoid varies along the reduce only
+    x, e = Tensor(np.random.rand(1000, 24).astype(np.float32)), Tensor(np.random.rand(1000).astype(np.float32))
+    assert _kernels(x.T @ tnp.tanh(e)) == 2
+    np.testing.assert_allclose((x.T @ tnp.tanh(e)).numpy(), x.numpy().T @ np.tanh(e.numpy()), rtol=1e-5)
     np.testing.assert_allclose(((1 / (1 + tnp.exp(-a))) @ w).numpy(), (1 / (1 + np.exp(-a.numpy()))) @ w.numpy(),
                                rtol=1e-5)
 

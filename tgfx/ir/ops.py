@@ -165,6 +165,8 @@ class GroupOp:
                            Ops.FDIV, Ops.POW, Ops.ATAN2, Ops.FLOOR, Ops.CEIL, Ops.RINT})
     # transcendentals and divisions: many instructions an element (rounding ops are one)
     Costly = FloatOnly - {Ops.FLOOR, Ops.CEIL, Ops.RINT}
+    # ... of which those a polynomial or a library call computes (a division or a root is one vector instruction)
+    Transcendental = Costly - {Ops.FDIV, Ops.SQRT, Ops.RECIP}
     IntOnly = frozenset({Ops.IDIV, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
     Reduce = frozenset({Ops.ADD, Ops.MUL, Ops.MAX})
     Defines = frozenset({Ops.PARAM, Ops.BUFFER, Ops.CONST, Ops.VARIABLE, Ops.DEFINE_GLOBAL, Ops.IOTA})

@@ -184,7 +184,8 @@ def index_level(ast: UOp, pieces: bool = True) -> UOp:
 # range's lanes is one) runs in about as long as its launch even as written: LLVM's loop vectoriser and unroller are
 # told to leave it alone (a 128 x 256 column sum of vectors: LLVM unrolled its reduce loop, 31 ms, for 2 us a run).
 # They made such kernels 3-7x bigger and slower to compile (a 10-column bias gradient: 26 ms of LLVM, 4 ms without),
-# a third of a small model's first call being tiny kernels.
+# a third of a small model's first call being tiny kernels. Not one with a transcendental: its scalar polynomials
+# cost 8-16x their vectors (a logistic loss's gradient over 200 rows: 2.1 us scalar, 0.3 as vectors).
 SMALL_KERNEL_OPS = 32768
 
 
@@ -210,7 +211,7 @@ def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
     # a costly value a row kernel's reduce and output both compute is kept in a row buffer between them
     lin, acc_of = linearize(decompose_transcendentals(row_buffers(sink, target)))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-    small = scalar_ops(lin) <= SMALL_KERNEL_OPS
+    small = scalar_ops(lin) <= SMALL_KERNEL_OPS and not any(u.op in GroupOp.Transcendental for u in sink.toposort())
     # LLVM's unroller is for the loops of reduces (a tile's reduce loop, a row's passes); a kernel without one moves or
     # combines elements once each, which its loop vectoriser interleaves already: unrolled, it compiled 2-5x longer
     # (the MLP step's copies into packed panels: 23 -> 5 ms each) and ran no faster (gelu 16M, the SGD updates)

@@ -113,6 +113,10 @@ RECOMPUTE_MIN = 1 << 16  # ... by a broadcast to this many elements (smaller, a 
 # register tile's columns evaluates again (relu(h + b) @ w, 128x512 @ 512x512: 560 us fused, ~340 stored; the MLP step
 # 1.6-1.9 -> 1.2-1.3 ms). A convolution's padded input keeps a cheap activation fused: its taps share it in registers
 RECOMPUTE_COST_OPERAND = 2
+# ... and one this costly that a contraction reads through a broadcast along its outputs while it varies along the
+# reduce (the gradient `X.T @ (y - sigmoid(X @ w))`) is evaluated in the reduce loop once a step, as scalars beside the
+# output axis's vectors: stored first from this many elements on, it is a vector loop (1000 x 24: 36 -> 4 us)
+COSTLY_OPERAND_MIN = 64
 # a reduce whose kernel then computes this much per element of it (a random normal's hash and inverse error
 # function: about 300) is stored first (see realize_set); an activation, a bias, a softmax's exp and division stay
 EPILOGUE_COST = 32
@@ -229,6 +233,29 @@ def _varies_outer_only(u: UOp, axes: Axes | None, root: UOp, along: list[int]) -
     return all(a > k for a in free if a not in kept for k in kept)
 
 
+def _stepped_operand(u: UOp, axes: Axes | None, root: UOp, ctx: ScheduleCtx) -> bool:
+    """Whether the broadcast `u`, read by a reduce in the kernel of `root`, repeats COSTLY_OPERAND_MIN or more
+    elements with a transcendental along an output axis while they vary along a reduced one: the kernel evaluates
+    them in its reduce loop, once a step, not as vectors (`COSTLY_OPERAND_MIN`)."""
+    if axes is None or prod(u.src[0].shape) < COSTLY_OPERAND_MIN or len(axes) != len(u.shape):
+        return False
+    out = root.shape or ()
+    spread = [a for a, (m, n) in enumerate(zip(u.src[0].shape, u.shape, strict=True)) if m == 1 and n > 1]
+    if not any(axes[a] is not None and out[axes[a]] > 1 for a in spread) or \
+            not any(u.src[0].shape[a] > 1 and (axes[a] is None or out[axes[a]] == 1) for a in range(len(axes))):
+        return False
+    seen, stack = set(), [u.src[0]]
+    while stack:   # the elementwise graph under it, up to what is stored
+        x = stack.pop()
+        if x in seen or ctx.is_leaf(x, root) or x.op is Ops.REDUCE_AXIS:
+            continue
+        seen.add(x)
+        if x.op in GroupOp.Transcendental:
+            return True
+        stack.extend(x.src)
+    return False
+
+
 def _plain_reduces(root: UOp, ctx: ScheduleCtx) -> set[UOp]:
     """The reduces in the kernel of `root` read directly, not through a broadcast as a row's statistic is (a matmul
     whose rows are normalised)."""
@@ -324,7 +351,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                     onehot.add(idx)
                 # (a gather's one-hot mask and index are not evaluated per element of their broadcast: the kernel's
                 # sum over the indexed axis becomes one load at the index, tgfx/lowering/gather.py)
-                if inside and _is_expanding(u) and prod(u.arg) >= RECOMPUTE_MIN and u not in onehot and \
+                if inside and _is_expanding(u) and (prod(u.arg) >= RECOMPUTE_MIN or
+                                                    _stepped_operand(u, axes, root, ctx)) and u not in onehot and \
                         not _is_onehot(u.src[0]) and not _iota_like(u.src[0]) and \
                         (base := _view_base(u.src[0], pads=True)) not in ctx.realize and \
                         base.op in GroupOp.Elementwise and \
