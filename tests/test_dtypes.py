@@ -299,3 +299,27 @@ def test_numpy_takes_tgfx_dtypes_where_it_takes_a_dtype() -> None:
     assert np.ones(3, dtype=tnp.int8).dtype == np.int8
     with pytest.raises(TypeError, match="numpy has no dtype for dtypes.bfloat16"):
         np.dtype(tnp.bfloat16)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("a", ["f4", "f2", "bf", "f8", "i4"])
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((3, 4), (4, 1)), ((1, 4), (4, 5)), ((3, 4), (5, 6)),
+                                    ((3, 4), (4,)), ((2, 3, 4), (4, 5))])
+def test_the_fast_eager_matmul_builds_the_general_paths_graph(a: str, shapes: Any) -> None:
+    # an eager `x @ y` of two 2-d float Tensors is built without promotion or broadcasting (_linalg._fast_matmul):
+    # its node must be the one the general path builds (here taken through preferred_element_type, which skips the
+    # fast path), and its mismatches raise the general path's error
+    d = ABBREV[a]
+    x = to_tensor(np.ones(shapes[0], np_dtype(d)), d)
+    y = to_tensor(np.full(shapes[1], 2, np_dtype(d)), d)
+    try:
+        want = tnp.matmul(x, y, preferred_element_type=d)
+    except ValueError as e:
+        with pytest.raises(ValueError, match="contraction dimension mismatch"):
+            x @ y
+        assert "mismatch" in str(e)
+        return
+    got = x @ y
+    assert got.uop is want.uop and got.dtype == want.dtype
+    np.testing.assert_allclose(got.numpy().astype(np.float64),
+                               np.ones(shapes[0]) @ np.full(shapes[1], 2.0), rtol=1e-2)

@@ -316,10 +316,7 @@ class Tensor:
                              f"({prod(new_t)} elements)")
         if new_t == self.shape:
             return self
-        src = self.uop.src[0] if self.uop.op is Ops.RESHAPE else self.uop
-        if src.shape == new_t:
-            return Tensor(src)
-        return Tensor(UOp(Ops.RESHAPE, self.dtype, (src,), new_t))
+        return Tensor(_reshape_uop(self.uop, new_t))
 
     def permute(self, *axes: int | Sequence[int]) -> Tensor:
         ax = tuple(axes[0]) if len(axes) == 1 and not isinstance(axes[0], int) else tuple(axes)
@@ -704,6 +701,12 @@ def broadcast_uops(*ts: Tensor, name: str = "broadcast") -> list[UOp]:
     check_same_device(ts, name)
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
     return [t.uop if t.shape == shape else _expand_uop(t.uop, shape) for t in ts]
+
+
+def _reshape_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
+    """`u` (of another shape, the same size) as `shape`: a RESHAPE of what a RESHAPE reshapes, or that itself."""
+    src = u.src[0] if u.op is Ops.RESHAPE else u
+    return src if src.shape == shape else UOp(Ops.RESHAPE, u.dtype, (src,), shape)
 
 
 def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
