@@ -223,6 +223,26 @@ def test_permutation_is_a_permutation(n: int) -> None:
         assert not np.array_equal(p.numpy(), np.arange(n))
 
 
+def test_a_dataset_permutation_stores_nothing_of_its_length_squared(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a permutation's first round gathers from arange(n), which its sort's loop also reads (stored, it hid the
+    # positions from the one-hot gather: every output compared with every position), and a graph computed because it
+    # grew deep mid-gather took the gather's n x n one-hot mask, a local there, as a sibling to store (60,000: 14 GB)
+    from tgfx.devices.cpu import CPUAllocator
+    sizes: list[int] = []
+    alloc = CPUAllocator.alloc
+    monkeypatch.setattr(CPUAllocator, "alloc", lambda self, nbytes: (sizes.append(nbytes), alloc(self, nbytes))[1])
+    n = 6000
+    p = R.permutation(R.key(3), n).numpy()
+    np.testing.assert_array_equal(np.sort(p), np.arange(n))
+    assert max(sizes) < n * n, max(sizes)   # (with the bug: n * n * 4 bytes)
+    # the same with an arange the caller holds, lazy: it is no sibling to store either
+    x = tg.Tensor.arange(n, dtype=dtypes.int32)
+    order = tg.asarray(np.random.default_rng(0).permutation(n).astype(np.int32))
+    sizes.clear()
+    np.testing.assert_array_equal(tg.numpy.take_along_axis(x, order, 0).numpy(), order.numpy())
+    assert max(sizes) < n * n, max(sizes)   # (with the bug: n * n * 4 bytes)
+
+
 def test_permutation_of_an_array() -> None:
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     rows = R.permutation(R.key(9), tg.asarray(x)).numpy()

@@ -65,7 +65,7 @@ class Tensor:
                 _lazy[key] = weakref.ref(self, functools.partial(_lazy_pop, key))
                 if lazy_depth(data) > LAZY_DEPTH and not active() and not _differentiating():
                     try:
-                        realize(self)
+                        realize(self, deep=True)
                     except (EscapedTracerError, ConcretizationError):
                         # a graph of a transform's traced values, built outside its trace (a custom rule run by a
                         # gradient walk): left lazy, as every graph was before it grew deep; checked again 32 ops on
@@ -734,7 +734,8 @@ def _view_base(u: UOp) -> UOp:
     return u
 
 
-def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp]) -> list[tuple[Tensor, UOp]]:
+def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp],
+             most: int | None = None) -> list[tuple[Tensor, UOp]]:
     """Lazy Tensors still held that are values (or views of values) computed for `todo`.
 
     `key, sub = tg.random.split(key)` holds two rows of one value; realising `sub` alone would leave `key` a graph
@@ -743,7 +744,8 @@ def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp]) -> list[tupl
     Either way every step would compute the whole history again. Realising them in the same schedule keeps an eager
     step's cost the same at step 1,000 as at step 2 (JAX computes every op eagerly). A value held only in a local
     variable is a kernel of its own then, not fused into its users. `nodes`: the walk of their graph, `graph` its
-    set. Each comes with the value it was found as (read once: another thread may rebind it)."""
+    set. Each comes with the value it was found as (read once: another thread may rebind it). `most`: the most
+    elements one may have."""
     held = {id(t) for t in todo}
     candidates: list[tuple[Tensor, UOp, UOp]] = []
     for ref in _lazy_snapshot():
@@ -756,7 +758,12 @@ def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp]) -> list[tupl
             candidates.append((t, u, base))
     if not candidates:
         return []
-    found = [(t, u) for t, u, base in candidates if base in graph]
+    from tgfx.lowering.schedule import _iota_like
+    # (not an arange: its every use recomputes it for nothing, and stored it would hide from the kernels that read it
+    # as the positions of a one-hot gather (`take_along_axis(arange(n), order)`, a permutation's first round), which
+    # then compared each output with every stored position: 60,000 of them needed a 14 GB buffer)
+    found = [(t, u) for t, u, base in candidates if base in graph and not _iota_like(u) and
+             (most is None or prod(u.shape) <= most)]
     traced = _with_params(nodes)
     if views := [u for _, u in found if u not in graph]:   # views of the graph's values (another result of a call)
         traced |= _with_params(walk(UOp(Ops.SINK, None, tuple(views))))
@@ -786,12 +793,16 @@ def _with_params(nodes: list[UOp]) -> set[UOp]:
     return out
 
 
-def realize(*ts: Tensor) -> list[UOp]:
+def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     """Compute several Tensors in one schedule, so shared work is done once; returns each one's buffer view.
 
     A realised Tensor is rebound to its buffer, so later graphs start from it, and so are its `siblings` (lazy
     Tensors still held that are views of the same computed value). Inside a differentiation nothing is rebound: the
     graph is what the gradient flows through (reading a value there, e.g. to print it, must not cut it).
+
+    `deep`: a graph computed because it grew LAZY_DEPTH deep, in the middle of whatever built it: a sibling larger
+    than the value is left lazy. It is a local of the function building the graph (take_along_axis's one-hot mask,
+    n x n for the n it gathers), not state a step carries (an optimiser's moments: the size of the value they make).
     """
     todo = [t for t in ts if not is_realized(t.uop)]
     if not todo:
@@ -802,7 +813,7 @@ def realize(*ts: Tensor) -> list[UOp]:
     if not differentiating:
         nodes = walk(UOp(Ops.SINK, None, tuple(uops)))
         graph = set(nodes)
-        if more := siblings(todo, nodes, graph):
+        if more := siblings(todo, nodes, graph, max(prod(t.uop.shape) for t in todo) if deep else None):
             todo += [t for t, _ in more]
             uops += [u for _, u in more]
             # a sibling that is a node of the graph adds nothing to its walk (a view of one does)

@@ -283,6 +283,25 @@ def _row_reduce(red: UOp, axes: Axes | None, root: UOp) -> bool:
     return host_target().row_fits_cache(prod(red.src[0].shape[a] for a in red.arg[1]) * red.src[0].dtype.itemsize)
 
 
+def _stored_aranges_apart(roots: list[UOp]) -> list[UOp]:
+    """A loop, branch or call reads its operands from buffers; one that is an arange is stored as its own CONTIGUOUS
+    copy, so the arange stays an arange for the graph's other uses: a one-hot gather by it is a load at the index
+    only while it sees the positions it compares with (`gather.py`). A permutation's first round gathers from the
+    arange that its sort's loop also reads; stored, every output was compared with every position (60,000 of them:
+    a 14 GB buffer)."""
+    bodied = [u for u in walk(UOp(Ops.SINK, None, tuple(roots))) if u.op in BODIED]
+    mapping = {}
+    for u in bodied:
+        nb = n_bodies(u)
+        ops = tuple(UOp(Ops.CONTIGUOUS, a.dtype, (a,)) if buffer_view(a) is None and _iota_like(a) else a
+                    for a in u.src[nb:])
+        if ops != u.src[nb:]:
+            mapping[u] = u.replace(src=(*u.src[:nb], *ops))
+    if not mapping:
+        return roots
+    return list(UOp(Ops.SINK, None, tuple(roots)).substitute(mapping).src)
+
+
 def find_realizes(roots: list[UOp]) -> set[UOp]:
     """The nodes that get their own buffer."""
     realize = {_root_base(r) for r in roots if buffer_view(r) is None}
@@ -715,6 +734,7 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     # a result that is another device's value read in place is materialised by its COPY (an alias where it can be)
     roots = [r.src[0] if r.op is Ops.CONTIGUOUS and r.src[0].op is Ops.COPY and r.src[0].tag == "in place" else r
              for r in roots]
+    roots = _stored_aranges_apart(roots)
     realize = find_realizes(roots)
     results_of = {_root_base(r) for r in roots}
     realized: dict[UOp, UOp] = {}  # node -> its BUFFER

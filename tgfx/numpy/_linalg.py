@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tgfx.dtypes import DType, to_dtype
-from tgfx.numpy import _reduce
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.numpy import _reduce
 from tgfx.tensor import (
     ArrayLike,
     Tensor,
