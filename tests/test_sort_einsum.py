@@ -75,6 +75,20 @@ def test_sort_kernel_count() -> None:
     assert tg.counters.kernel_count == 2
 
 
+def test_an_eager_network_sort_traces_its_loop_once_per_signature(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the network's body is a cached traced function: a second eager sort of the same shape replays its schedule
+    # (building the loop again cost 1.7 ms of Python a call for 10,000 floats)
+    loops = []
+    fori_loop = tg.lax.fori_loop
+    monkeypatch.setattr(tg.lax, "fori_loop", lambda *a, **k: (loops.append(1), fori_loop(*a, **k))[1])
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal(1500).astype(np.float32) for _ in range(3)]
+    for x in xs:
+        np.testing.assert_array_equal(tnp.sort(tg.asarray(x)).numpy(), np.sort(x))
+        np.testing.assert_array_equal(tnp.argsort(tg.asarray(x)).numpy(), np.argsort(x, kind="stable"))
+    assert len(loops) == 1
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_])
 def test_long_rows_sort_by_the_network_stably(dtype: type) -> None:
     from tgfx.numpy._sort import _use_network
