@@ -657,6 +657,49 @@ def test_loop_kernel_threads_large_loops_and_keeps_dtypes() -> None:
     close(full, np.full(2, 4, f32))
 
 
+@pytest.mark.parametrize("n", [32, 48, 7])
+def test_a_loop_kernel_steps_its_elements_as_vector_lanes(n: int) -> None:
+    # the elements of an elementwise loop are a vector's lanes (an UPCAST of the element range, the carries vector
+    # registers) where the vector divides them, scalars otherwise; carries of several dtypes step together, the
+    # scanned input read at each step, and the result is the Python loop's
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import index_level, lower_kernel
+    from tgfx.lowering.optimize import hand_coded_opts
+    x = np.linspace(-1, 1, n).astype(f32)
+    xs = np.random.default_rng(0).standard_normal((5, n)).astype(f32)
+
+    def body(c: tuple, r: tg.Tensor) -> tuple:
+        v, k = c
+        v = tnp.where(v > 0, v * 0.9 + r, v - 0.1 * r)
+        return (v, k + (v > 0).astype(tg.dtypes.int32)), None
+    asts = []
+    orig = lower_kernel
+
+    def grab(ast: Any, *a: Any, **kw: Any) -> Any:
+        asts.append(ast)
+        return orig(ast, *a, **kw)
+    import tgfx.lowering as lowering
+    lowering.lower_kernel = grab
+    try:
+        (v, k), _ = tg.jit(lambda x, xs: tg.lax.scan(body, (x, tnp.zeros(n, tg.dtypes.int32)), xs))(
+            tg.asarray(x), tg.asarray(xs))
+        v, k = v.numpy(), k.numpy()
+    finally:
+        lowering.lower_kernel = orig
+    rv, rk = x.copy(), np.zeros(n, np.int32)
+    for r in xs:
+        rv = np.where(rv > 0, rv * f32(0.9) + r, rv - f32(0.1) * r)
+        rk += (rv > 0)
+    np.testing.assert_allclose(v, rv, rtol=1e-6)
+    np.testing.assert_array_equal(k, rk)
+    loops = {a for a in asts if str(a.arg).startswith("loop_")}
+    assert len(loops) == 1, [a.arg for a in asts]
+    (loop,) = loops
+    lanes = host_target().lanes(4)
+    opts = hand_coded_opts(index_level(loop), host_target())
+    assert any(o.op == "UPCAST" and o.amount == lanes for o in opts) == (n % lanes == 0), opts
+
+
 def test_nested_control_flow_under_jit_value_and_grad() -> None:
     """cond, while_loop and fori_loop inside a scan body: blocks inside blocks, memory planned across them."""
     w = rand(3, 3, seed=1) * 0.5

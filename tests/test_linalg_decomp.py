@@ -167,6 +167,76 @@ def test_eigh_degenerate_and_ill_conditioned(name: str) -> None:
     assert_orthonormal_columns(v.numpy(), ORTHO_TOL)
 
 
+# ---- past HOUSEHOLDER_MIN rows: a tridiagonal matrix, bisection and inverse iteration ----
+@settings(max_examples=4)
+@given(st.sampled_from([(), (2,)]), st.sampled_from([12, 20, 33]), st.sampled_from(["L", "U"]),
+       st.integers(0, 2 ** 16))
+def test_eigh_of_a_larger_matrix_matches_numpy(b: tuple[int, ...], n: int, uplo: str, seed: int) -> None:
+    from tgfx.scipy._decomp import HOUSEHOLDER_MIN
+    assert n >= HOUSEHOLDER_MIN
+    x = rng(seed).standard_normal(b + (n, n))
+    a = f32(x + mT(x))
+    junk = np.triu(np.full((n, n), np.nan), 1) if uplo == "L" else np.tril(np.full((n, n), np.nan), -1)
+    w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo)
+    ref = np.linalg.eigvalsh(a.astype(np.float64))
+    tol = bound(a)
+    np.testing.assert_allclose(w.numpy(), ref, atol=tol)
+    np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), ref, atol=tol)
+    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=tol)
+    assert_orthonormal_columns(v.numpy(), 4 * n * EPS32)
+
+
+def _spectrum16(values: list[float], seed: int) -> np.ndarray:
+    return with_spectrum(values + [0.0] * (16 - len(values)), seed=seed)
+
+
+DEGENERATE_LARGER = {
+    "repeated": _spectrum16([1.0] * 6 + [2.0] * 5 + [3.0] * 5, 8),
+    "identity": np.eye(16),
+    "zero": np.zeros((16, 16)),
+    "ill_conditioned": _spectrum16(list(np.logspace(0, -6, 16)), 9),
+    "indefinite_cluster": _spectrum16([-2.0, -2.0 + 1e-6, -2.0 - 1e-6, 5.0, 5.0], 10),
+    "diagonal": np.diag(np.arange(16.0) % 5 - 2.0),
+    "tridiagonal_split": np.diag(np.arange(16.0)) + np.diag(np.r_[np.ones(7), 0.0, np.ones(7)], 1) +
+    np.diag(np.r_[np.ones(7), 0.0, np.ones(7)], -1),
+    "graded": np.diag(10.0 ** -np.arange(16.0)) + np.diag(np.full(15, 1e-3), 1) + np.diag(np.full(15, 1e-3), -1),
+}
+
+
+@pytest.mark.parametrize("name", DEGENERATE_LARGER)
+def test_eigh_of_a_larger_degenerate_or_ill_conditioned_matrix(name: str) -> None:
+    # clusters (repeated eigenvalues) start inverse iteration in different directions and are orthonormalised: an
+    # orthonormal basis of their invariant subspace
+    a = f32(DEGENERATE_LARGER[name])
+    w, v = L.eigh(tg.asarray(a))
+    tol = max(bound(a), 1e-30)
+    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(a.astype(np.float64)), atol=tol)
+    assert np.all(np.diff(w.numpy()) >= 0), "ascending, as numpy"
+    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    np.testing.assert_allclose(a @ vn, vn * wn, atol=tol)
+    assert_orthonormal_columns(v.numpy(), 4 * 16 * EPS32)
+
+
+@pytest.mark.x64
+def test_eigh_of_a_larger_matrix_is_differentiable() -> None:
+    # the same backward (JAX's rule on w and V) whichever way the forward went, in float64
+    check_grads(_vwv, _sym(12, 4))
+
+
+def test_eigh_tridiagonal_vectors_by_inverse_iteration() -> None:
+    import tgfx.scipy.linalg as sla
+    rng_ = rng(11)
+    d, e = rng_.standard_normal(40), rng_.standard_normal(39)
+    t = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+    w, v = sla.eigh_tridiagonal(tg.asarray(f32(d)), tg.asarray(f32(e)))
+    tol = bound(f32(t))
+    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(t), atol=tol)
+    vn = v.numpy().astype(np.float64)
+    np.testing.assert_allclose(t @ vn, vn * w.numpy().astype(np.float64), atol=tol)
+    assert_orthonormal_columns(v.numpy(), 4 * 40 * EPS32)
+
+
 DEGENERATE_GENERAL = {
     "rank_2_of_6x4": rng(1).standard_normal((6, 2)) @ rng(2).standard_normal((2, 4)),
     "rank_1_wide": np.outer([1.0, -2.0, 0.5], [3.0, 1.0, 0.0, 2.0, -1.0]),
@@ -419,13 +489,26 @@ def test_vmap_and_jit_compose_and_compile_once_per_shape() -> None:
     assert svd.trace_count == 1 and tg.counters.compile_count == 0
 
 
-def test_eigh_loop_compiles_the_same_kernels_whatever_the_sweeps() -> None:
-    """The sweeps and rounds are device loops: a matrix that needs no sweep (diagonal) and one that needs several
-    run the same compiled program, and a larger n compiles as many kernels as a small one."""
-    counts = []
-    for a in (_sym(11, 1), np.diag(np.arange(11.0)), _sym(15, 2)):     # sizes no other test uses
-        tg.counters.reset()
+@pytest.mark.parametrize("sizes", [(9, 11), (13, 17)])   # Jacobi sweeps; a tridiagonal matrix's bisection
+def test_eigh_loop_compiles_the_same_kernels_whatever_the_sweeps(sizes: tuple[int, int]) -> None:
+    """The sweeps and rounds (or the tridiagonalisation's steps and the bisection's halvings) are device loops: a
+    matrix that needs no sweep (diagonal) runs the program compiled for one that needs several, and a larger n runs as
+    many distinct kernels as a small one (counted from the profile: compiles depend on what other tests compiled)."""
+    from tgfx.devices import get_device
+    from tgfx.scipy._decomp import HOUSEHOLDER_MIN
+    small, large = sizes
+    assert (small >= HOUSEHOLDER_MIN) == (large >= HOUSEHOLDER_MIN)
+    dev = get_device("CPU:0")
+    kernels = []
+    for a in (_sym(small, 1), _sym(large, 2)):
+        dev.synchronize()
+        dev.clear_profile()
         L.eigh(tg.asarray(f32(a))).eigenvalues.numpy()
-        counts.append(tg.counters.compile_count)
-    assert counts[1] == 0, "a diagonal 11 x 11 matrix (no sweep) compiles nothing after a full one"
-    assert counts[2] == counts[0] > 0, f"n = 15 compiles as many kernels as n = 11 ({counts})"
+        dev.synchronize()
+        kernels.append({e.name for e in dev.profile_events if e.name != "copy"})
+        if len(kernels) == 1:
+            tg.counters.reset()
+            L.eigh(tg.asarray(f32(np.diag(np.arange(float(small)))))).eigenvalues.numpy()
+            assert tg.counters.compile_count == 0, \
+                f"a diagonal {small} x {small} matrix (no sweep) compiles nothing after a full one"
+    assert len(kernels[1]) == len(kernels[0]) > 0, f"n = {large} runs as many kernels as n = {small} ({kernels})"

@@ -294,7 +294,9 @@ class LLVMRenderer:
     def render_wide(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
         """One node of vector width: registers, accesses and arithmetic on `<W x T>`."""
         op, w = u.op, self.width
-        if op is Ops.DEFINE_ACC:
+        if op is Ops.DEFINE_ACC and isinstance(u.arg, tuple):   # a loop kernel reading a carry's vector register
+            self.names[u] = self.op_in(f"load {self.vtype(reg_type(u.dtype))}, ptr {self.names[acc_of[u]]}")
+        elif op is Ops.DEFINE_ACC:
             vt = self.vtype(reg_type(u.dtype))
             self.allocas.append(f"  %acc{u.arg} = alloca {vt}")
             self.emit(f"store {vt} {self.wval(u.src[0])}, ptr %acc{u.arg}")
@@ -768,6 +770,9 @@ class LLVMRenderer:
             self.vec = vecs.pop()
             self.width = self.vec.src[0].arg
             self.wide_accs = {acc for red, acc in acc_of.items() if self.vec in range_deps(red)}
+            # (a loop kernel's carry read: a vector where its register is one, the elements being the lanes)
+            self.wide_accs |= {h for h, acc in acc_of.items() if h.op is Ops.DEFINE_ACC and isinstance(h.arg, tuple)
+                               and acc in self.wide_accs}
             self.find_wide_tiles(lin)
         self.position = position = {u: i for i, u in enumerate(lin) if u.op is Ops.STORE}
         for pack in find_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):

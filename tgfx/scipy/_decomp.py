@@ -7,12 +7,13 @@ svdvals, pinv, matrix_rank). Real float32 / float64 only.
   step is a few O(mn) kernels (128 x 64: 64 steps, 15 ms a call with Q, within 1.3 eps ||A|| of LAPACK's R); a
   blocked (compact WY) step would trade them for panel products plus the panel's triangle T written out entry by
   entry as the Cholesky panel is, which pays only where launches, not the O(mn^2) arithmetic, dominate.
-- eigh: cyclic Jacobi with the round-robin ("caterpillar") ordering: the n / 2 pairs of a round are disjoint, so a
-  round rotates them all at once, elementwise (the pairs are always the indices (2k, 2k + 1); between rounds the
-  indices move one place round a ring, a static permutation of the rows and columns, so a sweep of n - 1 rounds
-  meets every pair once and ends in the order it began). Sweeps run in a `tg.lax.while_loop` until the off-diagonal
-  part is below eps ||A||_F (quadratic convergence: 5-10 sweeps). Rotation angles as in Golub & Van Loan's
-  sym.schur2, with the pair's own entries updated by Rutishauser's formulas (a_pq := 0 exactly).
+- eigh: from HOUSEHOLDER_MIN rows on, through a tridiagonal matrix (`_tridiagonal.py`: Householder, bisection, inverse
+  iteration); below, cyclic Jacobi with the round-robin ("caterpillar") ordering: the n / 2 pairs of a round are
+  disjoint, so a round rotates them all at once, elementwise (the pairs are always the indices (2k, 2k + 1); between
+  rounds the indices move one place round a ring, a static permutation of the rows and columns, so a sweep of n - 1
+  rounds meets every pair once and ends in the order it began). Sweeps run in a `tg.lax.while_loop` until the
+  off-diagonal part is below eps ||A||_F (quadratic convergence: 5-10 sweeps). Rotation angles as in Golub & Van
+  Loan's sym.schur2, with the pair's own entries updated by Rutishauser's formulas (a_pq := 0 exactly).
 - SVD: one-sided Jacobi (Hestenes) on the columns of A (A^T when wide), the same rounds and rotations on the pair's
   Gram entries (||a_p||^2, ||a_q||^2, a_p . a_q) computed from the columns each round. Singular values are the
   final column norms, so small ones keep their relative accuracy (an eigh of A^T A would square the condition number
@@ -35,6 +36,7 @@ import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.function import function
 from tgfx.lax import fori_loop, scan, while_loop
+from tgfx.scipy._tridiagonal import householder_eigh
 from tgfx.scipy.linalg import _col, _index, _solve
 from tgfx.tensor import Tensor
 
@@ -304,11 +306,20 @@ def _eigvalsh_backward(wbar: Tensor, call: Any) -> tuple[Tensor]:
     return (_mm(v * wbar[..., None, :], _mt(v)),)
 
 
+# from this many rows on, eigh goes through a tridiagonal matrix (`_tridiagonal.py`): O(n^3) in n steps, where the
+# Jacobi sweeps are 5-10 of n rounds each (n = 128: 110 ms, jax 0.75)
+HOUSEHOLDER_MIN = 12
+
+
 def _eigh(s: Tensor) -> tuple[Tensor, Tensor]:
+    if s.shape[-1] >= HOUSEHOLDER_MIN:
+        return householder_eigh(s, True)
     return _jacobi_eigh(s, True)
 
 
 def _eigvalsh(s: Tensor) -> Tensor:
+    if s.shape[-1] >= HOUSEHOLDER_MIN:
+        return householder_eigh(s, False)[0]
     return _jacobi_eigh(s, False)[0]
 
 

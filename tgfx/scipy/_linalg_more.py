@@ -21,7 +21,8 @@ import numpy as np
 import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.function import function
-from tgfx.lax import fori_loop, scan, while_loop
+from tgfx.lax import fori_loop
+from tgfx.scipy._tridiagonal import bisect, tridiagonal_vectors
 from tgfx.scipy._util import promote_args_inexact
 from tgfx.scipy.linalg import _check_square, _col, _index, _lu_loop, _system, cho_factor, cho_solve, solve_triangular
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes
@@ -371,26 +372,7 @@ def hessenberg(a: ArrayLike, *, calc_q: bool = False, overwrite_a: bool = False,
     return (h, out[1]) if calc_q else h
 
 
-# ---- symmetric tridiagonal eigenvalues: bisection on Sturm counts (JAX's) ----
-def _sturm_counts(alpha: Tensor, beta_sq: Tensor, pivmin: Tensor, perturb0: Tensor, x: Tensor) -> Tensor:
-    """For each x, the number of eigenvalues of the tridiagonal matrix below x: the negative pivots of the LDL^T
-    factorisation of T - x I, one row a scan step (pivots within pivmin of zero pushed to -pivmin, as LAPACK's
-    dstebz)."""
-    q = alpha[0] - x
-    count = (q < 0).astype(dtypes.int32)
-    q = tnp.where(alpha[0] == x, perturb0, q)
-
-    def step(carry: tuple[Tensor, Tensor], ab: tuple[Tensor, Tensor]) -> tuple[tuple[Tensor, Tensor], None]:
-        q, count = carry
-        a_i, b2 = ab
-        q = a_i - b2 / q - x
-        low = q <= pivmin
-        return (tnp.where(low, tnp.minimum(q, -pivmin), q), count + low.astype(dtypes.int32)), None
-
-    (_, count), _ = scan(step, (q, count), (alpha[1:], beta_sq))
-    return count
-
-
+# ---- symmetric tridiagonal eigenproblem (`_tridiagonal.py`) ----
 def eigh_tridiagonal(d: ArrayLike, e: ArrayLike, *, eigvals_only: bool = False, select: str = "a",
                      select_range: tuple[float, float] | None = None, tol: float | None = None,
                      key: Any = None) -> Tensor | tuple[Tensor, Tensor]:
@@ -399,9 +381,9 @@ def eigh_tridiagonal(d: ArrayLike, e: ArrayLike, *, eigvals_only: bool = False, 
 
     The eigenvalues are JAX's: bisection of all of them at once on Sturm counts, from the Gershgorin interval to an
     absolute width of max(tol, eps ||T||) (at most mantissa-bits + 1 halvings). `select='a'` gives all n;
-    `select='i'` with select_range=(lo, hi) those of indices lo..hi. The eigenvectors come from `eigh` of the dense
-    matrix (JAX uses inverse iteration from random vectors; `key`, its seed, is accepted and ignored), and their
-    signs are not fixed.
+    `select='i'` with select_range=(lo, hi) those of indices lo..hi. The eigenvectors come from inverse iteration, as
+    JAX's, from fixed pseudo-random vectors (`key`, JAX's seed for them, is accepted and ignored), orthonormalised
+    (`tgfx/scipy/_tridiagonal.py`); their signs are not fixed.
 
     >>> eigh_tridiagonal(tg.asarray([2.0, 2.0]), tg.asarray([1.0]), eigvals_only=True)   # [1., 3.]
 
@@ -434,39 +416,5 @@ def eigh_tridiagonal(d: ArrayLike, e: ArrayLike, *, eigvals_only: bool = False, 
         raise ValueError(f"eigh_tridiagonal: select must be 'a', 'i' or 'v', got {select!r}")
     if n <= 1:
         return alpha if eigvals_only else (alpha, tnp.eye(n, dtype=alpha.dtype))
-    info = np.finfo(np.float32 if alpha.dtype.name == "float32" else np.float64)
-    beta_abs, beta_sq = tnp.abs(beta), beta * beta
-    # the Gershgorin interval holds every eigenvalue
-    row_sum = tnp.concatenate([beta_abs, tnp.zeros((1,), alpha.dtype)]) + \
-        tnp.concatenate([tnp.zeros((1,), alpha.dtype), beta_abs])
-    top, bottom = tnp.max(alpha + row_sum), tnp.min(alpha - row_sum)
-    t_norm = tnp.maximum(tnp.abs(bottom), tnp.abs(top))
-    safemin = max(1.0 / float(info.max), (1.0 + float(info.eps)) * float(info.tiny))
-    pivmin = safemin * tnp.maximum(1.0, tnp.max(beta_sq))
-    perturb0 = (float(info.eps) * beta_abs[0]) ** 2
-    abs_tol = float(info.eps) * t_norm
-    if tol is not None:
-        abs_tol = tnp.maximum(tol, abs_tol)
-    slack = n * 2.1 * float(info.eps) * t_norm
-    k = len(targets)
-    lower = tnp.broadcast_to(bottom - slack - 2 * 2.1 * pivmin, (k,))
-    upper = tnp.broadcast_to(top + slack + 2.1 * pivmin, (k,))
-    want = tnp.asarray(targets.astype(np.int32))
-
-    def unconverged(state: tuple[Tensor, Tensor, Tensor, Tensor]) -> Tensor:
-        i, low, _, up = state
-        return (i < info.nmant + 1) & (tnp.max(up - low) > abs_tol)
-
-    def halve(state: tuple[Tensor, Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        i, low, mid, up = state
-        counts = _sturm_counts(alpha, beta_sq, pivmin, perturb0, mid)
-        low, up = tnp.where(counts <= want, mid, low), tnp.where(counts > want, mid, up)
-        return i + 1, low, 0.5 * (low + up), up
-
-    start = (tnp.zeros((), dtypes.int32), lower, 0.5 * (lower + upper), upper)
-    _, _, w, _ = while_loop(unconverged, halve, start)
-    if eigvals_only:
-        return w
-    dense = tnp.diag(alpha) + tnp.diag(beta, 1) + tnp.diag(beta, -1)
-    _, v = tnp.linalg.eigh(dense)
-    return w, tnp.take(v, targets, axis=-1)
+    w = bisect(alpha, beta, int(targets[0]), len(targets), tol)
+    return w if eigvals_only else (w, tridiagonal_vectors(alpha, beta, w))

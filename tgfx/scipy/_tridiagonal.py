@@ -1,0 +1,200 @@
+"""The symmetric eigenproblem through a tridiagonal matrix, as LAPACK's syevx solves it, for `tnp.linalg.eigh` of
+matrices past a dozen rows and for `eigh_tridiagonal`'s vectors. Real float32 / float64, leading batch axes.
+
+- Householder tridiagonalisation (LAPACK's sytd2, lower): one `tg.lax.scan` step a column, A := H A H as a
+  matrix-vector product and a symmetric rank-2 update of the whole matrix (the reflector is zero on the rows done),
+  the reflectors the scan's stacked outputs. O(n^3) work in n steps of O(n^2), where cyclic Jacobi did 5-10 sweeps of
+  n rounds of O(n^2) (n = 512: seconds).
+- The eigenvalues of T: bisection of all of them at once on Sturm counts (dstebz; one scan over T's rows a halving,
+  vectorised over the eigenvalues), to an absolute width of eps ||T||.
+- The eigenvectors of T: inverse iteration (dstein) from fixed pseudo-random vectors, all eigenvalues at once: two
+  solves of (T - w_j I) y = x by Gaussian elimination with partial pivoting (a zero pivot replaced by eps ||T||),
+  then the vectors orthonormalised by a Householder QR. An isolated eigenvalue's vector is its eigenvector after the
+  first solve; a cluster's (a repeated eigenvalue) start in different directions and end as an orthonormal basis of
+  its invariant subspace.
+- A's eigenvectors: the reflectors applied to T's (`_apply_reflectors`, a reverse scan).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import tgfx.numpy as tnp
+from tgfx.dtypes import dtypes
+from tgfx.lax import scan, while_loop
+from tgfx.scipy.linalg import _col, _index
+from tgfx.tensor import Tensor
+
+
+def _info(x: Tensor) -> np.finfo:
+    return np.finfo(np.float64 if x.dtype == dtypes.float64 else np.float32)
+
+
+def tridiagonalize(a: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(d, e, vs, taus) with a = Q T Q^T, T symmetric tridiagonal with diagonal d (..., n) and off-diagonal e
+    (..., n - 1), Q = H_0 ... H_{n-3}, H_k = I - tau_k v_k v_k^T, v_k (n - 2, ..., n) zero on rows <= k and 1 on
+    row k + 1. `a` (..., n, n), n >= 3, symmetric (both triangles read)."""
+    n = a.shape[-1]
+    idx = _index(n)
+
+    def step(a: Tensor, k: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor]]:
+        x = _col(a, idx == k)                                             # (..., n): column k
+        alpha = tnp.sum(tnp.where(idx == k + 1, x, 0.0), axis=-1)
+        below = tnp.where(idx > k + 1, x, 0.0)
+        sigma = tnp.sum(below * below, axis=-1)
+        norm = tnp.sqrt(alpha * alpha + sigma)
+        beta = tnp.where(alpha >= 0, -norm, norm)
+        reflect = sigma > 0          # nothing below the subdiagonal: H = I (tau = 0), e_k = alpha
+        tau = tnp.where(reflect, (beta - alpha) / tnp.where(reflect, beta, 1.0), 0.0)
+        scale = 1.0 / tnp.where(reflect, alpha - beta, 1.0)
+        v = tnp.where(idx == k + 1, 1.0, below * scale[..., None])
+        # A := H A H = A - v w^T - w v^T, p = tau A v, w = p - (tau / 2 p.v) v
+        p = tau[..., None] * tnp.matmul(a, v[..., :, None])[..., 0]
+        w = p - (0.5 * tau * tnp.sum(p * v, axis=-1))[..., None] * v
+        a = a - v[..., :, None] * w[..., None, :] - w[..., :, None] * v[..., None, :]
+        return a, (v, tau, tnp.where(reflect, beta, alpha))
+
+    a, (vs, taus, es) = scan(step, a, _index(n - 2))
+    d = tnp.diagonal(a, axis1=-2, axis2=-1)
+    last = tnp.sum(tnp.where((idx == n - 1)[:, None] & (idx == n - 2)[None, :], a, 0.0), axis=(-2, -1))
+    e = tnp.concatenate([tnp.moveaxis(es, 0, -1), last[..., None]], axis=-1)
+    return d, e, vs, taus
+
+
+def sturm_counts(d: Tensor, e2: Tensor, pivmin: Tensor, perturb0: Tensor, x: Tensor) -> Tensor:
+    """For each shift x (..., k), the number of eigenvalues of the tridiagonal matrix (diagonal d (..., n), squared
+    off-diagonal e2 (..., n - 1)) below it: the negative pivots of the LDL^T factorisation of T - x I, one row a scan
+    step (a pivot within pivmin of zero pushed to -pivmin, as LAPACK's dstebz; a first pivot of exactly zero is
+    perturb0, as JAX's)."""
+    q = d[..., :1] - x
+    count = (q < 0).astype(dtypes.int32)
+    q = tnp.where(q == 0, perturb0, q)
+
+    def step(carry: tuple[Tensor, Tensor], row: tuple[Tensor, Tensor]) -> tuple[tuple[Tensor, Tensor], None]:
+        q, count = carry
+        d_i, b2 = row
+        q = d_i[..., None] - b2[..., None] / q - x
+        low = q <= pivmin
+        return (tnp.where(low, tnp.minimum(q, -pivmin), q), count + low.astype(dtypes.int32)), None
+
+    (_, count), _ = scan(step, (q, count), (tnp.moveaxis(d[..., 1:], -1, 0), tnp.moveaxis(e2, -1, 0)))
+    return count
+
+
+def bisect(d: Tensor, e: Tensor, first: int, count: int, tol: Tensor | float | None = None) -> Tensor:
+    """The eigenvalues of indices first, ..., first + count - 1 (ascending) of the symmetric tridiagonal matrix
+    (d (..., n), e (..., n - 1)): all halved at once from the Gershgorin interval to an absolute width of
+    max(tol, eps ||T||), at most mantissa-bits + 1 halvings (LAPACK's dstebz). (Every constant is made from iota: a
+    `tg.function` calling this captures no buffers.)"""
+    info = _info(d)
+    eps = float(info.eps)
+    n = d.shape[-1]
+    e_abs = tnp.abs(e)
+    zero = tnp.zeros(d.shape[:-1] + (1,), d.dtype)
+    radius = tnp.concatenate([e_abs, zero], axis=-1) + tnp.concatenate([zero, e_abs], axis=-1)
+    top = tnp.max(d + radius, axis=-1, keepdims=True)
+    bottom = tnp.min(d - radius, axis=-1, keepdims=True)
+    t_norm = tnp.maximum(tnp.abs(bottom), tnp.abs(top))
+    safemin = max(1.0 / float(info.max), (1.0 + eps) * float(info.tiny))
+    e2 = e * e
+    pivmin = safemin * tnp.maximum(1.0, tnp.max(e2, axis=-1, keepdims=True)) if n > 1 else \
+        tnp.full(zero.shape, safemin, d.dtype)
+    perturb0 = (eps * e_abs[..., :1]) ** 2 if n > 1 else zero
+    abs_tol = eps * t_norm if tol is None else tnp.maximum(tol, eps * t_norm)
+    slack = n * 2.1 * eps * t_norm + 2 * 2.1 * pivmin
+    lower = tnp.broadcast_to(bottom - slack, d.shape[:-1] + (count,))
+    upper = tnp.broadcast_to(top + slack, d.shape[:-1] + (count,))
+    want = tnp.arange(count, dtype=dtypes.int32) + first
+
+    def unconverged(state: tuple[Tensor, Tensor, Tensor]) -> Tensor:
+        i, low, up = state
+        return (i < info.nmant + 1) & tnp.any(up - low > abs_tol)
+
+    def halve(state: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        i, low, up = state
+        mid = 0.5 * (low + up)
+        below = sturm_counts(d, e2, pivmin, perturb0, mid) <= want
+        return i + 1, tnp.where(below, mid, low), tnp.where(below, up, mid)
+
+    _, low, up = while_loop(unconverged, halve, (tnp.zeros((), dtypes.int32), lower, upper))
+    return 0.5 * (low + up)
+
+
+def _solve_shifted(d: Tensor, e: Tensor, w: Tensor, b: Tensor, tiny: Tensor) -> Tensor:
+    """y with (T - w_j I) y_j = b_j for every j: T (d (..., n), e (..., n - 1)), w (..., k), b (..., n, k).
+    Gaussian elimination with partial pivoting (LAPACK's dlagtf / dlagts): one scan over the rows eliminating the
+    subdiagonal, a row of U (three entries, a swap making two above the diagonal) and of the right-hand side its
+    stacked outputs, then back substitution by a reverse scan; a pivot below `tiny` is `tiny` (inverse iteration
+    wants the near-singular system's growth, not an infinity)."""
+    n = d.shape[-1]
+    rows_d = tnp.moveaxis(d[..., None] - w[..., None, :], -2, 0)                 # (n, ..., k)
+    rows_b = tnp.moveaxis(b, -2, 0)
+    sub = tnp.moveaxis(tnp.broadcast_to(e[..., None], e.shape + (w.shape[-1],)), -2, 0)   # (n - 1, ..., k)
+    sup = tnp.concatenate([sub[1:], tnp.zeros_like(sub[:1])], axis=0)           # e_{i+1}, 0 past the end
+
+    def pivot(p: Tensor) -> Tensor:
+        return tnp.where(tnp.abs(p) < tiny, tnp.where(p < 0, -tiny, tiny), p)
+
+    def eliminate(carry: tuple[Tensor, Tensor, Tensor], row: tuple[Tensor, ...]) -> tuple[tuple, tuple]:
+        p, q, r = carry                  # the active row i: p at column i, q at i + 1, right-hand side r
+        e_i, c_next, e_next, b_next = row   # row i + 1: e_i at column i, c_next at i + 1, e_next at i + 2
+        swap = tnp.abs(e_i) > tnp.abs(p)
+        u0 = pivot(tnp.where(swap, e_i, p))
+        u1, u2 = tnp.where(swap, c_next, q), tnp.where(swap, e_next, 0.0)
+        y = tnp.where(swap, b_next, r)
+        m = tnp.where(swap, p, e_i) / u0
+        other_q, other_s, other_r = tnp.where(swap, q, c_next), tnp.where(swap, 0.0, e_next), \
+            tnp.where(swap, r, b_next)
+        return (other_q - m * u1, other_s - m * u2, other_r - m * y), (u0, u1, u2, y)
+
+    (p, _, r), (u0, u1, u2, y) = scan(eliminate, (rows_d[0], tnp.broadcast_to(sub[0], rows_d[0].shape), rows_b[0]),
+                                      (sub, rows_d[1:], sup, rows_b[1:]))
+    x_last = r / pivot(p)
+
+    def back(carry: tuple[Tensor, Tensor], row: tuple[Tensor, ...]) -> tuple[tuple[Tensor, Tensor], Tensor]:
+        x1, x2 = carry                   # x_{i+1}, x_{i+2}
+        u0, u1, u2, y = row
+        x = (y - u1 * x1 - u2 * x2) / u0
+        return (x, x1), x
+
+    _, xs = scan(back, (x_last, tnp.zeros_like(x_last)), (u0, u1, u2, y), reverse=True)
+    return tnp.moveaxis(tnp.concatenate([xs, x_last[None]], axis=0), 0, -2) if n > 1 else x_last[..., None, :]
+
+
+def _normalized(x: Tensor) -> Tensor:
+    big = tnp.max(tnp.abs(x), axis=-2, keepdims=True)
+    x = x / tnp.where(big > 0, big, 1.0)
+    return x / tnp.sqrt(tnp.sum(x * x, axis=-2, keepdims=True))
+
+
+def _start(n: int, k: int, dtype: object) -> Tensor:
+    """Inverse iteration's start vectors (n, k), pseudo-random in [-1, 1) and different for every column (a
+    cluster's vectors must start apart): the fractional part of a large multiple of sin, from iota (no buffer)."""
+    i = tnp.arange(n, dtype=dtype)[:, None]
+    j = tnp.arange(k, dtype=dtype)[None, :]
+    h = tnp.sin(i * 12.9898 + j * 78.233 + 0.5) * 43758.5453
+    return 2.0 * (h - tnp.floor(h)) - 1.0
+
+
+def tridiagonal_vectors(d: Tensor, e: Tensor, w: Tensor) -> Tensor:
+    """The eigenvectors (..., n, k) of the tridiagonal matrix (d, e) for its eigenvalues w (..., k), ascending:
+    inverse iteration, two solves from fixed pseudo-random vectors, then a QR of the k vectors (see the module)."""
+    from tgfx.scipy._decomp import qr_factor
+    n, k = d.shape[-1], w.shape[-1]
+    info = _info(d)
+    t_norm = tnp.max(tnp.abs(d), axis=-1) + (2 * tnp.max(tnp.abs(e), axis=-1) if n > 1 else 0.0)
+    tiny = (float(info.eps) * tnp.where(t_norm > 0, t_norm, 1.0))[..., None]
+    x = tnp.broadcast_to(_start(n, k, d.dtype), d.shape[:-1] + (n, k))
+    for _ in range(2):
+        x = _normalized(_solve_shifted(d, e, w, x, tiny))
+    return qr_factor(x, complete=False)[0]
+
+
+def householder_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
+    """(w, v) of the symmetric s (..., n, n), n >= 3, w ascending; v None unless `vectors` (see the module)."""
+    from tgfx.scipy._decomp import _apply_reflectors, _unit_scale
+    unit, c = _unit_scale(s)
+    d, e, vs, taus = tridiagonalize(unit)
+    w = bisect(d, e, 0, s.shape[-1])
+    if not vectors:
+        return w * c[..., 0], None
+    return w * c[..., 0], _apply_reflectors(vs, taus, tridiagonal_vectors(d, e, w))
