@@ -237,6 +237,49 @@ def test_eigh_tridiagonal_vectors_by_inverse_iteration() -> None:
     assert_orthonormal_columns(v.numpy(), 4 * 40 * EPS32)
 
 
+@settings(max_examples=4)
+@given(st.sampled_from([(), (2,)]), st.sampled_from([(12, 12), (20, 13), (13, 30)]), st.booleans(),
+       st.integers(0, 2 ** 16))
+def test_svd_of_a_larger_matrix_matches_numpy(b: tuple[int, ...], mn: tuple[int, int], full: bool, seed: int) -> None:
+    # past HOUSEHOLDER_MIN columns: V through a bidiagonal matrix (Golub-Kahan bisection and inverse iteration)
+    m, n = mn
+    a = f32(rng(seed).standard_normal(b + (m, n)))
+    u, s, vh = L.svd(tg.asarray(a), full_matrices=full)
+    ref_u, ref_s, ref_vh = np.linalg.svd(a.astype(np.float64), full_matrices=full)
+    assert (u.shape, s.shape, vh.shape) == (ref_u.shape, ref_s.shape, ref_vh.shape)
+    tol = bound(a)
+    np.testing.assert_allclose(s.numpy(), ref_s, atol=tol)
+    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), ref_s, atol=tol)
+    k = min(m, n)
+    un, vn = u.numpy()[..., :k].astype(np.float64), vh.numpy()[..., :k, :].astype(np.float64)
+    np.testing.assert_allclose((un * s.numpy()[..., None, :]) @ vn, a, atol=tol)
+    assert_orthonormal_columns(u.numpy(), 4 * max(m, n) * EPS32)
+    assert_orthonormal_columns(mT(vh.numpy()), 4 * max(m, n) * EPS32)
+
+
+DEGENERATE_GENERAL_LARGER = {
+    "rank_3_of_20x14": rng(12).standard_normal((20, 3)) @ rng(13).standard_normal((3, 14)),
+    "zero": np.zeros((14, 16)),
+    "repeated": with_spectrum([2.0] * 6 + [1.0] * 6 + [0.5] * 4, seed=14, cols=16),
+    "ill_conditioned": with_spectrum(list(np.logspace(0, -6, 14)), seed=15, cols=18).T,
+    "identity": np.eye(13),
+}
+
+
+@pytest.mark.parametrize("name", DEGENERATE_GENERAL_LARGER)
+def test_svd_of_a_larger_degenerate_matrix(name: str) -> None:
+    a = f32(DEGENERATE_GENERAL_LARGER[name])
+    u, s, vh = L.svd(tg.asarray(a), full_matrices=False)
+    tol = max(bound(a), 1e-30)
+    np.testing.assert_allclose(s.numpy(), np.linalg.svd(a.astype(np.float64), compute_uv=False), atol=tol)
+    assert np.all(np.diff(s.numpy()) <= 0), "descending, as numpy"
+    recon = (u.numpy().astype(np.float64) * s.numpy()) @ vh.numpy().astype(np.float64)
+    np.testing.assert_allclose(recon, a, atol=tol)
+    assert_orthonormal_columns(u.numpy(), 4 * max(a.shape) * EPS32)
+    assert_orthonormal_columns(mT(vh.numpy()), 4 * max(a.shape) * EPS32)
+    assert L.matrix_rank(tg.asarray(a)).item() == np.linalg.matrix_rank(a)
+
+
 DEGENERATE_GENERAL = {
     "rank_2_of_6x4": rng(1).standard_normal((6, 2)) @ rng(2).standard_normal((2, 4)),
     "rank_1_wide": np.outer([1.0, -2.0, 0.5], [3.0, 1.0, 0.0, 2.0, -1.0]),

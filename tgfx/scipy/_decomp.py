@@ -36,7 +36,7 @@ import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.function import function
 from tgfx.lax import fori_loop, scan, while_loop
-from tgfx.scipy._tridiagonal import householder_eigh
+from tgfx.scipy._tridiagonal import bidiagonal_svd, householder_eigh
 from tgfx.scipy.linalg import _col, _index, _solve
 from tgfx.tensor import Tensor
 
@@ -370,7 +370,13 @@ def svd_factor(a: Tensor, full_matrices: bool, vectors: bool) -> tuple[Tensor, T
         s, u, vt = svd_factor(_mt(a), full_matrices, vectors)
         return (s, None, None) if not vectors else (s, _mt(vt), _mt(u))
     unit, scale = _unit_scale(a)
-    x, vt = _jacobi_columns(unit, vectors)      # U S / scale: U from it as it is, S scaled back
+    if n >= HOUSEHOLDER_MIN:   # V through a bidiagonal matrix, then x = a V = U S
+        s, v = bidiagonal_svd(unit, vectors)
+        if not vectors:
+            return s * scale[..., 0], None, None
+        x, vt = _mm(unit, v), _mt(v)
+    else:
+        x, vt = _jacobi_columns(unit, vectors)      # U S / scale: U from it as it is, S scaled back
     s = tnp.sqrt(tnp.sum(x * x, axis=-2)) * scale[..., 0]
     order = tnp.argsort(-s, axis=-1)
     s = tnp.take_along_axis(s, order, axis=-1)

@@ -9,10 +9,13 @@ matrices past a dozen rows and for `eigh_tridiagonal`'s vectors. Real float32 / 
   vectorised over the eigenvalues), to an absolute width of eps ||T||.
 - The eigenvectors of T: inverse iteration (dstein) from fixed pseudo-random vectors, all eigenvalues at once: two
   solves of (T - w_j I) y = x by Gaussian elimination with partial pivoting (a zero pivot replaced by eps ||T||),
-  then the vectors orthonormalised by a Householder QR. An isolated eigenvalue's vector is its eigenvector after the
-  first solve; a cluster's (a repeated eigenvalue) start in different directions and end as an orthonormal basis of
-  its invariant subspace.
+  the vectors orthonormalised by a Householder QR after each. An isolated eigenvalue's vector is its eigenvector
+  after the first solve; a cluster's (a repeated eigenvalue) start in different directions and end as an
+  orthonormal basis of its invariant subspace.
 - A's eigenvectors: the reflectors applied to T's (`_apply_reflectors`, a reverse scan).
+- The SVD (`bidiagonal_svd`): Householder bidiagonalisation (gebd2), then the singular values as the non-negative
+  eigenvalues of the bidiagonal's Golub-Kahan tridiagonal matrix and the right vectors from its eigenvectors, by the
+  same bisection and inverse iteration (LAPACK's bdsvdx).
 """
 from __future__ import annotations
 
@@ -116,7 +119,7 @@ def bisect(d: Tensor, e: Tensor, first: int, count: int, tol: Tensor | float | N
         return i + 1, tnp.where(below, mid, low), tnp.where(below, up, mid)
 
     _, low, up = while_loop(unconverged, halve, (tnp.zeros((), dtypes.int32), lower, upper))
-    return 0.5 * (low + up)
+    return tnp.where(t_norm > 0, 0.5 * (low + up), 0.0)   # (the zero matrix's: exactly 0, not the slack's halving)
 
 
 def _solve_shifted(d: Tensor, e: Tensor, w: Tensor, b: Tensor, tiny: Tensor) -> Tensor:
@@ -177,16 +180,19 @@ def _start(n: int, k: int, dtype: object) -> Tensor:
 
 def tridiagonal_vectors(d: Tensor, e: Tensor, w: Tensor) -> Tensor:
     """The eigenvectors (..., n, k) of the tridiagonal matrix (d, e) for its eigenvalues w (..., k), ascending:
-    inverse iteration, two solves from fixed pseudo-random vectors, then a QR of the k vectors (see the module)."""
+    inverse iteration, two solves from fixed pseudo-random vectors, each followed by a QR of the k vectors (see the
+    module)."""
     from tgfx.scipy._decomp import qr_factor
     n, k = d.shape[-1], w.shape[-1]
     info = _info(d)
     t_norm = tnp.max(tnp.abs(d), axis=-1) + (2 * tnp.max(tnp.abs(e), axis=-1) if n > 1 else 0.0)
     tiny = (float(info.eps) * tnp.where(t_norm > 0, t_norm, 1.0))[..., None]
     x = tnp.broadcast_to(_start(n, k, d.dtype), d.shape[:-1] + (n, k))
-    for _ in range(2):
-        x = _normalized(_solve_shifted(d, e, w, x, tiny))
-    return qr_factor(x, complete=False)[0]
+    for _ in range(2):   # orthonormalised after each solve (dstein's reorthogonalisation, all clusters at once): a
+        # cluster's vectors all grow towards its nearest eigenvectors, and a QR only at the end left its basis
+        # mixed with rounding noise from outside the subspace (a 6-fold singular value: residual 1e-4, now 5e-7)
+        x = qr_factor(_normalized(_solve_shifted(d, e, w, x, tiny)), complete=False)[0]
+    return x
 
 
 def householder_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
@@ -198,3 +204,56 @@ def householder_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
     if not vectors:
         return w * c[..., 0], None
     return w * c[..., 0], _apply_reflectors(vs, taus, tridiagonal_vectors(d, e, w))
+
+
+# ---- the SVD through a bidiagonal matrix ----
+def bidiagonalize(a: Tensor) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
+    """(d, e, (vs, taus), (us, sigmas)) with a = Q_L B Q_R^T, B upper bidiagonal with diagonal d (..., n) and
+    superdiagonal e (..., n - 1) (LAPACK's gebd2): Q_L = H_0 ... H_{n-1}, H_k = I - tau_k v_k v_k^T (v_k zero above
+    row k) from the left, Q_R = G_0 ... G_{n-3}, G_k = I - sigma_k u_k u_k^T (u_k zero left of column k + 1) from the
+    right (G_{n-2}, G_{n-1}: I). `a` (..., m, n), m >= n >= 2; one scan step a column and row."""
+    m, n = a.shape[-2:]
+    rows, cols = _index(m), _index(n)
+
+    def reflector(x: Tensor, at: Tensor, past: Tensor, on: Tensor | bool) -> tuple[Tensor, Tensor, Tensor]:
+        """(v, tau, beta) of the reflector taking x's entries at `at` and `past` it (`past`) to (beta, 0, ...)."""
+        alpha = tnp.sum(tnp.where(at, x, 0.0), axis=-1)
+        below = tnp.where(past, x, 0.0)
+        sigma = tnp.sum(below * below, axis=-1)
+        norm = tnp.sqrt(alpha * alpha + sigma)
+        beta = tnp.where(alpha >= 0, -norm, norm)
+        reflect = (sigma > 0) & on
+        tau = tnp.where(reflect, (beta - alpha) / tnp.where(reflect, beta, 1.0), 0.0)
+        v = tnp.where(at, 1.0, below * (1.0 / tnp.where(reflect, alpha - beta, 1.0))[..., None])
+        return v, tau, tnp.where(reflect, beta, alpha)
+
+    def step(a: Tensor, k: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+        v, tau, d = reflector(_col(a, cols == k), rows == k, rows > k, True)
+        a = a - v[..., :, None] * (tau[..., None] * tnp.matmul(v[..., None, :], a)[..., 0, :])[..., None, :]
+        row = tnp.sum(tnp.where((rows == k)[:, None], a, 0.0), axis=-2)                   # (..., n): row k
+        u, sigma, e = reflector(row, cols == k + 1, cols > k + 1, k < n - 2)
+        a = a - (sigma[..., None] * tnp.matmul(a, u[..., :, None])[..., 0])[..., :, None] * u[..., None, :]
+        return a, (v, tau, u, sigma, d, e)
+
+    _, (vs, taus, us, sigmas, d, e) = scan(step, a, _index(n))
+    return tnp.moveaxis(d, 0, -1), tnp.moveaxis(e, 0, -1)[..., : n - 1], (vs, taus), (us, sigmas)
+
+
+def bidiagonal_svd(a: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
+    """(s, V) of a (..., m, n), m >= n >= 2: s (..., n) descending, V's columns (..., n, n) the right singular
+    vectors (None unless `vectors`). The singular values of the bidiagonal B are the n non-negative eigenvalues of
+    its Golub-Kahan matrix, the 2n x 2n tridiagonal with zero diagonal and off-diagonal (d_0, e_0, d_1, ..., d_{n-1}),
+    by bisection; its eigenvectors interleave B's right and left singular vectors (v_0, u_0, v_1, u_1, ...), by
+    inverse iteration (LAPACK's bdsvdx). V = Q_R times B's, orthonormalised."""
+    from tgfx.scipy._decomp import _apply_reflectors, qr_factor
+    n = a.shape[-1]
+    d, e, _, (us, sigmas) = bidiagonalize(a)
+    off = tnp.stack([d[..., :-1], e], axis=-1).reshape(d.shape[:-1] + (2 * n - 2,))
+    off = tnp.concatenate([off, d[..., -1:]], axis=-1)                                 # (..., 2n - 1)
+    zero = tnp.zeros(d.shape[:-1] + (2 * n,), d.dtype)
+    s = bisect(zero, off, n, n)                                                       # ascending, >= 0
+    if not vectors:
+        return tnp.flip(tnp.maximum(s, 0.0), axis=-1), None
+    z = tridiagonal_vectors(zero, off, s)                                             # (..., 2n, n)
+    vb = qr_factor(z.reshape(z.shape[:-2] + (n, 2, n))[..., :, 0, :], complete=False)[0]
+    return tnp.flip(tnp.maximum(s, 0.0), axis=-1), tnp.flip(_apply_reflectors(us, sigmas, vb), axis=-1)
