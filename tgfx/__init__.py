@@ -5,6 +5,7 @@ from tgfx import dtypes as _dtypes_module  # noqa: F401
 from tgfx import lax as lax
 from tgfx import nn as nn
 from tgfx import numpy as numpy
+from tgfx import ops as ops
 from tgfx import optim as optim
 from tgfx import random as random
 from tgfx import scipy as scipy

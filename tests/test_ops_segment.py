@@ -1,0 +1,75 @@
+"""tg.ops: jax.ops' segment reductions against numpy's ufunc.at, under jit, vmap and grad."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+
+REFS = {"segment_sum": (np.add, 0.0), "segment_prod": (np.multiply, 1.0), "segment_max": (np.maximum, -np.inf),
+        "segment_min": (np.minimum, np.inf)}
+
+
+def reference(name: str, data: np.ndarray, ids: np.ndarray, n: int) -> np.ndarray:
+    ufunc, identity = REFS[name]
+    out = np.full((n,) + data.shape[1:], identity, data.dtype)
+    keep = (ids >= 0) & (ids < n)   # out-of-range ids are dropped, negative ones too
+    ufunc.at(out, ids[keep], data[keep])
+    return out
+
+
+@settings(max_examples=20)
+@given(st.sampled_from(list(REFS)), st.integers(0, 12), st.integers(0, 6), st.sampled_from([(), (3,)]),
+       st.integers(0, 2 ** 16))
+def test_segment_reductions_match_numpy(name: str, rows: int, n: int, tail: tuple[int, ...], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    data = rng.standard_normal((rows,) + tail).astype(np.float32)
+    ids = rng.integers(-2, n + 2, rows).astype(np.int32)    # some out of range, both sides
+    got = getattr(tg.ops, name)(tg.asarray(data), tg.asarray(ids), num_segments=n)
+    np.testing.assert_allclose(got.numpy(), reference(name, data, ids, n), rtol=1e-6)
+
+
+def test_integer_data_empty_segments_hold_the_identity_and_num_segments_defaults_to_the_ids() -> None:
+    data, ids = np.array([[1, 2], [3, 4], [5, 6]], np.int32), np.array([0, 0, 3], np.int32)
+    i32 = np.iinfo(np.int32)
+    np.testing.assert_array_equal(tg.ops.segment_sum(data, ids).numpy(), [[4, 6], [0, 0], [0, 0], [5, 6]])
+    np.testing.assert_array_equal(tg.ops.segment_max(data, ids).numpy()[1], [i32.min] * 2)
+    np.testing.assert_array_equal(tg.ops.segment_min(data, ids).numpy()[2], [i32.max] * 2)
+    np.testing.assert_array_equal(tg.ops.segment_prod(data, ids, num_segments=2).numpy(), [[3, 8], [1, 1]])
+    clipped = tg.ops.segment_sum(np.ones(3, np.float32), np.array([0, 5, -1], np.int32), num_segments=2, mode="clip")
+    np.testing.assert_array_equal(clipped.numpy(), [2.0, 1.0])
+
+
+def test_segment_sum_under_jit_vmap_and_grad() -> None:
+    # a graph network's aggregation: messages of the edges summed into their destination nodes
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((6, 3)).astype(np.float32)
+    src, dst = np.array([0, 1, 2, 3, 4, 5, 1], np.int32), np.array([1, 2, 2, 0, 5, 5, 0], np.int32)
+
+    def layer(h: tg.Tensor) -> tg.Tensor:
+        return tnp.tanh(tg.ops.segment_sum(h[src], dst, num_segments=6))
+    want = np.tanh(reference("segment_sum", h[src], dst, 6))
+    np.testing.assert_allclose(tg.jit(layer)(tg.asarray(h)).numpy(), want, rtol=1e-6)
+    batch = np.stack([h, 2 * h])
+    np.testing.assert_allclose(tg.vmap(layer)(tg.asarray(batch)).numpy(),
+                               np.stack([want, np.tanh(2 * reference("segment_sum", h[src], dst, 6))]), rtol=1e-5)
+    # d/dh sum(segment_sum(h[src])) counts each node's outgoing edges
+    g = tg.grad(lambda h: tg.ops.segment_sum(h[src], dst, num_segments=6).sum())(tg.asarray(h))
+    np.testing.assert_allclose(g.numpy(), np.bincount(src, minlength=6)[:, None] * np.ones((6, 3)))
+    # the maximum's gradient goes to each segment's largest row
+    x = np.array([1.0, 5.0, 2.0, 7.0], np.float32)
+    gm = tg.grad(lambda x: tg.ops.segment_max(x, np.array([0, 0, 1, 1], np.int32), num_segments=2).sum())(
+        tg.asarray(x))
+    np.testing.assert_array_equal(gm.numpy(), [0.0, 1.0, 0.0, 1.0])
+
+
+def test_segment_errors_name_the_argument() -> None:
+    with pytest.raises(TypeError, match="num_segments must be given"):
+        tg.jit(lambda d, i: tg.ops.segment_sum(d, i))(tnp.ones(3), tg.asarray(np.array([0, 1, 1], np.int32)))
+    with pytest.raises(ValueError, match=r"one id per row of data .*shape \(2,\) and data of shape \(3,\)"):
+        tg.ops.segment_sum(tnp.ones(3), np.array([0, 1], np.int32), num_segments=2)
+    with pytest.raises(TypeError, match="segment_ids must be integers, got float32"):
+        tg.ops.segment_sum(tnp.ones(3), tnp.ones(3), num_segments=2)
