@@ -42,7 +42,7 @@ from tgfx.lowering.compile import (
     write_cached,
 )
 from tgfx.lowering.control import merge_saved_loops
-from tgfx.lowering.gather import pm_gather
+from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.inline import check_no_params, inline, walk
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
 from tgfx.lowering.lru import LRU
@@ -173,6 +173,9 @@ def index_level(ast: UOp, pieces: bool = True) -> UOp:
     # a one-hot sum over an indexed axis (a gather) becomes one load at the index, and its index math is simplified
     if (gathered := graph_rewrite(sink, pm_gather, name="gather")) is not sink:
         sink = graph_rewrite(gathered, pm_symbolic, name="symbolic after gather")
+    # a scatter (a one-hot reduce onto the output's rows) becomes a loop over its updates
+    if (scattered := collapse_scatter(sink)) is not sink:
+        sink = graph_rewrite(scattered, pm_symbolic, name="symbolic after scatter")
     # a range read through a division and a remainder is two ranges; contiguous output axes are one loop
     sink = merge_loops(split_ranges(sink))
     if config.SPEC:

@@ -65,6 +65,56 @@ def collapse_onehot(red: UOp) -> UOp | None:
     return None
 
 
+def collapse_scatter(sink: UOp) -> UOp:
+    """A kernel storing a scatter, `out[.., s, ..] = REDUCE(where(e == s & rest, v, identity), i)` with the index e
+    varying along the reduce range i and not along the output range s (`schedule._scatter_reduce` stores each on its
+    own), as one sequential loop over t in [0, n + m) (n outputs along s, m updates): rows t < n are set to the
+    identity, then update t - n reads out[.., e, ..] and stores it combined with v, where it lands (inside the axis
+    and `rest`; elsewhere it stores back what it read). O(n + m) where the reduce compared every output with every
+    update. The loop's range is of kind "scatter": no option splits, reorders or vectorises it (its updates may hit
+    one row twice); the other ranges (a row's features) stay loops."""
+    if len(sink.src) != 1 or (st := sink.src[0]).op is not Ops.STORE or (red := st.src[1]).op is not Ops.REDUCE or \
+            red.arg not in (Ops.ADD, Ops.MAX) or len(red.src) != 2 or (i := red.src[1]).op is not Ops.RANGE or \
+            i.src[0].op is not Ops.CONST:
+        return sink
+    body = red.src[0]
+    if body.op is Ops.WHERE and _is_identity(body.src[2], red.arg):
+        cond, value, ident = body.src
+    elif body.op is Ops.WHERE and red.arg is Ops.MAX and body.src[2].op is Ops.CONST:
+        cond, value, ident = body.src
+    elif red.arg is Ops.MAX and body.dtype == dtypes.bool:
+        cond, value, ident = body, UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)
+    else:
+        return sink
+    index = st.src[0]
+    conds = _conjuncts(cond)
+    outs = [r for r in range_deps(index.src[1]) if r.arg[1] == "loop" and r.src[0].op is Ops.CONST]
+    for k, c in enumerate(conds):
+        for r in outs:
+            e = _matched_index(c, r)
+            rest = [x for j, x in enumerate(conds) if j != k]
+            if e is None or r in range_deps(e) or i not in range_deps(e) or \
+                    any(r in range_deps(x) for x in (*rest, value)):
+                continue
+            n, m = r.src[0].arg, i.src[0].arg
+            # (in the output range's place, outside a row's features: each step reads and writes a row whole)
+            t = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n + m),), (r.arg[0], "scatter"))
+            init = t < n
+            step = {i: init.where(UOp.const(dtypes.index, 0), t - n)}
+            at = e.cast(dtypes.index).substitute(step)
+            lands = (at < n) & (at < 0).ne(True)
+            for x in rest:
+                lands = lands & x.substitute(step)
+            row = init.where(t, lands.where(at, UOp.const(dtypes.index, 0)))
+            ix = index.replace(src=(index.src[0], index.src[1].substitute({r: row})))
+            old = UOp(Ops.LOAD, red.dtype, (ix,))
+            v = value.substitute(step)
+            new = old.alu(Ops.OR, v) if red.dtype == dtypes.bool else UOp(red.arg, red.dtype, (old, v))
+            store = UOp(Ops.STORE, None, (ix, init.where(ident, lands.where(new, old))))
+            return sink.replace(src=(store,))
+    return sink
+
+
 pm_gather = PatternMatcher([
     (UPat(Ops.REDUCE, name="red"), collapse_onehot),
 ])

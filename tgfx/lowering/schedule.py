@@ -17,6 +17,7 @@ from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
 from tgfx.devices import get_device
 from tgfx.devices.target import PAGE_BYTES, STLB_PAGES, TLB_PAGES, host_target
+from tgfx.dtypes import dtypes
 from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -165,6 +166,65 @@ def _is_onehot(u: UOp) -> bool:
     if u.op is Ops.AND:
         return all(_is_onehot(s) for s in u.src)
     return _onehot_index(u) is not None
+
+
+# a one-hot reduce onto this many outputs or more, from as many updates, is a scatter (`gather.collapse_scatter`)
+SCATTER_MIN = 64
+
+
+def _varying(u: UOp) -> set[int]:
+    """The axes along which the value `u` (a broadcast of something smaller, or not) varies: those of the source of
+    its EXPANDs (through reshapes that only add unit axes), all of them when unknown."""
+    full = set(_unit_free(u.shape or ()))
+    if u.op is Ops.EXPAND:
+        src = u.src[0]
+        if src.op is Ops.RESHAPE and _unit_free(src.shape) and \
+                [src.shape[i] for i in _unit_free(src.shape)] == [n for n in src.src[0].shape if n != 1]:
+            return set(_unit_free(src.shape))
+        return set(_unit_free(src.shape)) if len(src.shape) == len(u.shape) else full
+    return full
+
+
+def _scatter_reduce(red: UOp) -> bool:
+    """Whether `red` sums (or maxes) `where(idx == arange, v, identity)` with the index varying along the reduced
+    axes and the arange along an output axis: a scatter (`x.at[idx].add(v)`, jax.ops.segment_sum, the gradient of a
+    gather), onto SCATTER_MIN outputs or more from SCATTER_MIN updates or more. Written as a reduce it compares every
+    output with every update (an embedding table's gradient: vocabulary x tokens x width); stored on its own, its kernel
+    becomes a loop over the updates (`gather.collapse_scatter`)."""
+    def unexpanded(u: UOp) -> UOp:   # (broadcasts of unit axes keep the axes' numbering)
+        while u.op is Ops.EXPAND and len(u.src[0].shape) == len(u.shape):
+            u = u.src[0]
+        return u
+    body = unexpanded(red.src[0])
+    if red.arg[0] not in (Ops.ADD, Ops.MAX):
+        return False
+    if body.op is Ops.WHERE and _view_base(body.src[2]).op is Ops.CONST:
+        cond = body.src[0]
+    elif red.arg[0] is Ops.MAX and body.dtype == dtypes.bool:   # where any update lands
+        cond = body
+    else:
+        return False
+    axes = set(red.arg[1])
+    if prod(red.src[0].shape[a] for a in axes) < SCATTER_MIN:
+        return False
+    conds, stack = [], [unexpanded(cond)]
+    while stack:
+        c = stack.pop()
+        if c.op is Ops.AND and c.dtype == dtypes.bool:
+            stack.extend(unexpanded(x) for x in c.src)
+        else:
+            conds.append(c)
+    for c in conds:
+        if c.op is not Ops.CMPEQ:
+            continue
+        for idx, pos in (c.src, c.src[::-1]):
+            if not _iota_like(pos) or _iota_like(idx):
+                continue
+            along = _varying(pos)
+            if along & axes or prod(c.shape[a] for a in along) < SCATTER_MIN or not axes <= _varying(idx):
+                continue
+            return True
+    return False
 
 
 def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_COST) -> int:
@@ -324,6 +384,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             realize.update(base for x, _ in concat_pieces(u) if (base := copy_source(x)[0]).op is not Ops.BUFFER)
         elif u.op is Ops.CONTIGUOUS and buffer_view(u.src[0]) is None:
             realize.add(u)
+    # scatters are kernels of their own: `gather.collapse_scatter` makes them a loop over their updates
+    realize.update(u for u in order if u.op is Ops.REDUCE_AXIS and _scatter_reduce(u))
     ctx = ScheduleCtx(realize)
     changed = True
     while changed:
