@@ -648,3 +648,26 @@ def test_pack_signatures_are_interned_so_shared_graphs_stay_small():
     f = lambda s: tnp.exp(tgfx.random.normal(k, (50,)) * s).sum()  # noqa: E731
     np.testing.assert_allclose(tgfx.jit(tgfx.grad(f))(Tensor(np.float32(0.5))).numpy(),
                                tgfx.grad(f)(Tensor(np.float32(0.5))).numpy(), rtol=1e-6)
+
+
+def test_a_loops_arange_operand_is_stored_as_its_own_copy_and_no_loop_is_duplicated():
+    # schedule._stored_aranges_apart: a scan over an arange (a blocked factorisation's block numbers) reads it
+    # through a CONTIGUOUS copy, so the arange stays an arange for the graph's other uses; two loops, the second
+    # reading the first's result, stay two (rebuilt from a map of the old loops, the first was kept beside its copy:
+    # the GP step ran its Cholesky panels twice)
+    from tgfx.lowering.inline import walk
+    from tgfx.lowering.schedule import _stored_aranges_apart
+    steps = tnp.arange(4, dtype=tgfx.dtypes.float32)
+    x = Tensor(np.ones(8, np.float32))
+    a, _ = tgfx.lax.scan(lambda c, s: (c + s, None), x, steps)
+    b, _ = tgfx.lax.scan(lambda c, s: (c * 2 + s, None), a, steps)
+    out = _stored_aranges_apart([(b + steps.sum()).uop])
+    loops = [u for u in walk(UOp(Ops.SINK, None, tuple(out))) if u.op is Ops.LOOP]
+    assert len(loops) == 2
+    assert all(any(s.op is Ops.CONTIGUOUS for s in u.src[1:]) for u in loops)
+    ref = np.ones(8, np.float32)
+    for s in range(4):
+        ref = ref + s
+    for s in range(4):
+        ref = ref * 2 + s
+    np.testing.assert_allclose((b + steps.sum()).numpy(), ref + 6)

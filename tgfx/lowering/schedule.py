@@ -349,17 +349,21 @@ def _stored_aranges_apart(roots: list[UOp]) -> list[UOp]:
     only while it sees the positions it compares with (`gather.py`). A permutation's first round gathers from the
     arange that its sort's loop also reads; stored, every output was compared with every position (60,000 of them:
     a 14 GB buffer)."""
-    bodied = [u for u in walk(UOp(Ops.SINK, None, tuple(roots))) if u.op in BODIED]
-    mapping = {}
-    for u in bodied:
-        nb = n_bodies(u)
-        ops = tuple(UOp(Ops.CONTIGUOUS, a.dtype, (a,)) if buffer_view(a) is None and _iota_like(a) else a
-                    for a in u.src[nb:])
-        if ops != u.src[nb:]:
-            mapping[u] = u.replace(src=(*u.src[:nb], *ops))
-    if not mapping:
+    sink = UOp(Ops.SINK, None, tuple(roots))
+    nodes = walk(sink)
+    if not any(u.op in BODIED and any(_iota_like(a) for a in u.src[n_bodies(u):]) for u in nodes):
         return roots
-    return list(UOp(Ops.SINK, None, tuple(roots)).substitute(mapping).src)
+    # rebuilt sources first, one pass in graph order: a loop reading another's results is rebuilt once, on the new
+    # one (a substitution by a map of loops rebuilt from their old sources kept both: twice the loops)
+    new: dict[UOp, UOp] = {}
+    for u in nodes:
+        nb = n_bodies(u) if u.op in BODIED else 0
+        ops = tuple(new.get(a, a) for a in u.src[nb:])
+        if u.op in BODIED:
+            ops = tuple(UOp(Ops.CONTIGUOUS, a.dtype, (a,)) if buffer_view(a) is None and _iota_like(a) else a
+                        for a in ops)
+        new[u] = u if ops == u.src[nb:] else u.replace(src=(*u.src[:nb], *ops))
+    return list(new[sink].src)
 
 
 def find_realizes(roots: list[UOp]) -> set[UOp]:
