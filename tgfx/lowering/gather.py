@@ -80,7 +80,8 @@ def collapse_scatter(sink: UOp) -> UOp:
     body = red.src[0]
     if body.op is Ops.WHERE and _is_identity(body.src[2], red.arg):
         cond, value, ident = body.src
-    elif body.op is Ops.WHERE and red.arg is Ops.MAX and body.src[2].op is Ops.CONST:
+    elif body.op is Ops.WHERE and red.arg is Ops.MAX and body.src[2].op is Ops.CONST and \
+            body.src[2].arg <= body.src[1].vmin:   # (below every value: -inf, the smallest int, -1 below positions)
         cond, value, ident = body.src
     elif red.arg is Ops.MAX and body.dtype == dtypes.bool:
         cond, value, ident = body, UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)
