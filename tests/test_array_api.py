@@ -487,6 +487,25 @@ def test_searchsorted_nan_and_jit() -> None:
     assert tnp.searchsorted(a, v).tolist() == np.searchsorted(a, v).tolist()
 
 
+@settings(max_examples=10)
+@given(st.integers(64, 700), st.sampled_from(["left", "right"]), st.booleans(), st.integers(0, 2 ** 16))
+def test_searchsorted_by_halving_a_long_sorted_array(n: int, side: str, nans: bool, seed: int) -> None:
+    # from SEARCH_BISECT elements on: a binary search (log2 n loads a query), numpy's answers with ties, NaNs
+    # (last) and queries outside the range; under jit and vmap too
+    from tgfx.numpy._data_dependent import SEARCH_BISECT
+    assert n >= SEARCH_BISECT
+    rng = np.random.default_rng(seed)
+    a = np.sort(np.round(rng.standard_normal(n) * 4).astype(np.float32))
+    if nans:
+        a[-3:] = np.nan
+    v = np.round(rng.standard_normal((5, 40)) * 6).astype(np.float32)
+    v[0, :3] = [np.nan, -np.inf, np.inf]
+    want = np.searchsorted(a, v, side)
+    assert tnp.searchsorted(tg.asarray(a), tg.asarray(v), side=side).tolist() == want.tolist()
+    f = tg.jit(tg.vmap(lambda q: tnp.searchsorted(tg.asarray(a), q, side=side)))
+    assert f(tg.asarray(v)).tolist() == want.tolist()
+
+
 # ---- the linalg extension's names that need no factorisation ----
 @pytest.mark.x64
 def test_linalg_extension_names() -> None:
