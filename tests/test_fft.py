@@ -218,3 +218,16 @@ def test_quarter_turn_twiddles_are_exact() -> None:
     x = np.arange(4.0, dtype=np.float32)
     np.testing.assert_array_equal(tnp.fft.fft(x).numpy(), np.fft.fft(x).astype(np.complex64))
     np.testing.assert_array_equal(tnp.fft.ifft(tnp.fft.fft(x)).numpy(), x.astype(np.complex64))
+
+
+def test_an_eager_transform_replays_its_traced_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    # fft's stages are a cached traced function: a second eager transform of the same signature builds no stage
+    import tgfx.numpy.fft as F
+    built = []
+    cooley_tukey = F._cooley_tukey
+    monkeypatch.setattr(F, "_cooley_tukey", lambda *a: (built.append(1), cooley_tukey(*a))[1])
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.standard_normal((4, 256)).astype(np.float32)
+        np.testing.assert_allclose(tnp.fft.rfft(tg.asarray(x)).numpy(), np.fft.rfft(x), rtol=1e-4, atol=1e-3)
+    assert len(built) == 1
