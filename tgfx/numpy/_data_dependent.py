@@ -151,7 +151,8 @@ def _unique_device(x: Tensor, size: int, fill_value: ArrayLike | None) -> Unique
     values = valid.where(srt[first], fill).astype(x.dtype)
     idx = _index_dtype()
     indices = valid.where(perm[first], perm[0]).astype(idx)
-    counts = rd.sum((run.reshape(1, n) == _iota(size).reshape(size, 1)).astype(dtypes.int32), axis=1).astype(idx)
+    # (a scatter-add of ones: a loop over the elements, where comparing every slot with every element was size x n)
+    counts = Tensor.full((size,), 0, dtypes.int32).at[run].add(1).astype(idx)
     inverse = Tensor.full((n,), 0, dtypes.int32).at[perm].set(run).astype(idx).reshape(x.shape)
     return UniqueAllResult(values, indices, inverse, counts)
 
