@@ -198,6 +198,27 @@ def test_eigh_of_a_larger_matrix_matches_numpy(b: tuple[int, ...], n: int, uplo:
     assert_orthonormal_columns(v.numpy(), 4 * n * EPS32)
 
 
+def test_eigh_of_a_batch_of_large_clusters() -> None:
+    # two 62 x 62 matrices with 4 eigenvalues each repeated 15-16 times: nearly split tridiagonal matrices whose
+    # clusters needed more than two inverse iterations (with two: residual 45 n eps ||a||); drawn as a fuzz run drew
+    # them (the first matrices' draws are skipped)
+    g = rng(1)
+    for trial in range(3):
+        n, b = int(g.integers(12, 70)), [(), (2,)][trial % 2]
+        g.standard_normal(b + (n, n))
+        g.standard_normal(b + (int(g.integers(12, 60)), int(g.integers(12, 60))))
+    n = int(g.integers(12, 70))
+    q, _ = np.linalg.qr(g.standard_normal((2, n, n)))
+    values = np.repeat(g.standard_normal(4), (n + 3) // 4)[:n]
+    a = f32((q * values[None, None, :]) @ mT(q))
+    w, v = L.eigh(tg.asarray(a))
+    tol = bound(a)
+    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(a.astype(np.float64)), atol=tol)
+    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=tol)
+    assert_orthonormal_columns(v.numpy(), 4 * n * EPS32)
+
+
 @pytest.mark.x64
 def test_eigh_of_a_larger_matrix_is_differentiable() -> None:
     # the same backward (JAX's rule on w and V) whichever way the forward went, in float64

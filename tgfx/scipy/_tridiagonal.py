@@ -8,8 +8,9 @@ matrices past a dozen rows and for `eigh_tridiagonal`'s vectors. Real float32 / 
 - The eigenvalues of T: bisection of all of them at once on Sturm counts (dstebz; one scan over T's rows a halving,
   vectorised over the eigenvalues), to an absolute width of eps ||T||.
 - The eigenvectors of T: inverse iteration (dstein) from fixed pseudo-random vectors, all eigenvalues at once: two
-  solves of (T - w_j I) y = x by Gaussian elimination with partial pivoting (a zero pivot replaced by eps ||T||),
-  the vectors orthonormalised by a Householder QR after each. An isolated eigenvalue's vector is its eigenvector
+  solves of (T - w_j I) y = x by Gaussian elimination with partial pivoting (a zero pivot replaced by eps ||T||;
+  off-diagonal entries below LAPACK's splitting bound zero), the vectors orthonormalised by a Householder QR after
+  each, and up to two more while a residual is above n eps ||T|| (large clusters of a nearly split T). An isolated eigenvalue's vector is its eigenvector
   after the first solve; a cluster's (a repeated eigenvalue) start in different directions and end as an
   orthonormal basis of its invariant subspace.
 - A's eigenvectors: the reflectors applied to T's (`_apply_reflectors`, a reverse scan).
@@ -188,11 +189,35 @@ def tridiagonal_vectors(d: Tensor, e: Tensor, w: Tensor) -> Tensor:
     t_norm = tnp.max(tnp.abs(d), axis=-1) + (2 * tnp.max(tnp.abs(e), axis=-1) if n > 1 else 0.0)
     tiny = (float(info.eps) * tnp.where(t_norm > 0, t_norm, 1.0))[..., None]
     x = tnp.broadcast_to(_start(n, k, d.dtype), d.shape[:-1] + (n, k))
-    for _ in range(2):   # orthonormalised after each solve (dstein's reorthogonalisation, all clusters at once): a
-        # cluster's vectors all grow towards its nearest eigenvectors, and a QR only at the end left its basis
-        # mixed with rounding noise from outside the subspace (a 6-fold singular value: residual 1e-4, now 5e-7)
-        x = qr_factor(_normalized(_solve_shifted(d, e, w, x, tiny)), complete=False)[0]
-    return x
+    if n > 1:   # off-diagonal entries below eps (|d_i| + |d_i+1|) split T (LAPACK's criterion): zero, exactly
+        e = tnp.where(tnp.abs(e) <= float(info.eps) * (tnp.abs(d[..., :-1]) + tnp.abs(d[..., 1:])), 0.0, e)
+    def iterate(x: Tensor) -> Tensor:
+        # orthonormalised after each solve (dstein's reorthogonalisation, all clusters at once): a cluster's vectors
+        # all grow towards its nearest eigenvectors, and a QR only at the end left its basis mixed with rounding noise
+        # from outside the subspace (a 6-fold singular value: residual 1e-4, now 5e-7)
+        return qr_factor(_normalized(_solve_shifted(d, e, w, x, tiny)), complete=False)[0]
+
+    def residual(x: Tensor) -> Tensor:   # max |T x_j - w_j x_j| over the batch, a tridiagonal product
+        r = d[..., :, None] * x - w[..., None, :] * x
+        if n > 1:
+            r = r + tnp.concatenate([e[..., :, None] * x[..., 1:, :], tnp.zeros_like(x[..., :1, :])], axis=-2) + \
+                tnp.concatenate([tnp.zeros_like(x[..., :1, :]), e[..., :, None] * x[..., :-1, :]], axis=-2)
+        return tnp.max(tnp.abs(r) / tnp.where(t_norm > 0, t_norm, 1.0)[..., None, None])
+
+    # two iterations, then up to MORE_ITERATIONS more while some vector's residual is above RESIDUAL_ULPS n eps ||T||
+    # (large clusters of a nearly split T: a 16-fold eigenvalue of a 62 x 62 matrix needed a third)
+    x = iterate(iterate(x))
+    bound = RESIDUAL_ULPS * n * float(info.eps)
+
+    def more(state: tuple[Tensor, Tensor]) -> Tensor:
+        x, i = state
+        return (i < MORE_ITERATIONS) & (residual(x) > bound)
+
+    return while_loop(more, lambda st: (iterate(st[0]), st[1] + 1), (x, tnp.zeros((), dtypes.int32)))[0]
+
+
+RESIDUAL_ULPS = 1.0   # inverse iteration stops once every vector's residual is below this many n eps ||T||
+MORE_ITERATIONS = 2   # ... or after this many more than two
 
 
 def householder_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
