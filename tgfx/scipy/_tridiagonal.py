@@ -10,9 +10,9 @@ matrices past a dozen rows and for `eigh_tridiagonal`'s vectors. Real float32 / 
 - The eigenvectors of T: inverse iteration (dstein) from fixed pseudo-random vectors, all eigenvalues at once: two
   solves of (T - w_j I) y = x by Gaussian elimination with partial pivoting (a zero pivot replaced by eps ||T||;
   off-diagonal entries below LAPACK's splitting bound zero), the vectors orthonormalised by a Householder QR after
-  each, and up to two more while a residual is above n eps ||T|| (large clusters of a nearly split T). An isolated eigenvalue's vector is its eigenvector
-  after the first solve; a cluster's (a repeated eigenvalue) start in different directions and end as an
-  orthonormal basis of its invariant subspace.
+  each, and up to two more while a residual is above n eps ||T|| (large clusters of a nearly split T). An isolated
+  eigenvalue's vector is its eigenvector after the first solve; a cluster's (a repeated eigenvalue) start in
+  different directions and end as an orthonormal basis of its invariant subspace.
 - A's eigenvectors: the reflectors applied to T's (`_apply_reflectors`, a reverse scan).
 - The SVD (`bidiagonal_svd`): Householder bidiagonalisation (gebd2), then the singular values as the non-negative
   eigenvalues of the bidiagonal's Golub-Kahan tridiagonal matrix and the right vectors from its eigenvectors, by the
