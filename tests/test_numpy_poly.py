@@ -1,5 +1,7 @@
 """Polynomials, 1-d signals, set operations, lexsort/partition and the axis-application functions of tgfx.numpy
 (tgfx/numpy/_poly.py) against numpy, under jit and vmap, their gradients, and their error messages."""
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -146,6 +148,31 @@ def test_unique_matches_numpy(v: np.ndarray, with_nan: bool) -> None:
     vals, counts = tnp.unique(x, return_counts=True, size=8, fill_value=-7)
     np.testing.assert_array_equal(np.asarray(vals), np.concatenate([want[0], [-7] * pad]))
     same(counts, np.concatenate([want[3], [0] * pad]).astype(np.int32))
+
+
+def test_an_eager_unique_with_size_sorts_once() -> None:
+    # its body is one cached traced function: an eager graph cut 32 ops deep sorted again in each later piece
+    # (four network sorts for one unique); now as many runs of the sort's kernels as one argsort, and numpy's values
+    from collections import Counter
+
+    from tgfx.devices import get_device
+    dev = get_device("CPU:0")
+    v = np.random.default_rng(0).integers(0, 50, 3000).astype(np.int32)
+    x = tg.asarray(v)
+
+    def kernels(f: Callable[[], tg.Tensor]) -> Counter:
+        f().block_until_ready()
+        dev.synchronize()
+        dev.clear_profile()
+        f().block_until_ready()
+        dev.synchronize()
+        return Counter(e.name for e in dev.profile_events if e.name != "copy")
+    sort = kernels(lambda: tnp.argsort(x))
+    unique = kernels(lambda: tnp.unique(x, size=60))
+    step = max(sort, key=sort.get)   # the network's pass
+    assert unique[step] == sort[step]
+    want = np.unique(v)
+    np.testing.assert_array_equal(tnp.unique(x, size=60).numpy(), np.concatenate([want, [want[0]] * (60 - want.size)]))
 
 
 def test_unique_equal_nan_false_and_default_fill() -> None:

@@ -157,6 +157,12 @@ def _unique_device(x: Tensor, size: int, fill_value: ArrayLike | None) -> Unique
     return UniqueAllResult(values, indices, inverse, counts)
 
 
+# eagerly, one traced body per signature: the sort, its runs and slots are one schedule's replay. As an eager graph
+# it was cut every 32 ops, and each later piece sorted again (a value computed from a function's result is no
+# sibling): four sorts for one unique (1e5 ints: 99 ms a call)
+_unique_device_traced = function(_unique_device, cache=True)
+
+
 def _shift(srt: Tensor) -> Tensor:
     """srt moved one place later; its first slot repeats the first value (slot 0 is a start anyway)."""
     from tgfx.numpy._movement import concatenate
@@ -169,7 +175,7 @@ def _unique(x: ArrayLike, size: int | None, fill_value: ArrayLike | None, fn: st
         return _unique_host(t, fn)
     if int(size) < 1:
         raise ValueError(f"{fn}: size must be positive, got {size}")
-    return _unique_device(t, int(size), fill_value)
+    return _unique_device_traced(t, int(size), fill_value)
 
 
 def unique_all(x: ArrayLike, /, *, size: int | None = None, fill_value: ArrayLike | None = None) -> UniqueAllResult:
