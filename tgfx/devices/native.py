@@ -1088,15 +1088,19 @@ exit:
 
 def _invariant_tsc() -> bool:
     """Whether the profile events can use the x86 time-stamp counter: it ticks at one rate whatever the core's
-    frequency or sleep state (`constant_tsc` and `nonstop_tsc` in /proc/cpuinfo)."""
+    frequency or sleep state (`constant_tsc` and `nonstop_tsc` in /proc/cpuinfo), and the kernel keeps its own clock
+    on it (the clocksource `tsc`: it found the cores' counters in step, so a packet's two stamps may come from two
+    cores)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            source = f.read().strip()
     except OSError:
         return False
-    return "constant_tsc" in flags and "nonstop_tsc" in flags
+    return "constant_tsc" in flags and "nonstop_tsc" in flags and source == "tsc"
 
 
 STAMPS_ARE_TICKS = _invariant_tsc()
