@@ -64,6 +64,28 @@ def assert_orthonormal_columns(q: np.ndarray, tol: float) -> None:
 
 ORTHO_TOL = 8 * 8 * EPS32   # |Q^T Q - I| for the sizes here (n <= 8)
 
+
+def assert_eigh(a: np.ndarray, w: tg.Tensor, v: tg.Tensor, ortho: float) -> None:
+    """w numpy's eigenvalues of the symmetric a and a v = v diag(w), both within bound(a); v orthonormal within
+    `ortho`."""
+    tol = max(bound(a), 1e-30)
+    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(a.astype(np.float64)), atol=tol)
+    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=tol)
+    assert_orthonormal_columns(v.numpy(), ortho)
+
+
+def assert_svd(a: np.ndarray, u: tg.Tensor, s: tg.Tensor, vh: tg.Tensor, ortho: float) -> None:
+    """s numpy's singular values and U S V^T = a, both within bound(a); U's and V's columns orthonormal within
+    `ortho`."""
+    tol = max(bound(a), 1e-30)
+    np.testing.assert_allclose(s.numpy(), np.linalg.svd(a.astype(np.float64), compute_uv=False), atol=tol)
+    k = s.shape[-1]
+    un, vn = u.numpy()[..., :k].astype(np.float64), vh.numpy()[..., :k, :].astype(np.float64)
+    np.testing.assert_allclose((un * s.numpy()[..., None, :]) @ vn, a, atol=tol)
+    assert_orthonormal_columns(u.numpy(), ortho)
+    assert_orthonormal_columns(mT(vh.numpy()), ortho)
+
 # a few sizes, so that examples and tests share compiled kernels (shapes are static: each new one compiles)
 batch = st.sampled_from([(), (2,)])
 side = st.sampled_from([1, 3, 4])
@@ -98,13 +120,9 @@ def test_eigh_matches_numpy(b: tuple[int, ...], n: int, uplo: str, seed: int) ->
     a = f32(x + mT(x))
     junk = np.triu(np.full((n, n), np.nan), 1) if uplo == "L" else np.tril(np.full((n, n), np.nan), -1)
     w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo)     # the other triangle is not read
-    ref = np.linalg.eigvalsh(a.astype(np.float64))
-    tol = bound(a)
-    np.testing.assert_allclose(w.numpy(), ref, atol=tol)
-    np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), ref, atol=tol)
-    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
-    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=tol)
-    assert_orthonormal_columns(v.numpy(), ORTHO_TOL)
+    assert_eigh(a, w, v, ORTHO_TOL)
+    np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), np.linalg.eigvalsh(a.astype(np.float64)),
+                               atol=bound(a))
 
 
 @settings(max_examples=5)
@@ -114,15 +132,9 @@ def test_svd_matches_numpy(b: tuple[int, ...], m: int, n: int, full: bool, seed:
     u, s, vh = L.svd(tg.asarray(a), full_matrices=full)
     ref_u, ref_s, ref_vh = np.linalg.svd(a.astype(np.float64), full_matrices=full)
     assert (u.shape, s.shape, vh.shape) == (ref_u.shape, ref_s.shape, ref_vh.shape)
-    tol = bound(a)
-    np.testing.assert_allclose(s.numpy(), ref_s, atol=tol)
-    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), ref_s, atol=tol)
-    np.testing.assert_allclose(L.svd(tg.asarray(a), compute_uv=False).numpy(), ref_s, atol=tol)
-    k = min(m, n)
-    un, vn = u.numpy()[..., :k].astype(np.float64), vh.numpy()[..., :k, :].astype(np.float64)
-    np.testing.assert_allclose((un * s.numpy()[..., None, :]) @ vn, a, atol=tol)
-    assert_orthonormal_columns(u.numpy(), ORTHO_TOL)
-    assert_orthonormal_columns(mT(vh.numpy()), ORTHO_TOL)
+    assert_svd(a, u, s, vh, ORTHO_TOL)
+    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), ref_s, atol=bound(a))
+    np.testing.assert_allclose(L.svd(tg.asarray(a), compute_uv=False).numpy(), ref_s, atol=bound(a))
 
 
 @settings(max_examples=5)
@@ -170,12 +182,8 @@ DEGENERATE_SYMMETRIC = {
 def test_eigh_degenerate_and_ill_conditioned(name: str) -> None:
     a = f32(DEGENERATE_SYMMETRIC[name])
     w, v = L.eigh(tg.asarray(a))
-    tol = max(bound(a), 1e-30)
-    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(a.astype(np.float64)), atol=tol)
+    assert_eigh(a, w, v, max(ORTHO_TOL, 4 * a.shape[-1] * EPS32))
     assert np.all(np.diff(w.numpy()) >= 0), "ascending, as numpy"
-    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
-    np.testing.assert_allclose(a @ vn, vn * wn, atol=tol)
-    assert_orthonormal_columns(v.numpy(), max(ORTHO_TOL, 4 * a.shape[-1] * EPS32))
 
 
 # ---- past HOUSEHOLDER_MIN rows: a tridiagonal matrix, bisection and inverse iteration ----
@@ -189,13 +197,9 @@ def test_eigh_of_a_larger_matrix_matches_numpy(b: tuple[int, ...], n: int, uplo:
     a = f32(x + mT(x))
     junk = np.triu(np.full((n, n), np.nan), 1) if uplo == "L" else np.tril(np.full((n, n), np.nan), -1)
     w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo)
-    ref = np.linalg.eigvalsh(a.astype(np.float64))
-    tol = bound(a)
-    np.testing.assert_allclose(w.numpy(), ref, atol=tol)
-    np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), ref, atol=tol)
-    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
-    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=tol)
-    assert_orthonormal_columns(v.numpy(), 4 * n * EPS32)
+    assert_eigh(a, w, v, 4 * n * EPS32)
+    np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), np.linalg.eigvalsh(a.astype(np.float64)),
+                               atol=bound(a))
 
 
 def test_eigh_of_a_batch_of_large_clusters() -> None:
@@ -212,11 +216,7 @@ def test_eigh_of_a_batch_of_large_clusters() -> None:
     values = np.repeat(g.standard_normal(4), (n + 3) // 4)[:n]
     a = f32((q * values[None, None, :]) @ mT(q))
     w, v = L.eigh(tg.asarray(a))
-    tol = bound(a)
-    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(a.astype(np.float64)), atol=tol)
-    wn, vn = w.numpy().astype(np.float64), v.numpy().astype(np.float64)
-    np.testing.assert_allclose(a @ vn, vn * wn[..., None, :], atol=tol)
-    assert_orthonormal_columns(v.numpy(), 4 * n * EPS32)
+    assert_eigh(a, w, v, 4 * n * EPS32)
 
 
 @pytest.mark.x64
@@ -248,37 +248,8 @@ def test_svd_of_a_larger_matrix_matches_numpy(b: tuple[int, ...], mn: tuple[int,
     u, s, vh = L.svd(tg.asarray(a), full_matrices=full)
     ref_u, ref_s, ref_vh = np.linalg.svd(a.astype(np.float64), full_matrices=full)
     assert (u.shape, s.shape, vh.shape) == (ref_u.shape, ref_s.shape, ref_vh.shape)
-    tol = bound(a)
-    np.testing.assert_allclose(s.numpy(), ref_s, atol=tol)
-    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), ref_s, atol=tol)
-    k = min(m, n)
-    un, vn = u.numpy()[..., :k].astype(np.float64), vh.numpy()[..., :k, :].astype(np.float64)
-    np.testing.assert_allclose((un * s.numpy()[..., None, :]) @ vn, a, atol=tol)
-    assert_orthonormal_columns(u.numpy(), 4 * max(m, n) * EPS32)
-    assert_orthonormal_columns(mT(vh.numpy()), 4 * max(m, n) * EPS32)
-
-
-DEGENERATE_GENERAL_LARGER = {
-    "rank_3_of_20x14": rng(12).standard_normal((20, 3)) @ rng(13).standard_normal((3, 14)),
-    "zero": np.zeros((14, 16)),
-    "repeated": with_spectrum([2.0] * 6 + [1.0] * 6 + [0.5] * 4, seed=14, cols=16),
-    "ill_conditioned": with_spectrum(list(np.logspace(0, -6, 14)), seed=15, cols=18).T,
-    "identity": np.eye(13),
-}
-
-
-@pytest.mark.parametrize("name", DEGENERATE_GENERAL_LARGER)
-def test_svd_of_a_larger_degenerate_matrix(name: str) -> None:
-    a = f32(DEGENERATE_GENERAL_LARGER[name])
-    u, s, vh = L.svd(tg.asarray(a), full_matrices=False)
-    tol = max(bound(a), 1e-30)
-    np.testing.assert_allclose(s.numpy(), np.linalg.svd(a.astype(np.float64), compute_uv=False), atol=tol)
-    assert np.all(np.diff(s.numpy()) <= 0), "descending, as numpy"
-    recon = (u.numpy().astype(np.float64) * s.numpy()) @ vh.numpy().astype(np.float64)
-    np.testing.assert_allclose(recon, a, atol=tol)
-    assert_orthonormal_columns(u.numpy(), 4 * max(a.shape) * EPS32)
-    assert_orthonormal_columns(mT(vh.numpy()), 4 * max(a.shape) * EPS32)
-    assert L.matrix_rank(tg.asarray(a)).item() == np.linalg.matrix_rank(a)
+    assert_svd(a, u, s, vh, 4 * max(m, n) * EPS32)
+    np.testing.assert_allclose(L.svdvals(tg.asarray(a)).numpy(), ref_s, atol=bound(a))
 
 
 DEGENERATE_GENERAL = {
@@ -288,26 +259,27 @@ DEGENERATE_GENERAL = {
     "ill_conditioned": with_spectrum(list(np.logspace(0, -6, 5)), seed=6, cols=7).T,     # 7 x 5, cond 1e6
     "repeated": with_spectrum([2.0, 2.0, 2.0, 1.0], seed=7, cols=4),
     "zero_column": np.concatenate([rng(3).standard_normal((4, 2)), np.zeros((4, 1))], axis=1),
+    # past HOUSEHOLDER_MIN columns: V through a bidiagonal matrix
+    "rank_3_of_20x14": rng(12).standard_normal((20, 3)) @ rng(13).standard_normal((3, 14)),
+    "zero_14x16": np.zeros((14, 16)),
+    "repeated_16": with_spectrum([2.0] * 6 + [1.0] * 6 + [0.5] * 4, seed=14, cols=16),
+    "ill_conditioned_18x14": with_spectrum(list(np.logspace(0, -6, 14)), seed=15, cols=18).T,
+    "identity_13": np.eye(13),
 }
 
 
 @pytest.mark.parametrize("name", DEGENERATE_GENERAL)
 def test_svd_and_qr_degenerate_and_ill_conditioned(name: str) -> None:
     a = f32(DEGENERATE_GENERAL[name])
-    a64 = a.astype(np.float64)
-    tol = max(bound(a), 1e-30)
+    ortho = max(ORTHO_TOL, 4 * max(a.shape) * EPS32)
     for full in (False, True):
         u, s, vh = L.svd(tg.asarray(a), full_matrices=full)
-        np.testing.assert_allclose(s.numpy(), np.linalg.svd(a64, compute_uv=False), atol=tol)
+        assert_svd(a, u, s, vh, ortho)          # orthonormal whatever the rank
         assert np.all(np.diff(s.numpy()) <= 0), "descending, as numpy"
-        k = s.shape[-1]
-        np.testing.assert_allclose((u.numpy()[:, :k] * s.numpy()) @ vh.numpy()[:k].astype(np.float64), a, atol=tol)
-        assert_orthonormal_columns(u.numpy(), ORTHO_TOL)          # orthonormal whatever the rank
-        assert_orthonormal_columns(mT(vh.numpy()), ORTHO_TOL)
     for mode in ("reduced", "complete"):
         q, r = L.qr(tg.asarray(a), mode)
-        np.testing.assert_allclose(q.numpy() @ r.numpy().astype(np.float64), a, atol=tol)
-        assert_orthonormal_columns(q.numpy(), ORTHO_TOL)
+        np.testing.assert_allclose(q.numpy() @ r.numpy().astype(np.float64), a, atol=max(bound(a), 1e-30))
+        assert_orthonormal_columns(q.numpy(), ortho)
     np.testing.assert_array_equal(L.matrix_rank(tg.asarray(a)).numpy(), np.linalg.matrix_rank(a))
 
 
