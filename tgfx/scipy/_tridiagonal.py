@@ -33,6 +33,23 @@ def _info(x: Tensor) -> np.finfo:
     return np.finfo(np.float64 if x.dtype == dtypes.float64 else np.float32)
 
 
+def _reflector(x: Tensor, at: Tensor, past: Tensor, on: Tensor | bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    """(v, tau, beta) of the Householder reflector I - tau v v^T taking x's entry at the one-hot `at` and those
+    `past` it (the mask) to (beta, 0, ...), as LAPACK's dlarfg: beta = -sign(alpha) ||x||, v 1 at `at`; none (tau 0,
+    beta = alpha) where nothing past is nonzero or `on` is false."""
+    alpha = tnp.sum(tnp.where(at, x, 0.0), axis=-1)
+    below = tnp.where(past, x, 0.0)
+    sigma = tnp.sum(below * below, axis=-1)
+    norm = tnp.sqrt(alpha * alpha + sigma)
+    beta = tnp.where(alpha >= 0, -norm, norm)
+    reflect = sigma > 0
+    if on is not True:   # (a Python True joined in would be a captured constant: the function's extra input)
+        reflect = reflect & on
+    tau = tnp.where(reflect, (beta - alpha) / tnp.where(reflect, beta, 1.0), 0.0)
+    v = tnp.where(at, 1.0, below * (1.0 / tnp.where(reflect, alpha - beta, 1.0))[..., None])
+    return v, tau, tnp.where(reflect, beta, alpha)
+
+
 def tridiagonalize(a: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(d, e, vs, taus) with a = Q T Q^T, T symmetric tridiagonal with diagonal d (..., n) and off-diagonal e
     (..., n - 1), Q = H_0 ... H_{n-3}, H_k = I - tau_k v_k v_k^T, v_k (n - 2, ..., n) zero on rows <= k and 1 on
@@ -41,21 +58,12 @@ def tridiagonalize(a: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     idx = _index(n)
 
     def step(a: Tensor, k: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor]]:
-        x = _col(a, idx == k)                                             # (..., n): column k
-        alpha = tnp.sum(tnp.where(idx == k + 1, x, 0.0), axis=-1)
-        below = tnp.where(idx > k + 1, x, 0.0)
-        sigma = tnp.sum(below * below, axis=-1)
-        norm = tnp.sqrt(alpha * alpha + sigma)
-        beta = tnp.where(alpha >= 0, -norm, norm)
-        reflect = sigma > 0          # nothing below the subdiagonal: H = I (tau = 0), e_k = alpha
-        tau = tnp.where(reflect, (beta - alpha) / tnp.where(reflect, beta, 1.0), 0.0)
-        scale = 1.0 / tnp.where(reflect, alpha - beta, 1.0)
-        v = tnp.where(idx == k + 1, 1.0, below * scale[..., None])
+        v, tau, e = _reflector(_col(a, idx == k), idx == k + 1, idx > k + 1)   # column k below the diagonal
         # A := H A H = A - v w^T - w v^T, p = tau A v, w = p - (tau / 2 p.v) v
         p = tau[..., None] * tnp.matmul(a, v[..., :, None])[..., 0]
         w = p - (0.5 * tau * tnp.sum(p * v, axis=-1))[..., None] * v
         a = a - v[..., :, None] * w[..., None, :] - w[..., :, None] * v[..., None, :]
-        return a, (v, tau, tnp.where(reflect, beta, alpha))
+        return a, (v, tau, e)
 
     a, (vs, taus, es) = scan(step, a, _index(n - 2))
     d = tnp.diagonal(a, axis1=-2, axis2=-1)
@@ -240,23 +248,11 @@ def bidiagonalize(a: Tensor) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor], tup
     m, n = a.shape[-2:]
     rows, cols = _index(m), _index(n)
 
-    def reflector(x: Tensor, at: Tensor, past: Tensor, on: Tensor | bool) -> tuple[Tensor, Tensor, Tensor]:
-        """(v, tau, beta) of the reflector taking x's entries at `at` and `past` it (`past`) to (beta, 0, ...)."""
-        alpha = tnp.sum(tnp.where(at, x, 0.0), axis=-1)
-        below = tnp.where(past, x, 0.0)
-        sigma = tnp.sum(below * below, axis=-1)
-        norm = tnp.sqrt(alpha * alpha + sigma)
-        beta = tnp.where(alpha >= 0, -norm, norm)
-        reflect = (sigma > 0) & on
-        tau = tnp.where(reflect, (beta - alpha) / tnp.where(reflect, beta, 1.0), 0.0)
-        v = tnp.where(at, 1.0, below * (1.0 / tnp.where(reflect, alpha - beta, 1.0))[..., None])
-        return v, tau, tnp.where(reflect, beta, alpha)
-
     def step(a: Tensor, k: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
-        v, tau, d = reflector(_col(a, cols == k), rows == k, rows > k, True)
+        v, tau, d = _reflector(_col(a, cols == k), rows == k, rows > k)
         a = a - v[..., :, None] * (tau[..., None] * tnp.matmul(v[..., None, :], a)[..., 0, :])[..., None, :]
         row = tnp.sum(tnp.where((rows == k)[:, None], a, 0.0), axis=-2)                   # (..., n): row k
-        u, sigma, e = reflector(row, cols == k + 1, cols > k + 1, k < n - 2)
+        u, sigma, e = _reflector(row, cols == k + 1, cols > k + 1, k < n - 2)
         a = a - (sigma[..., None] * tnp.matmul(a, u[..., :, None])[..., 0])[..., :, None] * u[..., None, :]
         return a, (v, tau, u, sigma, d, e)
 
