@@ -6,6 +6,8 @@ when it is substituted. The bodies of opaque `CALL`s (precompiled functions, cus
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -22,14 +24,18 @@ def walk(root: UOp) -> list[UOp]:
     return root.toposort(outside_bodies)
 
 
-def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp]) -> UOp:
+def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp],
+                             operands: Callable[[UOp, tuple[UOp, ...]], tuple[UOp, ...]] | None = None) -> UOp:
+    """`root` with the nodes of `mapping` replaced, outside bodies, every node rebuilt once on its new sources (in
+    graph order). `operands`, given a node and its new non-body sources, may change them (a loop's operands)."""
     new: dict[UOp, UOp] = {}
     for u in walk(root):
         if u in mapping:
             new[u] = mapping[u]
             continue
         nb = n_bodies(u)
-        src = (*u.src[:nb], *(new[s] for s in u.src[nb:]))
+        ops = tuple(new[s] for s in u.src[nb:])
+        src = (*u.src[:nb], *(ops if operands is None else operands(u, ops)))
         new[u] = u if src == u.src else u.replace(src=src)
     return new[root]
 

@@ -173,16 +173,8 @@ SCATTER_MIN = 64
 
 
 def _varying(u: UOp) -> set[int]:
-    """The axes along which the value `u` (a broadcast of something smaller, or not) varies: those of the source of
-    its EXPANDs (through reshapes that only add unit axes), all of them when unknown."""
-    full = set(_unit_free(u.shape or ()))
-    if u.op is Ops.EXPAND:
-        src = u.src[0]
-        if src.op is Ops.RESHAPE and _unit_free(src.shape) and \
-                [src.shape[i] for i in _unit_free(src.shape)] == [n for n in src.src[0].shape if n != 1]:
-            return set(_unit_free(src.shape))
-        return set(_unit_free(src.shape)) if len(src.shape) == len(u.shape) else full
-    return full
+    """The axes along which `u` varies: not of size 1, not broadcast (`_layout`'s constant axes)."""
+    return set(_unit_free(u.shape or ())) - _layout(u)[1]
 
 
 def _scatter_reduce(red: UOp) -> bool:
@@ -350,20 +342,17 @@ def _stored_aranges_apart(roots: list[UOp]) -> list[UOp]:
     arange that its sort's loop also reads; stored, every output was compared with every position (60,000 of them:
     a 14 GB buffer)."""
     sink = UOp(Ops.SINK, None, tuple(roots))
-    nodes = walk(sink)
-    if not any(u.op in BODIED and any(_iota_like(a) for a in u.src[n_bodies(u):]) for u in nodes):
+    if not any(u.op in BODIED and any(_iota_like(a) for a in u.src[n_bodies(u):]) for u in walk(sink)):
         return roots
-    # rebuilt sources first, one pass in graph order: a loop reading another's results is rebuilt once, on the new
-    # one (a substitution by a map of loops rebuilt from their old sources kept both: twice the loops)
-    new: dict[UOp, UOp] = {}
-    for u in nodes:
-        nb = n_bodies(u) if u.op in BODIED else 0
-        ops = tuple(new.get(a, a) for a in u.src[nb:])
-        if u.op in BODIED:
-            ops = tuple(UOp(Ops.CONTIGUOUS, a.dtype, (a,)) if buffer_view(a) is None and _iota_like(a) else a
-                        for a in ops)
-        new[u] = u if ops == u.src[nb:] else u.replace(src=(*u.src[:nb], *ops))
-    return list(new[sink].src)
+
+    def apart(u: UOp, ops: tuple[UOp, ...]) -> tuple[UOp, ...]:
+        if u.op not in BODIED:
+            return ops
+        return tuple(UOp(Ops.CONTIGUOUS, a.dtype, (a,)) if buffer_view(a) is None and _iota_like(a) else a
+                     for a in ops)
+    # (one rebuild in graph order: a loop reading another's results is rebuilt once, on the new one; a map of loops
+    # rebuilt from their old sources kept both, twice the loops)
+    return list(substitute_outside_calls(sink, {}, apart).src)
 
 
 def find_realizes(roots: list[UOp]) -> set[UOp]:
