@@ -216,6 +216,39 @@ def test_threads_split_evenly_and_only_when_the_work_pays():
     assert opts[-1] == Opt("THREAD", 0, 64)
 
 
+
+def reduce_ast(fn, shape: tuple[int, ...]) -> UOp:
+    """The last kernel of `fn(x)` for an x of `shape`, as scheduled for this machine."""
+    x = tg.asarray(np.random.default_rng(0).random(shape).astype(np.float32))
+    sink = inline(UOp(Ops.SINK, None, (fn(x).uop,)))
+    return schedule(list(sink.src))[0].src[-1].src[0]
+
+
+def test_a_transcendental_an_iteration_makes_a_kernel_worth_threads():
+    # logsumexp's exp-sum over 256 x 200 (Sinkhorn's step): 51,200 iterations, fewer than two threads' share of plain
+    # ones, but an exp's polynomial each (33 us on one core); the max over the same rows stays on one core
+    two = host_target().with_cores(2)
+    assert two.threads(256 * 200) == 1
+    exp_sum = hand_coded_opts(index_level(reduce_ast(lambda x: tg.numpy.exp(x / 0.05).sum(1), (256, 200))), two)
+    plain_sum = hand_coded_opts(index_level(reduce_ast(lambda x: (x / 0.05).sum(1), (256, 200))), two)
+    assert any(o.op == "THREAD" and o.amount == 2 for o in exp_sum), exp_sum
+    assert not any(o.op == "THREAD" for o in plain_sum), plain_sum
+
+
+def test_a_loop_that_splits_unevenly_is_padded_for_the_threads():
+    # Sinkhorn's other step, a column logsumexp of (f[:, None] - C) / eps: its 200 outputs as vectors of 8 are 25 of
+    # them, no even split over 2 cores, so 26, one masked
+    two = host_target().with_cores(2)
+    ast = index_level(reduce_ast(lambda x: tg.numpy.exp((x[:, :1] - x) / 0.05).sum(0), (256, 200)))
+    opts = hand_coded_opts(ast, two)
+    thread = next(o for o in opts if o.op == "THREAD")
+    assert Opt("PADTO", thread.axis, 2) in opts and thread.amount == 2, opts
+    # and the padded kernel's results are numpy's (the masked vector writes nothing past the 200 outputs)
+    x = np.random.default_rng(1).random((256, 200)).astype(np.float32)
+    got = tg.jit(lambda x: tg.scipy.special.logsumexp((x[:, :1] - x) / 0.05, axis=0))(tg.asarray(x)).numpy()
+    want = np.log(np.exp((x[:, :1] - x).astype(np.float64) / 0.05).sum(0))
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
 def test_matmul_cache_blocks_fit_the_caches():
     for cpu in (AVX2, AVX512):
         t = target_for(cpu)

@@ -44,6 +44,9 @@ FALLBACK_CACHES = {"l1d": 32 << 10, "l2": 256 << 10, "l3": 8 << 20}
 # a helper thread's wake-up and join cost about what one core spends on this many vector-wide loop iterations (a few
 # microseconds: the native runtime's futex hand-off, tgfx/devices/native.py); a thread given less work loses time
 THREAD_HANDOFF_VECTORS = 4096
+# a transcendental (exp's range reduction and polynomial, log's, tanh's) is about this many vector instructions: a
+# loop iteration that evaluates one is that many plain iterations' work, for the thread split
+TRANSCENDENTAL_OPS = 16
 # a register tile's accumulators leave registers for the operands each step of the reduce loads: one broadcast row
 # value and the tile's (at most two) vectors of a column
 OPERAND_REGISTERS = 3

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from tgfx import config
-from tgfx.devices.target import CACHE_LINE, PAGE_BYTES, STLB_PAGES, Target
+from tgfx.devices.target import CACHE_LINE, PAGE_BYTES, STLB_PAGES, TRANSCENDENTAL_OPS, Target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
@@ -641,6 +641,8 @@ def dot_product_opts(loops: list[UOp], reduces: list[UOp], hot: list[UOp], targe
 
 # a register tile taller than a power of two (`Target.padded_tile_rows`) pads its row axis by at most this share of it
 TILE_PAD_SHARE = 32
+# a loop that splits unevenly over the cores is padded to a multiple of them by at most this share of it
+THREAD_PAD_SHARE = 8
 
 
 def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
@@ -670,6 +672,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
     if row_kernel:   # the loops it runs: each row's reduce passes, and the output's
         work = math.prod(r.src[0].arg for r in loops) + sum(
             math.prod(r.src[0].arg for r in (*range_deps(red), *red.src[1:])) for red in set(red_nodes))
+    work *= 1 + TRANSCENDENTAL_OPS * _inner_transcendentals(sink, reduces or loops)
     contraction = bool(reduces) and not row_kernel and red_size >= MIN_CONTRACTION and len(sink.src) == 1
     if contraction:
         opts += masked_contraction_opts(loops, loads, hot, target, itemsize)
@@ -780,9 +783,26 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         opts.append(Opt("UPCAST", loops[-1].arg[0], lanes))
     if not reduces and (swap := _page_order(sink, loops, loads, opts)) is not None:
         opts.append(swap)
-    if (split := _threads(sink, loops, opts, work, itemsize, target))[1] > 1:
-        opts.append(Opt("THREAD", *split))
+    opts += _thread_opts(sink, loops, opts, work, itemsize, target)
     return opts
+
+
+def _thread_opts(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: int,
+                 target: Target) -> list[Opt]:
+    """The THREAD option after `opts` (none when one core is enough). Where no loop splits evenly over as many cores
+    as the work is worth (a column reduce's 200 outputs as 25 vectors of 8, on 2 cores), the largest loop that
+    pads to a multiple of more cores by at most an eighth of it, each thread's share then smaller, is padded (its
+    extra iterations masked)."""
+    axis, n = _threads(sink, loops, opts, work, itemsize, target)
+    sizes = _thread_sizes(sink, loops, opts)
+    for more in range(target.threads(work, itemsize), n, -1):
+        # (and a thread's share shrinks: 64 blocks on 96 cores are one a thread either way)
+        pad = [a for a in sizes if 0 < _round_up(sizes[a], more) - sizes[a] <= sizes[a] // THREAD_PAD_SHARE and
+               -(-sizes[a] // more) * n < sizes[a]]
+        if pad:
+            axis = max(pad, key=lambda a: (sizes[a], -a))
+            return [Opt("PADTO", axis, more), Opt("THREAD", axis, more)]
+    return [Opt("THREAD", axis, n)] if n > 1 else []
 
 
 def _pages(index: UOp, rng: UOp, itemsize: int) -> int:
@@ -814,13 +834,17 @@ def _page_order(sink: UOp, loops: list[UOp], loads: list[UOp], opts: list[Opt]) 
     return None
 
 
-def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: int,
-             target: Target) -> tuple[int, int]:
-    """(axis, threads) of the THREAD option after `opts`: the outermost loop that splits evenly over the most threads
-    the work is worth, one every store runs in (a kernel storing pieces of its output, tgfx/lowering/rangeify.py: a
-    loop of one piece would leave the other pieces to every thread whole); threads 1 when none is worth it."""
-    if target.threads(work, itemsize) <= 1:
-        return 0, 1
+def _inner_transcendentals(sink: UOp, inner: list[UOp]) -> int:
+    """How many transcendentals the kernel evaluates every iteration of its innermost loops (`inner`: the reduces,
+    or the loops of a kernel without any): a logsumexp's exp-sum of 256 x 200 is 51,200 iterations, below a thread's
+    share of plain ones, but 33 us on one core."""
+    return sum(1 for u in sink.toposort() if u.op in GroupOp.Transcendental and set(inner) <= range_deps(u))
+
+
+def _thread_sizes(sink: UOp, loops: list[UOp], opts: list[Opt]) -> dict[int, int]:
+    """The sizes, after `opts`, of the loops a THREAD option may split: those every store runs in (a kernel storing
+    pieces of its output, tgfx/lowering/rangeify.py: a loop of one piece would leave the other pieces to every
+    thread whole)."""
     sizes = {r.arg[0]: r.src[0].arg for r in loops if all(r in range_deps(st) for st in sink.src)}
     for o in opts:
         if o.op == "SWAP":   # (its amount is the other range's id)
@@ -830,6 +854,16 @@ def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: 
             sizes[o.axis] = _round_up(sizes[o.axis], o.amount)
         elif o.axis in sizes:
             sizes[o.axis] //= o.amount
+    return sizes
+
+
+def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: int,
+             target: Target) -> tuple[int, int]:
+    """(axis, threads) of the THREAD option after `opts`: the outermost loop (`_thread_sizes`) that splits evenly
+    over the most threads the work is worth; threads 1 when none is worth it."""
+    if target.threads(work, itemsize) <= 1:
+        return 0, 1
+    sizes = _thread_sizes(sink, loops, opts)
     splits = {a: target.thread_split(sizes[a], work, itemsize) for a in sorted(sizes)}
     outer = max(splits, key=lambda a: (splits[a], -a), default=None)
     return (0, 1) if outer is None else (outer, splits[outer])
