@@ -11,6 +11,8 @@ leaves every value as it is, a -0.0 too.
 """
 from __future__ import annotations
 
+import math
+
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
@@ -65,19 +67,35 @@ def collapse_onehot(red: UOp) -> UOp | None:
     return None
 
 
+def _digits(t: UOp, ranges: list[UOp]) -> dict[UOp, UOp]:
+    """Each of `ranges` (sizes n_1 .. n_k) as a digit of a flat position t in [0, n_1 ... n_k), the last fastest."""
+    out, stride = {}, 1
+    for j, r in reversed(list(enumerate(ranges))):
+        q = t // stride if stride > 1 else t
+        out[r] = q % r.src[0].arg if j else q
+        stride *= r.src[0].arg
+    return out
+
+
+def _flat_size(ranges: list[UOp]) -> int:
+    return math.prod(r.src[0].arg for r in ranges)
+
+
 def collapse_scatter(sink: UOp) -> UOp:
     """A kernel storing a scatter, `out[.., s, ..] = REDUCE(where(e == s & rest, v, identity), i)` with the index e
-    varying along the reduce range i and not along the output range s (`schedule._scatter_reduce` stores each on its
+    varying along the reduce ranges i and not along the output range s (`schedule._scatter_reduce` stores each on its
     own), as one sequential loop over t in [0, n + m) (n outputs along s, m updates): rows t < n are set to the
     identity, then update t - n reads out[.., e, ..] and stores it combined with v, where it lands (inside the axis
     and `rest`; elsewhere it stores back what it read). O(n + m) where the reduce compared every output with every
-    update. The loop's range is of kind "scatter": no option splits, reorders or vectorises it (its updates may hit
-    one row twice); the other ranges (a row's features) stay loops."""
+    update. Several output ranges, each matched by its own index (`t[i[:, None], j[None, :]]`'s gradient: rows i[a]
+    and columns j[b], reduced over a and b), are one position t over all of them, and so are several reduce ranges.
+    The loop's range is of kind "scatter": no option splits, reorders or vectorises it (its updates may hit one row
+    twice); the other ranges (a row's features) stay loops."""
     if len(sink.src) != 1 or (st := sink.src[0]).op is not Ops.STORE or (red := st.src[1]).op is not Ops.REDUCE or \
-            red.arg not in (Ops.ADD, Ops.MAX) or len(red.src) != 2 or (i := red.src[1]).op is not Ops.RANGE or \
-            i.src[0].op is not Ops.CONST:
+            red.arg not in (Ops.ADD, Ops.MAX) or len(red.src) < 2 or \
+            any(i.op is not Ops.RANGE or i.src[0].op is not Ops.CONST for i in red.src[1:]):
         return sink
-    body = red.src[0]
+    body, reds = red.src[0], list(red.src[1:])
     if body.op is Ops.WHERE and _is_identity(body.src[2], red.arg):
         cond, value, ident = body.src
     elif body.op is Ops.WHERE and red.arg is Ops.MAX and body.src[2].op is Ops.CONST and \
@@ -90,30 +108,36 @@ def collapse_scatter(sink: UOp) -> UOp:
     index = st.src[0]
     conds = _conjuncts(cond)
     outs = [r for r in range_deps(index.src[1]) if r.arg[1] == "loop" and r.src[0].op is Ops.CONST]
+    matched: dict[UOp, tuple[int, UOp]] = {}   # output range -> (its condition, the index it is matched with)
     for k, c in enumerate(conds):
         for r in outs:
             e = _matched_index(c, r)
-            rest = [x for j, x in enumerate(conds) if j != k]
-            if e is None or r in range_deps(e) or i not in range_deps(e) or \
-                    any(r in range_deps(x) for x in (*rest, value)):
-                continue
-            n, m = r.src[0].arg, i.src[0].arg
-            # (in the output range's place, outside a row's features: each step reads and writes a row whole)
-            t = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n + m),), (r.arg[0], "scatter"))
-            init = t < n
-            step = {i: init.where(UOp.const(dtypes.index, 0), t - n)}
-            at = e.cast(dtypes.index).substitute(step)
-            lands = (at < n) & (at < 0).ne(True)
-            for x in rest:
-                lands = lands & x.substitute(step)
-            row = init.where(t, lands.where(at, UOp.const(dtypes.index, 0)))
-            ix = index.replace(src=(index.src[0], index.src[1].substitute({r: row})))
-            old = UOp(Ops.LOAD, red.dtype, (ix,))
-            v = value.substitute(step)
-            new = old.alu(Ops.OR, v) if red.dtype == dtypes.bool else UOp(red.arg, red.dtype, (old, v))
-            store = UOp(Ops.STORE, None, (ix, init.where(ident, lands.where(new, old))))
-            return sink.replace(src=(store,))
-    return sink
+            if r not in matched and e is not None and r not in range_deps(e) and set(reds) & range_deps(e):
+                matched[r] = (k, e)
+                break
+    rs = sorted(matched, key=lambda r: r.arg[0])
+    rest = [c for k, c in enumerate(conds) if k not in {k for k, _ in matched.values()}]
+    if not rs or not set(reds) <= set().union(*(range_deps(e) for _, e in matched.values())) or \
+            any(r in range_deps(x) for r in rs for x in (*rest, value, *(e for _, e in matched.values()))):
+        return sink
+    n, m = _flat_size(rs), _flat_size(reds)
+    # (in the outermost output range's place, outside a row's features: each step reads and writes a row whole)
+    t = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n + m),), (rs[0].arg[0], "scatter"))
+    init = t < n
+    step = _digits(init.where(UOp.const(dtypes.index, 0), t - n), reds)
+    rows, lands = _digits(t, rs), None
+    ats = {r: matched[r][1].cast(dtypes.index).substitute(step) for r in rs}
+    for r, at in ats.items():
+        inside = (at < r.src[0].arg) & (at < 0).ne(True)
+        lands = inside if lands is None else lands & inside
+    for x in rest:
+        lands = lands & x.substitute(step)
+    ix = index.replace(src=(index.src[0], index.src[1].substitute(
+        {r: init.where(rows[r], lands.where(at, UOp.const(dtypes.index, 0))) for r, at in ats.items()})))
+    old = UOp(Ops.LOAD, red.dtype, (ix,))
+    v = value.substitute(step)
+    new = old.alu(Ops.OR, v) if red.dtype == dtypes.bool else UOp(red.arg, red.dtype, (old, v))
+    return sink.replace(src=(UOp(Ops.STORE, None, (ix, init.where(ident, lands.where(new, old)))),))
 
 
 pm_gather = PatternMatcher([

@@ -178,9 +178,10 @@ def _varying(u: UOp) -> set[int]:
 
 
 def _scatter_reduce(red: UOp) -> bool:
-    """Whether `red` sums (or maxes) `where(idx == arange, v, identity)` with the index varying along the reduced
-    axes and the arange along an output axis: a scatter (`x.at[idx].add(v)`, jax.ops.segment_sum, the gradient of a
-    gather), onto SCATTER_MIN outputs or more from SCATTER_MIN updates or more. Written as a reduce it compares every
+    """Whether `red` sums (or maxes) `where(idx == arange & ..., v, identity)` with the indices varying along the
+    reduced axes and the aranges along output axes: a scatter (`x.at[idx].add(v)`, jax.ops.segment_sum, the gradient
+    of a gather; `t[i[:, None], j[None, :]]`'s matches rows and columns), onto SCATTER_MIN outputs or more from
+    SCATTER_MIN updates or more. Written as a reduce it compares every
     output with every update (an embedding table's gradient: vocabulary x tokens x width); stored on its own, its kernel
     becomes a loop over the updates (`gather.collapse_scatter`)."""
     def unexpanded(u: UOp) -> UOp:   # (broadcasts of unit axes keep the axes' numbering)
@@ -206,17 +207,16 @@ def _scatter_reduce(red: UOp) -> bool:
             stack.extend(unexpanded(x) for x in c.src)
         else:
             conds.append(c)
+    covered, outputs = set(), 1   # the reduced axes the matched indices vary along; the outputs they pick among
     for c in conds:
         if c.op is not Ops.CMPEQ:
             continue
         for idx, pos in (c.src, c.src[::-1]):
-            if not _iota_like(pos) or _iota_like(idx):
-                continue
-            along = _varying(pos)
-            if along & axes or prod(c.shape[a] for a in along) < SCATTER_MIN or not axes <= _varying(idx):
-                continue
-            return True
-    return False
+            if _iota_like(pos) and not _iota_like(idx) and not _varying(pos) & axes and _varying(idx) & axes:
+                covered |= _varying(idx) & axes
+                outputs *= prod(c.shape[a] for a in _varying(pos))
+                break
+    return covered == axes and outputs >= SCATTER_MIN
 
 
 def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_COST) -> int:
