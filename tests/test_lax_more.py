@@ -98,12 +98,17 @@ def test_conv_transpose_gradients_by_differences() -> None:
                 w.transpose(0, 1, 3, 2))
 
 
-def test_conv_transpose_is_one_kernel_and_jits() -> None:
+def test_conv_transpose_kernels_and_jit() -> None:
     x = tg.asarray(rand(2, 6, 6, 4).astype(np.float32)).realize()
     w = tg.asarray(rand(3, 3, 4, 8).astype(np.float32)).realize()
     tg.counters.reset()
+    lax.conv_transpose(x, w, (1, 1), "SAME").realize()
+    assert tg.counters.kernel_count == 1     # stride 1: one convolution kernel
+    tg.counters.reset()
     out = lax.conv_transpose(x, w, (2, 2), "SAME").realize()
-    assert tg.counters.kernel_count == 1
+    # stride 2: one convolution per output phase (2 x 2), their interleave, and the NHWC kernel's transposed copy
+    # (test_conv_direct.py: as many products as the strided convolution it transposes)
+    assert tg.counters.kernel_count == 6
     jitted = tg.jit(lambda x, w: lax.conv_transpose(x, w, (2, 2), "SAME"))(x, w)
     np.testing.assert_allclose(jitted.numpy(), out.numpy(), rtol=1e-6)
 
