@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tgfx as tg
@@ -49,6 +49,7 @@ def test_convolve_dtypes() -> None:
 
 @settings(max_examples=15)
 @given(st.lists(st.floats(-3, 3), min_size=5, max_size=5, unique=True), vec(8), st.integers(0, 2**31 - 1))
+@example([0.0, -1.0, -2.0, -1.5, -5.693166710071602e-38], np.zeros(8, np.float32), 0)   # a segment 6e-38 wide
 def test_interp_matches_numpy(knots: list, x: np.ndarray, seed: int) -> None:
     xp = np.sort(np.array(knots, np.float32))
     if np.any(np.diff(xp) <= 0):

@@ -136,8 +136,9 @@ def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike | str | N
     lo = ew.maximum(i - 1, 0)
     x0, x1, f0, f1 = xpt[lo], xpt[i % n], fpt[lo], fpt[i % n]
     dx = x1 - x0
-    eps = np.spacing(np.finfo(xpt.dtype.np).eps)
-    flat = ew.absolute(dx) <= eps   # a zero-width segment: no division, no NaN gradient
+    # a zero-width segment (repeated knots): no division, no NaN gradient. Only that: a segment 6e-38 wide is as real
+    # as any (|dx| below a threshold took f0 there, where numpy interpolates to f1 at its end)
+    flat = dx == 0
     f = flat.where(f0, f0 + ((xt - x0) / flat.where(1, dx)) * (f1 - f0))
     if period is None:
         if not extrapolate[0]:
