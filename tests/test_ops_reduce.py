@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.dtypes import DType, dtypes, to_inexact
 
@@ -213,9 +214,9 @@ def test_cumulative(name: str, d: DType, data: st.DataObject) -> None:
 
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(30, 1200), rows=st.integers(1, 3), reverse=st.booleans(), seed=st.integers(0, 2**31 - 1))
-def test_long_cumulative_axes_scan_in_blocks(n: int, rows: int, reverse: bool, seed: int) -> None:
-    # past 32 elements a scan is blocks of ~sqrt(n) (cumsum, cumprod) or doubling steps (cummax, cummin,
-    # cumlogsumexp): values as numpy's, reversed or not, with NaNs kept from where they appear; and no n x n triangle
+def test_long_cumulative_axes(n: int, rows: int, reverse: bool, seed: int) -> None:
+    # past 32 elements a scan is a loop (cumsum, cumprod) or doubling steps (cummax, cummin, cumlogsumexp): values
+    # as numpy's, reversed or not, with NaNs kept from where they appear; and no n x n triangle
     from tgfx import lax
     from tgfx.ir.uop import prod
     rng = np.random.default_rng(seed)
@@ -232,6 +233,26 @@ def test_long_cumulative_axes_scan_in_blocks(n: int, rows: int, reverse: bool, s
     np.testing.assert_allclose(tnp.cumprod(to_tensor(y), axis=1).numpy(), np.cumprod(y, axis=1), rtol=1e-5)
     lse = lax.cumlogsumexp(to_tensor(np.nan_to_num(x)), axis=1, reverse=reverse).numpy()
     np.testing.assert_allclose(lse, flip(np.logaddexp.accumulate(flip(np.nan_to_num(x)), axis=1)), rtol=1e-5, atol=1e-5)
+
+
+def test_a_long_cumsum_is_a_loop_in_numpys_order_and_its_gradient_a_loop_too() -> None:
+    # one loop kernel over the axis (the other elements its lanes), summing in numpy's order: the same bits; along
+    # the last axis, a transposed copy in and out around it (the loop reads and writes a step's slice contiguously)
+    x = np.random.default_rng(3).standard_normal((3, 1000)).astype(np.float32)
+    for axis, kernels in ((0, 2), (1, 4)):   # (and the start value's buffer)
+        xt = to_tensor(x if axis == 1 else np.ascontiguousarray(x.T)).realize()
+        tg.counters.reset()
+        out = tnp.cumsum(xt, axis=axis).numpy()
+        assert tg.counters.kernel_count == kernels
+        np.testing.assert_array_equal(out, np.cumsum(xt.numpy(), axis=axis))
+    # cumprod's gradient through the loop is exact where a factor is 0 (a quotient by it would be inf or NaN):
+    # d/dx_j sum_i w_i prod_{k <= i} x_k = sum_{i >= j} w_i prod_{k <= i, k != j} x_k
+    v = np.random.default_rng(4).uniform(0.5, 1.5, 40).astype(np.float64)
+    v[[7, 20]] = 0.0
+    w = np.random.default_rng(5).standard_normal(40)
+    g = tg.grad(lambda v: (tnp.cumprod(v) * to_tensor(w.astype(np.float32))).sum())(to_tensor(v.astype(np.float32)))
+    want = [sum(w[i] * np.prod(np.delete(v[:i + 1], j)) for i in range(j, 40)) for j in range(40)]
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 def test_cumsum_with_dtype() -> None:

@@ -118,7 +118,7 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
 
     if (fused := loop_kernel(loop, operands)) is not None:  # an elementwise body: one kernel, the steps a RANGE
         ast, inputs = fused
-        return [UOp(Ops.CALL, None, (ast, *carry, *inputs))], results
+        return [UOp(Ops.CALL, None, (ast, *carry, *ys, *saved, *inputs))], results
     cmds = [copy_command(dst, src, _nbytes(src)) for dst, src in zip(carry, init, strict=True)]
     if sp.counted:  # steps the loop does not take leave zeros in the stacked outputs
         cmds += [z for b in ys + saved for z in _zero_fill(b)]

@@ -81,6 +81,7 @@ class _Linearizer:
         self.n_acc = 0
         self.acc_of: dict[UOp, UOp] = {}
         self.reduces: dict[tuple[UOp, ...], list[UOp]] = {}  # REDUCEs of the current store group, by their ranges
+        self.step_stores: dict[UOp, list[UOp]] = {}   # stores inside a loop kernel's step range (stacked outputs)
 
     def visible(self, u: UOp) -> bool:
         return u in self.placed
@@ -169,7 +170,9 @@ class _Linearizer:
         stored (all carries step together)."""
         rng = red.src[1]
         group = [r for r in self.reduces.get((rng,), ()) if is_carry(r) and not self.visible(r)]
-        holders = {u.arg: u for r in group for u in r.src[0].toposort() if u.op is Ops.DEFINE_ACC and is_carry(u)}
+        steps = self.step_stores.pop(rng, [])
+        holders = {u.arg: u for v in (*(r.src[0] for r in group), *steps) for u in v.toposort()
+                   if u.op is Ops.DEFINE_ACC and is_carry(u)}
         assert set(holders) <= {r.arg for r in group}, "a loop kernel reads a carry it does not update"
         self.hoist(UOp(Ops.SINK, None, tuple(r.src[0] for r in group)), frozenset({rng}))
         regs: dict[tuple, UOp] = {}
@@ -185,6 +188,8 @@ class _Linearizer:
             self.acc_of[h] = regs[arg]
         for r in group:
             self.emit(r.src[0])
+        for st in steps:   # a stacked output's slice: from this step's carries, as theirs
+            self.emit(st)
         for r in group:
             self.out.append(UOp(Ops.STORE, None, (regs[r.arg], r.src[0])))
         self.close_range()
@@ -217,7 +222,10 @@ def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
     lin = _Linearizer(frozenset(u for u in sink.toposort() if is_vector_range(u)))
     groups: dict[tuple[UOp, ...], list[UOp]] = {}
     for st in sink.src:
-        groups.setdefault(tuple(sorted(range_deps(st), key=_range_order)), []).append(st)
+        if step := next((r for r in range_deps(st) if r.arg[1] == "carry"), None):   # (emit_carries places it)
+            lin.step_stores.setdefault(step, []).append(st)
+        else:
+            groups.setdefault(tuple(sorted(range_deps(st), key=_range_order)), []).append(st)
     for stores in groups.values():
         lin.emit_stores(stores)
     return lin.out, lin.acc_of

@@ -59,26 +59,28 @@ def _elementwise(body: UOp, n: int) -> bool:
 
 
 def loop_kernel(loop: UOp, operands: list[UOp]) -> tuple[UOp, list[UOp]] | None:
-    """The kernel AST running `loop` in one launch (its outputs, the final carries, in slots 0..k-1) and the input
-    buffers of its other slots; None when the body is not elementwise (the loop then runs step by step on the
-    device, tgfx/lowering/control.py)."""
+    """The kernel AST running `loop` in one launch (its outputs in its first slots: the final carries, the stacked
+    outputs, with `save` the saved carries) and the input buffers of its other slots; None when the body is not
+    elementwise (the loop then runs step by step on the device, tgfx/lowering/control.py)."""
     sp: LoopSpec = loop.arg
-    if sp.cond or sp.dynamic or sp.save or not sp.length:
+    if sp.cond or sp.dynamic or not sp.length:
         return None
     body = loop.src[0]
     consts, init = loop.src[1:1 + sp.n_consts], loop.src[1 + sp.n_consts:1 + sp.n_consts + sp.n_carry]
-    if len(body.src) != sp.n_carry or not init or len({c.shape for c in init}) != 1:
+    if not init or len({c.shape for c in init}) != 1:
         return None
     n = prod(init[0].shape)
-    if n == 0 or not _elementwise(body, n):
+    # (a stacked output is stored a slice a step: one value per element, not a value the same at every element)
+    if n == 0 or not _elementwise(body, n) or any(prod(y.shape) != n for y in body.src[sp.n_carry:]):
         return None
     k = sp.n_carry
-    bufs: list[UOp] = []                     # the inputs, in slots k, k+1, ... (the outputs take slots 0..k-1)
+    n_out = len(body.src) + (k if sp.save else 0)   # the carries, the stacked outputs, the saved carries
+    bufs: list[UOp] = []                     # the inputs, in slots n_out, n_out + 1, ... (outputs: 0..n_out-1)
     globals_: dict[UOp, UOp] = {}
 
     def glob(buf: UOp) -> UOp:
         if buf not in globals_:
-            globals_[buf] = UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (k + len(bufs), buf.arg[2]))
+            globals_[buf] = UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), (n_out + len(bufs), buf.arg[2]))
             bufs.append(buf)
         return globals_[buf]
 
@@ -116,8 +118,14 @@ def loop_kernel(loop: UOp, operands: list[UOp]) -> tuple[UOp, list[UOp]] | None:
         else:
             lowered[u] = u.replace(src=tuple(lowered[s] for s in u.src))
     stores = []
-    for j, r in enumerate(body.src):
+    for j, r in enumerate(body.src[:k]):
         out = UOp(Ops.DEFINE_GLOBAL, r.dtype, (), (j, n))
         red = UOp(Ops.REDUCE, r.dtype, (lowered[r], i), ("carry", j))
         stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, r.dtype, (out, e)), red)))
+    # the stacked outputs (slice `step` of each, every step: stores inside the step range, tgfx/lowering/linearize.py),
+    # then with `save` the carries at the start of every step (the backward's residuals)
+    per_step = [lowered[y] for y in body.src[k:]] + (cur if sp.save else [])
+    for j, v in enumerate(per_step):
+        out = UOp(Ops.DEFINE_GLOBAL, v.dtype, (), (k + j, sp.length * n))
+        stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, v.dtype, (out, step * n + e if n > 1 else step)), v)))
     return UOp(Ops.SINK, None, tuple(stores), f"loop_{sp.name}"), bufs
