@@ -181,9 +181,9 @@ def _scatter_reduce(red: UOp) -> bool:
     """Whether `red` sums (or maxes) `where(idx == arange & ..., v, identity)` with the indices varying along the
     reduced axes and the aranges along output axes: a scatter (`x.at[idx].add(v)`, jax.ops.segment_sum, the gradient
     of a gather; `t[i[:, None], j[None, :]]`'s matches rows and columns), onto SCATTER_MIN outputs or more from
-    SCATTER_MIN updates or more. Written as a reduce it compares every
-    output with every update (an embedding table's gradient: vocabulary x tokens x width); stored on its own, its kernel
-    becomes a loop over the updates (`gather.collapse_scatter`)."""
+    SCATTER_MIN updates or more. Written as a reduce it compares every output with every update (an embedding
+    table's gradient: vocabulary x tokens x width); stored on its own, its kernel becomes a loop over the updates
+    (`gather.collapse_scatter`)."""
     def unexpanded(u: UOp) -> UOp:   # (broadcasts of unit axes keep the axes' numbering)
         while u.op is Ops.EXPAND and len(u.src[0].shape) == len(u.shape):
             u = u.src[0]
