@@ -671,3 +671,50 @@ def test_a_loops_arange_operand_is_stored_as_its_own_copy_and_no_loop_is_duplica
     for s in range(4):
         ref = ref * 2 + s
     np.testing.assert_allclose((b + steps.sum()).numpy(), ref + 6)
+
+
+def test_a_read_at_a_known_position_walks_only_the_piece_it_is_in(monkeypatch) -> None:
+    """The gradient of a Python-unrolled 12-step scan reads its stacked outputs back row by row, each read a sum of
+    every row's padded piece: index arithmetic folds its constants, so a PAD read at a known position outside its
+    source is a zero whose source is not walked (933,972 requests, 11 s to lower; 51,158 now; 20 steps took 68 s)."""
+    import sys
+
+    from tgfx.lowering import index_level
+    from tgfx.lowering.inline import inline
+    rangeify_module = sys.modules["tgfx.lowering.rangeify"]
+    n, rng = 12, np.random.default_rng(3)
+    xs = tgfx.asarray(rng.standard_normal((n, 7)).astype(np.float32)).realize()
+    a0 = tgfx.asarray(rng.standard_normal(7).astype(np.float32)).realize()
+
+    def loss(xs: Tensor) -> Tensor:
+        a, k, ys = a0, tnp.zeros(7), []
+        for i in range(n):
+            a = a * 0.9 + xs[i]
+            k = k + 1.0
+            ys.append(k - a)
+        return (tnp.stack(ys) ** 2).sum()
+    g = tgfx.grad(loss)(xs)
+    sink = inline(UOp(Ops.SINK, None, (g.uop,)))
+    linear, _ = schedule(list(sink.src))
+    requests = 0
+    count = rangeify_module._requests
+
+    def counted(ctx, req):   # noqa: ANN001, ANN202
+        nonlocal requests
+        requests += 1
+        return count(ctx, req)
+    monkeypatch.setattr(rangeify_module, "_requests", counted)
+    for call in linear.src:
+        if call.src[0].op is Ops.SINK:
+            index_level(call.src[0])
+    assert 0 < requests < 100_000, requests
+    # and the values: the reverse recurrence g_a(t) = 0.9 g_a(t + 1) - 2 y_t, each x_t's gradient g_a(t)
+    x, a, k, ys = xs.numpy().astype(np.float64), a0.numpy().astype(np.float64), 0.0, []
+    for i in range(n):
+        a, k = a * 0.9 + x[i], k + 1.0
+        ys.append(k - a)
+    want, ga = np.zeros_like(x), np.zeros(7)
+    for i in reversed(range(n)):
+        ga = 0.9 * ga - 2 * ys[i]
+        want[i] = ga
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-4, atol=1e-4)

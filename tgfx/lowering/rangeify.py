@@ -48,12 +48,46 @@ def _and(a: UOp | None, b: UOp) -> UOp:
     return b if a is None else a & b
 
 
+# Index arithmetic with constants folded as it is built, so that a read at a known position knows whether a PAD
+# covers it (`pad_valid`): the pieces of a concatenation that a position is not in are not walked at all. A
+# Python-unrolled scan's gradient reads its stacked outputs back row by row, each read a sum over every row's
+# padded piece, all but one zero; walked with unfolded masks, the requests grew as n^4.6 (12 steps: 933,972
+# requests, 11 s to lower; 20 steps: 68 s).
+def _const(u: UOp) -> int | None:
+    return u.arg if u.op is Ops.CONST else None
+
+
+def _add(a: UOp, b: int) -> UOp:
+    ca = _const(a)
+    return _c(ca + b) if ca is not None else a if b == 0 else a + b
+
+
+def _mul(a: UOp, k: int) -> UOp:
+    ca = _const(a)
+    return _c(ca * k) if ca is not None else a if k == 1 else a * k
+
+
+def _plus(a: UOp, b: UOp) -> UOp:
+    ca, cb = _const(a), _const(b)
+    return _add(b, ca) if ca is not None else _add(a, cb) if cb is not None else a + b
+
+
+def _floordiv(a: UOp, k: int) -> UOp:
+    ca = _const(a)
+    return a if k == 1 else _c(ca // k) if ca is not None and ca >= 0 else a // k
+
+
+def _mod(a: UOp, k: int) -> UOp:
+    ca = _const(a)
+    return _c(0) if k == 1 else _c(ca % k) if ca is not None and ca >= 0 else a % k
+
+
 def linear_index(idx: Index, shape: tuple[int, ...]) -> UOp:
     """Row-major flat offset of `idx` in `shape`."""
     out, stride = _c(0), 1
     for i, s in reversed(list(zip(idx, shape, strict=True))):
         if s != 1:
-            out = out + i * stride if stride != 1 else out + i
+            out = _plus(out, _mul(i, stride))
         stride *= s
     return out
 
@@ -66,7 +100,7 @@ def unflatten(flat: UOp, shape: tuple[int, ...]) -> Index:
     outer = next((a for a, s in enumerate(shape) if s != 1), len(shape))
     for a in reversed(range(len(shape))):
         s = shape[a]
-        out.append(_c(0) if s == 1 else (flat // stride if a == outer else (flat // stride) % s))
+        out.append(_c(0) if s == 1 else _floordiv(flat, stride) if a == outer else _mod(_floordiv(flat, stride), s))
         stride *= s
     return tuple(reversed(out))
 
@@ -92,7 +126,7 @@ def idx_expand(u: UOp, idx: Index) -> Index:
 
 
 def idx_shrink(u: UOp, idx: Index) -> Index:
-    return tuple(i + b if b else i for i, (b, _) in zip(idx, u.arg, strict=True))
+    return tuple(_add(i, b) for i, (b, _) in zip(idx, u.arg, strict=True))
 
 
 def idx_flip(u: UOp, idx: Index) -> Index:
@@ -100,12 +134,18 @@ def idx_flip(u: UOp, idx: Index) -> Index:
 
 
 def idx_pad(u: UOp, idx: Index) -> Index:
-    return tuple(i - b if b else i for i, (b, _) in zip(idx, u.arg, strict=True))
+    return tuple(_add(i, -b) for i, (b, _) in zip(idx, u.arg, strict=True))
 
 
 def pad_valid(u: UOp, idx: Index) -> UOp | None:
+    """Where a read of PAD `u` at `idx` is inside its source: None for everywhere, a CONST False for nowhere (a
+    known position in the padding)."""
     valid = None
     for i, (b, a), s in zip(idx, u.arg, u.src[0].shape, strict=True):
+        if (ci := _const(i)) is not None:
+            if not b <= ci < b + s:
+                return UOp.const(dtypes.bool, False)
+            continue
         if b:
             valid = _and(valid, _c(b - 1) < i)
         if a:
@@ -165,6 +205,8 @@ def _requests(ctx: RangeifyCtx, req: Request) -> list[Request]:
     if u.op in movement_index:
         if u.op is Ops.PAD:
             pv = pad_valid(u, idx)
+            if pv is not None and pv.op is Ops.CONST:   # (all padding: a zero, its source not read)
+                return []
             return [(u.src[0], idx_pad(u, idx), valid if pv is None else _and(valid, pv))]
         return [(u.src[0], movement_index[u.op](u, idx), valid)]
     if u.op in (Ops.DYNAMIC_SHRINK, Ops.DYNAMIC_PAD):
@@ -198,6 +240,8 @@ def _build(ctx: RangeifyCtx, req: Request, vals: list[UOp]) -> UOp:
         return UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, u.dtype, (u, off)),))
     if u.op is Ops.PAD:
         pv = pad_valid(u, idx)
+        if pv is not None and pv.op is Ops.CONST:
+            return UOp.const(u.dtype, 0)
         return vals[0] if pv is None else pv.where(vals[0], vals[0].const_like(0))
     if u.op in movement_index or u.op is Ops.DYNAMIC_SHRINK:
         return vals[0]
