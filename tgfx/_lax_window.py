@@ -9,6 +9,8 @@ windowed at all. The gradient is autodiff's: a max's goes to the window's maximu
 """
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,6 +18,7 @@ import numpy as np
 
 import tgfx.numpy as tnp
 from tgfx import _lax_elementwise as lax_ew
+from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.numpy import _elementwise as ew
@@ -141,6 +144,62 @@ def _disjoint_windows(x: Tensor, k: Sequence[int], s: Sequence[int], outs: Seque
     return x.permute(*range(nl), *(nl + 2 * j for j in range(nsp)), *(nl + 2 * j + 1 for j in range(nsp)))
 
 
+@functools.cache
+def _window_reduce(k: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...], op: str) -> Callable[[Tensor], Tensor]:
+    """The add, max or min of every window of the last len(k) axes (overlapping windows: `_windows`' tiled view), as
+    a function whose backward gives each window's cotangent back to the input tap by tap (col2im): for tap j, the
+    output's gradient (times the window's share at j: the max's hits, each an equal part, as JAX) put at positions
+    o * s + j * d, a dilated and padded copy; the taps' copies summed in one elementwise kernel. The view's own
+    gradient read the tiled view's reshapes back through divisions and remainders for every tap of every window a
+    position is in: a 3 x 3 stride-2 max pool's gradient on 32 x 32 x 32 x 16 took 186 ms, a 3 x 3 average's 10
+    (stride 1) and 138 (stride 2)."""
+    nsp = len(k)
+    taps = tuple(range(-nsp, 0))
+
+    def forward(x: Tensor) -> Tensor:
+        return _reduce_as(_windows(x, k, s, d), op, tuple(a + x.ndim + nsp for a in taps))
+
+    def backward(g: Tensor, call: Any) -> tuple[Tensor]:
+        (x,), (y,) = call.inputs, call.outputs
+        nl, ins, outs = x.ndim - nsp, x.shape[-nsp:], g.shape[-nsp:]
+        window = list(itertools.product(*(range(kk) for kk in k)))
+
+        def tap(j: tuple[int, ...]) -> Tensor:   # x at window element j of every window: a strided slice
+            return x[(Ellipsis, *(slice(jj * dd, jj * dd + (o - 1) * ss + 1, ss)
+                                  for jj, dd, o, ss in zip(j, d, outs, s, strict=True)))]
+        # (stored: read once per tap, each read would evaluate it again)
+        part, hits = g.contiguous(), {}
+        if op != "add":   # the max's (min's) hits in each window share its gradient equally, as JAX
+            hits = {j: ew.equal(tap(j), y).astype(g.dtype) for j in window}
+            count = hits[window[0]]
+            for j in window[1:]:
+                count = ew.add(count, hits[j])
+            part = ew.divide(part, count).contiguous()
+        # input position i = q s + r (phase r) gets tap j of output o = q - c where j d = c s + r: per phase, a sum
+        # of shifted copies (stride 1, no remainders), then the phases interleaved (as a strided convolution's input
+        # gradient, tgfx/_lax_conv.py)
+        counts = tuple(-(-i // ss) for i, ss in zip(ins, s, strict=True))
+        phases = []
+        for r in itertools.product(*(range(ss) for ss in s)):
+            dx = tnp.zeros(x.shape[:nl] + counts, g.dtype)
+            for j in window:
+                if any(jj * dd % ss != rr for jj, dd, ss, rr in zip(j, d, s, r, strict=True)):
+                    continue
+                c = tuple(jj * dd // ss for jj, dd, ss in zip(j, d, s, strict=True))
+                share = part if op == "add" else ew.multiply(part, hits[j])
+                dx = ew.add(dx, pad_general(share, [(0, 0)] * nl + [(cc, q - cc - o) for cc, q, o in
+                                                                      zip(c, counts, outs, strict=True)]))
+            phases.append(dx)
+        if len(phases) == 1:
+            return (phases[0][(Ellipsis, *(slice(0, i) for i in ins))],)
+        dx = tnp.stack(phases, axis=-1).reshape(x.shape[:nl] + counts + s)
+        dx = dx.permute(*range(nl), *(i for a in range(nsp) for i in (nl + a, nl + nsp + a)))
+        dx = dx.reshape(x.shape[:nl] + tuple(c * ss for c, ss in zip(counts, s, strict=True)))
+        return (dx[(Ellipsis, *(slice(0, i) for i in ins))],)
+
+    return function(forward, grad_fxn=backward)
+
+
 # ---- the reductions a window can take ----
 _COMBINE = {"add": lax_ew.add, "multiply": lax_ew.mul, "max": lax_ew.max, "min": lax_ew.min}
 _MONOIDS: dict[Callable, str] = {**{f: name for name, f in _COMBINE.items()},
@@ -235,9 +294,13 @@ def reduce_window(operand: ArrayLike, init_value: ArrayLike, computation: Callab
         moved = [a for a in range(n) if (k[a], s[a], wd[a]) != (1, 1, 1)]
         still = [a for a in range(n) if a not in moved]
         if moved:
-            win = _windows(x.permute(*still, *moved), [k[a] for a in moved], [s[a] for a in moved],
-                           [wd[a] for a in moved])
-            x = _reduce_as(win, op, tuple(range(n, n + len(moved)))).permute(*np.argsort(still + moved).tolist())
+            kk, ss, dd = (tuple(v[a] for a in moved) for v in (k, s, wd))
+            xm = x.permute(*still, *moved)
+            if op == "multiply" or all(d1 == 1 and s1 >= k1 for k1, s1, d1 in zip(kk, ss, dd, strict=True)):
+                y = _reduce_as(_windows(xm, kk, ss, dd), op, tuple(range(n, n + len(moved))))
+            else:   # overlapping windows: a backward that places each tap's share back (`_window_reduce`)
+                y = _window_reduce(kk, ss, dd, op)(xm)
+            x = y.permute(*np.argsort(still + moved).tolist())
         out = x
     if _is_identity(init_value, op, x.dtype):
         return out
