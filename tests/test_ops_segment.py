@@ -107,6 +107,14 @@ def test_a_scatter_kernel_is_a_loop_over_its_updates_and_an_embeddings_gradient_
     want = np.zeros_like(table)
     np.add.at(want, tokens, 2 * table[tokens])
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-6)
+    # the table's gradient is a scatter over its rows, each update's row (16 features) written whole: the scatter's
+    # sequential range outside the feature loop (the gather's sum once came out features x rows, a strided column an
+    # update, then transposed)
+    linear, _ = schedule([tg.grad(lambda t: (t[tokens] ** 2).sum())(tg.asarray(table)).uop])
+    kernels = [index_level(c.src[0]) for c in linear.src if c.src[0].op is tg.Ops.SINK]
+    scatters = [[u.arg[1] for u in sorted((u for u in k.toposort() if u.op is tg.Ops.RANGE), key=lambda u: u.arg[0])]
+                for k in kernels if any(u.op is tg.Ops.RANGE and u.arg[1] == "scatter" for u in k.toposort())]
+    assert scatters == [["scatter", "loop"]], scatters
     out = tg.ops.segment_sum(tg.asarray(table[:300]), tg.asarray(tokens), num_segments=1000)
     linear, _ = schedule([out.uop])
     kernels = [index_level(c.src[0]) for c in linear.src if c.src[0].op is tg.Ops.SINK]

@@ -404,15 +404,18 @@ def _gather(x: Tensor, plan: _Plan, mode: str, fill_value: ArrayLike | None) -> 
         out = Tensor.full(out_shape, 0 if mode != "fill" else _fill_value(x.dtype) if fill_value is None else
                           fill_value, x.dtype)
     else:
-        yp = y.permute(*rest, *plan.axes)
-        yb = yp.reshape((1,) * nb + yp.shape).expand(out_shape + ns)
+        # (index axes, indexed axes, the rest): the sum's gradient, a scatter, then comes out in y's own layout, its
+        # indexed rows outermost (an embedding table's gradient was stored features x rows, each update's row a
+        # strided column, then transposed: 2.4 ms for 5,120 rows of 64 into 20,000; 0.3 now)
+        yp = y.permute(*plan.axes, *rest)
+        yb = yp.reshape((1,) * nb + yp.shape).expand(plan.bshape + ns + out_shape[nb:])
         mask = None
         for j, (idx, n) in enumerate(zip(idxs, ns, strict=True)):
-            pos = Tensor.arange(n, dtype=idx.dtype).reshape((1,) * (nb + nr) + tuple(n if a == j else 1
-                                                                                      for a in range(k)))
-            hit = idx.reshape(plan.bshape + (1,) * (nr + k)) == pos
+            pos = Tensor.arange(n, dtype=idx.dtype).reshape((1,) * nb + tuple(n if a == j else 1 for a in range(k)) +
+                                                            (1,) * nr)
+            hit = idx.reshape(plan.bshape + (1,) * (k + nr)) == pos
             mask = hit if mask is None else ew.logical_and(mask, hit)
-        out = _sum_exact(mask.where(yb, _zero(x.dtype)), tuple(range(nb + nr, nb + nr + k)))
+        out = _sum_exact(mask.where(yb, _zero(x.dtype)), tuple(range(nb, nb + k)))
         if mode == "fill":
             valid = None
             for idx, n in zip(idxs, ns, strict=True):
