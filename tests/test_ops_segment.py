@@ -120,6 +120,12 @@ def test_a_scatter_kernel_is_a_loop_over_its_updates_and_an_embeddings_gradient_
     kernels = [index_level(c.src[0]) for c in linear.src if c.src[0].op is tg.Ops.SINK]
     ranges = [{u.arg[1] for u in k.toposort() if u.op is tg.Ops.RANGE} for k in kernels]
     assert any("scatter" in r and "reduce" not in r for r in ranges), ranges
+    # segment_sum's scatter too writes each update's row whole (its sum was laid out features x segments)
+    orders = [[u.arg[1] for u in sorted((u for u in k.toposort() if u.op is tg.Ops.RANGE), key=lambda u: u.arg[0])]
+              for k in kernels if any(u.op is tg.Ops.RANGE and u.arg[1] == "scatter" for u in k.toposort())]
+    assert orders and all(o == ["scatter", "loop"] for o in orders), orders
+    np.testing.assert_allclose(out.numpy(), np.add.at(z := np.zeros_like(table), tokens, table[:300]) or z,
+                               rtol=1e-6)
 
 
 def test_the_gradient_of_a_gather_by_rows_and_columns_is_one_scatter_loop() -> None:

@@ -502,12 +502,15 @@ def _scatter_view(y_shape: tuple[int, ...], plan: _Plan, u: Tensor, op: str, mod
     ns = tuple(y_shape[a] for a in plan.axes)
     nb, nr, k = len(plan.bshape), len(rest), len(plan.axes)
     red = tuple(range(nr + k, nr + k + nb))
-    full = tuple(y_shape[a] for a in rest) + ns + plan.bshape
-    ub = u.permute(*range(nb, nb + nr), *range(nb)).reshape(u.shape[nb:] + (1,) * k + plan.bshape).expand(full)
+    # (indexed axes, y's other axes, index axes): the reduce comes out in y's own layout, its indexed rows outermost,
+    # each update's row written whole (segment_sum of 5,000 rows of 32 into 1,000 was stored features x segments,
+    # an update a strided column, then transposed)
+    full = ns + tuple(y_shape[a] for a in rest) + plan.bshape
+    ub = u.permute(*range(nb, nb + nr), *range(nb)).reshape((1,) * k + u.shape[nb:] + plan.bshape).expand(full)
     mask = None
     for j, (i, n) in enumerate(zip(plan.idxs, ns, strict=True)):
         idx = _normalize(i.expand(plan.bshape), n, mode)
-        pos = Tensor.arange(n, dtype=idx.dtype).reshape((1,) * nr + tuple(n if a == j else 1 for a in range(k)) +
+        pos = Tensor.arange(n, dtype=idx.dtype).reshape(tuple(n if a == j else 1 for a in range(k)) + (1,) * nr +
                                                         (1,) * nb)
         hit = idx.reshape((1,) * (nr + k) + plan.bshape) == pos
         mask = hit if mask is None else ew.logical_and(mask, hit)
@@ -515,12 +518,12 @@ def _scatter_view(y_shape: tuple[int, ...], plan: _Plan, u: Tensor, op: str, mod
         order = Tensor.arange(prod(plan.bshape), dtype=dtypes.int32).reshape((1,) * (nr + k) + plan.bshape)
         last = mask.where(order, -1)._reduce(Ops.MAX, red, True) if nb else mask.where(order, -1)
         vals = _sum_exact((order == last).where(ub, _zero(u.dtype)), red)
-        landed = (last >= 0).reshape((1,) * nr + ns)
+        landed = (last >= 0).reshape(ns + (1,) * nr)
     else:
         vals = _reduce_as(mask.where(ub, Tensor.full((), _identity(op, u.dtype), u.dtype)), op, red)
         # over the same loops as vals, so both reduces share one kernel (the mask is computed once in it)
         landed = mask.expand(full)._reduce(Ops.MAX, red, False) if nb else mask.expand(full)
-    inv = np.argsort(list(rest) + list(plan.axes)).tolist()
+    inv = np.argsort(list(plan.axes) + list(rest)).tolist()
     return vals.permute(*inv), landed.permute(*inv).expand(y_shape)
 
 
