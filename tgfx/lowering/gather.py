@@ -84,12 +84,12 @@ def _flat_size(ranges: list[UOp]) -> int:
 def collapse_scatter(sink: UOp) -> UOp:
     """A kernel storing a scatter, `out[.., s, ..] = REDUCE(where(e == s & rest, v, identity), i)` with the index e
     varying along the reduce ranges i and not along the output range s (`schedule._scatter_reduce` stores each on its
-    own), as one sequential loop over t in [0, n + m) (n outputs along s, m updates): rows t < n are set to the
-    identity, then update t - n reads out[.., e, ..] and stores it combined with v, where it lands (inside the axis
-    and `rest`; elsewhere it stores back what it read). O(n + m) where the reduce compared every output with every
-    update. Several output ranges, each matched by its own index (`t[i[:, None], j[None, :]]`'s gradient: rows i[a]
-    and columns j[b], reduced over a and b), are one position t over all of them, and so are several reduce ranges.
-    The loop's range is of kind "scatter": no option splits, reorders or vectorises it (its updates may hit one row
+    own), as two loops: the n outputs along s set to the identity, then one sequential loop over the m updates, update
+    t reading out[.., e, ..] and storing it combined with v, where it lands (inside the axis and `rest`; elsewhere it
+    stores back what it read). O(n + m) where the reduce compared every output with every update. Several output
+    ranges, each matched by its own index (`t[i[:, None], j[None, :]]`'s gradient: rows i[a] and columns j[b],
+    reduced over a and b), are one position over all of them, and so are several reduce ranges.
+    The updates' range is of kind "scatter": no option splits, reorders or vectorises it (its updates may hit one row
     twice); the other ranges (a row's features) stay loops."""
     if len(sink.src) != 1 or (st := sink.src[0]).op is not Ops.STORE or (red := st.src[1]).op is not Ops.REDUCE or \
             red.arg not in (Ops.ADD, Ops.MAX) or len(red.src) < 2 or \
@@ -121,24 +121,34 @@ def collapse_scatter(sink: UOp) -> UOp:
             any(r in range_deps(x) for r in rs for x in (*rest, value, *(e for _, e in matched.values()))):
         return sink
     n, m = _flat_size(rs), _flat_size(reds)
-    # (in the outermost output range's place, outside a row's features: each step reads and writes a row whole)
-    t = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n + m),), (rs[0].arg[0], "scatter"))
-    init = t < n
-    step = _digits(init.where(UOp.const(dtypes.index, 0), t - n), reds)
-    rows, lands = _digits(t, rs), None
-    ats = {r: matched[r][1].cast(dtypes.index).substitute(step) for r in rs}
+    # range ids spread out (each doubled), so that the rows' loop and the updates' loop both take the outermost
+    # output range's place, outside a row's features: the rows are set in one loop (a plain loop, vectorised), then
+    # each update reads and writes its row whole
+    spread = {u: UOp(Ops.RANGE, u.dtype, u.src, (2 * u.arg[0], u.arg[1]))
+              for u in sink.toposort() if u.op is Ops.RANGE}
+    index, value = index.substitute(spread), value.substitute(spread)
+    rest = [x.substitute(spread) for x in rest]
+    rs, reds = [spread[r] for r in rs], [spread[i] for i in reds]
+    ats = {spread[r]: e.substitute(spread) for r, (_, e) in matched.items()}
+    place = rs[0].arg[0]
+    rows = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (place, "loop"))
+    init = UOp(Ops.STORE, None, (index.replace(src=(index.src[0], index.src[1].substitute(_digits(rows, rs)))),
+                                 ident))
+    t = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, m),), (place + 1, "scatter"))
+    step = _digits(t, reds)
+    ats = {r: ats[r].cast(dtypes.index).substitute(step) for r in rs}
+    lands = None
     for r, at in ats.items():
         inside = (at < r.src[0].arg) & (at < 0).ne(True)
         lands = inside if lands is None else lands & inside
     for x in rest:
         lands = lands & x.substitute(step)
     ix = index.replace(src=(index.src[0], index.src[1].substitute(
-        {r: init.where(rows[r], lands.where(at, UOp.const(dtypes.index, 0))) for r, at in ats.items()})))
+        {r: lands.where(at, UOp.const(dtypes.index, 0)) for r, at in ats.items()})))
     old = UOp(Ops.LOAD, red.dtype, (ix,))
     v = value.substitute(step)
     new = old.alu(Ops.OR, v) if red.dtype == dtypes.bool else UOp(red.arg, red.dtype, (old, v))
-    return sink.replace(src=(UOp(Ops.STORE, None, (ix, init.where(ident, lands.where(new, old)))),))
-
+    return sink.replace(src=(init, UOp(Ops.STORE, None, (ix, lands.where(new, old)))))
 
 pm_gather = PatternMatcher([
     (UPat(Ops.REDUCE, name="red"), collapse_onehot),
