@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import tgfx.numpy as tnp
-from tgfx._lax_window import _windows, dilate, ints, pad_general, pad_pairs, padtype_to_pads
+from tgfx._lax_window import _windows, dilate, interleave, ints, pad_general, pad_pairs, padtype_to_pads
 from tgfx.dtypes import to_dtype
 from tgfx.function import function
 from tgfx.ir.ops import Ops
@@ -206,15 +206,11 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
         phases.append(_pad_spatial(dx, tuple((0, c - n) for c, n in zip(counts, sizes, strict=True))))
     if len(phases) == 1:
         return phases[0]
-    # phase (r0, r1, ...) at (N, C, q0, r0, q1, r1, ...): x's positions s * q + r, cut to x's extent
-    dx = tnp.stack(phases, axis=-1).reshape(*lead, *counts, *s)
-    dx = dx.permute(0, 1, *(i for a in range(nsp) for i in (2 + a, 2 + nsp + a)))
-    dx = dx.reshape(*lead, *(c * ss for c, ss in zip(counts, s, strict=True)))
+    dx = interleave(phases, s, ins)
     # stored: fused into what reads it (the previous layer's activation gradient, then its convolution's input
     # gradient), the interleave's index arithmetic would run once per tap and read, and take that kernel's tile
     # (channels last for an NHWC g, as the phases: the interleave copies each position's channels whole, and the
     # NHWC input's gradient is a view of it; not stored for a caller whose function stores it, `conv_lhs_dilated`)
-    dx = dx.shrink(((0, lead[0]), (0, lead[1]), *((0, size) for size in ins)))
     if not store:
         return dx
     return _channels_last(dx) if last else dx.contiguous()

@@ -144,15 +144,28 @@ def _disjoint_windows(x: Tensor, k: Sequence[int], s: Sequence[int], outs: Seque
     return x.permute(*range(nl), *(nl + 2 * j for j in range(nsp)), *(nl + 2 * j + 1 for j in range(nsp)))
 
 
+def interleave(phases: list[Tensor], s: Sequence[int], ins: Sequence[int]) -> Tensor:
+    """The phases of the last len(s) axes, phase r (in itertools.product order) holding positions q * s + r, each
+    phase ceil(in / s) long, interleaved into one array cut to `ins`: a stack, a reshape and a permute, one copy."""
+    nsp = len(s)
+    lead, counts = phases[0].shape[:-nsp], phases[0].shape[-nsp:]
+    if len(phases) > 1:
+        nl = len(lead)
+        x = tnp.stack(phases, axis=-1).reshape(lead + tuple(counts) + tuple(s))
+        x = x.permute(*range(nl), *(i for a in range(nsp) for i in (nl + a, nl + nsp + a)))
+        phases = [x.reshape(lead + tuple(c * ss for c, ss in zip(counts, s, strict=True)))]
+    return phases[0][(Ellipsis, *(slice(0, i) for i in ins))]
+
+
 @functools.cache
 def _window_reduce(k: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...], op: str) -> Callable[[Tensor], Tensor]:
     """The add, max or min of every window of the last len(k) axes (overlapping windows: `_windows`' tiled view), as
-    a function whose backward gives each window's cotangent back to the input tap by tap (col2im): for tap j, the
-    output's gradient (times the window's share at j: the max's hits, each an equal part, as JAX) put at positions
-    o * s + j * d, a dilated and padded copy; the taps' copies summed in one elementwise kernel. The view's own
-    gradient read the tiled view's reshapes back through divisions and remainders for every tap of every window a
-    position is in: a 3 x 3 stride-2 max pool's gradient on 32 x 32 x 32 x 16 took 186 ms, a 3 x 3 average's 10
-    (stride 1) and 138 (stride 2)."""
+    a function whose backward gives each window's gradient back to the input tap by tap: input position q * s + r
+    (phase r) gets tap j of window q - c where j * d = c * s + r, so each phase is a sum of shifted copies of the
+    output's gradient (times the tap's hits for max and min: the window's hits share it equally, as JAX), and the
+    phases are interleaved (`interleave`). The view's own gradient read the tiled view's reshapes back through
+    divisions and remainders for every tap of every window a position is in: a 3 x 3 stride-2 max pool's gradient
+    on 32 x 32 x 32 x 16 took 186 ms, a 3 x 3 average's 10 (stride 1) and 138 (stride 2)."""
     nsp = len(k)
     taps = tuple(range(-nsp, 0))
 
@@ -175,9 +188,6 @@ def _window_reduce(k: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...], o
             for j in window[1:]:
                 count = ew.add(count, hits[j])
             part = ew.divide(part, count).contiguous()
-        # input position i = q s + r (phase r) gets tap j of output o = q - c where j d = c s + r: per phase, a sum
-        # of shifted copies (stride 1, no remainders), then the phases interleaved (as a strided convolution's input
-        # gradient, tgfx/_lax_conv.py)
         counts = tuple(-(-i // ss) for i, ss in zip(ins, s, strict=True))
         phases = []
         for r in itertools.product(*(range(ss) for ss in s)):
@@ -190,12 +200,7 @@ def _window_reduce(k: tuple[int, ...], s: tuple[int, ...], d: tuple[int, ...], o
                 dx = ew.add(dx, pad_general(share, [(0, 0)] * nl + [(cc, q - cc - o) for cc, q, o in
                                                                       zip(c, counts, outs, strict=True)]))
             phases.append(dx)
-        if len(phases) == 1:
-            return (phases[0][(Ellipsis, *(slice(0, i) for i in ins))],)
-        dx = tnp.stack(phases, axis=-1).reshape(x.shape[:nl] + counts + s)
-        dx = dx.permute(*range(nl), *(i for a in range(nsp) for i in (nl + a, nl + nsp + a)))
-        dx = dx.reshape(x.shape[:nl] + tuple(c * ss for c, ss in zip(counts, s, strict=True)))
-        return (dx[(Ellipsis, *(slice(0, i) for i in ins))],)
+        return (interleave(phases, s, ins),)
 
     return function(forward, grad_fxn=backward)
 
