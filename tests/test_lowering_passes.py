@@ -676,7 +676,8 @@ def test_a_loops_arange_operand_is_stored_as_its_own_copy_and_no_loop_is_duplica
 def test_a_read_at_a_known_position_walks_only_the_piece_it_is_in(monkeypatch) -> None:
     """The gradient of a Python-unrolled 12-step scan reads its stacked outputs back row by row, each read a sum of
     every row's padded piece: index arithmetic folds its constants, so a PAD read at a known position outside its
-    source is a zero whose source is not walked (933,972 requests, 11 s to lower; 51,158 now; 20 steps took 68 s)."""
+    source is a zero whose source is not walked (686,904 requests, 11 s to lower; 42,358), and a concatenation of
+    8 pieces or more is stored, a read of it one load (17,493; 20 steps took 68 s, now 0.44 s)."""
     import sys
 
     from tgfx.lowering import index_level
@@ -707,7 +708,7 @@ def test_a_read_at_a_known_position_walks_only_the_piece_it_is_in(monkeypatch) -
     for call in linear.src:
         if call.src[0].op is Ops.SINK:
             index_level(call.src[0])
-    assert 0 < requests < 100_000, requests
+    assert 0 < requests < 25_000, requests
     # and the values: the reverse recurrence g_a(t) = 0.9 g_a(t + 1) - 2 y_t, each x_t's gradient g_a(t)
     x, a, k, ys = xs.numpy().astype(np.float64), a0.numpy().astype(np.float64), 0.0, []
     for i in range(n):
@@ -718,3 +719,18 @@ def test_a_read_at_a_known_position_walks_only_the_piece_it_is_in(monkeypatch) -
         ga = 0.9 * ga - 2 * ys[i]
         want[i] = ga
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+
+def test_a_concatenation_of_many_pieces_is_stored() -> None:
+    # 16 rows stacked and read back at two rows: the stack is a kernel of its own (one store of 16 pieces), then the
+    # reads are loads; 4 rows stay fused into their reader
+    rng = np.random.default_rng(0)
+    x = tgfx.asarray(rng.standard_normal(5).astype(np.float32)).realize()
+    for n, kernels in ((16, 2), (4, 1)):
+        s = tnp.stack([x * float(i) + 1.0 for i in range(n)])
+        out = s[1] * s[n - 1]
+        sink = UOp(Ops.SINK, None, (out.uop,))
+        linear, _ = schedule(list(sink.src))
+        assert sum(c.src[0].op is Ops.SINK for c in linear.src) == kernels, n
+        np.testing.assert_allclose(out.numpy(), (x.numpy() + 1) * (x.numpy() * (n - 1) + 1), rtol=1e-6)

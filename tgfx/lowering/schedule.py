@@ -170,6 +170,24 @@ def _is_onehot(u: UOp) -> bool:
 
 # a one-hot reduce onto this many outputs or more, from as many updates, is a scatter (`gather.collapse_scatter`)
 SCATTER_MIN = 64
+# a sum of this many padded pieces or more (a concatenation, a stack: `tnp.concatenate` adds up PADs) is stored
+CONCAT_STORE_PIECES = 8
+
+
+def _stored_concatenations(order: list[UOp]) -> set[UOp]:
+    """The heads of sums of CONCAT_STORE_PIECES padded pieces or more: stored, a read of one is a load. Fused, each
+    read at a position walks the whole chain of pieces (all but one zero there), and a kernel that reads such a
+    value along a chain of its own (the gradient of a Python-unrolled scan reads its stacked outputs row by row) walked
+    it once per read: a 32-step unrolled scan's gradient took 7 s to lower."""
+    pieces: dict[UOp, int] = {}
+    inner: set[UOp] = set()
+    for u in order:
+        if u.op is Ops.PAD:
+            pieces[u] = 1
+        elif u.op is Ops.ADD and all(pieces.get(x, 0) for x in u.src):
+            pieces[u] = sum(pieces[x] for x in u.src)
+            inner.update(x for x in u.src if x.op is Ops.ADD)
+    return {u for u, n in pieces.items() if n >= CONCAT_STORE_PIECES and u not in inner}
 
 
 def _varying(u: UOp) -> set[int]:
@@ -379,6 +397,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             realize.add(u)
     # scatters are kernels of their own: `gather.collapse_scatter` makes them a loop over their updates
     realize.update(u for u in order if u.op is Ops.REDUCE_AXIS and _scatter_reduce(u))
+    realize.update(_stored_concatenations(order))
     ctx = ScheduleCtx(realize)
     changed = True
     while changed:
