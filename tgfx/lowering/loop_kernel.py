@@ -1,13 +1,14 @@
 """loop_kernel: a loop whose body is elementwise becomes ONE kernel, the steps a RANGE inside it.
 
 When every value of the body is computed element by element from the carries (no reduce, no movement that mixes
-elements, only broadcasts of scalars) and the loop stacks no outputs, element e of the carries evolves on its own,
-so the kernel loops over the elements and, inside, over the steps, keeping the carries in registers (a scanned
-input is read at step i: slice i of it)::
+elements, only broadcasts of scalars; a stacked output one value per element too), element e of the carries
+evolves on its own, so the kernel loops over the elements and, inside, over the steps, keeping the carries in
+registers (a scanned input is read at step i: slice i of it; a stacked output is written there)::
 
     for e in range(N):                       # "loop" range (THREAD may split it across cores)
         c_k = init_k[e]                      # a register per carry
         for i in range(length):              # "carry" range: sequential, never reordered or unrolled
+            ys_m[i, e] = y_m(i, consts, c)   # the stacked outputs (and with `save`, the carries) of step i
             c_k' = body_k(i, consts, c)      # all new values from the old ones, then all stored
         out_k[e] = c_k
 
