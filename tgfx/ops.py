@@ -61,40 +61,40 @@ def _segments(name: str, data: ArrayLike, segment_ids: ArrayLike, num_segments: 
     return x, ids, num_segments, value
 
 
-def _out(x: Tensor, n: int, value: Any) -> Tensor:
-    return tnp.full((n,) + x.shape[1:], value, dtype=x.dtype)
+def _segment_reduce(name: str, identity: str, combine: str, data: ArrayLike, segment_ids: ArrayLike,
+                    num_segments: int | None, mode: Any) -> Tensor:
+    """`num_segments` rows of the identity, the rows of data combined into them by `combine` (an `.at[]` method)."""
+    x, ids, n, value = _segments(name, data, segment_ids, num_segments, identity, mode)
+    out = tnp.full((n,) + x.shape[1:], value, dtype=x.dtype)
+    return getattr(out.at[ids], combine)(x) if n else out
 
 
 def segment_sum(data: ArrayLike, segment_ids: ArrayLike, num_segments: int | None = None,
                 indices_are_sorted: bool = False, unique_indices: bool = False, bucket_size: int | None = None,
                 mode: Any = None) -> Tensor:
     """jax.ops.segment_sum: out[s] = the sum of data's rows whose segment id is s (see the module)."""
-    x, ids, n, zero = _segments("segment_sum", data, segment_ids, num_segments, "zero", mode)
-    return _out(x, n, zero).at[ids].add(x) if n else _out(x, 0, zero)
+    return _segment_reduce("segment_sum", "zero", "add", data, segment_ids, num_segments, mode)
 
 
 def segment_prod(data: ArrayLike, segment_ids: ArrayLike, num_segments: int | None = None,
                  indices_are_sorted: bool = False, unique_indices: bool = False, bucket_size: int | None = None,
                  mode: Any = None) -> Tensor:
     """jax.ops.segment_prod: the product of each segment's rows (1 for an empty one)."""
-    x, ids, n, one = _segments("segment_prod", data, segment_ids, num_segments, "one", mode)
-    return _out(x, n, one).at[ids].multiply(x) if n else _out(x, 0, one)
+    return _segment_reduce("segment_prod", "one", "multiply", data, segment_ids, num_segments, mode)
 
 
 def segment_max(data: ArrayLike, segment_ids: ArrayLike, num_segments: int | None = None,
                 indices_are_sorted: bool = False, unique_indices: bool = False, bucket_size: int | None = None,
                 mode: Any = None) -> Tensor:
     """jax.ops.segment_max: the maximum of each segment's rows (-inf, or the smallest integer, for an empty one)."""
-    x, ids, n, low = _segments("segment_max", data, segment_ids, num_segments, "low", mode)
-    return _out(x, n, low).at[ids].max(x) if n else _out(x, 0, low)
+    return _segment_reduce("segment_max", "low", "max", data, segment_ids, num_segments, mode)
 
 
 def segment_min(data: ArrayLike, segment_ids: ArrayLike, num_segments: int | None = None,
                 indices_are_sorted: bool = False, unique_indices: bool = False, bucket_size: int | None = None,
                 mode: Any = None) -> Tensor:
     """jax.ops.segment_min: the minimum of each segment's rows (+inf, or the largest integer, for an empty one)."""
-    x, ids, n, high = _segments("segment_min", data, segment_ids, num_segments, "high", mode)
-    return _out(x, n, high).at[ids].min(x) if n else _out(x, 0, high)
+    return _segment_reduce("segment_min", "high", "min", data, segment_ids, num_segments, mode)
 
 
 __all__ = ["segment_sum", "segment_prod", "segment_max", "segment_min"]
