@@ -287,18 +287,16 @@ def _lhs_dilated_pads(pads: tuple[tuple[int, int], ...], k: tuple[int, ...],
     return out if all(lo >= 0 and hi >= 0 for lo, hi in out) else None
 
 
-def conv_lhs_dilated(x: Tensor, w: Tensor, lhs_dilation: tuple[int, ...], pads: tuple[tuple[int, int], ...],
+def conv_lhs_dilated(x: Tensor, w: Tensor, lhs_dilation: tuple[int, ...], fpads: tuple[tuple[int, int], ...],
                      dilation: tuple[int, ...], groups: int, out_shape: tuple[int, ...]) -> Tensor:
     """The stride-1 convolution of x (N, C, *in) dilated by `lhs_dilation` (s - 1 zeros between its elements, a
-    transposed convolution) and padded by `pads` (`_lhs_dilated_pads` must accept them), with w (O, C // groups,
+    transposed convolution) and padded so that `fpads` (`_lhs_dilated_pads`) is A's padding, with w (O, C // groups,
     *k): the transpose of the strided convolution A of an (N, O, *out) input with `_flip_transpose(w)`, computed
     as that convolution's input gradient (`_conv_input_grad`: one stride-1 correlation per output phase with the
     taps that reach it). Correlating the dilated input multiplied zeros in all but one of s ** nsp products and read
     it through a parity mask no register tile takes (a stride-2 transposed convolution of 32 x 32 x 32 x 16 to 8
     channels: 121 ms, jax 3.5). Its backward is A's forward (x's gradient) and A's kernel gradient, flipped and
     transposed back."""
-    fpads = _lhs_dilated_pads(pads, w.shape[2:], dilation)
-    assert fpads is not None
     nsp = x.ndim - 2
     # an NHWC x enters as it lies, channels last, so that the phases and the result are stored that way too
     to_last, to_first = (0, *range(2, 2 + nsp), 1), (0, 1 + nsp, *range(1, 1 + nsp))
@@ -403,11 +401,11 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
         x = x.reshape(bgc, nb // bgc, c, *x.shape[2:]).permute(1, 0, *range(2, x.ndim + 1))
         x = x.reshape(nb // bgc, bgc * c, *x.shape[3:])
     if any(v > 1 for v in lhs_d) and all(v == 1 for v in strides) and bgc == 1 and \
-            _lhs_dilated_pads(pads, k, rhs_d) is not None and prod(x.shape[:2]) and o and all(x.shape[2:]):
+            (fpads := _lhs_dilated_pads(pads, k, rhs_d)) is not None and prod(x.shape[:2]) and o and all(x.shape[2:]):
         outs = tuple((i - 1) * dd + 1 + lo + hi - sp + 1
                      for i, dd, (lo, hi), sp in zip(x.shape[2:], lhs_d, pads, span, strict=True))
         if all(v > 0 for v in outs):
-            out = conv_lhs_dilated(x, w, lhs_d, pads, rhs_d, groups, (x.shape[0], o, *outs))
+            out = conv_lhs_dilated(x, w, lhs_d, fpads, rhs_d, groups, (x.shape[0], o, *outs))
             return out.permute(np.argsort(dn.out_spec).tolist())
     x = dilate(x, range(2, 2 + nsp), lhs_d)
     padded = [i + lo + hi for i, (lo, hi) in zip(x.shape[2:], pads, strict=True)]

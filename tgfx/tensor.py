@@ -714,9 +714,7 @@ def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
     reshapes, as `Tensor.reshape` makes it), then an EXPAND. One Tensor for the result, not one per step: eager
     `x * 2` broadcasts its scalar this way."""
     if len(shape) != len(u.shape):
-        new = (1,) * (len(shape) - len(u.shape)) + u.shape
-        src = u.src[0] if u.op is Ops.RESHAPE else u
-        u = src if src.shape == new else UOp(Ops.RESHAPE, u.dtype, (src,), new)
+        u = _reshape_uop(u, (1,) * (len(shape) - len(u.shape)) + u.shape)
     return u if u.shape == shape else UOp(Ops.EXPAND, u.dtype, (u,), shape)
 
 

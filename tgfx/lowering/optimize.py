@@ -622,9 +622,9 @@ def dot_product_opts(loops: list[UOp], reduces: list[UOp], hot: list[UOp], targe
     Without it each output was its own dot product (attention's scores: 3.8x slower)."""
     lanes = target.lanes(itemsize)
     red = None
-    for amount in (lanes, lanes // 2, lanes // 4):   # a reduce of 24 (features): 3 half vectors
+    for amount in (a for a in (lanes, lanes // 2, lanes // 4) if a >= 4):   # a reduce of 24 (features): 3 halves
         red = next((r for r in reduces if r.src[0].arg % amount == 0 and all(_coef(i, r) in (0, 1) for i in hot) and
-                    sum(_coef(i, r) == 1 for i in hot) >= 2), None) if amount >= 4 else None
+                    sum(_coef(i, r) == 1 for i in hot) >= 2), None)
         if red is not None:
             break
     if red is None:

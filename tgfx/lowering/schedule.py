@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,12 +81,17 @@ def is_concat(u: UOp) -> bool:
     return u.op is Ops.CONTIGUOUS and isinstance(u.tag, tuple) and u.tag[0] == "concat"
 
 
+def _unreshaped(u: UOp) -> UOp:
+    """What `u` reshapes, through any number of RESHAPEs (the same elements in the same order)."""
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u
+
+
 def _root_base(r: UOp) -> UOp:
     """What a requested result is a view of: a reshape of a value materialised anyway (CONTIGUOUS, COPY) needs no
     kernel of its own."""
-    base = r
-    while base.op is Ops.RESHAPE:
-        base = base.src[0]
+    base = _unreshaped(r)
     return base if base.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.NETWORK) else r
 
 
@@ -237,19 +242,28 @@ def _scatter_reduce(red: UOp) -> bool:
     return covered == axes and outputs >= SCATTER_MIN
 
 
-def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_COST) -> int:
-    """What evaluating the elementwise graph under `u` costs per element, up to its leaves, stored values and reduces
-    (counted up to `limit`): plain ops 1, transcendentals and divisions 4 (a scalar part is free: LLVM hoists it out
-    of the loops)."""
-    cost, seen, stack = 0, set(), [u]
-    while stack and cost < limit:
+def _evaluated(u: UOp, ctx: ScheduleCtx, root: UOp, scalars: bool = False) -> Iterator[UOp]:
+    """The nodes of the elementwise graph under `u` that the kernel of `root` evaluates: up to its leaves, stored
+    values and reduces; its scalar part (which LLVM hoists out of the loops) only with `scalars`."""
+    seen, stack = set(), [u]
+    while stack:
         x = stack.pop()
-        if x in seen or ctx.is_leaf(x, root) or x.op is Ops.REDUCE_AXIS or not x.shape:
+        if x in seen or ctx.is_leaf(x, root) or x.op is Ops.REDUCE_AXIS or not (scalars or x.shape):
             continue
         seen.add(x)
+        yield x
+        stack.extend(x.src)
+
+
+def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_COST) -> int:
+    """What evaluating the elementwise graph under `u` costs per element (`_evaluated`), counted up to `limit`:
+    plain ops 1, transcendentals and divisions 4."""
+    cost = 0
+    for x in _evaluated(u, ctx, root):
         if x.op in GroupOp.ALU:
             cost += 4 if x.op in GroupOp.Costly else 1
-        stack.extend(x.src)
+            if cost >= limit:
+                break
     return cost
 
 
@@ -314,16 +328,7 @@ def _stepped_operand(u: UOp, axes: Axes | None, root: UOp, ctx: ScheduleCtx) -> 
     if not any(axes[a] is not None and out[axes[a]] > 1 for a in spread) or \
             not any(u.src[0].shape[a] > 1 and (axes[a] is None or out[axes[a]] == 1) for a in range(len(axes))):
         return False
-    seen, stack = set(), [u.src[0]]
-    while stack:   # the elementwise graph under it, up to what is stored
-        x = stack.pop()
-        if x in seen or ctx.is_leaf(x, root) or x.op is Ops.REDUCE_AXIS:
-            continue
-        seen.add(x)
-        if x.op in GroupOp.Transcendental:
-            return True
-        stack.extend(x.src)
-    return False
+    return any(x.op in GroupOp.Transcendental for x in _evaluated(u.src[0], ctx, root, scalars=True))
 
 
 def _plain_reduces(root: UOp, ctx: ScheduleCtx) -> set[UOp]:
@@ -850,10 +855,7 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
                 calls.append(UOp(Ops.CALL, None, (UOp(Ops.COPY, None, (), arg), out,
                                                   base if base.op is Ops.BUFFER else realized[base])))
             continue
-        base = u.src[0] if u.op is Ops.CONTIGUOUS else u
-        while base.op is Ops.RESHAPE:
-            base = base.src[0]
-        if u.op is Ops.CONTIGUOUS and base in realized:
+        if u.op is Ops.CONTIGUOUS and (base := _unreshaped(u.src[0])) in realized:
             # (a reshape of a stored value is its buffer: an embedding table's gradient, its scatter's (1, rows,
             # width) stored as (rows, width), was copied, 1.5 ms for 32,000 x 256)
             realized[u] = realized[base]
