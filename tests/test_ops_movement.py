@@ -216,6 +216,19 @@ def test_concatenate(d: DType, data: st.DataObject) -> None:
     _check(tnp.concatenate([to_tensor(p, d) for p in parts], axis=None), np.concatenate(parts, axis=None), d)
 
 
+def test_concatenate_keeps_negative_zeros() -> None:
+    # the pieces are summed padded: padded with 0.0, a -0.0 came out 0.0 (-0.0 + 0.0); with -0.0 it stays
+    a = np.array([-0.0, 1.0], np.float32)
+    b = np.array([0.0, -0.0, -2.0], np.float32)
+    for f in (lambda x, y: tnp.concatenate([x, y]), tg.jit(lambda x, y: tnp.concatenate([x, y]))):
+        got = f(to_tensor(a), to_tensor(b)).numpy()
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(np.concatenate([a, b])))
+    got = tnp.stack([to_tensor(a), to_tensor(b[:2])]).numpy()
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.stack([a, b[:2]])))
+    rolled = tnp.roll(tnp.roll(to_tensor(b), 1).at[0].set(-0.0), 1).at[0].set(0.0)   # (found by test_eager_fuzz)
+    np.testing.assert_array_equal(np.signbit(rolled.numpy()), [False, True, False])
+
+
 def test_concatenate_promotes_dtypes() -> None:
     a, b = np.array([1, 2], np.int8), np.array([300, -5], np.int16)
     _check(tnp.concatenate([to_tensor(a), to_tensor(b)]), np.concatenate([a, b]), dtypes.int16)

@@ -187,7 +187,7 @@ def _stored_concatenations(order: list[UOp]) -> set[UOp]:
     pieces: dict[UOp, int] = {}
     inner: set[UOp] = set()
     for u in order:
-        if u.op is Ops.PAD:
+        if u.op is Ops.PAD or u.op is Ops.NEG and u.src[0].op is Ops.PAD:   # (a float piece is negated twice)
             pieces[u] = 1
         elif u.op is Ops.ADD and all(pieces.get(x, 0) for x in u.src):
             pieces[u] = sum(pieces[x] for x in u.src)

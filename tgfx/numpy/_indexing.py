@@ -657,32 +657,28 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: 
     axis = normalize_axis(axis, x.ndim, "take_along_axis")
     mode = _check_mode(mode, ("fill", "clip", "wrap"), "fill", "take_along_axis")
     fv = _fill_value(x.dtype) if fill_value is None else fill_value
-    xm, im = _move_last(x, axis), _move_last(idx, axis)
-    n, m = xm.shape[-1], im.shape[-1]
+    n = x.shape[axis]
     try:
-        batch = broadcast_shapes(xm.shape[:-1], im.shape[:-1], name="take_along_axis")
+        shape = broadcast_shapes(_without(x.shape, axis), _without(idx.shape, axis), name="take_along_axis")
     except ValueError as e:
         raise ValueError(f"take_along_axis: indices of shape {idx.shape} do not broadcast against arr of shape "
                          f"{x.shape} outside axis {axis}") from e
-    if n == 0 and prod(batch) * m and mode == "clip":
+    shape = shape[:axis] + (idx.shape[axis],) + shape[axis:]                   # the result's
+    if n == 0 and prod(shape) and mode == "clip":
         raise IndexError(f"take_along_axis: cannot take from axis {axis} of size 0 (arr shape {x.shape})")
-    i = _normalize(im, n, mode)
-    if prod(batch) * m == 0 or n == 0:
-        out = Tensor.full(batch + (m,), fv if mode == "fill" else 0, x.dtype)
-    else:
-        xb = xm.reshape(xm.shape[:-1] + (1, n)).expand(batch + (m, n))
-        hit = i.reshape(im.shape + (1,)) == Tensor.arange(n, dtype=i.dtype)
-        out = _sum_exact(hit.where(xb, _zero(x.dtype)), (len(batch) + 1,))
-        if mode == "fill":
-            out = _in_range(i, n).where(out, to_tensor(fv, like=out)).astype(x.dtype)
-    return _move_back(out, axis)
+    i = _normalize(idx, n, mode)
+    if prod(shape) == 0 or n == 0:
+        return Tensor.full(shape, fv if mode == "fill" else 0, x.dtype)
+    # a one-hot sum over a new last axis, the result in arr's own layout (summed over the moved axis and moved back,
+    # it was stored transposed: written a row a column)
+    xm = x.permute(*(a for a in range(x.ndim) if a != axis), axis)
+    xb = xm.reshape(xm.shape[:axis] + (1,) + xm.shape[axis:]).expand(shape + (n,))
+    hit = i.reshape(i.shape + (1,)) == Tensor.arange(n, dtype=i.dtype)
+    out = _sum_exact(hit.where(xb, _zero(x.dtype)), (len(shape),))
+    if mode == "fill":
+        out = _in_range(i, n).where(out, to_tensor(fv, like=out)).astype(x.dtype)
+    return out
 
 
-def _move_last(t: Tensor, axis: int) -> Tensor:
-    return t.permute(*(a for a in range(t.ndim) if a != axis), axis)
-
-
-def _move_back(t: Tensor, axis: int) -> Tensor:
-    order = list(range(t.ndim - 1))
-    order.insert(axis, t.ndim - 1)
-    return t.permute(*order)
+def _without(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    return shape[:axis] + shape[axis + 1:]

@@ -203,8 +203,13 @@ def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
     for t in ts:
         n = t.shape[axis]
         pads = tuple((off, total - off - n) if a == axis else (0, 0) for a in range(nd))
-        p = t.pad_zeros(pads)
-        out = p if out is None else out._binary(_ADD, p) if not t.dtype.is_bool else ew.logical_or(out, p)
+        if t.dtype.is_bool:
+            p = t.pad_zeros(pads)
+            out = p if out is None else ew.logical_or(out, p)
+        else:   # a float piece is padded with -0.0, the zero that adds to every value exactly (-0.0 + 0.0 is 0.0):
+            # negated, padded with zeros, negated back
+            p = -((-t).pad_zeros(pads)) if t.dtype.is_float or t.dtype.is_complex else t.pad_zeros(pads)
+            out = p if out is None else out._binary(_ADD, p)
         off += n
     return out
 
