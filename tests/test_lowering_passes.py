@@ -1,4 +1,6 @@
 """Each lowering pass on a tiny graph, with the exact result asserted. No device needed."""
+import math
+
 import llvmlite.binding as llvm
 import numpy as np
 
@@ -43,6 +45,19 @@ def test_symbolic_folds_constants_and_identities():
     assert simplify(i * 0) is c(0)
     assert simplify(c(3) + i) is i + 3
     assert simplify((i + 2) + 3) is i + 5
+
+
+def test_symbolic_folds_negations_exactly():
+    # a concatenation's float piece, -(pad(-x)): the negations go, the padding's zero becomes -0.0
+    x = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(1, 8), rng(8))),))
+    m = rng(8) < 4
+    assert simplify(x.alu(Ops.NEG).alu(Ops.NEG)) is x
+    folded = simplify(-UOp.const(dtypes.float32, 0.0))
+    assert folded.op is Ops.CONST and math.copysign(1.0, folded.arg) == -1.0
+    out = simplify(-(m.where(-x, UOp.const(dtypes.float32, 0.0))))
+    assert out.op is Ops.WHERE and out.src[1] is x and math.copysign(1.0, out.src[2].arg) == -1.0
+    y = x * 2.0
+    assert simplify(-(m.where(y, UOp.const(dtypes.float32, 0.0)))).src[0].op is Ops.WHERE   # a new op: left as is
 
 
 def test_symbolic_div_mod_with_bounds():

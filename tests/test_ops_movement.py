@@ -216,6 +216,13 @@ def test_concatenate(d: DType, data: st.DataObject) -> None:
     _check(tnp.concatenate([to_tensor(p, d) for p in parts], axis=None), np.concatenate(parts, axis=None), d)
 
 
+def test_numpy_integers_as_axes_and_lengths() -> None:
+    x = tnp.ones((2, 3))
+    assert tnp.transpose(x, tuple(np.array([1, 0]))).shape == (3, 2)       # numpy's ints, one axis or several
+    assert tnp.transpose(tnp.ones(3), tuple(np.array([0]))).shape == (3,)
+    assert x.reshape(np.int64(6)).shape == (6,) and x.transpose(np.int64(1), np.int64(0)).shape == (3, 2)
+
+
 def test_concatenate_keeps_negative_zeros() -> None:
     # the pieces are summed padded: padded with 0.0, a -0.0 came out 0.0 (-0.0 + 0.0); with -0.0 it stays
     a = np.array([-0.0, 1.0], np.float32)

@@ -255,6 +255,24 @@ def test_a_long_cumsum_is_a_loop_in_numpys_order_and_its_gradient_a_loop_too() -
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_sums_of_zeros_are_positive_zero() -> None:
+    # a sum starts at -0.0 (the identity) and is -0.0 only when every term is: with "nsz" on the reduce's adds, LLVM
+    # folded acc + 0.0 to acc and a sum of zeros (padding, a constant) came out -0.0
+    p = tnp.pad(tnp.ones((2, 3)), [(0, 0), (1, 1)])
+    for got in (tnp.sum(p, axis=0), tnp.nansum(p, axis=0), tnp.sum(tnp.zeros((2, 3)), axis=0)):
+        assert not np.signbit(got.numpy()).any()
+    assert np.signbit(tnp.sum(-tnp.zeros((2, 3)), axis=0).numpy()).all()
+
+
+def test_cumsum_keeps_a_leading_negative_zero() -> None:
+    # a short cumsum is a masked sum of a triangle: masked with 0.0, a first element -0.0 came out 0.0
+    for n in (3, 40):   # the triangle, and the loop
+        x = np.zeros(n, np.float32)
+        x[0], x[2] = -0.0, -0.0
+        for f in (tnp.cumsum, tg.lax.cumsum):
+            np.testing.assert_array_equal(np.signbit(f(tnp.asarray(x)).numpy()), np.signbit(np.cumsum(x)))
+
+
 def test_cumsum_with_dtype() -> None:
     x = np.array([100, 100, 100, -50], np.int8)
     assert_close(tnp.cumsum(to_tensor(x), dtype=dtypes.int8), np.cumsum(x, dtype=np.int8), dtype=dtypes.int8)

@@ -300,8 +300,8 @@ class Tensor:
 
     # ---- movement primitives ----
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        new = list(_shape_arg(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape, "reshape",
-                              allow_neg1=True))
+        one = len(shape) == 1 and not isinstance(shape[0], (int, np.integer))   # a shape, not an axis length
+        new = list(_shape_arg(shape[0] if one else shape, "reshape", allow_neg1=True))
         if new.count(-1) > 1:
             raise ValueError(f"reshape: can only infer one dimension (-1), got shape {tuple(new)}")
         if -1 in new:
@@ -319,7 +319,7 @@ class Tensor:
         return Tensor(_reshape_uop(self.uop, new_t))
 
     def permute(self, *axes: int | Sequence[int]) -> Tensor:
-        ax = tuple(axes[0]) if len(axes) == 1 and not isinstance(axes[0], int) else tuple(axes)
+        ax = tuple(axes[0]) if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)) else tuple(axes)
         ax = tuple(normalize_axis(a, self.ndim, "transpose") for a in ax)
         if sorted(ax) != list(range(self.ndim)):
             raise ValueError(f"transpose: axes {ax} are not a permutation of the {self.ndim} axes of shape "

@@ -160,6 +160,13 @@ def _nonneg(x: UOp) -> bool:
     return x.dtype.is_int and x.vmin >= 0
 
 
+def _negated_where(m: UOp, a: UOp, b: UOp) -> UOp | None:
+    """-where(m, a, b) as where(m, -a, -b) when both arms negate to no new op (each a negation or a constant)."""
+    if not all(x.op is Ops.NEG or x.op is Ops.CONST and x.dtype.is_float for x in (a, b)):
+        return None
+    return m.where(*(x.src[0] if x.op is Ops.NEG else x.const_like(-x.arg) for x in (a, b)))
+
+
 pm_symbolic = PatternMatcher([
     # constants
     (UPat(GroupOp.ALU, name="x"), fold_alu),
@@ -196,6 +203,11 @@ pm_symbolic = PatternMatcher([
     (UPat(Ops.MOD, src=(UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("a"))), UPat.cvar("b"))),
      lambda x, a, b: x % b.arg if _nonneg(x) and b.arg > 0 and a.arg % b.arg == 0 else None),
     (UPat(Ops.ADD, name="x"), lambda x: fold_divmod_pair(x) if x.dtype.is_int else None),
+    # negations, exact for every dtype (a float's sign flips, -0.0 included): a concatenation's float pieces are
+    # negated, padded with zeros and negated back, which leaves each piece as it was and -0.0 around it
+    (UPat(Ops.NEG, src=(UPat(Ops.NEG, src=(UPat.var("x"),)),)), lambda x: x),
+    (UPat(Ops.NEG, src=(UPat.cvar("c"),)), lambda c: c.const_like(-c.arg) if c.dtype.is_float else None),
+    (UPat(Ops.NEG, src=(UPat(Ops.WHERE, src=(UPat.var("m"), UPat.var("a"), UPat.var("b"))),)), _negated_where),
     # masks
     (UPat(Ops.WHERE, src=(UPat.cvar("c"), UPat.var("a"), UPat.var("b"))), lambda c, a, b: a if c.arg else b),
     (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("a"), UPat.var("b")), name="x"), lambda x, a, b: a if a is b else None),

@@ -189,7 +189,9 @@ def _cumulative(x: Tensor, axis: int | None, op: Ops, dtype: DType | str | None,
 
 
 def masked_sum(v: Tensor, keep: Tensor, axis: int) -> Tensor:
-    return ew.where(keep, v, Tensor.full((), 0, v.dtype))._reduce(Ops.ADD, axis, False)
+    """The sum of the kept values along `axis`; the others are -0.0 for floats, which adds to any value exactly (a
+    cumsum's first element -0.0 stays -0.0, as numpy's)."""
+    return ew.where(keep, v, Tensor.full((), -0.0 if v.dtype.is_float else 0, v.dtype))._reduce(Ops.ADD, axis, False)
 
 
 def masked_product(v: Tensor, keep: Tensor, axis: int) -> Tensor:
