@@ -3,7 +3,7 @@
 `special` (logsumexp, gammaln, erfc, ndtr, ndtri, xlogy, ...), `stats` (norm, multivariate_normal, uniform,
 bernoulli, ...), `linalg` (cholesky, cho_solve, lu_solve, solve_triangular, lu, qr, svd, eigh, expm, ...), `signal`
 (convolve, correlate, convolve2d, correlate2d, fftconvolve, detrend, stft, istft, csd, welch), `fft` (dct, dctn,
-idct, idctn), `integrate` (trapezoid), `interpolate` (RegularGridInterpolator), `ndimage` (map_coordinates) and
+idct, idctn), `optimize` (minimize by BFGS, line_search), `integrate` (trapezoid), `interpolate` (RegularGridInterpolator), `ndimage` (map_coordinates) and
 `cluster.vq` (vq). Everything runs on the device, traces under `jit` and is differentiable with `grad`.
 
 >>> from tgfx import scipy as tsp
@@ -17,6 +17,7 @@ from tgfx.scipy import integrate as integrate
 from tgfx.scipy import interpolate as interpolate
 from tgfx.scipy import linalg as linalg
 from tgfx.scipy import ndimage as ndimage
+from tgfx.scipy import optimize as optimize
 from tgfx.scipy import signal as signal
 from tgfx.scipy import special as special
 from tgfx.scipy import stats as stats
