@@ -4,7 +4,8 @@
 bernoulli, ...), `linalg` (cholesky, cho_solve, lu_solve, solve_triangular, lu, qr, svd, eigh, expm, ...), `signal`
 (convolve, correlate, convolve2d, correlate2d, fftconvolve, detrend, stft, istft, csd, welch), `fft` (dct, dctn,
 idct, idctn), `optimize` (minimize by BFGS, line_search), `integrate` (trapezoid), `interpolate`
-(RegularGridInterpolator), `ndimage` (map_coordinates) and `cluster.vq` (vq). Everything runs on the device, traces under `jit` and is differentiable with `grad`.
+(RegularGridInterpolator), `ndimage` (map_coordinates) and `cluster.vq` (vq). Everything runs on the device,
+traces under `jit` and is differentiable with `grad`.
 
 >>> from tgfx import scipy as tsp
 >>> tsp.stats.multivariate_normal.logpdf(x, mean, cov)
