@@ -573,22 +573,29 @@ def _lu_panels(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return lu, tnp.moveaxis(pivs, 0, -2).reshape(batch + (n,)), perm
 
 
-def _permutation(perm: Tensor, dtype: Any) -> Tensor:
-    """P, one-hot (..., n, n): P[i, j] = 1 where perm[i] == j, so P b is b's rows in the order perm."""
-    return (perm[..., :, None] == _index(perm.shape[-1])).astype(dtype)
+def _rows(b: Tensor, order: Tensor) -> Tensor:
+    """b's rows in the order `order` (..., n): row i is b[order[i]], one gather (P b for P one-hot, without the
+    n^2 k product)."""
+    return tnp.take_along_axis(b, order[..., :, None], axis=-2)
+
+
+def _inverse_permutation(perm: Tensor) -> Tensor:
+    """inv with inv[perm[i]] = i: P^T's order."""
+    n = perm.shape[-1]
+    hit = perm[..., :, None] == _index(n)                                   # (..., i, j): perm[i] == j
+    return tnp.sum(tnp.where(hit, _index(n)[:, None], 0), axis=-2, dtype=dtypes.int32)
 
 
 def _lu_solve(lu: Tensor, perm: Tensor, b: Tensor, transpose: bool) -> Tensor:
     """x with a x = b (a^T x = b for `transpose`), given P a = L U; b (..., n, k) with the batch of lu.
 
     a x = b is L U x = P b; a^T = U^T L^T P, so a^T x = b is x = P^T L^-T U^-T b. Two triangular solves either way,
-    each differentiable by its own backward."""
-    p = _permutation(perm, lu.dtype)
+    each differentiable by its own backward; P's row order is a gather."""
     if not transpose:
-        y = _solve(lu, tnp.matmul(p, b), transpose=False, lower=True, unit=True)
+        y = _solve(lu, _rows(b, perm), transpose=False, lower=True, unit=True)
         return _solve(lu, y, transpose=False, lower=False, unit=False)
     z = _solve(lu, b, transpose=True, lower=False, unit=False)
-    return tnp.matmul(tnp.swapaxes(p, -1, -2), _solve(lu, z, transpose=True, lower=True, unit=True))
+    return _rows(_solve(lu, z, transpose=True, lower=True, unit=True), _inverse_permutation(perm))
 
 
 def _general_solve(a: Tensor, b: Tensor) -> Tensor:
