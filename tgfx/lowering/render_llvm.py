@@ -91,6 +91,9 @@ _LLVM_SUFFIX = {"float": "f32", "double": "f64"}
 
 
 _UNROLL_OFF = '!{!"llvm.loop.unroll.disable"}'
+# a reduce's update may be reassociated (vector lanes, independent chains) and fused; not `nsz`, with which LLVM folds
+# acc + 0.0 to acc, so a sum of zeros came out -0.0 (a sum is -0.0 only when every term is, in any order)
+_UPDATE_FLAGS = "reassoc contract "
 SHORT_LOOP = 8   # trips of a loop LLVM unrolls whole (see `LLVMRenderer.outer_md`)
 
 
@@ -383,7 +386,7 @@ class LLVMRenderer:
                 self.emit(f"br label %{skip}.skip")
                 self.lines.append(f"{skip}.skip:")
         elif op in GroupOp.ALU:
-            self.names[u] = self.wide_alu(u, "reassoc contract " if is_update else "")
+            self.names[u] = self.wide_alu(u, _UPDATE_FLAGS if is_update else "")
         elif op is Ops.CAST:
             self.names[u] = self.convert(u.src[0].dtype, u.dtype, self.wval(u.src[0]), w)
         elif op is Ops.BITCAST:
@@ -485,7 +488,7 @@ class LLVMRenderer:
         d, op = u.dtype, u.arg
         ct, kind = compute_type(d), _kind(d)
         rule, scalar = _VECTOR_RULES.get((op, kind)), self.rules[(op, kind)]
-        flags = "reassoc contract " if kind == "f" else ""
+        flags = _UPDATE_FLAGS if kind == "f" else ""
         v, width, n, rest = self.wval(u.src[0]), self.width, self.width, []   # v: `width` lanes, the first n live
         while n > 1 and rule is not None:
             if n % 2:
@@ -756,7 +759,7 @@ class LLVMRenderer:
         vt = f"<{len(pack.accs)} x {reg_type(pack.dtype)}>"
         cur = self.op_in(f"load {vt}, ptr %vacc{pack.id}")
         value = self.vector(pack.values)
-        upd = alu_rules[(pack.op, "f")](self, vt, [cur, value], "reassoc contract ")
+        upd = alu_rules[(pack.op, "f")](self, vt, [cur, value], _UPDATE_FLAGS)
         self.emit(f"store {vt} {upd}, ptr %vacc{pack.id}")
 
     def render(self, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp]) -> str:
@@ -918,7 +921,7 @@ class LLVMRenderer:
         elif op in GroupOp.ALU and is_update and u.src[0].op is Ops.LOAD and u.src[0].src[0] in self.pack_of:
             return
         elif op in GroupOp.ALU:
-            self.names[u] = self.alu(u, "reassoc contract " if is_update else "")
+            self.names[u] = self.alu(u, _UPDATE_FLAGS if is_update else "")
         elif op is Ops.CAST:
             self.names[u] = self.cast(u)
         elif op is Ops.BITCAST:
