@@ -8,7 +8,8 @@ max/min over mixed zeros is unspecified."""
 from collections.abc import Callable
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tgfx as tg
@@ -28,6 +29,12 @@ BINARY = [("add", np.add, tnp.add), ("sub", np.subtract, tnp.subtract), ("mul", 
           ("copysign", np.copysign, tnp.copysign), ("fmod", np.fmod, tnp.fmod),
           ("where", lambda a, b: np.where(a > b, a, b), lambda a, b: tnp.where(a > b, a, b))]
 TRANSCENDENTAL = {"exp", "sqrt", "tanh", "recip", "div", "fmod"}
+# steps with a jump or a pole: after a rounded function, one ulp there may move the result by a whole step (trunc of
+# tanh(8.5), 0.99999994 or 1.0 depending on its last bit) or across a NaN (sqrt(tanh(x) - 1))
+DISCONTINUOUS = {"floor", "trunc", "round", "sign", "sqrt", "recip", "div", "fmod", "copysign", "where", "max", "min"}
+# ... and the sign of max/min over mixed zeros is unspecified (numpy's minimum(0.0, -0.0) is 0.0, IEEE's -0.0), which a
+# division or copysign afterwards turns into an infinity's or a value's sign
+SIGN_OF_ZERO = {"recip", "div", "fmod", "copysign"}
 SIGN_FREE = {"sum", "mean", "max", "min", "cumsum"}
 
 
@@ -114,6 +121,11 @@ def test_random_programs_match_numpy_eagerly_under_jit_and_vmap(shape: list[int]
     x, y = draw(tuple(shape)), draw(tuple(shape))
     prog = _program(steps, last)
     names = [p[1] for p in prog]
+    assume(not any(n in TRANSCENDENTAL and DISCONTINUOUS & set(names[i + 1:]) or
+                   n in ("max", "min") and SIGN_OF_ZERO & set(names[i + 1:]) for i, n in enumerate(names)))
+    # a product in another order can meet tiny * tiny = 0 before inf (0 * inf: NaN, where numpy's order gives inf):
+    # reductions are reassociated (vector lanes), as XLA's are
+    assume(not (special and "prod" in names))
     with np.errstate(all="ignore"):
         want = _run(prog, x, y, 0)
         wants = np.stack([np.asarray(_run(prog, v, y, 0)) for v in (x, -x, 2 * x)])
@@ -122,3 +134,17 @@ def test_random_programs_match_numpy_eagerly_under_jit_and_vmap(shape: list[int]
     _check(np.asarray(jitted(tnp.asarray(x), tnp.asarray(y))), np.asarray(want), names, "jit")
     batched = tg.vmap(lambda a: _run(prog, a, tnp.asarray(y), 1))
     _check(np.asarray(batched(tnp.asarray(np.stack([x, -x, 2 * x])))), wants, names, "vmap")
+
+
+@pytest.mark.xfail(strict=True, reason="known bug (found by this fuzz, 2026-12-05): a kernel that splits into the "
+                   "pieces of a padded concatenation and reduces twice reads a scalar argument buffer wrongly; "
+                   "with the scalar as a literal, or a full array, it is right")
+def test_padded_stack_cumsum_sum_with_a_scalar_argument() -> None:
+    x = np.random.default_rng(0).standard_normal((1, 3, 3)).astype(np.float32)
+
+    def f(xp: object, x: object, c: object) -> object:
+        p = xp.pad(x, [(0, 1)] * 3)
+        return xp.sum(xp.cumsum(xp.stack([p, c * p], 0), 2), axis=1)
+
+    got = tg.jit(lambda x, c: f(tnp, x, c))(tnp.asarray(x), tnp.asarray(np.float32(2.0)))
+    np.testing.assert_allclose(got.numpy(), f(np, x, np.float32(2.0)), rtol=1e-5, atol=1e-6)
