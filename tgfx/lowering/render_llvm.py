@@ -148,7 +148,7 @@ class LLVMRenderer:
         self.wide_tile: dict[UOp, tuple[tuple[UOp, ...], int]] = {}   # a transpose's strided load: its tile, column
         self.wide_tile_columns: dict[tuple[UOp, ...], list[str]] = {}
         self.strided: dict[UOp, int] = {}     # a wide index whose lanes are a constant stride apart: the stride
-        self.splats: dict[UOp, str] = {}
+        self.splats: dict[str, str] = {}
 
     def tmp(self) -> str:
         self.n += 1
@@ -287,8 +287,11 @@ class LLVMRenderer:
             return self.vlit(u.arg, u.dtype)
         if self.wide(u):
             return self.names[u]
-        if (hit := self.splats.get(u)) is None:
-            hit = self.splats[u] = self.splat(self.val(u), reg_type(u.dtype), self.width)
+        # by the scalar's register, not the node: a node rendered again (in a second loop over the same range) has a
+        # new register, and a splat of the old one would read the first loop's last value
+        name = self.val(u)
+        if (hit := self.splats.get(name)) is None:
+            hit = self.splats[name] = self.splat(name, reg_type(u.dtype), self.width)
         return hit
 
     def vtype(self, ty: str) -> str:
