@@ -193,10 +193,6 @@ def line_search(f: Callable, xk: ArrayLike, pk: ArrayLike, old_fval: ArrayLike |
                              k=s["i"], a_k=a_k, f_k=s["phi_star"], g_k=s["g_star"], status=status)
 
 
-def _norm(g: Tensor, ord: float) -> Tensor:  # noqa: A002 - numpy's name
-    return tnp.linalg.norm(g, ord=ord)
-
-
 def _minimize_bfgs(fun: Callable, x0: Tensor, maxiter: int | None = None, norm: float = np.inf, gtol: float = 1e-5,
                    line_search_maxiter: int = 10) -> State:
     """Algorithm 6.1: x_{k+1} = x_k + a_k p_k, p_k = -H_k g_k with a_k from `line_search`, and
@@ -207,7 +203,8 @@ def _minimize_bfgs(fun: Callable, x0: Tensor, maxiter: int | None = None, norm: 
     f0, g0 = value_and_grad(fun)(x0)
     int32 = dtypes.int32
     eye = tnp.eye(n, dtype=x0.dtype)
-    state = {"converged": _norm(g0, norm) < gtol, "failed": tnp.asarray(False), "k": tnp.asarray(0, dtype=int32),
+    state = {"converged": tnp.linalg.norm(g0, ord=norm) < gtol, "failed": tnp.asarray(False),
+             "k": tnp.asarray(0, dtype=int32),
              "nfev": tnp.asarray(1, dtype=int32), "ngev": tnp.asarray(1, dtype=int32), "x": x0,
              "f": f0.astype(x0.dtype), "g": g0, "H": eye, "f_prev": (f0 + tnp.linalg.norm(g0) / 2).astype(x0.dtype),
              "ls_status": tnp.asarray(0, dtype=int32)}
@@ -221,7 +218,7 @@ def _minimize_bfgs(fun: Callable, x0: Tensor, maxiter: int | None = None, norm: 
         rho = 1.0 / tnp.dot(y, step)
         w = eye - rho * step[:, None] * y[None, :]
         h = w @ s["H"] @ w.T + rho * step[:, None] * step[None, :]
-        return {"converged": _norm(ls.g_k, norm) < gtol, "failed": ls.failed, "k": s["k"] + 1,
+        return {"converged": tnp.linalg.norm(ls.g_k, ord=norm) < gtol, "failed": ls.failed, "k": s["k"] + 1,
                 "nfev": s["nfev"] + ls.nfev, "ngev": s["ngev"] + ls.ngev, "x": s["x"] + step, "f": ls.f_k,
                 "g": ls.g_k, "H": tnp.where(tnp.isfinite(rho), h, s["H"]), "f_prev": s["f"],
                 "ls_status": ls.status}
