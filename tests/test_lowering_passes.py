@@ -324,6 +324,30 @@ def test_linearize_reduce_of_a_loop_invariant_value():
     assert Ops.SINK not in [u.op for u in lin]
     render_llvm("k", *linearize(sink), [g(0, 2)])
 
+
+def test_linearize_gives_a_reduce_emitted_twice_a_register_per_emission():
+    """out[i] = sum_j inner(j) + sum_j inner(j) * y[i], inner(j) = sum_k x[j, k]: the first sum is hoisted before the
+    i loop, and the second needs `inner` again inside its own j loop, after the first's closed. Each emission of the
+    REDUCE has its own register, and each read reads the one of the emission just before it (one register for both
+    had the first read look up the second's, not yet made)."""
+    i, j, k = rng(2, 0), rng(3, 1, "reduce"), rng(4, 2, "reduce")
+    f32 = dtypes.float32
+
+    def load(buf: UOp, off: UOp) -> UOp:
+        return UOp(Ops.LOAD, f32, (UOp(Ops.INDEX, f32, (buf, off)),))
+
+    inner = UOp(Ops.REDUCE, f32, (load(g(1, 12), j * 4 + k), k), Ops.ADD)
+    first = UOp(Ops.REDUCE, f32, (inner, j), Ops.ADD)
+    second = UOp(Ops.REDUCE, f32, (inner * load(g(2, 2), i), j), Ops.ADD)
+    sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, f32, (g(0, 2), i)), first + second)),))
+    lin, acc_of = linearize(sink)
+    assert len(acc_of[inner]) == 2 and len(acc_of[first]) == len(acc_of[second]) == 1
+    made = [next(n for n, u in enumerate(lin) if u is acc) for acc in acc_of[inner]]
+    reads = [n for n, u in enumerate(lin) if u is inner]
+    assert made[0] < reads[0] < made[1] < reads[1]
+    ir = render_llvm("k", lin, acc_of, [g(0, 2), g(1, 12), g(2, 2)])
+    llvm.parse_assembly(ir).verify()
+
 # ---- render ----
 def test_render_produces_verifiable_llvm_with_the_hcq_calling_convention():
     src = UOp(Ops.RESHAPE, dtypes.float16, (g(1, 6, dtypes.float16),), (2, 3))

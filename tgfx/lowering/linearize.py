@@ -2,7 +2,10 @@
 
 The output is a flat list of UOps in program order. `RANGE` opens a loop and `END(range)` closes it. A `REDUCE`
 becomes a register: `DEFINE_ACC` (initialised to the reduce's identity) before its loops, an update
-`STORE(acc, op(LOAD(acc), value))` inside them, and the REDUCE itself then reads the register after them. The
+`STORE(acc, op(LOAD(acc), value))` inside them, and the REDUCE itself then reads the register after them. A REDUCE
+may be emitted more than once (its value is needed again after the loop it was placed in closed, e.g. once hoisted
+before an outer loop and once inside it); each emission has its own register, and each read of the REDUCE in the
+program reads the register of the emission just before it (`acc_of` lists them in program order). The
 carries of a loop kernel (REDUCEs with arg ("carry", j)) are registers too, initialised to their initial values
 and overwritten by their new values every step.
 Values that do not depend on a reduce's ranges are placed before its loops (loop-invariant hoisting); a value
@@ -79,7 +82,7 @@ class _Linearizer:
         self.placed: set[UOp] = set(vector_ranges)   # all of it: what is visible here
         self.open: list[UOp] = []
         self.n_acc = 0
-        self.acc_of: dict[UOp, UOp] = {}
+        self.acc_of: dict[UOp, list[UOp]] = {}   # a REDUCE's registers, one per emission, in program order
         self.reduces: dict[tuple[UOp, ...], list[UOp]] = {}  # REDUCEs of the current store group, by their ranges
         self.step_stores: dict[UOp, list[UOp]] = {}   # stores inside a loop kernel's step range (stacked outputs)
 
@@ -160,7 +163,7 @@ class _Linearizer:
             self.close_range()
         for r, acc in zip(group, accs, strict=True):
             self.out.append(r)  # the REDUCE now reads its register
-            self.acc_of[r] = acc
+            self.acc_of.setdefault(r, []).append(acc)
             self.scopes[-1] += (r, acc)
             self.placed.update((r, acc))
 
@@ -185,7 +188,7 @@ class _Linearizer:
         self.open_range(rng)
         for arg, h in holders.items():
             self.place(h)
-            self.acc_of[h] = regs[arg]
+            self.acc_of.setdefault(h, []).append(regs[arg])
         for r in group:
             self.emit(r.src[0])
         for st in steps:   # a stacked output's slice: from this step's carries, as theirs
@@ -195,7 +198,7 @@ class _Linearizer:
         self.close_range()
         for r in group:
             self.out.append(r)
-            self.acc_of[r] = regs[r.arg]
+            self.acc_of.setdefault(r, []).append(regs[r.arg])
             self.scopes[-1] += (r, regs[r.arg])
             self.placed.update((r, regs[r.arg]))
 
@@ -217,8 +220,9 @@ class _Linearizer:
             self.close_range()
 
 
-def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, UOp]]:
-    """The program order of `sink`, and for each REDUCE the DEFINE_ACC register it reads."""
+def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, list[UOp]]]:
+    """The program order of `sink`, and for each REDUCE the DEFINE_ACC registers it reads, one per emission in program
+    order (the k-th read of a REDUCE in the program reads its k-th register)."""
     lin = _Linearizer(frozenset(u for u in sink.toposort() if is_vector_range(u)))
     groups: dict[tuple[UOp, ...], list[UOp]] = {}
     for st in sink.src:

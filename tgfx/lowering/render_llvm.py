@@ -130,7 +130,9 @@ class LLVMRenderer:
         self.pack_last: dict[UOp, Pack] = {}     # the last of a pack's update stores: where its vector update goes
         self.pack_read: dict[int, str] = {}      # a pack's vector, loaded after its loop
         self.store_pack: dict[UOp, StorePack] = {}   # a global store that is a lane of a vector store
+        # each REDUCE's (and carry read's) register: the one its current emission reads (`bind_registers`)
         self.acc_of: dict[UOp, UOp] = {}
+        self.later_registers: dict[UOp, list[UOp]] = {}
         # square tiles read by columns (a transpose): (buffer and offset terms, step, width) -> the first column's
         # constant offset, and once built the tile's columns
         self.tiles: dict[tuple, int] = {}
@@ -297,11 +299,17 @@ class LLVMRenderer:
     def vtype(self, ty: str) -> str:
         return f"<{self.width} x {ty}>"
 
-    def render_wide(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
+    def bind_registers(self, acc_of: dict[UOp, list[UOp]]) -> None:
+        """Before rendering: every REDUCE bound to its first emission's register; `render_one` moves it on to the
+        next at each of its reads in the program."""
+        self.acc_of = {u: regs[0] for u, regs in acc_of.items()}
+        self.later_registers = {u: list(regs) for u, regs in acc_of.items()}
+
+    def render_wide(self, u: UOp, is_update: bool) -> None:
         """One node of vector width: registers, accesses and arithmetic on `<W x T>`."""
         op, w = u.op, self.width
         if op is Ops.DEFINE_ACC and isinstance(u.arg, tuple):   # a loop kernel reading a carry's vector register
-            self.names[u] = self.op_in(f"load {self.vtype(reg_type(u.dtype))}, ptr {self.names[acc_of[u]]}")
+            self.names[u] = self.op_in(f"load {self.vtype(reg_type(u.dtype))}, ptr {self.names[self.acc_of[u]]}")
         elif op is Ops.DEFINE_ACC:
             vt = self.vtype(reg_type(u.dtype))
             self.allocas.append(f"  %acc{u.arg} = alloca {vt}")
@@ -312,7 +320,7 @@ class LLVMRenderer:
         elif op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC:
             self.emit(f"store {self.vtype(reg_type(u.src[1].dtype))} {self.wval(u.src[1])}, ptr {self.names[u.src[0]]}")
         elif op is Ops.REDUCE:
-            self.names[u] = self.op_in(f"load {self.vtype(reg_type(u.dtype))}, ptr {self.names[acc_of[u]]}")
+            self.names[u] = self.op_in(f"load {self.vtype(reg_type(u.dtype))}, ptr {self.names[self.acc_of[u]]}")
         elif op is Ops.INDEX:
             buf, off = u.src[:2]
             mt = mem_type(buf.dtype)
@@ -765,20 +773,20 @@ class LLVMRenderer:
         upd = alu_rules[(pack.op, "f")](self, vt, [cur, value], _UPDATE_FLAGS)
         self.emit(f"store {vt} {upd}, ptr %vacc{pack.id}")
 
-    def render(self, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp]) -> str:
+    def render(self, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: list[UOp]) -> str:
         for i, b in enumerate(bufs):
             self.names[b] = f"%b{i}"
-        self.acc_of = acc_of
+        self.bind_registers(acc_of)
         vecs = vector_ranges(lin)
         if len(vecs) > 1:
             raise RenderError(f"kernel {self.name} has {len(vecs)} vector ranges (one at most)")
         if vecs:
             self.vec = vecs.pop()
             self.width = self.vec.src[0].arg
-            self.wide_accs = {acc for red, acc in acc_of.items() if self.vec in range_deps(red)}
+            self.wide_accs = {acc for red, regs in acc_of.items() if self.vec in range_deps(red) for acc in regs}
             # (a loop kernel's carry read: a vector where its register is one, the elements being the lanes)
-            self.wide_accs |= {h for h, acc in acc_of.items() if h.op is Ops.DEFINE_ACC and isinstance(h.arg, tuple)
-                               and acc in self.wide_accs}
+            self.wide_accs |= {h for h, regs in acc_of.items() if h.op is Ops.DEFINE_ACC and isinstance(h.arg, tuple)
+                               and regs[0] in self.wide_accs}
             self.find_wide_tiles(lin)
         self.position = position = {u: i for i, u in enumerate(lin) if u.op is Ops.STORE}
         for pack in find_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):
@@ -798,7 +806,7 @@ class LLVMRenderer:
         live = self.scalars_needed(lin) if self.pack_of or self.store_pack else None
         for u in lin:
             if live is None or u in live or u.op not in _VALUE_OPS:
-                self.render_one(u, acc_of, u in update_of_acc)
+                self.render_one(u, u in update_of_acc)
         args = ", ".join(f"ptr noalias %b{i}" for i in range(len(bufs)))
         loads = []
         for i, b in enumerate(bufs):  # by slot: a buffer folded out of the kernel leaves a gap, not a shift
@@ -827,8 +835,11 @@ class LLVMRenderer:
         return [*(f"{n} = distinct !{{{n}, {', '.join(f'!{ids[h]}' for h in hints)}}}" for n, hints in loops),
                 *(f"!{i} = {h}" for h, i in ids.items())]
 
-    def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
+    def render_one(self, u: UOp, is_update: bool) -> None:
         op = u.op
+        if u in self.later_registers:   # a read of a REDUCE (or a carry): its register is this emission's
+            self.acc_of[u] = self.later_registers[u].pop(0)
+        acc_of = self.acc_of
         if op is Ops.CONST or op is Ops.DEFINE_GLOBAL:
             return
         if op is Ops.SPECIAL:  # the core id this invocation runs as
@@ -861,7 +872,7 @@ class LLVMRenderer:
         elif op is Ops.AFTER:   # a value, once the stores it comes with are done
             self.names[u] = self.names[u.src[0]]
         elif self.vec is not None and self.wide(u):
-            self.render_wide(u, acc_of, is_update)
+            self.render_wide(u, is_update)
         elif op is Ops.DEFINE_ACC and isinstance(u.arg, tuple):  # a loop kernel reading a carry's register
             self.names[u] = self.op_in(f"load {reg_type(u.dtype)}, ptr {self.names[acc_of[u]]}")
         elif op is Ops.DEFINE_ACC and u in self.pack_of:
@@ -1086,7 +1097,7 @@ _VECTOR_RULES: dict[tuple[Ops, str], Rule] = {
 HASH_XORS = 16
 
 
-def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], loop_vectorize: bool = True,
+def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: list[UOp], loop_vectorize: bool = True,
                 target: Target | None = None, loop_unroll: bool = True) -> str:
     """A linearized kernel as LLVM IR for `target` (default: `host_target()`); `loop_vectorize` / `loop_unroll`
     False: LLVM's loop vectoriser / unroller leave its loops alone."""

@@ -232,16 +232,17 @@ class NVPTXRenderer(LLVMRenderer):
         return f", align {min(size << min(_twos(idx.src[1]), 8), BASE_ALIGN)}"
 
     # ---- the kernel ----
-    def render_one(self, u: UOp, acc_of: dict[UOp, UOp], is_update: bool) -> None:
+    def render_one(self, u: UOp, is_update: bool) -> None:
         if u.op is Ops.SPECIAL:
             return   # read at entry (`thread_ids`)
         if is_block_reduce(u):
             self.names[u] = self.block_reduce(u)
             return
-        super().render_one(u, acc_of, is_update)
+        super().render_one(u, is_update)
 
-    def render_kernel(self, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], dims: LaunchDims) -> str:
+    def render_kernel(self, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: list[UOp], dims: LaunchDims) -> str:
         nslots = dims.params
+        self.bind_registers(acc_of)
         for b in bufs:
             self.names[b] = f"%b{b.arg[0]}"
             self.emit(f"%b{b.arg[0]} = addrspacecast ptr addrspace(1) %g{b.arg[0]} to ptr")
@@ -249,7 +250,7 @@ class NVPTXRenderer(LLVMRenderer):
         update_of_acc = {u.src[1] for u in lin if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_ACC and
                          u.src[0].tag != "carry"}
         for u in lin:
-            self.render_one(u, acc_of, u in update_of_acc)
+            self.render_one(u, u in update_of_acc)
         params = ", ".join(f"ptr addrspace(1) noalias align 16 %g{i}" for i in range(nslots))
         return "\n".join([
             *sorted(self.declares), *self.globals,
@@ -260,7 +261,7 @@ class NVPTXRenderer(LLVMRenderer):
         ])
 
 
-def render_nvptx(name: str, lin: list[UOp], acc_of: dict[UOp, UOp], bufs: list[UOp], dims: LaunchDims,
+def render_nvptx(name: str, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: list[UOp], dims: LaunchDims,
                  target: GPUTarget = GPU_DEFAULT) -> str:
     """A linearized GPU kernel (`optimize_gpu` applied) as NVPTX LLVM IR for `target`."""
     return NVPTXRenderer(name, target).render_kernel(lin, acc_of, bufs, dims)
