@@ -223,6 +223,55 @@ def test_numpy_integers_as_axes_and_lengths() -> None:
     assert x.reshape(np.int64(6)).shape == (6,) and x.transpose(np.int64(1), np.int64(0)).shape == (3, 2)
 
 
+_I0, _I1, _I2, _I3 = (np.int64(v) for v in range(4))
+_NUMPY_INT_CALLS = {   # numpy ints wherever a static int goes: axes, counts, shifts, sizes (each raised TypeError)
+    "roll": (lambda xp, x: xp.roll(x, _I1, _I0)), "repeat": (lambda xp, x: xp.repeat(x, _I2, _I0)),
+    "tile": (lambda xp, x: xp.tile(x, _I2)), "expand_dims": (lambda xp, x: xp.expand_dims(x, _I0)),
+    "split": (lambda xp, x: xp.split(x, _I3, _I1)[1]), "tensordot": (lambda xp, x: xp.tensordot(x, x.T, _I1)),
+    "fftshift": (lambda xp, x: xp.fft.fftshift(x, _I1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NUMPY_INT_CALLS))
+def test_numpy_integers_wherever_a_static_int_goes(name: str) -> None:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    f = _NUMPY_INT_CALLS[name]
+    np.testing.assert_array_equal(f(tnp, tnp.asarray(x)).numpy(), f(np, x))
+
+
+def test_numpy_integers_in_nn_and_lax() -> None:
+    x = tnp.asarray(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32))
+    assert tg.nn.one_hot(tnp.asarray([0, 2]), _I3).shape == (2, 3)
+    assert tg.lax.top_k(x, _I2)[0].shape == (3, 2) and tg.lax.argmax(x, _I1, np.int32).shape == (3,)
+    assert tg.lax.integer_pow(x, _I2).shape == (3, 4) and tg.lax.broadcast_to_rank(x, _I3).shape == (1, 3, 4)
+    assert tg.lax.split(x, (_I1, _I3), 1)[1].shape == (3, 3)
+    with pytest.raises(ValueError, match="k must be an int"):
+        tg.lax.top_k(x, True)
+
+
+def test_roll_by_a_traced_shift() -> None:
+    # a shift that is a Tensor (a jit argument, a loop's index), as JAX allows: one trace for every shift
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    traces = []
+
+    def f(x: tg.Tensor, s: tg.Tensor) -> tg.Tensor:
+        traces.append(1)
+        return tnp.roll(x, s, (0, 1))
+
+    jf = tg.jit(f)
+    for s in (7, -5, 0):
+        np.testing.assert_array_equal(jf(tnp.asarray(x), tnp.asarray(np.int32(s))).numpy(), np.roll(x, s, (0, 1)))
+    assert len(traces) == 1
+    got = tg.lax.fori_loop(0, 3, lambda i, c: c + tnp.roll(tnp.asarray(x), i, 0), tnp.zeros((3, 4)))
+    np.testing.assert_array_equal(got.numpy(), sum(np.roll(x, i, 0) for i in range(3)))
+    g = tg.grad(lambda v: (tnp.roll(v, tnp.asarray(np.int32(1)), 1) * tnp.arange(4.0)).sum())(tnp.asarray(x))
+    np.testing.assert_array_equal(g.numpy(), np.broadcast_to(np.roll(np.arange(4.0), -1), (3, 4)))
+    with pytest.raises(TypeError, match="roll: shift must be"):
+        tnp.roll(tnp.asarray(x), 1.5, 0)
+    with pytest.raises(ValueError, match="3 shifts for 2 axes"):
+        tnp.roll(tnp.asarray(x), [1, 2, 3], (0, 1))
+
+
 def test_concatenate_keeps_negative_zeros() -> None:
     # the pieces are summed padded: padded with 0.0, a -0.0 came out 0.0 (-0.0 + 0.0); with -0.0 it stays
     a = np.array([-0.0, 1.0], np.float32)

@@ -31,7 +31,7 @@ from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import dtypes, to_dtype
 from tgfx.function import function
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, normalize_axis
+from tgfx.tensor import ArrayLike, Tensor, normalize_axis, static_int
 from tgfx.trace_state import current
 from tgfx.transforms.grad import stop_gradient
 from tgfx.tree import tree_flatten, tree_leaves, tree_map
@@ -157,8 +157,9 @@ def split(operand: ArrayLike, sizes: Sequence[int], axis: int = 0) -> list[Tenso
     t = _operand(operand)
     ax = normalize_axis(axis, t.ndim, "lax.split")
     sz = list(sizes) if isinstance(sizes, Sequence) and not isinstance(sizes, str) else None
-    if sz is None or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in sz):
+    if sz is None or not all(static_int(s) is not None and s >= 0 for s in sz):
         raise ValueError(f"lax.split: sizes must be a sequence of non-negative ints, got {sizes!r}")
+    sz = [int(s) for s in sz]
     if sum(sz) != t.shape[ax]:
         raise ValueError(f"lax.split: the sizes {tuple(sz)} sum to {sum(sz)}, but axis {ax} of the operand (shape "
                          f"{t.shape}) has {t.shape[ax]} elements; they must be equal")
@@ -178,10 +179,10 @@ def tile(operand: ArrayLike, reps: Sequence[int]) -> Tensor:
     from tgfx.numpy import tile as tnp_tile
     t = _operand(operand)
     r = tuple(reps) if isinstance(reps, Sequence) else None
-    if r is None or len(r) != t.ndim or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in r):
+    if r is None or len(r) != t.ndim or not all(static_int(v) is not None and v >= 0 for v in r):
         raise TypeError(f"lax.tile: reps must be one non-negative int per axis of the operand (shape {t.shape}, "
                         f"{t.ndim} axes), got {reps!r}")
-    return tnp_tile(t, r)
+    return tnp_tile(t, tuple(int(v) for v in r))
 
 
 def broadcast_to_rank(x: ArrayLike, rank: int) -> Tensor:
@@ -190,10 +191,10 @@ def broadcast_to_rank(x: ArrayLike, rank: int) -> Tensor:
     >>> tg.lax.broadcast_to_rank(tnp.ones(3), 3).shape        # (1, 1, 3)
     """
     t = _operand(x)
-    if not isinstance(rank, int) or rank < t.ndim:
+    if static_int(rank) is None or rank < t.ndim:
         raise ValueError(f"lax.broadcast_to_rank: rank must be an int at least the operand's rank {t.ndim} (shape "
                          f"{t.shape}), got {rank!r}")
-    return t.reshape((1,) * (rank - t.ndim) + t.shape)
+    return t.reshape((1,) * (int(rank) - t.ndim) + t.shape)
 
 
 def empty(shape: Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Tensor:
@@ -285,9 +286,10 @@ def _approx_k(name: str, operand: ArrayLike, k: int, reduction_dimension: int, r
         raise TypeError(f"lax.{name}: the operand must have at least one axis, got a scalar")
     ax = normalize_axis(reduction_dimension, t.ndim, f"lax.{name}")
     n = t.shape[ax]
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+    if static_int(k) is None or not 0 <= k <= n:
         raise ValueError(f"lax.{name}: k must be an int from 0 to the size of reduction_dimension {ax} ({n}, operand "
                          f"shape {t.shape}), got {k!r}")
+    k = int(k)
     if not 0 < recall_target <= 1:
         raise ValueError(f"lax.{name}: recall_target must be in (0, 1], got {recall_target!r}")
     k = k if aggregate_to_topk else n   # unaggregated: JAX's CPU fallback returns the whole axis, in order
@@ -325,9 +327,9 @@ _MANTISSA_BITS = {dtypes.float16: 10, dtypes.bfloat16: 7, dtypes.float32: 23, dt
 
 
 def _bit_int(name: str, what: str, v: Any, low: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+    if static_int(v) is None or v < low:
         raise ValueError(f"lax.reduce_precision: {what} must be an int >= {low}, got {v!r}")
-    return v
+    return int(v)
 
 
 def _reduce_precision_bits(x: Tensor, exponent_bits: int, mantissa_bits: int) -> Tensor:

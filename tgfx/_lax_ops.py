@@ -25,7 +25,7 @@ from typing import Any
 from tgfx.dtypes import DType, dtypes, max_value
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, broadcast, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast, static_int, to_tensor
 
 # the dtype kinds an operation accepts, as DType.kind letters, and how an error message names them
 BOOL, SIGNED, UNSIGNED, FLOAT, COMPLEX = "b", "i", "u", "f", "c"
@@ -160,8 +160,9 @@ def integer_pow(x: ArrayLike, y: int) -> Tensor:
     """x ** y for a static Python int y, by repeated squaring, as `jax.lax.integer_pow`; a negative y is 1 / x**-y
     (an error for integer x)."""
     t = _unary("integer_pow", x, NUMBER)
-    if isinstance(y, bool) or not isinstance(y, int):
+    if static_int(y) is None:
         raise TypeError(f"lax.integer_pow: y must be a Python int, got {y!r}; for an array exponent use lax.pow")
+    y = static_int(y)
     if y < 0 and t.dtype.is_int:
         raise TypeError(f"lax.integer_pow: integers cannot be raised to negative powers, got "
                         f"integer_pow({t.dtype.name}{list(t.shape)}, {y})")

@@ -33,7 +33,7 @@ from tgfx.numpy import _linalg, _reduce, _sort
 from tgfx.numpy._complex import imag, real
 from tgfx.numpy._indexing import take_along_axis
 from tgfx.numpy._movement import concatenate, stack
-from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis, promote
+from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis, promote, static_int
 from tgfx.tree import tree_flatten, tree_unflatten
 
 
@@ -137,8 +137,9 @@ def reduce_xor(operand: ArrayLike, axes: Sequence[int]) -> Tensor:
 def _arg_extremum(name: str, fn: Callable, operand: ArrayLike, axis: int, index_dtype: Any) -> Tensor:
     x = _arg(operand)
     check_kind(name, x, BOOL + INT + FLOAT)
-    if isinstance(axis, bool) or not isinstance(axis, int):
+    if static_int(axis) is None:
         raise TypeError(f"lax.{name}: axis must be a Python int, got {axis!r}")
+    axis = int(axis)
     d = to_dtype(index_dtype)
     if not d.is_int:
         raise TypeError(f"lax.{name}: index_dtype must be an integer type, got {d.name}")
@@ -302,9 +303,10 @@ def sort(operand: Tensor | Sequence[Tensor], dimension: int = -1, is_stable: boo
         raise ValueError("lax.sort: needs at least one operand")
     if len({t.shape for t in ts}) > 1:
         raise TypeError(f"lax.sort: the operands must have the same shape, got {[t.shape for t in ts]}")
-    if isinstance(num_keys, bool) or not isinstance(num_keys, int) or not 1 <= num_keys <= len(ts):
+    if static_int(num_keys) is None or not 1 <= num_keys <= len(ts):
         raise ValueError(f"lax.sort: num_keys must be an int from 1 to the number of operands ({len(ts)}), got "
                          f"{num_keys!r}")
+    num_keys = int(num_keys)
     if ts[0].ndim == 0:
         raise TypeError("lax.sort: the operands must have at least one axis, got scalars")
     ax = normalize_axis(dimension, ts[0].ndim, "lax.sort")
@@ -344,9 +346,10 @@ def top_k(operand: ArrayLike, k: int, *, axis: int = -1) -> tuple[Tensor, Tensor
         raise TypeError("lax.top_k: the operand must have at least one axis, got a scalar")
     ax = normalize_axis(axis, x.ndim, "lax.top_k")
     n = x.shape[ax]
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+    if static_int(k) is None or not 0 <= k <= n:
         raise ValueError(f"lax.top_k: k must be an int from 0 to the axis length {n} (operand shape {x.shape}), got "
                          f"{k!r}")
+    k = int(k)
     last = x.permute(*(a for a in range(x.ndim) if a != ax), ax) if ax != x.ndim - 1 else x
     key = _order_key(last)
     stages = math.ceil(math.log2(max(n, 2)))

@@ -407,6 +407,12 @@ def operator_index(x: Any) -> int:
     return operator.index(x)
 
 
+def static_int(v: Any) -> int | None:
+    """`v` as a Python int when it is a static integer (an int or a numpy integer scalar, not a bool), else None:
+    what an axis, a count or a shift may be."""
+    return int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) else None
+
+
 def normalize_axis(a: int, ndim: int, fn: str) -> int:
     try:
         a = operator_index(a)

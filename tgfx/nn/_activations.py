@@ -16,7 +16,7 @@ from tgfx.custom import custom_jvp
 from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
 from tgfx.ir.ops import Ops
 from tgfx.numpy._reduce import _axes
-from tgfx.tensor import ArrayLike, Tensor, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, static_int, to_tensor
 from tgfx.transforms.grad import stop_gradient
 
 Axis = int | Sequence[int] | None
@@ -261,7 +261,7 @@ def one_hot(x: ArrayLike, num_classes: int, dtype: DType | str = dtypes.float32,
     if not (t.dtype.is_int or t.dtype.is_bool):
         raise TypeError(f"one_hot: x must hold integer class indices, got dtype {t.dtype.name}; cast it with "
                         f".astype(tg.dtypes.int32)")
-    if not isinstance(num_classes, int) or num_classes < 0:
+    if static_int(num_classes) is None or num_classes < 0:
         raise ValueError(f"one_hot: num_classes must be a non-negative int, got {num_classes!r}")
     nd = t.ndim + 1
     if not -nd <= axis < nd:

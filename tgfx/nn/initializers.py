@@ -20,7 +20,7 @@ import numpy as np
 import tgfx.numpy as tnp
 from tgfx import random
 from tgfx.dtypes import DType, dtypes, to_dtype
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, static_int
 
 Initializer = Callable[..., Tensor]
 
@@ -30,7 +30,7 @@ _TRUNCATED_STD = 0.87962566103423978
 
 def _shape(shape: Sequence[int] | int, fn: str) -> tuple[int, ...]:
     try:
-        return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+        return (int(shape),) if static_int(shape) is not None else tuple(int(s) for s in shape)
     except TypeError:
         raise TypeError(f"{fn}: shape must be a tuple of ints, got {shape!r}") from None
 
@@ -105,7 +105,7 @@ def _fans(shape: tuple[int, ...], in_axis: int | Sequence[int], out_axis: int | 
         raise ValueError(f"{fn}: needs a shape of at least 2 axes to tell fan-in from fan-out, got {shape}")
 
     def axes(a: int | Sequence[int]) -> tuple[int, ...]:
-        return tuple(i % len(shape) for i in ((a,) if isinstance(a, int) else a))
+        return tuple(int(i) % len(shape) for i in ((a,) if static_int(a) is not None else a))
 
     ins, outs, batch = axes(in_axis), axes(out_axis), axes(batch_axis)
     field = math.prod(s for i, s in enumerate(shape) if i not in ins + outs + batch)

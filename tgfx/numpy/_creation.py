@@ -9,7 +9,16 @@ import numpy as np
 
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, broadcast, canonical_device, check_python_ints, promotion_kind, to_tensor
+from tgfx.tensor import (
+    ArrayLike,
+    Tensor,
+    broadcast,
+    canonical_device,
+    check_python_ints,
+    promotion_kind,
+    static_int,
+    to_tensor,
+)
 
 Shape = int | Sequence[int]
 
@@ -93,7 +102,7 @@ def array(x: ArrayLike, dtype: DType | str | None = None, device: str | None = N
 def full(shape: Shape, fill_value: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
     if isinstance(fill_value, Tensor):
         t = fill_value.astype(dtype) if dtype is not None else fill_value
-        return _place(t.expand(tuple(shape) if not isinstance(shape, int) else (shape,)), device)
+        return _place(t.expand((s,) if (s := static_int(shape)) is not None else tuple(shape)), device)
     if type(fill_value) is int and dtype is None:
         # the dtype comes from the int, as asarray's does: one that does not fit it is an OverflowError, not a
         # wrapped value (`full((2,), 2**40)` was [0, 0]). A given dtype converts the fill as numpy and JAX do (-1 is

@@ -14,7 +14,7 @@ from typing import Any
 
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, normalize_axis, prod, promote, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, normalize_axis, prod, promote, static_int, to_tensor
 
 Label = Hashable
 
@@ -201,15 +201,16 @@ def tensordot(a: ArrayLike, b: ArrayLike, axes: int | Sequence[int] | Sequence[S
     `axes=N` pairs a's last N axes with b's first N; `axes=(a_axes, b_axes)` names them. One kernel.
     """
     x, y = to_tensor(a), to_tensor(b)
-    if isinstance(axes, int):
+    if static_int(axes) is not None:
+        axes = static_int(axes)
         if axes < 0 or axes > min(x.ndim, y.ndim):
             raise ValueError(f"tensordot: axes={axes} must be between 0 and the operands' dimensions "
                              f"({x.ndim} and {y.ndim})")
         ax, bx = list(range(x.ndim - axes, x.ndim)), list(range(axes))
     else:
         ax_raw, bx_raw = axes
-        ax = [ax_raw] if isinstance(ax_raw, int) else list(ax_raw)
-        bx = [bx_raw] if isinstance(bx_raw, int) else list(bx_raw)
+        ax = [ax_raw] if static_int(ax_raw) is not None else list(ax_raw)
+        bx = [bx_raw] if static_int(bx_raw) is not None else list(bx_raw)
         if len(ax) != len(bx):
             raise ValueError(f"tensordot: axes {axes} pair {len(ax)} axes of a with {len(bx)} axes of b")
         ax = [normalize_axis(i, x.ndim, "tensordot") for i in ax]

@@ -16,6 +16,7 @@ from tgfx.tensor import (
     normalize_axes,
     normalize_axis,
     promote,
+    static_int,
     to_tensor,
 )
 from tgfx.trace_state import active
@@ -71,7 +72,7 @@ def broadcast_arrays(*xs: ArrayLike) -> list[Tensor]:
 
 def expand_dims(x: ArrayLike, axis: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
-    nd = x.ndim + (1 if isinstance(axis, int) else len(axis))
+    nd = x.ndim + (1 if static_int(axis) is not None else len(axis))
     axes = normalize_axes(axis, nd, "expand_dims")
     it = iter(x.shape)
     return x.reshape(tuple(1 if i in axes else next(it) for i in range(nd)))
@@ -271,8 +272,7 @@ def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0)
     x = to_tensor(x)
     axis = normalize_axis(axis, x.ndim, "split")
     n = x.shape[axis]
-    if isinstance(indices_or_sections, int):
-        k = indices_or_sections
+    if (k := static_int(indices_or_sections)) is not None:
         if k <= 0 or n % k:
             raise ValueError(f"split: array split does not result in an equal division (axis {axis} of length {n} "
                              f"into {k} sections); use array_split or give split indices")
@@ -296,7 +296,7 @@ def array_split(x: ArrayLike, sections: int, axis: int = 0) -> list[Tensor]:
 
 def tile(x: ArrayLike, reps: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
-    reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    reps = (r,) if (r := static_int(reps)) is not None else tuple(int(r) for r in reps)
     nd = max(len(reps), x.ndim)
     reps = (1,) * (nd - len(reps)) + reps
     x = x.reshape((1,) * (nd - x.ndim) + x.shape)
@@ -311,7 +311,9 @@ def repeat(x: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) 
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = normalize_axis(axis, x.ndim, "repeat")
-    if not isinstance(repeats, int):
+    if static_int(repeats) is not None:
+        repeats = static_int(repeats)
+    else:
         reps = [int(r) for r in repeats]
         if len(reps) == 1:
             repeats = reps[0]
@@ -328,20 +330,31 @@ def repeat(x: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) 
     return y.reshape(shp[:axis] + (shp[axis] * repeats,) + shp[axis + 1:])
 
 
-def roll(x: ArrayLike, shift: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
+def roll(x: ArrayLike, shift: ArrayLike | Sequence[ArrayLike], axis: int | Sequence[int] | None = None) -> Tensor:
+    """numpy.roll. A static shift is two slices joined; a traced one (an integer Tensor, e.g. a loop's index, as JAX
+    allows) a gather at (i - shift) mod n."""
     x = to_tensor(x)
     if axis is None:
         return roll(x.reshape(-1), shift, 0).reshape(x.shape)
-    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
-    axes = normalize_axes(axis, x.ndim, "roll") if not isinstance(axis, int) else (normalize_axis(axis, x.ndim,
-                                                                                                  "roll"),)
+    axes = normalize_axes(axis, x.ndim, "roll")
+    shifts = [shift] if static_int(shift) is not None or isinstance(shift, Tensor) and shift.ndim == 0 else \
+        list(shift) if isinstance(shift, (Sequence, Tensor, np.ndarray)) else None
+    if shifts is None or not all(static_int(s) is not None or isinstance(s, Tensor) and s.ndim == 0 and
+                                 s.dtype.is_int for s in shifts):
+        raise TypeError(f"roll: shift must be an int, an integer scalar Tensor or a sequence of them, got {shift!r}")
     if len(shifts) == 1 and len(axes) > 1:
         shifts = shifts * len(axes)
+    if len(shifts) != len(axes):
+        raise ValueError(f"roll: {len(shifts)} shifts for {len(axes)} axes {axes}; give one shift per axis")
     for s, ax in zip(shifts, axes, strict=True):
         n = x.shape[ax]
         if n == 0:
             continue
-        s %= n
+        if isinstance(s, Tensor):
+            from tgfx.numpy._indexing import take
+            x = take(x, ew.remainder(Tensor.arange(n, dtype=s.dtype) - s, n), axis=ax)
+            continue
+        s = int(s) % n
         if s == 0:
             continue
         a, b = split(x, [n - s], ax)

@@ -33,7 +33,7 @@ from tgfx.numpy._complex import pairs
 from tgfx.numpy._creation import arange, zeros
 from tgfx.numpy._elementwise import cos, sin, where
 from tgfx.numpy._linalg import matmul
-from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis, to_tensor
 
 Parts = tuple[Tensor, Tensor]
 MAX_RADIX = 16   # the largest DFT done as one matmul stage of a mixed-radix transform
@@ -376,7 +376,7 @@ def rfftfreq(n: int, d: float = 1.0, *, dtype: DType | None = None, device: str 
 
 def _shift(x: ArrayLike, axes: int | Sequence[int] | None, sign: int) -> Tensor:
     x = to_tensor(x)
-    axes = list(range(x.ndim)) if axes is None else [axes] if isinstance(axes, int) else list(axes)
+    axes = list(range(x.ndim)) if axes is None else list(normalize_axes(axes, x.ndim, "fftshift"))
     return mv.roll(x, [sign * (x.shape[a] // 2) for a in axes], axes) if axes else x
 
 

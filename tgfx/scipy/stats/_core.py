@@ -19,7 +19,7 @@ import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.lax import cummax, cummin
 from tgfx.scipy._util import promote_args_inexact
-from tgfx.tensor import ArrayLike, Tensor
+from tgfx.tensor import ArrayLike, Tensor, static_int
 
 _METHODS = ("average", "min", "max", "dense", "ordinal")
 
@@ -42,10 +42,10 @@ def _check_nan_policy(name: str, nan_policy: str) -> None:
 
 
 def _axis(name: str, axis: int, ndim: int) -> int:
-    if not isinstance(axis, int) or not -ndim <= axis < ndim:
+    if static_int(axis) is None or not -ndim <= axis < ndim:
         raise ValueError(f"{name}: axis {axis!r} is out of range for an array of {ndim} dimension(s); pass an int in "
                          f"[{-ndim}, {ndim}) or None")
-    return axis % ndim
+    return int(axis) % ndim
 
 
 def _run_bounds(s: Tensor) -> tuple[Tensor, Tensor, Tensor]:
