@@ -451,6 +451,19 @@ def test_grad_at_special_points() -> None:
                                   [0.25, 1.0])
     np.testing.assert_array_equal(tg.grad(lambda t: tnp.modf(t)[0].sum())(T(np.array([-8.0, 2.0], np.float32))),
                                   [1.0, 1.0])
+    # closed-form derivatives where the value's branches put inf * 0 into the gradient: arcsinh at 0 was NaN
+    # (log(|x|) of the branch not taken), cbrt at 0 was 1 (|x|'s slope; JAX's and the true one: inf), arccosh at 1 NaN
+    at = T(np.array([0.0, 1.0, -2.0, 1e30], np.float32))
+    np.testing.assert_allclose(tg.vmap(tg.grad(tnp.arcsinh))(at).numpy(), [1.0, 0.5 ** 0.5, 5 ** -0.5, 1e-30],
+                               rtol=1e-6)
+    np.testing.assert_array_equal(tg.grad(tnp.cbrt)(T(np.float32(0.0))).numpy(), np.inf)
+    np.testing.assert_allclose(tg.vmap(tg.grad(tnp.arccosh))(T(np.array([1.0, 2.0, 1e30], np.float32))).numpy(),
+                               [np.inf, 3 ** -0.5, 1e-30], rtol=1e-6)
+    x = np.array([0.5, -2.0], np.float32)    # second derivatives through the closed forms
+    np.testing.assert_allclose(np.diag(tg.hessian(lambda t: tnp.arcsinh(t).sum())(T(x)).numpy()),
+                               -x / (1 + x * x) ** 1.5, rtol=1e-5)
+    np.testing.assert_allclose(np.diag(tg.hessian(lambda t: tnp.cbrt(t).sum())(T(x)).numpy()),
+                               -2 / 9 * np.abs(x) ** (-5 / 3) * np.sign(x), rtol=1e-5)
 
 
 # ---- errors ----

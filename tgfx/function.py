@@ -316,3 +316,16 @@ def function(f: Callable | None = None, *, precompile: bool = False, grad_fxn: C
                                  precompile_backward=precompile_backward, cache=cache)
     return Function(f, precompile=precompile, grad_fxn=grad_fxn, allow_implicit=allow_implicit, cache=cache,
                     precompile_backward=precompile_backward)
+
+
+def with_derivative(value: Callable[[Tensor], Tensor], derivative: Callable[[Tensor, Tensor], Tensor]) -> Function:
+    """Elementwise `value` as a `tg.function` whose backward is g * derivative(x, y), y = value(x), in closed form.
+
+    The closed form is exact where the derivative of the approximation (a Chebyshev series, Newton steps, a branch
+    guarded by `where`) is only close or is NaN (inf * 0 from the branch not taken), and a handful of ops where
+    differentiating the approximation would be hundreds; `jvp` (reverse mode transposed) and second derivatives go
+    through it too. The scheduler inlines the function, so it still fuses."""
+    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
+        g, (x,), (y,) = grads, call.inputs, call.outputs
+        return (g * derivative(x, y),)
+    return function(value, grad_fxn=backward, cache=True)

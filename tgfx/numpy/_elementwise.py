@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tgfx.dtypes import dtypes, max_value, promote_types, to_inexact, weak_kind
+from tgfx.function import with_derivative
 from tgfx.ir.ops import Ops
 from tgfx.tensor import ArrayLike, Tensor, broadcast, fast_binary, promote, to_tensor
 
@@ -562,11 +563,16 @@ def _in_float32(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
 
 
 @_in_float32
-def _asinh(x: Tensor) -> Tensor:
+def _asinh_value(x: Tensor) -> Tensor:
     a = absolute(x)
     small = minimum(a, _BIG)  # the large branch's input kept finite, so its unselected square is no inf/NaN
     near = log1p(small + small * small / (1.0 + sqrt(small * small + 1.0)))
     return copysign(where(a > _BIG, log(a) + math.log(2), near), x)
+
+
+# the derivatives in closed form: through the branches above, the one not taken put inf * 0 = NaN into the gradient
+# (log(|x|) at 0, sqrt(t (t + 2)) at x = 1), where JAX's is 1 and inf
+_asinh = with_derivative(_asinh_value, lambda x, y: 1.0 / hypot(1.0, x))
 
 
 def arcsinh(x: ArrayLike) -> Tensor:
@@ -576,11 +582,14 @@ def arcsinh(x: ArrayLike) -> Tensor:
 
 
 @_in_float32
-def _acosh(x: Tensor) -> Tensor:
+def _acosh_value(x: Tensor) -> Tensor:
     t = minimum(x, _BIG) - 1.0  # x - 1 is exact near 1, where log(x + sqrt(x^2 - 1)) would cancel
     near = log1p(t + sqrt(t * (t + 2.0)))
     return where(x < 1.0, float("nan"), where(x > _BIG, log(x) + math.log(2), near))  # NaN below 1 (t * (t + 2) is
     # positive again past -2)
+
+
+_acosh = with_derivative(_acosh_value, lambda x, y: 1.0 / (sqrt(x - 1.0) * sqrt(x + 1.0)))
 
 
 def arccosh(x: ArrayLike) -> Tensor:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from tgfx.dtypes import DType, dtypes, finfo
+from tgfx.function import with_derivative
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _reduce as rd
 from tgfx.tensor import ArrayLike, Tensor, broadcast, promote, to_tensor
@@ -35,12 +36,13 @@ def cbrt(x: ArrayLike, /) -> Tensor:
     """The real cube root, negative for negative x.
 
     pow(|x|, 1/3) refined by one Newton step y - (y - |x|/y^2)/3, which makes exact cubes exact (cbrt(27.0) is 3,
-    where pow gives 3.0000000000000004) and the gradient 1/(3 y^2) exact.
+    where pow gives 3.0000000000000004); the gradient is 1/(3 y^2) in closed form (inf at 0, as JAX's).
     """
-    return ew._in_float32(_cbrt)(_real_inexact(x, "cbrt"))
+    return _cbrt(_real_inexact(x, "cbrt"))
 
 
-def _cbrt(x: Tensor) -> Tensor:
+@ew._in_float32
+def _cbrt_value(x: Tensor) -> Tensor:
     a = ew.absolute(x)
     ok = ew.logical_and(a > 0, a < float("inf"))
     sa = ew.where(ok, a, 1.0)  # zeros, infinities and NaNs stay out of the Newton step (and its gradient)
@@ -48,6 +50,9 @@ def _cbrt(x: Tensor) -> Tensor:
     y = y - (y - sa / (y * y)) * (1 / 3)
     r = ew.where(ok, y, a)
     return ew.where(ew.signbit(x), -r, r)
+
+
+_cbrt = with_derivative(_cbrt_value, lambda x, y: 1.0 / (3.0 * (y * y)))
 
 
 def deg2rad(x: ArrayLike, /) -> Tensor:

@@ -20,10 +20,11 @@ from collections.abc import Callable
 import tgfx.numpy as tnp
 from tgfx.custom import custom_jvp
 from tgfx.dtypes import dtypes
+from tgfx.function import with_derivative
 from tgfx.lax import while_loop
 from tgfx.scipy._special_gamma import _eps, _real, _upcast_all
 from tgfx.scipy._util import compute_dtype
-from tgfx.scipy.special import _erfcx_nonneg, _exp_neg_square, _split, _with_derivative, digamma, gammaln, xlogy
+from tgfx.scipy.special import _erfcx_nonneg, _exp_neg_square, _split, digamma, gammaln, xlogy
 from tgfx.tensor import ArrayLike, Tensor
 
 _EULER_GAMMA = 0.57721566490153286061
@@ -385,7 +386,7 @@ def _erfcx_value(x: Tensor) -> Tensor:
     return tnp.where(x == math.inf, 0.0, out)
 
 
-_erfcx = _with_derivative(_erfcx_value, lambda x, y: 2 * x * y - 2 / math.sqrt(math.pi))
+_erfcx = with_derivative(_erfcx_value, lambda x, y: 2 * x * y - 2 / math.sqrt(math.pi))
 
 
 def erfcx(x: ArrayLike) -> Tensor:
@@ -434,7 +435,7 @@ def _dawsn_value(x: Tensor) -> Tensor:
     return tnp.sign(x) * tnp.where(near, val1, val2)
 
 
-_dawsn = _with_derivative(_dawsn_value, lambda x, y: 1 - 2 * x * y)
+_dawsn = with_derivative(_dawsn_value, lambda x, y: 1 - 2 * x * y)
 
 
 def dawsn(x: ArrayLike) -> Tensor:

@@ -21,12 +21,11 @@ their zeros, e.g. gammaln(1) is 4.8e-7 in float32).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
-from tgfx.function import Function, function
+from tgfx.function import with_derivative
 from tgfx.ir.ops import Ops
 from tgfx.nn._activations import log_softmax as log_softmax
 from tgfx.nn._activations import sigmoid
@@ -195,25 +194,13 @@ def _split(t: Tensor) -> tuple[Tensor, Tensor]:
     return neg, tnp.where(neg, -t, t)
 
 
-def _with_derivative(value: Callable[[Tensor], Tensor], derivative: Callable[[Tensor, Tensor], Tensor]) -> Function:
-    """`value` as a `tg.function` whose backward is g * derivative(x, y), y = value(x), in closed form.
-
-    The closed form is exact where the derivative of the approximation (a Chebyshev series, Newton steps) is only
-    close, and a handful of ops where differentiating the approximation would be hundreds; `jvp` (reverse mode
-    transposed) and second derivatives go through it too. The scheduler inlines the function, so it still fuses."""
-    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
-        g, (x,), (y,) = grads, call.inputs, call.outputs
-        return (g * derivative(x, y),)
-    return function(value, grad_fxn=backward)
-
-
 def _erfc_value(x: Tensor) -> Tensor:
     neg, a = _split(x)
     pos = _exp_neg_square(a) * _erfcx_nonneg(a)
     return tnp.where(neg, 2 - pos, pos)
 
 
-_erfc = _with_derivative(_erfc_value, lambda x, y: (-2 / math.sqrt(math.pi)) * tnp.exp(-(x * x)))
+_erfc = with_derivative(_erfc_value, lambda x, y: (-2 / math.sqrt(math.pi)) * tnp.exp(-(x * x)))
 
 
 def erfc(x: ArrayLike) -> Tensor:
@@ -248,7 +235,7 @@ def _erfinv_value(x: Tensor, central: bool = False) -> Tensor:
     return tnp.where(edge, tnp.where(x > 0, math.inf, -math.inf).astype(d), out * xs)
 
 
-_erfinv = _with_derivative(_erfinv_value, lambda x, y: (math.sqrt(math.pi) / 2) * tnp.exp(y * y))
+_erfinv = with_derivative(_erfinv_value, lambda x, y: (math.sqrt(math.pi) / 2) * tnp.exp(y * y))
 
 
 def erfinv(x: ArrayLike) -> Tensor:
@@ -267,7 +254,7 @@ def _ndtr_value(x: Tensor) -> Tensor:
     return tnp.where(pos, 1 - tail, tail)
 
 
-_ndtr = _with_derivative(_ndtr_value, lambda x, y: (1 / math.sqrt(2 * math.pi)) * tnp.exp(-0.5 * (x * x)))
+_ndtr = with_derivative(_ndtr_value, lambda x, y: (1 / math.sqrt(2 * math.pi)) * tnp.exp(-0.5 * (x * x)))
 
 
 def ndtr(x: ArrayLike) -> Tensor:
@@ -287,7 +274,7 @@ def _log_ndtr_value(x: Tensor) -> Tensor:
 
 
 # pdf(x) / ndtr(x) as exp(log pdf(x) - log_ndtr(x)): both terms go to -inf together in the lower tail
-_log_ndtr = _with_derivative(_log_ndtr_value,
+_log_ndtr = with_derivative(_log_ndtr_value,
                              lambda x, y: tnp.exp(-0.5 * (x * x) - 0.5 * math.log(2 * math.pi) - y))
 
 
@@ -322,7 +309,7 @@ def _ndtri_value(c: Tensor) -> Tensor:
     return tnp.where(central, mid, x)
 
 
-_ndtri = _with_derivative(_ndtri_value, lambda p, y: math.sqrt(2 * math.pi) * tnp.exp(0.5 * (y * y)))
+_ndtri = with_derivative(_ndtri_value, lambda p, y: math.sqrt(2 * math.pi) * tnp.exp(0.5 * (y * y)))
 
 
 def ndtri(p: ArrayLike) -> Tensor:
