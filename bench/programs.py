@@ -18,7 +18,11 @@ values:
 - `eager_adam`: the gradient of a jitted loss taken eagerly (`value_and_grad(jit(loss))`), and Adam with a warm-up
   written as `tree_map`s outside `jit`, as optimizers written by hand are;
 - `sampling`: a character RNN generating 32 tokens one at a time: a jitted cell, a key split and a categorical draw
-  read back to the host per token (the "loss" is the sum of the tokens: the draws must agree bit for bit).
+  read back to the host per token (the "loss" is the sum of the tokens: the draws must agree bit for bit);
+- `gnn`: a 3-layer message-passing network over a random graph (messages gathered by edge, `h[senders] @ w`, summed
+  into their receivers by `segment_sum`), a node regression loss, `jit(value_and_grad)` and SGD;
+- `kmeans`: Lloyd's k-means, ten iterations in a `fori_loop` (distances, an argmin, centroids as one-hot sums), one
+  jitted call per step on a new batch of points; the "loss" is the final inertia.
 
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
@@ -60,6 +64,7 @@ class Fw:
     gelu: Callable
     conv: Callable          # NCHW x, OIHW w, "SAME", stride 1
     categorical: Callable   # (key, logits) -> a sample
+    segment_sum: Callable   # (data, segment_ids, num_segments) -> per-segment sums
 
     def sync(self, x: Any) -> float:
         return float(x)
@@ -71,7 +76,7 @@ def tgfx_fw() -> Fw:
     conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
     return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vmap, tg.lax, tg.tree.map, tg.asarray, tg.random.key,
               tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
-              tg.random.categorical)
+              tg.random.categorical, tg.ops.segment_sum)
 
 
 def jax_fw() -> Fw:
@@ -80,7 +85,7 @@ def jax_fw() -> Fw:
     conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
     return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
               jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
-              jax.nn.gelu, conv, jax.random.categorical)
+              jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum)
 
 
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)
@@ -381,9 +386,60 @@ def sampling(fw: Fw, quick: bool) -> Step:
     return run
 
 
+def gnn(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    nodes, edges, d, layers = (64, 256, 8, 2) if quick else (1000, 5000, 32, 3)
+    rng = np.random.default_rng(0)
+    senders, receivers = (fw.asarray(rng.integers(0, nodes, edges).astype(np.int32)) for _ in range(2))
+    feats = fw.asarray(rng.standard_normal((nodes, d)).astype(np.float32))
+    target = fw.asarray(rng.standard_normal((nodes, 1)).astype(np.float32))
+    params = {"layers": [{"msg": fw.asarray(_init(rng, d, d)), "self": fw.asarray(_init(rng, d, d)),
+                          "b": fw.asarray(np.zeros(d, np.float32))} for _ in range(layers)],
+              "out": fw.asarray(_init(rng, d, 1))}
+
+    def loss(p: Any, h: Any) -> Any:
+        for lp in p["layers"]:
+            messages = h[senders] @ lp["msg"]
+            h = xp.tanh(fw.segment_sum(messages, receivers, nodes) / 4 + h @ lp["self"] + lp["b"])
+        return ((h @ p["out"] - target) ** 2).mean()
+
+    @fw.jit
+    def step(p: Any, h: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, h)
+        return fw.tree_map(lambda p, g: p - 0.1 * g, p, g), value
+    state = [params]
+
+    def run(i: int) -> Any:
+        state[0], value = step(state[0], feats)
+        return value
+    return run
+
+
+def kmeans(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    n, d, k, iters = (256, 4, 4, 3) if quick else (2000, 8, 16, 10)
+    rng = np.random.default_rng(0)
+    batches = [rng.standard_normal((n, d)).astype(np.float32) + 3 * rng.standard_normal((1, d)).astype(np.float32)
+               for _ in range(8)]
+
+    @fw.jit
+    def cluster(x: Any) -> Any:
+        def lloyd(i: Any, c: Any) -> Any:
+            dist = (x * x).sum(1)[:, None] - 2 * x @ c.T + (c * c).sum(1)[None, :]
+            onehot = (dist.argmin(1)[:, None] == xp.arange(k)[None, :]).astype(xp.float32)
+            counts = onehot.sum(0)
+            return xp.where(counts[:, None] > 0, onehot.T @ x / xp.maximum(counts, 1.0)[:, None], c)
+        c = fw.lax.fori_loop(0, iters, lloyd, x[:k])
+        return ((x[:, None, :] - c[None, :, :]) ** 2).sum(-1).min(1).sum()
+
+    def run(i: int) -> Any:
+        return cluster(fw.asarray(batches[i % 8]))
+    return run
+
+
 PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager,
-    "eager_adam": eager_adam, "sampling": sampling}
+    "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans}
 
 
 @dataclass

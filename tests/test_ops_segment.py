@@ -153,3 +153,18 @@ def test_the_gradient_of_a_gather_by_rows_and_columns_is_one_scatter_loop() -> N
     ranges = [{u.arg[1] for u in k.toposort() if u.op is tg.Ops.RANGE} for k in kernels]
     assert any("scatter" in r and "reduce" not in r for r in ranges), ranges
     assert not any("reduce" in r and "loop" in r for r in ranges), ranges
+
+
+def test_segment_sum_gradient_is_gathered_in_the_datas_layout() -> None:
+    """The gradient of segment_sum is a gather of the upstream gradient by segment id; consumed by a matmul (a GNN's
+    backward) it is stored, and stored rows x features as the data is: it was stored features x rows (each row a
+    strided column: 230 us for 5,000 rows of 32, 20 us now)."""
+    from test_conv_direct import kernel_asts
+    rng = np.random.default_rng(0)
+    data = tnp.asarray(rng.standard_normal((50, 8)).astype(np.float32))
+    ids = tnp.asarray(rng.integers(0, 10, 50).astype(np.int32))
+    w = tnp.asarray(rng.standard_normal((10, 8)).astype(np.float32))
+    g = tg.grad(lambda d: (tg.ops.segment_sum(d, ids, 10) * w).sum())(data)
+    stored = [tuple(s for s in a.src[0].src[1].shape if s != 1) for a in kernel_asts(g @ tnp.ones((8, 3)))]
+    assert (50, 8) in stored and (8, 50) not in stored
+    np.testing.assert_allclose(g.numpy(), w.numpy()[ids.numpy()], rtol=1e-6)

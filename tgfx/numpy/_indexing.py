@@ -505,8 +505,13 @@ def _scatter_view(y_shape: tuple[int, ...], plan: _Plan, u: Tensor, op: str, mod
     # (indexed axes, y's other axes, index axes): the reduce comes out in y's own layout, its indexed rows outermost,
     # each update's row written whole (segment_sum of 5,000 rows of 32 into 1,000 was stored features x segments,
     # an update a strided column, then transposed)
+    # u is broadcast over the indexed axes in its own layout and then permuted (a view either way, the same kernel):
+    # its gradient, the sum of the scatter's over those axes (a gather), then comes out in u's layout too (as
+    # u.permute(...).expand(...), segment_sum's gradient was stored features x rows: a strided gather, 230 us for
+    # 5,000 rows of 32)
     full = ns + tuple(y_shape[a] for a in rest) + plan.bshape
-    ub = u.permute(*range(nb, nb + nr), *range(nb)).reshape((1,) * k + u.shape[nb:] + plan.bshape).expand(full)
+    ub = u.reshape(plan.bshape + (1,) * k + u.shape[nb:]).expand(plan.bshape + full[:k + nr]) \
+        .permute(*range(nb, nb + k + nr), *range(nb))
     mask = None
     for j, (i, n) in enumerate(zip(plan.idxs, ns, strict=True)):
         idx = _normalize(i.expand(plan.bshape), n, mode)
