@@ -28,13 +28,16 @@ def initialize() -> None:
 
 def target_machine(cpu: str = "", features: str = "") -> llvm.TargetMachine:
     """The target machine for LLVM CPU `cpu` with `features` (the host's when no CPU is named), at O3.
-    Position-independent: MCJIT places sections anywhere in the address space, and the static model lets x86 use
-    32-bit absolute addresses (a select of two float constants becomes an indexed load from a constant table)."""
+    Position-independent, large code model: MCJIT places a kernel's code and its constants (separate sections) each
+    anywhere in the address space, and the static model would let x86 use 32-bit absolute addresses (a select of two
+    float constants becomes an indexed load from a constant table); the small model's 32-bit PC-relative references
+    from code to constants aborted the process (LLVM's assertion `isInt<32>(RealOffset)`) once a long run had
+    placed the two sections more than 2 GB apart. The large model's 64-bit addresses are set up outside the loops."""
     initialize()
     if not cpu:
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-    return llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic",
-                                                                   codemodel="default")
+    return llvm.Target.from_default_triple().create_target_machine(cpu=cpu, features=features, opt=3, reloc="static",
+                                                                   codemodel="large")
 
 
 def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, slp: bool = True) -> None:
