@@ -52,10 +52,7 @@ def _parse(subscripts: str, ts: Sequence[Tensor]) -> tuple[list[list[Label]], li
         n_ell = max(n_ell, e)
     ell = [("...", -n_ell + k) for k in range(n_ell)]
     if arrow:
-        if "..." not in out and n_ell:
-            raise ValueError(f"einsum: output subscripts {out!r} have no '...' but the operands have "
-                             f"{n_ell} broadcast dimensions")
-        if "..." not in out:
+        if "..." not in out:   # the broadcast axes, if any, are summed (as JAX's and numpy's optimize=True)
             out_labels = _parse_term(out, len(out), "the output")[0]
         else:
             out_labels = _parse_term(out, len(out.replace("...", "")) + n_ell, "the output")[0]
