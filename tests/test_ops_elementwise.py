@@ -690,12 +690,15 @@ def test_operators_keep_dtype_with_python_scalars(d: DType) -> None:
         assert_close(got, want, dtype=d)
 
 
-def test_a_float_to_a_python_int_power_is_multiplications() -> None:
+def test_a_float_to_a_python_int_power_is_multiplications(monkeypatch: pytest.MonkeyPatch) -> None:
     """`x ** 2` as JAX's integer_pow: x * x, not pow(x, 2), and its gradient 2x rather than 2 * pow(x, 1) (a batch
-    norm's backward called libm's pow for every element). Specials as numpy's; a float exponent stays pow."""
+    norm's backward called libm's pow for every element). Specials as numpy's, subnormal results too with IEEE
+    gradual underflow (TGFX_FLUSH_DENORMALS=0); a float exponent stays pow."""
     import warnings
 
+    from tgfx import config
     from tgfx.ir.ops import Ops
+    monkeypatch.setattr(config.FLUSH_DENORMALS, "value", 0)
     x = np.array([-2.5, -0.0, 0.0, 1.5, np.nan, np.inf, -np.inf, 3.0, 1e-20, 1e20], np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -708,3 +711,19 @@ def test_a_float_to_a_python_int_power_is_multiplications() -> None:
     assert any(u.op is Ops.POW for u in (t ** 2.5).uop.toposort())
     g = tg.grad(lambda v: (v ** 3).sum())(tg.asarray(np.array([1.0, -2.0], np.float32)))
     np.testing.assert_allclose(g.numpy(), [3.0, 12.0])
+
+
+def test_kernels_flush_subnormal_results_as_xla_and_leave_the_callers_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default a kernel's subnormal result is 0 (as JAX's CPU code: gradual underflow is the processor's slow path,
+    which made a spectral solver's FFTs 4-6x slower after exp(-k^2 t) underflowed); the thread's floating-point mode
+    is restored after it (numpy on the same thread keeps its subnormals); TGFX_FLUSH_DENORMALS=0 keeps them, in
+    kernels of their own. Subnormal inputs are read as they are."""
+    from tgfx import config
+    x = np.array([1e-40, 3e-39, 1e-30, -1e-38], np.float32)
+    half = tg.jit(lambda v: v * 0.5)
+    np.testing.assert_array_equal(half(tg.asarray(x)).numpy(), np.array([0.0, 0.0, 5e-31, -0.0], np.float32))
+    np.testing.assert_array_equal(tg.asarray(x).max().numpy(), np.float32(1e-30))
+    assert np.float32(1e-40) * np.float32(0.5) == np.float32(5e-41)       # the caller's mode, untouched
+    np.testing.assert_array_equal((tg.asarray(x) > 0).numpy(), [True, True, True, False])  # inputs as they are
+    monkeypatch.setattr(config.FLUSH_DENORMALS, "value", 0)   # (for what is compiled from now on)
+    np.testing.assert_array_equal(tg.jit(lambda v: v * 0.5)(tg.asarray(x)).numpy(), x * np.float32(0.5))

@@ -49,6 +49,10 @@ KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels
 SCHEDULE_CACHE_SIZE = Flag("TGFX_SCHEDULE_CACHE_SIZE", 1024)  # eager graphs' schedules and encoded programs
 JIT_CACHE_SIZE = Flag("TGFX_JIT_CACHE_SIZE", 256)             # traced programs per jitted function
 X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX
+# subnormal floats in CPU kernels: 1 flushes results that would be subnormal to zero (as XLA's CPU code; arithmetic
+# never takes the processor's slow path for them), 0 keeps IEEE gradual underflow (numpy's results, bit for bit);
+# read when a kernel is compiled (a jitted function compiled before a change keeps its kernels)
+FLUSH_DENORMALS = Flag("TGFX_FLUSH_DENORMALS", 1)
 CPU = Flag("TGFX_CPU", "")        # compile for this LLVM CPU ("znver3") instead of the host's: tgfx/devices/target.py
 
 # `update`'s names for flags, besides their own: JAX's spelling, so that ported programs keep theirs

@@ -74,6 +74,7 @@ class Target:
         cores: threads a kernel may be spread over.
         l1d, l2, l3: data cache sizes in bytes (per core for L1d/L2, shared for L3).
         triple: LLVM's target triple.
+        flush_denormals: kernels run with subnormal results flushed to zero (`TGFX_FLUSH_DENORMALS`).
     """
     cpu: str
     features: str
@@ -82,6 +83,7 @@ class Target:
     l2: int = FALLBACK_CACHES["l2"]
     l3: int = FALLBACK_CACHES["l3"]
     triple: str = "x86_64-unknown-linux-gnu"
+    flush_denormals: bool = True
 
     def with_cores(self, cores: int) -> Target:
         """The same CPU with `cores` cores (tests, and experiments with the thread split)."""
@@ -510,7 +512,14 @@ def host_target() -> Target:
     """The target kernels are compiled for now: the machine's own (`native_target`), or the CPU `TGFX_CPU` names
     (`target_for`)."""
     name = str(config.CPU.value)
-    return target_for(name) if name else native_target()
+    target = target_for(name) if name else native_target()
+    return target if target.flush_denormals == bool(config.FLUSH_DENORMALS) else _flushing(target)
+
+
+@functools.cache
+def _flushing(target: Target) -> Target:
+    """`target` with the other subnormal mode (one object each, so its `key` is computed once)."""
+    return dataclasses.replace(target, flush_denormals=not target.flush_denormals)
 
 
 def check_runnable(target: Target) -> None:

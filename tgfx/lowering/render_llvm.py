@@ -814,17 +814,34 @@ class LLVMRenderer:
             loads.append(f"  %a{i} = load ptr, ptr %p{i}")
         call_args = ", ".join([f"ptr %a{i}" for i in range(len(bufs))] + ["i64 %core"])
         body = "\n".join(self.allocas + ["  br label %start", "start:"] + self.lines)
+        flush, restore = self.flush_denormals()
         return "\n".join([
             *sorted(self.declares),
             f"define internal void @{self.name}_body({args}{', ' if args else ''}i64 %core) alwaysinline #0 {{",
             "entry:", body, "  ret void", "}",
-            f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) #0 {{", "entry:", *loads,
-            f"  call void @{self.name}_body({call_args})", "  ret void", "}",
+            f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) #0 {{", "entry:", *flush, *loads,
+            f"  call void @{self.name}_body({call_args})", *restore, "  ret void", "}",
             f'attributes #0 = {{ "prefer-vector-width"="{self.vector_bits}" }}',
             *self.loop_metadata(),
             *([NO_LSR] if sum(u.op is Ops.XOR and u.dtype.is_int for u in lin) >= HASH_XORS else []),
             *([NO_SLP] if self.vec is not None else []),
         ])
+
+    def flush_denormals(self) -> tuple[list[str], list[str]]:
+        """The kernel's entry and exit on x86 for a target that flushes subnormals (the default,
+        `TGFX_FLUSH_DENORMALS`): the thread's MXCSR with flush-to-zero set while it runs, then restored (the calling
+        thread may be the user's, running numpy next). As XLA's CPU kernels, a result that would be subnormal is 0,
+        and arithmetic never takes the processor's slow path for one: a spectral solver's exp(-k^2 t) underflowed
+        into subnormals and made every FFT stage after it 4-6x slower. Subnormal inputs are read as they are (DAZ
+        is not set): bit-level functions (nextafter, frexp) stay exact on them."""
+        if not self.target.flush_denormals or not self.target.triple.startswith("x86_64"):
+            return [], []
+        self.declares |= {"declare void @llvm.x86.sse.stmxcsr(ptr)", "declare void @llvm.x86.sse.ldmxcsr(ptr)"}
+        return ["  %csr.old = alloca i32", "  %csr.new = alloca i32",
+                "  call void @llvm.x86.sse.stmxcsr(ptr %csr.old)", "  %csr = load i32, ptr %csr.old",
+                f"  %csr.ftz = or i32 %csr, {MXCSR_FTZ}", "  store i32 %csr.ftz, ptr %csr.new",
+                "  call void @llvm.x86.sse.ldmxcsr(ptr %csr.new)"], \
+            ["  call void @llvm.x86.sse.ldmxcsr(ptr %csr.old)"]
 
     def loop_metadata(self) -> list[str]:
         """Loop IDs: !0 every loop's hints (when it has any), !1 those of a loop around a loop longer than SHORT_LOOP
@@ -950,6 +967,7 @@ _VECTOR_OPS = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.MULAC
 
 
 # what computes a value (and may be left unrendered when only a pack's lanes use it); everything else has effects
+MXCSR_FTZ = 1 << 15   # flush subnormal results to zero
 _VALUE_OPS = GroupOp.ALU | {Ops.LOAD, Ops.INDEX, Ops.CAST, Ops.BITCAST}
 
 
