@@ -172,19 +172,22 @@ def test_grad_matches_jax() -> None:
 
 # ---- how they run ----
 def test_transforms_are_traceable_without_captured_buffers() -> None:
-    """Every table is computed in the graph: a function (allow_implicit=False) traces an fft of any length."""
+    """Every table is a constant the trace makes itself: a function (allow_implicit=False) traces an fft of any
+    length."""
     f = tg.function(lambda x: tnp.fft.irfft(tnp.fft.rfft(x), x.shape[-1]))
     x = np.random.default_rng(0).standard_normal((2, 67)).astype(np.float32)
     assert_fft_close(f(tnp.asarray(x)), x, 67)
 
 
-@pytest.mark.parametrize("n,most", [(16, 4), (64, 8), (1024, 11), (97, 17)])
-def test_kernel_counts(n: int, most: int) -> None:
-    """A matmul stage is three kernels (its block table, its stored operand with the previous stage's twiddles and
-    transpose fused in, the matmul) and the result one more: n = 1024 is three stages (4, 16, 16); a prime length is
-    three power-of-two transforms (Bluestein)."""
-    x = tnp.asarray(cvalues((4, n))).realize()
-    f = tg.jit(tnp.fft.fft)
+@pytest.mark.parametrize("fn,n,most", [("fft", 16, 3), ("fft", 64, 5), ("fft", 1024, 7), ("fft", 97, 12),
+                                        ("rfft", 256, 5), ("rfft", 1024, 7)])
+def test_kernel_counts(fn: str, n: int, most: int) -> None:
+    """A matmul stage is two kernels (its stored operand with the previous stage's twiddles and transpose fused in,
+    the matmul; its tables are constants) and the result one more: n = 1024 is three stages (4, 16, 16); a prime
+    length is three power-of-two transforms (Bluestein). rfft of n is a complex transform of n / 2 (512: 16, 32)
+    and a post-processing pass (the tables computed by kernels, and rfft as a transform of n: 11 for each 1024)."""
+    x = tnp.asarray(cvalues((4, n)) if fn == "fft" else cvalues((4, n)).real).realize()
+    f = tg.jit(getattr(tnp.fft, fn))
     f(x).block_until_ready()
     counters.reset()
     f(x).block_until_ready()

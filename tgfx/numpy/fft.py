@@ -11,12 +11,14 @@ A transform along one axis works on the (re, im) parts as two real Tensors with 
 - a longer length with a large prime factor is Bluestein's chirp z-transform: a convolution of the chirped input
   with the chirp, done with power-of-two transforms of length m >= 2n - 1.
 
-Every table (cos / sin of 2 pi (j k mod n) / n, the chirp's angle pi (j^2 mod 2n) / n) is computed in the graph from
-integer iotas, so it is exact up to the cos and sin of the angle, and a traced function holds no captured buffer.
+Every table (cos / sin of 2 pi (j k mod n) / n, the chirp's angle pi (j^2 mod 2n) / n) is computed on the host in
+float64 from the integer angle and rounded once: a constant the trace makes itself (so a traced function captures
+no buffer), uploaded once per trace instead of recomputed by a kernel per call, or per step of a loop.
 Gradients come from these ops: the adjoint of a DFT is the conjugate DFT, which reverse mode builds from the
-transposed matmuls. `rfft` is the first n // 2 + 1 outputs of the complex transform of real input; `irfft` is the
-real part of the inverse transform of the Hermitian extension (the imaginary parts of the DC and Nyquist terms
-are ignored, as numpy's).
+transposed matmuls. `rfft` of an even length n is one complex transform of length n / 2 of the samples paired
+(even + i odd) and a post-processing pass; `irfft` to an even length the reverse (the imaginary parts of the DC and
+Nyquist terms are ignored, as numpy's); odd lengths transform the real input as complex (the Hermitian extension
+for `irfft`).
 
 Results are complex64 (complex128 for float64 input in x64 mode), numpy's `norm` ("backward", "ortho",
 "forward") and `n` / `s` / `axis` / `axes` arguments as numpy's.
@@ -26,12 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from tgfx.dtypes import DType, dtypes, to_complex
 from tgfx.function import function
 from tgfx.numpy import _movement as mv
 from tgfx.numpy._complex import pairs
 from tgfx.numpy._creation import arange, zeros
-from tgfx.numpy._elementwise import cos, sin, where
 from tgfx.numpy._linalg import matmul
 from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis, to_tensor
 
@@ -40,42 +43,45 @@ MAX_RADIX = 16   # the largest DFT done as one matmul stage of a mixed-radix tra
 MAX_DIRECT = 64  # lengths up to this with no factor <= MAX_RADIX are one direct DFT; longer ones Bluestein
 
 
-# ---- tables, from integer iotas ----
-def _cos_sin(idx: Tensor, period: int, real: DType) -> Parts:
-    """cos and sin of 2 pi idx / period in `real`. The angle is reduced in integers (exact), and quarter turns are
-    exact values (cos(pi/2) in float32 is -4.4e-8, not 0: a 4-point transform of ones would not be exactly [4, 0, 0,
-    0], as numpy's is)."""
-    wide = dtypes.int64 if period * period >= 2 ** 31 else dtypes.int32
-    k = idx.cast(wide) % period
-    theta = k.astype(real) * (2 * math.pi / period)
-    c, s = cos(theta), sin(theta)
+# ---- tables, computed on the host once per trace ----
+def _cos_sin_host(k: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of 2 pi k / period in float64, the angle reduced in integers (exact), quarter turns exact values
+    (cos(pi/2) is 6e-17, not 0: a 4-point transform of ones would not be exactly [4, 0, 0, 0], as numpy's is)."""
+    k = np.asarray(k, np.int64) % period
+    theta = k * (2 * math.pi / period)
+    c, s = np.cos(theta), np.sin(theta)
     quarter = (k * 4) % period == 0
-    q = (k * 4) // period                     # which quarter turn, where `quarter`
-    zero = zeros((), real)
-    exact_c = where(q == 0, 1.0, where(q == 2, -1.0, zero)).astype(real)
-    exact_s = where(q == 1, 1.0, where(q == 3, -1.0, zero)).astype(real)
-    return where(quarter, exact_c, c), where(quarter, exact_s, s)
+    q = (k * 4) // period
+    c = np.where(quarter, np.select([q == 0, q == 2], [1.0, -1.0], 0.0), c)
+    s = np.where(quarter, np.select([q == 1, q == 3], [1.0, -1.0], 0.0), s)
+    return c, s
+
+
+def _table(a: np.ndarray, real: DType) -> Tensor:
+    """A host table as a constant of the trace (uploaded once: a jitted function's, or a cached body's, constant):
+    computed in float64 and rounded once, where cos and sin computed in the graph in float32 were off by an ulp, and
+    each call (each step of a loop) ran a kernel per table."""
+    return to_tensor(np.ascontiguousarray(a, dtype=real.np))
+
+
+def _cos_sin(k: np.ndarray, period: int, real: DType) -> Parts:
+    c, s = _cos_sin_host(k, period)
+    return _table(c, real), _table(s, real)
 
 
 def _dft_block(n: int, inverse: bool, real: DType) -> Tensor:
     """The n x n DFT matrix exp(-+2 pi i j k / n) as the real 2n x 2n block [[c, s], [-s, c]]: [re, im] @ it is
-    [re c - im s, re s + im c], the product's real and imaginary parts from one matmul. Stored: a matmul reads each
-    entry once per output row, so computed inside it the cos and sin would be too."""
-    j = arange(n, dtype=dtypes.int32)
-    c, s = _cos_sin(j.reshape(n, 1).cast(dtypes.int64) * j.reshape(1, n).cast(dtypes.int64), n, real)
+    [re c - im s, re s + im c], the product's real and imaginary parts from one matmul."""
+    j = np.arange(n, dtype=np.int64)
+    c, s = _cos_sin_host(j[:, None] * j[None, :], n)
     s = s if inverse else -s
-    return mv.concatenate([mv.concatenate([c, s], 1), mv.concatenate([-s, c], 1)], 0).contiguous()
+    return _table(np.block([[c, s], [-s, c]]), real)
 
 
 def _twiddles(r: int, m: int, inverse: bool, real: DType) -> Parts:
-    """exp(-+2 pi i k1 n2 / (r m)) for k1 < r, n2 < m: an (r, m) table of each part, stored in one kernel (it is read
-    once per batch row)."""
-    n = r * m
-    k1 = arange(r, dtype=dtypes.int32).reshape(r, 1)
-    n2 = arange(m, dtype=dtypes.int32).reshape(1, m)
-    c, s = _cos_sin(k1 * n2, n, real)
-    both = mv.stack([c, s if inverse else -s]).contiguous()
-    return both[0], both[1]
+    """exp(-+2 pi i k1 n2 / (r m)) for k1 < r, n2 < m: an (r, m) table of each part."""
+    c, s = _cos_sin_host(np.arange(r, dtype=np.int64)[:, None] * np.arange(m, dtype=np.int64)[None, :], r * m)
+    return _table(c, real), _table(s if inverse else -s, real)
 
 
 def _cmul(a: Parts, b: Parts) -> Parts:
@@ -140,7 +146,7 @@ def _bluestein(x: Parts, inverse: bool) -> Parts:
     lead, n = x[0].shape[:-1], x[0].shape[-1]
     real = x[0].dtype
     m = 1 << (2 * n - 2).bit_length()
-    j = arange(n, dtype=dtypes.int32).cast(dtypes.int64)
+    j = np.arange(n, dtype=np.int64)
     c, s = _cos_sin(j * j, 2 * n, real)
     chirp = (c, s if inverse else -s)
     a = _cmul(x, chirp)
@@ -152,6 +158,40 @@ def _bluestein(x: Parts, inverse: bool) -> Parts:
     conv = _transform(_cmul(fa, fb), True)
     conv = tuple(t[..., :n] * (1 / m) for t in conv)
     return _cmul(conv, chirp)
+
+
+# ---- real input and output of even length: one complex transform of half the length ----
+def _rfft_even(x: Tensor) -> Parts:
+    """The n // 2 + 1 first terms of the DFT of real x (last axis, n even): z = x[0::2] + i x[1::2] transformed at
+    length h = n / 2, then X[k] = E[k] + w^k O[k] for k = 0 .. h, w = exp(-2 pi i / n), with the transforms of the
+    even and odd samples E[k] = (Z[k] + conj Z[h - k]) / 2 and O[k] = (Z[k] - conj Z[h - k]) / 2i (Z[h] = Z[0]):
+    half the work of transforming x as complex, and no imaginary zeros carried through every stage."""
+    lead, n = x.shape[:-1], x.shape[-1]
+    h = n // 2
+    z = x.reshape(*lead, h, 2)
+    zr, zi = _transform_traced((z[..., 0], z[..., 1]), False)
+    fr, fi = (mv.concatenate([t, t[..., :1]], -1) for t in (zr, zi))   # Z[k], k = 0 .. h
+    rr, ri = mv.flip(fr, -1), mv.flip(fi, -1)                          # Z[h - k]
+    er, ei = (fr + rr) * 0.5, (fi - ri) * 0.5
+    o_r, o_i = (fi + ri) * 0.5, (rr - fr) * 0.5
+    c, s = _cos_sin(np.arange(h + 1), n, x.dtype)
+    return er + c * o_r + s * o_i, ei + c * o_i - s * o_r
+
+
+def _irfft_even(xr: Tensor, xi: Tensor, n: int) -> Tensor:
+    """n real outputs (n even) of the unnormalised inverse DFT of the Hermitian X whose terms 0 .. n / 2 are (xr, xi):
+    from E[k] = X[k] + conj X[h - k] and O[k] = (X[k] - conj X[h - k]) w^-k (twice the transforms of the even and
+    odd outputs), z = inverse transform of E + i O at length h = n / 2 is x[0::2] + i x[1::2]. The imaginary parts
+    of X[0] and X[h] are ignored, as numpy's."""
+    lead, h = xr.shape[:-1], n // 2
+    xi = xi * _table(np.r_[0.0, np.ones(h - 1), 0.0], xi.dtype)
+    rr, ri = mv.flip(xr, -1)[..., :h], mv.flip(xi, -1)[..., :h]         # X[h - k], k = 0 .. h - 1
+    fr, fi = xr[..., :h], xi[..., :h]
+    dr, di = fr - rr, fi + ri
+    c, s = _cos_sin(np.arange(h), n, xr.dtype)
+    br, bi = dr * c - di * s, dr * s + di * c
+    zr, zi = _transform_traced((fr + rr - bi, fi - ri + br), True)
+    return mv.stack([zr, zi], -1).reshape(*lead, n)
 
 
 # ---- the public functions ----
@@ -235,8 +275,14 @@ def rfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = 
         raise TypeError(f"rfft: the input must be real, got {a.dtype.name}; use fft for complex input")
     ax = _along(a, axis, "rfft")
     n = _check_n(a.shape[ax] if n is None else n, "rfft")
-    out = fft(a, n, ax, norm)
-    return mv.moveaxis(mv.moveaxis(out, ax, -1)[..., :n // 2 + 1], -1, ax)
+    if n % 2:
+        out = fft(a, n, ax, norm)
+        return mv.moveaxis(mv.moveaxis(out, ax, -1)[..., :n // 2 + 1], -1, ax)
+    x = _resize(mv.moveaxis(a.astype(to_complex(a.dtype).real), ax, -1), n)
+    out = _rfft_even(x)
+    scale = _norm_scale(norm, n, False)
+    out = tuple(t * scale for t in out) if scale != 1.0 else out
+    return mv.moveaxis(_pack(out), -1, ax)
 
 
 def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
@@ -248,12 +294,14 @@ def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None =
     n = _check_n(2 * (a.shape[-1] - 1) if n is None else n, "irfft")
     half = n // 2 + 1
     re, im = (_resize(t, half) for t in _parts(a))
-    # the Hermitian extension: X[n - k] = conj(X[k]) for 0 < k < n - n // 2
-    tail = n - half
-    if tail:
-        re = mv.concatenate([re, mv.flip(re[..., 1:tail + 1], -1)], axis=-1)
-        im = mv.concatenate([im, -mv.flip(im[..., 1:tail + 1], -1)], axis=-1)
-    out, _ = _transform_traced((re, im), True)
+    if n % 2 == 0:
+        out = _irfft_even(re, im, n)
+    else:   # the Hermitian extension: X[n - k] = conj(X[k]) for 0 < k < n - n // 2
+        tail = n - half
+        if tail:
+            re = mv.concatenate([re, mv.flip(re[..., 1:tail + 1], -1)], axis=-1)
+            im = mv.concatenate([im, -mv.flip(im[..., 1:tail + 1], -1)], axis=-1)
+        out, _ = _transform_traced((re, im), True)
     scale = _norm_scale(norm, n, True)
     out = out * scale if scale != 1.0 else out
     return mv.moveaxis(out, -1, ax)
