@@ -521,3 +521,18 @@ def test_matches_jax_over_the_grids() -> None:
         got, w = results64(name)[:n], want[name]
         np.testing.assert_array_equal(np.isnan(got), np.isnan(w), err_msg=name)
         np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-300, err_msg=name)
+
+
+@pytest.mark.x64
+def test_gamma_family_at_tiny_negative_arguments_and_underflowing_zeta() -> None:
+    """Found against JAX: the reflection's |sin(pi x)| reduced x by x - floor(x), which rounds -1e-300 up to 1, so
+    gammaln(-1e-300) was inf (log(1e300) = 690.8), gamma -inf; zeta(170, 2) in float32 underflows to 0, where the
+    Bernoulli terms' overflowing factors made it NaN (and polygamma(1, inf) NaN, not 0)."""
+    from tgfx.scipy import special as sp
+    x = np.array([-1e-300, -1e-30, -1e-8, -0.5, -2.5, -100.3, 0.2], np.float64)
+    np.testing.assert_allclose(sp.gammaln(tg.asarray(x)).numpy(), [math.lgamma(v) for v in x], rtol=1e-13)
+    np.testing.assert_allclose(sp.gamma(tg.asarray(x[1:-2])).numpy(), [math.gamma(v) for v in x[1:-2]], rtol=1e-13)
+    x32 = np.array([-1e-30, -1e-8, -1e-3, -2.5], np.float32)
+    np.testing.assert_allclose(sp.gammaln(tg.asarray(x32)).numpy(), [math.lgamma(float(v)) for v in x32], rtol=2e-6)
+    np.testing.assert_array_equal(sp.zeta(tg.asarray(np.array([170.0, 1e4], np.float32)), 2.0).numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(sp.polygamma(1, tg.asarray(np.array([np.inf], np.float32))).numpy(), [0.0])

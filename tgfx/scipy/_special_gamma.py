@@ -453,7 +453,9 @@ def _zeta_value(x: Tensor, q: Tensor) -> Tensor:
         fac = fac * (x + k + 1)
         b = b / w
         k += 2
-    out = tnp.where(tnp.abs(terms[-1]) < tnp.abs(s) * _eps(d), s, full)
+    # (and where the tenth term underflowed to 0, so did the tail: zeta(170, 2) in float32 is 0, where the Bernoulli
+    # terms' factors overflowed and 0 * inf made it NaN; polygamma(n, inf) likewise)
+    out = tnp.where((tnp.abs(terms[-1]) < tnp.abs(s) * _eps(d)) | (terms[-1] == 0), s, full)
     out = tnp.where(x == 1, math.inf, tnp.where(x < 1, math.nan, out))
     q_nonpos = q <= 0
     out = tnp.where(q_nonpos & (x != tnp.floor(x)), math.nan, out)

@@ -346,9 +346,9 @@ def _lgamma_half_up(x: Tensor) -> Tensor:
 
 
 def _sin_pi_abs(x: Tensor) -> Tensor:
-    """|sin(pi x)|, with x reduced to [0, 1/2] first so it stays exact for large |x| (0 at the integers)."""
-    f = x - tnp.floor(x)
-    return tnp.sin(math.pi * tnp.minimum(f, 1 - f))
+    """|sin(pi x)|, with x reduced to [0, 1/2] first, exactly: |x - round(x)| (0 at the integers, and |x| itself
+    near 0, where x - floor(x) rounded -1e-300 up to 1 and gammaln(-1e-300) came out inf, not 690.8)."""
+    return tnp.sin(math.pi * tnp.abs(x - tnp.round(x)))
 
 
 def gammaln(x: ArrayLike) -> Tensor:
