@@ -325,6 +325,18 @@ def test_linearize_reduce_of_a_loop_invariant_value():
     render_llvm("k", *linearize(sink), [g(0, 2)])
 
 
+def test_a_concatenation_along_rows_is_stored_row_by_row():
+    """Each piece of a concatenation is stored over its own loop of the split axis, numbered where that axis is: the
+    piece's rows outside, the shared columns inside (numbered after every axis, each piece was walked down its
+    columns, a cache line a step: 360 us for two 256 x 256 pieces along rows, 53 now)."""
+    a, b = (UOp(Ops.RESHAPE, dtypes.float32, (g(i, 6),), (2, 3)) for i in (1, 2))
+    cat = UOp(Ops.ADD, dtypes.float32, (UOp(Ops.PAD, dtypes.float32, (a,), ((0, 2), (0, 0))),
+                                        UOp(Ops.PAD, dtypes.float32, (b,), ((2, 0), (0, 0)))))
+    sink = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 12), cat)),))))
+    lin, _ = linearize(sink)
+    assert [u.src[0].arg for u in lin if u.op is Ops.RANGE] == [2, 3, 2, 3]   # rows of a piece, then its columns
+
+
 def test_linearize_gives_a_reduce_emitted_twice_a_register_per_emission():
     """out[i] = sum_j inner(j) + sum_j inner(j) * y[i], inner(j) = sum_k x[j, k]: the first sum is hoisted before the
     i loop, and the second needs `inner` again inside its own j loop, after the first's closed. Each emission of the

@@ -309,13 +309,20 @@ def rangeify(ast: UOp, pieces: bool = True) -> UOp:
     for st in ast.src:
         dst, val = st.src
         shape = val.shape
-        idx = tuple(ctx.new_range(s, "loop") for s in shape)
         split = pad_pieces(val) if pieces else None
-        for span in itertools.pairwise(split[1]) if split is not None else [None]:
-            if split is not None and span is not None:
-                (axis, _), (lo, hi) = split, span
-                at = ctx.new_range(hi - lo, "loop")
-                idx = (*idx[:axis], at + lo if lo else at, *idx[axis + 1:])
+        if split is None:
+            idxs = [tuple(ctx.new_range(s, "loop") for s in shape)]
+        else:
+            # the pieces' loops numbered where the axis they split is, so that they nest in the axes' order (numbered
+            # after every axis, they were innermost: a concatenation along rows walked each piece down its columns,
+            # a cache line a step, 360 us for two 256 x 256 pieces, 25 along columns)
+            axis, bounds = split
+            before = tuple(ctx.new_range(s, "loop") for s in shape[:axis])
+            spans = list(itertools.pairwise(bounds))
+            ats = [ctx.new_range(hi - lo, "loop") for lo, hi in spans]
+            after = tuple(ctx.new_range(s, "loop") for s in shape[axis + 1:])
+            idxs = [(*before, at + lo if lo else at, *after) for at, (lo, _) in zip(ats, spans, strict=True)]
+        for idx in idxs:
             v = lower_value(ctx, (val, idx, None))
             stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, dst.dtype, (dst, linear_index(idx, shape))), v)))
     return UOp(Ops.SINK, None, tuple(stores), ast.arg)
