@@ -140,6 +140,44 @@ def _cooley_tukey(x: Parts, r: int, inverse: bool) -> Parts:
     return tuple(mv.swapaxes(t, -1, -2).reshape(*lead, n) for t in (re, im))
 
 
+# ---- one leading axis of a (n, columns) value: every stage a matmul along contiguous rows ----
+def _transform_cols(x: Parts, inverse: bool) -> Parts:
+    """The DFT (inverse: without the 1/n) of axis 0 of the (n, c) parts x, each column a signal: an axis of a
+    multi-dimensional transform other than the last (fft2's columns) is transformed where it lies, the other axes
+    flattened into the columns, instead of being moved last and back (a transposed read and write per stage)."""
+    n = x[0].shape[0]
+    if n == 1:
+        return x
+    r = _radix(n)
+    if r == n or (r is None and n <= MAX_DIRECT):
+        y = matmul(mv.swapaxes(_dft_block(n, inverse, x[0].dtype), 0, 1), mv.concatenate(list(x), 0).contiguous())
+        y = y.contiguous()
+        return y[:n], y[n:]
+    if r is None:   # Bluestein, along rows
+        y = _transform(tuple(t.T for t in x), inverse)
+        return tuple(t.T for t in y)
+    return _stockham(x, r, inverse)
+
+
+def _stockham(x: Parts, r: int, inverse: bool) -> Parts:
+    """n = r m along axis 0 of (n, c): the size-r DFT of the rows n1 m + n2 (n1 < r) is one matmul of the block
+    matrix with [re; im] as (2r, m c); the twiddles multiply; the (r, m, c) result is swapped to (m, r c), whose
+    axis 0 is transformed the same way, its output row k2 holding outputs k1 + r k2 in order (Stockham's
+    self-sorting order: no transpose at the end)."""
+    n, c = x[0].shape
+    m = n // r
+    re, im = (t.reshape(r, m * c) for t in x)
+    y = matmul(mv.swapaxes(_dft_block(r, inverse, re.dtype), 0, 1), mv.concatenate([re, im], 0).contiguous())
+    y = y.contiguous()
+    tr, ti = _twiddles(r, m, inverse, re.dtype)
+    re, im = _cmul((y[:r].reshape(r, m, c), y[r:].reshape(r, m, c)), (tr.reshape(r, m, 1), ti.reshape(r, m, 1)))
+    re, im = _transform_cols(tuple(mv.swapaxes(t, 0, 1).reshape(m, r * c) for t in (re, im)), inverse)
+    return re.reshape(n, c), im.reshape(n, c)
+
+
+_transform_cols_traced = function(_transform_cols, cache=True)
+
+
 def _bluestein(x: Parts, inverse: bool) -> Parts:
     """X_k = c_k sum_j (x_j c_j) conj(c_{k-j}), c_j = exp(-+i pi j^2 / n): a circular convolution of length
     m >= 2n - 1 (a power of two) done with power-of-two transforms."""
@@ -245,13 +283,22 @@ def _along(a: Tensor, axis: int, who: str) -> int:
 def _c2c(a: ArrayLike, n: int | None, axis: int, norm: str | None, inverse: bool, who: str) -> Tensor:
     a = _complex_input(a)
     ax = _along(a, axis, who)
+    n = _check_n(a.shape[ax] if n is None else n, who)
+    if ax != a.ndim - 1 and math.prod(a.shape) > a.shape[ax]:   # transformed where it lies: the rest are columns
+        a = mv.moveaxis(a, ax, 0)
+        rest = a.shape[1:]
+        x = tuple(mv.moveaxis(_resize(mv.moveaxis(t, 0, -1), n), -1, 0).reshape(n, -1) for t in _parts(a))
+        out = tuple(t.reshape(n, *rest) for t in _transform_cols_traced(x, inverse))
+        return mv.moveaxis(_pack(_scaled(out, norm, n, inverse)), 0, ax)
     a = mv.moveaxis(a, ax, -1)
-    n = _check_n(a.shape[-1] if n is None else n, who)
     x = tuple(_resize(t, n) for t in _parts(a))
     out = _transform_traced(x, inverse)
+    return mv.moveaxis(_pack(_scaled(out, norm, n, inverse)), -1, ax)
+
+
+def _scaled(x: Parts, norm: str | None, n: int, inverse: bool) -> Parts:
     scale = _norm_scale(norm, n, inverse)
-    out = tuple(t * scale for t in out) if scale != 1.0 else out
-    return mv.moveaxis(_pack(out), -1, ax)
+    return tuple(t * scale for t in x) if scale != 1.0 else x
 
 
 def fft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
