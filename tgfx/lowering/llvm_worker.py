@@ -28,11 +28,13 @@ def initialize() -> None:
 
 def target_machine(cpu: str = "", features: str = "") -> llvm.TargetMachine:
     """The target machine for LLVM CPU `cpu` with `features` (the host's when no CPU is named), at O3.
-    Position-independent, large code model: MCJIT places a kernel's code and its constants (separate sections) each
-    anywhere in the address space, and the static model would let x86 use 32-bit absolute addresses (a select of two
-    float constants becomes an indexed load from a constant table); the small model's 32-bit PC-relative references
-    from code to constants aborted the process (LLVM's assertion `isInt<32>(RealOffset)`) once a long run had
-    placed the two sections more than 2 GB apart. The large model's 64-bit addresses are set up outside the loops."""
+    The large code model, with static relocations: MCJIT places a kernel's code and its constants (separate
+    sections) each anywhere in the 64-bit address space, so every reference between them must be a 64-bit address.
+    The small model's are 32-bit: absolute ones with static relocations (a select of two float constants became an
+    indexed load from a table at a 32-bit address) and PC-relative ones with position-independent code, which
+    aborted the process (LLVM's assertion `isInt<32>(RealOffset)`) once a long run had placed the two sections more
+    than 2 GB apart. (Large and position-independent crashed in RuntimeDyld's GOT handling.) The 64-bit addresses
+    are set up outside the loops."""
     initialize()
     if not cpu:
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()

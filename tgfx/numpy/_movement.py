@@ -296,7 +296,7 @@ def array_split(x: ArrayLike, sections: int, axis: int = 0) -> list[Tensor]:
 
 def tile(x: ArrayLike, reps: int | Sequence[int]) -> Tensor:
     x = to_tensor(x)
-    reps = (r,) if (r := static_int(reps)) is not None else tuple(int(r) for r in reps)
+    reps = (r,) if (r := static_int(reps)) is not None else tuple(int(v) for v in reps)
     nd = max(len(reps), x.ndim)
     reps = (1,) * (nd - len(reps)) + reps
     x = x.reshape((1,) * (nd - x.ndim) + x.shape)
