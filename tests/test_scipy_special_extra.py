@@ -536,3 +536,18 @@ def test_gamma_family_at_tiny_negative_arguments_and_underflowing_zeta() -> None
     np.testing.assert_allclose(sp.gammaln(tg.asarray(x32)).numpy(), [math.lgamma(float(v)) for v in x32], rtol=2e-6)
     np.testing.assert_array_equal(sp.zeta(tg.asarray(np.array([170.0, 1e4], np.float32)), 2.0).numpy(), [0.0, 0.0])
     np.testing.assert_array_equal(sp.polygamma(1, tg.asarray(np.array([np.inf], np.float32))).numpy(), [0.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])   # (float64: the x64 mode, by the conftest)
+def test_polygamma_below_zero_by_reflection(dtype: type) -> None:
+    """zeta(n + 1, x)'s ten terms then Euler-Maclaurin from x + 9 fell apart below about -8 (polygamma(1, -7.5) was
+    6.78, not 9.74; polygamma(2, -7.5) off by 3000x): a static order reflects, psi^(n)(x) = (-1)^n psi^(n)(1 - x) -
+    pi d^n/dx^n cot(pi x). The negative integers stay poles, as zeta's."""
+    ss = pytest.importorskip("scipy.special")
+    from tgfx.scipy import special as sp
+    x = np.array([-7.5, -11.625, -0.5, -1.5, -0.3, -3.7, -20.2, -1e-3, -5.05, 0.3, 4.0], dtype)
+    for n in (1, 2, 3):
+        got = sp.polygamma(n, tg.asarray(x)).numpy()
+        np.testing.assert_allclose(got, ss.polygamma(n, x.astype(np.float64)), rtol=2e-6 if dtype == np.float32
+                                   else 1e-12)
+    assert np.isinf(sp.polygamma(1, tg.asarray(np.array([-2.0], dtype))).numpy()).all()

@@ -28,7 +28,7 @@ from tgfx.dtypes import DType, dtypes
 from tgfx.lax import while_loop
 from tgfx.scipy._util import compute_dtype, promote_args_inexact
 from tgfx.scipy.special import betaln, digamma, gammaln
-from tgfx.tensor import ArrayLike, Tensor, promotion_kind
+from tgfx.tensor import ArrayLike, Tensor, promotion_kind, static_int
 
 
 def _real(name: str, *args: ArrayLike) -> list[Tensor]:
@@ -522,13 +522,37 @@ def polygamma(n: ArrayLike, x: ArrayLike) -> Tensor:
         name = getattr(kind, "name", type(n).__name__)
         raise ValueError(f"polygamma: n must have an integer dtype (the order of the derivative), got {name}; "
                          f"pass an int, or cast it with .astype(int)")
+    order = static_int(n)
     nt, xt = _real("polygamma", n, x)
     nt, xt = _broadcast("polygamma", nt, xt)
     n1 = nt + 1
     sign = 2 * tnp.fmod(nt, 2) - 1
     higher = sign * tnp.exp(gammaln(n1)) * zeta(n1, xt)
+    if order is not None and order >= 1:   # below 0, by reflection (zeta's series starts too close to its pole);
+        # the negative integers, poles, as zeta's (inf for odd n, NaN for even)
+        neg = (xt < 0) & (xt != tnp.floor(xt))
+        pos = sign * tnp.exp(gammaln(n1)) * zeta(n1, tnp.where(neg, 1 - xt, xt))
+        higher = tnp.where(neg, (-1) ** order * pos - _cot_pi_derivative(order, xt), tnp.where(xt < 0, higher, pos))
     out = tnp.where(nt == 0, digamma(xt), higher)
     return tnp.where((nt < 0) | (nt != tnp.floor(nt)), math.nan, out)
+
+
+def _cot_pi_derivative(n: int, x: Tensor) -> Tensor:
+    """pi d^n/dx^n cot(pi x) = pi^(n+1) P_n(cot(pi x)), P_0(c) = c, P_(k+1)(c) = -(1 + c^2) P_k'(c): the reflection
+    psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi d^n/dx^n cot(pi x) for x < 0, where zeta(n + 1, x)'s ten terms then
+    Euler-Maclaurin from x + 9 were wrong (polygamma(1, -7.5) was 6.78, not 9.74; JAX's is wrong at -11.6)."""
+    p = np.polynomial.Polynomial([0.0, 1.0])
+    for _ in range(n):
+        p = -np.polynomial.Polynomial([1.0, 0.0, 1.0]) * p.deriv()
+    # cot(pi x) has period 1: x reduced exactly to r in [-1/2, 1/2], as |sin(pi x)| in gammaln, and cos(pi r) as
+    # sin(pi (1/2 - |r|)) (exact 0 at the half-integers, where float32's cos(pi / 2) is -4.4e-8)
+    r = x - tnp.round(x)
+    a = tnp.abs(r)
+    c = tnp.sin(math.pi * (0.5 - a)) / tnp.copysign(tnp.sin(math.pi * a), r)
+    acc = tnp.zeros_like(c)
+    for coef in p.coef[::-1]:
+        acc = acc * c + float(coef)
+    return acc * math.pi ** (n + 1)
 
 
 # ---- the Bernoulli numbers ----
