@@ -527,12 +527,12 @@ def polygamma(n: ArrayLike, x: ArrayLike) -> Tensor:
     nt, xt = _broadcast("polygamma", nt, xt)
     n1 = nt + 1
     sign = 2 * tnp.fmod(nt, 2) - 1
-    higher = sign * tnp.exp(gammaln(n1)) * zeta(n1, xt)
-    if order is not None and order >= 1:   # below 0, by reflection (zeta's series starts too close to its pole);
-        # the negative integers, poles, as zeta's (inf for odd n, NaN for even)
-        neg = (xt < 0) & (xt != tnp.floor(xt))
-        pos = sign * tnp.exp(gammaln(n1)) * zeta(n1, tnp.where(neg, 1 - xt, xt))
-        higher = tnp.where(neg, (-1) ** order * pos - _cot_pi_derivative(order, xt), tnp.where(xt < 0, higher, pos))
+    # a static order reflects x below 0 (zeta's series starts too close to its pole there); the negative integers,
+    # poles, stay zeta's (inf for odd n, NaN for even)
+    neg = (xt < 0) & (xt != tnp.floor(xt)) if order is not None and order >= 1 else None
+    higher = sign * tnp.exp(gammaln(n1)) * zeta(n1, xt if neg is None else tnp.where(neg, 1 - xt, xt))
+    if neg is not None:
+        higher = tnp.where(neg, (-1) ** order * higher - _cot_pi_derivative(order, xt), higher)
     out = tnp.where(nt == 0, digamma(xt), higher)
     return tnp.where((nt < 0) | (nt != tnp.floor(nt)), math.nan, out)
 
