@@ -326,10 +326,7 @@ def rfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = 
         out = fft(a, n, ax, norm)
         return mv.moveaxis(mv.moveaxis(out, ax, -1)[..., :n // 2 + 1], -1, ax)
     x = _resize(mv.moveaxis(a.astype(to_complex(a.dtype).real), ax, -1), n)
-    out = _rfft_even(x)
-    scale = _norm_scale(norm, n, False)
-    out = tuple(t * scale for t in out) if scale != 1.0 else out
-    return mv.moveaxis(_pack(out), -1, ax)
+    return mv.moveaxis(_pack(_scaled(_rfft_even(x), norm, n, False)), -1, ax)
 
 
 def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None = None) -> Tensor:
