@@ -345,7 +345,8 @@ class custom_jvp:  # noqa: N801 - JAX's name
             left = {u for c in d.values() for u in c.toposort() if u in set(targets)}
             if left:
                 raise TypeError(f"{who}: jvp {_name(rule)} is not linear in the tangents (the output tangent "
-                                f"multiplies them together, or feeds them to a nonlinear op); a JVP is t -> J t")
+                                f"multiplies them together, feeds them to a nonlinear op, or carries them through a "
+                                f"loop, which its transpose cannot take); a JVP is t -> J t")
             cts = [None if s is None or s not in d else Tensor(d[s]) for s in stand_ins]
             per_arg = [tree_unflatten(_flat(a)[1], cts[k:k + n]) for a, k, n in _leaf_spans(split.diff)]
             flat = _cotangents(who, f"the transpose of jvp {_name(rule)}", per_arg, split.diff, names)

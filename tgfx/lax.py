@@ -490,7 +490,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any, *, max_ste
     with no host round trip. `max_steps` bounds it (the loop stops after that many steps even if cond_fun is still
     true) and makes it differentiable in reverse mode: the forward keeps the carry of every step taken (memory for
     `max_steps` carries) and the backward runs back over exactly the steps taken. Without `max_steps`, `grad`
-    through it is an error, as in JAX.
+    through it is an error, as in JAX; forward mode (`jvp`, `jacfwd`) runs either way, a tangent beside each carry.
 
     >>> tg.lax.while_loop(lambda x: x < 100.0, lambda x: x * 2.0, 1.0)    # 128.0
     """

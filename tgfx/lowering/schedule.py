@@ -893,6 +893,9 @@ def schedule_call(call: UOp, realized: dict[UOp, UOp]) -> list[UOp]:
     body = call.src[0]
     outs = call_outputs(call)
     if body.op is Ops.SINK:  # a custom kernel: outputs take the first slots, then the inputs
+        if not body.src:   # custom kernels store something; forward mode's loop placeholder is never evaluated
+            raise RuntimeError(f"internal error: {body.arg} has no kernel to run (a forward-mode placeholder was "
+                               f"evaluated); please report the program")
         out_bufs = [new_buffer(dev, prod(shape), dt) for shape, dt, dev in outs]
         for i, b in enumerate(out_bufs):
             realized[UOp(Ops.GETTUPLE, b.dtype, (call,), i)] = b

@@ -13,15 +13,24 @@ The forward with `save` is a second LOOP node next to the one the primal results
 `tgfx.lowering.control.merge_saved_loops` makes the primal results read the saving one, so the forward runs once.
 
 The backward of a SWITCH is a SWITCH on the same index over each branch's VJP.
+
+Forward mode (`jvp`, `jacfwd`, `linearize`) transposes reverse mode, which a loop with no bound on its steps does not
+have. Within `forward_mode()` a LOOP's reverse rule returns a placeholder instead, `Jᵀ u` as an opaque CALL whose own
+reverse rule (all the transposition asks of it) is the loop's JVP `J w`: a loop with a tangent beside every float
+carry, const and slice, as `jax.jvp` runs it. Every loop takes this way there, bounded or not: no carries are saved
+and nothing runs backwards. The placeholder's value is never part of a tangent (a pullback is linear in `u`).
 """
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
-from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results
+from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.inline import params_of, substitute_outside_calls
+from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.tensor import Tensor
 
 
@@ -46,6 +55,8 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     """One gradient per source of `ret` (a LOOP), given the cotangent of each of its results (None: zero)."""
     from tgfx.transforms.grad import _full, compute_gradient
     sp: LoopSpec = ret.arg
+    if _FORWARD.get():
+        return _transposed_jvp(ctx, ret)
     if sp.length is None and sp.cond:
         raise TypeError(f"cannot differentiate the while loop of {sp.name!r} in reverse mode: its number of steps is "
                         f"unbounded; give while_loop max_steps=... (the most steps it may take), so the forward can "
@@ -156,3 +167,137 @@ def switch_grad(ctx: tuple, ret: UOp) -> tuple:
     for a, m in enumerate(wanted):
         out[n + 1 + m] = _get(bw, a, operands[m].dtype)
     return tuple(out)
+
+
+# ---- forward mode ----
+_FORWARD: ContextVar[bool] = ContextVar("tgfx_loop_forward", default=False)
+TRANSPOSED = "transposed_loop_jvp"   # the placeholder CALL's name
+
+
+@contextmanager
+def forward_mode(on: bool = True) -> Iterator[None]:
+    """Within (with `on`): reverse rules of loops return the transposed-JVP placeholder, for a pullback that forward
+    mode transposes. A reverse-mode transform sets it off for its own pullback (a custom rule may call one)."""
+    token = _FORWARD.set(on)
+    try:
+        yield
+    finally:
+        _FORWARD.reset(token)
+
+
+def _transposed_jvp(ctx: tuple, ret: UOp) -> tuple:
+    """The gradients of `ret`'s float sources as `Jᵀ u`, u the cotangents of its results: GETTUPLEs of a placeholder
+    CALL (never evaluated) whose reverse rule, `w -> J w`, is the loop's forward mode."""
+    sp: LoopSpec = ret.arg
+    consts, init, xs, _ = sp.operands(ret)
+    types = loop_results(ret)
+    sources = [sp.n_bodies + i for i, c in enumerate((*consts, *init, *xs)) if c.dtype.is_inexact]
+    with_ct = [r for r, c in enumerate(ctx) if c is not None and types[r][1].is_inexact]
+    if not with_ct or not sources:
+        return (None,) * len(ret.src)
+
+    def forward(ws: tuple[Tensor, ...], _call: object) -> tuple[Tensor | None, ...]:
+        tangents = {s: _on(w.uop, sp.device) for s, w in zip(sources, ws, strict=True) if not _is_zero(w.uop)}
+        res = loop_jvp(ret, tangents)
+        return (*(Tensor(res[r]) if res[r] is not None else Tensor.full(*types[r], device=sp.device) * 0
+                  for r in with_ct), *(None for _ in sources))
+
+    spec = tuple((ret.src[s].shape, ret.src[s].dtype, sp.device) for s in sources)
+    # the loop's operands are sources too (gradient None), so walks of the graph see what the JVP will read
+    placeholder = UOp(Ops.CALL, None, (UOp(Ops.SINK, None, (), TRANSPOSED), *(_on(ctx[r], sp.device) for r in with_ct),
+                                       *(ret.src[s] for s in sources)), (TRANSPOSED, forward, spec))
+    out: list[UOp | None] = [None] * len(ret.src)
+    for a, s in enumerate(sources):
+        out[s] = _get(placeholder, a, ret.src[s].dtype)
+    return tuple(out)
+
+
+def loop_jvp(ret: UOp, tangents: dict[int, UOp]) -> list[UOp | None]:
+    """The tangent of each result of LOOP `ret`, given the tangents of some of its sources (by source position; the
+    others are zero): one loop carrying a tangent beside each float const, carry and slice, and stacking one beside
+    each float ys (JAX's JVP of a loop). None where a result has no tangent (an integer, the step count)."""
+    from tgfx.transforms.jvp import pushforward_graph
+    sp: LoopSpec = ret.arg
+    dev, nb = sp.device, sp.n_bodies
+    consts, init, xs, trip = sp.operands(ret)
+    k, nc, nx = sp.n_carry, sp.n_consts, sp.n_xs
+    body = ret.src[0]
+    n_ys = len(body.src) - k
+    # tangents only where they may be nonzero: the given ones, and a carry once the body makes its tangent depend on
+    # one (to a fixed point, as JAX's); a weight with no tangent is not multiplied by zeros every step
+    tc = [i for i in range(nc) if nb + i in tangents]
+    tx = [m for m in range(nx) if nb + nc + k + m in tangents]
+    tk = [j for j in range(k) if nb + nc + j in tangents]
+    old = params_of(body)
+    while True:
+        live = {old.get(s) for s in (*(1 + i for i in tc), *(1 + nc + j for j in tk), *(1 + nc + k + m for m in tx))}
+        dep = _depends(body.src, live)
+        more = sorted(set(tk) | {j for j in range(k) if dep[j] and init[j].dtype.is_inexact})
+        if more == tk:
+            break
+        tk = more
+    ty = [j for j in range(n_ys) if dep[k + j] and body.src[k + j].dtype.is_inexact]
+    # the new slots: index, consts, their tangents, carries, theirs, slices, theirs
+    at_c, at_k = 1 + nc, 1 + nc + len(tc)
+    at_tk, at_x = at_k + k, at_k + k + len(tk)
+    at_tx = at_x + nx
+    shift = {0: 0, **{1 + i: 1 + i for i in range(nc)}, **{1 + nc + j: at_k + j for j in range(k)},
+             **{1 + nc + k + m: at_x + m for m in range(nx)}}
+
+    def moved(b: UOp) -> UOp:
+        return substitute_outside_calls(b, {p: p.replace(arg=(shift[s], *p.arg[1:])) for s, p in params_of(b).items()})
+    step = moved(body)
+    slots = params_of(step)
+    t_in: dict[UOp, UOp] = {}
+    for a, i in enumerate(tc):
+        if 1 + i in slots:
+            t_in[slots[1 + i]] = _param(at_c + a, consts[i].shape, consts[i].dtype, dev)
+    for a, j in enumerate(tk):
+        if at_k + j in slots:
+            t_in[slots[at_k + j]] = _param(at_tk + a, init[j].shape, init[j].dtype, dev)
+    for a, m in enumerate(tx):
+        if at_x + m in slots:
+            t_in[slots[at_x + m]] = _param(at_tx + a, xs[m].shape[1:], xs[m].dtype, dev)
+    outs = list(step.src)
+    d = pushforward_graph(outs, t_in)
+
+    def tangent(r: int) -> UOp:
+        return d[r] if d[r] is not None else _zeros(outs[r], dev)
+    new_body = UOp(Ops.TUPLE, None, (*outs[:k], *(tangent(j) for j in tk), *outs[k:], *(tangent(k + j) for j in ty)))
+    # (each tangent a carry reads is given, so none holds a stand-in: the fixed point above saw every dependence)
+    bodies = (new_body, *((moved(ret.src[1]),) if sp.cond else ()))
+
+    def given(s: int, like: UOp) -> UOp:
+        return tangents[s] if s in tangents else _zeros(like, dev)
+    src = (*bodies, *consts, *(given(nb + i, consts[i]) for i in tc), *init, *(given(nb + nc + j, init[j]) for j in tk),
+           *xs, *(given(nb + nc + k + m, xs[m]) for m in tx), *([trip] if trip is not None else []))
+    spec = dataclasses.replace(sp, name=f"{sp.name}_jvp", n_consts=nc + len(tc), n_carry=k + len(tk),
+                               n_xs=nx + len(tx))
+    fwd = UOp(Ops.LOOP, None, src, spec)
+    types = loop_results(fwd)
+    # results: carries, their tangents, ys, theirs, [saved carries, theirs], [step count]
+    k2, ny2 = k + len(tk), n_ys + len(ty)
+    res: list[UOp | None] = [None] * len(loop_results(ret))
+    for a, j in enumerate(tk):
+        res[j] = _get(fwd, k + a, types[k + a][1])
+    for a, j in enumerate(ty):
+        res[k + j] = _get(fwd, k2 + n_ys + a, types[k2 + n_ys + a][1])
+    if sp.save:
+        for a, j in enumerate(tk):
+            res[k + n_ys + j] = _get(fwd, k2 + ny2 + k + a, types[k2 + ny2 + k + a][1])
+    return res
+
+
+def _is_zero(u: UOp) -> bool:
+    """A symbolic zero (a zero constant, reshaped and broadcast): a tangent not worth carrying."""
+    while u.op in (Ops.EXPAND, Ops.RESHAPE):
+        u = u.src[0]
+    return u.op is Ops.CONST and u.arg == 0
+
+
+def _depends(outs: tuple[UOp, ...], leaves: set) -> list[bool]:
+    """Whether each of `outs` reads any of `leaves` (outside nested bodies, which read through their operands)."""
+    dep: dict[UOp, bool] = {}
+    for u in walk(UOp(Ops.TUPLE, None, outs)):
+        dep[u] = u in leaves or any(dep[s] for s in u.src[n_bodies(u):])
+    return [dep[o] for o in outs]

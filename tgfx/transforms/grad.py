@@ -40,6 +40,7 @@ from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor
 from tgfx.trace_state import active, current, differentiating
+from tgfx.transforms.control_grad import forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 Grad = UOp | tuple | None  # a node's gradient: a UOp, a tuple for a TUPLE/FUNCTION (one per result), None = zero
@@ -480,13 +481,15 @@ class Traced:
     aux: Any = None
     _pullback: tuple[list[UOp | None], list[UOp | None]] | None = field(default=None, repr=False)
 
-    def pullback(self) -> tuple[list[UOp | None], list[UOp | None]]:
-        """A cotangent stand-in per float output (None for the others), and each input's gradient, linear in them."""
+    def pullback(self, forward: bool = False) -> tuple[list[UOp | None], list[UOp | None]]:
+        """A cotangent stand-in per float output (None for the others), and each input's gradient, linear in them;
+        `forward`: for forward mode to transpose (one Traced serves one transform, so one mode)."""
         if self._pullback is None:
             cots = [linear_input(o, "cotangent") if o.dtype.is_inexact else None for o in self.outs]
             pairs = [(o, c) for o, c in zip(self.outs, cots, strict=True) if c is not None]
-            g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
-                                 self.params) if pairs else {}
+            with forward_mode(forward):
+                g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
+                                     self.params) if pairs else {}
             self._pullback = (cots, [g.get(p) for p in self.params])
         return self._pullback
 
@@ -671,7 +674,8 @@ def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: A
         raise TypeError(f"{who} with holomorphic=True requires a complex output, got {out.dtype.name}")
     if not out.dtype.is_inexact:
         raise TypeError(f"{who} requires real-valued (float) outputs, but the output has dtype {out.dtype.name}")
-    g = compute_gradient(out, UOp.const(out.dtype, 1.0), tr.params)
+    with forward_mode(False):
+        g = compute_gradient(out, UOp.const(out.dtype, 1.0), tr.params)
     grads = [g.get(p, None) for p in tr.params]
     grads = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
     (value, *flat), aux = leave_with_aux(tr, [out, *grads])

@@ -3,7 +3,9 @@
 Forward mode is reverse mode transposed (the "linear transpose" trick): the pullback g(u) = uᵀJ is linear in the
 cotangent u, so for a tangent t, ⟨g(u), t⟩ = ⟨u, J t⟩ and J t = d/du ⟨g(u), t⟩, a second reverse pass, with respect
 to the cotangent stand-in. It is exact (no finite differences) and needs no second table of rules. The result holds
-no cotangent: the derivative of a linear function does not depend on where it is taken.
+no cotangent: the derivative of a linear function does not depend on where it is taken. Loops are the exception:
+their reverse rule defers to their own forward mode there (control_grad.py), so a loop with no bound on its steps has
+a `jvp` too, and no loop saves its carries for it.
 
 Jacobians batch over the basis with vmap's batching pass: `jacrev` builds the pullback once and evaluates it at the
 identity matrix (every basis cotangent at once, a batch axis in front); `jacfwd` does the same with the pushforward of
@@ -19,6 +21,7 @@ import numpy as np
 
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
+from tgfx.transforms.control_grad import forward_mode
 from tgfx.tensor import Tensor
 from tgfx.transforms.grad import (
     Traced,
@@ -44,22 +47,43 @@ def _sum_all(u: UOp) -> UOp:
 
 def pushforward(tr: Traced, which: Sequence[int]) -> tuple[dict[int, UOp], list[UOp | None]]:
     """Tangent stand-ins for the inputs `which` (those with a gradient), and each output's tangent, linear in them."""
-    cots, grads = tr.pullback()
+    cots, grads = tr.pullback(forward=True)
     tangents = {i: linear_input(tr.params[i], "tangent") for i in which if grads[i] is not None}
-    terms = [_sum_all(grads[i] * t) for i, t in tangents.items()]
+    with forward_mode():
+        return tangents, _transpose(cots, [(grads[i], t) for i, t in tangents.items()])
+
+
+def pushforward_graph(outs: Sequence[UOp], tangents: dict[UOp, UOp]) -> list[UOp | None]:
+    """The tangent of each of `outs` (None: zero, or not a float) given the tangents of some leaves they read,
+    `{leaf: tangent}`, by transposing their pullback as `pushforward` does."""
+    with forward_mode():
+        cots = [linear_input(o, "cotangent") if o.dtype.is_inexact else None for o in outs]
+        pairs = [(o, c) for o, c in zip(outs, cots, strict=True) if c is not None]
+        leaves = list(tangents)
+        g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
+                             leaves) if pairs else {}
+        d = _transpose(cots, [(g[p], tangents[p]) for p in leaves if p in g])
+    leftover = {c: zeros_like(c) for c in cots if c is not None}
+    return [None if t is None else t.substitute(leftover) for t in d]
+
+
+def _transpose(cots: list[UOp | None], pairs: list[tuple[UOp, UOp]]) -> list[UOp | None]:
+    """J t from the pullback: `pairs` holds each input's gradient (linear in the cotangent stand-ins `cots`) with that
+    input's tangent; the result is d/du <g(u), t> for each output's stand-in u."""
+    terms = [_sum_all(g * t) for g, t in pairs]
     if not terms:
-        return tangents, [None] * len(tr.outs)
+        return [None] * len(cots)
     dt = max((t.dtype for t in terms), key=lambda d: d.itemsize)  # mixed float inputs: pair in the widest
     inner = functools.reduce(lambda a, b: a + b, [t.cast(dt) for t in terms])
     # the pairing of a complex cotangent with a tangent is the real part of their product (JAX's convention)
     inner, dt = (inner.cast(dt.real), dt.real) if dt.is_complex else (inner, dt)
     d = compute_gradient(inner, UOp.const(dt, 1.0), [c for c in cots if c is not None])
-    return tangents, [None if c is None else d.get(c) for c in cots]
+    return [None if c is None else d.get(c) for c in cots]
 
 
 def _linear_leftovers(tr: Traced) -> dict[UOp, UOp]:
     # a tangent output never holds its cotangent stand-in; binding them to zeros is a guard for rules that would
-    cots, _ = tr.pullback()
+    cots, _ = tr.pullback(forward=True)
     return {c: zeros_like(c) for c in cots if c is not None}
 
 
@@ -149,7 +173,8 @@ def _jacrev_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_
     blocks = []
     for o in tr.outs:
         cot = linear_input(o, "cotangent")
-        g = compute_gradient(o, cot, tr.params)
+        with forward_mode(False):
+            g = compute_gradient(o, cot, tr.params)
         # every pullback at once: the cotangent becomes the batch of all basis vectors (one graph, not one per row)
         rows = _basis_batched([g[p] if p in g else None for p in tr.params], cot, o)
         blocks.append([_block_batched(r, o, p, 0) for r, p in zip(rows, tr.params, strict=True)])

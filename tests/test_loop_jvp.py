@@ -1,0 +1,168 @@
+"""Forward mode through loops: `jvp`, `jacfwd` and `hessian` run a loop's JVP (a tangent carried beside each float
+carry, const and slice), so loops with no bound on their steps (a while loop without max_steps, a fori_loop with
+Tensor bounds) have a forward mode, as in JAX. References: the same loop unrolled in Python with the step count the
+loop takes, differentiated through tgfx, and closed forms."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.ir.ops import Ops
+from tgfx.tree import tree_leaves, tree_map
+
+
+def close(a: Any, b: Any, tol: float = 1e-5) -> None:
+    la, lb = tree_leaves(a), tree_leaves(b)
+    assert len(la) == len(lb)
+    for x, y in zip(la, lb, strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=tol, atol=tol)
+
+
+def newton_sqrt(a: tg.Tensor) -> tg.Tensor:
+    """sqrt(a) by Newton's iteration until converged: a while loop whose step count depends on a."""
+    return tg.lax.while_loop(lambda c: (tnp.abs(c * c - a) > 1e-6 * a).any(), lambda c: 0.5 * (c + a / c), a)
+
+
+def test_jvp_through_an_unbounded_while_loop_reads_the_tangent_of_a_const() -> None:
+    a = tg.asarray(np.array([2.0, 9.0, 0.25], np.float32))
+    t = tg.asarray(np.array([1.0, -2.0, 0.5], np.float32))
+    y, dy = tg.jvp(newton_sqrt, (a,), (t,))
+    close(y, np.sqrt(a.numpy()))
+    close(dy, t.numpy() / (2 * np.sqrt(a.numpy())))
+    close(tg.jacfwd(newton_sqrt)(a), np.diag(1 / (2 * np.sqrt(a.numpy()))))
+    close(tg.jit(lambda a, t: tg.jvp(newton_sqrt, (a,), (t,)))(a, t), (y, dy))
+
+
+def test_jvp_through_a_while_loop_with_an_integer_carry_matches_the_unrolled_loop() -> None:
+    w = tg.asarray(np.array([[0.9, 0.2], [-0.3, 0.8]], np.float32))
+
+    def body(c: tuple) -> tuple:
+        i, x = c
+        return i + 1, x * 1.2 + 0.1 * tnp.sin(w @ x)
+
+    def f(x: tg.Tensor) -> tuple:
+        return tg.lax.while_loop(lambda c: (c[0] < 50) & (tnp.abs(c[1]).sum() < 5.0), body, (0, x))
+    x, tx = tg.asarray(np.array([0.3, -0.2], np.float32)), tg.asarray(np.array([1.0, 0.5], np.float32))
+    steps = int(f(x)[0])
+    assert 0 < steps < 50
+
+    def unrolled(x: tg.Tensor) -> tuple:
+        c = (tg.asarray(np.int32(0)), x)
+        for _ in range(steps):
+            c = body(c)
+        return c
+    (i, y), (_, dy) = tg.jvp(f, (x,), (tx,))
+    (ri, ry), (_, rdy) = tg.jvp(unrolled, (x,), (tx,))
+    assert int(i) == steps
+    close((y, dy), (ry, rdy))
+
+
+def test_jvp_through_a_fori_loop_with_tensor_bounds() -> None:
+    def f(x: tg.Tensor, n: tg.Tensor) -> tg.Tensor:
+        return tg.lax.fori_loop(0, n, lambda i, c: tnp.sin(c) * (i + 1.0), x)
+    x, t, n = tnp.asarray([0.5, 1.0]), tnp.asarray([1.0, 2.0]), tg.asarray(np.int32(4))
+
+    def unrolled(x: tg.Tensor) -> tg.Tensor:
+        for i in range(4):
+            x = tnp.sin(x) * (i + 1.0)
+        return x
+    close(tg.jvp(lambda x: f(x, n), (x,), (t,)), tg.jvp(unrolled, (x,), (t,)))
+    close(tg.jit(lambda x, t, n: tg.jvp(lambda x: f(x, n), (x,), (t,)))(x, t, n), tg.jvp(unrolled, (x,), (t,)))
+
+
+def py_scan(f: Callable, init: Any, xs: Any, reverse: bool = False) -> Any:
+    n = tree_leaves(xs)[0].shape[0]
+    carry, ys = init, []
+    for i in (reversed(range(n)) if reverse else range(n)):
+        carry, y = f(carry, tree_map(lambda x, i=i: x[i], xs))
+        ys.append(y)
+    ys = ys[::-1] if reverse else ys
+    return carry, tree_map(lambda *s: tnp.stack(s), *ys)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_jvp_of_a_scan_runs_one_forward_loop(reverse: bool) -> None:
+    w = tg.asarray(np.array([[0.5, -0.4, 0.1], [0.2, 0.3, -0.6], [0.1, 0.1, 0.4]], np.float32))
+
+    def step(c: tg.Tensor, x: tuple) -> tuple:
+        xf, k = x
+        c = tnp.tanh(c @ w + xf) * (k + 1)
+        return c, (c.sum() * xf, k * 2)
+
+    def f(init: tg.Tensor, xs: tg.Tensor, w_: tg.Tensor) -> Any:
+        nonlocal w
+        w = w_
+        return tg.lax.scan(step, init, (xs, tnp.arange(5)), reverse=reverse)
+
+    def ref(init: tg.Tensor, xs: tg.Tensor, w_: tg.Tensor) -> Any:
+        nonlocal w
+        w = w_
+        return py_scan(step, init, (xs, tnp.arange(5)), reverse=reverse)
+    rng = np.random.default_rng(0)
+    prim = (tg.asarray(rng.standard_normal(3).astype(np.float32)), tg.asarray(rng.standard_normal((5, 3)).astype(
+        np.float32)), w)
+    tans = tuple(tg.asarray(rng.standard_normal(p.shape).astype(np.float32)) for p in prim)
+    out, tout = tg.jvp(f, prim, tans)
+    loops = [u.arg for u in tree_leaves(tout)[0].uop.toposort() if u.op is Ops.LOOP]
+    # forward mode: one loop with the tangents beside the primals; no saved carries, nothing running backwards
+    assert len(loops) == 1 and not loops[0].save and loops[0].reverse == reverse
+    close((out, tout), tg.jvp(ref, prim, tans))
+    close(tg.vmap(lambda t: tg.jvp(f, prim, (t, *tans[1:]))[1])(tnp.stack([tans[0], 2 * tans[0]])),
+          tg.vmap(lambda t: tg.jvp(ref, prim, (t, *tans[1:]))[1])(tnp.stack([tans[0], 2 * tans[0]])))
+
+
+def test_hessian_through_a_scan_is_forward_over_reverse() -> None:
+    def f(x: tg.Tensor) -> tg.Tensor:
+        return tg.lax.scan(lambda c, xi: (c * tnp.sin(xi) + xi * xi, None), x[0], x)[0]
+
+    def ref(x: tg.Tensor) -> tg.Tensor:
+        return py_scan(lambda c, xi: (c * tnp.sin(xi) + xi * xi, xi), x[0], x)[0]
+    x = tnp.asarray([0.3, -1.2, 0.7, 2.0])
+    close(tg.hessian(f)(x), tg.hessian(ref)(x), 1e-4)
+
+
+def test_second_order_forward_mode_through_an_unbounded_while_loop() -> None:
+    a, t = tnp.asarray([4.0, 2.0]), tnp.asarray([1.0, 1.0])
+
+    def d(a: tg.Tensor) -> tg.Tensor:
+        return tg.jvp(newton_sqrt, (a,), (t,))[1]
+    _, dd = tg.jvp(d, (a,), (t,))
+    close(dd, -0.25 * a.numpy() ** -1.5, 1e-4)   # d^2/da^2 sqrt(a)
+
+
+def test_reverse_mode_through_the_forward_mode_of_an_unbounded_loop_still_names_max_steps() -> None:
+    with pytest.raises(TypeError, match="max_steps"):
+        tg.grad(lambda a: tg.jvp(newton_sqrt, (a,), (tnp.ones(2),))[1].sum())(tnp.asarray([4.0, 2.0]))
+
+
+def test_a_custom_jvp_rule_may_run_reverse_mode_through_a_loop_under_forward_mode() -> None:
+    def h(x: tg.Tensor) -> tg.Tensor:
+        return tg.lax.scan(lambda c, xi: (c * tnp.sin(xi), None), 1.0, x)[0]
+
+    @tg.custom_jvp
+    def f(x: tg.Tensor) -> tg.Tensor:
+        return h(x)
+
+    @f.defjvp
+    def f_jvp(p: tuple, t: tuple) -> tuple:
+        return f(p[0]), (tg.grad(h)(p[0]) * t[0]).sum()   # reverse mode inside the rule stays reverse mode
+    x, t = tnp.asarray([0.3, 1.0, 2.0]), tnp.asarray([1.0, -1.0, 0.5])
+    close(tg.jvp(f, (x,), (t,)), tg.jvp(h, (x,), (t,)))
+
+
+def test_a_custom_jvp_rule_carrying_tangents_through_a_loop_is_a_clear_error() -> None:
+    @tg.custom_jvp
+    def s(a: tg.Tensor) -> tg.Tensor:
+        return tnp.sqrt(a)
+
+    @s.defjvp
+    def s_jvp(p: tuple, t: tuple) -> tuple:
+        y = s(p[0])
+        return y, tg.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 1.0), (0, t[0] / (2 * y)))[1]
+    with pytest.raises(TypeError, match="carries them through a loop"):
+        tg.jvp(s, (tnp.asarray([4.0]),), (tnp.ones(1),))
