@@ -21,8 +21,8 @@ import numpy as np
 
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.transforms.control_grad import forward_mode
 from tgfx.tensor import Tensor
+from tgfx.transforms.control_grad import forward_mode
 from tgfx.transforms.grad import (
     Traced,
     Transformed,
