@@ -328,7 +328,8 @@ def test_scatter_errors_and_empty() -> None:
     with pytest.raises(tg.ConcretizationError, match="where"):
         tg.jit(lambda v, m: v.at[m].set(1.0))(x, tg.asarray(mask))
     with pytest.raises(ValueError, match="mode"):
-        x.at[0].set(1.0, mode="fill")
+        x.at[0].set(1.0, mode="wrap")
+    check(x.at[tg.asarray([0, 7])].add(1.0, mode="fill"), x.at[tg.asarray([0, 7])].add(1.0, mode="drop").numpy())
     check(x.at[[]].add(1.0), np.zeros((3, 4), np.float32))
     check(x.at[:, 2:2].set(1.0), np.zeros((3, 4), np.float32))
 
@@ -535,3 +536,37 @@ def test_a_row_keeps_its_values_while_a_jitted_loop_recycles_results():
     np.testing.assert_array_equal(a.numpy(), np.full(4, 31, np.float32))
     key, sub = tg.random.split(tg.random.key(0))   # the JAX idiom, against the split's own rows
     np.testing.assert_array_equal(np.stack([key.numpy(), sub.numpy()]), tg.random.split(tg.random.key(0)).numpy())
+
+
+# ---- JAX's .at[] methods and keywords (found by a differential fuzz against jax) ----
+def F(v: object) -> np.ndarray:
+    return np.asarray(v, np.float32)
+
+
+def test_at_divide_power_apply_and_jax_keywords() -> None:
+    x = tg.asarray(np.arange(5, dtype=np.float32))
+    i = np.array([1, 3, 1])
+    want = np.arange(5, dtype=np.float32)
+    d = np.ones(5, np.float32)
+    np.multiply.at(d, i, np.float32(2.0))
+    check(x.at[i].divide(2.0), want / d)
+    check(x.at[i].power(2.0), want ** d)
+    tripled = want.copy()
+    for k in i:
+        tripled[k] *= 3          # applied once per time the index names an element, as JAX
+    check(x.at[i].apply(lambda v: v * 3), tripled)
+    assert tnp.arange(4).at[1].divide(2).dtype == tnp.float32   # true division, as JAX
+    check(x.at[np.array([1, 2])].set(7.0, unique_indices=True, indices_are_sorted=True), F([0, 7, 7, 3, 4]))
+    check(x.at[np.array([1, 7])].add(1.0, mode="fill"), F([0, 2, 2, 3, 4]))       # "fill" drops, as JAX
+    check(x.at[-1].set(9.0, wrap_negative_indices=False), want)                 # -1 is out of range: dropped
+    check(x.at[np.array([-1, 2])].get(mode="fill", wrap_negative_indices=False), F([np.nan, 2]))
+    check(x.at[-1].get(wrap_negative_indices=False), F(0.0))                        # clamped from below
+    check(tnp.take(x, np.array([4, 0]), unique_indices=True, indices_are_sorted=False), F([4, 0]))
+
+
+def test_nonzero_with_size_of_an_empty_input_is_all_fill() -> None:
+    ys = tnp.nonzero(tnp.zeros((2, 0)), size=2, fill_value=(-1, -2))
+    check(ys[0], np.array([-1, -1], np.int32))
+    check(ys[1], np.array([-2, -2], np.int32))
+    assert tnp.nonzero(tnp.zeros((0,)), size=0)[0].shape == (0,)
+    check(tg.jit(lambda a: tnp.argwhere(a, size=2))(tnp.zeros((0, 3))), np.zeros((2, 2), np.int32))

@@ -96,8 +96,12 @@ def test_gather_modes_out_of_bounds() -> None:
     idx = np.array([[-1], [7], [8], [3]], np.int32)   # a window of 3 fits at starts 0..7
     np.testing.assert_array_equal(np.asarray(L.gather(x, idx, dn, (3,), mode="clip")),
                                   [[0, 1, 2], [7, 8, 9], [7, 8, 9], [3, 4, 5]])
-    lo = np.iinfo(np.int32).min   # the whole window of an out-of-bounds start is filled, JAX's default mode
-    np.testing.assert_array_equal(np.asarray(L.gather(x, idx, dn, (3,))), [[lo] * 3, [7, 8, 9], [lo] * 3, [3, 4, 5]])
+    lo = np.iinfo(np.int32).min   # with "fill", the whole window of an out-of-bounds start is filled
+    np.testing.assert_array_equal(np.asarray(L.gather(x, idx, dn, (3,), mode="fill")),
+                                  [[lo] * 3, [7, 8, 9], [lo] * 3, [3, 4, 5]])
+    # JAX's default for a gather is PROMISE_IN_BOUNDS, which its CPU and GPU gathers clamp
+    np.testing.assert_array_equal(np.asarray(L.gather(x, idx, dn, (3,))),
+                                  np.asarray(L.gather(x, idx, dn, (3,), mode="clip")))
     np.testing.assert_array_equal(np.asarray(L.gather(x, idx, dn, (3,), mode=L.GatherScatterMode.FILL_OR_DROP,
                                                       fill_value=-5)), [[-5] * 3, [7, 8, 9], [-5] * 3, [3, 4, 5]])
     np.testing.assert_array_equal(np.asarray(L.gather(x, idx, dn, (3,), mode="promise_in_bounds")),

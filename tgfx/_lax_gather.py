@@ -9,8 +9,9 @@ element (`tgfx/lowering/gather.py`), and which `grad`, `jvp`, `vmap` and `jit` a
 same index handed to the `.at[]` machinery (`set`, `add`, `multiply`, `min`, `max`).
 
 Out-of-bounds starts follow the mode: `GatherScatterMode.CLIP` clamps each start into [0, dim - window], and
-`FILL_OR_DROP` (JAX's default) fills a gather's whole window with `fill_value`, and drops a scatter's whole update
-window, when any of its starts lies outside that range. `PROMISE_IN_BOUNDS` is treated as CLIP. Negative starts are
+`FILL_OR_DROP` (a scatter's default) fills a gather's whole window with `fill_value`, and drops a scatter's whole
+update window, when any of its starts lies outside that range. `PROMISE_IN_BOUNDS` (a gather's default, as in JAX) is
+treated as CLIP, what JAX's CPU and GPU gathers do with it. Negative starts are
 out of bounds (lax does not count them from the end, unlike numpy indexing).
 
 `reduce` recognises the monoids JAX recognises (add, mul, max, min, bitwise and, or, xor, also as `tnp` functions or
@@ -184,8 +185,9 @@ def gather(operand: ArrayLike, start_indices: ArrayLike, dimension_numbers: Gath
     `start_index_map[k]`. Each window has `slice_sizes` (one per operand axis); the axes in `collapsed_slice_dims`
     (size 1) are left out, the rest are the output axes `offset_dims` in operand order, and the batch axes fill the
     other output positions in order. `operand_batching_dims` / `start_indices_batching_dims` pair operand axes with
-    batch axes (window j reads position j there). Out-of-bounds windows: see `GatherScatterMode` (default: filled
-    with `fill_value`, NaN for floats, the least signed / greatest unsigned int, True). `indices_are_sorted` and
+    batch axes (window j reads position j there). Out-of-bounds windows: see `GatherScatterMode` (default, as JAX's:
+    the start clamped; with "fill", filled with `fill_value`, NaN for floats, the least signed / greatest unsigned
+    int, True). `indices_are_sorted` and
     `unique_indices` are hints with no effect here. Differentiable in `operand`; works under `jit` and `vmap`.
 
     Cost: one kernel, one load per output element (an index of the operand, see this module's docstring).
@@ -200,7 +202,7 @@ def gather(operand: ArrayLike, start_indices: ArrayLike, dimension_numbers: Gath
     dn = dimension_numbers
     if not isinstance(dn, GatherDimensionNumbers):
         raise TypeError(f"{fn}: dimension_numbers must be a tg.lax.GatherDimensionNumbers, got {type(dn).__name__}")
-    m = GatherScatterMode.from_any(mode)
+    m = GatherScatterMode.from_any(GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else mode)
     n, batch = x.ndim, idx.shape[:-1]
     sizes = _check_sizes(fn, x.shape, slice_sizes, "slice_sizes")
     collapsed = _dims(fn, "collapsed_slice_dims", dn.collapsed_slice_dims, n, "operand", is_sorted=True)

@@ -230,22 +230,28 @@ def scatter_apply(operand: ArrayLike, scatter_indices: ArrayLike, func: Callable
     >>> tg.lax.scatter_apply(tnp.arange(4.0), tnp.asarray([[1], [3]]), tnp.square, dn, update_shape=(2,))
     ... # [0, 1, 2, 9]
     """
-    from tgfx.lax import while_loop
     x = _operand(operand)
     ones = Tensor.full(tuple(update_shape), 1, dtypes.int32)
     hits = _lax_gather._scatter("scatter_apply", "add", Tensor.full(x.shape, 0, dtypes.int32), scatter_indices, ones,
                                 dimension_numbers, mode)
+    return apply_counted("lax.scatter_apply", x, hits, func, unique_indices or math.prod(ones.shape) <= 1)
+
+
+def apply_counted(who: str, x: Tensor, hits: Tensor, func: Callable[[Tensor], Tensor], once: bool) -> Tensor:
+    """x with the elementwise `func` applied `hits` times at each element (`once`: hits is at most 1): a
+    while_loop over the largest count, each step applying it where the count is not yet reached."""
+    from tgfx.lax import while_loop
 
     def apply(v: Tensor, where: Tensor) -> Tensor:
         y = func(v)
         if not isinstance(y, Tensor) or (y.shape, y.dtype) != (v.shape, v.dtype):
             got = f"{y.dtype.name}{list(y.shape)}" if isinstance(y, Tensor) else type(y).__name__
-            raise TypeError(f"lax.scatter_apply: func must be elementwise, returning the operand's shape and dtype "
+            raise TypeError(f"{who}: func must be elementwise, returning the operand's shape and dtype "
                             f"{v.dtype.name}{list(v.shape)}, got {got}")
         return ew.where(where, y, v)
 
     out = apply(x, hits > 0)
-    if unique_indices or math.prod(ones.shape) <= 1:
+    if once:
         return out
 
     def more(c: tuple) -> Tensor:       # an element addressed more than k times still needs func

@@ -100,9 +100,9 @@ def nonzero(a: ArrayLike, *, size: int | None = None, fill_value: ArrayLike | tu
     if len(fills) != x.ndim:
         raise ValueError(f"nonzero: fill_value has {len(fills)} entries, one per axis of the shape {x.shape} is "
                          f"needed")
-    out, stride = [], prod(x.shape)
-    for n, fill in zip(x.shape, fills, strict=True):
-        stride //= n
+    out = []
+    for i, (n, fill) in enumerate(zip(x.shape, fills, strict=True)):
+        stride = max(prod(x.shape[i + 1:]), 1)   # (with no elements, every entry is a fill)
         coord = (flat // stride) % n if n else flat
         out.append(valid.where(coord, fill).astype(_index_dtype()))
     return tuple(out)

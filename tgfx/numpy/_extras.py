@@ -398,8 +398,8 @@ def place(arr: ArrayLike, mask: ArrayLike, vals: ArrayLike, *, inplace: bool = T
 
 def put(a: ArrayLike, ind: ArrayLike, v: ArrayLike, mode: str | None = None, *, inplace: bool = True) -> Tensor:
     """A copy of `a` with its flattened elements at `ind` set to `v` (repeated cyclically to ind's length); JAX's
-    form, which needs `inplace=False`. Negative indices count from the end; other out-of-range ones are dropped
-    (mode=None), clamped ("clip") or wrapped ("wrap").
+    form, which needs `inplace=False`. As in JAX, with mode=None an index in [-n, -1] counts from the end and any
+    other out of range is clamped; "clip" clamps every index to [0, n - 1] (so -1 is 0); "wrap" takes it modulo n.
 
     >>> tnp.put(tnp.zeros(4), tnp.asarray([0, 2]), 1.0, inplace=False).tolist()
     [1.0, 0.0, 1.0, 0.0]
@@ -425,6 +425,8 @@ def put(a: ArrayLike, ind: ArrayLike, v: ArrayLike, mode: str | None = None, *, 
         raise NotImplementedError("put: mode='raise' is not supported, as in JAX; use mode=None, 'clip' or 'wrap'")
     elif mode is not None:
         raise ValueError(f"put: mode must be None, 'clip' or 'wrap', got {mode!r}")
+    else:
+        i = ew.clip(ew.where(i < 0, i + n, i), 0, n - 1)
     return x.reshape(-1).at[i].set(vals).reshape(x.shape)
 
 

@@ -13,7 +13,7 @@ ops on either side of the one-hot reduce.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -438,7 +438,8 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     `fill_value` there instead (NaN for floats by default) and `mode="wrap"` takes it modulo the axis length.
     A Tensor index is an array even when it is 0-d: `x[i]` with `i` a traced value (an argument under `jit`, a
     `tg.lax.fori_loop` step, a `vmap`ped index) or an eager integer scalar Tensor reads `x[clip(i + n if i < 0 else
-    i, 0, n - 1)]`, as in JAX, where a Python int out of range is an IndexError: it is part of the program, not data.
+    i, 0, n - 1)]`, as in JAX. A Python int out of range is an IndexError, as in numpy (JAX clamps it too): it is
+    part of the program, not data, and an index past the end there is a bug to report, not to hide.
 
     A boolean mask (a Tensor or numpy array) is read and turned into integer positions on the host, as numpy and
     JAX do; while tracing (`jit`, `vmap`) a Tensor mask's value is not known, and that is an error saying to use
@@ -541,7 +542,7 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
     repeated entries accumulate for add/multiply/min/max, and for set the last one in C order of the broadcast index
     wins (numpy's rule; JAX leaves the order unspecified).
     """
-    mode = _check_mode(mode, ("drop", "clip"), "drop", f"at[].{op}")
+    mode = _check_mode("drop" if mode == "fill" else mode, ("drop", "clip"), "drop", f"at[].{op}")   # JAX: fill drops
     plan = _plan(x, index, "drop" if mode == "drop" else "array")
     if plan is None:  # a scalar int out of range: every update is dropped
         return x
@@ -578,7 +579,9 @@ def _as_values(values: ArrayLike, d: DType) -> Tensor:
 
 
 class _IndexUpdateRef:
-    """`x.at[index]`: the functional forms of `x[index] = v`, `x[index] += v`, ... (see `scatter`)."""
+    """`x.at[index]`: the functional forms of `x[index] = v`, `x[index] += v`, ... (see `scatter`), with JAX's keyword
+    arguments: `indices_are_sorted` and `unique_indices` are promises JAX may exploit and tgfx does not need;
+    `wrap_negative_indices=False` makes a negative index out of range instead of counting from the end."""
 
     __slots__ = ("x", "index")
 
@@ -588,27 +591,79 @@ class _IndexUpdateRef:
     def __repr__(self) -> str:
         return f"_IndexUpdateRef(shape={self.x.shape}, index={self.index!r})"
 
-    def get(self, mode: str | None = None, fill_value: ArrayLike | None = None) -> Tensor:
+    def _index(self, wrap_negative_indices: bool, mode: str | None, default: str) -> Any:
+        return self.index if wrap_negative_indices else _negatives_out_of_range(self.x, self.index, mode or default)
+
+    def get(self, mode: str | None = None, fill_value: ArrayLike | None = None, *, indices_are_sorted: bool = False,
+            unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
         """x[index]; `mode="fill"` gives fill_value (NaN by default) for out-of-range entries, "clip" clamps."""
-        return getitem(self.x, self.index, mode, fill_value)
+        return getitem(self.x, self._index(wrap_negative_indices, mode, "clip"), mode, fill_value)
 
-    def set(self, values: ArrayLike, mode: str | None = None) -> Tensor:
-        return scatter(self.x, self.index, values, "set", mode)
+    def _update(self, values: ArrayLike, op: str, mode: str | None, wrap_negative_indices: bool) -> Tensor:
+        return scatter(self.x, self._index(wrap_negative_indices, mode, "drop"), values, op, mode)
 
-    def add(self, values: ArrayLike, mode: str | None = None) -> Tensor:
-        return scatter(self.x, self.index, values, "add", mode)
+    def set(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,  # noqa: A003
+            unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        return self._update(values, "set", mode, wrap_negative_indices)
 
-    def subtract(self, values: ArrayLike, mode: str | None = None) -> Tensor:
-        return scatter(self.x, self.index, ew.negative(_as_values(values, self.x.dtype)), "add", mode)
+    def add(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
+            unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        return self._update(values, "add", mode, wrap_negative_indices)
 
-    def multiply(self, values: ArrayLike, mode: str | None = None) -> Tensor:
-        return scatter(self.x, self.index, values, "multiply", mode)
+    def subtract(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
+                 unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        return self._update(ew.negative(_as_values(values, self.x.dtype)), "add", mode, wrap_negative_indices)
 
-    def min(self, values: ArrayLike, mode: str | None = None) -> Tensor:  # noqa: A003 - JAX's name
-        return scatter(self.x, self.index, values, "min", mode)
+    def multiply(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
+                 unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        return self._update(values, "multiply", mode, wrap_negative_indices)
 
-    def max(self, values: ArrayLike, mode: str | None = None) -> Tensor:  # noqa: A003 - JAX's name
-        return scatter(self.x, self.index, values, "max", mode)
+    def divide(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
+               unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        """x / (values at index, 1 elsewhere), as JAX: true division, so integers give floats."""
+        return ew.true_divide(self.x, self._ones().at[self.index]._update(values, "multiply", mode,
+                                                                          wrap_negative_indices))
+
+    def power(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
+              unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        """x ** (values at index, 1 elsewhere), as JAX (a repeated index multiplies its exponents)."""
+        return ew.power(self.x, self._ones().at[self.index]._update(values, "multiply", mode, wrap_negative_indices))
+
+    def min(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,  # noqa: A003
+            unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        return self._update(values, "min", mode, wrap_negative_indices)
+
+    def max(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,  # noqa: A003
+            unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        return self._update(values, "max", mode, wrap_negative_indices)
+
+    def apply(self, func: Callable[[Tensor], Tensor], mode: str | None = None, *, indices_are_sorted: bool = False,
+              unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
+        """`func` (elementwise) applied to x at index, once per time the index names an element, as JAX."""
+        from tgfx._lax_more import apply_counted
+        hits = Tensor.full(self.x.shape, 0, dtypes.int32, device=self.x.device).at[self.index]._update(
+            1, "add", mode, wrap_negative_indices)
+        return apply_counted("at[].apply", self.x, hits, func, unique_indices)
+
+    def _ones(self) -> Tensor:
+        return Tensor.full(self.x.shape, 1, self.x.dtype, device=self.x.device)
+
+
+def _negatives_out_of_range(x: Tensor, index: Any, mode: str) -> Any:
+    """`index` with its negative entries made to fall outside their axis (JAX's `wrap_negative_indices=False`):
+    past the end, or 0 where "clip" clamps them (below the start clamps to 0)."""
+    items, out = _expand_index(index, x.ndim), []
+    dims = iter(range(x.ndim))
+    for i in items:
+        d = next(dims) if i is not None else None
+        if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) and i < 0:
+            i = 0 if mode == "clip" else x.shape[d]
+        elif d is not None and not _is_basic(i) and not _is_scalar_bool(i):
+            t = _index_array(i)
+            if not t.dtype.is_bool:
+                i = ew.where(t < 0, 0 if mode == "clip" else x.shape[d], t)
+        out.append(i)
+    return tuple(out)
 
 
 class IndexUpdateHelper:
@@ -624,15 +679,18 @@ class IndexUpdateHelper:
 
 
 # ---- take and take_along_axis ----
-def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, mode: str | None = None,
-         fill_value: ArrayLike | None = None) -> Tensor:
+def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: None = None, mode: str | None = None,
+         unique_indices: bool = False, indices_are_sorted: bool = False, fill_value: ArrayLike | None = None) -> Tensor:
     """numpy.take: elements of `a` at `indices` along `axis` (of the flattened `a` when axis is None).
 
     Out-of-range indices follow jnp.take: `mode="fill"` (the default) gives `fill_value` (NaN for floats, the most
     negative int for signed ints) and negative indices count from the end; "wrap" wraps; "clip" clamps into the
     axis, negative indices to 0 (as `np.take` and `jnp.take`, unlike indexing's `.at[i].get(mode="clip")`).
-    Cost: one kernel, one load per output element.
+    `unique_indices` and `indices_are_sorted` are JAX's promises, which tgfx does not need; `out` is numpy's and
+    must be None (Tensors are immutable). The arguments are in JAX's order. Cost: one kernel, one load per output.
     """
+    if out is not None:
+        raise ValueError("take: out= is not supported (Tensors are immutable, as JAX's arrays); use the result")
     x = to_tensor(a)
     if axis is None:
         x, axis = x.reshape(-1), 0

@@ -71,8 +71,8 @@ Tensor.zeros_like = lambda self: _creation.zeros_like(self)
 
 # indexing updates, gathers and sorting (JAX's Array methods: they return new Tensors)
 Tensor.at = property(lambda self: _indexing.IndexUpdateHelper(self))
-Tensor.take = lambda self, indices, axis=None, mode=None, fill_value=None: _indexing.take(self, indices, axis, mode,
-                                                                                         fill_value)
+Tensor.take = lambda self, indices, axis=None, out=None, mode=None, unique_indices=False, indices_are_sorted=False, \
+    fill_value=None: _indexing.take(self, indices, axis, out, mode, fill_value=fill_value)
 Tensor.sort = lambda self, axis=-1, *, stable=True, descending=False: _sort.sort(self, axis, stable=stable,
                                                                                   descending=descending)
 Tensor.argsort = lambda self, axis=-1, *, stable=True, descending=False: _sort.argsort(self, axis, stable=stable,
