@@ -183,7 +183,11 @@ def test_take_out_of_range_modes() -> None:
     check(tnp.take(a, [5, -7], mode="wrap"), np.take(a, [5, -7], mode="wrap"))
     check(tnp.take(a.astype(np.uint8), [5], mode="fill"), np.array([255], np.uint8))
     with pytest.raises(ValueError, match="mode"):
-        tnp.take(a, [0], mode="raise")
+        tnp.take(a, [0], mode="bogus")
+    # numpy's "raise" (np.take(tensor, ...) passes it) checks indices known on the host
+    check(np.take(a, [-1, 0], axis=0), np.asarray(a)[[-1, 0]])
+    with pytest.raises(IndexError, match="out of bounds"):
+        tnp.take(a, [0, 99], mode="raise")
 
 
 def test_indices_from_host_data_skip_normalization_only_where_it_changes_nothing() -> None:

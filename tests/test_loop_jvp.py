@@ -13,6 +13,7 @@ import pytest
 import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
 from tgfx.tree import tree_leaves, tree_map
 
 
@@ -108,8 +109,10 @@ def test_jvp_of_a_scan_runs_one_forward_loop(reverse: bool) -> None:
         np.float32)), w)
     tans = tuple(tg.asarray(rng.standard_normal(p.shape).astype(np.float32)) for p in prim)
     out, tout = tg.jvp(f, prim, tans)
-    loops = [u.arg for u in tree_leaves(tout)[0].uop.toposort() if u.op is Ops.LOOP]
-    # forward mode: one loop with the tangents beside the primals; no saved carries, nothing running backwards
+    graph = UOp(Ops.TUPLE, None, tuple(t.uop for t in tree_leaves((out, tout))))
+    loops = [u.arg for u in graph.toposort() if u.op is Ops.LOOP]
+    # forward mode: one loop with the tangents beside the primals, which the primal results read too; no saved
+    # carries, nothing running backwards
     assert len(loops) == 1 and not loops[0].save and loops[0].reverse == reverse
     close((out, tout), tg.jvp(ref, prim, tans))
     close(tg.vmap(lambda t: tg.jvp(f, prim, (t, *tans[1:]))[1])(tnp.stack([tans[0], 2 * tans[0]])),

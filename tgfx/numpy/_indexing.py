@@ -686,8 +686,8 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: None = 
     Out-of-range indices follow jnp.take: `mode="fill"` (the default) gives `fill_value` (NaN for floats, the most
     negative int for signed ints) and negative indices count from the end; "wrap" wraps; "clip" clamps into the
     axis, negative indices to 0 (as `np.take` and `jnp.take`, unlike indexing's `.at[i].get(mode="clip")`).
-    `unique_indices` and `indices_are_sorted` are JAX's promises, which tgfx does not need; `out` is numpy's and
-    must be None (Tensors are immutable). The arguments are in JAX's order. Cost: one kernel, one load per output.
+    "raise" (numpy's) checks indices known on the host. `unique_indices` and `indices_are_sorted` are JAX's promises,
+    which tgfx does not need; `out` is numpy's and must be None (Tensors are immutable). The arguments are in JAX's order. Cost: one kernel, one load per output.
     """
     if out is not None:
         raise ValueError("take: out= is not supported (Tensors are immutable, as JAX's arrays); use the result")
@@ -695,8 +695,15 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: None = 
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = normalize_axis(axis, x.ndim, "take")
-    mode = _check_mode(mode, ("fill", "clip", "wrap"), "fill", "take")
     idx = _index_array(indices)
+    if mode == "raise":   # numpy's default (np.take(tensor, ...) passes it): for indices known on the host
+        from tgfx.numpy._data_dependent import host_value
+        n, host = x.shape[axis], host_value(idx, "take", "the indices", "use mode='fill' or 'clip' under tracing")
+        if host.size and not (-n <= host.min() and host.max() < n):
+            raise IndexError(f"take: index {host.max() if host.max() >= n else host.min()} is out of bounds for axis "
+                             f"{axis} with size {n}")
+        mode = "fill"
+    mode = _check_mode(mode, ("fill", "clip", "wrap"), "fill", "take")
     if mode == "clip" and x.shape[axis]:
         idx = ew.clip(idx, 0, x.shape[axis] - 1)
     return getitem(x, (slice(None),) * axis + (idx,), mode, fill_value)

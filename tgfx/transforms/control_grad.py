@@ -171,6 +171,7 @@ def switch_grad(ctx: tuple, ret: UOp) -> tuple:
 
 # ---- forward mode ----
 _FORWARD: ContextVar[bool] = ContextVar("tgfx_loop_forward", default=False)
+_TWINS: ContextVar[dict | None] = ContextVar("tgfx_loop_twins", default=None)
 TRANSPOSED = "transposed_loop_jvp"   # the placeholder CALL's name
 
 
@@ -277,6 +278,9 @@ def loop_jvp(ret: UOp, tangents: dict[int, UOp]) -> list[UOp | None]:
     types = loop_results(fwd)
     # results: carries, their tangents, ys, theirs, [saved carries, theirs], [step count]
     k2, ny2 = k + len(tk), n_ys + len(ty)
+    if (twins := _TWINS.get()) is not None:   # where each of ret's own results is among fwd's
+        twins[ret] = (fwd, [*range(k), *range(k2, k2 + n_ys), *(range(k2 + ny2, k2 + ny2 + k) if sp.save else ()),
+                            *([len(types) - 1] if sp.counted else [])])
     res: list[UOp | None] = [None] * len(loop_results(ret))
     for a, j in enumerate(tk):
         res[j] = _get(fwd, k + a, types[k + a][1])
@@ -301,3 +305,29 @@ def _depends(outs: tuple[UOp, ...], leaves: set) -> list[bool]:
     for u in walk(UOp(Ops.TUPLE, None, outs)):
         dep[u] = u in leaves or any(dep[s] for s in u.src[n_bodies(u):])
     return [dep[o] for o in outs]
+
+
+@contextmanager
+def primal_twins() -> Iterator[dict]:
+    """Within: each loop given a JVP is recorded, `{loop: (its JVP loop, where each of its results is there)}`, for
+    `read_twins` (jvp evaluates primal and tangent together, so the primal need not run twice)."""
+    twins: dict = {}
+    token = _TWINS.set(twins)
+    try:
+        yield twins
+    finally:
+        _TWINS.reset(token)
+
+
+def read_twins(roots: list[UOp], twins: dict) -> list[UOp]:
+    """`roots` with the results of each recorded loop read from its JVP loop, which computes them too (repeated: a
+    JVP loop's own operands may be results of another recorded loop)."""
+    if not twins:
+        return roots
+    root = UOp(Ops.TUPLE, None, tuple(roots))
+    while True:
+        mapping = {u: _get(twins[u.src[0]][0], twins[u.src[0]][1][u.arg], u.dtype) for u in root.toposort()
+                   if u.op is Ops.GETTUPLE and u.src[0] in twins}
+        if not mapping:
+            return list(root.src)
+        root = root.substitute(mapping)

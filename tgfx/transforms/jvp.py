@@ -22,7 +22,7 @@ import numpy as np
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor
-from tgfx.transforms.control_grad import forward_mode
+from tgfx.transforms.control_grad import forward_mode, primal_twins, read_twins
 from tgfx.transforms.grad import (
     Traced,
     Transformed,
@@ -108,11 +108,12 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
             raise ValueError(f"jvp: primal {i} has structure {tr.in_trees[i]!r} but its tangent has {tree!r}")
         flat_t.extend(leaves)
     bind = {}
-    tans, outs_t = pushforward(tr, range(len(tr.params)))
+    with primal_twins() as twins:   # a loop's primal results are read from its JVP loop: the loop runs once
+        tans, outs_t = pushforward(tr, range(len(tr.params)))
     for i, stand_in in tans.items():
         bind[stand_in] = check_like("jvp", f"tangent leaf {i}", flat_t[i], tr.inputs[i])
     outs_t = [zeros_like(o) if d is None else d for o, d in zip(tr.outs, outs_t, strict=True)]
-    flat, aux = leave_with_aux(tr, [*tr.outs, *outs_t], {**_linear_leftovers(tr), **bind})
+    flat, aux = leave_with_aux(tr, read_twins([*tr.outs, *outs_t], twins), {**_linear_leftovers(tr), **bind})
     n = len(tr.outs)
     out, tangent_out = tree_unflatten(tr.out_tree, flat[:n]), tree_unflatten(tr.out_tree, flat[n:])
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
