@@ -687,7 +687,8 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: None = 
     negative int for signed ints) and negative indices count from the end; "wrap" wraps; "clip" clamps into the
     axis, negative indices to 0 (as `np.take` and `jnp.take`, unlike indexing's `.at[i].get(mode="clip")`).
     "raise" (numpy's) checks indices known on the host. `unique_indices` and `indices_are_sorted` are JAX's promises,
-    which tgfx does not need; `out` is numpy's and must be None (Tensors are immutable). The arguments are in JAX's order. Cost: one kernel, one load per output.
+    which tgfx does not need; `out` is numpy's and must be None (Tensors are immutable). The arguments are in JAX's
+    order. Cost: one kernel, one load per output element.
     """
     if out is not None:
         raise ValueError("take: out= is not supported (Tensors are immutable, as JAX's arrays); use the result")
