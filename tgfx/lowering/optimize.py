@@ -738,7 +738,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         # end, and made 15x the loop's code: 152 -> 28 us for 32 channels of 32 x 32 x 32, 16 -> 9 ms of LLVM. (A sum
         # of long rows alone is as fast its way: 4096 rows of 1024, 92-97 us, 105-117 this way.)
         long = [r for r in along if r.src[0].arg % lanes == 0 and
-                (len(reduces) > 1 or r.src[0].arg <= SHORT_ROW * lanes)]
+                (len(reduces) > 1 or r.src[0].arg <= SHORT_ROW * lanes or not loops)]
         # (only a few plain ops an element: a costly value, a loss's logs and exps, copied per lane is no vector; a
         # longer axis's lanes are a vector range, unless its values are half floats or its element calls the C library
         # or a polynomial: a VAE's softplus loss summed so ran 10 -> 17 us)
