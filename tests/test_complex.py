@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -481,3 +482,27 @@ def test_complex_cholesky_matches_numpy_and_differentiates(upper):
     eps = 1e-2
     fd = (float(loss(tg.asarray(np.float32(0.3 + eps)))) - float(loss(tg.asarray(np.float32(0.3 - eps))))) / (2 * eps)
     assert abs(g - fd) <= 5e-3 * max(1.0, abs(fd)), (g, fd)
+
+
+def test_products_and_magnitudes_round_as_numpys() -> None:
+    """complex64 products are numpy's fused multiply-adds, |z| numpy's scaled form with an FMA, hypot numpy's float32
+    hypot (one rounding): bit for bit, so an iteration as chaotic as the Mandelbrot set's counts what numpy counts."""
+    rng = np.random.default_rng(0)
+    a, b, c, d = (rng.standard_normal(20000).astype(np.float32) for _ in range(4))
+    z, w = (a + 1j * b).astype(np.complex64), (c + 1j * d).astype(np.complex64)
+    np.testing.assert_array_equal((tnp.asarray(z) * tnp.asarray(w)).numpy(), z * w)
+    np.testing.assert_array_equal(tnp.abs(tnp.asarray(z)).numpy(), np.abs(z))
+    np.testing.assert_array_equal(tnp.hypot(tnp.asarray(a), tnp.asarray(b)).numpy(), np.hypot(a, b))
+    edge = np.array([3e38 + 4e38j, complex(np.inf, np.nan), complex(np.nan, 1.0), 1e-30 + 1e-30j, 0j, -0.0 - 3j],
+                    np.complex64)
+    np.testing.assert_array_equal(tnp.abs(tnp.asarray(edge)).numpy(), np.abs(edge))
+    xs, ys = np.linspace(-2, 1, 96, dtype=np.float32), np.linspace(-1.5, 1.5, 96, dtype=np.float32)
+    grid = (xs[None, :] + 1j * ys[:, None]).astype(np.complex64)
+
+    def mandel(c: Any, np_: Any) -> Any:
+        zz, n = c * 0, 0
+        for _ in range(60):
+            zz = np_.where(np_.abs(zz) <= 2.0, zz * zz + c, zz)
+            n = n + (np_.abs(zz) <= 2.0)
+        return n
+    np.testing.assert_array_equal(np.asarray(tg.jit(lambda c: mandel(c, tnp))(tnp.asarray(grid))), mandel(grid, np))

@@ -85,8 +85,10 @@ def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     if _is_zero(bi) or _is_zero(ai):
         (ar, ai), (br, bi) = (a, b) if _is_zero(bi) else (b, a)
         return alu(Ops.MUL, ar, br), alu(Ops.MUL, ai, br)
-    return (alu(Ops.ADD, alu(Ops.MUL, ar, br), alu(Ops.NEG, alu(Ops.MUL, ai, bi))),
-            alu(Ops.ADD, alu(Ops.MUL, ar, bi), alu(Ops.MUL, ai, br)))
+    # each part one fused multiply-add, rounded as numpy's (and XLA's real part): fma(ar, br, -(ai * bi)) and
+    # fma(ar, bi, ai * br), so that an iteration as chaotic as a Mandelbrot set's counts what numpy's counts
+    return (alu(Ops.MULACC, ar, br, alu(Ops.NEG, alu(Ops.MUL, ai, bi))),
+            alu(Ops.MULACC, ar, bi, alu(Ops.MUL, ai, br)))
 
 
 def crecip(b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
@@ -125,7 +127,9 @@ def cexp(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
 
 
 def cabs(a: tuple[UOp, UOp]) -> UOp:
-    """|a|, scaled by the larger part so that squares do not overflow (hypot)."""
+    """|a| as numpy's complex absolute computes it (XLA's agrees): the larger part times sqrt(fma(r, r, 1)), r the
+    smaller over the larger, so squares do not overflow; inf if a part is infinite (even beside a NaN), else NaN if
+    one is NaN."""
     ar, ai = a
     x, y = alu(Ops.MAX, alu(Ops.NEG, ar), ar), alu(Ops.MAX, alu(Ops.NEG, ai), ai)
     hi, lo = alu(Ops.MAX, x, y), alu(Ops.NEG, alu(Ops.MAX, alu(Ops.NEG, x), alu(Ops.NEG, y)))
@@ -133,10 +137,9 @@ def cabs(a: tuple[UOp, UOp]) -> UOp:
     safe = alu(Ops.WHERE, alu(Ops.CMPEQ, hi, zero), full(hi.shape, 1.0, hi.dtype), hi)
     r = alu(Ops.FDIV, lo, safe)
     one = full(hi.shape, 1.0, hi.dtype)
-    # an infinite part makes |a| infinite whatever the other is, NaN included (inf / inf would be NaN), as hypot does
     inf = full(hi.shape, float("inf"), hi.dtype)
     return alu(Ops.WHERE, alu(Ops.OR, alu(Ops.CMPEQ, x, inf), alu(Ops.CMPEQ, y, inf)), inf,
-               alu(Ops.MUL, hi, alu(Ops.SQRT, alu(Ops.ADD, one, alu(Ops.MUL, r, r)))))
+               alu(Ops.MUL, alu(Ops.SQRT, alu(Ops.MULACC, r, r, one)), hi))
 
 
 def clog(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:

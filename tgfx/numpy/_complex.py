@@ -81,10 +81,11 @@ def conj(x: Tensor) -> Tensor:
 
 
 def absolute(x: Tensor) -> Tensor:
-    """|x| in x's real type, scaled so that squares of large parts do not overflow (hypot)."""
+    """|x| in x's real type, as numpy computes it (scaled so that squares of large parts do not overflow, rounded as
+    numpy's: `tgfx.lowering.complex.cabs`)."""
+    from tgfx.lowering.complex import cabs
     p = pairs(x)
-    from tgfx.numpy._elementwise import hypot
-    return hypot(_part(p, 0), _part(p, 1))
+    return Tensor(cabs((_part(p, 0).uop, _part(p, 1).uop)))
 
 
 def angle(x: ArrayLike, deg: bool = False) -> Tensor:
