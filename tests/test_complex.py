@@ -15,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.ir.ops import Ops
 from tgfx.counters import counters
 
 try:
@@ -506,3 +507,40 @@ def test_products_and_magnitudes_round_as_numpys() -> None:
             n = n + (np_.abs(zz) <= 2.0)
         return n
     np.testing.assert_array_equal(np.asarray(tg.jit(lambda c: mandel(c, tnp))(tnp.asarray(grid))), mandel(grid, np))
+
+
+def test_a_complex_result_other_results_read_is_stored_once() -> None:
+    """A loop body's new z is a result, and its count reads |z|: the count reads z back as pairs (a stored value)
+    instead of computing it again on the old z's parts (a product, a square root and a division per element, each
+    step)."""
+    from tgfx.ir.uop import UOp
+    from tgfx.lowering.complex import lower_complex
+
+    def fmas(u: UOp) -> int:   # the fused multiply-adds computed for u, not those of a value stored before it
+        seen, stack, n = set(), [u], 0
+        while stack:
+            x = stack.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            n += x.op is Ops.MULACC
+            stack.extend(x.src if x.op is not Ops.CONTIGUOUS or x is u else ())
+        return n
+    z = tnp.asarray(np.full((8, 8), 0.5 + 0.5j, np.complex64))
+    zn = tnp.where(tnp.abs(z) <= 2.0, z * z + z, z)
+    n = tnp.zeros((8, 8), tnp.int32) + (tnp.abs(zn) <= 2.0)
+    assert fmas(lower_complex([zn.uop, n.uop])[1]) == 1     # |z|'s only: z * z (two) and |z_old| are not redone
+    # in a loop's body: the rewrite goes into bodies, whose results are the body's own
+    def step(i: Any, c: tuple) -> tuple:
+        zn = tnp.where(tnp.abs(c[0]) <= 2, c[0] * c[0] + 0.3j, c[0])
+        return zn, c[1] + (tnp.abs(zn) <= 2)
+    out = tg.lax.fori_loop(0, 20, step, (z, tnp.zeros((8, 8), tnp.int32)))
+    lowered = UOp(Ops.SINK, None, tuple(lower_complex([out[0].uop, out[1].uop])))
+    (loop,) = [u for u in lowered.toposort() if u.op is Ops.LOOP]
+    assert fmas(loop.src[0].src[1]) == 1
+    zz, nn = np.full((8, 8), 0.5 + 0.5j, np.complex64), np.zeros((8, 8), np.int32)
+    for _ in range(20):
+        zz = np.where(np.abs(zz) <= 2, zz * zz + np.complex64(0.3j), zz)
+        nn = nn + (np.abs(zz) <= 2)
+    np.testing.assert_array_equal(np.asarray(out[1]), nn)
+    np.testing.assert_array_equal(np.asarray(out[0]), zz)
