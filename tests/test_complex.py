@@ -15,8 +15,8 @@ from hypothesis.extra import numpy as hnp
 
 import tgfx as tg
 import tgfx.numpy as tnp
-from tgfx.ir.ops import Ops
 from tgfx.counters import counters
+from tgfx.ir.ops import Ops
 
 try:
     import jax

@@ -55,7 +55,7 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     """One gradient per source of `ret` (a LOOP), given the cotangent of each of its results (None: zero)."""
     from tgfx.transforms.grad import _full, compute_gradient
     sp: LoopSpec = ret.arg
-    if _FORWARD.get():
+    if in_forward_mode():
         return _transposed_jvp(ctx, ret)
     if sp.length is None and sp.cond:
         raise TypeError(f"cannot differentiate the while loop of {sp.name!r} in reverse mode: its number of steps is "
@@ -184,6 +184,11 @@ def forward_mode(on: bool = True) -> Iterator[None]:
         yield
     finally:
         _FORWARD.reset(token)
+
+
+def in_forward_mode() -> bool:
+    """Whether reverse rules run for forward mode to transpose (see `forward_mode`)."""
+    return _FORWARD.get()
 
 
 def _transposed_jvp(ctx: tuple, ret: UOp) -> tuple:

@@ -40,7 +40,7 @@ from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor
 from tgfx.trace_state import active, current, differentiating
-from tgfx.transforms.control_grad import forward_mode
+from tgfx.transforms.control_grad import forward_mode, in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 Grad = UOp | tuple | None  # a node's gradient: a UOp, a tuple for a TUPLE/FUNCTION (one per result), None = zero
@@ -234,7 +234,9 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
     used = sorted(params_of(bw_body).items())
     renumber = {p: UOp(Ops.PARAM, p.dtype, (), (j, *p.arg[1:])) for j, (_, p) in enumerate(used)}
     bw_body = substitute_outside_calls(bw_body, renumber)
-    precompile_bw = isinstance(ret.arg, tuple) and len(ret.arg) > 2 and bool(ret.arg[2])
+    # (not for forward mode, which transposes the backward: a precompiled one would be run for its outputs, and a
+    # loop's pullback there is a placeholder with no value, only a derivative)
+    precompile_bw = isinstance(ret.arg, tuple) and len(ret.arg) > 2 and bool(ret.arg[2]) and not in_forward_mode()
     bw = UOp(Ops.CALL if precompile_bw else Ops.FUNCTION, None, (bw_body, *(values[k] for k, _ in used)),
              (f"{name}_backward", None))
     out: list[UOp | None] = [None] * len(ret.src)

@@ -49,8 +49,7 @@ def pushforward(tr: Traced, which: Sequence[int]) -> tuple[dict[int, UOp], list[
     """Tangent stand-ins for the inputs `which` (those with a gradient), and each output's tangent, linear in them."""
     cots, grads = tr.pullback(forward=True)
     tangents = {i: linear_input(tr.params[i], "tangent") for i in which if grads[i] is not None}
-    with forward_mode():
-        return tangents, _transpose(cots, [(grads[i], t) for i, t in tangents.items()])
+    return tangents, _transpose(cots, [(grads[i], t) for i, t in tangents.items()])
 
 
 def pushforward_graph(outs: Sequence[UOp], tangents: dict[UOp, UOp]) -> list[UOp | None]:
@@ -62,7 +61,7 @@ def pushforward_graph(outs: Sequence[UOp], tangents: dict[UOp, UOp]) -> list[UOp
         leaves = list(tangents)
         g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
                              leaves) if pairs else {}
-        d = _transpose(cots, [(g[p], tangents[p]) for p in leaves if p in g])
+    d = _transpose(cots, [(g[p], tangents[p]) for p in leaves if p in g])
     leftover = {c: zeros_like(c) for c in cots if c is not None}
     return [None if t is None else t.substitute(leftover) for t in d]
 
@@ -77,7 +76,10 @@ def _transpose(cots: list[UOp | None], pairs: list[tuple[UOp, UOp]]) -> list[UOp
     inner = functools.reduce(lambda a, b: a + b, [t.cast(dt) for t in terms])
     # the pairing of a complex cotangent with a tangent is the real part of their product (JAX's convention)
     inner, dt = (inner.cast(dt.real), dt.real) if dt.is_complex else (inner, dt)
-    d = compute_gradient(inner, UOp.const(dt, 1.0), [c for c in cots if c is not None])
+    # (reverse mode proper: what this pass builds is evaluated; a loop of the pullback, e.g. a custom backward's
+    # triangular solves, has its own reverse rule here, and a placeholder's rule is its loop's JVP)
+    with forward_mode(False):
+        d = compute_gradient(inner, UOp.const(dt, 1.0), [c for c in cots if c is not None])
     return [None if c is None else d.get(c) for c in cots]
 
 
