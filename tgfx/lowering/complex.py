@@ -375,7 +375,8 @@ pm_complex = PatternMatcher([
 
 def _store_shared_results(roots: list[UOp]) -> list[UOp]:
     """A computed complex result that other results read too is stored once and read back as pairs by them, not
-    written again on its sources' parts in each (a Mandelbrot step's count recomputed its new z, 0.94 ms; reading it, 0.20-0.36)."""
+    written again on its sources' parts in each (a Mandelbrot step's count recomputed its new z, 0.94 ms; reading
+    it, 0.20-0.36)."""
     computed = {r for r in roots if r.dtype is not None and r.dtype.is_complex and not _is_buffer_view(r) and
                 not _stored_complex(r)}
     read = computed and {s for u in walk(UOp(Ops.SINK, None, tuple(roots))) for s in u.src[n_bodies(u):]
