@@ -169,3 +169,25 @@ def test_a_custom_jvp_rule_carrying_tangents_through_a_loop_is_a_clear_error() -
         return y, tg.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 1.0), (0, t[0] / (2 * y)))[1]
     with pytest.raises(TypeError, match="carries them through a loop"):
         tg.jvp(s, (tnp.asarray([4.0]),), (tnp.ones(1),))
+
+
+def test_jvp_through_a_precompiled_function_and_a_custom_backward_with_loops() -> None:
+    @tg.function(precompile=True)
+    def scanned(x: tg.Tensor) -> tg.Tensor:
+        return tg.lax.scan(lambda c, xi: (tnp.sin(c) * xi + c, None), x[0], x)[0]
+
+    def unrolled(x: tg.Tensor) -> tg.Tensor:
+        c = x[0]
+        for i in range(x.shape[0]):
+            c = tnp.sin(c) * x[i] + c
+        return c
+    x, t = tnp.asarray([0.3, -1.2, 0.7, 2.0]), tnp.asarray([1.0, 0.5, -0.25, 2.0])
+    close(tg.jvp(scanned, (x,), (t,)), tg.jvp(unrolled, (x,), (t,)))
+    # a factorisation whose backward runs triangular solves (loops) on the cotangent: forward mode transposes them
+    a = np.random.default_rng(2).standard_normal((40, 40)).astype(np.float32)
+    a = tg.asarray(a @ a.T + 40 * np.eye(40, dtype=np.float32))
+    ta = tg.asarray(np.eye(40, dtype=np.float32) * 0.5)
+    chol, dchol = tg.jvp(tnp.linalg.cholesky, (a,), (ta,))
+    eps = 1e-2
+    fd = (tnp.linalg.cholesky(a + eps * ta).numpy() - tnp.linalg.cholesky(a - eps * ta).numpy()) / (2 * eps)
+    np.testing.assert_allclose(dchol.numpy(), fd, rtol=2e-2, atol=2e-3)

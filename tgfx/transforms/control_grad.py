@@ -330,9 +330,9 @@ def read_twins(roots: list[UOp], twins: dict) -> list[UOp]:
     if not twins:
         return roots
     root = UOp(Ops.TUPLE, None, tuple(roots))
-    while True:
-        mapping = {u: _get(twins[u.src[0]][0], twins[u.src[0]][1][u.arg], u.dtype) for u in root.toposort()
+    while True:   # (outside bodies: a loop in a function's body and its JVP loop are over different parameters)
+        mapping = {u: _get(twins[u.src[0]][0], twins[u.src[0]][1][u.arg], u.dtype) for u in walk(root)
                    if u.op is Ops.GETTUPLE and u.src[0] in twins}
         if not mapping:
             return list(root.src)
-        root = root.substitute(mapping)
+        root = substitute_outside_calls(root, mapping)
