@@ -203,8 +203,9 @@ def test_cumulative(name: str, d: DType, data: st.DataObject) -> None:
     lim = (0.8, 1.25) if name == "cumprod" and d.is_float else (-100, 100) if d.is_float else (-3, 3)
     x = data.draw(arrays(d, shapes(**REDUCE_SHAPES), lo=lim[0], hi=lim[1]))
     axis = data.draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1) if x.ndim else st.nothing()))
-    out = sum_dtype(d)
-    want = getattr(np, name)(x.astype(np.float64 if d.is_float else out.np), axis=axis)
+    out = sum_dtype(d) if d.is_bool else d   # as jnp.cumsum: the input's dtype (bool counts in int32)
+    want = getattr(np, name)(x.astype(np.float64 if d.is_float else out.np), axis=axis,
+                             dtype=None if d.is_float else out.np)
     n = x.size if axis is None else x.shape[axis]
     scale = float(np.abs(x.astype(np.float64)).max(initial=0))
     tol = ({"rtol": 2 * n * eps(d), "atol": 0} if name == "cumprod" else _float_tol(d, n, scale)) if d.is_float else {}
@@ -277,6 +278,30 @@ def test_cumsum_with_dtype() -> None:
     x = np.array([100, 100, 100, -50], np.int8)
     assert_close(tnp.cumsum(to_tensor(x), dtype=dtypes.int8), np.cumsum(x, dtype=np.int8), dtype=dtypes.int8)
     assert_close(tnp.cumsum(to_tensor(x), dtype=dtypes.float32), np.cumsum(x, dtype=np.float32), dtype=dtypes.float32)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_cumulative_sums_and_products_keep_the_input_dtype(x64: bool) -> None:
+    # as jnp.cumsum: int8 wraps in int8 and uint32 stays uint32 (also with x64); only bool counts in the default
+    # integer. cumulative_sum alone promotes narrow integers, as sum (JAX's _cumsum_with_promotion)
+    from tgfx.config import Context
+    x = np.array([100, 100, -50], np.int8)
+    with Context(TGFX_ENABLE_X64=int(x64)):
+        wide = dtypes.int64 if x64 else dtypes.int32
+        for f in (tnp.cumsum, tnp.nancumsum, tg.jit(tnp.cumsum)):
+            assert_close(f(to_tensor(x)), np.cumsum(x, dtype=np.int8), dtype=dtypes.int8)
+        for f in (tnp.cumprod, tnp.nancumprod, tnp.cumulative_prod):
+            assert_close(f(to_tensor(x)), np.cumprod(x, dtype=np.int8), dtype=dtypes.int8)
+        u = np.array([4_000_000_000, 1], np.uint32)
+        assert_close(tnp.cumsum(to_tensor(u)), np.cumsum(u, dtype=np.uint32), dtype=dtypes.uint32)
+        assert_close(tnp.cumulative_sum(to_tensor(x)), np.cumsum(x, dtype=wide.np), dtype=wide)
+        b = np.array([True, False, True])
+        for f in (tnp.cumsum, tnp.cumprod, tnp.cumulative_sum, tnp.cumulative_prod):
+            assert f(to_tensor(b)).dtype is wide
+    # dtype=bool accumulates x != 0 (so -1 and 1 do not cancel) and returns bools, as JAX's
+    v = to_tensor(np.array([-1, 1, 0], np.int32))
+    assert_close(tnp.cumsum(v, dtype=bool), [True, True, True], dtype=dtypes.bool)
+    assert_close(tnp.cumprod(v, dtype=bool), [True, True, False], dtype=dtypes.bool)
 
 
 # ---- NaN and infinity ----

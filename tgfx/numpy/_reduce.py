@@ -181,11 +181,16 @@ def argmin(x: ArrayLike, axis: int | None = None, keepdims: bool = False) -> Ten
 
 
 def _cumulative(x: Tensor, axis: int | None, op: Ops, dtype: DType | str | None, name: str) -> Tensor:
+    """A running sum or product in the input's dtype, as jnp.cumsum's (int8 wraps; only bool counts in the default
+    integer, as `sum`); `dtype=bool` accumulates the truth values (x != 0) in integers and casts the result back."""
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = _axis(x, axis, name)
-    x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
-    return scan(x, axis, False, *(_SUMS if op is Ops.ADD else _PRODUCTS))
+    out = to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype) if x.dtype.is_bool else x.dtype
+    if out.is_bool:  # [-1, 1] must count as two true values, not cancel
+        x = ew._bool(x)
+    x = x.astype(_sum_dtype(out) if out.is_bool else out)
+    return scan(x, axis, False, *(_SUMS if op is Ops.ADD else _PRODUCTS)).astype(out)
 
 
 def masked_sum(v: Tensor, keep: Tensor, axis: int) -> Tensor:

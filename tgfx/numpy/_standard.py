@@ -160,7 +160,10 @@ def _cumulative(x: ArrayLike, axis: int | None, dtype: DType | str | None, inclu
 
 def cumulative_sum(x: ArrayLike, /, *, axis: int | None = None, dtype: DType | str | None = None,
                    include_initial: bool = False) -> Tensor:
-    """Running sums along `axis` (required past 1-d); `include_initial` starts with a 0 (one element longer)."""
+    """Running sums along `axis` (required past 1-d); `include_initial` starts with a 0 (one element longer). Narrow
+    integers sum in the default integer, as `sum` (JAX's; `cumsum` and `cumulative_prod` keep the input's dtype)."""
+    if dtype is None:
+        dtype = rd._sum_dtype(to_tensor(x).dtype)
     return _cumulative(x, axis, dtype, include_initial, "cumulative_sum", rd.cumsum, 0)
 
 
