@@ -179,6 +179,19 @@ def test_reductions_matmul_einsum() -> None:
         tnp.less(tx, tx)
 
 
+@pytest.mark.parametrize("n", [2, 5, 40])   # a masked triangle up to 32 elements, a loop past it
+def test_cumulative_products(n: int) -> None:
+    # the short scan's masked product was a MUL reduce, which has no complex form: cumprod raised; now a tree of
+    # complex products, as prod's
+    x = cvalues((3, n)) * 0.9
+    want = np.cumprod(x, axis=1)
+    for f in (tnp.cumprod, tnp.nancumprod, tg.jit(tnp.cumprod, static_argnames="axis")):
+        assert_close(f(tnp.asarray(x), axis=1), want, rtol=1e-4)
+    assert_close(tnp.cumulative_prod(tnp.asarray(x[0])), want[0], rtol=1e-4)
+    assert_close(tg.lax.cumprod(tnp.asarray(x), axis=1, reverse=True), np.cumprod(x[:, ::-1], axis=1)[:, ::-1],
+                 rtol=1e-4)
+
+
 def test_movement_indexing_where() -> None:
     x = cvalues((3, 4))
     t = tnp.asarray(x)
@@ -275,6 +288,7 @@ GRAD_CASES = [
     ("prod_mean", lambda z: tnp.real(tnp.prod(z) + tnp.mean(z * 1j)), lambda z: np.real(np.prod(z) + np.mean(z * 1j))),
     ("matmul", lambda z: tnp.real(tnp.sum(z.reshape(2, 2) @ z.reshape(2, 2))),
      lambda z: np.real(np.sum(z.reshape(2, 2) @ z.reshape(2, 2)))),
+    ("cumprod", lambda z: tnp.sum(tnp.abs(tnp.cumprod(z))), lambda z: np.sum(np.abs(np.cumprod(z)))),
 ]
 
 
@@ -297,7 +311,8 @@ def test_grad_matches_jax(name: str, f: Callable, fn: Callable) -> None:
           "div_sin": lambda z: jnp.real(jnp.sum(jnp.sin(z) / (z + 3))),
           "tanh_cos": lambda z: jnp.imag(jnp.sum(jnp.tanh(z) * jnp.cos(z))),
           "prod_mean": lambda z: jnp.real(jnp.prod(z) + jnp.mean(z * 1j)),
-          "matmul": lambda z: jnp.real(jnp.sum(z.reshape(2, 2) @ z.reshape(2, 2)))}[name]
+          "matmul": lambda z: jnp.real(jnp.sum(z.reshape(2, 2) @ z.reshape(2, 2))),
+          "cumprod": lambda z: jnp.sum(jnp.abs(jnp.cumprod(z)))}[name]
     np.testing.assert_allclose(tg.grad(f)(tnp.asarray(z)).numpy(), np.asarray(jax.grad(jf)(jnp.asarray(z))),
                                rtol=1e-4, atol=1e-5)
 

@@ -200,7 +200,11 @@ def masked_sum(v: Tensor, keep: Tensor, axis: int) -> Tensor:
 
 
 def masked_product(v: Tensor, keep: Tensor, axis: int) -> Tensor:
-    return ew.where(keep, v, Tensor.full((), 1, v.dtype))._reduce(Ops.MUL, axis, False)
+    kept = ew.where(keep, v, Tensor.full((), 1, v.dtype))
+    if v.dtype.is_complex:  # the reduce has no complex MUL: a tree of complex products, as `prod`'s
+        from tgfx.numpy._complex import prod as complex_prod
+        return complex_prod(kept, (axis,), False)
+    return kept._reduce(Ops.MUL, axis, False)
 
 
 # a scan of an axis up to this long is one masked reduce (n^2 work); a longer one is a loop
