@@ -179,6 +179,22 @@ def test_reductions_matmul_einsum() -> None:
         tnp.less(tx, tx)
 
 
+def test_variance_is_real() -> None:
+    # the variance of complex values is the mean of |x - mean|^2, real, as numpy's and JAX's: var gave the complex
+    # mean of (x - mean)^2 (var([1+1j, 1-1j, 2j]) = -1.33-0.89j, not 1.78), and nanvar and nanstd raised
+    x = cvalues((3, 4))
+    for axis in (None, 1):
+        for ddof in (0, 1):
+            for name in ("var", "std"):
+                want = getattr(np, name)(x, axis=axis, ddof=ddof).astype(np.float32)
+                assert_close(getattr(tnp, name)(tnp.asarray(x), axis=axis, ddof=ddof), want)
+                f = tg.jit(lambda v, name=name, axis=axis, ddof=ddof: getattr(tnp, name)(v, axis=axis, ddof=ddof))
+                assert_close(f(tnp.asarray(x)), want)
+    x[0, 1] = np.nan
+    for name in ("nanvar", "nanstd"):
+        assert_close(getattr(tnp, name)(tnp.asarray(x), axis=1), getattr(np, name)(x, axis=1).astype(np.float32))
+
+
 @pytest.mark.parametrize("n", [2, 5, 40])   # a masked triangle up to 32 elements, a loop past it
 def test_cumulative_products(n: int) -> None:
     # the short scan's masked product was a MUL reduce, which has no complex form: cumprod raised; now a tree of
@@ -289,6 +305,7 @@ GRAD_CASES = [
     ("matmul", lambda z: tnp.real(tnp.sum(z.reshape(2, 2) @ z.reshape(2, 2))),
      lambda z: np.real(np.sum(z.reshape(2, 2) @ z.reshape(2, 2)))),
     ("cumprod", lambda z: tnp.sum(tnp.abs(tnp.cumprod(z))), lambda z: np.sum(np.abs(np.cumprod(z)))),
+    ("var_nanstd", lambda z: tnp.var(z) + tnp.nanstd(z), lambda z: np.var(z) + np.nanstd(z)),
 ]
 
 
@@ -312,7 +329,8 @@ def test_grad_matches_jax(name: str, f: Callable, fn: Callable) -> None:
           "tanh_cos": lambda z: jnp.imag(jnp.sum(jnp.tanh(z) * jnp.cos(z))),
           "prod_mean": lambda z: jnp.real(jnp.prod(z) + jnp.mean(z * 1j)),
           "matmul": lambda z: jnp.real(jnp.sum(z.reshape(2, 2) @ z.reshape(2, 2))),
-          "cumprod": lambda z: jnp.sum(jnp.abs(jnp.cumprod(z)))}[name]
+          "cumprod": lambda z: jnp.sum(jnp.abs(jnp.cumprod(z))),
+          "var_nanstd": lambda z: jnp.var(z) + jnp.nanstd(z)}[name]
     np.testing.assert_allclose(tg.grad(f)(tnp.asarray(z)).numpy(), np.asarray(jax.grad(jf)(jnp.asarray(z))),
                                rtol=1e-4, atol=1e-5)
 

@@ -106,15 +106,22 @@ def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
     return s / n if n else s * float("nan")
 
 
+def abs2(d: Tensor) -> Tensor:
+    """|d|^2, real: d * d, and re^2 + im^2 of a complex d (as JAX's var, real(d * conj(d)))."""
+    if not d.dtype.is_complex:
+        return d * d
+    from tgfx.numpy._complex import conj, real
+    return real(d * conj(d))
+
+
 def _variance(x: Tensor, axes: tuple[int, ...], ddof: int | float, keepdims: bool) -> tuple[Tensor, DType]:
     """The variance, in float32 for half floats (as JAX and numpy: squares of small deviations underflow float16),
-    and the dtype the result is returned in."""
-    out = to_inexact(x.dtype)
-    x = x.astype(dtypes.float32 if out.itemsize < 4 else out)
-    d = x - mean(x, axis=axes, keepdims=True)
-    ss = sum(d * d, axis=axes, keepdims=keepdims)
+    and the dtype the result is returned in: a complex input's is real (the mean of |x - mean|^2)."""
+    comp = to_inexact(x.dtype)
+    x = x.astype(dtypes.float32 if comp.itemsize < 4 else comp)
+    ss = sum(abs2(x - mean(x, axis=axes, keepdims=True)), axis=axes, keepdims=keepdims)
     # as numpy: no degrees of freedom left divides by zero (inf, or nan for a zero sum of squares)
-    return ss / builtins.max(_count(x, axes) - ddof, 0), out
+    return ss / builtins.max(_count(x, axes) - ddof, 0), comp.real
 
 
 def _ddof(ddof: int | float, correction: int | float | None, name: str) -> int | float:

@@ -240,18 +240,16 @@ def nanvar(a: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, ou
     """
     _no_out(out, "nanvar")
     x = to_tensor(a)
-    if x.dtype.is_complex:
-        raise NotImplementedError("nanvar: complex inputs are not supported; take the variance of the real and "
-                                  "imaginary parts and add them")
     axes = rd._axes(x, axis, "nanvar")
-    d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
-    comp = _compute_dtype(to_inexact(d))
+    d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype).real
+    comp = _compute_dtype(to_inexact(d) if dtype is not None else to_inexact(x.dtype))
     xc = x.astype(comp)
     mask = _mask(where, x, "nanvar")
     m = nanmean(xc, axis=axes, keepdims=True, where=mask) if mean is None else to_tensor(mean).astype(comp)
     drop = _nan_or_masked(xc, mask)
     centered = _fill(ew.subtract(xc, m), drop, 0)  # NaN deviations replaced after the subtraction: zero gradient
-    ss = rd.sum(ew.multiply(centered, centered), axis=axes, keepdims=keepdims)
+    ss = rd.sum(rd.abs2(centered), axis=axes, keepdims=keepdims)
+    comp = ss.dtype  # a complex input's squared deviations are real
     count = rd._count(x, axes) if drop is None else rd.sum(ew.logical_not(drop), axis=axes, dtype=comp,
                                                           keepdims=keepdims)
     dof = ew.subtract(count, ddof) if isinstance(count, Tensor) else Tensor.full(ss.shape, count - ddof, comp)
