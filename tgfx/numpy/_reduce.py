@@ -120,8 +120,9 @@ def _variance(x: Tensor, axes: tuple[int, ...], ddof: int | float, keepdims: boo
     comp = to_inexact(x.dtype)
     x = x.astype(dtypes.float32 if comp.itemsize < 4 else comp)
     ss = sum(abs2(x - mean(x, axis=axes, keepdims=True)), axis=axes, keepdims=keepdims)
-    # as numpy: no degrees of freedom left divides by zero (inf, or nan for a zero sum of squares)
-    return ss / builtins.max(_count(x, axes) - ddof, 0), comp.real
+    # as JAX (and nanvar): no degrees of freedom left is NaN (numpy divides by zero: inf for a nonzero sum)
+    dof = _count(x, axes) - ddof
+    return (ss / dof if dof > 0 else ss * float("nan")), comp.real
 
 
 def _ddof(ddof: int | float, correction: int | float | None, name: str) -> int | float:
