@@ -134,6 +134,14 @@ def test_mean(d: DType, data: st.DataObject) -> None:
     assert_close(to_tensor(x, d).mean(axis=axis, keepdims=keepdims), want, dtype=out, **tol)
 
 
+def test_mean_with_an_integer_dtype_divides_in_it() -> None:
+    # as jnp.mean: an integer dtype= sums and divides in that dtype, truncating toward zero (it divided in floats)
+    x = np.array([[1, 2, 4], [-1, -2, -4]], np.int32)
+    for f in (tnp.mean, tg.jit(tnp.mean, static_argnames=("axis", "dtype"))):
+        assert_close(f(to_tensor(x), axis=1, dtype=dtypes.int32), [2, -2], dtype=dtypes.int32)
+        assert_close(f(to_tensor(x), axis=0, dtype=dtypes.int8), [0, 0, 0], dtype=dtypes.int8)
+
+
 @pytest.mark.x64
 @pytest.mark.filterwarnings("ignore:Degrees of freedom:RuntimeWarning")
 @pytest.mark.parametrize("d", FLOATS + (dtypes.int32, dtypes.uint8), ids=str)

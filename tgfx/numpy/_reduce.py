@@ -96,14 +96,22 @@ def min(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # n
 amax, amin = max, min
 
 
+def _divide(s: Tensor, n: Tensor | int | float) -> Tensor:
+    """s / n in s's dtype: an integer one truncates toward zero, as jax.lax.div (JAX's mean with an integer dtype=);
+    a float sum of nothing is NaN."""
+    if s.dtype.is_int:
+        from tgfx._lax_ops import div
+        return div(s, n if isinstance(n, Tensor) else Tensor.full((), n, s.dtype))
+    return s / n if isinstance(n, Tensor) or n else s * float("nan")
+
+
 def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:
-    """The mean in floats: integers as `to_inexact` (int32 -> float32, int64 -> float64), as JAX."""
+    """The mean in floats: integers as `to_inexact` (int32 -> float32, int64 -> float64), as JAX. An integer dtype=
+    sums and divides in that dtype, as JAX's (truncating: mean([1, 2, 4], dtype=int32) is 2)."""
     x = to_tensor(x)
     axes = _axes(x, axis, "mean")
     d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
-    n = _count(x, axes)
-    s = sum(x.astype(d), axis=axes, keepdims=keepdims)
-    return s / n if n else s * float("nan")
+    return _divide(sum(x, axis=axes, dtype=d, keepdims=keepdims), _count(x, axes))
 
 
 def abs2(d: Tensor) -> Tensor:
