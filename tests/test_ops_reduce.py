@@ -173,6 +173,93 @@ def test_var_std_ddof_equal_to_count_is_nan() -> None:
             assert_close(f(to_tensor(x)), np.full(2, np.nan, np.float32))
 
 
+# ---- where= and initial=, as numpy's and JAX's ----
+WHERE_CASES: list[Any] = [
+    ("sum", {}), ("sum", {"initial": 2.5}), ("prod", {}), ("prod", {"initial": -2.0}), ("mean", {}), ("var", {}),
+    ("std", {"ddof": 1}), ("max", {"initial": -1.0}), ("min", {"initial": 0.5}), ("amax", {"initial": 0.0}),
+    ("any", {}), ("all", {}),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice:RuntimeWarning", "ignore:invalid value:RuntimeWarning",
+                            "ignore:Degrees of freedom:RuntimeWarning")
+@pytest.mark.parametrize("name,kw", WHERE_CASES, ids=[f"{n}-{'-'.join(k)}" for n, k in WHERE_CASES])
+def test_where_and_initial(name: str, kw: dict) -> None:
+    # only the elements where `where` is True; a row with none selected is the identity (NaN for mean and var,
+    # `initial` for max and min), as numpy's and JAX's. They raised TypeError: unexpected keyword
+    x = np.array([[0.5, -1.5, 2.0, 3.0], [1.0, 0.0, -2.0, 4.0], [0.0, 1.0, 3.0, -0.5]], np.float32)
+    w = np.array([[True, False, True, True], [False, False, False, False], [True, True, False, True]])
+    for axis in (None, 0, 1):
+        with np.errstate(all="ignore"):
+            want = getattr(np, name)(x.astype(np.float64), axis=axis, where=w, **kw)
+        out = dtypes.bool if name in ("any", "all") else dtypes.float32
+        got = getattr(tnp, name)(to_tensor(x), axis=axis, where=to_tensor(w), **kw)
+        assert_close(got, want, dtype=out, rtol=1e-6, atol=1e-6)
+        f = tg.jit(lambda v, m, axis=axis: getattr(tnp, name)(v, axis=axis, where=m, **kw))
+        assert_close(f(to_tensor(x), to_tensor(w)), want, dtype=out, rtol=1e-6, atol=1e-6)
+    # a where= that broadcasts, through the method
+    want = getattr(np, name)(x.astype(np.float64), axis=1, where=w[0], keepdims=True, **kw)
+    method = getattr(to_tensor(x), "max" if name == "amax" else name)
+    assert_close(method(axis=1, where=to_tensor(w[0]), keepdims=True, **kw), want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean", "var", "max"])
+def test_where_gives_the_elements_left_out_a_zero_gradient(name: str) -> None:
+    # as jax.grad: the gradient flows only to the selected elements (finite differences elsewhere are zero too)
+    x = np.array([[0.5, -1.5, 2.0, 3.0], [1.0, 0.25, -2.0, 4.0]], np.float32)
+    w = np.array([[True, False, True, True], [False, True, True, False]])
+    kw = {"initial": -10.0} if name == "max" else {}
+
+    def f(v: tg.Tensor) -> tg.Tensor:
+        return tnp.sum(getattr(tnp, name)(v, axis=1, where=to_tensor(w), **kw) * to_tensor(np.float32([1.0, -2.0])))
+
+    g = tg.grad(f)(to_tensor(x)).numpy()
+    np.testing.assert_array_equal(g[~w], 0)
+    np.testing.assert_allclose(tg.jit(tg.grad(f))(to_tensor(x)).numpy(), g, rtol=1e-6)
+    h = 1e-3
+    for i, j in zip(*np.nonzero(w), strict=True):
+        e = np.zeros_like(x)
+        e[i, j] = h
+        fd = (f(to_tensor(x + e)).item() - f(to_tensor(x - e)).item()) / (2 * h)
+        np.testing.assert_allclose(g[i, j], fd, rtol=1e-2, atol=1e-2)
+
+
+def test_initial_on_integers_and_empty_slices() -> None:
+    x = np.array([[3, -1, 2], [0, 5, -7]], np.int8)
+    assert_close(tnp.sum(to_tensor(x), axis=1, initial=100), np.sum(x, axis=1, initial=100), dtype=dtypes.int32)
+    assert_close(tnp.prod(to_tensor(x), axis=0, initial=-2), np.prod(x, axis=0, initial=-2), dtype=dtypes.int32)
+    assert_close(tnp.max(to_tensor(x), axis=1, initial=4), np.max(x, axis=1, initial=4), dtype=dtypes.int8)
+    assert_close(tnp.amin(to_tensor(x), initial=-100), np.int8(-100), dtype=dtypes.int8)
+    empty = np.zeros((0, 3), np.float32)
+    for name in ("sum", "prod", "max", "min"):
+        assert_close(getattr(tnp, name)(to_tensor(empty), axis=0, initial=2.0),
+                     getattr(np, name)(empty, axis=0, initial=2.0), dtype=dtypes.float32)
+    with pytest.raises(ValueError, match="max: a where= mask needs initial="):
+        tnp.max(to_tensor(x), where=to_tensor(x > 0))
+    with pytest.raises(ValueError, match="min: initial must be a scalar"):
+        tnp.min(to_tensor(x), initial=np.zeros(2))
+    with pytest.raises(ValueError, match="zero-size array to reduction operation max"):
+        tnp.max(to_tensor(empty), axis=0)
+
+
+def test_var_std_dtype_argument() -> None:
+    # as jnp.var: computed in dtype= (half floats in float32) and returned in it; a complex input needs a complex
+    # dtype=, and std's must be inexact
+    x = np.array([1.0, 2.0, 4.0], np.float32)
+    want = np.var(x.astype(np.float64))
+    assert_close(tnp.var(to_tensor(x), dtype=dtypes.float16), np.float16(want), dtype=dtypes.float16)
+    assert_close(tnp.std(to_tensor(x.astype(np.int8)), dtype="float16"), np.float16(np.sqrt(want)),
+                 dtype=dtypes.float16)
+    z = to_tensor(np.array([1 + 1j, 1 - 1j, 2j], np.complex64))
+    assert_close(tnp.var(z, dtype="complex64"), np.complex64(16 / 9), dtype=dtypes.complex64)
+    with pytest.raises(ValueError, match="var: dtype=float32 for complex values"):
+        tnp.var(z, dtype="float32")
+    with pytest.raises(ValueError, match="std: dtype must be a float or complex type"):
+        tnp.std(to_tensor(x), dtype="int32")
+    # mean= gives the mean (keepdims shape) the deviations are taken from
+    assert_close(tnp.var(to_tensor(x), mean=to_tensor(np.float32([0.0]))), np.float32(7.0), dtype=dtypes.float32)
+
+
 # ---- any and all ----
 @pytest.mark.parametrize("d", [dtypes.bool, dtypes.int32, dtypes.uint8, dtypes.float32, dtypes.bfloat16], ids=str)
 @pytest.mark.parametrize("name", ["any", "all"])

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
+from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype, to_inexact
 from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
@@ -54,43 +54,119 @@ def _count(x: Tensor, axes: tuple[int, ...]) -> int:
     return n
 
 
-def sum(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    x = to_tensor(x)
-    axes = _axes(x, axis, "sum")
-    x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
-    return x._reduce(Ops.ADD, axes, keepdims)
+def where_mask(where: ArrayLike | None, x: Tensor, name: str) -> Tensor | None:
+    """`where=` as a bool Tensor of x's shape (None stays None): the elements a reduction reads."""
+    if where is None:
+        return None
+    w = to_tensor(where)
+    if not w.dtype.is_bool:
+        raise TypeError(f"{name}: where must be a bool array, got {w.dtype.name}; pass e.g. where=(w != 0)")
+    try:
+        return w.expand(x.shape)
+    except ValueError:
+        raise ValueError(f"{name}: where of shape {w.shape} does not broadcast to the input's shape {x.shape}") \
+            from None
 
 
-def prod(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:
+def _selected(x: Tensor, where: ArrayLike | None, identity: float | int | bool, name: str) -> Tensor:
+    """x with the reduction's identity where `where=` is False, as JAX's (x itself without a mask): the elements left
+    out get a zero gradient."""
+    mask = where_mask(where, x, name)
+    return x if mask is None else ew.where(mask, x, Tensor.full((), identity, x.dtype))
+
+
+def _initial(initial: ArrayLike, d: DType, name: str) -> Tensor:
+    """`initial=` as a scalar of the reduction's dtype (numpy and JAX combine it with each slice's result)."""
+    init = to_tensor(initial)
+    if init.ndim:
+        raise ValueError(f"{name}: initial must be a scalar, got shape {init.shape}")
+    return init.astype(d)
+
+
+def _reduced_shape(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    return tuple(1 if a in axes else s for a, s in enumerate(x.shape) if keepdims or a not in axes)
+
+
+def _sum_or_prod(x: ArrayLike, axis: Axis, dtype: DType | str | None, keepdims: bool, initial: ArrayLike | None,
+                 where: ArrayLike | None, name: str, product: bool) -> Tensor:
+    """sum or prod in JAX's dtypes (`_sum_dtype`): of the elements where `where=` is True, and `initial`."""
     x = to_tensor(x)
-    axes = _axes(x, axis, "prod")
-    x = x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype))
-    if x.dtype.is_complex:
+    axes = _axes(x, axis, name)
+    x = _selected(x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype)), where, int(product), name)
+    if not product:
+        out = x._reduce(Ops.ADD, axes, keepdims)
+    elif x.dtype.is_complex:
         from tgfx.numpy._complex import prod as complex_prod
-        return complex_prod(x, axes, keepdims)
-    return x._reduce(Ops.MUL, axes, keepdims)
+        out = complex_prod(x, axes, keepdims)
+    else:
+        out = x._reduce(Ops.MUL, axes, keepdims)
+    if initial is None:
+        return out
+    return (ew.multiply if product else ew.add)(out, _initial(initial, out.dtype, name))
+
+
+def sum(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False, *,  # noqa: A001
+        initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Tensor:
+    """numpy's sum with JAX's dtypes: of the elements where `where=` is True, plus `initial`.
+
+    >>> tnp.sum(tnp.asarray([[1, 2], [3, 4]]), axis=1, where=tnp.asarray([True, False]), initial=10).tolist()
+    [11, 13]
+    """
+    return _sum_or_prod(x, axis, dtype, keepdims, initial, where, "sum", product=False)
+
+
+def prod(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False, *,
+         initial: ArrayLike | None = None, where: ArrayLike | None = None) -> Tensor:
+    """numpy's prod with JAX's dtypes: of the elements where `where=` is True, times `initial`."""
+    return _sum_or_prod(x, axis, dtype, keepdims, initial, where, "prod", product=True)
 
 
 def _check_nonempty(x: Tensor, axes: tuple[int, ...], name: str) -> None:
     if builtins.any(x.shape[a] == 0 for a in axes):
         raise ValueError(f"zero-size array to reduction operation {name} which has no identity "
-                         f"(shape {x.shape}, axis {axes})")
+                         f"(shape {x.shape}, axis {axes}); pass initial= to give an empty slice a value")
 
 
-def max(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def _extreme(x: ArrayLike, axis: Axis, keepdims: bool, initial: ArrayLike | None, where: ArrayLike | None, name: str,
+             largest: bool) -> Tensor:
+    """max or min: of the elements where `where=` is True, and `initial` (which an empty slice is). Neither has an
+    identity, so `where=` needs `initial=`, as numpy and JAX say."""
     x = to_tensor(x)
-    axes = _axes(x, axis, "max")
-    _check_nonempty(x, axes, "max")
-    return x._reduce(Ops.MAX, axes, keepdims)
+    axes = _axes(x, axis, name)
+    if initial is None:
+        if where is not None:
+            raise ValueError(f"{name}: a where= mask needs initial= ({name} has no identity to give a slice where "
+                             f"nothing is selected)")
+        _check_nonempty(x, axes, name)
+    identity = min_value(x.dtype) if largest else max_value(x.dtype)
+    x = _selected(x, where, identity, name)
+    if _count(x, axes) == 0:
+        out = Tensor.full(_reduced_shape(x, axes, keepdims), identity, x.dtype)
+    elif largest:
+        out = x._reduce(Ops.MAX, axes, keepdims)
+    elif x.dtype.is_float:
+        out = ew.negative(ew.negative(x)._reduce(Ops.MAX, axes, keepdims))
+    else:
+        out = ew.invert(ew.invert(x)._reduce(Ops.MAX, axes, keepdims))
+    if initial is None:
+        return out
+    return (ew.maximum if largest else ew.minimum)(out, _initial(initial, x.dtype, name))
 
 
-def min(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    x = to_tensor(x)
-    axes = _axes(x, axis, "min")
-    _check_nonempty(x, axes, "min")
-    if x.dtype.is_float:
-        return ew.negative(ew.negative(x)._reduce(Ops.MAX, axes, keepdims))
-    return ew.invert(ew.invert(x)._reduce(Ops.MAX, axes, keepdims))
+def max(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, initial: ArrayLike | None = None,  # noqa: A001
+        where: ArrayLike | None = None) -> Tensor:
+    """numpy's max: of the elements where `where=` is True (then `initial=` is needed) and `initial`.
+
+    >>> tnp.max(tnp.asarray([[1, 5], [3, 4]]), axis=1, where=tnp.asarray([True, False]), initial=2).tolist()
+    [2, 3]
+    """
+    return _extreme(x, axis, keepdims, initial, where, "max", largest=True)
+
+
+def min(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, initial: ArrayLike | None = None,  # noqa: A001
+        where: ArrayLike | None = None) -> Tensor:
+    """numpy's min: of the elements where `where=` is True (then `initial=` is needed) and `initial`."""
+    return _extreme(x, axis, keepdims, initial, where, "min", largest=False)
 
 
 amax, amin = max, min
@@ -105,13 +181,21 @@ def _divide(s: Tensor, n: Tensor | int | float) -> Tensor:
     return s / n if isinstance(n, Tensor) or n else s * float("nan")
 
 
-def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False) -> Tensor:
+def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepdims: bool = False, *,
+         where: ArrayLike | None = None) -> Tensor:
     """The mean in floats: integers as `to_inexact` (int32 -> float32, int64 -> float64), as JAX. An integer dtype=
-    sums and divides in that dtype, as JAX's (truncating: mean([1, 2, 4], dtype=int32) is 2)."""
+    sums and divides in that dtype, as JAX's (truncating: mean([1, 2, 4], dtype=int32) is 2). With `where=`, the
+    mean of the selected elements (NaN where none is).
+
+    >>> tnp.mean(tnp.asarray([1.0, 2.0, 6.0]), where=tnp.asarray([True, True, False])).item()
+    1.5
+    """
     x = to_tensor(x)
     axes = _axes(x, axis, "mean")
     d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
-    return _divide(sum(x, axis=axes, dtype=d, keepdims=keepdims), _count(x, axes))
+    mask = where_mask(where, x, "mean")
+    n = _count(x, axes) if mask is None else sum(mask, axis=axes, dtype=d, keepdims=keepdims)
+    return _divide(sum(x, axis=axes, dtype=d, keepdims=keepdims, where=mask), n)
 
 
 def abs2(d: Tensor) -> Tensor:
@@ -122,15 +206,37 @@ def abs2(d: Tensor) -> Tensor:
     return real(d * conj(d))
 
 
-def _variance(x: Tensor, axes: tuple[int, ...], ddof: int | float, keepdims: bool) -> tuple[Tensor, DType]:
-    """The variance, in float32 for half floats (as JAX and numpy: squares of small deviations underflow float16),
-    and the dtype the result is returned in: a complex input's is real (the mean of |x - mean|^2)."""
-    comp = to_inexact(x.dtype)
-    x = x.astype(dtypes.float32 if comp.itemsize < 4 else comp)
-    ss = sum(abs2(x - mean(x, axis=axes, keepdims=True)), axis=axes, keepdims=keepdims)
-    # as JAX (and nanvar): no degrees of freedom left is NaN (numpy divides by zero: inf for a nonzero sum)
-    dof = _count(x, axes) - ddof
-    return (ss / dof if dof > 0 else ss * float("nan")), comp.real
+def _var_dtypes(d: DType, dtype: DType | str | None, name: str) -> tuple[DType, DType]:
+    """JAX's dtypes of a variance: the one it is computed in (half floats in float32, as JAX and numpy: squares of
+    small deviations underflow float16) and the one it is returned in (`dtype`, or a complex input's real dtype, an
+    integer's `to_inexact`)."""
+    if dtype is None:
+        comp, out = to_inexact(d), to_inexact(d).real
+    else:
+        comp = out = to_dtype(dtype)
+        if d.is_complex and not out.is_complex:
+            raise ValueError(f"{name}: dtype={out.name} for complex values is not supported (as in JAX): the "
+                             f"variance is real, returned as {d.real.name} without dtype=, or pass a complex dtype")
+    return (dtypes.float32 if comp.is_float and comp.itemsize < 4 else comp), out
+
+
+def variance(x: Tensor, axes: tuple[int, ...], ddof: int | float, keepdims: bool, dtype: DType | str | None,
+             keep: Tensor | None, known_mean: ArrayLike | None, name: str) -> tuple[Tensor, Tensor, DType]:
+    """The sum of |x - mean|^2 over the elements `keep` selects (all without it) in the dtype it is computed in, the
+    degrees of freedom (their count less ddof), and the dtype the variance is returned in. `known_mean` is a
+    precomputed mean (keepdims shape). var and nanvar (`keep` without the NaNs) share it."""
+    comp, out = _var_dtypes(x.dtype, dtype, name)
+    x = x.astype(comp)
+    m = mean(x, axis=axes, dtype=comp, keepdims=True, where=keep) if known_mean is None else \
+        to_tensor(known_mean).astype(comp)
+    dev = x - m
+    if keep is not None:  # the deviations left out (NaN ones too) replaced after the subtraction: zero gradient
+        dev = ew.where(keep, dev, Tensor.full((), 0, comp))
+    sq = abs2(dev)
+    ss = sum(sq, axis=axes, dtype=sq.dtype, keepdims=keepdims)
+    n = Tensor.full(ss.shape, _count(x, axes), sq.dtype) if keep is None else \
+        sum(keep, axis=axes, dtype=sq.dtype, keepdims=keepdims)
+    return ss, n - ddof, out
 
 
 def _ddof(ddof: int | float, correction: int | float | None, name: str) -> int | float:
@@ -143,28 +249,51 @@ def _ddof(ddof: int | float, correction: int | float | None, name: str) -> int |
     return correction
 
 
-def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *,
+def _var(x: ArrayLike, axis: Axis, ddof: int | float, keepdims: bool, dtype: DType | str | None,
+         where: ArrayLike | None, known_mean: ArrayLike | None, correction: int | float | None, name: str) -> Tensor:
+    x = to_tensor(x)
+    ss, dof, out = variance(x, _axes(x, axis, name), _ddof(ddof, correction, name), keepdims, dtype,
+                            where_mask(where, x, name), known_mean, name)
+    none_left = dof <= 0
+    v = _divide(ss, ew.where(none_left, Tensor.full((), 1, dof.dtype), dof)).astype(out)
+    return ew.where(none_left, float("nan"), v)
+
+
+def var(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DType | str | None = None,
+        where: ArrayLike | None = None, mean: ArrayLike | None = None,
         correction: int | float | None = None) -> Tensor:
-    x = to_tensor(x)
-    v, out = _variance(x, _axes(x, axis, "var"), _ddof(ddof, correction, "var"), keepdims)
-    return v.astype(out)
+    """The variance, sum(|x - mean|^2) / (count - ddof), of the elements where `where=` is True; NaN where no degrees
+    of freedom are left, as JAX's. `mean=` gives a precomputed mean (keepdims shape).
+
+    >>> tnp.var(tnp.asarray([1.0, 3.0, 100.0]), where=tnp.asarray([True, True, False])).item()
+    1.0
+    """
+    return _var(x, axis, ddof, keepdims, dtype, where, mean, correction, "var")
 
 
-def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *,
+def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, *, dtype: DType | str | None = None,
+        where: ArrayLike | None = None, mean: ArrayLike | None = None,
         correction: int | float | None = None) -> Tensor:
+    """The square root of `var` (same arguments); dtype= must be inexact, as JAX's."""
+    if dtype is not None and not to_dtype(dtype).is_inexact:
+        raise ValueError(f"std: dtype must be a float or complex type (a square root's), got {to_dtype(dtype).name}")
+    v = _var(x, axis, ddof, keepdims, dtype, where, mean, correction, "std")
+    return ew.sqrt(v).astype(v.dtype)
+
+
+def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *,  # noqa: A001
+        where: ArrayLike | None = None) -> Tensor:
+    """Whether any element (of those where `where=` is True) is nonzero."""
     x = to_tensor(x)
-    v, out = _variance(x, _axes(x, axis, "std"), _ddof(ddof, correction, "std"), keepdims)
-    return ew.sqrt(v).astype(out)
+    return _selected(ew._bool(x), where, False, "any")._reduce(Ops.MAX, _axes(x, axis, "any"), keepdims)
 
 
-def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *,  # noqa: A001
+        where: ArrayLike | None = None) -> Tensor:
+    """Whether every element (of those where `where=` is True) is nonzero."""
     x = to_tensor(x)
-    return ew._bool(x)._reduce(Ops.MAX, _axes(x, axis, "any"), keepdims)
-
-
-def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    x = to_tensor(x)
-    return ew.logical_not(ew.logical_not(x)._reduce(Ops.MAX, _axes(x, axis, "all"), keepdims))
+    none_false = _selected(ew.logical_not(x), where, False, "all")._reduce(Ops.MAX, _axes(x, axis, "all"), keepdims)
+    return ew.logical_not(none_false)
 
 
 def _arg_reduce(x: Tensor, axis: int | None, keepdims: bool, name: str, negate: bool) -> Tensor:

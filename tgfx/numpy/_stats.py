@@ -29,20 +29,6 @@ def _no_out(out: None, name: str) -> None:
                                   f"returned Tensor")
 
 
-def _mask(where: ArrayLike | None, x: Tensor, name: str) -> Tensor | None:
-    """`where=` as a bool Tensor of x's shape (None stays None)."""
-    if where is None:
-        return None
-    w = to_tensor(where)
-    if not w.dtype.is_bool:
-        raise TypeError(f"{name}: where must be a bool array, got {w.dtype.name}; pass e.g. where=(w != 0)")
-    try:
-        return w.expand(x.shape)
-    except ValueError:
-        raise ValueError(f"{name}: where of shape {w.shape} does not broadcast to the input's shape {x.shape}") \
-            from None
-
-
 def _fill(x: Tensor, drop: Tensor | None, value: float | int | bool) -> Tensor:
     """x with `value` where `drop` is true (x itself where there is nothing to drop)."""
     return x if drop is None else ew.where(drop, Tensor.full((), value, x.dtype), x)
@@ -57,21 +43,13 @@ def _nan_or_masked(x: Tensor, mask: Tensor | None) -> Tensor | None:
     return nan if out is None else ew.logical_or(nan, out)
 
 
-def _reduced_shape(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
-    return tuple(1 if a in axes else s for a, s in enumerate(x.shape) if keepdims or a not in axes)
-
-
 # ---- sums and products ----
 def _nan_sum_like(a: ArrayLike, axis: Axis, dtype: DType | str | None, keepdims: bool, initial: ArrayLike | None,
                   where: ArrayLike | None, name: str, product: bool) -> Tensor:
+    """sum or prod (and their `where=` and `initial=`) with the NaNs counted as the identity, as JAX's."""
     x = to_tensor(a)
-    rd._axes(x, axis, name)
-    x = _fill(x, _nan_or_masked(x, _mask(where, x, name)), 1 if product else 0)
-    out = (rd.prod if product else rd.sum)(x, axis=axis, dtype=dtype, keepdims=keepdims)
-    if initial is None:
-        return out
-    init = to_tensor(initial).astype(out.dtype)
-    return (ew.multiply if product else ew.add)(out, init).astype(out.dtype)
+    x = _fill(x, ew.isnan(x) if x.dtype.is_inexact else None, 1 if product else 0)
+    return rd._sum_or_prod(x, axis, dtype, keepdims, initial, where, name, product)
 
 
 def nansum(a: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, out: None = None,
@@ -100,23 +78,14 @@ def nanprod(a: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, o
 # ---- extremes ----
 def _nan_extreme(a: ArrayLike, axis: Axis, keepdims: bool, initial: ArrayLike | None, where: ArrayLike | None,
                  name: str, largest: bool) -> Tensor:
-    """nanmax/nanmin: NaNs (and `where=False`) replaced by the reduction's identity; an all-NaN slice is NaN unless
-    `initial` is given (then it is `initial`), as JAX's."""
+    """nanmax/nanmin: max/min (and their `where=` and `initial=`) with NaNs replaced by the reduction's identity; an
+    all-NaN slice is NaN unless `initial` is given (then it is `initial`), as JAX's."""
     x = to_tensor(a)
     axes = rd._axes(x, axis, name)
-    mask = _mask(where, x, name)
-    if mask is not None and initial is None:
-        raise ValueError(f"{name}: a where= mask needs initial= (max and min have no identity to give a slice "
-                         f"where nothing is selected)")
-    identity = min_value(x.dtype) if largest else max_value(x.dtype)
-    if initial is not None and rd._count(x, axes) == 0:
-        return Tensor.full(_reduced_shape(x, axes, keepdims), 0, x.dtype) + to_tensor(initial).astype(x.dtype)
     nan = ew.isnan(x) if x.dtype.is_inexact else None
-    filled = _fill(x, _nan_or_masked(x, mask), identity)
-    out = (rd.max if largest else rd.min)(filled, axis=axes, keepdims=keepdims)
-    if initial is not None:
-        out = (ew.maximum if largest else ew.minimum)(out, to_tensor(initial).astype(x.dtype)).astype(x.dtype)
-    elif nan is not None:
+    filled = _fill(x, nan, min_value(x.dtype) if largest else max_value(x.dtype))
+    out = rd._extreme(filled, axes, keepdims, initial, where, name, largest)
+    if initial is None and nan is not None:
         out = ew.where(rd.all(nan, axis=axes, keepdims=keepdims), Tensor.full((), float("nan"), x.dtype), out)
     return out
 
@@ -218,7 +187,7 @@ def nanmean(a: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, o
     axes = rd._axes(x, axis, "nanmean")
     d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
     comp = _compute_dtype(d)
-    drop = _nan_or_masked(x, _mask(where, x, "nanmean"))
+    drop = _nan_or_masked(x, rd.where_mask(where, x, "nanmean"))
     xc = _fill(x.astype(comp), drop, 0)
     if drop is None:
         count: Tensor | int = rd._count(x, axes)
@@ -240,22 +209,12 @@ def nanvar(a: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, ou
     """
     _no_out(out, "nanvar")
     x = to_tensor(a)
-    axes = rd._axes(x, axis, "nanvar")
-    d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype).real
-    comp = _compute_dtype(to_inexact(d) if dtype is not None else to_inexact(x.dtype))
-    xc = x.astype(comp)
-    mask = _mask(where, x, "nanvar")
-    m = nanmean(xc, axis=axes, keepdims=True, where=mask) if mean is None else to_tensor(mean).astype(comp)
-    drop = _nan_or_masked(xc, mask)
-    centered = _fill(ew.subtract(xc, m), drop, 0)  # NaN deviations replaced after the subtraction: zero gradient
-    ss = rd.sum(rd.abs2(centered), axis=axes, keepdims=keepdims)
-    comp = ss.dtype  # a complex input's squared deviations are real
-    count = rd._count(x, axes) if drop is None else rd.sum(ew.logical_not(drop), axis=axes, dtype=comp,
-                                                          keepdims=keepdims)
-    dof = ew.subtract(count, ddof) if isinstance(count, Tensor) else Tensor.full(ss.shape, count - ddof, comp)
+    drop = _nan_or_masked(x, rd.where_mask(where, x, "nanvar"))
+    ss, dof, d = rd.variance(x, rd._axes(x, axis, "nanvar"), ddof, keepdims, dtype,
+                             None if drop is None else ew.logical_not(drop), mean, "nanvar")
     none_left = dof <= 0
-    out_v = ew.true_divide(ss, ew.where(none_left, Tensor.full((), 1, comp), dof.astype(comp)))
-    return ew.where(none_left, Tensor.full((), float("nan"), comp), out_v).astype(d)
+    v = rd._divide(ss, ew.where(none_left, Tensor.full((), 1, dof.dtype), dof))
+    return ew.where(none_left, float("nan"), v).astype(d)   # (JAX's order: an integer dtype= stays integer)
 
 
 def nanstd(a: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, out: None = None, ddof: int = 0,
@@ -362,7 +321,7 @@ def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, meth
     if not ignore_nan:  # one NaN makes the slice's quantiles NaN
         out = ew.where(rd.any(nan, axis=-1, keepdims=True), Tensor.full((), float("nan"), comp), out)
     # the q axis first, then the kept axes (or every axis, reduced ones as 1, with keepdims)
-    rest = _reduced_shape(x, axes, keepdims)
+    rest = rd._reduced_shape(x, axes, keepdims)
     out = out.permute(out.ndim - 1, *range(out.ndim - 1))
     out = out.reshape((qv.size,) + rest) if qv.ndim else out.reshape(rest)
     return out.astype(x.dtype)
