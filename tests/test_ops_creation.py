@@ -149,6 +149,9 @@ def test_eye_and_tri(n: int, m: int | None, k: int) -> None:
     assert_close(tnp.eye(n, m, k, dtype=dtypes.int8), np.eye(n, m, k, dtype=np.int8), dtype=dtypes.int8)
     assert_close(tnp.eye(n, m, k=k, dtype=dtypes.bool), np.eye(n, m, k, dtype=bool), dtype=dtypes.bool)
     assert_close(tnp.tri(n, m, k), np.tri(n, m, k, dtype=np.float32), dtype=dtypes.float32)
+    # numpy's and JAX's parameter names: M= as a keyword raised TypeError
+    assert_close(tnp.eye(N=n, M=m, k=k), np.eye(N=n, M=m, k=k, dtype=np.float32), dtype=dtypes.float32)
+    assert_close(tnp.tri(n, M=m, k=k), np.tri(n, M=m, k=k, dtype=np.float32), dtype=dtypes.float32)
     assert_close(tnp.identity(n), np.identity(n, np.float32), dtype=dtypes.float32)
 
 

@@ -185,11 +185,12 @@ def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = 
     return (out, step.astype(d) if d.is_inexact else step) if retstep else out
 
 
-def eye(n: int, m: int | None = None, k: int = 0, dtype: DType | str | None = None, *,
+def eye(N: int, M: int | None = None, k: int = 0, dtype: DType | str | None = None, *,
         device: str | None = None) -> Tensor:
-    m = n if m is None else m
-    i = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
-    j = Tensor.arange(m, dtype=dtypes.int32).reshape(1, m)
+    """An N x M (N x N without M) matrix with ones on diagonal k; numpy's and JAX's parameter names."""
+    M = N if M is None else M
+    i = Tensor.arange(N, dtype=dtypes.int32).reshape(N, 1)
+    j = Tensor.arange(M, dtype=dtypes.int32).reshape(1, M)
     return _place(ew.equal(j - i, k).astype(dtype or dtypes.default_float), device)
 
 
@@ -197,10 +198,11 @@ def identity(n: int, dtype: DType | str | None = None, *, device: str | None = N
     return eye(n, dtype=dtype, device=device)
 
 
-def tri(n: int, m: int | None = None, k: int = 0, dtype: DType | str | None = None) -> Tensor:
-    m = n if m is None else m
-    i = Tensor.arange(n, dtype=dtypes.int32).reshape(n, 1)
-    j = Tensor.arange(m, dtype=dtypes.int32).reshape(1, m)
+def tri(N: int, M: int | None = None, k: int = 0, dtype: DType | str | None = None) -> Tensor:
+    """An N x M (N x N without M) matrix with ones on and below diagonal k; numpy's and JAX's parameter names."""
+    M = N if M is None else M
+    i = Tensor.arange(N, dtype=dtypes.int32).reshape(N, 1)
+    j = Tensor.arange(M, dtype=dtypes.int32).reshape(1, M)
     return ew.less_equal(j - i, k).astype(dtype or dtypes.default_float)
 
 
