@@ -276,7 +276,7 @@ def test_any_all(name: str, d: DType, data: st.DataObject) -> None:
     assert_close(getattr(to_tensor(x, d), name)(axis=axis, keepdims=keepdims), want, dtype=dtypes.bool)
 
 
-# ---- argmax and argmin: the first of ties, int32 indices (JAX's default int) ----
+# ---- argmax and argmin: the first of ties, indices in JAX's default int (int64 in x64, for 64-bit dtypes) ----
 @pytest.mark.parametrize("d", ALL, ids=str)
 @pytest.mark.parametrize("name", ["argmax", "argmin"])
 @settings(max_examples=12)
@@ -288,8 +288,9 @@ def test_argmax_argmin(name: str, d: DType, data: st.DataObject) -> None:
     axis = data.draw(st.one_of(st.none(), st.integers(-x.ndim, x.ndim - 1)))
     keepdims = data.draw(st.booleans())
     want = getattr(np, name)(x, axis=axis, keepdims=keepdims)
-    assert_close(getattr(tnp, name)(to_tensor(x, d), axis=axis, keepdims=keepdims), want, dtype=dtypes.int32)
-    assert_close(getattr(to_tensor(x, d), name)(axis=axis), getattr(np, name)(x, axis=axis), dtype=dtypes.int32)
+    idx = dtypes.default_int
+    assert_close(getattr(tnp, name)(to_tensor(x, d), axis=axis, keepdims=keepdims), want, dtype=idx)
+    assert_close(getattr(to_tensor(x, d), name)(axis=axis), getattr(np, name)(x, axis=axis), dtype=idx)
 
 
 # ---- cumsum and cumprod ----

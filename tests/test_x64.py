@@ -115,3 +115,23 @@ def test_randint_bounds_beyond_int32_need_x64() -> None:
     with Context(TGFX_ENABLE_X64=1):
         out = tg.random.randint(key, (3,), 0, 2**40, dtype=tnp.int64).numpy()
         assert out.dtype == np.int64 and (out >= 0).all() and (out < 2**40).all()
+
+
+def test_index_dtypes_follow_jax_in_either_mode() -> None:
+    # as JAX: arg-reductions and argsort give the default integer (int64 with x64; they gave int32), searchsorted and
+    # argpartition int32 in either mode (searchsorted gave int64 with x64)
+    x = tnp.asarray(np.float32([[1.0, np.nan, 3.0], [2.0, 0.0, 5.0]]))
+    for x64, wide in ((0, dtypes.int32), (1, dtypes.int64)):
+        with Context(TGFX_ENABLE_X64=x64):
+            for f in (tnp.argmax, tnp.argmin, tnp.nanargmax, tnp.nanargmin, tnp.argsort, tg.jit(tnp.argmax)):
+                assert f(x).dtype == wide
+            assert tnp.argmax(x, axis=1, keepdims=True).dtype == wide and x.argsort(axis=0).dtype == wide
+            assert tnp.nanargmin(tnp.asarray([3, 1, 2]), axis=0).dtype == wide
+            np.testing.assert_array_equal(tnp.nanargmax(x, axis=1).numpy(), [2, 2])
+            s = tnp.asarray(np.float32([1.0, 3.0, 5.0]))
+            for n in (3, 100):   # the compare and the bisection
+                a = tnp.arange(n, dtype=tnp.float32)
+                assert tnp.searchsorted(a, tnp.asarray(np.float32([2.5, 7.0]))).dtype == dtypes.int32
+            assert tnp.searchsorted(s, 2.0, side="right").dtype == dtypes.int32 and s.searchsorted(4).dtype == \
+                dtypes.int32
+            assert tnp.argpartition(s, 1).dtype == dtypes.int32

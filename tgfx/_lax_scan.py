@@ -356,7 +356,7 @@ def top_k(operand: ArrayLike, k: int, *, axis: int = -1) -> tuple[Tensor, Tensor
     if k <= min(TOP_K_SELECT, stages * (stages + 1)):
         idx = _select_traced(key, k) if k else Tensor.full(key.shape[:-1] + (0,), 0, dtypes.int32)
     else:
-        idx = _sort.argsort(key, axis=-1, descending=True)[..., :k]   # stable: equal values keep their order
+        idx = _sort.argsort(key, axis=-1, descending=True)[..., :k].astype(dtypes.int32)   # stable, as JAX's int32
     vals = take_along_axis(last, idx, -1, mode="clip")
     if ax != x.ndim - 1:
         inv = list(range(x.ndim - 1))

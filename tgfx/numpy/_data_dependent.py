@@ -211,11 +211,11 @@ def unique_values(x: ArrayLike, /, *, size: int | None = None, fill_value: Array
 
 # ---- searchsorted ----
 def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike | None = None) -> Tensor:
-    """Where each `v` would be inserted into the sorted 1-d `a` to keep it sorted (numpy.searchsorted): the number of
-    elements of `a` before it, those less than it (`side="left"`) or not greater (`"right"`), in the order that puts
-    NaNs last. `sorter` (argsort of `a`) sorts an unsorted `a` first. A short `a` is one kernel of len(a) * v.size
-    compares; from SEARCH_BISECT elements on, a binary search as numpy's: log2(len(a)) halvings, each a load of `a`
-    at every query's midpoint (1e5 queries into 1e4: 36 -> under 1 ms).
+    """Where each `v` would be inserted into the sorted 1-d `a` to keep it sorted (numpy.searchsorted; int32, as JAX's
+    in either x64 mode): the number of elements of `a` before it, those less than it (`side="left"`) or not greater
+    (`"right"`), in the order that puts NaNs last. `sorter` (argsort of `a`) sorts an unsorted `a` first. A short
+    `a` is one kernel of len(a) * v.size compares; from SEARCH_BISECT elements on, a binary search as numpy's:
+    log2(len(a)) halvings, each a load of `a` at every query's midpoint (1e5 queries into 1e4: 36 -> under 1 ms).
 
     >>> tnp.searchsorted(tnp.asarray([1, 2, 2, 3]), 2).item()
     1
@@ -230,12 +230,13 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLi
     q = to_tensor(v)
     s, q = promote(s, q, "searchsorted")
     n = s.shape[0]
+    out = dtypes.int32 if n <= np.iinfo(np.int32).max else dtypes.int64   # JAX's, in either x64 mode
     if n >= SEARCH_BISECT:
-        return _bisect_traced(s, q, side).astype(_index_dtype())
+        return _bisect_traced(s, q, side).astype(out)
     col = s.reshape((1,) * q.ndim + (n,))
     row = q.reshape(q.shape + (1,))
     before = _sort._less(col, row) if side == "left" else ew.logical_not(_sort._less(row, col))
-    return rd.sum(before.astype(dtypes.int32), axis=-1).astype(_index_dtype())
+    return rd.sum(before.astype(dtypes.int32), axis=-1, dtype=out)
 
 
 SEARCH_BISECT = 64   # a sorted array this long is searched by halving (log2 n loads a query), not compared whole

@@ -313,7 +313,7 @@ def _arg_reduce(x: Tensor, axis: int | None, keepdims: bool, name: str, negate: 
     iota = Tensor.arange(n, dtype=dtypes.int32).reshape((n,) + (1,) * (x.ndim - axis - 1))
     # the first hit: the largest reversed index among the hits
     rev = ew.where(hit, n - 1 - iota, -1)
-    out = (n - 1) - rev._reduce(Ops.MAX, axis, True)
+    out = ((n - 1) - rev._reduce(Ops.MAX, axis, True)).astype(dtypes.default_int)   # JAX's: int64 with x64
     return out if keepdims else out.reshape(tuple(s for i, s in enumerate(x.shape) if i != axis))
 
 

@@ -260,14 +260,15 @@ def partition(a: ArrayLike, kth: int, axis: int = -1) -> Tensor:
 
 
 def argpartition(a: ArrayLike, kth: int, axis: int = -1) -> Tensor:
-    """The indices that partition `a` along `axis` (numpy.argpartition). As jnp.argpartition: the indices of the
-    kth + 1 smallest elements in sorted order, then the others' in increasing index order. Costs a full sort.
+    """The indices that partition `a` along `axis` (numpy.argpartition). As jnp.argpartition: the indices (int32, its
+    top_k's, in either x64 mode) of the kth + 1 smallest elements in sorted order, then the others' in increasing
+    index order. Costs a full sort.
 
     >>> tnp.argpartition(tnp.asarray([5, 1, 4, 2, 3]), 1).tolist()
     [1, 3, 0, 2, 4]
     """
     x, k, axis = _partition_args(a, kth, axis, "argpartition")
-    order = _sort.argsort(x, axis=axis)
+    order = _sort.argsort(x, axis=axis).astype(dtypes.int32)
     rest = _along(order, axis, k + 1, None)
     return mv.concatenate([_along(order, axis, 0, k + 1), _sort.sort(rest, axis=axis)], axis=axis)
 

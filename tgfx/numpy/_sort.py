@@ -157,7 +157,8 @@ def _argsort_last(x: Tensor, descending: bool) -> Tensor:
 
 def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable: bool = True,
             descending: bool = False) -> Tensor:
-    """numpy.argsort: the indices (int32, as JAX) that sort `a` along `axis` (the flattened `a` when None).
+    """numpy.argsort: the indices (the default integer, int64 with x64, as JAX) that sort `a` along `axis` (the
+    flattened `a` when None).
 
     Always stable (`stable` and `kind` are accepted for numpy/JAX compatibility); NaNs sort last. With
     `descending=True` the order is reversed but equal elements keep their original order, as in JAX.
@@ -168,7 +169,7 @@ def argsort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable
     """
     x = to_tensor(a)
     t, ax = _last_axis(x, axis, "argsort")
-    return _restore(_argsort_last(t, descending), ax, x.ndim)
+    return _restore(_argsort_last(t, descending), ax, x.ndim).astype(dtypes.default_int)
 
 
 def sort(a: ArrayLike, axis: int | None = -1, kind: str | None = None, stable: bool = True,

@@ -130,12 +130,12 @@ def _nan_arg(a: ArrayLike, axis: int | None, keepdims: bool | None, name: str, l
     n = x.shape[ax]
     iota = Tensor.arange(n, dtype=dtypes.int32).reshape((n,) + (1,) * (x.ndim - ax - 1))
     first = rd.min(ew.where(hit, iota, n), axis=ax, keepdims=keepdims)
-    return ew.where(first == n, -1, first).astype(dtypes.int32)
+    return ew.where(first == n, -1, first).astype(dtypes.default_int)
 
 
 def nanargmax(a: ArrayLike, axis: int | None = None, out: None = None, keepdims: bool | None = None) -> Tensor:
-    """numpy.nanargmax: the index (int32) of the first largest non-NaN element; -1 where a slice is all NaN, as JAX's
-    (numpy raises).
+    """numpy.nanargmax: the index (the default integer) of the first largest non-NaN element; -1 where a slice is all
+    NaN, as JAX's (numpy raises).
 
     >>> tnp.nanargmax(tnp.asarray([1.0, float("nan"), 3.0])).item()
     2

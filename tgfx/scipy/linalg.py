@@ -519,7 +519,7 @@ def _eliminate(m: Tensor, order: Tensor, k: Tensor, cols: Tensor, j: Tensor) -> 
     column j, the columns left of j untouched). (m, order, p)."""
     idx = _index(m.shape[-2])
     at_j = cols == j
-    p = tnp.argmax(tnp.where(idx >= k, tnp.abs(_col(m, at_j)), -1.0), axis=-1)
+    p = tnp.argmax(tnp.where(idx >= k, tnp.abs(_col(m, at_j)), -1.0), axis=-1).astype(idx.dtype)  # (int64 in x64)
     at_k, at_p = idx == k, idx == p[..., None]                                  # (..., n): the pivot row
     row_k, row_p = _row(m, at_k), tnp.sum(tnp.where(at_p[..., :, None], m, 0.0), axis=-2)
     m = tnp.where(at_k[:, None], row_p[..., None, :], tnp.where(at_p[..., :, None], row_k[..., None, :], m))
