@@ -135,3 +135,15 @@ def test_index_dtypes_follow_jax_in_either_mode() -> None:
             assert tnp.searchsorted(s, 2.0, side="right").dtype == dtypes.int32 and s.searchsorted(4).dtype == \
                 dtypes.int32
             assert tnp.argpartition(s, 1).dtype == dtypes.int32
+
+
+def test_constructor_default_dtypes_in_x64() -> None:
+    # as JAX with x64: eye, identity, zeros, ones, full, linspace default to float64, but tri to float32 (jnp.tri's
+    # "strange default"; it was float64)
+    with Context(TGFX_ENABLE_X64=1):
+        assert tnp.tri(2).dtype == dtypes.float32 and tnp.tri(2, M=3, k=1).dtype == dtypes.float32
+        assert tnp.tri(2, dtype=tnp.float64).dtype == dtypes.float64 and tnp.tri(2, dtype=int).dtype == dtypes.int64
+        for f in (lambda: tnp.eye(2), lambda: tnp.identity(2), lambda: tnp.zeros(2), lambda: tnp.ones(2),
+                  lambda: tnp.full(2, 1.5), lambda: tnp.linspace(0, 1, 3), lambda: tnp.arange(2.0)):
+            assert f().dtype == dtypes.float64
+    assert tnp.tri(2).dtype == dtypes.float32

@@ -199,11 +199,12 @@ def identity(n: int, dtype: DType | str | None = None, *, device: str | None = N
 
 
 def tri(N: int, M: int | None = None, k: int = 0, dtype: DType | str | None = None) -> Tensor:
-    """An N x M (N x N without M) matrix with ones on and below diagonal k; numpy's and JAX's parameter names."""
+    """An N x M (N x N without M) matrix with ones on and below diagonal k; numpy's and JAX's parameter names. float32
+    by default in either x64 mode, as jnp.tri (unlike eye's default float)."""
     M = N if M is None else M
     i = Tensor.arange(N, dtype=dtypes.int32).reshape(N, 1)
     j = Tensor.arange(M, dtype=dtypes.int32).reshape(1, M)
-    return ew.less_equal(j - i, k).astype(dtype or dtypes.default_float)
+    return ew.less_equal(j - i, k).astype(dtype or dtypes.float32)
 
 
 def tril(x: ArrayLike, k: int = 0) -> Tensor:
