@@ -214,6 +214,25 @@ def test_count_nonzero_cumulative_diff(d: DType, data: st.DataObject) -> None:
                  np.diff(x, axis=axis, prepend=x.take([0], axis=axis), append=0))
 
 
+@pytest.mark.parametrize("x64", [0, 1])
+def test_diff_joins_python_scalars_weakly(x64: int) -> None:
+    # as jnp.diff: a Python scalar prepend/append takes a's dtype (it promoted as int32/float32, int64/float64 with
+    # x64), and n=0 returns a itself, without them (it returned them joined)
+    from tgfx.config import Context
+    with Context(TGFX_ENABLE_X64=x64):
+        a = np.array([1, 2, 4], np.int16)
+        for f in (tnp.diff, tg.jit(tnp.diff, static_argnames=("n", "prepend", "append"))):
+            assert_close(f(tg.asarray(a), prepend=-1), np.int16([2, 1, 2]), dtype=dtypes.int16)
+            assert_close(f(tg.asarray(a), n=0, append=9), a, dtype=dtypes.int16)
+        assert_close(tnp.diff(tg.asarray(a.astype(np.float16)), append=0.5), np.float16([1, 2, -3.5]),
+                     dtype=dtypes.float16)
+        assert_close(tnp.diff(tg.asarray(a.astype(np.uint8)), prepend=300), np.uint8([213, 1, 2]), dtype=dtypes.uint8)
+        assert_close(tnp.diff(tg.asarray(a), append=2.5), np.float32([1, 2, -1.5]), dtype=dtypes.default_float)
+        # an array keeps its own dtype in the promotion
+        assert_close(tnp.diff(tg.asarray(a), prepend=tg.asarray(np.int32([1]))), np.int32([0, 1, 2]),
+                     dtype=dtypes.int32)
+
+
 def test_cumulative_prod_and_axis_rule() -> None:
     x = np.array([[1, 2, 3], [4, 5, 6]], np.int32)
     assert_close(tnp.cumulative_prod(tg.asarray(x), axis=1, include_initial=True),

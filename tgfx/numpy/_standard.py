@@ -175,19 +175,28 @@ def cumulative_prod(x: ArrayLike, /, *, axis: int | None = None, dtype: DType | 
 
 def diff(a: ArrayLike, /, n: int = 1, axis: int = -1, prepend: ArrayLike | None = None,
          append: ArrayLike | None = None) -> Tensor:
-    """The n-th discrete difference along `axis` (numpy.diff); booleans differ by `!=`, as numpy."""
+    """The n-th discrete difference along `axis` (numpy.diff); booleans differ by `!=`, as numpy. `prepend` and
+    `append` join `a` in their promotion with it, a Python scalar weakly (int16 with prepend=-1 stays int16), as
+    JAX's; n=0 returns `a` itself, without them.
+
+    >>> tnp.diff(tnp.asarray([1, 2, 4]), prepend=0).tolist()
+    [1, 1, 2]
+    """
     x = to_tensor(a)
     if n < 0:
         raise ValueError(f"diff: order n must be non-negative, got {n}")
     if x.ndim == 0:
         raise ValueError("diff: needs a Tensor of at least one dimension")
     axis = normalize_axis(axis, x.ndim, "diff")
+    if n == 0:
+        return x
+    d = promote_types(*(promotion_kind(e) for e in (prepend, x, append) if e is not None))
     parts = []
     for extra in (prepend, append):
         if extra is None:
             parts.append(None)
             continue
-        e = to_tensor(extra)
+        e = to_tensor(extra).astype(d)
         shape = tuple(1 if i == axis else s for i, s in enumerate(x.shape)) if e.ndim == 0 else e.shape
         parts.append(e.expand(shape))
     x = mv.concatenate([p for p in (parts[0], x, parts[1]) if p is not None], axis=axis)
