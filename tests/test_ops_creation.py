@@ -131,6 +131,18 @@ def test_linspace(start: float, stop: float, num: int, endpoint: bool) -> None:
     assert_close(tnp.linspace(start, stop, num, endpoint=endpoint), want, dtype=dtypes.float32, atol=tol)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("num,endpoint", [(0, True), (0, False), (1, True), (1, False), (3, True), (3, False)])
+def test_linspace_retstep(num: int, endpoint: bool) -> None:
+    # the step is NaN where there is no interval between samples (num=0, num=1 with endpoint), as numpy's and JAX's;
+    # it was 0.0
+    want, want_step = np.linspace(0.0, 1.0, num, endpoint=endpoint, retstep=True)
+    for f in (tnp.linspace, tg.jit(tnp.linspace, static_argnames=("num", "endpoint", "retstep"))):
+        out, step = f(0.0, 1.0, num=num, endpoint=endpoint, retstep=True)
+        assert_close(out, want.astype(np.float32), dtype=dtypes.float32)
+        assert_close(step, np.float32(want_step), dtype=dtypes.float32)
+
+
 @pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float64, dtypes.float16, dtypes.int32, dtypes.int8, dtypes.uint8], ids=str)
 @pytest.mark.parametrize("start,stop,num", [(0, 10, 4), (-5, 5, 4), (5, -5, 7), (0, 1, 1), (-3, 7, 11)])

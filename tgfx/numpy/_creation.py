@@ -182,7 +182,11 @@ def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = 
     if axis != nd:
         out = out.permute(*range(axis), nd, *range(axis, nd))
     out = _place(out, device)
-    return (out, step.astype(d) if d.is_inexact else step) if retstep else out
+    if not retstep:
+        return out
+    if div <= 0:  # no interval between samples (num=0, or num=1 with endpoint): a NaN step, as numpy's and JAX's
+        step = Tensor.full((), float("nan"), work)
+    return out, step.astype(d) if d.is_inexact else step
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype: DType | str | None = None, *,
