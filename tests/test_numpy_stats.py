@@ -112,7 +112,7 @@ def test_ptp() -> None:
 
 
 # ---- quantiles ----
-METHODS = ["linear", "lower", "higher", "midpoint", "nearest"]
+METHODS = ["linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf"]   # jnp.quantile's
 # q * (n - 1) is never exactly k + 1/2 for these q and the slice lengths drawn: "nearest" rounds a tie down in JAX
 # and to an even index in numpy
 QS = [0.0, 0.13, 0.37, 0.81, 1.0]
@@ -151,6 +151,34 @@ def test_quantile_each_method(method: str) -> None:
     q = np.array([0.0, 0.13, 0.37, 0.81, 1.0], np.float32)
     close(tnp.quantile(x, q, axis=1, method=method), np.quantile(x, q, axis=1, method=method))
     close(tnp.nanquantile(x, q, axis=1, method=method), np.nanquantile(x, q, axis=1, method=method))
+
+
+def test_quantile_inverted_cdf_and_weights() -> None:
+    # numpy's (and JAX's) method="inverted_cdf", the only one taking weights=: the first sorted element whose
+    # cumulative weight reaches q of the total. It raised ValueError
+    assert tnp.quantile(np.float32([1, 2, 3, 4, 10]), 0.3, method="inverted_cdf").item() == 2.0
+    x = np.array([[4.0, -1.0, 2.5, 7.0, 0.0], [1.0, 0.5, 3.0, -2.0, 6.0]], np.float32)
+    q = np.array([0.0, 0.13, 0.37, 0.81, 1.0], np.float32)
+    w = np.float32([1.0, 3.0, 0.5, 2.0, 1.0])
+    want = np.quantile(x, q, axis=1, method="inverted_cdf", weights=np.broadcast_to(w, x.shape))
+    for f in (tnp.quantile, tg.jit(tnp.quantile, static_argnames=("axis", "method"))):
+        close(f(x, q, axis=1, method="inverted_cdf", weights=w), want, dtype=np.float32)
+    close(tnp.percentile(x, q * 100, axis=(0, 1), method="inverted_cdf", weights=np.tile(w, (2, 1))),
+          np.percentile(x, q * 100, axis=(0, 1), method="inverted_cdf", weights=np.tile(w, (2, 1))))
+    # the gradient flows to the element each quantile selects, as jax.grad's
+    g = tg.grad(lambda v: tnp.sum(tnp.quantile(v, q, axis=1, method="inverted_cdf", weights=w)))(tg.asarray(x))
+    hits = np.zeros_like(x)
+    for k in range(2):
+        for v in want[:, k]:
+            hits[k, np.flatnonzero(x[k] == v)[0]] += 1
+    close(g, hits)
+    # a negative or NaN weight makes the slice's quantiles NaN, as JAX's; NaN data weigh nothing in nanquantile
+    close(tnp.quantile(x, 0.5, axis=1, method="inverted_cdf", weights=np.float32([[1, -1, 1, 1, 1], [1] * 5])),
+          np.float32([np.nan, 1.0]))
+    xn = x.copy()
+    xn[1, 2] = np.nan
+    close(tnp.nanquantile(xn, q, axis=1, method="inverted_cdf"), np_quiet(np.nanquantile, xn, q, axis=1,
+                                                                           method="inverted_cdf"))
 
 
 def test_quantile_long_rows() -> None:
@@ -332,7 +360,11 @@ def test_errors_name_the_argument() -> None:
     with pytest.raises(ValueError, match=r"nansum: where of shape \(4,\) does not broadcast"):
         tnp.nansum(x, where=np.ones(4, bool))
     with pytest.raises(ValueError, match="quantile: method must be one of"):
-        tnp.quantile(x, 0.5, method="inverted_cdf")
+        tnp.quantile(x, 0.5, method="weibull")
+    with pytest.raises(NotImplementedError, match="quantile: method='linear' does not take weights"):
+        tnp.quantile(x, 0.5, axis=1, weights=np.ones(3, np.float32))
+    with pytest.raises(ValueError, match=r"percentile: weights of shape \(3,\) must have a's shape \(2, 3\)$"):
+        tnp.percentile(x, 50, method="inverted_cdf", weights=np.ones(3, np.float32))
     with pytest.raises(ValueError, match=r"quantile: q must be a scalar or 1-d, got shape \(2, 2\)"):
         tnp.quantile(x, np.full((2, 2), 0.5, np.float32))
     with pytest.raises(ValueError, match="median: repeated axis"):

@@ -9,7 +9,7 @@ into bins is a one-hot compare-and-sum over (bin, element), O(bins * n) work in 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -17,10 +17,11 @@ from tgfx.dtypes import DType, dtypes, max_value, min_value, promote_types, to_d
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _reduce as rd
 from tgfx.numpy import _sort
+from tgfx.numpy._indexing import take_along_axis
 from tgfx.numpy._reduce import Axis
 from tgfx.tensor import ArrayLike, Tensor, is_weak, to_tensor
 
-_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")   # jnp.quantile's
 
 
 def _no_out(out: None, name: str) -> None:
@@ -265,19 +266,56 @@ def _to_last_axis(x: Tensor, axis: int | Sequence[int] | None, name: str) -> tup
     return moved.reshape(tuple(x.shape[a] for a in keep) + (rd._count(x, axes),)), axes
 
 
+def _weights(w: ArrayLike, x: Tensor, axis: int | Sequence[int] | None, method: str, name: str) -> Tensor:
+    """`weights=` as JAX takes them: real, for method="inverted_cdf" only, shaped as `a` or (with `axis`) as the
+    reduced axes, which they broadcast along."""
+    wt = to_tensor(w)
+    if wt.dtype.is_complex:
+        raise ValueError(f"{name}: weights must be real, got {wt.dtype.name}")
+    if method != "inverted_cdf":
+        raise NotImplementedError(f"{name}: method={method!r} does not take weights; only 'inverted_cdf' does "
+                                  f"(as in JAX)")
+    if wt.shape == x.shape:
+        return wt
+    axes = rd._axes(x, axis, name) if axis is not None else None
+    if axes is None or wt.shape != tuple(x.shape[a] for a in sorted(axes)):
+        raise ValueError(f"{name}: weights of shape {wt.shape} must have a's shape {x.shape}" +
+                         ("" if axes is None else f" or the reduced axes' {tuple(x.shape[a] for a in sorted(axes))}"))
+    return wt.reshape(tuple(s if a in axes else 1 for a, s in enumerate(x.shape))).expand(x.shape)
+
+
+def _inverted_cdf(srt: Tensor, weights: Tensor | None, qs: Tensor, index: Callable[[Tensor], Tensor],
+                  ignore_nan: bool) -> Tensor:
+    """numpy's method="inverted_cdf", as JAX computes it: the first sorted element whose running weight reaches q
+    times the slice's total (each weighs 1 without weights=; a NaN nothing). A negative or NaN weight makes the
+    slice's quantiles NaN, as does an all-NaN slice."""
+    nan = ew.isnan(srt)
+    w = Tensor.full(srt.shape, 1, srt.dtype) if weights is None else weights
+    bad = ew.logical_or(w < 0, ew.isnan(w))
+    cum = rd.cumsum(_fill(w, ew.logical_or(bad, nan), 0), axis=-1)
+    target = qs * cum[..., -1:]                          # (..., len(q))
+    below = ew.less(cum[..., None, :], target[..., :, None])
+    out = take_along_axis(srt, index(rd.sum(below, axis=-1, dtype=srt.dtype)), -1, mode="clip")
+    force = rd.any(bad, axis=-1, keepdims=True)
+    if ignore_nan:
+        force = ew.logical_or(force, rd.all(nan, axis=-1, keepdims=True))
+    return _fill(out, force, float("nan"))
+
+
 def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, method: str, keepdims: bool,
-              ignore_nan: bool, name: str) -> Tensor:
+              ignore_nan: bool, name: str, weights: ArrayLike | None = None) -> Tensor:
     """The q-th quantiles (q in [0, 1]) by sorting each slice: the order statistics at floor and ceil of
     q * (n - 1), combined by `method`; n is the slice's length, or its count of non-NaNs when they are ignored
-    (NaNs sort last, so the first n sorted elements are the non-NaN ones). The q axis comes first, as JAX's."""
+    (NaNs sort last, so the first n sorted elements are the non-NaN ones); "inverted_cdf" reads the cumulative
+    weights (`_inverted_cdf`). The q axis comes first, as JAX's."""
     if method not in _QUANTILE_METHODS:
-        raise ValueError(f"{name}: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, got {method!r} "
-                         f"('inverted_cdf' and weights are not supported)")
+        raise ValueError(f"{name}: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, got {method!r}")
     x = to_tensor(a)
     if x.dtype.is_complex:
         raise ValueError(f"{name}: quantiles of complex values are not defined (they have no order); pass the real "
                          f"part or the magnitude")
-    x = x.astype(to_inexact(x.dtype))
+    w = None if weights is None else _weights(weights, x, axis, method, name)
+    x = x.astype(to_inexact(x.dtype if w is None else promote_types(x.dtype, w.dtype)))
     qt = to_tensor(q) if not isinstance(q, (int, float)) else None
     if qt is not None and qt.ndim > 1:
         raise ValueError(f"{name}: q must be a scalar or 1-d, got shape {qt.shape}")
@@ -289,7 +327,12 @@ def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, meth
     n = flat.shape[-1]
     if n == 0:
         raise ValueError(f"{name}: cannot take a quantile of an empty slice (shape {x.shape}, axis {axis})")
-    srt = _sort.sort(flat, axis=-1)
+    if w is None:
+        srt, wsrt = _sort.sort(flat, axis=-1), None
+    else:  # the weights in the data's sorted order
+        order = _sort.argsort(flat, axis=-1)
+        srt = take_along_axis(flat, order, -1, mode="clip")
+        wsrt = take_along_axis(_to_last_axis(w.astype(comp), axis, name)[0], order, -1, mode="clip")
     qs = qv.reshape((1,) * (flat.ndim - 1) + (qv.size,))  # the quantiles along a last axis, beside the data's
     nan = ew.isnan(flat)
     if ignore_nan:
@@ -303,10 +346,11 @@ def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, meth
     def index(p: Tensor) -> Tensor:
         return ew.clip(p, 0, ew.maximum(count - 1, 0) if isinstance(count, Tensor) else n - 1).astype(dtypes.int32)
 
-    from tgfx.numpy._indexing import take_along_axis
     lo = take_along_axis(srt, index(low), -1, mode="clip")
     hi = take_along_axis(srt, index(high), -1, mode="clip")
-    if method == "linear":  # numpy's lerp: exact at both ends, and equal neighbours (infinities too) give themselves
+    if method == "inverted_cdf":
+        out = _inverted_cdf(srt, wsrt, qs, index, ignore_nan)
+    elif method == "linear":  # numpy's lerp: exact at both ends, and equal neighbours (infinities too) give themselves
         diff = hi - lo
         lerp = ew.where(frac >= 0.5, hi - diff * (1 - frac), lo + diff * frac)
         out = ew.where(lo == hi, lo, lerp)
@@ -328,50 +372,57 @@ def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, meth
 
 
 def quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-             overwrite_input: bool = False, method: str = "linear", keepdims: bool = False) -> Tensor:
+             overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+             weights: ArrayLike | None = None) -> Tensor:
     """numpy.quantile: the q-th quantiles (q a scalar or 1-d, in [0, 1]) along `axis` (an int, a tuple, or None for
-    all), with `method` "linear" (the default), "lower", "higher", "midpoint" or "nearest". A slice holding a NaN
-    gives NaN. With a 1-d q the result has q's axis first. Floats result (integers as `to_inexact`).
-    Cost: a sort of each slice, and two one-hot reads per quantile.
+    all), with `method` "linear" (the default), "lower", "higher", "midpoint", "nearest" or "inverted_cdf" (the
+    first element whose cumulative weight reaches q of the total; the only one that takes `weights`, shaped as `a`
+    or as the reduced axes, as JAX's). A slice holding a NaN gives NaN. With a 1-d q the result has q's axis first.
+    Floats result (integers as `to_inexact`). Cost: a sort of each slice, and two one-hot reads per quantile.
 
     >>> tnp.quantile(tnp.asarray([1.0, 2.0, 3.0, 4.0]), 0.5).item()
     2.5
+    >>> tnp.quantile(tnp.asarray([1.0, 2.0, 3.0, 4.0, 10.0]), 0.3, method="inverted_cdf").item()
+    2.0
     """
     _no_out(out, "quantile")
-    return _quantile(a, q, axis, method, keepdims, False, "quantile")
+    return _quantile(a, q, axis, method, keepdims, False, "quantile", weights)
 
 
 def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False) -> Tensor:
+                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+                weights: ArrayLike | None = None) -> Tensor:
     """numpy.nanquantile: `quantile` of the non-NaN elements of each slice; NaN for an all-NaN slice.
 
     >>> tnp.nanquantile(tnp.asarray([1.0, float("nan"), 3.0]), 0.5).item()
     2.0
     """
     _no_out(out, "nanquantile")
-    return _quantile(a, q, axis, method, keepdims, True, "nanquantile")
+    return _quantile(a, q, axis, method, keepdims, True, "nanquantile", weights)
 
 
 def percentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-               overwrite_input: bool = False, method: str = "linear", keepdims: bool = False) -> Tensor:
+               overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+               weights: ArrayLike | None = None) -> Tensor:
     """numpy.percentile: `quantile` with q in percent, [0, 100].
 
     >>> tnp.percentile(tnp.asarray([1.0, 2.0, 3.0, 5.0]), 50).item()
     2.5
     """
     _no_out(out, "percentile")
-    return _quantile(a, _percent(q), axis, method, keepdims, False, "percentile")
+    return _quantile(a, _percent(q), axis, method, keepdims, False, "percentile", weights)
 
 
 def nanpercentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-                  overwrite_input: bool = False, method: str = "linear", keepdims: bool = False) -> Tensor:
+                  overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
+                  weights: ArrayLike | None = None) -> Tensor:
     """numpy.nanpercentile: `nanquantile` with q in percent, [0, 100].
 
     >>> tnp.nanpercentile(tnp.asarray([1.0, float("nan"), 3.0]), 50).item()
     2.0
     """
     _no_out(out, "nanpercentile")
-    return _quantile(a, _percent(q), axis, method, keepdims, True, "nanpercentile")
+    return _quantile(a, _percent(q), axis, method, keepdims, True, "nanpercentile", weights)
 
 
 def _percent(q: ArrayLike) -> ArrayLike:
