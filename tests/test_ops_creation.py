@@ -253,6 +253,14 @@ def test_vdot_inner_outer() -> None:
     assert_close(tnp.outer(to_tensor(v), to_tensor(a)), np.outer(v, a), dtype=dtypes.float32)
 
 
+@pytest.mark.parametrize("second", [np.complex64, np.float32])
+def test_vdot_conjugates_its_first_argument(second: type) -> None:
+    a, b = np.array([1 + 8j, 2 - 3j], np.complex64), np.array([8, 1], second)
+    assert_close(tnp.vdot(to_tensor(a), to_tensor(b)), np.vdot(a, b), dtype=dtypes.complex64)   # 10-61j
+    assert_close(tnp.vdot(to_tensor(b), to_tensor(a)), np.vdot(b, a), dtype=dtypes.complex64)   # 10+61j
+    assert_close(tg.jit(tnp.vdot)(to_tensor(a), to_tensor(b)), np.vdot(a, b), dtype=dtypes.complex64)
+
+
 def test_matmul_with_nan_and_inf() -> None:
     a = np.array([[1.0, np.nan], [np.inf, 1.0], [0.0, 1.0]], np.float32)
     b = np.array([[1.0, 0.0], [2.0, 1.0]], np.float32)

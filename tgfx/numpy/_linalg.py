@@ -103,7 +103,12 @@ def dot(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
 
 
 def vdot(a: ArrayLike, b: ArrayLike) -> Tensor:
-    return dot(to_tensor(a).reshape(-1), to_tensor(b).reshape(-1))
+    """numpy.vdot: the dot product of the flattened arrays, the first conjugated (sum(conj(a) * b)).
+
+    >>> tnp.vdot(tnp.asarray([1 + 2j, 3j]), tnp.asarray([1.0, 1.0])).item()     # (1-5j)
+    """
+    from tgfx.numpy._complex import conj
+    return dot(conj(to_tensor(a)).reshape(-1), to_tensor(b).reshape(-1))
 
 
 def inner(a: ArrayLike, b: ArrayLike) -> Tensor:
