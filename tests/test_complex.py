@@ -417,6 +417,23 @@ def test_vecdot_conjugates_its_first_argument():
     np.testing.assert_allclose(tnp.linalg.vecdot(x, y, axis=0).numpy(), np.vecdot(x, y, axis=0), rtol=1e-5)
 
 
+def test_round_and_rint_round_both_parts():
+    # as jnp.round and jnp.rint (and numpy's): half to even on the real and the imaginary part; floor, ceil and trunc
+    # are not defined on complex values (a TypeError, as in JAX)
+    z = np.array([1.5 + 2.5j, 0.4 - 1.6j, -0.5 + 3.5j], np.complex64)
+    np.testing.assert_array_equal(tnp.round(z).numpy(), np.round(z))
+    np.testing.assert_array_equal(tnp.around(tg.asarray(z)).numpy(), np.round(z))
+    np.testing.assert_array_equal(tg.asarray(z).round().numpy(), np.round(z))
+    np.testing.assert_array_equal(tnp.rint(z).numpy(), np.rint(z))
+    w = np.array([1.15 + 2.25j, 0.45 - 1.67j, 15 + 25j], np.complex64)
+    np.testing.assert_allclose(tnp.round(w, 1).numpy(), np.round(w, 1), rtol=1e-6)
+    np.testing.assert_array_equal(tnp.round(w, -1).numpy(), np.round(w, -1))
+    np.testing.assert_allclose(tg.jit(lambda t: tnp.round(t, 1))(tg.asarray(w)).numpy(), np.round(w, 1), rtol=1e-6)
+    for f in (tnp.floor, tnp.ceil, tnp.trunc):
+        with pytest.raises(TypeError, match="complex"):
+            f(tg.asarray(z))
+
+
 def test_exp_family_keeps_a_real_arguments_zero_imaginary_part():
     # C99 and the array API's special cases: exp(inf + 0j) = inf + 0j (not inf * sin 0 = NaN), sinh/cosh/tanh/log2
     # likewise; a complex times a real scales each part (no inf * 0 term)

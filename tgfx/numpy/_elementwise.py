@@ -505,6 +505,9 @@ def logaddexp2(x1: ArrayLike, x2: ArrayLike) -> Tensor:
 def _rounding(op: Ops, name: str):  # noqa: ANN202
     def fn(x: ArrayLike) -> Tensor:
         x = _t(x)
+        if x.dtype.is_complex:
+            raise TypeError(f"{name} is not defined for complex Tensors ({x.dtype.name}); apply it to real(x) and "
+                            f"imag(x), or use round")
         return x if not x.dtype.is_float else x._unary(op)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are returned unchanged)."
@@ -516,16 +519,32 @@ ceil = _rounding(Ops.CEIL, "ceil")
 trunc = _rounding(Ops.TRUNC, "trunc")
 
 
+def _complex_parts(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """fn of a complex x's real and imaginary parts, as the parts of the result (rounding a complex value)."""
+    from tgfx.numpy import _complex
+    return _complex.from_parts(fn(_complex.real(x)), fn(_complex.imag(x)))
+
+
 def rint(x: ArrayLike) -> Tensor:
-    """Round half to even. Always returns floats, as jnp.rint and numpy.rint (integers as `to_inexact`)."""
+    """Round half to even. Always returns floats, as jnp.rint and numpy.rint (integers as `to_inexact`); a complex
+    value has its real and imaginary parts rounded."""
+    x = _t(x)
+    if x.dtype.is_complex:
+        return _complex_parts(rint, x)
     return _inexact(x)._unary(Ops.RINT)
 
 
 def round(x: ArrayLike, decimals: int = 0) -> Tensor:  # noqa: A001 - numpy's name
-    """Round half to even to `decimals` digits, like numpy.round; integers stay integers."""
+    """Round half to even to `decimals` digits, like numpy.round; integers stay integers, a complex value has its
+    real and imaginary parts rounded.
+
+    >>> tnp.round(tnp.asarray([1.5 + 2.5j, 0.125]), 2)     # [1.5+2.5j, 0.12+0j]
+    """
     x = _t(x)
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         return x if decimals >= 0 or x.dtype.is_bool else _round_int(x, 10 ** -decimals)
+    if x.dtype.is_complex:
+        return _complex_parts(lambda part: round(part, decimals), x)
     if decimals == 0:
         return rint(x)
     # as numpy: multiply then divide for decimals > 0, divide then multiply for decimals < 0 (exact powers of ten)
