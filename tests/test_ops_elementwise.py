@@ -148,6 +148,25 @@ def test_round_decimals_float(decimals: int) -> None:
     assert_close(tnp.round(to_tensor(x), decimals), np.round(x, decimals), dtype=dtypes.float64)
 
 
+def test_round_decimals_float16_scales_in_float32() -> None:
+    # 65504 * 100 overflows float16 (numpy's round gives inf there): JAX scales in float32 and rounds back
+    x = np.array([65504.0, 1000.5, 3.14159, -0.125, 60000.0], np.float16)
+    for decimals in (2, 1, -2):
+        want = np.round(x.astype(np.float32), decimals).astype(np.float16)
+        out = tnp.round(to_tensor(x, dtypes.float16), decimals)
+        assert out.dtype == dtypes.float16
+        np.testing.assert_array_equal(out.numpy(), want)
+    np.testing.assert_array_equal(tg.jit(lambda t: tnp.round(t, 2))(to_tensor(x, dtypes.float16)).numpy(),
+                                  np.round(x.astype(np.float32), 2).astype(np.float16))
+
+
+@pytest.mark.parametrize("d,decimals", [(dtypes.float16, 5), (dtypes.float32, 39)], ids=str)
+def test_round_decimals_beyond_the_types_range_is_the_input(d: DType, decimals: int) -> None:
+    # 10**decimals overflows the type (numpy gives NaN): JAX returns the input, there being nothing finer to round to
+    x = np.array([1.5, -0.25, 3.0], np_dtype(d))
+    assert_close(tnp.round(to_tensor(x, d), decimals), x, dtype=d)
+
+
 @pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.int8, dtypes.int32, dtypes.uint8, dtypes.int64], ids=str)
 @pytest.mark.parametrize("decimals", [1, -1, -2])

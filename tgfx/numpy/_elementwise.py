@@ -5,7 +5,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from tgfx.dtypes import dtypes, max_value, promote_types, to_inexact, weak_kind
+from tgfx.dtypes import dtypes, finfo, max_value, promote_types, to_inexact, weak_kind
 from tgfx.function import with_derivative
 from tgfx.ir.ops import Ops
 from tgfx.tensor import ArrayLike, Tensor, broadcast, fast_binary, promote, to_tensor
@@ -543,10 +543,14 @@ def round(x: ArrayLike, decimals: int = 0) -> Tensor:  # noqa: A001 - numpy's na
     x = _t(x)
     if not x.dtype.is_inexact:
         return x if decimals >= 0 or x.dtype.is_bool else _round_int(x, 10 ** -decimals)
+    if decimals > math.log10(finfo(x.dtype).max):   # finer than the type resolves (and 10**decimals overflows it)
+        return x
     if x.dtype.is_complex:
         return _complex_parts(lambda part: round(part, decimals), x)
     if decimals == 0:
         return rint(x)
+    if x.dtype == dtypes.float16:   # scaled in float32, where 65504 * 100 does not overflow, and rounded back (as JAX)
+        return round(x.astype(dtypes.float32), decimals).astype(dtypes.float16)
     # as numpy: multiply then divide for decimals > 0, divide then multiply for decimals < 0 (exact powers of ten)
     if decimals > 0:
         f = 10.0 ** decimals
