@@ -236,6 +236,24 @@ def test_cbrt_frexp_ldexp_exactness(monkeypatch: pytest.MonkeyPatch) -> None:
     _same(tnp.ldexp(T(np.array([3, -1], np.int64)), 2), np.array([12.0, -4.0], np.float64))
 
 
+_EXPONENT_TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.bool_]
+
+
+@pytest.mark.parametrize("x64,ed", [(False, t) for t in _EXPONENT_TYPES] + [(True, t) for t in _EXPONENT_TYPES]
+                         + [(True, np.int64), (True, np.uint64)])
+def test_ldexp_exponent_of_any_integer_type(x64: bool, ed: type) -> None:
+    # the exponent is clamped to +-4 (bias + mantissa bits) in its own type: a bound that type cannot hold (600 for
+    # an int8) wrapped, and ldexp(1., int8 100) was 2**88
+    e = np.array([3, 100, 1, 0] if ed is not np.bool_ else [1, 0, 1, 0], ed)
+    x = np.array([1.0, 1.0, -3.0, 0.5], np.float32)
+    with np.errstate(over="ignore"), config.Context(TGFX_ENABLE_X64=int(x64)):
+        _same(tnp.ldexp(T(x), T(e)), np.ldexp(x, e.astype(np.int32)))
+        _same(tnp.ldexp(T(x.astype(np.float16)), T(e)), np.ldexp(x.astype(np.float16), e.astype(np.int32)))
+        _same(tg.jit(tnp.ldexp)(T(x), T(e)), np.ldexp(x, e.astype(np.int32)))
+        want = np.ldexp(1.0, e.astype(np.int32)).astype(np.float64 if x64 else np.float32)   # as jnp.ldexp(1, e)
+        _same(tnp.ldexp(1, T(e)), want)
+
+
 @settings(max_examples=20)
 @given(data=st.data())
 def test_gcd_lcm_divmod(data: st.DataObject) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from tgfx.dtypes import DType, dtypes, finfo
+from tgfx.dtypes import DType, dtypes, finfo, fits
 from tgfx.function import with_derivative
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _reduce as rd
@@ -187,7 +187,8 @@ def ldexp(x1: ArrayLike, x2: ArrayLike, /) -> Tensor:
     nmant, bias = _FLOAT_LAYOUT[x.dtype.name]
     m, e = _frexp(x)
     big = 4 * (bias + nmant)  # past this any exponent gives 0 or inf: clamped first, so e + n cannot wrap
-    n = ew.clip(n, None if n.dtype.is_unsigned or n.dtype.is_bool else -big, big).cast(dtypes.int32)
+    # (in n's own type, where a bound it cannot hold would wrap: n is within that bound already)
+    n = ew.clip(n, -big if fits(-big, n.dtype) else None, big if fits(big, n.dtype) else None).cast(dtypes.int32)
     t = ew.clip(e + n, 2 * (1 - bias), 2 * bias)
     h = ew.right_shift(t, 1)  # two factors within the normal exponents: m * 2**h is exact, the second rounds once
     out = m * _pow2(h, x.dtype) * _pow2(t - h, x.dtype)
