@@ -41,6 +41,18 @@ def test_convolve_correlate_match_numpy(a: np.ndarray, v: np.ndarray, mode: str)
     close(tnp.correlate(v, a, mode), np.correlate(v, a, mode), 1e-4)
 
 
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_correlate_conjugates_a_complex_second_argument(mode: str) -> None:
+    # numpy's and JAX's out[k] = sum_n a[n + k] conj(v[n]), with either argument the longer or the complex one
+    a, v = np.array([1 + 1j, 2, 0.5 - 3j], np.complex64), np.array([1.0, 2.0], np.float32)
+    for x, y in ((a, v), (v, a), (a, a[:2] * 1j), (a[:2] * 1j, a)):
+        got = tnp.correlate(x, y, mode)
+        assert got.dtype == tnp.complex64
+        np.testing.assert_allclose(got.numpy(), np.correlate(x, y, mode), rtol=1e-6)
+    np.testing.assert_allclose(tg.jit(tnp.correlate)(a[:2], v).numpy(), [5 + 1j], rtol=1e-6)   # jax's, in the finding
+    np.testing.assert_allclose(tnp.convolve(a, a[:2] * 1j, mode).numpy(), np.convolve(a, a[:2] * 1j, mode), rtol=1e-6)
+
+
 def test_convolve_dtypes() -> None:
     assert tnp.convolve(np.array([1, 2, 3]), np.array([1, 1])).dtype == tnp.float32   # promoted inexact, as JAX
     out = tnp.convolve(np.array([1, 2, 3]), np.array([1, 1]), preferred_element_type=tnp.int32)

@@ -17,6 +17,7 @@ from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
 from tgfx.numpy import _sort
+from tgfx.numpy._complex import conj
 from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axis, promotion_kind, to_tensor
 
 
@@ -53,7 +54,7 @@ def _conv(a: ArrayLike, v: ArrayLike, mode: str, op: str, precision: Any,
         raise ValueError(f"{op}: inputs cannot be empty, got shapes {x.shape} and {y.shape}")
     reverse = False
     if op == "correlate":
-        y = ew.conjugate(y) if y.dtype.is_complex else y
+        y = conj(y)
         if x.shape[0] < y.shape[0]:   # correlate(a, v) is correlate(v, a) reversed
             x, y, reverse = y, x, True
     else:
