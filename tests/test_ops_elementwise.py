@@ -5,6 +5,7 @@ rounded), so a test checks the value and the dtype at once. NaN and infinity han
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -495,6 +496,36 @@ def test_bitwise_operators_on_ints_and_bools() -> None:
     assert_close(tp ^ tq, p ^ q, dtype=dtypes.bool)
     assert_close(tp & True, p & True, dtype=dtypes.bool)
     assert_close(False | tq, False | q, dtype=dtypes.bool)
+
+
+# JAX's numeric promotion (promote_args_numeric): the functions with no bool form compute bools as int32, either mode
+BOOL_AS_INT32: dict[str, Fn] = {
+    "left_shift": tnp.left_shift, "<<": operator.lshift, "right_shift": tnp.right_shift, ">>": operator.rshift,
+    "fmod": tnp.fmod, "floor_divide": tnp.floor_divide, "//": operator.floordiv, "remainder": tnp.remainder,
+    "%": operator.mod, "power": tnp.power, "**": operator.pow,
+}
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("name", BOOL_AS_INT32)
+def test_bool_operands_compute_as_int32(name: str, x64: bool) -> None:
+    fn = BOOL_AS_INT32[name]
+    p, q = np.array([True, False, True, False]), np.array([True, True, True, True])   # (no division by zero)
+    pi, qi = p.astype(np.int32), q.astype(np.int32)
+    with tg.Context(TGFX_ENABLE_X64=int(x64)):
+        tp, tq = to_tensor(p), to_tensor(q)
+        assert_close(fn(tp, tq), fn(pi, qi), dtype=dtypes.int32)
+        assert_close(fn(tp, True), fn(pi, np.int32(1)), dtype=dtypes.int32)   # a Python bool is a weak bool
+        assert_close(fn(True, tq), fn(np.int32(1), qi), dtype=dtypes.int32)
+        assert_close(tg.jit(fn)(tp, tq), fn(pi, qi), dtype=dtypes.int32)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+def test_square_of_a_bool_is_int32(x64: bool) -> None:
+    p = np.array([True, False])
+    with tg.Context(TGFX_ENABLE_X64=int(x64)):
+        assert_close(tnp.square(to_tensor(p)), p.astype(np.int32), dtype=dtypes.int32)
+        assert_close(tg.jit(tnp.square)(to_tensor(p)), p.astype(np.int32), dtype=dtypes.int32)
 
 
 # ---- where, clip, isnan/isinf/isfinite ----

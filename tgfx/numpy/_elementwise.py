@@ -38,6 +38,18 @@ def _promote_inexact(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Ten
     return promote(*(v.astype(d) if isinstance(v, Tensor) else v for v in xs), name)
 
 
+def _numeric(x: Tensor) -> Tensor:
+    """x in JAX's numeric type for it (`to_numeric_dtype`): a bool is int32, whatever the x64 mode."""
+    return x.cast(dtypes.int32) if x.dtype.is_bool else x
+
+
+def _promote_numeric(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
+    """Both operands promoted, then made numeric (JAX's promote_args_numeric): the functions with no bool form
+    (floor_divide, remainder, fmod, power, the shifts) compute bool operands as int32, as JAX does."""
+    a, b = promote(x, y, name)
+    return (_numeric(a), _numeric(b)) if a.dtype.is_bool else (a, b)
+
+
 def _check_int(name: str, *xs: Tensor) -> None:
     for x in xs:
         if x.dtype.is_float:
@@ -120,11 +132,9 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
 
 def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
     """numpy's floor division: rounds toward -inf; integer division by zero gives 0."""
-    a, b = promote(x, y, "floor_divide")
+    a, b = _promote_numeric(x, y, "floor_divide")
     if a.dtype.is_float:
         return _float_divmod(*broadcast(a, b, name="floor_divide"))[0]
-    if a.dtype.is_bool:
-        a, b = a.astype(dtypes.int8), b.astype(dtypes.int8)
     q = a._binary(Ops.IDIV, b, name="floor_divide")
     if a.dtype.is_unsigned:
         return q
@@ -136,11 +146,9 @@ def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 def remainder(x: ArrayLike, y: ArrayLike) -> Tensor:
     """numpy's mod: the result has the sign of the divisor."""
-    a, b = promote(x, y, "remainder")
+    a, b = _promote_numeric(x, y, "remainder")
     if a.dtype.is_float:
         return _float_divmod(*broadcast(a, b, name="remainder"))[1]
-    if a.dtype.is_bool:
-        a, b = a.astype(dtypes.int8), b.astype(dtypes.int8)
     r = a._binary(Ops.MOD, b, name="remainder")
     if a.dtype.is_unsigned:
         return r
@@ -152,7 +160,7 @@ mod = remainder
 
 
 def fmod(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "fmod")
+    a, b = _promote_numeric(x, y, "fmod")
     return a._binary(Ops.MOD, b, name="fmod")
 
 
@@ -162,7 +170,7 @@ def power(x: ArrayLike, y: ArrayLike) -> Tensor:
         # gradient 2x, not pow(x, 2) and 2 * pow(x, 1) (a batch norm's backward: 16 libm calls for each vector).
         # A negative power stays pow: 1 / x**n overflows first where pow's result is a denormal (1e20 ** -2)
         return _int_pow_const(x, y)
-    a, b = promote(x, y, "power")
+    a, b = _promote_numeric(x, y, "power")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
         return _complex.power(a, b, y)
@@ -202,7 +210,8 @@ def _int_pow(a: Tensor, b: Tensor) -> Tensor:
 
 
 def square(x: ArrayLike) -> Tensor:
-    x = _t(x)
+    """x * x; a bool x squares as int32, as jnp.square."""
+    x = _numeric(_t(x))
     return multiply(x, x)
 
 
@@ -407,13 +416,13 @@ bitwise_not = invert
 
 
 def left_shift(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "left_shift")
+    a, b = _promote_numeric(x, y, "left_shift")
     _check_int("left_shift", a)
     return a._binary(Ops.SHL, b, name="left_shift")
 
 
 def right_shift(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "right_shift")
+    a, b = _promote_numeric(x, y, "right_shift")
     _check_int("right_shift", a)
     return a._binary(Ops.SHR, b, name="right_shift")
 

@@ -212,11 +212,9 @@ def modf(x: ArrayLike, /, out: None = None) -> tuple[Tensor, Tensor]:
 
 def divmod(x1: ArrayLike, x2: ArrayLike, /) -> tuple[Tensor, Tensor]:  # noqa: A001 - numpy's name
     """(floor_divide(x1, x2), remainder(x1, x2)), computed together (bools divide as int32, as in JAX)."""
-    a, b = promote(x1, x2, "divmod")
+    a, b = ew._promote_numeric(x1, x2, "divmod")
     if a.dtype.is_complex:
         raise TypeError(f"divmod is not defined for complex Tensors ({a.dtype.name})")
-    if a.dtype.is_bool:  # JAX's numeric promotion: bools divide as int32
-        a, b = a.cast(dtypes.int32), b.cast(dtypes.int32)
     if a.dtype.is_int:
         return ew.floor_divide(a, b), ew.remainder(a, b)
     return ew._float_divmod(*broadcast(a, b, name="divmod"))
