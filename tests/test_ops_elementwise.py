@@ -528,6 +528,21 @@ def test_square_of_a_bool_is_int32(x64: bool) -> None:
         assert_close(tg.jit(tnp.square)(to_tensor(p)), p.astype(np.int32), dtype=dtypes.int32)
 
 
+@pytest.mark.parametrize("x64", [False, True])
+def test_integer_scalar_powers_keep_the_bases_type(x64: bool) -> None:
+    # as JAX's integer_pow: a Python or numpy integer exponent takes no part in the promotion (a bool base is int32)
+    p, i = np.array([True, False]), np.array([3, -2], np.int8)
+    with tg.Context(TGFX_ENABLE_X64=int(x64)):
+        assert_close(to_tensor(p) ** 1, p.astype(np.int32), dtype=dtypes.int32)
+        assert_close(to_tensor(p) ** 3, p.astype(np.int32), dtype=dtypes.int32)
+        assert_close(tnp.power(p, np.int16(2)), p.astype(np.int32), dtype=dtypes.int32)
+        assert_close(to_tensor(i) ** np.int64(2), i * i, dtype=dtypes.int8)
+        assert_close(to_tensor(i) ** np.uint8(3), i * i * i, dtype=dtypes.int8)
+        assert_close(tnp.power(i, np.int32(2)), i * i, dtype=dtypes.int8)
+        assert_close(tg.jit(lambda t: t ** np.int64(2))(to_tensor(i)), i * i, dtype=dtypes.int8)
+        assert_close(to_tensor(p) ** 2.0, p.astype(np.float32), dtype=dtypes.default_float)   # a float one does
+
+
 # ---- where, clip, isnan/isinf/isfinite ----
 @pytest.mark.x64
 @pytest.mark.parametrize("d", [dtypes.float32, dtypes.float16, dtypes.bfloat16, dtypes.int32, dtypes.uint8,

@@ -5,6 +5,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tgfx.dtypes import dtypes, finfo, max_value, promote_types, to_inexact, weak_kind
 from tgfx.function import with_derivative
 from tgfx.ir.ops import Ops
@@ -170,6 +172,10 @@ def power(x: ArrayLike, y: ArrayLike) -> Tensor:
         # gradient 2x, not pow(x, 2) and 2 * pow(x, 1) (a batch norm's backward: 16 libm calls for each vector).
         # A negative power stays pow: 1 / x**n overflows first where pow's result is a denormal (1e20 ** -2)
         return _int_pow_const(x, y)
+    if isinstance(y, (int, np.integer, np.bool_)) and not isinstance(x, (int, float, complex)):
+        # an integer scalar exponent takes no part in the promotion, as in JAX's integer_pow: the result has the base's
+        # numeric type (int8 ** np.int64(2) is int8, a bool base int32)
+        x, y = _numeric(_t(x)), int(y)
     a, b = _promote_numeric(x, y, "power")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
