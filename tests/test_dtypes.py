@@ -98,6 +98,34 @@ def test_python_scalars_are_weak(a: str, scalar: Any, col: str) -> None:
         assert got.dtype == want, (got.dtype, want)
 
 
+NUMPY_SCALARS = [np.bool_(True), np.int8(3), np.uint8(3), np.int64(3), np.float16(1.5), np.float32(2.5),
+                 np.float64(2.5), np.complex64(1j), np.complex128(1j)]
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("a", ["b1", "u1", "i1", "i4", "bf", "f2", "f4"])
+@pytest.mark.parametrize("scalar", NUMPY_SCALARS, ids=lambda s: type(s).__name__)
+def test_numpy_scalars_are_strongly_typed(a: str, scalar: np.generic, x64: bool) -> None:
+    # as in JAX, a numpy scalar has its type (canonical for the mode): np.float64 and np.complex128, which subclass
+    # float and complex, were taken for weak Python scalars (float16 + np.float64(1.5) was float16; JAX: float32)
+    from tgfx.tensor import is_weak
+    d = ABBREV[a]
+    with tg.Context(TGFX_ENABLE_X64=int(x64)):
+        own = to_dtype(scalar.dtype)
+        want = promote_types(d, own)
+        x = to_tensor(np.ones(3, np_dtype(d)), d)
+        got = [x + scalar, scalar + x, x * scalar, tnp.multiply(scalar, x), tnp.where(True, x, scalar),
+               tg.jit(lambda t: t - scalar if not want.is_bool else t & scalar)(x), tg.jit(tnp.add)(x, scalar)]
+        if not want.is_complex:
+            got.append(tnp.maximum(scalar, x))
+        assert [t.dtype for t in got] == [want] * len(got)
+        assert tnp.result_type(scalar, d) == want and tnp.result_type(d, scalar) == want
+        assert tnp.true_divide(x, scalar).dtype == to_inexact(want)
+        assert tnp.full((2,), scalar).dtype == own and not is_weak(scalar)
+        if own.is_int:
+            assert tnp.arange(scalar).dtype == own
+
+
 @pytest.mark.parametrize("a", list(ABBREV))
 @pytest.mark.parametrize("other", [3, -2, 2.5, 1e30, True, "tensor", "rows", "mismatch", "weak"])
 def test_the_fast_eager_arithmetic_builds_the_general_paths_graph(a: str, other: Any) -> None:

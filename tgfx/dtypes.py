@@ -240,17 +240,30 @@ def _lub(a: str, b: str) -> str:
     return least
 
 
+def is_python_scalar(x: Any) -> bool:
+    """A Python bool, int, float or complex: weakly typed. A numpy scalar is not, though np.float64 and np.complex128
+    subclass float and complex: JAX types it strongly (float16 + np.float64(1) is float32 there, float64 in x64)."""
+    return isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic)
+
+
 def weak_kind(x: Any) -> str:
     """The weak lattice node of a Python scalar."""
-    if isinstance(x, (bool, np.bool_)):
-        return "bool"
-    if isinstance(x, (int, np.integer)):
-        return "i*"
-    if isinstance(x, (float, np.floating)):
-        return "f*"
-    if isinstance(x, (complex, np.complexfloating)):
-        return "c*"
+    if not isinstance(x, np.generic):
+        if isinstance(x, bool):
+            return "bool"
+        if isinstance(x, int):
+            return "i*"
+        if isinstance(x, float):
+            return "f*"
+        if isinstance(x, complex):
+            return "c*"
     raise TypeError(f"expected a Python bool, int, float or complex scalar, got {type(x).__name__}")
+
+
+def scalar_kind(x: Any) -> DType | str:
+    """What a scalar brings to promotion: a Python scalar its weak kind, a numpy scalar its own type (canonical for
+    the x64 mode), as in JAX."""
+    return canonicalize(from_numpy(x.dtype)) if isinstance(x, np.generic) else weak_kind(x)
 
 
 def promote_types(*ts: DType | str) -> DType:

@@ -27,10 +27,11 @@ from tgfx.dtypes import (
     f32_to_bf16,
     fits,
     from_numpy,
+    is_python_scalar,
     promote_types,
+    scalar_kind,
     to_dtype,
     to_inexact,
-    weak_kind,
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
@@ -210,7 +211,7 @@ class Tensor:
     def full(shape: Sequence[int] | int, value: Scalar, dtype: DType | str | None = None,
              device: str | None = None) -> Tensor:
         shape = _shape_arg(shape, "full")
-        d = to_dtype(dtype) if dtype is not None else promote_types(weak_kind(value))
+        d = to_dtype(dtype) if dtype is not None else promote_types(scalar_kind(value))
         c = UOp.const(d, value)
         t = Tensor(UOp(Ops.RESHAPE, d, (c,), (1,) * len(shape)) if shape else c)
         t = t.expand(shape) if shape else t
@@ -237,7 +238,7 @@ class Tensor:
     def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype: DType | str | None = None) -> Tensor:
         if stop is None:
             start, stop = 0, start
-        d = to_dtype(dtype) if dtype is not None else promote_types(*(weak_kind(v) for v in (start, stop, step)))
+        d = to_dtype(dtype) if dtype is not None else promote_types(*(scalar_kind(v) for v in (start, stop, step)))
         n = max(0, math.ceil((stop - start) / step))
         if not n:
             return Tensor(np.zeros(0, d.np), d)
@@ -569,18 +570,18 @@ def _is_weak_tensor(t: Tensor) -> bool:
 
 
 def is_weak(x: Any) -> bool:
-    """A Python scalar, or a weakly typed Tensor."""
-    return isinstance(x, (bool, int, float, complex)) if not isinstance(x, Tensor) else _is_weak_tensor(x)
+    """A Python scalar (not a numpy one), or a weakly typed Tensor."""
+    return is_python_scalar(x) if not isinstance(x, Tensor) else _is_weak_tensor(x)
 
 
 def promotion_kind(x: ArrayLike) -> DType | str:
     """What an operand brings to JAX's promotion: a Tensor's dtype (a weak Tensor's weak kind, "f*" or "i*"), a
-    Python scalar's weak kind, host data's dtype."""
+    Python scalar's weak kind, a numpy scalar's or host data's dtype."""
     if isinstance(x, Tensor):
         return x.dtype if not _is_weak_tensor(x) else "f*" if x.dtype.is_float else "c*" if x.dtype.is_complex \
             else "i*"
-    if isinstance(x, (bool, int, float, complex)):
-        return weak_kind(x)
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return scalar_kind(x)
     return Tensor(x).dtype
 
 

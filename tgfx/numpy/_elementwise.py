@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import dtypes, finfo, max_value, promote_types, to_inexact, weak_kind
+from tgfx.dtypes import dtypes, finfo, max_value, promote_types, to_inexact
 from tgfx.function import with_derivative
 from tgfx.ir.ops import Ops
-from tgfx.tensor import ArrayLike, Tensor, broadcast, fast_binary, promote, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast, fast_binary, promote, promotion_kind, to_tensor
 
 
 def _t(x: ArrayLike) -> Tensor:
@@ -33,7 +33,7 @@ def _operands(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
 def _promote_inexact(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
     """Both operands in the float type of their promotion (JAX's promote_args_inexact)."""
     xs = [v if isinstance(v, (bool, int, float, complex, Tensor)) else _t(v) for v in (x, y)]
-    kinds = [v.dtype if isinstance(v, Tensor) else weak_kind(v) for v in xs]
+    kinds = [promotion_kind(v) for v in xs]
     d = to_inexact(promote_types(*kinds))
     if not any(isinstance(v, Tensor) for v in xs):
         xs[0] = Tensor.full((), xs[0], d)
