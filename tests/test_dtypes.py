@@ -296,6 +296,15 @@ def test_bfloat16_tensor_rounds_on_the_way_in_and_numpy_gives_float32() -> None:
     np.testing.assert_array_equal(out, bf16_round(x))
 
 
+def test_a_0d_bfloat16_tensor_is_a_0d_array_to_numpy() -> None:
+    # numpy's operators give a scalar for a 0-d array: the float32 of a 0-d bfloat16 (every full reduction) was
+    # one, and np.asarray raised "object __array__ method not producing an array"
+    t = tnp.sum(tg.asarray(np.array([1.0, 2.0], np.float32), dtype=dtypes.bfloat16))
+    for out in (t.numpy(), np.asarray(t), np.array(t), np.asarray(tg.jit(tnp.max)(t.reshape(1)))):
+        assert isinstance(out, np.ndarray) and out.shape == () and out.dtype == np.float32 and out == 3.0
+    assert bf16_to_f32(f32_to_bf16(np.float32(1.5))).shape == () and t.item() == 3.0 and float(t) == 3.0
+
+
 @pytest.mark.parametrize("op", ["add", "multiply", "subtract", "true_divide"])
 @settings(max_examples=10)
 @given(data=st.data())

@@ -353,7 +353,11 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
 
 
 def bf16_to_f32(x: np.ndarray) -> np.ndarray:
-    return (np.asarray(x, np.uint16).astype(np.uint32) << 16).view(np.float32)
+    """bfloat16 bits (uint16) -> float32, exactly; an array of x's shape, 0-d too (an operator on a 0-d array gives
+    a numpy scalar, which `__array__` must not return)."""
+    bits = np.asarray(x, np.uint16).astype(np.uint32)
+    bits <<= 16
+    return bits.view(np.float32)
 
 
 # ---- machine limits (numpy's finfo/iinfo, for tgfx's types; bfloat16 too) ----
