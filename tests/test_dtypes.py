@@ -338,6 +338,25 @@ def test_numpy_takes_tgfx_dtypes_where_it_takes_a_dtype() -> None:
         np.dtype(tnp.bfloat16)
 
 
+def test_calling_a_dtype_makes_an_array_of_it() -> None:
+    # JAX's scalar types are constructors (`jnp.float32(2.0)` is a 0-d float32 array): asarray(x, dtype=...)
+    for d, x, want in [(tnp.float32, 2.0, np.float32(2.0)), (tnp.int32, [1, 2], np.array([1, 2], np.int32)),
+                       (tnp.bool_, 1, np.True_), (tnp.int8, np.array([1.7, -3.0]), np.array([1, -3], np.int8)),
+                       (tnp.uint8, tnp.arange(3), np.arange(3, dtype=np.uint8)),
+                       (tnp.complex64, 1.5, np.complex64(1.5)),
+                       (tnp.float16, [tnp.asarray(1.0), 2], np.array([1, 2], np.float16))]:
+        got = d(x)
+        assert isinstance(got, tg.Tensor) and got.dtype is d
+        assert_close(got, np.asarray(want), dtype=d)
+    assert tnp.bfloat16(1.5).dtype is dtypes.bfloat16 and tnp.bfloat16(1.5).item() == 1.5
+    assert_close(tg.jit(lambda t: tnp.float16(t) * 2)(tnp.asarray(1.5)), np.float16(3.0), dtype=dtypes.float16)
+    with pytest.raises(OverflowError):
+        tnp.int8(300)   # as jnp.int8(300): a Python int that does not fit
+    # still a hashable, interned dtype that compares by identity
+    assert {tnp.float32: 1}[dtypes.float32] == 1 and tnp.float32 == dtypes.float32 and tnp.float32 != tnp.float16
+    assert tnp.zeros(2, tnp.int8).dtype is tnp.int8 and np.dtype(tnp.int8) == np.int8
+
+
 @pytest.mark.x64
 @pytest.mark.parametrize("a", ["f4", "f2", "bf", "f8", "i4"])
 @pytest.mark.parametrize("shapes", [((3, 4), (4, 5)), ((3, 4), (4, 1)), ((1, 4), (4, 5)), ((3, 4), (5, 6)),
