@@ -594,3 +594,16 @@ def test_a_complex_result_other_results_read_is_stored_once() -> None:
         nn = nn + (np.abs(zz) <= 2)
     np.testing.assert_array_equal(np.asarray(out[1]), nn)
     np.testing.assert_array_equal(np.asarray(out[0]), zz)
+
+
+def test_jitted_views_of_a_stored_complex_value_copy_every_pair() -> None:
+    """A jitted result that is a view of a stored complex value (a captured constant reshaped and broadcast) is
+    copied as pairs: the copy read the pairs buffer as half as many complex elements (the second row came out 0)."""
+    c = tg.asarray(np.array([1 + 1j, 1 - 1j, 2, 3j], np.complex64))
+    v = c.numpy()
+    cases = [(lambda: c[:2].reshape(1, 2).expand((2, 2)) + 0, np.broadcast_to(v[:2].reshape(1, 2), (2, 2))),
+             (lambda: (c.reshape(2, 2).T + 0).reshape(4), v.reshape(2, 2).T.reshape(4)),
+             (lambda: (c + 0)[::-1], v[::-1]), (lambda: tnp.pad(c + 1, 1), np.pad(v + 1, 1)),
+             (lambda: tnp.cumsum(c), np.cumsum(v))]
+    for f, want in cases:
+        np.testing.assert_array_equal(tg.jit(f)().numpy(), want)
