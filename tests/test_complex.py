@@ -434,6 +434,22 @@ def test_round_and_rint_round_both_parts():
             f(tg.asarray(z))
 
 
+@pytest.mark.parametrize("x64", [False, True])
+def test_angle_of_integers_and_0d_floats_is_the_default_float(x64):
+    # as jnp.angle (numpy's angle of a scalar is float64): integers, bools and 0-d real floats give the default float
+    # type, other floats keep theirs
+    with tg.Context(TGFX_ENABLE_X64=int(x64)):
+        f = np.float64 if x64 else np.float32
+        for x in (np.array([1, -2, 0], np.int8), np.array([True, False]), np.array(-1.5, np.float16),
+                  np.array(2.0, np.float32), np.array([3, -4], np.int32)):
+            want = np.angle(x.astype(f))
+            for got in (tnp.angle(tg.asarray(x)), tg.jit(tnp.angle)(tg.asarray(x))):
+                assert got.dtype == tg.dtypes.default_float
+                np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+        assert tnp.angle(tg.asarray(np.array([-1.5], np.float16))).dtype == tnp.float16
+        assert tnp.angle(tg.asarray(np.array([1j], np.complex64)), deg=True).dtype == tnp.float32
+
+
 def test_exp_family_keeps_a_real_arguments_zero_imaginary_part():
     # C99 and the array API's special cases: exp(inf + 0j) = inf + 0j (not inf * sin 0 = NaN), sinh/cosh/tanh/log2
     # likewise; a complex times a real scales each part (no inf * 0 term)

@@ -130,8 +130,19 @@ def test_numeric_unary(name: str, d: DType, data: st.DataObject) -> None:
     # integers over their full range (negation and abs wrap around, as in numpy), except where squares overflow
     kw = {"lo": -300.0, "hi": 300.0} if d.is_float else {"lo": -11, "hi": 11} if name == "square" else {}
     x = data.draw(arrays(d, shapes(), **kw))
-    out = to_inexact(d) if name == "rint" else d  # rint always gives floats (numpy and JAX)
+    # rint always gives floats: JAX's default float type for integers (float64 here, in x64 mode, even for int8)
+    out = (d if d.is_float else dtypes.default_float) if name == "rint" else d
     assert_close(fn(to_tensor(x, d)), _ref(ref, x, dtype=out), dtype=out)
+
+
+@pytest.mark.parametrize("x64", [False, True])
+@pytest.mark.parametrize("d", [dtypes.bool, dtypes.int8, dtypes.uint16, dtypes.int32], ids=str)
+def test_rint_of_integers_is_the_default_float(d: DType, x64: bool) -> None:
+    x = np.array([0, 1, 1, 0] if d.is_bool else [3, 0, 7] if d.is_unsigned else [3, -2, 0, 7], np_dtype(d))
+    with tg.Context(TGFX_ENABLE_X64=int(x64)):
+        want = np.float64 if x64 else np.float32
+        assert_close(tnp.rint(to_tensor(x, d)), x.astype(want), dtype=dtypes.default_float)
+        assert_close(tg.jit(tnp.rint)(to_tensor(x, d)), x.astype(want), dtype=dtypes.default_float)
 
 
 @pytest.mark.x64

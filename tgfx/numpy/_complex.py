@@ -89,11 +89,14 @@ def absolute(x: Tensor) -> Tensor:
 
 
 def angle(x: ArrayLike, deg: bool = False) -> Tensor:
-    """The argument of x (atan2(imag, real)), in radians or with `deg` in degrees; real x gives 0 or pi."""
+    """The argument of x (atan2(imag, real)), in radians or with `deg` in degrees; real x gives 0 or pi.
+
+    As jnp.angle, integers and bools, and a 0-d real float (numpy's angle of a scalar is float64), give the default
+    float type (float64 in x64 mode); other floats keep theirs, complex values give their parts' type."""
     from tgfx.numpy._elementwise import arctan2
     x = to_tensor(x)
-    if not x.dtype.is_complex:
-        x = x.astype(to_inexact(x.dtype))
+    if not x.dtype.is_complex and (not x.dtype.is_float or x.ndim == 0):
+        x = x.astype(dtypes.default_float)
     out = arctan2(imag(x), real(x))
     return out * (180 / math.pi) if deg else out
 

@@ -541,12 +541,14 @@ def _complex_parts(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
 
 
 def rint(x: ArrayLike) -> Tensor:
-    """Round half to even. Always returns floats, as jnp.rint and numpy.rint (integers as `to_inexact`); a complex
-    value has its real and imaginary parts rounded."""
+    """Round half to even. Always returns floats, as jnp.rint: integers and bools, their own rounding, as the default
+    float type (float64 in x64 mode, whatever their width); a complex value has its real and imaginary parts rounded."""
     x = _t(x)
     if x.dtype.is_complex:
         return _complex_parts(rint, x)
-    return _inexact(x)._unary(Ops.RINT)
+    if not x.dtype.is_float:
+        return x.astype(dtypes.default_float)
+    return x._unary(Ops.RINT)
 
 
 def round(x: ArrayLike, decimals: int = 0) -> Tensor:  # noqa: A001 - numpy's name
