@@ -104,6 +104,29 @@ def test_asarray_of_scalar_dtype(value: Any, d: DType) -> None:
     assert tg.asarray(value).item() == value
 
 
+_HALF = np.array([0.5, -2.0], np.float16)
+
+
+LISTS = [([_HALF, _HALF], dtypes.float16), ([_HALF, [1.5, 2.5]], dtypes.float16),
+         ([[np.int8(1), 2], [3, 4]], dtypes.int8), ((np.uint8(1), True), dtypes.uint8),
+         ([np.float32(1), 2.5], dtypes.float32), ([np.float16(1), np.int16(2)], dtypes.float16),
+         ([1, 2.5], dtypes.float32), ([[1, 2], [3, 4]], dtypes.int32), ([True], dtypes.bool)]
+
+
+@pytest.mark.parametrize("data,d", LISTS)
+def test_asarray_of_a_list_promotes_its_leaves_as_jax(data: Any, d: DType) -> None:
+    # numpy scalars and arrays among a list's leaves are strongly typed, Python scalars weak (jnp.array's
+    # promotion): a list of float16 arrays is float16, not the default float type of numpy's array's kind
+    got = tg.asarray(data)
+    assert got.dtype == d
+    np.testing.assert_array_equal(got.numpy(), np.asarray(data, dtype=object).astype(np_dtype(d)))
+
+
+def test_asarray_of_a_list_of_numpy_leaves_checks_python_ints() -> None:
+    with pytest.raises(OverflowError, match="300"):
+        tg.asarray([np.int8(1), 300])   # as JAX: the list is int8, and 300 is not one
+
+
 # ---- ranges ----
 @pytest.mark.parametrize("args", [(5,), (0,), (2, 7), (7, 2), (7, 2, -1), (-3, 10, 4), (10, -3, -4), (1, 2, 5)])
 def test_arange_int(args: tuple[int, ...]) -> None:

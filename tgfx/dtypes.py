@@ -278,6 +278,35 @@ def scalar_kind(x: Any) -> DType | str:
     return canonicalize(from_numpy(x.dtype)) if isinstance(x, np.generic) else weak_kind(x)
 
 
+_PYTHON_KINDS = {bool: "bool", int: "i*", float: "f*", complex: "c*"}
+
+
+def list_leaf_kinds(data: list | tuple) -> list[DType | str] | None:
+    """The promotion kinds of a nested list's leaves when numpy scalars or arrays are among them, None when all are
+    Python scalars. JAX promotes a list's leaves, numpy ones strongly typed: `[np.float16(1), 2.5]` and a list of
+    float16 arrays are float16 (numpy's array of them is float64, and float16, which tgfx read by kind alone)."""
+    kinds, typed = _leaf_kinds(data)
+    return list(kinds) if typed else None
+
+
+def _leaf_kinds(data: list | tuple) -> tuple[set[DType | str], bool]:
+    kinds: set[DType | str] = set()
+    typed = False
+    for t in set(map(type, data)):   # (a row's types at C speed: a list of a million floats is one type)
+        if t is list or t is tuple:
+            for v in data:
+                if type(v) is t:
+                    sub, sub_typed = _leaf_kinds(v)
+                    kinds |= sub
+                    typed |= sub_typed
+        elif issubclass(t, (np.ndarray, np.generic)):
+            typed = True
+            kinds.update(canonicalize(from_numpy(v.dtype)) for v in data if type(v) is t)
+        elif t in _PYTHON_KINDS:
+            kinds.add(_PYTHON_KINDS[t])
+    return kinds, typed
+
+
 def promote_types(*ts: DType | str) -> DType:
     """The JAX result type of operands of these types (DTypes, or the weak kinds 'i*', 'f*' and 'c*')."""
     names = [t.name if isinstance(t, DType) else t for t in ts]

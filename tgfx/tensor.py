@@ -28,6 +28,7 @@ from tgfx.dtypes import (
     fits,
     from_numpy,
     is_python_scalar,
+    list_leaf_kinds,
     promote_types,
     scalar_kind,
     to_dtype,
@@ -443,9 +444,12 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
             if all(isinstance(v, int) for v in arr.reshape(-1).tolist()):
                 check_python_ints(arr, dtype or dtypes.default_int)
             raise TypeError(f"cannot make a Tensor from {type(data).__name__} {data!r}")
-        d = dtype or (dtypes.bool if arr.dtype == np.bool_ else dtypes.default_int if arr.dtype.kind in "iu" else
-                      dtypes.default_float if arr.dtype.kind == "f" else
-                      dtypes.default_complex if arr.dtype.kind == "c" else from_numpy(arr.dtype))
+        if dtype is None and isinstance(data, (list, tuple)) and (kinds := list_leaf_kinds(data)) is not None:
+            d = promote_types(*kinds)   # numpy scalars or arrays among the leaves: JAX's promotion of them
+        else:   # Python scalars alone: the default type of their kind
+            d = dtype or (dtypes.bool if arr.dtype == np.bool_ else dtypes.default_int if arr.dtype.kind in "iu" else
+                          dtypes.default_float if arr.dtype.kind == "f" else
+                          dtypes.default_complex if arr.dtype.kind == "c" else from_numpy(arr.dtype))
         if arr.dtype.kind in "iu" and d.is_int:
             check_python_ints(arr, d)
     if d == dtypes.bfloat16:
