@@ -63,6 +63,13 @@ def test_jvp_through_a_while_loop_with_an_integer_carry_matches_the_unrolled_loo
     close((y, dy), (ry, rdy))
 
 
+def test_a_carry_no_tangent_reaches_has_a_zero_tangent() -> None:
+    def f(x: tg.Tensor) -> tuple:
+        return tg.lax.while_loop(lambda c: c[0].sum() < 10.0, lambda c: (c[0] * 2.0, c[1] + 1.0), (x, tnp.ones(2)))
+    (y, k), (dy, dk) = tg.jvp(f, (tnp.ones(2),), (tnp.ones(2),))
+    close((y, k, dy, dk), (np.full(2, 8.0), np.full(2, 4.0), np.full(2, 8.0), np.zeros(2)))
+
+
 def test_jvp_through_a_fori_loop_with_tensor_bounds() -> None:
     def f(x: tg.Tensor, n: tg.Tensor) -> tg.Tensor:
         return tg.lax.fori_loop(0, n, lambda i, c: tnp.sin(c) * (i + 1.0), x)

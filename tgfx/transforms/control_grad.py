@@ -205,7 +205,7 @@ def _transposed_jvp(ctx: tuple, ret: UOp) -> tuple:
     def forward(ws: tuple[Tensor, ...], _call: object) -> tuple[Tensor | None, ...]:
         tangents = {s: _on(w.uop, sp.device) for s, w in zip(sources, ws, strict=True) if not _is_zero(w.uop)}
         res = loop_jvp(ret, tangents)
-        return (*(Tensor(res[r]) if res[r] is not None else Tensor.full(*types[r], device=sp.device) * 0
+        return (*(Tensor(res[r]) if res[r] is not None else Tensor.full(types[r][0], 0, types[r][1], device=sp.device)
                   for r in with_ct), *(None for _ in sources))
 
     spec = tuple((ret.src[s].shape, ret.src[s].dtype, sp.device) for s in sources)
