@@ -43,18 +43,6 @@ class DType:
     def __reduce__(self) -> tuple:
         return (_by_name, (self.name,)) if self.count == 1 else (DType.vec, (_by_name(self.name), self.count))
 
-    def __call__(self, x: Any) -> Any:
-        """`x` as an array of this type, as JAX's scalar types are called (`asarray(x, dtype=...)`): a scalar gives a
-        0-d Tensor, not a numpy scalar.
-
-        >>> tnp.float32(2.0)           # a 0-d float32 Tensor
-        >>> tnp.int32([1.7, 2.0])      # int32 [1, 2]
-        """
-        if self.count != 1:
-            raise TypeError(f"{self!r} is a vector type of kernels, not a type of arrays; call {self.scalar!r}")
-        from tgfx.numpy._creation import asarray  # (the numpy layer is built on this module)
-        return asarray(x, dtype=self)
-
     @property
     def np(self) -> np.dtype:
         """The numpy dtype that stores this type's bits."""

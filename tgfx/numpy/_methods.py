@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tgfx.dtypes import DType
 from tgfx.numpy import _creation, _indexing, _interop, _linalg, _misc, _sort, _standard
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
@@ -40,6 +41,19 @@ for _name, _fn in _OPERATORS.items():
     setattr(Tensor, f"__{_name}__", _fwd)
     setattr(Tensor, f"__r{_name}__", _rev)
 
+def _dtype_call(self: DType, x: Any) -> Tensor:
+    """`x` as an array of this type, as JAX's scalar types are called (`asarray(x, dtype=...)`): a scalar gives a 0-d
+    Tensor, not a numpy scalar. (Set here, by the numpy layer, on the base layer's DType.)
+
+    >>> tnp.float32(2.0)           # a 0-d float32 Tensor
+    >>> tnp.int32([1.7, 2.0])      # int32 [1, 2]
+    """
+    if self.count != 1:
+        raise TypeError(f"{self!r} is a vector type of kernels, not a type of arrays; call {self.scalar!r}")
+    return _creation.asarray(x, dtype=self)
+
+
+DType.__call__ = _dtype_call
 Tensor.__neg__ = lambda self: ew.negative(self)
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = lambda self: ew.absolute(self)
