@@ -57,9 +57,9 @@ def pack(re: UOp, im: UOp) -> UOp:
     return UOp(Ops.WHERE, re.dtype, (first, *halves))
 
 
-def _is_zero(u: UOp, signed: bool = True) -> bool:
-    """A constant +0.0 (a real value's imaginary part; with `signed=False` -0.0 too), seen through the views that
-    broadcast it."""
+def is_zero(u: UOp, signed: bool = True) -> bool:
+    """A constant +0.0 (a real value's imaginary part, a symbolic zero tangent; with `signed=False` -0.0 too), seen
+    through the views that broadcast it."""
     while u.op in GroupOp.Movement:
         u = u.src[0]
     return u.op is Ops.CONST and u.arg == 0 and not (signed and math.copysign(1.0, u.arg) < 0)
@@ -83,8 +83,8 @@ def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     """a * b; by a real value (a weak float, a real Tensor cast to complex) part by part, as C99 multiplies a complex
     by a real: (inf + 0j) * 0.5 is inf + 0j, where the complex product's inf * 0 term would make its part NaN."""
     (ar, ai), (br, bi) = a, b
-    if _is_zero(bi) or _is_zero(ai):
-        (ar, ai), (br, bi) = (a, b) if _is_zero(bi) else (b, a)
+    if is_zero(bi) or is_zero(ai):
+        (ar, ai), (br, bi) = (a, b) if is_zero(bi) else (b, a)
         return alu(Ops.MUL, ar, br), alu(Ops.MUL, ai, br)
     # each part one fused multiply-add, rounded as numpy's (and XLA's real part): fma(ar, br, -(ai * bi)) and
     # fma(ar, bi, ai * br), so that an iteration as chaotic as a Mandelbrot set's counts what numpy's counts
@@ -278,7 +278,7 @@ def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
         (ar, ai), (br, bi) = to_parts(src[0], memo), to_parts(src[1], memo)
         # a real operand (a zero imaginary part) leaves the other's imaginary part as it is, as C99 adds a real to a
         # complex: -0 + 0 would be +0, and the sign of a zero picks the side of a branch cut (sqrt(-3 - 0j) = -1.7j)
-        im = ai if _is_zero(bi, signed=False) else bi if _is_zero(ai, signed=False) else alu(Ops.ADD, ai, bi)
+        im = ai if is_zero(bi, signed=False) else bi if is_zero(ai, signed=False) else alu(Ops.ADD, ai, bi)
         out = alu(Ops.ADD, ar, br), im
     elif op is Ops.NEG:
         out = tuple(alu(Ops.NEG, t) for t in to_parts(src[0], memo))

@@ -30,6 +30,7 @@ from contextvars import ContextVar
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.complex import is_zero
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.tensor import Tensor
 
@@ -203,7 +204,8 @@ def _transposed_jvp(ctx: tuple, ret: UOp) -> tuple:
         return (None,) * len(ret.src)
 
     def forward(ws: tuple[Tensor, ...], _call: object) -> tuple[Tensor | None, ...]:
-        tangents = {s: _on(w.uop, sp.device) for s, w in zip(sources, ws, strict=True) if not _is_zero(w.uop)}
+        tangents = {s: _on(w.uop, sp.device) for s, w in zip(sources, ws, strict=True)
+                    if not is_zero(w.uop, signed=False)}   # (a symbolic zero is a tangent not worth carrying)
         res = loop_jvp(ret, tangents)
         return (*(Tensor(res[r]) if res[r] is not None else Tensor.full(types[r][0], 0, types[r][1], device=sp.device)
                   for r in with_ct), *(None for _ in sources))
@@ -295,13 +297,6 @@ def loop_jvp(ret: UOp, tangents: dict[int, UOp]) -> list[UOp | None]:
         for a, j in enumerate(tk):
             res[k + n_ys + j] = _get(fwd, k2 + ny2 + k + a, types[k2 + ny2 + k + a][1])
     return res
-
-
-def _is_zero(u: UOp) -> bool:
-    """A symbolic zero (a zero constant, reshaped and broadcast): a tangent not worth carrying."""
-    while u.op in (Ops.EXPAND, Ops.RESHAPE):
-        u = u.src[0]
-    return u.op is Ops.CONST and u.arg == 0
 
 
 def _depends(outs: tuple[UOp, ...], leaves: set) -> list[bool]:
