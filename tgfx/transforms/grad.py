@@ -470,6 +470,18 @@ def stop_gradient(x: Any) -> Any:
     return tree_map(one, x)
 
 
+def pullback_graph(outs: Sequence[UOp], params: Sequence[UOp],
+                   forward: bool = False) -> tuple[list[UOp | None], list[UOp | None]]:
+    """A cotangent stand-in per float output of `outs` (None for the others), and the gradient of each of `params`
+    (None: zero), linear in them; `forward`: a pullback for forward mode to transpose (`control_grad.forward_mode`)."""
+    cots = [linear_input(o, "cotangent") if o.dtype.is_inexact else None for o in outs]
+    pairs = [(o, c) for o, c in zip(outs, cots, strict=True) if c is not None]
+    with forward_mode(forward):
+        g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
+                             params) if pairs else {}
+    return cots, [g.get(p) for p in params]
+
+
 @dataclass
 class Traced:
     """A function run on placeholders: the graph that differentiation works on."""
@@ -487,12 +499,7 @@ class Traced:
         """A cotangent stand-in per float output (None for the others), and each input's gradient, linear in them;
         `forward`: for forward mode to transpose (one Traced serves one transform, so one mode)."""
         if self._pullback is None:
-            cots = [linear_input(o, "cotangent") if o.dtype.is_inexact else None for o in self.outs]
-            pairs = [(o, c) for o, c in zip(self.outs, cots, strict=True) if c is not None]
-            with forward_mode(forward):
-                g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
-                                     self.params) if pairs else {}
-            self._pullback = (cots, [g.get(p) for p in self.params])
+            self._pullback = pullback_graph(self.outs, self.params, forward)
         return self._pullback
 
     def per_arg(self, leaves: Sequence[Any]) -> Any:

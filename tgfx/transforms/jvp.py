@@ -32,6 +32,7 @@ from tgfx.transforms.grad import (
     leave_trace,
     leave_with_aux,
     linear_input,
+    pullback_graph,
     trace,
     zeros_like,
 )
@@ -55,13 +56,9 @@ def pushforward(tr: Traced, which: Sequence[int]) -> tuple[dict[int, UOp], list[
 def pushforward_graph(outs: Sequence[UOp], tangents: dict[UOp, UOp]) -> list[UOp | None]:
     """The tangent of each of `outs` (None: zero, or not a float) given the tangents of some leaves they read,
     `{leaf: tangent}`, by transposing their pullback as `pushforward` does."""
-    with forward_mode():
-        cots = [linear_input(o, "cotangent") if o.dtype.is_inexact else None for o in outs]
-        pairs = [(o, c) for o, c in zip(outs, cots, strict=True) if c is not None]
-        leaves = list(tangents)
-        g = compute_gradient(UOp(Ops.TUPLE, None, tuple(o for o, _ in pairs)), tuple(c for _, c in pairs),
-                             leaves) if pairs else {}
-    d = _transpose(cots, [(g[p], tangents[p]) for p in leaves if p in g])
+    leaves = list(tangents)
+    cots, grads = pullback_graph(outs, leaves, forward=True)
+    d = _transpose(cots, [(g, tangents[p]) for p, g in zip(leaves, grads, strict=True) if g is not None])
     leftover = {c: zeros_like(c) for c in cots if c is not None}
     return [None if t is None else t.substitute(leftover) for t in d]
 
