@@ -621,13 +621,12 @@ class _IndexUpdateRef:
     def divide(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
                unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
         """x / (values at index, 1 elsewhere), as JAX: true division, so integers give floats."""
-        return ew.true_divide(self.x, self._ones().at[self.index]._update(values, "multiply", mode,
-                                                                          wrap_negative_indices))
+        return ew.true_divide(self.x, self._factors(values, mode, wrap_negative_indices))
 
     def power(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
               unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
         """x ** (values at index, 1 elsewhere), as JAX (a repeated index multiplies its exponents)."""
-        return ew.power(self.x, self._ones().at[self.index]._update(values, "multiply", mode, wrap_negative_indices))
+        return ew.power(self.x, self._factors(values, mode, wrap_negative_indices))
 
     def min(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,  # noqa: A003
             unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
@@ -645,8 +644,10 @@ class _IndexUpdateRef:
             1, "add", mode, wrap_negative_indices)
         return apply_counted("at[].apply", self.x, hits, func, unique_indices)
 
-    def _ones(self) -> Tensor:
-        return Tensor.full(self.x.shape, 1, self.x.dtype, device=self.x.device)
+    def _factors(self, values: ArrayLike, mode: str | None, wrap_negative_indices: bool) -> Tensor:
+        """`values` at index (a repeated one multiplied), 1 elsewhere: JAX's divide and power of `.at[]`."""
+        ones = Tensor.full(self.x.shape, 1, self.x.dtype, device=self.x.device)
+        return ones.at[self.index]._update(values, "multiply", mode, wrap_negative_indices)
 
 
 def _negatives_out_of_range(x: Tensor, index: Any, mode: str) -> Any:

@@ -278,7 +278,7 @@ def std(x: ArrayLike, axis: Axis = None, ddof: int = 0, keepdims: bool = False, 
     if dtype is not None and not to_dtype(dtype).is_inexact:
         raise ValueError(f"std: dtype must be a float or complex type (a square root's), got {to_dtype(dtype).name}")
     v = _var(x, axis, ddof, keepdims, dtype, where, mean, correction, "std")
-    return ew.sqrt(v).astype(v.dtype)
+    return ew.sqrt(v)
 
 
 def any(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *,  # noqa: A001
