@@ -15,7 +15,7 @@ from test_hcq import KERNELS_IR, Gate, download, upload
 
 from tgfx.devices import get_device
 from tgfx.devices.cpu import cpu_count
-from tgfx.devices.hcq import Engine, HCQDevice, HCQExecError, Program
+from tgfx.devices.hcq import Engine, HCQDevice, HCQExecError, Program, chrome_trace
 from tgfx.devices.queue import HWQueue
 
 
@@ -117,21 +117,66 @@ def test_inline_runs_are_profiled(cpu0: HCQDevice, k: dict[str, Program]) -> Non
 
 
 def test_profile_events_past_the_event_ring_are_all_kept_in_order(cpu0: HCQDevice, k: dict[str, Program]) -> None:
-    # 13,000 execs, three times round the processor's event ring (taken out of it as it wraps): every one is a profile
-    # event, oldest first
+    # submissions of 1,000 execs, three times round the processor's event ring (taken out of it as it wraps): every
+    # one is a profile event, oldest first
     from tgfx.devices.native import EVENT_CAP
     a = upload(cpu0, np.zeros(1, dtype=np.float32))
     cpu0.synchronize()
     cpu0.clear_profile()
-    for _ in range(13):
-        q = HWQueue()
-        for _ in range(1000):
-            q.exec(k["add1"], [a])
-        q.submit(cpu0)
+    q = HWQueue()
+    for _ in range(1000):
+        q.exec(k["add1"], [a])
+    cb = q.encode()
+    subs = 3 * EVENT_CAP // 1000 + 1
+    for _ in range(subs):
+        cb.submit(cpu0)
     cpu0.synchronize()
     events = [e for e in cpu0.profile_events if e.name == "add1"]
-    assert 13_000 > 3 * EVENT_CAP and len(events) == 13_000 and download(a, np.float32, 1)[0] == 13_000
+    assert len(events) == 1000 * subs and download(a, np.float32, 1)[0] == 1000 * subs
     assert all(x.start_ns <= y.start_ns for x, y in zip(events, events[1:], strict=False))
+
+
+def test_profile_events_of_a_submission_longer_than_the_ring_are_all_kept(cpu0: HCQDevice,
+                                                                          k: dict[str, Program]) -> None:
+    # one submission of 1.5 * EVENT_CAP execs (several times the ring's words), written while the processor is held
+    # at a gate: the host waits for room again and again while the processor runs on, and takes the events out as
+    # it waits (it used to take them only at the start of a submit: 90% were overwritten)
+    from tgfx.devices.native import EVENT_CAP
+    a, out = upload(cpu0, np.zeros(1, dtype=np.float32)), upload(cpu0, np.zeros(1, dtype=np.int64))
+    cpu0.synchronize()
+    cpu0.clear_profile()
+    gate = Gate()
+    HWQueue().exec(k["gate"], [out], vals=(gate.signal.addr,)).submit(cpu0)
+    n = 3 * EVENT_CAP // 2
+    q = HWQueue()
+    for _ in range(n):
+        q.exec(k["add1"], [a])
+    assert q.encode().words.size > 2 * cpu0.processors[Engine.COMPUTE].ring.nwords
+    threading.Timer(0.05, gate.release).start()
+    q.submit(cpu0)
+    cpu0.synchronize()
+    assert download(a, np.float32, 1)[0] == n
+    assert len([e for e in cpu0.profile_events if e.name == "add1"]) == n and cpu0.profile_events_lost == 0
+
+
+def test_profile_events_a_device_loop_overwrites_are_counted(cpu0: HCQDevice, k: dict[str, Program]) -> None:
+    # a BLOCK looping on the device while the host waits records more events than the event ring holds: the
+    # oldest are overwritten, and counted (tg.profile warns with the count), never silently missing
+    from tgfx.devices.native import EVENT_CAP
+    from tgfx.devices.queue import Label
+    a, counter = upload(cpu0, np.zeros(1, dtype=np.float32)), cpu0.allocator.alloc(8)
+    cpu0.synchronize()
+    cpu0.clear_profile()
+    n, top, q = EVENT_CAP + 1000, Label("top"), HWQueue()
+    with q.block():
+        q.write(counter, 0).place(top).exec(k["add1"], [a]).add(counter, 1).jump(top, counter, "<", n)
+    q.submit(cpu0).wait()
+    kept = len([e for e in cpu0.profile_events if e.name == "add1"])
+    assert download(a, np.float32, 1)[0] == n
+    assert kept <= EVENT_CAP and kept + cpu0.profile_events_lost == n
+    assert chrome_trace([cpu0])["otherData"]["events_lost"] == {"CPU:0": n - kept}
+    cpu0.clear_profile()
+    assert cpu0.profile_events_lost == 0
 
 
 def test_profile_events_are_on_the_host_clock_and_retire_as_progress(cpu0: HCQDevice, k: dict[str, Program]) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 
 from tgfx.devices import get_device, opened_devices
@@ -23,3 +24,7 @@ def profile(path: str) -> Iterator[None]:
         for dev in devices:
             dev.synchronize()
         export_chrome_trace(devices, path)
+        if lost := {dev.name: n for dev in devices if (n := dev.profile_events_lost)}:
+            warnings.warn(f"tg.profile({path!r}): the trace lacks kernels and copies that ran on the device while "
+                          f"the host waited, overwritten before they were read ({lost}); a loop run on the device "
+                          f"records more than its event ring holds", RuntimeWarning, stacklevel=3)

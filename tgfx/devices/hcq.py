@@ -698,7 +698,11 @@ class CommandProcessor:
             there), or None.
         run_inline: `run_inline(words_addr, nwords)` runs packets on the calling thread as the processor would
             (see "Inline submissions"); None where the host cannot run them.
+        events_lost: profile events the processor recorded and overwrote before the host took them out (since the
+            device's last `clear_profile`).
     """
+
+    events_lost: int = 0
 
     ring: Ring
     cpu_addr: int | None = None
@@ -968,6 +972,16 @@ class HCQDevice:
     def clear_profile(self) -> None:
         """Forget the recorded profile events."""
         self.profile_events.clear()
+        for proc in self.processors.values():
+            proc.events_lost = 0
+
+    @property
+    def profile_events_lost(self) -> int:
+        """EXECs and COPYs since `clear_profile` whose events were overwritten in a processor's event ring before
+        the host took them out (a BLOCK that loops on the device for more iterations than the ring holds while the
+        host waits): `profile_events` lacks them."""
+        _ = self.profile_events
+        return sum(proc.events_lost for proc in self.processors.values())
 
     def _record(self, ev: ProfileEvent, program: Program | None) -> None:
         self._profile.append(ev)
@@ -984,7 +998,9 @@ class HCQDevice:
 # profiling
 
 def chrome_trace(devices: Iterable[HCQDevice]) -> dict[str, Any]:
-    """The devices' profile events as a Chrome / Perfetto trace: one process per device, one track per queue."""
+    """The devices' profile events as a Chrome / Perfetto trace: one process per device, one track per queue (and,
+    where some were lost, `otherData.events_lost`: how many per device)."""
+    devices = list(devices)
     events: list[dict[str, Any]] = []
     for pid, dev in enumerate(devices):
         events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": dev.name}})
@@ -995,7 +1011,8 @@ def chrome_trace(devices: Iterable[HCQDevice]) -> dict[str, Any]:
             args = {"nbytes": ev.nbytes} if ev.name == "copy" else {"global_size": ev.global_size}
             events.append({"name": ev.name, "ph": "X", "pid": pid, "tid": tids[ev.queue], "ts": ev.start_ns / 1e3,
                            "dur": (ev.end_ns - ev.start_ns) / 1e3, "args": args})
-    return {"traceEvents": events, "displayTimeUnit": "ns"}
+    lost = {dev.name: n for dev in devices if (n := dev.profile_events_lost)}
+    return {"traceEvents": events, "displayTimeUnit": "ns", **({"otherData": {"events_lost": lost}} if lost else {})}
 
 
 def export_chrome_trace(devices: Iterable[HCQDevice], path: str | None = None) -> str:

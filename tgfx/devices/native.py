@@ -57,6 +57,8 @@ from tgfx.devices.packets import (
     NWORDS_MASK,
     NWORDS_SHIFT,
     OP_MASK,
+    PACKETS,
+    RING_WORDS,
     Op,
     packet_offsets,
 )
@@ -80,7 +82,11 @@ CTL_WORDS = 48
 
 # a profile event: program id (0: a copy), global size (or bytes copied), start and end (`stamp` ticks)
 EVENT_WORDS = 4
-EVENT_CAP = 4096                               # per engine; the host drains lazily and older events are overwritten
+# per engine, twice a full ring of the smallest EXEC or COPY packets: a submit (and a submit waiting for room in the
+# ring) takes the events out once they fill half of this, so however far the processor runs ahead of a host that
+# submits nothing more it cannot lap the host; only a BLOCK that loops on the device can (the host counts what was
+# overwritten: `CommandProcessor.events_lost`)
+EVENT_CAP = 2 * RING_WORDS // min(PACKETS[op].min_words for op in (Op.EXEC, Op.COPY))
 
 # the process-wide block: fault counter, the helpers' wake-up epoch, the job board (every CPU engine's control block)
 # and the fault table

@@ -114,6 +114,11 @@ class Packet:
         """The payload words before the arrays (with every flag's fields)."""
         return sum(1 for f in self.fields if f.count is None)
 
+    @property
+    def min_words(self) -> int:
+        """The words of the shortest such packet: the header and the fields no flag adds, with empty arrays."""
+        return 1 + sum(1 for f in self.fields if f.count is None and not f.flag)
+
 
 def _packet(op: Op, doc: str, *fields: tuple[str, Arg, str] | tuple[str, Arg, str, dict[str, Any]]) -> Packet:
     """A layout whose fields take consecutive words in the order given; arrays start after the fixed fields."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,13 +36,15 @@ class Ring:
 
     `wptr` and `rptr` count words ever written and consumed; they live in the processor's control block, where
     the processor reads `wptr` and publishes `rptr`. A packet never straddles the end (the writer pads with a
-    NOP), and the writer only writes words the processor has consumed, so packets are read in place.
+    NOP), and the writer only writes words the processor has consumed, so packets are read in place. A writer that
+    waited for room calls `after_wait` (the processor ran on meanwhile: its profile events are taken out).
     """
 
     def __init__(self, ctl: np.ndarray, ctl_addr: int, nwords: int = RING_WORDS) -> None:
         self.words, self.base = native.alloc_words(nwords)
         self.nwords = nwords
         self.wptr = 0
+        self.after_wait: Callable[[], None] = lambda: None
         self._ctl, self._ctl_addr = ctl, ctl_addr
         ctl[native.W_RING], ctl[native.W_NWORDS] = self.base, nwords
 
@@ -62,6 +65,7 @@ class Ring:
         if not _host_wait(self._ctl_addr + 8 * native.W_RPTR, need, deadline - time.monotonic(), until_stalled=True):
             raise HCQTimeoutError(f"{label}: the ring stayed full and no device made progress (the engine is "
                                   f"blocked in a WAIT) until the submit timed out")
+        self.after_wait()
 
     def write(self, words: np.ndarray, starts: np.ndarray, label: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         """Append whole packets (`starts`: packet boundaries) and advance the write pointer (one writer at a time)."""
@@ -104,6 +108,7 @@ class RingProcessor(CommandProcessor):
         super().__init__(device, engine)
         self.ctl, self.ctl_addr = native.alloc_words(native.CTL_WORDS)
         self.ring = Ring(self.ctl, self.ctl_addr, ring_words)
+        self.ring.after_wait = self.keep_events
         events, events_addr = native.alloc_words(native.EVENT_CAP * native.EVENT_WORDS)
         self.events = events.reshape(native.EVENT_CAP, native.EVENT_WORDS)
         self._events_read = 0
@@ -189,9 +194,10 @@ class RingProcessor(CommandProcessor):
         rows = self.events[a:b].copy() if a < b or first == written else \
             np.concatenate((self.events[a:], self.events[:b]))
         # rows the processor overwrote (or was overwriting) while they were copied
-        lapped = int(self.ctl[native.W_EVENTS_W]) + 1 - native.EVENT_CAP - first
+        lapped = max(0, int(self.ctl[native.W_EVENTS_W]) + 1 - native.EVENT_CAP - first)
+        self.events_lost += first - self._events_read + lapped
         self._events_read = written
-        return rows[max(0, lapped):]
+        return rows[lapped:]
 
     def stash_events(self) -> None:
         """Copy the events recorded so far out of the ring before the processor overwrites them, as raw rows: no
