@@ -44,6 +44,7 @@ import itertools
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, loop_results
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
+from tgfx.lowering.inplace import window_update
 from tgfx.lowering.loop_kernel import loop_kernel
 
 _labels = itertools.count()
@@ -138,7 +139,11 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
     else:
         cmds.append(command(Ops.WORD, ("set", sp.length - 1 if sp.reverse else 0), counter))
     n = sp.length or 1
-    other = [new_buffer(dev, b.arg[2], b.dtype) for b in init]
+    # a carry the step updates in place (a window of it replaced: `inplace.py`) keeps one buffer both ways
+    cmds0, outs0 = _body(loop.src[0], [counter, *consts, *carry, *slices], dev, what)
+    inplace = _in_place_carries(cmds0, outs0, carry)
+    other = [c if j in inplace else new_buffer(dev, b.arg[2], b.dtype)
+             for j, (c, b) in enumerate(zip(carry, init, strict=True))]
     # the body's commands that read only the loop's constants run once, before the loop (`_invariant`); the first
     # step's encoding finds them, the second's reads their buffers instead of its own
     hoisted: list[UOp] = []
@@ -174,7 +179,7 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
         body_cmds, outs = _body(loop.src[0], inputs, dev, what)
         body_cmds = hoist(body_cmds, outs)
         rename, copies = _into_carries(body_cmds, outs[:k], dst, set(inputs))
-        out += [c.replace(src=(c.src[0], *(rename.get(b, b) for b in c.src[1:]))) for c in body_cmds]
+        out += [_run_in_place(c.replace(src=(c.src[0], *(rename.get(b, b) for b in c.src[1:])))) for c in body_cmds]
         out += [copy_command(b, rename.get(y, y), _nbytes(y), counter, dst_stride=_nbytes(y), count=n)
                 for b, y in zip(ys, outs[k:], strict=True)]
         out += copies
@@ -199,7 +204,7 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
         return cmds, final + results[k:]
     # a trip count known only on the device: an exit after an odd step copies those carries where the results are
     cmds += [command(Ops.JUMP, ("always", 0, end)), command(Ops.LABEL, end_b)]
-    cmds += [copy_command(c, o, _nbytes(c)) for c, o in zip(carry, other, strict=True)]
+    cmds += [copy_command(c, o, _nbytes(c)) for c, o in zip(carry, other, strict=True) if c is not o]
     cmds += [command(Ops.LABEL, end), command(Ops.BLOCK, (False, dev))]
     return cmds, results
 
@@ -217,6 +222,31 @@ def _invariant(cmds: list[UOp], consts: set[UOp], outs: set[UOp]) -> list[int]:
             out.append(i)
             known.update(mine)
     return out
+
+
+def _in_place_carries(cmds: list[UOp], outs: list[UOp], carries: list[UOp]) -> set[int]:
+    """The carries (by position) whose new value a step's commands `cmds` compute with one kernel replacing a window
+    of the old value (`inplace.window_update`), where nothing reads the old value after that kernel (nor returns it:
+    a result passed through is copied after the body): that kernel may run on the carry's own buffer."""
+    out = set()
+    for j, (o, old) in enumerate(zip(outs[:len(carries)], carries, strict=True)):
+        at = [i for i, c in enumerate(cmds) if o in writes(c)]
+        if len(at) != 1 or old in outs or o in carries or (call := cmds[at[0]]).src[0].op is not Ops.SINK or \
+                (wu := window_update(call.src[0])) is None:
+            continue
+        bufs = call.src[1:]
+        if bufs[wu.out] is o and [i for i, b in enumerate(bufs) if b is old] == [wu.base] and \
+                not any(old in reads(c) for c in cmds[at[0] + 1:]) and not any(old in writes(c) for c in cmds):
+            out.add(j)
+    return out
+
+
+def _run_in_place(call: UOp) -> UOp:
+    """A window-update kernel whose output is the buffer it updates, as the kernel storing the window alone."""
+    if call.src[0].op is Ops.SINK and (wu := window_update(call.src[0])) is not None and \
+            call.src[1 + wu.out] is call.src[1 + wu.base]:
+        return call.replace(src=(wu.ast, *call.src[1:]))
+    return call
 
 
 def _into_carries(cmds: list[UOp], outs: list[UOp], dst: list[UOp],
@@ -294,10 +324,17 @@ def merge_saved_loops(root: UOp) -> UOp:
 
 
 # ---- what commands touch, and how long buffers must live ----
+def _stored_global(st: UOp) -> UOp:
+    """The DEFINE_GLOBAL a STORE writes: its target, or under the INDEX or window view (`inplace.py`) it stores to."""
+    dst = st.src[0]
+    while dst.op is not Ops.DEFINE_GLOBAL:
+        dst = dst.src[0]
+    return dst
+
+
 @functools.lru_cache(maxsize=4096)
 def _stored_slots(ast: UOp) -> frozenset[int]:
-    return frozenset(u.src[0].arg[0] if u.src[0].op is Ops.DEFINE_GLOBAL else u.src[0].src[0].arg[0]
-                     for u in ast.toposort() if u.op is Ops.STORE)
+    return frozenset(_stored_global(u).arg[0] for u in ast.toposort() if u.op is Ops.STORE)
 
 
 def writes(call: UOp) -> list[UOp]:

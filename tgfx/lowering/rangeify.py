@@ -298,6 +298,17 @@ def pad_pieces(val: UOp) -> tuple[int, list[int]] | None:
     return axis, sorted({0, size, *(b for p in pads for b in (p.arg[axis][0], size - p.arg[axis][1]))})
 
 
+def _window_store(ctx: RangeifyCtx, dst: UOp, val: UOp) -> UOp:
+    """STORE(DYNAMIC_SHRINK(RESHAPE(out), *starts), val): `val` stored into the window of `out` (viewed in the
+    window's outer shape) at the starts, its loops over the window only."""
+    base, outer = dst.src[0].src[0], dst.src[0].shape
+    starts = dynamic_starts(ctx, dst)
+    idx = tuple(ctx.new_range(s, "loop") for s in val.shape)
+    at = tuple(i + starts[a][0] if a in starts else i for a, i in enumerate(idx))
+    v = lower_value(ctx, (val, idx, None))
+    return UOp(Ops.STORE, None, (UOp(Ops.INDEX, base.dtype, (base, linear_index(at, outer))), v))
+
+
 def rangeify(ast: UOp, pieces: bool = True) -> UOp:
     """Lower a tensor-level kernel AST to index-level code with explicit RANGEs. With `pieces`, an output that adds
     up padded pieces along one axis (`pad_pieces`) is stored piece by piece, each over its interval of that axis with
@@ -309,6 +320,9 @@ def rangeify(ast: UOp, pieces: bool = True) -> UOp:
     for st in ast.src:
         dst, val = st.src
         shape = val.shape
+        if dst.op is Ops.DYNAMIC_SHRINK:   # a window of the output at runtime starts (`tgfx/lowering/inplace.py`)
+            stores.append(_window_store(ctx, dst, val))
+            continue
         split = pad_pieces(val) if pieces else None
         if split is None:
             idxs = [tuple(ctx.new_range(s, "loop") for s in shape)]

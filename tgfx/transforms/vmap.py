@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from tgfx.dtypes import dtypes
 from tgfx.function import _describe_paths
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
@@ -207,6 +208,33 @@ def _shift(axes: Sequence[int]) -> tuple[int, ...]:
     return tuple(a + 1 for a in axes)
 
 
+def batch_dynamic_view(ctx: BatchCtx, x: UOp) -> UOp:
+    """DYNAMIC_SHRINK / DYNAMIC_PAD (`lax.dynamic_slice`, `dynamic_update_slice` at traced starts): with the starts
+    unbatched, the same view of the batched value (its axes shift by one); a batched start differs per example, so
+    the view becomes a one-hot selection along its axis (a gather, which the lowering makes one load an element)."""
+    (axes, shape), starts = x.arg, x.src[1:]
+    src = ctx.value(x.src[0])
+    if not any(s in ctx.batched for s in starts):
+        return x.replace(src=(src, *(ctx.new.get(s, s) for s in starts)), arg=(_shift(axes), (ctx.size, *shape)))
+    y = Tensor(src)
+    pad = x.op is Ops.DYNAMIC_PAD
+    for a, s in zip(axes, starts, strict=True):
+        n_in, n_out = y.shape[a + 1], shape[a]
+        start = Tensor(ctx.value(s)).cast(dtypes.int32).clip(0, abs(n_out - n_in))
+        # out[.., j, ..] = y[.., r, ..] where r = j - start (placed) or j + start (cut)
+        j = Tensor.arange(n_out, dtype=dtypes.int32).reshape(1, n_out, 1)
+        r = Tensor.arange(n_in, dtype=dtypes.int32).reshape(1, 1, n_in)
+        hit = (j - start.reshape(ctx.size, 1, 1) == r) if pad else (j + start.reshape(ctx.size, 1, 1) == r)
+        lead, rest = y.shape[1:a + 1], y.shape[a + 2:]
+        hit = hit.reshape(ctx.size, *(1,) * len(lead), n_out, n_in, *(1,) * len(rest))
+        wide = y.reshape(ctx.size, *lead, 1, n_in, *rest)
+        if y.dtype == dtypes.bool:
+            y = (hit & wide).any(axis=a + 2)
+        else:
+            y = hit.where(wide, Tensor.full((), 0, y.dtype)).sum(axis=a + 2, dtype=y.dtype)
+    return y.uop
+
+
 pm_batch = PatternMatcher([
     # elementwise: batched sources as they are, unbatched ones broadcast along a new leading axis (a view)
     (UPat(GroupOp.Elementwise, name="x"), lambda ctx, x: x.replace(src=tuple(ctx.value(s) for s in x.src))),
@@ -216,6 +244,7 @@ pm_batch = PatternMatcher([
     (UPat(Ops.PAD, name="x"), lambda ctx, x: on_batched(ctx, x, ((0, 0), *x.arg))),
     (UPat(Ops.SHRINK, name="x"), lambda ctx, x: on_batched(ctx, x, ((0, ctx.size), *x.arg))),
     (UPat(Ops.FLIP, name="x"), lambda ctx, x: on_batched(ctx, x, _shift(x.arg))),
+    (UPat(GroupOp.DynamicView, name="x"), batch_dynamic_view),
     # complex views act on the last axis: the batch axis in front changes nothing
     (UPat((Ops.AS_COMPLEX, Ops.AS_PAIRS), name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
     (UPat(Ops.REDUCE_AXIS, name="x"), lambda ctx, x: on_batched(ctx, x, (x.arg[0], _shift(x.arg[1])))),

@@ -1,0 +1,142 @@
+"""A loop carry updated by `lax.dynamic_update_slice` at a traced start (a KV cache, a buffer filled row by row) is
+updated in place: the step's kernel stores the window alone into the carry's one buffer, instead of copying the
+whole carry into the other buffer of the pair (tgfx/lowering/inplace.py, control.py's `_in_place_carries`).
+
+What is counted: the elements each kernel of a loop step stores (the schedule's LINEAR), never a clock."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx import lax
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp, prod
+from tgfx.lowering.inline import inline
+from tgfx.lowering.inplace import window_update
+from tgfx.lowering.schedule import schedule
+
+T, D = 16, 8
+
+
+def rand(*shape: int, seed: int = 0) -> tg.Tensor:
+    return tnp.asarray(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def step_stores(*outs: tg.Tensor) -> list[int]:
+    """The elements each kernel of a loop's steps stores (after the loop's top label, not its initial values), per
+    kernel, in schedule order."""
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, tuple(o.uop for o in outs))).src))
+    out, stepping = [], False
+    for call in linear.src:
+        body = call.src[0]
+        if body.op is Ops.BLOCK or body.op is Ops.LABEL:
+            stepping = body.op is Ops.LABEL or (stepping and body.arg[0])
+        elif body.op is Ops.SINK and stepping:
+            out.append(sum(prod(st.src[1].shape) for st in body.src))
+    return out
+
+
+def fill_rows(xs: tg.Tensor) -> tuple[tg.Tensor, tg.Tensor]:
+    """A scan writing row t of a (T, D) carry each step, and reading the new carry (the sum so far)."""
+    def step(c: tuple, x: tg.Tensor) -> tuple:
+        buf, t = c
+        buf = lax.dynamic_update_slice(buf, (x * 2.0)[None], (t, 0))
+        return (buf, t + 1), buf.sum()
+    (buf, _), sums = lax.scan(step, (tnp.zeros((T, D)), tnp.int32(0)), xs)
+    return buf, sums
+
+
+def test_a_window_update_kernel_is_recognised_and_rewritten() -> None:
+    x, u, t = rand(T, D), rand(1, D, seed=1), tnp.int32(3)
+    for a in (x, u, t):
+        a.realize()
+    y = lax.dynamic_update_slice(x, u * 2.0, (t, 0))
+    linear, _ = schedule([y.uop])
+    (call,) = [c for c in linear.src if c.src[0].op is Ops.SINK]
+    wu = window_update(call.src[0])
+    assert wu is not None and wu.out != wu.base
+    (st,) = wu.ast.src
+    assert st.src[0].op is Ops.DYNAMIC_SHRINK and st.src[1].shape == (1, D)   # the update alone, into the window
+    # not an update of an input: a where over a computed value, or an update that reads the buffer it changes
+    assert window_update(schedule([lax.dynamic_update_slice(x * 3.0, u, (t, 0)).uop])[0].src[-1].src[0]) is None
+    z = lax.dynamic_update_slice(x, lax.dynamic_slice(x, (t + 1, 0), (1, D)), (t, 0))
+    assert all(window_update(c.src[0]) is None for c in schedule([z.uop])[0].src if c.src[0].op is Ops.SINK)
+    np.testing.assert_array_equal(z.numpy()[3], x.numpy()[4])
+
+
+def test_a_scan_fills_its_carry_in_place() -> None:
+    xs = rand(T, D)
+    buf, sums = fill_rows(xs)
+    stores = step_stores(buf, sums)
+    assert stores and max(stores) < T * D, stores   # no step copies the whole carry
+    ref = 2 * xs.numpy()
+    np.testing.assert_allclose(buf.numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(sums.numpy(), np.cumsum(ref.sum(1)), rtol=1e-5, atol=1e-5)
+    jitted = tg.jit(fill_rows)
+    for _ in range(2):   # the replay starts from the initial zeros again
+        np.testing.assert_allclose(jitted(xs)[0].numpy(), ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("n", [5, 6])
+def test_a_fori_loop_with_a_device_trip_count_updates_in_place(n: int) -> None:
+    # an odd or even number of steps, known only on the device: the carry has one buffer, nothing copies it back
+    x = rand(T, D)
+
+    def f(x: tg.Tensor, hi: tg.Tensor) -> tg.Tensor:
+        return lax.fori_loop(0, hi, lambda i, b: lax.dynamic_update_slice(b, b[i][None] * 0.0 + i, (i, 0)), x)
+    got = tg.jit(f)(x, tnp.int32(n)).numpy()
+    ref = x.numpy().copy()
+    ref[:n] = np.arange(n, dtype=np.float32)[:, None]
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_the_old_value_read_after_the_update_keeps_two_buffers() -> None:
+    # the step returns a sum of the old carry too, and passes the old carry through as a second carry: both must
+    # see the value from before the update
+    xs = rand(T, D)
+
+    def step(c: tuple, x: tg.Tensor) -> tuple:
+        buf, prev, t = c
+        new = lax.dynamic_update_slice(buf, x[None], (t, 0))
+        return (new, buf, t + 1), buf.sum()
+    (buf, prev, _), old_sums = lax.scan(step, (tnp.zeros((T, D)), tnp.zeros((T, D)), tnp.int32(0)), xs)
+    x = xs.numpy()
+    np.testing.assert_array_equal(buf.numpy(), x)
+    np.testing.assert_array_equal(prev.numpy(), np.concatenate([x[:-1], np.zeros((1, D), np.float32)]))
+    np.testing.assert_allclose(old_sums.numpy(), np.concatenate([[0], np.cumsum(x.sum(1))[:-1]]), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_gradient_through_an_in_place_scan() -> None:
+    xs, w = rand(T, D), rand(D, seed=2)
+
+    def loss(xs: tg.Tensor, w: tg.Tensor) -> tg.Tensor:
+        buf, sums = fill_rows(xs * w)
+        return (buf ** 2).sum() + (sums * tnp.arange(T)).sum()
+
+    def unrolled(xs: tg.Tensor, w: tg.Tensor) -> tg.Tensor:
+        rows = 2.0 * xs * w
+        return (rows ** 2).sum() + (tnp.cumsum(rows.sum(1)) * tnp.arange(T)).sum()
+    for a, b in zip(tg.grad(loss, argnums=(0, 1))(xs, w), tg.grad(unrolled, argnums=(0, 1))(xs, w), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-4)
+    _, tangent = tg.jvp(lambda xs: fill_rows(xs)[0], (xs,), (tnp.ones((T, D)),))
+    np.testing.assert_allclose(tangent.numpy(), np.full((T, D), 2.0, np.float32))
+
+
+def test_vmap_of_an_in_place_scan() -> None:
+    # unbatched starts: still one window a step (of every example); batched starts: each example its own row
+    xs = rand(3, T, D)
+    buf, _ = tg.vmap(fill_rows)(xs)
+    assert max(step_stores(buf)) < 3 * T * D
+    np.testing.assert_allclose(buf.numpy(), 2 * xs.numpy(), rtol=1e-6)
+
+    def put(x: tg.Tensor, t: tg.Tensor) -> tg.Tensor:
+        return lax.dynamic_update_slice(tnp.zeros((T, D)), x[None], (t, 0))
+    ts = tnp.asarray([0, 7, T + 4], dtype=tnp.int32)   # the last clamped to the final row
+    got = tg.vmap(put)(xs[:, 0], ts).numpy()
+    ref = np.zeros((3, T, D), np.float32)
+    for b, t in enumerate([0, 7, T - 1]):
+        ref[b, t] = xs.numpy()[b, 0]
+    np.testing.assert_array_equal(got, ref)

@@ -1,0 +1,84 @@
+"""inplace: a kernel that replaces a window of a buffer, run on that buffer itself.
+
+`lax.dynamic_update_slice(x, u, starts)` at traced starts is `where(window, u placed at starts, x)`: the window a
+DYNAMIC_PAD of all-True (under vmap, broadcast along the batch), the update a DYNAMIC_PAD of `u`, at the same
+starts. Stored into a buffer of its own, its
+kernel copies all of `x` (a KV cache of 256 x 128 floats, 128 KiB a step, to change one row). Where the output may
+be `x`'s own buffer (a loop carry whose old value nothing reads after the update: `tgfx/lowering/control.py`), the
+elements outside the window are already there, and the kernel stores `u` into the window only:
+
+    STORE(out, WHERE(DYNAMIC_PAD(True), DYNAMIC_PAD(u, *s), x))   ->   STORE(DYNAMIC_SHRINK(out, *s), u)
+
+whose loops run over the window (`rangeify._window_store`). The update and the starts must not read `x`: its
+window's elements change as they are stored.
+"""
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp
+
+
+class WindowUpdate(NamedTuple):
+    """A kernel storing a window update: its output's slot, the slot of the buffer it updates, and the kernel that
+    stores the update alone into the window of its output (valid once the output is that buffer)."""
+    out: int
+    base: int
+    ast: UOp
+
+
+def _all_true(u: UOp) -> bool:
+    while u.op in GroupOp.Movement:
+        u = u.src[0]
+    return u.op is Ops.CONST and u.arg is True
+
+
+def _window(u: UOp) -> tuple[tuple[int, ...], tuple[int, ...], tuple[UOp, ...]] | None:
+    """(axes, shape, starts) of a window mask: all-True placed at starts, possibly broadcast along new leading axes
+    (vmap's unbatched mask beside a batched update), else None."""
+    shape = u.shape
+    if u.op is Ops.EXPAND:
+        u = u.src[0]
+    if u.op is Ops.RESHAPE:
+        lead = len(u.shape) - len(u.src[0].shape)
+        if lead < 0 or u.shape[lead:] != u.src[0].shape or any(n != 1 for n in u.shape[:lead]):
+            return None
+        u = u.src[0]
+    if u.op is not Ops.DYNAMIC_PAD or not _all_true(u.src[0]):
+        return None
+    lead = len(shape) - len(u.shape)
+    return tuple(a + lead for a in u.arg[0]), shape, u.src[1:]
+
+
+def _whole(u: UOp) -> UOp | None:
+    """The DEFINE_GLOBAL that `u` reads whole, in order (reshapes of it), else None."""
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u if u.op is Ops.DEFINE_GLOBAL else None
+
+
+@functools.lru_cache(maxsize=1024)
+def window_update(ast: UOp) -> WindowUpdate | None:
+    """`ast` as a window update of one of its inputs (see the module doc), or None."""
+    if len(ast.src) != 1 or (st := ast.src[0]).op is not Ops.STORE or len(st.src) != 2:
+        return None
+    out, val = st.src
+    if out.op is not Ops.DEFINE_GLOBAL or val.op is not Ops.WHERE:
+        return None
+    window, placed, rest = val.src
+    base = _whole(rest)
+    if placed.op is not Ops.DYNAMIC_PAD or _window(window) != (*placed.arg, placed.src[1:]) or base is None or \
+            base is out or base.arg[1] != out.arg[1] or base.dtype != out.dtype:
+        return None
+    update = placed.src[0]
+    if any(base in s.toposort() for s in placed.src):   # the update or a start reads the buffer it changes
+        return None
+    axes, shape = placed.arg
+    view = UOp(Ops.RESHAPE, out.dtype, (out,), shape)
+    target = UOp(Ops.DYNAMIC_SHRINK, out.dtype, (view, *placed.src[1:]), (axes, update.shape))
+    return WindowUpdate(out.arg[0], base.arg[0], ast.replace(src=(UOp(Ops.STORE, None, (target, update)),)))
+
+
+__all__ = ["WindowUpdate", "window_update"]
