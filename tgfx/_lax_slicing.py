@@ -2,12 +2,12 @@
 
 A start index is a Python int or an integer scalar Tensor (a `jit` argument, a `fori_loop` step, a `vmap`ped value).
 As in JAX, a negative start counts from the end, and every start is then clamped to [0, dim - size], so the slice
-always lies inside the operand. An int start is a static view (shrink, pad); a Tensor start is a gather along that
-axis through `tnp`'s integer-array indexing (`numpy/_indexing.py`): slicing reads x[start + arange(size)], a
-one-hot sum per traced axis that the lowering turns into one load per output element (tgfx/lowering/gather.py); an
-update is placed by the transposed gather, update[clip(arange(n) - start)], and selected where arange(n) - start
-lies in [0, size). Both are ordinary graphs,
-so `grad`, `jvp`, `vmap` and `jit` go through them with no rules of their own.
+always lies inside the operand. An int start is a static view (shrink, pad); with a Tensor start the slice is a
+DYNAMIC_SHRINK view (its starts read at run time: one load per element, at the start's offset) and the update
+`where(window, DYNAMIC_PAD(update), operand)`, the window a DYNAMIC_PAD of all-True. A loop that updates its carry
+that way writes the window in place (tgfx/lowering/inplace.py). `grad` and `jvp` transpose the two views into each
+other; `vmap` keeps them for unbatched starts and turns a batched start into a gather. A sharded operand is sliced
+through `tnp`'s integer-array indexing instead (x[start + arange(size)], a one-hot sum the lowering makes a load).
 """
 from __future__ import annotations
 
