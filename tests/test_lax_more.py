@@ -47,6 +47,7 @@ def transpose_pads(k: int, s: int, padding: str) -> tuple[int, int]:
        padding=st.sampled_from(["SAME", "VALID", "pairs", "consistent"]), two_d=st.booleans(), seed=st.integers(0, 9))
 @example(n=3, k=3, s=2, rd=1, padding="SAME", two_d=False, seed=0)    # an odd SAME total: the extra goes low
 @example(n=2, k=2, s=3, rd=2, padding="VALID", two_d=True, seed=1)
+@example(n=1, k=1, s=1, rd=1, padding="consistent", two_d=True, seed=0)   # the padding crops past the input: an error
 def test_conv_transpose_matches_a_dilated_convolution(n: int, k: int, s: int, rd: int, padding: str, two_d: bool,
                                                       seed: int) -> None:
     nsp = 2 if two_d else 1
@@ -60,6 +61,10 @@ def test_conv_transpose_matches_a_dilated_convolution(n: int, k: int, s: int, rd
     else:   # PyTorch's meaning: the forward convolution's padding p becomes span - 1 - p
         arg = [(1, 0), (0, 2)][:nsp]
         pads = [(span - 1 - lo, span - 1 - hi) for lo, hi in arg]
+    if any((n - 1) * s + 1 + lo + hi < 0 for lo, hi in pads):   # the forward padding is more than the kernel spans
+        with pytest.raises(ValueError, match="crops more than the lhs spatial size"):
+            lax.conv_transpose(f32(x), f32(w), (s,) * nsp, arg, rhs_dilation=(rd,) * nsp, use_consistent_padding=True)
+        return
     ref = np_conv(x, w, (1,) * nsp, pads, lhs_dilation=(s,) * nsp, rhs_dilation=(rd,) * nsp, dimension_numbers=dn)
     out = lax.conv_transpose(f32(x), f32(w), (s,) * nsp, arg, rhs_dilation=(rd,) * nsp,
                              use_consistent_padding=padding == "consistent")
