@@ -140,3 +140,68 @@ def test_vmap_of_an_in_place_scan() -> None:
     for b, t in enumerate([0, 7, T - 1]):
         ref[b, t] = xs.numpy()[b, 0]
     np.testing.assert_array_equal(got, ref)
+
+
+def test_at_set_and_add_of_a_traced_row_in_a_fori_loop_are_in_place() -> None:
+    # the JAX idiom for filling arrays in a loop: x.at[i].set(...) reading x[i], and a column add
+    x0 = rand(T, D)
+
+    def f(x: tg.Tensor) -> tuple:
+        def body(i: tg.Tensor, c: tuple) -> tuple:
+            a, b = c
+            return a.at[i].set(a[i] * 2.0 + i), b.at[:, i % D].add(1.0)
+        return lax.fori_loop(0, T, body, (x, tnp.zeros((T, D))))
+    a, b = f(x0)
+    assert max(step_stores(a, b)) <= T, step_stores(a, b)
+    np.testing.assert_allclose(a.numpy(), x0.numpy() * 2 + np.arange(T, dtype=np.float32)[:, None], rtol=1e-6)
+    np.testing.assert_array_equal(b.numpy(), np.full((T, D), T // D, np.float32))
+
+
+@pytest.mark.parametrize("op", ["set", "add", "multiply"])
+@pytest.mark.parametrize("mode", [None, "clip"])
+def test_at_a_traced_position_matches_numpy_in_and_out_of_range(op: str, mode: str | None) -> None:
+    # negatives count from the end; out of range is dropped (JAX's default) or clamped (mode="clip")
+    x, v = rand(4, 3), rand(3, seed=1)
+
+    @tg.jit
+    def update(x: tg.Tensor, i: tg.Tensor, v: tg.Tensor) -> tg.Tensor:
+        return x.at[:, i].add(2.0, mode=mode) if op == "add" else getattr(x.at[i], op)(v, mode=mode)
+    for i in (-5, -4, -1, 0, 2, 3, 4, 9):
+        ref = x.numpy().copy()
+        n = 3 if op == "add" else 4
+        j = i + n if i < 0 else i
+        if mode == "clip":
+            j = min(max(j, 0), n - 1)
+        if 0 <= j < n:
+            if op == "add":
+                ref[:, j] += 2.0
+            elif op == "set":
+                ref[j] = v.numpy()
+            else:
+                ref[j] *= v.numpy()
+        np.testing.assert_allclose(update(x, tnp.int32(i), v).numpy(), ref, rtol=1e-6, err_msg=f"i={i}")
+
+
+def test_reading_and_updating_a_traced_row_differentiates_and_vmaps() -> None:
+    x, v = rand(T, D), rand(D, seed=3)
+
+    def f(x: tg.Tensor, v: tg.Tensor, i: tg.Tensor) -> tg.Tensor:
+        y = x.at[i].add(v * x[i])
+        return (y ** 2).sum() + y[i + 1].sum()
+
+    def ref(x: np.ndarray, v: np.ndarray, i: int) -> float:
+        y = x.copy()
+        y[i] += v * x[i]
+        return float((y ** 2).sum() + y[i + 1].sum())
+    i = tnp.int32(5)
+    gx, gv = tg.grad(f, argnums=(0, 1))(x, v, i)
+    eps, xn, vn = 1e-2, x.numpy().astype(np.float64), v.numpy().astype(np.float64)
+    for (r, c) in [(5, 0), (6, 3), (0, 1)]:
+        d = np.zeros_like(xn)
+        d[r, c] = eps
+        fd = (ref(xn + d, vn, 5) - ref(xn - d, vn, 5)) / (2 * eps)
+        np.testing.assert_allclose(gx.numpy()[r, c], fd, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(gv.numpy(), 2 * (xn[5] + vn * xn[5]) * xn[5], rtol=1e-4)
+    ts = tnp.asarray([0, 3, -2], dtype=tnp.int32)
+    got = tg.vmap(f, in_axes=(None, None, 0))(x, v, ts).numpy()
+    np.testing.assert_allclose(got, [ref(xn, vn, t) for t in (0, 3, T - 2)], rtol=1e-4)

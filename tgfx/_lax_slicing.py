@@ -18,9 +18,8 @@ import numpy as np
 
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
-from tgfx.ir.uop import UOp
 from tgfx.numpy import _elementwise as ew
-from tgfx.numpy._indexing import getitem, scatter, shrink_at, signed_index
+from tgfx.numpy._indexing import getitem, scatter, shrink_at, signed_index, window_at
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
 
 Start = int | Tensor
@@ -81,21 +80,6 @@ def _along(axis: int, index: Any) -> tuple[Any, ...]:
     return (slice(None),) * axis + (index,)
 
 
-def _at_runtime_starts(op: Ops, x: Tensor, starts: Sequence[Start], inner: Sequence[int],
-                       outer: Sequence[int]) -> Tensor | None:
-    """`x` cut (DYNAMIC_SHRINK) or placed (DYNAMIC_PAD) at clamped `starts` along the axes where `inner` (the window)
-    is shorter than `outer`: a view whose starts are read at run time, so the kernel reads or writes the window where
-    it lies; a loop body's update of its carry is then written in place (tgfx/lowering/control.py). None where no
-    start is a Tensor, or `x` is sharded (its parts are cut by the gather form)."""
-    axes = tuple(a for a, (k, n) in enumerate(zip(inner, outer, strict=True)) if k != n)
-    if not any(isinstance(s, Tensor) for s in starts) or isinstance(x.uop.device, tuple):
-        return None
-    if not axes:
-        return x
-    srcs = tuple(s.uop if isinstance(s, Tensor) else UOp.const(dtypes.int32, s) for s in (starts[a] for a in axes))
-    return Tensor(UOp(op, x.dtype, (x.uop, *srcs), (axes, tuple(outer if op is Ops.DYNAMIC_PAD else inner))))
-
-
 def dynamic_slice(operand: ArrayLike, start_indices: Sequence[ArrayLike] | Tensor,
                   slice_sizes: Sequence[int]) -> Tensor:
     """operand[s0:s0 + k0, s1:s1 + k1, ...] for starts that may be traced values, as `jax.lax.dynamic_slice`.
@@ -114,7 +98,7 @@ def dynamic_slice(operand: ArrayLike, start_indices: Sequence[ArrayLike] | Tenso
     starts = _start_list("dynamic_slice", x, start_indices)
     sizes = _sizes("dynamic_slice", x, slice_sizes)
     starts = [_clamp(s, n, k) for s, n, k in zip(starts, x.shape, sizes, strict=True)]
-    if (view := _at_runtime_starts(Ops.DYNAMIC_SHRINK, x, starts, sizes, x.shape)) is not None:
+    if (view := window_at(Ops.DYNAMIC_SHRINK, x, starts, sizes, x.shape)) is not None:
         return view
     y = shrink_at(x, tuple((s, s + k) if isinstance(s, int) else (0, n)
                            for s, n, k in zip(starts, x.shape, sizes, strict=True)))
@@ -146,8 +130,8 @@ def dynamic_update_slice(operand: ArrayLike, update: ArrayLike, start_indices: S
         return x
     if all(isinstance(s, int) for s in starts):
         return scatter(x, tuple(slice(s, s + k) for s, k in zip(starts, u.shape, strict=True)), u, "set")
-    if (placed := _at_runtime_starts(Ops.DYNAMIC_PAD, u, starts, u.shape, x.shape)) is not None:
-        inside = _at_runtime_starts(Ops.DYNAMIC_PAD, Tensor.full(u.shape, True, dtypes.bool), starts, u.shape,
+    if (placed := window_at(Ops.DYNAMIC_PAD, u, starts, u.shape, x.shape)) is not None:
+        inside = window_at(Ops.DYNAMIC_PAD, Tensor.full(u.shape, True, dtypes.bool), starts, u.shape,
                                     x.shape)
         return inside.where(placed, x)
     placed, inside = u, None

@@ -9,8 +9,9 @@ elements outside the window are already there, and the kernel stores `u` into th
 
     STORE(out, WHERE(DYNAMIC_PAD(True), DYNAMIC_PAD(u, *s), x))   ->   STORE(DYNAMIC_SHRINK(out, *s), u)
 
-whose loops run over the window (`rangeify._window_store`). The update and the starts must not read `x`: its
-window's elements change as they are stored.
+whose loops run over the window (`rangeify._window_store`). The starts must not read `x`, and the update reads it
+only as the window itself through elementwise ops (`x.at[i].add(v)`: the old row plus v): each element is read by
+the iteration that then stores it.
 """
 from __future__ import annotations
 
@@ -52,6 +53,26 @@ def _window(u: UOp) -> tuple[tuple[int, ...], tuple[int, ...], tuple[UOp, ...]] 
     return tuple(a + lead for a in u.arg[0]), shape, u.src[1:]
 
 
+def _reads_only_the_window(update: UOp, base: UOp, axes: tuple[int, ...], starts: tuple[UOp, ...]) -> bool:
+    """Whether `update` reads `base` only as the window itself (DYNAMIC_SHRINK at the same starts: `x.at[i].add(v)`
+    reads the old row), through elementwise ops and reshapes: element j of the update reads element j of the window,
+    which the in-place store then overwrites in the same iteration."""
+    reaches = set()
+    for u in update.toposort():
+        if u is base or any(s in reaches for s in u.src):
+            reaches.add(u)
+    stack = [update]
+    while stack:
+        u = stack.pop()
+        if u not in reaches or (u.op is Ops.DYNAMIC_SHRINK and u.arg == (axes, update.shape) and
+                                u.src[1:] == starts and _whole(u.src[0]) is base):
+            continue
+        if u.op not in GroupOp.Elementwise and u.op is not Ops.RESHAPE:   # (a reshape keeps the row-major order)
+            return False
+        stack.extend(u.src)
+    return True
+
+
 def _whole(u: UOp) -> UOp | None:
     """The DEFINE_GLOBAL that `u` reads whole, in order (reshapes of it), else None."""
     while u.op is Ops.RESHAPE:
@@ -72,10 +93,10 @@ def window_update(ast: UOp) -> WindowUpdate | None:
     if placed.op is not Ops.DYNAMIC_PAD or _window(window) != (*placed.arg, placed.src[1:]) or base is None or \
             base is out or base.arg[1] != out.arg[1] or base.dtype != out.dtype:
         return None
-    update = placed.src[0]
-    if any(base in s.toposort() for s in placed.src):   # the update or a start reads the buffer it changes
-        return None
+    update, starts = placed.src[0], placed.src[1:]
     axes, shape = placed.arg
+    if any(base in s.toposort() for s in starts) or not _reads_only_the_window(update, base, axes, starts):
+        return None
     view = UOp(Ops.RESHAPE, out.dtype, (out,), shape)
     target = UOp(Ops.DYNAMIC_SHRINK, out.dtype, (view, *placed.src[1:]), (axes, update.shape))
     return WindowUpdate(out.arg[0], base.arg[0], ast.replace(src=(UOp(Ops.STORE, None, (target, update)),)))

@@ -208,6 +208,21 @@ def pad_at(y: Tensor, bounds: Sequence[tuple[int, int]], shape: tuple[int, ...])
     return Tensor(UOp(Ops.DYNAMIC_PAD, y.dtype, (y.uop, *starts), (axes, tuple(shape))))
 
 
+def window_at(op: Ops, x: Tensor, starts: Sequence[int | Tensor], inner: Sequence[int],
+              outer: Sequence[int]) -> Tensor | None:
+    """`x` cut (DYNAMIC_SHRINK) or placed (DYNAMIC_PAD) at `starts` along the axes where `inner` (the window) is
+    shorter than `outer`: a view whose starts are read at run time (clamped into range), so a kernel reads or writes
+    the window where it lies; a loop that updates its carry by such a window writes it in place
+    (tgfx/lowering/inplace.py). None where no start is a Tensor, or `x` is sharded (its parts are cut otherwise)."""
+    if not any(isinstance(s, Tensor) for s in starts) or isinstance(x.uop.device, tuple):
+        return None
+    axes = tuple(a for a, (k, n) in enumerate(zip(inner, outer, strict=True)) if k != n)
+    if not axes:
+        return x
+    srcs = tuple(s.uop if isinstance(s, Tensor) else UOp.const(dtypes.int32, s) for s in (starts[a] for a in axes))
+    return Tensor(UOp(op, x.dtype, (x.uop, *srcs), (axes, tuple(outer if op is Ops.DYNAMIC_PAD else inner))))
+
+
 def _apply_basic(x: Tensor, plan: _Basic) -> Tensor:
     y = shrink_at(x, plan.bounds)
     y = y.flip(plan.flips) if plan.flips else y
@@ -455,6 +470,12 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     if _is_scalar_bool(index):  # numpy's and JAX's x[True] (a new axis) and x[False] (a new empty axis)
         y = x.reshape((1,) + x.shape)
         return y if _host_bool(index) else y.shrink(((0, 0),) + tuple((0, s) for s in x.shape))
+    if mode in (None, "clip") and (items := _window_items(x, index)) is not None and \
+            all(not isinstance(i, int) or 0 <= i < n for i, n in zip(items, x.shape, strict=True)):
+        # one position along some axes, one by a traced index: a view at runtime starts (clamped), no gather
+        starts, window = _window(x, items)
+        y = window_at(Ops.DYNAMIC_SHRINK, x, starts, window, x.shape)
+        return y.reshape(tuple(n for i, n in zip(items, x.shape, strict=True) if i is None))
     plan = _plan(x, index, "raise" if mode is None else "array")
     mode = _check_mode(mode, ("clip", "fill", "drop", "wrap"), "clip", "getitem")
     mode = "fill" if mode == "drop" else mode
@@ -543,6 +564,8 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
     wins (numpy's rule; JAX leaves the order unspecified).
     """
     mode = _check_mode("drop" if mode == "fill" else mode, ("drop", "clip"), "drop", f"at[].{op}")   # JAX: fill drops
+    if (windowed := _window_scatter(x, index, values, op, mode)) is not None:
+        return windowed
     plan = _plan(x, index, "drop" if mode == "drop" else "array")
     if plan is None:  # a scalar int out of range: every update is dropped
         return x
@@ -568,6 +591,73 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
         return combine[op](x, vals).astype(x.dtype)
     landed = _unapply_basic(Tensor.full(y_shape, True) if landed is None else landed, plan.basic)
     return landed.where(combine[op](x, vals), x).astype(x.dtype)
+
+
+def _window_items(x: Tensor, index: Any) -> list[int | Tensor | None] | None:
+    """Per axis of x: None where `index` takes the axis whole, else the one position it picks (a Python int, or a 0-d
+    integer Tensor, negatives counted from the end): when the index is only those, with at least one Tensor (a
+    loop's step `i`), on one device. None for any other index."""
+    if not isinstance(index, (tuple, Tensor)) or isinstance(x.uop.device, tuple) or x.size == 0 or \
+            any(i is None for i in (index if isinstance(index, tuple) else ())):
+        return None
+    try:
+        items = _expand_index(index, x.ndim)
+    except IndexError:
+        return None
+    out: list[int | Tensor | None] = []
+    for i, n in zip(items, x.shape, strict=True):
+        if isinstance(i, slice) and i == slice(None):
+            out.append(None)
+        elif isinstance(i, Tensor) and i.shape == () and i.dtype.is_int:
+            s = signed_index(i)
+            out.append(ew.where(s < 0, s + n, s))
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            out.append(int(i) + n if i < 0 else int(i))
+        else:
+            return None
+    return out if any(isinstance(i, Tensor) for i in out) else None
+
+
+def _window(x: Tensor, items: list[int | Tensor | None]) -> tuple[list[int | Tensor], tuple[int, ...]]:
+    """The starts and window shape of `_window_items`' positions: 1 along a picked axis, whole along the others."""
+    return [0 if i is None else i for i in items], tuple(n if i is None else 1 for i, n in zip(items, x.shape,
+                                                                                                strict=True))
+
+
+def _window_scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str) -> Tensor | None:
+    """`scatter` (set, add, multiply) at an index of `_window_items` (`x.at[i].set(row)`, `x.at[:, i].add(v)`): one
+    window at runtime starts replaced, `where(DYNAMIC_PAD(True), DYNAMIC_PAD(new), x)` as in
+    `lax.dynamic_update_slice`, which a loop carry takes in place. A position out of range (mode "drop") writes the
+    window's own values back. None for any other index or op."""
+    if op not in ("set", "add", "multiply") or (items := _window_items(x, index)) is None:
+        return None
+    inside = None
+    for a, (i, n) in enumerate(zip(items, x.shape, strict=True)):
+        if isinstance(i, int) and not 0 <= i < n:
+            if mode != "clip":
+                return x
+            items[a] = min(max(i, 0), n - 1)
+        elif isinstance(i, Tensor) and mode == "clip":
+            items[a] = ew.clip(i, 0, n - 1)
+        elif isinstance(i, Tensor):
+            hit = ew.logical_and(i >= 0, i < n)
+            inside = hit if inside is None else ew.logical_and(inside, hit)
+    starts, window = _window(x, items)
+    u = _as_values(values, x.dtype)
+    picked = tuple(n for i, n in zip(items, x.shape, strict=True) if i is None)
+    try:
+        u = u.expand(picked)
+    except ValueError as e:
+        raise ValueError(f"at[].{op}: cannot broadcast updates of shape {u.shape} to the indexed shape {picked} "
+                         f"(x has shape {x.shape})") from e
+    new = u.reshape(window)
+    old = window_at(Ops.DYNAMIC_SHRINK, x, starts, window, x.shape) if op != "set" or inside is not None else None
+    if op != "set":
+        new = (ew.add if op == "add" else ew.multiply)(old, new).astype(x.dtype)
+    if inside is not None:
+        new = ew.where(inside, new, old)
+    placed = window_at(Ops.DYNAMIC_PAD, new, starts, window, x.shape)
+    return window_at(Ops.DYNAMIC_PAD, Tensor.full(window, True, dtypes.bool), starts, window, x.shape).where(placed, x)
 
 
 def _as_values(values: ArrayLike, d: DType) -> Tensor:
