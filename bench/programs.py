@@ -22,7 +22,10 @@ values:
 - `gnn`: a 3-layer message-passing network over a random graph (messages gathered by edge, `h[senders] @ w`, summed
   into their receivers by `segment_sum`), a node regression loss, `jit(value_and_grad)` and SGD;
 - `kmeans`: Lloyd's k-means, ten iterations in a `fori_loop` (distances, an argmin, centroids as one-hot sums), one
-  jitted call per step on a new batch of points; the "loss" is the final inertia.
+  jitted call per step on a new batch of points; the "loss" is the final inertia;
+- `decode`: greedy decoding of 128 tokens by a one-layer attention model with a KV cache: a `lax.scan` whose step
+  writes its key and value rows with `dynamic_update_slice`, attends over the cache and takes an argmax (the "loss"
+  is the sum of the tokens: they must agree one for one).
 
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
@@ -437,9 +440,41 @@ def kmeans(fw: Fw, quick: bool) -> Step:
     return run
 
 
+def decode(fw: Fw, quick: bool) -> Step:
+    xp, lax = fw.xp, fw.lax
+    vocab, d, tokens = (32, 16, 16) if quick else (256, 128, 128)
+    rng = np.random.default_rng(0)
+    p = {k: fw.asarray(_init(rng, *s)) for k, s in dict(wq=(d, d), wk=(d, d), wv=(d, d), wo=(d, d), w1=(d, 4 * d),
+                                                            w2=(4 * d, d)).items()}
+    p["emb"] = fw.asarray(_init(rng, vocab, d, scale=1.0))
+
+    def token(carry: Any, _: Any) -> Any:
+        tok, kc, vc, t = carry
+        x = p["emb"][tok]
+        q = x @ p["wq"]
+        kc = lax.dynamic_update_slice(kc, (x @ p["wk"])[None], (t, 0))
+        vc = lax.dynamic_update_slice(vc, (x @ p["wv"])[None], (t, 0))
+        s = xp.where(xp.arange(tokens) <= t, kc @ q / math.sqrt(d), -1e9)
+        a = xp.exp(s - s.max())
+        h = x + (a / a.sum()) @ vc @ p["wo"]
+        h = h + xp.tanh(h @ p["w1"]) @ p["w2"]
+        nxt = xp.argmax(h @ p["emb"].T).astype(xp.int32)
+        return (nxt, kc, vc, t + 1), nxt
+
+    @fw.jit
+    def generate(first: Any) -> Any:
+        cache = xp.zeros((tokens, d), dtype=xp.float32)
+        _, toks = lax.scan(token, (first, cache, cache, xp.asarray(0, dtype=xp.int32)), None, length=tokens)
+        return toks.astype(xp.float32).sum()
+
+    def run(i: int) -> Any:
+        return generate(fw.asarray(np.int32(i % vocab)))
+    return run
+
+
 PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager,
-    "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans}
+    "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans, "decode": decode}
 
 
 @dataclass
