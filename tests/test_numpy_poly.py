@@ -59,8 +59,12 @@ def test_convolve_dtypes() -> None:
     assert out.dtype == tnp.int32 and out.tolist() == [1, 3, 5, 3]
 
 
+# no subnormal knots: kernels flush subnormal results to zero by default (TGFX_FLUSH_DENORMALS, as XLA's CPU code), so a
+# segment from 0 to 8e-39 is flat there; JAX's CPU flushes subnormal inputs as well and departs from numpy on them too.
+# test_interp_keeps_subnormal_knots_with_gradual_underflow has them
 @settings(max_examples=15)
-@given(st.lists(st.floats(-3, 3), min_size=5, max_size=5, unique=True), vec(8), st.integers(0, 2**31 - 1))
+@given(st.lists(st.floats(-3, 3, width=32, allow_subnormal=False), min_size=5, max_size=5, unique=True), vec(8),
+       st.integers(0, 2**31 - 1))
 @example([0.0, -1.0, -2.0, -1.5, -5.693166710071602e-38], np.zeros(8, np.float32), 0)   # a segment 6e-38 wide
 def test_interp_matches_numpy(knots: list, x: np.ndarray, seed: int) -> None:
     xp = np.sort(np.array(knots, np.float32))
@@ -75,6 +79,69 @@ def test_interp_matches_numpy(knots: list, x: np.ndarray, seed: int) -> None:
 def test_interp_extrapolate() -> None:
     xp, fp = np.array([0.0, 1.0, 2.0], np.float32), np.array([0.0, 1.0, 4.0], np.float32)
     close(tnp.interp(np.array([-1.0, 3.0], np.float32), xp, fp, left="extrapolate", right="extrapolate"), [-1.0, 7.0])
+
+
+def test_interp_keeps_subnormal_knots_with_gradual_underflow(monkeypatch: pytest.MonkeyPatch) -> None:
+    # with TGFX_FLUSH_DENORMALS=0 the segment from 0 to 8e-39 is interpolated as numpy's (by default it is flushed)
+    from tgfx import config
+    monkeypatch.setattr(config.FLUSH_DENORMALS, "value", 0)
+    xp, fp = np.array([0.0, 8e-39, 0.5, 1.0, 2.0], np.float32), np.array([1.0, -1.0, 3.0, 4.0, 5.0], np.float32)
+    x = np.array([0.0, 4e-39, 0.25, 2.25], np.float32)
+    close(tnp.interp(x, xp, fp), np.interp(x, xp, fp), 1e-4)
+    close(tnp.interp(x, xp, fp, period=2.5), np.interp(x, xp, fp, period=2.5), 1e-4)
+
+
+# (x, xp, fp dtypes, keyword arguments) -> jnp.interp's result dtype: x and xp promote together (with the period), fp
+# alone, and the slope in x's type times fp's differences promotes them; then left and right join (weak when Python)
+_INTERP_TYPES = [
+    (("int32", "int32", "int32"), {}, "float32"),
+    (("int32", "int32", "bool"), {}, "float32"),
+    (("int32", "int32", "float16"), {}, "float32"),
+    (("int32", "float32", "bfloat16"), {}, "float32"),
+    (("float16", "float16", "bfloat16"), {}, "float32"),
+    (("bfloat16", "bfloat16", "bfloat16"), {}, "bfloat16"),
+    (("float16", "float16", "float16"), {}, "float16"),
+    (("float16", "float16", "float16"), {"left": 0.5, "right": 9}, "float16"),
+    (("float16", "float16", "float16"), {"left": np.float32(0.5)}, "float32"),
+    (("float16", "float16", "float16"), {"right": np.ones((), np.float32)}, "float32"),
+    (("float16", "float16", "float16"), {"left": 0.5 + 1j}, "complex64"),
+    (("float16", "float16", "float16"), {"period": 3.0}, "float16"),
+    (("float16", "float16", "float16"), {"period": np.float32(3.0)}, "float32"),
+    (("int32", "int32", "int32"), {"period": np.float16(3.0)}, "float32"),
+    (("float16", "float16", "float16"), {"left": "extrapolate", "right": "extrapolate"}, "float16"),
+]
+_INTERP_TYPES_X64 = [
+    (("int32", "int32", "int32"), {}, "float32"),
+    (("int32", "int64", "int32"), {}, "float64"),
+    (("float16", "float64", "float32"), {}, "float64"),
+    (("int32", "int32", "float64"), {}, "float64"),
+    (("float16", "float16", "float16"), {"right": np.float64(9.0)}, "float64"),
+    (("float16", "float16", "float16"), {"period": np.float64(3.0)}, "float64"),
+    (("float32", "float32", "float32"), {"left": 0.5 + 1j}, "complex64"),
+]
+
+
+def _interp_with_types(types: tuple, kw: dict, want: str) -> None:
+    values = ([0.0, 1.0, 2.0, 3.0, 5.0], [1.0, 2.0, 4.0], [1.0, 0.0, 1.0] if types[2] == "bool" else [3.0, 1.0, 7.0])
+    x, xp, fp = (tg.asarray(np.array(v, np.float32)).astype(d) for v, d in zip(values, types, strict=True))
+    got = tnp.interp(x, xp, fp, **kw)
+    assert got.dtype.name == want, (types, kw, got.dtype)
+    if kw.get("left") == "extrapolate":
+        expected = [5.0, 3.0, 1.0, 4.0, 10.0]
+    else:
+        expected = np.interp(*values[:2], np.array(values[2], np.complex128), **kw)   # (numpy's complex left)
+    np.testing.assert_allclose(got.numpy().astype(np.complex128), expected, rtol=1e-3)
+
+
+@pytest.mark.parametrize(("types", "kw", "want"), _INTERP_TYPES)
+def test_interp_result_types_are_jaxs(types: tuple, kw: dict, want: str) -> None:
+    _interp_with_types(types, kw, want)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize(("types", "kw", "want"), _INTERP_TYPES_X64)
+def test_interp_result_types_are_jaxs_with_x64(types: tuple, kw: dict, want: str) -> None:
+    _interp_with_types(types, kw, want)
 
 
 @settings(max_examples=15)

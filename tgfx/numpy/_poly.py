@@ -115,6 +115,8 @@ def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike | str | N
         raise ValueError("interp: xp and fp must not be empty")
     if xt.dtype.is_complex or xpt.dtype.is_complex:
         raise ValueError("interp: complex x and xp are not supported")
+    # JAX's types: x and xp promote together (with the period, if any), fp on its own; the slope is taken in x's type
+    # and the result is what it promotes to with fp's (int xp with float16 fp: float32), then with left's and right's
     xt, xpt = _promote("interp", xt, xpt, inexact=True)
     (fpt,) = _promote("interp", fpt, inexact=True)
     extrapolate = []
@@ -123,10 +125,10 @@ def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike | str | N
             raise ValueError(f"interp: the only string value of {name} is 'extrapolate', got {side!r}")
         extrapolate.append(isinstance(side, str))
     if period is not None:
-        per = to_tensor(period)
+        xt, xpt, per = _promote("interp", xt, xpt, period)
         if per.ndim != 0:
             raise ValueError(f"interp: period must be a scalar, got shape {per.shape}")
-        per = ew.absolute(per).astype(xt.dtype)
+        per = ew.absolute(per)
         xt, xpt = ew.remainder(xt, per), ew.remainder(xpt, per)
         order = _sort.argsort(xpt)
         xpt, fpt = xpt[order], fpt[order]
@@ -146,7 +148,7 @@ def interp(x: ArrayLike, xp: ArrayLike, fp: ArrayLike, left: ArrayLike | str | N
             f = ew.where(xt < xpt[0], fpt[0] if left is None else left, f)
         if not extrapolate[1]:
             f = ew.where(xt > xpt[-1], fpt[-1] if right is None else right, f)
-    return f.astype(fpt.dtype)
+    return f
 
 
 def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: ArrayLike = 1.0, axis: int = -1) -> Tensor:
