@@ -2,7 +2,8 @@
 extract, functional place and put, bit packing and counting, multi-dimensional histograms, window functions, and the
 abstract scalar types with issubdtype; under jit and vmap, their gradients, and their errors.
 
-Where JAX differs from numpy (place and put need inplace=False, histogram counts are floats), the test checks JAX's.
+Where JAX differs from numpy (place and put need inplace=False, histogram counts are floats, histogramdd's and
+histogram2d's ints without weights or density), the test checks JAX's.
 """
 from __future__ import annotations
 
@@ -196,7 +197,7 @@ def test_histogramdd_matches_numpy(s: np.ndarray, bins: int, density: bool, weig
         h, edges = tnp.histogramdd(tnp.asarray(s), weights=None if w is None else tnp.asarray(w), density=density, **kw)
         hn, en = np.histogramdd(s, weights=w, density=density, **kw)   # numpy on the same float32 data
         close(h, hn, rtol=1e-4, atol=1e-4)
-        assert h.dtype == tnp.float32
+        assert h.dtype == (tnp.float32 if weighted or density else tnp.int32)   # JAX's counts: a bincount
         for e, want in zip(edges, en, strict=True):
             close(e, want, rtol=1e-5, atol=1e-5)
 
@@ -213,6 +214,54 @@ def test_histogram2d() -> None:
     h, _, _ = tnp.histogram2d(tnp.asarray(x), tnp.asarray(y), bins=3, range=[(-1, 1), (0, 2)], weights=tnp.asarray(x),
                               density=True)
     close(h, np.histogram2d(x, y, bins=3, range=[(-1, 1), (0, 2)], weights=x, density=True)[0], rtol=1e-4)
+
+
+# (x, y, weights dtypes, density) -> jnp.histogram2d's (counts, edges) dtypes: x and y promote together (JAX stacks
+# them into histogramdd's sample), then with the weights to a float type; counts without weights or density are a
+# bincount's default int
+_HISTOGRAM_TYPES = [
+    (("int32", "int32", None, False), ("int32", "float32")),
+    (("bool", "float16", None, False), ("int32", "float16")),
+    (("int32", "float16", None, True), ("float16", "float16")),
+    (("int32", "bool", None, True), ("float32", "float32")),
+    (("int32", "int32", "float16", False), ("float16", "float16")),
+    (("int32", "bfloat16", "float32", True), ("float32", "float32")),
+    (("float16", "float16", "int32", False), ("float16", "float16")),
+]
+_HISTOGRAM_TYPES_X64 = [
+    (("int32", "int32", None, False), ("int64", "float32")),
+    (("int32", "int64", None, False), ("int64", "float64")),
+    (("int32", "int64", "float32", False), ("float32", "float32")),
+    (("bool", "int32", "int64", True), ("float64", "float64")),
+    (("float16", "float16", None, True), ("float16", "float16")),
+]
+
+
+def _histograms_with_types(types: tuple, want: tuple) -> None:
+    dx, dy, dw, density = types
+    x, y, w = ([0.0, 1, 1, 2, 3, 3, 3], [1.0, 0, 1, 1, 0, 1, 1], [1.0, 2, 1, 1, 3, 1, 2])
+    xt, yt = tg.asarray(np.array(x, np.float32)).astype(dx), tg.asarray(np.array(y, np.float32)).astype(dy)
+    weights = None if dw is None else tg.asarray(np.array(w, np.float32)).astype(dw)
+    hn = np.histogram2d(np.array(x) != 0 if dx == "bool" else x, np.array(y) != 0 if dy == "bool" else y, bins=2,
+                        weights=None if dw is None else w, density=density)[0]
+    h, xe, ye = tnp.histogram2d(xt, yt, bins=2, weights=weights, density=density)
+    assert (h.dtype.name, xe.dtype.name, ye.dtype.name) == (want[0], want[1], want[1]), types
+    close(h.numpy().astype(np.float64), hn, rtol=2e-3)   # (float16 densities)
+    if dx == dy:   # the same sample as one (N, 2) array
+        h, (xe, ye) = tnp.histogramdd(tnp.stack([xt, yt], axis=1), bins=2, weights=weights, density=density)
+        assert (h.dtype.name, xe.dtype.name, ye.dtype.name) == (want[0], want[1], want[1]), types
+        close(h.numpy().astype(np.float64), hn, rtol=2e-3)
+
+
+@pytest.mark.parametrize(("types", "want"), _HISTOGRAM_TYPES)
+def test_histogram2d_and_histogramdd_types_are_jaxs(types: tuple, want: tuple) -> None:
+    _histograms_with_types(types, want)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize(("types", "want"), _HISTOGRAM_TYPES_X64)
+def test_histogram2d_and_histogramdd_types_are_jaxs_with_x64(types: tuple, want: tuple) -> None:
+    _histograms_with_types(types, want)
 
 
 # ---- windows ----

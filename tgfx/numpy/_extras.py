@@ -531,9 +531,10 @@ def histogramdd(sample: ArrayLike, bins: ArrayLike | Sequence[ArrayLike] = 10,
                 weights: ArrayLike | None = None, density: bool | None = None) -> tuple[Tensor, list[Tensor]]:
     """numpy.histogramdd of the (N, D) `sample`: (counts of shape (bins_0, ..., bins_{D-1}), the D edge arrays).
     `bins` is one number of bins or array of edges for every dimension, or one per dimension; `range` a (min, max)
-    pair or None per dimension. Each dimension bins as `tnp.histogram` (the last edge counts in the last bin); counts
-    are floats (sums of `weights`), divided by the total and the cell volumes with `density=True`.
-    Cost: one kernel of prod(bins) * N compares.
+    pair or None per dimension. Each dimension bins as `tnp.histogram` (the last edge counts in the last bin). As
+    JAX's (not numpy's floats): counts are the default int without `weights`, else the sums of the weights, in the
+    float type sample and weights promote to; `density=True` divides them, as floats of that type, by the total and
+    the cell volumes. Cost: one kernel of prod(bins) * N compares.
 
     >>> counts, (ex, ey) = tnp.histogramdd(tnp.asarray([[0.0, 0.0], [1.0, 1.0]]), bins=2)
     """
@@ -552,7 +553,7 @@ def histogramdd(sample: ArrayLike, bins: ArrayLike | Sequence[ArrayLike] = 10,
         w = to_tensor(weights)
         if w.shape != (n,):
             raise ValueError(f"histogramdd: weights must have shape ({n},), one per sample, got {w.shape}")
-        d = _promote_kinds(to_inexact(s.dtype), w.dtype)
+        d = to_inexact(_promote_kinds(s.dtype, w.dtype))   # int32 sample, float16 weights: float16, as JAX
         s, w = s.astype(d), w.astype(d)
     if isinstance(bins, (int, np.integer)):
         per_dim = [bins] * nd
@@ -580,11 +581,12 @@ def histogramdd(sample: ArrayLike, bins: ArrayLike | Sequence[ArrayLike] = 10,
     total = math.prod(shape)
     hit = cell.reshape(1, n) == Tensor.arange(total, dtype=dtypes.int32).reshape(total, 1)
     if w is None:
-        counts = rd.sum(hit, axis=1).astype(s.dtype)
+        counts = rd.sum(hit, axis=1).astype(dtypes.default_int)
     else:
         counts = rd.sum(ew.where(hit, w.reshape(1, n), Tensor.full((), 0, w.dtype)), axis=1)
     counts = counts.reshape(shape)
     if density:
+        counts = counts.astype(s.dtype)
         counts = ew.true_divide(counts, rd.sum(counts))
         for i, e in enumerate(edges):
             widths = (e[1:] - e[:-1]).reshape(tuple(-1 if a == i else 1 for a in builtins.range(nd)))
@@ -596,7 +598,8 @@ def histogram2d(x: ArrayLike, y: ArrayLike, bins: ArrayLike | Sequence[ArrayLike
                 range: Sequence[Any] | None = None,  # noqa: A002 - numpy's keyword
                 weights: ArrayLike | None = None, density: bool | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """numpy.histogram2d of the points (x[i], y[i]): (counts of shape (x bins, y bins), x edges, y edges), binned as
-    `histogramdd`. `bins` is a number or edges for both axes, or a pair of them.
+    `histogramdd` (with its types: x and y promote together first). `bins` is a number or edges for both axes, or a
+    pair of them.
 
     >>> counts, xedges, yedges = tnp.histogram2d(x, y, bins=(4, 3))
     """
@@ -608,7 +611,7 @@ def histogram2d(x: ArrayLike, y: ArrayLike, bins: ArrayLike | Sequence[ArrayLike
         bins = [bins, bins]  # one array of edges for both axes
     elif nb == 1 and not isinstance(bins, (int, np.integer)):
         bins = [bins[0], bins[0]]
-    d = _promote_kinds(to_inexact(xt.dtype), to_inexact(yt.dtype))
+    d = _promote_kinds(xt.dtype, yt.dtype)   # as JAX's stack of the two: int32 and float16 points are float16
     counts, (ex, ey) = histogramdd(mv.stack([xt.astype(d), yt.astype(d)], axis=1), bins, range, weights, density)
     return counts, ex, ey
 
