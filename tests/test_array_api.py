@@ -506,6 +506,19 @@ def test_searchsorted_nan_and_jit() -> None:
     assert tnp.searchsorted(a, v).tolist() == np.searchsorted(a, v).tolist()
 
 
+@pytest.mark.parametrize("method", ["scan", "scan_unrolled", "sort", "compare_all"])
+def test_searchsorted_takes_jaxs_methods_with_one_answer(method: str) -> None:
+    # jnp.searchsorted's method= picks an algorithm, never the answer: numpy's for a short and a long sorted array
+    v = np.array([[2.0, 0.0], [5.0, np.nan]], np.float32)
+    for a in (np.array([1.0, 2.0, 2.0, 3.0, np.nan], np.float32), np.repeat(np.arange(40, dtype=np.float32), 2)):
+        for side in ("left", "right"):
+            got = tnp.searchsorted(a, v, side=side, method=method)
+            assert got.dtype == dtypes.int32 and got.tolist() == np.searchsorted(a, v, side).tolist()
+            assert tg.asarray(a).searchsorted(v, side, method=method).tolist() == got.tolist()
+    with pytest.raises(ValueError, match="one of 'scan', 'scan_unrolled', 'sort', 'compare_all' .*, got 'bisect'"):
+        tnp.searchsorted(a, v, method="bisect")
+
+
 @settings(max_examples=10)
 @given(st.integers(64, 700), st.sampled_from(["left", "right"]), st.booleans(), st.integers(0, 2 ** 16))
 def test_searchsorted_by_halving_a_long_sorted_array(n: int, side: str, nans: bool, seed: int) -> None:

@@ -210,12 +210,15 @@ def unique_values(x: ArrayLike, /, *, size: int | None = None, fill_value: Array
 
 
 # ---- searchsorted ----
-def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike | None = None) -> Tensor:
+def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLike | None = None, *,
+                 method: str = "scan") -> Tensor:
     """Where each `v` would be inserted into the sorted 1-d `a` to keep it sorted (numpy.searchsorted; int32, as JAX's
     in either x64 mode): the number of elements of `a` before it, those less than it (`side="left"`) or not greater
     (`"right"`), in the order that puts NaNs last. `sorter` (argsort of `a`) sorts an unsorted `a` first. A short
     `a` is one kernel of len(a) * v.size compares; from SEARCH_BISECT elements on, a binary search as numpy's:
     log2(len(a)) halvings, each a load of `a` at every query's midpoint (1e5 queries into 1e4: 36 -> under 1 ms).
+    `method` is JAX's choice of algorithm ("scan", "scan_unrolled", "sort" or "compare_all"): each gives the same
+    answer, and tgfx chooses by len(a) as above whichever is named.
 
     >>> tnp.searchsorted(tnp.asarray([1, 2, 2, 3]), 2).item()
     1
@@ -225,6 +228,9 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLi
         raise ValueError(f"searchsorted: a must be 1-d, got shape {s.shape}")
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if method not in SEARCH_METHODS:
+        raise ValueError(f"searchsorted: method must be one of {', '.join(map(repr, SEARCH_METHODS))} (as JAX's), got "
+                         f"{method!r}")
     if sorter is not None:
         s = s[to_tensor(sorter)]
     q = to_tensor(v)
@@ -240,6 +246,7 @@ def searchsorted(a: ArrayLike, v: ArrayLike, side: str = "left", sorter: ArrayLi
 
 
 SEARCH_BISECT = 64   # a sorted array this long is searched by halving (log2 n loads a query), not compared whole
+SEARCH_METHODS = ("scan", "scan_unrolled", "sort", "compare_all")   # jnp.searchsorted's; all give one answer
 
 
 def _bisect(s: Tensor, q: Tensor, side: str) -> Tensor:

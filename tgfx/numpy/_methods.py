@@ -139,9 +139,9 @@ def _nonzero(self: Tensor, *, size: int | None = None, fill_value: Any = None) -
     return nonzero(self, size=size, fill_value=fill_value)
 
 
-def _searchsorted(self: Tensor, v: Any, side: str = "left", sorter: Any = None) -> Tensor:
+def _searchsorted(self: Tensor, v: Any, side: str = "left", sorter: Any = None, *, method: str = "scan") -> Tensor:
     from tgfx.numpy._data_dependent import searchsorted
-    return searchsorted(self, v, side, sorter)
+    return searchsorted(self, v, side, sorter, method=method)
 
 
 def _ptp(self: Tensor, axis: Any = None, out: None = None, keepdims: bool = False) -> Tensor:
