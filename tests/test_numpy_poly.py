@@ -163,6 +163,65 @@ def test_calculus_match_numpy(axis: int, seed: int) -> None:
     close(tnp.unwrap(phase, axis=0, discont=4.0), np.unwrap(phase, axis=0, discont=4.0), 1e-4)
 
 
+# (y's dtype, spacing: None, a Python number, or a typed array) -> the dtypes of jnp.gradient's and jnp.trapezoid's
+# results: y made inexact by its own width (int32 is float32 with x64 too), then promoted with the spacing, a Python
+# number weakly (the default 1.0 as well). Where JAX's two differ: gradient makes y and its spacing inexact together
+# (int32 y, Python 2.0: the default float), trapezoid y first, then multiplies by dx
+_CALCULUS_TYPES = [
+    ("bool", None, "float32", "float32"),
+    ("uint8", None, "float32", "float32"),
+    ("int32", None, "float32", "float32"),
+    ("int32", 2, "float32", "float32"),
+    ("int32", 2.0, "float32", "float32"),
+    ("float16", None, "float16", "float16"),
+    ("bfloat16", 0.5, "bfloat16", "bfloat16"),
+    ("float16", np.float32(0.5), "float32", "float32"),
+    ("int32", np.array([0.0, 1.0, 3.0, 4.0, 6.0], np.float16), "float16", "float16"),
+]
+_CALCULUS_TYPES_X64 = [
+    ("bool", None, "float32", "float32"),
+    ("int16", None, "float32", "float32"),
+    ("int32", None, "float32", "float32"),
+    ("int32", 2, "float32", "float32"),
+    ("int32", 2.0, "float64", "float32"),
+    ("float16", 2.0, "float16", "float16"),
+    ("int64", None, "float64", "float64"),
+    ("int32", np.float64(0.5), "float64", "float64"),
+    ("float32", np.array([0, 1, 3, 4, 6], np.int64), "float32", "float32"),
+]
+
+
+def _calculus_with_types(dtype: str, spacing: object, want_gradient: str, want_trapezoid: str) -> None:
+    y = np.array([1.0, 2.0, 4.0, 7.0, 11.0])
+    yt = tg.asarray(y.astype(np.float32)).astype(dtype)
+    yn = (y != 0).astype(np.float64) if dtype == "bool" else y
+    coords = isinstance(spacing, np.ndarray)
+    args = () if spacing is None else (spacing,)
+    got = tnp.gradient(yt, *args)
+    assert got.dtype.name == want_gradient, (dtype, spacing, got.dtype)
+    close(got.numpy().astype(np.float64), np.gradient(yn, *(np.asarray(a, np.float64) for a in args)), 1e-2)
+    dx = 1.0 if spacing is None or coords else spacing
+    got = tnp.trapezoid(yt, spacing) if coords else tnp.trapezoid(yt, dx=dx)
+    assert got.dtype.name == want_trapezoid, (dtype, spacing, got.dtype)
+    want = np.trapezoid(yn, np.asarray(spacing, np.float64)) if coords else np.trapezoid(yn, dx=float(dx))
+    close(got.numpy().astype(np.float64), want, 1e-2)
+    if spacing is None:   # the default dx too
+        assert tnp.trapezoid(yt).dtype.name == want_trapezoid
+
+
+@pytest.mark.parametrize(("dtype", "spacing", "want_gradient", "want_trapezoid"), _CALCULUS_TYPES)
+def test_gradient_and_trapezoid_types_are_jaxs(dtype: str, spacing: object, want_gradient: str,
+                                               want_trapezoid: str) -> None:
+    _calculus_with_types(dtype, spacing, want_gradient, want_trapezoid)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize(("dtype", "spacing", "want_gradient", "want_trapezoid"), _CALCULUS_TYPES_X64)
+def test_gradient_and_trapezoid_types_are_jaxs_with_x64(dtype: str, spacing: object, want_gradient: str,
+                                                        want_trapezoid: str) -> None:
+    _calculus_with_types(dtype, spacing, want_gradient, want_trapezoid)
+
+
 # ---- polynomials ----
 @settings(max_examples=15)
 @given(vec(5), vec(3), vec(4))

@@ -160,7 +160,9 @@ def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: ArrayLike = 1.0, axi
     """
     if x is None:
         (yt,) = _promote("trapezoid", y, inexact=True)
-        d = to_tensor(dx)
+        # then dx joins y's type, weakly when it is a Python number (as JAX's asarray(dx)): int32 or float16 y with the
+        # default 1.0 keeps float32 / float16 whatever the x64 mode
+        yt, d = _promote("trapezoid", yt, dx)
         if d.ndim > 0:
             d = mv.moveaxis(d.reshape((1,) * (yt.ndim - d.ndim) + d.shape), axis, -1)
     else:
@@ -199,7 +201,9 @@ def gradient(f: ArrayLike, *varargs: ArrayLike, axis: int | Sequence[int] | None
     if len(spacing) not in (0, 1, len(axes)):
         raise TypeError(f"gradient: {len(spacing)} spacing arguments for the {len(axes)} axes {axes}; give none, one "
                         f"or one per axis")
-    hs = [1.0] * len(axes) if not spacing else spacing * len(axes) if len(spacing) == 1 else spacing
+    # unit spacing in f's own type: a strong 1.0 made int32 samples float64 with x64, where JAX's stay float32
+    unit = Tensor.full((), 1, a.dtype)
+    hs = [unit] * len(axes) if not spacing else spacing * len(axes) if len(spacing) == 1 else spacing
     out = [_gradient_along(a, h, ax) for ax, h in zip(axes, hs, strict=True)]
     return out[0] if len(axes) == 1 else out
 

@@ -13,7 +13,8 @@ from tgfx.tensor import ArrayLike, Tensor
 def trapezoid(y: ArrayLike, x: ArrayLike | None = None, dx: ArrayLike = 1.0, axis: int = -1) -> Tensor:
     """The integral of the samples y along `axis` by the composite trapezoidal rule (scipy.integrate.trapezoid):
     the sum of (x[i + 1] - x[i]) * (y[i] + y[i + 1]) / 2, at the sample points `x` (1-d, or y's shape) or, without
-    them, spaced `dx` apart. Integers become the default float; differentiable in y, x and dx.
+    them, spaced `dx` apart. Types as JAX's: integers up to 32 bits become float32 (with x64 too), a Python `dx` is
+    weakly typed (float16 y stays float16); differentiable in y, x and dx.
 
     >>> x = tnp.linspace(0, 2 * math.pi, 1000)
     >>> trapezoid(tnp.sin(x) ** 2, x)           # ~ pi
