@@ -377,6 +377,36 @@ def test_gradients_flow_through_gather_and_scatter() -> None:
     check(g, np.array([[2, 2], [1, 1], [2, 2], [1, 1]], np.float32))
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_scatter_min_max_gradient_shares_ties_equally(op: str) -> None:
+    # JAX's rule: at each position the values equal to the result, x's and those of the updates landing there, share
+    # its cotangent equally (x tied with three updates: 1/4 each, not 1/2, 1/4, 1/4 ... ); a position no update
+    # reaches passes it to x whole, a dropped update gets nothing. Under jit, vmap and jvp (its transpose) too
+    sign = 1.0 if op == "max" else -1.0
+    x = np.array([1.0, 2.0, 3.0, -np.inf, 5.0], np.float32) * sign
+    y = np.array([1.0, 1.0, 1.0, 3.0, 9.0, -np.inf, 2.0], np.float32) * sign
+    idx = np.array([0, 0, 0, 2, 1, 3, 7])       # x[3] = -inf ties with y[5]; index 7 is out of range, dropped
+    w = np.array([1.0, 2.0, 3.0, 4.0, 5.0], np.float32)
+
+    def f(a: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
+        return (getattr(a.at[idx], op)(b) * w).sum()
+
+    want_x, want_y = [0.25, 0.0, 1.5, 2.0, 5.0], [0.25, 0.25, 0.25, 1.5, 2.0, 2.0, 0.0]
+    for grad in (tg.grad(f, argnums=(0, 1)), tg.jit(tg.grad(f, argnums=(0, 1)))):
+        gx, gy = grad(tg.asarray(x), tg.asarray(y))
+        check(gx, np.array(want_x, np.float32))
+        check(gy, np.array(want_y, np.float32))
+    _, t = tg.jvp(lambda a, b: getattr(a.at[idx], op)(b), (tg.asarray(x), tg.asarray(y)),
+                  (tg.asarray(np.ones(5, np.float32)), tg.asarray(np.full(7, 4.0, np.float32))))
+    check(t, np.array([(1 + 3 * 4) / 4, 4.0, 2.5, 2.5, 1.0], np.float32))
+    # per example under vmap, each row with its own index: three tied values get a third each
+    xs, ys = np.array([[2.0, 0.0], [0.0, 2.0]], np.float32) * sign, np.full((2, 2), 2.0, np.float32) * sign
+    gx, gy = tg.vmap(tg.grad(lambda a, b, i: getattr(a.at[i], op)(b).sum(), argnums=(0, 1)))(
+        tg.asarray(xs), tg.asarray(ys), tg.asarray(np.array([[0, 0], [1, 1]], np.int32)))
+    check(gx, np.array([[1 / 3, 1.0], [1.0, 1 / 3]], np.float32))
+    check(gy, np.full((2, 2), 1 / 3, np.float32))
+
+
 def test_scatter_zero_dim() -> None:
     x = tnp.full((), 2.0)
     check(x.at[()].add(1.0), np.float32(3))

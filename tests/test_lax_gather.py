@@ -187,6 +187,24 @@ def test_scatter_combining_as_numpy_at(fn: object, ufunc: np.ufunc) -> None:
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("fn", [L.scatter_min, L.scatter_max])
+def test_scatter_min_max_gradient_shares_ties_as_jax(fn: object) -> None:
+    # the operand's value and the updates tied with it share the cotangent equally (JAX's rule), also where no axis is
+    # addressed and every update lands on the one window
+    x, y = np.array([1.0, 2.0, 3.0], np.float32), np.array([1.0, 1.0, 3.0], np.float32)
+    dn = SDN(update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,))
+    rows = np.array([[0], [0], [2]], np.int32)
+    gx, gy = tg.grad(lambda a, b: fn(a, rows, b, dn).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(gx), [1 / 3, 1.0, 0.5], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(gy), [1 / 3, 1 / 3, 0.5], rtol=1e-6)
+    ys = np.array([[1.0, 2.5, 3.0], [1.0, 1.5, 3.0]], np.float32)   # 2.5 wins the max of column 1, 1.5 the min
+    whole = SDN(update_window_dims=(1,), inserted_window_dims=(), scatter_dims_to_operand_dims=())
+    gx, gy = tg.grad(lambda a, b: fn(a, np.zeros((2, 0), np.int32), b, whole).sum(), argnums=(0, 1))(x, ys)
+    np.testing.assert_allclose(np.asarray(gx), [1 / 3, 0.0, 1 / 3], rtol=1e-6)
+    won = [1.0, 0.0] if fn is L.scatter_max else [0.0, 1.0]
+    np.testing.assert_allclose(np.asarray(gy), [[1 / 3, won[0], 1 / 3], [1 / 3, won[1], 1 / 3]], rtol=1e-6)
+
+
 def test_scatter_points_windows_and_drop() -> None:
     x = np.zeros((4, 5), np.float32)
     ij = np.array([[0, 1], [3, 4], [9, 0], [2, 2]], np.int32)   # (9, 0) is out of bounds

@@ -33,7 +33,7 @@ import numpy as np
 from tgfx import _lax_elementwise as lax_ew
 from tgfx import _lax_ops, _lax_scan
 from tgfx._lax_ops import operand as _arg
-from tgfx.dtypes import DType, max_value, min_value
+from tgfx.dtypes import DType, dtypes, max_value, min_value
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.numpy import _elementwise as ew
@@ -321,9 +321,14 @@ def _scatter(fn: str, op: str, operand: ArrayLike, scatter_indices: ArrayLike, u
         y = _at_scatter(y, tuple(items), v, op, mode="drop")
     else:   # no axis is addressed: every batch position lands on the same window
         v = v.reshape((prod(batch),) + v.shape[len(batch):])
-        folded = _lax_scan.reduce_sum(v, (0,)) if op == "add" else v[-1] if op == "set" else {
-            "multiply": _lax_scan.reduce_prod, "min": _lax_scan.reduce_min, "max": _lax_scan.reduce_max}[op](v, (0,))
-        y = _at_scatter(y, tuple(items), folded, op)
+        if op in ("min", "max"):   # along a new axis indexed by zeros, so that ties share the gradient as JAX's (a
+            # min/max folded first gave the operand half of it)
+            hits = Tensor.full((v.shape[0],), 0, dtypes.int32, device=y.device)
+            y = _at_scatter(y.reshape((1,) + y.shape), (hits, *items), v, op).reshape(y.shape)
+        else:
+            folded = _lax_scan.reduce_sum(v, (0,)) if op == "add" else v[-1] if op == "set" else \
+                _lax_scan.reduce_prod(v, (0,))
+            y = _at_scatter(y, tuple(items), folded, op)
     return y.permute(*np.argsort(ix.order).tolist())
 
 

@@ -561,7 +561,8 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
     (after negative ones count from the end) are dropped (`mode="drop"`, the default; `mode="clip"` clamps them),
     traced and 0-d Tensor indices and Python ints alike;
     repeated entries accumulate for add/multiply/min/max, and for set the last one in C order of the broadcast index
-    wins (numpy's rule; JAX leaves the order unspecified).
+    wins (numpy's rule; JAX leaves the order unspecified). The gradient of min/max shares equally among the values
+    tied for a result, x's and the updates' (JAX's rule).
     """
     mode = _check_mode("drop" if mode == "fill" else mode, ("drop", "clip"), "drop", f"at[].{op}")   # JAX: fill drops
     if (windowed := _window_scatter(x, index, values, op, mode)) is not None:
@@ -578,6 +579,13 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
                          f"(x has shape {x.shape})") from e
     if prod(shape) == 0:
         return x
+    if op in ("min", "max") and plan.axes and x.dtype.is_float:   # (where updates can meet at one position)
+        return _scatter_extremal(x, plan, u, op, mode)
+    return _scatter_planned(x, plan, u, op, mode)
+
+
+def _scatter_planned(x: Tensor, plan: _Plan, u: Tensor, op: str, mode: str) -> Tensor:
+    """`scatter` of the updates u, broadcast to the indexed shape, at a plan's positions."""
     y_shape = plan.basic.out_shape
     if plan.axes:
         nb, p = len(plan.bshape), plan.pos
@@ -658,6 +666,41 @@ def _window_scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str
         new = ew.where(inside, new, old)
     placed = window_at(Ops.DYNAMIC_PAD, new, starts, window, x.shape)
     return window_at(Ops.DYNAMIC_PAD, Tensor.full(window, True, dtypes.bool), starts, window, x.shape).where(placed, x)
+
+
+def _scatter_extremal(x: Tensor, plan: _Plan, u: Tensor, op: str, mode: str) -> Tensor:
+    """A min/max scatter with JAX's gradient (its scatter_max JVP rule, transposed): at each position the values
+    equal to the result, x's and those of the updates landing there, share its cotangent equally, as a max over
+    them all would. The graph's own (x against the max of the updates, then a max of the updates) gave x half and
+    split the other half: three tied values got 1/2, 1/4, 1/4. A position no update reaches passes it to x whole."""
+    from tgfx.custom import custom_vjp
+    gather_mode = "fill" if mode == "drop" else "clip"   # a dropped update reads NaN: it equals no result
+
+    def at(idxs: tuple[Tensor, ...]) -> _Plan:
+        return _Plan(plan.basic, plan.axes, tuple(idxs), plan.bshape, plan.pos)
+
+    def fun(x: Tensor, u: Tensor, *idxs: Tensor) -> Tensor:
+        return _scatter_planned(x, at(idxs), u, op, mode)
+
+    def fwd(x: Tensor, u: Tensor, *idxs: Tensor) -> tuple[Tensor, tuple]:
+        out = fun(x, u, *idxs)
+        return out, (x, u, out, idxs)
+
+    def bwd(res: tuple, g: Tensor) -> tuple[Tensor | None, ...]:
+        x, u, out, idxs = res
+        where = at(idxs)
+        won = u == _gather(out, where, gather_mode, None)
+        zeros = Tensor.full(x.shape, 0, x.dtype, device=x.device)
+        winners = _scatter_planned(zeros, where, won.astype(x.dtype), "add", mode)
+        reached = _scatter_planned(zeros, where, Tensor.full(u.shape, 1, x.dtype, device=x.device), "add", mode) > 0
+        kept = x == out
+        share = g / ew.maximum(winners + kept.astype(x.dtype), 1)   # (0 where no value is tied: NaN everywhere)
+        gx = reached.where(kept.where(share, 0), g)
+        return (gx, won.where(_gather(share, where, gather_mode, None), 0), *(None,) * len(idxs))
+
+    extremal = custom_vjp(fun)
+    extremal.defvjp(fwd, bwd)
+    return extremal(x, u, *plan.idxs)
 
 
 def _as_values(values: ArrayLike, d: DType) -> Tensor:
