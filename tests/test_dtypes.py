@@ -276,6 +276,69 @@ def test_float_to_int_truncates_toward_zero() -> None:
         assert_close(to_tensor(x).astype(d), x.astype(d.np), dtype=d)
 
 
+# float -> int converts as XLA (so JAX) does: toward zero, saturating at the type's bounds, NaN to 0 (numpy's astype
+# is undefined there; x86 gives INT_MIN). The values straddle each integer type's bounds, where float32 and float16
+# round them (2147483647.0 is 2**31 in float32).
+_SATURATING = [np.nan, np.inf, -np.inf, 1e10, -1e10, 3.7, -3.7, 127.5, 128.0, -128.9, -129.0, 255.9, 256.0, -0.5,
+               65535.5, 2147483647.0, 2147483648.0, -2147483649.0, 4294967296.0, 9.3e18, -9.3e18, 1.9e19]
+
+
+def _saturated(x: np.ndarray, d: DType) -> list[int]:
+    """JAX's float -> int conversion of x's values, in exact Python ints."""
+    lo, hi = int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)
+    return [0 if v != v else lo if v == -np.inf else hi if v == np.inf else max(lo, min(hi, int(v)))
+            for v in x.astype(np.float64).tolist()]
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("src", FLOATS, ids=str)
+def test_float_to_int_saturates_and_nan_is_zero(src: DType) -> None:
+    with np.errstate(over="ignore"):
+        x = np.array(_SATURATING, np.float32 if src == dtypes.bfloat16 else src.np)
+    if src == dtypes.bfloat16:
+        x = bf16_round(x)
+    t = to_tensor(x, src)
+    for d in INTS:
+        want = _saturated(x, d)
+        assert t.astype(d).tolist() == want, d
+        assert tg.jit(lambda v, d=d: v.astype(d))(t).tolist() == want, d
+        assert tg.lax.convert_element_type(t, d).tolist() == want, d
+        assert tnp.asarray(t, dtype=d).tolist() == want, d
+
+
+def test_float_to_int_saturates_for_known_values() -> None:
+    x = tnp.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 3.7, -3.7, 300.0, -1.0])
+    assert x.astype(tnp.int32).tolist() == [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 3, -3, 300, -1]
+    assert x.astype(tnp.uint8).tolist() == [0, 255, 0, 255, 0, 3, 0, 255, 0]
+    assert x.astype(tnp.int8).tolist() == [0, 127, -128, 127, -128, 3, -3, 127, -1]
+    assert tnp.asarray(x, dtype=int).tolist() == [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 3, -3, 300, -1]
+    # a float constant becomes an integer the same way, where it is converted on the host
+    assert tnp.full(2, 1e10, dtype=tnp.int32).tolist() == [2**31 - 1] * 2
+    assert tnp.full(2, np.nan, dtype=tnp.uint8).tolist() == [0, 0]
+    assert tnp.zeros(2, tnp.int8).at[0].set(-1e10).tolist() == [-128, 0]
+
+
+def test_a_python_float_out_of_an_int_dtype_is_an_error() -> None:
+    """As numpy and JAX: host data is converted by numpy, which refuses a float the integer type cannot hold."""
+    with pytest.raises(OverflowError):
+        tnp.asarray(1e10, dtype=tnp.int32)
+    with pytest.raises(OverflowError):
+        tnp.array([1.0, -300.0], dtype=tnp.uint8)
+    with pytest.raises(ValueError):
+        tnp.asarray(np.nan, dtype=tnp.int32)
+    assert tnp.asarray([3.7, -2.5], dtype=tnp.int8).tolist() == [3, -2]
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("d", INTS, ids=str)
+@settings(max_examples=15, deadline=None)
+@given(v=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32) |
+                  st.floats(-2.0 ** 65, 2.0 ** 65, width=32), min_size=1, max_size=20))
+def test_float_to_int_saturates_property(d: DType, v: list[float]) -> None:
+    x = np.array(v, np.float32)
+    assert to_tensor(x).astype(d).tolist() == _saturated(x, d)
+
+
 # ---- bfloat16 ----
 def test_bf16_helpers_round_to_nearest_even() -> None:
     one_ulp = 2.0 ** -7

@@ -350,7 +350,8 @@ def max_value(d: DType) -> int | float | bool:
 
 
 def cast_scalar(x: Any, d: DType) -> int | float | bool | complex:
-    """A Python scalar converted to the value it takes in dtype `d` (with wrap-around for integers)."""
+    """A Python scalar converted to the value it takes in dtype `d`, as a cast in a kernel: an integer wraps around, a
+    float becoming an integer saturates to d's bounds (NaN is 0), as XLA converts."""
     if (type(x) is float or type(x) is int) and -3.4e38 < x < 3.4e38:   # the common case, without numpy's state
         if d is dtypes.float32:
             return float(np.float32(x))
@@ -363,8 +364,8 @@ def cast_scalar(x: Any, d: DType) -> int | float | bool | complex:
     if d.is_bool:
         return bool(x)
     if d.is_int:
-        if isinstance(x, float):
-            x = int(x) if np.isfinite(x) else 0
+        if isinstance(x, (float, np.floating)):
+            return 0 if x != x else int(min(max(x, min_value(d)), max_value(d)))
         return int(np.array(int(x) & ((1 << d.bits) - 1), dtype=np.uint64).astype(d.np)) if not (
             min_value(d) <= int(x) <= max_value(d)) else int(x)
     with np.errstate(over="ignore"):  # out of range becomes +-inf, as a cast in a kernel does

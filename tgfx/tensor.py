@@ -452,6 +452,8 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
                           dtypes.default_complex if arr.dtype.kind == "c" else from_numpy(arr.dtype))
         if arr.dtype.kind in "iu" and d.is_int:
             check_python_ints(arr, d)
+        elif arr.dtype.kind == "f" and d.is_int:
+            arr = np.asarray(data, dtype=d.np)   # a Python float out of d's range (or NaN) is an error, as in JAX
     if d == dtypes.bfloat16:
         bits = f32_to_bf16(arr.astype(np.float32)) if arr.dtype != np.uint16 or dtype is None else arr
         host = np.ascontiguousarray(bits)

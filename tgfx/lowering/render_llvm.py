@@ -19,8 +19,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from tgfx.devices.target import Target, host_target
-from tgfx.dtypes import DType, dtypes
+from tgfx.dtypes import DType, dtypes, max_value, min_value
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_lane_reduce, range_deps, vector_ranges
@@ -257,13 +259,39 @@ class LLVMRenderer:
             sb, db = _fbits(cs), _fbits(cd)
             return x if sb == db else self.op_in(f"{'fpext' if db > sb else 'fptrunc'} {ts} {x} to {td}")
         if s.is_float:
-            return self.op_in(f"{'fptoui' if d.is_unsigned else 'fptosi'} {ts} {x} to {td}")
+            return self.float_to_int(cs, d, x, ts, td)
         if d.is_float:
             return self.op_in(f"{'sitofp' if s.kind == 'i' else 'uitofp'} {ts} {x} to {td}")
         sb, db = _ibits(cs), _ibits(cd)
         if sb == db:
             return x
         return self.op_in(f"{'trunc' if db < sb else 'sext' if s.kind == 'i' else 'zext'} {ts} {x} to {td}")
+
+    def float_to_int(self, cs: str, d: DType, x: str, ts: str, td: str) -> str:
+        """`x` (of float type `ts`, elements `cs`) converted to integer dtype `d` (type `td`) as XLA, so JAX, converts:
+        toward zero, out-of-range values saturate to d's bounds and NaN is 0. fptosi of such a value is poison (x86
+        gives INT_MIN), so x is made NaN-free and clamped first, by selects the backend turns into min/max instructions
+        (LLVM's fptosi.sat intrinsic does the same, but x86 scalarises it for vectors: ten times slower)."""
+        lo, hi = min_value(d), max_value(d)
+        top = _float_below(hi, cs)   # the largest value of type cs that is at most hi: hi itself unless cs rounds it
+        vec = ts != cs
+        cond = ts.replace(cs, "i1")
+
+        def lit(v: float) -> str:
+            return f"splat ({cs} {float_literal(v, cs)})" if vec else float_literal(v, cs)
+
+        def clamp(test: str, bound: float, v: str) -> tuple[str, str]:
+            hit = self.op_in(f"fcmp {test} {ts} {v}, {v if test == 'uno' else lit(bound)}")
+            return hit, self.op_in(f"select {cond} {hit}, {ts} {lit(bound)}, {ts} {v}")
+
+        _, x = clamp("uno", 0.0, x)
+        _, x = clamp("olt", float(lo), x)
+        over, x = clamp("ogt", float(top), x)
+        out = self.op_in(f"{'fptoui' if d.is_unsigned else 'fptosi'} {ts} {x} to {td}")
+        if top == hi:
+            return out
+        big = f"splat ({compute_type(d)} {hi})" if vec else str(hi)
+        return self.op_in(f"select {cond} {over}, {td} {big}, {td} {out}")   # above `top` is at least hi + 1
 
     def bitcast(self, u: UOp) -> str:
         return self.op_in(f"bitcast {reg_type(u.src[0].dtype)} {self.val(u.src[0])} to {reg_type(u.dtype)}")
@@ -995,6 +1023,13 @@ def _vsuffix(t: str) -> str:
     """The intrinsic suffix of a vector type of any element: v16f32, v8i64, v32i8."""
     width, _, elem = t[1:-1].split()
     return f"v{width}{_LLVM_SUFFIX.get(elem, elem)}"
+
+
+def _float_below(v: int, t: str) -> int:
+    """The largest value of LLVM float type `t` (float or double) that is at most the integer `v`."""
+    f = {"float": np.float32, "double": np.float64}[t]
+    out = f(v)
+    return int(out) if int(out) <= v else int(np.nextafter(out, f(0)))
 
 
 def _fbits(t: str) -> int:
