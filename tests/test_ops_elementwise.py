@@ -202,10 +202,21 @@ def _pow_ref(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.power(a, b)
 
 
+def _jax_floor_divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """numpy's floor_divide, but an integer x // 0 as JAX gives it (numpy's is 0): XLA's x / 0 (all bits set), stepped
+    down as an inexact division with differing signs: the maximum for unsigned types; -1 for 0 // 0, else -2."""
+    with np.errstate(all="ignore"):
+        q = np.floor_divide(a, b)
+    if q.dtype.kind not in "iu":
+        return q
+    by_zero = np.iinfo(q.dtype).max if q.dtype.kind == "u" else np.where(a == 0, -1, -2)
+    return np.where(b == 0, by_zero, q).astype(q.dtype)
+
+
 BINARY: dict[str, tuple[Fn, Fn]] = {
     "add": (tnp.add, np.add), "subtract": (tnp.subtract, np.subtract), "multiply": (tnp.multiply, np.multiply),
     "maximum": (tnp.maximum, np.maximum), "minimum": (tnp.minimum, np.minimum),
-    "floor_divide": (tnp.floor_divide, np.floor_divide), "remainder": (tnp.remainder, np.remainder),
+    "floor_divide": (tnp.floor_divide, _jax_floor_divide), "remainder": (tnp.remainder, np.remainder),
     "mod": (tnp.mod, np.mod),
 }
 
@@ -300,7 +311,7 @@ def test_power_int_negative_exponent_truncates() -> None:
     assert_close(a ** b, np.array([0, 1, -1, 1, 0, 1, 0]), dtype=dtypes.int32)
 
 
-# ---- integer division and modulo: numpy's signs, division by zero gives 0, INT_MIN // -1 wraps ----
+# ---- integer division and modulo: numpy's signs, division by zero as JAX, INT_MIN // -1 wraps ----
 @pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
 def test_integer_floor_divide_and_mod_signs(d: DType) -> None:
@@ -315,12 +326,21 @@ def test_integer_floor_divide_and_mod_signs(d: DType) -> None:
 
 @pytest.mark.x64
 @pytest.mark.parametrize("d", INTS, ids=str)
-def test_integer_division_by_zero_is_zero(d: DType) -> None:
-    a = to_tensor(np.array([5, 0, 1, 100], d.np))
-    z = to_tensor(np.zeros(4, d.np))
-    assert_close(tnp.floor_divide(a, z), np.zeros(4), dtype=d)
-    assert_close(tnp.remainder(a, z), np.zeros(4), dtype=d)
-    assert_close(a // 0, np.zeros(4), dtype=d)
+def test_integer_division_by_zero_is_jaxs(d: DType) -> None:
+    """JAX's x // 0 (numpy's is 0): all bits set for unsigned types; for signed ones -1 for 0 // 0, -2 otherwise (XLA's
+    x / 0 is -1, stepped down as the signs differ). x % 0 is 0, as in numpy; lax.div and lax.rem are XLA's."""
+    x = np.array([5, 0, 1, 100] if d.is_unsigned else [5, 0, -1, -100], d.np)
+    a, z = to_tensor(x), to_tensor(np.zeros(4, d.np))
+    want = [int(np.iinfo(d.np).max)] * 4 if d.is_unsigned else [-2, -1, -2, -2]
+    for q in (tnp.floor_divide(a, z), a // 0, a // z, tnp.divmod(a, z)[0], tg.jit(lambda p, q: p // q)(a, z)):
+        assert q.dtype == d and q.tolist() == want
+    for r in (tnp.remainder(a, z), a % 0, tnp.divmod(a, z)[1], tnp.fmod(a, z)):
+        assert r.dtype == d and r.tolist() == [0] * 4
+    assert tg.lax.div(a, z).tolist() == [int(np.iinfo(d.np).max) if d.is_unsigned else -1] * 4
+    assert tg.lax.rem(a, z).tolist() == x.tolist()
+    # a divisor of zero among others: the rest divide as numpy
+    b = to_tensor(np.array([2, 0, 3, 0], d.np))
+    assert (a // b).tolist() == _jax_floor_divide(x, np.array([2, 0, 3, 0], d.np)).tolist()
 
 
 @pytest.mark.x64

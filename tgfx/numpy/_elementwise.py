@@ -133,17 +133,22 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
-    """numpy's floor division: rounds toward -inf; integer division by zero gives 0."""
+    """numpy's floor division: rounds toward -inf. An integer x // 0 is what JAX gives (XLA's x / 0, all bits set,
+    stepped down as for any inexact division whose signs differ): the type's maximum for unsigned types, and -1 for
+    0 // 0, -2 for any other x // 0 for signed ones."""
     a, b = _promote_numeric(x, y, "floor_divide")
     if a.dtype.is_float:
         return _float_divmod(*broadcast(a, b, name="floor_divide"))[0]
-    q = a._binary(Ops.IDIV, b, name="floor_divide")
-    if a.dtype.is_unsigned:
+    q = a._binary(Ops.IDIV, b, name="floor_divide")   # 0 for a zero divisor
+    if not a.dtype.is_unsigned:
+        # truncation rounds toward zero: step down when the signs differ and the division was inexact
+        r = a._binary(Ops.MOD, b, name="floor_divide")
+        fix = logical_and(r != 0, (r < 0) != (b < 0))
+        q = where(fix, q - 1, q)
+    if isinstance(y, (int, np.integer)) and y != 0:   # a divisor known not to be zero (`i // 2`)
         return q
-    # truncation rounds toward zero: step down when the signs differ and the division was inexact
-    r = a._binary(Ops.MOD, b, name="floor_divide")
-    fix = logical_and(r != 0, (r < 0) != (b < 0))
-    return where(fix, q - 1, q)
+    by_zero = max_value(a.dtype) if a.dtype.is_unsigned else where(a == 0, -1, -2).astype(a.dtype)
+    return where(b == 0, by_zero, q)
 
 
 def remainder(x: ArrayLike, y: ArrayLike) -> Tensor:
