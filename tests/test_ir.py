@@ -35,6 +35,21 @@ def test_negative_zero_is_a_constant_of_its_own():
     assert not np.signbit(tg.jit(lambda x: x * 0.0)(ones).numpy()).any()
 
 
+def test_complex_constants_with_negative_zero_parts_are_their_own():
+    # -0-0j == 0j == complex(0, -0.0) to Python: keyed as they are, `full(2, 0j)` made after `full(2, -0-0j)` was -0-0j
+    import numpy as np
+
+    import tgfx.numpy as tnp
+    values = [complex(-0.0, -0.0), 0j, complex(0.0, -0.0), complex(-0.0, 0.0), complex(1.0, -0.0), 1 + 0j]
+    consts = [UOp.const(dtypes.complex64, v) for v in values]
+    assert len({id(c) for c in consts}) == len(values)
+    assert UOp.const(dtypes.complex64, complex(1.0, -0.0)) is consts[4]
+    for v in values + values[::-1]:
+        got = tnp.full(2, v, tnp.complex64).numpy()
+        assert np.signbit(got.real).tolist() == [np.signbit(v.real)] * 2
+        assert np.signbit(got.imag).tolist() == [np.signbit(v.imag)] * 2
+
+
 def test_hash_consing_gives_the_same_object():
     a = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))
     b = UOp(Ops.RESHAPE, dtypes.float32, (buf(),), (2, 3))

@@ -76,14 +76,17 @@ _NEGATIVE_ZERO = ("-0.0",)
 
 def arg_key(arg: Any) -> Any:
     """`arg` as a dict key that tells values apart: -0.0 == 0.0 and they hash alike, but a CONST of -0.0 is another
-    value (`x * -0.0` is -0.0 for x > 0), so it is keyed by a stand-in. Every cache keyed by a node's arg uses this."""
+    value (`x * -0.0` is -0.0 for x > 0), so it is keyed by a stand-in; a complex one by its parts' keys (-0-0j is
+    0j to Python). Every cache keyed by a node's arg uses this."""
+    if type(arg) is complex:
+        return ("complex", arg_key(arg.real), arg_key(arg.imag))
     return _NEGATIVE_ZERO if type(arg) is float and arg == 0.0 and math.copysign(1.0, arg) < 0 else arg
 
 
 class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple = (), arg: Any = None,
                  tag: Any = None) -> UOp:
-        k = (op, dtype, src, arg if type(arg) is not float or arg != 0.0 else arg_key(arg), tag)
+        k = (op, dtype, src, arg_key(arg) if type(arg) is float and arg == 0.0 or type(arg) is complex else arg, tag)
         try:
             ref = _cache.get(k)
         except TypeError as e:
@@ -113,7 +116,8 @@ class UOp(metaclass=UOpMeta):
         # called before this UOp's weak references are cleared: the entry still refers to it (the cache is bound
         # here so that it is still reachable while the interpreter tears the module down)
         arg = self.arg
-        k = (self.op, self.dtype, self.src, arg if type(arg) is not float or arg != 0.0 else arg_key(arg), self.tag)
+        k = (self.op, self.dtype, self.src,
+             arg_key(arg) if type(arg) is float and arg == 0.0 or type(arg) is complex else arg, self.tag)
         ref = _cache.get(k)
         if ref is not None and ref() is self:
             del _cache[k]
