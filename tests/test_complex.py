@@ -173,10 +173,117 @@ def test_reductions_matmul_einsum() -> None:
     assert_close(tnp.matmul(tx, tnp.asarray(y.real)), x @ y.real, rtol=1e-5)
     assert_close(tnp.einsum("ij,jk->ik", tx, ty), x @ y, rtol=1e-5)
     assert_close(tnp.dot(tx[0], tx[1]), np.dot(x[0], x[1]), rtol=1e-5)
-    with pytest.raises(TypeError, match="complex"):
-        tnp.max(tx)
-    with pytest.raises(TypeError, match="complex"):
-        tnp.less(tx, tx)
+
+
+# ---- order: JAX's lexicographic one (real parts, then imaginary parts), numpy's too where there is no NaN ----
+def _exact(got: tg.Tensor, want: Any) -> None:
+    g, w = got.numpy(), np.asarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+    np.testing.assert_array_equal(g, w)
+
+
+_X = np.array([1 + 2j, 1 - 1j, 3 + 0j, -1 + 5j, 3 - 1j, 1 + 2j], np.complex64)
+_Y = np.array([1 + 3j, 1 - 1j, 2 + 9j, -1 + 4j, 3 + 0j, 0j], np.complex64)
+
+
+def test_complex_comparisons_and_extremes_are_lexicographic() -> None:
+    tx, ty = tnp.asarray(_X), tnp.asarray(_Y)
+    for got, want in [(tx < ty, [True, False, False, False, True, False]), (tx <= ty, [True, True, False, False, True,
+                      False]), (tx > ty, [False, False, True, True, False, True]), (tx >= ty, [False, True, True, True,
+                      False, True]), (tnp.less(tx, 2), [True, True, False, True, False, True])]:
+        _exact(got, np.array(want))
+    _exact(tnp.maximum(tx, ty), np.array([1 + 3j, 1 - 1j, 3, -1 + 5j, 3, 1 + 2j], np.complex64))
+    _exact(tnp.minimum(tx, ty), np.array([1 + 2j, 1 - 1j, 2 + 9j, -1 + 4j, 3 - 1j, 0j], np.complex64))
+    _exact(tg.lax.max(tx, ty), np.maximum(_X, _Y))
+    _exact(tnp.max(tx), np.complex64(3 + 0j))
+    _exact(tnp.min(tx), np.complex64(-1 + 5j))
+    both = tnp.stack([tx, ty])
+    _exact(tnp.max(both, axis=0), np.max(np.stack([_X, _Y]), axis=0))
+    _exact(tnp.min(both, axis=1, keepdims=True), np.array([[-1 + 5j], [-1 + 4j]], np.complex64))
+    _exact(tnp.max(tx, where=tx != 3, initial=-10 + 0j), np.complex64(3 - 1j))
+    _exact(tnp.max(tnp.zeros(0, tnp.complex64), initial=1j), np.complex64(1j))
+    _exact(tnp.ptp(tx), np.complex64(4 - 5j))
+    _exact(tg.lax.reduce_max(tx, (0,)), np.complex64(3 + 0j))
+    _exact(tg.lax.reduce_min(tnp.zeros(0, tnp.complex64), (0,)), np.complex64(complex(np.inf, 0)))
+    _exact(tg.lax.cummax(tx), np.maximum.accumulate(_X))
+    _exact(tg.lax.cummin(tx, reverse=True), np.minimum.accumulate(_X[::-1])[::-1])
+    _exact(tg.lax.clamp(tnp.asarray(np.complex64(1 + 0j)), tx, tnp.asarray(np.complex64(3 - 1j))),
+           np.array([1 + 2j, 1, 3 - 1j, 1, 3 - 1j, 1 + 2j], np.complex64))
+    _exact(tg.jit(lambda a, b: (tnp.max(a), a < b, tnp.maximum(a, b)))(tx, ty)[2], np.maximum(_X, _Y))
+
+
+def test_complex_sorts_are_lexicographic() -> None:
+    tx = tnp.asarray(_X)
+    _exact(tnp.sort(tx), np.sort(_X))
+    _exact(tnp.argsort(tx), np.array([3, 1, 0, 5, 4, 2], np.int32))
+    _exact(tnp.sort(tx, descending=True), np.sort(_X)[::-1])
+    _exact(tnp.argsort(tx, descending=True), np.array([2, 4, 0, 5, 1, 3], np.int32))
+    _exact(tnp.sort(tnp.stack([tx, tx[::-1]]), axis=0), np.sort(np.stack([_X, _X[::-1]]), axis=0))
+    _exact(tnp.searchsorted(tnp.sort(tx), tnp.asarray(_Y)), np.searchsorted(np.sort(_X), _Y).astype(np.int32))
+    _exact(tnp.searchsorted(tnp.sort(tx), tx, side="right"),
+           np.searchsorted(np.sort(_X), _X, side="right").astype(np.int32))
+    _exact(tnp.lexsort((tnp.arange(6), tx)), np.lexsort((np.arange(6), _X)).astype(np.int32))
+    _exact(tg.lax.sort(tx), np.sort(_X))
+    keys, vals = tg.lax.sort_key_val(tx, tnp.arange(6))
+    _exact(keys, np.sort(_X))
+    _exact(vals, np.array([3, 1, 0, 5, 4, 2], np.int32))
+    _exact(tg.jit(tnp.sort)(tx), np.sort(_X))
+    long = np.tile(_X, 300)   # the bitonic network's rows
+    _exact(tnp.argsort(tnp.asarray(long)), np.argsort(long, kind="stable").astype(np.int32))
+    _exact(tnp.searchsorted(tnp.asarray(np.sort(long)), tnp.asarray(_Y)),
+           np.searchsorted(np.sort(long), _Y).astype(np.int32))
+    # zeros keep their signs; -0.0 == 0.0, so they keep their order too
+    z = np.array([complex(-0.0, -0.0), complex(0.0, -0.0), complex(-0.0, 0.0), 0j, -1j], np.complex64)
+    got = tnp.sort(tnp.asarray(z)).numpy()
+    want = z[[4, 0, 1, 2, 3]]
+    assert np.signbit(got.real).tolist() == np.signbit(want.real).tolist()
+    assert np.signbit(got.imag).tolist() == np.signbit(want.imag).tolist()
+
+
+def test_complex_order_with_nan_is_jaxs() -> None:
+    """A NaN part compares false, as a float's: the elementwise extremes pick the other value (JAX's select; numpy's
+    propagate the NaN). Sorts put a NaN part last, as numpy's and JAX's sorts do for each part."""
+    nan = tnp.asarray(np.array([1 + 2j, complex(np.nan, 0), 3, complex(0, np.nan)], np.complex64))
+    zero = tnp.zeros(4, tnp.complex64)
+    _exact(tnp.maximum(nan, zero), np.array([1 + 2j, 0, 3, 0], np.complex64))
+    _exact(tnp.minimum(nan, zero), np.zeros(4, np.complex64))
+    _exact(nan < 1, np.array([False, False, False, True]))
+    _exact(tnp.fmin(nan, zero), np.zeros(4, np.complex64))
+    _exact(tnp.sort(nan), np.array([complex(0, np.nan), 1 + 2j, 3, complex(np.nan, 0)], np.complex64))
+    _exact(tnp.nanmax(nan), np.complex64(3))
+    _exact(tnp.nanmin(nan), np.complex64(1 + 2j))
+
+
+def test_complex_order_has_no_argmax_or_clip() -> None:
+    """As in JAX: argmax and argmin (and their nan forms) are TypeErrors for complex values, clip a ValueError."""
+    tx = tnp.asarray(_X)
+    for fn in (tnp.argmax, tnp.argmin, tnp.nanargmax, tnp.nanargmin):
+        with pytest.raises(TypeError, match="complex"):
+            fn(tx)
+    with pytest.raises(ValueError, match="complex"):
+        tnp.clip(tx, 0, 2)
+    with pytest.raises(ValueError, match="complex"):
+        tnp.clip(tnp.asarray(_X.real), 0j)
+
+
+@settings(max_examples=25, deadline=None)
+@given(hnp.arrays(np.complex64, st.tuples(st.integers(1, 4), st.integers(1, 6)),
+                  elements=st.sampled_from([-1.0, 0.0, 0.5, 2.0, -np.inf]).flatmap(
+                      lambda r: st.sampled_from([complex(r, i) for i in (-2.0, 0.0, 1.0, np.inf)]))))
+def test_complex_order_matches_numpy_without_nan(x: np.ndarray) -> None:
+    """numpy orders complex values lexicographically too: without NaN it is the reference (ties in the real parts
+    are common here, so the imaginary parts decide)."""
+    t, y = tnp.asarray(x), x[::-1].copy()
+    ty = tnp.asarray(y)
+    _exact(t < ty, x < y)
+    _exact(t >= ty, x >= y)
+    _exact(tnp.maximum(t, ty), np.maximum(x, y))
+    _exact(tnp.minimum(t, ty), np.minimum(x, y))
+    for axis in (None, 0, 1):
+        _exact(tnp.max(t, axis=axis), np.max(x, axis=axis))
+        _exact(tnp.min(t, axis=axis), np.min(x, axis=axis))
+    _exact(tnp.sort(t, axis=1), np.sort(x, axis=1))
+    _exact(tnp.argsort(t, axis=0), np.argsort(x, axis=0, kind="stable").astype(np.int32))
 
 
 def test_variance_is_real() -> None:

@@ -23,14 +23,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tgfx._lax_ops import BOOL, FLOAT, INT, NUMBER, check_kind
+from tgfx._lax_ops import BOOL, COMPLEX, FLOAT, INT, NUMBER, check_kind
 from tgfx._lax_ops import operand as _arg  # (lax's own argument is called operand)
 from tgfx._lax_shape import slice_in_dim
 from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
 from tgfx.function import function
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _linalg, _reduce, _sort
-from tgfx.numpy._complex import imag, real
 from tgfx.numpy._indexing import take_along_axis
 from tgfx.numpy._movement import concatenate, stack
 from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis, promote, static_int
@@ -70,7 +69,7 @@ def reduce_prod(operand: ArrayLike, axes: Sequence[int]) -> Tensor:
 
 def _extremum(name: str, operand: ArrayLike, axes: Sequence[int], fn: Callable, empty: Callable) -> Tensor:
     x = _arg(operand)
-    check_kind(name, x, BOOL + INT + FLOAT)
+    check_kind(name, x, BOOL + INT + FLOAT + COMPLEX)   # complex in `tnp.less`'s order, as JAX's
     ax = _axes(name, x, axes)
     if not ax:
         return x
@@ -261,13 +260,14 @@ def cumprod(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
 
 
 def cummax(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
-    """The running maximum along `axis`, as `jax.lax.cummax` (a NaN stays from where it appears)."""
-    return _cumulative("cummax", operand, axis, reverse, INT + FLOAT, ew.maximum, None)
+    """The running maximum along `axis`, as `jax.lax.cummax` (a NaN stays from where it appears; complex values in
+    `tnp.less`'s order)."""
+    return _cumulative("cummax", operand, axis, reverse, INT + FLOAT + COMPLEX, ew.maximum, None)
 
 
 def cummin(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     """The running minimum along `axis`, as `jax.lax.cummin`."""
-    return _cumulative("cummin", operand, axis, reverse, INT + FLOAT, ew.minimum, None)
+    return _cumulative("cummin", operand, axis, reverse, INT + FLOAT + COMPLEX, ew.minimum, None)
 
 
 def cumlogsumexp(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
@@ -310,13 +310,10 @@ def sort(operand: Tensor | Sequence[Tensor], dimension: int = -1, is_stable: boo
     if ts[0].ndim == 0:
         raise TypeError("lax.sort: the operands must have at least one axis, got scalars")
     ax = normalize_axis(dimension, ts[0].ndim, "lax.sort")
-    if single and not ts[0].dtype.is_complex:
+    if single:
         return _sort.sort(ts[0], axis=ax)
     last = [t.permute(*(a for a in range(t.ndim) if a != ax), ax) for t in ts]   # the sorted axis last
-    keys = []
-    for k in last[:num_keys]:
-        keys += [real(k), imag(k)] if k.dtype.is_complex else [k]
-    perm = _stable_order(keys)
+    perm = _stable_order(last[:num_keys])
     inv = list(range(ts[0].ndim - 1))
     inv.insert(ax, ts[0].ndim - 1)
     out = tuple(take_along_axis(t, perm, -1, mode="clip").permute(*inv) for t in last)

@@ -80,6 +80,25 @@ def conj(x: Tensor) -> Tensor:
     return from_parts(_part(p, 0), -_part(p, 1))
 
 
+# ---- order: JAX's lexicographic one, by the real parts, then (where those are equal) the imaginary parts ----
+def less(a: Tensor, b: Tensor) -> Tensor:
+    """a < b for complex a and b, as `jnp.less` orders them: re(a) < re(b), or equal real parts and im(a) < im(b). A
+    NaN part compares false, as a float's does."""
+    ra, rb = real(a), real(b)
+    return (ra == rb).where(imag(a) < imag(b), ra < rb)
+
+
+def maximum(a: Tensor, b: Tensor) -> Tensor:
+    """The larger of complex a and b in `less`'s order, as `jnp.maximum`: b unless a is greater (so b where a
+    comparison with a NaN is false: NaN does not win, as it does for floats)."""
+    return less(b, a).where(a, b)
+
+
+def minimum(a: Tensor, b: Tensor) -> Tensor:
+    """The smaller of complex a and b in `less`'s order, as `jnp.minimum` (b unless a is less)."""
+    return less(a, b).where(a, b)
+
+
 def absolute(x: Tensor) -> Tensor:
     """|x| in x's real type, as numpy computes it (scaled so that squares of large parts do not overflow, rounded as
     numpy's: `tgfx.lowering.complex.cabs`)."""

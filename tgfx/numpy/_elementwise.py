@@ -267,12 +267,20 @@ def copysign(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def maximum(x: ArrayLike, y: ArrayLike) -> Tensor:
+    """The elementwise maximum; NaN wins for floats. Complex values compare as `less` orders them."""
     a, b = promote(x, y, "maximum")
+    if a.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.maximum(a, b)
     return a._binary(Ops.MAX, b, name="maximum")
 
 
 def minimum(x: ArrayLike, y: ArrayLike) -> Tensor:
+    """The elementwise minimum; NaN wins for floats. Complex values compare as `less` orders them."""
     a, b = _operands(x, y, "minimum")
+    if a.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.minimum(a, b)
     if a.dtype.is_float:
         return negative(maximum(negative(a), negative(b)))
     if a.dtype.is_bool:
@@ -289,6 +297,10 @@ def clip(x: ArrayLike, min: ArrayLike | None = None, max: ArrayLike | None = Non
             raise ValueError(f"clip: a_{name} and {name} are the same bound (numpy's old and new name); pass one")
     lo, hi = a_min if a_min is not None else min, a_max if a_max is not None else max
     x = _t(x)
+    if any(isinstance(v, complex) or v is not None and not isinstance(v, (bool, int, float)) and _t(v).dtype.is_complex
+           for v in (x, lo, hi)):
+        raise ValueError("clip: complex values have no order to clip by (as in JAX); clip real(x) and imag(x), or "
+                         "abs(x)")
     if lo is not None:
         x = maximum(x, lo)
     if hi is not None:
@@ -316,7 +328,12 @@ def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None 
 
 # ---- comparisons ----
 def less(x: ArrayLike, y: ArrayLike) -> Tensor:
+    """x < y; complex values in JAX's lexicographic order: by the real parts, then the imaginary parts (and
+    `greater`, `less_equal`, `greater_equal`, `maximum`, the sorts, ... in the same order)."""
     a, b = promote(x, y, "less")
+    if a.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.less(a, b)
     return a._binary(Ops.CMPLT, b, name="less")
 
 

@@ -374,8 +374,11 @@ def _in_range(idx: Tensor, n: int) -> Tensor:
 
 
 def _zero(d: DType) -> Tensor:
-    """What a one-hot sum adds where it does not pick: -0.0 for floats, so that with the sum's own -0.0 start it
-    returns the picked value bit for bit (a -0.0 too) where the lowering keeps the sum (tgfx/lowering/gather.py)."""
+    """What a one-hot sum adds where it does not pick: -0.0 for floats (both parts of a complex value), so that with
+    the sum's own -0.0 start it returns the picked value bit for bit (a -0.0 too) where the lowering keeps the sum
+    (tgfx/lowering/gather.py)."""
+    if d.is_complex:
+        return Tensor.full((), complex(-0.0, -0.0), d)
     return Tensor.full((), False if d.is_bool else -0.0 if d.is_float else 0, d)
 
 

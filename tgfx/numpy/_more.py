@@ -21,7 +21,7 @@ import numpy as np
 from tgfx.dtypes import DType, dtypes, finfo
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy._poly import _promote
-from tgfx.numpy._standard import conj, imag, real
+from tgfx.numpy._standard import conj
 from tgfx.tensor import ArrayLike, Tensor, to_tensor
 
 euler_gamma = 0.5772156649015329   # the Euler-Mascheroni constant, np.euler_gamma
@@ -109,17 +109,11 @@ def sort_complex(a: ArrayLike) -> Tensor:
 
     >>> tnp.sort_complex(tnp.asarray([1 + 2j, 1 - 1j, 0 + 5j]))   # [0+5j, 1-1j, 1+2j]
     """
-    from tgfx.numpy._indexing import take_along_axis
-    from tgfx.numpy._sets import lexsort
     from tgfx.numpy._sort import sort
     t = to_tensor(a)
     if t.ndim == 0:
         raise ValueError("sort_complex: a must have at least one axis, got a 0-d array")
-    d = _complex_of(t.dtype)
-    if not t.dtype.is_complex:
-        return sort(t, axis=-1).astype(d)
-    order = lexsort((imag(t), real(t)), axis=-1)
-    return take_along_axis(t, order, -1).astype(d)
+    return sort(t, axis=-1).astype(_complex_of(t.dtype))
 
 
 # ---- index helpers ----

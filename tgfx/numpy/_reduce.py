@@ -142,6 +142,8 @@ def _extreme(x: ArrayLike, axis: Axis, keepdims: bool, initial: ArrayLike | None
     x = _selected(x, where, identity, name)
     if _count(x, axes) == 0:
         out = Tensor.full(_reduced_shape(x, axes, keepdims), identity, x.dtype)
+    elif x.dtype.is_complex:
+        out = _complex_extreme(x, axes, keepdims, name, largest)
     elif largest:
         out = x._reduce(Ops.MAX, axes, keepdims)
     elif x.dtype.is_float:
@@ -151,6 +153,20 @@ def _extreme(x: ArrayLike, axis: Axis, keepdims: bool, initial: ArrayLike | None
     if initial is None:
         return out
     return (ew.maximum if largest else ew.minimum)(out, _initial(initial, x.dtype, name))
+
+
+def _complex_extreme(x: Tensor, axes: tuple[int, ...], keepdims: bool, name: str, largest: bool) -> Tensor:
+    """max or min of complex x in JAX's lexicographic order (`tnp.less`): the extreme real part, then the extreme
+    imaginary part among the elements that have it. A NaN real part wins, as a float max's NaN does, with the
+    imaginary parts of the elements that have one."""
+    from tgfx.numpy._complex import from_parts, imag, real
+    re, im = real(x), imag(x)
+    r = _extreme(re, axes, True, None, None, name, largest)
+    tied = ew.logical_or(ew.equal(re, r), ew.logical_and(ew.isnan(re), ew.isnan(r)))
+    far = min_value(im.dtype) if largest else max_value(im.dtype)
+    i = _extreme(ew.where(tied, im, far), axes, True, None, None, name, largest)
+    out = from_parts(r, i)
+    return out if keepdims else out.reshape(_reduced_shape(x, axes, False))
 
 
 def max(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *, initial: ArrayLike | None = None,  # noqa: A001
@@ -297,6 +313,9 @@ def all(x: ArrayLike, axis: Axis = None, keepdims: bool = False, *,  # noqa: A00
 
 
 def _arg_reduce(x: Tensor, axis: int | None, keepdims: bool, name: str, negate: bool) -> Tensor:
+    if x.dtype.is_complex:
+        raise TypeError(f"{name}: complex values are not supported, as in jnp.{name} (max, min and sort order them "
+                        f"by real then imaginary part); pass real(x), imag(x) or abs(x)")
     if axis is None:
         _check_nonempty(x, tuple(range(x.ndim)), name)
         flat = x.reshape(-1)

@@ -16,6 +16,7 @@ carry their position and compare by (value, position), so this sort is stable to
 network is used where its passes cost less than the n^2 compares (`_use_network`).
 
 In both, NaNs compare greater than everything and equal to each other, so they go last as numpy's sort puts them.
+Complex values compare by real part, then imaginary part, each in that order (JAX's and numpy's).
 """
 from __future__ import annotations
 
@@ -25,18 +26,24 @@ from tgfx.dtypes import dtypes
 from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
+from tgfx.numpy._complex import imag, real
 from tgfx.numpy._indexing import _zero
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
 
 
 def _less(a: Tensor, b: Tensor) -> Tensor:
-    """a < b in the order that puts NaN last."""
+    """a < b in the order that puts NaN last (complex values: by the real parts, then the imaginary parts)."""
+    if a.dtype.is_complex:
+        ra, rb = real(a), real(b)
+        return ew.logical_or(_less(ra, rb), ew.logical_and(_equal(ra, rb), _less(imag(a), imag(b))))
     if not a.dtype.is_float:
         return a < b
     return ew.logical_or(a < b, ew.logical_and(ew.isnan(b), ew.logical_not(ew.isnan(a))))
 
 
 def _equal(a: Tensor, b: Tensor) -> Tensor:
+    if a.dtype.is_complex:
+        return ew.logical_and(_equal(real(a), real(b)), _equal(imag(a), imag(b)))
     if not a.dtype.is_float:
         return a == b
     return ew.logical_or(a == b, ew.logical_and(ew.isnan(a), ew.isnan(b)))
