@@ -104,6 +104,69 @@ def test_numpy_boolean_mask_is_concrete() -> None:
         check(tg.asarray(A)[empty], A[empty])
 
 
+# scalar booleans in a tuple index: each indexes a new length-1 axis with [0] (True) or [] (False), as numpy's rules
+# for index arrays place it (JAX gives numpy's results, but for a None before a boolean, where it drops data)
+BOOL_CASES = [
+    (0, True), (Ellipsis, False), (True, slice(1, None)), (0, True, 1), (True, True), (True, False), (np.True_, 0),
+    (1, Ellipsis, True), ([0, 1], True), ([0, 1], True, [1, 2]), (True, [[0], [1]]), (slice(None), True, slice(0, 2)),
+    (slice(None), slice(None), slice(None), slice(None), True), (True, Ellipsis), (False, 0), (True,), (None, True),
+    ([0, 1], slice(None), True), (True, slice(None), [0, 2]), (0, slice(None), True), (True, slice(None), 0),
+    (None, True, None), (True, None, 0), (np.array([True, False]), True), (Ellipsis, True, None), (np.array(True), 1),
+    (None, Ellipsis, True, [3, 1]), (1, np.False_, slice(None, None, -1)), (None, Ellipsis, False, 1),
+]
+
+
+def test_scalar_boolean_with_an_empty_ellipsis_is_jaxs() -> None:
+    # an Ellipsis standing for no axes does not separate a boolean from the int after it, as in JAX (numpy gives
+    # (0, 2, 3, 5)); a None before a boolean puts its axis where numpy does (JAX 0.10 drops x[1] there)
+    x = tg.asarray(A)
+    assert x[::-1, ::-1, False, ..., 0, ::-1].shape == (2, 3, 0, 5)
+    check(x[None, True], A[None, True])
+
+
+@pytest.mark.parametrize("idx", BOOL_CASES, ids=repr)
+def test_scalar_booleans_in_a_tuple_index(idx: tuple) -> None:
+    x = tg.asarray(A)
+    want = A[idx]
+    check(x[idx], want)
+    check(tg.jit(lambda v: v[idx])(x), want)
+    check(x.at[idx].get(), want)
+    for value in (np.float32(7), np.arange(want.size, dtype=np.float32).reshape(want.shape)):
+        updated = A.copy()
+        updated[idx] = value
+        check(x.at[idx].set(value), updated)
+    check(x.at[idx].add(1.0), A + (tnp.zeros(A.shape).at[idx].set(1.0)).numpy())
+    check(x.at[idx].get(wrap_negative_indices=False), want)
+
+
+def test_scalar_boolean_index_errors() -> None:
+    x = tg.asarray(A)
+    with pytest.raises(IndexError, match="broadcast"):   # [] and [0, 1] do not broadcast, as numpy says
+        x[0, [0, 1], False]
+    with pytest.raises(IndexError, match="too many"):
+        x[0, 0, 0, 0, 0, True]
+    with pytest.raises(tg.ConcretizationError):   # a traced 0-d boolean has no value to shape the result by
+        tg.jit(lambda v, b: v[0, b])(x, tg.asarray(True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.one_of(st.booleans(), st.integers(-2, 1), st.none(), st.just(slice(None, None, -1)),
+                          st.just(slice(1, None)), st.just([1, 0])), max_size=5),
+       st.sampled_from(["start", "end", None]))
+def test_scalar_booleans_match_numpy(items: list, ellipsis: str | None) -> None:
+    """Booleans among ints, slices, None, an Ellipsis and an index array: numpy's shape and values. (An Ellipsis
+    that stands for no axes between a boolean and another advanced index separates them in numpy, not in JAX, whose
+    answer tgfx gives: `x[:, :, False, ..., 0, :]` of a 4-d x is (2, 3, 0, 5), numpy's (0, 2, 3, 5).)"""
+    idx = tuple([Ellipsis] * (ellipsis == "start") + items + [Ellipsis] * (ellipsis == "end"))
+    try:
+        want = A[idx]
+    except IndexError:
+        with pytest.raises(IndexError):
+            tg.asarray(A)[idx]
+        return
+    check(tg.asarray(A)[idx], want)
+
+
 def test_index_errors() -> None:
     x = tg.asarray(A)
     mask = np.array([True, False])

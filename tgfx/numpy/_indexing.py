@@ -87,12 +87,9 @@ def _index_items(index: Any) -> list[Any]:
     for i in items:
         if _is_basic(i):
             out.append(i)
-        elif isinstance(i, (bool, np.bool_)):
-            raise IndexError(f"a scalar boolean index ({i!r}) is not supported; use None to add an axis")
         elif isinstance(i, Tensor) and i.dtype.is_bool or not isinstance(i, Tensor) and np.asarray(i).dtype == np.bool_:
+            # (a 0-d one, a scalar boolean, was made an index of an axis of its own by `_scalar_bools_as_axes`)
             mask = _host_mask(i) if isinstance(i, Tensor) else np.asarray(i)
-            if mask.ndim == 0:
-                raise IndexError("a 0-d boolean index is not supported; use None to add an axis")
             out += [_MaskPart(p, s) for p, s in zip(np.nonzero(mask), mask.shape, strict=True)]
         else:
             out.append(_index_array(i))
@@ -115,6 +112,31 @@ def _is_scalar_bool(i: Any) -> bool:
 
 def _host_bool(i: Any) -> bool:
     return bool(_host_mask(i)) if isinstance(i, Tensor) else bool(i)
+
+
+def _scalar_bools_as_axes(x: Tensor, index: Any) -> tuple[Tensor, Any]:
+    """numpy's scalar booleans in an index (Python or numpy bools, concrete 0-d boolean arrays or Tensors), as JAX's:
+    each indexes a new length-1 axis of x with the index array [0] (True) or [] (False), so it adds an axis of length 1
+    or 0 where numpy's rules for index arrays put it (`x[0, True]` is (1, ...) like x[0][None], `x[..., False]` has a
+    last axis of 0, `x[arr, True]` is x[arr]). Returns x with those axes inserted and the index with the arrays in the
+    booleans' places; a boolean that is the only index besides slices, None and Ellipsis is a slice of its axis (a
+    view, not a gather)."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    flags = [_is_scalar_bool(i) for i in items]
+    if not any(flags):
+        return x, index
+    lone = sum(flags) == 1 and all(f or i is None or i is Ellipsis or isinstance(i, slice) for i, f in zip(items, flags,
+                                                                                                      strict=True))
+    shape, sizes, out = [], iter(x.shape), []
+    for i in _expand_index(items, x.ndim + sum(flags)):
+        if _is_scalar_bool(i):
+            n = int(_host_bool(i))
+            shape.append(1)
+            out.append(slice(0, n) if lone else _index_array(np.arange(n)))
+        else:
+            shape += [next(sizes)] if i is not None else []
+            out.append(i)
+    return x.reshape(tuple(shape)), tuple(out)
 
 
 def _expand_index(index: Any, ndim: int) -> list[Any]:
@@ -470,9 +492,7 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     >>> x[[2, 0], 1:3].tolist()
     [[9, 10], [1, 2]]
     """
-    if _is_scalar_bool(index):  # numpy's and JAX's x[True] (a new axis) and x[False] (a new empty axis)
-        y = x.reshape((1,) + x.shape)
-        return y if _host_bool(index) else y.shrink(((0, 0),) + tuple((0, s) for s in x.shape))
+    x, index = _scalar_bools_as_axes(x, index)   # x[True] (a new axis), x[False] (a new empty axis), x[0, True]
     if mode in (None, "clip") and (items := _window_items(x, index)) is not None and \
             all(not isinstance(i, int) or 0 <= i < n for i, n in zip(items, x.shape, strict=True)):
         # one position along some axes, one by a traced index: a view at runtime starts (clamped), no gather
@@ -568,6 +588,9 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
     tied for a result, x's and the updates' (JAX's rule).
     """
     mode = _check_mode("drop" if mode == "fill" else mode, ("drop", "clip"), "drop", f"at[].{op}")   # JAX: fill drops
+    xb, index = _scalar_bools_as_axes(x, index)
+    if xb is not x:   # scalar booleans index axes of their own: scattered into x with those axes, then without them
+        return scatter(xb, index, values, op, mode).reshape(x.shape)
     if (windowed := _window_scatter(x, index, values, op, mode)) is not None:
         return windowed
     plan = _plan(x, index, "drop" if mode == "drop" else "array")
@@ -788,17 +811,21 @@ class _IndexUpdateRef:
 
 def _negatives_out_of_range(x: Tensor, index: Any, mode: str) -> Any:
     """`index` with its negative entries made to fall outside their axis (JAX's `wrap_negative_indices=False`):
-    past the end, or 0 where "clip" clamps them (below the start clamps to 0)."""
-    items, out = _expand_index(index, x.ndim), []
-    dims = iter(range(x.ndim))
-    for i in items:
-        d = next(dims) if i is not None else None
+    past the end, or 0 where "clip" clamps them (below the start clamps to 0). A boolean mask is its positions (an
+    index array per axis it spans, none negative); a scalar boolean has no axis of x."""
+    items: list[Any] = []
+    for i in list(index) if isinstance(index, tuple) else [index]:
+        mask = not _is_basic(i) and not _is_scalar_bool(i) and (
+            i.dtype.is_bool if isinstance(i, Tensor) else np.asarray(i).dtype == np.bool_)
+        items += list(np.nonzero(_host_mask(i) if isinstance(i, Tensor) else np.asarray(i))) if mask else [i]
+    out, dims = [], iter(range(x.ndim))
+    for i in _expand_index(items, x.ndim + sum(map(_is_scalar_bool, items))):
+        d = next(dims) if i is not None and not _is_scalar_bool(i) else None
         if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) and i < 0:
             i = 0 if mode == "clip" else x.shape[d]
-        elif d is not None and not _is_basic(i) and not _is_scalar_bool(i):
+        elif d is not None and not _is_basic(i):
             t = _index_array(i)
-            if not t.dtype.is_bool:
-                i = ew.where(t < 0, 0 if mode == "clip" else x.shape[d], t)
+            i = ew.where(t < 0, 0 if mode == "clip" else x.shape[d], t)
         out.append(i)
     return tuple(out)
 
