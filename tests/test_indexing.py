@@ -31,6 +31,7 @@ GATHER_CASES = [
     (slice(None), 0, slice(None), [1, 2]),          # an int counts as advanced: not adjacent
     (slice(None), 0, [1, 2]),                       # adjacent: replaced in place
     (slice(None), [0], None, [1, 2]),               # None separates them
+    (slice(None, None, -1), 0, Ellipsis, [1, 0], slice(None)),   # so does an Ellipsis standing for no axes
     ([0], 1),
     (Ellipsis, [1, 2], 0),
     (0, Ellipsis, [1]),

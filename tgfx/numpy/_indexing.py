@@ -333,7 +333,8 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
     An int out of range raises IndexError (`oob_int="raise"`), makes the whole index select nothing (`"drop"`: the
     plan is None) or becomes a 0-d index array that the gather's mode handles (`"array"`).
     """
-    items = _expand_index(_index_items(index), x.ndim)
+    raw = _index_items(index)
+    items = _expand_index(raw, x.ndim)
     if oob_int != "raise":
         dims = iter(range(x.ndim))
         for k, i in enumerate(items):
@@ -370,8 +371,15 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
     except ValueError as e:
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
                          f"{' '.join(str(t.shape) for t in arrays)}") from e
-    adjacent = adv[-1] - adv[0] + 1 == len(adv)
+    adjacent = adv[-1] - adv[0] + 1 == len(adv) and not _ellipsis_between(raw)
     return _Plan(_basic_plan(x.shape, basic), tuple(axes), tuple(arrays), bshape, before if adjacent else 0)
+
+
+def _ellipsis_between(raw: list[Any]) -> bool:
+    """Whether an Ellipsis stands between two advanced items (ints, index arrays, mask parts): numpy and JAX then put
+    the broadcast axes first, also where it stands for no axes (`x[:, 0, ..., [1, 0], :]` of a 4-d x)."""
+    adv = [k for k, i in enumerate(raw) if not (i is None or i is Ellipsis or isinstance(i, slice))]
+    return any(i is Ellipsis and adv[0] < k < adv[-1] for k, i in enumerate(raw)) if adv else False
 
 
 def _normalize(idx: Tensor, n: int, mode: str) -> Tensor:
