@@ -293,6 +293,24 @@ def test_take_along_axis_with_argsort_and_broadcast() -> None:
         tnp.take_along_axis(a, [0, 1], 1)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.bool_, np.complex64])
+def test_take_along_an_empty_axis_is_zeros(dtype: type) -> None:
+    """As jnp.take_along_axis: nothing to take, so zeros (not the fill value), whatever the mode; jnp.take raises."""
+    x = np.zeros((3, 0), dtype)
+    idx = np.array([[0], [1], [-1]])
+    for mode in (None, "fill", "clip", "wrap"):
+        check(tnp.take_along_axis(x, idx, axis=1, mode=mode), np.zeros((3, 1), dtype))
+    check(tnp.take_along_axis(x, idx, axis=1, mode="fill", fill_value=7), np.zeros((3, 1), dtype))
+    check(tg.jit(lambda a, i: tnp.take_along_axis(a, i, axis=1))(tg.asarray(x), tg.asarray(idx)), np.zeros((3, 1),
+                                                                                                             dtype))
+    check(tnp.take_along_axis(np.zeros((0, 2), dtype), np.array([1, 5]), axis=None), np.zeros(2, dtype))
+    check(tnp.take_along_axis(np.zeros((2, 0), dtype), np.zeros((1, 0), np.int32), axis=0), np.zeros((1, 0), dtype))
+    for mode in (None, "fill", "clip", "wrap"):
+        with pytest.raises(IndexError, match="size 0"):
+            tnp.take(x, np.array([0, 2]), axis=1, mode=mode)
+    check(tnp.take(x, np.zeros(0, np.int32), axis=1), np.zeros((3, 0), dtype))
+
+
 # ---- scatters: x.at[...] ----
 def np_scatter(a: np.ndarray, idx: tuple, v: np.ndarray | float, op: str) -> np.ndarray:
     out = a.copy()

@@ -877,6 +877,9 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: None = 
                              f"{axis} with size {n}")
         mode = "fill"
     mode = _check_mode(mode, ("fill", "clip", "wrap"), "fill", "take")
+    if x.shape[axis] == 0 and idx.size:   # whatever the mode, as jnp.take
+        raise IndexError(f"take: cannot take from axis {axis} of size 0 (a of shape {x.shape}) with indices of shape "
+                         f"{idx.shape}")
     if mode == "clip" and x.shape[axis]:
         idx = ew.clip(idx, 0, x.shape[axis] - 1)
     return getitem(x, (slice(None),) * axis + (idx,), mode, fill_value)
@@ -887,7 +890,8 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: 
     """numpy.take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along `axis`.
 
     `indices` has arr's number of dimensions and its other axes broadcast against arr's. Out-of-range indices as
-    `take` (default "fill"). Cost: one kernel, one load per output element.
+    `take` (default "fill"); from an axis of length 0 the result is zeros, whatever the mode, as JAX's. Cost: one
+    kernel, one load per output element.
     """
     x, idx = to_tensor(arr), _index_array(indices)
     if axis is None:
@@ -907,11 +911,9 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: 
         raise ValueError(f"take_along_axis: indices of shape {idx.shape} do not broadcast against arr of shape "
                          f"{x.shape} outside axis {axis}") from e
     shape = shape[:axis] + (idx.shape[axis],) + shape[axis:]                   # the result's
-    if n == 0 and prod(shape) and mode == "clip":
-        raise IndexError(f"take_along_axis: cannot take from axis {axis} of size 0 (arr shape {x.shape})")
-    i = _normalize(idx, n, mode)
     if prod(shape) == 0 or n == 0:
-        return Tensor.full(shape, fv if mode == "fill" else 0, x.dtype)
+        return Tensor.full(shape, 0, x.dtype)
+    i = _normalize(idx, n, mode)
     # a one-hot sum over a new last axis, the result in arr's own layout (summed over the moved axis and moved back,
     # it was stored transposed: written a row a column)
     xm = x.permute(*(a for a in range(x.ndim) if a != axis), axis)
