@@ -4,6 +4,7 @@ They move values without arithmetic, so results must be exact, in every dtype; a
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -290,6 +291,59 @@ def test_concatenate_promotes_dtypes() -> None:
     _check(tnp.concatenate([to_tensor(a), to_tensor(b)]), np.concatenate([a, b]), dtypes.int16)
     c = np.array([0.5], np.float32)
     _check(tnp.concatenate([to_tensor(a), to_tensor(c)]), np.concatenate([a, c]).astype(np.float32), dtypes.float32)
+
+
+def test_python_scalars_in_joins_are_weak() -> None:
+    """As in JAX, a Python scalar among the arrays of a join takes their type, as in `x + 3` (int8 with 3 is int8,
+    uint8 with 300 wraps to 44), and the result is weakly typed where its type is (int8 with 2.5: a weak float32,
+    which float16 then wins against)."""
+    from tgfx.tensor import is_weak
+    i8, u8 = tnp.asarray(np.int8(1)), tnp.asarray(np.uint8(1))
+    f16, bf = tnp.asarray(np.float16(1)), tnp.asarray(1.0, dtype=dtypes.bfloat16)
+    cases = [
+        (tnp.stack([i8, 3]), dtypes.int8, [1, 3], False),
+        (tnp.stack([3, i8]), dtypes.int8, [3, 1], False),
+        (tnp.stack([u8, 300]), dtypes.uint8, [1, 44], False),
+        (tnp.stack([u8, -1]), dtypes.uint8, [1, 255], False),
+        (tnp.stack([f16, 2.5]), dtypes.float16, [1.0, 2.5], False),
+        (tnp.stack([bf, 2]), dtypes.bfloat16, [1, 2], False),
+        (tnp.stack([i8, 3.0]), dtypes.float32, [1.0, 3.0], True),
+        (tnp.stack([i8, True]), dtypes.int8, [1, 1], False),
+        (tnp.stack([tnp.asarray(True), 1]), dtypes.int32, [1, 1], True),
+        (tnp.stack([1, 2]), dtypes.int32, [1, 2], True),
+        (tnp.stack([1j, i8]), dtypes.complex64, [1j, 1], True),
+        (tnp.stack([i8, np.int32(3)]), dtypes.int32, [1, 3], False),
+        (tnp.hstack([i8.reshape(1), 3]), dtypes.int8, [1, 3], False),
+        (tnp.vstack([i8, 3]), dtypes.int8, [[1], [3]], False),
+        (tnp.dstack([i8, 3]), dtypes.int8, [[[1, 3]]], False),
+        (tnp.block([i8.reshape(1), 3]), dtypes.int8, [1, 3], False),
+        (tnp.append(i8.reshape(1), 3), dtypes.int8, [1, 3], False),
+        (tnp.append(i8, 3.5), dtypes.float32, [1, 3.5], True),
+        (tnp.concatenate([i8.reshape(1), tnp.asarray(np.int8([2]))]), dtypes.int8, [1, 2], False),
+    ]
+    for got, d, want, weak in cases:
+        assert got.dtype == d and got.tolist() == want and is_weak(got) == weak, (got, d, want, weak)
+    assert (tnp.stack([i8, 3.0]) + tnp.asarray(np.float16([1, 1]))).dtype == dtypes.float16   # a weak float32
+    with pytest.raises(OverflowError):
+        tnp.stack([tnp.asarray(1), 2 ** 40])
+    assert tg.jit(lambda x: tnp.stack([x, 3]))(i8).dtype == dtypes.int8
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.float16, dtypes.float32, dtypes.bool,
+                        dtypes.complex64]),
+       st.one_of(st.booleans(), st.integers(-2 ** 31, 2 ** 31 - 1), st.floats(-1e4, 1e4, width=16),
+                 st.complex_numbers(max_magnitude=1e4, allow_nan=False, allow_infinity=False)))
+def test_a_python_scalar_joins_as_it_combines(d: DType, scalar: Any) -> None:
+    """stack([x, s]) has the type of `result_type(x, s)`, and holds s converted to it as numpy converts (wrapping)."""
+    x = tnp.asarray(np.ones((), d.np))
+    out = tnp.stack([x, scalar])
+    want = tnp.result_type(x, scalar)
+    assert out.dtype == want
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = np.array([1, np.array(scalar).astype(want.np)]).astype(want.np)
+    np.testing.assert_array_equal(out.numpy(), expected)
 
 
 @pytest.mark.parametrize("zero_axis", [0, 1])

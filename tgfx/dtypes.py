@@ -311,6 +311,14 @@ def promote_types(*ts: DType | str) -> DType:
     return _BY_NAME[out]
 
 
+def promote_weak(*ts: DType | str) -> tuple[DType, bool]:
+    """`promote_types`, and whether the result is weakly typed, as JAX's `result_type` says: its lattice node is a
+    weak kind (weak operands alone, or a weak float or complex with bool and integer operands: int8 and 2.5 give a
+    weak float32)."""
+    return promote_types(*ts), functools.reduce(_lub, [t.name if isinstance(t, DType) else t for t in ts]) in (
+        "i*", "f*", "c*")
+
+
 def to_inexact(d: DType) -> DType:
     """The float type a function that needs floats (exp, true_divide, mean, ...) computes a `d` input in.
 

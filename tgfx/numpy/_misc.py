@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ from tgfx.numpy import _creation as cr
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
-from tgfx.tensor import ArrayLike, Tensor, broadcast, normalize_axis, promote, promotion_kind, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast, normalize_axis, promote, promotion_kind, to_tensor, weak
 from tgfx.tensor import broadcast_shapes as _broadcast_shapes
 
 Shape = int | Sequence[int]
@@ -118,8 +118,8 @@ def column_stack(tup: Sequence[ArrayLike] | Tensor) -> Tensor:
     """
     if isinstance(tup, (Tensor, np.ndarray)):
         return _join_rows(to_tensor(tup), 2, 1, "column_stack")
-    ts = [to_tensor(x) for x in tup]
-    return mv.concatenate([t.reshape(-1, 1) if t.ndim < 2 else t for t in ts], axis=1)
+    ts, weak_result = mv.joined(tup, "column_stack")
+    return mv.concat([t.reshape(-1, 1) if t.ndim < 2 else t for t in ts], 1, weak_result)
 
 
 def dstack(tup: Sequence[ArrayLike] | Tensor, dtype: DType | str | None = None) -> Tensor:
@@ -127,7 +127,8 @@ def dstack(tup: Sequence[ArrayLike] | Tensor, dtype: DType | str | None = None) 
     if isinstance(tup, (Tensor, np.ndarray)):
         out = _join_rows(to_tensor(tup), 3, 2, "dstack")
     else:
-        out = mv.concatenate([_atleast(x, 3) for x in tup], axis=2)
+        ts, weak_result = mv.joined(tup, "dstack")
+        out = mv.concat([_atleast(t, 3) for t in ts], 2, weak_result)
     return out if dtype is None else out.astype(dtype)
 
 
@@ -156,21 +157,29 @@ def dsplit(ary: ArrayLike, indices_or_sections: int | Sequence[int] | ArrayLike)
     return _split("dsplit", ary, indices_or_sections, 2)
 
 
-def _block(xs: Any, where: str) -> tuple[Tensor, int]:
+def _leaves(xs: Any, where: str) -> list[Any]:
+    """The arrays of block's nested lists, in order."""
     if isinstance(xs, tuple):
         raise ValueError(f"block: {where} is a tuple; block takes nested lists (tuples are not allowed, as in JAX)")
     if not isinstance(xs, list):
-        return to_tensor(xs), 1
+        return [xs]
     if not xs:
         raise ValueError(f"block: {where} is an empty list")
-    parts = [_block(x, f"{where}[{i}]") for i, x in enumerate(xs)]
+    return [leaf for i, x in enumerate(xs) for leaf in _leaves(x, f"{where}[{i}]")]
+
+
+def _block(xs: Any, where: str, leaves: Iterator[Tensor]) -> tuple[Tensor, int]:
+    """The nested lists `xs` assembled, their arrays taken in order from `leaves`, and the depth they sit at."""
+    if not isinstance(xs, list):
+        return next(leaves), 1
+    parts = [_block(x, f"{where}[{i}]", leaves) for i, x in enumerate(xs)]
     depths = {d for _, d in parts}
     if len(depths) > 1:
         raise ValueError(f"block: the lists in {where} are nested to different depths ({sorted(depths)}); every "
                          f"array must sit at the same depth")
     depth = depths.pop()
     rank = max(depth, *(t.ndim for t, _ in parts))
-    return mv.concatenate([_atleast(t, rank) for t, _ in parts], axis=-depth), depth + 1
+    return mv.concat([_atleast(t, rank) for t, _ in parts], -depth), depth + 1
 
 
 def block(arrays: ArrayLike | list) -> Tensor:
@@ -179,14 +188,18 @@ def block(arrays: ArrayLike | list) -> Tensor:
 
     >>> tnp.block([[tnp.eye(2), tnp.zeros((2, 1))], [tnp.ones((1, 2)), tnp.ones((1, 1))]])     # shape (3, 3)
     """
-    return _block(arrays, "arrays")[0]
+    ts, weak_result = mv.joined(_leaves(arrays, "arrays"), "block")   # one type for all, Python scalars weak
+    out = _block(arrays, "arrays", iter(ts))[0]
+    return weak(out) if weak_result else out
 
 
 def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Tensor:
-    """`values` joined after `arr` along `axis` (both flattened when axis is None)."""
+    """`values` joined after `arr` along `axis` (both flattened when axis is None; a Python scalar is weak, as in
+    `stack`)."""
+    (a, v), weak_result = mv.joined([arr, values], "append")
     if axis is None:
-        return mv.concatenate([mv.ravel(arr), mv.ravel(values)], 0)
-    return mv.concatenate([arr, values], axis=axis)
+        return mv.concat([a.reshape(-1), v.reshape(-1)], 0, weak_result)
+    return mv.concat([a, v], axis, weak_result)
 
 
 def _static_index(obj: Any, fn: str) -> np.ndarray | None:

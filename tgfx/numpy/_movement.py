@@ -6,18 +6,22 @@ from collections.abc import Sequence
 import numpy as np
 
 from tgfx.devices import get_device
+from tgfx.dtypes import is_python_scalar, promote_weak
 from tgfx.lowering.execute import range_view
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import (
     ArrayLike,
     Tensor,
+    _scalar_operand,
     broadcast_shapes,
     is_realized,
+    is_weak,
     normalize_axes,
     normalize_axis,
-    promote,
+    promotion_kind,
     static_int,
     to_tensor,
+    weak,
 )
 from tgfx.trace_state import active
 
@@ -179,16 +183,35 @@ def _pad_source(p: int, n: int, mode: str) -> int:
     return period - j if mode == "reflect" else period - 1 - j
 
 
+def joined(xs: Sequence[ArrayLike], name: str) -> tuple[list[Tensor], bool]:
+    """The arrays a join (concatenate, stack, ...) takes, as Tensors of their JAX result type, and whether that type is
+    weak. Python scalars and weakly typed Tensors are weak, as in JAX: `stack([int8 x, 3])` is int8 (the 3 converted
+    as `x + 3` converts it) and `stack([int8 x, 2.5])` a weak float32."""
+    items = [x if is_python_scalar(x) else to_tensor(x) for x in xs]
+    if not items:
+        raise ValueError(f"{name}: need at least one array to {name}")
+    if all(isinstance(x, Tensor) and x.dtype == items[0].dtype and not is_weak(x) for x in items):
+        return items, False   # (the common case: nothing to promote)
+    d, weak_result = promote_weak(*map(promotion_kind, items))
+    return [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], weak_result
+
+
 def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
-    ts = [to_tensor(x) for x in xs]
-    if not ts:
-        raise ValueError("concatenate: need at least one array to concatenate")
+    """The arrays joined along an existing `axis` (all flattened first when None), in their JAX result type (Python
+    scalars are weak: see `joined`)."""
+    ts, weak_result = joined(xs, "concatenate")
     if axis is None:
         ts, axis = [t.reshape(-1) for t in ts], 0
-    d = ts[0]
-    for t in ts[1:]:
-        d, _ = promote(d, t, "concatenate")
-    ts = [t.astype(d.dtype) for t in ts]
+    return concat(ts, axis, weak_result)
+
+
+def concat(ts: list[Tensor], axis: int, weak_result: bool = False) -> Tensor:
+    """Tensors of one dtype (`joined`'s) joined along `axis`; weakly typed with `weak_result`."""
+    out = _concat(ts, axis)
+    return weak(out) if weak_result else out
+
+
+def _concat(ts: list[Tensor], axis: int) -> Tensor:
     nd = ts[0].ndim
     if nd == 0:
         raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
@@ -198,7 +221,7 @@ def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
             raise ValueError(f"concatenate: all input array dimensions except for the concatenation axis {axis} must "
                              f"match, got shapes {[t.shape for t in ts]}")
     if len(ts) >= HOST_CONCAT_MIN and (host := _host_values(ts)) is not None:
-        return Tensor(np.concatenate(host, axis=axis), dtype=d.dtype, device=ts[0].uop.device)
+        return Tensor(np.concatenate(host, axis=axis), dtype=ts[0].dtype, device=ts[0].uop.device)
     total = sum(t.shape[axis] for t in ts)
     out, off = None, 0
     for t in ts:
@@ -244,23 +267,26 @@ _ADD = Ops.ADD
 
 
 def stack(xs: Sequence[ArrayLike], axis: int = 0) -> Tensor:
-    ts = [to_tensor(x) for x in xs]
-    if not ts:
-        raise ValueError("stack: need at least one array to stack")
+    """The arrays (of one shape) joined along a new `axis`, in their JAX result type (see `joined`)."""
+    ts, weak_result = joined(xs, "stack")
     shapes = {t.shape for t in ts}
     if len(shapes) > 1:
         raise ValueError(f"stack: all input arrays must have the same shape, got {[t.shape for t in ts]}")
     axis = normalize_axis(axis, ts[0].ndim + 1, "stack")
-    return concatenate([expand_dims(t, axis) for t in ts], axis=axis)
+    return concat([expand_dims(t, axis) for t in ts], axis, weak_result)
 
 
 def vstack(xs: Sequence[ArrayLike]) -> Tensor:
-    return concatenate([atleast_2d(x) for x in xs], axis=0)
+    """The arrays, each made at least 2-d, joined along axis 0 (Python scalars weak, as `stack`'s)."""
+    ts, weak_result = joined(xs, "vstack")
+    return concat([atleast_2d(t) for t in ts], 0, weak_result)
 
 
 def hstack(xs: Sequence[ArrayLike]) -> Tensor:
-    ts = [to_tensor(x) for x in xs]
-    return concatenate(ts, axis=0 if ts and ts[0].ndim == 1 else 1)
+    """The arrays, each made at least 1-d, joined along axis 1 (axis 0 for 1-d ones; Python scalars weak)."""
+    ts, weak_result = joined(xs, "hstack")
+    ts = [t.reshape(1) if t.ndim == 0 else t for t in ts]
+    return concat(ts, 0 if ts[0].ndim == 1 else 1, weak_result)
 
 
 def atleast_2d(x: ArrayLike) -> Tensor:
