@@ -727,6 +727,24 @@ def test_a_loops_arange_operand_is_stored_as_its_own_copy_and_no_loop_is_duplica
     np.testing.assert_allclose((b + steps.sum()).numpy(), ref + 6)
 
 
+def test_a_loops_constant_operand_is_stored_as_its_own_copy_so_a_gather_filling_with_it_stays_a_load() -> None:
+    # schedule._stored_aranges_apart: cumsum of a vector is a scan whose loop starts from the scalar -0.0, the same
+    # node a gather x[idx] fills with; the loop's operand was stored in place, the gather then read its fill from
+    # that buffer, and `gather.collapse_onehot` no longer saw a one-hot sum: every output compared with every
+    # position (n^2; 20,000 elements took 35 ms). Stored as a copy, the gather is a load per output
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import kernel_source
+    from tgfx.lowering.inline import inline
+    n = 3001
+    x = Tensor(np.random.default_rng(0).standard_normal(n).astype(np.float32)).realize()
+    perm = np.random.default_rng(1).permutation(n).astype(np.int32)
+    out = tnp.cumsum(x[Tensor(perm)])
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
+    flops = sum(kernel_source(c.src[0], host_target()).flops for c in linear.src if c.src[0].op is Ops.SINK)
+    assert flops <= 4 * n, flops
+    np.testing.assert_allclose(out.numpy(), np.cumsum(x.numpy()[perm]), rtol=1e-5, atol=1e-4)
+
+
 def test_a_read_at_a_known_position_walks_only_the_piece_it_is_in(monkeypatch) -> None:
     """The gradient of a Python-unrolled 12-step scan reads its stacked outputs back row by row, each read a sum of
     every row's padded piece: index arithmetic folds its constants, so a PAD read at a known position outside its
