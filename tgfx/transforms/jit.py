@@ -77,7 +77,6 @@ class Signature:
     leaves: tuple[LeafSpec, ...]
     static: tuple[tuple[str, Hashable], ...]
     names: tuple[str, ...]  # a readable name per leaf, for retrace messages
-    aliases: tuple[int, ...] | None = None  # which inputs share a buffer (`_aliases`)
     x64: bool = False  # the x64 mode it was traced in
 
     @property
@@ -338,14 +337,15 @@ class Jit:
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
         tensors = [_leaf_tensor(x) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
-        aliases = _aliases(tensors, [spec[0] == "weak" for spec in specs if spec[0] != "static"])
-        key = (treedef, specs, static, aliases, bool(config.X64))
+        # (which inputs share a buffer is no part of it: a program binds each input slot on its own, so one traced
+        # with `zeros, zeros` for Adam's two states serves the distinct states of every later step, as JAX's)
+        key = (treedef, specs, static, bool(config.X64))
         hit = self._cache.get(key)
         if hit is None:
             with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
                 hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
         prog, out_tree = hit
-        if fast is not None and aliases is None and not prog.donated and not prog.sharded:
+        if fast is not None and not prog.donated and not prog.sharded:
             self._fast[fast_key] = hit
         return self._run(prog, out_tree, tensors, args)
 
@@ -356,8 +356,10 @@ class Jit:
             realize(*tensors)
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
         mems = [buffer_memory(b, allocate=False) for b in in_bufs]
-        for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas): the program
-            if is_interned(in_bufs[i]) or mems[i].shared:   # takes over a copy of it
+        for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas, a buffer passed
+            # as another argument too, which the program may still read after writing a result here): the program
+            # takes over a copy of it
+            if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1:
                 in_bufs[i] = copy_buffer(in_bufs[i])
                 mems[i] = buffer_memory(in_bufs[i], allocate=False)
         results = prog.execute(mems, in_bufs)
@@ -372,8 +374,7 @@ class Jit:
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
                key: Hashable) -> tuple[Program, PyTreeDef]:
         dyn_args, dyn_kwargs = tree_unflatten(treedef, leaves)
-        sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3],
-                        key[4])
+        sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3])
         if self._signatures and (LOG_RETRACE or config.DEBUG >= 1):
             print(f"jit({self.name}): retracing: {self._explain(sig)}")
         self._signatures.append(sig)
@@ -388,7 +389,7 @@ class Jit:
                 for part in device_parts(t.uop):  # one input per device part
                     buf = buffer_view(part)
                     if spec[0] == "weak" and buf in real_inputs:  # equal scalars share an interned buffer; the
-                        buf = copy_buffer(buf)                     # trace gives each its own (see `_aliases`)
+                        buf = copy_buffer(buf)                     # trace gives each its own
                     ph = placeholder(len(inputs), t.dtype, buf.arg[1], buf.arg[2])
                     inputs.append(ph)
                     real_inputs.append(buf)
@@ -478,9 +479,6 @@ class Jit:
         names = _static_names(self.f)
         diffs += [f"static {names.get(k, k)}: {dict(prev.static).get(k)!r} -> {v!r}" for k, v in sig.static
                   if dict(prev.static).get(k) != v]
-        if prev.aliases != sig.aliases:
-            diffs.append(f"inputs sharing a buffer (index of each input's first sharer): {prev.aliases} -> "
-                         f"{sig.aliases}")
         if prev.x64 != sig.x64:
             diffs.append(f"x64 mode {prev.x64} -> {sig.x64}")
         return "; ".join(diffs) or "same signature"
@@ -496,24 +494,6 @@ class Jit:
 def _as_tree(out_tree: PyTreeDef, results: list[UOp]) -> Any:
     """The function's results as Tensors, in its output structure."""
     return Tensor(results[0]) if out_tree.is_leaf else tree_unflatten(out_tree, [Tensor(u) for u in results])
-
-
-def _aliases(tensors: list[Tensor], scalars: list[bool]) -> tuple[int, ...] | None:
-    """Which inputs share a buffer (the same Tensor twice, two views of one buffer), as the index of each input's
-    first sharer; None when none do. Part of the signature: a program traced with two inputs in one buffer binds
-    both from that buffer, so a call with distinct buffers needs its own trace. (A program traced with distinct
-    inputs reads aliased ones correctly: every input slot is bound on its own.) Python scalar arguments (`scalars`)
-    never alias: equal values share an interned buffer, but the trace copies it (`_trace`), so `f(x, 0, 0)` and
-    `f(x, 3, 2)` are one trace, as in JAX."""
-    first: dict[object, int] = {}
-    pattern = []
-    for t, scalar in zip(tensors, scalars, strict=True):
-        for j, p in enumerate(device_parts(t.uop)):
-            # a lazy value is its Tensor: a trace computes each argument into a buffer of its own (`tnp.zeros(8)`
-            # twice is two buffers, as two jnp.zeros are), and one Tensor passed twice into one
-            b = (id(t), j) if scalar else buffer_view(p) or (id(t), j)
-            pattern.append(first.setdefault(b, len(pattern)))
-    return None if len(first) == len(pattern) else tuple(pattern)
 
 
 def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
