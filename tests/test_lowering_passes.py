@@ -745,6 +745,29 @@ def test_a_loops_constant_operand_is_stored_as_its_own_copy_so_a_gather_filling_
     np.testing.assert_allclose(out.numpy(), np.cumsum(x.numpy()[perm]), rtol=1e-5, atol=1e-4)
 
 
+def test_find_realizes_walks_a_kernel_again_only_when_a_node_it_visited_is_stored(monkeypatch) -> None:
+    # the gradient of 16 residual blocks with dropout: find_realizes stores a value or two a round (the masks shared by
+    # the forward and the gradient, the residual stream outermost first), and walked every kernel each round:
+    # quadratic in the depth (69 node visits per graph node here; a ViT step's schedule took 3 s). A kernel whose walk
+    # stored nothing is walked again only once a node it visited is stored
+    from tgfx.lowering import schedule as schedule_module
+    from tgfx.lowering.inline import inline, walk
+    visits, real = [0], schedule_module._source_axes
+    monkeypatch.setattr(schedule_module, "_source_axes", lambda *a: visits.__setitem__(0, visits[0] + 1) or real(*a))
+
+    def loss(ws: list, x: Tensor, key: Tensor) -> Tensor:
+        for w, k in zip(ws, tgfx.random.split(key, len(ws)), strict=True):
+            h = tnp.tanh(x @ w)
+            x = x + tnp.where(tgfx.random.bernoulli(k, 0.9, h.shape), h / 0.9, 0.0)
+        return (x * x).mean()
+    rng = np.random.default_rng(0)
+    ws = [Tensor(rng.standard_normal((16, 16)).astype(np.float32) * 0.1) for _ in range(16)]
+    g = tgfx.grad(loss)(ws, Tensor(rng.standard_normal((256, 16)).astype(np.float32)), tgfx.random.key(0))
+    sink = inline(UOp(Ops.SINK, None, tuple(t.uop for t in g)))
+    find_realizes(list(sink.src))
+    assert visits[0] <= 16 * len(walk(sink)), (visits[0], len(walk(sink)))
+
+
 def test_a_read_at_a_known_position_walks_only_the_piece_it_is_in(monkeypatch) -> None:
     """The gradient of a Python-unrolled 12-step scan reads its stacked outputs back row by row, each read a sum of
     every row's padded piece: index arithmetic folds its constants, so a PAD read at a known position outside its

@@ -416,6 +416,12 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
     realize.update(u for u in order if u.op is Ops.REDUCE_AXIS and _scatter_reduce(u))
     realize.update(_stored_concatenations(order))
     ctx = ScheduleCtx(realize)
+    # a kernel's walk that stored nothing, with the nodes it visited and the reduces and elementwise values it
+    # computes: the same walk again until one of those nodes is stored (the rounds below store a few values each,
+    # and walked every kernel each time: a ViT step's 38 rounds over 250 kernels took 3 s)
+    walks: dict[UOp, tuple[set[UOp], int, list[UOp], list[UOp]]] = {}
+    added = list(ctx.realize)   # the stored nodes in the order they were added (the set only grows)
+    known = set(added)
     changed = True
     while changed:
         changed = False
@@ -427,6 +433,19 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         if len(stored) < len(ctx.realize):   # (every stored node is one of the graph's, but never drop one)
             stored += list(ctx.realize - set(stored))
         for root in stored:
+            if len(ctx.realize) != len(known):
+                fresh = ctx.realize - known
+                added += fresh
+                known.update(fresh)
+            if (walk_of := walks.get(root)) is not None and \
+                    not any(u in walk_of[0] for u in itertools.islice(added, walk_of[1], None)):
+                for u in walk_of[2]:
+                    users.setdefault(u, set()).add(root)
+                for u in walk_of[3]:
+                    shared.setdefault(u, set()).add(root)
+                continue
+            n_stored = len(ctx.realize)
+            reduces, values = [], []   # what this kernel computes, for `users` and `shared`
             # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND, whether it
             # is inside a reduce, and where the axes of each node run in the kernel's output (`_source_axes`)
             seen: set[tuple[UOp, bool, bool, Axes | None]] = set()
@@ -441,6 +460,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 seen.add((u, expanded, inside, axes))
                 if u is not root and u.op is Ops.REDUCE_AXIS:
                     users.setdefault(u, set()).add(root)
+                    reduces.append(u)
                     if expanded and u not in ctx.realize and _row_reduce(u, axes, root) and \
                             (plain := _plain_reduces(root, ctx) - ctx.realize):
                         # a row kernel reads its rows in each pass: a reduce it reads directly (a matmul whose rows
@@ -457,6 +477,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                         contractions.append(u)
                 if u is not root and u.op in GroupOp.Elementwise and u.shape:
                     shared.setdefault(u, set()).add(root)
+                    values.append(u)
                 if (idx := _onehot_index(u)) is not None:
                     onehot.add(idx)
                 # (a gather's one-hot mask and index are not evaluated per element of their broadcast: the kernel's
@@ -505,6 +526,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                     if red not in ctx.realize:
                         ctx.realize.add(red)
                         changed = True
+            if len(ctx.realize) == n_stored:
+                walks[root] = ({v[0] for v in seen}, len(added), reduces, values)
         if changed:
             continue   # a reduce several kernels read is decided on the kernels as the other rules leave them
         for red, kernels in users.items():
