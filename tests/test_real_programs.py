@@ -132,6 +132,22 @@ def test_siblings_of_a_realised_value_are_realised_with_it():
     np.testing.assert_allclose(second.numpy(), np.exp([2.0, 3.0]) * 2, rtol=1e-6)
 
 
+def test_a_functions_result_the_graph_computes_is_a_sibling_but_not_its_other_results():
+    from tgfx.tensor import is_realized
+    # `order = argsort(x)` (a function's result), read by `x[order]`: stored with it, so a later `cumsum(y[order])`
+    # does not sort again (an eager data pipeline sorted 3 times more than it asked for); of `q, r = qr(m)`, reading
+    # q computes q alone
+    x = tg.asarray(np.random.default_rng(0).standard_normal(2000).astype(np.float32))   # (sorted by a loop)
+    order = tnp.argsort(x)
+    np.testing.assert_array_equal(x[order][:3].numpy(), np.sort(x.numpy())[:3])
+    assert is_realized(order.uop)
+    np.testing.assert_array_equal(order.numpy(), np.argsort(x.numpy(), kind="stable"))
+    q, r = tnp.linalg.qr(tg.asarray(np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)))
+    q.numpy()
+    assert is_realized(q.uop) and not is_realized(r.uop)
+    np.testing.assert_allclose((q @ r).numpy(), np.random.default_rng(1).standard_normal((4, 3)), atol=1e-5)
+
+
 # ---- jit with Python scalars and numpy arrays ----
 def test_jit_traces_python_scalars_once_for_all_values():
     f = tg.jit(lambda x, lr: x * lr)

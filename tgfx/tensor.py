@@ -775,10 +775,13 @@ def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp],
     # then compared each output with every stored position: 60,000 of them needed a 14 GB buffer)
     found = [(t, u) for t, u, base in candidates if base in graph and not _iota_like(u) and
              (most is None or prod(u.shape) <= most)]
-    traced = _with_params(nodes)
+    traced, called = _with_params(nodes)
     if views := [u for _, u in found if u not in graph]:   # views of the graph's values (another result of a call)
-        traced |= _with_params(walk(UOp(Ops.SINK, None, tuple(views))))
-    return [(t, u) for t, u in found if u not in traced]
+        more = _with_params(walk(UOp(Ops.SINK, None, tuple(views))))
+        traced, called = traced | more[0], called | more[1]
+    # a function's result is one too where this graph computes it (`order = argsort(x)`, read by `x[order]` and then
+    # by `cumsum(v[order])`: left lazy, each later read sorted again), not another result of the call nobody reads
+    return [(t, u) for t, u in found if u not in traced and (u not in called or u in graph)]
 
 
 def _lazy_snapshot() -> list[weakref.ref]:
@@ -790,18 +793,22 @@ def _lazy_snapshot() -> list[weakref.ref]:
             continue
 
 
-def _with_params(nodes: list[UOp]) -> set[UOp]:
-    """The nodes of a graph (`nodes`: its walk, sources first) that are traced values (they read a trace's PARAMs)
-    or computed by a FUNCTION: such a value is left to be computed when it is read, so one result of a function is
-    computed alone. One pass for all (a walk per sibling cost an eager MLP step 3 of its 12 ms), none for a graph
-    without either (an eager step's)."""
-    out: set[UOp] = set()
+def _with_params(nodes: list[UOp]) -> tuple[set[UOp], set[UOp]]:
+    """The nodes of a graph (`nodes`: its walk, sources first) that are traced values (they read a trace's PARAMs),
+    and the others computed by a FUNCTION: such a value is left to be computed when it is read unless the graph
+    computes it, so one result of a function is computed alone. One pass for all (a walk per sibling cost an eager
+    MLP step 3 of its 12 ms), none for a graph without either (an eager step's)."""
+    traced: set[UOp] = set()
+    called: set[UOp] = set()
     if not any(u.op is Ops.PARAM or u.op is Ops.FUNCTION for u in nodes):
-        return out
+        return traced, called
     for u in nodes:
-        if u.op in (Ops.PARAM, Ops.FUNCTION) or any(s in out for s in outside_bodies(u)):
-            out.add(u)
-    return out
+        srcs = outside_bodies(u)
+        if u.op is Ops.PARAM or any(s in traced for s in srcs):
+            traced.add(u)
+        elif u.op is Ops.FUNCTION or any(s in called for s in srcs):
+            called.add(u)
+    return traced, called
 
 
 def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
