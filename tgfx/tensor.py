@@ -848,6 +848,24 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     return [results[u] if (u := t.uop) in results else u for t in ts] if differentiating else [t.uop for t in ts]
 
 
+def realize_readers(bufs: set[UOp]) -> None:
+    """Compute the lazy Tensors whose graphs read any of `bufs`: buffers a jitted call is about to take over for its
+    results (`donate_argnums`), so those Tensors keep the values they were built from, as JAX's eagerly computed
+    ones do (`y = x + 1` then `f(x)` donating x: y read x's new contents). One walk over every lazy graph."""
+    held = [(t, t.uop) for ref in _lazy_snapshot() if (t := ref()) is not None]
+    held = [(t, u) for t, u in held if u.op not in _STORED and not is_realized(u)]
+    if not held:
+        return
+    reads: set[UOp] = set()
+    for u in walk(UOp(Ops.SINK, None, tuple(u for _, u in held))):
+        if u in bufs or any(s in reads for s in outside_bodies(u)):
+            reads.add(u)
+    readers = [t for t, u in held if u in reads]
+    traced, _ = _with_params(walk(UOp(Ops.SINK, None, tuple(t.uop for t in readers)))) if readers else (set(), None)
+    if readers := [t for t in readers if t.uop not in traced]:   # (a value of a trace still running computes later)
+        realize(*readers)
+
+
 def block_until_ready(tree: Any) -> Any:
     """Wait until every Tensor in a pytree is computed (`jax.block_until_ready`); returns the tree.
 

@@ -42,7 +42,7 @@ from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, realize, weak
+from tgfx.tensor import Tensor, realize, realize_readers, weak
 from tgfx.trace_state import active
 from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
 
@@ -362,6 +362,8 @@ class Jit:
             if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1:
                 in_bufs[i] = copy_buffer(in_bufs[i])
                 mems[i] = buffer_memory(in_bufs[i], allocate=False)
+        if prog.donated_inputs:   # lazy values read from a donated buffer are computed before it is taken over
+            realize_readers({in_bufs[i] for i in prog.donated_inputs})
         results = prog.execute(mems, in_bufs)
         if prog.sharded:
             results = prog.unflatten(results)
