@@ -205,3 +205,28 @@ def test_reading_and_updating_a_traced_row_differentiates_and_vmaps() -> None:
     ts = tnp.asarray([0, 3, -2], dtype=tnp.int32)
     got = tg.vmap(f, in_axes=(None, None, 0))(x, v, ts).numpy()
     np.testing.assert_allclose(got, [ref(xn, vn, t) for t in (0, 3, T - 2)], rtol=1e-4)
+
+
+def test_a_donated_buffer_updated_at_a_traced_row_is_written_in_place() -> None:
+    # a replay buffer: `buf.at[i].set(x)` jitted with the buffer donated stores the row alone into the buffer's
+    # memory (the result takes it over), instead of copying the other rows
+    set_row = tg.jit(lambda buf, i, x: buf.at[i].set(x), donate_argnums=0)
+    add_row = tg.jit(lambda buf, i, x: buf.at[i].add(x * 2.0), donate_argnums=0)
+    buf, ref = tnp.asarray(np.zeros((T, D), np.float32)), np.zeros((T, D), np.float32)
+    for step in range(6):
+        x = rand(D, seed=step)
+        buf = set_row(buf, tnp.int32(step * 5 % T), x)
+        ref[step * 5 % T] = x.numpy()
+        buf = add_row(buf, tnp.int32(step - 3), x)    # negatives count from the end
+        ref[step - 3] += 2 * x.numpy()
+    np.testing.assert_allclose(buf.numpy(), ref, rtol=1e-6)
+    for f in (set_row, add_row):
+        ((prog, _),) = f._cache.values()
+        assert [sum(prod(st.src[1].shape) for st in c.src[0].src) for c in prog.calls if c.src[0].op is Ops.SINK] \
+            == [D]
+    # not donated: the result is a new buffer, the argument keeps its values
+    keep = tg.jit(lambda buf, i, x: buf.at[i].set(x))
+    old = buf.numpy()
+    new = keep(buf, tnp.int32(0), tnp.zeros(D))
+    np.testing.assert_array_equal(buf.numpy(), old)
+    assert new.numpy()[0].sum() == 0 and (new.numpy()[1:] == old[1:]).all()

@@ -241,12 +241,30 @@ def _in_place_carries(cmds: list[UOp], outs: list[UOp], carries: list[UOp]) -> s
     return out
 
 
-def _run_in_place(call: UOp) -> UOp:
-    """A window-update kernel whose output is the buffer it updates, as the kernel storing the window alone."""
+def _run_in_place(call: UOp, memory_of: dict[UOp, UOp] | None = None) -> UOp:
+    """A window-update kernel whose output is the buffer it updates (or, by `memory_of`, will have that buffer's
+    memory), as the kernel storing the window alone."""
     if call.src[0].op is Ops.SINK and (wu := window_update(call.src[0])) is not None and \
-            call.src[1 + wu.out] is call.src[1 + wu.base]:
+            (out := call.src[1 + wu.out]) is not None and (memory_of or {}).get(out, out) is call.src[1 + wu.base]:
         return call.replace(src=(wu.ast, *call.src[1:]))
     return call
+
+
+def updates_window(call: UOp, base: UOp, out: UOp) -> bool:
+    """Whether kernel `call` writes `out` as buffer `base` with a window replaced (`inplace.window_update`), reading
+    `base` at that one slot: given `base`'s memory, it stores the window alone (`_run_in_place`)."""
+    return call.src[0].op is Ops.SINK and (wu := window_update(call.src[0])) is not None and \
+        call.src[1 + wu.out] is out and call.src[1 + wu.base] is base and sum(b is base for b in call.src[1:]) == 1
+
+
+def donated_windows(linear: UOp, donated: dict[UOp, UOp]) -> UOp:
+    """`linear` (a jitted call's) with each kernel that updates a window of a donated input into the output that
+    takes over that input's memory (`donated`: output buffer -> input placeholder) storing the window alone: the
+    rest of the output is the input already (`x.at[i].set(v)` of a replay buffer, `donate_argnums=0`). Only where
+    that kernel is the output's one writer and the input's last reader (`jit._donation` checked both)."""
+    return linear.replace(src=tuple(_run_in_place(c, donated) if any(updates_window(c, donated[b], b) for b in
+                                                                    writes(c) if b in donated) else c
+                                    for c in linear.src))
 
 
 def _into_carries(cmds: list[UOp], outs: list[UOp], dst: list[UOp],

@@ -35,7 +35,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, buffers, prod
 from tgfx.lowering import gc_paused, lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
-from tgfx.lowering.control import lifetimes, merge_saved_loops, reads, writes
+from tgfx.lowering.control import donated_windows, lifetimes, merge_saved_loops, reads, updates_window, writes
 from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view
 from tgfx.lowering.inline import check_no_params, inline, substitute_outside_calls, walk
 from tgfx.lowering.lru import LRU
@@ -423,6 +423,10 @@ class Jit:
         template = ScheduleTemplate(list(sink.src), len(inputs) + len(captured))
         real_inputs += captured
         donated = self._donation(template, real_inputs, leaves, tensor_pos, tree_unflatten(treedef, leaves)[0])
+        if donated:   # an update of a window of a donated input into the result taking its memory: the window alone
+            outs = list(dict.fromkeys(buffer_view(r) for r in template.results))
+            template.linear = donated_windows(template.linear, {outs[o]: placeholder(
+                k, real_inputs[k].dtype, real_inputs[k].arg[1], real_inputs[k].arg[2]) for o, k in donated.items()})
         prog = Program(template, real_inputs, len(inputs), donated, unflatten, reuse_results=True)
         self._cache[key] = (prog, out_tree)
         return prog, out_tree
@@ -460,7 +464,8 @@ class Jit:
                 w = first_write.get(ob, 10**9)
                 r = last_read.get(ph, -1)
                 if r < w or (r == w and calls[w].src[0].op is Ops.SINK and
-                             reads_in_place(calls[w].src[0], list(calls[w].src[1:]).index(ph))):
+                             (reads_in_place(calls[w].src[0], list(calls[w].src[1:]).index(ph)) or
+                              (updates_window(calls[w], ph, ob) and sum(ob in writes(c) for c in calls) == 1))):
                     out[oi] = k
                     used.add(k)
                     break
