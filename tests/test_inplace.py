@@ -230,3 +230,22 @@ def test_a_donated_buffer_updated_at_a_traced_row_is_written_in_place() -> None:
     new = keep(buf, tnp.int32(0), tnp.zeros(D))
     np.testing.assert_array_equal(buf.numpy(), old)
     assert new.numpy()[0].sum() == 0 and (new.numpy()[1:] == old[1:]).all()
+
+
+def test_an_elementwise_loop_whose_carry_reads_no_element() -> None:
+    # a loop kernel (tgfx/lowering/loop_kernel.py) whose new carry is a scanned scalar broadcast reads no element of
+    # anything, but its initial value and the stacked outputs (here the old carry, and with grad the saved carries) do:
+    # the linearizer placed the carries before the element loop, where their initial values cannot be read
+    x0, xs = rand(4), tnp.arange(3, dtype=tnp.float32)
+
+    def f(x: tg.Tensor) -> tuple:
+        def step(c: tuple, s: tg.Tensor) -> tuple:
+            a, b = c
+            return (tnp.zeros(4) + s, b + 1.0), a
+        return lax.scan(step, (x, x), xs)
+    (a, b), olds = f(x0)
+    np.testing.assert_array_equal(a.numpy(), np.full(4, 2.0, np.float32))
+    np.testing.assert_allclose(b.numpy(), x0.numpy() + 3, rtol=1e-6)
+    np.testing.assert_array_equal(olds.numpy(), np.stack([x0.numpy(), np.zeros(4), np.ones(4)]).astype(np.float32))
+    g = tg.grad(lambda x: f(x)[0][0].sum() + f(x)[1].sum())(x0)   # the forward saves the carries for the backward
+    np.testing.assert_array_equal(g.numpy(), np.ones(4, np.float32))

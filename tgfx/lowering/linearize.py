@@ -85,6 +85,7 @@ class _Linearizer:
         self.acc_of: dict[UOp, list[UOp]] = {}   # a REDUCE's registers, one per emission, in program order
         self.reduces: dict[tuple[UOp, ...], list[UOp]] = {}  # REDUCEs of the current store group, by their ranges
         self.step_stores: dict[UOp, list[UOp]] = {}   # stores inside a loop kernel's step range (stacked outputs)
+        self.carry_deps: dict[UOp, frozenset[UOp]] = {}   # per step range: the other ranges its carries need
 
     def visible(self, u: UOp) -> bool:
         return u in self.placed
@@ -131,6 +132,8 @@ class _Linearizer:
             if n.op in skip or n in self.placed:
                 continue
             deps = range_deps(n)
+            if self.carry_deps:   # a loop kernel's carries are placed together (`emit_carries`), when all can be
+                deps = deps.union(*(self.carry_deps[r.src[1]] for r in reduces_inside(n) if is_carry(r)))
             if deps <= opened and inner.isdisjoint(deps):
                 self.emit(n)
 
@@ -230,6 +233,12 @@ def linearize(sink: UOp) -> tuple[list[UOp], dict[UOp, list[UOp]]]:
             lin.step_stores.setdefault(step, []).append(st)
         else:
             groups.setdefault(tuple(sorted(range_deps(st), key=_range_order)), []).append(st)
+    # a carry's new value may read no element (a scanned scalar broadcast: `zeros(n) + x`), but the carries are
+    # placed together with their initial values and the stacked outputs, which do: none of them before those loops
+    for u in sink.toposort():
+        if is_carry(u):
+            need = range_deps(u.src[0]).union(*(range_deps(st) for st in lin.step_stores.get(u.src[1], ())))
+            lin.carry_deps[u.src[1]] = lin.carry_deps.get(u.src[1], frozenset()) | (need - {u.src[1]})
     for stores in groups.values():
         lin.emit_stores(stores)
     return lin.out, lin.acc_of
