@@ -249,3 +249,18 @@ def test_an_elementwise_loop_whose_carry_reads_no_element() -> None:
     np.testing.assert_array_equal(olds.numpy(), np.stack([x0.numpy(), np.zeros(4), np.ones(4)]).astype(np.float32))
     g = tg.grad(lambda x: f(x)[0][0].sum() + f(x)[1].sum())(x0)   # the forward saves the carries for the backward
     np.testing.assert_array_equal(g.numpy(), np.ones(4, np.float32))
+
+
+def test_the_same_starts_of_another_view_are_another_window() -> None:
+    # the update reads the carry at the update's own starts, but of the carry viewed in another shape: (3, 4, 2) read
+    # as (4, 3, 2), the window at (1, 0, i) is elements 6 + i, 8 + i, where the store writes 8 + i, 10 + i. Stored in
+    # place, element 8 + i was overwritten before it was read
+    c0 = np.arange(24, dtype=np.float32).reshape(3, 4, 2)
+
+    def body(i: tg.Tensor, c: tg.Tensor) -> tg.Tensor:
+        return lax.dynamic_update_slice(c, lax.dynamic_slice(c.reshape(4, 3, 2), (1, 0, i), (1, 2, 1)) + 1.0, (1, 0, i))
+    ref = c0.copy()
+    for i in range(2):
+        ref[1:2, 0:2, i:i + 1] = ref.reshape(4, 3, 2)[1:2, 0:2, i:i + 1] + 1
+    np.testing.assert_array_equal(lax.fori_loop(0, 2, body, tnp.asarray(c0)).numpy(), ref)
+    np.testing.assert_array_equal(tg.jit(lambda c: lax.fori_loop(0, 2, body, c))(tnp.asarray(c0)).numpy(), ref)

@@ -53,10 +53,13 @@ def _window(u: UOp) -> tuple[tuple[int, ...], tuple[int, ...], tuple[UOp, ...]] 
     return tuple(a + lead for a in u.arg[0]), shape, u.src[1:]
 
 
-def _reads_only_the_window(update: UOp, base: UOp, axes: tuple[int, ...], starts: tuple[UOp, ...]) -> bool:
-    """Whether `update` reads `base` only as the window itself (DYNAMIC_SHRINK at the same starts: `x.at[i].add(v)`
-    reads the old row), through elementwise ops and reshapes: element j of the update reads element j of the window,
-    which the in-place store then overwrites in the same iteration."""
+def _reads_only_the_window(update: UOp, base: UOp, axes: tuple[int, ...], outer: tuple[int, ...],
+                           starts: tuple[UOp, ...]) -> bool:
+    """Whether `update` reads `base` only as the window itself (DYNAMIC_SHRINK at the same starts of `base` viewed in
+    the same shape `outer`: `x.at[i].add(v)` reads the old row), through elementwise ops and reshapes: element j of
+    the update reads element j of the window, which the in-place store then overwrites in the same iteration. (The
+    same starts of another view of `base`, (3, 4, 2) read as (4, 3, 2), are another place: a window overlapping the
+    one stored, which the store overwrote before it was read.)"""
     reaches = set()
     for u in update.toposort():
         if u is base or any(s in reaches for s in u.src):
@@ -65,7 +68,7 @@ def _reads_only_the_window(update: UOp, base: UOp, axes: tuple[int, ...], starts
     while stack:
         u = stack.pop()
         if u not in reaches or (u.op is Ops.DYNAMIC_SHRINK and u.arg == (axes, update.shape) and
-                                u.src[1:] == starts and _whole(u.src[0]) is base):
+                                u.src[0].shape == outer and u.src[1:] == starts and _whole(u.src[0]) is base):
             continue
         if u.op not in GroupOp.Elementwise and u.op is not Ops.RESHAPE:   # (a reshape keeps the row-major order)
             return False
@@ -95,7 +98,7 @@ def window_update(ast: UOp) -> WindowUpdate | None:
         return None
     update, starts = placed.src[0], placed.src[1:]
     axes, shape = placed.arg
-    if any(base in s.toposort() for s in starts) or not _reads_only_the_window(update, base, axes, starts):
+    if any(base in s.toposort() for s in starts) or not _reads_only_the_window(update, base, axes, shape, starts):
         return None
     view = UOp(Ops.RESHAPE, out.dtype, (out,), shape)
     target = UOp(Ops.DYNAMIC_SHRINK, out.dtype, (view, *placed.src[1:]), (axes, update.shape))
