@@ -231,11 +231,7 @@ def _in_place_carries(cmds: list[UOp], outs: list[UOp], carries: list[UOp]) -> s
     out = set()
     for j, (o, old) in enumerate(zip(outs[:len(carries)], carries, strict=True)):
         at = [i for i, c in enumerate(cmds) if o in writes(c)]
-        if len(at) != 1 or old in outs or o in carries or (call := cmds[at[0]]).src[0].op is not Ops.SINK or \
-                (wu := window_update(call.src[0])) is None:
-            continue
-        bufs = call.src[1:]
-        if bufs[wu.out] is o and [i for i, b in enumerate(bufs) if b is old] == [wu.base] and \
+        if len(at) == 1 and old not in outs and o not in carries and updates_window(cmds[at[0]], old, o) and \
                 not any(old in reads(c) for c in cmds[at[0] + 1:]) and not any(old in writes(c) for c in cmds):
             out.add(j)
     return out
@@ -245,7 +241,7 @@ def _run_in_place(call: UOp, memory_of: dict[UOp, UOp] | None = None) -> UOp:
     """A window-update kernel whose output is the buffer it updates (or, by `memory_of`, will have that buffer's
     memory), as the kernel storing the window alone."""
     if call.src[0].op is Ops.SINK and (wu := window_update(call.src[0])) is not None and \
-            (out := call.src[1 + wu.out]) is not None and (memory_of or {}).get(out, out) is call.src[1 + wu.base]:
+            (memory_of or {}).get(out := call.src[1 + wu.out], out) is call.src[1 + wu.base]:
         return call.replace(src=(wu.ast, *call.src[1:]))
     return call
 
