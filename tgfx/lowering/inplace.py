@@ -1,11 +1,12 @@
 """inplace: a kernel that replaces a window of a buffer, run on that buffer itself.
 
-`lax.dynamic_update_slice(x, u, starts)` at traced starts is `where(window, u placed at starts, x)`: the window a
-DYNAMIC_PAD of all-True (under vmap, broadcast along the batch), the update a DYNAMIC_PAD of `u`, at the same
-starts. Stored into a buffer of its own, its
-kernel copies all of `x` (a KV cache of 256 x 128 floats, 128 KiB a step, to change one row). Where the output may
-be `x`'s own buffer (a loop carry whose old value nothing reads after the update: `tgfx/lowering/control.py`), the
-elements outside the window are already there, and the kernel stores `u` into the window only:
+`lax.dynamic_update_slice(x, u, starts)` at traced starts (and `x.at[i].set(v)`) is `where(window, u placed at
+starts, x)`: the window a DYNAMIC_PAD of all-True (under vmap, broadcast along the batch), the update a DYNAMIC_PAD
+of `u`, at the same starts. Stored into a buffer of its own, its kernel copies all of `x` (a KV cache of 256 x 128
+floats, 128 KiB a step, to change one row). Where the output may be `x`'s own memory (a loop carry whose old value
+nothing reads after the update, `control._in_place_carries`; a jitted call's donated argument,
+`control.donated_windows`), the elements outside the window are already there, and the kernel stores `u` into the
+window only:
 
     STORE(out, WHERE(DYNAMIC_PAD(True), DYNAMIC_PAD(u, *s), x))   ->   STORE(DYNAMIC_SHRINK(out, *s), u)
 
