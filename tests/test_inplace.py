@@ -264,3 +264,23 @@ def test_the_same_starts_of_another_view_are_another_window() -> None:
         ref[1:2, 0:2, i:i + 1] = ref.reshape(4, 3, 2)[1:2, 0:2, i:i + 1] + 1
     np.testing.assert_array_equal(lax.fori_loop(0, 2, body, tnp.asarray(c0)).numpy(), ref)
     np.testing.assert_array_equal(tg.jit(lambda c: lax.fori_loop(0, 2, body, c))(tnp.asarray(c0)).numpy(), ref)
+
+
+def test_jvp_of_a_loop_after_a_cond_with_a_weight() -> None:
+    # forward mode transposes the pullback, where a while loop's `Jᵀ u` is a placeholder never run: the cond's
+    # backward, transposed, passed it to its branches as an operand, and computed the gradient of the weight s, which
+    # reads it (the pullback of c * s is bilinear in the cotangent and c)
+    a, s = rand(2, 5), tnp.float32(3.0)
+
+    def f(a: tg.Tensor) -> tg.Tensor:
+        def step(c: tg.Tensor, x: tg.Tensor) -> tuple:
+            c = lax.cond(x % 2 == 0, lambda c: c * s, lambda c: c.at[x].multiply(2.0), c)
+            c = lax.while_loop(lambda st: st[1] < x, lambda st: (st[0] * 0.5, st[1] + 1), (c, tnp.int32(0)))[0]
+            return c, c[0]
+        return lax.scan(step, a, tnp.arange(3, dtype=tnp.int32))
+    t = rand(2, 5, seed=1)
+    (c, ys), (dc, dys) = tg.jvp(f, (a,), (t,))
+    # step 0: * 3; step 1: row 1 * 2, then * 0.5; step 2: * 3, then * 0.25
+    scale = np.array([[3 * 0.5 * 3 * 0.25], [3 * 2 * 0.5 * 3 * 0.25]], np.float32)
+    np.testing.assert_allclose(c.numpy(), a.numpy() * scale, rtol=1e-6)
+    np.testing.assert_allclose(dc.numpy(), t.numpy() * scale, rtol=1e-6)

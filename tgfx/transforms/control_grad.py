@@ -150,7 +150,11 @@ def switch_grad(ctx: tuple, ret: UOp) -> tuple:
     branches, operands = ret.src[:n], ret.src[n + 1:]
     outs = branches[0].src
     with_ct = [j for j, c in enumerate(ctx) if c is not None and outs[j].dtype.is_inexact]
-    wanted = [m for m, o in enumerate(operands) if o.dtype.is_inexact]
+    # only the operands a gradient is asked of: the backward SWITCH computes all it returns, and the gradient of one
+    # not asked for may read a value that must not run (transposing a backward for forward mode, the gradient of a
+    # weight s in c * s reads the cotangent: forward mode's placeholder for a loop's `Jᵀ u`)
+    asked = _ON_PATH.get()
+    wanted = [m for m, o in enumerate(operands) if o.dtype.is_inexact and (asked is None or o in asked)]
     if not with_ct or not wanted:
         return (None,) * len(ret.src)
     cts = [_param(len(operands) + a, outs[j].shape, outs[j].dtype, sp.device) for a, j in enumerate(with_ct)]
@@ -162,12 +166,30 @@ def switch_grad(ctx: tuple, ret: UOp) -> tuple:
             root_ct[j] = cts[a]
         g = compute_gradient(b, tuple(root_ct), [ops_p[m] for m in wanted])
         bw_branches.append(UOp(Ops.TUPLE, None, tuple(g.get(ops_p[m], _full(ops_p[m], 0)) for m in wanted)))
-    bw = UOp(Ops.SWITCH, None, (*bw_branches, ret.src[n], *operands, *(_on(ctx[j], sp.device) for j in with_ct)),
+    # an operand no VJP reads is passed as zeros: a cotangent the branches are linear in (this SWITCH is itself a
+    # backward being transposed), which may be forward mode's placeholder for a loop's `Jᵀ u`, never evaluated
+    read = set().union(*(params_of(b) for b in bw_branches))
+    passed = [o if m in read else _zeros(o, sp.device) for m, o in enumerate(operands)]
+    bw = UOp(Ops.SWITCH, None, (*bw_branches, ret.src[n], *passed, *(_on(ctx[j], sp.device) for j in with_ct)),
              SwitchSpec(f"{sp.name}_backward", n, sp.device))
     out: list[UOp | None] = [None] * len(ret.src)
     for a, m in enumerate(wanted):
         out[n + 1 + m] = _get(bw, a, operands[m].dtype)
     return tuple(out)
+
+
+_ON_PATH: ContextVar[set | None] = ContextVar("tgfx_gradient_path", default=None)
+
+
+@contextmanager
+def gradient_path(nodes: set) -> Iterator[None]:
+    """Within: the nodes a gradient is asked of (`compute_gradient`'s path to its targets); `switch_grad` computes
+    only theirs."""
+    token = _ON_PATH.set(nodes)
+    try:
+        yield
+    finally:
+        _ON_PATH.reset(token)
 
 
 # ---- forward mode ----

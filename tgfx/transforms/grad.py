@@ -40,7 +40,7 @@ from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor
 from tgfx.trace_state import active, current, differentiating
-from tgfx.transforms.control_grad import forward_mode, in_forward_mode
+from tgfx.transforms.control_grad import forward_mode, gradient_path, in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 Grad = UOp | tuple | None  # a node's gradient: a UOp, a tuple for a TUPLE/FUNCTION (one per result), None = zero
@@ -434,7 +434,8 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
         g = grads.get(node)
         if g is None:
             continue
-        src_grads = pm_gradient.rewrite(node, ctx=g)
+        with gradient_path(on_path):
+            src_grads = pm_gradient.rewrite(node, ctx=g)
         if src_grads is None:
             raise NotImplementedError(f"no gradient rule for {node.op.name} (dtype {node.dtype!r}, arg {node.arg!r})")
         for s, sg in zip(node.src, src_grads, strict=True):
