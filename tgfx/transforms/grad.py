@@ -430,18 +430,19 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
     path = _between(order, set(targets))
     on_path = set(path)
     grads: dict[UOp, Grad] = {root: root_grad}
-    for node in reversed(path):
-        g = grads.get(node)
-        if g is None:
-            continue
-        with gradient_path(on_path):
-            src_grads = pm_gradient.rewrite(node, ctx=g)
-        if src_grads is None:
-            raise NotImplementedError(f"no gradient rule for {node.op.name} (dtype {node.dtype!r}, arg {node.arg!r})")
-        for s, sg in zip(node.src, src_grads, strict=True):
-            if sg is None or s not in on_path or (s.dtype is not None and not s.dtype.is_inexact):
+    with gradient_path(on_path):   # (once, not per node: a context switch per node cost eager steps their grads)
+        for node in reversed(path):
+            g = grads.get(node)
+            if g is None:
                 continue
-            grads[s] = _accumulate(grads.get(s), sg)
+            src_grads = pm_gradient.rewrite(node, ctx=g)
+            if src_grads is None:
+                raise NotImplementedError(f"no gradient rule for {node.op.name} (dtype {node.dtype!r}, arg "
+                                          f"{node.arg!r})")
+            for s, sg in zip(node.src, src_grads, strict=True):
+                if sg is None or s not in on_path or (s.dtype is not None and not s.dtype.is_inexact):
+                    continue
+                grads[s] = _accumulate(grads.get(s), sg)
     return {t: g for t in targets if (g := grads.get(t)) is not None}
 
 
