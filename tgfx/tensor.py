@@ -856,13 +856,13 @@ def realize_readers(bufs: set[UOp]) -> None:
     held = [(t, u) for t, u in held if u.op not in _STORED and not is_realized(u)]
     if not held:
         return
+    nodes = walk(UOp(Ops.SINK, None, tuple(u for _, u in held)))
     reads: set[UOp] = set()
-    for u in walk(UOp(Ops.SINK, None, tuple(u for _, u in held))):
+    for u in nodes:
         if u in bufs or any(s in reads for s in outside_bodies(u)):
             reads.add(u)
-    readers = [t for t, u in held if u in reads]
-    traced, _ = _with_params(walk(UOp(Ops.SINK, None, tuple(t.uop for t in readers)))) if readers else (set(), None)
-    if readers := [t for t in readers if t.uop not in traced]:   # (a value of a trace still running computes later)
+    traced, _ = _with_params(nodes)   # (a value of a trace still running is computed later)
+    if readers := [t for t, u in held if u in reads and u not in traced]:
         realize(*readers)
 
 
