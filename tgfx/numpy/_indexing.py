@@ -651,8 +651,7 @@ def _window_items(x: Tensor, index: Any) -> list[int | Tensor | None] | None:
         if isinstance(i, slice) and i == slice(None):
             out.append(None)
         elif isinstance(i, Tensor) and i.shape == () and i.dtype.is_int:
-            s = signed_index(i)
-            out.append(ew.where(s < 0, s + n, s))
+            out.append(_normalize(signed_index(i), n, "drop"))   # (negatives counted from the end, no more)
         elif isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
             out.append(int(i) + n if i < 0 else int(i))
         else:
@@ -682,8 +681,7 @@ def _window_scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str
         elif isinstance(i, Tensor) and mode == "clip":
             items[a] = ew.clip(i, 0, n - 1)
         elif isinstance(i, Tensor):
-            hit = ew.logical_and(i >= 0, i < n)
-            inside = hit if inside is None else ew.logical_and(inside, hit)
+            inside = _in_range(i, n) if inside is None else ew.logical_and(inside, _in_range(i, n))
     starts, window = _window(x, items)
     u = _as_values(values, x.dtype)
     picked = tuple(n for i, n in zip(items, x.shape, strict=True) if i is None)
