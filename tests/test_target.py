@@ -101,6 +101,25 @@ def test_avx2_tiles_are_six_rows_tall_padding_the_rows_when_it_costs_little():
     np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=2e-5)
 
 
+def test_panels_go_outside_the_row_blocks_when_b_outgrows_half_of_l2(monkeypatch):
+    """A register-tiled contraction walks B's panels outside the tile's row blocks (SWAP) when B does not fit half of
+    L2, so each panel stays in L2 while the row blocks pass it (Emerald Rapids' 2 MB L2 and a 4 MB B: 112 -> 155
+    GFLOP/s); where B fits, rows stay outside. The L2 size is the target's, not this machine's."""
+    sink = index_level(matmul_ast(256, 512, 1024, AVX512))   # B: 2 MB
+    t = target_for(AVX512).with_cores(1)
+    small, big = replace(t, l2=1 << 20), replace(t, l2=8 << 20)
+    assert hand_coded_opts(sink, small) == [Opt("UPCAST", 1, 32), Opt("UPCAST", 0, 8), Opt("SWAP", 0, 1)]
+    assert hand_coded_opts(sink, big) == [Opt("UPCAST", 1, 32), Opt("UPCAST", 0, 8)]
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((96, 512)).astype(np.float32), rng.standard_normal((512, 1024)).astype(np.float32)
+    native = native_target()
+    monkeypatch.setattr(target, "native_target", lambda: replace(native, l2=1 << 20))
+    with config.Context(TGFX_CPU=""):
+        assert host_target().l2 == 1 << 20
+        got = (tg.asarray(a) @ tg.asarray(b)).numpy()   # (96 rows: 12 blocks of 8 pass each of 32 panels)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)   # sums of 512 float32s
+
+
 def test_a_kernel_compiled_for_one_target_is_not_used_for_another():
     x = tg.asarray(np.arange(4096, dtype=np.float32).reshape(64, 64))
     with config.Context(TGFX_CPU=""):   # this machine's own

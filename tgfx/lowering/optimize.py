@@ -716,6 +716,8 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
                 # so the reduce keeps independent accumulators, summed after the loop (1000 x 24: 2.9 -> 1.1 us)
                 plain.append(Opt("UNROLL", red.arg[0], chains))
             opts = plain
+            if (swap := _panel_order(vec, opts, red_size, itemsize, target)) is not None:
+                opts.append(swap)
             break
     if contraction and not opts:
         opts += dot_product_opts(loops, reduces, hot, target, itemsize)
@@ -785,6 +787,28 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         opts.append(swap)
     opts += _thread_opts(sink, loops, opts, work, itemsize, target)
     return opts
+
+
+def _panel_order(vec: UOp, opts: list[Opt], red_size: int, itemsize: int,
+                 target: Target) -> Opt | None:
+    """SWAP of a register-tiled contraction's two tiled axes where its vector operand does not stay in cache between
+    the tile's rows. A tile reads a panel of the vector operand B (`red_size` x the tile's lanes) and a block of the
+    broadcast one A (the tile's rows x `red_size`) once; with the row blocks outside the panels, every row block reads
+    all of B again, and with the panels outside, every panel reads all of A again. B's panel row is the tile's
+    lanes a step and A's the tile's rows (two vectors of B against 8 floats of A with AVX-512), so when B does not
+    fit half of L2 (the rest holds A's block and what streams through), the panels go outside: each panel stays in L2
+    while the row blocks sweep past it, and only A's narrower stream comes from further out. (Emerald Rapids, 2 MB of
+    L2 against a 4 MB B: 1024^3 112 -> 155 GFLOP/s, numpy 176; a Zen 5's L3 fed B fast enough either way.)"""
+    ups = [o for o in opts if o.op == "UPCAST"]
+    if len(ups) < 2 or ups[0].axis != vec.arg[0]:
+        return None
+    blk = ups[1].axis
+    lanes = ups[0].amount
+    b_bytes = red_size * vec.src[0].arg * itemsize
+    panel_bytes = red_size * lanes * itemsize
+    if blk > vec.arg[0] or b_bytes <= target.l2 // 2 or panel_bytes > target.l2 // 2:
+        return None
+    return Opt("SWAP", blk, vec.arg[0])
 
 
 def _thread_opts(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: int,
