@@ -723,10 +723,23 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         opts += dot_product_opts(loops, reduces, hot, target, itemsize)
     if reduces and not row_kernel and not opts:
         # a reduction over an outer axis (a column sum): vectorise an output axis that every load reads contiguously
-        # or not at all, so each step of the reduce adds a vector of loads into a vector of accumulators
-        vec = _vector_axis(loops, loads, hot, lanes, pad=False)
+        # or not at all, so each step of the reduce adds a vector of loads into a vector of accumulators. An axis
+        # narrower than a vector, or not a multiple of one, is padded (masked lanes) to a vector or a part of one
+        # (a table's 12 features summed over 20,000 rows were 12 scalar chains: 100 -> 30 us)
+        vec, amount = None, lanes
+        for amount, pad in ((a, pad) for a in (lanes, lanes // 2, lanes // 4) if a >= 4 for pad in (False, True)):
+            if (vec := _vector_axis(loops, loads, hot, amount, pad)) is not None:
+                break
         if vec is not None:
-            opts.append(Opt("UPCAST", vec.arg[0], lanes))
+            if vec.src[0].arg % amount:
+                opts.append(Opt("PADTO", vec.arg[0], amount))
+            opts.append(Opt("UPCAST", vec.arg[0], amount))
+            # each step's add waits on the last one's: independent accumulators along the reduce, summed after it
+            # (30 -> 22 us for those 20,000 rows)
+            red = max(reduces, key=lambda r: r.src[0].arg)
+            if red.src[0].arg >= 4 * SUM_CHAINS and \
+                    (chains := next((c for c in range(SUM_CHAINS, 1, -1) if red.src[0].arg % c == 0), None)):
+                opts.append(Opt("UNROLL", red.arg[0], chains))
     if reduces and not row_kernel and not opts and len(sink.src) == 1:
         # a sum along memory whose contiguous reduce axis is shorter than a vector (a convolution's bias gradient:
         # each channel's 8 pixels of a row, then rows, then images): no output axis is a vector of the loads and
