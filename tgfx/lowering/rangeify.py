@@ -317,6 +317,7 @@ def rangeify(ast: UOp, pieces: bool = True) -> UOp:
     transcendentals, and scalar)."""
     ctx = RangeifyCtx()
     stores = []
+    loops: dict[tuple[int, ...], tuple[UOp, ...]] = {}   # the output loops of each whole store, by its shape
     for st in ast.src:
         dst, val = st.src
         shape = val.shape
@@ -325,7 +326,11 @@ def rangeify(ast: UOp, pieces: bool = True) -> UOp:
             continue
         split = pad_pieces(val) if pieces else None
         if split is None:
-            idxs = [tuple(ctx.new_range(s, "loop") for s in shape)]
+            # outputs of one shape (`schedule`'s sibling kernels, merged) share their loops: each element computes
+            # what they have in common once
+            if shape not in loops:
+                loops[shape] = tuple(ctx.new_range(s, "loop") for s in shape)
+            idxs = [loops[shape]]
         else:
             # the pieces' loops numbered where the axis they split is, so that they nest in the axes' order (numbered
             # after every axis, they were innermost: a concatenation along rows walked each piece down its columns,

@@ -25,6 +25,7 @@ from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, arg_key, prod
 from tgfx.lowering.complex import lower_complex
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
+from tgfx.lowering.inplace import window_update
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.symbolic import sum_terms
 
@@ -245,6 +246,24 @@ def _scatter_reduce(red: UOp) -> bool:
                 outputs *= prod(c.shape[a] for a in _varying(pos))
                 break
     return covered == axes and outputs >= SCATTER_MIN_ROWS
+
+
+def _gather(red: UOp) -> bool:
+    """Whether `red` picks one value per output (`where(idx == arange, v, identity)` summed over the indexed axis: a
+    gather, which its kernel reads as one load at the index, `gather.collapse_onehot`), not a scatter."""
+    body = red.src[0]
+    return red.arg[0] in (Ops.ADD, Ops.MAX) and body.op is Ops.WHERE and _is_onehot(body.src[0]) and \
+        _view_base(body.src[2]).op is Ops.CONST and not _scatter_reduce(red)
+
+
+def _stored_gather(red: UOp, ctx: ScheduleCtx) -> bool:
+    """A gather of stored values (a loop carry read at a partner's index): each kernel reading it loads at the index
+    itself, as cheap as loading a stored copy of the gather (a bitonic sort's pass gathered its keys and positions
+    in two kernels of their own, then read them in a third)."""
+    if not _gather(red):
+        return False
+    base = _view_base(red.src[0].src[1], pads=True)
+    return base.op is Ops.BUFFER or base in ctx.realize
 
 
 def _evaluated(u: UOp, ctx: ScheduleCtx, root: UOp, scalars: bool = False) -> Iterator[UOp]:
@@ -513,10 +532,11 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # gradient, 200 KB of IR and 0.9 s in LLVM): stored first, each of its outputs is one load
                 ctx.realize.update(others)
                 changed = True
-            if (unstored := [r for r in tops if r not in ctx.realize]) and \
+            if (unstored := [r for r in tops if r not in ctx.realize and not _gather(r)]) and \
                     _recompute_cost(root, ctx, root, EPILOGUE_COST) >= EPILOGUE_COST:
                 # an epilogue this costly (noise drawn for each output: a hash of its index) runs once per lane of the
                 # reduce's register tile, unrolled: stored first, the reduce keeps its tile and the epilogue is a loop
+                # (a gather has no tile: it is one load an element)
                 ctx.realize.update(unstored)
                 changed = True
             if tile_read and len(_unit_free(root.shape or ())) >= 2 and prod(root.shape) >= TILE_EPILOGUE_MIN:
@@ -531,7 +551,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         if changed:
             continue   # a reduce several kernels read is decided on the kernels as the other rules leave them
         for red, kernels in users.items():
-            if len(kernels) > 1 and red not in ctx.realize:
+            if len(kernels) > 1 and red not in ctx.realize and not _stored_gather(red, ctx):
                 ctx.realize.add(red)
                 changed = True
         if changed:
@@ -915,11 +935,91 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     for g, r in zip(given, roots, strict=True):
         buf = realized.get(_root_base(r)) or buffer_view(r)
         results[g] = r if buf is None else (buf if buf.shape == r.shape else UOp(Ops.RESHAPE, r.dtype, (buf,), r.shape))
+    calls = merge_siblings(calls)
     # an alias of memory that is no result would be memory the program reuses: copied instead
     kept = {buffer_view(r) for r in results.values()}
     calls = [c.replace(src=(c.src[0].replace(tag=None), *c.src[1:])) if is_alias(c) and c.src[2] not in kept else c
              for c in calls]
     return UOp(Ops.LINEAR, None, tuple(calls)), results
+
+
+# at most this many outputs one kernel of merged siblings stores (each is a stream of the loop and the registers of
+# its pending values)
+SIBLING_OUTPUTS = 4
+
+
+def _elementwise_outputs(call: UOp) -> tuple[int, ...] | None:
+    """The output shape of a kernel that stores whole elementwise values (no reduce but gathers, no window), else
+    None."""
+    ast = call.src[0]
+    if ast.op is not Ops.SINK or isinstance(ast.arg, str) or \
+            any(st.op is not Ops.STORE or st.src[0].op is not Ops.DEFINE_GLOBAL for st in ast.src):
+        return None
+    shapes = {st.src[1].shape for st in ast.src}
+    if len(shapes) != 1 or any(u.op is Ops.REDUCE_AXIS and not _gather(u) for u in ast.toposort()) or \
+            (len(ast.src) == 1 and window_update(ast) is not None):
+        return None   # (a gather is one load an element; a window update may run in place, storing the window alone)
+    return shapes.pop()
+
+
+def _written(call: UOp) -> list[UOp] | None:
+    """The buffers a command of `schedule` writes (None for a command that is not a kernel or a copy: a loop's or a
+    branch's, which `merge_siblings` does not move anything past)."""
+    body, bufs = call.src[0], call.src[1:]
+    if body.op is Ops.SINK:
+        out = []
+        for st in (u for u in body.toposort() if u.op is Ops.STORE):
+            dst = st.src[0]
+            while dst.op is not Ops.DEFINE_GLOBAL:   # (a custom kernel's INDEX, a window's view)
+                dst = dst.src[0]
+            out.append(bufs[dst.arg[0]])
+        return out
+    return [bufs[0]] if body.op in (Ops.COPY, Ops.NETWORK) else None
+
+
+def _merged(a: UOp, b: UOp) -> UOp:
+    """Kernel `a` storing `b`'s outputs too: b's buffers renumbered into a's slots."""
+    bufs = list(a.src[1:])
+    mapping = {}
+    for g in (u for u in b.src[0].toposort() if u.op is Ops.DEFINE_GLOBAL):
+        buf = b.src[1 + g.arg[0]]
+        if buf not in bufs:
+            bufs.append(buf)
+        mapping[g] = g.replace(arg=(bufs.index(buf), *g.arg[1:]))
+    ast = UOp(Ops.SINK, None, (*a.src[0].src, *b.src[0].substitute(mapping).src), a.src[0].arg)
+    return UOp(Ops.CALL, None, (ast, *bufs))
+
+
+def merge_siblings(calls: list[UOp]) -> list[UOp]:
+    """Elementwise kernels of the same output shape on one device, as one kernel storing each output: what they read
+    in common is read once, and what they compute in common computed once (a bitonic sort's pass updates its keys and
+    their positions from the same compares, Adam its moments and its parameters from the same gradient). A kernel is
+    merged into an earlier one that reads a buffer it reads too (unrelated values merged by shape alone made kernels
+    that differ with a network's depth), when it does not read what that one stores and nothing between them writes
+    what it reads (it runs earlier then); up to SIBLING_OUTPUTS outputs a kernel."""
+    out: list[UOp] = []
+    for c in calls:
+        shape = _elementwise_outputs(c)
+        target = None
+        if shape is not None:
+            reads = set(c.src[1:])
+            for i in range(len(out) - 1, -1, -1):
+                prev = out[i]
+                written = _written(prev)
+                if written is None:
+                    break
+                if _elementwise_outputs(prev) == shape and prev.src[1].arg[1] == c.src[1].arg[1] and \
+                        len(prev.src[0].src) < SIBLING_OUTPUTS and not reads & set(written) and \
+                        reads & set(prev.src[1:]):
+                    target = i
+                    break
+                if reads & set(written):
+                    break
+        if target is None:
+            out.append(c)
+        else:
+            out[target] = _merged(out[target], c)
+    return out
 
 
 def is_alias(call: UOp) -> bool:
