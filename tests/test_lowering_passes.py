@@ -13,7 +13,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
-from tgfx.lowering.schedule import find_realizes, schedule
+from tgfx.lowering.schedule import find_realizes, merge_siblings, schedule
 from tgfx.lowering.symbolic import pm_symbolic
 from tgfx.tensor import Tensor
 
@@ -861,16 +861,26 @@ def test_elementwise_siblings_of_one_shape_are_one_kernel_storing_each():
     np.testing.assert_array_equal(got[1].numpy(), x.numpy() * y.numpy())
 
 
-def test_a_sibling_reading_what_another_stores_is_not_merged_into_it():
-    """exp(x) stored as a result and `exp(x) * 2` read from that store: the second kernel reads the first's output,
-    so it stays after it, a kernel of its own."""
+def test_a_sibling_reading_what_another_stores_takes_its_own_element_from_the_value():
+    """exp(x) stored as a result and `exp(x) * 2` read from that store: merged, the second output takes its element
+    from the value the kernel stores (an LSTM cell's state and its output from the state: one kernel, the state not
+    loaded back). One reading another element of it (reversed) stays a kernel of its own, after it."""
     (x,) = _inputs((128,))
     e = tnp.exp(x)
-    ks = _kernel_calls(e, e * 2)
-    assert len(ks) == 2 and ks[0].src[1] in ks[1].src[2:]
-    f = tgfx.jit(lambda a: (tnp.exp(a), tnp.exp(a) * 2))
-    got = f(x)
-    np.testing.assert_allclose(got[1].numpy(), np.exp(x.numpy()) * 2, rtol=1e-6)
+    (k,) = _kernel_calls(e, e * 2)
+    assert len(k.src[0].src) == 2
+    sink = rangeify(k.src[0])
+    out_slot = sink.src[0].src[0].src[0].arg[0]
+    assert not any(u.op is Ops.LOAD and u.src[0].src[0].arg[0] == out_slot for u in sink.toposort())
+    (a,) = _kernel_calls(e)
+    out_a, y = a.src[1], a.src[1].replace(arg=(a.src[1].arg[0] + 10**6, *a.src[1].arg[1:]))
+    flipped = UOp(Ops.FLIP, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(1, 128),), (128,)),), (0,))
+    b = UOp(Ops.CALL, None, (UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 128), flipped + flipped)),)), y, out_a))
+    assert merge_siblings([a, b]) == [a, b]
+    got = tgfx.jit(lambda a: (tnp.exp(a), tnp.exp(a) * 2, tnp.exp(a)[::-1] * 2))(x)
+    want = np.exp(x.numpy())
+    np.testing.assert_allclose(got[1].numpy(), want * 2, rtol=1e-6)
+    np.testing.assert_allclose(got[2].numpy(), want[::-1] * 2, rtol=1e-6)
 
 
 def test_a_gather_of_a_stored_value_is_loaded_where_it_is_read():

@@ -26,6 +26,7 @@ from tgfx.ir.uop import UOp, arg_key, prod
 from tgfx.lowering.complex import lower_complex
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.inplace import window_update
+from tgfx.lowering.rangeify import pad_pieces
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.symbolic import sum_terms
 
@@ -957,8 +958,9 @@ def _elementwise_outputs(call: UOp) -> tuple[int, ...] | None:
         return None
     shapes = {st.src[1].shape for st in ast.src}
     if len(shapes) != 1 or any(u.op is Ops.REDUCE_AXIS and not _gather(u) for u in ast.toposort()) or \
-            (len(ast.src) == 1 and window_update(ast) is not None):
-        return None   # (a gather is one load an element; a window update may run in place, storing the window alone)
+            (len(ast.src) == 1 and window_update(ast) is not None) or any(pad_pieces(st.src[1]) for st in ast.src):
+        return None   # (a gather is one load an element; a window update may run in place, storing the window alone;
+        # a concatenation is stored piece by piece, each its own loop, which no other output shares)
     return shapes.pop()
 
 
@@ -977,30 +979,45 @@ def _written(call: UOp) -> list[UOp] | None:
     return [bufs[0]] if body.op in (Ops.COPY, Ops.NETWORK) else None
 
 
-def _merged(a: UOp, b: UOp) -> UOp:
-    """Kernel `a` storing `b`'s outputs too: b's buffers renumbered into a's slots."""
+def _merged(a: UOp, b: UOp) -> UOp | None:
+    """Kernel `a` storing `b`'s outputs too: b's buffers renumbered into a's slots, and what b reads of a's outputs
+    element for element (its own element: a view of the same shape) taken from the value a stores, not loaded back.
+    None where b reads one of a's outputs otherwise (another element's)."""
     bufs = list(a.src[1:])
-    mapping = {}
+    renumber = {}
     for g in (u for u in b.src[0].toposort() if u.op is Ops.DEFINE_GLOBAL):
         buf = b.src[1 + g.arg[0]]
         if buf not in bufs:
             bufs.append(buf)
-        mapping[g] = g.replace(arg=(bufs.index(buf), *g.arg[1:]))
-    ast = UOp(Ops.SINK, None, (*a.src[0].src, *b.src[0].substitute(mapping).src), a.src[0].arg)
+        renumber[g] = g.replace(arg=(bufs.index(buf), *g.arg[1:]))
+    b_ast = b.src[0].substitute(renumber)
+    stored = {st.src[0]: st.src[1] for st in a.src[0].src}   # a's output globals -> the values it stores there
+    if any(u in stored for u in b_ast.toposort()):
+        nodes = b_ast.toposort()
+        own: dict[UOp, UOp] = {}
+        for g, value in stored.items():
+            for u in (u for u in nodes if g in u.src):
+                if u.op is not Ops.RESHAPE or u.shape != value.shape or u.dtype != value.dtype or \
+                        any(u in v.src and v.op in GroupOp.Movement for v in nodes):
+                    return None   # (another element's: its value computed again there, or loaded)
+                own[u] = value
+        b_ast = b_ast.substitute(own)   # (a's outputs are a's slots already: no buffer was added for them)
+    ast = UOp(Ops.SINK, None, (*a.src[0].src, *b_ast.src), a.src[0].arg)
     return UOp(Ops.CALL, None, (ast, *bufs))
 
 
 def merge_siblings(calls: list[UOp]) -> list[UOp]:
     """Elementwise kernels of the same output shape on one device, as one kernel storing each output: what they read
     in common is read once, and what they compute in common computed once (a bitonic sort's pass updates its keys and
-    their positions from the same compares, Adam its moments and its parameters from the same gradient). A kernel is
-    merged into an earlier one that reads a buffer it reads too (unrelated values merged by shape alone made kernels
-    that differ with a network's depth), when it does not read what that one stores and nothing between them writes
-    what it reads (it runs earlier then); up to SIBLING_OUTPUTS outputs a kernel."""
+    their positions from the same compares, Adam its moments and its parameters from the same gradient, an LSTM cell
+    its state and its output from the state). A kernel is merged into an earlier one that reads a buffer it reads too
+    (unrelated values merged by shape alone made kernels that differ with a network's depth), or that stores what it
+    reads element for element (`_merged`), when nothing between them writes what it reads (it runs earlier then); up
+    to SIBLING_OUTPUTS outputs a kernel."""
     out: list[UOp] = []
     for c in calls:
         shape = _elementwise_outputs(c)
-        target = None
+        merged = None
         if shape is not None:
             reads = set(c.src[1:])
             for i in range(len(out) - 1, -1, -1):
@@ -1009,16 +1026,14 @@ def merge_siblings(calls: list[UOp]) -> list[UOp]:
                 if written is None:
                     break
                 if _elementwise_outputs(prev) == shape and prev.src[1].arg[1] == c.src[1].arg[1] and \
-                        len(prev.src[0].src) < SIBLING_OUTPUTS and not reads & set(written) and \
-                        reads & set(prev.src[1:]):
-                    target = i
+                        len(prev.src[0].src) < SIBLING_OUTPUTS and reads & set(prev.src[1:]) and \
+                        (merged := _merged(prev, c)) is not None:
+                    out[i] = merged
                     break
                 if reads & set(written):
                     break
-        if target is None:
+        if merged is None:
             out.append(c)
-        else:
-            out[target] = _merged(out[target], c)
     return out
 
 
