@@ -26,8 +26,8 @@ from tgfx.ir.uop import UOp, arg_key, prod
 from tgfx.lowering.complex import lower_complex
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.inplace import window_update
-from tgfx.lowering.rangeify import pad_pieces
 from tgfx.lowering.lru import LRU
+from tgfx.lowering.rangeify import pad_pieces
 from tgfx.lowering.symbolic import sum_terms
 
 _buffer_uid = itertools.count(1)
