@@ -488,3 +488,24 @@ def test_an_eager_stack_of_many_computed_values_is_joined_on_the_host() -> None:
     np.testing.assert_allclose(g.numpy(), 2 * data[0].numpy() * sum(i * i for i in range(10)), rtol=1e-5)
     with pytest.raises(ValueError, match="same shape"):
         tnp.stack(data[:8] + [rows])
+
+
+@pytest.mark.parametrize("shape", [(16, 24), (3, 8, 12), (64, 64), (400, 400)])
+def test_rolls_along_several_axes_summed_are_numpys(shape: tuple[int, ...]) -> None:
+    """The game of life's neighbour count, 8 rolls of rolls summed, and a stencil of rolls along the last two axes:
+    stored as a grid of pieces (small boards, or a batch of them: tgfx/lowering/rangeify.py's `pad_pieces`) or masked
+    (a board that threads split), numpy's values either way, in int and float."""
+    rng = np.random.default_rng(0)
+    board = (rng.uniform(size=shape) < 0.3).astype(np.uint8)
+    a, b = -2, -1
+
+    def life(x: Any, xp: Any) -> Any:
+        x = x.astype(xp.int32)
+        n = sum(xp.roll(xp.roll(x, dy, a), dx, b) for dy in (-1, 0, 1) for dx in (-1, 0, 1) if (dy, dx) != (0, 0))
+        return ((n == 3) | ((x == 1) & (n == 2))).astype(xp.uint8)
+
+    def stencil(x: Any, xp: Any) -> Any:
+        return xp.roll(x, 1, a) + xp.roll(x, -2, a) + xp.roll(x, 3, b) - 4 * xp.roll(xp.roll(x, 1, a), -1, b)
+    np.testing.assert_array_equal(tg.jit(lambda x: life(x, tnp))(tg.asarray(board)).numpy(), life(board, np))
+    f = rng.standard_normal(shape).astype(np.float32)
+    assert_close(tg.jit(lambda x: stencil(x, tnp))(tg.asarray(f)), stencil(f, np))

@@ -161,12 +161,13 @@ def with_trips(lin: list[UOp], lanes: bool = True) -> Iterator[tuple[UOp, int]]:
             trips.append(trips[-1] * u.src[0].arg)
 
 
-def index_level(ast: UOp, pieces: bool = True) -> UOp:
+def index_level(ast: UOp, pieces: bool = True, grid_numel: int = 0) -> UOp:
     """A kernel AST (tensor level, buffers by slot) as scalar index-level code with explicit loops, simplified.
     `pieces`: an output that adds up padded pieces is stored piece by piece (`rangeify`; not for a GPU, whose
-    threads spread over the output's loops: a piece's own loop would run whole in each thread)."""
+    threads spread over the output's loops: a piece's own loop would run whole in each thread); along several axes
+    with no loop shared, only for an output of at most `grid_numel` elements (one that runs on one core)."""
     # movement ops become index arithmetic over explicit loops (custom kernels are written with loops already)
-    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast, pieces)
+    sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast, pieces, grid_numel)
     # fold constants and simplify the index arithmetic rangeify produced, a read under a condition within its bounds
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
     sink = graph_rewrite(sink, pm_given_valid, name="symbolic given valid")
@@ -234,7 +235,9 @@ def symbol_name(ast: UOp, mode: str) -> str:
 def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelSource:
     """A kernel AST through every stage before LLVM's: index level, options, program order, LLVM IR."""
     # rangeify -> symbolic: scalar index-level code with explicit loops
-    sink = index_level(ast)
+    # (an output split into pieces along every axis leaves threads no loop: only one that runs on one core anyway)
+    itemsize = max(4, *(st.src[1].dtype.itemsize for st in ast.src))
+    sink = index_level(ast, grid_numel=2 * target.min_thread_work(itemsize) - 1)
     # options on the loops: register blocking, vector lanes, cores (heuristics, forced, or a timed BEAM search)
     sink, applied = optimize(sink, target, kernel_name(ast), ast.key, opts)
     # options the caller gave or a search found name the object; the heuristics' are named by what chose them
