@@ -935,3 +935,20 @@ def test_a_gather_of_a_stored_value_is_loaded_where_it_is_read():
     # two halves of a round trip (carries one way, then back), one kernel each writing the keys and the positions
     assert len(kernels) == 2 and all(len(writes(k)) == 2 for k in kernels)
     np.testing.assert_array_equal(tnp.argsort(x).numpy(), np.argsort(x.numpy(), kind="stable"))
+
+
+def test_contractions_side_by_side_in_a_sum_of_pieces_are_stored_first() -> None:
+    """`concatenate([a @ w1, b @ w2], -1)` (the gradient of `q, k = split(x @ w, 2, -1)` is such a sum of padded
+    products): each product is stored by a kernel of its own, then the pieces are copied side by side. Fused, each
+    element of the join ran both products' reduce loops, masked, without a register tile (an attention gradient's
+    dq, dk, dv of 8 x 64 x 64 each: 336 us; stored, 108 us). A join of elementwise pieces stays one kernel."""
+    rng = np.random.default_rng(0)
+    a, b = (Tensor(rng.standard_normal((16, 32)).astype(np.float32)) for _ in range(2))
+    w1, w2 = (Tensor(rng.standard_normal((32, 24)).astype(np.float32)) for _ in range(2))
+    joined = tnp.concatenate([a @ w1, b @ w2], axis=-1)
+    linear, _ = schedule([joined.uop])
+    reduces = [sum(u.op is Ops.REDUCE_AXIS for u in c.src[0].toposort()) for c in linear.src]
+    assert sorted(reduces) == [0, 1, 1]   # a kernel each product, one the copy
+    want = np.concatenate([a.numpy() @ w1.numpy(), b.numpy() @ w2.numpy()], -1)
+    np.testing.assert_allclose(joined.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert _kernels(tnp.concatenate([tnp.exp(a), b * 2], axis=-1)) == 1
