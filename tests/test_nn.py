@@ -156,6 +156,30 @@ def test_softmax_family_with_infinities() -> None:
     np.testing.assert_allclose(sm, np_softmax(np.array([[0.0, ninf, 1.0]])), rtol=1e-6)
 
 
+def test_softmax_family_where_and_logsumexp_scales() -> None:
+    """`softmax(x, where=mask)` / `log_softmax(x, where=mask)` (an attention mask, as jax.nn spells it) leave the
+    masked entries out: the others are numpy's softmax of the kept ones, the masked are 0 / -inf and get no gradient,
+    and a row with none kept is all 0 / -inf. `jax.nn.logsumexp` takes scipy's `b` and `return_sign` too."""
+    x = rand(3, 5).astype(np.float32)
+    mask = np.array([[1, 1, 0, 1, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]], bool)
+    sm = nn.softmax(tg.asarray(x), where=tg.asarray(mask)).numpy()
+    lsm = nn.log_softmax(tg.asarray(x), axis=-1, where=tg.asarray(mask)).numpy()
+    for r in (0, 2):
+        keep = mask[r]
+        np.testing.assert_allclose(sm[r, keep], np_softmax(x[r, keep][None])[0], rtol=1e-6)
+        np.testing.assert_allclose(lsm[r, keep], np_log_softmax(x[r, keep][None])[0], rtol=1e-5, atol=1e-6)
+    assert (sm[~mask] == 0).all() and (lsm[~mask] == -np.inf).all()
+    g = tg.grad(lambda t: (nn.softmax(t, where=tg.asarray(mask)) * tg.asarray(x)).sum())(tg.asarray(x)).numpy()
+    assert (g[~mask] == 0).all() and np.isfinite(g).all() and np.abs(g[0, mask[0]]).sum() > 0
+    b = np.array([1.0, -2.0, 0.5, 0.0, 1.0], np.float32)
+    out, sign = nn.logsumexp(tg.asarray(x), axis=1, b=tg.asarray(b), return_sign=True)
+    total = (b * np.exp(x)).sum(1)
+    np.testing.assert_allclose(out.numpy(), np.log(np.abs(total)), rtol=1e-5)
+    np.testing.assert_array_equal(sign.numpy(), np.sign(total))
+    masked = nn.logsumexp(tg.asarray(x), axis=1, b=tg.asarray(np.abs(b)), where=tg.asarray(mask[0])).numpy()
+    np.testing.assert_allclose(masked, np.log((np.abs(b) * np.exp(x) * mask[0]).sum(1)), rtol=1e-5)
+
+
 def test_softmax_of_rows_is_one_kernel_and_its_gradient_fuses() -> None:
     # each row's max and exp-sum are computed inside the kernel that normalises it (one pass over memory)
     x = tg.asarray(rand(8, 16).astype(np.float32)).realize()

@@ -167,16 +167,26 @@ def _finite_max(t: Tensor, axes: tuple[int, ...]) -> Tensor:
     return tnp.isfinite(m).where(m, tnp.zeros((), t.dtype))
 
 
-def logsumexp(a: ArrayLike, axis: Axis = None, keepdims: bool = False, *, where: ArrayLike | None = None) -> Tensor:
-    """log(sum(exp(a), axis)), computed stably by subtracting the maximum first (`jax.nn.logsumexp`).
+def logsumexp(a: ArrayLike, axis: Axis = None, b: ArrayLike | None = None, keepdims: bool = False,
+              return_sign: bool = False, where: ArrayLike | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    """log(sum(b * exp(a), axis)), computed stably by subtracting the maximum first (`jax.nn.logsumexp`).
 
     A slice of all -inf gives -inf; one holding +inf gives +inf. `where` (booleans broadcasting to a's shape) leaves
-    the entries where it is False out of the sum, as in JAX: a slice with none left gives -inf.
+    the entries where it is False out of the sum, as in JAX: a slice with none left gives -inf. `b` scales each
+    term and `return_sign` returns (log|sum|, sign(sum)), as `tgfx.scipy.special.logsumexp` (a negative sum is NaN
+    without it).
 
     >>> tg.nn.logsumexp(tg.asarray([1000.0, 1000.0]))     # 1000.6931, not inf
+    >>> tg.nn.logsumexp(tg.asarray([1.0, 2.0]), b=tg.asarray([1.0, -1.0]), return_sign=True)   # (1.5413, -1.0)
     """
-    t = _float(a)
-    return _logsumexp(t, _axes(t, axis, "logsumexp"), _mask(t, where, "logsumexp"), keepdims)
+    if b is None and not return_sign:
+        t = _float(a)
+        return _logsumexp(t, _axes(t, axis, "logsumexp"), _mask(t, where, "logsumexp"), keepdims)
+    from tgfx.scipy.special import logsumexp as scaled  # (tgfx.scipy.special imports this module)
+    if where is not None:   # a left-out entry is one scaled by 0
+        t = _float(a)
+        b = _mask(t, where, "logsumexp").where(1.0 if b is None else b, 0.0)
+    return scaled(a, axis, b, keepdims, return_sign)
 
 
 def _mask(t: Tensor, where: ArrayLike | None, fn: str) -> Tensor | None:
@@ -201,26 +211,41 @@ def _logsumexp(t: Tensor, axes: tuple[int, ...], mask: Tensor | None, keepdims: 
     return out if keepdims else tnp.squeeze(out, axes)
 
 
-def softmax(x: ArrayLike, axis: Axis = -1) -> Tensor:
+def softmax(x: ArrayLike, axis: Axis = -1, where: ArrayLike | None = None) -> Tensor:
     """exp(x) / sum(exp(x), axis), stable for any magnitude of x (`jax.nn.softmax`).
 
+    `where` (booleans broadcasting to x's shape) leaves the entries where it is False out, as in JAX: the others
+    sum to 1 (an attention mask without a -1e9 fill), the left-out ones are 0 and get no gradient; a slice with none
+    left is all 0.
+
     >>> tg.nn.softmax(tg.asarray([[1.0, 2.0, 3.0]]))      # [[0.090, 0.245, 0.665]]
+    >>> tg.nn.softmax(tg.asarray([1.0, 2.0, 3.0]), where=tg.asarray([True, True, False]))   # [0.269, 0.731, 0.]
     """
     t = _float(x)
     axes = _axes(t, axis, "softmax")
+    mask = _mask(t, where, "softmax")
+    if mask is not None:
+        t = mask.where(t, tnp.full((), -math.inf, t.dtype))
     e = tnp.exp(t - _finite_max(t, axes))
-    return e / tnp.sum(e, axis=axes, keepdims=True)
+    out = e / tnp.sum(e, axis=axes, keepdims=True)
+    return out if mask is None else mask.where(out, tnp.zeros((), out.dtype))
 
 
-def log_softmax(x: ArrayLike, axis: Axis = -1) -> Tensor:
+def log_softmax(x: ArrayLike, axis: Axis = -1, where: ArrayLike | None = None) -> Tensor:
     """x - logsumexp(x, axis): log-probabilities without the underflow of log(softmax(x)) (`jax.nn.log_softmax`).
+
+    `where` leaves the entries where it is False out, as `softmax`'s: theirs are -inf.
 
     >>> tg.nn.log_softmax(tg.asarray([0.0, -200.0]))      # [0., -200.], where log(softmax) gives -inf
     """
     t = _float(x)
     axes = _axes(t, axis, "log_softmax")
+    mask = _mask(t, where, "log_softmax")
+    if mask is not None:
+        t = mask.where(t, tnp.full((), -math.inf, t.dtype))
     shifted = t - _finite_max(t, axes)
-    return shifted - tnp.log(tnp.sum(tnp.exp(shifted), axis=axes, keepdims=True))
+    out = shifted - tnp.log(tnp.sum(tnp.exp(shifted), axis=axes, keepdims=True))
+    return out if mask is None else mask.where(out, tnp.full((), -math.inf, out.dtype))
 
 
 def standardize(x: ArrayLike, axis: int | Sequence[int] | None = -1, mean: ArrayLike | None = None,
