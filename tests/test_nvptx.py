@@ -99,7 +99,9 @@ def _ptxas(path: Path) -> tuple[int, str]:
 
 @needs_ptxas
 def test_every_kernel_assembles_for_sm90(kernels: list) -> None:
-    assert len(kernels) >= 80, f"the table lowered only {len(kernels)} kernels"
+    # (outputs, not kernels: elementwise siblings of one shape are one kernel storing each, `schedule.merge_siblings`)
+    outputs = sum(len(ast.src) for ast in kernels)
+    assert outputs >= 80, f"the table lowered only {outputs} outputs in {len(kernels)} kernels"
     with tempfile.TemporaryDirectory() as d:
         paths = []
         for i, ast in enumerate(kernels):
