@@ -917,6 +917,24 @@ def test_a_sibling_reading_what_another_stores_takes_its_own_element_from_the_va
     np.testing.assert_allclose(got[2].numpy(), want[::-1] * 2, rtol=1e-6)
 
 
+def test_merged_siblings_split_where_a_loop_can_hoist_one_of_them():
+    """In a loop body, a merged kernel whose one output reads only the loop's constants (W * 2) and whose other reads
+    the carry too (W * c) is split again before hoisting: the first part runs once, before the loop."""
+    from tgfx.lowering.control import _invariant, _invariant_apart, writes
+    w, c = _inputs((32, 16), (32, 16))
+    (k,) = _kernel_calls(w * 2, w * c)
+    w_buf = w.uop.src[0]
+    parts = _invariant_apart([k], {w_buf})
+    assert [len(p.src[0].src) for p in parts] == [1, 1]
+    assert _invariant(parts, {w_buf}, set()) == [0] and writes(parts[0]) == [k.src[1]]
+    assert _invariant_apart([k], {w_buf, c.uop.src[0]}) == [k]
+    got = tgfx.lax.fori_loop(0, 3, lambda i, v: v + w * 2 + w * v, c)
+    want = c.numpy()
+    for _ in range(3):
+        want = want + w.numpy() * 2 + w.numpy() * want
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_a_gather_of_a_stored_value_is_loaded_where_it_is_read():
     """A bitonic pass reads each element's partner (a gather of the carries) in the kernel that computes both new
     carries: one kernel a pass, not two gathers stored apart and two kernels reading them (argsort of 20,000: 6.0 ->

@@ -150,6 +150,7 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
     at: list[int] = []
 
     def hoist(body_cmds: list[UOp], outs: list[UOp]) -> list[UOp]:
+        body_cmds = _invariant_apart(body_cmds, set(consts))
         if not hoisted:
             at.extend(_invariant(body_cmds, set(consts), set(outs)))
             hoisted.extend(body_cmds[i] for i in at)
@@ -207,6 +208,31 @@ def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]
     cmds += [copy_command(c, o, _nbytes(c)) for c, o in zip(carry, other, strict=True) if c is not o]
     cmds += [command(Ops.LABEL, end), command(Ops.BLOCK, (False, dev))]
     return cmds, results
+
+
+def _invariant_apart(cmds: list[UOp], consts: set[UOp]) -> list[UOp]:
+    """A loop body's commands with each kernel of merged siblings (`schedule.merge_siblings`) that computes some
+    outputs from the loop's constants alone and others from what changes split in two, so `_invariant` finds the
+    first part (a weight's transposed copy merged with a step's product of that weight ran every step)."""
+    from tgfx.lowering.schedule import kernel_of_stores
+    known, out = set(consts), []
+    for c in cmds:
+        body = c.src[0]
+        if body.op is Ops.SINK and len(body.src) > 1 and \
+                all(st.op is Ops.STORE and st.src[0].op is Ops.DEFINE_GLOBAL for st in body.src):
+            fixed, rest = [], []
+            for st in body.src:
+                slots = {u.arg[0] for u in st.toposort() if u.op is Ops.DEFINE_GLOBAL} - {st.src[0].arg[0]}
+                (fixed if all(c.src[1 + s] in known for s in slots) else rest).append(st)
+            if fixed and rest:
+                c, second = kernel_of_stores(fixed, c), kernel_of_stores(rest, c)
+                out += [c, second]
+                known.update(writes(c))
+                continue
+        out.append(c)
+        if set(reads(c)) <= known | set(writes(c)):
+            known.update(writes(c))
+    return out
 
 
 def _invariant(cmds: list[UOp], consts: set[UOp], outs: set[UOp]) -> list[int]:

@@ -1057,6 +1057,18 @@ def merge_siblings(calls: list[UOp]) -> list[UOp]:
     return out
 
 
+def kernel_of_stores(stores: list[UOp], call: UOp) -> UOp:
+    """A kernel CALL storing `stores` (some of kernel `call`'s), its buffers renumbered to those they use."""
+    bufs: list[UOp] = []
+    renumber = {}
+    for g in (u for st in stores for u in st.toposort() if u.op is Ops.DEFINE_GLOBAL):
+        if g not in renumber:
+            if (buf := call.src[1 + g.arg[0]]) not in bufs:
+                bufs.append(buf)
+            renumber[g] = g.replace(arg=(bufs.index(buf), *g.arg[1:]))
+    return UOp(Ops.CALL, None, (UOp(Ops.SINK, None, tuple(stores), call.src[0].arg).substitute(renumber), *bufs))
+
+
 def is_alias(call: UOp) -> bool:
     """Whether LINEAR command `call` is a COPY whose destination is its source's memory, seen from the destination's
     device (which shares it): no bytes move, the destination's device waits for the source's writer."""
