@@ -832,8 +832,9 @@ def _thread_opts(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsi
     extra iterations masked)."""
     axis, n = _threads(sink, loops, opts, work, itemsize, target)
     sizes = _thread_sizes(sink, loops, opts)
-    for more in range(target.threads(work, itemsize), n, -1):
-        # (and a thread's share shrinks: 64 blocks on 96 cores are one a thread either way)
+    for more in range(min(target.threads(work, itemsize), target.cores), n, -1):
+        # (and a thread's share shrinks: 64 blocks on 96 cores are one a thread either way; padded for the cores,
+        # not for more parts than cores)
         pad = [a for a in sizes if 0 < _round_up(sizes[a], more) - sizes[a] <= sizes[a] // THREAD_PAD_SHARE and
                -(-sizes[a] // more) * n < sizes[a]]
         if pad:
