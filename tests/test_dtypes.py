@@ -177,6 +177,117 @@ def test_weak_typing_examples_from_the_spec() -> None:
     assert_close(to_tensor(np.array([True, False])) + 1, np.array([2, 1], np.int32), dtype=dtypes.int32)
 
 
+# What jax 0.10.2 gives (`jax.typeof`, `~` for weakly typed): a value computed from Python numbers alone is weakly
+# typed, as is a bool or integer array combined with a Python float (its promotion is a weak kind), and stays so
+# through elementwise functions, `where`, `clip`, views and casts a function makes; `astype`, reductions and
+# `lax.convert_element_type` make it strong.
+def _f16() -> tg.Tensor:
+    return tnp.ones(3, tnp.float16)
+
+
+def _i8() -> tg.Tensor:
+    return tnp.ones(3, tnp.int8)
+
+
+WEAK_TYPES = [
+    ("asarray(2.0)", lambda: tnp.asarray(2.0), "~float32[]"),
+    ("array(2)", lambda: tnp.array(2), "~int32[]"),
+    ("asarray(1j)", lambda: tnp.asarray(1j), "~complex64[]"),
+    ("asarray(True)", lambda: tnp.asarray(True), "bool[]"),
+    ("asarray(2.0, float32)", lambda: tnp.asarray(2.0, dtype=tnp.float32), "float32[]"),
+    ("array(weak)", lambda: tnp.array(tnp.asarray(2.0)), "~float32[]"),
+    ("asarray([1.0])", lambda: tnp.asarray([1.0, 2.0]), "float32[2]"),
+    ("add(2.0, 3.0)", lambda: tnp.add(2.0, 3.0), "~float32[]"),
+    ("multiply(2, 3)", lambda: tnp.multiply(2, 3), "~int32[]"),
+    ("add(2, 3.0)", lambda: tnp.add(2, 3.0), "~float32[]"),
+    ("int8 * 2.5", lambda: _i8() * 2.5, "~float32[3]"),
+    ("int8 * asarray(2.5)", lambda: _i8() * tnp.asarray(2.5), "~float32[3]"),
+    ("float16 * 2.0", lambda: _f16() * 2.0, "float16[3]"),
+    ("true_divide(1, 2)", lambda: tnp.true_divide(1, 2), "~float32[]"),
+    ("true_divide(int8, 2.5)", lambda: tnp.true_divide(_i8(), 2.5), "~float32[3]"),
+    ("sin(2.0)", lambda: tnp.sin(2.0), "~float32[]"),
+    ("sqrt(4)", lambda: tnp.sqrt(4), "~float32[]"),
+    ("exp(asarray(2.0))", lambda: tnp.exp(tnp.asarray(2.0)), "~float32[]"),
+    ("negative(2)", lambda: tnp.negative(2), "~int32[]"),
+    ("abs(-2.0)", lambda: tnp.abs(-2.0), "~float32[]"),
+    ("abs(1j)", lambda: tnp.abs(1j), "~float32[]"),
+    ("sign(-2.0)", lambda: tnp.sign(-2.0), "~float32[]"),
+    ("floor(2.5)", lambda: tnp.floor(2.5), "~float32[]"),
+    ("round(2.5)", lambda: tnp.round(2.5), "~float32[]"),
+    ("remainder(7.0, 2)", lambda: tnp.remainder(7.0, 2), "~float32[]"),
+    ("floor_divide(7, 2)", lambda: tnp.floor_divide(7, 2), "~int32[]"),
+    ("arctan2(1.0, 2.0)", lambda: tnp.arctan2(1.0, 2.0), "~float32[]"),
+    ("hypot(3.0, 4.0)", lambda: tnp.hypot(3.0, 4.0), "~float32[]"),
+    ("copysign(int8, 2.5)", lambda: tnp.copysign(_i8(), 2.5), "~float32[3]"),
+    ("cbrt(8.0)", lambda: tnp.cbrt(8.0), "~float32[]"),
+    ("gcd(12, 18)", lambda: tnp.gcd(12, 18), "~int32[]"),
+    ("divmod(7, 3)[0]", lambda: tnp.divmod(7, 3)[0], "~int32[]"),
+    ("maximum(2.0, 3.0)", lambda: tnp.maximum(2.0, 3.0), "~float32[]"),
+    ("minimum(2, 3)", lambda: tnp.minimum(2, 3), "~int32[]"),
+    ("exp(1j)", lambda: tnp.exp(1j), "~complex64[]"),
+    ("where(c, 1.0, 2.0)", lambda: tnp.where(tnp.asarray([True, False]), 1.0, 2.0), "~float32[2]"),
+    ("where(c, 1, 2.0)", lambda: tnp.where(tnp.asarray([True, False]), 1, 2.0), "~float32[2]"),
+    ("where(c, int8, 2.0)", lambda: tnp.where(tnp.asarray([True, False, True]), _i8(), 2.0), "~float32[3]"),
+    ("where(c, float16, 2.0)", lambda: tnp.where(tnp.asarray([True, False, True]), _f16(), 2.0), "float16[3]"),
+    ("clip(2.0, 0.0, 1.0)", lambda: tnp.clip(2.0, 0.0, 1.0), "~float32[]"),
+    ("clip(asarray(3), 0, 1)", lambda: tnp.clip(tnp.asarray(3), 0, 1), "~int32[]"),
+    ("clip(int8, 0.5, 1.5)", lambda: tnp.clip(_i8(), 0.5, 1.5), "~float32[3]"),
+    ("clip(float16, 0.0, 1.0)", lambda: tnp.clip(_f16(), 0.0, 1.0), "float16[3]"),
+    ("full((2,), 3.0)", lambda: tnp.full((2,), 3.0), "~float32[2]"),
+    ("zeros_like(2.0)", lambda: tnp.zeros_like(2.0), "~float32[]"),
+    ("ones_like(weak)", lambda: tnp.ones_like(tnp.add(1.0, 1.0)), "~float32[]"),
+    ("full_like(float16, 3.0)", lambda: tnp.full_like(_f16(), 3.0), "float16[3]"),
+    ("weak.reshape(1)", lambda: tnp.asarray(2.0).reshape(1), "~float32[1]"),
+    ("weak[None]", lambda: tnp.asarray(2.0)[None], "~float32[1]"),
+    ("broadcast_to(weak)", lambda: tnp.broadcast_to(tnp.asarray(2.0), (3,)), "~float32[3]"),
+    ("weak[0]", lambda: tnp.where(tnp.asarray([True, False]), 1.0, 2.0)[0], "~float32[]"),
+    ("weak[::-1]", lambda: tnp.where(tnp.asarray([True, False]), 1.0, 2.0)[::-1], "~float32[2]"),
+    ("weak[[0]]", lambda: tnp.where(tnp.asarray([True, False]), 1.0, 2.0)[tnp.asarray([0])], "~float32[1]"),
+    ("weak > 1", lambda: tnp.add(1.0, 1.0) > 1, "~bool[]"),
+    ("sum(weak)", lambda: tnp.sum(tnp.add(1.0, 1.0)), "float32[]"),
+    ("max(weak)", lambda: tnp.max(tnp.where(tnp.asarray([True, False]), 1.0, 2.0)), "float32[]"),
+    ("weak.astype(float32)", lambda: tnp.asarray(2.0).astype(tnp.float32), "float32[]"),
+    ("convert_element_type(2.0)", lambda: tg.lax.convert_element_type(2.0, tnp.float32), "float32[]"),
+    ("lax.mul(2.0, 3.0)", lambda: tg.lax.mul(2.0, 3.0), "~float32[]"),
+    ("lax.exp(2.0)", lambda: tg.lax.exp(2.0), "~float32[]"),
+]
+
+
+@pytest.mark.parametrize("name,fn,want", WEAK_TYPES, ids=[c[0] for c in WEAK_TYPES])
+def test_weak_typing_follows_jax(name: str, fn: Any, want: str) -> None:
+    assert str(tg.typeof(fn())) == want
+
+
+def test_a_weak_result_takes_the_type_of_what_it_meets() -> None:
+    # each was float32 (int32) before: the weak result of Python numbers upcast the narrow array it met
+    h = tnp.asarray(np.array([1.5, 2.5], np.float16))
+    b = tnp.asarray(np.array([1.0, 3.0], np.float32)).astype(tnp.bfloat16)
+    i = tnp.asarray(np.array([100, -7], np.int8))
+    assert_close(h + tnp.add(2.0, 3.0), np.array([6.5, 7.5], np.float16), dtype=dtypes.float16)
+    assert_close(h + tnp.sin(2.0), np.array([2.408, 3.408], np.float16), dtype=dtypes.float16, rtol=1e-3)
+    assert_close(b * tnp.multiply(2.0, 3.0), np.array([6.0, 18.0], np.float32), dtype=dtypes.bfloat16)
+    assert_close(i + tnp.add(2, 3), np.array([105, -2], np.int8), dtype=dtypes.int8)
+    assert_close(i + tnp.asarray(27), np.array([127, 20], np.int8), dtype=dtypes.int8)
+    assert_close(h + tnp.where(tnp.asarray([True, False]), 1.0, 2.0), np.array([2.5, 4.5], np.float16),
+                 dtype=dtypes.float16)
+    assert_close(tnp.clip(2.0, h, 3.0), np.array([2.0, 2.5], np.float16), dtype=dtypes.float16)
+    assert_close(tnp.clip(h, tnp.asarray(2.0), 2.25), np.array([2.0, 2.25], np.float16), dtype=dtypes.float16)
+    assert_close(h * tnp.abs(-2.0), np.array([3.0, 5.0], np.float16), dtype=dtypes.float16)
+
+
+@pytest.mark.x64
+def test_a_weak_result_takes_the_type_of_what_it_meets_in_x64_mode() -> None:
+    # Python numbers are float64 / int64 here: weak, they still defer to a float32 or int32 array (they made it
+    # float64 / int64)
+    f = tnp.asarray(np.array([1.5, 2.5], np.float32))
+    n = tnp.asarray(np.array([1, 2], np.int32))
+    assert str(tg.typeof(tnp.asarray(2.0))) == "~float64[]"
+    assert_close(f + tnp.asarray(2.0), np.array([3.5, 4.5], np.float32), dtype=dtypes.float32)
+    assert_close(f * tnp.sqrt(4.0), np.array([3.0, 5.0], np.float32), dtype=dtypes.float32)
+    assert_close(n * tnp.add(2, 3), np.array([5, 10], np.int32), dtype=dtypes.int32)
+    assert_close(f + tnp.full((2,), 3.0), np.array([4.5, 5.5], np.float32), dtype=dtypes.float32)
+
+
 @pytest.mark.x64
 @pytest.mark.parametrize("a,b", [("i1", "u1"), ("u4", "i1"), ("bf", "f2"), ("i4", "f2"), ("u8", "i8"), ("i2", "bf"),
                                  ("b1", "f4"), ("u2", "i2")])

@@ -24,7 +24,7 @@ from tgfx._lax_ops import operand as _arg  # (lax's own argument is called opera
 from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
-from tgfx.tensor import ArrayLike, Tensor, normalize_axes, normalize_axis
+from tgfx.tensor import ArrayLike, Tensor, is_weak, normalize_axes, normalize_axis
 
 
 def _ints(name: str, what: str, v: Any, n: int | None = None) -> tuple[int, ...]:
@@ -337,7 +337,7 @@ def convert_element_type(operand: ArrayLike, new_dtype: DType | str | type) -> T
     x = _arg(operand)
     d = to_dtype(new_dtype)
     if x.dtype == d:
-        return x
+        return x if not is_weak(x) else Tensor(x.uop)   # strongly typed, as JAX's conversion of a weak value
     if x.dtype.is_complex and not d.is_complex:
         from tgfx.numpy._complex import real
         x = real(x)

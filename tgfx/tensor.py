@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from tgfx.dtypes import (
     is_python_scalar,
     list_leaf_kinds,
     promote_types,
+    promote_weak,
     scalar_kind,
     to_dtype,
     to_inexact,
@@ -262,21 +263,22 @@ class Tensor:
     def _binary(self, op: Ops, other: ArrayLike, reflected: bool = False, name: str | None = None,
                 float_only: bool = False) -> Tensor:
         a, b = (self, other) if not reflected else (other, self)
-        both_weak = is_weak(a) and is_weak(b)
         a, b = promote(a, b, name or op.name.lower(), float_only or op in GroupOp.FloatOnly)
         if a.dtype.is_complex and op not in _COMPLEX_BINARY:
             raise TypeError(f"{name or op.name.lower()} is not defined for complex Tensors ({a.dtype.name}); compare "
                             f"or order real(x) and imag(x), or abs(x)")
         src = tuple(broadcast_uops(a, b, name=name or op.name.lower()))   # no Tensor per broadcast operand
         out = Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, src))
-        return weak(out) if both_weak and op not in GroupOp.Comparison else out
+        # weak when both operands are after promotion (JAX's lax rule, comparisons too): two Python scalars, or an
+        # integer Tensor and a Python float (`int8 x * 2.5` is a weak float32)
+        return weak(out) if _is_weak_tensor(a) and _is_weak_tensor(b) else out
 
     def where(self, x: ArrayLike, y: ArrayLike) -> Tensor:
         """`where(self, x, y)`: x where self is true, else y."""
         cond = self if self.dtype.is_bool else self != 0
         x, y = promote(x, y, "where")
-        c, x, y = broadcast(cond, x, y, name="where")
-        return Tensor(UOp(Ops.WHERE, x.dtype, (c.uop, x.uop, y.uop)))
+        out = Tensor(UOp(Ops.WHERE, x.dtype, tuple(broadcast_uops(cond, x, y, name="where"))))
+        return weak(out) if _is_weak_tensor(x) and _is_weak_tensor(y) else out   # as a binary op's, x and y weak
 
     def astype(self, dtype: DType | str | type) -> Tensor:
         """This Tensor as `dtype`, canonical for the x64 mode (without it, float64 is float32, as `jnp`'s). Complex to
@@ -286,7 +288,8 @@ class Tensor:
             import warnings
             warnings.warn("Casting complex values to real discards the imaginary part", np.exceptions.ComplexWarning,
                           stacklevel=2)
-        return self.cast(d)
+        out = self.cast(d)
+        return out if out is not self or not _is_weak_tensor(self) else Tensor(out.uop)   # strongly typed, as JAX's
 
     def cast(self, d: DType) -> Tensor:
         """This Tensor as exactly `d`, whatever the x64 mode: tgfx's own 64-bit arithmetic (a loop's trip count, a
@@ -301,6 +304,11 @@ class Tensor:
         return self if d == self.dtype else Tensor(UOp(Ops.BITCAST, d, (self.uop,)))
 
     # ---- movement primitives ----
+    def _view(self, u: UOp) -> Tensor:
+        """A view of this Tensor (node `u`), weakly typed when it is, as JAX's reshape and slices keep weak_type."""
+        out = Tensor(u)
+        return weak(out) if _is_weak_tensor(self) else out
+
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         one = len(shape) == 1 and not isinstance(shape[0], (int, np.integer))   # a shape, not an axis length
         new = list(_shape_arg(shape[0] if one else shape, "reshape", allow_neg1=True))
@@ -318,7 +326,7 @@ class Tensor:
                              f"({prod(new_t)} elements)")
         if new_t == self.shape:
             return self
-        return Tensor(_reshape_uop(self.uop, new_t))
+        return self._view(_reshape_uop(self.uop, new_t))
 
     def permute(self, *axes: int | Sequence[int]) -> Tensor:
         ax = tuple(axes[0]) if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)) else tuple(axes)
@@ -328,7 +336,7 @@ class Tensor:
                              f"{self.shape}")
         if ax == tuple(range(self.ndim)):
             return self
-        return Tensor(UOp(Ops.PERMUTE, self.dtype, (self.uop,), ax))
+        return self._view(UOp(Ops.PERMUTE, self.dtype, (self.uop,), ax))
 
     def expand(self, shape: Sequence[int]) -> Tensor:
         """Broadcast to `shape` (numpy rules: leading axes are added, size-1 axes grow)."""
@@ -337,7 +345,7 @@ class Tensor:
         if len(shape) < self.ndim or mismatch:
             raise ValueError(f"cannot broadcast Tensor of shape {self.shape} to shape {shape}")
         u = _expand_uop(self.uop, shape)
-        return self if u is self.uop else Tensor(u)
+        return self if u is self.uop else self._view(u)
 
     def pad_zeros(self, pads: Sequence[tuple[int, int]]) -> Tensor:
         pads = tuple((int(b), int(a)) for b, a in pads)
@@ -346,18 +354,18 @@ class Tensor:
                              f"(before, after) pair per axis)")
         if all(b == 0 and a == 0 for b, a in pads):
             return self
-        return Tensor(UOp(Ops.PAD, self.dtype, (self.uop,), pads))
+        return self._view(UOp(Ops.PAD, self.dtype, (self.uop,), pads))
 
     def shrink(self, bounds: Sequence[tuple[int, int]]) -> Tensor:
         bounds = tuple((int(b), int(e)) for b, e in bounds)
         if bounds == tuple((0, s) for s in self.shape):
             return self
-        return Tensor(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
+        return self._view(UOp(Ops.SHRINK, self.dtype, (self.uop,), bounds))
 
     def flip(self, axis: int | Sequence[int] | None = None) -> Tensor:
         axes = tuple(range(self.ndim)) if axis is None else normalize_axes(axis, self.ndim, "flip")
         axes = tuple(sorted(a for a in axes if self.shape[a] > 1))
-        return self if not axes else Tensor(UOp(Ops.FLIP, self.dtype, (self.uop,), axes))
+        return self if not axes else self._view(UOp(Ops.FLIP, self.dtype, (self.uop,), axes))
 
     # ---- reduce primitive ----
     def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdims: bool) -> Tensor:
@@ -368,8 +376,8 @@ class Tensor:
         if x.dtype.is_complex and op is not Ops.ADD:
             raise TypeError(f"{op.name.lower()} reduction of a complex Tensor ({x.dtype.name}{list(x.shape)}): complex "
                             f"values have no order; reduce abs(x), real(x) or imag(x)")
-        if not axes:
-            return x
+        if not axes:   # (a reduction's result is strongly typed, as JAX's, a weak 0-d input's too)
+            return x if not _is_weak_tensor(x) else Tensor(x.uop)
         r = Tensor(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(sorted(axes)))))
         return r if keepdims else r.reshape(out_shape)
 
@@ -550,11 +558,14 @@ def to_tensor(x: ArrayLike, like: Tensor | None = None) -> Tensor:
         return x
     if isinstance(x, (bool, int, float)) and like is not None:
         return Tensor(UOp.const(like.dtype, x))
-    return Tensor(x)
+    t = Tensor(x)
+    return weak(t) if weak_input(x) else t   # a Python int, float or complex is weakly typed, as `jnp.asarray(2.0)`
 
 
-# weakly typed Tensors (by id; Tensor's == is numpy's): a Python scalar argument of a jitted function, and what is
-# computed from such values and Python scalars alone. Like a Python scalar, it takes the type of the other operand.
+# weakly typed Tensors (by id; Tensor's == is numpy's), as JAX's weak_type: a Python scalar made a Tensor
+# (`asarray(2.0)`, a jitted function's argument), what elementwise ops compute from such values alone (or from a bool
+# or integer Tensor and a Python float: their promotion is a weak kind), and views of them. Like a Python scalar, it
+# takes the type of the other operand; `astype` and reductions give strongly typed results.
 _weak: dict[int, weakref.ref] = {}
 
 
@@ -575,6 +586,39 @@ def _is_weak_tensor(t: Tensor) -> bool:
     return (r := _weak.get(id(t))) is not None and r() is t
 
 
+def cast_keeping_weak(x: Tensor, d: DType) -> Tensor:
+    """x as `d` for a function that computes in `d` (a float function of an integer), weakly typed when x is, as
+    JAX's promotion converts (`jnp.sqrt(4)` is a weak float32); a user's `astype` makes a strongly typed Tensor."""
+    out = x.cast(d)
+    return weak(out) if out is not x and _is_weak_tensor(x) else out
+
+
+def keep_weak(out: Any, *operands: ArrayLike) -> Any:
+    """`out` (a Tensor, or a tuple of them) weakly typed when the JAX promotion of `operands` is, as the result of
+    JAX's elementwise functions is (they promote their operands keeping weak_type, then compute with lax ops that keep
+    it): for a function built from ops that type their results strongly (bit casts, constants, casts). A Tensor is
+    marked anew, never `out` itself, which may be an operand or a constant another holds."""
+    if isinstance(out, tuple):
+        return tuple(keep_weak(o, *operands) for o in out)
+    if _is_weak_tensor(out) or not any(map(is_weak, operands)) or not promote_weak(*map(promotion_kind, operands))[1]:
+        return out
+    return weak(Tensor(out.uop))
+
+
+def weak_typed(fn: Callable) -> Callable:
+    """`fn`, an elementwise function of array operands only, with its result weakly typed as `keep_weak` says."""
+    @functools.wraps(fn)
+    def wrapped(*args: ArrayLike, **kwargs: ArrayLike) -> Any:
+        return keep_weak(fn(*args, **kwargs), *args, *kwargs.values())
+    return wrapped
+
+
+def weak_input(x: Any) -> bool:
+    """Whether a conversion of `x` without a dtype (`asarray(x)`, `full(shape, x)`) is weakly typed, as in JAX: a
+    Python int, float or complex (not a bool), or a weakly typed Tensor."""
+    return _is_weak_tensor(x) if isinstance(x, Tensor) else is_python_scalar(x) and not isinstance(x, bool)
+
+
 def is_weak(x: Any) -> bool:
     """A Python scalar (not a numpy one), or a weakly typed Tensor."""
     return is_python_scalar(x) if not isinstance(x, Tensor) else _is_weak_tensor(x)
@@ -584,8 +628,9 @@ def promotion_kind(x: ArrayLike) -> DType | str:
     """What an operand brings to JAX's promotion: a Tensor's dtype (a weak Tensor's weak kind, "f*" or "i*"), a
     Python scalar's weak kind, a numpy scalar's or host data's dtype."""
     if isinstance(x, Tensor):
-        return x.dtype if not _is_weak_tensor(x) else "f*" if x.dtype.is_float else "c*" if x.dtype.is_complex \
-            else "i*"
+        if not _is_weak_tensor(x) or x.dtype.is_bool:   # (a weak bool, a comparison of weak values, is a bool)
+            return x.dtype
+        return "f*" if x.dtype.is_float else "c*" if x.dtype.is_complex else "i*"
     if isinstance(x, (bool, int, float, complex, np.generic)):
         return scalar_kind(x)
     return Tensor(x).dtype
@@ -593,9 +638,10 @@ def promotion_kind(x: ArrayLike) -> DType | str:
 
 def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> tuple[Tensor, Tensor]:
     """Both operands as Tensors of their JAX result type (Python scalars and weak Tensors are weakly typed)."""
-    if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and not _is_weak_tensor(a) \
-            and not _is_weak_tensor(b) and (not float_only or a.dtype.is_float):
-        return a, b   # the common case once one side was promoted: nothing to do
+    if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and (not float_only or a.dtype.is_float) and \
+            (_is_weak_tensor(a) == _is_weak_tensor(b)) and (not _is_weak_tensor(a) or promote_types(
+                promotion_kind(a)) is a.dtype):
+        return a, b   # the common case once one side was promoted (both weak: the default type): nothing to do
     if (type(a) is Tensor and (type(b) is float or type(b) is int) and not _is_weak_tensor(a) or
             type(b) is Tensor and (type(a) is float or type(a) is int) and not _is_weak_tensor(b)):
         # a strongly typed Tensor and a Python scalar (`x * 2`): what the loop below does for them, without its
@@ -604,11 +650,16 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
         d = promote_types(t.dtype, "f*" if type(x) is float else "i*")
         if float_only and not d.is_float:
             d = to_inexact(d)
+        # the result is weak where the scalar's kind is above the Tensor's: a float with a bool or an integer, an
+        # int with a bool (`int8 x * 2.5` is a weak float32); the Tensor is cast to a new one then
+        weak_result = not t.dtype.is_inexact and (type(x) is float or t.dtype.is_bool)
         t, c = t.cast(d), _scalar_operand(x, d, name)
+        if weak_result:
+            t, c = weak(t), weak(c)
         return (t, c) if type(a) is Tensor else (c, t)
     kinds = [promotion_kind(a), promotion_kind(b)]
     try:
-        d = promote_types(*kinds)
+        d, weak_result = promote_weak(*kinds)
     except (KeyError, TypeError) as e:
         raise TypeError(f"{name}: unsupported operand types {kinds}") from e
     if float_only and not d.is_float:
@@ -622,6 +673,8 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
         else:  # host data goes where the other operand is, as in JAX (an uncommitted array)
             dev = other.uop.device if isinstance(other, Tensor) else None
             out.append(Tensor(x, device=dev).cast(d))
+    if weak_result:   # both weakly typed, as JAX's promote_dtypes makes them (a strong operand is cast: a new Tensor)
+        out = [t if t is x else weak(t) for t, x in zip(out, (a, b), strict=True)]
     return out[0], out[1]
 
 
@@ -706,7 +759,7 @@ def check_same_device(ts: Sequence[Tensor], name: str) -> None:
 
 
 def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
-    return [t if u is t.uop else Tensor(u) for t, u in zip(ts, broadcast_uops(*ts, name=name), strict=True)]
+    return [t if u is t.uop else t._view(u) for t, u in zip(ts, broadcast_uops(*ts, name=name), strict=True)]
 
 
 def broadcast_uops(*ts: Tensor, name: str = "broadcast") -> list[UOp]:

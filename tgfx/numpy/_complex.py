@@ -25,7 +25,7 @@ import numpy as np
 from tgfx.dtypes import DType, dtypes, to_complex, to_inexact
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.tensor import ArrayLike, Tensor, broadcast, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast, keep_weak, to_tensor
 
 
 def pairs(x: Tensor) -> Tensor:
@@ -117,7 +117,7 @@ def angle(x: ArrayLike, deg: bool = False) -> Tensor:
     if not x.dtype.is_complex and (not x.dtype.is_float or x.ndim == 0):
         x = x.astype(dtypes.default_float)
     out = arctan2(imag(x), real(x))
-    return out * (180 / math.pi) if deg else out
+    return keep_weak(out * (180 / math.pi) if deg else out, x)   # (a weak complex x: as JAX's, a weak angle)
 
 
 def iscomplexobj(x: Any) -> bool:

@@ -15,9 +15,12 @@ from tgfx.tensor import (
     broadcast,
     canonical_device,
     check_python_ints,
+    is_weak,
     promotion_kind,
     static_int,
     to_tensor,
+    weak,
+    weak_input,
 )
 
 Shape = int | Sequence[int]
@@ -96,10 +99,12 @@ def array(x: ArrayLike, dtype: DType | str | None = None, device: str | None = N
     """As `asarray` (tgfx Tensors are immutable, so there is nothing to copy)."""
     if isinstance(x, (list, tuple)) and _holds_tensor(x):
         return Tensor(_stack_nested(x, None if dtype is None else to_dtype(dtype)), device=device)
-    return Tensor(x, dtype=dtype, device=device)
+    out = Tensor(x, dtype=dtype, device=device)
+    return weak(out) if dtype is None and weak_input(x) else out   # `asarray(2.0)` is weakly typed, as in JAX
 
 
 def full(shape: Shape, fill_value: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+    """`fill_value` in every element; weakly typed without a dtype when the fill is (a Python number), as JAX's."""
     if isinstance(fill_value, Tensor):
         t = fill_value.astype(dtype) if dtype is not None else fill_value
         return _place(t.expand((s,) if (s := static_int(shape)) is not None else tuple(shape)), device)
@@ -108,7 +113,8 @@ def full(shape: Shape, fill_value: ArrayLike, dtype: DType | str | None = None, 
         # wrapped value (`full((2,), 2**40)` was [0, 0]). A given dtype converts the fill as numpy and JAX do (-1 is
         # 255 as uint8).
         check_python_ints(np.asarray(fill_value, dtype=object), dtypes.default_int)
-    return Tensor.full(shape, fill_value, dtype=dtype, device=device)
+    out = Tensor.full(shape, fill_value, dtype=dtype, device=device)
+    return weak(out) if dtype is None and weak_input(fill_value) else out
 
 
 def zeros(shape: Shape, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -125,8 +131,10 @@ def empty(shape: Shape, dtype: DType | str | None = None, device: str | None = N
 
 def full_like(x: ArrayLike, fill_value: ArrayLike, dtype: DType | str | None = None, device: str | None = None,
               ) -> Tensor:
+    """`full` of x's shape, dtype (weakly typed when x is, as JAX's) and device, unless others are given."""
     x = to_tensor(x)
-    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=_like_device(x, device))
+    out = full(x.shape, fill_value, dtype=dtype or x.dtype, device=_like_device(x, device))
+    return weak(Tensor(out.uop)) if dtype is None and is_weak(x) else out   # (a new Tensor: out may be the fill)
 
 
 def zeros_like(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:

@@ -7,10 +7,20 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import dtypes, finfo, max_value, promote_types, to_inexact
+from tgfx.dtypes import dtypes, finfo, max_value, to_inexact
 from tgfx.function import with_derivative
 from tgfx.ir.ops import Ops
-from tgfx.tensor import ArrayLike, Tensor, broadcast, fast_binary, promote, promotion_kind, to_tensor
+from tgfx.tensor import (
+    ArrayLike,
+    Tensor,
+    broadcast,
+    cast_keeping_weak,
+    fast_binary,
+    keep_weak,
+    promote,
+    to_tensor,
+    weak_typed,
+)
 
 
 def _t(x: ArrayLike) -> Tensor:
@@ -20,7 +30,7 @@ def _t(x: ArrayLike) -> Tensor:
 def _inexact(x: ArrayLike) -> Tensor:
     """x as the float type float functions compute it in (see `to_inexact`: int32 -> float32, int64 -> float64)."""
     x = _t(x)
-    return x.astype(to_inexact(x.dtype))
+    return cast_keeping_weak(x, to_inexact(x.dtype))
 
 
 def _operands(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
@@ -33,16 +43,12 @@ def _operands(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
 def _promote_inexact(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
     """Both operands in the float type of their promotion (JAX's promote_args_inexact)."""
     xs = [v if isinstance(v, (bool, int, float, complex, Tensor)) else _t(v) for v in (x, y)]
-    kinds = [promotion_kind(v) for v in xs]
-    d = to_inexact(promote_types(*kinds))
-    if not any(isinstance(v, Tensor) for v in xs):
-        xs[0] = Tensor.full((), xs[0], d)
-    return promote(*(v.astype(d) if isinstance(v, Tensor) else v for v in xs), name)
+    return promote(*xs, name, float_only=True)
 
 
 def _numeric(x: Tensor) -> Tensor:
     """x in JAX's numeric type for it (`to_numeric_dtype`): a bool is int32, whatever the x64 mode."""
-    return x.cast(dtypes.int32) if x.dtype.is_bool else x
+    return cast_keeping_weak(x, dtypes.int32) if x.dtype.is_bool else x
 
 
 def _promote_numeric(x: ArrayLike, y: ArrayLike, name: str) -> tuple[Tensor, Tensor]:
@@ -132,6 +138,7 @@ def _float_divmod(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     return where(b == 0, quotient, q), mod
 
 
+@weak_typed
 def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
     """numpy's floor division: rounds toward -inf. An integer x // 0 is what JAX gives (XLA's x / 0, all bits set,
     stepped down as for any inexact division whose signs differ): the type's maximum for unsigned types, and -1 for
@@ -151,6 +158,7 @@ def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
     return where(b == 0, by_zero, q)
 
 
+@weak_typed
 def remainder(x: ArrayLike, y: ArrayLike) -> Tensor:
     """numpy's mod: the result has the sign of the divisor."""
     a, b = _promote_numeric(x, y, "remainder")
@@ -166,6 +174,7 @@ def remainder(x: ArrayLike, y: ArrayLike) -> Tensor:
 mod = remainder
 
 
+@weak_typed
 def fmod(x: ArrayLike, y: ArrayLike) -> Tensor:
     a, b = _promote_numeric(x, y, "fmod")
     return a._binary(Ops.MOD, b, name="fmod")
@@ -231,6 +240,7 @@ def reciprocal(x: ArrayLike) -> Tensor:
     return _inexact(x)._unary(Ops.RECIP)
 
 
+@weak_typed
 def absolute(x: ArrayLike) -> Tensor:
     x = _t(x)
     if x.dtype.is_bool or x.dtype.is_unsigned:
@@ -247,6 +257,7 @@ def absolute(x: ArrayLike) -> Tensor:
 abs = absolute  # noqa: A001 - numpy's name
 
 
+@weak_typed
 def sign(x: ArrayLike) -> Tensor:
     x = _t(x)
     if x.dtype.is_bool:
@@ -259,6 +270,7 @@ def sign(x: ArrayLike) -> Tensor:
     return where(isnan(x), x, out) if x.dtype.is_float else out
 
 
+@weak_typed
 def copysign(x: ArrayLike, y: ArrayLike) -> Tensor:
     a, b = _promote_inexact(x, y, "copysign")
     ui = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[a.dtype.itemsize]
@@ -462,8 +474,8 @@ def _real_or_complex(x: ArrayLike, name: str, real_fn: Callable[[Tensor], Tensor
     x = _inexact(x)
     if x.dtype.is_complex:
         from tgfx.numpy import _complex
-        return _complex.unary(name, x)
-    return real_fn(x)
+        return keep_weak(_complex.unary(name, x), x)
+    return keep_weak(real_fn(x), x)
 
 
 def _float_unary(op: Ops, name: str):  # noqa: ANN202
@@ -567,7 +579,7 @@ def rint(x: ArrayLike) -> Tensor:
     float type (float64 in x64 mode, whatever their width); a complex value has its real and imaginary parts rounded."""
     x = _t(x)
     if x.dtype.is_complex:
-        return _complex_parts(rint, x)
+        return keep_weak(_complex_parts(rint, x), x)
     if not x.dtype.is_float:
         return x.astype(dtypes.default_float)
     return x._unary(Ops.RINT)
@@ -580,6 +592,10 @@ def round(x: ArrayLike, decimals: int = 0) -> Tensor:  # noqa: A001 - numpy's na
     >>> tnp.round(tnp.asarray([1.5 + 2.5j, 0.125]), 2)     # [1.5+2.5j, 0.12+0j]
     """
     x = _t(x)
+    return keep_weak(_round(x, decimals), x)
+
+
+def _round(x: Tensor, decimals: int) -> Tensor:
     if not x.dtype.is_inexact:
         return x if decimals >= 0 or x.dtype.is_bool else _round_int(x, 10 ** -decimals)
     if decimals > math.log10(finfo(x.dtype).max):   # finer than the type resolves (and 10**decimals overflows it)
@@ -672,6 +688,7 @@ def arctanh(x: ArrayLike) -> Tensor:
     return _real_or_complex(x, "arctanh", _atanh)
 
 
+@weak_typed
 def hypot(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """sqrt(x1**2 + x2**2) without overflow or underflow (numpy.hypot): the larger magnitude times
     sqrt(1 + ratio**2); inf if either is infinite (even beside a NaN), as C's hypot."""
@@ -696,6 +713,7 @@ def _uint_of(d: Any) -> Any:
     return {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[d.itemsize]
 
 
+@weak_typed
 def nextafter(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """The next float after x1 toward x2 (numpy.nextafter): one step of the bit pattern, in x1's and x2's promoted
     float type; x2 where they are equal, NaN if either is."""

@@ -24,7 +24,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.constants import view_chain
 from tgfx.numpy import _elementwise as ew
-from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, normalize_axis, prod, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast_shapes, keep_weak, normalize_axis, prod, to_tensor
 
 _MASK_HINT = ("Use tnp.where(mask, x, fill) to select or update with a static shape, or x[tnp.nonzero(mask, size=N)] "
               "for the first N selected elements, as in JAX")
@@ -500,6 +500,10 @@ def getitem(x: Tensor, index: Any, mode: str | None = None, fill_value: ArrayLik
     >>> x[[2, 0], 1:3].tolist()
     [[9, 10], [1, 2]]
     """
+    return keep_weak(_getitem(x, index, mode, fill_value), x)   # elements of a weakly typed x are, as JAX's
+
+
+def _getitem(x: Tensor, index: Any, mode: str | None, fill_value: ArrayLike | None) -> Tensor:
     x, index = _scalar_bools_as_axes(x, index)   # x[True] (a new axis), x[False] (a new empty axis), x[0, True]
     if mode in (None, "clip") and (items := _window_items(x, index)) is not None and \
             all(not isinstance(i, int) or 0 <= i < n for i, n in zip(items, x.shape, strict=True)):

@@ -10,7 +10,7 @@ from tgfx.dtypes import DType, dtypes, finfo, fits
 from tgfx.function import with_derivative
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _reduce as rd
-from tgfx.tensor import ArrayLike, Tensor, broadcast, promote, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, broadcast, keep_weak, promote, to_tensor, weak_typed
 
 
 def _const(v: ArrayLike, d: DType) -> Tensor:
@@ -27,11 +27,13 @@ def _real_inexact(x: ArrayLike, fn: str) -> Tensor:
     return t
 
 
+@weak_typed
 def fabs(x: ArrayLike, /) -> Tensor:
     """|x| in floats (integers become floats); complex input is a TypeError, as numpy's fabs."""
     return ew.absolute(_real_inexact(x, "fabs"))
 
 
+@weak_typed
 def cbrt(x: ArrayLike, /) -> Tensor:
     """The real cube root, negative for negative x.
 
@@ -110,6 +112,7 @@ def _int_operands(x1: ArrayLike, x2: ArrayLike, fn: str) -> tuple[Tensor, Tensor
     return a, b
 
 
+@weak_typed
 def gcd(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """The greatest common divisor of |x1| and |x2| (integers; gcd(0, 0) is 0), by Euclid's algorithm in a
     `while_loop` on the device that stops when every pair is done.
@@ -127,6 +130,7 @@ def gcd(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     return while_loop(lambda c: rd.any(c[1] != 0), body, (ew.absolute(a), ew.absolute(b)))[0]
 
 
+@weak_typed
 def lcm(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """The least common multiple of |x1| and |x2| (integers; 0 if either is 0)."""
     a, b = _int_operands(x1, x2, "lcm")
@@ -207,9 +211,10 @@ def modf(x: ArrayLike, /, out: None = None) -> tuple[Tensor, Tensor]:
     # x's sign without copysign, which would turn the gradient at negative integers to -1: -(whole - x) is -0.0
     # there (JAX's x - whole is +0.0), and a zero x is its own fraction
     frac = ew.where(t == 0, t, ew.where(t < 0, -(whole - t), t - whole))
-    return ew.where(ew.isinf(t), ew.copysign(0.0, t), frac), whole
+    return keep_weak((ew.where(ew.isinf(t), ew.copysign(0.0, t), frac), whole), t)
 
 
+@weak_typed
 def divmod(x1: ArrayLike, x2: ArrayLike, /) -> tuple[Tensor, Tensor]:  # noqa: A001 - numpy's name
     """(floor_divide(x1, x2), remainder(x1, x2)), computed together (bools divide as int32, as in JAX)."""
     a, b = ew._promote_numeric(x1, x2, "divmod")
