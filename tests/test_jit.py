@@ -591,3 +591,32 @@ def test_tracing_pauses_the_garbage_collector_and_gives_it_back_as_it_was():
             assert not gc.isenabled()
         assert not gc.isenabled()   # the outer pause still holds
     assert gc.isenabled()
+
+
+def test_results_computed_from_weak_values_are_weakly_typed_as_in_jax():
+    # jax 0.10.2: jit(lambda x: x * 2)(3.0) is ~float32[]; such a result defers to a float16 array, as a Python
+    # number does (it made float16 + f(3.0) float32 before); a strongly typed result (a reduction, astype) does not
+    half = tnp.asarray(np.array([1.5, 2.5], np.float16))
+    f = tg.jit(lambda x: x * 2)
+    for _ in range(2):   # the trace's result, then the replay's
+        assert str(tg.typeof(f(3.0))) == "~float32[]" and str(tg.typeof(f(3))) == "~int32[]"
+        out = half + f(3.0)
+        assert out.dtype == tnp.float16 and out.tolist() == [7.5, 8.5]
+    both = tg.jit(lambda x: (tnp.sin(x), tnp.where(x > 0, x, 0.0), tnp.clip(x, 0.0, 1.0), -x, x.sum(), x.astype(float)))
+    assert [str(tg.typeof(t)) for t in both(3.0)] == ["~float32[]"] * 4 + ["float32[]"] * 2
+    mixed = tg.jit(lambda x, y: (x + y, x))
+    assert [str(tg.typeof(t)) for t in mixed(3.0, half)] == ["float16[2]", "~float32[]"]
+    nested = tg.jit(lambda x: tg.jit(lambda y: y + 1.0)(x) + half)   # an inner jit's weak result, inlined
+    assert nested(1.0).dtype == tnp.float16
+
+
+def test_a_weakly_typed_array_argument_is_traced_weakly_typed():
+    # as JAX's: jit(lambda x: x + h)(jnp.asarray(2.0)) is float16 for a float16 h; the weak and the strong float32
+    # argument are two signatures
+    half = tnp.asarray(np.array([1.5, 2.5], np.float16))
+    f = tg.jit(lambda x: x + half)
+    assert f(tnp.asarray(2.0)).dtype == tnp.float16 and f(tnp.asarray(2.0)).tolist() == [3.5, 4.5]
+    assert f(tnp.asarray(np.float32(2.0))).dtype == tnp.float32
+    assert f.trace_count == 2
+    g = tg.jit(lambda x: x * 3)
+    assert str(tg.typeof(g(tnp.asarray(2.0)))) == "~float32[]" and str(tg.typeof(g(tnp.ones(())))) == "float32[]"

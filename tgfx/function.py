@@ -141,7 +141,7 @@ class Function:
         self.f, self.precompile, self.grad_fxn, self.allow_implicit = f, precompile, grad_fxn, allow_implicit
         self.precompile_backward, self.cache = precompile_backward, cache
         # with `cache`: outside any trace, a call's body by its signature (see `_signature`), newest last
-        self._traces: dict[tuple, tuple[UOp, list[UOp], PyTreeDef, list[Any]]] = {}
+        self._traces: dict[tuple, tuple[UOp, list[UOp], PyTreeDef, list[Any], tuple[bool, ...]]] = {}
         self.name = name or getattr(f, "__qualname__", None) or type(f).__qualname__
         functools.update_wrapper(self, f, updated=())
         if cache:
@@ -167,8 +167,9 @@ class Function:
         sig = self._signature(leaves, treedef, inputs, slot_of) \
             if self.cache and not self.allow_implicit and not active() else None
         if sig is not None and (hit := self._traces.get(sig)) is not None:
-            body, extra, out_tree, dtypes = hit
-            return self._call(body, [p for t in inputs for p in device_parts(t.uop)] + extra, out_tree, dtypes)
+            body, extra, out_tree, dtypes, weak_outs = hit
+            return self._call(body, [p for t in inputs for p in device_parts(t.uop)] + extra, out_tree, dtypes,
+                              weak_outs)
         stand_ins, params_of_input, arg_uops = [], [], []
         for t in inputs:
             # a sharded Tensor is one PARAM per device part, so the body sees its layout (a MULTI of them)
@@ -202,17 +203,21 @@ class Function:
         body, arg_uops = self._close(body, [p for ps in params_of_input for p in ps], arg_uops)
         body, arg_uops = self._capture_implicit(body, arg_uops, made)
         dtypes = [t.dtype for _, t in results]
+        weak_outs = tuple(is_weak(t) for _, t in results)
         if sig is not None:   # extra arguments here are buffers the body made (its constants): reused as they are
-            self._traces[sig] = (body, arg_uops[n_args:], out_tree, dtypes)
+            self._traces[sig] = (body, arg_uops[n_args:], out_tree, dtypes, weak_outs)
             while len(self._traces) > _TRACES_KEPT:
                 del self._traces[next(iter(self._traces))]
-        return self._call(body, arg_uops, out_tree, dtypes)
+        return self._call(body, arg_uops, out_tree, dtypes, weak_outs)
 
-    def _call(self, body: UOp, arg_uops: list[UOp], out_tree: PyTreeDef, dtypes: list[Any]) -> Any:
+    def _call(self, body: UOp, arg_uops: list[UOp], out_tree: PyTreeDef, dtypes: list[Any],
+              weak_outs: tuple[bool, ...]) -> Any:
         op = Ops.CALL if self.precompile else Ops.FUNCTION
         backward = None if self.grad_fxn is None else Backward(self.grad_fxn, out_tree)
         fn = UOp(op, None, (body, *arg_uops), (self.name, backward, self.precompile_backward))
         outs = [Tensor(UOp(Ops.GETTUPLE, d, (fn,), i)) for i, d in enumerate(dtypes)]
+        # a result the body computed weakly typed (from Python scalars alone) is weakly typed outside, as JAX's
+        outs = [weak(t) if w else t for t, w in zip(outs, weak_outs, strict=True)]
         return tree_unflatten(out_tree, outs)
 
     @staticmethod

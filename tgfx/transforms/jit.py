@@ -22,7 +22,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, realize, realize_readers, weak
+from tgfx.tensor import Tensor, is_weak, realize, realize_readers, weak
 from tgfx.trace_state import active
 from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
 
@@ -68,7 +68,14 @@ class DonatedTensor(Tensor):
         return "<donated Tensor>"
 
 
-LeafSpec = tuple[str, Any]  # ("tensor", (shape, dtype, device)) or ("static", value)
+LeafSpec = tuple[str, Any]  # ("tensor", (shape, dtype, device, layout, weak)), ("weak", ...) or ("static", value)
+
+
+class Outputs(NamedTuple):
+    """What a trace returned: the results' structure, and which are weakly typed (computed from Python scalars and
+    weak values alone, as `jit(lambda x: x * 2)(3.0)`: JAX's results keep weak_type)."""
+    tree: PyTreeDef
+    weak: tuple[bool, ...]
 
 
 @dataclass
@@ -86,12 +93,13 @@ class Signature:
 
 def _leaf_spec(x: Any, where: str) -> LeafSpec:
     if isinstance(x, Tensor):
-        if isinstance(x.device, tuple):  # sharded: the layout is part of the signature
+        # a sharded one's layout is part of the signature; a weakly typed one is traced weakly typed, as in JAX
+        if isinstance(x.device, tuple):
             x.realize()
-            return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg))
-        return ("tensor", (x.shape, x.dtype, x.device))
+            return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg, is_weak(x)))
+        return ("tensor", (x.shape, x.dtype, x.device, None, is_weak(x)))
     if isinstance(x, (np.ndarray, np.generic)):  # what Tensor(x) would be: the same trace as that Tensor's
-        return ("tensor", (x.shape, canonicalize(from_numpy(x.dtype)), DEFAULT_DEVICE))
+        return ("tensor", (x.shape, canonicalize(from_numpy(x.dtype)), DEFAULT_DEVICE, None, False))
     if type(x) in (int, float):
         return ("weak", (type(x), _weak_dtype(x, where)))
     try:
@@ -132,7 +140,7 @@ def _leaf_tensor(x: Any) -> Tensor:
 
 def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
     if a[0] == b[0] == "tensor":
-        (sa, da, va, *xa), (sb, db, vb, *xb) = a[1], b[1]
+        (sa, da, va, xa, wa), (sb, db, vb, xb, wb) = a[1], b[1]
         parts = []
         if sa != sb:
             parts.append(f"shape {sa} -> {sb}")
@@ -141,7 +149,9 @@ def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
         if va != vb:
             parts.append(f"device {va} -> {vb}")
         elif xa != xb:
-            parts.append(f"sharded axis {xa[0] if xa else None} -> {xb[0] if xb else None}")
+            parts.append(f"sharded axis {xa} -> {xb}")
+        if wa != wb:
+            parts.append(f"{'weakly' if wa else 'strongly'} typed -> {'weakly' if wb else 'strongly'} typed")
         return ", ".join(parts)
     return f"{_describe_spec(a)} -> {_describe_spec(b)}"
 
@@ -248,10 +258,10 @@ class Jit:
         self.name = getattr(f, "__qualname__", type(f).__qualname__)
         self.trace_count = 0
         # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE (and all with this Jit)
-        self._cache: LRU[Hashable, tuple[Program, PyTreeDef]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
         # signatures of all-Tensor positional calls
-        self._fast: LRU[Hashable, tuple[Program, PyTreeDef]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        self._fast: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
@@ -344,12 +354,12 @@ class Jit:
         if hit is None:
             with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
                 hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
-        prog, out_tree = hit
+        prog, outs = hit
         if fast is not None and not prog.donated and not prog.sharded:
             self._fast[fast_key] = hit
-        return self._run(prog, out_tree, tensors, args)
+        return self._run(prog, outs, tensors, args)
 
-    def _run(self, prog: Program, out_tree: PyTreeDef, tensors: list[Tensor], args: tuple) -> Any:
+    def _run(self, prog: Program, outs: Outputs, tensors: list[Tensor], args: tuple) -> Any:
         """Replay `prog` on the Tensor leaves `tensors` (any program: sharded, donating, lazy inputs)."""
         in_bufs = [buffer_view(t.uop) for t in tensors]
         if None in in_bufs:  # not yet computed, or sharded: one input per device part
@@ -371,10 +381,10 @@ class Jit:
             owners = [t for t in tensors for _ in device_parts(t.uop)]  # the Tensor of each input
             for i in prog.donated_inputs:
                 object.__setattr__(owners[i], "__class__", DonatedTensor)
-        return _as_tree(out_tree, results)
+        return _as_tree(outs, results)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
-               key: Hashable) -> tuple[Program, PyTreeDef]:
+               key: Hashable) -> tuple[Program, Outputs]:
         dyn_args, dyn_kwargs = tree_unflatten(treedef, leaves)
         sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3])
         if self._signatures and (LOG_RETRACE or config.DEBUG >= 1):
@@ -399,7 +409,7 @@ class Jit:
                     views.append(ph if part.shape == (buf.arg[2],) else UOp(Ops.RESHAPE, t.dtype, (ph,), part.shape))
                 stand_ins.append(Tensor(UOp(Ops.MULTI, t.dtype, tuple(views), t.uop.arg) if t.uop.op is Ops.MULTI
                                         else views[0]))
-                if spec[0] == "weak":
+                if spec[0] == "weak" or spec[1][-1] is True:   # a Python scalar, or a weakly typed Tensor
                     weak(stand_ins[-1])
             else:
                 stand_ins.append(x)
@@ -428,8 +438,9 @@ class Jit:
             template.linear = donated_windows(template.linear, {outs[o]: placeholder(
                 k, real_inputs[k].dtype, real_inputs[k].arg[1], real_inputs[k].arg[2]) for o, k in donated.items()})
         prog = Program(template, real_inputs, len(inputs), donated, unflatten, reuse_results=True)
-        self._cache[key] = (prog, out_tree)
-        return prog, out_tree
+        returned = Outputs(out_tree, tuple(is_weak(t) for t in out_leaves))
+        self._cache[key] = (prog, returned)
+        return prog, returned
 
     def _donation(self, template: ScheduleTemplate, inputs: list[UOp], leaves: list, tensor_pos: list[int],
                   args: tuple) -> dict[int, int]:
@@ -498,9 +509,10 @@ class Jit:
         return {"unplanned_bytes": prog.unplanned_bytes, "planned_bytes": prog.planned_bytes}
 
 
-def _as_tree(out_tree: PyTreeDef, results: list[UOp]) -> Any:
-    """The function's results as Tensors, in its output structure."""
-    return Tensor(results[0]) if out_tree.is_leaf else tree_unflatten(out_tree, [Tensor(u) for u in results])
+def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
+    """The function's results as Tensors, in its output structure; weakly typed where the trace's were."""
+    ts = [Tensor(u) if not w else weak(Tensor(u)) for u, w in zip(results, outs.weak, strict=True)]
+    return ts[0] if outs.tree.is_leaf else tree_unflatten(outs.tree, ts)
 
 
 def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
@@ -514,7 +526,7 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
         if type(u.device) is not str:   # sharded: its layout belongs to the signature (the general path's)
             return False
         leaves.append(x)
-        sig.append((u.shape, u.dtype, u.device))
+        sig.append((u.shape, u.dtype, u.device) if not is_weak(x) else (u.shape, u.dtype, u.device, True))
     elif t is int or t is float:
         leaves.append(x)
         sig.append(t)
