@@ -4,6 +4,7 @@ They move values without arithmetic, so results must be exact, in every dtype; a
 """
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -291,6 +292,31 @@ def test_concatenate_promotes_dtypes() -> None:
     _check(tnp.concatenate([to_tensor(a), to_tensor(b)]), np.concatenate([a, b]), dtypes.int16)
     c = np.array([0.5], np.float32)
     _check(tnp.concatenate([to_tensor(a), to_tensor(c)]), np.concatenate([a, c]).astype(np.float32), dtypes.float32)
+
+
+@pytest.mark.parametrize("join,args,what", [
+    (tnp.concatenate, ([[1, 2], [3]],), "arrays[0] is a list"),
+    (tnp.concatenate, ([tnp.asarray([1, 2]), [3]],), "arrays[1] is a list"),
+    (tnp.concatenate, ([np.array([1, 2]), (3,)],), "arrays[1] is a tuple"),
+    (tnp.concat, ([[1.5], [3]],), "arrays[0] is a list"),
+    (tnp.stack, ([[1, 2], [3, 4]],), "arrays[0] is a list"),
+    (tnp.vstack, ([tnp.asarray([1, 2]), [3, 4]],), "arrays[1] is a list"),
+    (tnp.hstack, ([[1, 2], [3]],), "arrays[0] is a list"),
+    (tnp.dstack, ([[1, 2], [3, 4]],), "arrays[0] is a list"),
+    (tnp.column_stack, ([[1, 2], [3, 4]],), "arrays[0] is a list"),
+    (tnp.append, ([1, 2], [3]), "arr is a list"),
+    (tnp.append, (tnp.asarray([1, 2]), (3,)), "values is a tuple"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_joins_of_nested_sequences_are_a_type_error_naming_the_argument(join: Any, args: tuple, what: str) -> None:
+    # jax 0.10.2: "concatenate requires ndarray or scalar arguments, got <class 'list'> at position 0" (numpy reads
+    # the lists as arrays; tgfx did too, so concatenate([[1, 2], [3]]) was [1, 2, 3] where JAX refuses it)
+    with pytest.raises(TypeError, match=re.escape(what)):
+        join(*args)
+    # arrays, numpy arrays, scalars and an array whose rows are the arrays are what JAX joins
+    assert tnp.concatenate([tnp.asarray([1, 2]), np.array([3])]).tolist() == [1, 2, 3]
+    assert tnp.stack([1, 2.5]).tolist() == [1.0, 2.5]
+    assert tnp.concatenate(np.array([[1, 2], [3, 4]])).tolist() == [1, 2, 3, 4]
+    assert tnp.append(tnp.asarray([1, 2]), 3).tolist() == [1, 2, 3]
 
 
 def test_python_scalars_in_joins_are_weak() -> None:

@@ -196,7 +196,7 @@ def block(arrays: ArrayLike | list) -> Tensor:
 def append(arr: ArrayLike, values: ArrayLike, axis: int | None = None) -> Tensor:
     """`values` joined after `arr` along `axis` (both flattened when axis is None; a Python scalar is weak, as in
     `stack`)."""
-    (a, v), weak_result = mv.joined([arr, values], "append")
+    (a, v), weak_result = mv.joined([arr, values], "append", ("arr", "values"))
     if axis is None:
         return mv.concat([a.reshape(-1), v.reshape(-1)], 0, weak_result)
     return mv.concat([a, v], axis, weak_result)

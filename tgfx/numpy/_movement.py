@@ -183,10 +183,19 @@ def _pad_source(p: int, n: int, mode: str) -> int:
     return period - j if mode == "reflect" else period - 1 - j
 
 
-def joined(xs: Sequence[ArrayLike], name: str) -> tuple[list[Tensor], bool]:
+def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = None) -> tuple[list[Tensor], bool]:
     """The arrays a join (concatenate, stack, ...) takes, as Tensors of their JAX result type, and whether that type is
     weak. Python scalars and weakly typed Tensors are weak, as in JAX: `stack([int8 x, 3])` is int8 (the 3 converted
-    as `x + 3` converts it) and `stack([int8 x, 2.5])` a weak float32."""
+    as `x + 3` converts it) and `stack([int8 x, 2.5])` a weak float32.
+
+    A list or tuple among them is a TypeError naming it (`names`, else `arrays[i]`), as in JAX: numpy reads
+    `concatenate([[1, 2], [3]])` as two arrays, JAX refuses nested sequences (the join's arrays must be arrays)."""
+    xs = list(xs)
+    for i, x in enumerate(xs):
+        if isinstance(x, (list, tuple)):
+            what = names[i] if names is not None else f"arrays[{i}]"
+            raise TypeError(f"{name}: {what} is a {type(x).__name__}; {name} takes arrays and scalars, not nested "
+                            f"sequences, as jnp.{name} (make it an array with tnp.asarray({what}))")
     items = [x if is_python_scalar(x) else to_tensor(x) for x in xs]
     if not items:
         raise ValueError(f"{name}: need at least one array to {name}")
