@@ -146,6 +146,18 @@ def test_arange_with_dtype(d: DType) -> None:
     assert_close(tnp.arange(2, 30, 3, dtype=d), np.arange(2, 30, 3).astype(np_dtype(d)), dtype=d)
 
 
+@pytest.mark.parametrize("args,kwargs", [((3,), {"dtype": bool}), ((0, 2), {"dtype": bool}),
+                                         ((0,), {"dtype": tnp.bool_}), ((True,), {}), ((np.bool_(True),), {})])
+def test_a_range_of_bools_is_a_type_error_as_in_jax(args: tuple, kwargs: dict) -> None:
+    # jax 0.10.2: "iota does not accept dtype bool" for each (numpy's arange(3, dtype=bool) is [False, True, True],
+    # which tgfx gave; and tgfx's arange(True) was int32 [0])
+    with pytest.raises(TypeError, match="arange: a range of bools"):
+        tnp.arange(*args, **kwargs)
+    # bool bounds beside a number are numbers, as JAX's result_type makes them
+    assert_close(tnp.arange(True, 3), np.array([1, 2], np.int32), dtype=dtypes.int32)
+    assert_close(tnp.arange(np.int16(3)), np.array([0, 1, 2], np.int16), dtype=dtypes.int16)
+
+
 @settings(max_examples=20)
 @given(start=st.floats(-100, 100), stop=st.floats(-100, 100), num=st.integers(0, 20), endpoint=st.booleans())
 def test_linspace(start: float, stop: float, num: int, endpoint: bool) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import DType, dtypes, promote_types, to_dtype
+from tgfx.dtypes import DType, dtypes, promote_types, scalar_kind, to_dtype
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import (
     ArrayLike,
@@ -145,11 +145,23 @@ def ones_like(x: ArrayLike, dtype: DType | str | None = None, device: str | None
     return full_like(x, 1, dtype, device)
 
 
-def arange(start: float, stop: float | None = None, step: float = 1, dtype: DType | str | None = None,
+def arange(start: float, stop: float | None = None, step: float | None = None, dtype: DType | str | None = None,
            device: str | None = None) -> Tensor:
+    """start, start + step, ... up to `stop` (0 to `start` without one), as jnp.arange: the dtype is the promotion of
+    the bounds given (Python numbers weak) unless `dtype` says. A range of bools is a TypeError, as in JAX (its iota
+    takes numbers only; numpy's arange(3, dtype=bool) is [False, True, True]).
+
+    >>> tnp.arange(1, 2, 0.25)          # [1., 1.25, 1.5, 1.75]
+    """
     if step == 0:
         raise ValueError("arange: step must not be zero")
-    return _place(Tensor.arange(start, stop, step, dtype=dtype), device)
+    given = [v for v in (start, stop, step) if v is not None]
+    d = to_dtype(dtype) if dtype is not None else promote_types(*map(scalar_kind, given))
+    if d.is_bool:
+        why = "asked for" if dtype is not None else f"the type of the bounds {given}"
+        raise TypeError(f"arange: a range of bools is not defined (dtype bool, {why}), as in JAX; make a range of "
+                        f"integers and compare it (tnp.arange(n) > 0)")
+    return _place(Tensor.arange(start, stop, 1 if step is None else step, dtype=d), device)
 
 
 def linspace(start: ArrayLike, stop: ArrayLike, num: int = 50, endpoint: bool = True, retstep: bool = False,
