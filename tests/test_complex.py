@@ -559,7 +559,7 @@ def test_angle_of_integers_and_0d_floats_is_the_default_float(x64):
 
 def test_exp_family_keeps_a_real_arguments_zero_imaginary_part():
     # C99 and the array API's special cases: exp(inf + 0j) = inf + 0j (not inf * sin 0 = NaN), sinh/cosh/tanh/log2
-    # likewise; a complex times a real scales each part (no inf * 0 term)
+    # likewise; their compositions scale by a real part by part (no inf * 0 term)
     z = np.array([complex(np.inf, 0), complex(np.nan, 0), complex(0.5, 0.25), complex(-2, 3)], np.complex64)
     for f in ("exp", "sinh", "cosh", "tanh", "log2", "log10"):
         got = getattr(tnp, f)(tg.asarray(z)).numpy()
@@ -627,6 +627,30 @@ def test_signed_zeros_and_infinities_as_c99(name):
     bad = ~(_same_part(got.real, want.real) & _same_part(got.imag, want.imag))
     assert not bad.any(), [(complex(a), complex(g), complex(w))
                            for a, g, w in zip(z[bad], got[bad], want[bad], strict=True)]
+
+
+def test_a_real_operand_is_a_complex_one_in_products_and_sums_as_in_jax():
+    # jax 0.10.2 (XLA) and numpy promote the real operand to complex, imaginary part +0.0, and multiply or add as
+    # complex values: (0 + 0j) * -2.0 is -0 + 0j (tgfx scaled part by part, as C99: -0 - 0j), (inf + 0j) * 0.5 is
+    # inf + NaN j (tgfx: inf + 0j), -0j + 1.0 is 1 + 0j (tgfx: 1 - 0j)
+    z = _signed_grid()
+    r = np.array(_SIGNED_GRID, np.float32)
+    zz, rr = np.repeat(z, len(r)), np.tile(r, len(z))
+    zt, rt = tg.asarray(zz), tg.asarray(rr)
+    with np.errstate(all="ignore"):
+        cases = [("z * r", zt * rt, zz * rr), ("r * z", rt * zt, rr * zz), ("z + r", zt + rt, zz + rr),
+                 ("r + z", rt + zt, rr + zz), ("z - r", zt - rt, zz - rr), ("r - z", rt - zt, rr - zz),
+                 ("z * -2.0", zt * -2.0, zz * np.float32(-2.0)), ("z * 0.5", zt * 0.5, zz * np.float32(0.5)),
+                 ("z + 1.0", zt + 1.0, zz + np.float32(1.0)), ("0.0 - z", 0.0 - zt, np.float32(0.0) - zz)]
+    for name, got, want in cases:
+        got = got.numpy()
+        bad = ~(_same_part(got.real, want.real) & _same_part(got.imag, want.imag))
+        assert not bad.any(), (name, [(complex(a), complex(g), complex(w))
+                                      for a, g, w in zip(zz[bad], got[bad], want[bad], strict=True)][:6])
+    parts = [(v.real, v.imag) for v in (tg.asarray(np.array([0j, complex(np.inf, 0)], np.complex64)) * -2.0).numpy()]
+    np.testing.assert_array_equal(np.signbit(parts[0]), [True, False])
+    assert parts[1][0] == -np.inf and np.isnan(parts[1][1])
+    assert not np.signbit((tg.asarray(np.array([complex(0.0, -0.0)], np.complex64)) + 1.0).numpy().imag[0])
 
 
 def test_a_loop_body_reads_a_captured_complex_value():

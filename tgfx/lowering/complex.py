@@ -80,12 +80,10 @@ def _is_inf(x: UOp) -> UOp:
 
 
 def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
-    """a * b; by a real value (a weak float, a real Tensor cast to complex) part by part, as C99 multiplies a complex
-    by a real: (inf + 0j) * 0.5 is inf + 0j, where the complex product's inf * 0 term would make its part NaN."""
+    """a * b, the complex product also where an operand is real (a Python float, a real Tensor promoted to complex,
+    whose imaginary part is +0.0), as XLA (JAX) and numpy multiply: (0 + 0j) * -2.0 is -0 + 0j and (inf + 0j) * 0.5
+    is inf + NaN j. (C99 would scale part by part; `tgfx.numpy._complex` does that where it needs it.)"""
     (ar, ai), (br, bi) = a, b
-    if is_zero(bi) or is_zero(ai):
-        (ar, ai), (br, bi) = (a, b) if is_zero(bi) else (b, a)
-        return alu(Ops.MUL, ar, br), alu(Ops.MUL, ai, br)
     # each part one fused multiply-add, rounded as numpy's (and XLA's real part): fma(ar, br, -(ai * bi)) and
     # fma(ar, bi, ai * br), so that an iteration as chaotic as a Mandelbrot set's counts what numpy's counts
     return (alu(Ops.MULACC, ar, br, alu(Ops.NEG, alu(Ops.MUL, ai, bi))),
@@ -276,10 +274,9 @@ def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
         out = UOp.const(d, v.real), UOp.const(d, v.imag)
     elif op is Ops.ADD:
         (ar, ai), (br, bi) = to_parts(src[0], memo), to_parts(src[1], memo)
-        # a real operand (a zero imaginary part) leaves the other's imaginary part as it is, as C99 adds a real to a
-        # complex: -0 + 0 would be +0, and the sign of a zero picks the side of a branch cut (sqrt(-3 - 0j) = -1.7j)
-        im = ai if is_zero(bi, signed=False) else bi if is_zero(ai, signed=False) else alu(Ops.ADD, ai, bi)
-        out = alu(Ops.ADD, ar, br), im
+        # part by part, also beside a real operand (promoted: its imaginary part +0.0), as XLA and numpy add: -0j + 1.0
+        # is 1 + 0j (C99 would keep the -0; `tgfx.numpy._complex` adds a real part alone where a branch cut needs it)
+        out = alu(Ops.ADD, ar, br), alu(Ops.ADD, ai, bi)
     elif op is Ops.NEG:
         out = tuple(alu(Ops.NEG, t) for t in to_parts(src[0], memo))
     elif op is Ops.MUL:

@@ -164,6 +164,19 @@ def _times_i(z: Tensor, sign: float = 1.0) -> Tensor:
     return from_parts(-imag(z) * sign, real(z) * sign)
 
 
+def _scale(z: Tensor, s: float) -> Tensor:
+    """z times a real s part by part, as C99 multiplies a complex by a real: (inf + 0j) * 0.5 is inf + 0j (the
+    complex product `z * s`, XLA's and numpy's, has inf * 0 = NaN terms). For the functions below, whose special
+    values are C99's."""
+    return from_parts(real(z) * s, imag(z) * s)
+
+
+def _shift(z: Tensor, r: float) -> Tensor:
+    """z plus a real r, its imaginary part kept as it is (C99's complex plus real): a -0.0 stays -0.0, the side of a
+    branch cut (`z + r` adds r's +0.0 imaginary part: -0 + 0 is +0)."""
+    return from_parts(real(z) + r, imag(z))
+
+
 def _log1p(w: Tensor) -> Tensor:
     """log(1 + w) accurate for small w: log|1 + w| = log1p(2x + x^2 + y^2) / 2 and arg(1 + w) = atan2(y, 1 + x),
     with no 1 + w formed (its rounding is the whole answer near 0). For |w| up to 1/sqrt(eps) (no overflow)."""
@@ -185,9 +198,9 @@ def _asinh(z: Tensor) -> Tensor:
     neg = signbit(real(z))          # -0.0 too: asinh(-0 + 2j) is -asinh(0 - 2j), C99's value on the cut
     v = where(neg, -z, z)
     big = absolute(v) > 1 / math.sqrt(eps)
-    root = _op(v * v + 1, Ops.SQRT)
-    near = _log1p(v + v * v / (root + 1))     # log(v + root), and root - 1 = v^2 / (root + 1) without cancelling
-    f = where(big, _op(v, Ops.LOG) + math.log(2), near)
+    root = _op(_shift(v * v, 1), Ops.SQRT)
+    near = _log1p(v + v * v / _shift(root, 1))     # log(v + root), and root - 1 = v^2 / (root + 1) without cancelling
+    f = where(big, _shift(_op(v, Ops.LOG), math.log(2)), near)
     f = where(isnan(real(v)) & (imag(v) == 0), v, f)     # asinh(NaN + 0j) is NaN + 0j (C99)
     return where(neg, -f, f)
 
@@ -198,8 +211,8 @@ def _acosh(z: Tensor) -> Tensor:
     from tgfx.numpy._elementwise import isnan, where
     eps = float(np.finfo(real(z).dtype.np).eps)
     big = absolute(z) > 1 / math.sqrt(eps)
-    near = _op(z + _op(z + 1, Ops.SQRT) * _op(z - 1, Ops.SQRT), Ops.LOG)
-    out = where(big, _op(z * 2.0, Ops.LOG), near)   # a real factor scales part by part (no inf * 0)
+    near = _op(z + _op(_shift(z, 1), Ops.SQRT) * _op(_shift(z, -1), Ops.SQRT), Ops.LOG)
+    out = where(big, _op(_scale(z, 2.0), Ops.LOG), near)
     nan = Tensor.full(z.shape, math.nan, real(z).dtype)
     half_pi = Tensor.full(z.shape, math.pi / 2, real(z).dtype)
     return where((real(z) == 0) & isnan(imag(z)), from_parts(nan, half_pi), out)
@@ -224,7 +237,7 @@ def _atanh_odd(z: Tensor) -> Tensor:
     inv_re = where(isinf(r), copysign(zero, x), (x / r) / r)        # 1/z, 0 with x's sign at infinity
     inv_im = where(isinf(r), zero, -(y / r) / r)
     far = from_parts(inv_re, copysign(Tensor.full(y.shape, math.pi / 2, y.dtype), y) + inv_im)
-    near = (_log1p(z) - _log1p(-z)) * 0.5
+    near = _scale(_log1p(z) - _log1p(-z), 0.5)
     # a NaN imaginary part: atanh(0 + NaN j) is 0 + NaN j and atanh(inf + NaN j) is 0 + NaN j (C99), NaN otherwise
     nan = Tensor.full(x.shape, math.nan, x.dtype)
     nan_im = from_parts(where((x == 0) | isinf(x), zero, nan), nan)
@@ -238,7 +251,7 @@ def _expm1(z: Tensor) -> Tensor:
     x, y = real(z), imag(z)
     s = sin(y * 0.5)
     near = from_parts(expm1(x) * cos(y) - 2 * s * s + 0.0, exp(x) * sin(y))   # + 0.0: expm1(-0 + 0j) is +0 + 0j
-    return where(absolute(z) < 0.5, near, _op(z, Ops.EXP) - 1)
+    return where(absolute(z) < 0.5, near, _shift(_op(z, Ops.EXP), -1))
 
 
 def unary(name: str, x: Tensor) -> Tensor:
@@ -246,11 +259,11 @@ def unary(name: str, x: Tensor) -> Tensor:
     if name in _DIRECT:
         return _op(x, _DIRECT[name])
     composed = {
-        "exp2": lambda: _op(x * math.log(2), Ops.EXP),
+        "exp2": lambda: _op(_scale(x, math.log(2)), Ops.EXP),
         "expm1": lambda: _expm1(x),
-        "log2": lambda: _op(x, Ops.LOG) * (1 / math.log(2)),
-        "log10": lambda: _op(x, Ops.LOG) * (1 / math.log(10)),
-        "log1p": lambda: _op(x + 1, Ops.LOG),
+        "log2": lambda: _scale(_op(x, Ops.LOG), 1 / math.log(2)),
+        "log10": lambda: _scale(_op(x, Ops.LOG), 1 / math.log(10)),
+        "log1p": lambda: _op(_shift(x, 1), Ops.LOG),
         "tan": lambda: _times_i(_op(_times_i(x), Ops.TANH), -1.0),       # -i tanh(iz), as C99 defines it
         "sinh": lambda: _times_i(_op(_times_i(x), Ops.SIN), -1.0),     # -i sin(iz): the lowering's C99 sinh
         "cosh": lambda: _op(_times_i(x), Ops.COS),

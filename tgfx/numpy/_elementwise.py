@@ -505,7 +505,7 @@ tanh = _float_unary(Ops.TANH, "tanh")
 
 
 def log10(x: ArrayLike) -> Tensor:
-    return log(x) * (1 / math.log(10))  # a complex x: log's complex64 times a weak float stays complex64
+    return _real_or_complex(x, "log10", lambda t: log(t) * (1 / math.log(10)))
 
 
 def arctan2(y: ArrayLike, x: ArrayLike) -> Tensor:
