@@ -653,6 +653,38 @@ def test_a_real_operand_is_a_complex_one_in_products_and_sums_as_in_jax():
     assert not np.signbit((tg.asarray(np.array([complex(0.0, -0.0)], np.complex64)) + 1.0).numpy().imag[0])
 
 
+_INF, _NAN = float("inf"), float("nan")
+# jax 0.10.2's quotients (XLA: Smith's method, its products contracted to FMAs, then C99's recoveries where that
+# gives NaN + NaN j), as (a, b, a / b) by parts; tgfx computed a * (1 / b): NaN + NaN j for the first three
+XLA_QUOTIENTS = [
+    ((1, 1), (0, 0), (_INF, _INF)), ((1, 1), (-0.0, 0), (-_INF, -_INF)), ((_INF, _INF), (2, 0), (_INF, _INF)),
+    ((0, 0), (-1, 0), (-0.0, -0.0)), ((2, 0), (0, -1), (-0.0, 2.0)), ((0, 1), (0, 0), (_NAN, _INF)),
+    ((1, 3), (1, 3), (1.0, 8.940697071579962e-09)), ((3, -1), (1, 3), (8.940697071579962e-09, -1.0)),
+    ((1, 0), (_INF, 0), (0.0, 0.0)), ((1, 2), (_INF, -_INF), (-0.0, 0.0)), ((_INF, 1), (1, 1), (_INF, -_INF)),
+    ((0, 0), (0, 0), (_NAN, _NAN)), ((_NAN, 1), (0, 0), (_NAN, _INF)), ((-0.0, 0), (0, -1), (-0.0, -0.0)),
+    ((5, -7), (2, 1e-30), (2.5, -3.5)),
+    # reciprocal(b), as 1 / b
+    ((1, 0), (0, 0), (_INF, _NAN)), ((1, 0), (-0.0, -0.0), (-_INF, _NAN)), ((1, 0), (0, -_INF), (-0.0, 0.0)),
+    ((1, 0), (3, 4), (0.11999999731779099, -0.1599999964237213)),
+    ((1, 0), (1e-30, 1e-30), (5.000000075237331e+29, -5.000000075237331e+29)),
+]
+
+
+def test_complex_division_is_xlas_sign_for_sign():
+    def parts(ps: list) -> np.ndarray:
+        z = np.zeros(len(ps), np.complex64)
+        z.real, z.imag = np.array(ps, np.float32).T
+        return z
+    a, b, want = (parts([c[i] for c in XLA_QUOTIENTS]) for i in range(3))
+    recips = [i for i, c in enumerate(XLA_QUOTIENTS) if c[0] == (1, 0)]
+    for got in ((tg.asarray(a) / tg.asarray(b)).numpy(), tnp.true_divide(tg.asarray(a), tg.asarray(b)).numpy()):
+        bad = ~(_same_part(got.real, want.real) & _same_part(got.imag, want.imag))
+        assert not bad.any(), [(complex(x), complex(y), complex(g), complex(w))
+                               for x, y, g, w in zip(a[bad], b[bad], got[bad], want[bad], strict=True)]
+    got = tnp.reciprocal(tg.asarray(b[recips])).numpy()
+    assert (_same_part(got.real, want[recips].real) & _same_part(got.imag, want[recips].imag)).all(), got
+
+
 def test_a_loop_body_reads_a_captured_complex_value():
     # the body's operand is a PARAM of complex type: read as its buffer's pairs (it had no pair form)
     z = np.array([1 + 2j, -3 + 0.5j], np.complex64)

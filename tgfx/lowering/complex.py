@@ -90,20 +90,75 @@ def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
             alu(Ops.MULACC, ar, bi, alu(Ops.MUL, ai, br)))
 
 
-def crecip(b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
-    """1 / b, scaled by b's larger part first (Smith's method) so that |b|^2 neither overflows nor underflows."""
-    br, bi = b
-    d = br.dtype
-    big = alu(Ops.CMPLT, alu(Ops.MAX, alu(Ops.NEG, bi), bi), alu(Ops.MAX, alu(Ops.NEG, br), br))  # |bi| < |br|
-    one = full(br.shape, 1.0, d)
-    # |br| > |bi|: r = bi / br, 1/b = (1 - i r) / (br + bi r); else r = br / bi, 1/b = (r - i) / (br r + bi)
-    r1 = alu(Ops.FDIV, bi, br)
-    den1 = alu(Ops.ADD, br, alu(Ops.MUL, bi, r1))
-    r2 = alu(Ops.FDIV, br, bi)
-    den2 = alu(Ops.ADD, alu(Ops.MUL, br, r2), bi)
-    re = alu(Ops.WHERE, big, alu(Ops.FDIV, one, den1), alu(Ops.FDIV, r2, den2))
-    im = alu(Ops.WHERE, big, alu(Ops.NEG, alu(Ops.FDIV, r1, den1)), alu(Ops.NEG, alu(Ops.FDIV, one, den2)))
-    return re, im
+def _copysign(x: UOp, y: UOp) -> UOp:
+    """|x| with y's sign bit (-0.0 too; a NaN y counts as positive)."""
+    mag = alu(Ops.MAX, alu(Ops.NEG, x), x)
+    return alu(Ops.WHERE, _negative(y), alu(Ops.NEG, mag), mag)
+
+
+def cdiv(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+    """a / b as XLA divides (JAX's values, zero signs and infinities included): Smith's method, scaled by b's larger
+    part, and where that gives NaN + NaN j, C99's recoveries: a zero b gives inf (b_r's sign) times a, an infinite a
+    over a finite b inf times the product with a's infinite parts as +-1, a finite a over an infinite b zero likewise
+    ((1 + 1j) / 0 is inf + inf j, (inf + inf j) / 2 is inf + inf j, where a * (1 / b) gave NaN + NaN j)."""
+    (ar, ai), (br, bi) = a, b
+    shape, d = ar.shape, ar.dtype
+    zero, one, inf = full(shape, 0.0, d), full(shape, 1.0, d), full(shape, math.inf, d)
+
+    def mul(x: UOp, y: UOp) -> UOp:
+        return alu(Ops.MUL, x, y)
+
+    def add(x: UOp, y: UOp) -> UOp:
+        return alu(Ops.ADD, x, y)
+
+    def sub(x: UOp, y: UOp) -> UOp:
+        return alu(Ops.ADD, x, alu(Ops.NEG, y))
+
+    def div(x: UOp, y: UOp) -> UOp:
+        return alu(Ops.FDIV, x, y)
+
+    def absolute(x: UOp) -> UOp:
+        return alu(Ops.MAX, alu(Ops.NEG, x), x)
+
+    def finite(x: UOp) -> UOp:   # (not inf, not NaN)
+        return alu(Ops.CMPEQ, sub(x, x), zero)
+
+    def nan(x: UOp) -> UOp:
+        return alu(Ops.CMPNE, x, x)
+
+    def both(x: UOp, y: UOp) -> UOp:
+        return alu(Ops.AND, x, y)
+
+    def either(x: UOp, y: UOp) -> UOp:
+        return alu(Ops.OR, x, y)
+
+    def select(c: UOp, x: tuple[UOp, UOp], y: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
+        return alu(Ops.WHERE, c, x[0], y[0]), alu(Ops.WHERE, c, x[1], y[1])
+
+    def fma(x: UOp, y: UOp, z: UOp) -> UOp:   # x y + z rounded once, as XLA's CPU code contracts it
+        return alu(Ops.MULACC, x, y, z)
+
+    # Smith's method: r = b_r / b_i and b_i + b_r r when |b_r| < |b_i|, else r = b_i / b_r and b_r + b_i r
+    r_ri, r_ir = div(br, bi), div(bi, br)
+    den_ri, den_ir = fma(r_ri, br, bi), fma(r_ir, bi, br)
+    by_i = alu(Ops.CMPLT, absolute(br), absolute(bi))
+    out = select(by_i, (div(fma(r_ri, ar, ai), den_ri), div(fma(r_ri, ai, alu(Ops.NEG, ar)), den_ri)),
+                 (div(fma(r_ir, ai, ar), den_ir), div(fma(alu(Ops.NEG, r_ir), ar, ai), den_ir)))
+    # the recoveries, where Smith's gave NaN + NaN j
+    zero_den = both(both(alu(Ops.CMPEQ, br, zero), alu(Ops.CMPEQ, bi, zero)),
+                    either(alu(Ops.CMPEQ, ar, ar), alu(Ops.CMPEQ, ai, ai)))
+    big = _copysign(inf, br)
+    by_zero = mul(big, ar), mul(big, ai)
+    ar_inf, ai_inf = alu(Ops.CMPEQ, absolute(ar), inf), alu(Ops.CMPEQ, absolute(ai), inf)
+    inf_over_finite = both(either(ar_inf, ai_inf), both(finite(br), finite(bi)))
+    sr, si = (_copysign(alu(Ops.WHERE, c, one, zero), x) for c, x in ((ar_inf, ar), (ai_inf, ai)))
+    inf_out = mul(inf, add(mul(sr, br), mul(si, bi))), mul(inf, sub(mul(si, br), mul(sr, bi)))
+    br_inf, bi_inf = alu(Ops.CMPEQ, absolute(br), inf), alu(Ops.CMPEQ, absolute(bi), inf)
+    finite_over_inf = both(either(br_inf, bi_inf), both(finite(ar), finite(ai)))
+    tr, ti = (_copysign(alu(Ops.WHERE, c, one, zero), x) for c, x in ((br_inf, br), (bi_inf, bi)))
+    zero_out = mul(zero, add(mul(ar, tr), mul(ai, ti))), mul(zero, sub(mul(ai, tr), mul(ar, ti)))
+    fixed = select(zero_den, by_zero, select(inf_over_finite, inf_out, select(finite_over_inf, zero_out, out)))
+    return select(both(nan(out[0]), nan(out[1])), fixed, out)
 
 
 def cexp(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
@@ -229,7 +284,7 @@ def ctanh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
 
 
 _UNARY = {Ops.EXP: cexp, Ops.LOG: clog, Ops.SQRT: csqrt, Ops.SIN: csin, Ops.COS: ccos, Ops.TANH: ctanh,
-          Ops.RECIP: crecip}
+          Ops.RECIP: lambda b: cdiv((full(b[0].shape, 1.0, b[0].dtype), full(b[0].shape, 0.0, b[0].dtype)), b)}
 
 
 # ---- the rules ----
@@ -282,7 +337,7 @@ def to_parts(x: UOp, memo: dict[UOp, Parts]) -> Parts:
     elif op is Ops.MUL:
         out = cmul(to_parts(src[0], memo), to_parts(src[1], memo))
     elif op is Ops.FDIV:
-        out = cmul(to_parts(src[0], memo), crecip(to_parts(src[1], memo)))
+        out = cdiv(to_parts(src[0], memo), to_parts(src[1], memo))
     elif op in _UNARY:
         out = _UNARY[op](to_parts(src[0], memo))
     elif op is Ops.WHERE:
