@@ -287,6 +287,34 @@ def test_expm_float64_and_grad(scale: float) -> None:
 @pytest.mark.x64
 def test_det_grad() -> None:
     check_grads(tsl.det, rng(19).standard_normal((3, 3)))
+    check_grads(tsl.det, rng(19).standard_normal((5, 5)))
+
+
+def _cofactors(a: np.ndarray) -> np.ndarray:
+    """The cofactor matrix, from the minors' determinants (exact for these small integer matrices)."""
+    n = a.shape[-1]
+    out = np.zeros_like(a, dtype=np.float64)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(a, i, axis=0), j, axis=1).astype(np.float64)
+            out[i, j] = (-1) ** (i + j) * (np.linalg.det(minor) if n > 1 else 1.0)
+    return np.round(out)
+
+
+@pytest.mark.parametrize("a", [
+    [[1, 1], [1, 1]], [[0, 0, 1], [0, 1, 0], [0, 0, 0]], [[1, 2, 3], [2, 4, 6], [1, 0, 1]], [[1, 2, 3], [4, 5, 6],
+    [7, 8, 9]], [[1, 2, 0, 1], [2, 4, 0, 2], [0, 1, 1, 0], [1, 0, 0, 3]], [[1, 2, 3, 4], [2, 4, 6, 8], [0, 1, 0, 1],
+    [0, 2, 0, 2]], np.zeros((4, 4)).tolist(), [[3, 1, 0, 2], [1, 2, 1, 0], [0, 1, 4, 1], [2, 0, 1, 5]]],
+    ids=["2x2 rank 1", "3x3 rank 2", "3x3 rank 2 pivoted", "3x3 rank 2 dense", "4x4 rank 3", "4x4 rank 2", "4x4 zero",
+         "4x4 invertible"])
+def test_det_gradient_is_the_cofactor_matrix_at_singular_matrices(a: list) -> None:
+    # jax 0.10.2's gradient of det is the cofactor matrix (2 x 2 and 3 x 3 by their cofactor expansion, larger ones
+    # by its _cofactor_solve): finite at a singular matrix, where tgfx's det(a) a^-T was NaN (0 * inf)
+    a = np.array(a, np.float32)
+    got = tg.grad(tnp.linalg.det)(tg.asarray(a)).numpy()
+    np.testing.assert_allclose(got, _cofactors(a), atol=1e-4)
+    if a.shape[0] <= 3:   # the cofactor expansion of integers is exact, as JAX's (LU's is not: 6.7e-16 for 1..9)
+        assert tnp.linalg.det(tg.asarray(a)).item() == round(float(np.linalg.det(a.astype(np.float64))))
 
 
 # ---- solve_sylvester ----

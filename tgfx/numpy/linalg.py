@@ -153,9 +153,11 @@ def inv(a: ArrayLike) -> Tensor:
 
 
 def det(a: ArrayLike) -> Tensor:
-    """The determinant of a square matrix, or of each of a stack (..., n, n) (`jax.numpy.linalg.det`): the product
-    of U's diagonal, signed by the row swaps. A singular matrix gives 0 (and a NaN gradient, where JAX gives the
-    cofactors); the gradient elsewhere is det(a) a^-T.
+    """The determinant of a square matrix, or of each of a stack (..., n, n) (`jax.numpy.linalg.det`). As JAX's: a
+    2 x 2 or 3 x 3 matrix by its cofactor expansion (exact for integer entries: a singular one gives 0, and the
+    gradient is its cofactors, also where it is singular); a larger one the product of U's diagonal, signed by the
+    row swaps, with the cofactor matrix for gradient (`_adjugate`: det(a) a^-T where a is invertible, finite for a
+    singular one of rank n - 1 or below).
 
     >>> tnp.linalg.det(tg.asarray([[1.0, 2.0], [3.0, 4.0]]))     # -2.0
     """
@@ -163,7 +165,21 @@ def det(a: ArrayLike) -> Tensor:
     from tgfx.scipy.linalg import _det_fn
     (at,) = _inexact("det", a)
     n = _square("det", at)
-    return ones(at.shape[:-2], at.dtype) if n == 0 else _det_fn(at)
+    if n == 0:
+        return ones(at.shape[:-2], at.dtype)
+    if n in (2, 3):
+        return _det_by_cofactors(at)
+    return _det_fn(at)
+
+
+def _det_by_cofactors(a: Tensor) -> Tensor:
+    """det of 2 x 2 or 3 x 3 matrices (..., n, n) as JAX's `_det_2x2` / `_det_3x3` sum their products."""
+    def e(i: int, j: int) -> Tensor:
+        return a[..., i, j]
+    if a.shape[-1] == 2:
+        return e(0, 0) * e(1, 1) - e(0, 1) * e(1, 0)
+    return (e(0, 0) * e(1, 1) * e(2, 2) + e(0, 1) * e(1, 2) * e(2, 0) + e(0, 2) * e(1, 0) * e(2, 1)
+            - e(0, 2) * e(1, 1) * e(2, 0) - e(0, 0) * e(1, 2) * e(2, 1) - e(0, 1) * e(1, 0) * e(2, 2))
 
 
 class SlogdetResult(NamedTuple):

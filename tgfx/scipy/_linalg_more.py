@@ -42,7 +42,7 @@ def _matrix(name: str, a: ArrayLike) -> Tensor:
 # ---- scipy's signatures over tnp.linalg ----
 def det(a: ArrayLike, overwrite_a: bool = False, check_finite: bool = True) -> Tensor:
     """The determinant of a square matrix or of each of a stack (..., n, n) (`jax.scipy.linalg.det`): see
-    `tnp.linalg.det` (LU; gradient det(a) a^-T).
+    `tnp.linalg.det` (cofactors for 2 x 2 and 3 x 3, else LU; its gradient the cofactor matrix).
 
     >>> det(tg.asarray([[1.0, 2.0], [3.0, 4.0]]))      # -2.0
     """

@@ -646,11 +646,40 @@ def _inverse_transpose(a: Tensor) -> Tensor:
     return _lu_solve(lu, perm, eye, transpose=True)
 
 
+def _adjugate(a: Tensor) -> Tensor:
+    """adj(a), which is det(a) a^-1 where a is invertible, from a's LU factors without dividing by U's last pivot
+    (JAX's `_cofactor_solve` with b = I): a singular a of rank n - 1 gets its cofactors (a rank-1 matrix), one of a
+    lower rank zeros, where det(a) a^-1 is 0 * inf = NaN.
+
+    With P a = L U: det(a) U^-1 L^-1 P. U's corner u_nn is replaced by 1 / (s u_11 ... u_(n-1)(n-1)), s the
+    permutation's sign, and the rows of L^-1 P above the last scaled by det(a): the back substitution then gives
+    det(a) U^-1 (...) without dividing by u_nn. A rank below n - 1 leaves U singular even so (a zero pivot above the
+    corner, or a corner 1 / 0): its substitution is not finite, and the adjugate is zero."""
+    n = a.shape[-1]
+    if n == 1:
+        return tnp.ones_like(a)
+    lu, piv, perm = _lu_loop(a)
+    idx = _index(n)
+    swaps = tnp.sum((piv != idx).astype(dtypes.int32), axis=-1)
+    sign = tnp.where((swaps & 1) == 1, -1.0, 1.0).astype(a.dtype)
+    partial = tnp.cumprod(tnp.diagonal(lu, axis1=-2, axis2=-1), axis=-1) * sign[..., None]
+    det, minor = partial[..., -1], partial[..., -2]
+    last = idx == n - 1
+    lu = tnp.where(last[:, None] & last, 1.0 / minor[..., None, None], lu)
+    low_rank = ~tnp.all(tnp.isfinite(_solve(lu, tnp.ones(a.shape[:-1] + (1,), a.dtype), False, False, False)),
+                        axis=(-2, -1))
+    eye = tnp.broadcast_to(tnp.eye(n, dtype=a.dtype), a.shape)
+    y = _solve(lu, _rows(eye, perm), transpose=False, lower=True, unit=True)
+    y = tnp.where(last[:, None], y, y * det[..., None, None])
+    x = _solve(lu, y, transpose=False, lower=False, unit=False)
+    return tnp.where(low_rank[..., None, None], 0.0, x)
+
+
 def _det_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
-    """d det(a) = det(a) tr(a^-1 da): abar = g det(a) a^-T (NaN at a singular a, where JAX's is the cofactor
-    matrix)."""
-    g, (a,), (d,) = grads, call.inputs, call.outputs
-    return ((g * d)[..., None, None] * _inverse_transpose(a),)
+    """d det(a) = tr(adj(a) da): abar = g adj(a)^T, the cofactor matrix, as JAX's (it is det(a) a^-T where a is
+    invertible, and finite where a is singular: the gradient of det at [[x, 1], [1, 1]] is 1 at x = 1)."""
+    g, (a,) = grads, call.inputs
+    return (g[..., None, None] * tnp.swapaxes(_adjugate(a), -1, -2),)
 
 
 def _slogdet_backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
