@@ -580,3 +580,19 @@ def test_a_nested_differentiation_at_an_abs_leaves_its_placeholder_alone() -> No
         np.testing.assert_allclose(tg.grad(f)(a).numpy(), want, rtol=1e-6)
         np.testing.assert_allclose(tg.jit(tg.grad(f))(a).numpy(), want, rtol=1e-6)
         np.testing.assert_allclose(tg.grad(lambda a, f=f: tg.function(f)(a))(a).numpy(), want, rtol=1e-6)
+
+
+def test_a_python_float_argument_is_weakly_typed_inside_the_transform() -> None:
+    # jax 0.10.2: the function sees x = 2.0 weakly typed, so x * h for a float16 h is float16 (value 6.0 as float16);
+    # tgfx's stand-in was a strong float32, and value_and_grad's value, vjp's and jvp's outputs were float32
+    h = tnp.asarray(np.array([1.0, 1.0, 1.0], np.float16))
+    value, g = tg.value_and_grad(lambda x: tnp.sum(x * h))(2.0)
+    assert value.dtype == dtypes.float16 and value.item() == 6.0
+    assert g.dtype == dtypes.float32 and g.item() == 3.0
+    out, pullback = tg.vjp(lambda x: x * h, 2.0)
+    assert out.dtype == dtypes.float16 and pullback(tnp.ones(3, tnp.float16))[0].item() == 3.0
+    y, dy = tg.jvp(lambda x: x * h, (2.0,), (1.0,))
+    assert y.dtype == dtypes.float16 and y.tolist() == [2.0, 2.0, 2.0] and dy.tolist() == [1.0, 1.0, 1.0]
+    # a value computed from the weak argument alone stays weak (~float32[] in JAX); a strong argument's does not
+    assert str(tg.typeof(tg.value_and_grad(lambda x: x * 2.0)(2.0)[0])) == "~float32[]"
+    assert str(tg.typeof(tg.value_and_grad(lambda x: x * 2.0)(tnp.ones(()))[0])) == "float32[]"

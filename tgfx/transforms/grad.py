@@ -38,7 +38,7 @@ from tgfx.ir.control import n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, weak, weak_input
 from tgfx.trace_state import active, current, differentiating
 from tgfx.transforms.control_grad import forward_mode, gradient_path, in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
@@ -495,6 +495,8 @@ class Traced:
     outs: list[UOp]              # the function's output leaves, over the placeholders
     out_tree: PyTreeDef
     aux: Any = None
+    weak_inputs: tuple[bool, ...] = ()   # which inputs were weakly typed (Python scalars): their stand-ins were too
+    weak_outs: tuple[bool, ...] = ()     # which outputs the function computed weakly typed: the values returned are
     _pullback: tuple[list[UOp | None], list[UOp | None]] | None = field(default=None, repr=False)
 
     def pullback(self, forward: bool = False) -> tuple[list[UOp | None], list[UOp | None]]:
@@ -544,7 +546,7 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
                             f"{a + 1 if a >= 0 else -a} positional arguments to be passed by the caller, but got only "
                             f"{len(args)} positional arguments")
     nums = tuple(a % len(args) for a in nums)
-    new_args, inputs, params, in_trees = list(args), [], [], []
+    new_args, inputs, params, in_trees, weak_inputs = list(args), [], [], [], []
     for i in nums:
         pairs, tree = tree_flatten_with_path(args[i])
         leaves = []
@@ -562,7 +564,8 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
                                 f"{t.dtype.name}")
             inputs.append(t.uop)
             params.append(_placeholder(t.uop))
-            leaves.append(Tensor(params[-1]))
+            weak_inputs.append(weak_input(leaf))   # a Python float stays weakly typed inside, as in JAX
+            leaves.append(weak(Tensor(params[-1])) if weak_inputs[-1] else Tensor(params[-1]))
         in_trees.append(tree)
         new_args[i] = tree_unflatten(tree, leaves)
     with differentiating(who):
@@ -574,13 +577,19 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
                             f"returned {type(out).__name__} {_short(out)}")
         out, aux = out
     out_pairs, out_tree = tree_flatten_with_path(out)
-    outs = []
+    outs, weak_outs = [], []
     for path, leaf in out_pairs:
         t = _as_tensor(leaf)
         if t is None:
             raise TypeError(f"{who}: the function's output{keystr(path)} is a {type(leaf).__name__}, not an array")
         outs.append(t.uop)
-    return Traced(who, nums, inputs, params, in_trees, outs, out_tree, aux)
+        weak_outs.append(weak_input(leaf))
+    return Traced(who, nums, inputs, params, in_trees, outs, out_tree, aux, tuple(weak_inputs), tuple(weak_outs))
+
+
+def weak_like(ts: Sequence[Tensor], flags: Sequence[bool]) -> list[Tensor]:
+    """`ts` marked weakly typed where `flags` say (a trace's weak inputs or outputs)."""
+    return [weak(t) if w else t for t, w in zip(ts, flags, strict=True)]
 
 
 def _short(x: Any) -> str:
@@ -690,6 +699,7 @@ def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: A
     grads = [g.get(p, None) for p in tr.params]
     grads = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
     (value, *flat), aux = leave_with_aux(tr, [out, *grads])
+    (value,) = weak_like([value], tr.weak_outs)   # (the gradients: as computed, strongly typed)
     per_arg = tr.per_arg(flat)
     result = per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg)
     value = (value, aux) if has_aux else value
@@ -755,7 +765,7 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     """
     tr = trace("vjp", fun, primals, {}, tuple(range(len(primals))), has_aux, allow_int=True)
     outs, aux = leave_with_aux(tr, tr.outs)
-    out = tree_unflatten(tr.out_tree, outs)
+    out = tree_unflatten(tr.out_tree, weak_like(outs, tr.weak_outs))
 
     def vjp_fn(cotangent: Any) -> tuple:
         leaves, tree = tree_flatten(cotangent)

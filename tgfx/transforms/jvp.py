@@ -34,6 +34,7 @@ from tgfx.transforms.grad import (
     linear_input,
     pullback_graph,
     trace,
+    weak_like,
     zeros_like,
 )
 from tgfx.tree import tree_flatten, tree_unflatten
@@ -114,6 +115,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     outs_t = [zeros_like(o) if d is None else d for o, d in zip(tr.outs, outs_t, strict=True)]
     flat, aux = leave_with_aux(tr, read_twins([*tr.outs, *outs_t], twins), {**_linear_leftovers(tr), **bind})
     n = len(tr.outs)
+    flat = weak_like(flat[:n], tr.weak_outs) + flat[n:]   # the values as the function computed them
     out, tangent_out = tree_unflatten(tr.out_tree, flat[:n]), tree_unflatten(tr.out_tree, flat[n:])
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
 
