@@ -43,6 +43,7 @@ from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, is_weak, realize, realize_readers, weak
+from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active
 from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
 
@@ -511,6 +512,8 @@ class Jit:
 
 def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
     """The function's results as Tensors, in its output structure; weakly typed where the trace's were."""
+    if True not in outs.weak:   # (the common case, spelled out: this runs on every replay)
+        return Tensor(results[0]) if outs.tree.is_leaf else tree_unflatten(outs.tree, [Tensor(u) for u in results])
     ts = [Tensor(u) if not w else weak(Tensor(u)) for u, w in zip(results, outs.weak, strict=True)]
     return ts[0] if outs.tree.is_leaf else tree_unflatten(outs.tree, ts)
 
@@ -526,7 +529,8 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
         if type(u.device) is not str:   # sharded: its layout belongs to the signature (the general path's)
             return False
         leaves.append(x)
-        sig.append((u.shape, u.dtype, u.device) if not is_weak(x) else (u.shape, u.dtype, u.device, True))
+        w = _weak_tensors.get(id(x))   # (`is_weak`, inlined: this runs per argument of every replay)
+        sig.append((u.shape, u.dtype, u.device) if w is None or w() is not x else (u.shape, u.dtype, u.device, True))
     elif t is int or t is float:
         leaves.append(x)
         sig.append(t)
