@@ -211,8 +211,7 @@ class Target:
 
     def threads(self, work: int, itemsize: int = 4) -> int:
         """How many parts a kernel of `work` loop iterations is split into: one a core, unless some core would get
-        less than `min_thread_work`; and with work for more, up to `CHUNKS_PER_CORE` a core, each at least that
-        (`chunks`)."""
+        less than `min_thread_work`; and with work for more, up to `CHUNKS_PER_CORE` a core, each at least that."""
         parts = work // self.min_thread_work(itemsize)
         if parts < self.cores or self.cores == 1:   # (one core has no other to share its parts with)
             return max(1, min(parts, self.cores))

@@ -225,9 +225,9 @@ def _invariant_apart(cmds: list[UOp], consts: set[UOp]) -> list[UOp]:
                 slots = {u.arg[0] for u in st.toposort() if u.op is Ops.DEFINE_GLOBAL} - {st.src[0].arg[0]}
                 (fixed if all(c.src[1 + s] in known for s in slots) else rest).append(st)
             if fixed and rest:
-                c, second = kernel_of_stores(fixed, c), kernel_of_stores(rest, c)
-                out += [c, second]
-                known.update(writes(c))
+                first = kernel_of_stores(fixed, c)
+                out += [first, kernel_of_stores(rest, c)]
+                known.update(writes(first))
                 continue
         out.append(c)
         if set(reads(c)) <= known | set(writes(c)):
