@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tgfx as tg
+import tgfx.numpy as tnp
 from tgfx import config
 from tgfx.devices import target
 from tgfx.devices.target import Target, check_runnable, host_target, native_target, read_caches, target_for
@@ -241,6 +242,27 @@ def test_threads_split_evenly_and_only_when_the_work_pays():
     opts = hand_coded_opts(index_level(matmul_ast(256, 256, 384, AVX2)), target_for(AVX2).with_cores(96))
     assert opts[-1] == Opt("THREAD", 0, 64)
 
+
+
+def test_a_scatter_is_split_over_the_cores_not_into_more_parts():
+    """Each part of a scatter's kernel walks all of its updates (`gather.collapse_scatter`): split into 4 parts a core,
+    a GNN's segment sums of 5,000 edges into 1,000 x 32 nodes ran 3.7x slower. A plain kernel of the same size is."""
+    rng = np.random.default_rng(0)
+    idx = tg.asarray(rng.integers(0, 1000, 5000).astype(np.int32))
+    vals = tg.asarray(rng.standard_normal((5000, 32)).astype(np.float32))
+    for t in (idx, vals):
+        t.realize()
+    two = host_target().with_cores(2)
+    kernels = [index_level(c.src[0]) for c in schedule([tnp.zeros((1000, 32)).at[idx].add(vals).uop])[0].src
+               if c.src[0].op is Ops.SINK]
+    scatters = [k for k in kernels if any(u.op is Ops.RANGE and u.arg[1] == "scatter" for u in k.toposort())]
+    assert scatters and all(o.amount <= 2 for k in scatters for o in hand_coded_opts(k, two) if o.op == "THREAD")
+    plain = index_level(schedule([tnp.exp(vals * 2.0).uop])[0].src[-1].src[0])
+    assert any(o.op == "THREAD" and o.amount > 2 and o.amount % 2 == 0 for o in hand_coded_opts(plain, two))
+    got = tnp.zeros((1000, 32)).at[idx].add(vals).numpy()
+    want = np.zeros((1000, 32), np.float32)
+    np.add.at(want, idx.numpy(), vals.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def reduce_ast(fn, shape: tuple[int, ...]) -> UOp:

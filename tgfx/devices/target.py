@@ -209,20 +209,21 @@ class Target:
         vector iterations' worth)."""
         return THREAD_HANDOFF_VECTORS * self.lanes(itemsize)
 
-    def threads(self, work: int, itemsize: int = 4) -> int:
+    def threads(self, work: int, itemsize: int = 4, chunks: bool = True) -> int:
         """How many parts a kernel of `work` loop iterations is split into: one a core, unless some core would get
-        less than `min_thread_work`; and with work for more, up to `CHUNKS_PER_CORE` a core, each at least that."""
+        less than `min_thread_work`; and with work for more, up to `CHUNKS_PER_CORE` a core, each at least that
+        (not without `chunks`: a kernel each part of which walks something whole, a scatter's updates)."""
         parts = work // self.min_thread_work(itemsize)
-        if parts < self.cores or self.cores == 1:   # (one core has no other to share its parts with)
+        if parts < self.cores or self.cores == 1 or not chunks:   # (one core has no other to share its parts with)
             return max(1, min(parts, self.cores))
         return self.cores * min(CHUNKS_PER_CORE, parts // self.cores)
 
-    def thread_split(self, size: int, work: int | None = None, itemsize: int = 4) -> int:
+    def thread_split(self, size: int, work: int | None = None, itemsize: int = 4, chunks: bool = True) -> int:
         """The THREAD amount for a loop of `size` in a kernel of `work` iterations: the most parts (at most
         `threads(work)`, or every core when `work` is not given: a search times what it tries) that divide the loop
         evenly, a multiple of the cores where there are more parts than cores (each core claims as many); 1 for
         none."""
-        most = self.cores if work is None else self.threads(work, itemsize)
+        most = self.cores if work is None else self.threads(work, itemsize, chunks)
         fits = [n for n in range(min(most, size), 1, -1) if size % n == 0]
         return next((n for n in fits if n <= self.cores or n % self.cores == 0), 1)
 

@@ -833,7 +833,7 @@ def _thread_opts(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsi
     extra iterations masked)."""
     axis, n = _threads(sink, loops, opts, work, itemsize, target)
     sizes = _thread_sizes(sink, loops, opts)
-    for more in range(min(target.threads(work, itemsize), target.cores), n, -1):
+    for more in range(min(target.threads(work, itemsize, _chunks(sink)), target.cores), n, -1):
         # (and a thread's share shrinks: 64 blocks on 96 cores are one a thread either way; padded for the cores,
         # not for more parts than cores)
         pad = [a for a in sizes if 0 < _round_up(sizes[a], more) - sizes[a] <= sizes[a] // THREAD_PAD_SHARE and
@@ -842,6 +842,13 @@ def _thread_opts(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsi
             axis = max(pad, key=lambda a: (sizes[a], -a))
             return [Opt("PADTO", axis, more), Opt("THREAD", axis, more)]
     return [Opt("THREAD", axis, n)] if n > 1 else []
+
+
+def _chunks(sink: UOp) -> bool:
+    """Whether the kernel may be split into more parts than cores (`Target.threads`): not one each part of which
+    walks all of something, the updates of a scatter (a GNN's segment sums in 8 parts: 3.7x slower than in 2) or a
+    loop kernel's steps."""
+    return not any(u.op is Ops.RANGE and u.arg[1] in ("scatter", "carry") for u in sink.toposort())
 
 
 def _pages(index: UOp, rng: UOp, itemsize: int) -> int:
@@ -903,7 +910,8 @@ def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: 
     if target.threads(work, itemsize) <= 1:
         return 0, 1
     sizes = _thread_sizes(sink, loops, opts)
-    splits = {a: target.thread_split(sizes[a], work, itemsize) for a in sorted(sizes)}
+    chunks = _chunks(sink)
+    splits = {a: target.thread_split(sizes[a], work, itemsize, chunks) for a in sorted(sizes)}
     outer = max(splits, key=lambda a: (splits[a], -a), default=None)
     return (0, 1) if outer is None else (outer, splits[outer])
 
