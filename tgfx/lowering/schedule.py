@@ -985,18 +985,21 @@ def _elementwise_outputs(call: UOp) -> tuple[int, ...] | None:
 
 
 def _written(call: UOp) -> list[UOp] | None:
-    """The buffers a command of `schedule` writes (None for a command that is not a kernel or a copy: a loop's or a
-    branch's, which `merge_siblings` does not move anything past)."""
-    body, bufs = call.src[0], call.src[1:]
-    if body.op is Ops.SINK:
-        out = []
-        for st in (u for u in body.toposort() if u.op is Ops.STORE):
-            dst = st.src[0]
-            while dst.op is not Ops.DEFINE_GLOBAL:   # (a custom kernel's INDEX, a window's view)
-                dst = dst.src[0]
-            out.append(bufs[dst.arg[0]])
-        return out
-    return [bufs[0]] if body.op in (Ops.COPY, Ops.NETWORK) else None
+    """The buffers a command of `schedule` writes (`control.writes`), None for one that is not a kernel or a copy: a
+    loop's or a branch's, which `merge_siblings` does not move anything past."""
+    from tgfx.lowering.control import writes
+    return writes(call) if call.src[0].op in (Ops.SINK, Ops.COPY, Ops.NETWORK) else None
+
+
+def _into_slots(ast: UOp, call: UOp, bufs: list[UOp]) -> UOp:
+    """`ast` (of kernel `call`, or some of its stores) with each buffer slot renumbered to that buffer's place in
+    `bufs`, which takes the buffers it lacks at its end."""
+    renumber = {}
+    for g in (u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL):
+        if (buf := call.src[1 + g.arg[0]]) not in bufs:
+            bufs.append(buf)
+        renumber[g] = g.replace(arg=(bufs.index(buf), *g.arg[1:]))
+    return ast.substitute(renumber)
 
 
 def _merged(a: UOp, b: UOp) -> UOp | None:
@@ -1004,16 +1007,10 @@ def _merged(a: UOp, b: UOp) -> UOp | None:
     element for element (its own element: a view of the same shape) taken from the value a stores, not loaded back.
     None where b reads one of a's outputs otherwise (another element's)."""
     bufs = list(a.src[1:])
-    renumber = {}
-    for g in (u for u in b.src[0].toposort() if u.op is Ops.DEFINE_GLOBAL):
-        buf = b.src[1 + g.arg[0]]
-        if buf not in bufs:
-            bufs.append(buf)
-        renumber[g] = g.replace(arg=(bufs.index(buf), *g.arg[1:]))
-    b_ast = b.src[0].substitute(renumber)
+    b_ast = _into_slots(b.src[0], b, bufs)
     stored = {st.src[0]: st.src[1] for st in a.src[0].src}   # a's output globals -> the values it stores there
-    if any(u in stored for u in b_ast.toposort()):
-        nodes = b_ast.toposort()
+    nodes = b_ast.toposort()
+    if any(u in stored for u in nodes):
         own: dict[UOp, UOp] = {}
         for g, value in stored.items():
             for u in (u for u in nodes if g in u.src):
@@ -1034,39 +1031,33 @@ def merge_siblings(calls: list[UOp]) -> list[UOp]:
     (unrelated values merged by shape alone made kernels that differ with a network's depth), or that stores what it
     reads element for element (`_merged`), when nothing between them writes what it reads (it runs earlier then); up
     to SIBLING_OUTPUTS outputs a kernel."""
-    out: list[UOp] = []
+    out: list[tuple[UOp, tuple[int, ...] | None, list[UOp] | None]] = []   # (command, its shape, what it writes)
     for c in calls:
         shape = _elementwise_outputs(c)
         merged = None
         if shape is not None:
             reads = set(c.src[1:])
             for i in range(len(out) - 1, -1, -1):
-                prev = out[i]
-                written = _written(prev)
+                prev, prev_shape, written = out[i]
                 if written is None:
                     break
-                if _elementwise_outputs(prev) == shape and prev.src[1].arg[1] == c.src[1].arg[1] and \
+                if prev_shape == shape and prev.src[1].arg[1] == c.src[1].arg[1] and \
                         len(prev.src[0].src) < SIBLING_OUTPUTS and reads & set(prev.src[1:]) and \
                         (merged := _merged(prev, c)) is not None:
-                    out[i] = merged
+                    out[i] = (merged, shape, written + _written(c))
                     break
                 if reads & set(written):
                     break
         if merged is None:
-            out.append(c)
-    return out
+            out.append((c, shape, _written(c)))
+    return [c for c, _, _ in out]
 
 
 def kernel_of_stores(stores: list[UOp], call: UOp) -> UOp:
     """A kernel CALL storing `stores` (some of kernel `call`'s), its buffers renumbered to those they use."""
     bufs: list[UOp] = []
-    renumber = {}
-    for g in (u for st in stores for u in st.toposort() if u.op is Ops.DEFINE_GLOBAL):
-        if g not in renumber:
-            if (buf := call.src[1 + g.arg[0]]) not in bufs:
-                bufs.append(buf)
-            renumber[g] = g.replace(arg=(bufs.index(buf), *g.arg[1:]))
-    return UOp(Ops.CALL, None, (UOp(Ops.SINK, None, tuple(stores), call.src[0].arg).substitute(renumber), *bufs))
+    sink = _into_slots(UOp(Ops.SINK, None, tuple(stores), call.src[0].arg), call, bufs)
+    return UOp(Ops.CALL, None, (sink, *bufs))
 
 
 def is_alias(call: UOp) -> bool:
