@@ -230,10 +230,10 @@ def _cholesky_backward(lower: bool) -> Any:
         with every product transposed."""
         g, (fac,) = grads, call.outputs
         g = tnp.tril(g) if lower else tnp.triu(g)
-        x, xt = (_atb(fac, g), _atb(g, fac)) if lower else (_abt(fac, g), _abt(g, fac))  # L^T Lbar, its transpose
+        x = _atb(fac, g) if lower else _abt(fac, g)   # L^T Lbar (stored: its transpose is read as a view)
         n = fac.shape[-1]
         rows, cols = _index(n)[:, None], _index(n)[None, :]
-        p_sym = tnp.where(rows > cols, x, tnp.where(rows < cols, xt, x))   # P + P^T, read from both products
+        p_sym = tnp.where(rows < cols, tnp.swapaxes(x, -1, -2), x)   # P + P^T
         w = _solve(fac, p_sym, transpose=lower, lower=lower, unit=False, right=False)
         y = _solve(fac, w, transpose=not lower, lower=lower, unit=False, right=True)
         return (_phi(y, lower),)
