@@ -32,9 +32,10 @@ loops in reverse mode): the forward saves at most that many carries and the back
 """
 from __future__ import annotations
 
+import builtins
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -206,7 +207,7 @@ from tgfx._lax_slicing import dynamic_update_slice_in_dim as dynamic_update_slic
 from tgfx._lax_window import padtype_to_pads as padtype_to_pads
 from tgfx._lax_window import reduce_window as reduce_window
 from tgfx.devices import DEFAULT_DEVICE, canonical_device
-from tgfx.dtypes import dtypes
+from tgfx.dtypes import dtypes, promote_types
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
@@ -215,7 +216,7 @@ from tgfx.numpy._complex import conj as conj
 from tgfx.numpy._complex import imag as imag
 from tgfx.numpy._complex import make_complex
 from tgfx.numpy._complex import real as real
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, is_weak, promotion_kind, weak, weak_input
 from tgfx.trace_state import record_owner, tracing
 from tgfx.transforms.collectives import all_gather as all_gather
 from tgfx.transforms.collectives import axis_index as axis_index
@@ -236,11 +237,13 @@ def _name(f: Callable) -> str:
     return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or type(f).__qualname__
 
 
-def _as_tensor(x: Any, dtype: Any = None, device: str | None = None) -> Tensor | None:
+def _as_tensor(x: Any, device: str | None = None) -> Tensor | None:
+    """An array leaf as a Tensor: a Python number weakly typed, as JAX's (it takes the type of what it meets)."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
-        return Tensor(x, dtype=dtype, device=device)
+    if isinstance(x, (bool, int, float, builtins.complex, np.ndarray, np.generic)):
+        t = Tensor(x, device=device)
+        return weak(t) if weak_input(x) else t
     return None
 
 
@@ -335,65 +338,137 @@ def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device
     return [substitute_outside_calls(t, mapping) for t in tuples], operands
 
 
-def _matching(who: str, name: str, what: str, treedef: PyTreeDef, like: list[Tensor], paths: list[str],
-              out: Any) -> list[UOp]:
-    """A function's new carry as leaves, which must have the structure, shapes and dtypes of `like`."""
+def _carry_leaves(who: str, name: str, what: str, treedef: PyTreeDef, paths: list[str], out: Any,
+                  device: str) -> list[Tensor]:
+    """A function's new carry as Tensors (a Python number weakly typed), which must have the structure it received."""
     pairs, out_tree = tree_flatten_with_path(out)
     if out_tree != treedef:
         raise TypeError(f"{who}: {name} must return {what} with the structure it received, {treedef!r}, but returned "
                         f"{out_tree!r}")
     leaves = []
-    for (_, leaf), old, path in zip(pairs, like, paths, strict=True):
-        t = Tensor.full((), leaf, old.dtype) if isinstance(leaf, (bool, int, float)) else _as_tensor(leaf)
+    for (_, leaf), path in zip(pairs, paths, strict=True):
+        t = _as_tensor(leaf, device)
         if t is None:
             raise TypeError(f"{who}: {name} returned a {type(leaf).__name__} for {path}, not an array")
-        if (t.shape, t.dtype) != (old.shape, old.dtype):
-            raise TypeError(f"{who}: {name} changed the type of {path}: it received {_describe(old)} and returned "
-                            f"{_describe(t)}; a carry keeps its shape and dtype from step to step (cast with "
-                            f".astype, or give the initial value the type the body computes)")
-        leaves.append(t.uop)
+        leaves.append(t)
     return leaves
 
 
+def _promote_weak_carry(carry: list[Tensor], new: list[Tensor]) -> list[Tensor] | None:
+    """The init leaves again, each weakly typed one whose body returned another type converted to the JAX result type
+    of the two (strongly typed), as JAX's `_promote_weak_typed_input`: `scan(lambda c, x: (c * x, c), 1.0, xs16)`
+    carries a float16. None when no leaf needs it. (A weak init differing only in weakness, float32 returned for a
+    Python float, is left as it is.)"""
+    if not any(is_weak(c) and (c.shape, c.dtype) != (t.shape, t.dtype) for c, t in zip(carry, new, strict=True)):
+        return None
+    return [Tensor(c.cast(promote_types(promotion_kind(c), promotion_kind(t))).uop)
+            if is_weak(c) and (c.shape, c.dtype) != (t.shape, t.dtype) else c for c, t in zip(carry, new, strict=True)]
+
+
+def _check_carry(who: str, name: str, carry: list[Tensor], new: list[Tensor], paths: list[str],
+                 init_paths: list[str], promoted: set[int]) -> None:
+    """The new carry must have the shapes and dtypes of the carry received (weak typing aside, as JAX's typematch)."""
+    for k, (old, t, path, init_path) in enumerate(zip(carry, new, paths, init_paths, strict=True)):
+        if (t.shape, t.dtype) == (old.shape, old.dtype):
+            continue
+        if t.shape != old.shape:
+            fix = f"give {init_path} the shape {t.shape} the body computes, or make the body keep {old.shape}"
+        elif k in promoted or is_weak(old):
+            how = (f"took the JAX result type of itself and what the body returned, {old.dtype.name}, for a second "
+                   f"trace, where the body returned {t.dtype.name}" if k in promoted else
+                   f"matched the body's first trace, but in the second, after another weak carry took the type the "
+                   f"body returns, the body returned {t.dtype.name} for it")
+            fix = (f"{init_path} is weakly typed (a Python scalar) and {how} (JAX traces twice at most); give "
+                   f"{init_path} an explicit dtype, e.g. tnp.asarray(..., tnp.{t.dtype.name})")
+        else:
+            fix = (f"cast the new value with .astype(tnp.{old.dtype.name}), or give {init_path} the dtype "
+                   f"{t.dtype.name}")
+            if is_weak(t):
+                fix += (f" (the body's value is weakly typed, from Python scalars, but a strongly typed carry does not "
+                        f"convert it: write tnp.asarray(v, tnp.{old.dtype.name}))")
+        raise TypeError(f"{who}: {name} changed the type of {path}: it received {_describe(old)} and returned "
+                        f"{_describe(t)}; a carry keeps its shape and dtype from step to step: {fix}")
+
+
 # ---- the loop ----
-def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int | None, reverse: bool = False,
-          cond: Callable | None = None, trip: Tensor | None = None) -> tuple[Any, Any]:
-    """Trace `step(i, carry, x) -> (new carry, y)` (and `cond(i, carry) -> bool`) and build the LOOP; returns
-    (final carry, stacked ys) in the structures the functions used."""
-    name = _name(f)
-    device = _device(init, xs)
-    carry, carry_tree, init_paths = _leaves(who, "init", init, device)
-    carry_paths = ["carry" + p[len("init"):] for p in init_paths]   # what the functions receive
-    x_leaves, x_tree, x_paths = _leaves(who, "xs", xs, device)
+class _Step(NamedTuple):
+    """One trace of a loop's step: its stand-ins (the index, the carry, one step's x), what it returned, the cond's
+    predicate (None without a cond)."""
+    index: UOp
+    carry_si: list[UOp]
+    x_si: list[UOp]
+    new_carry: list[Tensor]
+    ys: list[Tensor]
+    y_tree: PyTreeDef
+    pred: Tensor | None
+
+
+def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carry: list[Tensor], carry_tree: PyTreeDef,
+                carry_paths: list[str], x_leaves: list[Tensor], x_tree: PyTreeDef, x_paths: list[str],
+                device: str) -> _Step:
+    """Trace the step (and cond) once on stand-ins of the carry's types and one step's slice of each x, weakly typed
+    where those are."""
     index = _stand_in((), INDEX_DTYPE, device)
     carry_si = [_stand_in(t.shape, t.dtype, device) for t in carry]
     x_si = [_stand_in(t.shape[1:], t.dtype, device) for t in x_leaves]
     described = {**dict(zip(carry_si, carry_paths, strict=True)),
                  **{s: p + "[i]" for s, p in zip(x_si, x_paths, strict=True)}, index: "i (the loop index)"}
-    carry_arg = tree_unflatten(carry_tree, [Tensor(s) for s in carry_si])
-    x_arg = tree_unflatten(x_tree, [Tensor(s) for s in x_si])
+    def arg(si: list[UOp], like: list[Tensor]) -> list[Tensor]:
+        return [weak(Tensor(s)) if is_weak(t) else Tensor(s) for s, t in zip(si, like, strict=True)]
+    carry_arg = tree_unflatten(carry_tree, arg(carry_si, carry))
+    x_arg = tree_unflatten(x_tree, arg(x_si, x_leaves))
     out = _run(name, step, (Tensor(index), carry_arg, x_arg), described)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"{who}: {name} must return a pair (carry, y), got {type(out).__name__}")
     new_carry, y = out
-    new_leaves = _matching(who, name, "a carry", carry_tree, carry, carry_paths, new_carry)
+    new_leaves = _carry_leaves(who, name, "a carry", carry_tree, carry_paths, new_carry, device)
     y_leaves, y_tree, _ = _leaves(who, f"the y returned by {name}", y, device)
-    bodies = [[*new_leaves, *(t.uop for t in y_leaves)]]
+    pred = None
     if cond is not None:
         cname = getattr(cond, "__qualname__", "cond_fun")
         pred = _as_tensor(_run(cname, cond, (Tensor(index), carry_arg), described))
         if pred is None or pred.shape != () or pred.dtype != dtypes.bool:
             got = _describe(pred) if pred is not None else type(pred).__name__
             raise TypeError(f"{who}: cond_fun {cname} must return a boolean scalar, got {got}")
+    return _Step(index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred)
+
+
+def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int | None, reverse: bool = False,
+          cond: Callable | None = None, trip: Tensor | None = None) -> tuple[Any, Any]:
+    """Trace `step(i, carry, x) -> (new carry, y)` (and `cond(i, carry) -> bool`) and build the LOOP; returns
+    (final carry, stacked ys) in the structures the functions used.
+
+    Weak types as JAX's: a Python scalar in `init` (or a weakly typed Tensor) is a weakly typed carry, and when the
+    body returns another type for it (`c * x` with float16 x), it is converted to the JAX result type of the two and
+    the step traced once more, so `scan(lambda c, x: (c * x, c), 1.0, xs16)` carries a float16. The results are
+    weakly typed where the body returned weakly typed values (the final carry as the step's last trace returned it)."""
+    name = _name(f)
+    device = _device(init, xs)
+    carry, carry_tree, init_paths = _leaves(who, "init", init, device)
+    carry_paths = ["carry" + p[len("init"):] for p in init_paths]   # what the functions receive
+    x_leaves, x_tree, x_paths = _leaves(who, "xs", xs, device)
+    trace = (who, name, step, cond)
+    traced = _trace_step(*trace, carry, carry_tree, carry_paths, x_leaves, x_tree, x_paths, device)
+    promoted_carry = _promote_weak_carry(carry, traced.new_carry)
+    promoted: set[int] = set()
+    if promoted_carry is not None:   # JAX's second pass (and last: a carry that changes again is an error, as there)
+        promoted = {k for k, (a, b) in enumerate(zip(carry, promoted_carry, strict=True)) if a is not b}
+        carry = promoted_carry
+        traced = _trace_step(*trace, carry, carry_tree, carry_paths, x_leaves, x_tree, x_paths, device)
+    index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred = traced
+    _check_carry(who, name, carry, new_leaves, carry_paths, init_paths, promoted)
+    bodies = [[*(t.uop for t in new_leaves), *(t.uop for t in y_leaves)]]
+    if pred is not None:
         bodies.append([pred.uop])
     closed, consts = close_over(bodies, [index], [*carry_si, *x_si], device)
     spec = LoopSpec(name, len(consts), len(carry), len(x_leaves), length, device, reverse, cond is not None,
                     trip is not None)
     operands = [*consts, *(t.uop for t in carry), *(t.uop for t in x_leaves), *([] if trip is None else [trip.uop])]
     loop = UOp(Ops.LOOP, None, (*closed, *operands), spec)
-    res = [Tensor(UOp(Ops.GETTUPLE, d, (loop,), i)) for i, (_, d) in enumerate(loop_results(loop))]
     k, n_y = len(carry), len(y_leaves)
-    return tree_unflatten(carry_tree, res[:k]), tree_unflatten(y_tree, res[k:k + n_y])
+    res = [Tensor(UOp(Ops.GETTUPLE, d, (loop,), i)) for i, (_, d) in enumerate(loop_results(loop)[:k + n_y])]
+    res = [weak(r) if is_weak(t) else r for r, t in zip(res, [*new_leaves, *y_leaves], strict=True)]
+    return tree_unflatten(carry_tree, res[:k]), tree_unflatten(y_tree, res[k:])
 
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
@@ -447,18 +522,25 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
 
     With Python int bounds this is a scan of `upper - lower` steps, differentiable in reverse mode; with Tensor
     bounds (e.g. arguments of a jitted function) the trip count is read on the device, like JAX's while loop.
-    `i` is an int32 scalar. The body is traced once: a 1,000-step loop compiles exactly what a 10-step loop does.
+    `i` is an int32 scalar (weakly typed with int bounds, as JAX's). The body is traced once: a 1,000-step loop
+    compiles exactly what a 10-step loop does.
     An elementwise body (no reduce, no movement mixing elements) runs as one kernel with the steps as a loop inside
     it. `unroll` is accepted for JAX compatibility and has no effect.
 
     >>> tg.lax.fori_loop(0, 10, lambda i, x: x + i, 0.0)    # 45.0
     """
     def body(i: Tensor, c: Any, _x: Any) -> tuple[Any, None]:
-        return body_fun(i.astype(dtypes.int32) + lo, c), None
+        index = Tensor((i.astype(dtypes.int32) + lo).uop)
+        return body_fun(weak(index) if weak_index else index, c), None
     if not isinstance(lower, Tensor) and not isinstance(upper, Tensor):
         lo, hi = _int_bound("lower", lower), _int_bound("upper", upper)
+        weak_index = True   # as JAX's (a scan from a Python int): `fori_loop(0, 3, lambda i, c: c + i, 0)` stays weak
         return _loop("fori_loop", body_fun, body, init_val, None, hi - lo if hi > lo else 0)[0]
     lo_t, hi_t = (_scalar_int("fori_loop", what, v) for what, v in (("lower", lower), ("upper", upper)))
+    # as JAX's: bounds that are known (read no traced value) make a scan from a Python int, so i is weakly typed; traced
+    # ones a while loop starting i at lower, weakly typed if that is (a Python int) and upper's type needs no conversion
+    weak_index = not any(u.op is Ops.PARAM for t in (lo_t, hi_t) for u in t.uop.toposort()) or \
+        is_weak(lo_t) and (is_weak(hi_t) or hi_t.dtype == lo_t.dtype)
     lo = lo_t.astype(dtypes.int32)
     trip = _clamp0(hi_t.cast(INDEX_DTYPE) - lo_t.cast(INDEX_DTYPE))
     return _loop("fori_loop", body_fun, body, init_val, None, None, trip=trip)[0]
@@ -552,26 +634,50 @@ def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> 
         idx = (idx < lo).where(lo, (hi < idx).where(hi, idx))
     si = [_stand_in(t.shape, t.dtype, device) for t in args]
     described = dict(zip(si, arg_paths, strict=True))
-    stand_args = tree_unflatten(arg_tree, [Tensor(s) for s in si])
+    stand_args = tree_unflatten(arg_tree, [weak(Tensor(s)) if is_weak(t) else Tensor(s) for s, t in zip(si, args,
+                                                                                                       strict=True)])
     outs, first = [], None
     for k, b in enumerate(branches):
         res = _run(_name(b), b, tuple(stand_args), described)
-        leaves, tree, _ = _leaves(who, f"the result of branch {k} ({_name(b)})", res, device)
-        sig = (tree, [(t.shape, t.dtype) for t in leaves])
+        what = f"the result of branch {k} ({_name(b)})"
+        leaves, tree, paths = _leaves(who, what, res, device)
         if first is None:
-            first = (sig, k)
-        elif sig != first[0]:
-            def show(s: tuple) -> str:
-                return f"{s[0]!r} of " + ", ".join(f"{d.name}{list(sh)}" for sh, d in s[1])
-            raise TypeError(f"{who}: every branch must return the same structure, shapes and dtypes, but branch "
-                            f"{first[1]} ({_name(branches[first[1]])}) returns {show(first[0])} and branch {k} "
-                            f"({_name(b)}) returns {show(sig)}")
+            first = (tree, leaves, ["output" + p[len(what):] for p in paths])
+        else:
+            _same_types(who, branches, first, k, tree, leaves)
         outs.append([t.uop for t in leaves])
     closed, consts = close_over(outs, [], si, device)
     spec = SwitchSpec("|".join(_name(b) for b in branches), len(branches), device)
     sw = UOp(Ops.SWITCH, None, (*closed, idx.uop, *consts, *(t.uop for t in args)), spec)
     res = [Tensor(UOp(Ops.GETTUPLE, o.dtype, (sw,), i)) for i, o in enumerate(closed[0].src)]
-    return tree_unflatten(first[0][0], res)
+    # weakly typed where the first branch's result is (false_fun's for cond), as JAX's: its results take the first
+    # branch's types, and weak typing is not part of what must match
+    return tree_unflatten(first[0], [weak(r) if is_weak(t) else r for r, t in zip(res, first[1], strict=True)])
+
+
+def _same_types(who: str, branches: list[Callable], first: tuple[PyTreeDef, list[Tensor], list[str]], k: int,
+                tree: PyTreeDef, leaves: list[Tensor]) -> None:
+    """Branch k must return the first branch's structure, shapes and dtypes (weak typing aside, as JAX's)."""
+    def branch(j: int) -> str:
+        return f"{('false_fun', 'true_fun')[j] if who == 'cond' else f'branch {j}'} ({_name(branches[j])})"
+    first_tree, first_leaves, paths = first
+    if tree != first_tree:
+        raise TypeError(f"{who}: every branch must return the same structure, shapes and dtypes, but {branch(0)} "
+                        f"returns {first_tree!r} and {branch(k)} returns {tree!r}")
+    for a, b, path in zip(first_leaves, leaves, paths, strict=True):
+        if (a.shape, a.dtype) == (b.shape, b.dtype):
+            continue
+        if a.shape != b.shape:
+            fix = "make their shapes agree"
+        elif is_weak(a) != is_weak(b):   # (a Python scalar beside an array, the commonest slip)
+            j, strong = (0, b) if is_weak(a) else (k, a)
+            fix = (f"the result of {branch(j)} is weakly typed (a Python scalar, or computed from them alone), but "
+                   f"branches' results are not promoted to each other, as in JAX: make it {strong.dtype.name}, e.g. "
+                   f"tnp.asarray(v, tnp.{strong.dtype.name})")
+        else:
+            fix = f"cast one with .astype, e.g. .astype(tnp.{promote_types(a.dtype, b.dtype).name})"
+        raise TypeError(f"{who}: every branch must return the same structure, shapes and dtypes, but {branch(0)} "
+                        f"returns {_describe(a)} and {branch(k)} returns {_describe(b)} for {path}; {fix}")
 
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over",
