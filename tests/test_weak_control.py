@@ -1,5 +1,5 @@
 """Weak types (JAX's weak_type) through control flow and vmap: `tg.lax.scan`, `fori_loop`, `while_loop`, `cond`,
-`switch` and `map`, under `jit`, `grad` and `jvp` too.
+`switch`, `map` and `vmap`, under `jit`, `grad` and `jvp` too.
 
 Every expected type and value below is what jax 0.10.2 gives for the same program (written as `jax.typeof` prints it:
 `~` in front when weakly typed); the tests do not import jax. The rules they pin:
@@ -12,6 +12,7 @@ Every expected type and value below is what jax 0.10.2 gives for the same progra
 - results are weakly typed where the body returned weakly typed values; a Python-int-bounded `fori_loop`'s `i` is;
 - `cond` / `switch` branches must agree on dtypes (weak typing aside, no promotion between them); the results take
   the first branch's weak typing (false_fun's for `cond`);
+- `vmap` keeps the weak typing of its arguments and of what the function returns.
 """
 from __future__ import annotations
 
@@ -158,6 +159,45 @@ CASES: list[tuple[str, Callable[[], Any], list[tuple[str, str, Any]]]] = [
      [("[0]", "~float32[3]", [2.0, 2.0, 2.0]), ("[1]", "~float32[3]", [4.0, 4.0, 4.0])]),
     ("associative_scan of weak elems is strong", lambda: lax.associative_scan(lambda a, b: a + b, weak_vec()),
      [("", "float32[3]", [2.0, 4.0, 6.0])]),
+    # ---- vmap ----
+    ("vmap weak argument", lambda: tg.vmap(lambda x: x * 2)(weak_vec()), [("", "~float32[3]", [4.0, 4.0, 4.0])]),
+    ("vmap weak argument, float16 operand", lambda: tg.vmap(lambda x: x * s16())(weak_vec()),
+     [("", "float16[3]", [4.0, 4.0, 4.0])]),
+    ("vmap returns a Python float", lambda: tg.vmap(lambda x: 2.0)(x16()), [("", "~float32[3]", [2.0, 2.0, 2.0])]),
+    ("vmap int argument, weak float result", lambda: tg.vmap(lambda x: x + 1.0)(tnp.arange(3)),
+     [("", "~float32[3]", [1.0, 2.0, 3.0])]),
+    ("vmap unmapped Python scalar", lambda: tg.vmap(lambda x, y: x * y, in_axes=(0, None))(x16(), 2.0),
+     [("", "float16[3]", [2.0, 2.0, 2.0])]),
+    ("vmap unmapped Python scalar returned", lambda: tg.vmap(lambda x, y: y, in_axes=(0, None))(x16(), 2.0),
+     [("", "~float32[3]", [2.0, 2.0, 2.0])]),
+    ("vmap unmapped weak Tensor", lambda: tg.vmap(lambda x, w: x + w, in_axes=(0, None))(tnp.ones(3, tnp.int32),
+                                                                                         tnp.asarray(2.0)),
+     [("", "~float32[3]", [3.0, 3.0, 3.0])]),
+    ("vmap out_axes None keeps weak", lambda: tg.vmap(lambda x: (x * 2, 1.0), out_axes=(0, None))(x16()),
+     [("[0]", "float16[3]", [2.0, 2.0, 2.0]), ("[1]", "~float32[]", 1.0)]),
+    ("vmap of vmap", lambda: tg.vmap(tg.vmap(lambda x: x + 1))(tnp.broadcast_to(tnp.asarray(1.0), (2, 3))),
+     [("", "~float32[2,3]", [[2.0] * 3] * 2)]),
+    ("vmap of scan", lambda: tg.vmap(lambda x: lax.scan(lambda c, y: (c * y, c), 1.0, x))(tnp.ones((2, 3), f16)),
+     [("[0]", "float16[2]", [1.0, 1.0]), ("[1]", "float16[2,3]", [[1.0] * 3] * 2)]),
+    ("vmap of scan over weak xs",
+     lambda: tg.vmap(lambda x: lax.scan(lambda c, y: (c + y, y * 2), 0.0, x))(tnp.broadcast_to(tnp.asarray(1.0),
+                                                                                                (2, 3))),
+     [("[0]", "~float32[2]", [3.0, 3.0]), ("[1]", "~float32[2,3]", [[2.0] * 3] * 2)]),
+    ("vmap of fori", lambda: tg.vmap(lambda x: lax.fori_loop(0, 3, lambda i, c: c + x, 0.0))(x16()),
+     [("", "float16[3]", [3.0, 3.0, 3.0])]),
+    ("vmap of cond, batched predicate",
+     lambda: tg.vmap(lambda p, x: lax.cond(p, lambda: 1.0, lambda: 2.0))(tnp.array([True, False]), tnp.ones(2)),
+     [("", "~float32[2]", [1.0, 2.0])]),
+    ("vmap of cond on weak operands",
+     lambda: tg.vmap(lambda p, x: lax.cond(p, lambda x: x * 2, lambda x: x + 1, x))(tnp.array([True, False]),
+                                                                                    weak_vec()[:2]),
+     [("", "~float32[2]", [4.0, 3.0])]),
+    ("vmap of switch", lambda: tg.vmap(lambda i: lax.switch(i, [lambda: 1.0, lambda: 2.0, lambda: 3.0]))(
+        tnp.array([0, 2])),
+     [("", "~float32[2]", [1.0, 3.0])]),
+    ("vmap of while, batched predicate",
+     lambda: tg.vmap(lambda x: lax.while_loop(lambda c: c < x, lambda c: c * 2.0, 1.0))(tnp.array([3.0, 10.0], f16)),
+     [("", "~float32[2]", [4.0, 16.0])]),
 ]
 
 

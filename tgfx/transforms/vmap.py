@@ -42,7 +42,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import outside_bodies
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, is_weak, to_tensor, weak
 from tgfx.trace_state import record_owner, tracing
 from tgfx.transforms.collectives import Axis, bound
 from tgfx.transforms.grad import CallInfo, Transformed, _call_name
@@ -341,11 +341,12 @@ def _in_axes_per_leaf(in_axes: Any, args: tuple, kwargs: dict) -> list[int | Non
 
 
 def _as_array(x: Any) -> Tensor | None:
-    """A Tensor, numpy array or Python number as a Tensor (None for anything else)."""
+    """A Tensor, numpy array or Python number as a Tensor (None for anything else); a Python number weakly typed of
+    the default type, as JAX's `vmap(lambda x: 2.0)(xs)` returns a weak float32."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
-        return Tensor(np.asarray(x))
+    if isinstance(x, (np.ndarray, np.generic, bool, int, float, complex)):
+        return to_tensor(x)
     return None
 
 
@@ -408,7 +409,7 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
             record_owner((standin,), name)
             described[standin] = where
             mapped[key] = (move_axis(t.uop, ax, 0), standin)
-        new_leaves[k] = Tensor(mapped[key][1])
+        new_leaves[k] = weak(Tensor(mapped[key][1])) if is_weak(leaf) else Tensor(mapped[key][1])   # (as JAX's)
     size = _batch_size(sizes, axis_size)
     t_args, t_kwargs = tree_unflatten(treedef, new_leaves)
     # each stand-in's batched value; collectives batch with them while `fun` runs, those over this axis's name and,
@@ -418,16 +419,18 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
     with tracing(name, described), bound(Axis(axis_name, size, seeds)):
         out = fun(*t_args, **t_kwargs)
     pairs, out_tree = tree_flatten_with_path(out)
-    roots = []
+    roots, weak_outs = [], []
     for path, leaf in pairs:
         t = _as_array(leaf)
         if t is None:
             raise TypeError(f"vmap: {name} returned a {type(leaf).__name__} at output{keystr(path)}; the results of "
                             f"a vmapped function must be arrays")
         roots.append(t.uop)
+        weak_outs.append(is_weak(t))
     results, flags = batch_graph(roots, seeds, size)
     outs = _place_outputs(results, flags, [p for p, _ in pairs], out, out_axes, size)
-    return tree_unflatten(out_tree, outs)
+    # a result the function computed weakly typed is weakly typed batched, as JAX's (batching keeps weak_type)
+    return tree_unflatten(out_tree, [weak(t) if w else t for t, w in zip(outs, weak_outs, strict=True)])
 
 
 def _place_outputs(results: list[UOp], flags: list[bool], paths: list[KeyPath], out: Any, out_axes: Any,
