@@ -596,3 +596,20 @@ def test_a_python_float_argument_is_weakly_typed_inside_the_transform() -> None:
     # a value computed from the weak argument alone stays weak (~float32[] in JAX); a strong argument's does not
     assert str(tg.typeof(tg.value_and_grad(lambda x: x * 2.0)(2.0)[0])) == "~float32[]"
     assert str(tg.typeof(tg.value_and_grad(lambda x: x * 2.0)(tnp.ones(()))[0])) == "float32[]"
+
+
+def test_the_gradient_of_a_weakly_typed_input_is_weakly_typed() -> None:
+    # jax 0.10.2: grad gives an input's gradient the input's type, weak_type included, however it was computed
+    def typeof(x: Any) -> str:
+        return str(tg.typeof(x))
+    assert typeof(tg.grad(lambda x: x * x)(2.0)) == "~float32[]"
+    assert typeof(tg.grad(lambda x: x * tnp.float16(2))(2.0)) == "~float32[]"   # (computed in float16)
+    assert typeof(tg.grad(lambda x: x * tnp.float32(3))(2.0)) == "~float32[]"
+    assert typeof(tg.grad(lambda x: (x * x).sum())(tnp.broadcast_to(tnp.asarray(2.0), (2,)))) == "~float32[2]"
+    assert typeof(tg.grad(lambda x: x * x)(tnp.float32(2.0))) == "float32[]"
+    gx, gy = tg.grad(lambda x, y: x * y, argnums=(0, 1))(2.0, tnp.float32(3))
+    assert (typeof(gx), typeof(gy), gx.item(), gy.item()) == ("~float32[]", "float32[]", 3.0, 2.0)
+    g = tg.grad(lambda p: p["a"] * p["b"])({"a": 2.0, "b": tnp.float32(3)})
+    assert (typeof(g["a"]), typeof(g["b"])) == ("~float32[]", "float32[]")
+    value, g = tg.value_and_grad(lambda x: tg.lax.fori_loop(0, 3, lambda i, c: c * x, 1.0))(2.0)
+    assert (typeof(value), typeof(g), value.item(), g.item()) == ("~float32[]", "~float32[]", 8.0, 12.0)

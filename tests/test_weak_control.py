@@ -247,8 +247,8 @@ def test_grad_and_jvp_through_a_promoted_carry() -> None:
     out, tangent = tg.jvp(lambda x: lax.fori_loop(0, 3, lambda i, c: c * x, 1.0), (tnp.float16(2),),
                           (tnp.float16(1),))
     assert types_and_values((out, tangent)) == [("[0]", "float16[]", 8.0), ("[1]", "float16[]", 12.0)]
-    value, _ = tg.value_and_grad(lambda x: lax.fori_loop(0, 3, lambda i, c: c * x, 1.0))(2.0)
-    assert types_and_values(value) == [("", "~float32[]", 8.0)]
+    value, g = tg.value_and_grad(lambda x: lax.fori_loop(0, 3, lambda i, c: c * x, 1.0))(2.0)
+    assert types_and_values((value, g)) == [("[0]", "~float32[]", 8.0), ("[1]", "~float32[]", 12.0)]
 
 
 # ---- errors where JAX errors: they name the carry or output, both types and a fix ----

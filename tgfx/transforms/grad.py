@@ -699,7 +699,10 @@ def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: A
     grads = [g.get(p, None) for p in tr.params]
     grads = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
     (value, *flat), aux = leave_with_aux(tr, [out, *grads])
-    (value,) = weak_like([value], tr.weak_outs)   # (the gradients: as computed, strongly typed)
+    (value,) = weak_like([value], tr.weak_outs)
+    # a weakly typed input's gradient is too, as JAX's (it takes the input's type: `grad(lambda x: x * x)(2.0)` is a
+    # weak float32), a strongly typed one's is not; new Tensors, since a gradient may be a value someone else holds
+    flat = [weak(Tensor(t.uop)) if w else t for t, w in zip(flat, tr.weak_inputs, strict=True)]
     per_arg = tr.per_arg(flat)
     result = per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg)
     value = (value, aux) if has_aux else value
