@@ -486,7 +486,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
 
     `init`, `xs` and the results are pytrees of arrays; every leaf of `xs` is scanned along its first axis (all the
     same length), and `xs=None` with `length=n` scans n times with x = None. The carry must keep its structure,
-    shapes and dtypes. `f` is traced once; the loop runs on the device (its compile time and kernels do not
+    shapes and dtypes; a Python scalar in `init` is weakly typed and takes the dtype the body returns for it, as in
+    JAX (`scan(lambda c, x: (c * x, c), 1.0, xs16)` carries a float16). `f` is traced once; the loop runs on the device (its compile time and kernels do not
     depend on the length). `unroll` is accepted for JAX compatibility and has no effect.
 
     >>> def rnn_step(h, x):
@@ -592,7 +593,7 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
 
     The branch is chosen on the device from the index's value: only that branch runs, so an expensive branch not
     taken costs nothing, and under `jit` the program is encoded once with every branch in it. Every branch is
-    traced and must return the same structure, shapes and dtypes.
+    traced and must return the same structure, shapes and dtypes; a result is weakly typed where branch 0's is.
 
     >>> tg.lax.switch(k, [lambda x: x + 1, lambda x: x * 2, tnp.sin], x)
     """
@@ -603,7 +604,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     """`true_fun(*operands) if pred else false_fun(*operands)`, as `jax.lax.cond`, decided on the device.
 
     `pred` is a scalar (bool, or a number compared with 0). Both functions are traced and must return the same
-    structure, shapes and dtypes; only the one the predicate picks runs.
+    structure, shapes and dtypes (not promoted to each other: `lambda: 1.0` beside a float16 result is an error, as
+    in JAX); only the one the predicate picks runs. A result is weakly typed where false_fun's is (JAX's rule).
 
     >>> tg.lax.cond(x.sum() > 0, lambda x: x * 2, lambda x: -x, x)
     """
