@@ -193,12 +193,20 @@ def test_a_column_sum_adds_vectors_of_a_contiguous_row():
     # summing over the outer axis: the output axis is contiguous in the load, so it is vectorised (one vector of
     # accumulators per step down the column); summing a row is not (its output axis would be a gather): a long row
     # is LLVM's to vectorise, a row of a few vectors is vectors of partial sums (the reduce UNROLLed by the lanes)
-    # (and the column's steps are SUM_CHAINS independent vectors of accumulators, summed after the loop)
-    opt, chains = hand_coded_opts(reduce_sink(128, 512, axis=0), on_cores(1))
-    assert opt.op == "UPCAST" and opt.axis == 0 and opt.amount in (8, 16)
-    assert chains == Opt("UNROLL", 1, 4)
-    assert hand_coded_opts(reduce_sink(128, 512, axis=1), on_cores(1)) == []
+    # (and the column's steps are SUM_CHAINS independent vectors of accumulators: side by side along the row, so a
+    # step reads a run of it, not a vector of it a row's length from the last; down the column where the row is
+    # narrower, summed after the loop)
     lanes = on_cores(1).lanes()
+    assert hand_coded_opts(reduce_sink(128, 512, axis=0), on_cores(1)) == \
+        [Opt("UPCAST", 0, lanes), Opt("UPCAST", 0, 4)]
+    assert hand_coded_opts(reduce_sink(128, 2 * lanes, axis=0), on_cores(1)) == \
+        [Opt("UPCAST", 0, lanes), Opt("UPCAST", 0, 2), Opt("UNROLL", 1, 2)]
+    assert hand_coded_opts(reduce_sink(128, 3 * lanes, axis=0), on_cores(1)) == \
+        [Opt("UPCAST", 0, lanes), Opt("UPCAST", 0, 3)]
+    x = np.random.default_rng(1).standard_normal((300, 40 * lanes)).astype(np.float32)
+    np.testing.assert_allclose(tg.jit(lambda a: a.sum(0))(tg.asarray(x)).numpy(), x.astype(np.float64).sum(0),
+                               rtol=1e-5, atol=1e-4)
+    assert hand_coded_opts(reduce_sink(128, 512, axis=1), on_cores(1)) == []
     assert [(o.op, o.amount) for o in hand_coded_opts(reduce_sink(128, 2 * lanes, axis=1), on_cores(1))] == \
         [("UNROLL", lanes), ("UNROLL", 2)]
 
