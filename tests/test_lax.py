@@ -530,6 +530,45 @@ def test_rnn_trained_with_scan_under_jit_grad_matches_unrolled() -> None:
     assert a.trace_count == 1
 
 
+def _backward_loops(t: tg.Tensor) -> list:
+    return [u.arg for u in t.uop.toposort() if u.op.name == "LOOP" and u.arg.name.endswith("_backward")]
+
+
+def test_recurrent_weight_gradients_are_one_contraction_after_the_loop() -> None:
+    """A weight's gradient in a scan's backward, `h_t^T @ dz_t` a step, is not added into an accumulator carry step by
+    step (a pass over the weight a step: an LSTM's 256 x 1024 recurrent weight, 32 times) when the step's operands are
+    smaller than the weight: they are stacked as the backward's ys and contracted over the steps and the batch after
+    it, one matmul. The bias's gradient (a plain sum) is still accumulated; the gradients are the unrolled loop's."""
+    rng = np.random.default_rng(1)
+    t_len, batch, d_in, hidden = 7, 3, 8, 16
+    xs = tg.asarray(rng.standard_normal((t_len, batch, d_in)).astype(f32))
+    params = {"wx": rng.standard_normal((d_in, hidden)) * 0.3, "wh": rng.standard_normal((hidden, hidden)) * 0.3,
+              "b": rng.standard_normal(hidden) * 0.1}
+    params = {k: tg.asarray(v.astype(f32)) for k, v in params.items()}
+
+    def cell(p: dict) -> Callable:
+        return lambda h, x: ((h2 := tnp.tanh(x @ p["wx"] + h @ p["wh"] + p["b"])), h2)
+
+    def loss_scan(p: dict) -> tg.Tensor:
+        _, hs = tg.lax.scan(cell(p), tnp.zeros((batch, hidden)), xs)
+        return (hs ** 3).sum()
+
+    def loss_unrolled(p: dict) -> tg.Tensor:
+        h, total = tnp.zeros((batch, hidden)), 0.0
+        for t in range(t_len):
+            h, o = cell(p)(h, xs[t])
+            total = total + (o ** 3).sum()
+        return total
+
+    g = tg.grad(loss_scan)(params)
+    (loop,) = _backward_loops(g["wh"])
+    assert loop.n_carry == 2   # the hidden state's cotangent and the bias's accumulator: no weight's
+    want = tg.grad(loss_unrolled)(params)
+    for k in params:
+        close(g[k], want[k])
+    close(tg.jit(tg.grad(loss_scan))(params), want)
+
+
 # ---- higher order and forward mode ----
 def test_second_order_and_jvp_through_loops() -> None:
     def f(x: tg.Tensor) -> tg.Tensor:

@@ -697,15 +697,38 @@ def _layout_of(u: UOp) -> tuple[int | None, frozenset[int]]:
     if [src.shape[i] for i in old_rest] == [shape[i] for i in new_rest]:   # a reshape that only adds or drops 1s
         moved = {o: n for o, n in zip(old_rest, new_rest, strict=True)}
         return (a if a is None or a == -1 else moved[a]), units | frozenset(moved[c] for c in const if c in moved)
-    if a is not None and a != -1 and old_rest and new_rest and a == old_rest[-1] and \
-            src.shape[a] == shape[new_rest[-1]]:
-        return new_rest[-1], units   # the axes outside the last one regrouped (a batch and its sequence): it runs on
+    if a is not None and a != -1 and (y := _regrouped_axis(src.shape, shape, a)) is not None:
+        return y, units   # the axes around it regrouped (a batch and its sequence, einsum's contracted axes as one)
     base = src
     while base.op is Ops.RESHAPE:
         base = base.src[0]
     # any other reshape keeps the layout only of a value stored row-major, whose last axis runs along memory
     stored = base.op not in GroupOp.Movement and base.op not in GroupOp.ALU and base.op is not Ops.CAST
     return (new_rest[-1] if stored and new_rest else None), units
+
+
+def _regrouped_axis(old: tuple[int, ...], new: tuple[int, ...], a: int) -> int | None:
+    """The axis of shape `new` that old axis `a` becomes in a reshape from `old`, when it keeps its length as the
+    innermost axis of its group (the runs of axes whose products match): elements adjacent along it stay adjacent
+    along that axis (`(t, b, j) -> (j, t, b) -> (1, j, t * b)`: j). None when it is split or merged with axes inside
+    it."""
+    olds, news = _unit_free(old), _unit_free(new)
+    i = j = 0
+    while i < len(olds) and j < len(news):
+        gi, gj, po, pn = [olds[i]], [news[j]], old[olds[i]], new[news[j]]
+        while po != pn:
+            if po < pn and i + len(gi) < len(olds):
+                gi.append(olds[i + len(gi)])
+                po *= old[gi[-1]]
+            elif pn < po and j + len(gj) < len(news):
+                gj.append(news[j + len(gj)])
+                pn *= new[gj[-1]]
+            else:
+                return None
+        if a in gi:
+            return gj[-1] if gi[-1] == a and new[gj[-1]] == old[a] else None
+        i, j = i + len(gi), j + len(gj)
+    return None
 
 
 def _is_view(u: UOp) -> bool:

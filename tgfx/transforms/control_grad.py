@@ -28,10 +28,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
-from tgfx.ir.ops import Ops
+from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.complex import is_zero
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
+from tgfx.lowering.symbolic import sum_terms
 from tgfx.tensor import Tensor
 
 
@@ -50,6 +51,42 @@ def _param(slot: int, shape: tuple[int, ...], dtype: object, device: str) -> UOp
 
 def _get(u: UOp, i: int, dtype: object) -> UOp:
     return UOp(Ops.GETTUPLE, dtype, (u,), i)
+
+
+class _Stacked:
+    """A term of a const's gradient that is a contraction of two values of the step (`x_t^T @ g_t`, a recurrent
+    weight's): its operands are the backward's ys, stacked over the steps, and the term is one contraction over the
+    steps and its own axes after the loop, instead of T contractions added into an accumulator carry."""
+    def __init__(self, term: UOp, red: UOp) -> None:
+        self.term, self.red = term, red
+        self.operands = tuple(e.src[0] for e in red.src[0].src)   # what the two EXPANDs broadcast
+
+    def summed(self, stacked: list[UOp]) -> UOp:
+        """The term summed over every step, given its operands stacked (steps, *shape)."""
+        mul = self.red.src[0]
+        full = (stacked[0].shape[0], *mul.shape)
+        prods = UOp(Ops.MUL, mul.dtype, tuple(UOp(Ops.EXPAND, a.dtype, (a,), full) for a in stacked))
+        red = UOp(Ops.REDUCE_AXIS, self.red.dtype, (prods,), (Ops.ADD, (0, *(a + 1 for a in self.red.arg[1]))))
+        return self.term.substitute({self.red: UOp(Ops.RESHAPE, red.dtype, (red,), self.red.shape)})
+
+
+def _stacked_terms(grad: UOp, const_params: set[UOp], size: int) -> tuple[list[_Stacked], list[UOp]]:
+    """The terms of a const's gradient `grad` (a sum) that are contractions of two values of the step whose elements
+    together are at most the const's `size` (so stacking them moves no more than adding into the accumulator each step
+    does: an LSTM's `h_t^T @ dz_t`, 32 x (256 + 1024) a step against 256 x 1024), and the other terms."""
+    stacked, rest = [], []
+    for t in sum_terms(grad):
+        red = t
+        while red.op in GroupOp.Movement and red.op is not Ops.EXPAND:
+            red = red.src[0]
+        ok = red.op is Ops.REDUCE_AXIS and red.arg[0] is Ops.ADD and red.src[0].op is Ops.MUL and \
+            all(e.op is Ops.EXPAND for e in red.src[0].src)
+        if ok:
+            term = _Stacked(t, red)
+            ok = sum(a.size for a in term.operands) <= size and all(
+                any(u.op is Ops.PARAM and u not in const_params for u in walk(a)) for a in term.operands)
+        (stacked if ok else rest).append(term if ok else t)
+    return stacked, rest
 
 
 def loop_grad(ctx: tuple, ret: UOp) -> tuple:
@@ -120,26 +157,55 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
         if j in cs:
             d = d + cts_i[cs.index(j)]
         new_ct.append(d)
-    new_acc = [a + grad_of(c_p[i]) for a, i in zip(acc, fconst, strict=True)]
-    bw_body = UOp(Ops.TUPLE, None, (*new_ct, *new_acc, *(grad_of(x_i[m]) for m in fx)))
+    # a const's gradient terms that contract two values of the step are summed over the steps after the loop, from
+    # their operands stacked as ys (not with a loop whose steps are counted on the device: rows it never reaches would
+    # be summed too); the other terms are added into an accumulator carry, a const with none left has no carry
+    stacks, rests = {}, {}
+    for i in fconst:
+        stacks[i], rests[i] = _stacked_terms(grad_of(c_p[i]), set(c_p), consts[i].size) if steps is None else \
+            ([], [grad_of(c_p[i])])
+    summed = [i for i in fconst if rests[i]]
+    new_acc = [a + _sum(rests[i]) for a, i in zip(acc, fconst, strict=True) if rests[i]]
+    operands = [a for i in fconst for t in stacks[i] for a in t.operands]
+    bw_body = UOp(Ops.TUPLE, None, (*new_ct, *new_acc, *(grad_of(x_i[m]) for m in fx), *operands))
+    if len(summed) < len(fconst):   # the slots after a dropped accumulator move down
+        first = 1 + nc + len(fc)
+        kept = [first + a for a, i in enumerate(fconst) if rests[i]]
+        def moved(p: UOp) -> UOp:
+            s = p.arg[0]
+            to = s if s < first else first + kept.index(s) if s < first + len(fconst) else s - len(fconst) + len(kept)
+            return p.replace(arg=(to, *p.arg[1:]))
+        bw_body = substitute_outside_calls(bw_body, {p: moved(p) for p in params_of(bw_body).values()})
 
     init_ct = [_on(ct_carry[j], dev) if ct_carry[j] is not None else _zeros(init[j], dev) for j in fc]
-    bw_spec = LoopSpec(f"{sp.name}_backward", nc, len(fc) + len(fconst), k + nx + len(cy) + len(cs), sp.length, dev,
+    bw_spec = LoopSpec(f"{sp.name}_backward", nc, len(fc) + len(summed), k + nx + len(cy) + len(cs), sp.length, dev,
                        reverse=not sp.reverse, dynamic=steps is not None)
-    src = (bw_body, *consts, *init_ct, *(_zeros(consts[i], dev) for i in fconst), *saved, *xs,
+    src = (bw_body, *consts, *init_ct, *(_zeros(consts[i], dev) for i in summed), *saved, *xs,
            *(_on(ct_ys[j], dev) for j in cy), *(_on(ct_saved[j], dev) for j in cs),
            *([steps] if steps is not None else []))
     bw = UOp(Ops.LOOP, None, src, bw_spec)
 
     out: list[UOp | None] = [None] * len(ret.src)
     base = sp.n_bodies
-    for a, i in enumerate(fconst):
-        out[base + i] = _get(bw, len(fc) + a, consts[i].dtype)
+    ys = len(fc) + len(summed) + len(fx)   # the first stacked operand
+    for i in fconst:
+        terms = [_get(bw, len(fc) + summed.index(i), consts[i].dtype)] if rests[i] else []
+        for t in stacks[i]:
+            terms.append(t.summed([_get(bw, ys + a, o.dtype) for a, o in enumerate(t.operands)]))
+            ys += len(t.operands)
+        out[base + i] = _sum(terms)
     for a, j in enumerate(fc):
         out[base + nc + j] = _get(bw, a, init[j].dtype)
     for a, m in enumerate(fx):
-        out[base + nc + k + m] = _get(bw, len(fc) + len(fconst) + a, xs[m].dtype)
+        out[base + nc + k + m] = _get(bw, len(fc) + len(summed) + a, xs[m].dtype)
     return tuple(out)
+
+
+def _sum(terms: list[UOp]) -> UOp:
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
 
 
 def switch_grad(ctx: tuple, ret: UOp) -> tuple:
