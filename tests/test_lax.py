@@ -720,11 +720,12 @@ def test_loop_kernel_threads_large_loops_and_keeps_dtypes() -> None:
     close(full, np.full(2, 4, f32))
 
 
-@pytest.mark.parametrize("n", [32, 48, 7])
+@pytest.mark.parametrize("n", [32, 48, 7, 12])
 def test_a_loop_kernel_steps_its_elements_as_vector_lanes(n: int) -> None:
     # the elements of an elementwise loop are a vector's lanes (an UPCAST of the element range, the carries vector
-    # registers) where the vector divides them, scalars otherwise; carries of several dtypes step together, the
-    # scanned input read at each step, and the result is the Python loop's
+    # registers); fewer than a vector's lanes, or not a multiple of them, padded (PADTO, masked lanes: eigh's 12
+    # Sturm counts were 12 scalar chains); carries of several dtypes step together, the scanned input read at each
+    # step, and the result is the Python loop's
     from tgfx.devices.target import host_target
     from tgfx.lowering import index_level, lower_kernel
     from tgfx.lowering.optimize import hand_coded_opts
@@ -760,7 +761,9 @@ def test_a_loop_kernel_steps_its_elements_as_vector_lanes(n: int) -> None:
     (loop,) = loops
     lanes = host_target().lanes(4)
     opts = hand_coded_opts(index_level(loop), host_target())
-    assert any(o.op == "UPCAST" and o.amount == lanes for o in opts) == (n % lanes == 0), opts
+    amount = min(lanes, 1 << (n - 1).bit_length())
+    assert [(o.op, o.amount) for o in opts if o.op in ("UPCAST", "PADTO")] == \
+        [("PADTO", amount)] * bool(n % amount) + [("UPCAST", amount)], opts
 
 
 def test_nested_control_flow_under_jit_value_and_grad() -> None:
