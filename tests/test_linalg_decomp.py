@@ -516,15 +516,17 @@ def test_vmap_and_jit_compose_and_compile_once_per_shape() -> None:
     assert svd.trace_count == 1 and tg.counters.compile_count == 0
 
 
-@pytest.mark.parametrize("sizes", [(9, 11), (13, 17)])   # Jacobi sweeps; a tridiagonal matrix's bisection
+# Jacobi sweeps; a tridiagonal matrix's bisection, its Q accumulated (n <= ACCUMULATE_MAX_ROWS) or applied after
+@pytest.mark.parametrize("sizes", [(9, 11), (13, 15), (17, 19)])
 def test_eigh_loop_compiles_the_same_kernels_whatever_the_sweeps(sizes: tuple[int, int]) -> None:
     """The sweeps and rounds (or the tridiagonalisation's steps and the bisection's halvings) are device loops: a
     matrix that needs no sweep (diagonal) runs the program compiled for one that needs several, and a larger n runs as
     many distinct kernels as a small one (counted from the profile: compiles depend on what other tests compiled)."""
     from tgfx.devices import get_device
-    from tgfx.scipy._decomp import HOUSEHOLDER_MIN
+    from tgfx.scipy._decomp import ACCUMULATE_MAX_ROWS, HOUSEHOLDER_MIN
     small, large = sizes
     assert (small >= HOUSEHOLDER_MIN) == (large >= HOUSEHOLDER_MIN)
+    assert (small <= ACCUMULATE_MAX_ROWS) == (large <= ACCUMULATE_MAX_ROWS)
     dev = get_device("CPU:0")
     kernels = []
     for a in (_sym(small, 1), _sym(large, 2)):
@@ -539,3 +541,64 @@ def test_eigh_loop_compiles_the_same_kernels_whatever_the_sweeps(sizes: tuple[in
             assert tg.counters.compile_count == 0, \
                 f"a diagonal {small} x {small} matrix (no sweep) compiles nothing after a full one"
     assert len(kernels[1]) == len(kernels[0]) > 0, f"n = {large} runs as many kernels as n = {small} ({kernels})"
+
+
+def _packets_run(f: Callable[[], Any]) -> int:
+    """Kernels and copies the device ran for f() (a device loop's body once a step), from the profile."""
+    from tgfx.devices import get_device
+    dev = get_device("CPU:0")
+    f()
+    dev.synchronize()
+    dev.clear_profile()
+    f()
+    dev.synchronize()
+    return len(dev.profile_events)
+
+
+def test_small_qr_and_eigh_run_few_launches() -> None:
+    """A small QR accumulates Q^T beside R in one loop of five kernels a column (no stacked reflectors, no reverse
+    loop applying them), a small eigh its tridiagonalisation's Q the same way, and the bisection runs a counted loop of
+    three kernels a halving (no convergence test): a 12 x 12 QR ran 163 packets, an eigh 647. Launches, not
+    arithmetic, are these sizes' time."""
+    a = f32(_sym(12, 3))
+    x = tg.asarray(a)
+    qr = tg.jit(lambda m: L.qr(m))
+    assert _packets_run(lambda: qr(x).Q.numpy()) <= 70
+    q, r = qr(x)
+    np.testing.assert_allclose(q.numpy() @ r.numpy(), a, atol=bound(a) * 4)
+    np.testing.assert_allclose(r.numpy(), np.linalg.qr(a.astype(np.float64))[1], atol=bound(a) * 4)
+    assert_orthonormal_columns(q.numpy(), 12 * 12 * EPS32)
+    eigh = tg.jit(lambda m: L.eigh(m))
+    assert _packets_run(lambda: eigh(x).eigenvectors.numpy()) <= 400
+    w, v = eigh(x)
+    assert_eigh(a.astype(np.float64), w, v, 12 * 12 * EPS32)
+
+
+@pytest.mark.parametrize("shape", [(3, 16, 10), (6, 16), (16, 12)])
+def test_qr_accumulating_q_beside_r_matches_numpy(shape: tuple[int, ...]) -> None:
+    # up to ACCUMULATE_MAX_ROWS rows and twice Q's columns: Q^T from [a | I] in the loop that makes R; wide, tall,
+    # complete and batched, each the same Q and R as LAPACK's reflectors give
+    a = f32(rng(7).standard_normal(shape))
+    for mode in ("reduced", "complete"):
+        q, r = L.qr(tg.asarray(a), mode=mode)
+        qn, rn = np.linalg.qr(a.astype(np.float64), mode=mode)
+        np.testing.assert_allclose(q.numpy(), qn, atol=bound(a) * 4)
+        np.testing.assert_allclose(r.numpy(), rn, atol=bound(a) * 4)
+
+
+def test_inverse_iteration_start_vectors_are_a_hash_of_the_indices() -> None:
+    # murmur3's finaliser of a Weyl step of (i, j), on uint32 lanes: the same numbers as numpy's, in [-1, 1), and far
+    # from dependent (a cluster's vectors start apart); made from constants, so eigh's function takes no buffer
+    from tgfx.scipy._tridiagonal import _start
+    i, j = np.arange(64, dtype=np.uint64)[:, None], np.arange(64, dtype=np.uint64)[None, :]
+    h = (i * 0x9E3779B1 + j * 0x85EBCA77 + 0x27D4EB2F) % 2 ** 32
+    for shift, mul in ((15, 0x2C1B3C6D), (12, 0x297A2D39)):
+        h = ((h ^ (h >> shift)) * mul) % 2 ** 32
+    h = h ^ (h >> 15)
+    want = (h >> 8).astype(np.float32) * np.float32(2.0 / (1 << 24)) - 1
+    got = _start(64, 64, dtypes.float32).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert got.min() >= -1 and got.max() < 1 and np.linalg.cond(got.astype(np.float64)) < 1e4
+    from tgfx.scipy._decomp import eigh_fn
+    w, _ = eigh_fn(tg.asarray(f32(_sym(12, 1))))
+    assert len(w.uop.src[0].src) == 2, "eigh's function has one input, the matrix"

@@ -24,7 +24,7 @@ import numpy as np
 
 import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
-from tgfx.lax import scan, while_loop
+from tgfx.lax import fori_loop, scan, while_loop
 from tgfx.scipy.linalg import _col, _index
 from tgfx.tensor import Tensor
 
@@ -50,10 +50,14 @@ def _reflector(x: Tensor, at: Tensor, past: Tensor, on: Tensor | bool = True) ->
     return v, tau, tnp.where(reflect, beta, alpha)
 
 
-def tridiagonalize(a: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def tridiagonalize(a: Tensor, accumulate: bool = False) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """(d, e, vs, taus) with a = Q T Q^T, T symmetric tridiagonal with diagonal d (..., n) and off-diagonal e
     (..., n - 1), Q = H_0 ... H_{n-3}, H_k = I - tau_k v_k v_k^T, v_k (n - 2, ..., n) zero on rows <= k and 1 on
-    row k + 1. `a` (..., n, n), n >= 3, symmetric (both triangles read)."""
+    row k + 1. `a` (..., n, n), n >= 3, symmetric (both triangles read).
+
+    With `accumulate`, (d, e, Q^T, None): each reflection applied to Q^T (from I) in the step that makes it, so no
+    reflector is stacked (two copies a step) and none applied in a reverse loop afterwards (for small n, where the
+    launches are the time: `householder_eigh`)."""
     n = a.shape[-1]
     idx = _index(n)
 
@@ -65,11 +69,19 @@ def tridiagonalize(a: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         a = a - v[..., :, None] * w[..., None, :] - w[..., :, None] * v[..., None, :]
         return a, (v, tau, e)
 
-    a, (vs, taus, es) = scan(step, a, _index(n - 2))
+    if accumulate:
+        def both(carry: tuple[Tensor, Tensor], k: Tensor) -> tuple[tuple[Tensor, Tensor], Tensor]:
+            a, (v, tau, e) = step(carry[0], k)
+            qt = carry[1]
+            return (a, qt - v[..., :, None] * (tau[..., None] * tnp.sum(qt * v[..., :, None], axis=-2))[..., None, :]), e
+        qt0 = tnp.broadcast_to(tnp.eye(n, dtype=a.dtype), a.shape)
+        (a, qt), es = scan(both, (a, qt0), _index(n - 2))
+    else:
+        a, (vs, taus, es) = scan(step, a, _index(n - 2))
     d = tnp.diagonal(a, axis1=-2, axis2=-1)
     last = tnp.sum(tnp.where((idx == n - 1)[:, None] & (idx == n - 2)[None, :], a, 0.0), axis=(-2, -1))
     e = tnp.concatenate([tnp.moveaxis(es, 0, -1), last[..., None]], axis=-1)
-    return d, e, vs, taus
+    return (d, e, qt, None) if accumulate else (d, e, vs, taus)
 
 
 def sturm_counts(d: Tensor, e2: Tensor, pivmin: Tensor, perturb0: Tensor, x: Tensor) -> Tensor:
@@ -117,17 +129,23 @@ def bisect(d: Tensor, e: Tensor, first: int, count: int, tol: Tensor | float | N
     upper = tnp.broadcast_to(top + slack, d.shape[:-1] + (count,))
     want = tnp.arange(count, dtype=dtypes.int32) + first
 
-    def unconverged(state: tuple[Tensor, Tensor, Tensor]) -> Tensor:
-        i, low, up = state
-        return (i < info.nmant + 1) & tnp.any(up - low > abs_tol)
-
-    def halve(state: tuple[Tensor, Tensor, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-        i, low, up = state
+    def halve(_: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        low, up = state
         mid = 0.5 * (low + up)
         below = sturm_counts(d, e2, pivmin, perturb0, mid) <= want
-        return i + 1, tnp.where(below, mid, low), tnp.where(below, up, mid)
+        return tnp.where(below, mid, low), tnp.where(below, up, mid)
 
-    _, low, up = while_loop(unconverged, halve, (tnp.zeros((), dtypes.int32), lower, upper))
+    # every interval of a matrix starts as wide as the others, so the halvings that take them all to abs_tol are
+    # known before the first: a loop of that many (its trip count read on the device), not a while loop testing every
+    # interval after each halving (its test two more kernels a halving: a 12 x 12 eigh's 24 halvings ran 463 -> 414
+    # packets)
+    width = (upper - lower)[..., 0]
+    tol_all = abs_tol[..., 0]
+    ratio = width / tnp.where(tol_all > 0, tol_all, 1.0)
+    halvings = tnp.where((tol_all > 0) & (ratio < 2.0 ** (info.nmant + 1)),
+                         tnp.ceil(tnp.log2(tnp.maximum(ratio, 1.0))), info.nmant + 1)
+    # (a zero from iota, not the Python 0: a loop bound that is a Tensor makes the other one a buffer)
+    low, up = fori_loop(tnp.zeros((), dtypes.int32), tnp.max(halvings).astype(dtypes.int32), halve, (lower, upper))
     return tnp.where(t_norm > 0, 0.5 * (low + up), 0.0)   # (the zero matrix's: exactly 0, not the slack's halving)
 
 
@@ -180,11 +198,16 @@ def _normalized(x: Tensor) -> Tensor:
 
 def _start(n: int, k: int, dtype: object) -> Tensor:
     """Inverse iteration's start vectors (n, k), pseudo-random in [-1, 1) and different for every column (a
-    cluster's vectors must start apart): the fractional part of a large multiple of sin, from iota (no buffer)."""
-    i = tnp.arange(n, dtype=dtype)[:, None]
-    j = tnp.arange(k, dtype=dtype)[None, :]
-    h = tnp.sin(i * 12.9898 + j * 78.233 + 0.5) * 43758.5453
-    return 2.0 * (h - tnp.floor(h)) - 1.0
+    cluster's vectors must start apart): an integer hash of (i, j) (a Weyl step, then murmur3's finaliser), from
+    iota (no buffer). Multiplies, shifts and xors of uint32 lanes: the fractional part of a large multiple of sin it
+    replaces called the C library's sin an element (its large arguments: 2.6 us at n = 12, 264 us at n = 128)."""
+    i = tnp.arange(n, dtype=dtypes.uint32)[:, None]
+    j = tnp.arange(k, dtype=dtypes.uint32)[None, :]
+    h = i * 0x9E3779B1 + j * 0x85EBCA77 + 0x27D4EB2F   # (Python ints: constants, where numpy's were buffers)
+    for shift, mul in ((15, 0x2C1B3C6D), (12, 0x297A2D39)):
+        h = (h ^ (h >> shift)) * mul
+    h = h ^ (h >> 15)
+    return (h >> 8).astype(dtype) * (2.0 / (1 << 24)) - 1.0
 
 
 def tridiagonal_vectors(d: Tensor, e: Tensor, w: Tensor) -> Tensor:
@@ -230,13 +253,17 @@ MORE_ITERATIONS = 2   # ... or after this many more than two
 
 def householder_eigh(s: Tensor, vectors: bool) -> tuple[Tensor, Tensor | None]:
     """(w, v) of the symmetric s (..., n, n), n >= 3, w ascending; v None unless `vectors` (see the module)."""
-    from tgfx.scipy._decomp import _apply_reflectors, _unit_scale
+    from tgfx.scipy._decomp import ACCUMULATE_MAX_ROWS, _apply_reflectors, _unit_scale
     unit, c = _unit_scale(s)
-    d, e, vs, taus = tridiagonalize(unit)
-    w = bisect(d, e, 0, s.shape[-1])
+    n = s.shape[-1]
+    # small: Q^T made with T (`tridiagonalize`), A's vectors Q Z one product (12 x 12: 500 -> 460 packets run)
+    accumulate = vectors and n <= ACCUMULATE_MAX_ROWS
+    d, e, vs, taus = tridiagonalize(unit, accumulate)
+    w = bisect(d, e, 0, n)
     if not vectors:
         return w * c[..., 0], None
-    return w * c[..., 0], _apply_reflectors(vs, taus, tridiagonal_vectors(d, e, w))
+    z = tridiagonal_vectors(d, e, w)
+    return w * c[..., 0], tnp.matmul(tnp.swapaxes(vs, -1, -2), z) if accumulate else _apply_reflectors(vs, taus, z)
 
 
 # ---- the SVD through a bidiagonal matrix ----
