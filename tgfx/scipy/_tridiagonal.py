@@ -73,7 +73,8 @@ def tridiagonalize(a: Tensor, accumulate: bool = False) -> tuple[Tensor, Tensor,
         def both(carry: tuple[Tensor, Tensor], k: Tensor) -> tuple[tuple[Tensor, Tensor], Tensor]:
             a, (v, tau, e) = step(carry[0], k)
             qt = carry[1]
-            return (a, qt - v[..., :, None] * (tau[..., None] * tnp.sum(qt * v[..., :, None], axis=-2))[..., None, :]), e
+            vqt = tau[..., None] * tnp.sum(qt * v[..., :, None], axis=-2)
+            return (a, qt - v[..., :, None] * vqt[..., None, :]), e
         qt0 = tnp.broadcast_to(tnp.eye(n, dtype=a.dtype), a.shape)
         (a, qt), es = scan(both, (a, qt0), _index(n - 2))
     else:
