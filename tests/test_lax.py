@@ -563,6 +563,13 @@ def test_recurrent_weight_gradients_are_one_contraction_after_the_loop() -> None
     g = tg.grad(loss_scan)(params)
     (loop,) = _backward_loops(g["wh"])
     assert loop.n_carry == 2   # the hidden state's cotangent and the bias's accumulator: no weight's
+    import tgfx.transforms.control_grad as control_grad
+    budget, control_grad.STACKED_BYTES_MAX = control_grad.STACKED_BYTES_MAX, 1000   # more to stack than it allows:
+    try:                                                                              # accumulated as before
+        (capped,) = _backward_loops(tg.grad(loss_scan)(params)["wh"])
+    finally:
+        control_grad.STACKED_BYTES_MAX = budget
+    assert capped.n_carry == 4
     want = tg.grad(loss_unrolled)(params)
     for k in params:
         close(g[k], want[k])

@@ -70,10 +70,16 @@ class _Stacked:
         return self.term.substitute({self.red: UOp(Ops.RESHAPE, red.dtype, (red,), self.red.shape)})
 
 
-def _stacked_terms(grad: UOp, const_params: set[UOp], size: int) -> tuple[list[_Stacked], list[UOp]]:
+# the most bytes a backward loop stacks for `_Stacked` terms: a long loop of wide steps (1,000 steps of 64 x 8192) keeps
+# its accumulator instead of stacking gigabytes
+STACKED_BYTES_MAX = 1 << 28
+
+
+def _stacked_terms(grad: UOp, const_params: set[UOp], size: int, steps: int) -> tuple[list[_Stacked], list[UOp]]:
     """The terms of a const's gradient `grad` (a sum) that are contractions of two values of the step whose elements
     together are at most the const's `size` (so stacking them moves no more than adding into the accumulator each step
-    does: an LSTM's `h_t^T @ dz_t`, 32 x (256 + 1024) a step against 256 x 1024), and the other terms."""
+    does: an LSTM's `h_t^T @ dz_t`, 32 x (256 + 1024) a step against 256 x 1024) and over all `steps` at most
+    STACKED_BYTES_MAX, and the other terms."""
     stacked, rest = [], []
     for t in sum_terms(grad):
         red = t
@@ -83,7 +89,8 @@ def _stacked_terms(grad: UOp, const_params: set[UOp], size: int) -> tuple[list[_
             all(e.op is Ops.EXPAND for e in red.src[0].src)
         if ok:
             term = _Stacked(t, red)
-            ok = sum(a.size for a in term.operands) <= size and all(
+            ok = sum(a.size for a in term.operands) <= size and \
+                steps * sum(a.size * a.dtype.itemsize for a in term.operands) <= STACKED_BYTES_MAX and all(
                 any(u.op is Ops.PARAM and u not in const_params for u in walk(a)) for a in term.operands)
         (stacked if ok else rest).append(term if ok else t)
     return stacked, rest
@@ -162,8 +169,8 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     # be summed too); the other terms are added into an accumulator carry, a const with none left has no carry
     stacks, rests = {}, {}
     for i in fconst:
-        stacks[i], rests[i] = _stacked_terms(grad_of(c_p[i]), set(c_p), consts[i].size) if steps is None else \
-            ([], [grad_of(c_p[i])])
+        stacks[i], rests[i] = _stacked_terms(grad_of(c_p[i]), set(c_p), consts[i].size, sp.length) \
+            if steps is None else ([], [grad_of(c_p[i])])
     summed = [i for i in fconst if rests[i]]
     new_acc = [a + _sum(rests[i]) for a, i in zip(acc, fconst, strict=True) if rests[i]]
     operands = [a for i in fconst for t in stacks[i] for a in t.operands]
