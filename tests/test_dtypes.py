@@ -554,3 +554,33 @@ def test_the_fast_eager_matmul_builds_the_general_paths_graph(a: str, shapes: An
     assert got.uop is want.uop and got.dtype == want.dtype
     np.testing.assert_allclose(got.numpy().astype(np.float64),
                                np.ones(shapes[0]) @ np.full(shapes[1], 2.0), rtol=1e-2)
+
+
+@pytest.mark.parametrize("d", [dtypes.float16, dtypes.bfloat16])
+@pytest.mark.parametrize("op", ["sum", "mean", "prod", "matmul", "einsum", "dot_general", "grad"])
+def test_half_floats_accumulate_in_float32(d: DType, op: str) -> None:
+    """JAX sums and contracts float16/bfloat16 in float32 and rounds once (jnp.sum's upcast, XLA's for a dot): 4096
+    terms of 0.1 add up to 409.6 (rounded to the half type), where a half accumulator stalls at 256 (float16) or
+    32 (bfloat16) once 0.1 is below half its ulp."""
+    n = 4096
+    x, w = tnp.full((2, n), 0.1, d), tnp.full((n, 3), 1.0, d)
+    if op == "grad":  # the backward's contraction over the 4096 rows: x.T @ ones
+        got = tg.grad(lambda w: (x @ w).astype(tnp.float32).sum())(tnp.full((n, 1), 1.0, d)).astype(tnp.float32)
+        want = np.float32(np.asarray(tnp.full((), 0.2, d)).astype(np.float32))
+        np.testing.assert_array_equal(np.asarray(got), np.full((n, 1), want, np.float32))
+        x, op = tnp.full((3, n), 0.1, d), "sum"
+        got = tg.grad(lambda x: (x.sum(1) ** 2).sum())(x)  # 2 * sum(x) broadcast back
+        want = np.float32(np.asarray((2 * tnp.asarray(409.6, tnp.float32)).astype(d)).astype(np.float32))
+        np.testing.assert_array_equal(np.asarray(got.astype(tnp.float32)), np.full((3, n), want, np.float32))
+        return
+    eps = 2.0 ** -(10 if d == dtypes.float16 else 7)  # a half ulp of 1: the product of 64 (1 + eps) is 1 + 64 eps
+    out = {"sum": lambda: x.sum(1), "mean": lambda: x.mean(1) * n,  # in a half accumulator, not (1 + eps) ** 64
+           "prod": lambda: tnp.prod(tnp.full((2, 64), 1 + eps, d), axis=1),
+           "matmul": lambda: (x @ w)[:, 0], "einsum": lambda: tnp.einsum("ik,kj->ij", x, w)[:, 0],
+           "dot_general": lambda: tg.lax.dot_general(x, w, (((1,), (0,)), ((), ())))[:, 0]}[op]()
+    assert out.dtype == d
+    v = np.asarray(tnp.full((), 0.1, d).astype(tnp.float32)).item()
+    exact = (1 + eps) ** 64 if op == "prod" else v * n
+    want = np.asarray(tnp.asarray(exact, tnp.float32).astype(d).astype(tnp.float32))
+    got = np.asarray(out.astype(tnp.float32))
+    np.testing.assert_allclose(got, np.full(2, want), rtol=eps if op in ("mean", "prod") else 0)

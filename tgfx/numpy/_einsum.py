@@ -14,6 +14,7 @@ from typing import Any
 
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
+from tgfx.numpy import _reduce
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, prod, promote, static_int, to_tensor
 
 Label = Hashable
@@ -126,6 +127,8 @@ def _product_sum(ts: Sequence[Tensor], labels: Sequence[Sequence[Label]], keep: 
         return ts[0].permute(*(labels[0].index(c) for c in keep))
     if prod(full) == 0:  # an empty result, or a sum of nothing
         return Tensor.full(tuple(sizes[c] for c in keep), 0, d)
+    if (wide := _reduce.half_compute(d)) is not None and len(order) > len(keep):  # float32 sums, as matmul's
+        return _product_sum([t.astype(wide) for t in ts], labels, keep, sizes).astype(d)
     prod_t = None
     for t, lab in zip(ts, labels, strict=True):
         present = [c for c in order if c in lab]

@@ -56,7 +56,12 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     xe = x.reshape(x.shape[:-2] + (m, k, 1)).expand(batch + (m, k, n))
     ye = y.reshape(y.shape[:-2] + (1, k, n)).expand(batch + (m, k, n))
-    out = _reduce.sum(xe * ye, axis=-2, dtype=x.dtype) if not x.dtype.is_bool else _reduce.any(xe * ye, axis=-2)
+    if (wide := _reduce.half_compute(x.dtype)) is not None:  # products and sums in float32, as XLA's half dots
+        out = _reduce.sum(xe.astype(wide) * ye.astype(wide), axis=-2)
+    elif x.dtype.is_bool:
+        out = _reduce.any(xe * ye, axis=-2)
+    else:
+        out = _reduce.sum(xe * ye, axis=-2, dtype=x.dtype)
     if x.dtype != out.dtype:
         out = out.astype(x.dtype)
     if xv:
@@ -74,7 +79,7 @@ def _fast_matmul(a: Any, b: Any) -> Tensor | None:
         return None
     xu, yu = a.uop, b.uop
     d = xu.dtype
-    if yu.dtype is not d or d.kind != "f" or len(xu.shape) != 2 or len(yu.shape) != 2 or xu.device != yu.device \
+    if yu.dtype is not d or d.kind != "f" or d.itemsize < 4 or len(xu.shape) != 2 or len(yu.shape) != 2 or xu.device != yu.device \
             or xu.shape[1] != yu.shape[0] or _is_weak_tensor(a) or _is_weak_tensor(b):
         return None
     (m, k), n = xu.shape, yu.shape[1]

@@ -47,6 +47,13 @@ def _sum_dtype(d: DType) -> DType:
     return d
 
 
+def half_compute(d: DType) -> DType | None:
+    """float32 for float16 and bfloat16, else None: JAX sums and multiplies half floats in float32 and rounds the
+    result once (jnp.sum's and jnp.prod's upcast, XLA's for a dot), where summing in the half type loses the small
+    terms (4096 float16 0.1s add up to 256, not 409.6)."""
+    return dtypes.float32 if d.is_float and d.itemsize < 4 else None
+
+
 def _count(x: Tensor, axes: tuple[int, ...]) -> int:
     n = 1
     for a in axes:
@@ -92,6 +99,8 @@ def _sum_or_prod(x: ArrayLike, axis: Axis, dtype: DType | str | None, keepdims: 
     """sum or prod in JAX's dtypes (`_sum_dtype`): of the elements where `where=` is True, and `initial`."""
     x = to_tensor(x)
     axes = _axes(x, axis, name)
+    if dtype is None and (wide := half_compute(x.dtype)) is not None:  # JAX's upcast, only without dtype=
+        return _sum_or_prod(x.astype(wide), axis, None, keepdims, initial, where, name, product).astype(x.dtype)
     x = _selected(x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype)), where, int(product), name)
     if not product:
         out = x._reduce(Ops.ADD, axes, keepdims)
@@ -207,6 +216,8 @@ def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
     1.5
     """
     x = to_tensor(x)
+    if dtype is None and (wide := half_compute(x.dtype)) is not None:  # summed and divided in float32, as JAX's
+        return mean(x.astype(wide), axis, None, keepdims, where=where).astype(x.dtype)
     axes = _axes(x, axis, "mean")
     d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
     mask = where_mask(where, x, "mean")
