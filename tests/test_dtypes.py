@@ -568,7 +568,11 @@ def test_half_floats_accumulate_in_float32(d: DType, op: str) -> None:
         got = tg.grad(lambda w: (x @ w).astype(tnp.float32).sum())(tnp.full((n, 1), 1.0, d)).astype(tnp.float32)
         want = np.float32(np.asarray(tnp.full((), 0.2, d)).astype(np.float32))
         np.testing.assert_array_equal(np.asarray(got), np.full((n, 1), want, np.float32))
-        x, op = tnp.full((3, n), 0.1, d), "sum"
+        # and over the 4096 columns: x's gradient sums w's rows, in float32 as XLA's transposed dot
+        gx = tg.grad(lambda x: (x @ tnp.full((2, n), 0.1, d)).astype(tnp.float32).sum())(tnp.ones((3, 2), d))
+        want = np.float32(np.asarray(tnp.asarray(409.6, tnp.float32).astype(d)).astype(np.float32))
+        np.testing.assert_array_equal(np.asarray(gx.astype(tnp.float32)), np.full((3, 2), want, np.float32))
+        x = tnp.full((3, n), 0.1, d)
         got = tg.grad(lambda x: (x.sum(1) ** 2).sum())(x)  # 2 * sum(x) broadcast back
         want = np.float32(np.asarray((2 * tnp.asarray(409.6, tnp.float32)).astype(d)).astype(np.float32))
         np.testing.assert_array_equal(np.asarray(got.astype(tnp.float32)), np.full((3, n), want, np.float32))

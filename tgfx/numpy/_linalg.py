@@ -54,16 +54,21 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
                          f"(size {x.shape[-1]} is different from {y.shape[-2]})")
     batch = broadcast_shapes(x.shape[:-2], y.shape[:-2], name="matmul")
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
+    # half floats multiply and sum in float32, as XLA's half dots; cast before the broadcast, so that the backward's
+    # sums over the broadcast axis are float32 sums too (and the cotangent is rounded to the half type once)
+    d, wide = x.dtype, _reduce.half_compute(x.dtype)
+    if wide is not None:
+        x, y = x.astype(wide), y.astype(wide)
     xe = x.reshape(x.shape[:-2] + (m, k, 1)).expand(batch + (m, k, n))
     ye = y.reshape(y.shape[:-2] + (1, k, n)).expand(batch + (m, k, n))
-    if (wide := _reduce.half_compute(x.dtype)) is not None:  # products and sums in float32, as XLA's half dots
-        out = _reduce.sum(xe.astype(wide) * ye.astype(wide), axis=-2)
+    if wide is not None:
+        out = _reduce.sum(xe * ye, axis=-2)
     elif x.dtype.is_bool:
         out = _reduce.any(xe * ye, axis=-2)
     else:
         out = _reduce.sum(xe * ye, axis=-2, dtype=x.dtype)
-    if x.dtype != out.dtype:
-        out = out.astype(x.dtype)
+    if d != out.dtype:
+        out = out.astype(d)
     if xv:
         out = out.reshape(out.shape[:-2] + (n,))
     if yv:
