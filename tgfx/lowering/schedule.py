@@ -295,13 +295,20 @@ def _evaluated(u: UOp, ctx: ScheduleCtx, root: UOp, scalars: bool = False) -> It
         stack.extend(x.src)
 
 
+def _rounds_to_bfloat16(x: UOp) -> bool:
+    """A cast of a wider float to bfloat16: a round to nearest even in integer ops (about seven), where a cast
+    between other floats is one instruction (float16's with F16C) and a widening from bfloat16 a shift."""
+    return x.op is Ops.CAST and x.dtype is dtypes.bfloat16 and x.src[0].dtype.is_float and \
+        x.src[0].dtype.itemsize > 2
+
+
 def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_COST) -> int:
     """What evaluating the elementwise graph under `u` costs per element (`_evaluated`), counted up to `limit`:
-    plain ops 1, transcendentals and divisions 4."""
+    plain ops 1, transcendentals, divisions and roundings to bfloat16 4."""
     cost = 0
     for x in _evaluated(u, ctx, root):
-        if x.op in GroupOp.ALU:
-            cost += 4 if x.op in GroupOp.Costly else 1
+        if x.op in GroupOp.ALU or _rounds_to_bfloat16(x):
+            cost += 4 if x.op in GroupOp.Costly or x.op is Ops.CAST else 1
             if cost >= limit:
                 break
     return cost
