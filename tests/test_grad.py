@@ -18,6 +18,7 @@ import tgfx.numpy as tnp
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.inline import inline
 from tgfx.transforms import grad as grad_module
 from tgfx.transforms.grad import compute_gradient, pm_gradient
 
@@ -564,6 +565,25 @@ def test_bit_trick_ops_differentiate_and_leave_arguments_built_with_them_alone()
     np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, signs).sum())(v).numpy(), [-1, -1, -1])
     np.testing.assert_array_equal(tg.grad(lambda t: tnp.copysign(t, -1.0).sum())(lazy).numpy(), [-1, -1, -1])
     np.testing.assert_array_equal(tg.grad(lambda s: tnp.copysign(tg.asarray(v), s).sum())(signs).numpy(), [0, 0, 0])
+
+
+def test_an_abs_off_the_gradient_path_is_not_rewritten_so_the_value_is_computed_once() -> None:
+    """The bit-trick rewrite rewrites only what lies on a path to the arguments: an abs in a loop under
+    stop_gradient (Sinkhorn's marginal error in a while_loop) rewrote there made a second copy of the loop for the
+    gradient beside the value's (value_and_grad, or an aux output, ran every iteration twice)."""
+    def f(x: tg.Tensor) -> tuple[tg.Tensor, tg.Tensor]:
+        c = tg.stop_gradient(x)
+        v = tg.lax.fori_loop(0, 5, lambda i, v: tnp.abs(v - c).mean() + v, 0.0)
+        return (x * v).sum() + tnp.abs(x).sum(), v
+    x = tg.asarray(np.arange(-3.0, 5.0, dtype=np.float32))
+    (value, v), g = tg.value_and_grad(f, has_aux=True)(x)
+    graph = inline(UOp(Ops.SINK, None, (value.uop, v.uop, g.uop)))
+    assert sum(u.op is Ops.LOOP for u in graph.toposort()) == 1
+    want_v = 0.0
+    for _ in range(5):
+        want_v += np.abs(want_v - np.arange(-3.0, 5.0)).mean()
+    np.testing.assert_allclose(v.numpy(), want_v, rtol=1e-6)
+    np.testing.assert_allclose(g.numpy(), want_v + np.where(np.arange(-3.0, 5.0) < 0, -1, 1), rtol=1e-6)  # 1 at 0
 
 
 def test_a_nested_differentiation_at_an_abs_leaves_its_placeholder_alone() -> None:

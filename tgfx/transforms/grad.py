@@ -406,6 +406,25 @@ def _between(order: list[UOp], targets: set[UOp]) -> list[UOp]:
     return out
 
 
+def _differentiable(root: UOp, path: list[UOp], targets: set[UOp]) -> UOp:
+    """`root` with `pm_differentiable` applied to the nodes on the path to the targets, sources first. Only there:
+    the rest of the graph (what a stop_gradient cuts off, a value the gradient only reads) stays the very nodes the
+    function's value is made of, so that it is computed once (a Sinkhorn loop's `abs` below a stop_gradient, rewritten,
+    made the value's loop and the gradient's two loops, each run in full). The targets are leaves: what a target is
+    made of (an argument computed with abs: grad(f)(|v|)) is not the function's graph, and a target rewritten would
+    be a new node that no path reaches; so are other differentiations' input placeholders (`tg.jvp(f, (abs(a),),
+    ...)`: its primal's), nodes its trace binds."""
+    new: dict[UOp, UOp] = {}
+    for u in path:
+        if u in targets or is_grad_input(u):
+            continue
+        v = u.replace(src=tuple(new.get(s, s) for s in u.src)) if any(s in new for s in u.src) else u
+        v = pm_differentiable.rewrite(v) or v
+        if v is not u:
+            new[u] = v
+    return new.get(root, root)
+
+
 def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict[UOp, UOp]:
     """The gradient of each target, given the gradient `root_grad` arriving at `root` (for a TUPLE root, a tuple).
 
@@ -417,17 +436,10 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
     >>> g = compute_gradient(x * x, _full(x, 1.0), [x])[x]   # 1*x + 1*x
     """
     order = root.toposort()
-    if not pm_differentiable.ops.isdisjoint(u.op for u in order):   # (one walk where no rule applies, the usual)
-        # the targets are leaves to it: what a target is made of (an argument computed with abs: grad(f)(|v|)) is
-        # not the function's graph, and a target rewritten would be a new node that no path reaches (zero gradients)
-        leaves = {t: linear_input(t, "grad_target") for t in targets}
-        # so are other differentiations' input placeholders (`tg.jvp(f, (abs(a),), ...)`: its primal's): what one
-        # wraps is that differentiation's graph, and a placeholder rewritten is a new node its trace never binds
-        leaves.update((u, linear_input(u, "grad_target")) for u in order if is_grad_input(u) and u not in leaves)
-        root = graph_rewrite(root.substitute(leaves), pm_differentiable, name="differentiable")
-        root = root.substitute({leaf: t for t, leaf in leaves.items()})
-        order = root.toposort()
     path = _between(order, set(targets))
+    if not pm_differentiable.ops.isdisjoint(u.op for u in path):   # (one walk where no rule applies, the usual)
+        root = _differentiable(root, path, set(targets))
+        path = _between(root.toposort(), set(targets))
     on_path = set(path)
     grads: dict[UOp, Grad] = {root: root_grad}
     with gradient_path(on_path):   # (once, not per node: a context switch per node cost eager steps their grads)
