@@ -34,9 +34,11 @@ def _poly(x: UOp, coeffs: list[float]) -> UOp:
 
 
 def _pow2(n: UOp) -> UOp:
-    """2**n for an integer-valued float n in [-126, 127], through the exponent bits."""
-    bits = (n.cast(i32) + UOp.const(i32, 127)).alu(Ops.SHL, UOp.const(i32, 23))
-    return UOp(Ops.BITCAST, f32, (bits,))
+    """2**n for an integer-valued float n in [-126, 127], through the exponent bits. n + 1.5 * 2**23 holds n in its
+    low mantissa bits (above them, 0x4B400000's, which the shift drops): four ops, where a float-to-int cast is
+    seven (its clamps and NaN select, which JAX's conversion semantics need and an n known in range does not)."""
+    bits = UOp(Ops.BITCAST, i32, (n + _c(12582912.0),)) + UOp.const(i32, 127)
+    return UOp(Ops.BITCAST, f32, (bits.alu(Ops.SHL, UOp.const(i32, 23)),))
 
 
 def _exp_reduced(x: UOp, n: UOp, r: UOp) -> UOp:
