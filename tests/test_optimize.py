@@ -385,7 +385,7 @@ def test_float32_exp_builds_its_powers_of_two_without_float_to_int_casts():
     with np.errstate(all="ignore"):
         want = np.exp(v.astype(np.float64)).astype(np.float32)
     got = tnp.exp(tg.asarray(v)).numpy()
-    normal = (want >= np.finfo(np.float32).tiny) & (want < np.inf)  # (denormal results flush to zero, TGFX_FLUSH_DENORMALS)
+    normal = (want >= np.finfo(np.float32).tiny) & (want < np.inf)  # (denormals flush to zero: FLUSH_DENORMALS)
     ulp = np.abs(got[normal].astype(np.float64) - want[normal]) / np.spacing(want[normal])
     assert ulp.max() <= 1
     np.testing.assert_array_equal(got[want == np.inf], np.inf)

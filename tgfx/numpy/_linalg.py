@@ -77,15 +77,15 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
 
 
 def _fast_matmul(a: Any, b: Any) -> Tensor | None:
-    """`a @ b` of two 2-d float Tensors of one dtype and device (an eager layer's product), its nodes built directly:
-    the graph `matmul` builds (tested node for node), without its promotion, broadcasting and axis logic (30 -> 5 us
-    of an eager product's Python); None for anything else."""
+    """`a @ b` of two 2-d float32/float64 Tensors of one dtype and device (an eager layer's product), its nodes built
+    directly: the graph `matmul` builds (tested node for node), without its promotion, broadcasting and axis logic
+    (30 -> 5 us of an eager product's Python); None for anything else (half floats: matmul sums them in float32)."""
     if type(a) is not Tensor or type(b) is not Tensor:
         return None
     xu, yu = a.uop, b.uop
     d = xu.dtype
-    if yu.dtype is not d or d.kind != "f" or d.itemsize < 4 or len(xu.shape) != 2 or len(yu.shape) != 2 or xu.device != yu.device \
-            or xu.shape[1] != yu.shape[0] or _is_weak_tensor(a) or _is_weak_tensor(b):
+    if yu.dtype is not d or d.kind != "f" or d.itemsize < 4 or len(xu.shape) != 2 or len(yu.shape) != 2 \
+            or xu.device != yu.device or xu.shape[1] != yu.shape[0] or _is_weak_tensor(a) or _is_weak_tensor(b):
         return None
     (m, k), n = xu.shape, yu.shape[1]
     xe = _expand_uop(_reshape_uop(xu, (m, k, 1)), (m, k, n))

@@ -3,9 +3,9 @@
 `special` (logsumexp, gammaln, erfc, ndtr, ndtri, xlogy, ...), `stats` (norm, multivariate_normal, uniform,
 bernoulli, ...), `linalg` (cholesky, cho_solve, lu_solve, solve_triangular, lu, qr, svd, eigh, expm, ...), `signal`
 (convolve, correlate, convolve2d, correlate2d, fftconvolve, detrend, stft, istft, csd, welch), `fft` (dct, dctn,
-idct, idctn), `optimize` (minimize by BFGS, line_search), `integrate` (trapezoid), `interpolate`
-(RegularGridInterpolator), `ndimage` (map_coordinates) and `cluster.vq` (vq). Everything runs on the device,
-traces under `jit` and is differentiable with `grad`.
+idct, idctn), `sparse.linalg` (cg, bicgstab), `optimize` (minimize by BFGS, line_search), `integrate`
+(trapezoid), `interpolate` (RegularGridInterpolator), `ndimage` (map_coordinates) and `cluster.vq` (vq). Everything
+runs on the device, traces under `jit` and is differentiable with `grad`.
 
 >>> from tgfx import scipy as tsp
 >>> tsp.stats.multivariate_normal.logpdf(x, mean, cov)
@@ -20,5 +20,6 @@ from tgfx.scipy import linalg as linalg
 from tgfx.scipy import ndimage as ndimage
 from tgfx.scipy import optimize as optimize
 from tgfx.scipy import signal as signal
+from tgfx.scipy import sparse as sparse
 from tgfx.scipy import special as special
 from tgfx.scipy import stats as stats
