@@ -19,6 +19,7 @@ from test_grad import T, check_grads
 import tgfx as tg
 from tgfx import nn
 from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
 
 RNG = np.random.default_rng(0)
 
@@ -127,6 +128,17 @@ def test_extreme_values_stay_finite_in_value_and_gradient() -> None:
     assert nn.sigmoid(tg.asarray(np.float32(-100.0))).item() == pytest.approx(3.720076e-44, rel=1e-2)
     assert nn.logsumexp(tg.asarray([1000.0, 1000.0])).item() == pytest.approx(1000 + math.log(2))
     np.testing.assert_allclose(nn.log_softmax(tg.asarray([0.0, -200.0])).numpy(), [0.0, -200.0], atol=1e-6)
+
+
+def test_sigmoid_and_silu_evaluate_one_exp() -> None:
+    """exp(-|x|) serves both branches of the tail-safe sigmoid: an exp per branch (one of them masked out) made
+    sigmoid and silu twice JAX's time; the values are the two branches' very same expressions."""
+    x = tg.asarray(np.linspace(-30, 30, 61, dtype=np.float32))
+    for f in (nn.sigmoid, nn.silu):
+        assert sum(u.op is Ops.EXP for u in f(x).uop.toposort()) == 1
+    v = np.linspace(-30, 30, 61, dtype=np.float32)
+    e = np.exp(-np.abs(v))
+    np.testing.assert_allclose(nn.sigmoid(x).numpy(), np.where(v >= 0, 1 / (1 + e), e / (1 + e)), rtol=3e-7)
 
 
 def test_gradients_at_zero() -> None:

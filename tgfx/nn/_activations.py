@@ -55,13 +55,14 @@ def _split(t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 def sigmoid(x: ArrayLike) -> Tensor:
     """The logistic function 1 / (1 + exp(-x)), accurate in both tails and with a finite gradient everywhere.
 
-    1 / (1 + exp(-x)) for x >= 0 and exp(x) / (1 + exp(x)) below: exp only ever sees x <= 0, so nothing overflows.
+    1 / (1 + exp(-x)) for x >= 0 and exp(x) / (1 + exp(x)) below: exp only ever sees -|x| <= 0, so nothing
+    overflows, and one exp serves both (two, one a branch, made sigmoid and silu twice JAX's time).
 
     >>> tg.nn.sigmoid(tg.asarray([0.0, 100.0, -100.0]))   # [0.5, 1.0, 3.7e-44]
     """
     pos, xp, xn = _split(_float(x))
-    en = tnp.exp(xn)
-    return pos.where(1 / (1 + tnp.exp(-xp)), en / (1 + en))
+    e = tnp.exp(xn - xp)   # exp(-|x|), differentiable on both sides of 0
+    return pos.where(1 / (1 + e), e / (1 + e))
 
 
 def silu(x: ArrayLike) -> Tensor:
