@@ -87,6 +87,7 @@ def test_symbolic_mod_takes_coefficients_modulo_the_divisor():
     k = rng(4, 2)
     assert simplify((k * 10 + 3) % 8) is simplify((k * 2 + 3) % 8)   # 2k + 3 reaches 9: the mod stays
 
+
 def test_symbolic_divides_by_nearest_residues_without_a_division():
     """The flat index i * 128 + j of a 128 x 128 matrix read along its diagonal (stride 129) is 129 i + (j - i): its
     `% 129` and `// 129` are a compare and a select (a division of every element was 6x slower). Exact everywhere."""
@@ -102,6 +103,18 @@ def test_symbolic_divides_by_nearest_residues_without_a_division():
     assert simplify((k * 10 + 3) % 8) is simplify((k * 2 + 3) % 8)   # residues 2 and 3, not negative: as before
     v = UOp(Ops.VARIABLE, idx, (), ("v", -10, 10))
     assert simplify((v * 7 + 20) % 8).op is Ops.MOD   # may be negative: truncation is not floor, left exact
+
+
+def test_symbolic_mod_splits_at_a_step_that_divides_the_divisor():
+    # an irfft's Hermitian pairing reads rows of 33 four to a block of 132: (r + 33 * row) % 132 with r < 32 is
+    # 33 * (row % 4) + r (the multiple of 33 stays below 132 and r does not carry past a step); it was a 64-bit
+    # remainder by 132 in every element of the kernel (21 -> 3 us a call)
+    r, row = rng(32, 0), rng(64, 1)
+    assert simplify((r + row * 33) % 132) is simplify((row % 4) * 33 + r)
+    assert simplify((r + row * 33 + 2) % 132) is not simplify((row % 4) * 33 + r + 2)  # r + 2 reaches 33: kept
+    i, j = rng(64, 2), rng(16, 3)
+    got = simplify((j + i * 16) % 128)
+    assert [u for u in got.toposort() if u.op is Ops.MOD] == [simplify(i % 8)]   # the mod of the row alone
 
 
 def test_symbolic_keeps_negative_division_exact():

@@ -136,8 +136,20 @@ def mod_sum(x: UOp, d: UOp) -> UOp | None:
             continue
         keep.append(t if k < c else (x.const_like(k % c) if base is None else base * (k % c) if k % c != 1 else base))
     if len(keep) == len(terms) and all(a is b for a, b in zip(keep, terms, strict=True)):
-        return None
+        return _mod_split(terms, c, x)
     return _sum(keep, x) % c
+
+
+def _mod_split(terms: list[UOp], c: int, x: UOp) -> UOp | None:
+    """(a*k + r) % c -> (a % (c // k)) * k + r for a step k that divides c and non-negative terms r below it: the
+    multiple of k stays one below c, and r does not carry past it (an irfft's Hermitian pairing read its rows of 33
+    as `(r + 33*row) % 132` with 0 <= r < 32: a 64-bit remainder an element; now `33 * (row % 4) + r`)."""
+    steps = {_coef(t)[1] for t in terms if _coef(t)[0] is not None and 1 < _coef(t)[1] < c and c % _coef(t)[1] == 0}
+    for k in sorted(steps, reverse=True):
+        big, small = [t for t in terms if _coef(t)[1] % k == 0], [t for t in terms if _coef(t)[1] % k]
+        if big and small and _sum(small, x).vmax < k:
+            return (_sum([_term_over(t, k) for t in big], x) % (c // k)) * k + _sum(small, x)
+    return None
 
 
 def _nearest_residues(x: UOp, c: int) -> tuple[UOp, UOp] | None:
@@ -236,7 +248,8 @@ pm_symbolic = PatternMatcher([
     (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: mod_sum(x, d) if x.dtype.is_int else None),
     (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("d"))),
      lambda x, d: floor_divmod(x, d, False) if x.dtype.is_int else None),
-    (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("d"))), lambda x, d: floor_divmod(x, d, True) if x.dtype.is_int else None),
+    (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("d"))),
+     lambda x, d: floor_divmod(x, d, True) if x.dtype.is_int else None),
     (UPat(Ops.IDIV, src=(UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("a"))), UPat.cvar("b"))),
      lambda x, a, b: x // (a.arg * b.arg) if _nonneg(x) and a.arg > 0 and b.arg > 0 else None),
     (UPat(Ops.IDIV, src=(UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("a"))), UPat.cvar("b"))),
