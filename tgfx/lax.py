@@ -487,8 +487,9 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     `init`, `xs` and the results are pytrees of arrays; every leaf of `xs` is scanned along its first axis (all the
     same length), and `xs=None` with `length=n` scans n times with x = None. The carry must keep its structure,
     shapes and dtypes; a Python scalar in `init` is weakly typed and takes the dtype the body returns for it, as in
-    JAX (`scan(lambda c, x: (c * x, c), 1.0, xs16)` carries a float16). `f` is traced once; the loop runs on the device (its compile time and kernels do not
-    depend on the length). `unroll` is accepted for JAX compatibility and has no effect.
+    JAX (`scan(lambda c, x: (c * x, c), 1.0, xs16)` carries a float16). `f` is traced once; the loop runs on the
+    device (its compile time and kernels do not depend on the length). `unroll` is accepted for JAX compatibility and
+    has no effect.
 
     >>> def rnn_step(h, x):
     ...     h = tnp.tanh(h @ W + x @ U)
