@@ -165,11 +165,27 @@ def test_packed_accumulators_compute_what_numpy_does() -> None:
                                np.tanh(x @ w + bias), rtol=1e-5, atol=1e-5)
 
 
-def test_an_operand_with_page_long_rows_is_read_through_packed_panels() -> None:
+@pytest.fixture
+def l2_of(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    """Sets this machine's L2 size (bytes) for what is scheduled in the test: the packing rules read it."""
+    from dataclasses import replace
+
+    from tgfx.devices import target
+    native = native_target()
+
+    def use(nbytes: int) -> None:
+        monkeypatch.setattr(target, "native_target", lambda: replace(native, l2=nbytes))
+    with config.Context(TGFX_CPU=""):
+        yield use
+
+
+def test_an_operand_with_page_long_rows_is_read_through_packed_panels(l2_of) -> None:  # noqa: ANN001
     """`x @ w` where the tile's panel of w spans more pages than a TLB holds (64; 128 rows of 4 KB, 256 of 2 KB): one
     copy of w into panels of the tile's width, then the matmul (2 kernels); a panel over 64 pages or fewer, too
-    little reuse, or the operand the tile broadcasts rather than reads as vectors (x in `x.T @ g`) is read as it is
-    (1 kernel: at 64 pages packing gained nothing in the MLP step and cost three kernels' compiles)."""
+    little reuse, or the operand the tile broadcasts rather than reads as vectors (x in `x.T @ g`) while it fits half
+    of L2 is read as it is (1 kernel: at 64 pages packing gained nothing in the MLP step and cost three kernels'
+    compiles)."""
+    l2_of(2 << 20)
     w = tg.asarray(rand(128, 1024))
     is_reduce = [lambda ks: [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks]][0]
     assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ w)) == [False, True]
@@ -186,6 +202,25 @@ def test_an_operand_with_page_long_rows_is_read_through_packed_panels() -> None:
     cols = t.contraction_tiles()[0][0]
     assert len(re.findall(rf"load <{cols} x float>, ptr %t", ir)) == 1
     assert f"%acc0 = alloca <{cols} x float>" in ir and "gather" not in ir
+
+
+def test_transposed_operands_of_a_big_product_are_packed_in_one_copy(l2_of) -> None:  # noqa: ANN001
+    """`a.T @ b` and `a @ b.T` of 1024^3. The operand the tile broadcasts (a.T: 8 rows side by side, a row of `a` a
+    page apart each step) is packed into panels of the tile's rows when it outgrows half of L2: each of b's panels
+    reads it again from L3, a page a step, which no prefetcher follows (28 -> 12.5-16 ms, `a @ b`'s 10-13). `b.T` is
+    packed straight from b's rows: one copy (a transposed copy and then its panels was two; unpacked, 24-30 ms). The
+    copies are whole: the products are numpy's."""
+    a, b = rand(1024, 1024), rand(1024, 1024, seed=1)
+    ta, tb = tg.asarray(a), tg.asarray(b)
+    for l2, copies in ((1 << 20, 2), (16 << 20, 1)):   # (a 4 MB a.T fits half of a 16 MB L2: only b is packed)
+        l2_of(l2)
+        ks = kernels(ta.T @ tb)
+        assert [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks] == [False] * copies + [True]
+    l2_of(1 << 20)
+    ks = kernels(ta @ tb.T)
+    assert [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks] == [False, True]
+    np.testing.assert_allclose((ta.T @ tb).numpy(), a.T.astype(np.float64) @ b, rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose((ta @ tb.T).numpy(), a.astype(np.float64) @ b.T, rtol=1e-3, atol=1e-3)
 
 
 def test_an_einsum_over_two_axes_reads_its_operand_through_packed_panels() -> None:

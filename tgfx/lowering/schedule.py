@@ -772,11 +772,16 @@ def _transposed_operand(red: UOp) -> UOp | None:
         rest = [n for j, n in enumerate(v.shape) if j != ax and n != 1]
         tiles = host_target().contraction_tiles(max(v.dtype.itemsize, 4))
         return bool(rest) and rest[-1] >= min(lanes for lanes, _ in tiles)
-    candidates = [(prod(e.src[0].shape), i) for i, e in enumerate(src.src) if _is_view(e.src[0]) and
-                  gains(e.src[0]) and prod(e.arg) // prod(e.src[0].shape) >= REUSE_TO_TRANSPOSE]
+    # the smaller operand; of two alike, the one along the output's last axis, whose copy the tile then reads as its
+    # vectors with the output stored along its rows (`_packed_operand` packs it straight from the view: `a @ b.T` of
+    # 1024^3, 24-30 ms copying `a` -> 11-12 ms, `a @ b`'s 10-11.5)
+    last = max((j for j, n in enumerate(src.shape) if n != 1 and j != ax), default=None)
+    candidates = [(prod(e.src[0].shape), last is None or e.src[0].shape[last] == 1, i) for i, e in enumerate(src.src)
+                  if _is_view(e.src[0]) and gains(e.src[0]) and
+                  prod(e.arg) // prod(e.src[0].shape) >= REUSE_TO_TRANSPOSE]
     if not candidates or src.shape[ax] < 2:
         return None
-    i = min(candidates)[1]
+    i = min(candidates)[2]
     e = src.src[i]
     v = e.src[0]
     perm = (ax, *(j for j in range(len(v.shape)) if j != ax))
@@ -784,6 +789,12 @@ def _transposed_operand(red: UOp) -> UOp | None:
     copy = UOp(Ops.CONTIGUOUS, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (v,), perm),))
     operand = e.replace(src=(UOp(Ops.PERMUTE, v.dtype, (copy,), inv),))
     return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
+
+
+def _transposed_copy(u: UOp) -> UOp | None:
+    """The copy `_transposed_operand` made that view `u` reads (a CONTIGUOUS of a view of a buffer), else None."""
+    base = _view_base(u)
+    return base if base.op is Ops.CONTIGUOUS and _is_view(base.src[0]) else None
 
 
 def _packed_operand(red: UOp) -> UOp | None:
@@ -808,19 +819,26 @@ def _packed_operand(red: UOp) -> UOp | None:
         v = e.src[0]
         rest = [j for j, n in enumerate(v.shape) if n != 1]
         lay = _layout(v)[0]
-        if not _stored_operand(v) or len(rest) != 2 or ax not in rest or lay not in rest or lay == ax:
+        copied = _transposed_copy(v)
+        if not (_stored_operand(v) or copied) or len(rest) != 2 or ax not in rest or lay not in rest or lay == ax:
             continue
         # the vector operand (along the output's last axis) in panels of the tile's lanes; the broadcast one, stored
         # transposed (x in x.T @ g: each step of the reduce reads a tile's rows side by side, a row of x a page
         # apart), in panels of the tile's rows once its sweep outgrows the second-level TLB (a transformer's 4096
-        # tokens: 7.3 -> 5.6 ms for 256 x 4096 @ 4096 x 1024; the MLP step's 128 rows: no faster, so left)
+        # tokens: 7.3 -> 5.6 ms for 256 x 4096 @ 4096 x 1024), or the first-level one when it outgrows half of L2 too:
+        # each panel of the other operand then reads it again from L3, a page a step, where no prefetcher follows
+        # (`a.T @ b` of 1024^3: 28 -> 12.5-16 ms, `a @ b`'s 9-13; the MLP step's 128 rows of 400 KB: no faster, left)
         vector = lay == last
-        width = target.contraction_tiles(max(v.dtype.itemsize, 4))[0][0] if vector else target.tile_rows()
+        itemsize = max(v.dtype.itemsize, 4)
+        width = target.contraction_tiles(itemsize)[0][0] if vector else target.tile_rows()
         k, n = v.shape[ax], v.shape[lay]
-        if k * min(n * v.dtype.itemsize, PAGE_BYTES) <= (TLB_PAGES if vector else STLB_PAGES) * PAGE_BYTES or \
-                n % width or \
+        pages = k * min(n * v.dtype.itemsize, PAGE_BYTES)
+        far = pages > STLB_PAGES * PAGE_BYTES or pages > TLB_PAGES * PAGE_BYTES and v.size * itemsize > target.l2 // 2
+        if not (pages > TLB_PAGES * PAGE_BYTES if vector else far) or n % width or \
                 prod(e.arg) // prod(v.shape) < REUSE_TO_TRANSPOSE:
             continue
+        if copied:   # packed from what the transposed copy would have read: one copy, not a copy and its pack
+            v = v.substitute({copied: copied.src[0]})
         rows = v if rest == [ax, lay] else \
             UOp(Ops.PERMUTE, v.dtype, (UOp(Ops.RESHAPE, v.dtype, (v,), (n, k)),), (1, 0))   # (k, n) in memory order
         panels = UOp(Ops.RESHAPE, v.dtype, (rows,), (k, n // width, width))
