@@ -563,6 +563,9 @@ def test_recurrent_weight_gradients_are_one_contraction_after_the_loop() -> None
     g = tg.grad(loss_scan)(params)
     (loop,) = _backward_loops(g["wh"])
     assert loop.n_carry == 2   # the hidden state's cotangent and the bias's accumulator: no weight's
+    (node,) = [u for u in g["wh"].uop.toposort() if u.op.name == "LOOP" and u.arg is loop]
+    # its ys: xs's cotangents and dz, once for both weights; h_t and x_t are read from the saved carries and xs
+    assert len(node.src[0].src) - loop.n_carry == 2
     import tgfx.transforms.control_grad as control_grad
     budget, control_grad.STACKED_BYTES_MAX = control_grad.STACKED_BYTES_MAX, 1000   # more to stack than it allows:
     try:                                                                              # accumulated as before

@@ -739,10 +739,11 @@ def _regrouped_axis(old: tuple[int, ...], new: tuple[int, ...], a: int) -> int |
 
 
 def _is_view(u: UOp) -> bool:
-    """Whether `u` only moves a stored buffer around (no arithmetic)."""
+    """Whether `u` only moves a stored buffer around (no arithmetic): a buffer, or a result of a loop or a branch
+    (stored by it: the stacked operands of a recurrent weight's gradient, `control_grad._Stacked`)."""
     while u.op in GroupOp.Movement or u.op is Ops.DYNAMIC_SHRINK:
         u = u.src[0]
-    return u.op is Ops.BUFFER
+    return u.op is Ops.BUFFER or u.op is Ops.GETTUPLE and u.src[0].op in (Ops.LOOP, Ops.SWITCH)
 
 
 def _stored_operand(u: UOp) -> bool:

@@ -70,6 +70,17 @@ class _Stacked:
         return self.term.substitute({self.red: UOp(Ops.RESHAPE, red.dtype, (red,), self.red.shape)})
 
 
+def _restacked(u: UOp, sliced: dict[UOp, UOp]) -> UOp | None:
+    """`u`, a view (reshapes, broadcasts, permutes) of a loop slice in `sliced` (slice -> what it is cut from, steps in
+    front), as the same view of the whole stack; None for anything else."""
+    if u in sliced:
+        return sliced[u]
+    if u.op not in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE) or (inner := _restacked(u.src[0], sliced)) is None:
+        return None
+    arg = (0, *(a + 1 for a in u.arg)) if u.op is Ops.PERMUTE else (inner.shape[0], *u.arg)
+    return UOp(u.op, u.dtype, (inner,), arg)
+
+
 # the most bytes a backward loop stacks for `_Stacked` terms: a long loop of wide steps (1,000 steps of 64 x 8192) keeps
 # its accumulator instead of stacking gigabytes
 STACKED_BYTES_MAX = 1 << 28
@@ -173,7 +184,13 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
             if steps is None else ([], [grad_of(c_p[i])])
     summed = [i for i in fconst if rests[i]]
     new_acc = [a + _sum(rests[i]) for a, i in zip(acc, fconst, strict=True) if rests[i]]
-    operands = [a for i in fconst for t in stacks[i] for a in t.operands]
+    # an operand that is a view of one of the backward's slices (a saved carry: h_t of h_t^T @ dz_t) is that view of
+    # what the slices are cut from, not stacked again
+    sliced = {**dict(zip(k_i, saved, strict=True)), **dict(zip(x_i, xs, strict=True)),
+              **{cty_i[a]: _on(ct_ys[j], dev) for a, j in enumerate(cy)},
+              **{cts_i[a]: _on(ct_saved[j], dev) for a, j in enumerate(cs)}}
+    restacked = {a: v for i in fconst for t in stacks[i] for a in t.operands if (v := _restacked(a, sliced)) is not None}
+    operands = list(dict.fromkeys(a for i in fconst for t in stacks[i] for a in t.operands if a not in restacked))
     bw_body = UOp(Ops.TUPLE, None, (*new_ct, *new_acc, *(grad_of(x_i[m]) for m in fx), *operands))
     if len(summed) < len(fconst):   # the slots after a dropped accumulator move down
         first = 1 + nc + len(fc)
@@ -198,8 +215,8 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     for i in fconst:
         terms = [_get(bw, len(fc) + summed.index(i), consts[i].dtype)] if rests[i] else []
         for t in stacks[i]:
-            terms.append(t.summed([_get(bw, ys + a, o.dtype) for a, o in enumerate(t.operands)]))
-            ys += len(t.operands)
+            terms.append(t.summed([restacked[o] if o in restacked else _get(bw, ys + operands.index(o), o.dtype)
+                                   for o in t.operands]))
         out[base + i] = _sum(terms)
     for a, j in enumerate(fc):
         out[base + nc + j] = _get(bw, a, init[j].dtype)
