@@ -189,8 +189,9 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     sliced = {**dict(zip(k_i, saved, strict=True)), **dict(zip(x_i, xs, strict=True)),
               **{cty_i[a]: _on(ct_ys[j], dev) for a, j in enumerate(cy)},
               **{cts_i[a]: _on(ct_saved[j], dev) for a, j in enumerate(cs)}}
-    restacked = {a: v for i in fconst for t in stacks[i] for a in t.operands if (v := _restacked(a, sliced)) is not None}
-    operands = list(dict.fromkeys(a for i in fconst for t in stacks[i] for a in t.operands if a not in restacked))
+    every = [a for i in fconst for t in stacks[i] for a in t.operands]
+    restacked = {a: v for a in every if (v := _restacked(a, sliced)) is not None}
+    operands = list(dict.fromkeys(a for a in every if a not in restacked))
     bw_body = UOp(Ops.TUPLE, None, (*new_ct, *new_acc, *(grad_of(x_i[m]) for m in fx), *operands))
     if len(summed) < len(fconst):   # the slots after a dropped accumulator move down
         first = 1 + nc + len(fc)
