@@ -578,6 +578,17 @@ def test_recurrent_weight_gradients_are_one_contraction_after_the_loop() -> None
         close(g[k], want[k])
     close(tg.jit(tg.grad(loss_scan))(params), want)
 
+    def loss_reversed(p: dict) -> tg.Tensor:   # the stacked operands pair up by step in a reverse scan too
+        _, hs = tg.lax.scan(cell(p), tnp.zeros((batch, hidden)), xs, reverse=True)
+        return (hs ** 3).sum() + (hs[0] * hs[-1]).sum()
+
+    def loss_reversed_unrolled(p: dict) -> tg.Tensor:
+        h, outs = tnp.zeros((batch, hidden)), [None] * t_len
+        for t in reversed(range(t_len)):
+            h, outs[t] = cell(p)(h, xs[t])
+        return (tnp.stack(outs) ** 3).sum() + (outs[0] * outs[-1]).sum()
+    close(tg.grad(loss_reversed)(params), tg.grad(loss_reversed_unrolled)(params))
+
 
 # ---- higher order and forward mode ----
 def test_second_order_and_jvp_through_loops() -> None:

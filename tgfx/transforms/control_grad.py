@@ -1,7 +1,9 @@
 """Reverse mode through LOOP and SWITCH (the rules `pm_gradient` calls), JAX's way.
 
 The backward of a loop is a loop running the other way over the body's VJP. Its carries are the cotangents of the
-forward carries, plus an accumulator per float const (the loop invariants get a gradient summed over the steps);
+forward carries, plus an accumulator per float const (the loop invariants get a gradient summed over the steps; a
+term of it that contracts two values of the step, a recurrent weight's `h_t^T @ dz_t`, is summed after the loop as
+one contraction over the stacked values instead, `_Stacked`);
 it scans over what step i needs: the forward carry at the start of step i, saved by the forward (the same LOOP
 with `save`, which returns them stacked), the forward slices xs[i], and the cotangents of ys[i] (and of saved[i],
 for higher orders). It returns the cotangents of the initial carries and of the consts as its final carries, and
@@ -55,8 +57,9 @@ def _get(u: UOp, i: int, dtype: object) -> UOp:
 
 class _Stacked:
     """A term of a const's gradient that is a contraction of two values of the step (`x_t^T @ g_t`, a recurrent
-    weight's): its operands are the backward's ys, stacked over the steps, and the term is one contraction over the
-    steps and its own axes after the loop, instead of T contractions added into an accumulator carry."""
+    weight's): its operands are stacked over the steps (as the backward's ys, or read from the stacks the backward's
+    slices are cut from: the saved carries, xs) and the term is one contraction over the steps and its own axes after
+    the loop, instead of T contractions added into an accumulator carry."""
     def __init__(self, term: UOp, red: UOp) -> None:
         self.term, self.red = term, red
         self.operands = tuple(e.src[0] for e in red.src[0].src)   # what the two EXPANDs broadcast
