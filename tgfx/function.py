@@ -33,7 +33,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import EscapedTracerError, walk
 from tgfx.lowering.multi import device_parts
-from tgfx.tensor import Tensor, is_weak, weak
+from tgfx.tensor import Tensor, is_weak, weak, weak_like
 from tgfx.trace_state import ConcretizationError as ConcretizationError
 from tgfx.trace_state import active, current, record_owner, tracing, user_error
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -217,7 +217,7 @@ class Function:
         fn = UOp(op, None, (body, *arg_uops), (self.name, backward, self.precompile_backward))
         outs = [Tensor(UOp(Ops.GETTUPLE, d, (fn,), i)) for i, d in enumerate(dtypes)]
         # a result the body computed weakly typed (from Python scalars alone) is weakly typed outside, as JAX's
-        outs = [weak(t) if w else t for t, w in zip(outs, weak_outs, strict=True)]
+        outs = weak_like(outs, weak_outs)
         return tree_unflatten(out_tree, outs)
 
     @staticmethod

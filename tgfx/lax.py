@@ -216,7 +216,7 @@ from tgfx.numpy._complex import conj as conj
 from tgfx.numpy._complex import imag as imag
 from tgfx.numpy._complex import make_complex
 from tgfx.numpy._complex import real as real
-from tgfx.tensor import Tensor, is_weak, promotion_kind, weak, weak_input
+from tgfx.tensor import Tensor, is_weak, promotion_kind, weak, weak_input, weak_like
 from tgfx.trace_state import record_owner, tracing
 from tgfx.transforms.collectives import all_gather as all_gather
 from tgfx.transforms.collectives import axis_index as axis_index
@@ -414,7 +414,7 @@ def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carr
     described = {**dict(zip(carry_si, carry_paths, strict=True)),
                  **{s: p + "[i]" for s, p in zip(x_si, x_paths, strict=True)}, index: "i (the loop index)"}
     def arg(si: list[UOp], like: list[Tensor]) -> list[Tensor]:
-        return [weak(Tensor(s)) if is_weak(t) else Tensor(s) for s, t in zip(si, like, strict=True)]
+        return weak_like([Tensor(s) for s in si], [is_weak(t) for t in like])
     carry_arg = tree_unflatten(carry_tree, arg(carry_si, carry))
     x_arg = tree_unflatten(x_tree, arg(x_si, x_leaves))
     out = _run(name, step, (Tensor(index), carry_arg, x_arg), described)
@@ -467,7 +467,7 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
     loop = UOp(Ops.LOOP, None, (*closed, *operands), spec)
     k, n_y = len(carry), len(y_leaves)
     res = [Tensor(UOp(Ops.GETTUPLE, d, (loop,), i)) for i, (_, d) in enumerate(loop_results(loop)[:k + n_y])]
-    res = [weak(r) if is_weak(t) else r for r, t in zip(res, [*new_leaves, *y_leaves], strict=True)]
+    res = weak_like(res, [is_weak(t) for t in (*new_leaves, *y_leaves)])
     return tree_unflatten(carry_tree, res[:k]), tree_unflatten(y_tree, res[k:])
 
 
@@ -637,8 +637,7 @@ def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> 
         idx = (idx < lo).where(lo, (hi < idx).where(hi, idx))
     si = [_stand_in(t.shape, t.dtype, device) for t in args]
     described = dict(zip(si, arg_paths, strict=True))
-    stand_args = tree_unflatten(arg_tree, [weak(Tensor(s)) if is_weak(t) else Tensor(s) for s, t in zip(si, args,
-                                                                                                       strict=True)])
+    stand_args = tree_unflatten(arg_tree, weak_like([Tensor(s) for s in si], [is_weak(t) for t in args]))
     outs, first = [], None
     for k, b in enumerate(branches):
         res = _run(_name(b), b, tuple(stand_args), described)
@@ -655,7 +654,7 @@ def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> 
     res = [Tensor(UOp(Ops.GETTUPLE, o.dtype, (sw,), i)) for i, o in enumerate(closed[0].src)]
     # weakly typed where the first branch's result is (false_fun's for cond), as JAX's: its results take the first
     # branch's types, and weak typing is not part of what must match
-    return tree_unflatten(first[0], [weak(r) if is_weak(t) else r for r, t in zip(res, first[1], strict=True)])
+    return tree_unflatten(first[0], weak_like(res, [is_weak(t) for t in first[1]]))
 
 
 def _same_types(who: str, branches: list[Callable], first: tuple[PyTreeDef, list[Tensor], list[str]], k: int,

@@ -582,6 +582,11 @@ def weak(t: Tensor) -> Tensor:
     return t
 
 
+def weak_like(ts: Sequence[Tensor], flags: Sequence[bool]) -> list[Tensor]:
+    """`ts` marked weakly typed where `flags` say (a trace's weak inputs or outputs, the values a stand-in replaces)."""
+    return [weak(t) if w else t for t, w in zip(ts, flags, strict=True)]
+
+
 def _is_weak_tensor(t: Tensor) -> bool:
     return (r := _weak.get(id(t))) is not None and r() is t
 

@@ -38,7 +38,7 @@ from tgfx.ir.control import n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
-from tgfx.tensor import Tensor, weak, weak_input
+from tgfx.tensor import Tensor, weak, weak_input, weak_like
 from tgfx.trace_state import active, current, differentiating
 from tgfx.transforms.control_grad import forward_mode, gradient_path, in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
@@ -597,11 +597,6 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
         outs.append(t.uop)
         weak_outs.append(weak_input(leaf))
     return Traced(who, nums, inputs, params, in_trees, outs, out_tree, aux, tuple(weak_inputs), tuple(weak_outs))
-
-
-def weak_like(ts: Sequence[Tensor], flags: Sequence[bool]) -> list[Tensor]:
-    """`ts` marked weakly typed where `flags` say (a trace's weak inputs or outputs)."""
-    return [weak(t) if w else t for t, w in zip(ts, flags, strict=True)]
 
 
 def _short(x: Any) -> str:

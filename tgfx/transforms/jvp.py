@@ -21,7 +21,7 @@ import numpy as np
 
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, weak_like
 from tgfx.transforms.control_grad import forward_mode, primal_twins, read_twins
 from tgfx.transforms.grad import (
     Traced,
@@ -34,7 +34,6 @@ from tgfx.transforms.grad import (
     linear_input,
     pullback_graph,
     trace,
-    weak_like,
     zeros_like,
 )
 from tgfx.tree import tree_flatten, tree_unflatten

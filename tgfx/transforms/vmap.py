@@ -42,7 +42,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import outside_bodies
-from tgfx.tensor import Tensor, is_weak, to_tensor, weak
+from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
 from tgfx.trace_state import record_owner, tracing
 from tgfx.transforms.collectives import Axis, bound
 from tgfx.transforms.grad import CallInfo, Transformed, _call_name
@@ -430,7 +430,7 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
     results, flags = batch_graph(roots, seeds, size)
     outs = _place_outputs(results, flags, [p for p, _ in pairs], out, out_axes, size)
     # a result the function computed weakly typed is weakly typed batched, as JAX's (batching keeps weak_type)
-    return tree_unflatten(out_tree, [weak(t) if w else t for t, w in zip(outs, weak_outs, strict=True)])
+    return tree_unflatten(out_tree, weak_like(outs, weak_outs))
 
 
 def _place_outputs(results: list[UOp], flags: list[bool], paths: list[KeyPath], out: Any, out_axes: Any,
