@@ -71,12 +71,20 @@ def _negative(x: UOp) -> UOp:
     return alu(Ops.OR, alu(Ops.CMPLT, x, zero), alu(Ops.CMPLT, alu(Ops.FDIV, full(x.shape, 1.0, x.dtype), x), zero))
 
 
+def _abs(x: UOp) -> UOp:
+    return alu(Ops.MAX, alu(Ops.NEG, x), x)
+
+
+def _finite(x: UOp) -> UOp:
+    return alu(Ops.CMPEQ, alu(Ops.ADD, x, alu(Ops.NEG, x)), full(x.shape, 0.0, x.dtype))    # x - x is 0: not inf, NaN
+
+
 def _not_finite(x: UOp) -> UOp:
     return alu(Ops.CMPNE, alu(Ops.ADD, x, alu(Ops.NEG, x)), full(x.shape, 0.0, x.dtype))    # x - x is inf or NaN
 
 
 def _is_inf(x: UOp) -> UOp:
-    return alu(Ops.CMPEQ, alu(Ops.MAX, alu(Ops.NEG, x), x), full(x.shape, float("inf"), x.dtype))
+    return alu(Ops.CMPEQ, _abs(x), full(x.shape, float("inf"), x.dtype))
 
 
 def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
@@ -92,7 +100,7 @@ def cmul(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
 
 def _copysign(x: UOp, y: UOp) -> UOp:
     """|x| with y's sign bit (-0.0 too; a NaN y counts as positive)."""
-    mag = alu(Ops.MAX, alu(Ops.NEG, x), x)
+    mag = _abs(x)
     return alu(Ops.WHERE, _negative(y), alu(Ops.NEG, mag), mag)
 
 
@@ -117,12 +125,6 @@ def cdiv(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     def div(x: UOp, y: UOp) -> UOp:
         return alu(Ops.FDIV, x, y)
 
-    def absolute(x: UOp) -> UOp:
-        return alu(Ops.MAX, alu(Ops.NEG, x), x)
-
-    def finite(x: UOp) -> UOp:   # (not inf, not NaN)
-        return alu(Ops.CMPEQ, sub(x, x), zero)
-
     def nan(x: UOp) -> UOp:
         return alu(Ops.CMPNE, x, x)
 
@@ -141,7 +143,7 @@ def cdiv(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     # Smith's method: r = b_r / b_i and b_i + b_r r when |b_r| < |b_i|, else r = b_i / b_r and b_r + b_i r
     r_ri, r_ir = div(br, bi), div(bi, br)
     den_ri, den_ir = fma(r_ri, br, bi), fma(r_ir, bi, br)
-    by_i = alu(Ops.CMPLT, absolute(br), absolute(bi))
+    by_i = alu(Ops.CMPLT, _abs(br), _abs(bi))
     out = select(by_i, (div(fma(r_ri, ar, ai), den_ri), div(fma(r_ri, ai, alu(Ops.NEG, ar)), den_ri)),
                  (div(fma(r_ir, ai, ar), den_ir), div(fma(alu(Ops.NEG, r_ir), ar, ai), den_ir)))
     # the recoveries, where Smith's gave NaN + NaN j
@@ -150,11 +152,11 @@ def cdiv(a: tuple[UOp, UOp], b: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     big = _copysign(inf, br)
     by_zero = mul(big, ar), mul(big, ai)
     ar_inf, ai_inf = _is_inf(ar), _is_inf(ai)
-    inf_over_finite = both(either(ar_inf, ai_inf), both(finite(br), finite(bi)))
+    inf_over_finite = both(either(ar_inf, ai_inf), both(_finite(br), _finite(bi)))
     sr, si = (_copysign(alu(Ops.WHERE, c, one, zero), x) for c, x in ((ar_inf, ar), (ai_inf, ai)))
     inf_out = mul(inf, add(mul(sr, br), mul(si, bi))), mul(inf, sub(mul(si, br), mul(sr, bi)))
     br_inf, bi_inf = _is_inf(br), _is_inf(bi)
-    finite_over_inf = both(either(br_inf, bi_inf), both(finite(ar), finite(ai)))
+    finite_over_inf = both(either(br_inf, bi_inf), both(_finite(ar), _finite(ai)))
     tr, ti = (_copysign(alu(Ops.WHERE, c, one, zero), x) for c, x in ((br_inf, br), (bi_inf, bi)))
     zero_out = mul(zero, add(mul(ar, tr), mul(ai, ti))), mul(zero, sub(mul(ai, tr), mul(ar, ti)))
     fixed = select(zero_den, by_zero, select(inf_over_finite, inf_out, select(finite_over_inf, zero_out, out)))
@@ -185,7 +187,7 @@ def cabs(a: tuple[UOp, UOp]) -> UOp:
     smaller over the larger, so squares do not overflow; inf if a part is infinite (even beside a NaN), else NaN if
     one is NaN."""
     ar, ai = a
-    x, y = alu(Ops.MAX, alu(Ops.NEG, ar), ar), alu(Ops.MAX, alu(Ops.NEG, ai), ai)
+    x, y = _abs(ar), _abs(ai)
     hi, lo = alu(Ops.MAX, x, y), alu(Ops.NEG, alu(Ops.MAX, alu(Ops.NEG, x), alu(Ops.NEG, y)))
     zero = full(hi.shape, 0.0, hi.dtype)
     safe = alu(Ops.WHERE, alu(Ops.CMPEQ, hi, zero), full(hi.shape, 1.0, hi.dtype), hi)
@@ -207,12 +209,12 @@ def csqrt(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     ar, ai = a
     d, shape = ar.dtype, ar.shape
     zero, half = full(shape, 0.0, d), full(shape, 0.5, d)
-    t = alu(Ops.SQRT, alu(Ops.MUL, alu(Ops.ADD, cabs(a), alu(Ops.MAX, alu(Ops.NEG, ar), ar)), half))
+    t = alu(Ops.SQRT, alu(Ops.MUL, alu(Ops.ADD, cabs(a), _abs(ar)), half))
     safe_t = alu(Ops.WHERE, alu(Ops.CMPEQ, t, zero), full(shape, 1.0, d), t)
     other = alu(Ops.FDIV, ai, alu(Ops.ADD, safe_t, safe_t))           # im / (2 t): sign of im
     other = alu(Ops.WHERE, alu(Ops.CMPEQ, t, zero), ai, other)        # sqrt(+-0 +- 0j) is +0 +- 0j
     neg_re = alu(Ops.CMPLT, ar, zero)
-    abs_other = alu(Ops.MAX, alu(Ops.NEG, other), other)
+    abs_other = _abs(other)
     signed_t = alu(Ops.WHERE, _negative(ai), alu(Ops.NEG, t), t)
     re, im = alu(Ops.WHERE, neg_re, abs_other, t), alu(Ops.WHERE, neg_re, signed_t, other)
     # C99's infinities: an infinite im gives inf + im j whatever re is (NaN too); re = -inf with a NaN im gives
@@ -271,10 +273,10 @@ def ctanh(a: tuple[UOp, UOp]) -> tuple[UOp, UOp]:
     two_y = alu(Ops.ADD, ai, ai)
     den = alu(Ops.ADD, ch, alu(Ops.COS, two_y))
     zero = full(shape, 0.0, d)
-    abs_x = alu(Ops.MAX, alu(Ops.NEG, ar), ar)
+    abs_x = _abs(ar)
     # far: sign(x) + 0j, for an infinite x whatever y is, and for a large finite x only with a finite y (C99: a
     # finite x and an infinite or NaN y give NaN + NaN j, which the quotient gives)
-    finite_y = alu(Ops.CMPEQ, alu(Ops.ADD, ai, alu(Ops.NEG, ai)), zero)
+    finite_y = _finite(ai)
     inf_x = alu(Ops.CMPEQ, abs_x, full(shape, float("inf"), d))
     far = alu(Ops.AND, alu(Ops.CMPLT, full(shape, 20.0, d), abs_x), alu(Ops.OR, finite_y, inf_x))
     sign = alu(Ops.WHERE, alu(Ops.CMPLT, ar, zero), full(shape, -1.0, d), full(shape, 1.0, d))
