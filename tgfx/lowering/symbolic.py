@@ -90,10 +90,15 @@ def _sum(ts: list[UOp], like: UOp) -> UOp:
     return out
 
 
+def _term(base: UOp | None, k: int, like: UOp) -> UOp:
+    """The term `base * k` (the constant k for no base), as `_coef` reads terms back."""
+    return like.const_like(k) if base is None else base if k == 1 else base * k
+
+
 def _term_over(t: UOp, k: int) -> UOp:
     """Term `t` (a constant, `base`, or `base * coef`) divided by `k`, which divides its coefficient."""
     base, coef = _coef(t)
-    return t.const_like(coef // k) if base is None else base if coef == k else base * (coef // k)
+    return _term(base, coef // k, t)
 
 
 def divide_sum(x: UOp, d: UOp) -> UOp | None:
@@ -134,7 +139,7 @@ def mod_sum(x: UOp, d: UOp) -> UOp | None:
         base, k = _coef(t)
         if k % c == 0:
             continue
-        keep.append(t if k < c else (x.const_like(k % c) if base is None else base * (k % c) if k % c != 1 else base))
+        keep.append(t if k < c else _term(base, k % c, x))
     if len(keep) == len(terms) and all(a is b for a, b in zip(keep, terms, strict=True)):
         return _mod_split(terms, c, x)
     return _sum(keep, x) % c
@@ -157,7 +162,7 @@ def _nearest_residues(x: UOp, c: int) -> tuple[UOp, UOp] | None:
     nearer: 128 = 129 - 1), when one was negative and s lies in [-c, c); else None. The flat index i * n + j of an
     n x n matrix read along its diagonal's stride n + 1 is (n + 1) * i + (j - i): its `% (n + 1)` and `// (n + 1)`
     are then a compare and a select, not a division of every element (a GP's gradient through `diag(chol)`, 128 x 128:
-    55 us -> 3)."""
+    55 us -> 9)."""
     q_terms: list[UOp] = []
     s_terms: list[UOp] = []
     negative = False
@@ -167,12 +172,8 @@ def _nearest_residues(x: UOp, c: int) -> tuple[UOp, UOp] | None:
         if base is not None and r > c // 2:
             r, negative = r - c, True
         q = (k - r) // c
-        if base is None:
-            q_terms += [x.const_like(q)] if q else []
-            s_terms += [x.const_like(r)] if r else []
-            continue
-        q_terms += [base if q == 1 else base * q] if q else []
-        s_terms += [base if r == 1 else base * r] if r else []
+        q_terms += [_term(base, q, x)] if q else []
+        s_terms += [_term(base, r, x)] if r else []
     if not negative:
         return None
     s = _sum(s_terms, x)
