@@ -25,10 +25,10 @@ from typing import Any
 
 from tgfx import _lax_gather, _lax_scan
 from tgfx._lax_gather import ScatterDimensionNumbers
-from tgfx._lax_ops import FLOAT, INT, NUMBER, _uint, check_kind, same_dtypes, same_shapes
+from tgfx._lax_ops import FLOAT, INT, NUMBER, check_kind, same_dtypes, same_shapes
 from tgfx._lax_ops import operand as _operand  # (lax's own argument is called operand)
 from tgfx.devices import DEFAULT_DEVICE
-from tgfx.dtypes import dtypes, to_dtype
+from tgfx.dtypes import dtypes, to_dtype, uint_of
 from tgfx.function import function
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, static_int
@@ -344,7 +344,7 @@ def _reduce_precision_bits(x: Tensor, exponent_bits: int, mantissa_bits: int) ->
     d = x.dtype
     src_m, nbits = _MANTISSA_BITS[d], d.bits
     src_e = nbits - 1 - src_m
-    u = _uint(d)
+    u = uint_of(d)
     bits = x.bitcast(u)
     if mantissa_bits < src_m:
         shift = src_m - mantissa_bits
@@ -392,7 +392,7 @@ def mulhi(x: ArrayLike, y: ArrayLike, /) -> Tensor:
     same_dtypes("mulhi", [a, b])
     check_kind("mulhi", a, INT)
     d = a.dtype
-    u, half = _uint(d), d.bits // 2
+    u, half = uint_of(d), d.bits // 2
     ua, ub = a.bitcast(u), b.bitcast(u)
     low = (1 << half) - 1
     a0, a1, b0, b1 = ua & low, ua >> half, ub & low, ub >> half

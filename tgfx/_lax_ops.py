@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from tgfx.dtypes import DType, dtypes, max_value
+from tgfx.dtypes import DType, dtypes, max_value, uint_of
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, broadcast, static_int, to_tensor
@@ -94,10 +94,6 @@ def _binary(name: str, x: ArrayLike, y: ArrayLike, kinds: str, tip: str | None =
 
 def _all_ones(d: DType) -> Tensor:
     return Tensor.full((), -1 if d.kind == SIGNED else max_value(d), d)
-
-
-def _uint(d: DType) -> DType:
-    return {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[d.itemsize]
 
 
 def _sint(d: DType) -> DType:
@@ -327,7 +323,7 @@ def bitwise_not(x: ArrayLike) -> Tensor:
 def _shift(name: str, x: ArrayLike, y: ArrayLike) -> tuple[Tensor, Tensor, Tensor]:
     """Both operands, the amount made safe (0 where out of range) and where it is in range, [0, bits)."""
     a, b = _binary(name, x, y, INT, name)
-    in_range = b.bitcast(_uint(b.dtype)) < a.dtype.bits   # a negative amount is a huge unsigned one
+    in_range = b.bitcast(uint_of(b.dtype)) < a.dtype.bits   # a negative amount is a huge unsigned one
     return a, ew.where(in_range, b, Tensor.full((), 0, b.dtype)), in_range
 
 
@@ -341,8 +337,8 @@ def shift_right_logical(x: ArrayLike, y: ArrayLike) -> Tensor:
     """x >> y filling with zeros, as `jax.lax.shift_right_logical` (a signed x is shifted as its unsigned bits);
     0 where y is negative or at least the bit width."""
     a, amount, ok = _shift("shift_right_logical", x, y)
-    u = _uint(a.dtype)
-    out = ew.right_shift(a.bitcast(u), amount.bitcast(_uint(amount.dtype))).bitcast(a.dtype)
+    u = uint_of(a.dtype)
+    out = ew.right_shift(a.bitcast(u), amount.bitcast(uint_of(amount.dtype))).bitcast(a.dtype)
     return ew.where(ok, out, Tensor.full((), 0, a.dtype))
 
 
@@ -366,7 +362,7 @@ def population_count(x: ArrayLike) -> Tensor:
     The SWAR count: bit pairs, then nibbles, then bytes summed in parallel, then the bytes added up by one multiply.
     """
     t = _unary("population_count", x, INT)
-    u, n = _uint(t.dtype), t.dtype.itemsize
+    u, n = uint_of(t.dtype), t.dtype.itemsize
     v = t.bitcast(u)
     v = v - ((v >> 1) & _repeat_byte(0x55, n))
     v = (v & _repeat_byte(0x33, n)) + ((v >> 2) & _repeat_byte(0x33, n))
@@ -380,7 +376,7 @@ def clz(x: ArrayLike) -> Tensor:
     """The number of leading zero bits of each element, in x's dtype, as `jax.lax.clz` (integers; clz(0) is the
     bit width). A binary search: log2(bits) steps, each testing whether the top half of what is left is zero."""
     t = _unary("clz", x, INT)
-    u, bits = _uint(t.dtype), t.dtype.bits
+    u, bits = uint_of(t.dtype), t.dtype.bits
     v = t.bitcast(u)
     n = Tensor.full(t.shape, 0, u)
     s = bits // 2

@@ -26,7 +26,7 @@ from typing import Any
 from tgfx._lax_ops import BOOL, COMPLEX, FLOAT, INT, NUMBER, check_kind
 from tgfx._lax_ops import operand as _arg  # (lax's own argument is called operand)
 from tgfx._lax_shape import slice_in_dim
-from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
+from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype, uint_of
 from tgfx.function import function
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _linalg, _reduce, _sort
@@ -88,10 +88,6 @@ def reduce_min(operand: ArrayLike, axes: Sequence[int]) -> Tensor:
     return _extremum("reduce_min", operand, axes, _reduce.min, max_value)
 
 
-def _uint(d: DType) -> DType:
-    return {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[d.itemsize]
-
-
 def _bitwise_reduce(name: str, operand: ArrayLike, axes: Sequence[int]) -> Tensor:
     x = _arg(operand)
     check_kind(name, x, BOOL + INT)
@@ -102,7 +98,7 @@ def _bitwise_reduce(name: str, operand: ArrayLike, axes: Sequence[int]) -> Tenso
     if x.dtype.is_bool:
         b = x.astype(dtypes.int32)
     else:   # each element's bits along a new last axis, so the reduction runs over bits of 0 and 1
-        u = _uint(x.dtype)
+        u = uint_of(x.dtype)
         shifts = Tensor.arange(x.dtype.bits, dtype=u)
         b = (x.bitcast(u).reshape(x.shape + (1,)) >> shifts) & 1
     if _empty(x, ax):

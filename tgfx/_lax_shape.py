@@ -21,7 +21,7 @@ import numpy as np
 
 from tgfx._lax_ops import BOOL, INT, check_kind, same_dtypes
 from tgfx._lax_ops import operand as _arg  # (lax's own argument is called operand)
-from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
+from tgfx.dtypes import DType, max_value, min_value, to_dtype, uint_of
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.tensor import ArrayLike, Tensor, is_weak, normalize_axes, normalize_axis
@@ -353,10 +353,6 @@ def convert_element_type(operand: ArrayLike, new_dtype: DType | str | type) -> T
     return x.cast(d)
 
 
-def _uint_of_size(nbytes: int) -> DType:
-    return {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[nbytes]
-
-
 def bitcast_convert_type(operand: ArrayLike, new_dtype: DType | str | type) -> Tensor:
     """operand's bits read as `new_dtype`, as `jax.lax.bitcast_convert_type` (little-endian, as XLA on CPU).
 
@@ -376,8 +372,7 @@ def bitcast_convert_type(operand: ArrayLike, new_dtype: DType | str | type) -> T
                             f"their own type (operand {x.dtype.name}, new_dtype {d.name})")
     if x.dtype.itemsize == d.itemsize:
         return x.bitcast(d)
-    wide, narrow = _uint_of_size(builtins.max(x.dtype.itemsize, d.itemsize)), \
-        _uint_of_size(builtins.min(x.dtype.itemsize, d.itemsize))
+    wide, narrow = (uint_of(x.dtype), uint_of(d)) if x.dtype.itemsize > d.itemsize else (uint_of(d), uint_of(x.dtype))
     ratio, bits = wide.itemsize // narrow.itemsize, narrow.bits
     offsets = Tensor.arange(ratio, dtype=wide) * bits   # each narrow part's place in the wide word
     if x.dtype.itemsize > d.itemsize:

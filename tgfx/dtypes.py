@@ -327,6 +327,11 @@ def to_inexact(d: DType) -> DType:
     return d if d.is_inexact else dtypes.float64 if d.itemsize == 8 else dtypes.float32
 
 
+def uint_of(d: DType) -> DType:
+    """The unsigned integer type as wide as `d` (its bits, for bit manipulations: a float's sign, exponent, order)."""
+    return _by_name({1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}[d.itemsize])
+
+
 def to_complex(d: DType) -> DType:
     """The complex type whose parts are `d` computed as a float (float32 -> complex64, int32 -> complex64)."""
     d = to_inexact(d)

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import dtypes, finfo, max_value, to_inexact
+from tgfx.dtypes import dtypes, finfo, max_value, to_inexact, uint_of
 from tgfx.function import with_derivative
 from tgfx.ir.ops import Ops
 from tgfx.tensor import (
@@ -249,7 +248,7 @@ def absolute(x: ArrayLike) -> Tensor:
         from tgfx.numpy import _complex
         return _complex.absolute(x)
     if x.dtype.is_float:  # clear the sign bit: exact for -0.0 and NaN
-        ui = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[x.dtype.itemsize]
+        ui = uint_of(x.dtype)
         return (x.bitcast(ui) & ((1 << (x.dtype.bits - 1)) - 1)).bitcast(x.dtype)
     return where(x < 0, -x, x)
 
@@ -273,7 +272,7 @@ def sign(x: ArrayLike) -> Tensor:
 @weak_typed
 def copysign(x: ArrayLike, y: ArrayLike) -> Tensor:
     a, b = _promote_inexact(x, y, "copysign")
-    ui = {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[a.dtype.itemsize]
+    ui = uint_of(a.dtype)
     bit = 1 << (a.dtype.bits - 1)
     return ((a.bitcast(ui) & (bit - 1)) | (b.bitcast(ui) & bit)).bitcast(a.dtype)
 
@@ -709,17 +708,13 @@ def hypot(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     return where(logical_or(isinf(a), isinf(b)), float("inf"), out)
 
 
-def _uint_of(d: Any) -> Any:
-    return {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[d.itemsize]
-
-
 @weak_typed
 def nextafter(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """The next float after x1 toward x2 (numpy.nextafter): one step of the bit pattern, in x1's and x2's promoted
     float type; x2 where they are equal, NaN if either is."""
     a, b = _promote_inexact(x1, x2, "nextafter")
     a, b = broadcast(a, b, name="nextafter")
-    ui = _uint_of(a.dtype)
+    ui = uint_of(a.dtype)
     bits = a.bitcast(ui)
     sign_bit = 1 << (a.dtype.bits - 1)
     away = (b > a) == (a > 0)  # away from zero: the magnitude's bits grow by one
@@ -737,7 +732,7 @@ def signbit(x: ArrayLike) -> Tensor:
         return Tensor.full(x.shape, False)
     if x.dtype.is_int:
         return less(x, 0)
-    return (x.bitcast(_uint_of(x.dtype)) >> (x.dtype.bits - 1)) != 0
+    return (x.bitcast(uint_of(x.dtype)) >> (x.dtype.bits - 1)) != 0
 
 
 # the array API standard's spellings of numpy's names

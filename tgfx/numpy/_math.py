@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from tgfx.dtypes import DType, dtypes, finfo, fits
+from tgfx.dtypes import DType, dtypes, finfo, fits, uint_of
 from tgfx.function import with_derivative
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _reduce as rd
@@ -143,14 +143,10 @@ def lcm(x1: ArrayLike, x2: ArrayLike) -> Tensor:
 _FLOAT_LAYOUT = {"float16": (10, 15), "bfloat16": (7, 127), "float32": (23, 127), "float64": (52, 1023)}
 
 
-def _uint(d: DType) -> DType:
-    return {2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}[d.itemsize]
-
-
 def _pow2(k: Tensor, d: DType) -> Tensor:
     """2**k exactly, as dtype d, for integer k within d's normal exponents [1 - bias, bias]: built from its bits."""
     nmant, bias = _FLOAT_LAYOUT[d.name]
-    return ((k + bias).cast(_uint(d)) << nmant).bitcast(d)
+    return ((k + bias).cast(uint_of(d)) << nmant).bitcast(d)
 
 
 def _frexp(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -158,7 +154,7 @@ def _frexp(x: Tensor) -> tuple[Tensor, Tensor]:
     mask = (1 << (x.dtype.bits - 1 - nmant)) - 1
     sub = ew.absolute(x) < finfo(x.dtype).tiny  # subnormals: scaled to normal first, their exponent corrected
     xn = ew.where(sub, x * float(2 ** nmant), x)
-    field = ((xn.bitcast(_uint(x.dtype)) >> nmant) & mask).cast(dtypes.int32)
+    field = ((xn.bitcast(uint_of(x.dtype)) >> nmant) & mask).cast(dtypes.int32)
     e = field - (bias - 1) - ew.where(sub, nmant, 0).cast(dtypes.int32)
     special = ew.logical_or(ew.logical_not(ew.isfinite(x)), x == 0)
     e = ew.where(special, 0, e).cast(dtypes.int32)

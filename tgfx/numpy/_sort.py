@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tgfx.dtypes import dtypes
+from tgfx.dtypes import dtypes, uint_of
 from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
@@ -136,7 +136,7 @@ _argsort_network_traced = function(_argsort_network, cache=True)
 def _order_key(x: Tensor) -> Tensor:
     """Unsigned integers ordered as the floats x, NaN last (above +inf) and -0.0 equal to 0.0, as `sort` orders them:
     a non-negative float's bits with the sign bit set, a negative one's inverted; every NaN the largest integer."""
-    u = {4: dtypes.uint32, 8: dtypes.uint64}[x.dtype.itemsize]
+    u = uint_of(x.dtype)
     sign = Tensor.full((), 1 << (x.dtype.bits - 1), u)
     b = (x == 0).where(_zero(x.dtype), x).bitcast(u)
     key = (ew.bitwise_and(b, sign) != 0).where(ew.invert(b), ew.bitwise_or(b, sign))
