@@ -42,7 +42,7 @@ from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
-from tgfx.tensor import Tensor, is_weak, realize, realize_readers, weak
+from tgfx.tensor import Tensor, is_weak, realize, realize_readers, weak, weak_like
 from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active
 from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
@@ -514,7 +514,7 @@ def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
     """The function's results as Tensors, in its output structure; weakly typed where the trace's were."""
     if True not in outs.weak:   # (the common case, spelled out: this runs on every replay)
         return Tensor(results[0]) if outs.tree.is_leaf else tree_unflatten(outs.tree, [Tensor(u) for u in results])
-    ts = [Tensor(u) if not w else weak(Tensor(u)) for u, w in zip(results, outs.weak, strict=True)]
+    ts = weak_like([Tensor(u) for u in results], outs.weak)
     return ts[0] if outs.tree.is_leaf else tree_unflatten(outs.tree, ts)
 
 
