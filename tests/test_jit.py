@@ -620,3 +620,20 @@ def test_a_weakly_typed_array_argument_is_traced_weakly_typed():
     assert f.trace_count == 2
     g = tg.jit(lambda x: x * 3)
     assert str(tg.typeof(g(tnp.asarray(2.0)))) == "~float32[]" and str(tg.typeof(g(tnp.ones(())))) == "float32[]"
+
+
+def test_a_hot_signature_outlives_a_cache_size_of_others_and_keywords_are_their_own_signatures():
+    from tgfx.config import Context
+    with Context(TGFX_JIT_CACHE_SIZE=2):
+        f = tg.jit(lambda a, b=None: a * 2 if b is None else a * 2 - 3 * b)
+        hot = tg.asarray(np.arange(3, dtype=np.float32))
+        np.testing.assert_allclose(f(hot).numpy(), [0, 2, 4])
+        for n in (4, 5, 6):   # each a new signature, the hot one called between them: it stays the most recent
+            f(tg.asarray(np.ones(n, np.float32)))
+            np.testing.assert_allclose(f(hot).numpy(), [0, 2, 4])
+        assert f.trace_count == 4
+        # the same leaves positionally and by keyword are two signatures (and two traces), each its own answer
+        np.testing.assert_allclose(f(hot, hot).numpy(), [0, -1, -2])
+        np.testing.assert_allclose(f(hot, b=hot).numpy(), [0, -1, -2])
+        np.testing.assert_allclose(f(hot, b=2 * hot).numpy(), [0, -4, -8])
+        assert f.trace_count == 6

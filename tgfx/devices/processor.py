@@ -25,6 +25,7 @@ from tgfx.devices.hcq import (
     HCQTimeoutError,
     ProfileEvent,
     _host_wait,
+    word_view,
 )
 from tgfx.devices.packets import OP_MASK, PACKETS, RING_WORDS, Op, header
 
@@ -107,6 +108,7 @@ class RingProcessor(CommandProcessor):
     def __init__(self, device: HCQDevice, engine: Engine, ring_words: int = RING_WORDS) -> None:
         super().__init__(device, engine)
         self.ctl, self.ctl_addr = native.alloc_words(native.CTL_WORDS)
+        self._ctl_view = word_view(self.ctl)     # (read per submit: see hcq.Signal.words)
         self.ring = Ring(self.ctl, self.ctl_addr, ring_words)
         self.ring.after_wait = self.keep_events
         events, events_addr = native.alloc_words(native.EVENT_CAP * native.EVENT_WORDS)
@@ -182,7 +184,7 @@ class RingProcessor(CommandProcessor):
     def keep_events(self) -> None:
         """Stash the events once the event ring is half full (`events_pending > EVENT_CAP // 2`, spelled out: this
         runs on every submit)."""
-        if self.ctl[native.W_EVENTS_W] > self._events_read + native.EVENT_CAP // 2:
+        if self._ctl_view[native.W_EVENTS_W] > self._events_read + native.EVENT_CAP // 2:
             self.stash_events()
 
     def _take_events(self) -> np.ndarray:

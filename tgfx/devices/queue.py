@@ -22,6 +22,7 @@ from tgfx.devices.hcq import (
     Signal,
     Sym,
     host_buffer,
+    word_view,
 )
 from tgfx.devices.packets import (
     COPY_INDEXED,
@@ -363,6 +364,7 @@ class CommandBuffer:
         starts.append(len(words))
 
         self.words = np.array(words, dtype=np.int64)
+        self.word_view = word_view(self.words)          # (`Submission.word_view`)
         self.starts = np.array(starts, dtype=np.int64)     # packet boundaries, ending with len(words)
         self._buf_words = buf_words
         self._buf_idx = [np.array([w for w, _ in occ], dtype=np.int64) for occ in buf_words]

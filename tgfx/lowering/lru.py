@@ -24,13 +24,15 @@ class LRU(Generic[K, V]):
     def get(self, key: K, default: V | None = None) -> V | None:
         # no lock: each OrderedDict call is atomic (C, under the GIL), and an entry evicted between the two is
         # still a right answer (jit's replay path reads this on every call)
-        value = self._d.get(key, self)
+        d = self._d
+        value = d.get(key, self)
         if value is self:
             return default
-        try:
-            self._d.move_to_end(key)
-        except KeyError:
-            pass
+        if len(d) > 1:   # (one entry is already the most recent: most jitted functions have one signature, and a
+            try:         # reorder hashes the key again, half of a replay's lookup)
+                d.move_to_end(key)
+            except KeyError:
+                pass
         return value   # type: ignore[return-value]
 
     def __getitem__(self, key: K) -> V:

@@ -28,7 +28,7 @@ from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Engine, Sym
 from tgfx.devices.queue import HWQueue
 from tgfx.ir.ops import Ops
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering.constants import scalar_host
 from tgfx.lowering.control import lifetimes, writes
 from tgfx.lowering.execute import (
@@ -37,7 +37,6 @@ from tgfx.lowering.execute import (
     buffer_nbytes,
     command_device,
     is_tiny,
-    memory_of,
     register_memory,
 )
 from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, is_alias, new_buffer
@@ -58,7 +57,7 @@ class Segment:
     def bind(self, mems: list[Any]) -> None:
         """Point the encoded words at `mems`, the program's buffers. No checks: the signature guarantees that every
         buffer fits its slot."""
-        words = self.cb.words
+        words = self.cb.word_view
         for word, offset, i in self.patches:
             words[word] = mems[i].ptr + offset
 
@@ -417,7 +416,7 @@ class Program:
         n = len(mems)
         for j in range(len(self.outputs)):
             u = results[self._result_of_output[j]]
-            mem = memory_of(u if u.op is Ops.BUFFER else u.src[0])
+            mem = buffers.get(id(u if u.op is Ops.BUFFER else u.src[0]))   # (memory_of, inlined: every replay)
             if mem.shared:   # a view of a result (`range_view`) may still read it
                 del mems[n:]
                 recent.appendleft(results)

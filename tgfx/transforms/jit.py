@@ -261,7 +261,7 @@ class Jit:
         # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE (and all with this Jit)
         self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
-        # signatures of all-Tensor positional calls
+        # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`_flatten_fast`)
         self._fast: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
@@ -337,10 +337,14 @@ class Jit:
         if not self.static_argnums and not (kwargs and self.static_argnames):
             # the common call: one-device Tensors and Python scalars in tuples, lists and dicts. Its key needs no
             # PyTreeDef, and a replay no Tensor per scalar
-            fast, sig = [], []
-            if not _flatten_fast((args, kwargs) if kwargs else args, fast, sig):
+            fast, sig = [], [len(args)]
+            for a in args:   # (the arguments' tuple, flattened here: one call fewer on every replay)
+                if not _flatten_fast(a, fast, sig):
+                    fast = None
+                    break
+            if fast is not None and kwargs and not _flatten_fast(kwargs, fast, sig):
                 fast = None
-            elif (hit := self._fast.get(fast_key := tuple(sig))) is not None:
+            if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
                 out = _replay(hit[0], fast)
                 if out is not None:
                     return _as_tree(hit[1], out)
