@@ -85,6 +85,29 @@ def test_an_eager_graph_seen_before_finds_its_schedule_without_building_its_abst
     np.testing.assert_allclose((tx * 2.0 + tg.asarray(b)).numpy(), 2 * a + b, rtol=1e-6)
 
 
+def test_an_eager_graph_reads_each_use_of_a_constant_through_one_argument():
+    """A lifted constant and the views between it and its use (`x * 1.5`: a CONST, its RESHAPE to a scalar, the
+    EXPAND to x's shape) are one argument of the use; the constant and its views are not arguments themselves, which
+    nothing would read (the graph had one per node: three interned buffers for the one 1.5)."""
+    from tgfx.ir.ops import Ops
+    from tgfx.ir.uop import UOp
+    from tgfx.lowering.constants import graph_device
+    from tgfx.lowering.inline import walk
+    from tgfx.lowering.schedule import _abstraction
+    x = tg.asarray(np.arange(16, dtype=np.float32).reshape(4, 4))
+    buf = x.uop.src[0]   # (x: a RESHAPE of its buffer)
+
+    def arguments(z: tg.Tensor) -> int:
+        nodes = walk(UOp(Ops.SINK, None, (z.uop,)))
+        _, inputs, abstract = _abstraction(nodes, graph_device(nodes), build=True)
+        read = {u.arg[0] for u in walk(abstract) if u.op is Ops.BUFFER and u.arg[0] < 0}
+        assert read == {-1 - k for k in range(len(inputs))}   # every argument is read
+        assert inputs.count(buf) == 1
+        return len(inputs)
+    assert arguments(x * 1.5) == 2 and arguments(x * 1.5 + 2.5) == 3
+    assert arguments(tg.nn.softmax(x * 3.0, axis=1)) >= 2 and arguments(x[1] * 0.5 + x.sum() * 0.5) >= 3
+
+
 def test_eager_integer_constants_are_arguments_too():
     n = tg.asarray(np.arange(6, dtype=np.int32))
     assert ((n * 7) % 5).tolist() == [0, 2, 4, 1, 3, 0]

@@ -1249,6 +1249,9 @@ def graph_template(sink: UOp, nodes: list[UOp] | None = None, lift: bool = True,
 _template_keys: LRU[tuple, str] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
+_VIEWED = GroupOp.Movement | {Ops.CONST}   # what may be a lifted constant or a view of one
+
+
 def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[list, list[UOp], UOp | None]:
     """`graph_template`'s abstraction of a graph (its toposort `nodes`): a description of it (a list, one entry a
     node: the node itself where the abstraction keeps it, else its op, dtype, arg, tag and sources by position, a
@@ -1263,8 +1266,14 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
     def argument(buf: UOp) -> UOp | None:
         inputs.append(buf)
         return placeholder(len(inputs) - 1, buf.dtype, buf.arg[1], buf.arg[2]) if build else None
-    viewed = GroupOp.Movement | {Ops.CONST}   # what may be a lifted constant or a view of one
+    viewed = _VIEWED
+    lifted: set[UOp] = set()   # the lifted constants and their views
     for u in nodes:
+        if device is not None and (u.op in GroupOp.Movement and u.src[0] in lifted or is_runtime_constant(u)):
+            # no entry, no argument: every use reads it through an argument of its own (below), so its own would be
+            # read by nothing (`x + 1.5` interned three buffers for its one 1.5)
+            lifted.add(u)
+            continue
         at[u] = len(desc)
         if u.op is Ops.BUFFER:
             if u.arg[0] >= 0:
@@ -1274,11 +1283,9 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
                 desc.append(u)
                 new[u] = u
             continue
-        if u.op is Ops.CONST and (u.tag is not None or device is not None and is_runtime_constant(u)):
-            new[u] = u.replace(tag=None)   # a literal; a lifted constant is rebuilt per use, below
-            # (a lifted constant's value is no part of the abstraction: where a use reads it as it is, the value is
-            # in that use's entry)
-            desc.append(new[u] if u.tag is not None else ("lifted", u.dtype))
+        if u.op is Ops.CONST and u.tag is not None:
+            new[u] = u.replace(tag=None)   # a literal
+            desc.append(new[u])
             continue
         nb = n_bodies(u) if u.op in BODIED else 0
         entry: list = [u.op, u.dtype, arg_key(u.arg), u.tag, *u.src[:nb]]
@@ -1290,7 +1297,8 @@ def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[lis
                     src.append(new[x])
                 continue
             chain, c = view_chain(x)
-            if device is None or not is_lifted(c, offset=j > 0 and u.op in GroupOp.DynamicView):   # (a view's start)
+            if x not in lifted and (device is None or j == 0 or u.op not in GroupOp.DynamicView or
+                                    not is_lifted(c, offset=True)):   # (a view's start: any int constant is lifted)
                 # (a constant read as it is, through views or not: its value is part of the abstraction)
                 entry.append(at[x] if c.op is not Ops.CONST else (at[x], arg_key(c.arg)))
                 if build:
