@@ -368,3 +368,17 @@ def test_an_eager_graph_calling_functions_is_inlined_once_per_structure(monkeypa
     np.testing.assert_allclose(tnp.linalg.solve(x + 3 * tnp.eye(3), tnp.ones(3)).numpy(),
                                np.linalg.solve(x.numpy() + 3 * np.eye(3), np.ones(3)), rtol=1e-5)
     assert len(inlined) == 3
+
+
+def test_a_graph_whose_inlined_form_reads_fewer_inputs_gets_its_own_program():
+    """`function(lambda a, b: b)(x, x * x)` inlines to `x * x`, the schedule of an eager `x * x` seen before, but it
+    has one input more (the unused `a`): a program kept from the first graph wrote its result over that input, here
+    the interned buffer of the constant 2.0's fifth use, so a later graph reading 2.0 there read 4.0 (the survey of
+    `jvp(checkpoint(f))` against JAX found it: `checkpoint` is such a function)."""
+    x = tnp.full((3,), 2.0)
+    np.testing.assert_array_equal((x * x).numpy(), [4.0] * 3)
+    y = tg.function(lambda a, b: b)(tnp.full((3,), 2.0), tnp.full((3,), 2.0) * tnp.full((3,), 2.0))
+    np.testing.assert_array_equal(y.numpy(), [4.0] * 3)
+    x = tnp.full((3,), 2.0)
+    np.testing.assert_allclose((tnp.sin(x) + tnp.cos(x) + x + x + x + x).numpy(), [np.sin(2.0) + np.cos(2.0) + 8] * 3,
+                               rtol=1e-6)

@@ -1194,7 +1194,10 @@ _templates: LRU[str, ScheduleTemplate] = LRU(lambda: int(config.SCHEDULE_CACHE_S
 
 
 def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTemplate:
-    key = f"{key}|{host_target().key}"   # the schedule reads the target (vector widths: _transposed_operand)
+    # the schedule reads the target (vector widths: _transposed_operand); the input count is no part of the graph
+    # where an input is read by nothing once the graph is inlined (a function's unused argument), yet the programs
+    # kept on the template take their output slots after that many inputs
+    key = f"{key}|{n_inputs}|{host_target().key}"
     tpl = _templates.get(key)
     if tpl is None:
         tpl = _templates.setdefault(key, ScheduleTemplate(roots, n_inputs, key))
