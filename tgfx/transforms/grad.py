@@ -38,7 +38,7 @@ from tgfx.ir.control import n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
-from tgfx.tensor import Tensor, weak, weak_input, weak_like
+from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
 from tgfx.trace_state import active, current, differentiating
 from tgfx.transforms.control_grad import forward_mode, gradient_path, in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
@@ -480,7 +480,8 @@ def stop_gradient(x: Any) -> Any:
     def one(t: Any) -> Any:
         if not isinstance(t, Tensor) or not current().differentiating or not t.dtype.is_inexact:
             return t  # outside a differentiation there is nothing to stop
-        return Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), tag=STOP))
+        stopped = Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), tag=STOP))
+        return weak(stopped) if is_weak(t) else stopped   # a value of the same type, as JAX's
     return tree_map(one, x)
 
 
@@ -597,6 +598,25 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
         outs.append(t.uop)
         weak_outs.append(weak_input(leaf))
     return Traced(who, nums, inputs, params, in_trees, outs, out_tree, aux, tuple(weak_inputs), tuple(weak_outs))
+
+
+def reads_any(u: UOp | None, leaves: set[UOp]) -> bool:
+    """Whether the graph of `u` reads any of `leaves` (stand-ins)."""
+    return u is not None and bool(leaves) and any(x in leaves for x in u.toposort())
+
+
+def cotangents_weak(tr: Traced, cots: Sequence[UOp | None], grads: Sequence[UOp | None],
+                    given_weak: Sequence[bool]) -> list[bool]:
+    """Which inputs' cotangents JAX types weakly, given which output cotangents were (`given_weak`).
+
+    JAX types a cotangent as any value: weakly only where all its operands are, except that the transpose of a
+    conversion gives back the converted value's own type (`convert_element_type`'s transpose rule), and every
+    promotion of a weak input to a strong type is one. So an input's cotangent is weak when the input is, unless a
+    strongly typed cotangent reaches it through a weakly typed output, where no conversion restores it:
+    `vjp(lambda x: x * x, 2.0)[1](f32(1.0))` is a float32, with `1.0` a weak float32, as `grad`'s is (its
+    cotangent, a one of the output's type, is weak where the output is)."""
+    strong = {c for c, o, w in zip(cots, tr.weak_outs, given_weak, strict=True) if c is not None and o and not w}
+    return [w and not reads_any(g, strong) for w, g in zip(tr.weak_inputs, grads, strict=True)]
 
 
 def _short(x: Any) -> str:
@@ -786,7 +806,8 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         bind = {c: check_like("vjp_fn", f"cotangent leaf {i}", ct, o)
                 for i, (c, ct, o) in enumerate(zip(cots, leaves, tr.outs, strict=True)) if c is not None}
         flat = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
-        return tuple(tr.per_arg([Tensor(u) for u in leave_trace(tr, flat, bind)]))
+        weak_cts = cotangents_weak(tr, cots, grads, [is_weak(ct) for ct in leaves])
+        return tuple(tr.per_arg(weak_like([Tensor(u) for u in leave_trace(tr, flat, bind)], weak_cts)))
 
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 

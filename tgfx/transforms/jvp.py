@@ -21,7 +21,7 @@ import numpy as np
 
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.tensor import Tensor, weak_like
+from tgfx.tensor import Tensor, weak, weak_like
 from tgfx.transforms.control_grad import forward_mode, primal_twins, read_twins
 from tgfx.transforms.grad import (
     Traced,
@@ -36,7 +36,7 @@ from tgfx.transforms.grad import (
     trace,
     zeros_like,
 )
-from tgfx.tree import tree_flatten, tree_unflatten
+from tgfx.tree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
 def _sum_all(u: UOp) -> UOp:
@@ -114,21 +114,38 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     outs_t = [zeros_like(o) if d is None else d for o, d in zip(tr.outs, outs_t, strict=True)]
     flat, aux = leave_with_aux(tr, read_twins([*tr.outs, *outs_t], twins), {**_linear_leftovers(tr), **bind})
     n = len(tr.outs)
-    flat = weak_like(flat[:n], tr.weak_outs) + flat[n:]   # the values as the function computed them
+    # the values as the function computed them, and their tangents of the same types: JAX gives a tangent its
+    # primal's weak type (`jvp(lambda x: x * x, (2.0,), (f32(1.0),))` is a weak float32 pair), and a tangent of a
+    # strongly typed output comes from a strong operand or a conversion (which converts the tangent too)
+    flat = weak_like(flat[:n], tr.weak_outs) + weak_like(flat[n:], tr.weak_outs)
     out, tangent_out = tree_unflatten(tr.out_tree, flat[:n]), tree_unflatten(tr.out_tree, flat[n:])
     return (out, tangent_out, aux) if has_aux else (out, tangent_out)
 
 
-def _require_float_outputs(tr: Traced) -> None:
-    for o in tr.outs:
-        if not o.dtype.is_float:
-            raise TypeError(f"{tr.who} requires real-valued (float) outputs, but an output has dtype {o.dtype.name}")
+def _require_float_outputs(tr: Traced, ints: bool = False) -> None:
+    """Outputs jacrev can pull back (real floats, as JAX's); jacfwd (`ints`) takes integer outputs too, as JAX does,
+    their blocks zeros of their type (JAX's float0 tangents, converted)."""
+    for path, o in zip(tree_flatten_with_path(tree_unflatten(tr.out_tree, tr.outs))[0], tr.outs, strict=True):
+        if not (o.dtype.is_float or ints and o.dtype.is_int):
+            raise TypeError(f"{tr.who} requires real-valued (float{' or integer' if ints else ''}) outputs, but the "
+                            f"output{keystr(path[0])} has dtype {o.dtype.name}"
+                            + ("; for integer outputs use tg.vjp directly" if not ints and o.dtype.is_int else ""))
 
 
-def _jacobian_tree(tr: Traced, blocks: list[list[UOp]], argnums: Any, bind: dict[UOp, UOp]) -> Any:
-    """blocks[j][i]: d out_j / d in_i. The result has the output's structure, each leaf the inputs' structure."""
-    flat = [Tensor(u) for u in leave_trace(tr, [b for row in blocks for b in row], bind)]
-    n_in, rows = len(tr.params), []
+def _jacobian_tree(tr: Traced, blocks: list[list[UOp]], argnums: Any, bind: dict[UOp, UOp], by_input: bool) -> Any:
+    """blocks[j][i]: d out_j / d in_i. The result has the output's structure, each leaf the inputs' structure.
+
+    Each block has the type of input i (`by_input`: jacrev) or of output j (jacfwd), weak type included, as JAX
+    converts them (`_possible_downcast`): `jacrev(lambda x: x * h16)(2.0)` is a weak float32, its `jacfwd` a
+    float16, and a block no path reaches is zeros of that type too."""
+    n_in = len(tr.params)
+    flat = []
+    for k, u in enumerate(leave_trace(tr, [b for row in blocks for b in row], bind)):
+        j, i = divmod(k, n_in)
+        like, w = (tr.params[i], tr.weak_inputs[i]) if by_input else (tr.outs[j], tr.weak_outs[j])
+        u = u.cast(like.dtype) if u.dtype.is_complex == like.dtype.is_complex else u
+        flat.append(weak(Tensor(u)) if w else Tensor(u))
+    rows = []
     for j in range(len(tr.outs)):
         per_arg = tr.per_arg(flat[j * n_in:(j + 1) * n_in])
         rows.append(per_arg[0] if isinstance(argnums, (int, np.integer)) else tuple(per_arg))
@@ -179,7 +196,7 @@ def _jacrev_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_
         # every pullback at once: the cotangent becomes the batch of all basis vectors (one graph, not one per row)
         rows = _basis_batched([g[p] if p in g else None for p in tr.params], cot, o)
         blocks.append([_block_batched(r, o, p, 0) for r, p in zip(rows, tr.params, strict=True)])
-    jac = _jacobian_tree(tr, blocks, argnums, {})
+    jac = _jacobian_tree(tr, blocks, argnums, {}, by_input=True)
     if not has_aux:
         return jac
     _, aux = leave_with_aux(tr, [])
@@ -188,7 +205,7 @@ def _jacrev_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_
 
 def _jacfwd_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_aux: bool) -> Any:
     tr = trace("jacfwd", fun, args, kwargs, argnums, has_aux)
-    _require_float_outputs(tr)
+    _require_float_outputs(tr, ints=True)
     cols: list[list[UOp | None]] = [[None for _ in tr.params] for _ in tr.outs]  # [out][in] -> batch of columns
     for i, p in enumerate(tr.params):
         tans, outs_t = pushforward(tr, [i])
@@ -196,7 +213,7 @@ def _jacfwd_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: Any, has_
             for j, d in enumerate(_basis_batched(list(outs_t), tans[i], p)):
                 cols[j][i] = d
     blocks = [[_block_batched(cols[j][i], o, p, -1) for i, p in enumerate(tr.params)] for j, o in enumerate(tr.outs)]
-    jac = _jacobian_tree(tr, blocks, argnums, _linear_leftovers(tr))
+    jac = _jacobian_tree(tr, blocks, argnums, _linear_leftovers(tr), by_input=False)
     if not has_aux:
         return jac
     _, aux = leave_with_aux(tr, [])

@@ -23,7 +23,7 @@ from typing import Any
 from tgfx.custom import custom_vjp
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, is_weak, weak_like
 from tgfx.transforms.grad import check_like, leave_trace, leave_with_aux, trace, vjp, zeros_like
 from tgfx.transforms.jvp import _linear_leftovers, pushforward
 from tgfx.transforms.shapes import ShapeDtypeStruct
@@ -49,8 +49,20 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
     tans, outs_t = pushforward(tr, range(len(tr.params)))
     outs_t = [zeros_like(o) if d is None else d for o, d in zip(tr.outs, outs_t, strict=True)]
     outs, aux = leave_with_aux(tr, tr.outs)
-    out = tree_unflatten(tr.out_tree, outs)
+    out = tree_unflatten(tr.out_tree, weak_like(outs, tr.weak_outs))   # the values as the function computed them
     leftovers = _linear_leftovers(tr)
+    reads: dict[int, set[int]] = {}   # output -> the inputs whose tangent stand-ins its tangent reads, when asked
+
+    def tangent_weak(j: int, flat_t: list[Any]) -> bool:
+        # JAX's linearized function computes as any function of its tangents: a weakly typed output's tangent is weak
+        # when the tangents it reads are (`linearize(lambda x: x * x, 2.0)[1]` gives a weak float32 for 1.0, a float32
+        # for a float32); unlike `jvp`, which gives tangents their primals' types
+        if not tr.weak_outs[j]:
+            return False
+        if j not in reads:
+            nodes = set(outs_t[j].toposort())
+            reads[j] = {i for i, stand_in in tans.items() if stand_in in nodes}
+        return all(is_weak(flat_t[i]) for i in reads[j])
 
     def f_jvp(*tangents: Any) -> Any:
         if len(tangents) != len(primals):
@@ -65,7 +77,8 @@ def linearize(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
             flat_t.extend(leaves)
         bind = {stand_in: check_like("linearize", f"tangent leaf {i}", flat_t[i], tr.inputs[i])
                 for i, stand_in in tans.items()}
-        return tree_unflatten(tr.out_tree, [Tensor(u) for u in leave_trace(tr, outs_t, {**leftovers, **bind})])
+        flat = [Tensor(u) for u in leave_trace(tr, outs_t, {**leftovers, **bind})]
+        return tree_unflatten(tr.out_tree, weak_like(flat, [tangent_weak(j, flat_t) for j in range(len(flat))]))
 
     f_jvp.__qualname__ = f"linearize({getattr(fun, '__qualname__', 'fun')})"
     return (out, f_jvp, aux) if has_aux else (out, f_jvp)
