@@ -136,6 +136,14 @@ CASES: list[tuple[str, Callable[[], Any], list[tuple[str, str]]]] = [
      lambda: tg.jacfwd(lambda d: (d["a"] * d["b"], d["c"] * 2.0))({"a": 2.0, "b": f16(3.0), "c": tnp.asarray(1.0)}),
      [("[0]['a']", "float16[]"), ("[0]['b']", "float16[]"), ("[0]['c']", "float16[]"),
       ("[1]['a']", "~float32[]"), ("[1]['b']", "~float32[]"), ("[1]['c']", "~float32[]")]),
+    # ---- checkpoint: its backward runs the function again on residuals that keep their weak types ----
+    ("checkpoint grad, float16 factor", lambda: tg.grad(tg.checkpoint(mix16))(2.0), [("", "~float32[]")]),
+    ("checkpoint vjp, float16 factor", lambda: pair(*tg.vjp(tg.checkpoint(mix16), tnp.full((3,), 2.0))),
+     [("[0]", "float16[3]"), ("[1][0]", "~float32[3]")]),
+    ("checkpoint jvp, float16 factor", lambda: tg.jvp(tg.checkpoint(mix16), (2.0,), (1.0,)),
+     [("[0]", "float16[]"), ("[1]", "float16[]")]),
+    ("checkpoint jvp weak", lambda: tg.jvp(tg.checkpoint(tnp.sin), (2.0,), (1.0,)),
+     [("[0]", "~float32[]"), ("[1]", "~float32[]")]),
     ("jacfwd integer output", lambda: tg.jacfwd(lambda x: (x * 3).astype(tnp.int32))(tnp.ones(2)), [("", "int32[2,2]")]),
 ]
 

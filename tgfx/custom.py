@@ -33,7 +33,7 @@ from tgfx.function import Function
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import device_parts
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, is_weak, weak
 from tgfx.trace_state import current
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -222,6 +222,9 @@ class custom_vjp:  # noqa: N801 - JAX's name
             raise TypeError(f"{who}: fwd {_name(fwd)} must return Tensors as its output, got {pair[0]!r:.80}")
         res_leaves, res_tree = tree_flatten(pair[1])
         res_tensors = [r for r in res_leaves if isinstance(r, Tensor)]
+        # residuals reach bwd with the weak types fwd gave them, as JAX's (checkpoint's are its inputs: a weak x
+        # run again beside a float16 stays a float16 computation)
+        res_weak = [is_weak(r) for r in res_tensors]
         diff_leaves, _ = _flat(split.diff)
         n_diff, n_out = len(diff_leaves), len(out_leaves)
         # the custom call passes fwd's output through; its arguments are the differentiable leaves (which get the
@@ -230,7 +233,8 @@ class custom_vjp:  # noqa: N801 - JAX's name
         slots = _slots(who, leaves)
 
         def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
-            given = iter(call.inputs[s] for s in slots[n_diff + n_out:])   # this call's (per example, under vmap)
+            given = iter(weak(Tensor(call.inputs[s].uop)) if w else call.inputs[s]   # this call's (per example,
+                         for s, w in zip(slots[n_diff + n_out:], res_weak, strict=True))   # under vmap)
             res = tree_unflatten(res_tree, [next(given) if isinstance(r, Tensor) else r for r in res_leaves])
             cts = bwd(*split.static, res, tree_unflatten(out_tree, list(grads)))
             flat = _cotangents(who, f"bwd {_name(bwd)}", cts, split.diff, names)
