@@ -19,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -304,3 +306,55 @@ def test_cond_inside_a_scan_sees_the_weak_carry() -> None:
     # the first trace runs the cond on the weak float32 carry: its branches return float16 and float32, as in JAX
     with pytest.raises(TypeError, match="every branch must return"):
         lax.scan(lambda c, x: (lax.cond(x > 0, lambda: c * x, lambda: c), None), 1.0, x16())
+
+
+# ---- fori_loop's index type: the bounds' (JAX 0.10.2, `jax.typeof(i)` in the body) ----
+def index_type(lower: Any, upper: Any, traced: str) -> str:
+    """`typeof(i)` in a fori_loop's body: `traced` "none" (eager), "upper" (jit of upper alone) or "both"."""
+    seen = []
+
+    def run(lo: Any, hi: Any) -> Any:
+        def body(i: Any, c: Any) -> Any:
+            seen.append(str(tg.typeof(i)))
+            return c + i
+        return lax.fori_loop(lo, hi, body, 0)
+    out = run(lower, upper) if traced == "none" else tg.jit(lambda h: run(lower, h))(upper) if traced == "upper" \
+        else tg.jit(run)(lower, upper)
+    assert int(np.asarray(out)) == 3   # 0 + 1 + 2
+    return seen[0]
+
+
+INTS = {"int8": tnp.int8, "int16": tnp.int16, "int32": tnp.int32, "uint8": tnp.uint8, "uint32": tnp.uint32}
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(sorted(INTS)), st.sampled_from(["none", "upper", "both"]), st.booleans())
+def test_fori_index_takes_the_bounds_type(name: str, traced: str, python_lower: bool) -> None:
+    # known bounds: JAX's scan from the Python int `int(lower)`, a weak int32 whatever their type; traced: a while loop
+    # over lower converted to the bounds' type, which a Python int lower takes from a signed upper (an unsigned one is
+    # an error there, as two different types are)
+    d = INTS[name]
+    lower = 0 if python_lower else np.dtype(name).type(0)
+    upper = np.dtype(name).type(3) if traced == "none" else tnp.asarray(3, d)
+    if python_lower and name.startswith("uint"):
+        with pytest.raises(TypeError, match=f"fori_loop: lower and upper must have equal types, got int32 and {name}"):
+            index_type(lower, upper, traced)
+    elif traced == "none":
+        assert index_type(lower, upper, traced) == "~int32[]"
+    elif python_lower and name == "int32":
+        assert index_type(lower, upper, traced) == "~int32[]"   # no conversion: lower stays a weak int
+    else:
+        assert index_type(lower, upper, traced) == f"{name}[]"
+
+
+def test_fori_index_under_x64_and_mixed_bounds() -> None:
+    with tg.enable_x64():
+        assert index_type(0, 3, "none") == "~int64[]"
+        assert index_type(0, 3, "upper") == "~int64[]"
+        assert index_type(np.int64(0), tnp.asarray(3, tnp.int64), "upper") == "int64[]"
+        assert index_type(tnp.asarray(0, tnp.int16), 3, "upper") == "int16[]"   # the weak upper takes int16
+    assert index_type(tnp.asarray(0), tnp.asarray(3), "both") == "~int32[]"    # both weak: lower's weak int32
+    with pytest.raises(TypeError, match="got int32 and int16"):
+        lax.fori_loop(tnp.asarray(0, tnp.int32), tnp.asarray(3, tnp.int16), lambda i, c: c, 0)
+    with pytest.raises(TypeError, match="got uint8 and int16"):
+        lax.fori_loop(np.uint8(0), np.int16(3), lambda i, c: c, 0)

@@ -207,7 +207,7 @@ from tgfx._lax_slicing import dynamic_update_slice_in_dim as dynamic_update_slic
 from tgfx._lax_window import padtype_to_pads as padtype_to_pads
 from tgfx._lax_window import reduce_window as reduce_window
 from tgfx.devices import DEFAULT_DEVICE, canonical_device
-from tgfx.dtypes import dtypes, promote_types
+from tgfx.dtypes import DType, dtypes, promote_types, to_dtype
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
@@ -524,7 +524,9 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
 
     With Python int bounds this is a scan of `upper - lower` steps, differentiable in reverse mode; with Tensor
     bounds (e.g. arguments of a jitted function) the trip count is read on the device, like JAX's while loop.
-    `i` is an int32 scalar (weakly typed with int bounds, as JAX's). The body is traced once: a 1,000-step loop
+    `i` is typed as JAX's: with known bounds a weak int32 (int64 with x64); with traced ones the bounds' type (a
+    Python int bound takes the other's; two other types are a TypeError), weak if lower is a Python int of that
+    type. The body is traced once: a 1,000-step loop
     compiles exactly what a 10-step loop does.
     An elementwise body (no reduce, no movement mixing elements) runs as one kernel with the steps as a loop inside
     it. `unroll` is accepted for JAX compatibility and has no effect.
@@ -532,20 +534,43 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
     >>> tg.lax.fori_loop(0, 10, lambda i, x: x + i, 0.0)    # 45.0
     """
     def body(i: Tensor, c: Any, _x: Any) -> tuple[Any, None]:
-        index = Tensor((i.astype(dtypes.int32) + lo).uop)
+        index = Tensor((i.astype(index_dtype) + lo).uop)
         return body_fun(weak(index) if weak_index else index, c), None
     if not isinstance(lower, Tensor) and not isinstance(upper, Tensor):
         lo, hi = _int_bound("lower", lower), _int_bound("upper", upper)
-        weak_index = True   # as JAX's (a scan from a Python int): `fori_loop(0, 3, lambda i, c: c + i, 0)` stays weak
+        _fori_index_type(lower, upper)   # (bounds of two types are an error, as in JAX)
+        # as JAX's: known bounds make a scan whose i starts at the Python int `int(lower)`, weakly typed of the default
+        # int type (int64 with x64), whatever the bounds' types: `fori_loop(0, 3, lambda i, c: c + i, 0)` stays weak
+        index_dtype, weak_index = dtypes.default_int, True
         return _loop("fori_loop", body_fun, body, init_val, None, hi - lo if hi > lo else 0)[0]
     lo_t, hi_t = (_scalar_int("fori_loop", what, v) for what, v in (("lower", lower), ("upper", upper)))
-    # as JAX's: bounds that are known (read no traced value) make a scan from a Python int, so i is weakly typed; traced
-    # ones a while loop starting i at lower, weakly typed if that is (a Python int) and upper's type needs no conversion
-    weak_index = not any(u.op is Ops.PARAM for t in (lo_t, hi_t) for u in t.uop.toposort()) or \
-        is_weak(lo_t) and (is_weak(hi_t) or hi_t.dtype == lo_t.dtype)
-    lo = lo_t.astype(dtypes.int32)
+    index_dtype, lo_weak = _fori_index_type(lower, upper)
+    # as JAX's: bounds that are known (read no traced value) make that scan too; traced ones a while loop starting i at
+    # lower converted to the bounds' type, weakly typed if lower is and needed no conversion
+    if not any(u.op is Ops.PARAM for t in (lo_t, hi_t) for u in t.uop.toposort()):
+        index_dtype, weak_index = dtypes.default_int, True
+    else:
+        weak_index = lo_weak and lo_t.dtype == index_dtype
+    lo = lo_t.astype(index_dtype)
     trip = _clamp0(hi_t.cast(INDEX_DTYPE) - lo_t.cast(INDEX_DTYPE))
     return _loop("fori_loop", body_fun, body, init_val, None, None, trip=trip)[0]
+
+
+def _fori_index_type(lower: Any, upper: Any) -> tuple[DType, bool]:
+    """The type of fori_loop's `i` over traced bounds, and whether lower is weakly typed, as JAX's: the bounds' type
+    when they agree; a Python int (or weak) bound takes the other's signed type; other mixes are an error."""
+    def kind(v: Any) -> tuple[DType, bool]:   # (a bound checked to be an integer scalar)
+        if isinstance(v, Tensor):
+            return v.dtype, is_weak(v)
+        return (dtypes.default_int, True) if isinstance(v, int) else (to_dtype(v.dtype), False)
+    (lo_d, lo_w), (hi_d, hi_w) = kind(lower), kind(upper)
+    if lo_d == hi_d:
+        return lo_d, lo_w
+    if lo_d.is_int and hi_d.is_int and not lo_d.is_unsigned and not hi_d.is_unsigned and lo_w != hi_w:
+        return (hi_d if lo_w else lo_d), lo_w
+    raise TypeError(f"fori_loop: lower and upper must have equal types, got {lo_d.name} and {hi_d.name} (as in JAX, "
+                    f"only a Python int bound takes the other's type); cast one with .astype(), e.g. "
+                    f"upper.astype(tnp.{lo_d.name})")
 
 
 def _int_bound(what: str, v: Any) -> int:
