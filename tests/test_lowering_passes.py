@@ -1016,3 +1016,19 @@ def test_contractions_side_by_side_in_a_sum_of_pieces_are_stored_first() -> None
     want = np.concatenate([a.numpy() @ w1.numpy(), b.numpy() @ w2.numpy()], -1)
     np.testing.assert_allclose(joined.numpy(), want, rtol=1e-5, atol=1e-5)
     assert _kernels(tnp.concatenate([tnp.exp(a), b * 2], axis=-1)) == 1
+
+
+def test_a_kernels_flop_count_is_the_whole_kernels_however_many_cores_split_it() -> None:
+    # the linearized loops are one core's share of a threaded kernel: DEBUG=2's GFLOP/s divided by the core count
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import kernel_source
+    n = 1 << 20
+    x = Tensor(np.zeros(n, np.float32)).realize()
+    linear, _ = schedule([(x * 3.0 + 1.0).uop])
+    ast = next(c.src[0] for c in linear.src if c.src[0].op is Ops.SINK)
+    sizes = set()
+    for cores in (1, 2, 8):
+        src = kernel_source(ast, host_target().with_cores(cores))
+        assert src.flops == 2 * n, (cores, src.global_size, src.flops)
+        sizes.add(src.global_size)
+    assert len(sizes) > 1   # split over several core counts

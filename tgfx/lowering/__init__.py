@@ -246,7 +246,9 @@ def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -
     # transcendentals as arithmetic, order into loops and render LLVM IR for the target's vector width
     ir, lin, bufs = render_kernel(name, sink, applied, target)
     flops, mem = estimate_cost(lin, bufs)
-    return KernelSource(name, ir, len(bufs), mode, flops, mem, global_size(sink), tuple(applied))
+    # (the linearized loops are one core's share: DEBUG=2 printed a threaded kernel's rate its core count too low)
+    cores = global_size(sink)
+    return KernelSource(name, ir, len(bufs), mode, flops * cores, mem, cores, tuple(applied))
 
 
 def compile_kernel(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelObject:
