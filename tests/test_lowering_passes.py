@@ -1032,3 +1032,29 @@ def test_a_kernels_flop_count_is_the_whole_kernels_however_many_cores_split_it()
         assert src.flops == 2 * n, (cores, src.global_size, src.flops)
         sizes.add(src.global_size)
     assert len(sizes) > 1   # split over several core counts
+
+
+def test_a_reduce_read_through_a_wide_pad_is_stored_first() -> None:
+    """The gradient of `w[400:]` for a flat parameter vector pads a bias's gradient (a sum over the batch) into the
+    whole vector. Fused into the padded kernel, the sum's loop ran at every padded position, its value then masked
+    to zero: a sum over 1000 rows of 8 padded to 4008 elements ran 4008 sums (160 ms for 100,000 rows, 0.26 stored).
+    Stored first, the reduce is a kernel of 8 outputs and the pad an elementwise kernel; a small pad stays fused."""
+    rng = np.random.default_rng(0)
+    g_, w = Tensor(rng.standard_normal((1000, 8)).astype(np.float32)), Tensor(np.ones(4008, np.float32))
+    padded = tnp.pad(g_.sum(0), (4000, 0)) + w
+    linear, _ = schedule([padded.uop])
+    reduces = [[u for u in c.src[0].toposort() if u.op is Ops.REDUCE_AXIS] for c in linear.src]
+    assert sorted(map(len, reduces)) == [0, 1]   # the sum of 8 outputs, then the padded add
+    want = np.pad(g_.numpy().sum(0), (4000, 0)) + 1
+    np.testing.assert_allclose(padded.numpy(), want, rtol=1e-4, atol=1e-4)
+    assert _kernels(tnp.pad(g_.sum(0), (1, 1))) == 1
+
+    x = Tensor(rng.standard_normal((1000, 50)).astype(np.float32))
+
+    def loss(v: Tensor) -> Tensor:   # a flat vector of a weight matrix and a bias
+        return ((x @ v[:400].reshape(50, 8) + v[400:]) ** 2).sum() / 2
+    v = rng.standard_normal(408).astype(np.float32)
+    grad = tgfx.jit(tgfx.grad(loss))(Tensor(v))
+    out = x.numpy() @ v[:400].reshape(50, 8) + v[400:]
+    want = np.concatenate([(x.numpy().T @ out).ravel(), out.sum(0)])
+    np.testing.assert_allclose(grad.numpy(), want, rtol=1e-4, atol=1e-3)
