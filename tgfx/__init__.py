@@ -2,6 +2,7 @@
 from tgfx import debug as debug
 from tgfx import distributed as distributed
 from tgfx import dtypes as _dtypes_module  # noqa: F401
+from tgfx import flatten_util as flatten_util
 from tgfx import image as image
 from tgfx import lax as lax
 from tgfx import nn as nn
