@@ -691,3 +691,24 @@ def test_an_output_range_read_by_head_split_becomes_two_loops():
     assert sorted(r.src[0].arg for r in loops) == [4, 32]
     assert any(o.op == "UPCAST" for o in hand_coded_opts(sink, on_cores(1)))
     np.testing.assert_allclose(fn(tg.asarray(y)).numpy(), fn(y), rtol=1e-5, atol=1e-4)
+
+
+def test_reduces_side_by_side_count_as_one_after_the_other_for_threads():
+    """`tanh(x @ a) + einsum(y, b)`: two sums of 32 for each of 64 x 8 outputs, 32,768 iterations in all. Counted as
+    the product of every range (as if nested: 524,288), the kernel was split 8 ways on 2 cores (21-45 us a call in
+    a reverse scan's step, 10 ms when a worker thread waited on a busy host); one thread takes 2-4 us."""
+    rng = np.random.default_rng(0)
+    x, a, y, b = (tg.asarray(rng.standard_normal(s).astype(np.float32))
+                  for s in [(64, 32), (32, 8), (64, 4, 8), (4, 8, 8)])
+    out = tnp.tanh(x @ a) + tnp.einsum("bai,aij->bj", y, b)
+    linear, _ = schedule([out.uop])
+    assert len(linear.src) == 1
+    sink = index_level(linear.src[0].src[0])
+    assert len({u for u in sink.toposort() if u.op is Ops.REDUCE}) == 2
+    assert not any(o.op == "THREAD" for o in hand_coded_opts(sink, on_cores(2)))
+    # four times the rows is work enough for two threads
+    x4, y4 = (tg.asarray(rng.standard_normal((1024, *s)).astype(np.float32)) for s in [(32,), (4, 8)])
+    linear, _ = schedule([(tnp.tanh(x4 @ a) + tnp.einsum("bai,aij->bj", y4, b)).uop])
+    assert any(o.op == "THREAD" for o in hand_coded_opts(index_level(linear.src[0].src[0]), on_cores(2)))
+    want = np.tanh(x.numpy() @ a.numpy()) + np.einsum("bai,aij->bj", y.numpy(), b.numpy())
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)

@@ -669,7 +669,11 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
     # takes each of its loops (the reductions too); a register tile would turn it off and leave them scalar
     red_nodes = [u for u in sink.toposort() if u.op is Ops.REDUCE and not isinstance(u.arg, tuple)]
     row_kernel = any(not set(loops) <= range_deps(red) for red in red_nodes)
-    if row_kernel:   # the loops it runs: each row's reduce passes, and the output's
+    # reduces side by side (`tanh(x @ a) + y @ b`, a gradient's sum of products) run one after the other, not nested:
+    # the product of every range counted them as nested (64 x 8 outputs of two 32-long sums as 524,288 iterations,
+    # split 8 ways on 2 cores: 21-45 us a call, a reverse scan's step, where one thread takes 3)
+    siblings = len(set(red_nodes)) > 1 and all(r.arg[1] in ("loop", "reduce") for r in rngs.values())
+    if row_kernel or siblings:   # the loops it runs: each (row's) reduce's passes, and the output's
         work = math.prod(r.src[0].arg for r in loops) + sum(
             math.prod(r.src[0].arg for r in (*range_deps(red), *red.src[1:])) for red in set(red_nodes))
     work *= 1 + TRANSCENDENTAL_OPS * _inner_transcendentals(sink, reduces or loops)
