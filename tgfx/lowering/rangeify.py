@@ -288,16 +288,7 @@ def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     threads to split: unless the output is split along several axes and has at most `grid_numel` elements (it runs on
     one core anyway). The game of life's 8 rolled neighbours of a 256 x 256 board, 3 x 3 pieces: 750 -> 25 us, masked
     reads that LLVM's loop vectoriser left scalar become plain loops of vectors."""
-    pads, seen, stack = [], set(), [val]
-    while stack:
-        u = stack.pop()
-        if u in seen:
-            continue
-        seen.add(u)
-        if u.op is Ops.PAD:
-            pads.append(u)
-        elif u.op in GroupOp.Elementwise:
-            stack.extend(u.src)
+    pads = [u for u in val.toposort(lambda u: u.src if u.op in GroupOp.Elementwise else ()) if u.op is Ops.PAD]
     axes = sorted({a for p in pads for a, pad in enumerate(p.arg) if pad != (0, 0)})
     if len(pads) < 2 or not axes or any(u.op is Ops.REDUCE_AXIS for u in val.toposort()):
         return None

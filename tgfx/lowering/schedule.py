@@ -228,17 +228,9 @@ def _padded_reduces(order: list[UOp]) -> set[UOp]:
         if u.op is not Ops.PAD:
             continue
         added = prod(u.shape) - prod(u.src[0].shape)
-        seen, stack = set(), [u.src[0]]
-        while stack:
-            x = stack.pop()
-            if x in seen:
-                continue
-            seen.add(x)
-            if x.op is Ops.REDUCE_AXIS:
-                if added * prod(x.src[0].shape[a] for a in x.arg[1]) >= RECOMPUTE_MIN:
-                    out.add(x)
-            elif x.op in _VIEWS or x.op in GroupOp.Elementwise:
-                stack.extend(x.src)
+        for x in u.src[0].toposort(lambda x: x.src if x.op in _VIEWS or x.op in GroupOp.Elementwise else ()):
+            if x.op is Ops.REDUCE_AXIS and added * prod(x.src[0].shape[a] for a in x.arg[1]) >= RECOMPUTE_MIN:
+                out.add(x)
     return out
 
 
