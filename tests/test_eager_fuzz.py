@@ -4,6 +4,8 @@ kernel arguments, one schedule for every value: 0.0, -0.0, 1.0 and others), old 
 (each step's template found by its description). Every value read must be numpy's."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +23,19 @@ _ACTIONS = st.one_of(
     st.tuples(st.just("read_elem"), st.integers(0, 2), st.integers(0, 3)),
     st.tuples(st.just("normalise"), st.integers(0, 2)),
     st.tuples(st.just("roll_set"), st.integers(0, 2), st.integers(0, 3), st.sampled_from(_CONSTS)),
+    st.tuples(st.just("call"), st.integers(0, 2), st.integers(0, 2), st.sampled_from(_CONSTS), st.booleans()),
+    st.tuples(st.just("scale"), st.integers(0, 2), st.sampled_from(_CONSTS)),
+    st.tuples(st.just("xpay"), st.integers(0, 2), st.integers(0, 2), st.sampled_from(_CONSTS)),
 )
+
+
+def _scaled(a: tg.Tensor, b: tg.Tensor, c: float) -> tg.Tensor:
+    # a function whose argument `b` nothing reads: its eager graph (a call) has an input more than its inlined form,
+    # which must not share the schedule (and program) of that form's own graph, `a * c` ("scale"): one input fewer
+    return _SCALED.setdefault(repr(c), tg.function(lambda a, b: a * c))(a, b)   # (repr: -0.0 is not 0.0)
+
+
+_SCALED: dict[str, object] = {}
 
 
 @settings(max_examples=30)
@@ -55,6 +69,19 @@ def test_random_eager_sessions_compute_numpys_values(actions: list[tuple], seed:
             i = act[1]
             ts[i] = ts[i] / (tnp.abs(ts[i]).sum() + 1.5)
             ref[i] = (ref[i] / (np.abs(ref[i]).sum() + np.float32(1.5))).astype(np.float32)
+        elif kind == "call":   # x_i = f(x_i, x_j) reading only x_i, or its jvp's tangent along x_j
+            _, i, j, c, tangent = act
+            if tangent:
+                ts[i] = tg.jvp(functools.partial(_scaled, c=c), (ts[i], ts[j]), (ts[j], ts[i]))[1]
+                ref[i] = (ref[j] * np.float32(c)).astype(np.float32)
+            else:
+                ts[i], ref[i] = _scaled(ts[i], ts[j], c), (ref[i] * np.float32(c)).astype(np.float32)
+        elif kind == "xpay":   # x_i = x_i + x_j * c: the constant the third argument, after two buffers
+            _, i, j, c = act
+            ts[i], ref[i] = ts[i] + ts[j] * c, (ref[i] + ref[j] * np.float32(c)).astype(np.float32)
+        elif kind == "scale":   # the graph of "call" as it is once inlined
+            _, i, c = act
+            ts[i], ref[i] = ts[i] * c, (ref[i] * np.float32(c)).astype(np.float32)
         elif kind == "roll_set":
             _, i, k, c = act
             ts[i] = tnp.roll(ts[i], 1).at[k].set(c)
