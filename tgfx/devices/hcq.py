@@ -837,7 +837,6 @@ class HCQDevice:
         proc.keep_events()                                # before the processor overwrites them
         with self._submit_lock:
             value = self.timeline_value + 1
-            w = cb.words
             if inline and cb.inline_ok and proc.run_inline is not None and self.timeline.words[0] == value - 1:
                 # idle (everything submitted before has completed): run it here; it skips the leading WAIT
                 if self._inflight:
@@ -851,6 +850,7 @@ class HCQDevice:
                 self.timeline_value = value
                 return Fence(self, cb.engine, value)
             self._retire(int(self.timeline._mem[0]))
+            w = cb.words
             w[1], w[2], w[-2], w[-1] = self.timeline.addr, value - 1, self.timeline.addr, value
             for sig in cb._signals_written:
                 sig.expected_writer = proc.label

@@ -224,7 +224,8 @@ class Program:
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
         self.scalar_args: dict[int, ScalarArgs] = {}   # by input position: Python scalars' buffers (jit's replays)
         # jit replays may take back whole results of the call before last (`_reuse`)
-        self._result_of_output = {v[1]: k for k, v in enumerate(self.result_views) if v[0] == "out"}
+        of_output = {v[1]: k for k, v in enumerate(self.result_views) if v[0] == "out"}
+        self._result_of_output = [of_output.get(j) for j in range(len(self.outputs))]   # (each output's result)
         distinct = all(v[0] == "out" for v in self.result_views) and \
             len({v[1] for v in self.result_views}) == len(self.result_views) == len(self.outputs)
         self.recent: deque[list[UOp]] | None = deque(maxlen=2) \
@@ -414,8 +415,8 @@ class Program:
                 recent.appendleft(results)
                 return None
         n = len(mems)
-        for j in range(len(self.outputs)):
-            u = results[self._result_of_output[j]]
+        for k in self._result_of_output:
+            u = results[k]
             mem = buffers.get(id(u if u.op is Ops.BUFFER else u.src[0]))   # (memory_of, inlined: every replay)
             if mem.shared:   # a view of a result (`range_view`) may still read it
                 del mems[n:]
