@@ -712,3 +712,22 @@ def test_reduces_side_by_side_count_as_one_after_the_other_for_threads():
     assert any(o.op == "THREAD" for o in hand_coded_opts(index_level(linear.src[0].src[0]), on_cores(2)))
     want = np.tanh(x.numpy() @ a.numpy()) + np.einsum("bai,aij->bj", y.numpy(), b.numpy())
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_small_kernels_sums_that_no_tile_takes_are_independent_chains():
+    """REINFORCE's reverse-scan step: a tanh's gradient plus two sums read at different strides, in one kernel, got
+    no option: one output at a time, each a chain of dependent adds (19.5 us). The innermost output loop as lane
+    copies makes independent chains (BEAM's choice too: 4.5 us); a kernel big enough for threads keeps its split."""
+    rng = np.random.default_rng(0)
+    g, u, v, y, b, dz, z, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in
+                               [(64, 8), (64, 8), (64, 8), (64, 8, 4), (8, 4, 8), (64, 32), (64, 32), (32, 8)])
+    out = g * (1 - tnp.tanh(u + v) ** 2) + tnp.einsum("bla,jal->bj", y, b) + (dz * (1 - z * z)) @ w
+    linear, _ = schedule([out.uop])
+    assert len(linear.src) == 1
+    sink = index_level(linear.src[0].src[0])
+    assert len({u for u in sink.toposort() if u.op is Ops.REDUCE}) == 2
+    for target in (on_cores(2), target_for("haswell").with_cores(2)):
+        assert [o.op for o in hand_coded_opts(sink, target)] == ["UPCAST"], hand_coded_opts(sink, target)
+    want = (g.numpy() * (1 - np.tanh(u.numpy() + v.numpy()) ** 2) + np.einsum("bla,jal->bj", y.numpy(), b.numpy())
+            + (dz.numpy() * (1 - z.numpy() ** 2)) @ w.numpy())
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
