@@ -21,6 +21,8 @@ from tgfx.api_more import ensure_compile_time_eval as ensure_compile_time_eval
 from tgfx.api_more import named_call as named_call
 from tgfx.api_more import named_scope as named_scope
 from tgfx.api_more import typeof as typeof
+from tgfx.callback import io_callback as io_callback
+from tgfx.callback import pure_callback as pure_callback
 from tgfx.config import Context as Context
 from tgfx.config import disable_jit as disable_jit
 from tgfx.counters import counters as counters

@@ -1,4 +1,5 @@
-"""`tg.debug.draw`: a picture of a UOp graph, for a person to look at.
+"""`tg.debug.draw`: a picture of a UOp graph, for a person to look at; and JAX's `tg.debug.print` and
+`tg.debug.callback`, host callbacks that run when the computation runs (`tgfx/callback.py`).
 
 Every UOp is one box labelled with its op, dtype, shape and arg, coloured by its op group; an edge runs from each
 source to its user; the body of every FUNCTION (and of a CALL of a traced body) is drawn as a cluster around the
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import warnings
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -409,3 +411,20 @@ def _write(path: str, text: str) -> str:
         f.write(text)
     return path
 
+
+
+def print(fmt: str, *args: Any, ordered: bool = False, **kwargs: Any) -> None:  # noqa: A001 - JAX's name
+    """`jax.debug.print`: print `fmt.format(*args, **kwargs)` with the values the arguments have when the computation
+    runs (at every run of a jitted function, every step of a loop; see `tgfx.callback.debug_print`).
+
+    >>> tg.debug.print("step {i}: x={x}", i=i, x=x)
+    """
+    from tgfx.callback import debug_print
+    debug_print(fmt, *args, ordered=ordered, **kwargs)
+
+
+def callback(callback: Callable[..., Any], *args: Any, ordered: bool = False, **kwargs: Any) -> None:
+    """`jax.debug.callback`: call `callback(*args, **kwargs)` on the host with the arguments' values (numpy arrays)
+    when the computation runs (see `tgfx.callback.debug_callback`)."""
+    from tgfx.callback import debug_callback
+    debug_callback(callback, *args, ordered=ordered, **kwargs)

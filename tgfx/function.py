@@ -35,7 +35,7 @@ from tgfx.lowering.inline import EscapedTracerError, walk
 from tgfx.lowering.multi import device_parts
 from tgfx.tensor import Tensor, is_weak, weak, weak_like
 from tgfx.trace_state import ConcretizationError as ConcretizationError
-from tgfx.trace_state import active, current, record_owner, tracing, user_error
+from tgfx.trace_state import active, current, effect_chain, record_owner, tracing, user_error
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -193,11 +193,25 @@ class Function:
             if isinstance(leaf, Tensor):
                 for p in params_of_input[slot_of[id(leaf)]]:
                     described.setdefault(p, path)
-        with tracing(self.name, described):
+        # host callbacks inside continue the caller's effect chain through a hidden argument, a stand-in of its token
+        outer = effect_chain()
+        token_in = None if outer is None or outer.token is None else \
+            UOp(Ops.PARAM, outer.token.dtype, (), (len(arg_uops), (), outer.token.device or DEFAULT_DEVICE),
+                tag=("function", next(_uid)))
+        with tracing(self.name, described, token=token_in):
             out = self.f(*targs, **tkwargs)
             made = current().traces[-1].made
-        results = self._results(out)
+            effects = current().traces[-1].effects
+        results = self._results(out, effects.happened)
         _, out_tree = tree_flatten(out)
+        # ... and it hands its last token back as a hidden result, which joins the caller's chain (`deliver`)
+        hidden = effects.happened
+        if hidden:
+            results.append(((), Tensor(effects.token)))
+            if token_in is not None:
+                params_of_input.append([token_in])
+                arg_uops.append(outer.token)
+            sig = None   # (a body that runs callbacks is traced again, as it would be under jit)
         body = UOp(Ops.TUPLE, None, tuple(t.uop for _, t in results))
         n_args = len(arg_uops)
         body, arg_uops = self._close(body, [p for ps in params_of_input for p in ps], arg_uops)
@@ -208,16 +222,20 @@ class Function:
             self._traces[sig] = (body, arg_uops[n_args:], out_tree, dtypes, weak_outs)
             while len(self._traces) > _TRACES_KEPT:
                 del self._traces[next(iter(self._traces))]
-        return self._call(body, arg_uops, out_tree, dtypes, weak_outs)
+        return self._call(body, arg_uops, out_tree, dtypes, weak_outs, hidden)
 
     def _call(self, body: UOp, arg_uops: list[UOp], out_tree: PyTreeDef, dtypes: list[Any],
-              weak_outs: tuple[bool, ...]) -> Any:
+              weak_outs: tuple[bool, ...], hidden: bool = False) -> Any:
         op = Ops.CALL if self.precompile else Ops.FUNCTION
         backward = None if self.grad_fxn is None else Backward(self.grad_fxn, out_tree)
         fn = UOp(op, None, (body, *arg_uops), (self.name, backward, self.precompile_backward))
         outs = [Tensor(UOp(Ops.GETTUPLE, d, (fn,), i)) for i, d in enumerate(dtypes)]
         # a result the body computed weakly typed (from Python scalars alone) is weakly typed outside, as JAX's
         outs = weak_like(outs, weak_outs)
+        if hidden:   # the effect token of the callbacks it ran: the caller's chain continues from it
+            from tgfx.callback import deliver
+            token = outs.pop()
+            deliver(token.uop, outs)
         return tree_unflatten(out_tree, outs)
 
     @staticmethod
@@ -236,14 +254,14 @@ class Function:
                       for t in inputs)
         return treedef, slots, avals, others
 
-    def _results(self, out: Any) -> list[tuple[Any, Tensor]]:
+    def _results(self, out: Any, effects: bool = False) -> list[tuple[Any, Tensor]]:
         flat, _ = tree_flatten_with_path(out)
         for path, leaf in flat:
             if not isinstance(leaf, Tensor):
                 where = f" at {keystr(path)}" if path else ""
                 raise FunctionError(f"function {self.name} returned a {type(leaf).__name__}{where}; a function's "
                                     f"results must be Tensors (wrap constants with tg.asarray)")
-        if not flat:
+        if not flat and not effects:   # (one that only runs callbacks returns their effect token, hidden)
             raise FunctionError(f"function {self.name} returned no Tensors")
         return flat
 

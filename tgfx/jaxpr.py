@@ -238,7 +238,7 @@ def _result_types(u: UOp) -> list[tuple[Shape, DType | None]]:
     if u.op is Ops.LOOP:
         return loop_results(u)
     body = u.src[0]
-    if body.op is Ops.SINK:   # a custom kernel's results: (shape, dtype, device) in its arg
+    if body.op in (Ops.SINK, Ops.CALLBACK):   # a custom kernel or callback's results: (shape, dtype, device) in its arg
         return [(s, d) for s, d, _ in u.arg[2]]
     return [(body.src[i].shape, body.src[i].dtype) for i in range(n_results(u))]
 

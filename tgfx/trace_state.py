@@ -33,6 +33,23 @@ class ConcretizationError(TypeError):
     """A traced value was asked for its concrete value (`if x > 0`, `float(x)`, `x.item()`) while tracing."""
 
 
+class Effects:
+    """The effect chain of one trace (or of a jit's trace as a whole): the effect token of its last host callback
+    (`tgfx/callback.py`), which the next one takes as an input, so effects keep program order and are never merged
+    by hash-consing; None before the first. `start` is the token the chain began from (a stand-in for the caller's
+    chain in a function or loop body), so `token is not start` says whether anything happened."""
+
+    __slots__ = ("token", "start")
+
+    def __init__(self, start: UOp | None = None) -> None:
+        self.token: UOp | None = start
+        self.start = start
+
+    @property
+    def happened(self) -> bool:
+        return self.token is not self.start
+
+
 @dataclasses.dataclass(frozen=True)
 class Trace:
     """One running trace: the function's name and what each of its stand-in PARAMs stands for."""
@@ -41,6 +58,8 @@ class Trace:
     # BUFFERs of host data the function made while running (`tnp.asarray(2.5)`): constants of its body, not values
     # it captured from outside
     made: set[UOp] = dataclasses.field(default_factory=set, compare=False)
+    # the host callbacks it ran, as a chain of effect tokens
+    effects: Effects = dataclasses.field(default_factory=Effects, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +97,36 @@ def _entered(ctx: TraceContext) -> Iterator[None]:
         _context.reset(token)
 
 
-def tracing(name: str, described: Mapping[UOp, str]) -> AbstractContextManager[None]:
-    """Run a function on stand-ins named `name`; reading a PARAM in `described` inside is a concretization error."""
+def tracing(name: str, described: Mapping[UOp, str], token: UOp | None = None) -> AbstractContextManager[None]:
+    """Run a function on stand-ins named `name`; reading a PARAM in `described` inside is a concretization error.
+    `token`: the effect token its host callbacks start their chain from (a stand-in for the caller's)."""
     ctx = _context.get()
-    return _entered(dataclasses.replace(ctx, traces=(*ctx.traces, Trace(name, MappingProxyType(dict(described))))))
+    trace = Trace(name, MappingProxyType(dict(described)), effects=Effects(token))
+    return _entered(dataclasses.replace(ctx, traces=(*ctx.traces, trace)))
+
+
+# the effect chain of a jit's trace as a whole (`collecting_effects`), where the function it traces has no trace
+# around it
+_collector: ContextVar[Effects | None] = ContextVar("tgfx_effects", default=None)
+
+
+def effect_chain() -> Effects | None:
+    """The effect chain a host callback made here joins: the innermost trace's, else a jit's collecting one; None
+    outside every trace (an eager callback runs at once)."""
+    ctx = _context.get()
+    return ctx.traces[-1].effects if ctx.traces else _collector.get()
+
+
+@contextmanager
+def collecting_effects() -> Iterator[Effects]:
+    """Collect the effects of the functions called inside (none running around them) in one chain: what `jit` keeps
+    as one more root of its program, so its callbacks run at every replay."""
+    fx = Effects()
+    token = _collector.set(fx)
+    try:
+        yield fx
+    finally:
+        _collector.reset(token)
 
 
 def differentiating(who: str) -> AbstractContextManager[None]:

@@ -106,4 +106,4 @@ def n_results(u: UOp) -> int:
     if u.op is Ops.LOOP:
         return len(loop_results(u))
     body = u.src[0]
-    return len(u.arg[2]) if u.op is Ops.CALL and body.op is Ops.SINK else len(body.src)
+    return len(u.arg[2]) if u.op is Ops.CALL and body.op in (Ops.SINK, Ops.CALLBACK) else len(body.src)

@@ -89,6 +89,11 @@ class Ops(metaclass=_OpsType):
     CALL = auto()           # src: (body, a0, a1, ...); opaque invocation
     TUPLE = auto()
     GETTUPLE = auto()       # arg: index
+    # a host callback (tgfx/callback.py) as the body of a CALL: arg a HostCallback. The CALL's arg is
+    # (name, None, ((shape, dtype, device) of each result, the effect token first), chained); its sources are the
+    # previous effect token when `chained`, then the arguments. In a LINEAR, a command (results, [token], args)
+    # that the device's command processor runs as a Python program between kernels
+    CALLBACK = auto()
 
     # control flow (tgfx/ir/control.py): bodies are TUPLEs over PARAMs of their own, opaque to passes outside them
     LOOP = auto()           # src: (body, [cond], *operands); arg: LoopSpec. scan, fori_loop and while_loop

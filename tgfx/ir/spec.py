@@ -99,7 +99,7 @@ def result_dtype(call: UOp, i: int) -> object:
     if call.op is Ops.LOOP:
         return loop_results(call)[i][1]
     body = call.src[0]
-    return call.arg[2][i][1] if call.op is Ops.CALL and body.op is Ops.SINK else body.src[i].dtype
+    return call.arg[2][i][1] if call.op is Ops.CALL and body.op in (Ops.SINK, Ops.CALLBACK) else body.src[i].dtype
 
 
 def _loop_ok(x: UOp) -> bool:
@@ -172,6 +172,7 @@ spec = PatternMatcher([
         and isinstance(x.src[0].device, str))),
     # kernel-level and structural ops: their shapes are checked by the passes that build them
     (UPat((Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD), name="x"), lambda x: not x.src and x.dtype is None),
+    (UPat(Ops.CALLBACK, name="x"), lambda x: not x.src and x.dtype is None and callable(getattr(x.arg, "program", None))),
     (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK,
            Ops.LINEAR, Ops.MSTACK)),
      lambda: True),
@@ -191,7 +192,7 @@ _TENSOR_LEVEL = GroupOp.Movement | GroupOp.DynamicView | {
     Ops.REDUCE_AXIS, Ops.PARAM, Ops.FUNCTION, Ops.CALL, Ops.GETTUPLE, Ops.TUPLE, Ops.COPY, Ops.CONTIGUOUS, Ops.MULTI,
     Ops.MSELECT, Ops.MSTACK, Ops.ALLREDUCE, Ops.NETWORK, Ops.BUFFER, Ops.LOOP, Ops.SWITCH, Ops.AS_COMPLEX, Ops.AS_PAIRS}
 # a LINEAR's commands: kernels and copies as CALLs, control commands as themselves, each on BUFFER operands
-_COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD, Ops.NETWORK})
+_COMMANDS = frozenset({Ops.SINK, Ops.COPY, Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD, Ops.NETWORK, Ops.CALLBACK})
 spec_linear = PatternMatcher([
     (UPat(Ops.LINEAR, name="x"), lambda x: all(c.op is Ops.CALL and c.src and c.src[0].op in _COMMANDS
                                                and all(b.op is Ops.BUFFER for b in c.src[1:]) for c in x.src)),

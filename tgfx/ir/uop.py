@@ -351,7 +351,7 @@ def _call_result(call: UOp, i: int, attr: str) -> Any:
         return call.arg.device if attr == "device" else (
             loop_results(call)[i][0] if call.op is Ops.LOOP else call.src[0].src[i].shape)
     body = call.src[0]
-    if body.op is Ops.SINK:
+    if body.op is Ops.SINK or body.op is Ops.CALLBACK:
         shape, _, device = call.arg[2][i]
         return shape if attr == "shape" else device
     return getattr(body.src[i], attr)

@@ -384,6 +384,8 @@ def writes(call: UOp) -> list[UOp]:
         return [b for i, b in enumerate(bufs) if i in _stored_slots(body)]
     if body.op in (Ops.COPY, Ops.WORD, Ops.NETWORK):
         return [bufs[0]]
+    if body.op is Ops.CALLBACK:   # its results (the effect token first)
+        return list(bufs[:len(body.arg.outs) + 1])
     return []
 
 

@@ -113,6 +113,8 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
             nbytes, dst_stride, src_stride, count = body.arg
             q.copy(mems[0], mems[1], nbytes, index=mems[2], dst_stride=dst_stride, src_stride=src_stride,
                    count=count)
+    elif body.op is Ops.CALLBACK:   # a host callback: the processor calls it with the GIL, between kernels
+        q.exec(body.arg.program(bool(call.arg)), mems)
     elif body.op is Ops.BLOCK:
         if body.arg[0]:
             q.begin_block()

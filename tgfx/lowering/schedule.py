@@ -1055,7 +1055,7 @@ def _written(call: UOp) -> list[UOp] | None:
     """The buffers a command of `schedule` writes (`control.writes`), None for one that is not a kernel or a copy: a
     loop's or a branch's, which `merge_siblings` does not move anything past."""
     from tgfx.lowering.control import writes
-    return writes(call) if call.src[0].op in (Ops.SINK, Ops.COPY, Ops.NETWORK) else None
+    return writes(call) if call.src[0].op in (Ops.SINK, Ops.COPY, Ops.NETWORK) else None   # (a callback: None)
 
 
 def _into_slots(ast: UOp, call: UOp, bufs: list[UOp]) -> UOp:
@@ -1150,6 +1150,11 @@ def schedule_call(call: UOp, realized: dict[UOp, UOp]) -> list[UOp]:
         for i, b in enumerate(out_bufs):
             realized[UOp(Ops.GETTUPLE, b.dtype, (call,), i)] = b
         return [UOp(Ops.CALL, None, (body, *out_bufs, *args))]
+    if body.op is Ops.CALLBACK:   # a host callback: the processor runs it on (results, [token], arguments)
+        out_bufs = [new_buffer(dev, prod(shape), dt) for shape, dt, dev in outs]
+        for i, b in enumerate(out_bufs):
+            realized[UOp(Ops.GETTUPLE, b.dtype, (call,), i)] = b
+        return [UOp(Ops.CALL, None, (body, *out_bufs, *args), call.arg[3])]
     tpl = template_of(body)
     linear, results = tpl.instantiate(args)
     for i, r in enumerate(results):
@@ -1169,7 +1174,7 @@ def schedule_control(u: UOp, realized: dict[UOp, UOp]) -> list[UOp]:
 
 def call_outputs(call: UOp) -> list[tuple[tuple[int, ...], object, str]]:
     body = call.src[0]
-    if body.op is Ops.SINK:
+    if body.op in (Ops.SINK, Ops.CALLBACK):
         return list(call.arg[2])
     return [(r.shape, r.dtype, r.device or DEFAULT_DEVICE) for r in body.src]
 

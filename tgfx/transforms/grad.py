@@ -190,7 +190,7 @@ def _custom_backward(ctx: tuple, ret: UOp, grad_fxn: Callable) -> tuple:
 
 def _result_dtype(call: UOp, i: int) -> DType:
     body = call.src[0]
-    return call.arg[2][i][1] if body.op is Ops.SINK else body.src[i].dtype
+    return call.arg[2][i][1] if body.op in (Ops.SINK, Ops.CALLBACK) else body.src[i].dtype
 
 
 def _call_grad(ctx: tuple, ret: UOp) -> tuple:

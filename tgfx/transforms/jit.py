@@ -44,7 +44,7 @@ from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, new_buffer, placeholder
 from tgfx.tensor import Tensor, is_weak, realize, realize_readers, weak, weak_like
 from tgfx.tensor import _weak as _weak_tensors
-from tgfx.trace_state import active
+from tgfx.trace_state import active, collecting_effects
 from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
@@ -77,6 +77,7 @@ class Outputs(NamedTuple):
     weak values alone, as `jit(lambda x: x * 2)(3.0)`: JAX's results keep weak_type)."""
     tree: PyTreeDef
     weak: tuple[bool, ...]
+    effects: bool = False   # the program's last result is the effect token of its host callbacks (not returned)
 
 
 @dataclass
@@ -423,9 +424,12 @@ class Jit:
         call_args = tuple(static_map.get(f"args[{i}]", a) if a is None and f"args[{i}]" in static_map else a
                           for i, a in enumerate(dyn_args))
         call_kwargs = {**dyn_kwargs, **{k: v for k, v in static if not k.startswith("args[")}}
-        out = Function(self.f, allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
+        with collecting_effects() as effects:
+            out = Function(self.f, allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
         out_leaves, out_tree = tree_flatten(out)
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
+        if effects.token is not None:   # its host callbacks' last effect token: one more root, so they run every call
+            roots.append(UOp(Ops.CONTIGUOUS, effects.token.dtype, (effects.token,)))
         sink = merge_saved_loops(inline(UOp(Ops.SINK, None, tuple(roots))))
         check_no_params(sink)
         sink = compute_captured(sink)
@@ -443,7 +447,7 @@ class Jit:
             template.linear = donated_windows(template.linear, {outs[o]: placeholder(
                 k, real_inputs[k].dtype, real_inputs[k].arg[1], real_inputs[k].arg[2]) for o, k in donated.items()})
         prog = Program(template, real_inputs, len(inputs), donated, unflatten, reuse_results=True)
-        returned = Outputs(out_tree, tuple(is_weak(t) for t in out_leaves))
+        returned = Outputs(out_tree, tuple(is_weak(t) for t in out_leaves), effects.token is not None)
         self._cache[key] = (prog, returned)
         return prog, returned
 
@@ -516,6 +520,8 @@ class Jit:
 
 def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
     """The function's results as Tensors, in its output structure; weakly typed where the trace's were."""
+    if outs.effects:
+        results = results[:-1]
     if True not in outs.weak:   # (the common case, spelled out: this runs on every replay)
         return Tensor(results[0]) if outs.tree.is_leaf else tree_unflatten(outs.tree, [Tensor(u) for u in results])
     ts = weak_like([Tensor(u) for u in results], outs.weak)
