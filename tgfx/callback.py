@@ -211,6 +211,15 @@ def deliver(token: UOp, results: Sequence[Tensor] = ()) -> None:
     get_device(token.device or DEFAULT_DEVICE).synchronize()
 
 
+def chain_token(device: str) -> Tensor:
+    """The effect token a loop or branch on `device` starts its callbacks' chain from: the chain's last one here, or a
+    new one (a constant) where none is, or it lies on another device."""
+    chain = effect_chain()
+    if chain is not None and chain.token is not None and chain.token.device == device:
+        return Tensor(chain.token)
+    return Tensor.full((), False, TOKEN, device=device)
+
+
 def _device_of(args: list[Tensor]) -> str:
     devices = {t.device for t in args}
     if len(devices) > 1 or any(not isinstance(d, str) for d in devices):
@@ -361,4 +370,4 @@ def is_callback(call: UOp) -> bool:
 
 
 __all__ = ["HostCallback", "debug_print", "debug_callback", "pure_callback", "io_callback", "deliver", "is_callback",
-           "TOKEN"]
+           "chain_token", "TOKEN"]

@@ -207,6 +207,7 @@ from tgfx._lax_slicing import dynamic_update_slice_in_dim as dynamic_update_slic
 from tgfx._lax_window import padtype_to_pads as padtype_to_pads
 from tgfx._lax_window import reduce_window as reduce_window
 from tgfx.devices import DEFAULT_DEVICE, canonical_device
+from tgfx.callback import TOKEN, chain_token, deliver
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -217,7 +218,7 @@ from tgfx.numpy._complex import imag as imag
 from tgfx.numpy._complex import make_complex
 from tgfx.numpy._complex import real as real
 from tgfx.tensor import Tensor, is_weak, promotion_kind, weak, weak_input, weak_like
-from tgfx.trace_state import record_owner, tracing
+from tgfx.trace_state import Effects, current, record_owner, tracing
 from tgfx.transforms.collectives import all_gather as all_gather
 from tgfx.transforms.collectives import axis_index as axis_index
 from tgfx.transforms.collectives import pmax as pmax
@@ -286,9 +287,18 @@ def _stand_in(shape: tuple[int, ...], dtype: Any, device: str) -> UOp:
 
 def _run(name: str, f: Callable, args: tuple, described: dict[UOp, str]) -> Any:
     """Call `f` on stand-ins; reading a stand-in's value inside raises a concretization error naming it."""
+    out, effects = _traced(name, f, args, described, None)
+    if effects.happened:
+        raise NotImplementedError(f"{name} ran a host callback (debug.print, io_callback, ...): tgfx runs those in "
+                                  f"loop bodies and branches, not in a while_loop's cond_fun; move it into body_fun")
+    return out
+
+
+def _traced(name: str, f: Callable, args: tuple, described: dict[UOp, str], token: UOp | None) -> tuple[Any, Effects]:
+    """`_run`, the host callbacks inside chained from effect token `token` (a stand-in): the result and the chain."""
     record_owner(tuple(described), name)  # a stand-in kept past the call is an escaped tracer naming `name`
-    with tracing(name, described):
-        return f(*args)
+    with tracing(name, described, token=token):
+        return f(*args), current().traces[-1].effects
 
 
 def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device: str) -> tuple[list[UOp],
@@ -401,6 +411,7 @@ class _Step(NamedTuple):
     ys: list[Tensor]
     y_tree: PyTreeDef
     pred: Tensor | None
+    effect: tuple[UOp, UOp] | None   # the step's host callbacks: (the token stand-in they start from, the last token)
 
 
 def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carry: list[Tensor], carry_tree: PyTreeDef,
@@ -417,7 +428,8 @@ def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carr
         return weak_like([Tensor(s) for s in si], [is_weak(t) for t in like])
     carry_arg = tree_unflatten(carry_tree, arg(carry_si, carry))
     x_arg = tree_unflatten(x_tree, arg(x_si, x_leaves))
-    out = _run(name, step, (Tensor(index), carry_arg, x_arg), described)
+    token = _stand_in((), TOKEN, device)
+    out, effects = _traced(name, step, (Tensor(index), carry_arg, x_arg), described, token)
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"{who}: {name} must return a pair (carry, y), got {type(out).__name__}")
     new_carry, y = out
@@ -430,7 +442,8 @@ def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carr
         if pred is None or pred.shape != () or pred.dtype != dtypes.bool:
             got = _describe(pred) if pred is not None else type(pred).__name__
             raise TypeError(f"{who}: cond_fun {cname} must return a boolean scalar, got {got}")
-    return _Step(index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred)
+    return _Step(index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred,
+                 (token, effects.token) if effects.happened else None)
 
 
 def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int | None, reverse: bool = False,
@@ -455,8 +468,11 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
         promoted = {k for k, (a, b) in enumerate(zip(carry, promoted_carry, strict=True)) if a is not b}
         carry = promoted_carry
         traced = _trace_step(*trace, carry, carry_tree, carry_paths, x_leaves, x_tree, x_paths, device)
-    index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred = traced
+    index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred, effect = traced
     _check_carry(who, name, carry, new_leaves, carry_paths, init_paths, promoted)
+    if effect is not None:   # host callbacks in the step: their effect token is one more carry, the last
+        carry, carry_si, new_leaves = [*carry, chain_token(device)], [*carry_si, effect[0]], \
+            [*new_leaves, Tensor(effect[1])]
     bodies = [[*(t.uop for t in new_leaves), *(t.uop for t in y_leaves)]]
     if pred is not None:
         bodies.append([pred.uop])
@@ -468,6 +484,10 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
     k, n_y = len(carry), len(y_leaves)
     res = [Tensor(UOp(Ops.GETTUPLE, d, (loop,), i)) for i, (_, d) in enumerate(loop_results(loop)[:k + n_y])]
     res = weak_like(res, [is_weak(t) for t in (*new_leaves, *y_leaves)])
+    if effect is not None:   # the last step's token continues the caller's chain
+        token = res.pop(k - 1)
+        k -= 1
+        deliver(token.uop, res)
     return tree_unflatten(carry_tree, res[:k]), tree_unflatten(y_tree, res[k:])
 
 
@@ -664,8 +684,10 @@ def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> 
     described = dict(zip(si, arg_paths, strict=True))
     stand_args = tree_unflatten(arg_tree, weak_like([Tensor(s) for s in si], [is_weak(t) for t in args]))
     outs, first = [], None
+    token, effects = _stand_in((), TOKEN, device), []
     for k, b in enumerate(branches):
-        res = _run(_name(b), b, tuple(stand_args), described)
+        res, fx = _traced(_name(b), b, tuple(stand_args), described, token)
+        effects.append(fx.token)
         what = f"the result of branch {k} ({_name(b)})"
         leaves, tree, paths = _leaves(who, what, res, device)
         if first is None:
@@ -673,10 +695,16 @@ def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> 
         else:
             _same_types(who, branches, first, k, tree, leaves)
         outs.append([t.uop for t in leaves])
+    effect = any(t is not token for t in effects)
+    if effect:   # host callbacks in a branch: the effect token passes through every branch, the last result
+        outs = [[*o, t] for o, t in zip(outs, effects, strict=True)]
+        si, args = [*si, token], [*args, chain_token(device)]
     closed, consts = close_over(outs, [], si, device)
     spec = SwitchSpec("|".join(_name(b) for b in branches), len(branches), device)
     sw = UOp(Ops.SWITCH, None, (*closed, idx.uop, *consts, *(t.uop for t in args)), spec)
     res = [Tensor(UOp(Ops.GETTUPLE, o.dtype, (sw,), i)) for i, o in enumerate(closed[0].src)]
+    if effect:
+        deliver(res.pop().uop, res)
     # weakly typed where the first branch's result is (false_fun's for cond), as JAX's: its results take the first
     # branch's types, and weak typing is not part of what must match
     return tree_unflatten(first[0], weak_like(res, [is_weak(t) for t in first[1]]))
