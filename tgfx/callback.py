@@ -46,7 +46,8 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.lru import LRU
 from tgfx.tensor import Tensor, realize, to_tensor
-from tgfx.trace_state import effect_chain
+from tgfx.function import is_grad_input
+from tgfx.trace_state import current, effect_chain
 from tgfx.tree import tree_flatten, tree_unflatten
 
 TOKEN = dtypes.bool   # an effect token: a bool scalar that orders callbacks; no command reads its value
@@ -198,13 +199,24 @@ def _call(hc: HostCallback, args: list[Tensor], device: str) -> tuple[UOp, list[
     return token, results
 
 
+def _primal(token: UOp) -> UOp:
+    """`token` reading the values being differentiated, not the differentiation's placeholders for them (the same
+    values): the chain leaves the differentiation, which gives its placeholders no meaning outside (a callback has no
+    effect on gradients, as JAX's debug callbacks)."""
+    if not current().differentiating:
+        return token
+    while inputs := {u: u.src[0] for u in token.toposort() if is_grad_input(u)}:
+        token = token.substitute(inputs)
+    return token
+
+
 def deliver(token: UOp, results: Sequence[Tensor] = ()) -> None:
     """Hand the effect token of something that ran callbacks to the chain it joins: the running trace's (or jit's),
     or, outside every trace, run it now with `results` (computed in the same schedule, so the callbacks run once) and
     wait, so an eager callback has run, or raised, when the call returns."""
     chain = effect_chain()
     if chain is not None:
-        chain.token = token
+        chain.token = _primal(token)
         return
     t = Tensor(token)
     realize(t, *results)

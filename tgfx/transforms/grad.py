@@ -203,6 +203,10 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
     grad_fxn = ret.arg[1] if isinstance(ret.arg, tuple) and len(ret.arg) > 1 else None
     if grad_fxn is not None:
         return _custom_backward(ctx, ret, grad_fxn)
+    if body.op is Ops.CALLBACK:   # (as JAX's: the callback is Python, opaque to differentiation)
+        kind = "IO callbacks" if body.arg.effect else "Pure callbacks"
+        raise ValueError(f"{name}: {kind} do not support JVP. Please use `tg.custom_jvp` (or `tg.custom_vjp`) to use "
+                         f"callbacks while taking gradients")
     if body.op is not Ops.TUPLE:
         raise TypeError(f"cannot differentiate custom kernel {name!r}: it is an opaque CALL; give it a grad_fxn "
                         f"(custom_kernel(..., grad_fxn=...))")

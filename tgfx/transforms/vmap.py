@@ -43,7 +43,7 @@ from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import outside_bodies
 from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
-from tgfx.trace_state import record_owner, tracing
+from tgfx.trace_state import current, effect_chain, record_owner, tracing
 from tgfx.transforms.collectives import Axis, bound
 from tgfx.transforms.grad import CallInfo, Transformed, _call_name
 from tgfx.tree import KeyPath, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -155,6 +155,8 @@ def batch_call(ctx: BatchCtx, x: UOp) -> UOp:
     arguments; stand-ins the body closes over become extra (batched) arguments."""
     body, args = x.src[0], x.src[1:]
     name = _call_name(x)
+    if body.op is Ops.CALLBACK:
+        return batch_callback(ctx, x)
     if body.op is not Ops.TUPLE:
         raise NotImplementedError(
             f"vmap: cannot batch custom kernel {name!r}: it is an opaque CALL written for one example's shapes. "
@@ -180,6 +182,20 @@ def batch_call(ctx: BatchCtx, x: UOp) -> UOp:
         arg = (arg[0], BatchedBackward(grad_fxn, in_flags, tuple(flags), ctx.size), *arg[2:])
     new_args = tuple(ctx.new.get(a, a) for a in args) + tuple(extra)
     return x.replace(src=(UOp(Ops.TUPLE, None, tuple(results)), *new_args), arg=arg)
+
+
+def batch_callback(ctx: BatchCtx, x: UOp) -> UOp:
+    """A host callback: one call on the batched arguments (batch axis in front) of a callback that handles the batch
+    as its `vmap_method` says (`HostCallback.batched`); its results are batched, its effect token is not."""
+    hc, args = x.src[0].arg, x.src[1:]
+    chained = x.arg[3]
+    data = args[1:] if chained else args
+    flags = [a in ctx.batched for a in data]
+    new = hc.batched(ctx.size, flags)
+    ctx.flags[x] = (False, *(True for _ in hc.outs))
+    spec = (x.arg[2][0], *((s, d, x.arg[2][0][2]) for s, d in new.outs))
+    src = (*((ctx.new.get(args[0], args[0]),) if chained else ()), *(ctx.new.get(a, a) for a in data))
+    return UOp(Ops.CALL, None, (UOp(Ops.CALLBACK, None, (), new), *src), (x.arg[0], None, spec, chained))
 
 
 def batch_result(ctx: BatchCtx, x: UOp) -> UOp:
@@ -416,8 +432,11 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
     # through it, those over an outer one (axis_index adds stand-ins of its own)
     seeds = {standin: moved for moved, standin in mapped.values()}
     # (reading a stand-in's value is a concretization error naming it)
-    with tracing(name, described), bound(Axis(axis_name, size, seeds)):
+    # its host callbacks continue the caller's effect chain (the graph is rewritten in place, not closed as a body)
+    outer = effect_chain()
+    with tracing(name, described, token=None if outer is None else outer.token), bound(Axis(axis_name, size, seeds)):
         out = fun(*t_args, **t_kwargs)
+        effects = current().traces[-1].effects
     pairs, out_tree = tree_flatten_with_path(out)
     roots, weak_outs = [], []
     for path, leaf in pairs:
@@ -427,8 +446,15 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
                             f"a vmapped function must be arrays")
         roots.append(t.uop)
         weak_outs.append(is_weak(t))
+    if effects.happened:
+        roots.append(effects.token)
     results, flags = batch_graph(roots, seeds, size)
+    token = results.pop() if effects.happened else None
+    flags = flags[:len(results)]
     outs = _place_outputs(results, flags, [p for p, _ in pairs], out, out_axes, size)
+    if token is not None:
+        from tgfx.callback import deliver
+        deliver(token, outs)
     # a result the function computed weakly typed is weakly typed batched, as JAX's (batching keeps weak_type)
     return tree_unflatten(out_tree, weak_like(outs, weak_outs))
 
