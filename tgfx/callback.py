@@ -42,11 +42,11 @@ from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices.hcq import Program
 from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, to_dtype
+from tgfx.function import is_grad_input
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.lru import LRU
 from tgfx.tensor import Tensor, realize, to_tensor
-from tgfx.function import is_grad_input
 from tgfx.trace_state import current, effect_chain
 from tgfx.tree import tree_flatten, tree_unflatten
 

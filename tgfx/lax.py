@@ -206,8 +206,8 @@ from tgfx._lax_slicing import dynamic_update_slice as dynamic_update_slice
 from tgfx._lax_slicing import dynamic_update_slice_in_dim as dynamic_update_slice_in_dim
 from tgfx._lax_window import padtype_to_pads as padtype_to_pads
 from tgfx._lax_window import reduce_window as reduce_window
-from tgfx.devices import DEFAULT_DEVICE, canonical_device
 from tgfx.callback import TOKEN, chain_token, deliver
+from tgfx.devices import DEFAULT_DEVICE, canonical_device
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops

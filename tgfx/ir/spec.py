@@ -172,7 +172,8 @@ spec = PatternMatcher([
         and isinstance(x.src[0].device, str))),
     # kernel-level and structural ops: their shapes are checked by the passes that build them
     (UPat((Ops.BLOCK, Ops.LABEL, Ops.JUMP, Ops.WORD), name="x"), lambda x: not x.src and x.dtype is None),
-    (UPat(Ops.CALLBACK, name="x"), lambda x: not x.src and x.dtype is None and callable(getattr(x.arg, "program", None))),
+    (UPat(Ops.CALLBACK, name="x"),   # a host callback: its arg runs it (tgfx/callback.py)
+     lambda x: not x.src and x.dtype is None and callable(getattr(x.arg, "program", None))),
     (UPat((Ops.TUPLE, Ops.CALL, Ops.STORE, Ops.LOAD, Ops.INDEX, Ops.RANGE, Ops.END, Ops.REDUCE, Ops.SINK,
            Ops.LINEAR, Ops.MSTACK)),
      lambda: True),
