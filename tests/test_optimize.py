@@ -731,3 +731,25 @@ def test_a_small_kernels_sums_that_no_tile_takes_are_independent_chains():
     want = (g.numpy() * (1 - np.tanh(u.numpy() + v.numpy()) ** 2) + np.einsum("bla,jal->bj", y.numpy(), b.numpy())
             + (dz.numpy() * (1 - z.numpy() ** 2)) @ w.numpy())
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_costly_elementwise_kernels_long_loop_goes_inside_a_short_one():
+    """Threefry's bits for 64 x 4 logits plus a bias along the rows of 4 (a categorical draw): the loops do not merge
+    (the bias reads the 4 alone), LLVM vectorises no loop of 4, and each element's hash ran scalar. The long loop is
+    swapped inside; a cheap element (x * 2 + bias) keeps its order (strided stores would cost more than it saves)."""
+    def kernel_opts(f, *args):   # (loop sizes, options) of each kernel of f's jitted program
+        jitted = tg.jit(f)
+        out = jitted(*args)
+        prog = next(iter(jitted._cache._d.values()))[0]
+        sinks = [index_level(c.src[0]) for c in prog.calls if c.src[0].op is Ops.SINK]
+        return out, [(sorted(r.src[0].arg for r in ranges(k).values()), [o.op for o in hand_coded_opts(k, on_cores(1))])
+                     for k in sinks]
+    key = tg.random.PRNGKey(3)
+    bias = tg.asarray(np.arange(4, dtype=np.float32))
+    got, seen = kernel_opts(lambda k, b: tg.random.uniform(k, (64, 4)) + b, key, bias)
+    assert ([4, 64], ["SWAP"]) in seen, seen
+    np.testing.assert_allclose(got.numpy() - np.arange(4), tg.random.uniform(key, (64, 4)).numpy(), rtol=1e-6,
+                               atol=1e-6)
+    got, seen = kernel_opts(lambda x, b: x * 2 + b, tg.asarray(np.ones((64, 4), np.float32)), bias)
+    assert seen == [([4, 64], [])], seen
+    np.testing.assert_allclose(got.numpy(), 2 + np.arange(4)[None].repeat(64, 0))
