@@ -13,6 +13,7 @@ each reduce's axes). Options:
   the lanes' accesses are side by side it is a vector range too: each reduce over the range becomes a reduce over its
   outer part whose accumulator is a vector of `amount` partial results, and a REDUCE over the vector range that
   combines them after the loop (a horizontal reduce); otherwise each reduce is replicated per lane.
+  UPCAST or UNROLL by 0 takes the whole range as copies, never a vector, and leaves no range (`_whole_copies`).
 - THREAD: split an output range across `amount` cores: the kernel receives its core id (a `SPECIAL`) and the runtime
   launches it with `global_size = amount`.
 - PADTO: round a range up to a multiple of `amount`, so a 1000-wide axis can be UPCAST by 16. The extra iterations
@@ -46,7 +47,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_vector_range, range_deps, reduces_inside
-from tgfx.lowering.packs import MAX_STEP
+from tgfx.lowering.packs import MAX_STEP, split_offset
 from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import divmods, pm_symbolic, sum_terms
 
@@ -285,6 +286,7 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     out = graph_rewrite(_lanes_reduced(nodes, rng, outer, lane) if reduced else
                         sink.substitute({rng: outer * amount + lane}), pm_symbolic, name="vector lanes")
     stored = {st.src[0]: st.src[1] for st in out.src if st.op is Ops.STORE}
+    tiled = _store_tiles(list(stored), lane, amount)
     # (an UPCAST's lanes reach the stores; an UNROLL's end in the REDUCEs that combine them)
     for u in out.toposort() if reduced else out.toposort(lambda u: u.src if lane in range_deps(u) else ()):
         if lane not in range_deps(u):
@@ -296,13 +298,32 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
         if u.src[0].op is not Ops.DEFINE_GLOBAL:
             return None
         if u in stored:   # a padded axis's store (masked: PADTO gates it too), or a reduce's result, strided
-            if masked_unit_stride(u.src[1], lane) is None and (
-                    _coef(u.src[1], lane) is None or u.src[1].op is Ops.WHERE or not reduces_inside(stored[u])):
+            if masked_unit_stride(u.src[1], lane) is None and (_coef(u.src[1], lane) is None or
+                                                               u.src[1].op is Ops.WHERE or
+                                                               not reduces_inside(stored[u]) and u not in tiled):
                 return None
         elif masked_unit_stride(u.src[1], lane) is None and (u.src[1].op is Ops.WHERE or _coef(u.src[1], lane) is None
                                                          or any(r.arg[1] == "reduce" for r in range_deps(u))):
             return None   # a strided read in a reduce loop: a gather each step (a convolution's weights)
     return out
+
+
+def _store_tiles(indexes: list[UOp], lane: UOp, amount: int) -> set[UOp]:
+    """The strided store `indexes` that make square tiles: `amount` copies (another range's, whole) at offsets
+    `m + c + lane * s` for c = j .. j + amount - 1, which the renderer transposes in registers and stores as `amount`
+    vectors (`render_llvm.find_wide_tiles`), not as a scatter each."""
+    groups: dict[tuple, dict[int, UOp]] = {}
+    for idx in indexes:
+        if idx.src[1].op is not Ops.WHERE and (step := _coef(idx.src[1], lane)) not in (None, 0, 1):
+            terms, const = split_offset(idx.src[1])
+            groups.setdefault((idx.src[0], terms, step), {})[const] = idx
+    tiled: set[UOp] = set()
+    for by_const in groups.values():
+        for c in sorted(by_const):
+            tile = [by_const.get(c + j) for j in range(amount)]
+            if all(t is not None and t not in tiled for t in tile):
+                tiled.update(tile)
+    return tiled
 
 
 def _lanes_reduced(nodes: list[UOp], rng: UOp, outer: UOp, lane: UOp) -> UOp:
@@ -325,6 +346,8 @@ def _lanes_reduced(nodes: list[UOp], rng: UOp, outer: UOp, lane: UOp) -> UOp:
 def upcast(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
     """UPCAST (see the module docstring); `vector` False: lanes are copies (the GPU's, whose renderer reads them as a
     thread's vector loads)."""
+    if opt.amount == 0:
+        return _whole_copies(sink, opt, "loop")
     rng, outer, _ = _split(sink, opt, "loop")
     if vector and VECTOR_UPCAST and (vec := vector_lanes(sink, rng, outer, opt.amount)) is not None:
         return vec
@@ -340,6 +363,8 @@ def unroll(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
     """Each reduce over the range becomes `amount` partial reduces over its lanes, combined after the loop: one
     vector accumulator where the lanes fit a vector range (`vector_lanes`), else independent accumulators (which the
     linearizer puts in one loop and SLP vectorises)."""
+    if opt.amount == 0:
+        return _whole_copies(sink, opt, "reduce")
     rng, outer, _ = _split(sink, opt, "reduce")
     if vector and VECTOR_UPCAST and (vec := vector_lanes(sink, rng, outer, opt.amount)) is not None:
         return vec
@@ -350,6 +375,32 @@ def unroll(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
         others = tuple(outer if r is rng else r for r in red.src[1:])
         parts = [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg) for copy in _lane_copies(red.src[0], rng, lanes)]
         while len(parts) > 1:  # a balanced tree of combines
+            parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
+                     for i in range(0, len(parts), 2)]
+        mapping[red] = parts[0]
+    return sink.substitute(mapping)
+
+
+def _whole_copies(sink: UOp, opt: Opt, kind: str) -> UOp:
+    """UPCAST or UNROLL by 0: the whole range as copies, one per index (a constant), and no range left: an output
+    loop's stores are replicated per index, a reduce over it combines its copies (a balanced tree). Never a vector
+    range, so that one may be made of another axis (`across_rows_opts`: a short row's elements as copies, the rows as
+    a vector's lanes)."""
+    if _carried(sink):
+        raise KernelOptError(f"{opt}: a loop kernel's carries are stepped in order")
+    rng = ranges(sink).get(opt.axis)
+    if rng is None or rng.arg[1] != kind:
+        raise KernelOptError(f"{opt}: no {kind} range {opt.axis} in this kernel")
+    lanes = [UOp.const(dtypes.index, c) for c in range(rng.src[0].arg)]
+    if kind == "loop":
+        stores = [copy for st in sink.src for copy in _lane_copies(st, rng, lanes)]
+        return UOp(Ops.SINK, None, tuple(dict.fromkeys(stores)), sink.arg)
+    mapping = {}
+    for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
+        others = tuple(r for r in red.src[1:] if r is not rng)
+        parts = [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg) if others else copy
+                 for copy in _lane_copies(red.src[0], rng, lanes)]
+        while len(parts) > 1:
             parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
                      for i in range(0, len(parts), 2)]
         mapping[red] = parts[0]
@@ -639,6 +690,57 @@ def dot_product_opts(loops: list[UOp], reduces: list[UOp], hot: list[UOp], targe
     return opts if picked else []
 
 
+def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: list[UOp], red_nodes: list[UOp],
+                     row_kernel: bool, target: Target) -> list[Opt]:
+    """Reduces along rows of at most SHORT_ROW vectors, stored contiguous (a softmax, layernorm or log-softmax row
+    kernel; a logsumexp's sum of exps, a max): the rows as a vector's lanes, each row's elements as copies. Each
+    reduce over a row is UNROLLed whole (by 0: copies, no loop) and so is the output's row loop, then the row axis
+    is UPCAST by `w` lanes: every step reads `w` rows as a square of `w` x `w` the renderer transposes in registers
+    (`render_llvm.find_wide_tiles`), each row's max and sum are vertical vector ops across the copies, its exp, log,
+    division or square root one vector op for `w` rows, and the output's square is transposed back and stored as
+    `w` row vectors. Kept along the row (LLVM's loop vectoriser, or a vector of the row's lanes), each row ended in
+    horizontal reduces of one vector (a NaN-propagating max: a chain of 8 blends and compares) and a scalar epilogue:
+    single core, Emerald Rapids, AVX-512: softmax 8192 x 16 250 -> 134 us, log_softmax 555 -> 132, logsumexp
+    286 -> 100 (its max kernel and its exp-sum kernel), layernorm 4096 x 64 257 -> 114; softmax 4096 x 64, whose
+    exps outweigh the rest, 356 -> 342. Not a plain sum (4096 x 64: 11 -> 27 us, its loads are the cost). `w`: a
+    power of two up to a vector's lanes (the target's) dividing the row and the rows; at least 4."""
+    lanes = target.lanes(_itemsize(sink))
+    sizes = {r.src[0].arg for r in reduces}
+    if len(sizes) != 1 or len(sink.src) != 1 or _carried(sink):
+        return []
+    n = sizes.pop()
+    st = sink.src[0]
+    if st.op is not Ops.STORE or len(st.src) != 2 or st.src[0].op is not Ops.INDEX or \
+            st.src[0].src[0].op is not Ops.DEFINE_GLOBAL or n > SHORT_ROW * lanes or \
+            any(len(red.src) != 2 for red in red_nodes) or \
+            any(u.dtype in (dtypes.float16, dtypes.bfloat16) for u in sink.toposort()) or \
+            any(u.op is Ops.LOAD for i in loads for u in i.toposort()):   # (a gather: no tile)
+        return []
+    if not row_kernel and all(red.arg is Ops.ADD and _plain_sum(red) for red in red_nodes):
+        return []
+    out = st.src[0].src[1]
+    col = None
+    if row_kernel:   # the output's row: the innermost loop, the store's side by side, each reduce's loops outside it
+        col = loops[-1]
+        if col.src[0].arg != n or _coef(out, col) != 1 or \
+                any(set(loops) - {col} - range_deps(red) for red in red_nodes):
+            return []
+    along = [*reduces, *([col] if col is not None else [])]
+    # the rows: a loop each row's reads step through by a constant, and the output's by one (a value a row) or, with
+    # the row's own loop, by a constant (a row of values)
+    row_reads = [i for i in loads if any(_coef(i, r) != 0 for r in along)]
+    if any(_coef(i, r) not in (0, 1) for i in row_reads for r in along):
+        return []
+    w = next((a for a in (lanes, lanes // 2, lanes // 4) if a >= 4 and n % a == 0), None)
+    row = next((r for r in reversed(loops) if r is not col and w is not None and r.src[0].arg % w == 0 and
+                (_coef(out, r) == 1 if col is None else _coef(out, r) not in (0, 1, None)) and row_reads and
+                all(_coef(i, r) not in (0, 1, None) for i in row_reads)), None)
+    if row is None:
+        return []
+    return [*(Opt("UNROLL", r.arg[0], 0) for r in sorted(reduces, key=lambda r: r.arg[0])),
+            *([Opt("UPCAST", col.arg[0], 0)] if col is not None else []), Opt("UPCAST", row.arg[0], w)]
+
+
 # a register tile taller than a power of two (`Target.padded_tile_rows`) pads its row axis by at most this share of it
 TILE_PAD_SHARE = 32
 # a loop that splits unevenly over the cores is padded to a multiple of them by at most this share of it
@@ -677,7 +779,10 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         work = math.prod(r.src[0].arg for r in loops) + sum(
             math.prod(r.src[0].arg for r in (*range_deps(red), *red.src[1:])) for red in set(red_nodes))
     work *= 1 + TRANSCENDENTAL_OPS * _inner_transcendentals(sink, reduces or loops)
-    contraction = bool(reduces) and not row_kernel and red_size >= MIN_CONTRACTION and len(sink.src) == 1
+    if reduces:
+        # reduces over rows a few vectors long: the rows as a vector's lanes (see `across_rows_opts`)
+        opts += across_rows_opts(sink, loops, reduces, loads, red_nodes, row_kernel, target)
+    contraction = bool(reduces) and not row_kernel and red_size >= MIN_CONTRACTION and len(sink.src) == 1 and not opts
     if contraction:
         opts += masked_contraction_opts(loops, loads, hot, target, itemsize)
     if contraction and not opts:
@@ -951,7 +1056,7 @@ def _thread_sizes(sink: UOp, loops: list[UOp], opts: list[Opt]) -> dict[int, int
         elif o.axis in sizes and o.op == "PADTO":
             sizes[o.axis] = _round_up(sizes[o.axis], o.amount)
         elif o.axis in sizes:
-            sizes[o.axis] //= o.amount
+            sizes[o.axis] = sizes[o.axis] // o.amount if o.amount else 1   # (0: the whole range, copies)
     return sizes
 
 

@@ -151,6 +151,8 @@ class LLVMRenderer:
         self.index_mask: dict[UOp, UOp] = {}     # a padded read's index: the lanes' validity, its masked load's mask
         self.wide_tile: dict[UOp, tuple[tuple[UOp, ...], int]] = {}   # a transpose's strided load: its tile, column
         self.wide_tile_columns: dict[tuple[UOp, ...], list[str]] = {}
+        self.wide_tile_store: dict[UOp, tuple[tuple[UOp, ...], int]] = {}   # a transposed store: its tile, column
+        self.wide_tile_values: dict[tuple[UOp, ...], dict[int, str]] = {}   # the columns computed so far
         self.strided: dict[UOp, int] = {}     # a wide index whose lanes are a constant stride apart: the stride
         self.splats: dict[str, str] = {}
 
@@ -387,6 +389,8 @@ class LLVMRenderer:
                     x = self.op_in(f"load {mem_type(d)}, ptr {self.lane_ptr(idx, i)}")
                     v = self.op_in(f"insertelement {vmt} {v}, {mem_type(d)} {x}, i64 {i}")
             self.names[u] = self.op_in(f"trunc {vmt} {v} to <{w} x i1>") if d.is_bool else v
+        elif op is Ops.STORE and u in self.wide_tile_store:
+            self.store_wide_tile(u)
         elif op is Ops.STORE:
             idx, v = u.src[:2]
             if not self.wide(idx):
@@ -435,25 +439,47 @@ class LLVMRenderer:
             raise RenderError(f"no vector rule for {op} (dtype {u.dtype!r}, kernel {self.name})")
 
     def find_wide_tiles(self, lin: list[UOp]) -> None:
-        """The transposes among the wide loads: `w` loads of one block (an UPCAST's copies) whose lanes read offsets
+        """The transposes among the wide accesses: `w` loads of one block (an UPCAST's copies) whose lanes read offsets
         `m + c + l * s` (copy c, lane l, a constant stride s) for c = 0 .. w-1, w the vector range's lanes: a square
-        read as w row vectors and transposed in registers (`wide_tile_column`), where each would be a gather."""
+        read as w row vectors and transposed in registers (`wide_tile_column`), where each would be a gather. Stores
+        the same way (ungated, to a buffer the kernel does not read): the square's columns transposed into rows and
+        stored as w vectors once its last column is computed (`store_wide_tile`), where each would be a scatter
+        (a row kernel's output when its rows are the vector's lanes, `optimize.across_rows_opts`)."""
         w, groups, block = self.width, {}, 0
         if w & (w - 1):
             return
+        read = {u.src[0].src[0] for u in lin if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX}
         for u in lin:
             if u.op in (Ops.RANGE, Ops.END):
                 block += 1
-            elif u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and \
-                    self.wide(u) and u.src[0].src[1].op is not Ops.WHERE and \
+                continue
+            store = u.op is Ops.STORE and len(u.src) == 2 and not u.src[1].dtype.is_bool and \
+                u.src[0].src[0] not in read
+            if (u.op is Ops.LOAD or store) and u.src[0].op is Ops.INDEX and \
+                    u.src[0].src[0].op is Ops.DEFINE_GLOBAL and self.wide(u.src[0] if store else u) and \
+                    u.src[0].src[1].op is not Ops.WHERE and \
                     (stride := _coef(u.src[0].src[1], self.vec)) not in (None, 1):
                 terms, const = split_offset(u.src[0].src[1])
-                groups.setdefault((block, u.src[0].src[0], terms, stride, u.dtype), {})[const] = u
-        for by_const in groups.values():
+                groups.setdefault((block, u.op, u.src[0].src[0], terms, stride, (u.src[1] if store else u).dtype),
+                                  {})[const] = u
+        for (_, op, *_), by_const in groups.items():
+            found = self.wide_tile if op is Ops.LOAD else self.wide_tile_store
             for c in sorted(by_const):
                 tile = tuple(by_const.get(c + j) for j in range(w))
-                if all(ld is not None and ld not in self.wide_tile for ld in tile):
-                    self.wide_tile.update((ld, (tile, j)) for j, ld in enumerate(tile))
+                if all(x is not None and x not in found for x in tile):
+                    found.update((x, (tile, j)) for j, x in enumerate(tile))
+
+    def store_wide_tile(self, u: UOp) -> None:
+        """Store `u`, a column of a tile of stores (`find_wide_tiles`): kept until the tile's last column is computed,
+        then the columns transposed into rows and each row stored as a vector at its lane of the first column."""
+        tile, col = self.wide_tile_store[u]
+        cols = self.wide_tile_values.setdefault(tile, {})
+        cols[col] = self.wval(u.src[1])
+        if len(cols) < self.width:
+            return
+        first, d = tile[0].src[0], u.src[1].dtype
+        for v, row in enumerate(self.transpose([cols[c] for c in range(self.width)], mem_type(d))):
+            self.emit(f"store {self.vtype(mem_type(d))} {row}, ptr {self.lane_ptr(first, v)}, align {d.itemsize}")
 
     def wide_tile_column(self, u: UOp) -> str:
         """Load `u`'s column of its tile: the tile's rows loaded as vectors from lane 0 of the first column and

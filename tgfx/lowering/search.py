@@ -136,7 +136,7 @@ def actions(sink: UOp, opts: list[Opt], target: Target) -> list[Opt]:
     max_lanes = target.max_tile_lanes()
     rngs = sorted(ranges(sink).values(), key=lambda r: r.arg[0])
     loops = [r for r in rngs if r.arg[1] == "loop"]
-    lanes = math.prod(o.amount for o in opts if o.op in ("UPCAST", "UNROLL"))
+    lanes = math.prod(o.amount for o in opts if o.op in ("UPCAST", "UNROLL") and o.amount)   # (0: whole, no lanes)
     threaded = any(u.op is Ops.SPECIAL for u in sink.toposort())
     out: list[Opt] = []
     for r in rngs:

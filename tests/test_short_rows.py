@@ -1,0 +1,192 @@
+"""Reductions over short rows (softmax, log_softmax, logsumexp, layernorm, max of rows a few vectors long): the rows
+as a vector's lanes (`optimize.across_rows_opts`), each row's elements as copies read and written through square
+tiles transposed in registers (`render_llvm.find_wide_tiles`). Counted, never timed: the options chosen, the vector
+width of the rendered code, no horizontal reduce and no scatter; and the values are numpy's on many shapes."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.devices.target import Target, target_for
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering import index_level, render_kernel
+from tgfx.lowering.inline import inline
+from tgfx.lowering.optimize import Opt, apply_hand_coded, apply_opt, hand_coded_opts, ranges
+from tgfx.lowering.schedule import schedule
+
+# the two x86 vector widths: AVX-512 (16 float lanes) and AVX2 (8); options and IR only, so any host renders them
+AVX512, AVX2 = "znver4", "haswell"
+
+
+def _target(cpu: str) -> Target:
+    return target_for(cpu).with_cores(1)
+
+
+def _kernels(fn, shape: tuple[int, ...]) -> list[UOp]:  # noqa: ANN001
+    out = fn(tg.asarray(np.zeros(shape, np.float32)))
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
+    return [index_level(c.src[0]) for c in linear.src]
+
+
+def _layernorm(x: tg.Tensor) -> tg.Tensor:
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / tnp.sqrt(v + 1e-5)
+
+
+def _np_layernorm(x: np.ndarray) -> np.ndarray:
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + 1e-5)
+
+
+def _ops(opts: list[Opt], sink: UOp) -> list[tuple[str, str, int]]:
+    """The options as (op, the kind of range they take, amount)."""
+    kinds = {r.arg[0]: r.arg[1] for r in ranges(sink).values()}
+    return [(o.op, kinds.get(o.axis, "?"), o.amount) for o in opts]
+
+
+@pytest.mark.parametrize("cpu,lanes", [(AVX512, 16), (AVX2, 8)])
+def test_a_softmax_of_short_rows_takes_the_rows_as_lanes(cpu: str, lanes: int) -> None:
+    """softmax over rows of 16: both reduces and the output's row loop whole as copies, the rows a vector of the
+    target's lanes; rendered, the reads and writes are `lanes` vectors a tile, transposed by shuffles, with no
+    horizontal reduce (no value's lane extracted), no scatter and the division one vector op."""
+    (sink,) = _kernels(lambda x: tg.nn.softmax(x, axis=-1), (256, 16))
+    target = _target(cpu)
+    opts = hand_coded_opts(sink, target)
+    assert _ops(opts, sink) == [("UNROLL", "reduce", 0), ("UNROLL", "reduce", 0), ("UPCAST", "loop", 0),
+                                ("UPCAST", "loop", lanes)]
+    with tg.config.Context(TGFX_CPU=cpu):
+        out, applied = apply_hand_coded(sink, target)
+        ir, _, _ = render_kernel("k", out, applied, target)
+    vt = f"<{lanes} x float>"
+    assert not [u for u in out.toposort() if u.op is Ops.REDUCE]
+    assert not re.search(r"extractelement <\d+ x float>", ir) and "scatter" not in ir and "gather" not in ir
+    assert len(re.findall(rf"load {vt}", ir)) == 16 and len(re.findall(rf"store {vt}", ir)) == 16
+    assert len(re.findall(rf"fdiv {vt}", ir)) == 16 and not re.search(r"fdiv float", ir)
+
+
+@pytest.mark.parametrize("cpu,lanes", [(AVX512, 16), (AVX2, 8)])
+def test_a_logsumexp_of_short_rows_is_vertical(cpu: str, lanes: int) -> None:
+    """logsumexp over rows of 16 is two kernels (the max, then the sum of exps and its log); each takes the rows as
+    lanes: the max and the sum are vector ops across the row's copies, the log one vector op for `lanes` rows, stored
+    as one vector."""
+    target = _target(cpu)
+    for sink in _kernels(lambda x: tg.nn.logsumexp(x, axis=-1), (512, 16)):
+        opts = hand_coded_opts(sink, target)
+        assert _ops(opts, sink) == [("UNROLL", "reduce", 0), ("UPCAST", "loop", lanes)]
+        with tg.config.Context(TGFX_CPU=cpu):
+            out, applied = apply_hand_coded(sink, target)
+            ir, _, _ = render_kernel("k", out, applied, target)
+        assert not re.search(r"extractelement <\d+ x float>", ir) and "scatter" not in ir
+        assert len(re.findall(rf"store <{lanes} x float>", ir)) == 1
+
+
+def test_rows_longer_than_a_few_vectors_or_plain_sums_stay_along_the_row() -> None:
+    """A row of more than SHORT_ROW vectors (the long rows' path is as fast as JAX's), and a plain sum (its loads are
+    its cost: 11 -> 27 us across rows), keep their options; so does a row that no vector of 4 or more divides."""
+    target = _target(AVX512)
+    for fn, shape in (((lambda x: tg.nn.softmax(x, axis=-1)), (64, 1024)), ((lambda x: x.sum(-1)), (256, 16)),
+                      ((lambda x: tg.nn.softmax(x, axis=-1)), (64, 10))):
+        for sink in _kernels(fn, shape):
+            assert all(o.amount != 0 for o in hand_coded_opts(sink, target)), (shape, hand_coded_opts(sink, target))
+    # with AVX2's 8 lanes, a row of 64 is more than SHORT_ROW vectors; with AVX-512's 16 it is not
+    (sink,) = _kernels(_layernorm, (64, 64))
+    assert all(o.amount != 0 for o in hand_coded_opts(sink, _target(AVX2)))
+    assert any(o.amount == 0 for o in hand_coded_opts(sink, _target(AVX512)))
+
+
+def test_unroll_and_upcast_by_zero_take_the_whole_range_as_copies() -> None:
+    """UNROLL by 0 leaves no reduce range and no REDUCE (the copies combined by a tree of the reduce's op); UPCAST by
+    0 leaves no loop and a store per index."""
+    (sink,) = _kernels(lambda x: tg.nn.softmax(x, axis=-1), (8, 4))
+    rngs = {r.arg[0]: r for r in ranges(sink).values()}
+    reduces = [i for i, r in rngs.items() if r.arg[1] == "reduce"]
+    col = max(i for i, r in rngs.items() if r.arg[1] == "loop" and r.src[0].arg == 4)
+    for i in reduces:
+        sink = apply_opt(sink, Opt("UNROLL", i, 0))
+    assert not [u for u in sink.toposort() if u.op is Ops.REDUCE]
+    assert not [r for r in ranges(sink).values() if r.arg[1] == "reduce"]
+    sink = apply_opt(sink, Opt("UPCAST", col, 0))
+    assert len(sink.src) == 4 and col not in {r.arg[0] for r in ranges(sink).values()}
+
+
+def _rows(draw, n: int, r: int, dtype: np.dtype) -> np.ndarray:  # noqa: ANN001
+    seed = draw(st.integers(0, 2**31 - 1))
+    x = (np.random.default_rng(seed).standard_normal((r, n)) * 4).astype(np.float32)
+    special = draw(st.sampled_from(["none", "-inf row", "nan", "+inf", "-inf some"]))
+    if special == "-inf row":
+        x[r // 2] = -np.inf
+    elif special == "nan":
+        x[r - 1, n // 2] = np.nan
+    elif special == "+inf":
+        x[0, n - 1] = np.inf
+    elif special == "-inf some":
+        x[:, :: max(n // 3, 1)] = -np.inf
+    return x.astype(dtype)
+
+
+@st.composite
+def _cases(draw):  # noqa: ANN001, ANN202
+    n = draw(st.sampled_from([1, 2, 3, 4, 5, 7, 8, 10, 12, 16, 24, 31, 32, 48, 64, 80]))
+    r = draw(st.sampled_from([1, 3, 8, 16, 24, 48, 64, 100]))
+    dtype = draw(st.sampled_from([np.float32, np.float32, np.float16, dtypes.bfloat16]))
+    np_dtype = np.float32 if dtype is dtypes.bfloat16 else dtype
+    return _rows(draw, n, r, np_dtype), dtype, draw(st.booleans())
+
+
+def _np_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max(-1, keepdims=True)
+    e = np.exp(x - np.where(np.isfinite(m), m, 0))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _np_logsumexp(x: np.ndarray, keepdims: bool) -> np.ndarray:
+    m = x.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    out = np.log(np.exp(x - m).sum(-1, keepdims=True)) + m
+    return out if keepdims else out[..., 0]
+
+
+@settings(max_examples=40)
+@given(_cases())
+def test_short_row_reductions_match_numpy(case) -> None:  # noqa: ANN001
+    """softmax, log_softmax, logsumexp (keepdims or not), layernorm and max over rows of 1..80 (odd, not a vector's
+    multiple, shorter than one), any number of rows, float32 and half-float inputs, rows of -inf, NaNs, infs."""
+    x, dtype, keepdims = case
+    t = tg.asarray(x).astype(dtype) if dtype is dtypes.bfloat16 else tg.asarray(x)
+    ref = np.asarray(t.astype(dtypes.float32)).astype(np.float64)   # the inputs as tgfx holds them
+    half = dtype is not np.float32
+    tol = {"rtol": 2e-2, "atol": 2e-2} if half else {"rtol": 2e-5, "atol": 2e-6}
+    with np.errstate(all="ignore"):
+        want = {"softmax": _np_softmax(ref), "log_softmax": ref - _np_logsumexp(ref, True),
+                "logsumexp": _np_logsumexp(ref, keepdims), "layernorm": _np_layernorm(ref), "max": ref.max(-1)}
+    got = {"softmax": tg.nn.softmax(t, axis=-1), "log_softmax": tg.nn.log_softmax(t, axis=-1),
+           "logsumexp": tg.nn.logsumexp(t, axis=-1, keepdims=keepdims), "layernorm": _layernorm(t),
+           "max": t.max(-1)}
+    for name, value in got.items():
+        np.testing.assert_allclose(np.asarray(value.astype(dtypes.float32)), want[name], err_msg=name, **tol)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_short_rows_on_other_axes_and_under_jit(axis: int) -> None:
+    """logsumexp and softmax of a 3-d value over each axis (the contiguous one takes the rows as lanes, the others a
+    column's path), jitted, keepdims: numpy's values."""
+    x = (np.random.default_rng(axis + 5).standard_normal((32, 16, 16)) * 3).astype(np.float32)
+    x[3, 4] = -np.inf
+    f = tg.jit(lambda v: (tg.nn.logsumexp(v, axis=axis, keepdims=True), tg.nn.softmax(v, axis=axis)))
+    lse, sm = f(tg.asarray(x))
+    m = x.max(axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    e = np.exp(x - m)
+    with np.errstate(all="ignore"):   # (x[3, 4] is a row of -inf along the last axis: -inf, and NaNs, as JAX's)
+        np.testing.assert_allclose(lse.numpy(), np.log(e.sum(axis, keepdims=True)) + m, rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(sm.numpy(), e / e.sum(axis, keepdims=True), rtol=2e-5, atol=2e-6)
