@@ -92,10 +92,12 @@ def test_a_logsumexp_of_short_rows_is_vertical(cpu: str, lanes: int) -> None:
 
 def test_rows_longer_than_a_few_vectors_or_plain_sums_stay_along_the_row() -> None:
     """A row of more than SHORT_ROW vectors (the long rows' path is as fast as JAX's), and a plain sum (its loads are
-    its cost: 11 -> 27 us across rows), keep their options; so does a row that no vector of 4 or more divides."""
+    its cost: 11 -> 27 us across rows), keep their options; so does a row that no vector of 8 or more divides (rows
+    of 4: LLVM vectorises the loop of rows at full width itself)."""
     target = _target(AVX512)
     for fn, shape in (((lambda x: tg.nn.softmax(x, axis=-1)), (64, 1024)), ((lambda x: x.sum(-1)), (256, 16)),
-                      ((lambda x: tg.nn.softmax(x, axis=-1)), (64, 10))):
+                      ((lambda x: tg.nn.softmax(x, axis=-1)), (64, 10)), ((lambda x: tg.nn.softmax(x, axis=-1)),
+                                                                           (64, 4))):
         for sink in _kernels(fn, shape):
             assert all(o.amount != 0 for o in hand_coded_opts(sink, target)), (shape, hand_coded_opts(sink, target))
     # with AVX2's 8 lanes, a row of 64 is more than SHORT_ROW vectors; with AVX-512's 16 it is not
@@ -190,3 +192,17 @@ def test_short_rows_on_other_axes_and_under_jit(axis: int) -> None:
     with np.errstate(all="ignore"):   # (x[3, 4] is a row of -inf along the last axis: -inf, and NaNs, as JAX's)
         np.testing.assert_allclose(lse.numpy(), np.log(e.sum(axis, keepdims=True)) + m, rtol=2e-5, atol=2e-6)
         np.testing.assert_allclose(sm.numpy(), e / e.sum(axis, keepdims=True), rtol=2e-5, atol=2e-6)
+
+
+def test_rows_as_lanes_with_a_scale_and_rows_a_vector_does_not_divide() -> None:
+    """A layernorm times a scale read along the row (the same for every row: a scalar load a copy) takes the rows as
+    lanes; 1000 rows of 16, which 16 lanes do not divide, take 8."""
+    target = _target(AVX512)
+    (sink,) = _kernels(lambda x: _layernorm(x) * x[0], (256, 16))
+    assert [o.amount for o in hand_coded_opts(sink, target) if o.op == "UPCAST"] == [0, 16]
+    (sink,) = _kernels(lambda x: tg.nn.softmax(x, axis=-1), (1000, 16))
+    assert [o.amount for o in hand_coded_opts(sink, target) if o.op == "UPCAST"] == [0, 8]
+    x = np.random.default_rng(3).standard_normal((1000, 16)).astype(np.float32)
+    np.testing.assert_allclose(tg.nn.softmax(tg.asarray(x), axis=-1).numpy(), _np_softmax(x), rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose((_layernorm(tg.asarray(x)) * tg.asarray(x)[0]).numpy(), _np_layernorm(x) * x[0],
+                               rtol=2e-5, atol=2e-5)

@@ -703,7 +703,8 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
     single core, Emerald Rapids, AVX-512: softmax 8192 x 16 250 -> 134 us, log_softmax 555 -> 132, logsumexp
     286 -> 100 (its max kernel and its exp-sum kernel), layernorm 4096 x 64 257 -> 114; softmax 4096 x 64, whose
     exps outweigh the rest, 356 -> 342. Not a plain sum (4096 x 64: 11 -> 27 us, its loads are the cost). `w`: a
-    power of two up to a vector's lanes (the target's) dividing the row and the rows; at least 4."""
+    power of two up to a vector's lanes (the target's) dividing the row and the rows (1000 rows of 16: 8), at least
+    MIN_SPLIT_LOOP."""
     lanes = target.lanes(_itemsize(sink))
     sizes = {r.src[0].arg for r in reduces}
     if len(sizes) != 1 or len(sink.src) != 1 or _carried(sink):
@@ -731,11 +732,16 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
     row_reads = [i for i in loads if any(_coef(i, r) != 0 for r in along)]
     if any(_coef(i, r) not in (0, 1) for i in row_reads for r in along):
         return []
-    w = next((a for a in (lanes, lanes // 2, lanes // 4) if a >= 4 and n % a == 0), None)
-    row = next((r for r in reversed(loops) if r is not col and w is not None and r.src[0].arg % w == 0 and
-                (_coef(out, r) == 1 if col is None else _coef(out, r) not in (0, 1, None)) and row_reads and
-                all(_coef(i, r) not in (0, 1, None) for i in row_reads)), None)
-    if row is None:
+    # (a read along the row that is the same for every row, a layernorm's scale, is one scalar load a copy)
+    row = next((r for r in reversed(loops) if r is not col and
+                (_coef(out, r) == 1 if col is None else _coef(out, r) not in (0, 1, None)) and
+                any(_coef(i, r) not in (0, 1, None) for i in row_reads) and
+                all(_coef(i, r) not in (1, None) for i in row_reads)), None)
+    # (rows of fewer than MIN_SPLIT_LOOP elements, a tile narrower than it: LLVM's loop vectoriser takes the loop of
+    # rows at the full width itself, and 4 lanes of 4 rows ran 2-3x slower: softmax 8192 x 4 26 -> 71 us)
+    w = next((a for a in (lanes, lanes // 2, lanes // 4) if a >= MIN_SPLIT_LOOP and n % a == 0 and row is not None
+              and row.src[0].arg % a == 0), None)
+    if w is None:
         return []
     return [*(Opt("UNROLL", r.arg[0], 0) for r in sorted(reduces, key=lambda r: r.arg[0])),
             *([Opt("UPCAST", col.arg[0], 0)] if col is not None else []), Opt("UPCAST", row.arg[0], w)]
