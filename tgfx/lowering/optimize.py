@@ -690,6 +690,12 @@ def dot_product_opts(loops: list[UOp], reduces: list[UOp], hot: list[UOp], targe
     return opts if picked else []
 
 
+# rows whose elements take a transcendental go across rows up to this many vectors: longer, their exps outweigh the
+# horizontal reduces saved, and the copies of the exp's polynomial cost 10x the compile time (softmax 4096 x 64: 40 ->
+# 430 ms for 320 -> 274 us a call)
+TRANSCENDENTAL_ROW = 2
+
+
 def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: list[UOp], red_nodes: list[UOp],
                      row_kernel: bool, target: Target) -> list[Opt]:
     """Reduces along rows of at most SHORT_ROW vectors, stored contiguous (a softmax, layernorm or log-softmax row
@@ -701,8 +707,8 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
     `w` row vectors. Kept along the row (LLVM's loop vectoriser, or a vector of the row's lanes), each row ended in
     horizontal reduces of one vector (a NaN-propagating max: a chain of 8 blends and compares) and a scalar epilogue:
     single core, Emerald Rapids, AVX-512: softmax 8192 x 16 250 -> 134 us, log_softmax 555 -> 132, logsumexp
-    286 -> 100 (its max kernel and its exp-sum kernel), layernorm 4096 x 64 257 -> 114; softmax 4096 x 64, whose
-    exps outweigh the rest, 356 -> 342. Not a plain sum (4096 x 64: 11 -> 27 us, its loads are the cost). `w`: a
+    286 -> 100 (its max kernel and its exp-sum kernel), layernorm 4096 x 64 257 -> 114; not softmax 4096 x 64
+    (TRANSCENDENTAL_ROW). Not a plain sum (4096 x 64: 11 -> 27 us, its loads are the cost). `w`: a
     power of two up to a vector's lanes (the target's) dividing the row and the rows (1000 rows of 16: 8), at least
     MIN_SPLIT_LOOP."""
     lanes = target.lanes(_itemsize(sink))
@@ -718,6 +724,8 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
             any(u.op is Ops.LOAD for i in loads for u in i.toposort()):   # (a gather: no tile)
         return []
     if not row_kernel and all(red.arg is Ops.ADD and _plain_sum(red) for red in red_nodes):
+        return []
+    if n > TRANSCENDENTAL_ROW * lanes and any(u.op in GroupOp.Transcendental for u in sink.toposort()):
         return []
     out = st.src[0].src[1]
     col = None
