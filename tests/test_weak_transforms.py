@@ -144,7 +144,8 @@ CASES: list[tuple[str, Callable[[], Any], list[tuple[str, str]]]] = [
      [("[0]", "float16[]"), ("[1]", "float16[]")]),
     ("checkpoint jvp weak", lambda: tg.jvp(tg.checkpoint(tnp.sin), (2.0,), (1.0,)),
      [("[0]", "~float32[]"), ("[1]", "~float32[]")]),
-    ("jacfwd integer output", lambda: tg.jacfwd(lambda x: (x * 3).astype(tnp.int32))(tnp.ones(2)), [("", "int32[2,2]")]),
+    ("jacfwd integer output", lambda: tg.jacfwd(lambda x: (x * 3).astype(tnp.int32))(tnp.ones(2)),
+     [("", "int32[2,2]")]),
 ]
 
 
