@@ -207,6 +207,25 @@ def test_rangeify_stores_a_sum_of_padded_pieces_piece_by_piece():
     assert len(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 12), lone)),))).src) == 1
 
 
+def test_rangeify_splits_a_piece_made_of_pieces_at_their_bounds_too():
+    """concatenate([x, concatenate([sin(b), cos(b)])]) (a diffusion model's time embedding beside its input): the
+    inner concatenation's pieces are pieces of the output too, each computing its own function. As one piece of 32,
+    every element computed both sin and cos and masked one away (a 128 x 34 kernel: 69 -> 25 us)."""
+    x = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 6),), (3, 2))
+    b = UOp(Ops.RESHAPE, dtypes.float32, (g(2, 12),), (3, 4))
+    inner = UOp(Ops.PAD, dtypes.float32, (UOp(Ops.SIN, dtypes.float32, (b,)),), ((0, 0), (0, 4))) + \
+        UOp(Ops.PAD, dtypes.float32, (UOp(Ops.COS, dtypes.float32, (b,)),), ((0, 0), (4, 0)))
+    out = UOp(Ops.PAD, dtypes.float32, (x,), ((0, 0), (0, 8))) + \
+        UOp(Ops.PAD, dtypes.float32, (inner,), ((0, 0), (2, 0)))
+    sink = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 30), out)),))))
+    ops = [{u.op for u in st.src[1].toposort()} & {Ops.SIN, Ops.COS} for st in sink.src]
+    assert len(ops) == 3 and set() in ops and {Ops.SIN} in ops and {Ops.COS} in ops, ops
+    rng = np.random.default_rng(0)
+    xv, bv = rng.standard_normal((3, 2)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    got = tnp.concatenate([Tensor(xv), tnp.concatenate([tnp.sin(Tensor(bv)), tnp.cos(Tensor(bv))], -1)], -1)
+    np.testing.assert_allclose(got.numpy(), np.concatenate([xv, np.sin(bv), np.cos(bv)], -1), rtol=1e-6, atol=1e-6)
+
+
 def test_rangeify_splits_rolls_along_two_axes_into_a_grid_of_pieces():
     """A stencil's neighbours by rolls along both axes of a board, `roll(roll(x, 1, 0), 1, 1) + roll(x, 1, 0)`: PADs
     along two axes, one under a SHRINK. A board that runs on one core (at most `grid_numel` elements) is stored as a

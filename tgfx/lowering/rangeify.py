@@ -278,6 +278,24 @@ def lower_value(ctx: RangeifyCtx, root: Request) -> UOp:
 MAX_PIECES = 27
 
 
+def _nested_pads(val: UOp) -> list[tuple[UOp, tuple[int, ...]]]:
+    """The PADs `val` reads through elementwise ops, and those their sources read so, each with where its output
+    starts in `val` (the pads outside it added up)."""
+    out, seen = [], set()
+    stack: list[tuple[UOp, tuple[int, ...]]] = [(val, (0,) * len(val.shape))]
+    while stack:
+        u, at = stack.pop()
+        if (u, at) in seen:
+            continue
+        seen.add((u, at))
+        if u.op is Ops.PAD:
+            out.append((u, at))
+            stack.append((u.src[0], tuple(o + p[0] for o, p in zip(at, u.arg, strict=True))))
+        elif u.op in GroupOp.Elementwise:
+            stack.extend((s, at) for s in u.src)
+    return out
+
+
 def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     """Where the output of an elementwise kernel whose value adds up padded pieces (a concatenation, the gradient of
     slices: an LSTM's four gates, or rolls: a stencil's neighbours) splits, as {axis: boundaries from 0 to its size}:
@@ -289,13 +307,17 @@ def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     one core anyway). The game of life's 8 rolled neighbours of a 256 x 256 board, 3 x 3 pieces: 750 -> 25 us, masked
     reads that LLVM's loop vectoriser left scalar become plain loops of vectors."""
     pads = [u for u in val.toposort(lambda u: u.src if u.op in GroupOp.Elementwise else ()) if u.op is Ops.PAD]
+    nested = _nested_pads(val)
     axes = sorted({a for p in pads for a, pad in enumerate(p.arg) if pad != (0, 0)})
     if len(pads) < 2 or not axes or any(u.op is Ops.REDUCE_AXIS for u in val.toposort()):
         return None
     shared = any(n > 1 for a, n in enumerate(val.shape) if a not in axes)
     if not shared and (len(axes) == 1 or math.prod(val.shape) > grid_numel):
         return None   # (pieces of a vector, or a grid of the whole output: no loop they share, for threads to split)
-    bounds = {a: sorted({0, val.shape[a], *(b for p in pads for b in (p.arg[a][0], val.shape[a] - p.arg[a][1]))})
+    # (a PAD's pieces inside a piece split it too: concatenate([x, concatenate([sin(a), cos(a)])]) is three pieces,
+    # each computing its own function; as two, every element of the second computed both, masked: 2x the work)
+    bounds = {a: sorted({0, val.shape[a], *(b for p, at in nested
+                                            for b in (at[a] + p.arg[a][0], at[a] + p.shape[a] - p.arg[a][1]))})
               for a in axes}
     return bounds if math.prod(len(b) - 1 for b in bounds.values()) <= MAX_PIECES else None
 
