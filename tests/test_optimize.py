@@ -368,9 +368,9 @@ def test_transcendental_rewrites_leave_no_library_calls_for_float32():
     assert not {u.op for u in out.toposort()} & {Ops.EXP, Ops.TANH, Ops.EXP2}
     x64 = UOp(Ops.VARIABLE, dtypes.float64, (), ("x", 0, 0))
     assert graph_rewrite(UOp(Ops.EXP, dtypes.float64, (x64,)), pm_transcendental).op is Ops.EXP
-    for op in (Ops.LOG, Ops.LOG2, Ops.LOG1P):
+    for op in (Ops.LOG, Ops.LOG2, Ops.LOG1P, Ops.EXPM1):
         out = graph_rewrite(UOp(op, dtypes.float32, (x,)), pm_transcendental)
-        assert not {u.op for u in out.toposort()} & {Ops.LOG, Ops.LOG2, Ops.LOG1P, Ops.EXP, Ops.EXP2}
+        assert not {u.op for u in out.toposort()} & {Ops.LOG, Ops.LOG2, Ops.LOG1P, Ops.EXP, Ops.EXP2, Ops.EXPM1}
 
 
 def test_float32_exp_builds_its_powers_of_two_without_float_to_int_casts():
@@ -408,6 +408,23 @@ def test_float32_logs_are_within_ulps_of_the_correctly_rounded_value(name, ulps)
         ulp = np.abs(got[finite].astype(np.float64) - want[finite]) / np.spacing(np.abs(want[finite]))
     assert ulp.max() <= ulps
     np.testing.assert_array_equal(got[~finite], want[~finite])
+
+
+def test_float32_expm1_is_within_a_few_ulps_of_the_correctly_rounded_value():
+    # exp's and log's few ulp through Kahan's correction: tiny arguments, both sides of 0, exp's overflow and
+    # underflow edges, and the special values
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-20, 20, 20000), np.logspace(-30, 1.9, 3000), -np.logspace(-30, 2, 3000),
+                        [0, -0.0, 1e-45, -1e-45, 88.7, 88.8, 100, -104, -200, 3e38, -3e38, np.inf, -np.inf, np.nan]])
+    x = x.astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = np.expm1(x.astype(np.float64)).astype(np.float32)
+        got = tnp.expm1(tg.asarray(x)).numpy()
+        finite = np.isfinite(want)
+        ulp = np.abs(got[finite].astype(np.float64) - want[finite]) / np.spacing(np.abs(want[finite]))
+    assert ulp.max() <= 3, (ulp.max(), x[finite][ulp.argmax()])
+    np.testing.assert_array_equal(got[~finite], want[~finite])
+    assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()
 
 
 @pytest.mark.parametrize("m,k,n", [(64, 64, 64), (33, 17, 48), (128, 256, 96), (5, 300, 7), (96, 8, 512),
