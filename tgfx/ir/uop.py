@@ -94,7 +94,7 @@ class UOpMeta(type):
         if ref is not None and (hit := ref()) is not None:
             return hit
         u = object.__new__(cls)
-        u.op, u.dtype, u.src, u.arg, u.tag = op, dtype, src, arg, tag
+        u.op, u.dtype, u.src, u.arg, u.tag, u._key = op, dtype, src, arg, tag, k
         _cache[k] = weakref.ref(u)
         if config.SPEC.value:
             from tgfx.ir.spec import check_uop
@@ -103,7 +103,7 @@ class UOpMeta(type):
 
 
 class UOp(metaclass=UOpMeta):
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "__weakref__", "__dict__")
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "_key", "__weakref__", "__dict__")
 
     op: Ops
     dtype: DType | None
@@ -114,10 +114,9 @@ class UOp(metaclass=UOpMeta):
     def __del__(self, _cache: dict[tuple, weakref.ref] = _cache, _buffers: dict[int, Any] = buffers,
                 _BUFFER: Ops = Ops.BUFFER) -> None:
         # called before this UOp's weak references are cleared: the entry still refers to it (the cache is bound
-        # here so that it is still reachable while the interpreter tears the module down)
-        arg = self.arg
-        k = (self.op, self.dtype, self.src,
-             arg_key(arg) if type(arg) is float and arg == 0.0 or type(arg) is complex else arg, self.tag)
+        # here so that it is still reachable while the interpreter tears the module down). Its key is the one it was
+        # made with, kept (rebuilding it cost half of a deletion, and eager code deletes every node it builds)
+        k = self._key
         ref = _cache.get(k)
         if ref is not None and ref() is self:
             del _cache[k]
