@@ -307,7 +307,6 @@ def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     one core anyway). The game of life's 8 rolled neighbours of a 256 x 256 board, 3 x 3 pieces: 750 -> 25 us, masked
     reads that LLVM's loop vectoriser left scalar become plain loops of vectors."""
     pads = [u for u in val.toposort(lambda u: u.src if u.op in GroupOp.Elementwise else ()) if u.op is Ops.PAD]
-    nested = _nested_pads(val)
     axes = sorted({a for p in pads for a, pad in enumerate(p.arg) if pad != (0, 0)})
     if len(pads) < 2 or not axes or any(u.op is Ops.REDUCE_AXIS for u in val.toposort()):
         return None
@@ -316,6 +315,7 @@ def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
         return None   # (pieces of a vector, or a grid of the whole output: no loop they share, for threads to split)
     # (a PAD's pieces inside a piece split it too: concatenate([x, concatenate([sin(a), cos(a)])]) is three pieces,
     # each computing its own function; as two, every element of the second computed both, masked: 2x the work)
+    nested = _nested_pads(val)
     bounds = {a: sorted({0, val.shape[a], *(b for p, at in nested
                                             for b in (at[a] + p.arg[a][0], at[a] + p.shape[a] - p.arg[a][1]))})
               for a in axes}
