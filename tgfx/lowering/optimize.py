@@ -47,7 +47,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_vector_range, range_deps, reduces_inside
-from tgfx.lowering.packs import MAX_STEP, split_offset
+from tgfx.lowering.packs import MAX_STEP, split_offset, square_tiles
 from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import divmods, pm_symbolic, sum_terms
 
@@ -317,13 +317,7 @@ def _store_tiles(indexes: list[UOp], lane: UOp, amount: int) -> set[UOp]:
         if idx.src[1].op is not Ops.WHERE and (step := _coef(idx.src[1], lane)) not in (None, 0, 1):
             terms, const = split_offset(idx.src[1])
             groups.setdefault((idx.src[0], terms, step), {})[const] = idx
-    tiled: set[UOp] = set()
-    for by_const in groups.values():
-        for c in sorted(by_const):
-            tile = [by_const.get(c + j) for j in range(amount)]
-            if all(t is not None and t not in tiled for t in tile):
-                tiled.update(tile)
-    return tiled
+    return {idx for by_const in groups.values() for tile in square_tiles(by_const, amount) for idx in tile}
 
 
 def _lanes_reduced(nodes: list[UOp], rng: UOp, outer: UOp, lane: UOp) -> UOp:
@@ -373,12 +367,17 @@ def unroll(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
     mapping = {}
     for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
         others = tuple(outer if r is rng else r for r in red.src[1:])
-        parts = [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg) for copy in _lane_copies(red.src[0], rng, lanes)]
-        while len(parts) > 1:  # a balanced tree of combines
-            parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
-                     for i in range(0, len(parts), 2)]
-        mapping[red] = parts[0]
+        mapping[red] = _combined(red, [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg)
+                                       for copy in _lane_copies(red.src[0], rng, lanes)])
     return sink.substitute(mapping)
+
+
+def _combined(red: UOp, parts: list[UOp]) -> UOp:
+    """`parts` of reduce `red`, combined by its op in a balanced tree."""
+    while len(parts) > 1:
+        parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
 
 
 def _whole_copies(sink: UOp, opt: Opt, kind: str) -> UOp:
@@ -398,12 +397,8 @@ def _whole_copies(sink: UOp, opt: Opt, kind: str) -> UOp:
     mapping = {}
     for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
         others = tuple(r for r in red.src[1:] if r is not rng)
-        parts = [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg) if others else copy
-                 for copy in _lane_copies(red.src[0], rng, lanes)]
-        while len(parts) > 1:
-            parts = [UOp(red.arg, red.dtype, (parts[i], parts[i + 1])) if i + 1 < len(parts) else parts[i]
-                     for i in range(0, len(parts), 2)]
-        mapping[red] = parts[0]
+        mapping[red] = _combined(red, [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg) if others else copy
+                                       for copy in _lane_copies(red.src[0], rng, lanes)])
     return sink.substitute(mapping)
 
 
@@ -918,7 +913,8 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             # `g` into panels for `x.T @ g`): LLVM unrolls the short row loop whole and vectorises the loop outside
             # it instead, with a gather and a scatter per vector (20x slower). The row as vectors of lanes is no loop
             opts.append(Opt("UPCAST", s_ax.arg[0], lanes))
-    if loops and not opts and any(r.arg[1] == "carry" for r in rngs.values()) and loops[-1].src[0].arg > 1:
+    carried = any(r.arg[1] == "carry" for r in rngs.values())
+    if loops and not opts and carried and loops[-1].src[0].arg > 1:
         # a loop kernel (`loop_kernel.py`): its steps are the innermost loop, sequential, so LLVM vectorises nothing;
         # the elements as vector lanes make each step's arithmetic vectors (the Sturm counts of eigh's bisection,
         # 128 shifts x 128 rows: 170 -> 20 us). Fewer elements than a vector's lanes, or not a multiple of them, are
@@ -929,8 +925,8 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         if size % amount:
             opts.append(Opt("PADTO", loops[-1].arg[0], amount))
         opts.append(Opt("UPCAST", loops[-1].arg[0], amount))
-    if reduces and not row_kernel and not opts and loops and not any(r.arg[1] == "carry" for r in rngs.values()) \
-            and target.threads(work, itemsize) == 1 and not any(
+    if reduces and not row_kernel and not opts and loops and not carried and target.threads(work, itemsize) == 1 \
+            and not any(
                 all(_coef(i, r) in (0, 1) for i in hot) and any(_coef(i, r) == 1 for i in hot) for r in reduces):
         # (not split over cores, whose parts are independent already, nor a sum along memory, which LLVM's loop
         # vectoriser takes: rows of 512 as lane copies were scalar chains each)

@@ -27,10 +27,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tgfx.dtypes import DType
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+
+T = TypeVar("T")
 
 # the longest step between a pack's lanes in one load: a read every s-th element is s vector loads (masked) whose
 # every s-th lane is kept; longer steps cost more loads than the gather of the lanes they replace
@@ -50,6 +53,20 @@ class Pack:
     op: Ops
     dtype: DType
     id: int
+
+
+def square_tiles(by_offset: dict[int, T], width: int) -> list[tuple[T, ...]]:
+    """Accesses of one buffer that differ only in their constant offset (`by_offset`, by it) taken as tiles of `width`
+    consecutive offsets, each access in one tile at most: a square a vector range reads or writes as `width` row
+    vectors transposed in registers (`render_llvm.find_wide_tiles`; `optimize.vector_lanes` asks which stores the
+    renderer will tile)."""
+    tiles, taken = [], set()
+    for c in sorted(by_offset):
+        tile = tuple(by_offset.get(c + j) for j in range(width))
+        if all(t is not None and t not in taken for t in tile):
+            taken.update(tile)
+            tiles.append(tile)
+    return tiles
 
 
 def split_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:

@@ -37,6 +37,7 @@ from tgfx.lowering.packs import (
     find_store_packs,
     masked_read,
     split_offset,
+    square_tiles,
     strided,
     unclamped_offset,
 )
@@ -464,10 +465,8 @@ class LLVMRenderer:
                                   {})[const] = u
         for (_, op, *_), by_const in groups.items():
             found = self.wide_tile if op is Ops.LOAD else self.wide_tile_store
-            for c in sorted(by_const):
-                tile = tuple(by_const.get(c + j) for j in range(w))
-                if all(x is not None and x not in found for x in tile):
-                    found.update((x, (tile, j)) for j, x in enumerate(tile))
+            for tile in square_tiles(by_const, w):
+                found.update((x, (tile, j)) for j, x in enumerate(tile))
 
     def store_wide_tile(self, u: UOp) -> None:
         """Store `u`, a column of a tile of stores (`find_wide_tiles`): kept until the tile's last column is computed,
