@@ -198,10 +198,9 @@ class Function:
         token_in = None if outer is None or outer.token is None else \
             UOp(Ops.PARAM, outer.token.dtype, (), (len(arg_uops), (), outer.token.device or DEFAULT_DEVICE),
                 tag=("function", next(_uid)))
-        with tracing(self.name, described, token=token_in):
+        with tracing(self.name, described, token=token_in) as trace:
             out = self.f(*targs, **tkwargs)
-            made = current().traces[-1].made
-            effects = current().traces[-1].effects
+        made, effects = trace.made, trace.effects
         results = self._results(out, effects.happened)
         _, out_tree = tree_flatten(out)
         # ... and it hands its last token back as a hidden result, which joins the caller's chain (`deliver`)

@@ -218,7 +218,7 @@ from tgfx.numpy._complex import imag as imag
 from tgfx.numpy._complex import make_complex
 from tgfx.numpy._complex import real as real
 from tgfx.tensor import Tensor, is_weak, promotion_kind, weak, weak_input, weak_like
-from tgfx.trace_state import Effects, current, record_owner, tracing
+from tgfx.trace_state import Effects, record_owner, tracing
 from tgfx.transforms.collectives import all_gather as all_gather
 from tgfx.transforms.collectives import axis_index as axis_index
 from tgfx.transforms.collectives import pmax as pmax
@@ -297,8 +297,8 @@ def _run(name: str, f: Callable, args: tuple, described: dict[UOp, str]) -> Any:
 def _traced(name: str, f: Callable, args: tuple, described: dict[UOp, str], token: UOp | None) -> tuple[Any, Effects]:
     """`_run`, the host callbacks inside chained from effect token `token` (a stand-in): the result and the chain."""
     record_owner(tuple(described), name)  # a stand-in kept past the call is an escaped tracer naming `name`
-    with tracing(name, described, token=token):
-        return f(*args), current().traces[-1].effects
+    with tracing(name, described, token=token) as trace:
+        return f(*args), trace.effects
 
 
 def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device: str) -> tuple[list[UOp],

@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
+from typing import Any
 
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import EscapedTracerError
@@ -89,20 +90,21 @@ def active() -> bool:
 
 
 @contextmanager
-def _entered(ctx: TraceContext) -> Iterator[None]:
+def _entered(ctx: TraceContext, value: Any = None) -> Iterator[Any]:
     token = _context.set(ctx)
     try:
-        yield
+        yield value
     finally:
         _context.reset(token)
 
 
-def tracing(name: str, described: Mapping[UOp, str], token: UOp | None = None) -> AbstractContextManager[None]:
+def tracing(name: str, described: Mapping[UOp, str], token: UOp | None = None) -> AbstractContextManager[Trace]:
     """Run a function on stand-ins named `name`; reading a PARAM in `described` inside is a concretization error.
-    `token`: the effect token its host callbacks start their chain from (a stand-in for the caller's)."""
+    `token`: the effect token its host callbacks start their chain from (a stand-in for the caller's). Entered, it
+    gives the Trace (what the function made, its effect chain)."""
     ctx = _context.get()
     trace = Trace(name, MappingProxyType(dict(described)), effects=Effects(token))
-    return _entered(dataclasses.replace(ctx, traces=(*ctx.traces, trace)))
+    return _entered(dataclasses.replace(ctx, traces=(*ctx.traces, trace)), trace)
 
 
 # the effect chain of a jit's trace as a whole (`collecting_effects`), where the function it traces has no trace

@@ -43,7 +43,7 @@ from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import outside_bodies
 from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
-from tgfx.trace_state import current, effect_chain, record_owner, tracing
+from tgfx.trace_state import effect_chain, record_owner, tracing
 from tgfx.transforms.collectives import Axis, bound
 from tgfx.transforms.grad import CallInfo, Transformed, _call_name
 from tgfx.tree import KeyPath, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -434,9 +434,10 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
     # (reading a stand-in's value is a concretization error naming it)
     # its host callbacks continue the caller's effect chain (the graph is rewritten in place, not closed as a body)
     outer = effect_chain()
-    with tracing(name, described, token=None if outer is None else outer.token), bound(Axis(axis_name, size, seeds)):
+    with tracing(name, described, token=None if outer is None else outer.token) as trace, \
+            bound(Axis(axis_name, size, seeds)):
         out = fun(*t_args, **t_kwargs)
-        effects = current().traces[-1].effects
+    effects = trace.effects
     pairs, out_tree = tree_flatten_with_path(out)
     roots, weak_outs = [], []
     for path, leaf in pairs:
