@@ -41,7 +41,7 @@ import numpy as np
 from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices.hcq import Program
-from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, to_dtype
+from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, host_np, to_dtype
 from tgfx.function import is_grad_input
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
@@ -137,15 +137,11 @@ class HostCallback:
                             self.effect, method)
 
 
-def _host_dtype(dtype: DType) -> np.dtype:
-    return np.dtype(np.float32) if dtype == dtypes.bfloat16 else np.dtype(dtype.np)
-
-
 def _read(ptr: int, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
     """A copy of the device memory at `ptr` as a numpy array (bfloat16 as float32, as `Tensor.numpy`)."""
     n = prod(shape)
     if n == 0:
-        return np.zeros(shape, _host_dtype(dtype))
+        return np.zeros(shape, host_np(dtype))
     raw = np.ctypeslib.as_array((ctypes.c_char * (n * dtype.itemsize)).from_address(ptr)).view(dtype.np)
     out = raw.reshape(shape).copy()
     return bf16_to_f32(out) if dtype == dtypes.bfloat16 else out
@@ -174,7 +170,7 @@ def _check_results(name: str, got: Any, outs: Sequence[Aval]) -> list[np.ndarray
     out = []
     for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, outs, strict=True)):
         a = np.asarray(leaf)
-        want = _host_dtype(dtype)
+        want = host_np(dtype)
         if a.shape != tuple(shape):
             raise RuntimeError(f"{name}: incorrect output shape for return value #{i}: expected {tuple(shape)}, "
                                f"actual {a.shape} (result_shape_dtypes declares {dtype.name}{list(shape)})")

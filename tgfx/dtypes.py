@@ -332,6 +332,12 @@ def uint_of(d: DType) -> DType:
     return _by_name({1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}[d.itemsize])
 
 
+def host_np(d: DType) -> np.dtype:
+    """The numpy dtype a value of `d` has on the host (`Tensor.numpy`): its own, but float32 for bfloat16, which numpy
+    has not."""
+    return np.dtype(np.float32) if d == dtypes.bfloat16 else np.dtype(d.np)
+
+
 def to_complex(d: DType) -> DType:
     """The complex type whose parts are `d` computed as a float (float32 -> complex64, int32 -> complex64)."""
     d = to_inexact(d)

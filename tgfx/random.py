@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tgfx.dtypes import DType, dtypes, max_value, min_value, to_dtype
+from tgfx.dtypes import DType, dtypes, host_np, max_value, min_value, to_dtype
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.tensor import ArrayLike, Tensor, _iota, broadcast, normalize_axis
@@ -347,15 +347,12 @@ def _normal(k: Tensor, shape: tuple[int, ...], d: DType) -> Tensor:
 def _normal_of(unit: Tensor) -> Tensor:
     """Standard normals from floats in [0, 1): JAX's map onto (-1, 1) and sqrt(2) erfinv."""
     d = unit.dtype
-    lo = float(np.nextafter(np.array(-1.0, _np_compute(d)), np.array(0.0, _np_compute(d)), dtype=_np_compute(d)))
+    lo = float(np.nextafter(np.array(-1.0, host_np(d)), np.array(0.0, host_np(d)), dtype=host_np(d)))
     if d == dtypes.bfloat16:
         lo = -1.0 + 2.0 ** -8  # the bfloat16 after -1 toward 0
     u = _scaled(unit, Tensor.literal(lo, d), Tensor.full((), 1.0, d))
     return Tensor.literal(math.sqrt(2), d) * erfinv(u)
 
-
-def _np_compute(d: DType) -> np.dtype:
-    return np.dtype(np.float32) if d == dtypes.bfloat16 else d.np
 
 
 # Giles, "Approximating the erfinv function", GPU Computing Gems Jade Edition (2011): with w = -log(1 - x^2),

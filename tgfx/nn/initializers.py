@@ -19,7 +19,7 @@ import numpy as np
 
 import tgfx.numpy as tnp
 from tgfx import random
-from tgfx.dtypes import DType, dtypes, to_dtype
+from tgfx.dtypes import DType, dtypes, host_np, to_dtype
 from tgfx.tensor import Tensor, static_int
 
 Initializer = Callable[..., Tensor]
@@ -49,7 +49,7 @@ def _truncated_normal(key: Tensor, lower: float, upper: float, shape: tuple[int,
     a, b = math.erf(lower / math.sqrt(2)), math.erf(upper / math.sqrt(2))
     u = random.uniform(key, shape, d, a, b)
     out = random.erfinv(u) * math.sqrt(2)
-    npd = np.dtype(np.float32) if d == dtypes.bfloat16 else d.np
+    npd = host_np(d)
     lo = float(np.nextafter(npd.type(lower), npd.type(np.inf)))
     hi = float(np.nextafter(npd.type(upper), npd.type(-np.inf)))
     return tnp.clip(out, lo, hi).astype(d)
