@@ -35,9 +35,6 @@ _buffer_uid = itertools.count(1)
 # a transposed copy of an operand is one more pass over it (and a kernel launch); a contraction reading it this many
 # times amortises that many times over (see _transposed_operand)
 REUSE_TO_TRANSPOSE = 16
-# a contraction with at least this many outputs is stored before an epilogue that reads another buffer's tile: LLVM's
-# SLP vectoriser gives up on such register tiles, and below this an extra kernel launch costs more than it saves
-TILE_EPILOGUE_MIN = 4096
 
 
 def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001
@@ -516,7 +513,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             seen: set[tuple[UOp, bool, bool, Axes | None]] = set()
             stack: list[tuple[UOp, bool, bool, Axes | None]] = [(root, False, False,
                                                                   tuple(range(len(root.shape or ()))))]
-            contractions, tops, tile_read = [], [], False
+            contractions, tops = [], []
             onehot: set[UOp] = set()   # index sides of one-hot masks under `root`
             while stack:
                 u, expanded, inside, axes = stack.pop()
@@ -570,8 +567,6 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                         stack.append((s, expanded or _is_expanding(u), inside or u.op is Ops.REDUCE_AXIS,
                                       src_axes if src_axes is not None and len(s.shape or ()) == len(src_axes)
                                       else None))
-                    elif not (expanded or _is_expanding(u) or inside) and s.op is not Ops.CONST:
-                        tile_read = True   # a stored value read whole, outside any reduce: an epilogue's tile
             if contractions and (others := [r for r in tops if r not in contractions and r not in ctx.realize]):
                 # another reduce beside a contraction is computed once per lane of the contraction's register tile,
                 # unrolled (a max pool's gradient: the count of each window's maxima beside the next layer's input
@@ -585,13 +580,6 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # (a gather has no tile: it is one load an element)
                 ctx.realize.update(unstored)
                 changed = True
-            if tile_read and len(_unit_free(root.shape or ())) >= 2 and prod(root.shape) >= TILE_EPILOGUE_MIN:
-                # a contraction's register tile with an epilogue that loads a tile of another buffer (`w - lr * g`,
-                # a residual add) is one LLVM's SLP vectoriser gives up on (26x slower in a test): store it first
-                for red in contractions:
-                    if red not in ctx.realize:
-                        ctx.realize.add(red)
-                        changed = True
             if len(ctx.realize) == n_stored:
                 walks[root] = ({v[0] for v in seen}, len(added), reduces, values)
         if changed:
