@@ -672,6 +672,25 @@ def test_a_contraction_with_a_tile_epilogue_is_one_kernel_rendered_as_vectors(cp
     assert len(kernels(tg.asarray(x) @ tg.asarray(w) + tg.asarray(b))) == 1
 
 
+def test_a_dot_product_contraction_with_a_computed_operand_reads_the_other_through_a_transposed_copy():
+    # g @ w.T with w stored (64, 32) and g computed (a gradient adding a transposed term: no layout of its own until
+    # it is stored, row-major): every operand runs along the summed axis, each output a dot product and its epilogue
+    # scalar. w is read through a transposed copy, as for two stored operands, so the tile's vectors run along the
+    # output and so does an epilogue (a graph attention step's ELU gradient, exp of a stored tile: 507 us fused as
+    # dot products, 57 as a plain matmul)
+    from tgfx.lowering.schedule import _dot_layout, _transposed_operand
+    rng = np.random.default_rng(0)
+    p, q, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((512, 32), (32, 512), (64, 32)))
+    red = next(u for u in ((p + q.T) @ w.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)
+    assert not _dot_layout(red) and _dot_layout(red, unknown=True)
+    copied = _transposed_operand(red)
+    assert copied is not None and any(u.op is Ops.CONTIGUOUS for u in copied.toposort())
+    z = rng.standard_normal((512, 64)).astype(np.float32)
+    out = tg.jit(lambda p, q, w, z: ((p + q.T) @ w.T) * tnp.where(z > 0, 1.0, tnp.exp(z)))(p, q, w, tg.asarray(z))
+    np.testing.assert_allclose(out.numpy(), ((p.numpy() + q.numpy().T) @ w.numpy().T) * np.where(z > 0, 1, np.exp(z)),
+                               rtol=1e-4, atol=1e-4)
+
+
 # ---- contiguous output axes are one loop ----
 def _loops(sink: UOp) -> list[int]:
     return [u.src[0].arg for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "loop"]

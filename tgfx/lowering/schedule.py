@@ -513,7 +513,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             seen: set[tuple[UOp, bool, bool, Axes | None]] = set()
             stack: list[tuple[UOp, bool, bool, Axes | None]] = [(root, False, False,
                                                                   tuple(range(len(root.shape or ()))))]
-            contractions, tops = [], []
+            contractions, tops, tile_read = [], [], False
             onehot: set[UOp] = set()   # index sides of one-hot masks under `root`
             while stack:
                 u, expanded, inside, axes = stack.pop()
@@ -567,6 +567,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                         stack.append((s, expanded or _is_expanding(u), inside or u.op is Ops.REDUCE_AXIS,
                                       src_axes if src_axes is not None and len(s.shape or ()) == len(src_axes)
                                       else None))
+                    elif not (expanded or _is_expanding(u) or inside) and s.op is not Ops.CONST:
+                        tile_read = True   # a stored value read whole, outside any reduce: an epilogue's tile
             if contractions and (others := [r for r in tops if r not in contractions and r not in ctx.realize]):
                 # another reduce beside a contraction is computed once per lane of the contraction's register tile,
                 # unrolled (a max pool's gradient: the count of each window's maxima beside the next layer's input
@@ -580,6 +582,16 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # (a gather has no tile: it is one load an element)
                 ctx.realize.update(unstored)
                 changed = True
+            if tile_read:
+                # an epilogue that reads a tile of another buffer is carried by the contraction's accumulator vectors
+                # (`w - lr * x.T @ g`, a residual add: one kernel). Not when every operand runs along the reduced
+                # axis in memory (`g @ w.T` with no transposed copy): the tile's vectors then run along that axis, each
+                # output a scalar, and so is its epilogue, an exp there one scalar polynomial an output (a graph
+                # attention step's ELU gradient: 507 us fused, 57 + a vectorised elementwise kernel stored first)
+                for red in contractions:
+                    if red not in ctx.realize and _dot_layout(red, unknown=True):
+                        ctx.realize.add(red)
+                        changed = True
             if len(ctx.realize) == n_stored:
                 walks[root] = ({v[0] for v in seen}, len(added), reduces, values)
         if changed:
@@ -763,6 +775,22 @@ def _stored_operand(u: UOp) -> bool:
         not _is_onehot(base) and _recompute_cost(base, ScheduleCtx(), base) >= RECOMPUTE_COST_OPERAND
 
 
+def _dot_layout(red: UOp, unknown: bool = False) -> bool:
+    """Whether a one-axis contraction's operands all run along its reduced axis in memory: each output a dot product
+    of two stride-1 walks, no output axis readable as vectors. With `unknown`, an operand whose layout is not known
+    yet (a value computed for it: the gradient of a loss) counts as running along its last varying axis, as it does
+    once stored."""
+    if len(red.arg[1]) != 1:
+        return False
+    ax = red.arg[1][0]
+
+    def along(v: UOp) -> bool:
+        a = _layout(v)[0]
+        return a == ax or unknown and a is None and _view_base(v).op in GroupOp.ALU and \
+            max((j for j, n in enumerate(v.shape) if n != 1), default=-1) == ax
+    return all(along(e.src[0]) for e in red.src[0].src)
+
+
 def _transposed_operand(red: UOp) -> UOp | None:
     """`a @ w.T` as a contraction: when the reduced axis runs along memory in both operands, every load in the loop
     is a dot product's stride-1 walk and no output axis can be read as vectors. A stored operand reused at least
@@ -772,7 +800,7 @@ def _transposed_operand(red: UOp) -> UOp | None:
     if len(red.arg[1]) != 1 or not _is_contraction(red):
         return None
     src, ax = red.src[0], red.arg[1][0]
-    if any(_layout(e.src[0])[0] != ax for e in src.src):
+    if not _dot_layout(red, unknown=True):
         return None
 
     def gains(v: UOp) -> bool:  # the axis the copy makes contiguous is as long as the narrowest contraction tile
