@@ -35,8 +35,8 @@ def _matched_index(c: UOp, r: UOp) -> UOp | None:
 
 
 def _is_identity(x: UOp, op: Ops) -> bool:
-    return x.op is Ops.CONST and ((op is Ops.ADD and x.arg == 0) or (op is Ops.MAX and x.dtype == dtypes.bool and
-                                                                    x.arg is False))
+    return x.op is Ops.CONST and ((op is Ops.ADD and x.arg == 0) or (op is Ops.MUL and x.arg == 1) or
+                                  (op is Ops.MAX and x.dtype == dtypes.bool and x.arg is False))
 
 
 def collapse_onehot(red: UOp) -> UOp | None:
@@ -81,20 +81,40 @@ def _flat_size(ranges: list[UOp]) -> int:
     return math.prod(r.src[0].arg for r in ranges)
 
 
+_SCATTERS = (Ops.ADD, Ops.MAX, Ops.MUL)
+
+
 def collapse_scatter(sink: UOp) -> UOp:
     """A kernel storing a scatter, `out[.., s, ..] = REDUCE(where(e == s & rest, v, identity), i)` with the index e
     varying along the reduce ranges i and not along the output range s (`schedule._scatter_reduce` stores each on its
     own), as two loops: the n outputs along s set to the identity, then one sequential loop over the m updates, update
     t reading out[.., e, ..] and storing it combined with v, where it lands (inside the axis and `rest`; elsewhere it
-    stores back what it read). O(n + m) where the reduce compared every output with every update. Several output
-    ranges, each matched by its own index (`t[i[:, None], j[None, :]]`'s gradient: rows i[a] and columns j[b],
-    reduced over a and b), are one position over all of them, and so are several reduce ranges.
+    stores back what it read). O(n + m) where the reduce compared every output with every update. One combined into
+    an operand by its own reduction, `x + REDUCE(..)` (max, product), starts the rows from x, not the identity
+    (`schedule._scatter_roots`). Several output ranges, each matched by its own index (`t[i[:, None], j[None, :]]`'s
+    gradient: rows i[a] and columns j[b], reduced over a and b), are one position over all of them, and so are several
+    reduce ranges.
     The updates' range is of kind "scatter": no option splits, reorders or vectorises it (its updates may hit one row
     twice); the other ranges (a row's features) stay loops."""
-    if len(sink.src) != 1 or (st := sink.src[0]).op is not Ops.STORE or (red := st.src[1]).op is not Ops.REDUCE or \
-            red.arg not in (Ops.ADD, Ops.MAX) or len(red.src) < 2 or \
-            any(i.op is not Ops.RANGE or i.src[0].op is not Ops.CONST for i in red.src[1:]):
+    if len(sink.src) != 1 or (st := sink.src[0]).op is not Ops.STORE:
         return sink
+    top = st.src[1]
+    if top.op is Ops.REDUCE:
+        return _collapse_scatter(sink, st, top, None) or sink
+    # combined into an operand (`x.at[idx].add(v)`, `schedule._scatter_roots`): the rows start from it (which may be a
+    # reduce of the same kind itself: `c.sum(1).at[idx].add(v)`)
+    for red, start in ((top.src[0], top.src[1]), (top.src[1], top.src[0])) if top.op in _SCATTERS else ():
+        if red.op is Ops.REDUCE and red.arg is top.op and (out := _collapse_scatter(sink, st, red, start)) is not None:
+            return out
+    return sink
+
+
+def _collapse_scatter(sink: UOp, st: UOp, red: UOp, start: UOp | None) -> UOp | None:
+    """`collapse_scatter` of the store `st` of `red` (combined with `start`, when not None), or None when `red` is
+    no scatter."""
+    if red.arg not in _SCATTERS or len(red.src) < 2 or \
+            any(i.op is not Ops.RANGE or i.src[0].op is not Ops.CONST for i in red.src[1:]):
+        return None
     body, reds = red.src[0], list(red.src[1:])
     if body.op is Ops.WHERE and _is_identity(body.src[2], red.arg):
         cond, value, ident = body.src
@@ -104,7 +124,7 @@ def collapse_scatter(sink: UOp) -> UOp:
     elif red.arg is Ops.MAX and body.dtype == dtypes.bool:
         cond, value, ident = body, UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)
     else:
-        return sink
+        return None
     index = st.src[0]
     conds = _conjuncts(cond)
     outs = [r for r in range_deps(index.src[1]) if r.arg[1] == "loop" and r.src[0].op is Ops.CONST]
@@ -119,7 +139,7 @@ def collapse_scatter(sink: UOp) -> UOp:
     rest = [c for k, c in enumerate(conds) if k not in {k for k, _ in matched.values()}]
     if not rs or not set(reds) <= set().union(*(range_deps(e) for _, e in matched.values())) or \
             any(r in range_deps(x) for r in rs for x in (*rest, value, *(e for _, e in matched.values()))):
-        return sink
+        return None
     n, m = _flat_size(rs), _flat_size(reds)
     # range ids spread out (each doubled), so that the rows' loop and the updates' loop both take the outermost
     # output range's place, outside a row's features: the rows are set in one loop (a plain loop, vectorised), then
@@ -132,8 +152,9 @@ def collapse_scatter(sink: UOp) -> UOp:
     ats = {spread[r]: e.substitute(spread) for r, (_, e) in matched.items()}
     place = rs[0].arg[0]
     rows = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (place, "loop"))
+    first = ident if start is None else start.substitute(spread).substitute(_digits(rows, rs))
     init = UOp(Ops.STORE, None, (index.replace(src=(index.src[0], index.src[1].substitute(_digits(rows, rs)))),
-                                 ident))
+                                 first))
     t = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, m),), (place + 1, "scatter"))
     step = _digits(t, reds)
     ats = {r: ats[r].cast(dtypes.index).substitute(step) for r in rs}

@@ -237,18 +237,18 @@ def _varying(u: UOp) -> set[int]:
 
 
 def _scatter_reduce(red: UOp) -> bool:
-    """Whether `red` sums (or maxes) `where(idx == arange & ..., v, identity)` with the indices varying along the
-    reduced axes and the aranges along output axes: a scatter (`x.at[idx].add(v)`, jax.ops.segment_sum, the gradient
-    of a gather; `t[i[:, None], j[None, :]]`'s matches rows and columns), onto SCATTER_MIN_ROWS rows or more from
-    SCATTER_MIN updates or more. Written as a reduce it compares every output with every update (an embedding
-    table's gradient: vocabulary x tokens x width); stored on its own, its kernel becomes a loop over the updates
-    (`gather.collapse_scatter`)."""
+    """Whether `red` sums (or maxes, or multiplies) `where(idx == arange & ..., v, identity)` with the indices
+    varying along the reduced axes and the aranges along output axes: a scatter (`x.at[idx].add(v)`,
+    jax.ops.segment_sum, the gradient of a gather; `t[i[:, None], j[None, :]]`'s matches rows and columns), onto
+    SCATTER_MIN_ROWS rows or more from SCATTER_MIN updates or more. Written as a reduce it compares every output
+    with every update (an embedding table's gradient: vocabulary x tokens x width); stored on its own, its kernel
+    becomes a loop over the updates (`gather.collapse_scatter`)."""
     def unexpanded(u: UOp) -> UOp:   # (broadcasts of unit axes keep the axes' numbering)
         while u.op is Ops.EXPAND and len(u.src[0].shape) == len(u.shape):
             u = u.src[0]
         return u
     body = unexpanded(red.src[0])
-    if red.arg[0] not in (Ops.ADD, Ops.MAX):
+    if red.arg[0] not in (Ops.ADD, Ops.MAX, Ops.MUL):
         return False
     if body.op is Ops.WHERE and _view_base(body.src[2]).op is Ops.CONST:
         cond = body.src[0]
@@ -276,6 +276,57 @@ def _scatter_reduce(red: UOp) -> bool:
                 outputs *= prod(c.shape[a] for a in _varying(pos))
                 break
     return covered == axes and outputs >= SCATTER_MIN_ROWS
+
+
+# the walk of a kernel in `find_realizes` has passed a scatter's broadcast of its updates (`_scatter_value_expands`),
+# and no other: a reduce there is computed once an update, as one stored first would be; a gather is one load there
+_UPDATES = "updates"
+
+
+def _scatter_value_expands(red: UOp) -> set[UOp]:
+    """The broadcasts of a scatter's updates along its output rows (`where(idx == arange, broadcast(v), identity)`,
+    through views) where each update's row is a vector's lanes or more: `gather.collapse_scatter` evaluates each
+    update once, where it lands (not once a row, as the broadcast says), its row a vector loop, as a kernel storing
+    the updates first would (`segment_sum(exp(x) * 2, ids)` of 4,096 rows of 64: 200-230 us stored first, 135-140
+    fused). A shorter row (a GAT's attention logits, 4 heads) would be scalar code in the updates' sequential loop
+    (two such scatters of one gradient took 150 us each, 12 stored first): its costly updates are stored first, a
+    vector loop."""
+    body = red.src[0]
+    while body.op is Ops.EXPAND and len(body.src[0].shape) == len(body.shape):
+        body = body.src[0]
+    if body.op is not Ops.WHERE:
+        return set()
+    updates = prod(red.src[0].shape[a] for a in red.arg[1])
+    out, u = set(), body.src[1]
+    while u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND):
+        if u.op is Ops.EXPAND and prod(u.src[0].shape) // updates >= host_target().lanes(u.dtype.itemsize):
+            out.add(u)
+        u = u.src[0]
+    return out
+
+
+def _scatter_roots(scatters: list[UOp], order: list[UOp], roots: set[UOp]) -> set[UOp]:
+    """The nodes stored for the scatters (`_scatter_reduce`): each on its own, or, where the only use of one is to
+    be combined into an operand by its own reduction (`x.at[idx].add(v)`: x + the scatter; segment_max: max(-inf,
+    the scatter)), through reshapes and permutes, that combination: `gather.collapse_scatter` starts the updates'
+    loop from the operand (one kernel, where the scatter and the sum were two: 65,536 rows of 64 features into
+    4,096, 1.2 MB more written and read)."""
+    if not scatters:
+        return set()
+    users: dict[UOp, set[UOp]] = {}
+    for u in order:
+        for s in u.src[n_bodies(u):]:
+            users.setdefault(s, set()).add(u)
+    out = set()
+    for red in scatters:
+        u = red
+        while u not in roots and len(users.get(u, ())) == 1 and (p := next(iter(users[u]))).op in \
+                (Ops.RESHAPE, Ops.PERMUTE):
+            u = p
+        p = next(iter(users[u])) if u not in roots and len(users.get(u, ())) == 1 else None
+        combined = p is not None and p.op is red.arg[0] and p.dtype == red.dtype and len(set(p.src)) == 2
+        out.add(p if combined else red)
+    return out
 
 
 def _gather(red: UOp) -> bool:
@@ -468,8 +519,11 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
             realize.update(base for x, _ in concat_pieces(u) if (base := copy_source(x)[0]).op is not Ops.BUFFER)
         elif u.op is Ops.CONTIGUOUS and buffer_view(u.src[0]) is None:
             realize.add(u)
-    # scatters are kernels of their own: `gather.collapse_scatter` makes them a loop over their updates
-    realize.update(u for u in order if u.op is Ops.REDUCE_AXIS and _scatter_reduce(u))
+    # scatters are kernels of their own (or their operand's, `_scatter_roots`): `gather.collapse_scatter` makes them a
+    # loop over their updates, each evaluated once (not once per row, as the reduce's broadcast says)
+    scatters = [u for u in order if u.op is Ops.REDUCE_AXIS and _scatter_reduce(u)]
+    realize.update(_scatter_roots(scatters, order, set(roots)))
+    scatter_expands = set().union(*map(_scatter_value_expands, scatters))
     realize.update(_stored_concatenations(order))
     # a contraction that is a padded piece of a sum (the gradient of `q, k, v = split(x @ w, 3)`: dq, dk and dv
     # side by side) is stored first: fused, every element of the sum ran every piece's reduce loop, masked, and
@@ -508,10 +562,11 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 continue
             n_stored = len(ctx.realize)
             reduces, values = [], []   # what this kernel computes, for `users` and `shared`
-            # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND, whether it
-            # is inside a reduce, and where the axes of each node run in the kernel's output (`_source_axes`)
-            seen: set[tuple[UOp, bool, bool, Axes | None]] = set()
-            stack: list[tuple[UOp, bool, bool, Axes | None]] = [(root, False, False,
+            # walk the kernel of `root`, remembering whether the path from root passed an expanding EXPAND (or only
+            # a scatter's of its updates, _UPDATES), whether it is inside a reduce, and where the axes of each node
+            # run in the kernel's output (`_source_axes`)
+            seen: set[tuple[UOp, bool | str, bool, Axes | None]] = set()
+            stack: list[tuple[UOp, bool | str, bool, Axes | None]] = [(root, False, False,
                                                                   tuple(range(len(root.shape or ()))))]
             contractions, tops, tile_read = [], [], False
             onehot: set[UOp] = set()   # index sides of one-hot masks under `root`
@@ -523,6 +578,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 if u is not root and u.op is Ops.REDUCE_AXIS:
                     users.setdefault(u, set()).add(root)
                     reduces.append(u)
+                    if expanded == _UPDATES and _gather(u):
+                        expanded = False   # (a gather in a scatter's updates is one load an update, as they are)
                     if expanded and u not in ctx.realize and _row_reduce(u, axes, root) and \
                             (plain := _plain_reduces(root, ctx) - ctx.realize):
                         # a row kernel reads its rows in each pass: a reduce it reads directly (a matmul whose rows
@@ -544,7 +601,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                     onehot.add(idx)
                 # (a gather's one-hot mask and index are not evaluated per element of their broadcast: the kernel's
                 # sum over the indexed axis becomes one load at the index, tgfx/lowering/gather.py)
-                if inside and _is_expanding(u) and (prod(u.arg) >= RECOMPUTE_MIN or
+                if inside and _is_expanding(u) and u not in scatter_expands and (prod(u.arg) >= RECOMPUTE_MIN or
                                                     _stepped_operand(u, axes, root, ctx)) and u not in onehot and \
                         not _is_onehot(u.src[0]) and not _iota_like(u.src[0]) and \
                         (base := _view_base(u.src[0], pads=True)) not in ctx.realize and \
@@ -562,9 +619,10 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                     changed = True
                     continue
                 src_axes = None if axes is None else _source_axes(u, axes)
+                past = _UPDATES if u in scatter_expands and not expanded else expanded or _is_expanding(u)
                 for s in u.src:
                     if not ctx.is_leaf(s, root):
-                        stack.append((s, expanded or _is_expanding(u), inside or u.op is Ops.REDUCE_AXIS,
+                        stack.append((s, past, inside or u.op is Ops.REDUCE_AXIS,
                                       src_axes if src_axes is not None and len(s.shape or ()) == len(src_axes)
                                       else None))
                     elif not (expanded or _is_expanding(u) or inside) and s.op is not Ops.CONST:
