@@ -1079,6 +1079,15 @@ def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: 
     sizes = _thread_sizes(sink, loops, opts)
     chunks = _chunks(sink)
     splits = {a: target.thread_split(sizes[a], work, itemsize, chunks) for a in sorted(sizes)}
+    if any(u.op is Ops.RANGE and u.arg[1] == "scatter" for u in sink.toposort()) and \
+            not any(u.op in GroupOp.Transcendental for u in sink.toposort()):
+        # a scatter's loops split over cores are each update's row (its updates, in order, are the sequential
+        # range): every core streams through all the rows, and a core's share of each, below a page, is not all a
+        # core reads, the hardware prefetcher streaming on into its neighbours' (65,536 rows of 64 floats into 4,096
+        # on 2 cores: 1.2-1.4 ms as halves of rows, 0.87 whole on one). Not where computing the updates costs more
+        # than reading them (an exp of each: `schedule._scatter_value_expands`)
+        row = math.prod(sizes.values()) * itemsize
+        splits = {a: n if row // n >= PAGE_BYTES else 1 for a, n in splits.items()}
     outer = max(splits, key=lambda a: (splits[a], -a), default=None)
     return (0, 1) if outer is None else (outer, splits[outer])
 
