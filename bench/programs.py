@@ -1,9 +1,9 @@
 """Programs a user writes, timed for tgfx and jax side by side: `python -m bench.programs [--only a,b] [--quick]`.
 
 The table (`bench/run.py`) times one function or one step of the sizes it names; these are whole training programs
-as JAX's examples and their users write them, each written once against `Fw`, a few names that both libraries spell
-alike (`xp` is `tgfx.numpy` or `jax.numpy`), so the two runs do the same arithmetic from the same numpy initial
-values:
+as JAX's examples and their users write them, each written once against `Fw` (`bench/frameworks.py`), a few names
+that both libraries spell alike (`xp` is `tgfx.numpy` or `jax.numpy`), so the two runs do the same arithmetic from
+the same numpy initial values:
 
 - `transformer`: a pre-norm decoder (embedding, causal multi-head attention, a GELU MLP, layer norms by hand), Adam,
   `jit(value_and_grad)`, character batches from numpy;
@@ -26,6 +26,8 @@ values:
 - `decode`: greedy decoding of 128 tokens by a one-layer attention model with a KV cache: a `lax.scan` whose step
   writes its key and value rows with `dynamic_update_slice`, attends over the cache and takes an argmax (the "loss"
   is the sum of the tokens: they must agree one for one);
+Ported from JAX users' programs (`bench/ported.py`):
+
 - `spectral`: a pseudo-spectral 2-D Navier-Stokes solver (vorticity on a periodic grid): velocity from the stream
   function, the nonlinear term in real space between `irfft2` and `rfft2`, the 2/3 dealiasing mask, ten RK2 steps in
   a `fori_loop` per call; the "loss" is the enstrophy;
@@ -64,68 +66,8 @@ from typing import Any
 
 import numpy as np
 
-
-@dataclass
-class Fw:
-    """What a program needs of a library, spelt alike for both."""
-    name: str
-    xp: Any                 # tgfx.numpy / jax.numpy
-    jit: Callable
-    value_and_grad: Callable
-    grad: Callable
-    vmap: Callable
-    lax: Any
-    tree_map: Callable
-    asarray: Callable
-    key: Callable           # seed -> key
-    split: Callable
-    normal: Callable        # (key, shape) -> standard normal
-    log_softmax: Callable
-    sigmoid: Callable
-    gelu: Callable
-    conv: Callable          # NCHW x, OIHW w, "SAME", stride 1
-    categorical: Callable   # (key, logits) -> a sample
-    segment_sum: Callable   # (data, segment_ids, num_segments) -> per-segment sums
-    segment_max: Callable   # (data, segment_ids, num_segments) -> per-segment maxima
-    logsumexp: Callable     # (a, axis) -> log(sum(exp(a), axis))
-    randint: Callable       # (key, shape, minval, maxval) -> int32 draws
-    stop_gradient: Callable
-
-    def sync(self, x: Any) -> float:
-        return float(x)
-
-
-def tgfx_fw() -> Fw:
-    import tgfx as tg
-    import tgfx.numpy as tnp
-    conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
-    return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vmap, tg.lax, tg.tree.map, tg.asarray, tg.random.key,
-              tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
-              tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,
-              tg.stop_gradient)
-
-
-def jax_fw() -> Fw:
-    import jax
-    import jax.numpy as jnp
-    conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
-    return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
-              jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
-              jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum, jax.ops.segment_max, jax.nn.logsumexp,
-              jax.random.randint, jax.lax.stop_gradient)
-
-
-Step = Callable[[int], Any]   # step i -> the loss (not yet read)
-
-
-def _batch(fw: Fw, i: int, b: int, *arrays: np.ndarray) -> tuple[Any, ...]:
-    """Step i's batch of each array: its rows (i % 8) * b onwards, b of them, on the framework's device."""
-    j = (i % 8) * b
-    return tuple(fw.asarray(a[j:j + b]) for a in arrays)
-
-
-def _init(rng: np.random.Generator, *shape: int, scale: float | None = None) -> np.ndarray:
-    return (rng.standard_normal(shape) * (scale if scale is not None else 1 / math.sqrt(shape[0]))).astype(np.float32)
+from bench.frameworks import Fw, Step, batch, init, jax_fw, tgfx_fw
+from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 
 
 # ---- the programs: each returns its step function, state kept in a closure ----
@@ -137,11 +79,11 @@ def transformer(fw: Fw, quick: bool) -> Step:
     rng = np.random.default_rng(0)
 
     def lin(i: int, o: int) -> dict[str, Any]:
-        return {"w": fw.asarray(_init(rng, i, o)), "b": fw.asarray(np.zeros(o, np.float32))}
+        return {"w": fw.asarray(init(rng, i, o)), "b": fw.asarray(np.zeros(o, np.float32))}
 
     def norm() -> dict[str, Any]:
         return {"g": fw.asarray(np.ones(d, np.float32)), "b": fw.asarray(np.zeros(d, np.float32))}
-    params = {"emb": fw.asarray(_init(rng, vocab, d, scale=0.02)), "pos": fw.asarray(_init(rng, t, d, scale=0.02)),
+    params = {"emb": fw.asarray(init(rng, vocab, d, scale=0.02)), "pos": fw.asarray(init(rng, t, d, scale=0.02)),
               "blocks": [{"n1": norm(), "q": lin(d, d), "k": lin(d, d), "v": lin(d, d), "o": lin(d, d), "n2": norm(),
                           "up": lin(d, 4 * d), "down": lin(4 * d, d)} for _ in range(layers)],
               "nf": norm(), "head": lin(d, vocab)}
@@ -199,7 +141,7 @@ def cnn_bn(fw: Fw, quick: bool) -> Step:
     rng = np.random.default_rng(0)
 
     def he(*s: int) -> Any:
-        return fw.asarray(_init(rng, *s, scale=math.sqrt(2 / np.prod(s[1:]))))
+        return fw.asarray(init(rng, *s, scale=math.sqrt(2 / np.prod(s[1:]))))
     ones, zeros = (lambda n: fw.asarray(np.ones(n, np.float32))), (lambda n: fw.asarray(np.zeros(n, np.float32)))
     params = {"c1": he(c, 3, 3, 3), "g1": ones(c), "b1": zeros(c), "c2": he(c, c, 3, 3), "g2": ones(c),
               "b2": zeros(c), "c3": he(2 * c, c, 3, 3), "g3": ones(2 * c), "b3": zeros(2 * c),
@@ -227,7 +169,7 @@ def cnn_bn(fw: Fw, quick: bool) -> Step:
     state = [params, fw.tree_map(lambda a: a * 0, params)]
 
     def run(i: int) -> Any:
-        *state[:], value = step(*state, *_batch(fw, i, b, images, labels), 0.05 * 0.99 ** i)
+        *state[:], value = step(*state, *batch(fw, i, b, images, labels), 0.05 * 0.99 ** i)
         return value
     return run
 
@@ -236,8 +178,8 @@ def lstm(fw: Fw, quick: bool) -> Step:
     xp = fw.xp
     b, t, v, h = (4, 8, 16, 32) if quick else (32, 32, 64, 256)
     rng = np.random.default_rng(0)
-    params = {"wx": fw.asarray(_init(rng, v, 4 * h)), "wh": fw.asarray(_init(rng, h, 4 * h)),
-              "b": fw.asarray(np.zeros(4 * h, np.float32)), "wo": fw.asarray(_init(rng, h, v)),
+    params = {"wx": fw.asarray(init(rng, v, 4 * h)), "wh": fw.asarray(init(rng, h, 4 * h)),
+              "b": fw.asarray(np.zeros(4 * h, np.float32)), "wo": fw.asarray(init(rng, h, v)),
               "bo": fw.asarray(np.zeros(v, np.float32))}
 
     def loss(p: Any, xs: Any, ys: Any) -> Any:
@@ -273,8 +215,8 @@ def _mlp(fw: Fw, quick: bool) -> tuple[int, list[Any], np.ndarray, np.ndarray]:
     labels."""
     b, d_in, hidden = (16, 64, 32) if quick else (128, 784, 256)
     rng = np.random.default_rng(0)
-    params = [(fw.asarray(_init(rng, d_in, hidden)), fw.asarray(np.zeros(hidden, np.float32))),
-              (fw.asarray(_init(rng, hidden, 10)), fw.asarray(np.zeros(10, np.float32)))]
+    params = [(fw.asarray(init(rng, d_in, hidden)), fw.asarray(np.zeros(hidden, np.float32))),
+              (fw.asarray(init(rng, hidden, 10)), fw.asarray(np.zeros(10, np.float32)))]
     images = rng.standard_normal((8 * b, d_in)).astype(np.float32)
     return b, params, images, np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8 * b)]
 
@@ -304,7 +246,7 @@ def dpsgd(fw: Fw, quick: bool) -> Step:
 
     def run(i: int) -> Any:
         state[1], sub = fw.split(state[1])
-        state[0], value = step(state[0], *_batch(fw, i, b, images, labels), sub)
+        state[0], value = step(state[0], *batch(fw, i, b, images, labels), sub)
         return value
     return run
 
@@ -313,8 +255,8 @@ def ode(fw: Fw, quick: bool) -> Step:
     xp = fw.xp
     n, d, hidden, steps = (32, 4, 16, 10) if quick else (256, 8, 64, 40)
     rng = np.random.default_rng(0)
-    params = {"w1": fw.asarray(_init(rng, d, hidden, scale=0.3)), "b1": fw.asarray(np.zeros(hidden, np.float32)),
-              "w2": fw.asarray(_init(rng, hidden, d, scale=0.3))}
+    params = {"w1": fw.asarray(init(rng, d, hidden, scale=0.3)), "b1": fw.asarray(np.zeros(hidden, np.float32)),
+              "w2": fw.asarray(init(rng, hidden, d, scale=0.3))}
 
     def field(p: Any, y: Any) -> Any:
         return xp.tanh(y @ p["w1"] + p["b1"]) @ p["w2"]
@@ -355,7 +297,7 @@ def eager(fw: Fw, quick: bool) -> Step:
     state = [params, fw.tree_map(lambda a: a * 0, params)]
 
     def run(i: int) -> Any:
-        x, y = _batch(fw, i, b, images, labels)
+        x, y = batch(fw, i, b, images, labels)
         value, g = fw.value_and_grad(loss)(state[0], x, y)
         lr = 0.1 * 0.5 * (1 + math.cos(math.pi * i / 100))
         state[1] = fw.tree_map(lambda m, g: 0.9 * m + g, state[1], g)
@@ -378,7 +320,7 @@ def eager_adam(fw: Fw, quick: bool) -> Step:
 
     def run(i: int) -> Any:
         p, m, v = state
-        value, g = fw.value_and_grad(loss)(p, *_batch(fw, i, b, images, labels))   # grad of a jitted function
+        value, g = fw.value_and_grad(loss)(p, *batch(fw, i, b, images, labels))   # grad of a jitted function
         t = i + 1
         lr = 1e-3 * min(1.0, t / 10)                                              # warm-up, a Python float
         m = fw.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
@@ -393,8 +335,8 @@ def sampling(fw: Fw, quick: bool) -> Step:
     xp = fw.xp
     vocab, hidden, tokens = (16, 16, 8) if quick else (64, 128, 32)
     rng = np.random.default_rng(0)
-    p = {"emb": fw.asarray(_init(rng, vocab, hidden)), "wh": fw.asarray(_init(rng, hidden, hidden)),
-         "wo": fw.asarray(_init(rng, hidden, vocab))}
+    p = {"emb": fw.asarray(init(rng, vocab, hidden)), "wh": fw.asarray(init(rng, hidden, hidden)),
+         "wo": fw.asarray(init(rng, hidden, vocab))}
 
     @fw.jit
     def cell(p: Any, h: Any, tok: Any) -> Any:
@@ -420,9 +362,9 @@ def gnn(fw: Fw, quick: bool) -> Step:
     senders, receivers = (fw.asarray(rng.integers(0, nodes, edges).astype(np.int32)) for _ in range(2))
     feats = fw.asarray(rng.standard_normal((nodes, d)).astype(np.float32))
     target = fw.asarray(rng.standard_normal((nodes, 1)).astype(np.float32))
-    params = {"layers": [{"msg": fw.asarray(_init(rng, d, d)), "self": fw.asarray(_init(rng, d, d)),
+    params = {"layers": [{"msg": fw.asarray(init(rng, d, d)), "self": fw.asarray(init(rng, d, d)),
                           "b": fw.asarray(np.zeros(d, np.float32))} for _ in range(layers)],
-              "out": fw.asarray(_init(rng, d, 1))}
+              "out": fw.asarray(init(rng, d, 1))}
 
     def loss(p: Any, h: Any) -> Any:
         for lp in p["layers"]:
@@ -468,9 +410,9 @@ def decode(fw: Fw, quick: bool) -> Step:
     xp, lax = fw.xp, fw.lax
     vocab, d, tokens = (32, 16, 16) if quick else (256, 128, 128)
     rng = np.random.default_rng(0)
-    p = {k: fw.asarray(_init(rng, *s)) for k, s in dict(wq=(d, d), wk=(d, d), wv=(d, d), wo=(d, d), w1=(d, 4 * d),
+    p = {k: fw.asarray(init(rng, *s)) for k, s in dict(wq=(d, d), wk=(d, d), wv=(d, d), wo=(d, d), w1=(d, 4 * d),
                                                             w2=(4 * d, d)).items()}
-    p["emb"] = fw.asarray(_init(rng, vocab, d, scale=1.0))
+    p["emb"] = fw.asarray(init(rng, vocab, d, scale=1.0))
 
     def token(carry: Any, _: Any) -> Any:
         tok, kc, vc, t = carry
@@ -493,282 +435,6 @@ def decode(fw: Fw, quick: bool) -> Step:
 
     def run(i: int) -> Any:
         return generate(fw.asarray(np.int32(i % vocab)))
-    return run
-
-
-def spectral(fw: Fw, quick: bool) -> Step:
-    fft = fw.xp.fft
-    n, substeps, nu, dt = (16, 10, 1e-3, 0.02) if quick else (64, 10, 1e-3, 0.01)
-    k, kr = np.fft.fftfreq(n, 1 / n), np.fft.rfftfreq(n, 1 / n)
-    kx, ky = np.meshgrid(k, kr, indexing="ij")                       # the rfft2 half-plane, (n, n // 2 + 1)
-    k2 = kx ** 2 + ky ** 2
-    ikx, iky = (fw.asarray((1j * a).astype(np.complex64)) for a in (kx, ky))
-    inv_k2 = fw.asarray((1 / np.where(k2 == 0, 1, k2)).astype(np.float32))
-    visc = fw.asarray((nu * k2).astype(np.float32))
-    keep = fw.asarray(((np.abs(kx) < n / 3) & (np.abs(ky) < n / 3)).astype(np.float32))   # the 2/3 rule
-    rng = np.random.default_rng(0)
-    w0 = np.fft.irfft2(np.fft.rfft2(rng.standard_normal((n, n))) * np.exp(-k2 / 16) * (k2 > 0), s=(n, n))
-    w0 = (w0 / w0.std()).astype(np.float32)                         # a smooth random vorticity, mean zero
-
-    def real(a: Any) -> Any:
-        return fft.irfft2(a, s=(n, n))
-
-    def rhs(w_hat: Any) -> Any:
-        psi_hat = w_hat * inv_k2                                     # -lap psi = w
-        u, v = real(iky * psi_hat), real(-ikx * psi_hat)             # velocity (d psi / dy, -d psi / dx)
-        advect = u * real(ikx * w_hat) + v * real(iky * w_hat)       # the nonlinear term in real space
-        return -fft.rfft2(advect) * keep - visc * w_hat
-
-    def rk2(i: Any, w_hat: Any) -> Any:
-        return w_hat + dt * rhs(w_hat + dt / 2 * rhs(w_hat))
-
-    @fw.jit
-    def step(w: Any) -> Any:
-        w = real(fw.lax.fori_loop(0, substeps, rk2, fft.rfft2(w)))
-        return w, 0.5 * (w * w).mean()                               # the enstrophy
-    state = [fw.asarray(w0)]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0])
-        return value
-    return run
-
-
-def gat(fw: Fw, quick: bool) -> Step:
-    xp = fw.xp
-    nodes, edges, heads, d, classes = (64, 256, 2, 8, 4) if quick else (512, 4096, 4, 16, 8)
-    rng = np.random.default_rng(0)
-    loops = np.arange(nodes, dtype=np.int32)                         # self-loops: no node without a message
-    senders, receivers = (fw.asarray(np.concatenate([loops, rng.integers(0, nodes, edges).astype(np.int32)]))
-                          for _ in range(2))
-    feats = fw.asarray(rng.standard_normal((nodes, d)).astype(np.float32))
-    labels = fw.asarray(np.eye(classes, dtype=np.float32)[rng.integers(0, classes, nodes)])
-
-    def layer(f_in: int, f_out: int) -> dict[str, Any]:
-        src, dst = (fw.asarray(_init(rng, heads, f_out, scale=0.3)) for _ in range(2))
-        return {"w": fw.asarray(_init(rng, f_in, heads * f_out)), "src": src, "dst": dst}
-    params = [layer(d, d), layer(heads * d, classes)]
-
-    def attend(p: Any, h: Any) -> Any:
-        z = (h @ p["w"]).reshape(nodes, heads, -1)
-        e = (z * p["src"]).sum(-1)[senders] + (z * p["dst"]).sum(-1)[receivers]      # (edges, heads)
-        e = xp.where(e > 0, e, 0.2 * e)                              # leaky relu
-        a = xp.exp(e - fw.segment_max(e, receivers, nodes)[receivers])              # the softmax over each receiver
-        a = a / fw.segment_sum(a, receivers, nodes)[receivers]
-        return fw.segment_sum(z[senders] * a[..., None], receivers, nodes)         # (nodes, heads, f_out)
-
-    def loss(p: Any, h: Any) -> Any:
-        h = attend(p[0], h).reshape(nodes, -1)
-        h = xp.where(h > 0, h, xp.exp(xp.minimum(h, 0)) - 1)        # elu
-        logits = attend(p[1], h).mean(1)                             # the heads averaged
-        return -(fw.log_softmax(logits) * labels).sum(-1).mean()
-
-    @fw.jit
-    def step(p: Any, h: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, h)
-        return fw.tree_map(lambda p, g: p - 1.0 * g, p, g), value
-    state = [params]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0], feats)
-        return value
-    return run
-
-
-def cmaes(fw: Fw, quick: bool) -> Step:
-    xp = fw.xp
-    n = 4 if quick else 16
-    lam = 4 + int(3 * math.log(n))
-    mu = lam // 2
-    w = np.log(mu + 0.5) - np.log(np.arange(1, mu + 1))
-    w /= w.sum()
-    mueff = float(1 / (w ** 2).sum())
-    cs, cc = (mueff + 2) / (n + mueff + 5), 4 / (n + 4)
-    c1 = 2 / ((n + 1.3) ** 2 + mueff)
-    cmu = min(1 - c1, 2 * (mueff - 2 + 1 / mueff) / ((n + 2) ** 2 + mueff))
-    damps, chi = 1 + cs + 2 * max(0.0, math.sqrt((mueff - 1) / (n + 1)) - 1), math.sqrt(n) * (1 - 1 / (4 * n))
-    by_rank = fw.asarray(np.concatenate([w, np.zeros(lam - mu)]).astype(np.float32))   # the weight of each rank
-
-    def rosenbrock(x: Any) -> Any:
-        return (100 * (x[:, 1:] - x[:, :-1] ** 2) ** 2 + (1 - x[:, :-1]) ** 2).sum(-1)
-
-    @fw.jit
-    def generation(m: Any, sigma: Any, cov: Any, ps: Any, pc: Any, key: Any) -> Any:
-        ev, b = xp.linalg.eigh(cov)
-        d = xp.sqrt(xp.maximum(ev, 1e-20))
-        root, inv_root = (b * d) @ b.T, (b / d) @ b.T                # C^(1/2), C^(-1/2): free of eigh's signs
-        y = fw.normal(key, (lam, n)) @ root
-        f = rosenbrock(m + sigma * y)
-        rank = (f[None, :] < f[:, None]).sum(1)                      # each sample's place, best first
-        wts = by_rank[rank]
-        y_w = wts @ y
-        ps = (1 - cs) * ps + math.sqrt(cs * (2 - cs) * mueff) * (inv_root @ y_w)
-        pc = (1 - cc) * pc + math.sqrt(cc * (2 - cc) * mueff) * y_w
-        cov = (1 - c1 - cmu) * cov + c1 * pc[:, None] * pc[None, :] + cmu * (y.T * wts) @ y   # rank-one + rank-mu
-        sigma = sigma * xp.exp(cs / damps * (xp.sqrt((ps * ps).sum()) / chi - 1))
-        return m + sigma * y_w, sigma, cov, ps, pc, f.min()
-    zeros = np.zeros(n, np.float32)
-    state = [fw.asarray(zeros), fw.asarray(np.float32(0.3)), fw.asarray(np.eye(n, dtype=np.float32)),
-             fw.asarray(zeros), fw.asarray(zeros), fw.key(0)]
-
-    def run(i: int) -> Any:
-        state[5], sub = fw.split(state[5])
-        *state[:5], best = generation(*state[:5], sub)
-        return best
-    return run
-
-
-def sinkhorn(fw: Fw, quick: bool) -> Step:
-    xp = fw.xp
-    n, iters, eps = (32, 50, 0.05) if quick else (256, 50, 0.05)
-    rng = np.random.default_rng(0)
-    x0 = fw.asarray(rng.standard_normal((n, 2)).astype(np.float32) * 0.5)
-    y = fw.asarray((rng.standard_normal((n, 2)) * [0.3, 0.6] + [1.0, 0.5]).astype(np.float32))
-    log_w = -math.log(n)                                             # uniform weights on both clouds
-
-    def transport(x: Any) -> Any:
-        c = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
-
-        def update(i: Any, fg: Any) -> Any:
-            f, g = fg
-            f = -eps * fw.logsumexp((g[None, :] - c) / eps + log_w, axis=1)
-            g = -eps * fw.logsumexp((f[:, None] - c) / eps + log_w, axis=0)
-            return f, g
-        zero = xp.zeros(n, dtype=xp.float32)
-        f, g = fw.lax.fori_loop(0, iters, update, (zero, zero))
-        plan = xp.exp((f[:, None] + g[None, :] - c) / eps + 2 * log_w)
-        return (plan * c).sum()
-
-    @fw.jit
-    def step(x: Any) -> Any:
-        value, g = fw.value_and_grad(transport)(x)
-        return x - 0.1 * n * g, value                                # each point moved by its own gradient
-    state = [x0]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0])
-        return value
-    return run
-
-
-def ddpm(fw: Fw, quick: bool) -> Step:
-    xp = fw.xp
-    b, hidden, steps, half = (64, 32, 100, 4) if quick else (256, 128, 1000, 8)
-    rng = np.random.default_rng(0)
-    centres = rng.standard_normal((8, 2)) * 2                        # data: a mixture of eight Gaussians
-    data = (centres[rng.integers(0, 8, 8 * b)] + 0.1 * rng.standard_normal((8 * b, 2))).astype(np.float32)
-    alpha_bar = np.cumprod(1 - np.linspace(1e-4, 0.02, steps))
-    signal, noise_scale = (fw.asarray(a.astype(np.float32)) for a in (np.sqrt(alpha_bar), np.sqrt(1 - alpha_bar)))
-    freqs = fw.asarray(np.exp(-math.log(10000) * np.arange(half) / half).astype(np.float32))
-    sizes = [(2 + 2 * half, hidden), (hidden, hidden), (hidden, 2)]
-    params = [{"w": fw.asarray(_init(rng, i, o)), "b": fw.asarray(np.zeros(o, np.float32))} for i, o in sizes]
-
-    def loss(p: Any, x0: Any, t: Any, noise: Any) -> Any:
-        xt = signal[t][:, None] * x0 + noise_scale[t][:, None] * noise
-        angle = t[:, None].astype(xp.float32) * freqs[None, :]
-        h = xp.concatenate([xt, xp.sin(angle), xp.cos(angle)], axis=-1)   # the sinusoidal time embedding
-        for layer in p[:-1]:
-            h = h @ layer["w"] + layer["b"]
-            h = h * fw.sigmoid(h)                                    # silu
-        return ((h @ p[-1]["w"] + p[-1]["b"] - noise) ** 2).mean()
-
-    b1, b2, lr = 0.9, 0.999, 1e-3
-
-    @fw.jit
-    def step(p: Any, m: Any, v: Any, n: Any, x0: Any, key: Any) -> Any:
-        kt, kn = fw.split(key)
-        value, g = fw.value_and_grad(loss)(p, x0, fw.randint(kt, (b,), 0, steps), fw.normal(kn, (b, 2)))
-        m = fw.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-        v = fw.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-        n = n + 1
-        c1, c2 = 1 - b1 ** n, 1 - b2 ** n
-        p = fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (xp.sqrt(v / c2) + 1e-8), p, m, v)
-        return p, m, v, n, value
-    zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
-    state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32)), fw.key(0)]
-
-    def run(i: int) -> Any:
-        state[4], sub = fw.split(state[4])
-        *state[:4], value = step(*state[:4], *_batch(fw, i, b, data), sub)
-        return value
-    return run
-
-
-def hmm(fw: Fw, quick: bool) -> Step:
-    states, symbols, t, b = (4, 8, 16, 4) if quick else (16, 32, 256, 8)
-    rng = np.random.default_rng(0)
-    true_trans = rng.dirichlet(np.ones(states) * 0.3, states)        # sequences drawn from another HMM
-    true_emit = rng.dirichlet(np.ones(symbols) * 0.3, states)
-    hidden = np.zeros((8 * b, t), np.int64)
-    for j in range(1, t):
-        hidden[:, j] = (true_trans[hidden[:, j - 1]].cumsum(1) > rng.random((8 * b, 1))).argmax(1)
-    seqs = (true_emit[hidden].cumsum(2) > rng.random((8 * b, t, 1))).argmax(2).T.astype(np.int32)   # (t, 8 b)
-    params = {"init": fw.asarray(np.zeros(states, np.float32)), "trans": fw.asarray(_init(rng, states, states)),
-              "emit": fw.asarray(_init(rng, states, symbols))}
-
-    def loss(p: Any, obs: Any) -> Any:
-        log_trans, log_emit = fw.log_softmax(p["trans"]), fw.log_softmax(p["emit"]).T   # (s, s), (symbols, s)
-
-        def forward(alpha: Any, o: Any) -> Any:
-            return fw.logsumexp(alpha[:, :, None] + log_trans[None], axis=1) + log_emit[o], None
-        alpha, _ = fw.lax.scan(forward, fw.log_softmax(p["init"])[None, :] + log_emit[obs[0]], obs[1:])
-        return -fw.logsumexp(alpha, axis=1).mean() / t                # the negative log-likelihood per step
-
-    @fw.jit
-    def step(p: Any, obs: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, obs)
-        return fw.tree_map(lambda p, g: p - 2.0 * g, p, g), value
-    state = [params]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0], fw.asarray(np.ascontiguousarray(seqs[:, (i % 8) * b:(i % 8 + 1) * b])))
-        return value
-    return run
-
-
-def reinforce(fw: Fw, quick: bool) -> Step:
-    xp = fw.xp
-    b, horizon, hidden, gamma = (8, 8, 16, 0.95) if quick else (64, 32, 32, 0.95)
-    rng = np.random.default_rng(0)
-    moves = fw.asarray(np.array([[0.1, 0], [-0.1, 0], [0, 0.1], [0, -0.1]], np.float32))   # a walk on the plane
-    params = {"w1": fw.asarray(_init(rng, 2, hidden)), "b1": fw.asarray(np.zeros(hidden, np.float32)),
-              "w2": fw.asarray(_init(rng, hidden, 4, scale=0.1))}
-    starts = fw.asarray(rng.uniform(-1, 1, (b, 2)).astype(np.float32))
-
-    def loss(p: Any, key: Any) -> Any:
-        def act(s: Any, k: Any) -> Any:
-            logits = xp.tanh(s @ p["w1"] + p["b1"]) @ p["w2"]
-            a = fw.categorical(k, logits)
-            logp = xp.take_along_axis(fw.log_softmax(logits), a[:, None], axis=1)[:, 0]
-            s = s + moves[a]
-            return s, (logp, -(s * s).sum(-1))                       # reward: closeness to the origin
-        _, (logp, reward) = fw.lax.scan(act, starts, fw.split(key, horizon))
-
-        def discount(ret: Any, r: Any) -> Any:
-            ret = r + gamma * ret
-            return ret, ret
-        _, returns = fw.lax.scan(discount, xp.zeros(b, dtype=xp.float32), reward, reverse=True)
-        adv = fw.stop_gradient(returns - returns.mean(1, keepdims=True))   # a baseline: the batch's mean return
-        return -(logp * adv).mean(), reward.sum(0).mean()
-
-    b1, b2, lr = 0.9, 0.999, 1e-2
-
-    @fw.jit
-    def step(p: Any, m: Any, v: Any, n: Any, key: Any) -> Any:
-        (_, ret), g = fw.value_and_grad(loss, has_aux=True)(p, key)
-        m = fw.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-        v = fw.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-        n = n + 1
-        c1, c2 = 1 - b1 ** n, 1 - b2 ** n
-        p = fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (xp.sqrt(v / c2) + 1e-8), p, m, v)
-        return p, m, v, n, ret
-    zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
-    state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32)), fw.key(0)]
-
-    def run(i: int) -> Any:
-        state[4], sub = fw.split(state[4])
-        *state[:4], value = step(*state[:4], sub)
-        return value                                                 # the batch's mean return
     return run
 
 

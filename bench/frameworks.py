@@ -1,0 +1,73 @@
+"""What the programs of `bench/programs.py` need of a library (`Fw`), for tgfx and for jax, and the helpers they
+share."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Fw:
+    """What a program needs of a library, spelt alike for both."""
+    name: str
+    xp: Any                 # tgfx.numpy / jax.numpy
+    jit: Callable
+    value_and_grad: Callable
+    grad: Callable
+    vmap: Callable
+    lax: Any
+    tree_map: Callable
+    asarray: Callable
+    key: Callable           # seed -> key
+    split: Callable
+    normal: Callable        # (key, shape) -> standard normal
+    log_softmax: Callable
+    sigmoid: Callable
+    gelu: Callable
+    conv: Callable          # NCHW x, OIHW w, "SAME", stride 1
+    categorical: Callable   # (key, logits) -> a sample
+    segment_sum: Callable   # (data, segment_ids, num_segments) -> per-segment sums
+    segment_max: Callable   # (data, segment_ids, num_segments) -> per-segment maxima
+    logsumexp: Callable     # (a, axis) -> log(sum(exp(a), axis))
+    randint: Callable       # (key, shape, minval, maxval) -> int32 draws
+    stop_gradient: Callable
+
+    def sync(self, x: Any) -> float:
+        return float(x)
+
+
+def tgfx_fw() -> Fw:
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
+    return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vmap, tg.lax, tg.tree.map, tg.asarray, tg.random.key,
+              tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
+              tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,
+              tg.stop_gradient)
+
+
+def jax_fw() -> Fw:
+    import jax
+    import jax.numpy as jnp
+    conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
+    return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
+              jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
+              jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum, jax.ops.segment_max, jax.nn.logsumexp,
+              jax.random.randint, jax.lax.stop_gradient)
+
+
+Step = Callable[[int], Any]   # step i -> the loss (not yet read)
+
+
+def batch(fw: Fw, i: int, b: int, *arrays: np.ndarray) -> tuple[Any, ...]:
+    """Step i's batch of each array: its rows (i % 8) * b onwards, b of them, on the framework's device."""
+    j = (i % 8) * b
+    return tuple(fw.asarray(a[j:j + b]) for a in arrays)
+
+
+def init(rng: np.random.Generator, *shape: int, scale: float | None = None) -> np.ndarray:
+    return (rng.standard_normal(shape) * (scale if scale is not None else 1 / math.sqrt(shape[0]))).astype(np.float32)
