@@ -166,6 +166,13 @@ def test_softmax_family_with_infinities() -> None:
     assert lse[1] == pytest.approx(np.log(1 + np.e))
     sm = nn.softmax(tg.asarray(x[1:2])).numpy()
     np.testing.assert_allclose(sm, np_softmax(np.array([[0.0, ninf, 1.0]])), rtol=1e-6)
+    # a row holding +inf is shifted by its largest entry below it: a large finite entry beside the inf does not
+    # overflow (float16's exp(11.78) does), so it is 0 and only the inf is NaN, in every dtype
+    for dtype, big in ((np.float16, 11.78), (np.float32, 100.0)):
+        row = tg.asarray(np.array([[-4.0, big, np.inf, ninf]], dtype))
+        np.testing.assert_array_equal(nn.softmax(row).numpy(), np.array([[0, 0, np.nan, 0]], dtype))
+        np.testing.assert_array_equal(nn.log_softmax(row).numpy()[0, [0, 1, 3]], [ninf] * 3)
+        assert nn.logsumexp(row, axis=1).numpy()[0] == np.inf
 
 
 def test_softmax_family_where_and_logsumexp_scales() -> None:

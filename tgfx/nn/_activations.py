@@ -162,9 +162,11 @@ def glu(x: ArrayLike, axis: int = -1) -> Tensor:
 
 
 def _finite_max(t: Tensor, axes: tuple[int, ...]) -> Tensor:
-    """The maximum over `axes` (kept), replaced by 0 where it is not finite (a row of -inf or one holding +inf):
-    subtracting it must not turn a row into NaNs. It is a constant shift, so no gradient flows through it."""
-    m = stop_gradient(tnp.max(t, axis=axes, keepdims=True))
+    """The maximum over `axes` (kept), at most the dtype's largest finite value, replaced by 0 where it is not finite
+    (a row of -inf): subtracting it must not turn a row into NaNs, nor leave a large finite entry beside a +inf
+    unshifted (float16's exp(11.8) overflows: the row [11.8, inf] shifted by 0 gave [nan, nan] for softmax where it is
+    [0, nan]). It is a constant shift, so no gradient flows through it."""
+    m = stop_gradient(tnp.max(tnp.minimum(t, tnp.finfo(t.dtype).max), axis=axes, keepdims=True))
     return tnp.isfinite(m).where(m, tnp.zeros((), t.dtype))
 
 
