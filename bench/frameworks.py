@@ -71,3 +71,22 @@ def batch(fw: Fw, i: int, b: int, *arrays: np.ndarray) -> tuple[Any, ...]:
 
 def init(rng: np.random.Generator, *shape: int, scale: float | None = None) -> np.ndarray:
     return (rng.standard_normal(shape) * (scale if scale is not None else 1 / math.sqrt(shape[0]))).astype(np.float32)
+
+
+def sgd_step(fw: Fw, loss: Callable, lr: float) -> Callable:
+    """The jitted step `(p, *batch) -> (p - lr * grad, loss)` of `loss(p, *batch)`."""
+    @fw.jit
+    def step(p: Any, *args: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, *args)
+        return fw.tree_map(lambda p, g: p - lr * g, p, g), value
+    return step
+
+
+def adam(fw: Fw, p: Any, m: Any, v: Any, n: Any, g: Any, lr: float, b1: float = 0.9, b2: float = 0.999) -> tuple:
+    """One Adam update of the pytree `p` by its gradient `g` (moments `m`, `v`, step count `n`, a float array):
+    the new (p, m, v, n), as optax.adam writes it."""
+    m = fw.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
+    v = fw.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
+    n = n + 1
+    c1, c2 = 1 - b1 ** n, 1 - b2 ** n
+    return fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (fw.xp.sqrt(v / c2) + 1e-8), p, m, v), m, v, n

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, batch, init
+from bench.frameworks import Fw, Step, adam, batch, init, sgd_step
 
 
 def spectral(fw: Fw, quick: bool) -> Step:
@@ -78,10 +78,7 @@ def gat(fw: Fw, quick: bool) -> Step:
         logits = attend(p[1], h).mean(1)                             # the heads averaged
         return -(fw.log_softmax(logits) * labels).sum(-1).mean()
 
-    @fw.jit
-    def step(p: Any, h: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, h)
-        return fw.tree_map(lambda p, g: p - 1.0 * g, p, g), value
+    step = sgd_step(fw, loss, 1.0)
     state = [params]
 
     def run(i: int) -> Any:
@@ -193,11 +190,7 @@ def ddpm(fw: Fw, quick: bool) -> Step:
     def step(p: Any, m: Any, v: Any, n: Any, x0: Any, key: Any) -> Any:
         kt, kn = fw.split(key)
         value, g = fw.value_and_grad(loss)(p, x0, fw.randint(kt, (b,), 0, steps), fw.normal(kn, (b, 2)))
-        m = fw.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-        v = fw.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-        n = n + 1
-        c1, c2 = 1 - b1 ** n, 1 - b2 ** n
-        p = fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (xp.sqrt(v / c2) + 1e-8), p, m, v)
+        p, m, v, n = adam(fw, p, m, v, n, g, lr, b1, b2)
         return p, m, v, n, value
     zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
     state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32)), fw.key(0)]
@@ -229,10 +222,7 @@ def hmm(fw: Fw, quick: bool) -> Step:
         alpha, _ = fw.lax.scan(forward, fw.log_softmax(p["init"])[None, :] + log_emit[obs[0]], obs[1:])
         return -fw.logsumexp(alpha, axis=1).mean() / t                # the negative log-likelihood per step
 
-    @fw.jit
-    def step(p: Any, obs: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, obs)
-        return fw.tree_map(lambda p, g: p - 2.0 * g, p, g), value
+    step = sgd_step(fw, loss, 2.0)
     state = [params]
 
     def run(i: int) -> Any:
@@ -271,11 +261,7 @@ def reinforce(fw: Fw, quick: bool) -> Step:
     @fw.jit
     def step(p: Any, m: Any, v: Any, n: Any, key: Any) -> Any:
         (_, ret), g = fw.value_and_grad(loss, has_aux=True)(p, key)
-        m = fw.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-        v = fw.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-        n = n + 1
-        c1, c2 = 1 - b1 ** n, 1 - b2 ** n
-        p = fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (xp.sqrt(v / c2) + 1e-8), p, m, v)
+        p, m, v, n = adam(fw, p, m, v, n, g, lr, b1, b2)
         return p, m, v, n, ret
     zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
     state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32)), fw.key(0)]

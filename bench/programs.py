@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, batch, init, jax_fw, tgfx_fw
+from bench.frameworks import Fw, Step, adam, batch, init, jax_fw, sgd_step, tgfx_fw
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 
 
@@ -117,11 +117,7 @@ def transformer(fw: Fw, quick: bool) -> Step:
     @fw.jit
     def step(p: Any, m: Any, v: Any, n: Any, tokens: Any, targets: Any) -> Any:
         value, g = fw.value_and_grad(loss)(p, tokens, targets)
-        m = fw.tree_map(lambda m, g: b1 * m + (1 - b1) * g, m, g)
-        v = fw.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, v, g)
-        n = n + 1
-        c1, c2 = 1 - b1 ** n, 1 - b2 ** n
-        p = fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (xp.sqrt(v / c2) + 1e-8), p, m, v)
+        p, m, v, n = adam(fw, p, m, v, n, g, lr, b1, b2)
         return p, m, v, n, value
     zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
     state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32))]
@@ -195,10 +191,7 @@ def lstm(fw: Fw, quick: bool) -> Step:
         _, hs = fw.lax.scan(cell, (h0, h0), xs)
         return -(fw.log_softmax(hs @ p["wo"] + p["bo"]) * ys).sum(-1).mean()
 
-    @fw.jit
-    def step(p: Any, xs: Any, ys: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, xs, ys)
-        return fw.tree_map(lambda p, g: p - 0.1 * g, p, g), value
+    step = sgd_step(fw, loss, 0.1)
     data, eye = rng.integers(0, v, (8 * b, t + 1)), np.eye(v, dtype=np.float32)
     state = [params]
 
@@ -271,10 +264,7 @@ def ode(fw: Fw, quick: bool) -> Step:
             return y + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
         return ((fw.lax.fori_loop(0, steps, rk4, y0) - target) ** 2).mean()
 
-    @fw.jit
-    def step(p: Any, y0: Any, target: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, y0, target)
-        return fw.tree_map(lambda p, g: p - 0.05 * g, p, g), value
+    step = sgd_step(fw, loss, 0.05)
     y0, target = (fw.asarray(rng.standard_normal((n, d)).astype(np.float32)) for _ in range(2))
     state = [params]
 
@@ -372,10 +362,7 @@ def gnn(fw: Fw, quick: bool) -> Step:
             h = xp.tanh(fw.segment_sum(messages, receivers, nodes) / 4 + h @ lp["self"] + lp["b"])
         return ((h @ p["out"] - target) ** 2).mean()
 
-    @fw.jit
-    def step(p: Any, h: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, h)
-        return fw.tree_map(lambda p, g: p - 0.1 * g, p, g), value
+    step = sgd_step(fw, loss, 0.1)
     state = [params]
 
     def run(i: int) -> Any:

@@ -177,8 +177,8 @@ def test_short_row_reductions_match_numpy(case) -> None:  # noqa: ANN001
     got = {"softmax": tg.nn.softmax(t, axis=-1), "log_softmax": tg.nn.log_softmax(t, axis=-1),
            "logsumexp": tg.nn.logsumexp(t, axis=-1, keepdims=keepdims), "layernorm": _layernorm(t),
            "max": t.max(-1)}
-    # layernorm's (x - m) loses what rounding m to the dtype loses, relative to the row's spread: for a row whose mean is
-    # far from zero against its deviation ([-3.2628, -3.2702]: |m| / sd = 890) no float32 layernorm is closer than
+    # layernorm's (x - m) loses what rounding m to the dtype loses, relative to the row's spread: for a row whose mean
+    # is far from zero against its deviation ([-3.2628, -3.2702]: |m| / sd = 890) no float32 layernorm is closer than
     # about eps |m| / sd, numpy's own in float32 included. That much more is allowed on such rows; a row centred near
     # zero adds at most 2 eps
     eps = float(np.finfo(np.float32).eps) if not half else 2.0 ** (-7 if dtype is dtypes.bfloat16 else -10)
@@ -189,7 +189,8 @@ def test_short_row_reductions_match_numpy(case) -> None:  # noqa: ANN001
         actual = np.asarray(value.astype(dtypes.float32))
         if name == "layernorm":
             close = np.isclose(actual, want[name], rtol=tol["rtol"], atol=allowed, equal_nan=True)
-            assert close.all(), (name, actual[~close], want[name][~close], np.broadcast_to(allowed, close.shape)[~close])
+            assert close.all(), (name, actual[~close], want[name][~close],
+                                 np.broadcast_to(allowed, close.shape)[~close])
         else:
             np.testing.assert_allclose(actual, want[name], err_msg=name, **tol)
 
