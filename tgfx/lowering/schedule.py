@@ -164,11 +164,11 @@ def _onehot_index(cmp: UOp) -> UOp | None:
     return a if _iota_like(b) else b if _iota_like(a) else None
 
 
-def _is_onehot(u: UOp) -> bool:
+def is_onehot(u: UOp) -> bool:
     """A one-hot mask: `idx == arange`, or several of them and-ed (an index into several axes)."""
     u = _view_base(u)
     if u.op is Ops.AND:
-        return all(_is_onehot(s) for s in u.src)
+        return all(is_onehot(s) for s in u.src)
     return _onehot_index(u) is not None
 
 
@@ -333,7 +333,7 @@ def _gather(red: UOp) -> bool:
     """Whether `red` picks one value per output (`where(idx == arange, v, identity)` summed over the indexed axis: a
     gather, which its kernel reads as one load at the index, `gather.collapse_onehot`), not a scatter."""
     body = red.src[0]
-    return red.arg[0] in (Ops.ADD, Ops.MAX) and body.op is Ops.WHERE and _is_onehot(body.src[0]) and \
+    return red.arg[0] in (Ops.ADD, Ops.MAX) and body.op is Ops.WHERE and is_onehot(body.src[0]) and \
         _view_base(body.src[2]).op is Ops.CONST and not _scatter_reduce(red)
 
 
@@ -603,7 +603,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # sum over the indexed axis becomes one load at the index, tgfx/lowering/gather.py)
                 if inside and _is_expanding(u) and u not in scatter_expands and (prod(u.arg) >= RECOMPUTE_MIN or
                                                     _stepped_operand(u, axes, root, ctx)) and u not in onehot and \
-                        not _is_onehot(u.src[0]) and not _iota_like(u.src[0]) and \
+                        not is_onehot(u.src[0]) and not _iota_like(u.src[0]) and \
                         (base := _view_base(u.src[0], pads=True)) not in ctx.realize and \
                         base.op in GroupOp.Elementwise and \
                         _recompute_cost(base, ctx, root) >= (RECOMPUTE_COST if base is not _view_base(u.src[0])
@@ -830,7 +830,7 @@ def _stored_operand(u: UOp) -> bool:
         return True
     base = _view_base(u)
     return base is _view_base(u, pads=True) and base.op in GroupOp.Elementwise and not _iota_like(base) and \
-        not _is_onehot(base) and _recompute_cost(base, ScheduleCtx(), base) >= RECOMPUTE_COST_OPERAND
+        not is_onehot(base) and _recompute_cost(base, ScheduleCtx(), base) >= RECOMPUTE_COST_OPERAND
 
 
 def _dot_layout(red: UOp, unknown: bool = False) -> bool:
