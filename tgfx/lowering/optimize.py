@@ -591,6 +591,13 @@ def _vector_sum(red: UOp) -> bool:
     return not any(u.op in GroupOp.Transcendental for u in red.src[0].toposort())
 
 
+def _selecting_extremum(reds: list[UOp]) -> bool:
+    """Whether a max reduce (a min is one of negated values) takes a value chosen by a WHERE (`max(where(x == inf, -inf, x))`): LLVM folds the
+    select into the loop's recurrence (`select(c, acc, max(acc, x))`), which its loop vectoriser does not take as a
+    reduction, so the row stays scalar (4096 rows of 1024: 10-20 ms, the plain max 0.3-0.6)."""
+    return any(red.arg is Ops.MAX and any(u.op is Ops.WHERE for u in red.src[0].toposort()) for red in reds)
+
+
 def _largest_divisor(n: int, most: int) -> int:
     """The largest divisor of `n` that is at most `most`."""
     return next(d for d in range(min(n, most), 0, -1) if n % d == 0)
@@ -876,7 +883,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         # end, and made 15x the loop's code: 152 -> 28 us for 32 channels of 32 x 32 x 32, 16 -> 9 ms of LLVM. (A sum
         # of long rows alone is as fast its way: 4096 rows of 1024, 92-97 us, 105-117 this way.)
         long = [r for r in along if r.src[0].arg % lanes == 0 and
-                (len(reduces) > 1 or r.src[0].arg <= SHORT_ROW * lanes or not loops)]
+                (len(reduces) > 1 or r.src[0].arg <= SHORT_ROW * lanes or not loops or _selecting_extremum(red_nodes))]
         # (only a few plain ops an element: a costly value, a loss's logs and exps, copied per lane is no vector; a
         # longer axis's lanes are a vector range, unless its values are half floats or its element calls the C library
         # or a polynomial: a VAE's softplus loss summed so ran 10 -> 17 us)
