@@ -592,9 +592,10 @@ def _vector_sum(red: UOp) -> bool:
 
 
 def _selecting_extremum(reds: list[UOp]) -> bool:
-    """Whether a max reduce (a min is one of negated values) takes a value chosen by a WHERE (`max(where(x == inf, -inf, x))`): LLVM folds the
-    select into the loop's recurrence (`select(c, acc, max(acc, x))`), which its loop vectoriser does not take as a
-    reduction, so the row stays scalar (4096 rows of 1024: 10-20 ms, the plain max 0.3-0.6)."""
+    """Whether a max reduce (a min is one of negated values) takes a value chosen by a WHERE (`max(where(x == inf,
+    -inf, x))`): LLVM folds the select into the loop's recurrence (`select(c, acc, max(acc, x))`), which its loop
+    vectoriser does not take as a reduction, so the row stays scalar (4096 rows of 1024: 10-20 ms, the plain max
+    0.3-0.6)."""
     return any(red.arg is Ops.MAX and any(u.op is Ops.WHERE for u in red.src[0].toposort()) for red in reds)
 
 
