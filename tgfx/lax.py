@@ -218,7 +218,7 @@ from tgfx.numpy._complex import imag as imag
 from tgfx.numpy._complex import make_complex
 from tgfx.numpy._complex import real as real
 from tgfx.tensor import Tensor, is_weak, promotion_kind, weak, weak_input, weak_like
-from tgfx.trace_state import Effects, record_owner, tracing
+from tgfx.trace_state import Trace, record_owner, tracing
 from tgfx.transforms.collectives import all_gather as all_gather
 from tgfx.transforms.collectives import axis_index as axis_index
 from tgfx.transforms.collectives import pmax as pmax
@@ -287,18 +287,19 @@ def _stand_in(shape: tuple[int, ...], dtype: Any, device: str) -> UOp:
 
 def _run(name: str, f: Callable, args: tuple, described: dict[UOp, str]) -> Any:
     """Call `f` on stand-ins; reading a stand-in's value inside raises a concretization error naming it."""
-    out, effects = _traced(name, f, args, described, None)
-    if effects.happened:
+    out, trace = _traced(name, f, args, described, None)
+    if trace.effects.happened:
         raise NotImplementedError(f"{name} ran a host callback (debug.print, io_callback, ...): tgfx runs those in "
                                   f"loop bodies and branches, not in a while_loop's cond_fun; move it into body_fun")
     return out
 
 
-def _traced(name: str, f: Callable, args: tuple, described: dict[UOp, str], token: UOp | None) -> tuple[Any, Effects]:
-    """`_run`, the host callbacks inside chained from effect token `token` (a stand-in): the result and the chain."""
+def _traced(name: str, f: Callable, args: tuple, described: dict[UOp, str], token: UOp | None) -> tuple[Any, Trace]:
+    """`_run`, the host callbacks inside chained from effect token `token` (a stand-in): the result and the Trace it
+    ran in (its effect chain, what it checkpointed)."""
     record_owner(tuple(described), name)  # a stand-in kept past the call is an escaped tracer naming `name`
     with tracing(name, described, token=token) as trace:
-        return f(*args), trace.effects
+        return f(*args), trace
 
 
 def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device: str) -> tuple[list[UOp],
@@ -412,6 +413,7 @@ class _Step(NamedTuple):
     y_tree: PyTreeDef
     pred: Tensor | None
     effect: tuple[UOp, UOp] | None   # the step's host callbacks: (the token stand-in they start from, the last token)
+    remat: bool                      # the step calls tg.checkpoint: its backward recomputes it, saving no residuals
 
 
 def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carry: list[Tensor], carry_tree: PyTreeDef,
@@ -429,7 +431,8 @@ def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carr
     carry_arg = tree_unflatten(carry_tree, arg(carry_si, carry))
     x_arg = tree_unflatten(x_tree, arg(x_si, x_leaves))
     token = _stand_in((), TOKEN, device)
-    out, effects = _traced(name, step, (Tensor(index), carry_arg, x_arg), described, token)
+    out, trace = _traced(name, step, (Tensor(index), carry_arg, x_arg), described, token)
+    effects = trace.effects
     if not (isinstance(out, tuple) and len(out) == 2):
         raise TypeError(f"{who}: {name} must return a pair (carry, y), got {type(out).__name__}")
     new_carry, y = out
@@ -443,7 +446,7 @@ def _trace_step(who: str, name: str, step: Callable, cond: Callable | None, carr
             got = _describe(pred) if pred is not None else type(pred).__name__
             raise TypeError(f"{who}: cond_fun {cname} must return a boolean scalar, got {got}")
     return _Step(index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred,
-                 (token, effects.token) if effects.happened else None)
+                 (token, effects.token) if effects.happened else None, bool(trace.checkpointed))
 
 
 def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int | None, reverse: bool = False,
@@ -468,7 +471,7 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
         promoted = {k for k, (a, b) in enumerate(zip(carry, promoted_carry, strict=True)) if a is not b}
         carry = promoted_carry
         traced = _trace_step(*trace, carry, carry_tree, carry_paths, x_leaves, x_tree, x_paths, device)
-    index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred, effect = traced
+    index, carry_si, x_si, new_leaves, y_leaves, y_tree, pred, effect, remat = traced
     _check_carry(who, name, carry, new_leaves, carry_paths, init_paths, promoted)
     if effect is not None:   # host callbacks in the step: their effect token is one more carry, the last
         carry, carry_si, new_leaves = [*carry, chain_token(device)], [*carry_si, effect[0]], \
@@ -478,7 +481,7 @@ def _loop(who: str, f: Callable, step: Callable, init: Any, xs: Any, length: int
         bodies.append([pred.uop])
     closed, consts = close_over(bodies, [index], [*carry_si, *x_si], device)
     spec = LoopSpec(name, len(consts), len(carry), len(x_leaves), length, device, reverse, cond is not None,
-                    trip is not None)
+                    trip is not None, remat=remat)
     operands = [*consts, *(t.uop for t in carry), *(t.uop for t in x_leaves), *([] if trip is None else [trip.uop])]
     loop = UOp(Ops.LOOP, None, (*closed, *operands), spec)
     k, n_y = len(carry), len(y_leaves)
@@ -686,8 +689,8 @@ def _switch(who: str, index: Any, branches: list[Callable], operands: tuple) -> 
     outs, first = [], None
     token, effects = _stand_in((), TOKEN, device), []
     for k, b in enumerate(branches):
-        res, fx = _traced(_name(b), b, tuple(stand_args), described, token)
-        effects.append(fx.token)
+        res, tr = _traced(_name(b), b, tuple(stand_args), described, token)
+        effects.append(tr.effects.token)
         what = f"the result of branch {k} ({_name(b)})"
         leaves, tree, paths = _leaves(who, what, res, device)
         if first is None:

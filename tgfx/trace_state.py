@@ -61,6 +61,9 @@ class Trace:
     made: set[UOp] = dataclasses.field(default_factory=set, compare=False)
     # the host callbacks it ran, as a chain of effect tokens
     effects: Effects = dataclasses.field(default_factory=Effects, compare=False)
+    # the functions `tg.checkpoint` ran inside it (or inside a trace within it): a loop whose body calls one
+    # recomputes the body's forward in its backward, keeping nothing but the carries
+    checkpointed: set[str] = dataclasses.field(default_factory=set, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)

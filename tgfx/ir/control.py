@@ -47,6 +47,7 @@ class LoopSpec:
     cond: bool = False         # src[1] is a cond body: a while loop
     dynamic: bool = False      # the last operand is the trip count (int64 scalar, at most `length`)
     save: bool = False         # also return the carry at the start of every step, stacked
+    remat: bool = False        # the body calls tg.checkpoint: its backward recomputes the step, reading no residuals
 
     @property
     def n_bodies(self) -> int:

@@ -346,17 +346,23 @@ def _into(cmds: list[UOp], outs: list[UOp], results: list[UOp], inputs: set[UOp]
 # they are merged; a substitution to a fixed point sees the whole graph each round.
 def merge_saved_loops(root: UOp) -> UOp:
     """Make results of a LOOP read its twin with `save` where differentiation made one, so the forward runs once
-    (the twin returns everything the LOOP does, and the saved carries besides)."""
+    (the twin returns everything the LOOP does, the residuals the backward reads as extra ys after its own, and the
+    saved carries besides)."""
     while True:
-        twins = {u.replace(arg=dataclasses.replace(u.arg, save=False)): u for u in root.toposort()
-                 if u.op is Ops.LOOP and u.arg.save}
+        twins = {}
+        for u in root.toposort():
+            if u.op is Ops.LOOP and u.arg.save:
+                plain, outs = u.arg, u.src[0].src
+                for n in range(plain.n_carry, len(outs) + 1):   # the LOOP's body results (the rest: residuals)
+                    twins.setdefault(u.replace(src=(UOp(Ops.TUPLE, None, outs[:n]), *u.src[1:]),
+                                               arg=dataclasses.replace(plain, save=False)), u)
         if not twins:
             return root
         mapping = {}
         for u in root.toposort():
             if u.op is Ops.GETTUPLE and (twin := twins.get(u.src[0])) is not None:
-                plain = u.src[0].arg
-                i = u.arg if u.arg < len(loop_results(u.src[0])) - plain.counted else u.arg + plain.n_carry
+                last = u.arg == len(loop_results(u.src[0])) - 1 and u.src[0].arg.counted
+                i = len(loop_results(twin)) - 1 if last else u.arg   # the step count is last, the rest in front
                 mapping[u] = UOp(Ops.GETTUPLE, u.dtype, (twin,), i)
         if not mapping:
             return root

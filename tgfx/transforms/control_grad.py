@@ -7,11 +7,22 @@ one contraction over the stacked values instead, `_Stacked`);
 it scans over what step i needs: the forward carry at the start of step i, saved by the forward (the same LOOP
 with `save`, which returns them stacked), the forward slices xs[i], and the cotangents of ys[i] (and of saved[i],
 for higher orders). It returns the cotangents of the initial carries and of the consts as its final carries, and
-those of xs stacked as its ys. The body's VJP recomputes the step's forward from the saved carry (nothing else is
-kept). A loop whose step count is known only on the device (a while loop with max_steps, a dynamic fori_loop) has a
-backward that takes the same number of steps, read from the forward's step count.
+those of xs stacked as its ys. A loop whose step count is known only on the device (a while loop with max_steps, a
+dynamic fori_loop) has a backward that takes the same number of steps, read from the forward's step count.
 
-The forward with `save` is a second LOOP node next to the one the primal results come from;
+The body's VJP recomputes the step's elementwise forward from the saved carry (it fuses into the VJP's own kernels),
+but not its reductions: the forward also stacks, as extra ys, the results of the body's REDUCE_AXIS nodes that the
+VJP reads (a logsumexp's row maxima and sums, a matmul's product), and the backward reads them as scanned slices
+(`_residuals`; JAX saves its residuals the same way). Hash-consing makes the VJP's graph hold the forward body's
+nodes themselves, so each is replaced by its slice by node. The policy: a reduce is saved when the VJP reads it
+(not only through another saved one), it varies by step (reads the index, a carry or a slice: one of the consts
+only is the same every step), its dtype is a float, and the residuals fit a budget: per step at most
+RESIDUAL_RATIO times the elements of the carries, and over all steps at most STACKED_BYTES_MAX bytes; reduces that
+save the most work per element kept (input elements per output element) come first. A loop whose body calls
+`tg.checkpoint` (`remat`) saves none: its backward recomputes the step, as a checkpointed scan body does in JAX. A
+loop that already saves (the forward of a first-order backward, differentiated again) adds no residuals of its own.
+
+The forward with `save` (and its residual ys) is a second LOOP node next to the one the primal results come from;
 `tgfx.lowering.control.merge_saved_loops` makes the primal results read the saving one, so the forward runs once.
 
 The backward of a SWITCH is a SWITCH on the same index over each branch's VJP.
@@ -129,12 +140,8 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     body = ret.src[0]
     k, nc, nx = sp.n_carry, sp.n_consts, sp.n_xs
     n_ys = len(body.src) - k
-    fwd = ret if sp.save else ret.replace(arg=dataclasses.replace(sp, save=True))
-    fwd_types = loop_results(fwd)
     ct_carry, ct_ys = ctx[:k], ctx[k:k + n_ys]
     ct_saved = ctx[k + n_ys:k + n_ys + k] if sp.save else (None,) * k
-    saved = [_get(fwd, k + n_ys + j, init[j].dtype) for j in range(k)]
-    steps = trip if sp.dynamic else _get(fwd, len(fwd_types) - 1, INDEX_DTYPE) if sp.cond else None
 
     fc = [j for j in range(k) if init[j].dtype.is_inexact]
     fconst = [i for i in range(nc) if consts[i].dtype.is_inexact]
@@ -156,12 +163,14 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     cty_i = [_param(slot + a, body.src[k + j].shape, body.src[k + j].dtype, dev) for a, j in enumerate(cy)]
     slot += len(cy)
     cts_i = [_param(slot + a, init[j].shape, init[j].dtype, dev) for a, j in enumerate(cs)]
+    slot += len(cs)
 
     # the forward body on the backward's slots, and its VJP at (consts, saved carry, slice)
     c_p = [_param(1 + i, consts[i].shape, consts[i].dtype, dev) for i in range(nc)]
     fwd_slots = {0: _param(0, (), INDEX_DTYPE, dev), **{1 + i: c_p[i] for i in range(nc)},
                  **{1 + nc + j: k_i[j] for j in range(k)}, **{1 + nc + k + m: x_i[m] for m in range(nx)}}
-    step = substitute_outside_calls(body, {p: fwd_slots[s] for s, p in params_of(body).items()})
+    slots = {p: fwd_slots[s] for s, p in params_of(body).items()}
+    step = substitute_outside_calls(body, slots)
     ct_out: list[UOp | None] = [None] * len(body.src)
     for a, j in enumerate(fc):
         ct_out[j] = ct_c[a]
@@ -169,6 +178,17 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
         ct_out[k + j] = cty_i[a]
     targets = [c_p[i] for i in fconst] + [k_i[j] for j in fc] + [x_i[m] for m in fx]
     g = compute_gradient(step, tuple(ct_out), targets)
+    # the forward: the same loop with `save`, stacking the reduces the VJP reads besides (none when it saves already,
+    # nor for a checkpointed body)
+    vjp = [v for v in g.values() if v is not None]
+    res = [] if sp.save or sp.remat else _residuals(body, slots, vjp, nc, init, sp.length)
+    fwd = ret if sp.save else ret.replace(src=(UOp(Ops.TUPLE, None, (*body.src, *(r for r, _ in res))), *ret.src[1:]),
+                                          arg=dataclasses.replace(sp, save=True))
+    fwd_types = loop_results(fwd)
+    n_res = len(res)
+    residual = [_get(fwd, k + n_ys + a, r.dtype) for a, (r, _) in enumerate(res)]
+    saved = [_get(fwd, k + n_ys + n_res + j, init[j].dtype) for j in range(k)]
+    steps = trip if sp.dynamic else _get(fwd, len(fwd_types) - 1, INDEX_DTYPE) if sp.cond else None
 
     def grad_of(p: UOp) -> UOp:
         return g[p] if p in g else _full(p, 0)
@@ -196,6 +216,9 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     restacked = {a: v for a in every if (v := _restacked(a, sliced)) is not None}
     operands = list(dict.fromkeys(a for a in every if a not in restacked))
     bw_body = UOp(Ops.TUPLE, None, (*new_ct, *new_acc, *(grad_of(x_i[m]) for m in fx), *operands))
+    # the saved reduces, slices of the forward's residual ys (the last slots)
+    res_i = [_param(slot + a, r.shape, r.dtype, dev) for a, (_, r) in enumerate(res)]
+    bw_body = substitute_outside_calls(bw_body, {r: p for (_, r), p in zip(res, res_i, strict=True)})
     if len(summed) < len(fconst):   # the slots after a dropped accumulator move down
         first = 1 + nc + len(fc)
         kept = [first + a for a, i in enumerate(fconst) if rests[i]]
@@ -206,10 +229,10 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
         bw_body = substitute_outside_calls(bw_body, {p: moved(p) for p in params_of(bw_body).values()})
 
     init_ct = [_on(ct_carry[j], dev) if ct_carry[j] is not None else _zeros(init[j], dev) for j in fc]
-    bw_spec = LoopSpec(f"{sp.name}_backward", nc, len(fc) + len(summed), k + nx + len(cy) + len(cs), sp.length, dev,
-                       reverse=not sp.reverse, dynamic=steps is not None)
+    bw_spec = LoopSpec(f"{sp.name}_backward", nc, len(fc) + len(summed), k + nx + len(cy) + len(cs) + n_res,
+                       sp.length, dev, reverse=not sp.reverse, dynamic=steps is not None, remat=sp.remat)
     src = (bw_body, *consts, *init_ct, *(_zeros(consts[i], dev) for i in summed), *saved, *xs,
-           *(_on(ct_ys[j], dev) for j in cy), *(_on(ct_saved[j], dev) for j in cs),
+           *(_on(ct_ys[j], dev) for j in cy), *(_on(ct_saved[j], dev) for j in cs), *residual,
            *([steps] if steps is not None else []))
     bw = UOp(Ops.LOOP, None, src, bw_spec)
 
@@ -227,6 +250,62 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     for a, m in enumerate(fx):
         out[base + nc + k + m] = _get(bw, len(fc) + len(summed) + a, xs[m].dtype)
     return tuple(out)
+
+
+# a step's saved reduces hold at most this many times the elements of its carries (a loop's backward reads both per
+# step; an LSTM's two gate products are 4x its (h, c)), and all steps' at most STACKED_BYTES_MAX
+RESIDUAL_RATIO = 4
+
+
+def _residuals(body: UOp, slots: dict[UOp, UOp], vjp: list[UOp], nc: int, init: tuple[UOp, ...],
+               steps: int) -> list[tuple[UOp, UOp]]:
+    """The reduces of the forward `body` whose results the backward reads from the forward instead of recomputing them
+    (see the module doc), each as (the node in `body`, the same node in the VJP's graph: `body` with its PARAMs
+    replaced by `slots`), given the VJP's results `vjp`; `nc` consts come after the index in `body`'s slots."""
+    per_step = {p for s, p in params_of(body).items() if s == 0 or s > nc}
+    varying: dict[UOp, bool] = {}
+    for u in walk(body):
+        varying[u] = u in per_step or any(varying[s] for s in u.src[n_bodies(u):])
+    reduces = [u for u in walk(body) if u.op is Ops.REDUCE_AXIS and u.dtype.is_inexact and varying[u]]
+    if not reduces or not steps:
+        return []
+    images = substitute_outside_calls(UOp(Ops.TUPLE, None, tuple(reduces)), slots).src
+    of = dict(zip(images, reduces, strict=True))
+    # the most work saved per element kept first (a matmul's product, then a row's sum)
+    order = sorted(of, key=lambda r: -(r.src[0].size // max(r.size, 1)))
+    budget = RESIDUAL_RATIO * sum(c.size for c in init)
+    chosen: set[UOp] = set()
+    for _ in range(len(order) + 1):   # a chosen reduce read only through others frees its room
+        read = _read(vjp, of, chosen)
+        pruned = chosen - read
+        chosen &= read
+        used, nbytes = sum(r.size for r in chosen), sum(r.size * r.dtype.itemsize for r in chosen)
+        added = False
+        for r in order:
+            if r in read and r not in chosen and used + r.size <= budget and \
+                    steps * (nbytes + r.size * r.dtype.itemsize) <= STACKED_BYTES_MAX:
+                chosen.add(r)
+                used, nbytes, added = used + r.size, nbytes + r.size * r.dtype.itemsize, True
+        if not added and not pruned:
+            break
+    return [(of[r], r) for r in order if r in chosen]
+
+
+def _read(roots: list[UOp], candidates: dict[UOp, UOp], chosen: set[UOp]) -> set[UOp]:
+    """The `candidates` the graph of `roots` reads, not counting what it reads only through the `chosen` ones
+    (outside nested bodies)."""
+    seen: set[UOp] = set()
+    stack, out = list(roots), set()
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u in candidates:
+            out.add(u)
+        if u not in chosen:
+            stack.extend(u.src[n_bodies(u):])
+    return out
 
 
 def _sum(terms: list[UOp]) -> UOp:

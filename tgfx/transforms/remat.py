@@ -6,9 +6,11 @@ VJP needs. Here it is a `tg.custom_vjp` whose forward keeps the inputs as its re
 `tg.vjp(f, *inputs)`, so the backward graph is built from the inputs, not from the forward's intermediates.
 
 What is stored is the scheduler's decision in tgfx (a value is a buffer only where a kernel boundary needs it, and
-cheap elementwise values are recomputed rather than stored), and a loop's backward already recomputes its body from
-the saved carries, as a checkpointed `scan` body does in JAX. So `checkpoint` mostly serves code written for JAX:
-`policy` and `prevent_cse` are accepted for compatibility and change nothing.
+cheap elementwise values are recomputed rather than stored). A loop's backward recomputes its body's elementwise work
+from the saved carries and reads the body's reductions from the forward (`control_grad`'s residuals), unless the body
+calls `checkpoint` (a loop body is inlined, so the call marks the trace it runs in): then the backward recomputes the
+whole step from the saved carries, as a checkpointed `scan` body does in JAX. Otherwise `checkpoint` mostly serves
+code written for JAX: `policy` and `prevent_cse` are accepted for compatibility and change nothing.
 
 >>> block = tg.checkpoint(lambda x, w: tnp.tanh(x @ w))
 >>> tg.grad(lambda w: block(x, w).sum())(w)          # the same gradient as without checkpoint
@@ -21,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tgfx.custom import custom_vjp
+from tgfx.trace_state import current
 from tgfx.transforms.grad import vjp
 
 
@@ -53,6 +56,8 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
                 full[i] = v
             return fun(*full, **dict(zip(names, values[len(dynamic):], strict=True)))
 
+        for t in current().traces:   # the loops whose bodies call it save no residuals (`control_grad`)
+            t.checkpointed.add(getattr(fun, "__name__", "a function"))
         rematerialised = custom_vjp(call)
         rematerialised.defvjp(lambda *values: (call(*values), values),
                               lambda values, g: vjp(call, *values)[1](g))
