@@ -226,3 +226,37 @@ def test_grad_outputs_mirror_the_return_structure() -> None:
     np.testing.assert_allclose(tg.grad(lambda x: sum(o.sum() for o in pair(x)))(x).numpy(), np.full(3, 4.0))
     np.testing.assert_allclose(tg.grad(lambda x: named(x)["b"].sum())(x).numpy(), np.full(3, 2.0))
     assert seen == ["Tensor", "tuple", ["a", "b"]]
+
+
+def test_a_rule_inside_a_loop_or_branch_body_is_the_one_differentiated() -> None:
+    """A custom_vjp / custom_jvp called in a scan, fori_loop, while_loop (max_steps) or cond body: its rule gives the
+    gradient through the loop, as in JAX. The bodies were inlined when the loop was built, the call's rule with them,
+    so the plain function's derivative was taken instead: silently, cos(x) for a rule returning 100 g."""
+    @tg.custom_vjp
+    def scaled(x):
+        return tnp.sin(x)
+    scaled.defvjp(lambda x: (tnp.sin(x), x), lambda x, g: (100.0 * g,))
+
+    @tg.custom_jvp
+    def safe_log1pexp(x):
+        return tnp.log(1.0 + tnp.exp(x))
+    safe_log1pexp.defjvps(lambda t, ans, x: t * tg.nn.sigmoid(x))   # the plain derivative is NaN at x = 100
+
+    x = tg.asarray(0.5)
+    # two steps of the rule: 100 * 100
+    assert tg.grad(lambda x: tg.lax.scan(lambda c, _: (scaled(c), None), x, None, length=2)[0])(x).item() == 1e4
+    assert tg.grad(lambda x: tg.lax.fori_loop(0, 2, lambda i, c: scaled(c), x))(x).item() == 1e4
+    assert tg.jit(tg.grad(lambda x: tg.lax.fori_loop(0, 2, lambda i, c: scaled(c), x)))(x).item() == 1e4
+    assert tg.grad(lambda x: tg.lax.cond(x > 0, scaled, tnp.cos, x))(x).item() == 100.0
+    wl = lambda x: tg.lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, scaled(c[1])), (0, x),  # noqa: E731
+                                     max_steps=4)[1]
+    assert tg.grad(wl)(x).item() == 1e4
+    xs = tg.asarray(np.array([0.1, 0.2, 0.3], np.float32))
+    np.testing.assert_array_equal(tg.vmap(tg.grad(lambda x: tg.lax.fori_loop(0, 2, lambda i, c: scaled(c), x)))(xs)
+                                  .numpy(), [1e4] * 3)
+    # the jvp rule's stable derivative through a loop: the plain one is exp(100) / (1 + exp(100)) = inf / inf
+    big = tg.asarray(100.0)
+    g = tg.grad(lambda x: tg.lax.scan(lambda c, _: (c, safe_log1pexp(c)), x, None, length=3)[1].sum())(big)
+    assert g.item() == pytest.approx(3.0)
+    # and the values are the function's own
+    assert tg.lax.fori_loop(0, 2, lambda i, c: scaled(c), x).item() == pytest.approx(np.sin(np.sin(0.5)), rel=1e-6)

@@ -313,7 +313,7 @@ def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device
     computed once, outside, and every body reads it through one PARAM.
     """
     mine = set(lead) | set(rest)
-    tuples = [inline(UOp(Ops.TUPLE, None, tuple(b))) for b in bodies]
+    tuples = [inline(UOp(Ops.TUPLE, None, tuple(b)), custom=False) for b in bodies]
     consts: dict[UOp, None] = {}
     for tup in tuples:
         order = walk(tup)

@@ -57,11 +57,19 @@ def inline_function(ctx: dict[UOp, UOp], g: UOp, fn: UOp) -> UOp:
 pm_inline = PatternMatcher([
     (UPat(Ops.GETTUPLE, src=(UPat(Ops.FUNCTION, name="fn"),), name="g"), inline_function),
 ])
+# ... but a FUNCTION with a backward of its own (custom_vjp, custom_jvp, checkpoint: `arg[1]`), which a graph that is
+# differentiated later needs as a call
+pm_inline_plain = PatternMatcher([
+    (UPat(Ops.GETTUPLE, src=(UPat(Ops.FUNCTION, name="fn"),), name="g"),
+     lambda ctx, g, fn: inline_function(ctx, g, fn) if fn.arg[1] is None else None),
+])
 
 
-def inline(root: UOp) -> UOp:
-    """`root` with every FUNCTION it calls (outside opaque bodies) substituted into its callers."""
-    return graph_rewrite(root, pm_inline, ctx={}, name="inline")
+def inline(root: UOp, custom: bool = True) -> UOp:
+    """`root` with every FUNCTION it calls (outside opaque bodies) substituted into its callers; without `custom`,
+    those with a backward of their own stay calls (a loop's or a branch's body, differentiated later: inlined, a
+    custom_vjp's rule was lost and the body's own derivative taken instead)."""
+    return graph_rewrite(root, pm_inline if custom else pm_inline_plain, ctx={}, name="inline")
 
 
 class EscapedTracerError(RuntimeError):
