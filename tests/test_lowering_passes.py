@@ -117,6 +117,16 @@ def test_symbolic_mod_splits_at_a_step_that_divides_the_divisor():
     assert [u for u in got.toposort() if u.op is Ops.MOD] == [simplify(i % 8)]   # the mod of the row alone
 
 
+def test_symbolic_takes_a_flipped_index_modulo_by_its_nearest_residues():
+    """A flipped axis's index is -r + c: its remainder by a divisor it stays within one step of is a difference, not a
+    division of every element (a transform's partner terms, 48 - r read through `% 64`)."""
+    r = rng(48)
+    out = simplify((-r + 112) % 64)
+    assert not any(u.op in (Ops.MOD, Ops.IDIV) for u in out.toposort()), out
+    for v in range(48):
+        assert simplify(out.substitute({r: c(v)})).arg == (112 - v) % 64
+
+
 def test_symbolic_keeps_negative_division_exact():
     v = UOp(Ops.VARIABLE, idx, (), ("v", -10, 10))
     assert simplify((v * 4 + 1) // 4) is (v * 4 + 1) // 4  # truncation differs from floor for negatives
@@ -224,6 +234,43 @@ def test_rangeify_splits_a_piece_made_of_pieces_at_their_bounds_too():
     xv, bv = rng.standard_normal((3, 2)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
     got = tnp.concatenate([Tensor(xv), tnp.concatenate([tnp.sin(Tensor(bv)), tnp.cos(Tensor(bv))], -1)], -1)
     np.testing.assert_allclose(got.numpy(), np.concatenate([xv, np.sin(bv), np.cos(bv)], -1), rtol=1e-6, atol=1e-6)
+
+
+def test_rangeify_splits_pieces_made_of_pieces_along_another_axis():
+    """Pieces along the columns, each a concatenation along the rows (irfft2's terms and their partners at the negated
+    row, built as the first row and the flipped rest, within its pieces of frequencies), of pairs: the grid of both
+    axes, each box reading plain views, sharing the pairs' loop. Split along the columns alone, each piece read its
+    rows through masks, both ways."""
+    x = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 48),), (4, 6, 2))
+
+    def rows(u: UOp) -> UOp:   # concatenate([u[:1], flip(u[1:])]) along axis 0
+        head = UOp(Ops.SHRINK, u.dtype, (u,), ((0, 1), (0, u.shape[1]), (0, 2)))
+        tail = UOp(Ops.FLIP, u.dtype, (UOp(Ops.SHRINK, u.dtype, (u,), ((1, 4), (0, u.shape[1]), (0, 2))),), (0,))
+        return UOp(Ops.PAD, u.dtype, (head,), ((0, 3), (0, 0), (0, 0))) + \
+            UOp(Ops.PAD, u.dtype, (tail,), ((1, 0), (0, 0), (0, 0)))
+    left = UOp(Ops.SHRINK, dtypes.float32, (x,), ((0, 4), (0, 2), (0, 2)))
+    right = UOp(Ops.SHRINK, dtypes.float32, (x,), ((0, 4), (2, 6), (0, 2)))
+    val = UOp(Ops.PAD, dtypes.float32, (UOp(Ops.EXP, dtypes.float32, (rows(left),)),), ((0, 0), (0, 4), (0, 0))) + \
+        UOp(Ops.PAD, dtypes.float32, (UOp(Ops.SIN, dtypes.float32, (rows(right),)),), ((0, 0), (2, 0), (0, 0)))
+    out = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 48), val)),))))
+    assert len(out.src) == 4 and not any(u.op is Ops.WHERE for u in out.toposort())
+    xv = np.arange(48, dtype=np.float32).reshape(4, 6, 2) / 48
+    flip_rows = np.concatenate([xv[:1], xv[1:][::-1]])
+    t = Tensor(xv)
+    got = tnp.concatenate([tnp.exp(tnp.concatenate([t[:1, :2], tnp.flip(t[1:, :2], 0)])),
+                           tnp.sin(tnp.concatenate([t[:1, 2:], tnp.flip(t[1:, 2:], 0)]))], 1)
+    np.testing.assert_allclose(got.numpy(), np.concatenate([np.exp(flip_rows[:, :2]), np.sin(flip_rows[:, 2:])], 1),
+                               rtol=1e-6)
+
+
+def test_rangeify_reads_a_reshape_of_a_reshape_as_one_flat_index():
+    """A stored value read in another shape than it was stored in (a transform stage's output, stored in its
+    digits (8, 16, 2, 4), read as rows (128, 2, 4), flipped): one flat index, no division, where unflattened into the
+    stored shape and flattened again the simplifier could not fold the divisions through the flip."""
+    stored = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 1024),), (8, 16, 2, 4))
+    rows = UOp(Ops.FLIP, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (stored,), (128, 2, 4)),), (0,))
+    out = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 1024), rows)),))))
+    assert not any(u.op in (Ops.MOD, Ops.IDIV) for u in out.toposort())
 
 
 def test_rangeify_splits_rolls_along_two_axes_into_a_grid_of_pieces():
@@ -455,6 +502,41 @@ def test_render_produces_verifiable_llvm_with_the_hcq_calling_convention():
     assert "define void @k(ptr %bufs, ptr %vals, i64 %core)" in ir
     assert "fpext half" in ir and "llvm.exp2.f32" in ir
     llvm.parse_assembly(ir).verify()
+
+
+def test_vectors_a_short_step_apart_are_masked_loads_and_stores():
+    """A vector range read every other element (a complex value's parts), read flipped (a step of -1 or -2) or stored
+    every other element: one masked load of the lanes' span, only the lanes enabled, and a shuffle (a masked store of
+    the lanes spread), on targets with masked vectors; element by element each lane was a load and an insert. The
+    values, for the dtypes of the lanes' widths."""
+    from tgfx.devices.target import host_target, target_for
+    from tgfx.lowering import render_kernel
+    from tgfx.lowering.optimize import Opt, apply_opts
+    for dt in (dtypes.int8, dtypes.int32, dtypes.float32, dtypes.float64, dtypes.int64):
+        src = UOp(Ops.RESHAPE, dt, (g(1, 64, dt),), (32, 2))
+        val = UOp(Ops.FLIP, dt, (src,), (0,)) + UOp(Ops.FLIP, dt, (src,), (1,))   # x[::-1] + the parts swapped
+        out = UOp(Ops.PERMUTE, dt, (val,), (1, 0))   # stored as two planes, each read a step of -2 or 2
+        sink = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 64, dt), out)),))))
+        loops = {r.src[0].arg: r.arg[0] for r in sink.toposort() if r.op is Ops.RANGE}
+        sink = apply_opts(sink, [Opt("UPCAST", loops[32], 16)])
+        for target in (host_target(), target_for("haswell")):
+            ir, _, _ = render_kernel("k", sink, [], target)
+            assert "llvm.masked.load" in ir and "shufflevector" in ir, dt
+            llvm.parse_assembly(ir).verify()
+        # and stored every other element: the planes written back into pairs
+        planes = UOp(Ops.RESHAPE, dt, (g(1, 64, dt),), (2, 32))
+        sink = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (
+            g(0, 64, dt), UOp(Ops.PERMUTE, dt, (planes,), (1, 0)))),))))
+        loops = {r.src[0].arg: r.arg[0] for r in sink.toposort() if r.op is Ops.RANGE}
+        ir, _, _ = render_kernel("k", apply_opts(sink, [Opt("UPCAST", loops[32], 16)]), [], host_target())
+        assert "llvm.masked.store" in ir, dt
+        llvm.parse_assembly(ir).verify()
+    rng = np.random.default_rng(0)
+    for np_dt in (np.int8, np.int32, np.float32, np.float64, np.int64):
+        x = rng.integers(-50, 50, (3, 64, 2)).astype(np_dt)
+        got = tgfx.jit(lambda t: (t[:, ::-1] + t[..., ::-1]).transpose(0, 2, 1) * 2)(tnp.asarray(x))
+        want = (x[:, ::-1] + x[..., ::-1]).transpose(0, 2, 1) * 2
+        np.testing.assert_array_equal(got.numpy(), want.astype(got.numpy().dtype))
 
 
 def test_loops_of_a_kernel_too_small_to_pay_for_vectorising_are_left_as_written():

@@ -21,6 +21,7 @@ from typing import Any
 
 from tgfx.dtypes import dtypes, min_value
 from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp
 
 Index = tuple[UOp, ...]
@@ -310,16 +311,22 @@ def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     axes = sorted({a for p in pads for a, pad in enumerate(p.arg) if pad != (0, 0)})
     if len(pads) < 2 or not axes or any(u.op is Ops.REDUCE_AXIS for u in val.toposort()):
         return None
-    shared = any(n > 1 for a, n in enumerate(val.shape) if a not in axes)
-    if not shared and (len(axes) == 1 or math.prod(val.shape) > grid_numel):
-        return None   # (pieces of a vector, or a grid of the whole output: no loop they share, for threads to split)
-    # (a PAD's pieces inside a piece split it too: concatenate([x, concatenate([sin(a), cos(a)])]) is three pieces,
-    # each computing its own function; as two, every element of the second computed both, masked: 2x the work)
     nested = _nested_pads(val)
-    bounds = {a: sorted({0, val.shape[a], *(b for p, at in nested
-                                            for b in (at[a] + p.arg[a][0], at[a] + p.shape[a] - p.arg[a][1]))})
-              for a in axes}
-    return bounds if math.prod(len(b) - 1 for b in bounds.values()) <= MAX_PIECES else None
+
+    def split(along: list[int]) -> dict[int, list[int]] | None:
+        if not any(n > 1 for a, n in enumerate(val.shape) if a not in along) and \
+                (len(along) == 1 or math.prod(val.shape) > grid_numel):
+            return None   # (pieces of a vector, or a grid of the whole output: no loop they share for threads)
+        # (a PAD's pieces inside a piece split it too: concatenate([x, concatenate([sin(a), cos(a)])]) is three
+        # pieces, each computing its own function; as two, every element of the second computed both, masked)
+        bounds = {a: sorted({0, val.shape[a], *(b for p, at in nested
+                                                for b in (at[a] + p.arg[a][0], at[a] + p.shape[a] - p.arg[a][1]))})
+                  for a in along}
+        return bounds if math.prod(len(b) - 1 for b in bounds.values()) <= MAX_PIECES else None
+    # along the axes of the pieces' own pieces too (irfft2's terms at negated frequencies, concatenated along the rows
+    # within each piece along the columns, were masks there), where that grid is small enough
+    inner = sorted({a for p, _ in nested for a, pad in enumerate(p.arg) if pad != (0, 0)})
+    return (split(inner) if inner != axes else None) or split(axes)
 
 
 def _window_store(ctx: RangeifyCtx, dst: UOp, val: UOp) -> UOp:
@@ -333,12 +340,22 @@ def _window_store(ctx: RangeifyCtx, dst: UOp, val: UOp) -> UOp:
     return UOp(Ops.STORE, None, (UOp(Ops.INDEX, base.dtype, (base, linear_index(at, outer))), v))
 
 
+pm_one_reshape = PatternMatcher([
+    (UPat(Ops.RESHAPE, src=(UPat(Ops.RESHAPE, name="inner"),), name="x"),
+     lambda x, inner: x.replace(src=inner.src)),
+])
+
+
 def rangeify(ast: UOp, pieces: bool = True, grid_numel: int = 0) -> UOp:
     """Lower a tensor-level kernel AST to index-level code with explicit RANGEs. With `pieces`, an output that adds
     up padded pieces (`pad_pieces`; `grid_numel` as there) is stored piece by piece, each over its interval of each
     split axis with its own loop (the other axes' loops are shared), so that each element computes only its piece:
     unsplit, every element computed every piece and masked all but one away, with gathered loads (an LSTM's gate
     gradients: 4x the transcendentals, and scalar)."""
+    # a reshape of a reshape is one reshape: a stored value read in another shape (a stage's output stored in its
+    # digits, read as rows) is one flat index, not unflattened into the stored shape and flattened again, whose
+    # divisions the simplifier could not fold through a flipped axis
+    ast = graph_rewrite(ast, pm_one_reshape, name="one reshape")
     ctx = RangeifyCtx()
     stores = []
     loops: dict[tuple[int, ...], tuple[UOp, ...]] = {}   # the output loops of each whole store, by its shape

@@ -383,6 +383,8 @@ class LLVMRenderer:
                                (f"<{w} x i1>", self.wval(self.index_mask[idx])), (vmt, "zeroinitializer")])
             elif idx in self.contiguous:
                 v = self.op_in(f"load {vmt}, ptr {self.names[idx]}, align {d.itemsize}")
+            elif self.short_step(idx):
+                v = self.strided_load(idx, d)
             else:   # element by element: AMD's gather instructions are slower than the loads (a 16-lane
                 # column of an NCHW -> NHWC copy: 9 -> 19 us with `llvm.masked.gather`)
                 v = "poison"
@@ -413,6 +415,8 @@ class LLVMRenderer:
                 mask = lanes_in if mask is None else self.op_in(f"and <{w} x i1> {mask}, {lanes_in}")
             if idx in self.contiguous and mask is None:
                 self.emit(f"store {vmt} {x}, ptr {self.names[idx]}, align {d.itemsize}")
+            elif mask is None and self.short_step(idx):
+                self.strided_store(idx, x, d)
             elif idx in self.contiguous:
                 self.call(f"llvm.masked.store.{_vsuffix(vmt)}.p0", "void",
                           [(vmt, x), ("ptr", self.names[idx]), ("i32", str(d.itemsize)), (f"<{w} x i1>", mask)])
@@ -509,6 +513,44 @@ class LLVMRenderer:
                         self.op_in(f"shufflevector {vt} {a}, {vt} {b}, <{width} x i32> <{hi}>")]
             rows = nxt
         return rows
+
+    def short_step(self, idx: UOp) -> bool:
+        """Whether wide index `idx` steps by a constant of at most MAX_STEP elements from lane to lane, either way
+        (a complex value's parts, a flipped axis), on a target with masked vector loads (AVX's and AVX-512's; SSE
+        has none: LLVM would branch around each lane)."""
+        return idx in self.strided and 1 <= abs(self.strided[idx]) <= MAX_STEP and self.target.vector_bytes >= 32 \
+            and self.strided[idx] != 1
+
+    def strided_load(self, idx: UOp, d: DType) -> str:
+        """The lanes of `idx`, a short step s apart (`short_step`), as one masked load of the |s| W elements from the
+        lowest lane's, only the lanes' enabled, and a shuffle picking them in lane order: |s| vector loads and a
+        permute, where the lanes loaded one by one were W loads and W inserts (the real parts of 16 complex values,
+        or 16 floats of a flipped row)."""
+        w, step = self.width, self.strided[idx]
+        span = w * abs(step)
+        vt = f"<{span} x {mem_type(d)}>"
+        low = self.lane_ptr(idx, w - 1) if step < 0 else self.names[idx]
+        bits = ", ".join("i1 true" if i % abs(step) == 0 else "i1 false" for i in range(span))
+        out = self.call(f"llvm.masked.load.{_vsuffix(vt)}.p0", vt,
+                        [("ptr", low), ("i32", str(d.itemsize)), (f"<{span} x i1>", f"<{bits}>"), (vt, "poison")])
+        keep = ", ".join(f"i32 {(i if step > 0 else w - 1 - i) * abs(step)}" for i in range(w))
+        return self.op_in(f"shufflevector {vt} {out}, {vt} poison, <{w} x i32> <{keep}>")
+
+    def strided_store(self, idx: UOp, x: str, d: DType) -> None:
+        """Vector `x` stored to the lanes of `idx`, a short step s apart (`short_step`): spread to every |s|-th lane
+        of |s| W elements from the lowest lane's and stored with only those enabled (one masked store a vector; a
+        complex value's parts written into its pairs, where a scatter wrote W elements one by one)."""
+        w, step = self.width, self.strided[idx]
+        span = w * abs(step)
+        vt = f"<{span} x {mem_type(d)}>"
+        low = self.lane_ptr(idx, w - 1) if step < 0 else self.names[idx]
+        at = {(i if step > 0 else w - 1 - i) * abs(step): i for i in range(w)}
+        spread = ", ".join(f"i32 {at[j]}" if j in at else "i32 poison" for j in range(span))
+        wide = self.op_in(f"shufflevector <{w} x {mem_type(d)}> {x}, <{w} x {mem_type(d)}> poison, "
+                          f"<{span} x i32> <{spread}>")
+        bits = ", ".join("i1 true" if j in at else "i1 false" for j in range(span))
+        self.call(f"llvm.masked.store.{_vsuffix(vt)}.p0", "void",
+                  [(vt, wide), ("ptr", low), ("i32", str(d.itemsize)), (f"<{span} x i1>", f"<{bits}>")])
 
     def lane0(self, u: UOp) -> str:
         return self.op_in(f"extractelement <{self.width} x {reg_type(u.dtype)}> {self.wval(u)}, i64 0")

@@ -23,7 +23,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, arg_key, prod
-from tgfx.lowering.complex import lower_complex
+from tgfx.lowering.complex import lower_complex, pairs_view
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.inplace import window_update
 from tgfx.lowering.lru import LRU
@@ -715,20 +715,12 @@ def kernel_ast(root: UOp, out_buf: UOp, realized: dict[UOp, UOp]) -> tuple[UOp, 
             # a complex value is its pairs here
             new[u] = src[0]
         elif u.dtype is not None and u.dtype.is_complex and u.op in GroupOp.Movement:
-            new[u] = _pairs_view(u, src[0])   # a result's view of a stored complex value: a view of its pairs
+            new[u] = pairs_view(u, src[0])   # a result's view of a stored complex value: a view of its pairs
         else:
             new[u] = u if src == u.src else u.replace(src=src)
     value = new[root]
     out = UOp(Ops.DEFINE_GLOBAL, out_buf.dtype.real, (), (0, out_buf.arg[2] * (2 if out_buf.dtype.is_complex else 1)))
     return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, value)),)), bufs
-
-
-def _pairs_view(u: UOp, pairs: UOp) -> UOp:
-    """Movement op `u` of a complex value, applied to that value's float (re, im) pairs (a last axis of 2): the pair
-    axis is carried along (a jitted result reshaped from a stored complex value copied only half its floats)."""
-    arg = {Ops.RESHAPE: lambda a: (*a, 2), Ops.EXPAND: lambda a: (*a, 2), Ops.PERMUTE: lambda a: (*a, len(a)),
-           Ops.PAD: lambda a: (*a, (0, 0)), Ops.SHRINK: lambda a: (*a, (0, 2)), Ops.FLIP: lambda a: a}[u.op](u.arg)
-    return UOp(u.op, u.dtype.real, (pairs,), arg)
 
 
 def _unit_free(shape: tuple[int, ...]) -> list[int]:

@@ -78,6 +78,8 @@ def _coef(t: UOp) -> tuple[UOp | None, int]:
         return None, t.arg
     if t.op is Ops.MUL and t.src[1].op is Ops.CONST:
         return t.src[0], t.src[1].arg
+    if t.op is Ops.NEG and t.dtype.is_int:   # a flipped axis's index: -r is r * -1 (its residue mod c is c - 1)
+        return t.src[0], -1
     return t, 1
 
 
