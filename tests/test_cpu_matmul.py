@@ -207,15 +207,20 @@ def test_an_operand_with_page_long_rows_is_read_through_packed_panels(l2_of) -> 
 def test_transposed_operands_of_a_big_product_are_packed_in_one_copy(l2_of) -> None:  # noqa: ANN001
     """`a.T @ b` and `a @ b.T` of 1024^3. The operand the tile broadcasts (a.T: 8 rows side by side, a row of `a` a
     page apart each step) is packed into panels of the tile's rows when it outgrows half of L2: each of b's panels
-    reads it again from L3, a page a step, which no prefetcher follows (28 -> 12.5-16 ms, `a @ b`'s 10-13). `b.T` is
-    packed straight from b's rows: one copy (a transposed copy and then its panels was two; unpacked, 24-30 ms). The
-    copies are whole: the products are numpy's."""
+    reads it again from L3, a page a step, which no prefetcher follows (28 -> 12.5-16 ms, `a @ b`'s 10-13). b, the
+    operand read as vectors, is copied panel by panel by the matmul itself where its panels go outside the row blocks
+    (a 4 MB b against half of a 1 MB L2: `panel_buffer`), and packed by a kernel of its own where they do not (a 16 MB
+    L2; a 4 MB a.T then fits half of it, and is not packed). `b.T` is packed straight from b's rows: one copy (a
+    transposed copy and then its panels was two; unpacked, 24-30 ms). The copies are whole: the products are numpy's."""
     a, b = rand(1024, 1024), rand(1024, 1024, seed=1)
     ta, tb = tg.asarray(a), tg.asarray(b)
-    for l2, copies in ((1 << 20, 2), (16 << 20, 1)):   # (a 4 MB a.T fits half of a 16 MB L2: only b is packed)
+    mr, nr = host_target().tile_rows(), host_target().contraction_tiles()[0][0]
+    for l2, copy in ((1 << 20, f"E_{1024 // mr}_1024_{mr}_"), (16 << 20, f"E_{1024 // nr}_1024_{nr}_")):
         l2_of(l2)
         ks = kernels(ta.T @ tb)
-        assert [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks] == [False] * copies + [True]
+        assert [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks] == [False, True]
+        assert lowering.kernel_name(ks[0]).startswith(copy), (l2, lowering.kernel_name(ks[0]))
+        assert ("%reg0 = alloca" in rendered(ks[1], host_target())) is (l2 == 1 << 20)
     l2_of(1 << 20)
     ks = kernels(ta @ tb.T)
     assert [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks] == [False, True]
@@ -409,6 +414,76 @@ def test_packed_matmuls_compute_what_numpy_does(cpu: str) -> None:
                                    rtol=1e-5, atol=1e-5)
         gw = tg.grad(lambda w: tnp.sum(tnp.tanh(tg.asarray(x) @ w)))(tg.asarray(w)).numpy()
         np.testing.assert_allclose(gw, x.T @ (1 - np.tanh(x @ w) ** 2), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
+def test_a_matmul_copies_its_panel_of_w_itself(cpu: str) -> None:
+    """A training step's forward `x @ w` (128 x 784 @ 784 x 1024, 3 MB of w against 2 MB of L2): the tile's panel of w
+    (784 rows a page apart, the tile's lanes wide) is copied by the matmul's own kernel into a buffer on its core's
+    stack, once a panel, before the loop over x's row blocks, and the reduce reads its vectors from there
+    (`tgfx/lowering/panel_buffer.py`); no kernel packs w beforehand (that pack was a full pass over w: 122-136 of
+    the forward's 770-820 us, AVX-512 on 2 cores). The schedule is the same for both targets, the buffer each tile's
+    width."""
+    with config.Context(TGFX_CPU=cpu):
+        t = host_target()
+        l2 = t.l2
+        x, w = tg.asarray(rand(128, 784)), tg.asarray(rand(784, 1024, seed=1))
+        (ast,) = kernels(x @ w)
+        ir = rendered(ast, t)
+    nr = t.contraction_tiles()[0][0]
+    if 784 * 1024 * 4 <= l2 // 2:
+        pytest.skip("w fits half of this machine's L2: its panels stay inside the row blocks")
+    assert f"%reg0 = alloca [{784 * nr} x float], align 64" in ir
+    # one store of a row of w a step of the copy's loop, and every vector of w the reduce reads comes from the buffer
+    buf_ptrs = set(re.findall(r"(%t\d+) = getelementptr float, ptr %reg0", ir))
+    stores = re.findall(rf"store <{nr} x float> %t\d+, ptr (%t\d+)", ir)
+    loads = re.findall(rf"load <{nr} x float>, ptr (%t\d+), align", ir)
+    assert len(loads) == 2 and all(p in buf_ptrs for p in stores[:1]) and sum(p in buf_ptrs for p in loads) == 1
+
+
+@pytest.mark.parametrize("cpu", ["", "znver3"])
+def test_panel_buffered_matmuls_compute_what_numpy_does(l2_of, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
+                                                        cpu: str) -> None:
+    """Matmuls whose kernel copies its panels of w (a 256 KB L2: w over 128 KB, a panel up to 64 KB), and shapes
+    around them, each with the kernels it gets: one that copies its panels, or w packed by a kernel first (M not a
+    multiple of the tile's rows: no row tile to put inside the panels; K too deep for a panel in L2), or w read as it
+    is (N not a multiple of the tile's lanes, padded; K of one row; M too short to reuse a panel). Then an epilogue,
+    under jit, and the gradients; for the native target and for AVX2 (a narrower panel, and M padded to its 6-row
+    tile: PADTO)."""
+    if cpu and not target_for(cpu).enabled <= native_target().enabled | {"avx2", "fma", "avx"}:
+        pytest.skip(f"{cpu} code does not run here")
+    from dataclasses import replace
+
+    from tgfx.devices import target
+    l2_of(256 << 10)   # (and the named target's: this machine's caches, as l2_of has them)
+    monkeypatch.setattr(target, "_named_target",
+                        lambda name: replace(target.native_target(), cpu=name, features=target.cpu_features(name)))
+    with config.Context(TGFX_CPU=cpu):
+        _check_panel_buffered_matmuls()
+
+
+def _check_panel_buffered_matmuls() -> None:
+    t = host_target()
+    assert t.l2 == 256 << 10
+    for m, k, n, want in ((128, 300, 512, "copies"), (200, 257, 256, "copies"), (64, 480, 2048, "copies"),
+                          (40, 500, 768, "copies"), (37, 130, 1024, "packed"), (33, 333, 1056, "packed"),
+                          (50, 2048, 256, "packed"), (90, 200, 1000, "as is"), (16, 1, 8192, "as is"),
+                          (8, 400, 512, "as is")):
+        a, b = rand(m, k, seed=3), rand(k, n, seed=4)
+        ks = kernels(tg.asarray(a) @ tg.asarray(b))
+        copies = ["%reg0 = alloca" in rendered(ast, t) for ast in ks]
+        got = "copies" if copies == [True] else "packed" if copies == [False, False] else "as is"
+        assert got == want and len(ks) == (2 if want == "packed" else 1), (m, k, n, copies)
+        np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a.astype(np.float64) @ b,
+                                   rtol=1e-4, atol=1e-4 * math.sqrt(k))
+    x, w, bias = rand(96, 384), rand(384, 1024), rand(1024)
+    f = tg.jit(lambda x, w, b: tnp.tanh(x @ w + b))
+    np.testing.assert_allclose(f(tg.asarray(x), tg.asarray(w), tg.asarray(bias)).numpy(), np.tanh(x @ w + bias),
+                               rtol=1e-5, atol=1e-5)
+    gx, gw = tg.grad(lambda x, w: tnp.sum(tnp.tanh(x @ w)), argnums=(0, 1))(tg.asarray(x), tg.asarray(w))
+    d = 1 - np.tanh(x @ w) ** 2
+    np.testing.assert_allclose(gw.numpy(), x.T @ d, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(gx.numpy(), d @ w.T, rtol=1e-4, atol=1e-4)
 
 
 _PATTERNS = (("vstore", r"store <\d+ x float> %t\d+, ptr %t"), ("store", r"store float"),

@@ -623,6 +623,49 @@ def test_no_row_buffer_where_the_row_does_not_fit_or_nothing_costly_is_shared():
     assert row_buffers(plain, host_target()) is plain
 
 
+def test_a_matmul_kernel_copies_its_panel_before_the_row_loop():
+    """`x @ w` with w's rows a page and more apart and w too big for half of L2: the schedule packs no copy of w, and
+    `panel_buffers` makes the kernel copy its panel of w (256 rows of the tile's lanes) into a register buffer, in a
+    loop of its own that the linearizer places inside the panel loop and before the loop over x's row blocks; the
+    reduce then reads the buffer, and w is loaded by the copy alone. Not where the panel does not fit the cache."""
+    import dataclasses
+
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import index_level, render_kernel
+    from tgfx.lowering.optimize import apply_hand_coded
+    from tgfx.lowering.panel_buffer import panel_buffers
+    t = host_target()
+    x = Tensor(np.ones((64, 256), np.float32))
+    w = Tensor(np.ones((256, 8192), np.float32))
+    linear, _ = schedule([(x @ w).uop])
+    (call,) = linear.src   # no kernel packs w
+    sink, opts = apply_hand_coded(index_level(call.src[0]), t)
+    lanes = t.contraction_tiles()[0][0]
+    assert [o.op for o in opts if o.op in ("UPCAST", "SWAP")] == ["UPCAST", "UPCAST", "SWAP"]
+    out = panel_buffers(sink, t)
+    nodes = out.toposort()
+    (reg,) = [u for u in nodes if u.op is Ops.DEFINE_REG]
+    assert reg.arg == (0, 256 * lanes) and reg.dtype == dtypes.float32
+    w_slot = next(u.src[0].src[0] for u in sink.toposort() if u.op is Ops.LOAD and u.src[0].src[0].arg[1] == w.size)
+    (w_load,) = [u for u in nodes if u.op is Ops.LOAD and u.src[0].src[0] is w_slot]
+    (write,) = [u for u in nodes if u.op is Ops.STORE and u.src[0].src[0] is reg]
+    (read,) = [u for u in nodes if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.AFTER]
+    after = read.src[0].src[0]   # the buffer once the copy's loop (a reduce of what it stores) is done
+    fill = after.src[1]
+    assert after.src[0] is reg and fill.op is Ops.REDUCE and fill.src[0].src == (w_load, write)
+    assert write.src[1] is w_load and fill.src[1].src[0].arg == 256
+    # program order: the panel loop, the copy's loop inside it, then the loop over x's row blocks
+    lin, _ = linearize(out)
+    loops = [u for u in lin if u.op is Ops.RANGE and u.arg[1] != "vector"]
+    ends = {u.src[0]: i for i, u in enumerate(lin) if u.op is Ops.END}
+    panel, copy, rows = loops[0], fill.src[1], next(r for r in loops if r.arg[1] == "loop" and r is not loops[0])
+    assert lin.index(panel) < lin.index(copy) < ends[copy] < lin.index(rows) < ends[rows] < ends[panel]
+    ir = render_kernel("k", sink, opts, t)[0]
+    assert f"alloca [{256 * lanes} x float]" in ir
+    llvm.parse_assembly(ir).verify()
+    assert panel_buffers(sink, dataclasses.replace(t, l2=64 << 10)) is sink   # a 32 KB panel in a 16 KB quarter
+
+
 def test_row_buffers_nested_in_each_other_are_all_written():
     """The gradient of sum(sin(x / sum(x))): the reduce computes cos(x / s) and x / s along its row, the output both
     along its own. Both are kept, one inside the other; each register buffer the output reads is written by the

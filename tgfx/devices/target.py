@@ -69,6 +69,12 @@ CACHE_LINE = 64   # bytes, on every x86 core
 CHUNKS_PER_CORE = 4
 
 
+def rows_outrun_tlb(rows: int, row_bytes: int) -> bool:
+    """Whether a loop reading a narrow column of `rows` rows, `row_bytes` apart (a contraction tile's panel of its
+    vector operand, one row a step of the reduce), steps through more pages than the first-level TLB holds."""
+    return rows * min(row_bytes, PAGE_BYTES) > TLB_PAGES * PAGE_BYTES
+
+
 @dataclass(frozen=True)
 class Target:
     """One CPU, as far as code generation cares.
@@ -238,6 +244,19 @@ class Target:
         m = max(self.l2 // 2 // (k * itemsize) // mr * mr, mr)
         n = max(self.l3 // 2 // (k * itemsize) // nr * nr, nr)
         return k, m, n
+
+    def panels_outside_rows(self, b_bytes: int, panel_bytes: int) -> bool:
+        """Whether a register-tiled contraction's loop over the panels of its vector operand B (`b_bytes` in all,
+        `panel_bytes` a panel) goes outside its loop over the output's row blocks (`optimize._panel_order`): B does not
+        fit half of L2 (the rest holds A's block and what streams through), and a panel does."""
+        return b_bytes > self.l2 // 2 and panel_bytes <= self.l2 // 2
+
+    def panel_fits_cache(self, panel_bytes: int) -> bool:
+        """Whether a contraction's panel of its vector operand (the reduce's depth by the register tile's lanes),
+        copied into a buffer on the stack of the core running it (`tgfx/lowering/panel_buffer.py`), stays in L2 while
+        each row tile of the output reads it: a quarter of L2, the rest for the other operand's rows and the outputs
+        streaming through. It bounds the buffer for any depth: a deeper panel is packed by a kernel of its own."""
+        return panel_bytes <= self.l2 // 4
 
     def row_fits_cache(self, row_bytes: int) -> bool:
         """Whether a row of `row_bytes` (and its output) stays in L2 between passes over it: a row-wise reduction

@@ -49,6 +49,7 @@ from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_process
 from tgfx.lowering.optimize import Opt, forced_opts, global_size, merge_loops, opt_mode, optimize, split_ranges
+from tgfx.lowering.panel_buffer import panel_buffers
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.row_buffer import row_buffers
@@ -212,8 +213,10 @@ def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
     its buffers (by slot)."""
     # order into loops, hoisting what each loop does not depend on
     target = host_target() if target is None else target
-    # a costly value a row kernel's reduce and output both compute is kept in a row buffer between them
-    lin, acc_of = linearize(decompose_transcendentals(row_buffers(sink, target)))
+    # a costly value a row kernel's reduce and output both compute is kept in a row buffer between them, and a
+    # contraction's panel of its vector operand is copied into a buffer once, before the output rows that read it
+    sink = panel_buffers(row_buffers(sink, target), target)
+    lin, acc_of = linearize(decompose_transcendentals(sink))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     small = scalar_ops(lin) <= SMALL_KERNEL_OPS and not any(u.op in GroupOp.Transcendental for u in sink.toposort())
     # LLVM's unroller is for the loops of reduces (a tile's reduce loop, a row's passes); a kernel without one moves or

@@ -90,7 +90,7 @@ def _zero_fill(buf: UOp) -> list[UOp]:
 def _body(body: UOp, inputs: list[UOp], device: str, what: str) -> tuple[list[UOp], list[UOp]]:
     """The commands of a body (scheduled once per body key) on `inputs` by PARAM slot, and its result buffers."""
     from tgfx.lowering.schedule import buffer_view, template_of
-    linear, results = template_of(body).instantiate(inputs)
+    linear, results = template_of(body, repeated=True).instantiate(inputs)
     cmds = list(linear.src)
     bufs = [b for c in cmds for b in c.src[1:]]
     _check_device(what, bufs, device)

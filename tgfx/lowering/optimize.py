@@ -1036,7 +1036,7 @@ def _panel_order(vec: UOp, opts: list[Opt], red_size: int, itemsize: int,
     lanes = ups[0].amount
     b_bytes = red_size * vec.src[0].arg * itemsize
     panel_bytes = red_size * lanes * itemsize
-    if blk > vec.arg[0] or b_bytes <= target.l2 // 2 or panel_bytes > target.l2 // 2:
+    if blk > vec.arg[0] or not target.panels_outside_rows(b_bytes, panel_bytes):
         return None
     return Opt("SWAP", blk, vec.arg[0])
 

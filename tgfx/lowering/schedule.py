@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import contextvars
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
 from tgfx.devices import get_device
-from tgfx.devices.target import PAGE_BYTES, STLB_PAGES, TLB_PAGES, host_target
+from tgfx.devices.target import PAGE_BYTES, STLB_PAGES, TLB_PAGES, Target, host_target, rows_outrun_tlb
 from tgfx.dtypes import dtypes
 from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -882,6 +883,23 @@ def _transposed_copy(u: UOp) -> UOp | None:
     return base if base.op is Ops.CONTIGUOUS and _is_view(base.src[0]) else None
 
 
+# set while the body of a loop or branch is scheduled (`template_of`)
+_in_repeated_body: contextvars.ContextVar[bool] = contextvars.ContextVar("in_repeated_body", default=False)
+
+
+def _copies_own_panels(k: int, n: int, rows: int, itemsize: int, target: Target) -> bool:
+    """Whether the kernel of a contraction whose vector operand `w` (k x n) is a buffer copies its panels of `w`
+    itself (tgfx/lowering/panel_buffer.py), so that no kernel need pack `w` first: its `rows` split into the register
+    tile's rows (the heuristics then give it a row tile), `w` is too big for its panels to stay inside the tile's row
+    blocks (`optimize._panel_order` puts them outside: each panel is read by every row block in turn), and a panel
+    fits the cache (`Target.panel_fits_cache`). Not in a loop's body (`template_of`): a constant's pack runs once."""
+    if _in_repeated_body.get():
+        return False
+    nr, mr = target.contraction_tiles(itemsize)[0]
+    panel = k * nr * itemsize
+    return rows % mr == 0 and target.panels_outside_rows(k * n * itemsize, panel) and target.panel_fits_cache(panel)
+
+
 def _packed_operand(red: UOp) -> UOp | None:
     """`x @ w` where the tile's panel of `w` spans more pages than the TLB holds: a register tile reads a narrow
     panel of `w` (the tile's vector lanes wide), one row of it a step of the reduce loop, so with rows of a page or
@@ -892,7 +910,9 @@ def _packed_operand(red: UOp) -> UOp | None:
     `N/nr x K x nr`; the contraction reads it through a view, and UPCAST's lanes give back contiguous vector loads).
     Only the operand the tile reads as vectors is packed: the one that runs in memory along the output's last axis
     (the one hand_coded_opts vectorises); the other's few elements a step are broadcast. (AVX2 class, the MLP step's
-    128 x 784 @ 784 x 512: 1068 -> 553 us, with 94 us of packing.) The reduce with that operand replaced, or None."""
+    128 x 784 @ 784 x 512: 1068 -> 553 us, with 94 us of packing.) Where the vector operand is a buffer whose panels
+    the contraction's own kernel copies as it goes (`_copies_own_panels`), no kernel packs it: that copy was a whole
+    extra pass over it. The reduce with that operand replaced, or None."""
     if len(red.arg[1]) != 1 or not _is_contraction(red):
         return None
     src, ax = red.src[0], red.arg[1][0]
@@ -919,9 +939,12 @@ def _packed_operand(red: UOp) -> UOp | None:
         k, n = v.shape[ax], v.shape[lay]
         pages = k * min(n * v.dtype.itemsize, PAGE_BYTES)
         far = pages > STLB_PAGES * PAGE_BYTES or pages > TLB_PAGES * PAGE_BYTES and v.size * itemsize > target.l2 // 2
-        if not (pages > TLB_PAGES * PAGE_BYTES if vector else far) or n % width or \
+        if not (rows_outrun_tlb(k, n * v.dtype.itemsize) if vector else far) or n % width or \
                 prod(e.arg) // prod(v.shape) < REUSE_TO_TRANSPOSE:
             continue
+        if vector and _is_view(v) and not copied and _copies_own_panels(k, n, prod(e.arg) // prod(v.shape), itemsize,
+                                                                        target):
+            continue   # a pass over w that the contraction's kernel makes itself, panel by panel, in its cache
         if copied:   # packed from what the transposed copy would have read: one copy, not a copy and its pack
             v = v.substitute({copied: copied.src[0]})
         rows = v if rest == [ax, lay] else \
@@ -1293,14 +1316,22 @@ def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTempl
     return tpl
 
 
-def template_of(body: UOp) -> ScheduleTemplate:
-    """The cached schedule of a precompiled function's body, its PARAMs bound to placeholders by slot."""
+def template_of(body: UOp, repeated: bool = False) -> ScheduleTemplate:
+    """The cached schedule of a precompiled function's body, its PARAMs bound to placeholders by slot. `repeated`: the
+    body of a loop or a branch (tgfx/lowering/control.py). A loop's kernels that read only its constants run once,
+    before it, so there a contraction's vector operand is packed by a kernel of its own (run once for a constant),
+    not copied panel by panel by the contraction's kernel every step (`_copies_own_panels`); a branch's body is
+    scheduled the same way (a body may be both)."""
     params = params_of(body)
     mapping = {p: UOp(Ops.RESHAPE, p.dtype, (placeholder(k, p.dtype, p.arg[2], prod(p.arg[1])),), p.arg[1])
                if p.arg[1] != (prod(p.arg[1]),) else placeholder(k, p.dtype, p.arg[2], prod(p.arg[1]))
                for k, p in params.items()}
     roots = [substitute_outside_calls(r, mapping) for r in body.src]
-    return _cached_template("call:" + body.key, roots, len(params))
+    token = _in_repeated_body.set(repeated or _in_repeated_body.get())
+    try:
+        return _cached_template(("body:" if _in_repeated_body.get() else "call:") + body.key, roots, len(params))
+    finally:
+        _in_repeated_body.reset(token)
 
 
 def graph_template(sink: UOp, nodes: list[UOp] | None = None, lift: bool = True,
