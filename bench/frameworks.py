@@ -90,3 +90,14 @@ def adam(fw: Fw, p: Any, m: Any, v: Any, n: Any, g: Any, lr: float, b1: float = 
     n = n + 1
     c1, c2 = 1 - b1 ** n, 1 - b2 ** n
     return fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (fw.xp.sqrt(v / c2) + 1e-8), p, m, v), m, v, n
+
+
+def carried(step: Callable, state: Any, *args: Any) -> Step:
+    """The program's Step for a jitted `step(state, *args) -> (state, loss)` on fixed arguments, its state carried
+    from call to call."""
+    box = [state]
+
+    def run(i: int) -> Any:
+        box[0], value = step(box[0], *args)
+        return value
+    return run

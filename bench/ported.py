@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, batch, init, sgd_step
+from bench.frameworks import Fw, Step, adam, batch, carried, init, sgd_step
 
 
 def spectral(fw: Fw, quick: bool) -> Step:
@@ -41,12 +41,7 @@ def spectral(fw: Fw, quick: bool) -> Step:
     def step(w: Any) -> Any:
         w = real(fw.lax.fori_loop(0, substeps, rk2, fft.rfft2(w)))
         return w, 0.5 * (w * w).mean()                               # the enstrophy
-    state = [fw.asarray(w0)]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0])
-        return value
-    return run
+    return carried(step, fw.asarray(w0))
 
 
 def gat(fw: Fw, quick: bool) -> Step:
@@ -79,12 +74,7 @@ def gat(fw: Fw, quick: bool) -> Step:
         return -(fw.log_softmax(logits) * labels).sum(-1).mean()
 
     step = sgd_step(fw, loss, 1.0)
-    state = [params]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0], feats)
-        return value
-    return run
+    return carried(step, params, feats)
 
 
 def cmaes(fw: Fw, quick: bool) -> Step:
@@ -155,12 +145,7 @@ def sinkhorn(fw: Fw, quick: bool) -> Step:
     def step(x: Any) -> Any:
         value, g = fw.value_and_grad(transport)(x)
         return x - 0.1 * n * g, value                                # each point moved by its own gradient
-    state = [x0]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0])
-        return value
-    return run
+    return carried(step, x0)
 
 
 def ddpm(fw: Fw, quick: bool) -> Step:

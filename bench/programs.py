@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, batch, init, jax_fw, sgd_step, tgfx_fw
+from bench.frameworks import Fw, Step, adam, batch, carried, init, jax_fw, sgd_step, tgfx_fw
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 
 
@@ -266,12 +266,7 @@ def ode(fw: Fw, quick: bool) -> Step:
 
     step = sgd_step(fw, loss, 0.05)
     y0, target = (fw.asarray(rng.standard_normal((n, d)).astype(np.float32)) for _ in range(2))
-    state = [params]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0], y0, target)
-        return value
-    return run
+    return carried(step, params, y0, target)
 
 
 def eager(fw: Fw, quick: bool) -> Step:
@@ -363,12 +358,7 @@ def gnn(fw: Fw, quick: bool) -> Step:
         return ((h @ p["out"] - target) ** 2).mean()
 
     step = sgd_step(fw, loss, 0.1)
-    state = [params]
-
-    def run(i: int) -> Any:
-        state[0], value = step(state[0], feats)
-        return value
-    return run
+    return carried(step, params, feats)
 
 
 def kmeans(fw: Fw, quick: bool) -> Step:

@@ -223,3 +223,13 @@ def build_program(tree: tuple, x: Any, unary: dict[str, Callable], binary: dict[
     if len(tree) == 2:
         return unary[tree[0]](build_program(tree[1], x, unary, binary))
     return binary[tree[0]](build_program(tree[1], x, unary, binary), build_program(tree[2], x, unary, binary))
+
+
+def numeric_grad(f: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """The gradient of `f` at `x` by central differences, one element at a time (float64 `x` for tight checks)."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-from helpers import build_program, program_trees
+from helpers import build_program, numeric_grad, program_trees
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -50,15 +50,6 @@ _PROGRAMS = program_trees(_UNARY, _BINARY, max_leaves=5)
 _build = functools.partial(build_program, unary=_UNARY, binary=_BINARY)
 
 
-def _numeric_grad(f: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[i] = eps
-        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
-
-
 @settings(max_examples=25)
 @given(tree=_PROGRAMS, seed=st.integers(0, 2**16), lazy=st.sampled_from(["none", "abs", "affine"]))
 @example(tree=("mul", ("x",), ("softmax", ("x",))), seed=0, lazy="none")      # the bugs it found, always run
@@ -81,7 +72,7 @@ def test_random_programs_gradients_match_finite_differences(tree: tuple, seed: i
             return tnp.abs(t) if lazy == "abs" else t * 1.5 + 0.25 if lazy == "affine" else t
         value_at = {"none": lambda b: b, "abs": np.abs, "affine": lambda b: b * 1.5 + 0.25}[lazy]
         got = tg.grad(f)(argument(base)).numpy()
-        want = _numeric_grad(lambda b: float(f(tg.asarray(b)).numpy()), value_at(base))
+        want = numeric_grad(lambda b: float(f(tg.asarray(b)).numpy()), value_at(base))
         jitted = tg.jit(tg.grad(f))(argument(base)).numpy()
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{tree} ({lazy} argument)")

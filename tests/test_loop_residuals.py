@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from helpers import numeric_grad
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -49,15 +50,6 @@ def kernels(step: Callable, want: tg.Tensor) -> int:
     tg.counters.reset()
     np.testing.assert_allclose(step(tg.asarray(C)).numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
     return tg.counters.kernel_count
-
-
-def numeric_grad(f: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    g = np.zeros_like(x)
-    for idx in np.ndindex(x.shape):
-        d = np.zeros_like(x)
-        d[idx] = eps
-        g[idx] = (f(x + d) - f(x - d)) / (2 * eps)
-    return g
 
 
 def np_logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
