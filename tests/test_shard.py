@@ -549,3 +549,40 @@ def test_device_put_sharded_errors() -> None:
         tg.device_put_replicated(np.ones(2), [])
     with pytest.raises(ValueError, match="device_put_sharded: devices .* name a device more than once"):
         tg.device_put_sharded([np.ones(2), np.ones(2)], ("CPU:1", "CPU:1"))
+
+
+def test_a_big_copy_between_cpu_devices_is_a_kernel_reading_the_source_where_it_lies():
+    """CPU:0 and CPU:1 share one address space: a copy of at least a thread's share a core runs as a kernel on the
+    destination that reads the source in place, spread over the cores (64 MB: one memmove 8.2 ms, the kernel 4.2 on
+    2 cores), and waits for what writes the source, and the source's next writer waits for it. A small copy stays
+    one memmove on the copy engine (no kernel to compile)."""
+    from tgfx.devices import get_device
+    from tgfx.devices.target import host_target
+    if host_target().cores < 2:
+        pytest.skip("one core: a copy stays one memmove")
+    n = 4 * host_target().min_thread_work()
+    x0 = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    d1 = get_device("CPU:1")
+
+    @tg.jit
+    def step(x):   # the source is written in the same program, and rewritten by the next call
+        y = x * 2.0
+        return y + 1.0, y.to("CPU:1"), x[n // 4:].to("CPU:1")
+    x = tg.asarray(x0)
+    want = x0.copy()
+    for _ in range(4):
+        d1.clear_profile()
+        x, moved, tail = step(x)
+        np.testing.assert_array_equal(moved.numpy(), want * 2.0)
+        np.testing.assert_array_equal(tail.numpy(), want[n // 4:])
+        assert moved.device == "CPU:1"
+        want = want * 2.0 + 1.0
+        assert {e.queue for e in d1.profile_events} == {"compute"}   # kernels, no copy engine
+    np.testing.assert_array_equal(x.numpy(), want)
+    small = tg.asarray(x0[:100])
+    d1.clear_profile()
+    np.testing.assert_array_equal(tg.device_put(small, "CPU:1").numpy(), x0[:100])
+    assert {e.queue for e in d1.profile_events} == {"copy"}
+    d1.clear_profile()
+    np.testing.assert_array_equal(tg.device_put(tg.asarray(x0), "CPU:1").numpy(), x0)   # eager, big: a kernel
+    assert {e.queue for e in d1.profile_events} == {"compute"}
