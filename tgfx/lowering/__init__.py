@@ -223,7 +223,8 @@ def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
     # combines elements once each, which its loop vectoriser interleaves already: unrolled, it compiled 2-5x longer
     # (the MLP step's copies into packed panels: 23 -> 5 ms each) and ran no faster (gelu 16M, the SGD updates)
     ir = render_llvm(name, lin, acc_of, bufs, target=target, loop_unroll=not small and bool(acc_of),
-                     loop_vectorize=not small and not any(o.op in ("UPCAST", "UNROLL") for o in opts))
+                     loop_vectorize=not small and not any(o.op in ("UPCAST", "UNROLL") for o in opts),
+                     tile=not small and any(o.op == "UPCAST" for o in opts))
     return ir, lin, bufs
 
 
