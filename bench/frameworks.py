@@ -82,6 +82,13 @@ def sgd_step(fw: Fw, loss: Callable, lr: float) -> Callable:
     return step
 
 
+def adam_state(fw: Fw, params: Any) -> list[Any]:
+    """[params, m, v, n]: what `adam` updates, its moments zero and its step count a float32 zero."""
+    def zeros() -> Any:
+        return fw.tree_map(lambda a: a * 0, params)
+    return [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32))]
+
+
 def adam(fw: Fw, p: Any, m: Any, v: Any, n: Any, g: Any, lr: float, b1: float = 0.9, b2: float = 0.999) -> tuple:
     """One Adam update of the pytree `p` by its gradient `g` (moments `m`, `v`, step count `n`, a float array):
     the new (p, m, v, n), as optax.adam writes it."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, batch, carried, init, sgd_step
+from bench.frameworks import Fw, Step, adam, adam_state, batch, carried, init, sgd_step
 
 
 def spectral(fw: Fw, quick: bool) -> Step:
@@ -177,8 +177,7 @@ def ddpm(fw: Fw, quick: bool) -> Step:
         value, g = fw.value_and_grad(loss)(p, x0, fw.randint(kt, (b,), 0, steps), fw.normal(kn, (b, 2)))
         p, m, v, n = adam(fw, p, m, v, n, g, lr, b1, b2)
         return p, m, v, n, value
-    zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
-    state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32)), fw.key(0)]
+    state = [*adam_state(fw, params), fw.key(0)]
 
     def run(i: int) -> Any:
         state[4], sub = fw.split(state[4])
@@ -248,8 +247,7 @@ def reinforce(fw: Fw, quick: bool) -> Step:
         (_, ret), g = fw.value_and_grad(loss, has_aux=True)(p, key)
         p, m, v, n = adam(fw, p, m, v, n, g, lr, b1, b2)
         return p, m, v, n, ret
-    zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
-    state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32)), fw.key(0)]
+    state = [*adam_state(fw, params), fw.key(0)]
 
     def run(i: int) -> Any:
         state[4], sub = fw.split(state[4])

@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, batch, carried, init, jax_fw, sgd_step, tgfx_fw
+from bench.frameworks import Fw, Step, adam, adam_state, batch, carried, init, jax_fw, sgd_step, tgfx_fw
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 
 
@@ -119,8 +119,7 @@ def transformer(fw: Fw, quick: bool) -> Step:
         value, g = fw.value_and_grad(loss)(p, tokens, targets)
         p, m, v, n = adam(fw, p, m, v, n, g, lr, b1, b2)
         return p, m, v, n, value
-    zeros = lambda: fw.tree_map(lambda a: a * 0, params)  # noqa: E731
-    state = [params, zeros(), zeros(), fw.asarray(np.zeros((), np.float32))]
+    state = adam_state(fw, params)
     draws = np.random.default_rng(1)
 
     def run(i: int) -> Any:
