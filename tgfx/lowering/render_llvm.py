@@ -529,15 +529,19 @@ class LLVMRenderer:
         return idx in self.strided and 1 <= abs(self.strided[idx]) <= MAX_STEP and self.target.vector_bytes >= 32 \
             and self.strided[idx] != 1
 
+    def strided_span(self, idx: UOp, d: DType) -> tuple[int, int, int, str, str]:
+        """(lanes, step, span, its vector type, the lowest lane's pointer) of wide index `idx`, its lanes a short step
+        apart (`short_step`): the |step| x lanes elements a masked load or store of them covers."""
+        w, step = self.width, self.strided[idx]
+        span = w * abs(step)
+        return w, step, span, f"<{span} x {mem_type(d)}>", self.lane_ptr(idx, w - 1) if step < 0 else self.names[idx]
+
     def strided_load(self, idx: UOp, d: DType) -> str:
         """The lanes of `idx`, a short step s apart (`short_step`), as one masked load of the |s| W elements from the
         lowest lane's, only the lanes' enabled, and a shuffle picking them in lane order: |s| vector loads and a
         permute, where the lanes loaded one by one were W loads and W inserts (the real parts of 16 complex values,
         or 16 floats of a flipped row)."""
-        w, step = self.width, self.strided[idx]
-        span = w * abs(step)
-        vt = f"<{span} x {mem_type(d)}>"
-        low = self.lane_ptr(idx, w - 1) if step < 0 else self.names[idx]
+        w, step, span, vt, low = self.strided_span(idx, d)
         bits = ", ".join("i1 true" if i % abs(step) == 0 else "i1 false" for i in range(span))
         out = self.call(f"llvm.masked.load.{_vsuffix(vt)}.p0", vt,
                         [("ptr", low), ("i32", str(d.itemsize)), (f"<{span} x i1>", f"<{bits}>"), (vt, "poison")])
@@ -548,10 +552,7 @@ class LLVMRenderer:
         """Vector `x` stored to the lanes of `idx`, a short step s apart (`short_step`): spread to every |s|-th lane
         of |s| W elements from the lowest lane's and stored with only those enabled (one masked store a vector; a
         complex value's parts written into its pairs, where a scatter wrote W elements one by one)."""
-        w, step = self.width, self.strided[idx]
-        span = w * abs(step)
-        vt = f"<{span} x {mem_type(d)}>"
-        low = self.lane_ptr(idx, w - 1) if step < 0 else self.names[idx]
+        w, step, span, vt, low = self.strided_span(idx, d)
         at = {(i if step > 0 else w - 1 - i) * abs(step): i for i in range(w)}
         spread = ", ".join(f"i32 {at[j]}" if j in at else "i32 poison" for j in range(span))
         wide = self.op_in(f"shufflevector <{w} x {mem_type(d)}> {x}, <{w} x {mem_type(d)}> poison, "

@@ -253,6 +253,13 @@ def _varying(u: UOp) -> set[int]:
     return set(_unit_free(u.shape or ())) - _layout(u)[1]
 
 
+def _unexpanded(u: UOp) -> UOp:
+    """`u` under its broadcasts along unit axes (they keep the axes' numbering)."""
+    while u.op is Ops.EXPAND and len(u.src[0].shape) == len(u.shape):
+        u = u.src[0]
+    return u
+
+
 def _scatter_reduce(red: UOp) -> bool:
     """Whether `red` sums (or maxes, or multiplies) `where(idx == arange & ..., v, identity)` with the indices
     varying along the reduced axes and the aranges along output axes: a scatter (`x.at[idx].add(v)`,
@@ -260,11 +267,7 @@ def _scatter_reduce(red: UOp) -> bool:
     SCATTER_MIN_ROWS rows or more from SCATTER_MIN updates or more. Written as a reduce it compares every output
     with every update (an embedding table's gradient: vocabulary x tokens x width); stored on its own, its kernel
     becomes a loop over the updates (`gather.collapse_scatter`)."""
-    def unexpanded(u: UOp) -> UOp:   # (broadcasts of unit axes keep the axes' numbering)
-        while u.op is Ops.EXPAND and len(u.src[0].shape) == len(u.shape):
-            u = u.src[0]
-        return u
-    body = unexpanded(red.src[0])
+    body = _unexpanded(red.src[0])
     if red.arg[0] not in (Ops.ADD, Ops.MAX, Ops.MUL):
         return False
     if body.op is Ops.WHERE and _view_base(body.src[2]).op is Ops.CONST:
@@ -276,11 +279,11 @@ def _scatter_reduce(red: UOp) -> bool:
     axes = set(red.arg[1])
     if prod(red.src[0].shape[a] for a in axes) < SCATTER_MIN:
         return False
-    conds, stack = [], [unexpanded(cond)]
+    conds, stack = [], [_unexpanded(cond)]
     while stack:
         c = stack.pop()
         if c.op is Ops.AND and c.dtype == dtypes.bool:
-            stack.extend(unexpanded(x) for x in c.src)
+            stack.extend(_unexpanded(x) for x in c.src)
         else:
             conds.append(c)
     covered, outputs = set(), 1   # the reduced axes the matched indices vary along; the outputs they pick among
@@ -308,9 +311,7 @@ def _scatter_value_expands(red: UOp) -> set[UOp]:
     fused). A shorter row (a GAT's attention logits, 4 heads) would be scalar code in the updates' sequential loop
     (two such scatters of one gradient took 150 us each, 12 stored first): its costly updates are stored first, a
     vector loop."""
-    body = red.src[0]
-    while body.op is Ops.EXPAND and len(body.src[0].shape) == len(body.shape):
-        body = body.src[0]
+    body = _unexpanded(red.src[0])
     if body.op is not Ops.WHERE:
         return set()
     updates = prod(red.src[0].shape[a] for a in red.arg[1])

@@ -8,9 +8,10 @@ VJP needs. Here it is a `tg.custom_vjp` whose forward keeps the inputs as its re
 What is stored is the scheduler's decision in tgfx (a value is a buffer only where a kernel boundary needs it, and
 cheap elementwise values are recomputed rather than stored). A loop's backward recomputes its body's elementwise work
 from the saved carries and reads the body's reductions from the forward (`control_grad`'s residuals), unless the body
-calls `checkpoint` (a loop body is inlined, so the call marks the trace it runs in): then the backward recomputes the
-whole step from the saved carries, as a checkpointed `scan` body does in JAX. Otherwise `checkpoint` mostly serves
-code written for JAX: `policy` and `prevent_cse` are accepted for compatibility and change nothing.
+calls `checkpoint` (its forward runs in the body's own graph, beside the body's other reductions, so the call marks
+the trace it runs in): then the backward recomputes the whole step from the saved carries, as a checkpointed `scan`
+body does in JAX. Otherwise `checkpoint` mostly serves code written for JAX: `policy` and `prevent_cse` are accepted
+for compatibility and change nothing.
 
 >>> block = tg.checkpoint(lambda x, w: tnp.tanh(x @ w))
 >>> tg.grad(lambda w: block(x, w).sum())(w)          # the same gradient as without checkpoint
