@@ -188,19 +188,65 @@ def test_copies_pick_the_direction_and_stage_pageable_host_memory(env: SimpleNam
     assert copies[7][1] == (pinned.ptr, a0.ptr, 16, STREAM)
 
 
-def test_device_control_flow_is_refused_before_anything_is_issued(env: SimpleNamespace) -> None:
+def test_a_counted_loop_is_driven_by_the_host_without_waiting_for_the_stream(env: SimpleNamespace) -> None:
+    """WRITE i, 0; top: EXEC body(i); ADD i, 1; JUMP i < 3 -> top: the host knows i from the WRITE and ADDs, so it
+    issues three launches and the counter's stream writes, and never reads the device."""
     i = env.buf(env.dev0, 8, 0x7000_0000)
     prog = CUDAProgram("body", 0xF00, block=(32,), device="CUDA:0")
     top, q = Label("top"), HWQueue()
     with q.block():
         q.write(i, 0).place(top).exec(prog, [i]).add(i, 1).jump(top, i, "<", 3)
-    with pytest.raises(CudaBackendError, match="BLOCK.*not supported on CUDA yet"):
+    cb = q.encode()
+    assert Translator.host_driven(cb.words, cb.starts)
+    assert not Translator.host_driven(*(lambda c: (c.words, c.starts))(HWQueue().exec(prog, [i]).encode()))
+    _, issued = submit(env, q, 1)
+    ops = [(c[0], c[1][1:3]) for c in env.drv.named("cuLaunchKernel", "cuStreamWriteValue64", "cuMemcpyDtoH")
+           if c[0] != "cuStreamWriteValue64" or c[1][1] == i.ptr]
+    assert ops == [("cuStreamWriteValue64", (i.ptr, 0)), ("cuLaunchKernel", ((1, 1, 1), (32, 1, 1))),
+                   ("cuStreamWriteValue64", (i.ptr, 1)), ("cuLaunchKernel", ((1, 1, 1), (32, 1, 1))),
+                   ("cuStreamWriteValue64", (i.ptr, 2)), ("cuLaunchKernel", ((1, 1, 1), (32, 1, 1))),
+                   ("cuStreamWriteValue64", (i.ptr, 3))]
+    assert issued.kernels == ["body"] * 3 and env.drv.named("cuEventRecord") == []
+
+
+def test_a_word_the_device_computed_is_read_after_the_stream_reaches_it(env: SimpleNamespace) -> None:
+    """A JUMP on a word no WRITE set (a while loop's predicate, a branch index) waits for the stream (an event) and
+    reads the word; a COPY over a counter makes the next ADD read it; an indexed COPY moves by the counter."""
+    pred, n, i = (env.buf(env.dev0, 8, 0x7000_0000 + k * 0x100_0000) for k in range(3))
+    xs, x = env.buf(env.dev0, 64, 0x7400_0000), env.buf(env.dev0, 8, 0x7500_0000)
+    reads = {pred.ptr: [1, 1, 0], i.ptr: [5]}     # what the device words hold when the host reads them
+
+    def dtoh(dst: int, src: int, nbytes: int) -> None:
+        env.drv.calls.append(("cuMemcpyDtoH", (dst, src, nbytes)))
+        ctypes.c_int64.from_address(dst).value = reads[src].pop(0)
+    env.drv.cuMemcpyDtoH = dtoh
+    prog = CUDAProgram("cond", 0xF00, block=(32,), device="CUDA:0")
+    top, end, q = Label("top"), Label("end"), HWQueue()
+    with q.block():
+        q.copy(i, n, 8).add(i, -1).place(top).exec(prog, [pred, i]).jump(end, pred, "==", 0)
+        q.copy(x, xs, 8, index=i, src_stride=8, count=8).add(i, 1).jump(top)
+        q.place(end)
+    submit(env, q, 1)
+    srcs = [c[1][1] for c in env.drv.named("cuMemcpyDtoDAsync")]
+    assert srcs == [n.ptr, xs.ptr + 8 * 4, xs.ptr + 8 * 5]      # i = 5 - 1 = 4, then 5
+    assert [c[1][1:] for c in env.drv.named("cuMemcpyDtoH")] == [(i.ptr, 8), *[(pred.ptr, 8)] * 3]
+    assert len(env.drv.named("cuEventRecord")) == 4 and len(env.drv.named("cuLaunchKernel")) == 3
+    # a one-byte word compares signed, as the CPU processor's
+    env.drv.calls.clear()
+    reads[pred.ptr] = [0xFF]
+    q = HWQueue()
+    with q.block():
+        q.jump(end, pred, "<", 0, width=1).exec(prog, [pred, i]).place(end)
+    submit(env, q, 2)
+    assert env.drv.named("cuLaunchKernel") == []
+
+
+def test_malformed_control_flow_is_an_error_naming_the_engine(env: SimpleNamespace) -> None:
+    i, xs = env.buf(env.dev0, 8, 0x7000_0000), env.buf(env.dev0, 64, 0x7100_0000)
+    q = HWQueue().write(i, 8).copy(i, xs, 8, index=i, src_stride=8, count=8)
+    with pytest.raises(CudaBackendError, match=r"CUDA:0/compute: a COPY indexed by the device word .* holds 8, "
+                                               r"outside 0..7"):
         submit(env, q, 1)
-    assert env.drv.calls == []
-    xs = env.buf(env.dev0, 64, 0x7100_0000)
-    with pytest.raises(CudaBackendError, match="indexed by a device word"):
-        submit(env, HWQueue().copy(i, xs, 8, index=i, src_stride=8, count=8), 1)
-    assert env.drv.calls == []
 
 
 def test_exec_of_a_cpu_kernel_or_another_devices_kernel_is_an_error(env: SimpleNamespace) -> None:
@@ -505,6 +551,19 @@ def test_emulated_device_failure_is_raised_by_the_next_wait_naming_the_kernel(em
         fence.wait(timeout=10)
 
 
+
+def test_emulated_control_flow_fault_is_raised_by_the_next_wait(emulated: Any) -> None:
+    """An indexed COPY out of range (the CPU processor's fault) found by the control thread: the fence's wait raises it,
+    naming the engine and the index."""
+    drv, dev = emulated
+    i, xs, x = dev.allocator.alloc(8), dev.allocator.alloc(64), dev.allocator.alloc(8)
+    q = HWQueue()
+    with q.block():
+        q.write(i, 9).copy(x, xs, 8, index=i, src_stride=8, count=8)
+    with pytest.raises(CudaBackendError, match=r"CUDA:0/compute could not run a submission with device-side control "
+                                               r"flow: .* holds 9, outside 0..7"):
+        q.submit(dev).wait(timeout=10)
+
 @pytest.fixture
 def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """The emulated device, whose kernels are the CPU's code for the same kernel ASTs (the emulated launch runs it
@@ -588,6 +647,74 @@ def test_emulated_programs_run_jit_grad_and_copies_on_a_cuda_device(emulated_pro
     assert len(drv.named("cuLaunchKernel")) > 5
 
 
+
+def lax_loops_and_branches_on_cuda0() -> None:
+    """`tg.lax` loops and branches on CUDA:0 against numpy: scan (jitted), fori_loop, while_loop, cond, and the
+    gradient of a scan (its backward a reversed loop)."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tests.helpers import numeric_grad
+    rng = np.random.default_rng(5)
+    w, xs = rng.standard_normal((4, 4)).astype(np.float32) / 2, rng.standard_normal((6, 4)).astype(np.float32)
+    tw, txs, zeros = (tg.device_put(a, "CUDA:0") for a in (w, xs, np.zeros(4, np.float32)))
+
+    def cell(h: Any, x: Any) -> Any:
+        h = tnp.tanh(h @ tw + x)
+        return h, h.sum()
+    h, ys = tg.jit(lambda xs: tg.lax.scan(cell, zeros, xs))(txs)
+    ref_h, ref_ys = np.zeros(4, np.float32), []
+    for x in xs:
+        ref_h = np.tanh(ref_h @ w + x)
+        ref_ys.append(ref_h.sum())
+    assert h.device == "CUDA:0"
+    np.testing.assert_allclose(h.numpy(), ref_h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ys.numpy(), ref_ys, rtol=1e-5, atol=1e-5)
+    out, ref = tg.lax.fori_loop(0, 5, lambda i, c: c * 0.5 + tnp.sin(c) @ tw, txs[0]), xs[0]
+    for _ in range(5):
+        ref = ref * 0.5 + np.sin(ref) @ w
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
+    n = tg.lax.while_loop(lambda c: c[1] < 100.0, lambda c: (c[0] + 1, c[1] * 3.0),
+                          (tg.device_put(np.int32(0), "CUDA:0"), tg.device_put(np.float32(1.5), "CUDA:0")))
+    assert int(n[0].numpy()) == 4 and float(n[1].numpy()) == 1.5 * 81
+    for p, fn in ((-1.0, np.cos), (2.0, np.sin)):
+        r = tg.lax.cond(tg.device_put(np.float32(p), "CUDA:0") > 0, tnp.sin, tnp.cos, txs)
+        np.testing.assert_allclose(r.numpy(), fn(xs), rtol=1e-6, atol=1e-6)
+    g = tg.grad(lambda w: tg.lax.scan(lambda h, x: (tnp.tanh(h @ w + x), None), zeros, txs)[0].sum())(tw)
+
+    def loss(w: np.ndarray) -> float:
+        h = np.zeros(4)
+        for x in xs:
+            h = np.tanh(h @ w + x)
+        return float(h.sum())
+    np.testing.assert_allclose(g.numpy(), numeric_grad(loss, w.astype(np.float64)), rtol=1e-4, atol=1e-5)
+
+
+def test_emulated_lax_loops_and_branches_run_on_a_cuda_device(emulated_programs: Any) -> None:
+    """The host drives the loops' counters and predicates on the engine's control thread; a counted loop issues
+    its steps with no read of the device."""
+    import threading
+
+    import tgfx as tg
+    drv, dev = emulated_programs
+    threads: set[str] = set()
+    launch = drv.cuLaunchKernel
+
+    def on_thread(*args: Any) -> None:
+        threads.add(threading.current_thread().name)
+        launch(*args)
+    drv.cuLaunchKernel = on_thread
+    lax_loops_and_branches_on_cuda0()
+    assert "tgfx-CUDA:0/compute-control" in threads
+    x = tg.device_put(np.ones(3, np.float32), "CUDA:0")
+    reads, launches = len(drv.named("cuMemcpyDtoH")), len(drv.named("cuLaunchKernel"))
+    out = tg.lax.fori_loop(0, 7, lambda i, c: c.sum() * 0.25 + c * i, x)
+    ref = np.ones(3, np.float32)
+    for i in range(7):
+        ref = ref.sum() * 0.25 + ref * i
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
+    assert len(drv.named("cuMemcpyDtoH")) == reads + 1     # the result's copy out: the loop read nothing
+    assert len(drv.named("cuLaunchKernel")) >= launches + 7
+
 # ---- on a GPU ----
 # the kernel ABI: one 8-byte parameter per packet word (buffers, then values); global thread id along x
 ADD_ONE_PTX = """
@@ -639,6 +766,12 @@ def test_gpu_kernel_copies_and_signals_on_the_driver() -> None:
     dev.allocator.copyout(y, inp)
     np.testing.assert_array_equal(y, (x + 1) + 1)    # two float32 additions, rounded each
     assert any(e.name == "add_one" and e.end_ns >= e.start_ns for e in dev.profile_events)
+
+
+@pytest.mark.gpu
+def test_gpu_lax_loops_and_branches() -> None:
+    _cuda0()
+    lax_loops_and_branches_on_cuda0()
 
 
 @pytest.mark.gpu

@@ -262,10 +262,8 @@ def _leaves(who: str, what: str, tree: Any, device: str | None = None) -> tuple[
             raise TypeError(f"{who}: {what}{keystr(path)} is a {type(leaf).__name__}, not an array; loop carries, "
                             f"scanned values and branch operands and results must be arrays (Tensors, numpy arrays "
                             f"or Python scalars)")
-        if not isinstance(t.device, str) or not t.device.startswith("CPU"):
-            where = "one device" if not isinstance(t.device, str) else \
-                "a CPU device (not yet on CUDA: move the operands with tg.device_put(x, 'CPU'))"
-            raise TypeError(f"{who}: {what}{keystr(path)} is on {t.device!r}; loops and branches run on {where}")
+        if not isinstance(t.device, str):
+            raise TypeError(f"{who}: {what}{keystr(path)} is on {t.device!r}; loops and branches run on one device")
         out.append(t)
         paths.append(f"{what}{keystr(path)}")
     return out, treedef, paths

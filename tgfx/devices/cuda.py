@@ -18,8 +18,15 @@ tested without a GPU), and the stream is the queue that runs them:
                instead made a tiny jitted call 2x slower (the GIL changed hands around every driver call)
     TIMESTAMP  a native host function that stores CLOCK_MONOTONIC (the CPU devices' clock) in ns, then wakes
     BARRIER    nothing: a stream runs in order, and its value writes are fenced
-    BLOCK, JUMP, WRITE, ADD, indexed COPY: device-side control flow a stream cannot express; such a submission is
-               refused before any of it is issued (`tg.lax` loops with device counters are not yet supported here)
+    BLOCK, JUMP, WRITE, ADD, indexed COPY: device-side control flow (`tg.lax` loops and branches), which a stream
+               cannot express, is driven from the host: such a submission is translated on the engine's control
+               thread (`CUDARing`; later submissions of the engine queue behind it, so the submitting thread never
+               waits), which walks the BLOCK itself. WRITE and ADD become cuStreamWriteValue64 of the value the host
+               computes; a JUMP, an ADD or an indexed COPY reads its word on the host: from the words WRITE and ADD
+               set (a loop counter: the host knows it, and issues a counted loop's steps with no wait), else (a
+               while loop's predicate, a branch index, a counter copied from a trip count) after the stream has run
+               up to it, one wait and an 8-byte read per use. Kernels only read the words WRITE and ADD set (the
+               lowering's counters, `tgfx/lowering/control.py`); a COPY into one makes the host read it again
 
 Every EXEC and COPY is bracketed by two events for the profile; a submission ends with an event whose completion
 moves the ring's read pointer. An asynchronous failure (a kernel's illegal address, a launch that failed) surfaces
@@ -66,7 +73,21 @@ from tgfx.devices.hcq import (
     Program,
     host_runtime,
 )
-from tgfx.devices.packets import COPY_INDEXED, FLAGS_SHIFT, NWORDS_MASK, NWORDS_SHIFT, OP_MASK, PACKETS, Op
+from tgfx.devices.packets import (
+    COPY_INDEXED,
+    FLAGS_SHIFT,
+    JUMP_ALWAYS,
+    JUMP_EQ,
+    JUMP_GE,
+    JUMP_LT,
+    JUMP_NE,
+    JUMP_WIDTH_SHIFT,
+    NWORDS_MASK,
+    NWORDS_SHIFT,
+    OP_MASK,
+    PACKETS,
+    Op,
+)
 from tgfx.devices.queue import QueueAllocator, QueueDevice
 
 PAGE = 4096
@@ -77,13 +98,12 @@ TIMED_KEPT = 256            # retired submissions whose profile events are read 
 
 _EXEC, _COPY, _WAIT, _SIGNAL, _TIMESTAMP = (PACKETS[op] for op in (Op.EXEC, Op.COPY, Op.WAIT, Op.SIGNAL,
                                                                     Op.TIMESTAMP))
-# what a stream cannot run: control flow on device words, and copies indexed by a device word
-_UNSUPPORTED = {Op.BLOCK: "a device-side loop or branch (BLOCK)", Op.JUMP: "a JUMP", Op.WRITE: "a device WRITE",
-                Op.ADD: "a device ADD"}
 # the translator's hot path reads opcodes and payload words as plain ints
-_REFUSED = frozenset(int(op) for op in _UNSUPPORTED)
 _OP_EXEC, _OP_COPY, _OP_WAIT, _OP_SIGNAL, _OP_TIMESTAMP = (int(p.op) for p in (_EXEC, _COPY, _WAIT, _SIGNAL,
                                                                                 _TIMESTAMP))
+_OP_BLOCK, _OP_JUMP, _OP_WRITE, _OP_ADD = int(Op.BLOCK), int(Op.JUMP), int(Op.WRITE), int(Op.ADD)
+# control flow on device words: a stream cannot run it, the host drives it (`Translator.host_driven`)
+_CONTROL = frozenset((_OP_BLOCK, _OP_JUMP, _OP_WRITE, _OP_ADD))
 _EXEC_PROGRAM, _EXEC_GLOBAL_SIZE, _EXEC_NBUFS, _EXEC_NVALS = (_EXEC.word(n) for n in ("program_id", "global_size",
                                                                                        "nbufs", "nvals"))
 _EXEC_FIXED = _EXEC.fixed_words
@@ -91,6 +111,11 @@ _COPY_DST, _COPY_SRC, _COPY_NBYTES = (_COPY.word(n) for n in ("dst", "src", "nby
 _WAIT_SIGNAL, _WAIT_VALUE = _WAIT.word("signal"), _WAIT.word("value")
 _SIGNAL_SIGNAL, _SIGNAL_VALUE = _SIGNAL.word("signal"), _SIGNAL.word("value")
 _TIMESTAMP_SIGNAL = _TIMESTAMP.word("signal")
+_COPY_INDEX, _COPY_DST_STRIDE, _COPY_SRC_STRIDE, _COPY_COUNT = (_COPY.word(n) for n in ("index_ptr", "dst_stride",
+                                                                                       "src_stride", "count"))
+_JUMP_WORD, _JUMP_VALUE, _JUMP_OFFSET = (PACKETS[Op.JUMP].word(n) for n in ("word_ptr", "value", "offset"))
+_WRITE_WORD, _WRITE_VALUE = PACKETS[Op.WRITE].word("word_ptr"), PACKETS[Op.WRITE].word("value")
+_ADD_WORD, _ADD_VALUE = PACKETS[Op.ADD].word("word_ptr"), PACKETS[Op.ADD].word("value")
 
 
 class CudaBackendError(HCQError):
@@ -356,47 +381,167 @@ class Translator:
         self.timeline, self.events = timeline, events
         self.timeline_written = 0    # the latest value of the device's timeline this stream writes
         self._mark = 0               # the event recorded after the stream's latest operation, 0: none
+        self._known: dict[int, int] = {}   # control words' values, as this submission's WRITEs and ADDs set them
+        self._sync_event = 0         # recorded to wait for the stream before the host reads a control word
+        self.alive: Callable[[], bool] = lambda: True   # False once the engine is closed (a host-driven loop stops)
 
     @staticmethod
-    def check(words: np.ndarray, starts: Sequence[int], label: str) -> None:
-        """Refuse a submission with packets a stream cannot run, before anything of it is issued."""
+    def host_driven(words: np.ndarray, starts: Sequence[int]) -> bool:
+        """Whether the submission holds control flow on device words (BLOCK, JUMP, WRITE, ADD, an indexed COPY),
+        which the host drives: it may wait for the stream, so it is translated on the engine's control thread."""
         for at in starts[:-1]:
             hdr = int(words[at])
             op = hdr & OP_MASK
-            if op in _REFUSED or op == _OP_COPY and (hdr >> FLAGS_SHIFT) << FLAGS_SHIFT & COPY_INDEXED:
-                what = _UNSUPPORTED.get(Op(op), "a COPY indexed by a device word")
-                raise CudaBackendError(
-                    f"{label}: the submission holds {what}, which a CUDA stream cannot run: tg.lax loops and "
-                    f"branches whose counters live on the device are not supported on CUDA yet; run them on a CPU "
-                    f"device (tg.device_put(x, 'CPU')), or unroll the loop in Python")
+            if op in _CONTROL or op == _OP_COPY and hdr & COPY_INDEXED:
+                return True
+        return False
 
     def run(self, words: np.ndarray, starts: Sequence[int]) -> Issued:
         """Issue the packets of `words` (`starts`: packet boundaries, ending with len(words))."""
-        self.check(words, starts, self.label)
         issued = Issued()
         base = words.ctypes.data
         self._mark = 0
+        self._known = {}
         w = words.tolist()
         for at in starts[:-1].tolist() if isinstance(starts, np.ndarray) else starts[:-1]:
-            hdr = w[at]
-            op = hdr & OP_MASK
-            p = at + 1   # payload
-            if op == _OP_EXEC:
-                self._exec(w, p, base, issued, (hdr >> NWORDS_SHIFT) & NWORDS_MASK)
-            elif op == _OP_COPY:
-                self._copy(w[p + _COPY_DST], w[p + _COPY_SRC], w[p + _COPY_NBYTES], issued)
-            elif op == _OP_WAIT:
-                self._wait(w[p + _WAIT_SIGNAL], w[p + _WAIT_VALUE])
-            elif op == _OP_SIGNAL:
-                self._signal(w[p + _SIGNAL_SIGNAL], w[p + _SIGNAL_VALUE])
-            elif op == _OP_TIMESTAMP:
-                sig = w[p + _TIMESTAMP_SIGNAL]
-                self.drv.cuLaunchHostFunc(self.stream, self.host_fns.timestamp, sig)
-                self.drv.cuLaunchHostFunc(self.stream, self.host_fns.wake, sig)
-                self._mark = 0
-            # NOP and BARRIER: nothing (a stream runs in order; its value writes are fenced)
+            self._packet(w, at, base, issued)
         issued.keep.append(words)
         return issued
+
+    def _packet(self, w: list[int], at: int, base: int, issued: Issued) -> None:
+        hdr = w[at]
+        op = hdr & OP_MASK
+        p = at + 1   # payload
+        if op == _OP_EXEC:
+            self._exec(w, p, base, issued, (hdr >> NWORDS_SHIFT) & NWORDS_MASK)
+        elif op == _OP_COPY:
+            if hdr & COPY_INDEXED:
+                self._indexed_copy(w, p, issued)
+            else:
+                self._copy(w[p + _COPY_DST], w[p + _COPY_SRC], w[p + _COPY_NBYTES], issued)
+        elif op == _OP_WAIT:
+            self._wait(w[p + _WAIT_SIGNAL], w[p + _WAIT_VALUE])
+        elif op == _OP_SIGNAL:
+            self._signal(w[p + _SIGNAL_SIGNAL], w[p + _SIGNAL_VALUE])
+        elif op == _OP_TIMESTAMP:
+            sig = w[p + _TIMESTAMP_SIGNAL]
+            self.drv.cuLaunchHostFunc(self.stream, self.host_fns.timestamp, sig)
+            self.drv.cuLaunchHostFunc(self.stream, self.host_fns.wake, sig)
+            self._mark = 0
+        elif op == _OP_BLOCK:
+            self._block(w, p, p + ((hdr >> NWORDS_SHIFT) & NWORDS_MASK), base, issued)
+        elif op == _OP_WRITE:
+            self._write(w[p + _WRITE_WORD], w[p + _WRITE_VALUE])
+        elif op == _OP_ADD:
+            word = w[p + _ADD_WORD]
+            self._write(word, self._word(word, 8, issued) + w[p + _ADD_VALUE])
+        elif op == _OP_JUMP:
+            raise CudaBackendError(f"{self.label}: a JUMP outside a BLOCK (a malformed submission: a JUMP moves only "
+                                   f"within the BLOCK that holds it)")
+        # NOP and BARRIER: nothing (a stream runs in order; its value writes are fenced)
+
+    # ---- control flow, driven by the host ----
+    def _block(self, w: list[int], begin: int, end: int, base: int, issued: Issued) -> None:
+        """Run a BLOCK's packets in w[begin:end], its JUMPs decided here (the CPU processor's `run_block`)."""
+        starts, at = [], begin
+        while at < end:
+            starts.append(at)
+            at += 1 + ((w[at] >> NWORDS_SHIFT) & NWORDS_MASK)
+        if at != end:
+            raise CudaBackendError(f"{self.label}: the packets of a BLOCK of {end - begin} words overrun it")
+        index = {a: k for k, a in enumerate(starts)}
+        index[end] = len(starts)
+        k = 0
+        while k < len(starts):
+            at = starts[k]
+            hdr = w[at]
+            if hdr & OP_MASK != _OP_JUMP:
+                self._packet(w, at, base, issued)
+                k += 1
+                continue
+            if not self._taken(w, at + 1, hdr >> FLAGS_SHIFT, issued):
+                k += 1
+                continue
+            target = (starts[k + 1] if k + 1 < len(starts) else end) + w[at + 1 + _JUMP_OFFSET]
+            dest = index.get(target)
+            if dest is None:
+                raise CudaBackendError(f"{self.label}: a JUMP to word {target - begin} of a BLOCK of {end - begin} "
+                                       f"words, which is not a packet of it")
+            if dest <= k and not self.alive():
+                raise CudaBackendError(f"{self.label} was closed while the host drove a loop on it")
+            k = dest
+
+    def _taken(self, w: list[int], p: int, flags: int, issued: Issued) -> bool:
+        cmp = flags & ((1 << JUMP_WIDTH_SHIFT) - 1)
+        if cmp == JUMP_ALWAYS:
+            return True
+        word = self._word(w[p + _JUMP_WORD], (flags >> JUMP_WIDTH_SHIFT) & 0xF, issued)
+        value = w[p + _JUMP_VALUE]
+        if cmp == JUMP_EQ:
+            return word == value
+        if cmp == JUMP_NE:
+            return word != value
+        if cmp == JUMP_LT:
+            return word < value
+        if cmp == JUMP_GE:
+            return word >= value
+        raise CudaBackendError(f"{self.label}: a JUMP with comparison code {cmp}, which no packet has")
+
+    def _word(self, addr: int, width: int, issued: Issued) -> int:
+        """The signed `width`-byte device word at `addr`: the value WRITE and ADD gave it, else read after the stream
+        has run up to here."""
+        if width not in (1, 2, 4, 8):
+            raise CudaBackendError(f"{self.label}: a device word of {width} bytes (1, 2, 4 or 8)")
+        bits = 8 * width
+        value = self._known.get(addr)
+        if value is None:
+            self._drain(issued)
+            out = ctypes.c_int64(0)
+            try:
+                self.drv.cuMemcpyDtoH(ctypes.addressof(out), addr, width)
+            except CudaError as e:
+                raise e.at(f"reading the {width}-byte control word at {addr:#x} on {self.label}") from None
+            value = out.value
+        value &= (1 << bits) - 1
+        return value - (1 << bits) if value >> (bits - 1) else value
+
+    def _drain(self, issued: Issued) -> None:
+        """Wait until the stream has run everything issued so far (polling an event: the wait ends when the GPU gets
+        there, however long that takes; a failure on the device is raised)."""
+        if not self._sync_event:
+            self._sync_event = self.drv.cuEventCreate()
+        self.drv.cuEventRecord(self._sync_event, self.stream)
+        pause = 0.0
+        while True:
+            try:
+                if self.drv.cuEventQuery(self._sync_event):
+                    break
+            except CudaError as e:
+                kernels = ", ".join(dict.fromkeys(issued.kernels)) or "no kernels"
+                raise CudaBackendError(f"{self.label} failed while the host drove a loop or branch ({kernels}): "
+                                       f"{e}") from e
+            if not self.alive():
+                raise CudaBackendError(f"{self.label} was closed while the host drove a loop on it")
+            time.sleep(pause)
+            pause = min(2 * pause + 1e-5, 1e-3)
+        count_retired(1)      # the GPU moved: a host wait on this device is not a stall
+
+    def _write(self, addr: int, value: int) -> None:
+        value = (value + (1 << 63)) % (1 << 64) - (1 << 63)     # an int64, as the CPU processor's ADD wraps
+        self._mark = 0
+        try:
+            self.drv.cuStreamWriteValue64(self.stream, addr, value)
+        except CudaError as e:
+            raise e.at(f"writing control word {addr:#x} on {self.label}") from None
+        self._known[addr] = value
+
+    def _indexed_copy(self, w: list[int], p: int, issued: Issued) -> None:
+        i, count = self._word(w[p + _COPY_INDEX], 8, issued), w[p + _COPY_COUNT]
+        if not 0 <= i < count:
+            raise CudaBackendError(f"{self.label}: a COPY indexed by the device word at {w[p + _COPY_INDEX]:#x}, "
+                                   f"which holds {i}, outside 0..{count - 1}")
+        self._copy(w[p + _COPY_DST] + i * w[p + _COPY_DST_STRIDE], w[p + _COPY_SRC] + i * w[p + _COPY_SRC_STRIDE],
+                   w[p + _COPY_NBYTES], issued)
 
     def _timed(self, issued: Issued, name: str, nbytes: int, gs: int, issue: Callable[[], None]) -> None:
         """Issue a kernel or copy between two events. The event after one is the event before the next when nothing
@@ -450,6 +595,9 @@ class Translator:
     def _copy(self, dst: int, src: int, nbytes: int, issued: Issued) -> None:
         if nbytes == 0:
             return
+        if self._known:     # a control word written over: read it again when it is next used
+            for addr in [a for a in self._known if dst <= a < dst + nbytes]:
+                del self._known[addr]
         d, s = self._where(dst), self._where(src)
         dev_d, dev_s = d not in (None, "pinned"), s not in (None, "pinned")
         drv, stream = self.drv, self.stream
@@ -515,13 +663,22 @@ class CUDARing:
     """The ring of a CUDA engine (`hcq.Ring`): a write translates the packets onto the engine's stream at once (the
     stream is the real queue) and records an event after them; `rptr` counts the words of submissions whose event
     has completed. Polling it retires them: their staging buffers go back, their profile events are read, and an
-    asynchronous failure on the device is raised."""
+    asynchronous failure on the device is raised.
+
+    A submission with control flow on device words (`Translator.host_driven`) is translated on the engine's control
+    thread instead, which may wait for the stream before it decides a JUMP; every later submission of the engine
+    queues behind it there until the queue is empty, so the stream sees them in order and the submitting thread
+    never waits for the GPU."""
 
     def __init__(self, proc: CUDACommandProcessor) -> None:
         self.proc = proc
         self.wptr = 0
         self._rptr = 0
-        self._pending: deque[tuple[int, int, Issued]] = deque()   # (wptr after it, completion event, what it issued)
+        # [wptr after it, completion event (0: not issued yet), what it issued, the error its translation raised]
+        self._pending: deque[list[Any]] = deque()
+        self._jobs: deque[tuple[np.ndarray, np.ndarray, list[Any]]] = deque()   # for the control thread, in order
+        self._wake = threading.Condition(threading.Lock())
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     @property
@@ -531,16 +688,52 @@ class CUDARing:
         return self._rptr
 
     def write(self, words: np.ndarray, starts: np.ndarray, label: str) -> None:
-        """Translate whole submissions onto the stream (hcq's `Ring.write`)."""
+        """Translate whole submissions onto the stream (hcq's `Ring.write`; one submitting thread at a time)."""
         proc = self.proc
         proc.device.make_current()
         self.poll()
+        with self._wake:
+            if self._jobs or Translator.host_driven(words, starts):
+                entry = [self.wptr + len(words), 0, None, None]
+                with self._lock:
+                    self.wptr += len(words)
+                    self._pending.append(entry)
+                # copies: a replay patches its command buffer's words for the next call before this one is issued
+                self._jobs.append((words.copy(), np.array(starts), entry))
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._control, name=f"tgfx-{proc.label}-control",
+                                                    daemon=True)
+                    self._thread.start()
+                self._wake.notify()
+                return
         issued = proc.translator.run(words, starts)
         done = proc.event()
         proc.drv.cuEventRecord(done, proc.stream)
         with self._lock:
             self.wptr += len(words)
-            self._pending.append((self.wptr, done, issued))
+            self._pending.append([self.wptr, done, issued, None])
+
+    def _control(self) -> None:
+        """The control thread: translate queued submissions in order; a job leaves the queue once issued, so that
+        `write` translates on its own thread again only when nothing is ahead of it."""
+        proc = self.proc
+        while True:
+            with self._wake:
+                while not self._jobs:
+                    if proc.closed:
+                        return
+                    self._wake.wait()
+                words, starts, entry = self._jobs[0]
+            try:
+                proc.device.make_current()
+                issued = proc.translator.run(words, starts)
+                done = proc.event()
+                proc.drv.cuEventRecord(done, proc.stream)
+                entry[2], entry[1] = issued, done
+            except Exception as e:  # noqa: BLE001 -- raised to the host by the submission's poll
+                entry[3] = e
+            with self._wake:
+                self._jobs.popleft()
 
     def poll(self) -> None:
         """Retire the submissions that completed, in order; raise the failure of one that did not."""
@@ -550,7 +743,14 @@ class CUDARing:
         proc.device.make_current()
         with self._lock:
             while self._pending:
-                end, done, issued = self._pending[0]
+                end, done, issued, error = self._pending[0]
+                if error is not None:
+                    self._rptr = end
+                    self._pending.popleft()
+                    raise CudaBackendError(f"{proc.label} could not run a submission with device-side control flow: "
+                                           f"{error}") from error
+                if not done:
+                    return            # still with the control thread
                 try:
                     if not proc.drv.cuEventQuery(done):
                         return
@@ -568,8 +768,10 @@ class CUDARing:
 
     def describe(self, at: int) -> str:
         with self._lock:
-            for end, _, issued in self._pending:
+            for end, done, issued, _ in self._pending:
                 if end > at:
+                    if not done:
+                        return f"the submission ending at ring word {end}, with the host driving its control flow"
                     kernels = ", ".join(dict.fromkeys(issued.kernels)) or "copies and signals"
                     return f"the submission ending at ring word {end} ({kernels}), issued to the stream"
         return f"ring word {at}"
@@ -612,6 +814,7 @@ class CUDACommandProcessor(CommandProcessor):
         self._ref_ns = time.perf_counter_ns()
         self.translator = Translator(self.drv, self.stream, self.label, dev, MEMORY, dev.pages, dev.staging,
                                      native_host_fns(), dev.timeline.addr, self.event)
+        self.translator.alive = lambda: not self.closed
 
     def event(self) -> int:
         """A CUevent from the pool."""
@@ -656,8 +859,11 @@ class CUDACommandProcessor(CommandProcessor):
             self.device._record(self._done_events.popleft(), None)
 
     def close(self) -> None:
-        """Stop taking submissions (the stream is left to the driver: the context outlives the device object)."""
+        """Stop taking submissions (the stream is left to the driver: the context outlives the device object); the
+        control thread stops, a loop it drives at its next backward jump."""
         super().close()
+        with self.ring._wake:
+            self.ring._wake.notify_all()
 
 
 # ---------------------------------------------------------------------------------------------------------------
