@@ -18,6 +18,7 @@ class Fw:
     jit: Callable
     value_and_grad: Callable
     grad: Callable
+    vjp: Callable
     vmap: Callable
     lax: Any
     tree_map: Callable
@@ -35,6 +36,8 @@ class Fw:
     logsumexp: Callable     # (a, axis) -> log(sum(exp(a), axis))
     randint: Callable       # (key, shape, minval, maxval) -> int32 draws
     stop_gradient: Callable
+    uniform: Callable       # (key, shape) -> draws in [0, 1)
+    custom_vjp: Callable    # JAX's decorator class, nondiff_argnums included
 
     def sync(self, x: Any) -> float:
         return float(x)
@@ -44,20 +47,20 @@ def tgfx_fw() -> Fw:
     import tgfx as tg
     import tgfx.numpy as tnp
     conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
-    return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vmap, tg.lax, tg.tree.map, tg.asarray, tg.random.key,
-              tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
+    return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vjp, tg.vmap, tg.lax, tg.tree.map, tg.asarray,
+              tg.random.key, tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
               tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,
-              tg.stop_gradient)
+              tg.stop_gradient, tg.random.uniform, tg.custom_vjp)
 
 
 def jax_fw() -> Fw:
     import jax
     import jax.numpy as jnp
     conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
-    return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
+    return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vjp, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
               jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
               jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum, jax.ops.segment_max, jax.nn.logsumexp,
-              jax.random.randint, jax.lax.stop_gradient)
+              jax.random.randint, jax.lax.stop_gradient, jax.random.uniform, jax.custom_vjp)
 
 
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)

@@ -47,6 +47,20 @@ Ported from JAX users' programs (`bench/ported.py`):
   `categorical` from a policy MLP, discounted returns by a reverse `scan`, the policy gradient with a batch-mean
   baseline, Adam (the "loss" is the batch's mean return).
 
+More of them (`bench/ported_more.py`):
+
+- `maml`: MAML on sinusoid regression: three inner SGD steps per task in a `fori_loop` (`grad` inside the loop),
+  `vmap` over a batch of tasks, the query loss differentiated through the inner loop (a gradient of gradients), Adam;
+- `hmc`: Hamiltonian Monte Carlo on a logistic regression's posterior: ten leapfrog steps (`grad` of the potential)
+  in a `fori_loop`, a Metropolis test by `uniform`, `vmap` over 64 chains with a key each, ten moves in a `scan` per
+  call (the "loss" is the chains' mean potential);
+- `deq`: a deep equilibrium classifier: its hidden state the fixed point of a tanh layer found by `while_loop` to a
+  tolerance, under a `custom_vjp` (the layer passed by `nondiff_argnums`) whose backward solves the adjoint by another
+  fixed-point `while_loop` of `vjp`s, Adam;
+- `lbfgs`: L-BFGS on an L2-regularised logistic regression, 30 iterations in a `fori_loop`: the two-loop recursion
+  over a ring of 8 pairs (`fori_loop`s indexing it by the iteration count, `.at[].set`), a backtracking Armijo line
+  search by `while_loop` (the "loss" is the final objective, a new problem each call).
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
 median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative
@@ -68,6 +82,7 @@ import numpy as np
 
 from bench.frameworks import Fw, Step, adam, adam_state, batch, carried, init, jax_fw, sgd_step, tgfx_fw
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
+from bench.ported_more import deq, hmc, lbfgs, maml
 
 
 # ---- the programs: each returns its step function, state kept in a closure ----
@@ -418,7 +433,7 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager,
     "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans, "decode": decode,
     "spectral": spectral, "gat": gat, "cmaes": cmaes, "sinkhorn": sinkhorn, "ddpm": ddpm, "hmm": hmm,
-    "reinforce": reinforce}
+    "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs}
 
 
 @dataclass
