@@ -841,6 +841,24 @@ def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
                                rtol=1e-5)
 
 
+def test_a_sum_of_a_transcendental_of_a_matvec_stores_the_matvec_first():
+    # logaddexp(0, x @ w).mean(), a logistic loss: fused, each of its 2048 elements is a dot product's loop, so the
+    # sum's loop is no vector loop and its exp and log1p ran as scalar polynomials (105 us a call); stored first,
+    # the matrix-vector product is a kernel and the loss a vector loop (6 + 5 us)
+    rng = np.random.default_rng(0)
+    x, w = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((2048, 64), (64,)))
+    assert _kernels(tnp.logaddexp(0.0, x @ w).mean()) == 2
+    assert _kernels(tnp.tanh(x @ w).sum() + (w * w).sum()) == 2
+    d = Tensor(rng.standard_normal((2048, 8)).astype(np.float32))
+    assert _kernels(tnp.exp(-(d * d).sum(-1)).sum()) == 2          # a plain sum inside too
+    assert _kernels(((x @ w) ** 2).sum()) == 1                      # plain arithmetic: the sum's loop stays one
+    assert _kernels(tnp.exp(x[:64] @ w).sum()) == 1                 # 64 outputs: a launch costs more
+    z = x.numpy().astype(np.float64) @ w.numpy()
+    np.testing.assert_allclose(tnp.logaddexp(0.0, x @ w).mean().item(), np.logaddexp(0, z).mean(), rtol=1e-5)
+    np.testing.assert_allclose(tnp.exp(-(d * d).sum(-1)).sum().item(), np.exp(-(d.numpy() ** 2).sum(-1)).sum(),
+                               rtol=1e-5)
+
+
 def test_a_bfloat16_rounding_matmul_operand_is_stored_not_recomputed_per_column():
     # x.astype(bfloat16) @ w.astype(bfloat16) (a mixed-precision layer): rounding a float32 to bfloat16 is about
     # seven integer ops, so fused it ran once per output column (the layer's weight gradient: 2.7 ms, stored 0.12);
