@@ -38,6 +38,7 @@ class Fw:
     stop_gradient: Callable
     uniform: Callable       # (key, shape) -> draws in [0, 1)
     custom_vjp: Callable    # JAX's decorator class, nondiff_argnums included
+    permutation: Callable   # (key, n) -> a permutation of range(n)
 
     def sync(self, x: Any) -> float:
         return float(x)
@@ -50,7 +51,8 @@ def tgfx_fw() -> Fw:
     return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vjp, tg.vmap, tg.lax, tg.tree.map, tg.asarray,
               tg.random.key, tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
               tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,
-              tg.stop_gradient, tg.random.uniform, tg.custom_vjp)
+              tg.stop_gradient, tg.random.uniform, tg.custom_vjp,
+              tg.random.permutation)
 
 
 def jax_fw() -> Fw:
@@ -60,7 +62,8 @@ def jax_fw() -> Fw:
     return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vjp, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
               jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
               jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum, jax.ops.segment_max, jax.nn.logsumexp,
-              jax.random.randint, jax.lax.stop_gradient, jax.random.uniform, jax.custom_vjp)
+              jax.random.randint, jax.lax.stop_gradient, jax.random.uniform, jax.custom_vjp,
+              jax.random.permutation)
 
 
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)

@@ -1,5 +1,6 @@
 """More programs ported from JAX users' code, timed by `bench/programs.py` (its docstring lists them): MAML's
-meta-gradient, Hamiltonian Monte Carlo, a deep equilibrium layer with an implicit backward and L-BFGS."""
+meta-gradient, Hamiltonian Monte Carlo, a deep equilibrium layer with an implicit backward, L-BFGS, PPO with GAE and
+a vision transformer."""
 from __future__ import annotations
 
 import math
@@ -7,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, adam_state, init
+from bench.frameworks import Fw, Step, adam, adam_state, batch, init
 
 
 def maml(fw: Fw, quick: bool) -> Step:
@@ -206,4 +207,130 @@ def lbfgs(fw: Fw, quick: bool) -> Step:
 
     def run(i: int) -> Any:
         return fit(fw.asarray(x_np[i % 8]), fw.asarray(y_np[i % 8]))
+    return run
+
+
+def ppo(fw: Fw, quick: bool) -> Step:
+    xp, lax = fw.xp, fw.lax
+    envs, horizon, hidden, epochs, minibatches = (8, 8, 16, 2, 2) if quick else (32, 64, 64, 4, 4)
+    gamma, lam, clip = 0.99, 0.95, 0.2
+    rng = np.random.default_rng(0)
+    moves = fw.asarray(np.array([[0.1, 0], [-0.1, 0], [0, 0.1], [0, -0.1]], np.float32))   # a walk on the plane
+    params = {"w1": fw.asarray(init(rng, 2, hidden)), "b1": fw.asarray(np.zeros(hidden, np.float32)),
+              "pi": fw.asarray(init(rng, hidden, 4, scale=0.01)), "v": fw.asarray(init(rng, hidden, 1))}
+    starts = fw.asarray(rng.uniform(-1, 1, (envs, 2)).astype(np.float32))
+    samples = envs * horizon
+
+    def heads(p: Any, s: Any) -> Any:                                 # the policy's logits and the value, one torso
+        h = xp.tanh(s @ p["w1"] + p["b1"])
+        return h @ p["pi"], (h @ p["v"])[..., 0]
+
+    def pick(logp_all: Any, a: Any) -> Any:
+        return xp.take_along_axis(logp_all, a[:, None], axis=1)[:, 0]
+
+    def rollout(p: Any, key: Any) -> Any:
+        def act(s: Any, k: Any) -> Any:
+            logits, v = heads(p, s)
+            a = fw.categorical(k, logits)
+            nxt = xp.clip(s + moves[a], -2.0, 2.0)
+            return nxt, (s, a, pick(fw.log_softmax(logits), a), v, -(nxt * nxt).sum(-1))
+        last, traj = lax.scan(act, starts, fw.split(key, horizon))
+        return traj, heads(p, last)[1]
+
+    def gae(r: Any, v: Any, v_last: Any) -> Any:                      # advantages by a reverse scan
+        def back(adv: Any, step: Any) -> Any:
+            r, v, v_next = step
+            adv = r + gamma * v_next - v + gamma * lam * adv
+            return adv, adv
+        v_next = xp.concatenate([v[1:], v_last[None]], axis=0)
+        _, adv = lax.scan(back, xp.zeros(envs, dtype=xp.float32), (r, v, v_next), reverse=True)
+        return adv, adv + v
+
+    def loss(p: Any, s: Any, a: Any, logp_old: Any, adv: Any, ret: Any) -> Any:   # clipped surrogate, value, entropy
+        logits, v = heads(p, s)
+        logp_all = fw.log_softmax(logits)
+        ratio = xp.exp(pick(logp_all, a) - logp_old)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        surrogate = xp.minimum(ratio * adv, xp.clip(ratio, 1 - clip, 1 + clip) * adv).mean()
+        entropy = -(xp.exp(logp_all) * logp_all).sum(-1).mean()
+        return -surrogate + 0.5 * ((v - ret) ** 2).mean() - 0.01 * entropy
+
+    @fw.jit
+    def update(p: Any, m: Any, v: Any, n: Any, key: Any) -> Any:
+        k_roll, k_perm = fw.split(key)
+        (s, a, logp, values, r), v_last = rollout(p, k_roll)
+        adv, ret = gae(r, values, v_last)
+        flat = [x.reshape(samples, *x.shape[2:]) for x in (s, a, logp, adv, ret)]
+
+        def epoch(state: Any, k: Any) -> Any:                         # minibatches of a shuffled rollout
+            def minibatch(state: Any, rows: Any) -> Any:
+                p, m, v, n = state
+                g = fw.grad(loss)(p, *(x[rows] for x in flat))
+                return adam(fw, p, m, v, n, g, 3e-3), None
+            return lax.scan(minibatch, state, fw.permutation(k, samples).reshape(minibatches, -1))[0], None
+        (p, m, v, n), _ = lax.scan(epoch, (p, m, v, n), fw.split(k_perm, epochs))
+        return p, m, v, n, r.sum(0).mean()
+    state = [*adam_state(fw, params), fw.key(0)]
+
+    def run(i: int) -> Any:
+        state[4], sub = fw.split(state[4])
+        *state[:4], value = update(*state[:4], sub)
+        return value                                                  # the rollout's mean return
+    return run
+
+
+def vit(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, size, patch, d, heads, classes = (4, 8, 4, 16, 2, 4) if quick else (32, 32, 4, 64, 4, 10)
+    grid, c = size // patch, 3
+    tokens = grid * grid + 1                                          # the patches and a class token
+    rng = np.random.default_rng(0)
+
+    def lin(i: int, o: int) -> dict[str, Any]:
+        return {"w": fw.asarray(init(rng, i, o)), "b": fw.asarray(np.zeros(o, np.float32))}
+
+    def norm() -> dict[str, Any]:
+        return {"g": fw.asarray(np.ones(d, np.float32)), "b": fw.asarray(np.zeros(d, np.float32))}
+    params = {"embed": lin(patch * patch * c, d), "cls": fw.asarray(init(rng, 1, d, scale=0.02)),
+              "pos": fw.asarray(init(rng, tokens, d, scale=0.02)),
+              "blocks": [{"n1": norm(), "qkv": lin(d, 3 * d), "o": lin(d, d), "n2": norm(), "up": lin(d, 2 * d),
+                          "down": lin(2 * d, d)} for _ in range(2)], "nf": norm(), "head": lin(d, classes)}
+    images = rng.standard_normal((8 * b, c, size, size)).astype(np.float32)
+    labels = np.eye(classes, dtype=np.float32)[rng.integers(0, classes, 8 * b)]
+
+    def dense(p: Any, x: Any) -> Any:
+        return x @ p["w"] + p["b"]
+
+    def layer_norm(p: Any, x: Any) -> Any:
+        m = x.mean(-1, keepdims=True)
+        return (x - m) / xp.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-6) * p["g"] + p["b"]
+
+    def attention(p: Any, x: Any) -> Any:
+        qkv = dense(p["qkv"], x).reshape(b, tokens, 3, heads, d // heads).transpose(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // heads)
+        w = xp.exp(s - s.max(-1, keepdims=True))
+        y = (w / w.sum(-1, keepdims=True)) @ v
+        return dense(p["o"], y.transpose(0, 2, 1, 3).reshape(b, tokens, d))
+
+    def loss(p: Any, x: Any, y: Any) -> Any:
+        x = x.reshape(b, c, grid, patch, grid, patch).transpose(0, 2, 4, 3, 5, 1)   # patches, (b, n, p * p * c)
+        x = dense(p["embed"], x.reshape(b, grid * grid, patch * patch * c))
+        x = xp.concatenate([xp.broadcast_to(p["cls"], (b, 1, d)), x], axis=1) + p["pos"]
+        for blk in p["blocks"]:
+            x = x + attention(blk, layer_norm(blk["n1"], x))
+            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(blk["n2"], x))))
+        logits = dense(p["head"], layer_norm(p["nf"], x[:, 0]))       # the class token's
+        return -(fw.log_softmax(logits) * y).sum(-1).mean()
+
+    @fw.jit
+    def step(p: Any, m: Any, v: Any, n: Any, x: Any, y: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, x, y)
+        p, m, v, n = adam(fw, p, m, v, n, g, 1e-3)
+        return p, m, v, n, value
+    state = adam_state(fw, params)
+
+    def run(i: int) -> Any:
+        *state[:], value = step(*state, *batch(fw, i, b, images, labels))
+        return value
     return run

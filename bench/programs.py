@@ -59,7 +59,13 @@ More of them (`bench/ported_more.py`):
   fixed-point `while_loop` of `vjp`s, Adam;
 - `lbfgs`: L-BFGS on an L2-regularised logistic regression, 30 iterations in a `fori_loop`: the two-loop recursion
   over a ring of 8 pairs (`fori_loop`s indexing it by the iteration count, `.at[].set`), a backtracking Armijo line
-  search by `while_loop` (the "loss" is the final objective, a new problem each call).
+  search by `while_loop` (the "loss" is the final objective, a new problem each call);
+- `ppo`: PPO on the walk of `reinforce`: a `scan` rollout of a policy and value MLP, advantages by GAE in a reverse
+  `scan`, then four epochs of four minibatches (rows of a `permutation` drawn per epoch) of the clipped surrogate,
+  value and entropy loss, each an Adam step in nested `scan`s, all in one jitted update (the "loss" is the
+  rollout's mean return);
+- `vit`: a two-block vision transformer on 32 x 32 images: 4 x 4 patches by `reshape` and `transpose`, a class token
+  by `concatenate`, fused qkv heads, layer norms, GELU MLPs, the class token's logits, Adam.
 
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
@@ -82,7 +88,7 @@ import numpy as np
 
 from bench.frameworks import Fw, Step, adam, adam_state, batch, carried, init, jax_fw, sgd_step, tgfx_fw
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
-from bench.ported_more import deq, hmc, lbfgs, maml
+from bench.ported_more import deq, hmc, lbfgs, maml, ppo, vit
 
 
 # ---- the programs: each returns its step function, state kept in a closure ----
@@ -433,7 +439,7 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager,
     "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans, "decode": decode,
     "spectral": spectral, "gat": gat, "cmaes": cmaes, "sinkhorn": sinkhorn, "ddpm": ddpm, "hmm": hmm,
-    "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs}
+    "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit}
 
 
 @dataclass
