@@ -57,6 +57,31 @@ def test_a_checkpointed_scan_body() -> None:
                                rtol=1e-6)
 
 
+def test_values_it_closes_over_get_their_gradients() -> None:
+    # a checkpointed function reading weights from its closure (a scan body's, a layer's): the custom rule gave
+    # cotangents to its arguments only, so the weights' gradient was zero, silently (JAX differentiates them)
+    x = rand(4, 3)
+
+    def loss(w: tg.Tensor, remat: bool) -> tg.Tensor:
+        layer = (lambda v: tnp.sin(v @ w)) if not remat else tg.checkpoint(lambda v: tnp.sin(v @ w))
+        return layer(x).sum()
+
+    def scan_loss(w: tg.Tensor, remat: bool) -> tg.Tensor:
+        body = lambda c, xi: (tnp.tanh(c * w[:, 0] + xi), c)   # noqa: E731
+        return tg.lax.scan(tg.checkpoint(body) if remat else body, tnp.zeros(3), x)[1].sum()
+    w = rand(3, 2, seed=1)
+    for f in (loss, scan_loss):
+        want = tg.grad(f)(w, False).numpy()
+        assert np.abs(want).sum() > 0
+        for got in (tg.grad(f)(w, True), tg.jit(tg.grad(f), static_argnums=1)(w, True)):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    # second order, and under vmap; a value computed from the closed-over one is differentiated through to it
+    cubic = lambda v: (lambda u: tg.checkpoint(lambda z: (z * v ** 3).sum())(u))(tnp.ones(3))   # noqa: E731
+    np.testing.assert_allclose(tg.hessian(cubic)(tnp.arange(3.0)).numpy(), np.diag([0.0, 6.0, 12.0]))
+    np.testing.assert_allclose(tg.vmap(tg.grad(lambda v: tg.checkpoint(lambda: (v * v).sum())()))(
+        tnp.ones((2, 3))).numpy(), np.full((2, 3), 2.0))
+
+
 def test_static_and_keyword_arguments() -> None:
     x, w = rand(4, 3), rand(3, 2, seed=1)
     power = tg.checkpoint(lambda x, n, w=None: (tnp.tanh(x @ w) ** n).sum(), static_argnums=(1,))

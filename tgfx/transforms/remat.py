@@ -24,8 +24,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tgfx.custom import custom_vjp
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp
+from tgfx.tensor import Tensor, is_weak, weak_like
 from tgfx.trace_state import current
 from tgfx.transforms.grad import vjp
+from tgfx.tree import tree_flatten, tree_leaves, tree_unflatten
 
 
 def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy: Callable | None = None,
@@ -59,11 +63,77 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
 
         for t in current().traces:   # the loops whose bodies call it save no residuals (`control_grad`)
             t.checkpointed.add(getattr(fun, "__name__", "a function"))
-        rematerialised = custom_vjp(call)
-        rematerialised.defvjp(lambda *values: (call(*values), values),
-                              lambda values, g: vjp(call, *values)[1](g))
-        return rematerialised(*(args[i] for i in dynamic), *kwargs.values())
+        values = (*(args[i] for i in dynamic), *kwargs.values())
+        if not current().differentiating:
+            return call(*values)
+        # the values `fun` closes over that depend on what is differentiated (a scan body's weights) are inputs of
+        # the custom call too, or the rule, which gives cotangents to its inputs only, left them none (a zero
+        # gradient, silently). This run of `fun` finds them, and is the forward's
+        out, consts = _run_finding_captured(call, values)
+        n = len(values)
+
+        def converted(*given: Any) -> Any:   # `call` with the closed-over values replaced by the given ones
+            mapping = {c.uop: v.uop for c, v in zip(consts, given[n:], strict=True) if v.uop is not c.uop}
+            return _substituted(call(*given[:n]), mapping)
+
+        def forward(*given: Any) -> Any:
+            return (out if all(a is b for a, b in zip(given, (*values, *consts), strict=True)) else converted(*given),
+                    given)
+        rematerialised = custom_vjp(converted)
+        rematerialised.defvjp(forward, lambda given, g: vjp(converted, *given)[1](g))
+        return rematerialised(*values, *consts)
     return wrapped
+
+
+def _run_finding_captured(call: Callable, values: tuple[Any, ...]) -> tuple[Any, list[Tensor]]:
+    """`call(*values)`, and the values its graph reads that depend on something traced or differentiated
+    (`_stand_in`) but on none of `values`: what it closed over (or computed from that), each the node its views were
+    taken of. It runs on stand-ins for `values`, put back after: a view of a view input folds into one view of the
+    input's own source, which would hide that it reads the input."""
+    leaves, tree = tree_flatten(values)
+    tensors = [i for i, v in enumerate(leaves) if isinstance(v, Tensor)]
+    stand = list(leaves)
+    for i in tensors:
+        u = leaves[i].uop
+        stand[i] = weak_like([Tensor(UOp(Ops.CONTIGUOUS, u.dtype, (u,), tag=("checkpoint input", i)))],
+                             [is_weak(leaves[i])])[0]
+    out = call(*tree_unflatten(tree, stand))
+    given = {stand[i].uop for i in tensors}
+    roots = [t.uop for t in tree_leaves(out) if isinstance(t, Tensor)]
+    reads_input: dict[UOp, bool] = {}
+    traced: dict[UOp, bool] = {}
+    found: list[UOp] = []
+    for u in UOp(Ops.TUPLE, None, tuple(roots)).toposort():
+        if u in given:
+            reads_input[u], traced[u] = True, False
+            continue
+        reads_input[u] = any(reads_input[s] for s in u.src)
+        traced[u] = _stand_in(u) or any(traced[s] for s in u.src)
+        if reads_input[u] or u.op is Ops.TUPLE:
+            for s in u.src:
+                if traced[s] and not reads_input[s]:
+                    while s.op in GroupOp.Movement:   # (the views are taken again of what replaces it)
+                        s = s.src[0]
+                    if s not in found:
+                        found.append(s)
+    return _substituted(out, {stand[i].uop: leaves[i].uop for i in tensors}), [Tensor(u) for u in found]
+
+
+def _stand_in(u: UOp) -> bool:
+    """A node standing for a value being traced (a PARAM) or differentiated (a placeholder), as
+    `tgfx.transforms.linear` tells a closed-over tracer."""
+    return u.op is Ops.PARAM or (u.op is Ops.CONTIGUOUS and isinstance(u.tag, tuple) and u.tag[:1] == ("grad_input",))
+
+
+def _substituted(out: Any, mapping: dict[UOp, UOp]) -> Any:
+    """`out` with the nodes in `mapping` replaced in its Tensors' graphs (weak types kept)."""
+    if not mapping:
+        return out
+    leaves, tree = tree_flatten(out)
+    idx = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
+    for i, u in zip(idx, UOp(Ops.TUPLE, None, tuple(leaves[i].uop for i in idx)).substitute(mapping).src, strict=True):
+        leaves[i] = weak_like([Tensor(u)], [is_weak(leaves[i])])[0]
+    return tree_unflatten(tree, leaves)
 
 
 remat = checkpoint
