@@ -253,7 +253,10 @@ def test_exec_of_a_cpu_kernel_or_another_devices_kernel_is_an_error(env: SimpleN
     from tgfx.devices.hcq import Program
     out = env.buf(env.dev0, 16, 0x7000_0000)
     with pytest.raises(CudaBackendError, match="'cpu_kernel'.*not a kernel loaded on a CUDA device"):
-        submit(env, HWQueue().exec(Program("cpu_kernel", lambda *a: None), [out]), 1)
+        submit(env, HWQueue().exec(Program("cpu_kernel", 0xC0DE), [out]), 1)
+    with pytest.raises(CudaBackendError, match=r"host program <Program 'host_fn'.*does not say the sizes of its 1 "
+                                               r"buffers \(Program.host_buffers\)"):
+        submit(env, HWQueue().exec(Program("host_fn", lambda *a: None), [out]), 1)
     with pytest.raises(CudaBackendError, match="'k1' was loaded on CUDA:1"):
         submit(env, HWQueue().exec(CUDAProgram("k1", 0xF01, (32,), device="CUDA:1"), [out]), 1)
     with pytest.raises(CudaBackendError, match="'k2' with 1 argument words, but it takes 2 8-byte parameters"):
@@ -714,6 +717,41 @@ def test_emulated_lax_loops_and_branches_run_on_a_cuda_device(emulated_programs:
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
     assert len(drv.named("cuMemcpyDtoH")) == reads + 1     # the result's copy out: the loop read nothing
     assert len(drv.named("cuLaunchKernel")) >= launches + 7
+
+
+def test_emulated_host_callbacks_run_on_a_cuda_device(emulated_programs: Any, capsys: pytest.CaptureFixture) -> None:
+    """debug.print, pure_callback and a failing debug.callback on CUDA:0, eagerly, under jit and in a scan body: the
+    control thread reads the arguments back from the device and writes the results to it, in stream order."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tgfx.devices.hcq import HCQExecError
+    drv, dev = emulated_programs
+    x = tg.device_put(np.arange(3, dtype=np.float32), "CUDA:0")
+    tg.debug.print("x={x}", x=x * 2)
+
+    @tg.jit
+    def f(x: Any) -> Any:
+        y = tg.pure_callback(lambda v: np.cumsum(v), tg.ShapeDtypeStruct((3,), tnp.float32), x + 1)
+        tg.debug.print("y={}", y)
+        return y * 10
+    np.testing.assert_allclose(f(x).numpy(), [10, 30, 60])
+
+    def body(c: Any, xi: Any) -> Any:
+        tg.debug.print("c={c} xi={xi}", c=c, xi=xi)
+        return c + xi, c
+    c, _ = tg.lax.scan(body, tg.device_put(np.float32(0), "CUDA:0"), x)
+    assert float(c.numpy()) == 3.0
+    assert capsys.readouterr().out.splitlines() == [
+        "x=[0. 2. 4.]", "y=[1. 3. 6.]", "c=0.0 xi=0.0", "c=0.0 xi=1.0", "c=1.0 xi=2.0"]
+
+    def boom(v: Any) -> None:
+        raise ZeroDivisionError("division by zero")
+    g = tg.jit(lambda x: (tg.debug.callback(boom, x), x + 1)[1])
+    with pytest.raises(HCQExecError, match=r"CUDA:0/compute: EXEC of 'callback debug.callback\(.*boom\)' failed: "
+                                           r"ZeroDivisionError") as info:
+        g(x).numpy()
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    np.testing.assert_allclose(tg.jit(lambda x: x * 2)(x).numpy(), [0, 2, 4])     # the device runs on
 
 # ---- on a GPU ----
 # the kernel ABI: one 8-byte parameter per packet word (buffers, then values); global thread id along x

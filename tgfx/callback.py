@@ -89,6 +89,11 @@ class HostCallback:
         prog = self._programs.get(chained)
         if prog is None:
             prog = self._programs[chained] = Program(f"callback {self.name}", functools.partial(self._run, chained))
+            # what a device whose memory the host cannot read copies in and out around the call (CUDA's)
+            tokens = (TOKEN.itemsize,) * (1 + int(chained))
+            prog.host_buffers = (tokens[0], *(prod(s) * d.itemsize for s, d in self.outs), *tokens[1:],
+                                 *(prod(s) * d.itemsize for s, d in self.ins))
+            prog.host_writes = 1 + len(self.outs)
         return prog
 
     def _run(self, chained: bool, bufs_addr: int, vals_addr: int, core: int) -> None:

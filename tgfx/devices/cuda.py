@@ -27,6 +27,11 @@ tested without a GPU), and the stream is the queue that runs them:
                while loop's predicate, a branch index, a counter copied from a trip count) after the stream has run
                up to it, one wait and an 8-byte read per use. Kernels only read the words WRITE and ADD set (the
                lowering's counters, `tgfx/lowering/control.py`); a COPY into one makes the host read it again
+    EXEC of a host program (`EXEC_HOST_FN`: `tg.debug.print`, `pure_callback`, ...): on the control thread too, once
+               the stream has run up to it: its buffers are read into host memory (`Program.host_buffers`: their
+               sizes), the Python function runs, and the buffers it writes go back through pinned staging on the
+               stream; an exception it raises is the device's error (`HCQExecError`, raised by the next
+               synchronisation, as on the CPU) and the submission goes on
 
 Every EXEC and COPY is bracketed by two events for the profile; a submission ends with an event whose completion
 moves the ring's read pointer. An asynchronous failure (a kernel's illegal address, a launch that failed) surfaces
@@ -69,12 +74,14 @@ from tgfx.devices.hcq import (
     CommandProcessor,
     Engine,
     HCQError,
+    HCQExecError,
     ProfileEvent,
     Program,
     host_runtime,
 )
 from tgfx.devices.packets import (
     COPY_INDEXED,
+    EXEC_HOST_FN,
     FLAGS_SHIFT,
     JUMP_ALWAYS,
     JUMP_EQ,
@@ -356,6 +363,10 @@ class Issued:
     events: list[int] = field(default_factory=list)          # the events `timed` uses, each once
 
 
+def _raise(err: HCQError) -> None:
+    raise err
+
+
 class Translator:
     """Turns packets into calls on `drv` for one engine's `stream`: a pure function of the words over the driver
     surface, tested with a recording double of `Driver`.
@@ -384,6 +395,7 @@ class Translator:
         self._known: dict[int, int] = {}   # control words' values, as this submission's WRITEs and ADDs set them
         self._sync_event = 0         # recorded to wait for the stream before the host reads a control word
         self.alive: Callable[[], bool] = lambda: True   # False once the engine is closed (a host-driven loop stops)
+        self.fault: Callable[[HCQError], None] = _raise  # what a host program's exception becomes (the device's error)
 
     @staticmethod
     def host_driven(words: np.ndarray, starts: Sequence[int]) -> bool:
@@ -392,7 +404,7 @@ class Translator:
         for at in starts[:-1]:
             hdr = int(words[at])
             op = hdr & OP_MASK
-            if op in _CONTROL or op == _OP_COPY and hdr & COPY_INDEXED:
+            if op in _CONTROL or op == _OP_COPY and hdr & COPY_INDEXED or op == _OP_EXEC and hdr & EXEC_HOST_FN:
                 return True
         return False
 
@@ -413,7 +425,10 @@ class Translator:
         op = hdr & OP_MASK
         p = at + 1   # payload
         if op == _OP_EXEC:
-            self._exec(w, p, base, issued, (hdr >> NWORDS_SHIFT) & NWORDS_MASK)
+            if hdr & EXEC_HOST_FN:
+                self._host_exec(w, p, base, issued)
+            else:
+                self._exec(w, p, base, issued, (hdr >> NWORDS_SHIFT) & NWORDS_MASK)
         elif op == _OP_COPY:
             if hdr & COPY_INDEXED:
                 self._indexed_copy(w, p, issued)
@@ -534,6 +549,42 @@ class Translator:
         except CudaError as e:
             raise e.at(f"writing control word {addr:#x} on {self.label}") from None
         self._known[addr] = value
+
+    def _host_exec(self, w: list[int], p: int, base: int, issued: Issued) -> None:
+        """Run a host program (a callback) on this thread once the stream has reached it, on host copies of its
+        buffers; the ones it writes go back in stream order."""
+        pid, nbufs = w[p + _EXEC_PROGRAM], w[p + _EXEC_NBUFS]
+        prog = _PROGRAMS.get(pid)
+        sizes = getattr(prog, "host_buffers", None)
+        if prog is None or prog.addr is not None or sizes is None or len(sizes) != nbufs:
+            what = repr(prog) if prog is not None else f"program #{pid} (no longer alive)"
+            raise CudaBackendError(f"{self.label}: EXEC of host program {what}, which does not say the sizes of its "
+                                   f"{nbufs} buffers (Program.host_buffers), so they cannot be copied to the host")
+        self._drain(issued)
+        ptrs, host = (ctypes.c_uint64 * max(nbufs, 1))(), []
+        for k, (addr, nbytes) in enumerate(zip(w[p + _EXEC_FIXED:p + _EXEC_FIXED + nbufs], sizes, strict=True)):
+            if self._where(addr) in (None, "pinned"):
+                ptrs[k] = addr
+                continue
+            buf = np.empty(max(nbytes, 1), np.uint8)
+            if nbytes:
+                self.drv.cuMemcpyDtoH(buf.ctypes.data, addr, nbytes)
+            host.append((k, addr, nbytes, buf))
+            ptrs[k] = buf.ctypes.data
+        vals = base + 8 * (p + _EXEC_FIXED + nbufs)
+        try:
+            for core in range(w[p + _EXEC_GLOBAL_SIZE]):
+                prog.call(ctypes.addressof(ptrs), vals, core)
+        except Exception as e:  # noqa: BLE001 -- the user's exception, raised on the host by the next synchronisation
+            err = HCQExecError(f"{self.label}: EXEC of {prog.name!r} failed: {type(e).__name__}: {e}")
+            err.__cause__ = e
+            self.fault(err)
+        written = getattr(prog, "host_writes", nbufs)
+        for k, addr, nbytes, buf in host:
+            if k < written and nbytes:
+                issued.keep.append(buf)        # read by the staging copy when the stream gets there
+                self._copy(addr, buf.ctypes.data, nbytes, issued)
+        issued.kernels.append(prog.name)
 
     def _indexed_copy(self, w: list[int], p: int, issued: Issued) -> None:
         i, count = self._word(w[p + _COPY_INDEX], 8, issued), w[p + _COPY_COUNT]
@@ -815,6 +866,12 @@ class CUDACommandProcessor(CommandProcessor):
         self.translator = Translator(self.drv, self.stream, self.label, dev, MEMORY, dev.pages, dev.staging,
                                      native_host_fns(), dev.timeline.addr, self.event)
         self.translator.alive = lambda: not self.closed
+        self.translator.fault = self._fault
+
+    def _fault(self, err: HCQError) -> None:
+        """A host program failed: the device's error, raised by its next synchronisation (as the CPU's faults)."""
+        with self.device._lock:
+            self.device._errors.append(err)
 
     def event(self) -> int:
         """A CUevent from the pool."""

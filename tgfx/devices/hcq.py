@@ -604,7 +604,13 @@ class Program:
     Attributes:
         addr: the native address, or None for a Python callable.
         fn_addr: the address EXEC packets call: `addr`, or the callback's trampoline (marked `EXEC_HOST_FN`).
+        host_buffers: a Python callable's buffer sizes in bytes, in EXEC order, and `host_writes` how many leading
+            buffers it writes: what a device whose memory the host cannot read (CUDA) copies around the call; None
+            where unknown (such a program then runs only on devices in host memory).
     """
+
+    host_buffers: tuple[int, ...] | None = None
+    host_writes: int = 0
 
     def __init__(self, name: str, fn: int | KernelFn, keepalive: Any = None) -> None:
         self.name, self.keepalive = name, keepalive
