@@ -159,6 +159,23 @@ def test_symbolic_given_valid_simplifies_an_index_where_its_condition_holds():
     assert graph_rewrite(unbounded, pm_given_valid) is unbounded
 
 
+def test_an_offsets_terms_are_in_content_order_in_every_process():
+    """`split_offset` orders an index's terms by their content key, which the renderer adds them in: by `id` (where the
+    nodes lay in memory) a kernel's IR differed between processes."""
+    from tgfx.lowering.packs import split_offset, unclamped_offset
+    terms = [rng(4, i) * (i + 2) for i in range(8)]
+    forward, backward = terms[0], terms[-1]
+    for t in terms[1:]:
+        forward = forward + t
+    for t in reversed(terms[:-1]):
+        backward = backward + t
+    ordered = tuple(sorted(terms, key=lambda t: t.key))
+    assert split_offset(forward + c(5)) == (ordered, 5)
+    assert split_offset(backward) == (ordered, 0)
+    clamped = UOp(Ops.WHERE, idx, (rng(4, 9) < c(2), terms[0] + c(3), c(0)))
+    assert unclamped_offset(clamped + terms[1] + terms[2]) == (tuple(sorted(terms[:3], key=lambda t: t.key)), 3)
+
+
 def test_rangeify_permute_becomes_index_arithmetic():
     src = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 6),), (2, 3))
     ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 6), UOp(Ops.PERMUTE, dtypes.float32, (src,), (1, 0)))),))

@@ -69,9 +69,15 @@ def square_tiles(by_offset: dict[int, T], width: int) -> list[tuple[T, ...]]:
     return tiles
 
 
+def _content(u: UOp) -> str:
+    return u.key
+
+
 def split_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
     """An index as (its non-constant terms, the sum of its constant ones): two offsets with the same terms are
-    `delta` elements apart."""
+    `delta` elements apart. The terms are in the order of their content `key`, the same in every process: the
+    renderer adds a strided read's terms in this order (by `id`, a kernel's IR changed with where its nodes lay in
+    memory)."""
     terms, const, stack = [], 0, [off]
     while stack:
         t = stack.pop()
@@ -81,7 +87,7 @@ def split_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
             const += t.arg
         else:
             terms.append(t)
-    return tuple(sorted(terms, key=id)), const
+    return tuple(sorted(terms, key=_content)), const
 
 
 def _is_clamp(u: UOp) -> bool:
@@ -103,7 +109,7 @@ def unclamped_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
             const += c
         else:
             out.append(t)
-    return tuple(sorted(out, key=id)), const
+    return tuple(sorted(out, key=_content)), const
 
 
 def _clamp_mask(off: UOp) -> tuple[bool, UOp | None]:
