@@ -77,11 +77,21 @@ def _match_in_order(pats: tuple[UPat, ...], srcs: tuple[UOp, ...], store: dict[s
     return stores
 
 
-class PatternMatcher:
-    """An ordered list of `(UPat, fn)` rules; `fn(ctx?, **captures)` returns a replacement UOp or None."""
+_memo_names = itertools.count()
 
-    def __init__(self, rules: list[tuple[UPat, Callable[..., UOp | None]]]) -> None:
-        self.rules = rules
+
+class PatternMatcher:
+    """An ordered list of `(UPat, fn)` rules; `fn(ctx?, **captures)` returns a replacement UOp or None.
+
+    `pure=True` promises that, without a ctx, every rule's answer depends on the node alone (its structure and what is
+    derived from it: bounds, shape): then a node's rewrite is the same in every graph, and `graph_rewrite` keeps it on
+    the node (`memo`), so the next pass over a graph holding it (the lowering runs the index simplifier over each
+    kernel after every stage, most of the graph unchanged) rewrites only what is new."""
+
+    def __init__(self, rules: list[tuple[UPat, Callable[..., UOp | None]]], pure: bool = False) -> None:
+        self.rules, self.pure = rules, pure
+        # the attribute a node's rewrite is kept in (a fresh name per matcher: never one a dead matcher left behind)
+        self.memo = f"_rewritten{next(_memo_names)}" if pure else None
         self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool, tuple]]] = {}
         for pat, fn in rules:
             wants_ctx = "ctx" in fn.__code__.co_varnames[:fn.__code__.co_argcount]
@@ -99,7 +109,7 @@ class PatternMatcher:
                 self.by_op[op] = self.by_op[op] + wild  # order within one op is kept; wildcards come last
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
-        return PatternMatcher(self.rules + other.rules)
+        return PatternMatcher(self.rules + other.rules, pure=self.pure and other.pure)
 
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
         src = u.src
@@ -125,6 +135,9 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     With `bottom_up=True` a node is rewritten before its sources are visited (tinygrad's naming: the rules
     see the node as the user built it).
     """
+    memo = pm.memo if ctx is None and not bottom_up else None
+    if memo is not None and (hit := root.__dict__.get(memo)) is not None:
+        return root if hit is _SAME else hit
     order = root.toposort()
     if pm.ops is not None and pm.ops.isdisjoint(u.op for u in order):
         return root   # no rule can match (a kernel's order is kept on its SINK: this is one pass over a list)
@@ -137,22 +150,35 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     for n in order:
         if n in done:
             continue
+        if memo is not None and (hit := n.__dict__.get(memo)) is not None:   # rewritten by an earlier pass
+            done[n] = n if hit is _SAME else hit
+            continue
         src = n.src
         new_src = tuple([done[s] for s in src])
         x = n if new_src == src else n.replace(src=new_src)
+        if memo is not None and x is not n and (hit := x.__dict__.get(memo)) is not None:
+            done[n] = x if hit is _SAME else hit
+            continue
         new = x if ops is not None and x.op not in ops else _fixed_point(pm, x, ctx, name)
         if new is x:
             done[n] = x
             done.setdefault(x, x)
         else:
-            done[n] = _rewrite(new, pm, ctx, False, name, max_steps, done)
+            done[n] = _rewrite(new, pm, ctx, False, name, max_steps, done, memo)
+    if memo is not None:
+        for n, r in done.items():
+            n.__dict__[memo] = _SAME if r is n else r
     return done[root]
 
 
+# a node's memo when its rewrite is itself (storing the node would make a reference cycle, freed only by the collector)
+_SAME = object()
+
+
 def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, name: str, max_steps: int,
-             done: dict[UOp, UOp]) -> UOp:
+             done: dict[UOp, UOp], memo: str | None = None) -> UOp:
     """`graph_rewrite` of `root` as a walk with an explicit stack (a node's sources are visited when it is, in either
-    order), adding to `done`."""
+    order), adding to `done`; a node rewritten by an earlier pass (its `memo`) is not visited again."""
     # stack entries: (node, stage, pending) ; stage 0 = visit, 1 = sources done, 2 = result pending
     stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
     steps = 0
@@ -162,6 +188,9 @@ def _rewrite(root: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, name: str
             raise RewriteError(f"graph_rewrite {name!r} did not reach a fixed point in {max_steps} steps")
         n, stage, pending = stack.pop()
         if n in done:
+            continue
+        if stage == 0 and memo is not None and (hit := n.__dict__.get(memo)) is not None:
+            done[n] = n if hit is _SAME else hit
             continue
         if stage == 0:
             if bottom_up:

@@ -173,4 +173,4 @@ def _collapse_scatter(sink: UOp, st: UOp, red: UOp, start: UOp | None) -> UOp | 
 
 pm_gather = PatternMatcher([
     (UPat(Ops.REDUCE, name="red"), collapse_onehot),
-])
+], pure=True)

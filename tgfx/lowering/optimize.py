@@ -475,7 +475,7 @@ pm_fold_gates = PatternMatcher([
     # a store the bounds prove always (or never) valid after an UPCAST of a padded range loses its gate (or itself)
     (UPat(Ops.STORE, src=(UPat(), UPat(), UPat.cvar("gate")), name="st"), fold_gated_store),
     (UPat(Ops.SINK, name="x"), drop_never_stores),
-])
+], pure=True)
 
 
 _pm_after_opt = pm_symbolic + pm_fold_gates

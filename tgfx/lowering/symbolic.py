@@ -272,7 +272,7 @@ pm_symbolic = PatternMatcher([
     (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("a"), UPat.var("b")), name="x"), lambda x, a, b: a if a is b else None),
     (UPat(Ops.AND, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: (x if c.arg else c) if x.dtype.is_bool else None),
     (UPat(Ops.AND, src=(UPat.var("x"), UPat.var("y"))), lambda x, y: x if x is y else None),
-])
+], pure=True)
 
 
 # ---- an index read only where a condition holds, simplified within the bounds the condition puts on loops ----
@@ -324,4 +324,4 @@ def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
 pm_given_valid = PatternMatcher([
     (UPat(Ops.WHERE, src=(UPat.var("valid"), UPat.var("idx"), UPat.cvar("zero")), name="x"),
      lambda x, valid, idx, zero: simplify_given_valid(x, valid, idx) if zero.arg == 0 else None),
-])
+], pure=True)

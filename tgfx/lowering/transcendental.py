@@ -239,4 +239,4 @@ pm_transcendental = PatternMatcher([
     (UPat(Ops.COS, dtype=f32, src=(UPat.var("x"),)), cos_f32),
     (UPat(Ops.SIN, dtype=(dtypes.float16, dtypes.bfloat16), src=(UPat.var("x"),)), _in_float32(sin_f32)),
     (UPat(Ops.COS, dtype=(dtypes.float16, dtypes.bfloat16), src=(UPat.var("x"),)), _in_float32(cos_f32)),
-])
+], pure=True)

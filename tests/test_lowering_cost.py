@@ -1,0 +1,113 @@
+"""What lowering a kernel costs in Python and in LLVM, by counts: rule calls of the rewrites, compiles, cache hits. And
+that what saves the work leaves the kernels as they were: the same LLVM IR for the same graph. No timing here."""
+import json
+import os
+import subprocess
+import sys
+
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
+from tgfx.ir.uop import UOp
+
+idx = dtypes.index
+
+
+def c(v: int) -> UOp:
+    return UOp.const(idx, v)
+
+
+def rng(n: int, i: int = 0) -> UOp:
+    return UOp(Ops.RANGE, idx, (c(n),), (i, "loop"))
+
+
+def counting_fold(pure: bool) -> tuple[PatternMatcher, list[UOp]]:
+    """A matcher folding `x * 1` to x, that records each node its rule is asked about."""
+    asked: list[UOp] = []
+
+    def fold(x: UOp, k: UOp) -> UOp | None:
+        asked.append(x)
+        return x.src[0] if k.arg == 1 else None
+    return PatternMatcher([(UPat(Ops.MUL, src=(UPat.var(), UPat.cvar("k")), name="x"), fold)], pure=pure), asked
+
+
+def test_a_pure_matcher_rewrites_each_node_once_across_passes():
+    """The lowering simplifies a kernel's index arithmetic after every stage, most of the graph unchanged: a pure
+    matcher's rewrite of a node is kept on it, so a later pass over a graph holding it asks no rule about it again."""
+    pm, asked = counting_fold(pure=True)
+    a, b = rng(4, 0) * 1, rng(8, 1) * 3
+    g = a + b
+    assert graph_rewrite(g, pm) is rng(4, 0) + b
+    assert set(asked) == {a, b}   # each MUL once (the ADD is no rule's op)
+    asked.clear()
+    assert graph_rewrite(g, pm) is rng(4, 0) + b
+    assert asked == []
+    # a new graph sharing nodes: only its new MUL is asked about
+    new = rng(2, 2) * 5
+    assert graph_rewrite(g * 2 + new, pm) is (rng(4, 0) + b) * 2 + new
+    assert set(asked) == {new, (rng(4, 0) + b) * 2}
+    # a rewrite's result is its own rewrite
+    asked.clear()
+    assert graph_rewrite(rng(4, 0) + b, pm) is rng(4, 0) + b
+    assert asked == []
+
+
+def test_a_matcher_not_pure_or_with_a_ctx_rewrites_every_pass():
+    """Rules that read a ctx, or a matcher not declared pure, may answer otherwise in another pass: nothing is kept."""
+    pm, asked = counting_fold(pure=False)
+    g = rng(4, 0) * 1 + rng(8, 1) * 3
+    graph_rewrite(g, pm)
+    graph_rewrite(g, pm)
+    assert len(asked) == 4
+    pure, asked = counting_fold(pure=True)
+    graph_rewrite(g, pure, ctx=object())
+    graph_rewrite(g, pure, ctx=object())
+    assert len(asked) == 4
+    # two matchers keep their rewrites apart; a sum of pure matchers is pure
+    other, asked_other = counting_fold(pure=True)
+    graph_rewrite(g, other)
+    assert len(asked_other) == 2
+    assert (pure + other).pure and not (pure + pm).pure
+
+
+# kernels of a few programs, lowered in one order in one process and in the other order in another: the IR of each
+# kernel must not depend on what was lowered before it in the process (memoised rewrites, caches on nodes)
+_PROGRAMS = r"""
+import json, sys
+import numpy as np
+import tgfx, tgfx.numpy as tnp
+import tgfx.lowering as L
+irs = {}
+source = L.kernel_source
+def record(ast, target, opts=None):
+    s = source(ast, target, opts)
+    irs[ast.key] = s.ir
+    return s
+L.kernel_source = record
+rs = np.random.default_rng(0)
+x, w = tnp.asarray(rs.standard_normal((16, 32), np.float32)), tnp.asarray(rs.standard_normal((32, 24), np.float32))
+img = tnp.asarray(rs.standard_normal((2, 3, 10, 10), np.float32))
+ker = tnp.asarray(rs.standard_normal((4, 3, 3, 3), np.float32))
+programs = [
+    lambda: tgfx.jit(tgfx.grad(lambda w: tgfx.nn.softmax(x @ w, axis=-1)[:, 0].sum()))(w),
+    lambda: tgfx.jit(lambda a: tnp.fft.irfft(tnp.fft.rfft(a, axis=1), axis=1))(x),
+    lambda: tgfx.jit(lambda i, k: tgfx.lax.conv(i, k, (1, 1), "SAME").max(axis=(2, 3)))(img, ker),
+    lambda: tgfx.jit(lambda a: tnp.concatenate([tnp.pad(a, ((1, 1), (0, 0))), a[::-1, 1:33:2].repeat(2, axis=1)], axis=0).T * 2)(x),
+]
+for p in (programs if sys.argv[1] == "forward" else programs[::-1]):
+    p().block_until_ready()
+print(json.dumps(irs))
+"""
+
+
+def _lowered_irs(order: str) -> dict[str, str]:
+    env = {**os.environ, "TGFX_DISK_CACHE": "0"}
+    out = subprocess.run([sys.executable, "-c", _PROGRAMS, order], capture_output=True, text=True, env=env,
+                         timeout=600, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_a_kernels_ir_does_not_depend_on_what_the_process_lowered_before():
+    forward, backward = _lowered_irs("forward"), _lowered_irs("backward")
+    assert len(forward) >= 8 and forward.keys() == backward.keys()
+    assert [k for k in forward if forward[k] != backward[k]] == []
