@@ -317,6 +317,36 @@ def test_ring_read_pointer_follows_completion_events_and_raises_device_failures(
     assert CUDA_ERROR_NOT_READY == 600
 
 
+def test_a_running_gpu_kernel_is_progress_for_host_waits_and_a_held_stream_is_not() -> None:
+    """While the oldest submission's kernel runs (its start event passed, its end not) a poll counts progress, so a
+    host wait never gives up on one long kernel; a stream held by a WAIT before the kernel counts nothing."""
+    from tgfx.devices import cuda
+    drv, memory = FakeDriver(), AddressMap()
+    timeline = Signal(0)
+    dev = SimpleNamespace(name="CUDA:7", ctx=0xC7, drv=drv, make_current=lambda: None, timeline=timeline,
+                          pages=HostPages(drv, memory), staging=Staging(drv, memory), _record=lambda ev, prog: None)
+    proc = CUDACommandProcessor(dev, Engine.COMPUTE)   # type: ignore[arg-type]
+    proc.start()
+    out = Buffer(None, 64, 0x7000_0000, b"x")
+    memory.add(out.ptr, 64, dev)
+    cb = HWQueue().exec(CUDAProgram("long", 0xF00, block=(64,), device="CUDA:7"), [out]).encode()
+    cb.words[1], cb.words[2], cb.words[-2], cb.words[-1] = timeline.addr, 0, timeline.addr, 1
+    proc.ring.write(cb.words, cb.starts, proc.label)
+    start, end, done = (c[1][0] for c in drv.named("cuEventRecord")[-3:])
+    for ev in (end, done):
+        drv.ready[ev] = False
+    for started, counted in ((False, 0), (True, 1)):
+        drv.ready[start] = started
+        proc.ring._beat = 0.0
+        retired = host_runtime().progress()[1]
+        assert proc.ring.rptr == 0
+        assert host_runtime().progress()[1] == retired + counted
+    retired = host_runtime().progress()[1]
+    assert proc.ring.rptr == 0 and host_runtime().progress()[1] == retired    # at most once every HEARTBEAT_S
+    from tgfx.devices.hcq import DEFAULT_TIMEOUT_S
+    assert cuda.HEARTBEAT_S < DEFAULT_TIMEOUT_S / 4     # seen several times before a wait would give up
+
+
 # ---- the native host functions streams run ----
 def test_native_host_functions_copy_and_timestamp() -> None:
     fns = native_host_fns()

@@ -102,6 +102,7 @@ ALIGN = 256                 # cuMemAlloc's alignment
 STAGING_MIN = 64 << 10      # staging buffers come in powers of two from this size
 STAGING_KEPT = 8            # idle staging buffers kept per size
 TIMED_KEPT = 256            # retired submissions whose profile events are read together, at the latest
+HEARTBEAT_S = 0.5           # how often a poll may look for a running kernel (progress for host waits)
 
 _EXEC, _COPY, _WAIT, _SIGNAL, _TIMESTAMP = (PACKETS[op] for op in (Op.EXEC, Op.COPY, Op.WAIT, Op.SIGNAL,
                                                                     Op.TIMESTAMP))
@@ -731,6 +732,7 @@ class CUDARing:
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._beat = 0.0           # when `_heartbeat` last looked
 
     @property
     def rptr(self) -> int:
@@ -804,6 +806,7 @@ class CUDARing:
                     return            # still with the control thread
                 try:
                     if not proc.drv.cuEventQuery(done):
+                        self._heartbeat(issued)
                         return
                 except CudaError as e:
                     self._rptr = end   # consumed: nothing more runs on this context after such a failure
@@ -816,6 +819,21 @@ class CUDARing:
                 self._rptr = end
                 proc.retire(done, issued)
                 count_retired(1 + len(issued.timed))
+
+    def _heartbeat(self, issued: Issued) -> None:
+        """Count progress while a kernel or copy of the oldest submission runs (its start event passed, its end not),
+        at most once every `HEARTBEAT_S`: a host wait (`hcq._Stall`) then never gives up on one long GPU kernel, as
+        it does not on a running CPU kernel, while a stream held by a WAIT that nothing satisfies still stalls."""
+        now = time.monotonic()
+        if now - self._beat < HEARTBEAT_S:
+            return
+        self._beat = now
+        query = self.proc.drv.cuEventQuery
+        for _, start, end, _, _ in issued.timed:
+            if not query(end):
+                if query(start):
+                    count_retired(1)
+                return
 
     def describe(self, at: int) -> str:
         with self._lock:
