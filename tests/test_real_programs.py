@@ -61,23 +61,23 @@ def test_eager_ops_compile_once_for_every_constant_value():
 
 def test_an_eager_graph_seen_before_finds_its_schedule_without_building_its_abstraction(monkeypatch):
     """Each eager step builds the same graph over new buffers and values: its template is found from a description
-    of the graph (schedule._abstraction without build), not by building the abstract graph and its content hashes.
+    of the graph (eager.describe), not by building the abstract graph (eager.abstract_graph) and its content hashes.
     What the description leaves out (which buffer, which lifted value) never picks a wrong schedule: literals 0 and 1,
     a buffer read twice and two buffers are different graphs."""
-    from tgfx.lowering import schedule
+    from tgfx.lowering import eager
     builds = []
-    real = schedule._abstraction
+    real = eager.abstract_graph
 
-    def spy(nodes, device, build):   # noqa: ANN001, ANN202
-        builds.append(build)
-        return real(nodes, device, build)
-    monkeypatch.setattr(schedule, "_abstraction", spy)
+    def spy(nodes, device):   # noqa: ANN001, ANN202
+        builds.append(True)
+        return real(nodes, device)
+    monkeypatch.setattr(eager, "abstract_graph", spy)
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(8).astype(np.float32) for _ in range(2))
     for k, (x, y, c) in enumerate([(a, b, 0.5), (b, a, 2.5), (a, a, 3.0)]):
         tx, ty = tg.asarray(x), tg.asarray(y)
         np.testing.assert_allclose(((tx * c + ty) * ty).numpy(), (x * c + y) * y, rtol=1e-6)
-        assert builds == ([False, True] if k == 0 else [False]), (k, builds)
+        assert builds == ([True] if k == 0 else []), (k, builds)
         builds.clear()
     tx = tg.asarray(a)
     for c, want in ((0.0, 0 * a + a), (1.0, a + a), (2.0, 2 * a + a)):
@@ -93,13 +93,13 @@ def test_an_eager_graph_reads_each_use_of_a_constant_through_one_argument():
     from tgfx.ir.uop import UOp
     from tgfx.lowering.constants import graph_device
     from tgfx.lowering.inline import walk
-    from tgfx.lowering.schedule import _abstraction
+    from tgfx.lowering.eager import abstract_graph
     x = tg.asarray(np.arange(16, dtype=np.float32).reshape(4, 4))
     buf = x.uop.src[0]   # (x: a RESHAPE of its buffer)
 
     def arguments(z: tg.Tensor) -> int:
         nodes = walk(UOp(Ops.SINK, None, (z.uop,)))
-        _, inputs, abstract = _abstraction(nodes, graph_device(nodes), build=True)
+        inputs, abstract = abstract_graph(nodes, graph_device(nodes))
         read = {u.arg[0] for u in walk(abstract) if u.op is Ops.BUFFER and u.arg[0] < 0}
         assert read == {-1 - k for k in range(len(inputs))}   # every argument is read
         assert inputs.count(buf) == 1

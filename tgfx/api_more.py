@@ -72,7 +72,8 @@ def clear_caches() -> None:
     """
     from tgfx.function import clear_traces
     from tgfx.lowering import forget_compiled, search
-    from tgfx.lowering.schedule import _template_keys, _templates
+    from tgfx.lowering.eager import _template_keys
+    from tgfx.lowering.schedule import _templates
     from tgfx.transforms.jit import clear_caches as clear_jits
     forget_compiled()
     _templates.clear()

@@ -38,6 +38,7 @@ from tgfx.dtypes import (
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering import realize as lower_realize
+from tgfx.lowering.eager import describe
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
 from tgfx.lowering.schedule import buffer_view, new_buffer
@@ -803,8 +804,7 @@ def _view_base(u: UOp) -> UOp:
     return u
 
 
-def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp],
-             most: int | None = None) -> list[tuple[Tensor, UOp]]:
+def siblings(todo: list[Tensor], nodes: list[UOp], most: int | None = None) -> list[tuple[Tensor, UOp]]:
     """Lazy Tensors still held that are values (or views of values) computed for `todo`.
 
     `key, sub = tg.random.split(key)` holds two rows of one value; realising `sub` alone would leave `key` a graph
@@ -812,9 +812,8 @@ def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp],
     new parameters' graph; computed only inside it, the next step's state would chain onto the old one's graph.
     Either way every step would compute the whole history again. Realising them in the same schedule keeps an eager
     step's cost the same at step 1,000 as at step 2 (JAX computes every op eagerly). A value held only in a local
-    variable is a kernel of its own then, not fused into its users. `nodes`: the walk of their graph, `graph` its
-    set. Each comes with the value it was found as (read once: another thread may rebind it). `most`: the most
-    elements one may have."""
+    variable is a kernel of its own then, not fused into its users. `nodes`: the walk of their graph. Each comes with
+    the value it was found as (read once: another thread may rebind it). `most`: the most elements one may have."""
     held = {id(t) for t in todo}
     candidates: list[tuple[Tensor, UOp, UOp]] = []
     for ref in _lazy_snapshot():
@@ -827,6 +826,7 @@ def siblings(todo: list[Tensor], nodes: list[UOp], graph: set[UOp],
             candidates.append((t, u, base))
     if not candidates:
         return []
+    graph = set(nodes)
     from tgfx.lowering.schedule import _iota_like
     # (not an arange: its every use recomputes it for nothing, and stored it would hide from the kernels that read it
     # as the positions of a one-hot gather (`take_along_axis(arange(n), order)`, a permutation's first round), which
@@ -885,18 +885,16 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         return [t.uop for t in ts]
     differentiating = _differentiating()
     uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
-    nodes = None
+    described = None
     if not differentiating:
-        nodes = walk(UOp(Ops.SINK, None, tuple(uops)))
-        graph = set(nodes)
-        if more := siblings(todo, nodes, graph, max(prod(t.uop.shape) for t in todo) if deep else None):
+        described = describe(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
+        if more := siblings(todo, described.nodes, max(prod(t.uop.shape) for t in todo) if deep else None):
             todo += [t for t, _ in more]
             uops += [u for _, u in more]
-            # a sibling that is a node of the graph adds nothing to its walk (a view of one does)
-            nodes = nodes if all(u in graph for _, u in more) else None
+            described = None   # (a graph of more roots)
     roots = list(dict.fromkeys(uops))
     try:
-        results = lower_realize(roots, None if nodes is None else [*nodes[:-1], UOp(Ops.SINK, None, tuple(roots))])
+        results = lower_realize(roots, described)
     except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
         raise user_error(e) from None
     if not differentiating:

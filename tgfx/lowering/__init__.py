@@ -42,6 +42,7 @@ from tgfx.lowering.compile import (
     write_cached,
 )
 from tgfx.lowering.control import merge_saved_loops
+from tgfx.lowering.eager import Description, describe, graph_template
 from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.inline import check_no_params, inline, walk
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
@@ -53,7 +54,6 @@ from tgfx.lowering.panel_buffer import panel_buffers
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.row_buffer import row_buffers
-from tgfx.lowering.schedule import graph_template
 from tgfx.lowering.symbolic import pm_given_valid, pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
 
@@ -387,35 +387,29 @@ def reads_in_place(ast: UOp, slot: int) -> bool:
     return not reduces and all(r.src[1] is out_off for r in reads)
 
 
-# what only the stages before scheduling handle: an eager graph without them (most are) goes straight to its template
-_FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, Ops.SWITCH, Ops.CALL, Ops.ALLREDUCE,
-                    Ops.MSELECT, Ops.MSTACK})
-
-
-def realize(uops: list[UOp], nodes: list[UOp] | None = None) -> dict[UOp, UOp]:
-    """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one). `nodes`: the walk of
-    their SINK, if the caller has it."""
+def realize(uops: list[UOp], described: Description | None = None) -> dict[UOp, UOp]:
+    """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one). `described`: the
+    description of their SINK (`tgfx/lowering/eager.py`), if the caller has it."""
     from tgfx.lowering.execute import buffer_memory, range_view
     # a contiguous range of a computed buffer in host memory is that memory: no graph, no kernel
     if views := {u: v for u in uops if (v := range_view(u)) is not None}:
         rest = [u for u in uops if u not in views]
         return {**(realize(rest) if rest else {}), **views}
-    sink = UOp(Ops.SINK, None, tuple(uops))
-    nodes = walk(sink) if nodes is None else nodes
+    d = described if described is not None else describe(UOp(Ops.SINK, None, tuple(uops)))
     unflatten: Callable[[list[UOp]], list[UOp]] = list
     lower = None
-    if front := {u.op for u in nodes if u.op in _FRONT or u.op is Ops.COPY and not isinstance(u.arg, str)}:
-        if front <= _CALLS:   # calls on one device: inlined in the graph's abstraction, when it is new
+    if d.front:
+        if d.front <= _CALLS:   # calls on one device: inlined in the graph's abstraction, when it is new
             lower = _inline
         else:
-            sink, unflatten = lower_multi(_inline(sink))
-            nodes = walk(sink)
+            sink, unflatten = lower_multi(_inline(d.nodes[-1]))
+            d = describe(sink)
     # the schedule depends on the graph, not on which buffers it reads, nor on the values of its scalar constants
     # (eager learning rates, step counters: kernel arguments, one schedule and one compile for all values)
-    tpl, inputs = graph_template(sink, nodes, lower=lower)
+    tpl = graph_template(d, lower=lower)
     # its program, lowered once per kernel-option mode and replayed as a jitted function's is
-    prog = eager_program(tpl, inputs)
-    results = prog.execute([buffer_memory(b, allocate=False) for b in inputs], inputs)
+    prog = eager_program(tpl, d.inputs)
+    results = prog.execute([buffer_memory(b, allocate=False) for b in d.inputs], d.inputs)
     return dict(zip(uops, unflatten(results), strict=True))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,7 @@ from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.spec import check_stage
-from tgfx.ir.uop import UOp, arg_key, prod
+from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.complex import lower_complex, pairs_view
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.inplace import window_update
@@ -1386,111 +1386,4 @@ def template_of(body: UOp, repeated: bool = False) -> ScheduleTemplate:
         _in_repeated_body.reset(token)
 
 
-def graph_template(sink: UOp, nodes: list[UOp] | None = None, lift: bool = True,
-                   lower: Callable[[UOp], UOp] | None = None) -> tuple[ScheduleTemplate, list[UOp]]:
-    """The cached schedule of an inlined graph (`nodes`: its `walk`, if the caller has it), and the buffers it reads
-    in placeholder order. With `lift`, its scalar constants are arguments read from interned buffers
-    (`tgfx/lowering/constants.py`), so the schedule serves every value; literals become plain CONSTs.
-
-    Each use of a constant (an op reading it, through views: `x * c` reads c broadcast) is an argument of its own,
-    numbered in graph order, so `n * k % k` is one graph for every k, including the k's where both values match.
-
-    The graph's abstraction (placeholders for its buffers and lifted constants) is first described without building
-    it (`_abstraction`): a graph seen before, an eager step's, finds its template by that description, and is not
-    built again with content hashes of every new node (0.6 of an eager MLP step's 5 ms).
-
-    `lower`: what the abstract graph goes through before it is scheduled, for a graph that still calls functions
-    (`lowering.realize` inlines them there): the description names each call's body by identity, so a graph seen
-    before is not inlined again (an eager `solve` of a 16 x 16 matrix spent 0.3 of its 0.4 ms inlining its body)."""
-    from tgfx.counters import counters
-    from tgfx.lowering.constants import graph_device, is_runtime_constant
-    nodes = walk(sink) if nodes is None else nodes
-    counters.uop_count += len(nodes)
-    device = graph_device(nodes) if lift and any(is_runtime_constant(u) or u.op in GroupOp.DynamicView
-                                                 for u in nodes) else None
-    desc, inputs, _ = _abstraction(nodes, device, build=False)
-    desc = (host_target().key, device, *desc)   # (a graph of constants alone runs on the default device)
-    if (key := _template_keys.get(desc)) is not None and (tpl := _templates.get(key)) is not None:
-        return tpl, inputs
-    _, _, abstract = _abstraction(nodes, device, build=True)
-    if lower is not None:
-        abstract = lower(abstract)
-    tpl = _cached_template("graph:" + abstract.key, list(abstract.src), len(inputs))
-    _template_keys[desc] = tpl.key
-    return tpl, inputs
-
-
-# an eager graph's abstraction, as `_abstraction` describes it -> its template's key in `_templates`
-_template_keys: LRU[tuple, str] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
-
-
-_VIEWED = GroupOp.Movement | {Ops.CONST}   # what may be a lifted constant or a view of one
-
-
-def _abstraction(nodes: list[UOp], device: str | None, build: bool) -> tuple[list, list[UOp], UOp | None]:
-    """`graph_template`'s abstraction of a graph (its toposort `nodes`): a description of it (a list, one entry a
-    node: the node itself where the abstraction keeps it, else its op, dtype, arg, tag and sources by position, a
-    placeholder's or a lifted constant's entry naming what it stands for but not which buffer or value), the buffers
-    and constants' buffers its placeholders stand for, in order, and with `build` the abstract graph itself."""
-    from tgfx.lowering.constants import const_buffer, is_lifted, is_runtime_constant, view_chain
-    inputs: list[UOp] = []
-    desc: list = []
-    at: dict[UOp, int] = {}
-    new: dict[UOp, UOp] = {}
-
-    def argument(buf: UOp) -> UOp | None:
-        inputs.append(buf)
-        return placeholder(len(inputs) - 1, buf.dtype, buf.arg[1], buf.arg[2]) if build else None
-    viewed = _VIEWED
-    lifted: set[UOp] = set()   # the lifted constants and their views
-    for u in nodes:
-        if device is not None and (u.op in GroupOp.Movement and u.src[0] in lifted or is_runtime_constant(u)):
-            # no entry, no argument: every use reads it through an argument of its own (below), so its own would be
-            # read by nothing (`x + 1.5` interned three buffers for its one 1.5)
-            lifted.add(u)
-            continue
-        at[u] = len(desc)
-        if u.op is Ops.BUFFER:
-            if u.arg[0] >= 0:
-                desc.append(("input", u.dtype, u.arg[1], u.arg[2]))
-                new[u] = argument(u)
-            else:
-                desc.append(u)
-                new[u] = u
-            continue
-        if u.op is Ops.CONST and u.tag is not None:
-            new[u] = u.replace(tag=None)   # a literal
-            desc.append(new[u])
-            continue
-        nb = n_bodies(u) if u.op in BODIED else 0
-        entry: list = [u.op, u.dtype, arg_key(u.arg), u.tag, *u.src[:nb]]
-        src = list(u.src[:nb])
-        for j, x in enumerate(u.src[nb:]):
-            if x.op not in viewed:
-                entry.append(at[x])
-                if build:
-                    src.append(new[x])
-                continue
-            chain, c = view_chain(x)
-            if x not in lifted and (device is None or j == 0 or u.op not in GroupOp.DynamicView or
-                                    not is_lifted(c, offset=True)):   # (a view's start: any int constant is lifted)
-                # (a constant read as it is, through views or not: its value is part of the abstraction)
-                entry.append(at[x] if c.op is not Ops.CONST else (at[x], arg_key(c.arg)))
-                if build:
-                    src.append(new[x])
-                continue
-            entry.append(("constant", c.dtype, *((m.op, m.dtype, m.arg, m.tag, *m.src[1:]) for m in chain)))
-            buf = const_buffer(c.dtype, c.arg, device, len(inputs))
-            arg = argument(buf)
-            if build:
-                arg = UOp(Ops.RESHAPE, c.dtype, (arg,), ())
-                for m in reversed(chain):
-                    arg = m.replace(src=(arg, *m.src[1:]))
-                src.append(arg)
-        desc.append(tuple(entry))
-        if build:
-            new[u] = u if tuple(src) == u.src else u.replace(src=tuple(src))
-    return desc, inputs, new[nodes[-1]] if build else None
-
-
-__all__ = ["schedule", "new_buffer", "buffer_view", "graph_template"]
+__all__ = ["schedule", "new_buffer", "buffer_view"]

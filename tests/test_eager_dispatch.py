@@ -1,0 +1,108 @@
+"""Eager dispatch: what a repeated eager op costs, by counts (walks, abstractions, schedules, compiles), and the
+description that finds its program (`tgfx/lowering/eager.py`): equal exactly where the abstract graphs are."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering import eager
+from tgfx.lowering.eager import abstract_graph, describe
+
+X = np.arange(16, dtype=np.float32)
+A = (np.arange(256, dtype=np.float32).reshape(16, 16) % 7) / 7
+M = np.arange(64, dtype=np.float32)
+
+# (name, op on (x, a, m), numpy's answer)
+OPS: list[tuple[str, Callable, Callable]] = [
+    ("x + 1", lambda x, a, m: x + 1, lambda: X + 1),
+    ("sum(x * 2 + 1)", lambda x, a, m: tnp.sum(x * 2.0 + 1), lambda: np.sum(X * 2 + 1)),
+    ("a @ a", lambda x, a, m: a @ a, lambda: A @ A),
+    ("m[8:40].reshape(4, 8) * 1.0", lambda x, a, m: m[8:40].reshape(4, 8) * 1.0, lambda: M[8:40].reshape(4, 8)),
+]
+
+
+@pytest.mark.parametrize("name,op,want", OPS, ids=[o[0] for o in OPS])
+def test_a_repeated_eager_op_walks_its_graph_once_and_builds_nothing(monkeypatch: pytest.MonkeyPatch, name: str,
+                                                                     op: Callable, want: Callable) -> None:
+    """Realised again, an eager op's graph is walked once (`describe`: no other toposort of it, no content hash),
+    its program found by that description: no abstract graph, no schedule, no compile, no allocation (the output's
+    memory comes back from the result before)."""
+    x, a, m = tg.asarray(X), tg.asarray(A), tg.asarray(M)
+    np.testing.assert_allclose(op(x, a, m).numpy(), want(), rtol=1e-6)   # (compiled here, once)
+    kernels = tg.counters.kernel_count
+    op(x, a, m).realize()
+    kernels = tg.counters.kernel_count - kernels
+    calls = {"describe": 0, "toposort": 0, "abstract": 0, "key": 0}
+
+    def counting(name: str, fn: Callable) -> Callable:
+        def spy(*args, **kwargs):   # noqa: ANN002, ANN003, ANN202
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return spy
+    monkeypatch.setattr(eager.Description, "__init__", counting("describe", eager.Description.__init__))
+    monkeypatch.setattr(UOp, "_toposort", counting("toposort", UOp._toposort))
+    monkeypatch.setattr(eager, "abstract_graph", counting("abstract", eager.abstract_graph))
+    key = UOp.__dict__["key"]
+    monkeypatch.setattr(key, "func", counting("key", key.func))
+    tg.counters.reset()
+    for _ in range(5):
+        op(x, a, m).realize()
+    assert calls == {"describe": 5, "toposort": 0, "abstract": 0, "key": 0}, calls
+    assert (tg.counters.schedule_count, tg.counters.compile_count, tg.counters.alloc_count) == (0, 0, 0)
+    assert tg.counters.kernel_count == 5 * kernels
+    np.testing.assert_allclose(op(x, a, m).numpy(), want(), rtol=1e-6)
+
+
+def _graph(t: tg.Tensor) -> UOp:
+    return UOp(Ops.SINK, None, (t.uop,))
+
+
+def test_describe_names_the_inputs_the_abstract_graph_reads() -> None:
+    """The description's inputs are the abstract graph's placeholders in order: buffers, then each use of a lifted
+    constant an argument of its own (two uses of 2.5: two), a dynamic view's start whatever its value."""
+    x, y = tg.asarray(X), tg.asarray(X * 3)
+    i = tg.asarray(np.int32(5))
+    for t in (x * 2.5 + y * 2.5, x + x, (x + 1) * 0, tnp.where(x > 3.5, x, y) - 7.0, tg.lax.dynamic_slice(x, (i,), (4,)),
+              x[3:9] * 4.0, tnp.full((3,), 2.5) + 0.5):
+        d = describe(_graph(t))
+        inputs, abstract = abstract_graph(d.nodes, d.device)
+        assert inputs == d.inputs
+        assert sorted(-1 - u.arg[0] for u in abstract.toposort() if u.op is Ops.BUFFER and u.arg[0] < 0) == \
+            list(range(len(inputs)))
+    assert describe(_graph(x * 2.5 + y * 2.5)).inputs[1::2] != describe(_graph(x * 2.5 + y * 2.5)).inputs[:1]
+    assert len(describe(_graph(x * 2.5 + y * 2.5)).inputs) == 4
+
+
+def test_descriptions_are_equal_exactly_where_the_graphs_differ_only_in_buffers_and_lifted_values() -> None:
+    x, y, z = tg.asarray(X), tg.asarray(X + 1), tg.asarray(X + 2)
+    w = tg.asarray(np.arange(8, dtype=np.float32))
+    n = tg.asarray(np.arange(16, dtype=np.int32))
+
+    def key(t: tg.Tensor) -> tuple:
+        return describe(_graph(t)).key
+    assert key(x * 2.5 + y) == key(z * 7.0 + x)              # other buffers, another value
+    assert key(x[2:10] * 3.0) == key(x[5:13] * 4.0) != key(w * 3.0)   # (a shrink's bounds are the graph's)
+    assert key(n * 3) == key(n * 7) != key(n * 1)             # 0 and 1 stay literals: folding needs them
+    assert key(x * 2.0) != key(x * 1.0) != key(x * 0.0) != key(x * -0.0)
+    assert key(x + x) != key(x + y)                           # a buffer read twice is not two buffers
+    assert key(x * 2.5 + y * 2.5) == key(x * 2.5 + y * 3.5)   # (each use of a constant is an argument)
+    assert key(x * 2.5 + x * 2.5) != key(x * 2.5 + x * 3.5)   # (one node, read twice)
+    assert key(x + 1.5) != key(x - 1.5) and key(x + 1.5) != key(w + 1.5) != key(n + 3)
+    assert key(tnp.sum(x * 2.0)) != key(tnp.max(x * 2.0)) != key(x * 2.0)
+    a, b = tg.asarray(np.int32(3)), tg.asarray(np.int32(9))
+    assert key(tg.lax.dynamic_slice(x, (a,), (4,))) == key(tg.lax.dynamic_slice(y, (b,), (4,)))
+
+
+def test_a_graph_across_devices_lifts_no_constant() -> None:
+    x = tg.device_put(tg.asarray(X), "CPU:0")
+    y = tg.device_put(tg.asarray(X), "CPU:1")
+    t = x * 2.5 + tg.device_put(y, "CPU:0") * 3.5
+    d = describe(_graph(t))
+    assert d.device is None and all(u.op is Ops.BUFFER and u.arg[0] >= 0 for u in d.inputs) and len(d.inputs) == 2
+    np.testing.assert_allclose(t.numpy(), X * 6.0, rtol=1e-6)

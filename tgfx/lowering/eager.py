@@ -1,0 +1,231 @@
+"""eager: the schedule of a graph realised eagerly, found from one walk over it.
+
+Each eager step builds new nodes over new buffers and new scalar values, and mostly the graphs of the step before.
+`describe` walks a graph once, sources first, and returns its nodes, the buffers it reads (its inputs, and the
+interned buffers of its lifted constants: `tgfx/lowering/constants.py`) and a description of it that names neither
+which buffers nor which constant values: the same for every step. A description seen before finds its template
+(`graph_template`) by one dict lookup, and the template's program is run with this call's buffers: no abstract
+graph, no content hash, no schedule, no compile. A new description builds the abstract graph (placeholders for the
+buffers and the lifted constants), which is scheduled once per content key.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tgfx import config
+from tgfx.devices.target import host_target
+from tgfx.ir.control import BODIED, n_bodies
+from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.uop import UOp, arg_key
+from tgfx.lowering.constants import const_buffer, is_lifted, is_runtime_constant, view_chain
+from tgfx.lowering.lru import LRU
+from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, _cached_template, _templates, placeholder
+
+# (the walk reads these once per node)
+_BUFFER, _CONST, _COPY, _SINK = Ops.BUFFER, Ops.CONST, Ops.COPY, Ops.SINK
+_MOVEMENT = GroupOp.Movement
+_DYNAMIC = GroupOp.DynamicView
+# what only the stages before scheduling handle: an eager graph without them (most are) goes straight to its template
+_FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, Ops.SWITCH, Ops.CALL, Ops.ALLREDUCE,
+                    Ops.MSELECT, Ops.MSTACK})
+
+
+class Description:
+    """A graph as `describe` found it: `nodes`, its walk (sources first, bodies not entered, its SINK last);
+    `inputs`, the buffers its placeholders stand for, in order; `device`, the one device it computes on (None:
+    several, and then no constant is lifted); `key`, what its template is found by; `front`, the ops in it that only
+    the stages before scheduling handle (calls, sharded values, a COPY that shards)."""
+
+    __slots__ = ("nodes", "inputs", "device", "key", "front")
+
+    def __init__(self, nodes: list[UOp], inputs: list[UOp], device: str | None, key: tuple, front: set[Ops]) -> None:
+        self.nodes, self.inputs, self.device, self.key, self.front = nodes, inputs, device, key, front
+
+
+def describe(sink: UOp, lift: bool = True) -> Description:
+    """Walk the graph of `sink` once, in `walk`'s order (`tgfx/lowering/inline.py`), and describe it: one entry
+    per node, the node itself where the abstraction keeps it (a buffer of a template), else its op, dtype, arg, tag,
+    bodies and its sources by position. A source that is a lifted constant, or a view of one, is an argument of its
+    own (each use one: the graph must not depend on which values are equal), described by its dtype and views; a
+    constant read as it is, by its value.
+
+    A graph on one device lifts its constants (`lift`), and the start of a dynamic view (DYNAMIC_SHRINK, DYNAMIC_PAD)
+    whatever its value; a graph across several devices lifts none (a constant's buffer lives on one device)."""
+    nodes: list[UOp] = []
+    desc: list = []               # the entries, flat: per node its op, dtype, arg, tag, source count, then sources
+    at: dict[UOp, int | None] = {}   # a described node -> its number; a lifted constant or a view of one -> None
+    described = 0
+    inputs: list[UOp] = []
+    consts: list[int] = []        # the inputs that are lifted constants (their buffers are found at the end)
+    device: str | None = None
+    several = False
+    front: set[Ops] = set()
+    seen: set[UOp] = set()
+    add, append, emit, extend = seen.add, nodes.append, desc.append, desc.extend
+    # the walk of `UOp._toposort`, unrolled: a node is pushed again above a mark (None), then its unseen sources
+    stack: list[UOp | None] = [sink]
+    pop, push = stack.pop, stack.append
+    while stack:
+        u = pop()
+        if u is not None:
+            if u not in seen:
+                add(u)
+                push(u)
+                push(None)
+                for s in reversed(u.src if u.op not in BODIED else u.src[n_bodies(u):]):
+                    if s not in seen:
+                        push(s)
+            continue
+        u = pop()
+        append(u)
+        op, a, src = u.op, u.arg, u.src
+        if op is _BUFFER:
+            at[u] = described
+            described += 1
+            if a[1] is not device:
+                if device is None:
+                    device = a[1]
+                elif a[1] != device:
+                    several = True
+            if a[0] >= 0:   # a placeholder: which buffer it is is no part of the description
+                extend((op, u.dtype, a[1], a[2], -1))
+                inputs.append(u)
+            else:           # a template's own buffer
+                extend((u, -1))
+            continue
+        if op in _MOVEMENT:
+            if at[src[0]] is None:
+                at[u] = None
+                continue
+        elif op is _CONST:
+            if lift and u.tag is None and u.dtype.kind in "fiu" and a not in (0, 1):   # (is_runtime_constant)
+                at[u] = None
+                continue
+            a = arg_key(a)   # (a literal's tag is no part of the graph: it is a plain CONST there)
+            at[u] = described
+            described += 1
+            extend((op, u.dtype, a, None, 0))
+            continue
+        elif op is _COPY:
+            if isinstance(a, str):
+                if a is not device:
+                    if device is None:
+                        device = a
+                    elif a != device:
+                        several = True
+            else:   # to a device tuple
+                several = True
+                front.add(op)
+        elif op in _FRONT:
+            front.add(op)
+        elif type(a) is float or type(a) is complex:
+            a = arg_key(a)
+        at[u] = described
+        described += 1
+        if op in BODIED:   # its bodies by identity: a call seen before is not inlined again
+            nb = n_bodies(u)
+            extend((op, u.dtype, a, u.tag, len(src), *src[:nb]))
+            src = src[nb:]
+        else:
+            extend((op, u.dtype, a, u.tag, len(src)))
+        offsets = op in _DYNAMIC and lift
+        for x in src:
+            r = at[x]
+            if r is not None and (not offsets or x is src[0] or not _is_offset(x)):
+                emit(r)   # (a non-lifted constant's value is in its own entry)
+                continue
+            # an argument (a use of a lifted constant, or a dynamic view's start): the constant's dtype and the views
+            # between it and this use
+            c = x
+            while c.op in _MOVEMENT:
+                c = c.src[0]
+            views: list = [c.dtype]
+            while x is not c:
+                views.append((x.op, x.arg, x.tag))
+                x = x.src[0]
+            emit(tuple(views))
+            consts.append(len(inputs))
+            inputs.append(c)
+    if several:
+        if consts and lift:   # described as one device's graph: again, lifting nothing
+            return describe(sink, lift=False)
+        device = None
+    elif device is None:      # a graph of constants alone runs on the default device
+        device = DEFAULT_DEVICE
+    for i in consts:
+        c = inputs[i]
+        inputs[i] = const_buffer(c.dtype, c.arg, device, i)
+    # and what the template depends on beside the graph: the target (vector widths)
+    return Description(nodes, inputs, device, (host_target().key, device, *desc), front)
+
+
+def _is_offset(x: UOp) -> bool:
+    """Whether `x`, a source of a dynamic view after its first, is an int constant (or a view of one) that is no
+    literal: the view's start, an argument whatever its value (`x[0]` and `x[1]` are one schedule)."""
+    while x.op in _MOVEMENT:
+        x = x.src[0]
+    return is_lifted(x, offset=True)
+
+
+def graph_template(d: Description, lower: Callable[[UOp], UOp] | None = None) -> ScheduleTemplate:
+    """The cached schedule of an inlined graph `describe` described; its placeholders are `d.inputs` by position.
+    Its scalar constants are arguments read from interned buffers, so the schedule serves every value; literals are
+    plain CONSTs in it.
+
+    A description seen before (an eager step's graph) finds its template by one lookup: the abstract graph is not
+    built again with content hashes of every new node (0.6 of an eager MLP step's 5 ms).
+
+    `lower`: what the abstract graph goes through before it is scheduled, for a graph that still calls functions
+    (`lowering.realize` inlines them there): the description names each call's body by identity, so a graph seen
+    before is not inlined again (an eager `solve` of a 16 x 16 matrix spent 0.3 of its 0.4 ms inlining its body)."""
+    from tgfx.counters import counters
+    counters.uop_count += len(d.nodes)
+    if (key := _template_keys.get(d.key)) is not None and (tpl := _templates.get(key)) is not None:
+        return tpl
+    inputs, abstract = abstract_graph(d.nodes, d.device)
+    assert inputs == d.inputs, "an eager graph's abstraction reads other buffers than its description names"
+    if lower is not None:
+        abstract = lower(abstract)
+    tpl = _cached_template("graph:" + abstract.key, list(abstract.src), len(inputs))
+    _template_keys[d.key] = tpl.key
+    return tpl
+
+
+# an eager graph's description (`Description.key`) -> its template's key in `schedule._templates`
+_template_keys: LRU[tuple, str] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
+
+
+def abstract_graph(nodes: list[UOp], device: str | None) -> tuple[list[UOp], UOp]:
+    """The abstraction of a graph (`nodes`: its walk, its SINK last) that `describe` describes: placeholders for the
+    buffers it reads and for each use of a lifted constant (`device`: the graph's one device, None to lift none), the
+    rest as it is; returns the buffers and constants' buffers the placeholders stand for, in order, and the graph."""
+    inputs: list[UOp] = []
+    new: dict[UOp, UOp] = {}
+    lifted: set[UOp] = set()   # the lifted constants and their views: only their uses are read, each an argument
+
+    def argument(buf: UOp) -> UOp:
+        inputs.append(buf)
+        return placeholder(len(inputs) - 1, buf.dtype, buf.arg[1], buf.arg[2])
+    for u in nodes:
+        if device is not None and (u.op in _MOVEMENT and u.src[0] in lifted or is_runtime_constant(u)):
+            lifted.add(u)
+            continue
+        if u.op is _BUFFER:
+            new[u] = argument(u) if u.arg[0] >= 0 else u
+            continue
+        if u.op is _CONST and u.tag is not None:
+            new[u] = u.replace(tag=None)   # a literal
+            continue
+        nb = n_bodies(u) if u.op in BODIED else 0
+        src = list(u.src[:nb])
+        for j, x in enumerate(u.src[nb:]):
+            chain, c = view_chain(x)
+            if x not in lifted and (device is None or j == 0 or u.op not in _DYNAMIC or not is_lifted(c, offset=True)):
+                src.append(new[x])
+                continue
+            arg = UOp(Ops.RESHAPE, c.dtype, (argument(const_buffer(c.dtype, c.arg, device, len(inputs))),), ())
+            for m in reversed(chain):
+                arg = m.replace(src=(arg, *m.src[1:]))
+            src.append(arg)
+        new[u] = u if tuple(src) == u.src else u.replace(src=tuple(src))
+    return inputs, new[nodes[-1]]
