@@ -45,7 +45,7 @@ def test_a_repeated_eager_op_walks_its_graph_once_and_builds_nothing(monkeypatch
             calls[name] += 1
             return fn(*args, **kwargs)
         return spy
-    monkeypatch.setattr(eager.Description, "__init__", counting("describe", eager.Description.__init__))
+    _count_describes(monkeypatch, counting("describe", eager.describe))
     monkeypatch.setattr(UOp, "_toposort", counting("toposort", UOp._toposort))
     monkeypatch.setattr(eager, "abstract_graph", counting("abstract", eager.abstract_graph))
     key = UOp.__dict__["key"]
@@ -57,6 +57,36 @@ def test_a_repeated_eager_op_walks_its_graph_once_and_builds_nothing(monkeypatch
     assert (tg.counters.schedule_count, tg.counters.compile_count, tg.counters.alloc_count) == (0, 0, 0)
     assert tg.counters.kernel_count == 5 * kernels
     np.testing.assert_allclose(op(x, a, m).numpy(), want(), rtol=1e-6)
+
+
+def _count_describes(monkeypatch: pytest.MonkeyPatch, spy: Callable) -> None:
+    import tgfx.lowering
+    import tgfx.tensor
+    for module in (eager, tgfx.lowering, tgfx.tensor):
+        monkeypatch.setattr(module, "describe", spy)
+
+
+def test_siblings_in_the_graph_cost_no_second_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lazy Tensor still held that the realised graph computes (an optimiser's moment) is realised with it; the
+    graph with it as one more root is the same walk, so it is not walked again. A view of one is not a node of the
+    graph: then the graph of all three roots is walked once more."""
+    x = tg.asarray(X)
+    walks = []
+    _count_describes(monkeypatch, lambda sink, *a: walks.append(len(sink.src)) or describe(sink, *a))
+    for _ in range(3):
+        m = x * 2.0
+        y = m + 1.0
+        y.realize()
+        assert walks == [1] and m.uop.op is Ops.BUFFER, walks
+        np.testing.assert_allclose(m.numpy() + 1, y.numpy())
+        walks.clear()
+        m = x * 3.0
+        v = m.reshape(4, 4)
+        y = m + 1.0
+        y.realize()
+        assert walks == [1, 3] and v.uop.op in (Ops.BUFFER, Ops.RESHAPE) and m.uop.op is Ops.BUFFER, walks
+        np.testing.assert_allclose(v.numpy().reshape(-1), X * 3)
+        walks.clear()
 
 
 def _graph(t: tg.Tensor) -> UOp:

@@ -891,7 +891,8 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         if more := siblings(todo, described.nodes, max(prod(t.uop.shape) for t in todo) if deep else None):
             todo += [t for t, _ in more]
             uops += [u for _, u in more]
-            described = None   # (a graph of more roots)
+            # siblings that are nodes of the graph add nothing to its walk (views of them do: then another walk)
+            described = described.resink(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
     roots = list(dict.fromkeys(uops))
     try:
         results = lower_realize(roots, described)

@@ -34,12 +34,25 @@ class Description:
     """A graph as `describe` found it: `nodes`, its walk (sources first, bodies not entered, its SINK last);
     `inputs`, the buffers its placeholders stand for, in order; `device`, the one device it computes on (None:
     several, and then no constant is lifted); `key`, what its template is found by; `front`, the ops in it that only
-    the stages before scheduling handle (calls, sharded values, a COPY that shards)."""
+    the stages before scheduling handle (calls, sharded values, a COPY that shards); `at`, each described node's
+    number (None: a lifted constant or a view of one)."""
 
-    __slots__ = ("nodes", "inputs", "device", "key", "front")
+    __slots__ = ("nodes", "inputs", "device", "key", "front", "at")
 
-    def __init__(self, nodes: list[UOp], inputs: list[UOp], device: str | None, key: tuple, front: set[Ops]) -> None:
-        self.nodes, self.inputs, self.device, self.key, self.front = nodes, inputs, device, key, front
+    def __init__(self, nodes: list[UOp], inputs: list[UOp], device: str | None, key: tuple, front: set[Ops],
+                 at: dict[UOp, int | None]) -> None:
+        self.nodes, self.inputs, self.device, self.key, self.front, self.at = nodes, inputs, device, key, front, at
+
+    def resink(self, sink: UOp) -> Description | None:
+        """The description of `sink`, a SINK of more roots in this graph (the siblings `Tensor.realize` found), without
+        walking it again: the same nodes and inputs, another SINK. None where that is not so (a root of either is a
+        lifted constant, or one is no node of the graph): describe `sink` then."""
+        at, old = self.at, self.nodes[-1].src
+        refs = [at.get(r) for r in sink.src]
+        if None in refs or any(at[r] is None for r in old):
+            return None
+        key = self.key[:len(self.key) - 5 - len(old)] + (_SINK, None, None, None, len(refs), *refs)
+        return Description([*self.nodes[:-1], sink], self.inputs, self.device, key, self.front, at)
 
 
 def describe(sink: UOp, lift: bool = True) -> Description:
@@ -156,7 +169,7 @@ def describe(sink: UOp, lift: bool = True) -> Description:
         c = inputs[i]
         inputs[i] = const_buffer(c.dtype, c.arg, device, i)
     # and what the template depends on beside the graph: the target (vector widths)
-    return Description(nodes, inputs, device, (host_target().key, device, *desc), front)
+    return Description(nodes, inputs, device, (host_target().key, device, *desc), front, at)
 
 
 def _is_offset(x: UOp) -> bool:
