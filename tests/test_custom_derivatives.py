@@ -260,3 +260,26 @@ def test_a_rule_inside_a_loop_or_branch_body_is_the_one_differentiated() -> None
     assert g.item() == pytest.approx(3.0)
     # and the values are the function's own
     assert tg.lax.fori_loop(0, 2, lambda i, c: scaled(c), x).item() == pytest.approx(np.sin(np.sin(0.5)), rel=1e-6)
+
+
+def test_custom_vjp_closing_over_a_differentiated_value_is_an_error() -> None:
+    # the rule gives cotangents to the function's arguments only: a value it reads from its closure that is being
+    # differentiated lost its gradient, silently (0.0 here); JAX refuses it, and so does tgfx, naming the function
+    def loss(w: tg.Tensor) -> tg.Tensor:
+        return _sin_times(w)(tnp.ones(3)).sum()
+    with pytest.raises(TypeError, match=r"custom_vjp .*scaled_sin: .*closure.*Pass the value as an argument"):
+        tg.grad(loss)(tg.asarray(0.3))
+    with pytest.raises(TypeError, match="scaled_sin"):
+        tg.jit(tg.grad(loss))(tg.asarray(0.3))
+    # a closed-over value that is not differentiated is a constant of the rule, as in JAX
+    w = tg.asarray(0.3)
+    np.testing.assert_allclose(tg.grad(lambda x: _sin_times(w)(x).sum())(tnp.ones(3)).numpy(),
+                               np.full(3, 0.3 * np.cos(0.3)), rtol=1e-6)
+
+
+def _sin_times(w: tg.Tensor) -> Any:
+    @tg.custom_vjp
+    def scaled_sin(x: tg.Tensor) -> tg.Tensor:
+        return tnp.sin(x * w)
+    scaled_sin.defvjp(lambda x: (scaled_sin(x), x), lambda x, g: (g * w * tnp.cos(x * w),))
+    return scaled_sin

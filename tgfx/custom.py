@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from tgfx.function import Function
+from tgfx.function import Function, is_grad_input
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import device_parts
@@ -70,6 +70,13 @@ def _nondiff(who: str, argnums: Sequence[int]) -> tuple[int, ...]:
     if any(a < 0 for a in out) or len(set(out)) != len(out):
         raise ValueError(f"{who}: nondiff_argnums must be distinct non-negative positions, got {tuple(argnums)}")
     return tuple(sorted(out))
+
+
+def _reads_closed_over_inputs(outs: list[Tensor], args: tuple) -> bool:
+    """Whether `outs` depend on a differentiation's input (its placeholder, `is_grad_input`) that none of the call's
+    `args` depends on: one the function closed over."""
+    given = {u for a in tree_flatten(args)[0] if isinstance(a, Tensor) for u in a.uop.toposort() if is_grad_input(u)}
+    return any(is_grad_input(u) and u not in given for o in outs for u in o.uop.toposort())
 
 
 class _Split:
@@ -220,6 +227,11 @@ class custom_vjp:  # noqa: N801 - JAX's name
         out_leaves, out_tree = tree_flatten(pair[0])
         if not out_leaves or not all(isinstance(o, Tensor) for o in out_leaves):
             raise TypeError(f"{who}: fwd {_name(fwd)} must return Tensors as its output, got {pair[0]!r:.80}")
+        if _reads_closed_over_inputs(out_leaves, args):
+            raise TypeError(f"{who}: its output depends on a value being differentiated that it reads from its "
+                            f"closure, not from its arguments; its rule gives cotangents to its arguments only, so "
+                            f"that value's gradient would be lost. Pass the value as an argument (jax.custom_vjp "
+                            f"refuses this too; tg.closure_convert hoists such values)")
         res_leaves, res_tree = tree_flatten(pair[1])
         res_tensors = [r for r in res_leaves if isinstance(r, Tensor)]
         # residuals reach bwd with the weak types fwd gave them, as JAX's (checkpoint's are its inputs: a weak x
