@@ -266,17 +266,17 @@ def ppo(fw: Fw, quick: bool) -> Step:
             def minibatch(state: Any, rows: Any) -> Any:
                 p, m, v, n = state
                 g = fw.grad(loss)(p, *(x[rows] for x in flat))
-                return adam(fw, p, m, v, n, g, 3e-3), None
+                return adam(fw, p, m, v, n, g, 3e-4), None
             return lax.scan(minibatch, state, fw.permutation(k, samples).reshape(minibatches, -1))[0], None
         (p, m, v, n), _ = lax.scan(epoch, (p, m, v, n), fw.split(k_perm, epochs))
-        return p, m, v, n, r.sum(0).mean()
+        return p, m, v, n, heads(p, starts)[1].mean()
     state = [*adam_state(fw, params), fw.key(0)]
 
     def run(i: int) -> Any:
         state[4], sub = fw.split(state[4])
         *state[:4], value = update(*state[:4], sub)
-        return value                                                  # the rollout's mean return
-    return run
+        return value             # the critic's value of the start states (a rollout's mean return is no number
+    return run                   # to compare: one draw the libraries' roundings tip apart changes a trajectory)
 
 
 def vit(fw: Fw, quick: bool) -> Step:

@@ -63,7 +63,7 @@ More of them (`bench/ported_more.py`):
 - `ppo`: PPO on the walk of `reinforce`: a `scan` rollout of a policy and value MLP, advantages by GAE in a reverse
   `scan`, then four epochs of four minibatches (rows of a `permutation` drawn per epoch) of the clipped surrogate,
   value and entropy loss, each an Adam step in nested `scan`s, all in one jitted update (the "loss" is the
-  rollout's mean return);
+  critic's value of the start states after it);
 - `vit`: a two-block vision transformer on 32 x 32 images: 4 x 4 patches by `reshape` and `transpose`, a class token
   by `concatenate`, fused qkv heads, layer norms, GELU MLPs, the class token's logits, Adam.
 
