@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import tgfx as tg
+import tgfx.lowering
 import tgfx.numpy as tnp
+from tgfx import config
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import eager
@@ -31,14 +33,14 @@ OPS: list[tuple[str, Callable, Callable]] = [
 def test_a_repeated_eager_op_walks_its_graph_once_and_builds_nothing(monkeypatch: pytest.MonkeyPatch, name: str,
                                                                      op: Callable, want: Callable) -> None:
     """Realised again, an eager op's graph is walked once (`describe`: no other toposort of it, no content hash),
-    its program found by that description: no abstract graph, no schedule, no compile, no allocation (the output's
-    memory comes back from the result before)."""
+    its program found by that description in one lookup: no template lookup, no abstract graph, no schedule, no
+    compile, no allocation (the output's memory comes back from the result before)."""
     x, a, m = tg.asarray(X), tg.asarray(A), tg.asarray(M)
     np.testing.assert_allclose(op(x, a, m).numpy(), want(), rtol=1e-6)   # (compiled here, once)
     kernels = tg.counters.kernel_count
     op(x, a, m).realize()
     kernels = tg.counters.kernel_count - kernels
-    calls = {"describe": 0, "toposort": 0, "abstract": 0, "key": 0}
+    calls = {"describe": 0, "toposort": 0, "abstract": 0, "key": 0, "template": 0, "program": 0}
 
     def counting(name: str, fn: Callable) -> Callable:
         def spy(*args, **kwargs):   # noqa: ANN002, ANN003, ANN202
@@ -50,17 +52,34 @@ def test_a_repeated_eager_op_walks_its_graph_once_and_builds_nothing(monkeypatch
     monkeypatch.setattr(eager, "abstract_graph", counting("abstract", eager.abstract_graph))
     key = UOp.__dict__["key"]
     monkeypatch.setattr(key, "func", counting("key", key.func))
+    monkeypatch.setattr(tgfx.lowering, "graph_template", counting("template", tgfx.lowering.graph_template))
+    monkeypatch.setattr(tgfx.lowering, "eager_program", counting("program", tgfx.lowering.eager_program))
     tg.counters.reset()
     for _ in range(5):
         op(x, a, m).realize()
-    assert calls == {"describe": 5, "toposort": 0, "abstract": 0, "key": 0}, calls
+    assert calls == {"describe": 5, "toposort": 0, "abstract": 0, "key": 0, "template": 0, "program": 0}, calls
     assert (tg.counters.schedule_count, tg.counters.compile_count, tg.counters.alloc_count) == (0, 0, 0)
     assert tg.counters.kernel_count == 5 * kernels
     np.testing.assert_allclose(op(x, a, m).numpy(), want(), rtol=1e-6)
 
 
+def test_a_program_is_found_for_the_mode_it_was_lowered_in() -> None:
+    """The description names the kernel-option mode and the target: another mode (NOOPT, subnormals kept) finds
+    another program, and back in the first, the first one again (compiled once)."""
+    x = tg.asarray(np.full(8, 1e-30, np.float32))
+    want = {1: 0.0, 0: np.float32(1e-30) * np.float32(1e-10)}   # (a float32 subnormal, flushed or not)
+    compiles = []
+    for _ in range(2):
+        for flush in (1, 0):
+            with config.Context(TGFX_FLUSH_DENORMALS=flush):
+                assert (x * 1e-10).numpy()[0] == want[flush]
+        with config.Context(NOOPT=1):
+            assert (x * 1e-10).numpy()[0] == 0.0
+        compiles.append(tg.counters.compile_count)
+    assert compiles[1] == compiles[0]
+
+
 def _count_describes(monkeypatch: pytest.MonkeyPatch, spy: Callable) -> None:
-    import tgfx.lowering
     import tgfx.tensor
     for module in (eager, tgfx.lowering, tgfx.tensor):
         monkeypatch.setattr(module, "describe", spy)
@@ -98,8 +117,8 @@ def test_describe_names_the_inputs_the_abstract_graph_reads() -> None:
     constant an argument of its own (two uses of 2.5: two), a dynamic view's start whatever its value."""
     x, y = tg.asarray(X), tg.asarray(X * 3)
     i = tg.asarray(np.int32(5))
-    for t in (x * 2.5 + y * 2.5, x + x, (x + 1) * 0, tnp.where(x > 3.5, x, y) - 7.0, tg.lax.dynamic_slice(x, (i,), (4,)),
-              x[3:9] * 4.0, tnp.full((3,), 2.5) + 0.5):
+    for t in (x * 2.5 + y * 2.5, x + x, (x + 1) * 0, tnp.where(x > 3.5, x, y) - 7.0,
+              tg.lax.dynamic_slice(x, (i,), (4,)), x[3:9] * 4.0, tnp.full((3,), 2.5) + 0.5):
         d = describe(_graph(t))
         inputs, abstract = abstract_graph(d.nodes, d.device)
         assert inputs == d.inputs

@@ -165,7 +165,8 @@ class Tensor:
 
     # ---- realising ----
     def realize(self) -> Tensor:
-        realize(self)
+        if self.uop.op is not Ops.BUFFER:
+            realize(self)
         return self
 
     def block_until_ready(self) -> Tensor:
@@ -815,6 +816,8 @@ def siblings(todo: list[Tensor], nodes: list[UOp], most: int | None = None) -> l
     variable is a kernel of its own then, not fused into its users. `nodes`: the walk of their graph. Each comes with
     the value it was found as (read once: another thread may rebind it). `most`: the most elements one may have."""
     held = {id(t) for t in todo}
+    if _lazy.keys() <= held:   # no lazy Tensor but these (an eager op's case)
+        return []
     candidates: list[tuple[Tensor, UOp, UOp]] = []
     for ref in _lazy_snapshot():
         if (t := ref()) is None:

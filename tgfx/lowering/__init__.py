@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tgfx import config
+from tgfx.counters import counters
 from tgfx.devices.hcq import Program
 from tgfx.devices.target import Target, host_target, native_target
 from tgfx.ir.ops import GroupOp, Ops
@@ -42,7 +43,8 @@ from tgfx.lowering.compile import (
     write_cached,
 )
 from tgfx.lowering.control import merge_saved_loops
-from tgfx.lowering.eager import Description, describe, graph_template
+from tgfx.lowering.eager import Description, describe, dispatch_mode, graph_template
+from tgfx.lowering.execute import buffer_memory, memory_of, range_view
 from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.inline import check_no_params, inline, walk
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
@@ -390,27 +392,33 @@ def reads_in_place(ast: UOp, slot: int) -> bool:
 def realize(uops: list[UOp], described: Description | None = None) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one). `described`: the
     description of their SINK (`tgfx/lowering/eager.py`), if the caller has it."""
-    from tgfx.lowering.execute import buffer_memory, range_view
     # a contiguous range of a computed buffer in host memory is that memory: no graph, no kernel
-    if views := {u: v for u in uops if (v := range_view(u)) is not None}:
+    if views := {u: v for u in uops if u.op in _RANGES and (v := range_view(u)) is not None}:
         rest = [u for u in uops if u not in views]
         return {**(realize(rest) if rest else {}), **views}
     d = described if described is not None else describe(UOp(Ops.SINK, None, tuple(uops)))
     unflatten: Callable[[list[UOp]], list[UOp]] = list
-    lower = None
-    if d.front:
-        if d.front <= _CALLS:   # calls on one device: inlined in the graph's abstraction, when it is new
-            lower = _inline
-        else:
-            sink, unflatten = lower_multi(_inline(d.nodes[-1]))
-            d = describe(sink)
-    # the schedule depends on the graph, not on which buffers it reads, nor on the values of its scalar constants
-    # (eager learning rates, step counters: kernel arguments, one schedule and one compile for all values)
-    tpl = graph_template(d, lower=lower)
-    # its program, lowered once per kernel-option mode and replayed as a jitted function's is
-    prog = eager_program(tpl, d.inputs)
-    results = prog.execute([buffer_memory(b, allocate=False) for b in d.inputs], d.inputs)
+    if not d.front or d.front <= _CALLS:
+        # a graph seen before (in this mode) is its program, whatever buffers and constant values it reads: the
+        # schedule depends on the graph, not on them (eager learning rates, step counters: kernel arguments, one
+        # schedule and one compile for all values)
+        if (prog := _programs.get(d.key)) is None:
+            # calls on one device are inlined in the graph's abstraction, when it is new
+            tpl = graph_template(d, lower=_inline if d.front else None)
+            # its program, lowered once per kernel-option mode and replayed as a jitted function's is
+            prog = _programs.setdefault(d.key, eager_program(tpl, d.inputs))
+    else:
+        sink, unflatten = lower_multi(_inline(d.nodes[-1]))
+        d = describe(sink)
+        prog = eager_program(graph_template(d), d.inputs)
+    counters.uop_count += len(d.nodes)
+    results = prog.execute([memory_of(b) or buffer_memory(b, allocate=False) for b in d.inputs], d.inputs)
     return dict(zip(uops, unflatten(results), strict=True))
+
+
+_RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)
+# an eager graph's program by its description (which names the mode): one lookup for a graph seen before
+_programs: LRU[tuple, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
 # front-end ops that inlining alone removes
@@ -430,7 +438,7 @@ def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     """The program of an eager graph's template, built on its first use. Programs are kept on the template per
     kernel-option mode (`BEAM`, `NOOPT`, forced options), as compiled kernels are."""
     forced = forced_opts()
-    now = (forced, config.NOOPT.value, config.BEAM.value, config.CPU.value)   # what the mode is made of
+    now = dispatch_mode()   # what the mode is made of
     if (mode := _modes.get(now)) is None:
         mode = _modes[now] = opt_mode(forced, host_target())
     prog = tpl.programs.get(mode)
@@ -449,6 +457,7 @@ def forget_compiled() -> None:
     would start from."""
     from tgfx.lowering.schedule import _templates
     _kernels.clear()
+    _programs.clear()
     for tpl in _templates.values():
         tpl.programs.clear()
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tgfx import config
-from tgfx.devices.target import host_target
 from tgfx.ir.control import BODIED, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, arg_key
 from tgfx.lowering.constants import const_buffer, is_lifted, is_runtime_constant, view_chain
 from tgfx.lowering.lru import LRU
+from tgfx.lowering.optimize import forced_opts
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, _cached_template, _templates, placeholder
 
 # (the walk reads these once per node)
@@ -75,21 +75,25 @@ def describe(sink: UOp, lift: bool = True) -> Description:
     front: set[Ops] = set()
     seen: set[UOp] = set()
     add, append, emit, extend = seen.add, nodes.append, desc.append, desc.extend
-    # the walk of `UOp._toposort`, unrolled: a node is pushed again above a mark (None), then its unseen sources
+    # the walk of `UOp._toposort`, unrolled: a node is pushed again above a mark (None), then its unseen sources; a
+    # node without sources (a buffer, a constant) is described when it is reached
     stack: list[UOp | None] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
         u = pop()
-        if u is not None:
-            if u not in seen:
-                add(u)
+        if u is None:
+            u = pop()
+        elif u in seen:
+            continue
+        else:
+            add(u)
+            if u.src:
                 push(u)
                 push(None)
                 for s in reversed(u.src if u.op not in BODIED else u.src[n_bodies(u):]):
                     if s not in seen:
                         push(s)
-            continue
-        u = pop()
+                continue
         append(u)
         op, a, src = u.op, u.arg, u.src
         if op is _BUFFER:
@@ -168,8 +172,13 @@ def describe(sink: UOp, lift: bool = True) -> Description:
     for i in consts:
         c = inputs[i]
         inputs[i] = const_buffer(c.dtype, c.arg, device, i)
-    # and what the template depends on beside the graph: the target (vector widths)
-    return Description(nodes, inputs, device, (host_target().key, device, *desc), front, at)
+    return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), front, at)
+
+
+def dispatch_mode() -> tuple:
+    """What an eager graph's schedule and program depend on beside the graph: the kernel-option mode (forced options,
+    NOOPT, BEAM) and the target (TGFX_CPU, and whether denormals are flushed: `host_target`)."""
+    return (forced_opts(), config.NOOPT.value, config.BEAM.value, config.CPU.value, config.FLUSH_DENORMALS.value)
 
 
 def _is_offset(x: UOp) -> bool:
@@ -191,8 +200,6 @@ def graph_template(d: Description, lower: Callable[[UOp], UOp] | None = None) ->
     `lower`: what the abstract graph goes through before it is scheduled, for a graph that still calls functions
     (`lowering.realize` inlines them there): the description names each call's body by identity, so a graph seen
     before is not inlined again (an eager `solve` of a 16 x 16 matrix spent 0.3 of its 0.4 ms inlining its body)."""
-    from tgfx.counters import counters
-    counters.uop_count += len(d.nodes)
     if (key := _template_keys.get(d.key)) is not None and (tpl := _templates.get(key)) is not None:
         return tpl
     inputs, abstract = abstract_graph(d.nodes, d.device)
