@@ -92,7 +92,8 @@ programs = [
     lambda: tgfx.jit(tgfx.grad(lambda w: tgfx.nn.softmax(x @ w, axis=-1)[:, 0].sum()))(w),
     lambda: tgfx.jit(lambda a: tnp.fft.irfft(tnp.fft.rfft(a, axis=1), axis=1))(x),
     lambda: tgfx.jit(lambda i, k: tgfx.lax.conv(i, k, (1, 1), "SAME").max(axis=(2, 3)))(img, ker),
-    lambda: tgfx.jit(lambda a: tnp.concatenate([tnp.pad(a, ((1, 1), (0, 0))), a[::-1, 1:33:2].repeat(2, axis=1)], axis=0).T * 2)(x),
+    lambda: tgfx.jit(lambda a: tnp.concatenate([tnp.pad(a, ((1, 1), (0, 0))), a[::-1, 1:33:2].repeat(2, axis=1)],
+                                               axis=0).T * 2)(x),
 ]
 for p in (programs if sys.argv[1] == "forward" else programs[::-1]):
     p().block_until_ready()
@@ -111,3 +112,31 @@ def test_a_kernels_ir_does_not_depend_on_what_the_process_lowered_before():
     forward, backward = _lowered_irs("forward"), _lowered_irs("backward")
     assert len(forward) >= 8 and forward.keys() == backward.keys()
     assert [k for k in forward if forward[k] != backward[k]] == []
+
+
+def test_kernels_that_lower_to_the_same_code_share_one_compile(tmp_path):
+    """Two kernel graphs that read a complex buffer's real parts, one as a slice of a reshape, the other as a reshape
+    of a slice (spectral's FFT stages), lower to the same LLVM IR but for their names: one compile, and both run the
+    right numbers. A new process reads the second from the disk cache, under the first one's symbol."""
+    import numpy as np
+
+    import tgfx
+    import tgfx.numpy as tnp
+    from tgfx.config import Context
+    from tgfx.lowering import forget_compiled
+    x = np.random.default_rng(0).standard_normal(64 * 33 * 2).astype(np.float32)
+    c = float(np.random.default_rng().integers(1, 1 << 20))   # a new constant: new kernels, compiled now
+    want = x.reshape(64, 33, 2)[:, :, 0] * np.float32(c)
+    first = tgfx.jit(lambda a: a.reshape(2112, 2)[:, 0].reshape(64, 33) * c)
+    second = tgfx.jit(lambda a: a.reshape(64, 33, 2)[:, :, 0] * c)
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):
+        tgfx.counters.reset()
+        np.testing.assert_array_equal(first(tnp.asarray(x)).numpy(), want)
+        assert tgfx.counters.compile_count == 1
+        np.testing.assert_array_equal(second(tnp.asarray(x)).numpy(), want)
+        assert tgfx.counters.compile_count == 1 and tgfx.counters.kernel_count == 2
+        # what a new process holds: nothing compiled, the disk cache; the second kernel's entry alone is enough
+        forget_compiled()
+        np.testing.assert_array_equal(tgfx.jit(lambda a: a.reshape(64, 33, 2)[:, :, 0] * c)(tnp.asarray(x)).numpy(),
+                                      want)
+        assert tgfx.counters.compile_count == 1

@@ -118,7 +118,10 @@ def test_beam_and_heuristic_kernels_do_not_stand_in_for_each_other(cache):
     assert list(heuristic.opts) == apply_hand_coded(index_level(ast), host_target())[1]
     (entry,) = entries(cache)
     assert [[o.op, o.axis, o.amount] for o in searched.opts] == json.loads(entry.read_text())["opts"]
-    assert tg.counters.compile_count == 2  # one program each, whether or not the options agree
+    # one program each, whether or not the options agree (where they do, the code is the same but for the symbol:
+    # one compile, `lower_kernel`'s `_same_code`)
+    assert searched is not heuristic
+    assert tg.counters.compile_count == (1 if list(searched.opts) == list(heuristic.opts) else 2)
     # search results are kept apart by width, core count and CPU too
     t = host_target()
     keys = {beam.beam_key(ast.key, 2, t.with_cores(4)), beam.beam_key(ast.key, 3, t.with_cores(4)),

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import hashlib
 import math
@@ -20,7 +21,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -293,10 +294,31 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
         key = cache_key(f"{ast.key}|{ko.mode}", target)
         write_cached(key, ko.meta(), ko.obj)
         return _load(ast, mode, key, ko, target)
-    if pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
-        src = kernel_source(ast, target, opts)
-        return pool.submit(compile_llvm, src.ir, False, target), lambda obj: finish(src.assemble(obj))
-    return finish(compile_kernel(ast, target, opts))
+    src = kernel_source(ast, target, opts)
+    same = _same_code.get(code_key := _code_key(src, target))
+    if same is not None:   # the code of a kernel lowered before: its object, under its symbol
+        src = dataclasses.replace(src, name=same[0], ir=src.ir.replace(src.name, same[0]))
+        obj = same[1]
+    elif pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
+        obj = _same_code.setdefault(code_key, (src.name, pool.submit(compile_llvm, src.ir, False, target)))[1]
+    else:
+        obj = _same_code.setdefault(code_key, (src.name, compile_llvm(src.ir, target=target)))[1]
+    if isinstance(obj, Future):
+        if pool is not None:
+            return obj, lambda got: finish(src.assemble(got))
+        obj = obj.result()   # another thread's compile of the same code, still running
+    return finish(src.assemble(obj))
+
+
+# compiled objects by their code: the kernel's LLVM IR with its symbol left out, and the target. Kernel graphs that say
+# one thing two ways (spectral's real part of a complex buffer read as a slice of a reshape in one kernel, a reshape of
+# a slice in another) lower to the same IR but for their names: the second takes the first's object and symbol, one
+# compile for both (spectral: 2 of 21 kernels, gnn 1 of 19, transformer 10 of 90). A pending compile is its future.
+_same_code: LRU[str, tuple[str, bytes | Future]] = LRU(lambda: int(config.KERNEL_CACHE_SIZE))
+
+
+def _code_key(src: KernelSource, target: Target) -> str:
+    return hashlib.sha256(f"{target.key}\n{src.ir.replace(src.name, '')}".encode()).hexdigest()
 
 
 def _load(ast: UOp, mode: str, key: str, ko: KernelObject, target: Target) -> CompiledKernel:
@@ -458,6 +480,7 @@ def forget_compiled() -> None:
     from tgfx.lowering.schedule import _templates
     _kernels.clear()
     _programs.clear()
+    _same_code.clear()
     for tpl in _templates.values():
         tpl.programs.clear()
 
