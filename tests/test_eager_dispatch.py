@@ -155,3 +155,33 @@ def test_a_graph_across_devices_lifts_no_constant() -> None:
     d = describe(_graph(t))
     assert d.device is None and all(u.op is Ops.BUFFER and u.arg[0] >= 0 for u in d.inputs) and len(d.inputs) == 2
     np.testing.assert_allclose(t.numpy(), X * 6.0, rtol=1e-6)
+
+
+def test_a_peek_reads_an_entry_without_refreshing_it() -> None:
+    from tgfx.lowering.lru import LRU
+    cache: LRU[str, int] = LRU(lambda: 2)
+    cache["a"], cache["b"] = 1, 2
+    assert cache.peek("a") == 1 and cache.peek("c") is None
+    cache["c"] = 3                       # "a" was read but not refreshed: first in, first out
+    assert "a" not in cache and list(cache) == ["b", "c"]
+    assert cache.get("b") == 2
+    cache["d"] = 4                       # a get refreshes: "c" goes
+    assert list(cache) == ["b", "d"]
+
+
+def test_an_eager_program_makes_its_outputs_without_per_output_tests() -> None:
+    """An eager program's outputs are all fresh and its results views of them (`Program.plain`); a jitted call that
+    donates its input still writes the result into it (the general path)."""
+    from tgfx.lowering import _programs
+    x = tg.asarray(X)
+    (x * 2.5 + 1).realize()
+    assert all(p.plain for p in _programs.values())
+
+    @tg.jit(donate_argnums=0)
+    def bump(v: tg.Tensor) -> tg.Tensor:
+        return v + 1.0
+    v = tg.asarray(X)
+    buf = v.uop.src[0] if v.uop.op is Ops.RESHAPE else v.uop
+    y = bump(v)
+    np.testing.assert_allclose(y.numpy(), X + 1)
+    assert y.uop is buf or y.uop.src[0] is buf

@@ -424,7 +424,7 @@ def realize(uops: list[UOp], described: Description | None = None) -> dict[UOp, 
         # a graph seen before (in this mode) is its program, whatever buffers and constant values it reads: the
         # schedule depends on the graph, not on them (eager learning rates, step counters: kernel arguments, one
         # schedule and one compile for all values)
-        if (prog := _programs.get(d.key)) is None:
+        if (prog := _programs.peek(d.key)) is None:
             # calls on one device are inlined in the graph's abstraction, when it is new
             tpl = graph_template(d, lower=_inline if d.front else None)
             # its program, lowered once per kernel-option mode and replayed as a jitted function's is
@@ -439,7 +439,9 @@ def realize(uops: list[UOp], described: Description | None = None) -> dict[UOp, 
 
 
 _RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)
-# an eager graph's program by its description (which names the mode): one lookup for a graph seen before
+# an eager graph's program by its description (which names the mode): one lookup for a graph seen before. Read
+# without refreshing (`peek`: the description is long, a refresh hashes it again): an evicted program is found again
+# through its template, which `_template_keys` and `_templates` keep in use order
 _programs: LRU[tuple, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 

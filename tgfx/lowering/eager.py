@@ -22,12 +22,16 @@ from tgfx.lowering.optimize import forced_opts
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, _cached_template, _templates, placeholder
 
 # (the walk reads these once per node)
-_BUFFER, _CONST, _COPY, _SINK = Ops.BUFFER, Ops.CONST, Ops.COPY, Ops.SINK
+_CONST, _COPY, _SINK = Ops.CONST, Ops.COPY, Ops.SINK
 _MOVEMENT = GroupOp.Movement
 _DYNAMIC = GroupOp.DynamicView
 # what only the stages before scheduling handle: an eager graph without them (most are) goes straight to its template
 _FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, Ops.SWITCH, Ops.CALL, Ops.ALLREDUCE,
                     Ops.MSELECT, Ops.MSTACK})
+# how `describe` takes a node, by its op (one lookup; an op not named here is described as it is)
+_VIEW, _STORED, _CONSTANT, _OFFSETS, _OTHER = range(5)
+_KIND = {**{op: _VIEW for op in _MOVEMENT}, Ops.BUFFER: _STORED, Ops.CONST: _CONSTANT,
+         **{op: _OFFSETS for op in _DYNAMIC}, **{op: _OTHER for op in _FRONT | {Ops.COPY}}}
 
 
 class Description:
@@ -96,7 +100,16 @@ def describe(sink: UOp, lift: bool = True) -> Description:
                 continue
         append(u)
         op, a, src = u.op, u.arg, u.src
-        if op is _BUFFER:
+        kind = _KIND.get(op)
+        offsets = False
+        if kind is None:   # (most nodes: elementwise ops, reduces)
+            if type(a) is float or type(a) is complex:
+                a = arg_key(a)
+        elif kind is _VIEW:
+            if at[src[0]] is None:   # a view of a lifted constant
+                at[u] = None
+                continue
+        elif kind is _STORED:
             at[u] = described
             described += 1
             if a[1] is not device:
@@ -110,11 +123,7 @@ def describe(sink: UOp, lift: bool = True) -> Description:
             else:           # a template's own buffer
                 extend((u, -1))
             continue
-        if op in _MOVEMENT:
-            if at[src[0]] is None:
-                at[u] = None
-                continue
-        elif op is _CONST:
+        elif kind is _CONSTANT:
             if lift and u.tag is None and u.dtype.kind in "fiu" and a not in (0, 1):   # (is_runtime_constant)
                 at[u] = None
                 continue
@@ -123,6 +132,8 @@ def describe(sink: UOp, lift: bool = True) -> Description:
             described += 1
             extend((op, u.dtype, a, None, 0))
             continue
+        elif kind is _OFFSETS:
+            offsets = lift
         elif op is _COPY:
             if isinstance(a, str):
                 if a is not device:
@@ -133,19 +144,14 @@ def describe(sink: UOp, lift: bool = True) -> Description:
             else:   # to a device tuple
                 several = True
                 front.add(op)
-        elif op in _FRONT:
+        else:
             front.add(op)
-        elif type(a) is float or type(a) is complex:
-            a = arg_key(a)
+            if op in BODIED:   # its bodies by identity (with its arg): a call seen before is not inlined again
+                nb = n_bodies(u)
+                a, src = (a, *src[:nb]), src[nb:]
         at[u] = described
         described += 1
-        if op in BODIED:   # its bodies by identity: a call seen before is not inlined again
-            nb = n_bodies(u)
-            extend((op, u.dtype, a, u.tag, len(src), *src[:nb]))
-            src = src[nb:]
-        else:
-            extend((op, u.dtype, a, u.tag, len(src)))
-        offsets = op in _DYNAMIC and lift
+        extend((op, u.dtype, a, u.tag, len(src)))
         for x in src:
             r = at[x]
             if r is not None and (not offsets or x is src[0] or not _is_offset(x)):
@@ -230,7 +236,7 @@ def abstract_graph(nodes: list[UOp], device: str | None) -> tuple[list[UOp], UOp
         if device is not None and (u.op in _MOVEMENT and u.src[0] in lifted or is_runtime_constant(u)):
             lifted.add(u)
             continue
-        if u.op is _BUFFER:
+        if u.op is Ops.BUFFER:
             new[u] = argument(u) if u.arg[0] >= 0 else u
             continue
         if u.op is _CONST and u.tag is not None:

@@ -35,6 +35,11 @@ class LRU(Generic[K, V]):
                 pass
         return value   # type: ignore[return-value]
 
+    def peek(self, key: K) -> V | None:
+        """The value under `key` (None if none), without making it the most recent: one hash of the key, not two.
+        For a cache whose misses are cheap, an entry read often may be evicted now and then (first in, first out)."""
+        return self._d.get(key)
+
     def __getitem__(self, key: K) -> V:
         with self._lock:
             self._d.move_to_end(key)
