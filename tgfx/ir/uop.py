@@ -296,6 +296,13 @@ def _stable_repr(x: Any) -> str:
 # ---- shape rules: one per op group ----
 def _shape(u: UOp) -> Shape | None:
     op, src, arg = u.op, u.src, u.arg
+    if op in GroupOp.Elementwise:   # (first: most nodes a program builds are)
+        for s in (src[1:] if op is Ops.WHERE else src):
+            if s.shape is not None:
+                return s.shape
+        return None
+    if op is Ops.RESHAPE or op is Ops.EXPAND:
+        return tuple(arg)
     if op is Ops.CONST or op is Ops.VARIABLE or op is Ops.BIND:
         return ()
     if op is Ops.BUFFER:
@@ -306,8 +313,6 @@ def _shape(u: UOp) -> Shape | None:
         return (arg[1],)
     if op is Ops.PARAM:
         return arg[1]
-    if op in (Ops.RESHAPE, Ops.EXPAND):
-        return tuple(arg)
     if op is Ops.PERMUTE:
         return tuple(src[0].shape[i] for i in arg)
     if op is Ops.PAD:
@@ -332,7 +337,7 @@ def _shape(u: UOp) -> Shape | None:
         return src[0].shape if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(src[0].shape))
     if op is Ops.NETWORK:  # a collective between processes: arg (kind, op, processes, result shape)
         return arg[3]
-    if op in GroupOp.Elementwise or op in (Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.MULTI, Ops.ALLREDUCE):
+    if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.MULTI, Ops.ALLREDUCE):
         for s in (src[1:] if op is Ops.WHERE else src):
             if s.shape is not None:
                 return s.shape
