@@ -283,3 +283,23 @@ def _sin_times(w: tg.Tensor) -> Any:
         return tnp.sin(x * w)
     scaled_sin.defvjp(lambda x: (scaled_sin(x), x), lambda x, g: (g * w * tnp.cos(x * w),))
     return scaled_sin
+
+
+def test_custom_jvp_closing_over_a_differentiated_value_is_an_error() -> None:
+    # the same for a custom JVP: its transpose gives cotangents to the arguments only, and the closed-over value's
+    # derivative was zero, silently, eagerly and under jit
+    def scaled(w: tg.Tensor) -> Any:
+        @tg.custom_jvp
+        def scaled_sin(x: tg.Tensor) -> tg.Tensor:
+            return tnp.sin(x * w)
+        scaled_sin.defjvp(lambda p, t: (scaled_sin(p[0]), t[0] * w * tnp.cos(p[0] * w)))
+        return scaled_sin
+
+    def loss(w: tg.Tensor) -> tg.Tensor:
+        return scaled(w)(tnp.ones(3)).sum()
+    w = tg.asarray(0.3)
+    for run in (tg.grad(loss), tg.jit(tg.grad(loss)), lambda w: tg.jvp(loss, (w,), (w,))):
+        with pytest.raises(TypeError, match=r"custom_jvp .*scaled_sin: .*closure.*Pass the value as an argument"):
+            run(w)
+    np.testing.assert_allclose(tg.grad(lambda x: scaled(w)(x).sum())(tnp.ones(3)).numpy(),
+                               np.full(3, 0.3 * np.cos(0.3)), rtol=1e-6)

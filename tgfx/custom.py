@@ -30,6 +30,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from tgfx.function import Function, is_grad_input
+from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import device_parts
@@ -369,8 +370,21 @@ class custom_jvp:  # noqa: N801 - JAX's name
             return _grads_per_slot(flat, slots, len(call.inputs))
 
         backward.__qualname__ = f"{_name(fun)}.jvp_transpose"
-        return Function(lambda *diff: fun(*split.join(diff)), grad_fxn=backward, allow_implicit=True,
-                        name=_name(fun))(*split.diff)
+        out = Function(lambda *diff: fun(*split.join(diff)), grad_fxn=backward, allow_implicit=True,
+                       name=_name(fun))(*split.diff)
+        if _reads_closed_over(out, len({s for s in slots if s is not None})):
+            raise TypeError(f"{who}: its output depends on a value being differentiated that it reads from its "
+                            f"closure, not from its arguments; its rule gives tangents to its arguments only, so "
+                            f"that value's derivative would be lost. Pass the value as an argument")
+        return out
+
+
+def _reads_closed_over(out: Any, n_args: int) -> bool:
+    """Whether the FUNCTION call giving `out` (with `n_args` argument Tensors) took, beyond them, a value being
+    differentiated (`is_grad_input`) that its function read from its closure (`allow_implicit` made it an input)."""
+    call = next((t.uop.src[0] for t in tree_flatten(out)[0] if isinstance(t, Tensor) and t.uop.op is Ops.GETTUPLE),
+                None)
+    return call is not None and any(is_grad_input(u) for u in call.src[n_bodies(call) + n_args:])
 
 
 def _leaf_spans(diff: tuple) -> list[tuple[Any, int, int]]:
