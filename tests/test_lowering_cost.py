@@ -140,3 +140,17 @@ def test_kernels_that_lower_to_the_same_code_share_one_compile(tmp_path):
         np.testing.assert_array_equal(tgfx.jit(lambda a: a.reshape(64, 33, 2)[:, :, 0] * c)(tnp.asarray(x)).numpy(),
                                       want)
         assert tgfx.counters.compile_count == 1
+
+
+def test_a_chain_of_one_source_ops_shares_its_range_set():
+    """`range_deps` of a node whose sources depend on one set of ranges is that set, not a copy per node (the
+    linearizer and renderer ask for it of every node; a chain of n unary ops held n copies); sources on different
+    ranges are united."""
+    from tgfx.lowering.linearize import range_deps
+    r0, r1 = rng(4, 0), rng(8, 1)
+    x = (r0 * 2 + r1).cast(dtypes.float32)
+    chain = UOp(Ops.EXP2, dtypes.float32, (UOp(Ops.NEG, dtypes.float32, (x,)),))
+    assert range_deps(chain) == {r0, r1}
+    assert range_deps(chain) is range_deps(x) is range_deps(r0 * 2 + r1)
+    assert range_deps(r0 * 2 + r1) == {r0, r1} and range_deps(r0 + r0 * 3) is range_deps(r0)
+    assert range_deps(c(3)) == frozenset() and range_deps(r0 * 2) is range_deps(r0)

@@ -20,17 +20,22 @@ from tgfx.ir.uop import UOp, sources_first
 from tgfx.lowering.loop_kernel import is_carry
 from tgfx.lowering.rangeify import reduce_identity
 
+_NO_RANGES: frozenset[UOp] = frozenset()
+
 
 def range_deps(u: UOp) -> frozenset[UOp]:
     """The RANGEs a value depends on (a REDUCE closes its own). Cached on the node (a global cache would keep every
     kernel's graph alive)."""
     deps = u.__dict__.get("range_deps")
     if deps is None:
-        sources_first(u, "range_deps", range_deps)
+        sources_first(u, "range_deps", range_deps)   # every source's deps are on it now: read, not asked for
         if u.op is Ops.RANGE:
             deps = frozenset({u})
         else:
-            deps = frozenset().union(*(range_deps(s) for s in u.src)) if u.src else frozenset()
+            # a node whose sources depend on one set of ranges (a unary op, a cast, `r * 2`) shares that set: this is
+            # the most called function of the lowering, and it built a copy for each node
+            sets = [d for s in u.src if (d := s.__dict__["range_deps"])]
+            deps = _NO_RANGES if not sets else sets[0] if all(d is sets[0] for d in sets) else frozenset().union(*sets)
             if u.op is Ops.REDUCE:
                 deps = deps - frozenset(u.src[1:])
         u.__dict__["range_deps"] = deps
