@@ -80,6 +80,9 @@ def test_values_it_closes_over_get_their_gradients() -> None:
     np.testing.assert_allclose(tg.hessian(cubic)(tnp.arange(3.0)).numpy(), np.diag([0.0, 6.0, 12.0]))
     np.testing.assert_allclose(tg.vmap(tg.grad(lambda v: tg.checkpoint(lambda: (v * v).sum())()))(
         tnp.ones((2, 3))).numpy(), np.full((2, 3), 2.0))
+    # a checkpoint inside one: the inner call's body (its own graph, its own PARAMs) is no value closed over
+    nested = lambda w: tg.checkpoint(lambda v: tg.checkpoint(lambda u: tnp.sin(u @ w))(v).sum())(x)   # noqa: E731
+    np.testing.assert_allclose(tg.grad(nested)(w).numpy(), tg.grad(loss)(w, False).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_static_and_keyword_arguments() -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tgfx.custom import custom_vjp
+from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.tensor import Tensor, is_weak, weak_like
@@ -103,20 +104,25 @@ def _run_finding_captured(call: Callable, values: tuple[Any, ...]) -> tuple[Any,
     reads_input: dict[UOp, bool] = {}
     traced: dict[UOp, bool] = {}
     found: list[UOp] = []
-    for u in UOp(Ops.TUPLE, None, tuple(roots)).toposort():
+    root = UOp(Ops.TUPLE, None, tuple(roots))
+    for u in root.toposort(_operands):   # (a call's, a loop's body is its own graph, its PARAMs its own)
         if u in given:
             reads_input[u], traced[u] = True, False
             continue
-        reads_input[u] = any(reads_input[s] for s in u.src)
-        traced[u] = _stand_in(u) or any(traced[s] for s in u.src)
-        if reads_input[u] or u.op is Ops.TUPLE:
-            for s in u.src:
+        reads_input[u] = any(reads_input[s] for s in _operands(u))
+        traced[u] = _stand_in(u) or any(traced[s] for s in _operands(u))
+        if reads_input[u] or u is root:
+            for s in _operands(u):
                 if traced[s] and not reads_input[s]:
                     while s.op in GroupOp.Movement:   # (the views are taken again of what replaces it)
                         s = s.src[0]
                     if s not in found:
                         found.append(s)
     return _substituted(out, {stand[i].uop: leaves[i].uop for i in tensors}), [Tensor(u) for u in found]
+
+
+def _operands(u: UOp) -> tuple[UOp, ...]:
+    return u.src[n_bodies(u):]
 
 
 def _stand_in(u: UOp) -> bool:
