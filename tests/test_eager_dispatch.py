@@ -187,3 +187,19 @@ def test_an_eager_program_makes_its_outputs_without_per_output_tests() -> None:
     y = bump(v)
     np.testing.assert_allclose(y.numpy(), X + 1)
     assert y.uop is buf or y.uop.src[0] is buf
+
+
+def test_a_scalar_operand_is_broadcast_by_the_same_nodes_every_step() -> None:
+    """`x + 1.5` in a loop: the constant's CONST, RESHAPE and EXPAND are kept and found, not built and freed every
+    step; -0.0 is another operand than 0.0, and a subtraction's negated constant another than the addition's."""
+    import gc
+    import weakref
+    x = tg.asarray(X)
+    kept = weakref.ref((x + 1.5).uop.src[1])
+    gc.collect()
+    assert kept() is not None and (x + 1.5).uop.src[1] is kept() and (1.5 * x).uop.src[0] is kept()
+    assert kept().op is Ops.EXPAND and kept().src[0].src[0].arg == 1.5
+    assert (x * -0.0).uop.src[1] is not (x * 0.0).uop.src[1]
+    np.testing.assert_array_equal(np.signbit((x * -0.0).numpy()), np.signbit(X * -0.0))
+    assert (x - 1.5).uop.src[1] is not kept()
+    np.testing.assert_allclose(((x + 1.5) - (x - 1.5)).numpy(), np.full(16, 3.0, np.float32))

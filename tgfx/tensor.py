@@ -709,9 +709,7 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
                 xu, yu = _expand_uop(xu, shape), _expand_uop(yu, shape)
             return Tensor(UOp(op, d, (xu, yu)))
         elif (ty is float or ty is int) and d.kind == "f" and not _is_weak_tensor(x):
-            yu = UOp(Ops.CONST, d, (), cast_scalar(y, d))
-            yu = _expand_uop(UOp(Ops.NEG, d, (yu,)) if negate else yu, xu.shape)
-            return Tensor(UOp(op, d, (xu, yu)))
+            return Tensor(UOp(op, d, (xu, _scalar_broadcast(y, d, xu.shape, negate))))
         else:
             return None
     elif (tx is float or tx is int) and ty is Tensor:
@@ -719,10 +717,30 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
         d = yu.dtype
         if d.kind != "f" or _is_weak_tensor(y):
             return None
-        xu = _expand_uop(UOp(Ops.CONST, d, (), cast_scalar(x, d)), yu.shape)
+        xu = _scalar_broadcast(x, d, yu.shape)
     else:
         return None
     return Tensor(UOp(op, d, (xu, UOp(Ops.NEG, d, (yu,)) if negate else yu)))
+
+
+# Python scalars broadcast as operands of float Tensors (`x * 2.0`: a CONST, its RESHAPE and EXPAND, negated for
+# `x - 2.0`), by dtype, value, shape and negation: an eager loop's `x + 1` built and freed the same three nodes every
+# step (a fifth of its time); kept, they are found. Emptied when full (values that change every step fill it).
+_broadcasts: dict[tuple, UOp] = {}
+BROADCASTS_KEPT = 512
+
+
+def _scalar_broadcast(x: int | float, d: DType, shape: tuple[int, ...], negate: bool = False) -> UOp:
+    """Python scalar `x` as an operand of dtype `d` broadcast to `shape` (`-x` with `negate`), the nodes
+    `_expand_uop` makes of its CONST."""
+    key = (d, x if x else repr(x), shape, negate)   # (repr: -0.0 is another value than 0.0, and equal to it)
+    if (u := _broadcasts.get(key)) is None:
+        u = UOp(Ops.CONST, d, (), cast_scalar(x, d))
+        u = _expand_uop(UOp(Ops.NEG, d, (u,)) if negate else u, shape)
+        if len(_broadcasts) >= BROADCASTS_KEPT:
+            _broadcasts.clear()
+        _broadcasts[key] = u
+    return u
 
 
 def _scalar_operand(x: Scalar, d: DType, name: str) -> Tensor:
