@@ -19,19 +19,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tgfx.devices.cuda import (
+from tgfx.devices.cuda import CUDACommandProcessor, launch_dims
+from tgfx.devices.cuda_driver import CUDA_ERROR_NOT_READY, CudaError
+from tgfx.devices.cuda_translate import (
     AddressMap,
     CudaBackendError,
-    CUDACommandProcessor,
     CUDAProgram,
     HostFns,
     HostPages,
     Staging,
     Translator,
-    launch_dims,
     native_host_fns,
 )
-from tgfx.devices.cuda_driver import CUDA_ERROR_NOT_READY, CudaError
 from tgfx.devices.hcq import Buffer, Engine, Signal, host_buffer, host_runtime
 from tgfx.devices.queue import HWQueue, Label
 

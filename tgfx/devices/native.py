@@ -92,9 +92,9 @@ EVENT_CAP = 2 * RING_WORDS // min(PACKETS[op].min_words for op in (Op.EXEC, Op.C
 # and the fault table
 G_FAULTS, G_EPOCH, G_SHUTDOWN, G_NBOARD, G_BOARD = 0, 8, 16, 17, 24
 # Progress: each engine counts its own EXECs and COPYs (W_BUSY, W_RETIRED: plain stores by its one processor, no
-# locked add on a shared line per packet); G_RETIRED is what other backends count (cuda.count_retired). `progress`
-# sums them over the board. A wait gives up only after its timeout passes with neither any running nor one retired:
-# a long healthy computation never times out
+# locked add on a shared line per packet); G_RETIRED is what other backends count (`cuda_translate.count_retired`).
+# `progress` sums them over the board. A wait gives up only after its timeout passes with neither any running nor one
+# retired: a long healthy computation never times out
 G_RETIRED = 392
 BOARD_SLOTS = 256                              # engines that may post parallel jobs (one slot each)
 G_FAULT_TABLE = 512
