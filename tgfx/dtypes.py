@@ -376,6 +376,8 @@ _EXACT = 1 << 53   # the ints a double holds exactly (so rounding one to float32
 def cast_scalar(x: Any, d: DType) -> int | float | bool | complex:
     """A Python scalar converted to the value it takes in dtype `d`, as a cast in a kernel: an integer wraps around, a
     float becoming an integer saturates to d's bounds (NaN is 0), as XLA converts."""
+    if type(x) is int and (bounds := _INT_BOUNDS.get(d)) is not None and bounds[0] <= x <= bounds[1]:
+        return x   # an index constant, the lowering's most made node: 5 property and range calls, for x itself
     if (type(x) is float or type(x) is int) and -3.4e38 < x < 3.4e38:   # the common case, without numpy's state
         if d is dtypes.float32 and (type(x) is float or -_EXACT <= x <= _EXACT):
             # rounded by C's double -> float conversion, as numpy does (np.float32(x) cost an eager `x * 2.0` 1 us)
@@ -491,3 +493,8 @@ def iinfo(x: Any) -> iinfo_result:
 def fits(value: int, d: DType) -> bool:
     """Whether a Python int is a value of integer type `d`."""
     return int(min_value(d)) <= value <= int(max_value(d))
+
+
+# (min, max) of each integer dtype, for `cast_scalar`'s first test (bool, an integer too, is not here)
+_INT_BOUNDS: dict[DType, tuple[int, int]] = {d: _int_range(d) for d in vars(dtypes).values()
+                                             if isinstance(d, DType) and d.is_int and not d.is_bool}

@@ -160,7 +160,8 @@ def with_trips(lin: list[UOp], lanes: bool = True) -> Iterator[tuple[UOp, int]]:
         if u.op is Ops.END:
             trips.pop()
             continue
-        yield u, trips[-1] * math.prod(r.src[0].arg for r in vecs & range_deps(u))
+        lanes_of = vecs & range_deps(u) if vecs else vecs
+        yield u, trips[-1] * math.prod(r.src[0].arg for r in lanes_of) if lanes_of else trips[-1]
         if u.op is Ops.RANGE:
             trips.append(trips[-1] * u.src[0].arg)
 
