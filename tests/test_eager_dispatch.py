@@ -203,3 +203,29 @@ def test_a_scalar_operand_is_broadcast_by_the_same_nodes_every_step() -> None:
     np.testing.assert_array_equal(np.signbit((x * -0.0).numpy()), np.signbit(X * -0.0))
     assert (x - 1.5).uop.src[1] is not kept()
     np.testing.assert_allclose(((x + 1.5) - (x - 1.5)).numpy(), np.full(16, 3.0, np.float32))
+
+
+def test_siblings_ask_about_aranges_and_traced_values_only_where_the_graph_has_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A held value the graph computes is realised with it, an arange (a view of IOTA, scaled) is not: it is
+    recomputed where it is read. Whether a value is one is asked only of a graph with an IOTA, and which values read
+    a trace's PARAMs or call a FUNCTION only of a graph with one (the description knows)."""
+    import tgfx.lowering.schedule
+    import tgfx.tensor
+    asked = {"iota": 0, "params": 0}
+
+    def counting(name: str, fn: Callable) -> Callable:
+        def spy(*args):   # noqa: ANN002, ANN202
+            asked[name] += 1
+            return fn(*args)
+        return spy
+    monkeypatch.setattr(tgfx.lowering.schedule, "_iota_like", counting("iota", tgfx.lowering.schedule._iota_like))
+    monkeypatch.setattr(tgfx.tensor, "_with_params", counting("params", tgfx.tensor._with_params))
+    x = tg.asarray(X)
+    m = x * 2.0
+    (m + 1.0).realize()
+    assert m.uop.op is Ops.BUFFER and asked == {"iota": 0, "params": 0}
+    r = tnp.arange(16, dtype=tnp.float32) * 2.0
+    (r + x).realize()
+    assert r.uop.op is not Ops.BUFFER and asked["iota"] > 0 and asked["params"] == 0
+    np.testing.assert_allclose(r.numpy(), np.arange(16) * 2.0)

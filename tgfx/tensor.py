@@ -38,7 +38,7 @@ from tgfx.dtypes import (
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering import realize as lower_realize
-from tgfx.lowering.eager import describe
+from tgfx.lowering.eager import Description, describe
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
 from tgfx.lowering.schedule import buffer_view, new_buffer
@@ -823,7 +823,7 @@ def _view_base(u: UOp) -> UOp:
     return u
 
 
-def siblings(todo: list[Tensor], nodes: list[UOp], most: int | None = None) -> list[tuple[Tensor, UOp]]:
+def siblings(todo: list[Tensor], described: Description, most: int | None = None) -> list[tuple[Tensor, UOp]]:
     """Lazy Tensors still held that are values (or views of values) computed for `todo`.
 
     `key, sub = tg.random.split(key)` holds two rows of one value; realising `sub` alone would leave `key` a graph
@@ -831,8 +831,9 @@ def siblings(todo: list[Tensor], nodes: list[UOp], most: int | None = None) -> l
     new parameters' graph; computed only inside it, the next step's state would chain onto the old one's graph.
     Either way every step would compute the whole history again. Realising them in the same schedule keeps an eager
     step's cost the same at step 1,000 as at step 2 (JAX computes every op eagerly). A value held only in a local
-    variable is a kernel of its own then, not fused into its users. `nodes`: the walk of their graph. Each comes with
-    the value it was found as (read once: another thread may rebind it). `most`: the most elements one may have."""
+    variable is a kernel of its own then, not fused into its users. `described`: the description of their graph. Each
+    comes with the value it was found as (read once: another thread may rebind it). `most`: the most elements one may
+    have."""
     held = {id(t) for t in todo}
     if _lazy.keys() <= held:   # no lazy Tensor but these (an eager op's case)
         return []
@@ -847,20 +848,26 @@ def siblings(todo: list[Tensor], nodes: list[UOp], most: int | None = None) -> l
             candidates.append((t, u, base))
     if not candidates:
         return []
+    nodes = described.nodes
     graph = set(nodes)
     from tgfx.lowering.schedule import _iota_like
     # (not an arange: its every use recomputes it for nothing, and stored it would hide from the kernels that read it
     # as the positions of a one-hot gather (`take_along_axis(arange(n), order)`, a permutation's first round), which
-    # then compared each output with every stored position: 60,000 of them needed a 14 GB buffer)
-    found = [(t, u) for t, u, base in candidates if base in graph and not _iota_like(u) and
+    # then compared each output with every stored position: 60,000 of them needed a 14 GB buffer; a graph without an
+    # IOTA has none)
+    found = [(t, u) for t, u, base in candidates if base in graph and not (described.iota and _iota_like(u)) and
              (most is None or prod(u.shape) <= most)]
-    traced, called = _with_params(nodes)
+    # (the walk of nodes that read a PARAM or call a FUNCTION, in a graph with either)
+    traced, called = _with_params(nodes) if described.front & _TRACED_OR_CALLED else (set(), set())
     if views := [u for _, u in found if u not in graph]:   # views of the graph's values (another result of a call)
         more = _with_params(walk(UOp(Ops.SINK, None, tuple(views))))
         traced, called = traced | more[0], called | more[1]
     # a function's result is one too where this graph computes it (`order = argsort(x)`, read by `x[order]` and then
     # by `cumsum(v[order])`: left lazy, each later read sorted again), not another result of the call nobody reads
     return [(t, u) for t, u in found if u not in traced and (u not in called or u in graph)]
+
+
+_TRACED_OR_CALLED = frozenset({Ops.PARAM, Ops.FUNCTION})
 
 
 def _lazy_snapshot() -> list[weakref.ref]:
@@ -909,7 +916,7 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     described = None
     if not differentiating:
         described = describe(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
-        if more := siblings(todo, described.nodes, max(prod(t.uop.shape) for t in todo) if deep else None):
+        if more := siblings(todo, described, max(prod(t.uop.shape) for t in todo) if deep else None):
             todo += [t for t, _ in more]
             uops += [u for _, u in more]
             # siblings that are nodes of the graph add nothing to its walk (views of them do: then another walk)

@@ -29,9 +29,9 @@ _DYNAMIC = GroupOp.DynamicView
 _FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, Ops.SWITCH, Ops.CALL, Ops.ALLREDUCE,
                     Ops.MSELECT, Ops.MSTACK})
 # how `describe` takes a node, by its op (one lookup; an op not named here is described as it is)
-_VIEW, _STORED, _CONSTANT, _OFFSETS, _OTHER = range(5)
+_VIEW, _STORED, _CONSTANT, _OFFSETS, _IOTA, _OTHER = range(6)
 _KIND = {**{op: _VIEW for op in _MOVEMENT}, Ops.BUFFER: _STORED, Ops.CONST: _CONSTANT,
-         **{op: _OFFSETS for op in _DYNAMIC}, **{op: _OTHER for op in _FRONT | {Ops.COPY}}}
+         **{op: _OFFSETS for op in _DYNAMIC}, Ops.IOTA: _IOTA, **{op: _OTHER for op in _FRONT | {Ops.COPY}}}
 
 
 class Description:
@@ -39,13 +39,14 @@ class Description:
     `inputs`, the buffers its placeholders stand for, in order; `device`, the one device it computes on (None:
     several, and then no constant is lifted); `key`, what its template is found by; `front`, the ops in it that only
     the stages before scheduling handle (calls, sharded values, a COPY that shards); `at`, each described node's
-    number (None: a lifted constant or a view of one)."""
+    number (None: a lifted constant or a view of one); `iota`, whether it has an IOTA (an arange)."""
 
-    __slots__ = ("nodes", "inputs", "device", "key", "front", "at")
+    __slots__ = ("nodes", "inputs", "device", "key", "front", "at", "iota")
 
     def __init__(self, nodes: list[UOp], inputs: list[UOp], device: str | None, key: tuple, front: set[Ops],
-                 at: dict[UOp, int | None]) -> None:
+                 at: dict[UOp, int | None], iota: bool) -> None:
         self.nodes, self.inputs, self.device, self.key, self.front, self.at = nodes, inputs, device, key, front, at
+        self.iota = iota
 
     def resink(self, sink: UOp) -> Description | None:
         """The description of `sink`, a SINK of more roots in this graph (the siblings `Tensor.realize` found), without
@@ -56,7 +57,7 @@ class Description:
         if None in refs or any(at[r] is None for r in old):
             return None
         key = self.key[:len(self.key) - 5 - len(old)] + (_SINK, None, None, None, len(refs), *refs)
-        return Description([*self.nodes[:-1], sink], self.inputs, self.device, key, self.front, at)
+        return Description([*self.nodes[:-1], sink], self.inputs, self.device, key, self.front, at, self.iota)
 
 
 def describe(sink: UOp, lift: bool = True) -> Description:
@@ -77,6 +78,7 @@ def describe(sink: UOp, lift: bool = True) -> Description:
     device: str | None = None
     several = False
     front: set[Ops] = set()
+    iota = False
     seen: set[UOp] = set()
     add, append, emit, extend = seen.add, nodes.append, desc.append, desc.extend
     # the walk of `UOp._toposort`, unrolled: a node is pushed again above a mark (None), then its unseen sources; a
@@ -134,6 +136,8 @@ def describe(sink: UOp, lift: bool = True) -> Description:
             continue
         elif kind is _OFFSETS:
             offsets = lift
+        elif kind is _IOTA:
+            iota = True
         elif op is _COPY:
             if isinstance(a, str):
                 if a is not device:
@@ -178,7 +182,7 @@ def describe(sink: UOp, lift: bool = True) -> Description:
     for i in consts:
         c = inputs[i]
         inputs[i] = const_buffer(c.dtype, c.arg, device, i)
-    return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), front, at)
+    return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), front, at, iota)
 
 
 def dispatch_mode() -> tuple:
