@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tgfx.devices import cuda as cuda_module
 from tgfx.devices.cuda import CUDACommandProcessor, launch_dims
 from tgfx.devices.cuda_driver import CUDA_ERROR_NOT_READY, CudaError
 from tgfx.devices.cuda_translate import (
@@ -35,6 +36,7 @@ from tgfx.devices.hcq import Buffer, Engine, Signal, host_buffer, host_runtime
 from tgfx.devices.queue import HWQueue, Label
 
 STREAM = 0x5EA
+REAL_DEVICE_COUNT, REAL_AVAILABLE_COUNT = cuda_module.device_count, cuda_module.available_count   # before fixtures
 DEVICE_OFFSET = 1 << 44          # the fake driver maps host page p to device address p + DEVICE_OFFSET
 HOST_FNS = HostFns(wake=0xA1, copy=0xA2, timestamp=0xA3)
 
@@ -604,7 +606,7 @@ def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from tgfx.lowering import lower_kernel
     drv, dev = emulated
 
-    def cpu_stand_in(ast: Any) -> Any:
+    def cpu_stand_in(device: Any, ast: Any) -> Any:
         ck = lower_kernel(ast)
 
         def run(threads: int, *words: int) -> None:
@@ -612,9 +614,9 @@ def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
             for core in range(ck.global_size):
                 ck.program.call(ctypes.addressof(bufs), 0, core)
         drv.kernels[ck.name] = run
-        return dev.load_kernel("(emulated)", ck.name, ((1,), (1,)))
+        return device.load_kernel("(emulated)", ck.name, ((1,), (1,)))
     import tgfx.lowering.render_nvptx as render_nvptx
-    monkeypatch.setattr(render_nvptx, "gpu_kernel", lambda device, ast: cpu_stand_in(ast))
+    monkeypatch.setattr(render_nvptx, "gpu_kernel", cpu_stand_in)
     monkeypatch.setattr(render_nvptx, "preload", lambda kernels: None)   # the stand-ins, not PTX, run here
     return drv, dev
 
@@ -782,6 +784,41 @@ def test_emulated_host_callbacks_run_on_a_cuda_device(emulated_programs: Any, ca
     assert isinstance(info.value.__cause__, ZeroDivisionError)
     np.testing.assert_allclose(tg.jit(lambda x: x * 2)(x).numpy(), [0, 2, 4])     # the device runs on
 
+
+def test_emulated_two_logical_devices_on_one_gpu_train_data_parallel(emulated_programs: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """TGFX_CUDA_DEVICES=2 on a machine with one GPU: CUDA:0 and CUDA:1 are two devices (their own streams, memory and
+    timelines) in the GPU's one context; a data-parallel gradient over them is numpy's, and the copies between them
+    are device-to-device copies within the context, no peer copies."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tgfx.devices import cuda
+    drv, dev0 = emulated_programs
+    monkeypatch.setattr(cuda.CUDA_DEVICES, "value", 2)
+    monkeypatch.setattr(cuda, "_count", lambda: 1)                  # the driver reports one GPU
+    monkeypatch.setattr(cuda, "device_count", REAL_DEVICE_COUNT)
+    monkeypatch.setattr(cuda, "available_count", REAL_AVAILABLE_COUNT)
+    devices = sys.modules["tgfx.devices"]
+    dev1 = cuda.CUDADevice("CUDA:1")
+    monkeypatch.setitem(devices._devices, "CUDA:1", dev1)
+    assert tg.devices("cuda") == ["CUDA:0", "CUDA:1"]
+    assert (dev1.gpu_ordinal, dev1.ctx) == (0, dev0.ctx) and dev1.timeline is not dev0.timeline
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    pair = ("CUDA:0", "CUDA:1")
+    tx, tw = tg.shard(x, pair, axis=0), tg.shard(w, pair)
+    drv.calls.clear()
+    g = tg.jit(tg.grad(lambda w, x: tnp.tanh(x @ w).sum()))(tw, tx)
+    np.testing.assert_allclose(np.asarray(g.numpy()), x.T @ (1 - np.tanh(x @ w) ** 2), rtol=1e-5, atol=1e-5)
+    assert drv.named("cuMemcpyPeerAsync") == []
+    assert {e.name for e in dev0.profile_events} & {e.name for e in dev1.profile_events} - {"copy"}   # both ran it
+    moved = tg.device_put(tg.device_put(x, "CUDA:0"), "CUDA:1")
+    assert moved.device == "CUDA:1"
+    np.testing.assert_array_equal(moved.numpy(), x)
+    assert drv.named("cuMemcpyDtoDAsync") and drv.named("cuMemcpyPeerAsync") == []
+    dev1.close()
+
+
 # ---- on a GPU ----
 # the kernel ABI: one 8-byte parameter per packet word (buffers, then values); global thread id along x
 ADD_ONE_PTX = """
@@ -874,6 +911,25 @@ def test_gpu_compiled_programs_run() -> None:
     np.testing.assert_allclose(tnp.sum(t, axis=1).numpy(), x.sum(axis=1), rtol=1e-5, atol=1e-5)
     f = tg.jit(lambda a: tnp.tanh(a) @ a.T)
     np.testing.assert_allclose(f(t).numpy(), np.tanh(x) @ x.T, rtol=1e-4, atol=1e-4)
+
+
+
+@pytest.mark.gpu
+def test_gpu_two_logical_devices_train_data_parallel() -> None:
+    """TGFX_CUDA_DEVICES=2 on the GPU machine (one GPU): a data-parallel gradient over CUDA:0 and CUDA:1, in a fresh
+    process (the flag is read when the devices are made)."""
+    _cuda0()
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import numpy as np, tgfx as tg, tgfx.numpy as tnp
+        assert tg.devices("cuda")[:2] == ["CUDA:0", "CUDA:1"], tg.devices("cuda")
+        rng = np.random.default_rng(7)
+        x, w = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal((32, 8)).astype(np.float32)
+        pair = ("CUDA:0", "CUDA:1")
+        g = tg.jit(tg.grad(lambda w, x: tnp.tanh(x @ w).sum()))(tg.shard(w, pair), tg.shard(x, pair, axis=0))
+        np.testing.assert_allclose(g.numpy(), x.T @ (1 - np.tanh(x @ w) ** 2), rtol=1e-4, atol=1e-4)
+        print("ok")
+        """)], env={**os.environ, "TGFX_CUDA_DEVICES": "2"}, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
 
 
 # ---- programs: a copy into host memory from memory the host's engines cannot read ----

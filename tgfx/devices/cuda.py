@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tgfx.config import Flag
 from tgfx.devices.cuda_driver import (
     CUDA_ERROR_NO_DEVICE,
     CUDA_ERROR_OUT_OF_MEMORY,
@@ -56,6 +57,7 @@ from tgfx.devices.hcq import (
 from tgfx.devices.queue import QueueAllocator, QueueDevice
 
 ALIGN = 256                 # cuMemAlloc's alignment
+CUDA_DEVICES = Flag("TGFX_CUDA_DEVICES", 0)   # logical CUDA devices over the GPUs (0: one per GPU)
 TIMED_KEPT = 256            # retired submissions whose profile events are read together, at the latest
 HEARTBEAT_S = 0.5           # how often a poll may look for a running kernel (progress for host waits)
 
@@ -462,7 +464,10 @@ class CUDADevice(QueueDevice):
             raise ValueError(f"{name}: this machine has {count} CUDA device{'s' if count != 1 else ''} "
                              f"(CUDA:0{f' .. CUDA:{count - 1}' if count > 1 else ''})")
         self.ordinal = ordinal
-        self.cu_device = self.drv.cuDeviceGet(ordinal)
+        # logical devices (TGFX_CUDA_DEVICES) take the GPUs in turn, each its own streams, memory and timeline in its
+        # GPU's primary context
+        self.gpu_ordinal = ordinal % max(int(self.drv.cuDeviceGetCount() or 1), 1)
+        self.cu_device = self.drv.cuDeviceGet(self.gpu_ordinal)
         self.gpu_name = self.drv.cuDeviceGetName(self.cu_device)
         self.ctx = self.drv.cuDevicePrimaryCtxRetain(self.cu_device)
         self.make_current()
@@ -527,8 +532,12 @@ def _count() -> int:
 
 
 def device_count() -> int:
-    """The CUDA devices the driver reports; raises `CudaDriverNotFound` without a driver."""
-    return _count()
+    """The CUDA devices: one per GPU the driver reports, or `TGFX_CUDA_DEVICES=n` logical devices over them (CUDA:i on
+    GPU i mod the GPUs, each with its own streams, memory and timeline in that GPU's primary context: a machine with
+    one GPU runs multi-device programs, their copies and collectives, as several devices). Raises
+    `CudaDriverNotFound` without a driver."""
+    gpus = _count()
+    return int(CUDA_DEVICES.value) if gpus and int(CUDA_DEVICES.value) > 0 else gpus
 
 
 def available_count() -> int:

@@ -599,7 +599,7 @@ class Translator:
 
         def issue() -> None:
             if dev_d and dev_s:
-                if d is s:
+                if d is s or d.ctx == s.ctx:        # one device, or logical devices of one GPU
                     drv.cuMemcpyDtoDAsync(dst, src, nbytes, stream)
                 else:
                     drv.cuMemcpyPeerAsync(dst, d.ctx, src, s.ctx, nbytes, stream)
