@@ -157,3 +157,23 @@ def test_a_chain_of_one_source_ops_shares_its_range_set():
     assert range_deps(chain) is range_deps(x) is range_deps(r0 * 2 + r1)
     assert range_deps(r0 * 2 + r1) == {r0, r1} and range_deps(r0 + r0 * 3) is range_deps(r0)
     assert range_deps(c(3)) == frozenset() and range_deps(r0 * 2) is range_deps(r0)
+
+
+def test_a_graphs_walk_is_kept_on_its_roots(monkeypatch):
+    """`inline.walk` of a SINK or a TUPLE (tracing, inlining and scheduling walk the same roots again) visits its
+    nodes once; each caller gets its own list. Other nodes are walked anew (a chain would keep an order per node)."""
+    import importlib
+    inline = importlib.import_module("tgfx.lowering.inline")   # (the package's `inline` is a function of that name)
+    visits: list[UOp] = []
+    monkeypatch.setattr(inline, "outside_bodies", lambda u: visits.append(u) or u.src)
+    body = rng(4, 0) * 3 + rng(8, 1)
+    sink = UOp(Ops.SINK, None, (body, rng(2, 2)))
+    first = inline.walk(sink)
+    assert first == sink.toposort() and len(visits) == len(first)
+    second = inline.walk(sink)
+    assert second == first and second is not first and len(visits) == len(first)
+    second.clear()
+    assert inline.walk(sink) == first
+    inline.walk(body)
+    inline.walk(body)
+    assert len(visits) == len(first) + 2 * len(body.toposort())
