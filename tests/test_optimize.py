@@ -501,6 +501,23 @@ def test_a_transposed_operand_is_read_through_a_copy_only_when_reused_enough():
             assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ g) == [True]            # a @ b as it is
 
 
+def test_a_short_reduce_copies_the_operand_along_the_output_s_rows():
+    # q @ x.T of q (64, 16), x (512, 16) (64 HMC chains' logits): copying the smaller q put the tile's vectors down
+    # the output's columns, each stored a lane at a time, and over a reduce of 16 those stores were the kernel's time
+    # (80 us on one core); x's copy is no bigger than the output, and with it the tile stores whole rows (7.5 us)
+    from tgfx.lowering.schedule import _transposed_operand
+    rng = np.random.default_rng(0)
+    q, x = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((64, 16), (512, 16)))
+    red = next(u for u in (q @ x.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)
+    assert [u.shape for u in _transposed_operand(red).toposort() if u.op is Ops.CONTIGUOUS] == [(16, 1, 512)]
+    np.testing.assert_allclose(tg.jit(lambda q, x: q @ x.T)(q, x).numpy(), q.numpy() @ x.numpy().T, rtol=1e-5,
+                               atol=1e-5)
+    # a long reduce keeps the smaller copy: the stores are few against its FMAs (and the other copy bigger)
+    a, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((128, 784), (256, 784)))
+    red = next(u for u in (a @ w.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)
+    assert [u.shape for u in _transposed_operand(red).toposort() if u.op is Ops.CONTIGUOUS] == [(784, 128, 1)]
+
+
 def test_float32_transcendentals_are_accurate_to_a_few_ulp():
     import tgfx.numpy as tnp
     xs = np.concatenate([np.linspace(-100, 88, 20001), [0, -0.0, 1e-7, np.nan, np.inf, -np.inf]]).astype(np.float32)

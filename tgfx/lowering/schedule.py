@@ -907,14 +907,18 @@ def _transposed_operand(red: UOp) -> UOp | None:
         return bool(rest) and rest[-1] >= min(lanes for lanes, _ in tiles)
     # the smaller operand; of two alike, the one along the output's last axis, whose copy the tile then reads as its
     # vectors with the output stored along its rows (`_packed_operand` packs it straight from the view: `a @ b.T` of
-    # 1024^3, 24-30 ms copying `a` -> 11-12 ms, `a @ b`'s 10-11.5)
+    # 1024^3, 24-30 ms copying `a` -> 11-12 ms, `a @ b`'s 10-11.5). That one too when its copy is no bigger than the
+    # output: the other's puts the tile's vectors down the output's columns, stored a lane at a time, and over a short
+    # reduce those stores are the kernel's time (64 x 16 @ (512 x 16).T, 64 chains' logits of HMC: 83 us, 7 with the
+    # 512 x 16 operand copied)
     last = max((j for j, n in enumerate(src.shape) if n != 1 and j != ax), default=None)
     candidates = [(prod(e.src[0].shape), last is None or e.src[0].shape[last] == 1, i) for i, e in enumerate(src.src)
                   if _is_view(e.src[0]) and gains(e.src[0]) and
                   prod(e.arg) // prod(e.src[0].shape) >= REUSE_TO_TRANSPOSE]
     if not candidates or src.shape[ax] < 2:
         return None
-    i = min(candidates)[2]
+    along_last = [c for c in candidates if not c[1] and c[0] <= prod(src.shape) // src.shape[ax]]
+    i = min(along_last or candidates)[2]
     e = src.src[i]
     v = e.src[0]
     perm = (ax, *(j for j in range(len(v.shape)) if j != ax))
