@@ -165,12 +165,23 @@ def _view_base(u: UOp, pads: bool = False) -> UOp:
 
 
 def _iota_like(u: UOp) -> bool:
-    """An arange: a view of IOTA, cast, scaled and shifted by constants."""
+    """An arange: a view of IOTA, cast, scaled and shifted by constants. Each source is asked once, and the first
+    that is neither ends the walk: asking each twice (is any an arange, then is every one a constant or an arange)
+    walked every path of a chain of adds and products, 2^depth of them (the gradient of a RealNVP flow's six
+    couplings: 2 million calls; its first call 3.9-4.8 s, 3.2-3.5 s asking once)."""
     u = _view_base(u)
     if u.op is Ops.IOTA:
         return True
-    return u.op in (Ops.CAST, Ops.ADD, Ops.MUL) and any(_iota_like(s) for s in u.src) and \
-        all(_view_base(s).op is Ops.CONST or _iota_like(s) for s in u.src)
+    if u.op not in (Ops.CAST, Ops.ADD, Ops.MUL):
+        return False
+    arange = False
+    for s in u.src:
+        if _view_base(s).op is Ops.CONST:
+            continue
+        if not _iota_like(s):
+            return False
+        arange = True
+    return arange
 
 
 def _onehot_index(cmp: UOp) -> UOp | None:
