@@ -1,6 +1,6 @@
 """More programs ported from JAX users' code, timed by `bench/programs.py` (its docstring lists them): MAML's
-meta-gradient, Hamiltonian Monte Carlo, a deep equilibrium layer with an implicit backward, L-BFGS, PPO with GAE and
-a vision transformer."""
+meta-gradient, Hamiltonian Monte Carlo, a deep equilibrium layer with an implicit backward, L-BFGS, PPO with GAE, a
+vision transformer and a RealNVP flow."""
 from __future__ import annotations
 
 import math
@@ -332,5 +332,53 @@ def vit(fw: Fw, quick: bool) -> Step:
 
     def run(i: int) -> Any:
         *state[:], value = step(*state, *batch(fw, i, b, images, labels))
+        return value
+    return run
+
+
+def realnvp(fw: Fw, quick: bool) -> Step:
+    xp = fw.xp
+    b, hidden, couplings = (64, 16, 2) if quick else (512, 64, 6)
+    rng = np.random.default_rng(0)
+    angle = rng.uniform(0, math.pi, 8 * b)                            # two moons, a little noise
+    upper = rng.random(8 * b) < 0.5
+    moons = np.stack([np.where(upper, np.cos(angle), 1 - np.cos(angle)),
+                      np.where(upper, np.sin(angle), 0.5 - np.sin(angle))], 1)
+    data = (moons + 0.05 * rng.standard_normal((8 * b, 2))).astype(np.float32)
+    masks = fw.asarray(np.array([[1, 0], [0, 1]] * (couplings // 2), np.float32))   # alternating halves
+
+    def mlp(i: int, o: int, scale: float) -> list[dict[str, Any]]:
+        return [{"w": fw.asarray(init(rng, i, hidden)), "b": fw.asarray(np.zeros(hidden, np.float32))},
+                {"w": fw.asarray(init(rng, hidden, hidden)), "b": fw.asarray(np.zeros(hidden, np.float32))},
+                {"w": fw.asarray(init(rng, hidden, o, scale=scale)), "b": fw.asarray(np.zeros(o, np.float32))}]
+    params = [{"s": mlp(2, 2, 0.01), "t": mlp(2, 2, 0.01)} for _ in range(couplings)]
+
+    def net(p: Any, h: Any) -> Any:
+        for layer in p[:-1]:
+            h = xp.maximum(h @ layer["w"] + layer["b"], 0)
+        return h @ p[-1]["w"] + p[-1]["b"]
+
+    def log_prob(p: Any, x: Any) -> Any:                              # data -> latent, the log-det of each coupling
+        log_det = xp.zeros(x.shape[0], dtype=xp.float32)
+        for k, layer in enumerate(p):
+            mask = masks[k]
+            kept = x * mask
+            s = xp.tanh(net(layer["s"], kept)) * (1 - mask)           # bounded log-scales of the other half
+            x = kept + (1 - mask) * (x * xp.exp(s) + net(layer["t"], kept))
+            log_det = log_det + s.sum(-1)
+        return -0.5 * (x * x).sum(-1) - math.log(2 * math.pi) + log_det
+
+    def loss(p: Any, x: Any) -> Any:
+        return -log_prob(p, x).mean()                                 # maximum likelihood
+
+    @fw.jit
+    def step(p: Any, m: Any, v: Any, n: Any, x: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, x)
+        p, m, v, n = adam(fw, p, m, v, n, g, 1e-3)
+        return p, m, v, n, value
+    state = adam_state(fw, params)
+
+    def run(i: int) -> Any:
+        *state[:], value = step(*state, *batch(fw, i, b, data))
         return value
     return run

@@ -65,7 +65,9 @@ More of them (`bench/ported_more.py`):
   value and entropy loss, each an Adam step in nested `scan`s, all in one jitted update (the "loss" is the
   critic's value of the start states after it);
 - `vit`: a two-block vision transformer on 32 x 32 images: 4 x 4 patches by `reshape` and `transpose`, a class token
-  by `concatenate`, fused qkv heads, layer norms, GELU MLPs, the class token's logits, Adam.
+  by `concatenate`, fused qkv heads, layer norms, GELU MLPs, the class token's logits, Adam;
+- `realnvp`: a RealNVP flow on two moons: six affine couplings with alternating masks, each scale and shift an MLP of
+  the kept half (tanh-bounded log-scales), the log-determinant summed, maximum likelihood by Adam.
 
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
@@ -88,7 +90,7 @@ import numpy as np
 
 from bench.frameworks import Fw, Step, adam, adam_state, batch, carried, init, jax_fw, sgd_step, tgfx_fw
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
-from bench.ported_more import deq, hmc, lbfgs, maml, ppo, vit
+from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
 
 
 # ---- the programs: each returns its step function, state kept in a closure ----
@@ -439,7 +441,8 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "transformer": transformer, "cnn_bn": cnn_bn, "lstm": lstm, "dpsgd": dpsgd, "ode": ode, "eager": eager,
     "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans, "decode": decode,
     "spectral": spectral, "gat": gat, "cmaes": cmaes, "sinkhorn": sinkhorn, "ddpm": ddpm, "hmm": hmm,
-    "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit}
+    "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit,
+    "realnvp": realnvp}
 
 
 @dataclass
