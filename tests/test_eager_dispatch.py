@@ -9,7 +9,9 @@ import pytest
 
 import tgfx as tg
 import tgfx.lowering
+import tgfx.lowering.schedule
 import tgfx.numpy as tnp
+import tgfx.tensor
 from tgfx import config
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
@@ -80,7 +82,6 @@ def test_a_program_is_found_for_the_mode_it_was_lowered_in() -> None:
 
 
 def _count_describes(monkeypatch: pytest.MonkeyPatch, spy: Callable) -> None:
-    import tgfx.tensor
     for module in (eager, tgfx.lowering, tgfx.tensor):
         monkeypatch.setattr(module, "describe", spy)
 
@@ -210,8 +211,6 @@ def test_siblings_ask_about_aranges_and_traced_values_only_where_the_graph_has_t
     """A held value the graph computes is realised with it, an arange (a view of IOTA, scaled) is not: it is
     recomputed where it is read. Whether a value is one is asked only of a graph with an IOTA, and which values read
     a trace's PARAMs or call a FUNCTION only of a graph with one (the description knows)."""
-    import tgfx.lowering.schedule
-    import tgfx.tensor
     asked = {"iota": 0, "params": 0}
 
     def counting(name: str, fn: Callable) -> Callable:
@@ -229,3 +228,20 @@ def test_siblings_ask_about_aranges_and_traced_values_only_where_the_graph_has_t
     (r + x).realize()
     assert r.uop.op is not Ops.BUFFER and asked["iota"] > 0 and asked["params"] == 0
     np.testing.assert_allclose(r.numpy(), np.arange(16) * 2.0)
+
+
+def test_constants_and_their_views_are_described_where_they_are_read() -> None:
+    """`x + 2.5` walks the buffer, the add and the SINK: the constant's CONST, RESHAPE and EXPAND are described at
+    the add (an argument here, a value for a literal 0 or 1, also through a longer chain of views), and the abstract
+    graph is the same whether the nodes given to it hold them or not."""
+    from tgfx.lowering.constants import graph_device
+    from tgfx.lowering.inline import walk
+    x = tg.asarray(X.reshape(4, 4))
+    for t, n in ((x + 2.5, 4), (x * 1.0, 4), (x + tnp.full((4,), 3.5).reshape(1, 4).T, 4), (tnp.full((3,), 2.5), 1)):
+        sink = _graph(t)
+        d = describe(sink)
+        assert len(d.nodes) == n and all(u.op is not Ops.CONST for u in d.nodes), [u.op for u in d.nodes]
+        nodes = walk(sink)
+        assert abstract_graph(nodes, graph_device(nodes) or d.device) == abstract_graph(d.nodes, d.device)
+    np.testing.assert_allclose((x + tnp.full((4,), 3.5).reshape(1, 4).T).numpy(), X.reshape(4, 4) + 3.5)
+    np.testing.assert_allclose(tnp.full((3,), 2.5).numpy(), np.full(3, 2.5))

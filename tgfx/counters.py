@@ -14,7 +14,7 @@ class Counters:
     search_compile_count: int = 0  # BEAM candidates compiled to be timed
     alloc_count: int = 0       # device buffers allocated for computed values (eager results, jit outputs and arenas)
     trace_count: int = 0       # functions traced by jit (every Jit's retraces too)
-    uop_count: int = 0         # UOps of the eager graphs realised (outside function bodies): an eager step's size
+    uop_count: int = 0         # UOps of eager graphs realised (outside bodies; not constants, views of them): a step
 
     def reset(self) -> None:
         for f in fields(self):

@@ -29,32 +29,32 @@ _DYNAMIC = GroupOp.DynamicView
 _FRONT = frozenset({Ops.FUNCTION, Ops.GETTUPLE, Ops.PARAM, Ops.MULTI, Ops.LOOP, Ops.SWITCH, Ops.CALL, Ops.ALLREDUCE,
                     Ops.MSELECT, Ops.MSTACK})
 # how `describe` takes a node, by its op (one lookup; an op not named here is described as it is)
-_VIEW, _STORED, _CONSTANT, _OFFSETS, _IOTA, _OTHER = range(6)
-_KIND = {**{op: _VIEW for op in _MOVEMENT}, Ops.BUFFER: _STORED, Ops.CONST: _CONSTANT,
-         **{op: _OFFSETS for op in _DYNAMIC}, Ops.IOTA: _IOTA, **{op: _OTHER for op in _FRONT | {Ops.COPY}}}
+_VIEW, _STORED, _OFFSETS, _IOTA, _OTHER = range(5)
+_KIND = {**{op: _VIEW for op in _MOVEMENT}, Ops.BUFFER: _STORED, **{op: _OFFSETS for op in _DYNAMIC},
+         Ops.IOTA: _IOTA, **{op: _OTHER for op in _FRONT | {Ops.COPY}}}
 
 
 class Description:
     """A graph as `describe` found it: `nodes`, its walk (sources first, bodies not entered, its SINK last);
     `inputs`, the buffers its placeholders stand for, in order; `device`, the one device it computes on (None:
     several, and then no constant is lifted); `key`, what its template is found by; `front`, the ops in it that only
-    the stages before scheduling handle (calls, sharded values, a COPY that shards); `at`, each described node's
-    number (None: a lifted constant or a view of one); `iota`, whether it has an IOTA (an arange)."""
+    the stages before scheduling handle (calls, sharded values, a COPY that shards); `at`, each node's number;
+    `iota`, whether it has an IOTA (an arange). Constants and their views are no nodes of it (see `describe`)."""
 
     __slots__ = ("nodes", "inputs", "device", "key", "front", "at", "iota")
 
     def __init__(self, nodes: list[UOp], inputs: list[UOp], device: str | None, key: tuple, front: set[Ops],
-                 at: dict[UOp, int | None], iota: bool) -> None:
+                 at: dict[UOp, int], iota: bool) -> None:
         self.nodes, self.inputs, self.device, self.key, self.front, self.at = nodes, inputs, device, key, front, at
         self.iota = iota
 
     def resink(self, sink: UOp) -> Description | None:
         """The description of `sink`, a SINK of more roots in this graph (the siblings `Tensor.realize` found), without
         walking it again: the same nodes and inputs, another SINK. None where that is not so (a root of either is a
-        lifted constant, or one is no node of the graph): describe `sink` then."""
+        constant or a view of one, or one is no node of the graph): describe `sink` then."""
         at, old = self.at, self.nodes[-1].src
         refs = [at.get(r) for r in sink.src]
-        if None in refs or any(at[r] is None for r in old):
+        if None in refs or any(r not in at for r in old):
             return None
         key = self.key[:len(self.key) - 5 - len(old)] + (_SINK, None, None, None, len(refs), *refs)
         return Description([*self.nodes[:-1], sink], self.inputs, self.device, key, self.front, at, self.iota)
@@ -63,16 +63,16 @@ class Description:
 def describe(sink: UOp, lift: bool = True) -> Description:
     """Walk the graph of `sink` once, in `walk`'s order (`tgfx/lowering/inline.py`), and describe it: one entry
     per node, the node itself where the abstraction keeps it (a buffer of a template), else its op, dtype, arg, tag,
-    bodies and its sources by position. A source that is a lifted constant, or a view of one, is an argument of its
-    own (each use one: the graph must not depend on which values are equal), described by its dtype and views; a
-    constant read as it is, by its value.
+    bodies and its sources by position. A constant and its views (`x * 2.0`: CONST, RESHAPE, EXPAND) are no nodes of
+    the walk: each source that is one is described where it is read, by its dtype and views, and by its value where
+    the abstraction keeps it. A lifted one is an argument of its own (each use one: the graph must not depend on
+    which values are equal).
 
     A graph on one device lifts its constants (`lift`), and the start of a dynamic view (DYNAMIC_SHRINK, DYNAMIC_PAD)
     whatever its value; a graph across several devices lifts none (a constant's buffer lives on one device)."""
     nodes: list[UOp] = []
     desc: list = []               # the entries, flat: per node its op, dtype, arg, tag, source count, then sources
-    at: dict[UOp, int | None] = {}   # a described node -> its number; a lifted constant or a view of one -> None
-    described = 0
+    at: dict[UOp, int] = {}       # a described node -> its number
     inputs: list[UOp] = []
     consts: list[int] = []        # the inputs that are lifted constants (their buffers are found at the end)
     device: str | None = None
@@ -82,7 +82,7 @@ def describe(sink: UOp, lift: bool = True) -> Description:
     seen: set[UOp] = set()
     add, append, emit, extend = seen.add, nodes.append, desc.append, desc.extend
     # the walk of `UOp._toposort`, unrolled: a node is pushed again above a mark (None), then its unseen sources; a
-    # node without sources (a buffer, a constant) is described when it is reached
+    # buffer is described when it is reached, a constant or a view of one where it is read
     stack: list[UOp | None] = [sink]
     pop, push = stack.pop, stack.append
     while stack:
@@ -93,6 +93,12 @@ def describe(sink: UOp, lift: bool = True) -> Description:
             continue
         else:
             add(u)
+            if (op := u.op) is _CONST:
+                continue
+            if op in _MOVEMENT:   # (a scalar broadcast, EXPAND of RESHAPE of CONST, is seen here; a longer view of a
+                v = u.src[0]      # constant where it is described)
+                if v.op is _CONST or v.op in _MOVEMENT and v.src[0].op is _CONST:
+                    continue
             if u.src:
                 push(u)
                 push(None)
@@ -108,12 +114,11 @@ def describe(sink: UOp, lift: bool = True) -> Description:
             if type(a) is float or type(a) is complex:
                 a = arg_key(a)
         elif kind is _VIEW:
-            if at[src[0]] is None:   # a view of a lifted constant
-                at[u] = None
+            if src[0] not in at:   # a view of a constant (or of a view of one)
+                nodes.pop()
                 continue
         elif kind is _STORED:
-            at[u] = described
-            described += 1
+            at[u] = len(at)
             if a[1] is not device:
                 if device is None:
                     device = a[1]
@@ -124,15 +129,6 @@ def describe(sink: UOp, lift: bool = True) -> Description:
                 inputs.append(u)
             else:           # a template's own buffer
                 extend((u, -1))
-            continue
-        elif kind is _CONSTANT:
-            if lift and u.tag is None and u.dtype.kind in "fiu" and a not in (0, 1):   # (is_runtime_constant)
-                at[u] = None
-                continue
-            a = arg_key(a)   # (a literal's tag is no part of the graph: it is a plain CONST there)
-            at[u] = described
-            described += 1
-            extend((op, u.dtype, a, None, 0))
             continue
         elif kind is _OFFSETS:
             offsets = lift
@@ -153,26 +149,25 @@ def describe(sink: UOp, lift: bool = True) -> Description:
             if op in BODIED:   # its bodies by identity (with its arg): a call seen before is not inlined again
                 nb = n_bodies(u)
                 a, src = (a, *src[:nb]), src[nb:]
-        at[u] = described
-        described += 1
+        at[u] = len(at)
         extend((op, u.dtype, a, u.tag, len(src)))
         for x in src:
-            r = at[x]
-            if r is not None and (not offsets or x is src[0] or not _is_offset(x)):
-                emit(r)   # (a non-lifted constant's value is in its own entry)
+            if (r := at.get(x)) is not None:
+                emit(r)
                 continue
-            # an argument (a use of a lifted constant, or a dynamic view's start): the constant's dtype and the views
-            # between it and this use
-            c = x
+            # a constant or a view of one: its dtype and views, and its value unless it is an argument (a lifted
+            # constant, or a dynamic view's start)
+            c, views = x, []
             while c.op in _MOVEMENT:
+                views.append((c.op, c.arg, c.tag))
                 c = c.src[0]
-            views: list = [c.dtype]
-            while x is not c:
-                views.append((x.op, x.arg, x.tag))
-                x = x.src[0]
-            emit(tuple(views))
-            consts.append(len(inputs))
-            inputs.append(c)
+            if lift and c.tag is None and (c.dtype.kind in "fiu" and c.arg not in (0, 1) or
+                                           offsets and x is not src[0] and c.dtype.kind in "iu"):
+                emit(("argument", c.dtype, *views))
+                consts.append(len(inputs))
+                inputs.append(c)
+            else:   # (a literal's tag is no part of the graph: it is a plain CONST there)
+                emit(("constant", c.dtype, arg_key(c.arg), *views))
     if several:
         if consts and lift:   # described as one device's graph: again, lifting nothing
             return describe(sink, lift=False)
@@ -189,14 +184,6 @@ def dispatch_mode() -> tuple:
     """What an eager graph's schedule and program depend on beside the graph: the kernel-option mode (forced options,
     NOOPT, BEAM) and the target (TGFX_CPU, and whether denormals are flushed: `host_target`)."""
     return (forced_opts(), config.NOOPT.value, config.BEAM.value, config.CPU.value, config.FLUSH_DENORMALS.value)
-
-
-def _is_offset(x: UOp) -> bool:
-    """Whether `x`, a source of a dynamic view after its first, is an int constant (or a view of one) that is no
-    literal: the view's start, an argument whatever its value (`x[0]` and `x[1]` are one schedule)."""
-    while x.op in _MOVEMENT:
-        x = x.src[0]
-    return is_lifted(x, offset=True)
 
 
 def graph_template(d: Description, lower: Callable[[UOp], UOp] | None = None) -> ScheduleTemplate:
@@ -226,36 +213,37 @@ _template_keys: LRU[tuple, str] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
 def abstract_graph(nodes: list[UOp], device: str | None) -> tuple[list[UOp], UOp]:
-    """The abstraction of a graph (`nodes`: its walk, its SINK last) that `describe` describes: placeholders for the
-    buffers it reads and for each use of a lifted constant (`device`: the graph's one device, None to lift none), the
-    rest as it is; returns the buffers and constants' buffers the placeholders stand for, in order, and the graph."""
+    """The abstraction of a graph (`nodes`: its walk, its SINK last; constants and their views may be among them or
+    not) that `describe` describes: placeholders for the buffers it reads and for each use of a lifted constant
+    (`device`: the graph's one device, None to lift none), literals plain constants, the rest as it is; returns the
+    buffers and constants' buffers the placeholders stand for, in order, and the graph."""
     inputs: list[UOp] = []
     new: dict[UOp, UOp] = {}
-    lifted: set[UOp] = set()   # the lifted constants and their views: only their uses are read, each an argument
 
     def argument(buf: UOp) -> UOp:
         inputs.append(buf)
         return placeholder(len(inputs) - 1, buf.dtype, buf.arg[1], buf.arg[2])
     for u in nodes:
-        if device is not None and (u.op in _MOVEMENT and u.src[0] in lifted or is_runtime_constant(u)):
-            lifted.add(u)
+        if view_chain(u)[1].op is _CONST:   # a constant or a view of one: built where it is read
             continue
         if u.op is Ops.BUFFER:
             new[u] = argument(u) if u.arg[0] >= 0 else u
             continue
-        if u.op is _CONST and u.tag is not None:
-            new[u] = u.replace(tag=None)   # a literal
-            continue
         nb = n_bodies(u) if u.op in BODIED else 0
         src = list(u.src[:nb])
         for j, x in enumerate(u.src[nb:]):
-            chain, c = view_chain(x)
-            if x not in lifted and (device is None or j == 0 or u.op not in _DYNAMIC or not is_lifted(c, offset=True)):
-                src.append(new[x])
+            if (y := new.get(x)) is not None:
+                src.append(y)
                 continue
-            arg = UOp(Ops.RESHAPE, c.dtype, (argument(const_buffer(c.dtype, c.arg, device, len(inputs))),), ())
+            chain, c = view_chain(x)
+            if device is not None and (is_runtime_constant(c) or j > 0 and u.op in _DYNAMIC and is_lifted(c, True)):
+                y = UOp(Ops.RESHAPE, c.dtype, (argument(const_buffer(c.dtype, c.arg, device, len(inputs))),), ())
+            elif c.tag is not None:   # a literal
+                y = c.replace(tag=None)
+            else:
+                y = c
             for m in reversed(chain):
-                arg = m.replace(src=(arg, *m.src[1:]))
-            src.append(arg)
+                y = m.replace(src=(y, *m.src[1:]))
+            src.append(y)
         new[u] = u if tuple(src) == u.src else u.replace(src=tuple(src))
     return inputs, new[nodes[-1]]
