@@ -109,6 +109,20 @@ def test_rows_longer_than_a_few_vectors_or_plain_sums_stay_along_the_row() -> No
     assert any(o.amount == 0 for o in hand_coded_opts(sink, _target(AVX512)))
 
 
+def test_transcendental_rows_longer_than_a_vector_need_a_full_width_tile() -> None:
+    """Rows of two AVX-512 vectors whose elements take a tanh (a GNN's `(tanh(h) * w).sum(-1)`): 1024 rows take the
+    rows as 16 lanes, but 1000 rows, which only 8 divide, stay along the row (a half-width tile of 32 tanh copies
+    ran 2-3x slower at 4x the compile); rows of one vector take the narrower tile."""
+    target = _target(AVX512)
+    w = tg.asarray(np.ones(32, np.float32))
+    for rows, tiled in ((1024, True), (1000, False)):
+        (sink,) = _kernels(lambda h: (tnp.tanh(h) * w).sum(-1), (rows, 32))
+        opts = hand_coded_opts(sink, target)
+        assert any(o.amount == 0 for o in opts) == tiled, (rows, opts)
+    (sink,) = _kernels(lambda h: (tnp.tanh(h) * w[:16]).sum(-1), (1000, 16))
+    assert ("UPCAST", "loop", 8) in _ops(hand_coded_opts(sink, target), sink)
+
+
 def test_unroll_and_upcast_by_zero_take_the_whole_range_as_copies() -> None:
     """UNROLL by 0 leaves no reduce range and no REDUCE (the copies combined by a tree of the reduce's op); UPCAST by
     0 leaves no loop and a store per index."""

@@ -737,7 +737,8 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
         return []
     if not row_kernel and all(red.arg is Ops.ADD and _plain_sum(red) for red in red_nodes):
         return []
-    if n > TRANSCENDENTAL_ROW * lanes and any(u.op in GroupOp.Transcendental for u in sink.toposort()):
+    transcendental = any(u.op in GroupOp.Transcendental for u in sink.toposort())
+    if n > TRANSCENDENTAL_ROW * lanes and transcendental:
         return []
     out = st.src[0].src[1]
     col = None
@@ -761,7 +762,10 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
     # rows at the full width itself, and 4 lanes of 4 rows ran 2-3x slower: softmax 8192 x 4 26 -> 71 us)
     w = next((a for a in (lanes, lanes // 2, lanes // 4) if a >= MIN_SPLIT_LOOP and n % a == 0 and row is not None
               and row.src[0].arg % a == 0), None)
-    if w is None:
+    if w is None or w < lanes < n and transcendental:
+        # (rows of more than a vector whose elements take a transcendental, in a tile narrower than a vector: its
+        # half-width polynomials ran slower than along the row, at 4x the compile: AVX-512, a GNN's 1000 x 32
+        # `(tanh(h) * w).sum(-1)`, 8 rows wide, 33-45 -> 13-26 us and 125 -> 36 ms of CPU; logsumexp 56-60 -> 38-45 us)
         return []
     return [*(Opt("UNROLL", r.arg[0], 0) for r in sorted(reduces, key=lambda r: r.arg[0])),
             *([Opt("UPCAST", col.arg[0], 0)] if col is not None else []), Opt("UPCAST", row.arg[0], w)]
