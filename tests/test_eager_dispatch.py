@@ -14,6 +14,8 @@ import tgfx.numpy as tnp
 import tgfx.tensor
 from tgfx import config
 from tgfx.ir.ops import Ops
+from tgfx.ir.pattern import PatternMatcher
+from tgfx.ir.spec import spec
 from tgfx.ir.uop import UOp
 from tgfx.lowering import eager
 from tgfx.lowering.eager import abstract_graph, describe
@@ -35,14 +37,14 @@ OPS: list[tuple[str, Callable, Callable]] = [
 def test_a_repeated_eager_op_walks_its_graph_once_and_builds_nothing(monkeypatch: pytest.MonkeyPatch, name: str,
                                                                      op: Callable, want: Callable) -> None:
     """Realised again, an eager op's graph is walked once (`describe`: no other toposort of it, no content hash),
-    its program found by that description in one lookup: no template lookup, no abstract graph, no schedule, no
-    compile, no allocation (the output's memory comes back from the result before)."""
+    its program found by that description in one lookup: no template lookup, no abstract graph, no rewrite rule tried
+    on any node, no schedule, no compile, no allocation (the output's memory comes back from the result before)."""
     x, a, m = tg.asarray(X), tg.asarray(A), tg.asarray(M)
     np.testing.assert_allclose(op(x, a, m).numpy(), want(), rtol=1e-6)   # (compiled here, once)
     kernels = tg.counters.kernel_count
     op(x, a, m).realize()
     kernels = tg.counters.kernel_count - kernels
-    calls = {"describe": 0, "toposort": 0, "abstract": 0, "key": 0, "template": 0, "program": 0}
+    calls = {"describe": 0, "toposort": 0, "abstract": 0, "key": 0, "template": 0, "program": 0, "rewrite": 0}
 
     def counting(name: str, fn: Callable) -> Callable:
         def spy(*args, **kwargs):   # noqa: ANN002, ANN003, ANN202
@@ -56,10 +58,17 @@ def test_a_repeated_eager_op_walks_its_graph_once_and_builds_nothing(monkeypatch
     monkeypatch.setattr(key, "func", counting("key", key.func))
     monkeypatch.setattr(tgfx.lowering, "graph_template", counting("template", tgfx.lowering.graph_template))
     monkeypatch.setattr(tgfx.lowering, "eager_program", counting("program", tgfx.lowering.eager_program))
+    rewrite = PatternMatcher.rewrite
+
+    def counting_rewrites(pm: PatternMatcher, u: UOp, ctx: object = None) -> UOp | None:
+        calls["rewrite"] += pm is not spec   # (SPEC=1 checks each new node with the spec's matcher: not a pass)
+        return rewrite(pm, u, ctx)
+    monkeypatch.setattr(PatternMatcher, "rewrite", counting_rewrites)
     tg.counters.reset()
     for _ in range(5):
         op(x, a, m).realize()
-    assert calls == {"describe": 5, "toposort": 0, "abstract": 0, "key": 0, "template": 0, "program": 0}, calls
+    assert calls == {"describe": 5, "toposort": 0, "abstract": 0, "key": 0, "template": 0, "program": 0,
+                     "rewrite": 0}, calls
     assert (tg.counters.schedule_count, tg.counters.compile_count, tg.counters.alloc_count) == (0, 0, 0)
     assert tg.counters.kernel_count == 5 * kernels
     np.testing.assert_allclose(op(x, a, m).numpy(), want(), rtol=1e-6)
