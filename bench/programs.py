@@ -67,7 +67,13 @@ More of them (`bench/ported_more.py`):
 - `vit`: a two-block vision transformer on 32 x 32 images: 4 x 4 patches by `reshape` and `transpose`, a class token
   by `concatenate`, fused qkv heads, layer norms, GELU MLPs, the class token's logits, Adam;
 - `realnvp`: a RealNVP flow on two moons: six affine couplings with alternating masks, each scale and shift an MLP of
-  the kept half (tanh-bounded log-scales), the log-determinant summed, maximum likelihood by Adam.
+  the kept half (tanh-bounded log-scales), the log-determinant summed, maximum likelihood by Adam;
+- `gpt` (realistic size, bench/ported_large.py): a GPT-style language model, 4 pre-layernorm blocks of d_model 256
+  and 4 causal heads, GELU MLPs, the output projection tied to the embedding, a 2,048-token vocabulary, 16 x 128
+  tokens a step, AdamW (matrices decayed) at a cosine-scheduled rate passed in as an array, global-norm clipping;
+- `resnet` (realistic size): a ResNet-style CNN on 64 NHWC 32 x 32 x 3 images, a stem conv and 3 stages of two
+  residual blocks (3 x 3 convs, batch norm in training mode with running statistics carried, a strided first block
+  with a 1 x 1 projection), global average pooling, softmax cross-entropy, SGD with momentum and weight decay.
 
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
@@ -90,6 +96,7 @@ import numpy as np
 
 from bench.frameworks import Fw, Step, adam, adam_state, batch, carried, init, jax_fw, sgd_step, tgfx_fw
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
+from bench.ported_large import gpt, resnet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
 
 
@@ -442,7 +449,7 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans, "decode": decode,
     "spectral": spectral, "gat": gat, "cmaes": cmaes, "sinkhorn": sinkhorn, "ddpm": ddpm, "hmm": hmm,
     "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit,
-    "realnvp": realnvp}
+    "realnvp": realnvp, "gpt": gpt, "resnet": resnet}
 
 
 @dataclass
