@@ -85,6 +85,20 @@ def test_values_it_closes_over_get_their_gradients() -> None:
     np.testing.assert_allclose(tg.grad(nested)(w).numpy(), tg.grad(loss)(w, False).numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_closed_over_values_whose_uses_are_built_anew_each_run() -> None:
+    # the rule runs the function again on the custom call's inputs; a node computed from a closed-over value and a
+    # NumPy argument, or a constant the function makes, is a new node each run, so passing that node (not the
+    # closed-over value) as an input of the call left the value's gradient zero, silently
+    x, c = np.array([0.5, -0.3, 1.0], np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    y = rand(3, seed=2)
+    numpy_arg = lambda y: tg.checkpoint(lambda a: tnp.tanh(a) * y)(x).sum()   # noqa: E731
+    np.testing.assert_allclose(tg.grad(numpy_arg)(y).numpy(), np.tanh(x), rtol=1e-6)
+    nested = lambda y: tg.checkpoint(lambda a: tg.checkpoint(lambda u: tnp.tanh(u) * y)(a))(x).sum()   # noqa: E731
+    np.testing.assert_allclose(tg.grad(nested)(y).numpy(), np.tanh(x), rtol=1e-6)
+    made_inside = lambda y: tg.checkpoint(lambda a: tnp.tanh(a) + y * np.array(c))(tnp.asarray(x)).sum()   # noqa: E731
+    np.testing.assert_allclose(tg.jit(tg.grad(made_inside))(y).numpy(), c)
+
+
 def test_static_and_keyword_arguments() -> None:
     x, w = rand(4, 3), rand(3, 2, seed=1)
     power = tg.checkpoint(lambda x, n, w=None: (tnp.tanh(x @ w) ** n).sum(), static_argnums=(1,))

@@ -25,7 +25,7 @@ from typing import Any
 
 from tgfx.custom import custom_vjp
 from tgfx.ir.control import n_bodies
-from tgfx.ir.ops import GroupOp, Ops
+from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.tensor import Tensor, is_weak, weak_like
 from tgfx.trace_state import current
@@ -87,10 +87,12 @@ def checkpoint(fun: Callable | None = None, *, prevent_cse: bool = True, policy:
 
 
 def _run_finding_captured(call: Callable, values: tuple[Any, ...]) -> tuple[Any, list[Tensor]]:
-    """`call(*values)`, and the values its graph reads that depend on something traced or differentiated
-    (`_stand_in`) but on none of `values`: what it closed over (or computed from that), each the node its views were
-    taken of. It runs on stand-ins for `values`, put back after: a view of a view input folds into one view of the
-    input's own source, which would hide that it reads the input."""
+    """`call(*values)`, and the values being traced or differentiated (`_stand_in`) that its graph reads other than
+    through `values`: what it closed over, or computed from what it closed over. It runs on stand-ins for `values`,
+    put back after: a view of a view input folds into one view of the input's own source, which would hide that it
+    reads the input. The stand-ins themselves are what is found, not the nodes `call` computed from them: `call` runs
+    again on the custom call's inputs, and only nodes it reads from outside are the same objects again (a constant it
+    makes, `np.ones(3)` or a NumPy argument, is a new buffer each run, so a node computed from one is a new node)."""
     leaves, tree = tree_flatten(values)
     tensors = [i for i, v in enumerate(leaves) if isinstance(v, Tensor)]
     stand = list(leaves)
@@ -100,24 +102,18 @@ def _run_finding_captured(call: Callable, values: tuple[Any, ...]) -> tuple[Any,
                              [is_weak(leaves[i])])[0]
     out = call(*tree_unflatten(tree, stand))
     given = {stand[i].uop for i in tensors}
-    roots = [t.uop for t in tree_leaves(out) if isinstance(t, Tensor)]
-    reads_input: dict[UOp, bool] = {}
-    traced: dict[UOp, bool] = {}
     found: list[UOp] = []
-    root = UOp(Ops.TUPLE, None, tuple(roots))
-    for u in root.toposort(_operands):   # (a call's, a loop's body is its own graph, its PARAMs its own)
-        if u in given:
-            reads_input[u], traced[u] = True, False
+    seen: set[UOp] = set()
+    todo = [UOp(Ops.TUPLE, None, tuple(t.uop for t in tree_leaves(out) if isinstance(t, Tensor)))]
+    while todo:   # (a call's, a loop's body is its own graph, its PARAMs its own)
+        u = todo.pop()
+        if u in seen or u in given:
             continue
-        reads_input[u] = any(reads_input[s] for s in _operands(u))
-        traced[u] = _stand_in(u) or any(traced[s] for s in _operands(u))
-        if reads_input[u] or u is root:
-            for s in _operands(u):
-                if traced[s] and not reads_input[s]:
-                    while s.op in GroupOp.Movement:   # (the views are taken again of what replaces it)
-                        s = s.src[0]
-                    if s not in found:
-                        found.append(s)
+        seen.add(u)
+        if _stand_in(u):
+            found.append(u)
+        else:
+            todo.extend(reversed(_operands(u)))
     return _substituted(out, {stand[i].uop: leaves[i].uop for i in tensors}), [Tensor(u) for u in found]
 
 
