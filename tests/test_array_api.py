@@ -176,6 +176,10 @@ def test_can_cast_isdtype_result_type() -> None:
     assert tnp.result_type(tnp.int8, tnp.uint8) is tnp.int16
     assert tnp.result_type(tnp.int8, 1) is tnp.int8 and tnp.result_type(tnp.int8, 1.0) is tnp.float32
     assert tnp.result_type(tnp.ones(2, tnp.float16), tnp.int8) is tnp.float16
+    # NumPy arrays and scalars stand for their dtypes, strong ones (they were taken for dtypes themselves)
+    assert tnp.result_type(np.zeros(2, np.float16), 1.0) is tnp.float16 and tnp.result_type(np.int8(1)) is tnp.int8
+    assert tnp.result_type(np.zeros(2, np.int8), 1.0) is tnp.float32 and tnp.issubdtype(
+        tnp.result_type(np.ones(3, np.float32)), tnp.floating)
 
 
 def test_namespace_info() -> None:

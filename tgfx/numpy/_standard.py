@@ -70,6 +70,8 @@ def astype(x: ArrayLike, dtype: DType | str | type, /, *, copy: bool = True, dev
 
 # ---- dtype queries ----
 def _dtype_arg(x: Any) -> DType:
+    if isinstance(x, (np.ndarray, np.generic)):   # a NumPy array or scalar stands for its dtype, a strong one
+        return to_dtype(x.dtype)
     return x.dtype if isinstance(x, Tensor) else to_dtype(x)
 
 
