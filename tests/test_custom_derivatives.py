@@ -174,6 +174,28 @@ def test_custom_jvp_forward_mode_second_order_jit_and_vmap() -> None:
     np.testing.assert_allclose(gv.numpy(), 1 / (1 + np.exp(-np.stack([X, -X]))), rtol=1e-12)
 
 
+def test_numpy_and_python_number_arguments_are_arrays_under_differentiation() -> None:
+    # an argument no differentiation reaches may be a NumPy array or a Python number (grad leaves the arguments it
+    # does not differentiate as they were given): the function computed a NumPy result from it, which the custom call
+    # could not pass on (an error); JAX makes such arguments arrays
+    @partial(tg.custom_jvp, nondiff_argnums=(0,))
+    def pj(n: int, x: Any) -> Any:
+        return x ** n
+    pj.defjvp(lambda n, p, t: (pj(n, p[0]), n * p[0] ** (n - 1) * t[0]))
+
+    @partial(tg.custom_vjp, nondiff_argnums=(0,))
+    def pv(n: int, x: Any) -> Any:
+        return x ** n
+    pv.defvjp(lambda n, x: (pv(n, x), x), lambda n, x, g: (n * x ** (n - 1) * g,))
+    x, y = np.array([0.5, -0.3, 1.0], np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    for p in (pj, pv):
+        for c in (x, 1.5, np.float32(1.5)):
+            got = tg.grad(lambda y: (p(3, c) * y + p(2, y)).sum())(tnp.asarray(y))   # noqa: B023
+            np.testing.assert_allclose(got.numpy(), np.asarray(c, np.float32) ** 3 + 2 * y, rtol=1e-6)
+        _, t = tg.jvp(lambda y: p(3, x) * y, (tnp.asarray(y),), (tnp.ones(3, tnp.float32),))   # noqa: B023
+        np.testing.assert_allclose(t.numpy(), x ** 3, rtol=1e-6)
+
+
 def test_defjvps_one_rule_per_argument_and_nondiff_argnums() -> None:
     @tg.custom_jvp
     def f(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:

@@ -29,12 +29,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import numpy as np
+
 from tgfx.function import Function, is_grad_input
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import device_parts
-from tgfx.tensor import Tensor, is_weak, weak
+from tgfx.tensor import Tensor, is_weak, to_tensor, weak
 from tgfx.trace_state import current
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -90,12 +92,21 @@ class _Split:
         self.n = len(args)
         self.nondiff = nondiff
         self.static = tuple(args[i] for i in nondiff)
-        self.diff = tuple(a for i, a in enumerate(args) if i not in nondiff)
+        self.diff = tuple(_arrays(a) for i, a in enumerate(args) if i not in nondiff)
 
     def join(self, diff: Sequence[Any]) -> tuple:
         """All arguments in order, with `diff` in the differentiable positions."""
         it, st = iter(diff), iter(self.static)
         return tuple(next(st) if i in self.nondiff else next(it) for i in range(self.n))
+
+
+def _arrays(tree: Any) -> Any:
+    """A differentiable argument with its NumPy arrays and Python numbers made Tensors (the numbers weakly typed), as
+    JAX makes them arrays: the function then computes Tensors from them, which the custom call can pass on (a NumPy
+    result could not be one of its outputs)."""
+    leaves, treedef = tree_flatten(tree)
+    return tree_unflatten(treedef, [to_tensor(x) if isinstance(x, (np.ndarray, np.generic, bool, int, float, complex))
+                                    else x for x in leaves])
 
 
 def _slots(who: str, leaves: list[Any]) -> list[int | None]:
@@ -218,6 +229,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         split = _Split(who, args, self.nondiff_argnums)
         fwd, bwd = self.fwd, self.bwd
         names = _argnames(self.fun, split)
+        args = split.join(split.diff)
         # fwd runs in the caller's graph: its residuals are ordinary values there, so a higher order differentiates
         # the backward through them (as JAX differentiates fwd then)
         with _running_rule(self):
