@@ -297,6 +297,18 @@ def test_jacobians_shapes_and_values() -> None:
     np.testing.assert_allclose(jd["y"]["a"].numpy(), 2 * np.eye(3))
 
 
+def test_jacobians_of_zero_size_inputs_and_outputs() -> None:
+    # jacfwd folded its columns with reshape(n, -1), which cannot infer a size from no elements
+    empty = tnp.zeros((2, 0))
+    for jac in (tg.jacrev, tg.jacfwd):
+        j = jac(lambda x: tnp.sum(x) + tnp.arange(2.0))(empty)
+        assert j.shape == (2, 2, 0)
+        j = jac(lambda x: x[:0] * 2.0)(T(rand(3)))
+        assert j.shape == (0, 3)
+        j = jac(lambda x: x * 2.0)(empty)
+        assert j.shape == (2, 0, 2, 0)
+
+
 # ---- an MLP against a hand-written numpy backward ----
 def mlp_data(layers: tuple[int, ...], batch: int = 4, seed: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:
     r = np.random.default_rng(seed)

@@ -181,7 +181,7 @@ def _block_batched(rows: UOp | None, out: UOp, inp: UOp, axis: int) -> UOp:
         return Tensor.full(out.shape + inp.shape, 0, out.dtype).uop
     t = Tensor(rows)
     if axis == -1:
-        t = t.reshape(t.shape[0], -1).T
+        t = t.reshape(t.shape[0], prod(t.shape[1:])).T   # (not -1: the output may have no elements)
     return t.reshape(out.shape + inp.shape).uop
 
 
