@@ -298,15 +298,18 @@ def test_jacobians_shapes_and_values() -> None:
 
 
 def test_jacobians_of_zero_size_inputs_and_outputs() -> None:
-    # jacfwd folded its columns with reshape(n, -1), which cannot infer a size from no elements
+    # jacfwd folded its columns with reshape(n, -1), which cannot infer a size from no elements; jacrev's empty
+    # batch of pullbacks still read the cotangent's stand-in, an escaped tracer when the Jacobian was read
     empty = tnp.zeros((2, 0))
     for jac in (tg.jacrev, tg.jacfwd):
         j = jac(lambda x: tnp.sum(x) + tnp.arange(2.0))(empty)
         assert j.shape == (2, 2, 0)
         j = jac(lambda x: x[:0] * 2.0)(T(rand(3)))
-        assert j.shape == (0, 3)
+        assert j.shape == (0, 3) and j.numpy().shape == (0, 3)   # (jacrev's read its cotangent's stand-in)
         j = jac(lambda x: x * 2.0)(empty)
-        assert j.shape == (2, 0, 2, 0)
+        assert j.shape == (2, 0, 2, 0) and j.numpy().shape == (2, 0, 2, 0)
+        j = jac(lambda x: (x * 2.0, tnp.sum(x ** 2)))(T(np.array([1.0, 2.0])))
+        assert j[0].numpy().tolist() == [[2.0, 0.0], [0.0, 2.0]] and j[1].numpy().tolist() == [2.0, 4.0]
 
 
 # ---- an MLP against a hand-written numpy backward ----

@@ -158,10 +158,11 @@ def _basis_batched(roots: list[UOp | None], seed: UOp, like: UOp) -> list[UOp | 
     from tgfx.transforms.vmap import batch_graph
     n = prod(like.shape)
     present = [r for r in roots if r is not None]
-    if not present or n == 0:
-        return [None if r is None else UOp(Ops.EXPAND, r.dtype, (UOp(Ops.RESHAPE, r.dtype, (r,), (1, *r.shape)),),
-                                           (n, *r.shape)) for r in roots]
     dev = like.device if isinstance(like.device, str) else None
+    if n == 0:   # no basis vectors: empty batches, which must not read `seed` (a stand-in no one substitutes)
+        return [None if r is None else Tensor.full((0, *r.shape), 0, r.dtype, dev).uop for r in roots]
+    if not present:
+        return [None for _ in roots]
     eye = Tensor(np.eye(n).reshape((n, *like.shape)), dtype=like.dtype, device=dev).uop
     batched, flags = batch_graph(present, {seed: eye}, n)
     out, it = [], iter(zip(batched, flags, strict=True))
