@@ -196,6 +196,27 @@ def test_numpy_and_python_number_arguments_are_arrays_under_differentiation() ->
         np.testing.assert_allclose(t.numpy(), x ** 3, rtol=1e-6)
 
 
+def test_a_rule_reading_a_constant_inside_a_traced_function() -> None:
+    # grad of a jitted (or tg.function) body calling a custom rule whose backward reads a constant it closes over (a
+    # NumPy array, a concrete Tensor): that buffer sat inside the backward FUNCTION's body, read there as zeros, so the
+    # gradient was zero, silently; it is an argument of the backward now, as of the forward's body
+    x, w = np.array([0.5, -0.3, 1.0], np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+
+    def scaled(w: Any) -> Any:
+        @tg.custom_vjp
+        def h(a: Any) -> Any:
+            return a * 2.0
+        h.defvjp(lambda a: (h(a), None), lambda r, g: (g * w,))
+        return h
+    for wrap in (tg.jit, tg.function, partial(tg.function, allow_implicit=True)):
+        for c in (w, tnp.asarray(w)):
+            got = tg.grad(lambda a: wrap(lambda u: scaled(c)(u))(a).sum())(x)   # noqa: B023
+            np.testing.assert_allclose(got.numpy(), w)
+    # a checkpoint closing over a value that is not differentiated, under jit: the same backward
+    ck = tg.grad(lambda a, b: tg.jit(lambda u, v: tg.checkpoint(lambda t: tnp.sin(t) * v)(u))(a, b).sum())(x, w)
+    np.testing.assert_allclose(ck.numpy(), np.cos(x) * w, rtol=1e-6)
+
+
 def test_defjvps_one_rule_per_argument_and_nondiff_argnums() -> None:
     @tg.custom_jvp
     def f(x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:

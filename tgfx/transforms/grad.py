@@ -34,7 +34,7 @@ import numpy as np
 from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import DType, dtypes
 from tgfx.function import is_grad_input
-from tgfx.ir.control import n_results
+from tgfx.ir.control import n_bodies, n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
@@ -233,6 +233,15 @@ def _call_grad(ctx: tuple, ret: UOp) -> tuple:
                 outs[r] = UOp(Ops.PARAM, r.dtype, (), (nslots + len(bound), r.shape, r.device or DEFAULT_DEVICE))
                 bound.append(UOp(Ops.GETTUPLE, r.dtype, (ret,), i))
         bw_body = substitute_outside_calls(bw_body, outs)
+    # a custom rule in the body builds its backward from what it closes over: a concrete buffer there (a NumPy
+    # constant) or an outer differentiation's placeholder is one more argument, as `function` makes them of a traced
+    # body (read in place, a buffer inside a body's graph read as zeros, silently)
+    captured = {}
+    for b in bw_body.toposort(lambda u: () if is_grad_input(u) else u.src[n_bodies(u):]):
+        if b.op is Ops.BUFFER or is_grad_input(b):
+            captured[b] = UOp(Ops.PARAM, b.dtype, (), (nslots + len(bound), b.shape, b.device or DEFAULT_DEVICE))
+            bound.append(b)
+    bw_body = substitute_outside_calls(bw_body, captured)
     # compact: the backward's arguments are only the slots its body reads, renumbered in order
     values = {**{k: a for k, a in enumerate(args)}, **{nslots + j: v for j, v in enumerate(bound)}}
     used = sorted(params_of(bw_body).items())
