@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from helpers import numeric_grad
 from test_grad import check_grads
 
 import tgfx as tg
@@ -119,10 +120,35 @@ def test_eigh_matches_numpy(b: tuple[int, ...], n: int, uplo: str, seed: int) ->
     x = rng(seed).standard_normal(b + (n, n))
     a = f32(x + mT(x))
     junk = np.triu(np.full((n, n), np.nan), 1) if uplo == "L" else np.tril(np.full((n, n), np.nan), -1)
-    w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo)     # the other triangle is not read
+    # numpy's way: the other triangle is not read
+    w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo, symmetrize_input=False)
     assert_eigh(a, w, v, ORTHO_TOL)
     np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), np.linalg.eigvalsh(a.astype(np.float64)),
                                atol=bound(a))
+
+
+@pytest.mark.x64
+def test_cholesky_and_eigh_symmetrise_their_input_as_jax() -> None:
+    """jax.numpy.linalg's default, symmetrize_input=True: the factor of (a + a^T) / 2, and a gradient that is
+    symmetric (numpy's one-triangle read gives the whole gradient to one triangle): against finite differences of
+    numpy's factorisations of the symmetrised matrix."""
+    g = rng(3)
+    x = g.standard_normal((4, 4))
+    spd_a = x @ x.T + 4 * np.eye(4)
+    a = spd_a + np.triu(g.standard_normal((4, 4)), 1) * 0.3          # not symmetric
+    sym = (a + a.T) / 2
+    np.testing.assert_allclose(L.cholesky(tg.asarray(f32(a))).numpy(), np.linalg.cholesky(sym), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(L.eigvalsh(tg.asarray(f32(a))).numpy(), np.linalg.eigvalsh(sym), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(L.cholesky(tg.asarray(f32(a)), symmetrize_input=False).numpy(),
+                               np.linalg.cholesky(np.tril(a) + np.tril(a, -1).T), rtol=1e-5, atol=1e-5)
+    r = g.standard_normal((4, 4))
+    for fn, ref in ((lambda k: (L.cholesky(k) * tg.asarray(r)).sum(),
+                     lambda k: float((np.linalg.cholesky((k + k.T) / 2) * r).sum())),
+                    (lambda k: (L.eigvalsh(k) * tg.asarray(r[0])).sum(),
+                     lambda k: float((np.linalg.eigvalsh((k + k.T) / 2) * r[0]).sum()))):
+        grad = tg.grad(fn)(tg.asarray(a)).numpy()
+        np.testing.assert_allclose(grad, grad.T, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(grad, numeric_grad(ref, a), rtol=1e-5, atol=1e-7)
 
 
 @settings(max_examples=5)
@@ -196,7 +222,7 @@ def test_eigh_of_a_larger_matrix_matches_numpy(b: tuple[int, ...], n: int, uplo:
     x = rng(seed).standard_normal(b + (n, n))
     a = f32(x + mT(x))
     junk = np.triu(np.full((n, n), np.nan), 1) if uplo == "L" else np.tril(np.full((n, n), np.nan), -1)
-    w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo)
+    w, v = L.eigh(tg.asarray(a + junk.astype(np.float32)), UPLO=uplo, symmetrize_input=False)
     assert_eigh(a, w, v, 4 * n * EPS32)
     np.testing.assert_allclose(L.eigvalsh(tg.asarray(a), UPLO=uplo).numpy(), np.linalg.eigvalsh(a.astype(np.float64)),
                                atol=bound(a))
@@ -486,10 +512,13 @@ def test_gradients_and_second_order_match_jax() -> None:
 
 @pytest.mark.x64
 def test_gradient_at_repeated_eigenvalues_is_finite_for_the_values() -> None:
-    """The eigenvalues' gradient needs no 1 / (w_j - w_i): finite at a repeated eigenvalue, as JAX's. Only the
-    lower triangle is read, so d sum(w^2) / da = 2 a on the diagonal, 4 a below it, 0 above."""
+    """The eigenvalues' gradient needs no 1 / (w_j - w_i): finite at a repeated eigenvalue, as JAX's: d sum(w^2) / da
+    = 2 a, the input symmetrised (JAX's default); reading only the lower triangle (symmetrize_input=False, numpy's
+    way), 2 a on the diagonal, 4 a below it, 0 above."""
     a = with_spectrum([1.0, 1.0, 2.0], seed=9)
     g = tg.grad(lambda x: tnp.sum(L.eigvalsh(x) ** 2))(tg.asarray(a)).numpy()
+    np.testing.assert_allclose(g, 2 * a, atol=1e-12)
+    g = tg.grad(lambda x: tnp.sum(L.eigvalsh(x, symmetrize_input=False) ** 2))(tg.asarray(a)).numpy()
     np.testing.assert_allclose(g, 2 * np.tril(a) + 2 * np.tril(a, -1), atol=1e-12)
 
 

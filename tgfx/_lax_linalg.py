@@ -110,7 +110,7 @@ def eigh(x: ArrayLike, *, lower: bool = True, symmetrize_input: bool = True, sor
     from tgfx.numpy.linalg import eigh as np_eigh
     t = _matrix("eigh", x)
     _square("eigh", t)
-    w, v = np_eigh(_hermitian_part(t) if symmetrize_input else t, UPLO="L" if lower else "U")
+    w, v = np_eigh(t, UPLO="L" if lower else "U", symmetrize_input=symmetrize_input)
     if subset_by_index is not None:
         lo, hi = subset_by_index
         n = t.shape[-1]

@@ -320,12 +320,13 @@ def _real_matrix(name: str, x: ArrayLike) -> Tensor:
     return t
 
 
-def cholesky(x: ArrayLike, /, *, upper: bool = False) -> Tensor:
+def cholesky(x: ArrayLike, /, *, upper: bool = False, symmetrize_input: bool = True) -> Tensor:
     """The Cholesky factor of a symmetric (Hermitian) positive definite matrix or of each of a stack (..., n, n)
-    (`numpy.linalg.cholesky`): L with x = L L^T (L L^H), or with `upper=True` U = L^T (L^H), x = U^T U. Only that
-    triangle of x is read, as numpy (JAX symmetrises; for a symmetric x, and for gradients along symmetric
-    directions, the same). Not positive definite: NaNs (numpy raises; the values are not known while tracing).
-    `tgfx.scipy.linalg`'s blocked factorisation, with its own backward (complex: a loop, differentiated through).
+    (`jax.numpy.linalg.cholesky`): L with x = L L^T (L L^H), or with `upper=True` U = L^T (L^H), x = U^T U. As JAX,
+    x is first symmetrised, (x + x^H) / 2, so that its gradient is symmetric too; `symmetrize_input=False` reads only
+    the one triangle, as numpy (the same factor for a symmetric x, and the same gradient along symmetric directions).
+    Not positive definite: NaNs (numpy raises; the values are not known while tracing). `tgfx.scipy.linalg`'s
+    blocked factorisation, with its own backward (complex: a loop, differentiated through).
 
     >>> tnp.linalg.cholesky(tg.asarray([[4.0, 2.0], [2.0, 5.0]]))     # [[2, 0], [1, 2]]
     """
@@ -334,7 +335,13 @@ def cholesky(x: ArrayLike, /, *, upper: bool = False) -> Tensor:
     if not t.dtype.is_complex:
         t = _real_matrix("cholesky", t)
     _square("cholesky", t)
-    return chol(t, lower=not upper)
+    return chol(_symmetrized(t) if symmetrize_input else t, lower=not upper)
+
+
+def _symmetrized(t: Tensor) -> Tensor:
+    """(t + t^H) / 2, JAX's `symmetrize_input`."""
+    other = t.swapaxes(-1, -2)
+    return (t + (other.conj() if t.dtype.is_complex else other)) / 2
 
 
 def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Tensor:
@@ -361,31 +368,36 @@ def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Tensor:
     return r if mode == "r" else QRResult(q, r)
 
 
-def _symmetric(name: str, a: ArrayLike, uplo: str) -> Tensor:
-    """The symmetric matrix whose lower (UPLO 'L') or upper ('U') triangle a holds: the other is not read."""
+def _symmetric(name: str, a: ArrayLike, uplo: str | None, symmetrize_input: bool) -> Tensor:
+    """The symmetric matrix a is taken for: (a + a^T) / 2 with `symmetrize_input` (JAX's default), else the one whose
+    lower (UPLO 'L' or None) or upper ('U') triangle a holds, the other not read (numpy's)."""
     from tgfx.numpy._creation import tril, triu
-    if uplo not in ("L", "U"):
+    if uplo not in ("L", "U", None):
         raise ValueError(f"{name}: UPLO must be 'L' or 'U', got {uplo!r}")
     t = _real_matrix(name, a)
     _square(name, t)
-    half = tril(t) if uplo == "L" else triu(t)
-    strict = tril(t, -1) if uplo == "L" else triu(t, 1)
+    if symmetrize_input:
+        return _symmetrized(t)
+    half = tril(t) if uplo != "U" else triu(t)
+    strict = tril(t, -1) if uplo != "U" else triu(t, 1)
     return half + strict.swapaxes(-1, -2)
 
 
-def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:  # noqa: N803 - numpy's name
+def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:  # noqa: N803
     """The eigenvalues (ascending) and eigenvectors (columns) of a symmetric matrix or of each of a stack
-    (`numpy.linalg.eigh`), by cyclic Jacobi rotations on the device (sweeps until the off-diagonal part is below eps
-    times the norm, typically 5-10). Only the triangle UPLO names is read. An eigenvector's sign is not fixed (nor,
-    for a repeated eigenvalue, its basis): compare invariants (a v = w v, v^T v = I), not the vectors.
+    (`jax.numpy.linalg.eigh`), by cyclic Jacobi rotations on the device (sweeps until the off-diagonal part is below
+    eps times the norm, typically 5-10). As JAX, a is first symmetrised, (a + a^T) / 2 (its gradient is then
+    symmetric); with `symmetrize_input=False` only the triangle UPLO names ('L', the default, or 'U') is read, as
+    numpy. An eigenvector's sign is not fixed (nor, for a repeated eigenvalue, its basis): compare invariants
+    (a v = w v, v^T v = I), not the vectors.
 
-    Differentiable as JAX's: abar = V (diag(wbar) + F o (V^T Vbar)) V^T, F_ij = 1 / (w_j - w_i), on the triangle
-    read; the eigenvectors' gradient is infinite at repeated eigenvalues, the eigenvalues' is not.
+    Differentiable as JAX's: abar = V (diag(wbar) + F o (V^T Vbar)) V^T, F_ij = 1 / (w_j - w_i), symmetrised (or
+    on the triangle read, with `symmetrize_input=False`); the eigenvectors' gradient is infinite at repeated eigenvalues, the eigenvalues' is not.
 
     >>> w, v = tnp.linalg.eigh(tg.asarray([[2.0, 1.0], [1.0, 2.0]]))    # w = [1., 3.]
     """
     from tgfx.scipy._decomp import eigh_fn
-    s = _symmetric("eigh", a, UPLO)
+    s = _symmetric("eigh", a, UPLO, symmetrize_input)
     if s.shape[-1] == 0:
         from tgfx.numpy._creation import zeros
         return EighResult(zeros(s.shape[:-1], s.dtype), s)
@@ -393,11 +405,11 @@ def eigh(a: ArrayLike, UPLO: str = "L") -> EighResult:  # noqa: N803 - numpy's n
     return EighResult(w, v)
 
 
-def eigvalsh(a: ArrayLike, UPLO: str = "L") -> Tensor:  # noqa: N803 - numpy's name
-    """The eigenvalues of a symmetric matrix (or a stack of them), ascending (`numpy.linalg.eigvalsh`): `eigh`
-    without accumulating the eigenvectors (the backward computes them)."""
+def eigvalsh(a: ArrayLike, UPLO: str | None = "L", *, symmetrize_input: bool = True) -> Tensor:  # noqa: N803
+    """The eigenvalues of a symmetric matrix (or a stack of them), ascending (`jax.numpy.linalg.eigvalsh`; a
+    symmetrised as `eigh` says): `eigh` without accumulating the eigenvectors (the backward computes them)."""
     from tgfx.scipy._decomp import eigvalsh_fn
-    s = _symmetric("eigvalsh", a, UPLO)
+    s = _symmetric("eigvalsh", a, UPLO, symmetrize_input)
     if s.shape[-1] == 0:
         from tgfx.numpy._creation import zeros
         return zeros(s.shape[:-1], s.dtype)
@@ -483,7 +495,7 @@ def pinv(a: ArrayLike, rcond: ArrayLike | None = None, hermitian: bool = False, 
     t = _real_matrix("pinv", a)
     m, n = t.shape[-2:]
     if hermitian:   # only the lower triangle is read, as numpy's eigh-based pinv
-        t = _symmetric("pinv", t, "L")
+        t = _symmetric("pinv", t, "L", symmetrize_input=False)
     eps = float(np.finfo(np.float64 if t.dtype.name == "float64" else np.float32).eps)
     tol = _relative_tolerance("pinv", rcond, rtol, 10.0 * max(m, n) * eps)
     if min(m, n) == 0:
