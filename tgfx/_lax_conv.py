@@ -142,16 +142,23 @@ def _pad_spatial(x: Tensor, pads: Sequence[tuple[int, int]]) -> Tensor:
     return x.pad_zeros(((0, 0), (0, 0), *pads)) if any(p != (0, 0) for p in pads) else x
 
 
-def _correlate(x: Tensor, w: Tensor, s: tuple[int, ...], d: tuple[int, ...], groups: int) -> Tensor:
+def _correlate(x: Tensor, w: Tensor, s: tuple[int, ...], d: tuple[int, ...], groups: int,
+               last: bool = False) -> Tensor:
     """The convolution of padded x (N, C, *in) with w (O, C // groups, *k): a broadcast multiply of the window view
-    with the kernel, summed over (C, *k) in one kernel."""
+    with the kernel, summed over (C, *k) in one kernel. With `last` the sum is stored channels last (N, *out, O) and
+    the result is a view of it (`_is_channels_last`): what an NHWC caller reads, per channel contiguously."""
     n, (o, cg), k = x.shape[0], w.shape[:2], w.shape[2:]
     nsp = len(k)
     win = _windows(x, k, s, d)                                                # (N, C, *out, *k)
     outs = win.shape[2:2 + nsp]
     a = win.reshape(n, groups, 1, cg, *outs, *k)
     b = w.reshape(1, groups, o // groups, cg, *(1,) * nsp, *k)
-    return tnp.sum(a * b, axis=(3, *range(4 + nsp, 4 + 2 * nsp))).reshape(n, o, *outs)
+    if not last:
+        return tnp.sum(a * b, axis=(3, *range(4 + nsp, 4 + 2 * nsp))).reshape(n, o, *outs)
+    # (N, *out, groups, O / groups, C / groups, *k), summed over the last 1 + nsp axes
+    prod_ = (a * b).permute(0, *range(4, 4 + nsp), 1, 2, 3, *range(4 + nsp, 4 + 2 * nsp))
+    out = tnp.sum(prod_, axis=tuple(range(3 + nsp, 4 + 2 * nsp))).reshape(n, *outs, o)
+    return out.permute(0, 1 + nsp, *range(1, 1 + nsp))
 
 
 def _phase_taps(r: int, before: int, k: int, s: int, d: int) -> tuple[int, int, int, int]:
@@ -265,16 +272,18 @@ def _conv_kernel_grad(g: Tensor, x: Tensor, w_shape: tuple[int, ...], s: tuple[i
 
 
 def conv_nd(x: Tensor, w: Tensor, strides: tuple[int, ...], pads: tuple[tuple[int, int], ...],
-            dilation: tuple[int, ...], groups: int) -> Tensor:
+            dilation: tuple[int, ...], groups: int, channels_last: bool = False) -> Tensor:
     """The convolution of x (N, C, *in), zero-padded by the non-negative `pads`, with w (O, C // groups, *k): one
-    kernel, with a backward of two (see the module docstring). Shapes are checked by the callers."""
+    kernel, with a backward of two (see the module docstring). Shapes are checked by the callers. With
+    `channels_last` (a caller that wants (N, *out, O), an NHWC convolution) the output is stored that way and seen as
+    (N, O, *out)."""
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor, Tensor]:
         g, (xi, wi) = grads, call.inputs
         return (_conv_input_grad(g, wi, xi.shape, strides, dilation, pads, groups),
                 _conv_kernel_grad(g, xi, wi.shape, strides, dilation, pads, groups))
 
     def conv(x: Tensor, w: Tensor) -> Tensor:
-        return _correlate(_pad_spatial(x, pads), w, strides, dilation, groups)
+        return _correlate(_pad_spatial(x, pads), w, strides, dilation, groups, channels_last)
 
     return function(conv, grad_fxn=backward)(x, w)
 
@@ -418,7 +427,10 @@ def conv_general_dilated(lhs: ArrayLike, rhs: ArrayLike, window_strides: Sequenc
     if prod(outs) == 0 or prod(x.shape[:2]) == 0 or o == 0:
         out = Tensor.full((x.shape[0], o, *outs), 0, x.dtype)
     else:
-        out = conv_nd(x, w, strides, pads, rhs_d, groups)
+        # an NHWC output stored channels last: a channels-first store read NHWC by everything after it (a batch norm's
+        # per-channel sums, the next layer) strides by the image's size from one channel to the next
+        last = tuple(dn.out_spec) == (0, 1 + nsp, *range(1, 1 + nsp))
+        out = conv_nd(x, w, strides, pads, rhs_d, groups, last)
     return out.permute(np.argsort(dn.out_spec).tolist())
 
 
