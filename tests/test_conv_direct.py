@@ -230,6 +230,20 @@ def test_an_nhwc_convolution_is_stored_channels_last_for_its_per_channel_sums() 
                                atol=1e-4)
 
 
+def test_an_nhwc_input_gradient_is_stored_channels_last_for_its_per_channel_sums() -> None:
+    """The same for the input gradient of a stride-1 NHWC convolution (one correlation of g with the flipped
+    kernel): stored (N, H, W, C), so the previous batch norm's backward sums of it are vectors of channels."""
+    x, w = tg.asarray(rand(4, 16, 16, 16)).realize(), tg.asarray(rand(3, 3, 16, 32, seed=1)).realize()
+    g = tg.asarray(rand(4, 16, 16, 32, seed=2)).realize()
+    nhwc = ("NHWC", "HWIO", "NHWC")
+    _, vjp = tg.vjp(lambda x: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=nhwc), x)
+    (dx,) = vjp(g)
+    m = dx.mean(axis=(0, 1, 2))
+    *_, sum_ast = kernel_asts(((dx - m) ** 2).mean(axis=(0, 1, 2)))
+    sink = index_level(sum_ast)
+    assert Opt("UPCAST", axis_of(sink, 16), 16) in hand_coded_opts(sink, AVX512), sum_ast
+
+
 # ---- values and gradients ----
 CASES: dict[str, tuple[tuple, tuple, dict]] = {   # lhs shape, rhs shape, conv_general_dilated's keywords
     "nchw_same": ((2, 3, 6, 16), (8, 3, 3, 3), dict(window_strides=(1, 1), padding="SAME")),

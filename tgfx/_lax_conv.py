@@ -207,7 +207,9 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
         around = tuple((-e, size + (n - 1) * dd - o + e)
                        for (_, n, _, e), size, dd, o in zip(taps, sizes, dil, outs, strict=True))
         gp = pad_general(g, ((0, 0), (0, 0), *around)) if any(p != (0, 0) for p in around) else g
-        dx = _correlate(gp, wp, (1,) * nsp, dil, groups)
+        # (unstrided, the one phase is the gradient: channels last for an NHWC g, as the batch norm's backward before
+        # it reads it; a strided phase is stored as a transposed copy, `_channels_last` below)
+        dx = _correlate(gp, wp, (1,) * nsp, dil, groups, last and not strided)
         if strided:   # its own kernel: fused into the interleave, each element would run every phase's sum
             dx = _channels_last(dx) if last else dx.contiguous()
         phases.append(_pad_spatial(dx, tuple((0, c - n) for c, n in zip(counts, sizes, strict=True))))
