@@ -244,6 +244,32 @@ def test_an_nhwc_input_gradient_is_stored_channels_last_for_its_per_channel_sums
     assert Opt("UPCAST", axis_of(sink, 16), 16) in hand_coded_opts(sink, AVX512), sum_ast
 
 
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_a_kernel_gradient_of_one_vector_of_channels_takes_the_taps_as_rows(target: Target) -> None:
+    """The kernel gradient of a 3 x 3 NHWC convolution of 16 -> 16 channels with AVX-512: the output channels are one
+    vector, a tile of a quarter of the registers' accumulators, so the taps along a row are rows of the tile too
+    (each pass of the reduce over the batch's pixels re-read the gradient per tap: 14.7 -> 3.6 ms)."""
+    x = tg.asarray(rand(2, 8, 8, 16)).realize()
+    w, g = tg.asarray(rand(3, 3, 16, 16, seed=1)).realize(), tg.asarray(rand(2, 8, 8, 16, seed=2)).realize()
+    nhwc = ("NHWC", "HWIO", "NHWC")
+    _, vjp = tg.vjp(lambda w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=nhwc), w)
+    (ast,) = kernel_asts(vjp(g)[0])
+    sink = index_level(ast)
+    opts = hand_coded_opts(sink, target)
+    taps = Opt("UPCAST", axis_of(sink, 3), 3)
+    assert (taps in opts) == (target is AVX512), opts   # AVX2: 16 channels are two vectors, the full tile
+    np.testing.assert_allclose(vjp(g)[0].numpy(), np.asarray(jax_free_kernel_grad(x.numpy(), g.numpy())), rtol=1e-4,
+                               atol=1e-4)
+
+
+def jax_free_kernel_grad(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """dw[kh, kw, i, o] = sum over n, h, w of padded x[n, h + kh, w + kw, i] * g[n, h, w, o], in float64."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    hh, ww = g.shape[1:3]
+    return np.stack([np.stack([np.einsum("nhwi,nhwo->io", xp[:, a:a + hh, b:b + ww], g) for b in range(3)])
+                     for a in range(3)])
+
+
 # ---- values and gradients ----
 CASES: dict[str, tuple[tuple, tuple, dict]] = {   # lhs shape, rhs shape, conv_general_dilated's keywords
     "nchw_same": ((2, 3, 6, 16), (8, 3, 3, 3), dict(window_strides=(1, 1), padding="SAME")),
