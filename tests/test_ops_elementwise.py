@@ -572,6 +572,12 @@ def test_integer_scalar_powers_keep_the_bases_type(x64: bool) -> None:
         assert_close(tnp.power(i, np.int32(2)), i * i, dtype=dtypes.int8)
         assert_close(tg.jit(lambda t: t ** np.int64(2))(to_tensor(i)), i * i, dtype=dtypes.int8)
         assert_close(to_tensor(p) ** 2.0, p.astype(np.float32), dtype=dtypes.default_float)   # a float one does
+        # a negative one is an error, as integer_pow's (it gave the truncated power, silently, where JAX raises)
+        for base, n in ((i, -1), (p, -2), (i, np.int32(-3))):
+            with pytest.raises(TypeError, match=r"integers cannot be raised to negative powers, got .*\*\* -"):
+                to_tensor(base) ** n
+            with pytest.raises(TypeError, match="negative powers"):
+                tg.jit(lambda t: tnp.power(t, n))(to_tensor(base))   # noqa: B023
 
 
 # ---- where, clip, isnan/isinf/isfinite ----

@@ -189,6 +189,9 @@ def power(x: ArrayLike, y: ArrayLike) -> Tensor:
         # an integer scalar exponent takes no part in the promotion, as in JAX's integer_pow: the result has the base's
         # numeric type (int8 ** np.int64(2) is int8, a bool base int32)
         x, y = _numeric(_t(x)), int(y)
+        if y < 0 and x.dtype.is_int:   # (1 / x in integers: JAX's integer_pow refuses, NumPy's power too)
+            raise TypeError(f"power: integers cannot be raised to negative powers, got {x.dtype.name}"
+                            f"{list(x.shape)} ** {y}; make the base a float (x.astype(float)) to compute it")
     a, b = _promote_numeric(x, y, "power")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
