@@ -141,6 +141,18 @@ def test_fori_loop_with_tensor_bounds_reads_the_trip_count_on_the_device() -> No
     assert f.trace_count == 1
 
 
+def test_fori_loop_with_known_tensor_bounds_is_a_scan_reverse_mode_differentiates() -> None:
+    # bounds that are Tensors of known value (tnp.int32(3), not arguments of a trace) make a scan of that many steps,
+    # as JAX's: a loop counting its steps on the device has no reverse mode (a TypeError where JAX differentiates)
+    x = rand(4)
+    f = lambda x: tg.lax.fori_loop(tnp.int32(1), tnp.int32(4), lambda i, c: tnp.sin(c) * i, x).sum()   # noqa: E731
+    want = np.cos(x.numpy()) * 1
+    for i in (2, 3):
+        want = want * np.cos(py_fori(1, i, lambda j, c: tnp.sin(c) * j, x).numpy()) * i
+    close(tg.grad(f)(x), want)
+    close(tg.lax.fori_loop(tnp.int32(5), tnp.int32(2), lambda i, c: c * 2.0, x), x)
+
+
 @settings(max_examples=8)
 @given(st.integers(0, 12), st.lists(st.floats(-2, 2, width=32), min_size=1, max_size=4))
 def test_fori_loop_matches_numpy(n: int, vals: list[float]) -> None:

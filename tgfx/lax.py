@@ -569,9 +569,11 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
     # as JAX's: bounds that are known (read no traced value) make that scan too; traced ones a while loop starting i at
     # lower converted to the bounds' type, weakly typed if lower is and needed no conversion
     if not any(u.op is Ops.PARAM for t in (lo_t, hi_t) for u in t.uop.toposort()):
+        # (of their values: a loop whose count is read on the device has no reverse mode, and JAX's scan has)
+        lo, hi = int(lo_t.item()), int(hi_t.item())
         index_dtype, weak_index = dtypes.default_int, True
-    else:
-        weak_index = lo_weak and lo_t.dtype == index_dtype
+        return _loop("fori_loop", body_fun, body, init_val, None, hi - lo if hi > lo else 0)[0]
+    weak_index = lo_weak and lo_t.dtype == index_dtype
     lo = lo_t.astype(index_dtype)
     trip = _clamp0(hi_t.cast(INDEX_DTYPE) - lo_t.cast(INDEX_DTYPE))
     return _loop("fori_loop", body_fun, body, init_val, None, None, trip=trip)[0]
