@@ -145,6 +145,21 @@ def test_second_order_forward_mode_through_an_unbounded_while_loop() -> None:
     close(dd, -0.25 * a.numpy() ** -1.5, 1e-4)   # d^2/da^2 sqrt(a)
 
 
+def test_second_order_forward_mode_through_a_jitted_while_loop() -> None:
+    # the placeholder standing for the loop's transposed JVP built that JVP over the loop as the forward body had it;
+    # in the function's backward its operands are that body's PARAMs, renumbered, so the JVP read other slots and
+    # the second derivative was zero, silently
+    x, y = tnp.asarray([0.3, -0.5, 0.8]), tnp.asarray([0.7, 1.2, -0.4])
+
+    def loop(a: tg.Tensor, b: tg.Tensor) -> tg.Tensor:   # a * b ** 2
+        return tg.lax.while_loop(lambda c: c[1] < 2, lambda c: (c[0] * b, c[1] + 1), (a, 0))[0]
+    want = 2 * x.numpy() * y.numpy() ** 2   # d/db (x * b ** 2) along y, at b = y
+    for wrap in (tg.jit, tg.function):
+        inner = lambda b: tg.jvp(lambda a: wrap(loop)(a, b), (x,), (x,))[1]   # noqa: B023, E731
+        close(tg.jvp(inner, (y,), (y,))[1], want)
+        close(tg.linearize(inner, y)[1](y), want)
+
+
 def test_reverse_mode_through_the_forward_mode_of_an_unbounded_loop_still_names_max_steps() -> None:
     with pytest.raises(TypeError, match="max_steps"):
         tg.grad(lambda a: tg.jvp(newton_sqrt, (a,), (tnp.ones(2),))[1].sum())(tnp.asarray([4.0, 2.0]))

@@ -39,6 +39,7 @@ import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -398,17 +399,24 @@ def _transposed_jvp(ctx: tuple, ret: UOp) -> tuple:
     if not with_ct or not sources:
         return (None,) * len(ret.src)
 
-    def forward(ws: tuple[Tensor, ...], _call: object) -> tuple[Tensor | None, ...]:
+    nb = sp.n_bodies
+
+    def forward(ws: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
         tangents = {s: _on(w.uop, sp.device) for s, w in zip(sources, ws, strict=True)
                     if not is_zero(w.uop, signed=False)}   # (a symbolic zero is a tangent not worth carrying)
-        res = loop_jvp(ret, tangents)
+        # the loop over the operands the placeholder has now: in a function's backward they are that body's
+        # PARAMs, renumbered from the forward's (`ret`'s own would read other slots: a second order through a jitted
+        # while loop was zero, silently)
+        now = UOp(ret.op, ret.dtype, (*ret.src[:nb], *(t.uop for t in call.inputs[len(with_ct):])), ret.arg)
+        res = loop_jvp(now, tangents)
         return (*(Tensor(res[r]) if res[r] is not None else Tensor.full(types[r][0], 0, types[r][1], device=sp.device)
-                  for r in with_ct), *(None for _ in sources))
+                  for r in with_ct), *(None for _ in ret.src[nb:]))
 
     spec = tuple((ret.src[s].shape, ret.src[s].dtype, sp.device) for s in sources)
-    # the loop's operands are sources too (gradient None), so walks of the graph see what the JVP will read
+    # the loop's operands are sources too (gradient None), so walks of the graph see what the JVP will read, and the
+    # JVP reads them as they are where it is built
     placeholder = UOp(Ops.CALL, None, (UOp(Ops.SINK, None, (), TRANSPOSED), *(_on(ctx[r], sp.device) for r in with_ct),
-                                       *(ret.src[s] for s in sources)), (TRANSPOSED, forward, spec))
+                                       *ret.src[nb:]), (TRANSPOSED, forward, spec))
     out: list[UOp | None] = [None] * len(ret.src)
     for a, s in enumerate(sources):
         out[s] = _get(placeholder, a, ret.src[s].dtype)
