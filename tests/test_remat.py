@@ -99,6 +99,25 @@ def test_closed_over_values_whose_uses_are_built_anew_each_run() -> None:
     np.testing.assert_allclose(tg.jit(tg.grad(made_inside))(y).numpy(), c)
 
 
+def test_a_constant_it_makes_inside_a_branch_or_a_loop_body() -> None:
+    # the backward of a branch or a loop body runs the function again, and a NumPy constant in it is a new buffer of
+    # that backward body, where it read as zeros: wrong gradients, silently. Such buffers are operands of the backward
+    c = np.array([0.5, -1.0, 2.0], np.float32)
+    x, y = rand(3), rand(3, seed=1)
+    f = lambda a, b: tg.checkpoint(lambda t: tnp.tanh(t) * c)(a) * b   # noqa: E731
+    branch = lambda a, b: tg.lax.cond(True, f, lambda a, b: a, a, b).sum()   # noqa: E731
+    gx, gy = tg.grad(branch, argnums=(0, 1))(x, y)
+    t = np.tanh(x.numpy())
+    np.testing.assert_allclose(gx.numpy(), (1 - t ** 2) * c * y.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(gy.numpy(), t * c, rtol=1e-5)
+    steps = tnp.asarray([0.5, 1.0])
+    loop = lambda a, b: tg.lax.scan(lambda s, k: (s + f(a * k, b).sum(), None), 0.0, steps)[0]   # noqa: E731
+    gx, gy = tg.grad(loop, argnums=(0, 1))(x, y)
+    want_x = sum(k * (1 - np.tanh(k * x.numpy()) ** 2) * c * y.numpy() for k in (0.5, 1.0))
+    np.testing.assert_allclose(gx.numpy(), want_x, rtol=1e-5)
+    np.testing.assert_allclose(gy.numpy(), sum(np.tanh(k * x.numpy()) * c for k in (0.5, 1.0)), rtol=1e-5)
+
+
 def test_static_and_keyword_arguments() -> None:
     x, w = rand(4, 3), rand(3, 2, seed=1)
     power = tg.checkpoint(lambda x, n, w=None: (tnp.tanh(x @ w) ** n).sum(), static_argnums=(1,))

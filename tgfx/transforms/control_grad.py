@@ -229,10 +229,14 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
             return p.replace(arg=(to, *p.arg[1:]))
         bw_body = substitute_outside_calls(bw_body, {p: moved(p) for p in params_of(bw_body).values()})
 
+    # (the buffers the VJP reads, as consts after the loop's own: the slots after them move up)
+    bw_body, extra = _lift_buffers(bw_body, 1 + nc, {p: p.replace(arg=(s + len(_buffers(bw_body)), *p.arg[1:]))
+                                                     for s, p in params_of(bw_body).items() if s >= 1 + nc})
     init_ct = [_on(ct_carry[j], dev) if ct_carry[j] is not None else _zeros(init[j], dev) for j in fc]
-    bw_spec = LoopSpec(f"{sp.name}_backward", nc, len(fc) + len(summed), k + nx + len(cy) + len(cs) + n_res,
-                       sp.length, dev, reverse=not sp.reverse, dynamic=steps is not None, remat=sp.remat)
-    src = (bw_body, *consts, *init_ct, *(_zeros(consts[i], dev) for i in summed), *saved, *xs,
+    bw_spec = LoopSpec(f"{sp.name}_backward", nc + len(extra), len(fc) + len(summed),
+                       k + nx + len(cy) + len(cs) + n_res, sp.length, dev, reverse=not sp.reverse,
+                       dynamic=steps is not None, remat=sp.remat)
+    src = (bw_body, *consts, *extra, *init_ct, *(_zeros(consts[i], dev) for i in summed), *saved, *xs,
            *(_on(ct_ys[j], dev) for j in cy), *(_on(ct_saved[j], dev) for j in cs), *residual,
            *([steps] if steps is not None else []))
     bw = UOp(Ops.LOOP, None, src, bw_spec)
@@ -251,6 +255,22 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     for a, m in enumerate(fx):
         out[base + nc + k + m] = _get(bw, len(fc) + len(summed) + a, xs[m].dtype)
     return tuple(out)
+
+
+def _buffers(root: UOp) -> list[UOp]:
+    return [u for u in walk(root) if u.op is Ops.BUFFER]
+
+
+def _lift_buffers(root: UOp, first: int, moved: dict[UOp, UOp]) -> tuple[UOp, list[UOp]]:
+    """`root` (a backward's bodies) with the concrete buffers it reads made PARAMs from slot `first` on, and those
+    buffers, to pass as operands: a custom rule in the forward body builds its backward there from what it closes
+    over (a checkpoint runs its function again: a NumPy constant in it is a new buffer), and a buffer inside a body
+    read as zeros, silently. `moved`: the body's PARAMs to renumber at the same time."""
+    found = _buffers(root)
+    if not found:
+        return root, []
+    lifted = {b: UOp(Ops.PARAM, b.dtype, (), (first + i, b.shape, b.device)) for i, b in enumerate(found)}
+    return substitute_outside_calls(root, {**moved, **lifted}), found
 
 
 # a step's saved reduces hold at most this many times the elements of its carries (a loop's backward reads both per
@@ -344,7 +364,8 @@ def switch_grad(ctx: tuple, ret: UOp) -> tuple:
     # backward being transposed), which may be forward mode's placeholder for a loop's `Jᵀ u`, never evaluated
     read = set().union(*(params_of(b) for b in bw_branches))
     passed = [o if m in read else _zeros(o, sp.device) for m, o in enumerate(operands)]
-    bw = UOp(Ops.SWITCH, None, (*bw_branches, ret.src[n], *passed, *(_on(ctx[j], sp.device) for j in with_ct)),
+    whole, extra = _lift_buffers(UOp(Ops.TUPLE, None, tuple(bw_branches)), len(operands) + len(with_ct), {})
+    bw = UOp(Ops.SWITCH, None, (*whole.src, ret.src[n], *passed, *(_on(ctx[j], sp.device) for j in with_ct), *extra),
              SwitchSpec(f"{sp.name}_backward", n, sp.device))
     out: list[UOp | None] = [None] * len(ret.src)
     for a, m in enumerate(wanted):
