@@ -118,6 +118,22 @@ def test_a_constant_it_makes_inside_a_branch_or_a_loop_body() -> None:
     np.testing.assert_allclose(gy.numpy(), sum(np.tanh(k * x.numpy()) * c for k in (0.5, 1.0)), rtol=1e-5)
 
 
+def test_a_constant_it_makes_inside_a_loop_body_under_forward_mode() -> None:
+    # the same for a loop's JVP (forward mode carries a tangent beside each carry, in a body the rule builds anew)
+    c = np.array([0.5, -1.0, 2.0], np.float32)
+    x, y = rand(3), rand(3, seed=1)
+    f = lambda a, b: tg.checkpoint(lambda t: tnp.tanh(t) * c)(a) * b   # noqa: E731
+    twice = lambda a: tg.lax.while_loop(lambda s: s[1] < 2, lambda s: (f(s[0], y), s[1] + 1), (a, 0))[0]   # noqa: E731
+    _, t = tg.jvp(twice, (x,), (tnp.ones(3),))
+    once = np.tanh(x.numpy()) * c * y.numpy()
+    want = (1 - np.tanh(once) ** 2) * c * y.numpy() * (1 - np.tanh(x.numpy()) ** 2) * c * y.numpy()
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5)
+    steps = tnp.asarray([0.5, 1.0])
+    _, t = tg.jvp(lambda a: tg.lax.scan(lambda s, k: (s + f(a * k, y).sum(), None), 0.0, steps)[0], (x,), (y,))
+    dx = sum(k * (1 - np.tanh(k * x.numpy()) ** 2) * c * y.numpy() for k in (0.5, 1.0))
+    np.testing.assert_allclose(t.numpy(), (dx * y.numpy()).sum(), rtol=1e-5)
+
+
 def test_static_and_keyword_arguments() -> None:
     x, w = rand(4, 3), rand(3, 2, seed=1)
     power = tg.checkpoint(lambda x, n, w=None: (tnp.tanh(x @ w) ** n).sum(), static_argnums=(1,))

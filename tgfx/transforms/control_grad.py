@@ -497,13 +497,18 @@ def loop_jvp(ret: UOp, tangents: dict[int, UOp]) -> list[UOp | None]:
         return d[r] if d[r] is not None else _zeros(outs[r], dev)
     new_body = UOp(Ops.TUPLE, None, (*outs[:k], *(tangent(j) for j in tk), *outs[k:], *(tangent(k + j) for j in ty)))
     # (each tangent a carry reads is given, so none holds a stand-in: the fixed point above saw every dependence)
-    bodies = (new_body, *((moved(ret.src[1]),) if sp.cond else ()))
+    bodies = UOp(Ops.TUPLE, None, (new_body, *((moved(ret.src[1]),) if sp.cond else ())))
+    # (the buffers the JVP makes, a custom rule's, as consts after the tangents of the loop's own: later slots move up)
+    n_new = len(_buffers(bodies))
+    bodies, extra = _lift_buffers(bodies, at_k, {p: p.replace(arg=(s + n_new, *p.arg[1:]))
+                                                 for s, p in params_of(bodies).items() if s >= at_k})
 
     def given(s: int, like: UOp) -> UOp:
         return tangents[s] if s in tangents else _zeros(like, dev)
-    src = (*bodies, *consts, *(given(nb + i, consts[i]) for i in tc), *init, *(given(nb + nc + j, init[j]) for j in tk),
-           *xs, *(given(nb + nc + k + m, xs[m]) for m in tx), *([trip] if trip is not None else []))
-    spec = dataclasses.replace(sp, name=f"{sp.name}_jvp", n_consts=nc + len(tc), n_carry=k + len(tk),
+    src = (*bodies.src, *consts, *(given(nb + i, consts[i]) for i in tc), *extra, *init,
+           *(given(nb + nc + j, init[j]) for j in tk), *xs, *(given(nb + nc + k + m, xs[m]) for m in tx),
+           *([trip] if trip is not None else []))
+    spec = dataclasses.replace(sp, name=f"{sp.name}_jvp", n_consts=nc + len(tc) + len(extra), n_carry=k + len(tk),
                                n_xs=nx + len(tx))
     fwd = UOp(Ops.LOOP, None, src, spec)
     types = loop_results(fwd)
