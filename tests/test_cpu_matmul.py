@@ -681,3 +681,25 @@ def test_a_register_tiles_reduce_loop_is_unrolled_and_nothing_else_is(cpu: str) 
     (plain,) = kernels(tg.asarray(x) * 2.0 + 1.0)
     assert count not in rendered(plain, t)
     np.testing.assert_allclose((tg.asarray(x) @ tg.asarray(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_attention_scores_copy_their_keys_transposed_and_tile_along_the_queries() -> None:
+    """q @ k^T of heads (32 images x 4 heads, 65 tokens of 16), q and k slices of a projection plus its bias: k (an
+    elementwise value of a stored product, read by all 65 queries) is copied transposed once, so the scores are a
+    plain tile with the keys along its vectors; the tile's rows run along the queries, whose key vectors they share,
+    padded 65 -> 72, not along the images, whose rows would each load other vectors (a ViT step 25.3 -> 20.5 ms)."""
+    x, w, b = tg.asarray(rand(32, 65, 64)), tg.asarray(rand(64, 192, seed=1) / 8), tg.asarray(rand(192, seed=2))
+    qkv = (x @ w + b).reshape(32, 65, 3, 4, 16).transpose(2, 0, 3, 1, 4)
+    scores = qkv[0] @ qkv[1].swapaxes(-1, -2)
+    asts = kernels(scores)
+    last = asts[-1]
+    assert any(u.op is Ops.REDUCE_AXIS for u in last.toposort())
+    assert len(asts) == 3     # the projection, the keys' transposed copy, the scores
+    t = host_target()
+    _, opts = apply_hand_coded(index_level(last), t)
+    sizes = {r.arg[0]: r.src[0].arg for r in index_level(last).toposort() if r.op is Ops.RANGE}
+    queries = next(a for a, n in sizes.items() if n == 65 and any(o.op == "UPCAST" and o.axis == a and o.amount > 1
+                                                                    and o.amount < 16 for o in opts))
+    assert Opt("PADTO", queries, t.tile_rows()) in opts, opts
+    qkv_np = (x.numpy() @ w.numpy() + b.numpy()).reshape(32, 65, 3, 4, 16).transpose(2, 0, 3, 1, 4)
+    np.testing.assert_allclose(scores.numpy(), qkv_np[0] @ qkv_np[1].swapaxes(-1, -2), rtol=1e-4, atol=1e-4)

@@ -924,7 +924,7 @@ def _transposed_operand(red: UOp) -> UOp | None:
     # 512 x 16 operand copied)
     last = max((j for j, n in enumerate(src.shape) if n != 1 and j != ax), default=None)
     candidates = [(prod(e.src[0].shape), last is None or e.src[0].shape[last] == 1, i) for i, e in enumerate(src.src)
-                  if _is_view(e.src[0]) and gains(e.src[0]) and
+                  if _copyable(e.src[0]) and gains(e.src[0]) and
                   prod(e.arg) // prod(e.src[0].shape) >= REUSE_TO_TRANSPOSE]
     if not candidates or src.shape[ax] < 2:
         return None
@@ -937,6 +937,24 @@ def _transposed_operand(red: UOp) -> UOp | None:
     copy = UOp(Ops.CONTIGUOUS, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (v,), perm),))
     operand = e.replace(src=(UOp(Ops.PERMUTE, v.dtype, (copy,), inv),))
     return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
+
+
+def _copyable(v: UOp) -> bool:
+    """Whether a transposed copy of contraction operand `v` costs one pass over it: a view of a buffer, or an
+    elementwise value of views and of reduces (stored before a contraction reads them: attention's keys, a projection's
+    output plus its bias, sliced per head), which the copy then computes once where the contraction computed each
+    element once per use."""
+    if _is_view(v):
+        return True
+    base = _view_base(v)
+
+    def of_views(u: UOp) -> bool:
+        while u.op in GroupOp.Movement:
+            u = u.src[0]
+        return _is_view(u) or u.op in (Ops.CONST, Ops.REDUCE_AXIS) or \
+            u.op in GroupOp.Elementwise and all(of_views(x) for x in u.src)
+    return base is _view_base(v, pads=True) and base.op in GroupOp.Elementwise and not _iota_like(base) and \
+        not is_onehot(base) and of_views(base)
 
 
 def _transposed_copy(u: UOp) -> UOp | None:

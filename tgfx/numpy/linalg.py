@@ -392,7 +392,8 @@ def eigh(a: ArrayLike, UPLO: str | None = None, symmetrize_input: bool = True) -
     (a v = w v, v^T v = I), not the vectors.
 
     Differentiable as JAX's: abar = V (diag(wbar) + F o (V^T Vbar)) V^T, F_ij = 1 / (w_j - w_i), symmetrised (or
-    on the triangle read, with `symmetrize_input=False`); the eigenvectors' gradient is infinite at repeated eigenvalues, the eigenvalues' is not.
+    on the triangle read, with `symmetrize_input=False`); the eigenvectors' gradient is infinite at repeated
+    eigenvalues, the eigenvalues' is not.
 
     >>> w, v = tnp.linalg.eigh(tg.asarray([[2.0, 1.0], [1.0, 2.0]]))    # w = [1., 3.]
     """
