@@ -134,6 +134,21 @@ def test_a_constant_it_makes_inside_a_loop_body_under_forward_mode() -> None:
     np.testing.assert_allclose(t.numpy(), (dx * y.numpy()).sum(), rtol=1e-5)
 
 
+def test_forward_mode_through_a_checkpointed_while_loop() -> None:
+    # checkpoint's rule pulls back with vjp, which built a reverse-mode pullback even for forward mode to transpose,
+    # and a while loop has none: jvp raised where JAX's JVP of a checkpoint is the function's
+    def loop(a: tg.Tensor, b: tg.Tensor) -> tg.Tensor:   # a * b ** 3 + b ** 2 + b + 1
+        return tg.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * b + 1.0, c[1] + 1), (a, 0))[0]
+    x, y = rand(3), rand(3, seed=1)
+    tx, ty = rand(3, seed=2), rand(3, seed=3)
+    a, b = x.numpy(), y.numpy()
+    want = tx.numpy() * b ** 3 + ty.numpy() * (3 * a * b ** 2 + 2 * b + 1)
+    _, t = tg.jvp(tg.checkpoint(loop), (x, y), (tx, ty))
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5)
+    with pytest.raises(TypeError, match="max_steps"):   # reverse mode still has no way through it
+        tg.grad(lambda a: tg.checkpoint(loop)(a, y).sum())(x)
+
+
 def test_static_and_keyword_arguments() -> None:
     x, w = rand(4, 3), rand(3, 2, seed=1)
     power = tg.checkpoint(lambda x, n, w=None: (tnp.tanh(x @ w) ** n).sum(), static_argnums=(1,))

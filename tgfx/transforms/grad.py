@@ -815,7 +815,9 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         if tree != tr.out_tree:
             raise ValueError(f"vjp_fn: the cotangent has structure {tree!r}, but the function's output has structure "
                              f"{tr.out_tree!r}; pass one cotangent per output leaf")
-        cots, grads = tr.pullback()
+        # (a custom rule's backward building a pullback for forward mode to transpose, as checkpoint's: a loop there
+        # is the placeholder of its transposed JVP, which a while loop with no bound on its steps has too)
+        cots, grads = tr.pullback(forward=in_forward_mode())
         bind = {c: check_like("vjp_fn", f"cotangent leaf {i}", ct, o)
                 for i, (c, ct, o) in enumerate(zip(cots, leaves, tr.outs, strict=True)) if c is not None}
         flat = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
