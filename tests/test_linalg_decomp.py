@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import numeric_grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers import numeric_grad
 from test_grad import check_grads
 
 import tgfx as tg

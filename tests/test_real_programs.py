@@ -92,8 +92,8 @@ def test_an_eager_graph_reads_each_use_of_a_constant_through_one_argument():
     from tgfx.ir.ops import Ops
     from tgfx.ir.uop import UOp
     from tgfx.lowering.constants import graph_device
-    from tgfx.lowering.inline import walk
     from tgfx.lowering.eager import abstract_graph
+    from tgfx.lowering.inline import walk
     x = tg.asarray(np.arange(16, dtype=np.float32).reshape(4, 4))
     buf = x.uop.src[0]   # (x: a RESHAPE of its buffer)
 

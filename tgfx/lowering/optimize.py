@@ -66,6 +66,11 @@ class Opt:
         return f"Opt({self.op}, {self.axis}, {self.amount})"
 
 
+def _padding(n: int, multiple: int) -> int:
+    """What padding `n` up to a multiple of `multiple` adds."""
+    return _round_up(n, multiple) - n
+
+
 def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
@@ -840,7 +845,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             blk = next((r for r in reused if r.src[0].arg % blk_amt == 0), None)
             same = [r for r in reused if all(_coef(i, r) == 0 for i in vectors)]
             if blk is not None and blk not in same and (pad := next(
-                    (r for r in same if _round_up(n := r.src[0].arg, blk_amt) - n <= n // ROW_PAD_SHARE), None)) is not None:
+                    (r for r in same if _padding(r.src[0].arg, blk_amt) <= r.src[0].arg // ROW_PAD_SHARE), None)):
                 # rows along which the vectors stay the same, padded (attention's 65 queries of a head: 72), rather
                 # than rows that load other vectors (its images: two loads an FMA): a ViT's 32 x 4 heads' scores of
                 # 65 x 65 x 16 ran at 18 GFLOP/s
