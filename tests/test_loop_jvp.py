@@ -160,6 +160,17 @@ def test_second_order_forward_mode_through_a_jitted_while_loop() -> None:
         close(tg.linearize(inner, y)[1](y), want)
 
 
+def test_reverse_mode_where_no_path_runs_through_an_unbounded_loop() -> None:
+    # jacfwd of a while loop whose tangents do not depend on its primal carries: reverse mode over it with respect to
+    # the loop's start needs no reverse mode of the loop (JAX's partial evaluation finds none); it raised for max_steps
+    def loop(a: tg.Tensor, b: tg.Tensor) -> tg.Tensor:   # a * b ** 3 + b ** 2 + b + 1
+        return tg.lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * b + 1.0, c[1] + 1), (a, 0))[0]
+    x, y = tnp.asarray([0.3, -0.5, 0.8]), tnp.asarray([0.7, 1.2, -0.4])
+    ga = tg.grad(lambda a, b: tg.jacfwd(loop)(a, b).sum())(x, y)   # the Jacobian is diag(b ** 3)
+    close(ga, np.zeros(3))
+    close(tg.grad(lambda a: tg.jvp(lambda u: loop(u, y), (a,), (tnp.ones(3),))[1].sum())(x), np.zeros(3))
+
+
 def test_reverse_mode_through_the_forward_mode_of_an_unbounded_loop_still_names_max_steps() -> None:
     with pytest.raises(TypeError, match="max_steps"):
         tg.grad(lambda a: tg.jvp(newton_sqrt, (a,), (tnp.ones(2),))[1].sum())(tnp.asarray([4.0, 2.0]))

@@ -128,6 +128,8 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     sp: LoopSpec = ret.arg
     if in_forward_mode():
         return _transposed_jvp(ctx, ret)
+    if sp.length is None and not _reaches(ctx, ret):   # (as JAX's: no path, no need of a reverse mode)
+        return (None,) * len(ret.src)
     if sp.length is None and sp.cond:
         raise TypeError(f"cannot differentiate the while loop of {sp.name!r} in reverse mode: its number of steps is "
                         f"unbounded; give while_loop max_steps=... (the most steps it may take), so the forward can "
@@ -407,6 +409,33 @@ def forward_mode(on: bool = True) -> Iterator[None]:
 def in_forward_mode() -> bool:
     """Whether reverse rules run for forward mode to transpose (see `forward_mode`)."""
     return _FORWARD.get()
+
+
+def _reaches(ctx: tuple, ret: UOp) -> bool:
+    """Whether a result of LOOP `ret` given a cotangent depends on one of its float operands a gradient is asked of
+    (`gradient_path`): a carry once the body makes it depend on one, to a fixed point (a JVP loop's tangents do not
+    depend on its primal carries)."""
+    sp: LoopSpec = ret.arg
+    consts, init, xs, _ = sp.operands(ret)
+    k, nc = sp.n_carry, sp.n_consts
+    asked = _ON_PATH.get()
+
+    def wanted(o: UOp) -> bool:
+        return o.dtype.is_inexact and (asked is None or o in asked)
+    body = ret.src[0]
+    params = params_of(body)
+    tk = {j for j in range(k) if wanted(init[j])}
+    fixed = {params.get(1 + i) for i in range(nc) if wanted(consts[i])} | \
+        {params.get(1 + nc + k + m) for m in range(sp.n_xs) if wanted(xs[m])}
+    while True:
+        dep = _depends(body.src, fixed | {params.get(1 + nc + j) for j in tk})
+        more = tk | {j for j in range(k) if dep[j] and init[j].dtype.is_inexact}
+        if more == tk:
+            break
+        tk = more
+    types = loop_results(ret)
+    return any(c is not None and types[r][1].is_inexact and (r in tk if r < k else r < len(body.src) and dep[r])
+               for r, c in enumerate(ctx)) or any(c is not None for c in ctx[len(body.src):])
 
 
 def _transposed_jvp(ctx: tuple, ret: UOp) -> tuple:
