@@ -169,6 +169,10 @@ def test_reverse_mode_where_no_path_runs_through_an_unbounded_loop() -> None:
     ga = tg.grad(lambda a, b: tg.jacfwd(loop)(a, b).sum())(x, y)   # the Jacobian is diag(b ** 3)
     close(ga, np.zeros(3))
     close(tg.grad(lambda a: tg.jvp(lambda u: loop(u, y), (a,), (tnp.ones(3),))[1].sum())(x), np.zeros(3))
+    # nor a loop whose differentiated operand reaches it only through a stop_gradient
+    ga, gb = tg.grad(lambda a, b: (loop(tg.stop_gradient(a), 1.0) * b).sum(), argnums=(0, 1))(x, y)
+    close(ga, np.zeros(3))
+    close(gb, x.numpy() + 3.0)
 
 
 def test_reverse_mode_through_the_forward_mode_of_an_unbounded_loop_still_names_max_steps() -> None:

@@ -409,11 +409,11 @@ def _accumulate(a: Grad, b: Grad) -> Grad:
 
 def _between(order: list[UOp], targets: set[UOp]) -> list[UOp]:
     """The nodes of a graph (`order`: its toposort) on some path from its root down to a target, sources before
-    users."""
+    users; a path through a `stop_gradient` is none (a loop above one is not asked for a reverse mode it may lack)."""
     reach: set[UOp] = set()
     out = []
     for u in order:
-        if u in targets or any(s in reach for s in u.src):
+        if u in targets or any(s in reach for s in u.src) and not (u.op is Ops.CONTIGUOUS and u.tag == STOP):
             reach.add(u)
             out.append(u)
     return out
