@@ -314,6 +314,9 @@ def test_custom_vjp_closing_over_a_differentiated_value_is_an_error() -> None:
         tg.grad(loss)(tg.asarray(0.3))
     with pytest.raises(TypeError, match="scaled_sin"):
         tg.jit(tg.grad(loss))(tg.asarray(0.3))
+    # also where an argument is computed from that value (its gradient through the argument alone, silently)
+    with pytest.raises(TypeError, match=r"custom_vjp .*scaled_sin: .*closure"):
+        tg.grad(lambda w: _sin_times(w)(w * 2.0).sum())(tg.asarray(0.3))
     # a closed-over value that is not differentiated is a constant of the rule, as in JAX
     w = tg.asarray(0.3)
     np.testing.assert_allclose(tg.grad(lambda x: _sin_times(w)(x).sum())(tnp.ones(3)).numpy(),

@@ -76,10 +76,20 @@ def _nondiff(who: str, argnums: Sequence[int]) -> tuple[int, ...]:
 
 
 def _reads_closed_over_inputs(outs: list[Tensor], args: tuple) -> bool:
-    """Whether `outs` depend on a differentiation's input (its placeholder, `is_grad_input`) that none of the call's
-    `args` depends on: one the function closed over."""
-    given = {u for a in tree_flatten(args)[0] if isinstance(a, Tensor) for u in a.uop.toposort() if is_grad_input(u)}
-    return any(is_grad_input(u) and u not in given for o in outs for u in o.uop.toposort())
+    """Whether `outs` depend on a differentiation's input (its placeholder, `is_grad_input`) other than through the
+    call's `args`: one the function closed over, also where an argument is computed from it too (`f(w * 2)` with f
+    reading w)."""
+    seen = {a.uop for a in tree_flatten(args)[0] if isinstance(a, Tensor)}   # the walk stops at the arguments
+    stack = [o.uop for o in outs]
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        if is_grad_input(u):
+            return True
+        seen.add(u)
+        stack.extend(u.src)
+    return False
 
 
 class _Split:
