@@ -383,3 +383,14 @@ def test_a_graph_whose_inlined_form_reads_fewer_inputs_gets_its_own_program():
     x = tnp.full((3,), 2.0)
     np.testing.assert_allclose((tnp.sin(x) + tnp.cos(x) + x + x + x + x).numpy(), [np.sin(2.0) + np.cos(2.0) + 8] * 3,
                                rtol=1e-6)
+
+
+def test_a_body_holding_a_concrete_buffer_is_an_internal_error():
+    # SPEC: a body holds only PARAMs. A template is scheduled once for every call, so a buffer in it would be the
+    # template's own and read as zeros (silent zero gradients a differential check found); scheduling one raises
+    from tgfx.lowering.schedule import template_of
+    x = tg.asarray(arr(3))
+    body = UOp(Ops.TUPLE, None, ((x * 2).uop,))
+    with pytest.raises(RuntimeError, match=r"internal error: the body .* holds a concrete buffer \(float32\[3\] on "
+                                           r"CPU:0\)"):
+        template_of(body)

@@ -1407,6 +1407,13 @@ def template_of(body: UOp, repeated: bool = False) -> ScheduleTemplate:
     before it, so there a contraction's vector operand is packed by a kernel of its own (run once for a constant),
     not copied panel by panel by the contraction's kernel every step (`_copies_own_panels`); a branch's body is
     scheduled the same way (a body may be both)."""
+    if (buf := next((u for u in body.toposort() if u.op is Ops.BUFFER), None)) is not None:
+        # SPEC: a body holds only PARAMs. A template is scheduled for every call of it, so a buffer in it would be one
+        # of the template's own, and would read as zeros (what three of a differential check's silent zero gradients
+        # were): a transform that builds a body must make such a value one of its arguments
+        raise RuntimeError(f"internal error: the body of a function, loop or branch holds a concrete buffer "
+                           f"({buf.dtype.name}[{buf.arg[2]}] on {buf.arg[1]}) where it may only read its PARAMs; "
+                           f"please report it with the program that raised it")
     params = params_of(body)
     mapping = {p: UOp(Ops.RESHAPE, p.dtype, (placeholder(k, p.dtype, p.arg[2], prod(p.arg[1])),), p.arg[1])
                if p.arg[1] != (prod(p.arg[1]),) else placeholder(k, p.dtype, p.arg[2], prod(p.arg[1]))
