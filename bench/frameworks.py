@@ -105,6 +105,18 @@ def adam(fw: Fw, p: Any, m: Any, v: Any, n: Any, g: Any, lr: float, b1: float = 
     return fw.tree_map(lambda p, m, v: p - lr * (m / c1) / (fw.xp.sqrt(v / c2) + 1e-8), p, m, v), m, v, n
 
 
+def dense(p: Any, x: Any) -> Any:
+    """A linear layer: x @ w + b (`p`: {"w", "b"})."""
+    return x @ p["w"] + p["b"]
+
+
+def layer_norm(xp: Any, p: Any, x: Any, eps: float = 1e-5) -> Any:
+    """Layer normalisation over the last axis, scaled and shifted (`p`: {"g", "b"}; `xp`: the framework's numpy)."""
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / xp.sqrt(v + eps) * p["g"] + p["b"]
+
+
 def carried(step: Callable, state: Any, *args: Any) -> Step:
     """The program's Step for a jitted `step(state, *args) -> (state, loss)` on fixed arguments, its state carried
     from call to call."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, init
+from bench.frameworks import Fw, Step, dense, init, layer_norm
 
 
 def gpt(fw: Fw, quick: bool) -> Step:
@@ -29,14 +29,6 @@ def gpt(fw: Fw, quick: bool) -> Step:
               "nf": norm()}
     causal = fw.asarray(np.tril(np.ones((t, t), bool)))
 
-    def dense(p: Any, x: Any) -> Any:
-        return x @ p["w"] + p["b"]
-
-    def layer_norm(p: Any, x: Any) -> Any:
-        m = x.mean(-1, keepdims=True)
-        v = ((x - m) ** 2).mean(-1, keepdims=True)
-        return (x - m) / xp.sqrt(v + 1e-5) * p["g"] + p["b"]
-
     def attention(p: Any, x: Any) -> Any:
         qkv = dense(p["qkv"], x).reshape(b, t, 3, h, d // h).transpose(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
@@ -48,9 +40,9 @@ def gpt(fw: Fw, quick: bool) -> Step:
     def loss(p: Any, tokens: Any, targets: Any) -> Any:
         x = p["emb"][tokens] + p["pos"]
         for blk in p["blocks"]:
-            x = x + attention(blk, layer_norm(blk["n1"], x))
-            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(blk["n2"], x))))
-        logits = layer_norm(p["nf"], x) @ p["emb"].T                   # the output projection tied to the embedding
+            x = x + attention(blk, layer_norm(xp, blk["n1"], x))
+            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(xp, blk["n2"], x))))
+        logits = layer_norm(xp, p["nf"], x) @ p["emb"].T                   # the output projection tied to the embedding
         return -xp.take_along_axis(fw.log_softmax(logits), targets[..., None], axis=-1).mean()
 
     def leaves(tree: Any) -> list[Any]:

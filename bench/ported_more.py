@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, adam_state, batch, init
+from bench.frameworks import Fw, Step, adam, adam_state, batch, dense, init, layer_norm
 
 
 def maml(fw: Fw, quick: bool) -> Step:
@@ -298,13 +298,6 @@ def vit(fw: Fw, quick: bool) -> Step:
     images = rng.standard_normal((8 * b, c, size, size)).astype(np.float32)
     labels = np.eye(classes, dtype=np.float32)[rng.integers(0, classes, 8 * b)]
 
-    def dense(p: Any, x: Any) -> Any:
-        return x @ p["w"] + p["b"]
-
-    def layer_norm(p: Any, x: Any) -> Any:
-        m = x.mean(-1, keepdims=True)
-        return (x - m) / xp.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-6) * p["g"] + p["b"]
-
     def attention(p: Any, x: Any) -> Any:
         qkv = dense(p["qkv"], x).reshape(b, tokens, 3, heads, d // heads).transpose(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
@@ -318,9 +311,9 @@ def vit(fw: Fw, quick: bool) -> Step:
         x = dense(p["embed"], x.reshape(b, grid * grid, patch * patch * c))
         x = xp.concatenate([xp.broadcast_to(p["cls"], (b, 1, d)), x], axis=1) + p["pos"]
         for blk in p["blocks"]:
-            x = x + attention(blk, layer_norm(blk["n1"], x))
-            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(blk["n2"], x))))
-        logits = dense(p["head"], layer_norm(p["nf"], x[:, 0]))       # the class token's
+            x = x + attention(blk, layer_norm(xp, blk["n1"], x, 1e-6))
+            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(xp, blk["n2"], x, 1e-6))))
+        logits = dense(p["head"], layer_norm(xp, p["nf"], x[:, 0], 1e-6))       # the class token's
         return -(fw.log_softmax(logits) * y).sum(-1).mean()
 
     @fw.jit

@@ -94,7 +94,20 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, adam_state, batch, carried, init, jax_fw, sgd_step, tgfx_fw
+from bench.frameworks import (
+    Fw,
+    Step,
+    adam,
+    adam_state,
+    batch,
+    carried,
+    dense,
+    init,
+    jax_fw,
+    layer_norm,
+    sgd_step,
+    tgfx_fw,
+)
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 from bench.ported_large import gpt, resnet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
@@ -119,14 +132,6 @@ def transformer(fw: Fw, quick: bool) -> Step:
               "nf": norm(), "head": lin(d, vocab)}
     causal = fw.asarray(np.tril(np.ones((t, t), bool)))
 
-    def dense(p: Any, x: Any) -> Any:
-        return x @ p["w"] + p["b"]
-
-    def layer_norm(p: Any, x: Any) -> Any:
-        m = x.mean(-1, keepdims=True)
-        v = ((x - m) ** 2).mean(-1, keepdims=True)
-        return (x - m) / xp.sqrt(v + 1e-5) * p["g"] + p["b"]
-
     def attention(p: Any, x: Any) -> Any:
         q, k, v = (dense(p[n], x).reshape(b, t, h, d // h).transpose(0, 2, 1, 3) for n in "qkv")
         s = xp.where(causal, q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // h), -1e9)
@@ -137,9 +142,9 @@ def transformer(fw: Fw, quick: bool) -> Step:
     def loss(p: Any, tokens: Any, targets: Any) -> Any:
         x = p["emb"][tokens] + p["pos"]
         for blk in p["blocks"]:
-            x = x + attention(blk, layer_norm(blk["n1"], x))
-            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(blk["n2"], x))))
-        logits = dense(p["head"], layer_norm(p["nf"], x))
+            x = x + attention(blk, layer_norm(xp, blk["n1"], x))
+            x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(xp, blk["n2"], x))))
+        logits = dense(p["head"], layer_norm(xp, p["nf"], x))
         return -xp.take_along_axis(fw.log_softmax(logits), targets[..., None], axis=-1).mean()
 
     b1, b2, lr = 0.9, 0.999, 3e-3
