@@ -117,6 +117,21 @@ def layer_norm(xp: Any, p: Any, x: Any, eps: float = 1e-5) -> Any:
     return (x - m) / xp.sqrt(v + eps) * p["g"] + p["b"]
 
 
+def adam_program(fw: Fw, loss: Callable, params: Any, batch_of: Callable[[int], tuple], lr: float = 1e-3) -> Step:
+    """The program's Step of Adam on `loss(params, *batch)`, one jitted step, the batch of step i `batch_of(i)`."""
+    @fw.jit
+    def step(p: Any, m: Any, v: Any, n: Any, *xs: Any) -> Any:
+        value, g = fw.value_and_grad(loss)(p, *xs)
+        p, m, v, n = adam(fw, p, m, v, n, g, lr)
+        return p, m, v, n, value
+    state = adam_state(fw, params)
+
+    def run(i: int) -> Any:
+        *state[:], value = step(*state, *batch_of(i))
+        return value
+    return run
+
+
 def carried(step: Callable, state: Any, *args: Any) -> Step:
     """The program's Step for a jitted `step(state, *args) -> (state, loss)` on fixed arguments, its state carried
     from call to call."""

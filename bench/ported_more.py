@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, adam_state, batch, dense, init, layer_norm
+from bench.frameworks import Fw, Step, adam, adam_program, adam_state, batch, dense, init, layer_norm
 
 
 def maml(fw: Fw, quick: bool) -> Step:
@@ -40,17 +40,8 @@ def maml(fw: Fw, quick: bool) -> Step:
     def meta_loss(p: Any, x: Any, y: Any) -> Any:
         return fw.vmap(task_loss, in_axes=(None, 0, 0))(p, x, y).mean()
 
-    @fw.jit
-    def step(p: Any, m: Any, v: Any, n: Any, x: Any, y: Any) -> Any:
-        value, g = fw.value_and_grad(meta_loss)(p, x, y)             # a gradient of gradients
-        p, m, v, n = adam(fw, p, m, v, n, g, 1e-3)
-        return p, m, v, n, value
-    state = adam_state(fw, params)
-
-    def run(i: int) -> Any:
-        *state[:], value = step(*state, fw.asarray(xs[i % 8]), fw.asarray(ys[i % 8]))
-        return value
-    return run
+    # a gradient of gradients
+    return adam_program(fw, meta_loss, params, lambda i: (fw.asarray(xs[i % 8]), fw.asarray(ys[i % 8])))
 
 
 def hmc(fw: Fw, quick: bool) -> Step:
@@ -137,18 +128,8 @@ def deq(fw: Fw, quick: bool) -> Step:
         z = fixed_point(cell, p, x)
         return -(fw.log_softmax(z @ p["out"]) * y).sum(-1).mean()
 
-    @fw.jit
-    def step(p: Any, m: Any, v: Any, n: Any, x: Any, y: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, x, y)
-        p, m, v, n = adam(fw, p, m, v, n, g, 1e-3)
-        return p, m, v, n, value
-    state = adam_state(fw, params)
-
-    def run(i: int) -> Any:
-        j = (i % 8) * n
-        *state[:], value = step(*state, fw.asarray(images[j:j + n]), fw.asarray(labels[j:j + n]))
-        return value
-    return run
+    return adam_program(fw, loss, params, lambda i: (fw.asarray(images[(i % 8) * n:(i % 8 + 1) * n]),
+                                                     fw.asarray(labels[(i % 8) * n:(i % 8 + 1) * n])))
 
 
 def lbfgs(fw: Fw, quick: bool) -> Step:
@@ -316,17 +297,7 @@ def vit(fw: Fw, quick: bool) -> Step:
         logits = dense(p["head"], layer_norm(xp, p["nf"], x[:, 0], 1e-6))       # the class token's
         return -(fw.log_softmax(logits) * y).sum(-1).mean()
 
-    @fw.jit
-    def step(p: Any, m: Any, v: Any, n: Any, x: Any, y: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, x, y)
-        p, m, v, n = adam(fw, p, m, v, n, g, 1e-3)
-        return p, m, v, n, value
-    state = adam_state(fw, params)
-
-    def run(i: int) -> Any:
-        *state[:], value = step(*state, *batch(fw, i, b, images, labels))
-        return value
-    return run
+    return adam_program(fw, loss, params, lambda i: batch(fw, i, b, images, labels))
 
 
 def realnvp(fw: Fw, quick: bool) -> Step:
@@ -364,14 +335,4 @@ def realnvp(fw: Fw, quick: bool) -> Step:
     def loss(p: Any, x: Any) -> Any:
         return -log_prob(p, x).mean()                                 # maximum likelihood
 
-    @fw.jit
-    def step(p: Any, m: Any, v: Any, n: Any, x: Any) -> Any:
-        value, g = fw.value_and_grad(loss)(p, x)
-        p, m, v, n = adam(fw, p, m, v, n, g, 1e-3)
-        return p, m, v, n, value
-    state = adam_state(fw, params)
-
-    def run(i: int) -> Any:
-        *state[:], value = step(*state, *batch(fw, i, b, data))
-        return value
-    return run
+    return adam_program(fw, loss, params, lambda i: batch(fw, i, b, data))
