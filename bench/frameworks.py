@@ -117,6 +117,18 @@ def layer_norm(xp: Any, p: Any, x: Any, eps: float = 1e-5) -> Any:
     return (x - m) / xp.sqrt(v + eps) * p["g"] + p["b"]
 
 
+def attention(xp: Any, q: Any, k: Any, v: Any, mask: Any = None) -> Any:
+    """Softmax attention of heads (b, h, t, dh): softmax(q k^T / sqrt(dh)) @ v, scores where `mask` is False set to
+    -1e9 first, the heads merged back into (b, t, h * dh)."""
+    b, h, t, dh = q.shape
+    s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(dh)
+    if mask is not None:
+        s = xp.where(mask, s, -1e9)
+    w = xp.exp(s - s.max(-1, keepdims=True))
+    y = (w / w.sum(-1, keepdims=True)) @ v
+    return y.transpose(0, 2, 1, 3).reshape(b, t, h * dh)
+
+
 def adam_program(fw: Fw, loss: Callable, params: Any, batch_of: Callable[[int], tuple], lr: float = 1e-3) -> Step:
     """The program's Step of Adam on `loss(params, *batch)`, one jitted step, the batch of step i `batch_of(i)`."""
     @fw.jit

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, dense, init, layer_norm
+from bench.frameworks import Fw, Step, attention, dense, init, layer_norm
 
 
 def gpt(fw: Fw, quick: bool) -> Step:
@@ -29,18 +29,14 @@ def gpt(fw: Fw, quick: bool) -> Step:
               "nf": norm()}
     causal = fw.asarray(np.tril(np.ones((t, t), bool)))
 
-    def attention(p: Any, x: Any) -> Any:
+    def self_attention(p: Any, x: Any) -> Any:
         qkv = dense(p["qkv"], x).reshape(b, t, 3, h, d // h).transpose(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        s = xp.where(causal, q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // h), -1e9)
-        w = xp.exp(s - s.max(-1, keepdims=True))
-        y = (w / w.sum(-1, keepdims=True)) @ v
-        return dense(p["o"], y.transpose(0, 2, 1, 3).reshape(b, t, d))
+        return dense(p["o"], attention(xp, qkv[0], qkv[1], qkv[2], causal))
 
     def loss(p: Any, tokens: Any, targets: Any) -> Any:
         x = p["emb"][tokens] + p["pos"]
         for blk in p["blocks"]:
-            x = x + attention(blk, layer_norm(xp, blk["n1"], x))
+            x = x + self_attention(blk, layer_norm(xp, blk["n1"], x))
             x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(xp, blk["n2"], x))))
         logits = layer_norm(xp, p["nf"], x) @ p["emb"].T                   # the output projection tied to the embedding
         return -xp.take_along_axis(fw.log_softmax(logits), targets[..., None], axis=-1).mean()

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.frameworks import Fw, Step, adam, adam_program, adam_state, batch, dense, init, layer_norm
+from bench.frameworks import Fw, Step, adam, adam_program, adam_state, attention, batch, dense, init, layer_norm
 
 
 def maml(fw: Fw, quick: bool) -> Step:
@@ -279,20 +279,16 @@ def vit(fw: Fw, quick: bool) -> Step:
     images = rng.standard_normal((8 * b, c, size, size)).astype(np.float32)
     labels = np.eye(classes, dtype=np.float32)[rng.integers(0, classes, 8 * b)]
 
-    def attention(p: Any, x: Any) -> Any:
+    def self_attention(p: Any, x: Any) -> Any:
         qkv = dense(p["qkv"], x).reshape(b, tokens, 3, heads, d // heads).transpose(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // heads)
-        w = xp.exp(s - s.max(-1, keepdims=True))
-        y = (w / w.sum(-1, keepdims=True)) @ v
-        return dense(p["o"], y.transpose(0, 2, 1, 3).reshape(b, tokens, d))
+        return dense(p["o"], attention(xp, qkv[0], qkv[1], qkv[2]))
 
     def loss(p: Any, x: Any, y: Any) -> Any:
         x = x.reshape(b, c, grid, patch, grid, patch).transpose(0, 2, 4, 3, 5, 1)   # patches, (b, n, p * p * c)
         x = dense(p["embed"], x.reshape(b, grid * grid, patch * patch * c))
         x = xp.concatenate([xp.broadcast_to(p["cls"], (b, 1, d)), x], axis=1) + p["pos"]
         for blk in p["blocks"]:
-            x = x + attention(blk, layer_norm(xp, blk["n1"], x, 1e-6))
+            x = x + self_attention(blk, layer_norm(xp, blk["n1"], x, 1e-6))
             x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(xp, blk["n2"], x, 1e-6))))
         logits = dense(p["head"], layer_norm(xp, p["nf"], x[:, 0], 1e-6))       # the class token's
         return -(fw.log_softmax(logits) * y).sum(-1).mean()

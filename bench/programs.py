@@ -99,6 +99,7 @@ from bench.frameworks import (
     Step,
     adam,
     adam_state,
+    attention,
     batch,
     carried,
     dense,
@@ -132,17 +133,14 @@ def transformer(fw: Fw, quick: bool) -> Step:
               "nf": norm(), "head": lin(d, vocab)}
     causal = fw.asarray(np.tril(np.ones((t, t), bool)))
 
-    def attention(p: Any, x: Any) -> Any:
+    def self_attention(p: Any, x: Any) -> Any:
         q, k, v = (dense(p[n], x).reshape(b, t, h, d // h).transpose(0, 2, 1, 3) for n in "qkv")
-        s = xp.where(causal, q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // h), -1e9)
-        w = xp.exp(s - s.max(-1, keepdims=True))
-        y = (w / w.sum(-1, keepdims=True)) @ v
-        return dense(p["o"], y.transpose(0, 2, 1, 3).reshape(b, t, d))
+        return dense(p["o"], attention(xp, q, k, v, causal))
 
     def loss(p: Any, tokens: Any, targets: Any) -> Any:
         x = p["emb"][tokens] + p["pos"]
         for blk in p["blocks"]:
-            x = x + attention(blk, layer_norm(xp, blk["n1"], x))
+            x = x + self_attention(blk, layer_norm(xp, blk["n1"], x))
             x = x + dense(blk["down"], fw.gelu(dense(blk["up"], layer_norm(xp, blk["n2"], x))))
         logits = dense(p["head"], layer_norm(xp, p["nf"], x))
         return -xp.take_along_axis(fw.log_softmax(logits), targets[..., None], axis=-1).mean()
