@@ -494,7 +494,7 @@ class Translator:
         buffers; the ones it writes go back in stream order."""
         pid, nbufs = w[p + _EXEC_PROGRAM], w[p + _EXEC_NBUFS]
         prog = _PROGRAMS.get(pid)
-        sizes = getattr(prog, "host_buffers", None)
+        sizes = prog.host_buffers if prog is not None else None
         if prog is None or prog.addr is not None or sizes is None or len(sizes) != nbufs:
             what = repr(prog) if prog is not None else f"program #{pid} (no longer alive)"
             raise CudaBackendError(f"{self.label}: EXEC of host program {what}, which does not say the sizes of its "
@@ -518,9 +518,8 @@ class Translator:
             err = HCQExecError(f"{self.label}: EXEC of {prog.name!r} failed: {type(e).__name__}: {e}")
             err.__cause__ = e
             self.fault(err)
-        written = getattr(prog, "host_writes", nbufs)
         for k, addr, nbytes, buf in host:
-            if k < written and nbytes:
+            if k < prog.host_writes and nbytes:
                 issued.keep.append(buf)        # read by the staging copy when the stream gets there
                 self._copy(addr, buf.ctypes.data, nbytes, issued)
         issued.kernels.append(prog.name)

@@ -879,9 +879,17 @@ def _stored_operand(u: UOp) -> bool:
     weight gradient's `g = dh * (1 - h * h)` in `x.T @ g`), so that a copy of it in another layout costs no more."""
     if _is_view(u):
         return True
+    base = _elementwise_value(u)
+    return base is not None and _recompute_cost(base, ScheduleCtx(), base) >= RECOMPUTE_COST_OPERAND
+
+
+def _elementwise_value(u: UOp) -> UOp | None:
+    """The elementwise value `u` views (no padding), unless it is an arange or a one-hot mask, which the lowering
+    reads as index arithmetic and never stores; else None."""
     base = _view_base(u)
-    return base is _view_base(u, pads=True) and base.op in GroupOp.Elementwise and not _iota_like(base) and \
-        not is_onehot(base) and _recompute_cost(base, ScheduleCtx(), base) >= RECOMPUTE_COST_OPERAND
+    ok = base is _view_base(u, pads=True) and base.op in GroupOp.Elementwise and not _iota_like(base) and \
+        not is_onehot(base)
+    return base if ok else None
 
 
 def _dot_layout(red: UOp, unknown: bool = False) -> bool:
@@ -946,15 +954,19 @@ def _copyable(v: UOp) -> bool:
     element once per use."""
     if _is_view(v):
         return True
-    base = _view_base(v)
-
-    def of_views(u: UOp) -> bool:
-        while u.op in GroupOp.Movement:
-            u = u.src[0]
-        return _is_view(u) or u.op in (Ops.CONST, Ops.REDUCE_AXIS) or \
-            u.op in GroupOp.Elementwise and all(of_views(x) for x in u.src)
-    return base is _view_base(v, pads=True) and base.op in GroupOp.Elementwise and not _iota_like(base) and \
-        not is_onehot(base) and of_views(base)
+    base = _elementwise_value(v)
+    if base is None:
+        return False
+    stack, seen = [base], set()   # each node once: a value's sources may share nodes
+    while stack:
+        u = stack.pop()
+        if u in seen or _is_view(u) or u.op in (Ops.CONST, Ops.REDUCE_AXIS):
+            continue
+        if u.op not in GroupOp.Movement and u.op not in GroupOp.Elementwise:
+            return False
+        seen.add(u)
+        stack.extend(u.src)
+    return True
 
 
 def _transposed_copy(u: UOp) -> UOp | None:
