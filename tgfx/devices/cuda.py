@@ -156,12 +156,18 @@ class CUDARing:
                     self._thread.start()
                 self._wake.notify()
                 return
-        issued = proc.translator.run(words, starts)
-        done = proc.event()
-        proc.drv.cuEventRecord(done, proc.stream)
+        done, issued = self._issue(words, starts)
         with self._lock:
             self.wptr += len(words)
             self._pending.append([self.wptr, done, issued, None])
+
+    def _issue(self, words: np.ndarray, starts: np.ndarray) -> tuple[int, Issued]:
+        """Translate one submission onto the stream and record its completion event after it."""
+        proc = self.proc
+        issued = proc.translator.run(words, starts)
+        done = proc.event()
+        proc.drv.cuEventRecord(done, proc.stream)
+        return done, issued
 
     def _control(self) -> None:
         """The control thread: translate queued submissions in order; a job leaves the queue once issued, so that
@@ -176,10 +182,8 @@ class CUDARing:
                 words, starts, entry = self._jobs[0]
             try:
                 proc.device.make_current()
-                issued = proc.translator.run(words, starts)
-                done = proc.event()
-                proc.drv.cuEventRecord(done, proc.stream)
-                entry[2], entry[1] = issued, done
+                done, entry[2] = self._issue(words, starts)
+                entry[1] = done          # last: a poll takes an entry with its event as issued
             except Exception as e:  # noqa: BLE001 -- raised to the host by the submission's poll
                 entry[3] = e
             with self._wake:
@@ -536,8 +540,8 @@ def device_count() -> int:
     GPU i mod the GPUs, each with its own streams, memory and timeline in that GPU's primary context: a machine with
     one GPU runs multi-device programs, their copies and collectives, as several devices). Raises
     `CudaDriverNotFound` without a driver."""
-    gpus = _count()
-    return int(CUDA_DEVICES.value) if gpus and int(CUDA_DEVICES.value) > 0 else gpus
+    gpus, logical = _count(), int(CUDA_DEVICES.value)
+    return logical if gpus and logical > 0 else gpus
 
 
 def available_count() -> int:
