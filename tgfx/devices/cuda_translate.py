@@ -421,9 +421,13 @@ class Translator:
             if dest is None:
                 raise CudaBackendError(f"{self.label}: a JUMP to word {target - begin} of a BLOCK of {end - begin} "
                                        f"words, which is not a packet of it")
-            if dest <= k and not self.alive():
-                raise CudaBackendError(f"{self.label} was closed while the host drove a loop on it")
+            if dest <= k:
+                self._check_alive()
             k = dest
+
+    def _check_alive(self) -> None:
+        if not self.alive():
+            raise CudaBackendError(f"{self.label} was closed while the host drove a loop on it")
 
     def _taken(self, w: list[int], p: int, flags: int, issued: Issued) -> bool:
         cmp = flags & ((1 << JUMP_WIDTH_SHIFT) - 1)
@@ -474,8 +478,7 @@ class Translator:
                 kernels = ", ".join(dict.fromkeys(issued.kernels)) or "no kernels"
                 raise CudaBackendError(f"{self.label} failed while the host drove a loop or branch ({kernels}): "
                                        f"{e}") from e
-            if not self.alive():
-                raise CudaBackendError(f"{self.label} was closed while the host drove a loop on it")
+            self._check_alive()
             time.sleep(pause)
             pause = min(2 * pause + 1e-5, 1e-3)
         count_retired(1)      # the GPU moved: a host wait on this device is not a stall
