@@ -840,10 +840,10 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             # the tile, a scalar of the other operand broadcast per row (rows along which only that operand stays,
             # an FFT stage's blocks reused across its columns' digits, loaded a vector per row and step: 19 -> 6 us)
             vectors = [i for i in hot if _lane_coef(i, vec, vec_amt) == 1]
-            reused.sort(key=lambda r: not all(_coef(i, r) == 0 for i in vectors))
+            same = [r for r in reused if all(_coef(i, r) == 0 for i in vectors)]
+            reused.sort(key=lambda r: r not in same)
             plain = list(opts)   # the tile's rows: a power of two
             blk = next((r for r in reused if r.src[0].arg % blk_amt == 0), None)
-            same = [r for r in reused if all(_coef(i, r) == 0 for i in vectors)]
             if blk is not None and blk not in same and (pad := next(
                     (r for r in same if _padding(r.src[0].arg, blk_amt) <= r.src[0].arg // ROW_PAD_SHARE), None)):
                 # rows along which the vectors stay the same, padded (attention's 65 queries of a head: 72), rather
@@ -871,7 +871,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             if blk is not None and vec_amt < 2 * target.lanes(itemsize) and (taps := next(
                     (r for r in reused if r is not blk and 2 <= r.src[0].arg <= target.tile_rows() and
                      r.src[0].arg * vec_amt * blk_amt <= 2 * target.lanes(itemsize) * target.tile_rows() and
-                     all(_coef(i, r) == 0 for i in vectors)), None)):
+                     r in same), None)):
                 # a tile of one vector (an output axis of 16 channels with AVX-512) holds a quarter of the registers'
                 # accumulators: rows along a short second axis the vectors do not vary along too (a 3 x 3 kernel
                 # gradient's taps, x read at neighbouring columns), whole, where each pass of the reduce re-read the
