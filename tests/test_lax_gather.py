@@ -282,6 +282,12 @@ def test_linalg_wrappers() -> None:
     a = f32(4, 4)
     spd = a @ a.T + 4 * np.eye(4, dtype=np.float32)
     np.testing.assert_allclose(np.asarray(la.cholesky(spd)), np.linalg.cholesky(spd), rtol=1e-5, atol=1e-5)
+    # symmetrize_input=False reads the lower triangle only, as lax's (numpy.linalg now symmetrises by default)
+    junk = spd + np.triu(np.full((4, 4), 7.0, np.float32), 1)
+    np.testing.assert_allclose(np.asarray(la.cholesky(junk, symmetrize_input=False)), np.linalg.cholesky(spd),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(la.cholesky(junk)), np.linalg.cholesky((junk + junk.T) / 2), rtol=1e-5,
+                               atol=1e-5)
     lt = np.tril(a) + 4 * np.eye(4, dtype=np.float32)
     b, bt = f32(4, 3, seed=1), f32(3, 4, seed=2)
     for left, lower, trans in itertools.product([True, False], repeat=3):

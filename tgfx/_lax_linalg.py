@@ -31,12 +31,6 @@ def _square(fn: str, t: Tensor, what: str = "x") -> None:
         raise ValueError(f"lax.linalg.{fn}: {what} must be square (shape (..., n, n)), got shape {t.shape}")
 
 
-def _hermitian_part(t: Tensor) -> Tensor:
-    from tgfx.numpy._complex import conj
-    h = t.swapaxes(-1, -2)
-    return (t + (conj(h) if t.dtype.is_complex else h)) / 2
-
-
 def cholesky(x: ArrayLike, *, symmetrize_input: bool = True) -> Tensor:
     """The lower Cholesky factor L (x = L L^H) of a positive definite matrix or of each of a stack, as
     `jax.lax.linalg.cholesky`. With `symmetrize_input` (the default) x is first replaced by (x + x^H) / 2; without,
@@ -47,7 +41,7 @@ def cholesky(x: ArrayLike, *, symmetrize_input: bool = True) -> Tensor:
     from tgfx.numpy.linalg import cholesky as chol
     t = _matrix("cholesky", x)
     _square("cholesky", t)
-    return chol(_hermitian_part(t) if symmetrize_input else t)
+    return chol(t, symmetrize_input=symmetrize_input)
 
 
 def triangular_solve(a: ArrayLike, b: ArrayLike, *, left_side: bool = False, lower: bool = False,
