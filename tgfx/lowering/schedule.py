@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1402,15 +1402,28 @@ class ScheduleTemplate:
 _templates: LRU[str, ScheduleTemplate] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
-def _cached_template(key: str, roots: list[UOp], n_inputs: int) -> ScheduleTemplate:
+def _cached_template(key: str, roots: list[UOp], n_inputs: int,
+                     check: Callable[[], None] | None = None) -> ScheduleTemplate:
     # the schedule reads the target (vector widths: _transposed_operand); the input count is no part of the graph
     # where an input is read by nothing once the graph is inlined (a function's unused argument), yet the programs
-    # kept on the template take their output slots after that many inputs
+    # kept on the template take their output slots after that many inputs. `check` runs before a new one is made
     key = f"{key}|{n_inputs}|{host_target().key}"
     tpl = _templates.get(key)
     if tpl is None:
+        if check is not None:
+            check()
         tpl = _templates.setdefault(key, ScheduleTemplate(roots, n_inputs, key))
     return tpl
+
+
+def _only_params(body: UOp) -> None:
+    """SPEC: a body holds only PARAMs. A template is scheduled once for every call of its body, so a buffer in it
+    would be one of the template's own and read as zeros (three of a differential check's silent zero gradients
+    were): a transform that builds a body must make such a value one of its arguments."""
+    if (buf := next((u for u in body.toposort() if u.op is Ops.BUFFER), None)) is not None:
+        raise RuntimeError(f"internal error: the body of a function, loop or branch holds a concrete buffer "
+                           f"({buf.dtype.name}[{buf.arg[2]}] on {buf.arg[1]}) where it may only read its PARAMs; "
+                           f"please report it with the program that raised it")
 
 
 def template_of(body: UOp, repeated: bool = False) -> ScheduleTemplate:
@@ -1419,13 +1432,6 @@ def template_of(body: UOp, repeated: bool = False) -> ScheduleTemplate:
     before it, so there a contraction's vector operand is packed by a kernel of its own (run once for a constant),
     not copied panel by panel by the contraction's kernel every step (`_copies_own_panels`); a branch's body is
     scheduled the same way (a body may be both)."""
-    if (buf := next((u for u in body.toposort() if u.op is Ops.BUFFER), None)) is not None:
-        # SPEC: a body holds only PARAMs. A template is scheduled for every call of it, so a buffer in it would be one
-        # of the template's own, and would read as zeros (what three of a differential check's silent zero gradients
-        # were): a transform that builds a body must make such a value one of its arguments
-        raise RuntimeError(f"internal error: the body of a function, loop or branch holds a concrete buffer "
-                           f"({buf.dtype.name}[{buf.arg[2]}] on {buf.arg[1]}) where it may only read its PARAMs; "
-                           f"please report it with the program that raised it")
     params = params_of(body)
     mapping = {p: UOp(Ops.RESHAPE, p.dtype, (placeholder(k, p.dtype, p.arg[2], prod(p.arg[1])),), p.arg[1])
                if p.arg[1] != (prod(p.arg[1]),) else placeholder(k, p.dtype, p.arg[2], prod(p.arg[1]))
@@ -1433,7 +1439,8 @@ def template_of(body: UOp, repeated: bool = False) -> ScheduleTemplate:
     roots = [substitute_outside_calls(r, mapping) for r in body.src]
     token = _in_repeated_body.set(repeated or _in_repeated_body.get())
     try:
-        return _cached_template(("body:" if _in_repeated_body.get() else "call:") + body.key, roots, len(params))
+        return _cached_template(("body:" if _in_repeated_body.get() else "call:") + body.key, roots, len(params),
+                                lambda: _only_params(body))
     finally:
         _in_repeated_body.reset(token)
 
