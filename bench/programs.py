@@ -75,6 +75,22 @@ More of them (`bench/ported_more.py`):
   residual blocks (3 x 3 convs, batch norm in training mode with running statistics carried, a strided first block
   with a 1 x 1 projection), global average pooling, softmax cross-entropy, SGD with momentum and weight decay.
 
+Gathers, scatters and selections (`bench/ported_sparse.py`):
+
+- `word2vec`: skip-gram with negative sampling on a Zipfian corpus: two 5,000 x 64 embedding tables, batches of 1,024
+  (center, context, 5 negatives) indices from numpy, the rows gathered, log-sigmoid losses, `jit(value_and_grad)` and
+  SGD: each table's gradient a scatter-add of the batch's rows (the output table's, two of them);
+- `moe`: a mixture-of-experts MLP layer on 512 tokens: 8 experts, top-2 routing by `lax.top_k` over the router's
+  softmax, gates renormalised, tokens dispatched to a capacity of 160 by one-hot masks and `einsum`s (their queue
+  places by `cumsum`, as Switch and GShard code does), Switch's load-balancing loss, Adam;
+- `beam`: beam search (width 4, 32 steps) of a GRU language model for 16 prompts in a `lax.scan`: `top_k` over each
+  prompt's width x vocabulary scores, the states gathered by their back-pointers (`take_along_axis`), a backtrace in
+  a reverse `scan`; the "loss" is the best sequences' log-probability recomputed from their backtraced tokens (the
+  tokens must be the beam's, and agree);
+- `ctc`: a CTC loss: a two-layer 1-D convolutional encoder's log-probabilities gathered along the extended label
+  sequences (blanks between labels of varying lengths), the forward variables' log-sum-exp recursion in a `lax.scan`
+  over 64 frames, the loss read at each sequence's end by `take_along_axis`, differentiated, Adam.
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
 median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative
@@ -112,6 +128,7 @@ from bench.frameworks import (
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 from bench.ported_large import gpt, resnet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
+from bench.ported_sparse import beam, ctc, moe, word2vec
 
 
 # ---- the programs: each returns its step function, state kept in a closure ----
@@ -452,7 +469,7 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans, "decode": decode,
     "spectral": spectral, "gat": gat, "cmaes": cmaes, "sinkhorn": sinkhorn, "ddpm": ddpm, "hmm": hmm,
     "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit,
-    "realnvp": realnvp, "gpt": gpt, "resnet": resnet}
+    "realnvp": realnvp, "gpt": gpt, "resnet": resnet, "word2vec": word2vec, "moe": moe, "beam": beam, "ctc": ctc}
 
 
 @dataclass
