@@ -39,6 +39,20 @@ def test_one_trace_for_repeated_calls_and_no_compiles_on_replay():
     assert tg.counters.compile_count == 0 and tg.counters.schedule_count == 0
 
 
+def test_lazy_arguments_of_a_first_call_are_computed_in_one_schedule():
+    """Arguments still lazy at a first call (an optimiser's zero moments, one per parameter shape) are computed
+    together, one schedule whose kernels compile side by side, not a program each compiled one after another; the
+    program traced then reads them as it would have."""
+    xs = [arr(3, seed=1), arr(4, 5, seed=2), arr(6, 7, 2, seed=3)]
+    lazy = [tg.asarray(x) * 3.0 for x in xs]
+    f = tg.jit(lambda a, b, d: a.sum() + b.sum() * 2 + d.sum() * 3)
+    tg.counters.reset()
+    out = f(*lazy)
+    assert tg.counters.schedule_count == 2   # the arguments' one, and the traced function's
+    np.testing.assert_allclose(out.numpy(), 3 * (xs[0].sum() + 2 * xs[1].sum() + 3 * xs[2].sum()), rtol=1e-5)
+    np.testing.assert_allclose(lazy[1].numpy(), xs[1] * 3, rtol=1e-6)   # and the arguments hold their values
+
+
 @pytest.mark.x64
 def test_retraces_on_new_shape_dtype_and_static_value(capsys):
     @tg.jit(static_argnums=1)

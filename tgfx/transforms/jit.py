@@ -401,11 +401,17 @@ class Jit:
         self._signatures.append(sig)
         self.trace_count += 1
         counters.trace_count += 1
+        # the arguments still lazy computed first, all in one schedule: an optimiser's zero moments for each parameter
+        # shape, realised one by one, were a program each, their kernels compiled one after another on this thread
+        # (realnvp's first call: four, 10-20 ms each); together they are one program, compiled side by side
+        tensors = {i: _leaf_tensor(x) for i, (x, spec) in enumerate(zip(leaves, specs, strict=True))
+                   if spec[0] != "static"}
+        realize(*tensors.values())
         # stand-ins: each Tensor leaf becomes an input placeholder of its shape
         stand_ins, inputs, tensor_pos, real_inputs = [], [], [], []
         for i, (x, spec) in enumerate(zip(leaves, specs, strict=True)):
             if spec[0] != "static":
-                t = _leaf_tensor(x).realize()
+                t = tensors[i]
                 views = []
                 for part in device_parts(t.uop):  # one input per device part
                     buf = buffer_view(part)
