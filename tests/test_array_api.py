@@ -329,7 +329,7 @@ def test_dlpack_shares_the_cpu_buffer() -> None:
     np.testing.assert_array_equal(a, np.arange(6).reshape(2, 3) * 2)
     assert not a.flags.writeable
     from tgfx.lowering.execute import buffer_memory
-    from tgfx.lowering.schedule import buffer_view
+    from tgfx.lowering.layout import buffer_view
     assert a.ctypes.data == buffer_memory(buffer_view(x.uop)).ptr  # the same memory, not a copy
     del x
     import gc

@@ -233,7 +233,7 @@ def test_an_einsum_over_two_axes_reads_its_operand_through_packed_panels() -> No
     and a reshape joining t and b: j still runs along memory, which the packing needs to know (unpacked, the tile read
     a row of b a page apart each step: 28 ms, against 9 for the same product as `a.reshape(-1, i).T @ b.reshape(-1,
     j)`). Both forms are a copy into panels and the matmul."""
-    from tgfx.lowering.schedule import _regrouped_axis
+    from tgfx.lowering.layout import _regrouped_axis
     assert _regrouped_axis((1, 1024, 32, 32), (1, 1024, 1024), 1) == 1       # the axes after it joined
     assert _regrouped_axis((32, 32, 1024), (1024, 1024), 2) == 1             # the axes before it joined
     assert _regrouped_axis((4, 8), (2, 2, 8), 1) == 2                         # the axes before it split

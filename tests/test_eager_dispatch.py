@@ -227,7 +227,7 @@ def test_siblings_ask_about_aranges_and_traced_values_only_where_the_graph_has_t
             asked[name] += 1
             return fn(*args)
         return spy
-    monkeypatch.setattr(tgfx.lowering.schedule, "_iota_like", counting("iota", tgfx.lowering.schedule._iota_like))
+    monkeypatch.setattr(tgfx.lowering.layout, "_iota_like", counting("iota", tgfx.lowering.layout._iota_like))
     monkeypatch.setattr(tgfx.tensor, "_with_params", counting("params", tgfx.tensor._with_params))
     x = tg.asarray(X)
     m = x * 2.0

@@ -431,7 +431,7 @@ def test_a_buffer_read_in_a_loop_before_it_is_written_there_lives_for_the_whole_
     """The memory planner's lifetimes: a carry read by one step and written by the next holds its value across the
     jump back, so nothing after its last write in the block may take its memory; a temporary may."""
     from tgfx.lowering.control import command, copy_command, lifetimes
-    from tgfx.lowering.schedule import new_buffer
+    from tgfx.lowering.layout import new_buffer
     init, carry, tmp, late = (new_buffer("CPU:0", 4, tg.dtypes.float32) for _ in range(4))
     calls = [command(Ops.BLOCK, (True, "CPU:0")),
              copy_command(carry, init, 16),    # 1: the initial carry
@@ -448,7 +448,7 @@ def test_what_a_loop_computes_before_its_top_lives_until_the_loop_ends() -> None
     """A buffer written once before a loop's top (what the steps share: `_invariant`) and read in its steps is read
     again after every jump back: nothing later in the loop may take its memory."""
     from tgfx.lowering.control import command, copy_command, lifetimes
-    from tgfx.lowering.schedule import new_buffer
+    from tgfx.lowering.layout import new_buffer
     w, shared, tmp, late, i = (new_buffer("CPU:0", 4, tg.dtypes.float32) for _ in range(5))
     calls = [command(Ops.BLOCK, (True, "CPU:0")),
              copy_command(shared, w, 16),      # 1: once, before the top

@@ -11,10 +11,11 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
+from tgfx.lowering.fusion import find_realizes
 from tgfx.lowering.linearize import linearize
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm
-from tgfx.lowering.schedule import find_realizes, merge_siblings, schedule
+from tgfx.lowering.schedule import merge_siblings, schedule
 from tgfx.lowering.symbolic import pm_symbolic, python_alu
 from tgfx.tensor import Tensor
 
@@ -378,7 +379,7 @@ def test_a_sum_of_matmuls_in_one_reduce_is_each_its_own_contraction():
     gradient sums the three products before one reduce, which is no contraction (no transposed operand, no register
     tile: a transformer step's dx ran at 4 GFLOP/s). The schedule reduces each product on its own."""
     from tgfx.lowering.inline import inline
-    from tgfx.lowering.schedule import pm_transpose_operands
+    from tgfx.lowering.operands import pm_transpose_operands
     r = np.random.default_rng(0)
     x = r.standard_normal((64, 128)).astype(np.float32)
     ws = [r.standard_normal((128, 128)).astype(np.float32) for _ in range(3)]
@@ -964,12 +965,12 @@ def test_pack_signatures_are_interned_so_shared_graphs_stay_small():
 
 
 def test_a_loops_arange_operand_is_stored_as_its_own_copy_and_no_loop_is_duplicated():
-    # schedule._stored_aranges_apart: a scan over an arange (a blocked factorisation's block numbers) reads it
+    # fusion._stored_aranges_apart: a scan over an arange (a blocked factorisation's block numbers) reads it
     # through a CONTIGUOUS copy, so the arange stays an arange for the graph's other uses; two loops, the second
     # reading the first's result, stay two (rebuilt from a map of the old loops, the first was kept beside its copy:
     # the GP step ran its Cholesky panels twice)
+    from tgfx.lowering.fusion import _stored_aranges_apart
     from tgfx.lowering.inline import walk
-    from tgfx.lowering.schedule import _stored_aranges_apart
     steps = tnp.arange(4, dtype=tgfx.dtypes.float32)
     x = Tensor(np.ones(8, np.float32))
     a, _ = tgfx.lax.scan(lambda c, s: (c + s, None), x, steps)
@@ -987,7 +988,7 @@ def test_a_loops_arange_operand_is_stored_as_its_own_copy_and_no_loop_is_duplica
 
 
 def test_a_loops_constant_operand_is_stored_as_its_own_copy_so_a_gather_filling_with_it_stays_a_load() -> None:
-    # schedule._stored_aranges_apart: cumsum of a vector is a scan whose loop starts from the scalar -0.0, the same
+    # fusion._stored_aranges_apart: cumsum of a vector is a scan whose loop starts from the scalar -0.0, the same
     # node a gather x[idx] fills with; the loop's operand was stored in place, the gather then read its fill from
     # that buffer, and `gather.collapse_onehot` no longer saw a one-hot sum: every output compared with every
     # position (n^2; 20,000 elements took 35 ms). Stored as a copy, the gather is a load per output
@@ -1009,7 +1010,7 @@ def test_find_realizes_walks_a_kernel_again_only_when_a_node_it_visited_is_store
     # the forward and the gradient, the residual stream outermost first), and walked every kernel each round:
     # quadratic in the depth (69 node visits per graph node here; a ViT step's schedule took 3 s). A kernel whose walk
     # stored nothing is walked again only once a node it visited is stored
-    from tgfx.lowering import schedule as schedule_module
+    from tgfx.lowering import fusion as schedule_module
     from tgfx.lowering.inline import inline, walk
     visits, real = [0], schedule_module._source_axes
     monkeypatch.setattr(schedule_module, "_source_axes", lambda *a: visits.__setitem__(0, visits[0] + 1) or real(*a))
@@ -1243,7 +1244,7 @@ def test_an_arange_is_told_from_a_chain_of_adds_and_products_in_one_walk(monkeyp
     # `_iota_like` asked each source of an add or a product twice (is any an arange, then is each a constant or an
     # arange), so a chain of them (`y = y * a + y`, a RealNVP flow's couplings and their gradient) was walked along
     # every path, 2^depth: 2 million calls, a second of the flow's 3.9-4.8 s first call. Each source once now
-    from tgfx.lowering import schedule as sched
+    from tgfx.lowering import layout as sched
     a, y = Tensor(np.ones(4, np.float32)), Tensor(np.ones(4, np.float32))
     for _ in range(10):
         y = y * a + y

@@ -257,7 +257,7 @@ def test_gpu_options_compute_what_the_cpu_does() -> None:
 
 
 def test_contraction_gets_a_register_tile_with_vector_loads() -> None:
-    # a reduce shorter than TLB_PAGES: the CPU schedule does not pack b into panels first (schedule._packed_operand)
+    # a reduce shorter than TLB_PAGES: the CPU schedule does not pack b into panels first (operands._packed_operand)
     ast, _ = _one_kernel(lambda a, b: a @ b, f32(256, 32), f32(32, 1024))
     ir, name, dims, opts = kernel_ir(ast)
     lanes, rows = GPU_DEFAULT.contraction_tile()

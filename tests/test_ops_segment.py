@@ -81,7 +81,7 @@ def test_segment_errors_name_the_argument() -> None:
        st.sampled_from(["drop", "clip"]), st.integers(0, 2 ** 16))
 def test_large_scatters_match_numpy(op: str, tail: tuple[int, ...], mode: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    n, m = 150, 400    # past schedule.SCATTER_MIN both ways; indices repeat, some out of range on both sides
+    n, m = 150, 400    # past fusion.SCATTER_MIN both ways; indices repeat, some out of range on both sides
     x = rng.standard_normal((n,) + tail).astype(np.float32)
     idx = rng.integers(-n - 20, n + 20, m).astype(np.int32)
     v = rng.standard_normal((m,) + tail).astype(np.float32)
@@ -139,7 +139,7 @@ def test_a_scatter_kernel_is_a_loop_over_its_updates_and_an_embeddings_gradient_
 def test_a_scatter_into_a_few_rows_is_a_loop_over_its_updates_too(segments: int) -> None:
     # per-category sums of a table's rows (`.at[category].add(rows)`, segment_sum into a few segments): as a reduce,
     # every row and column read every update, a column's reads strided by the width (16 categories of 20,000 rows of
-    # 64 features: 250 ms; as a loop 1 ms). From 2 rows (schedule.SCATTER_MIN_ROWS) it is the loop over the updates
+    # 64 features: 250 ms; as a loop 1 ms). From 2 rows (fusion.SCATTER_MIN_ROWS) it is the loop over the updates
     from tgfx.lowering import index_level
     from tgfx.lowering.schedule import schedule
     rng = np.random.default_rng(2)
@@ -203,7 +203,7 @@ def _jit_kernels(f, *args) -> tuple[np.ndarray, int]:
 
 @pytest.mark.parametrize("name", ["segment_sum", "segment_max", "segment_prod", "segment_min"])
 def test_large_segment_reductions_drop_out_of_range_ids_in_one_kernel(name: str) -> None:
-    # past schedule.SCATTER_MIN, with repeated ids, empty segments and ids out of range on both sides (JAX drops
+    # past fusion.SCATTER_MIN, with repeated ids, empty segments and ids out of range on both sides (JAX drops
     # them: a negative id does not count from the end). segment_sum and segment_max are one kernel: the rows set to
     # the identity, then the loop over the updates (the data once masked by the ids was a kernel of its own, and the
     # scatter, where it landed and the identity combined with it three more); segment_min is the maximum of the
@@ -328,7 +328,7 @@ def test_a_scatter_into_a_reduce_of_its_own_kind_is_still_a_loop() -> None:
 def test_a_graph_networks_messages_are_computed_in_the_scatters_loop() -> None:
     # segment_sum(h[senders] * w, receivers): the gather and the product of each edge's message are computed where the
     # loop over the edges adds it to its receiver (stored first, the edges' messages were a kernel and a buffer of
-    # their own); each message's row is 64 floats, a vector loop (schedule._scatter_value_expands)
+    # their own); each message's row is 64 floats, a vector loop (fusion._scatter_value_expands)
     rng = np.random.default_rng(8)
     nodes, edges = 100, 500
     h = rng.standard_normal((nodes, 64)).astype(np.float32)

@@ -468,7 +468,7 @@ def test_a_classifier_width_is_padded_to_whole_vectors():
 
 
 def test_layout_follows_views_and_broadcasts():
-    from tgfx.lowering.schedule import _layout
+    from tgfx.lowering.layout import _layout
     f32 = dtypes.float32
     buf = UOp(Ops.BUFFER, f32, (), (10**12, "CPU:0", 128 * 10))
     x = UOp(Ops.RESHAPE, f32, (buf,), (128, 10))
@@ -505,7 +505,7 @@ def test_a_short_reduce_copies_the_operand_along_the_output_s_rows():
     # q @ x.T of q (64, 16), x (512, 16) (64 HMC chains' logits): copying the smaller q put the tile's vectors down
     # the output's columns, each stored a lane at a time, and over a reduce of 16 those stores were the kernel's time
     # (80 us on one core); x's copy is no bigger than the output, and with it the tile stores whole rows (7.5 us)
-    from tgfx.lowering.schedule import _transposed_operand
+    from tgfx.lowering.operands import _transposed_operand
     rng = np.random.default_rng(0)
     q, x = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((64, 16), (512, 16)))
     red = next(u for u in (q @ x.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)
@@ -717,7 +717,8 @@ def test_a_dot_product_contraction_with_a_computed_operand_reads_the_other_throu
     # scalar. w is read through a transposed copy, as for two stored operands, so the tile's vectors run along the
     # output and so does an epilogue (a graph attention step's ELU gradient, exp of a stored tile: 507 us fused as
     # dot products, 57 as a plain matmul)
-    from tgfx.lowering.schedule import _dot_layout, _transposed_operand
+    from tgfx.lowering.layout import _dot_layout
+    from tgfx.lowering.operands import _transposed_operand
     rng = np.random.default_rng(0)
     p, q, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((512, 32), (32, 512), (64, 32)))
     red = next(u for u in ((p + q.T) @ w.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)

@@ -438,7 +438,7 @@ def test_a_loop_counter_argument_allocates_nothing_per_call_and_each_call_sees_i
 
 
 def test_a_deeper_residual_network_compiles_no_new_kernel(monkeypatch):
-    """A residual stream (x + f(layer_norm(x)), block after block) is stored once a block (schedule.SHARED_READS):
+    """A residual stream (x + f(layer_norm(x)), block after block) is stored once a block (fusion.SHARED_READS):
     recomputed, each block's layer norms read every earlier block's outputs (quadratic reads in depth) and were kernels
     of their own. Stored, a middle block's kernels are the same as its neighbours': a network one or two blocks
     deeper compiles nothing new (it compiled 12 more kernels a block)."""

@@ -11,8 +11,8 @@ import tgfx.numpy as tnp
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
+from tgfx.lowering.layout import new_buffer
 from tgfx.lowering.multi import RingCtx, ShardingError, pm_allreduce, pm_multi, ring_all_reduce
-from tgfx.lowering.schedule import new_buffer
 
 D2 = ("CPU:0", "CPU:1")
 D4 = ("CPU:0", "CPU:1", "CPU:2", "CPU:3")

@@ -80,7 +80,7 @@ def _implicit_buffers(body: UOp) -> list[UOp]:
 
 def _visible_tensors(f: Callable) -> dict[UOp, str]:
     """BUFFER -> the name of a Tensor the function can see in its closure or globals that holds it (for messages)."""
-    from tgfx.lowering.schedule import buffer_view
+    from tgfx.lowering.layout import buffer_view
     fn = getattr(f, "__func__", f)
     code = getattr(fn, "__code__", None)
     if code is None:

@@ -41,7 +41,7 @@ from tgfx.lowering import realize as lower_realize
 from tgfx.lowering.eager import Description, describe
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
-from tgfx.lowering.schedule import buffer_view, new_buffer
+from tgfx.lowering.layout import buffer_view, new_buffer
 from tgfx.trace_state import ConcretizationError, active, current, user_error
 
 Scalar = bool | int | float | complex
@@ -850,7 +850,7 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
         return []
     nodes = described.nodes
     graph = set(nodes)
-    from tgfx.lowering.schedule import _iota_like
+    from tgfx.lowering.layout import _iota_like
     # (not an arange: its every use recomputes it for nothing, and stored it would hide from the kernels that read it
     # as the positions of a one-hot gather (`take_along_axis(arange(n), order)`, a permutation's first round), which
     # then compared each output with every stored position: 60,000 of them needed a 14 GB buffer; a graph without an

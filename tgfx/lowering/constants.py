@@ -28,7 +28,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.execute import buffer_memory
 from tgfx.lowering.inline import substitute_outside_calls, walk
-from tgfx.lowering.schedule import new_buffer
+from tgfx.lowering.layout import new_buffer
 
 POOL_SIZE = 4096   # interned argument buffers kept; a schedule of ever new values evicts the oldest
 _pool: OrderedDict[tuple, UOp] = OrderedDict()

@@ -89,7 +89,8 @@ def _zero_fill(buf: UOp) -> list[UOp]:
 
 def _body(body: UOp, inputs: list[UOp], device: str, what: str) -> tuple[list[UOp], list[UOp]]:
     """The commands of a body (scheduled once per body key) on `inputs` by PARAM slot, and its result buffers."""
-    from tgfx.lowering.schedule import buffer_view, template_of
+    from tgfx.lowering.layout import buffer_view
+    from tgfx.lowering.schedule import template_of
     linear, results = template_of(body, repeated=True).instantiate(inputs)
     cmds = list(linear.src)
     bufs = [b for c in cmds for b in c.src[1:]]
@@ -99,7 +100,7 @@ def _body(body: UOp, inputs: list[UOp], device: str, what: str) -> tuple[list[UO
 
 def schedule_loop(loop: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]:
     """The commands running `loop` on operand buffers `operands`, and its result buffers (see the module doc)."""
-    from tgfx.lowering.schedule import new_buffer
+    from tgfx.lowering.layout import new_buffer
     sp: LoopSpec = loop.arg
     what = f"loop {sp.name!r}"
     dev = sp.device
@@ -306,7 +307,7 @@ def _into_carries(cmds: list[UOp], outs: list[UOp], dst: list[UOp],
 
 def schedule_switch(sw: UOp, operands: list[UOp]) -> tuple[list[UOp], list[UOp]]:
     """The commands running the branch `index` picks (index is operands[0]), and the result buffers."""
-    from tgfx.lowering.schedule import new_buffer
+    from tgfx.lowering.layout import new_buffer
     sp = sw.arg
     dev, what = sp.device, f"switch {sp.name!r}"
     index, args = operands[0], operands[1:]

@@ -52,7 +52,7 @@ def range_view(u: UOp) -> UOp | None:
     assume aligned buffers)."""
     if u.op not in (Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK) or u.dtype.is_complex:
         return None
-    from tgfx.lowering.schedule import copy_source, new_buffer
+    from tgfx.lowering.layout import copy_source, new_buffer
     base, off = copy_source(u)
     size = prod(u.shape)
     if base.op is not Ops.BUFFER or size == 0 or (mem := buffers.get(id(base))) is None or \

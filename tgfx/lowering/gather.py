@@ -86,12 +86,12 @@ _SCATTERS = (Ops.ADD, Ops.MAX, Ops.MUL)
 
 def collapse_scatter(sink: UOp) -> UOp:
     """A kernel storing a scatter, `out[.., s, ..] = REDUCE(where(e == s & rest, v, identity), i)` with the index e
-    varying along the reduce ranges i and not along the output range s (`schedule._scatter_reduce` stores each on its
+    varying along the reduce ranges i and not along the output range s (`fusion._scatter_reduce` stores each on its
     own), as two loops: the n outputs along s set to the identity, then one sequential loop over the m updates, update
     t reading out[.., e, ..] and storing it combined with v, where it lands (inside the axis and `rest`; elsewhere it
     stores back what it read). O(n + m) where the reduce compared every output with every update. One combined into
     an operand by its own reduction, `x + REDUCE(..)` (max, product), starts the rows from x, not the identity
-    (`schedule._scatter_roots`). Several output ranges, each matched by its own index (`t[i[:, None], j[None, :]]`'s
+    (`fusion._scatter_roots`). Several output ranges, each matched by its own index (`t[i[:, None], j[None, :]]`'s
     gradient: rows i[a] and columns j[b], reduced over a and b), are one position over all of them, and so are several
     reduce ranges.
     The updates' range is of kind "scatter": no option splits, reorders or vectorises it (its updates may hit one row
@@ -101,7 +101,7 @@ def collapse_scatter(sink: UOp) -> UOp:
     top = st.src[1]
     if top.op is Ops.REDUCE:
         return _collapse_scatter(sink, st, top, None) or sink
-    # combined into an operand (`x.at[idx].add(v)`, `schedule._scatter_roots`): the rows start from it (which may be a
+    # combined into an operand (`x.at[idx].add(v)`, `fusion._scatter_roots`): the rows start from it (which may be a
     # reduce of the same kind itself: `c.sum(1).at[idx].add(v)`)
     for red, start in ((top.src[0], top.src[1]), (top.src[1], top.src[0])) if top.op in _SCATTERS else ():
         if red.op is Ops.REDUCE and red.arg is top.op and (out := _collapse_scatter(sink, st, red, start)) is not None:

@@ -60,7 +60,7 @@ def remote_placeholder(device: str, shape: tuple[int, ...], dtype: object) -> UO
     like any input), viewed in `shape`."""
     from tgfx.devices import get_device
     from tgfx.lowering.execute import buffer_nbytes, register_memory
-    from tgfx.lowering.schedule import new_buffer
+    from tgfx.lowering.layout import new_buffer
     buf = new_buffer(device, prod(shape), dtype)
     register_memory(buf, get_device(device).allocator.alloc(buffer_nbytes(buf)))
     return buf if shape == (prod(shape),) else UOp(Ops.RESHAPE, buf.dtype, (buf,), shape)

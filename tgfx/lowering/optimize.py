@@ -1186,7 +1186,7 @@ def _threads(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsize: 
         # range): every core streams through all the rows, and a core's share of each, below a page, is not all a
         # core reads, the hardware prefetcher streaming on into its neighbours' (65,536 rows of 64 floats into 4,096
         # on 2 cores: 1.2-1.4 ms as halves of rows, 0.87 whole on one). Not where computing the updates costs more
-        # than reading them (an exp of each: `schedule._scatter_value_expands`)
+        # than reading them (an exp of each: `fusion._scatter_value_expands`)
         row = math.prod(sizes.values()) * itemsize
         splits = {a: n if row // n >= PAGE_BYTES else 1 for a, n in splits.items()}
     outer = max(splits, key=lambda a: (splits[a], -a), default=None)

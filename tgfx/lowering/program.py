@@ -39,7 +39,8 @@ from tgfx.lowering.execute import (
     is_tiny,
     register_memory,
 )
-from tgfx.lowering.schedule import ScheduleTemplate, buffer_view, is_alias, new_buffer
+from tgfx.lowering.layout import buffer_view, new_buffer
+from tgfx.lowering.schedule import ScheduleTemplate, is_alias
 
 RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
 POOL_DEPTH = 2              # idle allocations kept per output slot

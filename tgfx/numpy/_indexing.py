@@ -641,7 +641,7 @@ def _scatter_planned(x: Tensor, plan: _Plan, u: Tensor, op: str, mode: str) -> T
     """`scatter` of the updates u, broadcast to the indexed shape, at a plan's positions."""
     if plan.axes and (op == "min" or op == "multiply" and x.dtype.is_bool) and not x.dtype.is_complex:
         # the minimum is the maximum of the order-reversed values (a bool's product is its minimum): as the scatter
-        # of a maximum, it is a loop over its updates (`schedule._scatter_reduce`); the flip of a reduce's values
+        # of a maximum, it is a loop over its updates (`fusion._scatter_reduce`); the flip of a reduce's values
         # was a reduce it does not know, which compared every update with every row (x.at[idx].min(v), 4,096 rows
         # of 64 into 512: 12.9 ms, 65,536 into 4,096: 1.7 s)
         flip = ew.logical_not if x.dtype.is_bool else ew.negative if x.dtype.is_float else ew.invert

@@ -38,10 +38,11 @@ from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import donated_windows, lifetimes, merge_saved_loops, reads, updates_window, writes
 from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view
 from tgfx.lowering.inline import check_no_params, inline, substitute_outside_calls, walk
+from tgfx.lowering.layout import buffer_view, is_onehot, new_buffer
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs
-from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, buffer_view, is_onehot, new_buffer, placeholder
+from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.tensor import Tensor, is_weak, realize, realize_readers, weak, weak_like
 from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active, collecting_effects
