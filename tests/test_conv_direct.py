@@ -23,8 +23,9 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, kernel_source
 from tgfx.lowering.compile import optimized_ir
+from tgfx.lowering.heuristics import hand_coded_opts
 from tgfx.lowering.inline import inline
-from tgfx.lowering.optimize import Opt, apply_opt, hand_coded_opts, ranges
+from tgfx.lowering.kernel_opts import Opt, apply_opt, ranges
 from tgfx.lowering.schedule import schedule
 
 AVX2 = Target("znver3", "+avx,+avx2,+fma", cores=1)

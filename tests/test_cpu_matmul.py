@@ -18,9 +18,11 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, kernel_source, llvm_worker, render_kernel
 from tgfx.lowering.compile import target_machine
+from tgfx.lowering.heuristics import hand_coded_opts
 from tgfx.lowering.inline import inline
+from tgfx.lowering.kernel_opts import Opt
 from tgfx.lowering.llvm_worker import NO_LSR
-from tgfx.lowering.optimize import Opt, apply_hand_coded, hand_coded_opts
+from tgfx.lowering.optimize import apply_hand_coded
 from tgfx.lowering.schedule import schedule
 
 
@@ -74,7 +76,7 @@ def test_an_epilogue_transcendental_is_decomposed_after_the_options_once_per_row
 
 
 def test_a_vector_range_reads_padded_transposed_and_strided_lanes() -> None:
-    """The vector range's other accesses (`optimize.vector_lanes`): a classifier's 10 columns padded to a vector are
+    """The vector range's other accesses (`kernel_opts.vector_lanes`): a classifier's 10 columns padded to a vector are
     one masked load of w and one masked store a row (no lane past the tenth touches memory), a weight gradient's 10
     columns stored 10 apart by a scatter of each accumulator, and a transpose's strided columns read as the
     rows of a square transposed in registers (no element loaded alone)."""

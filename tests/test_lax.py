@@ -761,7 +761,7 @@ def test_a_loop_kernel_steps_its_elements_as_vector_lanes(n: int) -> None:
     # step, and the result is the Python loop's
     from tgfx.devices.target import host_target
     from tgfx.lowering import index_level, lower_kernel
-    from tgfx.lowering.optimize import hand_coded_opts
+    from tgfx.lowering.heuristics import hand_coded_opts
     x = np.linspace(-1, 1, n).astype(f32)
     xs = np.random.default_rng(0).standard_normal((5, n)).astype(f32)
 

@@ -361,7 +361,7 @@ def test_the_gradient_of_slices_computes_each_piece_only_where_it_lies():
 def test_a_reduce_read_by_head_is_two_reduce_ranges():
     """A sum over 256 = 8 heads x 32 that an operand reads as `(r // 32, r % 32)` (stored by head) becomes two reduce
     ranges, 8 and 32, with every index affine in both: no division left."""
-    from tgfx.lowering.optimize import split_ranges
+    from tgfx.lowering.kernel_opts import split_ranges
     o, r = rng(4, 0), rng(256, 1, "reduce")
     by_head = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(1, 4 * 256), (r // 32) * 128 + o * 32 +
                                                                              r % 32)),))
@@ -529,7 +529,7 @@ def test_vectors_a_short_step_apart_are_masked_loads_and_stores():
     values, for the dtypes of the lanes' widths."""
     from tgfx.devices.target import host_target, target_for
     from tgfx.lowering import render_kernel
-    from tgfx.lowering.optimize import Opt, apply_opts
+    from tgfx.lowering.kernel_opts import Opt, apply_opts
     for dt in (dtypes.int8, dtypes.int32, dtypes.float32, dtypes.float64, dtypes.int64):
         src = UOp(Ops.RESHAPE, dt, (g(1, 64, dt),), (32, 2))
         val = UOp(Ops.FLIP, dt, (src,), (0,)) + UOp(Ops.FLIP, dt, (src,), (1,))   # x[::-1] + the parts swapped

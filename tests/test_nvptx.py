@@ -19,7 +19,7 @@ import tgfx as tg
 import tgfx.lowering as lowering
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.ir.ops import Ops
-from tgfx.lowering.optimize import Opt
+from tgfx.lowering.kernel_opts import Opt
 from tgfx.lowering.render_nvptx import kernel_ir, libdevice_path, ptx_of
 
 PTXAS = shutil.which("ptxas")

@@ -347,7 +347,7 @@ def test_a_scatter_splits_its_rows_over_cores_only_a_page_or_more_each(width: in
     from test_optimize import on_cores
 
     from tgfx.lowering import index_level
-    from tgfx.lowering.optimize import hand_coded_opts
+    from tgfx.lowering.heuristics import hand_coded_opts
     rows = (1 << 20) // width
     data = tg.asarray(np.ones((rows, width), np.float32))
     ids = tg.asarray(np.arange(rows, dtype=np.int32) % 64)

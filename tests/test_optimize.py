@@ -1,5 +1,4 @@
 """Kernel options on tiny graphs (exact structure), and optimised kernels against numpy."""
-import sys
 
 import numpy as np
 import pytest
@@ -14,25 +13,16 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering import index_level
+from tgfx.lowering import heuristics, index_level, kernel_opts
+from tgfx.lowering.heuristics import hand_coded_opts
+from tgfx.lowering.kernel_opts import KernelOptError, Opt, apply_opt, apply_opts, global_size, ranges
 from tgfx.lowering.linearize import linearize
-from tgfx.lowering.optimize import (
-    KernelOptError,
-    Opt,
-    apply_opt,
-    apply_opts,
-    global_size,
-    hand_coded_opts,
-    ranges,
-    use_opts,
-)
+from tgfx.lowering.optimize import use_opts
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.schedule import schedule
 from tgfx.lowering.search import actions
 from tgfx.lowering.symbolic import pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
-
-optimize = sys.modules["tgfx.lowering.optimize"]   # the module (tgfx.lowering's `optimize` is its function)
 
 
 def on_cores(n):
@@ -98,14 +88,14 @@ def test_unroll_of_a_reduce_read_side_by_side_is_a_vector_range():
 
 
 def test_upcast_replicates_the_store_per_lane(monkeypatch):
-    monkeypatch.setattr(optimize, "VECTOR_UPCAST", False)
+    monkeypatch.setattr(kernel_opts, "VECTOR_UPCAST", False)
     sink = matmul_sink(4, 8, 16)
     out = apply_opt(sink, Opt("UPCAST", 1, 4))
     assert len(out.src) == 4
     assert ranges(out)[1].src[0].arg == 4  # the range now counts groups of lanes
     assert len({u for u in out.toposort() if u.op is Ops.REDUCE}) == 4
     # lanes a transpose reads apart are copies whatever the toggle says
-    monkeypatch.setattr(optimize, "VECTOR_UPCAST", True)
+    monkeypatch.setattr(kernel_opts, "VECTOR_UPCAST", True)
     out = apply_opt(sink, Opt("UPCAST", 0, 4))
     assert len(out.src) == 4 and not any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in out.toposort())
 
@@ -115,7 +105,7 @@ def test_vector_ranges_and_lane_copies_compute_alike(monkeypatch, vector):
     """Kernels whose upcast axis is a vector range (elementwise with integer math and casts, a reduce over an outer
     axis, a tile with a tanh epilogue, a masked store of a padded axis) against numpy, both ways."""
     from tgfx import config, lowering
-    monkeypatch.setattr(optimize, "VECTOR_UPCAST", vector)
+    monkeypatch.setattr(kernel_opts, "VECTOR_UPCAST", vector)
     monkeypatch.setattr(config.DISK_CACHE, "value", 0)   # the toggle is not part of a compiled kernel's key
     lowering.forget_compiled()
     rng = np.random.default_rng(0)
@@ -141,7 +131,7 @@ def test_vector_ranges_and_lane_copies_compute_alike(monkeypatch, vector):
 def test_lane_copies_are_the_graph_substituted_lane_by_lane():
     """`_lane_copies` replays only the nodes that depend on the range, once per lane: each copy is exactly what a
     whole-graph substitution makes, and what does not depend on the range is shared, not copied."""
-    from tgfx.lowering.optimize import _lane_copies
+    from tgfx.lowering.kernel_opts import _lane_copies
     sink = matmul_sink(4, 8, 16)
     store, rng = sink.src[0], ranges(sink)[1]
     lanes = [rng.const_like(3) * 4 + j for j in range(4)]
@@ -351,7 +341,7 @@ def test_a_contraction_tile_one_row_high_keeps_independent_accumulators():
     red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (x * e,), (Ops.ADD, (0,)))
     ast = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, k), UOp(Ops.RESHAPE, dtypes.float32, (red,), (k,)))),))
     opts = hand_coded_opts(graph_rewrite(rangeify(ast), pm_symbolic), on_cores(1))
-    assert [o.op for o in opts] == ["UPCAST", "UNROLL"] and opts[1].amount == optimize.SUM_CHAINS, opts
+    assert [o.op for o in opts] == ["UPCAST", "UNROLL"] and opts[1].amount == heuristics.SUM_CHAINS, opts
     xs = np.random.default_rng(0).standard_normal((m, k)).astype(np.float32)
     es = np.random.default_rng(1).standard_normal(m).astype(np.float32)
     np.testing.assert_allclose((Tensor(xs).T @ Tensor(es)).numpy(), xs.T @ es, rtol=1e-4, atol=1e-4)
@@ -637,12 +627,12 @@ def test_padto_masks_loads_stores_and_reduce_contributions():
 
 
 def test_padto_then_upcast_keeps_gates_only_on_lanes_that_can_be_padding(monkeypatch):
-    monkeypatch.setattr(optimize, "VECTOR_UPCAST", False)
+    monkeypatch.setattr(kernel_opts, "VECTOR_UPCAST", False)
     out = apply_opts(matmul_sink(4, 8, 1000), [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)])
     # 1008 = 63 * 16: lanes 0..7 always land below 1000, lanes 8..15 are padding in the last group
     assert sorted(len(s.src) for s in out.src) == [2] * 8 + [3] * 8
     # as a vector range: one store, gated by the lanes' validity (a masked store)
-    monkeypatch.setattr(optimize, "VECTOR_UPCAST", True)
+    monkeypatch.setattr(kernel_opts, "VECTOR_UPCAST", True)
     (st,) = apply_opts(matmul_sink(4, 8, 1000), [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)]).src
     assert len(st.src) == 3 and any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in st.src[2].toposort())
 
@@ -881,5 +871,5 @@ def test_a_flipped_sums_stride_is_its_negation():
     i = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, 4),), (0, "loop"))
     lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, 16),), (1, "vector"))
     flipped = (-(i * 16 + lane)) * 2 + 129
-    assert optimize._coef(flipped, lane) == -2 and optimize._coef(flipped, i) == -32
-    assert optimize._coef(flipped * flipped, lane) is None
+    assert kernel_opts._coef(flipped, lane) == -2 and kernel_opts._coef(flipped, i) == -32
+    assert kernel_opts._coef(flipped * flipped, lane) is None

@@ -17,7 +17,8 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import forget_compiled, index_level, lower_kernel
 from tgfx.lowering import search as beam
-from tgfx.lowering.optimize import Opt, apply_hand_coded
+from tgfx.lowering.kernel_opts import Opt
+from tgfx.lowering.optimize import apply_hand_coded
 from tgfx.lowering.schedule import schedule
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

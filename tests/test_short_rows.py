@@ -1,5 +1,5 @@
 """Reductions over short rows (softmax, log_softmax, logsumexp, layernorm, max of rows a few vectors long): the rows
-as a vector's lanes (`optimize.across_rows_opts`), each row's elements as copies read and written through square
+as a vector's lanes (`heuristics.across_rows_opts`), each row's elements as copies read and written through square
 tiles transposed in registers (`render_llvm.find_wide_tiles`). Counted, never timed: the options chosen, the vector
 width of the rendered code, no horizontal reduce and no scatter; and the values are numpy's on many shapes."""
 from __future__ import annotations
@@ -18,8 +18,10 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, render_kernel
+from tgfx.lowering.heuristics import hand_coded_opts
 from tgfx.lowering.inline import inline
-from tgfx.lowering.optimize import Opt, apply_hand_coded, apply_opt, hand_coded_opts, ranges
+from tgfx.lowering.kernel_opts import Opt, apply_opt, ranges
+from tgfx.lowering.optimize import apply_hand_coded
 from tgfx.lowering.schedule import schedule
 
 # the two x86 vector widths: AVX-512 (16 float lanes) and AVX2 (8); options and IR only, so any host renders them

@@ -18,8 +18,10 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, render_kernel
 from tgfx.lowering.compile import cache_key, compile_llvm, compile_workers, compiler, optimized_ir, target_machine
+from tgfx.lowering.heuristics import hand_coded_opts
 from tgfx.lowering.inline import inline
-from tgfx.lowering.optimize import Opt, apply_hand_coded, hand_coded_opts, opt_mode
+from tgfx.lowering.kernel_opts import Opt
+from tgfx.lowering.optimize import apply_hand_coded, opt_mode
 from tgfx.lowering.schedule import schedule
 
 AVX2, AVX512 = "haswell", "skylake-avx512"

@@ -247,7 +247,7 @@ class Target:
 
     def panels_outside_rows(self, b_bytes: int, panel_bytes: int) -> bool:
         """Whether a register-tiled contraction's loop over the panels of its vector operand B (`b_bytes` in all,
-        `panel_bytes` a panel) goes outside its loop over the output's row blocks (`optimize._panel_order`): B does not
+        `panel_bytes` a panel) goes outside its loop over the row blocks (`heuristics._panel_order`): B does not
         fit half of L2 (the rest holds A's block and what streams through), and a panel does."""
         return b_bytes > self.l2 // 2 and panel_bytes <= self.l2 // 2
 

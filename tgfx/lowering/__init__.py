@@ -48,11 +48,12 @@ from tgfx.lowering.eager import Description, describe, dispatch_mode, graph_temp
 from tgfx.lowering.execute import buffer_memory, memory_of, range_view
 from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.inline import check_no_params, inline, walk
+from tgfx.lowering.kernel_opts import Opt, global_size, merge_loops, split_ranges
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
 from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_process
-from tgfx.lowering.optimize import Opt, forced_opts, global_size, merge_loops, opt_mode, optimize, split_ranges
+from tgfx.lowering.optimize import forced_opts, opt_mode, optimize
 from tgfx.lowering.panel_buffer import panel_buffers
 from tgfx.lowering.rangeify import rangeify
 from tgfx.lowering.render_llvm import render_llvm

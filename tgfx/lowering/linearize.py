@@ -9,7 +9,7 @@ program reads the register of the emission just before it (`acc_of` lists them i
 carries of a loop kernel (REDUCEs with arg ("carry", j)) are registers too, initialised to their initial values
 and overwritten by their new values every step.
 Values that do not depend on a reduce's ranges are placed before its loops (loop-invariant hoisting); a value
-placed inside a loop is only visible inside it. A range of kind "vector" (an UPCAST's lanes, `optimize.vector_lanes`)
+placed inside a loop is only visible inside it. A range of kind "vector" (an UPCAST's lanes, `kernel_opts.vector_lanes`)
 is no loop: it is visible everywhere, and what depends on it is placed as any value, a vector the renderer computes;
 a REDUCE over one (an UNROLL's lanes combined) is placed as any value too.
 """
@@ -61,7 +61,7 @@ def is_block_reduce(u: UOp) -> bool:
 
 
 def is_lane_reduce(u: UOp) -> bool:
-    """A REDUCE over a vector range (an UNROLL's lanes, `optimize.unroll`): the lanes of its source combined into
+    """A REDUCE over a vector range (an UNROLL's lanes, `kernel_opts.unroll`): the lanes of its source combined into
     one value, placed as a plain value (the renderer's horizontal reduce), no loop of its own."""
     return u.op is Ops.REDUCE and len(u.src) == 2 and is_vector_range(u.src[1])
 

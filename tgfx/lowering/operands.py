@@ -114,7 +114,7 @@ def _copies_own_panels(k: int, n: int, rows: int, itemsize: int, target: Target)
     """Whether the kernel of a contraction whose vector operand `w` (k x n) is a buffer copies its panels of `w`
     itself (tgfx/lowering/panel_buffer.py), so that no kernel need pack `w` first: its `rows` split into the register
     tile's rows (the heuristics then give it a row tile), `w` is too big for its panels to stay inside the tile's row
-    blocks (`optimize._panel_order` puts them outside: each panel is read by every row block in turn), and a panel
+    blocks (`heuristics._panel_order` puts them outside: each panel is read by every row block in turn), and a panel
     fits the cache (`Target.panel_fits_cache`). Not in a loop's body (`template_of`): a constant's pack runs once."""
     if _in_repeated_body.get():
         return False

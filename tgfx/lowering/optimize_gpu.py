@@ -32,21 +32,19 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
-from tgfx.lowering.linearize import is_block_reduce, range_deps
-from tgfx.lowering.optimize import (
-    MIN_CONTRACTION,
+from tgfx.lowering.heuristics import MIN_CONTRACTION, _itemsize, _vector_axis
+from tgfx.lowering.kernel_opts import (
     KernelOptError,
     Opt,
     _coef,
-    _itemsize,
     _pm_after_opt,
-    _vector_axis,
     apply_opt,
     pad_range,
     ranges,
     unroll,
     upcast,
 )
+from tgfx.lowering.linearize import is_block_reduce, range_deps
 
 GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP")
 

@@ -1,7 +1,7 @@
 """packs: a register tile's accumulators grouped into vectors, for the renderer.
 
 UPCAST and UNROLL (tgfx/lowering/optimize.py) replicate a reduce once per lane where the lanes are no vector range
-(an UPCAST whose accesses are all side by side is one, rendered as vectors directly: `optimize.vector_lanes`): a
+(an UPCAST whose accesses are all side by side is one, rendered as vectors directly: `kernel_opts.vector_lanes`): a
 direct convolution's tile, whose input is a padded read, or UNROLL's partial sums. A 16 x 4 tile of lane copies is
 64 scalar accumulators, each updated by `acc += a[i + r] * b[j + l]` in the reduce loop. Left scalar, LLVM's SLP
 vectoriser has to rebuild vectors from those lanes; it takes most of the optimiser's time on a big tile, and where
@@ -58,7 +58,7 @@ class Pack:
 def square_tiles(by_offset: dict[int, T], width: int) -> list[tuple[T, ...]]:
     """Accesses of one buffer that differ only in their constant offset (`by_offset`, by it) taken as tiles of `width`
     consecutive offsets, each access in one tile at most: a square a vector range reads or writes as `width` row
-    vectors transposed in registers (`render_llvm.find_wide_tiles`; `optimize.vector_lanes` asks which stores the
+    vectors transposed in registers (`render_llvm.find_wide_tiles`; `kernel_opts.vector_lanes` asks which stores the
     renderer will tile)."""
     tiles, taken = [], set()
     for c in sorted(by_offset):

@@ -31,9 +31,9 @@ from __future__ import annotations
 from tgfx.devices.target import Target, rows_outrun_tlb
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.kernel_opts import _coef, unit_stride
 from tgfx.lowering.linearize import is_vector_range, range_deps
 from tgfx.lowering.operands import REUSE_TO_TRANSPOSE  # (a panel is copied for the reuse a pack was made for)
-from tgfx.lowering.optimize import _coef, unit_stride
 
 
 def _panel_load(sink: UOp) -> tuple[UOp, UOp, UOp] | None:

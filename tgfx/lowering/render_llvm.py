@@ -4,7 +4,7 @@ Every kernel has the calling convention of tgfx/devices/hcq.py: `void name(ptr b
 its buffer pointers and calls an always-inlined body whose pointer arguments are `noalias` (outputs are always fresh
 buffers), so LLVM can vectorise without runtime alias checks.
 
-A kernel with a vector range (an UPCAST's or UNROLL's lanes, `optimize.vector_lanes`) computes every value that
+A kernel with a vector range (an UPCAST's or UNROLL's lanes, `kernel_opts.vector_lanes`) computes every value that
 depends on it as an LLVM vector of that many lanes (`render_wide`): accesses the lanes make side by side are vector
 loads and stores (masked for a padded axis), a transpose's strided reads the rows of a square transposed in registers,
 other reads element by element, other stores a scatter; a scalar operand is splatted; an op without a vector rule is
@@ -25,9 +25,9 @@ from tgfx.devices.target import Target, host_target
 from tgfx.dtypes import DType, dtypes, max_value, min_value
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.kernel_opts import _coef, masked_unit_stride, unit_stride
 from tgfx.lowering.linearize import is_lane_reduce, range_deps, vector_ranges
 from tgfx.lowering.llvm_worker import NO_LSR, NO_SLP
-from tgfx.lowering.optimize import _coef, masked_unit_stride, unit_stride
 from tgfx.lowering.packs import (
     MAX_STEP,
     Pack,
@@ -457,7 +457,7 @@ class LLVMRenderer:
         read as w row vectors and transposed in registers (`wide_tile_column`), where each would be a gather. Stores
         the same way (ungated, to a buffer the kernel does not read): the square's columns transposed into rows and
         stored as w vectors once its last column is computed (`store_wide_tile`), where each would be a scatter
-        (a row kernel's output when its rows are the vector's lanes, `optimize.across_rows_opts`)."""
+        (a row kernel's output when its rows are the vector's lanes, `heuristics.across_rows_opts`)."""
         w, groups, block = self.width, {}, 0
         if w & (w - 1):
             return

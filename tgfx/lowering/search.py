@@ -57,16 +57,8 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
 from tgfx.lowering.compile import compile_llvm, load_object, loaded, lowering_version
-from tgfx.lowering.optimize import (
-    OPT_OPS,
-    KernelOptError,
-    Opt,
-    apply_hand_coded,
-    apply_opts,
-    global_size,
-    opt_mode,
-    ranges,
-)
+from tgfx.lowering.kernel_opts import OPT_OPS, KernelOptError, Opt, apply_opts, global_size, ranges
+from tgfx.lowering.optimize import apply_hand_coded, opt_mode
 from tgfx.lowering.render_llvm import RenderError
 
 RUNS = 3                 # timed runs of a candidate; the minimum counts
