@@ -1,6 +1,6 @@
 """Reductions over short rows (softmax, log_softmax, logsumexp, layernorm, max of rows a few vectors long): the rows
 as a vector's lanes (`heuristics.across_rows_opts`), each row's elements as copies read and written through square
-tiles transposed in registers (`render_llvm.find_wide_tiles`). Counted, never timed: the options chosen, the vector
+tiles transposed in registers (`render_wide.find_wide_tiles`). Counted, never timed: the options chosen, the vector
 width of the rendered code, no horizontal reduce and no scatter; and the values are numpy's on many shapes."""
 from __future__ import annotations
 

@@ -184,7 +184,7 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
     kernel; a logsumexp's sum of exps, a max): the rows as a vector's lanes, each row's elements as copies. Each
     reduce over a row is UNROLLed whole (by 0: copies, no loop) and so is the output's row loop, then the row axis
     is UPCAST by `w` lanes: every step reads `w` rows as a square of `w` x `w` the renderer transposes in registers
-    (`render_llvm.find_wide_tiles`), each row's max and sum are vertical vector ops across the copies, its exp, log,
+    (`render_wide.find_wide_tiles`), each row's max and sum are vertical vector ops across the copies, its exp, log,
     division or square root one vector op for `w` rows, and the output's square is transposed back and stored as
     `w` row vectors. Kept along the row (LLVM's loop vectoriser, or a vector of the row's lanes), each row ended in
     horizontal reduces of one vector (a NaN-propagating max: a chain of 8 blends and compares) and a scalar epilogue:

@@ -313,7 +313,7 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
 def _store_tiles(indexes: list[UOp], lane: UOp, amount: int) -> set[UOp]:
     """The strided store `indexes` that make square tiles: `amount` copies (another range's, whole) at offsets
     `m + c + lane * s` for c = j .. j + amount - 1, which the renderer transposes in registers and stores as `amount`
-    vectors (`render_llvm.find_wide_tiles`), not as a scatter each."""
+    vectors (`render_wide.find_wide_tiles`), not as a scatter each."""
     groups: dict[tuple, dict[int, UOp]] = {}
     for idx in indexes:
         if idx.src[1].op is not Ops.WHERE and (step := _coef(idx.src[1], lane)) not in (None, 0, 1):

@@ -58,7 +58,7 @@ class Pack:
 def square_tiles(by_offset: dict[int, T], width: int) -> list[tuple[T, ...]]:
     """Accesses of one buffer that differ only in their constant offset (`by_offset`, by it) taken as tiles of `width`
     consecutive offsets, each access in one tile at most: a square a vector range reads or writes as `width` row
-    vectors transposed in registers (`render_llvm.find_wide_tiles`; `kernel_opts.vector_lanes` asks which stores the
+    vectors transposed in registers (`render_wide.find_wide_tiles`; `kernel_opts.vector_lanes` asks which stores the
     renderer will tile)."""
     tiles, taken = [], set()
     for c in sorted(by_offset):

@@ -41,20 +41,11 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compiler, read_cached, write_cached
 from tgfx.lowering.kernel_opts import Opt
 from tgfx.lowering.linearize import is_block_reduce, linearize
+from tgfx.lowering.llvm_rules import _INTRINSIC, _LIBM, RenderError, Rule, _kind, alu_rules, compute_type, reg_type
 from tgfx.lowering.llvm_worker import set_strength_reduction
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.optimize_gpu import launch_dims, optimize_gpu
-from tgfx.lowering.render_llvm import (
-    _INTRINSIC,
-    _LIBM,
-    LLVMRenderer,
-    RenderError,
-    Rule,
-    _kind,
-    alu_rules,
-    compute_type,
-    reg_type,
-)
+from tgfx.lowering.render_llvm import LLVMRenderer
 
 
 class LaunchDims(NamedTuple):

@@ -58,8 +58,8 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering import render_kernel
 from tgfx.lowering.compile import compile_llvm, load_object, loaded, lowering_version
 from tgfx.lowering.kernel_opts import OPT_OPS, KernelOptError, Opt, apply_opts, global_size, ranges
+from tgfx.lowering.llvm_rules import RenderError
 from tgfx.lowering.optimize import apply_hand_coded, opt_mode
-from tgfx.lowering.render_llvm import RenderError
 
 RUNS = 3                 # timed runs of a candidate; the minimum counts
 TIMED_TRIPS = 1 << 25    # innermost iterations a timed run does, about: bigger kernels are timed on a slice
