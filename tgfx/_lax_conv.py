@@ -4,7 +4,7 @@ Every convolution, `tg.nn.conv2d` included, comes down to `conv_nd`: channels-fi
 kernel (O, C // groups, *k), any number of spatial axes. It is a broadcast multiply of the window view
 (`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel, a direct convolution. Lowering reads
 the input through index arithmetic, its padding a mask (no im2col, no padded copy), and the optimiser gives it a
-register tile of output columns by output channels (`tgfx/lowering/optimize.py`, `masked_contraction_opts`). Its
+register tile of output columns by output channels (`tgfx/lowering/heuristics.py`, `masked_contraction_opts`). Its
 backward is written as more such kernels (`grad_fxn`): the input's gradient is a convolution of the output gradient
 with the flipped, transposed kernel (with stride s, one per phase of the input, s ** nsp of them, interleaved by
 an elementwise kernel); the kernel's is a sum of windows times the output

@@ -272,7 +272,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         red_size *= r.src[0].arg
     itemsize = _itemsize(sink)
     lanes = target.lanes(itemsize)
-    # a row kernel (softmax, layernorm: tgfx/lowering/schedule.py fuses a row's reduces into the kernel that reads
+    # a row kernel (softmax, layernorm: tgfx/lowering/fusion.py fuses a row's reduces into the kernel that reads
     # them): reduces that only outer loops depend on, run once per row before its inner loops. LLVM's loop vectoriser
     # takes each of its loops (the reductions too); a register tile would turn it off and leave them scalar
     red_nodes = [u for u in sink.toposort() if u.op is Ops.REDUCE and not isinstance(u.arg, tuple)]

@@ -525,7 +525,7 @@ def _coef(index: UOp, rng: UOp) -> int | None:
 
 def _lane_coef(index: UOp, rng: UOp, amount: int) -> int | None:
     """The stride between the lanes of `rng` split by `amount` in `index`: `_coef` where the range appears linearly;
-    else (a packed operand's `(j // nr) * K * nr + j % nr`, tgfx/lowering/schedule.py) the stride of the lane once
+    else (a packed operand's `(j // nr) * K * nr + j % nr`, tgfx/lowering/operands.py) the stride of the lane once
     the range is `outer * amount + lane` and the index simplified, None if that is not linear either."""
     if (c := _coef(index, rng)) is not None or rng.src[0].arg % amount:
         return c

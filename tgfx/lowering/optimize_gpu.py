@@ -1,7 +1,7 @@
 """optimize_gpu: the kernel options of a GPU (SPEC §7's GLOBAL, LOCAL and GROUP), and the defaults a `GPUTarget` gets.
 
 A GPU kernel runs as a grid of blocks of threads. Its options map ranges onto them, as graph rewrites of the
-index-level kernel like the CPU's options (`optimize.py`), with `SPECIAL` nodes for the thread's ids:
+index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nodes for the thread's ids:
 
 - GLOBAL(axis, n): the output range becomes an axis of the launch grid (x, y, z in the order applied): its index is
   block index * n + thread index, n threads of a block along it (n = 1: a block per index, the block's threads free
@@ -13,7 +13,7 @@ index-level kernel like the CPU's options (`optimize.py`), with `SPECIAL` nodes 
   block REDUCE (a REDUCE over the thread SPECIAL, `linearize.is_block_reduce`) combines the partials (warp shuffles,
   then shared memory across warps) and gives the result to every thread: a row's max and sum in a softmax, read
   by the row's LOCAL output loop. A store that no thread index reaches is done by thread 0 alone.
-- UPCAST and UNROLL are the CPU's (`optimize.py`): an UPCAST by `GPUTarget.lanes` of an axis every access reads
+- UPCAST and UNROLL are the CPU's (`kernel_opts.py`): an UPCAST by `GPUTarget.lanes` of an axis every access reads
   contiguously gives each thread adjacent elements, which LLVM's load/store vectoriser turns into 16-byte accesses.
 
 `hand_coded_gpu_opts` picks them from the target: a row kernel, or a reduction with too few outputs to fill the GPU

@@ -1,6 +1,6 @@
 """packs: a register tile's accumulators grouped into vectors, for the renderer.
 
-UPCAST and UNROLL (tgfx/lowering/optimize.py) replicate a reduce once per lane where the lanes are no vector range
+UPCAST and UNROLL (tgfx/lowering/kernel_opts.py) replicate a reduce once per lane where the lanes are no vector range
 (an UPCAST whose accesses are all side by side is one, rendered as vectors directly: `kernel_opts.vector_lanes`): a
 direct convolution's tile, whose input is a padded read, or UNROLL's partial sums. A 16 x 4 tile of lane copies is
 64 scalar accumulators, each updated by `acc += a[i + r] * b[j + l]` in the reduce loop. Left scalar, LLVM's SLP
@@ -96,7 +96,7 @@ def _is_clamp(u: UOp) -> bool:
 
 
 def unclamped_offset(off: UOp) -> tuple[tuple[UOp, ...], int]:
-    """`split_offset` of an index whose clamped terms `where(valid, t, 0)` (a padded read's, tgfx/lowering/optimize.py's
+    """`split_offset` of an index whose clamped terms `where(valid, t, 0)` (a padded read's, kernel_opts.py's
     `hoist_lane`) are taken as `t`: the offset a lane reads where its mask holds."""
     terms, const = split_offset(off)
     if not any(t.op is Ops.WHERE for t in terms):

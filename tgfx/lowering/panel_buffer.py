@@ -1,6 +1,6 @@
 """panel_buffer: a contraction's kernel copies its panel of the vector operand onto its core's stack, as BLAS does.
 
-A matmul's register tile (tgfx/lowering/optimize.py: `rows` x `lanes`, the lanes a vector range) reads, each step of
+A matmul's register tile (tgfx/lowering/heuristics.py: `rows` x `lanes`, the lanes a vector range) reads, each step of
 its reduce loop, one row of a narrow panel of the operand it reads as vectors, `w` (K x N): `lanes` elements, a row
 of `w` apart. With rows a page or more apart every step lands on another page and the panel's rows share cache sets
 (schedule's `_packed_operand`), and each row tile of the output reads the whole panel again. A kernel that opens the

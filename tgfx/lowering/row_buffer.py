@@ -1,6 +1,6 @@
 """row_buffer: a row kernel computes a costly per-element value once, in its reduce, and reads it back for its output.
 
-A row kernel (softmax, `tgfx/lowering/schedule.py` fuses a row's reduces into the kernel that reads them) walks each
+A row kernel (softmax, `tgfx/lowering/fusion.py` fuses a row's reduces into the kernel that reads them) walks each
 row more than once: `e = exp(x - max)` is summed in one loop over the row and divided by that sum in the next, so
 each element's exp is computed twice (two thirds of a float32 softmax's arithmetic). Where the row fits the cache,
 the reduce loop also stores each `e` into a register buffer the size of the row (`DEFINE_REG`, on the stack of the
