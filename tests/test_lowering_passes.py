@@ -522,6 +522,25 @@ def test_render_produces_verifiable_llvm_with_the_hcq_calling_convention():
     llvm.parse_assembly(ir).verify()
 
 
+def test_render_names_loops_by_order_and_writes_commutative_integer_operands_in_one_order():
+    """Two kernels that differ only in their loops' axes and in the order of an index sum's terms (the index simplifier
+    orders terms by axis: spectral's transposes of one buffer, viewed two ways) render to the same IR, so they are
+    compiled once (`lower_kernel`'s same-code cache). A difference that changes the value still shows."""
+    f32 = dtypes.float32
+
+    def kernel(axes: tuple[int, int], swap: bool, step: int = 3) -> str:
+        i, j = rng(2, axes[0]), rng(3, axes[1])
+        terms = (UOp(Ops.MUL, idx, (i, c(step))), j)
+        out = UOp(Ops.ADD, idx, terms[::-1] if swap else terms)
+        src = UOp(Ops.ADD, idx, (UOp(Ops.MUL, idx, (j, c(2))), i) if swap else (i, UOp(Ops.MUL, idx, (j, c(2)))))
+        val = UOp(Ops.LOAD, f32, (UOp(Ops.INDEX, f32, (g(1, 6), src)),))
+        sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, f32, (g(0, 6), out)), val)),))
+        return render_llvm("k", *linearize(sink), [g(0, 6), g(1, 6)])
+    assert kernel((0, 1), False) == kernel((2, 5), True)
+    assert kernel((0, 1), False) != kernel((0, 1), False, step=2)
+    llvm.parse_assembly(kernel((2, 5), True)).verify()
+
+
 def test_vectors_a_short_step_apart_are_masked_loads_and_stores():
     """A vector range read every other element (a complex value's parts), read flipped (a step of -1 or -2) or stored
     every other element: one masked load of the lanes' span, only the lanes enabled, and a shuffle (a masked store of

@@ -320,24 +320,7 @@ _same_code: LRU[str, tuple[str, bytes | Future]] = LRU(lambda: int(config.KERNEL
 
 
 def _code_key(src: KernelSource, target: Target) -> str:
-    return hashlib.sha256(f"{target.key}\n{canonical_code(src.ir.replace(src.name, ''))}".encode()).hexdigest()
-
-
-# A loop's register and blocks are named by its range's axis (`%r2_35`, `L2_35`), and the index simplifier orders an
-# integer sum's terms by those axes: two kernels can differ only there. Spectral's transposes of one 64 x 64 buffer,
-# its output viewed as (1, 32, 2, 64) in one and as (64, 32, 2) in the other, were two compiles of one code (17 ms of
-# LLVM each). Loops named by their order and the operands of commutative integer ops sorted, they are one.
-_LOOP_NAME = re.compile(r"\b[rL](\d+_\d+)\b")
-_COMMUTATIVE = re.compile(r"^(\s*%[\w.]+ = (?:add|mul|and|or|xor)(?: nuw| nsw)* (?:i\d+|<\d+ x i\d+>) )(%[\w.#]+), "
-                          r"(%[\w.#]+)$", re.M)
-
-
-def canonical_code(ir: str) -> str:
-    """`ir` with what does not change its meaning made canonical: loops renamed by the order they first appear in
-    (to names LLVM would not parse: this text is only compared), the operands of commutative integer ops sorted."""
-    loops: dict[str, int] = {}
-    ir = _LOOP_NAME.sub(lambda m: f"{m[0][0]}#{loops.setdefault(m[1], len(loops))}", ir)
-    return _COMMUTATIVE.sub(lambda m: m[1] + ", ".join(sorted((m[2], m[3]))), ir)
+    return hashlib.sha256(f"{target.key}\n{src.ir.replace(src.name, '')}".encode()).hexdigest()
 
 
 def _load(ast: UOp, mode: str, key: str, ko: KernelObject, target: Target) -> CompiledKernel:

@@ -136,6 +136,13 @@ def _bin(instr: str) -> Rule:
     return lambda r, t, x, f: r.op_in(f"{instr} {f}{t} {x[0]}, {x[1]}")
 
 
+def _commutative(instr: str) -> Rule:
+    """An integer op whose operands may come in either order, written in one order (their names', sorted): the index
+    simplifier orders a sum's terms by their loops' axes, and kernels that differ only there are one code, one
+    compile (`lower_kernel`'s `_same_code`: spectral's transposes of one buffer viewed two ways)."""
+    return lambda r, t, x, f: r.op_in(f"{instr} {f}{t} {min(x[0], x[1])}, {max(x[0], x[1])}")
+
+
 def _intrinsic(name: str) -> Rule:
     return lambda r, t, x, f: r.call(f"llvm.{name}.{_suffix(t)}", t, [(t, v) for v in x])
 
@@ -197,14 +204,14 @@ alu_rules: dict[tuple[Ops, str], Rule] = {
 }
 for _k in "iu":
     alu_rules.update({
-        (Ops.ADD, _k): _bin("add"), (Ops.MUL, _k): _bin("mul"),
+        (Ops.ADD, _k): _commutative("add"), (Ops.MUL, _k): _commutative("mul"),
         (Ops.NEG, _k): lambda r, t, x, f: r.op_in(f"sub {t} 0, {x[0]}"),
         (Ops.IDIV, _k): _safe_div("sdiv" if _k == "i" else "udiv", _k == "i"),
         (Ops.MOD, _k): _safe_div("srem" if _k == "i" else "urem", _k == "i"),
         (Ops.MAX, _k): _int_intrinsic("smax" if _k == "i" else "umax"),
         (Ops.CMPLT, _k): _bin("icmp slt" if _k == "i" else "icmp ult"), (Ops.CMPNE, _k): _bin("icmp ne"),
-        (Ops.CMPEQ, _k): _bin("icmp eq"), (Ops.AND, _k): _bin("and"), (Ops.OR, _k): _bin("or"),
-        (Ops.XOR, _k): _bin("xor"), (Ops.SHL, _k): _shift("shl", False),
+        (Ops.CMPEQ, _k): _bin("icmp eq"), (Ops.AND, _k): _commutative("and"), (Ops.OR, _k): _commutative("or"),
+        (Ops.XOR, _k): _commutative("xor"), (Ops.SHL, _k): _shift("shl", False),
         (Ops.SHR, _k): _shift("ashr" if _k == "i" else "lshr", _k == "i"),
         (Ops.MULACC, _k): lambda r, t, x, f: r.op_in(f"add {t} {r.op_in(f'mul {t} {x[0]}, {x[1]}')}, {x[2]}"),
     })

@@ -352,8 +352,9 @@ class LLVMRenderer(WideValues, RegisterTiles):
             return
         if op is Ops.RANGE:
             # a range may be opened more than once (lanes of an upcast reduced in separate loops): unique names
+            # named by its order alone (not its axis): kernels that differ only in their loops' axes are one code
             self.n += 1
-            rid = f"{u.arg[0]}_{self.n}"
+            rid = str(self.n)
             self.open_ids.append(rid)
             self.inner_trips = [*(max(t, u.src[0].arg) for t in self.inner_trips), 0]
             self.allocas.append(f"  %r{rid}.p = alloca i64")
