@@ -406,18 +406,24 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             opts.append(Opt("UNROLL", long[0].arg[0], lanes))
             if chains := next((c for c in range(SUM_CHAINS, 1, -1) if long[0].src[0].arg // lanes % c == 0), None):
                 opts.append(Opt("UNROLL", long[0].arg[0], chains))
-    if not reduces and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
+    if not reduces and all(st.op is Ops.STORE and st.src[0].op is Ops.INDEX for st in sink.src) and \
+            len({st.src[0].src[1] for st in sink.src}) == 1:
         # a transpose: the store runs along one axis, a load along another. A square tile of lanes on both reads and
         # writes whole vectors (the shuffles between are LLVM's) instead of striding through one side. Not where an
         # element also gathers (its address read from memory: a sort's `take_along_axis` by the sorted order,
         # transposed back): each of the tile's lanes is a gather of its own, no vector, and the tile of 16 x 16 of them
-        # took 0.7 s to compile (a sort of 16 columns of 1024, 21 us a call)
+        # took 0.7 s to compile (a sort of 16 columns of 1024, 21 us a call). Nor where a load is read through a
+        # division along an axis of the square (a max pool's gradient, gathered per lane): its lanes are element by
+        # element, and the square copies the whole element per lane (cnn_bn's batch norm and pool backward, 21
+        # operations an element, 1.0 -> 1.3 ms as a square of 16 x 16, 0.9 with only the store's axis as vectors).
+        # Stores side by side at one index (a fused qkv's keys and values, each transposed per head) share the tile
         out = sink.src[0].src[0].src[1]
         gathers = any(u.op is Ops.LOAD for i in loads for u in i.toposort())
         s_ax = next((r for r in loops if _coef(out, r) == 1 and r.src[0].arg % lanes == 0), None)
         l_ax = None if s_ax is None or gathers else next((r for r in loops if r is not s_ax and
                                                           r.src[0].arg % lanes == 0 and any(
-            _coef(i, r) == 1 and _coef(i, s_ax) not in (0, 1, None) for i in loads)), None)
+            _coef(i, r) == 1 and _coef(i, s_ax) not in (0, 1, None) for i in loads) and
+            all(_coef(i, r) is not None and _coef(i, s_ax) is not None for i in loads)), None)
         if l_ax is not None:
             opts += [Opt("UPCAST", s_ax.arg[0], lanes), Opt("UPCAST", l_ax.arg[0], lanes)]
         elif s_ax is not None and any(_coef(i, s_ax) not in (0, 1, None) for i in loads):
