@@ -144,6 +144,11 @@ class Target:
         return max(self.vector_bytes // itemsize, 1)
 
     # ---- kernel options derived from it ----
+    def accumulator_registers(self) -> int:
+        """Vector registers a contraction's register tile may keep accumulators in: all but the operands' (one
+        broadcast row value and the tile's vectors of a column, `OPERAND_REGISTERS`)."""
+        return self.vector_registers - OPERAND_REGISTERS
+
     def tile_rows(self) -> int:
         """Rows of a contraction's register tile two vectors wide: the largest power of two whose 2 x rows
         accumulators fit beside the operand registers (8 with 32 registers, 4 with 16). Powers of two, since a tile
