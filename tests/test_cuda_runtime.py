@@ -422,6 +422,16 @@ class EmulatedDriver(FakeDriver):
     def attributes(self, dev: int) -> dict[str, int]:
         return dict(H200_ATTRIBUTES)
 
+    def cuDeviceGetAttribute(self, attrib: int, dev: int) -> int:
+        """An H200's, by `target.CU_DEVICE_ATTRIBUTES` code: what its target description is made from."""
+        from tgfx.devices.target import CU_DEVICE_ATTRIBUTES
+        h200 = {"MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024, "MAX_GRID_DIM_X": 2**31 - 1,
+                "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535, "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
+                "WARP_SIZE": 32, "MAX_REGISTERS_PER_BLOCK": 65536, "MULTIPROCESSOR_COUNT": 132,
+                "L2_CACHE_SIZE": 62914560, "MAX_THREADS_PER_MULTIPROCESSOR": 2048, "COMPUTE_CAPABILITY_MAJOR": 9,
+                "COMPUTE_CAPABILITY_MINOR": 0, "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536}
+        return h200[next(k for k, code in CU_DEVICE_ATTRIBUTES.items() if code == attrib)]
+
     def cuDeviceGet(self, ordinal: int) -> int:
         return ordinal
 
@@ -600,14 +610,20 @@ def test_emulated_control_flow_fault_is_raised_by_the_next_wait(emulated: Any) -
 
 @pytest.fixture
 def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The emulated device, whose kernels are the CPU's code for the same kernel ASTs (the emulated launch runs it
-    on the parameter words): what programs, jit replays, constants and copies do on a CUDA device is then checked
-    end to end against numpy. The PTX itself is not run here (tests/test_nvptx.py assembles it; `-m gpu` runs it)."""
-    from tgfx.lowering import lower_kernel
+    """The emulated device, whose kernels are the CPU's code for the same kernel ASTs with the GPU's options applied
+    for the device's target, their thread ids turned back into loops (`optimize_gpu.thread_loops`; the emulated
+    launch runs it on the parameter words): what programs, jit replays, constants and copies do on a CUDA device,
+    and what the GPU options rewrote in their kernels, is then checked end to end against numpy. The PTX itself is
+    not run here (tests/test_nvptx.py assembles it; `-m gpu` runs it)."""
+    from tgfx.lowering import index_level, lower_kernel
+    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
     drv, dev = emulated
+    drv.gpu_options = []   # the GPU options the kernels took
 
     def cpu_stand_in(device: Any, ast: Any) -> Any:
-        ck = lower_kernel(ast)
+        sink, opts = optimize_gpu(index_level(ast, pieces=False), device.target)
+        drv.gpu_options.extend(opts)
+        ck = lower_kernel(thread_loops(sink))
 
         def run(threads: int, *words: int) -> None:
             bufs = (ctypes.c_void_p * len(words))(*words)
@@ -679,6 +695,14 @@ def test_emulated_programs_run_jit_grad_and_copies_on_a_cuda_device(emulated_pro
     np.testing.assert_allclose(on_cpu.numpy(), a * 3, rtol=1e-6)
     np.testing.assert_allclose(on_gpu.numpy(), b - 1, rtol=1e-6)
     assert len(drv.named("cuLaunchKernel")) > 5
+    m, k = rng.standard_normal((7, 600)).astype(np.float32), rng.standard_normal((256, 64)).astype(np.float32)
+    kw = rng.standard_normal((64, 1024)).astype(np.float32)
+    tm, tk, tkw = tg.device_put(m, "CUDA:0"), tg.device_put(k, "CUDA:0"), tg.device_put(kw, "CUDA:0")
+    e = np.exp(m - m.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(tg.nn.softmax(tm, axis=-1).numpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-5,
+                               atol=1e-7)   # a block a row: its max and sum split over the block's threads
+    np.testing.assert_allclose((tk @ tkw).numpy(), k @ kw, rtol=1e-4, atol=1e-4)   # a register tile a thread
+    assert {o.op for o in drv.gpu_options} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
 
 
 

@@ -34,8 +34,8 @@ def f32(*shape: int) -> tg.Tensor:
     return tg.asarray(rng.standard_normal(shape).astype(np.float32))
 
 
-def _programs() -> None:
-    """Small programs whose kernels stand for those of the op test suite."""
+def _programs() -> list:
+    """Small programs whose kernels stand for those of the op test suite, and their results."""
     tnp = tg.numpy
     x, y, v = f32(16, 33), f32(16, 33), f32(1000)
     m, w = f32(8, 24), f32(24, 12)
@@ -67,9 +67,10 @@ def _programs() -> None:
 
     def loss(p: tg.Tensor, q: tg.Tensor) -> tg.Tensor:
         return (tg.nn.softmax(tnp.tanh(p @ q), axis=-1) ** 2).sum()
-    tg.jit(tg.grad(loss, argnums=(0, 1)))(m, w)
-    tg.lax.fori_loop(0, 5, lambda i, c: c * 1.5 + 1.0, f32(8))
-    tg.lax.scan(lambda c, a: (c + a, c * a), f32(4), f32(6, 4))
+    outs += tg.jit(tg.grad(loss, argnums=(0, 1)))(m, w)
+    outs.append(tg.lax.fori_loop(0, 5, lambda i, c: c * 1.5 + 1.0, f32(8)))
+    outs += tg.lax.scan(lambda c, a: (c + a, c * a), f32(4), f32(6, 4))
+    return outs
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +255,42 @@ def test_gpu_options_compute_what_the_cpu_does() -> None:
     assert {o.op for o in applied} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"program {i}")
+
+
+def test_every_kernel_with_gpu_options_computes_what_the_cpu_does() -> None:
+    """The op suite's kernels (`_programs`, float64 and int64 too) with the GPU's options for an H200, their thread
+    ids turned back into loops, run on the CPU: every result is the CPU kernels' (integers and booleans exactly,
+    floats within the rounding of a reduce's other order)."""
+    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
+    state = np.random.default_rng(2).bit_generator.state
+    orig = lowering.lower_kernel
+    applied: list = []
+
+    def hook(ast, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        sink, opts = optimize_gpu(lowering.index_level(ast, pieces=False), GPU_DEFAULT)
+        applied.extend(opts)
+        return orig(thread_loops(sink), *a, **k)
+    results = []
+    for gpu in (False, True):
+        rng.bit_generator.state = state
+        lowering.forget_compiled()
+        lowering.lower_kernel = hook if gpu else orig
+        try:
+            with tg.Context(TGFX_ENABLE_X64=1):
+                results.append([np.asarray(o.numpy()) for o in _programs()])
+        finally:
+            lowering.lower_kernel = orig
+            lowering.forget_compiled()
+    assert {o.op for o in applied} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
+    for i, (g, w) in enumerate(zip(results[1], results[0], strict=True)):
+        assert g.dtype == w.dtype and g.shape == w.shape, f"result {i}"
+        if g.dtype.kind == "f" and g.dtype.itemsize >= 4:
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=f"result {i}")
+        elif g.dtype.kind == "f":   # float16 / bfloat16 (as float32): a sum's order moves it by its rounding
+            np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=1e-2, atol=1e-2,
+                                       err_msg=f"result {i}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"result {i}")
 
 
 def test_contraction_gets_a_register_tile_with_vector_loads() -> None:
