@@ -361,3 +361,25 @@ def schedule_of(out: tg.Tensor) -> list:
     from tgfx.lowering.schedule import schedule
     linear, _ = schedule([out.uop])
     return [c for c in linear.src if c.src[0].op is tg.Ops.SINK]
+
+
+def test_two_scatters_into_one_table_are_each_a_loop_over_their_updates() -> None:
+    # word2vec's output table, gathered by the contexts and by the negatives: its gradient is the sum of two scatters.
+    # The first was combined into the second as into an operand (`x.at[i].add(v)`), whose rows it then computed as a
+    # reduce comparing every row with every update (5,000 x 64 rows, 6,144 updates: 24 ms; 0.3 as two loops)
+    from tgfx.lowering import index_level
+    rng = np.random.default_rng(8)
+    table = rng.standard_normal((300, 16)).astype(np.float32)
+    a, b = rng.integers(0, 300, 200).astype(np.int32), rng.integers(0, 300, (200, 5)).astype(np.int32)
+    c = rng.standard_normal((200, 16)).astype(np.float32)
+
+    def loss(t):
+        return (c * t[a]).sum() + (c[:, None, :] * t[b]).sum()
+    g = tg.jit(tg.grad(loss))(tg.asarray(table)).numpy()
+    want = np.zeros_like(table)
+    np.add.at(want, a, c)
+    np.add.at(want, b, np.broadcast_to(c[:, None], (200, 5, 16)))
+    np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    kinds = [{u.arg[1] for u in index_level(c.src[0]).toposort() if u.op is tg.Ops.RANGE}
+             for c in schedule_of(tg.grad(loss)(tg.asarray(table)))]
+    assert sum("scatter" in k for k in kinds) == 2 and not any("reduce" in k for k in kinds), kinds
