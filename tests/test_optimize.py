@@ -201,6 +201,30 @@ def test_a_column_sum_adds_vectors_of_a_contiguous_row():
         [("UNROLL", lanes), ("UNROLL", 2)]
 
 
+def test_a_sum_of_one_hot_rows_is_vectors_along_the_axis_it_stores_contiguously():
+    """A mixture of experts' dispatch mask: each token's two choices of (expert, slot) as one-hot rows over the 160
+    slots, summed over the choices. No load reads the slots (the one-hot is a compare with them), the experts are read
+    side by side: the vectors run along the slots, which the store writes side by side, not along the experts, each
+    lane's store 160 apart (a 512 x 8 x 160 mask: 2.4 ms, 0.14 along the slots)."""
+    rng = np.random.default_rng(0)
+    n, k, e, c = 64, 2, 8, 160
+    pos = rng.integers(-1, c, (n, k, e)).astype(np.int32)
+    gate = rng.random((n, k, e)).astype(np.float32)
+
+    def mask(pos, gate):
+        return ((pos[..., None] == tnp.arange(c, dtype=tnp.int32)) * gate[..., None]).sum(1)
+    linear, _ = schedule([mask(tg.asarray(pos), tg.asarray(gate)).uop])
+    (call,) = linear.src
+    sink = index_level(call.src[0])
+    store = sink.src[0].src[0].src[1]
+    slots = next(r for r in ranges(sink).values() if r.src[0].arg == c)
+    vectors = [o for o in hand_coded_opts(sink, on_cores(1)) if o.op == "UPCAST"]
+    assert vectors and vectors[0].axis == slots.arg[0], vectors
+    assert kernel_opts._coef(store, slots) == 1
+    want = ((pos[..., None] == np.arange(c)) * gate[..., None]).sum(1)
+    np.testing.assert_allclose(tg.jit(mask)(tg.asarray(pos), tg.asarray(gate)).numpy(), want, rtol=1e-6)
+
+
 def test_a_column_sum_of_a_few_columns_pads_them_to_a_vector():
     """12 features summed over 20,000 rows: the 12 columns are a vector of 16 lanes (4 masked), or 6 half of one,
     not 12 scalar chains (100 -> 22 us); the sums are right."""
