@@ -88,6 +88,26 @@ def test_interning_table_forgets_nodes_that_die():
     assert pickle.loads(pickle.dumps(v4)) is v4 and pickle.loads(pickle.dumps(dtypes.bfloat16)) is dtypes.bfloat16
 
 
+def test_a_node_the_cyclic_collector_frees_forgets_its_entry_and_releases_its_sources():
+    # a node in a reference cycle is freed by the collector, which clears its weak references before it runs the
+    # node's finaliser: the entry left behind held the node's sources (a first call's kernels, index level) for good
+    import gc
+    import weakref
+
+    from tgfx.ir import uop as uop_module
+    gc.collect()
+    before = len(uop_module._cache)
+    src = UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=10**12 + 7),), (2, 3))
+    node = UOp(Ops.SINK, None, (src,))
+    node.__dict__["cycle"] = node                        # as a kernel's cached order held its sink
+    src_alive = weakref.ref(src)
+    del node, src
+    gc.collect()
+    assert src_alive() is None
+    assert len(uop_module._cache) == before
+    assert not any(ref() is None for ref in uop_module._cache.values())
+
+
 def test_key_is_stable_across_processes():
     code = ("from tgfx.ir.uop import UOp; from tgfx.ir.ops import Ops; from tgfx.dtypes import dtypes;"
             "p = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), 'CPU:0'));"

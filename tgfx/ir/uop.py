@@ -113,12 +113,15 @@ class UOp(metaclass=UOpMeta):
 
     def __del__(self, _cache: dict[tuple, weakref.ref] = _cache, _buffers: dict[int, Any] = buffers,
                 _BUFFER: Ops = Ops.BUFFER) -> None:
-        # called before this UOp's weak references are cleared: the entry still refers to it (the cache is bound
-        # here so that it is still reachable while the interpreter tears the module down). Its key is the one it was
-        # made with, kept (rebuilding it cost half of a deletion, and eager code deletes every node it builds)
+        # freed by its reference count, a UOp is finalised before its weak references are cleared: the entry still
+        # refers to it. Freed by the cyclic collector (a node in a reference cycle), its weak references are cleared
+        # first: an entry whose node is gone is this one's too, and left behind its key would hold the sources alive
+        # for the rest of the process (spectral's first call: 204 such keys held 19k index-level nodes). The cache is
+        # bound here so that it is still reachable while the interpreter tears the module down. Its key is the one it
+        # was made with, kept (rebuilding it cost half of a deletion, and eager code deletes every node it builds)
         k = self._key
         ref = _cache.get(k)
-        if ref is not None and ref() is self:
+        if ref is not None and ((hit := ref()) is self or hit is None):
             del _cache[k]
         if self.op is _BUFFER:
             _buffers.pop(id(self), None)
