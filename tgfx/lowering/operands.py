@@ -11,7 +11,7 @@ from tgfx.devices.target import PAGE_BYTES, STLB_PAGES, TLB_PAGES, Target, host_
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp, prod
-from tgfx.lowering.fusion import RECOMPUTE_COST_OPERAND, RECOMPUTE_MIN, ScheduleCtx, _recompute_cost
+from tgfx.lowering.fusion import RECOMPUTE_COST_OPERAND, RECOMPUTE_MIN, ScheduleCtx, _recompute_cost, _scatter_reduce
 from tgfx.lowering.layout import (
     _dot_layout,
     _elementwise_value,
@@ -200,6 +200,24 @@ def _split_sum_of_contractions(red: UOp) -> UOp | None:
     return out
 
 
+def _split_sum_of_scatters(red: UOp) -> UOp | None:
+    """A sum of scatters onto the same rows, `sum(where(i1 == r, v1, 0) + where(i2 == r, v2, 0))`, as the sum of each
+    one's reduce. The gradient of a table gathered twice by as many indices (one embedding for a skip-gram's centers
+    and contexts, a graph's node features by senders and by receivers) adds the two one-hot masks before the reduce of
+    the broadcast both gathers read: as one reduce it is no scatter (`fusion._scatter_reduce`), and its kernel compared
+    every row with every update (300 rows, 2 x 200 updates, beside a third scatter: a reduce of 200 in the rows' loop).
+    Each is then a loop over its updates."""
+    if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.ADD:
+        return None
+    parts = [UOp(Ops.REDUCE_AXIS, red.dtype, (t,), red.arg) for t in sum_terms(red.src[0])]
+    if not all(_scatter_reduce(p) for p in parts):
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + p
+    return out
+
+
 def _unbroadcast(u: UOp, axis: int) -> UOp | None:
     """`u` with its `axis` of size 1, where every value under it is a broadcast along that axis (EXPANDs, and
     elementwise ops of them), else None."""
@@ -265,6 +283,7 @@ def _merge_reduce_axes(red: UOp) -> UOp | None:
 pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _reduce_before_broadcast),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _merge_reduce_axes),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_contractions),
+                                        (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_scatters),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand),
                                         (UPat(Ops.REDUCE_AXIS, name="red"), _packed_operand)])
 
