@@ -686,3 +686,10 @@ def test_nonzero_with_size_of_an_empty_input_is_all_fill() -> None:
     check(ys[1], np.array([-2, -2], np.int32))
     assert tnp.nonzero(tnp.zeros((0,)), size=0)[0].shape == (0,)
     check(tg.jit(lambda a: tnp.argwhere(a, size=2))(tnp.zeros((0, 3))), np.zeros((2, 2), np.int32))
+
+
+def test_at_mul_is_multiply() -> None:
+    """`x.at[i].mul(v)` is JAX's other name for `.multiply` (an AttributeError before); a repeated index multiplies
+    twice."""
+    x = tg.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+    check(x.at[np.array([0, 2, 2])].mul(tg.asarray([5.0, 2.0, 3.0])), np.array([5.0, 2.0, 18.0], np.float32))

@@ -526,6 +526,18 @@ def test_standardize_matches_numpy_and_jax_definition() -> None:
         nn.standardize(T(x), algorithm="exact")
 
 
+def test_standardize_statistics_over_where() -> None:
+    """JAX's `where=` (it was an unexpected keyword): mean and variance over the masked elements only, every element
+    standardised."""
+    x = np.array([[1.0, 2.0, 3.0, 100.0], [4.0, -4.0, 0.0, 1.0]], np.float32)
+    w = np.array([[True, True, True, False], [True, True, False, False]])
+    for algorithm in ("fast", "stable"):
+        m = np.array([[2.0], [0.0]], np.float32)
+        v = np.array([[2 / 3], [16.0]], np.float32)
+        assert_close(nn.standardize(tg.asarray(x), where=w, algorithm=algorithm), (x - m) / np.sqrt(v + 1e-5),
+                     rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.x64
 def test_standardize_gradients() -> None:
     x = rand(3, 6, seed=36)

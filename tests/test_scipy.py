@@ -175,6 +175,19 @@ def test_logsumexp_edges() -> None:
     np.testing.assert_allclose(g.numpy(), [0.5, 0.5, 0.0])
 
 
+def test_logsumexp_where_leaves_entries_out() -> None:
+    """JAX's `where=` (it was an unexpected keyword): the masked-out entries are not summed, with or without `b`; a
+    slice with none left is -inf, and the left-out entries get no gradient."""
+    a = np.array([[1.0, 2.0, 300.0], [4.0, 5.0, 6.0]], np.float32)
+    w = np.array([[True, True, False], [False, False, False]])
+    close(sp.logsumexp(tg.asarray(a), axis=1, where=w), [np.log(np.e + np.e ** 2), -np.inf], rtol=1e-6, atol=0)
+    out, sign = sp.logsumexp(tg.asarray(a), axis=1, b=tg.asarray([2.0, -1.0, 1.0]), where=w, return_sign=True)
+    close(out, [np.log(np.e ** 2 - 2 * np.e), -np.inf], rtol=1e-6, atol=0)
+    np.testing.assert_array_equal(sign.numpy(), [-1.0, 0.0])   # 2e - e^2 < 0
+    g = tg.grad(lambda t: sp.logsumexp(t, where=w[0]))(tg.asarray(a[0]))
+    close(g, [1 / (1 + np.e), np.e / (1 + np.e), 0.0], rtol=1e-6, atol=0)
+
+
 # ---- gradients ----
 UNIT, POSV = RNG.uniform(0.05, 0.95, 4), RNG.uniform(0.3, 6.0, 4)
 REAL = RNG.uniform(0.3, 4.0, 4) * np.array([1, -1, 1, -1])

@@ -252,13 +252,15 @@ def log_softmax(x: ArrayLike, axis: Axis = -1, where: ArrayLike | None = None) -
 
 
 def standardize(x: ArrayLike, axis: int | Sequence[int] | None = -1, mean: ArrayLike | None = None,
-                variance: ArrayLike | None = None, epsilon: float = 1e-5, *, algorithm: str = "fast") -> Tensor:
+                variance: ArrayLike | None = None, epsilon: float = 1e-5, where: ArrayLike | None = None, *,
+                algorithm: str = "fast") -> Tensor:
     """(x - mean) / sqrt(variance + epsilon) over `axis` (`jax.nn.standardize`): `layer_norm` without the affine
     part, with the statistics optionally given (each broadcast against x, e.g. kept-dims running averages).
 
     As in JAX, the variance not given is mean(x^2) - mean^2 clipped at 0 (`algorithm="fast"`, with the mean
     given or computed), or mean((x - mean)^2) (`algorithm="stable"`, no cancellation for data far from 0).
-    Statistics of float16 / bfloat16 input are taken in float32; the result has x's (float) dtype.
+    `where` (a boolean mask broadcast against x) picks the elements the statistics are taken over; every element
+    is standardised. Statistics of float16 / bfloat16 input are taken in float32; the result has x's (float) dtype.
 
     >>> tg.nn.standardize(tg.asarray([[1.0, 2.0, 3.0]]))   # [[-1.2247, 0., 1.2247]]
     """
@@ -267,14 +269,14 @@ def standardize(x: ArrayLike, axis: int | Sequence[int] | None = -1, mean: Array
     t = _float(x)
     axes = _axes(t, axis, "standardize")
     s = t.astype(dtypes.float32) if t.dtype in (dtypes.float16, dtypes.bfloat16) else t
-    m = tnp.mean(s, axis=axes, keepdims=True) if mean is None else to_tensor(mean).astype(s.dtype)
+    m = tnp.mean(s, axis=axes, keepdims=True, where=where) if mean is None else to_tensor(mean).astype(s.dtype)
     if variance is not None:
         v = to_tensor(variance).astype(s.dtype)
     elif algorithm == "fast":
-        v = tnp.maximum(tnp.mean(s * s, axis=axes, keepdims=True) - m * m, 0.0)
+        v = tnp.maximum(tnp.mean(s * s, axis=axes, keepdims=True, where=where) - m * m, 0.0)
     else:
         c = s - m
-        v = tnp.mean(c * c, axis=axes, keepdims=True)
+        v = tnp.mean(c * c, axis=axes, keepdims=True, where=where)
     return ((s - m) * (1 / tnp.sqrt(v + epsilon))).astype(t.dtype)
 
 

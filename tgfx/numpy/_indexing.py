@@ -809,6 +809,8 @@ class _IndexUpdateRef:
                  unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
         return self._update(values, "multiply", mode, wrap_negative_indices)
 
+    mul = multiply   # JAX's other name for it (`x.at[i].mul(v)`)
+
     def divide(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
                unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
         """x / (values at index, 1 elsewhere), as JAX: true division, so integers give floats."""

@@ -50,13 +50,14 @@ def _upcast(t: Tensor) -> Tensor:
 
 # ---- log-sum-exp and the logistic function ----
 def logsumexp(a: ArrayLike, axis: Axis = None, b: ArrayLike | None = None, keepdims: bool = False,
-              return_sign: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+              return_sign: bool = False, where: ArrayLike | None = None) -> Tensor | tuple[Tensor, Tensor]:
     """log(sum(b * exp(a), axis)), computed stably, as `jax.scipy.special.logsumexp`.
 
     The maximum over `axis` is subtracted before `exp` (and added back after `log`), so large entries do not
     overflow; it is a constant shift and gets no gradient. `b` scales each term and broadcasts with `a`; entries with
     b == 0 are left out, even where a is inf. When the sum is negative, the result is NaN unless `return_sign=True`,
-    which returns (log|sum|, sign(sum)) instead. A slice of all -inf gives -inf.
+    which returns (log|sum|, sign(sum)) instead. A slice of all -inf gives -inf; `where` (a boolean mask broadcast
+    against a) leaves the other entries out, and a slice with none left gives -inf.
 
     >>> logsumexp(tg.asarray([1000.0, 1000.0]))                          # 1000.6931, not inf
     >>> logsumexp(tg.asarray([1.0, 2.0]), b=tg.asarray([1.0, -1.0]), return_sign=True)   # (1.5413, -1.0)
@@ -68,6 +69,10 @@ def logsumexp(a: ArrayLike, axis: Axis = None, b: ArrayLike | None = None, keepd
         t, bt = promote_args_inexact("logsumexp", a, b)
         t, bt = tnp.broadcast_arrays(t, bt)
         t = tnp.where(bt != 0, t, -math.inf)
+    if where is not None:
+        t, keep = tnp.broadcast_arrays(t, tnp.asarray(where))
+        t = tnp.where(keep, t, -math.inf)
+        bt = None if bt is None else tnp.broadcast_to(bt, t.shape)
     axes = _axes(t, axis, "logsumexp")
     m = stop_gradient(tnp.max(t, axis=axes, keepdims=True)) if t.size else tnp.zeros((1,) * t.ndim, t.dtype)
     m = tnp.where(tnp.isfinite(m), m, 0.0)
