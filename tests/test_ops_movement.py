@@ -195,6 +195,31 @@ def test_pad_constant_values(d: DType) -> None:
            np.pad(x, ((1, 2), (0, 1)), constant_values=v), d)
 
 
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int16], ids=str)
+@pytest.mark.parametrize("mode,kw", [
+    ("constant", {"constant_values": (1, 3)}), ("constant", {"constant_values": ((1, 2), (3, 4))}),
+    ("linear_ramp", {}), ("linear_ramp", {"end_values": (5, -2)}), ("maximum", {}), ("minimum", {"stat_length": 2}),
+    ("mean", {}), ("mean", {"stat_length": (1, 3)}), ("median", {"stat_length": 3}),
+    ("reflect", {"reflect_type": "odd"}), ("symmetric", {"reflect_type": "odd"})])
+def test_pad_modes_beyond_copies(mode: str, kw: dict, d: DType) -> None:
+    """numpy's (and JAX's) other pad modes: per-side constants, ramps, statistics of the elements next to each side
+    (integers take the rounded statistic) and odd reflections; widths past the axis length go round more than once.
+    tgfx raised for each (unsupported mode, or unexpected keyword)."""
+    x = (_values(dtypes.float32, (3, 4)) * 3 - 7).astype(np.dtype(d.np))
+    widths = ((2, 5), (4, 1))
+    # (float ramps and means are computed in float32, numpy's in float64: one rounding apart)
+    assert_close(tnp.pad(to_tensor(x, d), widths, mode=mode, **kw), np.pad(x, widths, mode=mode, **kw), dtype=d,
+                 rtol=0 if d.is_int else 1e-6, atol=0)
+
+
+def test_pad_empty_and_bad_stat_length() -> None:
+    """'empty' pads zeros, as JAX's (numpy leaves them uninitialised); a stat_length of 0 is numpy's and JAX's error."""
+    x = _values(dtypes.float32, (2, 2)) + 1
+    _check(tnp.pad(tg.asarray(x), 1, mode="empty"), np.pad(x, 1), dtypes.float32)
+    with pytest.raises(ValueError, match="stat_length .* yields no value for padding"):
+        tnp.pad(tg.asarray(x), 1, mode="mean", stat_length=0)
+
+
 def test_pad_constant_nan_and_negative() -> None:
     x = _values(dtypes.float32, (2, 2))
     _check(tnp.pad(to_tensor(x), 1, constant_values=np.nan), np.pad(x, 1, constant_values=np.nan), dtypes.float32)
@@ -421,7 +446,7 @@ def test_split(d: DType, data: st.DataObject) -> None:
     k = data.draw(st.sampled_from(sections))
     for got, want in zip(tnp.split(to_tensor(x, d), k, axis=axis), np.split(x, k, axis=axis), strict=True):
         _check(got, want, d)
-    idx = sorted(data.draw(st.lists(st.integers(0, n + 1), max_size=3)))
+    idx = sorted(data.draw(st.lists(st.integers(0, n), max_size=3)))
     got_parts = tnp.split(to_tensor(x, d), idx, axis=axis)
     want_parts = np.split(x, idx, axis=axis)
     assert len(got_parts) == len(want_parts)
@@ -437,6 +462,51 @@ def test_array_split(n: int, sections: int) -> None:
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         _check(g, w, dtypes.float32)
+
+
+@pytest.mark.parametrize("idx", [[-1], [2, 1], [0, 6], [3, 3, 7]])
+def test_split_indices_must_be_nondecreasing_and_within_the_axis(idx: list[int]) -> None:
+    """JAX's split: the pieces' sizes are the differences of the indices, and one below zero is a ValueError (numpy
+    would count -1 from the end; tgfx clamped it to 0, a split neither numpy nor JAX makes)."""
+    with pytest.raises(ValueError, match=re.escape(f"split: indices {idx} along axis 0 of length 5 must be")):
+        tnp.split(tnp.arange(5), idx)
+
+
+def test_array_split_at_indices() -> None:
+    """array_split takes split indices too, as numpy's and JAX's (it raised a TypeError from divmod)."""
+    x = _values(dtypes.float32, (2, 7))
+    for got, want in zip(tnp.array_split(to_tensor(x), [1, 4], axis=1), np.array_split(x, [1, 4], axis=1), strict=True):
+        _check(got, want, dtypes.float32)
+
+
+def test_roll_broadcasts_shifts_against_axes() -> None:
+    """numpy and JAX broadcast shift and axis: several shifts of one axis, or one axis given twice, roll it in turn
+    (tgfx raised for both)."""
+    x = _values(dtypes.int32, (3, 4))
+    _check(tnp.roll(to_tensor(x), (1, 2), 1), np.roll(x, (1, 2), 1), dtypes.int32)
+    _check(tnp.roll(to_tensor(x), (1, -2, 2), (0, 1, 0)), np.roll(x, (1, -2, 2), (0, 1, 0)), dtypes.int32)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_reshape_and_ravel_in_either_order(order: str) -> None:
+    """order='F' reads and writes with the first index fastest, as numpy's and JAX's (it was NotImplementedError;
+    ravel took no order at all)."""
+    x = _values(dtypes.float32, (2, 3, 4))
+    _check(tnp.reshape(to_tensor(x), (4, -1), order=order), np.reshape(x, (4, -1), order=order), dtypes.float32)
+    _check(tnp.reshape(to_tensor(x), 24, order=order), np.reshape(x, 24, order=order), dtypes.float32)
+    _check(tnp.ravel(to_tensor(x), order=order), np.ravel(x, order=order), dtypes.float32)
+    with pytest.raises(NotImplementedError, match="reshape: order='A'"):
+        tnp.reshape(to_tensor(x), -1, order="A")
+
+
+def test_joins_convert_to_a_given_dtype() -> None:
+    """concatenate, stack, hstack and vstack take JAX's dtype= (each array converted, the result strongly typed)."""
+    a, b = np.array([[1.7, -2.5]], np.float32), np.array([[3, 4]], np.int8)
+    for join, kw in [(tnp.concatenate, {"axis": 1}), (tnp.stack, {}), (tnp.hstack, {}), (tnp.vstack, {})]:
+        np_join = getattr(np, join.__name__)
+        _check(join([tg.asarray(a), tg.asarray(b)], dtype=tnp.int8, **kw), np_join([a.astype(np.int8), b], **kw),
+               dtypes.int8)
+        assert join([tg.asarray(b), tg.asarray(b)], dtype="float16", **kw).dtype == dtypes.float16
 
 
 # ---- tile, repeat ----

@@ -1,12 +1,13 @@
 """Movement: reshapes, transposes, broadcasting, padding, joining and splitting. All are views until lowering."""
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import numpy as np
 
 from tgfx.devices import get_device
-from tgfx.dtypes import is_python_scalar, promote_weak
+from tgfx.dtypes import DType, is_python_scalar, promote_weak, to_dtype
 from tgfx.lowering.execute import range_view
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import (
@@ -28,15 +29,22 @@ from tgfx.trace_state import active
 
 def reshape(x: ArrayLike, shape: int | Sequence[int], order: str = "C", *, copy: bool | None = None) -> Tensor:
     """x with a new shape: a view (`copy=False` asks for one, always possible here), or a new buffer with
-    `copy=True`. Only C order."""
-    if order != "C":
-        raise NotImplementedError(f"reshape: order={order!r}; tgfx reshapes in C order only")
-    out = to_tensor(x).reshape(shape)
+    `copy=True`. `order="F"` reads and writes the elements with the first index changing fastest, as numpy's (the
+    reversed axes reshaped in C order); 'A' is JAX's NotImplementedError."""
+    x = to_tensor(x)
+    if order == "F":
+        new = (shape,) if isinstance(shape, int) else tuple(shape)
+        out = transpose(transpose(x).reshape(new[::-1]))
+    elif order == "C":
+        out = x.reshape(shape)
+    else:
+        raise NotImplementedError(f"reshape: order={order!r}; use 'C' or 'F'")
     return out.contiguous() if copy else out
 
 
-def ravel(x: ArrayLike) -> Tensor:
-    return to_tensor(x).reshape(-1)
+def ravel(x: ArrayLike, order: str = "C") -> Tensor:
+    """x flattened, in C order or (`order="F"`) the first index changing fastest."""
+    return reshape(x, -1, order)
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
@@ -114,24 +122,41 @@ def _pad_widths(pad_width: int | Sequence, ndim: int) -> tuple[tuple[int, int], 
     return tuple((int(b), int(a)) for b, a in pw)
 
 
-def pad(x: ArrayLike, pad_width: int | Sequence, mode: str = "constant", constant_values: ArrayLike = 0) -> Tensor:
-    """numpy.pad with modes 'constant', 'edge', 'reflect', 'symmetric' and 'wrap'."""
+def pad(x: ArrayLike, pad_width: int | Sequence, mode: str = "constant", constant_values: ArrayLike = 0, *,
+        stat_length: ArrayLike | None = None, end_values: ArrayLike = 0, reflect_type: str = "even") -> Tensor:
+    """numpy.pad, as `jnp.pad`: modes 'constant' (`constant_values` a scalar or per-side pairs), 'edge', 'reflect' and
+    'symmetric' (`reflect_type` 'even' or 'odd'), 'wrap', 'linear_ramp' (to `end_values`), the statistics 'maximum',
+    'minimum', 'mean' and 'median' (of the `stat_length` elements next to each side), and 'empty' (zeros)."""
+    from tgfx.numpy import _pad
     x = to_tensor(x)
     pw = _pad_widths(pad_width, x.ndim)
+    if reflect_type not in ("even", "odd"):
+        raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
     if mode == "constant":
-        padded = x.pad_zeros(pw)
-        if isinstance(constant_values, (int, float, bool)) and constant_values == 0:
-            return padded
-        inside = Tensor.full(x.shape, True).pad_zeros(pw)
-        return ew.where(inside, padded, constant_values).astype(x.dtype)
-    if mode not in ("edge", "reflect", "symmetric", "wrap"):
-        raise ValueError(f"pad: unsupported mode {mode!r}; use 'constant', 'edge', 'reflect', 'symmetric' or 'wrap'")
+        if static_int(constant_values) is not None or isinstance(constant_values, (float, bool)):
+            padded = x.pad_zeros(pw)
+            if constant_values == 0:
+                return padded
+            inside = Tensor.full(x.shape, True).pad_zeros(pw)
+            return ew.where(inside, padded, constant_values).astype(x.dtype)
+        return _pad.pad_constant(x, pw, constant_values)
+    if mode == "empty":
+        return _pad.pad_empty(x, pw)
+    modes = ("edge", "reflect", "symmetric", "wrap", "linear_ramp", *_pad.STAT_MODES)
+    if mode not in modes:
+        raise ValueError(f"pad: unsupported mode {mode!r}; use 'constant', 'empty' or one of {modes}")
+    for ax in (ax for ax, (b, a) in enumerate(pw) if x.shape[ax] == 0 and (b or a)):
+        raise ValueError(f"pad: can't extend empty axis {ax} using mode {mode!r}")
+    if mode == "linear_ramp":
+        return _pad.pad_linear_ramp(x, pw, end_values)
+    if mode in _pad.STAT_MODES:
+        return _pad.pad_stat(x, pw, mode, stat_length)
+    if reflect_type == "odd" and mode in ("reflect", "symmetric"):
+        return _pad.pad_reflect_odd(x, pw, mode)
     for ax, (b, a) in enumerate(pw):
         if b == 0 and a == 0:
             continue
         n = x.shape[ax]
-        if n == 0:
-            raise ValueError(f"pad: can't extend empty axis {ax} using mode {mode!r}")
         # the whole padded axis as source indices into x: _take_axis joins them as a few runs of slices
         x = _take_axis(x, ax, [_pad_source(p, n, mode) for p in range(-b, n + a)])
     return x
@@ -183,13 +208,15 @@ def _pad_source(p: int, n: int, mode: str) -> int:
     return period - j if mode == "reflect" else period - 1 - j
 
 
-def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = None) -> tuple[list[Tensor], bool]:
+def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = None,
+           dtype: DType | str | type | None = None) -> tuple[list[Tensor], bool]:
     """The arrays a join (concatenate, stack, ...) takes, as Tensors of their JAX result type, and whether that type is
     weak. Python scalars and weakly typed Tensors are weak, as in JAX: `stack([int8 x, 3])` is int8 (the 3 converted
     as `x + 3` converts it) and `stack([int8 x, 2.5])` a weak float32.
 
     A list or tuple among them is a TypeError naming it (`names`, else `arrays[i]`), as in JAX: numpy reads
-    `concatenate([[1, 2], [3]])` as two arrays, JAX refuses nested sequences (the join's arrays must be arrays)."""
+    `concatenate([[1, 2], [3]])` as two arrays, JAX refuses nested sequences (the join's arrays must be arrays).
+    A `dtype` converts each array to it (strongly typed), as the `dtype=` of JAX's joins."""
     xs = list(xs)
     for i, x in enumerate(xs):
         if isinstance(x, (list, tuple)):
@@ -199,16 +226,19 @@ def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = Non
     items = [x if is_python_scalar(x) else to_tensor(x) for x in xs]
     if not items:
         raise ValueError(f"{name}: need at least one array to {name}")
+    if dtype is not None:
+        d = to_dtype(dtype)
+        return [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], False
     if all(isinstance(x, Tensor) and x.dtype == items[0].dtype and not is_weak(x) for x in items):
         return items, False   # (the common case: nothing to promote)
     d, weak_result = promote_weak(*map(promotion_kind, items))
     return [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], weak_result
 
 
-def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0) -> Tensor:
+def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0, dtype: DType | str | type | None = None) -> Tensor:
     """The arrays joined along an existing `axis` (all flattened first when None), in their JAX result type (Python
-    scalars are weak: see `joined`)."""
-    ts, weak_result = joined(xs, "concatenate")
+    scalars are weak: see `joined`) or `dtype`."""
+    ts, weak_result = joined(xs, "concatenate", dtype=dtype)
     if axis is None:
         ts, axis = [t.reshape(-1) for t in ts], 0
     return concat(ts, axis, weak_result)
@@ -275,9 +305,11 @@ from tgfx.ir.ops import Ops  # noqa: E402
 _ADD = Ops.ADD
 
 
-def stack(xs: Sequence[ArrayLike], axis: int = 0) -> Tensor:
-    """The arrays (of one shape) joined along a new `axis`, in their JAX result type (see `joined`)."""
-    ts, weak_result = joined(xs, "stack")
+def stack(xs: Sequence[ArrayLike], axis: int = 0, out: None = None, dtype: DType | str | type | None = None) -> Tensor:
+    """The arrays (of one shape) joined along a new `axis`, in their JAX result type (see `joined`) or `dtype`."""
+    if out is not None:
+        raise NotImplementedError("stack: the out argument is not supported, as in JAX (Tensors are immutable)")
+    ts, weak_result = joined(xs, "stack", dtype=dtype)
     shapes = {t.shape for t in ts}
     if len(shapes) > 1:
         raise ValueError(f"stack: all input arrays must have the same shape, got {[t.shape for t in ts]}")
@@ -285,15 +317,15 @@ def stack(xs: Sequence[ArrayLike], axis: int = 0) -> Tensor:
     return concat([expand_dims(t, axis) for t in ts], axis, weak_result)
 
 
-def vstack(xs: Sequence[ArrayLike]) -> Tensor:
+def vstack(xs: Sequence[ArrayLike], dtype: DType | str | type | None = None) -> Tensor:
     """The arrays, each made at least 2-d, joined along axis 0 (Python scalars weak, as `stack`'s)."""
-    ts, weak_result = joined(xs, "vstack")
+    ts, weak_result = joined(xs, "vstack", dtype=dtype)
     return concat([atleast_2d(t) for t in ts], 0, weak_result)
 
 
-def hstack(xs: Sequence[ArrayLike]) -> Tensor:
+def hstack(xs: Sequence[ArrayLike], dtype: DType | str | type | None = None) -> Tensor:
     """The arrays, each made at least 1-d, joined along axis 1 (axis 0 for 1-d ones; Python scalars weak)."""
-    ts, weak_result = joined(xs, "hstack")
+    ts, weak_result = joined(xs, "hstack", dtype=dtype)
     ts = [t.reshape(1) if t.ndim == 0 else t for t in ts]
     return concat(ts, 0 if ts[0].ndim == 1 else 1, weak_result)
 
@@ -313,13 +345,23 @@ def split(x: ArrayLike, indices_or_sections: int | Sequence[int], axis: int = 0)
                              f"into {k} sections); use array_split or give split indices")
         bounds = [i * (n // k) for i in range(k + 1)]
     else:
-        bounds = [0, *[min(max(int(i), 0), n) for i in indices_or_sections], n]
+        bounds = [0, *[operator.index(i) for i in indices_or_sections], n]
+        if any(b > c for b, c in zip(bounds[:-1], bounds[1:], strict=True)):
+            # JAX's: the pieces' sizes are the differences of the indices (numpy's negative and out-of-order
+            # indices would give sizes below zero)
+            raise ValueError(f"split: indices {list(bounds[1:-1])} along axis {axis} of length {n} must be "
+                             f"nondecreasing and within [0, {n}]")
     return [x.shrink(tuple((bounds[i], max(bounds[i], bounds[i + 1])) if a == axis else (0, s)
                            for a, s in enumerate(x.shape))) for i in range(len(bounds) - 1)]
 
 
-def array_split(x: ArrayLike, sections: int, axis: int = 0) -> list[Tensor]:
+def array_split(x: ArrayLike, sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+    """x cut into `sections` pieces whose sizes differ by at most one (the longer ones first), or at the given
+    indices, as `split`."""
     x = to_tensor(x)
+    if static_int(sections) is None:
+        return split(x, sections, axis)
+    sections = static_int(sections)
     n = x.shape[normalize_axis(axis, x.ndim, "array_split")]
     q, r = divmod(n, sections)
     idx, acc = [], 0
@@ -371,14 +413,18 @@ def roll(x: ArrayLike, shift: ArrayLike | Sequence[ArrayLike], axis: int | Seque
     x = to_tensor(x)
     if axis is None:
         return roll(x.reshape(-1), shift, 0).reshape(x.shape)
-    axes = normalize_axes(axis, x.ndim, "roll")
+    # an axis may repeat: it is rolled once per shift given for it
+    axes = tuple(normalize_axis(a, x.ndim, "roll") for a in ((axis,) if static_int(axis) is not None else axis))
     shifts = [shift] if static_int(shift) is not None or isinstance(shift, Tensor) and shift.ndim == 0 else \
         list(shift) if isinstance(shift, (Sequence, Tensor, np.ndarray)) else None
     if shifts is None or not all(static_int(s) is not None or isinstance(s, Tensor) and s.ndim == 0 and
                                  s.dtype.is_int for s in shifts):
         raise TypeError(f"roll: shift must be an int, an integer scalar Tensor or a sequence of them, got {shift!r}")
+    # shifts and axes broadcast against each other, as numpy's and JAX's (one axis rolled by several shifts, in turn)
     if len(shifts) == 1 and len(axes) > 1:
         shifts = shifts * len(axes)
+    elif len(axes) == 1 and len(shifts) > 1:
+        axes = axes * len(shifts)
     if len(shifts) != len(axes):
         raise ValueError(f"roll: {len(shifts)} shifts for {len(axes)} axes {axes}; give one shift per axis")
     for s, ax in zip(shifts, axes, strict=True):
