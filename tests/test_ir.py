@@ -108,6 +108,32 @@ def test_a_node_the_cyclic_collector_frees_forgets_its_entry_and_releases_its_so
     assert not any(ref() is None for ref in uop_module._cache.values())
 
 
+def test_graphs_rewritten_while_kept_live_until_released():
+    # a program's kernels are lowered while their rewritten graphs are kept (their memos serve the next kernel), and
+    # released together by reference counts, none left for the cyclic collector
+    import gc
+    import weakref
+
+    from tgfx.ir.pattern import keep_rewritten, release_rewritten
+    pm = PatternMatcher([(UPat(Ops.RESHAPE, src=(UPat.var("x"),)), lambda x: x if x.op is Ops.BUFFER else None)])
+
+    def rewritten(uid: int) -> weakref.ref:
+        sink = UOp(Ops.SINK, None, (UOp(Ops.RESHAPE, dtypes.float32, (buf(uid=uid),), (2, 3)),))
+        out = graph_rewrite(sink, pm)
+        assert out.src[0].op is Ops.BUFFER and len(sink.toposort()) == 3
+        return weakref.ref(sink)
+    gc.disable()
+    try:
+        assert rewritten(10**12 + 11)() is None          # freed as its last user lets go
+        was = keep_rewritten()
+        kept = rewritten(10**12 + 12)
+        assert kept() is not None
+        release_rewritten(was)
+        assert kept() is None                              # by its reference count: the collector is off
+    finally:
+        gc.enable()
+
+
 def test_key_is_stable_across_processes():
     code = ("from tgfx.ir.uop import UOp; from tgfx.ir.ops import Ops; from tgfx.dtypes import dtypes;"
             "p = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), 'CPU:0'));"

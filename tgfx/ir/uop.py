@@ -198,11 +198,15 @@ class UOp(metaclass=UOpMeta):
     def toposort(self, children: Callable[[UOp], tuple[UOp, ...]] | None = None) -> list[UOp]:
         """Every node of the graph, sources before users (iterative: deep graphs are fine). `children(u)` picks
         which sources to enter (default: all). A SINK's whole order is kept on it (the lowering asks a kernel's sink
-        for its nodes many times; other nodes are not cached: a chain would keep n orders of up to n nodes)."""
+        for its nodes many times; other nodes are not cached: a chain would keep n orders of up to n nodes). The sink
+        itself, last, is left out of what it keeps: a node holding itself is freed only by the cyclic collector, so a
+        kernel's whole lowered graph outlived its compile until the next collection."""
         if children is None and self.op is Ops.SINK:
             if (hit := self.__dict__.get("_order")) is None:
-                hit = self.__dict__["_order"] = self._toposort(None)
-            return list(hit)
+                order = self._toposort(None)
+                self.__dict__["_order"] = tuple(order[:-1])
+                return order
+            return [*hit, self]
         return self._toposort(children)
 
     def _toposort(self, children: Callable[[UOp], tuple[UOp, ...]] | None) -> list[UOp]:

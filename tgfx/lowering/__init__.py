@@ -30,7 +30,7 @@ from tgfx.counters import counters
 from tgfx.devices.hcq import Program
 from tgfx.devices.target import Target, host_target, native_target
 from tgfx.ir.ops import GroupOp, Ops
-from tgfx.ir.pattern import graph_rewrite
+from tgfx.ir.pattern import graph_rewrite, keep_rewritten, release_rewritten
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import (
@@ -354,17 +354,25 @@ class _SharedSetting:
                     self.leave(self.saved)
 
 
-def _gc_off() -> bool:
+def _gc_off() -> tuple[bool, list[UOp] | None]:
     was = gc.isenabled()
     gc.disable()
-    return was
+    return was, keep_rewritten()
+
+
+def _gc_on(was: tuple[bool, list[UOp] | None]) -> None:
+    release_rewritten(was[1])
+    if was[0]:
+        gc.enable()
 
 
 # Python's cyclic garbage collector off while tracing and lowering: they allocate nodes by the ten thousand, every so
 # many allocations start a collection, and a full one walks every live object (the program's graphs and caches) to
 # find no cycles: UOp graphs are acyclic and freed by reference counts. An RNN step's first call spent 119 of its 930
-# ms there. The collector comes back on, if it was on, when the last pause ends.
-gc_paused = _SharedSetting(_gc_off, lambda was: gc.enable() if was else None)
+# ms there. Meanwhile the graphs rewritten are kept (`keep_rewritten`: a program's kernels share nodes, and the
+# memos on them), and freed before the collector comes back on, if it was on, when the last pause ends: the
+# collection the next allocations start then walks what the trace made that lives on, not its garbage too.
+gc_paused = _SharedSetting(_gc_off, _gc_on)
 
 # while compile threads run beside the lowering thread: how long a thread may hold the GIL when another waits for it
 COMPILE_SWITCH_S = 0.0005

@@ -22,12 +22,14 @@ def walk(root: UOp) -> list[UOp]:
     """Toposort that treats the bodies of FUNCTIONs, CALLs, LOOPs and SWITCHes as opaque (they hold PARAMs of their
     own). The walk of a SINK or a TUPLE (a graph's roots, a body) is kept on it, as `toposort` keeps a SINK's order:
     tracing, inlining and scheduling walk the same roots again (spectral's first call: 104 walks of 38 roots, 60% of
-    the nodes visited a second time or more)."""
+    the nodes visited a second time or more). Without the root, last: kept on itself, it would be a cycle."""
     if root.op is not Ops.SINK and root.op is not Ops.TUPLE:
         return root.toposort(outside_bodies)
     if (hit := root.__dict__.get("_walk")) is None:
-        hit = root.__dict__["_walk"] = root.toposort(outside_bodies)
-    return list(hit)
+        order = root.toposort(outside_bodies)
+        root.__dict__["_walk"] = tuple(order[:-1])
+        return order
+    return [*hit, root]
 
 
 def substitute_outside_calls(root: UOp, mapping: dict[UOp, UOp],

@@ -15,6 +15,8 @@ a REDUCE over one (an UNROLL's lanes combined) is placed as any value too.
 """
 from __future__ import annotations
 
+import weakref
+
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, sources_first
 from tgfx.lowering.loop_kernel import is_carry
@@ -23,35 +25,47 @@ from tgfx.lowering.rangeify import reduce_identity
 _NO_RANGES: frozenset[UOp] = frozenset()
 
 
+class _OwnRange(frozenset):
+    """A RANGE's own range set, {r}: held by the nodes that depend on r alone, and by r only weakly (a node holding
+    itself is freed only by the cyclic collector, and with it what it holds: a first call's RANGEs and their rewrites
+    outlived the compile until the next collection). A subclass, for the weak reference."""
+
+
+def _own_range(r: UOp) -> frozenset[UOp]:
+    ref = r.__dict__.get("range_deps")
+    if ref is None or (own := ref()) is None:
+        own = _OwnRange((r,))
+        r.__dict__["range_deps"] = weakref.ref(own)
+    return own
+
+
 def range_deps(u: UOp) -> frozenset[UOp]:
     """The RANGEs a value depends on (a REDUCE closes its own). Cached on the node (a global cache would keep every
-    kernel's graph alive)."""
+    kernel's graph alive); a RANGE's, itself, weakly (`_OwnRange`)."""
+    if u.op is Ops.RANGE:
+        return _own_range(u)
     deps = u.__dict__.get("range_deps")
     if deps is None:
         sources_first(u, "range_deps", range_deps)   # every source's deps are on it now: read, not asked for
-        if u.op is Ops.RANGE:
-            deps = frozenset({u})
-        else:
-            # a node whose sources depend on one set of ranges (a unary op, a cast, `r * 2`) shares that set: this is
-            # the most called function of the lowering, and it built a copy for each node
-            sets = [d for s in u.src if (d := s.__dict__["range_deps"])]
-            deps = _NO_RANGES if not sets else sets[0] if all(d is sets[0] for d in sets) else frozenset().union(*sets)
-            if u.op is Ops.REDUCE:
-                deps = deps - frozenset(u.src[1:])
+        # a node whose sources depend on one set of ranges (a unary op, a cast, `r * 2`) shares that set: this is
+        # the most called function of the lowering, and it built a copy for each node
+        sets = [d for s in u.src if (d := s.__dict__["range_deps"] if s.op is not Ops.RANGE else _own_range(s))]
+        deps = _NO_RANGES if not sets else sets[0] if all(d is sets[0] for d in sets) else frozenset().union(*sets)
+        if u.op is Ops.REDUCE:
+            deps = deps - frozenset(u.src[1:])
         u.__dict__["range_deps"] = deps
     return deps
 
 
 def reduces_inside(u: UOp) -> frozenset[UOp]:
-    """The REDUCEs in the graph of `u` (itself included), cached on the node."""
+    """The REDUCEs in the graph of `u` (itself included), cached on the node (a REDUCE's without itself: a node
+    holding itself would keep the reduce's whole graph alive until the cyclic collector ran)."""
     inner = u.__dict__.get("reduces_inside")
     if inner is None:
         sources_first(u, "reduces_inside", reduces_inside)
         inner = frozenset().union(*(reduces_inside(s) for s in u.src)) if u.src else frozenset()
-        if u.op is Ops.REDUCE:
-            inner = inner | {u}
         u.__dict__["reduces_inside"] = inner
-    return inner
+    return inner | {u} if u.op is Ops.REDUCE else inner
 
 
 def is_block_reduce(u: UOp) -> bool:
