@@ -517,6 +517,14 @@ class EmulatedDriver(FakeDriver):
             raise CudaError("cuEventQuery", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access")
         return True
 
+    def cuEventRecord(self, event: int, stream: int) -> None:   # (every stream operation runs when it is issued)
+        self.calls.append(("cuEventRecord", (event, stream)))
+        self._recorded = getattr(self, "_recorded", {})
+        self._recorded[event] = time.perf_counter()
+
+    def cuEventElapsedTime(self, start: int, end: int) -> float:
+        return (self._recorded[end] - self._recorded[start]) * 1e3
+
 
 def _f32(ptr: int, n: int) -> np.ndarray:
     return np.ctypeslib.as_array((ctypes.c_float * n).from_address(ptr))
@@ -903,6 +911,20 @@ def test_gpu_lax_loops_and_branches() -> None:
 
 
 @pytest.mark.gpu
+def test_gpu_beam_search_times_candidates_on_the_gpu(tmp_path: Any) -> None:
+    """BEAM=1 on the GPU: a softmax's row kernel takes the options a search timed by CUDA events finds, and is right."""
+    import tgfx as tg
+    _cuda0()
+    m = np.random.default_rng(6).standard_normal((64, 1000)).astype(np.float32)
+    with tg.Context(BEAM=1, BEAM_BUDGET=10, TGFX_CACHE_DIR=str(tmp_path)):
+        before = tg.counters.search_compile_count
+        out = tg.nn.softmax(tg.device_put(m, "CUDA:0"), axis=-1).numpy()
+        assert tg.counters.search_compile_count > before
+    e = np.exp(m - m.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.gpu
 def test_gpu_device_put_and_copies_between_devices() -> None:
     import tgfx as tg
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -984,3 +1006,59 @@ def test_a_copy_into_host_memory_is_pushed_by_a_source_whose_memory_the_host_can
     g = tg.jit(lambda a: (a + 1).to("CPU:1") * 3)    # into CPU:1 (not host memory): the destination's engine
     np.testing.assert_array_equal(g(tg.device_put(x, "CPU:0")).numpy(), (x + 1) * 3)
     assert copies == ["CPU:1"]
+
+
+def test_beam_searches_a_kernels_gpu_options_on_the_device_and_caches_them_by_its_target(
+        emulated: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """With BEAM=n a CUDA kernel's options come from a search timed on the device (its events around each launch):
+    each candidate rendered for the GPU, compiled to PTX and loaded by the driver; the result is cached by the kernel
+    and the GPU target (its name and compute capability), so a second lookup searches nothing. The emulated driver
+    runs each loaded kernel as the CPU's code of the candidate's GPU options, thread ids as loops."""
+    import dataclasses
+
+    import tgfx as tg
+    from tgfx.lowering import forget_compiled, index_level, lower_kernel, render_nvptx
+    from tgfx.lowering import search as cpu_search
+    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
+    from tgfx.lowering.search_gpu import gpu_actions, gpu_beam_search
+    drv, dev = emulated
+    real_kernel_ir = render_nvptx.kernel_ir
+    asts: dict = {}
+
+    def kernel_ir(ast: Any, target: Any, opts: Any = None) -> Any:   # the real rendering, and the kernel's stand-in
+        ir, name, dims, applied = real_kernel_ir(ast, target, opts)
+        ck = lower_kernel(thread_loops(optimize_gpu(index_level(ast, pieces=False), target, applied)[0]))
+
+        def run(threads: int, *words: int) -> None:
+            bufs = (ctypes.c_void_p * len(words))(*words)
+            for core in range(ck.global_size):
+                ck.program.call(ctypes.addressof(bufs), 0, core)
+        drv.kernels[name] = run
+        asts[ast.key] = ast
+        return ir, name, dims, applied
+    monkeypatch.setattr(render_nvptx, "kernel_ir", kernel_ir)
+    monkeypatch.setattr(render_nvptx, "_loaded", {})
+    cpu_search.clear_cache()
+    forget_compiled()
+    m = np.random.default_rng(4).standard_normal((7, 300)).astype(np.float32)
+    e = np.exp(m - m.max(axis=1, keepdims=True))
+    with tg.Context(BEAM=1, BEAM_BUDGET=30, TGFX_CACHE_DIR=str(tmp_path)):
+        searches, candidates = tg.counters.search_count, tg.counters.search_compile_count
+        out = tg.nn.softmax(tg.device_put(m, "CUDA:0"), axis=-1).numpy()
+        searches, candidates = tg.counters.search_count - searches, tg.counters.search_compile_count - candidates
+        np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+        assert searches >= len(asts) >= 1 and candidates > 2 * len(asts)   # each search timed several candidates
+        # another process (nothing in memory) reads the entry: it searches nothing, and finds the same options
+        searched = {k: cpu_search.cached_search(k, 1, dev.target) for k in asts}
+        assert [k for k, opts in searched.items() if opts] == list(asts)   # each kernel searched has its entry
+        cpu_search.clear_cache()
+        n = tg.counters.search_count
+        assert all(gpu_beam_search(dev, asts[k], 1) == opts for k, opts in searched.items())
+        assert tg.counters.search_count == n
+        # another GPU (its name or compute capability) has found nothing yet
+        other = dataclasses.replace(dev.target, capability=(10, 0))
+        assert all(cpu_search.cached_search(k, 1, other) is None for k in asts)
+    # what a search tries comes from the target: thread counts of warps, up to the block's most
+    sink = index_level(next(iter(asts.values())), pieces=False)
+    counts = {o.amount for o in gpu_actions(sink, dev.target) if o.op in ("LOCAL", "GROUP")}
+    assert counts and all(n % dev.target.warp_size == 0 and n <= dev.target.max_threads_per_block for n in counts)

@@ -380,7 +380,11 @@ def gpu_kernel(device: Any, ast: UOp) -> Any:
     hit = _loaded.get((device.name, ast.key))
     if hit is not None:
         return hit
-    return _load(device, ast, ptx_of(ast, device.target))
+    opts = None
+    if config.BEAM > 0 and not config.NOOPT:   # the options a timed search on this device finds (search_gpu.py)
+        from tgfx.lowering.search_gpu import gpu_beam_search
+        opts = gpu_beam_search(device, ast, int(config.BEAM))
+    return _load(device, ast, ptx_of(ast, device.target, opts))
 
 
 def _load(device: Any, ast: UOp, ptx: tuple[str, str, LaunchDims]) -> Any:
@@ -397,7 +401,7 @@ def preload(kernels: Iterable[tuple[Any, UOp]]) -> None:
     top of both, kernel after kernel, without this."""
     from tgfx.lowering import gc_paused, quick_gil_handoff
     todo = [(dev, ast) for dev, ast in dict.fromkeys(kernels) if (dev.name, ast.key) not in _loaded]
-    if len(todo) < 2:
+    if len(todo) < 2 or config.BEAM > 0:   # (searched kernels are compiled one by one, as each search ends)
         return
     threads = min(len(todo), host_cores())   # the driver's JIT runs side by side: one load per core at most
     with ThreadPoolExecutor(threads, thread_name_prefix="tgfx-ptx") as pool, gc_paused(), quick_gil_handoff():

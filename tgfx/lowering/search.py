@@ -60,6 +60,7 @@ from tgfx.lowering.compile import compile_llvm, load_object, loaded, lowering_ve
 from tgfx.lowering.kernel_opts import OPT_OPS, KernelOptError, Opt, apply_opts, global_size, ranges
 from tgfx.lowering.llvm_rules import RenderError
 from tgfx.lowering.optimize import apply_hand_coded, opt_mode
+from tgfx.lowering.optimize_gpu import GPU_OPT_OPS
 
 RUNS = 3                 # timed runs of a candidate; the minimum counts
 TIMED_TRIPS = 1 << 25    # innermost iterations a timed run does, about: bigger kernels are timed on a slice
@@ -93,7 +94,7 @@ def _read(key: str) -> list[Opt] | None:
     if not isinstance(entry, dict) or entry.get("key") != key or not isinstance(entry.get("opts"), list):
         return None
     raw = entry["opts"]
-    well_formed = all(isinstance(o, list) and len(o) == 3 and o[0] in OPT_OPS and
+    well_formed = all(isinstance(o, list) and len(o) == 3 and o[0] in OPT_OPS + GPU_OPT_OPS and
                       all(type(x) is int for x in o[1:]) for o in raw)
     if not well_formed or entry.get("checksum") != _checksum(key, raw):
         return None
@@ -196,7 +197,7 @@ class _Search:
     def __init__(self, sink: UOp, name: str, width: int, target: Target) -> None:
         self.sink, self.name, self.width, self.target = sink, name, width, target
         with config.Context(DEBUG=0):  # the scratch buffers' copies are not the program's either
-            self.bench = _Bench(sink)
+            self.bench = self.make_bench()
             _ = self.bench.dev.profile_events
         self.deadline = time.perf_counter() + float(config.BEAM_BUDGET.value)
         self.timed: dict[UOp, float] = {}   # candidate kernel -> seconds
@@ -205,11 +206,30 @@ class _Search:
         self.show = config.DEBUG >= 1 or sys.stderr.isatty()
         self.shown = 0
 
+    # ---- what a backend's search changes (tgfx/lowering/search_gpu.py) ----
+    def make_bench(self) -> _Bench:
+        return _Bench(self.sink)
+
+    def apply(self, opts: list[Opt]) -> UOp:
+        return apply_opts(self.sink, opts)
+
+    def hand(self) -> list[Opt]:
+        return apply_hand_coded(self.sink, self.target)[1]
+
+    def starts(self, hand: list[Opt]) -> list[list[Opt]]:
+        """The option lists the beam starts from: the heuristics' first (usually fast, they make a slow start stop
+        early), and none at all."""
+        return [hand, []]
+
+    def actions(self, opts: list[Opt]) -> list[Opt]:
+        return actions(self.apply(opts), opts, self.target)
+
+    # ---- the search ----
     def evaluate(self, opts: list[Opt]) -> float | None:
         """Seconds the kernel takes with `opts`; None when they do not fit, give a kernel already timed, or do not
         compile."""
         try:
-            cand = apply_opts(self.sink, opts)
+            cand = self.apply(opts)
         except KernelOptError:
             return None
         if cand in self.timed:
@@ -230,7 +250,7 @@ class _Search:
 
     def program(self, opts: list[Opt], cand: UOp | None = None) -> tuple[Program, int, float]:
         """The candidate compiled (once per process) as it is timed, its launch size, and its time's scale."""
-        cand = apply_opts(self.sink, opts) if cand is None else cand
+        cand = self.apply(opts) if cand is None else cand
         timed, scale = self.sliced(cand)
         tag = hashlib.sha256(f"{opt_mode(opts, self.target)}|{self.slice}".encode()).hexdigest()[:6]
         sym, load_key = f"{self.name}_beam{tag}", f"search|{self.sink.key}|{tag}"
@@ -262,15 +282,14 @@ class _Search:
             self.shown = len(line)
 
     def run(self) -> list[Opt]:
-        # the heuristics' options first: usually fast, they make a slow start (no options at all) stop early
-        hand = apply_hand_coded(self.sink, self.target)[1]
-        start = [hand, []]
-        beam = sorted(((t, o) for o in start if (t := self.evaluate(o)) is not None), key=lambda c: c[0])[:self.width]
+        hand = self.hand()
+        beam = sorted(((t, o) for o in self.starts(hand) if (t := self.evaluate(o)) is not None),
+                      key=lambda c: c[0])[:self.width]
         while beam and time.perf_counter() < self.deadline:
             best_before = self.best[0]
             children: list[tuple[float, list[Opt]]] = []
             for _, opts in beam:
-                for act in actions(apply_opts(self.sink, opts), opts, self.target):
+                for act in self.actions(opts):
                     if time.perf_counter() >= self.deadline:
                         break
                     if (t := self.evaluate(opts + [act])) is not None:
