@@ -245,43 +245,27 @@ def test_an_nhwc_input_gradient_is_stored_channels_last_for_its_per_channel_sums
     assert Opt("UPCAST", axis_of(sink, 16), 16) in hand_coded_opts(sink, AVX512), sum_ast
 
 
-@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
-def test_a_kernel_gradient_takes_the_taps_along_a_row_as_rows(target: Target) -> None:
-    """The kernel gradient of a 3 x 3 NHWC convolution of 16 -> 16 channels: the taps along a row are rows of the
-    tile too, each pass of the reduce over the batch's pixels serving three taps (it re-read the gradient per tap).
-    With AVX-512 the output channels are one vector, a quarter of the registers' accumulators, and the tile is 16 x 4
-    x 3 (14.7 -> 3.6 ms); with AVX2 they are two, the full tile, whose rows are halved for the taps: 16 x 2 x 3, its
-    12 accumulators what 16 registers hold beside the operands (AVX2 code on an AVX-512 host, 64 x 32 x 32 images:
-    16.4 -> 5.5 ms at best, alternated)."""
-    x = tg.asarray(rand(2, 8, 8, 16)).realize()
-    w, g = tg.asarray(rand(3, 3, 16, 16, seed=1)).realize(), tg.asarray(rand(2, 8, 8, 16, seed=2)).realize()
+@pytest.mark.parametrize(("channels", "target", "rows"), [(16, AVX2, 2), (16, AVX512, 4), (32, AVX512, 4)],
+                         ids=["16-avx2", "16-avx512", "32-avx512"])
+def test_a_kernel_gradient_takes_the_taps_along_a_row_as_rows(channels: int, target: Target, rows: int) -> None:
+    """The kernel gradient of a 3 x 3 NHWC convolution: the taps along a row are rows of the tile too, each pass of
+    the reduce over the batch's pixels serving three taps (it re-read the gradient per tap). 16 -> 16 channels with
+    AVX-512 are one vector, a quarter of the registers' accumulators, and the tile is 16 x 4 x 3 (14.7 -> 3.6 ms).
+    Two vectors are the full tile, whose rows are halved for the taps where the registers hold the accumulators:
+    16 -> 16 with AVX2, 16 x 2 x 3, 12 accumulators of 16 registers beside the operands (AVX2 code on an AVX-512
+    host, 64 x 32 x 32 images: 16.4 -> 5.5 ms at best, alternated); 32 -> 32 with AVX-512, 32 x 4 x 3 (was 32 x 8),
+    each vector of the output gradient serving 12 accumulators and a third fewer passes over it (the resnet
+    program's kernel gradient, 64 x 16 x 16 images: 2.35 -> 1.74 ms at best, alternated)."""
+    x = tg.asarray(rand(2, 8, 8, channels)).realize()
+    w = tg.asarray(rand(3, 3, channels, channels, seed=1)).realize()
+    g = tg.asarray(rand(2, 8, 8, channels, seed=2)).realize()
     nhwc = ("NHWC", "HWIO", "NHWC")
     _, vjp = tg.vjp(lambda w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=nhwc), w)
     (ast,) = kernel_asts(vjp(g)[0])
     sink = index_level(ast)
     opts = hand_coded_opts(sink, target)
-    rows = 4 if target is AVX512 else 2
-    assert [o for o in opts if o.op == "UPCAST"] == [Opt("UPCAST", axis_of(sink, 16), 16),
-                                                     Opt("UPCAST", axis_of(sink, 16, first=True), rows),
-                                                     Opt("UPCAST", axis_of(sink, 3), 3)], opts
-    np.testing.assert_allclose(vjp(g)[0].numpy(), np.asarray(jax_free_kernel_grad(x.numpy(), g.numpy())), rtol=1e-4,
-                               atol=1e-4)
-
-
-def test_a_kernel_gradient_of_two_vectors_of_channels_halves_its_rows_for_the_taps() -> None:
-    """32 -> 32 channels with AVX-512: two vectors, the full tile (32 x 8). Its rows halved and the taps along a row
-    added, 32 x 4 x 3, each vector of the output gradient serves 12 accumulators (24 of the 29 registers beside the
-    operands), and the reduce makes a third fewer passes over it: the resnet program's kernel gradient (64 x 16 x 16
-    images) 2.35 -> 1.74 ms at best, alternated."""
-    x = tg.asarray(rand(2, 8, 8, 32)).realize()
-    w, g = tg.asarray(rand(3, 3, 32, 32, seed=1)).realize(), tg.asarray(rand(2, 8, 8, 32, seed=2)).realize()
-    nhwc = ("NHWC", "HWIO", "NHWC")
-    _, vjp = tg.vjp(lambda w: lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=nhwc), w)
-    (ast,) = kernel_asts(vjp(g)[0])
-    sink = index_level(ast)
-    opts = hand_coded_opts(sink, AVX512)
-    assert [o for o in opts if o.op == "UPCAST"] == [Opt("UPCAST", axis_of(sink, 32), 32),
-                                                     Opt("UPCAST", axis_of(sink, 32, first=True), 4),
+    assert [o for o in opts if o.op == "UPCAST"] == [Opt("UPCAST", axis_of(sink, channels), channels),
+                                                     Opt("UPCAST", axis_of(sink, channels, first=True), rows),
                                                      Opt("UPCAST", axis_of(sink, 3), 3)], opts
     np.testing.assert_allclose(vjp(g)[0].numpy(), np.asarray(jax_free_kernel_grad(x.numpy(), g.numpy())), rtol=1e-4,
                                atol=1e-4)
