@@ -152,6 +152,29 @@ def test_a_first_call_frees_its_kernel_graphs_without_the_cyclic_collector():
         gc.enable()
 
 
+def kernel_asts() -> int:
+    """Live kernel ASTs (tensor level: a SINK of STOREs into buffers by slot)."""
+    from tgfx.ir.ops import Ops
+    from tgfx.ir.uop import UOp
+    return sum(1 for o in gc.get_objects() if type(o) is UOp and o.op is Ops.SINK and o.src and
+               all(s.op is Ops.STORE and s.src[0].op is Ops.DEFINE_GLOBAL for s in o.src))
+
+
+def test_kernels_nothing_runs_or_caches_are_freed_with_their_asts():
+    # what is derived of a kernel's AST (the slots it stores, whether it updates a window in place) is kept on the AST,
+    # not in caches keyed by it, which held 1,024 and 4,096 ASTs past the kernel cache's bound and their programs' life
+    with Context(**BOUNDS):
+        held = kernel_asts()
+        g = tg.jit(lambda x: tnp.cumsum(x * 3, axis=0) + x.sum())
+        for n in range(2, 42):
+            x = np.arange(n, dtype=np.float32)
+            np.testing.assert_allclose(g(tg.asarray(x)).numpy(), np.cumsum(x * 3) + x.sum(), rtol=1e-5)
+        del g
+        forget_compiled()
+        gc.collect()
+        assert kernel_asts() <= held + 2 * BOUNDS["TGFX_SCHEDULE_CACHE_SIZE"], (held, kernel_asts())
+
+
 def test_code_memory_is_released_when_nothing_holds_its_kernels():
     gc.collect()
     before = code_stats()

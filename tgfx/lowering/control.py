@@ -38,7 +38,6 @@ outside it is live for the whole block, since a loop comes back to the block's s
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, loop_results
@@ -379,9 +378,12 @@ def _stored_global(st: UOp) -> UOp:
     return dst
 
 
-@functools.lru_cache(maxsize=4096)
 def _stored_slots(ast: UOp) -> frozenset[int]:
-    return frozenset(_stored_global(u).arg[0] for u in ast.toposort() if u.op is Ops.STORE)
+    """The slots a kernel stores, kept on its AST (a cache keyed by ASTs kept 4,096 alive past their kernels)."""
+    if (hit := ast.__dict__.get("stored_slots")) is None:
+        hit = ast.__dict__["stored_slots"] = frozenset(_stored_global(u).arg[0] for u in ast.toposort()
+                                                       if u.op is Ops.STORE)
+    return hit
 
 
 def writes(call: UOp) -> list[UOp]:

@@ -16,7 +16,6 @@ the iteration that then stores it.
 """
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 from tgfx.ir.ops import GroupOp, Ops
@@ -84,9 +83,18 @@ def _whole(u: UOp) -> UOp | None:
     return u if u.op is Ops.DEFINE_GLOBAL else None
 
 
-@functools.lru_cache(maxsize=1024)
 def window_update(ast: UOp) -> WindowUpdate | None:
-    """`ast` as a window update of one of its inputs (see the module doc), or None."""
+    """`ast` as a window update of one of its inputs (see the module doc), or None. Kept on the AST: a cache keyed by
+    ASTs kept 1,024 of them alive past their kernels and programs."""
+    if (hit := ast.__dict__.get("window_update", _UNSEEN)) is _UNSEEN:
+        hit = ast.__dict__["window_update"] = _window_update(ast)
+    return hit
+
+
+_UNSEEN = object()
+
+
+def _window_update(ast: UOp) -> WindowUpdate | None:
     if len(ast.src) != 1 or (st := ast.src[0]).op is not Ops.STORE or len(st.src) != 2:
         return None
     out, val = st.src
