@@ -380,3 +380,20 @@ def test_jax_categorical_and_choice(jr, seed: int) -> None:  # noqa: ANN001
         theirs = np.asarray(jr.choice(jk, **case))
         assert ours.shape == theirs.shape and ours.dtype == theirs.dtype, case
         np.testing.assert_array_equal(ours, theirs, err_msg=str(case))
+
+
+def test_float16_draws_round_as_xla() -> None:
+    """float16 draws are JAX's bit for bit where XLA rounds a multiply-add once (LLVM contracts the half ops into one
+    float fma: uniform's scaling, so truncated_normal, gamma and beta) and jnp.linalg.norm sums float16 squares in
+    float32 (maxwell). tgfx rounded after each op: 2 of these 8 values each differed by an ulp, and a gamma
+    rejection loop could accept a different candidate. The bits are jax 0.10.2's for key 2."""
+    k = R.key(2)
+    jax_bits = {
+        "uniform": [16598, 16528, 14566, 48026, 47776, 45616, 16428, 16173],
+        "maxwell": [15976, 15503, 15896, 15771, 16464, 15521, 16391, 15690],
+        "beta": [13831, 12333, 14182, 14699, 13830, 14026, 13738, 14418],
+    }
+    draws = {"uniform": R.uniform(k, (8,), "float16", -2.0, 3.0), "maxwell": R.maxwell(k, (8,), "float16"),
+             "beta": R.beta(k, 2.0, 3.0, (8,), "float16")}
+    for name, x in draws.items():
+        np.testing.assert_array_equal(x.numpy().view(np.uint16), jax_bits[name], err_msg=name)

@@ -213,6 +213,10 @@ def _maxwell_draw(k: Tensor, shape: tuple[int, ...], d: DType) -> Tensor:
     from tgfx.numpy import sqrt
     z = _normal_core(k, (*shape, 3), d)
     x, y, w = (z[..., i] for i in range(3))
+    if d == dtypes.float16:
+        # jnp.linalg.norm's sum of float16 squares runs in float32 (jnp.sum upcasts float16), rounded once at its end
+        x2, y2, w2 = ((v * v).astype(f32) for v in (x, y, w))
+        return sqrt((x2 + y2 + w2).astype(d))
     return sqrt(_fma(w, w, _fma(y, y, x * x)))   # the sum of squares as XLA's fused reduction rounds it
 
 

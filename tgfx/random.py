@@ -320,7 +320,10 @@ def _scaled(u: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
 
 def _fma(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
     """a * b + c with one rounding in float32/float64, as XLA's CPU code fuses it (and the same whether the inputs are
-    constants or not); the 16-bit types round after each op, as they do in XLA."""
+    constants or not). float16 rounds once too (LLVM contracts XLA's half multiply-add into one float fma, then
+    rounds to half); bfloat16 rounds after each op, as XLA normalises each bfloat16 op to float and back."""
+    if a.dtype == dtypes.float16:
+        return _fma(a.astype(dtypes.float32), b.astype(dtypes.float32), c.astype(dtypes.float32)).astype(a.dtype)
     if a.dtype not in (dtypes.float32, dtypes.float64):
         return a * b + c
     a, b, c = broadcast(a, b, c.astype(a.dtype), name="fma")
