@@ -537,6 +537,18 @@ def test_repeat(d: DType, data: st.DataObject) -> None:
 
 
 # ---- views compose: a chain of movement ops, then arithmetic on the result ----
+@pytest.mark.parametrize("total", [0, 2, 5, 9])
+def test_repeat_to_a_total_length(total: int) -> None:
+    """JAX's total_repeat_length (an unexpected keyword before): the repeated axis cut to `total`, or its last element
+    repeated up to it; under jit the counts may be traced."""
+    x, reps = _values(dtypes.float32, (3, 2)), np.array([2, 0, 3])
+    want = np.repeat(x, reps, axis=0)
+    want = np.concatenate([want, np.repeat(x[-1:], max(total - len(want), 0), axis=0)])[:total]
+    _check(tnp.repeat(tg.asarray(x), reps.tolist(), axis=0, total_repeat_length=total), want, dtypes.float32)
+    f = tg.jit(lambda x, r: tnp.repeat(x, r, axis=0, total_repeat_length=total))
+    _check(f(tg.asarray(x), tg.asarray(reps.astype(np.int32))), want, dtypes.float32)
+
+
 def test_chained_views_then_arithmetic() -> None:
     x = _values(dtypes.float32, (2, 3, 4))
     t = to_tensor(x)

@@ -383,11 +383,18 @@ def tile(x: ArrayLike, reps: int | Sequence[int]) -> Tensor:
     return big.reshape(tuple(r * s for r, s in zip(reps, x.shape, strict=True)))
 
 
-def repeat(x: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) -> Tensor:
+def repeat(x: ArrayLike, repeats: int | Sequence[int], axis: int | None = None, *,
+           total_repeat_length: int | None = None) -> Tensor:
+    """Each element of `x` along `axis` (of the flattened x when None) `repeats` times (one count, or one per element).
+    `total_repeat_length`, as JAX's, fixes the result's length: a longer sum is cut, a shorter one repeats the last
+    element; it lets the counts be a traced Tensor (each output position gathers the element whose running count
+    passes it)."""
     x = to_tensor(x)
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = normalize_axis(axis, x.ndim, "repeat")
+    if total_repeat_length is not None:
+        return _repeat_to_length(x, repeats, axis, operator.index(total_repeat_length))
     if static_int(repeats) is not None:
         repeats = static_int(repeats)
     else:
@@ -405,6 +412,23 @@ def repeat(x: ArrayLike, repeats: int | Sequence[int], axis: int | None = None) 
     y = x.reshape(shp[:axis + 1] + (1,) + shp[axis + 1:])
     y = y.expand(shp[:axis + 1] + (repeats,) + shp[axis + 1:])
     return y.reshape(shp[:axis] + (shp[axis] * repeats,) + shp[axis + 1:])
+
+
+def _repeat_to_length(x: Tensor, repeats: ArrayLike, axis: int, total: int) -> Tensor:
+    from tgfx.numpy._data_dependent import searchsorted
+    from tgfx.numpy._indexing import take
+    from tgfx.numpy._reduce import cumsum
+    n = x.shape[axis]
+    if total < 0:
+        raise ValueError(f"repeat: total_repeat_length must be at least 0, got {total}")
+    counts = to_tensor(repeats)
+    if counts.ndim > 1 or counts.ndim == 1 and counts.shape[0] not in (1, n):
+        raise ValueError(f"repeat: repeats of shape {counts.shape} for axis {axis} of length {n}")
+    if not counts.dtype.is_int:
+        raise TypeError(f"repeat: repeats must be integers, got {counts.dtype.name}")
+    ends = cumsum(broadcast_to(counts, (n,)))
+    source = ew.minimum(searchsorted(ends, Tensor.arange(total, dtype=ends.dtype), side="right"), max(n - 1, 0))
+    return take(x, source, axis=axis)
 
 
 def roll(x: ArrayLike, shift: ArrayLike | Sequence[ArrayLike], axis: int | Sequence[int] | None = None) -> Tensor:
