@@ -79,6 +79,14 @@ def test_nan_reductions_where_initial_ddof() -> None:
     close(tnp.nanvar(h, axis=1), np.nanvar(h.astype(np.float64), axis=1), rtol=1e-3, dtype=np.float16)
 
 
+def test_nanmean_of_integers_is_mean() -> None:
+    """Integers hold no NaN: nanmean is mean, as JAX's, so an integer dtype= sums in that dtype and wraps as numpy's
+    (tgfx summed int8 in float32 and cast the mean: 254 for numpy's and JAX's 126)."""
+    x = np.array([[-1, -3, 100], [-3, -1, 100]], np.int8)
+    for dtype in ("uint8", "int8", "float16"):
+        close(tnp.nanmean(x, axis=0, dtype=dtype), np.nanmean(x, axis=0, dtype=dtype), dtype=np.dtype(dtype))
+
+
 @settings(max_examples=15)
 @given(case=nan_case())
 def test_nanargmax_nanargmin(case: tuple[np.ndarray, Axis, bool]) -> None:

@@ -185,6 +185,9 @@ def nanmean(a: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, o
     """
     _no_out(out, "nanmean")
     x = to_tensor(a)
+    if x.dtype.is_int or x.dtype.is_bool:
+        # no NaN to leave out: `mean`, as JAX's (a dtype= sums in that dtype, wrapping as numpy's does)
+        return rd.mean(x, axis=axis, dtype=dtype, keepdims=keepdims, where=where)
     axes = rd._axes(x, axis, "nanmean")
     d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
     comp = _compute_dtype(d)
