@@ -7,7 +7,6 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
 from tgfx.devices.target import host_target
 from tgfx.dtypes import dtypes
 from tgfx.ir.control import BODIED, n_bodies

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 
-from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 

@@ -4,9 +4,11 @@ or packed copies where that pays."""
 from __future__ import annotations
 
 import contextvars
+import functools
+import operator
+from collections.abc import Callable
 
-from tgfx.devices import DEFAULT_DEVICE as DEFAULT_DEVICE  # where constants and host data go (TGFX_DEVICE)
-from tgfx.devices import get_device
+from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices.target import PAGE_BYTES, STLB_PAGES, TLB_PAGES, Target, host_target, rows_outrun_tlb
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
@@ -182,22 +184,23 @@ def _packed_operand(red: UOp) -> UOp | None:
     return None
 
 
+def _split_sum(red: UOp, term_splits: Callable[[UOp], bool]) -> UOp | None:
+    """`red`, a sum over a sum of terms, as the sum of each term's reduce, where `term_splits` holds for every term."""
+    if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.ADD:
+        return None
+    terms = sum_terms(red.src[0])
+    if not all(term_splits(t) for t in terms):
+        return None
+    return functools.reduce(operator.add, (UOp(Ops.REDUCE_AXIS, red.dtype, (t,), red.arg) for t in terms))
+
+
 def _split_sum_of_contractions(red: UOp) -> UOp | None:
     """A sum of contractions over the same axes, `sum(a1 * b1 + a2 * b2 + ...)`, as the sum of each one's reduce. The
     gradient of a value that several matmuls read one broadcast of (attention's input, read by the query, key and
     value projections) accumulates their products before the reduce: as one reduce it is no contraction, so its
     operands get no transposed or packed copies and the kernel no register tile (a transformer step's `dx`, with
     the heads laid out apart: 136 ms, 4 GFLOP/s). Each product then is a matmul of its own."""
-    if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.ADD:
-        return None
-    terms = sum_terms(red.src[0])
-    if not all(t.op is Ops.MUL and all(_is_expanding(e) for e in t.src) for t in terms):
-        return None
-    parts = [UOp(Ops.REDUCE_AXIS, red.dtype, (t,), red.arg) for t in terms]
-    out = parts[0]
-    for p in parts[1:]:
-        out = out + p
-    return out
+    return _split_sum(red, lambda t: t.op is Ops.MUL and all(_is_expanding(e) for e in t.src))
 
 
 def _split_sum_of_scatters(red: UOp) -> UOp | None:
@@ -207,15 +210,7 @@ def _split_sum_of_scatters(red: UOp) -> UOp | None:
     the broadcast both gathers read: as one reduce it is no scatter (`fusion._scatter_reduce`), and its kernel compared
     every row with every update (300 rows, 2 x 200 updates, beside a third scatter: a reduce of 200 in the rows' loop).
     Each is then a loop over its updates."""
-    if red.arg[0] is not Ops.ADD or red.src[0].op is not Ops.ADD:
-        return None
-    parts = [UOp(Ops.REDUCE_AXIS, red.dtype, (t,), red.arg) for t in sum_terms(red.src[0])]
-    if not all(_scatter_reduce(p) for p in parts):
-        return None
-    out = parts[0]
-    for p in parts[1:]:
-        out = out + p
-    return out
+    return _split_sum(red, lambda t: _scatter_reduce(UOp(Ops.REDUCE_AXIS, red.dtype, (t,), red.arg)))
 
 
 def _unbroadcast(u: UOp, axis: int) -> UOp | None:
