@@ -21,9 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from tgfx import config
 from tgfx.counters import counters
 from tgfx.devices.queue import HWQueue
 from tgfx.devices.target import GPUTarget
@@ -31,7 +28,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.kernel_opts import KernelOptError, Opt, ranges
 from tgfx.lowering.optimize_gpu import apply_hand_coded_gpu, optimize_gpu
-from tgfx.lowering.search import _Bench, _found, _Search, _write, beam_key, cached_search, random_data, searchable
+from tgfx.lowering.search import _Bench, _found, _Search, _write, beam_key, cached_search, searchable
 
 
 def gpu_actions(sink: UOp, target: GPUTarget) -> list[Opt]:
@@ -53,19 +50,8 @@ def gpu_actions(sink: UOp, target: GPUTarget) -> list[Opt]:
 
 
 class _GpuBench(_Bench):
-    """Scratch buffers of one kernel's sizes on a GPU, and a timer of its candidates by the device's profile events."""
-
-    def __init__(self, device: Any, sink: UOp) -> None:   # (not the CPU's: its buffers are on the default device)
-        self.dev = device
-        globals_ = {u.arg[0]: u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}
-        rng = np.random.default_rng(0)
-        self.bufs = []
-        for slot in range(max(globals_) + 1):
-            g = globals_.get(slot)
-            nbytes = 64 if g is None else max(g.arg[1], 1) * g.dtype.itemsize
-            self.bufs.append(buf := device.allocator.alloc(nbytes))
-            if g is not None:
-                device.allocator.copyin(buf, random_data(rng, g).view(np.uint8))
+    """The CPU's scratch buffers of one kernel's sizes, on the GPU, and a timer of its candidates by the device's
+    profile events."""
 
     def run(self, prog: Any, gs: int, n: int) -> list[float]:
         """Seconds each of `n` back-to-back launches took, by the device's events around each."""
@@ -85,7 +71,7 @@ class _GpuSearch(_Search):
         self.slice = 1   # a candidate runs whole: a GPU spreads even a poor one over thousands of threads
 
     def make_bench(self) -> _Bench:
-        return _GpuBench(self.device, self.sink)
+        return _GpuBench(self.sink, self.device)
 
     def apply(self, opts: list[Opt]) -> UOp:
         return optimize_gpu(self.sink, self.target, opts)[0]
@@ -111,22 +97,20 @@ def gpu_beam_search(device: Any, ast: UOp, width: int) -> list[Opt] | None:
     """The GPU options a search of width `width` finds for kernel AST `ast` on `device` (or found before: cached), or
     None where the kernel is not searched (its addresses depend on loaded data): the heuristics' then."""
     from tgfx.lowering import index_level, kernel_name
-    target = device.target
+    target, key = device.target, beam_key(ast.key, width, device.target)
     sink = index_level(ast, pieces=False)
     if (opts := cached_search(ast.key, width, target)) is not None:
         try:
             optimize_gpu(sink, target, opts)
             return opts
         except KernelOptError:   # options that do not fit this kernel: a stale or forged entry
-            _found.pop(beam_key(ast.key, width, target), None)
+            _found.pop(key, None)
     if not searchable(sink) or any(u.op is Ops.REDUCE and isinstance(u.arg, tuple) for u in sink.toposort()):
         return None   # (a loop kernel steps its carries in order on one thread: nothing to search)
     counters.search_count += 1
-    with config.Context(BEAM=0):   # the candidates' own lowering takes exactly the options given
-        search = _GpuSearch(device, ast, sink, kernel_name(ast), width)
-        opts = search.run()
-    _found[beam_key(ast.key, width, target)] = opts
-    _write(beam_key(ast.key, width, target), opts, search.best[0])
+    search = _GpuSearch(device, ast, sink, kernel_name(ast), width)
+    _found[key] = opts = search.run()
+    _write(key, opts, search.best[0])
     return opts
 
 
