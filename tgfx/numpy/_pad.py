@@ -42,6 +42,11 @@ def _side(x: Tensor, ax: int, n: int, value: ArrayLike) -> Tensor:
     return mv.broadcast_to(to_tensor(value).astype(x.dtype), shape)
 
 
+def _slab(x: Tensor, ax: int, lo: int, hi: int) -> Tensor:
+    """x[..., lo:hi, ...] along `ax`."""
+    return x.shrink(tuple((lo, hi) if i == ax else (0, s) for i, s in enumerate(x.shape)))
+
+
 def _join(x: Tensor, ax: int, before: Tensor, after: Tensor) -> Tensor:
     parts = [p for p in (before, x, after) if p.shape[ax]]
     return mv.concat(parts, ax) if len(parts) > 1 else parts[0]
@@ -58,8 +63,8 @@ def pad_linear_ramp(x: Tensor, pw: tuple[tuple[int, int], ...], end_values: Arra
     """A ramp from each side's end value to the edge (the edge excluded), as numpy's and JAX's `linear_ramp`."""
     for ax, ((b, a), (eb, ea)) in enumerate(zip(pw, _pairs(end_values, x.ndim, "end_values"), strict=True)):
         n = x.shape[ax]
-        first = mv.squeeze(x.shrink(tuple((0, 1) if i == ax else (0, s) for i, s in enumerate(x.shape))), ax)
-        last = mv.squeeze(x.shrink(tuple((n - 1, n) if i == ax else (0, s) for i, s in enumerate(x.shape))), ax)
+        first = mv.squeeze(_slab(x, ax, 0, 1), ax)
+        last = mv.squeeze(_slab(x, ax, n - 1, n), ax)
         before = linspace(eb, first, b, endpoint=False, dtype=x.dtype, axis=ax)
         after = linspace(ea, last, a, endpoint=False, dtype=x.dtype, axis=ax).flip(ax)
         x = _join(x, ax, before, after)
@@ -81,10 +86,8 @@ def pad_stat(x: Tensor, pw: tuple[tuple[int, int], ...], mode: str, stat_length:
                 raise ValueError(f"pad: stat_length {lengths[ax]} of axis {ax} yields no value for padding; give "
                                  f"lengths of at least 1")
             lb, la = min(lb, n), min(la, n)
-            sb = stat(x.shrink(tuple((0, lb) if i == ax else (0, s) for i, s in enumerate(x.shape))), axis=ax,
-                      keepdims=True)
-            sa = stat(x.shrink(tuple((n - la, n) if i == ax else (0, s) for i, s in enumerate(x.shape))), axis=ax,
-                      keepdims=True)
+            sb = stat(_slab(x, ax, 0, lb), axis=ax, keepdims=True)
+            sa = stat(_slab(x, ax, n - la, n), axis=ax, keepdims=True)
         if x.dtype.is_int:
             sb, sa = ew.round(sb), ew.round(sa)
         x = _join(x, ax, _side(x, ax, b, sb), _side(x, ax, a, sa))
@@ -106,9 +109,8 @@ def pad_reflect_odd(x: Tensor, pw: tuple[tuple[int, int], ...], mode: str) -> Te
                 padding -= cur
                 lo, hi = ((offset, offset + cur) if before else
                           (m - cur - offset, m if mode == "symmetric" or n == 1 else m - 1))
-                edge_at = (0, 1) if before else (m - 1, m)
-                edge = x.shrink(tuple(edge_at if i == ax else (0, s) for i, s in enumerate(x.shape)))
-                chunk = x.shrink(tuple((lo, hi) if i == ax else (0, s) for i, s in enumerate(x.shape))).flip(ax)
+                edge = _slab(x, ax, 0, 1) if before else _slab(x, ax, m - 1, m)
+                chunk = _slab(x, ax, lo, hi).flip(ax)
                 chunk = (2 * edge - chunk).astype(x.dtype)
                 x = mv.concat([chunk, x] if before else [x, chunk], ax)
     return x
