@@ -410,6 +410,7 @@ class EmulatedDriver(FakeDriver):
     def __init__(self, kernels: dict[str, Any]) -> None:
         super().__init__()
         self.kernels, self._mem, self._functions = kernels, {}, {}
+        self._recorded: dict[int, float] = {}   # event -> when it was recorded (every operation runs when issued)
         self.failed = False        # the next launch faults: the stream runs nothing more, its events report it
         self.dead = False
 
@@ -517,9 +518,8 @@ class EmulatedDriver(FakeDriver):
             raise CudaError("cuEventQuery", 700, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access")
         return True
 
-    def cuEventRecord(self, event: int, stream: int) -> None:   # (every stream operation runs when it is issued)
+    def cuEventRecord(self, event: int, stream: int) -> None:
         self.calls.append(("cuEventRecord", (event, stream)))
-        self._recorded = getattr(self, "_recorded", {})
         self._recorded[event] = time.perf_counter()
 
     def cuEventElapsedTime(self, start: int, end: int) -> float:
@@ -534,6 +534,22 @@ def add_one(threads: int, out: int, inp: int, n: int) -> None:
     """What ADD_ONE_PTX below computes, for the emulated driver."""
     assert threads >= n
     _f32(out, n)[:] = _f32(inp, n) + 1
+
+
+def gpu_options_on_cpu(ast: Any, target: Any, opts: Any = None) -> tuple[Any, list, str]:
+    """What the emulated driver runs for kernel AST `ast`: its kernel with the GPU options for `target` (`opts`, or
+    the heuristics'), thread ids turned back into loops (`optimize_gpu.thread_loops`), compiled for the CPU and run
+    on the launch's parameter words; the options applied; and the CPU kernel's name."""
+    from tgfx.lowering import index_level, lower_kernel
+    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
+    sink, applied = optimize_gpu(index_level(ast, pieces=False), target, opts)
+    ck = lower_kernel(thread_loops(sink))
+
+    def run(threads: int, *words: int) -> None:
+        bufs = (ctypes.c_void_p * len(words))(*words)
+        for core in range(ck.global_size):
+            ck.program.call(ctypes.addressof(bufs), 0, core)
+    return run, applied, ck.name
 
 
 @pytest.fixture
@@ -623,22 +639,14 @@ def emulated_programs(emulated: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     launch runs it on the parameter words): what programs, jit replays, constants and copies do on a CUDA device,
     and what the GPU options rewrote in their kernels, is then checked end to end against numpy. The PTX itself is
     not run here (tests/test_nvptx.py assembles it; `-m gpu` runs it)."""
-    from tgfx.lowering import index_level, lower_kernel
-    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
     drv, dev = emulated
     drv.gpu_options = []   # the GPU options the kernels took
 
     def cpu_stand_in(device: Any, ast: Any) -> Any:
-        sink, opts = optimize_gpu(index_level(ast, pieces=False), device.target)
+        run, opts, name = gpu_options_on_cpu(ast, device.target)
         drv.gpu_options.extend(opts)
-        ck = lower_kernel(thread_loops(sink))
-
-        def run(threads: int, *words: int) -> None:
-            bufs = (ctypes.c_void_p * len(words))(*words)
-            for core in range(ck.global_size):
-                ck.program.call(ctypes.addressof(bufs), 0, core)
-        drv.kernels[ck.name] = run
-        return device.load_kernel("(emulated)", ck.name, ((1,), (1,)))
+        drv.kernels[name] = run
+        return device.load_kernel("(emulated)", name, ((1,), (1,)))
     import tgfx.lowering.render_nvptx as render_nvptx
     monkeypatch.setattr(render_nvptx, "gpu_kernel", cpu_stand_in)
     monkeypatch.setattr(render_nvptx, "preload", lambda kernels: None)   # the stand-ins, not PTX, run here
@@ -1017,9 +1025,8 @@ def test_beam_searches_a_kernels_gpu_options_on_the_device_and_caches_them_by_it
     import dataclasses
 
     import tgfx as tg
-    from tgfx.lowering import forget_compiled, index_level, lower_kernel, render_nvptx
+    from tgfx.lowering import forget_compiled, index_level, render_nvptx
     from tgfx.lowering import search as cpu_search
-    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
     from tgfx.lowering.search_gpu import gpu_actions, gpu_beam_search
     drv, dev = emulated
     real_kernel_ir = render_nvptx.kernel_ir
@@ -1027,13 +1034,7 @@ def test_beam_searches_a_kernels_gpu_options_on_the_device_and_caches_them_by_it
 
     def kernel_ir(ast: Any, target: Any, opts: Any = None) -> Any:   # the real rendering, and the kernel's stand-in
         ir, name, dims, applied = real_kernel_ir(ast, target, opts)
-        ck = lower_kernel(thread_loops(optimize_gpu(index_level(ast, pieces=False), target, applied)[0]))
-
-        def run(threads: int, *words: int) -> None:
-            bufs = (ctypes.c_void_p * len(words))(*words)
-            for core in range(ck.global_size):
-                ck.program.call(ctypes.addressof(bufs), 0, core)
-        drv.kernels[name] = run
+        drv.kernels[name] = gpu_options_on_cpu(ast, target, applied)[0]
         asts[ast.key] = ast
         return ir, name, dims, applied
     monkeypatch.setattr(render_nvptx, "kernel_ir", kernel_ir)

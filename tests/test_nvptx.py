@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -230,39 +231,12 @@ def _gpu_programs() -> list:
     ]
 
 
-def test_gpu_options_compute_what_the_cpu_does() -> None:
-    """Every kernel with the GPU's options, its thread ids turned back into loops (`thread_loops`), run on the CPU:
-    the results are those of the CPU's own kernels."""
+def _with_gpu_options(programs: Callable[[], list], seed: int) -> tuple[list, list, list]:
+    """`programs` run twice on the same inputs (module `rng` from `seed`), with the CPU's kernels and with every kernel
+    taking the GPU's options for an H200, its thread ids turned back into loops (`thread_loops`), run on the CPU:
+    (the CPU's results, the GPU options' results, the options applied)."""
     from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
-    state = np.random.default_rng(1).bit_generator.state   # the same inputs whatever ran before
-    rng.bit_generator.state = state
-    want = [o.numpy() for o in _gpu_programs()]
-    orig = lowering.lower_kernel
-    applied: list = []
-
-    def hook(ast, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
-        sink, opts = optimize_gpu(lowering.index_level(ast), GPU_DEFAULT)
-        applied.extend(opts)
-        return orig(thread_loops(sink), *a, **k)
-    rng.bit_generator.state = state
-    lowering.forget_compiled()
-    lowering.lower_kernel = hook
-    try:
-        got = [o.numpy() for o in _gpu_programs()]
-    finally:
-        lowering.lower_kernel = orig
-        lowering.forget_compiled()
-    assert {o.op for o in applied} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"program {i}")
-
-
-def test_every_kernel_with_gpu_options_computes_what_the_cpu_does() -> None:
-    """The op suite's kernels (`_programs`, float64 and int64 too) with the GPU's options for an H200, their thread
-    ids turned back into loops, run on the CPU: every result is the CPU kernels' (integers and booleans exactly,
-    floats within the rounding of a reduce's other order)."""
-    from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
-    state = np.random.default_rng(2).bit_generator.state
+    state = np.random.default_rng(seed).bit_generator.state   # the same inputs whatever ran before
     orig = lowering.lower_kernel
     applied: list = []
 
@@ -276,13 +250,30 @@ def test_every_kernel_with_gpu_options_computes_what_the_cpu_does() -> None:
         lowering.forget_compiled()
         lowering.lower_kernel = hook if gpu else orig
         try:
-            with tg.Context(TGFX_ENABLE_X64=1):
-                results.append([np.asarray(o.numpy()) for o in _programs()])
+            results.append([np.asarray(o.numpy()) for o in programs()])
         finally:
             lowering.lower_kernel = orig
             lowering.forget_compiled()
+    return results[0], results[1], applied
+
+
+def test_gpu_options_compute_what_the_cpu_does() -> None:
+    """Every kernel with the GPU's options, its thread ids turned back into loops (`thread_loops`), run on the CPU:
+    the results are those of the CPU's own kernels."""
+    want, got, applied = _with_gpu_options(_gpu_programs, 1)
     assert {o.op for o in applied} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
-    for i, (g, w) in enumerate(zip(results[1], results[0], strict=True)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"program {i}")
+
+
+def test_every_kernel_with_gpu_options_computes_what_the_cpu_does() -> None:
+    """The op suite's kernels (`_programs`, float64 and int64 too) with the GPU's options for an H200, their thread
+    ids turned back into loops, run on the CPU: every result is the CPU kernels' (integers and booleans exactly,
+    floats within the rounding of a reduce's other order)."""
+    with tg.Context(TGFX_ENABLE_X64=1):
+        want, got, applied = _with_gpu_options(_programs, 2)
+    assert {o.op for o in applied} >= {"GLOBAL", "LOCAL", "GROUP", "UPCAST"}
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.dtype == w.dtype and g.shape == w.shape, f"result {i}"
         if g.dtype.kind == "f" and g.dtype.itemsize >= 4:
             np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5, err_msg=f"result {i}")
