@@ -6,7 +6,8 @@ index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nod
 - GLOBAL(axis, n): the output range becomes an axis of the launch grid (x, y, z in the order applied): its index is
   block index * n + thread index, n threads of a block along it (n = 1: a block per index, the block's threads free
   for LOCAL and GROUP). A range that `n` does not divide leaves the last block's extra threads idle (the renderer
-  returns them at entry). SPECIAL arg: ("gidx<d>", size, n).
+  returns them at entry). SPECIAL arg: ("gidx<d>", size, n). A GLOBAL past the grid's three axes (n = 1) shares the
+  last axis of blocks alone: its block index runs over both, the two indices its quotient and remainder.
 - LOCAL(axis, n): an output range split over the block's n threads: thread t runs t, t + n, ... (a loop over the
   rest; iterations past the end are masked as PADTO's are). SPECIAL arg: ("lidx0", n).
 - GROUP(axis, n): a reduce range split over the same n threads: each thread reduces its strided share, then a
@@ -18,8 +19,9 @@ index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nod
 
 `hand_coded_gpu_opts` picks them from the target: a row kernel, or a reduction with too few outputs to fill the GPU
 with a thread each, gets a block per row (GLOBAL n = 1 on the row axes, GROUP on its reduce ranges, LOCAL on its
-output loop); every other kernel gets one thread per output element (GLOBAL on up to three output axes, innermost
-on x with the target's block size) after an UPCAST for vector loads. Every amount comes from the `GPUTarget`.
+output loop); every other kernel gets one thread per output element (GLOBAL on every output axis: the innermost on
+x with the target's block size, further ones sharing an axis of blocks) after an UPCAST for vector loads. Every
+amount comes from the `GPUTarget`.
 """
 from __future__ import annotations
 
@@ -69,11 +71,27 @@ def global_axis(sink: UOp, opt: Opt) -> UOp:
     sp = specials(sink)
     dim = sum(name.startswith("gidx") for name in sp)
     if dim >= 3:
-        raise KernelOptError(f"{opt}: the launch grid has three axes, all taken")
+        return _shared_grid_axis(sink, opt, rng, sp)
     if opt.amount > 1 and "lidx0" in sp:
         raise KernelOptError(f"{opt}: the block's threads are split by LOCAL/GROUP; a grid axis beside them is n = 1")
     idx = UOp(Ops.SPECIAL, dtypes.index, (), (f"gidx{dim}", rng.src[0].arg, opt.amount))
     return sink.substitute({rng: idx})
+
+
+def _shared_grid_axis(sink: UOp, opt: Opt, rng: UOp, sp: dict[str, UOp]) -> UOp:
+    """GLOBAL(axis, 1) past the grid's three axes: the range shares the last grid axis of blocks alone (n = 1), the
+    block index now running over both (the axis's index its quotient by the range's length, the range's index the
+    remainder), so a fourth output axis is spread over blocks instead of looped in every thread."""
+    if opt.amount != 1:
+        raise KernelOptError(f"{opt}: the launch grid's three axes are taken; a further axis shares one of blocks "
+                             "(n = 1)")
+    host = next((u for name, u in sorted(sp.items(), reverse=True) if name.startswith("gidx") and u.arg[2] == 1),
+                None)
+    if host is None:
+        raise KernelOptError(f"{opt}: the launch grid's three axes are taken, each with threads of the block")
+    size = rng.src[0].arg
+    merged = UOp(Ops.SPECIAL, dtypes.index, (), (host.arg[0], host.arg[1] * size, 1))
+    return sink.substitute({host: merged // size, rng: merged % size})
 
 
 def _thread(sink: UOp, opt: Opt) -> UOp:
@@ -214,22 +232,34 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
             sizes[vec.arg[0]] //= lanes
     # blocks of `block_threads`, or smaller ones (down to a warp) where that leaves SMs without a block
     axes = _grid_axes(loops, sizes)
-    threads = math.prod(sizes[r.arg[0]] for r in axes)
+    rest = [r for r in loops if sizes[r.arg[0]] > 1 and r not in axes]   # past the grid's three axes
+    threads = math.prod(sizes[r.arg[0]] for r in axes + rest)
     budget = min(target.block_threads(), max(target.warp_size, 1 << (max(threads // target.sms, 1).bit_length() - 1)))
+    blocks: dict[int, int] = {}   # grid axes of blocks alone (n = 1): their block counts
     for dim, r in enumerate(reversed(axes)):
         size = sizes[r.arg[0]]
-        n = min(_pow2_at_least(size), budget)
+        # the outermost grid axis is one of blocks alone when further axes are to share it
+        n = 1 if rest and dim == len(axes) - 1 and dim > 0 else min(_pow2_at_least(size), budget)
         if -(-size // n) > target.max_grid[dim]:
-            break
+            return opts
         opts.append(Opt("GLOBAL", r.arg[0], n))
         budget //= n
+        if n == 1:
+            blocks[dim] = size
+    for r in rest:   # each shares the last axis of blocks alone that stays within the grid's bounds
+        size = sizes[r.arg[0]]
+        dim = max((d for d in blocks if blocks[d] * size <= target.max_grid[d]), default=None)
+        if dim is None or dim != max(blocks):
+            break
+        opts.append(Opt("GLOBAL", r.arg[0], 1))
+        blocks[dim] *= size
     return opts
 
 
 def _grid_axes(loops: list[UOp], sizes: dict[int, int]) -> list[UOp]:
     """The loop axes (at most three, a grid's dimensions) the threads spread over, in loop order: all of them when
     three or fewer are longer than one; else the innermost such (adjacent threads then touch adjacent elements) and
-    the two longest of the others. The rest stay loops in each thread (a convolution's batch of 128 is not one)."""
+    the two longest of the others. The rest share the outermost, an axis of blocks (`_shared_grid_axis`)."""
     live = [r for r in loops if sizes[r.arg[0]] > 1] or loops[-1:]
     if len(live) <= 3:
         return live
