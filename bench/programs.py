@@ -91,6 +91,22 @@ Gathers, scatters and selections (`bench/ported_sparse.py`):
   sequences (blanks between labels of varying lengths), the forward variables' log-sum-exp recursion in a `lax.scan`
   over 64 frames, the loss read at each sequence's end by `take_along_axis`, differentiated, Adam.
 
+Simulation and scientific machine learning (`bench/ported_science.py`):
+
+- `md`: molecular dynamics as jax-md writes it: 512 particles of a Lennard-Jones liquid in a periodic box, the energy
+  over all pairs by the minimum image (cut off at 2.5, shifted), forces its negative `grad`, ten velocity-Verlet steps
+  in a `fori_loop` per call (the "loss" is the total energy, conserved);
+- `filters`: a linear-Gaussian state-space model's exact log-likelihood by a Kalman filter (a `lax.scan` of 4 x 4
+  matmuls, `linalg.solve` and `slogdet` over 100 observations), its gradient with respect to the model (a step up the
+  likelihood), and a bootstrap particle filter's estimate (1,000 particles moved by a `cholesky` factor's noise,
+  systematic resampling by `cumsum` and `searchsorted`, keys split every step);
+- `fno`: a Fourier neural operator (four spectral layers: `rfft2`, the low modes times complex weights by `einsum`,
+  written back with `.at[].set`, `irfft2`, beside a pointwise linear; the complex weights kept as real and imaginary
+  pairs, as Adam takes real parameters) learning a heat flow on a 64 x 64 grid, batches of 8, Adam;
+- `heat`: an inverse problem: a 128 x 128 heat equation in flux form with a conductivity field (stencils by
+  `jnp.roll`), 50 explicit steps in a `fori_loop`, the misfit of its final state differentiated in reverse through
+  the loop with respect to the initial condition and the log-conductivity, gradient descent.
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
 median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative
@@ -128,6 +144,7 @@ from bench.frameworks import (
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 from bench.ported_large import gpt, resnet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
+from bench.ported_science import filters, fno, heat, md
 from bench.ported_sparse import beam, ctc, moe, word2vec
 
 
@@ -469,7 +486,8 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "eager_adam": eager_adam, "sampling": sampling, "gnn": gnn, "kmeans": kmeans, "decode": decode,
     "spectral": spectral, "gat": gat, "cmaes": cmaes, "sinkhorn": sinkhorn, "ddpm": ddpm, "hmm": hmm,
     "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit,
-    "realnvp": realnvp, "gpt": gpt, "resnet": resnet, "word2vec": word2vec, "moe": moe, "beam": beam, "ctc": ctc}
+    "realnvp": realnvp, "gpt": gpt, "resnet": resnet, "word2vec": word2vec, "moe": moe, "beam": beam, "ctc": ctc,
+    "md": md, "filters": filters, "fno": fno, "heat": heat}
 
 
 @dataclass

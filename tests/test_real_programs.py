@@ -471,3 +471,20 @@ def test_a_deeper_residual_network_compiles_no_new_kernel(monkeypatch):
                                    .mean(), rtol=1e-4)
     assert compiles[0] > 0 and compiles[1:] == [0, 0], compiles
     lowering.forget_compiled()
+
+
+# The quick forms of bench/ported_science.py's programs, their first three steps' values as jax 0.10.2 computes them
+# (`python -m bench.programs --quick`): molecular dynamics (the total energy), a Kalman filter's likelihood with a
+# particle filter's (the same random draws as jax's), a Fourier neural operator's Adam steps, a heat equation's adjoint
+SCIENCE = {"md": [-141.23239135742188, -141.17803955078125, -141.18377685546875],
+           "filters": [-2.335012912750244, -2.3252100944519043, -2.3229563236236572],
+           "fno": [1.2324085235595703, 1.1724650859832764, 1.3237659931182861],
+           "heat": [0.018518295139074326, 0.008193708024919033, 0.004630269017070532]}
+
+
+@pytest.mark.parametrize("name", SCIENCE)
+def test_a_scientific_program_computes_jaxs_values(name):
+    from bench import ported_science
+    from bench.frameworks import tgfx_fw
+    run = getattr(ported_science, name)(tgfx_fw(), True)
+    np.testing.assert_allclose([float(run(i)) for i in range(3)], SCIENCE[name], rtol=1e-5)
