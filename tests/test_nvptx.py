@@ -217,7 +217,7 @@ def test_libdevice_is_internalised() -> None:
 def _gpu_programs() -> list:
     """Programs whose kernels take every GPU option: odd sizes (guards, masked strides), rows of several widths."""
     tnp = tg.numpy
-    x, v, m = f32(16, 33), f32(1000), f32(7, 600)
+    x, v, m, c = f32(16, 33), f32(1000), f32(7, 600), f32(16, 3, 10, 10)
     return [
         x * 2.0 + 1.0, tnp.sin(x) + x.T.T, f32(256, 256) * 3.0, v.sum(), x.sum(axis=0), x.sum(axis=1), m.max(axis=1),
         tnp.argmax(m, axis=1), (m > 1.0).any(axis=1),
@@ -227,6 +227,8 @@ def _gpu_programs() -> list:
         f32(8, 100) @ f32(100, 12), f32(40, 3) @ f32(3, 50), f32(256, 64) @ f32(64, 1024), tnp.cumsum(x, axis=1),
         tg.lax.conv(f32(2, 3, 10, 10), f32(4, 3, 3, 3), (1, 1), "SAME"), f32(3, 5, 7, 9).sum(axis=(1, 3)),
         -(tg.nn.log_softmax(m, axis=1) * (m > 0)).sum(axis=1).mean(),   # rows' reduces inside one over the rows
+        # a convolution's kernel gradient: a block for each of its four output axes' rows, the fourth sharing z
+        tg.grad(lambda k: (tg.lax.conv(c, k, (1, 1), "SAME") ** 2).sum())(f32(4, 3, 3, 3)),
     ]
 
 
@@ -336,3 +338,27 @@ def test_a_fourth_output_axis_shares_an_axis_of_blocks() -> None:
     for bad in ([*opts[:2], Opt("GLOBAL", 1, 2), Opt("GLOBAL", 0, 1)], [*opts[:3], Opt("GLOBAL", 0, 2)]):
         with pytest.raises(KernelOptError, match="three axes are taken"):
             optimize_gpu(lowering.index_level(ast, pieces=False), GPU_DEFAULT, bad)
+
+
+def test_a_convolutions_kernel_gradient_is_a_block_a_tap_and_channel_pair() -> None:
+    # a row kernel (a reduce over the batch and the image a block, GROUP) with four output axes: each a grid axis of
+    # blocks, the fourth sharing z; none a loop in every thread
+    x, k = f32(32, 3, 10, 10), f32(4, 3, 3, 3)   # a batch of a warp: a block's threads share it
+    seen = []
+    orig = lowering.lower_kernel
+
+    def hook(ast, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(ast)
+        return orig(ast, *a, **kw)
+    lowering.forget_compiled()
+    lowering.lower_kernel = hook
+    try:
+        tg.grad(lambda k: (tg.lax.conv(x, k, (1, 1), "SAME") * x[:, :1]).sum())(k).numpy()
+    finally:
+        lowering.lower_kernel = orig
+    grads = [kernel_ir(ast)[2:] for ast in {a.key: a for a in seen}.values() if ast.src[0].src[0].arg[1] == k.size]
+    grads = [(dims, opts) for dims, opts in grads if any(o.op == "GROUP" for o in opts)]
+    assert len(grads) == 1, grads
+    dims, opts = grads[0]
+    assert [o.op for o in opts].count("GLOBAL") == 4, opts
+    assert math.prod(dims.grid) == k.size and dims.block == (32, 1, 1), dims   # a block an output

@@ -196,9 +196,16 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
         grouped = {max(red.src[1:], key=lambda r: r.src[0].arg).arg[0] for red in outermost}
         rows = [r for r in loops if any(r in range_deps(red) for red in red_nodes)]
         cols = [r for r in loops if r not in rows]
-        for dim, r in enumerate(reversed(rows[-3:])):
-            if r.src[0].arg <= target.max_grid[dim]:
-                opts.append(Opt("GLOBAL", r.arg[0], 1))
+        grid: list[int] = []   # blocks along each grid axis: the rows, innermost on x; past three, sharing z
+        for r in reversed(rows):
+            size = r.src[0].arg
+            if len(grid) < 3 and size <= target.max_grid[len(grid)]:
+                grid.append(size)
+            elif len(grid) == 3 and grid[2] * size <= target.max_grid[2]:
+                grid[2] *= size
+            else:
+                continue
+            opts.append(Opt("GLOBAL", r.arg[0], 1))
         opts += [Opt("GROUP", a, n) for a in sorted(grouped)]
         if cols:
             opts.append(Opt("LOCAL", cols[-1].arg[0], n))
