@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One run on a machine with an NVIDIA GPU that tells what works there (issue #16): the driver and the GPU, the GPU
-# tests (`pytest -m gpu`), a small program end to end on CUDA:0, and `python -m bench --device CUDA` beside the peers
-# that have CUDA builds. Every step has its own time limit, prints what failed and goes on; a summary ends the run.
-# The whole run stays under 8 minutes.
+# tests (`pytest -m gpu`), a small program end to end on CUDA:0, `python -m bench --device CUDA` beside the peers
+# that have CUDA builds, and where the GPU steps' time goes (`python -m bench.kernels`). Every step has its own time
+# limit, prints what failed and goes on; a summary ends the run. The whole run stays under 8 minutes.
 #
 #   bash bench/gpu_check.sh                # from the repository root (or anywhere: it finds the root itself)
 #   GPU_CHECK_INSTALL_PEERS=1 bash bench/gpu_check.sh   # also pip-install jax[cuda12] and torch (network needed)
@@ -108,6 +108,11 @@ step ops 150 env TGFX_DEVICE=CUDA "$PY" -m pytest -q -n "${GPU_CHECK_WORKERS:-8}
 # 7. the benchmark on CUDA, beside jax and torch where their CUDA builds import (short samples: a first look)
 TAIL=40 step bench 200 "$PY" -m bench --device CUDA --repeat 3 --budget 2 --frameworks tgfx,numpy,jax,torch \
     --only "${GPU_CHECK_BENCH:-matmul,gelu,softmax,mlp,dispatch,mnist_step,conv2d}"
+
+# 8. where the GPU steps go: wall time against kernel time, and the costliest kernels with the grid, block and options
+# each took (what a session without a GPU needs to improve them)
+TAIL=80 step kernels 120 env TGFX_DEVICE=CUDA "$PY" -m bench.kernels --device CUDA --top 6 \
+    --only "${GPU_CHECK_KERNELS:-mlp,cnn_step,conv2d,mnist_step,vae,softmax}"
 
 echo "=== summary ($(( $(date +%s) - START )) s in all; logs in $LOGS)"
 for line in "${SUMMARY[@]}"; do echo "$line"; done

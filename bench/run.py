@@ -414,24 +414,9 @@ def run(argv: list[str] | None = None) -> tuple[list[Row], list[str]]:
 
 def mlp_overhead(sizes: Sizes, steps: int = 20) -> str:
     """How much of tgfx's jitted MLP step is not kernel time: wall time of a step against the sum of its kernels'
-    device durations, from a `tg.profile` trace of the same steps."""
-    import tempfile
-
-    import tgfx as tg
-    case = IMPLS[("mlp", "tgfx")](sizes, workloads.mlp_inputs(sizes))
-    for _ in range(3):
-        case.call()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        with tg.profile(path):
-            start = time.perf_counter()
-            for _ in range(steps):
-                case.call()
-            wall = (time.perf_counter() - start) / steps
-        events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
-    busy = sum(e["dur"] for e in events) / 1e6 / steps
-    return (f"mlp step overhead: {wall * 1e3:.3f} ms per step, {busy * 1e3:.3f} ms of it in {len(events) // steps} "
-            f"kernels: overhead {100 * (wall - busy) / busy:+.1f}% of kernel time")
+    device durations (`bench/kernels.py`)."""
+    from bench.kernels import step_kernels
+    return "mlp step overhead: " + step_kernels("mlp", sizes, steps).overhead().removeprefix("mlp: ")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,3 +47,44 @@ def test_the_programs_run_for_tgfx(capsys):
     for name in programs.PROGRAMS:
         (row,) = [line for line in out.splitlines() if line.startswith(name + " ")]
         assert np.isfinite(float(row.split()[5])), row
+
+
+def test_kernels_lists_each_steps_costliest_kernels(capsys):
+    """`python -m bench.kernels --quick`: per workload its step's wall and kernel time, and its costliest kernels."""
+    from bench import kernels
+    assert kernels.main(["--quick", "--only", "mlp,conv2d", "--top", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for name in ("mlp", "conv2d"):
+        (head,) = [i for i, line in enumerate(out) if line.startswith(f"{name}: ")]
+        assert "ms per step" in out[head] and "kernels: overhead" in out[head], out[head]
+        listed = out[head + 1:head + 3] if name == "mlp" else out[head + 1:head + 2]
+        assert listed and all(line.split()[1] == "us" and float(line.split()[0]) > 0 for line in listed), out
+    with pytest.raises(SystemExit):
+        kernels.main(["--only", "firstcall"])   # measured in child processes: no step here
+
+
+def test_kernels_records_each_gpu_kernels_launch_by_name():
+    """What `bench.kernels` prints beside a GPU kernel: the grid, block and options it was rendered with, recorded
+    from the NVPTX path the CUDA device compiles through (`ptx_of`), on a machine without a GPU too."""
+    import tgfx as tg
+    import tgfx.lowering as lowering
+    from bench.kernels import _GpuLaunches
+    from tgfx.lowering import render_nvptx
+    asts = []
+    orig = lowering.lower_kernel
+
+    def hook(ast, *a, **k):
+        asts.append(ast)
+        return orig(ast, *a, **k)
+    lowering.forget_compiled()
+    lowering.lower_kernel = hook
+    try:
+        x = tg.asarray(np.ones((64, 93), np.float32))   # (a shape no other test compiles)
+        (x @ x.T).numpy()
+    finally:
+        lowering.lower_kernel = orig
+    real = render_nvptx.kernel_ir
+    with _GpuLaunches() as launches:
+        _, name, dims = render_nvptx.ptx_of(asts[0])
+    assert render_nvptx.kernel_ir is real
+    assert launches.by_name[name].startswith(f"grid {dims.grid} block {dims.block} opts [('"), launches.by_name
