@@ -55,6 +55,11 @@ SHORT_LOOP = 8   # trips of a loop LLVM unrolls whole (see `LLVMRenderer.outer_m
 # while its FMA units take the FMAs (AVX2's 16 x 6 tile: 29 instructions for 12 FMAs); LLVM left it rolled. A 1024^3
 # matmul, alternated: AVX2 class 159 -> 193 GFLOP/s, AVX-512 266-283 -> 293-305 (2 by 2: 177)
 TILE_REDUCE_UNROLL = 4
+# ... unless a step already reads more values than this: its loads alone are more instructions than the unroll is
+# for, and four copies of them are addresses of the loop's index that LLVM's loop strength reduction searches
+# together. A Fourier layer's complex weight gradient (a 16 x 8 tile whose step reads 32 scalars of interleaved real and
+# imaginary parts, 8 trips) spent 350 ms there, 80 without the unroll; a contraction's tile reads 9-10 a step
+TILE_STEP_LOADS = 16
 
 
 class LLVMRenderer(WideValues, RegisterTiles):
@@ -83,6 +88,7 @@ class LLVMRenderer(WideValues, RegisterTiles):
         # unrolls whole, unrolling is left to it (a convolution's bias gradient over rows of 8: 15 -> 17 us without)
         self.outer_md = ", !llvm.loop !1"
         self.inner_trips: list[int] = []   # for each open loop: the longest loop opened inside it
+        self.step_loads: dict[UOp, int] = {}   # each loop's loads a trip (`step_loads`), by its END
         self.lines: list[str] = []
         self.allocas: list[str] = []
         self.names: dict[UOp, str] = {}
@@ -275,6 +281,7 @@ class LLVMRenderer(WideValues, RegisterTiles):
             self.wide_accs |= {h for h, regs in acc_of.items() if h.op is Ops.DEFINE_ACC and isinstance(h.arg, tuple)
                                and regs[0] in self.wide_accs}
             self.find_wide_tiles(lin)
+        self.step_loads = step_loads(lin)
         self.position = position = {u: i for i, u in enumerate(lin) if u.op is Ops.STORE}
         for pack in find_packs(lin, lambda d: self.target.lanes(d.itemsize), self.vector_dtype):
             if any(acc in self.wide_accs for acc in pack.accs):   # already vectors
@@ -371,7 +378,8 @@ class LLVMRenderer(WideValues, RegisterTiles):
             c = self.op_in(f"icmp slt i64 {nxt}, {r.src[0].arg}")
             inner = self.inner_trips.pop()
             md = self.outer_md if inner > SHORT_LOOP else self.loop_md
-            if self.tile_hints and not inner and r.arg[1] == "reduce" and r.src[0].arg >= 2 * TILE_REDUCE_UNROLL:
+            if self.tile_hints and not inner and r.arg[1] == "reduce" and r.src[0].arg >= 2 * TILE_REDUCE_UNROLL \
+                    and self.step_loads[u] <= TILE_STEP_LOADS:
                 md = ", !llvm.loop !2"
             self.emit(f"br i1 {c}, label %L{rid}, label %L{rid}.end{md}")
             self.lines.append(f"L{rid}.end:")
@@ -465,6 +473,21 @@ class LLVMRenderer(WideValues, RegisterTiles):
 HASH_XORS = 16
 
 
+
+
+def step_loads(lin: list[UOp]) -> dict[UOp, int]:
+    """For the END of each loop of `lin` (the most of its emissions), the loads of memory one trip of it runs that no
+    loop inside it does."""
+    counts: dict[UOp, int] = {}
+    open_loads: list[int] = []
+    for u in lin:
+        if u.op is Ops.RANGE:
+            open_loads.append(0)
+        elif u.op is Ops.END:
+            counts[u] = max(counts.get(u, 0), open_loads.pop())
+        elif u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and open_loads:
+            open_loads[-1] += 1
+    return counts
 
 
 def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: list[UOp], loop_vectorize: bool = True,
