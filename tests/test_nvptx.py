@@ -362,3 +362,39 @@ def test_a_convolutions_kernel_gradient_is_a_block_a_tap_and_channel_pair() -> N
     dims, opts = grads[0]
     assert [o.op for o in opts].count("GLOBAL") == 4, opts
     assert math.prod(dims.grid) == k.size and dims.block == (32, 1, 1), dims   # a block an output
+
+
+def test_a_register_tiles_unrolled_lanes_are_fma_chains_of_16_byte_row_loads() -> None:
+    """The GPU's contraction tile unrolls its reduce by a vector's lanes, summed in each accumulator: a 4 x 8 tile's
+    four steps read each of its eight rows once, 16 bytes at a time, beside the other operand's four vectors, for
+    128 FMAs chained in the tile's 32 registers (not 32 scalar row loads for them, nor 128 partial registers)."""
+    ast, _ = _one_kernel(lambda a, b: a @ b, f32(256, 64), f32(64, 1024))
+    _, _, _, opts = kernel_ir(ast)
+    assert Opt("UNROLL", 2, 4) in opts, opts
+    ptx = ptx_of(ast)[0]
+    loop = ptx[ptx.index("$L__BB0_"):]
+    loop = loop[:loop.index("bra")]
+    assert loop.count("fma.rn.f32") == 128 and loop.count("ld.global.nc.v4") == 12, loop
+    assert loop.count("ld.global") == 12 and "add.f32" not in loop
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "prod"])
+def test_a_chained_update_combines_every_term_into_the_register(op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`chained_update` (the GPU renderer's) rendered by the CPU's renderer and run: a reduce of `a op b` updates its
+    register by `(acc op a) op b`, every term once, for sums, maxima and products."""
+    from tgfx.lowering.render_llvm import LLVMRenderer
+    chains: list = []
+    real = LLVMRenderer.chained_update
+    monkeypatch.setattr(LLVMRenderer, "chain_updates", True)
+    monkeypatch.setattr(LLVMRenderer, "chained_update", lambda self, u: (chains.append(u), real(self, u))[1])
+    a, b, c = (rng.uniform(0.5, 1.5, (6, 40)).astype(np.float32) for _ in range(3))
+    fn = {"sum": (lambda x, y, z: (x + y + z).sum(axis=1), lambda x, y, z: (x + y + z).sum(axis=1)),
+          "max": (lambda x, y, z: tg.numpy.maximum(tg.numpy.maximum(x, y), z).max(axis=1),
+                  lambda x, y, z: np.maximum(np.maximum(x, y), z).max(axis=1)),
+          "prod": (lambda x, y, z: (x * y * z).prod(axis=1), lambda x, y, z: (x * y * z).prod(axis=1))}[op]
+    lowering.forget_compiled()
+    with tg.Context(NOOPT=1):   # plain loops: the update is the renderer's scalar one
+        got = fn[0](tg.asarray(a), tg.asarray(b), tg.asarray(c)).numpy()
+    lowering.forget_compiled()
+    assert chains and all(len(u.src[1].src) == 2 and u.src[1].src[0].op is u.op for u in chains), chains
+    np.testing.assert_allclose(got, fn[1](a, b, c), rtol=1e-5)

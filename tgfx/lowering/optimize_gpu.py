@@ -39,8 +39,12 @@ from tgfx.lowering.kernel_opts import (
     KernelOptError,
     Opt,
     _coef,
+    _combined,
+    _lane_copies,
     _pm_after_opt,
+    _split,
     apply_opt,
+    hoist_lane,
     pad_range,
     ranges,
     unroll,
@@ -49,6 +53,7 @@ from tgfx.lowering.kernel_opts import (
 from tgfx.lowering.linearize import is_block_reduce, range_deps
 
 GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP")
+TILE_REDUCES = 4   # reduces over one range that make a register tile (`unroll_lanes`)
 
 
 def specials(sink: UOp) -> dict[str, UOp]:
@@ -140,8 +145,24 @@ def upcast_lanes(sink: UOp, opt: Opt) -> UOp:
 
 
 def unroll_lanes(sink: UOp, opt: Opt) -> UOp:
-    """The CPU's UNROLL with its lanes as copies (as `upcast_lanes`)."""
-    return unroll(sink, opt, vector=False)
+    """The CPU's UNROLL with its lanes as copies (as `upcast_lanes`): a lone reduce's lanes are partial registers
+    combined after the loop (independent chains); a register tile's reduces (TILE_REDUCES or more over the range)
+    sum each one's lanes in its one register (the tile's registers times the lanes do not fit a thread's budget; the
+    renderer chains them into FMAs, `NVPTXRenderer.chained_update`), so that the lanes' adjacent reads of one row are
+    one 16-byte load."""
+    rng = ranges(sink).get(opt.axis)
+    reds = [] if rng is None else [u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]]
+    if opt.amount == 0 or len(reds) < TILE_REDUCES:
+        return unroll(sink, opt, vector=False)
+    rng, outer, _ = _split(sink, opt, "reduce")
+    sink = hoist_lane(sink, rng)
+    lanes = [outer * opt.amount + c for c in range(opt.amount)]
+    mapping = {}
+    for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
+        others = tuple(outer if r is rng else r for r in red.src[1:])
+        mapping[red] = UOp(Ops.REDUCE, red.dtype, (_combined(red, _lane_copies(red.src[0], rng, lanes)), *others),
+                           red.arg)
+    return sink.substitute(mapping)
 
 
 _APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group, "UPCAST": upcast_lanes,
@@ -228,6 +249,12 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
             opts += [Opt("UPCAST", vec.arg[0], lanes), Opt("UPCAST", blk.arg[0], rows)]
             sizes[vec.arg[0]] //= lanes
             sizes[blk.arg[0]] //= rows
+            # the reduce a vector's lanes at a time where an operand's rows run along it: each row's lanes one
+            # 16-byte load (a row value was a load per step: 32 loads for 128 FMAs of a 4 x 8 tile, 12 now)
+            red = next((r for r in reduces if r.src[0].arg % lanes == 0 and r.src[0].arg > lanes and
+                        any(_coef(i, r) == 1 for i in hot)), None)
+            if red is not None:
+                opts.append(Opt("UNROLL", red.arg[0], lanes))
     elif loops and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
         # adjacent elements per thread: one 16-byte access instead of four (an axis the store and every load read
         # contiguously or not at all, and long enough to leave the GPU a warp per SM)

@@ -49,6 +49,7 @@ from tgfx.lowering.render_tiles import RegisterTiles
 from tgfx.lowering.render_wide import WideValues
 
 _UNROLL_OFF = '!{!"llvm.loop.unroll.disable"}'
+_CHAINED = frozenset({Ops.ADD, Ops.MUL, Ops.MAX})   # reduce ops whose updates may be chains (`chained_update`)
 SHORT_LOOP = 8   # trips of a loop LLVM unrolls whole (see `LLVMRenderer.outer_md`)
 # a register tile's reduce loop is unrolled this many steps: one step is a tile's FMAs beside its loads, broadcasts,
 # index arithmetic and the loop's own add, compare and branch, more instructions a step than the core's front end issues
@@ -65,6 +66,9 @@ TILE_STEP_LOADS = 16
 class LLVMRenderer(WideValues, RegisterTiles):
     # the ALU rules (tgfx/lowering/llvm_rules.py); a renderer for another target (render_nvptx.py) brings its own
     rules: dict[tuple[Ops, str], Rule] = alu_rules
+    # an update `acc op (v0 op v1 ...)` rendered as the chain `(acc op v0) op v1 ...` (`chained_update`): the GPU's
+    # renderer does
+    chain_updates = False
 
     def __init__(self, name: str, loop_vectorize: bool = True, target: Target | None = None,
                  loop_unroll: bool = True, tile: bool = False) -> None:
@@ -347,6 +351,25 @@ class LLVMRenderer(WideValues, RegisterTiles):
         return [*(f"{n} = distinct !{{{n}, {', '.join(f'!{ids[h]}' for h in hints)}}}" for n, hints in loops),
                 *(f"!{i} = {h}" for h, i in ids.items())]
 
+    def chained_update(self, u: UOp) -> str:
+        """A reduce's update `acc op (v0 op v1 op ...)` (a GPU register tile's UNROLL lanes summed in one register,
+        `optimize_gpu.unroll_lanes`) as the chain `((acc op v0) op v1) ...`, each step an update (reassociated and
+        contracted: a sum of products is a chain of FMAs, not products summed and then added). The tree's own ops,
+        already emitted, are left to LLVM's dead-code elimination."""
+        terms, todo = [], [u.src[1]]
+        while todo:
+            v = todo.pop()
+            if v.op is u.op:
+                todo += reversed(v.src)
+            else:
+                terms.append(v)
+        chain = u.src[0]
+        for t in terms:
+            step = UOp(u.op, u.dtype, (chain, t))
+            self.names[step] = self.alu(step, _UPDATE_FLAGS)
+            chain = step
+        return self.names[chain]
+
     def render_one(self, u: UOp, is_update: bool) -> None:
         op = u.op
         if u in self.later_registers:   # a read of a REDUCE (or a carry): its register is this emission's
@@ -451,6 +474,8 @@ class LLVMRenderer(WideValues, RegisterTiles):
                 self.lines.append(f"S{self.n}.skip:")
         elif op in GroupOp.ALU and is_update and u.src[0].op is Ops.LOAD and u.src[0].src[0] in self.pack_of:
             return
+        elif op in GroupOp.ALU and is_update and self.chain_updates and op in _CHAINED and u.src[1].op is op:
+            self.names[u] = self.chained_update(u)
         elif op in GroupOp.ALU:
             self.names[u] = self.alu(u, _UPDATE_FLAGS if is_update else "")
         elif op is Ops.CAST:

@@ -41,7 +41,16 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compiler, read_cached, write_cached
 from tgfx.lowering.kernel_opts import Opt
 from tgfx.lowering.linearize import is_block_reduce, linearize
-from tgfx.lowering.llvm_rules import _INTRINSIC, _LIBM, RenderError, Rule, _kind, alu_rules, compute_type, reg_type
+from tgfx.lowering.llvm_rules import (
+    _INTRINSIC,
+    _LIBM,
+    RenderError,
+    Rule,
+    _kind,
+    alu_rules,
+    compute_type,
+    reg_type,
+)
 from tgfx.lowering.llvm_worker import set_strength_reduction
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.optimize_gpu import launch_dims, optimize_gpu
@@ -115,6 +124,7 @@ def _twos(u: UOp) -> int:
 
 class NVPTXRenderer(LLVMRenderer):
     rules = nvptx_rules
+    chain_updates = True   # a register tile's unrolled lanes sum in its registers (`optimize_gpu.unroll_lanes`)
 
     def __init__(self, name: str, target: GPUTarget) -> None:
         super().__init__(name)
