@@ -33,3 +33,60 @@ def test_fork_after_tgfx_ran_fails_at_once_in_the_child_and_the_parent_carries_o
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip() == "[1.0, 4.0, 7.0, 10.0]"
 
+
+
+HELD_LOCKS = textwrap.dedent("""
+    import faulthandler
+    import os
+    import sys
+    import threading
+
+    import llvmlite.binding.ffi as llvm_ffi
+    import numpy as np
+
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tgfx.devices.hcq import ForkedRuntimeError
+
+    f = tg.jit(lambda v: v * 2 + 1)
+    x = tg.asarray(np.arange(4, dtype=np.float32))
+    f(x).block_until_ready()
+    program = f._cache.values()[0][0]
+    held, release = threading.Event(), threading.Event()
+
+    def busy() -> None:   # a thread of the parent replaying the program and compiling a kernel as it forks
+        with program.lock, llvm_ffi.lib._lock:
+            held.set()
+            release.wait()
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    held.wait()
+    pid = os.fork()
+    if pid == 0:          # no thread of the child will ever release those locks
+        faulthandler.dump_traceback_later(30, exit=True)
+        failed = []
+        for name, compute in [("a replay", lambda: f(x)), ("a new trace", lambda: f(tg.asarray(np.ones(3)))),
+                              ("an eager graph", lambda: (tnp.sin(x) * 3.5).numpy())]:
+            try:
+                compute()
+                failed.append(f"{name} ran")
+            except ForkedRuntimeError:
+                pass
+        print("; ".join(failed) or "ok", flush=True)
+        sys.exit(0)       # (an ordinary exit: the atexit handlers run in the child)
+    release.set()
+    thread.join()
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, "the forked child failed"
+    print(f(x).tolist())  # the parent carries on
+""")
+
+
+def test_a_child_forked_while_a_parent_thread_held_a_program_or_compile_lock_fails_at_once() -> None:
+    # a child forked while another thread of the parent replayed a jitted program (its lock) or compiled a kernel
+    # (llvmlite's lock) hung on that lock, which no thread of the child releases: it must fail at once instead, and
+    # exit without the parent's devices in its atexit handlers
+    run = subprocess.run([sys.executable, "-c", HELD_LOCKS], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split("\n")[:2] == ["ok", "[1.0, 3.0, 5.0, 7.0]"]
+    assert "Exception ignored" not in run.stderr, run.stderr[-3000:]

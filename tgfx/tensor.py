@@ -18,6 +18,7 @@ import numpy as np
 
 from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices import canonical_device as _canon
+from tgfx.devices.hcq import refuse_in_forked_child
 from tgfx.dtypes import (
     DType,
     bf16_to_f32,
@@ -911,6 +912,7 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     todo = [t for t in ts if not is_realized(t.uop)]
     if not todo:
         return [t.uop for t in ts]
+    refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork)
     differentiating = _differentiating()
     uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
     described = None

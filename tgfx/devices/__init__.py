@@ -14,7 +14,7 @@ import threading
 
 from tgfx.devices import network
 from tgfx.devices.cpu import CPUDevice
-from tgfx.devices.hcq import HCQDevice
+from tgfx.devices.hcq import HCQDevice, in_forked_child
 
 Device = HCQDevice
 
@@ -128,5 +128,7 @@ def opened_devices() -> list[HCQDevice]:
 
 @atexit.register
 def _close_devices() -> None:
+    if in_forked_child():   # its devices' threads are the parent's, and stay there
+        return
     for dev in opened_devices():
         dev.close()

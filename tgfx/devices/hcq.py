@@ -227,6 +227,20 @@ def host_runtime() -> HostRuntime:
     return rt
 
 
+def refuse_in_forked_child() -> None:
+    """Raise `ForkedRuntimeError` in a fork of a process whose runtime had started; nothing otherwise. Called where
+    a computation starts (an eager graph realised, a jitted call), before it takes the locks of caches, compiles and
+    programs: a thread of the parent may have held one when it forked, and in the child no thread would release it
+    (the child would hang on it instead of failing)."""
+    if _forked_from is not None:
+        host_runtime()
+
+
+def in_forked_child() -> bool:
+    """Whether this process is a fork of one whose runtime had started (its devices' threads stayed there)."""
+    return _forked_from is not None
+
+
 def _shutdown_at_exit() -> None:
     if _runtime is not None and _forked_from is None:   # a forked child has no threads of its own to stop
         _runtime.shutdown()

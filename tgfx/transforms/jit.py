@@ -28,6 +28,7 @@ import numpy as np
 
 from tgfx import config
 from tgfx.counters import counters
+from tgfx.devices.hcq import refuse_in_forked_child
 from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
 from tgfx.function import Function, _describe_paths
 from tgfx.ir.control import n_bodies
@@ -335,6 +336,7 @@ class Jit:
             return self.f(*args, **kwargs)
         if active():  # inside another trace or a grad (in this thread): inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
+        refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork: a program's)
         if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
             self._fast.clear()
             self._fast_x64 = config.X64.value
