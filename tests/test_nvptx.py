@@ -307,9 +307,9 @@ def test_unroll_on_the_gpu_is_lane_copies() -> None:
 
 
 def test_a_fourth_output_axis_shares_an_axis_of_blocks() -> None:
-    """A convolution's four output axes on a grid of three: GLOBAL(axis, 1) past the third shares the last axis of
-    blocks alone (its block index the quotient and remainder of both), computing what the CPU does; an axis of
-    threads cannot be shared, nor can a fourth axis take threads."""
+    """A convolution's four output axes on a grid of three: GLOBAL(axis, 1) past the third shares the last axis (its
+    index the remainder and quotient of both), computing what the CPU does; a padded axis cannot be shared, nor can
+    a fourth axis take threads."""
     from tgfx.lowering.kernel_opts import KernelOptError
     from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
     x, w = f32(2, 3, 10, 10), f32(4, 3, 3, 3)
@@ -319,24 +319,29 @@ def test_a_fourth_output_axis_shares_an_axis_of_blocks() -> None:
     _, name, dims, _ = kernel_ir(ast, opts=opts)
     assert dims.grid == (1, 5, 4 * 2) and dims.block == (16, 2, 1)
     assert not any(u.op is Ops.RANGE and u.arg[1] == "loop" for u in sink.toposort())   # each thread one output
-    seen = []
+    # the last axis may have threads too when they divide it: the fourth axis's index is then the quotient
+    shared = [*opts[:2], Opt("GLOBAL", 1, 2), Opt("GLOBAL", 0, 1)]
+    assert kernel_ir(ast, opts=shared)[2].grid == (1, 5, 4) and kernel_ir(ast, opts=shared)[2].block == (16, 2, 2)
     orig = lowering.lower_kernel
+    for taken in (opts, shared):
+        seen = []
 
-    def hook(a, *args, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
-        seen.append(a)
-        return orig(thread_loops(optimize_gpu(lowering.index_level(a, pieces=False), GPU_DEFAULT, opts)[0]),
-                    *args, **k)
-    lowering.forget_compiled()
-    lowering.lower_kernel = hook
-    try:
-        got = tg.lax.conv(x, w, (1, 1), "SAME").numpy()
-    finally:
-        lowering.lower_kernel = orig
+        def hook(a, *args, taken=taken, seen=seen, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+            seen.append(a)
+            return orig(thread_loops(optimize_gpu(lowering.index_level(a, pieces=False), GPU_DEFAULT, taken)[0]),
+                        *args, **k)
         lowering.forget_compiled()
-    assert len(seen) == 1
-    np.testing.assert_allclose(got, out.numpy(), rtol=1e-6, atol=1e-6)
-    for bad in ([*opts[:2], Opt("GLOBAL", 1, 2), Opt("GLOBAL", 0, 1)], [*opts[:3], Opt("GLOBAL", 0, 2)]):
-        with pytest.raises(KernelOptError, match="three axes are taken"):
+        lowering.lower_kernel = hook
+        try:
+            got = tg.lax.conv(x, w, (1, 1), "SAME").numpy()
+        finally:
+            lowering.lower_kernel = orig
+            lowering.forget_compiled()
+        assert len(seen) == 1
+        np.testing.assert_allclose(got, out.numpy(), rtol=1e-6, atol=1e-6, err_msg=str(taken))
+    for bad, why in (([*opts[:2], Opt("GLOBAL", 1, 3), Opt("GLOBAL", 0, 1)], "padded"),
+                     ([*opts[:3], Opt("GLOBAL", 0, 2)], "three axes are taken")):
+        with pytest.raises(KernelOptError, match=why):
             optimize_gpu(lowering.index_level(ast, pieces=False), GPU_DEFAULT, bad)
 
 
@@ -398,3 +403,17 @@ def test_a_chained_update_combines_every_term_into_the_register(op: str, monkeyp
     lowering.forget_compiled()
     assert chains and all(len(u.src[1].src) == 2 and u.src[1].src[0].op is u.op for u in chains), chains
     np.testing.assert_allclose(got, fn[1](a, b, c), rtol=1e-5)
+
+
+def test_a_convolutions_tile_blocks_output_channels_beside_image_columns() -> None:
+    """A convolution's register tile: a vector's lanes along the image row, its rows along the output channels (each
+    image load serves every channel of the tile, each weight every lane), not along image rows (whose loads are each
+    their own): on sm_90 its inner loop does 2.5 FMAs a load or more (it did 32 FMAs for 33 loads)."""
+    ast, _ = _one_kernel(lambda a, b: tg.lax.conv(a, b, (1, 1), "SAME"), f32(16, 64, 32, 32), f32(64, 64, 3, 3))
+    _, _, _, opts = kernel_ir(ast)
+    lanes, rows = GPU_DEFAULT.contraction_tile()
+    assert [o for o in opts if o.op == "UPCAST"] == [Opt("UPCAST", 3, lanes), Opt("UPCAST", 1, rows)], opts
+    ptx = ptx_of(ast)[0]
+    first_back = ptx.index("bra")   # the innermost loop: from the last label before the first branch back
+    inner = ptx[ptx.rindex("$L__BB0_", 0, first_back):first_back]
+    assert inner.count("fma.rn.f32") >= 2.5 * inner.count("ld.global"), inner

@@ -7,7 +7,7 @@ index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nod
   block index * n + thread index, n threads of a block along it (n = 1: a block per index, the block's threads free
   for LOCAL and GROUP). A range that `n` does not divide leaves the last block's extra threads idle (the renderer
   returns them at entry). SPECIAL arg: ("gidx<d>", size, n). A GLOBAL past the grid's three axes (n = 1) shares the
-  last axis of blocks alone: its block index runs over both, the two indices its quotient and remainder.
+  last: its index runs over both, the two indices its remainder and quotient.
 - LOCAL(axis, n): an output range split over the block's n threads: thread t runs t, t + n, ... (a loop over the
   rest; iterations past the end are masked as PADTO's are). SPECIAL arg: ("lidx0", n).
 - GROUP(axis, n): a reduce range split over the same n threads: each thread reduces its strided share, then a
@@ -20,7 +20,7 @@ index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nod
 `hand_coded_gpu_opts` picks them from the target: a row kernel, or a reduction with too few outputs to fill the GPU
 with a thread each, gets a block per row (GLOBAL n = 1 on the row axes, GROUP on its reduce ranges, LOCAL on its
 output loop); every other kernel gets one thread per output element (GLOBAL on every output axis: the innermost on
-x with the target's block size, further ones sharing an axis of blocks) after an UPCAST for vector loads. Every
+x with the target's block size, ones past the third sharing the last) after an UPCAST for vector loads. Every
 amount comes from the `GPUTarget`.
 """
 from __future__ import annotations
@@ -84,19 +84,19 @@ def global_axis(sink: UOp, opt: Opt) -> UOp:
 
 
 def _shared_grid_axis(sink: UOp, opt: Opt, rng: UOp, sp: dict[str, UOp]) -> UOp:
-    """GLOBAL(axis, 1) past the grid's three axes: the range shares the last grid axis of blocks alone (n = 1), the
-    block index now running over both (the axis's index its quotient by the range's length, the range's index the
-    remainder), so a fourth output axis is spread over blocks instead of looped in every thread."""
+    """GLOBAL(axis, 1) past the grid's three axes: the range shares the grid's last axis, whose index (block index *
+    n + thread index) now runs over both: the axis's index its remainder by the axis's length, the range's index the
+    quotient. So a fourth output axis is spread over blocks instead of looped in every thread. The axis's length must
+    be a multiple of its threads (n), so that no padding falls between the two."""
     if opt.amount != 1:
-        raise KernelOptError(f"{opt}: the launch grid's three axes are taken; a further axis shares one of blocks "
-                             "(n = 1)")
-    host = next((u for name, u in sorted(sp.items(), reverse=True) if name.startswith("gidx") and u.arg[2] == 1),
-                None)
-    if host is None:
-        raise KernelOptError(f"{opt}: the launch grid's three axes are taken, each with threads of the block")
-    size = rng.src[0].arg
-    merged = UOp(Ops.SPECIAL, dtypes.index, (), (host.arg[0], host.arg[1] * size, 1))
-    return sink.substitute({host: merged // size, rng: merged % size})
+        raise KernelOptError(f"{opt}: the launch grid's three axes are taken; a further axis shares the last (n = 1)")
+    host = sp["gidx2"]
+    size, n = host.arg[1], host.arg[2]
+    if size % n:
+        raise KernelOptError(f"{opt}: the grid's last axis ({size}) is padded to its {n} threads a block: no axis "
+                             "can share it")
+    merged = UOp(Ops.SPECIAL, dtypes.index, (), (host.arg[0], size * rng.src[0].arg, n))
+    return sink.substitute({host: merged % size, rng: merged // size})
 
 
 def _thread(sink: UOp, opt: Opt) -> UOp:
@@ -242,8 +242,12 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
         lanes, rows = target.contraction_tile(itemsize)
         hot = [i for i in loads if any(_coef(i, r) != 0 for r in reduces)]
         vec = _vector_axis(loops, loads, hot, lanes, pad=False)
-        blk = None if vec is None else next((r for r in reversed(loops) if r is not vec and
-                                              r.src[0].arg % rows == 0 and any(_coef(i, r) == 0 for i in loads)), None)
+        blks = [] if vec is None else [r for r in reversed(loops) if r is not vec and r.src[0].arg % rows == 0 and
+                                       any(_coef(i, r) == 0 for i in loads)]
+        # best an axis no operand read along the vector's lanes depends on: each of those loads serves every row of
+        # the tile (a convolution's image row serves 8 output channels, not 8 image rows each their own loads)
+        blk = next((r for r in blks if not any(_coef(i, vec) != 0 and _coef(i, r) != 0 for i in loads)),
+                   blks[0] if blks else None)
         if blk is not None and any(_coef(i, vec) == 0 for i in loads) and \
                 outputs // (lanes * rows) >= target.sms * target.warp_size:
             opts += [Opt("UPCAST", vec.arg[0], lanes), Opt("UPCAST", blk.arg[0], rows)]
@@ -269,31 +273,30 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
     rest = [r for r in loops if sizes[r.arg[0]] > 1 and r not in axes]   # past the grid's three axes
     threads = math.prod(sizes[r.arg[0]] for r in axes + rest)
     budget = min(target.block_threads(), max(target.warp_size, 1 << (max(threads // target.sms, 1).bit_length() - 1)))
-    blocks: dict[int, int] = {}   # grid axes of blocks alone (n = 1): their block counts
+    grid: list[tuple[int, int]] = []   # each grid axis's length and threads a block
     for dim, r in enumerate(reversed(axes)):
         size = sizes[r.arg[0]]
-        # the outermost grid axis is one of blocks alone when further axes are to share it
-        n = 1 if rest and dim == len(axes) - 1 and dim > 0 else min(_pow2_at_least(size), budget)
+        n = min(_pow2_at_least(size), budget)
+        if rest and dim == len(axes) - 1 and size % n:   # an axis others share has no padding (`_shared_grid_axis`)
+            n = 1
         if -(-size // n) > target.max_grid[dim]:
             return opts
         opts.append(Opt("GLOBAL", r.arg[0], n))
         budget //= n
-        if n == 1:
-            blocks[dim] = size
-    for r in rest:   # each shares the last axis of blocks alone that stays within the grid's bounds
-        size = sizes[r.arg[0]]
-        dim = max((d for d in blocks if blocks[d] * size <= target.max_grid[d]), default=None)
-        if dim is None or dim != max(blocks):
+        grid.append((size, n))
+    for r in rest:   # each shares the last grid axis, while its blocks stay within the grid's bounds
+        size, n = grid[-1]
+        if size * sizes[r.arg[0]] // n > target.max_grid[len(grid) - 1]:
             break
         opts.append(Opt("GLOBAL", r.arg[0], 1))
-        blocks[dim] *= size
+        grid[-1] = (size * sizes[r.arg[0]], n)
     return opts
 
 
 def _grid_axes(loops: list[UOp], sizes: dict[int, int]) -> list[UOp]:
     """The loop axes (at most three, a grid's dimensions) the threads spread over, in loop order: all of them when
     three or fewer are longer than one; else the innermost such (adjacent threads then touch adjacent elements) and
-    the two longest of the others. The rest share the outermost, an axis of blocks (`_shared_grid_axis`)."""
+    the two longest of the others. The rest share the last grid axis (`_shared_grid_axis`)."""
     live = [r for r in loops if sizes[r.arg[0]] > 1] or loops[-1:]
     if len(live) <= 3:
         return live
