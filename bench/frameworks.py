@@ -41,6 +41,7 @@ class Fw:
     permutation: Callable   # (key, n) -> a permutation of range(n)
     softmax: Callable
     log_sigmoid: Callable
+    nn: Any                 # tgfx.nn / jax.nn (silu, softplus, relu, gelu, ...)
 
     def sync(self, x: Any) -> float:
         return float(x)
@@ -54,7 +55,7 @@ def tgfx_fw() -> Fw:
               tg.random.key, tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
               tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,
               tg.stop_gradient, tg.random.uniform, tg.custom_vjp,
-              tg.random.permutation, tg.nn.softmax, tg.nn.log_sigmoid)
+              tg.random.permutation, tg.nn.softmax, tg.nn.log_sigmoid, tg.nn)
 
 
 def jax_fw() -> Fw:
@@ -65,7 +66,7 @@ def jax_fw() -> Fw:
               jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
               jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum, jax.ops.segment_max, jax.nn.logsumexp,
               jax.random.randint, jax.lax.stop_gradient, jax.random.uniform, jax.custom_vjp,
-              jax.random.permutation, jax.nn.softmax, jax.nn.log_sigmoid)
+              jax.random.permutation, jax.nn.softmax, jax.nn.log_sigmoid, jax.nn)
 
 
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)

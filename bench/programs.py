@@ -143,6 +143,7 @@ from bench.frameworks import (
 )
 from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 from bench.ported_large import gpt, resnet
+from bench.ported_models import lru, lru_scan, mamba, nerf, unet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
 from bench.ported_science import filters, fno, heat, md
 from bench.ported_sparse import beam, ctc, moe, word2vec
@@ -487,7 +488,8 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "spectral": spectral, "gat": gat, "cmaes": cmaes, "sinkhorn": sinkhorn, "ddpm": ddpm, "hmm": hmm,
     "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit,
     "realnvp": realnvp, "gpt": gpt, "resnet": resnet, "word2vec": word2vec, "moe": moe, "beam": beam, "ctc": ctc,
-    "md": md, "filters": filters, "fno": fno, "heat": heat}
+    "md": md, "filters": filters, "fno": fno, "heat": heat,
+    "unet": unet, "nerf": nerf, "lru": lru, "lru_scan": lru_scan, "mamba": mamba}
 
 
 @dataclass
