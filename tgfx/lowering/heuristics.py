@@ -451,10 +451,15 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         # division along an axis of the square (a max pool's gradient, gathered per lane): its lanes are element by
         # element, and the square copies the whole element per lane (cnn_bn's batch norm and pool backward, 21
         # operations an element, 1.0 -> 1.3 ms as a square of 16 x 16, 0.9 with only the store's axis as vectors).
-        # Stores side by side at one index (a fused qkv's keys and values, each transposed per head) share the tile
+        # Stores side by side at one index (a fused qkv's keys and values, each transposed per head) share the tile.
+        # Not where a read strided along the store's axis is masked (a padded slice of a transposed operand: NeRF's
+        # sample spacings shifted by one, read transposed in their gradient): no vector takes it (`vector_lanes`),
+        # so the square's 16 x 16 lanes were each a copy of the whole element, 690 KB of IR and 4 s of LLVM for a
+        # kernel of 64 operations that ran in 180 us, 99 us left to LLVM's vectoriser
         out = sink.src[0].src[0].src[1]
         gathers = any(u.op is Ops.LOAD for i in loads for u in i.toposort())
-        s_ax = next((r for r in loops if _coef(out, r) == 1 and r.src[0].arg % lanes == 0), None)
+        s_ax = next((r for r in loops if _coef(out, r) == 1 and r.src[0].arg % lanes == 0 and
+                     not any(i.op is Ops.WHERE and _coef(i, r) not in (0, 1) for i in loads)), None)
         l_ax = None if s_ax is None or gathers else next((r for r in loops if r is not s_ax and
                                                           r.src[0].arg % lanes == 0 and any(
             _coef(i, r) == 1 and _coef(i, s_ax) not in (0, 1, None) for i in loads) and
