@@ -107,6 +107,21 @@ Simulation and scientific machine learning (`bench/ported_science.py`):
   `jnp.roll`), 50 explicit steps in a `fori_loop`, the misfit of its final state differentiated in reverse through
   the loop with respect to the initial condition and the log-conductivity, gradient descent.
 
+Model families (`bench/ported_models.py`):
+
+- `unet`: a diffusion model's U-Net denoiser on 16 NHWC 32 x 32 x 3 images: residual blocks of group norm, SiLU and
+  3 x 3 convolutions, a sinusoidal time embedding through an MLP added in every block, two levels down by strided
+  convolutions and two up by `lax.conv_transpose`, skips by concatenation, the denoising loss, Adam;
+- `nerf`: NeRF on 1,024 rays of 64 stratified samples: positional encodings of points and view directions, an 8-layer
+  width-128 MLP with the encoding concatenated back at its fifth, density and a view-dependent colour, volume
+  rendering (alpha from density and spacing, the transmittance an exclusive `cumprod`, weights summing colours), Adam;
+- `lru`: a 2-layer linear recurrent unit over sequences of 1,024: a diagonal complex recurrence (its eigenvalues
+  exp(-exp(nu) + i exp(theta)), as real pairs) by `lax.associative_scan`, layer norms, GELU and a GLU, a mean-pooled
+  classifier, Adam; `lru_scan` is the same model with its recurrence a `lax.scan`;
+- `mamba`: a 2-layer Mamba-style language model on 8 x 256 tokens: a causal depthwise convolution
+  (`feature_group_count`), input-dependent dt (softplus), B and C, the selective scan h = exp(dt A) h + dt B x by
+  `lax.scan`, gated by SiLU, the embedding tied, next-token cross-entropy, Adam.
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
 median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative
