@@ -37,6 +37,7 @@ from tgfx.devices.queue import HWQueue, Label
 
 STREAM = 0x5EA
 REAL_DEVICE_COUNT, REAL_AVAILABLE_COUNT = cuda_module.device_count, cuda_module.available_count   # before fixtures
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # (the bench is not installed)
 DEVICE_OFFSET = 1 << 44          # the fake driver maps host page p to device address p + DEVICE_OFFSET
 HOST_FNS = HostFns(wake=0xA1, copy=0xA2, timestamp=0xA3)
 
@@ -1063,3 +1064,43 @@ def test_beam_searches_a_kernels_gpu_options_on_the_device_and_caches_them_by_it
     sink = index_level(next(iter(asts.values())), pieces=False)
     counts = {o.amount for o in gpu_actions(sink, dev.target) if o.op in ("LOCAL", "GROUP")}
     assert counts and all(n % dev.target.warp_size == 0 and n <= dev.target.max_threads_per_block for n in counts)
+
+
+def test_emulated_bench_steps_on_cuda_compute_numpys_answers() -> None:
+    """The bench's GPU rows at their full sizes (the MLP, CNN and digits train steps, a convolution, a matmul, a
+    softmax, the VAE and GP steps) with CUDA:0 as the default device over the emulating driver: every kernel takes
+    the GPU's options for an H200 (register tiles with unrolled reduces, grouped rows, every output axis on the grid),
+    run on the CPU as thread loops, and each row's result is numpy's (the bench's own check)."""
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        import tgfx
+        from tests.test_cuda_runtime import EmulatedDriver, add_one, gpu_options_on_cpu
+        from tgfx.devices import cuda
+        import tgfx.lowering.render_nvptx as render_nvptx
+        drv = EmulatedDriver({"add_one": add_one})
+        cuda.load_driver, cuda.device_count, cuda.available_count = lambda: drv, lambda: 1, lambda: 1
+        applied = []
+
+        def cpu_stand_in(device, ast):
+            run, opts, name = gpu_options_on_cpu(ast, device.target)
+            applied.extend(opts)
+            drv.kernels[name] = run
+            return device.load_kernel("(emulated)", name, ((1,), (1,)))
+        render_nvptx.gpu_kernel, render_nvptx.preload = cpu_stand_in, lambda kernels: None
+        from bench import workloads as W
+        from bench.run import mismatch
+        for name in ("mlp", "cnn_step", "mnist_step", "conv2d", "matmul", "softmax", "vae", "gp"):
+            wl = W.WORKLOADS_BY_NAME[name]
+            d = wl.inputs(W.FULL)
+            ref, case = W.IMPLS[(name, "numpy")](W.FULL, d), W.IMPLS[(name, "tgfx")](W.FULL, d)
+            ref.call()
+            case.call()
+            print(name, mismatch(case.read(), ref.read(), wl))
+        print("devices", tgfx.devices(), "options", sorted({o.op for o in applied}))
+    """)], env={**os.environ, "TGFX_DEVICE": "CUDA", "PYTHONPATH": REPO}, capture_output=True, text=True,
+        timeout=600, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = dict(line.split(" ", 1) for line in r.stdout.splitlines())
+    for name in ("mlp", "cnn_step", "mnist_step", "conv2d", "matmul", "softmax", "vae", "gp"):
+        assert rows[name] == "None", (name, rows[name])   # (what differs, else None)
+    assert "'CUDA:0'" in rows["devices"] and "'UNROLL'" in rows["devices"] and "'GROUP'" in rows["devices"], rows
