@@ -114,5 +114,12 @@ TAIL=40 step bench 200 "$PY" -m bench --device CUDA --repeat 3 --budget 2 --fram
 TAIL=80 step kernels 120 env TGFX_DEVICE=CUDA "$PY" -m bench.kernels --device CUDA --top 6 \
     --only "${GPU_CHECK_KERNELS:-mlp,cnn_step,conv2d,mnist_step,vae,softmax}"
 
+# 9. what a search finds where the heuristics may be wrong: the same table with BEAM-searched options for the
+# contractions (compare each kernel's time and options with step 8's)
+if [ "${GPU_CHECK_BEAM:-1}" = 1 ]; then
+    TAIL=30 step beam 100 env TGFX_DEVICE=CUDA BEAM=2 "$PY" -m bench.kernels --device CUDA --top 3 \
+        --only "${GPU_CHECK_BEAM_ONLY:-matmul,conv2d}"
+fi
+
 echo "=== summary ($(( $(date +%s) - START )) s in all; logs in $LOGS)"
 for line in "${SUMMARY[@]}"; do echo "$line"; done
