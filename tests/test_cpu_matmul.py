@@ -152,6 +152,22 @@ def test_a_small_kernel_of_vectors_is_left_to_run_as_written() -> None:
     np.testing.assert_allclose(tnp.sum(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
+def test_a_column_sum_of_two_layouts_is_vectors_of_one_gathered_from_the_other(cpu: str) -> None:
+    """A bias gradient of two branches' gradients added, one as an FFT's last stage lays it out (its 32 channels 8
+    floats apart): no output axis every load reads contiguously, and each of the 32 channels was a scalar loop over all
+    32,768 rows of both, every line fetched once per channel (2.4 ms). The channels are vectors, the other load's lanes
+    gathered (0.4 ms); a plain transposed sum beside another reduce keeps its options (see hand_coded_opts)."""
+    g, h = rand(4096, 32), rand(512, 32, 8, seed=1)
+    e = tnp.sum(tg.asarray(g) + tg.asarray(h).transpose(0, 2, 1).reshape(4096, 32), axis=0)
+    (ast,) = kernels(e)
+    t = target_for(cpu)
+    sink, opts = apply_hand_coded(index_level(ast), t)
+    out = next(u for u in index_level(ast).toposort() if u.op is Ops.RANGE and u.src[0].arg == 32)
+    assert Opt("UPCAST", out.arg[0], t.lanes()) in opts, opts
+    np.testing.assert_allclose(e.numpy(), (g + h.transpose(0, 2, 1).reshape(4096, 32)).sum(0), rtol=1e-4, atol=1e-4)
+
+
 def test_packed_accumulators_compute_what_numpy_does() -> None:
     """Tiles as vectors on odd shapes: remainders of no tile, K = 1, one column, padded columns, a column sum, an
     unrolled dot product, a fused epilogue."""
