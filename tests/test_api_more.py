@@ -337,3 +337,17 @@ def test_matches_jax_where_jax_is_installed() -> None:
     assert str(tg.typeof(tnp.ones((2, 3)))) == str(jax.typeof(jax.numpy.ones((2, 3))))
     assert tu.tree_reduce_associative(lambda a, b: (a, b), list(range(6))) == \
         jax.tree_util.tree_reduce_associative(lambda a, b: (a, b), list(range(6)))
+
+
+def test_tg_devices_lists_and_is_the_devices_package() -> None:
+    """`tg.devices()` lists the devices (JAX's `jax.devices()`), and the same name is the `tgfx.devices` package: its
+    submodules import (`import tgfx.devices.target` failed when the attribute was the listing function)."""
+    import importlib
+
+    import tgfx as tg
+    target = importlib.import_module("tgfx.devices.target")
+    import tgfx.devices.cpu as cpu
+    assert tg.devices()[0] == "CPU:0" and tg.devices("cpu") == tg.devices()
+    assert tg.devices.target is target and cpu.CPUDevice is tg.devices.CPUDevice
+    with pytest.raises(ValueError, match="tpu"):
+        tg.devices("tpu")

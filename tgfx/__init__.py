@@ -1,5 +1,6 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
 from tgfx import debug as debug
+from tgfx import devices as devices  # the package, callable as the listing: tg.devices(backend=None)
 from tgfx import distributed as distributed
 from tgfx import dtypes as _dtypes_module  # noqa: F401
 from tgfx import flatten_util as flatten_util
@@ -73,7 +74,6 @@ from tgfx.transforms.shard import device_count as device_count
 from tgfx.transforms.shard import device_put as device_put
 from tgfx.transforms.shard import device_put_replicated as device_put_replicated
 from tgfx.transforms.shard import device_put_sharded as device_put_sharded
-from tgfx.transforms.shard import devices as devices
 from tgfx.transforms.shard import from_parts as from_parts
 from tgfx.transforms.shard import local_device_count as local_device_count
 from tgfx.transforms.shard import local_devices as local_devices

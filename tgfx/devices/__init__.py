@@ -10,7 +10,9 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import sys
 import threading
+import types
 
 from tgfx.devices import network
 from tgfx.devices.cpu import CPUDevice
@@ -132,3 +134,16 @@ def _close_devices() -> None:
         return
     for dev in opened_devices():
         dev.close()
+
+
+class _CallablePackage(types.ModuleType):
+    """This package, callable as the JAX-style listing `tg.devices(backend=None)` (`transforms.shard.devices`): the
+    one name is both, so `tg.devices("cuda")` lists and `import tgfx.devices.target` still finds the submodule (an
+    attribute `tgfx.devices` bound to the function hid the package from submodule imports)."""
+
+    def __call__(self, backend: str | None = None) -> list[str]:
+        from tgfx.transforms.shard import devices
+        return devices(backend)
+
+
+sys.modules[__name__].__class__ = _CallablePackage
