@@ -555,8 +555,8 @@ def gpu_options_on_cpu(ast: Any, target: Any, opts: Any = None) -> tuple[Any, li
 
 @pytest.fixture
 def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from tgfx.devices import cuda
     import tgfx.devices as devices
+    from tgfx.devices import cuda
     drv = EmulatedDriver({"add_one": add_one})
     monkeypatch.setattr(cuda, "load_driver", lambda: drv)
     monkeypatch.setattr(cuda, "device_count", lambda: 1)

@@ -149,13 +149,13 @@ def test_gpu_target_from_driver_attributes() -> None:
     assert [t.group_threads(n) for n in (5, 32, 33, 200, 10 ** 6)] == [32, 32, 64, 256, 256]
 
 
-def _one_kernel(fn, *args):  # noqa: ANN001, ANN002, ANN202
-    """The AST of the one kernel `fn(*args)` lowers."""
-    seen = []
+def _lowered(fn, *args):  # noqa: ANN001, ANN002, ANN202
+    """The ASTs of the kernels `fn(*args)` lowers (each once), and its result."""
+    seen = {}
     orig = lowering.lower_kernel
 
     def hook(ast, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
-        seen.append(ast)
+        seen[ast.key] = ast
         return orig(ast, *a, **k)
     lowering.forget_compiled()
     lowering.lower_kernel = hook
@@ -164,8 +164,14 @@ def _one_kernel(fn, *args):  # noqa: ANN001, ANN002, ANN202
         out.numpy()
     finally:
         lowering.lower_kernel = orig
-    assert len(seen) == 1, [lowering.kernel_name(a) for a in seen]
-    return seen[0], out
+    return list(seen.values()), out
+
+
+def _one_kernel(fn, *args):  # noqa: ANN001, ANN002, ANN202
+    """The AST of the one kernel `fn(*args)` lowers."""
+    asts, out = _lowered(fn, *args)
+    assert len(asts) == 1, [lowering.kernel_name(a) for a in asts]
+    return asts[0], out
 
 
 def test_cache_keys_and_code_follow_the_target() -> None:
@@ -349,19 +355,8 @@ def test_a_convolutions_kernel_gradient_is_a_block_a_tap_and_channel_pair() -> N
     # a row kernel (a reduce over the batch and the image a block, GROUP) with four output axes: each a grid axis of
     # blocks, the fourth sharing z; none a loop in every thread
     x, k = f32(32, 3, 10, 10), f32(4, 3, 3, 3)   # a batch of a warp: a block's threads share it
-    seen = []
-    orig = lowering.lower_kernel
-
-    def hook(ast, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
-        seen.append(ast)
-        return orig(ast, *a, **kw)
-    lowering.forget_compiled()
-    lowering.lower_kernel = hook
-    try:
-        tg.grad(lambda k: (tg.lax.conv(x, k, (1, 1), "SAME") * x[:, :1]).sum())(k).numpy()
-    finally:
-        lowering.lower_kernel = orig
-    grads = [kernel_ir(ast)[2:] for ast in {a.key: a for a in seen}.values() if ast.src[0].src[0].arg[1] == k.size]
+    asts, _ = _lowered(tg.grad(lambda k: (tg.lax.conv(x, k, (1, 1), "SAME") * x[:, :1]).sum()), k)
+    grads = [kernel_ir(ast)[2:] for ast in asts if ast.src[0].src[0].arg[1] == k.size]
     grads = [(dims, opts) for dims, opts in grads if any(o.op == "GROUP" for o in opts)]
     assert len(grads) == 1, grads
     dims, opts = grads[0]
