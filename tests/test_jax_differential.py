@@ -21,7 +21,7 @@ import tgfx as tg
 import tgfx.numpy as tnp
 import tgfx.scipy.special
 
-TG = SimpleNamespace(np=tnp, lax=tg.lax, nn=tg.nn, special=tgfx.scipy.special, arr=tnp.asarray)
+TG = SimpleNamespace(np=tnp, lax=tg.lax, nn=tg.nn, special=tgfx.scipy.special, arr=tnp.asarray, grad=tg.grad)
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
 I = np.array([[3, -1, 4, 1], [-5, 9, 2, -6], [5, 3, -5, 8]], np.int32)
@@ -169,6 +169,18 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
         xp.arr(np.arange(32, dtype=np.float32).reshape(1, 4, 2, 4)),
         xp.arr(np.arange(16, dtype=np.float32).reshape(4, 2, 2, 1) - 8), (1, 2), "SAME", rhs_dilation=(1, 1),
         feature_group_count=2), None),
+    # Python scalars: a concrete integer exponent is JAX's integer_pow (never converted to the base's type), an int
+    # divisor wraps to the operand's type (JAX's), Python types are weak, a complex fill is true where nonzero
+    ("power-int-exponent-past-dtype", lambda xp: xp.arr(np.int8([-128, 5, 127])) ** 1000,
+     lambda: np.int8([0, 97, 1])),   # (x^1000 mod 2^8)
+    ("power-float-odd-exponent-past-mantissa", lambda xp: xp.arr(np.float32([-1.5, -1.0, 0.5])) ** (2**31 - 1),
+     lambda: np.float32([-np.inf, -1.0, 0.0])),
+    ("floor_divide-divisor-wraps-to-zero", lambda xp: xp.arr(np.int8([-128, 0, 127])) // 256,
+     lambda: np.int8([-2, -1, -2])),   # (JAX's x // 0)
+    ("result_type-python-types", lambda xp: (xp.np.zeros(1, xp.np.result_type(int, xp.np.uint8)),
+                                             xp.np.zeros(1, xp.np.result_type(float, xp.np.float16))),
+     lambda: (np.zeros(1, np.uint8), np.zeros(1, np.float16))),
+    ("full_like-bool-complex-fill", lambda xp: xp.np.full_like(xp.arr(W[1]), 2j), lambda: np.ones(4, bool)),
 ]
 
 def _scatter_add(x: np.ndarray, idx: np.ndarray, v: float) -> np.ndarray:
@@ -242,7 +254,7 @@ def test_answers_as_jax(name: str, case: Callable[[Any], Any], ref: Any) -> None
     import jax
     import jax.numpy as jnp
     import jax.scipy.special
-    jx = SimpleNamespace(np=jnp, lax=jax.lax, nn=jax.nn, special=jax.scipy.special, arr=jnp.asarray)
+    jx = SimpleNamespace(np=jnp, lax=jax.lax, nn=jax.nn, special=jax.scipy.special, arr=jnp.asarray, grad=jax.grad)
     _compare(case(TG), case(jx))
 
 

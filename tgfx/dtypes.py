@@ -386,10 +386,10 @@ def cast_scalar(x: Any, d: DType) -> int | float | bool | complex:
             return float(x)
     if d.is_complex:
         return complex(np.array(x, dtype=d.np))
+    if d.is_bool:
+        return bool(x)   # (a complex x is true where either part is nonzero, as a complex -> bool cast)
     if isinstance(x, complex):
         x = x.real  # the real part, as a complex -> real cast takes it
-    if d.is_bool:
-        return bool(x)
     if d.is_int:
         if isinstance(x, (float, np.floating)):
             return 0 if x != x else int(min(max(x, min_value(d)), max_value(d)))

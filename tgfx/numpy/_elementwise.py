@@ -151,8 +151,8 @@ def floor_divide(x: ArrayLike, y: ArrayLike) -> Tensor:
         r = a._binary(Ops.MOD, b, name="floor_divide")
         fix = logical_and(r != 0, (r < 0) != (b < 0))
         q = where(fix, q - 1, q)
-    if isinstance(y, (int, np.integer)) and y != 0:   # a divisor known not to be zero (`i // 2`)
-        return q
+    if isinstance(y, (int, np.integer)) and int(y) % (1 << a.dtype.bits) != 0:
+        return q   # a divisor known not to be zero in a's type (`i // 2`; int8 // 256 wraps to a zero divisor)
     by_zero = max_value(a.dtype) if a.dtype.is_unsigned else where(a == 0, -1, -2).astype(a.dtype)
     return where(b == 0, by_zero, q)
 
@@ -180,30 +180,33 @@ def fmod(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def power(x: ArrayLike, y: ArrayLike) -> Tensor:
-    if isinstance(x, Tensor) and x.dtype.is_float and type(y) is int and 0 <= y <= FLOAT_POW_MULS:
-        # a float to a Python int power by multiplications, as JAX's integer_pow: `(x - m) ** 2` is x*x and its
-        # gradient 2x, not pow(x, 2) and 2 * pow(x, 1) (a batch norm's backward: 16 libm calls for each vector).
-        # A negative power stays pow: 1 / x**n overflows first where pow's result is a denormal (1e20 ** -2)
-        return _int_pow_const(x, y)
     if isinstance(y, (int, np.integer, np.bool_)) and not isinstance(x, (int, float, complex)):
-        # an integer scalar exponent takes no part in the promotion, as in JAX's integer_pow: the result has the base's
-        # numeric type (int8 ** np.int64(2) is int8, a bool base int32)
-        x, y = _numeric(_t(x)), int(y)
-        if y < 0 and x.dtype.is_int:   # (1 / x in integers: JAX's integer_pow refuses, NumPy's power too)
+        # a concrete integer exponent is JAX's integer_pow: it takes no part in the promotion (the result has the
+        # base's numeric type: int8 ** np.int64(2) is int8, a bool base int32) and is never converted to the base's
+        # type (int8 ** 1000 is x^1000 mod 2^8, not x ** (1000 wrapped to int8); a float ** 2**31 - 1 is odd)
+        x, n = _numeric(_t(x)), int(y)
+        if n < 0 and x.dtype.is_int:   # (1 / x in integers: JAX's integer_pow refuses, NumPy's power too)
             raise TypeError(f"power: integers cannot be raised to negative powers, got {x.dtype.name}"
-                            f"{list(x.shape)} ** {y}; make the base a float (x.astype(float)) to compute it")
+                            f"{list(x.shape)} ** {n}; make the base a float (x.astype(float)) to compute it")
+        if x.dtype.is_int or (x.dtype.is_float and n >= 0):
+            # by repeated squaring, as JAX: `(x - m) ** 2` is x*x and its gradient 2x, not pow(x, 2) and
+            # 2 * pow(x, 1) (a batch norm's backward: 16 libm calls for each vector)
+            return _int_pow_const(x, n)
+        if x.dtype.is_float and -n > _EXACT_INT[x.dtype]:
+            # an exponent the float type cannot hold exactly would lose its parity in pow (a negative base's sign)
+            return reciprocal(_int_pow_const(x, -n))
+        # a small negative power stays pow: 1 / x**n overflows first where pow's result is a denormal (1e20 ** -2)
     a, b = _promote_numeric(x, y, "power")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
         return _complex.power(a, b, y)
     if a.dtype.is_float:
         return a._binary(Ops.POW, b, name="power")
-    if isinstance(y, int) and 0 <= y <= 64:
-        return _int_pow_const(a, y)
     return _int_pow(a, b)
 
 
-FLOAT_POW_MULS = 16   # a float to a Python int power of at most this size is multiplications (`power`)
+# the largest integer each float type holds exactly (with its parity): beyond it a power is not pow's
+_EXACT_INT = {dtypes.float16: 2 ** 11, dtypes.bfloat16: 2 ** 8, dtypes.float32: 2 ** 24, dtypes.float64: 2 ** 53}
 
 
 def _int_pow_const(a: Tensor, n: int) -> Tensor:

@@ -130,6 +130,8 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
         raise ValueError("result_type: needs at least one array or dtype")
     kinds: list[DType | str] = []
     for x in arrays_and_dtypes:
+        if x is int or x is float or x is complex:   # the Python types are weak, as their values (JAX's)
+            x = x(0)
         kinds.append(promotion_kind(x) if isinstance(x, (Tensor, bool, int, float, complex)) else _dtype_arg(x))
     if len(kinds) == 1 and isinstance(kinds[0], str):
         return promote_types(kinds[0])
