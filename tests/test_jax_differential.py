@@ -181,6 +181,18 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
                                              xp.np.zeros(1, xp.np.result_type(float, xp.np.float16))),
      lambda: (np.zeros(1, np.uint8), np.zeros(1, np.float16))),
     ("full_like-bool-complex-fill", lambda xp: xp.np.full_like(xp.arr(W[1]), 2j), lambda: np.ones(4, bool)),
+    # linalg
+    ("norm-complex", lambda xp: (xp.np.linalg.norm(xp.arr(np.complex64([3 + 4j, 1j]))),
+                                 xp.np.linalg.norm(xp.arr(np.complex64([[3 + 4j], [2j]])), "fro")),
+     lambda: (np.float32(np.sqrt(26)), np.float32(np.sqrt(29)))),
+    ("slogdet-singular", lambda xp: tuple(xp.np.linalg.slogdet(xp.arr(np.float32([[1, 2, 3], [2, 4, 6], [1, 0, 1]])))),
+     lambda: (np.float32(0.0), np.float32(-np.inf))),   # (sign +0)
+    ("qr-mode-full", lambda xp: xp.np.linalg.qr(xp.arr(X.T), mode="full"), None),   # ('reduced', as JAX reads it)
+    ("slogdet-method-qr", lambda xp: tuple(xp.np.linalg.slogdet(xp.arr(X[:, :3]), method="qr")), None),
+    # gradients at ties: a max norm's zeros share it with the 0 it starts from
+    ("grad-norm-inf-at-zero", lambda xp: xp.grad(lambda x: xp.np.linalg.norm(x, np.inf))(xp.arr(np.zeros(3,
+                                                                                                     np.float32))),
+     lambda: np.full(3, 1 / 6, np.float32)),
 ]
 
 def _scatter_add(x: np.ndarray, idx: np.ndarray, v: float) -> np.ndarray:
@@ -271,6 +283,8 @@ ERRORS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("pad-unknown-mode", lambda: tnp.pad(tnp.arange(3.0), 1, mode="spiral"), ValueError, "unsupported mode 'spiral'"),
     ("broadcast_to-smaller", lambda: tnp.broadcast_to(tnp.zeros((2, 3)), (3,)), ValueError, ""),
     ("concatenate-nested-list", lambda: tnp.concatenate([[1, 2], tnp.arange(2)]), TypeError, r"arrays\[0\] is a list"),
+    ("matrix_power-float-exponent", lambda: tnp.linalg.matrix_power(tnp.eye(2), 2.0), TypeError,
+     "n must be a Python int, got 2.0"),
     ("int-negative-power-scalar", lambda: tnp.power(tnp.arange(3), -1), TypeError, "negative powers"),
 ]
 

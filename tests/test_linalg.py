@@ -141,12 +141,13 @@ def test_matrix_norm_gradients(ord: Any) -> None:  # noqa: A002
 
 
 def test_norm_gradient_at_zero_is_finite_where_jaxs_is() -> None:
-    """Orders 1, inf, -inf, 0 have finite gradients at 0 (1 from |x|'s derivative at 0, ties sharing a max's); the
-    2-norm's is NaN, as JAX's (the derivative of sqrt at 0)."""
+    """Orders 1, inf, -inf, 0 have finite gradients at 0 (1 from |x|'s derivative at 0, ties sharing a max's: the
+    inf norm's max starts from 0, JAX's amax(|x|, initial=0), so the zeros share half of it); the 2-norm's is NaN, as
+    JAX's (the derivative of sqrt at 0)."""
     z = tg.asarray(np.zeros(4))
     grads = {o: tg.grad(lambda x, o=o: tnp.linalg.norm(x, o))(z).numpy() for o in (1, np.inf, -np.inf, 0, None)}
     np.testing.assert_array_equal(grads[1], np.ones(4))
-    np.testing.assert_allclose(grads[np.inf], np.full(4, 0.25))
+    np.testing.assert_allclose(grads[np.inf], np.full(4, 0.125))
     np.testing.assert_allclose(grads[-np.inf], np.full(4, 0.25))
     np.testing.assert_array_equal(grads[0], np.zeros(4))
     assert np.isnan(grads[None]).all()

@@ -36,18 +36,26 @@ def _square(name: str, a: Tensor) -> int:
 
 
 # ---- norms ----
+def _abs2(x: Tensor) -> Tensor:
+    """|x|^2 in x's real type: x * conj(x) of a complex x is real, and a norm is a real number."""
+    if x.dtype.is_complex:
+        from tgfx.numpy import _complex
+        return _complex.real(x * _complex.conj(x))
+    return x * x
+
+
 def _vector_norm(x: Tensor, ord: Ord, axis: tuple[int, ...], keepdims: bool) -> Tensor:  # noqa: A002 - numpy's name
     if ord is None or ord == 2:
-        return ew.sqrt(rd.sum(x * x, axis=axis, keepdims=keepdims))
+        return ew.sqrt(rd.sum(_abs2(x), axis=axis, keepdims=keepdims))
     if isinstance(ord, str):
         raise ValueError(f"norm: invalid order {ord!r} for a vector norm (use None, 0, 1, 2, tnp.inf, -tnp.inf or a "
                          f"number)")
-    if ord == np.inf:
-        return rd.max(ew.absolute(x), axis=axis, keepdims=keepdims)
+    if ord == np.inf:   # as JAX's amax(|x|, initial=0): 0 for no elements, and ties with 0 share its gradient
+        return rd.max(ew.absolute(x), axis=axis, keepdims=keepdims, initial=0)
     if ord == -np.inf:
         return rd.min(ew.absolute(x), axis=axis, keepdims=keepdims)
     if ord == 0:   # the number of nonzeros, in x's float type
-        return rd.sum(ew.not_equal(x, 0).astype(x.dtype), axis=axis, keepdims=keepdims)
+        return rd.sum(ew.not_equal(x, 0).astype(ew.absolute(x).dtype), axis=axis, keepdims=keepdims)
     if ord == 1:
         return rd.sum(ew.absolute(x), axis=axis, keepdims=keepdims)
     p = float(ord)
@@ -56,7 +64,7 @@ def _vector_norm(x: Tensor, ord: Ord, axis: tuple[int, ...], keepdims: bool) -> 
 
 def _matrix_norm(x: Tensor, ord: Ord, rows: int, cols: int, keepdims: bool) -> Tensor:  # noqa: A002
     if ord is None or ord in ("fro", "f"):
-        return ew.sqrt(rd.sum(x * x, axis=(rows, cols), keepdims=keepdims))
+        return ew.sqrt(rd.sum(_abs2(x), axis=(rows, cols), keepdims=keepdims))
     if ord in (1, -1, np.inf, -np.inf):
         # 1: the largest column sum of |x| (sum over the rows); inf: the largest row sum (sum over the columns)
         inner, outer = (rows, cols) if ord in (1, -1) else (cols, rows)
@@ -96,7 +104,7 @@ def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,
     (t,) = _inexact("norm", x)
     if axis is None:
         if ord is None:
-            out = ew.sqrt(rd.sum(t * t))
+            out = ew.sqrt(rd.sum(_abs2(t)))
             return out.reshape((1,) * t.ndim) if keepdims else out
         if t.ndim not in (1, 2):
             raise ValueError(f"norm: with ord={ord!r} and no axis, x must be 1-d or 2-d, got shape {t.shape}; give "
@@ -187,14 +195,17 @@ class SlogdetResult(NamedTuple):
     logabsdet: Tensor
 
 
-def slogdet(a: ArrayLike) -> SlogdetResult:
+def slogdet(a: ArrayLike, *, method: str | None = None) -> SlogdetResult:
     """(sign, log|det a|) (`jax.numpy.linalg.slogdet`): the log-determinant without det's overflow; sign is -1, 0 or
-    1 and a singular matrix gives (0, -inf). Differentiable in the log: its gradient is a^-T.
+    1 and a singular matrix gives (0, -inf). Differentiable in the log: its gradient is a^-T. `method` is JAX's
+    'lu' (the default) or 'qr'; both are computed by LU with partial pivoting here (the same answer).
 
     >>> sign, logdet = tnp.linalg.slogdet(cov)
     """
     from tgfx.numpy._creation import ones, zeros
     from tgfx.scipy.linalg import _slogdet_fn
+    if method not in (None, "lu", "qr"):
+        raise ValueError(f"slogdet: method must be 'lu' or 'qr', got {method!r}")
     (at,) = _inexact("slogdet", a)
     n = _square("slogdet", at)
     if n == 0:
@@ -280,6 +291,9 @@ def matrix_power(x: ArrayLike, n: int, /) -> Tensor:
     from tgfx.numpy._linalg import matmul as mm
     t = x if isinstance(x, Tensor) else Tensor(x)
     size = _square("matrix_power", t)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise TypeError(f"matrix_power: the exponent n must be a Python int, got {n!r} ({type(n).__name__})")
+    n = int(n)
     if n < 0:
         t, n = inv(t), -n
     out = None
@@ -349,14 +363,17 @@ def qr(a: ArrayLike, mode: str = "reduced") -> QRResult | Tensor:
     reflections as LAPACK's geqrf makes them: Q and R are numpy's, up to rounding (R's diagonal may be negative).
 
     mode 'reduced': QRResult(Q (..., m, k), R (..., k, n)), k = min(m, n); 'complete': Q (..., m, m), R (..., m, n);
-    'r': R alone (k rows). Differentiable as JAX's qr is: for m >= n, mode 'reduced' or 'r' (other cases raise
-    NotImplementedError when differentiated, as in JAX).
+    'r': R alone (k rows); 'full' is 'reduced' (numpy's old name, as JAX reads it). Differentiable as JAX's qr is:
+    for m >= n, mode 'reduced' or 'r' (other cases raise NotImplementedError when differentiated, as in JAX).
 
     >>> q, r = tnp.linalg.qr(a)
     """
     from tgfx.scipy._decomp import qr_fns
+    if mode == "full":
+        mode = "reduced"
     if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r} ('raw' is not supported)")
+        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r} (JAX's 'raw', the Householder "
+                         f"reflectors, is not supported)")
     t = _real_matrix("qr", a)
     m, n = t.shape[-2:]
     k = m if mode == "complete" else min(m, n)

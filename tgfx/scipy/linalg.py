@@ -630,7 +630,8 @@ def _slogdet(a: Tensor) -> tuple[Tensor, Tensor]:
     d = tnp.diagonal(lu, axis1=-2, axis2=-1)
     swaps = tnp.sum((piv != _index(a.shape[-1])).astype(dtypes.int32), axis=-1)
     parity = tnp.where((swaps & 1) == 1, -1.0, 1.0).astype(a.dtype)
-    return parity * tnp.prod(tnp.sign(d), axis=-1), tnp.sum(tnp.log(tnp.abs(d)), axis=-1)
+    sign = tnp.where(tnp.any(d == 0, axis=-1), 0.0, parity * tnp.prod(tnp.sign(d), axis=-1))   # +0, not -0 (JAX's)
+    return sign.astype(a.dtype), tnp.sum(tnp.log(tnp.abs(d)), axis=-1)
 
 
 def _det(a: Tensor) -> Tensor:
