@@ -189,7 +189,11 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
      lambda: (np.float32(0.0), np.float32(-np.inf))),   # (sign +0)
     ("qr-mode-full", lambda xp: xp.np.linalg.qr(xp.arr(X.T), mode="full"), None),   # ('reduced', as JAX reads it)
     ("slogdet-method-qr", lambda xp: tuple(xp.np.linalg.slogdet(xp.arr(X[:, :3]), method="qr")), None),
-    # gradients at ties: a max norm's zeros share it with the 0 it starts from
+    # gradients at ties: lax.clamp's bounds pass none (jnp.clip's share it); a max norm's zeros share it with the 0
+    # it starts from
+    ("grad-lax-clamp-at-bounds", lambda xp: xp.grad(lambda x: (xp.lax.clamp(np.float32(0), x, np.float32(2)) *
+                                                                xp.arr(X[0])).sum())(xp.arr(np.float32([2, 1, 0, 3]))),
+     lambda: np.float32([0, X[0, 1], 0, 0])),
     ("grad-norm-inf-at-zero", lambda xp: xp.grad(lambda x: xp.np.linalg.norm(x, np.inf))(xp.arr(np.zeros(3,
                                                                                                      np.float32))),
      lambda: np.full(3, 1 / 6, np.float32)),

@@ -283,14 +283,21 @@ def select_n(which: ArrayLike, *cases: ArrayLike) -> Tensor:
 
 
 def clamp(min: ArrayLike, x: ArrayLike, max: ArrayLike) -> Tensor:  # noqa: A002 - JAX's names
-    """x limited to [min, max], as `jax.lax.clamp` (min and max are scalars or of x's shape; one dtype)."""
+    """x limited to [min, max], as `jax.lax.clamp` (min and max are scalars or of x's shape; one dtype).
+
+    The derivative is JAX's: x's where min < x < max, min's where min > x (and min < max), max's where max < x; at a
+    tie with a bound none of them has one (where `tnp.clip` splits it)."""
     lo, t, hi = _arg(min), _arg(x), _arg(max)
     same_dtypes("clamp", [lo, t, hi], "clip")
     for what, b in (("min", lo), ("max", hi)):
         if b.shape not in ((), t.shape):
             raise TypeError(f"lax.clamp requires {what}.shape == operand.shape or {what}.shape == (), got "
                             f"{what}.shape={b.shape}, operand.shape={t.shape}")
-    return ew.minimum(ew.maximum(t, lo), hi)
+    from tgfx.transforms.grad import stop_gradient
+    value = stop_gradient(ew.minimum(ew.maximum(t, lo), hi))   # (NaN stays NaN, and a bound's tie its value)
+    below = ew.logical_and(ew.greater(lo, t), ew.less(lo, hi))
+    return ew.where(ew.logical_and(ew.greater(t, lo), ew.less(t, hi)), t,
+                    ew.where(below, lo, ew.where(ew.less(hi, t), hi, value)))
 
 
 # ---- constants ----
