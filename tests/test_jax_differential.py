@@ -187,8 +187,10 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
      lambda: (np.float32(np.sqrt(26)), np.float32(np.sqrt(29)))),
     ("slogdet-singular", lambda xp: tuple(xp.np.linalg.slogdet(xp.arr(np.float32([[1, 2, 3], [2, 4, 6], [1, 0, 1]])))),
      lambda: (np.float32(0.0), np.float32(-np.inf))),   # (sign +0)
-    ("qr-mode-full", lambda xp: xp.np.linalg.qr(xp.arr(X.T), mode="full"), None),   # ('reduced', as JAX reads it)
-    ("slogdet-method-qr", lambda xp: tuple(xp.np.linalg.slogdet(xp.arr(X[:, :3]), method="qr")), None),
+    ("qr-mode-full", lambda xp: xp.np.linalg.qr(xp.arr(X.T + 3 * np.eye(4, 3, dtype=np.float32)), mode="full"),
+     None),   # ('reduced', as JAX reads it)
+    ("slogdet-method-qr", lambda xp: tuple(xp.np.linalg.slogdet(xp.arr(X[:, :3] + 3 * np.eye(3, dtype=np.float32)),
+                                                                method="qr")), None),
     # gradients at ties: lax.clamp's bounds pass none (jnp.clip's share it); a max norm's zeros share it with the 0
     # it starts from
     ("grad-lax-clamp-at-bounds", lambda xp: xp.grad(lambda x: (xp.lax.clamp(np.float32(0), x, np.float32(2)) *
