@@ -16,12 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.special as ss
+import scipy.stats as ss_stats
 
 import tgfx as tg
 import tgfx.numpy as tnp
 import tgfx.scipy.special
+import tgfx.scipy.stats
 
-TG = SimpleNamespace(np=tnp, lax=tg.lax, nn=tg.nn, special=tgfx.scipy.special, arr=tnp.asarray, grad=tg.grad)
+TG = SimpleNamespace(np=tnp, lax=tg.lax, nn=tg.nn, special=tgfx.scipy.special, stats=tgfx.scipy.stats, arr=tnp.asarray,
+                     grad=tg.grad)
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
 I = np.array([[3, -1, 4, 1], [-5, 9, 2, -6], [5, 3, -5, 8]], np.int32)
@@ -149,6 +152,12 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
      _ref(lambda: ss.gammaln(np.float32([0, -1, -2.5, 1e-30])), np.float32)),
     ("erfinv-edges", lambda xp: xp.special.erfinv(xp.arr(np.float32([-1, 1, 0, 2]))),
      _ref(lambda: ss.erfinv(np.float32([-1, 1, 0, 2])), np.float32)),
+    # scipy.stats at the edges of their parameters, as JAX's formulas give them
+    ("norm-logpdf-negative-scale", lambda xp: xp.stats.norm.logpdf(xp.arr(np.float32([-1, 0, 1])), 0.0, -1.0),
+     _ref(lambda: ss_stats.norm.logpdf(np.float32([-1, 0, 1])), np.float32)),   # (as scale 1)
+    ("uniform-cdf-nan-and-zero-scale", lambda xp: (xp.stats.uniform.cdf(xp.arr(np.float32([np.nan, -1, 0.5, 2]))),
+                                                   xp.stats.uniform.cdf(xp.arr(np.float32(0)), 0.0, 0.0)),
+     lambda: (np.float32([0, 0, 0.5, 1]), np.float32(np.nan))),
     # lax
     # (a negative start counts from the end, as JAX's allow_negative_indices: -3 is 1; then clamped into range)
     ("lax-dynamic_slice-clamped", lambda xp: xp.lax.dynamic_slice(xp.arr(X), (2, -3), (2, 2)),
@@ -272,7 +281,9 @@ def test_answers_as_jax(name: str, case: Callable[[Any], Any], ref: Any) -> None
     import jax
     import jax.numpy as jnp
     import jax.scipy.special
-    jx = SimpleNamespace(np=jnp, lax=jax.lax, nn=jax.nn, special=jax.scipy.special, arr=jnp.asarray, grad=jax.grad)
+    import jax.scipy.stats
+    jx = SimpleNamespace(np=jnp, lax=jax.lax, nn=jax.nn, special=jax.scipy.special, stats=jax.scipy.stats,
+                         arr=jnp.asarray, grad=jax.grad)
     _compare(case(TG), case(jx))
 
 

@@ -23,9 +23,10 @@ def _standardized(name: str, x: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> 
 
 
 def logpdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
-    """log of the density, -((x - loc) / scale)^2 / 2 - log(scale) - log(2 pi) / 2."""
+    """log of the density, -((x - loc) / scale)^2 / 2 - log|scale| - log(2 pi) / 2 (a negative scale is its
+    absolute value, as in JAX's, which divides by scale^2; cdf and ppf take it as it is, as JAX's)."""
     z, s = _standardized("logpdf", x, loc, scale)
-    return -0.5 * (z * z) - tnp.log(s) - 0.5 * math.log(2 * math.pi)
+    return -0.5 * (z * z) - tnp.log(tnp.abs(s)) - 0.5 * math.log(2 * math.pi)
 
 
 def pdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:

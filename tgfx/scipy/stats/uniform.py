@@ -23,9 +23,12 @@ def pdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
 
 
 def cdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
-    """0 below loc, (x - loc) / scale on the interval, 1 above."""
+    """0 below loc, (x - loc) / scale on the interval [loc, loc + scale], 1 above; as JAX's, 0 where none of these
+    holds (a NaN x) and 0 / 0 = NaN for a zero scale at x = loc."""
     xt, lt, st = promote_args_inexact("uniform.cdf", x, loc, scale)
-    return tnp.where(xt < lt, 0.0, tnp.where(xt < lt + st, (xt - lt) / st, 1.0))
+    hi = lt + st
+    inside = (xt >= lt) & (xt <= hi)
+    return tnp.where(xt < lt, 0.0, tnp.where(xt > hi, 1.0, tnp.where(inside, (xt - lt) / st, 0.0)))
 
 
 def ppf(q: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
