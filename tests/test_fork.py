@@ -90,3 +90,66 @@ def test_a_child_forked_while_a_parent_thread_held_a_program_or_compile_lock_fai
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split("\n")[:2] == ["ok", "[1.0, 3.0, 5.0, 7.0]"]
     assert "Exception ignored" not in run.stderr, run.stderr[-3000:]
+
+
+BEFORE_THE_DEVICES = textwrap.dedent("""
+    import faulthandler
+    import gc
+    import os
+    import threading
+
+    import tgfx.numpy as tnp
+    from tgfx.devices import _devices_lock, hcq
+    from tgfx.devices.hcq import ForkedRuntimeError
+    from tgfx.lowering import constants, gc_paused, schedule
+
+    def fork_while_held(locks, child):
+        held, release = threading.Event(), threading.Event()
+
+        def busy() -> None:   # a thread of the parent in tgfx as it forks, before the devices started
+            for lock in locks:
+                lock.acquire()
+            with gc_paused():
+                held.set()
+                release.wait()
+            for lock in locks:
+                lock.release()
+
+        thread = threading.Thread(target=busy)
+        thread.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            faulthandler.dump_traceback_later(30, exit=True)
+            os._exit(child())
+        release.set()
+        thread.join()
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    def computes() -> int:
+        if (tnp.arange(4.0) * 2.5).numpy().tolist() != [0, 2.5, 5, 7.5]:
+            return 3
+        return 0 if gc.isenabled() else 2   # (off for good: the thread that paused it is in the parent)
+
+    def fails_at_once() -> int:
+        try:
+            (tnp.arange(4.0) * 2.5).numpy()
+        except ForkedRuntimeError:
+            return 0
+        return 4
+
+    # the first device being made, a constant interned, a schedule cached: the child makes its own devices
+    print(fork_while_held([_devices_lock, constants._pool_lock, schedule._templates._lock], computes))
+    # the runtime being started (LLVM in use on that thread): the child is a fork of a process whose devices run
+    print(fork_while_held([hcq._runtime_lock], fails_at_once))
+    print((tnp.arange(3.0) + 1).numpy().tolist())   # the parent carries on
+""")
+
+
+def test_a_child_forked_while_a_parent_thread_was_in_tgfx_before_the_devices_started_computes() -> None:
+    # a fork copies only the forking thread: locks another thread of the parent held stay held in the child (it hung
+    # on the first of them) and a garbage collector it paused stays off; a child forked while the runtime itself was
+    # starting fails at once, as one forked after (LLVM's own locks may be held)
+    run = subprocess.run([sys.executable, "-c", BEFORE_THE_DEVICES], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split("\n")[:3] == ["0", "0", "[1.0, 2.0, 3.0]"], run.stdout + run.stderr[-3000:]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import traceback
 import weakref
 from collections.abc import Iterator, Mapping
@@ -26,6 +25,7 @@ from contextvars import ContextVar
 from types import MappingProxyType
 from typing import Any
 
+from tgfx import forksafe
 from tgfx.ir.uop import UOp
 from tgfx.lowering.inline import EscapedTracerError
 
@@ -146,7 +146,7 @@ def differentiating(who: str) -> AbstractContextManager[None]:
 # the lock keeps a write racing the map's removal of a collected key (which runs on whichever thread frees it) safe
 # without relying on the GIL's atomicity of dict operations.
 _param_owner: weakref.WeakKeyDictionary[UOp, str] = weakref.WeakKeyDictionary()
-_owner_lock = threading.Lock()
+_owner_lock = forksafe.lock()
 
 
 def record_owner(params: list[UOp] | tuple[UOp, ...], name: str) -> None:

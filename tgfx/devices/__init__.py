@@ -11,9 +11,9 @@ import atexit
 import os
 import re
 import sys
-import threading
 import types
 
+from tgfx import forksafe
 from tgfx.devices import network
 from tgfx.devices.cpu import CPUDevice
 from tgfx.devices.hcq import HCQDevice, in_forked_child
@@ -22,7 +22,7 @@ Device = HCQDevice
 
 _NAME = re.compile(r"(CPU|CUDA)(?::([0-9]+))?(?:@([0-9]+))?")
 _devices: dict[str, HCQDevice] = {}
-_devices_lock = threading.Lock()
+_devices_lock = forksafe.lock()
 
 
 # names of this process's devices, canonical (a name with a process, "CPU:1@p", depends on the process group)

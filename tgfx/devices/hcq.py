@@ -87,6 +87,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
+from tgfx import forksafe
 from tgfx.config import DEBUG, Flag
 
 # every wait, on the host or in a queue, gives up once this long passed with no progress on any engine (no EXEC or
@@ -248,11 +249,13 @@ def _shutdown_at_exit() -> None:
 
 def _after_fork_in_child() -> None:
     """A fork copies only the forking thread: a child of a process whose runtime runs fails at once on the devices
-    (not in a wait for threads that do not exist), and a child forked before it started builds its own."""
+    (not in a wait for threads that do not exist), and a child forked before it started builds its own. A child
+    forked while another thread was starting it is the first kind: that thread was in LLVM, whose locks the child
+    cannot take back."""
     global _forked_from, _runtime_lock
-    _runtime_lock = threading.Lock()     # the parent may have held it while forking
-    if _runtime is not None:
+    if _runtime is not None or _runtime_lock.locked():
         _forked_from = os.getppid()
+    _runtime_lock = threading.Lock()     # the parent may have held it while forking
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -264,7 +267,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 _FAULT_ERRORS: dict[int, HCQError] = {}          # fault id -> its error, from the drain until it is reported
 _HOST_EXCEPTIONS: dict[int, BaseException] = {}  # token a host callback returned -> the exception it raised
 _host_tokens = itertools.count(1)
-_faults_lock = threading.Lock()
+_faults_lock = forksafe.lock()
 _faults_drained = 0
 
 
@@ -711,7 +714,7 @@ class Submission(Protocol):
 
 
 _PROCESSORS: list[CommandProcessor] = []   # every engine ever opened, by index (faults name their engine by it)
-_processors_lock = threading.Lock()
+_processors_lock = forksafe.lock()
 
 
 class CommandProcessor:

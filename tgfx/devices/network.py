@@ -29,13 +29,13 @@ import stat
 import struct
 import sys
 import termios
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from tgfx import forksafe
 from tgfx.devices.cpu import CPUDevice
 from tgfx.devices.hcq import DEFAULT_TIMEOUT_S, Buffer, Program
 
@@ -65,7 +65,7 @@ class ProcessGroup:
 
 
 _group = ProcessGroup()
-_groups_lock = threading.Lock()
+_groups_lock = forksafe.lock()
 _subcomms: dict[tuple[int, ...], Any] = {}
 
 

@@ -31,11 +31,10 @@ import os
 import pathlib
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from tgfx import config
+from tgfx import config, forksafe
 
 CACHE_ROOT = "/sys/devices/system/cpu/cpu0/cache"
 # where sysfs does not say (another OS, a container hiding it): sizes every x86-64 and aarch64 server core since
@@ -439,7 +438,7 @@ def host_cores() -> int:
 
 
 # ---- what LLVM says ----
-_lock = threading.RLock()   # LLVM's initialisation, the probes, and the caches below
+_lock = forksafe.lock(reentrant=True)   # LLVM's initialisation, the probes, and the caches below
 
 
 def _llvm():  # noqa: ANN202 -- llvmlite.binding, initialised once

@@ -19,13 +19,12 @@ import hashlib
 import math
 import re
 import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tgfx import config
+from tgfx import config, forksafe
 from tgfx.counters import counters
 from tgfx.devices.hcq import Program
 from tgfx.devices.target import Target, host_target, native_target
@@ -334,10 +333,18 @@ class _SharedSetting:
     """A process-wide setting changed while any of its users run: the first to enter changes it (`enter` returns
     what to restore), the last to leave restores it (`leave`). Nested and concurrent uses share one change."""
 
-    _lock = threading.Lock()
+    _lock = forksafe.lock()
 
     def __init__(self, enter: Callable[[], Any], leave: Callable[[Any], None]) -> None:
         self.enter, self.leave, self.depth, self.saved = enter, leave, 0, None
+        forksafe.track(self)
+
+    def after_fork_in_child(self) -> None:
+        """A fork while another thread used the setting: its users stayed in the parent, so the child restores it
+        (a child running on with the garbage collector off for good would never free a cycle)."""
+        if self.depth:
+            self.depth = 0
+            self.leave(self.saved)
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:

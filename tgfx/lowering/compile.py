@@ -38,7 +38,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from tgfx import config
+from tgfx import config, forksafe
 from tgfx.counters import counters
 from tgfx.devices.target import GPUTarget, Target, check_runnable, host_target, native_target
 from tgfx.diskcache import cache_path, read_bytes, write_atomic
@@ -47,7 +47,7 @@ from tgfx.lowering import llvm_worker
 _MAGIC = b"TGFXOBJ1"
 
 
-_machines_lock = threading.Lock()
+_machines_lock = forksafe.lock()
 
 
 @functools.cache
@@ -106,7 +106,7 @@ class _Compiler:
 
 
 _compiler: _Compiler | None = None
-_compiler_lock = threading.Lock()
+_compiler_lock = forksafe.lock()
 
 
 def compiler() -> _Compiler:
@@ -262,7 +262,7 @@ class CompileWorker:
 
 
 _worker_list: list[CompileWorker] = []
-_workers_lock = threading.Lock()
+_workers_lock = forksafe.lock()
 
 
 def compile_workers() -> list[CompileWorker]:
@@ -337,7 +337,7 @@ _owners: weakref.WeakSet[CodeOwner] = weakref.WeakSet()
 _codes: weakref.WeakSet[KernelCode] = weakref.WeakSet()
 _loaded: weakref.WeakValueDictionary[str, KernelCode] = weakref.WeakValueDictionary()   # by cache key, while held
 _open_owner: CodeOwner | None = None    # the engine new objects go into until it is full
-_load_lock = threading.Lock()
+_load_lock = forksafe.lock()
 
 
 def load_object(key: str, name: str, obj: bytes, target: Target | None = None) -> KernelCode:

@@ -17,11 +17,11 @@ arguments are inputs.
 """
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 
 import numpy as np
 
+from tgfx import forksafe
 from tgfx.devices import get_device
 from tgfx.dtypes import DType, dtypes, f32_to_bf16
 from tgfx.ir.ops import GroupOp, Ops
@@ -33,7 +33,7 @@ from tgfx.lowering.layout import new_buffer
 POOL_SIZE = 4096   # interned argument buffers kept; a schedule of ever new values evicts the oldest
 _pool: OrderedDict[tuple, UOp] = OrderedDict()
 _interned: set[UOp] = set()   # the pool's buffers, for `is_interned`
-_pool_lock = threading.Lock()
+_pool_lock = forksafe.lock()
 
 
 def is_runtime_constant(u: UOp) -> bool:

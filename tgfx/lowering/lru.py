@@ -8,6 +8,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
+from tgfx import forksafe
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -20,6 +22,10 @@ class LRU(Generic[K, V]):
         self.capacity = capacity
         self._d: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
+        forksafe.track(self)
+
+    def after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()   # (another thread of the parent may have held it: `tgfx/forksafe.py`)
 
     def get(self, key: K, default: V | None = None) -> V | None:
         # no lock: each OrderedDict call is atomic (C, under the GIL), and an entry evicted between the two is

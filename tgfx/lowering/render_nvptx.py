@@ -25,14 +25,13 @@ import hashlib
 import os
 import pathlib
 import shutil
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import llvmlite.binding as llvm
 
-from tgfx import config
+from tgfx import config, forksafe
 from tgfx.counters import counters
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget, host_cores
 from tgfx.dtypes import DType
@@ -269,7 +268,7 @@ def render_nvptx(name: str, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: 
 
 
 # ---- compiling: LLVM IR to PTX ----
-_nvptx_lock = threading.Lock()
+_nvptx_lock = forksafe.lock()
 
 
 @functools.cache
@@ -381,7 +380,7 @@ __all__ = ["LaunchDims", "NVPTXRenderer", "compile_ptx", "kernel_ir", "libdevice
 
 
 _loaded: dict[tuple[str, str], Any] = {}   # (device, kernel AST key) -> the kernel the device loaded
-_loaded_lock = threading.Lock()
+_loaded_lock = forksafe.lock()
 
 
 def gpu_kernel(device: Any, ast: UOp) -> Any:
