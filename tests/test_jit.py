@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import warnings
 from typing import Any, NamedTuple
 
@@ -152,6 +153,68 @@ def test_lazy_values_read_from_a_donated_buffer_keep_the_values_they_were_built_
     np.testing.assert_allclose(y.numpy(), arr(4) + 1.0, rtol=1e-6)
     np.testing.assert_allclose(row.numpy(), arr(4)[2:] * 10.0, rtol=1e-6)
     np.testing.assert_allclose(w2.numpy(), arr(4) * 2.0, rtol=1e-6)
+
+
+def test_views_of_a_donated_tensor_keep_the_values_they_were_taken_from():
+    # JAX's `x[3]`, `x.reshape(2, 4)`, `jnp.array(x)` are arrays of their own; tgfx's are views of x's buffer until
+    # read, and they read the donating call's result ([-100.] for [5.]) when the call wrote it in place: the call
+    # takes over a copy instead
+    d = tg.jit(lambda v: v * 0 - 100, donate_argnums=0)
+    x = tg.asarray(np.full(8, 5.0, np.float32))
+    x.numpy()
+    views = [x.reshape(2, 4), x[3], x[2:6], x[None], tnp.array(x), x.reshape(1, 8).squeeze(0)]
+    out = d(x)
+    np.testing.assert_array_equal(out.numpy(), np.full(8, -100.0, np.float32))
+    for v in views:
+        np.testing.assert_array_equal(v.numpy().reshape(-1), np.full(v.size, 5.0, np.float32))
+    w = tg.asarray(np.full(8, 5.0, np.float32))   # with no view left, the buffer is still taken over in place
+    w.numpy()
+    buf_before = w.uop
+    assert d(w).uop is buf_before
+
+
+def _donating_meanwhile(x: tg.Tensor) -> tg.Tensor:
+    """x donated to a jitted call by another thread (run to its end here), as that thread would while this one
+    reads x: what a read queued after it finds in x's buffer is the call's result, -100."""
+    out = []
+    thread = threading.Thread(target=lambda: out.append(tg.jit(lambda v: v * 0 - 100, donate_argnums=0)(x)))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+def test_a_read_queued_after_another_threads_donation_of_its_buffer_is_not_its_value(monkeypatch):
+    # a thread that took x's buffer to read it (a replay, an eager graph) while another donated x queued its read
+    # after the donating call's writes: it returned the call's result as x's value. Each read here is made to come
+    # in that order; the replay raises, and an eager value built from x before the donation is the one the donating
+    # call computed first (realize_readers)
+    import tgfx.tensor as tensor_module
+    from tgfx.lowering.program import Program
+    g = tg.jit(lambda v: v + 1)
+    x = tg.asarray(np.full(8, 5.0, np.float32))
+    g(x).numpy()
+    execute = Program.execute
+
+    def donated_first(self, *args):
+        monkeypatch.setattr(Program, "execute", execute)
+        _donating_meanwhile(x)
+        return execute(self, *args)
+    monkeypatch.setattr(Program, "execute", donated_first)
+    with pytest.raises(DonatedBufferError):
+        g(x)                                        # a replay: it got [-99.]
+
+    x = tg.asarray(np.full(8, 5.0, np.float32))
+    x.numpy()
+    y = x + 1
+    lower_realize = tensor_module.lower_realize
+
+    def donated_before(*args):
+        monkeypatch.setattr(tensor_module, "lower_realize", lower_realize)
+        _donating_meanwhile(x)
+        return lower_realize(*args)
+    monkeypatch.setattr(tensor_module, "lower_realize", donated_before)
+    np.testing.assert_array_equal(y.numpy(), np.full(8, 6.0, np.float32))   # it got [-99.]
+
 
 
 def test_nested_jit_inlines_the_inner_function():

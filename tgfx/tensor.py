@@ -11,11 +11,13 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from tgfx import forksafe
 from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices import canonical_device as _canon
 from tgfx.devices.hcq import refuse_in_forked_child
@@ -909,6 +911,7 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     than the value is left lazy. It is a local of the function building the graph (take_along_axis's one-hot mask,
     n x n for the n it gathers), not state a step carries (an optimiser's moments: the size of the value they make).
     """
+    donated = donations.count   # (before the Tensors' graphs are read: see DonationLog)
     todo = [t for t in ts if not is_realized(t.uop)]
     if not todo:
         return [t.uop for t in ts]
@@ -929,20 +932,93 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
         raise user_error(e) from None
     if not differentiating:
+        if donations.count != donated and donations.since(donated, described.at if described is not None else
+                                                            set(walk(UOp(Ops.SINK, None, tuple(roots))))):
+            # a buffer the graph reads was donated by another thread as this was queued: the donating call computed
+            # the lazy Tensors reading it first (`realize_readers`), and this read may have come after its writes
+            if all(is_realized(t.uop) for t in todo):
+                return [t.uop for t in ts]
+            raise donated_meanwhile("realizing a Tensor")
         for t, u in zip(todo, uops, strict=True):
             t.uop = results[u]   # the same value either way, if another thread rebound it too
             _lazy.pop(id(t), None)
     return [results[u] if (u := t.uop) in results else u for t in ts] if differentiating else [t.uop for t in ts]
 
 
-def realize_readers(bufs: set[UOp]) -> None:
+class DonatedBufferError(RuntimeError):
+    """A Tensor was read after its buffer was donated to a jitted call (`donate_argnums`), or while another thread's
+    call took it over."""
+
+
+class DonatedTensor(Tensor):
+    """A Tensor whose buffer was donated to a jitted call: every use raises."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("__class__", "__repr__", "uop"):
+            return object.__getattribute__(self, name)
+        raise DonatedBufferError("this Tensor was donated to a jitted function (donate_argnums) and its buffer was "
+                                 "reused; use the function's result instead")
+
+    def __repr__(self) -> str:
+        return "<donated Tensor>"
+
+
+class DonationLog:
+    """The buffers jitted calls took over (`donate_argnums`), numbered. A donating call writes its results into a
+    donated buffer, queued after what was queued before it: another thread that had taken the buffer from its Tensor
+    before the Tensor was marked donated, and queued its read after the donating call, would read those results as
+    the Tensor's value. Such a reader takes `count` before it looks at its Tensors, and once its read is queued (or
+    done) asks `since` whether one of its buffers was donated meanwhile: almost always no donation at all since, one
+    comparison."""
+
+    KEPT = 1024   # donations remembered; a reader that saw more go by while it read takes its buffers as donated
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._entries: deque[tuple[int, UOp]] = deque(maxlen=self.KEPT)
+        self._lock = forksafe.lock()
+
+    def record(self, bufs: Sequence[UOp]) -> None:
+        """Buffers a donating call is about to queue its writes to (its donated Tensors already marked)."""
+        with self._lock:
+            self.count += 1
+            self._entries.extend((self.count, b) for b in bufs)
+
+    def since(self, count: int, bufs: Collection[UOp]) -> bool:
+        """Whether any of `bufs` was donated after `count` was read."""
+        if self.count == count:
+            return False
+        with self._lock:
+            if not self._entries or self._entries[0][0] > count + 1:   # forgotten: maybe
+                return True
+            return any(n > count and b in bufs for n, b in self._entries)
+
+
+donations = DonationLog()
+
+
+def donated_meanwhile(what: str) -> DonatedBufferError:
+    return DonatedBufferError(f"{what} read a buffer that a jitted call on another thread took over (donate_argnums) "
+                              f"while it read it: the value it read is that call's result. Donate a Tensor only once "
+                              f"no other thread uses it")
+
+
+def realize_readers(bufs: set[UOp], donors: Sequence[Tensor] = ()) -> set[UOp]:
     """Compute the lazy Tensors whose graphs read any of `bufs`: buffers a jitted call is about to take over for its
     results (`donate_argnums`), so those Tensors keep the values they were built from, as JAX's eagerly computed
-    ones do (`y = x + 1` then `f(x)` donating x: y read x's new contents). One walk over every lazy graph."""
-    held = [(t, t.uop) for ref in _lazy_snapshot() if (t := ref()) is not None]
+    ones do (`y = x + 1` then `f(x)` donating x: y read x's new contents). One walk over every lazy graph.
+
+    Returns those of `bufs` that a Tensor other than `donors` (the donated ones) views as it is (`x.reshape(2, 4)`,
+    `x[None]`, held beside x): no computation copies them, so the call must leave the buffer as it is. (A range of
+    one, `x[3]`, is computed as a view of its memory: that memory is then `shared`.)"""
+    skip = {id(t) for t in donors}
+    held = [(t, t.uop) for ref in _lazy_snapshot() if (t := ref()) is not None and id(t) not in skip]
+    viewed = {u.src[0] for _, u in held if u.op is Ops.RESHAPE and u.src[0] in bufs}
     held = [(t, u) for t, u in held if u.op not in _STORED and not is_realized(u)]
     if not held:
-        return
+        return viewed
     nodes = walk(UOp(Ops.SINK, None, tuple(u for _, u in held)))
     reads: set[UOp] = set()
     for u in nodes:
@@ -951,6 +1027,7 @@ def realize_readers(bufs: set[UOp]) -> None:
     traced, _ = _with_params(nodes)   # (a value of a trace still running is computed later)
     if readers := [t for t, u in held if u in reads and u not in traced]:
         realize(*readers)
+    return viewed
 
 
 def block_until_ready(tree: Any) -> Any:

@@ -44,31 +44,24 @@ from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
-from tgfx.tensor import Tensor, is_weak, realize, realize_readers, weak, weak_like
+from tgfx.tensor import DonatedBufferError as DonatedBufferError
+from tgfx.tensor import (
+    DonatedTensor,
+    Tensor,
+    donated_meanwhile,
+    donations,
+    is_weak,
+    realize,
+    realize_readers,
+    weak,
+    weak_like,
+)
 from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active, collecting_effects
 from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
 
-
-class DonatedBufferError(RuntimeError):
-    pass
-
-
-class DonatedTensor(Tensor):
-    """A Tensor whose buffer was donated to a jitted call: every use raises."""
-
-    __slots__ = ()
-
-    def __getattribute__(self, name: str) -> Any:
-        if name in ("__class__", "__repr__", "uop"):
-            return object.__getattribute__(self, name)
-        raise DonatedBufferError("this Tensor was donated to a jitted function (donate_argnums) and its buffer was "
-                                 "reused; use the function's result instead")
-
-    def __repr__(self) -> str:
-        return "<donated Tensor>"
 
 
 LeafSpec = tuple[str, Any]  # ("tensor", (shape, dtype, device, layout, weak)), ("weak", ...) or ("static", value)
@@ -373,26 +366,39 @@ class Jit:
 
     def _run(self, prog: Program, outs: Outputs, tensors: list[Tensor], args: tuple) -> Any:
         """Replay `prog` on the Tensor leaves `tensors` (any program: sharded, donating, lazy inputs)."""
+        donated = donations.count   # (before the Tensors are read: see DonationLog)
+        for t in tensors:
+            if type(t) is DonatedTensor:   # donated by another thread since this call looked at its arguments
+                t.shape   # noqa: B018 -- raises, naming the donation
         in_bufs = [buffer_view(t.uop) for t in tensors]
         if None in in_bufs:  # not yet computed, or sharded: one input per device part
             realize(*tensors)
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
-        mems = [buffer_memory(b, allocate=False) for b in in_bufs]
-        for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas, a buffer passed
-            # as another argument too, which the program may still read after writing a result here): the program
-            # takes over a copy of it
-            if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1:
-                in_bufs[i] = copy_buffer(in_bufs[i])
-                mems[i] = buffer_memory(in_bufs[i], allocate=False)
-        if prog.donated_inputs:   # lazy values read from a donated buffer are computed before it is taken over
-            realize_readers({in_bufs[i] for i in prog.donated_inputs})
-        results = prog.execute(mems, in_bufs)
-        if prog.sharded:
-            results = prog.unflatten(results)
         if prog.donated_inputs:
+            # the donated Tensors marked first: another thread reading one from now on fails at the Tensor
             owners = [t for t in tensors for _ in device_parts(t.uop)]  # the Tensor of each input
             for i in prog.donated_inputs:
                 object.__setattr__(owners[i], "__class__", DonatedTensor)
+            # lazy values read from a donated buffer are computed before it is taken over; views of it other Tensors
+            # hold (`x[3]`, `x.reshape(2, 4)` beside x) keep reading it
+            viewed = realize_readers({in_bufs[i] for i in prog.donated_inputs}, owners)
+        mems = [buffer_memory(b, allocate=False) for b in in_bufs]
+        for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas, a range another
+            # Tensor views, a buffer passed as another argument too, which the program may still read after writing
+            # a result here) or a buffer another Tensor views: the program takes over a copy of it
+            if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1 or in_bufs[i] in viewed:
+                in_bufs[i] = copy_buffer(in_bufs[i])
+                mems[i] = buffer_memory(in_bufs[i], allocate=False)
+        if prog.donated_inputs:
+            # the buffers about to be written logged before anything is queued: another thread's read of one, queued
+            # after this call's writes, can tell (DonationLog)
+            donations.record([in_bufs[i] for i in prog.donated_inputs])
+            donated = donations.count   # (this call's own donations are no reason to fail it)
+        results = prog.execute(mems, in_bufs)
+        if donations.count != donated and donations.since(donated, in_bufs):
+            raise donated_meanwhile(f"jit({self.name})")
+        if prog.sharded:
+            results = prog.unflatten(results)
         return _as_tree(outs, results)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
@@ -587,6 +593,7 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
     general path (an input not yet computed, a program that donates or shards, an int out of range: the general path
     says so)."""
     mems, bufs, taken = [], [], []
+    donated = donations.count   # (before the Tensors are read: see DonationLog)
     try:
         for i, x in enumerate(leaves):
             if type(x) is Tensor:
@@ -618,7 +625,10 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
                 return None
             mems.append(mem)
             bufs.append(u)
-        return prog.execute(mems, bufs)
+        results = prog.execute(mems, bufs)
+        if donations.count != donated and donations.since(donated, bufs):
+            raise donated_meanwhile("a jitted call")
+        return results
     finally:   # the program's scalar buffers this call took: readable until the timeline passes its submission
         for args, entry in taken:
             args.release(entry)
