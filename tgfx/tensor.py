@@ -977,14 +977,15 @@ class DonationLog:
 
     def __init__(self) -> None:
         self.count = 0
-        self._entries: deque[tuple[int, UOp]] = deque(maxlen=self.KEPT)
+        # weakly: the log must not keep a buffer's memory (a reader holds the buffers it reads)
+        self._entries: deque[tuple[int, weakref.ref[UOp]]] = deque(maxlen=self.KEPT)
         self._lock = forksafe.lock()
 
     def record(self, bufs: Sequence[UOp]) -> None:
         """Buffers a donating call is about to queue its writes to (its donated Tensors already marked)."""
         with self._lock:
             self.count += 1
-            self._entries.extend((self.count, b) for b in bufs)
+            self._entries.extend((self.count, weakref.ref(b)) for b in bufs)
 
     def since(self, count: int, bufs: Collection[UOp]) -> bool:
         """Whether any of `bufs` was donated after `count` was read."""
@@ -993,7 +994,7 @@ class DonationLog:
         with self._lock:
             if not self._entries or self._entries[0][0] > count + 1:   # forgotten: maybe
                 return True
-            return any(n > count and b in bufs for n, b in self._entries)
+            return any(n > count and (b := ref()) is not None and b in bufs for n, ref in self._entries)
 
 
 donations = DonationLog()
