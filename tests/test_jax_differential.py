@@ -205,6 +205,9 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
     ("grad-lax-clamp-at-bounds", lambda xp: xp.grad(lambda x: (xp.lax.clamp(np.float32(0), x, np.float32(2)) *
                                                                 xp.arr(X[0])).sum())(xp.arr(np.float32([2, 1, 0, 3]))),
      lambda: np.float32([0, X[0, 1], 0, 0])),
+    ("grad-cummax-ties", lambda xp: xp.grad(lambda x: (xp.lax.cummax(x) * xp.arr(np.arange(1, 7, dtype=np.float32))
+                                                       ).sum())(xp.arr(np.float32([2, 1, 2, 0, -1, 2]))),
+     lambda: np.float32([10.5, 0, 7.5, 0, 0, 3])),   # (JAX's shares: its associative scan's tree)
     ("grad-norm-inf-at-zero", lambda xp: xp.grad(lambda x: xp.np.linalg.norm(x, np.inf))(xp.arr(np.zeros(3,
                                                                                                      np.float32))),
      lambda: np.full(3, 1 / 6, np.float32)),

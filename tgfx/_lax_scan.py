@@ -255,15 +255,32 @@ def cumprod(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     return _cumulative("cumprod", operand, axis, reverse, NUMBER, ew.multiply, _reduce.masked_product)
 
 
+def _cum_extremum(name: str, operand: ArrayLike, axis: int, reverse: bool, pair: Callable) -> Tensor:
+    x = _arg(operand)
+    if x.dtype.is_float and x.ndim > 0:
+        # JAX's derivative: that of its associative_scan of max (min), whose ties split a gradient in halves down
+        # the scan's tree, so the same tree gives the same shares (the doubling steps' tree gives others)
+        # (traced once per signature, as `_reduce.scan`: an eager call replays its schedule)
+        return _extremum_scan(x, normalize_axis(axis, x.ndim, f"lax.{name}"), reverse, pair)
+    return _cumulative(name, x, axis, reverse, INT + FLOAT + COMPLEX, pair, None)
+
+
+def _extremum_scan_body(x: Tensor, axis: int, reverse: bool, pair: Callable) -> Tensor:
+    return associative_scan(pair, x, reverse=reverse, axis=axis)
+
+
+_extremum_scan = function(_extremum_scan_body, cache=True)
+
+
 def cummax(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     """The running maximum along `axis`, as `jax.lax.cummax` (a NaN stays from where it appears; complex values in
-    `tnp.less`'s order)."""
-    return _cumulative("cummax", operand, axis, reverse, INT + FLOAT + COMPLEX, ew.maximum, None)
+    `tnp.less`'s order). Its derivative at ties is JAX's (see `_cum_extremum`)."""
+    return _cum_extremum("cummax", operand, axis, reverse, ew.maximum)
 
 
 def cummin(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
     """The running minimum along `axis`, as `jax.lax.cummin`."""
-    return _cumulative("cummin", operand, axis, reverse, INT + FLOAT + COMPLEX, ew.minimum, None)
+    return _cum_extremum("cummin", operand, axis, reverse, ew.minimum)
 
 
 def cumlogsumexp(operand: ArrayLike, axis: int = 0, reverse: bool = False) -> Tensor:
