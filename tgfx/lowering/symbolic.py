@@ -112,12 +112,22 @@ def _term_over(t: UOp, k: int) -> UOp:
     return _term(base, coef // k, t)
 
 
+def _constants_added(terms: list[UOp], like: UOp) -> list[UOp]:
+    """A sum's terms with its constants added into one, last (none if they cancel): `r*32 + 32 + s*16 + -32`, a range
+    offset by its lower bound under a condition (`simplify_given_valid`), is r*32 + s*16, every term non-negative."""
+    consts = [t for t in terms if t.op is Ops.CONST]
+    if len(consts) < 2:
+        return terms
+    total = sum(t.arg for t in consts)
+    return [t for t in terms if t.op is not Ops.CONST] + ([like.const_like(total)] if total else [])
+
+
 def divide_sum(x: UOp, d: UOp) -> UOp | None:
     """(a*c*k + r) // c -> a*k + r // c when every part is non-negative."""
     c = d.arg
     if c <= 0 or x.vmin < 0 or x.op is not Ops.ADD:
         return None
-    terms = sum_terms(x)
+    terms = _constants_added(sum_terms(x), x)
     if any(t.vmin < 0 for t in terms):
         return None
     quot = [t for t in terms if _coef(t)[1] % c == 0]
@@ -142,7 +152,7 @@ def mod_sum(x: UOp, d: UOp) -> UOp | None:
     c = d.arg
     if c <= 0 or x.vmin < 0 or x.op is not Ops.ADD:
         return None
-    terms = sum_terms(x)
+    terms = _constants_added(sum_terms(x), x)
     if any(t.vmin < 0 for t in terms):
         return None
     keep = []
@@ -286,21 +296,43 @@ pm_symbolic = PatternMatcher([
 
 # ---- an index read only where a condition holds, simplified within the bounds the condition puts on loops ----
 def _narrowed(valid: UOp) -> dict[UOp, tuple[int, int]]:
-    """The bounds the clauses `r < c` and `c < r` of condition `valid` (an AND of them) put on loop ranges r, where
-    narrower than the range's own."""
+    """The bounds the clauses `e < c` and `c < e` of condition `valid` (an AND of them) put on loop ranges, where
+    narrower than the range's own: `e` a range, or a sum of positive multiples of ranges and a constant, each range
+    bounded with the others at their extremes (`1 < r * 2 + s` with s < 2: r >= 1, a concatenation's second piece
+    read through an interleave)."""
     bounds: dict[UOp, tuple[int, int]] = {}
     stack = [valid]
     while stack:
         c = stack.pop()
         if c.op is Ops.AND:
             stack.extend(c.src)
-        elif c.op is Ops.CMPLT and c.src[0].op is Ops.RANGE and c.src[1].op is Ops.CONST:
-            lo, hi = bounds.get(c.src[0], (0, c.src[0].src[0].arg - 1))
-            bounds[c.src[0]] = (lo, min(hi, c.src[1].arg - 1))
-        elif c.op is Ops.CMPLT and c.src[1].op is Ops.RANGE and c.src[0].op is Ops.CONST:
-            lo, hi = bounds.get(c.src[1], (0, c.src[1].src[0].arg - 1))
-            bounds[c.src[1]] = (max(lo, c.src[0].arg + 1), hi)
+        elif c.op is Ops.CMPLT and c.src[1].op is Ops.CONST:
+            _bound_sum(c.src[0], None, c.src[1].arg - 1, bounds)
+        elif c.op is Ops.CMPLT and c.src[0].op is Ops.CONST:
+            _bound_sum(c.src[1], c.src[0].arg + 1, None, bounds)
     return {r: (lo, hi) for r, (lo, hi) in bounds.items() if lo <= hi and (lo, hi) != (0, r.src[0].arg - 1)}
+
+
+def _bound_sum(e: UOp, lo: int | None, hi: int | None, bounds: dict[UOp, tuple[int, int]]) -> None:
+    """Narrow `bounds` (range -> (lo, hi)) by `lo <= e <= hi` (either None: unbounded), for `e` a sum of positive
+    multiples of distinct ranges and a constant; nothing for any other `e`."""
+    if not isinstance(lo, (int, type(None))) or not isinstance(hi, (int, type(None))):
+        return
+    terms = [_coef(t) for t in sum_terms(e)]
+    rs = [(b, k) for b, k in terms if b is not None]
+    if not rs or any(b.op is not Ops.RANGE or k <= 0 for b, k in rs) or len({b for b, _ in rs}) != len(rs):
+        return
+    const = sum(k for b, k in terms if b is None)
+
+    def own(r: UOp) -> tuple[int, int]:
+        return bounds.get(r, (0, r.src[0].arg - 1))
+    for r, k in rs:
+        r_lo, r_hi = own(r)
+        if lo is not None:   # k * r >= lo - const - (the others at their most)
+            r_lo = max(r_lo, -(-(lo - const - sum(kk * own(b)[1] for b, kk in rs if b is not r)) // k))
+        if hi is not None:   # k * r <= hi - const - (the others at their least)
+            r_hi = min(r_hi, (hi - const - sum(kk * own(b)[0] for b, kk in rs if b is not r)) // k)
+        bounds[r] = (r_lo, r_hi)
 
 
 def divmods(nodes: list[UOp]) -> int:
@@ -308,29 +340,60 @@ def divmods(nodes: list[UOp]) -> int:
     return sum(u.op in (Ops.IDIV, Ops.MOD) for u in nodes)
 
 
-def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
-    """`where(valid, idx, 0)` in index arithmetic: idx is used only where valid holds, so it may be simplified as if
-    the loops valid bounds ran only there: each such range r in [lo, hi] becomes lo + r' (r' a range of hi - lo + 1)
-    for the rules, and r - lo again after. A read of one piece of a concatenation (the heads of q, k and v's
-    gradients joined into one matrix) loses the divisions and remainders the full range needed
-    (`(r % 32) + ((t + r // 128) % 64) * 32 + ((r + t * 128) // 8192) * 8192` under r < 128 is `r % 32 + t * 32`);
-    kept only when it has fewer of them."""
-    if not idx.dtype.is_int or not (bounds := _narrowed(valid)):
-        return None
-    nodes = idx.toposort()
+def _within(x: UOp, bounds: dict[UOp, tuple[int, int]]) -> UOp | None:
+    """`x` simplified as if each range r of `bounds` ran only over [lo, hi]: r becomes lo + r' (r' a range of
+    hi - lo + 1) for the rules, and r - lo again after. None unless that leaves fewer divisions and remainders."""
+    nodes = x.toposort()
     deps = set(nodes)
     bounds = {r: b for r, b in bounds.items() if r in deps}
     if not bounds or not (before := divmods(nodes)):
         return None
     fresh = {r: UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, hi - lo + 1),), (-1 - i, "given"))
              for i, (r, (lo, hi)) in enumerate(bounds.items())}
-    inner = idx.substitute({r: fresh[r] + lo if lo else fresh[r] for r, (lo, _) in bounds.items()})
+    inner = x.substitute({r: fresh[r] + lo if lo else fresh[r] for r, (lo, _) in bounds.items()})
     inner = graph_rewrite(inner, pm_symbolic, name="symbolic given valid")
     out = inner.substitute({fresh[r]: r + -lo if lo else r for r, (lo, _) in bounds.items()})
-    return x.replace(src=(valid, out, x.src[2])) if divmods(out.toposort()) < before else None
+    return out if divmods(out.toposort()) < before else None
+
+
+def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
+    """`where(valid, idx, 0)` in index arithmetic: idx is used only where valid holds, so it may be simplified as if
+    the loops valid bounds ran only there (`_within`). A read of one piece of a concatenation (the heads of q, k and
+    v's gradients joined into one matrix) loses the divisions and remainders the full range needed
+    (`(r % 32) + ((t + r // 128) % 64) * 32 + ((r + t * 128) // 8192) * 8192` under r < 128 is `r % 32 + t * 32`);
+    kept only when it has fewer of them."""
+    if not idx.dtype.is_int or not (bounds := _narrowed(valid)) or (out := _within(idx, bounds)) is None:
+        return None
+    return x.replace(src=(valid, out, x.src[2]))
+
+
+def _clauses(c: UOp) -> list[UOp]:
+    return [t for s in c.src for t in (_clauses(s) if s.op is Ops.AND else [s])]
+
+
+def simplify_clauses(x: UOp) -> UOp | None:
+    """A condition's clauses (an AND of them), each simplified given the others (a clause matters only where they
+    hold): a padded read through an interleave, `1 < r*2 + s and ((r*32 + s*16 + lane - 32) // 16) % 2 < 1`, whose
+    division the first clause makes exact (r >= 1), is `... and s < 1`, no longer varying along the lanes."""
+    if not x.dtype.is_bool or len(clauses := _clauses(x)) < 2:
+        return None
+    new = list(clauses)
+    for i, c in enumerate(clauses):
+        if divmods(c.toposort()) and (bounds := _narrowed(_all(clauses[:i] + clauses[i + 1:]))) and \
+                (out := _within(c, bounds)) is not None:
+            new[i] = out
+    return _all(new) if any(a is not b for a, b in zip(new, clauses, strict=True)) else None
+
+
+def _all(cs: list[UOp]) -> UOp:
+    out = cs[0]
+    for c in cs[1:]:
+        out = UOp(Ops.AND, out.dtype, (out, c))
+    return out
 
 
 pm_given_valid = PatternMatcher([
     (UPat(Ops.WHERE, src=(UPat.var("valid"), UPat.var("idx"), UPat.cvar("zero")), name="x"),
      lambda x, valid, idx, zero: simplify_given_valid(x, valid, idx) if zero.arg == 0 else None),
+    (UPat(Ops.AND, name="x"), simplify_clauses),
 ], pure=True)
