@@ -373,6 +373,25 @@ def test_a_transpose_read_through_a_pad_gets_no_square_tile():
     np.testing.assert_allclose(got.numpy(), np.exp2(np.pad(x.T[:, :-1], ((0, 0), (1, 0))) * y.T), rtol=1e-5)
 
 
+def test_a_read_masked_along_the_reduce_alone_is_a_vector_of_the_lanes():
+    # out[j] = sum_i x[i + 1, j] (0 past the end): the read's mask changes along the reduce but is the same for every
+    # lane j, one compare a step: the lanes are one masked vector load. They were copies of the whole element (an
+    # LRU's scan gradient, its interleaved levels' masks: 16 scalar copies of its transcendentals, 305 KB of IR, 34
+    # KB as a vector). (A mask that changes along the lanes too, a convolution's padded input, keeps lane copies)
+    from tgfx.lowering.kernel_opts import is_vector_range
+    n, m = 64, 16
+    x = UOp(Ops.RESHAPE, dtypes.float32, (g(1, n * m),), (n, m))
+    shifted = UOp(Ops.PAD, dtypes.float32, (UOp(Ops.SHRINK, dtypes.float32, (x,), ((1, n), (0, m))),), ((0, 1), (0, 0)))
+    red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (UOp(Ops.EXP2, dtypes.float32, (shifted,)),), (Ops.ADD, (0,)))
+    out = UOp(Ops.RESHAPE, dtypes.float32, (red,), (m,))
+    sink = index_level(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, m), out)),)))
+    (lane_axis,) = [a for a, r in ranges(sink).items() if r.arg[1] == "loop"]
+    assert any(is_vector_range(u) for u in apply_opt(sink, Opt("UPCAST", lane_axis, m)).toposort())
+    v = np.random.default_rng(0).standard_normal((n, m)).astype(np.float32)
+    got = tg.jit(lambda t: tnp.exp2(tnp.pad(t[1:], ((0, 1), (0, 0)))).sum(0))(tg.asarray(v))
+    np.testing.assert_allclose(got.numpy(), np.exp2(np.pad(v[1:], ((0, 1), (0, 0)))).sum(0), rtol=1e-5)
+
+
 def test_a_transpose_that_gathers_gets_no_square_tile():
     # out[k, i] = x[i, idx[i, k]] (`take_along_axis` by a sorted order, transposed back, as `tnp.sort(z, axis=0)` of
     # 16 columns does): every lane of a square tile would gather on its own, 256 copies of the load (0.7 s of LLVM).

@@ -249,16 +249,18 @@ def unit_stride(index: UOp, lane: UOp) -> bool:
 
 def masked_unit_stride(index: UOp, lane: UOp) -> tuple[UOp, UOp, list[UOp]] | None:
     """(valid, e, rest) if `index` is `where(valid, e, 0)` plus terms `rest` that do not depend on `lane`, with `e`
-    read side by side by the lanes and `valid` computed outside any reduce loop (a padded axis's tail): a read the
-    renderer loads as one masked vector from lane 0 of `e + rest` (a lane whose mask fails reads nothing). None
-    otherwise. A convolution's padded input, whose validity changes with the kernel's taps inside the reduce loop, is
-    not: as a vector its mask took as many vector compares as the loop has FMAs (the CNN step's second convolution
-    190 -> 230 us); its lanes stay copies, whose masks the renderer builds from each lane's folded condition."""
+    read side by side by the lanes and `valid` computed outside any reduce loop (a padded axis's tail) or the same
+    for every lane (one compare a step of the reduce: a shifted row summed, an interleave's slot): a read the renderer
+    loads as one masked vector from lane 0 of `e + rest` (a lane whose mask fails reads nothing). None otherwise. A
+    convolution's padded input, whose validity changes with the kernel's taps inside the reduce loop and along the
+    lanes, is not: as a vector its mask took as many vector compares as the loop has FMAs (the CNN step's second
+    convolution 190 -> 230 us); its lanes stay copies, whose masks the renderer builds from each lane's folded
+    condition."""
     terms = sum_terms(index)
     clamped = [t for t in terms if lane in range_deps(t)]
     if len(clamped) != 1 or (w := clamped[0]).op is not Ops.WHERE or w.src[2].op is not Ops.CONST or \
             w.src[2].arg != 0 or not unit_stride(w.src[1], lane) or \
-            any(r.arg[1] == "reduce" for r in range_deps(w.src[0])):
+            (lane in range_deps(w.src[0]) and any(r.arg[1] == "reduce" for r in range_deps(w.src[0]))):
         return None
     return w.src[0], w.src[1], [t for t in terms if t is not w]
 
