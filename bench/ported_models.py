@@ -18,7 +18,7 @@ def linear(fw: Fw, rng: np.random.Generator, i: int, o: int, scale: float | None
 
 def unet(fw: Fw, quick: bool) -> Step:
     xp, lax = fw.xp, fw.lax
-    b, size, chans, groups, temb = (4, 8, (8, 16, 32), 4, 16) if quick else (16, 32, (32, 64, 128), 8, 64)
+    b, size, chans, groups, temb = (4, 8, (8, 16), 4, 16) if quick else (16, 32, (32, 64, 128), 8, 64)
     steps, half = 1000, temb // 4
     rng = np.random.default_rng(0)
     dims = ("NHWC", "HWIO", "NHWC")
@@ -32,11 +32,12 @@ def unet(fw: Fw, quick: bool) -> Step:
                 "g1": fw.asarray(np.ones(i, np.float32)), "b1": fw.asarray(np.zeros(i, np.float32)),
                 "g2": fw.asarray(np.ones(o, np.float32)), "b2": fw.asarray(np.zeros(o, np.float32)),
                 "skip": fw.asarray(init(rng, i, o))}
-    c0, c1, c2 = chans
+    wider = list(zip(chans, chans[1:], strict=False))                 # each level's channels and the next one's
     params = {"time1": linear(fw, rng, 2 * half, temb), "time2": linear(fw, rng, temb, temb),
-              "stem": conv_p(3, c0), "down0": block_p(c0, c0), "pool0": conv_p(c0, c1), "down1": block_p(c1, c1),
-              "pool1": conv_p(c1, c2), "mid": block_p(c2, c2), "upconv1": conv_p(c2, c1), "up1": block_p(2 * c1, c1),
-              "upconv0": conv_p(c1, c0), "up0": block_p(2 * c0, c0), "out": conv_p(c0, 3)}
+              "stem": conv_p(3, chans[0]), "down": [block_p(c, c) for c in chans[:-1]],
+              "pool": [conv_p(c, n) for c, n in wider], "mid": block_p(chans[-1], chans[-1]),
+              "upconv": [conv_p(n, c) for c, n in wider], "up": [block_p(2 * c, c) for c in chans[:-1]],
+              "out": conv_p(chans[0], 3)}
     freqs = fw.asarray(np.exp(-math.log(10000) * np.arange(half) / half).astype(np.float32))
     alpha_bar = np.cumprod(1 - np.linspace(1e-4, 0.02, steps))
     signal, noise_scale = (fw.asarray(a.astype(np.float32)) for a in (np.sqrt(alpha_bar), np.sqrt(1 - alpha_bar)))
@@ -70,11 +71,14 @@ def unet(fw: Fw, quick: bool) -> Step:
         angle = t[:, None].astype(xp.float32) * freqs[None, :]
         t = xp.concatenate([xp.sin(angle), xp.cos(angle)], axis=-1)  # the sinusoidal time embedding
         t = dense(p["time2"], fw.nn.silu(dense(p["time1"], t)))
-        h0 = block(p["down0"], conv(p["stem"], x), t)                 # size
-        h1 = block(p["down1"], conv(p["pool0"], h0, 2), t)            # size / 2
-        h = block(p["mid"], conv(p["pool1"], h1, 2), t)               # size / 4
-        h = block(p["up1"], xp.concatenate([up(p["upconv1"], h), h1], axis=-1), t)
-        h = block(p["up0"], xp.concatenate([up(p["upconv0"], h), h0], axis=-1), t)
+        h, skips = conv(p["stem"], x), []
+        for down, pool in zip(p["down"], p["pool"], strict=True):    # each level down: half the size
+            h = block(down, h, t)
+            skips.append(h)
+            h = conv(pool, h, 2)
+        h = block(p["mid"], h, t)
+        for up_p, upconv, skip in reversed(list(zip(p["up"], p["upconv"], skips, strict=True))):
+            h = block(up_p, xp.concatenate([up(upconv, h), skip], axis=-1), t)   # the skip by concatenation
         return conv(p["out"], fw.nn.silu(h))
 
     def loss(p: Any, x0: Any, noise: Any, t: Any) -> Any:
@@ -145,7 +149,7 @@ def nerf(fw: Fw, quick: bool) -> Step:
 
 def _lru(fw: Fw, quick: bool, associative: bool) -> Step:
     xp, lax = fw.xp, fw.lax
-    b, length, features, d, state, classes = (2, 64, 4, 16, 16, 4) if quick else (8, 1024, 4, 64, 64, 10)
+    b, length, features, d, state, classes = (2, 16, 4, 16, 16, 4) if quick else (8, 1024, 4, 64, 64, 10)
     rng = np.random.default_rng(0)
 
     def lru_p() -> dict[str, Any]:                                    # the LRU paper's initialisation

@@ -488,3 +488,30 @@ def test_a_scientific_program_computes_jaxs_values(name):
     from bench.frameworks import tgfx_fw
     run = getattr(ported_science, name)(tgfx_fw(), True)
     np.testing.assert_allclose([float(run(i)) for i in range(3)], SCIENCE[name], rtol=1e-5)
+
+
+# the first two steps' losses of bench/ported_models.py's programs at their quick sizes under jax 0.10.2 (CPU, the
+# bench's jax Fw): the same numpy initial values and batches, the second step's after an Adam update by the first's
+# gradient
+_JAX_LOSSES = {
+    "unet": (1.1977226734161377, 1.220166802406311),
+    "nerf": (0.15139886736869812, 0.14896661043167114),
+    "lru": (1.7869445085525513, 1.4415361881256104),
+    "lru_scan": (1.78694486618042, 1.4415361881256104),
+    "mamba": (4.339394569396973, 4.282291412353516),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_JAX_LOSSES))
+def test_a_model_program_trains_as_it_does_under_jax(name):
+    """Model families as JAX users write them (bench/ported_models.py, a jitted step with Adam): a U-Net denoiser
+    (group norm, strided convolutions down, `conv_transpose` up, skips concatenated), NeRF (positional encodings, an
+    exclusive `cumprod` of transmittances), a linear recurrent unit by `associative_scan` and by `scan`, and a
+    Mamba-style selective scan. Their quick forms' first two losses are jax's."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # bench/ is not installed
+    from bench import ported_models
+    from bench.frameworks import tgfx_fw
+    run = getattr(ported_models, name)(tgfx_fw(), True)
+    np.testing.assert_allclose([float(run(i)) for i in range(2)], _JAX_LOSSES[name], rtol=1e-4)
