@@ -250,3 +250,49 @@ def test_unused_pure_callback_may_be_dropped_but_io_callback_runs(capsys):
     f(1.0).block_until_ready()
     assert calls == ["io"]
     assert lines(capsys) == ["a", "b 2.0"]
+
+
+CALLS_TGFX = """
+import faulthandler
+import numpy as np
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.devices.hcq import HCQCallbackError, HCQExecError
+
+faulthandler.dump_traceback_later(60, exit=True)
+w = tnp.arange(4.0) * 2
+w.numpy()
+
+def computes(x):    # what a JAX user may write: the framework's own ops inside the callback
+    return (tnp.asarray(x) * 2 + 1).numpy()
+
+def reads(x):
+    return x + w.numpy()
+
+spec = tg.ShapeDtypeStruct((4,), tg.dtypes.float32)
+for name, fn in [("computes", computes), ("reads", reads)]:
+    for how, f in [("jit", tg.jit(lambda v: tg.pure_callback(fn, spec, v * 3) + 1)),
+                   ("eager", lambda v: tg.pure_callback(fn, spec, v * 3) + 1)]:
+        try:
+            got = f(tg.asarray(np.arange(4, dtype=np.float32))).numpy().tolist()
+            # a read that need not wait (the value was written before the callback's submission) is fine
+            print(name, how, "ok" if name == "reads" and got == [1.0, 6.0, 11.0, 16.0] else got)
+        except HCQExecError as e:
+            print(name, how, "ok" if isinstance(e.__cause__, HCQCallbackError) else repr(e))
+print((w + 1).numpy().tolist())
+"""
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "ring"])
+def test_a_callback_using_tgfx_raises_instead_of_waiting_for_itself(inline):
+    # the callback runs between the device's kernels (on its processor, or on the caller inline while it holds the
+    # device's submit lock): a tgfx computation or read inside it waited for a device that waited for the callback.
+    # It hung for good; it raises a clear error, and the device carries on
+    import os
+    import subprocess
+    import sys
+    env = {**os.environ, "TGFX_INLINE_BYTES": "-1" if inline else "0"}
+    run = subprocess.run([sys.executable, "-c", CALLS_TGFX], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines() == [f"{n} {h} ok" for n in ("computes", "reads") for h in ("jit", "eager")] + \
+        ["[1.0, 3.0, 5.0, 7.0]"], run.stdout + run.stderr[-2000:]

@@ -40,7 +40,7 @@ import numpy as np
 
 from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE, get_device
-from tgfx.devices.hcq import Program
+from tgfx.devices.hcq import Program, running_callback
 from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, host_np, to_dtype
 from tgfx.function import is_grad_input
 from tgfx.ir.ops import Ops
@@ -102,7 +102,8 @@ class HostCallback:
         first_in = n_out + int(chained)
         ptrs = (ctypes.c_uint64 * (first_in + len(self.ins))).from_address(bufs_addr)
         args = [_read(int(ptrs[first_in + i]), shape, dtype) for i, (shape, dtype) in enumerate(self.ins)]
-        got = self.fn(args)
+        with running_callback(self.name):
+            got = self.fn(args)
         self.runs += 1
         if not self.outs:
             return

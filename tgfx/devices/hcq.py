@@ -71,6 +71,7 @@ lazily into `HCQDevice.profile_events` (and prints, with `DEBUG>=1`, at the next
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import enum
 import functools
@@ -81,7 +82,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -134,6 +135,11 @@ class HCQExecError(HCQError):
 class HCQNoWriterError(HCQError):
     """The host waits for a signal value that no submitted queue will write (a lost or never-made submission): raised
     as soon as that is known, instead of a timeout."""
+
+
+class HCQCallbackError(HCQError):
+    """A host callback computed or read Tensors with tgfx while it ran between a device's kernels: that would wait on
+    a device that waits for the callback."""
 
 
 class ForkedRuntimeError(HCQError):
@@ -597,6 +603,31 @@ _PROGRAM_NAMES: dict[int, str] = {}       # id -> name, for profile events and f
 _program_ids = itertools.count(1)
 
 
+_callback = threading.local()   # `name`: the host callback this thread runs now (a processor's, or inline)
+
+
+@contextlib.contextmanager
+def running_callback(name: str) -> Iterator[None]:
+    """Mark the calling thread as running host callback `name` (a user's Python function run as a device command):
+    until it returns, a submission or a blocking wait from it raises `HCQCallbackError` instead of waiting on a
+    device that waits for the callback (the device's processor runs it, or the caller runs it inline holding the
+    device's submit lock: either hung for good)."""
+    outer = getattr(_callback, "name", None)
+    _callback.name = name
+    try:
+        yield
+    finally:
+        _callback.name = outer
+
+
+def _refuse_in_callback(what: str) -> None:
+    if (name := getattr(_callback, "name", None)) is not None:
+        raise HCQCallbackError(
+            f"{name} used tgfx ({what}) while it ran as a host callback between a device's kernels: it would wait on "
+            f"a device that waits for the callback to return. Compute with numpy inside a callback (its arguments "
+            f"are numpy arrays), and pass the Tensors it needs as arguments instead of reading them there")
+
+
 def _call_host_kernel(fn: KernelFn, bufs: int | None, vals: int | None, core: int) -> int:
     """Run a Python program for one core id on a processor thread (ctypes takes the GIL); 0, or an error token."""
     try:
@@ -856,6 +887,7 @@ class HCQDevice:
         has passed."""
         if _forked_from is not None:
             host_runtime()                                # raises: this is a fork of the process that runs them
+        _refuse_in_callback(f"a submission to {self.name}")
         proc = self.processors[cb.engine]
         proc.keep_events()                                # before the processor overwrites them
         with self._submit_lock:
@@ -914,6 +946,7 @@ class HCQDevice:
         sig = self.timeline
         if value > self.timeline_value:
             raise HCQNoWriterError(f"{waiter} for signal {sig.name!r} to reach {value}: {self._lost(value)}")
+        _refuse_in_callback(waiter)
         clock = _Stall(timeout)
         while True:
             left = clock.left()
