@@ -410,6 +410,40 @@ def test_a_sum_of_matmuls_in_one_reduce_is_each_its_own_contraction():
     np.testing.assert_allclose(dx.numpy(), sum(c @ w.T for w, c in zip(ws, cs, strict=True)), rtol=1e-4, atol=1e-4)
 
 
+def test_a_complex_contraction_is_a_contraction_per_product():
+    """A complex einsum's real part sums fma(ar, br, -(ai * bi)) (tgfx/lowering/complex.py rounds each product as
+    numpy does): as one reduce it is no contraction, as the sum of its products' reduces (one negated) each is."""
+    from tgfx.lowering.complex import lower_complex
+    from tgfx.lowering.inline import inline
+    from tgfx.lowering.operands import pm_transpose_operands
+    r = np.random.default_rng(0)
+    a = (r.standard_normal((4, 8)) + 1j * r.standard_normal((4, 8))).astype(np.complex64)
+    w = (r.standard_normal((8, 6)) + 1j * r.standard_normal((8, 6))).astype(np.complex64)
+    out = tnp.einsum("bi,io->bo", Tensor(a), Tensor(w))
+    graph = UOp(Ops.SINK, None, tuple(lower_complex(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))))
+    products = lambda s: [u for u in s.toposort() if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.MUL]  # noqa: E731
+    assert len(products(graph)) < 4 <= len(products(graph_rewrite(graph, pm_transpose_operands)))
+    np.testing.assert_allclose(out.numpy(), a @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batched_contraction_along_no_axis_of_its_own_reads_a_copy_and_is_vectors():
+    """`einsum("bxyi,ioxy->bxyo")`, a matmul per (x, y) (a Fourier layer's modes): the weights run in memory along y,
+    the inputs along i, neither along an axis of its own (o, b), so no output axis was a vector (the FNO's kernels of
+    scalar loads a stride apart: 4.3 ms). The weights are read through a copy with o last, the kernel's vectors."""
+    from tests.test_cpu_matmul import kernels
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import index_level
+    from tgfx.lowering.optimize import apply_hand_coded
+    r = np.random.default_rng(0)
+    x, w = r.standard_normal((8, 6, 6, 32)).astype(np.float32), r.standard_normal((32, 32, 6, 6)).astype(np.float32)
+    out = tnp.einsum("bxyi,ioxy->bxyo", Tensor(x), Tensor(w))
+    asts = kernels(out)
+    assert len(asts) == 2   # the copy, the contraction
+    _, opts = apply_hand_coded(index_level(asts[-1]), host_target())
+    assert any(o.op == "UPCAST" for o in opts), opts
+    np.testing.assert_allclose(out.numpy(), np.einsum("bxyi,ioxy->bxyo", x, w), rtol=1e-4, atol=1e-4)
+
+
 def test_a_reduce_of_a_broadcast_is_reduced_before_it_is_broadcast():
     """The gradient of a `.sum()` loss through a matmul is ones @ w.T: every row the same sum of w's rows. It is
     reduced once per column, then broadcast, not once per output element (attention's weights under a summed loss:
