@@ -208,6 +208,9 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
     ("grad-cummax-ties", lambda xp: xp.grad(lambda x: (xp.lax.cummax(x) * xp.arr(np.arange(1, 7, dtype=np.float32))
                                                        ).sum())(xp.arr(np.float32([2, 1, 2, 0, -1, 2]))),
      lambda: np.float32([10.5, 0, 7.5, 0, 0, 3])),   # (JAX's shares: its associative scan's tree)
+    ("grad-hypot-at-origin", lambda xp: xp.grad(lambda a, b: xp.np.hypot(a, b).sum(), argnums=(0, 1))(
+        xp.arr(np.float32([0, 3, -3, 0])), xp.arr(np.float32([0, 4, 4, -2]))),
+     lambda: (np.float32([0.5, 0.6, -0.6, 0]), np.float32([0.5, 0.8, 0.8, -1]))),   # (x / hypot; halves at 0, not NaN)
     ("grad-norm-inf-at-zero", lambda xp: xp.grad(lambda x: xp.np.linalg.norm(x, np.inf))(xp.arr(np.zeros(3,
                                                                                                      np.float32))),
      lambda: np.full(3, 1 / 6, np.float32)),

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from tgfx.dtypes import dtypes, finfo, max_value, to_inexact, uint_of
-from tgfx.function import with_derivative
+from tgfx.function import function, with_derivative
 from tgfx.ir.ops import Ops
 from tgfx.tensor import (
     ArrayLike,
@@ -696,11 +697,16 @@ def arctanh(x: ArrayLike) -> Tensor:
 @weak_typed
 def hypot(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """sqrt(x1**2 + x2**2) without overflow or underflow (numpy.hypot): the larger magnitude times
-    sqrt(1 + ratio**2); inf if either is infinite (even beside a NaN), as C's hypot."""
+    sqrt(1 + ratio**2); inf if either is infinite (even beside a NaN), as C's hypot. Its derivative is x / hypot,
+    and at the origin JAX's (its max(|x1|, |x2|) ties there: each argument has half of abs's 1), not 0 / 0."""
     a, b = _promote_inexact(x1, x2, "hypot")
     a, b = broadcast(absolute(a), absolute(b), name="hypot")
+    return _hypot_fn(a, b)
+
+
+def _hypot_value(a: Tensor, b: Tensor) -> Tensor:
     if a.dtype in _HALF:
-        return hypot(a.astype(dtypes.float32), b.astype(dtypes.float32)).astype(a.dtype)
+        return _hypot_value(a.astype(dtypes.float32), b.astype(dtypes.float32)).astype(a.dtype)
     if a.dtype == dtypes.float32:
         # the sum of squares in float64 (whatever x64 says: an internal width) cannot overflow, and rounds once to
         # float32: what numpy's hypotf and XLA give (the scaled form below was an ulp off for 4% of inputs)
@@ -712,6 +718,16 @@ def hypot(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     r = lo / safe
     out = where(hi == 0, 0.0, hi * sqrt(1.0 + r * r))
     return where(logical_or(isinf(a), isinf(b)), float("inf"), out)
+
+
+def _hypot_backward(grads: Tensor, call: Any) -> tuple[Tensor, Tensor]:
+    g, (a, b), (h,) = grads, call.inputs, call.outputs
+    origin = h == 0
+    safe = where(origin, 1.0, h).astype(h.dtype)
+    return g * where(origin, 0.5, a / safe).astype(h.dtype), g * where(origin, 0.5, b / safe).astype(h.dtype)
+
+
+_hypot_fn = function(_hypot_value, grad_fxn=_hypot_backward, cache=True)
 
 
 @weak_typed
