@@ -603,7 +603,12 @@ _PROGRAM_NAMES: dict[int, str] = {}       # id -> name, for profile events and f
 _program_ids = itertools.count(1)
 
 
-_callback = threading.local()   # `name`: the host callback this thread runs now (a processor's, or inline)
+class _CallbackState(threading.local):
+    name: str | None = None   # the host callback this thread runs now (a processor's, or inline); a class default:
+    # a thread-local attribute never set is then found at once, where a missing one costs an exception per submit
+
+
+_callback = _CallbackState()
 
 
 @contextlib.contextmanager
@@ -612,7 +617,7 @@ def running_callback(name: str) -> Iterator[None]:
     until it returns, a submission or a blocking wait from it raises `HCQCallbackError` instead of waiting on a
     device that waits for the callback (the device's processor runs it, or the caller runs it inline holding the
     device's submit lock: either hung for good)."""
-    outer = getattr(_callback, "name", None)
+    outer = _callback.name
     _callback.name = name
     try:
         yield
@@ -621,7 +626,7 @@ def running_callback(name: str) -> Iterator[None]:
 
 
 def _refuse_in_callback(what: str) -> None:
-    if (name := getattr(_callback, "name", None)) is not None:
+    if (name := _callback.name) is not None:
         raise HCQCallbackError(
             f"{name} used tgfx ({what}) while it ran as a host callback between a device's kernels: it would wait on "
             f"a device that waits for the callback to return. Compute with numpy inside a callback (its arguments "
@@ -887,7 +892,8 @@ class HCQDevice:
         has passed."""
         if _forked_from is not None:
             host_runtime()                                # raises: this is a fork of the process that runs them
-        _refuse_in_callback(f"a submission to {self.name}")
+        if _callback.name is not None:
+            _refuse_in_callback(f"a submission to {self.name}")
         proc = self.processors[cb.engine]
         proc.keep_events()                                # before the processor overwrites them
         with self._submit_lock:
