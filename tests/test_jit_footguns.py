@@ -17,6 +17,18 @@ def test_captured_tensor_is_baked_in_at_trace_time():
     assert f(tg.asarray(np.ones(3, np.float32))).tolist() == [2.0, 2.0, 2.0]
 
 
+def test_a_captured_tensor_keeps_its_value_after_another_call_donates_it():
+    # the closure's Tensor is a constant of f's trace, read by every replay from its buffer: a later call donating
+    # that Tensor wrote its result there, and f silently added [-100.] instead of [5.] (JAX raises there: the array
+    # was deleted). The donating call takes over a copy instead
+    w = tg.asarray(np.full(4, 5.0, np.float32))
+    f = tg.jit(lambda x: x + w)
+    zeros = tg.asarray(np.zeros(4, np.float32))
+    assert f(zeros).tolist() == [5.0] * 4
+    assert tg.jit(lambda v: v * 0 - 100, donate_argnums=0)(w).tolist() == [-100.0] * 4
+    assert f(zeros).tolist() == [5.0] * 4
+
+
 def test_captured_python_scalar_is_stale_after_change():
     # A Python number read from a closure is baked in at trace time too; pass it as an argument to vary it.
     k = 3.0

@@ -980,6 +980,9 @@ class DonationLog:
         # weakly: the log must not keep a buffer's memory (a reader holds the buffers it reads)
         self._entries: deque[tuple[int, weakref.ref[UOp]]] = deque(maxlen=self.KEPT)
         self._lock = forksafe.lock()
+        # the buffers of Tensors jitted programs captured from closures, constants of their traces that every
+        # replay reads: a donation takes over a copy of one, so that they keep the value they were traced with
+        self.captured: weakref.WeakSet[UOp] = weakref.WeakSet()
 
     def record(self, bufs: Sequence[UOp]) -> None:
         """Buffers a donating call is about to queue its writes to (its donated Tensors already marked)."""

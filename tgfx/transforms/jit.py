@@ -385,8 +385,10 @@ class Jit:
         mems = [buffer_memory(b, allocate=False) for b in in_bufs]
         for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas, a range another
             # Tensor views, a buffer passed as another argument too, which the program may still read after writing
-            # a result here) or a buffer another Tensor views: the program takes over a copy of it
-            if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1 or in_bufs[i] in viewed:
+            # a result here), a buffer another Tensor views or a jitted program captured: the program takes over a
+            # copy of it
+            if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1 or in_bufs[i] in viewed \
+                    or in_bufs[i] in donations.captured:
                 in_bufs[i] = copy_buffer(in_bufs[i])
                 mems[i] = buffer_memory(in_bufs[i], allocate=False)
         if prog.donated_inputs:
@@ -455,6 +457,7 @@ class Jit:
         sink = strip_literals(sink)  # constants of a trace are literals of its program, as in JAX
         # Tensors captured from closures are constants of the trace: bound like inputs, but never patched
         captured = [u for u in walk(sink) if u.op is Ops.BUFFER and u.arg[0] >= 0]
+        donations.captured.update(captured)
         sink = substitute_outside_calls(sink, {b: placeholder(len(inputs) + i, b.dtype, b.arg[1], b.arg[2])
                                                for i, b in enumerate(captured)})
         template = ScheduleTemplate(list(sink.src), len(inputs) + len(captured))
