@@ -362,6 +362,12 @@ def test_a_convolutions_kernel_gradient_is_a_block_a_tap_and_channel_pair() -> N
     dims, opts = grads[0]
     assert [o.op for o in opts].count("GLOBAL") == 4, opts
     assert math.prod(dims.grid) == k.size and dims.block == (32, 1, 1), dims   # a block an output
+    # its threads split the batch, rows and columns together (one range: adjacent threads on adjacent columns),
+    # not the batch alone (each thread's reads a whole image from its neighbour's)
+    from tgfx.lowering.optimize_gpu import optimize_gpu
+    (ast,) = [a for a in asts if a.src[0].src[0].arg[1] == k.size and "GROUP" in str(kernel_ir(a)[3])]
+    sink, _ = optimize_gpu(lowering.index_level(ast, pieces=False), GPU_DEFAULT)
+    assert [u.src[0].arg for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "reduce"] == [32 * 10 * 10 // 32]
 
 
 def test_a_register_tiles_unrolled_lanes_are_fma_chains_of_16_byte_row_loads() -> None:

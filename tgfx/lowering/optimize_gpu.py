@@ -10,10 +10,11 @@ index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nod
   last: its index runs over both, the two indices its remainder and quotient.
 - LOCAL(axis, n): an output range split over the block's n threads: thread t runs t, t + n, ... (a loop over the
   rest; iterations past the end are masked as PADTO's are). SPECIAL arg: ("lidx0", n).
-- GROUP(axis, n): a reduce range split over the same n threads: each thread reduces its strided share, then a
-  block REDUCE (a REDUCE over the thread SPECIAL, `linearize.is_block_reduce`) combines the partials (warp shuffles,
-  then shared memory across warps) and gives the result to every thread: a row's max and sum in a softmax, read
-  by the row's LOCAL output loop. A store that no thread index reaches is done by thread 0 alone.
+- GROUP(axis, n): a reduce range (with the ranges every REDUCE over it also reduces, as one: `_merged_reduce`) split
+  over the same n threads: each thread reduces its strided share, then a block REDUCE (a REDUCE over the thread
+  SPECIAL, `linearize.is_block_reduce`) combines the partials (warp shuffles, then shared memory across warps) and
+  gives the result to every thread: a row's max and sum in a softmax, read by the row's LOCAL output loop. A store
+  that no thread index reaches is done by thread 0 alone.
 - UPCAST and UNROLL are the CPU's (`kernel_opts.py`): an UPCAST by `GPUTarget.lanes` of an axis every access reads
   contiguously gives each thread adjacent elements, which LLVM's load/store vectoriser turns into 16-byte accesses.
 
@@ -126,9 +127,35 @@ def local_axis(sink: UOp, opt: Opt) -> UOp:
     return sink.substitute({rng: outer * opt.amount + lid})
 
 
+def _merged_reduce(sink: UOp, rng: UOp) -> tuple[UOp, UOp]:
+    """The reduce ranges that go with `rng` (every REDUCE over one is over all of them: a convolution's kernel
+    gradient over the batch, the rows and the columns) as one range in their loop order, each index its quotient
+    and remainder: (sink, the range). So a block's threads split them together, adjacent threads on adjacent
+    elements of the innermost (the batch alone put each thread's reads a whole image apart)."""
+    reds = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+    mine = [red for red in reds if rng in red.src[1:]]
+    with_it = [r for r in mine[0].src[1:] if r.arg[1] == "reduce" and
+               all((r in red.src[1:]) == (rng in red.src[1:]) for red in reds)]
+    if len(with_it) < 2:
+        return sink, rng
+    with_it.sort(key=lambda r: r.arg[0])
+    size = math.prod(r.src[0].arg for r in with_it)
+    merged = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), rng.arg)
+    index, inner = {}, 1
+    for r in reversed(with_it):
+        n = r.src[0].arg
+        index[r] = (merged // inner if inner > 1 else merged) % n if inner * n < size else merged // inner
+        inner *= n
+    mapping = {red: UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute(index), merged,
+                                                 *(r for r in red.src[1:] if r not in index)), red.arg)
+               for red in mine}
+    return sink.substitute(mapping), merged
+
+
 def group(sink: UOp, opt: Opt) -> UOp:
     rng = _range(sink, opt, "reduce")
     lid = _thread(sink, opt)
+    sink, rng = _merged_reduce(sink, rng)
     sink, rng, outer = _strided(sink, rng, opt.amount)
     index = outer * opt.amount + lid
     mapping = {}
