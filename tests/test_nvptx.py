@@ -418,3 +418,15 @@ def test_a_convolutions_tile_blocks_output_channels_beside_image_columns() -> No
     first_back = ptx.index("bra")   # the innermost loop: from the last label before the first branch back
     inner = ptx[ptx.rindex("$L__BB0_", 0, first_back):first_back]
     assert inner.count("fma.rn.f32") >= 2.5 * inner.count("ld.global"), inner
+
+
+def test_a_contraction_without_a_tile_reads_its_rows_16_bytes_at_a_time() -> None:
+    """A batch of 128 through a layer of 512 has too few outputs for register tiles (a thread an output): its reduce
+    is unrolled by a vector's lanes all the same, each row's four values one 16-byte load (2 loads an FMA were 1.25)."""
+    ast, _ = _one_kernel(lambda a, b: a @ b, f32(128, 784), f32(784, 512))
+    _, _, _, opts = kernel_ir(ast)
+    assert Opt("UNROLL", 2, 4) in opts and not any(o.op == "UPCAST" for o in opts), opts
+    ptx = ptx_of(ast)[0]
+    first_back = ptx.index("bra")
+    inner = ptx[ptx.rindex("$L__BB0_", 0, first_back):first_back]
+    assert "ld.global.nc.v4" in inner and inner.count("ld.global") <= 1.25 * inner.count("fma.rn.f32"), inner

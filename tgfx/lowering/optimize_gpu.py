@@ -280,12 +280,14 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
             opts += [Opt("UPCAST", vec.arg[0], lanes), Opt("UPCAST", blk.arg[0], rows)]
             sizes[vec.arg[0]] //= lanes
             sizes[blk.arg[0]] //= rows
-            # the reduce a vector's lanes at a time where an operand's rows run along it: each row's lanes one
-            # 16-byte load (a row value was a load per step: 32 loads for 128 FMAs of a 4 x 8 tile, 12 now)
-            red = next((r for r in reduces if r.src[0].arg % lanes == 0 and r.src[0].arg > lanes and
-                        any(_coef(i, r) == 1 for i in hot)), None)
-            if red is not None:
-                opts.append(Opt("UNROLL", red.arg[0], lanes))
+        # the reduce a vector's lanes at a time where an operand's rows run along it: each row's lanes one 16-byte
+        # load (a 4 x 8 tile's row values were a load per step: 32 loads for 128 FMAs, 12 now; a thread an output of a
+        # batch of 128 through a layer, too few outputs for tiles, reads its row 16 bytes at a time: 8 loads for 4
+        # FMAs, 5 now)
+        red = next((r for r in reduces if r.src[0].arg % lanes == 0 and r.src[0].arg > lanes and
+                    any(_coef(i, r) == 1 for i in hot)), None)
+        if red is not None:
+            opts.append(Opt("UNROLL", red.arg[0], lanes))
     elif loops and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
         # adjacent elements per thread: one 16-byte access instead of four (an axis the store and every load read
         # contiguously or not at all, and long enough to leave the GPU a warp per SM)
