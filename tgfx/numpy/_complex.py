@@ -296,7 +296,8 @@ def power(a: Tensor, b: Tensor, y: Any) -> Tensor:
     a, b = broadcast(a, b, name="power")
     out = _op(b * _op(a, Ops.LOG), Ops.EXP)
     one, zero = Tensor.full(out.shape, 1, out.dtype), Tensor.full(out.shape, 0, out.dtype)
-    return (a == 0).where((b == 0).where(one, zero), out)  # log 0 is -inf: 0 ** b is 0 (1 for b = 0)
+    # log 0 is -inf: 0 ** b is 0; and x ** 0 is 1 for every x (inf and NaN too, as C's cpow, numpy's and JAX's)
+    return (b == 0).where(one, (a == 0).where(zero, out))
 
 
 def prod(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
