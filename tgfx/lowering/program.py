@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,6 +155,21 @@ class ScalarArgs:
             entry.until = max(entry.until, get_device(self.device).timeline_value)
 
 
+def recycled_refs(buf: UOp, mine: UOp) -> int:
+    """How many references to BUFFER `buf` the results that programs keep to recycle (`Program._reuse`) hold, which
+    are no Tensor's: each place that is `buf`, and each reshape of `buf` there other than `mine` (a node's reference
+    to its source is one, however many hold the node)."""
+    direct, reshapes = 0, set()
+    for prog in list(_recycling):
+        for results in list(prog.recent):
+            for u in results:
+                if u is buf:
+                    direct += 1
+                elif u.op is Ops.RESHAPE and u.src[0] is buf and u is not mine:
+                    reshapes.add(u)
+    return direct + len(reshapes)
+
+
 class Program:
     """A LINEAR encoded as per-device command buffers, with patch slots for its inputs and outputs.
 
@@ -231,6 +247,8 @@ class Program:
             len({v[1] for v in self.result_views}) == len(self.result_views) == len(self.outputs)
         self.recent: deque[list[UOp]] | None = deque(maxlen=2) \
             if reuse_results and pooled and distinct and not donated and not self.sharded else None
+        if self.recent is not None:
+            _recycling.add(self)
         # (an eager program's case: `execute` makes its outputs and results without per-output tests)
         self.plain = self.recent is None and all(spec is not None and spec[0] != "alias" for spec in self.out_specs) \
             and all(kind == "out" for kind, _, _ in self.result_views)
@@ -460,6 +478,9 @@ class Program:
         counters.kernel_count += self.n_kernels
         counters.copy_count += self.n_copies
 
+
+
+_recycling: weakref.WeakSet[Program] = weakref.WeakSet()   # the programs with a `recent` pool
 
 def network_segment(prog: Program, call: UOp, writer: dict[UOp, int], index: dict[UOp, int]) -> Segment:
     """A collective between processes, on the network engine: wait for the segment that wrote its input, then the

@@ -18,6 +18,7 @@ reading them waits on the device.
 from __future__ import annotations
 
 import functools
+import sys
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -42,7 +43,7 @@ from tgfx.lowering.inline import check_no_params, inline, substitute_outside_cal
 from tgfx.lowering.layout import buffer_view, is_onehot, new_buffer
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
-from tgfx.lowering.program import Program, ScalarArgs
+from tgfx.lowering.program import Program, ScalarArgs, recycled_refs
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.tensor import DonatedBufferError as DonatedBufferError
 from tgfx.tensor import (
@@ -388,7 +389,7 @@ class Jit:
             # a result here), a buffer another Tensor views or a jitted program captured: the program takes over a
             # copy of it
             if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1 or in_bufs[i] in viewed \
-                    or in_bufs[i] in donations.captured:
+                    or in_bufs[i] in donations.captured or _held_elsewhere(in_bufs[i], owners[i]):
                 in_bufs[i] = copy_buffer(in_bufs[i])
                 mems[i] = buffer_memory(in_bufs[i], allocate=False)
         if prog.donated_inputs:
@@ -537,6 +538,17 @@ class Jit:
             return {}
         prog = next(reversed(self._cache.values()))[0]
         return {"unplanned_bytes": prog.unplanned_bytes, "planned_bytes": prog.planned_bytes}
+
+
+def _held_elsewhere(buf: UOp, owner: Tensor) -> bool:
+    """Whether something holds the donated `owner`'s BUFFER `buf` besides it, the call's argument list and the
+    programs' recycled results: another Tensor of the same node (`tnp.array(x)`, `x.reshape(3, 4).reshape(12)` of
+    a 1-D x fold to x's node), which must keep reading x's value. Counted by references, as `Program._reuse` does;
+    one too many (a holder this does not know) costs a copy, never a wrong value."""
+    # (first: no local of this function may hold `buf` yet) the argument list's slot, this function's argument,
+    # getrefcount's, and the owner's uop (or the reshape of `buf` it is)
+    refs = sys.getrefcount(buf) - 4
+    return refs > recycled_refs(buf, owner.uop)
 
 
 def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
