@@ -63,6 +63,12 @@ SUM_CHAINS = 4
 SHORT_ROW = 4
 
 
+def _one_step(indices: list[UOp], loops: list[UOp]) -> bool:
+    """Whether `indices` all step alike along every loop (linearly): one index, or one shifted by constants."""
+    return len(set(indices)) == 1 or \
+        all(len({_coef(i, r) for i in indices}) == 1 and _coef(indices[0], r) is not None for r in loops)
+
+
 def _plain_sum(red: UOp) -> bool:
     """Whether reduce `red` sums a value of at most SHORT_SUM_OPS plain arithmetic ops an element (index math aside)
     and nothing costly (`GroupOp.Costly`)."""
@@ -448,7 +454,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             if chains := next((c for c in range(SUM_CHAINS, 1, -1) if long[0].src[0].arg // lanes % c == 0), None):
                 opts.append(Opt("UNROLL", long[0].arg[0], chains))
     if not reduces and all(st.op is Ops.STORE and st.src[0].op is Ops.INDEX for st in sink.src) and \
-            len({st.src[0].src[1] for st in sink.src}) == 1:
+            _one_step([st.src[0].src[1] for st in sink.src], loops):
         # a transpose: the store runs along one axis, a load along another. A square tile of lanes on both reads and
         # writes whole vectors (the shuffles between are LLVM's) instead of striding through one side. Not where an
         # element also gathers (its address read from memory: a sort's `take_along_axis` by the sorted order,
@@ -457,7 +463,10 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         # division along an axis of the square (a max pool's gradient, gathered per lane): its lanes are element by
         # element, and the square copies the whole element per lane (cnn_bn's batch norm and pool backward, 21
         # operations an element, 1.0 -> 1.3 ms as a square of 16 x 16, 0.9 with only the store's axis as vectors).
-        # Stores side by side at one index (a fused qkv's keys and values, each transposed per head) share the tile.
+        # Stores side by side at one index (a fused qkv's keys and values, each transposed per head), or a constant
+        # apart (a concatenation's pieces: a Fourier layer's real and imaginary weight gradients transposed back,
+        # each element a page from the last along the store's axis, 7.5 ms in the FNO step, 0.9 alone) share the
+        # tile.
         # Not where a read strided along the store's axis is masked (a padded slice of a transposed operand: NeRF's
         # sample spacings shifted by one, read transposed in their gradient): no vector takes it (`vector_lanes`),
         # so the square's 16 x 16 lanes were each a copy of the whole element, 690 KB of IR and 4 s of LLVM for a
