@@ -312,6 +312,8 @@ ERRORS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("concatenate-nested-list", lambda: tnp.concatenate([[1, 2], tnp.arange(2)]), TypeError, r"arrays\[0\] is a list"),
     ("matrix_power-float-exponent", lambda: tnp.linalg.matrix_power(tnp.eye(2), 2.0), TypeError,
      "n must be a Python int, got 2.0"),
+    ("round-array-decimals", lambda: tnp.round(tnp.arange(3.0), tnp.arange(3)), TypeError,
+     r"decimals must be a Python int, got Tensor of shape \(3,\)"),
     ("int-negative-power-scalar", lambda: tnp.power(tnp.arange(3), -1), TypeError, "negative powers"),
 ]
 
