@@ -155,19 +155,20 @@ class ScalarArgs:
             entry.until = max(entry.until, get_device(self.device).timeline_value)
 
 
-def recycled_refs(buf: UOp, mine: UOp) -> int:
-    """How many references to BUFFER `buf` the results that programs keep to recycle (`Program._reuse`) hold, which
-    are no Tensor's: each place that is `buf`, and each reshape of `buf` there other than `mine` (a node's reference
-    to its source is one, however many hold the node)."""
-    direct, reshapes = 0, set()
+def recycled_holders() -> tuple[dict[int, int], dict[int, set[UOp]]]:
+    """The references to BUFFERs that the results programs keep to recycle (`Program._reuse`) hold, which are no
+    Tensor's, by the buffer's id (a key would be a reference too): how many of those results are the buffer, and
+    the reshapes of it among them (a node's reference to its source is one, however many hold the node)."""
+    direct: dict[int, int] = {}
+    reshapes: dict[int, set[UOp]] = {}
     for prog in list(_recycling):
         for results in list(prog.recent):
             for u in results:
-                if u is buf:
-                    direct += 1
-                elif u.op is Ops.RESHAPE and u.src[0] is buf and u is not mine:
-                    reshapes.add(u)
-    return direct + len(reshapes)
+                if u.op is Ops.BUFFER:
+                    direct[id(u)] = direct.get(id(u), 0) + 1
+                elif u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER:
+                    reshapes.setdefault(id(u.src[0]), set()).add(u)
+    return direct, reshapes
 
 
 class Program:

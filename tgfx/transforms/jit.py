@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -43,7 +43,7 @@ from tgfx.lowering.inline import check_no_params, inline, substitute_outside_cal
 from tgfx.lowering.layout import buffer_view, is_onehot, new_buffer
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
-from tgfx.lowering.program import Program, ScalarArgs, recycled_refs
+from tgfx.lowering.program import Program, ScalarArgs, recycled_holders
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.tensor import DonatedBufferError as DonatedBufferError
 from tgfx.tensor import (
@@ -384,12 +384,16 @@ class Jit:
             # hold (`x[3]`, `x.reshape(2, 4)` beside x) keep reading it
             viewed = realize_readers({in_bufs[i] for i in prog.donated_inputs}, owners)
         mems = [buffer_memory(b, allocate=False) for b in in_bufs]
+        if prog.donated_inputs:   # (by id: a reference to a buffer would count as a holder of it, `_held_elsewhere`)
+            passed = Counter(map(id, in_bufs))
+            recycled: list[tuple[dict[int, int], dict[int, set[UOp]]]] = []   # made when first needed
         for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas, a range another
             # Tensor views, a buffer passed as another argument too, which the program may still read after writing
             # a result here), a buffer another Tensor views or a jitted program captured: the program takes over a
             # copy of it
-            if is_interned(in_bufs[i]) or mems[i].shared or in_bufs.count(in_bufs[i]) > 1 or in_bufs[i] in viewed \
-                    or in_bufs[i] in donations.captured or _held_elsewhere(in_bufs[i], owners[i]):
+            if is_interned(in_bufs[i]) or mems[i].shared or passed[id(in_bufs[i])] > 1 or in_bufs[i] in viewed \
+                    or in_bufs[i] in donations.captured or _held_elsewhere(in_bufs[i], owners[i], recycled):
+                passed[id(in_bufs[i])] -= 1
                 in_bufs[i] = copy_buffer(in_bufs[i])
                 mems[i] = buffer_memory(in_bufs[i], allocate=False)
         if prog.donated_inputs:
@@ -540,15 +544,21 @@ class Jit:
         return {"unplanned_bytes": prog.unplanned_bytes, "planned_bytes": prog.planned_bytes}
 
 
-def _held_elsewhere(buf: UOp, owner: Tensor) -> bool:
+def _held_elsewhere(buf: UOp, owner: Tensor, recycled: list) -> bool:
     """Whether something holds the donated `owner`'s BUFFER `buf` besides it, the call's argument list and the
     programs' recycled results: another Tensor of the same node (`tnp.array(x)`, `x.reshape(3, 4).reshape(12)` of
     a 1-D x fold to x's node), which must keep reading x's value. Counted by references, as `Program._reuse` does;
-    one too many (a holder this does not know) costs a copy, never a wrong value."""
+    one too many (a holder this does not know) costs a copy, never a wrong value. `recycled`: the call's memo of
+    `recycled_holders` (one walk of the programs' pools for all its donated inputs, made when first needed)."""
     # (first: no local of this function may hold `buf` yet) the argument list's slot, this function's argument,
     # getrefcount's, and the owner's uop (or the reshape of `buf` it is)
     refs = sys.getrefcount(buf) - 4
-    return refs > recycled_refs(buf, owner.uop)
+    if refs <= 0:
+        return False
+    if not recycled:
+        recycled.append(recycled_holders())
+    direct, reshapes = recycled[0]
+    return refs > direct.get(id(buf), 0) + len(reshapes.get(id(buf), set()) - {owner.uop})
 
 
 def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
