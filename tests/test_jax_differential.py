@@ -193,6 +193,9 @@ CASES: list[tuple[str, Callable[[Any], Any], Callable[[], Any] | None]] = [
     ("complex-power-zero-exponent", lambda xp: xp.np.power(xp.arr(np.complex64([np.inf, np.nan, 0, 2j])),
                                                            xp.arr(np.complex64(0))),
      lambda: np.ones(4, np.complex64)),   # (x ** 0 is 1 for every x: exp(0 * log inf) was NaN)
+    ("complex-power-zero-base", lambda xp: xp.np.power(xp.arr(np.zeros(4, np.complex64)),
+                                                       xp.arr(np.complex64([2, 0.5, -2, 2j]))),
+     lambda: np.complex64([0, 0, complex(np.nan, np.nan), complex(np.nan, np.nan)])),   # (0 ** -2 was 0)
     # linalg
     ("norm-complex", lambda xp: (xp.np.linalg.norm(xp.arr(np.complex64([3 + 4j, 1j]))),
                                  xp.np.linalg.norm(xp.arr(np.complex64([[3 + 4j], [2j]])), "fro")),

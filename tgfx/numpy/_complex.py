@@ -296,8 +296,11 @@ def power(a: Tensor, b: Tensor, y: Any) -> Tensor:
     a, b = broadcast(a, b, name="power")
     out = _op(b * _op(a, Ops.LOG), Ops.EXP)
     one, zero = Tensor.full(out.shape, 1, out.dtype), Tensor.full(out.shape, 0, out.dtype)
-    # log 0 is -inf: 0 ** b is 0; and x ** 0 is 1 for every x (inf and NaN too, as C's cpow, numpy's and JAX's)
-    return (b == 0).where(one, (a == 0).where(zero, out))
+    # log 0 is -inf: 0 ** b is 0 for a real b > 0 and NaN for any other b != 0 (0 ** -2, 0 ** 2j: JAX's); and
+    # x ** 0 is 1 for every x (inf and NaN too, as C's cpow, numpy's and JAX's)
+    nan = Tensor.full(out.shape, complex(math.nan, math.nan), out.dtype)
+    at_zero = ((imag(b) == 0) & (real(b) > 0)).where(zero, nan)
+    return (b == 0).where(one, (a == 0).where(at_zero, out))
 
 
 def prod(x: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
