@@ -284,7 +284,7 @@ def unary(name: str, x: Tensor) -> Tensor:
 
 def power(a: Tensor, b: Tensor, y: Any) -> Tensor:
     """a ** b for a complex result: a small integer exponent by repeated products (exact for Gaussian integers, as
-    JAX's integer_pow), else exp(b log a) with 0 ** b = 0 for b != 0."""
+    JAX's integer_pow), else exp(b log a), with JAX's values at a = 0 and b = 0."""
     if isinstance(y, (int, np.integer)) and not isinstance(y, bool) and abs(int(y)) <= 64:
         n = abs(int(y))
         out, base = Tensor.full(a.shape, 1, a.dtype), a
