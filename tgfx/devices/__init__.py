@@ -13,7 +13,7 @@ import re
 import sys
 import types
 
-from tgfx import forksafe
+from tgfx import config, forksafe
 from tgfx.devices import network
 from tgfx.devices.cpu import CPUDevice
 from tgfx.devices.hcq import HCQDevice, in_forked_child
@@ -136,14 +136,65 @@ def _close_devices() -> None:
         dev.close()
 
 
+# ---- the devices of this process (`tg.devices()`, JAX's listing) ----
+# how many CPU devices `list_devices()` lists (0: XLA_FLAGS' --xla_force_host_platform_device_count, else 1)
+CPU_DEVICES = config.Flag("TGFX_CPU_DEVICES", 0)
+_XLA_COUNT = re.compile(r"--xla_force_host_platform_device_count=([0-9]+)")
+
+
+def backend_named(backend: str | None, fn: str) -> str:
+    """The backend a device listing is of: "cpu" or "cuda" ("gpu" is JAX's name for it); None: the default device's."""
+    if backend is None:
+        return "cuda" if DEFAULT_DEVICE.startswith("CUDA") else "cpu"
+    name = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}.get(str(backend).lower())
+    if name is None:
+        raise ValueError(f"{fn}: unknown backend {backend!r}; tgfx's backends are 'cpu' and 'cuda' ('gpu'), or None "
+                         f"for the default device's")
+    return name
+
+
+def list_devices(backend: str | None = None) -> list[str]:
+    """The devices of this process, by name: `["CPU:0", "CPU:1", ...]`, as `jax.devices()` lists its devices.
+
+    The list is configured, not discovered, so that code which sizes its work by `device_count()` sees the same
+    number on every run: `TGFX_CPU_DEVICES=n` (an environment variable, or `tg.Context(TGFX_CPU_DEVICES=n)`) lists
+    n devices; unset, the count JAX programs set with `XLA_FLAGS=--xla_force_host_platform_device_count=n` is used,
+    and without either there is one device, `["CPU:0"]` (as JAX has one CPU device by default). Every `"CPU:<k>"`
+    is still a separate device with its own memory that any function accepts by name, listed here or not.
+
+    >>> with tg.Context(TGFX_CPU_DEVICES=2):
+    ...     tg.devices()
+    ['CPU:0', 'CPU:1']
+
+    CUDA devices are listed by `devices("cuda")` (JAX's `jax.devices("gpu")`), and by `devices()` when the default
+    device is one (`TGFX_DEVICE=CUDA`): every GPU the driver reports, none without a driver.
+
+    Raises:
+        ValueError: `backend` is not None, "cpu", "cuda" or "gpu".
+    """
+    if backend_named(backend, "devices") == "cuda":
+        return cuda_device_names()
+    g = network.group()
+    if g.count > 1:  # after tg.distributed.initialize(): every process's, in process order (tgfx/distributed.py)
+        return [d for p in range(g.count) for d in process_devices(p)]
+    n = int(CPU_DEVICES.value)
+    if n <= 0:
+        m = _XLA_COUNT.search(os.environ.get("XLA_FLAGS", ""))
+        n = int(m.group(1)) if m else 1
+    return [f"CPU:{i}" for i in range(max(n, 1))]
+
+
+def process_devices(p: int) -> list[str]:
+    return [canonical_device(f"CPU:{k}@{p}") for k in range(network.group().devices_per_process)]
+
+
 class _CallablePackage(types.ModuleType):
-    """This package, callable as the JAX-style listing `tg.devices(backend=None)` (`transforms.shard.devices`): the
+    """This package, callable as the JAX-style listing `tg.devices(backend=None)` (`list_devices`): the
     one name is both, so `tg.devices("cuda")` lists and `import tgfx.devices.target` still finds the submodule (an
     attribute `tgfx.devices` bound to the function hid the package from submodule imports)."""
 
     def __call__(self, backend: str | None = None) -> list[str]:
-        from tgfx.transforms.shard import devices
-        return devices(backend)
+        return list_devices(backend)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

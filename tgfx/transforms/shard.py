@@ -16,15 +16,14 @@ and replicated parameters; tensor-parallel layers shard a weight along its outpu
 """
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tgfx import config
-from tgfx.devices import DEFAULT_DEVICE, canonical_device, network
+from tgfx.devices import DEFAULT_DEVICE, canonical_device, network, process_devices
+from tgfx.devices import backend_named as _backend
+from tgfx.devices import list_devices as devices
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import ShardingError, multi
@@ -32,10 +31,6 @@ from tgfx.tensor import Tensor, normalize_axis
 from tgfx.tree import keystr, tree_flatten_with_path, tree_unflatten
 
 Devices = tuple[str, ...]
-
-# how many CPU devices `devices()` lists (0: XLA_FLAGS' --xla_force_host_platform_device_count, else 1)
-CPU_DEVICES = config.Flag("TGFX_CPU_DEVICES", 0)
-_XLA_COUNT = re.compile(r"--xla_force_host_platform_device_count=([0-9]+)")
 
 
 def _devices(devices: str | Sequence[str], what: str) -> Devices:
@@ -94,53 +89,6 @@ def shard(x: Tensor, devices: str | Sequence[str], axis: int | None = None) -> T
 
 
 # ---- the devices, and placing pytrees on them (JAX's names) ----
-def _backend(backend: str | None, fn: str) -> str:
-    """The backend a device listing is of: "cpu" or "cuda" ("gpu" is JAX's name for it); None: the default device's."""
-    if backend is None:
-        return "cuda" if DEFAULT_DEVICE.startswith("CUDA") else "cpu"
-    name = {"cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}.get(str(backend).lower())
-    if name is None:
-        raise ValueError(f"{fn}: unknown backend {backend!r}; tgfx's backends are 'cpu' and 'cuda' ('gpu'), or None "
-                         f"for the default device's")
-    return name
-
-
-def devices(backend: str | None = None) -> list[str]:
-    """The devices of this process, by name: `["CPU:0", "CPU:1", ...]`, as `jax.devices()` lists its devices.
-
-    The list is configured, not discovered, so that code which sizes its work by `device_count()` sees the same
-    number on every run: `TGFX_CPU_DEVICES=n` (an environment variable, or `tg.Context(TGFX_CPU_DEVICES=n)`) lists
-    n devices; unset, the count JAX programs set with `XLA_FLAGS=--xla_force_host_platform_device_count=n` is used,
-    and without either there is one device, `["CPU:0"]` (as JAX has one CPU device by default). Every `"CPU:<k>"`
-    is still a separate device with its own memory that any function accepts by name, listed here or not.
-
-    >>> with tg.Context(TGFX_CPU_DEVICES=2):
-    ...     tg.devices()
-    ['CPU:0', 'CPU:1']
-
-    CUDA devices are listed by `devices("cuda")` (JAX's `jax.devices("gpu")`), and by `devices()` when the default
-    device is one (`TGFX_DEVICE=CUDA`): every GPU the driver reports, none without a driver.
-
-    Raises:
-        ValueError: `backend` is not None, "cpu", "cuda" or "gpu".
-    """
-    if _backend(backend, "devices") == "cuda":
-        from tgfx.devices import cuda_device_names
-        return cuda_device_names()
-    g = network.group()
-    if g.count > 1:  # after tg.distributed.initialize(): every process's, in process order (tgfx/distributed.py)
-        return [d for p in range(g.count) for d in _process_devices(p)]
-    n = int(CPU_DEVICES.value)
-    if n <= 0:
-        m = _XLA_COUNT.search(os.environ.get("XLA_FLAGS", ""))
-        n = int(m.group(1)) if m else 1
-    return [f"CPU:{i}" for i in range(max(n, 1))]
-
-
-def _process_devices(p: int) -> list[str]:
-    return [canonical_device(f"CPU:{k}@{p}") for k in range(network.group().devices_per_process)]
-
-
 def local_devices(process_index: int | None = None, backend: str | None = None) -> list[str]:
     """The devices process `process_index` drives (None: this one), by their canonical names: `devices(backend)` in
     a single process; after `tg.distributed.initialize()`, this process's "CPU:k" or another's "CPU:k@p"."""
@@ -153,7 +101,7 @@ def local_devices(process_index: int | None = None, backend: str | None = None) 
     p = g.index if process_index is None else process_index
     if not 0 <= p < g.count:
         raise ValueError(f"local_devices: process_index={process_index!r}, but there are {g.count} processes")
-    return _process_devices(p)
+    return process_devices(p)
 
 
 def device_count(backend: str | None = None) -> int:
