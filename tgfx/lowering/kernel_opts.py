@@ -357,10 +357,11 @@ def upcast(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
     return UOp(Ops.SINK, None, tuple(dict.fromkeys(stores)), sink.arg)
 
 
-def unroll(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
+def unroll(sink: UOp, opt: Opt, vector: bool = True, in_register: bool = False) -> UOp:
     """Each reduce over the range becomes `amount` partial reduces over its lanes, combined after the loop: one
     vector accumulator where the lanes fit a vector range (`vector_lanes`), else independent accumulators (which the
-    linearizer puts in one loop and SLP vectorises)."""
+    linearizer puts in one loop and SLP vectorises). `in_register`: the lanes combined inside the one reduce, each
+    step adding them all to its one register (a GPU register tile's, `optimize_gpu.unroll_lanes`)."""
     if opt.amount == 0:
         return _whole_copies(sink, opt, "reduce")
     rng, outer, _ = _split(sink, opt, "reduce")
@@ -371,8 +372,9 @@ def unroll(sink: UOp, opt: Opt, vector: bool = True) -> UOp:
     mapping = {}
     for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
         others = tuple(outer if r is rng else r for r in red.src[1:])
-        mapping[red] = _combined(red, [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg)
-                                       for copy in _lane_copies(red.src[0], rng, lanes)])
+        copies = _lane_copies(red.src[0], rng, lanes)
+        mapping[red] = UOp(Ops.REDUCE, red.dtype, (_combined(red, copies), *others), red.arg) if in_register else \
+            _combined(red, [UOp(Ops.REDUCE, red.dtype, (copy, *others), red.arg) for copy in copies])
     return sink.substitute(mapping)
 
 

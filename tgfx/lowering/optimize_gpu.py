@@ -40,12 +40,8 @@ from tgfx.lowering.kernel_opts import (
     KernelOptError,
     Opt,
     _coef,
-    _combined,
-    _lane_copies,
     _pm_after_opt,
-    _split,
     apply_opt,
-    hoist_lane,
     pad_range,
     ranges,
     unroll,
@@ -144,7 +140,8 @@ def _merged_reduce(sink: UOp, rng: UOp) -> tuple[UOp, UOp]:
     index, inner = {}, 1
     for r in reversed(with_it):
         n = r.src[0].arg
-        index[r] = (merged // inner if inner > 1 else merged) % n if inner * n < size else merged // inner
+        quotient = merged // inner if inner > 1 else merged
+        index[r] = quotient % n if inner * n < size else quotient
         inner *= n
     mapping = {red: UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute(index), merged,
                                                  *(r for r in red.src[1:] if r not in index)), red.arg)
@@ -175,21 +172,11 @@ def unroll_lanes(sink: UOp, opt: Opt) -> UOp:
     """The CPU's UNROLL with its lanes as copies (as `upcast_lanes`): a lone reduce's lanes are partial registers
     combined after the loop (independent chains); a register tile's reduces (TILE_REDUCES or more over the range)
     sum each one's lanes in its one register (the tile's registers times the lanes do not fit a thread's budget; the
-    renderer chains them into FMAs, `NVPTXRenderer.chained_update`), so that the lanes' adjacent reads of one row are
+    renderer chains them into FMAs, `LLVMRenderer.chained_update`), so that the lanes' adjacent reads of one row are
     one 16-byte load."""
     rng = ranges(sink).get(opt.axis)
-    reds = [] if rng is None else [u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]]
-    if opt.amount == 0 or len(reds) < TILE_REDUCES:
-        return unroll(sink, opt, vector=False)
-    rng, outer, _ = _split(sink, opt, "reduce")
-    sink = hoist_lane(sink, rng)
-    lanes = [outer * opt.amount + c for c in range(opt.amount)]
-    mapping = {}
-    for red in (u for u in sink.toposort() if u.op is Ops.REDUCE and rng in u.src[1:]):
-        others = tuple(outer if r is rng else r for r in red.src[1:])
-        mapping[red] = UOp(Ops.REDUCE, red.dtype, (_combined(red, _lane_copies(red.src[0], rng, lanes)), *others),
-                           red.arg)
-    return sink.substitute(mapping)
+    tile = rng is not None and sum(u.op is Ops.REDUCE and rng in u.src[1:] for u in sink.toposort()) >= TILE_REDUCES
+    return unroll(sink, opt, vector=False, in_register=tile)
 
 
 _APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group, "UPCAST": upcast_lanes,

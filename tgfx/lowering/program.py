@@ -155,6 +155,9 @@ class ScalarArgs:
             entry.until = max(entry.until, get_device(self.device).timeline_value)
 
 
+_recycling: weakref.WeakSet[Program] = weakref.WeakSet()   # the programs with a `recent` pool
+
+
 def recycled_holders() -> tuple[dict[int, int], dict[int, set[UOp]]]:
     """The references to BUFFERs that the results programs keep to recycle (`Program._reuse`) hold, which are no
     Tensor's, by the buffer's id (a key would be a reference too): how many of those results are the buffer, and
@@ -480,8 +483,6 @@ class Program:
         counters.copy_count += self.n_copies
 
 
-
-_recycling: weakref.WeakSet[Program] = weakref.WeakSet()   # the programs with a `recent` pool
 
 def network_segment(prog: Program, call: UOp, writer: dict[UOp, int], index: dict[UOp, int]) -> Segment:
     """A collective between processes, on the network engine: wait for the segment that wrote its input, then the

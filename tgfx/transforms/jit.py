@@ -375,6 +375,7 @@ class Jit:
         if None in in_bufs:  # not yet computed, or sharded: one input per device part
             realize(*tensors)
             in_bufs = [buffer_view(p) for t in tensors for p in device_parts(t.uop)]
+        mems = [buffer_memory(b, allocate=False) for b in in_bufs]
         if prog.donated_inputs:
             # the donated Tensors marked first: another thread reading one from now on fails at the Tensor
             owners = [t for t in tensors for _ in device_parts(t.uop)]  # the Tensor of each input
@@ -383,9 +384,7 @@ class Jit:
             # lazy values read from a donated buffer are computed before it is taken over; views of it other Tensors
             # hold (`x[3]`, `x.reshape(2, 4)` beside x) keep reading it
             viewed = realize_readers({in_bufs[i] for i in prog.donated_inputs}, owners)
-        mems = [buffer_memory(b, allocate=False) for b in in_bufs]
-        if prog.donated_inputs:   # (by id: a reference to a buffer would count as a holder of it, `_held_elsewhere`)
-            passed = Counter(map(id, in_bufs))
+            passed = Counter(map(id, in_bufs))   # (by id: a reference to a buffer is a holder of it, `_held_elsewhere`)
             recycled: list[tuple[dict[int, int], dict[int, set[UOp]]]] = []   # made when first needed
         for i in prog.donated_inputs:   # shared memory (an interned scalar, an all-reduce's replicas, a range another
             # Tensor views, a buffer passed as another argument too, which the program may still read after writing
