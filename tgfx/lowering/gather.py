@@ -18,10 +18,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import range_deps
-
-
-def _conjuncts(c: UOp) -> list[UOp]:
-    return _conjuncts(c.src[0]) + _conjuncts(c.src[1]) if c.op is Ops.AND and c.dtype == dtypes.bool else [c]
+from tgfx.lowering.symbolic import conjuncts
 
 
 def _matched_index(c: UOp, r: UOp) -> UOp | None:
@@ -45,7 +42,7 @@ def collapse_onehot(red: UOp) -> UOp | None:
     body, rngs = red.src[0], red.src[1:]
     if red.arg not in (Ops.ADD, Ops.MAX) or body.op is not Ops.WHERE or not _is_identity(body.src[2], red.arg):
         return None
-    conds = _conjuncts(body.src[0])
+    conds = conjuncts(body.src[0])
     for r in rngs:
         if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST:
             continue
@@ -126,7 +123,7 @@ def _collapse_scatter(sink: UOp, st: UOp, red: UOp, start: UOp | None) -> UOp | 
     else:
         return None
     index = st.src[0]
-    conds = _conjuncts(cond)
+    conds = conjuncts(cond)
     outs = [r for r in range_deps(index.src[1]) if r.arg[1] == "loop" and r.src[0].op is Ops.CONST]
     matched: dict[UOp, tuple[int, UOp]] = {}   # output range -> (its condition, the index it is matched with)
     for k, c in enumerate(conds):

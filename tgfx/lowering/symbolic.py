@@ -301,12 +301,8 @@ def _narrowed(valid: UOp) -> dict[UOp, tuple[int, int]]:
     bounded with the others at their extremes (`1 < r * 2 + s` with s < 2: r >= 1, a concatenation's second piece
     read through an interleave)."""
     bounds: dict[UOp, tuple[int, int]] = {}
-    stack = [valid]
-    while stack:
-        c = stack.pop()
-        if c.op is Ops.AND:
-            stack.extend(c.src)
-        elif c.op is Ops.CMPLT and c.src[1].op is Ops.CONST:
+    for c in conjuncts(valid):
+        if c.op is Ops.CMPLT and c.src[1].op is Ops.CONST:
             _bound_sum(c.src[0], None, c.src[1].arg - 1, bounds)
         elif c.op is Ops.CMPLT and c.src[0].op is Ops.CONST:
             _bound_sum(c.src[1], c.src[0].arg + 1, None, bounds)
@@ -367,15 +363,16 @@ def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
     return x.replace(src=(valid, out, x.src[2]))
 
 
-def _clauses(c: UOp) -> list[UOp]:
-    return [t for s in c.src for t in (_clauses(s) if s.op is Ops.AND else [s])]
+def conjuncts(c: UOp) -> list[UOp]:
+    """The clauses of condition `c`, an AND of them (`c` itself when it is none)."""
+    return conjuncts(c.src[0]) + conjuncts(c.src[1]) if c.op is Ops.AND and c.dtype.is_bool else [c]
 
 
 def simplify_clauses(x: UOp) -> UOp | None:
     """A condition's clauses (an AND of them), each simplified given the others (a clause matters only where they
     hold): a padded read through an interleave, `1 < r*2 + s and ((r*32 + s*16 + lane - 32) // 16) % 2 < 1`, whose
     division the first clause makes exact (r >= 1), is `... and s < 1`, no longer varying along the lanes."""
-    if not x.dtype.is_bool or len(clauses := _clauses(x)) < 2:
+    if not x.dtype.is_bool or len(clauses := conjuncts(x)) < 2:
         return None
     new = list(clauses)
     for i, c in enumerate(clauses):
