@@ -74,9 +74,16 @@ def _transposed_operand(red: UOp) -> UOp | None:
         return None
     along_last = [c for c in candidates if not c[1] and c[0] <= prod(src.shape) // src.shape[ax]]
     i = min(along_last or candidates)[2]
+    n = len(src.src[i].src[0].shape)
+    return _through_copy(red, i, (ax, *(j for j in range(n) if j != ax)))
+
+
+def _through_copy(red: UOp, i: int, perm: tuple[int, ...]) -> UOp:
+    """Contraction `red` with its operand `i` read through a copy laid out in axis order `perm` (a CONTIGUOUS of its
+    permutation, permuted back)."""
+    src = red.src[0]
     e = src.src[i]
     v = e.src[0]
-    perm = (ax, *(j for j in range(len(v.shape)) if j != ax))
     inv = tuple(perm.index(j) for j in range(len(perm)))
     copy = UOp(Ops.CONTIGUOUS, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (v,), perm),))
     operand = e.replace(src=(UOp(Ops.PERMUTE, v.dtype, (copy,), inv),))
@@ -106,12 +113,8 @@ def _batched_operand(red: UOp) -> UOp | None:
     if not candidates:
         return None
     i = min(candidates)[1]
-    v, last = values[i], max(own[i])
-    perm = (*(j for j in range(len(v.shape)) if j not in (ax, last)), ax, last)
-    inv = tuple(perm.index(j) for j in range(len(perm)))
-    copy = UOp(Ops.CONTIGUOUS, v.dtype, (UOp(Ops.PERMUTE, v.dtype, (v,), perm),))
-    operand = src.src[i].replace(src=(UOp(Ops.PERMUTE, v.dtype, (copy,), inv),))
-    return red.replace(src=(src.replace(src=tuple(operand if j == i else o for j, o in enumerate(src.src))),))
+    last = max(own[i])
+    return _through_copy(red, i, (*(j for j in range(len(values[i].shape)) if j not in (ax, last)), ax, last))
 
 
 def _copyable(v: UOp) -> bool:
