@@ -18,6 +18,7 @@ from tgfx.tensor import (
     fast_binary,
     keep_weak,
     promote,
+    static_int,
     to_tensor,
     weak_typed,
 )
@@ -597,12 +598,11 @@ def round(x: ArrayLike, decimals: int = 0) -> Tensor:  # noqa: A001 - numpy's na
 
     >>> tnp.round(tnp.asarray([1.5 + 2.5j, 0.125]), 2)     # [1.5+2.5j, 0.12+0j]
     """
-    if not isinstance(decimals, (int, np.integer)) or isinstance(decimals, bool):
-        # (JAX's decimals is static too: an array is an error there)
+    if (places := static_int(decimals)) is None:   # (JAX's decimals is static too: an array is an error there)
         raise TypeError(f"round: decimals must be a Python int, got {type(decimals).__name__}"
                         f"{' of shape ' + str(decimals.shape) if hasattr(decimals, 'shape') else ''}")
     x = _t(x)
-    return keep_weak(_round(x, int(decimals)), x)
+    return keep_weak(_round(x, places), x)
 
 
 def _round(x: Tensor, decimals: int) -> Tensor:

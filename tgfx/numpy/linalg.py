@@ -18,7 +18,7 @@ import numpy as np
 
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _reduce as rd
-from tgfx.tensor import ArrayLike, Tensor, normalize_axis
+from tgfx.tensor import ArrayLike, Tensor, normalize_axis, static_int
 
 Ord = int | float | str | None
 
@@ -36,17 +36,9 @@ def _square(name: str, a: Tensor) -> int:
 
 
 # ---- norms ----
-def _abs2(x: Tensor) -> Tensor:
-    """|x|^2 in x's real type: x * conj(x) of a complex x is real, and a norm is a real number."""
-    if x.dtype.is_complex:
-        from tgfx.numpy import _complex
-        return _complex.real(x * _complex.conj(x))
-    return x * x
-
-
 def _vector_norm(x: Tensor, ord: Ord, axis: tuple[int, ...], keepdims: bool) -> Tensor:  # noqa: A002 - numpy's name
     if ord is None or ord == 2:
-        return ew.sqrt(rd.sum(_abs2(x), axis=axis, keepdims=keepdims))
+        return ew.sqrt(rd.sum(rd.abs2(x), axis=axis, keepdims=keepdims))
     if isinstance(ord, str):
         raise ValueError(f"norm: invalid order {ord!r} for a vector norm (use None, 0, 1, 2, tnp.inf, -tnp.inf or a "
                          f"number)")
@@ -64,7 +56,7 @@ def _vector_norm(x: Tensor, ord: Ord, axis: tuple[int, ...], keepdims: bool) -> 
 
 def _matrix_norm(x: Tensor, ord: Ord, rows: int, cols: int, keepdims: bool) -> Tensor:  # noqa: A002
     if ord is None or ord in ("fro", "f"):
-        return ew.sqrt(rd.sum(_abs2(x), axis=(rows, cols), keepdims=keepdims))
+        return ew.sqrt(rd.sum(rd.abs2(x), axis=(rows, cols), keepdims=keepdims))
     if ord in (1, -1, np.inf, -np.inf):
         # 1: the largest column sum of |x| (sum over the rows); inf: the largest row sum (sum over the columns)
         inner, outer = (rows, cols) if ord in (1, -1) else (cols, rows)
@@ -104,7 +96,7 @@ def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,
     (t,) = _inexact("norm", x)
     if axis is None:
         if ord is None:
-            out = ew.sqrt(rd.sum(_abs2(t)))
+            out = ew.sqrt(rd.sum(rd.abs2(t)))
             return out.reshape((1,) * t.ndim) if keepdims else out
         if t.ndim not in (1, 2):
             raise ValueError(f"norm: with ord={ord!r} and no axis, x must be 1-d or 2-d, got shape {t.shape}; give "
@@ -291,9 +283,9 @@ def matrix_power(x: ArrayLike, n: int, /) -> Tensor:
     from tgfx.numpy._linalg import matmul as mm
     t = x if isinstance(x, Tensor) else Tensor(x)
     size = _square("matrix_power", t)
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+    if (power := static_int(n)) is None:
         raise TypeError(f"matrix_power: the exponent n must be a Python int, got {n!r} ({type(n).__name__})")
-    n = int(n)
+    n = power
     if n < 0:
         t, n = inv(t), -n
     out = None
