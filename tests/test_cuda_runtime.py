@@ -32,7 +32,7 @@ from tgfx.devices.cuda_translate import (
     Translator,
     native_host_fns,
 )
-from tgfx.devices.hcq import Buffer, Engine, Signal, host_buffer, host_runtime
+from tgfx.devices.hcq import Buffer, Engine, Signal, Sym, host_buffer, host_runtime
 from tgfx.devices.queue import HWQueue, Label
 
 STREAM = 0x5EA
@@ -83,6 +83,17 @@ class FakeDriver:
                 return 0.5
             return True if name == "cuMemHostRegister" else None
         return record
+
+    def prepare_launch(self, fn: int, grid: Any, block: Any, shared_bytes: int, stream: int, params: int,
+                       nbytes: int, where: str) -> Any:
+        """The real driver's prepared launch: here a `cuLaunchKernel` of the same arguments, recorded when it runs,
+        and its failure said with `where`."""
+        def launch() -> None:
+            try:
+                self.cuLaunchKernel(fn, grid, block, shared_bytes, stream, params, nbytes)
+            except CudaError as e:
+                raise e.at(where) from None
+        return launch
 
     def named(self, *names: str) -> list[tuple[str, tuple[Any, ...]]]:
         return [c for c in self.calls if c[0] in names]
@@ -149,6 +160,36 @@ def test_wait_exec_signal_become_stream_waits_launches_and_writes(env: SimpleNam
     assert issued.kernels == ["add_one"]
     pages = {c[1][0] for c in env.drv.named("cuMemHostRegister")}
     assert pages == {a & ~4095 for a in (env.timeline.addr, other.addr, done.addr)}   # each page registered once
+
+
+def test_a_replay_issues_the_launches_its_plan_prepared_and_reads_what_changes_per_call(env: SimpleNamespace) -> None:
+    """A command buffer submitted again (a jitted call) is translated once: the second submission issues the same
+    prepared launch (its parameters read in place, so a patched buffer needs no new plan) and reads the timeline's
+    WAIT and SIGNAL words afresh; a changed global size makes a new plan; the plan goes with its words."""
+    import gc
+    out, inp, other = (env.buf(env.dev0, 4000, a) for a in (0x7000_0000, 0x7100_0000, 0x7200_0000))
+    prog = CUDAProgram("add_one", 0xF00, block=(128, 1, 1), device="CUDA:0")
+    cb = HWQueue().exec(prog, [out, inp], vals=(Sym("n", 1000),), global_size=Sym("n", 1000)).encode()
+
+    def replay(cb: Any, value: int) -> Any:
+        cb.words[1], cb.words[2] = env.timeline.addr, value - 1
+        cb.words[-2], cb.words[-1] = env.timeline.addr, value
+        plan = env.tr.prepare(cb.words, cb.starts)
+        env.tr.replay(plan, cb.words)
+        return plan
+    first = replay(cb, 1)
+    cb.patch_buffers({0: other})
+    assert replay(cb, 2) is first and not first.host_driven
+    cb.patch_vals({"n": 64})
+    assert replay(cb, 3) is not first
+    launches = [c[1] for c in env.drv.named("cuLaunchKernel")]
+    assert [(grid, params) for _, grid, _, _, _, params, _ in launches] == \
+        [((8, 1, 1), cb.words.ctypes.data + 8 * (int(cb.starts[1]) + 1 + 5))] * 2 + [((1, 1, 1), launches[0][5])]
+    assert [c[1][2] for c in env.drv.named("cuStreamWriteValue64")] == [1, 2, 3]   # each replay's own SIGNAL
+    assert np.frombuffer(ctypes.string_at(launches[0][5], 24), np.int64).tolist() == [other.ptr, inp.ptr, 64]
+    del cb
+    gc.collect()
+    assert env.tr._plans == {}
 
 
 def test_a_stream_skips_waits_for_timeline_values_it_wrote_itself(env: SimpleNamespace) -> None:

@@ -41,6 +41,7 @@ from tgfx.devices.cuda_translate import (
     CUDAProgram,
     HostPages,
     Issued,
+    Plan,
     Staging,
     Translator,
     count_retired,
@@ -142,8 +143,9 @@ class CUDARing:
         proc = self.proc
         proc.device.make_current()
         self.poll()
+        plan = proc.translator.prepare(words, starts)
         with self._wake:
-            if self._jobs or Translator.host_driven(words, starts):
+            if self._jobs or plan.host_driven:
                 entry = [self.wptr + len(words), 0, None, None]
                 with self._lock:
                     self.wptr += len(words)
@@ -156,15 +158,16 @@ class CUDARing:
                     self._thread.start()
                 self._wake.notify()
                 return
-        done, issued = self._issue(words, starts)
+        done, issued = self._issue(words, starts, plan)
         with self._lock:
             self.wptr += len(words)
             self._pending.append([self.wptr, done, issued, None])
 
-    def _issue(self, words: np.ndarray, starts: np.ndarray) -> tuple[int, Issued]:
-        """Translate one submission onto the stream and record its completion event after it."""
+    def _issue(self, words: np.ndarray, starts: np.ndarray, plan: Plan | None = None) -> tuple[int, Issued]:
+        """Translate one submission (from its `plan` when it has one) onto the stream and record its completion
+        event after it."""
         proc = self.proc
-        issued = proc.translator.run(words, starts)
+        issued = proc.translator.run(words, starts) if plan is None else proc.translator.replay(plan, words)
         done = proc.event()
         proc.drv.cuEventRecord(done, proc.stream)
         return done, issued
