@@ -88,6 +88,8 @@ class FakeDriver:
                        nbytes: int, where: str) -> Any:
         """The real driver's prepared launch: here a `cuLaunchKernel` of the same arguments, recorded when it runs,
         and its failure said with `where`."""
+        self.calls.append(("prepare_launch", (fn, grid, block, shared_bytes, stream, params, nbytes)))
+
         def launch() -> None:
             try:
                 self.cuLaunchKernel(fn, grid, block, shared_bytes, stream, params, nbytes)
@@ -180,6 +182,7 @@ def test_a_replay_issues_the_launches_its_plan_prepared_and_reads_what_changes_p
     first = replay(cb, 1)
     cb.patch_buffers({0: other})
     assert replay(cb, 2) is first and not first.host_driven
+    assert len(env.drv.named("prepare_launch")) == 1
     cb.patch_vals({"n": 64})
     assert replay(cb, 3) is not first
     launches = [c[1] for c in env.drv.named("cuLaunchKernel")]
@@ -250,6 +253,7 @@ def test_a_counted_loop_is_driven_by_the_host_without_waiting_for_the_stream(env
                    ("cuStreamWriteValue64", (i.ptr, 2)), ("cuLaunchKernel", ((1, 1, 1), (32, 1, 1))),
                    ("cuStreamWriteValue64", (i.ptr, 3))]
     assert issued.kernels == ["body"] * 3 and env.drv.named("cuEventRecord") == []
+    assert len(env.drv.named("prepare_launch")) == 1      # the loop's launch is prepared once, issued three times
 
 
 def test_a_word_the_device_computed_is_read_after_the_stream_reaches_it(env: SimpleNamespace) -> None:

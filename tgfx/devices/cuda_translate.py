@@ -355,6 +355,7 @@ class Translator:
         self._sync_event = 0         # recorded to wait for the stream before the host reads a control word
         self.alive: Callable[[], bool] = lambda: True   # False once the engine is closed (a host-driven loop stops)
         self.fault: Callable[[HCQError], None] = _raise  # what a host program's exception becomes (the device's error)
+        self._launches: dict[int, tuple[Callable[[], None], str, int]] = {}   # `run`'s EXECs by payload word
         self._plans: dict[int, Plan] = {}   # id(words) -> its plan, while the words array lives (one submitting thread)
 
     @staticmethod
@@ -374,6 +375,7 @@ class Translator:
         base = words.ctypes.data
         self._mark = 0
         self._known = {}
+        self._launches = {}
         w = words.tolist()
         for at in starts[:-1].tolist() if isinstance(starts, np.ndarray) else starts[:-1]:
             self._packet(w, at, base, issued)
@@ -617,7 +619,11 @@ class Translator:
         self._mark = end
 
     def _exec(self, words: list[int], p: int, base: int, issued: Issued, nwords: int) -> None:
-        launch, name, gs = self._launch(words, p, base, nwords)
+        # a loop's BLOCK issues its launches once an iteration: each is prepared once a submission (its packet words
+        # do not change while it runs)
+        if (prepared := self._launches.get(p)) is None:
+            prepared = self._launches[p] = self._launch(words, p, base, nwords)
+        launch, name, gs = prepared
         self._timed(issued, name, 0, gs, launch)
         issued.kernels.append(name)
 
