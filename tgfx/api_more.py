@@ -149,9 +149,10 @@ def typeof(x: Any) -> ShapedArray:
 
 @contextlib.contextmanager
 def enable_x64(new_val: bool = True) -> Iterator[None]:
-    """Within the block, 64-bit types are on (or off, with False), as `jax.enable_x64`: float64, int64 and
-    complex128 keep their width instead of becoming 32-bit. `tg.config.update("x64", True)` sets it for the rest
-    of the process.
+    """Within the block, 64-bit types are on (or off, with False) for this thread, as `jax.enable_x64`: float64,
+    int64 and complex128 keep their width instead of becoming 32-bit. Other threads keep their mode; a jitted
+    function called in both modes keeps a trace for each. `tg.config.update("x64", True)` sets it for the rest of
+    the process.
 
     >>> with tg.enable_x64():
     ...     tnp.asarray(1.0, tnp.float64).dtype     # float64

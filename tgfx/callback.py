@@ -78,6 +78,9 @@ class HostCallback:
         self.name, self.fn, self.effect, self.vmap_method = name, fn, effect, vmap_method
         self.ins, self.outs = tuple(ins), tuple(outs)
         self.uid = next(_uid)
+        # whether its results may be 64-bit for a 32-bit declaration (JAX's canonical types without x64): the mode of
+        # the trace, not of the device thread that runs it (which sees only the process-wide value)
+        self.narrows = not config.X64
         self._programs: dict[bool, Program] = {}
         self.runs = 0
 
@@ -107,7 +110,7 @@ class HostCallback:
         self.runs += 1
         if not self.outs:
             return
-        results = _check_results(self.name, got, self.outs)
+        results = _check_results(self.name, got, self.outs, self.narrows)
         for i, (r, (shape, dtype)) in enumerate(zip(results, self.outs, strict=True)):
             _write(int(ptrs[1 + i]), r, shape, dtype)
 
@@ -121,13 +124,13 @@ class HostCallback:
                 f"vmap of {self.name}: vmap is only supported for pure_callback when vmap_method is one of "
                 f"{', '.join(repr(m) for m in VMAP_METHODS)}. Got vmap_method=None; pass one, e.g. "
                 f"vmap_method='sequential' to call it once per example")
-        fn, outs = self.fn, self.outs
+        fn, outs, narrows = self.fn, self.outs, self.narrows
 
         def sequential(args: list[np.ndarray]) -> list[np.ndarray] | None:
             per = [fn([a[b] if f else a for a, f in zip(args, flags, strict=True)]) for b in range(size)]
             if not outs:
                 return None
-            checked = [_check_results(self.name, r, outs) for r in per]
+            checked = [_check_results(self.name, r, outs, narrows) for r in per]
             return [np.stack([c[i] for c in checked]) if size else np.zeros((0, *s), d.np)
                     for i, (s, d) in enumerate(outs)]
 
@@ -139,8 +142,10 @@ class HostCallback:
             return fn(args)
         ins = [((size, *s), d) if f else (s, d) for (s, d), f in zip(self.ins, flags, strict=True)]
         one = method in ("sequential", "sequential_unrolled")
-        return HostCallback(self.name, sequential if one else vectorized, ins, [((size, *s), d) for s, d in outs],
-                            self.effect, method)
+        out = HostCallback(self.name, sequential if one else vectorized, ins, [((size, *s), d) for s, d in outs],
+                           self.effect, method)
+        out.narrows = narrows
+        return out
 
 
 def _read(ptr: int, shape: tuple[int, ...], dtype: DType) -> np.ndarray:
@@ -167,9 +172,10 @@ _NARROWED = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.
              np.dtype(np.uint64): np.dtype(np.uint32), np.dtype(np.complex128): np.dtype(np.complex64)}
 
 
-def _check_results(name: str, got: Any, outs: Sequence[Aval]) -> list[np.ndarray]:
+def _check_results(name: str, got: Any, outs: Sequence[Aval], narrows: bool) -> list[np.ndarray]:
     """The results a user's callback returned (flattened to match `outs`), checked against the declared shapes and
-    dtypes; an error naming the callback, the result and both types."""
+    dtypes (a 64-bit one for its 32-bit declaration too if it `narrows`); an error naming the callback, the result
+    and both types."""
     leaves, _ = tree_flatten(got)
     if len(leaves) != len(outs):
         raise RuntimeError(f"{name} returned {len(leaves)} value(s), but result_shape_dtypes declares {len(outs)}")
@@ -180,7 +186,7 @@ def _check_results(name: str, got: Any, outs: Sequence[Aval]) -> list[np.ndarray
         if a.shape != tuple(shape):
             raise RuntimeError(f"{name}: incorrect output shape for return value #{i}: expected {tuple(shape)}, "
                                f"actual {a.shape} (result_shape_dtypes declares {dtype.name}{list(shape)})")
-        if a.dtype != want and not (not config.X64 and _NARROWED.get(a.dtype) == want):
+        if a.dtype != want and not (narrows and _NARROWED.get(a.dtype) == want):
             raise RuntimeError(f"{name}: incorrect output dtype for return value #{i}: expected {want.name}, actual "
                                f"{a.dtype.name}; return arrays of the declared dtype (e.g. .astype(np.{want.name}))")
         out.append(a.astype(want, copy=False))
@@ -282,7 +288,8 @@ def _flat_callback(name: str, callback: Callable, args: tuple, kwargs: dict, out
         return callback(*a, **kw)
     ins = [(t.shape, t.dtype) for t in tensors]
     statics = tuple((type(x), x) for x in static if x is not None)
-    hc = _callback(None if key is None else (*key, tree, tuple(at), statics, tuple(ins), tuple(outs), vmap_method),
+    hc = _callback(None if key is None else (*key, tree, tuple(at), statics, tuple(ins), tuple(outs), vmap_method,
+                                             bool(config.X64)),
                    lambda: HostCallback(name, fn, ins, outs, effect, vmap_method))
     return _call(hc, tensors, device)
 

@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
@@ -241,8 +242,9 @@ class Function:
     def _signature(leaves: list[Any], treedef: PyTreeDef, inputs: list[Tensor],
                    slot_of: dict[int, int]) -> tuple | None:
         """What a body traced outside any trace depends on: the argument structure, which leaf is which input, each
-        input's dtype, shape, device, layout across devices and weak typing, and the other leaves (with their types:
-        1 and True trace differently). None when a leaf is not hashable (then the call is traced)."""
+        input's dtype, shape, device, layout across devices and weak typing, the other leaves (with their types:
+        1 and True trace differently) and the x64 mode (a float64 constant of the body is float32 without it). None
+        when a leaf is not hashable (then the call is traced)."""
         others = tuple((type(x), x) for x in leaves if not isinstance(x, Tensor))
         try:
             hash(others)
@@ -251,7 +253,7 @@ class Function:
         slots = tuple(slot_of[id(x)] if isinstance(x, Tensor) else -1 for x in leaves)
         avals = tuple((t.dtype, t.shape, t.device, is_weak(t), t.uop.arg if t.uop.op is Ops.MULTI else None)
                       for t in inputs)
-        return treedef, slots, avals, others
+        return treedef, slots, avals, others, bool(config.X64)
 
     def _results(self, out: Any, effects: bool = False) -> list[tuple[Any, Tensor]]:
         flat, _ = tree_flatten_with_path(out)

@@ -301,7 +301,8 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
         src = dataclasses.replace(src, name=same[0], ir=src.ir.replace(src.name, same[0]))
         obj = same[1]
     elif pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
-        obj = _same_code.setdefault(code_key, (src.name, pool.submit(compile_llvm, src.ir, False, target)))[1]
+        obj = _same_code.setdefault(code_key, (src.name, pool.submit(config.carry(compile_llvm), src.ir, False,
+                                                                     target)))[1]
     else:
         obj = _same_code.setdefault(code_key, (src.name, compile_llvm(src.ir, target=target)))[1]
     if isinstance(obj, Future):
@@ -402,7 +403,8 @@ def prelower(asts: Iterable[UOp]) -> None:
     """Compile a program's kernels before it is encoded, the LLVM compiles on worker threads (llvmlite releases the
     GIL) while this thread lowers the next kernel in Python: a program's first call overlaps the two. One thread
     compiles in this process and one per compile worker process (`compile_llvm`), so compiles run side by side. Only
-    the threads touch LLVM until they are done: the objects are loaded afterwards, here."""
+    the threads touch LLVM until they are done: the objects are loaded afterwards, here. The threads compile with
+    this thread's flags (`config.carry`: DEBUG=4 prints their IR)."""
     todo = list(dict.fromkeys(asts))
     if len(todo) < 2 or config.BEAM > 0 or forced_opts() is not None:
         return

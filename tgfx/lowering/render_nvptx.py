@@ -417,6 +417,6 @@ def preload(kernels: Iterable[tuple[Any, UOp]]) -> None:
         futures = []
         for dev, ast in todo:
             job = _ptx_job(ast, dev.target)
-            futures.append(pool.submit(lambda d=dev, a=ast, j=job: _load(d, a, j())))
+            futures.append(pool.submit(config.carry(lambda d=dev, a=ast, j=job: _load(d, a, j()))))
     for f in futures:
         f.result()   # the first failure, in program order

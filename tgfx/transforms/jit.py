@@ -262,8 +262,8 @@ class Jit:
         self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
         # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`_flatten_fast`)
+        # (its keys begin with the x64 mode the call traced in: threads in and out of `enable_x64` share them)
         self._fast: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
-        self._fast_x64 = config.X64.value  # the x64 mode the fast signatures were traced in
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
         _live.add(self)
@@ -331,14 +331,12 @@ class Jit:
         if active():  # inside another trace or a grad (in this thread): inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork: a program's)
-        if self._fast_x64 != config.X64.value:  # a trace made in the other x64 mode is not this one's
-            self._fast.clear()
-            self._fast_x64 = config.X64.value
+        x64 = bool(config.X64.value)   # (this thread's: a trace made in the other mode is not this call's)
         fast: list | None = None   # the call's leaves, when they all are of the fast path's kinds
         if not self.static_argnums and not (kwargs and self.static_argnames):
             # the common call: one-device Tensors and Python scalars in tuples, lists and dicts. Its key needs no
             # PyTreeDef, and a replay no Tensor per scalar
-            fast, sig = [], [len(args)]
+            fast, sig = [], [x64, len(args)]
             for a in args:   # (the arguments' tuple, flattened here: one call fewer on every replay)
                 if not _flatten_fast(a, fast, sig):
                     fast = None
@@ -355,7 +353,7 @@ class Jit:
         tensors = [_leaf_tensor(x) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
         # (which inputs share a buffer is no part of it: a program binds each input slot on its own, so one traced
         # with `zeros, zeros` for Adam's two states serves the distinct states of every later step, as JAX's)
-        key = (treedef, specs, static, bool(config.X64))
+        key = (treedef, specs, static, x64)
         hit = self._cache.get(key)
         if hit is None:
             with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
