@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tgfx import config
 from tgfx.devices import cuda as cuda_module
 from tgfx.devices.cuda import CUDACommandProcessor, launch_dims
 from tgfx.devices.cuda_driver import CUDA_ERROR_NOT_READY, CudaError
@@ -731,9 +732,16 @@ def test_preload_renders_here_and_compiles_and_loads_on_pool_threads(emulated: A
     render_nvptx.preload([(dev, a) for a in asts])
     assert len(loads) == len(set(asts)) and all(name.startswith("tgfx-ptx") for name in loads)
     assert tg.counters.compile_count == len(set(asts))
-    assert all(render_nvptx.gpu_kernel(dev, a) is render_nvptx._loaded[(dev.name, a.key)] for a in asts)
+    assert all(render_nvptx.gpu_kernel(dev, a) is render_nvptx._loaded[(dev.name, a.key, "hand")] for a in asts)
     render_nvptx.preload([(dev, a) for a in asts])   # loaded already: nothing again
     assert len(loads) == len(set(asts))
+    # a thread inside `Context(NOOPT=1)` gets its kernels without the GPU options, not those loaded with them (nor
+    # does a thread outside get its kernels)
+    hand = render_nvptx.gpu_kernel(dev, asts[0])
+    with config.Context(NOOPT=1):
+        plain = render_nvptx.gpu_kernel(dev, asts[0])
+        assert plain is not hand and render_nvptx.gpu_kernel(dev, asts[0]) is plain
+    assert render_nvptx.gpu_kernel(dev, asts[0]) is hand and len(loads) == len(set(asts)) + 1
 
 
 def test_emulated_programs_run_jit_grad_and_copies_on_a_cuda_device(emulated_programs: Any) -> None:

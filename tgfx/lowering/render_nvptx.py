@@ -379,27 +379,35 @@ __all__ = ["LaunchDims", "NVPTXRenderer", "compile_ptx", "kernel_ir", "libdevice
            "render_nvptx"]
 
 
-_loaded: dict[tuple[str, str], Any] = {}   # (device, kernel AST key) -> the kernel the device loaded
+# (device, kernel AST key, what chose its options) -> the kernel the device loaded
+_loaded: dict[tuple[str, str, str], Any] = {}
 _loaded_lock = forksafe.lock()
 
 
 def gpu_kernel(device: Any, ast: UOp) -> Any:
     """Kernel AST `ast` compiled to PTX for `device`'s GPU (its `target`) and loaded by its driver (`load_kernel`);
-    cached per device and AST."""
-    hit = _loaded.get((device.name, ast.key))
+    cached per device, AST and what chooses its options (NOOPT, BEAM: this thread's flags)."""
+    key = _loaded_key(device, ast)
+    hit = _loaded.get(key)
     if hit is not None:
         return hit
     opts = None
     if config.BEAM > 0 and not config.NOOPT:   # the options a timed search on this device finds (search_gpu.py)
         from tgfx.lowering.search_gpu import gpu_beam_search
         opts = gpu_beam_search(device, ast, int(config.BEAM))
-    return _load(device, ast, ptx_of(ast, device.target, opts))
+    return _load(device, key, ptx_of(ast, device.target, opts))
 
 
-def _load(device: Any, ast: UOp, ptx: tuple[str, str, LaunchDims]) -> Any:
+def _loaded_key(device: Any, ast: UOp) -> tuple[str, str, str]:
+    """A loaded kernel's key: what chose its options is part of it, as of the CPU's compiled kernels (`opt_mode`): a
+    thread inside `Context(NOOPT=1)` got the kernel with the GPU options another thread loaded before."""
+    return device.name, ast.key, "noopt" if config.NOOPT else f"beam{int(config.BEAM)}" if config.BEAM > 0 else "hand"
+
+
+def _load(device: Any, key: tuple[str, str, str], ptx: tuple[str, str, LaunchDims]) -> Any:
     kernel = device.load_kernel(*ptx)
     with _loaded_lock:
-        return _loaded.setdefault((device.name, ast.key), kernel)
+        return _loaded.setdefault(key, kernel)
 
 
 def preload(kernels: Iterable[tuple[Any, UOp]]) -> None:
@@ -409,14 +417,14 @@ def preload(kernels: Iterable[tuple[Any, UOp]]) -> None:
     MLP step's 20 kernels the rendering is a third of the host's part (72 of 218 ms), and the driver's JIT comes on
     top of both, kernel after kernel, without this."""
     from tgfx.lowering import gc_paused, quick_gil_handoff
-    todo = [(dev, ast) for dev, ast in dict.fromkeys(kernels) if (dev.name, ast.key) not in _loaded]
+    todo = [(dev, ast, key) for dev, ast in dict.fromkeys(kernels) if (key := _loaded_key(dev, ast)) not in _loaded]
     if len(todo) < 2 or config.BEAM > 0:   # (searched kernels are compiled one by one, as each search ends)
         return
     threads = min(len(todo), host_cores())   # the driver's JIT runs side by side: one load per core at most
     with ThreadPoolExecutor(threads, thread_name_prefix="tgfx-ptx") as pool, gc_paused(), quick_gil_handoff():
         futures = []
-        for dev, ast in todo:
-            job = _ptx_job(ast, dev.target)
-            futures.append(pool.submit(config.carry(lambda d=dev, a=ast, j=job: _load(d, a, j()))))
+        load = config.carry(lambda dev, key, job: _load(dev, key, job()))
+        for dev, ast, key in todo:
+            futures.append(pool.submit(load, dev, key, _ptx_job(ast, dev.target)))
     for f in futures:
         f.result()   # the first failure, in program order
