@@ -261,6 +261,25 @@ def _stored_gather(red: UOp, ctx: ScheduleCtx) -> bool:
     return base.op is Ops.BUFFER or base in ctx.realize
 
 
+def _onehot_indices(u: UOp, ctx: ScheduleCtx) -> list[UOp]:
+    """The costly values a one-hot mask `u` compares with its arange (`idx == arange`, and-ed for several axes), to be
+    stored in its place: a gather reads its mask as one load at the index (`gather.collapse_onehot`), so what it costs
+    is the index's computation, not the broadcast compare. A DQN's minibatch drawn by `randint` from a 8,192-row replay
+    buffer gathered five columns by one hashed index: its mask stored whole, 256 x 8,192 bytes, then each gather a
+    reduce over all 8,192 rows (2 x 680 us of a 3 ms step); its index stored, each gather is 256 loads."""
+    if not is_onehot(u):
+        return []
+    masks, out = [_view_base(u)], []
+    while masks:
+        m = masks.pop()
+        if m.op is Ops.AND:
+            masks.extend(_view_base(s) for s in m.src)
+        elif (idx := _onehot_index(m)) is not None and (base := _view_base(idx)).op in GroupOp.Elementwise and \
+                base not in ctx.realize:
+            out.append(base)
+    return out
+
+
 def _evaluated(u: UOp, ctx: ScheduleCtx, root: UOp, scalars: bool = False) -> Iterator[UOp]:
     """The nodes of the elementwise graph under `u` that the kernel of `root` evaluates: up to its leaves, stored
     values and reduces; its scalar part (which LLVM hoists out of the loops) only with `scalars`."""
@@ -607,7 +626,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         several = [u for u in reversed(order) if len(shared.get(u, ())) > 1 and u not in ctx.realize]
         costly = next((u for u in several if _recompute_cost(u, ctx, u, SHARED_COST) >= SHARED_COST), None)
         if costly is not None:
-            ctx.realize.add(costly)
+            ctx.realize.update(_onehot_indices(costly, ctx) or (costly,))
             changed = True
             continue
         # (the values reading SHARED_READS stored values, all at once: a residual stream is one such value a block, each
