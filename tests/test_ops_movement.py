@@ -572,10 +572,11 @@ def test_broadcasting_an_operand_builds_the_graph_expand_builds():
 def test_an_eager_stack_of_many_computed_values_is_joined_on_the_host() -> None:
     # a batch stacked from a list of samples, some drawn twice: as a graph, each pattern of repeats was another
     # kernel to compile (1.3 s a call for 128 of 1,000); values in host memory are now joined there, no kernel
+    # (on CPU:0 whatever the default device: host memory is what lets the host join them)
     from tgfx.counters import counters
     rng = np.random.default_rng(0)
-    data = [tg.asarray(rng.standard_normal(5).astype(np.float32)) for _ in range(20)]
-    rows = tg.asarray(rng.standard_normal((20, 5)).astype(np.float32))
+    data = [tg.device_put(rng.standard_normal(5).astype(np.float32), "CPU") for _ in range(20)]
+    rows = tg.device_put(rng.standard_normal((20, 5)).astype(np.float32), "CPU")
     tg.realize(*data)
     for _ in range(3):
         idx = rng.integers(0, 20, 12)

@@ -109,7 +109,7 @@ def _program(f: tg.jit) -> object:
 
 def test_a_dropped_jitted_function_keeps_its_memory_until_its_replay_is_done(gate: Signal) -> None:
     dev = get_device("CPU")
-    x = tg.asarray(np.arange(16, dtype=np.float32).reshape(4, 4))
+    x = tg.device_put(np.arange(16, dtype=np.float32).reshape(4, 4), dev.name)
     f = tg.jit(lambda a: (a @ a) @ a)              # two kernels: the first product lives in the program's arena
     f(x).block_until_ready()
     prog = _program(f)
