@@ -104,6 +104,28 @@ def test_a_vector_range_reads_padded_transposed_and_strided_lanes() -> None:
                                x.T @ g, rtol=1e-4, atol=1e-4)
 
 
+def test_a_register_transpose_fences_its_rounds_from_x86_shuffle_search() -> None:
+    """A square of w row vectors transposed in registers (log2 w rounds of w shuffles) passes each round but the last
+    through `llvm.arithmetic.fence`, which LLVM's optimiser keeps and which emits no instruction: x86 instruction
+    selection searched every chain of up to 8 shuffles for a cheaper one (fno's 8 x 8 tiles: 38 of a kernel's 50 ms
+    of code generation). w (log2 w - 1) fences, each between two rounds of shuffles, and the same values."""
+    t = host_target()
+    x = rand(256, 256)
+    (ast,) = kernels(tg.asarray(x).T * 2)
+    ir = rendered(ast, t)
+    w = t.lanes()
+    fences = re.findall(rf"(%\S+) = call <{w} x float> @llvm.arithmetic.fence.v{w}f32\(<{w} x float> (%\S+)\)", ir)
+    assert len(fences) == w * (w.bit_length() - 2)
+    pairs = re.findall(rf"(%\S+) = shufflevector <{w} x float> %\S+, <{w} x float> %", ir)   # two rows interleaved
+    assert len(pairs) == w * (w.bit_length() - 1)
+    shuffled = set(pairs)
+    assert all(src in shuffled for _, src in fences)   # each fences one shuffle's result
+    assert "arithmetic.fence" in lowering.compile.optimized_ir(ir, t)   # and the optimiser keeps it for ISel
+    np.testing.assert_array_equal((tg.asarray(x).T * 2).numpy(), x.T * 2)
+    sse = target_for("x86-64")   # 4 lanes, two rounds: one fenced
+    assert len(re.findall(r"= call <4 x float> @llvm.arithmetic.fence", rendered(ast, sse))) == 4
+
+
 def test_a_sum_along_a_short_contiguous_axis_is_a_vector_of_partial_sums() -> None:
     """A convolution's bias gradient, an NCHW value summed over N, H and W: W (8) is the only axis read side by side,
     too short for LLVM's loop vectoriser, and the sum stayed a scalar chain of adds (224 -> 12 us in the CNN step). W

@@ -9,6 +9,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.kernel_opts import _coef, masked_unit_stride, unit_stride
 from tgfx.lowering.linearize import range_deps
 from tgfx.lowering.llvm_rules import (
+    _LLVM_SUFFIX,
     _UPDATE_FLAGS,
     _VECTOR_RULES,
     RenderError,
@@ -227,17 +228,26 @@ class WideValues:
 
     def transpose(self, rows: list[str], ty: str) -> list[str]:
         """The columns of a square of `len(rows)` row vectors (a power of two): log2(w) rounds of interleaving row j
-        with row j + w/2; after the last, row c holds column c."""
+        with row j + w/2; after the last, row c holds column c.
+
+        On x86 a float round's results pass through `llvm.arithmetic.fence` (no instruction) before the next round:
+        LLVM's x86 instruction selection otherwise searches every chain of shuffles up to 8 deep for a cheaper one and
+        finds none (the butterfly is one unpack a shuffle), spending 0.3 ms a shuffle: an 8 x 8 tile's 128 shuffles
+        were 38 of the 50 ms its kernel's code generation took (fno's mode mixing), 17 ms with the fences."""
         width = len(rows)
         vt, half = f"<{width} x {ty}>", width // 2
         lo = ", ".join(f"i32 {x}" for i in range(half) for x in (i, width + i))
         hi = ", ".join(f"i32 {x}" for i in range(half, width) for x in (i, width + i))
-        for _ in range(width.bit_length() - 1):
+        rounds = width.bit_length() - 1
+        fence = ty in _LLVM_SUFFIX and self.target.triple.startswith("x86_64")
+        for r in range(rounds):
             nxt = []
             for j in range(half):
                 a, b = rows[j], rows[j + half]
                 nxt += [self.op_in(f"shufflevector {vt} {a}, {vt} {b}, <{width} x i32> <{lo}>"),
                         self.op_in(f"shufflevector {vt} {a}, {vt} {b}, <{width} x i32> <{hi}>")]
+            if fence and r < rounds - 1:
+                nxt = [self.call(f"llvm.arithmetic.fence.{_vsuffix(vt)}", vt, [(vt, x)]) for x in nxt]
             rows = nxt
         return rows
 
