@@ -165,6 +165,42 @@ def test_kernels_that_differ_only_in_loop_axes_and_operand_order_share_one_compi
         assert tgfx.counters.compile_count == 1 and tgfx.counters.kernel_count == 2
 
 
+def test_kernels_that_differ_only_in_their_length_share_one_compile(tmp_path):
+    """An elementwise kernel of one loop on one core reads its trip count from its launch's values: the same update
+    of parameters of 100, 1,000 and 3,000 elements (a U-Net's Adam updates, one per parameter) is one code, compiled
+    once, each launch right; a new process reads each one's count from the disk cache. A kernel split over cores has
+    its split, and its count, written in."""
+    import numpy as np
+
+    import tgfx
+    import tgfx.numpy as tnp
+    from tgfx import lowering
+    from tgfx.config import Context
+    from tgfx.lowering import forget_compiled
+    c = float(np.random.default_rng().integers(1, 1 << 20))   # a new constant: new kernels, compiled now
+    update = tgfx.jit(lambda p, g: p - c * g / (tnp.sqrt(g * g) + 1))
+    sizes = (100, 1000, 3000)
+    xs = [np.random.default_rng(n).standard_normal((2, n)).astype(np.float32) for n in sizes]
+
+    def run() -> None:
+        for x in xs:
+            got = update(tnp.asarray(x[0]), tnp.asarray(x[1])).numpy()
+            np.testing.assert_allclose(got, x[0] - np.float32(c) * x[1] / (np.sqrt(x[1] * x[1]) + 1), rtol=1e-6)
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):
+        tgfx.counters.reset()
+        run()
+        assert tgfx.counters.compile_count == 1 and tgfx.counters.kernel_count == 3
+        forget_compiled()
+        run()
+        assert tgfx.counters.compile_count == 1
+    with Context(TGFX_DISK_CACHE=0):
+        forget_compiled()
+        big = tnp.asarray(np.ones(1 << 22, np.float32))
+        np.testing.assert_array_equal(tgfx.jit(lambda p: p * c + 1)(big).numpy(), np.float32(c) + 1)
+    (threaded,) = lowering._kernels.values()
+    assert threaded.global_size > 1 and threaded.vals == () and "load i64, ptr %vals" not in threaded.src
+
+
 def test_a_chain_of_one_source_ops_shares_its_range_set():
     """`range_deps` of a node whose sources depend on one set of ranges is that set, not a copy per node (the
     linearizer and renderer ask for it of every node; a chain of n unary ops held n copies); sources on different

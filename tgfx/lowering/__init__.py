@@ -74,16 +74,17 @@ class KernelObject:
     global_size: int = 1  # core ids it is launched with (THREAD)
     opts: tuple[Opt, ...] = ()  # the options applied, for DEBUG>=2
     src: str = ""      # LLVM IR as rendered ("" when read from the disk cache)
+    vals: tuple[int, ...] = ()  # the values every launch passes (a trip count read at run time: `runtime_trips`)
 
     def meta(self) -> dict[str, Any]:
         return {"name": self.name, "nbufs": self.nbufs, "mode": self.mode, "flops": self.flops,
                 "mem_bytes": self.mem_bytes, "global_size": self.global_size,
-                "opts": [[o.op, o.axis, o.amount] for o in self.opts]}
+                "opts": [[o.op, o.axis, o.amount] for o in self.opts], "vals": list(self.vals)}
 
     @staticmethod
     def from_meta(meta: dict[str, Any], obj: bytes) -> KernelObject:
         return KernelObject(meta["name"], obj, meta["nbufs"], meta["mode"], meta["flops"], meta["mem_bytes"],
-                            meta["global_size"], tuple(Opt(*o) for o in meta["opts"]))
+                            meta["global_size"], tuple(Opt(*o) for o in meta["opts"]), vals=tuple(meta["vals"]))
 
 
 @dataclass(frozen=True)
@@ -97,10 +98,11 @@ class KernelSource:
     mem_bytes: int
     global_size: int
     opts: tuple[Opt, ...]
+    vals: tuple[int, ...] = ()
 
     def assemble(self, obj: bytes) -> KernelObject:
         return KernelObject(self.name, obj, self.nbufs, self.mode, self.flops, self.mem_bytes, self.global_size,
-                            self.opts, self.ir)
+                            self.opts, self.ir, self.vals)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class CompiledKernel:
     mem_bytes: int = 0
     global_size: int = 1
     opts: tuple[Opt, ...] = ()
+    vals: tuple[int, ...] = ()   # what each launch passes as its values (`runtime_trips`)
     program: Program = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -215,6 +218,14 @@ def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
                   target: Target | None = None) -> tuple[str, list[UOp], list[UOp]]:
     """An optimised index-level kernel as LLVM IR for `target` (default: `host_target()`), with its program order and
     its buffers (by slot)."""
+    ir, lin, bufs, _ = render_kernel_values(name, sink, opts, target, trips_by_value=False)
+    return ir, lin, bufs
+
+
+def render_kernel_values(name: str, sink: UOp, opts: Sequence[Opt], target: Target | None = None,
+                         trips_by_value: bool = True) -> tuple[str, list[UOp], list[UOp], tuple[int, ...]]:
+    """`render_kernel`, and the values its launches pass (`vals`): with `trips_by_value`, a kernel of one loop reads
+    its trip count from them (`runtime_trips`)."""
     # order into loops, hoisting what each loop does not depend on
     target = host_target() if target is None else target
     # a costly value a row kernel's reduce and output both compute is kept in a row buffer between them, and a
@@ -223,13 +234,28 @@ def render_kernel(name: str, sink: UOp, opts: Sequence[Opt],
     lin, acc_of = linearize(decompose_transcendentals(sink))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     small = scalar_ops(lin) <= SMALL_KERNEL_OPS and not any(u.op in GroupOp.Transcendental for u in sink.toposort())
+    trips = runtime_trips(lin) if trips_by_value else None
     # LLVM's unroller is for the loops of reduces (a tile's reduce loop, a row's passes); a kernel without one moves or
     # combines elements once each, which its loop vectoriser interleaves already: unrolled, it compiled 2-5x longer
     # (the MLP step's copies into packed panels: 23 -> 5 ms each) and ran no faster (gelu 16M, the SGD updates)
     ir = render_llvm(name, lin, acc_of, bufs, target=target, loop_unroll=not small and bool(acc_of),
                      loop_vectorize=not small and not any(o.op in ("UPCAST", "UNROLL") for o in opts),
-                     tile=not small and any(o.op == "UPCAST" for o in opts))
-    return ir, lin, bufs
+                     tile=not small and any(o.op == "UPCAST" for o in opts), trips_arg=trips)
+    return ir, lin, bufs, () if trips is None else (trips.src[0].arg,)
+
+
+def runtime_trips(lin: list[UOp]) -> UOp | None:
+    """The loop of a kernel whose trip count can be a launch's value rather than written into its code: its one loop,
+    on one core (a longer one is threaded: its split is written in), without a vector range (whose lanes the options
+    fitted to it). LLVM vectorises such a loop with a remainder for any count, or leaves it as written (a small
+    kernel's), and kernels that differ only in their length are one code, compiled once (`lower_kernel`'s same-code
+    cache): a U-Net's Adam updates, one per parameter of 32 to 36,864 elements, and its gradients' zero fills, so its
+    first call compiles 199 kernels, not 224 (4.45 -> 4.2 s of LLVM); a ViT's 91, not 108; a transformer's 76, not
+    83. (Kernels alike but for their strides are still one code each: a count read at run time is the whole saving.)"""
+    ranges = [u for u in lin if u.op is Ops.RANGE]
+    if len(ranges) != 1 or vector_ranges(lin) or any(u.op is Ops.SPECIAL for u in lin):
+        return None
+    return ranges[0]
 
 
 def symbol_name(ast: UOp, mode: str) -> str:
@@ -252,11 +278,11 @@ def kernel_source(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -
     mode = opt_mode(applied, target) if opts is not None or config.BEAM > 0 else opt_mode(None, target)
     name = symbol_name(ast, mode)
     # transcendentals as arithmetic, order into loops and render LLVM IR for the target's vector width
-    ir, lin, bufs = render_kernel(name, sink, applied, target)
+    ir, lin, bufs, vals = render_kernel_values(name, sink, applied, target)
     flops, mem = estimate_cost(lin, bufs)
     # (the linearized loops are one core's share: DEBUG=2 printed a threaded kernel's rate its core count too low)
     cores = global_size(sink)
-    return KernelSource(name, ir, len(bufs), mode, flops * cores, mem, cores, tuple(applied))
+    return KernelSource(name, ir, len(bufs), mode, flops * cores, mem, cores, tuple(applied), vals)
 
 
 def compile_kernel(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) -> KernelObject:
@@ -326,7 +352,7 @@ def _code_key(src: KernelSource, target: Target) -> str:
 def _load(ast: UOp, mode: str, key: str, ko: KernelObject, target: Target) -> CompiledKernel:
     """`ko` loaded into executable memory, and remembered in the LRU."""
     ck = CompiledKernel(ko.name, load_object(key, ko.name, ko.obj, target), ko.nbufs, ast, ko.src, ko.flops,
-                        ko.mem_bytes, ko.global_size, ko.opts)
+                        ko.mem_bytes, ko.global_size, ko.opts, ko.vals)
     return _kernels.setdefault((ast.key, mode), ck)
 
 

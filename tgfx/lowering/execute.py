@@ -104,7 +104,8 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
 
     if body.op is Ops.SINK:
         ck = device_kernel(get_device(bufs[0].arg[1]), body)   # compiled for the output's device
-        q.exec(ck.program, mems, global_size=ck.global_size)
+        # a CPU kernel may read a trip count from its values (`runtime_trips`); a GPU kernel takes none
+        q.exec(ck.program, mems, getattr(ck, "vals", ()), global_size=ck.global_size)
     elif body.op is Ops.COPY:
         if len(body.arg) == 3:
             nbytes, src_offset, dst_offset = body.arg

@@ -71,8 +71,9 @@ class LLVMRenderer(WideValues, RegisterTiles):
     chain_updates = False
 
     def __init__(self, name: str, loop_vectorize: bool = True, target: Target | None = None,
-                 loop_unroll: bool = True, tile: bool = False) -> None:
+                 loop_unroll: bool = True, tile: bool = False, trips_arg: UOp | None = None) -> None:
         self.name = name
+        self.trips_arg = trips_arg   # the RANGE whose trip count the kernel reads from `vals[0]` (`render_llvm`)
         # LLVM's vectorisers build vectors as wide as the target's registers, which the options' tiles are made for
         # (its own default for some AVX-512 CPUs is half that width)
         self.target = host_target() if target is None else target
@@ -310,14 +311,17 @@ class LLVMRenderer(WideValues, RegisterTiles):
         for i, b in enumerate(bufs):  # by slot: a buffer folded out of the kernel leaves a gap, not a shift
             loads.append(f"  %p{i} = getelementptr ptr, ptr %bufs, i64 {b.arg[0]}")
             loads.append(f"  %a{i} = load ptr, ptr %p{i}")
-        call_args = ", ".join([f"ptr %a{i}" for i in range(len(bufs))] + ["i64 %core"])
+        trips = self.trips_arg is not None
+        call_args = ", ".join([f"ptr %a{i}" for i in range(len(bufs))] + ["i64 %core"] + (["i64 %t"] if trips else []))
         body = "\n".join(self.allocas + ["  br label %start", "start:"] + self.lines)
         flush, restore = self.flush_denormals()
         return "\n".join([
             *sorted(self.declares),
-            f"define internal void @{self.name}_body({args}{', ' if args else ''}i64 %core) alwaysinline #0 {{",
+            f"define internal void @{self.name}_body({args}{', ' if args else ''}i64 %core"
+            f"{', i64 %trips' if trips else ''}) alwaysinline #0 {{",
             "entry:", body, "  ret void", "}",
             f"define void @{self.name}(ptr %bufs, ptr %vals, i64 %core) #0 {{", "entry:", *flush, *loads,
+            *(["  %t = load i64, ptr %vals"] if trips else []),
             f"  call void @{self.name}_body({call_args})", *restore, "  ret void", "}",
             f'attributes #0 = {{ "prefer-vector-width"="{self.vector_bits}" }}',
             *self.loop_metadata(),
@@ -398,7 +402,7 @@ class LLVMRenderer(WideValues, RegisterTiles):
             rid = self.open_ids.pop()
             nxt = self.op_in(f"add i64 %r{rid}, 1")
             self.emit(f"store i64 {nxt}, ptr %r{rid}.p")
-            c = self.op_in(f"icmp slt i64 {nxt}, {r.src[0].arg}")
+            c = self.op_in(f"icmp slt i64 {nxt}, {'%trips' if r is self.trips_arg else r.src[0].arg}")
             inner = self.inner_trips.pop()
             md = self.outer_md if inner > SHORT_LOOP else self.loop_md
             if self.tile_hints and not inner and r.arg[1] == "reduce" and r.src[0].arg >= 2 * TILE_REDUCE_UNROLL \
@@ -516,8 +520,10 @@ def step_loads(lin: list[UOp]) -> dict[UOp, int]:
 
 
 def render_llvm(name: str, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: list[UOp], loop_vectorize: bool = True,
-                target: Target | None = None, loop_unroll: bool = True, tile: bool = False) -> str:
+                target: Target | None = None, loop_unroll: bool = True, tile: bool = False,
+                trips_arg: UOp | None = None) -> str:
     """A linearized kernel as LLVM IR for `target` (default: `host_target()`); `loop_vectorize` / `loop_unroll`
     False: LLVM's loop vectoriser / unroller leave its loops alone; `tile`: a register tile's kernel, its innermost
-    reduce loops unrolled `TILE_REDUCE_UNROLL` steps."""
-    return LLVMRenderer(name, loop_vectorize, target, loop_unroll, tile).render(lin, acc_of, bufs)
+    reduce loops unrolled `TILE_REDUCE_UNROLL` steps; `trips_arg`: a RANGE of `lin` whose trip count the kernel reads
+    from its first value (`vals[0]`, the launch's) instead of having it written in."""
+    return LLVMRenderer(name, loop_vectorize, target, loop_unroll, tile, trips_arg).render(lin, acc_of, bufs)
