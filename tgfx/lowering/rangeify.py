@@ -279,6 +279,14 @@ def lower_value(ctx: RangeifyCtx, root: Request) -> UOp:
 MAX_PIECES = 27
 
 
+# ... and a value this costly (ALU ops above its PADs: a random draw's threefry hash is about 125) is split along its
+# innermost padded axis only: each piece is a copy of its code, and 3 x 3 boxes of an Ising model's Metropolis
+# half-sweep (a uniform draw and an exp per site, its neighbours by rolls) were 122 KB of LLVM IR a kernel, 1.2 s of a
+# 1.8 s first call; 3 pieces along the rows are 16 KB, and as fast (a row's reads unmasked, its rows' masks one
+# condition a row)
+COSTLY_PIECE_OPS = 64
+
+
 def _nested_pads(val: UOp) -> list[tuple[UOp, tuple[int, ...]]]:
     """The PADs `val` reads through elementwise ops, and those their sources read so, each with where its output
     starts in `val` (the pads outside it added up)."""
@@ -326,6 +334,9 @@ def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     # along the axes of the pieces' own pieces too (irfft2's terms at negated frequencies, concatenated along the rows
     # within each piece along the columns, were masks there), where that grid is small enough
     inner = sorted({a for p, _ in nested for a, pad in enumerate(p.arg) if pad != (0, 0)})
+    if len(axes) > 1 and sum(u.op in GroupOp.ALU for u in val.toposort(
+            lambda u: u.src if u.op in GroupOp.Elementwise else ())) >= COSTLY_PIECE_OPS:
+        return split(axes[-1:])
     return (split(inner) if inner != axes else None) or split(axes)
 
 
