@@ -1,0 +1,149 @@
+"""Eager ops, one at a time, tgfx against jax: `python -m bench.eager [--only a,b] [--repeat 7] [--frameworks ...]`.
+
+Users write eager code between jitted steps (schedules, key splitting, metrics, data prep); what matters there is
+what one small op costs from the call to its result being ready. Each row runs one op on small arrays (16 floats,
+4 x 4 and 16 x 16 matrices) and waits for its result (`block_until_ready`; `float(x)` is its own wait), so tgfx's
+lazy graph is realised and compiled-program lookup, dispatch and the queue's round trip are all in the time, as
+jax's asynchronous dispatch's are in its. The inputs are made once; a sample runs the op enough times to last
+20 ms; the median of `--repeat` samples is reported, in microseconds per op, with tgfx's time over jax's (lower is
+better, below 1 means tgfx is faster). The first call of each op (its compile) is not timed: two warm-up calls run
+first.
+
+Run it from the checkout to measure (`cd /tmp/x && /tmp/jaxenv/bin/python -m bench.eager`): `python -m` puts the
+current directory first on the path, so that checkout's `tgfx` is the one timed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+X = np.linspace(-2.0, 2.0, 16, dtype=np.float32)
+Y = np.linspace(1.0, 3.0, 16, dtype=np.float32)
+A = (np.arange(16, dtype=np.float32).reshape(4, 4) % 5) / 5
+B = (np.arange(256, dtype=np.float32).reshape(16, 16) % 7) / 7
+I = np.arange(16, dtype=np.int32)
+
+
+class Lib:
+    """The few names the ops need, for one framework; `inputs` are its copies of X, Y, A, B, I and a key."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        if name == "tgfx":
+            import tgfx as tg
+            import tgfx.numpy as tnp
+            self.xp, self.random, self.asarray = tnp, tg.random, tg.asarray
+            self.key = tg.random.key(0)
+        else:
+            import jax
+            import jax.numpy as jnp
+            jax.config.update("jax_platforms", "cpu")
+            self.xp, self.random, self.asarray = jnp, jax.random, jnp.asarray
+            self.key = jax.random.PRNGKey(0)
+        self.x, self.y, self.a, self.b, self.i = (self.asarray(v) for v in (X, Y, A, B, I))
+
+
+# (name, op on a Lib) -> a result to wait for (an array, or a float already read)
+OPS: list[tuple[str, Callable[[Lib], Any]]] = [
+    ("x + 1", lambda L: L.x + 1),
+    ("x * y", lambda L: L.x * L.y),
+    ("exp(x)", lambda L: L.xp.exp(L.x)),
+    ("sum(x)", lambda L: L.xp.sum(L.x)),
+    ("x.reshape(4, 4)", lambda L: L.x.reshape(4, 4)),
+    ("a.T", lambda L: L.a.T),
+    ("x[3]", lambda L: L.x[3]),
+    ("x[1:5]", lambda L: L.x[1:5]),
+    ("x.at[3].set(0)", lambda L: L.x.at[3].set(0.0)),
+    ("stack([x, y, x])", lambda L: L.xp.stack([L.x, L.y, L.x])),
+    ("concatenate([x, y])", lambda L: L.xp.concatenate([L.x, L.y])),
+    ("where(x > 0, x, y)", lambda L: L.xp.where(L.x > 0, L.x, L.y)),
+    ("a @ a (4x4)", lambda L: L.a @ L.a),
+    ("b @ b (16x16)", lambda L: L.b @ L.b),
+    ("split(key)", lambda L: L.random.split(L.key)),
+    ("normal(key, (16,))", lambda L: L.random.normal(L.key, (16,))),
+    ("x.astype(int32)", lambda L: L.x.astype(L.xp.int32)),
+    ("x < y", lambda L: L.x < L.y),
+    ("float(sum(x))", lambda L: float(L.xp.sum(L.x))),
+    ("x[2].item()", lambda L: L.x[2].item()),
+    ("i * 3 + 1 (int32)", lambda L: L.i * 3 + 1),
+    ("mean(x * y + 1)", lambda L: L.xp.mean(L.x * L.y + 1)),
+]
+
+
+def wait(r: Any) -> Any:
+    return r if isinstance(r, float | int) else (r[0] if isinstance(r, tuple) else r).block_until_ready()
+
+
+def run_op(op: Callable[[Lib], Any], lib: Lib, repeat: int, sample_s: float = 0.02) -> float:
+    """Median microseconds per call of `wait(op(lib))`, over `repeat` samples of at least `sample_s` each."""
+    for _ in range(2):
+        wait(op(lib))
+    n = 1
+    while True:   # calls per sample: enough to last sample_s
+        t = time.perf_counter()
+        for _ in range(n):
+            wait(op(lib))
+        dt = time.perf_counter() - t
+        if dt >= sample_s:
+            break
+        n = max(2 * n, int(n * sample_s / max(dt, 1e-9)) + 1)
+    samples = [dt / n]
+    for _ in range(repeat - 1):
+        t = time.perf_counter()
+        for _ in range(n):
+            wait(op(lib))
+        samples.append((time.perf_counter() - t) / n)
+    return statistics.median(samples) * 1e6
+
+
+def check(name: str, libs: list[Lib]) -> str:
+    """'' when every framework's result agrees with the first's, else what differs."""
+    op = dict(OPS)[name]
+    got = [np.asarray(op(lib)) for lib in libs]
+    if name.startswith(("split", "normal")):   # different generators: compare shapes only
+        return "" if all(g.shape == got[0].shape for g in got) else f"shapes {[g.shape for g in got]}"
+    for lib, g in zip(libs[1:], got[1:], strict=True):
+        if g.shape != got[0].shape or not np.allclose(g, got[0], rtol=1e-5, atol=1e-6):
+            return f"{lib.name} differs from {libs[0].name}"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="", help="comma-separated substrings of op names")
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--frameworks", default="tgfx,jax")
+    args = p.parse_args(argv)
+    libs = []
+    for name in args.frameworks.split(","):
+        try:
+            libs.append(Lib(name))
+        except ImportError as e:
+            print(f"# {name} skipped: {e}")
+    only = [s for s in args.only.split(",") if s]
+    ops = [(n, op) for n, op in OPS if not only or any(s in n for s in only)]
+    print(f"# eager ops, us per op with its wait, median of {args.repeat}; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"{'op':24s}" + "".join(f"{lib.name:>10s}" for lib in libs) + ("   tgfx/jax" if len(libs) > 1 else ""))
+    ratios = []
+    for name, op in ops:
+        times = [run_op(op, lib, args.repeat) for lib in libs]
+        bad = check(name, libs) if len(libs) > 1 else ""
+        line = f"{name:24s}" + "".join(f"{t:10.1f}" for t in times)
+        if len(libs) > 1:
+            ratios.append(times[0] / times[1])
+            line += f"{ratios[-1]:11.2f}"
+        print(line + (f"   WRONG: {bad}" if bad else ""))
+    if ratios:
+        print(f"{'geometric mean':24s}" + " " * 10 * len(libs) + f"{np.exp(np.mean(np.log(ratios))):11.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
