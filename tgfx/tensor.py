@@ -22,6 +22,7 @@ from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices import canonical_device as _canon
 from tgfx.devices.hcq import refuse_in_forked_child
 from tgfx.dtypes import (
+    _INT_BOUNDS,
     DType,
     bf16_to_f32,
     canonicalize,
@@ -40,6 +41,7 @@ from tgfx.dtypes import (
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
+from tgfx.lowering import layout
 from tgfx.lowering import realize as lower_realize
 from tgfx.lowering.eager import Description, describe
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
@@ -383,8 +385,10 @@ class Tensor:
                             f"values have no order; reduce abs(x), real(x) or imag(x)")
         if not axes:   # (a reduction's result is strongly typed, as JAX's, a weak 0-d input's too)
             return x if not _is_weak_tensor(x) else Tensor(x.uop)
-        r = Tensor(UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(sorted(axes)))))
-        return r if keepdims else r.reshape(out_shape)
+        r = UOp(Ops.REDUCE_AXIS, x.dtype, (x.uop,), (op, tuple(sorted(axes))))
+        # (the reshape's node built directly: its shape is right by construction, and a Tensor for the reduce and the
+        # reshape's tests were a quarter of an eager sum's front end)
+        return Tensor(r if keepdims else _reshape_uop(lazy_node(r), out_shape))
 
     def to(self, device: str | tuple[str, ...]) -> Tensor:
         """This Tensor on `device`: copied there (gathered, if sharded); a device tuple replicates it."""
@@ -688,11 +692,14 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
     return out[0], out[1]
 
 
-def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu") -> Tensor | None:
-    """`x op y` (`x op -y` with `negate`) for the operands of most eager arithmetic, built without promotion or
-    broadcasting logic: two strongly typed Tensors of one dtype (of numpy `kinds`) and device, or a float
-    Tensor and a Python int or float (the constant broadcast as `_expand_uop` does). The graph is the one the general
-    path builds; None for anything else (it takes those). A quarter to a half of a small eager op's time."""
+def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu", compare: bool = False) -> \
+        Tensor | None:
+    """`x op y` (`x op -y` with `negate`) for the operands of most eager arithmetic and comparisons (`compare`: a bool
+    result), built without promotion or broadcasting logic: two strongly typed Tensors of one dtype (of numpy `kinds`)
+    and device, or a strongly typed Tensor and a Python scalar it keeps its type with (an int in the range of an
+    integer Tensor's type, an int or a float with a float Tensor), the constant broadcast as `_expand_uop` does. The
+    graph is the one the general path builds; None for anything else (it takes those). A quarter to a half of a
+    small eager op's time."""
     tx, ty = type(x), type(y)
     if tx is Tensor:
         xu = x.uop
@@ -710,23 +717,29 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
                 except ValueError:
                     return None
                 xu, yu = _expand_uop(xu, shape), _expand_uop(yu, shape)
-            return Tensor(UOp(op, d, (xu, yu)))
-        elif (ty is float or ty is int) and d.kind == "f" and not _is_weak_tensor(x):
-            return Tensor(UOp(op, d, (xu, _scalar_broadcast(y, d, xu.shape, negate))))
-        else:
+            return Tensor(UOp(op, dtypes.bool if compare else d, (xu, yu)))
+        if not (d.kind == "f" and (ty is float or ty is int) or _int_keeps_type(d, y)) or d.kind not in kinds or \
+                _is_weak_tensor(x):
             return None
-    elif (tx is float or tx is int) and ty is Tensor:
-        yu = y.uop
-        d = yu.dtype
-        if d.kind != "f" or _is_weak_tensor(y):
-            return None
-        xu = _scalar_broadcast(x, d, yu.shape)
-    else:
+        return Tensor(UOp(op, dtypes.bool if compare else d, (xu, _scalar_broadcast(y, d, xu.shape, negate))))
+    if ty is not Tensor:
         return None
-    return Tensor(UOp(op, d, (xu, UOp(Ops.NEG, d, (yu,)) if negate else yu)))
+    yu = y.uop
+    d = yu.dtype
+    if not (d.kind == "f" and (tx is float or tx is int) or _int_keeps_type(d, x)) or d.kind not in kinds or \
+            _is_weak_tensor(y):
+        return None
+    xu = _scalar_broadcast(x, d, yu.shape)
+    return Tensor(UOp(op, dtypes.bool if compare else d, (xu, UOp(Ops.NEG, d, (yu,)) if negate else yu)))
 
 
-# Python scalars broadcast as operands of float Tensors (`x * 2.0`: a CONST, its RESHAPE and EXPAND, negated for
+def _int_keeps_type(d: DType, x: Any) -> bool:
+    """Whether Python scalar `x` with a strongly typed integer Tensor of dtype `d` promotes to `d` itself, its value
+    exact there: an int in d's range (out of it the general path says what JAX does)."""
+    return type(x) is int and (b := _INT_BOUNDS.get(d)) is not None and b[0] <= x <= b[1]
+
+
+# Python scalars broadcast as operands of Tensors (`x * 2.0`: a CONST, its RESHAPE and EXPAND, negated for
 # `x - 2.0`), by dtype, value, shape and negation: an eager loop's `x + 1` built and freed the same three nodes every
 # step (a fifth of its time); kept, they are found. Emptied when full (values that change every step fill it).
 _broadcasts: dict[tuple, UOp] = {}
@@ -852,13 +865,12 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
     if not candidates:
         return []
     nodes = described.nodes
-    graph = set(nodes)
-    from tgfx.lowering.layout import _iota_like
+    graph = described.at   # (every node of the walk, numbered: a set of them cost a held key 3 of an op's 20 us)
     # (not an arange: its every use recomputes it for nothing, and stored it would hide from the kernels that read it
     # as the positions of a one-hot gather (`take_along_axis(arange(n), order)`, a permutation's first round), which
     # then compared each output with every stored position: 60,000 of them needed a 14 GB buffer; a graph without an
     # IOTA has none)
-    found = [(t, u) for t, u, base in candidates if base in graph and not (described.iota and _iota_like(u)) and
+    found = [(t, u) for t, u, base in candidates if base in graph and not (described.iota and layout._iota_like(u)) and
              (most is None or prod(u.shape) <= most)]
     # (the walk of nodes that read a PARAM or call a FUNCTION, in a graph with either)
     traced, called = _with_params(nodes) if described.front & _TRACED_OR_CALLED else (set(), set())
@@ -871,6 +883,7 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
 
 
 _TRACED_OR_CALLED = frozenset({Ops.PARAM, Ops.FUNCTION})
+_RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)
 
 
 def _lazy_snapshot() -> list[weakref.ref]:
@@ -918,17 +931,23 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork)
     differentiating = _differentiating()
     uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
-    described = None
+    described = views = None
+    ranges_only = False
     if not differentiating:
-        described = describe(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
-        if more := siblings(todo, described, max(prod(t.uop.shape) for t in todo) if deep else None):
-            todo += [t for t, _ in more]
-            uops += [u for _, u in more]
-            # siblings that are nodes of the graph add nothing to its walk (views of them do: then another walk)
-            described = described.resink(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
+        # a contiguous range of a computed buffer in host memory (`x[2:5]`, a row of a split key) is that memory: no
+        # kernel, and when every Tensor is one, no graph to describe and no sibling (the graph computes nothing)
+        views = {u: v for u in uops if u.op in _RANGES and (v := range_view(u)) is not None}
+        ranges_only = len(views) == len(set(uops))
+        if not ranges_only:
+            described = describe(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
+            if more := siblings(todo, described, max(prod(t.uop.shape) for t in todo) if deep else None):
+                todo += [t for t, _ in more]
+                uops += [u for _, u in more]
+                # siblings that are nodes of the graph add nothing to its walk (views of them do: then another walk)
+                described = described.resink(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
     roots = list(dict.fromkeys(uops))
     try:
-        results = lower_realize(roots, described)
+        results = views if ranges_only else lower_realize(roots, described, views)
     except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
         raise user_error(e) from None
     if not differentiating:
@@ -1072,6 +1091,12 @@ def is_realized(u: UOp) -> bool:
 # compile cache, took 5.5 s with pieces 128 deep, 1.1 s with 64 and 0.43 s with 32 (jax 0.14), each row then
 # 0.16 / 0.22 / 0.21 ms.
 LAZY_DEPTH = 32
+
+
+def lazy_node(u: UOp) -> UOp:
+    """`u`, or its value computed where its graph is deeper than a lazy Tensor may grow, as a Tensor of it would be:
+    for an op built of several nodes without a Tensor for each."""
+    return u if lazy_depth(u) <= LAZY_DEPTH else Tensor(u).uop
 
 
 def lazy_depth(u: UOp) -> int:

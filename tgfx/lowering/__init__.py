@@ -456,13 +456,17 @@ def reads_in_place(ast: UOp, slot: int) -> bool:
     return not reduces and all(r.src[1] is out_off for r in reads)
 
 
-def realize(uops: list[UOp], described: Description | None = None) -> dict[UOp, UOp]:
+def realize(uops: list[UOp], described: Description | None = None,
+            views: dict[UOp, UOp] | None = None) -> dict[UOp, UOp]:
     """Compute `uops` and return each as a view of a buffer (a BUFFER, or RESHAPE of one). `described`: the
-    description of their SINK (`tgfx/lowering/eager.py`), if the caller has it."""
+    description of their SINK (`tgfx/lowering/eager.py`), if the caller has it; `views`: the ones that are ranges of
+    computed buffers (`range_view`), if the caller looked."""
     # a contiguous range of a computed buffer in host memory is that memory: no graph, no kernel
-    if views := {u: v for u in uops if u.op in _RANGES and (v := range_view(u)) is not None}:
+    if views is None:
+        views = {u: v for u in uops if u.op in _RANGES and (v := range_view(u)) is not None}
+    if views:
         rest = [u for u in uops if u not in views]
-        return {**(realize(rest) if rest else {}), **views}
+        return {**(realize(rest, views={}) if rest else {}), **views}
     d = described if described is not None else describe(UOp(Ops.SINK, None, tuple(uops)))
     unflatten: Callable[[list[UOp]], list[UOp]] = list
     if not d.front or d.front <= _CALLS:

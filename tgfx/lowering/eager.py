@@ -22,7 +22,7 @@ from tgfx.lowering.optimize import forced_opts
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, _cached_template, _templates, placeholder
 
 # (the walk reads these once per node)
-_CONST, _COPY, _SINK = Ops.CONST, Ops.COPY, Ops.SINK
+_CONST, _COPY, _SINK, _BUFFER = Ops.CONST, Ops.COPY, Ops.SINK, Ops.BUFFER
 _MOVEMENT = GroupOp.Movement
 _DYNAMIC = GroupOp.DynamicView
 # what only the stages before scheduling handle: an eager graph without them (most are) goes straight to its template
@@ -70,6 +70,13 @@ def describe(sink: UOp, lift: bool = True) -> Description:
 
     A graph on one device lifts its constants (`lift`), and the start of a dynamic view (DYNAMIC_SHRINK, DYNAMIC_PAD)
     whatever its value; a graph across several devices lifts none (a constant's buffer lives on one device)."""
+    if lift and len(sink.src) == 1 and (d := _describe_op(sink)) is not None:
+        return d
+    return walk_described(sink, lift)
+
+
+def walk_described(sink: UOp, lift: bool = True) -> Description:
+    """`describe(sink)` by the walk, for every graph."""
     nodes: list[UOp] = []
     desc: list = []               # the entries, flat: per node its op, dtype, arg, tag, source count, then sources
     at: dict[UOp, int] = {}       # a described node -> its number
@@ -170,7 +177,7 @@ def describe(sink: UOp, lift: bool = True) -> Description:
                 emit(("constant", c.dtype, arg_key(c.arg), *views))
     if several:
         if consts and lift:   # described as one device's graph: again, lifting nothing
-            return describe(sink, lift=False)
+            return walk_described(sink, lift=False)
         device = None
     elif device is None:      # a graph of constants alone runs on the default device
         device = DEFAULT_DEVICE
@@ -178,6 +185,83 @@ def describe(sink: UOp, lift: bool = True) -> Description:
         c = inputs[i]
         inputs[i] = const_buffer(c.dtype, c.arg, device, i)
     return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), front, at, iota)
+
+
+def _describe_op(sink: UOp) -> Description | None:
+    """`describe(sink)` of the commonest eager graph, one op (or views of one: `sum`'s reshape, a product's) reading
+    buffers of one device, views of them and constants (`x + 1`, `exp(a)`, `a @ b`), without the walk's stack: the
+    same description in the walk's order (each source's buffer and views, then the op and its constants, then its
+    views, then the SINK), in half the bytecodes. None for any other graph (a view of a buffer alone, a call, a copy,
+    a source another op computes): the walk describes those."""
+    top = r = sink.src[0]
+    while r.op in _MOVEMENT and len(r.src) == 1:
+        r = r.src[0]
+    src = r.src
+    if not src or r.op is _CONST or r.op in _KIND:
+        return None
+    at: dict[UOp, int] = {}
+    nodes: list[UOp] = []
+    inputs: list[UOp] = []
+    desc: list = []
+    device = None
+    for x in src:   # the buffers and their views, each source's in turn, as the walk reaches them
+        if x in at:
+            continue
+        chain = []
+        while x.op in _MOVEMENT and len(x.src) == 1 and x not in at:
+            chain.append(x)
+            x = x.src[0]
+        if x.op is _BUFFER:
+            if x not in at:
+                a = x.arg
+                if a[0] < 0 or device is not None and a[1] != device:   # (a template's own buffer, several devices)
+                    return None
+                device = a[1]
+                at[x] = len(nodes)
+                nodes.append(x)
+                inputs.append(x)
+                desc.extend((_BUFFER, x.dtype, a[1], a[2], -1))
+        elif x not in at:
+            if x.op is not _CONST:   # a source some other op computes
+                return None
+            continue                 # a constant: described where it is read
+        for v in reversed(chain):
+            desc.extend((v.op, v.dtype, v.arg, v.tag, 1, at[v.src[0]]))
+            at[v] = len(nodes)
+            nodes.append(v)
+    if device is None:
+        device = DEFAULT_DEVICE
+    a = r.arg
+    if type(a) is float or type(a) is complex:
+        a = arg_key(a)
+    desc.extend((r.op, r.dtype, a, r.tag, len(src)))
+    for x in src:
+        if (i := at.get(x)) is not None:
+            desc.append(i)
+            continue
+        c, views = x, []
+        while c.op in _MOVEMENT:
+            views.append((c.op, c.arg, c.tag))
+            c = c.src[0]
+        if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):   # lifted: an argument of its own
+            desc.append(("argument", c.dtype, *views))
+            inputs.append(const_buffer(c.dtype, c.arg, device, len(inputs)))
+        else:
+            desc.append(("constant", c.dtype, arg_key(c.arg), *views))
+    at[r] = len(nodes)
+    nodes.append(r)
+    views = []
+    while top is not r:
+        views.append(top)
+        top = top.src[0]
+    for v in reversed(views):   # the result's views
+        desc.extend((v.op, v.dtype, v.arg, v.tag, 1, at[v.src[0]]))
+        at[v] = len(nodes)
+        nodes.append(v)
+    desc.extend((_SINK, sink.dtype, sink.arg, sink.tag, 1, len(nodes) - 1))
+    at[sink] = len(nodes)
+    nodes.append(sink)
+    return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), set(), at, False)
 
 
 def dispatch_mode() -> tuple:

@@ -349,6 +349,8 @@ def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None 
 def less(x: ArrayLike, y: ArrayLike) -> Tensor:
     """x < y; complex values in JAX's lexicographic order: by the real parts, then the imaginary parts (and
     `greater`, `less_equal`, `greater_equal`, `maximum`, the sorts, ... in the same order)."""
+    if (out := fast_binary(Ops.CMPLT, x, y, compare=True)) is not None:
+        return out
     a, b = promote(x, y, "less")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
@@ -357,6 +359,8 @@ def less(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def greater(x: ArrayLike, y: ArrayLike) -> Tensor:
+    if (out := fast_binary(Ops.CMPLT, y, x, compare=True)) is not None:
+        return out
     a, b = _operands(x, y, "greater")
     return less(b, a)
 
@@ -372,11 +376,15 @@ def greater_equal(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 
 def equal(x: ArrayLike, y: ArrayLike) -> Tensor:
+    if (out := fast_binary(Ops.CMPEQ, x, y, compare=True)) is not None:
+        return out
     a, b = promote(x, y, "equal")
     return a._binary(Ops.CMPEQ, b, name="equal")
 
 
 def not_equal(x: ArrayLike, y: ArrayLike) -> Tensor:
+    if (out := fast_binary(Ops.CMPNE, x, y, compare=True)) is not None:
+        return out
     a, b = promote(x, y, "not_equal")
     return a._binary(Ops.CMPNE, b, name="not_equal")
 

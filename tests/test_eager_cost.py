@@ -1,0 +1,132 @@
+"""What one small eager op costs in Python, by counts: the Python functions called from building the op to its result
+being ready (`sys.setprofile`'s call events), against a bound a little above what it measured when each fast path
+went in. A change that sends a common op back through promotion, broadcasting or a graph walk it had skipped fails
+here, not only in `python -m bench.eager`'s timings."""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx import config
+from tgfx.tensor import _is_weak_tensor
+
+X = np.linspace(-2.0, 2.0, 16, dtype=np.float32)
+Y = X * 2 + 1
+
+# (name, op on (x, y, i), numpy's answer, most Python calls: measured then, before)
+OPS: list[tuple[str, Callable, Callable, int]] = [
+    ("x + 1", lambda x, y, i: x + 1, lambda: X + 1, 60),                              # 55, 55
+    ("x < y", lambda x, y, i: x < y, lambda: X < Y, 60),                              # 55, 83
+    ("x > 0", lambda x, y, i: x > 0, lambda: X > 0, 60),                              # 55, 124
+    ("i * 3", lambda x, y, i: i * 3, lambda: np.arange(16, dtype=np.int32) * 3, 62),  # 57, 122
+    ("i == 3", lambda x, y, i: i == 3, lambda: np.arange(16) == 3, 62),               # 57, 118
+    ("where(x > 0, x, y)", lambda x, y, i: tnp.where(x > 0, x, y), lambda: np.where(X > 0, X, Y), 106),   # 98, 167
+    ("stack([x, y, x])", lambda x, y, i: tnp.stack([x, y, x]), lambda: np.stack([X, Y, X]), 205),        # 189, 509
+    ("concatenate([x, y])", lambda x, y, i: tnp.concatenate([x, y]), lambda: np.concatenate([X, Y]), 130),  # 119, 251
+    ("x[1:5]", lambda x, y, i: x[1:5], lambda: X[1:5], 92),                           # 85, 96
+    ("x[3]", lambda x, y, i: x[3], lambda: X[3], 115),                                # 108, 120
+    ("sum(x)", lambda x, y, i: tnp.sum(x), lambda: np.sum(X), 115),                   # 108, 118
+]
+
+
+def python_calls(fn: Callable[[], tg.Tensor]) -> tuple[int, tg.Tensor]:
+    """The Python functions called by `fn()` and the wait for its result, and the result."""
+    calls = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += event == "call"
+    sys.setprofile(count)
+    try:
+        out = fn().block_until_ready()
+    finally:
+        sys.setprofile(None)
+    return calls, out
+
+
+@pytest.mark.parametrize("name,op,want,most", OPS, ids=[o[0] for o in OPS])
+def test_an_eager_op_calls_few_python_functions(monkeypatch: pytest.MonkeyPatch, name: str, op: Callable,
+                                                want: Callable, most: int) -> None:
+    """Each op seen before (its program compiled), with SPEC off (the checker is a call per new node; set for the
+    process, as a `Context` block makes each flag read a call): its Python calls, from the operator to the result's
+    wait, stay under the bound."""
+    x, y, i = tg.asarray(X), tg.asarray(Y), tg.asarray(np.arange(16, dtype=np.int32))
+    monkeypatch.setattr(config.SPEC, "value", 0)
+    for _ in range(2):
+        op(x, y, i).block_until_ready()
+    calls, out = python_calls(lambda: op(x, y, i))
+    np.testing.assert_allclose(out.numpy(), want(), rtol=1e-6, atol=1e-6)
+    assert calls <= most, f"{name}: {calls} Python calls, at most {most} expected"
+
+
+def test_fast_paths_build_the_general_paths_graphs() -> None:
+    """An int Tensor with a Python int, a comparison with a scalar on either side, and a join build the nodes the
+    general path builds (the same graph: the same compiled program), and fall back to it where JAX's promotion
+    differs (an int out of the Tensor's range, a float with an int Tensor, weak operands)."""
+    i8 = tg.asarray(np.arange(-4, 4, dtype=np.int8))
+    x = tg.asarray(X)
+    assert (i8 * 3).dtype == tg.dtypes.int8 and (i8 + 200).dtype == tg.dtypes.int8   # (200: the general path's wrap)
+    np.testing.assert_array_equal((i8 - 3).numpy(), np.arange(-4, 4, dtype=np.int8) - 3)
+    np.testing.assert_array_equal((3 - i8).numpy(), 3 - np.arange(-4, 4, dtype=np.int8))
+    assert (i8 * 2.5).dtype == tg.dtypes.float32 and _is_weak_tensor(i8 * 2.5)
+    np.testing.assert_array_equal((0.5 < x).numpy(), 0.5 < X)
+    np.testing.assert_array_equal((x >= 0.5).numpy(), X >= 0.5)
+    np.testing.assert_array_equal((i8 != 2).numpy(), np.arange(-4, 4) != 2)
+    assert (x < 1).uop is tnp.less(x, tnp.full((16,), 1.0, dtype=tnp.float32)).uop   # (one node: hash-consed)
+    big = tnp.concatenate([x.reshape(4, 4)] * 3, axis=1)
+    np.testing.assert_array_equal(big.numpy(), np.concatenate([X.reshape(4, 4)] * 3, axis=1))
+    np.testing.assert_array_equal(np.signbit(tnp.concatenate([x * -0.0, x]).numpy()), np.signbit(
+        np.concatenate([X * -0.0, X])))
+
+
+def test_a_join_is_weakly_typed_as_jax_makes_it() -> None:
+    """`dtype=` makes a join strongly typed, as JAX's (weak pieces used to make a weak result); weak pieces alone
+    make a weak one."""
+    w = tnp.asarray(1.0)
+    assert _is_weak_tensor(tnp.concatenate([w[None], w[None]]))
+    assert not _is_weak_tensor(tnp.concatenate([w[None], w[None]], dtype=tnp.float32))
+    assert not _is_weak_tensor(tnp.stack([w, w], dtype=tnp.float32))
+    assert _is_weak_tensor(tnp.stack([w, w]))
+
+
+def test_a_join_computes_its_pieces_where_they_grow_too_deep() -> None:
+    """Pieces added one by one: a join of many lazy pieces is computed in parts where the sum grows deeper than a
+    lazy Tensor may (as each partial sum, a Tensor then, was), not as one kernel of every piece."""
+    from tgfx.tensor import LAZY_DEPTH
+    pieces = [tg.asarray(X) * float(k) for k in range(LAZY_DEPTH)]
+    tg.counters.reset()
+    out = tnp.concatenate(pieces)
+    assert tg.counters.kernel_count >= 1   # (a partial sum computed while the join was built)
+    np.testing.assert_array_equal(out.numpy(), np.concatenate([X * np.float32(k) for k in range(LAZY_DEPTH)]))
+
+
+def test_one_op_is_described_as_the_walk_describes_it() -> None:
+    """`describe`'s path for one op (and views of one) over buffers, their views and constants gives the walk's
+    description exactly: its nodes, inputs (the constants' buffers too), device, numbering and key; any other graph
+    goes to the walk."""
+    from tgfx.ir.ops import Ops
+    from tgfx.ir.uop import UOp
+    from tgfx.lowering import eager
+    x, y = tg.asarray(X), tg.asarray(Y)
+    a = tg.asarray(np.arange(16, dtype=np.float32).reshape(4, 4))
+    i = tg.asarray(np.arange(16, dtype=np.int32))
+    c0, c1 = tg.device_put(tg.asarray(X), "CPU:0").realize(), tg.device_put(tg.asarray(X), "CPU:1").realize()
+    graphs = [x + 1, x * y, x + x, tnp.exp(x), tnp.sum(x), a @ a, a + 1.5, a.T + a, x * 0, x * 1.0, x * -0.0,
+              x[3:9] * 4.0, i * 3, i + 7, x < y, 2.5 - x, tnp.full((3,), 2.5) + 0.5, tnp.sum(a, axis=0),
+              x.reshape(4, 4).T * 2.5, (x * 2.5 + 1.5), tnp.where(x > 0, x, y), a.T, c0 * tg.device_put(c1, "CPU:0"),
+              x * 2.5 + y * 2.5, tnp.maximum(x, 0.0), x.astype(tnp.int32)]
+    with config.Context(SPEC=0):   # (buffers of two devices, built by hand: no op makes one, a sharded op's parts)
+        across = UOp(Ops.MUL, c0.dtype, (c0.uop, c1.uop))
+    fast = 0
+    for t in [*graphs, tg.Tensor(across)]:
+        sink = UOp(Ops.SINK, None, (t.uop,))
+        d, w = eager.describe(sink), eager.walk_described(sink)
+        fast += eager._describe_op(sink) is not None
+        assert (d.key, d.nodes, d.inputs, d.device, d.at, d.front, d.iota) == \
+            (w.key, w.nodes, w.inputs, w.device, w.at, w.front, w.iota), t.uop
+    assert fast == 18, fast   # (not a product: its reduce reads a MUL; not a dynamic slice, a view alone, a copy)
