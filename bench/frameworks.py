@@ -42,6 +42,8 @@ class Fw:
     softmax: Callable
     log_sigmoid: Callable
     nn: Any                 # tgfx.nn / jax.nn (silu, softplus, relu, gelu, ...)
+    scipy: Any              # tgfx.scipy / jax.scipy (linalg.solve_triangular, special.logsumexp, ...)
+    random: Any             # tgfx.random / jax.random (bernoulli, choice, ... beyond the names above)
 
     def sync(self, x: Any) -> float:
         return float(x)
@@ -50,23 +52,26 @@ class Fw:
 def tgfx_fw() -> Fw:
     import tgfx as tg
     import tgfx.numpy as tnp
+    import tgfx.scipy as tsp
     conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
     return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vjp, tg.vmap, tg.lax, tg.tree.map, tg.asarray,
               tg.random.key, tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
               tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,
               tg.stop_gradient, tg.random.uniform, tg.custom_vjp,
-              tg.random.permutation, tg.nn.softmax, tg.nn.log_sigmoid, tg.nn)
+              tg.random.permutation, tg.nn.softmax, tg.nn.log_sigmoid, tg.nn, tsp, tg.random)
 
 
 def jax_fw() -> Fw:
     import jax
     import jax.numpy as jnp
+    import jax.scipy
+    import jax.scipy.linalg
     conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
     return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vjp, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
               jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
               jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum, jax.ops.segment_max, jax.nn.logsumexp,
               jax.random.randint, jax.lax.stop_gradient, jax.random.uniform, jax.custom_vjp,
-              jax.random.permutation, jax.nn.softmax, jax.nn.log_sigmoid, jax.nn)
+              jax.random.permutation, jax.nn.softmax, jax.nn.log_sigmoid, jax.nn, jax.scipy, jax.random)
 
 
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)

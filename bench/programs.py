@@ -122,6 +122,26 @@ Model families (`bench/ported_models.py`):
   (`feature_group_count`), input-dependent dt (softplus), B and C, the selective scan h = exp(dt A) h + dt B x by
   `lax.scan`, gated by SiLU, the embedding tied, next-token cross-entropy, Adam.
 
+Reinforcement learning, sampling and unsupervised models (`bench/ported_rl.py`):
+
+- `dqn`: DQN on 64 point-mass walks to a goal: epsilon-greedy actions (a `uniform` and a `randint` from a key split in
+  the step), the transitions written into an 8,192-row replay buffer by `.at[ring index].set` inside the jitted step,
+  a minibatch of 256 drawn by `randint` and gathered, a Huber loss against a target network copied eagerly every 10
+  steps, Adam (the "loss" is the TD loss);
+- `ising`: the 2-D Ising model at beta 0.44 on a 256 x 256 periodic lattice: 50 checkerboard Metropolis sweeps in a
+  `fori_loop` a call, each colour's neighbours by `roll`s and its acceptances by a `uniform` of a key split every sweep
+  (the "loss" is the energy per site: the same draws as jax's, so the same spins);
+- `gmm_em`: EM for an 8-component Gaussian mixture on 8,192 8-D points, ten iterations in a `fori_loop` a call:
+  log-densities by batched `cholesky`, `solve_triangular` and `slogdet`, responsibilities by `logsumexp`, weighted
+  means and covariances by `einsum` (the "loss" is the negative mean log-likelihood);
+- `wavenet`: a WaveNet on mu-law quantised audio (256 classes, 4 x 1,024 samples): ten dilated causal convolutions
+  (`conv_general_dilated` with `rhs_dilation` 1 to 512 and left padding) with gated tanh x sigmoid units, residual and
+  skip connections, softmax cross-entropy of the next sample, Adam;
+- `simclr`: SimCLR's NT-Xent loss on 128 images: two views each by random crops (`vmap` of `dynamic_slice` at
+  `randint` offsets), flips (`bernoulli`) and brightness, a small CNN encoder and projection head, the 256 x 256 cosine
+  similarities with the diagonal masked, `logsumexp` over rows at temperature 0.5, SGD with momentum, a key split
+  every step.
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
 median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative
@@ -160,6 +180,7 @@ from bench.ported import cmaes, ddpm, gat, hmm, reinforce, sinkhorn, spectral
 from bench.ported_large import gpt, resnet
 from bench.ported_models import lru, lru_scan, mamba, nerf, unet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
+from bench.ported_rl import dqn, gmm_em, ising, simclr, wavenet
 from bench.ported_science import filters, fno, heat, md
 from bench.ported_sparse import beam, ctc, moe, word2vec
 
@@ -504,7 +525,8 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "reinforce": reinforce, "maml": maml, "hmc": hmc, "deq": deq, "lbfgs": lbfgs, "ppo": ppo, "vit": vit,
     "realnvp": realnvp, "gpt": gpt, "resnet": resnet, "word2vec": word2vec, "moe": moe, "beam": beam, "ctc": ctc,
     "md": md, "filters": filters, "fno": fno, "heat": heat,
-    "unet": unet, "nerf": nerf, "lru": lru, "lru_scan": lru_scan, "mamba": mamba}
+    "unet": unet, "nerf": nerf, "lru": lru, "lru_scan": lru_scan, "mamba": mamba,
+    "dqn": dqn, "ising": ising, "gmm_em": gmm_em, "wavenet": wavenet, "simclr": simclr}
 
 
 @dataclass
