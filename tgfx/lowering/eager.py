@@ -188,21 +188,54 @@ def walk_described(sink: UOp, lift: bool = True) -> Description:
 
 
 def _describe_op(sink: UOp) -> Description | None:
-    """`describe(sink)` of the commonest eager graph, one op (or views of one: `sum`'s reshape, a product's) reading
-    buffers of one device, views of them and constants (`x + 1`, `exp(a)`, `a @ b`), without the walk's stack: the
-    same description in the walk's order (each source's buffer and views, then the op and its constants, then its
-    views, then the SINK), in half the bytecodes. None for any other graph (a view of a buffer alone, a call, a copy,
-    a source another op computes): the walk describes those."""
+    """`describe(sink)` of the commonest eager graphs, one op (or views of one: `sum`'s reshape) reading buffers of
+    one device, views of them and constants (`x + 1`, `exp(a)`, `sum(a, axis=0)`), or views of one buffer (`a.T`),
+    without the walk's stack: the same description in the walk's order (each source's buffer and views, then the op
+    and its constants, then its views, then the SINK), in half the bytecodes. None for any other graph (a call, a
+    copy, a source another op computes, a product's reduce of a MUL): the walk describes those."""
     top = r = sink.src[0]
     while r.op in _MOVEMENT and len(r.src) == 1:
         r = r.src[0]
-    src = r.src
-    if not src or r.op is _CONST or r.op in _KIND:
-        return None
     at: dict[UOp, int] = {}
     nodes: list[UOp] = []
     inputs: list[UOp] = []
     desc: list = []
+    if r.op is _BUFFER:   # views of a buffer alone
+        if r is top or r.arg[0] < 0:
+            return None
+        device = _buffer_entry(r, at, nodes, inputs, desc)
+    elif (device := _op_entries(r, at, nodes, inputs, desc)) is None:
+        return None
+    views = []
+    while top is not r:
+        views.append(top)
+        top = top.src[0]
+    for v in reversed(views):   # the result's views
+        desc.extend((v.op, v.dtype, v.arg, v.tag, 1, at[v.src[0]]))
+        at[v] = len(nodes)
+        nodes.append(v)
+    desc.extend((_SINK, sink.dtype, sink.arg, sink.tag, 1, len(nodes) - 1))
+    at[sink] = len(nodes)
+    nodes.append(sink)
+    return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), set(), at, False)
+
+
+def _buffer_entry(b: UOp, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp], desc: list) -> str:
+    """Describe BUFFER `b` (a placeholder of the abstraction) as the walk does; returns its device."""
+    a = b.arg
+    at[b] = len(nodes)
+    nodes.append(b)
+    inputs.append(b)
+    desc.extend((_BUFFER, b.dtype, a[1], a[2], -1))
+    return a[1]
+
+
+def _op_entries(r: UOp, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp], desc: list) -> str | None:
+    """For `_describe_op`: describe op `r`, its sources' buffers and views first, as the walk does; returns the
+    graph's device, None where `r` is not such an op."""
+    src = r.src
+    if not src or r.op is _CONST or r.op in _KIND:
+        return None
     device = None
     for x in src:   # the buffers and their views, each source's in turn, as the walk reaches them
         if x in at:
@@ -213,14 +246,9 @@ def _describe_op(sink: UOp) -> Description | None:
             x = x.src[0]
         if x.op is _BUFFER:
             if x not in at:
-                a = x.arg
-                if a[0] < 0 or device is not None and a[1] != device:   # (a template's own buffer, several devices)
+                if x.arg[0] < 0 or device is not None and x.arg[1] != device:   # (a template's own, several devices)
                     return None
-                device = a[1]
-                at[x] = len(nodes)
-                nodes.append(x)
-                inputs.append(x)
-                desc.extend((_BUFFER, x.dtype, a[1], a[2], -1))
+                device = _buffer_entry(x, at, nodes, inputs, desc)
         elif x not in at:
             if x.op is not _CONST:   # a source some other op computes
                 return None
@@ -250,18 +278,7 @@ def _describe_op(sink: UOp) -> Description | None:
             desc.append(("constant", c.dtype, arg_key(c.arg), *views))
     at[r] = len(nodes)
     nodes.append(r)
-    views = []
-    while top is not r:
-        views.append(top)
-        top = top.src[0]
-    for v in reversed(views):   # the result's views
-        desc.extend((v.op, v.dtype, v.arg, v.tag, 1, at[v.src[0]]))
-        at[v] = len(nodes)
-        nodes.append(v)
-    desc.extend((_SINK, sink.dtype, sink.arg, sink.tag, 1, len(nodes) - 1))
-    at[sink] = len(nodes)
-    nodes.append(sink)
-    return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), set(), at, False)
+    return device
 
 
 def dispatch_mode() -> tuple:
