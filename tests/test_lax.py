@@ -139,6 +139,13 @@ def test_fori_loop_with_tensor_bounds_reads_the_trip_count_on_the_device() -> No
         close(f(x, tg.asarray(np.int32(lo)), tg.asarray(np.int32(hi))),
               py_fori(lo, hi, lambda i, c: c * 0.5 + i.astype(tg.dtypes.float32), x))
     assert f.trace_count == 1
+    # a number bound goes to the device of the Tensor one (it was made on the default device: "operands are on
+    # different devices")
+    x1 = tg.device_put(x, "CPU:1")
+    g = tg.jit(lambda x, hi: tg.lax.fori_loop(0, hi, lambda i, c: c * 0.5 + i.astype(tg.dtypes.float32), x))
+    out = g(x1, tg.device_put(np.int32(3), "CPU:1"))
+    assert out.device == "CPU:1"
+    close(out, py_fori(0, 3, lambda i, c: c * 0.5 + i.astype(tg.dtypes.float32), x))
 
 
 def test_fori_loop_with_known_tensor_bounds_is_a_scan_reverse_mode_differentiates() -> None:

@@ -564,7 +564,9 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
         # int type (int64 with x64), whatever the bounds' types: `fori_loop(0, 3, lambda i, c: c + i, 0)` stays weak
         index_dtype, weak_index = dtypes.default_int, True
         return _loop("fori_loop", body_fun, body, init_val, None, hi - lo if hi > lo else 0)[0]
-    lo_t, hi_t = (_scalar_int("fori_loop", what, v) for what, v in (("lower", lower), ("upper", upper)))
+    # a number bound goes where the Tensor bound is (`fori_loop(0, n)` with n on a GPU)
+    where = next(v.device for v in (upper, lower) if isinstance(v, Tensor))
+    lo_t, hi_t = (_scalar_int("fori_loop", what, v, where) for what, v in (("lower", lower), ("upper", upper)))
     index_dtype, lo_weak = _fori_index_type(lower, upper)
     # as JAX's: bounds that are known (read no traced value) make that scan too; traced ones a while loop starting i at
     # lower converted to the bounds' type, weakly typed if lower is and needed no conversion
@@ -602,8 +604,8 @@ def _int_bound(what: str, v: Any) -> int:
     return int(v)
 
 
-def _scalar_int(who: str, what: str, v: Any) -> Tensor:
-    t = _as_tensor(v)
+def _scalar_int(who: str, what: str, v: Any, device: Any = None) -> Tensor:
+    t = _as_tensor(v, device)
     if t is None or t.shape != () or not t.dtype.is_int:
         got = _describe(t) if t is not None else type(v).__name__
         raise TypeError(f"{who}: {what} must be an integer scalar, got {got}")

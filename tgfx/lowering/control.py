@@ -446,5 +446,12 @@ def lifetimes(calls: list[UOp]) -> tuple[dict[UOp, int], dict[UOp, int]]:
             if first[b] < s or last[b] > e or first_read.get(b, e + 1) < last_write.get(b, -1) or \
                     last_write.get(b, e + 1) < top < last[b]:
                 first[b], last[b] = min(first[b], s), max(last[b], e)
+    # a control word (what WORD commands set: a loop's counter, its steps left) lives for the whole program: a GPU
+    # stream cannot jump, so the host drives the loops and keeps the values it gave such words for the rest of the
+    # submission (`cuda_translate.Translator._known`); a later buffer in its memory (a while loop's predicate after a
+    # fori_loop's counter) would have its kernels' values read as the stale count, and the loop left early
+    for c in calls:
+        if c.src[0].op is Ops.WORD:
+            first[c.src[1]], last[c.src[1]] = 0, len(calls) - 1
     return first, last
 
