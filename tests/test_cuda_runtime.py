@@ -586,17 +586,20 @@ def add_one(threads: int, out: int, inp: int, n: int) -> None:
 def gpu_options_on_cpu(ast: Any, target: Any, opts: Any = None) -> tuple[Any, list, str]:
     """What the emulated driver runs for kernel AST `ast`: its kernel with the GPU options for `target` (`opts`, or
     the heuristics'), thread ids turned back into loops (`optimize_gpu.thread_loops`), compiled for the CPU and run
-    on the launch's parameter words; the options applied; and the CPU kernel's name."""
+    on the launch's parameter words; the options applied; and a name for it: the CPU kernel's, with the trip count it
+    passes (two kernels that differ only in their length share one CPU kernel and its name: `runtime_trips`)."""
     from tgfx.lowering import index_level, lower_kernel
     from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
     sink, applied = optimize_gpu(index_level(ast, pieces=False), target, opts)
     ck = lower_kernel(thread_loops(sink))
 
+    vals = (ctypes.c_int64 * max(len(ck.vals), 1))(*ck.vals)   # the CPU kernel's own (a trip count: runtime_trips)
+
     def run(threads: int, *words: int) -> None:
         bufs = (ctypes.c_void_p * len(words))(*words)
         for core in range(ck.global_size):
-            ck.program.call(ctypes.addressof(bufs), 0, core)
-    return run, applied, ck.name
+            ck.program.call(ctypes.addressof(bufs), ctypes.addressof(vals), core)
+    return run, applied, ck.name + "".join(f"_n{v}" for v in ck.vals)
 
 
 @pytest.fixture
@@ -815,6 +818,31 @@ def lax_loops_and_branches_on_cuda0() -> None:
             h = np.tanh(h @ w + x)
         return float(h.sum())
     np.testing.assert_allclose(g.numpy(), numeric_grad(loss, w.astype(np.float64)), rtol=1e-4, atol=1e-5)
+
+
+def test_emulated_while_loop_after_a_counted_loop_reads_its_own_predicate(emulated_programs: Any) -> None:
+    """One jitted program: a fori_loop whose trip count is read on the device, then a while loop. The host drives
+    both and keeps the counter values it wrote; the while loop's predicate once took the counter's memory (freed
+    after the first loop) and was read as the stale count: the loop left after one step, whatever n."""
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((3, 3)) * 0.5).astype(np.float32)
+    x0 = rng.standard_normal((2, 3)).astype(np.float32)
+    tw, tx = tg.device_put(w, "CUDA:0"), tg.device_put(x0, "CUDA:0")
+    for n in (2, 3):
+        def f(x: Any, hi: Any, n: int = n) -> Any:
+            dyn = tg.lax.fori_loop(0, hi, lambda i, c: tnp.tanh(c @ tw) + i.astype(tg.dtypes.float32), x)
+            cnt = tg.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, tnp.tanh(c[1] @ tw) + c[1]),
+                                    (tg.device_put(np.int32(0), "CUDA:0"), x))
+            return dyn, cnt
+        dyn, (k, y) = tg.jit(f)(tx, tg.device_put(np.int32(n), "CUDA:0"))
+        want_dyn, want_y = x0, x0
+        for step in range(n):
+            want_dyn, want_y = np.tanh(want_dyn @ w) + step, np.tanh(want_y @ w) + want_y
+        assert int(k.numpy()) == n
+        np.testing.assert_allclose(dyn.numpy(), want_dyn, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-5, atol=1e-5)
 
 
 def test_emulated_lax_loops_and_branches_run_on_a_cuda_device(emulated_programs: Any) -> None:
