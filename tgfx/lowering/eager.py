@@ -188,97 +188,104 @@ def walk_described(sink: UOp, lift: bool = True) -> Description:
 
 
 def _describe_op(sink: UOp) -> Description | None:
-    """`describe(sink)` of the commonest eager graphs, one op (or views of one: `sum`'s reshape) reading buffers of
-    one device, views of them and constants (`x + 1`, `exp(a)`, `sum(a, axis=0)`), or views of one buffer (`a.T`),
-    without the walk's stack: the same description in the walk's order (each source's buffer and views, then the op
-    and its constants, then its views, then the SINK), in half the bytecodes. None for any other graph (a call, a
-    copy, a source another op computes, a product's reduce of a MUL): the walk describes those."""
-    top = r = sink.src[0]
-    while r.op in _MOVEMENT and len(r.src) == 1:
-        r = r.src[0]
+    """`describe(sink)` of the commonest eager graphs, one root that is ops over buffers of one device, views of them
+    and constants (`x + 1`, `a @ b`, `mean(x * y + 1)`), or views of one buffer (`a.T`), by recursion instead of
+    the walk's stack: the same description in the walk's order (each source's subgraph in turn, then the node, its
+    constants described where they are read, then the SINK), in three quarters of the bytecodes. None for any
+    other graph (a call, a copy, an arange, a dynamic view, buffers of several devices, deeper than `_DEEPEST`): the
+    walk describes those."""
+    top = sink.src[0]
     at: dict[UOp, int] = {}
     nodes: list[UOp] = []
     inputs: list[UOp] = []
+    consts: list[int] = []
     desc: list = []
-    if r.op is _BUFFER:   # views of a buffer alone
-        if r is top or r.arg[0] < 0:
-            return None
-        device = _buffer_entry(r, at, nodes, inputs, desc)
-    elif (device := _op_entries(r, at, nodes, inputs, desc)) is None:
+    device: list[str] = []
+    if top.op is _BUFFER or not _entries(top, 0, at, nodes, inputs, consts, desc, device):
         return None
-    views = []
-    while top is not r:
-        views.append(top)
-        top = top.src[0]
-    for v in reversed(views):   # the result's views
-        desc.extend((v.op, v.dtype, v.arg, v.tag, 1, at[v.src[0]]))
-        at[v] = len(nodes)
-        nodes.append(v)
-    desc.extend((_SINK, sink.dtype, sink.arg, sink.tag, 1, len(nodes) - 1))
+    dev = device[0] if device else DEFAULT_DEVICE
+    for i in consts:   # (made once the device is known, as the walk makes them)
+        c = inputs[i]
+        inputs[i] = const_buffer(c.dtype, c.arg, dev, i)
+    desc.extend((_SINK, sink.dtype, sink.arg, sink.tag, 1, at[top]))
     at[sink] = len(nodes)
     nodes.append(sink)
-    return Description(nodes, inputs, device, (dispatch_mode(), device, *desc), set(), at, False)
+    return Description(nodes, inputs, dev, (dispatch_mode(), dev, *desc), set(), at, False)
 
 
-def _buffer_entry(b: UOp, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp], desc: list) -> str:
-    """Describe BUFFER `b` (a placeholder of the abstraction) as the walk does; returns its device."""
+_DEEPEST = 64   # nodes deep that `_describe_op` recurses (a lazy chain is computed at 32: `tensor.LAZY_DEPTH`)
+
+
+def _entries(u: UOp, depth: int, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp], consts: list[int],
+             desc: list, device: list[str]) -> bool:
+    """For `_describe_op`: describe `u` (a view or an op, not yet described, not a constant or a view of one) after
+    its sources, as the walk does, into the walk's `at`, `nodes`, `inputs` (a lifted constant's node, its index in
+    `consts`) and entries `desc`; `device`, the buffers' one device once one is seen. False where the walk must
+    describe the graph."""
+    op, src = u.op, u.src
+    if op in _MOVEMENT:
+        if len(src) != 1 or depth > _DEEPEST:
+            return False
+        s = src[0]
+        if s not in at:
+            if s.op is _BUFFER:
+                if not _buffer_entry(s, at, nodes, inputs, desc, device):
+                    return False
+            elif not _entries(s, depth + 1, at, nodes, inputs, consts, desc, device):
+                return False
+        desc.extend((op, u.dtype, u.arg, u.tag, 1, at[s]))
+    else:
+        if op in _KIND or op is _CONST or not src or depth > _DEEPEST:
+            return False
+        for s in src:   # each source's subgraph in turn (a constant, or a view of one, is read where it is)
+            if s in at:
+                continue
+            if s.op is _BUFFER:
+                if not _buffer_entry(s, at, nodes, inputs, desc, device):
+                    return False
+                continue
+            c = s
+            while c.op in _MOVEMENT:
+                c = c.src[0]
+            if c.op is not _CONST and not _entries(s, depth + 1, at, nodes, inputs, consts, desc, device):
+                return False
+        a = u.arg
+        if type(a) is float or type(a) is complex:
+            a = arg_key(a)
+        desc.extend((op, u.dtype, a, u.tag, len(src)))
+        for s in src:
+            if (i := at.get(s)) is not None:
+                desc.append(i)
+                continue
+            c, views = s, []
+            while c.op in _MOVEMENT:
+                views.append((c.op, c.arg, c.tag))
+                c = c.src[0]
+            if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):   # lifted: an argument of its own
+                desc.append(("argument", c.dtype, *views))
+                consts.append(len(inputs))
+                inputs.append(c)
+            else:
+                desc.append(("constant", c.dtype, arg_key(c.arg), *views))
+    at[u] = len(nodes)
+    nodes.append(u)
+    return True
+
+
+def _buffer_entry(b: UOp, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp], desc: list,
+                  device: list[str]) -> bool:
+    """Describe BUFFER `b` as the walk does: a placeholder of the abstraction, on the graph's one device; False for a
+    template's own buffer or a second device."""
     a = b.arg
+    if a[0] < 0 or device and a[1] != device[0]:
+        return False
+    if not device:
+        device.append(a[1])
     at[b] = len(nodes)
     nodes.append(b)
     inputs.append(b)
     desc.extend((_BUFFER, b.dtype, a[1], a[2], -1))
-    return a[1]
-
-
-def _op_entries(r: UOp, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp], desc: list) -> str | None:
-    """For `_describe_op`: describe op `r`, its sources' buffers and views first, as the walk does; returns the
-    graph's device, None where `r` is not such an op."""
-    src = r.src
-    if not src or r.op is _CONST or r.op in _KIND:
-        return None
-    device = None
-    for x in src:   # the buffers and their views, each source's in turn, as the walk reaches them
-        if x in at:
-            continue
-        chain = []
-        while x.op in _MOVEMENT and len(x.src) == 1 and x not in at:
-            chain.append(x)
-            x = x.src[0]
-        if x.op is _BUFFER:
-            if x not in at:
-                if x.arg[0] < 0 or device is not None and x.arg[1] != device:   # (a template's own, several devices)
-                    return None
-                device = _buffer_entry(x, at, nodes, inputs, desc)
-        elif x not in at:
-            if x.op is not _CONST:   # a source some other op computes
-                return None
-            continue                 # a constant: described where it is read
-        for v in reversed(chain):
-            desc.extend((v.op, v.dtype, v.arg, v.tag, 1, at[v.src[0]]))
-            at[v] = len(nodes)
-            nodes.append(v)
-    if device is None:
-        device = DEFAULT_DEVICE
-    a = r.arg
-    if type(a) is float or type(a) is complex:
-        a = arg_key(a)
-    desc.extend((r.op, r.dtype, a, r.tag, len(src)))
-    for x in src:
-        if (i := at.get(x)) is not None:
-            desc.append(i)
-            continue
-        c, views = x, []
-        while c.op in _MOVEMENT:
-            views.append((c.op, c.arg, c.tag))
-            c = c.src[0]
-        if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):   # lifted: an argument of its own
-            desc.append(("argument", c.dtype, *views))
-            inputs.append(const_buffer(c.dtype, c.arg, device, len(inputs)))
-        else:
-            desc.append(("constant", c.dtype, arg_key(c.arg), *views))
-    at[r] = len(nodes)
-    nodes.append(r)
-    return device
+    return True
 
 
 def dispatch_mode() -> tuple:
