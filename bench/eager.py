@@ -5,9 +5,9 @@ what one small op costs from the call to its result being ready. Each row runs o
 4 x 4 and 16 x 16 matrices) and waits for its result (`block_until_ready`; `float(x)` is its own wait), so tgfx's
 lazy graph is realised and compiled-program lookup, dispatch and the queue's round trip are all in the time, as
 jax's asynchronous dispatch's are in its. The inputs are made once; a sample runs the op enough times to last
-20 ms; the median of `--repeat` samples is reported, in microseconds per op, with tgfx's time over jax's (lower is
-better, below 1 means tgfx is faster). The first call of each op (its compile) is not timed: two warm-up calls run
-first.
+`--sample-ms` (20 ms); the median of `--repeat` samples is reported, in microseconds per op, with tgfx's time over
+jax's (lower is better, below 1 means tgfx is faster). The first call of each op (its compile) is not timed: two
+warm-up calls run first.
 
 Run it from the checkout to measure (`cd /tmp/x && /tmp/jaxenv/bin/python -m bench.eager`): `python -m` puts the
 current directory first on the path, so that checkout's `tgfx` is the one timed.
@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="", help="comma-separated substrings of op names")
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--frameworks", default="tgfx,jax")
+    p.add_argument("--sample-ms", type=float, default=20.0, help="the least time a sample runs for")
     args = p.parse_args(argv)
     libs = []
     for name in args.frameworks.split(","):
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'op':24s}" + "".join(f"{lib.name:>10s}" for lib in libs) + ("   tgfx/jax" if len(libs) > 1 else ""))
     ratios = []
     for name, op in ops:
-        times = [run_op(op, lib, args.repeat) for lib in libs]
+        times = [run_op(op, lib, args.repeat, args.sample_ms / 1000) for lib in libs]
         bad = check(name, libs) if len(libs) > 1 else ""
         line = f"{name:24s}" + "".join(f"{t:10.1f}" for t in times)
         if len(libs) > 1:

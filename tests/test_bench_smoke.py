@@ -102,6 +102,16 @@ def test_the_programs_train_as_under_jax(capsys):
         assert abs(float(row.split()[5]) - want) <= max(1e-3 * abs(want), 1e-5), (row, want)
 
 
+def test_eager_ops_print_a_time_each(capsys):
+    """`python -m bench.eager --frameworks tgfx`: a row per op, each a time (jax's column and ratio need jax)."""
+    from bench import eager
+    assert eager.main(["--frameworks", "tgfx", "--repeat", "1", "--sample-ms", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for name, _ in eager.OPS:
+        (row,) = [line for line in out if line.startswith(name + " ")]
+        assert float(row.split()[-1]) > 0, row
+
+
 def test_kernels_lists_each_steps_costliest_kernels(capsys):
     """`python -m bench.kernels --quick`: per workload its step's wall and kernel time, and its costliest kernels."""
     from bench import kernels
