@@ -604,7 +604,7 @@ def test_loops_compile_once_whatever_the_size() -> None:
     """The factorisation and the solve are loops whose bodies compile once: the kernels launched do not depend on n
     (a loop body counts once, whatever its trip count)."""
     launched = []
-    for n in (3, 12):
+    for n in (9, 12):   # (from 8 down the solve is unrolled: test_a_small_triangular_solve_is_one_kernel)
         a = T(spd(n)).realize()
         before = tg.counters.kernel_count
         low = sla.cholesky(a, lower=True).realize()
@@ -619,3 +619,23 @@ def test_float32_cholesky_64() -> None:
     close(low, np.linalg.cholesky(a.astype(np.float64)), rtol=1e-4, atol=1e-5)
     x = sla.cho_solve((low, True), tg.asarray(np.ones(64, np.float32)))
     close(x, np.linalg.solve(a.astype(np.float64), np.ones(64)), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("trans", [0, 1])
+@pytest.mark.parametrize("lower", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+def test_a_small_triangular_solve_is_one_kernel(trans: int, lower: bool, unit: bool) -> None:
+    """A solve of 8 unknowns or fewer is unrolled (`_substitute_unrolled`): one kernel storing x once, its rows from
+    b's and the rows before them, where the loop rewrote x each step (a Gaussian mixture's 8 x 8 factors against
+    8 x 8,192 points: 3.4 -> 0.4 ms). Every triangle, transposed or not, unit diagonal or not, as scipy solves it."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 8, 8)) + 4 * np.eye(8)
+    b = rng.standard_normal((3, 8, 50))
+    ta, tb = T(a).realize(), T(b).realize()
+    before = tg.counters.kernel_count
+    x = sla.solve_triangular(ta, tb, trans=trans, lower=lower, unit_diagonal=unit).realize()
+    assert tg.counters.kernel_count - before == 1
+    want = np.stack([sl.solve_triangular(a[i], b[i], trans=trans, lower=lower, unit_diagonal=unit) for i in range(3)])
+    close(x, want, rtol=1e-10, atol=1e-12)
+    check_grads(lambda a, b: sla.solve_triangular(a, b, trans=trans, lower=lower, unit_diagonal=unit), a, b)

@@ -330,6 +330,26 @@ def _substitute(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool, 
     return fori_loop(0, n, step, tnp.zeros_like(b))
 
 
+def _substitute_unrolled(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool) -> Tensor:
+    """`_substitute` (M x = b, not `right`) for a small n, unrolled in Python: each row of x an elementwise value of
+    b's row and the rows before it, all of them one kernel storing x once. The loop rewrites the whole x a step, n
+    passes over it and a reduce each (a Gaussian mixture's 8 x 8 Cholesky factors against 8 x 8,192 points: 2.7 ms a
+    solve, 64% of its EM step); unrolled the rows are computed from registers."""
+    n = a.shape[-1]
+    below = lower != transpose
+
+    def m(i: int, j: int) -> Tensor:   # M[i, j], one scalar a matrix of the batch, broadcast along b's columns
+        return (a[..., j, i] if transpose else a[..., i, j])[..., None]
+
+    rows: dict[int, Tensor] = {}
+    for i in range(n) if below else range(n - 1, -1, -1):
+        xi = b[..., i, :]
+        for j in range(i) if below else range(n - 1, i, -1):
+            xi = xi - m(i, j) * rows[j]
+        rows[i] = xi if unit else xi / m(i, i)
+    return tnp.stack([rows[i] for i in range(n)], axis=-2)
+
+
 def _pad_identity(a: Tensor, pad: int) -> Tensor:
     """a (..., n, n) with `pad` more rows and columns, zero but for ones on their diagonal."""
     n = a.shape[-1]
@@ -416,6 +436,7 @@ def _solve(a: Tensor, b: Tensor, transpose: bool, lower: bool, unit: bool, right
 
 
 _solvers: dict[tuple[bool, bool, bool, bool], Any] = {}
+_UNROLLED_MAX = 8   # the largest n solved by `_substitute_unrolled`
 
 
 def _solver(transpose: bool, lower: bool, unit: bool, right: bool) -> Any:
@@ -426,6 +447,8 @@ def _solver(transpose: bool, lower: bool, unit: bool, right: bool) -> Any:
 
     def solve(a: Tensor, b: Tensor) -> Tensor:
         # x tri(a)^T contracts both last axes, a transposed copy that takes seconds to compile: unblocked
+        if a.shape[-1] <= _UNROLLED_MAX and not right:
+            return _substitute_unrolled(a, b, transpose, lower, unit)
         if a.shape[-1] <= 2 * _block_size(a.shape[-1]) or (right and transpose):
             return _substitute(a, b, transpose, lower, unit, right)
         return _substitute_blocked(a, b, transpose, lower, unit, right)
