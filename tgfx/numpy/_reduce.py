@@ -121,6 +121,11 @@ def sum(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keepd
     >>> tnp.sum(tnp.asarray([[1, 2], [3, 4]]), axis=1, where=tnp.asarray([True, False]), initial=10).tolist()
     [11, 13]
     """
+    if axis is None and dtype is None and initial is None and where is None and type(x) is Tensor and \
+            x.dtype.kind == "f" and x.dtype.itemsize >= 4:
+        # (a float32/float64 Tensor's total, the metric or loss an eager loop reads: the reduce `_sum_or_prod` builds,
+        # without its dtype, axis and mask steps, a tenth of an eager sum's time)
+        return x._reduce(Ops.ADD, None, keepdims)
     return _sum_or_prod(x, axis, dtype, keepdims, initial, where, "sum", product=False)
 
 
