@@ -460,7 +460,7 @@ def test_custom_root_gradient_by_differences() -> None:
 def test_barrier_sharding_constraint_and_platform_dependent() -> None:
     tree = lax.optimization_barrier((1.0, {"a": tnp.ones(2)}))
     assert isinstance(tree[0], tg.Tensor) and tree[1]["a"].shape == (2,)
-    x = tnp.arange(3.0)
+    x = tg.device_put(np.arange(3.0, dtype=np.float32), "CPU")   # its device picks the branch
     assert lax.with_sharding_constraint(x, None) is x
     out = lax.platform_dependent(x, cpu=lambda v: v + 1, default=lambda v: v - 1)
     np.testing.assert_array_equal(out.numpy(), [1, 2, 3])
@@ -490,7 +490,8 @@ ERRORS = [
     (lambda: lax.conv_general_dilated_patches(tnp.ones((1, 2, 4)), (2,), (1,), "SAME", lhs_dilation=(2,)),
      ValueError, "string padding"),
     (lambda: lax.platform_dependent(1.0, gpu=lambda x: x), ValueError, "use 'cuda' or 'rocm'"),
-    (lambda: lax.platform_dependent(1.0, cuda=lambda x: x), NotImplementedError, "no branch for platform 'cpu'"),
+    (lambda: lax.platform_dependent(tg.device_put(np.float32(1), "CPU"), cuda=lambda x: x), NotImplementedError,
+     "no branch for platform 'cpu'"),
     (lambda: lax.custom_root(lambda x: x, tnp.ones(2), lambda f, x0: (x0, x0), lambda g, y: y), TypeError,
      "the solution solve returns must have the structure of initial_guess"),
     (lambda: lax.custom_linear_solve(lambda x: x, tnp.ones(2), lambda mv, b: b[:1]), ValueError,
