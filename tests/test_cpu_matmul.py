@@ -244,6 +244,17 @@ def test_an_operand_with_page_long_rows_is_read_through_packed_panels(l2_of) -> 
     assert f"%acc0 = alloca <{cols} x float>" in ir and "gather" not in ir
 
 
+def test_an_operand_one_panel_wide_is_not_packed(l2_of) -> None:  # noqa: ANN001
+    """`x.T @ y` with y exactly as wide as the tile's vectors (its rows outrun the TLB): one panel of y is y as it
+    lies, so it is read as it is, and the schedule ends (its copy, read as a stored operand again, was packed again
+    without end: (65536, 32) failed to schedule). The product is numpy's."""
+    l2_of(64 << 20)   # (x, broadcast, then fits half of L2: no pack of it either)
+    cols = host_target().contraction_tiles()[0][0]
+    x, y = rand(4096, cols), rand(4096, cols, seed=1)
+    assert len(kernels(tg.asarray(x).T @ tg.asarray(y))) == 1
+    np.testing.assert_allclose((tg.asarray(x).T @ tg.asarray(y)).numpy(), x.T @ y, rtol=1e-4, atol=1e-3)
+
+
 def test_transposed_operands_of_a_big_product_are_packed_in_one_copy(l2_of) -> None:  # noqa: ANN001
     """`a.T @ b` and `a @ b.T` of 1024^3. The operand the tile broadcasts (a.T: 8 rows side by side, a row of `a` a
     page apart each step) is packed into panels of the tile's rows when it outgrows half of L2: each of b's panels

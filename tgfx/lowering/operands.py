@@ -201,8 +201,10 @@ def _packed_operand(red: UOp) -> UOp | None:
         k, n = v.shape[ax], v.shape[lay]
         pages = k * min(n * v.dtype.itemsize, PAGE_BYTES)
         far = pages > STLB_PAGES * PAGE_BYTES or pages > TLB_PAGES * PAGE_BYTES and v.size * itemsize > target.l2 // 2
-        if not (rows_outrun_tlb(k, n * v.dtype.itemsize) if vector else far) or n % width or \
+        if not (rows_outrun_tlb(k, n * v.dtype.itemsize) if vector else far) or n % width or n == width or \
                 prod(e.arg) // prod(v.shape) < REUSE_TO_TRANSPOSE:
+            # (one panel as wide as the operand is the operand as it lies: its copy read as a stored operand again
+            # was packed again, without end: `x.T @ y` of (65536, 32) each failed to schedule)
             continue
         if vector and _is_view(v) and not copied and _copies_own_panels(k, n, prod(e.arg) // prod(v.shape), itemsize,
                                                                         target):
