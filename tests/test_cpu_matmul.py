@@ -17,6 +17,7 @@ from tgfx.devices.target import Target, host_target, native_target, target_for
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import index_level, kernel_source, llvm_worker, render_kernel
+from tgfx.lowering import schedule as schedule_module
 from tgfx.lowering.compile import target_machine
 from tgfx.lowering.heuristics import hand_coded_opts
 from tgfx.lowering.inline import inline
@@ -26,9 +27,14 @@ from tgfx.lowering.optimize import apply_hand_coded
 from tgfx.lowering.schedule import schedule
 
 
-def kernels(expr: tg.Tensor) -> list[UOp]:
+def kernels(expr: tg.Tensor, cores: int | None = None) -> list[UOp]:
+    """The kernels of `expr`, scheduled for this CPU with `cores` cores if given (one: a sum with few outputs stays
+    one kernel, not partial sums over the cores, tgfx/lowering/split_reduce.py)."""
     sink = inline(UOp(Ops.SINK, None, (expr.uop,)))
-    linear, _ = schedule(list(sink.src))
+    with pytest.MonkeyPatch.context() as mp:
+        if cores is not None:
+            mp.setattr(schedule_module, "host_target", lambda: host_target().with_cores(cores))
+        linear, _ = schedule(list(sink.src))
     return [c.src[0] for c in linear.src]
 
 
@@ -133,7 +139,7 @@ def test_a_sum_along_a_short_contiguous_axis_is_a_vector_of_partial_sums() -> No
     element (exp) is not unrolled."""
     t = host_target()
     g = rand(32, 16, 8, 8)
-    (ast,) = kernels(tnp.sum(tg.asarray(g), axis=(0, 2, 3)))
+    (ast,) = kernels(tnp.sum(tg.asarray(g), axis=(0, 2, 3)), cores=1)
     sink, opts = apply_hand_coded(index_level(ast), t)
     assert Opt("UNROLL", 3, 8) in opts
     ir = render_kernel("k", sink, opts, t)[0]
@@ -148,11 +154,12 @@ def test_a_sum_along_a_long_contiguous_axis_is_vectors_of_partial_sums(cpu: str)
     """A batch norm's statistics of NCHW rows (32 channels of 32 x 32 x 32, rows of 32): no output axis is read side
     by side, and LLVM's loop vectoriser made 15x the loop's code of the row loop, 4-5x slower than this. The row
     axis UNROLLed by a vector's lanes is a vector range, its outer part UNROLLed again into independent vector
-    accumulators (SUM_CHAINS at most), also for a costly element (a division)."""
+    accumulators (SUM_CHAINS at most), also for a costly element (a division). On more than one core the first kernel
+    is the parts' partial sums (tgfx/lowering/split_reduce.py), their rows the same."""
     t = target_for(cpu)
     lanes = t.lanes()
     x, s = rand(32, 32, 32, 32), rand(32, seed=1) + 1
-    (ast,) = kernels(tnp.sum(tg.asarray(x) / tg.asarray(s)[:, None, None], axis=(0, 2, 3)))
+    ast = kernels(tnp.sum(tg.asarray(x) / tg.asarray(s)[:, None, None], axis=(0, 2, 3)))[0]
     sink, opts = apply_hand_coded(index_level(ast), t)
     unrolls = [o.amount for o in opts if o.op == "UNROLL"]
     assert unrolls == [lanes, min(32 // lanes, 4)]
@@ -182,7 +189,7 @@ def test_a_column_sum_of_two_layouts_is_vectors_of_one_gathered_from_the_other(c
     gathered (0.4 ms); a plain transposed sum beside another reduce keeps its options (see hand_coded_opts)."""
     g, h = rand(4096, 32), rand(512, 32, 8, seed=1)
     e = tnp.sum(tg.asarray(g) + tg.asarray(h).transpose(0, 2, 1).reshape(4096, 32), axis=0)
-    (ast,) = kernels(e)
+    (ast,) = kernels(e, cores=1)
     t = target_for(cpu)
     sink, opts = apply_hand_coded(index_level(ast), t)
     out = next(u for u in index_level(ast).toposort() if u.op is Ops.RANGE and u.src[0].arg == 32)
@@ -251,7 +258,7 @@ def test_an_operand_one_panel_wide_is_not_packed(l2_of) -> None:  # noqa: ANN001
     l2_of(64 << 20)   # (x, broadcast, then fits half of L2: no pack of it either)
     cols = host_target().contraction_tiles()[0][0]
     x, y = rand(4096, cols), rand(4096, cols, seed=1)
-    assert len(kernels(tg.asarray(x).T @ tg.asarray(y))) == 1
+    assert len(kernels(tg.asarray(x).T @ tg.asarray(y), cores=1)) == 1
     np.testing.assert_allclose((tg.asarray(x).T @ tg.asarray(y)).numpy(), x.T @ y, rtol=1e-4, atol=1e-3)
 
 
@@ -667,7 +674,7 @@ def test_llvm_unrolls_only_the_reduce_loops_of_kernels_with_a_reduce() -> None:
     # a loop around only short loops (SHORT_LOOP trips, which LLVM unrolls whole) is left to LLVM: a convolution's
     # bias gradient, per channel over 128 images of 8 rows of 8 pixels, ran 15 -> 17 us with its image loop's hint
     g = rand(128, 16, 8, 8)
-    (ast,) = kernels(tnp.sum(tg.asarray(g), axis=(0, 2, 3)))
+    (ast,) = kernels(tnp.sum(tg.asarray(g), axis=(0, 2, 3)), cores=1)
     ir = rendered(ast, t)
     trips = [int(n) for n in re.findall(r"icmp slt i64 %t\d+, (\d+)\n\s+br i1", ir)]
     hinted = ['!{!"llvm.loop.unroll.disable"}' in hints for hints in _loop_hints(ir)]

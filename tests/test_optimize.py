@@ -14,6 +14,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering import heuristics, index_level, kernel_opts
+from tgfx.lowering import schedule as schedule_module
 from tgfx.lowering.heuristics import hand_coded_opts
 from tgfx.lowering.kernel_opts import KernelOptError, Opt, apply_opt, apply_opts, global_size, ranges
 from tgfx.lowering.linearize import linearize
@@ -902,7 +903,9 @@ def test_an_output_range_read_by_head_split_becomes_two_loops():
     (`split_ranges` on output ranges), the head dims are contiguous and vectorised (35 -> 6.8 us)."""
     y = np.random.default_rng(0).standard_normal((16, 4, 64, 32)).astype(np.float32)
     fn = lambda v: v.transpose(0, 2, 1, 3).reshape(16, 64, 128).sum((0, 1))  # noqa: E731
-    linear, _ = schedule([fn(tg.asarray(y)).uop])
+    with pytest.MonkeyPatch.context() as mp:   # (one kernel: on more cores, partial sums first, split_reduce.py)
+        mp.setattr(schedule_module, "host_target", lambda: on_cores(1))
+        linear, _ = schedule([fn(tg.asarray(y)).uop])
     (ast,) = [c.src[0] for c in linear.src]
     sink = index_level(ast)
     loops = [r for r in ranges(sink).values() if r.arg[1] == "loop"]

@@ -328,12 +328,12 @@ def _merge_reduce_axes(red: UOp) -> UOp | None:
 
 
 # reduces rewritten before the kernels are chosen: a broadcast's sum taken before it, a batch's axes as one, a sum of
-# matmuls as matmuls, and a contraction's operands read through transposed or packed copies where that pays
-pm_transpose_operands = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _reduce_before_broadcast),
-                                        (UPat(Ops.REDUCE_AXIS, name="red"), _merge_reduce_axes),
-                                        (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_contractions),
-                                        (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_scatters),
-                                        (UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand),
-                                        (UPat(Ops.REDUCE_AXIS, name="red"), _packed_operand),
-                                        (UPat(Ops.REDUCE_AXIS, name="red"), _batched_operand)])
-
+# matmuls as matmuls (`pm_reshape_reduces`), and a contraction's operands read through transposed or packed copies
+# where that pays
+pm_reshape_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _reduce_before_broadcast),
+                                     (UPat(Ops.REDUCE_AXIS, name="red"), _merge_reduce_axes),
+                                     (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_contractions),
+                                     (UPat(Ops.REDUCE_AXIS, name="red"), _split_sum_of_scatters)])
+pm_transpose_operands = pm_reshape_reduces + PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), _transposed_operand),
+                                                             (UPat(Ops.REDUCE_AXIS, name="red"), _packed_operand),
+                                                             (UPat(Ops.REDUCE_AXIS, name="red"), _batched_operand)])

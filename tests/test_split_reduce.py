@@ -1,0 +1,104 @@
+"""Sums with few outputs over a long reduce split over the cores (tgfx/lowering/split_reduce.py): how many parts for a
+target of 1, 2, 8 and 32 cores, the kernels and their thread split, and the values against numpy."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tgfx as tg
+from tgfx import lax
+from tgfx.devices.target import Target, host_target
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering import kernel_source
+from tgfx.lowering import schedule as schedule_module
+from tgfx.lowering.inline import inline
+from tgfx.lowering.schedule import schedule
+from tgfx.lowering.split_reduce import split_parts
+
+
+def rand(*shape: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def big_cache(cores: int) -> Target:
+    """This CPU with `cores` cores and an L2 that holds any operand here: the parts are then the cores' alone."""
+    return dataclasses.replace(host_target().with_cores(cores), l2=1 << 30)
+
+
+def kernels(expr: tg.Tensor, target: Target, monkeypatch: pytest.MonkeyPatch) -> list[UOp]:
+    monkeypatch.setattr(schedule_module, "host_target", lambda: target)
+    sink = inline(UOp(Ops.SINK, None, (expr.uop,)))
+    linear, _ = schedule(list(sink.src))
+    return [c.src[0] for c in linear.src]
+
+
+@pytest.mark.parametrize("cores", [1, 2, 8, 32])
+def test_a_weight_gradient_over_a_long_batch_is_split_over_the_cores(cores: int, monkeypatch) -> None:  # noqa: ANN001
+    """`x.T @ y` of (65536, 8): 64 outputs, too few to give each core a register tile of its own, each summed over
+    65,536 rows. On one core it is one kernel; on k cores the rows are `Target.threads` parts (k a core, up to 4 a
+    core with work for them), the partial sums a kernel that THREAD splits into as many parts, and their sum a second
+    kernel on one core."""
+    target = big_cache(cores)
+    x, y = tg.asarray(rand(65536, 8)), tg.asarray(rand(65536, 8, seed=1))
+    ks = kernels(x.T @ y, target, monkeypatch)
+    parts = target.threads(64 * 65536)
+    if cores == 1:
+        assert parts == 1 and len(ks) == 1
+        assert kernel_source(ks[0], target).global_size == 1
+        return
+    assert parts >= cores and len(ks) == 2
+    first, second = (kernel_source(k, target) for k in ks)
+    assert ks[0].src[0].src[0].arg[1] == parts * 64   # the partial sums: a part's 8 x 8 each
+    assert first.global_size == parts and second.global_size == 1
+
+
+@pytest.mark.parametrize("cores", [2, 8, 32])
+def test_a_part_of_the_reduce_fits_half_of_l2(cores: int) -> None:
+    """The conv weight gradient's reduce (256 images x 24 x 24 positions, 864 outputs, 20.6 MB read) is split into
+    enough parts that a part's share fits half of L2 (2 MB: 21 parts, 32 dividing the batch), and at least as many as
+    the cores' threads: each output's pass over its part then reads the cache, not memory."""
+    x, w, g = tg.asarray(rand(256, 24, 24, 3)), tg.asarray(rand(3, 3, 3, 32)), tg.asarray(rand(256, 24, 24, 32))
+    dims = ("NHWC", "HWIO", "NHWC")
+    dw = tg.grad(lambda w: (lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dims) * g).sum())(w)
+    (red,) = [u for u in inline(UOp(Ops.SINK, None, (dw.uop,))).toposort() if u.op is Ops.REDUCE_AXIS]
+    target = dataclasses.replace(host_target().with_cores(cores), l2=2 << 20)
+    axis, parts = split_parts(red, target)
+    assert red.src[0].shape[axis] == 256   # the batch
+    assert parts == max(32, target.threads(256 * 24 * 24 * 864))
+    assert split_parts(red, target.with_cores(1)) == (0, 1)   # (one core: the same single kernel as before)
+
+
+def test_what_is_not_split(monkeypatch) -> None:  # noqa: ANN001
+    """Outputs enough for every part's tile (a 256 x 256 product), a short reduce, a max, and a gather (a one-hot
+    sum over a table's rows: one load at the index) stay one kernel."""
+    target = big_cache(8)
+
+    def reduces(expr: tg.Tensor) -> int:
+        return sum(any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in kernels(expr, target, monkeypatch))
+    a, b = tg.asarray(rand(16384, 256)), tg.asarray(rand(16384, 256, seed=1))
+    assert reduces(a.T @ b) == 1
+    assert reduces(tg.asarray(rand(64, 8)).T @ tg.asarray(rand(64, 8))) == 1
+    assert reduces(tg.asarray(rand(65536, 8)).max(0)) == 1
+    table, idx = tg.asarray(rand(65536, 4)), tg.asarray(np.array([3, 4464], np.int32))
+    assert len(kernels(table[idx], target, monkeypatch)) == 1
+
+
+@settings(max_examples=12, deadline=None)
+@given(rows=st.sampled_from([4096, 12288, 65536, 65537]), cols=st.integers(1, 24), cores=st.sampled_from([2, 8, 32]))
+def test_split_sums_are_numpys(rows: int, cols: int, cores: int) -> None:
+    """`x.T @ y`, a column sum and a weight gradient over a batch and its positions, split (rows that divide into the
+    parts) or not (65,537 rows, prime but for one), against numpy's float64 sums."""
+    x, y = rand(rows, cols), rand(rows, 3, seed=1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(schedule_module, "host_target", lambda: big_cache(cores))
+        xt = tg.asarray(x)
+        np.testing.assert_allclose((xt.T @ tg.asarray(y)).numpy(), x.T.astype(np.float64) @ y, rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(xt.sum(0).numpy(), x.astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
+        g, xs = rand(rows // 16, 4, 4, 8, seed=2), rand(rows // 16, 4, 4, cols, seed=3)
+        dw = tg.numpy.einsum("bhwi,bhwo->io", tg.asarray(xs), tg.asarray(g)).numpy()
+        np.testing.assert_allclose(dw, np.einsum("bhwi,bhwo->io", xs.astype(np.float64), g), rtol=1e-4, atol=1e-3)
