@@ -13,8 +13,11 @@ long operand. Such a sum is two, before the kernels are chosen:
 one reduce axis of size n split in `p` parts, the parts an output axis of the partial sums (their outermost, which
 the kernel's THREAD splits over the cores; its register tile and cache blocking are the heuristics' as before, over a
 reduce p times shorter), and their sum, a small reduce that fuses into what reads it (an optimiser's update) or is a
-small kernel of its own. The parts come from the target's cores (`Target.threads`), never a constant of this host.
-Floats summed in another order differ in their last bits, as any blocked sum does.
+small kernel of its own. The parts come from the target (`Target.threads` for its cores, its L2 size), never a
+constant of this host: enough that a part's share of what the sum reads stays in L2, so that each output's pass over
+the reduce reads it there, not from memory (the weight gradient re-read its 19 MB output gradient once per each of
+its 27 taps and input channels; in 32 parts, 0.6 MB each, 20 -> 5 ms on 2 cores). Floats summed in another order
+differ in their last bits, as any blocked sum does.
 """
 from __future__ import annotations
 
