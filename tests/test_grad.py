@@ -648,3 +648,17 @@ def test_the_gradient_of_a_weakly_typed_input_is_weakly_typed() -> None:
     assert (typeof(g["a"]), typeof(g["b"])) == ("~float32[]", "float32[]")
     value, g = tg.value_and_grad(lambda x: tg.lax.fori_loop(0, 3, lambda i, c: c * x, 1.0))(2.0)
     assert (typeof(value), typeof(g), value.item(), g.item()) == ("~float32[]", "~float32[]", 8.0, 12.0)
+
+
+def test_gradients_at_an_input_as_deep_as_a_lazy_graph_grows() -> None:
+    """An input whose lazy graph is exactly LAZY_DEPTH deep (an eager optimiser's parameter after a few updates): the
+    transform's placeholder over it made the graph one deeper, so its Tensor was computed at once and held the value,
+    not the placeholder: the gradient with respect to it was zero (an Adam bias's gradient at step 5, silently)."""
+    from tgfx.tensor import LAZY_DEPTH, lazy_depth
+    c = tg.asarray(np.ones(4, np.float32))
+    while lazy_depth(c.uop) < LAZY_DEPTH:
+        c = c * 1.01
+    assert lazy_depth(c.uop) == LAZY_DEPTH
+    np.testing.assert_array_equal(tg.grad(lambda c: (c * 3).sum())(c).numpy(), np.full(4, 3, np.float32))
+    _, tangent = tg.jvp(lambda c: c * 3, (c,), (tnp.ones(4),))
+    np.testing.assert_array_equal(tangent.numpy(), np.full(4, 3, np.float32))

@@ -591,7 +591,9 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
             inputs.append(t.uop)
             params.append(_placeholder(t.uop))
             weak_inputs.append(weak_input(leaf))   # a Python float stays weakly typed inside, as in JAX
-            leaves.append(weak(Tensor(params[-1])) if weak_inputs[-1] else Tensor(params[-1]))
+            with differentiating(who):   # (a placeholder over a graph LAZY_DEPTH deep is not computed: its Tensor would
+                # hold the value, not the placeholder, and the gradient with respect to it was zero)
+                leaves.append(weak(Tensor(params[-1])) if weak_inputs[-1] else Tensor(params[-1]))
         in_trees.append(tree)
         new_args[i] = tree_unflatten(tree, leaves)
     with differentiating(who):
