@@ -165,6 +165,17 @@ class Function:
             if isinstance(leaf, Tensor) and id(leaf) not in slot_of:
                 slot_of[id(leaf)] = len(inputs)
                 inputs.append(leaf)
+        constant, on = False, None
+        for t in inputs:
+            d = t.uop.device
+            if d is None:
+                constant = True
+            elif on is None and type(d) is str:
+                on = d
+        if constant and on is not None and on != DEFAULT_DEVICE:
+            # a constant argument (`eye(n)`, `zeros(...)`) goes where the others are, as JAX's uncommitted arrays:
+            # made on the default device, `inv` of a matrix on another failed in the body
+            inputs = [(weak(t.to(on)) if is_weak(t) else t.to(on)) if t.uop.device is None else t for t in inputs]
         sig = self._signature(leaves, treedef, inputs, slot_of) \
             if self.cache and not self.allow_implicit and not active() else None
         if sig is not None and (hit := self._traces.get(sig)) is not None:

@@ -264,17 +264,22 @@ def _leaves(who: str, what: str, tree: Any, device: str | None = None) -> tuple[
                             f"or Python scalars)")
         if not isinstance(t.device, str):
             raise TypeError(f"{who}: {what}{keystr(path)} is on {t.device!r}; loops and branches run on one device")
+        if t.uop.device is None and device is not None and device != DEFAULT_DEVICE:
+            # a constant (`tnp.zeros`, `Tensor.full`): made on the loop's device, where the default device's buffer
+            # was an operand the loop could not read
+            t = weak(t.to(device)) if is_weak(t) else t.to(device)
         out.append(t)
         paths.append(f"{what}{keystr(path)}")
     return out, treedef, paths
 
 
 def _device(*trees: Any) -> str:
-    """The device of the first Tensor in `trees` (Python scalars are placed there too), else the default."""
+    """The device of the first Tensor in `trees` on one (Python scalars and constants are placed there too), else the
+    default: a constant first (`scan(step, tnp.zeros(n), xs)`) ran the loop on the default device, not xs's."""
     for tree in trees:
         for leaf in tree_leaves(tree):
-            if isinstance(leaf, Tensor) and isinstance(leaf.device, str):
-                return canonical_device(leaf.device)
+            if isinstance(leaf, Tensor) and isinstance(leaf.uop.device, str):
+                return canonical_device(leaf.uop.device)
     return DEFAULT_DEVICE
 
 

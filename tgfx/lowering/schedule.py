@@ -21,7 +21,7 @@ from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.complex import lower_complex, pairs_view
-from tgfx.lowering.fusion import _gather, _stored_aranges_apart, find_realizes
+from tgfx.lowering.fusion import _gather, _stored_aranges_apart, find_realizes, made_where_it_goes
 from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.inplace import window_update
 from tgfx.lowering.layout import _root_base, _unreshaped, buffer_view, concat_pieces, copy_source, is_concat, new_buffer
@@ -123,9 +123,10 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
             continue
         if u.op is Ops.GETTUPLE:
             continue  # its CALL filled `realized`
-        if u.op is Ops.COPY and _copied_by_kernel(u):
+        if u.op is Ops.COPY and (made_where_it_goes(u) or _copied_by_kernel(u)):
             out = realized[u] = new_buffer(u.arg, prod(u.shape), u.dtype)
-            ast, bufs = kernel_ast(u, out, realized)   # (a kernel on the destination reading the source in place)
+            # (a kernel on the destination computing a constant, or reading the source in place)
+            ast, bufs = kernel_ast(u, out, realized)
             calls.append(UOp(Ops.CALL, None, (ast, *bufs)))
             continue
         if u.op is Ops.COPY:

@@ -69,8 +69,13 @@ def real(x: Tensor) -> Tensor:
     return _part(pairs(x), 0) if x.dtype.is_complex else x
 
 
+def _full_like(x: Tensor, value: bool | int, dtype: DType) -> Tensor:
+    """A constant of x's shape on x's device (a result of x's, as JAX's `full_like`; not the default device's)."""
+    return Tensor.full(x.shape, value, dtype, device=x.uop.device if isinstance(x.uop.device, str) else None)
+
+
 def imag(x: Tensor) -> Tensor:
-    return _part(pairs(x), 1) if x.dtype.is_complex else Tensor.full(x.shape, 0, x.dtype)
+    return _part(pairs(x), 1) if x.dtype.is_complex else _full_like(x, 0, x.dtype)
 
 
 def conj(x: Tensor) -> Tensor:
@@ -135,12 +140,12 @@ def isrealobj(x: Any) -> bool:
 def iscomplex(x: ArrayLike) -> Tensor:
     """Elementwise: a nonzero imaginary part."""
     x = to_tensor(x)
-    return imag(x) != 0 if x.dtype.is_complex else Tensor.full(x.shape, False)
+    return imag(x) != 0 if x.dtype.is_complex else _full_like(x, False, dtypes.bool)
 
 
 def isreal(x: ArrayLike) -> Tensor:
     x = to_tensor(x)
-    return imag(x) == 0 if x.dtype.is_complex else Tensor.full(x.shape, True)
+    return imag(x) == 0 if x.dtype.is_complex else _full_like(x, True, dtypes.bool)
 
 
 def to_real_cast(x: Tensor, d: DType) -> Tensor:

@@ -342,6 +342,11 @@ def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None 
         raise ValueError("where: give both x and y, or neither (the one-argument form is nonzero(condition))")
     if size is not None or fill_value is not None:
         raise ValueError("where: size and fill_value belong to the one-argument form, where(condition, size=...)")
+    if isinstance(condition, (np.ndarray, list, tuple)):
+        # host data goes where the Tensor operands are, as a binary op's (JAX's uncommitted array): a mask of
+        # indices, `where(i == j, x, 0)`, failed every x on another device than the default
+        on = next((t.uop.device for t in (x, y) if isinstance(t, Tensor) and t.uop.device is not None), None)
+        condition = Tensor(condition, device=on)
     return _t(condition).where(x, y)
 
 

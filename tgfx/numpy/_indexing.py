@@ -50,7 +50,7 @@ def signed_index(i: Tensor) -> Tensor:
     return i.cast(dtypes.int64 if wide else dtypes.int32)
 
 
-def _index_array(i: Any) -> Tensor:
+def _index_array(i: Any, device: str | tuple[str, ...] | None = None) -> Tensor:
     """An integer index array (Tensor, numpy array, list) as a Tensor of a signed integer dtype."""
     if isinstance(i, Tensor):
         if i.dtype.is_bool:
@@ -74,13 +74,13 @@ def _index_array(i: Any) -> Tensor:
         lo, hi = max(lo, -2**31), min(hi, 2**31 - 1)
     if arr.ndim == 0:  # a scalar index is a constant, not a buffer
         return Tensor.full((), int(arr), dtypes.int32)
-    t = Tensor(arr.astype(np.int32))
+    t = Tensor(arr.astype(np.int32), device=device)   # where the indexed Tensor is (host data follows it, as in JAX)
     view_chain(t.uop)[1].__dict__["host_range"] = (lo, hi)   # its values, known here (see `_normalize`)
     return t
 
 
 
-def _index_items(index: Any) -> list[Any]:
+def _index_items(index: Any, device: str | tuple[str, ...] | None = None) -> list[Any]:
     """The index as a list of basic items, `_MaskPart`s and integer index Tensors."""
     items = list(index) if isinstance(index, tuple) else [index]
     out: list[Any] = []
@@ -92,7 +92,7 @@ def _index_items(index: Any) -> list[Any]:
             mask = _host_mask(i) if isinstance(i, Tensor) else np.asarray(i)
             out += [_MaskPart(p, s) for p, s in zip(np.nonzero(mask), mask.shape, strict=True)]
         else:
-            out.append(_index_array(i))
+            out.append(_index_array(i, device))
     return out
 
 
@@ -132,7 +132,7 @@ def _scalar_bools_as_axes(x: Tensor, index: Any) -> tuple[Tensor, Any]:
         if _is_scalar_bool(i):
             n = int(_host_bool(i))
             shape.append(1)
-            out.append(slice(0, n) if lone else _index_array(np.arange(n)))
+            out.append(slice(0, n) if lone else _index_array(np.arange(n), x.uop.device))
         else:
             shape += [next(sizes)] if i is not None else []
             out.append(i)
@@ -333,7 +333,7 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
     An int out of range raises IndexError (`oob_int="raise"`), makes the whole index select nothing (`"drop"`: the
     plan is None) or becomes a 0-d index array that the gather's mode handles (`"array"`).
     """
-    raw = _index_items(index)
+    raw = _index_items(index, x.uop.device)
     items = _expand_index(raw, x.ndim)
     if oob_int != "raise":
         dims = iter(range(x.ndim))
@@ -342,7 +342,7 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
             if isinstance(i, (int, np.integer)) and not -x.shape[d] <= int(i) < x.shape[d]:
                 if oob_int == "drop":
                     return None
-                items[k] = _index_array(int(i))
+                items[k] = _index_array(int(i), x.uop.device)
     if not any(isinstance(i, (Tensor, _MaskPart)) for i in items):
         return _Plan(_basic_plan(x.shape, items), (), (), (), 0)
     basic, axes, arrays, adv = [], [], [], []
@@ -352,7 +352,7 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
             if x.shape[dim] != i.size and i.size:   # an empty boolean axis selects nothing from any axis, as numpy
                 raise IndexError(f"boolean index did not match indexed array along axis {dim}; size of axis is "
                                  f"{x.shape[dim]} but size of corresponding boolean axis is {i.size}")
-            i = _index_array(i.positions)
+            i = _index_array(i.positions, x.uop.device)
         if isinstance(i, Tensor):
             axes.append(ydim)
             arrays.append(i)
@@ -623,7 +623,7 @@ def scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str | None 
     plan = _plan(x, index, "drop" if mode == "drop" else "array")
     if plan is None:  # a scalar int out of range: every update is dropped
         return x
-    u = _as_values(values, x.dtype)
+    u = _as_values(values, x)
     shape = plan.out_shape
     try:
         u = u.expand(shape)
@@ -709,7 +709,7 @@ def _window_scatter(x: Tensor, index: Any, values: ArrayLike, op: str, mode: str
         elif isinstance(i, Tensor):
             inside = _in_range(i, n) if inside is None else ew.logical_and(inside, _in_range(i, n))
     starts, window = _window(x, items)
-    u = _as_values(values, x.dtype)
+    u = _as_values(values, x)
     picked = tuple(n for i, n in zip(items, x.shape, strict=True) if i is None)
     try:
         u = u.expand(picked)
@@ -761,12 +761,14 @@ def _scatter_extremal(x: Tensor, plan: _Plan, u: Tensor, op: str, mode: str) -> 
     return extremal(x, u, *plan.idxs)
 
 
-def _as_values(values: ArrayLike, d: DType) -> Tensor:
-    """Updates as a Tensor of x's dtype (host data is converted on the host, scalars become constants)."""
+def _as_values(values: ArrayLike, x: Tensor) -> Tensor:
+    """Updates as a Tensor of x's dtype (host data is converted on the host and put on x's device, scalars become
+    constants)."""
+    d = x.dtype
     if isinstance(values, Tensor):
         return values.astype(d)
     arr = np.asarray(values)
-    return Tensor.full((), arr.item(), d) if arr.ndim == 0 else Tensor(arr, dtype=d)
+    return Tensor.full((), arr.item(), d) if arr.ndim == 0 else Tensor(arr, dtype=d, device=x.uop.device)
 
 
 class _IndexUpdateRef:
@@ -803,7 +805,7 @@ class _IndexUpdateRef:
 
     def subtract(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
                  unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
-        return self._update(ew.negative(_as_values(values, self.x.dtype)), "add", mode, wrap_negative_indices)
+        return self._update(ew.negative(_as_values(values, self.x)), "add", mode, wrap_negative_indices)
 
     def multiply(self, values: ArrayLike, mode: str | None = None, *, indices_are_sorted: bool = False,
                  unique_indices: bool = False, wrap_negative_indices: bool = True) -> Tensor:
@@ -858,7 +860,7 @@ def _negatives_out_of_range(x: Tensor, index: Any, mode: str) -> Any:
         if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) and i < 0:
             i = 0 if mode == "clip" else x.shape[d]
         elif d is not None and not _is_basic(i):
-            t = _index_array(i)
+            t = _index_array(i, x.uop.device)
             i = ew.where(t < 0, 0 if mode == "clip" else x.shape[d], t)
         out.append(i)
     return tuple(out)
@@ -894,7 +896,7 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: None = 
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = normalize_axis(axis, x.ndim, "take")
-    idx = _index_array(indices)
+    idx = _index_array(indices, x.uop.device)
     if mode == "raise":   # numpy's default (np.take(tensor, ...) passes it): for indices known on the host
         from tgfx.numpy._data_dependent import host_value
         n, host = x.shape[axis], host_value(idx, "take", "the indices", "use mode='fill' or 'clip' under tracing")
@@ -919,7 +921,8 @@ def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: 
     `take` (default "fill"); from an axis of length 0 the result is zeros, whatever the mode, as JAX's. Cost: one
     kernel, one load per output element.
     """
-    x, idx = to_tensor(arr), _index_array(indices)
+    x = to_tensor(arr)
+    idx = _index_array(indices, x.uop.device)
     if axis is None:
         if idx.ndim != 1:
             raise ValueError(f"take_along_axis: with axis=None the indices must be 1-d, got shape {idx.shape}")

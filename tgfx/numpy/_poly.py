@@ -359,7 +359,7 @@ def polyder(p: ArrayLike, m: int = 1) -> Tensor:
     # the factor of the coefficient of x^k after m derivatives: k (k-1) ... (k-m+1), computed exactly on the host
     powers = np.arange(n - 1, m - 1, -1, dtype=np.float64)
     coeff = np.prod(powers[None, :] - np.arange(m, dtype=np.float64)[:, None], axis=0) if powers.size else powers
-    return pt[:max(n - m, 0)] * Tensor(coeff, dtype=pt.dtype)
+    return pt[:max(n - m, 0)] * Tensor(coeff, dtype=pt.dtype, device=pt.uop.device)
 
 
 def polyint(p: ArrayLike, m: int = 1, k: ArrayLike | None = None) -> Tensor:
@@ -383,7 +383,7 @@ def polyint(p: ArrayLike, m: int = 1, k: ArrayLike | None = None) -> Tensor:
     n = pt.shape[0]
     grid = np.arange(n + m, dtype=np.float64)[None, :] - np.arange(m, dtype=np.float64)[:, None]
     coeff = np.maximum(1.0, grid).prod(axis=0)[::-1].copy()
-    return mv.concatenate([pt, kt]) / Tensor(coeff, dtype=pt.dtype)
+    return mv.concatenate([pt, kt]) / Tensor(coeff, dtype=pt.dtype, device=pt.uop.device)
 
 
 def _order(m: int, fn: str, what: str) -> int:

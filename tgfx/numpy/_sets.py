@@ -226,8 +226,9 @@ def lexsort(keys: ArrayLike | Sequence[ArrayLike], axis: int = -1) -> Tensor:
         raise TypeError("lexsort: needs a sequence of at least one key")
     if len({k.shape for k in ks}) > 1:
         raise ValueError(f"lexsort: all keys must have the same shape, got {[k.shape for k in ks]}")
-    if ks[0].ndim == 0:
-        return Tensor.full((), 0, dtypes.default_int)
+    if ks[0].ndim == 0:   # (on the keys' device: a result of theirs)
+        return Tensor.full((), 0, dtypes.default_int, device=ks[0].uop.device if isinstance(ks[0].uop.device, str)
+                           else None)
     axis = normalize_axis(axis, ks[0].ndim, "lexsort")
     order = _sort.argsort(ks[0], axis=axis)
     for k in ks[1:]:   # a stable sort by a more significant key keeps the order of the less significant ones

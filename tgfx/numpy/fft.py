@@ -73,26 +73,27 @@ def _cos_sin_host(k: np.ndarray, period: int) -> tuple[np.ndarray, np.ndarray]:
     return c, s
 
 
-def _table(a: np.ndarray, real: DType) -> Tensor:
-    """A host table as a constant of the trace (uploaded once: a jitted function's, or a cached body's, constant):
-    computed in float64 and rounded once, where cos and sin computed in the graph in float32 were off by an ulp, and
-    each call (each step of a loop) ran a kernel per table."""
-    return to_tensor(np.ascontiguousarray(a, dtype=real.np))
+def _table(a: np.ndarray, like: Tensor) -> Tensor:
+    """A host table of `like`'s real dtype as a constant of the trace (uploaded once: a jitted function's, or a cached
+    body's, constant) on `like`'s device, the value it combines with (on the default device, it failed every
+    transform of a value on another: a GPU's, a second CPU's): computed in float64 and rounded once, where cos and sin
+    computed in the graph in float32 were off by an ulp, and each call (each step of a loop) ran a kernel per table."""
+    return Tensor(np.ascontiguousarray(a, dtype=like.dtype.np), device=like.uop.device)
 
 
-def _cos_sin(k: np.ndarray, period: int, real: DType) -> tuple[Tensor, Tensor]:
+def _cos_sin(k: np.ndarray, period: int, like: Tensor) -> tuple[Tensor, Tensor]:
     c, s = _cos_sin_host(k, period)
-    return _table(c, real), _table(s, real)
+    return _table(c, like), _table(s, like)
 
 
-def _stage_block(r: int, m: int, inverse: bool, real: DType) -> Tensor:
+def _stage_block(r: int, m: int, inverse: bool, like: Tensor) -> Tensor:
     """A Stockham stage's matrices: for each sub-sequence n2 < m, the size-r DFT with the twiddles of its outputs
     folded in, exp(-+2 pi i (n1 k1 m + k1 n2) / (r m)), as a real block from the inputs (n1, p) to the outputs
     (k1, q) (p, q the parts): (m, r, 2, r, 2) indexed [n2, k1, q, n1, p], [[c, -s], [s, c]] over (q, p)."""
     k1 = np.arange(r, dtype=np.int64)[:, None]
     c, s = _cos_sin_host(k1 * k1.T * m + np.arange(m, dtype=np.int64)[:, None, None] * k1, r * m)
     s = s if inverse else -s
-    return _table(np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], 2), real)
+    return _table(np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], 2), like)
 
 
 # ---- the transform of axis 1 of a (B, n, 2, C) value, unnormalised ----
@@ -142,7 +143,7 @@ def _columns(x: Tensor, inverse: bool, pairs: bool = False) -> Tensor:
         else:
             xe = x.reshape(b, r, m, done, 2, c).permute(0, 2, 3, 5, 1, 4)
         xe = xe.reshape(b, m, 1, done, 1, c, r, 2)
-        x = (xe * _stage_block(r, m, inverse, x.dtype).reshape(m, r, 1, 2, 1, r, 2)).sum(axis=(-2, -1))
+        x = (xe * _stage_block(r, m, inverse, x).reshape(m, r, 1, 2, 1, r, 2)).sum(axis=(-2, -1))
         done *= r
     # stored as it is: a kernel writing the stage's outputs in another order (a result's interleaved pairs, the next
     # axis's transpose) strided its vectors' stores (fft of 128 x 128 rows: that stage 5 -> 24 us); in its own shape:
@@ -165,18 +166,18 @@ def _cmul(x: Tensor, c: Tensor, s: Tensor) -> Tensor:
 def _bluestein(x: Tensor, inverse: bool) -> Tensor:
     """X_k = c_k sum_j (x_j c_j) conj(c_{k-j}), c_j = exp(-+i pi j^2 / n): a circular convolution of length
     m >= 2n - 1 (a power of two) done with power-of-two transforms."""
-    n, real = x.shape[1], x.dtype
+    n = x.shape[1]
     m = 1 << (2 * n - 2).bit_length()
     j = np.arange(n, dtype=np.int64)
     c, s = _cos_sin_host(j * j, 2 * n)
     s = s if inverse else -s
-    chirp = (_table(c[:, None], real), _table(s[:, None], real))
+    chirp = (_table(c[:, None], x), _table(s[:, None], x))
     a = mv.pad(_cmul(x, *chirp), [(0, 0), (0, m - n), (0, 0), (0, 0)]).contiguous()
     # conj(c) at 0 .. n-1 and, wrapped around, at m-n+1 .. m-1
     b = np.zeros((1, m, 2, 1))
     b[0, :n, 0, 0], b[0, :n, 1, 0] = c, -s
     b[0, m - n + 1:] = b[0, n - 1:0:-1]
-    fb = _columns(_table(b, real), False)
+    fb = _columns(_table(b, x), False)
     conv = _columns(_cmul(_columns(a, False), fb[:, :, 0], fb[:, :, 1]).contiguous(), True)[:, :n] * (1 / m)
     return _cmul(conv, *chirp)
 
@@ -230,10 +231,10 @@ def _with_partners(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, q: Tensor,
     return mv.concatenate([head, tail], ax)
 
 
-def _table_along(t: np.ndarray, axis: int, ndim: int, real: DType) -> Tensor:
+def _table_along(t: np.ndarray, axis: int, ndim: int, like: Tensor) -> Tensor:
     """Host table t of (k, part) as a constant that broadcasts against an `ndim`-d value of pairs, k along `axis`:
     stored by part (a kernel vectorised along k reads each part's table side by side, not every other element)."""
-    return _table(t.T, real).T.reshape(t.shape[0], *[1] * (ndim - axis - 2), 2)
+    return _table(t.T, like).T.reshape(t.shape[0], *[1] * (ndim - axis - 2), 2)
 
 
 # ---- real input and output of even length: one complex transform of half the length ----
@@ -253,12 +254,12 @@ def _rfft_even(x: Tensor, axes: Sequence[int]) -> Tensor:
     z = _transform(z, last, False)
     for ax in axes[-2::-1]:
         z = _transform(z, ax, False)
-    conj = _table(np.array([1.0, -1.0]), x.dtype)
+    conj = _table(np.array([1.0, -1.0]), x)
 
     def post(k: np.ndarray) -> Callable[[Tensor, Tensor], Tensor]:
         """X = (F + conj R) / 2 + T0 B_re + T1 B_im, B = F - conj R, at the frequencies k of the piece."""
         c, s = _cos_sin_host(k, n)
-        t0, t1 = (_table_along(np.stack(t, -1) / 2, last, nd, x.dtype) for t in ((-s, -c), (c, -s)))
+        t0, t1 = (_table_along(np.stack(t, -1) / 2, last, nd, x) for t in ((-s, -c), (c, -s)))
         return lambda f, r: (f + r * conj) * 0.5 + t0 * (f - r * conj)[..., :1] + t1 * (f - r * conj)[..., 1:]
     # pieces along the last axis: its first vector's worth of frequencies, whose partners h - k wrap around at k = 0
     # (read through a mask), the rest, whose partners are the others flipped (a whole number of vectors for a power
@@ -289,10 +290,10 @@ def _irfft_even(p: Tensor, axes: Sequence[int], n: int) -> Tensor:
     # X' = X (1 - e) + conj(X'') e, conj X'' = conj(X'') (1 - e) + X e (e: 1/2 at the DC and Nyquist terms). (One
     # piece with these tables, not its edges apart: a kernel takes one loop's elements as vectors, and the others'
     # would stay scalar)
-    keep, mix, keep_conj, both = (_table_along(t, last, nd, p.dtype)
+    keep, mix, keep_conj, both = (_table_along(t, last, nd, p)
                                   for t in (1 - edge, edge * sign, (1 - edge) * sign, edge))
     c, s = _cos_sin_host(np.arange(h), n)
-    t0, t1 = (_table_along(np.stack(t, -1), last, nd, p.dtype) for t in ((-s, c), (-c, -s)))
+    t0, t1 = (_table_along(np.stack(t, -1), last, nd, p) for t in ((-s, c), (-c, -s)))
 
     def pre(x: Tensor, q: Tensor) -> Tensor:
         """E + i O = F + G + T0 D_re + T1 D_im, F = X'[k], G = conj X''[h - k], D = F - G."""
@@ -403,7 +404,7 @@ def irfft(a: ArrayLike, n: int | None = None, axis: int = -1, norm: str | None =
     p = _resize(pairs(a), ax, half)
     tail = n - half
     if tail:   # the Hermitian extension: X[n - k] = conj(X[k]) for 0 < k < n - n // 2
-        p = mv.concatenate([p, mv.flip(_span(p, ax, 1, tail + 1), ax) * _table(np.array([1.0, -1.0]), p.dtype)], ax)
+        p = mv.concatenate([p, mv.flip(_span(p, ax, 1, tail + 1), ax) * _table(np.array([1.0, -1.0]), p)], ax)
     return _transform(p, ax, True, _norm_scale(norm, n, True))[..., 0]
 
 

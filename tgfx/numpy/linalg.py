@@ -510,6 +510,8 @@ def pinv(a: ArrayLike, rcond: ArrayLike | None = None, hermitian: bool = False, 
     tol = _relative_tolerance("pinv", rcond, rtol, 10.0 * max(m, n) * eps)
     if min(m, n) == 0:
         return zeros(t.shape[:-2] + (n, m), t.dtype)
+    if not isinstance(tol, Tensor):   # host data goes where the matrix is (made on the default device, it failed)
+        tol = Tensor(np.asarray(tol), device=t.uop.device)
     (tol_t,) = _inexact("pinv", tol)
     return pinv_fns[bool(hermitian)](t, tol_t.astype(t.dtype))
 
