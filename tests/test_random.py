@@ -227,10 +227,11 @@ def test_a_dataset_permutation_stores_nothing_of_its_length_squared(monkeypatch:
     # a permutation's first round gathers from arange(n), which its sort's loop also reads (stored, it hid the
     # positions from the one-hot gather: every output compared with every position), and a graph computed because it
     # grew deep mid-gather took the gather's n x n one-hot mask, a local there, as a sibling to store (60,000: 14 GB)
-    from tgfx.devices.cpu import CPUAllocator
+    from tgfx.devices import get_device
+    allocator = type(get_device().allocator)   # the default device's, where the permutation runs
     sizes: list[int] = []
-    alloc = CPUAllocator.alloc
-    monkeypatch.setattr(CPUAllocator, "alloc", lambda self, nbytes: (sizes.append(nbytes), alloc(self, nbytes))[1])
+    alloc = allocator.alloc
+    monkeypatch.setattr(allocator, "alloc", lambda self, nbytes: (sizes.append(nbytes), alloc(self, nbytes))[1])
     n = 6000
     p = R.permutation(R.key(3), n).numpy()
     np.testing.assert_array_equal(np.sort(p), np.arange(n))
