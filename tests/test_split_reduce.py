@@ -61,7 +61,8 @@ def test_a_weight_gradient_over_a_long_batch_is_split_over_the_cores(cores: int,
 def test_a_part_of_the_reduce_fits_half_of_l2(cores: int) -> None:
     """The conv weight gradient's reduce (256 images x 24 x 24 positions, 864 outputs, 20.6 MB read) is split into
     enough parts that a part's share fits half of L2 (2 MB: 21 parts, 32 dividing the batch), and at least as many as
-    the cores' threads: each output's pass over its part then reads the cache, not memory."""
+    the cores' threads: each output's pass over its part then reads the cache, not memory. On one core too, unless
+    the whole fits."""
     x, w, g = tg.asarray(rand(256, 24, 24, 3)), tg.asarray(rand(3, 3, 3, 32)), tg.asarray(rand(256, 24, 24, 32))
     dims = ("NHWC", "HWIO", "NHWC")
     dw = tg.grad(lambda w: (lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dims) * g).sum())(w)
@@ -70,7 +71,8 @@ def test_a_part_of_the_reduce_fits_half_of_l2(cores: int) -> None:
     axis, parts = split_parts(red, target)
     assert red.src[0].shape[axis] == 256   # the batch
     assert parts == max(32, target.threads(256 * 24 * 24 * 864))
-    assert split_parts(red, target.with_cores(1)) == (0, 1)   # (one core: the same single kernel as before)
+    assert split_parts(red, target.with_cores(1)) == (axis, 32)   # (one core: parts for the cache alone)
+    assert split_parts(red, dataclasses.replace(target, l2=64 << 20).with_cores(1)) == (0, 1)   # all in L2
 
 
 def test_what_is_not_split(monkeypatch) -> None:  # noqa: ANN001

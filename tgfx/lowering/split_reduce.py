@@ -55,7 +55,9 @@ def read_bytes(red: UOp) -> int:
 def split_parts(red: UOp, target: Target) -> tuple[int, int]:
     """(axis, parts) to split sum `red` over (module docstring), or (0, 1) for none: a float sum on the CPU whose
     work `Target.threads` spreads over more than one part but whose outputs cannot give each part a register tile
-    (`contraction_tiles`' largest). Into at least as many parts as its work is worth (`Target.threads`), and enough
+    (`contraction_tiles`' largest), or, on one core too, whose outputs are more than one tile and whose reads outgrow
+    half of L2 (each tile's pass re-read them from memory: the weight gradient below on one core, 20.4 -> 4.8 ms).
+    Into at least as many parts as its work is worth (`Target.threads`), and enough
     that a part's share of what it reads fits half of L2: each output's pass over the reduce then reads it from
     there, not from memory (the weight gradient's 864 passes of its 20 MB, in 32 parts of 0.6 MB); along the
     outermost reduce axis that splits evenly so, each part `MIN_PART_REDUCE` steps or more, and the partial sums at
@@ -70,10 +72,16 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
     itemsize = red.dtype.itemsize
     lanes, rows = target.contraction_tiles(itemsize)[0]
     threads = target.threads(work, itemsize)
-    if threads < 2 or outputs >= threads * lanes * rows or _gather(red) or _scatter_reduce(red):
+    if _gather(red) or _scatter_reduce(red):
         return 0, 1
     nbytes = read_bytes(red)
-    want = max(threads, -(-nbytes // (target.l2 // 2)))
+    cached = -(-nbytes // (target.l2 // 2))   # parts whose share of the reads fits half of L2
+    # cores left idle: fewer outputs than a register tile for each part; or, on any number of cores, outputs of
+    # more than one tile, each tile's pass over the reduce re-reading from memory what outgrows L2
+    idle = threads >= 2 and outputs < threads * lanes * rows
+    if not idle and not (cached >= 2 and outputs > lanes * rows):
+        return 0, 1
+    want = max(threads, cached)
     most = min(work // outputs // MIN_PART_REDUCE, nbytes // PARTIALS_SHARE // (outputs * itemsize))
     for axis in sorted(red.arg[1]):
         n = src.shape[axis]
