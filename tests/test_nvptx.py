@@ -351,9 +351,13 @@ def test_a_fourth_output_axis_shares_an_axis_of_blocks() -> None:
             optimize_gpu(lowering.index_level(ast, pieces=False), GPU_DEFAULT, bad)
 
 
-def test_a_convolutions_kernel_gradient_is_a_block_a_tap_and_channel_pair() -> None:
+def test_a_convolutions_kernel_gradient_is_a_block_a_tap_and_channel_pair(monkeypatch: pytest.MonkeyPatch) -> None:
     # a row kernel (a reduce over the batch and the image a block, GROUP) with four output axes: each a grid axis of
-    # blocks, the fourth sharing z; none a loop in every thread
+    # blocks, the fourth sharing z; none a loop in every thread. (Scheduled as for a GPU: the CPU's schedule splits
+    # such a sum over its cores first, `split_reduce`; a GPU's groups it in a block.)
+    from tgfx.lowering import schedule
+    monkeypatch.setattr(schedule, "split_reduces", lambda roots, target: roots)
+    schedule._templates.clear()
     x, k = f32(32, 3, 10, 10), f32(4, 3, 3, 3)   # a batch of a warp: a block's threads share it
     asts, _ = _lowered(tg.grad(lambda k: (tg.lax.conv(x, k, (1, 1), "SAME") * x[:, :1]).sum()), k)
     grads = [kernel_ir(ast)[2:] for ast in asts if ast.src[0].src[0].arg[1] == k.size]
