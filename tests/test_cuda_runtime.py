@@ -1150,6 +1150,18 @@ def test_beam_searches_a_kernels_gpu_options_on_the_device_and_caches_them_by_it
     assert counts and all(n % dev.target.warp_size == 0 and n <= dev.target.max_threads_per_block for n in counts)
 
 
+def test_the_emulated_cuda_plugin_runs_a_test_file_on_cuda0() -> None:
+    """`-p tests.emulated_cuda` (README): test_lax's double-buffered loops, with CUDA:0 the default device over the
+    emulating driver and the GPU's options: they pass (a while loop after a fori_loop left after one step there, its
+    counter's memory reused), and the plugin says which options the kernels took."""
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.emulated_cuda", "tests/test_lax.py", "-q", "-n",
+                        "0", "-p", "no:cacheprovider", "-k", "double_buffered"], capture_output=True, text=True,
+                       timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    applied = next(line for line in r.stdout.splitlines() if line.startswith("emulated CUDA:0: GPU options applied"))
+    assert "'GLOBAL'" in applied and "'GROUP'" in applied, applied
+
+
 def test_emulated_bench_steps_on_cuda_compute_numpys_answers() -> None:
     """The bench's GPU rows at their full sizes (the MLP, CNN and digits train steps, a convolution, a matmul, a
     softmax, the VAE and GP steps) with CUDA:0 as the default device over the emulating driver: every kernel takes
