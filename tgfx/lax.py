@@ -570,7 +570,7 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fun: Callable, init
         index_dtype, weak_index = dtypes.default_int, True
         return _loop("fori_loop", body_fun, body, init_val, None, hi - lo if hi > lo else 0)[0]
     # a number bound goes where the Tensor bound is (`fori_loop(0, n)` with n on a GPU)
-    where = next(v.device for v in (upper, lower) if isinstance(v, Tensor))
+    where = _device(upper, lower)
     lo_t, hi_t = (_scalar_int("fori_loop", what, v, where) for what, v in (("lower", lower), ("upper", upper)))
     index_dtype, lo_weak = _fori_index_type(lower, upper)
     # as JAX's: bounds that are known (read no traced value) make that scan too; traced ones a while loop starting i at

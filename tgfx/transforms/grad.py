@@ -573,30 +573,30 @@ def trace(who: str, fun: Callable, args: tuple, kwargs: dict, argnums: Any, has_
                             f"{len(args)} positional arguments")
     nums = tuple(a % len(args) for a in nums)
     new_args, inputs, params, in_trees, weak_inputs = list(args), [], [], [], []
-    for i in nums:
-        pairs, tree = tree_flatten_with_path(args[i])
-        leaves = []
-        for path, leaf in pairs:
-            t = _as_tensor(leaf)
-            where = f"argument {i}{keystr(path)}"
-            if t is None:
-                raise TypeError(f"{who}: {where} is a {type(leaf).__name__}, not an array; only arrays (Tensors, "
-                                f"numpy arrays, Python scalars) can be differentiated, pass others outside argnums")
-            if not t.dtype.is_inexact and not allow_int:
-                raise TypeError(f"{who} requires float or complex inputs, but {where} has dtype {t.dtype.name}; "
-                                f"cast it to a float dtype to differentiate it, or leave it out of argnums")
-            if holomorphic and not t.dtype.is_complex:
-                raise TypeError(f"{who} with holomorphic=True requires complex inputs, but {where} has dtype "
-                                f"{t.dtype.name}")
-            inputs.append(t.uop)
-            params.append(_placeholder(t.uop))
-            weak_inputs.append(weak_input(leaf))   # a Python float stays weakly typed inside, as in JAX
-            with differentiating(who):   # (a placeholder over a graph LAZY_DEPTH deep is not computed: its Tensor would
-                # hold the value, not the placeholder, and the gradient with respect to it was zero)
-                leaves.append(weak(Tensor(params[-1])) if weak_inputs[-1] else Tensor(params[-1]))
-        in_trees.append(tree)
-        new_args[i] = tree_unflatten(tree, leaves)
+    # (the placeholders are made inside the differentiation too: one over a graph LAZY_DEPTH deep would be computed
+    # at once, its Tensor holding the value instead of the placeholder, and the gradient with respect to it was zero)
     with differentiating(who):
+        for i in nums:
+            pairs, tree = tree_flatten_with_path(args[i])
+            leaves = []
+            for path, leaf in pairs:
+                t = _as_tensor(leaf)
+                where = f"argument {i}{keystr(path)}"
+                if t is None:
+                    raise TypeError(f"{who}: {where} is a {type(leaf).__name__}, not an array; only arrays (Tensors, "
+                                    f"numpy arrays, Python scalars) can be differentiated, pass others outside argnums")
+                if not t.dtype.is_inexact and not allow_int:
+                    raise TypeError(f"{who} requires float or complex inputs, but {where} has dtype {t.dtype.name}; "
+                                    f"cast it to a float dtype to differentiate it, or leave it out of argnums")
+                if holomorphic and not t.dtype.is_complex:
+                    raise TypeError(f"{who} with holomorphic=True requires complex inputs, but {where} has dtype "
+                                    f"{t.dtype.name}")
+                inputs.append(t.uop)
+                params.append(_placeholder(t.uop))
+                weak_inputs.append(weak_input(leaf))   # a Python float stays weakly typed inside, as in JAX
+                leaves.append(weak(Tensor(params[-1])) if weak_inputs[-1] else Tensor(params[-1]))
+            in_trees.append(tree)
+            new_args[i] = tree_unflatten(tree, leaves)
         out = fun(*new_args, **kwargs)
     aux = None
     if has_aux:
