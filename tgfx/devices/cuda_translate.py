@@ -371,16 +371,17 @@ class Translator:
 
     def run(self, words: np.ndarray, starts: Sequence[int]) -> Issued:
         """Issue the packets of `words` (`starts`: packet boundaries, ending with len(words))."""
-        issued = Issued()
-        base = words.ctypes.data
-        self._mark = 0
-        self._known = {}
+        issued, w, base = self._begin(words)
         self._launches = {}
-        w = words.tolist()
         for at in starts[:-1].tolist() if isinstance(starts, np.ndarray) else starts[:-1]:
             self._packet(w, at, base, issued)
-        issued.keep.append(words)
         return issued
+
+    def _begin(self, words: np.ndarray) -> tuple[Issued, list[int], int]:
+        """A submission's translation starts: what it issues (holding `words`), its words as ints, their address."""
+        self._mark = 0
+        self._known = {}
+        return Issued(keep=[words]), words.tolist(), words.ctypes.data
 
     def prepare(self, words: np.ndarray, starts: np.ndarray) -> Plan:
         """The plan of submission `words` (`starts`: its packet boundaries): the one made when this array was last
@@ -409,19 +410,12 @@ class Translator:
 
     def replay(self, plan: Plan, words: np.ndarray) -> Issued:
         """Issue the submission of `plan` (not host-driven) from its current `words`."""
-        issued = Issued()
-        base = words.ctypes.data
-        self._mark = 0
-        self._known = {}
-        w = words.tolist()
+        issued, w, base = self._begin(words)
         for step in plan.steps:
             if step[0] is None:
                 self._packet(w, step[1], base, issued)
             else:
-                launch, name, gs = step
-                self._timed(issued, name, 0, gs, launch)
-                issued.kernels.append(name)
-        issued.keep.append(words)
+                self._launched(issued, step)
         return issued
 
     def _packet(self, w: list[int], at: int, base: int, issued: Issued) -> None:
@@ -623,6 +617,10 @@ class Translator:
         # do not change while it runs)
         if (prepared := self._launches.get(p)) is None:
             prepared = self._launches[p] = self._launch(words, p, base, nwords)
+        self._launched(issued, prepared)
+
+    def _launched(self, issued: Issued, prepared: tuple[Callable[[], None], str, int]) -> None:
+        """Issue a prepared launch (`_launch`'s), timed for the profile."""
         launch, name, gs = prepared
         self._timed(issued, name, 0, gs, launch)
         issued.kernels.append(name)
