@@ -24,7 +24,9 @@ class _Unrecorded(list):
         pass
 
 
-def pytest_configure(config: Any) -> None:
+def install() -> Any:
+    """Make this process's CUDA:0 the emulating driver's (its call log kept empty), each kernel the CPU's code of its
+    GPU-optimised form, the options' names appended to `APPLIED`; returns the driver."""
     import tgfx.lowering.render_nvptx as render_nvptx
     from tests.test_cuda_runtime import EmulatedDriver, add_one, gpu_options_on_cpu
     from tgfx.devices import cuda
@@ -38,6 +40,11 @@ def pytest_configure(config: Any) -> None:
         drv.kernels[name] = run
         return device.load_kernel("(emulated)", name, ((1,), (1,)))
     render_nvptx.gpu_kernel, render_nvptx.preload = cpu_stand_in, lambda kernels: None
+    return drv
+
+
+def pytest_configure(config: Any) -> None:
+    install()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

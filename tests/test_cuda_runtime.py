@@ -1168,21 +1168,9 @@ def test_emulated_bench_steps_on_cuda_compute_numpys_answers() -> None:
     the GPU's options for an H200 (register tiles with unrolled reduces, grouped rows, every output axis on the grid),
     run on the CPU as thread loops, and each row's result is numpy's (the bench's own check)."""
     r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
-        import sys
         import tgfx
-        from tests.test_cuda_runtime import EmulatedDriver, add_one, gpu_options_on_cpu
-        from tgfx.devices import cuda
-        import tgfx.lowering.render_nvptx as render_nvptx
-        drv = EmulatedDriver({"add_one": add_one})
-        cuda.load_driver, cuda.device_count, cuda.available_count = lambda: drv, lambda: 1, lambda: 1
-        applied = []
-
-        def cpu_stand_in(device, ast):
-            run, opts, name = gpu_options_on_cpu(ast, device.target)
-            applied.extend(opts)
-            drv.kernels[name] = run
-            return device.load_kernel("(emulated)", name, ((1,), (1,)))
-        render_nvptx.gpu_kernel, render_nvptx.preload = cpu_stand_in, lambda kernels: None
+        from tests import emulated_cuda
+        emulated_cuda.install()
         from bench import workloads as W
         from bench.run import mismatch
         for name in ("mlp", "cnn_step", "mnist_step", "conv2d", "matmul", "softmax", "vae", "gp"):
@@ -1192,7 +1180,7 @@ def test_emulated_bench_steps_on_cuda_compute_numpys_answers() -> None:
             ref.call()
             case.call()
             print(name, mismatch(case.read(), ref.read(), wl))
-        print("devices", tgfx.devices(), "options", sorted({o.op for o in applied}))
+        print("devices", tgfx.devices(), "options", sorted(set(emulated_cuda.APPLIED)))
     """)], env={**os.environ, "TGFX_DEVICE": "CUDA", "PYTHONPATH": REPO}, capture_output=True, text=True,
         timeout=600, cwd=REPO)
     assert r.returncode == 0, r.stderr[-3000:]
