@@ -271,3 +271,38 @@ def test_a_child_forked_inside_blocks_keeps_only_its_own():
     run = subprocess.run([sys.executable, "-c", FORK_IN_BLOCKS], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == ["0", "(1,", "0)", "Flag"]
+
+
+def test_a_jitted_function_follows_the_flags_that_change_its_code(monkeypatch):
+    """A flag that changes generated code (NOOPT, BEAM, TGFX_FLUSH_DENORMALS, TGFX_CPU, x64), set after a jitted
+    function's first call, is that function's from the next call on, as `with Context(BEAM=2): step(...)` is meant:
+    the call traces and compiles under it; back under the first flags it replays the first program (no trace, no
+    compile), and a later change to the same values, by a block or process-wide, replays the second. Before, every
+    call replayed the first program, compiled under the flags of the first call."""
+    f = tg.jit(lambda x: x * 1e-30)   # 1e-10 * 1e-30 is a float32 subnormal: 0 where denormals are flushed
+    x = tnp.asarray(np.full(16, 1e-10, np.float32))
+    assert config.FLUSH_DENORMALS.value == 1
+    counters.reset()
+    assert np.all(f(x).numpy() == 0)
+    assert (f.trace_count, counters.compile_count) == (1, 1)
+    with config.Context(TGFX_FLUSH_DENORMALS=0):
+        assert np.all(f(x).numpy() > 0)
+    assert (f.trace_count, counters.compile_count) == (2, 2)
+    assert np.all(f(x).numpy() == 0)
+    assert (f.trace_count, counters.compile_count) == (2, 2)
+    monkeypatch.setattr(config.FLUSH_DENORMALS, "value", 0)   # process-wide, as `update` sets it (restored after)
+    assert np.all(f(x).numpy() > 0)
+    with config.Context(TGFX_FLUSH_DENORMALS=0):
+        f(x)
+    assert (f.trace_count, counters.compile_count, len(f._fast)) == (2, 2, 2)
+
+    g = tg.jit(lambda a: a @ a)   # (its kernel's default options block registers: NOOPT's code differs)
+    a = tnp.asarray(np.ones((64, 64), np.float32))
+    g(a)
+    with config.Context(NOOPT=1):
+        np.testing.assert_array_equal(g(a).numpy(), np.full((64, 64), 64, np.float32))
+    assert (g.trace_count, counters.compile_count) == (2, 4)
+    g(a)
+    with config.Context(NOOPT=1):
+        g(a)
+    assert (g.trace_count, counters.compile_count) == (2, 4)

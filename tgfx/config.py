@@ -19,14 +19,21 @@ from tgfx import forksafe
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# the flags that change the code compiled for a program (the kernels' options, the target, the types of Python
+# values): a jitted function keeps its programs per their values (`codegen`)
+CODEGEN = ("TGFX_ENABLE_X64", "NOOPT", "BEAM", "TGFX_CPU", "TGFX_FLUSH_DENORMALS")
+
+
 class _Local(threading.local):
     over: dict[str, Any] = {}   # this thread's overrides by flag name (each block's own dict, never changed)
+    codegen: dict[str, Any] = {}   # those of them that are `CODEGEN` flags
     depth = 0                         # the blocks this thread is in
 
 
 _local = _Local()
 _open = 0   # blocks open in any thread
 _open_lock = forksafe.lock()
+_codegen: tuple = ()   # the process-wide values of the `CODEGEN` flags, in its order (kept by `Flag.__setattr__`)
 
 
 class Flag:
@@ -44,6 +51,13 @@ class Flag:
             Flag._all[name] = self
             if _open:
                 self.__class__ = _Overridden
+        if name in CODEGEN:
+            _set_codegen()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)   # (an `_Overridden`'s process-wide value through its property)
+        if name == "value" and self.name in CODEGEN and self.name in Flag._all:
+            _set_codegen()
 
     def __bool__(self) -> bool:
         return bool(self.value)
@@ -77,6 +91,20 @@ class _Overridden(Flag):
         self.__dict__["value"] = value
 
 
+def _set_codegen() -> None:
+    global _codegen
+    _codegen = tuple(vars(Flag._all[n])["value"] if n in Flag._all else None for n in CODEGEN)
+
+
+def codegen() -> tuple:
+    """The values of the flags that change generated code (`CODEGEN`) for this thread: part of a jitted function's
+    cache key, so that `with Context(BEAM=2): step(...)` runs a program compiled under BEAM=2, and after the block the
+    one compiled before. A jitted call's replay reads it: outside blocks that set such a flag, one global's read."""
+    if _open and (mine := _local.codegen):
+        return tuple(mine.get(n, v) for n, v in zip(CODEGEN, _codegen, strict=True))
+    return _codegen
+
+
 DEBUG = Flag("DEBUG", 0)          # 1: kernels as they run, 2: + options and GFLOP/s, 4: + generated code
 SPEC = Flag("SPEC", 0)            # check every UOp against tgfx/ir/spec.py when it is built
 BEAM = Flag("BEAM", 0)            # kernel option search width (0: heuristics only)
@@ -94,7 +122,7 @@ JIT_CACHE_SIZE = Flag("TGFX_JIT_CACHE_SIZE", 256)             # traced programs 
 X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX
 # subnormal floats in CPU kernels: 1 flushes results that would be subnormal to zero (as XLA's CPU code; arithmetic
 # never takes the processor's slow path for them), 0 keeps IEEE gradual underflow (numpy's results, bit for bit);
-# read when a kernel is compiled (a jitted function compiled before a change keeps its kernels)
+# read when a kernel is compiled (a jitted function compiled before a change compiles again under the new value)
 FLUSH_DENORMALS = Flag("TGFX_FLUSH_DENORMALS", 1)
 CPU = Flag("TGFX_CPU", "")        # compile for this LLVM CPU ("znver3") instead of the host's: tgfx/devices/target.py
 
@@ -140,13 +168,14 @@ def Context(**overrides: Any) -> Iterator[None]:
 @contextlib.contextmanager
 def _applied(over: dict[str, Any]) -> Iterator[None]:
     """`over` as this thread's overrides within the block."""
-    outer = _local.over
+    outer, outer_codegen = _local.over, _local.codegen
     _opened(1)
     _local.over, _local.depth = over, _local.depth + 1
+    _local.codegen = {n: over[n] for n in CODEGEN if n in over}
     try:
         yield
     finally:
-        _local.over, _local.depth = outer, _local.depth - 1
+        _local.over, _local.codegen, _local.depth = outer, outer_codegen, _local.depth - 1
         _opened(-1)
 
 

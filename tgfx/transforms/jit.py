@@ -82,7 +82,7 @@ class Signature:
     leaves: tuple[LeafSpec, ...]
     static: tuple[tuple[str, Hashable], ...]
     names: tuple[str, ...]  # a readable name per leaf, for retrace messages
-    x64: bool = False  # the x64 mode it was traced in
+    codegen: tuple = ()  # the flags it was traced and compiled under (`config.codegen`)
 
     @property
     def key(self) -> Hashable:
@@ -262,7 +262,8 @@ class Jit:
         self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
         # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`_flatten_fast`)
-        # (its keys begin with the x64 mode the call traced in: threads in and out of `enable_x64` share them)
+        # (its keys begin with the code-changing flags the call traced under, `config.codegen`: threads in and out
+        # of `enable_x64` or `Context(BEAM=2)` share them)
         self._fast: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
@@ -331,12 +332,14 @@ class Jit:
         if active():  # inside another trace or a grad (in this thread): inline, like @function
             return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
         refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork: a program's)
-        x64 = bool(config.X64.value)   # (this thread's: a trace made in the other mode is not this call's)
+        # (this thread's: a program traced in the other x64 mode, or compiled under other kernel options or for
+        # another target, is not this call's)
+        codegen = config.codegen()
         fast: list | None = None   # the call's leaves, when they all are of the fast path's kinds
         if not self.static_argnums and not (kwargs and self.static_argnames):
             # the common call: one-device Tensors and Python scalars in tuples, lists and dicts. Its key needs no
             # PyTreeDef, and a replay no Tensor per scalar
-            fast, sig = [], [x64, len(args)]
+            fast, sig = [], [codegen, len(args)]
             for a in args:   # (the arguments' tuple, flattened here: one call fewer on every replay)
                 if not _flatten_fast(a, fast, sig):
                     fast = None
@@ -353,7 +356,7 @@ class Jit:
         tensors = [_leaf_tensor(x) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
         # (which inputs share a buffer is no part of it: a program binds each input slot on its own, so one traced
         # with `zeros, zeros` for Adam's two states serves the distinct states of every later step, as JAX's)
-        key = (treedef, specs, static, x64)
+        key = (treedef, specs, static, codegen)
         hit = self._cache.get(key)
         if hit is None:
             with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
@@ -520,7 +523,7 @@ class Jit:
             fields = sum(x == y for a, b in zip(s.leaves, sig.leaves, strict=False) if a[0] == b[0] == "tensor"
                          for x, y in zip(a[1], b[1], strict=True))
             return (s.treedef == sig.treedef, sum(a == b for a, b in zip(s.leaves, sig.leaves, strict=False)),
-                    fields, s.static == sig.static)
+                    fields, s.static == sig.static, sum(a == b for a, b in zip(s.codegen, sig.codegen, strict=False)))
         prev = max(reversed(self._signatures), key=similarity)
         if prev.treedef != sig.treedef:
             return f"argument structure {prev.treedef} -> {sig.treedef}"
@@ -529,8 +532,8 @@ class Jit:
         names = _static_names(self.f)
         diffs += [f"static {names.get(k, k)}: {dict(prev.static).get(k)!r} -> {v!r}" for k, v in sig.static
                   if dict(prev.static).get(k) != v]
-        if prev.x64 != sig.x64:
-            diffs.append(f"x64 mode {prev.x64} -> {sig.x64}")
+        diffs += [f"flag {name} {a!r} -> {b!r}" for name, a, b in zip(config.CODEGEN, prev.codegen, sig.codegen,
+                                                                         strict=False) if a != b]
         return "; ".join(diffs) or "same signature"
 
     def memory_report(self) -> dict[str, int]:
