@@ -105,7 +105,8 @@ def codegen() -> tuple:
     return _codegen
 
 
-DEBUG = Flag("DEBUG", 0)          # 1: kernels as they run, 2: + options and GFLOP/s, 4: + generated code
+DEBUG = Flag("DEBUG", 0)          # 1: kernels as they run, 2: + options and GFLOP/s, 3: + each GPU kernel's launch
+#                                   and memory model (gpu_cost) as it compiles, 4: + generated code
 SPEC = Flag("SPEC", 0)            # check every UOp against tgfx/ir/spec.py when it is built
 BEAM = Flag("BEAM", 0)            # kernel option search width (0: heuristics only)
 BEAM_BUDGET = Flag("BEAM_BUDGET", 20.0)  # seconds a BEAM search may spend on one kernel

@@ -303,6 +303,8 @@ class GPUTarget:
         max_grid: the most blocks along the grid's x, y and z axes.
         l2: bytes of L2 cache.
         ptx: the PTX ISA version the code is written in (80 = 8.0); 0 picks `max(MIN_PTX, ARCH_PTX[sm])`.
+        threads_per_sm: the most threads an SM holds at once (its warps' slots): with `sms`, how many threads a
+            launch needs to fill the GPU.
     """
     name: str
     capability: tuple[int, int]
@@ -315,6 +317,7 @@ class GPUTarget:
     l2: int = 50 << 20
     ptx: int = 0
     triple: str = "nvptx64-nvidia-cuda"
+    threads_per_sm: int = 2048
 
     def __post_init__(self) -> None:
         if not self.ptx:
@@ -334,7 +337,8 @@ class GPUTarget:
             attrs.get("MAX_SHARED_MEMORY_PER_BLOCK", d.shared_per_block),
             (attrs.get("MAX_GRID_DIM_X", d.max_grid[0]), attrs.get("MAX_GRID_DIM_Y", d.max_grid[1]),
              attrs.get("MAX_GRID_DIM_Z", d.max_grid[2])),
-            attrs.get("L2_CACHE_SIZE", d.l2), ptx)
+            attrs.get("L2_CACHE_SIZE", d.l2), ptx,
+            threads_per_sm=attrs.get("MAX_THREADS_PER_MULTIPROCESSOR", d.threads_per_sm))
 
     @property
     def sm_number(self) -> int:

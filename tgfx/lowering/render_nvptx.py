@@ -38,6 +38,7 @@ from tgfx.dtypes import DType
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compiler, read_cached, write_cached
+from tgfx.lowering.gpu_cost import launch_cost
 from tgfx.lowering.kernel_opts import Opt
 from tgfx.lowering.linearize import is_block_reduce, linearize
 from tgfx.lowering.llvm_rules import (
@@ -329,6 +330,8 @@ def kernel_ir(ast: UOp, target: GPUTarget = GPU_DEFAULT,
     sink, applied = optimize_gpu(sink, target, opts)
     name = kernel_name(ast) if opts is None else \
         f"{kernel_name(ast)}_{hashlib.sha256(_mode(opts, target).encode()).hexdigest()[:6]}"
+    if config.DEBUG >= 3:   # its launch and memory model: what a run on a GPU is to be read against
+        print(f"{launch_cost(sink, target, name)}\n  options {applied}")
     # transcendentals as arithmetic, order into loops, then the LLVM IR of the GPU renderer
     lin, acc_of = linearize(decompose_transcendentals(sink))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
