@@ -38,7 +38,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy._indexing import _fill_value, getitem, signed_index
-from tgfx.numpy._indexing import scatter as _at_scatter
+from tgfx.numpy._scatter import scatter as _at_scatter
 from tgfx.tensor import ArrayLike, Tensor, prod, to_tensor
 from tgfx.tree import tree_flatten, tree_unflatten
 

@@ -19,7 +19,8 @@ import numpy as np
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
-from tgfx.numpy._indexing import getitem, scatter, shrink_at, signed_index, window_at
+from tgfx.numpy._indexing import getitem, shrink_at, signed_index, window_at
+from tgfx.numpy._scatter import scatter
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, to_tensor
 
 Start = int | Tensor

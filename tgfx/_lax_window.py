@@ -22,7 +22,7 @@ from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.numpy import _elementwise as ew
-from tgfx.numpy._indexing import _identity, _reduce_as
+from tgfx.numpy._scatter import _identity, _reduce_as
 from tgfx.tensor import ArrayLike, Tensor, prod, to_tensor
 
 Padding = str | Sequence[tuple[int, int]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tgfx.dtypes import DType
-from tgfx.numpy import _creation, _indexing, _interop, _linalg, _misc, _sort, _standard
+from tgfx.numpy import _creation, _indexing, _interop, _linalg, _misc, _scatter, _sort, _standard
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
@@ -84,7 +84,7 @@ Tensor.flatten = lambda self: self.reshape(-1)
 Tensor.zeros_like = lambda self: _creation.zeros_like(self)
 
 # indexing updates, gathers and sorting (JAX's Array methods: they return new Tensors)
-Tensor.at = property(lambda self: _indexing.IndexUpdateHelper(self))
+Tensor.at = property(lambda self: _scatter.IndexUpdateHelper(self))
 Tensor.take = lambda self, indices, axis=None, out=None, mode=None, unique_indices=False, indices_are_sorted=False, \
     fill_value=None: _indexing.take(self, indices, axis, out, mode, fill_value=fill_value)
 Tensor.sort = lambda self, axis=-1, *, stable=True, descending=False: _sort.sort(self, axis, stable=stable,
