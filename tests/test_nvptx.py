@@ -292,12 +292,13 @@ def test_every_kernel_with_gpu_options_computes_what_the_cpu_does() -> None:
 
 
 def test_contraction_gets_a_register_tile_with_vector_loads() -> None:
-    # a reduce shorter than TLB_PAGES: the CPU schedule does not pack b into panels first (operands._packed_operand)
-    ast, _ = _one_kernel(lambda a, b: a @ b, f32(256, 32), f32(32, 1024))
+    # a reduce shorter than TLB_PAGES: the CPU schedule does not pack b into panels first (operands._packed_operand);
+    # outputs enough for a whole tile a thread to fill the GPU (`GPUTarget.fill_threads`)
+    ast, _ = _one_kernel(lambda a, b: a @ b, f32(1024, 32), f32(32, 2048))
     ir, name, dims, opts = kernel_ir(ast)
     lanes, rows = GPU_DEFAULT.contraction_tile()
     assert [o for o in opts if o.op == "UPCAST"] == [Opt("UPCAST", 1, lanes), Opt("UPCAST", 0, rows)]
-    assert math.prod(dims.grid) * math.prod(dims.block) * lanes * rows == 256 * 1024
+    assert math.prod(dims.grid) * math.prod(dims.block) * lanes * rows == 1024 * 2048
     ptx = ptx_of(ast)[0]
     assert ptx.count("ld.global.nc.v4") >= 1 and ptx.count("st.global.v4") == rows
 
@@ -378,7 +379,7 @@ def test_a_register_tiles_unrolled_lanes_are_fma_chains_of_16_byte_row_loads() -
     """The GPU's contraction tile unrolls its reduce by a vector's lanes, summed in each accumulator: a 4 x 8 tile's
     four steps read each of its eight rows once, 16 bytes at a time, beside the other operand's four vectors, for
     128 FMAs chained in the tile's 32 registers (not 32 scalar row loads for them, nor 128 partial registers)."""
-    ast, _ = _one_kernel(lambda a, b: a @ b, f32(256, 64), f32(64, 1024))
+    ast, _ = _one_kernel(lambda a, b: a @ b, f32(1024, 64), f32(64, 2048))
     _, _, _, opts = kernel_ir(ast)
     assert Opt("UNROLL", 2, 4) in opts, opts
     ptx = ptx_of(ast)[0]
@@ -414,7 +415,7 @@ def test_a_convolutions_tile_blocks_output_channels_beside_image_columns() -> No
     """A convolution's register tile: a vector's lanes along the image row, its rows along the output channels (each
     image load serves every channel of the tile, each weight every lane), not along image rows (whose loads are each
     their own): on sm_90 its inner loop does 2.5 FMAs a load or more (it did 32 FMAs for 33 loads)."""
-    ast, _ = _one_kernel(lambda a, b: tg.lax.conv(a, b, (1, 1), "SAME"), f32(16, 64, 32, 32), f32(64, 64, 3, 3))
+    ast, _ = _one_kernel(lambda a, b: tg.lax.conv(a, b, (1, 1), "SAME"), f32(32, 64, 32, 32), f32(64, 64, 3, 3))
     _, _, _, opts = kernel_ir(ast)
     lanes, rows = GPU_DEFAULT.contraction_tile()
     assert [o for o in opts if o.op == "UPCAST"] == [Opt("UPCAST", 3, lanes), Opt("UPCAST", 1, rows)], opts

@@ -365,6 +365,12 @@ class GPUTarget:
         """Threads of a block by default (`DEFAULT_BLOCK_WARPS` warps, at most the device's maximum)."""
         return min(DEFAULT_BLOCK_WARPS * self.warp_size, self.max_threads_per_block)
 
+    def fill_threads(self) -> int:
+        """Threads a launch needs for every SM to hold a block of the default size (`block_threads`): two warps for
+        each of an SM's schedulers, to hide a load's latency behind another's work. A kernel that would launch fewer
+        takes less work a thread (a smaller register tile) to launch more."""
+        return self.sms * self.block_threads()
+
     def register_budget(self, threads: int) -> int:
         """32-bit registers each of `threads` threads of a block may use (a multiple of 8, the allocation unit), at
         most `MAX_REGISTERS_PER_THREAD`: the bound `nvvm.maxntid` makes ptxas keep to."""

@@ -10,7 +10,7 @@ idle or waste its memory bandwidth before a GPU is at hand (DEBUG=3 prints it fo
 - **Coalescing**: for each global load and store, the addresses one warp's 32 threads touch. The warp's thread ids
   (`lidx0`, and each grid axis's threads of a block: `gidx<d>` = block index * n + thread index) are substituted
   into the access's index expression with every other range at its middle and the block in the middle of the grid,
-  and the index evaluated as the compiled code would (`symbolic.python_alu`: the IR's own integer semantics). Its
+  and the index evaluated as the compiled code would (`symbolic.evaluate`: the IR's own integer semantics). Its
   stride is the address step between the warp's first two threads (0: a broadcast, 1: coalesced), its sectors the
   distinct 32-byte sectors the warp touches. An UPCAST's copies of one access each step by its lanes; together
   (all accesses of one buffer at one point) they cover whole sectors, which `BufferCost.efficiency` shows.
@@ -27,7 +27,7 @@ from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_block_reduce, range_deps
 from tgfx.lowering.optimize_gpu import launch_dims, specials
-from tgfx.lowering.symbolic import python_alu
+from tgfx.lowering.symbolic import NotStatic, evaluate
 
 SECTOR_BYTES = 32   # the unit a warp's global access is served in (L1/L2 sectors of every architecture since sm_60)
 
@@ -114,32 +114,6 @@ class LaunchCost:
         return "\n".join(lines)
 
 
-class _DataDependent(Exception):
-    """An index that reads memory (a gather): no static address."""
-
-
-def evaluate(u: UOp, env: dict[UOp, int], memo: dict[UOp, int] | None = None) -> int:
-    """The integer value of index expression `u` with `env`'s ranges and thread ids at the given values, in the IR's
-    semantics (`python_alu`: truncating division, bools as 0/1)."""
-    memo = {} if memo is None else memo
-    for x in u.toposort():
-        if x in memo:
-            continue
-        if x in env:
-            memo[x] = env[x]
-        elif x.op is Ops.CONST:
-            memo[x] = x.arg
-        elif x.op is Ops.CAST:
-            memo[x] = int(memo[x.src[0]])
-        elif x.op in python_alu:
-            memo[x] = python_alu[x.op](x.src[-1].dtype, *(memo[s] for s in x.src))
-        elif x.op in (Ops.RANGE, Ops.SPECIAL):
-            raise KeyError(f"{x.op} {x.arg} has no value")
-        else:
-            raise _DataDependent(x.op)
-    return memo[u]
-
-
 def _warp_ids(sink: UOp, block: tuple[int, int, int], grid: tuple[int, int, int],
               warp: int) -> list[dict[UOp, int] | None]:
     """The thread ids of the first warp of the middle block: for each lane, its SPECIALs' values (None for a lane past
@@ -178,12 +152,11 @@ def _access(kind: str, index: UOp, gate: UOp | None, lanes: list[dict[UOp, int] 
                 addrs.append(None)
                 continue
             full = {**middle, **env}
-            memo: dict[UOp, int] = {}
-            if gate is not None and not evaluate(gate, full, memo):
+            if gate is not None and not evaluate(gate, full):
                 addrs.append(None)
                 continue
-            addrs.append(evaluate(expr, full, memo))
-    except _DataDependent:
+            addrs.append(evaluate(expr, full))
+    except NotStatic:
         return AccessCost(kind, buf.arg[0], itemsize, None, None)
     active = tuple(a for a in addrs if a is not None)
     stride = addrs[1] - addrs[0] if len(addrs) > 1 and addrs[0] is not None and addrs[1] is not None else \
@@ -232,4 +205,4 @@ def launch_cost(sink: UOp, target: GPUTarget, name: str = "kernel") -> LaunchCos
                       _buffers(accesses))
 
 
-__all__ = ["AccessCost", "BufferCost", "LaunchCost", "evaluate", "launch_cost"]
+__all__ = ["AccessCost", "BufferCost", "LaunchCost", "launch_cost"]

@@ -21,8 +21,9 @@ index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nod
 `hand_coded_gpu_opts` picks them from the target: a row kernel, or a reduction with too few outputs to fill the GPU
 with a thread each, gets a block per row (GLOBAL n = 1 on the row axes, GROUP on its reduce ranges, LOCAL on its
 output loop); every other kernel gets one thread per output element (GLOBAL on every output axis: the innermost on
-x with the target's block size, ones past the third sharing the last) after an UPCAST for vector loads. Every
-amount comes from the `GPUTarget`.
+x with the target's block size, then the axes nearest in memory, ones past the third sharing the last) after an
+UPCAST for vector loads, or per register tile of a contraction, as large as still fills the GPU
+(`GPUTarget.fill_threads`). Every amount comes from the `GPUTarget`; `gpu_cost.launch_cost` shows what they give.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ from tgfx.lowering.kernel_opts import (
     upcast,
 )
 from tgfx.lowering.linearize import is_block_reduce, range_deps
+from tgfx.lowering.symbolic import NotStatic, evaluate
 
 GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP")
 TILE_REDUCES = 4   # reduces over one range that make a register tile (`unroll_lanes`)
@@ -221,7 +223,7 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
     outputs = math.prod(r.src[0].arg for r in loops)
     row_kernel = any(not set(loops) <= range_deps(red) for red in red_nodes)
     longest = max((r.src[0].arg for r in reduces), default=0)
-    if reduces and (row_kernel or (outputs < target.sms * target.block_threads() and longest >= target.warp_size)):
+    if reduces and (row_kernel or (outputs < target.fill_threads() and longest >= target.warp_size)):
         # a block per row: its threads share the row's reduces (GROUP) and its outputs (LOCAL)
         n = target.group_threads(longest)
         opts: list[Opt] = []
@@ -252,8 +254,8 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
     if reduces and math.prod(r.src[0].arg for r in reduces) >= MIN_CONTRACTION and len(sink.src) == 1:
         # a contraction: a register tile a thread, vectorised along an output axis an input reads contiguously
         # (16-byte loads of it) and blocked along one another input does not depend on (each of its loads serves
-        # the tile's lanes), while leaving the GPU a warp per SM at least
-        lanes, rows = target.contraction_tile(itemsize)
+        # the tile's lanes), as large as leaves the GPU filled (`_filling_tile`)
+        lanes, rows = _filling_tile(*target.contraction_tile(itemsize), outputs, target)
         hot = [i for i in loads if any(_coef(i, r) != 0 for r in reduces)]
         vec = _vector_axis(loops, loads, hot, lanes, pad=False)
         blks = [] if vec is None else [r for r in reversed(loops) if r is not vec and r.src[0].arg % rows == 0 and
@@ -262,19 +264,21 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
         # the tile (a convolution's image row serves 8 output channels, not 8 image rows each their own loads)
         blk = next((r for r in blks if not any(_coef(i, vec) != 0 and _coef(i, r) != 0 for i in loads)),
                    blks[0] if blks else None)
-        if blk is not None and any(_coef(i, vec) == 0 for i in loads) and \
-                outputs // (lanes * rows) >= target.sms * target.warp_size:
-            opts += [Opt("UPCAST", vec.arg[0], lanes), Opt("UPCAST", blk.arg[0], rows)]
+        if vec is not None and lanes > 1 and (rows == 1 or blk is not None) and any(_coef(i, vec) == 0 for i in loads):
+            opts.append(Opt("UPCAST", vec.arg[0], lanes))
             sizes[vec.arg[0]] //= lanes
-            sizes[blk.arg[0]] //= rows
+            if rows > 1:
+                opts.append(Opt("UPCAST", blk.arg[0], rows))
+                sizes[blk.arg[0]] //= rows
         # the reduce a vector's lanes at a time where an operand's rows run along it: each row's lanes one 16-byte
         # load (a 4 x 8 tile's row values were a load per step: 32 loads for 128 FMAs, 12 now; a thread an output of a
         # batch of 128 through a layer, too few outputs for tiles, reads its row 16 bytes at a time: 8 loads for 4
         # FMAs, 5 now)
-        red = next((r for r in reduces if r.src[0].arg % lanes == 0 and r.src[0].arg > lanes and
+        width = target.lanes(itemsize)
+        red = next((r for r in reduces if r.src[0].arg % width == 0 and r.src[0].arg > width and
                     any(_coef(i, r) == 1 for i in hot)), None)
         if red is not None:
-            opts.append(Opt("UNROLL", red.arg[0], lanes))
+            opts.append(Opt("UNROLL", red.arg[0], width))
     elif loops and len(sink.src) == 1 and sink.src[0].src[0].op is Ops.INDEX:
         # adjacent elements per thread: one 16-byte access instead of four (an axis the store and every load read
         # contiguously or not at all, and long enough to leave the GPU a warp per SM)
@@ -285,12 +289,13 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
             opts.append(Opt("UPCAST", vec.arg[0], lanes))
             sizes[vec.arg[0]] //= lanes
     # blocks of `block_threads`, or smaller ones (down to a warp) where that leaves SMs without a block
-    axes = _grid_axes(loops, sizes)
+    stores = [st.src[0].src[1] for st in sink.src if st.src[0].op is Ops.INDEX]
+    axes = _grid_axes(loops, sizes, loads + stores)
     rest = [r for r in loops if sizes[r.arg[0]] > 1 and r not in axes]   # past the grid's three axes
     threads = math.prod(sizes[r.arg[0]] for r in axes + rest)
     budget = min(target.block_threads(), max(target.warp_size, 1 << (max(threads // target.sms, 1).bit_length() - 1)))
     grid: list[tuple[int, int]] = []   # each grid axis's length and threads a block
-    for dim, r in enumerate(reversed(axes)):
+    for dim, r in enumerate(axes):
         size = sizes[r.arg[0]]
         n = min(_pow2_at_least(size), budget)
         if rest and dim == len(axes) - 1 and size % n:   # an axis others share has no padding (`_shared_grid_axis`)
@@ -309,15 +314,53 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
     return opts
 
 
-def _grid_axes(loops: list[UOp], sizes: dict[int, int]) -> list[UOp]:
-    """The loop axes (at most three, a grid's dimensions) the threads spread over, in loop order: all of them when
-    three or fewer are longer than one; else the innermost such (adjacent threads then touch adjacent elements) and
-    the two longest of the others. The rest share the last grid axis (`_shared_grid_axis`)."""
+def _filling_tile(lanes: int, rows: int, outputs: int, target: GPUTarget) -> tuple[int, int]:
+    """The largest register tile within (`lanes`, `rows`) whose threads (one a tile) fill the GPU (`fill_threads`):
+    its rows halved while they leave too few threads; none (1, 1) where a vector's lanes alone do. The CNN step's
+    forward convolution, 262144 outputs, took 4 x 8 tiles: 8192 threads, two warps an SM of an H200's 132 (5.8 of
+    its 7.5 ms there); in 4 x 1 tiles, 65536."""
+    while rows > 1 and outputs // (lanes * rows) < target.fill_threads():
+        rows //= 2
+    return (lanes, rows) if outputs // lanes >= target.fill_threads() else (1, 1)
+
+
+def _grid_axes(loops: list[UOp], sizes: dict[int, int], indices: list[UOp]) -> list[UOp]:
+    """The loop axes (at most three, a grid's dimensions) the threads spread over, in the order they take a block's
+    threads (x, y, z): the innermost longer than one first (adjacent threads on adjacent output elements), then the
+    others nearest first (`_spread`: a warp's threads along them read and write closest together), longer first among
+    equals. Past three: the innermost, the nearest of the others and the longest of the rest; those left share the
+    last grid axis (`_shared_grid_axis`). A convolution's 128 x 32 x 8 x 8 outputs (the image rows and columns, the
+    output channels, the batch) had its y threads on the channels (the two longest besides the columns were the batch
+    and the channels): a warp read 16 weights 576 bytes apart each step; on the image rows, one."""
     live = [r for r in loops if sizes[r.arg[0]] > 1] or loops[-1:]
+    if not live:
+        return []
+    inner, others = live[-1], sorted(live[:-1], key=lambda r: (_spread(r, sizes, indices), -sizes[r.arg[0]]))
     if len(live) <= 3:
-        return live
-    longest = sorted(live[:-1], key=lambda r: sizes[r.arg[0]], reverse=True)[:2]
-    return [r for r in live if r is live[-1] or r in longest]
+        return [inner, *others]
+    nearest, rest = others[0], others[1:]
+    return [inner, nearest, max(rest, key=lambda r: sizes[r.arg[0]])]
+
+
+def _spread(rng: UOp, sizes: dict[int, int], indices: list[UOp]) -> float:
+    """How far apart adjacent indices of `rng` (as the grid sees it: an UPCAST leaves its step the lanes') put the
+    kernel's accesses: the largest element step over `indices` (0: a broadcast along it in all), each index
+    evaluated with every range at its middle and with `rng` a step on (`symbolic.evaluate`: a pooling window's
+    `r // 2` steps as it does there; a padded read's mask left out); inf where an index reads memory (a gather's)."""
+    step = rng.src[0].arg // sizes[rng.arg[0]]
+    widest = 0
+    for index in indices:
+        while index.op is Ops.WHERE and index.src[2].op is Ops.CONST:   # a padded read strides where it reads
+            index = index.src[1]
+        middle = {r: r.src[0].arg // 2 for r in index.toposort() if r.op is Ops.RANGE}
+        if rng not in middle:
+            continue
+        try:
+            on = evaluate(index, {**middle, rng: min(middle[rng] + step, rng.src[0].arg - 1)})
+            widest = max(widest, abs(on - evaluate(index, middle)))
+        except NotStatic:
+            return math.inf
+    return widest
 
 
 def launch_dims(sink: UOp) -> tuple[tuple[int, int, int], tuple[int, int, int]]:

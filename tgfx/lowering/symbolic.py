@@ -37,6 +37,31 @@ python_alu: dict[Ops, Any] = {
 }
 
 
+class NotStatic(ValueError):
+    """An index that reads memory (a gather's): no value without the data."""
+
+
+def evaluate(u: UOp, env: dict[UOp, int]) -> int:
+    """The integer value of index expression `u` with `env`'s ranges and thread ids (RANGE and SPECIAL nodes) at the
+    given values, in the IR's semantics (`python_alu`: truncating division, bools as 0/1). A node `u` reaches with no
+    value (a range `env` lacks) is a KeyError; a LOAD (a gather's index) raises `NotStatic`."""
+    memo: dict[UOp, Any] = {}
+    for x in u.toposort():
+        if x in env:
+            memo[x] = env[x]
+        elif x.op is Ops.CONST:
+            memo[x] = x.arg
+        elif x.op is Ops.CAST:
+            memo[x] = int(memo[x.src[0]])
+        elif x.op in python_alu:
+            memo[x] = python_alu[x.op](x.src[-1].dtype, *(memo[s] for s in x.src))
+        elif x.op in (Ops.RANGE, Ops.SPECIAL):
+            raise KeyError(f"{x.op} {x.arg} has no value")
+        else:
+            raise NotStatic(f"{x.op} in an index")
+    return memo[u]
+
+
 def fold_alu(x: UOp) -> UOp | None:
     """An integer or bool ALU op over constants becomes a constant (float math is left to the compiler)."""
     if x.op not in python_alu or not all(s.op is Ops.CONST for s in x.src):
