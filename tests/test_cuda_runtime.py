@@ -589,9 +589,13 @@ def gpu_options_on_cpu(ast: Any, target: Any, opts: Any = None) -> tuple[Any, li
     on the launch's parameter words; the options applied; and its name: the GPU kernel's (`render_nvptx.kernel_ir`'s),
     with the trip count the CPU kernel passes (two kernels that differ only in their length share one CPU kernel:
     `runtime_trips`)."""
+    from tgfx import config
     from tgfx.lowering import index_level, kernel_name, lower_kernel
+    from tgfx.lowering.gpu_cost import launch_cost
     from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
     sink, applied = optimize_gpu(index_level(ast, pieces=False), target, opts)
+    if config.DEBUG >= 3:   # the launch model `kernel_ir` prints on a GPU
+        print(f"{launch_cost(sink, target, kernel_name(ast))}\n  options {applied}")
     ck = lower_kernel(thread_loops(sink))
 
     vals = (ctypes.c_int64 * max(len(ck.vals), 1))(*ck.vals)   # the CPU kernel's own (a trip count: runtime_trips)

@@ -87,6 +87,7 @@ def test_a_broadcast_is_one_sector_for_the_warp() -> None:
     assert (r.stride, r.sectors, r.broadcast) == (0, 1, True)
     assert (k.stride, k.sectors, k.broadcast) == (1, 4, False)
     assert [b.broadcasts for b in c.buffers if b.kind == "load"] == [1, 0] and not c.uncoalesced
+    assert "load  buf1: 1 accesses, every one a broadcast" in str(c)
 
 
 def test_an_upcasts_copies_are_strided_each_and_adjacent_together() -> None:

@@ -104,6 +104,9 @@ class LaunchCost:
         lines = [f"{self.name}: grid {self.grid} block {self.block}: {self.threads} threads, fill {self.fill:.2f} "
                  f"of {self.resident}; a thread loops {self.trips} ({', '.join(f'{k}={n}' for k, n in self.loops)})"]
         for b in self.buffers:
+            if b.broadcasts == b.accesses:
+                lines.append(f"  {b.kind:5s} buf{b.buffer}: {b.accesses} accesses, every one a broadcast")
+                continue
             mine = [a for a in self.accesses if a.buffer == b.buffer and a.kind == b.kind and not a.broadcast]
             strides = sorted({a.stride for a in mine}, key=lambda s: (s is None, s or 0))
             each = sorted({a.sectors for a in mine}, key=lambda s: s or 0)
