@@ -94,3 +94,36 @@ def test_a_program_compiles_in_the_worker_and_runs_right(worker, tmp_path, monke
     want = [(h - h.max(axis=1, keepdims=True)).sum(axis=0), (x * np.float32(c)).T @ x, np.exp(x / np.float32(c)).sum(1)]
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-4 * np.abs(b).max())
+
+
+def _adds(n: int, width: int) -> str:
+    """A module of `n` independent float adds of neighbouring elements, which SLP vectorises, preferring `width`-bit
+    vectors (as the renderer writes for its target)."""
+    body = [f"  %pa{i} = getelementptr float, ptr %a, i64 {i}\n  %va{i} = load float, ptr %pa{i}\n"
+            f"  %pb{i} = getelementptr float, ptr %b, i64 {i}\n  %vb{i} = load float, ptr %pb{i}\n"
+            f"  %s{i} = fadd float %va{i}, %vb{i}\n  %po{i} = getelementptr float, ptr %o, i64 {i}\n"
+            f"  store float %s{i}, ptr %po{i}" for i in range(n)]
+    return ("define void @k(ptr noalias %a, ptr noalias %b, ptr noalias %o) #0 {\n" + "\n".join(body) +
+            f'\n  ret void\n}}\nattributes #0 = {{ "prefer-vector-width"="{width}" }}\n')
+
+
+def test_slp_builds_vectors_of_at_most_256_bits():
+    """LLVM's SLP vectoriser builds vectors of at most `SLP_MAX_BITS` (256) for an AVX-512 target: trying 16 lanes of
+    every group of scalar chains first took 500 ms of LLVM for an FNO kernel whose 12 strided accumulators became no
+    vector at all. A target preferring narrower vectors keeps its own width. The same in the compile worker."""
+    import re
+
+    import llvmlite.binding as llvm
+
+    from tgfx.devices.target import target_for
+    from tgfx.lowering import llvm_worker
+    t = target_for("skylake-avx512")
+    for width, lanes in ((512, 8), (128, 4)):
+        mod = llvm.parse_assembly(_adds(16, width))
+        llvm_worker.optimize(mod, compile_mod.target_machine(t))
+        assert set(re.findall(r"<(\d+) x float>", str(mod))) == {str(lanes)}
+    # the worker's option is set per module as this process's is: the same object code
+    workers = compile_mod.compile_workers()
+    if workers:
+        ir = _adds(16, 512)
+        assert workers[0].compile(ir, t) == compile_mod.compiler().compile(ir, t)

@@ -42,8 +42,27 @@ def target_machine(cpu: str = "", features: str = "") -> llvm.TargetMachine:
                                                                    codemodel="large")
 
 
+# the widest vector LLVM's SLP vectoriser builds, in bits. With AVX-512 (the renderer's "prefer-vector-width"=512)
+# it tried 16 lanes of every group of scalar chains before 8 and 4: an FNO spectral contraction's 12 accumulators of
+# strided loads, unrolled 4 times by LLVM, took 500 ms of SLP to build no vector at all (29 ms with SLP off, 120
+# capped at 256 bits), a sixth of the model's whole first call. Kernels whose vectors matter are written as vectors
+# by the renderer (a vector range; LLVM's loop vectoriser keeps 512 bits); of the 258 modules of four example
+# programs' first calls, two came out different under the cap.
+SLP_MAX_BITS = 256
+
+
+def slp_bits(mod: llvm.ModuleRef) -> int:
+    """The widest SLP vector for `mod`: its functions' preferred vector width (the target's), at most `SLP_MAX_BITS`."""
+    widths = [int(a.split(b'="')[1].rstrip(b'"')) for f in mod.functions for a in f.attributes
+              if a.startswith(b'"prefer-vector-width"=')]
+    return min([SLP_MAX_BITS, *widths])
+
+
 def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine, slp: bool = True) -> None:
-    """LLVM's O3 pipeline with loop and (unless `slp` is False) SLP vectorisation and unrolling."""
+    """LLVM's O3 pipeline with loop and (unless `slp` is False) SLP vectorisation, SLP's vectors at most `slp_bits`
+    wide (a process-wide option, set for each module: one module is optimised at a time), and unrolling."""
+    if slp:
+        llvm.set_option("", f"-slp-max-reg-size={slp_bits(mod)}")
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = slp
