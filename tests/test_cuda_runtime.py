@@ -477,7 +477,8 @@ class EmulatedDriver(FakeDriver):
                 "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535, "MAX_SHARED_MEMORY_PER_BLOCK": 49152,
                 "WARP_SIZE": 32, "MAX_REGISTERS_PER_BLOCK": 65536, "MULTIPROCESSOR_COUNT": 132,
                 "L2_CACHE_SIZE": 62914560, "MAX_THREADS_PER_MULTIPROCESSOR": 2048, "COMPUTE_CAPABILITY_MAJOR": 9,
-                "COMPUTE_CAPABILITY_MINOR": 0, "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536}
+                "COMPUTE_CAPABILITY_MINOR": 0, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 233472,
+                "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536}
         return h200[next(k for k, code in CU_DEVICE_ATTRIBUTES.items() if code == attrib)]
 
     def cuDeviceGet(self, ordinal: int) -> int:

@@ -278,7 +278,8 @@ CU_DEVICE_ATTRIBUTES = {
     "MAX_THREADS_PER_BLOCK": 1, "MAX_BLOCK_DIM_X": 2, "MAX_GRID_DIM_X": 5, "MAX_GRID_DIM_Y": 6, "MAX_GRID_DIM_Z": 7,
     "MAX_SHARED_MEMORY_PER_BLOCK": 8, "WARP_SIZE": 10, "MAX_REGISTERS_PER_BLOCK": 12, "MULTIPROCESSOR_COUNT": 16,
     "L2_CACHE_SIZE": 38, "MAX_THREADS_PER_MULTIPROCESSOR": 39, "COMPUTE_CAPABILITY_MAJOR": 75,
-    "COMPUTE_CAPABILITY_MINOR": 76, "MAX_REGISTERS_PER_MULTIPROCESSOR": 82}
+    "COMPUTE_CAPABILITY_MINOR": 76, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 81,
+    "MAX_REGISTERS_PER_MULTIPROCESSOR": 82}
 # a thread holds at most this many 32-bit registers (every architecture since sm_35: the instruction encoding)
 MAX_REGISTERS_PER_THREAD = 255
 # threads a block is given when a kernel has no reason for another count: 8 warps, small enough that a block's
@@ -286,6 +287,10 @@ MAX_REGISTERS_PER_THREAD = 255
 DEFAULT_BLOCK_WARPS = 8
 # bytes one thread loads at once: the widest global load (`ld.global.v4.b32`)
 GPU_VECTOR_BYTES = 16
+# reduce steps a block's shared tiles hold at most: 16 float32 steps of a 128 x 64 block tile are 12 KiB, and a
+# barrier pair a 16 steps is under a tenth of the 512 FMAs a thread's 4 x 8 register tile does meanwhile; deeper
+# tiles only cost shared memory (blocks an SM) for barriers that are already rare
+SHARED_TILE_STEPS = 16
 
 
 @dataclass(frozen=True)
@@ -299,7 +304,9 @@ class GPUTarget:
         warp_size: threads that run in lockstep (shuffles reduce across them).
         max_threads_per_block: the most threads one block may have.
         registers_per_block: 32-bit registers one block may use (split among its threads).
-        shared_per_block: bytes of shared memory one block may use without opting in to more.
+        shared_per_block: bytes of shared memory one block may use without opting in to more (a kernel's static
+            shared buffers, which is all tgfx's are).
+        shared_per_sm: bytes of shared memory an SM has for its blocks together.
         max_grid: the most blocks along the grid's x, y and z axes.
         l2: bytes of L2 cache.
         ptx: the PTX ISA version the code is written in (80 = 8.0); 0 picks `max(MIN_PTX, ARCH_PTX[sm])`.
@@ -318,6 +325,7 @@ class GPUTarget:
     ptx: int = 0
     triple: str = "nvptx64-nvidia-cuda"
     threads_per_sm: int = 2048
+    shared_per_sm: int = 228 << 10
 
     def __post_init__(self) -> None:
         if not self.ptx:
@@ -338,7 +346,8 @@ class GPUTarget:
             (attrs.get("MAX_GRID_DIM_X", d.max_grid[0]), attrs.get("MAX_GRID_DIM_Y", d.max_grid[1]),
              attrs.get("MAX_GRID_DIM_Z", d.max_grid[2])),
             attrs.get("L2_CACHE_SIZE", d.l2), ptx,
-            threads_per_sm=attrs.get("MAX_THREADS_PER_MULTIPROCESSOR", d.threads_per_sm))
+            threads_per_sm=attrs.get("MAX_THREADS_PER_MULTIPROCESSOR", d.threads_per_sm),
+            shared_per_sm=attrs.get("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", d.shared_per_sm))
 
     @property
     def sm_number(self) -> int:
@@ -404,6 +413,19 @@ class GPUTarget:
         while n < min(size, self.block_threads()):
             n *= 2
         return min(n, self.block_threads())
+
+    def shared_tile_depth(self, tile_elements: int, itemsize: int = 4) -> int:
+        """Reduce steps a contraction's block stages in shared memory at once (`optimize_gpu.stage_shared`), its
+        operands' tiles `tile_elements` elements a step together: the most (a power of two, at most
+        `SHARED_TILE_STEPS`) whose tiles take no more than a quarter of a block's shared memory, and no more than
+        the SM's share of each of the blocks it holds at the default block size (so that shared memory does not
+        bound them before threads do); 0 where not even two steps fit."""
+        blocks = max(self.threads_per_sm // self.block_threads(), 1)
+        budget = min(self.shared_per_block // 4, self.shared_per_sm // blocks)
+        steps = 1
+        while steps < SHARED_TILE_STEPS and 2 * steps * tile_elements * itemsize <= budget:
+            steps *= 2
+        return steps if steps >= 2 else 0
 
     def shared_words(self, threads: int, itemsize: int = 8) -> int:
         """Bytes of shared memory a block reduction of `threads` threads uses: one word per warp."""

@@ -48,6 +48,7 @@ class Ops(metaclass=_OpsType):
     DEFINE_GLOBAL = auto()  # arg: slot; a kernel's buffer argument (pointer to dtype)
     DEFINE_ACC = auto()     # a kernel register that accumulates a REDUCE
     DEFINE_REG = auto()     # arg: (id, size); a kernel's register buffer of size elements (a row, on the stack)
+    DEFINE_LOCAL = auto()   # arg: (id, size); a GPU block's shared buffer of size elements (addrspace 3)
     IOTA = auto()           # arg: n; the index values 0..n-1 along one axis (arange, masks, one-hot)
 
     # movement: views, no arithmetic until rangeify
@@ -125,6 +126,7 @@ class Ops(metaclass=_OpsType):
     REDUCE = auto()         # src: (value, *ranges); arg: op
     SINK = auto()
     SPECIAL = auto()        # arg: name ('core'); a core/thread id
+    BARRIER = auto()        # src: what every thread of a GPU block has done before any goes on (a shared fill)
 
     # program
     LINEAR = auto()         # src: the commands of a schedule, in order (CALLs of kernels and copies, BLOCK, ...)

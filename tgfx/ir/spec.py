@@ -136,8 +136,9 @@ spec = PatternMatcher([
     (UPat(Ops.CONST, name="x"), lambda x: x.dtype is not None and isinstance(x.arg, (bool, int, float)) or
      x.dtype.is_complex and isinstance(x.arg, complex)),
     (UPat((Ops.BUFFER, Ops.PARAM, Ops.DEFINE_GLOBAL, Ops.IOTA, Ops.VARIABLE, Ops.BIND, Ops.SPECIAL, Ops.DEFINE_ACC,
-           Ops.DEFINE_REG), name="x"),
+           Ops.DEFINE_REG, Ops.DEFINE_LOCAL), name="x"),
      lambda x: x.dtype is not None),
+    (UPat(Ops.BARRIER, name="x"), lambda x: x.dtype is None and len(x.src) >= 1),
     (UPat(GroupOp.ALU, name="x"), _alu_ok),
     (UPat((Ops.CAST, Ops.BITCAST), name="x"), lambda x: len(x.src) == 1 and (
         x.op is Ops.CAST or x.dtype.itemsize == x.src[0].dtype.itemsize)),

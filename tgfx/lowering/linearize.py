@@ -164,15 +164,21 @@ class _Linearizer:
                          and range_deps(r) <= set(self.open) | self.vector_ranges]
         inside = frozenset().union(*(reduces_inside(r.src[0]) for r in group))
         group = [r for r in group if r is red or r not in inside]
-        self.hoist(UOp(Ops.SINK, None, tuple(r.src[0] for r in group)), frozenset(rngs))
+        values = UOp(Ops.SINK, None, tuple(r.src[0] for r in group))
+        self.hoist(values, frozenset(rngs))
         accs = []
         for r in group:
             acc = UOp(Ops.DEFINE_ACC, r.dtype, (UOp.const(r.dtype, reduce_identity(r.arg, r.dtype)),), self.n_acc)
             self.n_acc += 1
             self.place(acc)
             accs.append(acc)
-        for rng in rngs:
+        # a GPU block's shared tiles (`optimize_gpu.stage_shared`) are filled once a step of the outer range, between
+        # its barriers, before the inner range opens: what depends on the ranges opened so far is placed there
+        staged = any(n.op is Ops.BARRIER for n in values.toposort())
+        for i, rng in enumerate(rngs):
             self.open_range(rng)
+            if staged and i + 1 < len(rngs):
+                self.hoist(values, frozenset(rngs[i + 1:]))
         for r in group:
             self.emit(r.src[0])
         for r, acc in zip(group, accs, strict=True):

@@ -17,6 +17,17 @@ index-level kernel like the CPU's options (`kernel_opts.py`), with `SPECIAL` nod
   that no thread index reaches is done by thread 0 alone.
 - UPCAST and UNROLL are the CPU's (`kernel_opts.py`): an UPCAST by `GPUTarget.lanes` of an axis every access reads
   contiguously gives each thread adjacent elements, which LLVM's load/store vectoriser turns into 16-byte accesses.
+- SHARED(axis, depth), after the grid axes: a contraction's operands staged in shared memory (`stage_shared`). The
+  reduce range becomes an outer range over its steps, `depth` at a time, and an inner one; each operand's reads (a
+  register tile's copies of one buffer, affine in the range and the thread ids) come from a tile of the block's
+  reads for `depth` steps, a `DEFINE_LOCAL` (addrspace 3) laid out [step][thread along each grid axis the operand
+  reads by][copy], so a thread's copies of a step are adjacent (16-byte shared reads). Each outer step: a `BARRIER`
+  (every thread done reading the last step's tiles), the block's threads fill the tiles together (a reduce over a
+  range of the fill's own, each thread a share by its index in the block, the SPECIAL "tidx": adjacent threads on
+  adjacent addresses of the operand, a vector's lanes at a time where they are contiguous), a `BARRIER` (the tiles
+  written), then the inner range reads them. A step past the reduce's end is a zero in the tile (and masked in the
+  reduce); threads past a grid axis's end stay for the fills and barriers, their stores gated and their own reads
+  clamped. The tiles' bytes must fit `GPUTarget.shared_per_block`.
 
 `hand_coded_gpu_opts` picks them from the target: a row kernel, or a reduction with too few outputs to fill the GPU
 with a thread each, gets a block per row (GLOBAL n = 1 on the row axes, GROUP on its reduce ranges, LOCAL on its
@@ -24,6 +35,9 @@ output loop); every other kernel gets one thread per output element (GLOBAL on e
 x with the target's block size, then the axes nearest in memory, ones past the third sharing the last) after an
 UPCAST for vector loads, or per register tile of a contraction, as large as still fills the GPU
 (`GPUTarget.fill_threads`). Every amount comes from the `GPUTarget`; `gpu_cost.launch_cost` shows what they give.
+
+`thread_loops` turns a kernel back into loops for the CPU (tests/emulated_cuda.py runs test files so); a kernel with
+shared tiles becomes loops over its blocks, then their threads, the tiles filled once a block (`_emulated_tiles`).
 """
 from __future__ import annotations
 
@@ -31,7 +45,7 @@ import math
 from collections.abc import Sequence
 
 from tgfx import config
-from tgfx.devices.target import GPUTarget
+from tgfx.devices.target import GPU_VECTOR_BYTES, GPUTarget
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
@@ -49,9 +63,11 @@ from tgfx.lowering.kernel_opts import (
     upcast,
 )
 from tgfx.lowering.linearize import is_block_reduce, range_deps
+from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import NotStatic, evaluate
 
-GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP")
+GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP", "SHARED")
+TIDX = "tidx"   # the SPECIAL of a thread's index in its block, x fastest (a shared tile's fill)
 TILE_REDUCES = 4   # reduces over one range that make a register tile (`unroll_lanes`)
 
 
@@ -181,8 +197,202 @@ def unroll_lanes(sink: UOp, opt: Opt) -> UOp:
     return unroll(sink, opt, vector=False, in_register=tile)
 
 
+def _affine(u: UOp) -> dict[UOp | None, int] | None:
+    """Index `u` as integer multiples of RANGEs and SPECIALs plus a constant (key None); None if it is not such a sum
+    (a masked read's `where`, a division)."""
+    if u.op is Ops.CONST:
+        return {None: int(u.arg)}
+    if u.op in (Ops.RANGE, Ops.SPECIAL):
+        return {u: 1}
+    parts = [_affine(s) for s in u.src]
+    if any(a is None for a in parts):
+        return None
+    if u.op is Ops.NEG:
+        return {k: -v for k, v in parts[0].items()}
+    if u.op is Ops.ADD:
+        out = dict(parts[0])
+        for k, v in parts[1].items():
+            out[k] = out.get(k, 0) + v
+        return out
+    if u.op is Ops.MUL:
+        a, b = parts if set(parts[1]) <= {None} else parts[::-1]
+        if not set(b) <= {None}:
+            return None
+        return {k: v * b.get(None, 0) for k, v in a.items()}
+    return None
+
+
+def _index(c: int, terms: Sequence[tuple[int, UOp]]) -> UOp:
+    out = UOp.const(dtypes.index, c)
+    for coef, x in terms:
+        if coef:
+            out = out + (x if coef == 1 else x * coef)
+    return out
+
+
+def _all(conds: list[UOp]) -> UOp | None:
+    out = None
+    for c in conds:
+        out = c if out is None else out & c
+    return out
+
+
+def stage_shared(sink: UOp, opt: Opt) -> UOp:
+    """SHARED(axis, depth): the operands a contraction reads along reduce range `axis` staged in shared memory by
+    the block, `depth` steps of the range at a time (see the module's docstring). Applied after the grid axes."""
+    rk = _range(sink, opt, "reduce")
+    depth = opt.amount
+    if depth < 2:
+        raise KernelOptError(f"{opt}: a shared tile of one step shares nothing")
+    nodes = sink.toposort()
+    if any(u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER) for u in nodes):
+        raise KernelOptError(f"{opt}: this kernel stages its operands already")
+    sp = specials(sink)
+    if "lidx0" in sp:
+        raise KernelOptError(f"{opt}: the block's threads are split by LOCAL/GROUP")
+    threaded = [sp[n] for n in sorted(sp) if n.startswith("gidx") and sp[n].arg[2] > 1]
+    if not threaded:
+        raise KernelOptError(f"{opt}: a block of one thread along every grid axis shares no tile")
+    # threads past a grid axis's end stay: they load their share of the tiles and wait at the barriers (a thread
+    # that returned would leave the others waiting); their stores are gated and their other reads clamped instead
+    size = {g.arg[0]: g.arg[1] for g in threaded}
+    padded = {g: UOp(Ops.SPECIAL, dtypes.index, (), (g.arg[0], -(-g.arg[1] // g.arg[2]) * g.arg[2], g.arg[2]))
+              for g in threaded if g.arg[1] % g.arg[2]}
+    if padded:
+        sink = sink.substitute(padded)
+        nodes = sink.toposort()
+        threaded = [padded.get(g, g) for g in threaded]
+    reds = [u for u in nodes if u.op is Ops.REDUCE and rk in u.src[1:]]
+    if any(len(r.src) != 2 or is_block_reduce(r) for r in reds):
+        raise KernelOptError(f"{opt}: a reduce over {rk.arg} and other ranges")
+    # the operands: global reads along the range, each an affine index of the range, thread ids and loops;
+    # a family is the reads of one buffer whose indices differ by constants only (a register tile's rows or lanes)
+    families: dict[tuple, dict[int, UOp]] = {}
+    for red in reds:
+        for u in red.src[0].toposort():
+            if u.op is not Ops.LOAD or u.src[0].op is not Ops.INDEX or rk not in range_deps(u):
+                continue
+            aff = _affine(u.src[0].src[1])
+            if u.src[0].src[0].op is not Ops.DEFINE_GLOBAL or aff is None or u.dtype.is_bool or \
+                    any(k is not None and k.op is Ops.RANGE and k is not rk and k.arg[1] != "loop" for k in aff):
+                raise KernelOptError(f"{opt}: read {u.src[0].src[1]} of the reduce is not a plain strided one")
+            key = (u.src[0].src[0], u.dtype, tuple(sorted(((k.arg, v) for k, v in aff.items() if k is not None and v),
+                                                          key=str)))
+            families.setdefault(key, {})[aff.get(None, 0)] = u
+    if not families:
+        raise KernelOptError(f"{opt}: no read along range {rk.arg} to stage")
+    steps = rk.src[0].arg
+    ko = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, -(-steps // depth)),), rk.arg)
+    fresh = 1 + max(u.arg[0] for u in nodes if u.op is Ops.RANGE)
+    ki = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, depth),), (fresh, "reduce"))
+    k = ko * depth + ki
+    k_valid = [] if steps % depth == 0 else [k < steps]
+    block = math.prod(g.arg[2] for g in threaded)
+    tid = UOp(Ops.SPECIAL, dtypes.index, (), (TIDX, block))
+    write_bar = UOp(Ops.BARRIER, None, (ko,))
+    regs = [u for u in nodes if u.op is Ops.DEFINE_LOCAL]
+    fills, reads = [], {}
+    for n_fam, ((buf, dtype, _), loads) in enumerate(families.items()):
+        offsets = sorted(loads)
+        unit = offsets[1] - offsets[0] if len(offsets) > 1 else 1
+        if any((o - offsets[0]) % unit or (o - offsets[0]) // unit != i for i, o in enumerate(offsets)):
+            raise KernelOptError(f"{opt}: the reads of buffer {buf.arg[0]} are not evenly spaced copies")
+        aff = _affine(loads[offsets[0]].src[0].src[1])
+        copies = len(offsets)
+        dep = [g for g in threaded if aff.get(g, 0)]
+        # the tile: [step][thread along each grid axis it depends on][copy], a thread's copies side by side
+        strides, inner = {}, copies
+        for g in dep:
+            strides[g], inner = inner, inner * g.arg[2]
+        per_step = inner
+        local = UOp(Ops.DEFINE_LOCAL, dtype, (), (len(regs) + n_fam, depth * per_step))
+        # each thread reads its copies of a step from the tile
+        base = _index(0, [(strides[g], g % g.arg[2]) for g in dep]) + ki * per_step
+        reads[buf, dtype] = (local, {loads[o]: base + i for i, o in enumerate(offsets)})
+        # ... and the block fills it: element e of the tile along the operand's own order in memory (its smallest
+        # stride innermost, so adjacent threads read adjacent addresses), `lanes` adjacent elements a thread
+        dims = sorted([(abs(aff[rk]), "step", depth), *((abs(aff[g]), g, g.arg[2]) for g in dep),
+                       (abs(unit), "copy", copies)], key=lambda d: d[0])
+        # lanes along the innermost digit where it is contiguous in memory and they divide it, and every mask is the
+        # same for them (a masked step or row's end a multiple of them): one 16-byte read at an aligned address
+        inner_coef, inner, inner_size = dims[0]
+        lanes = GPU_VECTOR_BYTES // dtype.itemsize if inner_coef == 1 and inner_size % 2 == 0 else 1
+        if inner == "step" and k_valid and steps % lanes or inner in padded.values() and size[inner.arg[0]] % lanes:
+            lanes = 1
+        while lanes > 1 and inner_size % lanes:
+            lanes //= 2
+        total = depth * per_step
+        f = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, -(-total // (block * lanes))),),
+                (fresh + 1 + n_fam, "reduce"))
+        uniform = [(v, key) for key, v in aff.items() if key is not None and key is not rk and key not in dep]
+        e = (f * block + tid) * lanes   # the thread's first element this step of the fill; its lanes follow
+        digit, at = {}, 1
+        for _, name, n in dims:
+            digit[name] = (e // at if at > 1 else e) % n if at * n < total else (e // at if at > 1 else e)
+            at *= n
+        origin = {g: (g // g.arg[2]) * g.arg[2] for g in dep}
+        idx = _index(offsets[0], [*uniform, (aff[rk], ko * depth + digit["step"]), (unit, digit["copy"]),
+                                  *((aff[g], origin[g] + digit[g]) for g in dep)])
+        conds = [e < total] if total % (block * lanes) else []
+        conds += [origin[g] + digit[g] < size[g.arg[0]] for g in dep if g in padded.values()]
+        conds += [ko * depth + digit["step"] < steps] if k_valid else []
+        valid = _all(conds)
+        first = idx if valid is None else clamp(buf, idx, valid)
+        slot = _index(0, [(per_step, digit["step"]), (1, digit["copy"]), *((strides[g], digit[g]) for g in dep)])
+        step_of = {"step": (aff[rk], per_step), "copy": (unit, 1), **{g: (aff[g], strides[g]) for g in dep}}
+        memory_step, slot_step = step_of[inner]
+        stores, values = [], []
+        for lane in range(lanes):
+            at_lane = first + lane * memory_step if lane else first
+            value = UOp(Ops.LOAD, dtype, (UOp(Ops.INDEX, dtype, (buf, at_lane)),))
+            value = value if valid is None else valid.where(value, value.const_like(0))
+            gate = (e < total,) if total % (block * lanes) else ()
+            stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtype, (UOp(Ops.AFTER, dtype, (local, write_bar)),
+                                                                         slot + lane * slot_step if lane else slot)),
+                                                value, *gate)))
+            values.append(value)
+        # (every lane's read before the stores: LLVM joins adjacent reads only where no store may come between)
+        fills.append(UOp(Ops.REDUCE, dtype, (UOp(Ops.AFTER, dtype, (*values, *stores)), f), Ops.ADD))
+    read_bar = UOp(Ops.BARRIER, None, tuple(fills))
+    mapping = {}
+    for red in reds:
+        swap: dict[UOp, UOp] = {rk: k}
+        for local, slots in reads.values():
+            tile = UOp(Ops.AFTER, local.dtype, (local, read_bar))
+            swap.update({ld: UOp(Ops.LOAD, ld.dtype, (UOp(Ops.INDEX, ld.dtype, (tile, slot)),))
+                         for ld, slot in slots.items() if ld in red.src[0].toposort()})
+        value = red.src[0].substitute(swap)
+        if k_valid:
+            value = k_valid[0].where(value, value.const_like(reduce_identity(red.arg, value.dtype)))
+        mapping[red] = UOp(Ops.REDUCE, red.dtype, (value, ko, ki), red.arg)
+    sink = sink.substitute(mapping)
+    if not padded:
+        return sink
+    return _gate_padded_threads(sink, {g: size[g.arg[0]] for g in padded.values()}, set(read_bar.toposort()))
+
+
+def _gate_padded_threads(sink: UOp, sizes: dict[UOp, int], fills: set[UOp]) -> UOp:
+    """The stores of threads past a grid axis's end gated, their own global reads clamped into the buffer (not the
+    tiles' fills, `fills`: a thread past the end loads its share of the block's tiles as every other)."""
+    def valid(u: UOp) -> UOp | None:
+        deps = set(u.toposort())
+        return _all([g < n for g, n in sizes.items() if g in deps])
+    stores = []
+    for st in sink.src:
+        v = valid(st.src[0].src[1]) if st.src[0].op is Ops.INDEX else None
+        stores.append(st if v is None else st.replace(src=(*st.src[:2], v if len(st.src) == 2 else st.src[2] & v)))
+    sink = sink.replace(src=tuple(stores))
+    clamps = {}
+    for u in sink.toposort():
+        if u.op is Ops.LOAD and u not in fills and u.src[0].op is Ops.INDEX and \
+                u.src[0].src[0].op is Ops.DEFINE_GLOBAL and (v := valid(u.src[0].src[1])) is not None:
+            buf, off = u.src[0].src
+            clamps[u.src[0]] = u.src[0].replace(src=(buf, clamp(buf, off, v)))
+    return sink.substitute(clamps) if clamps else sink
+
+
 _APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group, "UPCAST": upcast_lanes,
-              "UNROLL": unroll_lanes}
+              "UNROLL": unroll_lanes, "SHARED": stage_shared}
 
 
 def gate_unthreaded_stores(sink: UOp) -> UOp:
@@ -202,6 +412,8 @@ def apply_gpu_opt(sink: UOp, opt: Opt, simplify: bool = True) -> UOp:
     (THREAD, a CPU core split, is not a GPU option)."""
     if opt.op == "THREAD":
         raise KernelOptError(f"{opt}: THREAD splits over CPU cores; a GPU kernel uses GLOBAL/LOCAL")
+    if any(u.op is Ops.DEFINE_LOCAL for u in sink.toposort()):
+        raise KernelOptError(f"{opt}: SHARED comes last (its tiles are made for the block and the steps as they are)")
     if opt.op not in _APPLY_GPU:
         return apply_opt(sink, opt, simplify)
     out = _APPLY_GPU[opt.op](sink, opt)
@@ -401,7 +613,66 @@ def optimize_gpu(sink: UOp, target: GPUTarget, opts: Sequence[Opt] | None = None
                              f"{target.max_threads_per_block}")
     if any(g > m for g, m in zip(grid, target.max_grid, strict=True)):
         raise KernelOptError(f"{applied}: grid {grid} exceeds {target.name}'s {target.max_grid}")
+    tiles = sum(u.arg[1] * u.dtype.itemsize for u in sink.toposort() if u.op is Ops.DEFINE_LOCAL)
+    if tiles > target.shared_per_block:
+        raise KernelOptError(f"{applied}: {tiles} bytes of shared tiles a block, {target.name} allows "
+                             f"{target.shared_per_block}")
     return gate_unthreaded_stores(sink), applied
+
+
+# bytes of a block's tiles for the whole reduce on the stack of the CPU thread emulating it (`_emulated_tiles`);
+# beyond it each emulated thread fills its block's tiles itself, a step at a time
+EMULATED_TILE_BYTES = 4 << 20
+
+
+def _emulated_tiles(sink: UOp, tid: UOp, fresh: int) -> UOp:
+    """Shared tiles (`stage_shared`) on the CPU, one thread at a time: the block's tiles of every step of the reduce
+    in a register buffer, filled once a block before its threads run, each step's fill a loop over the block's
+    threads (each thread's share by its own index arithmetic and masks: a share that missed a slot, or wrote the
+    wrong one, leaves a value a thread reads wrong); each thread reads its step's tiles from it. The grid axes are
+    loops over the blocks, then over their threads. Where the whole reduce's tiles do not fit
+    `EMULATED_TILE_BYTES`, each thread fills its block's tiles itself every step (the same check, slower)."""
+    nodes = sink.toposort()
+    n_regs = sum(u.op is Ops.DEFINE_REG for u in nodes)
+    read_bar = next(u for u in nodes if u.op is Ops.BARRIER and u.src[0].op is Ops.REDUCE)
+    write_bar = next(u for u in nodes if u.op is Ops.BARRIER and u.src[0].op is Ops.RANGE)
+    ko, fills = write_bar.src[0], read_bar.src
+    tiles = [u for u in nodes if u.op is Ops.DEFINE_LOCAL]
+    steps = ko.src[0].arg
+    whole = sum(u.arg[1] * u.dtype.itemsize for u in tiles) * steps <= EMULATED_TILE_BYTES
+    reg = {u: UOp(Ops.DEFINE_REG, u.dtype, (), (n_regs + u.arg[0], u.arg[1] * (steps if whole else 1))) for u in tiles}
+
+    def rng(size: int, kind: str) -> UOp:
+        nonlocal fresh
+        fresh += 1
+        return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size),), (fresh - 1, kind))
+    t_fill = rng(tid.arg[1], "reduce")
+    k_fill = rng(steps, "reduce") if whole else ko
+    grid = sorted((u for u in nodes if u.op is Ops.SPECIAL and u.arg[0].startswith("gidx")), key=lambda u: u.arg[0])
+    blocks = {g: rng(-(-g.arg[1] // g.arg[2]), "loop") for g in grid}
+    threads = {g: rng(g.arg[2], "loop") for g in grid if g.arg[2] > 1}
+
+    def rebuild(root: UOp, at: UOp) -> UOp:
+        """`root` with each tile access an access of its register buffer, at step `at` of the reduce."""
+        new: dict[UOp, UOp] = {}
+        for u in root.toposort():
+            src = tuple(new[x] for x in u.src)
+            if u.op is Ops.INDEX and src[0].op is Ops.AFTER and src[0].src[0].op is Ops.DEFINE_LOCAL:
+                tile, slot = src[0].src[0], src[1]
+                buf = reg[tile] if src[0].src[1] is write_bar else UOp(Ops.AFTER, tile.dtype, (reg[tile], *new_fills))
+                new[u] = u.replace(src=(buf, slot + at * tile.arg[1] if whole else slot))
+            else:
+                new[u] = u if src == u.src else u.replace(src=src)
+        return new[root]
+    new_fills: tuple[UOp, ...] = ()
+    # a fill reads the thread ids only through its block's origin, `(gidx // n) * n`: the block's loop alone
+    origin = {g: blocks[g] * g.arg[2] if g.arg[2] > 1 else blocks[g] for g in grid}
+    new_fills = tuple(UOp(Ops.REDUCE, f.dtype, (rebuild(f.src[0], k_fill).substitute({tid: t_fill, ko: k_fill,
+                                                                                         **origin}),
+                                                *f.src[1:], t_fill, *((k_fill,) if whole else ())), f.arg)
+                      for f in fills)
+    sink = rebuild(sink, ko)
+    return sink.substitute({g: blocks[g] * g.arg[2] + threads[g] if g in threads else blocks[g] for g in grid})
 
 
 def thread_loops(sink: UOp) -> UOp:
@@ -411,6 +682,8 @@ def thread_loops(sink: UOp) -> UOp:
     arithmetic, masks, partials) against numpy on a machine without a GPU."""
     def fresh() -> int:
         return max((r.arg[0] for r in ranges(sink).values()), default=-1) + 1
+    if (tid := specials(sink).get(TIDX)) is not None:
+        sink = _emulated_tiles(sink, tid, fresh())
     while blocks := [u for u in sink.toposort() if is_block_reduce(u)]:
         red = blocks[0]   # toposort: sources first, so a block reduce inside another's partial goes first
         lid = red.src[1]

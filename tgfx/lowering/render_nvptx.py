@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import pathlib
 import shutil
@@ -49,12 +50,13 @@ from tgfx.lowering.llvm_rules import (
     _kind,
     alu_rules,
     compute_type,
+    mem_type,
     reg_type,
 )
 from tgfx.lowering.llvm_worker import set_strength_reduction
 from tgfx.lowering.lru import LRU
-from tgfx.lowering.optimize_gpu import launch_dims, optimize_gpu
-from tgfx.lowering.render_llvm import LLVMRenderer
+from tgfx.lowering.optimize_gpu import TIDX, launch_dims, optimize_gpu
+from tgfx.lowering.render_llvm import LLVMRenderer, step_loads
 
 
 class LaunchDims(NamedTuple):
@@ -119,6 +121,10 @@ def _twos(u: UOp) -> int:
         return min(sum(_twos(s) for s in u.src), 64)
     if u.op is Ops.SHL and u.src[1].op is Ops.CONST:
         return min(_twos(u.src[0]) + u.src[1].arg, 64)
+    if u.op is Ops.MOD and u.src[1].op is Ops.CONST:   # (a shared tile's fill: an element's digit, `stage_shared`)
+        return min(_twos(u.src[0]), _twos(u.src[1]))
+    if u.op is Ops.WHERE:   # (a masked read's index clamped to 0: either offset)
+        return min(_twos(u.src[1]), _twos(u.src[2]))
     return 0
 
 
@@ -130,6 +136,7 @@ class NVPTXRenderer(LLVMRenderer):
         super().__init__(name)
         self.target = target
         self.globals: list[str] = []
+        self.tiles: set[str] = set()
 
     def sreg(self, reg: str) -> str:
         """A special register (`tid.x`, `ctaid.y`, ...) as an i64."""
@@ -139,10 +146,22 @@ class NVPTXRenderer(LLVMRenderer):
 
     def thread_ids(self, specials: list[UOp]) -> None:
         """Every thread id the kernel uses, read at entry; threads past the end of a grid axis return."""
+        threads = [1, 1, 1]   # the block's threads along x, y, z (a grid axis's threads a block)
+        for u in specials:
+            if u.arg[0].startswith("gidx") and u.arg[2] > 1:
+                threads[int(u.arg[0][4:])] = u.arg[2]
         for u in specials:
             name = u.arg[0]
             if name == "lidx0":
                 self.names[u] = self.sreg("tid.x")
+                continue
+            if name == TIDX:   # the thread's index in its block, x fastest
+                tid = self.sreg("tid.x")
+                for d in (1, 2):
+                    if threads[d] > 1:
+                        scaled = self.op_in(f"mul i64 {self.sreg(f'tid.{_AXES[d]}')}, {math.prod(threads[:d])}")
+                        tid = self.op_in(f"add i64 {tid}, {scaled}")
+                self.names[u] = tid
                 continue
             d, size, n = _AXES[int(name[4:])], u.arg[1], u.arg[2]
             block = self.sreg(f"ctaid.{d}")
@@ -236,6 +255,17 @@ class NVPTXRenderer(LLVMRenderer):
     def render_one(self, u: UOp, is_update: bool) -> None:
         if u.op is Ops.SPECIAL:
             return   # read at entry (`thread_ids`)
+        if u.op is Ops.BARRIER:   # every thread of the block here, its shared stores seen by all
+            self.barrier()
+            return
+        if u.op is Ops.DEFINE_LOCAL:   # a shared tile (`optimize_gpu.stage_shared`), read through a generic pointer
+            tile = f"@tile{u.arg[0]}"
+            if tile not in self.tiles:
+                self.tiles.add(tile)
+                self.globals.append(f"{tile} = internal addrspace(3) global [{u.arg[1]} x {mem_type(u.dtype)}] "
+                                    f"poison, align {BASE_ALIGN}")
+            self.names[u] = self.op_in(f"addrspacecast ptr addrspace(3) {tile} to ptr")
+            return
         if is_block_reduce(u):
             self.names[u] = self.block_reduce(u)
             return
@@ -243,6 +273,11 @@ class NVPTXRenderer(LLVMRenderer):
 
     def render_kernel(self, lin: list[UOp], acc_of: dict[UOp, list[UOp]], bufs: list[UOp], dims: LaunchDims) -> str:
         nslots = dims.params
+        if any(u.op is Ops.DEFINE_LOCAL for u in lin):
+            # a shared tile's steps (`optimize_gpu.stage_shared`): the innermost reduce loop, reading the tiles, is
+            # unrolled whole, its shared reads at constant offsets
+            self.tile_hints = ['!{!"llvm.loop.unroll.full"}']
+            self.step_loads = step_loads(lin)
         self.bind_registers(acc_of)
         for b in bufs:
             self.names[b] = f"%b{b.arg[0]}"

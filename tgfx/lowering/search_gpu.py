@@ -46,6 +46,7 @@ def gpu_actions(sink: UOp, target: GPUTarget) -> list[Opt]:
         elif r.arg[1] == "reduce":
             out += [Opt("GROUP", rid, n) for n in counts if n <= 2 * size]
             out += [Opt("UNROLL", rid, a) for a in (2, 4) if size % a == 0]
+            out += [Opt("SHARED", rid, d) for d in (8, 16) if d <= size]   # (after the grid axes: others refuse it)
     return out
 
 
