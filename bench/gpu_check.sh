@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One run on a machine with an NVIDIA GPU that tells what works there (issue #16): the driver and the GPU, the GPU
 # tests (`pytest -m gpu`), a small program end to end on CUDA:0, `python -m bench --device CUDA` beside the peers
-# that have CUDA builds, and where the GPU steps' time goes (`python -m bench.kernels`). Every step has its own time
-# limit, prints what failed and goes on; a summary ends the run. The whole run stays under 8 minutes.
+# that have CUDA builds, where the GPU steps' time goes (`python -m bench.kernels`), and the 4096^3 matmul with
+# shared-memory tiles on and off (GPU_SMEM) beside cuBLAS. Every step has its own time limit, prints what failed and
+# goes on; a summary ends the run. The whole run stays under 8 minutes.
 #
 #   bash bench/gpu_check.sh                # from the repository root (or anywhere: it finds the root itself)
 #   GPU_CHECK_INSTALL_PEERS=1 bash bench/gpu_check.sh   # also pip-install jax[cuda12] and torch (network needed)
@@ -120,6 +121,59 @@ if [ "${GPU_CHECK_BEAM:-1}" = 1 ]; then
     TAIL=30 step beam 100 env TGFX_DEVICE=CUDA BEAM=2 "$PY" -m bench.kernels --device CUDA --top 3 \
         --only "${GPU_CHECK_BEAM_ONLY:-matmul,conv2d}"
 fi
+
+# 10. the issue's matmul goal (fp32 4096^3 >= 0.6 of cuBLAS) with shared-memory tiles on and off (GPU_SMEM=1 / 0,
+# each in a process of its own): the kernel's time from tgfx's profile (the best of 10), torch's from CUDA events
+TAIL=12 step smem-ab 150 "$PY" - <<'EOF'
+import os, subprocess, sys
+RUN = r"""
+import numpy as np, tgfx as tg
+from tgfx.devices import get_device
+n = 4096
+rng = np.random.default_rng(0)
+x, w = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+a, b = tg.asarray(x), tg.asarray(w)
+dev = get_device("CUDA:0")
+c = (a @ b).numpy()
+err = np.abs(c[:64] - x[:64].astype(np.float64) @ w.astype(np.float64)).max()
+dev.synchronize()
+dev.clear_profile()
+for _ in range(10):
+    c = a @ b
+c.numpy()
+ms = min((e.end_ns - e.start_ns) / 1e6 for e in dev.profile_events if not e.nbytes)
+print(f"{ms:.3f} {err:.2e}")
+"""
+times = {}
+for flag in ("1", "0"):
+    r = subprocess.run([sys.executable, "-c", RUN], env={**os.environ, "TGFX_DEVICE": "CUDA", "GPU_SMEM": flag},
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode:
+        print(f"GPU_SMEM={flag} failed:", r.stderr[-1500:])
+        continue
+    ms, err = r.stdout.split()[-2:]
+    times[flag] = float(ms)
+    print(f"tgfx GPU_SMEM={flag}: {float(ms):.3f} ms, {2 * 4096 ** 3 / float(ms) / 1e9:.1f} TFLOP/s, max err {err}")
+try:
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    x, w = (torch.randn(4096, 4096, device="cuda") for _ in range(2))
+    x @ w
+    best = float("inf")
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        x @ w
+        e.record()
+        torch.cuda.synchronize()
+        best = min(best, s.elapsed_time(e))
+    print(f"torch (cuBLAS): {best:.3f} ms, {2 * 4096 ** 3 / best / 1e9:.1f} TFLOP/s")
+    for flag, ms in times.items():
+        print(f"tgfx / torch rate, GPU_SMEM={flag}: {best / ms:.2f}")
+except ImportError:
+    print("no torch: no cuBLAS time beside")
+raise SystemExit(0 if len(times) == 2 else 1)
+EOF
 
 echo "=== summary ($(( $(date +%s) - START )) s in all; logs in $LOGS)"
 for line in "${SUMMARY[@]}"; do echo "$line"; done

@@ -1,6 +1,7 @@
 """Shared-memory tiles of GPU contractions (`optimize_gpu.stage_shared`, the SHARED option): the rewrite on a tiny
 matmul (shared buffers, barriers, the reduce split in steps), its results with the thread ids turned back into loops
-(`thread_loops`) against numpy at sizes the tiles do not divide, the PTX ptxas assembles (shared memory, no spills)."""
+(`thread_loops`) against numpy at sizes the tiles do not divide, the PTX ptxas assembles (shared memory, no spills),
+the heuristics' choice from the target, and matmuls end to end on the emulating CUDA driver."""
 from __future__ import annotations
 
 import re
@@ -14,12 +15,13 @@ import pytest
 
 import tgfx as tg
 import tgfx.lowering as lowering
+from tests.test_cuda_runtime import emulated, emulated_programs  # noqa: F401 (fixtures)
 from tests.test_nvptx import PTXAS, _one_kernel, needs_ptxas
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.ir.ops import Ops
 from tgfx.lowering.kernel_opts import KernelOptError, Opt
 from tgfx.lowering.optimize_gpu import optimize_gpu, thread_loops
-from tgfx.lowering.render_nvptx import ptx_of
+from tgfx.lowering.render_nvptx import kernel_ir, ptx_of
 
 rng = np.random.default_rng(0)
 # a 4 x 8 register tile a thread, blocks of 8 x 4 threads (32 x 32 outputs), 8 reduce steps a tile
@@ -113,6 +115,49 @@ def test_shared_tiles_assemble_with_their_shared_memory_and_no_spills() -> None:
     assert re.search(r"\b(\d+) bytes spill stores", report).group(1) == "0", report
 
 
+@needs_ptxas
+@pytest.mark.parametrize(("shape", "dtype"), [((4096, 4096, 4096), np.float32), ((1000, 1000, 1000), np.float32),
+                                              ((1024, 256, 1024), np.float16)])
+def test_large_matmuls_stage_their_operands_in_shared_memory(shape: tuple[int, int, int], dtype: Any) -> None:
+    """The heuristics' tile, from the target: a warp along the vectorised axis, the rest of the block along the
+    blocked one; reduce steps a tile as many as a quarter of a block's shared memory holds (a power of two, fewer
+    where they divide the reduce). Its inner steps are unrolled whole: each a thread's tile of FMAs from 16-byte
+    shared reads; each outer step's fill reads the operands 16 bytes a thread."""
+    m, k, n = shape
+    ast, _, _ = _matmul(m, k, n, dtype)
+    _, _, dims, opts = kernel_ir(ast)
+    lanes, rows = (o.amount for o in opts[:2])   # (the tile of the kernel's arithmetic: float16 sums in float32)
+    assert opts[:2] == [Opt("UPCAST", 1, lanes), Opt("UPCAST", 0, rows)], opts
+    threads, warp = GPU_DEFAULT.block_threads(), GPU_DEFAULT.warp_size
+    depth = GPU_DEFAULT.shared_tile_depth(warp * lanes + threads // warp * rows, 4)
+    while k % depth:
+        depth //= 2
+    assert opts[-1] == Opt("SHARED", 2, depth) and dims.block == (warp, threads // warp, 1), opts
+    ptx = ptx_of(ast, GPU_DEFAULT)[0]
+    report = _ptxas_report(ptx)
+    smem = int(re.search(r"\b(\d+) bytes smem", report).group(1))
+    assert smem == depth * (warp * lanes + threads // warp * rows) * np.dtype(dtype).itemsize, report
+    assert smem <= GPU_DEFAULT.shared_per_block // 4
+    assert re.search(r"\b(\d+) bytes spill stores", report).group(1) == "0", report
+    if dtype == np.float32:
+        assert ptx.count("fma.rn.f32") == depth * lanes * rows and ptx.count("ld.shared.v4") == depth * (lanes + rows) // 4, ptx
+        assert "ld.global.nc.v4" in ptx
+
+
+def test_gpu_smem_0_turns_shared_tiles_off() -> None:
+    ast, _, _ = _matmul(1024, 64, 1024)
+    with tg.Context(GPU_SMEM=0):
+        _, _, _, plain = kernel_ir(ast)
+        ptx_plain = ptx_of(ast, GPU_DEFAULT)[0]
+    _, _, _, staged = kernel_ir(ast)
+    assert not any(o.op == "SHARED" for o in plain) and Opt("UNROLL", 2, 4) in plain, plain
+    assert staged[-1].op == "SHARED"
+    assert "bar.sync" not in ptx_plain and "bar.sync" in ptx_of(ast, GPU_DEFAULT)[0]   # (cached apart)
+    # too few outputs to fill the GPU with blocks of tiles: no tile at all, as before
+    small, _, _ = _matmul(64, 32, 128)
+    assert not any(o.op == "SHARED" for o in kernel_ir(small)[3])
+
+
 def test_gpu_target_reads_shared_memory_and_threads_an_sm() -> None:
     attrs = {"COMPUTE_CAPABILITY_MAJOR": 8, "COMPUTE_CAPABILITY_MINOR": 6, "MAX_SHARED_MEMORY_PER_BLOCK": 16384,
              "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 102400, "MAX_THREADS_PER_MULTIPROCESSOR": 1536}
@@ -122,3 +167,24 @@ def test_gpu_target_reads_shared_memory_and_threads_an_sm() -> None:
     # 192 float32 a step (a 128 x 64 block tile): 16 steps in a quarter of 48 KiB; 4 in a quarter of 16 KiB
     assert GPU_DEFAULT.shared_tile_depth(192) == 16 and t.shared_tile_depth(192) == 4
     assert t.shared_tile_depth(4096) == 0   # not even two steps
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [
+    ((1000, 1000, 1000), np.float32),   # blocks past both ends, 8 steps a tile
+    ((520, 17, 600), np.float32),       # blocks past both ends, the last tile's steps masked
+    ((520, 52, 600), np.float16),
+    ((8, 256, 64, 256), np.float32),    # a batch: the grid's third axis
+])
+def test_emulated_matmuls_with_shared_tiles_compute_numpys_answers(emulated_programs: Any,  # noqa: F811
+                                                                   shape: tuple[int, ...], dtype: Any) -> None:
+    drv, dev = emulated_programs
+    batch, (m, k, n) = shape[:-3], shape[-3:]
+    a = rng.standard_normal((*batch, m, k)).astype(dtype)
+    b = rng.standard_normal((*batch, k, n)).astype(dtype)
+    bias = rng.standard_normal(n).astype(dtype)
+    got = tg.nn.relu(tg.device_put(tg.asarray(a), "CUDA:0") @ tg.device_put(tg.asarray(b), "CUDA:0") +
+                     tg.device_put(tg.asarray(bias), "CUDA:0")).numpy()
+    want = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    assert any(o.op == "SHARED" for o in drv.gpu_options), drv.gpu_options
+    tol = 2e-2 if dtype == np.float16 else 1e-4
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)

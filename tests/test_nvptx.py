@@ -378,11 +378,13 @@ def test_a_convolutions_kernel_gradient_is_a_block_a_tap_and_channel_pair(monkey
 def test_a_register_tiles_unrolled_lanes_are_fma_chains_of_16_byte_row_loads() -> None:
     """The GPU's contraction tile unrolls its reduce by a vector's lanes, summed in each accumulator: a 4 x 8 tile's
     four steps read each of its eight rows once, 16 bytes at a time, beside the other operand's four vectors, for
-    128 FMAs chained in the tile's 32 registers (not 32 scalar row loads for them, nor 128 partial registers)."""
+    128 FMAs chained in the tile's 32 registers (not 32 scalar row loads for them, nor 128 partial registers).
+    (Without shared tiles, `GPU_SMEM=0`: with them the tile reads its steps from shared memory, test_gpu_shared.py.)"""
     ast, _ = _one_kernel(lambda a, b: a @ b, f32(1024, 64), f32(64, 2048))
-    _, _, _, opts = kernel_ir(ast)
+    with tg.Context(GPU_SMEM=0):
+        _, _, _, opts = kernel_ir(ast)
+        ptx = ptx_of(ast)[0]
     assert Opt("UNROLL", 2, 4) in opts, opts
-    ptx = ptx_of(ast)[0]
     loop = ptx[ptx.index("$L__BB0_"):]
     loop = loop[:loop.index("bra")]
     assert loop.count("fma.rn.f32") == 128 and loop.count("ld.global.nc.v4") == 12, loop

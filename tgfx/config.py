@@ -21,7 +21,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 # the flags that change the code compiled for a program (the kernels' options, the target, the types of Python
 # values): a jitted function keeps its programs per their values (`codegen`)
-CODEGEN = ("TGFX_ENABLE_X64", "NOOPT", "BEAM", "TGFX_CPU", "TGFX_FLUSH_DENORMALS")
+CODEGEN = ("TGFX_ENABLE_X64", "NOOPT", "BEAM", "TGFX_CPU", "TGFX_FLUSH_DENORMALS", "GPU_SMEM")
 
 
 class _Local(threading.local):
@@ -111,6 +111,7 @@ SPEC = Flag("SPEC", 0)            # check every UOp against tgfx/ir/spec.py when
 BEAM = Flag("BEAM", 0)            # kernel option search width (0: heuristics only)
 BEAM_BUDGET = Flag("BEAM_BUDGET", 20.0)  # seconds a BEAM search may spend on one kernel
 NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
+GPU_SMEM = Flag("GPU_SMEM", 1)    # 0: GPU contractions read their operands from global memory, no shared tiles
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
 # a program touching at most this much runs on the caller when its device is idle (-1: the L2 cache of one core of

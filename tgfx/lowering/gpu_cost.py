@@ -26,7 +26,7 @@ from tgfx.devices.target import GPUTarget
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.linearize import is_block_reduce, range_deps
-from tgfx.lowering.optimize_gpu import launch_dims, specials
+from tgfx.lowering.optimize_gpu import TIDX, launch_dims, specials
 from tgfx.lowering.symbolic import NotStatic, evaluate
 
 SECTOR_BYTES = 32   # the unit a warp's global access is served in (L1/L2 sectors of every architecture since sm_60)
@@ -129,6 +129,9 @@ def _warp_ids(sink: UOp, block: tuple[int, int, int], grid: tuple[int, int, int]
         for name, sp in specials(sink).items():
             if name == "lidx0":
                 env[sp] = tid[0]
+                continue
+            if name == TIDX:   # (a shared tile's fill: the thread's index in its block)
+                env[sp] = lin
                 continue
             d, size, n = int(name[4:]), sp.arg[1], sp.arg[2]
             v = bid[d] * n + tid[d] if n > 1 else bid[d]

@@ -34,7 +34,8 @@ with a thread each, gets a block per row (GLOBAL n = 1 on the row axes, GROUP on
 output loop); every other kernel gets one thread per output element (GLOBAL on every output axis: the innermost on
 x with the target's block size, then the axes nearest in memory, ones past the third sharing the last) after an
 UPCAST for vector loads, or per register tile of a contraction, as large as still fills the GPU
-(`GPUTarget.fill_threads`). Every amount comes from the `GPUTarget`; `gpu_cost.launch_cost` shows what they give.
+(`GPUTarget.fill_threads`), its operands staged in shared memory where it has two (`_shared_opts`; `GPU_SMEM=0`
+turns it off). Every amount comes from the `GPUTarget`; `gpu_cost.launch_cost` shows what they give.
 
 `thread_loops` turns a kernel back into loops for the CPU (tests/emulated_cuda.py runs test files so); a kernel with
 shared tiles becomes loops over its blocks, then their threads, the tiles filled once a block (`_emulated_tiles`).
@@ -482,6 +483,9 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
             if rows > 1:
                 opts.append(Opt("UPCAST", blk.arg[0], rows))
                 sizes[blk.arg[0]] //= rows
+                if config.GPU_SMEM and (staged := _shared_opts(sink, target, opts, loops, sizes, vec, blk, reduces,
+                                                               (lanes, rows), itemsize)) is not None:
+                    return staged
         # the reduce a vector's lanes at a time where an operand's rows run along it: each row's lanes one 16-byte
         # load (a 4 x 8 tile's row values were a load per step: 32 loads for 128 FMAs, 12 now; a thread an output of a
         # batch of 128 through a layer, too few outputs for tiles, reads its row 16 bytes at a time: 8 loads for 4
@@ -523,6 +527,41 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
             break
         opts.append(Opt("GLOBAL", r.arg[0], 1))
         grid[-1] = (size * sizes[r.arg[0]], n)
+    return opts
+
+
+def _shared_opts(sink: UOp, target: GPUTarget, tile: list[Opt], loops: list[UOp], sizes: dict[int, int], vec: UOp,
+                 blk: UOp, reduces: list[UOp], shape: tuple[int, int], itemsize: int) -> list[Opt] | None:
+    """A register-tiled contraction's options with its operands staged in shared memory (SHARED), or None where
+    they do not apply: the block's threads a warp along the vectorised axis (its tile row one run of adjacent
+    16-byte reads, the other operand's column one broadcast) and the rest of `block_threads` along the blocked one,
+    every other output axis a grid axis of its own (three at most); the reduce staged `shared_tile_depth` steps at
+    a time, fewer where they divide its length (no masked steps). Tried on the kernel: None where an option does
+    not fit (an operand read through a mask, a reduce over more ranges)."""
+    if len(reduces) != 1 or len([r for r in loops if sizes[r.arg[0]] > 1]) > 3:
+        return None
+    red, (lanes, rows) = reduces[0], shape
+    nx = min(target.warp_size, _pow2_at_least(sizes[vec.arg[0]]))
+    ny = min(target.block_threads() // nx, _pow2_at_least(sizes[blk.arg[0]]))
+    if ny < 2:
+        return None
+    depth = target.shared_tile_depth(nx * lanes + ny * rows, itemsize)
+    steps = red.src[0].arg
+    fits = next((d for d in (depth >> i for i in range(depth.bit_length())) if d >= 2 and steps % d == 0), depth)
+    if fits < 2 or steps < fits:
+        return None
+    grid = [Opt("GLOBAL", vec.arg[0], nx), Opt("GLOBAL", blk.arg[0], ny)]
+    grid += [Opt("GLOBAL", r.arg[0], 1) for r in reversed(loops) if r not in (vec, blk) and sizes[r.arg[0]] > 1]
+    for dim, o in enumerate(grid):
+        if -(-sizes[o.axis] // o.amount) > target.max_grid[dim]:
+            return None
+    opts = [*tile, *grid, Opt("SHARED", red.arg[0], fits)]
+    try:
+        staged = sink
+        for o in opts:
+            staged = apply_gpu_opt(staged, o, simplify=False)
+    except KernelOptError:
+        return None
     return opts
 
 

@@ -350,7 +350,8 @@ _ptx: LRU[tuple[str, str, str], tuple[str, str, LaunchDims]] = LRU(lambda: int(c
 
 
 def _mode(opts: Sequence[Opt] | None, target: GPUTarget) -> str:
-    what = "hand" if opts is None else "opts:" + ",".join(f"{o.op}.{o.axis}.{o.amount}" for o in opts)
+    what = ("hand" if config.GPU_SMEM else "hand-nosmem") if opts is None else \
+        "opts:" + ",".join(f"{o.op}.{o.axis}.{o.amount}" for o in opts)
     return f"{'noopt' if config.NOOPT and opts is None else what}@{target.key}"
 
 
@@ -439,7 +440,8 @@ def gpu_kernel(device: Any, ast: UOp) -> Any:
 def _loaded_key(device: Any, ast: UOp) -> tuple[str, str, str]:
     """A loaded kernel's key: what chose its options is part of it, as of the CPU's compiled kernels (`opt_mode`): a
     thread inside `Context(NOOPT=1)` got the kernel with the GPU options another thread loaded before."""
-    return device.name, ast.key, "noopt" if config.NOOPT else f"beam{int(config.BEAM)}" if config.BEAM > 0 else "hand"
+    return device.name, ast.key, "noopt" if config.NOOPT else f"beam{int(config.BEAM)}" if config.BEAM > 0 else \
+        "hand" if config.GPU_SMEM else "hand-nosmem"
 
 
 def _load(device: Any, key: tuple[str, str, str], ptx: tuple[str, str, LaunchDims]) -> Any:
