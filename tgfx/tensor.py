@@ -180,9 +180,10 @@ class Tensor:
         if u.op is Ops.BUFFER:              # the common case: a computed one-device Tensor
             get_device(u.arg[1]).synchronize()
             return self
-        if not is_realized(u):
-            self.realize()
-        device = self.uop.device
+        u = realize(self)[0]
+        # (a computed value's device read from its buffer: `.device` is a property to compute on a new node)
+        device = u.arg[1] if u.op is Ops.BUFFER else u.src[0].arg[1] if u.op is Ops.RESHAPE and \
+            u.src[0].op is Ops.BUFFER else u.device
         for d in (device,) if type(device) is str else device:
             get_device(d).synchronize()
         return self
@@ -210,6 +211,9 @@ class Tensor:
             raise ValueError(f"item() needs a Tensor with one element, this one has shape {self.shape}")
         if (read := _read_element(self.uop)) is not None:   # an element of a computed buffer: no kernel
             return read
+        u = realize(self)[0]
+        if (buf := buffer_view(u)) is not None and buf.dtype != dtypes.bfloat16:   # `numpy()`'s read, without an array
+            return copyout(buf)[0].item()
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
@@ -829,6 +833,7 @@ def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
 _lazy: dict[int, weakref.ref] = {}   # by id (Tensor's == is numpy's), as `_register` keeps them
 _lazy_pop = _lazy.pop
 _STORED = frozenset({Ops.BUFFER, Ops.CONST, Ops.PARAM})
+_BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
 _VIEWS = GroupOp.Movement | GroupOp.DynamicView | {Ops.GETTUPLE, Ops.CAST, Ops.BITCAST}
 
 
@@ -850,7 +855,7 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
     variable is a kernel of its own then, not fused into its users. `described`: the description of their graph. Each
     comes with the value it was found as (read once: another thread may rebind it). `most`: the most elements one may
     have."""
-    held = {id(t) for t in todo}
+    held = set(map(id, todo))
     if _lazy.keys() <= held:   # no lazy Tensor but these (an eager op's case)
         return []
     candidates: list[tuple[Tensor, UOp, UOp]] = []
@@ -925,19 +930,29 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     n x n for the n it gathers), not state a step carries (an optimiser's moments: the size of the value they make).
     """
     donated = donations.count   # (before the Tensors' graphs are read: see DonationLog)
-    todo = [t for t in ts if not is_realized(t.uop)]
-    if not todo:
-        return [t.uop for t in ts]
+    one = len(ts) == 1   # (an eager read's case, spelled without comprehensions: each is a call)
+    if one:
+        u = ts[0].uop    # read once: another thread realising a sibling may rebind it meanwhile
+        if u.op is _BUFFER or u.op is _RESHAPE and u.src[0].op is _BUFFER or u.op is Ops.MULTI and is_realized(u):
+            return [u]
+        todo, uops = list(ts), [u]
+    else:
+        todo = [t for t in ts if not is_realized(t.uop)]
+        if not todo:
+            return [t.uop for t in ts]
+        uops = [t.uop for t in todo]
     refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork)
-    differentiating = _differentiating()
-    uops = [t.uop for t in todo]   # read once: another thread realising a sibling may rebind it meanwhile
+    differentiating = current().differentiating
     described = views = None
     ranges_only = False
     if not differentiating:
         # a contiguous range of a computed buffer in host memory (`x[2:5]`, a row of a split key) is that memory: no
         # kernel, and when every Tensor is one, no graph to describe and no sibling (the graph computes nothing)
-        views = {u: v for u in uops if u.op in _RANGES and (v := range_view(u)) is not None}
-        ranges_only = len(views) == len(set(uops))
+        views = {}
+        for u in uops:
+            if u.op in _RANGES and (v := range_view(u)) is not None:
+                views[u] = v
+        ranges_only = bool(views) and len(views) == len(set(uops))
         if not ranges_only:
             described = describe(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
             if more := siblings(todo, described, max(prod(t.uop.shape) for t in todo) if deep else None):
@@ -961,7 +976,9 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         for t, u in zip(todo, uops, strict=True):
             t.uop = results[u]   # the same value either way, if another thread rebound it too
             _lazy.pop(id(t), None)
-    return [results[u] if (u := t.uop) in results else u for t in ts] if differentiating else [t.uop for t in ts]
+    if differentiating:
+        return [results[u] if (u := t.uop) in results else u for t in ts]
+    return [ts[0].uop] if one else [t.uop for t in ts]
 
 
 class DonatedBufferError(RuntimeError):

@@ -19,7 +19,7 @@ import dataclasses
 import os
 import traceback
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -82,8 +82,8 @@ _IDLE = TraceContext()
 _context: ContextVar[TraceContext] = ContextVar("tgfx_trace_context", default=_IDLE)  # noqa: B039
 
 
-def current() -> TraceContext:
-    return _context.get()
+# `current()`: this context's TraceContext (the variable's own `get`: every eager read asks)
+current: Callable[[], TraceContext] = _context.get
 
 
 def active() -> bool:

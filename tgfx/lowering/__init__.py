@@ -31,7 +31,7 @@ from tgfx.devices.target import Target, host_target, native_target
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite, keep_rewritten, release_rewritten
 from tgfx.ir.spec import check_stage
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering.compile import (
     KernelCode,
     cache_key,
@@ -44,7 +44,7 @@ from tgfx.lowering.compile import (
 )
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.eager import Description, describe, dispatch_mode, graph_template
-from tgfx.lowering.execute import buffer_memory, memory_of, range_view
+from tgfx.lowering.execute import buffer_memory, range_view
 from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.inline import check_no_params, inline, walk
 from tgfx.lowering.kernel_opts import Opt, global_size, merge_loops, split_ranges
@@ -483,7 +483,12 @@ def realize(uops: list[UOp], described: Description | None = None,
         d = describe(sink)
         prog = eager_program(graph_template(d), d.inputs)
     counters.uop_count += len(d.nodes)
-    results = prog.execute([memory_of(b) or buffer_memory(b, allocate=False) for b in d.inputs], d.inputs)
+    mems = []
+    for b in d.inputs:   # (`memory_of`, inlined: an eager op's every input)
+        mems.append(buffers.get(id(b)) or buffer_memory(b, allocate=False))
+    results = prog.execute(mems, d.inputs)
+    if len(uops) == 1 and unflatten is list:
+        return {uops[0]: results[0]}
     return dict(zip(uops, unflatten(results), strict=True))
 
 

@@ -240,9 +240,16 @@ def _entries(u: UOp, depth: int, at: dict[UOp, int], nodes: list[UOp], inputs: l
         for s in src:   # each source's subgraph in turn (a constant, or a view of one, is read where it is)
             if s in at:
                 continue
-            if s.op is _BUFFER:
-                if not _buffer_entry(s, at, nodes, inputs, desc, device):
+            if s.op is _BUFFER:   # (`_buffer_entry`, inlined: most ops read a buffer)
+                a = s.arg
+                if a[0] < 0 or device and a[1] != device[0]:
                     return False
+                if not device:
+                    device.append(a[1])
+                at[s] = len(nodes)
+                nodes.append(s)
+                inputs.append(s)
+                desc.extend((_BUFFER, s.dtype, a[1], a[2], -1))
                 continue
             c = s
             while c.op in _MOVEMENT:
@@ -265,8 +272,10 @@ def _entries(u: UOp, depth: int, at: dict[UOp, int], nodes: list[UOp], inputs: l
                 desc.append(("argument", c.dtype, *views))
                 consts.append(len(inputs))
                 inputs.append(c)
-            else:
-                desc.append(("constant", c.dtype, arg_key(c.arg), *views))
+            else:   # (its arg as `arg_key` keys it, without the call for most values)
+                a = c.arg
+                desc.append(("constant", c.dtype, arg_key(a) if type(a) is complex or type(a) is float and a == 0.0
+                             else a, *views))
     at[u] = len(nodes)
     nodes.append(u)
     return True

@@ -14,6 +14,7 @@ from tgfx.devices.queue import HWQueue, Label
 from tgfx.devices.target import host_target
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, buffers, prod
+from tgfx.lowering.layout import copy_source, new_buffer
 
 
 def buffer_nbytes(buf: UOp) -> int:
@@ -45,18 +46,21 @@ def register_memory(buf: UOp, mem: object) -> object:
     return mem
 
 
+_RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})
+
+
 def range_view(u: UOp) -> UOp | None:
     """`u` as a buffer of its own, without a kernel or a copy, when it is a contiguous range of a computed buffer in
     host memory (a row of a split key, `x[3]`, `x[2:5]`: reshapes and leading-axis shrinks): a new BUFFER (viewed in
     `u`'s shape) whose memory is that range of the other's. None otherwise (another device's memory: its kernels may
     assume aligned buffers)."""
-    if u.op not in (Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK) or u.dtype.is_complex:
+    if u.op not in _RANGES:
         return None
-    from tgfx.lowering.layout import copy_source, new_buffer
     base, off = copy_source(u)
-    size = prod(u.shape)
-    if base.op is not Ops.BUFFER or size == 0 or (mem := buffers.get(id(base))) is None or \
-            not get_device(base.arg[1]).host_memory:
+    # (what it views first: most roots that are reshapes are reshaped results of ops, `sum(x)`'s, and those are
+    # realised with nothing more read of them)
+    if base.op is not Ops.BUFFER or u.dtype.is_complex or (size := prod(u.shape)) == 0 or \
+            (mem := buffers.get(id(base))) is None or not get_device(base.arg[1]).host_memory:
         return None
     view = new_buffer(base.arg[1], size, u.dtype)
     register_memory(view, mem.view(off * u.dtype.itemsize, size * u.dtype.itemsize))   # both marked `shared`

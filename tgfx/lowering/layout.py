@@ -7,12 +7,12 @@ import itertools
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 
-_buffer_uid = itertools.count(1)
+buffer_uids = itertools.count(1)
 
 
 def new_buffer(device: str, size: int, dtype) -> UOp:  # noqa: ANN001
     """A fresh BUFFER node; its memory is allocated when a kernel first writes it."""
-    return UOp(Ops.BUFFER, dtype, (), (next(_buffer_uid), device, size))
+    return UOp(Ops.BUFFER, dtype, (), (next(buffer_uids), device, size))
 
 
 def buffer_view(u: UOp) -> UOp | None:

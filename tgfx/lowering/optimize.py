@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from tgfx import config
 from tgfx.devices.target import Target
@@ -36,9 +36,9 @@ def use_opts(opts: Sequence[Opt]) -> Iterator[None]:
         _forced.reset(token)
 
 
-def forced_opts() -> tuple[Opt, ...] | None:
-    """The options `use_opts` forces here, or None."""
-    return _forced.get()
+# `forced_opts()`: the options `use_opts` forces here, or None (the variable's own `get`: an eager op asks once, and
+# a Python function around it was a call of its ~50)
+forced_opts: Callable[[], tuple[Opt, ...] | None] = _forced.get
 
 
 def opt_mode(opts: Sequence[Opt] | None, target: Target) -> str:

@@ -40,7 +40,7 @@ from tgfx.lowering.execute import (
     is_tiny,
     register_memory,
 )
-from tgfx.lowering.layout import buffer_view, new_buffer
+from tgfx.lowering.layout import buffer_uids, buffer_view, new_buffer
 from tgfx.lowering.schedule import ScheduleTemplate, is_alias
 
 RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
@@ -392,9 +392,14 @@ class Program:
         """Run the program on inputs `mems` (the memory of buffers `in_bufs`, which donated outputs take over):
         the results, each a view of its output buffer (or of an input), per device part."""
         if self.plain:   # every output fresh, every result one of them: what the loops below do, without their tests
-            out_bufs = [_output(spec, mems) for spec in self.out_specs]
-            results = [out_bufs[a] if shape is None else UOp(Ops.RESHAPE, out_bufs[a].dtype, (out_bufs[a],), shape)
-                       for _, a, shape in self.result_views]
+            # (loops, not comprehensions: each of those is a call, and an eager op runs this every time)
+            out_bufs = []
+            for spec in self.out_specs:
+                out_bufs.append(_output(spec, mems))
+            results = []
+            for _, a, shape in self.result_views:
+                b = out_bufs[a]
+                results.append(b if shape is None else UOp(Ops.RESHAPE, b.dtype, (b,), shape))
         elif (results := self._reuse(mems) if self.recent is not None else None) is None:
             out_bufs = []
             for i, spec in enumerate(self.out_specs):
@@ -417,7 +422,9 @@ class Program:
             self.run(mems)
         else:  # one segment that waits for nothing: what `run` does, without its bookkeeping
             with self.lock:
-                seg.bind(mems)
+                words = seg.cb.word_view
+                for word, offset, i in seg.patches:   # (`seg.bind(mems)`, inlined)
+                    words[word] = mems[i].ptr + offset
                 # a tiny program runs inline when it can, and holds nothing then
                 seg.device.submit(seg.cb, mems if self.inline else _queue_refs(mems, seg.device), self.inline)
             counters.kernel_count += self.n_kernels
@@ -578,7 +585,7 @@ def _queue_refs(mems: list[Any], device: Any) -> list[Any]:
 def _output(spec: tuple, mems: list[Any]) -> UOp:
     """A new output buffer, its memory (appended to `mems`) leased from the slot's free list when one is idle."""
     device, size, dtype, allocator, nbytes, free = spec
-    buf = new_buffer(device, size, dtype)
+    buf = UOp(Ops.BUFFER, dtype, (), (next(buffer_uids), device, size))   # (`new_buffer`, inlined: every eager op's)
     if free is None:
         mem = allocator.alloc(nbytes)
         counters.alloc_count += 1
@@ -589,7 +596,8 @@ def _output(spec: tuple, mems: list[Any]) -> UOp:
             raw = allocator.alloc(nbytes)
             counters.alloc_count += 1
         mem = Buffer(raw.device, raw.nbytes, raw.ptr, _Lease(raw, free))
-    mems.append(register_memory(buf, mem))
+    buffers[id(buf)] = mem   # (`register_memory`, inlined)
+    mems.append(mem)
     return buf
 
 
