@@ -41,9 +41,9 @@ from tgfx.dtypes import (
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.lowering import layout
+from tgfx.lowering import layout, realize_op
 from tgfx.lowering import realize as lower_realize
-from tgfx.lowering.eager import Description, describe
+from tgfx.lowering.eager import Description, describe, op_signature
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
 from tgfx.lowering.layout import buffer_view, new_buffer
@@ -943,6 +943,17 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         uops = [t.uop for t in todo]
     refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork)
     differentiating = current().differentiating
+    if one and not differentiating and _lazy.keys() <= {id(ts[0])} and (found := op_signature(u)) is not None:
+        # one op over buffers (`x + 1`), and no other lazy Tensor that could be its sibling: from its signature to its
+        # program, without describing its graph
+        result, inputs = realize_op(u, found)
+        if donations.count != donated and donations.since(donated, inputs):   # (as below)
+            if is_realized(ts[0].uop):
+                return [ts[0].uop]
+            raise donated_meanwhile("realizing a Tensor")
+        ts[0].uop = result
+        _lazy.pop(id(ts[0]), None)
+        return [result]
     described = views = None
     ranges_only = False
     if not differentiating:

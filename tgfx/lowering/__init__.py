@@ -42,6 +42,7 @@ from tgfx.lowering.compile import (
     read_cached,
     write_cached,
 )
+from tgfx.lowering.constants import const_buffer
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.eager import Description, describe, dispatch_mode, graph_template
 from tgfx.lowering.execute import buffer_memory, range_view
@@ -470,14 +471,7 @@ def realize(uops: list[UOp], described: Description | None = None,
     d = described if described is not None else describe(UOp(Ops.SINK, None, tuple(uops)))
     unflatten: Callable[[list[UOp]], list[UOp]] = list
     if not d.front or d.front <= _CALLS:
-        # a graph seen before (in this mode) is its program, whatever buffers and constant values it reads: the
-        # schedule depends on the graph, not on them (eager learning rates, step counters: kernel arguments, one
-        # schedule and one compile for all values)
-        if (prog := _programs.peek(d.key)) is None:
-            # calls on one device are inlined in the graph's abstraction, when it is new
-            tpl = graph_template(d, lower=_inline if d.front else None)
-            # its program, lowered once per kernel-option mode and replayed as a jitted function's is
-            prog = _programs.setdefault(d.key, eager_program(tpl, d.inputs))
+        prog = _program(d)
     else:
         sink, unflatten = lower_multi(_inline(d.nodes[-1]))
         d = describe(sink)
@@ -490,6 +484,48 @@ def realize(uops: list[UOp], described: Description | None = None,
     if len(uops) == 1 and unflatten is list:
         return {uops[0]: results[0]}
     return dict(zip(uops, unflatten(results), strict=True))
+
+
+def _program(d: Description) -> Any:
+    """The program of a graph `describe` described (calls on one device in it are inlined)."""
+    # a graph seen before (in this mode) is its program, whatever buffers and constant values it reads: the schedule
+    # depends on the graph, not on them (eager learning rates, step counters: kernel arguments, one schedule and one
+    # compile for all values)
+    if (prog := _programs.peek(d.key)) is None:
+        # calls on one device are inlined in the graph's abstraction, when it is new
+        tpl = graph_template(d, lower=_inline if d.front else None)
+        # its program, lowered once per kernel-option mode and replayed as a jitted function's is
+        prog = _programs.setdefault(d.key, eager_program(tpl, d.inputs))
+    return prog
+
+
+def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[UOp]]) -> tuple[UOp, list[UOp]]:
+    """`realize([u])[u]` for one op over buffers of one device and constants, whose `op_signature` is `found`, and the
+    buffers it read (its inputs). An op whose signature was seen before (in this mode) goes from the signature to its
+    program and runs it: no SINK, no description, no walk (an eager `x + 1`'s most common case)."""
+    sig, inputs, consts = found
+    key = (dispatch_mode(), sig)
+    if (prog := _op_programs.get(key)) is None:
+        d = describe(UOp(Ops.SINK, None, (u,)))
+        prog = _program(d)
+        if len(_op_programs) >= OP_PROGRAMS_KEPT:
+            _op_programs.clear()
+        _op_programs[key] = prog
+        inputs = d.inputs
+    elif consts:   # its lifted constants' interned buffers, numbered as `describe` numbers them
+        n, device = len(inputs), sig[-2]
+        inputs = [*inputs, *(const_buffer(c.dtype, c.arg, device, n + i) for i, c in enumerate(consts))]
+    counters.uop_count += len(found[1]) + 2   # (its nodes: the buffers, the op and the SINK it was described with)
+    mems = []
+    for b in inputs:   # (`memory_of`, inlined)
+        mems.append(buffers.get(id(b)) or buffer_memory(b, allocate=False))
+    return prog.execute(mems, inputs)[0], inputs
+
+
+# an eager op's program by its mode and `op_signature`; a program found again through its description after this is
+# cleared (it only grows where ops of many signatures run)
+_op_programs: dict[tuple, Any] = {}
+OP_PROGRAMS_KEPT = 4096
 
 
 _RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)
@@ -536,6 +572,7 @@ def forget_compiled() -> None:
     from tgfx.lowering.schedule import _templates
     _kernels.clear()
     _programs.clear()
+    _op_programs.clear()
     _same_code.clear()
     for tpl in _templates.values():
         tpl.programs.clear()

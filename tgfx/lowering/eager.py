@@ -22,7 +22,7 @@ from tgfx.lowering.optimize import forced_opts
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, _cached_template, _templates, placeholder
 
 # (the walk reads these once per node)
-_CONST, _COPY, _SINK, _BUFFER = Ops.CONST, Ops.COPY, Ops.SINK, Ops.BUFFER
+_CONST, _COPY, _SINK, _BUFFER, _RESHAPE = Ops.CONST, Ops.COPY, Ops.SINK, Ops.BUFFER, Ops.RESHAPE
 _MOVEMENT = GroupOp.Movement
 _DYNAMIC = GroupOp.DynamicView
 # what only the stages before scheduling handle: an eager graph without them (most are) goes straight to its template
@@ -213,6 +213,7 @@ def _describe_op(sink: UOp) -> Description | None:
     return Description(nodes, inputs, dev, (dispatch_mode(), dev, *desc), set(), at, False)
 
 
+_LEAVES = _MOVEMENT | {Ops.BUFFER, Ops.CONST}   # what the sources of an `op_signature` op may be
 _DEEPEST = 64   # nodes deep that `_describe_op` recurses (a lazy chain is computed at 32: `tensor.LAZY_DEPTH`)
 
 
@@ -295,6 +296,77 @@ def _buffer_entry(b: UOp, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp
     inputs.append(b)
     desc.extend((_BUFFER, b.dtype, a[1], a[2], -1))
     return True
+
+
+def op_signature(u: UOp) -> tuple[tuple, list[UOp], list[UOp]] | None:
+    """What an eager op's program depends on, found without describing its graph: `u` is one op (or a reshape of its
+    result, `sum(x)`'s) whose sources are buffers of one device, reshapes of them and constants (`x + 1`, `x * y`,
+    `exp(x)`, `x < y`, `a + 1` of a matrix). Its signature (op, dtype, arg, tag, each source's view, dtype and size, or
+    which buffer before it it reads again, or its constant's entry, the device and the result's reshape) tells apart
+    exactly what `describe`'s key does for such a graph: one signature, one program. With it: the buffers it reads,
+    in the walk's order, and the CONSTs of its lifted constants (its other inputs, after the buffers). None for any
+    other graph (graphs of several ops, constants alone, several devices): `describe` it."""
+    reshaped = None
+    if u.op is _RESHAPE and u.src[0].op not in _KIND and u.src[0].op is not _CONST:
+        reshaped, u = (u.arg, u.tag), u.src[0]   # (a result viewed in its shape: not a range of a buffer)
+    op, src = u.op, u.src
+    if op in _KIND or op is _CONST or not src:
+        return None
+    for s in src:   # (the commonest refusal, cheaply: a source that is an op, `where(x > 0, x, y)`'s comparison)
+        if s.op not in _LEAVES:
+            return None
+    a = u.arg
+    sig: list = [op, u.dtype, arg_key(a) if type(a) is float or type(a) is complex else a, u.tag]
+    bufs: list[UOp] = []
+    consts: list[UOp] = []
+    device = None
+    for s in src:
+        view = None
+        if s.op is _RESHAPE and s.src[0].op is _BUFFER:   # (a matrix: a reshape of its flat buffer)
+            view, s = (s.arg, s.tag), s.src[0]
+        if s.op is _BUFFER:
+            b = s.arg
+            if b[0] < 0:
+                return None
+            if device is None:
+                device = b[1]
+            elif b[1] != device:
+                return None
+            if s in bufs:   # (a buffer read twice is one input, `x * x`: not the program of `x * y`)
+                sig.append((view, bufs.index(s)))
+            else:
+                bufs.append(s)
+                sig.append((view, s.dtype, b[2]))
+            continue
+        if (e := s.__dict__.get("eager_entry")) is None:
+            if s.op not in _MOVEMENT and s.op is not _CONST:   # (an op: a graph of several)
+                return None
+            e = s.__dict__["eager_entry"] = _const_entry(s)
+        if not e:
+            return None
+        sig.append(e[0])
+        if e[1] is not None:
+            consts.append(e[1])
+    if device is None:
+        return None
+    sig.append(device)
+    sig.append(reshaped)
+    return tuple(sig), bufs, consts
+
+
+def _const_entry(s: UOp) -> tuple[tuple, UOp | None] | bool:
+    """For `op_signature`: how `describe` enters source `s` if it is a constant or a view of one, and its CONST if it
+    is lifted (an argument), cached on the node (a broadcast Python scalar's nodes are kept: `_scalar_broadcast`);
+    False for anything else."""
+    c, views = s, []
+    while c.op in _MOVEMENT:
+        views.append((c.op, c.arg, c.tag))
+        c = c.src[0]
+    if c.op is not _CONST:
+        return False
+    if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):
+        return ("argument", c.dtype, *views), c
+    return ("constant", c.dtype, arg_key(c.arg), *views), None
 
 
 def dispatch_mode() -> tuple:
