@@ -26,9 +26,9 @@ M = np.arange(64, dtype=np.float32)
 
 # (name, op on (x, a, m), numpy's answer, walks (`describe`) per realise)
 OPS: list[tuple[str, Callable, Callable, int]] = [
-    ("x + 1", lambda x, a, m: x + 1, lambda: X + 1, 0),   # (one op over a buffer: its signature, `op_signature`)
-    ("sum(x * 2 + 1)", lambda x, a, m: tnp.sum(x * 2.0 + 1), lambda: np.sum(X * 2 + 1), 1),
-    ("a @ a", lambda x, a, m: a @ a, lambda: A @ A, 1),
+    ("x + 1", lambda x, a, m: x + 1, lambda: X + 1, 0),   # (its signature instead: `op_signature`)
+    ("sum(x * 2 + 1)", lambda x, a, m: tnp.sum(x * 2.0 + 1), lambda: np.sum(X * 2 + 1), 0),   # (a chain of ops)
+    ("a @ a", lambda x, a, m: a @ a, lambda: A @ A, 0),
     ("m[8:40].reshape(4, 8) * 1.0", lambda x, a, m: m[8:40].reshape(4, 8) * 1.0, lambda: M[8:40].reshape(4, 8), 1),
 ]
 

@@ -499,33 +499,31 @@ def _program(d: Description) -> Any:
     return prog
 
 
-def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[UOp]]) -> tuple[UOp, list[UOp]]:
-    """`realize([u])[u]` for one op over buffers of one device and constants, whose `op_signature` is `found`, and the
-    buffers it read (its inputs). An op whose signature was seen before (in this mode) goes from the signature to its
-    program and runs it: no SINK, no description, no walk (an eager `x + 1`'s most common case)."""
+def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[int]]) -> tuple[UOp, list[UOp]]:
+    """`realize([u])[u]` for a chain of ops over buffers of one device and constants, whose `op_signature` is `found`,
+    and the buffers it read (its inputs). An op whose signature was seen before (in this mode) goes from the
+    signature to its program and runs it: no SINK, no description, no walk (an eager `x + 1`'s most common case)."""
     sig, inputs, consts = found
     key = (dispatch_mode(), sig)
-    if (prog := _op_programs.get(key)) is None:
+    if (prog := _op_programs.peek(key)) is None:
         d = describe(UOp(Ops.SINK, None, (u,)))
-        prog = _program(d)
-        if len(_op_programs) >= OP_PROGRAMS_KEPT:
-            _op_programs.clear()
-        _op_programs[key] = prog
+        prog = _op_programs.setdefault(key, _program(d))
         inputs = d.inputs
     elif consts:   # its lifted constants' interned buffers, numbered as `describe` numbers them
-        n, device = len(inputs), sig[-2]
-        inputs = [*inputs, *(const_buffer(c.dtype, c.arg, device, n + i) for i, c in enumerate(consts))]
-    counters.uop_count += len(found[1]) + 2   # (its nodes: the buffers, the op and the SINK it was described with)
+        device = sig[-1]
+        for i in consts:
+            c = inputs[i]
+            inputs[i] = const_buffer(c.dtype, c.arg, device, i)
+    counters.uop_count += len(sig)   # (about its nodes)
     mems = []
     for b in inputs:   # (`memory_of`, inlined)
         mems.append(buffers.get(id(b)) or buffer_memory(b, allocate=False))
     return prog.execute(mems, inputs)[0], inputs
 
 
-# an eager op's program by its mode and `op_signature`; a program found again through its description after this is
-# cleared (it only grows where ops of many signatures run)
-_op_programs: dict[tuple, Any] = {}
-OP_PROGRAMS_KEPT = 4096
+# an eager op's program by its mode and `op_signature`, as many as `_programs` keeps (a program holds its outputs'
+# memory pools); one evicted is found again through its description
+_op_programs: LRU[tuple, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
 _RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)

@@ -298,75 +298,104 @@ def _buffer_entry(b: UOp, at: dict[UOp, int], nodes: list[UOp], inputs: list[UOp
     return True
 
 
-def op_signature(u: UOp) -> tuple[tuple, list[UOp], list[UOp]] | None:
-    """What an eager op's program depends on, found without describing its graph: `u` is one op (or a reshape of its
-    result, `sum(x)`'s) whose sources are buffers of one device, reshapes of them and constants (`x + 1`, `x * y`,
-    `exp(x)`, `x < y`, `a + 1` of a matrix). Its signature (op, dtype, arg, tag, each source's view, dtype and size, or
-    which buffer before it it reads again, or its constant's entry, the device and the result's reshape) tells apart
-    exactly what `describe`'s key does for such a graph: one signature, one program. With it: the buffers it reads,
-    in the walk's order, and the CONSTs of its lifted constants (its other inputs, after the buffers). None for any
-    other graph (graphs of several ops, constants alone, several devices): `describe` it."""
-    reshaped = None
-    if u.op is _RESHAPE and u.src[0].op not in _KIND and u.src[0].op is not _CONST:
-        reshaped, u = (u.arg, u.tag), u.src[0]   # (a result viewed in its shape: not a range of a buffer)
-    op, src = u.op, u.src
-    if op in _KIND or op is _CONST or not src:
+def op_signature(u: UOp) -> tuple[tuple, list[UOp], list[int]] | None:
+    """What an eager op's program depends on, found without describing its graph, for a chain of ops: each op's
+    sources are buffers of one device, reshapes of them, constants and at most one op (or a reshape of one's result):
+    `x + 1`, `exp(x)`, `i * 3 + 1`, `where(x > 0, x, y)`, `mean(x * y + 1)`. Its signature (per op: op, dtype, arg,
+    tag, and per source its view, dtype and size, or which buffer before it it reads again, or its constant's entry,
+    or the op's signature; the device) tells apart exactly what `describe`'s key does for such a graph: one
+    signature, one program. With it: the inputs in `describe`'s order (each buffer where the walk first reads it, each
+    lifted constant's CONST after its op's sources) and where the CONSTs are. None for any other graph (an op reading
+    two ops, constants alone, several devices, a view other than a reshape): `describe` it."""
+    sig: list = []
+    inputs: list[UOp] = []
+    consts: list[int] = []
+    device: list[str] = []
+    if not _chain_entries(u, 0, sig, inputs, consts, device) or not device:   # (constants alone: `describe` them)
         return None
-    for s in src:   # (the commonest refusal, cheaply: a source that is an op, `where(x > 0, x, y)`'s comparison)
-        if s.op not in _LEAVES:
-            return None
+    sig.append(device[0])
+    return tuple(sig), inputs, consts
+
+
+_CHAIN_DEPTH = 16   # ops deep that `op_signature` follows a chain (a longer one is described)
+
+
+def _chain_entries(u: UOp, depth: int, sig: list, inputs: list[UOp], consts: list[int], device: list[str]) -> bool:
+    """For `op_signature`: the entries of `u` (an op, or a reshape of one's result) into `sig`, its buffers and
+    lifted constants into `inputs` in `_entries`'s order; False where the graph is no chain of ops."""
+    if u.op is _RESHAPE and u.src[0].op not in _KIND and u.src[0].op is not _CONST:
+        sig.append((_RESHAPE, u.arg, u.tag))   # (a result viewed in another shape: not a range of a buffer)
+        u = u.src[0]
+    op, src = u.op, u.src
+    if op in _KIND or op is _CONST or not src or depth > _CHAIN_DEPTH:
+        return False
     a = u.arg
-    sig: list = [op, u.dtype, arg_key(a) if type(a) is float or type(a) is complex else a, u.tag]
-    bufs: list[UOp] = []
-    consts: list[UOp] = []
-    device = None
+    sig.append((op, u.dtype, arg_key(a) if type(a) is float or type(a) is complex else a, u.tag, len(src)))
+    kinds = []   # per source: a buffer, an op (or a reshape of its result), or the entry of a view or a constant
+    called = False
     for s in src:
-        view = None
-        if s.op is _RESHAPE and s.src[0].op is _BUFFER:   # (a matrix: a reshape of its flat buffer)
-            view, s = (s.arg, s.tag), s.src[0]
         if s.op is _BUFFER:
+            kinds.append(None)
+        elif s.op not in _MOVEMENT and s.op is not _CONST or s.op is _RESHAPE and s.src[0].op not in _LEAVES:
+            if called:   # (a second op: no chain)
+                return False
+            called = True
+            kinds.append(True)
+        else:   # (a constant or a view of one; a view of anything else is refused here, before any op is followed)
+            if (e := s.__dict__.get("eager_entry")) is None:
+                e = s.__dict__["eager_entry"] = _const_entry(s)
+            if not e:
+                return False
+            kinds.append(e)
+    for s, kind in zip(src, kinds, strict=True):   # its buffers and the op it reads, in order (`_entries`' first loop)
+        if kind is None or kind is not True and kind[0][0] is _VIEWED:
+            view = None
+            if kind is not None:   # (a view of a buffer: a matrix's reshape, a broadcast operand)
+                view, s = kind
             b = s.arg
             if b[0] < 0:
-                return None
-            if device is None:
-                device = b[1]
-            elif b[1] != device:
-                return None
-            if s in bufs:   # (a buffer read twice is one input, `x * x`: not the program of `x * y`)
-                sig.append((view, bufs.index(s)))
+                return False
+            if not device:
+                device.append(b[1])
+            elif b[1] != device[0]:
+                return False
+            if s in inputs:   # (a buffer read twice is one input, `x * x`: not the program of `x * y`)
+                sig.append((view, inputs.index(s)))
             else:
-                bufs.append(s)
+                inputs.append(s)
                 sig.append((view, s.dtype, b[2]))
-            continue
-        if (e := s.__dict__.get("eager_entry")) is None:
-            if s.op not in _MOVEMENT and s.op is not _CONST:   # (an op: a graph of several)
-                return None
-            e = s.__dict__["eager_entry"] = _const_entry(s)
-        if not e:
-            return None
-        sig.append(e[0])
-        if e[1] is not None:
-            consts.append(e[1])
-    if device is None:
-        return None
-    sig.append(device)
-    sig.append(reshaped)
-    return tuple(sig), bufs, consts
+        elif kind is True and not _chain_entries(s, depth + 1, sig, inputs, consts, device):
+            return False
+    for kind in kinds:   # its constants, where it reads them (the second loop)
+        if kind is not None and kind is not True and kind[0][0] is not _VIEWED:
+            sig.append(kind[0])
+            if kind[1] is not None:
+                consts.append(len(inputs))
+                inputs.append(kind[1])
+    return True
 
 
 def _const_entry(s: UOp) -> tuple[tuple, UOp | None] | bool:
     """For `op_signature`: how `describe` enters source `s` if it is a constant or a view of one, and its CONST if it
-    is lifted (an argument), cached on the node (a broadcast Python scalar's nodes are kept: `_scalar_broadcast`);
-    False for anything else."""
+    is lifted (an argument); for a view of a buffer (`a @ b`'s broadcast operands), its views and the BUFFER, marked
+    by `_VIEWED`; False for anything else. Cached on the node (a broadcast Python scalar's nodes are kept:
+    `_scalar_broadcast`)."""
     c, views = s, []
     while c.op in _MOVEMENT:
+        if len(c.src) != 1:
+            return False
         views.append((c.op, c.arg, c.tag))
         c = c.src[0]
+    if c.op is _BUFFER:
+        return (_VIEWED, *views), c
     if c.op is not _CONST:
         return False
     if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):
         return ("argument", c.dtype, *views), c
     return ("constant", c.dtype, arg_key(c.arg), *views), None
+
+
+_VIEWED = "viewed"   # (`_const_entry` of a view of a buffer)
 
 
 def dispatch_mode() -> tuple:
