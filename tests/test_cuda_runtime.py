@@ -335,8 +335,8 @@ def test_ring_read_pointer_follows_completion_events_and_raises_device_failures(
     drv, memory = FakeDriver(), AddressMap()
     timeline, records = Signal(0), []
     dev = SimpleNamespace(name="CUDA:7", ctx=0xC7, drv=drv, make_current=lambda: None, timeline=timeline,
-                          pages=HostPages(drv, memory), staging=Staging(drv, memory),
-                          _record=lambda ev, prog: records.append(ev))
+                          timeline_value=0, pages=HostPages(drv, memory), staging=Staging(drv, memory),
+                          _record=lambda ev, prog, who=None: records.append(ev))
     proc = CUDACommandProcessor(dev, Engine.COMPUTE)   # type: ignore[arg-type]
     proc.start()
     prog = CUDAProgram("k", 0xF00, block=(64,), device="CUDA:7")
@@ -876,6 +876,42 @@ def test_emulated_lax_loops_and_branches_run_on_a_cuda_device(emulated_programs:
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6)
     assert len(drv.named("cuMemcpyDtoH")) == reads + 1     # the result's copy out: the loop read nothing
     assert len(drv.named("cuLaunchKernel")) >= launches + 7
+
+
+def test_a_profile_read_after_synchronize_has_a_host_driven_loops_kernels(emulated_programs: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU runs a host-driven submission's timeline SIGNAL before the control thread records the completion
+    event after it: `synchronize` returned, and the profile read then lacked the loop's kernels until the control
+    thread caught up (test_linalg_decomp's eigh over the emulated plugin saw no kernels, at random). A profile read
+    once the timeline passed everything waits for the control thread to finish issuing; here it is made slow."""
+    import threading
+    import time
+
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tgfx.devices.cuda import CUDARing
+    drv, dev = emulated_programs
+    issue = CUDARing._issue
+
+    def slow(ring: CUDARing, *args: Any) -> Any:
+        out = issue(ring, *args)
+        if threading.current_thread().name.endswith("-control"):
+            slowed.append(1)
+            time.sleep(0.1)   # after the submission's packets, before its completion event counts as issued
+        return out
+    slowed: list[int] = []
+    monkeypatch.setattr(CUDARing, "_issue", slow)
+    qr = tg.jit(tnp.linalg.qr)   # (a loop over the columns, driven by the control thread)
+    a = np.random.default_rng(0).standard_normal((12, 12)).astype(np.float32)
+    x = tg.device_put(a, "CUDA:0")
+    for _ in range(3):
+        dev.synchronize()
+        dev.clear_profile()
+        q, r = qr(x)
+        np.testing.assert_allclose(q.numpy() @ r.numpy(), a, atol=1e-4)
+        dev.synchronize()
+        assert sum(e.name != "copy" for e in dev.profile_events) >= 12, list(dev.profile_events)
+    assert slowed
 
 
 def test_emulated_host_callbacks_run_on_a_cuda_device(emulated_programs: Any, capsys: pytest.CaptureFixture) -> None:

@@ -556,7 +556,7 @@ def test_eigh_loop_compiles_the_same_kernels_whatever_the_sweeps(sizes: tuple[in
     small, large = sizes
     assert (small >= HOUSEHOLDER_MIN) == (large >= HOUSEHOLDER_MIN)
     assert (small <= ACCUMULATE_MAX_ROWS) == (large <= ACCUMULATE_MAX_ROWS)
-    dev = get_device("CPU:0")
+    dev = get_device()   # the default device's: where eigh of a new Tensor runs
     kernels = []
     for a in (_sym(small, 1), _sym(large, 2)):
         dev.synchronize()
@@ -573,14 +573,15 @@ def test_eigh_loop_compiles_the_same_kernels_whatever_the_sweeps(sizes: tuple[in
 
 
 def _packets_run(f: Callable[[], Any]) -> int:
-    """Kernels and copies the device ran for f() (a device loop's body once a step), from the profile."""
+    """Kernels and copies the default device ran for f() (a device loop's body once a step), from the profile."""
     from tgfx.devices import get_device
-    dev = get_device("CPU:0")
+    dev = get_device()
     f()
     dev.synchronize()
     dev.clear_profile()
     f()
     dev.synchronize()
+    assert dev.profile_events, f"f ran nothing on {dev.name}"
     return len(dev.profile_events)
 
 

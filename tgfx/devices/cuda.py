@@ -191,6 +191,20 @@ class CUDARing:
                 entry[3] = e
             with self._wake:
                 self._jobs.popleft()
+                self._wake.notify_all()   # (`settle`)
+
+    def settle(self, timeout: float) -> None:
+        """Wait until the control thread has issued every submission queued for it. For a profile read once the
+        device's timeline has passed them: the GPU may run a host-driven submission's last packet (its timeline
+        SIGNAL) before the control thread records the completion event after it, and until then `poll` cannot
+        retire it (a profile read right after `synchronize` missed its kernels, at random)."""
+        if threading.current_thread() is self._thread:
+            return
+        deadline = time.monotonic() + timeout
+        with self._wake:
+            while self._jobs and self._thread is not None and self._thread.is_alive():
+                if (left := deadline - time.monotonic()) <= 0 or not self._wake.wait(left):
+                    return
 
     def poll(self) -> None:
         """Retire the submissions that completed, in order; raise the failure of one that did not."""
@@ -315,6 +329,9 @@ class CUDACommandProcessor(CommandProcessor):
 
     def drain_events(self) -> None:
         """Move the profile events of completed submissions to the device's profile."""
+        dev = self.device
+        if dev.timeline.words[0] >= dev.timeline_value:   # all submitted work has run: the control thread, if still
+            self.ring.settle(HEARTBEAT_S)                  # at some of it, has only its completion event to record
         try:
             self.ring.poll()
         except CudaBackendError:
