@@ -347,7 +347,10 @@ def test_tg_devices_lists_and_is_the_devices_package() -> None:
     import tgfx as tg
     target = importlib.import_module("tgfx.devices.target")
     import tgfx.devices.cpu as cpu
-    assert tg.devices()[0] == "CPU:0" and tg.devices("cpu") == tg.devices()
+    from tgfx.devices import DEFAULT_DEVICE, canonical_device
+    default = canonical_device(DEFAULT_DEVICE)
+    assert tg.devices("cpu")[0] == "CPU:0" and default in tg.devices()
+    assert tg.devices() == tg.devices(default.split(":")[0].lower())   # the default device's backend
     assert tg.devices.target is target and cpu.CPUDevice is tg.devices.CPUDevice
     with pytest.raises(ValueError, match="tpu"):
         tg.devices("tpu")

@@ -291,7 +291,9 @@ def test_a_callback_using_tgfx_raises_instead_of_waiting_for_itself(inline):
     import os
     import subprocess
     import sys
-    env = {**os.environ, "TGFX_INLINE_BYTES": "-1" if inline else "0"}
+    # (the CPU's processor and its inline runs, named: a default device of the parent's, an emulated one, is not the
+    # child's)
+    env = {**os.environ, "TGFX_DEVICE": "CPU", "TGFX_INLINE_BYTES": "-1" if inline else "0"}
     run = subprocess.run([sys.executable, "-c", CALLS_TGFX], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.splitlines() == [f"{n} {h} ok" for n in ("computes", "reads") for h in ("jit", "eager")] + \

@@ -301,7 +301,7 @@ def test_an_eager_unique_with_size_sorts_once() -> None:
     from collections import Counter
 
     from tgfx.devices import get_device
-    dev = get_device("CPU:0")
+    dev = get_device()   # the default device's profile: where x is, and the sorts run
     v = np.random.default_rng(0).integers(0, 50, 3000).astype(np.int32)
     x = tg.asarray(v)
 

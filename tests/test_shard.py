@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.devices import DEFAULT_DEVICE, canonical_device
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
@@ -47,7 +48,7 @@ def test_shard_places_pieces_on_each_device(devs: tuple, axis: int | None) -> No
 
 
 def test_shard_of_a_buffer_along_axis_0_is_copies_only() -> None:
-    x = tg.asarray(randn(8, 4)).realize()
+    x = tg.asarray(randn(8, 4), device="CPU:0").realize()
     tg.counters.reset()
     tg.shard(x, D4, axis=0).realize()
     # the three pieces that move are contiguous ranges copied straight out of the buffer; CPU:0 keeps its piece (one
@@ -288,8 +289,8 @@ def test_grad_through_shard_inside_the_function() -> None:
 
     def f(x: tg.Tensor) -> tg.Tensor:
         return (tnp.sin(tg.shard(x, D2, axis=0)) * 2).sum()
-    g = tg.grad(f)(tg.asarray(a))
-    assert g.device == "CPU:0"
+    g = tg.grad(f)(tg.asarray(a, device="CPU:1"))
+    assert g.device == "CPU:1"   # the input's device, where the sharded computation's gradient is gathered
     np.testing.assert_allclose(g.numpy(), 2 * np.cos(a), rtol=1e-5, atol=1e-6)
 
 
@@ -458,16 +459,19 @@ def test_independent_allreduces_share_one_ring(ring_only: None) -> None:
 # ---- JAX's device listing and placement: devices, device_put on pytrees, device_put_replicated / _sharded ----
 def test_devices_are_configured_not_discovered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("XLA_FLAGS", raising=False)
+    # (the CPU backend's listing, named: `tg.devices()` lists the default device's backend, which may be CUDA's)
+    assert tg.devices() == tg.devices(canonical_device(DEFAULT_DEVICE).split(":")[0].lower())
     with tg.Context(TGFX_CPU_DEVICES=0):
-        assert tg.devices() == tg.local_devices() == ["CPU:0"]   # one device by default, as JAX's CPU backend
-        assert tg.device_count() == tg.local_device_count() == 1
+        # one device by default, as JAX's CPU backend
+        assert tg.devices("cpu") == tg.local_devices(backend="cpu") == ["CPU:0"]
+        assert tg.device_count("cpu") == tg.local_device_count("cpu") == 1
         tg.shard(tnp.ones(4), D4, axis=0).realize()   # opening more devices does not change the list
-        assert tg.devices() == ["CPU:0"]
+        assert tg.devices("cpu") == ["CPU:0"]
         monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_foo=1 --xla_force_host_platform_device_count=3")
-        assert tg.devices() == ["CPU:0", "CPU:1", "CPU:2"]   # what a ported JAX program asks for
+        assert tg.devices("cpu") == ["CPU:0", "CPU:1", "CPU:2"]   # what a ported JAX program asks for
     with tg.Context(TGFX_CPU_DEVICES=4):
-        assert tg.devices() == list(D4) and tg.device_count() == 4   # the tgfx flag wins over XLA_FLAGS
-        assert tg.devices("cpu") == tg.local_devices(0) == list(D4)
+        assert tg.devices("cpu") == list(D4) and tg.device_count("cpu") == 4   # the tgfx flag wins over XLA_FLAGS
+        assert tg.local_devices(0, backend="cpu") == list(D4)
     assert tg.devices("gpu") == tg.devices("cuda")   # JAX's name for the CUDA backend (empty without a driver)
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         tg.devices("tpu")
@@ -480,9 +484,10 @@ def test_device_put_takes_any_pytree() -> None:
     on1 = tg.asarray(a).to("CPU:1")
     tree = {"w": a, "b": [1.5, on1], "n": (np.int32(3), None)}
     out = tg.device_put(tree)   # no device: host data to the default device, Tensors stay where they are
-    assert isinstance(out["w"], tg.Tensor) and out["w"].device == "CPU:0"
+    default = canonical_device(DEFAULT_DEVICE)
+    assert isinstance(out["w"], tg.Tensor) and out["w"].device == default
     np.testing.assert_array_equal(out["w"].numpy(), a)
-    assert out["b"][0].device == "CPU:0" and out["b"][0].item() == 1.5
+    assert out["b"][0].device == default and out["b"][0].item() == 1.5
     assert out["b"][1] is on1
     assert out["n"][0].dtype == tg.dtypes.int32 and out["n"][1] is None
     moved = tg.device_put(tree, "CPU:2")
@@ -568,7 +573,7 @@ def test_a_big_copy_between_cpu_devices_is_a_kernel_reading_the_source_where_it_
     def step(x):   # the source is written in the same program, and rewritten by the next call
         y = x * 2.0
         return y + 1.0, y.to("CPU:1"), x[n // 4:].to("CPU:1")
-    x = tg.asarray(x0)
+    x = tg.asarray(x0, device="CPU:0")
     want = x0.copy()
     for _ in range(4):
         d1.clear_profile()
@@ -579,10 +584,11 @@ def test_a_big_copy_between_cpu_devices_is_a_kernel_reading_the_source_where_it_
         want = want * 2.0 + 1.0
         assert {e.queue for e in d1.profile_events} == {"compute"}   # kernels, no copy engine
     np.testing.assert_array_equal(x.numpy(), want)
-    small = tg.asarray(x0[:100])
+    small = tg.asarray(x0[:100], device="CPU:0")
     d1.clear_profile()
     np.testing.assert_array_equal(tg.device_put(small, "CPU:1").numpy(), x0[:100])
     assert {e.queue for e in d1.profile_events} == {"copy"}
     d1.clear_profile()
-    np.testing.assert_array_equal(tg.device_put(tg.asarray(x0), "CPU:1").numpy(), x0)   # eager, big: a kernel
+    big = tg.asarray(x0, device="CPU:0")
+    np.testing.assert_array_equal(tg.device_put(big, "CPU:1").numpy(), x0)   # eager, big: a kernel
     assert {e.queue for e in d1.profile_events} == {"compute"}
