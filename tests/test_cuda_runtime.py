@@ -335,7 +335,7 @@ def test_ring_read_pointer_follows_completion_events_and_raises_device_failures(
     drv, memory = FakeDriver(), AddressMap()
     timeline, records = Signal(0), []
     dev = SimpleNamespace(name="CUDA:7", ctx=0xC7, drv=drv, make_current=lambda: None, timeline=timeline,
-                          timeline_value=0, pages=HostPages(drv, memory), staging=Staging(drv, memory),
+                          pages=HostPages(drv, memory), staging=Staging(drv, memory),
                           _record=lambda ev, prog, who=None: records.append(ev))
     proc = CUDACommandProcessor(dev, Engine.COMPUTE)   # type: ignore[arg-type]
     proc.start()
@@ -372,7 +372,8 @@ def test_a_running_gpu_kernel_is_progress_for_host_waits_and_a_held_stream_is_no
     drv, memory = FakeDriver(), AddressMap()
     timeline = Signal(0)
     dev = SimpleNamespace(name="CUDA:7", ctx=0xC7, drv=drv, make_current=lambda: None, timeline=timeline,
-                          pages=HostPages(drv, memory), staging=Staging(drv, memory), _record=lambda ev, prog: None)
+                          pages=HostPages(drv, memory), staging=Staging(drv, memory),
+                          _record=lambda ev, prog, who=None: None)
     proc = CUDACommandProcessor(dev, Engine.COMPUTE)   # type: ignore[arg-type]
     proc.start()
     out = Buffer(None, 64, 0x7000_0000, b"x")

@@ -35,7 +35,7 @@ def _side_by_side(inside: Callable[[threading.Barrier], None], outside: Callable
         except BaseException as e:   # noqa: BLE001 -- handed to the test's thread
             errors.append(e)
             barrier.abort()
-    threads = [threading.Thread(target=run, args=(fn,)) for fn in (inside, outside)]
+    threads = [threading.Thread(target=run, args=(fn,), name=f"Thread-{fn.__name__}") for fn in (inside, outside)]
     for t in threads:
         t.start()
     for t in threads:
@@ -306,3 +306,53 @@ def test_a_jitted_function_follows_the_flags_that_change_its_code(monkeypatch):
     with config.Context(NOOPT=1):
         g(a)
     assert (g.trace_count, counters.compile_count) == (2, 4)
+
+
+@pytest.mark.parametrize("inline_bytes", [-1, 0], ids=["inline", "ring"])
+def test_debug_lines_are_the_launching_threads(inline_bytes: int, capsys: pytest.CaptureFixture[str]) -> None:
+    """With DEBUG>=1 a kernel's timing line is printed by whichever thread drains the device's events (a wait, a
+    profile read), as the thread that launched it asked, tagged with that thread's name: a thread outside DEBUG
+    launches work that prints nothing, even when a thread inside DEBUG drains it; a DEBUG thread's kernels drained by
+    another thread still name it. Before, the draining thread's DEBUG decided, for every thread's kernels, untagged.
+    Small programs run inline on an idle device's caller (TGFX_INLINE_BYTES=-1), the others through its ring."""
+    f7 = tg.jit(lambda x: x * 3.0)    # kernels E_7_..., E_11_..., E_13_...: one a thread
+    f11 = tg.jit(lambda x: x + 5.0)
+    f13 = tg.jit(lambda x: x - 1.0)
+    x7, x11, x13 = (tnp.asarray(np.ones(n, np.float32)) for n in (7, 11, 13))
+    for f, x in ((f7, x7), (f11, x11), (f13, x13)):
+        f(x).block_until_ready()     # compiled and run once, outside DEBUG
+    capsys.readouterr()
+
+    def quiet(barrier: threading.Barrier) -> None:
+        with config.Context(TGFX_INLINE_BYTES=inline_bytes):
+            f11(x11).block_until_ready()   # no DEBUG: its wait drains nothing, the events stay for the next drain
+            barrier.wait()
+            barrier.wait()
+
+    def loud(barrier: threading.Barrier) -> None:
+        with config.Context(DEBUG=1, TGFX_INLINE_BYTES=inline_bytes):
+            barrier.wait()
+            np.testing.assert_array_equal(f7(x7).numpy(), np.full(7, 3.0, np.float32))   # drains quiet's too
+            barrier.wait()
+    _side_by_side(loud, quiet)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("*** ")]
+    assert not any(" E_11_" in ln for ln in lines), lines
+    assert [ln.endswith("  [Thread-loud]") for ln in lines if " E_7_" in ln] == [True], lines
+
+    launched = threading.Event()
+
+    def launcher(barrier: threading.Barrier) -> None:
+        with config.Context(DEBUG=1, TGFX_INLINE_BYTES=inline_bytes):
+            f7(x7)                        # not waited for here
+            launched.set()
+            barrier.wait()
+
+    def drainer(barrier: threading.Barrier) -> None:
+        with config.Context(DEBUG=1, TGFX_INLINE_BYTES=inline_bytes):
+            assert launched.wait(WAIT)
+            f13(x13).numpy()              # its wait drains both threads' kernels
+            barrier.wait()
+    _side_by_side(launcher, drainer)
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("*** ")]
+    assert [ln.rsplit("  ", 1)[-1] for ln in lines if " E_7_" in ln] == ["[Thread-launcher]"], lines
+    assert [ln.rsplit("  ", 1)[-1] for ln in lines if " E_13_" in ln] == ["[Thread-drainer]"], lines

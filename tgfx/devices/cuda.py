@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.config import Flag
+from tgfx.config import DEBUG, Flag
 from tgfx.devices.cuda_driver import (
     CUDA_ERROR_NO_DEVICE,
     CUDA_ERROR_OUT_OF_MEMORY,
@@ -53,7 +53,9 @@ from tgfx.devices.hcq import (
     CommandProcessor,
     Engine,
     HCQError,
+    Launcher,
     ProfileEvent,
+    launcher,
 )
 from tgfx.devices.queue import QueueAllocator, QueueDevice
 
@@ -126,7 +128,8 @@ class CUDARing:
         self._rptr = 0
         # [wptr after it, completion event (0: not issued yet), what it issued, the error its translation raised]
         self._pending: deque[list[Any]] = deque()
-        self._jobs: deque[tuple[np.ndarray, np.ndarray, list[Any]]] = deque()   # for the control thread, in order
+        # for the control thread, in order: words, packet starts, its `_pending` entry, its launcher
+        self._jobs: deque[tuple[np.ndarray, np.ndarray, list[Any], Launcher | None]] = deque()
         self._wake = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -144,6 +147,7 @@ class CUDARing:
         proc.device.make_current()
         self.poll()
         plan = proc.translator.prepare(words, starts)
+        who = launcher() if DEBUG.value >= 1 else None   # (the submitting thread's: for its events' DEBUG lines)
         with self._wake:
             if self._jobs or plan.host_driven:
                 entry = [self.wptr + len(words), 0, None, None]
@@ -151,7 +155,7 @@ class CUDARing:
                     self.wptr += len(words)
                     self._pending.append(entry)
                 # copies: a replay patches its command buffer's words for the next call before this one is issued
-                self._jobs.append((words.copy(), np.array(starts), entry))
+                self._jobs.append((words.copy(), np.array(starts), entry, who))
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._control, name=f"tgfx-{proc.label}-control",
                                                     daemon=True)
@@ -159,6 +163,7 @@ class CUDARing:
                 self._wake.notify()
                 return
         done, issued = self._issue(words, starts, plan)
+        issued.who = who
         with self._lock:
             self.wptr += len(words)
             self._pending.append([self.wptr, done, issued, None])
@@ -182,10 +187,11 @@ class CUDARing:
                     if proc.closed:
                         return
                     self._wake.wait()
-                words, starts, entry = self._jobs[0]
+                words, starts, entry, who = self._jobs[0]
             try:
                 proc.device.make_current()
                 done, entry[2] = self._issue(words, starts)
+                entry[2].who = who
                 entry[1] = done          # last: a poll takes an entry with its event as issued
             except Exception as e:  # noqa: BLE001 -- raised to the host by the submission's poll
                 entry[3] = e
@@ -274,7 +280,7 @@ class CUDACommandProcessor(CommandProcessor):
         self.ring = CUDARing(self)
         self.stream = 0
         self._free_events: list[int] = []
-        self._done_events: deque[ProfileEvent] = deque()
+        self._done_events: deque[tuple[ProfileEvent, Launcher | None]] = deque()
         self._untimed: deque[Issued] = deque()     # retired submissions whose event times are not read yet
         self._ref_event, self._ref_ns = 0, 0
 
@@ -320,8 +326,8 @@ class CUDACommandProcessor(CommandProcessor):
             issued = self._untimed.popleft()
             ns = {ev: self._ref_ns + int(elapsed(self._ref_event, ev) * 1e6) for ev in issued.events}
             for name, start, end, nbytes, gs in issued.timed:
-                self._done_events.append(ProfileEvent(self.device.name, self.engine.value, name, ns[start], ns[end],
-                                                      nbytes, gs))
+                self._done_events.append((ProfileEvent(self.device.name, self.engine.value, name, ns[start],
+                                                       ns[end], nbytes, gs), issued.who))
             self._free_events += issued.events
 
     def describe(self, at: int) -> str:
@@ -330,8 +336,10 @@ class CUDACommandProcessor(CommandProcessor):
     def drain_events(self) -> None:
         """Move the profile events of completed submissions to the device's profile."""
         dev = self.device
-        if dev.timeline.words[0] >= dev.timeline_value:   # all submitted work has run: the control thread, if still
-            self.ring.settle(HEARTBEAT_S)                  # at some of it, has only its completion event to record
+        # all submitted work has run: the control thread, if still at some of it, has only its completion event to
+        # record
+        if self.ring._jobs and dev.timeline.words[0] >= dev.timeline_value:
+            self.ring.settle(HEARTBEAT_S)
         try:
             self.ring.poll()
         except CudaBackendError:
@@ -340,7 +348,8 @@ class CUDACommandProcessor(CommandProcessor):
             self.device.make_current()
             self._read_times()
         while self._done_events:
-            self.device._record(self._done_events.popleft(), None)
+            ev, who = self._done_events.popleft()
+            self.device._record(ev, None, who)
 
     def close(self) -> None:
         """Stop taking submissions (the stream is left to the driver: the context outlives the device object); the

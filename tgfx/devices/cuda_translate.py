@@ -307,6 +307,7 @@ class Issued:
     kernels: list[str] = field(default_factory=list)
     timed: list[tuple[str, int, int, int, int]] = field(default_factory=list)  # (name, start ev, end ev, nbytes, gs)
     events: list[int] = field(default_factory=list)          # the events `timed` uses, each once
+    who: Any = None    # the thread that submitted it, if its DEBUG lines are wanted (`hcq.Launcher`)
 
 
 def _raise(err: HCQError) -> None:

@@ -65,8 +65,10 @@ signals. It is raised once, as an `HCQError`, by the first host `wait`, `Fence.w
 it. The engine keeps running the following packets, so the device stays usable. A native kernel that crashes
 takes the process with it.
 
-Profiling: the processor timestamps every EXEC and COPY into a ring of events per engine, which the host drains
-lazily into `HCQDevice.profile_events` (and prints, with `DEBUG>=1`, at the next host wait).
+Profiling: the processor timestamps every EXEC and COPY into a ring of events per engine, with the ring word it was
+at, which the host drains lazily into `HCQDevice.profile_events`. With `DEBUG>=1` the next host wait prints them: the
+events of each submission as the thread that submitted it asked, tagged with its name (`Launcher`), whichever
+thread drains them.
 """
 from __future__ import annotations
 
@@ -753,6 +755,31 @@ _PROCESSORS: list[CommandProcessor] = []   # every engine ever opened, by index 
 _processors_lock = forksafe.lock()
 
 
+class Launcher(NamedTuple):
+    """Who submitted work, for its `DEBUG` lines: whichever thread waits on the device or reads its profile prints
+    them (the device runs off the Python threads), each as the submitting thread's `DEBUG` level asks (none below 1),
+    tagged with its name when it is not the main thread."""
+    thread: str
+    level: int
+
+
+def launcher() -> Launcher | None:
+    """This thread as a `Launcher`, or None when its `DEBUG` is below 1 (its work prints no lines)."""
+    level = int(DEBUG.value)
+    if level < 1:
+        return None
+    me = threading.current_thread()
+    return Launcher("" if me is threading.main_thread() else me.name, level)
+
+
+def launcher_at(launches: deque[list[Any]], at: int) -> Launcher | None:
+    """The launcher of the submission holding ring word `at` in `launches` (`CommandProcessor.launches`), dropping
+    those before it: events come in ring order. None where its thread asked for no lines."""
+    while launches and launches[0][1] <= at:
+        launches.popleft()
+    return launches[0][2] if launches and launches[0][0] < at else None
+
+
 class CommandProcessor:
     """The host side of one engine: what consumes its packets, in order, off the Python thread.
 
@@ -769,6 +796,8 @@ class CommandProcessor:
             (see "Inline submissions"); None where the host cannot run them.
         events_lost: profile events the processor recorded and overwrote before the host took them out (since the
             device's last `clear_profile`).
+        launches: the ring words of the submissions whose launching thread had `DEBUG>=1`, oldest first: `[start,
+            end, launcher]` (`Launcher`), for the `DEBUG` lines of their events (`HCQDevice.submit`).
     """
 
     events_lost: int = 0
@@ -781,6 +810,7 @@ class CommandProcessor:
         self.device, self.engine = device, engine
         self.label = f"{device.name}/{engine.value}"
         self.closed = False
+        self.launches: deque[list[Any]] = deque()
         with _processors_lock:
             self.index = len(_PROCESSORS)
             _PROCESSORS.append(self)
@@ -905,7 +935,16 @@ class HCQDevice:
                 w = cb.word_view
                 w[-2], w[-1] = self.timeline.addr, value
                 self._last_processor = proc
-                proc.run_inline(cb._body_addr, cb._body_words)
+                if DEBUG.value >= 1 and (who := launcher()) is not None:   # its events: at the ring's current word
+                    proc.drain_events()   # (what ran before it: the launches of those events are in `launches`)
+                    at = proc.ring.wptr
+                    proc.launches.append(mark := [at - 1, at + 1, who])
+                    proc.run_inline(cb._body_addr, cb._body_words)
+                    proc.drain_events()
+                    with contextlib.suppress(ValueError):   # (another thread's drain may have passed it already)
+                        proc.launches.remove(mark)
+                else:
+                    proc.run_inline(cb._body_addr, cb._body_words)
                 # counted once it has run: a submitted value always has a writer that ran or is in a ring (a run
                 # cut short without its final SIGNAL is then seen by the next wait, see `_lost`)
                 self.timeline_value = value
@@ -917,7 +956,12 @@ class HCQDevice:
                 sig.expected_writer = proc.label
             ring = proc.ring
             start = ring.wptr
-            ring.write(w, cb.starts, proc.label)
+            if DEBUG.value >= 1 and (who := launcher()) is not None:   # (before the write: it may run at once)
+                proc.launches.append(mark := [start, 1 << 62, who])
+                ring.write(w, cb.starts, proc.label)
+                mark[1] = ring.wptr
+            else:
+                ring.write(w, cb.starts, proc.label)
             # the command buffer itself is held, not only `refs`: a jitted program dropped while its replay runs
             # (`tg.jit(f)(x)` in a loop) would otherwise free the arena its kernels are still writing
             entry = (value, refs, cb, proc, start, ring.wptr)
@@ -1056,15 +1100,16 @@ class HCQDevice:
         _ = self.profile_events
         return sum(proc.events_lost for proc in self.processors.values())
 
-    def _record(self, ev: ProfileEvent, program: Program | None) -> None:
+    def _record(self, ev: ProfileEvent, program: Program | None, who: Launcher | None = None) -> None:
+        """Keep `ev` in the profile, and print its line if the thread that launched it (`who`) asked for them."""
         self._profile.append(ev)
-        if DEBUG >= 1:
+        if who is not None:
             size = f"{ev.nbytes:>10d} B" if ev.name == "copy" else f"gs={ev.global_size:<9d}"
             dur = ev.end_ns - ev.start_ns
             line = f"*** {ev.device + '/' + ev.queue:<14s} {ev.name:<40s} {size} {dur / 1e3:10.2f} us"
-            if DEBUG >= 2 and program is not None and dur > 0:
+            if who.level >= 2 and program is not None and dur > 0:
                 line += f"  {program.flops / dur:8.2f} GFLOP/s {program.mem_bytes / dur:8.2f} GB/s"
-            print(line)
+            print(f"{line}  [{who.thread}]" if who.thread else line)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -81,8 +81,9 @@ W_JOB_NEGJOINED = 40                           # minus the number of helpers ins
 W_JOB_JOINS = 41                               # helpers' joins of open jobs of this engine so far (a count for tests)
 CTL_WORDS = 48
 
-# a profile event: program id (0: a copy), global size (or bytes copied), start and end (`stamp` ticks)
-EVENT_WORDS = 4
+# a profile event: program id (0: a copy), global size (or bytes copied), start and end (`stamp` ticks), and the ring
+# word the processor was at (the packet's, or the BLOCK's that holds it; where the ring was for a run inline)
+EVENT_WORDS = 5
 # per engine, twice a full ring of the smallest EXEC or COPY packets: a submit (and a submit waiting for room in the
 # ring) takes the events out once they fill half of this, so however far the processor runs ahead of a host that
 # submits nothing more it cannot lap the host; only a BLOCK that loops on the device can (the host counts what was

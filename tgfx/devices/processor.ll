@@ -341,7 +341,8 @@ define internal void @work_begins(ptr %ctl) {
   ret void
 }
 
-; an EXEC or COPY ends: it retires, and its profile event (stamps t0, t1) goes into the engine's ring
+; an EXEC or COPY ends: it retires, and its profile event (stamps t0, t1, and the ring position of the packet being
+; run: which submission it belongs to) goes into the engine's ring
 define internal void @record(ptr %ctl, i64 %id, i64 %size, i64 %t0, i64 %t1) {
   %dp = call ptr @word(ptr %ctl, i64 $w_retired)
   %d0 = load atomic i64, ptr %dp monotonic, align 8
@@ -364,6 +365,10 @@ define internal void @record(ptr %ctl, i64 %id, i64 %size, i64 %t0, i64 %t1) {
   store atomic i64 %t0, ptr %e2 monotonic, align 8
   %e3 = getelementptr i64, ptr %e0, i64 3
   store atomic i64 %t1, ptr %e3 monotonic, align 8
+  %rp = call ptr @word(ptr %ctl, i64 $w_rptr)
+  %at = load atomic i64, ptr %rp monotonic, align 8
+  %e4 = getelementptr i64, ptr %e0, i64 4
+  store atomic i64 %at, ptr %e4 monotonic, align 8
   %k1 = add i64 %k, 1
   store atomic i64 %k1, ptr %wp release, align 8
   ret void

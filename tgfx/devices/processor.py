@@ -25,6 +25,7 @@ from tgfx.devices.hcq import (
     HCQTimeoutError,
     ProfileEvent,
     _host_wait,
+    launcher_at,
     word_view,
 )
 from tgfx.devices.packets import OP_MASK, PACKETS, RING_WORDS, Op, header
@@ -211,21 +212,26 @@ class RingProcessor(CommandProcessor):
                 self._stashed_rows -= len(self._stashed.pop(0))
 
     def drain_events(self) -> None:
-        """Move the events the processor recorded since the last drain to the device's profile (and print them
-        with DEBUG>=1)."""
+        """Move the events the processor recorded since the last drain to the device's profile (and print the lines
+        of those whose launching thread had DEBUG>=1: `hcq.Launcher`)."""
         with self._events_lock:
             if self._events_read == int(self.ctl[native.W_EVENTS_W]) and not self._stashed:
                 return
             chunks, self._stashed, self._stashed_rows = [*self._stashed, self._take_events()], [], 0
+            rows = np.concatenate(chunks)
+            # (matched while the lock keeps the events in order: an earlier one's submission is dropped from
+            # `launches` as a later one's is found)
+            whose = [launcher_at(self.launches, at) for at in rows[:, 4].tolist()] if self.launches else \
+                [None] * len(rows)
         dev = self.device
-        rows = np.concatenate(chunks)
         rows[:, 2:4] = native.runtime().stamps_to_ns(rows[:, 2:4])
-        for pid, size, start, end in rows.tolist():
+        for (pid, size, start, end, _), who in zip(rows.tolist(), whose, strict=True):
             if pid == 0:
-                dev._record(ProfileEvent(dev.name, self.engine.value, "copy", start, end, size, 0), None)
+                dev._record(ProfileEvent(dev.name, self.engine.value, "copy", start, end, size, 0), None, who)
             else:
                 name = _PROGRAM_NAMES.get(pid, f"program #{pid}")
-                dev._record(ProfileEvent(dev.name, self.engine.value, name, start, end, 0, size), _PROGRAMS.get(pid))
+                dev._record(ProfileEvent(dev.name, self.engine.value, name, start, end, 0, size), _PROGRAMS.get(pid),
+                            who)
 
     @property
     def events_pending(self) -> int:
