@@ -935,10 +935,13 @@ class HCQDevice:
                 w = cb.word_view
                 w[-2], w[-1] = self.timeline.addr, value
                 self._last_processor = proc
-                if DEBUG.value >= 1 and (who := launcher()) is not None:   # its events: at the ring's current word
-                    proc.drain_events()   # (what ran before it: the launches of those events are in `launches`)
-                    at = proc.ring.wptr
-                    proc.launches.append(mark := [at - 1, at + 1, who])
+                if DEBUG.value >= 1 and (who := launcher()) is not None:
+                    # what ran before it drained first (by their `launches`): everything submitted has run, so the
+                    # events that follow are this run's, whatever ring word the processor is still at (it may not
+                    # have stepped past the last SIGNAL yet)
+                    proc.drain_events()
+                    proc.launches.clear()
+                    proc.launches.append(mark := [-1, 1 << 62, who])
                     proc.run_inline(cb._body_addr, cb._body_words)
                     proc.drain_events()
                     with contextlib.suppress(ValueError):   # (another thread's drain may have passed it already)
