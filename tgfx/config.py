@@ -33,7 +33,10 @@ class _Local(threading.local):
 _local = _Local()
 _open = 0   # blocks open in any thread
 _open_lock = forksafe.lock()
-_codegen: tuple = ()   # the process-wide values of the `CODEGEN` flags, in its order (kept by `Flag.__setattr__`)
+_values: tuple = ()   # the process-wide values of the `CODEGEN` flags, in its order (kept by `Flag.__setattr__`)
+_codegen = 0          # their number (`codegen`)
+_numbers: dict[tuple, int] = {}   # each combination of `CODEGEN` values seen, numbered (`codegen`)
+_combinations: list[tuple] = []   # by number
 
 
 class Flag:
@@ -92,17 +95,33 @@ class _Overridden(Flag):
 
 
 def _set_codegen() -> None:
-    global _codegen
-    _codegen = tuple(vars(Flag._all[n])["value"] if n in Flag._all else None for n in CODEGEN)
+    global _values, _codegen
+    _values = tuple(vars(Flag._all[n])["value"] if n in Flag._all else None for n in CODEGEN)
+    _codegen = _number(_values)
 
 
-def codegen() -> tuple:
-    """The values of the flags that change generated code (`CODEGEN`) for this thread: part of a jitted function's
-    cache key, so that `with Context(BEAM=2): step(...)` runs a program compiled under BEAM=2, and after the block the
-    one compiled before. A jitted call's replay reads it: outside blocks that set such a flag, one global's read."""
+def _number(values: tuple) -> int:
+    if (n := _numbers.get(values)) is None:
+        with _open_lock:
+            if (n := _numbers.get(values)) is None:
+                n = _numbers[values] = len(_combinations)
+                _combinations.append(values)
+    return n
+
+
+def codegen() -> int:
+    """This thread's values of the flags that change generated code (`CODEGEN`), as a number (`codegen_values`
+    gives them back): part of a jitted function's cache key, so that `with Context(BEAM=2): step(...)` runs a program
+    compiled under BEAM=2, and after the block the one compiled before. A jitted call's replay reads it: outside blocks
+    that set such a flag, one global's read, and an int in its key (a tuple of the values cost 30 ns more to hash)."""
     if _open and (mine := _local.codegen):
-        return tuple(mine.get(n, v) for n, v in zip(CODEGEN, _codegen, strict=True))
+        return _number(tuple(mine.get(n, v) for n, v in zip(CODEGEN, _values, strict=True)))
     return _codegen
+
+
+def codegen_values(number: int) -> tuple:
+    """The values of the `CODEGEN` flags, in its order, that `codegen` numbered `number`."""
+    return _combinations[number]
 
 
 DEBUG = Flag("DEBUG", 0)          # 1: kernels as they run, 2: + options and GFLOP/s, 3: + each GPU kernel's launch

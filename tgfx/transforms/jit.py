@@ -82,7 +82,7 @@ class Signature:
     leaves: tuple[LeafSpec, ...]
     static: tuple[tuple[str, Hashable], ...]
     names: tuple[str, ...]  # a readable name per leaf, for retrace messages
-    codegen: tuple = ()  # the flags it was traced and compiled under (`config.codegen`)
+    codegen: int = 0  # the flags it was traced and compiled under (`config.codegen`)
 
     @property
     def key(self) -> Hashable:
@@ -523,7 +523,9 @@ class Jit:
             fields = sum(x == y for a, b in zip(s.leaves, sig.leaves, strict=False) if a[0] == b[0] == "tensor"
                          for x, y in zip(a[1], b[1], strict=True))
             return (s.treedef == sig.treedef, sum(a == b for a, b in zip(s.leaves, sig.leaves, strict=False)),
-                    fields, s.static == sig.static, sum(a == b for a, b in zip(s.codegen, sig.codegen, strict=False)))
+                    fields, s.static == sig.static, sum(a == b for a, b in zip(config.codegen_values(s.codegen),
+                                                                               config.codegen_values(sig.codegen),
+                                                                               strict=True)))
         prev = max(reversed(self._signatures), key=similarity)
         if prev.treedef != sig.treedef:
             return f"argument structure {prev.treedef} -> {sig.treedef}"
@@ -532,8 +534,9 @@ class Jit:
         names = _static_names(self.f)
         diffs += [f"static {names.get(k, k)}: {dict(prev.static).get(k)!r} -> {v!r}" for k, v in sig.static
                   if dict(prev.static).get(k) != v]
-        diffs += [f"flag {name} {a!r} -> {b!r}" for name, a, b in zip(config.CODEGEN, prev.codegen, sig.codegen,
-                                                                         strict=False) if a != b]
+        flags = zip(config.CODEGEN, config.codegen_values(prev.codegen), config.codegen_values(sig.codegen),
+                    strict=True)
+        diffs += [f"flag {name} {a!r} -> {b!r}" for name, a, b in flags if a != b]
         return "; ".join(diffs) or "same signature"
 
     def memory_report(self) -> dict[str, int]:
