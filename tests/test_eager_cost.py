@@ -218,3 +218,23 @@ def test_ops_by_signature_from_several_threads() -> None:
     for t in threads:
         t.join()
     assert not bad, bad
+
+
+def test_a_signature_ignores_lazy_tensors_that_are_no_values_of_its_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lazy Tensor held elsewhere (a key not split yet, a metric not read yet) sends an op by its signature to its
+    program all the same, and stays lazy; one that is a value of the op's chain (`m` of `m + 1`) is a sibling, and is
+    computed with it by the general path (then a buffer: the next step does not compute it again)."""
+    from tgfx.lowering import eager
+    from tgfx.tensor import is_realized
+    x, y = tg.asarray(X), tg.asarray(Y)
+    held = y * 3.0 + 1.0
+    (x + 1).block_until_ready()
+    walks = []
+    monkeypatch.setattr(tg.tensor, "describe", lambda *a, **k: walks.append(1) or eager.describe(*a, **k))
+    np.testing.assert_array_equal((x + 1).numpy(), X + 1)
+    assert walks == [] and not is_realized(held.uop)
+    m = x * 2.0
+    np.testing.assert_array_equal((m + 1).numpy(), X * 2 + 1)
+    assert walks == [1] and is_realized(m.uop) and not is_realized(held.uop)
+    np.testing.assert_array_equal(m.numpy(), X * 2)
+    np.testing.assert_array_equal(held.numpy(), Y * 3 + 1)

@@ -43,7 +43,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering import layout, realize_op
 from tgfx.lowering import realize as lower_realize
-from tgfx.lowering.eager import Description, describe, op_signature
+from tgfx.lowering.eager import Description, chain_ops, describe, op_signature
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
 from tgfx.lowering.layout import buffer_view, new_buffer
@@ -887,6 +887,20 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
     return [(t, u) for t, u in found if u not in traced and (u not in called or u in graph)]
 
 
+def _holds_values_of(t: Tensor, ops: list[UOp]) -> bool:
+    """Whether a lazy Tensor other than `t` is one of `ops` or a view of one: a sibling `siblings` could find (it
+    keeps fewer: this is the question asked before any walk, for a graph that is a chain of `ops`)."""
+    for ref in _lazy_snapshot():
+        if (o := ref()) is None or o is t:
+            continue
+        u = o.uop
+        if u.op in _STORED or is_realized(u):
+            _lazy.pop(id(o), None)
+        elif _view_base(u) in ops:
+            return True
+    return False
+
+
 _TRACED_OR_CALLED = frozenset({Ops.PARAM, Ops.FUNCTION})
 _RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)
 
@@ -943,9 +957,10 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         uops = [t.uop for t in todo]
     refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork)
     differentiating = current().differentiating
-    if one and not differentiating and _lazy.keys() <= {id(ts[0])} and (found := op_signature(u)) is not None:
-        # one op over buffers (`x + 1`), and no other lazy Tensor that could be its sibling: from its signature to its
-        # program, without describing its graph
+    if one and not differentiating and (found := op_signature(u)) is not None and \
+            (_lazy.keys() <= {id(ts[0])} or not _holds_values_of(ts[0], chain_ops(u))):
+        # a chain of ops over buffers (`x + 1`), and no other lazy Tensor that is a value of it (a sibling): from its
+        # signature to its program, without describing its graph
         result, inputs = realize_op(u, found)
         if donations.count != donated and donations.since(donated, inputs):   # (as below)
             if is_realized(ts[0].uop):

@@ -375,6 +375,23 @@ def _chain_entries(u: UOp, depth: int, sig: list, inputs: list[UOp], consts: lis
     return True
 
 
+def chain_ops(u: UOp) -> list[UOp]:
+    """The ops of a chain `op_signature` accepted, from `u` down (a reshape of a result is a view of it, not one):
+    what a lazy Tensor held elsewhere may be a value of (`tgfx.tensor.siblings`)."""
+    ops = []
+    while True:
+        if u.op is _RESHAPE and u.src[0].op not in _KIND and u.src[0].op is not _CONST:
+            u = u.src[0]
+        ops.append(u)
+        for s in u.src:   # (its one op source, as `_chain_entries` tells them)
+            if s.op is not _BUFFER and (s.op not in _MOVEMENT and s.op is not _CONST or
+                                        s.op is _RESHAPE and s.src[0].op not in _LEAVES):
+                u = s
+                break
+        else:
+            return ops
+
+
 def _const_entry(s: UOp) -> tuple[tuple, UOp | None] | bool:
     """For `op_signature`: how `describe` enters source `s` if it is a constant or a view of one, and its CONST if it
     is lifted (an argument); for a view of a buffer (`a @ b`'s broadcast operands), its views and the BUFFER, marked
