@@ -331,47 +331,43 @@ def _chain_entries(u: UOp, depth: int, sig: list, inputs: list[UOp], consts: lis
         return False
     a = u.arg
     sig.append((op, u.dtype, arg_key(a) if type(a) is float or type(a) is complex else a, u.tag, len(src)))
-    kinds = []   # per source: a buffer, an op (or a reshape of its result), or the entry of a view or a constant
+    later = []   # its constants' entries, entered after its buffers and its op (`_entries`' second loop)
     called = False
-    for s in src:
-        if s.op is _BUFFER:
-            kinds.append(None)
-        elif s.op not in _MOVEMENT and s.op is not _CONST or s.op is _RESHAPE and s.src[0].op not in _LEAVES:
-            if called:   # (a second op: no chain)
-                return False
-            called = True
-            kinds.append(True)
-        else:   # (a constant or a view of one; a view of anything else is refused here, before any op is followed)
+    for s in src:   # its buffers and the op it reads, in order (`_entries`' first loop)
+        view = None
+        if s.op is not _BUFFER:
+            # how it is entered, cached on it (a broadcast scalar's nodes are kept: most are found here)
             if (e := s.__dict__.get("eager_entry")) is None:
-                e = s.__dict__["eager_entry"] = _const_entry(s)
+                e = s.__dict__["eager_entry"] = True if s.op not in _MOVEMENT and s.op is not _CONST or \
+                    s.op is _RESHAPE and s.src[0].op not in _LEAVES else _const_entry(s)
+            if e is True:   # an op, or a reshape of its result
+                if called or not _chain_entries(s, depth + 1, sig, inputs, consts, device):   # (a second op: none)
+                    return False
+                called = True
+                continue
             if not e:
                 return False
-            kinds.append(e)
-    for s, kind in zip(src, kinds, strict=True):   # its buffers and the op it reads, in order (`_entries`' first loop)
-        if kind is None or kind is not True and kind[0][0] is _VIEWED:
-            view = None
-            if kind is not None:   # (a view of a buffer: a matrix's reshape, a broadcast operand)
-                view, s = kind
-            b = s.arg
-            if b[0] < 0:
-                return False
-            if not device:
-                device.append(b[1])
-            elif b[1] != device[0]:
-                return False
-            if s in inputs:   # (a buffer read twice is one input, `x * x`: not the program of `x * y`)
-                sig.append((view, inputs.index(s)))
-            else:
-                inputs.append(s)
-                sig.append((view, s.dtype, b[2]))
-        elif kind is True and not _chain_entries(s, depth + 1, sig, inputs, consts, device):
+            if e[0][0] is not _VIEWED:   # a constant or a view of one
+                later.append(e)
+                continue
+            view, s = e   # a view of a buffer: a matrix's reshape, a broadcast operand
+        b = s.arg
+        if b[0] < 0:
             return False
-    for kind in kinds:   # its constants, where it reads them (the second loop)
-        if kind is not None and kind is not True and kind[0][0] is not _VIEWED:
-            sig.append(kind[0])
-            if kind[1] is not None:
-                consts.append(len(inputs))
-                inputs.append(kind[1])
+        if not device:
+            device.append(b[1])
+        elif b[1] != device[0]:
+            return False
+        if s in inputs:   # (a buffer read twice is one input, `x * x`: not the program of `x * y`)
+            sig.append((view, inputs.index(s)))
+        else:
+            inputs.append(s)
+            sig.append((view, s.dtype, b[2]))
+    for e in later:
+        sig.append(e[0])
+        if e[1] is not None:
+            consts.append(len(inputs))
+            inputs.append(e[1])
     return True
 
 
