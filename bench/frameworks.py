@@ -3,6 +3,7 @@ share."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,9 +45,14 @@ class Fw:
     nn: Any                 # tgfx.nn / jax.nn (silu, softplus, relu, gelu, ...)
     scipy: Any              # tgfx.scipy / jax.scipy (linalg.solve_triangular, special.logsumexp, ...)
     random: Any             # tgfx.random / jax.random (bernoulli, choice, ... beyond the names above)
+    shard: Callable         # (x, axis) -> x split along axis over SHARDS devices (None: replicated on each), as a
+                            # placement outside jit and a sharding constraint inside it
 
     def sync(self, x: Any) -> float:
         return float(x)
+
+
+SHARDS = 2   # the sharded programs' devices: CPU:0 and CPU:1 (tgfx), the first two host devices (jax)
 
 
 def tgfx_fw() -> Fw:
@@ -54,24 +60,42 @@ def tgfx_fw() -> Fw:
     import tgfx.numpy as tnp
     import tgfx.scipy as tsp
     conv = lambda x, w: tg.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
+    devs = tuple(f"CPU:{i}" for i in range(SHARDS))
+
+    def shard(x: Any, axis: int | None) -> Any:
+        return tg.shard(x if isinstance(x, tg.Tensor) else tg.asarray(x), devs, axis)
     return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vjp, tg.vmap, tg.lax, tg.tree.map, tg.asarray,
               tg.random.key, tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
               tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,
               tg.stop_gradient, tg.random.uniform, tg.custom_vjp,
-              tg.random.permutation, tg.nn.softmax, tg.nn.log_sigmoid, tg.nn, tsp, tg.random)
+              tg.random.permutation, tg.nn.softmax, tg.nn.log_sigmoid, tg.nn, tsp, tg.random, shard)
 
 
 def jax_fw() -> Fw:
+    # SHARDS host devices for the sharded programs, set before jax first imports (it reads XLA_FLAGS then); the other
+    # programs' arrays stay on the first, as they would without it
+    flag = f"--xla_force_host_platform_device_count={SHARDS}"
+    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
     import jax
     import jax.numpy as jnp
     import jax.scipy
     import jax.scipy.linalg
     conv = lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))  # noqa: E731
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    def shard(x: Any, axis: int | None) -> Any:
+        if len(jax.devices()) < SHARDS:
+            raise RuntimeError(f"jax has {len(jax.devices())} device(s), the sharded programs need {SHARDS}: jax was "
+                               f"imported before XLA_FLAGS={flag} was set")
+        mesh = Mesh(np.array(jax.devices()[:SHARDS]), ("d",))
+        spec = PartitionSpec() if axis is None else PartitionSpec(*([None] * axis), "d")
+        return jax.device_put(x, NamedSharding(mesh, spec))
     return Fw("jax", jnp, jax.jit, jax.value_and_grad, jax.grad, jax.vjp, jax.vmap, jax.lax, jax.tree.map, jnp.asarray,
               jax.random.PRNGKey, jax.random.split, jax.random.normal, jax.nn.log_softmax, jax.nn.sigmoid,
               jax.nn.gelu, conv, jax.random.categorical, jax.ops.segment_sum, jax.ops.segment_max, jax.nn.logsumexp,
               jax.random.randint, jax.lax.stop_gradient, jax.random.uniform, jax.custom_vjp,
-              jax.random.permutation, jax.nn.softmax, jax.nn.log_sigmoid, jax.nn, jax.scipy, jax.random)
+              jax.random.permutation, jax.nn.softmax, jax.nn.log_sigmoid, jax.nn, jax.scipy, jax.random, shard)
 
 
 Step = Callable[[int], Any]   # step i -> the loss (not yet read)

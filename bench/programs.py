@@ -182,6 +182,7 @@ from bench.ported_models import lru, lru_scan, mamba, nerf, unet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
 from bench.ported_rl import dqn, gmm_em, ising, simclr, wavenet
 from bench.ported_science import filters, fno, heat, md
+from bench.ported_sharded import dp_mlp, dp_transformer, tp_mlp
 from bench.ported_sparse import beam, ctc, moe, word2vec
 
 
@@ -526,7 +527,8 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "realnvp": realnvp, "gpt": gpt, "resnet": resnet, "word2vec": word2vec, "moe": moe, "beam": beam, "ctc": ctc,
     "md": md, "filters": filters, "fno": fno, "heat": heat,
     "unet": unet, "nerf": nerf, "lru": lru, "lru_scan": lru_scan, "mamba": mamba,
-    "dqn": dqn, "ising": ising, "gmm_em": gmm_em, "wavenet": wavenet, "simclr": simclr}
+    "dqn": dqn, "ising": ising, "gmm_em": gmm_em, "wavenet": wavenet, "simclr": simclr,
+    "dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "dp_transformer": dp_transformer}
 
 
 @dataclass
