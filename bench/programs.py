@@ -142,6 +142,16 @@ Reinforcement learning, sampling and unsupervised models (`bench/ported_rl.py`):
   similarities with the diagonal masked, `logsumexp` over rows at temperature 0.5, SGD with momentum, a key split
   every step.
 
+Sharded over two devices (`bench/ported_sharded.py`; tgfx's CPU:0 and CPU:1, jax's two host devices by
+`XLA_FLAGS=--xla_force_host_platform_device_count=2`, set before jax imports; placed by `fw.shard`):
+
+- `dp_mlp`: JAX's spmd_mnist_classifier_fromscratch: a tanh MLP classifier, the batch split along axis 0 and the
+  parameters replicated, one jitted step of SGD with momentum whose gradient's all-reduce the sharding implies;
+- `tp_mlp`: a small pre-norm model whose MLP blocks are Megatron's (the up projection split by columns, the down
+  projection by rows, the hidden activations split with them, one all-reduce a block), Adam where each parameter lies;
+- `dp_transformer`: a data-parallel transformer LM (token batches split, parameters replicated), dropout from a key
+  split eagerly every step, a warm-up-then-cosine learning rate computed in Python between steps, Adam.
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
 median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative

@@ -515,3 +515,31 @@ def test_a_model_program_trains_as_it_does_under_jax(name):
     from bench.frameworks import tgfx_fw
     run = getattr(ported_models, name)(tgfx_fw(), True)
     np.testing.assert_allclose([float(run(i)) for i in range(2)], _JAX_LOSSES[name], rtol=1e-4)
+
+
+# the first two steps' losses of bench/ported_sharded.py's programs at their quick sizes under jax 0.10.2 (CPU, two
+# host devices by XLA_FLAGS, the bench's jax Fw): the same numpy initial values and batches
+_JAX_SHARDED_LOSSES = {
+    "dp_mlp": (2.5812442302703857, 2.556729793548584),
+    "tp_mlp": (4.166479110717773, 4.192708969116211),
+    "dp_transformer": (3.6067452430725098, 3.998657703399658),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_JAX_SHARDED_LOSSES))
+def test_a_sharded_program_trains_as_it_does_under_jax(name):
+    """Sharded training over CPU:0 and CPU:1 as JAX users write it (bench/ported_sharded.py): a data-parallel MLP
+    with momentum (batch split, parameters replicated, the gradient's all-reduce implied), a Megatron-style
+    tensor-parallel MLP block in a small transformer-ish model with Adam, and a data-parallel transformer LM with
+    dropout keys split eagerly and a learning-rate schedule computed between steps. Their quick forms' first two
+    losses are jax's, and a step after the first compiles nothing."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # bench/ is not installed
+    from bench import ported_sharded
+    from bench.frameworks import tgfx_fw
+    run = getattr(ported_sharded, name)(tgfx_fw(), True)
+    np.testing.assert_allclose([float(run(i)) for i in range(2)], _JAX_SHARDED_LOSSES[name], rtol=1e-5)
+    tg.counters.reset()
+    float(run(2))
+    assert tg.counters.compile_count == 0 and tg.counters.trace_count == 0
