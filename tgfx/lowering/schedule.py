@@ -26,6 +26,7 @@ from tgfx.lowering.inline import params_of, substitute_outside_calls, walk
 from tgfx.lowering.inplace import window_update
 from tgfx.lowering.layout import _root_base, _unreshaped, buffer_view, concat_pieces, copy_source, is_concat, new_buffer
 from tgfx.lowering.lru import LRU
+from tgfx.lowering.multi import group_by_device
 from tgfx.lowering.operands import _in_repeated_body, pm_reshape_reduces, pm_transpose_operands
 from tgfx.lowering.rangeify import pad_pieces
 from tgfx.lowering.split_reduce import split_reduces
@@ -170,7 +171,7 @@ def schedule(roots: list[UOp]) -> tuple[UOp, dict[UOp, UOp]]:
     for g, r in zip(given, roots, strict=True):
         buf = realized.get(_root_base(r)) or buffer_view(r)
         results[g] = r if buf is None else (buf if buf.shape == r.shape else UOp(Ops.RESHAPE, r.dtype, (buf,), r.shape))
-    calls = merge_siblings(calls)
+    calls = group_by_device(merge_siblings(calls))
     # an alias of memory that is no result would be memory the program reuses: copied instead
     kept = {buffer_view(r) for r in results.values()}
     calls = [c.replace(src=(c.src[0].replace(tag=None), *c.src[1:])) if is_alias(c) and c.src[2] not in kept else c
