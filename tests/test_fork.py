@@ -99,7 +99,7 @@ BEFORE_THE_DEVICES = textwrap.dedent("""
     import threading
 
     import tgfx.numpy as tnp
-    from tgfx.devices import _devices_lock, hcq
+    from tgfx.devices import _devices_lock, runtime
     from tgfx.devices.hcq import ForkedRuntimeError
     from tgfx.lowering import constants, gc_paused, schedule
 
@@ -141,7 +141,7 @@ BEFORE_THE_DEVICES = textwrap.dedent("""
     # the first device being made, a constant interned, a schedule cached: the child makes its own devices
     print(fork_while_held([_devices_lock, constants._pool_lock, schedule._templates._lock], computes))
     # the runtime being started (LLVM in use on that thread): the child is a fork of a process whose devices run
-    print(fork_while_held([hcq._runtime_lock], fails_at_once))
+    print(fork_while_held([runtime._runtime_lock], fails_at_once))
     print((tnp.arange(3.0) + 1).numpy().tolist())   # the parent carries on
 """)
 

@@ -140,7 +140,8 @@ def test_large_matmuls_stage_their_operands_in_shared_memory(shape: tuple[int, i
     assert smem <= GPU_DEFAULT.shared_per_block // 4
     assert re.search(r"\b(\d+) bytes spill stores", report).group(1) == "0", report
     if dtype == np.float32:
-        assert ptx.count("fma.rn.f32") == depth * lanes * rows and ptx.count("ld.shared.v4") == depth * (lanes + rows) // 4, ptx
+        assert ptx.count("fma.rn.f32") == depth * lanes * rows, ptx
+        assert ptx.count("ld.shared.v4") == depth * (lanes + rows) // 4, ptx
         assert "ld.global.nc.v4" in ptx
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from tgfx import config
 from tgfx.devices import DEFAULT_DEVICE, get_device
-from tgfx.devices.hcq import Program, running_callback
+from tgfx.devices.programs import Program, running_callback
 from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, host_np, to_dtype
 from tgfx.function import is_grad_input
 from tgfx.ir.ops import Ops

@@ -62,7 +62,6 @@ from tgfx.devices.cuda_driver import (
     Driver,
 )
 from tgfx.devices.hcq import (
-    _PROGRAMS,
     _SIGNALS,
     HCQError,
     HCQExecError,
@@ -85,6 +84,7 @@ from tgfx.devices.packets import (
     PACKETS,
     Op,
 )
+from tgfx.devices.programs import _PROGRAMS
 
 PAGE = 4096
 STAGING_MIN = 64 << 10      # staging buffers come in powers of two from this size

@@ -1,6 +1,7 @@
 """The hardware-command-queue (HCQ) interface: signals, queues, programs, allocators and command processors.
 
-This module is the one interface a new backend implements, and it imports nothing of any backend: the CPU backend
+This module is the one interface a new backend implements (with `runtime.py`, the host runtime and its errors, and
+`programs.py`, memory and programs: it exports their names), and it imports nothing of any backend: the CPU backend
 (`tgfx/devices/cpu.py`, with its native processor in `native.py` and the host side of its rings in
 `processor.py`) builds on it, as a second backend would. Everything that runs on a device goes through it: the
 host builds an `HWQueue` of packets, encodes it into a `CommandBuffer` (a flat array of 64-bit words; both in
@@ -72,19 +73,15 @@ thread drains them.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
-import ctypes
 import enum
-import functools
 import itertools
 import json
-import os
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -92,6 +89,20 @@ import numpy as np
 
 from tgfx import forksafe
 from tgfx.config import DEBUG, Flag
+from tgfx.devices.programs import Allocator, Buffer, KernelFn, Program, _callback, _refuse_in_callback, host_buffer
+from tgfx.devices.runtime import (
+    ForkedRuntimeError,
+    HCQCallbackError,
+    HCQError,
+    HCQExecError,
+    HCQNoWriterError,
+    HCQTimeoutError,
+    HostRuntime,
+    host_runtime,
+    in_forked_child,
+    refuse_in_forked_child,
+    register_host_runtime,
+)
 
 # every wait, on the host or in a queue, gives up once this long passed with no progress on any engine (no EXEC or
 # COPY running or retiring: a long healthy computation never times out); TGFX_WAIT_TIMEOUT=2 makes a hang show in
@@ -117,164 +128,11 @@ class Engine(enum.Enum):
     __hash__ = object.__hash__   # members are singletons; Enum's own hash runs Python on every processor lookup
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# errors
-
-class HCQError(RuntimeError):
-    """An error raised by the runtime. `reported` is set once the error has been raised to the host."""
-    reported: bool = False
-    fault_id: int = 0          # the processor's fault record it came from (0: raised on the host)
-
-
-class HCQTimeoutError(HCQError, TimeoutError):
-    """A wait (on the host or in a queue) did not see its signal reach the awaited value in time."""
-
-
-class HCQExecError(HCQError):
-    """A packet failed in a command processor; `__cause__` is the original exception."""
-
-
-class HCQNoWriterError(HCQError):
-    """The host waits for a signal value that no submitted queue will write (a lost or never-made submission): raised
-    as soon as that is known, instead of a timeout."""
-
-
-class HCQCallbackError(HCQError):
-    """A host callback computed or read Tensors with tgfx while it ran between a device's kernels: that would wait on
-    a device that waits for the callback."""
-
-
-class ForkedRuntimeError(HCQError):
-    """The process is a fork of one whose devices ran: their threads, rings and kernels in flight stayed there."""
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# the host runtime
-
-class HostRuntime:
-    """The process-wide host services every device relies on, provided by a backend (`register_host_runtime`): the
-    CPU backend's native runtime (`tgfx/devices/native.py`) is one.
-
-    A signal is a word in host-visible memory (see "Signals in memory"); the host blocks on one with `wait_ge`, which
-    must not hold the GIL, and writes one with `store_wake`. Command processors record faults in a process-wide table
-    of records (`fault_record`), counted by `fault_counter`, and count the EXECs and COPYs they run and retire
-    (`progress`), which is how a wait tells a stalled device from a long computation.
-    """
-
-    fault_counter: np.ndarray
-    """A one-element int64 view of the count of faults ever recorded (read on every synchronize: keep it cheap)."""
-    fault_capacity: int
-    """How many fault records the table keeps; older ones are overwritten."""
-
-    def store_wake(self, addr: int, value: int) -> None:
-        """Store the int64 `value` at `addr` and wake every thread asleep on the word."""
-        raise NotImplementedError
-
-    def wait_ge(self, addr: int, value: int, timeout_ns: int, spin_ns: int, abort: int | None,
-                avoid: int | None) -> int:
-        """Wait until the int64 at `addr` is >= `value` (signed), at most `timeout_ns`; returns the value last seen.
-
-        Spins for `spin_ns` first, unless the calling thread runs on the core whose number is at address `avoid`;
-        gives up early once the word at address `abort` (if any) is nonzero. Runs without the GIL."""
-        raise NotImplementedError
-
-    def cas(self, addr: int, expected: int, new: int) -> int:
-        """Compare-and-swap the int64 at `addr`; returns the old value."""
-        raise NotImplementedError
-
-    def fault_record(self, fault_id: int) -> list[int]:
-        """The table's record for fault `fault_id`: (id, kind, engine index, a, b, c, d, 0). Its first word is
-        `fault_id` only while the fault is recorded and not yet reported; an older or newer fault's id otherwise."""
-        raise NotImplementedError
-
-    def clear_fault(self, fault_id: int) -> None:
-        """Mark fault `fault_id` reported: processors stop attaching it to the signals they write."""
-        raise NotImplementedError
-
-    def progress(self) -> tuple[int, int]:
-        """(EXECs and COPYs running now, those retired so far), over every engine of the process."""
-        raise NotImplementedError
-
-    def shutdown(self) -> None:
-        """Stop the runtime's threads, at interpreter exit."""
-
-
-_runtime_factory: Callable[[], HostRuntime] | None = None
-_runtime: HostRuntime | None = None
-_runtime_lock = threading.Lock()
-_forked_from: int | None = None     # in a child forked after the runtime started: the parent's pid
-
-
-def register_host_runtime(factory: Callable[[], HostRuntime]) -> None:
-    """Make `factory` build the process's `HostRuntime`, on first use (a backend calls this when imported)."""
-    global _runtime_factory
-    _runtime_factory = factory
-
-
-def host_runtime() -> HostRuntime:
-    """The process's host runtime, built on first use.
-
-    Raises:
-        ForkedRuntimeError: this process is a fork of one whose runtime had started.
-    """
-    global _runtime
-    if _forked_from is not None:
-        raise ForkedRuntimeError(
-            f"tgfx's devices were started in process {_forked_from}, and this process is a fork of it: the device "
-            f"threads, their rings and the kernels in flight stayed in the parent. Start worker processes with "
-            f"multiprocessing's 'spawn' or 'forkserver' method (multiprocessing.set_start_method('spawn')), or fork "
-            f"before tgfx computes anything")
-    rt = _runtime
-    if rt is None:
-        with _runtime_lock:
-            if _runtime is None:
-                if _runtime_factory is None:
-                    raise RuntimeError("no device backend registered a host runtime; import tgfx.devices first")
-                _runtime = _runtime_factory()
-                atexit.register(_shutdown_at_exit)
-            rt = _runtime
-    return rt
-
-
-def refuse_in_forked_child() -> None:
-    """Raise `ForkedRuntimeError` in a fork of a process whose runtime had started; nothing otherwise. Called where
-    a computation starts (an eager graph realised, a jitted call), before it takes the locks of caches, compiles and
-    programs: a thread of the parent may have held one when it forked, and in the child no thread would release it
-    (the child would hang on it instead of failing)."""
-    if _forked_from is not None:
-        host_runtime()
-
-
-def in_forked_child() -> bool:
-    """Whether this process is a fork of one whose runtime had started (its devices' threads stayed there)."""
-    return _forked_from is not None
-
-
-def _shutdown_at_exit() -> None:
-    if _runtime is not None and _forked_from is None:   # a forked child has no threads of its own to stop
-        _runtime.shutdown()
-
-
-def _after_fork_in_child() -> None:
-    """A fork copies only the forking thread: a child of a process whose runtime runs fails at once on the devices
-    (not in a wait for threads that do not exist), and a child forked before it started builds its own. A child
-    forked while another thread was starting it is the first kind: that thread was in LLVM, whose locks the child
-    cannot take back."""
-    global _forked_from, _runtime_lock
-    if _runtime is not None or _runtime_lock.locked():
-        _forked_from = os.getppid()
-    _runtime_lock = threading.Lock()     # the parent may have held it while forking
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # faults and waits
 
 _FAULT_ERRORS: dict[int, HCQError] = {}          # fault id -> its error, from the drain until it is reported
-_HOST_EXCEPTIONS: dict[int, BaseException] = {}  # token a host callback returned -> the exception it raised
-_host_tokens = itertools.count(1)
 _faults_lock = forksafe.lock()
 _faults_drained = 0
 
@@ -508,204 +366,6 @@ class Fence:
         self.device._wait_timeline(self.value, timeout, self.engine)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# memory and programs
-
-class Buffer:
-    """Device memory: `nbytes` at integer address `ptr` on `device` (None for host memory).
-
-    `_mem` is the object that owns the memory; queues hold it (not the Buffer) until their fence passes, so
-    freeing a Buffer that a submitted queue still uses is safe. `shared` marks memory that other Buffers are views
-    of (or that is a view itself): nothing may write into it in place as if it were one value's alone.
-    """
-
-    __slots__ = ("device", "nbytes", "ptr", "_mem", "shared", "__weakref__")
-
-    def __init__(self, device: HCQDevice | None, nbytes: int, ptr: int, mem: Any, shared: bool = False) -> None:
-        self.device, self.nbytes, self.ptr, self._mem, self.shared = device, nbytes, ptr, mem, shared
-
-    def __repr__(self) -> str:
-        where = self.device.name if self.device is not None else "host"
-        return f"<Buffer {where} {self.nbytes} B at {self.ptr:#x}{' freed' if self._mem is None else ''}>"
-
-    @property
-    def freed(self) -> bool:
-        """True once the buffer was handed back to its allocator."""
-        return self._mem is None
-
-    def view(self, offset: int, nbytes: int) -> Buffer:
-        """A sub-buffer sharing this memory (and keeping it alive), e.g. a slice of a planned arena; both are marked
-        `shared` from then on."""
-        if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
-            raise ValueError(f"view [{offset}, {offset + nbytes}) is outside {self!r}")
-        self.shared = True
-        return Buffer(self.device, nbytes, self.ptr + offset, self._mem, shared=True)
-
-
-def host_buffer(array: np.ndarray | memoryview | bytes) -> Buffer:
-    """Wrap C-contiguous host memory as a `Buffer` with device None (a COPY source or destination)."""
-    arr = np.asarray(array) if isinstance(array, np.ndarray) else np.frombuffer(array, dtype=np.uint8)
-    if not arr.flags.c_contiguous:
-        raise ValueError(f"host memory must be C-contiguous, got an array with strides {arr.strides}")
-    return Buffer(None, arr.nbytes, arr.ctypes.data, arr)
-
-
-class Allocator:
-    """Allocates a device's memory and moves bytes between it and the host.
-
-    A backend implements `alloc`, `copyin`, `copyout` and `fill` (and may extend `free`). `copyin` and `copyout`
-    are ordered after everything submitted to the device before (`tgfx.devices.queue.QueueAllocator` runs them on
-    the copy engine, for host memory the device can read; a GPU backend would use pinned staging buffers).
-    """
-
-    def __init__(self, device: HCQDevice) -> None:
-        self.device = device
-
-    def alloc(self, nbytes: int) -> Buffer:
-        """Allocate `nbytes` (at least 64-byte aligned) and return a Buffer on this device."""
-        raise NotImplementedError
-
-    def free(self, buf: Buffer) -> None:
-        """Give `buf` back. Queues already submitted keep its memory alive until they complete."""
-        if buf.device is not self.device:
-            raise ValueError(f"{buf!r} does not belong to {self.device.name}")
-        if buf._mem is None:
-            raise ValueError(f"{buf!r} was already freed")
-        buf._mem = None
-
-    def copyin(self, buf: Buffer, src: np.ndarray | memoryview | bytes, timeout: float | None = None) -> None:
-        """Copy host bytes into the start of `buf`, after all earlier work on the device; returns when it is done.
-        Backend hook (`tgfx.devices.queue.QueueAllocator` does it with a COPY packet)."""
-        raise NotImplementedError
-
-    def fill(self, buf: Buffer, src: np.ndarray) -> None:
-        """Copy host bytes into the start of `buf`, memory no submitted queue uses yet (just allocated), so the copy
-        need not wait for the device's earlier work. A backend whose memory the host can write implements this with
-        a plain store; `QueueAllocator`'s is `copyin`."""
-        raise NotImplementedError
-
-    def copyout(self, dst: np.ndarray | memoryview, buf: Buffer, timeout: float | None = None) -> None:
-        """Copy the first `dst.nbytes` bytes of `buf` into writable host memory `dst`, after all earlier work.
-        Backend hook."""
-        raise NotImplementedError
-
-    def read(self, buf: Buffer, nbytes: int) -> np.ndarray:
-        """The first `nbytes` bytes of `buf`, after all earlier work, as a new host array (uint8): `copyout` into
-        one, unless the backend reads its memory more directly."""
-        out = np.empty(nbytes, dtype=np.uint8)
-        self.copyout(out, buf)
-        return out
-
-
-KernelFn = Callable[[int, int, int], None]
-_KERNEL_CTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-_HOST_KERNEL_CTYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
-_PROGRAMS: weakref.WeakValueDictionary[int, Program] = weakref.WeakValueDictionary()   # id -> Program
-_PROGRAM_NAMES: dict[int, str] = {}       # id -> name, for profile events and faults of programs since collected
-_program_ids = itertools.count(1)
-
-
-class _CallbackState(threading.local):
-    name: str | None = None   # the host callback this thread runs now (a processor's, or inline); a class default:
-    # a thread-local attribute never set is then found at once, where a missing one costs an exception per submit
-
-
-_callback = _CallbackState()
-
-
-@contextlib.contextmanager
-def running_callback(name: str) -> Iterator[None]:
-    """Mark the calling thread as running host callback `name` (a user's Python function run as a device command):
-    until it returns, a submission or a blocking wait from it raises `HCQCallbackError` instead of waiting on a
-    device that waits for the callback (the device's processor runs it, or the caller runs it inline holding the
-    device's submit lock: either hung for good)."""
-    outer = _callback.name
-    _callback.name = name
-    try:
-        yield
-    finally:
-        _callback.name = outer
-
-
-def _refuse_in_callback(what: str) -> None:
-    if (name := _callback.name) is not None:
-        raise HCQCallbackError(
-            f"{name} used tgfx ({what}) while it ran as a host callback between a device's kernels: it would wait on "
-            f"a device that waits for the callback to return. Compute with numpy inside a callback (its arguments "
-            f"are numpy arrays), and pass the Tensors it needs as arguments instead of reading them there")
-
-
-def _call_host_kernel(fn: KernelFn, bufs: int | None, vals: int | None, core: int) -> int:
-    """Run a Python program for one core id on a processor thread (ctypes takes the GIL); 0, or an error token."""
-    try:
-        fn(bufs or 0, vals or 0, core)
-        return 0
-    except BaseException as e:  # noqa: BLE001 -- every fault must reach the host, never unwind into native code
-        token = next(_host_tokens)
-        _HOST_EXCEPTIONS[token] = e
-        return token
-
-
-class Program:
-    """A compiled kernel: `void kernel(void **bufs, int64_t *vals, int64_t core_id)`.
-
-    Args:
-        name: the kernel's name, for profiles, DEBUG output and errors.
-        fn: the native function's address (e.g. llvmlite's `ee.get_function_address(name)`), or a Python
-            callable `fn(bufs_addr, vals_addr, core_id)` (host functions, tests). The processor calls a Python
-            callable through a ctypes callback, which takes the GIL, for one core id after another.
-        keepalive: anything that owns the code (an llvmlite ExecutionEngine) and must outlive the program.
-
-    Attributes:
-        addr: the native address, or None for a Python callable.
-        fn_addr: the address EXEC packets call: `addr`, or the callback's trampoline (marked `EXEC_HOST_FN`).
-        host_buffers: a Python callable's buffer sizes in bytes, in EXEC order, and `host_writes` how many leading
-            buffers it writes: what a device whose memory the host cannot read (CUDA) copies around the call; None
-            where unknown (such a program then runs only on devices in host memory).
-    """
-
-    host_buffers: tuple[int, ...] | None = None
-    host_writes: int = 0
-
-    def __init__(self, name: str, fn: int | KernelFn, keepalive: Any = None) -> None:
-        self.name, self.keepalive = name, keepalive
-        # cost estimates from the compiler, for DEBUG>=2 throughput lines (0 when unknown)
-        self.flops: int = int(getattr(keepalive, "flops", 0) or 0)
-        self.mem_bytes: int = int(getattr(keepalive, "mem_bytes", 0) or 0)
-        if isinstance(fn, int):
-            if fn == 0:
-                raise ValueError(f"program {name!r}: function address is 0 (was the symbol found?)")
-            self.addr: int | None = fn
-            self.call: KernelFn = _KERNEL_CTYPE(fn)   # ctypes releases the GIL during the call
-            self.fn_addr: int = fn
-        else:
-            self.addr, self.call = None, fn
-            self._trampoline = _HOST_KERNEL_CTYPE(functools.partial(_call_host_kernel, fn))
-            self.fn_addr = ctypes.cast(self._trampoline, ctypes.c_void_p).value or 0
-        self.id = next(_program_ids)
-        _PROGRAMS[self.id] = self
-        _PROGRAM_NAMES[self.id] = name
-
-    def __repr__(self) -> str:
-        where = f"at {self.addr:#x}" if self.addr is not None else "(python)"
-        return f"<Program {self.name!r} #{self.id} {where}>"
-
-    @staticmethod
-    def of(kernel: Any) -> Program:
-        """`kernel` itself if a Program, else a Program for any object with `name` and native `addr` (such as the
-        compiler's CompiledKernel), created once per (name, addr) and kept for the life of the process."""
-        if isinstance(kernel, Program):
-            return kernel
-        name, addr = getattr(kernel, "name", None), getattr(kernel, "addr", None)
-        if not isinstance(name, str) or not isinstance(addr, int):
-            raise TypeError(f"exec needs a Program or an object with `name: str` and `addr: int`, got {kernel!r:.80}")
-        if (prog := _NATIVE_PROGRAMS.get((name, addr))) is None:
-            prog = _NATIVE_PROGRAMS[(name, addr)] = Program(name, addr, keepalive=kernel)
-        return prog
-
-
-_NATIVE_PROGRAMS: dict[tuple[str, int], Program] = {}
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # command processors
@@ -920,7 +580,7 @@ class HCQDevice:
         with) and `refs`: whatever the caller pointed its words at since (a replay's inputs and outputs). With
         `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned fence
         has passed."""
-        if _forked_from is not None:
+        if in_forked_child():
             host_runtime()                                # raises: this is a fork of the process that runs them
         if _callback.name is not None:
             _refuse_in_callback(f"a submission to {self.name}")
@@ -1145,7 +805,8 @@ def export_chrome_trace(devices: Iterable[HCQDevice], path: str | None = None) -
     return text
 
 
-__all__ = ["Allocator", "Buffer", "CommandProcessor", "Engine", "Fence", "ForkedRuntimeError", "HCQDevice", "HCQError",
-           "HCQExecError", "HCQNoWriterError", "HCQTimeoutError", "HostRuntime", "ProfileEvent", "Program", "Ring",
-           "Signal", "Submission", "Sym", "chrome_trace", "export_chrome_trace", "host_buffer", "host_runtime",
-           "register_host_runtime"]
+# the interface a backend implements is this module's: the names of runtime.py and programs.py are part of it
+__all__ = ["Allocator", "Buffer", "CommandProcessor", "Engine", "Fence", "ForkedRuntimeError", "HCQCallbackError",
+           "HCQDevice", "HCQError", "HCQExecError", "HCQNoWriterError", "HCQTimeoutError", "HostRuntime", "KernelFn",
+           "ProfileEvent", "Program", "Ring", "Signal", "Submission", "Sym", "chrome_trace", "export_chrome_trace",
+           "host_buffer", "host_runtime", "in_forked_child", "refuse_in_forked_child", "register_host_runtime"]

@@ -11,9 +11,6 @@ import numpy as np
 
 from tgfx.devices import native
 from tgfx.devices.hcq import (
-    _HOST_EXCEPTIONS,
-    _PROGRAM_NAMES,
-    _PROGRAMS,
     _SIGNALS,
     DEFAULT_TIMEOUT_S,
     PROFILE_EVENTS_KEPT,
@@ -29,6 +26,7 @@ from tgfx.devices.hcq import (
     word_view,
 )
 from tgfx.devices.packets import OP_MASK, PACKETS, RING_WORDS, Op, header
+from tgfx.devices.programs import _HOST_EXCEPTIONS, _PROGRAM_NAMES, _PROGRAMS
 
 _EXEC, _WAIT = PACKETS[Op.EXEC], PACKETS[Op.WAIT]
 
