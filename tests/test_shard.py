@@ -595,9 +595,9 @@ def test_a_big_copy_between_cpu_devices_is_a_kernel_reading_the_source_where_it_
 
 
 def test_each_devices_kernels_run_as_one_segment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A jitted chain of matmuls on a batch split over two devices, each step a result: the walk that schedules the per-device graphs
-    alternates between their parts op by op, and each switch of device was a segment of its own (a submit and a
-    wait: a tensor-parallel MLP step made 146 for 136 kernels); each device's kernels are one segment."""
+    """A jitted chain of matmuls on a batch split over two devices, each step a result: the walk that schedules the
+    per-device graphs alternates between their parts op by op, and each switch of device was a segment of its own (a
+    submit and a wait: a tensor-parallel MLP step made 146 for 136 kernels); each device's kernels are one segment."""
     from tgfx.lowering import program
     programs = []
     real = program.Program.run
