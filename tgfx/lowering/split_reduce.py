@@ -1,4 +1,4 @@
-"""split_reduce: a sum with few outputs over a long reduce is split over the CPU's cores (split-K).
+"""split_reduce: a sum with few outputs over a long reduce is split over the CPU's cores or a GPU's SMs (split-K).
 
 A kernel is spread over the cores by its output loops (THREAD splits an output range). A sum with too few outputs
 to give every part of the split a register tile of its own -- a convolution's weight gradient, 3 x 3 x 3 x 32 = 864
@@ -18,22 +18,42 @@ constant of this host: enough that a part's share of what the sum reads stays in
 the reduce reads it there, not from memory (the weight gradient re-read its 19 MB output gradient once per each of
 its 27 taps and input channels; in 32 parts, 0.6 MB each, 20 -> 5 ms on 2 cores). Floats summed in another order
 differ in their last bits, as any blocked sum does.
+
+On a GPU (`gpu_split`, from the device's `GPUTarget`: its SMs and the threads each holds) a sum or max of fewer
+outputs than fill the GPU a thread each is split into enough parts that its partial sums do, a thread an output of a
+part, adjacent threads on adjacent elements: the parts the inner factor of a reduce axis along memory (a full sum:
+thread k sums k, k + p, ...; the parts kept last, so the sum of the parts reads them adjacent too), or the outer one
+where an output axis runs along memory (a weight gradient's channels, which a warp's threads then take). By the
+launch model (`gpu_cost`) on an H200: a full sum of 64M floats, one block of 256 threads, is 524288 threads (fill
+1.94); the CNN step's 3 x 3 x 16 x 32 weight gradient, 75.5M sectors read (32 a warp access), is 0.8M (coalesced)
+and 0.3M for the sum of its 64 parts.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from tgfx.devices import DEFAULT_DEVICE, get_device
-from tgfx.devices.target import Target
+from tgfx.devices.target import GPUTarget, Target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.fusion import _gather, _scatter_reduce
+from tgfx.lowering.layout import _layout
 
 # each part's share of the reduce is at least this many steps: the partial sums are p times the outputs, written and
 # read back once; over a shorter reduce they cost about what the split saves
 MIN_PART_REDUCE = 256
 # ... and the partial sums (written once, read back once) are at most this share of the bytes the sum reads
 PARTIALS_SHARE = 8
+# a GPU part's reduce is at least this many steps of its thread where the split is for the threads it launches (a sum
+# along memory): the thread's one store of a partial is then a small share of its loads; and at least
+# MIN_GPU_RUN where the split is what makes a warp's loads adjacent (its threads on an output axis): a block an
+# output read 8 times the sectors (the VAE's 64 x 256 weight gradient over a batch of 128: 2 parts of 64 left its
+# 32768 partial sums a block each again, 32 sectors a warp access; 8 parts of 16, a thread each, 4)
+MIN_GPU_PART_REDUCE = 64
+MIN_GPU_RUN = 16
 
 
 def read_bytes(red: UOp) -> int:
@@ -90,31 +110,131 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
     return 0, 1
 
 
-def do_split(ctx: tuple[Target, set[UOp]], red: UOp) -> UOp | None:
-    target, made = ctx
-    if red in made or (split := split_parts(red, target))[1] == 1:
+@dataclass(frozen=True)
+class Split:
+    """How a reduce is split: its reduce axis `axis`, padded with zeros (a sum's identity) to `length`, in `parts`
+    parts; `inner`: the parts are the axis's inner factor (part k sums elements k, k + parts, ...: adjacent parts on
+    adjacent elements), else its outer one (part k a run of `length / parts` adjacent elements)."""
+    axis: int
+    parts: int
+    inner: bool = False
+    length: int = 0
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
+
+
+def gpu_split(red: UOp, target: GPUTarget) -> Split | None:
+    """The split of reduce `red` on GPU `target`, or None. A reduce of fewer outputs than `fill_threads` is a block
+    an output (`optimize_gpu.hand_coded_gpu_opts`: its threads split the reduce): that launches too few threads to
+    fill the GPU where the outputs are few (a full sum: one block of 132 SMs), and reads far-apart elements in each
+    warp access where the reduce does not run along memory (a weight gradient of NHWC operands: a warp's 32 threads
+    on 32 images, 32 sectors an access where 4 would do). One whose reduce axes are all shorter than a warp is a
+    thread an output instead: split only where that leaves an SM less than a warp (the quick cnn_bn's weight
+    gradients: 576 threads of 2048 steps each). Split so that the partial sums are enough outputs for a
+    thread each to fill every SM (`sms * threads_per_sm`; at least two parts, each `MIN_GPU_PART_REDUCE` or
+    `MIN_GPU_RUN` steps or more), each thread looping over its part, adjacent threads on adjacent elements:
+
+    - the reduce runs along memory (`layout._layout`: a full sum, a few long rows): that axis, the parts its inner
+      factor (thread k reads k, k + parts, ...: a warp's loads adjacent), kept last in the partial sums (a warp's
+      stores adjacent, and the sum of the parts reads each output's parts adjacent). Not where a block a row already
+      fills the GPU (`group_threads` a row over its outputs: a softmax of 4096 rows), nor into no more parts than
+      such a block has threads: its threads read adjacent elements.
+    - an output axis runs along memory (a weight gradient's channels, a column sum): the parts the outer factor of a
+      reduce axis (a run of it each, the CPU's split), first in the partial sums; a warp's threads then run along
+      that output axis (`_grid_axes`), coalesced.
+
+    Among the axes that divide evenly, the fewest parts that fill the GPU, else the most the reduce allows; a sum
+    whose axis divides into too few is padded with zeros to a multiple of the parts. Sums (floats and integers:
+    integer sums are exact in any order) and maxima (a min is one of a negation); not a gather or a scatter."""
+    op, dtype = red.arg[0], red.dtype
+    if op not in (Ops.ADD, Ops.MAX) or dtype is None or not (dtype.is_float or dtype.is_int):
         return None
-    axis, parts = split
+    if _gather(red) or _scatter_reduce(red):
+        return None
     src = red.src[0]
-    shape = (*src.shape[:axis], parts, src.shape[axis] // parts, *src.shape[axis + 1:])
-    axes = tuple(sorted({a + (a >= axis) for a in red.arg[1]}))   # the part's own share and the other reduce axes
-    part = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.RESHAPE, src.dtype, (src,), shape),), (Ops.ADD, axes))
+    outputs, work, fill = prod(red.shape), prod(src.shape), target.fill_threads()
+    if outputs >= fill or work < fill * MIN_GPU_RUN:
+        return None   # a thread an output fills the GPU; too few elements for a run each of the threads that would
+    if max(src.shape[a] for a in red.arg[1]) < target.warp_size and outputs >= target.sms * target.warp_size:
+        return None   # a thread an output (a reduce too short for a block's threads), a warp or more each SM
+    along = _layout(src)[0]
+    inner = along in red.arg[1]
+    if inner and outputs * target.group_threads(src.shape[along]) >= fill:
+        return None   # a block a row fills the GPU, its threads on adjacent elements
+    most = work // outputs // (MIN_GPU_PART_REDUCE if inner else MIN_GPU_RUN)
+    good = -(-target.sms * target.threads_per_sm // outputs)
+    if most < 2:
+        return None
+    # (parts, axis) that divide an axis evenly: the fewest that fill the GPU, else the most; the outermost axis of
+    # equals
+    options = [(d, axis) for axis in ([along] if inner else sorted(red.arg[1]))
+               for d in _divisors(src.shape[axis]) if 2 <= d <= most]
+    filling = [o for o in options if o[0] >= good]
+    pick = min(filling) if filling else max(options, key=lambda o: (o[0], -o[1]), default=None)
+    best = None if pick is None else Split(pick[1], pick[0], inner, src.shape[pick[1]])
+    enough = -(-fill // outputs)
+    if op is Ops.ADD and (best is None or best.parts < enough):
+        # too few parts divide the axis (a length of few factors: 65537): pad it with zeros to a multiple of them
+        axis = along if inner else max(sorted(red.arg[1]), key=lambda a: src.shape[a])
+        n = src.shape[axis]
+        parts = min(good, most, n)
+        if inner and parts > target.warp_size:
+            parts -= parts % target.warp_size
+        if parts >= 2 and (best is None or parts > best.parts):
+            best = Split(axis, parts, inner, -(-n // parts) * parts)
+    if inner and best is not None and best.parts <= target.group_threads(src.shape[along]):
+        return None   # no more threads than a block a row has (a softmax of 7 rows of 600: 8 parts of 75)
+    return best
+
+
+def _split_of(red: UOp, target: Target | GPUTarget) -> Split | None:
+    """The split of reduce `red`: by `target` where it is a GPU's (a test's), else by its device's: the CPU's
+    (`split_parts` with `target`), or a GPU's own target (`gpu_split`)."""
+    if isinstance(target, GPUTarget):
+        return gpu_split(red, target)
+    if isinstance(red.device, str) and not (dev := get_device(red.device)).compiles_on_host and \
+            isinstance(gpu := getattr(dev, "target", None), GPUTarget):
+        return gpu_split(red, gpu)
+    axis, parts = split_parts(red, target)
+    return None if parts == 1 else Split(axis, parts, False, red.src[0].shape[axis])
+
+
+def do_split(ctx: tuple[Target | GPUTarget, set[UOp]], red: UOp) -> UOp | None:
+    target, made = ctx
+    if red in made or (split := _split_of(red, target)) is None:
+        return None
+    src, axis, parts = red.src[0], split.axis, split.parts
+    n = src.shape[axis]
+    if split.length != n:
+        pads = tuple((0, split.length - n) if a == axis else (0, 0) for a in range(len(src.shape)))
+        src = UOp(Ops.PAD, src.dtype, (src,), pads)
+    factors = (split.length // parts, parts) if split.inner else (parts, split.length // parts)
+    shape = (*src.shape[:axis], *factors, *src.shape[axis + 1:])
+    # the part's own share (the factor that is not the parts) and the other reduce axes
+    share, at = (axis, axis + 1) if split.inner else (axis + 1, axis)
+    axes = tuple(sorted(share if a == axis else a + (a > axis) for a in red.arg[1]))
+    part = UOp(Ops.REDUCE_AXIS, red.dtype, (UOp(Ops.RESHAPE, src.dtype, (src,), shape),), (red.arg[0], axes))
     made.add(part)
-    order = (axis, *(a for a in range(len(shape)) if a != axis))
+    rest = tuple(a for a in range(len(shape)) if a != at)
+    order = (*rest, at) if split.inner else (at, *rest)
     partial = UOp(Ops.CONTIGUOUS, red.dtype, (UOp(Ops.PERMUTE, red.dtype, (part,), order),))
-    total = UOp(Ops.REDUCE_AXIS, red.dtype, (partial,), (Ops.ADD, (0,)))
+    total = UOp(Ops.REDUCE_AXIS, red.dtype, (partial,), (red.arg[0], (len(shape) - 1 if split.inner else 0,)))
     made.add(total)
     return UOp(Ops.RESHAPE, red.dtype, (total,), red.shape)
 
 
-# a sum too few outputs wide for the cores as partial sums of its reduce's parts, and their sum
+# a sum too few outputs wide for the cores, or for a GPU's SMs, as partial sums of its reduce's parts, and their sum
 pm_split_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="red"), do_split)])
 
 
-def split_reduces(roots: list[UOp], target: Target) -> list[UOp]:
-    """`roots` with each sum `split_parts` splits as partial sums and their sum (module docstring)."""
+def split_reduces(roots: list[UOp], target: Target | GPUTarget) -> list[UOp]:
+    """`roots` with each sum `split_parts` splits (on the CPU `target`; a GPU device's reduce by its own target,
+    `gpu_split`; every reduce by `target` where that is a GPU's) as partial sums and their sum (module docstring)."""
     return list(graph_rewrite(UOp(Ops.SINK, None, tuple(roots)), pm_split_reduces, ctx=(target, set()),
                               name="split reduces").src)
 
 
-__all__ = ["split_parts", "split_reduces"]
+__all__ = ["Split", "gpu_split", "split_parts", "split_reduces"]
