@@ -63,7 +63,7 @@ def tgfx_fw() -> Fw:
     devs = tuple(f"CPU:{i}" for i in range(SHARDS))
 
     def shard(x: Any, axis: int | None) -> Any:
-        return tg.shard(x if isinstance(x, tg.Tensor) else tg.asarray(x), devs, axis)
+        return tg.shard(x, devs, axis)
     return Fw("tgfx", tnp, tg.jit, tg.value_and_grad, tg.grad, tg.vjp, tg.vmap, tg.lax, tg.tree.map, tg.asarray,
               tg.random.key, tg.random.split, tg.random.normal, tg.nn.log_softmax, tg.nn.sigmoid, tg.nn.gelu, conv,
               tg.random.categorical, tg.ops.segment_sum, tg.ops.segment_max, tg.nn.logsumexp, tg.random.randint,

@@ -621,3 +621,19 @@ def test_each_devices_kernels_run_as_one_segment(monkeypatch: pytest.MonkeyPatch
         np.testing.assert_allclose(o.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
     (prog,) = programs
     assert prog.n_kernels >= 8 and len(prog.segments) == 2, (prog.n_kernels, len(prog.segments))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_shard_of_host_data_writes_each_piece_where_it_goes(axis: int | None) -> None:
+    """A batch from numpy, sharded every step of a data-parallel loop: each device's piece is written into its own
+    memory, as `Tensor(data, device=d)` is, with no buffer on the first device, no copy and no program."""
+    a = randn(4, 6)
+    tg.counters.reset()
+    x = tg.shard(a, D2, axis=axis)
+    parts = tg.parts(x)
+    assert tg.counters.copy_count == 0 and tg.counters.kernel_count == 0 and tg.counters.schedule_count == 0
+    assert [p.device for p in parts] == list(D2)
+    assert tg.sharding(x) == (D2, axis)
+    np.testing.assert_array_equal(x.numpy(), a)
+    for i, p in enumerate(parts):
+        np.testing.assert_array_equal(p.numpy(), a if axis is None else np.split(a, 2, axis)[i])

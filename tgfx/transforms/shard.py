@@ -58,7 +58,7 @@ def sharding(x: Tensor) -> tuple[Devices, int | None] | None:
     return None
 
 
-def shard(x: Tensor, devices: str | Sequence[str], axis: int | None = None) -> Tensor:
+def shard(x: Tensor | np.ndarray, devices: str | Sequence[str], axis: int | None = None) -> Tensor:
     """`x` split evenly along `axis` across `devices` (each device gets one contiguous piece), or replicated on
     every device when `axis` is None. Sharding a sharded Tensor reshards it (all-to-all, gather or split).
 
@@ -68,14 +68,24 @@ def shard(x: Tensor, devices: str | Sequence[str], axis: int | None = None) -> T
         ValueError: the axis is out of range, or its size does not divide by the number of devices; a device name is
             unknown or repeated.
     """
-    if not isinstance(x, Tensor):
+    if not isinstance(x, (Tensor, np.ndarray, np.generic)):
         x = Tensor(x)
+    host = None if isinstance(x, Tensor) else np.asarray(x)
+    shape = x.shape
     devs = _devices(devices, "shard")
     if axis is not None:
-        axis = normalize_axis(axis, x.ndim, "shard")
-        if x.shape[axis] % len(devs):
-            raise ValueError(f"shard: axis {axis} of a Tensor of shape {x.shape} has size {x.shape[axis]}, which does "
+        axis = normalize_axis(axis, len(shape), "shard")
+        if shape[axis] % len(devs):
+            raise ValueError(f"shard: axis {axis} of a Tensor of shape {shape} has size {shape[axis]}, which does "
                              f"not divide evenly across the {len(devs)} devices {devs}; pad it, or shard another axis")
+    if host is not None and len(devs) > 1:
+        # host data: each device's piece written into its memory, as `Tensor(data, device=d)` is (no program, no
+        # copy between devices: a data-parallel step's batch was a buffer on the first device and a copy program)
+        pieces = np.split(host, len(devs), axis) if axis is not None else [host] * len(devs)
+        return Tensor(multi([Tensor(np.ascontiguousarray(p), device=d).uop for p, d in zip(pieces, devs,
+                                                                                             strict=True)], axis))
+    if host is not None:
+        x = Tensor(host)
     if len(devs) == 1:
         return x.to(devs[0])
     u = x.uop
