@@ -637,3 +637,29 @@ def test_shard_of_host_data_writes_each_piece_where_it_goes(axis: int | None) ->
     np.testing.assert_array_equal(x.numpy(), a)
     for i, p in enumerate(parts):
         np.testing.assert_array_equal(p.numpy(), a if axis is None else np.split(a, 2, axis)[i])
+
+
+def test_a_data_parallel_step_is_few_segments_a_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A jitted data-parallel SGD step (batch split over two devices, four parameters replicated): each parameter's
+    gradient is all-reduced by kernels that read the other device's partial sums where they lie. Each such reader
+    was a segment of its own behind a segment that only waited, and the fences after them one each (45 segments for
+    three layers); a device's readers go on in one queue behind one wait, and the fences on one reader are one: its
+    kernels, its readers, the fence on the other's readers."""
+    from tgfx.lowering import program
+    programs = []
+    real = program.Program.run
+
+    def spy(self, mems):   # noqa: ANN001, ANN202
+        programs.append(self)
+        return real(self, mems)
+    p0, (x, y) = _init(), _data()
+    ref, ref_losses, _ = _train(tg.tree.tree_map(tg.asarray, p0), tg.asarray(x), tg.asarray(y), steps=2)
+    params = tg.tree.tree_map(lambda a: tg.shard(a, D2), p0)
+    xs, ys = tg.shard(x, D2, axis=0), tg.shard(y, D2, axis=0)
+    monkeypatch.setattr(program.Program, "run", spy)
+    out, losses, _ = _train(params, xs, ys, steps=2)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-5)
+    for k in p0:
+        np.testing.assert_allclose(out[k].numpy(), ref[k].numpy(), rtol=1e-5, atol=1e-5)
+    prog = max(programs, key=lambda p: p.n_kernels)
+    assert len(prog.segments) <= 6, [(str(s.device), s.dep is not None) for s in prog.segments]

@@ -368,8 +368,9 @@ def group_by_device(calls: list[UOp]) -> list[UOp]:
     program submits one segment per run of one device's commands (`Program._encode`), and the walk that schedules
     per-device graphs alternates between their parts op by op (a tensor-parallel step: 146 segments for 136
     kernels). Every command keeps its order against each command it shares a buffer with where either writes it;
-    among the commands that are ready, the current device's kernels come first, then copies and kernels reading
-    another device's memory (each a segment of its own), then the next device's. A LINEAR with loops, branches,
+    among the commands that are ready, the current device's kernels come first (those reading another device's
+    memory too: they go on in its queue behind one wait), then copies (each a segment of its own), then the next
+    device's. A LINEAR with loops, branches,
     callbacks or collectives between processes is kept as it is."""
     from tgfx.lowering.control import reads, writes
     if not calls or any(c.src[0].op not in (Ops.SINK, Ops.COPY) for c in calls):
@@ -396,9 +397,9 @@ def group_by_device(calls: list[UOp]) -> list[UOp]:
         for j in before:
             after[j].append(i)
         waits[i] = len(before)
-    # a kernel on its own device's memory only, else its own segment (a copy, a read of another device's memory)
-    alone = [c.src[0].op is not Ops.SINK or any(b.arg[1] != devices[i] for b in c.src[1:])
-             for i, c in enumerate(calls)]
+    # a copy is a segment of its own (on a copy engine); a kernel, one reading another device's memory too, goes on
+    # in its device's queue (`Program._encode`)
+    alone = [c.src[0].op is not Ops.SINK for c in calls]
     ready = [i for i in range(len(calls)) if not waits[i]]
     out: list[UOp] = []
     current = devices[0]

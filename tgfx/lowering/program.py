@@ -275,6 +275,7 @@ class Program:
         index.update({b: self.n_dynamic + i for i, b in enumerate(self.outputs)})
         segments: list[Segment] = []
         queue, qdev, used = None, None, []
+        qdep: tuple[Any, str, int | None] | None = None   # what the queue being built waits for first (see below)
         writer: dict[UOp, int] = {}  # buffer -> the segment that writes it (a copy waits for exactly that one)
         labels: list[dict] = []    # open blocks (loops, branches): everything inside goes into one queue
         pending: dict[UOp, int] = {}  # buffer a network collective writes -> its segment, until its device waits
@@ -283,7 +284,7 @@ class Program:
             body, bufs = call.src[0], call.src[1:]
             if pending and any(b in pending for b in bufs) or body.op is Ops.NETWORK:
                 if queue is not None:
-                    segments.append(self._segment(qdev, queue, used, index))
+                    segments.append(self._segment(qdev, queue, used, index, qdep))
                     queue = None
                 self._await_network(segments, pending, writer, [b for b in bufs if b in pending])
             if body.op is Ops.NETWORK:
@@ -293,7 +294,7 @@ class Program:
                 continue
             if is_alias(call):   # no bytes move: the destination's device waits for the source's writer
                 if queue is not None:
-                    segments.append(self._segment(qdev, queue, used, index))
+                    segments.append(self._segment(qdev, queue, used, index, qdep))
                     queue = None
                 dst, src = bufs
                 if get_device(src.arg[1]) is not get_device(dst.arg[1]):
@@ -304,7 +305,7 @@ class Program:
                 continue
             if body.op is Ops.COPY and not labels and len(body.arg) == 3:
                 if queue is not None:
-                    segments.append(self._segment(qdev, queue, used, index))
+                    segments.append(self._segment(qdev, queue, used, index, qdep))
                     queue = None
                 fences.before_write(get_device(bufs[0].arg[1]), [bufs[0]])
                 dst, src = bufs
@@ -336,14 +337,38 @@ class Program:
             dev = command_device(call, qdev if labels else None)
             foreign = [] if labels or body.op is not Ops.SINK else \
                 [b for b in bufs[1:] if get_device(b.arg[1]) is not dev]
+            waits = _waits_for(foreign, writer) if foreign else None
+            if foreign and queue is not None and qdev is dev and qdep is not None and len(waits) == 1 and \
+                    waits[0][0] is qdep[0] and waits[0][1] is not None and qdep[2] is not None and \
+                    waits[0][1] <= qdep[2] and not fences.needed(dev, writes(call)):
+                # what it reads of the other device was written before what this queue waits for already: it goes
+                # on in this queue (the collective's readers on one device, one after another: one segment)
+                append_command(queue, call, labels)
+                used.extend(bufs)
+                for b in writes(call):
+                    writer[b] = len(segments)
+                fences.read_by(dev, len(segments), foreign)
+                continue
             if not labels and (foreign or fences.needed(dev, writes(call))):
                 if queue is not None:
-                    segments.append(self._segment(qdev, queue, used, index))
+                    segments.append(self._segment(qdev, queue, used, index, qdep))
                     queue = None
                 fences.before_write(dev, writes(call))
-            if foreign:   # a kernel reading other devices' memory where it lies (a collective on host memory)
+            if foreign and len(waits) == 1:
+                # one other device read: its wait starts the queue that runs this kernel, and the device's next
+                # kernels go on in it (no segment of its own for the wait, none for each kernel after it)
+                src, made = waits[0]
+                name = f"dep{len(segments)}"
+                queue, qdev, used = HWQueue().wait(src.timeline, Sym(name, 0)), dev, list(bufs)
+                qdep = (src, name, made)
+                append_command(queue, call, labels)
+                for b in writes(call):
+                    writer[b] = len(segments)
+                fences.read_by(dev, len(segments), foreign)
+                continue
+            if foreign:   # a kernel reading several other devices' memory where it lies (a collective on host memory)
                 fences.wait_for(dev, foreign, writer)
-                queue, qdev, used = HWQueue(), dev, list(bufs)
+                queue, qdev, used, qdep = HWQueue(), dev, list(bufs), None
                 append_command(queue, call, labels)
                 for b in writes(call):
                     writer[b] = len(segments)
@@ -353,14 +378,14 @@ class Program:
                 continue
             if queue is None or (qdev is not dev and not labels):
                 if queue is not None:
-                    segments.append(self._segment(qdev, queue, used, index))
-                queue, qdev, used = HWQueue(), dev, []
+                    segments.append(self._segment(qdev, queue, used, index, qdep))
+                queue, qdev, used, qdep = HWQueue(), dev, [], None
             append_command(queue, call, labels)
             used.extend(bufs)
             for b in writes(call):
                 writer[b] = len(segments)  # the segment being built
         if queue is not None:
-            segments.append(self._segment(qdev, queue, used, index))
+            segments.append(self._segment(qdev, queue, used, index, qdep))
         self._await_network(segments, pending, writer, list(pending))
         fences.flush()   # the next call's writes wait for this call's readers
         assert all(isinstance(buffer_memory(b), Buffer) for b in self.intermediates)
@@ -381,11 +406,12 @@ class Program:
                                                                                                   producer)))
             writer[b] = len(segments) - 1
 
-    def _segment(self, dev: Any, queue: HWQueue, used: list[UOp], index: dict[UOp, int]) -> Segment:
+    def _segment(self, dev: Any, queue: HWQueue, used: list[UOp], index: dict[UOp, int],
+                 dep: tuple[Any, str, int | None] | None = None) -> Segment:
         cb = queue.encode()
         patches = [(word, offset, index[b]) for b in dict.fromkeys(used) if b in index
                    for word, offset in cb.slot_words(cb.slot_of(buffer_memory(b)))]
-        return Segment(dev, cb, patches, None)
+        return Segment(dev, cb, patches, dep)
 
     # ---- calls ----
     def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
@@ -530,12 +556,14 @@ class _Fences:
 
     def before_write(self, dev: Any, written: list[UOp] | None) -> None:
         """Segments on `dev` that wait for the readers of what `written` (None: anything) overlaps."""
-        keep = []
+        keep, last = [], {}
         for entry in self.pending.get(dev, ()):
             if not self._hit(entry, written):
                 keep.append(entry)
                 continue
             reader, seg, _ = entry
+            last[reader] = max(seg, last.get(reader, seg))   # (its compute queue's segments finish in order)
+        for reader, seg in last.items():
             name = f"fence{len(self.segments)}"
             self.segments.append(Segment(dev, HWQueue().wait(reader.timeline, Sym(name, 0)).encode(), {},
                                          (reader, name, seg)))
@@ -559,6 +587,16 @@ class _Fences:
     def flush(self) -> None:
         for dev in list(self.pending):
             self.before_write(dev, None)
+
+
+def _waits_for(foreign: list[UOp], writer: dict[UOp, int]) -> list[tuple[Any, int | None]]:
+    """(device, the last segment of this program that wrote what is read of it, or None: none did) for each device
+    whose memory `foreign` lies in, as `_Fences.wait_for` waits for them."""
+    by_device: dict[Any, list[UOp]] = {}
+    for b in foreign:
+        by_device.setdefault(get_device(b.arg[1]), []).append(b)
+    return [(src, max(made) if (made := [writer[b] for b in bs if b in writer]) else None)
+            for src, bs in by_device.items()]
 
 
 def _stand_in_memory(b: UOp) -> Buffer:
