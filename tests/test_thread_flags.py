@@ -15,6 +15,7 @@ import pytest
 import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx import config, counters
+from tgfx.devices import get_device
 from tgfx.devices.hcq import HCQExecError
 from tgfx.dtypes import dtypes
 from tgfx.lowering.compile import compile_llvm
@@ -315,12 +316,17 @@ def test_debug_lines_are_the_launching_threads(inline_bytes: int, capsys: pytest
     launches work that prints nothing, even when a thread inside DEBUG drains it; a DEBUG thread's kernels drained by
     another thread still name it. Before, the draining thread's DEBUG decided, for every thread's kernels, untagged.
     Small programs run inline on an idle device's caller (TGFX_INLINE_BYTES=-1), the others through its ring."""
-    f7 = tg.jit(lambda x: x * 3.0)    # kernels E_7_..., E_11_..., E_13_...: one a thread
+    f7 = tg.jit(lambda x: x * 3.0)    # a kernel each, one a thread
     f11 = tg.jit(lambda x: x + 5.0)
     f13 = tg.jit(lambda x: x - 1.0)
     x7, x11, x13 = (tnp.asarray(np.ones(n, np.float32)) for n in (7, 11, 13))
+    dev, kernel = get_device("CPU:0"), {}
     for f, x in ((f7, x7), (f11, x11), (f13, x13)):
+        dev.clear_profile()
         f(x).block_until_ready()     # compiled and run once, outside DEBUG
+        # its kernel's name, as the lines print it: a kernel compiled before for another size (E_2_... for an earlier
+        # test's `x * 3.0`) serves this one too, under the name it got then
+        (kernel[f],) = {f" {ev.name} " for ev in dev.profile_events}
     capsys.readouterr()
 
     def quiet(barrier: threading.Barrier) -> None:
@@ -336,8 +342,8 @@ def test_debug_lines_are_the_launching_threads(inline_bytes: int, capsys: pytest
             barrier.wait()
     _side_by_side(loud, quiet)
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("*** ")]
-    assert not any(" E_11_" in ln for ln in lines), lines
-    assert [ln.endswith("  [Thread-loud]") for ln in lines if " E_7_" in ln] == [True], lines
+    assert not any(kernel[f11] in ln for ln in lines), lines
+    assert [ln.endswith("  [Thread-loud]") for ln in lines if kernel[f7] in ln] == [True], lines
 
     launched = threading.Event()
 
@@ -354,5 +360,5 @@ def test_debug_lines_are_the_launching_threads(inline_bytes: int, capsys: pytest
             barrier.wait()
     _side_by_side(launcher, drainer)
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("*** ")]
-    assert [ln.rsplit("  ", 1)[-1] for ln in lines if " E_7_" in ln] == ["[Thread-launcher]"], lines
-    assert [ln.rsplit("  ", 1)[-1] for ln in lines if " E_13_" in ln] == ["[Thread-drainer]"], lines
+    assert [ln.rsplit("  ", 1)[-1] for ln in lines if kernel[f7] in ln] == ["[Thread-launcher]"], lines
+    assert [ln.rsplit("  ", 1)[-1] for ln in lines if kernel[f13] in ln] == ["[Thread-drainer]"], lines
