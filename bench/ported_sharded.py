@@ -139,6 +139,6 @@ def dp_transformer(fw: Fw, quick: bool) -> Step:
         lr = peak * min(1.0, (i + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(i, steps) / steps))
         w = text[i % 8]
         *state[:], value = step(*state, fw.shard(sub, None), fw.shard(w[:, :-1], 0), fw.shard(w[:, 1:], 0),
-                                fw.shard(np.float32(lr), None))
+                                np.float32(lr))                      # host data: placed where the step runs
         return value
     return run

@@ -663,3 +663,23 @@ def test_a_data_parallel_step_is_few_segments_a_device(monkeypatch: pytest.Monke
         np.testing.assert_allclose(out[k].numpy(), ref[k].numpy(), rtol=1e-5, atol=1e-5)
     prog = max(programs, key=lambda p: p.n_kernels)
     assert len(prog.segments) <= 6, [(str(s.device), s.dep is not None) for s in prog.segments]
+
+
+def test_host_data_passed_to_a_sharded_jitted_step_is_replicated_where_the_tensors_are() -> None:
+    """A data-parallel step given its learning rate as a Python float or a numpy scalar, and a numpy mask, beside
+    sharded Tensors: host data goes to the device tuple the Tensors lie on, replicated (JAX's uncommitted
+    arguments); it was put on the default device, and the trace failed with "operands are on different devices".
+    One trace for every value, no compile after the first call."""
+    a, mask = randn(4, 6), rng.random(6).astype(np.float32)
+    x = tg.shard(a, D2, axis=0)
+    f = tg.jit(lambda x, lr, m: (x * lr * m).sum(axis=1))
+    for lr in (0.5, 0.25, np.float32(0.125)):
+        out = f(x, lr, mask)
+        np.testing.assert_allclose(out.numpy(), (a * np.float32(lr) * mask).sum(1), rtol=1e-6)
+        assert tg.sharding(out) == (D2, 0)
+    assert f.trace_count == 2   # (a Python float is weakly typed, a numpy float32 not: two signatures, as in JAX)
+    tg.counters.reset()
+    f(x, 0.75, mask)
+    assert tg.counters.compile_count == 0 and tg.counters.copy_count == 0 and f.trace_count == 2
+    with pytest.raises(ValueError, match="different devices"):   # a Tensor on one device stays where it was put
+        f(x, tg.asarray(np.float32(0.5)), mask)

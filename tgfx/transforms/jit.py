@@ -89,7 +89,21 @@ class Signature:
         return (self.treedef, self.leaves, self.static)
 
 
-def _leaf_spec(x: Any, where: str) -> LeafSpec:
+def _host_devices(leaves: list) -> tuple[str, ...] | None:
+    """Where a call's host data (numpy arrays, Python scalars) goes: replicated on the device tuple its sharded
+    Tensor leaves lie on, when they all lie on one and no Tensor leaf on one device (JAX's uncommitted arguments:
+    a learning rate passed as a float to a data-parallel step); None: the default device."""
+    devs = None
+    for x in leaves:
+        if isinstance(x, Tensor):
+            d = x.device
+            if type(d) is str or (devs is not None and d != devs):
+                return None
+            devs = d
+    return devs
+
+
+def _leaf_spec(x: Any, where: str, devs: tuple[str, ...] | None = None) -> LeafSpec:
     if isinstance(x, Tensor):
         # a sharded one's layout is part of the signature; a weakly typed one is traced weakly typed, as in JAX
         if isinstance(x.device, tuple):
@@ -97,7 +111,7 @@ def _leaf_spec(x: Any, where: str) -> LeafSpec:
             return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg, is_weak(x)))
         return ("tensor", (x.shape, x.dtype, x.device, None, is_weak(x)))
     if isinstance(x, (np.ndarray, np.generic)):  # what Tensor(x) would be: the same trace as that Tensor's
-        return ("tensor", (x.shape, canonicalize(from_numpy(x.dtype)), DEFAULT_DEVICE, None, False))
+        return ("tensor", (x.shape, canonicalize(from_numpy(x.dtype)), devs or DEFAULT_DEVICE, None, False))
     if type(x) in (int, float):
         return ("weak", (type(x), _weak_dtype(x, where)))
     try:
@@ -125,11 +139,18 @@ def copy_buffer(buf: UOp) -> UOp:
     return out
 
 
-def _leaf_tensor(x: Any) -> Tensor:
+def _leaf_tensor(x: Any, devs: tuple[str, ...] | None = None) -> Tensor:
     """A dynamic leaf as a Tensor: a Python scalar is an interned one-element buffer (no copy for a value seen
-    recently), host data is copied in."""
+    recently), host data is copied in; on each of `devs` (see `_host_devices`), replicated, when given."""
     if isinstance(x, Tensor):
         return x
+    if devs is not None:
+        if type(x) in (int, float):
+            d = _weak_dtype(x, "")
+            return Tensor(UOp(Ops.MULTI, d, tuple(UOp(Ops.RESHAPE, d, (const_buffer(d, cast_scalar(x, d), dev),), ())
+                                                  for dev in devs), None))
+        from tgfx.transforms.shard import shard
+        return shard(np.asarray(x), devs)
     if type(x) in (int, float):
         d = _weak_dtype(x, "")
         return Tensor(const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE)).reshape(())   # a scalar is 0-d, as in JAX
@@ -352,8 +373,9 @@ class Jit:
                     return _as_tree(hit[1], out)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
-        specs = tuple(_leaf_spec(x, str(i)) for i, x in enumerate(leaves))
-        tensors = [_leaf_tensor(x) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
+        devs = _host_devices(leaves)
+        specs = tuple(_leaf_spec(x, str(i), devs) for i, x in enumerate(leaves))
+        tensors = [_leaf_tensor(x, devs) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
         # (which inputs share a buffer is no part of it: a program binds each input slot on its own, so one traced
         # with `zeros, zeros` for Adam's two states serves the distinct states of every later step, as JAX's)
         key = (treedef, specs, static, codegen)
@@ -420,7 +442,8 @@ class Jit:
         # the arguments still lazy computed first, all in one schedule: an optimiser's zero moments for each parameter
         # shape, realised one by one, were a program each, their kernels compiled one after another on this thread
         # (realnvp's first call: four, 10-20 ms each); together they are one program, compiled side by side
-        tensors = {i: _leaf_tensor(x) for i, (x, spec) in enumerate(zip(leaves, specs, strict=True))
+        devs = _host_devices(leaves)
+        tensors = {i: _leaf_tensor(x, devs) for i, (x, spec) in enumerate(zip(leaves, specs, strict=True))
                    if spec[0] != "static"}
         realize(*tensors.values())
         # stand-ins: each Tensor leaf becomes an input placeholder of its shape
