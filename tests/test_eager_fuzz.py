@@ -92,3 +92,63 @@ def test_random_eager_sessions_compute_numpys_values(actions: list[tuple], seed:
         assert (np.signbit(t.numpy()) == np.signbit(r))[r == 0].all()
     for t, r in kept:
         np.testing.assert_allclose(t.numpy(), r, rtol=1e-4, atol=1e-5)
+
+
+_STEP = st.one_of(
+    st.tuples(st.sampled_from(["add", "mul", "sub", "max", "where"]), st.sampled_from(["x", "y", "x2", "row", "col"])),
+    st.tuples(st.sampled_from(["addc", "mulc", "rsubc"]), st.sampled_from(_CONSTS + [0.25, 4.0])),
+    st.tuples(st.sampled_from(["neg", "exp", "abs", "T", "reshape"]),),
+)
+
+
+@settings(max_examples=40)
+@given(steps=st.lists(_STEP, min_size=1, max_size=5), reduce=st.sampled_from([None, 0, 1, "all"]),
+       seed=st.integers(0, 2**16), dtype=st.sampled_from([np.float32, np.int32]))
+def test_op_chains_repeated_with_new_operands_and_constants(steps: list[tuple], reduce: object, seed: int,
+                                                            dtype: type) -> None:
+    """A chain of eager ops (each reading buffers, broadcasts of them, Python constants and the op before it) run
+    three times: the second and third find their program by the chain's signature (`eager.op_signature`), with new
+    arrays in every operand and the third with other constants: each must read its own operands, in their roles, and
+    its own constants (a program's inputs in another order than the first run's would swap x and y)."""
+    rng = np.random.default_rng(seed)
+    for run in range(3):
+        data = {k: (rng.integers(-4, 5, s) if dtype == np.int32 else rng.standard_normal(s)).astype(dtype)
+                for k, s in (("x", (3, 4)), ("y", (3, 4)), ("row", (4,)), ("col", (3, 1)))}
+        ts = {k: tg.asarray(v) for k, v in data.items()}
+        ts["x2"], data["x2"] = ts["x"], data["x"]   # the same buffer read twice
+        t, r = ts["x"] * 1, data["x"]               # (a chain from an op: not a plain buffer)
+        shift = 0.0 if run < 2 else 1.0             # the third run: other constants
+        for op, *args in steps:
+            if t.ndim != 2 or t.shape != (3, 4) and op in ("add", "mul", "sub", "max", "where"):
+                continue
+            if op in ("add", "mul", "sub", "max"):
+                o, ro = ts[args[0]], data[args[0]]
+                t, r = {"add": (t + o, r + ro), "mul": (t * o, r * ro), "sub": (t - o, r - ro),
+                        "max": (tnp.maximum(t, o), np.maximum(r, ro))}[op]
+            elif op == "where":
+                o, ro = ts[args[0]], data[args[0]]
+                t, r = tnp.where(t > o, t, o), np.where(r > ro, r, ro)
+            elif op in ("addc", "mulc", "rsubc"):
+                c = args[0] + shift
+                if dtype == np.int32:
+                    c = int(c)
+                t, r = {"addc": (t + c, r + dtype(c)), "mulc": (t * c, r * dtype(c)),
+                        "rsubc": (c - t, dtype(c) - r)}[op]
+            elif op == "neg":
+                t, r = -t, -r
+            elif op == "abs":
+                t, r = tnp.abs(t), np.abs(r)
+            elif op == "exp" and dtype == np.float32:
+                t, r = tnp.exp(tnp.minimum(t, 10.0)), np.exp(np.minimum(r, dtype(10.0)))
+            elif op == "T":
+                t, r = t.T, r.T
+            elif op == "reshape":
+                t, r = t.reshape(-1), r.reshape(-1)
+                t, r = t.reshape(3, 4) if t.size == 12 and run % 2 else t.reshape(4, 3), \
+                    r.reshape(3, 4) if r.size == 12 and run % 2 else r.reshape(4, 3)
+            r = r.astype(dtype)
+        if reduce == "all":
+            t, r = t.sum(), r.sum(dtype=dtype)
+        elif reduce is not None and t.ndim == 2:
+            t, r = t.sum(reduce), r.sum(reduce, dtype=dtype)
+        np.testing.assert_allclose(t.numpy(), r, rtol=2e-5, atol=1e-5)
