@@ -506,12 +506,15 @@ class Program:
             values: list[int] = []  # the timeline value each segment completes at
             # the work given before this call, which a copy of a value made before the call waits for
             start = {seg.device: seg.device.timeline_value for seg in self.segments} if self.waits_on_earlier else {}
+            refs: dict[Any, list[Any]] = {}   # what a device's submissions hold: one list for all of them
             for seg in self.segments:
                 seg.bind(mems)
                 if seg.dep is not None:
                     dev, name, producer = seg.dep
                     seg.cb.patch_vals({name: start[dev] if producer is None else values[producer]})
-                values.append(seg.device.submit(seg.cb, _queue_refs(mems, seg.device), self.inline).value)
+                if (held := refs.get(seg.device)) is None:
+                    held = refs[seg.device] = _queue_refs(mems, seg.device)
+                values.append(seg.device.submit(seg.cb, held, self.inline).value)
         counters.kernel_count += self.n_kernels
         counters.copy_count += self.n_copies
 
