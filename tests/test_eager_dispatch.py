@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import tgfx as tg
+import tgfx._realize
 import tgfx.lowering
 import tgfx.lowering.schedule
 import tgfx.numpy as tnp
-import tgfx.tensor
 from tgfx import config
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher
@@ -92,7 +92,7 @@ def test_a_program_is_found_for_the_mode_it_was_lowered_in() -> None:
 
 
 def _count_describes(monkeypatch: pytest.MonkeyPatch, spy: Callable) -> None:
-    for module in (eager, tgfx.lowering, tgfx.tensor):
+    for module in (eager, tgfx.lowering, tgfx._realize):
         monkeypatch.setattr(module, "describe", spy)
 
 
@@ -230,7 +230,7 @@ def test_siblings_ask_about_aranges_and_traced_values_only_where_the_graph_has_t
             return fn(*args)
         return spy
     monkeypatch.setattr(tgfx.lowering.layout, "_iota_like", counting("iota", tgfx.lowering.layout._iota_like))
-    monkeypatch.setattr(tgfx.tensor, "_with_params", counting("params", tgfx.tensor._with_params))
+    monkeypatch.setattr(tgfx._realize, "_with_params", counting("params", tgfx._realize._with_params))
     x = tg.asarray(X)
     m = x * 2.0
     (m + 1.0).realize()

@@ -228,7 +228,7 @@ def test_a_read_queued_after_another_threads_donation_of_its_buffer_is_not_its_v
     # after the donating call's writes: it returned the call's result as x's value. Each read here is made to come
     # in that order; the replay raises or reads x's value, and an eager value built from x before the donation is the
     # one the donating call computed first (realize_readers)
-    import tgfx.tensor as tensor_module
+    import tgfx._realize as tensor_module
     from tgfx.lowering.program import Program
     g = tg.jit(lambda v: v + 1)
     x = tg.asarray(np.full(8, 5.0, np.float32))

@@ -14,6 +14,9 @@ from tgfx import random as random
 from tgfx import scipy as scipy
 from tgfx import tree as tree
 from tgfx import tree_util as tree_util
+from tgfx._realize import block_until_ready as block_until_ready
+from tgfx._realize import device_get as device_get
+from tgfx._realize import realize as realize
 from tgfx.api_more import ShapedArray as ShapedArray
 from tgfx.api_more import clear_caches as clear_caches
 from tgfx.api_more import default_backend as default_backend
@@ -47,9 +50,6 @@ from tgfx.serialize import load as load
 from tgfx.serialize import save as save
 from tgfx.tensor import Tensor as Array  # noqa: F401 - jax.Array, for isinstance checks
 from tgfx.tensor import Tensor as Tensor
-from tgfx.tensor import block_until_ready as block_until_ready
-from tgfx.tensor import device_get as device_get
-from tgfx.tensor import realize as realize
 from tgfx.transforms.collectives import pmap as pmap
 from tgfx.transforms.grad import grad as grad
 from tgfx.transforms.grad import stop_gradient as stop_gradient

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from tgfx import config
+from tgfx._realize import realize
 from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices.programs import Program, running_callback
 from tgfx.dtypes import DType, bf16_to_f32, dtypes, f32_to_bf16, host_np, to_dtype
@@ -46,7 +47,7 @@ from tgfx.function import is_grad_input
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.lru import LRU
-from tgfx.tensor import Tensor, realize, to_tensor
+from tgfx.tensor import Tensor, to_tensor
 from tgfx.trace_state import current, effect_chain
 from tgfx.tree import tree_flatten, tree_unflatten
 

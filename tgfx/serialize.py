@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from tgfx._realize import realize
 from tgfx.dtypes import DType, dtypes, to_dtype
-from tgfx.tensor import Tensor, realize
+from tgfx.tensor import Tensor
 from tgfx.tree import DictKey, KeyPath, PyTreeDef, SequenceKey, keystr, tree_flatten_with_path, tree_unflatten
 
 PathLike = str | os.PathLike

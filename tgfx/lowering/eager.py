@@ -373,7 +373,7 @@ def _chain_entries(u: UOp, depth: int, sig: list, inputs: list[UOp], consts: lis
 
 def chain_ops(u: UOp) -> list[UOp]:
     """The ops of a chain `op_signature` accepted, from `u` down (a reshape of a result is a view of it, not one):
-    what a lazy Tensor held elsewhere may be a value of (`tgfx.tensor.siblings`)."""
+    what a lazy Tensor held elsewhere may be a value of (`tgfx._realize.siblings`)."""
     ops = []
     while True:
         if u.op is _RESHAPE and u.src[0].op not in _KIND and u.src[0].op is not _CONST:

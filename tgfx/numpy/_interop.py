@@ -24,9 +24,9 @@ class _HostView:
 
 def host_view(x: Tensor, readonly: bool = True) -> np.ndarray:
     """x's computed value as a numpy array over its CPU buffer, without a copy: realised and waited for first."""
+    from tgfx._realize import realize
     from tgfx.lowering.execute import buffer_memory
     from tgfx.lowering.layout import buffer_view
-    from tgfx.tensor import realize
     if not isinstance(x.device, str) or not x.device.startswith("CPU"):
         raise BufferError(f"DLPack: a Tensor on {x.device!r} has no single host buffer to share; move it with "
                           f"x.to_device('CPU') first")

@@ -28,6 +28,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tgfx import config
+from tgfx._realize import DonatedBufferError as DonatedBufferError
+from tgfx._realize import DonatedTensor, donated_meanwhile, donations, realize, realize_readers
 from tgfx.counters import counters
 from tgfx.devices.hcq import refuse_in_forked_child
 from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
@@ -45,18 +47,7 @@ from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs, recycled_holders
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
-from tgfx.tensor import DonatedBufferError as DonatedBufferError
-from tgfx.tensor import (
-    DonatedTensor,
-    Tensor,
-    donated_meanwhile,
-    donations,
-    is_weak,
-    realize,
-    realize_readers,
-    weak,
-    weak_like,
-)
+from tgfx.tensor import Tensor, is_weak, weak, weak_like
 from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active, collecting_effects
 from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
