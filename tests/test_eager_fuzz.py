@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,3 +153,26 @@ def test_op_chains_repeated_with_new_operands_and_constants(steps: list[tuple], 
         elif reduce is not None and t.ndim == 2:
             t, r = t.sum(reduce), r.sum(reduce, dtype=dtype)
         np.testing.assert_allclose(t.numpy(), r, rtol=2e-5, atol=1e-5)
+
+
+_SIDED = {   # ops whose operands' order matters, with a Python constant on either side
+    "sub": (lambda a, b: a - b, np.subtract), "div": (lambda a, b: a / b, np.divide),
+    "lt": (lambda a, b: a < b, np.less), "le": (lambda a, b: a <= b, np.less_equal),
+    "pow": (lambda a, b: a ** b, np.power), "mod": (lambda a, b: a % b, np.mod),
+    "arctan2": (tnp.arctan2, np.arctan2), "where": (lambda a, b: tnp.where(a > 1.5, a, b) if isinstance(a, tg.Tensor)
+                                                    else tnp.where(b > 1.5, a, b),
+                                                    lambda a, b: np.where((a if isinstance(a, np.ndarray) else b) > 1.5,
+                                                                          a, b)),
+}
+
+
+@pytest.mark.parametrize("c", [2.5, 1.0, 3], ids=["lifted", "literal", "int"])
+@pytest.mark.parametrize("name", _SIDED)
+def test_an_op_with_a_constant_on_either_side_is_two_programs(name: str, c: float) -> None:
+    """`x - c` and `c - x` read the same buffer and constant in another order: two programs, whichever ran first (the
+    per-op dispatch keyed both alike and ran `x / 3.0`'s kernel for `3.0 / x`)."""
+    fn, ref = _SIDED[name]
+    x = np.array([0.5, 1.0, 2.0, 4.0], np.float32)
+    for _ in range(2):   # the second time each comes from the dispatch cache
+        for got, want in ((fn(tg.asarray(x), c), ref(x, np.float32(c))), (fn(c, tg.asarray(x)), ref(np.float32(c), x))):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)

@@ -347,7 +347,8 @@ def _chain_entries(u: UOp, depth: int, sig: list, inputs: list[UOp], consts: lis
                 continue
             if not e:
                 return False
-            if e[0][0] is not _VIEWED:   # a constant or a view of one
+            if e[0][0] is not _VIEWED:   # a constant or a view of one: its entry where it is a source (`c / x` is not
+                sig.append(e[0])          # `x / c`), its argument after the op's buffers
                 later.append(e)
                 continue
             view, s = e   # a view of a buffer: a matrix's reshape, a broadcast operand
@@ -364,7 +365,6 @@ def _chain_entries(u: UOp, depth: int, sig: list, inputs: list[UOp], consts: lis
             inputs.append(s)
             sig.append((view, s.dtype, b[2]))
     for e in later:
-        sig.append(e[0])
         if e[1] is not None:
             consts.append(len(inputs))
             inputs.append(e[1])
