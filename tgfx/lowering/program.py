@@ -338,9 +338,14 @@ class Program:
             foreign = [] if labels or body.op is not Ops.SINK else \
                 [b for b in bufs[1:] if get_device(b.arg[1]) is not dev]
             waits = _waits_for(foreign, writer) if foreign else None
+            fence = not labels and fences.needed(dev, writes(call))
+            if fence and queue is not None and qdev is dev and qdep is not None and qdep[2] is not None and \
+                    all(r is qdep[0] and seg <= qdep[2] for r, seg in fences.take(dev, writes(call), True).items()):
+                fences.take(dev, writes(call))   # the readers finished before this queue's first wait passed
+                fence = False
             if foreign and queue is not None and qdev is dev and qdep is not None and len(waits) == 1 and \
                     waits[0][0] is qdep[0] and waits[0][1] is not None and qdep[2] is not None and \
-                    waits[0][1] <= qdep[2] and not fences.needed(dev, writes(call)):
+                    waits[0][1] <= qdep[2] and not fence:
                 # what it reads of the other device was written before what this queue waits for already: it goes
                 # on in this queue (the collective's readers on one device, one after another: one segment)
                 append_command(queue, call, labels)
@@ -349,15 +354,23 @@ class Program:
                     writer[b] = len(segments)
                 fences.read_by(dev, len(segments), foreign)
                 continue
-            if not labels and (foreign or fences.needed(dev, writes(call))):
+            head = None   # the one wait this kernel's queue starts with, not a segment of its own
+            if not labels and (foreign or fence):
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index, qdep))
                     queue = None
-                fences.before_write(dev, writes(call))
-            if foreign and len(waits) == 1:
+                last = fences.take(dev, writes(call)) if fence else {}
+                if foreign and len(waits) == 1 and waits[0][1] is not None and \
+                        (not last or (len(last) == 1 and waits[0][0] in last)):
+                    head = (waits[0][0], max(waits[0][1], last.get(waits[0][0], -1)))   # one wait for both
+                elif not foreign and len(last) == 1:
+                    head = next(iter(last.items()))
+                else:
+                    fences.emit(dev, last)
+            if foreign and len(waits) == 1 and (head is not None or waits[0][1] is None):
                 # one other device read: its wait starts the queue that runs this kernel, and the device's next
                 # kernels go on in it (no segment of its own for the wait, none for each kernel after it)
-                src, made = waits[0]
+                src, made = head if head is not None else waits[0]
                 name = f"dep{len(segments)}"
                 queue, qdev, used = HWQueue().wait(src.timeline, Sym(name, 0)), dev, list(bufs)
                 qdep = (src, name, made)
@@ -380,6 +393,10 @@ class Program:
                 if queue is not None:
                     segments.append(self._segment(qdev, queue, used, index, qdep))
                 queue, qdev, used, qdep = HWQueue(), dev, [], None
+                if head is not None:
+                    name = f"fence{len(segments)}"
+                    queue.wait(head[0].timeline, Sym(name, 0))
+                    qdep = (head[0], name, head[1])
             append_command(queue, call, labels)
             used.extend(bufs)
             for b in writes(call):
@@ -559,18 +576,32 @@ class _Fences:
 
     def before_write(self, dev: Any, written: list[UOp] | None) -> None:
         """Segments on `dev` that wait for the readers of what `written` (None: anything) overlaps."""
+        self.emit(dev, self.take(dev, written))
+
+    def take(self, dev: Any, written: list[UOp] | None, peek: bool = False) -> dict[Any, int]:
+        """The readers of what `written` (None: anything) on `dev` overlaps, each by its last segment that reads it
+        (its compute queue's segments finish in order), no longer pending (still pending with `peek`)."""
         keep, last = [], {}
         for entry in self.pending.get(dev, ()):
             if not self._hit(entry, written):
                 keep.append(entry)
                 continue
             reader, seg, _ = entry
-            last[reader] = max(seg, last.get(reader, seg))   # (its compute queue's segments finish in order)
+            last[reader] = max(seg, last.get(reader, seg))
+        if not peek:
+            self.pending[dev] = keep
+        return last
+
+    def emit(self, dev: Any, last: dict[Any, int]) -> None:
+        """A segment on `dev` waiting for each reader's segment of `last` (`take`), unless one of dev's segments
+        (in its compute queue, so before what the fence would hold) waits for that segment or a later one already."""
         for reader, seg in last.items():
+            if any(s.device is dev and s.dep is not None and s.dep[0] is reader and s.dep[2] is not None and
+                   s.dep[2] >= seg and s.cb.engine is Engine.COMPUTE for s in self.segments):
+                continue
             name = f"fence{len(self.segments)}"
             self.segments.append(Segment(dev, HWQueue().wait(reader.timeline, Sym(name, 0)).encode(), {},
                                          (reader, name, seg)))
-        self.pending[dev] = keep
 
     def wait_for(self, dev: Any, foreign: list[UOp], writer: dict[UOp, int]) -> None:
         """Segments on `dev` that wait for the devices of `foreign` to have written them."""
