@@ -1126,10 +1126,10 @@ def test_a_copy_into_host_memory_is_pushed_by_a_source_whose_memory_the_host_can
     copies: list[str] = []
     segment = program.Program._segment
 
-    def record(self: Any, dev: Any, queue: HWQueue, used: list, index: dict) -> Any:
+    def record(self: Any, dev: Any, queue: HWQueue, used: list, index: dict, *dep: Any) -> Any:
         if queue.engine is Engine.COPY:
             copies.append(dev.name)
-        return segment(self, dev, queue, used, index)
+        return segment(self, dev, queue, used, index, *dep)
     monkeypatch.setattr(program.Program, "_segment", record)
     x = np.arange(8, dtype=np.float32)
     f = tg.jit(lambda a: (a * 2).to("CPU:0") + 1)
