@@ -89,6 +89,7 @@ import numpy as np
 
 from tgfx import forksafe
 from tgfx.config import DEBUG, Flag
+from tgfx.devices import runtime
 from tgfx.devices.programs import Allocator, Buffer, KernelFn, Program, _callback, _refuse_in_callback, host_buffer
 from tgfx.devices.runtime import (
     ForkedRuntimeError,
@@ -580,7 +581,7 @@ class HCQDevice:
         with) and `refs`: whatever the caller pointed its words at since (a replay's inputs and outputs). With
         `inline` (and `cb.inline_ok`), run it on this thread instead when the device is idle: the returned fence
         has passed."""
-        if in_forked_child():
+        if runtime._forked_from is not None:             # (`in_forked_child`, read inline: this runs every submit)
             host_runtime()                                # raises: this is a fork of the process that runs them
         if _callback.name is not None:
             _refuse_in_callback(f"a submission to {self.name}")
