@@ -16,7 +16,7 @@ from tgfx.ir.uop import UOp, prod
 from tgfx.lowering import layout, realize_op
 from tgfx.lowering import realize as lower_realize
 from tgfx.lowering.eager import Description, chain_ops, describe, op_signature
-from tgfx.lowering.execute import range_view
+from tgfx.lowering.execute import RANGE_OPS, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
 from tgfx.tensor import _BUFFER, _RESHAPE, _STORED, Tensor, _lazy, is_realized
 from tgfx.trace_state import current, user_error
@@ -89,7 +89,6 @@ def _holds_values_of(t: Tensor, ops: list[UOp]) -> bool:
 
 
 _TRACED_OR_CALLED = frozenset({Ops.PARAM, Ops.FUNCTION})
-_RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)
 
 
 def _lazy_snapshot() -> list[weakref.ref]:
@@ -163,7 +162,7 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         # kernel, and when every Tensor is one, no graph to describe and no sibling (the graph computes nothing)
         views = {}
         for u in uops:
-            if u.op in _RANGES and (v := range_view(u)) is not None:
+            if u.op in RANGE_OPS and (v := range_view(u)) is not None:
                 views[u] = v
         ranges_only = bool(views) and len(views) == len(set(uops))
         if not ranges_only:

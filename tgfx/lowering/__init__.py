@@ -45,7 +45,7 @@ from tgfx.lowering.compile import (
 from tgfx.lowering.constants import const_buffer
 from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.eager import Description, describe, dispatch_mode, graph_template
-from tgfx.lowering.execute import buffer_memory, range_view
+from tgfx.lowering.execute import RANGE_OPS, buffer_memory, range_view
 from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.inline import check_no_params, inline, walk
 from tgfx.lowering.kernel_opts import Opt, global_size, merge_loops, split_ranges
@@ -464,7 +464,7 @@ def realize(uops: list[UOp], described: Description | None = None,
     computed buffers (`range_view`), if the caller looked."""
     # a contiguous range of a computed buffer in host memory is that memory: no graph, no kernel
     if views is None:
-        views = {u: v for u in uops if u.op in _RANGES and (v := range_view(u)) is not None}
+        views = {u: v for u in uops if u.op in RANGE_OPS and (v := range_view(u)) is not None}
     if views:
         rest = [u for u in uops if u not in views]
         return {**(realize(rest, views={}) if rest else {}), **views}
@@ -526,7 +526,6 @@ def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[int]]) -> tuple[UOp, 
 _op_programs: LRU[tuple, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
-_RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer (range_view)
 # an eager graph's program by its description (which names the mode): one lookup for a graph seen before. Read
 # without refreshing (`peek`: the description is long, a refresh hashes it again): an evicted program is found again
 # through its template, which `_template_keys` and `_templates` keep in use order

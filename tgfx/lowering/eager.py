@@ -269,7 +269,7 @@ def _entries(u: UOp, depth: int, at: dict[UOp, int], nodes: list[UOp], inputs: l
             while c.op in _MOVEMENT:
                 views.append((c.op, c.arg, c.tag))
                 c = c.src[0]
-            if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):   # lifted: an argument of its own
+            if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):   # (`is_runtime_constant`, inlined)
                 desc.append(("argument", c.dtype, *views))
                 consts.append(len(inputs))
                 inputs.append(c)
@@ -403,7 +403,7 @@ def _const_entry(s: UOp) -> tuple[tuple, UOp | None] | bool:
         return (_VIEWED, *views), c
     if c.op is not _CONST:
         return False
-    if c.tag is None and c.dtype.kind in "fiu" and c.arg not in (0, 1):
+    if is_runtime_constant(c):
         return ("argument", c.dtype, *views), c
     return ("constant", c.dtype, arg_key(c.arg), *views), None
 

@@ -46,7 +46,7 @@ def register_memory(buf: UOp, mem: object) -> object:
     return mem
 
 
-_RANGES = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})
+RANGE_OPS = frozenset({Ops.RESHAPE, Ops.SHRINK, Ops.DYNAMIC_SHRINK})   # what may be a range of a buffer
 
 
 def range_view(u: UOp) -> UOp | None:
@@ -54,7 +54,7 @@ def range_view(u: UOp) -> UOp | None:
     host memory (a row of a split key, `x[3]`, `x[2:5]`: reshapes and leading-axis shrinks): a new BUFFER (viewed in
     `u`'s shape) whose memory is that range of the other's. None otherwise (another device's memory: its kernels may
     assume aligned buffers)."""
-    if u.op not in _RANGES:
+    if u.op not in RANGE_OPS:
         return None
     base, off = copy_source(u)
     # (what it views first: most roots that are reshapes are reshaped results of ops, `sum(x)`'s, and those are
