@@ -174,3 +174,15 @@ def test_jitted_function_runs_on_its_inputs_device(case: str) -> None:
     for d in (cpu0, cpu1):
         d.synchronize()
     assert cpu1.profile_events and not cpu0.profile_events, (cpu0.profile_events, cpu1.profile_events)
+
+
+def test_a_weakly_typed_value_moved_to_another_device_stays_weakly_typed() -> None:
+    """`x.to(device)` keeps a Python scalar's weak type, as `jax.device_put` does: moved next to a float16 array it
+    still takes that array's type (what the loops and functions that move constants beside their operands rely on)."""
+    from tgfx.tensor import is_weak
+    w = tg.asarray(2.0)
+    moved = w.to("CPU:1")
+    assert is_weak(w) and is_weak(moved) and moved.device == "CPU:1"
+    half = tnp.asarray(np.ones(3, np.float16), device="CPU:1")
+    assert (moved * half).dtype == tnp.float16
+    assert not is_weak(tg.asarray(np.float32(2.0)).to("CPU:1"))

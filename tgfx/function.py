@@ -175,7 +175,7 @@ class Function:
         if constant and on is not None and on != DEFAULT_DEVICE:
             # a constant argument (`eye(n)`, `zeros(...)`) goes where the others are, as JAX's uncommitted arrays:
             # made on the default device, `inv` of a matrix on another failed in the body
-            inputs = [(weak(t.to(on)) if is_weak(t) else t.to(on)) if t.uop.device is None else t for t in inputs]
+            inputs = [t.to(on) if t.uop.device is None else t for t in inputs]
         sig = self._signature(leaves, treedef, inputs, slot_of) \
             if self.cache and not self.allow_implicit and not active() else None
         if sig is not None and (hit := self._traces.get(sig)) is not None:

@@ -267,7 +267,7 @@ def _leaves(who: str, what: str, tree: Any, device: str | None = None) -> tuple[
         if t.uop.device is None and device is not None and device != DEFAULT_DEVICE:
             # a constant (`tnp.zeros`, `Tensor.full`): made on the loop's device, where the default device's buffer
             # was an operand the loop could not read
-            t = weak(t.to(device)) if is_weak(t) else t.to(device)
+            t = t.to(device)
         out.append(t)
         paths.append(f"{what}{keystr(path)}")
     return out, treedef, paths

@@ -389,14 +389,16 @@ class Tensor:
         return Tensor(r if keepdims else _reshape_uop(lazy_node(r), out_shape))
 
     def to(self, device: str | tuple[str, ...]) -> Tensor:
-        """This Tensor on `device`: copied there (gathered, if sharded); a device tuple replicates it."""
+        """This Tensor on `device`: copied there (gathered, if sharded), weakly typed if it is (as `jax.device_put`);
+        a device tuple replicates it."""
         if isinstance(device, (tuple, list)):
             from tgfx.transforms.shard import shard
             return shard(self, device)
         dev = canonical_device(device)
         if dev == self.device and self.uop.device is not None:
             return self
-        return Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), dev))
+        out = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), dev))
+        return weak(out) if is_weak(self) else out
 
     def contiguous(self) -> Tensor:
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
