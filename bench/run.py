@@ -266,11 +266,11 @@ def machine_lines(frameworks: list[str]) -> list[str]:
     lines = [f"machine: {llvm.get_host_cpu_name()} ({model or platform.processor() or 'unknown model'}), "
              f"{cores} cores ({usable} usable), {platform.system()} {platform.machine()}",
              "libraries: " + ", ".join(libs)]
-    if os.environ.get("TGFX_CPU"):   # tgfx renders code for another CPU class on this host
+    if os.environ.get("TGFX_CPU") or os.environ.get("TGFX_CORES"):   # tgfx's code for another machine, run on this one
         from tgfx.devices.target import host_target
         t = host_target()
         lines.append(f"tgfx code for: {t.cpu} (TGFX_CPU; {t.vector_bytes}-byte vectors, {t.vector_registers} vector "
-                     f"registers), run on this machine")
+                     f"registers), {t.cores} cores (TGFX_CORES), run on this machine")
     if hasattr(os, "getloadavg"):
         load = os.getloadavg()
         busy = load[0] > 0.5 * (usable or 1)

@@ -179,6 +179,57 @@ def test_an_unknown_cpu_name_is_an_error_that_names_the_flag():
         host_target()
 
 
+def kernel_parts(expr: tg.Tensor) -> tuple[int, ...]:
+    """The parts each kernel of `expr` is split into over the cores (its global size), as scheduled for the target
+    the flags give now."""
+    from tgfx.lowering import kernel_source
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (expr.uop,))).src))
+    return tuple(kernel_source(c.src[0], host_target()).global_size for c in linear.src if c.src[0].op is Ops.SINK)
+
+
+@pytest.mark.parametrize("cpu", [AVX2, pytest.param(AVX512, marks=needs_avx512)])
+def test_tgfx_cores_describes_a_many_core_machine_whose_splits_scale_with_it(cpu):
+    """`TGFX_CORES=64` describes a 64-core server of the class TGFX_CPU names: every split over cores is chosen for
+    64 of them, while this host's own threads claim the parts and run them. A 1024^3 matmul's row blocks, the split-K
+    parts of `x.T @ y` of (65536, 8) and of a full sum of 4M floats: on 2 cores 8 parts each (`CHUNKS_PER_CORE` a
+    core); on 64 a multiple of 64, up to 4 a core (the matmul's 1024 rows in blocks of the tile's rows: 128 of 8
+    with AVX-512, 256 of 4 with AVX2, whose 6-row tile would split unevenly), and the partial sums' sum one part."""
+    rng = np.random.default_rng(4)
+    a, x = rng.standard_normal((1024, 1024)).astype(np.float32), rng.standard_normal((65536, 8)).astype(np.float32)
+    big = rng.standard_normal((4096, 1024)).astype(np.float32)
+    ta, tx, tbig = tg.asarray(a), tg.asarray(x), tg.asarray(big)
+    cases = {"matmul": lambda: ta @ ta, "x.T @ x": lambda: tx.T @ tx, "sum": lambda: tbig.sum()}
+    parts = {}
+    for cores in (2, 64):
+        with config.Context(TGFX_CPU=cpu, TGFX_CORES=cores):
+            t = host_target()
+            assert (t.cpu, t.cores, t.l2) == (cpu, cores, native_target().l2)
+            parts[cores] = {name: kernel_parts(f()) for name, f in cases.items()}
+    assert parts[2] == {"matmul": (8,), "x.T @ x": (8, 1), "sum": (8, 1)}
+    assert parts[64]["matmul"] == ((128,) if cpu == AVX512 else (256,))
+    for name in ("x.T @ x", "sum"):
+        first, rest = parts[64][name]
+        assert first % 64 == 0 and 64 <= first <= 64 * target.CHUNKS_PER_CORE and rest == 1, (name, parts[64])
+    with config.Context(TGFX_CPU=cpu, TGFX_CORES=64):   # 256 parts on this host's threads: numpy's results
+        got = [f().numpy() for f in cases.values()]
+    np.testing.assert_allclose(got[0], a.astype(np.float64) @ a, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(got[1], x.T.astype(np.float64) @ x, rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(got[2], big.astype(np.float64).sum(), rtol=1e-4, atol=1e-1)
+
+
+def test_a_jitted_function_compiles_again_for_another_core_count_and_bad_counts_name_the_flag():
+    f = tg.jit(lambda a: a @ a)
+    a = tg.asarray(np.ones((256, 256), np.float32))
+    f(a).numpy()
+    tg.counters.reset()
+    with config.Context(TGFX_CORES=64):
+        assert float(f(a).numpy()[0, 0]) == 256.0
+    assert tg.counters.compile_count >= 1   # its split chosen for 64 cores: not the program compiled for this host's
+    for bad in ("many", -4, 2.5):
+        with config.Context(TGFX_CORES=bad), pytest.raises(ValueError, match=rf"TGFX_CORES={bad!r}.*whole number"):
+            host_target()
+
+
 def test_code_for_a_cpu_this_machine_lacks_is_refused_before_it_runs(monkeypatch):
     haswell_machine = replace(native_target(), cpu=AVX2, features=target.cpu_features(AVX2))
     monkeypatch.setattr(target, "native_target", lambda: haswell_machine)

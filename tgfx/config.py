@@ -21,7 +21,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 # the flags that change the code compiled for a program (the kernels' options, the target, the types of Python
 # values): a jitted function keeps its programs per their values (`codegen`)
-CODEGEN = ("TGFX_ENABLE_X64", "NOOPT", "BEAM", "TGFX_CPU", "TGFX_FLUSH_DENORMALS", "GPU_SMEM")
+CODEGEN = ("TGFX_ENABLE_X64", "NOOPT", "BEAM", "TGFX_CPU", "TGFX_CORES", "TGFX_FLUSH_DENORMALS", "GPU_SMEM")
 
 
 class _Local(threading.local):
@@ -146,6 +146,10 @@ X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint6
 # read when a kernel is compiled (a jitted function compiled before a change compiles again under the new value)
 FLUSH_DENORMALS = Flag("TGFX_FLUSH_DENORMALS", 1)
 CPU = Flag("TGFX_CPU", "")        # compile for this LLVM CPU ("znver3") instead of the host's: tgfx/devices/target.py
+# choose the splits over cores (threads, split-K parts) for a target of this many cores instead of the host's (0): the
+# code still runs on this machine's threads, which claim the parts; with TGFX_CPU, one host shows what a 64-core
+# server of another class would be given (tgfx/devices/target.py)
+CORES = Flag("TGFX_CORES", 0)
 
 # `update`'s names for flags, besides their own: JAX's spelling, so that ported programs keep theirs
 DISABLE_JIT = Flag("TGFX_DISABLE_JIT", 0)   # jit calls its function directly, eagerly (debugging: prints, pdb)

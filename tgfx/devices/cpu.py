@@ -26,8 +26,9 @@ CLOSE_TIMEOUT_NS = 1_000_000_000      # how long `close` waits for a processor t
 
 @functools.cache
 def cpu_count() -> int:
-    """The number of threads an EXEC is spread over (the processor's own and the helpers): the cores of this
-    machine's target description, which kernels' THREAD splits are chosen for."""
+    """The number of threads an EXEC is spread over (the processor's own and the helpers): this machine's cores,
+    which kernels' THREAD splits are chosen for unless `TGFX_CORES` describes another machine (its parts are then
+    claimed by these threads as they finish one)."""
     return host_cores()
 
 

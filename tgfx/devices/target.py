@@ -9,8 +9,10 @@ kernels, schedules and searches: code made for one target never runs as another'
 cache sizes from `/sys/devices/system/cpu/cpu0/cache`), unless `TGFX_CPU=<llvm cpu name>` names another CPU: then
 LLVM's features for that CPU take the place of the host's, so one host renders and measures the code another class
 of machine would get (`TGFX_CPU=znver3` on an AVX-512 host gives 32-byte vectors). Cores and caches stay the host's:
-they are what the code runs on here. Code for a CPU whose vector instructions the host lacks can be rendered
-(`DEBUG=4`) but not run: loading it raises.
+they are what the code runs on here, unless `TGFX_CORES=<n>` describes a machine of n cores: then every split over
+cores (a kernel's THREAD parts, a sum's split-K parts, whether a copy is a kernel) is chosen for n of them, and the
+host's own threads claim those parts (what a 64-core server would run, checked on a laptop). Code for a CPU whose
+vector instructions the host lacks can be rendered (`DEBUG=4`) but not run: loading it raises.
 
 The numbers below that are not read from the machine are rules, each with its reason; none is tuned to one CPU.
 
@@ -576,10 +578,26 @@ def target_for(cpu: str) -> Target:
 
 def host_target() -> Target:
     """The target kernels are compiled for now: the machine's own (`native_target`), or the CPU `TGFX_CPU` names
-    (`target_for`)."""
+    (`target_for`), with `TGFX_CORES` cores where that flag gives a number."""
     name = str(config.CPU.value)
     target = target_for(name) if name else native_target()
+    if config.CORES.value and (cores := _cores_flag(config.CORES.value)):
+        target = _with_cores(target, cores)
     return target if target.flush_denormals == bool(config.FLUSH_DENORMALS) else _flushing(target)
+
+
+def _cores_flag(value: object) -> int:
+    """`TGFX_CORES`' value as a count of cores (0: the machine's own), or an error that names the flag."""
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit():
+        raise ValueError(f"TGFX_CORES={value!r}: the cores of the target to choose thread splits for must be a "
+                         "whole number (unset it, or 0, for this machine's own)")
+    return int(value)
+
+
+@functools.cache
+def _with_cores(target: Target, cores: int) -> Target:
+    """`target` with `cores` cores (one object each, so its `key` is computed once)."""
+    return target if target.cores == cores else target.with_cores(cores)
 
 
 @functools.cache
