@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One run on a machine with an NVIDIA GPU that tells what works there (issue #16): the driver and the GPU, the GPU
 # tests (`pytest -m gpu`), a small program end to end on CUDA:0, `python -m bench --device CUDA` beside the peers
-# that have CUDA builds, where the GPU steps' time goes (`python -m bench.kernels`), and the 4096^3 matmul with
-# shared-memory tiles on and off (GPU_SMEM) beside cuBLAS. Every step has its own time limit, prints what failed and
+# that have CUDA builds, where the GPU steps' time goes (`python -m bench.kernels`), the 4096^3 matmul with
+# shared-memory tiles on and off (GPU_SMEM) beside cuBLAS, and the bfloat16 one on tensor cores and off (GPU_TC). Every step has its own time limit, prints what failed and
 # goes on; a summary ends the run. The whole run stays under 8 minutes.
 #
 #   bash bench/gpu_check.sh                # from the repository root (or anywhere: it finds the root itself)
@@ -170,6 +170,61 @@ try:
     print(f"torch (cuBLAS): {best:.3f} ms, {2 * 4096 ** 3 / best / 1e9:.1f} TFLOP/s")
     for flag, ms in times.items():
         print(f"tgfx / torch rate, GPU_SMEM={flag}: {best / ms:.2f}")
+except ImportError:
+    print("no torch: no cuBLAS time beside")
+raise SystemExit(0 if len(times) == 2 else 1)
+EOF
+
+# 11. the stretch goal: a bfloat16 4096^3 matmul (float32 sums) on tensor cores (mma.sync, GPU_TC=1) and without
+# (GPU_TC=0: float32 FMA tiles), each in a process of its own, beside torch's bfloat16 matmul (cuBLAS)
+TAIL=12 step tc-ab 100 "$PY" - <<'EOF'
+import os, subprocess, sys
+RUN = r"""
+import numpy as np, tgfx as tg
+from tgfx.devices import get_device
+n = 4096
+rng = np.random.default_rng(0)
+x, w = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+a, b = tg.asarray(x).astype(tg.dtypes.bfloat16), tg.asarray(w).astype(tg.dtypes.bfloat16)
+dev = get_device("CUDA:0")
+c = (a @ b).astype(tg.dtypes.float32).numpy()
+x32, w32 = a.astype(tg.dtypes.float32).numpy().astype(np.float64), b.astype(tg.dtypes.float32).numpy()
+want = x32[:64] @ w32
+err = (np.abs(c[:64] - want) / (np.abs(want) + 1)).max()
+dev.synchronize()
+dev.clear_profile()
+for _ in range(10):
+    c = a @ b
+c.numpy()
+ms = min((e.end_ns - e.start_ns) / 1e6 for e in dev.profile_events if not e.nbytes and e.name.startswith("r_"))
+print(f"{ms:.3f} {err:.2e}")
+"""
+times = {}
+for flag in ("1", "0"):
+    r = subprocess.run([sys.executable, "-c", RUN], env={**os.environ, "TGFX_DEVICE": "CUDA", "GPU_TC": flag},
+                       capture_output=True, text=True, timeout=40)
+    if r.returncode:
+        print(f"GPU_TC={flag} failed:", r.stderr[-1500:])
+        continue
+    ms, err = r.stdout.split()[-2:]
+    times[flag] = float(ms)
+    print(f"tgfx bf16 GPU_TC={flag}: {float(ms):.3f} ms, {2 * 4096 ** 3 / float(ms) / 1e9:.1f} TFLOP/s, "
+          f"max rel err {err}")
+try:
+    import torch
+    x, w = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    x @ w
+    best = float("inf")
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        x @ w
+        e.record()
+        torch.cuda.synchronize()
+        best = min(best, s.elapsed_time(e))
+    print(f"torch bf16 (cuBLAS): {best:.3f} ms, {2 * 4096 ** 3 / best / 1e9:.1f} TFLOP/s")
+    for flag, ms in times.items():
+        print(f"tgfx / torch rate, bf16 GPU_TC={flag}: {best / ms:.2f}")
 except ImportError:
     print("no torch: no cuBLAS time beside")
 raise SystemExit(0 if len(times) == 2 else 1)

@@ -125,7 +125,9 @@ def test_large_matmuls_stage_their_operands_in_shared_memory(shape: tuple[int, i
     shared reads; each outer step's fill reads the operands 16 bytes a thread."""
     m, k, n = shape
     ast, _, _ = _matmul(m, k, n, dtype)
-    _, _, dims, opts = kernel_ir(ast)
+    with tg.Context(GPU_TC=0):   # (a float16 contraction's tiles without tensor cores: test_tensor_cores.py has them)
+        _, _, dims, opts = kernel_ir(ast)
+        ptx = ptx_of(ast, GPU_DEFAULT)[0]
     lanes, rows = (o.amount for o in opts[:2])   # (the tile of the kernel's arithmetic: float16 sums in float32)
     assert opts[:2] == [Opt("UPCAST", 1, lanes), Opt("UPCAST", 0, rows)], opts
     threads, warp = GPU_DEFAULT.block_threads(), GPU_DEFAULT.warp_size
@@ -133,7 +135,6 @@ def test_large_matmuls_stage_their_operands_in_shared_memory(shape: tuple[int, i
     while k % depth:
         depth //= 2
     assert opts[-1] == Opt("SHARED", 2, depth) and dims.block == (warp, threads // warp, 1), opts
-    ptx = ptx_of(ast, GPU_DEFAULT)[0]
     report = _ptxas_report(ptx)
     smem = int(re.search(r"\b(\d+) bytes smem", report).group(1))
     assert smem == depth * (warp * lanes + threads // warp * rows) * np.dtype(dtype).itemsize, report
@@ -183,8 +184,9 @@ def test_emulated_matmuls_with_shared_tiles_compute_numpys_answers(emulated_prog
     a = rng.standard_normal((*batch, m, k)).astype(dtype)
     b = rng.standard_normal((*batch, k, n)).astype(dtype)
     bias = rng.standard_normal(n).astype(dtype)
-    got = tg.nn.relu(tg.device_put(tg.asarray(a), "CUDA:0") @ tg.device_put(tg.asarray(b), "CUDA:0") +
-                     tg.device_put(tg.asarray(bias), "CUDA:0")).numpy()
+    with tg.Context(GPU_TC=0):   # (float16 without tensor cores: test_tensor_cores.py has them)
+        got = tg.nn.relu(tg.device_put(tg.asarray(a), "CUDA:0") @ tg.device_put(tg.asarray(b), "CUDA:0") +
+                         tg.device_put(tg.asarray(bias), "CUDA:0")).numpy()
     want = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
     assert any(o.op == "SHARED" for o in drv.gpu_options), drv.gpu_options
     tol = 2e-2 if dtype == np.float16 else 1e-4

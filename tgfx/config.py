@@ -21,7 +21,8 @@ P = ParamSpec("P")
 R = TypeVar("R")
 # the flags that change the code compiled for a program (the kernels' options, the target, the types of Python
 # values): a jitted function keeps its programs per their values (`codegen`)
-CODEGEN = ("TGFX_ENABLE_X64", "NOOPT", "BEAM", "TGFX_CPU", "TGFX_CORES", "TGFX_FLUSH_DENORMALS", "GPU_SMEM")
+CODEGEN = ("TGFX_ENABLE_X64", "NOOPT", "BEAM", "TGFX_CPU", "TGFX_CORES", "TGFX_FLUSH_DENORMALS", "GPU_SMEM",
+           "GPU_TC")
 
 
 class _Local(threading.local):
@@ -131,6 +132,7 @@ BEAM = Flag("BEAM", 0)            # kernel option search width (0: heuristics on
 BEAM_BUDGET = Flag("BEAM_BUDGET", 20.0)  # seconds a BEAM search may spend on one kernel
 NOOPT = Flag("NOOPT", 0)          # turn off the kernel optimiser
 GPU_SMEM = Flag("GPU_SMEM", 1)    # 0: GPU contractions read their operands from global memory, no shared tiles
+GPU_TC = Flag("GPU_TC", 1)        # 0: float16/bfloat16 GPU contractions without tensor cores (`tensor_cores.py`)
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
 # a program touching at most this much runs on the caller when its device is idle (-1: the L2 cache of one core of

@@ -127,6 +127,10 @@ class Ops(metaclass=_OpsType):
     SINK = auto()
     SPECIAL = auto()        # arg: name ('core'); a core/thread id
     BARRIER = auto()        # src: what every thread of a GPU block has done before any goes on (a shared fill)
+    # one warp's m16n8k16 tensor-core multiply-accumulate (tgfx/lowering/tensor_cores.py), as one lane sees it: src
+    # (a0..a7, b0..b3, c0..c3), the lane's fragments of A (16x16), B (16x8) in float16 or bfloat16, C (16x8) in
+    # float32; arg i: element i of the lane's fragment of D = A @ B + C, a float32
+    WMMA = auto()
 
     # program
     LINEAR = auto()         # src: the commands of a schedule, in order (CALLs of kernels and copies, BLOCK, ...)

@@ -139,6 +139,9 @@ spec = PatternMatcher([
            Ops.DEFINE_REG, Ops.DEFINE_LOCAL), name="x"),
      lambda x: x.dtype is not None),
     (UPat(Ops.BARRIER, name="x"), lambda x: x.dtype is None and len(x.src) >= 1),
+    (UPat(Ops.WMMA, name="x"), lambda x: x.dtype == dtypes.float32 and len(x.src) == 16 and x.arg in range(4) and
+     x.src[0].dtype in (dtypes.float16, dtypes.bfloat16) and all(s.dtype == x.src[0].dtype for s in x.src[:12]) and
+     all(s.dtype == dtypes.float32 for s in x.src[12:])),
     (UPat(GroupOp.ALU, name="x"), _alu_ok),
     (UPat((Ops.CAST, Ops.BITCAST), name="x"), lambda x: len(x.src) == 1 and (
         x.op is Ops.CAST or x.dtype.itemsize == x.src[0].dtype.itemsize)),

@@ -66,8 +66,9 @@ from tgfx.lowering.kernel_opts import (
 from tgfx.lowering.linearize import is_block_reduce, range_deps
 from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import NotStatic, evaluate
+from tgfx.lowering.tensor_cores import expand_wmma, tensor_core, tensor_core_opts
 
-GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP", "SHARED")
+GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP", "SHARED", "TC")
 TIDX = "tidx"   # the SPECIAL of a thread's index in its block, x fastest (a shared tile's fill)
 TILE_REDUCES = 4   # reduces over one range that make a register tile (`unroll_lanes`)
 
@@ -393,7 +394,7 @@ def _gate_padded_threads(sink: UOp, sizes: dict[UOp, int], fills: set[UOp]) -> U
 
 
 _APPLY_GPU = {"GLOBAL": global_axis, "LOCAL": local_axis, "GROUP": group, "UPCAST": upcast_lanes,
-              "UNROLL": unroll_lanes, "SHARED": stage_shared}
+              "UNROLL": unroll_lanes, "SHARED": stage_shared, "TC": tensor_core}
 
 
 def gate_unthreaded_stores(sink: UOp) -> UOp:
@@ -429,6 +430,8 @@ def hand_coded_gpu_opts(sink: UOp, target: GPUTarget) -> list[Opt]:
     """Default options for `target` (see the module's docstring)."""
     if config.NOOPT or any(u.op is Ops.REDUCE and isinstance(u.arg, tuple) for u in sink.toposort()):
         return []   # a loop kernel steps its carries in order: one thread
+    if config.GPU_TC and (tc := tensor_core_opts(sink, target)) is not None:
+        return tc   # a float16/bfloat16 contraction: warps of tensor-core tiles (tensor_cores.py)
     rngs = ranges(sink)
     loops = [r for r in sorted(rngs.values(), key=lambda r: r.arg[0]) if r.arg[1] == "loop"]
     reduces = [r for r in rngs.values() if r.arg[1] == "reduce"]
@@ -723,6 +726,7 @@ def thread_loops(sink: UOp) -> UOp:
         return max((r.arg[0] for r in ranges(sink).values()), default=-1) + 1
     if (tid := specials(sink).get(TIDX)) is not None:
         sink = _emulated_tiles(sink, tid, fresh())
+    sink = expand_wmma(sink)   # a warp's tensor-core op as the sums of each lane's elements, read as other lanes do
     while blocks := [u for u in sink.toposort() if is_block_reduce(u)]:
         red = blocks[0]   # toposort: sources first, so a block reduce inside another's partial goes first
         lid = red.src[1]

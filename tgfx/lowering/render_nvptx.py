@@ -35,7 +35,7 @@ import llvmlite.binding as llvm
 from tgfx import config, forksafe
 from tgfx.counters import counters
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget, host_cores
-from tgfx.dtypes import DType
+from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.compile import cache_key, compiler, read_cached, write_cached
@@ -137,6 +137,9 @@ class NVPTXRenderer(LLVMRenderer):
         self.target = target
         self.globals: list[str] = []
         self.tiles: set[str] = set()
+        self.mma_out: dict[tuple[UOp, ...], list[str]] = {}   # a warp's mma (by its sources): its four results
+        self.mma_accs: dict[tuple[UOp, ...], list[UOp]] = {}  # ... summed into these accumulators (`fuse_mma`)
+        self.mma_updates: set[UOp] = set()                     # the updates `acc + mma` that are the mma's result
 
     def sreg(self, reg: str) -> str:
         """A special register (`tid.x`, `ctaid.y`, ...) as an i64."""
@@ -251,10 +254,64 @@ class NVPTXRenderer(LLVMRenderer):
         size = idx.src[0].dtype.itemsize
         return f", align {min(size << min(_twos(idx.src[1]), 8), BASE_ALIGN)}"
 
+    # ---- tensor cores ----
+    def fuse_mma(self, lin: list[UOp]) -> None:
+        """The mmas whose four results are each summed into an accumulator of their own, and nothing else
+        (`tensor_cores.tensor_core`: `acc_i += WMMA_i(a, b, 0)`): such an mma takes the accumulators as its C and its
+        results are their updates, one instruction a step (not an mma and four adds)."""
+        found: dict[tuple[UOp, ...], dict[int, tuple[UOp, UOp]]] = {}
+        for u in lin:
+            if u.op is not Ops.STORE or u.src[0].op is not Ops.DEFINE_ACC or u.src[1].op is not Ops.ADD:
+                continue
+            cur, w = u.src[1].src
+            if cur.op is Ops.LOAD and cur.src[0] is u.src[0] and w.op is Ops.WMMA and \
+                    all(c.op is Ops.CONST and c.arg == 0 for c in w.src[12:]):
+                found.setdefault(w.src, {})[w.arg] = (u.src[0], u.src[1])
+        users = [s for u in lin for s in u.src if s.op is Ops.WMMA]
+        for key, elems in found.items():
+            if len(elems) == 4 and sum(s.src == key for s in users) == 4:   # (each result used by its update alone)
+                self.mma_accs[key] = [elems[i][0] for i in range(4)]
+                self.mma_updates.update(update for _, update in elems.values())
+
+    def fragment(self, lo: UOp, hi: UOp) -> str:
+        """Two half-precision values as one 32-bit register of a fragment (`lo` in the low half): an i32 of bfloat16
+        bits, a <2 x half> of float16s."""
+        if lo.dtype == dtypes.bfloat16:
+            wide = [self.op_in(f"zext i16 {self.val(x)} to i32") for x in (lo, hi)]
+            return self.op_in(f"or i32 {wide[0]}, {self.op_in(f'shl i32 {wide[1]}, 16')}")
+        pair = self.op_in(f"insertelement <2 x half> poison, half {self.val(lo)}, i64 0")
+        return self.op_in(f"insertelement <2 x half> {pair}, half {self.val(hi)}, i64 1")
+
+    def mma(self, u: UOp) -> str:
+        """Result `u.arg` of a warp's `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32` (one call
+        of its intrinsic for the four WMMA nodes of one mma), C the accumulators where `fuse_mma` found them."""
+        key = u.src
+        if key not in self.mma_out:
+            bf16 = u.src[0].dtype == dtypes.bfloat16
+            reg = "i32" if bf16 else "<2 x half>"
+            frags = [self.fragment(u.src[j], u.src[j + 1]) for j in range(0, 12, 2)]
+            if key in self.mma_accs:
+                c = [self.op_in(f"load float, ptr {self.names[acc]}") for acc in self.mma_accs[key]]
+            else:
+                c = [self.val(x) for x in u.src[12:]]
+            fn = "llvm.nvvm.mma.m16n8k16.row.col." + ("bf16" if bf16 else "f32.f32")
+            ret = "{float, float, float, float}"
+            self.declares.add(f"declare {ret} @{fn}({', '.join([reg] * 6 + ['float'] * 4)})")
+            args = ", ".join([f"{reg} {f}" for f in frags] + [f"float {x}" for x in c])
+            out = self.op_in(f"call {ret} @{fn}({args})")
+            self.mma_out[key] = [self.op_in(f"extractvalue {ret} {out}, {i}") for i in range(4)]
+        return self.mma_out[key][u.arg]
+
     # ---- the kernel ----
     def render_one(self, u: UOp, is_update: bool) -> None:
         if u.op is Ops.SPECIAL:
             return   # read at entry (`thread_ids`)
+        if u.op is Ops.WMMA:
+            self.names[u] = self.mma(u)
+            return
+        if u in self.mma_updates:   # acc + mma: the mma's result (it summed the accumulator itself)
+            self.names[u] = self.names[u.src[1]]
+            return
         if u.op is Ops.BARRIER:   # every thread of the block here, its shared stores seen by all
             self.barrier()
             return
@@ -279,6 +336,7 @@ class NVPTXRenderer(LLVMRenderer):
             self.tile_hints = ['!{!"llvm.loop.unroll.full"}']
             self.step_loads = step_loads(lin)
         self.bind_registers(acc_of)
+        self.fuse_mma(lin)
         for b in bufs:
             self.names[b] = f"%b{b.arg[0]}"
             self.emit(f"%b{b.arg[0]} = addrspacecast ptr addrspace(1) %g{b.arg[0]} to ptr")
@@ -349,8 +407,13 @@ def compile_ptx(ir: str, target: GPUTarget = GPU_DEFAULT) -> str:
 _ptx: LRU[tuple[str, str, str], tuple[str, str, LaunchDims]] = LRU(lambda: int(config.KERNEL_CACHE_SIZE))
 
 
+def _hand_mode() -> str:
+    """What of this thread's flags the heuristics' options depend on (shared tiles, tensor cores)."""
+    return "hand" + ("" if config.GPU_SMEM else "-nosmem") + ("" if config.GPU_TC else "-notc")
+
+
 def _mode(opts: Sequence[Opt] | None, target: GPUTarget) -> str:
-    what = ("hand" if config.GPU_SMEM else "hand-nosmem") if opts is None else \
+    what = _hand_mode() if opts is None else \
         "opts:" + ",".join(f"{o.op}.{o.axis}.{o.amount}" for o in opts)
     return f"{'noopt' if config.NOOPT and opts is None else what}@{target.key}"
 
@@ -441,7 +504,7 @@ def _loaded_key(device: Any, ast: UOp) -> tuple[str, str, str]:
     """A loaded kernel's key: what chose its options is part of it, as of the CPU's compiled kernels (`opt_mode`): a
     thread inside `Context(NOOPT=1)` got the kernel with the GPU options another thread loaded before."""
     return device.name, ast.key, "noopt" if config.NOOPT else f"beam{int(config.BEAM)}" if config.BEAM > 0 else \
-        "hand" if config.GPU_SMEM else "hand-nosmem"
+        _hand_mode()
 
 
 def _load(device: Any, key: tuple[str, str, str], ptx: tuple[str, str, LaunchDims]) -> Any:
