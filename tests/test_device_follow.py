@@ -186,3 +186,29 @@ def test_a_weakly_typed_value_moved_to_another_device_stays_weakly_typed() -> No
     half = tnp.asarray(np.ones(3, np.float16), device="CPU:1")
     assert (moved * half).dtype == tnp.float16
     assert not is_weak(tg.asarray(np.float32(2.0)).to("CPU:1"))
+
+
+def test_jitted_calls_python_scalars_and_host_arrays_go_to_their_tensors_device() -> None:
+    """A jitted step on CPU:1 given a Python float (a learning rate), a Python int and a numpy array runs there: the
+    host data goes where its Tensor arguments lie, as JAX's uncommitted arguments do (it was put on the default
+    device, and the step raised "operands are on different devices"). Each new scalar value is neither a retrace nor
+    a buffer on CPU:0: the replay writes it into the program's own buffers, on CPU:1."""
+    f = tg.jit(lambda x, lr, i, a: x * lr + i - a)
+    x0 = _RNG.standard_normal(8).astype(np.float32)
+    a = np.arange(8, dtype=np.float32)
+    x = tnp.asarray(x0, device="CPU:1")
+    for step in range(4):
+        lr = 0.5 + step
+        out = f(x, lr, step, a)
+        assert out.device == "CPU:1"
+        np.testing.assert_array_equal(out.numpy(), x0 * np.float32(lr) + np.float32(step) - a)
+    g = tg.jit(lambda x, lr: x * lr)
+    for step in range(4):
+        out = g(x, 0.25 * step)
+        assert out.device == "CPU:1"
+        np.testing.assert_array_equal(out.numpy(), x0 * np.float32(0.25 * step))
+    assert f.trace_count == g.trace_count == 1
+    ((prog, _, host),) = list(g._fast.values())
+    assert host == "CPU:1" and prog.scalar_args and {s.device for s in prog.scalar_args.values()} == {"CPU:1"}
+    np.testing.assert_array_equal(g(tnp.asarray(x0), 2.0).numpy(), x0 * 2)   # on the default device: its own trace
+    assert g.trace_count == 2

@@ -80,21 +80,22 @@ class Signature:
         return (self.treedef, self.leaves, self.static)
 
 
-def _host_devices(leaves: list) -> tuple[str, ...] | None:
-    """Where a call's host data (numpy arrays, Python scalars) goes: replicated on the device tuple its sharded
-    Tensor leaves lie on, when they all lie on one and no Tensor leaf on one device (JAX's uncommitted arguments:
-    a learning rate passed as a float to a data-parallel step); None: the default device."""
+def _host_devices(leaves: list) -> str | tuple[str, ...] | None:
+    """Where a call's host data (numpy arrays, Python scalars) goes: where its Tensor leaves lie, when they all lie
+    on one device or all on one device tuple (replicated on each of its devices: JAX's uncommitted arguments, a
+    learning rate passed as a float to a data-parallel step, or a step's scale beside parameters on CPU:1); None:
+    the default device."""
     devs = None
     for x in leaves:
         if isinstance(x, Tensor):
             d = x.device
-            if type(d) is str or (devs is not None and d != devs):
+            if devs is not None and d != devs:
                 return None
             devs = d
-    return devs
+    return None if devs == DEFAULT_DEVICE else devs
 
 
-def _leaf_spec(x: Any, where: str, devs: tuple[str, ...] | None = None) -> LeafSpec:
+def _leaf_spec(x: Any, where: str, devs: str | tuple[str, ...] | None = None) -> LeafSpec:
     if isinstance(x, Tensor):
         # a sharded one's layout is part of the signature; a weakly typed one is traced weakly typed, as in JAX
         if isinstance(x.device, tuple):
@@ -130,22 +131,24 @@ def copy_buffer(buf: UOp) -> UOp:
     return out
 
 
-def _leaf_tensor(x: Any, devs: tuple[str, ...] | None = None) -> Tensor:
+def _leaf_tensor(x: Any, devs: str | tuple[str, ...] | None = None) -> Tensor:
     """A dynamic leaf as a Tensor: a Python scalar is an interned one-element buffer (no copy for a value seen
-    recently), host data is copied in; on each of `devs` (see `_host_devices`), replicated, when given."""
+    recently), host data is copied in; on `devs` (see `_host_devices`: a device, or each of a device tuple's,
+    replicated) when given, else on the default device."""
     if isinstance(x, Tensor):
         return x
-    if devs is not None:
+    if type(devs) is tuple:
         if type(x) in (int, float):
             d = _weak_dtype(x, "")
             return Tensor(UOp(Ops.MULTI, d, tuple(UOp(Ops.RESHAPE, d, (const_buffer(d, cast_scalar(x, d), dev),), ())
                                                   for dev in devs), None))
         from tgfx.transforms.shard import shard
         return shard(np.asarray(x), devs)
+    dev = devs or DEFAULT_DEVICE
     if type(x) in (int, float):
         d = _weak_dtype(x, "")
-        return Tensor(const_buffer(d, cast_scalar(x, d), DEFAULT_DEVICE)).reshape(())   # a scalar is 0-d, as in JAX
-    return Tensor(x)
+        return Tensor(const_buffer(d, cast_scalar(x, d), dev)).reshape(())   # a scalar is 0-d, as in JAX
+    return Tensor(x, device=dev)
 
 
 def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
@@ -276,7 +279,7 @@ class Jit:
         # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`_flatten_fast`)
         # (its keys begin with the code-changing flags the call traced under, `config.codegen`: threads in and out
         # of `enable_x64` or `Context(BEAM=2)` share them)
-        self._fast: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        self._fast: LRU[Hashable, tuple[Program, Outputs, str]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
         _live.add(self)
@@ -359,7 +362,7 @@ class Jit:
             if fast is not None and kwargs and not _flatten_fast(kwargs, fast, sig):
                 fast = None
             if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
-                out = _replay(hit[0], fast)
+                out = _replay(hit[0], fast, hit[2])
                 if out is not None:
                     return _as_tree(hit[1], out)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
@@ -375,8 +378,10 @@ class Jit:
             with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
                 hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
         prog, outs = hit
-        if fast is not None and not prog.donated and not prog.sharded:
-            self._fast[fast_key] = hit
+        # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie)
+        if fast is not None and not prog.donated and not prog.sharded and \
+                (devs is None or not any(type(x) is np.ndarray for x in leaves)):
+            self._fast[fast_key] = (prog, outs, devs or DEFAULT_DEVICE)
         return self._run(prog, outs, tensors, args)
 
     def _run(self, prog: Program, outs: Outputs, tensors: list[Tensor], args: tuple) -> Any:
@@ -629,9 +634,10 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     return True
 
 
-def _replay(prog: Program, leaves: list) -> list[UOp] | None:
+def _replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
     """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is one of the program's
-    buffers for it, `ScalarArgs`, or else the interned buffer of its value, as `_leaf_tensor` gives), or None for the
+    buffers for it, `ScalarArgs`, or else the interned buffer of its value, as `_leaf_tensor` gives; both on `host`,
+    where the trace put the call's host data), or None for the
     general path (an input not yet computed, a program that donates or shards, an int out of range: the general path
     says so)."""
     mems, bufs, taken = [], [], []
@@ -653,15 +659,14 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
                     return None
                 value = cast_scalar(x, d)
                 # a buffer of the program's, written now (not one a result is a view of: that one is handed out)
-                if prog.single is not None and prog.single.device.name == DEFAULT_DEVICE and \
-                        i not in prog.returned_inputs:
-                    args = _scalar_args(prog, i)
+                if prog.single is not None and prog.single.device.name == host and i not in prog.returned_inputs:
+                    args = _scalar_args(prog, i, host)
                     if (entry := args.take(d, value)) is not None:
                         taken.append((args, entry))
                         mems.append(entry.mem)
                         bufs.append(entry.buf)
                         continue
-                u = const_buffer(d, value, DEFAULT_DEVICE)
+                u = const_buffer(d, value, host)
             mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
             if mem is None:
                 return None
@@ -676,10 +681,10 @@ def _replay(prog: Program, leaves: list) -> list[UOp] | None:
             args.release(entry)
 
 
-def _scalar_args(prog: Program, i: int) -> ScalarArgs:
-    """The buffers of `prog`'s Python scalar argument `i` (`ScalarArgs`), made on first use."""
+def _scalar_args(prog: Program, i: int, device: str) -> ScalarArgs:
+    """The buffers of `prog`'s Python scalar argument `i` (`ScalarArgs`) on `device`, made on first use."""
     args = prog.scalar_args.get(i)
-    return args if args is not None else prog.scalar_args.setdefault(i, ScalarArgs(DEFAULT_DEVICE))
+    return args if args is not None else prog.scalar_args.setdefault(i, ScalarArgs(device))
 
 
 def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
