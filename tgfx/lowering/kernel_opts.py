@@ -437,11 +437,14 @@ def pad_range(sink: UOp, rng: UOp, padded: int) -> UOp:
     new_rng = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, padded),), rng.arg)
     valid = new_rng < UOp.const(dtypes.index, size)
     new: dict[UOp, UOp] = {}
-    for u in sink.toposort():
+    nodes = sink.toposort()
+    stored = {u.src[0] for u in nodes if u.op is Ops.STORE}   # (a store's index stays whole: its mask is the select)
+    for u in nodes:
         src = tuple(new[s] for s in u.src)
         v = new_rng if u is rng else u if src == u.src else u.replace(src=src)
         if v.op is Ops.INDEX and v.src[0].op is Ops.DEFINE_GLOBAL and new_rng in range_deps(v.src[1]):
-            v = v.replace(src=(v.src[0], clamp(v.src[0], v.src[1], valid)))  # in bounds, so still safe to hoist
+            off = clamp(v.src[0], v.src[1], valid) if u in stored else _clamp_padded(v.src[0], v.src[1], valid, new_rng)
+            v = v.replace(src=(v.src[0], off))
         elif v.op is Ops.REDUCE and new_rng in v.src[1:]:
             val = v.src[0]
             v = v.replace(src=(valid.where(val, val.const_like(reduce_identity(v.arg, val.dtype))), *v.src[1:]))
@@ -449,6 +452,28 @@ def pad_range(sink: UOp, rng: UOp, padded: int) -> UOp:
             v = v.replace(src=(*v.src[:2], valid if len(v.src) == 2 else v.src[2] & valid))
         new[u] = v
     return new[sink]
+
+
+def _clamp_padded(buf: UOp, off: UOp, valid: UOp, rng: UOp) -> UOp:
+    """Offset `off` of a read of `buf` in a kernel whose range `rng` is padded (`valid`: the iteration is a real one),
+    clamped in bounds (`rangeify.clamp`: every read stays safe to hoist). Only the terms that depend on `rng` are
+    clamped where the others alone stay in the buffer: the select is then computed once for each value of the padded
+    range, not at every step of the loops inside it. Around the whole offset it was a select each step of the reduce
+    for each padded row of a register tile (AVX2's 16 x 6 tile over 1024 rows padded to 1026: two rows' index
+    selects, 4 of the 24 instructions of each step, the front end's whole slack)."""
+    terms = sum_terms(off)
+    rest = [t for t in terms if rng not in range_deps(t)]
+    if not rest or len(rest) == len(terms) or (off.vmin >= 0 and off.vmax < buf.arg[1]):
+        return clamp(buf, off, valid)
+    outer = rest[0]
+    for t in rest[1:]:
+        outer = outer + t
+    if outer.vmin < 0 or outer.vmax >= buf.arg[1]:
+        return clamp(buf, off, valid)
+    inner = next(t for t in terms if rng in range_deps(t))
+    for t in (t for t in terms if rng in range_deps(t) and t is not inner):
+        inner = inner + t
+    return valid.where(inner, inner.const_like(0)) + outer
 
 
 def swap(sink: UOp, opt: Opt) -> UOp:
