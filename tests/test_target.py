@@ -104,6 +104,32 @@ def test_avx2_tiles_are_six_rows_tall_padding_the_rows_when_it_costs_little():
     np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=2e-5)
 
 
+def test_the_best_tile_pads_an_axis_it_splits_by_little_before_a_narrower_one_splits_it():
+    """1000 columns (8 x 125) take each class's two-vector tile padded (AVX2 to 1008, AVX-512 to 1024: at most a
+    `TILE_PAD_SHARE` of them), not a one-vector tile that splits them, whose 2 (AVX2) or 4 (AVX-512) accumulators left
+    the FMA units waiting on their own results: a 1000^3 matmul ran at a quarter of 1024^3's GFLOP/s (one thread,
+    alternated: AVX2 10-16 -> 36-41, AVX-512 18-20 -> 40-55). An axis the tile would pad by more (24, 40 or 200
+    columns) keeps the tile that splits it."""
+    from tgfx.lowering.heuristics import TILE_PAD_SHARE
+    for cpu, (lanes, rows) in ((AVX2, (16, 6)), (AVX512, (32, 8))):
+        t = target_for(cpu).with_cores(1)
+        assert (1024 - 1000 if cpu == AVX512 else 1008 - 1000) <= 1000 // TILE_PAD_SHARE
+        for m in (1000, 64):
+            opts = hand_coded_opts(index_level(matmul_ast(m, 256, 1000, cpu)), t)
+            assert opts[:2] == [Opt("PADTO", 1, lanes), Opt("UPCAST", 1, lanes)] and \
+                Opt("UPCAST", 0, rows) in opts, (cpu, m, opts)
+        for n in (24, 40, 200):
+            opts = hand_coded_opts(index_level(matmul_ast(64, 256, n, cpu)), t)
+            assert not any(o.op == "PADTO" for o in opts) and opts[0].op == "UPCAST" and opts[0].axis == 1 and \
+                n % opts[0].amount == 0 and opts[0].amount < lanes, (cpu, n, opts)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((100, 300)).astype(np.float32), rng.standard_normal((300, 1000)).astype(np.float32)
+    for cpu in (AVX2, AVX512) if HOST_AVX512 else (AVX2,):
+        with config.Context(TGFX_CPU=cpu):
+            got = (tg.asarray(a) @ tg.asarray(b)).numpy()
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_panels_go_outside_the_row_blocks_when_b_outgrows_half_of_l2(monkeypatch):
     """A register-tiled contraction walks B's panels outside the tile's row blocks (SWAP) when B does not fit half of
     L2, so each panel stays in L2 while the row blocks pass it (Emerald Rapids' 2 MB L2 and a 4 MB B: 112 -> 155

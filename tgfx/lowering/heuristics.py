@@ -32,13 +32,13 @@ def _filled(n: int, multiple: int) -> float:
 
 
 def _vector_axis(loops: list[UOp], loads: list[UOp], hot: list[UOp], amount: int, pad: bool,
-                 gather: int = 1) -> UOp | None:
+                 gather: int = 1, share: int = 1) -> UOp | None:
     """An output range to vectorise by `amount`: some load reads it contiguously, no load inside the reduce loop reads
     it strided (a gather) or, with `gather`, its lanes more than that many elements apart, and it splits by `amount`
-    or, with `pad`, pads to a multiple of it at most doubling."""
+    or, with `pad`, pads to a multiple of it by at most `1 / share` of it (at most doubling)."""
     for r in reversed(loops):
         n = r.src[0].arg
-        fits = n % amount == 0 or (pad and _round_up(n, amount) <= 2 * n)
+        fits = n % amount == 0 or (pad and _round_up(n, amount) - n <= n // share)
         if fits and any(_lane_coef(i, r, amount) == 1 for i in loads) and \
                 all((c := _lane_coef(i, r, amount)) is not None and 0 <= c <= gather for i in hot):
             return r
@@ -310,8 +310,15 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         # with AVX2) keeps every accumulator in a register.
         # An axis that does not split is padded (PADTO, masked), e.g. the 10 classes of a classifier's last layer.
         choices = target.contraction_tiles(itemsize)
-        for pad, (vec_amt, blk_amt) in ((pad, c) for pad in (False, True) for c in choices):
-            vec = _vector_axis(loops, loads, hot, vec_amt, pad)
+        # (pad, share, tile): tiles whose vectors split an axis, best first, but the best tile where it pads one by
+        # little (TILE_PAD_SHARE: 1000 columns to 1008 with AVX2's 16 lanes, to 1024 with AVX-512's 32) before a
+        # narrower tile that splits it: those hold a fraction of the accumulators (8 x 2 with AVX2, 8 x 4 with
+        # AVX-512), too few to keep the FMA units busy (`FMA_CHAINS`: a 1000^3 matmul ran at a quarter of 1024^3's
+        # speed); then any that pads an axis at most doubling it
+        tries = [(False, 1, choices[0]), (True, TILE_PAD_SHARE, choices[0]),
+                 *((False, 1, c) for c in choices[1:]), *((True, 1, c) for c in choices)]
+        for pad, share, (vec_amt, blk_amt) in tries:
+            vec = _vector_axis(loops, loads, hot, vec_amt, pad, share=share)
             if vec is None or not any(_coef(i, vec) == 0 for i in loads):
                 continue
             if vec.src[0].arg % vec_amt:
