@@ -259,10 +259,10 @@ class Tensor:
 
     # ---- elementwise primitives ----
     def _unary(self, op: Ops, out_dtype: DType | None = None) -> Tensor:
-        x = self
-        if op in GroupOp.FloatOnly and not self.dtype.is_float:
-            x = self.cast(to_inexact(self.dtype))
-        out = Tensor(UOp(op, out_dtype or x.dtype, (x.uop,)))
+        u = self.uop
+        if op in GroupOp.FloatOnly and u.dtype.kind != "f":
+            u = self.cast(to_inexact(u.dtype)).uop
+        out = Tensor(UOp(op, out_dtype or u.dtype, (u,)))
         return weak(out) if out_dtype is None and _is_weak_tensor(self) else out
 
     def _binary(self, op: Ops, other: ArrayLike, reflected: bool = False, name: str | None = None,
@@ -280,6 +280,13 @@ class Tensor:
 
     def where(self, x: ArrayLike, y: ArrayLike) -> Tensor:
         """`where(self, x, y)`: x where self is true, else y."""
+        if type(x) is Tensor and type(y) is Tensor:
+            c, xu, yu = self.uop, x.uop, y.uop
+            if c.dtype is dtypes.bool and xu.dtype is yu.dtype and xu.shape == yu.shape == c.shape and \
+                    xu.device == yu.device == c.device and not _is_weak_tensor(x) and not _is_weak_tensor(y):
+                # (a mask and two strongly typed Tensors of one dtype, shape and device, an eager `where(x > 0, x,
+                # y)`'s case: the node the steps below build, without their promotion and broadcast tests)
+                return Tensor(UOp(Ops.WHERE, xu.dtype, (c, xu, yu)))
         cond = self if self.dtype.is_bool else self != 0
         x, y = promote(x, y, "where")
         out = Tensor(UOp(Ops.WHERE, x.dtype, tuple(broadcast_uops(cond, x, y, name="where"))))
@@ -374,6 +381,12 @@ class Tensor:
 
     # ---- reduce primitive ----
     def _reduce(self, op: Ops, axis: int | Sequence[int] | None, keepdims: bool) -> Tensor:
+        u = self.uop
+        if axis is None and not keepdims and (shape := u.shape) and u.dtype.kind != "c":
+            # (every axis of a real Tensor, an eager total's case: the nodes the general path builds, without its
+            # axis, shape and reshape steps; the reduce's shape is all ones, never the result's ())
+            r = lazy_node(UOp(Ops.REDUCE_AXIS, u.dtype, (u,), (op, tuple(range(len(shape))))))
+            return Tensor(UOp(Ops.RESHAPE, u.dtype, (r,), ()) if r.op is not Ops.RESHAPE else _reshape_uop(r, ()))
         axes = normalize_axes(axis, self.ndim, op.name.lower()) if axis is not None else tuple(range(self.ndim))
         out_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes or keepdims) if not keepdims else \
             tuple(1 if i in axes else s for i, s in enumerate(self.shape))

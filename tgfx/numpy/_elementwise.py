@@ -342,6 +342,8 @@ def where(condition: ArrayLike, x: ArrayLike | None = None, y: ArrayLike | None 
         raise ValueError("where: give both x and y, or neither (the one-argument form is nonzero(condition))")
     if size is not None or fill_value is not None:
         raise ValueError("where: size and fill_value belong to the one-argument form, where(condition, size=...)")
+    if type(condition) is Tensor:
+        return condition.where(x, y)
     if isinstance(condition, (np.ndarray, list, tuple)):
         # host data goes where the Tensor operands are, as a binary op's (JAX's uncommitted array): a mask of
         # indices, `where(i == j, x, 0)`, failed every x on another device than the default
@@ -500,6 +502,10 @@ def _real_or_complex(x: ArrayLike, name: str, real_fn: Callable[[Tensor], Tensor
 
 def _float_unary(op: Ops, name: str):  # noqa: ANN202
     def fn(x: ArrayLike) -> Tensor:
+        if type(x) is Tensor and x.uop.dtype.kind == "f":
+            # (a float Tensor, an eager `exp(x)`'s case: no conversion, cast or complex branch to go through, and
+            # `_unary` keeps a weak x's weak type itself: 48 -> 28 Python calls an eager op)
+            return x._unary(op)
         return _real_or_complex(x, name, lambda t: t._unary(op))
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integers are computed in float32, 64-bit ones in float64)."

@@ -220,6 +220,11 @@ def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
     >>> tnp.mean(tnp.asarray([1.0, 2.0, 6.0]), where=tnp.asarray([True, True, False])).item()
     1.5
     """
+    if axis is None and dtype is None and where is None and not keepdims and type(x) is Tensor and \
+            x.uop.dtype.kind == "f" and x.uop.dtype.itemsize >= 4:
+        # (a float32/float64 Tensor's mean, an eager metric's: `sum`'s total over the count, without the dtype, axis
+        # and mask steps below, which give these same nodes)
+        return _divide(x._reduce(Ops.ADD, None, False), x.size)
     x = to_tensor(x)
     if dtype is None and (wide := half_compute(x.dtype)) is not None:  # summed and divided in float32, as JAX's
         return mean(x.astype(wide), axis, None, keepdims, where=where).astype(x.dtype)
