@@ -38,7 +38,7 @@ from tgfx.dtypes import (
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
-from tgfx.lowering.execute import copyin, copyout, memory_of, range_view
+from tgfx.lowering.execute import copyin, copyout, memory_of, range_view, read_first
 from tgfx.lowering.inline import EscapedTracerError
 from tgfx.lowering.layout import buffer_view, new_buffer
 from tgfx.trace_state import ConcretizationError, active, current
@@ -207,7 +207,7 @@ class Tensor:
             return read
         u = _realize.realize(self)[0]
         if (buf := buffer_view(u)) is not None and buf.dtype != dtypes.bfloat16:   # `numpy()`'s read, without an array
-            return copyout(buf)[0].item()
+            return read_first(buf)
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
@@ -557,7 +557,11 @@ def _read_element(u: UOp) -> Scalar | None:
     """The value of a one-element view of a computed buffer, read from the buffer itself: `float(y[i, j])` in a loop
     copies one element per index instead of compiling a kernel per index (issue #18). None where it is not such a
     view (then the value is computed as usual)."""
-    found = _element_of(u) if u.op in GroupOp.Movement or u.op in GroupOp.DynamicView else None
+    op = u.op
+    if op is Ops.RESHAPE and (s := u.src[0].op) is not Ops.BUFFER and s not in GroupOp.Movement and \
+            s not in GroupOp.DynamicView:
+        return None   # (a computed value in another shape, `sum(x)`'s: no buffer's element to find)
+    found = _element_of(u) if op in GroupOp.Movement or op in GroupOp.DynamicView else None
     if found is None or u.dtype == dtypes.bfloat16:
         return None
     buf, off = found

@@ -2,6 +2,7 @@
 one LINEAR command into a queue. Programs (tgfx/lowering/program.py) are built from these."""
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,6 +13,7 @@ from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.queue import HWQueue, Label
 from tgfx.devices.target import host_target
+from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, buffers, prod
 from tgfx.lowering.layout import copy_source, new_buffer
@@ -83,6 +85,24 @@ def copyout(buf: UOp) -> np.ndarray:
         return np.empty(0, dtype=buf.dtype.np)
     return get_device(buf.arg[1]).allocator.read(buffer_memory(buf, allocate=False),
                                                  buf.arg[2] * buf.dtype.itemsize).view(buf.dtype.np)
+
+
+def read_first(buf: UOp) -> bool | int | float | complex:
+    """BUFFER `buf`'s first element as a Python scalar (a one-element result's value: `float(sum(x))`). Host memory
+    is read where it lies, once the device is done, as a ctypes scalar of its type (`copyout`'s array, its view and
+    its element were 2 of an eager read's 20 us); other memory, and types ctypes has none of, through `copyout`."""
+    device = get_device(buf.arg[1])
+    if device.host_memory and (scalar := _CTYPES.get(buf.dtype)) is not None and buf.arg[2]:
+        device.synchronize()
+        return scalar.from_address(buffer_memory(buf, allocate=False).ptr).value
+    return copyout(buf)[0].item()
+
+
+# ctypes' scalar of each dtype a Python scalar reads exactly (a float32's value is a Python float, as numpy's item)
+_CTYPES = {dtypes.bool: ctypes.c_bool, dtypes.int8: ctypes.c_int8, dtypes.int16: ctypes.c_int16,
+           dtypes.int32: ctypes.c_int32, dtypes.int64: ctypes.c_int64, dtypes.uint8: ctypes.c_uint8,
+           dtypes.uint16: ctypes.c_uint16, dtypes.uint32: ctypes.c_uint32, dtypes.uint64: ctypes.c_uint64,
+           dtypes.float32: ctypes.c_float, dtypes.float64: ctypes.c_double}
 
 
 def device_kernel(device: Any, ast: UOp) -> Any:
