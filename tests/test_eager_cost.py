@@ -30,8 +30,9 @@ OPS: list[tuple[str, Callable, Callable, int]] = [
     ("where(x > 0, x, y)", lambda x, y, i: tnp.where(x > 0, x, y), lambda: np.where(X > 0, X, Y), 48),    # 45, 73
     ("exp(x)", lambda x, y, i: tnp.exp(x), lambda: np.exp(X), 30),                    # 28, 48
     ("mean(x * y + 1)", lambda x, y, i: tnp.mean(x * y + 1), lambda: np.mean(X * Y + 1), 83),   # 79, 132
-    ("stack([x, y, x])", lambda x, y, i: tnp.stack([x, y, x]), lambda: np.stack([X, Y, X]), 185),        # 175, 202
-    ("concatenate([x, y])", lambda x, y, i: tnp.concatenate([x, y]), lambda: np.concatenate([X, Y]), 110),  # 104, 129
+    ("stack([x, y, x])", lambda x, y, i: tnp.stack([x, y, x]), lambda: np.stack([X, Y, X]), 125),        # 121, 183
+    ("concatenate([x, y])", lambda x, y, i: tnp.concatenate([x, y]), lambda: np.concatenate([X, Y]), 80),   # 77, 110
+    ("x.reshape(4, 4).T", lambda x, y, i: x.reshape(4, 4).T, lambda: X.reshape(4, 4).T, 57),   # 54, 86
     ("x[1:5]", lambda x, y, i: x[1:5], lambda: X[1:5], 78),                           # 73, 85
     ("x[3]", lambda x, y, i: x[3], lambda: X[3], 97),                                 # 92, 108
     ("sum(x)", lambda x, y, i: tnp.sum(x), lambda: np.sum(X), 37),                    # 35, 48
@@ -190,7 +191,8 @@ def test_a_repeated_chain_of_ops_goes_from_its_signature_to_its_program(monkeypa
     the same dtypes and sizes on the same device, finds its program by its signature (`op_signature`): no
     description (`describe`), no compile. The signature tells apart what the description does: a buffer read twice
     (`x * x` is not `x * y`), a literal's value (-0.0 is not 0.0), sizes, shapes, views, dtypes, devices, reduce
-    axes; a lifted constant's value is an argument (`i * 3` and `i * 5`: one program)."""
+    axes; a lifted constant's value is an argument (`i * 3` and `i * 5`: one program). A view of one buffer that a
+    kernel copies (`a.T`, a flip, a pad, a broadcast) goes by its signature too."""
     from tgfx.lowering import eager
     x, y = tg.asarray(X), tg.asarray(Y)
     i = tg.asarray(np.arange(16, dtype=np.int32))
@@ -211,7 +213,9 @@ def test_a_repeated_chain_of_ops_goes_from_its_signature_to_its_program(monkeypa
              (lambda: a.T * a, A.T * A), (lambda: i * 3 + 1, np.arange(16) * 3 + 1),
              (lambda: i * 5 + 7, np.arange(16) * 5 + 7), (lambda: x * 2.5 + 1.5, X * 2.5 + 1.5),
              (lambda: x * 1.5 + x, X * 1.5 + X), (lambda: tnp.where(x > 0, x, y), np.where(X > 0, X, Y)),
-             (lambda: tnp.mean(x * y + 1), np.mean(X * Y + 1))]
+             (lambda: tnp.mean(x * y + 1), np.mean(X * Y + 1)), (lambda: a.T, A.T), (lambda: a2.T, A2.T),
+             (lambda: tnp.flip(a, 1), A[:, ::-1]), (lambda: tnp.pad(x, 1), np.pad(X, 1)),
+             (lambda: tnp.broadcast_to(x, (2, 16)), np.broadcast_to(X, (2, 16))), (lambda: x1.reshape(4, 4).T, A.T)]
     assert eager.op_signature((tnp.full((3,), 2.5) + 0.5).uop) is None   # (no buffer: which device is `describe`'s)
     np.testing.assert_array_equal((tnp.full((3,), 2.5) * 2.0 + 0.5).numpy(), np.full(3, 5.5, np.float32))
     for op, _ in cases:   # (compiled here: the first of each signature is described)

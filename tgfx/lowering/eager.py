@@ -307,6 +307,11 @@ def op_signature(u: UOp) -> tuple[tuple, list[UOp], list[int]] | None:
     signature, one program. With it: the inputs in `describe`'s order (each buffer where the walk first reads it, each
     lifted constant's CONST after its op's sources) and where the CONSTs are. None for any other graph (an op reading
     two ops, constants alone, several devices, a view other than a reshape): `describe` it."""
+    if u.op in _COPY_VIEWS:   # a view of one buffer that no range of it is (`a.T`): its views, then the buffer's
+        e = _const_entry(u)    # entry, as `describe` enters them
+        if not e or e[0][0] is not _VIEWED or (b := e[1].arg)[0] < 0:
+            return None
+        return (e[0], e[1].dtype, b[2], b[1]), [e[1]], []
     sig: list = []
     inputs: list[UOp] = []
     consts: list[int] = []
@@ -315,6 +320,11 @@ def op_signature(u: UOp) -> tuple[tuple, list[UOp], list[int]] | None:
         return None
     sig.append(device[0])
     return tuple(sig), inputs, consts
+
+
+# the views `op_signature` takes as a graph's root: a kernel copies them (a RESHAPE or a SHRINK may be a range of the
+# buffer, which `realize` reads without one)
+_COPY_VIEWS = frozenset({Ops.PERMUTE, Ops.FLIP, Ops.EXPAND, Ops.PAD})
 
 
 _CHAIN_DEPTH = 16   # ops deep that `op_signature` follows a chain (a longer one is described)

@@ -14,11 +14,11 @@ from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import (
     ArrayLike,
     Tensor,
+    _is_weak_tensor,
     _reshape_uop,
     _scalar_operand,
     broadcast_shapes,
     is_realized,
-    is_weak,
     lazy_node,
     normalize_axes,
     normalize_axis,
@@ -51,6 +51,9 @@ def ravel(x: ArrayLike, order: str = "C") -> Tensor:
 
 
 def transpose(x: ArrayLike, axes: Sequence[int] | None = None) -> Tensor:
+    if axes is None and type(x) is Tensor and len((u := x.uop).shape) >= 2:
+        # (`x.T`, reversed axes: the node `permute` builds, without normalising and checking each axis)
+        return x._view(UOp(Ops.PERMUTE, u.dtype, (u,), tuple(range(len(u.shape) - 1, -1, -1))))
     x = to_tensor(x)
     return x.permute(*(tuple(reversed(range(x.ndim))) if axes is None else axes)) if x.ndim else x
 
@@ -221,6 +224,13 @@ def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = Non
     `concatenate([[1, 2], [3]])` as two arrays, JAX refuses nested sequences (the join's arrays must be arrays).
     A `dtype` converts each array to it (strongly typed), as the `dtype=` of JAX's joins."""
     xs = list(xs)
+    if dtype is None and xs and type(xs[0]) is Tensor:
+        d = xs[0].uop.dtype
+        for x in xs:   # (a loop, not `all` of a generator: each of those steps is a call, and eager joins run this)
+            if type(x) is not Tensor or x.uop.dtype is not d or _is_weak_tensor(x):
+                break
+        else:
+            return xs, False   # (Tensors of one dtype, none weak, the common case: nothing to convert or promote)
     for i, x in enumerate(xs):
         if isinstance(x, (list, tuple)):
             what = names[i] if names is not None else f"arrays[{i}]"
@@ -232,8 +242,6 @@ def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = Non
     if dtype is not None:
         d = to_dtype(dtype)
         return [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], False
-    if all(isinstance(x, Tensor) and x.dtype == items[0].dtype and not is_weak(x) for x in items):
-        return items, False   # (the common case: nothing to promote)
     d, weak_result = promote_weak(*map(promotion_kind, items))
     return [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], weak_result
 
@@ -254,39 +262,47 @@ def concat(ts: list[Tensor], axis: int, weak_result: bool = False) -> Tensor:
 
 
 def _concat(ts: list[Tensor], axis: int) -> Tensor:
-    nd = ts[0].ndim
+    return _join([t.uop for t in ts], axis)
+
+
+def _join(us: list[UOp], axis: int) -> Tensor:
+    """Nodes `us` of one dtype joined along `axis` (concatenate's, on the pieces' nodes: `stack` gives it the
+    reshapes of its pieces, without a Tensor for each)."""
+    first = us[0].shape
+    nd = len(first)
     if nd == 0:
         raise ValueError("concatenate: zero-dimensional arrays cannot be concatenated")
-    axis = normalize_axis(axis, nd, "concatenate")
-    first = ts[0].shape
-    for t in ts:
-        s = t.shape
+    if type(axis) is not int or not 0 <= axis < nd:
+        axis = normalize_axis(axis, nd, "concatenate")
+    total = 0
+    for u in us:   # (loops, not generators, here and below: each of their steps is a call)
+        s = u.shape
         if len(s) != nd or s[:axis] != first[:axis] or s[axis + 1:] != first[axis + 1:]:
             raise ValueError(f"concatenate: all input array dimensions except for the concatenation axis {axis} must "
-                             f"match, got shapes {[t.shape for t in ts]}")
-    if len(ts) >= HOST_CONCAT_MIN and (host := _host_values(ts)) is not None:
-        return Tensor(np.concatenate(host, axis=axis), dtype=ts[0].dtype, device=ts[0].uop.device)
-    total = sum(t.shape[axis] for t in ts)
-    d = ts[0].dtype
-    if d.is_bool:
+                             f"match, got shapes {[u.shape for u in us]}")
+        total += s[axis]
+    if len(us) >= HOST_CONCAT_MIN and (host := _host_values([Tensor(u) for u in us])) is not None:
+        return Tensor(np.concatenate(host, axis=axis), dtype=us[0].dtype, device=us[0].device)
+    d = us[0].dtype
+    if d.kind == "b":
         out, off = None, 0
-        for t in ts:
-            p = t.pad_zeros(_pads(nd, axis, off, t.shape[axis], total))
+        for u in us:
+            p = Tensor(u).pad_zeros(_pads(nd, axis, off, u.shape[axis], total))
             out = p if out is None else ew.logical_or(out, p)
-            off += t.shape[axis]
+            off += u.shape[axis]
         return out
     # each piece padded to the whole and the pieces added, built as nodes (a Tensor and its promotion and broadcast
     # tests per piece and per add cost `stack` of three 16-float vectors 90 of its 140 us). A float piece is padded
     # with -0.0, the zero that adds to every value exactly (-0.0 + 0.0 is 0.0): negated, padded with zeros, negated
     # back. Each node a Tensor would have been is computed where such a Tensor would have been (`lazy_node`)
-    negated = d.is_float or d.is_complex
+    negated = d.kind == "f" or d.kind == "c"
     out, off = None, 0
-    for t in ts:
-        n = t.shape[axis]
-        p, pads = t.uop, _pads(nd, axis, off, n, total)
+    for u in us:
+        n = u.shape[axis]
+        p, pads = u, _pads(nd, axis, off, n, total)
         if negated:
             p = lazy_node(UOp(_NEG, d, (p,)))
-        if any(pads[axis]):
+        if off or n != total:   # (`any(pads[axis])`: not the whole)
             p = lazy_node(UOp(_PAD, d, (p,), pads))
         if negated:
             p = lazy_node(UOp(_NEG, d, (p,)))
@@ -297,7 +313,9 @@ def _concat(ts: list[Tensor], axis: int) -> Tensor:
 
 def _pads(nd: int, axis: int, off: int, n: int, total: int) -> tuple[tuple[int, int], ...]:
     """The PAD widths that place a piece of `n` at `off` along `axis` of a join `total` long."""
-    return tuple((off, total - off - n) if a == axis else (0, 0) for a in range(nd))
+    pads = [(0, 0)] * nd
+    pads[axis] = (off, total - off - n)
+    return tuple(pads)
 
 
 # Eager concatenations of this many values or more that are all in host memory (a batch stacked from a list of
@@ -333,12 +351,18 @@ def stack(xs: Sequence[ArrayLike], axis: int = 0, out: None = None, dtype: DType
     if out is not None:
         raise NotImplementedError("stack: the out argument is not supported, as in JAX (Tensors are immutable)")
     ts, weak_result = joined(xs, "stack", dtype=dtype)
-    shapes = {t.shape for t in ts}
-    if len(shapes) > 1:
-        raise ValueError(f"stack: all input arrays must have the same shape, got {[t.shape for t in ts]}")
-    axis = normalize_axis(axis, ts[0].ndim + 1, "stack")
-    shape = ts[0].shape[:axis] + (1,) + ts[0].shape[axis:]   # (expand_dims of each, without its tests)
-    return concat([Tensor(_reshape_uop(t.uop, shape)) for t in ts], axis, weak_result)
+    first = ts[0].uop.shape
+    for t in ts:
+        if t.uop.shape != first:
+            raise ValueError(f"stack: all input arrays must have the same shape, got {[t.shape for t in ts]}")
+    if type(axis) is not int or not 0 <= axis <= len(first):
+        axis = normalize_axis(axis, len(first) + 1, "stack")
+    shape = first[:axis] + (1,) + first[axis:]   # (expand_dims of each, without its tests or a Tensor)
+    us = []
+    for t in ts:
+        us.append(lazy_node(_reshape_uop(t.uop, shape)))
+    out = _join(us, axis)
+    return weak(out) if weak_result else out
 
 
 def vstack(xs: Sequence[ArrayLike], dtype: DType | str | type | None = None) -> Tensor:
