@@ -12,9 +12,7 @@ from tgfx.numpy import _reduce
 from tgfx.tensor import (
     ArrayLike,
     Tensor,
-    _expand_uop,
     _is_weak_tensor,
-    _reshape_uop,
     broadcast_shapes,
     normalize_axis,
     promote,
@@ -88,10 +86,17 @@ def _fast_matmul(a: Any, b: Any) -> Tensor | None:
             or xu.device != yu.device or xu.shape[1] != yu.shape[0] or _is_weak_tensor(a) or _is_weak_tensor(b):
         return None
     (m, k), n = xu.shape, yu.shape[1]
-    xe = _expand_uop(_reshape_uop(xu, (m, k, 1)), (m, k, n))
-    ye = _expand_uop(_reshape_uop(yu, (1, k, n)), (m, k, n))
+    xe, ye = _operand(xu, (m, k, 1), (m, k, n)), _operand(yu, (1, k, n), (m, k, n))
     red = UOp(Ops.REDUCE_AXIS, d, (UOp(Ops.MUL, d, (xe, ye)),), (Ops.ADD, (1,)))
     return Tensor(UOp(Ops.RESHAPE, d, (red,), (m, n)))
+
+
+def _operand(u: UOp, shape: tuple[int, ...], full: tuple[int, ...]) -> UOp:
+    """`_expand_uop(_reshape_uop(u, shape), full)` for a matrix `u` and 3-d shapes, without asking the new reshape
+    its shape (a call per step of two generators, for each operand of each eager product)."""
+    src = u.src[0] if u.op is Ops.RESHAPE else u
+    r = src if src.shape == shape else UOp(Ops.RESHAPE, u.dtype, (src,), shape)
+    return r if shape == full else UOp(Ops.EXPAND, u.dtype, (r,), full)
 
 
 def dot(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
