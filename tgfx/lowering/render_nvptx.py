@@ -153,6 +153,8 @@ class NVPTXRenderer(LLVMRenderer):
         for u in specials:
             if u.arg[0].startswith("gidx") and u.arg[2] > 1:
                 threads[int(u.arg[0][4:])] = u.arg[2]
+            elif u.arg[0] == "lidx0":   # (a warp's lanes, with tensor cores' warps along y and z)
+                threads[0] = u.arg[1]
         for u in specials:
             name = u.arg[0]
             if name == "lidx0":

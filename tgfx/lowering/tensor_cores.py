@@ -12,14 +12,19 @@ mma.m16n8k16 with floating point type"), for lane l with g = l // 4 and t = l % 
 - B: b_i (i = 0..3) is row (step) 2 * t + i % 2 + 8 * (i // 2), column g;
 - C and D: c_i (i = 0..3) is row g + 8 * (i // 2), column 2 * t + i % 2.
 
-TC(axis, warps) rewrites the index-level kernel: the output axes only A's operand depends on become one axis M, those
-only B's depends on one axis N, the reduce's ranges one axis K (each merged axis's index the quotients and
-remainders of the ranges' it stands for), the axes both depend on one batch axis. The launch: a warp's 32 lanes along
-x (the SPECIAL "lidx0"), the tiles along N on grid axis y and along M on z, `warps` warps a block between them, a
-block a batch index on x. Each lane loops over K 16 steps at a time, reads its fragments' elements (plain loads of
-the operands' expressions at the element's row and column, 0 past an axis's end: edges are masked, no shape is
-refused for its size), and sums `WMMA` into its four accumulators; after the loop it stores its four elements of the
-tile with the kernel's own epilogue (its store and whatever it computes from the sum), gated past the edges.
+TC(axis, layout) rewrites the index-level kernel: the output axes only A's operand depends on become one axis M,
+those only B's depends on one axis N, the reduce's ranges one axis K (each merged axis's index the quotients and
+remainders of the ranges' it stands for), the axes both depend on one batch axis. The launch (`TC_LAYOUTS[layout]`):
+a warp's 32 lanes along x (the SPECIAL "lidx0"), the warps along N on grid axis y and along M on z, a block's warps
+a few of each, a block a batch index on x; each warp a few mma tiles along M and N (their A fragments each serve
+every B fragment). Each lane loops over K, sums `WMMA` into its four accumulators a tile, and after the loop stores
+its elements of the tiles with the kernel's own epilogue (its store and whatever it computes from the sum), gated
+past the edges. The fragments' elements are plain loads of the operands' expressions at the element's row and
+column, 0 past an axis's end (edges are masked: no shape is refused for its size): from global memory (a small
+contraction's warps of one tile), or from the block's shared tiles of both operands, `depth` steps of K at a time,
+which the block's threads fill between barriers as `optimize_gpu.stage_shared` does (16-byte reads along an
+operand's contiguous axis; the emulator's `_emulated_tiles` runs them). ldmatrix is not used (the fragments' pairs
+are 32-bit shared reads); the next step where a GPU shows the shared reads are what bounds it.
 
 On the CPU (`expand_wmma`, in `optimize_gpu.thread_loops`) the op is the sum it stands for: c_i plus sixteen
 products, each element of A and B read as the lane that holds it reads it (its expression with that lane's id), so
@@ -28,7 +33,7 @@ the emulated run checks the layout, the masks and the epilogue against numpy. Th
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
@@ -40,7 +45,6 @@ TILE_M, TILE_N, TILE_K = 16, 8, 16   # the instruction's shape (m16n8k16)
 WARP = 32
 HALVES = (dtypes.float16, dtypes.bfloat16)
 LANE = "lidx0"   # the SPECIAL of a lane of the warp (the renderer's tid.x)
-TC_WARPS = 4     # warps a block the heuristics give (`tensor_core_opts`)
 
 
 def a_element(i: int, g: UOp | int, t: UOp | int) -> tuple[UOp | int, UOp | int]:
@@ -122,10 +126,10 @@ def _digits(rs: list[UOp], index: UOp) -> dict[UOp, UOp]:
     return out
 
 
-def _masked(index: UOp, size: int, tile: int, steps: int) -> tuple[UOp, UOp | None]:
-    """`index` of an axis of `size` padded to `steps` tiles of `tile`: (the index, 0 past the end, and whether it is
-    inside, None where no tile passes the end)."""
-    if steps * tile == size:
+def _masked(index: UOp, size: int, exact: bool) -> tuple[UOp, UOp | None]:
+    """`index` of an axis of `size`: (the index, 0 past the end, and whether it is inside), or (`index`, None) where
+    the tiles cover the axis `exact`ly (an index's bounds cannot tell: a fill's lanes past its row's first element)."""
+    if exact:
         return index, None
     inside = index < size
     return inside.where(index, 0), inside
@@ -138,75 +142,184 @@ def _all(conds: list[UOp | None]) -> UOp | None:
     return out
 
 
+class TCLayout(NamedTuple):
+    """How TC spreads a contraction: warps a block along M and N, mma tiles a warp along M and N, and the reduce
+    steps staged in shared memory at a time (0: each lane reads its fragments from global memory)."""
+    warps_m: int
+    warps_n: int
+    tiles_m: int
+    tiles_n: int
+    depth: int
+
+    @property
+    def block(self) -> tuple[int, int]:
+        """The outputs a block computes along M and N."""
+        return self.warps_m * self.tiles_m * TILE_M, self.warps_n * self.tiles_n * TILE_N
+
+
+# TC's amount is the number of its layout here
+TC_LAYOUTS = (
+    # four warps of one 16 x 8 tile each, their fragments read from global memory: small contractions
+    TCLayout(2, 2, 1, 1, 0),
+    # 128 x 64 outputs a block: four warps of 4 x 4 tiles (64 x 32 outputs, 64 accumulators a lane); 32 steps of
+    # both operands staged in shared memory at a time, each lane's fragments read from there (a step of A's tile
+    # read by 4 warps' tiles, B's by 4: a 16-byte global read serves 8 mmas' worth of fragments)
+    TCLayout(2, 2, 4, 4, 32),
+)
+SMEM_PAD = 8   # halves after each row of a shared tile: rows 40 halves (20 words) apart, a fragment's 8 rows on
+#                different banks (32 halves apart they were 4-way conflicts)
+FILL_LANES = 8  # halves a thread copies into a shared tile at once: one 16-byte read where they are contiguous
+
+
+def _contiguous_k(x: UOp, k: list[UOp]) -> bool:
+    """Whether operand `x` reads along the reduce's innermost range contiguously (its first load's index steps by
+    one with it): its shared tile is filled along K then, else along its rows."""
+    from tgfx.lowering.optimize_gpu import _affine  # (optimize_gpu imports this module)
+    for u in x.toposort():
+        if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.DEFINE_GLOBAL:
+            aff = _affine(u.src[0].src[1])
+            return aff is not None and aff.get(k[-1], 0) == 1
+    return True
+
+
 def tensor_core(sink: UOp, opt: Opt) -> UOp:
-    """TC(axis, warps): the contraction over reduce range `axis` on tensor cores, `warps` warps a block (see the
-    module's docstring). Applied alone, to a kernel without thread ids."""
+    """TC(axis, layout): the contraction over reduce range `axis` on tensor cores, spread as `TC_LAYOUTS[layout]`
+    says (see the module's docstring). Applied alone, to a kernel without thread ids."""
     c = contraction(sink)
     if c is None or opt.axis not in (r.arg[0] for r in c.k):
         raise KernelOptError(f"{opt}: not a float16/bfloat16 contraction summed in float32 over range {opt.axis}")
-    warps = opt.amount
-    if warps < 1 or warps & (warps - 1) or warps * WARP > 1024:
-        raise KernelOptError(f"{opt}: warps a block must be a power of two, at most 32")
+    if not 0 <= opt.amount < len(TC_LAYOUTS):
+        raise KernelOptError(f"{opt}: no tensor-core layout {opt.amount} (there are {len(TC_LAYOUTS)})")
+    lay = TC_LAYOUTS[opt.amount]
     msize, nsize, ksize, bsize = _size(c.m), _size(c.n), _size(c.k), _size(c.batch)
-    mt, nt, kt = -(-msize // TILE_M), -(-nsize // TILE_N), -(-ksize // TILE_K)
-    wn = min(warps, 1 << (nt - 1).bit_length())
-    wm = min(warps // wn, 1 << (mt - 1).bit_length())
+    (bm, bn), depth = lay.block, lay.depth or TILE_K
+    # a warp's index along M and N: the block's warps a grid axis's threads; the blocks cover the axis whole, so no
+    # thread returns early (the shared tiles' barriers wait for all): the tiles past its end are masked instead
+    wm = UOp(Ops.SPECIAL, dtypes.index, (), ("gidx2", -(-msize // bm) * lay.warps_m, lay.warps_m))
+    wn = UOp(Ops.SPECIAL, dtypes.index, (), ("gidx1", -(-nsize // bn) * lay.warps_n, lay.warps_n))
     lane = UOp(Ops.SPECIAL, dtypes.index, (), (LANE, WARP))
-    tn = UOp(Ops.SPECIAL, dtypes.index, (), ("gidx1", nt, wn))
-    tm = UOp(Ops.SPECIAL, dtypes.index, (), ("gidx2", mt, wm))
     batch = _digits(c.batch, UOp(Ops.SPECIAL, dtypes.index, (), ("gidx0", bsize, 1))) if bsize > 1 else \
         {r: UOp.const(dtypes.index, 0) for r in c.batch}
     fresh = 1 + max(r.arg[0] for r in ranges(sink).values())
+    kt = -(-ksize // depth)
     ko = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, kt),), (fresh, "reduce"))
+    ki = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, depth // TILE_K),), (fresh + 1, "reduce")) \
+        if depth > TILE_K else None
     g, t = lane // 4, lane % 4
+    m_warp, n_warp = wm * (lay.tiles_m * TILE_M), wn * (lay.tiles_n * TILE_N)
 
-    def element(x: UOp, rows: list[UOp], row: UOp, row_size: int, row_tile: int, row_steps: int,
-                cols: list[UOp], col: UOp, col_size: int, col_tile: int, col_steps: int) -> UOp:
-        """Operand `x` at (row, column) of its fragment's matrix: 0 past either axis's end."""
-        r, r_in = _masked(row, row_size, row_tile, row_steps)
-        q, q_in = _masked(col, col_size, col_tile, col_steps)
-        v = x.substitute({**_digits(rows, r), **_digits(cols, q), **batch})
+    def element(x: UOp, rows: list[UOp], row: UOp, row_size: int, col: UOp) -> UOp:
+        """Operand `x` at (row, reduce step col): 0 past either's end."""
+        r, r_in = _masked(row, row_size, row_size % (bm if rows is c.m else bn) == 0)
+        q, q_in = _masked(col, ksize, ksize % depth == 0)
+        v = x.substitute({**_digits(rows, r), **_digits(c.k, q), **batch})
         inside = _all([r_in, q_in])
         return v if inside is None else inside.where(v, v.const_like(0))
 
-    a_frag, b_frag = [], []
-    for i in range(8):   # A: M by K
-        row, col = a_element(i, g, t)
-        a_frag.append(element(c.a, c.m, tm * TILE_M + row, msize, TILE_M, mt, c.k, ko * TILE_K + col, ksize, TILE_K,
-                              kt))
-    for i in range(4):   # B: K by N
-        row, col = b_element(i, g, t)
-        b_frag.append(element(c.b, c.k, ko * TILE_K + row, ksize, TILE_K, kt, c.n, tn * TILE_N + col, nsize, TILE_N,
-                              nt))
+    step = ko * depth + ki * TILE_K if ki is not None else ko * depth   # the mma's first reduce step
+    if lay.depth:
+        a_tile, b_tile, read_bar = _shared_tiles(c, lay, wm, wn, ko, element, fresh + 2)
+        sa = sb = depth + SMEM_PAD
+        k_in = ki * TILE_K if ki is not None else UOp.const(dtypes.index, 0)
+        a_row0, b_row0 = (wm % lay.warps_m) * (lay.tiles_m * TILE_M), (wn % lay.warps_n) * (lay.tiles_n * TILE_N)
+
+        def a_at(tm: int, i: int) -> UOp:
+            row, col = a_element(i, g, t)
+            return _tile_read(a_tile, read_bar, (a_row0 + tm * TILE_M + row) * sa + k_in + col)
+
+        def b_at(tn: int, i: int) -> UOp:
+            row, col = b_element(i, g, t)
+            return _tile_read(b_tile, read_bar, (b_row0 + tn * TILE_N + col) * sb + k_in + row)
+    else:
+        def a_at(tm: int, i: int) -> UOp:
+            row, col = a_element(i, g, t)
+            return element(c.a, c.m, m_warp + tm * TILE_M + row, msize, step + col)
+
+        def b_at(tn: int, i: int) -> UOp:
+            row, col = b_element(i, g, t)
+            return element(c.b, c.n, n_warp + tn * TILE_N + col, nsize, step + row)
     zero = UOp.const(dtypes.float32, 0.0)
     store = sink.src[0]
     stores = []
-    for i in range(4):
-        mma = UOp(Ops.WMMA, dtypes.float32, (*a_frag, *b_frag, zero, zero, zero, zero), i)
-        acc = UOp(Ops.REDUCE, dtypes.float32, (mma, ko), Ops.ADD)
-        row, col = c_element(i, g, t)
-        m, m_in = _masked(tm * TILE_M + row, msize, TILE_M, mt)
-        n, n_in = _masked(tn * TILE_N + col, nsize, TILE_N, nt)
-        st = store.substitute({c.red: acc, **_digits(c.m, m), **_digits(c.n, n), **batch})
-        gate = _all([st.src[2] if len(st.src) == 3 else None, m_in, n_in])
-        stores.append(st if gate is None else st.replace(src=(*st.src[:2], gate)))
+    frags_b = [[b_at(tn, i) for i in range(4)] for tn in range(lay.tiles_n)]
+    for tm in range(lay.tiles_m):
+        frag_a = [a_at(tm, i) for i in range(8)]
+        for tn in range(lay.tiles_n):
+            for i in range(4):
+                mma = UOp(Ops.WMMA, dtypes.float32, (*frag_a, *frags_b[tn], zero, zero, zero, zero), i)
+                acc = UOp(Ops.REDUCE, dtypes.float32, (mma, ko, *([ki] if ki is not None else [])), Ops.ADD)
+                row, col = c_element(i, g, t)
+                m, m_in = _masked(m_warp + tm * TILE_M + row, msize, msize % bm == 0)
+                n, n_in = _masked(n_warp + tn * TILE_N + col, nsize, nsize % bn == 0)
+                st = store.substitute({c.red: acc, **_digits(c.m, m), **_digits(c.n, n), **batch})
+                gate = _all([st.src[2] if len(st.src) == 3 else None, m_in, n_in])
+                stores.append(st if gate is None else st.replace(src=(*st.src[:2], gate)))
     return sink.replace(src=tuple(stores))
 
 
-def tensor_core_opts(sink: UOp, target: object) -> list[Opt] | None:
-    """TC for a half-precision contraction on a GPU with `mma.sync` m16n8k16 (sm_80 and newer) whose output tiles
-    are at least one instruction's (M and N at least 16, K at least 16) and whose grid fits the target; else None."""
+def _tile_read(tile: UOp, read_bar: UOp, slot: UOp) -> UOp:
+    """Element `slot` of shared tile `tile`, once the fills before `read_bar` are done."""
+    at = UOp(Ops.INDEX, tile.dtype, (UOp(Ops.AFTER, tile.dtype, (tile, read_bar)), slot))
+    return UOp(Ops.LOAD, tile.dtype, (at,))
+
+
+def _shared_tiles(c: Contraction, lay: TCLayout, wm: UOp, wn: UOp, ko: UOp, element: Any,
+                  fresh: int) -> tuple[UOp, UOp, UOp]:
+    """The block's shared tiles of `lay.depth` reduce steps of A (its rows by the steps, `SMEM_PAD` more a row) and of
+    B (its columns by the steps), filled each step of `ko` by all the block's threads between barriers, as
+    `optimize_gpu.stage_shared` fills its tiles (so the emulator's `_emulated_tiles` runs them): (A's tile, B's,
+    the barrier after the fills). Each thread copies `FILL_LANES` adjacent elements at a time along the operand's
+    contiguous axis (K, or its rows)."""
+    from tgfx.lowering.optimize_gpu import TIDX  # (optimize_gpu imports this module)
+    depth, stride = lay.depth, lay.depth + SMEM_PAD
+    block = WARP * lay.warps_m * lay.warps_n
+    tid = UOp(Ops.SPECIAL, dtypes.index, (), (TIDX, block))
+    write_bar = UOp(Ops.BARRIER, None, (ko,))
+    (bm, bn), fills, tiles = lay.block, [], []
+    # the block's first row of each operand: its first warp's (a fill reads the thread ids through it alone)
+    origins = ((wm // lay.warps_m) * bm, (wn // lay.warps_n) * bn)
+    for n_tile, (x, rows, size, count, origin) in enumerate(((c.a, c.m, _size(c.m), bm, origins[0]),
+                                                             (c.b, c.n, _size(c.n), bn, origins[1]))):
+        local = UOp(Ops.DEFINE_LOCAL, x.dtype, (), (n_tile, count * stride))
+        total = count * depth
+        f = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, -(-total // (block * FILL_LANES))),),
+                (fresh + n_tile, "reduce"))
+        e = (f * block + tid) * FILL_LANES   # the thread's first element this step of the fill; its lanes follow
+        along_k = _contiguous_k(x, c.k)
+        row0, col0 = (e // depth, e % depth) if along_k else (e % count, e // count)
+        gate = (e < total,) if total % (block * FILL_LANES) else ()
+        values, stores = [], []
+        for lane in range(FILL_LANES):
+            row, col = (row0, col0 + lane if lane else col0) if along_k else (row0 + lane if lane else row0, col0)
+            v = element(x, rows, origin + row, size, ko * depth + col)
+            values.append(v)
+            slot = row * stride + col
+            stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, x.dtype, (UOp(Ops.AFTER, x.dtype, (local, write_bar)),
+                                                                         slot)), v, *gate)))
+        # (every lane's read before the stores: LLVM joins adjacent reads only where no store may come between)
+        fills.append(UOp(Ops.REDUCE, x.dtype, (UOp(Ops.AFTER, x.dtype, (*values, *stores)), f), Ops.ADD))
+        tiles.append(local)
+    return tiles[0], tiles[1], UOp(Ops.BARRIER, None, tuple(fills))
+
+
+def tensor_core_opts(sink: UOp, target: Any) -> list[Opt] | None:
+    """TC for a half-precision contraction on a GPU with `mma.sync` m16n8k16 (sm_80 and newer) at least one
+    instruction's tile along M, N and K (16 each), else None: in blocks of 128 x 64 outputs staged through shared
+    memory where those leave no SM without one, else in warps of one tile each."""
     if target.capability < (8, 0) or (c := contraction(sink)) is None:
         return None
     msize, nsize, ksize, bsize = _size(c.m), _size(c.n), _size(c.k), _size(c.batch)
     if min(msize, nsize, ksize) < 16:
         return None
-    mt, nt = -(-msize // TILE_M), -(-nsize // TILE_N)
-    wn = min(TC_WARPS, 1 << (nt - 1).bit_length())
-    wm = min(TC_WARPS // wn, 1 << (mt - 1).bit_length())
-    if bsize > target.max_grid[0] or -(-nt // wn) > target.max_grid[1] or -(-mt // wm) > target.max_grid[2]:
-        return None
-    return [Opt("TC", c.k[0].arg[0], TC_WARPS)]
+    for n in (1, 0):
+        (bm, bn), lay = TC_LAYOUTS[n].block, TC_LAYOUTS[n]
+        blocks = -(-msize // bm) * -(-nsize // bn)
+        if n and (blocks * bsize < target.sms or ksize < lay.depth):
+            continue
+        if bsize <= target.max_grid[0] and -(-nsize // bn) <= target.max_grid[1] and \
+                -(-msize // bm) <= target.max_grid[2]:
+            return [Opt("TC", c.k[0].arg[0], n)]
+    return None
 
 
 def expand_wmma(sink: UOp) -> UOp:
