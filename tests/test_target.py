@@ -130,6 +130,30 @@ def test_the_best_tile_pads_an_axis_it_splits_by_little_before_a_narrower_one_sp
         np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_a_tile_one_vector_wide_keeps_the_fma_units_busy_on_both_classes():
+    """A tile of one vector (or half of one), for an output axis the two-vector tile does not split, has as many
+    rows as keep the FMA units busy (`FMA_CHAINS`, 8) on AVX2's 16 registers as on AVX-512's 32, not half the full
+    tile's rows (AVX2 8 x 2 and 4 x 2, AVX-512 16 x 4 and 8 x 4: 2 or 4 accumulators, each FMA waiting on its own
+    last result). One thread, alternated with the build before on this loaded host: 512 x 512 @ 512 x 40 AVX2 31-32 ->
+    86-87 GFLOP/s (numpy 89-93), AVX-512 54-55 -> 78-87; 256 x 256 @ 256 x 24 AVX2 28-32 -> 76-77, AVX-512 47-49 ->
+    73-78; a classifier's 10 classes (128 x 1024 @ 1024 x 10, AVX-512) 48-51 -> 32-33 us."""
+    assert target_for(AVX2).contraction_tiles() == ((16, 4), (8, 8), (4, 8))
+    assert target_for(AVX512).contraction_tiles() == ((32, 8), (16, 8), (8, 8))
+    for cpu in (AVX2, AVX512):
+        t = target_for(cpu).with_cores(1)
+        assert t.narrow_tile_rows() == target.FMA_CHAINS
+        opts = hand_coded_opts(index_level(matmul_ast(512, 512, 40, cpu)), t)
+        assert opts[:2] == [Opt("UPCAST", 1, 8), Opt("UPCAST", 0, 8)], (cpu, opts)
+    opts = hand_coded_opts(index_level(matmul_ast(128, 1024, 10, AVX512)), target_for(AVX512).with_cores(1))
+    assert opts == [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 8)], opts
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((96, 512)).astype(np.float32), rng.standard_normal((512, 40)).astype(np.float32)
+    for cpu in (AVX2, AVX512) if HOST_AVX512 else (AVX2,):
+        with config.Context(TGFX_CPU=cpu):
+            got = (tg.asarray(a) @ tg.asarray(b)).numpy()
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_panels_go_outside_the_row_blocks_when_b_outgrows_half_of_l2(monkeypatch):
     """A register-tiled contraction walks B's panels outside the tile's row blocks (SWAP) when B does not fit half of
     L2, so each panel stays in L2 while the row blocks pass it (Emerald Rapids' 2 MB L2 and a 4 MB B: 112 -> 155

@@ -176,12 +176,22 @@ class Target:
 
     def contraction_tiles(self, itemsize: int = 4) -> tuple[tuple[int, int], ...]:
         """Register tiles for a contraction, best first, as (lanes along the vectorised output axis, rows along the
-        blocked one): two vectors by `tile_rows`, then tiles of half the lanes each for axes the bigger one does not
-        split (or would pad by more than double), down to half a vector; rows of one are no tile."""
+        blocked one): two vectors by `tile_rows`, then one vector and half of one for axes the bigger one does not
+        split (or would pad by more than double), each by `narrow_tile_rows`; rows of one are no tile."""
         lanes, rows = self.lanes(itemsize), self.tile_rows()
-        half = max(lanes // 2, 1)
-        tiles = ((2 * lanes, rows), (lanes, rows // 2), (half, rows // 2), (half, rows // 4))
+        half, narrow = max(lanes // 2, 1), self.narrow_tile_rows()
+        tiles = ((2 * lanes, rows), (lanes, narrow), (half, narrow))
         return tuple(t for t in dict.fromkeys(tiles) if t[1] >= 2)
+
+    def narrow_tile_rows(self) -> int:
+        """Rows of a contraction's register tile one vector (or less) wide: as many accumulators as keep the FMA
+        units busy (`FMA_CHAINS`), a power of two, fewer if the registers beside the tile's one vector of a column and
+        one broadcast row value do not hold them (8 with AVX2's 16 registers as with AVX-512's 32). Half the rows of
+        the two-vector tile, as these tiles had (AVX2 8 x 2, AVX-512 16 x 4 and 8 x 4), are 2 or 4 accumulators: each
+        FMA waited on its own last result (1000 x 1000 @ 1000 x 200 ran at 11 GFLOP/s on AVX2, 10 on AVX-512, a
+        sixth and a fourteenth of numpy's)."""
+        budget = self.vector_registers - 2
+        return min(1 << (budget.bit_length() - 1), FMA_CHAINS)
 
     def dot_tile(self) -> tuple[int, int]:
         """(rows, columns) of a dot-product tile (a contraction whose operands both run along the reduce, `q @ k.T`):

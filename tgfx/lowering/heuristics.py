@@ -343,9 +343,12 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             if blk is not None:
                 plain.append(Opt("UPCAST", blk.arg[0], blk_amt))
             elif (rows := max(((_largest_divisor(r.src[0].arg, blk_amt), r) for r in reused),
-                              key=lambda t: t[0], default=(1, None)))[0] * 2 >= blk_amt:
+                              key=lambda t: t[0], default=(1, None)))[0] * 2 >= \
+                    (blk_amt if vec_amt == 2 * lanes else target.tile_rows() // 2):
                 # no axis splits into the tile's rows (a weight gradient's 10 classes): as many rows as divide one,
-                # not a tile one row high that loads a vector of each operand per FMA
+                # not a tile one row high that loads a vector of each operand per FMA; at least half the tile's, or,
+                # for a tile of one vector or less, half the full tile's (a 3 x 3 kernel gradient of one input
+                # channel, 16 channels with AVX-512: 16 x 3, 23 us, not one row unrolled 4 ways, 43)
                 plain.append(Opt("UPCAST", rows[1].arg[0], rows[0]))
             elif (pad := next((r for r in reused if _padding(r.src[0].arg, blk_amt) <= r.src[0].arg // ROW_PAD_SHARE),
                               None)) is not None:
@@ -364,14 +367,22 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
                 if _threads(sink, loops, tall, work, itemsize, target)[1] >= \
                         _threads(sink, loops, plain, work, itemsize, target)[1]:
                     plain = tall
+            full = 2 * target.lanes(itemsize) * target.tile_rows()   # the lanes of the full tile's accumulators
+            halvable = plain[-1] == Opt("UPCAST", blk.arg[0], blk_amt) if blk is not None else False
             if blk is not None and vec_amt < 2 * target.lanes(itemsize) and (taps := next(
                     (r for r in reused if r is not blk and 2 <= r.src[0].arg <= target.tile_rows() and
-                     r.src[0].arg * vec_amt * blk_amt <= 2 * target.lanes(itemsize) * target.tile_rows() and
-                     r in same), None)):
-                # a tile of one vector (an output axis of 16 channels with AVX-512) holds a quarter of the registers'
+                     r.src[0].arg * vec_amt * (2 if halvable else blk_amt) <= full and r in same), None)):
+                # a tile of one vector (an output axis of 16 channels with AVX-512) holds a fraction of the registers'
                 # accumulators: rows along a short second axis the vectors do not vary along too (a 3 x 3 kernel
                 # gradient's taps, x read at neighbouring columns), whole, where each pass of the reduce re-read the
-                # output gradient per tap, from memory: 16 -> 16 channels of 64 x 32 x 32, 14.7 -> 4.2-5.4 ms
+                # output gradient per tap, from memory: 16 -> 16 channels of 64 x 32 x 32, 14.7 -> 4.2-5.4 ms. Its
+                # rows are halved until the taps' accumulators fit the full tile's (16 x 4 x 3 with AVX-512, 8 x 4 x 3
+                # with AVX2): a tap a row serves each vector read as a row does, and saves a pass over the gradient
+                rows = blk_amt
+                while halvable and rows > 2 and taps.src[0].arg * vec_amt * rows > full:
+                    rows //= 2
+                if rows != blk_amt:
+                    plain[-1] = Opt("UPCAST", blk.arg[0], rows)
                 plain.append(Opt("UPCAST", taps.arg[0], taps.src[0].arg))
             elif blk is not None and vec_amt == 2 * lanes and plain[-1] == Opt("UPCAST", blk.arg[0], blk_amt) and \
                     (taps := next((r for r in reused if r is not blk and r in same and
