@@ -10,6 +10,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from tgfx import forksafe
+from tgfx.devices import runtime
 from tgfx.devices.hcq import refuse_in_forked_child
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
@@ -141,7 +142,8 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         if not todo:
             return [t.uop for t in ts]
         uops = [t.uop for t in todo]
-    refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork)
+    if runtime._forked_from is not None:   # (`refuse_in_forked_child`, its test inline: every eager op runs this)
+        refuse_in_forked_child()           # before the locks a thread of the parent may have held at a fork
     differentiating = current().differentiating
     if one and not differentiating and (found := op_signature(u)) is not None and \
             (_lazy.keys() <= {id(ts[0])} or not _holds_values_of(ts[0], chain_ops(u))):

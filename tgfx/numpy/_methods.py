@@ -12,7 +12,8 @@ from tgfx.tensor import Tensor
 
 
 def _binop(fn: Any) -> tuple[Any, Any]:
-    return (lambda self, other: fn(self, other)), (lambda self, other: fn(other, self))
+    # (the function itself as the operator, not a lambda calling it: a call less for every eager `x + 1`)
+    return fn, (lambda self, other: fn(other, self))
 
 
 _OPERATORS = {
@@ -58,13 +59,9 @@ Tensor.__neg__ = lambda self: ew.negative(self)
 Tensor.__pos__ = lambda self: self
 Tensor.__abs__ = lambda self: ew.absolute(self)
 Tensor.__invert__ = lambda self: ew.invert(self)
-Tensor.__lt__ = lambda self, o: ew.less(self, o)
-Tensor.__le__ = lambda self, o: ew.less_equal(self, o)
-Tensor.__gt__ = lambda self, o: ew.greater(self, o)
-Tensor.__ge__ = lambda self, o: ew.greater_equal(self, o)
-Tensor.__eq__ = lambda self, o: ew.equal(self, o)
-Tensor.__ne__ = lambda self, o: ew.not_equal(self, o)
-Tensor.__getitem__ = lambda self, idx: _indexing.getitem(self, idx)
+Tensor.__lt__, Tensor.__le__, Tensor.__gt__, Tensor.__ge__ = ew.less, ew.less_equal, ew.greater, ew.greater_equal
+Tensor.__eq__, Tensor.__ne__ = ew.equal, ew.not_equal
+Tensor.__getitem__ = _indexing.getitem
 
 # methods with numpy's names
 for _name, _fn in {
