@@ -224,7 +224,11 @@ def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
             x.uop.dtype.kind == "f" and x.uop.dtype.itemsize >= 4:
         # (a float32/float64 Tensor's mean, an eager metric's: `sum`'s total over the count, without the dtype, axis
         # and mask steps below, which give these same nodes)
-        return _divide(x._reduce(Ops.ADD, None, False), x.size)
+        n = 1
+        for d in x.uop.shape:
+            n *= d
+        total = x._reduce(Ops.ADD, None, False)
+        return ew.true_divide(total, n) if n else total * float("nan")   # (`_divide` of a float total)
     x = to_tensor(x)
     if dtype is None and (wide := half_compute(x.dtype)) is not None:  # summed and divided in float32, as JAX's
         return mean(x.astype(wide), axis, None, keepdims, where=where).astype(x.dtype)
