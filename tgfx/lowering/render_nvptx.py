@@ -269,9 +269,10 @@ class NVPTXRenderer(LLVMRenderer):
             if cur.op is Ops.LOAD and cur.src[0] is u.src[0] and w.op is Ops.WMMA and \
                     all(c.op is Ops.CONST and c.arg == 0 for c in w.src[12:]):
                 found.setdefault(w.src, {})[w.arg] = (u.src[0], u.src[1])
-        users = [s for u in lin for s in u.src if s.op is Ops.WMMA]
+        # (each result used by its update alone; the REDUCE after the loop reads the accumulator, not the mma)
+        users = [s for u in lin if u.op is not Ops.REDUCE for s in u.src if s.op is Ops.WMMA]
         for key, elems in found.items():
-            if len(elems) == 4 and sum(s.src == key for s in users) == 4:   # (each result used by its update alone)
+            if len(elems) == 4 and sum(s.src == key for s in users) == 4:
                 self.mma_accs[key] = [elems[i][0] for i in range(4)]
                 self.mma_updates.update(update for _, update in elems.values())
 
