@@ -241,8 +241,9 @@ def test_every_half_contraction_assembles_with_the_mma_instruction(dtype: str) -
         assert mmas >= 1 and dims.block[0] == 32, (kind, mmas, dims)
         if kind in ("matmul", "batched"):   # the accumulators summed by the mma (its C), not by adds of its results
             assert "add.f32" not in ptx and "fma.rn.f32" not in ptx, kind
-        if kernel_ir(tc[0])[3][0].amount == 1:   # blocks staged through shared memory: fragments read from there
-            assert ptx.count("bar.sync") == 2 and "ld.shared.b32" in ptx and "st.shared" in ptx, kind
+        if kernel_ir(tc[0])[3][0].amount == 1:   # blocks staged through shared memory: fragments by ldmatrix
+            assert ptx.count("bar.sync") == 2 and "st.shared" in ptx and "ld.shared" not in ptx, kind
+            assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx and "ldmatrix.sync.aligned.m8n8.x2" in ptx
         report = _ptxas_report(ptx)
         spills = int(re.search(r"(\d+) bytes spill stores", report).group(1))
         assert spills <= SPILL_BOUND, (kind, report)

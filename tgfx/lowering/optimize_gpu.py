@@ -66,7 +66,7 @@ from tgfx.lowering.kernel_opts import (
 from tgfx.lowering.linearize import is_block_reduce, range_deps
 from tgfx.lowering.rangeify import clamp, reduce_identity
 from tgfx.lowering.symbolic import NotStatic, evaluate
-from tgfx.lowering.tensor_cores import expand_wmma, tensor_core, tensor_core_opts
+from tgfx.lowering.tensor_cores import expand_ldmatrix, expand_wmma, tensor_core, tensor_core_opts
 
 GPU_OPT_OPS = ("GLOBAL", "LOCAL", "GROUP", "SHARED", "TC")
 TIDX = "tidx"   # the SPECIAL of a thread's index in its block, x fastest (a shared tile's fill)
@@ -724,6 +724,7 @@ def thread_loops(sink: UOp) -> UOp:
     arithmetic, masks, partials) against numpy on a machine without a GPU."""
     def fresh() -> int:
         return max((r.arg[0] for r in ranges(sink).values()), default=-1) + 1
+    sink = expand_ldmatrix(sink)   # a lane's fragment by ldmatrix: the tile's elements, as other lanes address them
     if (tid := specials(sink).get(TIDX)) is not None:
         sink = _emulated_tiles(sink, tid, fresh())
     sink = expand_wmma(sink)   # a warp's tensor-core op as the sums of each lane's elements, read as other lanes do

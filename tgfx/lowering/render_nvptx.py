@@ -57,6 +57,7 @@ from tgfx.lowering.llvm_worker import set_strength_reduction
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.optimize_gpu import TIDX, launch_dims, optimize_gpu
 from tgfx.lowering.render_llvm import LLVMRenderer, step_loads
+from tgfx.lowering.tensor_cores import LDMATRIX
 
 
 class LaunchDims(NamedTuple):
@@ -128,6 +129,10 @@ def _twos(u: UOp) -> int:
     return 0
 
 
+def _is_ldmatrix(u: UOp) -> bool:
+    return u.op is Ops.LOAD and isinstance(u.arg, tuple) and u.arg[0] == LDMATRIX
+
+
 class NVPTXRenderer(LLVMRenderer):
     rules = nvptx_rules
     chain_updates = True   # a register tile's unrolled lanes sum in its registers (`optimize_gpu.unroll_lanes`)
@@ -140,6 +145,7 @@ class NVPTXRenderer(LLVMRenderer):
         self.mma_out: dict[tuple[UOp, ...], list[str]] = {}   # a warp's mma (by its sources): its four results
         self.mma_accs: dict[tuple[UOp, ...], list[UOp]] = {}  # ... summed into these accumulators (`fuse_mma`)
         self.mma_updates: set[UOp] = set()                     # the updates `acc + mma` that are the mma's result
+        self.ldm: dict[tuple[UOp, int], list[str]] = {}         # a lane's ldmatrix registers by address
 
     def sreg(self, reg: str) -> str:
         """A special register (`tid.x`, `ctaid.y`, ...) as an i64."""
@@ -276,9 +282,34 @@ class NVPTXRenderer(LLVMRenderer):
                 self.mma_accs[key] = [elems[i][0] for i in range(4)]
                 self.mma_updates.update(update for _, update in elems.values())
 
+    def ldmatrix(self, u: UOp) -> list[str]:
+        """The 32-bit registers of a lane's `ldmatrix.sync.aligned.m8n8.x{n}.b16` (`tensor_cores._ldmatrix`) at the
+        shared address `u` (an INDEX of a tile) gives, loaded once for the elements that share it."""
+        _, _, n = u.arg
+        key = (u.src[0], n)
+        if key not in self.ldm:
+            fn = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}.b16.p3"
+            ret = "{" + ", ".join(["i32"] * n) + "}"
+            self.declares.add(f"declare {ret} @{fn}(ptr addrspace(3))")
+            p3 = self.op_in(f"addrspacecast ptr {self.names[u.src[0]]} to ptr addrspace(3)")
+            out = self.op_in(f"call {ret} @{fn}(ptr addrspace(3) {p3})")
+            self.ldm[key] = [self.op_in(f"extractvalue {ret} {out}, {j}") for j in range(n)]
+        return self.ldm[key]
+
+    def ldmatrix_element(self, u: UOp) -> str:
+        """Element i of a lane's ldmatrix fragment: half i % 2 of its register i // 2."""
+        i, word = u.arg[1], self.ldmatrix(u)[u.arg[1] // 2]
+        if u.dtype == dtypes.bfloat16:
+            return self.op_in(f"trunc i32 {self.op_in(f'lshr i32 {word}, {16 * (i % 2)}')} to i16")
+        return self.op_in(f"extractelement <2 x half> {self.op_in(f'bitcast i32 {word} to <2 x half>')}, i64 {i % 2}")
+
     def fragment(self, lo: UOp, hi: UOp) -> str:
         """Two half-precision values as one 32-bit register of a fragment (`lo` in the low half): an i32 of bfloat16
-        bits, a <2 x half> of float16s."""
+        bits, a <2 x half> of float16s; an ldmatrix's register as it is."""
+        if _is_ldmatrix(lo) and _is_ldmatrix(hi) and lo.src == hi.src and lo.arg[1] % 2 == 0 and \
+                hi.arg == (lo.arg[0], lo.arg[1] + 1, lo.arg[2]):
+            word = self.ldmatrix(lo)[lo.arg[1] // 2]
+            return word if lo.dtype == dtypes.bfloat16 else self.op_in(f"bitcast i32 {word} to <2 x half>")
         if lo.dtype == dtypes.bfloat16:
             wide = [self.op_in(f"zext i16 {self.val(x)} to i32") for x in (lo, hi)]
             return self.op_in(f"or i32 {wide[0]}, {self.op_in(f'shl i32 {wide[1]}, 16')}")
@@ -311,6 +342,9 @@ class NVPTXRenderer(LLVMRenderer):
             return   # read at entry (`thread_ids`)
         if u.op is Ops.WMMA:
             self.names[u] = self.mma(u)
+            return
+        if _is_ldmatrix(u):   # (its element alone: dead code where the fragment takes the register whole)
+            self.names[u] = self.ldmatrix_element(u)
             return
         if u in self.mma_updates:   # acc + mma: the mma's result (it summed the accumulator itself)
             self.names[u] = self.names[u.src[1]]

@@ -23,8 +23,10 @@ past the edges. The fragments' elements are plain loads of the operands' express
 column, 0 past an axis's end (edges are masked: no shape is refused for its size): from global memory (a small
 contraction's warps of one tile), or from the block's shared tiles of both operands, `depth` steps of K at a time,
 which the block's threads fill between barriers as `optimize_gpu.stage_shared` does (16-byte reads along an
-operand's contiguous axis; the emulator's `_emulated_tiles` runs them). ldmatrix is not used (the fragments' pairs
-are 32-bit shared reads); the next step where a GPU shows the shared reads are what bounds it.
+operand's contiguous axis; the emulator's `_emulated_tiles` runs them), each lane's fragments then loaded by
+`ldmatrix` (A's four 8 x 8 matrices of a tile in one, B's two), a LOAD tagged `LDMATRIX` that the emulator reads as
+the plain loads of the elements the lane gets, at the addresses the lanes that give their rows compute
+(`expand_ldmatrix`).
 
 On the CPU (`expand_wmma`, in `optimize_gpu.thread_loops`) the op is the sum it stands for: c_i plus sixteen
 products, each element of A and B read as the lane that holds it reads it (its expression with that lane's id), so
@@ -223,13 +225,18 @@ def tensor_core(sink: UOp, opt: Opt) -> UOp:
         k_in = ki * TILE_K if ki is not None else UOp.const(dtypes.index, 0)
         a_row0, b_row0 = (wm % lay.warps_m) * (lay.tiles_m * TILE_M), (wn % lay.warps_n) * (lay.tiles_n * TILE_N)
 
+        # each lane's fragments by ldmatrix: the lane gives the address of one row of one of the 8 x 8 matrices
+        # (lane // 8 the matrix, lane % 8 its row); A's four: rows 0-7 and 8-15 of columns 0-7, then of 8-15
+        a_rows = [(a_row0 + tm * TILE_M + lane % 8 + 8 * (lane // 8 % 2)) * sa + k_in + 8 * (lane // 16)
+                  for tm in range(lay.tiles_m)]
+        # B's two (its tile is [column][step]): columns 0-7 by steps 0-7, then by steps 8-15
+        b_rows = [(b_row0 + tn * TILE_N + lane % 8) * sb + k_in + 8 * (lane // 8 % 2) for tn in range(lay.tiles_n)]
+
         def a_at(tm: int, i: int) -> UOp:
-            row, col = a_element(i, g, t)
-            return _tile_read(a_tile, read_bar, (a_row0 + tm * TILE_M + row) * sa + k_in + col)
+            return _ldmatrix(a_tile, read_bar, a_rows[tm], i, 4)
 
         def b_at(tn: int, i: int) -> UOp:
-            row, col = b_element(i, g, t)
-            return _tile_read(b_tile, read_bar, (b_row0 + tn * TILE_N + col) * sb + k_in + row)
+            return _ldmatrix(b_tile, read_bar, b_rows[tn], i, 2)
     else:
         def a_at(tm: int, i: int) -> UOp:
             row, col = a_element(i, g, t)
@@ -257,10 +264,31 @@ def tensor_core(sink: UOp, opt: Opt) -> UOp:
     return sink.replace(src=tuple(stores))
 
 
-def _tile_read(tile: UOp, read_bar: UOp, slot: UOp) -> UOp:
-    """Element `slot` of shared tile `tile`, once the fills before `read_bar` are done."""
-    at = UOp(Ops.INDEX, tile.dtype, (UOp(Ops.AFTER, tile.dtype, (tile, read_bar)), slot))
-    return UOp(Ops.LOAD, tile.dtype, (at,))
+LDMATRIX = "ldmatrix"   # a LOAD's arg (LDMATRIX, i, matrices): element i of a lane's fragment by ldmatrix (`_ldmatrix`)
+
+
+def _ldmatrix(tile: UOp, read_bar: UOp, row: UOp, i: int, matrices: int) -> UOp:
+    """Element i of this lane's part of `ldmatrix.sync.aligned.m8n8.x{matrices}.b16` from shared tile `tile` (once the
+    fills before `read_bar` are done), where `row` is the slot of the row this lane addresses: the lane gets row
+    lane // 4 of matrix i // 2, its columns 2 * (lane % 4) + i % 2, the row lane 8 * (i // 2) + lane // 4 addresses
+    (`expand_ldmatrix` reads it so). A LOAD of that address, tagged; the renderer loads the group at once."""
+    at = UOp(Ops.INDEX, tile.dtype, (UOp(Ops.AFTER, tile.dtype, (tile, read_bar)), row))
+    return UOp(Ops.LOAD, tile.dtype, (at,), (LDMATRIX, i, matrices))
+
+
+def expand_ldmatrix(sink: UOp) -> UOp:
+    """Each ldmatrix element (`_ldmatrix`) as the plain load of the tile's element it gets: the address the lane that
+    gives its row computes (its row slot with that lane's id), plus its column."""
+    loads = [u for u in sink.toposort() if u.op is Ops.LOAD and isinstance(u.arg, tuple) and u.arg[0] == LDMATRIX]
+    if not loads:
+        return sink
+    lane = next(u for u in sink.toposort() if u.op is Ops.SPECIAL and u.arg[0] == LANE)
+    mapping = {}
+    for u in loads:
+        i, (tile, row) = u.arg[1], u.src[0].src
+        slot = row.substitute({lane: 8 * (i // 2) + lane // 4}) + (lane % 4) * 2 + i % 2
+        mapping[u] = UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, u.dtype, (tile, slot)),))
+    return sink.substitute(mapping)
 
 
 def _shared_tiles(c: Contraction, lay: TCLayout, wm: UOp, wn: UOp, ko: UOp, element: Any,
@@ -347,5 +375,5 @@ def expand_wmma(sink: UOp) -> UOp:
     return sink.substitute(mapping)
 
 
-__all__ = ["Contraction", "a_element", "b_element", "c_element", "contraction", "expand_wmma", "tensor_core",
-           "tensor_core_opts"]
+__all__ = ["LDMATRIX", "Contraction", "a_element", "b_element", "c_element", "contraction", "expand_ldmatrix",
+           "expand_wmma", "tensor_core", "tensor_core_opts"]
