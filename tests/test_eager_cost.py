@@ -284,3 +284,37 @@ def test_a_signature_ignores_lazy_tensors_that_are_no_values_of_its_chain(monkey
     assert walks == [1] and is_realized(m.uop) and not is_realized(held.uop)
     np.testing.assert_array_equal(m.numpy(), X * 2)
     np.testing.assert_array_equal(held.numpy(), Y * 3 + 1)
+
+
+@pytest.mark.x64
+def test_the_fast_paths_on_other_devices_sharded_values_64_bit_types_and_threads() -> None:
+    """The fast paths (a transpose by signature, a total and its read, a mean, a where, a join) give numpy's answers
+    for Tensors on CPU:1, for values sharded over two devices (which take the general path), in the x64 mode's 64-bit
+    types (read as exactly numpy's values), and from several threads at once."""
+    import threading
+    A = np.arange(16, dtype=np.float64).reshape(4, 4) / 3
+    for a in (tg.device_put(tg.asarray(A), "CPU:1"), tg.shard(tg.asarray(A), ("CPU:0", "CPU:1"), 0)):
+        for _ in range(2):
+            np.testing.assert_array_equal(a.T.numpy(), A.T)
+            assert float(tnp.sum(a)) == pytest.approx(A.sum(), rel=1e-12) and tnp.sum(a).dtype == tg.dtypes.float64
+            assert tnp.mean(a).item() == pytest.approx(A.mean(), rel=1e-12)
+            np.testing.assert_array_equal(tnp.where(a > 1, a, -a).numpy(), np.where(A > 1, A, -A))
+            np.testing.assert_array_equal(tnp.stack([a, a]).numpy(), np.stack([A, A]))
+    big = np.array([2**40, -3], np.int64)
+    assert tnp.max(tg.asarray(big) * 1).item() == 2**40 and tnp.min(tg.asarray(big) * 1).item() == -3
+    assert type(tnp.max(tg.asarray(big) * 1).item()) is int
+    x = tg.asarray(A)
+    bad: list[str] = []
+
+    def work(k: int) -> None:
+        for n in range(30):
+            y = (x * float(k + n)).realize()   # (a buffer: its transpose goes by its signature)
+            if not (np.array_equal(y.T.numpy(), (A * (k + n)).T) and float(tnp.sum(y)) == pytest.approx(
+                    (A * (k + n)).sum(), rel=1e-12)):
+                bad.append(f"thread {k}, step {n}")
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad, bad
