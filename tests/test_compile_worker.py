@@ -127,3 +127,59 @@ def test_slp_builds_vectors_of_at_most_256_bits():
     if workers:
         ir = _adds(16, 512)
         assert workers[0].compile(ir, t) == compile_mod.compiler().compile(ir, t)
+
+
+def _run_k(addr: int, value: float) -> float:
+    """Call a kernel compiled from `IR` (its buffer's one float times 3) on `value`."""
+    import ctypes
+    buf = (ctypes.c_float * 1)(value)
+    bufs = (ctypes.c_void_p * 1)(ctypes.addressof(buf))
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(addr)(ctypes.addressof(bufs), None, 0)
+    return buf[0]
+
+
+def test_kernels_queued_behind_a_compile_are_compiled_as_one_module_loaded_once(tmp_path):
+    """A `CompileQueue` thread compiles what waits when it is free as one module (LLVM builds its code generation
+    pipeline per module: 2.8 ms for an empty kernel): five kernels, the last four queued while the first waits for
+    LLVM, are two modules. The four share one object file, loaded once, each kernel at its own symbol, and each
+    kernel's disk cache entry holds that object and the symbols it defines: read back, it is the same code."""
+    from tgfx.devices.target import host_target
+    from tgfx.lowering import KernelObject
+    irs = [IR.replace("@k(", f"@k{i}(") for i in range(5)]
+    held_locks = [compile_mod.compiler().busy, *(w.lock for w in compile_mod.compile_workers())]
+    tg.counters.reset()
+    with Context(TGFX_COMPILE_WORKERS=0, TGFX_CACHE_DIR=str(tmp_path)):
+        with compile_mod.CompileQueue(1) as queue:
+            for lock in held_locks:   # LLVM busy: the queue's first compile waits for it
+                lock.acquire()
+            try:
+                first = queue.submit(irs[0], "k0", host_target())
+                for _ in range(1000):   # (until the queue's thread has taken it)
+                    with queue.cond:
+                        if not queue.pending:
+                            break
+                    threading.Event().wait(0.005)
+                rest = [queue.submit(ir, f"k{i}", host_target()) for i, ir in enumerate(irs) if i]
+            finally:
+                for lock in held_locks:
+                    lock.release()
+            got = [f.result(60) for f in (first, *rest)]
+        assert (tg.counters.compile_count, tg.counters.module_count) == (5, 2)
+        assert got[0].symbols == ("k0",) and all(g is got[1] for g in got[1:])
+        assert got[1].symbols == ("k1", "k2", "k3", "k4")
+        codes = [compile_mod.load_object(f"batch-test-{i}", f"k{i}", g.obj, symbols=g.symbols)
+                 for i, g in enumerate(got)]
+        assert [_run_k(c.addr, 1.5 + i) for i, c in enumerate(codes)] == [3 * (1.5 + i) for i in range(5)]
+        import hashlib
+        owner = codes[1].owner   # the batch's object was added once, and defines its four kernels there
+        assert {c.owner for c in codes[1:]} == {owner} and hashlib.sha256(got[1].obj).digest() in owner.objects
+        assert {"k1", "k2", "k3", "k4"} <= owner.symbols
+        # another object defining k3 (compiled alone) goes to another engine: no engine defines a symbol twice
+        alone = compile_mod.load_object("batch-test-alone", "k3", compile_mod.compile_llvm(irs[3]))
+        assert alone.owner is not owner and _run_k(alone.addr, 2.0) == 6.0
+        # the disk cache: each of the batch's kernels, its entry the batch's object and symbols
+        ko = KernelObject("k3", got[3].obj, 1, "hand", symbols=got[3].symbols)
+        compile_mod.write_cached("batch-test-key", ko.meta(), ko.obj)
+        back = KernelObject.from_meta(*compile_mod.read_cached("batch-test-key"))
+        assert (back.obj, back.symbols) == (got[3].obj, ("k1", "k2", "k3", "k4"))
+        assert compile_mod.load_object("batch-test-again", "k3", back.obj, symbols=back.symbols).addr == codes[3].addr

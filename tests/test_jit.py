@@ -406,12 +406,11 @@ def test_prelower_compiles_each_kernel_once_off_the_main_thread():
     x = np.random.default_rng(3).standard_normal((33, 17)).astype(np.float32)
     f = tg.jit(lambda a: (tnp.exp(a) / tnp.exp(a).sum(axis=1, keepdims=True)).T @ a + 0.123)
     tg.counters.reset()
-    import tgfx.lowering as lowering
-    lowering.compile_llvm = spy
+    compile_mod.compile_llvm = spy   # (the compile queue's threads call it: `compile.CompileQueue`)
     try:
         out = f(tg.asarray(x)).numpy()
     finally:
-        lowering.compile_llvm = real
+        compile_mod.compile_llvm = real
     e = np.exp(x)
     np.testing.assert_allclose(out, (e / e.sum(1, keepdims=True)).T @ x + 0.123, rtol=1e-4, atol=1e-5)
     assert tg.counters.compile_count == tg.counters.kernel_count >= 2
@@ -660,21 +659,21 @@ def test_compiles_beside_the_lowering_get_the_gil_back_quickly():
     (each llvmlite call gives it up and must take it back); the interval is the user's again afterwards."""
     import sys
 
-    import tgfx.lowering as lowering
     from tgfx.lowering import COMPILE_SWITCH_S, quick_gil_handoff
+    from tgfx.lowering import compile as compile_mod
     seen = []
-    real = lowering.compile_llvm
+    real = compile_mod.compile_llvm
 
     def spy(ir, candidate=False, target=None):
         seen.append(sys.getswitchinterval())
         return real(ir, candidate, target)
     before = sys.getswitchinterval()
     f = tg.jit(lambda a: (tnp.exp(a) / tnp.exp(a).sum(axis=1, keepdims=True)).T @ a - 0.377)
-    lowering.compile_llvm = spy
+    compile_mod.compile_llvm = spy   # (the compile queue's threads call it: `compile.CompileQueue`)
     try:
         f(tg.asarray(np.ones((7, 5), np.float32))).numpy()
     finally:
-        lowering.compile_llvm = real
+        compile_mod.compile_llvm = real
     assert min(before, COMPILE_SWITCH_S) in seen   # the program's kernels, compiled by prelower
     assert sys.getswitchinterval() == before
     with quick_gil_handoff():

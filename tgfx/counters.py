@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 class Counters:
     kernel_count: int = 0      # kernel launches encoded (a device loop's body twice: one way, and back)
     compile_count: int = 0     # programs compiled by LLVM to run (not BEAM candidates)
+    module_count: int = 0      # LLVM modules those were compiled in (a queue of kernels is compiled as one module)
     schedule_count: int = 0    # graphs scheduled (cache misses)
     copy_count: int = 0        # buffer copies submitted (likewise)
     search_count: int = 0      # BEAM searches run (kernels whose options were not in the search cache)

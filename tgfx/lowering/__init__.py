@@ -20,7 +20,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,9 @@ from tgfx.ir.pattern import graph_rewrite, keep_rewritten, release_rewritten
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering.compile import (
+    CompileQueue,
     KernelCode,
+    Objects,
     cache_key,
     compile_llvm,
     compile_workers,
@@ -76,16 +78,19 @@ class KernelObject:
     opts: tuple[Opt, ...] = ()  # the options applied, for DEBUG>=2
     src: str = ""      # LLVM IR as rendered ("" when read from the disk cache)
     vals: tuple[int, ...] = ()  # the values every launch passes (a trip count read at run time: `runtime_trips`)
+    symbols: tuple[str, ...] = ()  # the kernels `obj` defines, when it is a batch's (`CompileQueue`); else `name`
 
     def meta(self) -> dict[str, Any]:
         return {"name": self.name, "nbufs": self.nbufs, "mode": self.mode, "flops": self.flops,
                 "mem_bytes": self.mem_bytes, "global_size": self.global_size,
-                "opts": [[o.op, o.axis, o.amount] for o in self.opts], "vals": list(self.vals)}
+                "opts": [[o.op, o.axis, o.amount] for o in self.opts], "vals": list(self.vals),
+                "symbols": list(self.symbols or (self.name,))}
 
     @staticmethod
     def from_meta(meta: dict[str, Any], obj: bytes) -> KernelObject:
         return KernelObject(meta["name"], obj, meta["nbufs"], meta["mode"], meta["flops"], meta["mem_bytes"],
-                            meta["global_size"], tuple(Opt(*o) for o in meta["opts"]), vals=tuple(meta["vals"]))
+                            meta["global_size"], tuple(Opt(*o) for o in meta["opts"]), vals=tuple(meta["vals"]),
+                            symbols=tuple(meta["symbols"]))
 
 
 @dataclass(frozen=True)
@@ -101,9 +106,11 @@ class KernelSource:
     opts: tuple[Opt, ...]
     vals: tuple[int, ...] = ()
 
-    def assemble(self, obj: bytes) -> KernelObject:
-        return KernelObject(self.name, obj, self.nbufs, self.mode, self.flops, self.mem_bytes, self.global_size,
-                            self.opts, self.ir, self.vals)
+    def assemble(self, obj: bytes | Objects) -> KernelObject:
+        """This kernel's KernelObject in `obj`: its own object file, or a batch's (`Objects`)."""
+        objects = obj if isinstance(obj, Objects) else Objects(obj, (self.name,))
+        return KernelObject(self.name, objects.obj, self.nbufs, self.mode, self.flops, self.mem_bytes,
+                            self.global_size, self.opts, self.ir, self.vals, objects.symbols)
 
 
 @dataclass(frozen=True)
@@ -297,7 +304,7 @@ def compile_kernel(ast: UOp, target: Target, opts: Sequence[Opt] | None = None) 
     return src.assemble(compile_llvm(src.ir, target=target))
 
 
-def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolExecutor | None = None) -> Any:
+def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: CompileQueue | None = None) -> Any:
     """One kernel AST to a loaded, runnable kernel: `compile_kernel`, cached in memory (an LRU of
     `TGFX_KERNEL_CACHE_SIZE`) and on disk.
 
@@ -328,8 +335,7 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
         src = dataclasses.replace(src, name=same[0], ir=src.ir.replace(src.name, same[0]))
         obj = same[1]
     elif pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
-        obj = _same_code.setdefault(code_key, (src.name, pool.submit(config.carry(compile_llvm), src.ir, False,
-                                                                     target)))[1]
+        obj = _same_code.setdefault(code_key, (src.name, pool.submit(src.ir, src.name, target)))[1]
     else:
         obj = _same_code.setdefault(code_key, (src.name, compile_llvm(src.ir, target=target)))[1]
     if isinstance(obj, Future):
@@ -343,7 +349,7 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: ThreadPoolEx
 # one thing two ways (spectral's real part of a complex buffer read as a slice of a reshape in one kernel, a reshape of
 # a slice in another) lower to the same IR but for their names: the second takes the first's object and symbol, one
 # compile for both (spectral: 2 of 21 kernels, gnn 1 of 19, transformer 10 of 90). A pending compile is its future.
-_same_code: LRU[str, tuple[str, bytes | Future]] = LRU(lambda: int(config.KERNEL_CACHE_SIZE))
+_same_code: LRU[str, tuple[str, bytes | Objects | Future]] = LRU(lambda: int(config.KERNEL_CACHE_SIZE))
 
 
 def _code_key(src: KernelSource, target: Target) -> str:
@@ -352,8 +358,8 @@ def _code_key(src: KernelSource, target: Target) -> str:
 
 def _load(ast: UOp, mode: str, key: str, ko: KernelObject, target: Target) -> CompiledKernel:
     """`ko` loaded into executable memory, and remembered in the LRU."""
-    ck = CompiledKernel(ko.name, load_object(key, ko.name, ko.obj, target), ko.nbufs, ast, ko.src, ko.flops,
-                        ko.mem_bytes, ko.global_size, ko.opts, ko.vals)
+    code = load_object(key, ko.name, ko.obj, target, ko.symbols)
+    ck = CompiledKernel(ko.name, code, ko.nbufs, ast, ko.src, ko.flops, ko.mem_bytes, ko.global_size, ko.opts, ko.vals)
     return _kernels.setdefault((ast.key, mode), ck)
 
 
@@ -437,7 +443,7 @@ def prelower(asts: Iterable[UOp]) -> None:
         return
     compiler()  # made before the threads start: creating it uses LLVM
     threads = 1 + (len(compile_workers()) if len(todo) >= 4 else 0)   # a worker is worth starting for a few kernels
-    with ThreadPoolExecutor(threads, thread_name_prefix="tgfx-compile") as pool, gc_paused(), quick_gil_handoff():
+    with CompileQueue(threads) as pool, gc_paused(), quick_gil_handoff():
         jobs = [job for ast in todo if isinstance(job := lower_kernel(ast, pool=pool), tuple)]
     for fut, finish in jobs:
         finish(fut.result())
