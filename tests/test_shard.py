@@ -403,10 +403,14 @@ def test_errors_name_shape_axis_and_devices() -> None:
         tg.shard(x, ("CPU:0", "GPU:0"))
     with pytest.raises(ValueError, match="more than once"):
         tg.shard(x, ("CPU:0", "CPU"))
-    with pytest.raises(ValueError, match="different devices"):
+    with pytest.raises(ValueError, match=r"committed to different devices: float32\[6, 4\] sharded along axis 1 on "
+                                         r"\('CPU:0', 'CPU:1'\) and float32\[6, 4\] sharded along axis 1 on "
+                                         r"\('CPU:2', 'CPU:3'\); put one where the other is with tg.device_put"):
         _ = tg.shard(x, D2, axis=1) + tg.shard(x, ("CPU:2", "CPU:3"), axis=1)
-    with pytest.raises(ValueError, match="different devices"):
-        _ = tg.shard(x, D2, axis=1) + x
+    # (x, made without a device, is uncommitted: it goes where the sharded operand is, test_uncommitted.py; one put
+    # on a device is committed there)
+    with pytest.raises(ValueError, match=r"committed to different devices: .* and float32\[6, 4\] on CPU:0"):
+        _ = tg.shard(x, D2, axis=1) + tg.device_put(x, "CPU:0")
     with pytest.raises(ShardingError, match="not sharded"):
         tg.parts(x)
 
@@ -681,8 +685,8 @@ def test_host_data_passed_to_a_sharded_jitted_step_is_replicated_where_the_tenso
     tg.counters.reset()
     f(x, 0.75, mask)
     assert tg.counters.compile_count == 0 and tg.counters.copy_count == 0 and f.trace_count == 2
-    with pytest.raises(ValueError, match="different devices"):   # a Tensor on one device stays where it was put
-        f(x, tg.asarray(np.float32(0.5)), mask)
+    with pytest.raises(ValueError, match="committed to different devices"):   # a Tensor put on one device stays
+        f(x, tg.device_put(np.float32(0.5), "CPU:0"), mask)
 
 
 def test_a_sharded_replay_lists_what_it_holds_once_a_device(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from tgfx.lowering import realize as lower_realize
 from tgfx.lowering.eager import Description, chain_ops, describe, op_signature
 from tgfx.lowering.execute import RANGE_OPS, range_view
 from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
+from tgfx.placement import carry, mark, marked
 from tgfx.tensor import _BUFFER, _RESHAPE, _STORED, Tensor, _lazy, is_realized
 from tgfx.trace_state import current, user_error
 
@@ -156,6 +157,11 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
             raise donated_meanwhile("realizing a Tensor")
         ts[0].uop = result
         _lazy.pop(id(ts[0]), None)
+        if marked:   # (a value placed on the default device lives: what is computed from one stays committed)
+            for b in inputs:   # (a loop, no call: a value committed elsewhere costs an eager op nothing)
+                if id(b) in marked:
+                    mark(result)
+                    break
         return [result]
     described = views = None
     ranges_only = False
@@ -190,9 +196,33 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         for t, u in zip(todo, uops, strict=True):
             t.uop = results[u]   # the same value either way, if another thread rebound it too
             _lazy.pop(id(t), None)
+        if marked and _reads_marked(described, uops):   # (as above: each value that reads one is committed)
+            for t, u in zip(todo, uops, strict=True):
+                carry(u, t.uop)
     if differentiating:
         return [results[u] if (u := t.uop) in results else u for t in ts]
     return [ts[0].uop] if one else [t.uop for t in ts]
+
+
+def _reads_marked(described: Description | None, roots: list[UOp]) -> bool:
+    """Whether a graph realised (`described`'s nodes and inputs; without one, `roots` are ranges of buffers) reads a
+    node committed to the default device (`tgfx/placement.py`): a loop over what the description holds, no walk."""
+    if described is None:
+        for v in roots:
+            while True:   # (a range's chain of views down to its buffer)
+                if id(v) in marked:
+                    return True
+                if not v.src:
+                    break
+                v = v.src[0]
+        return False
+    for v in described.nodes:
+        if id(v) in marked:
+            return True
+    for v in described.inputs:
+        if id(v) in marked:
+            return True
+    return False
 
 
 class DonatedBufferError(RuntimeError):

@@ -73,7 +73,7 @@ def _zeros_like(params: Params, who: str) -> Any:
         if not p.dtype.is_float:
             raise TypeError(f"{who}.init: params must be float Tensors, got one of dtype {p.dtype.name} (shape "
                             f"{p.shape}); keep integer data out of the params tree")
-        return tnp.zeros(p.shape, p.dtype)
+        return tnp.zeros_like(p, p.dtype)   # (where p is: laid out over p's devices as p is, as optax's)
     return tree_map(zero, params)
 
 

@@ -128,6 +128,8 @@ class Tensor:
             rows = [range_view(UOp(Ops.RESHAPE, u.dtype, (UOp(Ops.SHRINK, u.dtype, (u,), ((i, i + 1),
                     *((0, n) for n in rest))),), rest)) for i in range(self.shape[0])]
             if all(r is not None for r in rows):
+                if placement.marked and placement.is_committed(self):   # (rows of a committed value are too)
+                    rows = [placement.mark(r) for r in rows]
                 return iter([Tensor(r) for r in rows])
         return (self[i] for i in range(self.shape[0]))
 
@@ -402,16 +404,24 @@ class Tensor:
         return Tensor(r if keepdims else _reshape_uop(lazy_node(r), out_shape))
 
     def to(self, device: str | tuple[str, ...]) -> Tensor:
-        """This Tensor on `device`: copied there (gathered, if sharded), weakly typed if it is (as `jax.device_put`);
-        a device tuple replicates it."""
+        """This Tensor on `device`, committed there (`tgfx/placement.py`): copied there (gathered, if sharded), weakly
+        typed if it is (as `jax.device_put`); a device tuple replicates it."""
         if isinstance(device, (tuple, list)):
             from tgfx.transforms.shard import shard
             return shard(self, device)
         dev = canonical_device(device)
         if dev == self.device and self.uop.device is not None:
-            return self
+            return self if dev != DEFAULT_DEVICE else placement.commit(self)
         out = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), dev))
+        if dev == DEFAULT_DEVICE:
+            placement.mark(out.uop)
         return weak(out) if is_weak(self) else out
+
+    @property
+    def committed(self) -> bool:
+        """Whether this Tensor is committed to its device (placed there by the user, or computed from a value that
+        was), as `jax.Array.committed`: ops run where committed operands are, and move uncommitted ones there."""
+        return placement.is_committed(self)
 
     def contiguous(self) -> Tensor:
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
@@ -803,17 +813,17 @@ def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple
     return tuple(out)
 
 
-def check_same_device(ts: Sequence[Tensor], name: str) -> None:
-    """Operands of one op must live on the same device (or device tuple); constants live anywhere."""
+def on_one_device(ts: Sequence[Tensor], name: str) -> Sequence[Tensor]:
+    """Operands of one op on one device (or device tuple): `ts` itself when they are (constants live anywhere), else
+    the uncommitted ones moved where the committed ones are (`tgfx/placement.py`; two committed ones on different
+    devices raise)."""
     if len(ts) == 2:   # (a binary op: its operands' devices compared without a set)
         da, db = ts[0].uop.device, ts[1].uop.device
         if da is None or db is None or da == db:
-            return
-    devices = {t.uop.device for t in ts if t.uop.device is not None}
-    if len(devices) > 1:
-        listed = ", ".join(f"{t.dtype.name}{list(t.shape)} on {t.uop.device}" for t in ts if t.uop.device is not None)
-        raise ValueError(f"{name}: operands are on different devices ({listed}); move them to one device, or to the "
-                         f"same device tuple, with tg.device_put(x, device) or tg.shard(x, devices, axis)")
+            return ts
+    if len({t.uop.device for t in ts if t.uop.device is not None}) > 1:
+        return placement.place_operands(ts, name)
+    return ts
 
 
 def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
@@ -822,7 +832,7 @@ def broadcast(*ts: Tensor, name: str = "broadcast") -> list[Tensor]:
 
 def broadcast_uops(*ts: Tensor, name: str = "broadcast") -> list[UOp]:
     """The nodes of `ts` broadcast to their common shape (views of their nodes; `broadcast` makes Tensors of them)."""
-    check_same_device(ts, name)
+    ts = on_one_device(ts, name)
     shape = broadcast_shapes(*(t.shape for t in ts), name=name)
     return [t.uop if t.shape == shape else _expand_uop(t.uop, shape) for t in ts]
 
@@ -895,4 +905,4 @@ def _differentiating() -> bool:
 
 
 # computing Tensors builds on them: imported last, its `realize` read when a Tensor is computed
-from tgfx import _realize  # noqa: E402
+from tgfx import _realize, placement  # noqa: E402

@@ -7,8 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import DType, dtypes, promote_types, scalar_kind, to_dtype
+from tgfx.ir.ops import Ops
 from tgfx.numpy import _elementwise as ew
+from tgfx.placement import is_committed, mark
 from tgfx.tensor import (
     ArrayLike,
     Tensor,
@@ -63,13 +66,24 @@ def _stack_nested(x: list | tuple, dtype: DType | None) -> Tensor:
 
 
 def _place(t: Tensor, device: str | None) -> Tensor:
-    """t on `device` when one is asked for (a constant is placed there, as the standard's `device=` says)."""
-    return t if device is None else t._on(canonical_device(device))
+    """t on `device` when one is asked for (a constant is placed there, as the standard's `device=` says), committed
+    there (`tgfx/placement.py`: a user's `device=` is a placement, as JAX's)."""
+    if device is None:
+        return t
+    device = canonical_device(device)
+    return t._on(device) if device != DEFAULT_DEVICE else t.to(device)
 
 
-def _like_device(x: Tensor, device: str | None) -> str | None:
-    """The device a `*_like` result goes to: the one asked for, else x's (the standard's rule)."""
-    return device if device is not None else x.uop.device if isinstance(x.uop.device, str) else None
+def _like(out: Tensor, x: Tensor) -> Tensor:
+    """`out` (a `*_like` result made without a device) where x is, as JAX's: on x's device, laid out over x's device
+    tuple as x is, committed to the default device when x is (uncommitted otherwise)."""
+    d = x.uop.device
+    if type(d) is tuple:
+        from tgfx.transforms.shard import shard
+        return shard(out, d, x.uop.arg if x.uop.op is Ops.MULTI else None)
+    if d is None or d == DEFAULT_DEVICE:
+        return out.to(d) if d is not None and is_committed(x) else out
+    return out._on(d)
 
 
 def asarray(x: ArrayLike, dtype: DType | str | None = None, device: str | None = None, copy: bool | None = None,
@@ -100,7 +114,14 @@ def array(x: ArrayLike, dtype: DType | str | None = None, device: str | None = N
     if isinstance(x, (list, tuple)) and _holds_tensor(x):
         return Tensor(_stack_nested(x, None if dtype is None else to_dtype(dtype)), device=device)
     out = Tensor(x, dtype=dtype, device=device)
-    return weak(out) if dtype is None and weak_input(x) else out   # `asarray(2.0)` is weakly typed, as in JAX
+    out = weak(out) if dtype is None and weak_input(x) else out   # `asarray(2.0)` is weakly typed, as in JAX
+    if device is None or isinstance(device, (tuple, list)) or canonical_device(device) != DEFAULT_DEVICE:
+        return out   # (on another device, or sharded: committed by construction)
+    # a user's device= commits (`tgfx/placement.py`): a Tensor is copied, host data's fresh buffer marked
+    if isinstance(x, Tensor):
+        return out.to(DEFAULT_DEVICE)
+    placed = Tensor(mark(out.uop))
+    return weak(placed) if is_weak(out) else placed
 
 
 def full(shape: Shape, fill_value: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -113,16 +134,16 @@ def full(shape: Shape, fill_value: ArrayLike, dtype: DType | str | None = None, 
         # wrapped value (`full((2,), 2**40)` was [0, 0]). A given dtype converts the fill as numpy and JAX do (-1 is
         # 255 as uint8).
         check_python_ints(np.asarray(fill_value, dtype=object), dtypes.default_int)
-    out = Tensor.full(shape, fill_value, dtype=dtype, device=device)
-    return weak(out) if dtype is None and weak_input(fill_value) else out
+    out = Tensor.full(shape, fill_value, dtype=dtype)
+    return _place(weak(out) if dtype is None and weak_input(fill_value) else out, device)
 
 
 def zeros(shape: Shape, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    return Tensor.full(shape, 0, dtype=dtype or dtypes.default_float, device=device)
+    return _place(Tensor.full(shape, 0, dtype=dtype or dtypes.default_float), device)
 
 
 def ones(shape: Shape, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
-    return Tensor.full(shape, 1, dtype=dtype or dtypes.default_float, device=device)
+    return _place(Tensor.full(shape, 1, dtype=dtype or dtypes.default_float), device)
 
 
 def empty(shape: Shape, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
@@ -133,7 +154,8 @@ def full_like(x: ArrayLike, fill_value: ArrayLike, dtype: DType | str | None = N
               ) -> Tensor:
     """`full` of x's shape, dtype (weakly typed when x is, as JAX's) and device, unless others are given."""
     x = to_tensor(x)
-    out = full(x.shape, fill_value, dtype=dtype or x.dtype, device=_like_device(x, device))
+    out = full(x.shape, fill_value, dtype=dtype or x.dtype, device=device)
+    out = out if device is not None else _like(out, x)
     return weak(Tensor(out.uop)) if dtype is None and is_weak(x) else out   # (a new Tensor: out may be the fill)
 
 

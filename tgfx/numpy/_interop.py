@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from tgfx.dtypes import dtypes
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, canonical_device
 
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 _DL_CPU = 1  # DLPack's kDLCPU
@@ -84,10 +84,11 @@ def array_namespace(x: Tensor, /, *, api_version: str | None = None) -> Any:
 
 
 def to_device(x: Tensor, device: str | tuple[str, ...], /, *, stream: Any = None) -> Tensor:
-    """`x.to_device(device)`: x copied to `device` (itself if it is there)."""
+    """`x.to_device(device)`: x copied to `device` (itself if it is there, committed or not: the standard's method
+    moves, it does not place; `tg.device_put` commits)."""
     if stream is not None:
         raise ValueError("to_device: tgfx orders copies on its own queues; stream must be None")
-    return x.to(device)
+    return x if isinstance(device, str) and canonical_device(device) == x.device else x.to(device)
 
 
 

@@ -22,6 +22,7 @@ from tgfx.tensor import (
     lazy_node,
     normalize_axes,
     normalize_axis,
+    on_one_device,
     promotion_kind,
     static_int,
     to_tensor,
@@ -225,12 +226,12 @@ def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = Non
     A `dtype` converts each array to it (strongly typed), as the `dtype=` of JAX's joins."""
     xs = list(xs)
     if dtype is None and xs and type(xs[0]) is Tensor:
-        d = xs[0].uop.dtype
+        d, dev = xs[0].uop.dtype, xs[0].uop.device
         for x in xs:   # (a loop, not `all` of a generator: each of those steps is a call, and eager joins run this)
-            if type(x) is not Tensor or x.uop.dtype is not d or _is_weak_tensor(x):
+            if type(x) is not Tensor or x.uop.dtype is not d or _is_weak_tensor(x) or x.uop.device != dev:
                 break
         else:
-            return xs, False   # (Tensors of one dtype, none weak, the common case: nothing to convert or promote)
+            return xs, False   # (Tensors of one dtype and device, none weak, the common case: nothing to do)
     for i, x in enumerate(xs):
         if isinstance(x, (list, tuple)):
             what = names[i] if names is not None else f"arrays[{i}]"
@@ -241,9 +242,15 @@ def joined(xs: Sequence[ArrayLike], name: str, names: Sequence[str] | None = Non
         raise ValueError(f"{name}: need at least one array to {name}")
     if dtype is not None:
         d = to_dtype(dtype)
-        return [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], False
-    d, weak_result = promote_weak(*map(promotion_kind, items))
-    return [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], weak_result
+        ts, weak_result = [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items], False
+    else:
+        d, weak_result = promote_weak(*map(promotion_kind, items))
+        ts = [x.cast(d) if isinstance(x, Tensor) else _scalar_operand(x, d, name) for x in items]
+    d0 = ts[0].uop.device
+    for t in ts:
+        if t.uop.device != d0:   # uncommitted arrays go where the committed ones are (`tgfx/placement.py`)
+            return list(on_one_device(ts, name)), weak_result
+    return ts, weak_result
 
 
 def concatenate(xs: Sequence[ArrayLike], axis: int | None = 0, dtype: DType | str | type | None = None) -> Tensor:

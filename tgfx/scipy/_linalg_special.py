@@ -141,7 +141,7 @@ def companion(a: ArrayLike) -> Tensor:
     m = t.shape[-1] - 1
     first = -t[..., 1:] / t[..., :1]
     i, j = _grid(m, m)
-    return tnp.where(i == 0, first[..., None, :], tnp.asarray(i == j + 1, device=t.uop.device).astype(t.dtype))
+    return tnp.where(i == 0, first[..., None, :], tnp.asarray(i == j + 1).astype(t.dtype))
 
 
 def fiedler(a: ArrayLike) -> Tensor:

@@ -47,6 +47,7 @@ from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs, recycled_holders
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
+from tgfx.placement import describe, is_committed, mark, marked, move
 from tgfx.tensor import Tensor, is_weak, weak, weak_like
 from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active, collecting_effects
@@ -80,24 +81,47 @@ class Signature:
         return (self.treedef, self.leaves, self.static)
 
 
-def _host_devices(leaves: list) -> str | tuple[str, ...] | None:
-    """Where a call's host data (numpy arrays, Python scalars) goes: where its Tensor leaves lie, when they all lie
-    on one device or all on one device tuple (replicated on each of its devices: JAX's uncommitted arguments, a
-    learning rate passed as a float to a data-parallel step, or a step's scale beside parameters on CPU:1); None:
-    the default device."""
-    devs = None
+def _host_devices(leaves: list, name: str) -> str | tuple[str, ...] | None:
+    """Where a call's uncommitted leaves go (host data, Python scalars, Tensors made without a device, as
+    `tgfx/placement.py` says): replicated over the device tuple its sharded Tensor leaves lie on (JAX's uncommitted
+    arguments: a learning rate, an Adam step count or a dropout key passed to a data-parallel step); host data where
+    its one-device Tensor leaves lie when they all lie on one device (a step's scale beside parameters on CPU:1);
+    None: the default device (beside a Tensor on another device, the trace moves them there, as an eager op does).
+
+    A sharded leaf beside a leaf committed elsewhere (another device tuple, or one device) raises, as JAX's jit does;
+    one-device leaves on several devices do not (a program over per-device parts, `tg.psum(parts)`, is tgfx's)."""
+    devs = found = None
     for x in leaves:
-        if isinstance(x, Tensor):
-            d = x.device
-            if devs is not None and d != devs:
-                return None
-            devs = d
-    return None if devs == DEFAULT_DEVICE else devs
+        if isinstance(x, Tensor) and type(x.uop.device) is tuple:
+            devs, found = x.uop.device, x
+            break
+    if devs is None:   # one-device leaves: where they all lie (a signature's devices say it: no committed bit)
+        for x in leaves:
+            if isinstance(x, Tensor):
+                d = x.device
+                if devs is not None and d != devs:
+                    return None
+                devs = d
+        return None if devs == DEFAULT_DEVICE else devs
+    for x in leaves:
+        if isinstance(x, Tensor) and x.uop.device != devs and is_committed(x):
+            raise ValueError(f"jit({name}): arguments are committed to different devices: {describe(found)} and "
+                             f"{describe(x)}; put one where the other is with tg.device_put(x, device) or "
+                             f"tg.shard(x, devices, axis) (an argument made without a device goes where the "
+                             f"committed ones are)")
+    return devs
+
+
+def _moves(x: Any, devs: str | tuple[str, ...] | None) -> bool:
+    """Whether leaf `x` is an uncommitted Tensor the call moves to the device tuple `devs` (`_host_devices`)."""
+    return type(devs) is tuple and isinstance(x, Tensor) and x.uop.device != devs and not is_committed(x)
 
 
 def _leaf_spec(x: Any, where: str, devs: str | tuple[str, ...] | None = None) -> LeafSpec:
     if isinstance(x, Tensor):
         # a sharded one's layout is part of the signature; a weakly typed one is traced weakly typed, as in JAX
+        if _moves(x, devs):   # where it goes (replicated over a device tuple), as a Tensor placed there
+            return ("tensor", (x.shape, x.dtype, devs, None, is_weak(x)))
         if isinstance(x.device, tuple):
             x.realize()
             return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg, is_weak(x)))
@@ -134,9 +158,9 @@ def copy_buffer(buf: UOp) -> UOp:
 def _leaf_tensor(x: Any, devs: str | tuple[str, ...] | None = None) -> Tensor:
     """A dynamic leaf as a Tensor: a Python scalar is an interned one-element buffer (no copy for a value seen
     recently), host data is copied in; on `devs` (see `_host_devices`: a device, or each of a device tuple's,
-    replicated) when given, else on the default device."""
+    replicated) when given, else on the default device; an uncommitted Tensor is moved to a device tuple as well."""
     if isinstance(x, Tensor):
-        return x
+        return move(x, devs) if _moves(x, devs) else x
     if type(devs) is tuple:
         if type(x) in (int, float):
             d = _weak_dtype(x, "")
@@ -364,12 +388,15 @@ class Jit:
             if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
                 out = _replay(hit[0], fast, hit[2])
                 if out is not None:
+                    if marked:   # (a value committed to the default device lives: see `_commit_results`)
+                        _commit_results(fast, out)
                     return _as_tree(hit[1], out)
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
-        devs = _host_devices(leaves)
+        devs = _host_devices(leaves, self.name)
         specs = tuple(_leaf_spec(x, str(i), devs) for i, x in enumerate(leaves))
         tensors = [_leaf_tensor(x, devs) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
+        moved = type(devs) is tuple and any(_moves(x, devs) for x in leaves)
         # (which inputs share a buffer is no part of it: a program binds each input slot on its own, so one traced
         # with `zeros, zeros` for Adam's two states serves the distinct states of every later step, as JAX's)
         key = (treedef, specs, static, codegen)
@@ -378,8 +405,9 @@ class Jit:
             with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
                 hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
         prog, outs = hit
-        # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie)
-        if fast is not None and not prog.donated and not prog.sharded and \
+        # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie; a
+        # call that moved an uncommitted Tensor has none: its key holds where each Tensor is, not where it goes)
+        if fast is not None and not prog.donated and not prog.sharded and not moved and \
                 (devs is None or not any(type(x) is np.ndarray for x in leaves)):
             self._fast[fast_key] = (prog, outs, devs or DEFAULT_DEVICE)
         return self._run(prog, outs, tensors, args)
@@ -424,6 +452,8 @@ class Jit:
             raise donated_meanwhile(f"jit({self.name})")
         if prog.sharded:
             results = prog.unflatten(results)
+        elif marked:   # (as the fast path's replay)
+            _commit_results(tensors, results)
         return _as_tree(outs, results)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
@@ -438,7 +468,7 @@ class Jit:
         # the arguments still lazy computed first, all in one schedule: an optimiser's zero moments for each parameter
         # shape, realised one by one, were a program each, their kernels compiled one after another on this thread
         # (realnvp's first call: four, 10-20 ms each); together they are one program, compiled side by side
-        devs = _host_devices(leaves)
+        devs = _host_devices(leaves, self.name)
         tensors = {i: _leaf_tensor(x, devs) for i, (x, spec) in enumerate(zip(leaves, specs, strict=True))
                    if spec[0] != "static"}
         realize(*tensors.values())
@@ -591,6 +621,19 @@ def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
         return Tensor(results[0]) if outs.tree.is_leaf else tree_unflatten(outs.tree, [Tensor(u) for u in results])
     ts = weak_like([Tensor(u) for u in results], outs.weak)
     return ts[0] if outs.tree.is_leaf else tree_unflatten(outs.tree, ts)
+
+
+def _commit_results(inputs: list, results: list[UOp]) -> None:
+    """A one-device program's `results` committed to the default device where one of its `inputs` was
+    (`tgfx/placement.py`: a sharded program's are committed by construction). Only called while a value committed to
+    the default device lives."""
+    for t in inputs:
+        if type(t) is Tensor and t.uop.device == DEFAULT_DEVICE and is_committed(t):
+            held = {id(t.uop) for t in inputs if type(t) is Tensor}   # (an input returned as it is stays as it is)
+            for u in results:
+                if u.device == DEFAULT_DEVICE and id(u) not in held:
+                    mark(u)
+            return
 
 
 def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:

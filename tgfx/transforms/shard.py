@@ -27,6 +27,7 @@ from tgfx.devices import list_devices as devices
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import ShardingError, multi
+from tgfx.placement import mark
 from tgfx.tensor import Tensor, normalize_axis
 from tgfx.tree import keystr, tree_flatten_with_path, tree_unflatten
 
@@ -140,8 +141,12 @@ def _leaves(tree: Any, fn: str) -> tuple[list[tuple[Any, Any]], Any]:
 
 
 def _on(leaf: Any, device: str) -> Tensor:
-    """`leaf` on one device: a Tensor copied there (if it is elsewhere), host data written there directly."""
-    return leaf.to(device) if isinstance(leaf, Tensor) else Tensor(leaf, device=device)
+    """`leaf` on one device, committed there (`tgfx/placement.py`): a Tensor copied there (if it is elsewhere), host
+    data written there directly (on the default device its buffer is marked committed)."""
+    if isinstance(leaf, Tensor):
+        return leaf.to(device)
+    out = Tensor(leaf, device=device)
+    return out if canonical_device(device) != _default_device() else Tensor(mark(out.uop))
 
 
 def device_put(x: Any, device: str | Sequence[str] | None = None, axis: int | None = None) -> Any:
