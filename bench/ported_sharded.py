@@ -76,12 +76,11 @@ def tp_mlp(fw: Fw, quick: bool) -> Step:
         value, g = fw.value_and_grad(loss)(p, tokens, targets)
         p, m, v, n = adam(fw, p, m, v, n, g, 3e-3)
         return p, m, v, n, value
-    state = adam_state(fw, params)
-    state[3] = fw.shard(np.zeros((), np.float32), None)
+    state = adam_state(fw, params)   # (its step count uncommitted: replicated where the parameters are)
 
     def run(i: int) -> Any:
         w = tokens_np[i % 8]
-        *state[:], value = step(*state, fw.shard(w[:, :-1], None), fw.shard(w[:, 1:], None))
+        *state[:], value = step(*state, w[:, :-1], w[:, 1:])   # host data: replicated where the step runs
         return value
     return run
 
@@ -105,7 +104,7 @@ def dp_transformer(fw: Fw, quick: bool) -> Step:
               "blocks": [{"n1": norm(), "qkv": lin(d, 3 * d), "o": lin(d, d), "n2": norm(), "up": lin(d, 4 * d),
                           "down": lin(4 * d, d)} for _ in range(layers)],
               "nf": norm(), "head": lin(d, vocab)}
-    causal = fw.shard(np.tril(np.ones((t, t), bool)), None)
+    causal = fw.asarray(np.tril(np.ones((t, t), bool)))   # uncommitted: it goes where the activations are
     text = rng.integers(0, vocab, (8, b, t + 1)).astype(np.int32)
 
     def self_attention(p: Any, x: Any) -> Any:
@@ -130,15 +129,14 @@ def dp_transformer(fw: Fw, quick: bool) -> Step:
         value, g = fw.value_and_grad(loss)(p, key, tokens, targets)
         p, m, v, n = adam(fw, p, m, v, n, g, lr)
         return p, m, v, n, value
-    state = adam_state(fw, params)
-    state[3] = fw.shard(np.zeros((), np.float32), None)
+    state = adam_state(fw, params)   # (its step count uncommitted: replicated where the parameters are)
     box = [fw.key(0)]
 
     def run(i: int) -> Any:
-        box[0], sub = fw.split(box[0])                                    # eagerly, every step
+        box[0], sub = fw.split(box[0])                                    # eagerly, every step (uncommitted)
         lr = peak * min(1.0, (i + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(i, steps) / steps))
         w = text[i % 8]
-        *state[:], value = step(*state, fw.shard(sub, None), fw.shard(w[:, :-1], 0), fw.shard(w[:, 1:], 0),
+        *state[:], value = step(*state, sub, fw.shard(w[:, :-1], 0), fw.shard(w[:, 1:], 0),
                                 np.float32(lr))                      # host data: placed where the step runs
         return value
     return run
