@@ -364,6 +364,22 @@ def test_sums_of_zeros_are_positive_zero() -> None:
     assert np.signbit(tnp.sum(-tnp.zeros((2, 3)), axis=0).numpy()).all()
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+def test_a_sum_of_nothing_is_positive_zero(dtype: type) -> None:
+    # the sum's accumulator starts at -0.0 (above); with no terms it was that start, and an empty sum printed -0.
+    x = np.zeros((0, 3), dtype)
+    with tg.enable_x64(dtype == np.float64):
+        t = tnp.asarray(x)
+        for got, want in ((tnp.sum(t), np.sum(x)), (tnp.sum(t, axis=0), np.sum(x, axis=0)),
+                          (tg.jit(lambda v: v.sum(0))(t), np.sum(x, axis=0)),
+                          (t.T @ t, x.T @ x), (tnp.einsum("ij,ij->j", t, t), np.einsum("ij,ij->j", x, x))):
+            got = got.numpy()
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(np.signbit(np.real(got)), np.signbit(np.real(want)))
+            np.testing.assert_array_equal(np.signbit(np.imag(got)), np.signbit(np.imag(want)))
+
+
 def test_cumsum_keeps_a_leading_negative_zero() -> None:
     # a short cumsum is a masked sum of a triangle: masked with 0.0, a first element -0.0 came out 0.0
     for n in (3, 40):   # the triangle, and the loop

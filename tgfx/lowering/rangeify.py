@@ -187,8 +187,8 @@ def dynamic_pad_valid(ctx: RangeifyCtx, u: UOp, idx: Index) -> UOp | None:
 
 
 def reduce_identity(op: Ops, dtype: Any) -> Any:
-    if op is Ops.ADD:   # -0.0 is a float sum's identity (0.0 + -0.0 is 0.0): a sum of -0.0s is -0.0, as numpy's, and
-        return -0.0 if dtype.is_float else 0   # a one-hot sum of -0.0 fills picks a -0.0 as it is
+    if op is Ops.ADD:   # -0.0 is a float sum's identity (0.0 + -0.0 is 0.0): a one-hot sum of -0.0 fills picks a
+        return -0.0 if dtype.is_float else 0   # -0.0 as it is (a sum of -0.0s is -0.0, where numpy's is 0.0)
     if op is Ops.MUL:
         return 1
     return min_value(dtype)
@@ -253,7 +253,9 @@ def _build(ctx: RangeifyCtx, req: Request, vals: list[UOp]) -> UOp:
     if u.op is Ops.REDUCE_AXIS:
         rngs = tuple(r for r in ctx.reduce_ranges[req] if r.op is Ops.RANGE)
         if any(r.op is Ops.RANGE and r.src[0].arg == 0 for r in ctx.reduce_ranges[req]):
-            return UOp.const(u.dtype, reduce_identity(u.arg[0], u.dtype))
+            # a reduction of nothing: a sum's is 0.0, as numpy's and JAX's (its accumulator starts at -0.0 only so
+            # that the terms' own zeros decide the sign)
+            return UOp.const(u.dtype, 0 if u.arg[0] is Ops.ADD else reduce_identity(u.arg[0], u.dtype))
         return vals[0] if not rngs else UOp(Ops.REDUCE, u.dtype, (vals[0], *rngs), u.arg[0])
     return UOp(u.op, u.dtype, tuple(vals), u.arg)
 
