@@ -134,6 +134,7 @@ CASES = [
     ("epilogue", (70, 100, 40)),   # relu(a @ b + bias) fused after the sum
     ("conv", (2, 8, 10, 10, 16)),  # batch, channels, image, output channels: 3x3 SAME (masked reads)
     ("matmul", (1100, 40, 1200)),  # blocks of 128 x 64 staged in shared memory, past every axis's end
+    ("transposed", (1100, 40, 1200)),   # ... A's tile [step][row], B's [column][step]: ldmatrix the other way
 ]
 
 
@@ -147,6 +148,10 @@ def _case(kind: str, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any, np.n
         want, scale = (tg.lax.conv(p, q, (1, 1), "SAME").numpy() for p, q in ((x32, k32), (abs(x32), abs(k32))))
         return (lambda p, q: tg.lax.conv(p, q, (1, 1), "SAME")), (x, k), want, scale, c * 9
     *batch, m, k, n = shape
+    if kind == "transposed":   # A stored K by M, B stored N by K: shared tiles the other way round, read transposed
+        a, b = _half(rng.standard_normal((k, m)), dtype), _half(rng.standard_normal((n, k)), dtype)
+        a32, b32 = a.astype(dtypes.float32).numpy().T, b.astype(dtypes.float32).numpy().T
+        return (lambda p, q: p.T @ q.T), (a, b), a32 @ b32, np.abs(a32) @ np.abs(b32), k
     a, b = _half(rng.standard_normal((*batch, m, k)), dtype), _half(rng.standard_normal((*batch, k, n)), dtype)
     a32, b32 = a.astype(dtypes.float32).numpy(), b.astype(dtypes.float32).numpy()
     scale = np.matmul(np.abs(a32), np.abs(b32))
@@ -205,6 +210,8 @@ def _with_options(fn: Any, args: tuple, opts: list[Opt]) -> np.ndarray:
 @pytest.mark.parametrize(("kind", "shape"), [
     ("matmul", (150, 70, 90)),      # past a block's end along M, N and K (128 x 64 outputs, 32 steps: layout 1)
     ("matmul", (256, 64, 128)),     # blocks that divide every axis: no masks
+    ("transposed", (150, 70, 90)),  # A contiguous along M, B along K
+    ("transposed", (256, 64, 128)),
     ("batched", (2, 40, 48, 72)),
     ("epilogue", (70, 100, 40)),
     ("conv", (2, 8, 10, 10, 16)),   # merged axes (the image's batch, rows and columns; channels and taps)
@@ -243,7 +250,10 @@ def test_every_half_contraction_assembles_with_the_mma_instruction(dtype: str) -
             assert "add.f32" not in ptx and "fma.rn.f32" not in ptx, kind
         if kernel_ir(tc[0])[3][0].amount == 1:   # blocks staged through shared memory: fragments by ldmatrix
             assert ptx.count("bar.sync") == 2 and "st.shared" in ptx and "ld.shared" not in ptx, kind
-            assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx and "ldmatrix.sync.aligned.m8n8.x2" in ptx
+            # x @ w: A's rows contiguous along K, B's along N (its matrices read transposed); x.T @ w.T the other way
+            trans = ("", ".trans") if kind == "matmul" else (".trans", "")
+            assert f"ldmatrix.sync.aligned.m8n8.x4{trans[0]}.shared.b16" in ptx, kind
+            assert f"ldmatrix.sync.aligned.m8n8.x2{trans[1]}.shared.b16" in ptx, kind
         report = _ptxas_report(ptx)
         spills = int(re.search(r"(\d+) bytes spill stores", report).group(1))
         assert spills <= SPILL_BOUND, (kind, report)

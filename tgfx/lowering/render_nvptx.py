@@ -145,7 +145,7 @@ class NVPTXRenderer(LLVMRenderer):
         self.mma_out: dict[tuple[UOp, ...], list[str]] = {}   # a warp's mma (by its sources): its four results
         self.mma_accs: dict[tuple[UOp, ...], list[UOp]] = {}  # ... summed into these accumulators (`fuse_mma`)
         self.mma_updates: set[UOp] = set()                     # the updates `acc + mma` that are the mma's result
-        self.ldm: dict[tuple[UOp, int], list[str]] = {}         # a lane's ldmatrix registers by address
+        self.ldm: dict[tuple[UOp, int, bool], list[str]] = {}   # a lane's ldmatrix registers by address
 
     def sreg(self, reg: str) -> str:
         """A special register (`tid.x`, `ctaid.y`, ...) as an i64."""
@@ -283,12 +283,12 @@ class NVPTXRenderer(LLVMRenderer):
                 self.mma_updates.update(update for _, update in elems.values())
 
     def ldmatrix(self, u: UOp) -> list[str]:
-        """The 32-bit registers of a lane's `ldmatrix.sync.aligned.m8n8.x{n}.b16` (`tensor_cores._ldmatrix`) at the
+        """The 32-bit registers a lane's `ldmatrix.sync.aligned.m8n8.x{n}[.trans].b16` (`tensor_cores._ldmatrix`) at
         shared address `u` (an INDEX of a tile) gives, loaded once for the elements that share it."""
-        _, _, n = u.arg
-        key = (u.src[0], n)
+        _, _, n, trans = u.arg
+        key = (u.src[0], n, trans)
         if key not in self.ldm:
-            fn = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}.b16.p3"
+            fn = f"llvm.nvvm.ldmatrix.sync.aligned.m8n8.x{n}{'.trans' if trans else ''}.b16.p3"
             ret = "{" + ", ".join(["i32"] * n) + "}"
             self.declares.add(f"declare {ret} @{fn}(ptr addrspace(3))")
             p3 = self.op_in(f"addrspacecast ptr {self.names[u.src[0]]} to ptr addrspace(3)")
@@ -307,7 +307,7 @@ class NVPTXRenderer(LLVMRenderer):
         """Two half-precision values as one 32-bit register of a fragment (`lo` in the low half): an i32 of bfloat16
         bits, a <2 x half> of float16s; an ldmatrix's register as it is."""
         if _is_ldmatrix(lo) and _is_ldmatrix(hi) and lo.src == hi.src and lo.arg[1] % 2 == 0 and \
-                hi.arg == (lo.arg[0], lo.arg[1] + 1, lo.arg[2]):
+                hi.arg == (lo.arg[0], lo.arg[1] + 1, *lo.arg[2:]):
             word = self.ldmatrix(lo)[lo.arg[1] // 2]
             return word if lo.dtype == dtypes.bfloat16 else self.op_in(f"bitcast i32 {word} to <2 x half>")
         if lo.dtype == dtypes.bfloat16:

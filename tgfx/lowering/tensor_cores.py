@@ -220,23 +220,27 @@ def tensor_core(sink: UOp, opt: Opt) -> UOp:
 
     step = ko * depth + ki * TILE_K if ki is not None else ko * depth   # the mma's first reduce step
     if lay.depth:
-        a_tile, b_tile, read_bar = _shared_tiles(c, lay, wm, wn, ko, element, fresh + 2)
-        sa = sb = depth + SMEM_PAD
+        # each operand's tile is [row][step] where it is contiguous along K, else [step][row] (`_shared_tiles`)
+        a_k, b_k = _contiguous_k(c.a, c.k), _contiguous_k(c.b, c.k)
+        a_tile, b_tile, read_bar = _shared_tiles(c, lay, wm, wn, ko, element, fresh + 2, (a_k, b_k))
+        sa, sb = (depth if a_k else bm) + SMEM_PAD, (depth if b_k else bn) + SMEM_PAD
         k_in = ki * TILE_K if ki is not None else UOp.const(dtypes.index, 0)
         a_row0, b_row0 = (wm % lay.warps_m) * (lay.tiles_m * TILE_M), (wn % lay.warps_n) * (lay.tiles_n * TILE_N)
-
         # each lane's fragments by ldmatrix: the lane gives the address of one row of one of the 8 x 8 matrices
-        # (lane // 8 the matrix, lane % 8 its row); A's four: rows 0-7 and 8-15 of columns 0-7, then of 8-15
-        a_rows = [(a_row0 + tm * TILE_M + lane % 8 + 8 * (lane // 8 % 2)) * sa + k_in + 8 * (lane // 16)
+        # (lane // 8 the matrix, lane % 8 its row); A's four: rows 0-7 and 8-15 of steps 0-7, then of steps 8-15
+        # (a [step][row] tile's matrices are read transposed: their rows are steps)
+        a_rows = [(a_row0 + tm * TILE_M + lane % 8 + 8 * (lane // 8 % 2)) * sa + k_in + 8 * (lane // 16) if a_k else
+                  (k_in + lane % 8 + 8 * (lane // 16)) * sa + a_row0 + tm * TILE_M + 8 * (lane // 8 % 2)
                   for tm in range(lay.tiles_m)]
-        # B's two (its tile is [column][step]): columns 0-7 by steps 0-7, then by steps 8-15
-        b_rows = [(b_row0 + tn * TILE_N + lane % 8) * sb + k_in + 8 * (lane // 8 % 2) for tn in range(lay.tiles_n)]
+        # B's two: columns 0-7 by steps 0-7, then by steps 8-15
+        b_rows = [(b_row0 + tn * TILE_N + lane % 8) * sb + k_in + 8 * (lane // 8 % 2) if b_k else
+                  (k_in + lane % 8 + 8 * (lane // 8 % 2)) * sb + b_row0 + tn * TILE_N for tn in range(lay.tiles_n)]
 
         def a_at(tm: int, i: int) -> UOp:
-            return _ldmatrix(a_tile, read_bar, a_rows[tm], i, 4)
+            return _ldmatrix(a_tile, read_bar, a_rows[tm], i, 4, not a_k)
 
         def b_at(tn: int, i: int) -> UOp:
-            return _ldmatrix(b_tile, read_bar, b_rows[tn], i, 2)
+            return _ldmatrix(b_tile, read_bar, b_rows[tn], i, 2, not b_k)
     else:
         def a_at(tm: int, i: int) -> UOp:
             row, col = a_element(i, g, t)
@@ -267,13 +271,14 @@ def tensor_core(sink: UOp, opt: Opt) -> UOp:
 LDMATRIX = "ldmatrix"   # a LOAD's arg (LDMATRIX, i, matrices): element i of a lane's fragment by ldmatrix (`_ldmatrix`)
 
 
-def _ldmatrix(tile: UOp, read_bar: UOp, row: UOp, i: int, matrices: int) -> UOp:
-    """Element i of this lane's part of `ldmatrix.sync.aligned.m8n8.x{matrices}.b16` from shared tile `tile` (once the
-    fills before `read_bar` are done), where `row` is the slot of the row this lane addresses: the lane gets row
-    lane // 4 of matrix i // 2, its columns 2 * (lane % 4) + i % 2, the row lane 8 * (i // 2) + lane // 4 addresses
-    (`expand_ldmatrix` reads it so). A LOAD of that address, tagged; the renderer loads the group at once."""
+def _ldmatrix(tile: UOp, read_bar: UOp, row: UOp, i: int, matrices: int, trans: bool) -> UOp:
+    """Element i of this lane's part of `ldmatrix.sync.aligned.m8n8.x{matrices}[.trans].b16` from shared tile `tile`
+    (once the fills before `read_bar` are done), where `row` is the slot of the row this lane addresses: the lane
+    gets row lane // 4 of matrix i // 2, its column 2 * (lane % 4) + i % 2 (of the row lane 8 * (i // 2) + lane // 4
+    addresses); transposed, column lane // 4 of its row 2 * (lane % 4) + i % 2 (`expand_ldmatrix` reads it so). A LOAD
+    of that address, tagged; the renderer loads the group at once."""
     at = UOp(Ops.INDEX, tile.dtype, (UOp(Ops.AFTER, tile.dtype, (tile, read_bar)), row))
-    return UOp(Ops.LOAD, tile.dtype, (at,), (LDMATRIX, i, matrices))
+    return UOp(Ops.LOAD, tile.dtype, (at,), (LDMATRIX, i, matrices, trans))
 
 
 def expand_ldmatrix(sink: UOp) -> UOp:
@@ -285,21 +290,25 @@ def expand_ldmatrix(sink: UOp) -> UOp:
     lane = next(u for u in sink.toposort() if u.op is Ops.SPECIAL and u.arg[0] == LANE)
     mapping = {}
     for u in loads:
-        i, (tile, row) = u.arg[1], u.src[0].src
-        slot = row.substitute({lane: 8 * (i // 2) + lane // 4}) + (lane % 4) * 2 + i % 2
+        (_, i, _, trans), (tile, row) = u.arg, u.src[0].src
+        if trans:
+            slot = row.substitute({lane: 8 * (i // 2) + (lane % 4) * 2 + i % 2}) + lane // 4
+        else:
+            slot = row.substitute({lane: 8 * (i // 2) + lane // 4}) + (lane % 4) * 2 + i % 2
         mapping[u] = UOp(Ops.LOAD, u.dtype, (UOp(Ops.INDEX, u.dtype, (tile, slot)),))
     return sink.substitute(mapping)
 
 
-def _shared_tiles(c: Contraction, lay: TCLayout, wm: UOp, wn: UOp, ko: UOp, element: Any,
-                  fresh: int) -> tuple[UOp, UOp, UOp]:
-    """The block's shared tiles of `lay.depth` reduce steps of A (its rows by the steps, `SMEM_PAD` more a row) and of
-    B (its columns by the steps), filled each step of `ko` by all the block's threads between barriers, as
-    `optimize_gpu.stage_shared` fills its tiles (so the emulator's `_emulated_tiles` runs them): (A's tile, B's,
-    the barrier after the fills). Each thread copies `FILL_LANES` adjacent elements at a time along the operand's
-    contiguous axis (K, or its rows)."""
+def _shared_tiles(c: Contraction, lay: TCLayout, wm: UOp, wn: UOp, ko: UOp, element: Any, fresh: int,
+                  along_k: tuple[bool, bool]) -> tuple[UOp, UOp, UOp]:
+    """The block's shared tiles of `lay.depth` reduce steps of A (its rows, along M) and B (its columns, along N),
+    filled each step of `ko` by all the block's threads between barriers, as `optimize_gpu.stage_shared` fills its
+    tiles (so the emulator's `_emulated_tiles` runs them): (A's tile, B's, the barrier after the fills). A tile is
+    [row][step] for an operand contiguous along K (`along_k`), else [step][row], `SMEM_PAD` more a row; each thread
+    copies `FILL_LANES` adjacent elements at a time along the operand's contiguous axis, 16 bytes into shared memory
+    as they came."""
     from tgfx.lowering.optimize_gpu import TIDX  # (optimize_gpu imports this module)
-    depth, stride = lay.depth, lay.depth + SMEM_PAD
+    depth = lay.depth
     block = WARP * lay.warps_m * lay.warps_n
     tid = UOp(Ops.SPECIAL, dtypes.index, (), (TIDX, block))
     write_bar = UOp(Ops.BARRIER, None, (ko,))
@@ -308,20 +317,21 @@ def _shared_tiles(c: Contraction, lay: TCLayout, wm: UOp, wn: UOp, ko: UOp, elem
     origins = ((wm // lay.warps_m) * bm, (wn // lay.warps_n) * bn)
     for n_tile, (x, rows, size, count, origin) in enumerate(((c.a, c.m, _size(c.m), bm, origins[0]),
                                                              (c.b, c.n, _size(c.n), bn, origins[1]))):
-        local = UOp(Ops.DEFINE_LOCAL, x.dtype, (), (n_tile, count * stride))
+        k_major = along_k[n_tile]
+        stride = (depth if k_major else count) + SMEM_PAD
+        local = UOp(Ops.DEFINE_LOCAL, x.dtype, (), (n_tile, (count if k_major else depth) * stride))
         total = count * depth
         f = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, -(-total // (block * FILL_LANES))),),
                 (fresh + n_tile, "reduce"))
         e = (f * block + tid) * FILL_LANES   # the thread's first element this step of the fill; its lanes follow
-        along_k = _contiguous_k(x, c.k)
-        row0, col0 = (e // depth, e % depth) if along_k else (e % count, e // count)
+        row0, col0 = (e // depth, e % depth) if k_major else (e % count, e // count)
         gate = (e < total,) if total % (block * FILL_LANES) else ()
         values, stores = [], []
         for lane in range(FILL_LANES):
-            row, col = (row0, col0 + lane if lane else col0) if along_k else (row0 + lane if lane else row0, col0)
+            row, col = (row0, col0 + lane if lane else col0) if k_major else (row0 + lane if lane else row0, col0)
             v = element(x, rows, origin + row, size, ko * depth + col)
             values.append(v)
-            slot = row * stride + col
+            slot = row * stride + col if k_major else col * stride + row
             stores.append(UOp(Ops.STORE, None, (UOp(Ops.INDEX, x.dtype, (UOp(Ops.AFTER, x.dtype, (local, write_bar)),
                                                                          slot)), v, *gate)))
         # (every lane's read before the stores: LLVM joins adjacent reads only where no store may come between)
