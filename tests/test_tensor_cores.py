@@ -292,6 +292,10 @@ def test_heuristics_take_tensor_cores_only_where_they_fit() -> None:
     assert "TC" not in [o.op for o in opts(mm, a, b[:, :1])]              # a matrix-vector product: one column
     assert "TC" not in [o.op for o in opts(mm, a[:, :8], b[:8])]          # 8 steps: less than one mma's
     assert "TC" not in [o.op for o in opts(lambda x: x.sum(axis=1), a)]   # a sum, no product
+    ast, _ = _one_kernel(mm, a, b)
+    for after in (Opt("GROUP", 3, 32), Opt("UNROLL", 3, 2)):   # (a search's actions on the TC kernel's K steps)
+        with pytest.raises(KernelOptError, match="TC comes alone"):
+            optimize_gpu(lowering.index_level(ast, pieces=False), GPU_DEFAULT, [Opt("TC", 2, 0), after])
     with pytest.raises(KernelOptError, match="not a float16/bfloat16 contraction"):
         ast, _ = _one_kernel(mm, f32, f32)
         optimize_gpu(lowering.index_level(ast, pieces=False), GPU_DEFAULT, [Opt("TC", 2, 4)])

@@ -414,7 +414,10 @@ def apply_gpu_opt(sink: UOp, opt: Opt, simplify: bool = True) -> UOp:
     (THREAD, a CPU core split, is not a GPU option)."""
     if opt.op == "THREAD":
         raise KernelOptError(f"{opt}: THREAD splits over CPU cores; a GPU kernel uses GLOBAL/LOCAL")
-    if any(u.op is Ops.DEFINE_LOCAL for u in sink.toposort()):
+    staged = {u.op for u in sink.toposort() if u.op in (Ops.DEFINE_LOCAL, Ops.WMMA)}
+    if Ops.WMMA in staged:   # (a GROUP over its lanes would mix the lanes' fragments)
+        raise KernelOptError(f"{opt}: TC comes alone (its warps, lanes and steps are the tensor core's)")
+    if Ops.DEFINE_LOCAL in staged:
         raise KernelOptError(f"{opt}: SHARED comes last (its tiles are made for the block and the steps as they are)")
     if opt.op not in _APPLY_GPU:
         return apply_opt(sink, opt, simplify)
