@@ -248,7 +248,7 @@ def test_every_half_contraction_assembles_with_the_mma_instruction(dtype: str) -
         assert mmas >= 1 and dims.block[0] == 32, (kind, mmas, dims)
         if kind in ("matmul", "batched"):   # the accumulators summed by the mma (its C), not by adds of its results
             assert "add.f32" not in ptx and "fma.rn.f32" not in ptx, kind
-        if kernel_ir(tc[0])[3][0].amount == 1:   # blocks staged through shared memory: fragments by ldmatrix
+        if kernel_ir(tc[0])[3][0].amount != 0:   # blocks staged through shared memory: fragments by ldmatrix
             assert ptx.count("bar.sync") == 2 and "st.shared" in ptx and "ld.shared" not in ptx, kind
             # x @ w: A's rows contiguous along K, B's along N (its matrices read transposed); x.T @ w.T the other way
             trans = ("", ".trans") if kind == "matmul" else (".trans", "")
@@ -285,7 +285,10 @@ def test_heuristics_take_tensor_cores_only_where_they_fit() -> None:
         return optimize_gpu(lowering.index_level(ast, pieces=False), target)[1]
     mm = (lambda x, y: x @ y)
     a, b = _half(rng.standard_normal((64, 64)), "float16"), _half(rng.standard_normal((64, 64)), "float16")
-    assert [o.op for o in opts(mm, a, b)] == ["TC"]
+    assert opts(mm, a, b) == [Opt("TC", 2, 0)]   # too few outputs for blocks: warps of one tile
+    # blocks of 128 x 64 where they give each of an H200's 132 SMs one, else of 64 x 64
+    big = [_half(rng.standard_normal(s), "bfloat16") for s in ((2048, 64), (64, 2048), (1024, 64), (64, 1024))]
+    assert opts(mm, *big[:2]) == [Opt("TC", 2, 1)] and opts(mm, *big[2:]) == [Opt("TC", 2, 2)]
     assert "TC" not in [o.op for o in opts(mm, a, b, target=GPUTarget("T4", (7, 5), 40))]   # no m16n8k16 before sm_80
     f32 = tg.asarray(rng.standard_normal((64, 64)).astype(np.float32))
     assert "TC" not in [o.op for o in opts(mm, f32, f32)]                 # float32: the FMA tiles

@@ -167,6 +167,9 @@ TC_LAYOUTS = (
     # both operands staged in shared memory at a time, each lane's fragments read from there (a step of A's tile
     # read by 4 warps' tiles, B's by 4: a 16-byte global read serves 8 mmas' worth of fragments)
     TCLayout(2, 2, 4, 4, 32),
+    # 64 x 64 outputs a block, four warps of 2 x 4 tiles: twice the blocks of layout 1, for contractions whose blocks
+    # of 128 x 64 leave SMs without one (1024^3: 128 blocks for an H200's 132 SMs, 256 so)
+    TCLayout(2, 2, 2, 4, 32),
 )
 SMEM_PAD = 8   # halves after each row of a shared tile: rows 40 halves (20 words) apart, a fragment's 8 rows on
 #                different banks (32 halves apart they were 4-way conflicts)
@@ -343,13 +346,13 @@ def _shared_tiles(c: Contraction, lay: TCLayout, wm: UOp, wn: UOp, ko: UOp, elem
 def tensor_core_opts(sink: UOp, target: Any) -> list[Opt] | None:
     """TC for a half-precision contraction on a GPU with `mma.sync` m16n8k16 (sm_80 and newer) at least one
     instruction's tile along M, N and K (16 each), else None: in blocks of 128 x 64 outputs staged through shared
-    memory where those leave no SM without one, else in warps of one tile each."""
+    memory where those leave no SM without one, else of 64 x 64 where those do not, else in warps of one tile each."""
     if target.capability < (8, 0) or (c := contraction(sink)) is None:
         return None
     msize, nsize, ksize, bsize = _size(c.m), _size(c.n), _size(c.k), _size(c.batch)
     if min(msize, nsize, ksize) < 16:
         return None
-    for n in (1, 0):
+    for n in (1, 2, 0):
         (bm, bn), lay = TC_LAYOUTS[n].block, TC_LAYOUTS[n]
         blocks = -(-msize // bm) * -(-nsize // bn)
         if n and (blocks * bsize < target.sms or ksize < lay.depth):
