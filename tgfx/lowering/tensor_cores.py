@@ -271,7 +271,8 @@ def tensor_core(sink: UOp, opt: Opt) -> UOp:
     return sink.replace(src=tuple(stores))
 
 
-LDMATRIX = "ldmatrix"   # a LOAD's arg (LDMATRIX, i, matrices): element i of a lane's fragment by ldmatrix (`_ldmatrix`)
+# a LOAD's arg (LDMATRIX, i, matrices, transposed): element i of a lane's fragment by ldmatrix (`_ldmatrix`)
+LDMATRIX = "ldmatrix"
 
 
 def _ldmatrix(tile: UOp, read_bar: UOp, row: UOp, i: int, matrices: int, trans: bool) -> UOp:
