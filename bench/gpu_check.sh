@@ -124,111 +124,11 @@ fi
 
 # 10. the issue's matmul goal (fp32 4096^3 >= 0.6 of cuBLAS) with shared-memory tiles on and off (GPU_SMEM=1 / 0,
 # each in a process of its own): the kernel's time from tgfx's profile (the best of 10), torch's from CUDA events
-TAIL=12 step smem-ab 150 "$PY" - <<'EOF'
-import os, subprocess, sys
-RUN = r"""
-import numpy as np, tgfx as tg
-from tgfx.devices import get_device
-n = 4096
-rng = np.random.default_rng(0)
-x, w = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
-a, b = tg.asarray(x), tg.asarray(w)
-dev = get_device("CUDA:0")
-c = (a @ b).numpy()
-err = np.abs(c[:64] - x[:64].astype(np.float64) @ w.astype(np.float64)).max()
-dev.synchronize()
-dev.clear_profile()
-for _ in range(10):
-    c = a @ b
-c.numpy()
-ms = min((e.end_ns - e.start_ns) / 1e6 for e in dev.profile_events if not e.nbytes)
-print(f"{ms:.3f} {err:.2e}")
-"""
-times = {}
-for flag in ("1", "0"):
-    r = subprocess.run([sys.executable, "-c", RUN], env={**os.environ, "TGFX_DEVICE": "CUDA", "GPU_SMEM": flag},
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode:
-        print(f"GPU_SMEM={flag} failed:", r.stderr[-1500:])
-        continue
-    ms, err = r.stdout.split()[-2:]
-    times[flag] = float(ms)
-    print(f"tgfx GPU_SMEM={flag}: {float(ms):.3f} ms, {2 * 4096 ** 3 / float(ms) / 1e9:.1f} TFLOP/s, max err {err}")
-try:
-    import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
-    x, w = (torch.randn(4096, 4096, device="cuda") for _ in range(2))
-    x @ w
-    best = float("inf")
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        x @ w
-        e.record()
-        torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e))
-    print(f"torch (cuBLAS): {best:.3f} ms, {2 * 4096 ** 3 / best / 1e9:.1f} TFLOP/s")
-    for flag, ms in times.items():
-        print(f"tgfx / torch rate, GPU_SMEM={flag}: {best / ms:.2f}")
-except ImportError:
-    print("no torch: no cuBLAS time beside")
-raise SystemExit(0 if len(times) == 2 else 1)
-EOF
+TAIL=12 step smem-ab 150 "$PY" -m bench.gpu_ab GPU_SMEM float32 --timeout 60
 
 # 11. the stretch goal: a bfloat16 4096^3 matmul (float32 sums) on tensor cores (mma.sync, GPU_TC=1) and without
-# (GPU_TC=0: float32 FMA tiles), each in a process of its own, beside torch's bfloat16 matmul (cuBLAS)
-TAIL=12 step tc-ab 100 "$PY" - <<'EOF'
-import os, subprocess, sys
-RUN = r"""
-import numpy as np, tgfx as tg
-from tgfx.devices import get_device
-n = 4096
-rng = np.random.default_rng(0)
-x, w = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
-a, b = tg.asarray(x).astype(tg.dtypes.bfloat16), tg.asarray(w).astype(tg.dtypes.bfloat16)
-dev = get_device("CUDA:0")
-c = (a @ b).astype(tg.dtypes.float32).numpy()
-x32, w32 = a.astype(tg.dtypes.float32).numpy().astype(np.float64), b.astype(tg.dtypes.float32).numpy()
-want = x32[:64] @ w32
-err = (np.abs(c[:64] - want) / (np.abs(want) + 1)).max()
-dev.synchronize()
-dev.clear_profile()
-for _ in range(10):
-    c = a @ b
-c.numpy()
-ms = min((e.end_ns - e.start_ns) / 1e6 for e in dev.profile_events if not e.nbytes and e.name.startswith("r_"))
-print(f"{ms:.3f} {err:.2e}")
-"""
-times = {}
-for flag in ("1", "0"):
-    r = subprocess.run([sys.executable, "-c", RUN], env={**os.environ, "TGFX_DEVICE": "CUDA", "GPU_TC": flag},
-                       capture_output=True, text=True, timeout=40)
-    if r.returncode:
-        print(f"GPU_TC={flag} failed:", r.stderr[-1500:])
-        continue
-    ms, err = r.stdout.split()[-2:]
-    times[flag] = float(ms)
-    print(f"tgfx bf16 GPU_TC={flag}: {float(ms):.3f} ms, {2 * 4096 ** 3 / float(ms) / 1e9:.1f} TFLOP/s, "
-          f"max rel err {err}")
-try:
-    import torch
-    x, w = (torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    x @ w
-    best = float("inf")
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        x @ w
-        e.record()
-        torch.cuda.synchronize()
-        best = min(best, s.elapsed_time(e))
-    print(f"torch bf16 (cuBLAS): {best:.3f} ms, {2 * 4096 ** 3 / best / 1e9:.1f} TFLOP/s")
-    for flag, ms in times.items():
-        print(f"tgfx / torch rate, bf16 GPU_TC={flag}: {best / ms:.2f}")
-except ImportError:
-    print("no torch: no cuBLAS time beside")
-raise SystemExit(0 if len(times) == 2 else 1)
-EOF
+# (GPU_TC=0: float32 FMA tiles), beside torch's bfloat16 matmul (cuBLAS)
+TAIL=12 step tc-ab 100 "$PY" -m bench.gpu_ab GPU_TC bfloat16 --timeout 40
 
 echo "=== summary ($(( $(date +%s) - START )) s in all; logs in $LOGS)"
 for line in "${SUMMARY[@]}"; do echo "$line"; done

@@ -154,3 +154,15 @@ def test_kernels_records_each_gpu_kernels_launch_by_name():
         _, name, dims = render_nvptx.ptx_of(asts[0])
     assert render_nvptx.kernel_ir is real
     assert launches.by_name[name].startswith(f"grid {dims.grid} block {dims.block} opts [('"), launches.by_name
+
+
+def test_gpu_check_ab_steps_run_where_there_is_no_gpu(capsys):
+    """`python -m bench.gpu_ab` (gpu_check.sh's smem-ab and tc-ab steps) run end to end on the CPU: each flag value
+    in its own process, its kernel timed and its answer checked, so the GPU machine's short lease is not spent on a
+    script that fails."""
+    from bench import gpu_ab
+    assert gpu_ab.main(["GPU_TC", "bfloat16", "--device", "CPU", "--n", "64"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for value in ("1", "0"):
+        (row,) = [line for line in out if f"GPU_TC={value}:" in line]
+        assert float(row.split("max rel err")[1]) < 2 ** -7, row   # a bfloat16 result: within its rounding
