@@ -43,6 +43,11 @@ def rendered(ast: UOp, target) -> str:  # noqa: ANN001
     return render_kernel("k", sink, opts, target)[0]
 
 
+def on_cpu(x: np.ndarray) -> tg.Tensor:
+    """`x` on the CPU, whatever the default device (`-p tests.emulated_cuda` makes it CUDA:0): these are its kernels."""
+    return tg.asarray(x, device="CPU")
+
+
 def rand(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
@@ -53,7 +58,7 @@ def test_a_register_tile_is_vector_accumulators(cpu: str) -> None:
     of lanes), one vector update each per step of the reduce loop, with a bias and tanh epilogue as without: 16 x 6
     floats are 6 accumulators of 16 with AVX2 (its 64 rows padded to 66), 32 x 8 are 8 of 32 with AVX-512 (SLP used
     to rebuild them from scalars, and around an epilogue built shuffles and spills instead)."""
-    x, w, b = (tg.asarray(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
+    x, w, b = (on_cpu(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
     for epilogue, expr in enumerate((x @ w, tnp.tanh(x @ w + b))):
         (ast,) = kernels(expr)
         t = target_for(cpu)
@@ -71,7 +76,7 @@ def test_an_epilogue_transcendental_is_decomposed_after_the_options_once_per_row
     """The tile's rows each copy one TANH of the vector range's lanes through the options' rewrites, not its
     polynomial (a 32 x 8 tile of an RNN cell spent 120 ms copying and simplifying those, lane by lane); the renderer
     decomposes them, so no library call is left."""
-    x, w, b = (tg.asarray(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
+    x, w, b = (on_cpu(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
     (ast,) = kernels(tnp.tanh(x @ w + b))
     t = native_target()
     sink, opts = apply_hand_coded(index_level(ast), t)
@@ -88,25 +93,25 @@ def test_a_vector_range_reads_padded_transposed_and_strided_lanes() -> None:
     rows of a square transposed in registers (no element loaded alone)."""
     t = host_target()
     x, w, g = rand(64, 128), rand(128, 10), rand(64, 10)
-    (ast,) = kernels(tg.asarray(x) @ tg.asarray(w))
+    (ast,) = kernels(on_cpu(x) @ on_cpu(w))
     sink, opts = apply_hand_coded(index_level(ast), t)
     ir = render_kernel("k", sink, opts, t)[0]
     rows = next(o.amount for o in opts if o.op == "UPCAST" and o.axis == 0)
     assert len(re.findall(r"call <\d+ x float> @llvm.masked.load", ir)) == 1   # w's row, shared by the tile's rows
     assert len(re.findall(r"call void @llvm.masked.store", ir)) == rows and "store float" not in ir
-    (ast,) = kernels(tnp.sum(tg.asarray(x)[:, :, None] * tg.asarray(g)[:, None, :], axis=0))   # x.T @ g
+    (ast,) = kernels(tnp.sum(on_cpu(x)[:, :, None] * on_cpu(g)[:, None, :], axis=0))   # x.T @ g
     sink, opts = apply_hand_coded(index_level(ast), t)
     assert any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in sink.toposort())
     ir = render_kernel("k", sink, opts, t)[0]
     copies = math.prod(o.amount for o in opts if o.op == "UPCAST") // opts[0].amount
     assert len(re.findall(r"call void @llvm.masked.scatter", ir)) == copies and "store float" not in ir
-    (ast,) = kernels(tg.asarray(rand(256, 256)).T * 2)
+    (ast,) = kernels(on_cpu(rand(256, 256)).T * 2)
     ir = rendered(ast, t)
     lanes = t.lanes()
     assert "load float" not in ir and len(re.findall(rf"load <{lanes} x float>", ir)) == lanes
     assert len(re.findall(rf"store <{lanes} x float>", ir)) == lanes
-    np.testing.assert_allclose((tg.asarray(x) @ tg.asarray(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(tnp.sum(tg.asarray(x)[:, :, None] * tg.asarray(g)[:, None, :], axis=0).numpy(),
+    np.testing.assert_allclose((on_cpu(x) @ on_cpu(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tnp.sum(on_cpu(x)[:, :, None] * on_cpu(g)[:, None, :], axis=0).numpy(),
                                x.T @ g, rtol=1e-4, atol=1e-4)
 
 
@@ -117,7 +122,7 @@ def test_a_register_transpose_fences_its_rounds_from_x86_shuffle_search() -> Non
     of code generation). w (log2 w - 1) fences, each between two rounds of shuffles, and the same values."""
     t = host_target()
     x = rand(256, 256)
-    (ast,) = kernels(tg.asarray(x).T * 2)
+    (ast,) = kernels(on_cpu(x).T * 2)
     ir = rendered(ast, t)
     w = t.lanes()
     fences = re.findall(rf"(%\S+) = call <{w} x float> @llvm.arithmetic.fence.v{w}f32\(<{w} x float> (%\S+)\)", ir)
@@ -127,7 +132,7 @@ def test_a_register_transpose_fences_its_rounds_from_x86_shuffle_search() -> Non
     shuffled = set(pairs)
     assert all(src in shuffled for _, src in fences)   # each fences one shuffle's result
     assert "arithmetic.fence" in lowering.compile.optimized_ir(ir, t)   # and the optimiser keeps it for ISel
-    np.testing.assert_array_equal((tg.asarray(x).T * 2).numpy(), x.T * 2)
+    np.testing.assert_array_equal((on_cpu(x).T * 2).numpy(), x.T * 2)
     sse = target_for("x86-64")   # 4 lanes, two rounds: one fenced
     assert len(re.findall(r"= call <4 x float> @llvm.arithmetic.fence", rendered(ast, sse))) == 4
 
@@ -139,13 +144,13 @@ def test_a_sum_along_a_short_contiguous_axis_is_a_vector_of_partial_sums() -> No
     element (exp) is not unrolled."""
     t = host_target()
     g = rand(32, 16, 8, 8)
-    (ast,) = kernels(tnp.sum(tg.asarray(g), axis=(0, 2, 3)), cores=1)
+    (ast,) = kernels(tnp.sum(on_cpu(g), axis=(0, 2, 3)), cores=1)
     sink, opts = apply_hand_coded(index_level(ast), t)
     assert Opt("UNROLL", 3, 8) in opts
     ir = render_kernel("k", sink, opts, t)[0]
     assert re.findall(r"%acc\d+ = alloca (.*)", ir) == ["<8 x float>"]   # the partial sums, one vector
-    np.testing.assert_allclose(tnp.sum(tg.asarray(g), axis=(0, 2, 3)).numpy(), g.sum((0, 2, 3)), rtol=1e-4)
-    (ast,) = kernels(tnp.sum(tnp.exp(tg.asarray(g)), axis=(0, 2, 3)))
+    np.testing.assert_allclose(tnp.sum(on_cpu(g), axis=(0, 2, 3)).numpy(), g.sum((0, 2, 3)), rtol=1e-4)
+    (ast,) = kernels(tnp.sum(tnp.exp(on_cpu(g)), axis=(0, 2, 3)))
     assert not any(o.op == "UNROLL" for o in apply_hand_coded(index_level(ast), t)[1])
 
 
@@ -159,13 +164,13 @@ def test_a_sum_along_a_long_contiguous_axis_is_vectors_of_partial_sums(cpu: str)
     t = target_for(cpu)
     lanes = t.lanes()
     x, s = rand(32, 32, 32, 32), rand(32, seed=1) + 1
-    ast = kernels(tnp.sum(tg.asarray(x) / tg.asarray(s)[:, None, None], axis=(0, 2, 3)))[0]
+    ast = kernels(tnp.sum(on_cpu(x) / on_cpu(s)[:, None, None], axis=(0, 2, 3)))[0]
     sink, opts = apply_hand_coded(index_level(ast), t)
     unrolls = [o.amount for o in opts if o.op == "UNROLL"]
     assert unrolls == [lanes, min(32 // lanes, 4)]
     ir = render_kernel("k", sink, opts, t)[0]
     assert re.findall(r"%acc\d+ = alloca (.*)", ir) == [f"<{lanes} x float>"] * unrolls[1]
-    np.testing.assert_allclose(tnp.sum(tg.asarray(x) / tg.asarray(s)[:, None, None], axis=(0, 2, 3)).numpy(),
+    np.testing.assert_allclose(tnp.sum(on_cpu(x) / on_cpu(s)[:, None, None], axis=(0, 2, 3)).numpy(),
                                (x / s[:, None, None]).sum((0, 2, 3)), rtol=1e-4)
 
 
@@ -174,11 +179,11 @@ def test_a_small_kernel_of_vectors_is_left_to_run_as_written() -> None:
     instructions, which count once each towards SMALL_KERNEL_OPS (counted per lane, 65,000, LLVM's unroller was let
     loose on its reduce loop: 31 ms of LLVM for a kernel of 2 us). Its loops are marked for LLVM to leave alone."""
     x = rand(128, 256)
-    (ast,) = kernels(tnp.sum(tg.asarray(x), axis=0))
+    (ast,) = kernels(tnp.sum(on_cpu(x), axis=0))
     sink, opts = apply_hand_coded(index_level(ast), host_target())
     assert any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in sink.toposort())
     assert "llvm.loop.unroll.disable" in render_kernel("k", sink, opts, host_target())[0]
-    np.testing.assert_allclose(tnp.sum(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tnp.sum(on_cpu(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("cpu", ["znver3", "skylake-avx512"])
@@ -188,7 +193,7 @@ def test_a_column_sum_of_two_layouts_is_vectors_of_one_gathered_from_the_other(c
     32,768 rows of both, every line fetched once per channel (2.4 ms). The channels are vectors, the other load's lanes
     gathered (0.4 ms); a plain transposed sum beside another reduce keeps its options (see hand_coded_opts)."""
     g, h = rand(4096, 32), rand(512, 32, 8, seed=1)
-    e = tnp.sum(tg.asarray(g) + tg.asarray(h).transpose(0, 2, 1).reshape(4096, 32), axis=0)
+    e = tnp.sum(on_cpu(g) + on_cpu(h).transpose(0, 2, 1).reshape(4096, 32), axis=0)
     (ast,) = kernels(e, cores=1)
     t = target_for(cpu)
     sink, opts = apply_hand_coded(index_level(ast), t)
@@ -202,13 +207,13 @@ def test_packed_accumulators_compute_what_numpy_does() -> None:
     unrolled dot product, a fused epilogue."""
     for m, k, n in ((7, 1, 33), (37, 19, 1), (5, 70, 10), (64, 9, 96), (3, 300, 17)):
         a, b = rand(m, k, seed=1), rand(k, n, seed=2)
-        np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose((on_cpu(a) @ on_cpu(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
     x = rand(96, 40)
-    np.testing.assert_allclose(tnp.sum(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tnp.sum(on_cpu(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
     v = rand(4096)
-    np.testing.assert_allclose(float(tg.asarray(v) @ tg.asarray(v)), v @ v, rtol=1e-4)
+    np.testing.assert_allclose(float(on_cpu(v) @ on_cpu(v)), v @ v, rtol=1e-4)
     w, bias = rand(40, 64), rand(64)
-    np.testing.assert_allclose(tnp.tanh(tg.asarray(x) @ tg.asarray(w) + tg.asarray(bias)).numpy(),
+    np.testing.assert_allclose(tnp.tanh(on_cpu(x) @ on_cpu(w) + on_cpu(bias)).numpy(),
                                np.tanh(x @ w + bias), rtol=1e-5, atol=1e-5)
 
 
@@ -233,19 +238,19 @@ def test_an_operand_with_page_long_rows_is_read_through_packed_panels(l2_of) -> 
     of L2 is read as it is (1 kernel: at 64 pages packing gained nothing in the MLP step and cost three kernels'
     compiles)."""
     l2_of(2 << 20)
-    w = tg.asarray(rand(128, 1024))
+    w = on_cpu(rand(128, 1024))
     is_reduce = [lambda ks: [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in ks]][0]
-    assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ w)) == [False, True]
-    assert is_reduce(kernels(tg.asarray(rand(64, 256)) @ tg.asarray(rand(256, 512)))) == [False, True]  # 2 KB rows
-    assert is_reduce(kernels(tg.asarray(rand(64, 128)) @ tg.asarray(rand(128, 512)))) == [True]   # 64 pages
-    assert is_reduce(kernels(tg.asarray(rand(64, 64)) @ tg.asarray(rand(64, 512)))) == [True]     # 32 pages
-    assert is_reduce(kernels(tg.asarray(rand(64, 32)) @ tg.asarray(rand(32, 1024)))) == [True]    # 32 pages
-    assert is_reduce(kernels(tg.asarray(rand(4, 128)) @ w)) == [True]                             # 4 rows of x
-    x, g = tg.asarray(rand(128, 1024)), tg.asarray(rand(128, 16))   # a weight gradient as grad writes it
+    assert is_reduce(kernels(on_cpu(rand(64, 128)) @ w)) == [False, True]
+    assert is_reduce(kernels(on_cpu(rand(64, 256)) @ on_cpu(rand(256, 512)))) == [False, True]  # 2 KB rows
+    assert is_reduce(kernels(on_cpu(rand(64, 128)) @ on_cpu(rand(128, 512)))) == [True]   # 64 pages
+    assert is_reduce(kernels(on_cpu(rand(64, 64)) @ on_cpu(rand(64, 512)))) == [True]     # 32 pages
+    assert is_reduce(kernels(on_cpu(rand(64, 32)) @ on_cpu(rand(32, 1024)))) == [True]    # 32 pages
+    assert is_reduce(kernels(on_cpu(rand(4, 128)) @ w)) == [True]                             # 4 rows of x
+    x, g = on_cpu(rand(128, 1024)), on_cpu(rand(128, 16))   # a weight gradient as grad writes it
     assert is_reduce(kernels(tnp.sum(x[:, :, None] * g[:, None, :], axis=0))) == [True]   # x broadcast
     # the matmul reading the panels is still a vector tile: one contiguous vector load of a panel's row, no gather
     t = host_target()
-    ir = rendered(kernels(tg.asarray(rand(64, 128)) @ w)[1], t)
+    ir = rendered(kernels(on_cpu(rand(64, 128)) @ w)[1], t)
     cols = t.contraction_tiles()[0][0]
     assert len(re.findall(rf"load <{cols} x float>, ptr %t", ir)) == 1
     assert f"%acc0 = alloca <{cols} x float>" in ir and "gather" not in ir
@@ -258,8 +263,8 @@ def test_an_operand_one_panel_wide_is_not_packed(l2_of) -> None:  # noqa: ANN001
     l2_of(64 << 20)   # (x, broadcast, then fits half of L2: no pack of it either)
     cols = host_target().contraction_tiles()[0][0]
     x, y = rand(4096, cols), rand(4096, cols, seed=1)
-    assert len(kernels(tg.asarray(x).T @ tg.asarray(y), cores=1)) == 1
-    np.testing.assert_allclose((tg.asarray(x).T @ tg.asarray(y)).numpy(), x.T @ y, rtol=1e-4, atol=1e-3)
+    assert len(kernels(on_cpu(x).T @ on_cpu(y), cores=1)) == 1
+    np.testing.assert_allclose((on_cpu(x).T @ on_cpu(y)).numpy(), x.T @ y, rtol=1e-4, atol=1e-3)
 
 
 def test_transposed_operands_of_a_big_product_are_packed_in_one_copy(l2_of) -> None:  # noqa: ANN001
@@ -271,7 +276,7 @@ def test_transposed_operands_of_a_big_product_are_packed_in_one_copy(l2_of) -> N
     L2; a 4 MB a.T then fits half of it, and is not packed). `b.T` is packed straight from b's rows: one copy (a
     transposed copy and then its panels was two; unpacked, 24-30 ms). The copies are whole: the products are numpy's."""
     a, b = rand(1024, 1024), rand(1024, 1024, seed=1)
-    ta, tb = tg.asarray(a), tg.asarray(b)
+    ta, tb = on_cpu(a), on_cpu(b)
     mr, nr = host_target().tile_rows(), host_target().contraction_tiles()[0][0]
     for l2, copy in ((1 << 20, f"E_{1024 // mr}_1024_{mr}_"), (16 << 20, f"E_{1024 // nr}_1024_{nr}_")):
         l2_of(l2)
@@ -297,7 +302,7 @@ def test_an_einsum_over_two_axes_reads_its_operand_through_packed_panels() -> No
     assert _regrouped_axis((4, 8), (2, 2, 8), 1) == 2                         # the axes before it split
     assert _regrouped_axis((32, 32, 1024), (1024, 1024), 1) is None          # joined with the axis inside it
     assert _regrouped_axis((8,), (2, 4), 0) is None                           # split itself
-    a, b = tg.asarray(rand(8, 16, 64)), tg.asarray(rand(8, 16, 1024, seed=1))
+    a, b = on_cpu(rand(8, 16, 64)), on_cpu(rand(8, 16, 1024, seed=1))
     is_reduce = [any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in kernels(tnp.einsum("tbi,tbj->ij", a, b))]
     assert is_reduce == [False, True]
     np.testing.assert_allclose(tnp.einsum("tbi,tbj->ij", a, b).numpy(),
@@ -319,7 +324,7 @@ def test_a_weight_gradients_computed_operand_is_stored_as_packed_panels() -> Non
     (it costs two ops per element, see schedule's RECOMPUTE_COST_OPERAND), and its rows are a page long, so it is stored
     straight into the panels the tile reads (the AVX2 tile read g's rows a page apart at 0.64 of the forward's rate:
     the MNIST step's weight gradient 1527 -> ~940 us, the forward's 926). A cheap operand (one op) stays fused."""
-    x, d, h = (tg.asarray(rand(*s, seed=i)) for i, s in enumerate(((128, 96), (128, 1024), (128, 1024))))
+    x, d, h = (on_cpu(rand(*s, seed=i)) for i, s in enumerate(((128, 96), (128, 1024), (128, 1024))))
     pack, mm = schedule_of(x.T @ (d * (1 - h * h)))
     assert _ops(pack, Ops.REDUCE_AXIS) == [] and Ops.PERMUTE in _ops(pack, Ops.PERMUTE)
     assert _ops(mm, Ops.REDUCE_AXIS, Ops.MUL).count(Ops.MUL) == 1   # reads the panels: g is not computed again
@@ -331,7 +336,7 @@ def test_a_copy_into_panels_narrower_than_a_line_reads_whole_lines() -> None:
     panel's row is one vector and 4 panels go side by side, so each row's two lines are read once (panel by panel
     each was fetched for 32 of its bytes, a page a row: 2.2-2.5 -> 0.8 ms). Panels of a line or more are left alone."""
     target = Target("znver4", "+avx,+avx2,+fma,+avx512f", cores=1)
-    g = tg.asarray(rand(48, 1024))
+    g = on_cpu(rand(48, 1024))
     for width, panels in ((8, 4), (4, 8), (16, None)):
         (ast,) = kernels(g.reshape(48, 1024 // width, width).transpose(1, 0, 2) * 1.0)
         sink = index_level(ast)
@@ -350,9 +355,9 @@ def test_a_forward_matmuls_epilogue_stays_in_its_kernel_beside_the_packed_gradie
     is decided stored, does the forward's kernel: x @ w looked read by two kernels and was stored apart from its tanh
     (a third kernel). A reduce read by several kernels is decided once the other rules have settled."""
     rng = np.random.default_rng(0)
-    params = [tg.asarray(rng.standard_normal(s).astype(np.float32) * 0.1) for s in ((32, 1024), (1024,), (1024, 10),
+    params = [on_cpu(rng.standard_normal(s).astype(np.float32) * 0.1) for s in ((32, 1024), (1024,), (1024, 10),
                                                                                      (10,))]
-    x, y = tg.asarray(rand(64, 32)), tg.asarray(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)])
+    x, y = on_cpu(rand(64, 32)), on_cpu(np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)])
 
     def loss(p: list[tg.Tensor], x: tg.Tensor, y: tg.Tensor) -> tg.Tensor:
         logits = tnp.tanh(x @ p[0] + p[1]) @ p[2] + p[3]
@@ -380,11 +385,11 @@ def test_an_axis_no_tile_row_count_divides_is_blocked_by_a_divisor(cpu: str) -> 
     t = target_for(cpu)
     lanes, rows = t.contraction_tiles()[0]
     h, d = rand(128, 1024), rand(128, 10, seed=1)
-    (ast,) = kernels(tnp.sum(tg.asarray(h)[:, :, None] * tg.asarray(d)[:, None, :], axis=0))
+    (ast,) = kernels(tnp.sum(on_cpu(h)[:, :, None] * on_cpu(d)[:, None, :], axis=0))
     _, opts = apply_hand_coded(index_level(ast), t)
     assert sorted(o.amount for o in opts if o.op == "UPCAST") == sorted([lanes, max(n for n in (5, 2) if n <= rows)])
     with config.Context(TGFX_CPU=cpu if target_for(cpu).enabled <= native_target().enabled else ""):
-        got = tg.jit(lambda h, d: h.T @ d)(tg.asarray(h), tg.asarray(d)).numpy()
+        got = tg.jit(lambda h, d: h.T @ d)(on_cpu(h), on_cpu(d)).numpy()
     np.testing.assert_allclose(got, h.T @ d, rtol=1e-4, atol=1e-4)
 
 
@@ -393,7 +398,7 @@ def test_a_reduce_with_a_costly_epilogue_is_stored_before_it() -> None:
     noise is some 300 ops, which the reduce's register tile unrolled once per lane (an IR of 2.5 MB, 7 s in LLVM, for
     a 32 x 10 gradient). The reduce is stored first and the noise added by an elementwise kernel; a cheap epilogue (a
     bias and tanh) stays in the reduce's kernel. The values are the same either way."""
-    x, w, k = tg.asarray(rand(64, 48)), tg.asarray(rand(48, 32)), tg.random.PRNGKey(0)
+    x, w, k = on_cpu(rand(64, 48)), on_cpu(rand(48, 32)), tg.random.PRNGKey(0)
     noise = tg.random.normal(k, (64, 32)).numpy()
     cases = [(lambda x, w, k: x @ w + tg.random.normal(k, (64, 32)), x.numpy() @ w.numpy() + noise, 2),
              (lambda x, w, k: tnp.sum(x, axis=0) + tg.random.normal(k, (48,)),
@@ -412,22 +417,22 @@ def test_a_costly_value_two_kernels_compute_is_stored_once() -> None:
     `where(keep, h / p, 0)` and by the gradient's; each kernel hashed it again (50 us each for 128 x 512). It is stored
     once and read by both: one kernel of the step hashes. Values as numpy's, with the same bits."""
     x, w = rand(128, 64), rand(64, 32, seed=1)
-    key = tg.random.PRNGKey(3)
+    key = tg.device_put(tg.random.PRNGKey(3), "CPU")
 
     def loss(w, x, key):
         h = tnp.maximum(x @ w, 0)
         keep = tg.random.bernoulli(key, 0.9, h.shape)
         return tnp.sum(tnp.where(keep, h / 0.9, 0) ** 2)
     step = tg.jit(tg.value_and_grad(loss))
-    value, grad = step(tg.asarray(w), tg.asarray(x), key)
+    value, grad = step(on_cpu(w), on_cpu(x), key)
     keep = tg.random.bernoulli(key, 0.9, (128, 32)).numpy()
     h = np.maximum(x @ w, 0)
     np.testing.assert_allclose(float(value), np.sum(np.where(keep, h / 0.9, 0) ** 2), rtol=1e-4)
     np.testing.assert_allclose(grad.numpy(), x.T @ (2 * np.where(keep, h / 0.9, 0) / 0.9 * keep * (h > 0)),
                                rtol=1e-4, atol=1e-4)
     counters.reset()
-    step(tg.asarray(w), tg.asarray(x), key)
-    lazy = tg.value_and_grad(loss)(tg.asarray(w), tg.asarray(x), key)   # eager: the same graph, not yet run
+    step(on_cpu(w), on_cpu(x), key)
+    lazy = tg.value_and_grad(loss)(on_cpu(w), on_cpu(x), key)   # eager: the same graph, not yet run
     hashing = [k for k in schedule_of(*lazy) if sum(u.op is Ops.XOR for u in k.toposort()) >= 16]
     assert len(hashing) == 1 and counters.kernel_count == len(schedule_of(*lazy))
 
@@ -437,7 +442,7 @@ def test_a_reduce_beside_a_contraction_is_stored_before_it() -> None:
     layer's input gradient by each window's count of maxima): the contraction's register tile computed the count once
     per lane, unrolled (200 KB of IR, 0.9 s in LLVM, in a private SGD step). It is stored first: two kernels, each
     one reduce."""
-    x, w, c = tg.asarray(rand(64, 48)), tg.asarray(rand(48, 32, seed=1)), tg.asarray(np.abs(rand(64, 32, 4)) + 1)
+    x, w, c = on_cpu(rand(64, 48)), on_cpu(rand(48, 32, seed=1)), on_cpu(np.abs(rand(64, 32, 4)) + 1)
     expr = (x @ w) / tnp.sum(c, axis=-1)
     assert [_ops(k, Ops.REDUCE_AXIS) for k in schedule_of(expr)] == [[Ops.REDUCE_AXIS]] * 2
     np.testing.assert_allclose(expr.numpy(), (x.numpy() @ w.numpy()) / c.numpy().sum(-1), rtol=1e-5, atol=1e-6)
@@ -450,13 +455,13 @@ def test_a_kernel_with_a_vector_range_is_compiled_without_slp() -> None:
     from tgfx.lowering.llvm_worker import NO_SLP
     t = host_target()
     x, w = rand(64, 48), rand(48, 64, seed=1)
-    (tile,) = kernels(tg.asarray(x) @ tg.asarray(w))
+    (tile,) = kernels(on_cpu(x) @ on_cpu(w))
     assert NO_SLP in rendered(tile, t)
-    (copies,) = kernels(tg.asarray(rand(512, 512).astype(np.float16)).T + 1)   # float16: lane copies
+    (copies,) = kernels(on_cpu(rand(512, 512).astype(np.float16)).T + 1)   # float16: lane copies
     sink, opts = apply_hand_coded(index_level(copies), t)
     assert not any(u.op is Ops.RANGE and u.arg[1] == "vector" for u in sink.toposort())
     assert NO_SLP not in render_kernel("k", sink, opts, t)[0]
-    np.testing.assert_allclose((tg.asarray(x) @ tg.asarray(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((on_cpu(x) @ on_cpu(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
 
 
 def test_a_hashing_kernel_is_compiled_without_loop_strength_reduction() -> None:
@@ -464,14 +469,14 @@ def test_a_hashing_kernel_is_compiled_without_loop_strength_reduction() -> None:
     to skip LLVM's loop strength reduction (250-400 ms of code generation for 16 elements of noise, 8 without); a
     matmul is not. Marked or not, the module compiles and the draw is what it is without the mark."""
     f = tg.jit(lambda k, g: g + tg.random.normal(k, (16,)))
-    k, g = tg.random.PRNGKey(3), tg.asarray(rand(16))
+    k, g = tg.device_put(tg.random.PRNGKey(3), "CPU"), on_cpu(rand(16))
     got = f(k, g).numpy()
     np.testing.assert_array_equal(got, g.numpy() + tg.random.normal(k, (16,)).numpy())
     names = {p.name for seg in next(iter(f._cache.values()))[0].segments for p in seg.cb.programs}
     held = [lowering._kernels.get(key) for key in list(lowering._kernels)]
     hashing = [k.ast for k in held if k is not None and k.name in names and Ops.XOR in _ops(k.ast, Ops.XOR)]
     assert hashing and all(NO_LSR in kernel_source(ast, host_target()).ir for ast in hashing)
-    x, w = tg.asarray(rand(64, 48)), tg.asarray(rand(48, 32))
+    x, w = on_cpu(rand(64, 48)), on_cpu(rand(48, 32))
     assert NO_LSR not in rendered(kernels(x @ w)[0], host_target())
 
 
@@ -484,12 +489,12 @@ def test_packed_matmuls_compute_what_numpy_does(cpu: str) -> None:
     with config.Context(TGFX_CPU=cpu):
         for m, k, n in ((9, 70, 1024), (3, 65, 1040), (17, 1, 1024), (16, 64, 1056)):
             a, b = rand(m, k, seed=3), rand(k, n, seed=4)
-            np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose((on_cpu(a) @ on_cpu(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
         x, w, bias = rand(24, 96), rand(96, 1024), rand(1024)
         f = tg.jit(lambda x, w, b: tnp.tanh(x @ w + b))
-        np.testing.assert_allclose(f(tg.asarray(x), tg.asarray(w), tg.asarray(bias)).numpy(), np.tanh(x @ w + bias),
+        np.testing.assert_allclose(f(on_cpu(x), on_cpu(w), on_cpu(bias)).numpy(), np.tanh(x @ w + bias),
                                    rtol=1e-5, atol=1e-5)
-        gw = tg.grad(lambda w: tnp.sum(tnp.tanh(tg.asarray(x) @ w)))(tg.asarray(w)).numpy()
+        gw = tg.grad(lambda w: tnp.sum(tnp.tanh(on_cpu(x) @ w)))(on_cpu(w)).numpy()
         np.testing.assert_allclose(gw, x.T @ (1 - np.tanh(x @ w) ** 2), rtol=1e-4, atol=1e-4)
 
 
@@ -504,7 +509,7 @@ def test_a_matmul_copies_its_panel_of_w_itself(cpu: str) -> None:
     with config.Context(TGFX_CPU=cpu):
         t = host_target()
         l2 = t.l2
-        x, w = tg.asarray(rand(128, 784)), tg.asarray(rand(784, 1024, seed=1))
+        x, w = on_cpu(rand(128, 784)), on_cpu(rand(784, 1024, seed=1))
         (ast,) = kernels(x @ w)
         ir = rendered(ast, t)
     nr = t.contraction_tiles()[0][0]
@@ -547,17 +552,17 @@ def _check_panel_buffered_matmuls() -> None:
                           (50, 2048, 256, "packed"), (90, 200, 1000, "as is"), (16, 1, 8192, "as is"),
                           (8, 400, 512, "as is")):
         a, b = rand(m, k, seed=3), rand(k, n, seed=4)
-        ks = kernels(tg.asarray(a) @ tg.asarray(b))
+        ks = kernels(on_cpu(a) @ on_cpu(b))
         copies = ["%reg0 = alloca" in rendered(ast, t) for ast in ks]
         got = "copies" if copies == [True] else "packed" if copies == [False, False] else "as is"
         assert got == want and len(ks) == (2 if want == "packed" else 1), (m, k, n, copies)
-        np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a.astype(np.float64) @ b,
+        np.testing.assert_allclose((on_cpu(a) @ on_cpu(b)).numpy(), a.astype(np.float64) @ b,
                                    rtol=1e-4, atol=1e-4 * math.sqrt(k))
     x, w, bias = rand(96, 384), rand(384, 1024), rand(1024)
     f = tg.jit(lambda x, w, b: tnp.tanh(x @ w + b))
-    np.testing.assert_allclose(f(tg.asarray(x), tg.asarray(w), tg.asarray(bias)).numpy(), np.tanh(x @ w + bias),
+    np.testing.assert_allclose(f(on_cpu(x), on_cpu(w), on_cpu(bias)).numpy(), np.tanh(x @ w + bias),
                                rtol=1e-5, atol=1e-5)
-    gx, gw = tg.grad(lambda x, w: tnp.sum(tnp.tanh(x @ w)), argnums=(0, 1))(tg.asarray(x), tg.asarray(w))
+    gx, gw = tg.grad(lambda x, w: tnp.sum(tnp.tanh(x @ w)), argnums=(0, 1))(on_cpu(x), on_cpu(w))
     d = 1 - np.tanh(x @ w) ** 2
     np.testing.assert_allclose(gw.numpy(), x.T @ d, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(gx.numpy(), d @ w.T, rtol=1e-4, atol=1e-4)
@@ -580,13 +585,13 @@ def test_upcast_tiles_store_vectors(cpu: str) -> None:
     matmul tile's epilogue, stored from its accumulator vectors as they are (no gather)."""
     t = target_for(cpu)
     lanes = t.lanes()
-    (ast,) = kernels(tg.asarray(rand(512, 512)).T + 1)
+    (ast,) = kernels(on_cpu(rand(512, 512)).T + 1)
     ir = rendered(ast, t)     # read as lanes row vectors, transposed in registers: no scalar load
     assert _counts(ir)["vstore"] == lanes and _counts(ir)["store"] == 0 and "load float" not in ir
     assert len(re.findall(rf"load <{lanes} x float>", ir)) == lanes
-    (ast,) = kernels(tg.asarray(rand(512, 10)).T + 1)
+    (ast,) = kernels(on_cpu(rand(512, 10)).T + 1)
     assert _counts(rendered(ast, t)) == {"vstore": 1, "store": 0, "gather": lanes - 1}
-    x, w, b = (tg.asarray(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
+    x, w, b = (on_cpu(rand(*s)) for s in ((64, 48), (48, 64), (64,)))
     (ast,) = kernels(tnp.tanh(x @ w + b))
     cols, rows = t.contraction_tiles()[0]
     got = _counts(rendered(ast, t))   # a row of the tile's vector range is one store
@@ -600,7 +605,7 @@ def test_short_rows_read_in_another_order_are_vectors(cpu: str) -> None:
     outside it, with a gather and a scatter per vector (AVX-512: 170 us for 512 KB, 15 with vectors)."""
     t = target_for(cpu)
     lanes, nr = t.lanes(), t.contraction_tiles()[0][0]   # nr: two vectors
-    d, h = tg.asarray(rand(128, 1024)), tg.asarray(rand(128, 1024, seed=1))
+    d, h = on_cpu(rand(128, 1024)), on_cpu(rand(128, 1024, seed=1))
     (ast,) = kernels((d * (1 - h * h)).reshape(128, 1024 // nr, nr).transpose(1, 0, 2) + 0)
     sink, opts = apply_hand_coded(index_level(ast), t)
     assert [o.op for o in opts if o.op != "THREAD"] == ["UPCAST"]
@@ -616,7 +621,7 @@ def test_packing_a_tall_operand_walks_its_rows_outside_the_panels() -> None:
     t = host_target()
     nr = t.contraction_tiles()[0][0]
     for rows, swapped in ((4096, True), (128, False)):
-        d, h = tg.asarray(rand(rows, 1024)), tg.asarray(rand(rows, 1024, seed=1))
+        d, h = on_cpu(rand(rows, 1024)), on_cpu(rand(rows, 1024, seed=1))
         expr = (d * (1 - h * h)).reshape(rows, 1024 // nr, nr).transpose(1, 0, 2) + 0
         (ast,) = kernels(expr)
         _, opts = apply_hand_coded(index_level(ast), t)
@@ -633,11 +638,11 @@ def test_a_transposed_operand_with_a_long_sweep_is_read_from_row_panels() -> Non
     t = host_target()
     mr = t.tile_rows()
     for rows, packed in ((2048, True), (128, False)):
-        x, g = tg.asarray(rand(rows, 1024)), tg.asarray(rand(rows, 64, seed=1))
+        x, g = on_cpu(rand(rows, 1024)), on_cpu(rand(rows, 64, seed=1))
         names = [lowering.kernel_name(ast) for ast in kernels(x.T @ g)]
         assert any(n.startswith(f"E_{1024 // mr}_{rows}_{mr}_") for n in names) is packed, (rows, names)
     np.testing.assert_allclose((x.T @ g).numpy(), x.numpy().T.astype(np.float64) @ g.numpy(), rtol=1e-4, atol=1e-4)
-    x, g = tg.asarray(rand(2048, 1024)), tg.asarray(rand(2048, 64, seed=1))
+    x, g = on_cpu(rand(2048, 1024)), on_cpu(rand(2048, 64, seed=1))
     np.testing.assert_allclose((x.T @ g).numpy(), x.numpy().T.astype(np.float64) @ g.numpy(), rtol=1e-4, atol=1e-3)
 
 
@@ -654,27 +659,27 @@ def test_llvm_unrolls_only_the_reduce_loops_of_kernels_with_a_reduce() -> None:
     reduce loop may be, and no loop around another loop is (LLVM unrolled a row sum's loops over rows whole once it
     had unrolled the sum: 38 KB of optimised IR for 16 x 64 rows of 128, 4 KB without, and 61 ms to compile)."""
     t = host_target()
-    d, h = tg.asarray(rand(256, 1024)), tg.asarray(rand(256, 1024, seed=1))
+    d, h = on_cpu(rand(256, 1024)), on_cpu(rand(256, 1024, seed=1))
     (ast,) = kernels((d * (1 - h * h)).reshape(256, 32, 32).transpose(1, 0, 2) + 0)
     assert all('!{!"llvm.loop.unroll.disable"}' in hints for hints in _loop_hints(rendered(ast, t)))
-    (ast,) = kernels(tg.asarray(rand(256, 64)) @ tg.asarray(rand(64, 256)))
+    (ast,) = kernels(on_cpu(rand(256, 64)) @ on_cpu(rand(64, 256)))
     reduce_loop, *outer = _loop_hints(rendered(ast, t))
     assert '!{!"llvm.loop.unroll.disable"}' not in reduce_loop and outer
     assert all('!{!"llvm.loop.unroll.disable"}' in hints for hints in outer)
     x = rand(16, 64, 128)
-    (ast,) = kernels(tg.asarray(x).mean(-1, keepdims=True))
+    (ast,) = kernels(on_cpu(x).mean(-1, keepdims=True))
     ir = rendered(ast, t)
     row, *outer = _loop_hints(ir)
     assert row == [] and outer and all(hints == ['!{!"llvm.loop.unroll.disable"}'] for hints in outer)
     mod = llvm.parse_assembly(ir)
     llvm_worker.optimize(mod, target_machine(t))
     assert len(re.findall(r"load <\d+ x float>", str(mod))) <= 2 * 128 // t.lanes()   # one row's sum, once
-    np.testing.assert_allclose(tg.asarray(x).mean(-1, keepdims=True).numpy(), x.mean(-1, keepdims=True), rtol=1e-5,
+    np.testing.assert_allclose(on_cpu(x).mean(-1, keepdims=True).numpy(), x.mean(-1, keepdims=True), rtol=1e-5,
                                atol=1e-6)
     # a loop around only short loops (SHORT_LOOP trips, which LLVM unrolls whole) is left to LLVM: a convolution's
     # bias gradient, per channel over 128 images of 8 rows of 8 pixels, ran 15 -> 17 us with its image loop's hint
     g = rand(128, 16, 8, 8)
-    (ast,) = kernels(tnp.sum(tg.asarray(g), axis=(0, 2, 3)), cores=1)
+    (ast,) = kernels(tnp.sum(on_cpu(g), axis=(0, 2, 3)), cores=1)
     ir = rendered(ast, t)
     trips = [int(n) for n in re.findall(r"icmp slt i64 %t\d+, (\d+)\n\s+br i1", ir)]
     hinted = ['!{!"llvm.loop.unroll.disable"}' in hints for hints in _loop_hints(ir)]
@@ -686,12 +691,12 @@ def test_vector_stores_compute_what_numpy_does() -> None:
     reads what it writes keeps its scalar stores in order."""
     for shape in ((512, 512), (512, 10), (10, 512), (48, 80), (33, 17)):
         a = rand(*shape)
-        np.testing.assert_array_equal((tg.asarray(a).T * 2).numpy(), a.T * 2)
+        np.testing.assert_array_equal((on_cpu(a).T * 2).numpy(), a.T * 2)
     a = rand(64, 96)
-    np.testing.assert_allclose(tnp.exp(tg.asarray(a)).T.reshape(96, 8, 8).sum(1).numpy(),
+    np.testing.assert_allclose(tnp.exp(on_cpu(a)).T.reshape(96, 8, 8).sum(1).numpy(),
                                np.exp(a).T.reshape(96, 8, 8).sum(1), rtol=1e-5)
     i = np.arange(300, dtype=np.int32) % 7
-    np.testing.assert_allclose(tg.asarray(np.zeros(7, np.float32)).at[tg.asarray(i)].add(1.0).numpy(),
+    np.testing.assert_allclose(on_cpu(np.zeros(7, np.float32)).at[on_cpu(i)].add(1.0).numpy(),
                                np.bincount(i, minlength=7).astype(np.float32))
 
 
@@ -703,7 +708,7 @@ def test_attention_scores_are_a_dot_product_tile(cpu: str) -> None:
     AVX-512, 2 x 4 with AVX2), each step loading one vector per row and per column; before, each score was its own
     dot product (3.8x slower)."""
     b, t, nh, hd = 2, 16, 2, 32
-    x, w = tg.asarray(rand(b, t, 8)).realize(), tg.asarray(rand(8, 3 * nh * hd, seed=1)).realize()
+    x, w = on_cpu(rand(b, t, 8)).realize(), on_cpu(rand(8, 3 * nh * hd, seed=1)).realize()
     qkv = x @ w   # computed in the same graph (a stored qkv's k would be copied transposed, a plain a @ b)
     q, k = (qkv[..., i * nh * hd:(i + 1) * nh * hd].reshape(b, t, nh, hd).transpose(0, 2, 1, 3) for i in range(2))
     scores = q @ k.transpose(0, 1, 3, 2)
@@ -731,14 +736,14 @@ def test_a_register_tiles_reduce_loop_is_unrolled_and_nothing_else_is(cpu: str) 
     t = target_for(cpu)
     count = f'!"llvm.loop.unroll.count", i32 {TILE_REDUCE_UNROLL}'
     x, w = rand(256, 512), rand(512, 256, seed=1)
-    tile = next(k for k in kernels(tg.asarray(x) @ tg.asarray(w)) if any(u.op is Ops.REDUCE_AXIS for u in k.toposort()))
+    tile = next(k for k in kernels(on_cpu(x) @ on_cpu(w)) if any(u.op is Ops.REDUCE_AXIS for u in k.toposort()))
     ir = rendered(tile, t)
     assert count in ir
     tiled = [line for line in ir.splitlines() if "!llvm.loop !2" in line]
     assert len(tiled) == 1   # the reduce loop's back edge, and no other loop's
-    (plain,) = kernels(tg.asarray(x) * 2.0 + 1.0)
+    (plain,) = kernels(on_cpu(x) * 2.0 + 1.0)
     assert count not in rendered(plain, t)
-    np.testing.assert_allclose((tg.asarray(x) @ tg.asarray(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((on_cpu(x) @ on_cpu(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
 
 
 def test_a_tile_whose_step_reads_many_values_is_not_unrolled() -> None:
@@ -749,7 +754,7 @@ def test_a_tile_whose_step_reads_many_values_is_not_unrolled() -> None:
     ms either way). No loop asks for TILE_REDUCE_UNROLL steps; the values hold."""
     from tgfx.lowering.render_llvm import TILE_STEP_LOADS, step_loads
     a, b = rand(8, 12, 12, 32, 2), rand(8, 12, 12, 32, seed=1)   # x_hat's real parts, every other float
-    e = tnp.einsum("bxyi,bxyo->ioxy", tg.asarray(a)[..., 0], tg.asarray(b))
+    e = tnp.einsum("bxyi,bxyo->ioxy", on_cpu(a)[..., 0], on_cpu(b))
     (ast,) = kernels(e)
     t = target_for("skylake-avx512")
     sink, opts = apply_hand_coded(index_level(ast), t)
@@ -765,7 +770,7 @@ def test_attention_scores_copy_their_keys_transposed_and_tile_along_the_queries(
     elementwise value of a stored product, read by all 65 queries) is copied transposed once, so the scores are a
     plain tile with the keys along its vectors; the tile's rows run along the queries, whose key vectors they share,
     padded 65 -> 72, not along the images, whose rows would each load other vectors (a ViT step 25.3 -> 20.5 ms)."""
-    x, w, b = tg.asarray(rand(32, 65, 64)), tg.asarray(rand(64, 192, seed=1) / 8), tg.asarray(rand(192, seed=2))
+    x, w, b = on_cpu(rand(32, 65, 64)), on_cpu(rand(64, 192, seed=1) / 8), on_cpu(rand(192, seed=2))
     qkv = (x @ w + b).reshape(32, 65, 3, 4, 16).transpose(2, 0, 3, 1, 4)
     scores = qkv[0] @ qkv[1].swapaxes(-1, -2)
     asts = kernels(scores)
