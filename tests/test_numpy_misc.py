@@ -272,6 +272,18 @@ def test_gcd_lcm_scalars() -> None:
     _same_list(tnp.divmod(T(np.array([True, False])), True), [np.array([1, 0], np.int32), np.array([0, 0], np.int32)])
 
 
+
+@pytest.mark.parametrize("d", [np.int8, np.int16, np.int32])
+def test_gcd_lcm_of_the_smallest_integer_end_with_numpys_answers(d: type) -> None:
+    # |min| is negative in its own type: Euclid's loop on it never ended (a hang, as JAX's does); the magnitudes
+    # are unsigned now, and a gcd of 2^(bits-1) wraps back to min, as numpy's
+    m = np.iinfo(d).min
+    a, b = np.array([m, m, m, 12, -18, 0, 7, m], d), np.array([6, 0, m, 8, 8, 0, -3, 1], d)
+    _same(tnp.gcd(T(a), T(b)), np.gcd(a, b))
+    _same(tnp.lcm(T(a), T(b)), np.lcm(a, b))
+    _same(tg.jit(tnp.gcd)(T(a), T(b)), np.gcd(a, b))
+
+
 # ---- products and selection ----
 @settings(max_examples=15)
 @given(data=st.data())

@@ -115,19 +115,24 @@ def _int_operands(x1: ArrayLike, x2: ArrayLike, fn: str) -> tuple[Tensor, Tensor
 @weak_typed
 def gcd(x1: ArrayLike, x2: ArrayLike) -> Tensor:
     """The greatest common divisor of |x1| and |x2| (integers; gcd(0, 0) is 0), by Euclid's algorithm in a
-    `while_loop` on the device that stops when every pair is done.
+    `while_loop` on the device that stops when every pair is done. The magnitudes are unsigned, as numpy's: the
+    smallest integer's is its type's 2^(bits-1) (`gcd(int32 min, 6)` is 2; its absolute value is negative, and the
+    loop never ended), and a gcd of 2^(bits-1) wraps to the smallest integer, as numpy's.
 
     >>> tnp.gcd(tnp.asarray([12, 18]), 8)        # [4, 2]
     """
     from tgfx.lax import while_loop
     a, b = _int_operands(x1, x2, "gcd")
+    d = a.dtype
+    if not d.is_unsigned:
+        a, b = ew.absolute(a).astype(uint_of(d)), ew.absolute(b).astype(uint_of(d))
 
     def body(c: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         p, q = c
         nz = q != 0
         p, q = ew.where(nz, q, p), ew.where(nz, ew.fmod(p, ew.where(nz, q, 1)), 0)
         return ew.where(p < q, q, p), ew.where(p < q, p, q)
-    return while_loop(lambda c: rd.any(c[1] != 0), body, (ew.absolute(a), ew.absolute(b)))[0]
+    return while_loop(lambda c: rd.any(c[1] != 0), body, (a, b))[0].astype(d)
 
 
 @weak_typed
