@@ -2,6 +2,7 @@
 busy, produces the same object code, reports LLVM's errors, and a worker that dies leaves the compile here."""
 from __future__ import annotations
 
+import pathlib
 import threading
 
 import numpy as np
@@ -138,32 +139,38 @@ def _run_k(addr: int, value: float) -> float:
     return buf[0]
 
 
+def _queued(irs: list[str]) -> list[compile_mod.Objects]:
+    """The `Objects` of kernels `k0`, `k1`, ... of `irs` through a `CompileQueue` whose first compile waits for LLVM
+    (this process's compiler and every worker busy) while the rest are queued: one module for `k0`, one for the rest."""
+    from tgfx.devices.target import host_target
+    held_locks = [compile_mod.compiler().busy, *(w.lock for w in compile_mod.compile_workers())]
+    with Context(TGFX_COMPILE_WORKERS=0), compile_mod.CompileQueue(1) as queue:
+        for lock in held_locks:   # LLVM busy: the queue's first compile waits for it
+            lock.acquire()
+        try:
+            first = queue.submit(irs[0], "k0", host_target())
+            for _ in range(1000):   # (until the queue's thread has taken it)
+                with queue.cond:
+                    if not queue.pending:
+                        break
+                threading.Event().wait(0.005)
+            rest = [queue.submit(ir, f"k{i}", host_target()) for i, ir in enumerate(irs) if i]
+        finally:
+            for lock in held_locks:
+                lock.release()
+        return [f.result(60) for f in (first, *rest)]
+
+
 def test_kernels_queued_behind_a_compile_are_compiled_as_one_module_loaded_once(tmp_path):
     """A `CompileQueue` thread compiles what waits when it is free as one module (LLVM builds its code generation
     pipeline per module: 2.8 ms for an empty kernel): five kernels, the last four queued while the first waits for
     LLVM, are two modules. The four share one object file, loaded once, each kernel at its own symbol, and each
-    kernel's disk cache entry holds that object and the symbols it defines: read back, it is the same code."""
-    from tgfx.devices.target import host_target
+    kernel's disk cache entry names that object and the symbols it defines: read back, it is the same code."""
     from tgfx.lowering import KernelObject
     irs = [IR.replace("@k(", f"@k{i}(") for i in range(5)]
-    held_locks = [compile_mod.compiler().busy, *(w.lock for w in compile_mod.compile_workers())]
     tg.counters.reset()
-    with Context(TGFX_COMPILE_WORKERS=0, TGFX_CACHE_DIR=str(tmp_path)):
-        with compile_mod.CompileQueue(1) as queue:
-            for lock in held_locks:   # LLVM busy: the queue's first compile waits for it
-                lock.acquire()
-            try:
-                first = queue.submit(irs[0], "k0", host_target())
-                for _ in range(1000):   # (until the queue's thread has taken it)
-                    with queue.cond:
-                        if not queue.pending:
-                            break
-                    threading.Event().wait(0.005)
-                rest = [queue.submit(ir, f"k{i}", host_target()) for i, ir in enumerate(irs) if i]
-            finally:
-                for lock in held_locks:
-                    lock.release()
-            got = [f.result(60) for f in (first, *rest)]
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):
+        got = _queued(irs)
         assert (tg.counters.compile_count, tg.counters.module_count) == (5, 2)
         assert got[0].symbols == ("k0",) and all(g is got[1] for g in got[1:])
         assert got[1].symbols == ("k1", "k2", "k3", "k4")
@@ -183,3 +190,67 @@ def test_kernels_queued_behind_a_compile_are_compiled_as_one_module_loaded_once(
         back = KernelObject.from_meta(*compile_mod.read_cached("batch-test-key"))
         assert (back.obj, back.symbols) == (got[3].obj, ("k1", "k2", "k3", "k4"))
         assert compile_mod.load_object("batch-test-again", "k3", back.obj, symbols=back.symbols).addr == codes[3].addr
+
+
+# a new process: each kernel k<i> read from the disk cache under key batch-disk-<i> (or compiled from IR and cached, as
+# `lower_kernel` does, when its entry or object is missing or corrupt), loaded and run on 1.5 + i
+_READ_BACK = """
+import ctypes, json, sys
+import tgfx as tg
+from tgfx.lowering import KernelObject
+from tgfx.lowering import compile as compile_mod
+IR = sys.stdin.read()
+out = []
+for i in range(5):
+    key = f"batch-disk-{i}"
+    if (cached := compile_mod.read_cached(key)) is None:
+        ko = KernelObject(f"k{i}", compile_mod.compile_llvm(IR.replace("@k(", f"@k{i}(")), 1, "hand")
+        compile_mod.write_cached(key, ko.meta(), ko.obj)
+    else:
+        ko = KernelObject.from_meta(*cached)
+    code = compile_mod.load_object(key, ko.name, ko.obj, symbols=ko.symbols)
+    buf = (ctypes.c_float * 1)(1.5 + i)
+    bufs = (ctypes.c_void_p * 1)(ctypes.addressof(buf))
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(code.addr)(ctypes.addressof(bufs), None, 0)
+    out.append(buf[0])
+print(json.dumps({"out": out, "compiles": tg.counters.compile_count, "reads": tg.counters.cached_object_reads,
+                  "loaded": sum(len(o.objects) for o in compile_mod._owners)}))
+"""
+
+
+def _read_back(cache: pathlib.Path) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", _READ_BACK], input=IR, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TGFX_CACHE_DIR": str(cache)})
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def test_a_batch_object_is_cached_once_for_its_kernels_and_recompiled_when_corrupt(tmp_path):
+    """A batch's kernels' disk cache entries name one object file, stored once under its digest (each entry held the
+    whole object: spectral + fno + gmm_em's cache was 608 KiB, 276 KiB before batches). A new process reads that
+    object once for its four kernels, compiles nothing and runs them right; a truncated or corrupted object is no
+    object: its kernels are compiled again (and right), and cached again."""
+    from tgfx.lowering import KernelObject
+    irs = [IR.replace("@k(", f"@k{i}(") for i in range(5)]
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):
+        got = _queued(irs)
+        for i, g in enumerate(got):
+            ko = KernelObject(f"k{i}", g.obj, 1, "hand", symbols=g.symbols)
+            compile_mod.write_cached(f"batch-disk-{i}", ko.meta(), ko.obj)
+    objects = sorted((tmp_path / "objects").rglob("*.o"))
+    assert sorted(p.stat().st_size for p in objects) == sorted([len(got[0].obj), len(got[1].obj)])
+    want = [3 * (1.5 + i) for i in range(5)]
+    assert _read_back(tmp_path) == {"out": want, "compiles": 0, "reads": 2, "loaded": 2}
+    batch = next(p for p in objects if p.read_bytes() == got[1].obj)
+    for spoil in (lambda b: b[:len(b) // 2], lambda b: b[:100] + bytes([b[100] ^ 1]) + b[101:]):
+        batch.write_bytes(spoil(got[1].obj))
+        assert _read_back(tmp_path) == {"out": want, "compiles": 4, "reads": 1, "loaded": 5}
+        assert _read_back(tmp_path) == {"out": want, "compiles": 0, "reads": 5, "loaded": 5}   # each alone now
+        for i in range(1, 5):   # back to the batch's entries (the alone ones' objects stay, unused)
+            ko = KernelObject(f"k{i}", got[1].obj, 1, "hand", symbols=got[1].symbols)
+            with Context(TGFX_CACHE_DIR=str(tmp_path)):
+                compile_mod.write_cached(f"batch-disk-{i}", ko.meta(), ko.obj)

@@ -11,6 +11,7 @@ class Counters:
     module_count: int = 0      # LLVM modules those were compiled in (a queue of kernels is compiled as one module)
     schedule_count: int = 0    # graphs scheduled (cache misses)
     copy_count: int = 0        # buffer copies submitted (likewise)
+    cached_object_reads: int = 0  # compiled objects read from the disk cache (a batch's once for all its kernels)
     search_count: int = 0      # BEAM searches run (kernels whose options were not in the search cache)
     search_compile_count: int = 0  # BEAM candidates compiled to be timed
     alloc_count: int = 0       # device buffers allocated for computed values (eager results, jit outputs and arenas)

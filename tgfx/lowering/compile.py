@@ -14,8 +14,10 @@ Object files are cached on disk (`TGFX_CACHE_DIR`, default `~/.cache/tgfx`) unde
 what chose its options (the options themselves, or the heuristics: see `optimize.opt_mode`), the version of the
 lowering code, LLVM's version and the target (`Target.key`: CPU, features, cores, caches), so a new process compiles
 nothing it compiled before, and code for one target never stands in for another's. An entry is a small header (magic,
-JSON metadata, SHA-256 of both) followed by the object: a truncated or corrupt entry fails the check and is
-recompiled; nothing is unpickled.
+JSON metadata, SHA-256 of both) naming its object by the object's SHA-256; objects are files of their own, named by
+that digest, so a batch's object (`CompileQueue`: up to `BATCH_KERNELS` kernels) is on disk once for all its kernels,
+and a new process reads and checks it once for them all. A truncated or corrupt entry or object fails its check and
+is recompiled; nothing is unpickled.
 """
 from __future__ import annotations
 
@@ -45,8 +47,9 @@ from tgfx.counters import counters
 from tgfx.devices.target import GPUTarget, Target, check_runnable, host_target, native_target
 from tgfx.diskcache import cache_path, read_bytes, write_atomic
 from tgfx.lowering import llvm_worker
+from tgfx.lowering.lru import LRU
 
-_MAGIC = b"TGFXOBJ1"
+_MAGIC = b"TGFXOBJ2"   # (1: each entry held its object, a batch's object once per kernel)
 
 
 _machines_lock = forksafe.lock()
@@ -133,8 +136,36 @@ def _path(key: str) -> pathlib.Path:
     return cache_path("kernels", key[:2], f"{key}.obj")
 
 
+def _object_path(digest: str) -> pathlib.Path:
+    return cache_path("objects", digest[:2], f"{digest}.o")
+
+
+# objects this process read and checked, or wrote, by path: a batch's kernels read its object once, and write it once
+_objects: LRU[str, bytes] = LRU(lambda: 4 * BATCH_KERNELS)
+
+
+def _read_object(digest: str) -> bytes | None:
+    """The object whose SHA-256 is `digest`, or None if absent or not that object (truncated, corrupt)."""
+    path = _object_path(digest)
+    if (obj := _objects.get(str(path))) is not None:
+        return obj
+    obj = read_bytes(path)
+    if obj is None or hashlib.sha256(obj).hexdigest() != digest:
+        return None
+    counters.cached_object_reads += 1
+    _objects[str(path)] = obj
+    return obj
+
+
+def _has_size(path: pathlib.Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
+
+
 def read_cached(key: str) -> tuple[dict[str, Any], bytes] | None:
-    """The metadata and object of a cache entry, or None if absent, truncated or corrupt."""
+    """The metadata and object of a cache entry, or None if the entry or its object is absent, truncated or corrupt."""
     data = read_bytes(_path(key))
     if data is None:
         return None
@@ -142,23 +173,32 @@ def read_cached(key: str) -> tuple[dict[str, Any], bytes] | None:
     if len(data) < head + 32 or not data.startswith(_MAGIC):
         return None
     (meta_len,) = struct.unpack("<Q", data[len(_MAGIC):head])
-    meta_b, digest, obj = data[head:head + meta_len], data[head + meta_len:head + meta_len + 32], \
-        data[head + meta_len + 32:]
-    if len(meta_b) != meta_len or hashlib.sha256(meta_b + obj).digest() != digest:
+    meta_b, digest = data[head:head + meta_len], data[head + meta_len:]
+    if len(meta_b) != meta_len or hashlib.sha256(meta_b).digest() != digest:
         return None
     try:
         meta = json.loads(meta_b)
     except ValueError:
         return None
-    return (meta, obj) if isinstance(meta, dict) and meta.get("key") == key else None
+    if not isinstance(meta, dict) or meta.get("key") != key or not isinstance(meta.get("object"), str):
+        return None
+    obj = _read_object(meta["object"])
+    return None if obj is None else (meta, obj)
 
 
 def write_cached(key: str, meta: dict[str, Any], obj: bytes) -> None:
+    """Cache `obj` and its metadata under `key`: the object first (under its digest, unless this process wrote or read
+    it there already and it is still whole), then the entry naming it, so a reader that finds the entry finds the
+    object."""
     if not config.DISK_CACHE:
         return
-    meta_b = json.dumps({**meta, "key": key}, sort_keys=True).encode()
-    write_atomic(_path(key), _MAGIC + struct.pack("<Q", len(meta_b)) + meta_b + hashlib.sha256(meta_b + obj).digest()
-                 + obj)
+    digest = hashlib.sha256(obj).hexdigest()
+    path = _object_path(digest)
+    if _objects.get(str(path)) is None or not _has_size(path, len(obj)):
+        write_atomic(path, obj)
+        _objects[str(path)] = obj
+    meta_b = json.dumps({**meta, "key": key, "object": digest}, sort_keys=True).encode()
+    write_atomic(_path(key), _MAGIC + struct.pack("<Q", len(meta_b)) + meta_b + hashlib.sha256(meta_b).digest())
 
 
 def compile_llvm(ir: str | Sequence[str], candidate: bool = False, target: Target | None = None) -> bytes:
