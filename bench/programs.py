@@ -153,9 +153,10 @@ Sharded over two devices (`bench/ported_sharded.py`; tgfx's CPU:0 and CPU:1, jax
   split eagerly every step, a warm-up-then-cosine learning rate computed in Python between steps, Adam.
 
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
-empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache), the step time (min and
-median of `--steps` steps after three warm-up steps) and the last loss: both libraries must agree on it (relative
-1e-3), or the row says so and the exit status is 1. jax is skipped when it is not installed.
+empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache; `--cache-dir` names one, and
+the same one twice times a warm first call), the step time (min and median of `--steps` steps after three warm-up
+steps) and the last loss: both libraries must agree on it (relative 1e-3), or the row says so and the exit status is
+1. jax is skipped when it is not installed.
 """
 from __future__ import annotations
 
@@ -570,9 +571,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=20, help="timed steps after three warm-up steps")
     ap.add_argument("--quick", action="store_true", help="small sizes (the smoke test)")
     ap.add_argument("--frameworks", default="tgfx,jax", help="tgfx,jax (jax skipped when not installed)")
+    ap.add_argument("--cache-dir", default="", help="tgfx's compile cache (default: a new, empty one): give a run's "
+                    "own again for a warm first call, a new process reading what the last one compiled")
     args = ap.parse_args(argv)
     from tgfx import config
-    config.CACHE_DIR.value = tempfile.mkdtemp(prefix="tgfx-programs-")   # a cold first call
+    config.CACHE_DIR.value = args.cache_dir or tempfile.mkdtemp(prefix="tgfx-programs-")   # a cold first call
     names = [n for n in args.only.split(",") if n]
     if unknown := [n for n in names if n not in PROGRAMS]:
         ap.error(f"unknown program(s) {unknown}; choose from {','.join(PROGRAMS)}")
