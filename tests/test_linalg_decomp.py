@@ -320,6 +320,19 @@ def test_svd_and_qr_degenerate_and_ill_conditioned(name: str) -> None:
     np.testing.assert_array_equal(L.matrix_rank(tg.asarray(a)).numpy(), np.linalg.matrix_rank(a))
 
 
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (20, 14)])   # Jacobi, its transpose, Householder
+def test_svd_of_a_matrix_with_a_nan_is_nan_in_every_factor(shape: tuple[int, int]) -> None:
+    """As JAX's: s and Vt were NaN, but U came out of QR of NaN columns as the identity's columns, a U that looked
+    right. The other matrices of a batch keep their factors."""
+    a = f32(rng(16).standard_normal((2, *shape)))
+    a[1, 0, 0] = np.nan
+    for full in (False, True):
+        u, s, vh = (f.numpy() for f in L.svd(tg.asarray(a), full_matrices=full))
+        assert np.isnan(u[1]).all() and np.isnan(s[1]).all() and np.isnan(vh[1]).all()
+        assert not np.isnan(u[0]).any()
+        assert_svd(a[0], *(tg.asarray(f[0]) for f in (u, s, vh)), ORTHO_TOL)
+
+
 @pytest.mark.parametrize("scale", [1e25, 1e-25])
 def test_extreme_scales_neither_overflow_nor_underflow(scale: float) -> None:
     """Entries near 1e25 (or 1e-25) have squares beyond float32's range: each factorisation scales by a power of two

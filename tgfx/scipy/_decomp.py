@@ -413,6 +413,8 @@ def svd_factor(a: Tensor, full_matrices: bool, vectors: bool) -> tuple[Tensor, T
     sign = tnp.where(tnp.diagonal(r, axis1=-2, axis2=-1) < 0, -1.0, 1.0).astype(a.dtype)
     if q.shape[-1] > n:
         sign = tnp.concatenate([sign, tnp.ones(sign.shape[:-1] + (q.shape[-1] - n,), a.dtype)], axis=-1)
+    # a NaN in `a` is NaN in every s; QR of x's NaN columns kept Q's identity, a U that looked right: NaN, as JAX's
+    sign = tnp.where(tnp.isnan(s).any(axis=-1, keepdims=True), np.nan, sign).astype(a.dtype)
     return s, q * sign[..., None, :], vt
 
 
