@@ -17,6 +17,8 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering import kernel_source
 from tgfx.lowering import schedule as schedule_module
 from tgfx.lowering.inline import inline
+from tgfx.lowering.kernel_opts import Opt
+from tgfx.lowering.optimize import use_opts
 from tgfx.lowering.schedule import schedule
 from tgfx.lowering.split_reduce import split_parts
 
@@ -104,3 +106,16 @@ def test_split_sums_are_numpys(rows: int, cols: int, cores: int) -> None:
         g, xs = rand(rows // 16, 4, 4, 8, seed=2), rand(rows // 16, 4, 4, cols, seed=3)
         dw = tg.numpy.einsum("bhwi,bhwo->io", tg.asarray(xs), tg.asarray(g)).numpy()
         np.testing.assert_allclose(dw, np.einsum("bhwi,bhwo->io", xs.astype(np.float64), g), rtol=1e-4, atol=1e-3)
+
+
+def test_a_second_thread_splits_another_loop_over_the_product_of_the_two() -> None:
+    """THREAD(0, 4) then THREAD(1, 2) of a transpose's 64 x 4 loops: launched with 8 core ids, the first split taking
+    `id // 2`, the second `id % 2`: every element is written once, as numpy's. (A third splits the product again.)"""
+    x = rand(4, 64)
+    opts = [Opt("THREAD", 0, 4), Opt("THREAD", 1, 2)]
+    with use_opts(opts):
+        got = (tg.asarray(x).T * 2.0 + 1.0).numpy()
+    np.testing.assert_array_equal(got, x.T * 2.0 + 1.0)
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, ((tg.asarray(x).T * 2.0 + 1.0).uop,))).src))
+    assert kernel_source(linear.src[0].src[0], host_target(), opts).global_size == 8
+    assert kernel_source(linear.src[0].src[0], host_target(), [*opts, Opt("THREAD", 0, 2)]).global_size == 16

@@ -341,9 +341,13 @@ def test_threads_split_evenly_and_only_when_the_work_pays():
     assert t.thread_split(1000, 3 * per_thread) == 2  # three threads' work, and 3 does not divide 1000
     assert t.thread_split(97, 10 ** 9) == 1           # a prime: no even split
     # a matmul on many cores is split over the most threads that divide a loop (on 96 cores it was not threaded at
-    # all: neither loop divides by 96). With 16 x 4 tiles its loops are 256 / 4 = 64 and 384 / 16 = 24 long.
+    # all: neither loop divides by 96). With 16 x 4 tiles its loops are 256 / 4 = 64 and 384 / 16 = 24 long; 64 row
+    # blocks leave a third of the cores idle, so the column blocks are split too, over the product: 64 x 6 = 384
+    # parts, 4 a core (`heuristics._second_thread`)
     opts = hand_coded_opts(index_level(matmul_ast(256, 256, 384, AVX2)), target_for(AVX2).with_cores(96))
-    assert opts[-1] == Opt("THREAD", 0, 64)
+    assert opts[-2:] == [Opt("THREAD", 0, 64), Opt("THREAD", 1, 6)]
+    assert hand_coded_opts(index_level(matmul_ast(256, 256, 384, AVX2)), target_for(AVX2).with_cores(64))[-1] == \
+        Opt("THREAD", 0, 64)   # (on 64 cores, a row block a core: one split, as before)
 
 
 

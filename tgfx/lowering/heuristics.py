@@ -681,7 +681,25 @@ def _thread_opts(sink: UOp, loops: list[UOp], opts: list[Opt], work: int, itemsi
         if pad:
             axis = max(pad, key=lambda a: (sizes[a], -a))
             return [Opt("PADTO", axis, more), Opt("THREAD", axis, more)]
-    return [Opt("THREAD", axis, n)] if n > 1 else []
+    return [Opt("THREAD", axis, n), *_second_thread(sink, sizes, axis, n, work, itemsize, target)] if n > 1 else []
+
+
+def _second_thread(sink: UOp, sizes: dict[int, int], axis: int, n: int, work: int, itemsize: int,
+                   target: Target) -> list[Opt]:
+    """A THREAD of a second loop where the first (`axis`, `n` parts) leaves cores idle: the kernel then runs over the
+    product of the two (`kernel_opts.thread`). A split sum's partial sums (tgfx/lowering/split_reduce.py) are its
+    parts by its outputs, neither enough for a many-core machine alone: a column sum of 4096 x 1024 as 16 parts of
+    its rows, its 1024 columns 16 blocks of 64 (two vectors by 4 rows of AVX-512): 16 of 64 cores, now 64. Only where
+    `n` is fewer than the cores, so a kernel that already has a core each is as before (every kernel on 2 cores)."""
+    most = target.threads(work, itemsize, _chunks(sink))
+    if n >= min(most, target.cores) or not _chunks(sink):
+        return []
+    best = (1, 0)
+    for b in sorted(a for a in sizes if a != axis):
+        m = next((m for m in range(min(most // n, sizes[b]), 1, -1)
+                  if sizes[b] % m == 0 and (n * m <= target.cores or n * m % target.cores == 0)), 1)
+        best = max(best, (m, -b))
+    return [Opt("THREAD", -best[1], best[0])] if best[0] > 1 else []
 
 
 def _chunks(sink: UOp) -> bool:

@@ -15,7 +15,8 @@ each reduce's axes). Options:
   combines them after the loop (a horizontal reduce); otherwise each reduce is replicated per lane.
   UPCAST or UNROLL by 0 takes the whole range as copies, never a vector, and leaves no range (`_whole_copies`).
 - THREAD: split an output range across `amount` cores: the kernel receives its core id (a `SPECIAL`) and the runtime
-  launches it with `global_size = amount`.
+  launches it with `global_size = amount`. A second THREAD splits another range too, over the product of the two
+  amounts (`thread`).
 - PADTO: round a range up to a multiple of `amount`, so a 1000-wide axis can be UPCAST by 16. The extra iterations
   are masked: a load whose offset could leave its buffer is clamped to offset 0, a store is gated (`STORE(idx, v,
   gate)`, which the renderer branches around), a reduce over the range adds its identity. At most doubles the range.
@@ -409,11 +410,18 @@ def _whole_copies(sink: UOp, opt: Opt, kind: str) -> UOp:
 
 
 def thread(sink: UOp, opt: Opt) -> UOp:
+    """Range `opt.axis` split over `opt.amount` core ids. In a kernel already split over `a` of them (a THREAD before
+    this one), over the product: the kernel is launched with `a * amount` ids, the earlier split taking `id // amount`
+    and this one `id % amount` (a column sum's partial sums: their 16 parts by the 4 blocks of its 1024 columns on 64
+    cores, neither loop alone long enough for them)."""
     rng, outer, size = _split(sink, opt, "loop")
-    if any(u.op is Ops.SPECIAL for u in sink.toposort()):
-        raise KernelOptError(f"{opt}: the kernel is already split across cores")
-    core = UOp(Ops.SPECIAL, dtypes.index, (), ("core", opt.amount))
-    return sink.substitute({rng: core * (size // opt.amount) + outer})
+    share = size // opt.amount
+    if (old := next((u for u in sink.toposort() if u.op is Ops.SPECIAL), None)) is None:
+        core = UOp(Ops.SPECIAL, dtypes.index, (), ("core", opt.amount))
+        return sink.substitute({rng: core * share + outer})
+    amount = UOp.const(dtypes.index, opt.amount)
+    core = UOp(Ops.SPECIAL, dtypes.index, (), ("core", old.arg[1] * opt.amount))
+    return sink.substitute({old: core // amount, rng: (core % amount) * share + outer})
 
 
 def padto(sink: UOp, opt: Opt) -> UOp:
