@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tgfx as tg
-from tgfx import lax
+from tgfx import config, lax
 from tgfx.devices.target import Target, host_target
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
@@ -119,3 +119,41 @@ def test_a_second_thread_splits_another_loop_over_the_product_of_the_two() -> No
     linear, _ = schedule(list(inline(UOp(Ops.SINK, None, ((tg.asarray(x).T * 2.0 + 1.0).uop,))).src))
     assert kernel_source(linear.src[0].src[0], host_target(), opts).global_size == 8
     assert kernel_source(linear.src[0].src[0], host_target(), [*opts, Opt("THREAD", 0, 2)]).global_size == 16
+
+
+def reduction_parts(expr: tg.Tensor) -> int:
+    """The most parts any kernel of `expr` is split into over the cores, as scheduled for the target the flags give."""
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (expr.uop,))).src))
+    return max(kernel_source(c.src[0], host_target()).global_size for c in linear.src if c.src[0].op is Ops.SINK)
+
+
+@pytest.mark.parametrize("cpu", ["haswell", "skylake-avx512"])
+def test_reductions_of_few_outputs_use_every_core_of_a_many_core_target(cpu: str) -> None:
+    """A column sum of 4096 x 1024 (and of 2048 x 512), a weight gradient `x.T @ g` over a batch of 65,536 and a
+    batch norm's mean over (N, H, W) of an NCHW tensor: on a target of 64 cores, in at least as many parts as there
+    are cores or as the work is worth (`Target.threads`), whichever is fewer. The column sums were 16 and 8 parts
+    (AVX-512) from 16 cores up: their reduce too short for more split-K parts than that, and their partial sums'
+    kernel split over the parts alone; it is now split over the parts and the columns both. On 2 cores, a part a
+    core or more. (Parts are counted for code of either width; this host runs what it can.)"""
+    rng = np.random.default_rng(5)
+    arrays = {"sum 4096x1024": (4096, 1024), "sum 2048x512": (2048, 512), "x": (65536, 64), "g": (65536, 32),
+              "nchw": (32, 64, 32, 32)}
+    a = {k: rng.standard_normal(s).astype(np.float32) for k, s in arrays.items()}
+    t = {k: tg.asarray(v) for k, v in a.items()}
+    cases = {"sum 4096x1024": (lambda: t["sum 4096x1024"].sum(0), 4096 * 1024),
+             "sum 2048x512": (lambda: t["sum 2048x512"].sum(0), 2048 * 512),
+             "x.T @ g": (lambda: t["x"].T @ t["g"], 65536 * 64 * 32),
+             "batch norm mean": (lambda: t["nchw"].mean((0, 2, 3)), 32 * 64 * 32 * 32)}
+    for cores in (2, 64):
+        with config.Context(TGFX_CPU=cpu, TGFX_CORES=cores):
+            target = host_target()
+            for name, (f, work) in cases.items():
+                parts = reduction_parts(f())
+                assert parts >= min(cores, target.threads(work)), (name, cores, parts)
+    with config.Context(TGFX_CORES=64):   # this host's own code, split for 64 cores: numpy's results
+        got = {name: f().numpy() for name, (f, _) in cases.items()}
+    for name in ("sum 4096x1024", "sum 2048x512"):
+        np.testing.assert_allclose(got[name], a[name].astype(np.float64).sum(0), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(got["x.T @ g"], a["x"].T.astype(np.float64) @ a["g"], rtol=1e-4, atol=1e-2)
+    np.testing.assert_allclose(got["batch norm mean"], a["nchw"].astype(np.float64).mean((0, 2, 3)), rtol=1e-4,
+                               atol=1e-5)

@@ -81,8 +81,10 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
     that a part's share of what it reads fits half of L2: each output's pass over the reduce then reads it from
     there, not from memory (the weight gradient's 864 passes of its 20 MB, in 32 parts of 0.6 MB); along the
     outermost reduce axis that splits evenly so, each part `MIN_PART_REDUCE` steps or more, and the partial sums at
-    most `PARTIALS_SHARE` of what it reads. Not a gather or a scatter, whose kernels are a load at an index and a loop
-    over updates (`fusion._gather`, `_scatter_reduce`)."""
+    most `PARTIALS_SHARE` of what it reads. Where no axis splits into that many and the outputs are too few for a
+    tile on every core (a many-core target's column sum), into as many as the reduce allows, fewer than the work is
+    worth: their kernel takes the rest of the cores from its outputs (`heuristics._second_thread`). Not a gather or
+    a scatter, whose kernels are a load at an index and a loop over updates (`fusion._gather`, `_scatter_reduce`)."""
     if red.arg[0] is not Ops.ADD or red.dtype not in (dtypes.float32, dtypes.float64):
         return 0, 1
     if not get_device(red.device if isinstance(red.device, str) else DEFAULT_DEVICE).compiles_on_host:
@@ -107,7 +109,14 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
         n = src.shape[axis]
         if (parts := next((d for d in range(want, min(n, most) + 1) if n % d == 0), None)) is not None:
             return axis, parts
-    return 0, 1
+    if outputs >= target.cores * lanes * rows:
+        return 0, 1
+    # a reduce too short for as many parts as the work is worth, of outputs too few for a tile on every core (a
+    # column sum of 4096 x 1024, 4 tiles, on 64 cores): in as many parts as it allows, their partial sums' kernel
+    # split over the parts and its outputs both (`heuristics._second_thread`): 16 parts of 256 rows, 64 threads
+    fewer = [(d, -axis) for axis in sorted(red.arg[1]) for d in range(min(src.shape[axis], most, want), 1, -1)
+             if src.shape[axis] % d == 0]
+    return (-max(fewer)[1], max(fewer)[0]) if fewer else (0, 1)
 
 
 @dataclass(frozen=True)
