@@ -254,3 +254,44 @@ def test_a_batch_object_is_cached_once_for_its_kernels_and_recompiled_when_corru
             ko = KernelObject(f"k{i}", got[1].obj, 1, "hand", symbols=got[1].symbols)
             with Context(TGFX_CACHE_DIR=str(tmp_path)):
                 compile_mod.write_cached(f"batch-disk-{i}", ko.meta(), ko.obj)
+
+
+_PROGRAM = """
+import json
+import numpy as np
+import tgfx as tg
+from tgfx.devices.target import native_target
+from tgfx.lowering import compile as compile_mod
+x = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float32)
+
+def f(a):
+    h = tg.numpy.tanh(a @ a.T) * 7.0
+    return (h - h.max(axis=1, keepdims=True)).sum(axis=0), (a * 3.0).T @ a, tg.numpy.exp(a / 5.0).sum(axis=1)
+
+got = [o.numpy() for o in tg.jit(f)(tg.asarray(x))]
+h = np.tanh(x @ x.T) * np.float32(7)
+want = [(h - h.max(axis=1, keepdims=True)).sum(axis=0), (x * np.float32(3)).T @ x, np.exp(x / np.float32(5)).sum(1)]
+for a, b in zip(got, want, strict=True):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-4 * np.abs(b).max())
+print(json.dumps({"compiles": tg.counters.compile_count, "workers": len(compile_mod._worker_list),
+                  "cores": native_target().cores}))
+"""
+
+
+def test_a_program_found_in_the_disk_cache_starts_no_compile_worker(tmp_path):
+    """A program's first call in a process that finds all its kernels in the disk cache compiles nothing, so it starts
+    no compile worker (a Python process importing LLVM: it was started for every program of 4 kernels or more, and
+    ran beside the first call's lowering for nothing). A process that compiles them starts one (on 2 cores or more)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def run() -> dict:
+        done = subprocess.run([sys.executable, "-c", _PROGRAM], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "TGFX_CACHE_DIR": str(tmp_path), "TGFX_COMPILE_WORKERS": "1"})
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.splitlines()[-1])
+    cold = run()
+    assert cold["compiles"] >= 4 and cold["workers"] == (1 if cold["cores"] > 1 else 0)
+    assert run() == {**cold, "compiles": 0, "workers": 0}

@@ -273,18 +273,25 @@ class CompileQueue:
     and compiled together (`llvm_worker.compile_ir`), up to `BATCH_KERNELS` alike in target and marks. Spectral's 18
     modules, compiled alone, took 216 ms of LLVM, 184 in batches of up to 8 (gmm_em's 38: 418 -> 360 ms, fno's 103:
     2101 -> 1956). Each thread compiles with the overrides of the thread that queued its first kernel
-    (`config.carry`)."""
+    (`config.carry`).
 
-    def __init__(self, threads: int) -> None:
+    The threads (`threads`, or as many as `threads()` says) start at the first `submit`: a program whose kernels are
+    all cached starts none, nor the compile workers `threads()` may start."""
+
+    def __init__(self, threads: int | Callable[[], int]) -> None:
         self.pending: list[_Queued] = []
         self.cond = threading.Condition()
         self.closed = False
-        self.threads = [threading.Thread(target=self._serve, name="tgfx-compile", daemon=True) for _ in range(threads)]
-        for t in self.threads:
-            t.start()
+        self.want = threads
+        self.threads: list[threading.Thread] = []
 
     def submit(self, ir: str, name: str, target: Target) -> Future:
         """A future of the `Objects` that defines kernel `name` of `ir`."""
+        if not self.threads:
+            n = self.want() if callable(self.want) else self.want
+            self.threads = [threading.Thread(target=self._serve, name="tgfx-compile", daemon=True) for _ in range(n)]
+            for t in self.threads:
+                t.start()
         fut: Future = Future()
         with self.cond:
             self.pending.append(_Queued(ir, name, target, fut, config.carry(compile_llvm)))
