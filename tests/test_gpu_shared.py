@@ -5,9 +5,6 @@ the heuristics' choice from the target, and matmuls end to end on the emulating 
 from __future__ import annotations
 
 import re
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,7 +13,7 @@ import pytest
 import tgfx as tg
 import tgfx.lowering as lowering
 from tests.test_cuda_runtime import emulated, emulated_programs  # noqa: F401 (fixtures)
-from tests.test_nvptx import PTXAS, _one_kernel, needs_ptxas
+from tests.test_nvptx import _one_kernel, needs_ptxas, ptxas_report
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.ir.ops import Ops
 from tgfx.lowering.kernel_opts import KernelOptError, Opt
@@ -95,22 +92,12 @@ def test_shared_tiles_refuse_what_they_cannot_stage() -> None:
         optimize_gpu(sink, small, TILE)
 
 
-def _ptxas_report(ptx: str) -> str:
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "k.ptx"
-        p.write_text(ptx)
-        r = subprocess.run([PTXAS, "-arch=sm_90", "-v", str(p), "-o", "/dev/null"], capture_output=True, text=True,
-                           timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stderr
-
-
 @needs_ptxas
 def test_shared_tiles_assemble_with_their_shared_memory_and_no_spills() -> None:
     ast, _, _ = _matmul(64, 32, 128)
     ptx = ptx_of(ast, GPU_DEFAULT, TILE)[0]
     assert ptx.count("bar.sync") == 2 and "ld.shared.v4" in ptx and "st.shared" in ptx
-    report = _ptxas_report(ptx)
+    report = ptxas_report(ptx)
     assert re.search(r"\b(\d+) bytes smem", report).group(1) == str(2 * 8 * 32 * 4), report
     assert re.search(r"\b(\d+) bytes spill stores", report).group(1) == "0", report
 
@@ -135,7 +122,7 @@ def test_large_matmuls_stage_their_operands_in_shared_memory(shape: tuple[int, i
     while k % depth:
         depth //= 2
     assert opts[-1] == Opt("SHARED", 2, depth) and dims.block == (warp, threads // warp, 1), opts
-    report = _ptxas_report(ptx)
+    report = ptxas_report(ptx)
     smem = int(re.search(r"\b(\d+) bytes smem", report).group(1))
     assert smem == depth * (warp * lanes + threads // warp * rows) * np.dtype(dtype).itemsize, report
     assert smem <= GPU_DEFAULT.shared_per_block // 4

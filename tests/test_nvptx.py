@@ -99,6 +99,15 @@ def _ptxas(path: Path) -> tuple[int, str]:
     return r.returncode, r.stderr
 
 
+def ptxas_report(ptx: str) -> str:
+    """ptxas's report (-v: registers, shared memory, spills) of `ptx` for sm_90; the test fails if it rejects it."""
+    with tempfile.TemporaryDirectory() as d:
+        (path := Path(d) / "k.ptx").write_text(ptx)
+        rc, report = _ptxas(path)
+    assert rc == 0, report
+    return report
+
+
 @needs_ptxas
 def test_every_kernel_assembles_for_sm90(kernels: list) -> None:
     # (outputs, not kernels: elementwise siblings of one shape are one kernel storing each, `schedule.merge_siblings`)

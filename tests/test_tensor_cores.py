@@ -6,9 +6,6 @@ no spills), the heuristics' choice from the target, and GPU_TC=0."""
 from __future__ import annotations
 
 import re
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +14,7 @@ import pytest
 import tgfx as tg
 import tgfx.lowering as lowering
 from tests.test_cuda_runtime import emulated, emulated_programs  # noqa: F401 (fixtures)
-from tests.test_nvptx import PTXAS, SPILL_BOUND, _lowered, _one_kernel, needs_ptxas
+from tests.test_nvptx import SPILL_BOUND, _lowered, _one_kernel, needs_ptxas, ptxas_report
 from tgfx import config
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.dtypes import dtypes
@@ -224,16 +221,6 @@ def test_each_layout_computes_numpys_answers(layout: int, dtype: str, kind: str,
     _check(kind, got, want, scale, steps, dtype)
 
 
-def _ptxas_report(ptx: str) -> str:
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "k.ptx"
-        p.write_text(ptx)
-        r = subprocess.run([PTXAS, "-arch=sm_90", "-v", str(p), "-o", "/dev/null"], capture_output=True, text=True,
-                           timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stderr
-
-
 @needs_ptxas
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_every_half_contraction_assembles_with_the_mma_instruction(dtype: str) -> None:
@@ -254,7 +241,7 @@ def test_every_half_contraction_assembles_with_the_mma_instruction(dtype: str) -
             trans = ("", ".trans") if kind == "matmul" else (".trans", "")
             assert f"ldmatrix.sync.aligned.m8n8.x4{trans[0]}.shared.b16" in ptx, kind
             assert f"ldmatrix.sync.aligned.m8n8.x2{trans[1]}.shared.b16" in ptx, kind
-        report = _ptxas_report(ptx)
+        report = ptxas_report(ptx)
         spills = int(re.search(r"(\d+) bytes spill stores", report).group(1))
         assert spills <= SPILL_BOUND, (kind, report)
 
