@@ -244,6 +244,24 @@ def test_a_dataset_permutation_stores_nothing_of_its_length_squared(monkeypatch:
     assert max(sizes) < n * n, max(sizes)   # (with the bug: n * n * 4 bytes)
 
 
+def test_a_held_permutation_sliced_into_batches_is_sorted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # an epoch's shuffle, `perm[i * b:(i + 1) * b]` a step: a permutation at LAZY_DEPTH made each slice a deep graph,
+    # computed alone with the permutation left lazy, so every step sorted again (6 kernels and 0.7 ms a batch of
+    # 4096); its slice is a view of it, so it is stored with the first
+    from tgfx import tensor
+    from tgfx.counters import counters
+    x = np.random.default_rng(0).standard_normal((4096, 8)).astype(np.float32)
+    xs, p = tg.asarray(x), R.permutation(R.key(5), 4096)
+    monkeypatch.setattr(tensor, "LAZY_DEPTH", tensor.lazy_depth(p.uop))   # (at the limit, whatever its depth)
+    first = xs[p[0:128]].numpy()
+    assert tensor.is_realized(p.uop)   # (before anything reads it)
+    order, kernels = p.numpy(), counters.kernel_count
+    np.testing.assert_array_equal(first, x[order[0:128]])
+    for i in range(1, 4):
+        np.testing.assert_array_equal(xs[p[i * 128:(i + 1) * 128]].numpy(), x[order[i * 128:(i + 1) * 128]])
+    assert counters.kernel_count - kernels <= 3, counters.kernel_count - kernels   # a gather each, no sort
+
+
 def test_permutation_of_an_array() -> None:
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     rows = R.permutation(R.key(9), tg.asarray(x)).numpy()

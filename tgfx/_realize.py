@@ -64,8 +64,11 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
     # as the positions of a one-hot gather (`take_along_axis(arange(n), order)`, a permutation's first round), which
     # then compared each output with every stored position: 60,000 of them needed a 14 GB buffer; a graph without an
     # IOTA has none)
+    # (past `most`, still the value a realised Tensor is a view of: `perm[i:i + b]` of a held permutation that reached
+    # LAZY_DEPTH computes all of it for its slice, and left lazy, each later slice sorted again, a step each time)
+    bases = {_view_base(t.uop) for t in todo} if most is not None else ()
     found = [(t, u) for t, u, base in candidates if base in graph and not (described.iota and layout._iota_like(u)) and
-             (most is None or prod(u.shape) <= most)]
+             (most is None or prod(u.shape) <= most or u in bases)]
     # (the walk of nodes that read a PARAM or call a FUNCTION, in a graph with either)
     traced, called = _with_params(nodes) if described.front & _TRACED_OR_CALLED else (set(), set())
     if views := [u for _, u in found if u not in graph]:   # views of the graph's values (another result of a call)
