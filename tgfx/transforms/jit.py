@@ -403,7 +403,7 @@ class Jit:
         hit = self._cache.get(key)
         if hit is None:
             with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
-                hit = self._trace(args, kwargs, leaves, treedef, specs, static, key)
+                hit = self._trace(args, kwargs, leaves, treedef, specs, static, key, tensors)
         prog, outs = hit
         # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie; a
         # call that moved an uncommitted Tensor has none: its key holds where each Tensor is, not where it goes)
@@ -457,7 +457,9 @@ class Jit:
         return _as_tree(outs, results)
 
     def _trace(self, args: tuple, kwargs: dict, leaves: list, treedef: PyTreeDef, specs: tuple, static: tuple,
-               key: Hashable) -> tuple[Program, Outputs]:
+               key: Hashable, leaf_tensors: list[Tensor]) -> tuple[Program, Outputs]:
+        """Trace and compile the call's signature; `leaf_tensors`: its dynamic leaves as Tensors, as `__call__` made
+        them (`_leaf_tensor`: host data copied in and uncommitted Tensors moved once, not again here)."""
         dyn_args, dyn_kwargs = tree_unflatten(treedef, leaves)
         sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3])
         if self._signatures and (LOG_RETRACE or config.DEBUG >= 1):
@@ -468,9 +470,8 @@ class Jit:
         # the arguments still lazy computed first, all in one schedule: an optimiser's zero moments for each parameter
         # shape, realised one by one, were a program each, their kernels compiled one after another on this thread
         # (realnvp's first call: four, 10-20 ms each); together they are one program, compiled side by side
-        devs = _host_devices(leaves, self.name)
-        tensors = {i: _leaf_tensor(x, devs) for i, (x, spec) in enumerate(zip(leaves, specs, strict=True))
-                   if spec[0] != "static"}
+        dynamic = iter(leaf_tensors)
+        tensors = {i: next(dynamic) for i, spec in enumerate(specs) if spec[0] != "static"}
         realize(*tensors.values())
         # stand-ins: each Tensor leaf becomes an input placeholder of its shape
         stand_ins, inputs, tensor_pos, real_inputs = [], [], [], []
