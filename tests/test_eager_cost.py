@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from helpers import run_threads
 
 import tgfx as tg
 import tgfx._realize
@@ -248,7 +249,6 @@ def test_a_repeated_chain_of_ops_goes_from_its_signature_to_its_program(monkeypa
 
 def test_ops_by_signature_from_several_threads() -> None:
     """Threads running the same ops at once (one program each signature, shared) each get their own answers."""
-    import threading
     x = tg.asarray(X)
     (x + 1).block_until_ready(), (x * 2.5).block_until_ready()
     bad: list[str] = []
@@ -258,12 +258,7 @@ def test_ops_by_signature_from_several_threads() -> None:
             got = (x + 1).numpy(), (x * float(k + n)).numpy()
             if not (np.array_equal(got[0], X + 1) and np.array_equal(got[1], X * np.float32(k + n))):
                 bad.append(f"thread {k}, step {n}")
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not bad, bad
+    assert run_threads(work, 4, switch_interval=1e-5) and not bad, bad
 
 
 def test_a_signature_ignores_lazy_tensors_that_are_no_values_of_its_chain(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,7 +286,6 @@ def test_the_fast_paths_on_other_devices_sharded_values_64_bit_types_and_threads
     """The fast paths (a transpose by signature, a total and its read, a mean, a where, a join) give numpy's answers
     for Tensors on CPU:1, for values sharded over two devices (which take the general path), in the x64 mode's 64-bit
     types (read as exactly numpy's values), and from several threads at once."""
-    import threading
     A = np.arange(16, dtype=np.float64).reshape(4, 4) / 3
     for a in (tg.device_put(tg.asarray(A), "CPU:1"), tg.shard(tg.asarray(A), ("CPU:0", "CPU:1"), 0)):
         for _ in range(2):
@@ -312,9 +306,4 @@ def test_the_fast_paths_on_other_devices_sharded_values_64_bit_types_and_threads
             if not (np.array_equal(y.T.numpy(), (A * (k + n)).T) and float(tnp.sum(y)) == pytest.approx(
                     (A * (k + n)).sum(), rel=1e-12)):
                 bad.append(f"thread {k}, step {n}")
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not bad, bad
+    assert run_threads(work, 4, switch_interval=1e-5) and not bad, bad

@@ -104,6 +104,17 @@ def test_avx2_tiles_are_six_rows_tall_padding_the_rows_when_it_costs_little():
     np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=2e-5)
 
 
+def _product_on_each_class(m: int, k: int, n: int, seed: int) -> None:
+    """An (m, k) @ (k, n) product compiled for each CPU class this host runs (AVX2, and AVX-512 where it has it) is
+    numpy's in float64, within float32's rounding."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    for cpu in (AVX2, AVX512) if HOST_AVX512 else (AVX2,):
+        with config.Context(TGFX_CPU=cpu):
+            got = (tg.asarray(a) @ tg.asarray(b)).numpy()
+        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_the_best_tile_pads_an_axis_it_splits_by_little_before_a_narrower_one_splits_it():
     """1000 columns (8 x 125) take each class's two-vector tile padded (AVX2 to 1008, AVX-512 to 1024: at most a
     `TILE_PAD_SHARE` of them), not a one-vector tile that splits them, whose 2 (AVX2) or 4 (AVX-512) accumulators left
@@ -122,12 +133,7 @@ def test_the_best_tile_pads_an_axis_it_splits_by_little_before_a_narrower_one_sp
             opts = hand_coded_opts(index_level(matmul_ast(64, 256, n, cpu)), t)
             assert not any(o.op == "PADTO" for o in opts) and opts[0].op == "UPCAST" and opts[0].axis == 1 and \
                 n % opts[0].amount == 0 and opts[0].amount < lanes, (cpu, n, opts)
-    rng = np.random.default_rng(5)
-    a, b = rng.standard_normal((100, 300)).astype(np.float32), rng.standard_normal((300, 1000)).astype(np.float32)
-    for cpu in (AVX2, AVX512) if HOST_AVX512 else (AVX2,):
-        with config.Context(TGFX_CPU=cpu):
-            got = (tg.asarray(a) @ tg.asarray(b)).numpy()
-        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    _product_on_each_class(100, 300, 1000, seed=5)
 
 
 def test_a_tile_one_vector_wide_keeps_the_fma_units_busy_on_both_classes():
@@ -146,12 +152,7 @@ def test_a_tile_one_vector_wide_keeps_the_fma_units_busy_on_both_classes():
         assert opts[:2] == [Opt("UPCAST", 1, 8), Opt("UPCAST", 0, 8)], (cpu, opts)
     opts = hand_coded_opts(index_level(matmul_ast(128, 1024, 10, AVX512)), target_for(AVX512).with_cores(1))
     assert opts == [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 8)], opts
-    rng = np.random.default_rng(6)
-    a, b = rng.standard_normal((96, 512)).astype(np.float32), rng.standard_normal((512, 40)).astype(np.float32)
-    for cpu in (AVX2, AVX512) if HOST_AVX512 else (AVX2,):
-        with config.Context(TGFX_CPU=cpu):
-            got = (tg.asarray(a) @ tg.asarray(b)).numpy()
-        np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    _product_on_each_class(96, 512, 40, seed=6)
 
 
 def test_panels_go_outside_the_row_blocks_when_b_outgrows_half_of_l2(monkeypatch):
