@@ -65,3 +65,42 @@ def test_a_trace_thousands_of_ops_deep_lowers() -> None:
     for _ in range(1500):
         want = want * np.float32(0.999) + np.float32(0.001)
     np.testing.assert_allclose(tg.jit(f)(tg.asarray(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_step_on_an_eagerly_gathered_batch_replays_and_keeps_its_learning_rate_in_its_own_buffers(monkeypatch):
+    """A training loop: each step's batch gathered eagerly (`x[perm[i:i + b]]`, a lazy value when the step is called)
+    and its learning rate a new Python float. The step replays its program (the fast path: no PyTreeDef built) after
+    computing the batch, and writes the rate into the program's own scalar buffers. A lazy argument sent every call
+    down the general path, which made each step's rate an interned constant buffer of its own: 20,000 steps of a user's
+    run held 4,096 of them (the pool's bound), one allocated and filled each step."""
+    import numpy as np
+
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    import tgfx.transforms.jit as jit_module
+    from tgfx.lowering import constants
+
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((32, 4)).astype(np.float32)
+    perm = rng.permutation(32).astype(np.int32)
+    x, p = tg.asarray(xs), tg.asarray(perm)
+    step = tg.jit(lambda w, xb, lr: w - lr * tnp.tanh(xb @ w).sum(axis=0))
+    w, want = tg.asarray(np.ones(4, np.float32)), np.ones(4, np.float32)
+
+    def run(i: int, lr: float) -> None:
+        nonlocal w, want
+        xb = x[p[(i % 4) * 8:(i % 4) * 8 + 8]]   # four batches: the eager gather's constants are the same each epoch
+        w = step(w, xb, lr)
+        want = want - np.float32(lr) * np.tanh(xs[perm[(i % 4) * 8:(i % 4) * 8 + 8]] @ want).sum(axis=0)
+
+    for i in range(8):   # traces, then finds its fast signature
+        run(i, 0.01)
+    pool = len(constants._pool)
+    calls = []
+    real_flatten = jit_module.tree_flatten
+    monkeypatch.setattr(jit_module, "tree_flatten", lambda *a, **k: calls.append(1) or real_flatten(*a, **k))
+    for i in range(8, 108):
+        run(i, 0.01 / (1 + i))   # a learning-rate schedule: a new value every step
+    np.testing.assert_allclose(w.numpy(), want, rtol=1e-4, atol=1e-5)
+    assert calls == [] and step.trace_count == 1
+    assert len(constants._pool) == pool

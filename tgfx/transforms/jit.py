@@ -681,9 +681,8 @@ def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
 def _replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
     """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is one of the program's
     buffers for it, `ScalarArgs`, or else the interned buffer of its value, as `_leaf_tensor` gives; both on `host`,
-    where the trace put the call's host data), or None for the
-    general path (an input not yet computed, a program that donates or shards, an int out of range: the general path
-    says so)."""
+    where the trace put the call's host data; an argument not yet computed is computed first), or None for the
+    general path (a program that donates or shards, an int out of range: the general path says so)."""
     mems, bufs, taken = [], [], []
     donated = donations.count   # (before the Tensors are read: see DonationLog)
     try:
@@ -692,9 +691,12 @@ def _replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
                 u = x.uop
                 if u.op is not Ops.BUFFER:
                     if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
-                        if (r := range_view(u)) is None:   # memory; anything else is computed by the general path
-                            return None
-                        x.uop, v = r, buffer_view(r)
+                        if (r := range_view(u)) is None:   # memory; anything else is computed now (`_compute_rest`)
+                            _compute_rest(leaves, i)
+                            if (v := buffer_view(x.uop)) is None:
+                                return None
+                        else:
+                            x.uop, v = r, buffer_view(r)
                     u = v
             else:
                 try:
@@ -723,6 +725,21 @@ def _replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
     finally:   # the program's scalar buffers this call took: readable until the timeline passes its submission
         for args, entry in taken:
             args.release(entry)
+
+
+def _compute_rest(leaves: list, start: int) -> None:
+    """Compute `leaves[start]` and every later Tensor of `leaves` not yet computed (nor a range of a computed buffer),
+    in one schedule, as the general path computes a call's lazy arguments: a batch gathered eagerly every step
+    (`x[perm[i:i + b]]`) took that path, and with it each step's learning rate an interned buffer of its own (a new
+    one per value, 4,096 kept) instead of the program's (`ScalarArgs`)."""
+    lazy = []
+    for x in leaves[start:]:
+        if type(x) is Tensor and buffer_view(u := x.uop) is None:
+            if (r := range_view(u)) is None:
+                lazy.append(x)
+            else:
+                x.uop = r
+    realize(*lazy)
 
 
 def _scalar_args(prog: Program, i: int, device: str) -> ScalarArgs:
