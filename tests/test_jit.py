@@ -756,3 +756,18 @@ def test_a_hot_signature_outlives_a_cache_size_of_others_and_keywords_are_their_
         np.testing.assert_allclose(f(hot, b=hot).numpy(), [0, -1, -2])
         np.testing.assert_allclose(f(hot, b=2 * hot).numpy(), [0, -4, -8])
         assert f.trace_count == 6
+
+
+def test_static_argnames_passed_by_position_and_argnums_by_name():
+    # JAX pairs each static argument's position with its name through the signature: `n` named static and passed by
+    # position is a Python int inside (range(n) works), and a static position passed by keyword is static too
+    @tg.jit(static_argnames="n")
+    def g(x, n):
+        for _ in range(n):
+            x = x + 1
+        return x
+    np.testing.assert_allclose(g(tg.asarray(arr(3)), 2).numpy(), arr(3) + 2, rtol=1e-6)
+    np.testing.assert_allclose(g(tg.asarray(arr(3)), n=3).numpy(), arr(3) + 3, rtol=1e-6)
+    assert g.trace_count == 2
+    h = tg.jit(lambda x, length: tnp.ones((length,)) * x, static_argnums=1)
+    np.testing.assert_allclose(h(4.0, length=5).numpy(), np.full(5, 4.0))

@@ -18,6 +18,7 @@ reading them waits on the device.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import weakref
 from collections import Counter, deque
@@ -286,14 +287,32 @@ def clear_caches() -> None:
         j.clear_cache()
 
 
+def _static_by_both(f: Callable, nums: tuple[int, ...], names: tuple[str, ...]) -> tuple[tuple[int, ...],
+                                                                                   tuple[str, ...]]:
+    """The static arguments by position and by name, each completed from the other through `f`'s signature, as JAX's
+    jit does: `jit(g, static_argnames="n")(x, 20)` passes n by position and is static all the same (without this it
+    was traced, and `range(n)` in g a concretization error). A function without a signature keeps what was given."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):   # (a builtin or a C function)
+        return nums, names
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    by_name = {p.name: i for i, p in enumerate(positional) if p.kind is p.POSITIONAL_OR_KEYWORD}
+    more_nums = tuple(by_name[n] for n in names if n in by_name and by_name[n] not in nums)
+    more_names = tuple(p.name for i, p in enumerate(positional) if i in nums and p.name in by_name and
+                       p.name not in names)
+    return nums + more_nums, names + more_names
+
+
 class Jit:
     """A jitted function; see the module docstring. `trace_count` counts traces."""
 
     def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (), static_argnames: str | Sequence[str] = (),
                  donate_argnums: int | Sequence[int] = ()) -> None:
         self.f = f
-        self.static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+        self.static_argnums, self.static_argnames = _static_by_both(
+            f, (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums),
+            (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames))
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self.name = getattr(f, "__qualname__", type(f).__qualname__)
         self.trace_count = 0
@@ -375,7 +394,8 @@ class Jit:
         # another target, is not this call's)
         codegen = config.codegen()
         fast: list | None = None   # the call's leaves, when they all are of the fast path's kinds
-        if not self.static_argnums and not (kwargs and self.static_argnames):
+        if not (self.static_argnums and any(-len(args) <= i < len(args) for i in self.static_argnums)) and \
+                not (kwargs and self.static_argnames):
             # the common call: one-device Tensors and Python scalars in tuples, lists and dicts. Its key needs no
             # PyTreeDef, and a replay no Tensor per scalar
             fast, sig = [], [codegen, len(args)]
