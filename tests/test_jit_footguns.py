@@ -90,6 +90,30 @@ def test_a_traced_value_stored_outside_cannot_be_used_later():
         leaked[0].numpy()
 
 
+def test_printing_a_traced_value_shows_its_type_not_an_error(capsys):
+    # JAX's tutorials print(x) inside a jitted function to show what tracing sees: the value's type and shape (weak
+    # types marked ~, as tg.typeof writes them), not a concretization error; an escaped one prints the same way
+    leaked = []
+
+    @tg.jit
+    def f(x, n):
+        print(x, repr(x * 2), f"{n}")
+        leaked.append(x)
+        return x * n
+    assert f(tg.asarray(np.ones((2, 3), np.float32)), 2).tolist() == [[2.0] * 3] * 2
+    assert capsys.readouterr().out == "Traced<float32[2,3]> Traced<float32[2,3]> Traced<~int32[]>\n"
+    assert str(leaked[0]) == "Traced<float32[2,3]>"
+    with pytest.raises(EscapedTracerError):   # (its value, asked for, is still an error)
+        leaked[0].numpy()
+
+
+def test_printing_a_value_shows_numpy_text_as_jax_does():
+    # print(jax_array) is numpy's text of the value; repr adds the dtype and device
+    x = tnp.asarray(np.array([[1.0, 2.5], [3.0, 4.0]], np.float32))
+    assert str(x) == str(np.array([[1.0, 2.5], [3.0, 4.0]], np.float32))
+    assert f"{tnp.float32(0.5)}" == "0.5" and "dtype=float32" in repr(x)
+
+
 def test_changing_a_shape_retraces_instead_of_reusing_a_wrong_program():
     f = tg.jit(lambda x: x.sum())
     assert f(tg.asarray(np.ones(3, np.float32))).item() == 3.0

@@ -134,7 +134,27 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
-        return f"Tensor({self.numpy()!r}, dtype={self.dtype.name}, device={self.device!r})"
+        value = self._shown()
+        if value is None:
+            return self._traced_text()
+        return f"Tensor({value!r}, dtype={self.dtype.name}, device={self.device!r})"
+
+    def __str__(self) -> str:
+        """numpy's text of the value, as `print(jax_array)` shows it (`repr` adds the dtype and device)."""
+        value = self._shown()
+        return self._traced_text() if value is None else str(value)
+
+    def _shown(self) -> np.ndarray | None:
+        """The value to print, or None for a traced value (an argument of a running jit, or one that escaped its
+        trace), which prints as its type and shape instead of failing: `print(x)` inside a jitted function is how
+        JAX's tutorials show what tracing sees."""
+        try:
+            return self.numpy()
+        except (ConcretizationError, EscapedTracerError):
+            return None
+
+    def _traced_text(self) -> str:
+        return f"Traced<{'~' if _is_weak_tensor(self) else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]>"
 
     def __format__(self, spec: str) -> str:
         """`f"{t:.3f}"`: a one-element Tensor formats its value as the Python scalar would; no spec is `str(t)`."""
