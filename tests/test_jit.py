@@ -771,3 +771,17 @@ def test_static_argnames_passed_by_position_and_argnums_by_name():
     assert g.trace_count == 2
     h = tg.jit(lambda x, length: tnp.ones((length,)) * x, static_argnums=1)
     np.testing.assert_allclose(h(4.0, length=5).numpy(), np.full(5, 4.0))
+
+
+def test_python_scalars_and_numpy_results_come_back_as_tensors():
+    # JAX's jit returns arrays: a function returning its static argument, a counter's Python int or a numpy array
+    # gives Tensors (Python numbers weakly typed), where a returned int was an error
+    from tgfx.tensor import is_weak
+    f = tg.jit(lambda x, n: (n, 2.0, True, x, np.arange(2, dtype=np.float32)), static_argnums=1)
+    outs = f(tg.asarray(arr(2)), 10)
+    assert all(isinstance(o, tg.Tensor) for o in outs)
+    assert [o.dtype for o in outs] == [tg.dtypes.int32, tg.dtypes.float32, tg.dtypes.bool, tg.dtypes.float32,
+                                      tg.dtypes.float32]
+    assert [is_weak(o) for o in outs] == [True, True, False, False, False]
+    assert [o.tolist() for o in outs[:3]] == [10, 2.0, True] and outs[4].tolist() == [0.0, 1.0]
+    np.testing.assert_allclose(tg.grad(lambda x: tg.jit(lambda y: (y * 3, 1))(x)[0])(2.0).item(), 3.0)

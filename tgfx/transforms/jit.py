@@ -49,10 +49,10 @@ from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, ScalarArgs, recycled_holders
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.placement import describe, is_committed, mark, marked, move
-from tgfx.tensor import Tensor, is_weak, weak, weak_like
+from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
 from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active, collecting_effects
-from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_unflatten
+from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_map, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
 
@@ -287,6 +287,21 @@ def clear_caches() -> None:
         j.clear_cache()
 
 
+def _returning_arrays(f: Callable) -> Callable:
+    """`f` with the Python scalars and numpy values among its results made Tensors, as JAX's jit returns arrays:
+    `jit(f, static_argnums=0)(10)` of an f returning its static argument is a weakly typed int32 Tensor (a trace's
+    results must be Tensors, and a returned Python int was an error)."""
+    def as_tensor(x: Any) -> Any:
+        if isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
+            return weak(Tensor(x)) if weak_input(x) else Tensor(x)
+        return x
+
+    @functools.wraps(f)
+    def returning_arrays(*args: Any, **kwargs: Any) -> Any:
+        return tree_map(as_tensor, f(*args, **kwargs))
+    return returning_arrays
+
+
 def _static_by_both(f: Callable, nums: tuple[int, ...], names: tuple[str, ...]) -> tuple[tuple[int, ...],
                                                                                    tuple[str, ...]]:
     """The static arguments by position and by name, each completed from the other through `f`'s signature, as JAX's
@@ -388,7 +403,7 @@ class Jit:
         if config.DISABLE_JIT.value:   # (`tg.disable_jit`)
             return self.f(*args, **kwargs)
         if active():  # inside another trace or a grad (in this thread): inline, like @function
-            return Function(self.f, allow_implicit=True, name=self.name)(*args, **kwargs)
+            return Function(_returning_arrays(self.f), allow_implicit=True, name=self.name)(*args, **kwargs)
         refuse_in_forked_child()   # (before the locks a thread of the parent may have held at a fork: a program's)
         # (this thread's: a program traced in the other x64 mode, or compiled under other kernel options or for
         # another target, is not this call's)
@@ -520,7 +535,7 @@ class Jit:
                           for i, a in enumerate(dyn_args))
         call_kwargs = {**dyn_kwargs, **{k: v for k, v in static if not k.startswith("args[")}}
         with collecting_effects() as effects:
-            out = Function(self.f, allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
+            out = Function(_returning_arrays(self.f), allow_implicit=True, name=self.name)(*call_args, **call_kwargs)
         out_leaves, out_tree = tree_flatten(out)
         roots = [UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,)) for t in out_leaves]
         if effects.token is not None:   # its host callbacks' last effect token: one more root, so they run every call
