@@ -324,6 +324,27 @@ def test_to_dtype(spec: Any, want: DType) -> None:
     assert to_dtype(spec) == want
 
 
+@pytest.mark.parametrize("d", [d for d in dtypes.all() if d != dtypes.bfloat16], ids=str)
+def test_a_dtype_compares_with_numpys_spellings_of_it(d: DType) -> None:
+    # user code written for numpy or JAX: `if x.dtype == np.float32`, `x.dtype in (np.int8, np.uint8)`
+    npd = np.dtype(d.np_name)
+    assert d == npd.type and npd.type == d and d == npd and d == d.name
+    assert d == npd.str and not d != npd.type and d in (np.void, npd.type)
+    assert d.type is npd.type
+    others = [o for o in dtypes.all() if o != d]
+    assert all(d != np.dtype(o.np_name).type and d != o.name for o in others if o.np_name != d.np_name)
+    x = tnp.zeros(2, d)   # (a 64-bit type is its 32-bit one without x64)
+    assert x.dtype == np.dtype(x.dtype.np_name).type and {x.dtype: 1}[to_dtype(d)] == 1
+
+
+def test_bfloat16_and_non_dtypes_compare_unequal() -> None:
+    assert tnp.bfloat16 == "bfloat16" and tnp.bfloat16 != np.uint16 and tnp.bfloat16 != np.float16
+    assert tnp.float32 != float and tnp.float64 == float   # noqa: E721 - as numpy: Python's float is float64
+    assert tnp.float32 != None and tnp.float32 != 3 and tnp.float32 != "no such type"  # noqa: E711
+    with pytest.raises(TypeError, match="bfloat16"):
+        _ = tnp.bfloat16.type
+
+
 def test_all_dtypes_are_listed() -> None:
     # the real types ALL lists, and the two complex ones (tests/test_complex.py)
     assert set(dtypes.all()) == set(ALL) | {dtypes.complex64, dtypes.complex128}

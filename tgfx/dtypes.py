@@ -28,8 +28,8 @@ from tgfx import config
 class DType:
     """A scalar element type. `kind` is 'b' (bool), 'i' (signed), 'u' (unsigned), 'f' (float) or 'c' (complex).
 
-    DTypes are interned (the scalars below, and `vec` caches its results), so equality is identity and hashing
-    is object's own, in C: every UOp built hashes one.
+    DTypes are interned (the scalars below, and `vec` caches its results), so equality between DTypes is identity
+    and hashing is object's own, in C: every UOp built hashes one.
     """
 
     name: str
@@ -40,6 +40,25 @@ class DType:
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
+
+    def __eq__(self, other: object) -> bool:
+        """A DType equals only itself (they are interned). A numpy dtype, a numpy scalar type or a dtype's name equals
+        the DType of the same element type, as numpy's and JAX's dtypes compare: `x.dtype == np.float32`,
+        `x.dtype in (np.int8, np.uint8)`, `x.dtype == "bfloat16"` (but `x.dtype == float` is float64, as numpy's)."""
+        if other is self or isinstance(other, DType):
+            return other is self
+        if not isinstance(other, (str, type, np.dtype)):
+            return NotImplemented
+        if self.count != 1:
+            return False
+        if isinstance(other, str) and other in _BY_NAME:   # 'bfloat16' too, which numpy does not name
+            return other == self.name
+        try:
+            return np.dtype(other).name == self.name
+        except (TypeError, ValueError):
+            return False
+
+    __hash__ = object.__hash__   # identity's, in C, as before: DTypes equal to each other are the same object
 
     def __reduce__(self) -> tuple:
         return (_by_name, (self.name,)) if self.count == 1 else (DType.vec, (_by_name(self.name), self.count))
@@ -56,6 +75,11 @@ class DType:
         if self.name == "bfloat16" or self.count != 1:
             raise TypeError(f"numpy has no dtype for {self!r}")
         return np.dtype(self.np_name)
+
+    @property
+    def type(self) -> type:
+        """The numpy scalar type of this type (`x.dtype.type(3)` is `np.float32(3.0)`), as numpy's dtype's."""
+        return self.dtype.type
 
     @property
     def scalar(self) -> DType:
