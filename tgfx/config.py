@@ -135,11 +135,13 @@ GPU_SMEM = Flag("GPU_SMEM", 1)    # 0: GPU contractions read their operands from
 GPU_TC = Flag("GPU_TC", 1)        # 0: float16/bfloat16 GPU contractions without tensor cores (`tensor_cores.py`)
 CACHE_DIR = Flag("TGFX_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tgfx"))
 DISK_CACHE = Flag("TGFX_DISK_CACHE", 1)
+# the disk cache's size limit in MiB (0: unbounded): least recently used entries go past it (tgfx/diskcache.py)
+CACHE_MAX_MB = Flag("TGFX_CACHE_MAX_MB", 1024.0)
 # a program touching at most this much runs on the caller when its device is idle (-1: the L2 cache of one core of
 # the target description: work that fits there takes less than waking the device's thread)
 INLINE_BYTES = Flag("TGFX_INLINE_BYTES", -1)
 # caches of compiled work, least recently used first out (what a running program still holds stays alive)
-KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels by AST (the disk cache is unbounded)
+KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels by AST, in memory
 SCHEDULE_CACHE_SIZE = Flag("TGFX_SCHEDULE_CACHE_SIZE", 1024)  # eager graphs' schedules and encoded programs
 JIT_CACHE_SIZE = Flag("TGFX_JIT_CACHE_SIZE", 256)             # traced programs per jitted function
 X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX

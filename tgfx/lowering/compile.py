@@ -17,7 +17,8 @@ nothing it compiled before, and code for one target never stands in for another'
 JSON metadata, SHA-256 of both) naming its object by the object's SHA-256; objects are files of their own, named by
 that digest, so a batch's object (`CompileQueue`: up to `BATCH_KERNELS` kernels) is on disk once for all its kernels,
 and a new process reads and checks it once for them all. A truncated or corrupt entry or object fails its check and
-is recompiled; nothing is unpickled.
+is recompiled; nothing is unpickled. The directory is bounded (`TGFX_CACHE_MAX_MB`, `tgfx/diskcache.py`): an
+entry or object removed under a reader is a miss too.
 """
 from __future__ import annotations
 
