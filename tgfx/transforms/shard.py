@@ -92,10 +92,10 @@ def shard(x: Tensor | np.ndarray, devices: str | Sequence[str], axis: int | None
     u = x.uop
     if u.op is Ops.MULTI and u.device == devs and u.arg == axis:
         return x
-    if isinstance(u.device, tuple):
-        if u.device == devs:  # reshard in place: device i keeps (or fetches) its new piece
-            return Tensor(multi([UOp(Ops.MSELECT, x.dtype, (u,), (i, axis)) for i in range(len(devs))], axis))
+    if isinstance(u.device, tuple) and u.device != devs:
         u = UOp(Ops.COPY, x.dtype, (u,), u.device[0])  # another device tuple: gather, then split
+    # (on the same device tuple, the lowering reshards in place: device i keeps or fetches its new piece; a COPY, not
+    # the MULTI of those pieces, so that a gradient flows through it, as through any COPY)
     return Tensor(UOp(Ops.COPY, x.dtype, (u,), (devs, axis)))
 
 
