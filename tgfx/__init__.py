@@ -12,6 +12,7 @@ from tgfx import ops as ops
 from tgfx import optim as optim
 from tgfx import random as random
 from tgfx import scipy as scipy
+from tgfx import sharding as sharding  # the module (Mesh, NamedSharding, P, ...), callable as tg.sharding(x)
 from tgfx import tree as tree
 from tgfx import tree_util as tree_util
 from tgfx._realize import block_until_ready as block_until_ready
@@ -48,6 +49,7 @@ from tgfx.profile import profile as profile
 from tgfx.serialize import CheckpointError as CheckpointError
 from tgfx.serialize import load as load
 from tgfx.serialize import save as save
+from tgfx.sharding import make_mesh as make_mesh
 from tgfx.tensor import Tensor as Array  # noqa: F401 - jax.Array, for isinstance checks
 from tgfx.tensor import Tensor as Tensor
 from tgfx.transforms.collectives import pmap as pmap
@@ -82,6 +84,5 @@ from tgfx.transforms.shard import pmax as pmax
 from tgfx.transforms.shard import psum as psum
 from tgfx.transforms.shard import reduce_scatter as reduce_scatter
 from tgfx.transforms.shard import shard as shard
-from tgfx.transforms.shard import sharding as sharding
 from tgfx.transforms.shard import visualize_sharding as visualize_sharding
 from tgfx.transforms.vmap import vmap as vmap

@@ -1,6 +1,6 @@
 """The rest of `jax.lax` that programs call: special functions, shape helpers, scatter variants, approximate top-k,
 precision and bit helpers, `fft`, implicit differentiation (`custom_root`, `custom_linear_solve`) and the
-placement no-ops (`optimization_barrier`, `with_sharding_constraint`, `platform_dependent`).
+placement helpers (`optimization_barrier`, `with_sharding_constraint`, `platform_dependent`).
 
 Each is a composition of existing tgfx ops: the special functions are `tgfx.scipy.special`'s under lax's dtype rule
 (every operand of one float dtype, no promotion: `lax.igamma(x_f32, 2)` is a TypeError, as in JAX), the shapes are
@@ -580,10 +580,23 @@ def optimization_barrier(operand: Any, /) -> Any:
 
 
 def with_sharding_constraint(x: Any, shardings: Any) -> Any:
-    """x unchanged, as `jax.lax.with_sharding_constraint` on one device. tgfx lays values out across devices with
-    `tg.device_put` / `tg.shard` instead of inside a jitted program, so the constraint is accepted and not applied:
-    on several devices, place the value with `tg.device_put(x, sharding)` before the computation."""
-    return x
+    """`x` (a pytree) laid out as `shardings` says (a sharding, a PartitionSpec under `with mesh:`, or a pytree of
+    them that is a prefix of `x`'s structure; None leaves a leaf as it is), as `jax.lax.with_sharding_constraint`:
+    inside `jit` the program computes the value in that layout, moving data between devices where it must; outside,
+    it is `tg.device_put(x, shardings)`. See `tgfx/sharding.py` for the layouts tgfx maps a sharding onto.
+
+    >>> h = tg.lax.with_sharding_constraint(h, NamedSharding(mesh, P("data", None)))   # rows split over the mesh
+    """
+    from tgfx.sharding import PartitionSpec, Sharding
+    from tgfx.transforms.shard import put
+    from tgfx.tree import keystr, tree_broadcast, tree_flatten, tree_flatten_with_path, tree_unflatten
+    if shardings is None:
+        return x
+    is_leaf = lambda s: s is None or isinstance(s, (Sharding, PartitionSpec))  # noqa: E731
+    flat, treedef = tree_flatten_with_path(x)
+    per_leaf = tree_flatten(tree_broadcast(shardings, x, is_leaf=is_leaf), is_leaf=is_leaf)[0]
+    return tree_unflatten(treedef, [leaf if s is None else put(leaf, s, f"with_sharding_constraint{keystr(path)}")
+                                    for (path, leaf), s in zip(flat, per_leaf, strict=True)])
 
 
 _PLATFORMS = ("cpu", "cuda", "rocm", "tpu")

@@ -443,6 +443,24 @@ class Tensor:
         was), as `jax.Array.committed`: ops run where committed operands are, and move uncommitted ones there."""
         return placement.is_committed(self)
 
+    @property
+    def sharding(self) -> Any:
+        """How this Tensor is laid out, as `jax.Array.sharding`: the `NamedSharding` it was placed with (or one over a
+        1-D mesh of its devices), a `SingleDeviceSharding` on one device (`tgfx/sharding.py`)."""
+        from tgfx.sharding import sharding_of
+        return sharding_of(self)
+
+    @property
+    def addressable_shards(self) -> list:
+        """One `tg.sharding.Shard` (device, index, replica_id, data) per device this Tensor lies on."""
+        from tgfx.sharding import addressable_shards
+        return addressable_shards(self)
+
+    def devices(self) -> set[str]:
+        """The devices this Tensor lies on (`jax.Array.devices()`)."""
+        d = self.device
+        return {d} if type(d) is str else set(d)
+
     def contiguous(self) -> Tensor:
         return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
 

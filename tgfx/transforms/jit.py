@@ -783,19 +783,83 @@ def _scalar_args(prog: Program, i: int, device: str) -> ScalarArgs:
     return args if args is not None else prog.scalar_args.setdefault(i, ScalarArgs(device))
 
 
+class ShardedJit(Jit):
+    """A jitted function with `in_shardings` / `out_shardings` (`tgfx/sharding.py`): each call first lays its
+    positional arguments out as `in_shardings` says (host data and uncommitted Tensors are placed; a committed Tensor
+    laid out otherwise is an error, as in JAX), and the traced function ends in `with_sharding_constraint` of its
+    results to `out_shardings`. The program itself is `Jit`'s, keyed on the arguments' layouts as any call's is."""
+
+    def __init__(self, f: Callable, static_argnums: int | Sequence[int], static_argnames: str | Sequence[str],
+                 donate_argnums: int | Sequence[int], in_shardings: Any, out_shardings: Any) -> None:
+        body = f
+        if out_shardings is not None:
+            from tgfx._lax_more import with_sharding_constraint
+
+            @functools.wraps(f)
+            def body(*args: Any, **kwargs: Any) -> Any:
+                return with_sharding_constraint(f(*args, **kwargs), out_shardings)
+        super().__init__(body, static_argnums, static_argnames, donate_argnums)
+        self.in_shardings, self.out_shardings = in_shardings, out_shardings
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.in_shardings is not None:
+            args = self._place(args)
+        return super().__call__(*args, **kwargs)
+
+    def _place(self, args: tuple) -> tuple:
+        from tgfx.sharding import PartitionSpec, Sharding, layout
+        from tgfx.transforms.shard import put, sharding
+        from tgfx.tree import keystr, tree_broadcast, tree_flatten_with_path
+        dyn = [i for i in range(len(args)) if i not in self.static_argnums and i - len(args) not in self.static_argnums]
+        is_leaf = lambda s: s is None or isinstance(s, (Sharding, PartitionSpec))  # noqa: E731
+        shardings = self.in_shardings
+        if isinstance(shardings, list):   # (JAX reads a list at the top as the tuple a user meant)
+            shardings = tuple(shardings)
+        if isinstance(shardings, tuple) and not isinstance(shardings, PartitionSpec) and len(shardings) != len(dyn):
+            raise ValueError(f"jit({self.name}): in_shardings has {len(shardings)} entries, but the call has "
+                             f"{len(dyn)} positional (non-static) arguments; give one sharding per argument, or one "
+                             f"for all")
+        dyn_args = tuple(args[i] for i in dyn)
+        flat, treedef = tree_flatten_with_path(dyn_args)
+        per_leaf = tree_flatten(tree_broadcast(shardings, dyn_args, is_leaf=is_leaf), is_leaf=is_leaf)[0]
+        placed = []
+        for (path, leaf), s in zip(flat, per_leaf, strict=True):
+            what = f"jit({self.name}): args{keystr(path)}"
+            if s is not None and isinstance(leaf, Tensor) and not active() and is_committed(leaf):
+                want = layout(s, leaf.shape, what)
+                have = sharding(leaf) or (leaf.device, None)
+                if want != have:
+                    raise ValueError(f"{what}: in_shardings lays it out as {s!r} (on {want[0]}, split along axis "
+                                     f"{want[1]}), but the argument is committed to {describe(leaf)}; move it with "
+                                     f"tg.device_put(x, sharding) first, or pass it uncommitted")
+            placed.append(leaf if s is None else put(leaf, s, what))
+        out = list(args)
+        for i, a in zip(dyn, tree_unflatten(treedef, placed), strict=True):
+            out[i] = a
+        return tuple(out)
+
+
 def jit(f: Callable | None = None, *, static_argnums: int | Sequence[int] = (),
-        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = ()) -> Any:
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (), in_shardings: Any = None,
+        out_shardings: Any = None) -> Any:
     """Compile `f` once per signature and replay it. Usable as `@jit`, `@jit(static_argnums=...)` or `jit(f)`.
 
     static_argnums / static_argnames: arguments that are Python values baked into the trace (each value traces
         once); they must be hashable.
     donate_argnums: Tensor arguments whose buffers may be reused for outputs; a donated Tensor is invalid after the
         call (using it raises).
+    in_shardings / out_shardings: JAX's shardings (`tg.sharding.NamedSharding`, ...; one for all, or a pytree prefix
+        of the positional arguments or of the results; None: as it comes). Arguments are placed before the call
+        (a committed one laid out otherwise raises a ValueError naming it), results constrained in the trace.
+
+    >>> step = tg.jit(step, in_shardings=(replicated, replicated, NamedSharding(mesh, P("data"))))
     """
     if f is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
-                                 donate_argnums=donate_argnums)
+                                 donate_argnums=donate_argnums, in_shardings=in_shardings, out_shardings=out_shardings)
+    if in_shardings is not None or out_shardings is not None:
+        return ShardedJit(f, static_argnums, static_argnames, donate_argnums, in_shardings, out_shardings)
     return Jit(f, static_argnums, static_argnames, donate_argnums)
 
 
-__all__ = ["jit", "Jit", "DonatedBufferError"]
+__all__ = ["jit", "Jit", "ShardedJit", "DonatedBufferError"]

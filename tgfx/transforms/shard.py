@@ -29,7 +29,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import ShardingError, multi
 from tgfx.placement import mark
 from tgfx.tensor import Tensor, normalize_axis
-from tgfx.tree import keystr, tree_flatten_with_path, tree_unflatten
+from tgfx.tree import keystr, tree_broadcast, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 Devices = tuple[str, ...]
 
@@ -149,19 +149,60 @@ def _on(leaf: Any, device: str) -> Tensor:
     return out if canonical_device(device) != _default_device() else Tensor(mark(out.uop))
 
 
+def _has_sharding(device: Any) -> bool:
+    """Whether `device_put`'s `device` is a sharding or a pytree holding one (not a name or a device tuple)."""
+    from tgfx import sharding as shardings
+    if device is None or isinstance(device, str):
+        return False
+    if isinstance(device, (shardings.Sharding, shardings.PartitionSpec)):
+        return True
+    return any(isinstance(s, (shardings.Sharding, shardings.PartitionSpec)) for s in
+               tree_flatten(device, is_leaf=lambda s: isinstance(s, (shardings.Sharding, shardings.PartitionSpec)))[0])
+
+
+def put(leaf: Any, sharding: Any, what: str) -> Any:
+    """`leaf` laid out as `sharding` says (None: left where it is, host data on the default device)."""
+    from tgfx import sharding as shardings
+    if sharding is None:
+        return leaf if isinstance(leaf, Tensor) else Tensor(leaf, device=_default_device())
+    shape = leaf.shape if isinstance(leaf, (Tensor, np.ndarray, np.generic)) else np.shape(leaf)
+    devs, axis = shardings.layout(sharding, tuple(shape), what)
+    if type(devs) is str:
+        return _on(leaf, devs)
+    return shard(leaf if isinstance(leaf, (Tensor, np.ndarray, np.generic)) else Tensor(leaf), devs, axis)
+
+
 def device_put(x: Any, device: str | Sequence[str] | None = None, axis: int | None = None) -> Any:
     """`x` (a Tensor, or any pytree of Tensors, numpy arrays and scalars) on `device`, in the same structure.
 
     device: one device ("CPU:1"): every leaf is copied there (a sharded Tensor is gathered); a device tuple:
         every leaf is `shard(leaf, device, axis)`; None: host data goes to the default device ("CPU:0") and Tensors
-        stay where they are, as in JAX.
+        stay where they are, as in JAX; a sharding (`tg.sharding.NamedSharding(mesh, P("data"))`,
+        `SingleDeviceSharding`), or a pytree of them that is a prefix of `x`'s structure: each leaf laid out as its
+        sharding says (`tgfx/sharding.py`), as `jax.device_put(x, sharding)`.
 
     >>> params = tg.device_put({"w": np.ones((2, 2)), "b": 0.0}, "CPU:1")   # {'b': Tensor on CPU:1, 'w': ...}
+    >>> batch = tg.device_put(images, NamedSharding(mesh, P("data")))        # rows split over the mesh's devices
 
     Raises:
         TypeError: a leaf is not an array (the message names its pytree path).
-        ValueError: `axis` is given with one device; see `shard` for the device tuple's errors.
+        ValueError: `axis` is given with one device or a sharding; see `shard` for the device tuple's errors, and
+            `NamedSharding.layout` for a sharding's (an axis that does not divide, a spec longer than the rank).
+        NotImplementedError: a sharding whose layout tgfx's device tuples cannot hold (see `tgfx/sharding.py`).
     """
+    from tgfx import sharding as shardings
+    if isinstance(device, shardings.Sharding) and isinstance(x, (Tensor, np.ndarray)):   # (a step's batch)
+        if axis is not None:
+            raise ValueError(f"device_put: axis={axis} goes with a device tuple; a sharding says which axes it splits")
+        return put(x, device, "device_put")
+    if _has_sharding(device):
+        if axis is not None:
+            raise ValueError(f"device_put: axis={axis} goes with a device tuple; a sharding says which axes it splits")
+        flat, _ = _leaves(x, "device_put")
+        is_leaf = lambda s: isinstance(s, (shardings.Sharding, shardings.PartitionSpec))  # noqa: E731
+        per_leaf = tree_flatten(tree_broadcast(device, x, is_leaf=is_leaf), is_leaf=is_leaf)[0]
+        return tree_unflatten(tree_flatten(x)[1], [put(leaf, s, f"device_put{keystr(path)}")
+                                                   for (path, leaf), s in zip(flat, per_leaf, strict=True)])
     flat, treedef = _leaves(x, "device_put")
     if isinstance(device, str) and axis is not None:
         raise ValueError(f"device_put: axis={axis} needs a device tuple, got the single device {device!r}")
