@@ -1,6 +1,8 @@
-"""JAX's sharding spelling (`tg.sharding`: Mesh, P, NamedSharding; jit's in/out_shardings) maps onto
+"""JAX's sharding spelling (`tg.sharding`: Mesh, P, NamedSharding; `tg.shard_map`; jit's in/out_shardings) maps onto
 tgfx's device tuples: the same layouts, numbers, programs and errors as `tg.shard`, and as numpy."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -220,3 +222,59 @@ def test_data_parallel_training_in_jax_spelling_matches_device_tuples_and_numpy(
     tg.counters.reset()
     _mlp_losses("tuple")
     assert kernels_named == tg.counters.kernel_count
+
+
+# ---- shard_map ----
+def test_shard_map_psum_matches_numpy(mesh: Mesh) -> None:
+    a = randn(8, 3)
+    total = tg.shard_map(lambda b: tg.lax.psum(b.sum(0), "data"), mesh=mesh, in_specs=P("data"), out_specs=P())(a)
+    assert tg.sharding(total.realize()) == (D2, None)
+    np.testing.assert_allclose(total.numpy(), a.sum(0), rtol=1e-5)
+
+    def centre(b: tg.Tensor) -> tg.Tensor:   # b: this device's 4 rows
+        return b - tg.lax.pmean(b.mean(0), "data") + tg.lax.axis_index("data")
+    out = tg.experimental.shard_map.shard_map(centre, mesh, P("data"), P("data"))(a)
+    assert tg.sharding(out.realize()) == (D2, 0)
+    np.testing.assert_allclose(out.numpy(), a - a.mean(0) + np.repeat([0, 1], 4)[:, None], rtol=1e-5, atol=1e-6)
+    gather = lambda b: tg.lax.all_gather(b, "data", axis=1, tiled=True)  # noqa: E731
+    gathered = tg.shard_map(gather, mesh=mesh, in_specs=P(None, "data"), out_specs=P())(randn(2, 4))
+    np.testing.assert_array_equal(gathered.numpy(), randn(2, 4))
+
+
+def test_shard_map_under_jit_and_grad(mesh: Mesh) -> None:
+    x, w = randn(8, 4), randn(4, 2, seed=1)
+
+    @functools.partial(tg.shard_map, mesh=mesh, in_specs=(P("data"), P()), out_specs=P())
+    def loss(xb: tg.Tensor, wb: tg.Tensor) -> tg.Tensor:
+        assert xb.shape == (4, 4) and wb.shape == (4, 2)   # each device's block
+        return tg.lax.pmean(((xb @ wb) ** 2).mean(), "data")
+    value, g = tg.jit(tg.value_and_grad(loss, argnums=1))(x, w)
+    np.testing.assert_allclose(float(value), ((x @ w) ** 2).mean(), rtol=1e-5)
+    np.testing.assert_allclose(g.numpy(), 2 * x.T @ (x @ w) / (x @ w).size, rtol=1e-4)
+
+
+def test_shard_map_column_blocks_and_spec_errors(mesh: Mesh) -> None:
+    a, b = randn(3, 4), randn(4, 6, seed=1)
+    # a tensor-parallel matmul: columns of b on each device, the result's columns stitched back
+    out = tg.shard_map(lambda x, y: x @ y, mesh=mesh, in_specs=(P(), P(None, "data")), out_specs=P(None, "data"))(a, b)
+    assert tg.sharding(out.realize()) == (D2, 1)
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"args\[0\].*splits array axis 0 2 ways, but it has size 3"):
+        tg.shard_map(lambda x: x, mesh=mesh, in_specs=P("data"), out_specs=P("data"))(a)
+    with pytest.raises(ValueError, match="no mesh"):
+        tg.shard_map(lambda x: x, in_specs=P(), out_specs=P())(a)
+    m = Mesh(np.array(D4).reshape(2, 2), ("data", "model"))
+    with pytest.raises(NotImplementedError, match=r"P\('data'\)\) splits array axis 0 over mesh axes"):
+        tg.shard_map(lambda x: x, mesh=m, in_specs=P("data"), out_specs=P("data"))(randn(4, 4))
+
+
+def test_shard_map_over_both_axes_of_a_two_d_mesh() -> None:
+    m = Mesh(np.array(D4).reshape(2, 2), ("data", "model"))
+    a = randn(8, 3)
+
+    def f(b: tg.Tensor) -> tg.Tensor:   # b: 2 rows; the sum over both mesh axes, and this block's position
+        return b * 0 + tg.lax.psum(b.sum(), ("data", "model")) + 10 * tg.lax.axis_index("data") + \
+            tg.lax.axis_index("model")
+    out = tg.shard_map(f, mesh=m, in_specs=P(("data", "model")), out_specs=P(("data", "model")))(a)
+    assert tg.sharding(out.realize()) == (D4, 0)
+    np.testing.assert_allclose(out.numpy(), a.sum() + np.repeat([0, 1, 10, 11], 2)[:, None] + 0 * a, rtol=1e-5)

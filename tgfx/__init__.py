@@ -3,6 +3,7 @@ from tgfx import debug as debug
 from tgfx import devices as devices  # the package, callable as the listing: tg.devices(backend=None)
 from tgfx import distributed as distributed
 from tgfx import dtypes as _dtypes_module  # noqa: F401
+from tgfx import experimental as experimental
 from tgfx import flatten_util as flatten_util
 from tgfx import image as image
 from tgfx import lax as lax
@@ -85,4 +86,5 @@ from tgfx.transforms.shard import psum as psum
 from tgfx.transforms.shard import reduce_scatter as reduce_scatter
 from tgfx.transforms.shard import shard as shard
 from tgfx.transforms.shard import visualize_sharding as visualize_sharding
+from tgfx.transforms.shard_map import shard_map as shard_map
 from tgfx.transforms.vmap import vmap as vmap
