@@ -278,3 +278,18 @@ def test_shard_map_over_both_axes_of_a_two_d_mesh() -> None:
     out = tg.shard_map(f, mesh=m, in_specs=P(("data", "model")), out_specs=P(("data", "model")))(a)
     assert tg.sharding(out.realize()) == (D4, 0)
     np.testing.assert_allclose(out.numpy(), a.sum() + np.repeat([0, 1, 10, 11], 2)[:, None] + 0 * a, rtol=1e-5)
+
+
+def test_shard_map_checks_that_an_unnamed_mesh_axis_is_replicated(mesh: Mesh) -> None:
+    """out_specs P() says every device holds the same result: one that differs between the blocks (no psum) is an
+    error, as JAX's replication check (it was block 0 of the rows, silently); check_vma=False returns block 0."""
+    a = randn(8, 3)
+    with pytest.raises(ValueError, match=r"shard_map\(<lambda>\): out_specs P\(\) leave out a mesh axis over which a "
+                                         r"result differs"):
+        tg.shard_map(lambda b: b.sum(0), mesh=mesh, in_specs=P("data"), out_specs=P())(a)
+    first = tg.shard_map(lambda b: b.sum(0), mesh=mesh, in_specs=P("data"), out_specs=P(), check_vma=False)(a)
+    np.testing.assert_allclose(first.numpy(), a[:4].sum(0), rtol=1e-5)
+    both = tg.shard_map(lambda b: (b * 2, tg.lax.psum(b.sum(), "data")), mesh=mesh, in_specs=P("data"),
+                        out_specs=(P("data"), P()))(a)
+    np.testing.assert_allclose(both[0].numpy(), 2 * a, rtol=1e-6)
+    np.testing.assert_allclose(float(both[1]), a.sum(), rtol=1e-5)

@@ -8,7 +8,8 @@ the mesh axis's name, so `f` sees one block and its collectives are vmap's (`tgf
 batch axis being the sharded one, the ops on it run per device and a `psum` over it is the all-reduce ring the
 lowering builds for any sum across a device tuple (`tgfx/lowering/multi.py`). The results are stitched back along the
 axes `out_specs` names and placed as `NamedSharding(mesh, out_spec)`; a mesh axis an out_spec leaves out is one
-whose blocks the caller promises are equal (psum'd, say): block 0 is the result, as JAX's replication rule says.
+whose blocks must be equal (psum'd, say): vmap's out_axes None for it, which raises where a result differs over the
+axis, as JAX's replication check does.
 
 >>> mesh = tg.make_mesh((2,), ("data",))                             # with TGFX_CPU_DEVICES=2
 >>> f = tg.shard_map(lambda b: tg.lax.psum(b.sum(0), "data"), mesh=mesh, in_specs=P("data"), out_specs=P())
@@ -23,8 +24,8 @@ from typing import Any
 from tgfx.sharding import Mesh, NamedSharding, PartitionSpec, get_mesh
 from tgfx.tensor import Tensor, to_tensor
 from tgfx.transforms.shard import put
-from tgfx.transforms.vmap import vmap
-from tgfx.tree import PyTreeDef, keystr, tree_broadcast, tree_flatten, tree_flatten_with_path, tree_unflatten
+from tgfx.transforms.vmap import MappedOutputError, vmap
+from tgfx.tree import keystr, tree_broadcast, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 _is_spec = lambda s: s is None or isinstance(s, PartitionSpec)  # noqa: E731
 
@@ -62,19 +63,22 @@ def _split(x: Tensor, spec: PartitionSpec, mesh: Mesh) -> tuple[Tensor, set[str]
     return x.reshape(tuple(shape)).transpose(tuple(front + rest)), set(where)
 
 
-def _stitch(y: Tensor, spec: PartitionSpec, mesh: Mesh, what: str) -> Tensor:
-    """`y` of shape (mesh axis sizes..., block) back to one array: the blocks of a mesh axis `spec` names concatenated
-    along its array axis (several names: the first outermost), block 0 of a mesh axis it leaves out."""
-    m = len(mesh.axis_names)
-    rank = y.ndim - m
+def _named(spec: PartitionSpec | None, a: str) -> bool:
+    return spec is not None and any(a in spec.names(i) for i in range(len(spec)))
+
+
+def _stitch(y: Tensor, spec: PartitionSpec, mesh: Mesh, present: list[str], what: str) -> Tensor:
+    """`y` of shape (the sizes of the mesh axes `present`, in the mesh's order..., block) back to one array: the
+    blocks of a mesh axis concatenated along the array axis `spec` names it at (several names: the first outermost),
+    block 0 of a mesh axis present that `spec` does not name (check_vma=False: the caller vouches they are equal)."""
+    for k in reversed(range(len(present))):
+        if not _named(spec, present[k]):
+            y = y[(slice(None),) * k + (0,)]
+    kept = [a for a in present if _named(spec, a)]
+    rank = y.ndim - len(kept)
     if len(spec) > rank:
         raise ValueError(f"shard_map: {what}: out_specs entry {spec!r} is longer than the result's rank {rank} "
-                         f"(its block shape is {y.shape[m:]})")
-    named = {a for i in range(rank) for a in spec.names(i)}
-    for k in reversed(range(m)):
-        if mesh.axis_names[k] not in named:
-            y = y[(slice(None),) * k + (0,)]
-    kept = [a for a in mesh.axis_names if a in named]
+                         f"(its block shape is {y.shape[len(kept):]})")
     order, shape = [], []
     for i in range(rank):
         order += [kept.index(a) for a in spec.names(i)] + [len(kept) + i]
@@ -96,7 +100,8 @@ def shard_map(f: Callable | None = None, mesh: Mesh | None = None, in_specs: Any
     PartitionSpecs, one for all or a pytree prefix of the arguments' tuple / the results. Inside `f` each array is its
     device's block, and `tg.lax.psum(x, "data")`, `pmean`, `pmax`, `all_gather`, `axis_index` combine the blocks over
     a mesh axis. `mesh` defaults to the one of `with mesh:`. A mesh axis an out_spec does not name must hold equal
-    blocks (block 0 is returned; JAX checks this statically, tgfx does not).
+    blocks: a result that depends on its blocks without a collective over it is a ValueError, as JAX's check (with
+    `check_vma=False`, block 0 is returned).
 
     >>> @functools.partial(tg.shard_map, mesh=mesh, in_specs=(P("data"), P()), out_specs=P())
     ... def loss(x, w):                                   # x: this device's rows, w: whole
@@ -104,7 +109,7 @@ def shard_map(f: Callable | None = None, mesh: Mesh | None = None, in_specs: Any
 
     Raises:
         ValueError: no mesh; specs that are not a prefix of the arguments or results; an axis that does not divide
-            over its mesh axes (see `NamedSharding`).
+            over its mesh axes (see `NamedSharding`); a result that differs over a mesh axis its out_spec leaves out.
         NotImplementedError: a spec whose layout tgfx's device tuples cannot hold (see `tgfx/sharding.py`).
     """
     if f is None:
@@ -113,6 +118,7 @@ def shard_map(f: Callable | None = None, mesh: Mesh | None = None, in_specs: Any
     if out_specs is None:
         raise TypeError("shard_map: out_specs is required (P() for a result every device holds whole)")
     name = getattr(f, "__name__", type(f).__name__)
+    check = check_vma and check_rep
 
     @functools.wraps(f)
     def mapped(*args: Any) -> Any:
@@ -126,23 +132,30 @@ def shard_map(f: Callable | None = None, mesh: Mesh | None = None, in_specs: Any
             b, axes = _split(t, spec, m)
             blocks.append(b)
             used.append(axes)
-        out_tree: list[PyTreeDef] = []
-
-        def per_block(*bs: Any) -> list[Tensor]:
-            leaves, tree = tree_flatten(f(*tree_unflatten(treedef, bs)))
-            out_tree[:] = [tree]
-            return [to_tensor(v) for v in leaves]
+        def per_block(*bs: Any) -> Any:
+            return tree_map(to_tensor, f(*tree_unflatten(treedef, bs)))
         fn = per_block
         for a in reversed(m.axis_names):
-            fn = vmap(fn, in_axes=tuple(0 if a in u else None for u in used), axis_name=a, axis_size=m.shape[a])
-        outs = fn(*blocks)
-        result = tree_unflatten(out_tree[0], outs)
+            # a mesh axis the out_spec does not name: vmap's out_axes None, so a result that differs over it (not
+            # psum'd, say) raises, as JAX's replication check does
+            out_axes = 0 if not check else tree_map(lambda s, a=a: 0 if _named(s, a) else None, out_specs,
+                                                    is_leaf=_is_spec)
+            fn = vmap(fn, in_axes=tuple(0 if a in u else None for u in used), out_axes=out_axes, axis_name=a,
+                      axis_size=m.shape[a])
+        try:
+            result = fn(*blocks)
+        except MappedOutputError as e:
+            raise ValueError(f"shard_map({name}): out_specs {out_specs!r} leave out a mesh axis over which a result "
+                             f"differs between devices; name the axis in its out_spec, or combine the blocks over it "
+                             f"first (tg.lax.psum, pmean, all_gather). ({e})") from None
         specs = _specs(out_specs, result, "out_specs")
         done = []
-        for (path, y), spec in zip(tree_flatten_with_path(result)[0], specs, strict=True):
+        pairs, out_tree = tree_flatten_with_path(result)
+        for (path, y), spec in zip(pairs, specs, strict=True):
             what = f"result{keystr(path)}"
-            done.append(put(_stitch(y, spec, m, what), NamedSharding(m, spec), f"shard_map({name}): {what}"))
-        return tree_unflatten(out_tree[0], done)
+            present = list(m.axis_names) if not check else [a for a in m.axis_names if _named(spec, a)]
+            done.append(put(_stitch(y, spec, m, present, what), NamedSharding(m, spec), f"shard_map({name}): {what}"))
+        return tree_unflatten(out_tree, done)
     return mapped
 
 

@@ -460,6 +460,10 @@ def _vmap_call(fun: Callable, args: tuple, kwargs: dict, *, in_axes: Any, out_ax
     return tree_unflatten(out_tree, weak_like(outs, weak_outs))
 
 
+class MappedOutputError(ValueError):
+    """An output whose out_axes is None differs between examples (`shard_map` names the out_spec it came from)."""
+
+
 def _place_outputs(results: list[UOp], flags: list[bool], paths: list[KeyPath], out: Any, out_axes: Any,
                    size: int) -> list[Tensor]:
     """Each result with its batch axis moved to its out_axes entry (broadcast first if it has none)."""
@@ -471,9 +475,10 @@ def _place_outputs(results: list[UOp], flags: list[bool], paths: list[KeyPath], 
         where = f"output{keystr(path)}" if path else "the output"
         if ax is None:
             if batched:
-                raise ValueError(f"vmap has mapped {where} ({r.dtype.name}{list(r.shape[1:])} per example) but "
-                                 f"out_axes is None for it: it depends on a mapped argument, so it differs between "
-                                 f"examples. Give it an int out_axes, or compute it from unmapped arguments only")
+                raise MappedOutputError(f"vmap has mapped {where} ({r.dtype.name}{list(r.shape[1:])} per example) "
+                                        f"but out_axes is None for it: it depends on a mapped argument, so it differs "
+                                        f"between examples. Give it an int out_axes, or compute it from unmapped "
+                                        f"arguments only")
             outs.append(Tensor(r))
             continue
         b = r if batched else broadcast_front(r, size)
