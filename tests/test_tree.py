@@ -236,6 +236,20 @@ def test_treedef_equality_and_hash_ignore_leaves() -> None:
     assert cache[b] == "compiled"
 
 
+def test_unhashable_aux_data_hashes_without_it_and_compares_by_equality() -> None:
+    # JAX's Common Gotchas registers a class whose aux data is a dict {'mul': ...} and jits a method on it: its treedef
+    # hashes without the aux data and compares it by ==, so a cache keyed by treedefs (jit's) holds one entry per aux
+    # value (hash() was a TypeError)
+    class Scaled:
+        def __init__(self, x: Any, mul: bool) -> None:
+            self.x, self.mul = x, mul
+    register_pytree_node(Scaled, lambda s: ((s.x,), {"mul": s.mul}), lambda aux, kids: Scaled(*kids, **aux))
+    a, b, c = tree_structure(Scaled(1, True)), tree_structure(Scaled(2, True)), tree_structure(Scaled(1, False))
+    assert a == b and hash(a) == hash(b) and a != c
+    cache = {a: "mul", c: "pass"}
+    assert cache[b] == "mul" and cache[tree_structure(Scaled(3, False))] == "pass" and len(cache) == 2
+
+
 @pytest.mark.parametrize("a,b", [
     ((1, 2), [1, 2]),
     ((1, 2), (1, 2, 3)),

@@ -395,7 +395,10 @@ class PyTreeDef:
 
     def __hash__(self) -> int:
         if self._hash is None:
-            self._hash = hash((self.node_type, self.node_data, self._children))
+            try:
+                self._hash = hash((self.node_type, self.node_data, self._children))
+            except TypeError:   # aux data that is not hashable (a dict, as JAX's Common Gotchas registers): hashed
+                self._hash = hash((self.node_type, self._children))   # without it, compared by ==, as JAX's are
         return self._hash
 
     def __eq__(self, other: object) -> bool:
