@@ -114,6 +114,33 @@ def test_printing_a_value_shows_numpy_text_as_jax_does():
     assert f"{tnp.float32(0.5)}" == "0.5" and "dtype=float32" in repr(x)
 
 
+def test_a_method_on_a_plain_object_is_an_error_not_a_stale_trace():
+    # JAX's Common Gotchas: @jit on a method whose self is a plain object. Keyed by the object's identity, the trace
+    # was replayed after self.mul flipped, and calc(3) stayed 6 where 3 is right; JAX raises a TypeError naming the
+    # argument, and so does tgfx. A class with __hash__/__eq__ over what it reads, marked static, retraces
+    class Scaled:
+        def __init__(self, x, mul):
+            self.x, self.mul = x, mul
+
+        @tg.jit
+        def calc(self, y):
+            return self.x * y if self.mul else y
+    with pytest.raises(TypeError, match="argument self is a Scaled object"):
+        Scaled(2, True).calc(3)
+
+    class Keyed(Scaled):
+        def __hash__(self):
+            return hash((self.x, self.mul))
+
+        def __eq__(self, other):
+            return (self.x, self.mul) == (other.x, other.mul)
+    calc = tg.jit(Scaled.calc.f, static_argnums=0)
+    c = Keyed(2, True)
+    assert calc(c, 3).item() == 6
+    c.mul = False
+    assert calc(c, 3).item() == 3
+
+
 def test_changing_a_shape_retraces_instead_of_reusing_a_wrong_program():
     f = tg.jit(lambda x: x.sum())
     assert f(tg.asarray(np.ones(3, np.float32))).item() == 3.0

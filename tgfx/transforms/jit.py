@@ -24,6 +24,7 @@ import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -136,6 +137,12 @@ def _leaf_spec(x: Any, where: str, devs: str | tuple[str, ...] | None = None) ->
     except TypeError as e:
         raise TypeError(f"jit: argument {where} of type {type(x).__name__} is neither a Tensor nor hashable; pass "
                         f"arrays as Tensors and other values as hashable static arguments") from e
+    if type(x).__hash__ is object.__hash__ and not callable(x) and not isinstance(x, ModuleType):
+        # an object hashed by identity: keyed by it, a trace would be replayed after the object changed (a method's
+        # self whose flag was flipped kept the first trace's branch), so JAX's error, as for any non-array argument
+        raise TypeError(f"jit: argument {where} is a {type(x).__name__} object, neither an array nor a pytree; "
+                        f"register its class as a pytree (tg.tree_util.register_pytree_node), or mark the argument "
+                        f"static (static_argnums / static_argnames) with __hash__ and __eq__ over the values it reads")
     return ("static", (type(x), x))
 
 
@@ -429,7 +436,13 @@ class Jit:
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         devs = _host_devices(leaves, self.name)
-        specs = tuple(_leaf_spec(x, str(i), devs) for i, x in enumerate(leaves))
+        names = None
+        try:
+            specs = tuple(_leaf_spec(x, str(i), devs) for i, x in enumerate(leaves))
+        except TypeError:   # the argument named as the user wrote it (a leaf number above)
+            names = _describe_paths(self.f, dyn_args, dyn_kwargs)
+        if names is not None:
+            specs = tuple(_leaf_spec(x, names[i], devs) for i, x in enumerate(leaves))
         tensors = [_leaf_tensor(x, devs) for x, spec in zip(leaves, specs, strict=True) if spec[0] != "static"]
         moved = type(devs) is tuple and any(_moves(x, devs) for x in leaves)
         # (which inputs share a buffer is no part of it: a program binds each input slot on its own, so one traced
