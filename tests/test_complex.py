@@ -471,6 +471,15 @@ def test_grad_of_real_input_through_complex() -> None:
     np.testing.assert_allclose(got.numpy(), fd_grad(fn, x.astype(np.complex128)).real, rtol=1e-3, atol=1e-3)
 
 
+def test_grad_at_a_python_complex() -> None:
+    # JAX's complex-differentiation tutorial differentiates at z = 3. + 4j, a Python complex (it was "not an array"):
+    # |z|^2's gradient is 2 conj(z) in JAX's convention, sin's holomorphic one cos(z), conj's discards Im of the output
+    z = 3.0 + 4.0j
+    assert_close(tg.grad(lambda z: tnp.real(z) ** 2 + tnp.imag(z) ** 2)(z), np.complex64(6 - 8j))
+    assert_close(tg.grad(tnp.sin, holomorphic=True)(z), np.complex64(np.cos(z)))
+    assert_close(tg.grad(tnp.conjugate, holomorphic=True)(z), np.complex64(1))
+
+
 def test_grad_of_complex_output_raises_and_holomorphic() -> None:
     z = tnp.asarray(np.complex64(0.3 + 0.4j))
     with pytest.raises(TypeError, match="holomorphic=True"):

@@ -556,7 +556,7 @@ def _argnums_tuple(who: str, argnums: Any) -> tuple[int, ...]:
 def _as_tensor(x: Any) -> Tensor | None:
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
+    if isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
         t = Tensor(x)
         return t if t.shape == np.shape(x) else t.reshape(np.shape(x))  # Tensor(0-d) comes back 1-d (reported)
     return None
