@@ -65,6 +65,18 @@ def test_concatenate_and_stack_mismatch() -> None:
     _raises(ValueError, lambda: tnp.concatenate([_t(()), _t(())]), "concatenate", "zero-dimensional")
 
 
+def test_shape_mismatches_are_also_the_type_error_jax_raises() -> None:
+    # numpy raises ValueError for these, JAX TypeError; JAX's Neural Network tutorial catches a mismatched matmul with
+    # `except TypeError` (it escaped as a ValueError): both catch them
+    a, b = tnp.ones((512, 784)), tnp.ones((10, 784))
+    for fn in (lambda: a @ b, lambda: tnp.dot(a, b), lambda: tnp.ones(3) + tnp.ones(4), lambda: tnp.ones(6).reshape(4),
+               lambda: tnp.concatenate([tnp.ones((2, 3)), tnp.ones((2, 4))])):
+        with pytest.raises(TypeError):
+            fn()
+        with pytest.raises(ValueError):
+            fn()
+
+
 def test_broadcast_to_incompatible() -> None:
     _raises(ValueError, lambda: tnp.broadcast_to(_t((2, 3)), (4, 3)), "(2, 3)", "(4, 3)")
     _raises(ValueError, lambda: tnp.broadcast_to(_t((2, 3)), (3,)), "(2, 3)", "(3,)")

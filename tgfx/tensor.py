@@ -54,6 +54,12 @@ def canonical_device(device: str | tuple[str, ...] | None) -> str | tuple[str, .
     return _canon(device or DEFAULT_DEVICE)
 
 
+class ShapeError(ValueError, TypeError):
+    """Shapes that do not fit an operation (broadcasting, a contraction, a reshape, a concatenation): a ValueError as
+    numpy raises and a TypeError as JAX does, so `except TypeError` around a mismatched matmul, JAX's Neural Network
+    tutorial's check, catches it as `except ValueError` does."""
+
+
 class Tensor:
     """A lazy n-dimensional array. `Tensor(data, dtype=None, device=None)`; see also `tgfx.asarray`."""
 
@@ -351,12 +357,12 @@ class Tensor:
         if -1 in new:
             known = prod(s for s in new if s != -1)
             if known == 0 or self.size % known:
-                raise ValueError(f"cannot reshape Tensor of shape {self.shape} ({self.size} elements) into "
+                raise ShapeError(f"cannot reshape Tensor of shape {self.shape} ({self.size} elements) into "
                                  f"{tuple(new)}")
             new[new.index(-1)] = self.size // known
         new_t = tuple(new)
         if prod(new_t) != self.size:
-            raise ValueError(f"cannot reshape Tensor of shape {self.shape} ({self.size} elements) into shape {new_t} "
+            raise ShapeError(f"cannot reshape Tensor of shape {self.shape} ({self.size} elements) into shape {new_t} "
                              f"({prod(new_t)} elements)")
         if new_t == self.shape:
             return self
@@ -845,7 +851,7 @@ def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple
     for dims in zip(*padded, strict=True):
         big = {d for d in dims if d != 1}
         if len(big) > 1:
-            raise ValueError(f"{name}: operands could not be broadcast together with shapes "
+            raise ShapeError(f"{name}: operands could not be broadcast together with shapes "
                              f"{' '.join(str(tuple(s)) for s in shapes)}")
         out.append(big.pop() if big else 1)
     return tuple(out)

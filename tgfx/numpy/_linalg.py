@@ -11,6 +11,7 @@ from tgfx.ir.uop import UOp
 from tgfx.numpy import _reduce
 from tgfx.tensor import (
     ArrayLike,
+    ShapeError,
     Tensor,
     _is_weak_tensor,
     broadcast_shapes,
@@ -48,7 +49,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
     if x.shape[-1] != y.shape[-2]:
         sa = tuple(a.shape) if hasattr(a, "shape") else x.shape
         sb = tuple(b.shape) if hasattr(b, "shape") else y.shape
-        raise ValueError(f"matmul: contraction dimension mismatch: shapes {sa} and {sb} "
+        raise ShapeError(f"matmul: contraction dimension mismatch: shapes {sa} and {sb} "
                          f"(size {x.shape[-1]} is different from {y.shape[-2]})")
     batch = broadcast_shapes(x.shape[:-2], y.shape[:-2], name="matmul")
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]

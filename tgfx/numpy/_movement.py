@@ -13,6 +13,7 @@ from tgfx.lowering.execute import range_view
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import (
     ArrayLike,
+    ShapeError,
     Tensor,
     _is_weak_tensor,
     _reshape_uop,
@@ -285,7 +286,7 @@ def _join(us: list[UOp], axis: int) -> Tensor:
     for u in us:   # (loops, not generators, here and below: each of their steps is a call)
         s = u.shape
         if len(s) != nd or s[:axis] != first[:axis] or s[axis + 1:] != first[axis + 1:]:
-            raise ValueError(f"concatenate: all input array dimensions except for the concatenation axis {axis} must "
+            raise ShapeError(f"concatenate: all input array dimensions except for the concatenation axis {axis} must "
                              f"match, got shapes {[u.shape for u in us]}")
         total += s[axis]
     if len(us) >= HOST_CONCAT_MIN and (host := _host_values([Tensor(u) for u in us])) is not None:
