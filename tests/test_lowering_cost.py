@@ -168,13 +168,11 @@ def test_kernels_that_differ_only_in_loop_axes_and_operand_order_share_one_compi
 def test_kernels_that_differ_only_in_their_length_share_one_compile(tmp_path):
     """An elementwise kernel of one loop on one core reads its trip count from its launch's values: the same update
     of parameters of 100, 1,000 and 3,000 elements (a U-Net's Adam updates, one per parameter) is one code, compiled
-    once, each launch right; a new process reads each one's count from the disk cache. A kernel split over cores has
-    its split, and its count, written in."""
+    once, each launch right; a new process reads each one's count from the disk cache."""
     import numpy as np
 
     import tgfx
     import tgfx.numpy as tnp
-    from tgfx import lowering
     from tgfx.config import Context
     from tgfx.lowering import forget_compiled
     c = float(np.random.default_rng().integers(1, 1 << 20))   # a new constant: new kernels, compiled now
@@ -193,12 +191,45 @@ def test_kernels_that_differ_only_in_their_length_share_one_compile(tmp_path):
         forget_compiled()
         run()
         assert tgfx.counters.compile_count == 1
+
+
+def test_threaded_kernels_that_differ_only_in_their_length_share_one_compile():
+    """A kernel of one loop split over cores, each core's share starting at `core * share`, reads its share from its
+    launch's values too: the update of a 784 x 1024 and a 1024 x 1024 weight (the data-parallel MLP's, each split
+    over the cores) is one code, compiled once, each launch right."""
+    import numpy as np
+
+    import tgfx
+    import tgfx.numpy as tnp
+    from tgfx import lowering
+    from tgfx.config import Context
+    from tgfx.lowering import forget_compiled
+    c = float(np.random.default_rng().integers(1, 1 << 20))   # a new constant: new kernels, compiled now
+    step = tgfx.jit(lambda p, g: p - c * g)
     with Context(TGFX_DISK_CACHE=0):
         forget_compiled()
-        big = tnp.asarray(np.ones(1 << 22, np.float32))
-        np.testing.assert_array_equal(tgfx.jit(lambda p: p * c + 1)(big).numpy(), np.float32(c) + 1)
-    (threaded,) = lowering._kernels.values()
-    assert threaded.global_size > 1 and threaded.vals == () and "load i64, ptr %vals" not in threaded.src
+        tgfx.counters.reset()
+        for rows in (784, 1024):
+            p, g = np.random.default_rng(rows).standard_normal((2, rows, 1024)).astype(np.float32)
+            np.testing.assert_array_equal(step(tnp.asarray(p), tnp.asarray(g)).numpy(), p - np.float32(c) * g)
+        assert tgfx.counters.compile_count == 1 and tgfx.counters.kernel_count == 2
+    threaded = list(lowering._kernels.values())
+    assert len(threaded) == 2 and all(k.global_size > 1 and "load i64, ptr %vals" in k.src for k in threaded)
+    assert sorted(k.vals[0] * k.global_size for k in threaded) == [784 * 1024, 1024 * 1024]
+
+
+def test_a_core_id_used_other_than_as_the_start_of_its_share_keeps_the_count_written_in():
+    """`runtime_trips` of a threaded loop: only a core id whose every use is `core * trips` (the start of its share)
+    lets the count be read at run time; a core id scaled by anything else (a stride of the output) is a number of
+    the code, and a second core id (a second split) too."""
+    from tgfx.lowering import runtime_trips
+    r, core = rng(64), UOp(Ops.SPECIAL, idx, (), ("core", 8))
+    start = UOp(Ops.MUL, idx, (core, c(64)))
+    assert runtime_trips([core, r, start, UOp(Ops.ADD, idx, (start, r))]) is r
+    assert runtime_trips([core, r, start, UOp(Ops.MUL, idx, (core, c(128)))]) is None
+    assert runtime_trips([core, r, UOp(Ops.MUL, idx, (core, c(32)))]) is None
+    other = UOp(Ops.SPECIAL, idx, (), ("core", 4))
+    assert runtime_trips([core, other, r, start, UOp(Ops.MUL, idx, (other, c(64)))]) is None
 
 
 def test_a_chain_of_one_source_ops_shares_its_range_set():

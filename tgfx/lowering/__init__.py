@@ -254,16 +254,34 @@ def render_kernel_values(name: str, sink: UOp, opts: Sequence[Opt], target: Targ
 
 def runtime_trips(lin: list[UOp]) -> UOp | None:
     """The loop of a kernel whose trip count can be a launch's value rather than written into its code: its one loop,
-    on one core (a longer one is threaded: its split is written in), without a vector range (whose lanes the options
-    fitted to it). LLVM vectorises such a loop with a remainder for any count, or leaves it as written (a small
-    kernel's), and kernels that differ only in their length are one code, compiled once (`lower_kernel`'s same-code
-    cache): a U-Net's Adam updates, one per parameter of 32 to 36,864 elements, and its gradients' zero fills, so its
-    first call compiles 199 kernels, not 224 (4.45 -> 4.2 s of LLVM); a ViT's 91, not 108; a transformer's 76, not
-    83. (Kernels alike but for their strides are still one code each: a count read at run time is the whole saving.)"""
+    without a vector range (whose lanes the options fitted to it), on one core or split over cores by the count
+    itself (each core's share starting at `core * count`: `split_by_trips`). LLVM vectorises such a loop with a
+    remainder for any count, or leaves it as written (a small kernel's), and kernels that differ only in their length
+    are one code, compiled once (`lower_kernel`'s same-code cache): a U-Net's Adam updates, one per parameter of 32
+    to 36,864 elements, and its gradients' zero fills, so its first call compiles 199 kernels, not 224 (4.45 -> 4.2 s
+    of LLVM); a ViT's 91, not 108; a transformer's 76, not 83; the threaded updates of the data-parallel MLP's
+    784 x 1024 and 1024 x 1024 weights one code, not two (32 compiles -> 30), a GPT's of its 256 x 768 and 1024 x 256
+    ones (108 -> 104). (Kernels alike but for their strides are still one code each: a count read at run time is the
+    whole saving.)"""
     ranges = [u for u in lin if u.op is Ops.RANGE]
-    if len(ranges) != 1 or vector_ranges(lin) or any(u.op is Ops.SPECIAL for u in lin):
+    if len(ranges) != 1 or vector_ranges(lin):
+        return None
+    cores = [u for u in lin if u.op is Ops.SPECIAL]
+    if cores and not split_by_trips(lin, cores, ranges[0]):
         return None
     return ranges[0]
+
+
+def split_by_trips(lin: list[UOp], cores: list[UOp], rng: UOp) -> bool:
+    """Whether the core id of a threaded kernel is used only as `core * trips` (one THREAD of its one loop, whose share
+    of `trips` iterations starts there): the renderer writes that product with the count read at run time, and no
+    other number in the code depends on the split. A core id scaled otherwise (a strided output, a second split) is
+    a number of the code, which then keeps its count written in."""
+    if len(cores) != 1:
+        return False
+    core, trips = cores[0], rng.src[0].arg
+    return all(u.op is Ops.MUL and len(u.src) == 2 and u.src[0] is core and u.src[1].op is Ops.CONST
+               and u.src[1].arg == trips for u in lin if core in u.src)
 
 
 def symbol_name(ast: UOp, mode: str) -> str:

@@ -476,6 +476,9 @@ class LLVMRenderer(WideValues, RegisterTiles):
             if len(u.src) == 3:
                 self.emit(f"br label %S{self.n}.skip")
                 self.lines.append(f"S{self.n}.skip:")
+        elif op is Ops.MUL and self.trips_arg is not None and u.src[0].op is Ops.SPECIAL:
+            # a threaded loop's share starts at core * its trip count, read at run time (`runtime_trips`)
+            self.names[u] = self.op_in(f"mul i64 {self.val(u.src[0])}, %trips")
         elif op in GroupOp.ALU and is_update and u.src[0].op is Ops.LOAD and u.src[0].src[0] in self.pack_of:
             return
         elif op in GroupOp.ALU and is_update and self.chain_updates and op in _CHAINED and u.src[1].op is op:
