@@ -349,3 +349,32 @@ def test_custom_jvp_closing_over_a_differentiated_value_is_an_error() -> None:
             run(w)
     np.testing.assert_allclose(tg.grad(lambda x: scaled(w)(x).sum())(tnp.ones(3)).numpy(),
                                np.full(3, 0.3 * np.cos(0.3)), rtol=1e-6)
+
+
+def test_second_derivative_of_a_fixed_point_whose_fwd_calls_it() -> None:
+    # JAX's custom derivative tutorial: a fixed point (an unbounded while_loop) with a custom_vjp whose fwd calls the
+    # fixed point and whose bwd solves another one. Under grad(grad(.)) the call in fwd is the custom function again
+    # for the outer level (it was the plain while loop, which reverse mode cannot differentiate: a TypeError)
+    @partial(tg.custom_vjp, nondiff_argnums=(0,))
+    def fixed_point(f, a, x0):
+        def body(c):
+            return c[1], f(a, c[1])
+        return tg.lax.while_loop(lambda c: tnp.abs(c[0] - c[1]) > 1e-6, body, (x0, f(a, x0)))[1]
+
+    def fwd(f, a, x0):
+        x = fixed_point(f, a, x0)
+        return x, (a, x)
+
+    def bwd(f, res, g):
+        a, x = res
+        _, vjp_a = tg.vjp(lambda a: f(a, x), a)
+        u = fixed_point(lambda packed, u: packed[2] + tg.vjp(lambda x: f(packed[0], x), packed[1])[1](u)[0],
+                        (a, x, g), g)
+        return vjp_a(u)[0], tnp.zeros_like(x)
+    fixed_point.defvjp(fwd, bwd)
+
+    def newton_sqrt(a):
+        return fixed_point(lambda a, x: 0.5 * (x + a / x), a, a)
+    np.testing.assert_allclose(newton_sqrt(2.0).item(), np.sqrt(2.0), rtol=1e-6)
+    np.testing.assert_allclose(tg.grad(newton_sqrt)(2.0).item(), 0.5 / np.sqrt(2.0), rtol=1e-5)
+    np.testing.assert_allclose(tg.grad(tg.grad(newton_sqrt))(2.0).item(), -0.25 * 2.0 ** -1.5, rtol=1e-4)

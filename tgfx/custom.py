@@ -50,14 +50,23 @@ def _flat(tree: Any) -> tuple[list[Any], PyTreeDef]:
     return tree_flatten(tree, is_leaf=_none)
 
 
-# the custom functions whose rule is being traced: a call of one of them there is its plain function (`fwd` usually
-# calls the function itself for its output, which must not run `fwd` again)
-_in_rule: ContextVar[frozenset[int]] = ContextVar("tgfx_custom_rule", default=frozenset())
+# the custom functions whose rule is being traced, once per rule running: a call of one of them there is its plain
+# function (`fwd` usually calls the function itself for its output, which must not run `fwd` again) once its rule
+# runs for every differentiation level. Under grad(grad(f)) the call in fwd is the custom function again for the outer
+# level, as in JAX: a fixed point's fwd runs the fixed point, whose while loop the outer grad could not differentiate
+_in_rule: ContextVar[tuple[int, ...]] = ContextVar("tgfx_custom_rule", default=())
+
+
+def _plain(f: Any) -> bool:
+    """Whether a call of the custom function `f` runs its plain function: no differentiation, or its rule already
+    running once per level of it."""
+    levels = len(current().differentiating)
+    return not levels or _in_rule.get().count(id(f)) >= levels
 
 
 @contextmanager
 def _running_rule(f: Any) -> Iterator[None]:
-    token = _in_rule.set(_in_rule.get() | {id(f)})
+    token = _in_rule.set((*_in_rule.get(), id(f)))
     try:
         yield
     finally:
@@ -234,7 +243,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         _check_kwargs(who, kwargs)
         if self.fwd is None or self.bwd is None:
             raise TypeError(f"{who}: no rule was set; call {_name(self.fun)}.defvjp(fwd, bwd) before using it")
-        if not current().differentiating or id(self) in _in_rule.get():
+        if _plain(self):
             return self.fun(*args)
         split = _Split(who, args, self.nondiff_argnums)
         fwd, bwd = self.fwd, self.bwd
@@ -339,7 +348,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
         _check_kwargs(who, kwargs)
         if self.jvp is None:
             raise TypeError(f"{who}: no rule was set; call {_name(self.fun)}.defjvp(jvp) before using it")
-        if not current().differentiating or id(self) in _in_rule.get():
+        if _plain(self):
             return self.fun(*args)
         split = _Split(who, args, self.nondiff_argnums)
         fun, rule = self.fun, self.jvp
