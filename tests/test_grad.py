@@ -662,3 +662,26 @@ def test_gradients_at_an_input_as_deep_as_a_lazy_graph_grows() -> None:
     np.testing.assert_array_equal(tg.grad(lambda c: (c * 3).sum())(c).numpy(), np.full(4, 3, np.float32))
     _, tangent = tg.jvp(lambda c: c * 3, (c,), (tnp.ones(4),))
     np.testing.assert_array_equal(tangent.numpy(), np.full(4, 3, np.float32))
+
+
+def test_check_grads_jax_spelling() -> None:
+    # jax.test_util.check_grads, as JAX's autodiff tutorials call it on a logistic regression loss up to second order
+    # (ModuleNotFoundError before); it catches a wrong custom rule in either mode
+    from tgfx.test_util import check_grads
+    inputs = T(np.array([[0.52, 1.12, 0.77], [0.88, -1.08, 0.15], [0.52, 0.06, -1.30]], np.float32))
+    targets = T(np.array([1.0, 1.0, 0.0], np.float32))
+
+    def loss(w: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
+        p = 0.5 * (tnp.tanh((inputs @ w + b) / 2) + 1)
+        return -tnp.sum(tnp.log(p * targets + (1 - p) * (1 - targets)))
+    check_grads(loss, (T(np.array([0.3, -0.2, 0.5], np.float32)), T(np.float32(0.1))), order=2)
+    check_grads(lambda x: tnp.sin(x) * x, (1.5,), order=3)
+
+    wrong_vjp = tg.custom_vjp(tnp.sin)
+    wrong_vjp.defvjp(lambda x: (tnp.sin(x), x), lambda x, g: (g * 2.0,))
+    with pytest.raises(AssertionError, match="VJP cotangent projection"):
+        check_grads(wrong_vjp, (T(np.ones(3, np.float32)),), order=1, modes=["rev"])
+    wrong_jvp = tg.custom_jvp(tnp.sin)
+    wrong_jvp.defjvp(lambda primals, tangents: (tnp.sin(primals[0]), tangents[0] * 2.0))
+    with pytest.raises(AssertionError, match="JVP tangent"):
+        check_grads(wrong_jvp, (T(np.ones(3, np.float32)),), order=1, modes=["fwd"])

@@ -14,6 +14,7 @@ from tgfx import optim as optim
 from tgfx import random as random
 from tgfx import scipy as scipy
 from tgfx import sharding as sharding  # the module (Mesh, NamedSharding, P, ...), callable as tg.sharding(x)
+from tgfx import test_util as test_util
 from tgfx import tree as tree
 from tgfx import tree_util as tree_util
 from tgfx._realize import block_until_ready as block_until_ready
