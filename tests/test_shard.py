@@ -776,3 +776,19 @@ def test_a_column_split_layers_weight_gradient_is_each_devices_own_contraction()
     got = step(tg.shard(tg.asarray(w), devs, axis=1), tg.shard(tg.asarray(x), devs)).numpy()
     want = np.einsum("btk,btn->kn", x, 1 - np.tanh(x @ w) ** 2)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_jitted_calls_lazy_sharded_arguments_are_computed_in_one_schedule():
+    """The sharded arguments of a jitted call that are still lazy (zero momenta `p * 0` of replicated parameters, as the
+    data-parallel MLP makes them) are computed together before its trace: one schedule for them all, their kernels
+    compiled side by side, not a program each (their layouts are part of the call's signature)."""
+    rng = np.random.default_rng(0)
+    ps = [tg.shard(tg.asarray(rng.standard_normal(s).astype(np.float32)), D2).realize() for s in ((8, 4), (4,), (4, 2))]
+    momenta = [p * 0.5 for p in ps]
+    step = tg.jit(lambda ps, ms: [p - 0.1 * m for p, m in zip(ps, ms, strict=True)])
+    tg.counters.reset()
+    out = step(ps, momenta)
+    assert tg.counters.schedule_count == 2   # the momenta's, and the step's
+    for o, p in zip(out, ps, strict=True):
+        assert tg.sharding(o) == (D2, None)
+        np.testing.assert_allclose(o.numpy(), p.numpy() * np.float32(0.95), rtol=1e-6)

@@ -119,6 +119,16 @@ def _moves(x: Any, devs: str | tuple[str, ...] | None) -> bool:
     return type(devs) is tuple and isinstance(x, Tensor) and x.uop.device != devs and not is_committed(x)
 
 
+def _realize_sharded(leaves: list, devs: str | tuple[str, ...] | None) -> None:
+    """The sharded Tensor leaves still lazy computed together, in one schedule: a sharded leaf's layout, part of the
+    signature, is its computed value's (`_leaf_spec`), and realised one by one each was a program of its own, its
+    kernels compiled one after another on this thread (the data-parallel MLP's zero momenta, `p * 0` for each of its
+    six parameters: five programs before the step's own trace)."""
+    sharded = [x for x in leaves if isinstance(x, Tensor) and isinstance(x.device, tuple) and not _moves(x, devs)]
+    if len(sharded) > 1:
+        realize(*sharded)
+
+
 def _leaf_spec(x: Any, where: str, devs: str | tuple[str, ...] | None = None) -> LeafSpec:
     if isinstance(x, Tensor):
         # a sharded one's layout is part of the signature; a weakly typed one is traced weakly typed, as in JAX
@@ -436,6 +446,7 @@ class Jit:
         dyn_args, dyn_kwargs, static = self._split(args, kwargs)
         leaves, treedef = tree_flatten((dyn_args, dyn_kwargs))
         devs = _host_devices(leaves, self.name)
+        _realize_sharded(leaves, devs)
         names = None
         try:
             specs = tuple(_leaf_spec(x, str(i), devs) for i, x in enumerate(leaves))
