@@ -378,3 +378,24 @@ def test_second_derivative_of_a_fixed_point_whose_fwd_calls_it() -> None:
     np.testing.assert_allclose(newton_sqrt(2.0).item(), np.sqrt(2.0), rtol=1e-6)
     np.testing.assert_allclose(tg.grad(newton_sqrt)(2.0).item(), 0.5 / np.sqrt(2.0), rtol=1e-5)
     np.testing.assert_allclose(tg.grad(tg.grad(newton_sqrt))(2.0).item(), -0.25 * 2.0 ** -1.5, rtol=1e-4)
+
+
+def test_custom_jvp_with_python_control_flow_on_its_primals_under_grad() -> None:
+    # JAX's custom derivative tutorial: called eagerly under grad, a custom_jvp's function and its rule see concrete
+    # primals, so `if x > 0` picks the branch (the function's trace raised a concretization error); under jit or vmap
+    # the values are not known, and it still raises
+    @tg.custom_jvp
+    def f(x):
+        return tnp.sin(x) if x > 0 else tnp.cos(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), (2 * t if x > 0 else 3 * t)
+    assert tg.grad(f)(1.0).item() == 2.0 and tg.grad(f)(-1.0).item() == 3.0
+    np.testing.assert_allclose(tg.grad(lambda x: f(x) * f(x))(-1.0).item(), 6 * np.cos(-1.0), rtol=1e-6)
+    np.testing.assert_allclose(f(1.0).item(), np.sin(1.0), rtol=1e-6)
+    with pytest.raises(tg.ConcretizationError, match="argument x"):
+        tg.jit(tg.grad(f))(1.0)
+    with pytest.raises(tg.ConcretizationError):
+        tg.vmap(tg.grad(f))(tnp.asarray([1.0, -1.0]))

@@ -18,10 +18,10 @@ from tgfx.lowering import layout, realize_op
 from tgfx.lowering import realize as lower_realize
 from tgfx.lowering.eager import Description, chain_ops, describe, op_signature
 from tgfx.lowering.execute import RANGE_OPS, range_view
-from tgfx.lowering.inline import EscapedTracerError, outside_bodies, walk
+from tgfx.lowering.inline import EscapedTracerError, outside_bodies, substitute_outside_calls, walk
 from tgfx.placement import carry, mark, marked
 from tgfx.tensor import _BUFFER, _RESHAPE, _STORED, Tensor, _lazy, is_realized
-from tgfx.trace_state import current, user_error
+from tgfx.trace_state import argument_values, current, user_error
 
 _VIEWS = GroupOp.Movement | GroupOp.DynamicView | {Ops.GETTUPLE, Ops.CAST, Ops.BITCAST}
 
@@ -187,7 +187,11 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     try:
         results = views if ranges_only else lower_realize(roots, described, views)
     except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
-        raise user_error(e) from None
+        if (values := argument_values(e.params)) is None:
+            raise user_error(e) from None
+        # stand-ins of a function that may read its arguments (`Trace.values`): the value computed from them, the
+        # Tensors kept on the stand-ins (they are the function's graph)
+        return realize(*(Tensor(substitute_outside_calls(t.uop, values)) for t in ts))
     if not differentiating:
         if donations.count != donated and donations.since(donated, described.at if described is not None else
                                                             set(walk(UOp(Ops.SINK, None, tuple(roots))))):

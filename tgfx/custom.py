@@ -402,7 +402,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
 
         backward.__qualname__ = f"{_name(fun)}.jvp_transpose"
         out = Function(lambda *diff: fun(*split.join(diff)), grad_fxn=backward, allow_implicit=True,
-                       name=_name(fun))(*split.diff)
+                       name=_name(fun), reads_values=True)(*split.diff)
         if _reads_closed_over(out, len({s for s in slots if s is not None})):
             raise TypeError(f"{who}: its output depends on a value being differentiated that it reads from its "
                             f"closure, not from its arguments; its rule gives tangents to its arguments only, so "

@@ -136,11 +136,14 @@ class Function:
 
     def __init__(self, f: Callable, precompile: bool = False, grad_fxn: Callable | None = None,
                  allow_implicit: bool = False, name: str | None = None, precompile_backward: bool = False,
-                 cache: bool = False) -> None:
+                 cache: bool = False, reads_values: bool = False) -> None:
         if not callable(f):
             raise TypeError(f"function() expects a callable, got {type(f).__name__}")
         self.f, self.precompile, self.grad_fxn, self.allow_implicit = f, precompile, grad_fxn, allow_implicit
         self.precompile_backward, self.cache = precompile_backward, cache
+        # `f` may read its arguments' values (Python control flow on them), where they are known: its body then holds
+        # the branch this call's values took, so it is traced at every call (custom_jvp's function under grad)
+        self.reads_values = reads_values
         # with `cache`: outside any trace, a call's body by its signature (see `_signature`), newest last
         self._traces: dict[tuple, tuple[UOp, list[UOp], PyTreeDef, list[Any], tuple[bool, ...]]] = {}
         self.name = name or getattr(f, "__qualname__", None) or type(f).__qualname__
@@ -177,7 +180,7 @@ class Function:
             # made on the default device, `inv` of a matrix on another failed in the body
             inputs = [t.to(on) if t.uop.device is None else t for t in inputs]
         sig = self._signature(leaves, treedef, inputs, slot_of) \
-            if self.cache and not self.allow_implicit and not active() else None
+            if self.cache and not self.allow_implicit and not self.reads_values and not active() else None
         if sig is not None and (hit := self._traces.get(sig)) is not None:
             body, extra, out_tree, dtypes, weak_outs = hit
             return self._call(body, [p for t in inputs for p in device_parts(t.uop)] + extra, out_tree, dtypes,
@@ -210,7 +213,9 @@ class Function:
         token_in = None if outer is None or outer.token is None else \
             UOp(Ops.PARAM, outer.token.dtype, (), (len(arg_uops), (), outer.token.device or DEFAULT_DEVICE),
                 tag=("function", next(_uid)))
-        with tracing(self.name, described, token=token_in) as trace:
+        values = dict(zip([p for ps in params_of_input for p in ps], arg_uops, strict=True)) \
+            if self.reads_values else None
+        with tracing(self.name, described, token=token_in, values=values) as trace:
             out = self.f(*targs, **tkwargs)
         made, effects = trace.made, trace.effects
         results = self._results(out, effects.happened)

@@ -19,7 +19,7 @@ import dataclasses
 import os
 import traceback
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -64,6 +64,9 @@ class Trace:
     # the functions `tg.checkpoint` ran inside it (or inside a trace within it): a loop whose body calls one
     # recomputes the body's forward in its backward, keeping nothing but the carries
     checkpointed: set[str] = dataclasses.field(default_factory=set, compare=False)
+    # the arguments its stand-in PARAMs stand for, where the function may read their values (a custom_jvp's function
+    # called eagerly under grad: JAX runs it on concrete values, so `if x > 0` in it works); empty elsewhere
+    values: Mapping[UOp, UOp] = dataclasses.field(default_factory=dict, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,12 +104,15 @@ def _entered(ctx: TraceContext, value: Any = None) -> Iterator[Any]:
         _context.reset(token)
 
 
-def tracing(name: str, described: Mapping[UOp, str], token: UOp | None = None) -> AbstractContextManager[Trace]:
-    """Run a function on stand-ins named `name`; reading a PARAM in `described` inside is a concretization error.
-    `token`: the effect token its host callbacks start their chain from (a stand-in for the caller's). Entered, it
-    gives the Trace (what the function made, its effect chain)."""
+def tracing(name: str, described: Mapping[UOp, str], token: UOp | None = None,
+            values: Mapping[UOp, UOp] | None = None) -> AbstractContextManager[Trace]:
+    """Run a function on stand-ins named `name`; reading a PARAM in `described` inside is a concretization error,
+    unless `values` gives the argument it stands for (then it reads that argument's value). `token`: the effect token
+    its host callbacks start their chain from (a stand-in for the caller's). Entered, it gives the Trace (what the
+    function made, its effect chain)."""
     ctx = _context.get()
-    trace = Trace(name, MappingProxyType(dict(described)), effects=Effects(token))
+    trace = Trace(name, MappingProxyType(dict(described)), effects=Effects(token),
+                  values=MappingProxyType(dict(values or {})))
     return _entered(dataclasses.replace(ctx, traces=(*ctx.traces, trace)), trace)
 
 
@@ -180,6 +186,20 @@ def concretization_error(param: UOp) -> ConcretizationError | None:
                 f"(`if x > 0`, `float(x)`, `x.item()`, `np.asarray(x)`) cannot be traced: use tnp.where, or mark the "
                 f"argument static (jit(f, static_argnums=...)) so each value gets its own trace")
     return None
+
+
+def argument_values(params: Sequence[UOp]) -> dict[UOp, UOp] | None:
+    """The arguments `params` stand for, when each is a stand-in of a running trace that may read its values (see
+    `Trace.values`); None when one is not."""
+    found = {}
+    for p in params:
+        for tr in reversed(_context.get().traces):
+            if p in tr.values:
+                found[p] = tr.values[p]
+                break
+        else:
+            return None
+    return found
 
 
 def user_error(err: EscapedTracerError) -> Exception:
