@@ -4,7 +4,7 @@
                  ──schedule (cached per graph key)──▶ LINEAR of kernel CALLs
     per kernel (`compile_kernel`, cached by `lower_kernel`): rangeify ─▶ transcendental ─▶ symbolic ─▶ optimize
                 (heuristics, or BEAM search) ─▶ linearize ─▶ render LLVM IR ─▶ compile (llvmlite) ─▶ load
-    LINEAR ──execute──▶ device queues
+    LINEAR ──execute──▶ device queues (a kernel that came before with other float constants: `lifted.choose`)
     for an NVIDIA GPU (`render_nvptx.ptx_of`): the same index level ─▶ optimize_gpu (grid, block, grouped reduces)
                 ─▶ linearize ─▶ render NVPTX LLVM IR ─▶ PTX (llvmlite, libdevice linked) ─▶ the CUDA runtime loads it
 
@@ -594,8 +594,10 @@ _modes: dict[tuple, str] = {}
 def forget_compiled() -> None:
     """Drop every compiled kernel and eager program this process holds (the disk cache stays): what a new process
     would start from."""
+    from tgfx.lowering import lifted
     from tgfx.lowering.schedule import _templates
     _kernels.clear()
+    lifted.forget()
     _programs.clear()
     _op_programs.clear()
     _same_code.clear()

@@ -13,7 +13,8 @@ buffer lives on one device). A scalar constant that is itself a result becomes a
 no kernel at all: interned buffers are never written (jit does not donate them). The starts of an eager graph's
 dynamic views (`x[i]`, `x[i:i+k]`, `.at[i]`: DYNAMIC_SHRINK, DYNAMIC_PAD) are arguments whatever their value.
 `jit` never uses this step: constants of a traced function are literals of its program, as in JAX; its scalar
-arguments are inputs.
+arguments are inputs. (A jitted kernel that comes back with other float constants, a jit made anew each step around a
+new Python float, reads them from buffers too, kernel by kernel: `tgfx/lowering/lifted.py`.)
 """
 from __future__ import annotations
 

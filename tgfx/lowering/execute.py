@@ -127,7 +127,13 @@ def append_command(q: HWQueue, call: UOp, labels: list[dict[int, Label]]) -> Non
         return labels[-1].setdefault(i, Label(f"L{i}"))
 
     if body.op is Ops.SINK:
-        ck = device_kernel(get_device(bufs[0].arg[1]), body)   # compiled for the output's device
+        from tgfx.lowering.lifted import argument_memory, choose  # (it reads lowering/constants.py, which reads this)
+        device = get_device(bufs[0].arg[1])   # (it is compiled for the output's device)
+        # a kernel seen before with other float constants reads them from buffers after its own (`lifted.py`)
+        ast, consts = choose(body)
+        ck = device_kernel(device, ast)
+        if consts:
+            mems += argument_memory(device.allocator, consts)
         # a CPU kernel may read a trip count from its values (`runtime_trips`); a GPU kernel takes none
         q.exec(ck.program, mems, getattr(ck, "vals", ()), global_size=ck.global_size)
     elif body.op is Ops.COPY:

@@ -41,6 +41,7 @@ from tgfx.lowering.execute import (
     register_memory,
 )
 from tgfx.lowering.layout import buffer_uids, buffer_view, new_buffer
+from tgfx.lowering.lifted import choose
 from tgfx.lowering.schedule import ScheduleTemplate, is_alias
 
 RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
@@ -266,7 +267,7 @@ class Program:
         outside any block on the destination's copy engine (waiting for the segment that wrote its source), a block
         (a loop or a branch, with everything inside it) whole in the compute queue it starts in."""
         from tgfx.lowering import prelower
-        kernels = [(get_device(c.src[1].arg[1]), c.src[0]) for c in self.calls if c.src[0].op is Ops.SINK]
+        kernels = [(get_device(c.src[1].arg[1]), choose(c.src[0])[0]) for c in self.calls if c.src[0].op is Ops.SINK]
         prelower(ast for dev, ast in kernels if dev.compiles_on_host)
         if gpu := [(dev, ast) for dev, ast in kernels if hasattr(dev, "load_kernel")]:   # a GPU's: PTX
             from tgfx.lowering.render_nvptx import preload
