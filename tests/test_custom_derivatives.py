@@ -399,3 +399,20 @@ def test_custom_jvp_with_python_control_flow_on_its_primals_under_grad() -> None
         tg.jit(tg.grad(f))(1.0)
     with pytest.raises(tg.ConcretizationError):
         tg.vmap(tg.grad(f))(tnp.asarray([1.0, -1.0]))
+
+
+def test_a_rule_that_pulls_back_with_vjp_twice_in_a_row_under_jit() -> None:
+    # each call's bwd pulls back with tg.vjp from its inputs (as checkpoint's does); the second call's input is the
+    # first's output, whose softmax holds a stop_gradient mark: that pullback left a placeholder in the gradient,
+    # an escaped tracer under jit
+    def plain(w: tg.Tensor, h: tg.Tensor) -> tg.Tensor:
+        return h + tg.nn.softmax(h @ w)
+    layer = tg.custom_vjp(plain)
+    layer.defvjp(lambda w, h: (plain(w, h), (w, h)), lambda res, g: tg.vjp(plain, *res)[1](g))
+
+    def loss(f: Any) -> Any:
+        return lambda w0, w1, x: (f(w1, f(w0, x)) ** 2).sum()
+    w0, w1, x = RNG.standard_normal((4, 4)), RNG.standard_normal((4, 4)), RNG.standard_normal((3, 4))
+    got = tg.jit(tg.grad(loss(layer), argnums=(0, 1)))(*map(tg.asarray, (w0, w1, x)))
+    for i, g in enumerate(got):
+        np.testing.assert_allclose(g.numpy(), fd_grad(loss(plain), [w0, w1, x], i), rtol=1e-6, atol=1e-8)

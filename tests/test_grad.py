@@ -547,6 +547,19 @@ def test_compute_gradient_sums_paths_and_leaves_unused_paths_empty() -> None:
     assert compute_gradient(x.cast(dtypes.int32).cast(dtypes.float32), one, [x]) == {}
 
 
+def test_leave_trace_binds_a_placeholder_whose_input_it_rewrites() -> None:
+    # a pullback built inside a custom rule (checkpoint's, run while an outer grad walks its graph, after that grad's
+    # trace ended) leaves with its stop_gradient marks stripped; its placeholder's input holding one (the layer
+    # before's forward) was rebuilt before its rule looked it up by node, so it stayed in the result: a value bound
+    # to the trace's input, which jit then took for a closed-over input and an escaped tracer
+    x = UOp(Ops.BUFFER, dtypes.float32, (), (10**9, "CPU:0", 3))
+    marked = UOp(Ops.CONTIGUOUS, x.dtype, (x,), tag=grad_module.STOP)
+    y = x * marked
+    ph = grad_module._placeholder(y)
+    tr = grad_module.Traced("t", (0,), [y], [ph], [tg.tree.tree_structure(0)], [ph * ph], tg.tree.tree_structure(0))
+    assert grad_module.leave_trace(tr, [ph * ph]) == [(x * x) * (x * x)]
+
+
 def test_jacobians_do_not_grow_with_their_size():
     # the basis is a batch axis (vmap's pass), not one graph per row: a 4x4 and a 64x64 Jacobian run as many kernels
     def counts(n):

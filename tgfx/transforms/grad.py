@@ -641,13 +641,17 @@ def _short(x: Any) -> str:
 
 @dataclass
 class _Leave:
-    bind: dict[UOp, UOp]  # placeholder -> the input's UOp, stand-in -> its value
+    bind: dict[Any, UOp]  # a placeholder's tag -> the input's UOp, a stand-in's tag -> its value
     strip_stops: bool     # the outermost differentiation is ending: stop_gradient marks have done their job
 
 
 def _leave_rule(ctx: _Leave, x: UOp) -> UOp | None:
-    if x in ctx.bind:
-        return ctx.bind[x]
+    # by tag, not by node: sources are rewritten first, so a placeholder over an input that this pass changes is a
+    # new node here, with the tag that makes it this placeholder (a custom rule's pullback, as checkpoint's, leaves
+    # while an outer grad walks its graph and strips the stop_gradient marks; the second layer's input, the first's
+    # output, holds its softmax's: that placeholder stayed in the gradient, an escaped tracer under jit)
+    if (v := ctx.bind.get(x.tag)) is not None:
+        return v
     return x.src[0] if ctx.strip_stops and x.tag == STOP else None
 
 
@@ -659,7 +663,8 @@ def leave_trace(tr: Traced, uops: Sequence[UOp], bind: dict[UOp, UOp] | None = N
     if not uops:
         return []
     bind = {**dict(zip(tr.params, tr.inputs, strict=True)), **(bind or {})}
-    ctx = _Leave(bind, strip_stops=not current().differentiating)
+    assert all(u.tag is not None for u in bind), "only tagged placeholders and stand-ins are bound"
+    ctx = _Leave({u.tag: v for u, v in bind.items()}, strip_stops=not current().differentiating)
     return list(graph_rewrite(UOp(Ops.TUPLE, None, tuple(uops)), pm_leave_trace, ctx=ctx, name="leave trace").src)
 
 
