@@ -319,11 +319,12 @@ def test_private_sgd_per_example_gradients_compile_small_kernels():
     from tgfx import lowering
     rng = np.random.default_rng(0)
     shapes = [((3, 3, 1, 8), (8,)), ((5 * 5 * 8, 16), (16,)), ((16, 10), (10,))]
-    params = [(tg.asarray(rng.normal(size=w).astype(np.float32) * 0.3), tg.asarray(rng.normal(size=b).astype(
-        np.float32) * 0.1)) for w, b in shapes]
+    # on the CPU, whatever the default device (`-p tests.emulated_cuda` makes it CUDA:0): these are its kernels
+    params = [(tg.asarray(rng.normal(size=w).astype(np.float32) * 0.3, device="CPU"), tg.asarray(rng.normal(
+        size=b).astype(np.float32) * 0.1, device="CPU")) for w, b in shapes]
     x = rng.normal(size=(16, 1, 12, 12, 1)).astype(np.float32)
     y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 16)][:, None, :]
-    batch, key = (tg.asarray(x), tg.asarray(y)), tg.random.key(0)
+    batch, key = (tg.asarray(x, device="CPU"), tg.asarray(y, device="CPU")), tg.device_put(tg.random.key(0), "CPU")
     step = tg.jit(_private_grad)
     got = tg.tree.leaves(step(params, batch, key, 0.0))
     want = [0.0] * len(got)
