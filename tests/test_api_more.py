@@ -249,6 +249,35 @@ def test_closure_convert_hoists_differentiated_values() -> None:
         f(tnp.ones(3), tnp.ones(3))
 
 
+def test_closure_convert_in_a_bwd_keeps_the_arguments_computed_from_the_constants() -> None:
+    # a custom_vjp whose bwd differentiates the converted function at a residual computed from the hoisted constant
+    # (an ODE solver's adjoint differentiates its dynamics at states that depend on the parameters): the cotangent of
+    # the argument must survive, eagerly (the bwd runs after the forward is computed) and under jit
+    def apply_plain(fun: object, y: tg.Tensor, *consts: tg.Tensor) -> tg.Tensor:
+        return fun(y, *consts)
+
+    def fwd(fun: object, y: tg.Tensor, *consts: tg.Tensor) -> tuple:
+        return fun(y, *consts), (y, consts)
+
+    def bwd(fun: object, res: tuple, g: tg.Tensor) -> tuple:
+        y, consts = res
+        return tg.vjp(fun, y, *consts)[1](g)
+
+    apply = tg.custom_vjp(apply_plain, nondiff_argnums=(0,))
+    apply.defvjp(fwd, bwd)
+
+    def loss(w: tg.Tensor, y: tg.Tensor, custom: bool = True) -> tg.Tensor:
+        fun, consts = tg.closure_convert(lambda v: tnp.tanh(w @ v), y)
+        z = y * w.sum()                       # the argument depends on w too
+        return (apply(fun, z, *consts) if custom else tnp.tanh(w @ z)).sum()
+
+    w, y = tnp.asarray([[0.5, -1.0], [1.0, 0.2]]), tnp.asarray([1.0, 0.5])
+    want = tg.grad(functools.partial(loss, custom=False), argnums=(0, 1))(w, y)
+    for got in (tg.grad(loss, argnums=(0, 1))(w, y), tg.jit(tg.grad(loss, argnums=(0, 1)))(w, y)):
+        close(got[0], want[0])
+        close(got[1], want[1])
+
+
 # ---- small names ----
 def test_named_scope_and_named_call() -> None:
     with tg.named_scope("block"):

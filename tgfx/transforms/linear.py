@@ -235,19 +235,25 @@ def closure_convert(fun: Callable, *example_args: Any) -> tuple[Callable, list[T
         if len(args) != n + len(consts):
             raise TypeError(f"closure_convert: the converted function takes {n} argument(s) then {len(consts)} "
                             f"hoisted constant(s), got {len(args)} arguments")
-        out = fun(*args[:n])
         mapping: dict[UOp, UOp] = {}
         for i, (old, new) in enumerate(zip(consts, args[n:], strict=True)):
             if new is not old:
                 mapping[old.uop] = check_like("closure_convert", f"hoisted constant {i}", new, old.uop)
         if not mapping:
-            return out
-        leaves, tree = tree_flatten(out)
-        idx = [i for i, x in enumerate(leaves) if isinstance(x, Tensor)]
-        roots = UOp(Ops.TUPLE, None, tuple(leaves[i].uop for i in idx)).substitute(mapping).src
-        for i, u in zip(idx, roots, strict=True):
-            leaves[i] = Tensor(u)
-        return tree_unflatten(tree, leaves)
+            return fun(*args[:n])
+        # fun reads the given values through its closure while it runs, not by a substitution of the closed-over
+        # Tensors' nodes in its result: that also rewrote them inside its other arguments' values (a custom_vjp's
+        # bwd calls converted on a state computed from those Tensors, whose stand-in then left the graph: a zero
+        # gradient), and it missed them once computed (a bwd runs after the forward is realized, and a view of a
+        # buffer folds into the ops that read it)
+        swapped = [(old, old.uop) for old in consts if old.uop in mapping]
+        for old, before in swapped:
+            old.uop = mapping[before]
+        try:
+            return fun(*args[:n])
+        finally:
+            for old, before in swapped:
+                old.uop = before
 
     functools.update_wrapper(converted, fun)
     return converted, consts
