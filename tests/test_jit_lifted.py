@@ -53,6 +53,20 @@ def test_a_kernel_keeps_its_literals_until_its_family_comes_back_with_other_valu
     assert choose(scaled(-4.0, 0.75)) == (lifted, (UOp.const(dtypes.float32, -4.0),))
 
 
+def test_a_kernel_reading_a_buffer_where_another_has_a_constant_is_not_of_its_family():
+    # `(x * 2.5) * 0.75` lifted whole reads slots 2 and 3 where `(x * b) * 0.75`, with b a buffer in slot 2, lifted
+    # whole reads b and slot 3: one graph, but one kernel has two constants and the other one (a fixed point's
+    # Newton step beside its second derivative gave the two; zip() of their values failed)
+    two = scaled(2.5, 0.75)
+    y = UOp(Ops.MUL, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(1, 4),), (4,)), argument(2)))
+    c = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, 0.75),), (1,)),),
+            (4,))
+    one = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 4), UOp(Ops.MUL, dtypes.float32, (y, c)))),))
+    assert lift(two, float_uses(two), range(2)) == lift(one, float_uses(one), range(1))
+    assert choose(two) == (two, ()) and choose(one) == (one, ())
+    assert choose(scaled(2.5, 0.5))[1] == (UOp.const(dtypes.float32, 0.5),)   # (two's family is still its own)
+
+
 def test_each_use_of_a_constant_is_its_own_argument_and_ints_zero_and_one_are_never_lifted():
     k = scaled(2.5, 2.5)   # one CONST node, read twice: two uses
     assert [c.arg for _, _, c in float_uses(k)] == [2.5, 2.5]

@@ -99,7 +99,9 @@ def choose(ast: UOp) -> tuple[UOp, tuple[UOp, ...]]:
     chosen: tuple[UOp, tuple[UOp, ...]] = (ast, ())
     if uses:
         values = tuple(repr(c.arg) for _, _, c in uses)   # (repr: -0.0 is not 0.0, nan is one value)
-        family_key = lift(ast, uses, range(len(uses))).key
+        # (with the count of uses: a kernel reading a buffer where another has a constant, in the slot lifting
+        # gives that constant, is the same graph lifted, but not of the family)
+        family_key = f"{len(uses)}:{lift(ast, uses, range(len(uses))).key}"
         family = _families.setdefault(family_key, _Family(values, frozenset()))
         if family.first is not values:
             differ = frozenset(i for i, (a, b) in enumerate(zip(family.first, values, strict=True)) if a != b)
