@@ -6,7 +6,9 @@ reduces, grouped rows), is turned back into loops over its thread ids (`optimize
 CPU: what the GPU options rewrote is checked by each test's own comparison with numpy, as on a GPU. The PTX is not
 run (tests/test_nvptx.py assembles it; `bench/gpu_check.sh` runs it). Tests that assert the CPU's own paths (its
 compile counts, host-memory views, its processors) name "CPU" themselves and do not depend on the default device. At
-the end it prints how often each GPU option was applied. Subprocesses a test starts do not get the emulation."""
+the end it prints how often each GPU option was applied. Subprocesses a test starts do not get the emulation: they run
+on the CPU (TGFX_DEVICE is taken out of the environment once tgfx has read it; with it they would look for a driver
+this machine does not have)."""
 from __future__ import annotations
 
 import collections
@@ -45,6 +47,9 @@ def install() -> Any:
 
 def pytest_configure(config: Any) -> None:
     install()
+    import tgfx.devices
+    assert tgfx.devices.DEFAULT_DEVICE == "CUDA:0", tgfx.devices.DEFAULT_DEVICE
+    del os.environ["TGFX_DEVICE"]   # read once, at import: a subprocess a test starts runs on the CPU
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -243,10 +243,10 @@ def test_an_eager_program_within_one_cores_l2_runs_inline(cpu0: HCQDevice) -> No
     ring = cpu0.processors[Engine.COMPUTE].ring
     for fraction, inline in ((4, True), (0.5, False)):
         n = int(host_target().l2 / fraction) // 4
-        x = tg.asarray(np.ones(n, np.float32))
+        x = tg.asarray(np.ones(n, np.float32), device="CPU")   # cpu0's ring, whatever the default device
         x.block_until_ready()
         (x * 2).sum().numpy()                     # compiled (and run) once first
-        x2 = tg.asarray(np.full(n, 2, np.float32))
+        x2 = tg.asarray(np.full(n, 2, np.float32), device="CPU")
         x2.block_until_ready()
         before = ring.wptr
         assert float((x2 * 2).sum()) == 4 * n

@@ -26,6 +26,12 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BOUNDS = {"TGFX_KERNEL_CACHE_SIZE": 8, "TGFX_SCHEDULE_CACHE_SIZE": 8, "TGFX_JIT_CACHE_SIZE": 4}
 
 
+def on_cpu(x: np.ndarray) -> tg.Tensor:
+    """`x` on the CPU, whatever the default device (`-p tests.emulated_cuda` makes it CUDA:0, whose emulating driver
+    holds a CPU kernel for each GPU kernel it is given): these tests count the CPU's compiled code and its graphs."""
+    return tg.asarray(x, device="CPU")
+
+
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -47,7 +53,7 @@ def held_elsewhere() -> tuple[int, int]:
 def retrace(g: tg.jit, sizes: range) -> None:
     for n in sizes:
         x = np.arange(n, dtype=np.float32)
-        np.testing.assert_allclose(g(tg.asarray(x)).numpy(), x * 3 + 1)
+        np.testing.assert_allclose(g(on_cpu(x)).numpy(), x * 3 + 1)
 
 
 def test_retracing_keeps_a_bounded_number_of_kernels_and_programs_and_releases_them_with_the_function():
@@ -75,7 +81,7 @@ def test_eager_ops_over_many_shapes_keep_bounded_schedules_and_kernels():
     with Context(**BOUNDS):
         kernels, programs = held_elsewhere()
         for n in range(1, 61):
-            x = tg.asarray(np.arange(n, dtype=np.float32))
+            x = on_cpu(np.arange(n, dtype=np.float32))
             for _ in range(2):       # a template's second use encodes an eager program
                 np.testing.assert_allclose((tnp.exp(x / n) * 2).numpy(), np.exp(np.arange(n) / n) * 2, rtol=1e-6)
         gc.collect()
@@ -99,7 +105,7 @@ def test_memory_stops_growing_while_retracing():
             g = tg.jit(lambda x: x * 5 - 2)
             for n in range(1000 + 50 * r, 1050 + 50 * r):
                 x = np.ones(n, np.float32)
-                np.testing.assert_allclose(g(tg.asarray(x)).numpy(), x * 5 - 2)
+                np.testing.assert_allclose(g(on_cpu(x)).numpy(), x * 5 - 2)
             del g
             gc.collect()
             grew.append(rss_bytes() - before)
@@ -128,11 +134,11 @@ def test_a_first_call_keeps_no_kernel_graph_of_the_lowering_alive():
         pass
     before = kernel_level_nodes()
     g = tg.jit(a_new_program)
-    g(tg.asarray(a), tg.asarray(b)).numpy()
+    g(on_cpu(a), on_cpu(b)).numpy()
     while gc.collect():
         pass
     assert kernel_level_nodes() <= before
-    assert g(tg.asarray(a), tg.asarray(b)).shape == (37, 41)
+    assert g(on_cpu(a), on_cpu(b)).shape == (37, 41)
 
 
 def test_a_first_call_frees_its_kernel_graphs_without_the_cyclic_collector():
@@ -146,7 +152,7 @@ def test_a_first_call_frees_its_kernel_graphs_without_the_cyclic_collector():
     gc.disable()
     try:
         g = tg.jit(a_new_program)
-        g(tg.asarray(a), tg.asarray(b)).numpy()
+        g(on_cpu(a), on_cpu(b)).numpy()
         assert kernel_level_nodes() <= before
     finally:
         gc.enable()
@@ -168,7 +174,7 @@ def test_kernels_nothing_runs_or_caches_are_freed_with_their_asts():
         g = tg.jit(lambda x: tnp.cumsum(x * 3, axis=0) + x.sum())
         for n in range(2, 42):
             x = np.arange(n, dtype=np.float32)
-            np.testing.assert_allclose(g(tg.asarray(x)).numpy(), np.cumsum(x * 3) + x.sum(), rtol=1e-5)
+            np.testing.assert_allclose(g(on_cpu(x)).numpy(), np.cumsum(x * 3) + x.sum(), rtol=1e-5)
         del g
         forget_compiled()
         gc.collect()
@@ -180,7 +186,7 @@ def test_code_memory_is_released_when_nothing_holds_its_kernels():
     before = code_stats()
     with Context(TGFX_KERNEL_CACHE_SIZE=1, TGFX_SCHEDULE_CACHE_SIZE=1):
         for n in range(1, 70):          # 69 kernels: more than two code engines' worth
-            np.testing.assert_allclose((tg.asarray(np.ones(n, np.float32)) * 4 + 3).numpy(), np.full(n, 7.0))
+            np.testing.assert_allclose((on_cpu(np.ones(n, np.float32)) * 4 + 3).numpy(), np.full(n, 7.0))
     forget_compiled()
     gc.collect()
     after = code_stats()
@@ -192,23 +198,23 @@ def test_an_evicted_kernel_that_a_live_program_runs_keeps_its_code():
     x = np.random.default_rng(0).standard_normal(37).astype(np.float32)
     with Context(TGFX_KERNEL_CACHE_SIZE=1, TGFX_SCHEDULE_CACHE_SIZE=1):
         g = tg.jit(lambda a: tnp.sin(a) * 7.5 + a)
-        np.testing.assert_allclose(g(tg.asarray(x)).numpy(), np.sin(x) * 7.5 + x, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g(on_cpu(x)).numpy(), np.sin(x) * 7.5 + x, rtol=1e-5, atol=1e-6)
         (prog, _), = g._cache.values()
         codes = {id(p.keepalive) for seg in prog.segments for p in seg.cb.programs}
         for n in range(2, 12):          # other kernels push g's out of the kernel cache
-            (tg.asarray(np.ones(n, np.float32)) * 2 - 1).numpy()
+            (on_cpu(np.ones(n, np.float32)) * 2 - 1).numpy()
         forget_compiled()
         gc.collect()
         assert all(p.keepalive is not None and id(p.keepalive) in codes for seg in prog.segments
                    for p in seg.cb.programs)
         for _ in range(3):               # the program still runs the code it encoded
-            np.testing.assert_allclose(g(tg.asarray(x)).numpy(), np.sin(x) * 7.5 + x, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(g(on_cpu(x)).numpy(), np.sin(x) * 7.5 + x, rtol=1e-5, atol=1e-6)
 
 
 def test_a_kernel_lowered_again_while_its_code_is_alive_shares_that_code():
     from tgfx.lowering import lower_kernel
     from tgfx.lowering.schedule import schedule
-    ast = schedule([(tg.asarray(np.ones(13, np.float32)) * 9).uop])[0].src[0].src[0]
+    ast = schedule([(on_cpu(np.ones(13, np.float32)) * 9).uop])[0].src[0].src[0]
     first = lower_kernel(ast)
     forget_compiled()
     again = lower_kernel(ast)

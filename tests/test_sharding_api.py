@@ -9,6 +9,7 @@ import pytest
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.devices import DEFAULT_DEVICE
 from tgfx.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from tgfx.sharding import PartitionSpec as P
 
@@ -23,14 +24,14 @@ def randn(*shape: int, seed: int = 0) -> np.ndarray:
 @pytest.fixture
 def mesh() -> Mesh:
     with tg.Context(TGFX_CPU_DEVICES=2):
-        return Mesh(np.array(tg.devices()), ("data",))   # as JAX programs write it
+        return Mesh(np.array(tg.devices("cpu")), ("data",))   # as JAX programs write it (jax.devices("cpu"))
 
 
 # ---- Mesh, PartitionSpec, NamedSharding ----
 def test_mesh_of_listed_devices_and_make_mesh() -> None:
     with tg.Context(TGFX_CPU_DEVICES=4):
-        m = tg.make_mesh((2, 2), ("data", "model"))
-        assert Mesh(np.array(tg.devices()), ("data",)).shape == {"data": 4}
+        m = tg.make_mesh((2, 2), ("data", "model"), devices=tg.devices("cpu"))   # (the default device's: CUDA's
+        assert Mesh(np.array(tg.devices("cpu")), ("data",)).shape == {"data": 4}   # under -p tests.emulated_cuda)
     assert m.devices.tolist() == [["CPU:0", "CPU:1"], ["CPU:2", "CPU:3"]]
     assert (m.shape, m.size, m.axis_names) == ({"data": 2, "model": 2}, 4, ("data", "model"))
     assert repr(m) == "Mesh('data': 2, 'model': 2)" and m == Mesh(np.array(D4).reshape(2, 2), ("data", "model"))
@@ -75,7 +76,7 @@ def test_device_put_named_sharding_is_tg_shard(mesh: Mesh, spec: P, axis: int | 
 
 
 def test_sharding_of_one_device_and_of_tg_shard() -> None:
-    assert tnp.ones(3).sharding == SingleDeviceSharding("CPU:0")
+    assert tnp.ones(3).sharding == SingleDeviceSharding(DEFAULT_DEVICE)   # CPU:0, unless TGFX_DEVICE names another
     y = tg.device_put(np.ones(3, np.float32), SingleDeviceSharding("CPU:1"))
     assert y.device == "CPU:1" and y.committed and y.sharding == SingleDeviceSharding("CPU:1")
     s = tg.shard(randn(4, 6, 8), D4, axis=2).sharding   # no mesh given: one over its devices
@@ -178,7 +179,7 @@ def _mlp_losses(place: str, steps: int = 4) -> list[float]:
         batches = [(tg.shard(x, D2, 0), tg.shard(y, D2, 0)) for x, y in zip(xs, ys, strict=True)]
     else:
         with tg.Context(TGFX_CPU_DEVICES=2):
-            mesh = Mesh(np.array(tg.devices()), ("data",))
+            mesh = Mesh(np.array(tg.devices("cpu")), ("data",))
         rep, data = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
         if place == "named":
             step = tg.jit(sgd)
