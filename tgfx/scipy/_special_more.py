@@ -29,6 +29,7 @@ from tgfx.scipy._special_gamma import _eps, _real, _upcast_all, gamma
 from tgfx.scipy._util import compute_dtype
 from tgfx.scipy.special import digamma, erf, erfc
 from tgfx.tensor import ArrayLike, Tensor
+from tgfx.trace_state import ConcretizationError
 
 _MAX_TERMS = 250
 
@@ -590,6 +591,8 @@ def bessel_jn(z: ArrayLike, *, v: int, n_iter: int = 50) -> Tensor:
     try:
         order = operator.index(v)
         steps = operator.index(n_iter)
+    except ConcretizationError:   # a traced v: says where its value was needed, as JAX's ConcretizationTypeError
+        raise
     except TypeError:
         raise TypeError(f"bessel_jn: v and n_iter must be Python ints (they set the output's shape and the loop's "
                         f"length); got v={v!r}, n_iter={n_iter!r}") from None
