@@ -27,6 +27,12 @@ def rand(*shape: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+def on_cpu(x: np.ndarray) -> tg.Tensor:
+    """`x` on the CPU, whatever the default device (`-p tests.emulated_cuda` makes it CUDA:0, whose kernels group
+    their reduces across threads instead of splitting them: tests/test_split_reduce_gpu.py): the CPU's splits."""
+    return tg.asarray(x, device="CPU")
+
+
 def big_cache(cores: int) -> Target:
     """This CPU with `cores` cores and an L2 that holds any operand here: the parts are then the cores' alone."""
     return dataclasses.replace(host_target().with_cores(cores), l2=1 << 30)
@@ -46,7 +52,7 @@ def test_a_weight_gradient_over_a_long_batch_is_split_over_the_cores(cores: int,
     core with work for them), the partial sums a kernel that THREAD splits into as many parts, and their sum a second
     kernel on one core."""
     target = big_cache(cores)
-    x, y = tg.asarray(rand(65536, 8)), tg.asarray(rand(65536, 8, seed=1))
+    x, y = on_cpu(rand(65536, 8)), on_cpu(rand(65536, 8, seed=1))
     ks = kernels(x.T @ y, target, monkeypatch)
     parts = target.threads(64 * 65536)
     if cores == 1:
@@ -65,7 +71,7 @@ def test_a_part_of_the_reduce_fits_half_of_l2(cores: int) -> None:
     enough parts that a part's share fits half of L2 (2 MB: 21 parts, 32 dividing the batch), and at least as many as
     the cores' threads: each output's pass over its part then reads the cache, not memory. On one core too, unless
     the whole fits."""
-    x, w, g = tg.asarray(rand(256, 24, 24, 3)), tg.asarray(rand(3, 3, 3, 32)), tg.asarray(rand(256, 24, 24, 32))
+    x, w, g = on_cpu(rand(256, 24, 24, 3)), on_cpu(rand(3, 3, 3, 32)), on_cpu(rand(256, 24, 24, 32))
     dims = ("NHWC", "HWIO", "NHWC")
     dw = tg.grad(lambda w: (lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=dims) * g).sum())(w)
     (red,) = [u for u in inline(UOp(Ops.SINK, None, (dw.uop,))).toposort() if u.op is Ops.REDUCE_AXIS]
@@ -84,11 +90,11 @@ def test_what_is_not_split(monkeypatch) -> None:  # noqa: ANN001
 
     def reduces(expr: tg.Tensor) -> int:
         return sum(any(u.op is Ops.REDUCE_AXIS for u in k.toposort()) for k in kernels(expr, target, monkeypatch))
-    a, b = tg.asarray(rand(16384, 256)), tg.asarray(rand(16384, 256, seed=1))
+    a, b = on_cpu(rand(16384, 256)), on_cpu(rand(16384, 256, seed=1))
     assert reduces(a.T @ b) == 1
-    assert reduces(tg.asarray(rand(64, 8)).T @ tg.asarray(rand(64, 8))) == 1
-    assert reduces(tg.asarray(rand(65536, 8)).max(0)) == 1
-    table, idx = tg.asarray(rand(65536, 4)), tg.asarray(np.array([3, 4464], np.int32))
+    assert reduces(on_cpu(rand(64, 8)).T @ on_cpu(rand(64, 8))) == 1
+    assert reduces(on_cpu(rand(65536, 8)).max(0)) == 1
+    table, idx = on_cpu(rand(65536, 4)), on_cpu(np.array([3, 4464], np.int32))
     assert len(kernels(table[idx], target, monkeypatch)) == 1
 
 
