@@ -10,9 +10,11 @@ become reads of one-element buffers after the kernel's own (`DEFINE_GLOBAL`s, as
 are: `tgfx/lowering/constants.py`), filled with this kernel's values when its program is encoded; the rest stay
 literals. That code is compiled once, and every later kernel of the family is it with other values.
 
-A kernel that never comes back with other values (most programs') keeps its literals, folded as before. Integer
-constants always stay literals (index arithmetic, division by a constant), and so do 0 and 1 (the values folding
-needs) and booleans.
+A kernel that never comes back with other values (most programs') keeps its literals, folded as before, and so does
+every float constant that is the same in each kernel of its family seen (a mask's 0, a one-hot sum's 1, an eps).
+Integer and boolean constants always stay literals (index arithmetic, division by a constant). A float that is 0 or
+1 in one step is an argument like any other value (a warm-up from 0, a temperature through 1.0), not a kernel of
+another family.
 """
 from __future__ import annotations
 
@@ -40,8 +42,8 @@ _chosen: LRU[str, tuple[UOp, tuple[UOp, ...]]] = LRU(lambda: int(config.KERNEL_C
 
 
 def is_liftable(c: UOp) -> bool:
-    """Whether CONST `c` may be a kernel argument: a float other than 0 and 1."""
-    return c.op is Ops.CONST and c.dtype is not None and c.dtype.is_float and c.arg != 0 and c.arg != 1
+    """Whether CONST `c` may be a kernel argument: a float (when it differs between kernels of a family)."""
+    return c.op is Ops.CONST and c.dtype is not None and c.dtype.is_float
 
 
 def is_index_level(ast: UOp) -> bool:
