@@ -104,3 +104,42 @@ def test_a_step_on_an_eagerly_gathered_batch_replays_and_keeps_its_learning_rate
     np.testing.assert_allclose(w.numpy(), want, rtol=1e-4, atol=1e-5)
     assert calls == [] and step.trace_count == 1
     assert len(constants._pool) == pool
+
+
+def test_an_eager_training_loop_never_read_computes_each_step_once() -> None:
+    """JAX's pytrees tutorial trains an MLP eagerly for 100 steps and reads the loss at the end. The parameters are
+    never read: when one grew `tensor.LAZY_DEPTH` deep it was computed alone, and the others (larger, or not nodes of
+    its graph but readers of it) kept the whole history, which they computed again when they grew deep in turn:
+    6,832 kernels for 90 steps here (the tutorial's 164 s, JAX's 14 s). Held Tensors that share a deep graph's
+    history are computed with it, so every parameter's graph stays a few steps long; the values are those of the
+    loop read at every step."""
+    import numpy as np
+
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tgfx.counters import counters
+    rng = np.random.default_rng(0)
+    init = [dict(w=(rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32), b=np.ones(b, np.float32))
+            for a, b in ((1, 16), (16, 16), (16, 1))]
+    x = rng.standard_normal((32, 1)).astype(np.float32)
+
+    def loss(params, x, y):
+        *hidden, last = params
+        for layer in hidden:
+            x = tg.nn.relu(x @ layer["w"] + layer["b"])
+        return tnp.mean((x @ last["w"] + last["b"] - y) ** 2)
+
+    def train(read_every_step: bool) -> list:
+        params = init
+        for _ in range(90):
+            grads = tg.grad(loss)(params, x, x ** 2)
+            params = tg.tree.map(lambda p, g: p - 0.01 * g, params, grads)
+            if read_every_step:
+                tg.block_until_ready(params)
+        return params
+    counters.reset()
+    lazy = train(False)
+    assert counters.kernel_count < 2500
+    assert max(len(p.uop.toposort()) for p in tg.tree.leaves(lazy)) < 2000
+    for got, want in zip(tg.tree.leaves(lazy), tg.tree.leaves(train(True)), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)

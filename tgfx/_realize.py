@@ -67,8 +67,19 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
     # (past `most`, still the value a realised Tensor is a view of: `perm[i:i + b]` of a held permutation that reached
     # LAZY_DEPTH computes all of it for its slice, and left lazy, each later slice sorted again, a step each time)
     bases = {_view_base(t.uop) for t in todo} if most is not None else ()
+    # (a deep graph: one no larger than what the graph reads or computes for `todo`, so no local bigger than those
+    # values is stored (a one-hot mask of a permutation); state a step carries is, as the parameters of an eager
+    # training loop, read by the graph at their size)
+    limit = None if most is None else max([most, *(prod(b.shape) for b in described.inputs)])
     found = [(t, u) for t, u, base in candidates if base in graph and not (described.iota and layout._iota_like(u)) and
-             (most is None or prod(u.shape) <= most or u in bases)]
+             (limit is None or prod(u.shape) <= limit or u in bases)]
+    if limit is not None:
+        # (and a held Tensor whose graph reads its nodes, which shares its history: the next parameters of an eager
+        # training loop each read all of the last ones. Left lazy, it computed that history again when it grew deep in
+        # turn, and its siblings more of it: JAX's pytrees tutorial's MLP, 100 eager steps unread, spent 4.7, 41 and
+        # 92 s there, JAX 11 s in all)
+        found += [(t, u) for t, u, base in candidates if base not in graph and prod(u.shape) <= limit and
+                  _reads_computed(u, graph)]
     # (the walk of nodes that read a PARAM or call a FUNCTION, in a graph with either)
     traced, called = _with_params(nodes) if described.front & _TRACED_OR_CALLED else (set(), set())
     if views := [u for _, u in found if u not in graph]:   # views of the graph's values (another result of a call)
@@ -77,6 +88,21 @@ def siblings(todo: list[Tensor], described: Description, most: int | None = None
     # a function's result is one too where this graph computes it (`order = argsort(x)`, read by `x[order]` and then
     # by `cumsum(v[order])`: left lazy, each later read sorted again), not another result of the call nobody reads
     return [(t, u) for t, u in found if u not in traced and (u not in called or u in graph)]
+
+
+def _reads_computed(u: UOp, graph: Collection[UOp]) -> bool:
+    """Whether the graph of `u` reads a node of `graph` that is computed there (not a stored value)."""
+    seen: set[UOp] = set()
+    stack = [u]
+    while stack:
+        v = stack.pop()
+        if v in seen or v.op in _STORED:
+            continue
+        if v in graph:
+            return True
+        seen.add(v)
+        stack.extend(v.src)
+    return False
 
 
 def _holds_values_of(t: Tensor, ops: list[UOp]) -> bool:
