@@ -20,18 +20,17 @@ from tgfx.counters import counters
 from tgfx.lowering import compile as compile_mod
 from tgfx.lowering import forget_compiled
 
-X = np.linspace(-1, 1, 16, dtype=np.float32)
-
 
 def compiles(ks: range | list[int]) -> int:
-    """Programs compiled to run `tanh(x * k) + k` for each k (a kernel of its own: jit's constants are literals) in a
-    process that holds no compiled code, so each kernel comes from the disk cache or from LLVM."""
+    """Programs compiled to run `tanh(x * 3) + 1` on k + 15 elements for each k (a kernel of its own) in a process
+    that holds no compiled code, so each kernel comes from the disk cache or from LLVM."""
     forget_compiled()
     compile_mod._objects.clear()
     before = counters.compile_count
     for k in ks:
-        f = tg.jit(lambda x, k=k: tnp.tanh(x * k) + k)
-        np.testing.assert_allclose(f(tg.asarray(X)).numpy(), np.tanh(X * np.float32(k)) + k, rtol=1e-5, atol=1e-6)
+        x = np.linspace(-1, 1, k + 15, dtype=np.float32)
+        f = tg.jit(lambda a: tnp.tanh(a * 3.0) + 1.0)
+        np.testing.assert_allclose(f(tg.asarray(x)).numpy(), np.tanh(x * np.float32(3)) + 1, rtol=1e-5, atol=1e-6)
     return counters.compile_count - before
 
 
@@ -104,15 +103,14 @@ _HAMMER = textwrap.dedent("""
     import sys
     import numpy as np, tgfx as tg, tgfx.numpy as tnp
     from tgfx.lowering import compile as compile_mod, forget_compiled
-    x = np.linspace(-1, 1, 16, dtype=np.float32)
     first = int(sys.argv[1])
     for rnd in range(3):
         forget_compiled()
         compile_mod._objects.clear()
         for i in range(12):
-            k = (first + i) % 16 + 1
-            f = tg.jit(lambda a: tnp.tanh(a * k) + k)
-            np.testing.assert_allclose(f(tg.asarray(x)).numpy(), np.tanh(x * np.float32(k)) + k, rtol=1e-5, atol=1e-6)
+            x = np.linspace(-1, 1, (first + i) % 16 + 16, dtype=np.float32)
+            f = tg.jit(lambda a: tnp.tanh(a * 3.0) + 1.0)
+            np.testing.assert_allclose(f(tg.asarray(x)).numpy(), np.tanh(x * np.float32(3)) + 1, rtol=1e-5, atol=1e-6)
     print("ok")
 """)
 
