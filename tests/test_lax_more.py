@@ -531,3 +531,14 @@ def test_against_jax() -> None:
     for e, m in ((5, 10), (4, 3), (3, 0)):
         ref = np.asarray(jl.reduce_precision(r, e, m))
         np.testing.assert_array_equal(lax.reduce_precision(T(r), e, m).numpy(), ref)
+
+
+def test_broadcast_shapes_and_dtype_as_jax_lax() -> None:
+    assert tg.lax.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    assert tg.lax.broadcast_shapes((4, 1, 3), (1, 5, 1), ()) == (4, 5, 3)
+    with pytest.raises(ValueError, match=r"incompatible shapes for broadcasting: \(2,\), \(3,\)"):
+        tg.lax.broadcast_shapes((2,), (3,))
+    assert tg.lax.dtype(1.0) == tg.dtypes.float32 and tg.lax.dtype(3) == tg.dtypes.int32
+    assert tg.lax.dtype(True) == tg.dtypes.bool and tg.lax.dtype("float16") == tg.dtypes.float16
+    assert tg.lax.dtype(tnp.ones(2, tnp.int8)) == tg.dtypes.int8
+    assert tg.lax.dtype(np.ones(2, np.uint8)) == tg.dtypes.uint8

@@ -392,3 +392,37 @@ def bitcast_convert_type(operand: ArrayLike, new_dtype: DType | str | type) -> T
     from tgfx.numpy._reduce import sum as total
     return total(parts, axis=-1, dtype=wide).bitcast(d)   # the parts do not overlap: their sum is their OR
 
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """The shape NumPy broadcasting gives arrays of `shapes`, as `jax.lax.broadcast_shapes`: ranks aligned from the
+    right, each axis the one size that is not 1. Incompatible shapes are a ValueError naming them.
+
+    >>> tg.lax.broadcast_shapes((2, 1), (3,))     # (2, 3)
+    """
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"lax.broadcast_shapes: incompatible shapes for broadcasting: "
+                         f"{', '.join(str(tuple(s)) for s in shapes)}") from e
+
+
+def dtype(x: Any, *, canonicalize: bool = False) -> DType:
+    """The tgfx dtype of an array, a Python or NumPy scalar, or a dtype specifier (a name, a NumPy dtype, a Python
+    type), as `jax.lax.dtype`: Python scalars take the default types, 64-bit types are 32-bit without x64.
+    `canonicalize` is accepted for JAX's signature: tgfx's dtypes are always canonical.
+
+    >>> tg.lax.dtype(1.0), tg.lax.dtype(tnp.ones(2, tnp.int8)), tg.lax.dtype("float16")   # float32, int8, float16
+    """
+    from tgfx.dtypes import dtypes
+    if isinstance(x, Tensor):
+        return x.dtype
+    if isinstance(x, bool):
+        return dtypes.bool
+    if isinstance(x, (int, float, complex)):
+        return to_dtype(type(x))
+    if isinstance(x, (np.ndarray, np.generic)):
+        return to_dtype(x.dtype)
+    if hasattr(x, "dtype") and not isinstance(x, type):
+        return to_dtype(x.dtype)
+    return to_dtype(x)

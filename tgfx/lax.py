@@ -179,11 +179,13 @@ from tgfx._lax_scan import top_k as top_k
 from tgfx._lax_shape import bitcast_convert_type as bitcast_convert_type
 from tgfx._lax_shape import broadcast as broadcast
 from tgfx._lax_shape import broadcast_in_dim as broadcast_in_dim
+from tgfx._lax_shape import broadcast_shapes as broadcast_shapes
 from tgfx._lax_shape import broadcasted_iota as broadcasted_iota
 from tgfx._lax_shape import clamp as clamp
 from tgfx._lax_shape import collapse as collapse
 from tgfx._lax_shape import concatenate as concatenate
 from tgfx._lax_shape import convert_element_type as convert_element_type
+from tgfx._lax_shape import dtype as dtype
 from tgfx._lax_shape import expand_dims as expand_dims
 from tgfx._lax_shape import full as full
 from tgfx._lax_shape import full_like as full_like
@@ -225,6 +227,11 @@ from tgfx.transforms.collectives import pmax as pmax
 from tgfx.transforms.collectives import pmean as pmean
 from tgfx.transforms.collectives import pmin as pmin
 from tgfx.transforms.collectives import psum as psum
+from tgfx.transforms.collectives_more import all_to_all as all_to_all
+from tgfx.transforms.collectives_more import axis_size as axis_size
+from tgfx.transforms.collectives_more import ppermute as ppermute
+from tgfx.transforms.collectives_more import pshuffle as pshuffle
+from tgfx.transforms.collectives_more import psum_scatter as psum_scatter
 from tgfx.transforms.grad import stop_gradient as stop_gradient
 from tgfx.tree import PyTreeDef, keystr, tree_flatten_with_path, tree_leaves, tree_unflatten
 
@@ -768,4 +775,5 @@ __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "close_over",
            "bessel_i1e", "stack", "unstack", "split", "tile", "broadcast_to_rank", "empty", "scatter_sub",
            "scatter_apply", "index_take", "approx_max_k", "approx_min_k", "reduce_precision", "mulhi", "FftType",
            "fft", "custom_root", "custom_linear_solve", "optimization_barrier", "with_sharding_constraint",
-           "platform_dependent", "psum", "pmean", "pmax", "pmin", "all_gather", "axis_index"]
+           "platform_dependent", "psum", "pmean", "pmax", "pmin", "all_gather", "axis_index",
+           "ppermute", "pshuffle", "psum_scatter", "all_to_all", "axis_size", "broadcast_shapes", "dtype"]

@@ -82,17 +82,19 @@ def _batched(x: Tensor, axis: Axis) -> Tensor:
     return Tensor(out if flag else broadcast_front(out, axis.size))
 
 
-def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor]) -> Tensor:
+def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool = False) -> Tensor:
     """`combine(batch, k)` of x's values over the axis `name`, as one example's value. Inside k vmaps nested in that
     axis's, x is first batched over each of them (innermost first: k leading axes), then over `name` (in front), and
-    the result, which differs between the inner examples, is handed back through a stand-in per inner axis."""
+    the result, which differs between the inner examples, is handed back through a stand-in per inner axis. With
+    `each`, the result differs between the examples of `name` too (its axis in front: a ppermute's, a
+    psum_scatter's), and is handed back through a stand-in for that axis first."""
     stack = _stack()
     at = _bound_at(name, fn)
     inner = stack[at + 1:]
     for axis in reversed(inner):
         x = _batched(x, axis)
     x = combine(_batched(x, stack[at]), len(inner))
-    for axis in inner:
+    for axis in ([stack[at]] if each else []) + inner:
         standin = UOp(Ops.PARAM, x.dtype, (), (-1, x.shape[1:], x.uop.device or DEFAULT_DEVICE),
                       tag=("vmap", "collective", next(_uid)))
         axis.seeds[standin] = x.uop
