@@ -497,3 +497,54 @@ def test_against_jax() -> None:
     d, e = f32([1.0, 2.0, 3.0]), f32([0.5, -1.0])
     close(tsl.eigh_tridiagonal(d, e, eigvals_only=True), np.asarray(jsl.eigh_tridiagonal(d, e, eigvals_only=True)),
           1e-6)
+
+
+def test_lax_linalg_lu_pivots_to_permutation_matches_the_swaps() -> None:
+    pivots = np.array([[2, 2, 2], [0, 1, 2], [3, 1, 3]], np.int32)
+    want = []
+    for row in pivots:
+        perm = list(range(5))
+        for i, j in enumerate(row):
+            perm[i], perm[j] = perm[j], perm[i]
+        want.append(perm)
+    got = tg.lax.linalg.lu_pivots_to_permutation(tnp.asarray(pivots), 5)
+    assert got.dtype == tg.dtypes.int32
+    np.testing.assert_array_equal(got.numpy(), want)
+    # consistent with lu's own pivots and permutation
+    a = rng(0).standard_normal((4, 4)).astype(np.float32)
+    _, piv, perm = tg.lax.linalg.lu(tnp.asarray(a))
+    np.testing.assert_array_equal(tg.lax.linalg.lu_pivots_to_permutation(piv, 4).numpy(), perm.numpy())
+    with pytest.raises(ValueError, match="permutation_size 2 is less than the number of pivots 3"):
+        tg.lax.linalg.lu_pivots_to_permutation(tnp.asarray(pivots), 2)
+
+
+def test_lax_linalg_tridiagonal_solve_against_a_dense_solve_and_its_gradient() -> None:
+    g = rng(1)
+    m = 6
+    dl, du = g.standard_normal((2, m)).astype(np.float32), g.standard_normal((2, m)).astype(np.float32)
+    d = (4.0 + g.random((2, m))).astype(np.float32)
+    b = g.standard_normal((2, m, 3)).astype(np.float32)
+    dense = [np.diag(d[i]) + np.diag(dl[i, 1:], -1) + np.diag(du[i, :-1], 1) for i in range(2)]
+    got = tg.lax.linalg.tridiagonal_solve(*map(tnp.asarray, (dl, d, du, b)))
+    close(got, np.stack([np.linalg.solve(dense[i], b[i]) for i in range(2)]), 1e-5)
+    # the unread corners do not matter
+    dl[:, 0], du[:, -1] = 100.0, -100.0
+    close(tg.lax.linalg.tridiagonal_solve(*map(tnp.asarray, (dl, d, du, b))), got.numpy(), 1e-6)
+    with pytest.raises(ValueError, match=r"b must be \(\.\.\., m, n\)"):
+        tg.lax.linalg.tridiagonal_solve(*map(tnp.asarray, (dl, d, du, b[..., 0])))
+
+
+@pytest.mark.x64
+def test_lax_linalg_tridiagonal_solve_gradient() -> None:
+    g = rng(3)
+    dl, du, b = g.standard_normal(5), g.standard_normal(5), g.standard_normal((5, 2))
+    check_grads(tg.lax.linalg.tridiagonal_solve, dl, 4.0 + g.random(5), du, b)
+
+
+def test_lax_linalg_householder_product_rebuilds_q_from_geqrf() -> None:
+    lapack = pytest.importorskip("scipy.linalg.lapack")
+    a = rng(2).standard_normal((5, 3))
+    qr_, tau, _, _ = lapack.dgeqrf(a)
+    q = tg.lax.linalg.householder_product(tnp.asarray(qr_.astype(np.float32)), tnp.asarray(tau.astype(np.float32)))
+    close(q, lapack.dorgqr(qr_, tau)[0], 1e-5)
+    close(q @ tnp.asarray(np.triu(qr_[:3]).astype(np.float32)), a, 1e-5)

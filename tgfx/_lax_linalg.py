@@ -15,7 +15,8 @@ from typing import Any
 
 from tgfx.tensor import ArrayLike, Tensor, to_tensor
 
-__all__ = ["cholesky", "eigh", "lu", "qr", "svd", "triangular_solve"]
+__all__ = ["cholesky", "eigh", "householder_product", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve",
+           "tridiagonal_solve"]
 
 
 def _matrix(fn: str, x: ArrayLike, what: str = "x") -> Tensor:
@@ -159,3 +160,102 @@ def lu(x: ArrayLike) -> tuple[Tensor, Tensor, Tensor]:
     out, piv, perm = _lu_loop(t)
     return out, piv.astype(dtypes.int32), perm.astype(dtypes.int32)
 
+
+
+def lu_pivots_to_permutation(pivots: ArrayLike, permutation_size: int) -> Tensor:
+    """The permutation (int32, length `permutation_size`) that LU's row swaps make, as
+    `jax.lax.linalg.lu_pivots_to_permutation`: start from 0 .. size - 1 and at step i swap entries i and pivots[i].
+    Leading batch axes of `pivots` are kept.
+
+    >>> tg.lax.linalg.lu_pivots_to_permutation(tg.asarray([2, 2, 2], dtype="int32"), 4)   # [2, 0, 1, 3]
+    """
+    import tgfx.numpy as tnp
+    from tgfx.dtypes import dtypes
+    from tgfx.lax import fori_loop
+    piv = to_tensor(pivots)
+    if piv.ndim < 1 or not piv.dtype.is_int:
+        raise TypeError(f"lax.linalg.lu_pivots_to_permutation: pivots must be an integer array (..., k), got "
+                        f"{piv.dtype.name} of shape {piv.shape}")
+    k, size = piv.shape[-1], int(permutation_size)
+    if size < k:
+        raise ValueError(f"lax.linalg.lu_pivots_to_permutation: permutation_size {size} is less than the number of "
+                         f"pivots {k}")
+    piv = piv.astype(dtypes.int32)
+    at = tnp.arange(size, dtype=dtypes.int32)
+    perm = tnp.broadcast_to(at, piv.shape[:-1] + (size,))
+
+    def swap(i: Tensor, p: Tensor) -> Tensor:
+        j = tnp.take_along_axis(piv, tnp.broadcast_to(i, piv.shape[:-1] + (1,)), axis=-1)   # (..., 1)
+        p_i = tnp.take_along_axis(p, tnp.broadcast_to(i, p.shape[:-1] + (1,)), axis=-1)
+        p_j = tnp.take_along_axis(p, j, axis=-1)
+        return tnp.where(at == i, p_j, tnp.where(at == j, p_i, p))
+    return fori_loop(0, k, swap, perm) if k else perm
+
+
+def tridiagonal_solve(dl: ArrayLike, d: ArrayLike, du: ArrayLike, b: ArrayLike, *,
+                      perturb_singular: bool = False) -> Tensor:
+    """The x with T x = b for the tridiagonal T of sub-diagonal `dl`, diagonal `d` and super-diagonal `du`, as
+    `jax.lax.linalg.tridiagonal_solve`: dl, d, du are (..., m) (dl[..., 0] and du[..., -1] are not read), b is
+    (..., m, n). By the Thomas algorithm (elimination without pivoting, as JAX's generic lowering: stable for
+    diagonally dominant or positive definite T), a forward and a backward `lax.scan` over the rows; differentiable.
+
+    >>> tg.lax.linalg.tridiagonal_solve(dl, d, du, b[:, None])[:, 0]
+    """
+    import tgfx.numpy as tnp
+    from tgfx.lax import scan
+    from tgfx.scipy._util import promote_args_inexact
+    if perturb_singular:
+        raise NotImplementedError("lax.linalg.tridiagonal_solve: perturb_singular=True is not supported")
+    dl, d, du, b = promote_args_inexact("lax.linalg.tridiagonal_solve", dl, d, du, b)
+    if not (dl.shape == d.shape == du.shape) or d.ndim < 1:
+        raise ValueError(f"lax.linalg.tridiagonal_solve: dl, d and du must have one shape (..., m), got {dl.shape}, "
+                         f"{d.shape}, {du.shape}")
+    if b.ndim != d.ndim + 1 or b.shape[:-1] != d.shape:
+        raise ValueError(f"lax.linalg.tridiagonal_solve: b must be (..., m, n) for diagonals of shape {d.shape}, got "
+                         f"shape {b.shape}")
+    if d.shape[-1] == 0:
+        return b
+    rows = lambda v: tnp.moveaxis(v, -1, 0)   # noqa: E731 - the row axis in front, for the scans
+    lower, diag, upper, rhs = rows(dl), rows(d), rows(du), tnp.moveaxis(b, -2, 0)
+
+    def forward(carry: tuple[Tensor, Tensor], row: tuple) -> tuple:
+        c_prev, y_prev = carry
+        l_i, d_i, u_i, b_i = row
+        pivot = d_i - l_i * c_prev
+        c_i, y_i = u_i / pivot, (b_i - l_i[..., None] * y_prev) / pivot[..., None]
+        return (c_i, y_i), (c_i, y_i)
+    zero_c = tnp.zeros_like(diag[0])
+    _, (c, y) = scan(forward, (zero_c, tnp.zeros_like(rhs[0])), (lower.at[0].set(0.0), diag, upper, rhs))
+
+    def backward(x_next: Tensor, row: tuple) -> tuple:
+        c_i, y_i = row
+        x_i = y_i - c_i[..., None] * x_next
+        return x_i, x_i
+    _, x = scan(backward, tnp.zeros_like(rhs[0]), (c.at[-1].set(0.0), y), reverse=True)
+    return tnp.moveaxis(x, 0, -2)
+
+
+def householder_product(a: ArrayLike, taus: ArrayLike) -> Tensor:
+    """The first n columns of Q = H_0 H_1 ... H_{k-1} from QR's Householder reflectors, as
+    `jax.lax.linalg.householder_product` (LAPACK's orgqr / ungqr): H_i = I - taus[i] v_i v_i^H with v_i zero above
+    row i, one at row i and a[i + 1:, i] below. `a` is (..., m, n) with m >= n, `taus` (..., k) with k <= n.
+
+    >>> q = tg.lax.linalg.householder_product(a, taus)     # a, taus from LAPACK's geqrf
+    """
+    import tgfx.numpy as tnp
+    from tgfx.numpy._complex import conj
+    from tgfx.scipy._util import promote_args_inexact
+    a_t, tau = promote_args_inexact("lax.linalg.householder_product", _matrix("householder_product", a), taus)
+    m, n = a_t.shape[-2:]
+    k = tau.shape[-1] if tau.ndim else -1
+    if m < n or tau.ndim != a_t.ndim - 1 or k > n or tau.shape[:-1] != a_t.shape[:-2]:
+        raise ValueError(f"lax.linalg.householder_product: a must be (..., m, n) with m >= n and taus (..., k) with "
+                         f"k <= n and a's batch axes, got shapes {a_t.shape} and {tau.shape}")
+    rows = tnp.arange(m)[:, None]
+    below = rows > tnp.arange(n)[None, :]
+    v = tnp.where(below, a_t, tnp.where(rows == tnp.arange(n)[None, :], tnp.ones((), a_t.dtype), 0.0))
+    q = tnp.broadcast_to(tnp.eye(m, n, dtype=a_t.dtype), a_t.shape)
+    for i in range(k - 1, -1, -1):   # Q = H_i Q, the last reflector first
+        v_i = v[..., :, i:i + 1]
+        q = q - tau[..., i, None, None] * v_i @ (tnp.swapaxes(conj(v_i), -1, -2) @ q)
+    return q
