@@ -428,3 +428,34 @@ def test_matches_jax() -> None:
     m = stats.mode(T(a), axis=1)
     close(m.mode, np.asarray(wants[1].mode))
     np.testing.assert_array_equal(m.count.numpy(), np.asarray(wants[1].count))
+
+
+@pytest.mark.parametrize("fn", ["cdf", "sf", "logcdf", "logsf"])
+def test_gamma_and_beta_cdfs_against_scipy(fn: str) -> None:
+    ss = pytest.importorskip("scipy.stats")
+    x = np.array([-0.5, 0.0, 0.3, 1.0, 2.5, 7.0, 30.0], np.float32)
+    got = getattr(stats.gamma, fn)(tg.asarray(x), 2.5, 0.1, 1.5)
+    np.testing.assert_allclose(got.numpy(), getattr(ss.gamma, fn)(x, 2.5, 0.1, 1.5), rtol=2e-5, atol=1e-6)
+    xb = np.array([-0.1, 0.0, 0.2, 0.5, 0.9, 1.0, 1.3], np.float32)
+    got = getattr(stats.beta, fn)(tg.asarray(xb), 2.0, 3.5)
+    np.testing.assert_allclose(got.numpy(), getattr(ss.beta, fn)(xb, 2.0, 3.5), rtol=2e-5, atol=1e-6)
+
+
+def test_poisson_cdf_and_expon_log_tails_against_scipy() -> None:
+    ss = pytest.importorskip("scipy.stats")
+    k = np.array([-1.0, 0.0, 1.0, 2.5, 4.0, 10.0], np.float32)
+    np.testing.assert_allclose(stats.poisson.cdf(tg.asarray(k), 3.0).numpy(), ss.poisson.cdf(k, 3.0), rtol=2e-5)
+    np.testing.assert_allclose(stats.poisson.cdf(tg.asarray(k), 3.0, 1.0).numpy(), ss.poisson.cdf(k, 3.0, 1.0),
+                               rtol=2e-5)
+    x = np.array([-0.5, 0.2, 0.3, 1.0, 50.0, 500.0], np.float32)
+    np.testing.assert_allclose(stats.expon.logcdf(tg.asarray(x), 0.1, 2.0).numpy(), ss.expon.logcdf(x, 0.1, 2.0),
+                               rtol=2e-5, atol=1e-30)   # log(1 - 1e-109) is -0.0 in float32
+    # far in the tail the log survival is exact where sf itself underflows to 0 in float32
+    np.testing.assert_allclose(stats.expon.logsf(tg.asarray(x), 0.1, 2.0).numpy(), ss.expon.logsf(x, 0.1, 2.0),
+                               rtol=2e-5)
+
+
+@pytest.mark.x64
+def test_gamma_and_beta_log_cdfs_gradients() -> None:
+    check_grads(lambda v: stats.gamma.logcdf(v, 2.5), np.array([0.5, 2.0, 4.0]), rtol=1e-5, atol=1e-7)
+    check_grads(lambda v: stats.beta.logsf(v, 2.0, 3.5), np.array([0.3, 0.6]), rtol=1e-5, atol=1e-7)

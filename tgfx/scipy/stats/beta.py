@@ -8,7 +8,7 @@ import math
 
 import tgfx.numpy as tnp
 from tgfx.scipy._util import promote_args_inexact
-from tgfx.scipy.special import betaln, xlog1py, xlogy
+from tgfx.scipy.special import betainc, betaln, xlog1py, xlogy
 from tgfx.tensor import ArrayLike, Tensor
 
 
@@ -28,4 +28,36 @@ def pdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: Arr
     return tnp.exp(logpdf(x, a, b, loc, scale))
 
 
-__all__ = ["logpdf", "pdf"]
+def _y(name: str, x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> tuple:
+    """(a, b, (x - loc) / scale clipped to [0, 1])."""
+    xt, at, bt, lt, st = promote_args_inexact(f"beta.{name}", x, a, b, loc, scale)
+    return at, bt, tnp.clip((xt - lt) / st, 0.0, 1.0)
+
+
+def cdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """P(X <= x): the regularized incomplete beta function I_y(a, b) at y = (x - loc) / scale clipped to [0, 1].
+
+    >>> beta.cdf(tg.asarray([0.25, 0.5]), 2.0, 3.0)     # [0.26171875, 0.6875]
+    """
+    at, bt, y = _y("cdf", x, a, b, loc, scale)
+    return betainc(at, bt, y)
+
+
+def sf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """P(X > x) = I_{1 - y}(b, a), by the symmetry of the incomplete beta function (not 1 - cdf: exact where the
+    cdf is near 1)."""
+    at, bt, y = _y("sf", x, a, b, loc, scale)
+    return betainc(bt, at, 1.0 - y)
+
+
+def logcdf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """log(cdf(x, a, b, loc, scale))."""
+    return tnp.log(cdf(x, a, b, loc, scale))
+
+
+def logsf(x: ArrayLike, a: ArrayLike, b: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """log(sf(x, a, b, loc, scale))."""
+    return tnp.log(sf(x, a, b, loc, scale))
+
+
+__all__ = ["logpdf", "pdf", "cdf", "sf", "logcdf", "logsf"]

@@ -41,10 +41,22 @@ def sf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
     return tnp.where(below, 1.0, tnp.exp(-z))
 
 
+def logcdf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """log P(X <= x) = log1p(-exp(-(x - loc) / scale)) (exact where the cdf is tiny), -inf at and below loc."""
+    below, z = _z("logcdf", x, loc, scale)
+    return tnp.where(below, -math.inf, tnp.log1p(-tnp.exp(-z)))
+
+
+def logsf(x: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
+    """log P(X > x) = -(x - loc) / scale (no exp to underflow), 0 below loc."""
+    below, z = _z("logsf", x, loc, scale)
+    return tnp.where(below, 0.0, -z)
+
+
 def ppf(q: ArrayLike, loc: ArrayLike = 0, scale: ArrayLike = 1) -> Tensor:
     """The quantile loc - scale * log1p(-q); NaN outside [0, 1]."""
     qt, lt, st = promote_args_inexact("expon.ppf", q, loc, scale)
     return tnp.where((qt < 0) | (qt > 1), math.nan, lt - st * tnp.log1p(-qt))
 
 
-__all__ = ["logpdf", "pdf", "cdf", "sf", "ppf"]
+__all__ = ["logpdf", "pdf", "cdf", "sf", "logcdf", "logsf", "ppf"]

@@ -8,7 +8,7 @@ import math
 
 import tgfx.numpy as tnp
 from tgfx.scipy._util import promote_args_inexact
-from tgfx.scipy.special import gammaln, xlogy
+from tgfx.scipy.special import gammaincc, gammaln, xlogy
 from tgfx.tensor import ArrayLike, Tensor
 
 
@@ -26,4 +26,16 @@ def pmf(k: ArrayLike, mu: ArrayLike, loc: ArrayLike = 0) -> Tensor:
     return tnp.exp(logpmf(k, mu, loc))
 
 
-__all__ = ["logpmf", "pmf"]
+def cdf(k: ArrayLike, mu: ArrayLike, loc: ArrayLike = 0) -> Tensor:
+    """P(K <= k) = Q(floor(k - loc) + 1, mu), the regularized upper incomplete gamma function; 0 below loc. k need
+    not be an integer (the cdf is a step function).
+
+    >>> poisson.cdf(tg.asarray([0.0, 2.0, 2.5]), 2.0)      # [0.13533528, 0.67667642, 0.67667642]
+    """
+    kt, mt, lt = promote_args_inexact("poisson.cdf", k, mu, loc)
+    x = kt - lt
+    below = x < 0
+    return tnp.where(below, 0.0, gammaincc(tnp.floor(tnp.where(below, 0.0, x)) + 1, mt))
+
+
+__all__ = ["logpmf", "pmf", "cdf"]
