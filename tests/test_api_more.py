@@ -383,3 +383,20 @@ def test_tg_devices_lists_and_is_the_devices_package() -> None:
     assert tg.devices.target is target and cpu.CPUDevice is tg.devices.CPUDevice
     with pytest.raises(ValueError, match="tpu"):
         tg.devices("tpu")
+
+
+def test_dtypes_helpers_as_jax_dtypes() -> None:
+    d = tg.dtypes
+    assert d.issubdtype(d.bfloat16, tnp.floating) and not d.issubdtype(d.int8, tnp.unsignedinteger)
+    assert d.issubdtype(np.float32, np.inexact)
+    assert d.result_type(1.0, d.int8) == d.float32 and d.result_type(d.int8, 1) == d.int8
+    assert d.result_type(tnp.ones(2, d.bfloat16), 1) == d.bfloat16
+    assert d.result_type(1.0, 2, return_weak_type_flag=True) == (d.float32, True)
+    assert d.result_type(d.int8, 1, return_weak_type_flag=True) == (d.int8, False)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a query, not a request: no x64 warning
+        assert d.canonicalize_dtype(np.float64) == d.float32 and d.canonicalize_dtype(float) == d.float32
+        assert d.canonicalize_dtype("bfloat16") == d.bfloat16 and d.canonicalize_dtype(d.int64) == d.int32
+        assert d.canonicalize_dtype(np.ones(2, np.int16)) == d.int16
+    assert d.float32 in d.all() and len(d.all()) == 15   # the helpers are not dtypes

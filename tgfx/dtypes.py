@@ -168,6 +168,43 @@ class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JA
     def all() -> tuple[DType, ...]:
         return ALL_DTYPES
 
+    # jax.dtypes' helpers, answered in tgfx's DTypes. Not here: `float0` (tgfx gives an integer input's gradient as
+    # integer zeros of its type, not as a float0 array), `prng_key` and `extended` (keys are uint32 arrays).
+    @staticmethod
+    def issubdtype(arg1: Any, arg2: Any) -> Any:
+        """Whether dtype `arg1` is `arg2` or below it in numpy's hierarchy, bfloat16 a `floating`
+        (`jax.dtypes.issubdtype`): `tg.dtypes.issubdtype(tg.dtypes.bfloat16, tnp.floating)` is True."""
+        from tgfx.numpy._extras import issubdtype
+        return issubdtype(arg1, arg2)
+
+    @staticmethod
+    def result_type(*args: Any, return_weak_type_flag: Any = False) -> Any:
+        """The dtype operations on `args` (arrays, dtypes, Python scalars) compute in, by JAX's promotion with weak
+        Python scalars (`jax.dtypes.result_type`): `result_type(tnp.int8, 1)` is int8; with
+        `return_weak_type_flag`, (dtype, whether all of args are weak)."""
+        from tgfx.numpy._standard import result_type
+        from tgfx.tensor import Tensor, is_weak
+        out = result_type(*args)
+        if not return_weak_type_flag:
+            return out
+        weak = all(isinstance(a, (int, float, complex)) and not isinstance(a, bool) or a in (int, float, complex)
+                   or isinstance(a, Tensor) and is_weak(a) for a in args)
+        return out, weak
+
+    @staticmethod
+    def canonicalize_dtype(dtype: Any, allow_extended_dtype: Any = False) -> DType:
+        """The dtype tgfx computes in for a request of `dtype` (`jax.dtypes.canonicalize_dtype`): without x64,
+        64-bit types are their 32-bit kin, silently (a query, not a request)."""
+        if isinstance(dtype, DType):
+            d = dtype
+        elif isinstance(dtype, str) and dtype in _BY_NAME:
+            d = _BY_NAME[dtype]
+        elif isinstance(dtype, type) and dtype in _PY_TYPES:
+            d = _PY_TYPES[dtype]()
+        else:
+            d = from_numpy(np.dtype(dtype if isinstance(dtype, (type, str, np.dtype)) else dtype.dtype))
+        return _BY_NAME[_NARROW[d.name]] if d.name in _NARROW and not config.X64 else d
+
 
 ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k != "index")
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
@@ -175,6 +212,8 @@ _NARROW = {"float64": "float32", "int64": "int32", "uint64": "uint32", "complex1
 _REAL_OF = {"complex64": "float32", "complex128": "float64"}
 _COMPLEX_OF = {"float32": "complex64", "float64": "complex128"}
 _warned: set[str] = set()
+_PY_TYPES = {float: lambda: dtypes.float64, int: lambda: dtypes.int64, complex: lambda: dtypes.complex128,
+             bool: lambda: dtypes.bool}
 
 
 def _user_stacklevel() -> int:
