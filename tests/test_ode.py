@@ -115,3 +115,11 @@ def test_bad_input_errors_name_the_argument() -> None:
         odeint(3.0, tnp.ones(2), tnp.asarray(TS))
     with pytest.raises(ValueError, match="odeint: func must return dy/dt with y's structure"):
         odeint(lambda y, t: tnp.ones(3), tnp.ones(2), tnp.asarray(TS))
+
+
+def test_per_example_gradients_under_vmap() -> None:
+    def loss(y0: tg.Tensor, k: tg.Tensor) -> tg.Tensor:
+        return odeint(lambda y, t, k: -k * y, y0, tnp.asarray([0.0, 0.5, 1.0]), k)[-1].sum()
+    ks = np.array([0.5, 1.0, 2.0], np.float32)
+    got = tg.vmap(tg.grad(loss, argnums=1), in_axes=(None, 0))(tnp.ones(2), tnp.asarray(ks))
+    np.testing.assert_allclose(np.asarray(got), -2 * np.exp(-ks), rtol=1e-5)   # d/dk of 2 exp(-k)
