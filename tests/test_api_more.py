@@ -400,3 +400,7 @@ def test_dtypes_helpers_as_jax_dtypes() -> None:
         assert d.canonicalize_dtype("bfloat16") == d.bfloat16 and d.canonicalize_dtype(d.int64) == d.int32
         assert d.canonicalize_dtype(np.ones(2, np.int16)) == d.int16
     assert d.float32 in d.all() and len(d.all()) == 15   # the helpers are not dtypes
+    # jax.dtypes is a module: `from jax.dtypes import canonicalize_dtype` (tg.dtypes is the namespace class)
+    from tgfx.dtypes import bfloat16, canonicalize_dtype, issubdtype, result_type
+    assert (canonicalize_dtype, issubdtype, result_type) == (d.canonicalize_dtype, d.issubdtype, d.result_type)
+    assert bfloat16 is d.bfloat16

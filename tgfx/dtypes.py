@@ -561,3 +561,10 @@ def fits(value: int, d: DType) -> bool:
 # (min, max) of each integer dtype, for `cast_scalar`'s first test (bool, an integer too, is not here)
 _INT_BOUNDS: dict[DType, tuple[int, int]] = {d: _int_range(d) for d in vars(dtypes).values()
                                              if isinstance(d, DType) and d.is_int and not d.is_bool}
+
+# jax.dtypes is a module: its helpers and bfloat16 are this module's names too (`from tgfx.dtypes import
+# canonicalize_dtype`), the same functions as tg.dtypes' (`tg.dtypes` is the namespace class above)
+issubdtype = dtypes.issubdtype
+result_type = dtypes.result_type
+canonicalize_dtype = dtypes.canonicalize_dtype
+bfloat16 = dtypes.bfloat16
