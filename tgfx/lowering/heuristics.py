@@ -215,7 +215,6 @@ def across_rows_opts(sink: UOp, loops: list[UOp], reduces: list[UOp], loads: lis
     if st.op is not Ops.STORE or len(st.src) != 2 or st.src[0].op is not Ops.INDEX or \
             st.src[0].src[0].op is not Ops.DEFINE_GLOBAL or n > SHORT_ROW * lanes or \
             any(len(red.src) != 2 for red in red_nodes) or \
-            any(u.dtype in (dtypes.float16, dtypes.bfloat16) for u in sink.toposort()) or \
             any(u.op is Ops.LOAD for i in loads for u in i.toposort()):   # (a gather: no tile)
         return []
     if not row_kernel and all(red.arg is Ops.ADD and _plain_sum(red) for red in red_nodes):
@@ -462,11 +461,11 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         long = [r for r in along if r.src[0].arg % lanes == 0 and
                 (len(reduces) > 1 or r.src[0].arg <= SHORT_ROW * lanes or not loops or _selecting_extremum(red_nodes))]
         # (only a few plain ops an element: a costly value, a loss's logs and exps, copied per lane is no vector; a
-        # longer axis's lanes are a vector range, unless its values are half floats or its element calls the C library
-        # or a polynomial: a VAE's softplus loss summed so ran 10 -> 17 us)
+        # longer axis's lanes are a vector range, unless its element calls the C library or a polynomial: a VAE's
+        # softplus loss summed so ran 10 -> 17 us; half floats' lanes are vectors of float, rounded back per op)
         if short and all(_plain_sum(red) for red in red_nodes):
             opts.append(Opt("UNROLL", short[0].arg[0], short[0].src[0].arg))
-        elif long and not any(u.dtype in (dtypes.float16, dtypes.bfloat16) for u in sink.toposort()) and \
+        elif long and \
                 not any(_masked(i, long[0]) for i in hot) and all(_vector_sum(red) for red in red_nodes):
             opts.append(Opt("UNROLL", long[0].arg[0], lanes))
             if chains := next((c for c in range(SUM_CHAINS, 1, -1) if long[0].src[0].arg // lanes % c == 0), None):

@@ -278,8 +278,8 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     another UPCAST's copies, as rows it transposes in registers, else element by element), a store strided by a
     constant of a reduce's result (a scatter, once per output: a weight gradient's columns) or by at most MAX_STEP
     (the renderer's masked store of the lanes spread). None where a
-    vector does not fit (lane copies stay): a second vector range, any other access, float16/bfloat16 values
-    (computed in float per lane)."""
+    vector does not fit (lane copies stay): a second vector range, any other access. float16/bfloat16 lanes compute
+    as the scalar's: widened to float, rounded back after every op (`render_wide.wide_alu`)."""
     nodes = sink.toposort()
     if any(is_vector_range(u) for u in nodes):
         return None
@@ -294,8 +294,6 @@ def vector_lanes(sink: UOp, rng: UOp, outer: UOp, amount: int) -> UOp | None:
     for u in out.toposort() if reduced else out.toposort(lambda u: u.src if lane in range_deps(u) else ()):
         if lane not in range_deps(u):
             continue
-        if u.dtype in (dtypes.float16, dtypes.bfloat16):
-            return None
         if u.op is not Ops.INDEX or unit_stride(u.src[1], lane):
             continue
         if u.src[0].op is not Ops.DEFINE_GLOBAL:

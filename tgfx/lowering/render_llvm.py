@@ -155,28 +155,43 @@ class LLVMRenderer(WideValues, RegisterTiles):
             return literal(u.arg, u.dtype, compute_type(u.dtype))
         return self.to_compute(self.names[u], u.dtype)
 
-    def to_compute(self, v: str, d: DType) -> str:
+    def to_compute(self, v: str, d: DType, width: int = 1) -> str:
+        """`v`, of dtype `d` in its register type, in its compute type; with `width` > 1, a vector of that many lanes
+        (float16's `<W x half>` widened by one instruction with F16C, bfloat16's `<W x i16>` bits shifted up)."""
+        def vt(t: str) -> str:
+            return t if width == 1 else f"<{width} x {t}>"
+
+        def lit(x: int) -> str:
+            return str(x) if width == 1 else f"splat (i32 {x})"
         if d == dtypes.float16:
-            return self.op_in(f"fpext half {v} to float")
+            return self.op_in(f"fpext {vt('half')} {v} to {vt('float')}")
         if d == dtypes.bfloat16:
-            w = self.op_in(f"zext i16 {v} to i32")
-            w = self.op_in(f"shl i32 {w}, 16")
-            return self.op_in(f"bitcast i32 {w} to float")
+            w = self.op_in(f"zext {vt('i16')} {v} to {vt('i32')}")
+            w = self.op_in(f"shl {vt('i32')} {w}, {lit(16)}")
+            return self.op_in(f"bitcast {vt('i32')} {w} to {vt('float')}")
         return v
 
-    def from_compute(self, v: str, d: DType) -> str:
+    def from_compute(self, v: str, d: DType, width: int = 1) -> str:
+        """`v`, of dtype `d` in its compute type, rounded back to its register type; with `width` > 1, a vector of that
+        many lanes (bfloat16's round to nearest even as integer ops on the lanes, the same ops as a scalar's)."""
+        def vt(t: str) -> str:
+            return t if width == 1 else f"<{width} x {t}>"
+
+        def lit(t: str, x: int | str) -> str:
+            return str(x) if width == 1 else f"splat ({t} {x})"
         if d == dtypes.float16:
-            return self.op_in(f"fptrunc float {v} to half")
+            return self.op_in(f"fptrunc {vt('float')} {v} to {vt('half')}")
         if d == dtypes.bfloat16:  # round to nearest even, keep NaN a quiet NaN
-            b = self.op_in(f"bitcast float {v} to i32")
-            lsb = self.op_in(f"lshr i32 {b}, 16")
-            lsb = self.op_in(f"and i32 {lsb}, 1")
-            r = self.op_in(f"add i32 {b}, 32767")
-            r = self.op_in(f"add i32 {r}, {lsb}")
-            r = self.op_in(f"lshr i32 {r}, 16")
-            r = self.op_in(f"trunc i32 {r} to i16")
-            nan = self.op_in(f"fcmp uno float {v}, 0.0")
-            return self.op_in(f"select i1 {nan}, i16 32704, i16 {r}")
+            i32 = vt("i32")
+            b = self.op_in(f"bitcast {vt('float')} {v} to {i32}")
+            lsb = self.op_in(f"lshr {i32} {b}, {lit('i32', 16)}")
+            lsb = self.op_in(f"and {i32} {lsb}, {lit('i32', 1)}")
+            r = self.op_in(f"add {i32} {b}, {lit('i32', 32767)}")
+            r = self.op_in(f"add {i32} {r}, {lsb}")
+            r = self.op_in(f"lshr {i32} {r}, {lit('i32', 16)}")
+            r = self.op_in(f"trunc {i32} {r} to {vt('i16')}")
+            nan = self.op_in(f"fcmp uno {vt('float')} {v}, {lit('float', '0.0') if width > 1 else '0.0'}")
+            return self.op_in(f"select {vt('i1')} {nan}, {vt('i16')} {lit('i16', 32704)}, {vt('i16')} {r}")
         return v
 
     def align(self, idx: UOp) -> str:

@@ -3,7 +3,7 @@ of that many lanes (see render_llvm's docstring); a mixin of `LLVMRenderer`, who
 and names) it reads."""
 from __future__ import annotations
 
-from tgfx.dtypes import DType
+from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.kernel_opts import _coef, masked_unit_stride, unit_stride
@@ -16,6 +16,7 @@ from tgfx.lowering.llvm_rules import (
     _kind,
     _vsuffix,
     compute_type,
+    float_literal,
     literal,
     mem_type,
     reg_type,
@@ -164,7 +165,12 @@ class WideValues:
         elif op in GroupOp.ALU:
             self.names[u] = self.wide_alu(u, _UPDATE_FLAGS if is_update else "")
         elif op is Ops.CAST:
-            self.names[u] = self.convert(u.src[0].dtype, u.dtype, self.wval(u.src[0]), w)
+            s, d = u.src[0].dtype, u.dtype
+            if s == dtypes.float64 and d == dtypes.float16:   # one rounding, as the scalar's rounding to odd
+                self.names[u] = self.op_in(f"fptrunc <{w} x double> {self.wval(u.src[0])} to <{w} x half>")
+                return
+            x = self.convert(s, d, self.to_compute(self.wval(u.src[0]), s, w), w)
+            self.names[u] = x if d.is_bool else self.from_compute(x, d, w)
         elif op is Ops.BITCAST:
             self.names[u] = self.op_in(f"bitcast {self.vtype(reg_type(u.src[0].dtype))} {self.wval(u.src[0])} to "
                                        f"{self.vtype(reg_type(u.dtype))}")
@@ -305,10 +311,18 @@ class WideValues:
     def wide_alu(self, u: UOp, flags: str) -> str:
         op, w = u.op, self.width
         d = u.src[-1].dtype if op is not Ops.WHERE else u.dtype
-        xs = [self.wval(s) for s in u.src]
         if op is Ops.WHERE:
+            xs = [self.wval(s) for s in u.src]
             vt = self.vtype(reg_type(d))
             return self.op_in(f"select <{w} x i1> {xs[0]}, {vt} {xs[1]}, {vt} {xs[2]}")
+        # float16/bfloat16 lanes compute in float and round back, the scalar's ops on every lane
+        xs = [self.to_compute(self.wval(s), s.dtype, w) for s in u.src]
+        out = self.wide_compute(u, d, xs, flags)
+        return out if op in GroupOp.Comparison else self.from_compute(out, d, w)
+
+    def wide_compute(self, u: UOp, d: DType, xs: list[str], flags: str) -> str:
+        """`u`'s op on vectors `xs` of its sources' lanes in their compute type."""
+        op = u.op
         t = self.vtype(compute_type(d))
         kind = _kind(d)
         divisor = u.src[-1]
@@ -321,7 +335,8 @@ class WideValues:
         if op is Ops.NEG and kind in "iu":
             return self.op_in(f"sub {t} zeroinitializer, {xs[0]}")
         if op is Ops.RECIP and kind == "f":
-            return self.op_in(f"fdiv {flags}{t} {self.vlit(1.0, d)}, {xs[0]}")
+            return self.op_in(f"fdiv {flags}{t} splat ({compute_type(d)} {float_literal(1.0, compute_type(d))}), "
+                              f"{xs[0]}")
         if (rule := _VECTOR_RULES.get((op, kind))) is not None:
             return rule(self, t, xs, flags if kind == "f" else "")
         return self.lane_by_lane(u, xs, flags)
@@ -333,8 +348,11 @@ class WideValues:
         ct, kind = compute_type(d), _kind(d)
         rule, scalar = _VECTOR_RULES.get((op, kind)), self.rules[(op, kind)]
         flags = _UPDATE_FLAGS if kind == "f" else ""
-        v, width, n, rest = self.wval(u.src[0]), self.width, self.width, []   # v: `width` lanes, the first n live
-        while n > 1 and rule is not None:
+
+        def rounded(x: str, lanes: int) -> str:   # a half float's sum or product rounds after every op, as a scalar's
+            return x if op is Ops.MAX else self.to_compute(self.from_compute(x, d, lanes), d, lanes)
+        v, width, n, rest = self.to_compute(self.wval(u.src[0]), d, self.width), self.width, self.width, []
+        while n > 1 and rule is not None:   # v: `width` lanes, the first n live
             if n % 2:
                 n -= 1
                 rest.append(self.op_in(f"extractelement <{width} x {ct}> {v}, i64 {n}"))
@@ -342,12 +360,12 @@ class WideValues:
             lo, hi = (self.op_in(f"shufflevector <{width} x {ct}> {v}, <{width} x {ct}> poison, <{half} x i32> <"
                                  + ", ".join(f"i32 {i}" for i in range(start, start + half)) + ">")
                       for start in (0, half))
-            v, width, n = rule(self, f"<{half} x {ct}>", [lo, hi], flags), half, half
+            v, width, n = rounded(rule(self, f"<{half} x {ct}>", [lo, hi], flags), half), half, half
         lanes = [self.op_in(f"extractelement <{width} x {ct}> {v}, i64 {i}") for i in range(n)] + rest
         out = lanes[0]
         for lane in lanes[1:]:
-            out = scalar(self, ct, [out, lane], flags)
-        return out
+            out = rounded(scalar(self, ct, [out, lane], flags), 1)
+        return self.from_compute(out, d)
 
     def lane_by_lane(self, u: UOp, xs: list[str], flags: str) -> str:
         """An op with no vector rule (a libm call, a division by a variable): the scalar rule on each lane."""

@@ -1,0 +1,115 @@
+"""float16/bfloat16 kernels take float32's vector options: their lanes are widened to `<W x float>` (float16's
+`<W x half>` by fpext, bfloat16's `<W x i16>` bits shifted up), computed, and rounded back after every op by the
+scalar's own ops on every lane (`render_llvm.to_compute` / `from_compute` with a width). Counted, never timed: the
+options chosen and the vector types in the rendered IR on both x86 vector widths; and the values equal the scalar
+kernel's (NOOPT) bit for bit."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.devices.target import Target, target_for
+from tgfx.dtypes import DType, dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering import index_level, render_kernel
+from tgfx.lowering.heuristics import hand_coded_opts
+from tgfx.lowering.inline import inline
+from tgfx.lowering.optimize import apply_hand_coded
+from tgfx.lowering.schedule import schedule
+
+AVX512, AVX2 = "znver4", "haswell"
+HALVES = [dtypes.bfloat16, dtypes.float16]
+_MEM = {dtypes.bfloat16: "i16", dtypes.float16: "half"}
+
+
+def _target(cpu: str) -> Target:
+    return target_for(cpu).with_cores(1)
+
+
+def _kernels(fn, shape: tuple[int, ...], dtype: DType) -> list[UOp]:  # noqa: ANN001
+    out = fn(tg.asarray(np.zeros(shape, np.float32)).astype(dtype).realize())   # (a buffer of the 16-bit type)
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
+    return [index_level(c.src[0]) for c in linear.src]
+
+
+def _ir(sink: UOp, cpu: str) -> str:
+    target = _target(cpu)
+    with tg.config.Context(TGFX_CPU=cpu):
+        out, applied = apply_hand_coded(sink, target)
+        ir, _, _ = render_kernel("k", out, applied, target)
+    return ir
+
+
+def _masked_max(x: tg.Tensor) -> tg.Tensor:
+    return tnp.where(tnp.tril(tnp.ones(x.shape[-2:], bool)), x, -1e4).max(-1)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("cpu,lanes", [(AVX512, 16), (AVX2, 8)])
+def test_a_half_softmax_of_short_rows_takes_the_rows_as_lanes(cpu: str, lanes: int, dtype: DType) -> None:
+    """A softmax over half rows of 16 takes float32's options (the rows as lanes, the row's elements as copies): its
+    reads are vectors of the 16-bit type, its arithmetic vectors of float, its stores vectors of the 16-bit type, and
+    no lane is taken out of a vector (the scalar kernel had no options: one element at a time)."""
+    (sink,) = _kernels(lambda x: tg.nn.softmax(x, axis=-1), (256, 16), dtype)
+    opts = hand_coded_opts(sink, _target(cpu))
+    assert [(o.op, o.amount) for o in opts][-1] == ("UPCAST", lanes) and any(o.amount == 0 for o in opts)
+    ir = _ir(sink, cpu)
+    mem, vt = f"<{lanes} x {_MEM[dtype]}>", f"<{lanes} x float>"
+    assert len(re.findall(rf"load {mem}", ir)) == 16 and len(re.findall(rf"store {mem}", ir)) == 16
+    assert len(re.findall(rf"fdiv {vt}", ir)) == 16 and not re.search(r"fdiv float", ir)
+    assert not re.search(r"extractelement <\d+ x (float|half|i16)>", ir) and "scatter" not in ir and "gather" not in ir
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("cpu,lanes", [(AVX512, 16), (AVX2, 8)])
+def test_half_row_reductions_take_vector_options(cpu: str, lanes: int, dtype: DType) -> None:
+    """A masked max over half rows of 32 takes the rows as lanes (its max a vector op across the row's copies); a
+    sum of half rows of 32 (summed in float32, as JAX's) is vectors of partial sums, their lanes combined once: both
+    float32's options."""
+    (sink,) = _kernels(_masked_max, (8, 32, 32), dtype)
+    opts = hand_coded_opts(sink, _target(cpu))
+    assert [(o.op, o.amount) for o in opts] == [("UNROLL", 0), ("UPCAST", lanes)]
+    assert opts == hand_coded_opts(_kernels(_masked_max, (8, 32, 32), dtypes.float32)[0], _target(cpu))
+    ir = _ir(sink, cpu)
+    assert re.search(rf"load <{lanes} x {_MEM[dtype]}>", ir) and re.search(rf"maximum\.v{lanes}f32", ir)
+    (sink,) = _kernels(lambda x: x.sum(-1), (256, 32), dtype)
+    (same,) = _kernels(lambda x: x.sum(-1), (256, 32), dtypes.float32)
+    opts = hand_coded_opts(sink, _target(cpu))
+    assert opts == hand_coded_opts(same, _target(cpu)) and [(o.op, o.amount) for o in opts][0] == ("UNROLL", lanes)
+    assert re.search(rf"fadd [^\n]*<{lanes} x float>", _ir(sink, cpu))
+
+
+def _bits(t: tg.Tensor) -> np.ndarray:
+    return np.ascontiguousarray(t.astype(tnp.float32).numpy() if t.dtype is dtypes.bfloat16 else t.numpy()).view(
+        np.uint32 if t.dtype in (dtypes.bfloat16, dtypes.float32) else np.uint16)
+
+
+FUNCTIONS = {
+    "softmax": lambda x: tg.nn.softmax(x, axis=-1), "log_softmax": lambda x: tg.nn.log_softmax(x, axis=-1),
+    "masked_max": _masked_max, "max": lambda x: x.max(-1), "sum": lambda x: x.sum(-1),
+    "layernorm": lambda x: (x - x.mean(-1, keepdims=True)) / tnp.sqrt(x.var(-1, keepdims=True) + 1e-5),
+    "scaled": lambda x: x * 2 + 1, "gelu": tg.nn.gelu, "recip": lambda x: 1 / x,
+    "row_scale": lambda x: x * x.max(-1, keepdims=True),
+}
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_half_vector_kernels_equal_the_scalar_kernels_bit_for_bit(name: str, dtype: DType) -> None:
+    """The vector kernels' values are the scalar kernel's (NOOPT: no options, one element at a time), bit for bit:
+    every lane rounds back to the 16-bit type after every op, as the scalar does; with infinities, a NaN, subnormals
+    and values near the type's largest among normal ones."""
+    x = (np.random.default_rng(1).standard_normal((4, 16, 32)) * 3).astype(np.float32)
+    x[0, 0, :6] = [np.inf, -np.inf, 1e-40, 3e-6, 65000.0, -3e38]
+    x[1, 2, 5] = np.nan
+    t = tg.asarray(x).astype(dtype)
+    fn = FUNCTIONS[name]
+    vector = tg.jit(fn)(t)
+    with tg.config.Context(NOOPT=1):
+        scalar = tg.jit(fn)(t)
+    np.testing.assert_array_equal(_bits(vector), _bits(scalar))
