@@ -298,3 +298,19 @@ def test_a_callback_using_tgfx_raises_instead_of_waiting_for_itself(inline):
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.splitlines() == [f"{n} {h} ok" for n in ("computes", "reads") for h in ("jit", "eager")] + \
         ["[1.0, 3.0, 5.0, 7.0]"], run.stdout + run.stderr[-2000:]
+
+
+def test_the_callback_tutorials_spelling_of_result_types_and_io_callback() -> None:
+    # JAX's external-callbacks tutorial: pure_callback(f, jax.ShapeDtypeStruct.like(x), x) and
+    # `from jax.experimental import io_callback` (an AttributeError and an ImportError before)
+    from tgfx.experimental import io_callback
+
+    def f(x):
+        return tg.pure_callback(np.sin, tg.ShapeDtypeStruct.like(x), x)
+    x = tnp.arange(5.0)
+    np.testing.assert_allclose(tg.jit(f)(x).numpy(), np.sin(np.arange(5.0, dtype=np.float32)), rtol=1e-6)
+    like = tg.ShapeDtypeStruct.like
+    assert (like(x).shape, like(x).dtype) == ((5,), tg.dtypes.float32)
+    assert (like(np.zeros((2, 3), np.int32)).shape, like(np.zeros((2, 3), np.int32)).dtype) == ((2, 3), tg.dtypes.int32)
+    assert (like(1.0).shape, like(1.0).dtype) == ((), tg.dtypes.float32)
+    assert io_callback is tg.io_callback

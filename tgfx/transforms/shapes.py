@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import DType, to_dtype
+from tgfx.dtypes import DType, canonicalize, from_numpy, to_dtype
 from tgfx.function import Function
 from tgfx.numpy import zeros
 from tgfx.tensor import Tensor
@@ -37,6 +37,18 @@ class ShapeDtypeStruct:
             raise ValueError(f"ShapeDtypeStruct: shape {self.shape} has a negative dimension")
         self.dtype = to_dtype(dtype)
         self.sharding = sharding
+
+    @classmethod
+    def like(cls, x: Any) -> ShapeDtypeStruct:
+        """The type of `x`, as `jax.ShapeDtypeStruct.like`: a Tensor's or ShapeDtypeStruct's shape, dtype and
+        sharding, or the shape and dtype `tg.asarray(x)` would have (a numpy float64 array is float32 without x64).
+        JAX's callback tutorials give a callback its result type as `ShapeDtypeStruct.like(x)`."""
+        if isinstance(x, (Tensor, ShapeDtypeStruct)):
+            return cls(x.shape, x.dtype, getattr(x, "sharding", None))
+        if isinstance(x, (bool, int, float, complex)):
+            return cls((), Tensor(x).dtype)
+        a = np.asarray(x)
+        return cls(a.shape, canonicalize(from_numpy(a.dtype)))
 
     @property
     def ndim(self) -> int:
