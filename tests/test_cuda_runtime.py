@@ -1143,6 +1143,30 @@ def test_a_copy_into_host_memory_is_pushed_by_a_source_whose_memory_the_host_can
     assert copies == ["CPU:1"]
 
 
+def test_a_cpu_kernels_beam_search_times_it_on_the_cpu_when_cuda_is_the_default_device(
+        emulated: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """With CUDA:0 the default device (TGFX_DEVICE=CUDA) and BEAM=n, a kernel of Tensors on the CPU is searched with
+    its candidates timed on CPU:0: they were timed on the default device, whose stream refused them (an EXEC of a
+    CPU program on CUDA:0, a CudaBackendError)."""
+    import tgfx as tg
+    import tgfx.devices as devices
+    from tgfx.lowering import forget_compiled
+    from tgfx.lowering import search as cpu_search
+    monkeypatch.setattr(cpu_search, "get_device", lambda name="CUDA:0": devices.get_device(name))   # the default
+    cpu_search.clear_cache()
+    forget_compiled()
+    x = np.random.default_rng(5).standard_normal((64, 300)).astype(np.float32)
+    try:
+        with tg.Context(BEAM=1, BEAM_BUDGET=5, TGFX_CACHE_DIR=str(tmp_path)):
+            searches = tg.counters.search_count
+            out = (tg.asarray(x, device="CPU") * 3.0).sum(axis=1).numpy()
+            assert tg.counters.search_count > searches
+    finally:
+        cpu_search.clear_cache()
+        forget_compiled()
+    np.testing.assert_allclose(out, x.sum(1) * 3, rtol=1e-4)
+
+
 def test_beam_searches_a_kernels_gpu_options_on_the_device_and_caches_them_by_its_target(
         emulated: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     """With BEAM=n a CUDA kernel's options come from a search timed on the device (its events around each launch):

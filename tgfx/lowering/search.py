@@ -151,11 +151,12 @@ def searchable(sink: UOp) -> bool:
 
 
 class _Bench:
-    """Scratch buffers of one kernel's sizes on `device` (default: the default device), filled with random values,
-    and a timer for its candidates."""
+    """Scratch buffers of one kernel's sizes on `device` (default: CPU:0, where the CPU's candidates run, whatever the
+    default device: TGFX_DEVICE=CUDA made it a GPU, which cannot run them), filled with random values, and a timer
+    for its candidates."""
 
     def __init__(self, sink: UOp, device: Any = None) -> None:
-        self.dev = get_device() if device is None else device
+        self.dev = get_device("CPU:0") if device is None else device
         globals_ = {u.arg[0]: u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}
         rng = np.random.default_rng(0)
         self.bufs: list[Buffer] = []
