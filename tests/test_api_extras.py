@@ -5,6 +5,7 @@ import pytest
 import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.counters import counters
+from tgfx.devices import DEFAULT_DEVICE
 
 
 def test_eval_shape_traces_and_computes_nothing() -> None:
@@ -93,7 +94,7 @@ def test_more_array_methods_as_jax_has_them() -> None:
     np.testing.assert_array_equal(tg.asarray(b).view(np.float32).numpy(), b.view(np.float32))
     with pytest.raises(ValueError, match="whole number of 4-byte items"):
         tg.asarray(np.ones(3, np.uint8)).view(np.float32)
-    assert t.itemsize == 4 and t.tobytes() == a.tobytes() and t.devices() == {"CPU:0"}
+    assert t.itemsize == 4 and t.tobytes() == a.tobytes() and t.devices() == {DEFAULT_DEVICE}
     np.testing.assert_array_equal(t.copy().numpy(), a)
     assert t.ptp().item() == np.ptp(a) and t.ptp(axis=1).tolist() == np.ptp(a, axis=1).tolist()
     for got, want in zip((t > 0).nonzero(), np.nonzero(a > 0), strict=True):

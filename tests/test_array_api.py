@@ -15,6 +15,7 @@ from test_grad import check_grads
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import DType, dtypes
 
 ALIASES = {
@@ -184,7 +185,7 @@ def test_can_cast_isdtype_result_type() -> None:
 
 def test_namespace_info() -> None:
     info = tnp.__array_namespace_info__()
-    assert info.default_device() == "CPU:0" and "CPU:0" in info.devices()
+    assert info.default_device() == DEFAULT_DEVICE and DEFAULT_DEVICE in info.devices()   # CPU:0 unless TGFX_DEVICE
     assert info.default_dtypes() == {"real floating": tnp.float32, "complex floating": tnp.complex64,
                                      "integral": tnp.int32, "indexing": tnp.int32}   # the standard's four keys
     assert set(info.dtypes(kind="unsigned integer")) == {"uint8", "uint16", "uint32"}
@@ -312,7 +313,7 @@ def test_reshape_copy() -> None:
 
 # ---- array methods ----
 def test_array_namespace_and_to_device() -> None:
-    x = tnp.asarray([1.0, 2.0])
+    x = tnp.asarray([1.0, 2.0], device="CPU:0")
     assert x.__array_namespace__() is tnp and x.__array_namespace__(api_version="2023.12") is tnp
     with pytest.raises(ValueError, match="api_version"):
         x.__array_namespace__(api_version="2019.01")
@@ -323,7 +324,7 @@ def test_array_namespace_and_to_device() -> None:
 
 def test_dlpack_shares_the_cpu_buffer() -> None:
     """numpy.from_dlpack reads the Tensor's own buffer (no copy), read-only, and keeps it alive past the Tensor."""
-    x = tnp.arange(6).reshape(2, 3) * 2
+    x = tnp.arange(6, device="CPU").reshape(2, 3) * 2   # (host memory: the CPU's, whatever the default device)
     a = np.from_dlpack(x)
     assert x.__dlpack_device__() == (1, 0)
     np.testing.assert_array_equal(a, np.arange(6).reshape(2, 3) * 2)
@@ -335,17 +336,17 @@ def test_dlpack_shares_the_cpu_buffer() -> None:
     import gc
     gc.collect()
     np.testing.assert_array_equal(a, np.arange(6).reshape(2, 3) * 2)
-    assert np.from_dlpack(tnp.zeros((0, 3))).shape == (0, 3)
+    assert np.from_dlpack(tnp.zeros((0, 3), device="CPU")).shape == (0, 3)
     with pytest.raises(BufferError, match="bfloat16"):
-        np.from_dlpack(tnp.ones(2, tnp.bfloat16))
+        np.from_dlpack(tnp.ones(2, tnp.bfloat16, device="CPU"))
 
 
 def test_dlpack_of_jit_results_is_not_recycled() -> None:
     """A jitted function reuses the memory of results nobody holds: a DLPack view holds its result."""
     f = tg.jit(lambda x: x * 2)
-    first = np.from_dlpack(f(tnp.arange(3.0)))
+    first = np.from_dlpack(f(tnp.arange(3.0, device="CPU")))   # (host memory: the CPU's)
     for i in range(4):
-        f(tnp.arange(3.0) + i)
+        f(tnp.arange(3.0, device="CPU") + i)
     np.testing.assert_array_equal(first, [0.0, 2.0, 4.0])
 
 
