@@ -1,5 +1,6 @@
 """Test setup: every UOp is checked against the IR spec, and hypothesis is derandomised in CI."""
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -40,6 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from tgfx.devices.cuda import device_count
     try:
         reason = None if device_count() else "the CUDA driver reports no GPU on this machine"
+        if "tests.emulated_cuda" in sys.modules:
+            reason = "CUDA:0 is the emulating driver of -p tests.emulated_cuda"
     except Exception as e:  # noqa: BLE001 -- no driver, or one that fails to initialise: the reason is its message
         reason = f"{type(e).__name__}: {e}"
     if reason is not None:

@@ -17,6 +17,8 @@ from typing import Any
 
 os.environ["TGFX_DEVICE"] = "CUDA"
 APPLIED: list[str] = []
+REAL: dict[str, Any] = {}   # what the emulation replaces: render_nvptx's kernel functions (test_cuda_runtime's
+                            # `emulated` puts them back: its tests check them on their own driver), cuda's counts
 
 
 class _Unrecorded(list):
@@ -34,6 +36,7 @@ def install() -> Any:
     from tgfx.devices import cuda
     drv = EmulatedDriver({"add_one": add_one})
     drv.calls = _Unrecorded()
+    REAL.update(device_count=cuda.device_count, available_count=cuda.available_count)
     cuda.load_driver, cuda.device_count, cuda.available_count = lambda: drv, lambda: 1, lambda: 1
 
     def cpu_stand_in(device: Any, ast: Any) -> Any:
@@ -41,6 +44,7 @@ def install() -> Any:
         APPLIED.extend(o.op for o in opts)
         drv.kernels[name] = run
         return device.load_kernel("(emulated)", name, ((1,), (1,)))
+    REAL.update(gpu_kernel=render_nvptx.gpu_kernel, preload=render_nvptx.preload)
     render_nvptx.gpu_kernel, render_nvptx.preload = cpu_stand_in, lambda kernels: None
     return drv
 

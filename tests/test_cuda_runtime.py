@@ -38,6 +38,9 @@ from tgfx.devices.queue import HWQueue, Label
 
 STREAM = 0x5EA
 REAL_DEVICE_COUNT, REAL_AVAILABLE_COUNT = cuda_module.device_count, cuda_module.available_count   # before fixtures
+if "device_count" in getattr(sys.modules.get("tests.emulated_cuda"), "REAL", {}):   # the copy pytest collects under
+    REAL_DEVICE_COUNT, REAL_AVAILABLE_COUNT = (sys.modules["tests.emulated_cuda"].REAL[k]   # the plugin, which
+                                               for k in ("device_count", "available_count"))   # replaced them first
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # (the bench is not installed)
 DEVICE_OFFSET = 1 << 44          # the fake driver maps host page p to device address p + DEVICE_OFFSET
 HOST_FNS = HostFns(wake=0xA1, copy=0xA2, timestamp=0xA3)
@@ -613,7 +616,11 @@ def gpu_options_on_cpu(ast: Any, target: Any, opts: Any = None) -> tuple[Any, li
 def emulated(monkeypatch: pytest.MonkeyPatch) -> Any:
     import tgfx.devices as devices
     from tgfx.devices import cuda
+    from tgfx.lowering import render_nvptx
     drv = EmulatedDriver({"add_one": add_one})
+    plugin = sys.modules.get("tests.emulated_cuda")   # (-p tests.emulated_cuda: this driver's kernels are PTX)
+    for name in ("gpu_kernel", "preload") if plugin else ():
+        monkeypatch.setattr(render_nvptx, name, plugin.REAL[name])
     monkeypatch.setattr(cuda, "load_driver", lambda: drv)
     monkeypatch.setattr(cuda, "device_count", lambda: 1)
     monkeypatch.setattr(cuda, "available_count", lambda: 1)
@@ -731,7 +738,7 @@ def test_preload_renders_here_and_compiles_and_loads_on_pool_threads(emulated: A
         return real(ast, *a, **k)
     monkeypatch.setattr(lowering, "lower_kernel", capture)
     lowering.forget_compiled()
-    x = tg.asarray(np.ones((8, 33), np.float32))
+    x = tg.asarray(np.ones((8, 33), np.float32), device="CPU")   # the CPU's lowering gives the kernel ASTs
     tg.realize(tnp.exp(x) / tnp.exp(x).sum(axis=1, keepdims=True), x.T @ x, x * 3)
     assert len(set(asts)) >= 3
     loads: list[str] = []

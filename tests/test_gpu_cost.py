@@ -151,7 +151,7 @@ def test_debug_3_prints_each_gpu_kernels_model(capsys: pytest.CaptureFixture) ->
     lowering.forget_compiled()
     lowering.lower_kernel = hook
     try:
-        (tg.asarray(np.ones((64, 48), np.float32)).T + 1.0).numpy()
+        (tg.asarray(np.ones((64, 48), np.float32), device="CPU").T + 1.0).numpy()   # the CPU's lowering, hooked
     finally:
         lowering.lower_kernel = orig
     capsys.readouterr()

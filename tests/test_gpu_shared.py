@@ -13,7 +13,7 @@ import pytest
 import tgfx as tg
 import tgfx.lowering as lowering
 from tests.test_cuda_runtime import emulated, emulated_programs  # noqa: F401 (fixtures)
-from tests.test_nvptx import _one_kernel, needs_ptxas, ptxas_report
+from tests.test_nvptx import _one_kernel, cpu, needs_ptxas, ptxas_report
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.ir.ops import Ops
 from tgfx.lowering.kernel_opts import KernelOptError, Opt
@@ -27,7 +27,7 @@ TILE = [Opt("UPCAST", 1, 4), Opt("UPCAST", 0, 8), Opt("GLOBAL", 1, 8), Opt("GLOB
 
 def _matmul(m: int, k: int, n: int, dtype: Any = np.float32) -> tuple[Any, np.ndarray, np.ndarray]:
     a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
-    ast, _ = _one_kernel(lambda x, y: x @ y, tg.asarray(a), tg.asarray(b))
+    ast, _ = _one_kernel(lambda x, y: x @ y, cpu(a), cpu(b))
     return ast, a, b
 
 
@@ -42,7 +42,7 @@ def _on_cpu(ast: Any, opts: list[Opt], a: np.ndarray, b: np.ndarray) -> np.ndarr
     lowering.forget_compiled()
     lowering.lower_kernel = hook
     try:
-        return (tg.asarray(a) @ tg.asarray(b)).numpy()
+        return (cpu(a) @ cpu(b)).numpy()
     finally:
         lowering.lower_kernel = orig
         lowering.forget_compiled()
@@ -172,8 +172,8 @@ def test_emulated_matmuls_with_shared_tiles_compute_numpys_answers(emulated_prog
     b = rng.standard_normal((*batch, k, n)).astype(dtype)
     bias = rng.standard_normal(n).astype(dtype)
     with tg.Context(GPU_TC=0):   # (float16 without tensor cores: test_tensor_cores.py has them)
-        got = tg.nn.relu(tg.device_put(tg.asarray(a), "CUDA:0") @ tg.device_put(tg.asarray(b), "CUDA:0") +
-                         tg.device_put(tg.asarray(bias), "CUDA:0")).numpy()
+        got = tg.nn.relu(tg.device_put(cpu(a), "CUDA:0") @ tg.device_put(cpu(b), "CUDA:0") +
+                         tg.device_put(cpu(bias), "CUDA:0")).numpy()
     want = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
     assert any(o.op == "SHARED" for o in drv.gpu_options), drv.gpu_options
     tol = 2e-2 if dtype == np.float16 else 1e-4

@@ -31,8 +31,15 @@ SPILL_BOUND = 0
 rng = np.random.default_rng(0)
 
 
+def cpu(x: np.ndarray) -> tg.Tensor:
+    """`x` on the CPU, whatever the default device: these tests take the kernels the CPU lowers (a hook on
+    `lowering.lower_kernel`) and render or rewrite them for the GPU themselves (under `-p tests.emulated_cuda` a
+    Tensor on CUDA:0 reaches `lower_kernel` only as the emulator's thread loops)."""
+    return tg.asarray(x, device="CPU")
+
+
 def f32(*shape: int) -> tg.Tensor:
-    return tg.asarray(rng.standard_normal(shape).astype(np.float32))
+    return cpu(rng.standard_normal(shape).astype(np.float32))
 
 
 def _programs() -> list:
@@ -60,9 +67,10 @@ def _programs() -> list:
         (x - x.mean(axis=1, keepdims=True)) / tnp.sqrt(x.var(axis=1, keepdims=True) + 1e-5),
         tg.lax.conv(f32(2, 3, 10, 10), f32(4, 3, 3, 3), (1, 1), "SAME"),
         tg.lax.conv(f32(128, 8, 8, 8), f32(32, 8, 3, 3), (1, 1), "SAME"),   # a batch: more output axes than a grid
-        tnp.cumsum(v), tnp.cumsum(x, axis=0), tnp.take(v, tg.asarray(np.array([3, 1, 999, 0])), axis=0),
-        x[tg.asarray(np.array([0, 5, 15])), :], tnp.zeros((16, 33)).at[tg.asarray(np.array([1, 3, 1]))].add(y[:3]),
-        tnp.sort(v[:64]), tnp.arange(100) * 2, tnp.eye(7), tnp.linspace(0, 1, 50),
+        tnp.cumsum(v), tnp.cumsum(x, axis=0), tnp.take(v, cpu(np.array([3, 1, 999, 0])), axis=0),
+        x[cpu(np.array([0, 5, 15])), :], tnp.zeros((16, 33), device="CPU").at[cpu(np.array([1, 3, 1]))].add(y[:3]),
+        tnp.sort(v[:64]), tnp.arange(100, device="CPU") * 2, tnp.eye(7, device="CPU"),
+        tnp.linspace(0, 1, 50, device="CPU"),
     ]
     tg.realize(*outs)
 
@@ -195,7 +203,7 @@ def test_every_buffer_slot_is_a_parameter_also_one_never_read() -> None:
     # the zero-size part of a concatenation is a buffer slot the kernel never reads; the EXEC still gives it a word,
     # so the kernel takes one parameter a slot
     tnp = tg.numpy
-    ast, _ = _one_kernel(lambda e, x: tnp.concatenate([e, x]), tg.asarray(np.zeros((0, 3), np.float32)), f32(2, 3))
+    ast, _ = _one_kernel(lambda e, x: tnp.concatenate([e, x]), cpu(np.zeros((0, 3), np.float32)), f32(2, 3))
     ptx, name, dims = ptx_of(ast)
     assert dims.params == 3
     entry = ptx[ptx.index(f".entry {name}("):]
@@ -416,7 +424,7 @@ def test_a_chained_update_combines_every_term_into_the_register(op: str, monkeyp
           "prod": (lambda x, y, z: (x * y * z).prod(axis=1), lambda x, y, z: (x * y * z).prod(axis=1))}[op]
     lowering.forget_compiled()
     with tg.Context(NOOPT=1):   # plain loops: the update is the renderer's scalar one
-        got = fn[0](tg.asarray(a), tg.asarray(b), tg.asarray(c)).numpy()
+        got = fn[0](cpu(a), cpu(b), cpu(c)).numpy()
     lowering.forget_compiled()
     assert chains and all(len(u.src[1].src) == 2 and u.src[1].src[0].op is u.op for u in chains), chains
     np.testing.assert_allclose(got, fn[1](a, b, c), rtol=1e-5)

@@ -14,7 +14,7 @@ import pytest
 import tgfx as tg
 import tgfx.lowering as lowering
 from tests.test_cuda_runtime import emulated, emulated_programs  # noqa: F401 (fixtures)
-from tests.test_nvptx import SPILL_BOUND, _lowered, _one_kernel, needs_ptxas, ptxas_report
+from tests.test_nvptx import SPILL_BOUND, _lowered, _one_kernel, cpu, needs_ptxas, ptxas_report
 from tgfx import config
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.dtypes import dtypes
@@ -76,7 +76,7 @@ def test_expanded_mma_is_a_16x8x16_matmul() -> None:
     # (4 * lane + i, so a C element at the wrong place shows): D = A @ B + C, exact in float16 for small integers
     a = rng.integers(-3, 4, (16, 16)).astype(np.float16)
     b = rng.integers(-3, 4, (16, 8)).astype(np.float16)
-    ta, tb = tg.asarray(a), tg.asarray(b)
+    ta, tb = cpu(a), cpu(b)
     ast, _ = _one_kernel(lambda x, y: x @ y, ta, tb)
     slots = {u.arg[0]: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}
     out, src_a, src_b = slots[0], *sorted((u for s, u in slots.items() if s), key=lambda u: -u.arg[1])  # (by size)
@@ -104,7 +104,7 @@ def test_expanded_mma_is_a_16x8x16_matmul() -> None:
 
 def _half(x: np.ndarray, dtype: str) -> tg.Tensor:
     """`x` as a realized tgfx array of `dtype`."""
-    out = tg.asarray(x.astype(np.float32)).astype(HALF[dtype])
+    out = cpu(x.astype(np.float32)).astype(HALF[dtype])
     out.numpy()
     return out
 
@@ -114,7 +114,7 @@ def _rounded_within_an_ulp(got: np.ndarray, want32: np.ndarray, scale: np.ndarra
     last place plus what two float32 sums of `steps` terms in different orders (the tensor core's 16 steps at a time,
     numpy's) may differ by, 2 * steps * 2**-24 * (the sum of the terms' magnitudes, `scale`): one ulp where the two
     round to either side of a halfway point, more only where the terms cancel to much less than their magnitudes."""
-    want = tg.asarray(want32).astype(HALF[dtype]).astype(dtypes.float32).numpy()
+    want = cpu(want32).astype(HALF[dtype]).astype(dtypes.float32).numpy()
     got = np.asarray(got, np.float32)
     bits = 11 if dtype == "float16" else 8
     ulp = np.exp2(np.floor(np.log2(np.maximum(np.abs(want), 1e-30))) - (bits - 1))
@@ -155,7 +155,7 @@ def _case(kind: str, shape: tuple[int, ...], dtype: str) -> tuple[Any, Any, np.n
     if kind == "epilogue":
         bias = _half(rng.standard_normal(n), dtype)
         # (the sum rounded to the dtype, then the bias added in the dtype: what the kernel's epilogue computes)
-        s = tg.asarray(a32 @ b32).astype(HALF[dtype])
+        s = cpu(a32 @ b32).astype(HALF[dtype])
         want = tg.nn.relu(s + bias).astype(dtypes.float32).numpy()
         return (lambda p, q, r: tg.nn.relu(p @ q + r)), (a, b, bias), want, scale, k
     return (lambda p, q: p @ q), (a, b), np.matmul(a32, b32), scale, k
@@ -277,7 +277,7 @@ def test_heuristics_take_tensor_cores_only_where_they_fit() -> None:
     big = [_half(rng.standard_normal(s), "bfloat16") for s in ((2048, 64), (64, 2048), (1024, 64), (64, 1024))]
     assert opts(mm, *big[:2]) == [Opt("TC", 2, 1)] and opts(mm, *big[2:]) == [Opt("TC", 2, 2)]
     assert "TC" not in [o.op for o in opts(mm, a, b, target=GPUTarget("T4", (7, 5), 40))]   # no m16n8k16 before sm_80
-    f32 = tg.asarray(rng.standard_normal((64, 64)).astype(np.float32))
+    f32 = cpu(rng.standard_normal((64, 64)).astype(np.float32))
     assert "TC" not in [o.op for o in opts(mm, f32, f32)]                 # float32: the FMA tiles
     assert "TC" not in [o.op for o in opts(mm, a, b[:, :1])]              # a matrix-vector product: one column
     assert "TC" not in [o.op for o in opts(mm, a[:, :8], b[:8])]          # 8 steps: less than one mma's
