@@ -39,8 +39,14 @@ def cache(tmp_path):
     beam.clear_cache()
 
 
+def on_cpu(x: np.ndarray) -> tg.Tensor:
+    """`x` on the CPU, whatever the default device (`-p tests.emulated_cuda` makes it CUDA:0): this is the CPU's
+    beam search (CUDA:0's is test_cuda_runtime's)."""
+    return tg.asarray(x, device="CPU")
+
+
 def run_matmul(a=A, b=B):
-    np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((on_cpu(a) @ on_cpu(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
 
 
 def entries(cache_dir):
@@ -111,7 +117,7 @@ def test_a_corrupt_cache_entry_is_searched_again(cache, corrupt):
 
 
 def test_beam_and_heuristic_kernels_do_not_stand_in_for_each_other(cache):
-    linear, _ = schedule([(tg.asarray(A) @ tg.asarray(B)).uop])
+    linear, _ = schedule([(on_cpu(A) @ on_cpu(B)).uop])
     ast = linear.src[0].src[0]
     searched = lower_kernel(ast)
     with config.Context(BEAM=0):
@@ -150,14 +156,14 @@ def test_kernels_that_address_by_loaded_data_are_not_searched(cache):
     gather = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (x, i)),))
     sink = UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (out, r)), gather)),))
     assert not beam.searchable(sink)
-    assert beam.searchable(index_level(schedule([(tg.asarray(A) @ tg.asarray(B)).uop])[0].src[0].src[0]))
+    assert beam.searchable(index_level(schedule([(on_cpu(A) @ on_cpu(B)).uop])[0].src[0].src[0]))
     beam.beam_search(sink, sink.key, "gather", 2, host_target().with_cores(2))
     assert tg.counters.search_count == 0 and not entries(cache)
 
 
 def test_big_kernels_are_timed_on_a_slice_of_their_outer_loop(cache, monkeypatch):
     monkeypatch.setattr(beam, "TIMED_TRIPS", 24 * 40 * 20 // 8)
-    sink = index_level(schedule([(tg.asarray(A) @ tg.asarray(B)).uop])[0].src[0].src[0])
+    sink = index_level(schedule([(on_cpu(A) @ on_cpu(B)).uop])[0].src[0].src[0])
     search = beam._Search(sink, "mm", 2, 2)
     assert search.slice == 8
     cut, scale = search.sliced(sink)
