@@ -416,3 +416,21 @@ def test_a_rule_that_pulls_back_with_vjp_twice_in_a_row_under_jit() -> None:
     got = tg.jit(tg.grad(loss(layer), argnums=(0, 1)))(*map(tg.asarray, (w0, w1, x)))
     for i, g in enumerate(got):
         np.testing.assert_allclose(g.numpy(), fd_grad(loss(plain), [w0, w1, x], i), rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_of_a_custom_jvp_whose_rule_calls_it() -> None:
+    # JAX's external-callbacks tutorial: a Bessel function by pure_callback whose custom_jvp rule calls the function
+    # itself (jv(v - 1, z)), and its hessian. The rule, transposed by the inner grad after that level ended, called
+    # the plain function for the outer level, whose callback has no derivative (a ValueError); it is the custom
+    # function there too. Here sin by callback, its rule cos(x) = sin(x + pi/2) by itself
+    @tg.custom_jvp
+    def sin(x):
+        return tg.pure_callback(lambda v: np.sin(v).astype(v.dtype), tg.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+    @sin.defjvp
+    def sin_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return sin(x), t * sin(x + np.pi / 2)
+    x = tnp.asarray(np.float32(2.0))
+    for second in (tg.hessian(sin), tg.grad(tg.grad(sin)), tg.jacfwd(tg.grad(sin)), tg.jacrev(tg.grad(sin))):
+        np.testing.assert_allclose(second(x).item(), -np.sin(2.0), rtol=1e-5)

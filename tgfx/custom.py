@@ -50,23 +50,26 @@ def _flat(tree: Any) -> tuple[list[Any], PyTreeDef]:
     return tree_flatten(tree, is_leaf=_none)
 
 
-# the custom functions whose rule is being traced, once per rule running: a call of one of them there is its plain
-# function (`fwd` usually calls the function itself for its output, which must not run `fwd` again) once its rule
-# runs for every differentiation level. Under grad(grad(f)) the call in fwd is the custom function again for the outer
-# level, as in JAX: a fixed point's fwd runs the fixed point, whose while loop the outer grad could not differentiate
-_in_rule: ContextVar[tuple[int, ...]] = ContextVar("tgfx_custom_rule", default=())
+# the custom functions whose rule is being traced, each with the number of differentiation levels its call was made
+# under: a call of one of them there is its plain function (`fwd` usually calls the function itself for its output,
+# which must not run `fwd` again) once its rule runs for every level of the call. Under grad(grad(f)) the call in fwd
+# is the custom function again for the outer level, as in JAX: a fixed point's fwd runs the fixed point, whose while
+# loop the outer grad could not differentiate; and a custom_jvp rule that calls its function (a Bessel function's
+# jv(v - 1, z)), transposed by the inner grad after its level ended, is custom for the outer one
+_in_rule: ContextVar[tuple[tuple[int, int], ...]] = ContextVar("tgfx_custom_rule", default=())
 
 
 def _plain(f: Any) -> bool:
     """Whether a call of the custom function `f` runs its plain function: no differentiation, or its rule already
-    running once per level of it."""
+    running once for every level of this call (rules of calls made under more levels count for none of these)."""
     levels = len(current().differentiating)
-    return not levels or _in_rule.get().count(id(f)) >= levels
+    return not levels or sum(1 for i, at in _in_rule.get() if i == id(f) and at <= levels) >= levels
 
 
 @contextmanager
-def _running_rule(f: Any) -> Iterator[None]:
-    token = _in_rule.set((*_in_rule.get(), id(f)))
+def _running_rule(f: Any, levels: int) -> Iterator[None]:
+    """Run the rule of custom function `f`, called under `levels` differentiation levels."""
+    token = _in_rule.set((*_in_rule.get(), (id(f), levels)))
     try:
         yield
     finally:
@@ -251,7 +254,7 @@ class custom_vjp:  # noqa: N801 - JAX's name
         args = split.join(split.diff)
         # fwd runs in the caller's graph: its residuals are ordinary values there, so a higher order differentiates
         # the backward through them (as JAX differentiates fwd then)
-        with _running_rule(self):
+        with _running_rule(self, len(current().differentiating)):
             pair = fwd(*args)
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise TypeError(f"{who}: fwd {_name(fwd)} must return a pair (output, residuals), got "
@@ -352,6 +355,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
             return self.fun(*args)
         split = _Split(who, args, self.nondiff_argnums)
         fun, rule = self.fun, self.jvp
+        levels = len(current().differentiating)   # (the rule runs in the backward, maybe after this level ended)
         names = _argnames(fun, split)
         leaves, in_tree = _flat(split.diff)
         slots = _slots(who, leaves)
@@ -367,7 +371,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
                               for p, t in zip(primal_leaves, stand_ins, strict=True)]
             primals = tree_unflatten(in_tree, primal_leaves)
             tangents = tree_unflatten(in_tree, tangent_leaves)
-            with _running_rule(self):
+            with _running_rule(self, levels):
                 res = rule(*split.static, tuple(primals), tuple(tangents))
             if not isinstance(res, (tuple, list)) or len(res) != 2:
                 raise TypeError(f"{who}: jvp {_name(rule)} must return a pair (output, tangent_out), got "
