@@ -8,6 +8,7 @@ import pytest
 
 import tgfx as tg
 import tgfx.numpy as tnp
+from tgfx.devices import DEFAULT_DEVICE
 
 D2 = ("CPU:0", "CPU:1")
 rng = np.random.default_rng(0)
@@ -31,7 +32,8 @@ def test_what_is_committed() -> None:
     assert tg.device_put(a, "CPU:0").committed and u.to("CPU:0").committed and u.to("CPU:1").committed
     assert tnp.asarray(a, device="CPU:0").committed and tnp.zeros(3, device="CPU:0").committed
     assert tg.shard(a, D2, axis=0).committed and tg.shard(a, D2).committed
-    assert c.device == u.device == "CPU:0"   # (where it lies is the same; only what moves differs)
+    assert c.device == "CPU:0" and u.device == DEFAULT_DEVICE   # (on the CPU: where it lies is the same; only what
+    # moves differs)
     assert tnp.zeros_like(c).committed and not tnp.zeros_like(u).committed
     k = tg.device_put(tg.random.key(1), "CPU:0").realize()
     assert all(r.committed for r in tg.random.split(k)) and all(r.committed for r in k.reshape(1, -1))
@@ -65,7 +67,7 @@ def test_eager_uncommitted_operand_goes_to_the_sharded_one(axis: int | None) -> 
         assert out.device == D2 and out.committed
         np.testing.assert_allclose(out.numpy(), ref(*host), rtol=1e-5, atol=1e-6)
     assert tg.sharding(s + u) == (D2, axis) and tg.sharding(u - s) == (D2, axis)
-    assert tg.sharding(u * 2).__class__ is type(None) and (u * 2).device == "CPU:0"   # u itself stays where it was
+    assert tg.sharding(u * 2).__class__ is type(None) and (u * 2).device == DEFAULT_DEVICE   # u stays where it was
 
 
 def test_eager_weak_scalar_tensor_stays_weak_when_moved() -> None:
@@ -119,7 +121,7 @@ def test_jit_replicates_an_uncommitted_argument_beside_sharded_ones() -> None:
         for o in (out, out2):
             np.testing.assert_allclose(o.numpy(), a * b + 1, rtol=1e-6)
             assert tg.sharding(o) == (D2, 0) and o.committed
-        assert not u.committed and u.device == "CPU:0"
+        assert not u.committed and u.device == DEFAULT_DEVICE
     assert f.trace_count == 2 and tg.counters.compile_count == 0
     c = tg.device_put(randn(6), "CPU:0")
     with pytest.raises(ValueError, match=r"jit\(.*<lambda>\): arguments are committed to different devices: float32"
@@ -231,7 +233,7 @@ def test_eager_data_parallel_step_with_uncommitted_state() -> None:
             updates, state = opt.update(g, state, params)
             params = tg.optim.apply_updates(params, updates)
             out.append(float(value))
-        assert not state.count.committed and state.count.device == "CPU:0"   # (it met no sharded value: JAX's too)
+        assert not state.count.committed and state.count.device == DEFAULT_DEVICE   # (it met no sharded value: JAX too)
         return out
     want = run(tg.tree.map(tg.asarray, p0), tg.asarray(x), tg.asarray(y))
     got = run(tg.tree.map(lambda a: tg.shard(a, D2), p0), tg.shard(x, D2, axis=0), tg.shard(y, D2, axis=0))
