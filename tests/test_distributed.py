@@ -62,7 +62,7 @@ def two_processes(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_cross_process_lowering(two_processes: None) -> None:
     """Process 0's graph of a sum over a tuple spanning 2 processes: its own part reduced, one NETWORK all-reduce of
     the scalar partial, the other process's part a placeholder that no node of the graph reads."""
-    devs = tuple(tg.devices())
+    devs = tuple(tg.devices("cpu"))   # (processes of CPUs: the default device may be CUDA:0)
     assert devs == ("CPU:0", "CPU:0@1")
     x = tg.make_array_from_process_local_data(devs, np.ones((2, 3), np.float32))
     assert x.shape == (4, 3) and [p.device for p in x.uop.src] == list(devs)
@@ -79,7 +79,7 @@ def test_cross_process_lowering(two_processes: None) -> None:
 
 
 def test_cross_process_errors_name_the_fix(two_processes: None) -> None:
-    devs = tuple(tg.devices())
+    devs = tuple(tg.devices("cpu"))
     x = tg.make_array_from_process_local_data(devs, np.ones((2, 3), np.float32))
     with pytest.raises(tg.distributed.DistributedError, match="is a device of process 1.*process_allgather"):
         x.numpy()
