@@ -26,6 +26,12 @@ from tgfx.lowering.symbolic import pm_symbolic
 from tgfx.lowering.transcendental import pm_transcendental
 
 
+def on_cpu(x: np.ndarray) -> tg.Tensor:
+    """`x` on the CPU, whatever the default device (`-p tests.emulated_cuda` makes it CUDA:0): these are
+    the CPU's kernel options."""
+    return tg.asarray(x, device="CPU")
+
+
 def on_cores(n):
     """This machine's target with `n` cores."""
     return host_target().with_cores(n)
@@ -78,14 +84,14 @@ def test_unroll_of_a_reduce_read_side_by_side_is_a_vector_range():
     x = rng.standard_normal((6, 24)).astype(np.float32)
     for amount in (8, 6, 3):
         with use_opts([Opt("UNROLL", 1, amount)]):
-            np.testing.assert_allclose(tnp.exp(tg.asarray(x)).sum(-1).numpy(), np.exp(x).sum(-1), rtol=1e-5)
-            np.testing.assert_array_equal(tg.asarray(x).max(-1).numpy(), x.max(-1))
-            np.testing.assert_array_equal((tg.asarray(x) > 1).any(-1).numpy(), (x > 1).any(-1))
+            np.testing.assert_allclose(tnp.exp(on_cpu(x)).sum(-1).numpy(), np.exp(x).sum(-1), rtol=1e-5)
+            np.testing.assert_array_equal(on_cpu(x).max(-1).numpy(), x.max(-1))
+            np.testing.assert_array_equal((on_cpu(x) > 1).any(-1).numpy(), (x > 1).any(-1))
             i = (x * 100).astype(np.int32)
-            np.testing.assert_array_equal(tnp.sum(tg.asarray(i), -1).numpy(), i.sum(-1))
+            np.testing.assert_array_equal(tnp.sum(on_cpu(i), -1).numpy(), i.sum(-1))
     x[2, 5] = np.nan   # a NaN anywhere in a row is its max (no lane's combine drops it)
     with use_opts([Opt("UNROLL", 1, 8)]):
-        np.testing.assert_array_equal(tg.asarray(x).max(-1).numpy(), x.max(-1))
+        np.testing.assert_array_equal(on_cpu(x).max(-1).numpy(), x.max(-1))
 
 
 def test_upcast_replicates_the_store_per_lane(monkeypatch):
@@ -114,18 +120,18 @@ def test_vector_ranges_and_lane_copies_compute_alike(monkeypatch, vector):
     w = rng.standard_normal((48, 96)).astype(np.float32)
     i = rng.integers(-1000, 1000, (64, 48)).astype(np.int32)
     with use_opts([Opt("UPCAST", 0, 16)]):   # elementwise kernels' axes are one loop
-        np.testing.assert_allclose(tnp.tanh(tg.asarray(x) * 2 + 1).numpy(), np.tanh(x * 2 + 1), rtol=1e-6, atol=1e-6)
-        got = ((tg.asarray(i) // 7) % 5 + (tg.asarray(i) >> 3)).astype(tnp.float32) / 3
+        np.testing.assert_allclose(tnp.tanh(on_cpu(x) * 2 + 1).numpy(), np.tanh(x * 2 + 1), rtol=1e-6, atol=1e-6)
+        got = ((on_cpu(i) // 7) % 5 + (on_cpu(i) >> 3)).astype(tnp.float32) / 3
         np.testing.assert_allclose(got.numpy(), ((i // 7) % 5 + (i >> 3)).astype(np.float32) / 3, rtol=1e-6)
-        np.testing.assert_array_equal(tnp.maximum(tg.asarray(i), 3).numpy(), np.maximum(i, 3))
-        np.testing.assert_array_equal((tg.asarray(x) > 0).numpy(), x > 0)
+        np.testing.assert_array_equal(tnp.maximum(on_cpu(i), 3).numpy(), np.maximum(i, 3))
+        np.testing.assert_array_equal((on_cpu(x) > 0).numpy(), x > 0)
     with use_opts([Opt("UPCAST", 0, 16)]):
-        np.testing.assert_allclose(tnp.sum(tg.asarray(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(tnp.sum(on_cpu(x), axis=0).numpy(), x.sum(0), rtol=1e-5, atol=1e-5)
     with use_opts([Opt("UPCAST", 1, 32), Opt("UPCAST", 0, 8)]):
-        np.testing.assert_allclose(tnp.tanh(tg.asarray(x) @ tg.asarray(w)).numpy(), np.tanh(x @ w), rtol=1e-5,
+        np.testing.assert_allclose(tnp.tanh(on_cpu(x) @ on_cpu(w)).numpy(), np.tanh(x @ w), rtol=1e-5,
                                    atol=1e-5)
     with use_opts([Opt("PADTO", 0, 64), Opt("UPCAST", 0, 64)]):   # 63 elements padded: the store is masked
-        np.testing.assert_allclose((tg.asarray(x[:7, :9]) * 3).numpy(), x[:7, :9] * 3, rtol=1e-6)
+        np.testing.assert_allclose((on_cpu(x[:7, :9]) * 3).numpy(), x[:7, :9] * 3, rtol=1e-6)
     lowering.forget_compiled()
 
 
@@ -195,7 +201,7 @@ def test_a_column_sum_adds_vectors_of_a_contiguous_row():
     assert hand_coded_opts(reduce_sink(128, 3 * lanes, axis=0), on_cores(1)) == \
         [Opt("UPCAST", 0, lanes), Opt("UPCAST", 0, 3)]
     x = np.random.default_rng(1).standard_normal((300, 40 * lanes)).astype(np.float32)
-    np.testing.assert_allclose(tg.jit(lambda a: a.sum(0))(tg.asarray(x)).numpy(), x.astype(np.float64).sum(0),
+    np.testing.assert_allclose(tg.jit(lambda a: a.sum(0))(on_cpu(x)).numpy(), x.astype(np.float64).sum(0),
                                rtol=1e-5, atol=1e-4)
     assert hand_coded_opts(reduce_sink(128, 512, axis=1), on_cores(1)) == []
     assert [(o.op, o.amount) for o in hand_coded_opts(reduce_sink(128, 2 * lanes, axis=1), on_cores(1))] == \
@@ -214,7 +220,7 @@ def test_a_sum_of_one_hot_rows_is_vectors_along_the_axis_it_stores_contiguously(
 
     def mask(pos, gate):
         return ((pos[..., None] == tnp.arange(c, dtype=tnp.int32)) * gate[..., None]).sum(1)
-    linear, _ = schedule([mask(tg.asarray(pos), tg.asarray(gate)).uop])
+    linear, _ = schedule([mask(on_cpu(pos), on_cpu(gate)).uop])
     (call,) = linear.src
     sink = index_level(call.src[0])
     store = sink.src[0].src[0].src[1]
@@ -223,7 +229,7 @@ def test_a_sum_of_one_hot_rows_is_vectors_along_the_axis_it_stores_contiguously(
     assert vectors and vectors[0].axis == slots.arg[0], vectors
     assert kernel_opts._coef(store, slots) == 1
     want = ((pos[..., None] == np.arange(c)) * gate[..., None]).sum(1)
-    np.testing.assert_allclose(tg.jit(mask)(tg.asarray(pos), tg.asarray(gate)).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(tg.jit(mask)(on_cpu(pos), on_cpu(gate)).numpy(), want, rtol=1e-6)
 
 
 @pytest.mark.parametrize("width", [31, 33])
@@ -237,13 +243,13 @@ def test_a_short_row_of_costly_elements_is_padded_vectors(width):
 
     def f(x, b):
         return tnp.log(tnp.exp(x - b) + 1.0)
-    linear, _ = schedule([f(tg.asarray(x), tg.asarray(b)).uop])
+    linear, _ = schedule([f(on_cpu(x), on_cpu(b)).uop])
     sink = index_level(linear.src[-1].src[0])
     row = next(r for r in ranges(sink).values() if r.src[0].arg == width)
     lanes = on_cores(1).lanes()
     amount = next(a for a in (lanes, lanes // 2, lanes // 4) if -width % a <= width // 4)
     assert hand_coded_opts(sink, on_cores(1)) == [Opt("PADTO", row.arg[0], amount), Opt("UPCAST", row.arg[0], amount)]
-    np.testing.assert_allclose(tg.jit(f)(tg.asarray(x), tg.asarray(b)).numpy(), np.log(np.exp(x - b) + 1), rtol=1e-5,
+    np.testing.assert_allclose(tg.jit(f)(on_cpu(x), on_cpu(b)).numpy(), np.log(np.exp(x - b) + 1), rtol=1e-5,
                                atol=1e-6)
 
 
@@ -255,9 +261,9 @@ def test_a_column_sum_of_a_few_columns_pads_them_to_a_vector():
         assert hand_coded_opts(reduce_sink(20000, cols, axis=0), on_cores(1)) == \
             [Opt("PADTO", 0, amount), Opt("UPCAST", 0, amount), Opt("UNROLL", 1, 4)]
     x = np.random.default_rng(0).standard_normal((2001, 12)).astype(np.float32)
-    got = tg.jit(lambda a: a.sum(0))(tg.asarray(x)).numpy()
+    got = tg.jit(lambda a: a.sum(0))(on_cpu(x)).numpy()
     np.testing.assert_allclose(got, x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
-    got = tg.jit(lambda a: a.mean(0))(tg.asarray(x[:, :5])).numpy()
+    got = tg.jit(lambda a: a.mean(0))(on_cpu(x[:, :5])).numpy()
     np.testing.assert_allclose(got, x[:, :5].astype(np.float64).mean(0), rtol=1e-5, atol=1e-6)
 
 
@@ -281,10 +287,10 @@ def test_a_full_reduction_keeps_vectors_of_partial_results(cpu):
             [("UNROLL", lanes), ("UNROLL", 4)]
     x = np.random.default_rng(0).standard_normal(4096).astype(np.float32)
     x[77] = np.nan
-    assert np.isnan(tnp.max(tg.asarray(x)).numpy())
+    assert np.isnan(tnp.max(on_cpu(x)).numpy())
     x[77] = 5.0
-    assert tnp.max(tg.asarray(x)).numpy() == x.max() and tnp.min(tg.asarray(x)).numpy() == x.min()
-    np.testing.assert_allclose(tnp.sum(tg.asarray(x)).numpy(), x.astype(np.float64).sum(), rtol=1e-5)
+    assert tnp.max(on_cpu(x)).numpy() == x.max() and tnp.min(on_cpu(x)).numpy() == x.min()
+    np.testing.assert_allclose(tnp.sum(on_cpu(x)).numpy(), x.astype(np.float64).sum(), rtol=1e-5)
 
 
 @pytest.mark.parametrize("cpu", ["znver5", "znver3"])
@@ -297,7 +303,7 @@ def test_a_row_max_of_selected_values_is_vectors_of_partial_maxima(cpu):
     lanes = target.lanes()
 
     def opts(fn) -> list[tuple[str, int]]:  # noqa: ANN001
-        linear, _ = schedule([fn(tg.asarray(np.zeros((64, 1024), np.float32))).uop])
+        linear, _ = schedule([fn(on_cpu(np.zeros((64, 1024), np.float32))).uop])
         return [(o.op, o.amount) for o in hand_coded_opts(index_level(linear.src[0].src[0]), target)]
     selected = lambda x: tnp.max(tnp.where(x == math.inf, -math.inf, x), axis=-1)  # noqa: E731
     assert ("UNROLL", lanes) in opts(selected)
@@ -306,7 +312,7 @@ def test_a_row_max_of_selected_values_is_vectors_of_partial_maxima(cpu):
     x[3, 5], x[7, :] = np.inf, np.inf
     x[9, 100] = np.nan
     want = np.where(x == np.inf, -np.inf, x).max(-1)
-    np.testing.assert_array_equal(selected(tg.asarray(x)).numpy(), want)
+    np.testing.assert_array_equal(selected(on_cpu(x)).numpy(), want)
 
 
 def test_a_transpose_is_tiled_in_vector_squares():
@@ -320,7 +326,7 @@ def test_a_transpose_is_tiled_in_vector_squares():
     assert hand_coded_opts(graph_rewrite(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, n * n), a)),))),
                                          pm_symbolic), on_cores(1)) == []      # a plain copy: nothing to tile
     x = np.arange(n * n, dtype=np.float32).reshape(n, n)
-    np.testing.assert_array_equal(tg.jit(lambda v: v.T.contiguous())(tg.asarray(x)).numpy(), x.T)
+    np.testing.assert_array_equal(tg.jit(lambda v: v.T.contiguous())(on_cpu(x)).numpy(), x.T)
 
 
 def test_transposes_stored_side_by_side_are_tiled_in_vector_squares():
@@ -348,7 +354,7 @@ def test_transposes_stored_side_by_side_are_tiled_in_vector_squares():
                                             UOp(Ops.STORE, None, (g(1, n * n), t + b)))))
     assert [(o.op, o.amount) for o in hand_coded_opts(sink, on_cores(1))] == [("UPCAST", lanes)]
     x = np.arange(n * 2 * n, dtype=np.float32).reshape(n, 2 * n)
-    k, v = tg.jit(lambda t: ((t[:, :n].T + 1).contiguous(), (t[:, n:].T * 2).contiguous()))(tg.asarray(x))
+    k, v = tg.jit(lambda t: ((t[:, :n].T + 1).contiguous(), (t[:, n:].T * 2).contiguous()))(on_cpu(x))
     np.testing.assert_array_equal(k.numpy(), x[:, :n].T + 1)
     np.testing.assert_array_equal(v.numpy(), x[:, n:].T * 2)
 
@@ -360,7 +366,7 @@ def test_the_transposed_pieces_of_a_concatenation_are_tiled_in_vector_squares():
     from tests.test_cpu_matmul import kernels
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((144, 32)).astype(np.float32) for _ in range(4)]
-    a, b, c, d = (tg.asarray(x) for x in xs)
+    a, b, c, d = (on_cpu(x) for x in xs)
     out = tnp.stack([(a + b).T, (c + d).T])
     (ast,) = kernels(out)
     sink = index_level(ast)
@@ -387,7 +393,7 @@ def test_a_transpose_read_through_a_pad_gets_no_square_tile():
     assert "UPCAST" not in opts(shifted)
     assert opts(a) == ["UPCAST", "UPCAST"]
     x, y = (np.random.default_rng(i).standard_normal((n, n)).astype(np.float32) for i in range(2))
-    got = tg.jit(lambda x, y: tnp.exp2(tnp.pad(x.T[:, :-1], ((0, 0), (1, 0))) * y.T))(tg.asarray(x), tg.asarray(y))
+    got = tg.jit(lambda x, y: tnp.exp2(tnp.pad(x.T[:, :-1], ((0, 0), (1, 0))) * y.T))(on_cpu(x), on_cpu(y))
     np.testing.assert_allclose(got.numpy(), np.exp2(np.pad(x.T[:, :-1], ((0, 0), (1, 0))) * y.T), rtol=1e-5)
 
 
@@ -406,7 +412,7 @@ def test_a_read_masked_along_the_reduce_alone_is_a_vector_of_the_lanes():
     (lane_axis,) = [a for a, r in ranges(sink).items() if r.arg[1] == "loop"]
     assert any(is_vector_range(u) for u in apply_opt(sink, Opt("UPCAST", lane_axis, m)).toposort())
     v = np.random.default_rng(0).standard_normal((n, m)).astype(np.float32)
-    got = tg.jit(lambda t: tnp.exp2(tnp.pad(t[1:], ((0, 1), (0, 0)))).sum(0))(tg.asarray(v))
+    got = tg.jit(lambda t: tnp.exp2(tnp.pad(t[1:], ((0, 1), (0, 0)))).sum(0))(on_cpu(v))
     np.testing.assert_allclose(got.numpy(), np.exp2(np.pad(v[1:], ((0, 1), (0, 0)))).sum(0), rtol=1e-5)
 
 
@@ -416,8 +422,8 @@ def test_a_transpose_that_gathers_gets_no_square_tile():
     # Only the store's axis gets lanes; the values are numpy's
     from tgfx.lowering.inline import inline
     rows, cols = 1024, 16
-    x = tg.asarray(np.random.default_rng(0).standard_normal((cols, rows)).astype(np.float32))
-    idx = tg.asarray(np.argsort(np.random.default_rng(1).standard_normal((cols, rows)), axis=1).astype(np.int32))
+    x = on_cpu(np.random.default_rng(0).standard_normal((cols, rows)).astype(np.float32))
+    idx = on_cpu(np.argsort(np.random.default_rng(1).standard_normal((cols, rows)), axis=1).astype(np.int32))
     out = tnp.take_along_axis(x, idx, axis=1).T
     linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
     (ast,) = [call.src[0] for call in linear.src]
@@ -497,8 +503,8 @@ def test_a_padded_convolution_gets_register_blocking():
     output column and vectorises it (a mod left in the index made every load look non-linear)."""
     from tgfx.lowering.inline import inline
     from tgfx.lowering.schedule import schedule
-    x = tg.asarray(np.ones((2, 8, 16, 16), np.float32))
-    w = tg.asarray(np.ones((8, 8, 3, 3), np.float32))
+    x = on_cpu(np.ones((2, 8, 16, 16), np.float32))
+    w = on_cpu(np.ones((8, 8, 3, 3), np.float32))
     inlined = inline(UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,)))
     linear, _ = schedule(list(inlined.src))
     (call,) = linear.src
@@ -529,7 +535,7 @@ def test_float32_exp_builds_its_powers_of_two_without_float_to_int_casts():
     v = v.astype(np.float32)
     with np.errstate(all="ignore"):
         want = np.exp(v.astype(np.float64)).astype(np.float32)
-    got = tnp.exp(tg.asarray(v)).numpy()
+    got = tnp.exp(on_cpu(v)).numpy()
     normal = (want >= np.finfo(np.float32).tiny) & (want < np.inf)  # (denormals flush to zero: FLUSH_DENORMALS)
     ulp = np.abs(got[normal].astype(np.float64) - want[normal]) / np.spacing(want[normal])
     assert ulp.max() <= 1
@@ -548,7 +554,7 @@ def test_float32_logs_are_within_ulps_of_the_correctly_rounded_value(name, ulps)
     x = x.astype(np.float32)
     with np.errstate(all="ignore"):
         want = getattr(np, name)(x.astype(np.float64)).astype(np.float32)
-        got = getattr(tnp, name)(tg.asarray(x)).numpy()
+        got = getattr(tnp, name)(on_cpu(x)).numpy()
         finite = np.isfinite(want)
         ulp = np.abs(got[finite].astype(np.float64) - want[finite]) / np.spacing(np.abs(want[finite]))
     assert ulp.max() <= ulps
@@ -564,7 +570,7 @@ def test_float32_expm1_is_within_a_few_ulps_of_the_correctly_rounded_value():
     x = x.astype(np.float32)
     with np.errstate(all="ignore"):
         want = np.expm1(x.astype(np.float64)).astype(np.float32)
-        got = tnp.expm1(tg.asarray(x)).numpy()
+        got = tnp.expm1(on_cpu(x)).numpy()
         finite = np.isfinite(want)
         ulp = np.abs(got[finite].astype(np.float64) - want[finite]) / np.spacing(np.abs(want[finite]))
     assert ulp.max() <= 3, (ulp.max(), x[finite][ulp.argmax()])
@@ -577,10 +583,10 @@ def test_float32_expm1_is_within_a_few_ulps_of_the_correctly_rounded_value():
 def test_optimised_matmuls_match_numpy(m, k, n):
     rng = np.random.default_rng(m * k + n)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
-    np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(b)).numpy(), a @ b, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose((on_cpu(a) @ on_cpu(b)).numpy(), a @ b, rtol=2e-5, atol=2e-5)
     # a @ b.T with enough rows reads b through a transposed copy (tgfx/lowering/schedule.py); same answer
     bt = np.ascontiguousarray(b.T)
-    np.testing.assert_allclose((tg.asarray(a) @ tg.asarray(bt).T).numpy(), a @ b, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose((on_cpu(a) @ on_cpu(bt).T).numpy(), a @ b, rtol=2e-5, atol=2e-5)
 
 
 def test_a_classifier_width_is_padded_to_whole_vectors():
@@ -599,7 +605,7 @@ def test_rows_that_no_tile_divides_are_padded_to_the_tiles_rows():
     assert opts[-2:] == [Opt("PADTO", 0, rows), Opt("UPCAST", 0, rows)], opts
     rng = np.random.default_rng(0)
     x, e = rng.standard_normal((512, 191)).astype(np.float32), rng.standard_normal((512, 128)).astype(np.float32)
-    np.testing.assert_allclose((tg.asarray(x).T @ tg.asarray(e)).numpy(), x.T @ e, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((on_cpu(x).T @ on_cpu(e)).numpy(), x.T @ e, rtol=1e-4, atol=1e-4)
 
 
 def test_layout_follows_views_and_broadcasts():
@@ -624,16 +630,16 @@ def test_a_transposed_operand_is_read_through_a_copy_only_when_reused_enough():
         sink = inline(UOp(Ops.SINK, None, (expr.uop,)))
         linear, _ = schedule(list(sink.src))
         return [any(u.op is Ops.REDUCE_AXIS for u in c.src[0].toposort()) for c in linear.src]
-    w = tg.asarray(np.ones((32, 64), np.float32))
-    g = tg.asarray(np.ones((64, 32), np.float32))
+    w = on_cpu(np.ones((32, 64), np.float32))
+    g = on_cpu(np.ones((64, 32), np.float32))
     # the target's narrowest contraction tile decides whether a copy pays (schedules only: nothing runs, so the
     # AVX-512 class is scheduled on any host)
     for cpu, four_rows in (("znver4", [True]), ("znver3", [False, True])):
         with tg.config.Context(TGFX_CPU=cpu):
-            assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ w.T) == [False, True]  # w.T copied, a @ b
+            assert kernels(on_cpu(np.ones((64, 64), np.float32)) @ w.T) == [False, True]  # w.T copied, a @ b
             # 4 rows: a dot product each where the narrowest tile is 8 lanes (AVX-512); AVX2's 4-lane tile pays
-            assert kernels(tg.asarray(np.ones((4, 64), np.float32)) @ w.T) == four_rows
-            assert kernels(tg.asarray(np.ones((64, 64), np.float32)) @ g) == [True]            # a @ b as it is
+            assert kernels(on_cpu(np.ones((4, 64), np.float32)) @ w.T) == four_rows
+            assert kernels(on_cpu(np.ones((64, 64), np.float32)) @ g) == [True]            # a @ b as it is
 
 
 def test_a_short_reduce_copies_the_operand_along_the_output_s_rows():
@@ -642,13 +648,13 @@ def test_a_short_reduce_copies_the_operand_along_the_output_s_rows():
     # (80 us on one core); x's copy is no bigger than the output, and with it the tile stores whole rows (7.5 us)
     from tgfx.lowering.operands import _transposed_operand
     rng = np.random.default_rng(0)
-    q, x = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((64, 16), (512, 16)))
+    q, x = (on_cpu(rng.standard_normal(s).astype(np.float32)) for s in ((64, 16), (512, 16)))
     red = next(u for u in (q @ x.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)
     assert [u.shape for u in _transposed_operand(red).toposort() if u.op is Ops.CONTIGUOUS] == [(16, 1, 512)]
     np.testing.assert_allclose(tg.jit(lambda q, x: q @ x.T)(q, x).numpy(), q.numpy() @ x.numpy().T, rtol=1e-5,
                                atol=1e-5)
     # a long reduce keeps the smaller copy: the stores are few against its FMAs (and the other copy bigger)
-    a, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((128, 784), (256, 784)))
+    a, w = (on_cpu(rng.standard_normal(s).astype(np.float32)) for s in ((128, 784), (256, 784)))
     red = next(u for u in (a @ w.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)
     assert [u.shape for u in _transposed_operand(red).toposort() if u.op is Ops.CONTIGUOUS] == [(784, 128, 1)]
 
@@ -657,7 +663,7 @@ def test_float32_transcendentals_are_accurate_to_a_few_ulp():
     import tgfx.numpy as tnp
     xs = np.concatenate([np.linspace(-100, 88, 20001), [0, -0.0, 1e-7, np.nan, np.inf, -np.inf]]).astype(np.float32)
     for f, ref, ulps in ((tnp.exp, np.exp, 2), (tnp.exp2, np.exp2, 2), (tnp.tanh, np.tanh, 4)):
-        got = f(tg.asarray(xs)).numpy()
+        got = f(on_cpu(xs)).numpy()
         want = ref(xs.astype(np.float64)).astype(np.float32)
         normal = np.isfinite(want) & (np.abs(want) > np.finfo(np.float32).tiny)
         np.testing.assert_allclose(got[normal], want[normal], rtol=ulps * 2.0 ** -23, atol=0)
@@ -690,7 +696,7 @@ def _inputs(name):
 
 def _sink(name):
     fn, arrays = KERNELS[name][0], _inputs(name)
-    linear, _ = schedule([fn(*[tg.asarray(a) for a in arrays]).uop])
+    linear, _ = schedule([fn(*[on_cpu(a) for a in arrays]).uop])
     assert len(linear.src) == 1
     return index_level(linear.src[0].src[0])
 
@@ -699,7 +705,7 @@ def _check(name, opts):
     fn, arrays = KERNELS[name][0], _inputs(name)
     tg.counters.reset()
     with use_opts(opts):
-        got = fn(*[tg.asarray(a) for a in arrays]).numpy()
+        got = fn(*[on_cpu(a) for a in arrays]).numpy()
     assert tg.counters.kernel_count == 1
     np.testing.assert_allclose(got, fn(*arrays), rtol=1e-5, atol=1e-5, err_msg=f"{name} with {opts}")
 
@@ -812,7 +818,7 @@ def test_options_that_do_not_fit_raise_kernel_opt_error():
 
 def test_forced_options_that_do_not_fit_reach_the_user():
     with pytest.raises(KernelOptError, match="UPCAST"), use_opts([Opt("UPCAST", 0, 5)]):
-        (tg.asarray(np.ones((4, 4), np.float32)) + 1).numpy()
+        (on_cpu(np.ones((4, 4), np.float32)) + 1).numpy()
 
 
 @pytest.mark.parametrize("cpu", ["", "haswell"])
@@ -835,8 +841,8 @@ def test_a_contraction_with_a_tile_epilogue_is_one_kernel_rendered_as_vectors(cp
         linear, _ = schedule(list(sink.src))
         return [c.src[0] for c in linear.src]
     target = target_for(cpu) if cpu else host_target()
-    upd = tg.asarray(w) - 0.01 * (tg.asarray(x).T @ tg.asarray(gr))
-    res = tg.asarray(x).T @ tg.asarray(gr) + tg.asarray(w)
+    upd = on_cpu(w) - 0.01 * (on_cpu(x).T @ on_cpu(gr))
+    res = on_cpu(x).T @ on_cpu(gr) + on_cpu(w)
     for expr in (upd, res):
         ks = kernels(expr)
         assert len(ks) == 1 and any(u.op is Ops.REDUCE_AXIS for u in ks[0].toposort())
@@ -847,7 +853,7 @@ def test_a_contraction_with_a_tile_epilogue_is_one_kernel_rendered_as_vectors(cp
         assert re.search(r"store <\d+ x float>", opt) and not re.search(r"store float", opt)
     np.testing.assert_allclose(upd.numpy(), w - 0.01 * (x.T @ gr), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(res.numpy(), x.T @ gr + w, rtol=1e-5, atol=1e-5)
-    assert len(kernels(tg.asarray(x) @ tg.asarray(w) + tg.asarray(b))) == 1
+    assert len(kernels(on_cpu(x) @ on_cpu(w) + on_cpu(b))) == 1
 
 
 def test_a_dot_product_contraction_with_a_computed_operand_reads_the_other_through_a_transposed_copy():
@@ -859,13 +865,13 @@ def test_a_dot_product_contraction_with_a_computed_operand_reads_the_other_throu
     from tgfx.lowering.layout import _dot_layout
     from tgfx.lowering.operands import _transposed_operand
     rng = np.random.default_rng(0)
-    p, q, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((512, 32), (32, 512), (64, 32)))
+    p, q, w = (on_cpu(rng.standard_normal(s).astype(np.float32)) for s in ((512, 32), (32, 512), (64, 32)))
     red = next(u for u in ((p + q.T) @ w.T).uop.toposort() if u.op is Ops.REDUCE_AXIS)
     assert not _dot_layout(red) and _dot_layout(red, unknown=True)
     copied = _transposed_operand(red)
     assert copied is not None and any(u.op is Ops.CONTIGUOUS for u in copied.toposort())
     z = rng.standard_normal((512, 64)).astype(np.float32)
-    out = tg.jit(lambda p, q, w, z: ((p + q.T) @ w.T) * tnp.where(z > 0, 1.0, tnp.exp(z)))(p, q, w, tg.asarray(z))
+    out = tg.jit(lambda p, q, w, z: ((p + q.T) @ w.T) * tnp.where(z > 0, 1.0, tnp.exp(z)))(p, q, w, on_cpu(z))
     np.testing.assert_allclose(out.numpy(), ((p.numpy() + q.numpy().T) @ w.numpy().T) * np.where(z > 0, 1, np.exp(z)),
                                rtol=1e-4, atol=1e-4)
 
@@ -879,7 +885,7 @@ def test_a_contiguous_elementwise_kernel_is_one_loop():
     """w - lr * g over (512, 10): the two output axes every index steps through as `i * 10 + j` become one loop of
     5120 (kept apart, LLVM unrolled the 10 and vectorised the 512 with gathers), and the values are numpy's."""
     w, g = np.arange(5120, dtype=np.float32).reshape(512, 10), np.ones((512, 10), np.float32)
-    out = tg.asarray(w) - 0.5 * tg.asarray(g)
+    out = on_cpu(w) - 0.5 * on_cpu(g)
     linear, _ = schedule([out.uop])
     sink = index_level(linear.src[0].src[0])
     assert _loops(sink) == [5120]
@@ -894,7 +900,7 @@ def test_axes_an_index_does_not_step_through_as_one_stay_apart(fn, shape):
     """A bias broadcast down the rows (read at j alone), a transpose (read at j * 16 + i), a reduce's output axes
     with its reduce axis between them (read at i * 40 + k * 8 + j): two loops, and the values are numpy's."""
     x, b = np.arange(160, dtype=np.float32).reshape(shape), np.ones((1, 10), np.float32)
-    out = fn(tg.asarray(x), tg.asarray(b))
+    out = fn(on_cpu(x), on_cpu(b))
     linear, _ = schedule([out.uop])
     sink = index_level(linear.src[-1].src[0])
     assert len(_loops(sink)) == 2
@@ -909,13 +915,13 @@ def test_an_output_range_read_by_head_split_becomes_two_loops():
     fn = lambda v: v.transpose(0, 2, 1, 3).reshape(16, 64, 128).sum((0, 1))  # noqa: E731
     with pytest.MonkeyPatch.context() as mp:   # (one kernel: on more cores, partial sums first, split_reduce.py)
         mp.setattr(schedule_module, "host_target", lambda: on_cores(1))
-        linear, _ = schedule([fn(tg.asarray(y)).uop])
+        linear, _ = schedule([fn(on_cpu(y)).uop])
     (ast,) = [c.src[0] for c in linear.src]
     sink = index_level(ast)
     loops = [r for r in ranges(sink).values() if r.arg[1] == "loop"]
     assert sorted(r.src[0].arg for r in loops) == [4, 32]
     assert any(o.op == "UPCAST" for o in hand_coded_opts(sink, on_cores(1)))
-    np.testing.assert_allclose(fn(tg.asarray(y)).numpy(), fn(y), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(fn(on_cpu(y)).numpy(), fn(y), rtol=1e-5, atol=1e-4)
 
 
 def test_reduces_side_by_side_count_as_one_after_the_other_for_threads():
@@ -923,7 +929,7 @@ def test_reduces_side_by_side_count_as_one_after_the_other_for_threads():
     the product of every range (as if nested: 524,288), the kernel was split 8 ways on 2 cores (21-45 us a call in
     a reverse scan's step, 10 ms when a worker thread waited on a busy host); one thread takes 2-4 us."""
     rng = np.random.default_rng(0)
-    x, a, y, b = (tg.asarray(rng.standard_normal(s).astype(np.float32))
+    x, a, y, b = (on_cpu(rng.standard_normal(s).astype(np.float32))
                   for s in [(64, 32), (32, 8), (64, 4, 8), (4, 8, 8)])
     out = tnp.tanh(x @ a) + tnp.einsum("bai,aij->bj", y, b)
     linear, _ = schedule([out.uop])
@@ -932,7 +938,7 @@ def test_reduces_side_by_side_count_as_one_after_the_other_for_threads():
     assert len({u for u in sink.toposort() if u.op is Ops.REDUCE}) == 2
     assert not any(o.op == "THREAD" for o in hand_coded_opts(sink, on_cores(2)))
     # four times the rows is work enough for two threads
-    x4, y4 = (tg.asarray(rng.standard_normal((1024, *s)).astype(np.float32)) for s in [(32,), (4, 8)])
+    x4, y4 = (on_cpu(rng.standard_normal((1024, *s)).astype(np.float32)) for s in [(32,), (4, 8)])
     linear, _ = schedule([(tnp.tanh(x4 @ a) + tnp.einsum("bai,aij->bj", y4, b)).uop])
     assert any(o.op == "THREAD" for o in hand_coded_opts(index_level(linear.src[0].src[0]), on_cores(2)))
     want = np.tanh(x.numpy() @ a.numpy()) + np.einsum("bai,aij->bj", y.numpy(), b.numpy())
@@ -944,7 +950,7 @@ def test_a_small_kernels_sums_that_no_tile_takes_are_independent_chains():
     no option: one output at a time, each a chain of dependent adds (19.5 us). The innermost output loop as lane
     copies makes independent chains (BEAM's choice too: 4.5 us); a kernel big enough for threads keeps its split."""
     rng = np.random.default_rng(0)
-    g, u, v, y, b, dz, z, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in
+    g, u, v, y, b, dz, z, w = (on_cpu(rng.standard_normal(s).astype(np.float32)) for s in
                                [(64, 8), (64, 8), (64, 8), (64, 8, 4), (8, 4, 8), (64, 32), (64, 32), (32, 8)])
     out = g * (1 - tnp.tanh(u + v) ** 2) + tnp.einsum("bla,jal->bj", y, b) + (dz * (1 - z * z)) @ w
     linear, _ = schedule([out.uop])
@@ -969,13 +975,13 @@ def test_a_costly_elementwise_kernels_long_loop_goes_inside_a_short_one():
         sinks = [index_level(c.src[0]) for c in prog.calls if c.src[0].op is Ops.SINK]
         return out, [(sorted(r.src[0].arg for r in ranges(k).values()), [o.op for o in hand_coded_opts(k, on_cores(1))])
                      for k in sinks]
-    key = tg.random.PRNGKey(3)
-    bias = tg.asarray(np.arange(4, dtype=np.float32))
+    key = tg.device_put(tg.random.PRNGKey(3), "CPU")
+    bias = on_cpu(np.arange(4, dtype=np.float32))
     got, seen = kernel_opts(lambda k, b: tg.random.uniform(k, (64, 4)) + b, key, bias)
     assert ([4, 64], ["SWAP"]) in seen, seen
     np.testing.assert_allclose(got.numpy() - np.arange(4), tg.random.uniform(key, (64, 4)).numpy(), rtol=1e-6,
                                atol=1e-6)
-    got, seen = kernel_opts(lambda x, b: x * 2 + b, tg.asarray(np.ones((64, 4), np.float32)), bias)
+    got, seen = kernel_opts(lambda x, b: x * 2 + b, on_cpu(np.ones((64, 4), np.float32)), bias)
     assert seen == [([4, 64], [])], seen
     np.testing.assert_allclose(got.numpy(), 2 + np.arange(4)[None].repeat(64, 0))
 

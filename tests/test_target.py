@@ -29,11 +29,17 @@ HOST_AVX512 = "avx512f" in native_target().enabled
 needs_avx512 = pytest.mark.skipif(not HOST_AVX512, reason="this host has no AVX-512: code for it cannot run here")
 
 
+def on_cpu(x: np.ndarray) -> tg.Tensor:
+    """`x` on the CPU, whatever the default device (`-p tests.emulated_cuda` makes it CUDA:0): these are
+    the CPU targets' kernels."""
+    return tg.asarray(x, device="CPU")
+
+
 def matmul_ast(m: int, k: int, n: int, cpu: str = "") -> UOp:
     """The kernel of `a @ b` as scheduled for `cpu` (default: this machine's), the last: a b whose panels span many
     pages is packed first, in panels as wide as that CPU's tile."""
     rng = np.random.default_rng(0)
-    a, b = (tg.asarray(rng.standard_normal(s).astype(np.float32)) for s in ((m, k), (k, n)))
+    a, b = (on_cpu(rng.standard_normal(s).astype(np.float32)) for s in ((m, k), (k, n)))
     sink = inline(UOp(Ops.SINK, None, ((a @ b).uop,)))
     with config.Context(TGFX_CPU=cpu):
         *_, call = schedule(list(sink.src))[0].src
@@ -76,8 +82,8 @@ def test_tgfx_cpu_compiles_for_that_cpu_and_runs_right(cpu):
     tg.counters.reset()
     with config.Context(TGFX_CPU=cpu):
         assert host_target().cpu == cpu
-        got = (tg.asarray(a) @ tg.asarray(b)).numpy()
-        soft = tg.nn.softmax(tg.asarray(b), axis=-1).numpy()
+        got = (on_cpu(a) @ on_cpu(b)).numpy()
+        soft = tg.nn.softmax(on_cpu(b), axis=-1).numpy()
     np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=2e-5)
     e = np.exp(b - b.max(-1, keepdims=True))
     np.testing.assert_allclose(soft, e / e.sum(-1, keepdims=True), rtol=2e-5, atol=1e-7)
@@ -100,7 +106,7 @@ def test_avx2_tiles_are_six_rows_tall_padding_the_rows_when_it_costs_little():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((100, 64)).astype(np.float32), rng.standard_normal((64, 128)).astype(np.float32)
     with config.Context(TGFX_CPU=AVX2):
-        got = (tg.asarray(a) @ tg.asarray(b)).numpy()
+        got = (on_cpu(a) @ on_cpu(b)).numpy()
     np.testing.assert_allclose(got, a @ b, rtol=2e-5, atol=2e-5)
 
 
@@ -111,7 +117,7 @@ def _product_on_each_class(m: int, k: int, n: int, seed: int) -> None:
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     for cpu in (AVX2, AVX512) if HOST_AVX512 else (AVX2,):
         with config.Context(TGFX_CPU=cpu):
-            got = (tg.asarray(a) @ tg.asarray(b)).numpy()
+            got = (on_cpu(a) @ on_cpu(b)).numpy()
         np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -170,12 +176,12 @@ def test_panels_go_outside_the_row_blocks_when_b_outgrows_half_of_l2(monkeypatch
     monkeypatch.setattr(target, "native_target", lambda: replace(native, l2=1 << 20))
     with config.Context(TGFX_CPU=""):
         assert host_target().l2 == 1 << 20
-        got = (tg.asarray(a) @ tg.asarray(b)).numpy()   # (96 rows: 12 blocks of 8 pass each of 32 panels)
+        got = (on_cpu(a) @ on_cpu(b)).numpy()   # (96 rows: 12 blocks of 8 pass each of 32 panels)
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)   # sums of 512 float32s
 
 
 def test_a_kernel_compiled_for_one_target_is_not_used_for_another():
-    x = tg.asarray(np.arange(4096, dtype=np.float32).reshape(64, 64))
+    x = on_cpu(np.arange(4096, dtype=np.float32).reshape(64, 64))
     with config.Context(TGFX_CPU=""):   # this machine's own
         (x @ x).numpy()
     tg.counters.reset()
@@ -248,7 +254,7 @@ def test_tgfx_cores_describes_a_many_core_machine_whose_splits_scale_with_it(cpu
     rng = np.random.default_rng(4)
     a, x = rng.standard_normal((1024, 1024)).astype(np.float32), rng.standard_normal((65536, 8)).astype(np.float32)
     big = rng.standard_normal((4096, 1024)).astype(np.float32)
-    ta, tx, tbig = tg.asarray(a), tg.asarray(x), tg.asarray(big)
+    ta, tx, tbig = on_cpu(a), on_cpu(x), on_cpu(big)
     cases = {"matmul": lambda: ta @ ta, "x.T @ x": lambda: tx.T @ tx, "sum": lambda: tbig.sum()}
     parts = {}
     for cores in (2, 64):
@@ -270,7 +276,7 @@ def test_tgfx_cores_describes_a_many_core_machine_whose_splits_scale_with_it(cpu
 
 def test_a_jitted_function_compiles_again_for_another_core_count_and_bad_counts_name_the_flag():
     f = tg.jit(lambda a: a @ a)
-    a = tg.asarray(np.ones((256, 256), np.float32))
+    a = on_cpu(np.ones((256, 256), np.float32))
     f(a).numpy()
     tg.counters.reset()
     with config.Context(TGFX_CORES=64):
@@ -356,8 +362,8 @@ def test_a_scatter_is_split_over_the_cores_not_into_more_parts():
     """Each part of a scatter's kernel walks all of its updates (`gather.collapse_scatter`): split into 4 parts a core,
     a GNN's segment sums of 5,000 edges into 1,000 x 32 nodes ran 3.7x slower. A plain kernel of the same size is."""
     rng = np.random.default_rng(0)
-    idx = tg.asarray(rng.integers(0, 1000, 5000).astype(np.int32))
-    vals = tg.asarray(rng.standard_normal((5000, 32)).astype(np.float32))
+    idx = on_cpu(rng.integers(0, 1000, 5000).astype(np.int32))
+    vals = on_cpu(rng.standard_normal((5000, 32)).astype(np.float32))
     for t in (idx, vals):
         t.realize()
     two = host_target().with_cores(2)
@@ -375,7 +381,7 @@ def test_a_scatter_is_split_over_the_cores_not_into_more_parts():
 
 def reduce_ast(fn, shape: tuple[int, ...]) -> UOp:
     """The last kernel of `fn(x)` for an x of `shape`, as scheduled for this machine."""
-    x = tg.asarray(np.random.default_rng(0).random(shape).astype(np.float32))
+    x = on_cpu(np.random.default_rng(0).random(shape).astype(np.float32))
     sink = inline(UOp(Ops.SINK, None, (fn(x).uop,)))
     return schedule(list(sink.src))[0].src[-1].src[0]
 
@@ -401,7 +407,7 @@ def test_a_loop_that_splits_unevenly_is_padded_for_the_threads():
     assert Opt("PADTO", thread.axis, 2) in opts and thread.amount == 2, opts
     # and the padded kernel's results are numpy's (the masked vector writes nothing past the 200 outputs)
     x = np.random.default_rng(1).random((256, 200)).astype(np.float32)
-    got = tg.jit(lambda x: tg.scipy.special.logsumexp((x[:, :1] - x) / 0.05, axis=0))(tg.asarray(x)).numpy()
+    got = tg.jit(lambda x: tg.scipy.special.logsumexp((x[:, :1] - x) / 0.05, axis=0))(on_cpu(x)).numpy()
     want = np.log(np.exp((x[:, :1] - x).astype(np.float64) / 0.05).sum(0))
     np.testing.assert_allclose(got, want, rtol=1e-5)
 
@@ -434,7 +440,7 @@ def test_a_convolution_tile_keeps_the_fma_units_busy_on_both_classes():
     from tgfx.devices.target import FMA_CHAINS
     from tgfx.lowering import kernel_source
     assert target_for(AVX2).conv_tile_rows() == target_for(AVX512).conv_tile_rows() == FMA_CHAINS
-    x, w = tg.asarray(np.ones((4, 16, 8, 8), np.float32)), tg.asarray(np.ones((32, 16, 3, 3), np.float32))
+    x, w = on_cpu(np.ones((4, 16, 8, 8), np.float32)), on_cpu(np.ones((32, 16, 3, 3), np.float32))
     sink = UOp(Ops.SINK, None, (tg.nn.conv2d(x, w, padding=1).uop,))
     linear, _ = schedule(list(inline(sink).src))
     (ast,) = [c.src[0] for c in linear.src]
