@@ -471,7 +471,7 @@ def test_a_weight_gradient_over_a_batch_and_a_sequence_is_one_reduce_with_a_pack
     from tgfx.lowering.inline import inline
     r = np.random.default_rng(0)
     x, w = r.standard_normal((4, 32, 64)).astype(np.float32), r.standard_normal((64, 1024)).astype(np.float32) / 8
-    dw = tgfx.grad(lambda w: tnp.tanh(Tensor(x) @ w).sum())(Tensor(w))
+    dw = tgfx.grad(lambda w: tnp.tanh(Tensor(x, device="CPU") @ w).sum())(Tensor(w, device="CPU"))
     linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (dw.uop,))).src))
     nr = host_target().contraction_tiles()[0][0]
     names = [kernel_name(c.src[0]) for c in linear.src if c.src[0].op is Ops.SINK]
@@ -824,15 +824,15 @@ def test_fusion_softmax_rows_are_one_kernel():
 def test_fusion_of_a_reduce_that_varies_along_an_inner_axis_is_left_to_two_kernels():
     # a column's max read by every row, or a row's max broadcast along the other axis of a transpose, would be
     # recomputed for every element: it is stored first
-    x = Tensor(np.ones((6, 6), np.float32))
+    x = Tensor(np.ones((6, 6), np.float32), device="CPU")
     assert _kernels(x - x.max(axis=0, keepdims=True)) == 2
     assert _kernels(x.T - x.max(axis=1).reshape(1, 6)) == 2
     # a row too long to stay in cache between passes is reduced in a kernel of its own
-    long = Tensor(np.ones((2, 1 << 20), np.float32))
+    long = Tensor(np.ones((2, 1 << 20), np.float32), device="CPU")
     assert _kernels(long - long.max(axis=1, keepdims=True)) == 2
     # a matmul's rows: the matmul is stored first (its own kernel, with its register tile, computed once, not once
     # per pass over the row), then the row kernel
-    y = x @ Tensor(np.ones((6, 8), np.float32))
+    y = x @ Tensor(np.ones((6, 8), np.float32), device="CPU")
     assert _kernels(y - y.max(axis=1, keepdims=True)) == 2
     e = tnp.exp(y - y.max(axis=1, keepdims=True))
     linear, _ = schedule([(e / e.sum(axis=1, keepdims=True)).uop])
@@ -904,27 +904,29 @@ def test_costly_matmul_operands_are_stored_not_recomputed_per_column():
     # so is an MLP layer's relu(h + b) (two ops); a one-op operand (2a) stays fused, and so does a costly one of a
     # tiny product (a launch costs more). From 64 elements on, a transcendental operand repeated along the output
     # columns is stored even in a small product: fused, its polynomial ran as scalars once a reduce step
-    a, w = Tensor(np.random.rand(128, 256).astype(np.float32)), Tensor(np.random.rand(256, 64).astype(np.float32))
-    b = Tensor(np.random.rand(256).astype(np.float32))
+    a = Tensor(np.random.rand(128, 256).astype(np.float32), device="CPU")
+    w = Tensor(np.random.rand(256, 64).astype(np.float32), device="CPU")
+    b = Tensor(np.random.rand(256).astype(np.float32), device="CPU")
     assert _kernels((1 / (1 + tnp.exp(-a))) @ w) == 2
     assert _kernels(tnp.maximum(a + b, 0) @ w) == 2
     assert _kernels((a * 2) @ w) == 1
     # a batch of sequences (a transformer's MLP: gelu(h + b) @ w_down); stored with its summed axis kept (as the
     # transformer step's gradient graph stores it), the operand's axis along it is a unit axis of the kernel's output,
     # not an outer one: it is the reduce loop, inside every column block (that step's down projection: 5.8 ms fused)
-    a3 = Tensor(np.random.rand(4, 32, 256).astype(np.float32))
+    a3 = Tensor(np.random.rand(4, 32, 256).astype(np.float32), device="CPU")
     for h in (tgfx.nn.gelu(a3 + b), tnp.maximum(a3 + b, 0)):
         assert _kernels(h @ w) == 2
         assert _kernels((h[..., None] * w).sum(2, keepdims=True)) == 2   # (stored as the sum is, axis kept)
-    tiny_a = Tensor(np.random.rand(4, 8).astype(np.float32))
-    tiny_w = Tensor(np.random.rand(8, 4).astype(np.float32))
+    tiny_a = Tensor(np.random.rand(4, 8).astype(np.float32), device="CPU")
+    tiny_w = Tensor(np.random.rand(8, 4).astype(np.float32), device="CPU")
     assert _kernels((1 / (1 + tnp.exp(-tiny_a))) @ tiny_w) == 1
-    small_a = Tensor(np.random.rand(8, 16).astype(np.float32))
-    small_w = Tensor(np.random.rand(16, 4).astype(np.float32))
+    small_a = Tensor(np.random.rand(8, 16).astype(np.float32), device="CPU")
+    small_w = Tensor(np.random.rand(16, 4).astype(np.float32), device="CPU")
     assert _kernels((1 / (1 + tnp.exp(-small_a))) @ small_w) == 2
     assert _kernels((1 / (1 + small_a)) @ small_w) == 1   # a division is one vector instruction: fused
     # the gradient of a logistic loss, X.T @ (y - sigmoid(X @ w)): the sigmoid varies along the reduce only
-    x, e = Tensor(np.random.rand(1000, 24).astype(np.float32)), Tensor(np.random.rand(1000).astype(np.float32))
+    x = Tensor(np.random.rand(1000, 24).astype(np.float32), device="CPU")
+    e = Tensor(np.random.rand(1000).astype(np.float32), device="CPU")
     assert _kernels(x.T @ tnp.tanh(e)) == 2
     np.testing.assert_allclose((x.T @ tnp.tanh(e)).numpy(), x.numpy().T @ np.tanh(e.numpy()), rtol=1e-5)
     np.testing.assert_allclose(((1 / (1 + tnp.exp(-a))) @ w).numpy(), (1 / (1 + np.exp(-a.numpy()))) @ w.numpy(),
@@ -953,7 +955,8 @@ def test_a_bfloat16_rounding_matmul_operand_is_stored_not_recomputed_per_column(
     # x.astype(bfloat16) @ w.astype(bfloat16) (a mixed-precision layer): rounding a float32 to bfloat16 is about
     # seven integer ops, so fused it ran once per output column (the layer's weight gradient: 2.7 ms, stored 0.12);
     # each rounded operand is stored first. A float16 cast (one F16C instruction) and a widening stay fused
-    a, w = Tensor(np.random.rand(128, 256).astype(np.float32)), Tensor(np.random.rand(256, 64).astype(np.float32))
+    a = Tensor(np.random.rand(128, 256).astype(np.float32), device="CPU")
+    w = Tensor(np.random.rand(256, 64).astype(np.float32), device="CPU")
     bf, f16 = tgfx.dtypes.bfloat16, tgfx.dtypes.float16
     assert _kernels(a.astype(bf) @ w.astype(bf)) == 3
     assert _kernels(a.astype(f16) @ w.astype(f16)) == 1
