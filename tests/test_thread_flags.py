@@ -208,7 +208,7 @@ def test_compiles_on_the_pool_threads_see_the_callers_debug(monkeypatch, capsys)
     monkeypatch.setattr("tgfx.lowering.compile.compile_llvm", counted)
     scale = 1.7373   # (kernels no other test compiles: this constant is in their code)
     f = tg.jit(lambda x, y: (tnp.sin(x * scale).sum(), tnp.cos(y @ y.T * scale) + 1, tnp.exp(x / scale).max()))
-    x, y = tg.block_until_ready((tnp.ones((5, 7)), tnp.ones((3, 6))))
+    x, y = tg.block_until_ready((tnp.ones((5, 7), device="CPU"), tnp.ones((3, 6), device="CPU")))   # the CPU's compiles
     compiled.clear()
     kernels.clear()
     capsys.readouterr()
@@ -283,7 +283,7 @@ def test_a_jitted_function_follows_the_flags_that_change_its_code(monkeypatch):
     compile), and a later change to the same values, by a block or process-wide, replays the second. Before, every
     call replayed the first program, compiled under the flags of the first call."""
     f = tg.jit(lambda x: x * 1e-30)   # 1e-10 * 1e-30 is a float32 subnormal: 0 where denormals are flushed
-    x = tnp.asarray(np.full(16, 1e-10, np.float32))
+    x = tnp.asarray(np.full(16, 1e-10, np.float32), device="CPU")   # (the CPU's code; CUDA:0's ignores the flag)
     assert config.FLUSH_DENORMALS.value == 1
     counters.reset()
     assert np.all(f(x).numpy() == 0)
@@ -321,7 +321,7 @@ def test_debug_lines_are_the_launching_threads(inline_bytes: int, capsys: pytest
     f7 = tg.jit(lambda x: x * 3.0)    # a kernel each, one a thread
     f11 = tg.jit(lambda x: x + 5.0)
     f13 = tg.jit(lambda x: x - 1.0)
-    x7, x11, x13 = (tnp.asarray(np.ones(n, np.float32)) for n in (7, 11, 13))
+    x7, x11, x13 = (tnp.asarray(np.ones(n, np.float32), device="CPU") for n in (7, 11, 13))   # CPU:0's kernels
     dev, kernel = get_device("CPU:0"), {}
     for f, x in ((f7, x7), (f11, x11), (f13, x13)):
         dev.clear_profile()
