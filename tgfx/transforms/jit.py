@@ -34,26 +34,26 @@ from tgfx._realize import DonatedBufferError as DonatedBufferError
 from tgfx._realize import DonatedTensor, donated_meanwhile, donations, realize, realize_readers
 from tgfx.counters import counters
 from tgfx.devices.hcq import refuse_in_forked_child
-from tgfx.dtypes import DType, canonicalize, cast_scalar, dtypes, from_numpy, max_value, min_value
+from tgfx.dtypes import DType, canonicalize, cast_scalar, from_numpy
 from tgfx.function import Function, _describe_paths
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
-from tgfx.ir.uop import UOp, buffers, prod
+from tgfx.ir.uop import UOp, prod
 from tgfx.lowering import gc_paused, lower_multi, reads_in_place
 from tgfx.lowering.constants import const_buffer, is_interned, strip_literals
 from tgfx.lowering.control import donated_windows, lifetimes, merge_saved_loops, reads, updates_window, writes
-from tgfx.lowering.execute import buffer_memory, copyin, copyout, range_view
+from tgfx.lowering.execute import buffer_memory, copyin, copyout
 from tgfx.lowering.inline import check_no_params, inline, substitute_outside_calls, walk
 from tgfx.lowering.layout import buffer_view, is_onehot, new_buffer
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import device_parts
-from tgfx.lowering.program import Program, ScalarArgs, recycled_holders
+from tgfx.lowering.program import Program, recycled_holders
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.placement import describe, is_committed, mark, marked, move
 from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
-from tgfx.tensor import _weak as _weak_tensors
 from tgfx.trace_state import active, collecting_effects
-from tgfx.tree import PyTreeDef, flattens_as_tuple, tree_flatten, tree_map, tree_unflatten
+from tgfx.transforms.jit_replay import flatten_fast, replay, weak_dtype
+from tgfx.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
 
@@ -141,7 +141,7 @@ def _leaf_spec(x: Any, where: str, devs: str | tuple[str, ...] | None = None) ->
     if isinstance(x, (np.ndarray, np.generic)):  # what Tensor(x) would be: the same trace as that Tensor's
         return ("tensor", (x.shape, canonicalize(from_numpy(x.dtype)), devs or DEFAULT_DEVICE, None, False))
     if type(x) in (int, float):
-        return ("weak", (type(x), _weak_dtype(x, where)))
+        return ("weak", (type(x), weak_dtype(x, where)))
     try:
         hash(x)
     except TypeError as e:
@@ -154,16 +154,6 @@ def _leaf_spec(x: Any, where: str, devs: str | tuple[str, ...] | None = None) ->
                         f"register its class as a pytree (tg.tree_util.register_pytree_node), or mark the argument "
                         f"static (static_argnums / static_argnames) with __hash__ and __eq__ over the values it reads")
     return ("static", (type(x), x))
-
-
-def _weak_dtype(x: int | float, where: str) -> DType:
-    """The dtype a Python scalar argument is traced as: weakly typed, so it takes the type of what it meets."""
-    if isinstance(x, float):
-        return dtypes.default_float
-    if not min_value(dtypes.default_int) <= x <= max_value(dtypes.default_int):
-        raise OverflowError(f"jit: Python int argument {where} = {x} does not fit {dtypes.default_int.name}; pass it "
-                            f"as a Tensor of a wider dtype, or mark it static (static_argnums)")
-    return dtypes.default_int
 
 
 def copy_buffer(buf: UOp) -> UOp:
@@ -181,14 +171,14 @@ def _leaf_tensor(x: Any, devs: str | tuple[str, ...] | None = None) -> Tensor:
         return move(x, devs) if _moves(x, devs) else x
     if type(devs) is tuple:
         if type(x) in (int, float):
-            d = _weak_dtype(x, "")
+            d = weak_dtype(x, "")
             return Tensor(UOp(Ops.MULTI, d, tuple(UOp(Ops.RESHAPE, d, (const_buffer(d, cast_scalar(x, d), dev),), ())
                                                   for dev in devs), None))
         from tgfx.transforms.shard import shard
         return shard(np.asarray(x), devs)
     dev = devs or DEFAULT_DEVICE
     if type(x) in (int, float):
-        d = _weak_dtype(x, "")
+        d = weak_dtype(x, "")
         return Tensor(const_buffer(d, cast_scalar(x, d), dev)).reshape(())   # a scalar is 0-d, as in JAX
     return Tensor(x, device=dev)
 
@@ -351,7 +341,7 @@ class Jit:
         # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE (and all with this Jit)
         self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
-        # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`_flatten_fast`)
+        # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`flatten_fast`)
         # (its keys begin with the code-changing flags the call traced under, `config.codegen`: threads in and out
         # of `enable_x64` or `Context(BEAM=2)` share them)
         self._fast: LRU[Hashable, tuple[Program, Outputs, str]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
@@ -432,13 +422,13 @@ class Jit:
             # PyTreeDef, and a replay no Tensor per scalar
             fast, sig = [], [codegen, len(args)]
             for a in args:   # (the arguments' tuple, flattened here: one call fewer on every replay)
-                if not _flatten_fast(a, fast, sig):
+                if not flatten_fast(a, fast, sig):
                     fast = None
                     break
-            if fast is not None and kwargs and not _flatten_fast(kwargs, fast, sig):
+            if fast is not None and kwargs and not flatten_fast(kwargs, fast, sig):
                 fast = None
             if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
-                out = _replay(hit[0], fast, hit[2])
+                out = replay(hit[0], fast, hit[2])
                 if out is not None:
                     if marked:   # (a value committed to the default device lives: see `_commit_results`)
                         _commit_results(fast, out)
@@ -694,117 +684,6 @@ def _commit_results(inputs: list, results: list[UOp]) -> None:
                 if u.device == DEFAULT_DEVICE and id(u) not in held:
                     mark(u)
             return
-
-
-def _flatten_fast(x: Any, leaves: list, sig: list) -> bool:
-    """Flatten `x` as `tree_flatten` does (dict children in sorted key order) into `leaves`, with its signature in
-    `sig`: the structure and each leaf's shape, dtype and device (a Python scalar's type). False when something is
-    not one of the kinds this handles (one-device Tensors, numpy arrays, Python ints and floats, None, tuples, lists,
-    dicts with sortable keys); the general path takes those."""
-    t = type(x)
-    if t is Tensor:
-        u = x.uop
-        if type(u.device) is not str:   # sharded: its layout belongs to the signature (the general path's)
-            return False
-        leaves.append(x)
-        w = _weak_tensors.get(id(x))   # (`is_weak`, inlined: this runs per argument of every replay)
-        sig.append((u.shape, u.dtype, u.device) if w is None or w() is not x else (u.shape, u.dtype, u.device, True))
-    elif t is int or t is float:
-        leaves.append(x)
-        sig.append(t)
-    elif t is np.ndarray:   # host data: copied in now, as the general path does, and the same trace as a Tensor's
-        x = Tensor(x)
-        leaves.append(x)
-        sig.append((x.uop.shape, x.uop.dtype, x.uop.device))
-    elif t is tuple or t is list or isinstance(x, tuple) and flattens_as_tuple(t):   # (an optimizer's state)
-        sig.append((t, len(x)))
-        for c in x:
-            if not _flatten_fast(c, leaves, sig):
-                return False
-    elif t is dict:
-        try:
-            keys = sorted(x)
-        except TypeError:
-            return False
-        sig.append((dict, tuple(keys)))
-        for k in keys:
-            if not _flatten_fast(x[k], leaves, sig):
-                return False
-    elif x is not None:
-        return False
-    else:
-        sig.append(None)
-    return True
-
-
-def _replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
-    """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is one of the program's
-    buffers for it, `ScalarArgs`, or else the interned buffer of its value, as `_leaf_tensor` gives; both on `host`,
-    where the trace put the call's host data; an argument not yet computed is computed first), or None for the
-    general path (a program that donates or shards, an int out of range: the general path says so)."""
-    mems, bufs, taken = [], [], []
-    donated = donations.count   # (before the Tensors are read: see DonationLog)
-    try:
-        for i, x in enumerate(leaves):
-            if type(x) is Tensor:
-                u = x.uop
-                if u.op is not Ops.BUFFER:
-                    if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
-                        if (r := range_view(u)) is None:   # memory; anything else is computed now (`_compute_rest`)
-                            _compute_rest(leaves, i)
-                            if (v := buffer_view(x.uop)) is None:
-                                return None
-                        else:
-                            x.uop, v = r, buffer_view(r)
-                    u = v
-            else:
-                try:
-                    d = _weak_dtype(x, "")
-                except OverflowError:   # the general path names the argument
-                    return None
-                value = cast_scalar(x, d)
-                # a buffer of the program's, written now (not one a result is a view of: that one is handed out)
-                if prog.single is not None and prog.single.device.name == host and i not in prog.returned_inputs:
-                    args = _scalar_args(prog, i, host)
-                    if (entry := args.take(d, value)) is not None:
-                        taken.append((args, entry))
-                        mems.append(entry.mem)
-                        bufs.append(entry.buf)
-                        continue
-                u = const_buffer(d, value, host)
-            mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
-            if mem is None:
-                return None
-            mems.append(mem)
-            bufs.append(u)
-        results = prog.execute(mems, bufs)
-        if donations.count != donated and donations.since(donated, bufs):
-            raise donated_meanwhile("a jitted call")
-        return results
-    finally:   # the program's scalar buffers this call took: readable until the timeline passes its submission
-        for args, entry in taken:
-            args.release(entry)
-
-
-def _compute_rest(leaves: list, start: int) -> None:
-    """Compute `leaves[start]` and every later Tensor of `leaves` not yet computed (nor a range of a computed buffer),
-    in one schedule, as the general path computes a call's lazy arguments: a batch gathered eagerly every step
-    (`x[perm[i:i + b]]`) took that path, and with it each step's learning rate an interned buffer of its own (a new
-    one per value, 4,096 kept) instead of the program's (`ScalarArgs`)."""
-    lazy = []
-    for x in leaves[start:]:
-        if type(x) is Tensor and buffer_view(u := x.uop) is None:
-            if (r := range_view(u)) is None:
-                lazy.append(x)
-            else:
-                x.uop = r
-    realize(*lazy)
-
-
-def _scalar_args(prog: Program, i: int, device: str) -> ScalarArgs:
-    """The buffers of `prog`'s Python scalar argument `i` (`ScalarArgs`) on `device`, made on first use."""
-    args = prog.scalar_args.get(i)
-    return args if args is not None else prog.scalar_args.setdefault(i, ScalarArgs(device))
 
 
 class ShardedJit(Jit):

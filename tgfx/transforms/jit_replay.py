@@ -1,0 +1,142 @@
+"""The fast path of a `jit` call: its arguments flattened without `tree_flatten` into leaves and a signature
+(`flatten_fast`), and the cached program run on their buffers (`replay`), its Python scalars written into buffers of
+the program's own (`ScalarArgs`). Anything this does not handle returns False or None, and the call takes the general
+path in `tgfx/transforms/jit.py`, which traces, says what is wrong, or computes what this cannot."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tgfx._realize import donated_meanwhile, donations, realize
+from tgfx.dtypes import DType, cast_scalar, dtypes, max_value, min_value
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp, buffers
+from tgfx.lowering.constants import const_buffer
+from tgfx.lowering.execute import range_view
+from tgfx.lowering.layout import buffer_view
+from tgfx.lowering.program import Program, ScalarArgs
+from tgfx.tensor import Tensor
+from tgfx.tensor import _weak as _weak_tensors
+from tgfx.tree import flattens_as_tuple
+
+
+def weak_dtype(x: int | float, where: str) -> DType:
+    """The dtype a Python scalar argument is traced as: weakly typed, so it takes the type of what it meets."""
+    if isinstance(x, float):
+        return dtypes.default_float
+    if not min_value(dtypes.default_int) <= x <= max_value(dtypes.default_int):
+        raise OverflowError(f"jit: Python int argument {where} = {x} does not fit {dtypes.default_int.name}; pass it "
+                            f"as a Tensor of a wider dtype, or mark it static (static_argnums)")
+    return dtypes.default_int
+
+
+def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
+    """Flatten `x` as `tree_flatten` does (dict children in sorted key order) into `leaves`, with its signature in
+    `sig`: the structure and each leaf's shape, dtype and device (a Python scalar's type). False when something is
+    not one of the kinds this handles (one-device Tensors, numpy arrays, Python ints and floats, None, tuples, lists,
+    dicts with sortable keys); the general path takes those."""
+    t = type(x)
+    if t is Tensor:
+        u = x.uop
+        if type(u.device) is not str:   # sharded: its layout belongs to the signature (the general path's)
+            return False
+        leaves.append(x)
+        w = _weak_tensors.get(id(x))   # (`is_weak`, inlined: this runs per argument of every replay)
+        sig.append((u.shape, u.dtype, u.device) if w is None or w() is not x else (u.shape, u.dtype, u.device, True))
+    elif t is int or t is float:
+        leaves.append(x)
+        sig.append(t)
+    elif t is np.ndarray:   # host data: copied in now, as the general path does, and the same trace as a Tensor's
+        x = Tensor(x)
+        leaves.append(x)
+        sig.append((x.uop.shape, x.uop.dtype, x.uop.device))
+    elif t is tuple or t is list or isinstance(x, tuple) and flattens_as_tuple(t):   # (an optimizer's state)
+        sig.append((t, len(x)))
+        for c in x:
+            if not flatten_fast(c, leaves, sig):
+                return False
+    elif t is dict:
+        try:
+            keys = sorted(x)
+        except TypeError:
+            return False
+        sig.append((dict, tuple(keys)))
+        for k in keys:
+            if not flatten_fast(x[k], leaves, sig):
+                return False
+    elif x is not None:
+        return False
+    else:
+        sig.append(None)
+    return True
+
+
+def replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
+    """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is one of the program's
+    buffers for it, `ScalarArgs`, or else the interned buffer of its value, as `_leaf_tensor` gives; both on `host`,
+    where the trace put the call's host data; an argument not yet computed is computed first), or None for the
+    general path (a program that donates or shards, an int out of range: the general path says so)."""
+    mems, bufs, taken = [], [], []
+    donated = donations.count   # (before the Tensors are read: see DonationLog)
+    try:
+        for i, x in enumerate(leaves):
+            if type(x) is Tensor:
+                u = x.uop
+                if u.op is not Ops.BUFFER:
+                    if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
+                        if (r := range_view(u)) is None:   # memory; anything else is computed now (`_compute_rest`)
+                            _compute_rest(leaves, i)
+                            if (v := buffer_view(x.uop)) is None:
+                                return None
+                        else:
+                            x.uop, v = r, buffer_view(r)
+                    u = v
+            else:
+                try:
+                    d = weak_dtype(x, "")
+                except OverflowError:   # the general path names the argument
+                    return None
+                value = cast_scalar(x, d)
+                # a buffer of the program's, written now (not one a result is a view of: that one is handed out)
+                if prog.single is not None and prog.single.device.name == host and i not in prog.returned_inputs:
+                    args = _scalar_args(prog, i, host)
+                    if (entry := args.take(d, value)) is not None:
+                        taken.append((args, entry))
+                        mems.append(entry.mem)
+                        bufs.append(entry.buf)
+                        continue
+                u = const_buffer(d, value, host)
+            mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
+            if mem is None:
+                return None
+            mems.append(mem)
+            bufs.append(u)
+        results = prog.execute(mems, bufs)
+        if donations.count != donated and donations.since(donated, bufs):
+            raise donated_meanwhile("a jitted call")
+        return results
+    finally:   # the program's scalar buffers this call took: readable until the timeline passes its submission
+        for args, entry in taken:
+            args.release(entry)
+
+
+def _compute_rest(leaves: list, start: int) -> None:
+    """Compute `leaves[start]` and every later Tensor of `leaves` not yet computed (nor a range of a computed buffer),
+    in one schedule, as the general path computes a call's lazy arguments: a batch gathered eagerly every step
+    (`x[perm[i:i + b]]`) took that path, and with it each step's learning rate an interned buffer of its own (a new
+    one per value, 4,096 kept) instead of the program's (`ScalarArgs`)."""
+    lazy = []
+    for x in leaves[start:]:
+        if type(x) is Tensor and buffer_view(u := x.uop) is None:
+            if (r := range_view(u)) is None:
+                lazy.append(x)
+            else:
+                x.uop = r
+    realize(*lazy)
+
+
+def _scalar_args(prog: Program, i: int, device: str) -> ScalarArgs:
+    """The buffers of `prog`'s Python scalar argument `i` (`ScalarArgs`) on `device`, made on first use."""
+    args = prog.scalar_args.get(i)
+    return args if args is not None else prog.scalar_args.setdefault(i, ScalarArgs(device))
