@@ -1,0 +1,192 @@
+"""Weak types and the promotion of a Tensor op's operands (JAX's): which Tensors are weakly typed, the dtype two
+operands compute in, and the eager fast path of a Tensor with a Python scalar. Split from `tgfx/tensor.py`, which
+imports these names last (they build on Tensor) and re-exports them."""
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from tgfx.dtypes import (
+    _INT_BOUNDS,
+    DType,
+    dtypes,
+    is_python_scalar,
+    promote_types,
+    promote_weak,
+    scalar_kind,
+    to_inexact,
+)
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.tensor import ArrayLike, Tensor, _expand_uop, _scalar_broadcast, _scalar_operand, broadcast_shapes
+
+# weakly typed Tensors (by id; Tensor's == is numpy's), as JAX's weak_type: a Python scalar made a Tensor
+# (`asarray(2.0)`, a jitted function's argument), what elementwise ops compute from such values alone (or from a bool
+# or integer Tensor and a Python float: their promotion is a weak kind), and views of them. Like a Python scalar, it
+# takes the type of the other operand; `astype` and reductions give strongly typed results.
+_weak: dict[int, weakref.ref] = {}
+
+
+def _register(table: dict[int, weakref.ref], t: Tensor) -> None:
+    """`t` in a table of Tensors by id, until it dies: the entry's reference pops it then, in C (a
+    WeakValueDictionary made a Python object and ran a Python callback per entry: a tenth of an eager op)."""
+    key = id(t)
+    table[key] = weakref.ref(t, functools.partial(table.pop, key))   # (called with the ref: pop's default)
+
+
+def weak(t: Tensor) -> Tensor:
+    """Mark `t` weakly typed (JAX's weak_type); returns it."""
+    _register(_weak, t)
+    return t
+
+
+def weak_like(ts: Sequence[Tensor], flags: Sequence[bool]) -> list[Tensor]:
+    """`ts` marked weakly typed where `flags` say (a trace's weak inputs or outputs, the values a stand-in replaces)."""
+    return [weak(t) if w else t for t, w in zip(ts, flags, strict=True)]
+
+
+def _is_weak_tensor(t: Tensor) -> bool:
+    return (r := _weak.get(id(t))) is not None and r() is t
+
+
+def cast_keeping_weak(x: Tensor, d: DType) -> Tensor:
+    """x as `d` for a function that computes in `d` (a float function of an integer), weakly typed when x is, as
+    JAX's promotion converts (`jnp.sqrt(4)` is a weak float32); a user's `astype` makes a strongly typed Tensor."""
+    out = x.cast(d)
+    return weak(out) if out is not x and _is_weak_tensor(x) else out
+
+
+def keep_weak(out: Any, *operands: ArrayLike) -> Any:
+    """`out` (a Tensor, or a tuple of them) weakly typed when the JAX promotion of `operands` is, as the result of
+    JAX's elementwise functions is (they promote their operands keeping weak_type, then compute with lax ops that keep
+    it): for a function built from ops that type their results strongly (bit casts, constants, casts). A Tensor is
+    marked anew, never `out` itself, which may be an operand or a constant another holds."""
+    if isinstance(out, tuple):
+        return tuple(keep_weak(o, *operands) for o in out)
+    if _is_weak_tensor(out) or not any(map(is_weak, operands)) or not promote_weak(*map(promotion_kind, operands))[1]:
+        return out
+    return weak(Tensor(out.uop))
+
+
+def weak_typed(fn: Callable) -> Callable:
+    """`fn`, an elementwise function of array operands only, with its result weakly typed as `keep_weak` says."""
+    @functools.wraps(fn)
+    def wrapped(*args: ArrayLike, **kwargs: ArrayLike) -> Any:
+        return keep_weak(fn(*args, **kwargs), *args, *kwargs.values())
+    return wrapped
+
+
+def weak_input(x: Any) -> bool:
+    """Whether a conversion of `x` without a dtype (`asarray(x)`, `full(shape, x)`) is weakly typed, as in JAX: a
+    Python int, float or complex (not a bool), or a weakly typed Tensor."""
+    return _is_weak_tensor(x) if isinstance(x, Tensor) else is_python_scalar(x) and not isinstance(x, bool)
+
+
+def is_weak(x: Any) -> bool:
+    """A Python scalar (not a numpy one), or a weakly typed Tensor."""
+    return is_python_scalar(x) if not isinstance(x, Tensor) else _is_weak_tensor(x)
+
+
+def promotion_kind(x: ArrayLike) -> DType | str:
+    """What an operand brings to JAX's promotion: a Tensor's dtype (a weak Tensor's weak kind, "f*" or "i*"), a
+    Python scalar's weak kind, a numpy scalar's or host data's dtype."""
+    if isinstance(x, Tensor):
+        if not _is_weak_tensor(x) or x.dtype.is_bool:   # (a weak bool, a comparison of weak values, is a bool)
+            return x.dtype
+        return "f*" if x.dtype.is_float else "c*" if x.dtype.is_complex else "i*"
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        return scalar_kind(x)
+    return Tensor(x).dtype
+
+
+def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> tuple[Tensor, Tensor]:
+    """Both operands as Tensors of their JAX result type (Python scalars and weak Tensors are weakly typed)."""
+    if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and (not float_only or a.dtype.is_float) and \
+            (_is_weak_tensor(a) == _is_weak_tensor(b)) and (not _is_weak_tensor(a) or promote_types(
+                promotion_kind(a)) is a.dtype):
+        return a, b   # the common case once one side was promoted (both weak: the default type): nothing to do
+    if (type(a) is Tensor and (type(b) is float or type(b) is int) and not _is_weak_tensor(a) or
+            type(b) is Tensor and (type(a) is float or type(a) is int) and not _is_weak_tensor(b)):
+        # a strongly typed Tensor and a Python scalar (`x * 2`): what the loop below does for them, without its
+        # type tests
+        t, x = (a, b) if type(a) is Tensor else (b, a)
+        d = promote_types(t.dtype, "f*" if type(x) is float else "i*")
+        if float_only and not d.is_float:
+            d = to_inexact(d)
+        # the result is weak where the scalar's kind is above the Tensor's: a float with a bool or an integer, an
+        # int with a bool (`int8 x * 2.5` is a weak float32); the Tensor is cast to a new one then
+        weak_result = not t.dtype.is_inexact and (type(x) is float or t.dtype.is_bool)
+        t, c = t.cast(d), _scalar_operand(x, d, name)
+        if weak_result:
+            t, c = weak(t), weak(c)
+        return (t, c) if type(a) is Tensor else (c, t)
+    kinds = [promotion_kind(a), promotion_kind(b)]
+    try:
+        d, weak_result = promote_weak(*kinds)
+    except (KeyError, TypeError) as e:
+        raise TypeError(f"{name}: unsupported operand types {kinds}") from e
+    if float_only and not d.is_float:
+        d = to_inexact(d)
+    out = []
+    for x, other in ((a, b), (b, a)):
+        if isinstance(x, Tensor):
+            out.append(x.cast(d))
+        elif isinstance(x, (bool, int, float, complex)):
+            out.append(_scalar_operand(x, d, name))
+        else:  # host data goes where the other operand is, as in JAX (an uncommitted array)
+            dev = other.uop.device if isinstance(other, Tensor) else None
+            out.append(Tensor(x, device=dev).cast(d))
+    if weak_result:   # both weakly typed, as JAX's promote_dtypes makes them (a strong operand is cast: a new Tensor)
+        out = [t if t is x else weak(t) for t, x in zip(out, (a, b), strict=True)]
+    return out[0], out[1]
+
+
+def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu", compare: bool = False) -> \
+        Tensor | None:
+    """`x op y` (`x op -y` with `negate`) for the operands of most eager arithmetic and comparisons (`compare`: a bool
+    result), built without promotion or broadcasting logic: two strongly typed Tensors of one dtype (of numpy `kinds`)
+    and device, or a strongly typed Tensor and a Python scalar it keeps its type with (an int in the range of an
+    integer Tensor's type, an int or a float with a float Tensor), the constant broadcast as `_expand_uop` does. The
+    graph is the one the general path builds; None for anything else (it takes those). A quarter to a half of a
+    small eager op's time."""
+    tx, ty = type(x), type(y)
+    if tx is Tensor:
+        xu = x.uop
+        d = xu.dtype
+        if ty is Tensor:
+            yu = y.uop
+            if yu.dtype is not d or d.kind not in kinds or xu.device != yu.device or _is_weak_tensor(x) \
+                    or _is_weak_tensor(y):
+                return None
+            if negate:   # (negated before it is broadcast, as `subtract` does)
+                yu = UOp(Ops.NEG, d, (yu,))
+            if xu.shape != yu.shape:   # broadcast as `broadcast_uops` does (a mismatch: the general path says so)
+                try:
+                    shape = broadcast_shapes(xu.shape, yu.shape)
+                except ValueError:
+                    return None
+                xu, yu = _expand_uop(xu, shape), _expand_uop(yu, shape)
+            return Tensor(UOp(op, dtypes.bool if compare else d, (xu, yu)))
+        if not (d.kind == "f" and (ty is float or ty is int) or _int_keeps_type(d, y)) or d.kind not in kinds or \
+                _is_weak_tensor(x):
+            return None
+        return Tensor(UOp(op, dtypes.bool if compare else d, (xu, _scalar_broadcast(y, d, xu.shape, negate))))
+    if ty is not Tensor:
+        return None
+    yu = y.uop
+    d = yu.dtype
+    if not (d.kind == "f" and (tx is float or tx is int) or _int_keeps_type(d, x)) or d.kind not in kinds or \
+            _is_weak_tensor(y):
+        return None
+    xu = _scalar_broadcast(x, d, yu.shape)
+    return Tensor(UOp(op, dtypes.bool if compare else d, (xu, UOp(Ops.NEG, d, (yu,)) if negate else yu)))
+
+
+def _int_keeps_type(d: DType, x: Any) -> bool:
+    """Whether Python scalar `x` with a strongly typed integer Tensor of dtype `d` promotes to `d` itself, its value
+    exact there: an int in d's range (out of it the general path says what JAX does)."""
+    return type(x) is int and (b := _INT_BOUNDS.get(d)) is not None and b[0] <= x <= b[1]
