@@ -16,6 +16,7 @@ import os
 import struct
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +145,11 @@ class _Namespace(type):
         return cls.complex128 if config.X64 else cls.complex64
 
 
+# the helpers of `dtypes` that answer with the numpy surface's rules (`issubdtype`, `result_type` and whether values
+# are weakly typed), which registers them when it is imported (this base module imports nothing above it)
+FRONT_END: dict[str, Callable[..., Any]] = {}
+
+
 class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JAX's and tinygrad's
     bool = DType("bool", 1, "b", "bool")
     int8 = DType("int8", 1, "i", "int8")
@@ -174,22 +180,15 @@ class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JA
     def issubdtype(arg1: Any, arg2: Any) -> Any:
         """Whether dtype `arg1` is `arg2` or below it in numpy's hierarchy, bfloat16 a `floating`
         (`jax.dtypes.issubdtype`): `tg.dtypes.issubdtype(tg.dtypes.bfloat16, tnp.floating)` is True."""
-        from tgfx.numpy._extras import issubdtype
-        return issubdtype(arg1, arg2)
+        return FRONT_END["issubdtype"](arg1, arg2)
 
     @staticmethod
     def result_type(*args: Any, return_weak_type_flag: Any = False) -> Any:
         """The dtype operations on `args` (arrays, dtypes, Python scalars) compute in, by JAX's promotion with weak
         Python scalars (`jax.dtypes.result_type`): `result_type(tnp.int8, 1)` is int8; with
         `return_weak_type_flag`, (dtype, whether all of args are weak)."""
-        from tgfx.numpy._standard import result_type
-        from tgfx.tensor import Tensor, is_weak
-        out = result_type(*args)
-        if not return_weak_type_flag:
-            return out
-        weak = all(isinstance(a, (int, float, complex)) and not isinstance(a, bool) or a in (int, float, complex)
-                   or isinstance(a, Tensor) and is_weak(a) for a in args)
-        return out, weak
+        out = FRONT_END["result_type"](*args)
+        return (out, FRONT_END["all_weak"](args)) if return_weak_type_flag else out
 
     @staticmethod
     def canonicalize_dtype(dtype: Any, allow_extended_dtype: Any = False) -> DType:

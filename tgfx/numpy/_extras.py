@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import DType, dtypes, to_dtype, to_inexact
+from tgfx.dtypes import FRONT_END, DType, dtypes, to_dtype, to_inexact
 from tgfx.dtypes import promote_types as _promote_kinds
 from tgfx.numpy import _creation as cr
 from tgfx.numpy import _elementwise as ew
@@ -66,6 +66,9 @@ def issubdtype(arg1: Any, arg2: Any) -> bool:
             return a is dtypes.bfloat16
         return isinstance(b, type) and b in (np.floating, np.inexact, np.number, np.generic)
     return bool(np.issubdtype(a, b))
+
+
+FRONT_END["issubdtype"] = issubdtype   # (`tg.dtypes.issubdtype`: tgfx/dtypes.py)
 
 
 def iterable(y: Any) -> bool:

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import ALL_DTYPES, DType, dtypes, from_numpy, promote_types, to_dtype
+from tgfx.dtypes import ALL_DTYPES, FRONT_END, DType, dtypes, from_numpy, promote_types, to_dtype
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
-from tgfx.tensor import ArrayLike, Tensor, canonical_device, normalize_axis, promotion_kind, to_tensor
+from tgfx.tensor import ArrayLike, Tensor, canonical_device, is_weak, normalize_axis, promotion_kind, to_tensor
 
 __array_api_version__ = "2024.12"
 
@@ -136,6 +136,16 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
     if len(kinds) == 1 and isinstance(kinds[0], str):
         return promote_types(kinds[0])
     return promote_types(*kinds)
+
+
+def _all_weak(args: Sequence[Any]) -> bool:
+    """Whether every one of `args` is weakly typed: a Python number or type, or a weakly typed Tensor
+    (`tg.dtypes.result_type(..., return_weak_type_flag=True)`)."""
+    return all(isinstance(a, (int, float, complex)) and not isinstance(a, bool) or a in (int, float, complex)
+               or isinstance(a, Tensor) and is_weak(a) for a in args)
+
+
+FRONT_END.update(result_type=result_type, all_weak=_all_weak)   # (`tg.dtypes.result_type`: tgfx/dtypes.py)
 
 
 # ---- small functions ----
