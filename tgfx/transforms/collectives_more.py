@@ -39,6 +39,20 @@ def _no_groups(fn: str, groups: Any) -> None:
         raise NotImplementedError(f"lax.{fn}: axis_index_groups is not supported")
 
 
+def _axis(axis_name: Any, fn: str) -> tuple[Any, int]:
+    """The one axis name a call of `lax.fn` names, and its size (the examples along it)."""
+    name = _one_name(axis_name, fn)
+    return name, _stack()[_bound_at(name, f"lax.{fn}")].size
+
+
+def _check_split(fn: str, what: str, shape: tuple[int, ...], size: int, n: int, name: Any, tiled: bool,
+                 hint: str = "") -> None:
+    """That `what` of x (of `size`) is the axis's size `n`, or with `tiled` a multiple of it."""
+    if (size != n) if not tiled else (size % n != 0):
+        raise ValueError(f"lax.{fn}: {what} of x (shape {shape}) must be {'a multiple of ' if tiled else ''}the size "
+                         f"{n} of axis {name!r}{hint}")
+
+
 def axis_size(axis_name: Any) -> int:
     """The number of examples along the vmap (or pmap, or shard_map mesh) axis `axis_name`, the product for a tuple
     of names, as `jax.lax.axis_size`: a Python int.
@@ -56,8 +70,7 @@ def ppermute(x: Any, axis_name: Any, perm: Sequence[tuple[int, int]]) -> Any:
     >>> tg.vmap(lambda x: tg.lax.ppermute(x, "i", [(0, 1), (1, 0)]), axis_name="i")(tnp.asarray([1.0, 2.0]))  # [2, 1]
     """
     import tgfx.numpy as tnp
-    name = _one_name(axis_name, "ppermute")
-    n = _stack()[_bound_at(name, "lax.ppermute")].size
+    name, n = _axis(axis_name, "ppermute")
     pairs = [tuple(p) for p in perm]
     if any(len(p) != 2 for p in pairs):
         raise ValueError(f"lax.ppermute: perm must be a sequence of (source, destination) pairs, got {perm!r}")
@@ -86,8 +99,7 @@ def pshuffle(x: Any, axis_name: Any, perm: Sequence[int]) -> Any:
 
     >>> tg.vmap(lambda x: tg.lax.pshuffle(x, "i", [2, 0, 1]), axis_name="i")(tnp.arange(3.0))   # [2, 0, 1]
     """
-    name = _one_name(axis_name, "pshuffle")
-    n = _stack()[_bound_at(name, "lax.pshuffle")].size
+    name, n = _axis(axis_name, "pshuffle")
     if sorted(int(p) for p in perm) != list(range(n)):
         raise ValueError(f"lax.pshuffle: perm must be a permutation of range({n}) (the size of axis {name!r}), got "
                          f"{list(perm)!r}")
@@ -104,17 +116,14 @@ def psum_scatter(x: Any, axis_name: Any, *, scatter_dimension: int = 0, axis_ind
     """
     import tgfx.numpy as tnp
     _no_groups("psum_scatter", axis_index_groups)
-    name = _one_name(axis_name, "psum_scatter")
-    n = _stack()[_bound_at(name, "lax.psum_scatter")].size
+    name, n = _axis(axis_name, "psum_scatter")
 
     def one(leaf: Any) -> Tensor:
         t = to_tensor(leaf)
         d = normalize_axis(scatter_dimension, t.ndim, "lax.psum_scatter")
         size = t.shape[d]
-        if (size != n) if not tiled else (size % n != 0):
-            raise ValueError(f"lax.psum_scatter: dimension {d} of x (shape {t.shape}) must be "
-                             f"{'a multiple of ' if tiled else ''}the size {n} of axis {name!r}"
-                             f"{'' if tiled else ' (tiled=False); tiled=True splits it into blocks'}")
+        _check_split("psum_scatter", f"dimension {d}", t.shape, size, n, name, tiled,
+                     "" if tiled else " (tiled=False); tiled=True splits it into blocks")
 
         def combine(b: Tensor, k: int) -> Tensor:
             total = b.sum(0)
@@ -138,17 +147,14 @@ def all_to_all(x: Any, axis_name: Any, split_axis: int, concat_axis: int, *, axi
     """
     import tgfx.numpy as tnp
     _no_groups("all_to_all", axis_index_groups)
-    name = _one_name(axis_name, "all_to_all")
-    n = _stack()[_bound_at(name, "lax.all_to_all")].size
+    name, n = _axis(axis_name, "all_to_all")
 
     def one(leaf: Any) -> Tensor:
         t = to_tensor(leaf)
         s = normalize_axis(split_axis, t.ndim, "lax.all_to_all")
         c = normalize_axis(concat_axis, t.ndim, "lax.all_to_all")
         size = t.shape[s]
-        if (size != n) if not tiled else (size % n != 0):
-            raise ValueError(f"lax.all_to_all: split_axis {s} of x (shape {t.shape}) must be "
-                             f"{'a multiple of ' if tiled else ''}the size {n} of axis {name!r}")
+        _check_split("all_to_all", f"split_axis {s}", t.shape, size, n, name, tiled)
 
         def combine(b: Tensor, k: int) -> Tensor:   # b: (sender j, B1..Bk, x...)
             at = 1 + k + s
