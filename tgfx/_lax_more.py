@@ -587,14 +587,12 @@ def with_sharding_constraint(x: Any, shardings: Any) -> Any:
 
     >>> h = tg.lax.with_sharding_constraint(h, NamedSharding(mesh, P("data", None)))   # rows split over the mesh
     """
-    from tgfx.sharding import PartitionSpec, Sharding
-    from tgfx.transforms.shard import put
-    from tgfx.tree import keystr, tree_broadcast, tree_flatten, tree_flatten_with_path, tree_unflatten
+    from tgfx.transforms.shard import put, shardings_per_leaf
+    from tgfx.tree import keystr, tree_flatten_with_path, tree_unflatten
     if shardings is None:
         return x
-    is_leaf = lambda s: s is None or isinstance(s, (Sharding, PartitionSpec))  # noqa: E731
     flat, treedef = tree_flatten_with_path(x)
-    per_leaf = tree_flatten(tree_broadcast(shardings, x, is_leaf=is_leaf), is_leaf=is_leaf)[0]
+    per_leaf = shardings_per_leaf(shardings, x)
     return tree_unflatten(treedef, [leaf if s is None else put(leaf, s, f"with_sharding_constraint{keystr(path)}")
                                     for (path, leaf), s in zip(flat, per_leaf, strict=True)])
 

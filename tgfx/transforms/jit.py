@@ -710,11 +710,10 @@ class ShardedJit(Jit):
         return super().__call__(*args, **kwargs)
 
     def _place(self, args: tuple) -> tuple:
-        from tgfx.sharding import PartitionSpec, Sharding, layout
-        from tgfx.transforms.shard import put, sharding
-        from tgfx.tree import keystr, tree_broadcast, tree_flatten_with_path
+        from tgfx.sharding import PartitionSpec, layout
+        from tgfx.transforms.shard import put, sharding, shardings_per_leaf
+        from tgfx.tree import keystr, tree_flatten_with_path
         dyn = [i for i in range(len(args)) if i not in self.static_argnums and i - len(args) not in self.static_argnums]
-        is_leaf = lambda s: s is None or isinstance(s, (Sharding, PartitionSpec))  # noqa: E731
         shardings = self.in_shardings
         if isinstance(shardings, list):   # (JAX reads a list at the top as the tuple a user meant)
             shardings = tuple(shardings)
@@ -724,7 +723,7 @@ class ShardedJit(Jit):
                              f"for all")
         dyn_args = tuple(args[i] for i in dyn)
         flat, treedef = tree_flatten_with_path(dyn_args)
-        per_leaf = tree_flatten(tree_broadcast(shardings, dyn_args, is_leaf=is_leaf), is_leaf=is_leaf)[0]
+        per_leaf = shardings_per_leaf(shardings, dyn_args)
         placed = []
         for (path, leaf), s in zip(flat, per_leaf, strict=True):
             what = f"jit({self.name}): args{keystr(path)}"

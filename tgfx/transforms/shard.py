@@ -160,6 +160,15 @@ def _has_sharding(device: Any) -> bool:
                tree_flatten(device, is_leaf=lambda s: isinstance(s, (shardings.Sharding, shardings.PartitionSpec)))[0])
 
 
+def shardings_per_leaf(shardings: Any, tree: Any) -> list[Any]:
+    """One entry of `shardings` (a sharding, a PartitionSpec, None, or a pytree of them that is a prefix of `tree`'s
+    structure) per leaf of `tree`: what `jit(in_shardings=)` and `lax.with_sharding_constraint` place each leaf by
+    (None: the leaf as it is)."""
+    from tgfx.sharding import PartitionSpec, Sharding
+    is_leaf = lambda s: s is None or isinstance(s, (Sharding, PartitionSpec))  # noqa: E731
+    return tree_flatten(tree_broadcast(shardings, tree, is_leaf=is_leaf), is_leaf=is_leaf)[0]
+
+
 def put(leaf: Any, sharding: Any, what: str) -> Any:
     """`leaf` laid out as `sharding` says (None: left where it is, host data on the default device)."""
     from tgfx import sharding as shardings
