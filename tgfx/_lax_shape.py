@@ -400,8 +400,9 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
 
     >>> tg.lax.broadcast_shapes((2, 1), (3,))     # (2, 3)
     """
+    from tgfx.numpy._misc import broadcast_shapes as numpy_broadcast_shapes
     try:
-        return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
+        return numpy_broadcast_shapes(*(tuple(s) for s in shapes))
     except (ValueError, TypeError) as e:
         raise ValueError(f"lax.broadcast_shapes: incompatible shapes for broadcasting: "
                          f"{', '.join(str(tuple(s)) for s in shapes)}") from e
