@@ -196,13 +196,11 @@ class dtypes(metaclass=_Namespace):  # noqa: N801 - a namespace, spelled like JA
         64-bit types are their 32-bit kin, silently (a query, not a request)."""
         if isinstance(dtype, DType):
             d = dtype
-        elif isinstance(dtype, str) and dtype in _BY_NAME:
-            d = _BY_NAME[dtype]
         elif isinstance(dtype, type) and dtype in _PY_TYPES:
             d = _PY_TYPES[dtype]()
         else:
-            d = from_numpy(np.dtype(dtype if isinstance(dtype, (type, str, np.dtype)) else dtype.dtype))
-        return _BY_NAME[_NARROW[d.name]] if d.name in _NARROW and not config.X64 else d
+            d = _named(dtype if isinstance(dtype, (type, str, np.dtype)) else dtype.dtype)
+        return canonicalize(d, warn=False)
 
 
 ALL_DTYPES: tuple[DType, ...] = tuple(v for k, v in vars(dtypes).items() if isinstance(v, DType) and k != "index")
@@ -224,12 +222,12 @@ def _user_stacklevel() -> int:
     return level
 
 
-def canonicalize(d: DType) -> DType:
+def canonicalize(d: DType, warn: bool = True) -> DType:
     """The type a user's request for `d` gets in this mode: without x64, a 64-bit type is its 32-bit kin (the first
-    time for each type, with a warning saying how to keep it), as in JAX."""
+    time for each type, with a warning saying how to keep it, unless not `warn`: a query), as in JAX."""
     if d.name not in _NARROW or config.X64:
         return d
-    if d.name not in _warned:
+    if warn and d.name not in _warned:
         _warned.add(d.name)
         warnings.warn(f"tgfx: {d.name} is not enabled and becomes {_NARROW[d.name]}, as in JAX; enable 64-bit types "
                       f"with tgfx.config.update('x64', True) or TGFX_ENABLE_X64=1", UserWarning,
@@ -254,14 +252,19 @@ def to_dtype(x: Any) -> DType:
         return dtypes.bool
     if x is complex:
         return dtypes.default_complex
+    return canonicalize(_named(x))
+
+
+def _named(x: Any) -> DType:
+    """The DType a name ('float32') or a numpy dtype or scalar type names, before the x64 mode narrows it."""
     if isinstance(x, str) and x in _BY_NAME:
-        return canonicalize(_BY_NAME[x])
+        return _BY_NAME[x]
     try:
         npd = np.dtype(x)
     except TypeError:
         npd = None
     if npd is not None and npd.name in _BY_NAME:
-        return canonicalize(_BY_NAME[npd.name])
+        return _BY_NAME[npd.name]
     raise TypeError(f"unsupported dtype {x!r}; tgfx supports {', '.join(sorted(_BY_NAME))}")
 
 
