@@ -50,7 +50,7 @@ from tgfx.lowering.multi import device_parts
 from tgfx.lowering.program import Program, recycled_holders
 from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.placement import describe, is_committed, mark, marked, move
-from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
+from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
 from tgfx.trace_state import active, collecting_effects
 from tgfx.transforms.jit_replay import flatten_fast, replay, weak_dtype
 from tgfx.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
@@ -299,9 +299,7 @@ def _returning_arrays(f: Callable) -> Callable:
     `jit(f, static_argnums=0)(10)` of an f returning its static argument is a weakly typed int32 Tensor (a trace's
     results must be Tensors, and a returned Python int was an error)."""
     def as_tensor(x: Any) -> Any:
-        if isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
-            return weak(Tensor(x)) if weak_input(x) else Tensor(x)
-        return x
+        return to_tensor(x) if isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)) else x
 
     @functools.wraps(f)
     def returning_arrays(*args: Any, **kwargs: Any) -> Any:
