@@ -46,7 +46,8 @@ def _like(x: Any, value: np.ndarray) -> Any:
 
 
 def _rand_like(rng: np.random.RandomState, x: Any) -> Any:
-    shape, dtype = np.shape(_host(x)), _host(x).dtype
+    h = _host(x)   # (once: a Tensor's is a read of the device)
+    shape, dtype = h.shape, h.dtype
     value = rng.randn(*shape)
     if np.issubdtype(dtype, np.complexfloating):
         value = value + 1j * rng.randn(*shape)
