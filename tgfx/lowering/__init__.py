@@ -349,13 +349,13 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: CompileQueue
         return _load(ast, mode, key, ko, target)
     src = kernel_source(ast, target, opts)
     same = _same_code.get(code_key := _code_key(src, target))
-    if same is not None:   # the code of a kernel lowered before: its object, under its symbol
+    if same is None:   # compiled on the pool's thread (the caller finishes it, see `prelower`), or here
+        obj = pool.submit(src.ir, src.name, target) if pool is not None else compile_llvm(src.ir, target=target)
+        # (another thread may have inserted this code since the lookup: then its object is the one kept)
+        same = _same_code.setdefault(code_key, (src.name, obj))
+    if same[0] != src.name:   # the code of a kernel lowered before: its object, under its symbol
         src = dataclasses.replace(src, name=same[0], ir=src.ir.replace(src.name, same[0]))
-        obj = same[1]
-    elif pool is not None:  # compiled on the pool's thread; the caller finishes it (see `prelower`)
-        obj = _same_code.setdefault(code_key, (src.name, pool.submit(src.ir, src.name, target)))[1]
-    else:
-        obj = _same_code.setdefault(code_key, (src.name, compile_llvm(src.ir, target=target)))[1]
+    obj = same[1]
     if isinstance(obj, Future):
         if pool is not None:
             return obj, lambda got: finish(src.assemble(got))

@@ -1,0 +1,78 @@
+"""Races between threads of one user program, each forced by barriers into the interleaving that broke it, so every
+run takes the racy path: the right answer, or a clear error in the thread that caused it, and nothing left for the
+other threads to trip on."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tgfx import lowering
+from tgfx.devices.target import host_target
+from tgfx.dtypes import dtypes
+from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
+from tgfx.lowering.lru import LRU
+
+
+def run_each(*works: Any, timeout: float = 60.0) -> list[Any]:
+    """Each of `works` on a thread of its own, all at once; their results, or the first error raised in one of them.
+    A thread still running after `timeout` fails the test (a hang is a failure, not a wait for ever)."""
+    results: list[Any] = [None] * len(works)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            results[i] = works[i]()
+        except BaseException as e:  # noqa: BLE001 -- raised again in the test's thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(works))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _scaled(n: int) -> UOp:
+    """The kernel `out = x * 2.5` over n float32s: every n the same code (the length is read at run time), each n a
+    kernel of its own name."""
+    def g(slot: int) -> UOp:
+        return UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), (slot, n))
+    c = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, 2.5),), (1,)),),
+            (n,))
+    y = UOp(Ops.MUL, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(1),), (n,)), c))
+    return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0), y)),))
+
+
+class _MissTogether(LRU):
+    """`lowering._same_code` whose lookups of one code wait for each other: both threads miss, then both insert."""
+
+    def __init__(self, parties: int) -> None:
+        super().__init__(lambda: 1024)
+        self.barrier = threading.Barrier(parties, timeout=60)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        got = super().get(key, default)
+        self.barrier.wait()
+        return got
+
+
+def test_two_threads_compiling_kernels_of_the_same_code_at_once_each_get_a_kernel(monkeypatch, tmp_path) -> None:
+    # kernels of one code under two names, lowered at once: both missed the code cache, the second to insert took
+    # the first's object (which defines only the first's symbol) under its own name, and failed to load it ("has no
+    # symbol"); each must run, on the one object
+    from tgfx.config import Context
+    asts = [_scaled(5), _scaled(9)]
+    target = host_target()
+    assert len({lowering._code_key(lowering.kernel_source(a, target), target) for a in asts}) == 1
+    assert len({lowering.kernel_name(a) for a in asts}) == 2
+    lowering.forget_compiled()
+    monkeypatch.setattr(lowering, "_same_code", _MissTogether(len(asts)))
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):
+        kernels = run_each(*[lambda a=a: lowering.lower_kernel(a) for a in asts])
+    lowering.forget_compiled()
+    # one object, loaded once, under the symbol of the kernel that inserted it
+    assert kernels[0].name == kernels[1].name and kernels[0].code.addr == kernels[1].code.addr
