@@ -19,6 +19,7 @@ import tgfx as tg
 from tgfx.devices import canonical_device, network
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.tensor import Tensor
 from tgfx.lowering import lower_multi
 from tgfx.lowering.inline import walk
 
@@ -85,6 +86,22 @@ def test_cross_process_errors_name_the_fix(two_processes: None) -> None:
         x.numpy()
     with pytest.raises(tg.distributed.DistributedError, match="MPI has no bfloat16 type"):
         lower_multi(UOp(Ops.SINK, None, (x.astype(tg.dtypes.bfloat16).max().uop,)))   # (a sum is in float32)
+
+
+def test_host_data_placed_over_processes(two_processes: None) -> None:
+    """A value every process has (numpy), sharded or replicated over a tuple spanning processes by tg.shard,
+    device_put or a NamedSharding: this process writes its own pieces, the other's are placeholders (it wrote
+    the host data to every device, another process's too, and failed)."""
+    devs = tuple(tg.devices("cpu"))
+    mesh = tg.sharding.Mesh(np.array(devs), ("data",))
+    X = np.arange(12.0).reshape(4, 3)   # (float64: placed as float32, as on one process)
+    for x, axis in [(tg.shard(X, devs, 0), 0), (tg.device_put(X, devs), None),
+                    (tg.device_put(X, tg.sharding.NamedSharding(mesh, tg.sharding.P("data"))), 0),
+                    (tg.device_put({"w": X}, tg.sharding.NamedSharding(mesh, tg.sharding.P()))["w"], None)]:
+        assert x.shape == (4, 3) and x.dtype == tg.dtypes.float32 and tg.sharding(x) == (devs, axis)
+        mine, theirs = x.uop.src
+        assert theirs.device == "CPU:0@1" and theirs.shape == ((2, 3) if axis == 0 else (4, 3))
+        np.testing.assert_array_equal(Tensor(mine).numpy(), X[:2] if axis == 0 else X)
 
 
 def launch(n: int, scenario: str, timeout_s: float = 30.0, devices: int = 1) -> subprocess.CompletedProcess:

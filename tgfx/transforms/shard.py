@@ -24,9 +24,11 @@ import numpy as np
 from tgfx.devices import DEFAULT_DEVICE, canonical_device, network, process_devices
 from tgfx.devices import backend_named as _backend
 from tgfx.devices import list_devices as devices
+from tgfx.dtypes import canonicalize_dtype
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import ShardingError, multi
+from tgfx.lowering.multi_process import remote_placeholder
 from tgfx.placement import mark
 from tgfx.tensor import Tensor, normalize_axis
 from tgfx.tree import keystr, tree_broadcast, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -81,10 +83,12 @@ def shard(x: Tensor | np.ndarray, devices: str | Sequence[str], axis: int | None
                              f"not divide evenly across the {len(devs)} devices {devs}; pad it, or shard another axis")
     if host is not None and len(devs) > 1:
         # host data: each device's piece written into its memory, as `Tensor(data, device=d)` is (no program, no
-        # copy between devices: a data-parallel step's batch was a buffer on the first device and a copy program)
+        # copy between devices: a data-parallel step's batch was a buffer on the first device and a copy program).
+        # Another process's piece is that process's to write (each places the same value): here a placeholder
         pieces = np.split(host, len(devs), axis) if axis is not None else [host] * len(devs)
-        return Tensor(multi([Tensor(np.ascontiguousarray(p), device=d).uop for p, d in zip(pieces, devs,
-                                                                                             strict=True)], axis))
+        return Tensor(multi([remote_placeholder(d, p.shape, canonicalize_dtype(host.dtype)) if network.is_remote(d)
+                             else Tensor(np.ascontiguousarray(p), device=d).uop
+                             for p, d in zip(pieces, devs, strict=True)], axis))
     if host is not None:
         x = Tensor(host)
     if len(devs) == 1:
