@@ -3,8 +3,11 @@ run takes the racy path: the right answer, or a clear error in the thread that c
 other threads to trip on."""
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
+
+import numpy as np
 
 from tgfx import lowering
 from tgfx.devices.target import host_target
@@ -76,3 +79,79 @@ def test_two_threads_compiling_kernels_of_the_same_code_at_once_each_get_a_kerne
     lowering.forget_compiled()
     # one object, loaded once, under the symbol of the kernel that inserted it
     assert kernels[0].name == kernels[1].name and kernels[0].code.addr == kernels[1].code.addr
+
+
+def _blocked(thread: threading.Thread, codes: set[Any]) -> bool:
+    """Whether `thread` is running one of `codes` now (somewhere in its stack)."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _first_calls_at_once(body: Any, first_in: threading.Event, go: threading.Event, n: int = 8) -> tuple[Any, dict]:
+    """`jit(body)` called by n threads: the first enters its trace (`body` sets `first_in`, then waits for `go`), the
+    others make their call meanwhile; `go` is set once each of them waits (for that trace, or in a `body` of its own).
+    The jitted function, and each thread's result or error."""
+    import tgfx as tg
+    f = tg.jit(body)
+    x = tg.asarray(np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4))
+    results: dict[int, Any] = {}
+
+    def call(i: int) -> None:
+        try:
+            results[i] = f(x).numpy()
+        except Exception as e:  # noqa: BLE001 -- the test looks at it
+            results[i] = e
+    threads = [threading.Thread(target=call, args=(i,), daemon=True) for i in range(n)]
+    threads[0].start()
+    assert first_in.wait(60)       # the first thread is inside its trace
+    for t in threads[1:]:
+        t.start()
+    waits = {body.__code__, threading.Event.wait.__code__}
+    for t in threads[1:]:
+        for _ in range(6000):
+            if _blocked(t, waits) or not t.is_alive():
+                break
+            threading.Event().wait(0.01)
+    go.set()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    return f, results
+
+
+XN = np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4)
+
+
+def test_threads_calling_a_jitted_function_first_at_once_trace_it_once() -> None:
+    # eight threads of a pool making their first call of one function at once each traced, scheduled and compiled it
+    # (JAX traces it once): the others must wait for the one trace and replay its program
+    import tgfx.numpy as tnp
+    go, first_in = threading.Event(), threading.Event()
+
+    def body(x: Any) -> Any:
+        first_in.set()
+        assert go.wait(60)
+        return tnp.tanh(x) @ x.T + 1
+    f, results = _first_calls_at_once(body, first_in, go)
+    assert f.trace_count == 1
+    assert len(results) == 8 and all(np.allclose(r, np.tanh(XN) @ XN.T + 1, rtol=1e-5) for r in results.values())
+
+
+def test_a_trace_failing_while_other_threads_wait_for_it_fails_only_its_own_call() -> None:
+    # the threads waiting for a trace that raises trace for themselves: the error is the first thread's alone
+    import tgfx.numpy as tnp
+    go, first_in = threading.Event(), threading.Event()
+
+    def body(x: Any) -> Any:
+        if not first_in.is_set():
+            first_in.set()
+            assert go.wait(60)
+            raise ValueError("the first trace fails")
+        return tnp.tanh(x) @ x.T + 1
+    f, results = _first_calls_at_once(body, first_in, go)
+    assert isinstance(results[0], ValueError) and str(results[0]) == "the first trace fails"
+    assert all(np.allclose(results[i], np.tanh(XN) @ XN.T + 1, rtol=1e-5) for i in range(1, 8))

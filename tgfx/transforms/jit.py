@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import threading
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Sequence
@@ -29,11 +30,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tgfx import config
+from tgfx import config, forksafe
 from tgfx._realize import DonatedBufferError as DonatedBufferError
 from tgfx._realize import DonatedTensor, donated_meanwhile, donations, realize, realize_readers
 from tgfx.counters import counters
-from tgfx.devices.hcq import refuse_in_forked_child
+from tgfx.devices.hcq import DEFAULT_TIMEOUT_S, refuse_in_forked_child
 from tgfx.dtypes import DType, canonicalize, cast_scalar, from_numpy
 from tgfx.function import Function, _describe_paths
 from tgfx.ir.control import n_bodies
@@ -269,6 +270,51 @@ def compute_captured(sink: UOp) -> UOp:
 _live: weakref.WeakSet[Jit] = weakref.WeakSet()   # every jitted function still held (`clear_caches`)
 
 
+class _Tracing:
+    """The signatures being traced now, by jitted function: a thread whose first call finds its signature being
+    traced by another waits for that trace instead of tracing it again, as JAX's jit does (eight threads of a pool
+    making their first call at once traced, scheduled and compiled one function eight times)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now: dict[tuple[int, Hashable], threading.Event] = {}   # by (id of the Jit, signature)
+        forksafe.track(self)
+
+    def after_fork_in_child(self) -> None:
+        # (the threads tracing stayed in the parent: their events would never be set)
+        self.lock, self.now = threading.Lock(), {}
+
+    def once(self, jit: Jit, key: Hashable, trace: Callable[[], tuple[Program, Outputs]]) -> tuple[Program, Outputs]:
+        """`jit`'s program for signature `key`: traced here by `trace`, or the one another thread is tracing now.
+        A wait lasts at most `DEFAULT_TIMEOUT_S`, then this thread traces too: a function whose trace waits for
+        another thread's call of it with the same signature is slow, not stuck."""
+        with self.lock:
+            if (hit := jit._cache.get(key)) is not None:
+                return hit
+            running = self.now.get(at := (id(jit), key))
+            if running is None:
+                running = self.now[at] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            running.wait(DEFAULT_TIMEOUT_S)
+            if (hit := jit._cache.get(key)) is not None:
+                return hit
+            with gc_paused():   # (its trace failed, or is waiting: this thread's own trace, error or program)
+                return trace()
+        try:
+            with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
+                return trace()
+        finally:
+            with self.lock:
+                del self.now[at]
+            running.set()
+
+
+_tracing = _Tracing()
+
+
 def _transform_key(call: Callable) -> Hashable | None:
     """A transform and its options as a key: `call`, a `functools.partial` with lists and dicts in its options made
     tuples; None when an option is not hashable."""
@@ -449,8 +495,8 @@ class Jit:
         key = (treedef, specs, static, codegen)
         hit = self._cache.get(key)
         if hit is None:
-            with gc_paused():   # tracing and lowering allocate nodes by the ten thousand, and free them
-                hit = self._trace(args, kwargs, leaves, treedef, specs, static, key, tensors)
+            hit = _tracing.once(self, key, lambda: self._trace(args, kwargs, leaves, treedef, specs, static, key,
+                                                               tensors))
         prog, outs = hit
         # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie; a
         # call that moved an uncommitted Tensor has none: its key holds where each Tensor is, not where it goes)
@@ -511,9 +557,10 @@ class Jit:
         sig = Signature(treedef, specs, static, tuple(_describe_paths(self.f, dyn_args, dyn_kwargs)), key[3])
         if self._signatures and (LOG_RETRACE or config.DEBUG >= 1):
             print(f"jit({self.name}): retracing: {self._explain(sig)}")
-        self._signatures.append(sig)
-        self.trace_count += 1
-        counters.trace_count += 1
+        with _tracing.lock:   # (threads tracing other signatures at once: no count lost)
+            self._signatures.append(sig)
+            self.trace_count += 1
+            counters.trace_count += 1
         # the arguments still lazy computed first, all in one schedule: an optimiser's zero moments for each parameter
         # shape, realised one by one, were a program each, their kernels compiled one after another on this thread
         # (realnvp's first call: four, 10-20 ms each); together they are one program, compiled side by side
