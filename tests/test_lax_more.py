@@ -400,6 +400,17 @@ def test_custom_root_vector_with_aux_against_the_implicit_function_theorem() -> 
     np.testing.assert_allclose(tg.jacobian(root)(f32(theta)).numpy(), jac, rtol=1e-4, atol=1e-5)
 
 
+def test_custom_root_second_and_third_derivatives() -> None:
+    # d^n sqrt(a) / da^n: the correction's J and df must see x*'s own dependence on a (a single Newton step from a
+    # constant x* gave d2 = 0, and d2 (sqrt(a) a) = 1 / sqrt(a) instead of 3 / (4 sqrt(a)))
+    a = f32(np.array(3.0))
+    assert abs(float(tg.grad(tg.grad(newton_sqrt))(a)) + 0.25 * 3 ** -1.5) < 1e-6
+    assert abs(float(tg.jit(tg.grad(tg.grad(lambda a: newton_sqrt(a, 20) * a)))(a)) - 0.75 * 3 ** -0.5) < 1e-6
+    assert abs(float(tg.grad(tg.grad(tg.grad(newton_sqrt)))(a)) - 0.375 * 3 ** -2.5) < 1e-6
+    _, d2 = tg.jvp(tg.grad(newton_sqrt), (a,), (f32(np.array(1.0)),))
+    assert abs(float(d2) + 0.25 * 3 ** -1.5) < 1e-6
+
+
 def cg(matvec: Any, b: tg.Tensor) -> tg.Tensor:
     """Conjugate gradients in a while_loop: not differentiable, as in a real program."""
     def body(c: tuple) -> tuple:
@@ -449,6 +460,25 @@ def test_custom_linear_solve_transpose_solve_and_forward_mode() -> None:
     tg.grad(lambda b: lax.custom_linear_solve(lambda x: f32(A) @ x, b, lambda mv, y: tnp.linalg.solve(f32(A), y),
                                               tsolve).sum())(f32(b))
     np.testing.assert_allclose(seen[0], A[0], rtol=1e-6)                 # e0^T A: A's first row
+
+
+def test_custom_linear_solve_hessian_in_the_matrix() -> None:
+    # L(A) = |A^-1 b|^2; its gradient -2 A^-T x x^T by central differences in float64 gives the hessian. With x*
+    # held constant in dA x*, the second derivative missed A^-1 dA dx (rows off by up to 0.1)
+    A, b = np.array([[4.0, 1.0], [0.5, 3.0]]), np.array([1.0, 2.0])
+
+    def grad_ref(a: np.ndarray) -> np.ndarray:
+        x = np.linalg.solve(a, b)
+        return -2 * np.outer(np.linalg.solve(a.T, x), x)
+    h = 1e-6
+    ref = np.stack([(grad_ref(A + h * e.reshape(2, 2)) - grad_ref(A - h * e.reshape(2, 2))) / (2 * h)
+                    for e in np.eye(4)], -1).reshape(2, 2, 2, 2)
+    for ts in (lambda mv, y, a: tnp.linalg.solve(a.T, y), None):
+        def loss(a: tg.Tensor, ts: Any = ts) -> tg.Tensor:
+            tsolve = None if ts is None else (lambda mv, y: ts(mv, y, a))
+            x = lax.custom_linear_solve(lambda v: a @ v, f32(b), lambda mv, y: tnp.linalg.solve(a, y), tsolve)
+            return (x ** 2).sum()
+        np.testing.assert_allclose(tg.hessian(loss)(f32(A)).numpy(), ref, rtol=1e-4, atol=1e-6)
 
 
 @pytest.mark.x64

@@ -472,7 +472,9 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable[[Callable, Any]
     g(1.0)` for a scalar, `lambda g, y: tnp.linalg.solve(tg.jacobian(g)(y), y)` for a small vector. Reverse mode
     differentiates through `tangent_solve` (as JAX transposes it), so it must be written with differentiable ops.
     `initial_guess` gets no gradient. With `has_aux`, `solve` returns (solution, aux) and so does this (aux without
-    gradient). First order: a second derivative does not see x*'s own dependence on the parameters.
+    gradient). Higher derivatives (grad of grad, `hessian`) are JAX's too: under n nested differentiations the
+    correction is n.bit_length() Newton steps from x* (each exactly zero in value), so J and df see x*'s own
+    dependence on the parameters.
 
     >>> def sqrt(a):    # the root of x^2 - a by Newton's method, differentiable in a
     ...     newton = lambda f, x0: tg.lax.fori_loop(0, 20, lambda i, x: x - f(x) / (2 * x), x0)
@@ -485,18 +487,30 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable[[Callable, Any]
     if has_aux and not (isinstance(out, (tuple, list)) and len(out) == 2):
         raise TypeError(f"{who}: with has_aux=True, solve must return a pair (solution, aux), got {type(out).__name__}")
     _check_tree(who, "the solution solve returns", sol, initial_guess, "initial_guess")
-    if current().differentiating:   # (outside a differentiation the correction is zero and nothing needs it)
+    levels = len(current().differentiating)   # (outside a differentiation the correction is zero: none is made)
+    if levels:
         x = tree_map(stop_gradient, sol)
-        residual = f(x)
-        _check_tree(who, "f's result", residual, initial_guess, "initial_guess")
-
-        def linearised(t: Any) -> Any:   # t -> J t, at the root
-            tangent = tree_map(lambda v, like: _operand(v).astype(like.dtype), t, x)
-            return _jvp(f, (x,), (tangent,))[1]
-        delta = tangent_solve(linearised, _zero_with_tangent(residual))
-        _check_tree(who, "tangent_solve's result", delta, initial_guess, "initial_guess")
-        sol = tree_map(lambda v, dv: v - dv, x, delta)
+        # A Newton step from x (f linearised at x, its value unchanged) has the root's first derivatives when x has
+        # none, and from an x whose derivatives are right up to order k, up to order 2k + 1: a second derivative
+        # (grad of grad, a hessian) sees x*'s own dependence on the parameters through J and f only after two steps.
+        for _ in range(levels.bit_length()):
+            x = _newton_step(who, f, x, tangent_solve, initial_guess)
+        sol = x
     return (sol, tree_map(stop_gradient, aux)) if has_aux else sol
+
+
+def _newton_step(who: str, f: Callable, x: Any, tangent_solve: Callable, initial_guess: Any) -> Any:
+    """x - J^-1 (f(x) - f(x)'s value), J = df/dx at x by `tangent_solve`: x's value, with the derivatives of the
+    root near x (the correction is exactly zero, its derivative that of a Newton step)."""
+    residual = f(x)
+    _check_tree(who, "f's result", residual, initial_guess, "initial_guess")
+
+    def linearised(t: Any) -> Any:   # t -> J t, at x
+        tangent = tree_map(lambda v, like: _operand(v).astype(like.dtype), t, x)
+        return _jvp(f, (x,), (tangent,))[1]
+    delta = tangent_solve(linearised, _zero_with_tangent(residual))
+    _check_tree(who, "tangent_solve's result", delta, initial_guess, "initial_guess")
+    return tree_map(lambda v, dv: v - dv, x, delta)
 
 
 def _jvp(f: Callable, primals: tuple, tangents: tuple) -> tuple:
@@ -561,13 +575,15 @@ def custom_linear_solve(matvec: Callable, b: Any, solve: Callable[[Callable, Any
         if getattr(s, "shape", None) != getattr(_operand(t), "shape", None):
             raise ValueError(f"{who}: solve's result leaf {i} has shape {getattr(s, 'shape', None)}, but b's has "
                              f"{_operand(t).shape}; solve(matvec, b) must return an x of b's shapes")
-    if current().differentiating:
-        xs = tree_map(stop_gradient, x)
-        ax = matvec(xs)
-        _check_tree(who, "matvec's result", ax, b, "b")
-        residual = tree_map(lambda bb, v: _operand(bb) - v, b, ax)   # b - A x*: zero, with db - dA x*
-        delta = _inverse(matvec, solve, transpose_solve, xs, has_aux)(_zero_with_tangent(residual))
-        x = tree_map(lambda v, dv: v + dv, xs, delta)
+    levels = len(current().differentiating)
+    if levels:
+        x = tree_map(stop_gradient, x)
+        for _ in range(levels.bit_length()):   # (Newton steps, as custom_root's: two for a second derivative)
+            ax = matvec(x)
+            _check_tree(who, "matvec's result", ax, b, "b")
+            residual = tree_map(lambda bb, v: _operand(bb) - v, b, ax)   # b - A x: zero, with db - dA x - A dx
+            delta = _inverse(matvec, solve, transpose_solve, x, has_aux)(_zero_with_tangent(residual))
+            x = tree_map(lambda v, dv: v + dv, x, delta)
     return (x, tree_map(stop_gradient, aux)) if has_aux else x
 
 
