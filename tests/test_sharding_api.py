@@ -112,11 +112,28 @@ def test_two_d_mesh_maps_where_device_tuples_can_hold_it() -> None:
         np.testing.assert_array_equal(x.numpy(), a)
     one = Mesh(np.array(D2).reshape(2, 1), ("data", "model"))   # a mesh axis of size 1 splits nothing
     assert tg.sharding(tg.device_put(a, NamedSharding(one, P("data", "model")))) == (D2, 0)
-    with pytest.raises(NotImplementedError, match=r"P\('data'\)\) splits array axis 0 over mesh axes \('data',\) and "
-                                                  r"replicates it over \('model',\)"):
-        tg.device_put(a, NamedSharding(m, P("data")))
-    with pytest.raises(NotImplementedError, match=r"P\('data', 'model'\)\) splits array axes \(0, 1\)"):
-        tg.device_put(a, NamedSharding(m, P("data", "model")))
+    # a block per device over the grid (tgfx/ir/blocks.py): (ways, stride) per array axis, device i's block along
+    # an axis (i // stride) % ways; rows replicated over "model", columns over "data", or both split
+    for spec, blocks, index in [(P("data"), ((2, 2), (1, 1)), [(0, 0), (0, 0), (1, 0), (1, 0)]),
+                                (P(None, "model"), ((1, 1), (2, 1)), [(0, 0), (0, 1), (0, 0), (0, 1)]),
+                                (P("data", "model"), ((2, 2), (2, 1)), [(0, 0), (0, 1), (1, 0), (1, 1)]),
+                                (P("model", "data"), ((2, 1), (2, 2)), [(0, 0), (1, 0), (0, 1), (1, 1)])]:
+        x = tg.device_put(a, NamedSharding(m, spec))
+        assert tg.sharding(x) == (D4, blocks)
+        assert x.sharding == NamedSharding(m, spec)
+        np.testing.assert_array_equal(x.numpy(), a)
+        for (r, c), p, shard in zip(index, tg.parts(x), x.addressable_shards, strict=True):
+            rows, cols = 8 // blocks[0][0], 4 // blocks[1][0]
+            np.testing.assert_array_equal(p.numpy(), a[r * rows:(r + 1) * rows, c * cols:(c + 1) * cols])
+            np.testing.assert_array_equal(np.asarray(shard.data), p.numpy())
+        assert NamedSharding(m, spec).shard_shape(a.shape) == tg.parts(x)[0].shape
+    three = Mesh(np.array(D4).reshape(2, 1, 2), ("a", "b", "c"))
+    assert tg.sharding(tg.device_put(a, NamedSharding(three, P(("a", "c"))))) == (D4, 0)   # b has size 1
+    with tg.Context(TGFX_CPU_DEVICES=8):
+        cube = Mesh(np.array([f"CPU:{i}" for i in range(8)]).reshape(2, 2, 2), ("a", "b", "c"))
+        with pytest.raises(NotImplementedError, match=r"P\(\('a', 'c'\), 'b'\)\) splits array axis 0 over mesh axes "
+                                                      r"\('a', 'c'\), which are not neighbours"):
+            tg.device_put(np.ones((4, 4)), NamedSharding(cube, P(("a", "c"), "b")))
 
 
 # ---- jit and with_sharding_constraint ----
@@ -265,8 +282,10 @@ def test_shard_map_column_blocks_and_spec_errors(mesh: Mesh) -> None:
     with pytest.raises(ValueError, match="no mesh"):
         tg.shard_map(lambda x: x, in_specs=P(), out_specs=P())(a)
     m = Mesh(np.array(D4).reshape(2, 2), ("data", "model"))
-    with pytest.raises(NotImplementedError, match=r"P\('data'\)\) splits array axis 0 over mesh axes"):
-        tg.shard_map(lambda x: x, mesh=m, in_specs=P("data"), out_specs=P("data"))(randn(4, 4))
+    c = randn(4, 4)
+    out = tg.shard_map(lambda x: x * 2, mesh=m, in_specs=P("data"), out_specs=P("data"))(c)   # replicas over "model"
+    assert tg.sharding(out.realize()) == (D4, ((2, 2), (1, 1)))
+    np.testing.assert_array_equal(out.numpy(), c * 2)
 
 
 def test_shard_map_over_both_axes_of_a_two_d_mesh() -> None:

@@ -95,8 +95,10 @@ def describe(x: Tensor) -> str:
         return f"{head} on {d}"
     u = x.uop
     if u.op is Ops.MULTI or u.op is Ops.COPY:   # (placed: its layout is the node's; `shard`'s COPY: (devices, axis))
+        from tgfx.ir.blocks import describe as layout_words
         axis = u.arg if u.op is Ops.MULTI else u.arg[1]
-        return f"{head} {'replicated' if axis is None else f'sharded along axis {axis}'} on {d}"
+        words = layout_words(axis, len(d)).replace("split", "sharded")
+        return f"{head} {words} on {d}"
     return f"{head} sharded on {d}"   # (a value computed from sharded ones: its layout is known once it is)
 
 

@@ -1,5 +1,6 @@
 """`tg.sharding`: JAX's spelling of a layout -- `Mesh`, `PartitionSpec` (`P`), `NamedSharding`, `SingleDeviceSharding`
--- mapped onto tgfx's own, a device tuple and the one axis split across it (`tg.shard(x, devices, axis)`, SPEC §6).
+-- mapped onto tgfx's own: a device tuple and the axis split across it (`tg.shard(x, devices, axis)`, SPEC §6), or
+blocks over the grid of a mesh's devices (`tgfx/ir/blocks.py`).
 
 >>> import numpy as np, tgfx as tg
 >>> from tgfx.sharding import Mesh, NamedSharding, PartitionSpec as P
@@ -11,14 +12,20 @@
 NamedSharding(mesh=Mesh('data': 2), spec=P('data', None))
 
 A mesh axis named at position i of a spec splits array axis i over that mesh axis's devices; `None` (or a spec shorter
-than the array's rank) leaves an axis whole. tgfx lays an array out as one piece per device of a device tuple, split
-along at most one axis, or replicated on all of them, so a `NamedSharding` maps onto that when it splits one array axis
-over every mesh axis longer than 1 (a 1-D mesh, or `P(("data", "model"))` on a 2-D one: the devices in the order the
-spec names the mesh axes) or splits nothing (replicated). A spec that splits two array axes, or splits one over some
-mesh axes and replicates it over another (dp x tp's `P("data")` on a ("data", "model") mesh), would need a layout
-tgfx's device tuples do not have: a NotImplementedError names the spec.
+than the array's rank) leaves an axis whole. A spec that splits one array axis over every mesh axis longer than 1 (a
+1-D mesh, or `P(("data", "model"))` on a 2-D one) is a device tuple in the order the spec names the mesh axes and that
+axis; one that splits nothing is replicated. Any other spec -- dp x tp's `P("data", None)` (rows replicated over
+"model"), `P(None, "model")`, `P("data", "model")` -- is a block layout over the mesh's devices in row-major order:
+one `(ways, stride)` per array axis, device i holding block `(i // stride) % ways` along it. An array axis split over
+several mesh axes needs them to be neighbours in the mesh's order (`P(("a", "c"))` on an ("a", "b", "c") mesh with b
+longer than 1 is a NotImplementedError that names the spec).
 
-`tg.sharding(x)` itself, called, is still the layout of `x`: `(devices, axis)`, None for a one-device Tensor.
+>>> mesh = Mesh(np.array(tg.devices()).reshape(2, 2), ("data", "model"))   # with TGFX_CPU_DEVICES=4
+>>> tg.sharding(tg.device_put(np.ones((8, 4)), NamedSharding(mesh, P("data", None))))
+(('CPU:0', 'CPU:1', 'CPU:2', 'CPU:3'), ((2, 2), (1, 1)))
+
+`tg.sharding(x)` itself, called, is still the layout of `x`: `(devices, axis)` (axis an int, None, or a block
+layout), None for a one-device Tensor.
 """
 from __future__ import annotations
 
@@ -198,10 +205,11 @@ class Sharding:
     def shard_shape(self, global_shape: Sequence[int]) -> tuple[int, ...]:
         """The shape of each device's piece of an array of `global_shape`."""
         shape = tuple(global_shape)
+        from tgfx.ir import blocks
         devs, axis = self.layout(shape, "shard_shape")
         if axis is None:
             return shape
-        return shape[:axis] + (shape[axis] // len(devs),) + shape[axis + 1:]
+        return blocks.part_shape(shape, blocks.splits(axis, len(shape), len(devs)))
 
     def is_equivalent_to(self, other: Sharding, ndim: int) -> bool:
         """Whether both lay out an array of rank `ndim` the same way (on the same devices, split alike)."""
@@ -282,22 +290,38 @@ class NamedSharding(Sharding):
         flat = tuple(mesh.devices.flat)
         if not split:
             return (flat[0], None) if len(flat) == 1 else (flat, None)
-        if len(split) > 1:
-            raise NotImplementedError(f"{what}: {self!r} splits array axes {tuple(split)} of shape {shape}; tgfx "
-                                      f"lays an array out split along one axis at most (one piece per device of a "
-                                      f"device tuple). Split one axis, e.g. P(('data', 'model')) for both mesh axes")
-        axis = split[0]
-        names = [a for a in spec.names(axis) if mesh.shape[a] > 1]
-        idle = [a for a in mesh.axis_names if mesh.shape[a] > 1 and a not in names]
-        if idle:
-            raise NotImplementedError(f"{what}: {self!r} splits array axis {axis} over mesh axes {tuple(names)} and "
-                                      f"replicates it over {tuple(idle)} of {mesh!r}; tgfx's device tuples hold a "
-                                      f"distinct piece on every device or the whole value on every device, not "
-                                      f"pieces replicated over a mesh axis. Split over every mesh axis longer than 1 "
-                                      f"(P({tuple(mesh.axis_names)!r}) on one axis), or replicate (P())")
-        order = [mesh.axis_names.index(a) for a in names] + \
-            [k for k, a in enumerate(mesh.axis_names) if a not in names]
-        return tuple(np.transpose(mesh.devices, order).flat), axis
+        if len(split) == 1:
+            axis = split[0]
+            names = [a for a in spec.names(axis) if mesh.shape[a] > 1]
+            if not [a for a in mesh.axis_names if mesh.shape[a] > 1 and a not in names]:
+                # split over every mesh axis longer than 1: one distinct piece per device, the devices in the order
+                # the spec names the mesh axes
+                order = [mesh.axis_names.index(a) for a in names] + \
+                    [k for k, a in enumerate(mesh.axis_names) if a not in names]
+                return tuple(np.transpose(mesh.devices, order).flat), axis
+        return flat, self._grid(shape, what)
+
+    def _grid(self, shape: tuple[int, ...], what: str) -> Any:
+        """The block layout (`tgfx/ir/blocks.py`) over the mesh's devices in row-major order: array axis i split over
+        mesh axes that follow one another in the mesh (the spec's first name outermost) reads those digits of the
+        device index."""
+        from tgfx.ir import blocks
+        mesh, spec = self.mesh, self.spec
+        sizes = mesh.axis_sizes
+        out = []
+        for i in range(len(shape)):
+            ks = [mesh.axis_names.index(a) for a in spec.names(i) if mesh.shape[a] > 1]
+            if not ks:
+                out.append(blocks.WHOLE)
+                continue
+            between = [k for k in range(ks[0], ks[-1] + 1) if sizes[k] > 1]
+            if between != ks:
+                raise NotImplementedError(
+                    f"{what}: {self!r} splits array axis {i} over mesh axes {spec.names(i)}, which are not "
+                    f"neighbours in the mesh's order {mesh.axis_names} (outermost first); tgfx lays a block out over "
+                    f"mesh axes that follow one another. Name them in the mesh's order, or reorder the mesh")
+            out.append((math.prod(sizes[k] for k in ks), math.prod(sizes[ks[-1] + 1:])))
+        return blocks.canonical(tuple(out), mesh.size)
 
     @property
     def device_set(self) -> set[str]:
@@ -353,9 +377,41 @@ def sharding_of(x: Any) -> Sharding:
     devs, axis = lay
     if (hit := _placed.get((devs, axis, x.ndim))) is not None:
         return hit
+    if type(axis) is tuple:
+        return _grid_sharding(devs, axis)
     spec = PartitionSpec() if axis is None else PartitionSpec(*([None] * axis), "devices",
                                                                *([None] * (x.ndim - axis - 1)))
     return NamedSharding(Mesh(np.array(devs, dtype=object), ("devices",)), spec)
+
+
+def _grid_sharding(devs: tuple[str, ...], bl: tuple) -> NamedSharding:
+    """A NamedSharding that gives block layout `bl` over `devs`: over a mesh a sharding was placed with on these
+    devices, when each split reads a run of its axes, else over a mesh made of the splits' digits."""
+    meshes = {s.mesh for s in _placed.values() if isinstance(s, NamedSharding) and tuple(s.mesh.devices.flat) == devs}
+    for mesh in sorted(meshes, key=repr):
+        sizes = mesh.axis_sizes
+        runs: dict[tuple[int, int], tuple[str, ...]] = {}   # (ways, stride) -> the shortest run of axes giving it
+        for i in range(len(sizes)):
+            for j in range(i + 1, len(sizes) + 1):
+                runs.setdefault((math.prod(sizes[i:j]), math.prod(sizes[j:])), mesh.axis_names[i:j])
+        if all(w == 1 or (w, st) in runs for w, st in bl):
+            entries = [None if w == 1 else runs[(w, st)] for w, st in bl]
+            spec = PartitionSpec(*(e if e is None or len(e) > 1 else e[0] for e in entries))
+            return NamedSharding(mesh, spec)
+    shape, names, named, at = [], [], {}, len(devs)
+    for st, w in sorted({(st, w) for w, st in bl if w > 1}, reverse=True):   # the digits, outermost first
+        if at // (st * w) > 1:   # digits no split reads: replicas
+            shape.append(at // (st * w))
+            names.append(f"replica{len(names)}")
+        named[(w, st)] = f"devices{len(names)}"
+        shape.append(w)
+        names.append(named[(w, st)])
+        at = st
+    if at > 1:
+        shape.append(at)
+        names.append(f"replica{len(names)}")
+    mesh = Mesh(np.array(devs, dtype=object).reshape(shape), tuple(names))
+    return NamedSharding(mesh, PartitionSpec(*(None if w == 1 else named[(w, st)] for w, st in bl)))
 
 
 @dataclass(frozen=True)
@@ -375,15 +431,17 @@ def addressable_shards(x: Any) -> list[Shard]:
     whole = tuple(slice(None) for _ in x.shape)
     if lay is None:
         return [Shard(x.device, whole, 0, x)]
+    from tgfx.ir import blocks
     devs, axis = lay
-    out = []
+    bl = blocks.splits(axis, x.ndim, len(devs))
+    size = blocks.part_shape(x.shape, bl)
+    out, seen = [], {}
     for i, (d, p) in enumerate(zip(devs, parts(x), strict=True)):
-        if axis is None:
-            out.append(Shard(d, whole, i, p))
-        else:
-            size = x.shape[axis] // len(devs)
-            index = whole[:axis] + (slice(i * size, (i + 1) * size),) + whole[axis + 1:]
-            out.append(Shard(d, index, 0, p))
+        b = blocks.block_of(bl, i)
+        index = tuple(slice(None) if w == 1 else slice(k * n, (k + 1) * n)
+                      for (w, _), k, n in zip(bl, b, size, strict=True))
+        out.append(Shard(d, index, seen.get(b, 0), p))
+        seen[b] = seen.get(b, 0) + 1
     return out
 
 

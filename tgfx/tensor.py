@@ -214,7 +214,13 @@ class Tensor:
             # (a replicated one spanning processes: the replica of this process; "@" names another's device)
             parts = u.src if u.arg is not None else [next((p for p in u.src if "@" not in p.device), u.src[0])]
             host = [copyout(buffer_view(p)).reshape(p.shape) for p in parts]
-            out = host[0] if u.arg is None else np.concatenate(host, axis=u.arg)
+            if type(u.arg) is tuple:   # blocks over a device grid: each device's block put in place
+                from tgfx.transforms.shard import piece_index
+                out = np.empty(u.shape, host[0].dtype)
+                for i, h in enumerate(host):
+                    out[piece_index(u.shape, u.arg, i, len(host))] = h
+            else:
+                out = host[0] if u.arg is None else np.concatenate(host, axis=u.arg)
         else:
             buf = buffer_view(u)
             assert buf is not None, "realize left a Tensor that is not a buffer"

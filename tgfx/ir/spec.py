@@ -5,6 +5,7 @@ Each rule is a `(UPat, fn)` returning True when the node is well formed; a node 
 from __future__ import annotations
 
 from tgfx.dtypes import dtypes
+from tgfx.ir import blocks
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
@@ -92,7 +93,11 @@ def _multi_ok(x: UOp) -> bool:
     axis = x.arg if x.op is Ops.MULTI else None
     if axis is None:
         return _same_shapes(*parts)
-    return all(p.shape == parts[0].shape for p in parts) and 0 <= axis < len(parts[0].shape)
+    same = all(p.shape == parts[0].shape for p in parts)
+    if type(axis) is int:
+        return same and 0 <= axis < len(parts[0].shape)
+    return same and len(axis) == len(parts[0].shape) and blocks.is_valid(axis, len(parts)) and \
+        blocks.canonical(axis, len(parts)) == axis
 
 
 def result_dtype(call: UOp, i: int) -> object:

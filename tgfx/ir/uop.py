@@ -15,6 +15,7 @@ from typing import Any
 
 from tgfx import config
 from tgfx.dtypes import DType, dtypes
+from tgfx.ir import blocks
 from tgfx.ir.ops import GroupOp, Ops
 
 Shape = tuple[int, ...]
@@ -341,12 +342,14 @@ def _shape(u: UOp) -> Shape | None:
         return (*src[0].shape, 2)
     if op is Ops.REDUCE_AXIS:
         return tuple(1 if i in arg[1] else s for i, s in enumerate(src[0].shape))
-    if op is Ops.MULTI and arg is not None:  # parts joined along the sharded axis
+    if op is Ops.MULTI and type(arg) is int:  # parts joined along the sharded axis
         return tuple(sum(p.shape[arg] for p in src) if a == arg else s for a, s in enumerate(src[0].shape))
-    if op is Ops.MSELECT:  # device i's piece along an axis (None: the whole value)
-        i, axis = arg
-        n = len(src[0].device)
-        return src[0].shape if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(src[0].shape))
+    if op is Ops.MULTI and arg is not None:  # parts tiling a device grid's blocks (tgfx/ir/blocks.py)
+        return blocks.whole_shape(src[0].shape, arg)
+    if op is Ops.MSELECT:  # device i's piece in a layout (None: the whole value)
+        i, layout = arg
+        n, shape = len(src[0].device), src[0].shape
+        return shape if layout is None else blocks.part_shape(shape, blocks.splits(layout, len(shape), n))
     if op is Ops.NETWORK:  # a collective between processes: arg (kind, op, processes, result shape)
         return arg[3]
     if op in (Ops.CONTIGUOUS, Ops.COPY, Ops.AFTER, Ops.MULTI, Ops.ALLREDUCE):

@@ -1,7 +1,11 @@
 """multi: sharded values become per-device graphs, and ALLREDUCEs become rings of copies and adds (SPEC §6).
 
 A sharded value is `MULTI(part_0, ..., part_{n-1}; arg=axis)`: part i lives on the i-th device of the tuple, `axis`
-is the axis split evenly across the devices, or None when every device holds the whole value (replicated). Ops on
+is the axis split evenly across the devices, or None when every device holds the whole value (replicated), or blocks
+over a device grid (`tgfx/ir/blocks.py`: one (ways, stride) per array axis; a mesh's dp x tp layouts). On a grid an
+elementwise op takes the finest layout its operands agree on (each device its block of a less split operand: a view),
+views keep the splits they can, and a reduce over split axes all-reduces over each subgroup of devices that differ
+only in those axes' digits (a "model" group, a "data" group), not over all of them. Ops on
 sharded values are ordinary ops whose device is the tuple. `pm_multi` pushes MULTI up through them, one op per device:
 
 - elementwise ops map part by part; a replicated or device-less operand is sliced to each device's piece (a view);
@@ -25,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tgfx.dtypes import dtypes
+from tgfx.ir import blocks
+from tgfx.ir.blocks import Layout
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp, prod
@@ -43,8 +49,8 @@ def device_parts(u: UOp) -> tuple[UOp, ...]:
 
 
 # ---- per-device building blocks ----
-def piece_shape(shape: tuple[int, ...], axis: int | None, n: int) -> tuple[int, ...]:
-    return shape if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(shape))
+def piece_shape(shape: tuple[int, ...], layout: Layout, n: int) -> tuple[int, ...]:
+    return shape if layout is None else blocks.part_shape(shape, blocks.splits(layout, len(shape), n))
 
 
 def _shrink_axis(u: UOp, axis: int, lo: int, hi: int) -> UOp:
@@ -62,12 +68,16 @@ def _shrink_axis(u: UOp, axis: int, lo: int, hi: int) -> UOp:
     return UOp(Ops.SHRINK, u.dtype, (u,), tuple((lo, hi) if a == axis else (0, s) for a, s in enumerate(u.shape)))
 
 
-def piece(u: UOp, axis: int | None, i: int, n: int) -> UOp:
-    """Device i's piece of a whole value `u` sharded `n` ways along `axis` (a view)."""
-    if axis is None:
+def piece(u: UOp, layout: Layout, i: int, n: int) -> UOp:
+    """Device i's piece of a whole value `u` laid out over `n` devices as `layout` says (a view)."""
+    if layout is None:
         return u
-    size = u.shape[axis] // n
-    return _shrink_axis(u, axis, i * size, (i + 1) * size)
+    for a, ((w, _), b) in enumerate(zip(bl := blocks.splits(layout, len(u.shape), n), blocks.block_of(bl, i),
+                                         strict=True)):
+        if w > 1:
+            size = u.shape[a] // w
+            u = _shrink_axis(u, a, b * size, (b + 1) * size)
+    return u
 
 
 def concat(xs: list[UOp], axis: int) -> UOp:
@@ -105,11 +115,28 @@ def gather(m: UOp, device: str) -> UOp:
         return gather_across(m, device)
     if m.arg is None:
         return m.src[devices.index(device)] if device in devices else copy_to(m.src[0], device)
-    return concat([copy_to(p, device) for p in m.src], m.arg)
+    if type(m.arg) is int:
+        return concat([copy_to(p, device) for p in m.src], m.arg)
+    # a grid layout: one replica of each block (the device's own where it holds one), joined axis by axis
+    bl = m.arg
+    mine = blocks.block_of(bl, devices.index(device)) if device in devices else None
+    held: dict[tuple[int, ...], UOp] = {}
+    for i, p in enumerate(m.src):
+        b = blocks.block_of(bl, i)
+        if b not in held or b == mine and p.device == device:
+            held[b] = p
+    held = {b: copy_to(p, device) for b, p in held.items()}
+    for a in reversed(range(len(bl))):
+        if bl[a][0] > 1:
+            rows: dict[tuple[int, ...], list[UOp]] = {}
+            for b in sorted(held):
+                rows.setdefault(b[:a] + (0,) + b[a + 1:], []).append(held[b])
+            held = {b: concat(xs, a) for b, xs in rows.items()}
+    return held[(0,) * len(bl)]
 
 
-def reshard(m: UOp, axis: int | None) -> Parts:
-    """The parts of sharded value `m` laid out along `axis` instead (None: replicated) on the same devices."""
+def reshard(m: UOp, axis: Layout) -> Parts:
+    """The parts of sharded value `m` laid out as `axis` says instead (None: replicated) on the same devices."""
     n, devices = len(m.src), m.device
     if m.arg == axis:
         return list(m.src)
@@ -117,6 +144,13 @@ def reshard(m: UOp, axis: int | None) -> Parts:
         return [piece(p, axis, i, n) for i, p in enumerate(m.src)]
     if axis is None:  # all-gather
         return [gather(m, d) for d in devices]
+    if type(m.arg) is not int or type(axis) is not int:
+        have, want = blocks.splits(m.arg, len(m.shape), n), blocks.splits(axis, len(m.shape), n)
+        if all(h in (w, blocks.WHOLE) for h, w in zip(have, want, strict=True)):
+            # every axis split alike or whole here: each device keeps its block of its part (a view)
+            finer = tuple(w if h == blocks.WHOLE else blocks.WHOLE for h, w in zip(have, want, strict=True))
+            return [piece(p, finer, i, n) for i, p in enumerate(m.src)]
+        return [piece(gather(m, d), axis, i, n) for i, d in enumerate(devices)]
     if any("@" in d for d in devices):  # across processes: each takes its new pieces from an all-gather
         return [piece(gather(m, d), axis, i, n) for i, d in enumerate(devices)]
     # all-to-all: device i's new piece is, from every part, its slice i along the new axis, joined along the old one
@@ -144,7 +178,10 @@ def multi_elementwise(x: UOp) -> UOp | None:
     devices = _devices_of(x, x.src)
     n = len(devices)
     axes = [s.arg for s in x.src if s.op is Ops.MULTI and s.arg is not None]
-    axis = axes[0] if axes else None
+    if len(axes) > 1 and not all(type(a) is int for a in axes):
+        axis = blocks.join(axes, len(x.shape), n)   # a device grid: the finest layout the operands agree on
+    else:
+        axis = axes[0] if axes else None
     per_src = [reshard(s, axis) if s.op is Ops.MULTI else [piece(s, axis, i, n) for i in range(n)] for s in x.src]
     return multi([x.replace(src=tuple(ps[i] for ps in per_src)) for i in range(n)], axis)
 
@@ -161,14 +198,46 @@ def reshape_axis(old: tuple[int, ...], new: tuple[int, ...], axis: int, n: int) 
     return None
 
 
+def grid_movement(x: UOp, m: UOp) -> Layout | bool:
+    """The layout a view keeps of grid layout `m.arg`, or False where a split does not survive it."""
+    bl, n = m.arg, len(m.src)
+    split = [a for a, (w, _) in enumerate(bl) if w > 1]
+    if x.op is Ops.PERMUTE:
+        return tuple(bl[a] for a in x.arg)
+    if x.op is Ops.EXPAND:
+        return bl
+    if x.op is Ops.RESHAPE:
+        moved = {a: reshape_axis(m.shape, x.arg, a, bl[a][0]) for a in split}
+        if None in moved.values() or len(set(moved.values())) < len(moved):
+            return False
+        new = [blocks.WHOLE] * len(x.arg)
+        for a, b in moved.items():
+            new[b] = bl[a]
+        return blocks.canonical(tuple(new), n)
+    if x.op in (Ops.PAD, Ops.SHRINK):
+        return bl if all(x.arg[a] in ((0, 0), (0, m.shape[a])) for a in split) else False
+    if x.op is Ops.FLIP:
+        return bl if not set(split) & set(x.arg) else False
+    return False
+
+
 def multi_movement(x: UOp, m: UOp) -> UOp:
     n, axis = len(m.src), m.arg
 
-    def each(arg_of: object, new_axis: int | None) -> UOp:
+    def each(arg_of: object, new_axis: Layout) -> UOp:
         return multi([x.replace(src=(p,), arg=arg_of) for p in m.src], new_axis)
 
     if axis is None:
         return each(x.arg, None)
+    if type(axis) is not int:
+        if (new := grid_movement(x, m)) is False:
+            return multi([x.replace(src=(full,)) for full in reshard(m, None)], None)
+        bl = blocks.splits(new, len(x.shape), n)
+        if x.op is Ops.SHRINK:
+            return each(tuple((0, s) if w > 1 else b for b, s, (w, _) in zip(x.arg, m.src[0].shape, bl, strict=True)),
+                        new)
+        arg = blocks.part_shape(x.arg, bl) if x.op in (Ops.EXPAND, Ops.RESHAPE) else x.arg
+        return each(arg, new)
     if x.op is Ops.PERMUTE:
         return each(x.arg, x.arg.index(axis))
     if x.op is Ops.EXPAND:
@@ -189,6 +258,20 @@ def multi_movement(x: UOp, m: UOp) -> UOp:
 def multi_reduce(x: UOp, m: UOp) -> UOp:
     op, axes = x.arg
     partials = [x.replace(src=(p,)) for p in m.src]
+    if type(m.arg) is not int and m.arg is not None:
+        crossed = tuple(a for a in axes if m.arg[a][0] > 1)
+        if not crossed:
+            return multi(partials, m.arg)
+        # the devices holding the blocks one result combines: those whose index differs only in the reduced digits
+        groups: dict[int, list[int]] = {}
+        for i in range(len(partials)):
+            groups.setdefault(blocks.group_key(m.arg, crossed, i), []).append(i)
+        out: list[UOp] = [partials[0]] * len(partials)
+        for members in groups.values():
+            for i, r in zip(members, all_reduce([partials[i] for i in members], op).src, strict=True):
+                out[i] = r
+        left = tuple(blocks.WHOLE if a in crossed else s for a, s in enumerate(m.arg))
+        return multi(out, blocks.canonical(left, len(partials)))
     if m.arg is None or m.arg not in axes:
         return multi(partials, m.arg)
     return all_reduce(partials, op)
@@ -210,8 +293,8 @@ def multi_copy(x: UOp, m: UOp) -> UOp | None:
     return scatter(whole, devices, axis)
 
 
-def scatter(u: UOp, devices: tuple[str, ...], axis: int | None) -> UOp:
-    """A one-device (or device-less) value split along `axis` (None: replicated) across `devices`."""
+def scatter(u: UOp, devices: tuple[str, ...], axis: Layout) -> UOp:
+    """A one-device (or device-less) value laid out as `axis` says (None: replicated) across `devices`."""
     n = len(devices)
     return multi([copy_to(piece(u, axis, i, n), d) for i, d in enumerate(devices)], axis)
 

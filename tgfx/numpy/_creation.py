@@ -79,8 +79,8 @@ def _like(out: Tensor, x: Tensor) -> Tensor:
     tuple as x is, committed to the default device when x is (uncommitted otherwise)."""
     d = x.uop.device
     if type(d) is tuple:
-        from tgfx.transforms.shard import shard
-        return shard(out, d, x.uop.arg if x.uop.op is Ops.MULTI else None)
+        from tgfx.transforms.shard import place
+        return place(out, d, x.uop.arg if x.uop.op is Ops.MULTI else None)
     if d is None or d == DEFAULT_DEVICE:
         return out.to(d) if d is not None and is_committed(x) else out
     return out._on(d)

@@ -75,25 +75,30 @@ def _names(axis_name: Any) -> tuple:
     return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
 
 
-def _batched(x: Tensor, axis: Axis) -> Tensor:
-    """x over the whole batch, the batch axis in front (broadcast if x is the same for every example)."""
+def _batched(x: Tensor, axis: Axis, broadcast: bool = True) -> tuple[Tensor, bool]:
+    """x over the whole batch, the batch axis in front, and whether x differs between the examples (if not: x
+    broadcast, or with `broadcast=False` x as it is)."""
     from tgfx.transforms.vmap import batch_graph, broadcast_front
     (out,), (flag,) = batch_graph([x.uop], axis.seeds, axis.size)
-    return Tensor(out if flag else broadcast_front(out, axis.size))
+    return Tensor(out if flag or not broadcast else broadcast_front(out, axis.size)), flag
 
 
 def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool = False) -> Tensor:
-    """`combine(batch, k)` of x's values over the axis `name`, as one example's value. Inside k vmaps nested in that
-    axis's, x is first batched over each of them (innermost first: k leading axes), then over `name` (in front), and
-    the result, which differs between the inner examples, is handed back through a stand-in per inner axis. With
-    `each`, the result differs between the examples of `name` too (its axis in front: a ppermute's, a
-    psum_scatter's), and is handed back through a stand-in for that axis first."""
+    """`combine(batch, k)` of x's values over the axis `name`, as one example's value. Inside vmaps nested in that
+    axis's, x is first batched over each of them it differs over (innermost first: k leading axes), then over `name`
+    (in front), and the result, which differs between those inner examples, is handed back through a stand-in per
+    such inner axis (an inner axis x does not differ over, a psum'd value's, the result does not differ over either:
+    shard_map's pmean over "data" of a loss psum'd over "model" is one value per device). With `each`, the result
+    differs between the examples of `name` too (its axis in front: a ppermute's, a psum_scatter's), and is handed back
+    through a stand-in for that axis first."""
     stack = _stack()
     at = _bound_at(name, fn)
-    inner = stack[at + 1:]
-    for axis in reversed(inner):
-        x = _batched(x, axis)
-    x = combine(_batched(x, stack[at]), len(inner))
+    inner = []
+    for axis in reversed(stack[at + 1:]):
+        x, varies = _batched(x, axis, broadcast=False)
+        if varies:
+            inner.insert(0, axis)
+    x = combine(_batched(x, stack[at])[0], len(inner))
     for axis in ([stack[at]] if each else []) + inner:
         standin = UOp(Ops.PARAM, x.dtype, (), (-1, x.shape[1:], x.uop.device or DEFAULT_DEVICE),
                       tag=("vmap", "collective", next(_uid)))

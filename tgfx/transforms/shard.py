@@ -9,7 +9,8 @@
 56.0
 
 A sharded Tensor is a `MULTI` node: one part per device and the axis it is split along (None: every device holds
-the whole value). Everything else is ordinary: ops on sharded Tensors build ordinary graph nodes whose device is the
+the whole value), or blocks over a device grid (`tgfx/ir/blocks.py`: a NamedSharding on a 2-D mesh, dp x tp).
+Everything else is ordinary: ops on sharded Tensors build ordinary graph nodes whose device is the
 tuple, `grad` and `jit` see nothing special, and the lowering (`tgfx/lowering/multi.py`) turns the graph into one
 graph per device, with all-reduce rings where a reduction crosses devices. Data-parallel training is a sharded batch
 and replicated parameters; tensor-parallel layers shard a weight along its output (or input) axis.
@@ -25,6 +26,8 @@ from tgfx.devices import DEFAULT_DEVICE, canonical_device, network, process_devi
 from tgfx.devices import backend_named as _backend
 from tgfx.devices import list_devices as devices
 from tgfx.dtypes import canonicalize_dtype
+from tgfx.ir import blocks
+from tgfx.ir.blocks import Layout
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import ShardingError, multi
@@ -50,8 +53,17 @@ def _devices(devices: str | Sequence[str], what: str) -> Devices:
     return out
 
 
-def sharding(x: Tensor) -> tuple[Devices, int | None] | None:
-    """`(devices, axis)` of a sharded Tensor whose layout is known (a MULTI), None for a one-device Tensor."""
+def piece_index(shape: tuple[int, ...], layout: Layout, i: int, n: int) -> tuple[slice, ...]:
+    """The slice of a value of `shape` that device i of n holds in `layout`."""
+    bl = blocks.splits(layout, len(shape), n)
+    size = blocks.part_shape(shape, bl)
+    return tuple(slice(k * s, (k + 1) * s) for k, s in zip(blocks.block_of(bl, i), size, strict=True))
+
+
+def sharding(x: Tensor) -> tuple[Devices, Layout] | None:
+    """`(devices, axis)` of a sharded Tensor whose layout is known (a MULTI), None for a one-device Tensor. `axis` is
+    the axis split across the devices, None where each holds the whole value, or a block layout over a device grid
+    (`tgfx/ir/blocks.py`: one (ways, stride) per array axis) for a NamedSharding on a mesh of two or more axes."""
     u = x.uop
     if u.op is Ops.MULTI:
         return u.device, u.arg
@@ -73,7 +85,6 @@ def shard(x: Tensor | np.ndarray, devices: str | Sequence[str], axis: int | None
     """
     if not isinstance(x, (Tensor, np.ndarray, np.generic)):
         x = Tensor(x)
-    host = None if isinstance(x, Tensor) else np.asarray(x)
     shape = x.shape
     devs = _devices(devices, "shard")
     if axis is not None:
@@ -81,11 +92,19 @@ def shard(x: Tensor | np.ndarray, devices: str | Sequence[str], axis: int | None
         if shape[axis] % len(devs):
             raise ValueError(f"shard: axis {axis} of a Tensor of shape {shape} has size {shape[axis]}, which does "
                              f"not divide evenly across the {len(devs)} devices {devs}; pad it, or shard another axis")
+    return place(x, devs, axis)
+
+
+def place(x: Tensor | np.ndarray, devs: Devices, axis: Layout) -> Tensor:
+    """`x` laid out over the (checked) device tuple `devs` as `axis` says: an axis split evenly (`shard`), None
+    (replicated), or a block layout over a device grid (`tgfx/ir/blocks.py`, a `NamedSharding` on a 2-D mesh) whose
+    splits divide `x`'s axes."""
+    host = None if isinstance(x, Tensor) else np.asarray(x)
     if host is not None and len(devs) > 1:
         # host data: each device's piece written into its memory, as `Tensor(data, device=d)` is (no program, no
         # copy between devices: a data-parallel step's batch was a buffer on the first device and a copy program).
         # Another process's piece is that process's to write (each places the same value): here a placeholder
-        pieces = np.split(host, len(devs), axis) if axis is not None else [host] * len(devs)
+        pieces = [host[piece_index(host.shape, axis, i, len(devs)) + (...,)] for i in range(len(devs))]
         return Tensor(multi([remote_placeholder(d, p.shape, canonicalize_dtype(host.dtype)) if network.is_remote(d)
                              else Tensor(np.ascontiguousarray(p), device=d).uop
                              for p, d in zip(pieces, devs, strict=True)], axis))
@@ -182,7 +201,7 @@ def put(leaf: Any, sharding: Any, what: str) -> Any:
     devs, axis = shardings.layout(sharding, tuple(shape), what)
     if type(devs) is str:
         return _on(leaf, devs)
-    return shard(leaf if isinstance(leaf, (Tensor, np.ndarray, np.generic)) else Tensor(leaf), devs, axis)
+    return place(leaf if isinstance(leaf, (Tensor, np.ndarray, np.generic)) else Tensor(leaf), devs, axis)
 
 
 def device_put(x: Any, device: str | Sequence[str] | None = None, axis: int | None = None) -> Any:
@@ -366,6 +385,10 @@ def visualize_sharding(x: Tensor) -> str:
         if axis is None:
             cells = [f"{d}  all (replica)" for d in devs]
             title = f"{head} replicated on {len(devs)} devices"
+        elif type(axis) is tuple:   # blocks over a device grid: each device's ranges
+            cells = [f"{d}  [{', '.join(f'{s.start}:{s.stop}' for s in piece_index(x.shape, axis, i, len(devs)))}]"
+                     for i, d in enumerate(devs)]
+            title = f"{head} {blocks.describe(axis, len(devs))} over {len(devs)} devices"
         else:
             size = x.shape[axis] // len(devs)
             what = "rows" if axis == 0 else "cols" if axis == x.ndim - 1 else f"axis {axis}"
