@@ -177,8 +177,8 @@ def killed() -> None:
 
 
 def quits() -> None:
-    """Process 1 ends normally without joining the collective process 0 waits in: process 0's network engine gives
-    up after TGFX_WAIT_TIMEOUT and aborts them all, saying why."""
+    """Process 1 ends normally without joining the collective process 0 waits in: its end reaches process 0's
+    network engine, and they all end, saying which process ended."""
     tg.distributed.initialize()
     x = tg.make_array_from_process_local_data(tg.devices(), np.ones(4, np.float32))
     if tg.process_index() == 0:
@@ -186,5 +186,42 @@ def quits() -> None:
         raise AssertionError("process 0 finished a collective that process 1 never joined")
 
 
+def quits_host() -> None:
+    """Process 1 ends normally after 2 steps of 3 while process 0 builds its third batch (a collective on the host,
+    which waited for ever): they all end, saying which process ended."""
+    tg.distributed.initialize()
+    for _ in range(3 if tg.process_index() == 0 else 2):
+        float(tg.make_array_from_process_local_data(tg.devices(), np.ones(4, np.float32)).sum())
+    if tg.process_index() == 0:
+        raise AssertionError("process 0 built a batch that process 1 never joined")
+
+
+def uneven() -> None:
+    """Process 1 runs 2 steps of 3, then gathers the result, while process 0 builds its third batch: two different
+    host collectives (process 1 took process 0's batch shapes for the gathered value). Both raise, naming both."""
+    tg.distributed.initialize()
+    r = tg.process_index()
+    try:
+        for _ in range(3 if r == 0 else 2):
+            x = tg.make_array_from_process_local_data(tg.devices(), np.ones(4, np.float32))
+        tg.distributed.process_allgather(x * 2)
+    except tg.distributed.DistributedMismatchError as e:
+        print(f"mismatch detected {r}: {e}", flush=True)
+        return
+    raise AssertionError("process 1 gathered a value from process 0's make_array_from_process_local_data")
+
+
+def stalls() -> None:
+    """Process 1 stops (sleeps past TGFX_WAIT_TIMEOUT) without joining the collective process 0 waits in: process 0's
+    network engine gives up after the timeout and aborts them all, saying why."""
+    tg.distributed.initialize()
+    x = tg.make_array_from_process_local_data(tg.devices(), np.ones(4, np.float32))
+    if tg.process_index() == 1:
+        time.sleep(20)
+    float(x.sum())
+    raise AssertionError("process 0 finished a collective that process 1 never joined")
+
+
 if __name__ == "__main__":
-    {"main": main, "mismatch": mismatch, "dies": dies, "killed": killed, "quits": quits}[sys.argv[1]]()
+    {"main": main, "mismatch": mismatch, "dies": dies, "killed": killed, "quits": quits, "quits_host": quits_host,
+     "uneven": uneven, "stalls": stalls}[sys.argv[1]]()

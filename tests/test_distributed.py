@@ -19,9 +19,9 @@ import tgfx as tg
 from tgfx.devices import canonical_device, network
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.tensor import Tensor
 from tgfx.lowering import lower_multi
 from tgfx.lowering.inline import walk
+from tgfx.tensor import Tensor
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "distributed_programs.py"
@@ -142,21 +142,38 @@ def test_mismatched_programs_are_reported_before_the_collective() -> None:
 
 
 @needs_mpi
-@pytest.mark.parametrize("how", ["dies", "killed", "quits"])
+def test_processes_at_different_host_collectives_say_so() -> None:
+    """Process 1 gathers a result while process 0 builds another batch (it ran one step more): both raise
+    DistributedMismatchError naming both calls. The host's collectives were not checked: process 1's gather took
+    process 0's batch shapes as its data, and process 0 raised about 'different local data' [..., None]."""
+    res = launch(2, "uneven")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(re.findall(r"mismatch detected (\d)", res.stdout)) == ["0", "1"], res.stdout
+    assert "process 0 reached make_array_from_process_local_data, but process 1 reached process_allgather" in \
+        res.stdout and "process 1 reached process_allgather, but process 0 reached make_array" in res.stdout, res.stdout
+
+
+@needs_mpi
+@pytest.mark.parametrize("how", ["dies", "killed", "quits", "quits_host", "stalls"])
 def test_a_failing_process_ends_them_all(how: str) -> None:
     """Process 1 raises (or is killed) while process 0 waits in a collective: MPI_Abort (or the launcher) ends both,
-    with the error, well before the collective's timeout (30 s). Process 1 ending without joining it: process 0
-    aborts them all after its timeout (3 s here)."""
+    with the error, well before the collective's timeout (30 s). Process 1 ending normally without joining it (in
+    the network engine, or on the host, where process 0 waited for ever): its end reaches process 0, and the error
+    names it. Process 1 stopping: process 0 aborts them all after its timeout (3 s here)."""
     start = time.monotonic()
-    res = launch(2, how, timeout_s=3.0 if how == "quits" else 30.0)
+    res = launch(2, how, timeout_s=3.0 if how == "stalls" else 30.0)
     assert res.returncode != 0
     assert time.monotonic() - start < 25, "the surviving process waited for its timeout instead of being aborted"
     err = res.stdout + res.stderr
     if how == "dies":
         assert "process 1 fails on purpose" in err and "aborting every process" in err, err
-    if how == "quits":
+    if how in ("quits", "quits_host"):
+        reached = "an all-reduce (ADD) of 1 float32 values" if how == "quits" else "make_array_from_process_local_data"
+        assert "process 1 reached the end of its script" in err and f"process 0 reached {reached}" in err, err
+        assert "aborting every process" in err, err
+    if how == "stalls":
         assert "did not complete within 3 s (TGFX_WAIT_TIMEOUT)" in err and "aborting every process" in err, err
-    assert "finished a collective" not in err
+    assert "finished a collective" not in err and "never joined" not in err
 
 
 @needs_mpi

@@ -22,10 +22,14 @@ collective. Read a global Tensor with `process_allgather` (the whole value, on e
 
 Failure: an uncaught exception in any process aborts them all (`MPI_Abort`, as `python -m mpi4py` does), a
 collective that does not complete within `TGFX_WAIT_TIMEOUT` seconds (30) aborts them all, and processes that reach
-different collectives (different shapes) raise `DistributedMismatchError` before the mismatched collective runs.
+different collectives (different shapes; a process at `process_allgather` while another is at
+`make_array_from_process_local_data`) raise `DistributedMismatchError`, naming what each reached, before the
+mismatched collective runs. A process that ends normally tells the others at exit, so one still waiting in a
+collective raises that error naming it ("process 1 reached the end of its script"), instead of waiting.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import traceback
@@ -85,6 +89,7 @@ def initialize(devices_per_process: int | None = None) -> None:
                                    MPI))
     if world.Get_size() > 1:
         _abort_on_uncaught_exception()
+        atexit.register(_announce_end)
 
 
 def _abort_on_uncaught_exception() -> None:
@@ -100,6 +105,18 @@ def _abort_on_uncaught_exception() -> None:
         g = network.group()
         network.abort_every_process(f"tgfx process {g.index} of {g.count} raised {kind.__name__}")
     sys.excepthook = hook
+
+
+def _announce_end() -> None:
+    """At a normal exit, once this process's network engine has run what it was given: tell the others (a process
+    still waiting in a collective fails naming this one, instead of hanging)."""
+    from tgfx.lowering import multi_process
+    if multi_process._net is not None:
+        try:
+            multi_process._net.synchronize()
+        except Exception:  # noqa: BLE001 -- a collective that failed already said so; the others still hear of the end
+            pass
+    network.announce_end()
 
 
 def is_initialized() -> bool:
@@ -145,7 +162,8 @@ def make_array_from_process_local_data(devices: Sequence[str], local_data: Any, 
         axis = normalize_axis(axis, x.ndim, "make_array_from_process_local_data")
     g = network.group()
     if g.ctl is not None:
-        seen = g.ctl.allgather((tuple(x.shape), x.dtype.name, len(mine)))
+        seen = network.host_allgather("make_array_from_process_local_data", (tuple(x.shape), x.dtype.name,
+                                                                               len(mine)))
         if len(set(seen)) != 1:
             raise ValueError(f"make_array_from_process_local_data: the processes pass different local data (shape, "
                              f"dtype, local devices) {seen}; every process must pass the same shape and dtype, for "
@@ -186,10 +204,10 @@ def process_allgather(x: Tensor) -> np.ndarray:
         return x.numpy()
     mine = {i: np.asarray(Tensor(p).numpy()) for i, p in enumerate(u.src) if not network.is_remote(p.device)}
     if u.arg is None:  # replicated: any process's part is the value, but every process must call the collective
-        g.ctl.allgather(None)
+        network.host_allgather("process_allgather", None)
         return next(iter(mine.values()))
     parts: dict[int, np.ndarray] = {}
-    for theirs in g.ctl.allgather(mine):
+    for theirs in network.host_allgather("process_allgather", mine):
         parts.update(theirs)
     return np.concatenate([parts[i] for i in range(len(u.src))], axis=u.arg)
 

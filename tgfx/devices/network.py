@@ -14,10 +14,12 @@ same device as `"CPU:<k>@<this process>"`). This module is below the lowering an
   host memory in place and drives it
   to completion (MPI's own progress, in `Test`, which runs without the GIL), then the submission's SIGNAL. Kernels
   on the local devices keep running meanwhile; consumers wait on the NET timeline as on any device's.
-- Failure: every collective first compares a signature of itself (kind, op, dtype, element count) across the
-  processes with a 2-word all-reduce, so ranks running different programs fail with `DistributedMismatchError`
-  before any collective of mismatched sizes blocks; a collective that does not complete within `TGFX_WAIT_TIMEOUT`
-  seconds (a rank died or stopped calling) aborts every process through `MPI_Abort` with a message saying so.
+- Failure: every collective (the engine's, and the host's: `host_allgather`) first exchanges a record of itself
+  (kind, op, dtype, element count; the host call's name) across the processes (`agree`), so ranks running different
+  programs fail with `DistributedMismatchError`, naming what each process reached, before any collective of
+  mismatched sizes blocks. A process that ends normally says so (`announce_end`, at exit), so one still waiting
+  fails naming it; a collective that does not complete within `TGFX_WAIT_TIMEOUT` seconds (a rank stopped
+  calling) aborts every process through `MPI_Abort` with a message saying so.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import struct
 import sys
 import termios
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,9 +189,77 @@ def subcomm(processes: tuple[int, ...]) -> Any:
         return comm
 
 
-def _signature(kind: str, op: str, dtype_name: str, count: int) -> int:
-    digest = hashlib.sha256(f"{kind}|{op}|{dtype_name}|{count}".encode()).digest()
-    return int.from_bytes(digest[:7], "little")
+# ---- every process at the same collective: checked first, by exchanging what each reached ----
+_CALL_BYTES = 128   # a call's record: an 8-byte hash of its description, then the description (cut to fit)
+END_OF_SCRIPT = "the end of its script (it calls no more collectives)"
+
+
+def _call_record(what: str) -> np.ndarray:
+    out = np.zeros(_CALL_BYTES, np.uint8)
+    out[:8] = np.frombuffer(hashlib.sha256(what.encode()).digest()[:8], np.uint8)
+    text = what.encode()[:_CALL_BYTES - 8]
+    out[8:8 + len(text)] = np.frombuffer(text, np.uint8)
+    return out
+
+
+def _calls_of(records: np.ndarray) -> list[str]:
+    return [bytes(r[8:]).rstrip(b"\0").decode(errors="replace") for r in records]
+
+
+def mismatch_message(what: str, calls: list[str], processes: Sequence[int]) -> str:
+    """What a process that reached `what` says when the processes (`calls[i]`: process `processes[i]`'s) differ."""
+    others = "; ".join(f"process {p} reached {c}" for p, c in zip(processes, calls, strict=True) if c != what)
+    return (f"process {_group.index} reached {what}, but {others}: every process must run the same program (the "
+            f"same collectives in the same order, on arrays of the same global shapes; the same number of steps)")
+
+
+def agree(comm: Any, what: str, processes: Sequence[int], timeout_s: float) -> None:
+    """Check that every process of `comm` (processes `processes`) reached the same call `what` before any of them
+    starts it: a collective of a different kind or size would block or corrupt memory instead of failing.
+
+    Raises:
+        DistributedMismatchError: naming what each differing process reached (the end of its script, for one that
+            ended normally: see `announce_end`); every process raises it, from the same records.
+    """
+    mine = _call_record(what)
+    every = np.empty((len(processes), _CALL_BYTES), np.uint8)
+    _drive(comm.Iallgather(mine, every), f"the check that every process reached {what}", timeout_s)
+    if not (every[:, :8] == mine[:8]).all():
+        raise DistributedMismatchError(mismatch_message(what, _calls_of(every), processes))
+
+
+def host_allgather(what: str, value: Any) -> list[Any]:
+    """Every process's `value` (any picklable object), in process order: for host work all processes do together
+    (`what` names it in errors), on the host's communicator. Checked first (`agree`), so a process at another call
+    (or at its end) is an error naming both, not a hang or another call's data; not done within
+    `TGFX_WAIT_TIMEOUT` seconds (a process stopped), it aborts every process."""
+    g = _group
+    agree(g.ctl, what, range(g.count), DEFAULT_TIMEOUT_S)
+    return g.ctl.allgather(value)
+
+
+def announce_end() -> None:
+    """Tell the other processes that this one ended normally (at exit, after `initialize`): a process still waiting
+    in a collective (host or network) sees `END_OF_SCRIPT` where its own call should be and raises, naming this
+    one, instead of hanging until its timeout (or for ever, on the host). When every process ends, the records
+    match and each returns. Waits without a deadline (another may compute long before its end); a mismatch here
+    aborts every process, saying what the others reached."""
+    g = _group
+    mine = _call_record(END_OF_SCRIPT)
+    pending = []
+    for comm in (g.comm, g.ctl):
+        every = np.empty((g.count, _CALL_BYTES), np.uint8)
+        pending.append((comm.Iallgather(mine, every), every))
+    while pending:
+        waiting = []
+        for req, every in pending:
+            if not req.Test():
+                waiting.append((req, every))
+            elif not (every[:, :8] == mine[:8]).all():
+                abort_every_process(f"tgfx process {g.index} of {g.count}: "
+                                    f"{mismatch_message(END_OF_SCRIPT, _calls_of(every), range(g.count))}")
+        pending = waiting
+        time.sleep(0.001)
 
 
 def _host_view(ptr: int, nbytes: int, dtype: np.dtype) -> np.ndarray:
@@ -275,9 +346,6 @@ class Collective:
         self.nbytes = count * self.dtype.itemsize
         self.out_count = count * len(processes) if kind == "allgather" else \
             count // len(processes) if kind == "reduce_scatter" else count
-        sig = _signature(kind, op, self.dtype.name, count)
-        self._sig = np.array([sig, -sig], np.int64)
-        self._sig_out = np.zeros(2, np.int64)
         how = f" ({op})" if kind != "allgather" else ""
         self.what = (f"{kind.replace('all', 'all-').replace('_', '-')}{how} of {count} {self.dtype.name} values across "
                      f"processes {list(processes)}")
@@ -290,18 +358,11 @@ class Collective:
     def _run(self, bufs_addr: int, vals_addr: int, core: int) -> None:
         """The EXEC body, on the NET engine's thread: check that every process runs this same collective, then run
         it in place on the buffers' memory."""
-        mpi, timeout = _group.mpi, DEFAULT_TIMEOUT_S
+        timeout = DEFAULT_TIMEOUT_S
         ptrs = (ctypes.c_uint64 * 2).from_address(bufs_addr)
         out = _host_view(int(ptrs[0]), self.out_count * self.dtype.itemsize, self.dtype)
         src = _host_view(int(ptrs[1]), self.nbytes, self.dtype)
-        _drive(self.comm.Iallreduce(self._sig, self._sig_out, op=mpi.MAX), f"the signature check of an {self.what}",
-               timeout)
-        if self._sig_out[0] != self._sig[0] or self._sig_out[1] != self._sig[1]:
-            # every process sees the mismatch from the same two maxima, so every one raises here
-            raise DistributedMismatchError(
-                f"process {_group.index} reached an {self.what}, but another process reached a different collective "
-                f"(another shape, dtype or reduction): every process must run the same program on arrays of the "
-                f"same global shapes")
+        agree(self.comm, f"an {self.what}", self.processes, timeout)
         if self.kind == "allgather":
             req = self.comm.Iallgather([src, self.count, self.mpi_type], [out, self.count, self.mpi_type])
         elif self.kind == "reduce_scatter":
@@ -317,4 +378,5 @@ class Collective:
 
 __all__ = ["ProcessGroup", "RemoteDevice", "NetworkDevice", "Collective", "DistributedError",
            "DistributedMismatchError", "group", "set_group", "process_of", "is_remote", "spans_processes",
-           "subcomm", "check_collective", "NET_NAME"]
+           "subcomm", "check_collective", "agree", "host_allgather", "announce_end", "mismatch_message",
+           "END_OF_SCRIPT", "NET_NAME"]
