@@ -674,6 +674,27 @@ def test_closure_values_become_loop_invariants() -> None:
     assert loop.arg.n_consts == 1 and not any(u.op is Ops.BUFFER for u in loop.src[0].toposort())
 
 
+def test_gradient_with_respect_to_a_constant_valued_input_read_by_a_body() -> None:
+    """An input made by `tnp.full` (a constant, no buffer) and read by a loop or branch body from outside: the body's
+    literal was the constant, so its gradient never reached the input (zero, silently, for all of these)."""
+    b = tnp.full(3, 0.1)
+    assert not any(u.op is Ops.BUFFER for u in b.uop.toposort())
+    cases = [(lambda b: tg.lax.fori_loop(0, 3, lambda i, z: tnp.tanh(z + b), tnp.zeros(3)).sum(),
+              lambda b: py_fori(0, 3, lambda i, z: tnp.tanh(z + b), tnp.zeros(3)).sum()),
+             (lambda b: tg.lax.scan(lambda c, _: (c * 0.5 + b, None), tnp.ones(3), None, length=3)[0].sum(),
+              lambda b: py_fori(0, 3, lambda i, c: c * 0.5 + b, tnp.ones(3)).sum()),
+             (lambda b: tg.lax.cond(True, lambda x: tnp.sin(x + b), lambda x: x, tnp.ones(3)).sum(),
+              lambda b: tnp.sin(tnp.ones(3) + b).sum()),
+             (lambda b: tg.lax.switch(1, [lambda x: x, lambda x: tnp.sin(x * b)], tnp.ones(3)).sum(),
+              lambda b: tnp.sin(b).sum())]
+    for f, ref in cases:
+        expect = tg.grad(ref)(tg.asarray(np.full(3, 0.1, np.float32))).numpy()   # the same value in a buffer
+        assert np.abs(expect).min() > 0.1
+        close(tg.grad(f)(b), expect)
+        close(tg.jit(tg.grad(f))(b), expect)
+        close(tg.jvp(f, (b,), (tnp.ones(3),))[1], expect.sum())
+
+
 # ---- errors name the user's thing ----
 def test_carry_type_changed_by_the_body_is_named() -> None:
     x = tnp.ones(3)

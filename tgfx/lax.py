@@ -211,6 +211,7 @@ from tgfx._lax_window import reduce_window as reduce_window
 from tgfx.callback import TOKEN, chain_token, deliver
 from tgfx.devices import DEFAULT_DEVICE, canonical_device
 from tgfx.dtypes import DType, dtypes, promote_types, to_dtype
+from tgfx.function import is_grad_input
 from tgfx.ir.control import INDEX_DTYPE, LoopSpec, SwitchSpec, loop_results, n_bodies
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
@@ -333,8 +334,12 @@ def close_over(bodies: list[list[UOp]], lead: list[UOp], rest: list[UOp], device
             srcs = u.src[n_bodies(u):]
             if u in mine or any(s in dep for s in srcs):
                 dep.add(u)
-            elif u.op in (Ops.BUFFER, Ops.PARAM, Ops.COPY, Ops.REDUCE_AXIS) or any(s in ext for s in srcs):
-                ext.add(u)   # data from outside, a device move or a reduction: worth doing once, before the loop
+            elif u.op in (Ops.BUFFER, Ops.PARAM, Ops.COPY, Ops.REDUCE_AXIS) or is_grad_input(u) or \
+                    any(s in ext for s in srcs):
+                # data from outside, a device move or a reduction: worth doing once, before the loop. A value being
+                # differentiated is one even when it is a constant (`tnp.full(3, 0.1)`): as a literal of the body, the
+                # loop's gradient never reached it
+                ext.add(u)
         for u in order:
             if u in dep or u is tup:
                 for s in u.src[n_bodies(u):]:
