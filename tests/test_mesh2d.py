@@ -221,3 +221,24 @@ def test_grad_of_a_shard_mapped_loss_over_both_mesh_axes(mesh: Mesh) -> None:
     np.testing.assert_allclose(float(value), float(want), rtol=1e-6)
     np.testing.assert_allclose(gw.numpy(), ww.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(gv.numpy(), wv.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_collective_inside_a_grad_inside_shard_map_is_a_clear_error(mesh: Mesh) -> None:
+    """A psum over "model" inside a grad taken inside the shard_map, of a loss that depends on the "model" blocks of
+    the differentiated weight: its gradient does not flow back through the collective (it came out zero, and the
+    loss wrong), so it is an error that says to differentiate outside (test_grad_of_a_shard_mapped_loss_...)."""
+    a, w = randn(8, 6), randn(6, 4, seed=1)
+
+    def local(xb: tg.Tensor, wb: tg.Tensor) -> tg.Tensor:
+        return tg.grad(lambda w_: (tg.lax.psum((xb @ w_).sum(1), "model") ** 2).mean())(wb)
+    with pytest.raises(NotImplementedError, match=r"lax.psum\('model'\) inside a grad .* differs over 'model'.*"
+                                                  r"Differentiate outside instead"):
+        tg.shard_map(local, mesh=mesh, in_specs=(P("data", None), P(None, "model")), out_specs=P(None, "model"),
+                     check_vma=False)(a, w)
+    # a weight the same on every example (unmapped) differentiates through it: the gradient of the total
+    xs, w0 = np.arange(6, dtype=np.float32).reshape(2, 3), np.full(3, 2, np.float32)
+    g = tg.vmap(lambda x, w_: tg.grad(lambda v: tg.lax.psum((x * v).sum(), "i") ** 2)(w_), in_axes=(0, None),
+                axis_name="i")(xs, w0)
+    total = (xs * w0).sum()
+    np.testing.assert_allclose(g.numpy(), np.broadcast_to(2 * total * xs.sum(0), (2, 3)), rtol=1e-6)
+
