@@ -242,3 +242,15 @@ def test_collective_inside_a_grad_inside_shard_map_is_a_clear_error(mesh: Mesh) 
     total = (xs * w0).sum()
     np.testing.assert_allclose(g.numpy(), np.broadcast_to(2 * total * xs.sum(0), (2, 3)), rtol=1e-6)
 
+
+def test_a_grid_layout_across_processes_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2 x 2 mesh over two processes of two devices each: blocks over the grid would need collectives between
+    subgroups across processes, which the MPI lowering does not have (its gather joined one split axis)."""
+    from tgfx.devices import network
+    monkeypatch.setattr(network, "_group", network.ProcessGroup(0, 2, 2))
+    devs = tuple(tg.devices("cpu"))
+    assert devs == ("CPU:0", "CPU:1", "CPU:0@1", "CPU:1@1")
+    m = Mesh(np.array(devs).reshape(2, 2), ("data", "model"))
+    with pytest.raises(NotImplementedError, match=r"block layout over a device grid .* span processes"):
+        tg.device_put(np.ones((4, 4), np.float32), NamedSharding(m, P("data", None)))
+    assert tg.sharding(tg.device_put(np.ones((4, 4), np.float32), NamedSharding(m, P(("data", "model"))))) == (devs, 0)

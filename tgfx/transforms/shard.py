@@ -99,6 +99,10 @@ def place(x: Tensor | np.ndarray, devs: Devices, axis: Layout) -> Tensor:
     """`x` laid out over the (checked) device tuple `devs` as `axis` says: an axis split evenly (`shard`), None
     (replicated), or a block layout over a device grid (`tgfx/ir/blocks.py`, a `NamedSharding` on a 2-D mesh) whose
     splits divide `x`'s axes."""
+    if type(axis) is tuple and any(network.is_remote(d) for d in devs):
+        raise NotImplementedError(f"a block layout over a device grid ({blocks.describe(axis, len(devs))}) on devices "
+                                  f"{devs} that span processes is not supported; across processes, split one axis "
+                                  f"over every device (P(('data', 'model'))) or replicate")
     host = None if isinstance(x, Tensor) else np.asarray(x)
     if host is not None and len(devs) > 1:
         # host data: each device's piece written into its memory, as `Tensor(data, device=d)` is (no program, no
