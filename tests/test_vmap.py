@@ -548,6 +548,38 @@ def test_named_axis_collectives() -> None:
         lax.pmean(xs, "b")
 
 
+def test_differentiating_through_collectives_inside_the_axis() -> None:
+    """A grad taken inside vmap(axis_name=) (pmap's data parallelism: a cross-replica batch norm's pmean inside the
+    loss) differentiates through the collective by its transpose, as JAX: a psum's cotangent is the psum of every
+    example's. The value was wrong (the batch's graph read the placeholder's tag, bound to one example's input) and
+    the gradient zero, silently."""
+    lax = tg.lax
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    s = x.sum(0)
+    close = lambda got, want: np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)  # noqa: E731
+    v, g = tg.vmap(tg.value_and_grad(lambda v: lax.psum((v ** 2).sum(), "i")), axis_name="i")(x)
+    close(v, [(x ** 2).sum()] * 2)
+    close(g, 2 * 2 * x)   # d/dv of the sum over both examples, times the two examples' cotangents (as JAX's)
+    close(tg.vmap(tg.grad(lambda v: lax.pmean((v ** 2).sum(), "i")), axis_name="i")(x), 2 * x)
+    close(tg.vmap(tg.grad(lambda v: (v * lax.psum(v, "i")).sum()), axis_name="i")(x), np.broadcast_to(2 * s, x.shape))
+    centred = tg.vmap(tg.grad(lambda v: ((v - lax.pmean(v.mean(), "i")) ** 2).sum()), axis_name="i")(x)
+    close(centred, 2 * (x - x.mean()))   # the mean's own terms cancel over the batch
+    close(tg.vmap(lambda v: tg.vjp(lambda v: lax.psum(v, "i"), v)[1](tnp.ones(3))[0], axis_name="i")(x),
+          np.full(x.shape, 2.0))
+    close(tg.vmap(tg.grad(lambda v: (lax.all_gather(v, "i") * tnp.asarray([[1.0], [2.0]])).sum()), axis_name="i")(x),
+          [[2.0] * 3, [4.0] * 3])
+    ring = tg.pmap(tg.grad(lambda v: (lax.ppermute(v, "i", [(0, 1), (1, 0)]) * tnp.arange(3.0)).sum()),
+                   axis_name="i")(x)
+    close(ring, np.broadcast_to(np.arange(3.0), x.shape))
+    # a collective over the outer axis from inside an inner vmap, under the grad
+    nested = tg.vmap(tg.vmap(tg.grad(lambda v: (lax.psum(v, "i") * v).sum()), axis_name="j"), axis_name="i")(x)
+    close(nested, np.broadcast_to(2 * s, x.shape))
+    close(tg.jit(tg.vmap(tg.grad(lambda v: lax.psum((v ** 3).sum(), "i")), axis_name="i"))(x), 2 * 3 * x ** 2)
+    close(tg.vmap(tg.grad(tg.grad(lambda v: lax.psum(v ** 3, "i"))), axis_name="i")(np.float32([1, 2])), [12, 24])
+    with pytest.raises(NotImplementedError, match="lax.psum: forward-mode"):
+        tg.vmap(lambda v: tg.jvp(lambda v: lax.psum(v * v, "i"), (v,), (tnp.ones(3),))[1], axis_name="i")(x)
+
+
 def test_pmap_is_a_jitted_vmap_with_a_named_axis() -> None:
     # jax.pmap's spelling, as ported programs write it: collectives over its axis name, static arguments, in_axes;
     # the values JAX's pmap gives (tgfx computes them in one batched program on the default device)

@@ -26,18 +26,25 @@ from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.tensor import Tensor, normalize_axis, to_tensor
+from tgfx.trace_state import current
 from tgfx.tree import tree_map
 
 _uid = itertools.count()
 
 
+def _levels() -> int:
+    return len(current().differentiating)
+
+
 @dataclass
 class Axis:
     """A vmap axis while its function is traced (`name` None: unnamed): the stand-ins' batched values (the batch axis
-    in front)."""
+    in front), and how many differentiations were running when it was bound (one begun inside its function
+    differentiates through its collectives by their transposes, `_transposed`)."""
     name: Any
     size: int
     seeds: dict[UOp, UOp] = field(default_factory=dict)
+    levels: int = field(default_factory=_levels)
 
 
 _local = threading.local()
@@ -108,6 +115,60 @@ def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor
     shard_map's pmean over "data" of a loss psum'd over "model" is one value per device). With `each`, the result
     differs between the examples of `name` too (its axis in front: a ppermute's, a psum_scatter's), and is handed back
     through a stand-in for that axis first."""
+    if x.dtype.is_inexact and _levels() > _stack()[_bound_at(name, fn)].levels:
+        return _transposed(x, name, fn, combine, each)
+    return _values(x, name, fn, combine, each)
+
+
+def _transposed(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool) -> Tensor:
+    """`_over` for a differentiation begun inside the axis's function. The example's gradient through a collective
+    needs every example's cotangent, which its own graph does not hold (the batch's value does not depend on this
+    example's input there), so the value passes through a call whose backward is the collective's transpose, as
+    JAX's: the examples' cotangents, batched over the axis (summed where the result is the same for all of them), go
+    back through the vjp of `combine`, and each example gets its row. So a psum's cotangent is the psum of theirs,
+    a ppermute's is permuted back."""
+    from tgfx.function import Function
+    from tgfx.transforms.control_grad import in_forward_mode
+    from tgfx.transforms.grad import vjp
+    out = _values(x, name, fn, combine, each)
+    b, k = _batch_all(x, name, fn)
+
+    def transpose(gb: Tensor, k: int) -> Tensor:
+        return vjp(lambda v: combine(v, k), b)[1](gb if each else gb.sum(0))[0]
+
+    def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
+        if in_forward_mode():   # (forward mode transposes this backward, which mixes the examples' cotangents)
+            raise NotImplementedError(f"{fn}: forward-mode differentiation (jvp, jacfwd, linearize) through a "
+                                      f"collective inside vmap, pmap or shard_map is not supported; use reverse mode "
+                                      f"(grad, vjp, jacrev) there, or take the jvp outside the mapped function")
+        return _rows(grads[0], name, fn, transpose), None
+    backward.__qualname__ = f"{fn}.transpose"
+    return Function(lambda x, out: (out,), grad_fxn=backward, name=fn)(x, out)[0]
+
+
+def _rows(g: Tensor, name: Any, fn: str, f: Callable[[Tensor, int], Tensor]) -> Tensor:
+    """`f(batch, k)` of g's values over the axis `name` (batched as `_values` does), a row per example, each
+    example's read at its position. Not handed back through a stand-in, whose value is kept beside the graph: a
+    vjp's cotangent placeholder, bound when its pullback is called, would not be bound there."""
+    batch, k = _batch_all(g, name, fn)
+    rows = f(batch, k)
+    for axis in _stack()[-k - 1:]:
+        rows = rows[_position(axis)]
+    return rows
+
+
+def _batch_all(x: Tensor, name: Any, fn: str) -> tuple[Tensor, int]:
+    """x over every example of the axis `name` and of the k vmaps nested in it (batched over each, broadcast where x
+    is the same for their examples): axes (name, outermost inner, ..., innermost) in front, and k."""
+    stack = _stack()
+    at = _bound_at(name, fn)
+    for axis in reversed(stack[at + 1:]):
+        x = _batched(x, axis)[0]
+    return _batched(x, stack[at])[0], len(stack) - at - 1
+
+
+def _values(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool) -> Tensor:
+    """`_over`'s value, through which nothing is differentiated (the batch's graph reads the stand-ins' values)."""
     stack = _stack()
     at = _bound_at(name, fn)
     _check_not_differentiated(x, stack[at:], name, fn)
@@ -164,12 +225,16 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     return tree_map(lambda leaf: _over(to_tensor(leaf), axis_name, "lax.all_gather", gather), x)
 
 
-def axis_index(axis_name: Any) -> Tensor:
-    """The position of this example along the vmap axis `axis_name` (int32), as `jax.lax.axis_index`."""
-    axis = _stack()[_bound_at(axis_name, "lax.axis_index")]
+def _position(axis: Axis) -> Tensor:
+    """The position of this example along `axis`: a stand-in whose batched value is 0 .. size - 1."""
     standin = UOp(Ops.PARAM, dtypes.int32, (), (-1, (), DEFAULT_DEVICE), tag=("vmap", "axis_index", next(_uid)))
     axis.seeds[standin] = Tensor.arange(axis.size, dtype=dtypes.int32).uop
     return Tensor(standin)
+
+
+def axis_index(axis_name: Any) -> Tensor:
+    """The position of this example along the vmap axis `axis_name` (int32), as `jax.lax.axis_index`."""
+    return _position(_stack()[_bound_at(axis_name, "lax.axis_index")])
 
 
 def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0, out_axes: Any = 0,

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from tgfx.dtypes import dtypes
-from tgfx.function import _describe_paths
+from tgfx.function import _describe_paths, is_grad_input
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat
 from tgfx.ir.uop import UOp
@@ -148,6 +148,10 @@ def is_standin(u: UOp) -> bool:
 def on_batched(ctx: BatchCtx, x: UOp, arg: Any) -> UOp:
     """`x` applied to its (one, batched) source's batched form, with `arg` for the leading batch axis."""
     return x.replace(src=(ctx.new[x.src[0]],), arg=arg)
+
+
+def batch_memory(ctx: BatchCtx, x: UOp) -> UOp:
+    return ctx.new[x.src[0]] if is_grad_input(x) else on_batched(ctx, x, x.arg)
 
 
 def batch_call(ctx: BatchCtx, x: UOp) -> UOp:
@@ -264,8 +268,10 @@ pm_batch = PatternMatcher([
     # complex views act on the last axis: the batch axis in front changes nothing
     (UPat((Ops.AS_COMPLEX, Ops.AS_PAIRS), name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
     (UPat(Ops.REDUCE_AXIS, name="x"), lambda ctx, x: on_batched(ctx, x, (x.arg[0], _shift(x.arg[1])))),
-    # memory: the same op on the batched value (a stop_gradient or grad placeholder tag, a COPY's device are kept)
-    (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(UPat(),), name="x"), lambda ctx, x: on_batched(ctx, x, x.arg)),
+    # memory: the same op on the batched value (a stop_gradient tag, a COPY's device are kept); a grad placeholder
+    # batched while its differentiation runs (a collective batches the example's graph) is a value, not that
+    # placeholder, which leaving the differentiation binds to the one example's input
+    (UPat((Ops.CONTIGUOUS, Ops.COPY), src=(UPat(),), name="x"), batch_memory),
     # calls: batch the body; a result of the batched call carries the batch axis if its body result does
     (UPat((Ops.FUNCTION, Ops.CALL), name="x"), batch_call),
     (UPat(Ops.GETTUPLE, name="x"), batch_result),
