@@ -18,6 +18,7 @@ from tgfx import config, counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import HCQExecError
 from tgfx.dtypes import dtypes
+from tgfx.lowering import forget_compiled
 from tgfx.lowering.compile import compile_llvm
 
 # (the thread outside `enable_x64` asks for float64 and is told it gets float32)
@@ -276,12 +277,15 @@ def test_a_child_forked_inside_blocks_keeps_only_its_own():
     assert run.stdout.split() == ["0", "(1,", "0)", "Flag"]
 
 
-def test_a_jitted_function_follows_the_flags_that_change_its_code(monkeypatch):
+def test_a_jitted_function_follows_the_flags_that_change_its_code(monkeypatch, tmp_path):
     """A flag that changes generated code (NOOPT, BEAM, TGFX_FLUSH_DENORMALS, TGFX_CPU, x64), set after a jitted
     function's first call, is that function's from the next call on, as `with Context(BEAM=2): step(...)` is meant:
     the call traces and compiles under it; back under the first flags it replays the first program (no trace, no
     compile), and a later change to the same values, by a block or process-wide, replays the second. Before, every
     call replayed the first program, compiled under the flags of the first call."""
+    # (compiles counted from nothing: run after test_eager_cost, whose kernels include this one's code, it compiled 0)
+    monkeypatch.setattr(config.CACHE_DIR, "value", str(tmp_path))
+    forget_compiled()
     f = tg.jit(lambda x: x * 1e-30)   # 1e-10 * 1e-30 is a float32 subnormal: 0 where denormals are flushed
     x = tnp.asarray(np.full(16, 1e-10, np.float32), device="CPU")   # (the CPU's code; CUDA:0's ignores the flag)
     assert config.FLUSH_DENORMALS.value == 1
