@@ -8,8 +8,9 @@ import threading
 from typing import Any
 
 import numpy as np
+import pytest
 
-from tgfx import lowering
+from tgfx import config, lowering
 from tgfx.devices.target import host_target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
@@ -74,11 +75,34 @@ def test_two_threads_compiling_kernels_of_the_same_code_at_once_each_get_a_kerne
     assert len({lowering.kernel_name(a) for a in asts}) == 2
     lowering.forget_compiled()
     monkeypatch.setattr(lowering, "_same_code", _MissTogether(len(asts)))
-    with Context(TGFX_CACHE_DIR=str(tmp_path)):
-        kernels = run_each(*[lambda a=a: lowering.lower_kernel(a) for a in asts])
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):   # (nothing from the disk cache; each thread is given the override)
+        kernels = run_each(*[config.carry(lambda a=a: lowering.lower_kernel(a)) for a in asts])
     lowering.forget_compiled()
     # one object, loaded once, under the symbol of the kernel that inserted it
     assert kernels[0].name == kernels[1].name and kernels[0].code.addr == kernels[1].code.addr
+
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_two_threads_lowering_the_same_kernels_at_once_compile_each_once(monkeypatch, tmp_path, pooled: bool) -> None:
+    # eight threads' first eager op (or jitted program, `prelower`'s pool) at once compiled each of its kernels in
+    # every thread that missed the code cache before another entered it: the code is entered as pending before it
+    # compiles, and the others wait for that compile
+    import tgfx as tg
+    from tgfx.config import Context
+    asts = [_scaled(6), _scaled(10)]
+    lowering.forget_compiled()
+    monkeypatch.setattr(lowering, "_same_code", _MissTogether(2))
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):   # (nothing from the disk cache; each thread is given the override)
+        tg.counters.reset()
+        if pooled:   # (each thread's program: both kernels, compiled on its own queue's thread)
+            run_each(*[config.carry(lambda: lowering.prelower(asts))] * 2)
+            kernels = [lowering.lower_kernel(a) for a in asts]
+        else:
+            kernels = run_each(*[config.carry(lambda: lowering.lower_kernel(asts[0]))] * 2)
+    lowering.forget_compiled()
+    assert tg.counters.compile_count == 1
+    assert len({k.code.addr for k in kernels}) == 1 and all(k.code.addr for k in kernels)
 
 
 def _blocked(thread: threading.Thread, codes: set[Any]) -> bool:
@@ -155,3 +179,25 @@ def test_a_trace_failing_while_other_threads_wait_for_it_fails_only_its_own_call
     f, results = _first_calls_at_once(body, first_in, go)
     assert isinstance(results[0], ValueError) and str(results[0]) == "the first trace fails"
     assert all(np.allclose(results[i], np.tanh(XN) @ XN.T + 1, rtol=1e-5) for i in range(1, 8))
+
+
+def test_a_compile_interrupted_by_ctrl_c_is_compiled_again_by_the_next_lowering(monkeypatch, tmp_path) -> None:
+    # the code being compiled is entered as pending: an interrupted compile must not leave it pending (the next
+    # lowering of that code would wait for it for ever), nor remembered as failed
+    from tgfx.config import Context
+    real = lowering.compile_llvm
+    calls = []
+
+    def interrupted_once(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+    monkeypatch.setattr(lowering, "compile_llvm", interrupted_once)
+    lowering.forget_compiled()
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):
+        with pytest.raises(KeyboardInterrupt):
+            lowering.lower_kernel(_scaled(7))
+        kernel = run_each(config.carry(lambda: lowering.lower_kernel(_scaled(7))))[0]
+    lowering.forget_compiled()
+    assert len(calls) == 2 and kernel.code.addr

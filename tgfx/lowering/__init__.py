@@ -349,18 +349,41 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: CompileQueue
         return _load(ast, mode, key, ko, target)
     src = kernel_source(ast, target, opts)
     same = _same_code.get(code_key := _code_key(src, target))
-    if same is None:   # compiled on the pool's thread (the caller finishes it, see `prelower`), or here
-        obj = pool.submit(src.ir, src.name, target) if pool is not None else compile_llvm(src.ir, target=target)
-        # (another thread may have inserted this code since the lookup: then its object is the one kept)
-        same = _same_code.setdefault(code_key, (src.name, obj))
+    if same is None:   # the code is entered as pending first: threads lowering it meanwhile wait for this compile
+        # (another thread may have entered it since the lookup: then its object is the one kept)
+        same = _same_code.setdefault(code_key, (src.name, pending := Future()))
+        if same[1] is pending:   # compiled on the pool's thread (the caller finishes it, see `prelower`), or here
+            if pool is not None:
+                pool.submit(src.ir, src.name, target).add_done_callback(lambda done: _settle(pending, code_key, done))
+            else:
+                _settle(pending, code_key, lambda: compile_llvm(src.ir, target=target))
     if same[0] != src.name:   # the code of a kernel lowered before: its object, under its symbol
         src = dataclasses.replace(src, name=same[0], ir=src.ir.replace(src.name, same[0]))
     obj = same[1]
     if isinstance(obj, Future):
         if pool is not None:
             return obj, lambda got: finish(src.assemble(got))
-        obj = obj.result()   # another thread's compile of the same code, still running
+        try:
+            obj = obj.result()   # this thread's compile, or another's of the same code, still running
+        except Exception:
+            raise
+        except BaseException:    # (the thread compiling it was interrupted, Ctrl-C: not this thread's error)
+            obj = compile_llvm(src.ir, target=target)
     return finish(src.assemble(obj))
+
+
+def _settle(pending: Future, code_key: str, compiled: Future | Callable[[], Any]) -> None:
+    """Settle `pending`, the entry of `_same_code` under `code_key`, with the pool's future `compiled`, or with
+    `compiled()` (a compile_llvm) run here. A compile that fails is not remembered (the threads waiting get its
+    error; an interrupted one, Ctrl-C, compiles for them): the next lowering of the code compiles it again."""
+    try:
+        pending.set_result(compiled.result() if isinstance(compiled, Future) else compiled())
+    except BaseException as e:
+        if (entry := _same_code.peek(code_key)) is not None and entry[1] is pending:
+            _same_code.pop(code_key)
+        pending.set_exception(e)
+        if not isinstance(compiled, Future):
+            raise
 
 
 # compiled objects by their code: the kernel's LLVM IR with its symbol left out, and the target. Kernel graphs that say
