@@ -90,23 +90,6 @@ def _batched(x: Tensor, axis: Axis, broadcast: bool = True) -> tuple[Tensor, boo
     return Tensor(out if flag or not broadcast else broadcast_front(out, axis.size)), flag
 
 
-def _check_not_differentiated(x: Tensor, axes: list[Axis], name: Any, fn: str) -> None:
-    """A collective over `name` of a value that a grad traced inside the vmap differentiates, with respect to an
-    input that differs over the examples, is not supported: the collective is computed where it is called, from
-    every example's value, and the gradient would not flow back to this example's input (it was silently zero or
-    wrong). An input that is the same for every example (an unmapped weight) is fine."""
-    from tgfx.function import is_grad_input
-    from tgfx.transforms.vmap import batch_graph
-    for u in x.uop.toposort():
-        if is_grad_input(u) and any(batch_graph([u.src[0]], a.seeds, a.size)[1][0] for a in axes):
-            raise NotImplementedError(
-                f"{fn}({name!r}) inside a grad (or vjp) that is inside the vmap / shard_map binding {name!r}, of a "
-                f"value that depends on a differentiated input that differs over {name!r}: tgfx does not "
-                f"differentiate through that collective. Differentiate outside instead: "
-                f"tg.grad(tg.shard_map(loss, ...)) (or grad of the vmapped function), whose gradients are laid out as "
-                f"the inputs are")
-
-
 def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool = False) -> Tensor:
     """`combine(batch, k)` of x's values over the axis `name`, as one example's value. Inside vmaps nested in that
     axis's, x is first batched over each of them it differs over (innermost first: k leading axes), then over `name`
@@ -171,7 +154,6 @@ def _values(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tens
     """`_over`'s value, through which nothing is differentiated (the batch's graph reads the stand-ins' values)."""
     stack = _stack()
     at = _bound_at(name, fn)
-    _check_not_differentiated(x, stack[at:], name, fn)
     inner = []
     for axis in reversed(stack[at + 1:]):
         x, varies = _batched(x, axis, broadcast=False)
