@@ -133,6 +133,46 @@ def main() -> None:
                                rtol=1e-5, atol=1e-6)
     ok("lax")
 
+    # JAX's multi-host helpers, as a JAX user writes them
+    from tgfx.experimental import multihost_utils
+    from tgfx.sharding import Mesh, NamedSharding
+    from tgfx.sharding import PartitionSpec as P
+    mesh = Mesh(np.array(devs), ("data",))
+    rows_sharding = NamedSharding(mesh, P("data"))
+    xj = tg.make_array_from_process_local_data(rows_sharding, X[r * rows:(r + 1) * rows], X.shape)
+    assert xj.sharding == rows_sharding and not xj.is_fully_addressable and not xj.is_fully_replicated
+    np.testing.assert_array_equal(multihost_utils.process_allgather(xj), X)
+    try:
+        tg.make_array_from_process_local_data(rows_sharding, X[r * rows:(r + 1) * rows], (1, 5))
+        raise AssertionError("a wrong global_shape")
+    except ValueError as e:
+        assert "global_shape=(1, 5)" in str(e), e
+    shards = xj.addressable_shards   # this process's pieces only
+    assert [s.device for s in shards] == tg.local_devices(), shards
+    np.testing.assert_array_equal(np.concatenate([np.asarray(s.data) for s in shards]), X[r * rows:(r + 1) * rows])
+    assert repr(xj) == f"Tensor(shape={X.shape}, dtype=float32, device={tuple(devs)!r})", repr(xj)
+    back = tg.make_array_from_single_device_arrays(X.shape, rows_sharding, [s.data for s in shards])
+    np.testing.assert_array_equal(multihost_utils.process_allgather(back), X)
+    np.testing.assert_array_equal(multihost_utils.process_allgather(tg.device_put(X, rows_sharding)), X)
+    # host values: stacked (or tiled) in process order; a pytree mixes them with global values
+    got = multihost_utils.process_allgather({"r": np.float32(r), "x": xj, "rows": np.full((2,), r)}, tiled=True)
+    np.testing.assert_array_equal(got["r"], np.arange(n, dtype=np.float32))
+    np.testing.assert_array_equal(got["rows"], np.repeat(np.arange(n), 2))
+    np.testing.assert_array_equal(got["x"], X)
+    assert multihost_utils.process_allgather(np.ones((3, 2)) * r).shape == (n, 3, 2)
+    seed = multihost_utils.broadcast_one_to_all({"seed": np.int32(7 + r)})["seed"]
+    assert int(seed) == 7, seed
+    last = multihost_utils.broadcast_one_to_all(np.float32(r), is_source=r == n - 1)
+    assert float(last) == n - 1, last
+    multihost_utils.sync_global_devices("checkpoint written")
+    try:
+        multihost_utils.sync_global_devices(f"step {r}")
+        raise AssertionError("barriers of different names")
+    except tg.distributed.DistributedMismatchError as e:
+        assert str(e).startswith(f"process {r} reached sync_global_devices('step {r}'), but process "), e
+        assert all(f"process {q} reached sync_global_devices('step {q}')" in str(e) for q in range(n)), e
+    ok("jax_api")
+
 
 def _collectives() -> list:
     from tgfx.lowering.multi_process import _collectives

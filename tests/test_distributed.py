@@ -51,7 +51,13 @@ def test_one_process_names() -> None:
     x = tg.make_array_from_process_local_data(("CPU:0", "CPU:1"), np.arange(6.0, dtype=np.float32).reshape(3, 2),
                                               axis=1)
     assert tg.sharding(x) == (("CPU:0", "CPU:1"), 1)
-    np.testing.assert_array_equal(tg.distributed.process_allgather(x), np.arange(6.0).reshape(3, 2))
+    # a process's own value (every part on its devices) is stacked over the processes, as in JAX: here one
+    np.testing.assert_array_equal(tg.distributed.process_allgather(x), np.arange(6.0).reshape(1, 3, 2))
+    np.testing.assert_array_equal(tg.distributed.process_allgather(x, tiled=True), np.arange(6.0).reshape(3, 2))
+    assert int(tg.distributed.broadcast_one_to_all(np.int32(3))) == 3
+    with pytest.raises(ValueError, match="exactly one process must be the source"):
+        tg.distributed.broadcast_one_to_all(np.int32(3), is_source=False)
+    tg.distributed.sync_global_devices("alone")
 
 
 @pytest.fixture
@@ -125,10 +131,13 @@ def test_programs_across_processes(n: int, devices: int) -> None:
     """On n processes of `devices` CPU devices each (a ring within a process, MPI between them): global device
     names, global arrays from each process's data, eager reductions, all-gathers (to one device, replicated, along
     another axis, resharding), kernels submitted while the network engine runs (and its collectives in a profile), a
-    jitted data-parallel grad step equal to one process's (one trace, one bucketed all-reduce a step), tg.lax in it."""
+    jitted data-parallel grad step equal to one process's (one trace, one bucketed all-reduce a step), tg.lax in it,
+    JAX's multi-host helpers (make_array_from_process_local_data with a sharding, addressable_shards,
+    make_array_from_single_device_arrays, multihost_utils' process_allgather, broadcast_one_to_all and
+    sync_global_devices)."""
     res = launch(n, "main", devices=devices)
     assert res.returncode == 0, res.stdout + res.stderr
-    checks = ("names", "eager", "gather", "overlap", "jit_grad", "lax")
+    checks = ("names", "eager", "gather", "overlap", "jit_grad", "lax", "jax_api")
     assert passed(res.stdout) == {(name, r) for name in checks for r in range(n)}, res.stdout + res.stderr
 
 

@@ -36,6 +36,7 @@ from tgfx.counters import counters as counters
 from tgfx.custom import custom_jvp as custom_jvp
 from tgfx.custom import custom_vjp as custom_vjp
 from tgfx.distributed import make_array_from_process_local_data as make_array_from_process_local_data
+from tgfx.distributed import make_array_from_single_device_arrays as make_array_from_single_device_arrays
 from tgfx.distributed import process_count as process_count
 from tgfx.distributed import process_index as process_index
 from tgfx.dtypes import DType as DType

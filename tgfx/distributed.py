@@ -139,24 +139,57 @@ def _device_tuple(devices: Sequence[str], fn: str) -> tuple[str, ...]:
     return _devices(devices, fn)
 
 
-def make_array_from_process_local_data(devices: Sequence[str], local_data: Any, axis: int | None = 0) -> Tensor:
+def _layout_of(sharding: Any, ndim: int, fn: str) -> tuple[tuple[str, ...], Any]:
+    """The device tuple and split axis a JAX sharding gives an array of rank `ndim` (size 0 divides any way)."""
+    from tgfx.sharding import layout
+    devs, axis = layout(sharding, (0,) * ndim, fn)
+    return ((devs,) if isinstance(devs, str) else devs), axis
+
+
+def make_array_from_process_local_data(devices: Any, local_data: Any, axis: Any = 0, *,
+                                       global_shape: Sequence[int] | None = None) -> Tensor:
     """The global Tensor whose parts on this process's devices come from `local_data` (JAX's name); every process
     calls it with its own data of the same shape and dtype.
 
-    devices: the device tuple, spanning processes (e.g. `tg.devices()`).
+    devices: the device tuple, spanning processes (e.g. `tg.devices()`), or a sharding over them, as JAX takes it
+        (`NamedSharding(mesh, P("data"))`, which says the split axis; then the third argument is JAX's optional
+        `global_shape`, as `global_shape=` is: checked against the shape the processes' data make).
     local_data: this process's rows: split evenly along `axis` over this process's devices in the tuple, in their
         order; the global shape along `axis` is that of `local_data` times the processes' share. With
         `axis=None` the value is replicated: every process passes the same whole value.
 
     >>> batch = tg.make_array_from_process_local_data(tg.devices(), x_local)   # x_local: (32, 64) per process
     >>> batch.shape                                                           # (64, 64) with 2 processes
+    >>> batch = tg.make_array_from_process_local_data(NamedSharding(mesh, P("data")), x_local, (64, 64))
 
     Raises:
-        ValueError: this process holds no device of the tuple, `local_data` does not split evenly, or the processes
-            pass different shapes or dtypes (compared across processes, before anything runs).
+        ValueError: this process holds no device of the tuple, `local_data` does not split evenly, the processes
+            pass different shapes or dtypes (compared across processes, before anything runs), or `global_shape`
+            is not the shape they make.
     """
-    devs = _device_tuple(devices, "make_array_from_process_local_data")
+    from tgfx.sharding import Sharding
     x = local_data if isinstance(local_data, Tensor) else Tensor(np.asarray(local_data))
+    if isinstance(devices, Sharding):
+        if isinstance(axis, Sequence):   # (JAX's third argument)
+            global_shape, axis = axis, 0
+        elif axis != 0:
+            raise ValueError(f"make_array_from_process_local_data: axis={axis!r} goes with a device tuple; "
+                             f"{devices!r} says which axis it splits")
+        sharding = devices
+        devices, axis = _layout_of(sharding, x.ndim, "make_array_from_process_local_data")
+        if type(axis) is tuple:
+            raise NotImplementedError(f"make_array_from_process_local_data: {sharding!r} splits several array axes; "
+                                      f"across processes tgfx splits one axis (P('data') on a 1-D mesh of "
+                                      f"tg.devices()) or none (P())")
+    devs = _device_tuple(devices, "make_array_from_process_local_data")
+    out = _from_process_local(devs, x, axis)
+    if global_shape is not None and tuple(out.shape) != tuple(global_shape):
+        raise ValueError(f"make_array_from_process_local_data: global_shape={global_shape}, but the processes' local "
+                         f"data of shape {x.shape} make a global array of shape {out.shape}")
+    return out
+
+
+def _from_process_local(devs: tuple[str, ...], x: Tensor, axis: int | None) -> Tensor:
     mine = [i for i, d in enumerate(devs) if not network.is_remote(d)]
     if axis is not None:
         axis = normalize_axis(axis, x.ndim, "make_array_from_process_local_data")
@@ -187,6 +220,45 @@ def make_array_from_process_local_data(devices: Sequence[str], local_data: Any, 
     return Tensor(multi(parts, axis))
 
 
+def make_array_from_single_device_arrays(shape: Sequence[int], sharding: Any, arrays: Sequence[Any]) -> Tensor:
+    """The global Tensor of `shape` laid out as `sharding` says, from this process's pieces (JAX's name): `arrays`
+    holds one one-device Tensor per device of this process in the sharding's device order (`local_parts` gives them
+    back), each of the piece's shape, on that device.
+
+    >>> parts = [tg.device_put(piece, d) for piece, d in zip(np.split(x_local, n_local), tg.local_devices())]
+    >>> x = tg.make_array_from_single_device_arrays((64, 8), NamedSharding(mesh, P("data")), parts)
+
+    Raises:
+        ValueError: not one array per local device, a piece of another shape or dtype, or on another device.
+    """
+    from tgfx.sharding import layout
+    shape = tuple(int(s) for s in shape)
+    devs, axis = layout(sharding, shape, "make_array_from_single_device_arrays")
+    if type(axis) is tuple:
+        raise NotImplementedError(f"make_array_from_single_device_arrays: {sharding!r} splits several array axes; "
+                                  f"across processes tgfx splits one axis or none")
+    if isinstance(devs, str):
+        devs = (devs,)
+    mine = [d for d in devs if not network.is_remote(d)]
+    pieces = [a if isinstance(a, Tensor) else Tensor(np.asarray(a)) for a in arrays]
+    if len(pieces) != len(mine):
+        raise ValueError(f"make_array_from_single_device_arrays: {len(pieces)} arrays for this process's "
+                         f"{len(mine)} devices {mine} of the sharding; pass one per device, in that order")
+    piece_shape = shape if axis is None else tuple(n // len(devs) if a == axis else n for a, n in enumerate(shape))
+    dtype = pieces[0].dtype if pieces else None
+    for i, (p, d) in enumerate(zip(pieces, mine, strict=True)):
+        if p.shape != piece_shape or p.dtype != dtype or p.device != d:
+            raise ValueError(f"make_array_from_single_device_arrays: arrays[{i}] is {p.dtype.name}{list(p.shape)} on "
+                             f"{p.device}, but the piece of a {list(shape)} array for {d} is "
+                             f"{dtype.name}{list(piece_shape)} on {d}")
+    if len(devs) == 1:
+        return pieces[0]
+    it = iter(pieces)
+    parts = [remote_placeholder(d, piece_shape, dtype) if network.is_remote(d) else next(it).realize().uop
+             for d in devs]
+    return Tensor(multi(parts, axis))
+
+
 def local_parts(x: Tensor) -> list[Tensor]:
     """The parts of global Tensor `x` that this process holds, in device order (one-device Tensors)."""
     u = x.realize().uop
@@ -195,22 +267,94 @@ def local_parts(x: Tensor) -> list[Tensor]:
     return [Tensor(p) for p in u.src if not network.is_remote(p.device)]
 
 
-def process_allgather(x: Tensor) -> np.ndarray:
-    """The whole value of global Tensor `x` as a numpy array, on every process (every process calls it): the
-    processes exchange their parts over MPI (`jax.experimental.multihost_utils.process_allgather`)."""
-    u = x.realize().uop
+def _spans(x: Any) -> bool:
+    return isinstance(x, Tensor) and network.spans_processes(x.device if type(x.device) is tuple else (x.device,))
+
+
+def process_allgather(in_tree: Any, tiled: bool = False) -> Any:
+    """Every leaf of `in_tree` gathered from every process, as numpy arrays, on every process (every process calls
+    it; `jax.experimental.multihost_utils.process_allgather`). A global Tensor (one spanning the processes) gives
+    its whole value; a process's own value (numpy, a scalar, a Tensor on its devices) gives every process's,
+    stacked along a new leading axis in process order, or with `tiled=True` concatenated along axis 0.
+
+    >>> tg.distributed.process_allgather(params)                 # global, replicated: the value
+    >>> tg.distributed.process_allgather(np.float32(local_loss))  # shape (process_count(),)
+    """
+    from tgfx.tree import tree_flatten, tree_unflatten
+    leaves, treedef = tree_flatten(in_tree)
+    if not leaves:
+        return in_tree
     g = network.group()
-    if u.op is not Ops.MULTI or g.ctl is None or not any(network.is_remote(p.device) for p in u.src):
-        return x.numpy()
-    mine = {i: np.asarray(Tensor(p).numpy()) for i, p in enumerate(u.src) if not network.is_remote(p.device)}
-    if u.arg is None:  # replicated: any process's part is the value, but every process must call the collective
-        network.host_allgather("process_allgather", None)
-        return next(iter(mine.values()))
-    parts: dict[int, np.ndarray] = {}
-    for theirs in network.host_allgather("process_allgather", mine):
-        parts.update(theirs)
-    return np.concatenate([parts[i] for i in range(len(u.src))], axis=u.arg)
+    mine: list[Any] = []
+    for leaf in leaves:
+        if _spans(leaf):
+            u = leaf.realize().uop
+            # (replicated: the first part is the value, sent by the process that holds it)
+            held = range(1 if u.arg is None else len(u.src))
+            mine.append({i: Tensor(u.src[i]).numpy() for i in held if not network.is_remote(u.src[i].device)})
+        else:
+            mine.append(np.asarray(leaf.numpy() if isinstance(leaf, Tensor) else leaf))
+    every = network.host_allgather("process_allgather", mine) if g.ctl is not None else [mine]
+    out = []
+    for k, leaf in enumerate(leaves):
+        if _spans(leaf):
+            u = leaf.uop
+            parts: dict[int, np.ndarray] = {}
+            for theirs in every:
+                parts.update(theirs[k])
+            out.append(parts[0] if u.arg is None else
+                       np.concatenate([parts[i] for i in range(len(u.src))], axis=u.arg))
+        else:
+            values = [theirs[k] for theirs in every]
+            out.append(np.concatenate([np.atleast_1d(v) for v in values]) if tiled else np.stack(values))
+    return tree_unflatten(treedef, out)
+
+
+def broadcast_one_to_all(in_tree: Any, is_source: bool | None = None) -> Any:
+    """Process 0's `in_tree` (a pytree of arrays) on every process, its leaves as Tensors on this process's default
+    device (`jax.experimental.multihost_utils.broadcast_one_to_all`); every process calls it with a tree of the same
+    structure. `is_source`: whether this process is the one whose values are sent (default: process 0); exactly one
+    process may be.
+
+    >>> seed = tg.distributed.broadcast_one_to_all(np.int32(time.time_ns() % 2**31))   # one seed for all
+
+    Raises:
+        ValueError: no process or several are the source.
+    """
+    from tgfx.tree import tree_flatten, tree_unflatten
+    g = network.group()
+    source = g.index == 0 if is_source is None else bool(is_source)
+    leaves, treedef = tree_flatten(in_tree)
+    host = [np.asarray(leaf.numpy() if isinstance(leaf, Tensor) else leaf) if source else None for leaf in leaves]
+    if g.ctl is not None:
+        every = network.host_allgather("broadcast_one_to_all", (source, host if source else None))
+        sources = [p for p, (s, _) in enumerate(every) if s]
+        if len(sources) != 1:
+            raise ValueError(f"broadcast_one_to_all: processes {sources} pass is_source=True; exactly one process "
+                             f"must be the source")
+        host = every[sources[0]][1]
+    elif not source:
+        raise ValueError("broadcast_one_to_all: is_source=False in the only process; exactly one process must be the "
+                         "source")
+    return tree_unflatten(treedef, [Tensor(h) for h in host])
+
+
+def sync_global_devices(name: str) -> None:
+    """Wait until every process has reached this call, with the same `name`, and this process's devices have run
+    everything submitted before it (`jax.experimental.multihost_utils.sync_global_devices`): e.g. after process 0
+    writes a checkpoint, before the others read it.
+
+    Raises:
+        DistributedMismatchError: a process reached another call (`sync_global_devices` of another name, another
+            collective, or the end of its script), naming what each reached.
+    """
+    from tgfx.devices import opened_devices
+    for dev in opened_devices():
+        dev.synchronize()
+    if network.group().ctl is not None:
+        network.host_allgather(f"sync_global_devices({name!r})", None)
 
 
 __all__ = ["initialize", "is_initialized", "process_index", "process_count", "make_array_from_process_local_data",
-           "local_parts", "process_allgather", "DistributedError", "DistributedMismatchError"]
+           "make_array_from_single_device_arrays", "local_parts", "process_allgather", "broadcast_one_to_all",
+           "sync_global_devices", "DistributedError", "DistributedMismatchError"]

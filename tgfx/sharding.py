@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.devices import canonical_device
+from tgfx.devices import canonical_device, network
 from tgfx.devices import list_devices as _list_devices
 
 Layout = tuple[str | tuple[str, ...], int | None]   # (a device, None) or (a device tuple, the axis split or None)
@@ -196,7 +196,12 @@ class Sharding:
 
     @property
     def addressable_devices(self) -> set[str]:
-        return self.device_set
+        """The devices of this process (under `tg.distributed`, the others' are not addressable from it)."""
+        return {d for d in self.device_set if not network.is_remote(d)}
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return self.addressable_devices == self.device_set
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -424,7 +429,8 @@ class Shard:
 
 
 def addressable_shards(x: Any) -> list[Shard]:
-    """`x.addressable_shards`: one `Shard` per device `x` lies on."""
+    """`x.addressable_shards`: one `Shard` per device of this process that `x` lies on (under `tg.distributed`,
+    the other processes' pieces are theirs to read)."""
     from tgfx.transforms.shard import parts
     from tgfx.transforms.shard import sharding as layout_of
     lay = layout_of(x)
@@ -440,7 +446,8 @@ def addressable_shards(x: Any) -> list[Shard]:
         b = blocks.block_of(bl, i)
         index = tuple(slice(None) if w == 1 else slice(k * n, (k + 1) * n)
                       for (w, _), k, n in zip(bl, b, size, strict=True))
-        out.append(Shard(d, index, seen.get(b, 0), p))
+        if not network.is_remote(d):
+            out.append(Shard(d, index, seen.get(b, 0), p))
         seen[b] = seen.get(b, 0) + 1
     return out
 

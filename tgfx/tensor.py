@@ -18,6 +18,7 @@ import numpy as np
 
 from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices import canonical_device as _canon
+from tgfx.devices.network import DistributedError
 from tgfx.dtypes import (
     DType,
     bf16_to_f32,
@@ -55,6 +56,9 @@ class ShapeError(ValueError, TypeError):
     """Shapes that do not fit an operation (broadcasting, a contraction, a reshape, a concatenation): a ValueError as
     numpy raises and a TypeError as JAX does, so `except TypeError` around a mismatched matmul, JAX's Neural Network
     tutorial's check, catches it as `except ValueError` does."""
+
+
+_GLOBAL = object()   # what `Tensor._shown` gives for a value spread over processes
 
 
 class Tensor:
@@ -140,21 +144,28 @@ class Tensor:
         value = self._shown()
         if value is None:
             return self._traced_text()
+        if value is _GLOBAL:
+            return f"Tensor(shape={self.shape}, dtype={self.dtype.name}, device={self.device!r})"
         return f"Tensor({value!r}, dtype={self.dtype.name}, device={self.device!r})"
 
     def __str__(self) -> str:
         """numpy's text of the value, as `print(jax_array)` shows it (`repr` adds the dtype and device)."""
         value = self._shown()
+        if value is _GLOBAL:
+            return repr(self)
         return self._traced_text() if value is None else str(value)
 
-    def _shown(self) -> np.ndarray | None:
+    def _shown(self) -> Any:
         """The value to print, or None for a traced value (an argument of a running jit, or one that escaped its
         trace), which prints as its type and shape instead of failing: `print(x)` inside a jitted function is how
-        JAX's tutorials show what tracing sees."""
+        JAX's tutorials show what tracing sees. `_GLOBAL` for a value sharded over several processes, which this
+        one cannot read whole: it prints its shape, dtype and devices, as JAX prints such an array."""
         try:
             return self.numpy()
         except (ConcretizationError, EscapedTracerError):
             return None
+        except DistributedError:
+            return _GLOBAL
 
     def _traced_text(self) -> str:
         return f"Traced<{'~' if _is_weak_tensor(self) else ''}{self.dtype.name}[{','.join(map(str, self.shape))}]>"
@@ -458,6 +469,17 @@ class Tensor:
         1-D mesh of its devices), a `SingleDeviceSharding` on one device (`tgfx/sharding.py`)."""
         from tgfx.sharding import sharding_of
         return sharding_of(self)
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        """Whether this process holds every piece (`jax.Array.is_fully_addressable`): False for a value sharded over
+        several processes' devices (`tg.distributed`)."""
+        return self.sharding.is_fully_addressable
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        """Whether every device holds the whole value (`jax.Array.is_fully_replicated`)."""
+        return self.sharding.is_fully_replicated
 
     @property
     def addressable_shards(self) -> list:
