@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -201,3 +202,42 @@ def test_a_compile_interrupted_by_ctrl_c_is_compiled_again_by_the_next_lowering(
         kernel = run_each(config.carry(lambda: lowering.lower_kernel(_scaled(7))))[0]
     lowering.forget_compiled()
     assert len(calls) == 2 and kernel.code.addr
+
+
+def _adding_while_iterated(objects: weakref.WeakSet, make: Any, run: Any) -> None:
+    """`run()` while another thread adds `make()` to `objects` as the first of its members is read: a trace hook in
+    WeakSet's iteration does it, on this thread, at the line that other thread would run between two items."""
+    added: list[Any] = []
+
+    def hook(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is weakref.WeakSet.__iter__.__code__ and event == "line" and frame.f_locals.get("item") \
+                is not None and not added:
+            added.append(make())
+            objects.add(added[0])
+        return hook
+    sys.settrace(hook)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+
+
+class _Recycling:
+    """A program with no recycled results (`Program.recent`), as `recycled_holders` reads one."""
+    recent: tuple = ()
+
+
+@pytest.mark.parametrize("which", ["clear_caches", "recycled_holders"])
+def test_a_registry_read_while_another_thread_adds_to_it(which: str) -> None:
+    # tg.clear_caches beside a thread making jitted functions, a donating call beside one whose program keeps its
+    # first results: iterating the WeakSet of live ones raised "Set changed size during iteration"
+    import tgfx as tg
+    from tgfx.lowering import program
+    from tgfx.transforms import jit
+    tg.jit(lambda v: v + 1)(np.ones(2, np.float32))
+    program._recycling.add(kept := _Recycling())
+    if which == "clear_caches":
+        _adding_while_iterated(jit._live, lambda: tg.jit(lambda v: v * 2), tg.clear_caches)
+    else:
+        _adding_while_iterated(program._recycling, _Recycling, program.recycled_holders)
+    assert kept in program._recycling

@@ -7,6 +7,8 @@ child, where no thread will ever release it: the child's first use of it hung (a
 made the first device waited on `get_device`'s lock for ever). What a lock guards is left as the fork found it,
 which for tgfx's caches is an entry or a miss, both right. A child forked after the devices started fails at once
 where it computes instead (`tgfx.devices.hcq.refuse_in_forked_child`): their threads stayed in the parent.
+
+`members` reads a registry of live objects (a WeakSet) that other threads may be adding to.
 """
 from __future__ import annotations
 
@@ -38,10 +40,18 @@ def track(obj: ForkAware) -> None:
     _objects.add(obj)
 
 
+def members(objects: weakref.WeakSet[Any]) -> list[Any]:
+    """The objects of `objects` alive now, read in one step. A WeakSet iterated in Python lets other threads run
+    between its items, and one that adds to it meanwhile (a new jitted function, a program's first recycled result)
+    made the iteration raise "Set changed size during iteration" (`tg.clear_caches` beside a thread making jitted
+    functions). Its set of references copies at once (C, under the GIL)."""
+    return [o for ref in list(objects.data) if (o := ref()) is not None]
+
+
 def _after_fork_in_child() -> None:
     for made in _locks:
         made._at_fork_reinit()
-    for obj in list(_objects):
+    for obj in members(_objects):
         obj.after_fork_in_child()
 
 

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from tgfx import config
+from tgfx import config, forksafe
 from tgfx.devices import DEFAULT_DEVICE
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import Ops
@@ -124,7 +124,7 @@ class Backward:
 
 def clear_traces() -> None:
     """Forget the bodies every `function(cache=True)` kept (`tg.clear_caches`)."""
-    for f in list(_cached):
+    for f in forksafe.members(_cached):
         f._traces.clear()
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tgfx import forksafe
 from tgfx.counters import counters
 from tgfx.devices import get_device
 from tgfx.devices.hcq import Buffer, Engine, Sym
@@ -165,7 +166,7 @@ def recycled_holders() -> tuple[dict[int, int], dict[int, set[UOp]]]:
     the reshapes of it among them (a node's reference to its source is one, however many hold the node)."""
     direct: dict[int, int] = {}
     reshapes: dict[int, set[UOp]] = {}
-    for prog in list(_recycling):
+    for prog in forksafe.members(_recycling):
         for results in list(prog.recent):
             for u in results:
                 if u.op is Ops.BUFFER:

@@ -336,7 +336,7 @@ def _transform_key(call: Callable) -> Hashable | None:
 
 def clear_caches() -> None:
     """`clear_cache` of every live jitted function."""
-    for j in list(_live):
+    for j in forksafe.members(_live):
         j.clear_cache()
 
 
