@@ -462,6 +462,30 @@ def test_custom_linear_solve_transpose_solve_and_forward_mode() -> None:
     np.testing.assert_allclose(seen[0], A[0], rtol=1e-6)                 # e0^T A: A's first row
 
 
+def test_custom_linear_solve_forward_mode_solves_with_solve() -> None:
+    # a fixed-step CG (no while loop) as transpose_solve: forward mode linearised it at a zero cotangent, 0 / 0 in its
+    # step length, and every tangent was NaN; the tangent is A^-1 (db - dA x) by solve
+    A, b = rand(4, 4, seed=23) + 4 * np.eye(4), rand(4, seed=24)
+    A = A @ A.T
+
+    def cg_steps(matvec: Any, r: tg.Tensor) -> tg.Tensor:
+        def step(i: Any, c: tuple) -> tuple:
+            x, r, p, rr = c
+            ap = matvec(p)
+            alpha = rr / (p * ap).sum()
+            x, r = x + alpha * p, r - alpha * ap
+            return x, r, r + ((r * r).sum() / rr) * p, (r * r).sum()
+        return lax.fori_loop(0, 4, step, (tnp.zeros_like(r), r, r, (r * r).sum()))[0]
+
+    def solve(a: tg.Tensor, b: tg.Tensor) -> tg.Tensor:
+        return lax.custom_linear_solve(lambda v: a @ v, b, cg_steps, symmetric=True)
+    x = np.linalg.solve(A, b)
+    dA, db = rand(4, 4, seed=25), rand(4, seed=26)
+    dA = dA + dA.T                                                       # (the operator stays symmetric)
+    _, t = tg.jvp(solve, (f32(A), f32(b)), (f32(dA), f32(db)))
+    np.testing.assert_allclose(t.numpy(), np.linalg.solve(A, db - dA @ x), rtol=1e-3, atol=1e-4)
+
+
 def test_custom_linear_solve_hessian_in_the_matrix() -> None:
     # L(A) = |A^-1 b|^2; its gradient -2 A^-T x x^T by central differences in float64 gives the hessian. With x*
     # held constant in dA x*, the second derivative missed A^-1 dA dx (rows off by up to 0.1)

@@ -92,6 +92,27 @@ def test_gradients_are_implicit_through_the_operator_and_b(solver) -> None:
     np.testing.assert_allclose(gs.numpy(), -np.linalg.solve(m, b) @ w, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("solver", [cg, bicgstab])
+def test_forward_mode_and_hessians_solve_with_the_operator(solver) -> None:
+    # jvp transposes the backward: A^-T by the solver's while loop had no transpose ("cannot differentiate the while
+    # loop ... in reverse mode"); JAX's JVP solves A dx = db - dA x
+    k = _spd(6, 8)
+    m = 2.0 * np.eye(6) + k.astype(np.float64)
+    b = np.linspace(-1, 1, 6).astype(np.float32)
+    x = np.linalg.solve(m, b)
+
+    def solve(b: tg.Tensor, s: tg.Tensor) -> tg.Tensor:
+        return solver(lambda v: s * v + tnp.asarray(k) @ v, b, tol=1e-7)[0]
+    s2 = tnp.asarray(np.float32(2.0))
+    _, t = tg.jvp(solve, (tnp.asarray(b), s2), (tnp.ones(6), tnp.asarray(np.float32(0.5))))
+    np.testing.assert_allclose(t.numpy(), np.linalg.solve(m, np.ones(6) - 0.5 * x), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(tg.jacfwd(solve)(tnp.asarray(b), s2).numpy(), np.linalg.inv(m), rtol=1e-3, atol=1e-4)
+    # d2/db2 sum(x^3) = A^-T diag(6 x) A^-1
+    hess = tg.hessian(lambda b: (solve(b, s2) ** 3).sum())(tnp.asarray(b)).numpy()
+    inv = np.linalg.inv(m)
+    np.testing.assert_allclose(hess, inv.T @ np.diag(6 * x) @ inv, rtol=1e-3, atol=1e-4)
+
+
 def test_errors_name_the_solver_and_what_does_not_fit() -> None:
     with pytest.raises(ValueError, match="cg: the linear operator A must be a square matrix"):
         cg(tnp.ones((3, 4)), tnp.ones(3))

@@ -29,12 +29,12 @@ from tgfx._lax_ops import FLOAT, INT, NUMBER, check_kind, same_dtypes, same_shap
 from tgfx._lax_ops import operand as _operand  # (lax's own argument is called operand)
 from tgfx.devices import DEFAULT_DEVICE
 from tgfx.dtypes import dtypes, to_dtype, uint_of
-from tgfx.function import function
+from tgfx.function import Function, function
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import ArrayLike, Tensor, normalize_axis, static_int
 from tgfx.trace_state import current
 from tgfx.transforms.grad import stop_gradient
-from tgfx.tree import tree_flatten, tree_leaves, tree_map
+from tgfx.tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 
 # ---- special functions: tgfx.scipy.special under lax's dtype rule ----
@@ -523,6 +523,7 @@ def _inverse(matvec: Callable, solve: Callable, transpose_solve: Callable | None
     `transpose_solve` on A's transpose, or, without one, forward mode by `solve` (reverse mode then transposes
     `solve`, which must be differentiable for it)."""
     from tgfx.custom import custom_jvp, custom_vjp
+    from tgfx.transforms.control_grad import in_forward_mode
     from tgfx.transforms.grad import vjp
 
     def first(r: Any) -> Any:
@@ -536,8 +537,26 @@ def _inverse(matvec: Callable, solve: Callable, transpose_solve: Callable | None
         inv.defjvp(lambda primals, tangents: (zero(primals[0]), first(solve(matvec, tangents[0]))))
         return inv
     inv = custom_vjp(zero)
+    # forward mode transposes the backward, which is never evaluated there: a node whose transpose is A^-1 by `solve`
+    # stands in for A^-T g, as JAX's JVP calls solve (transposing transpose_solve itself went through its loop: a
+    # while_loop CG, jax.scipy's cg, had no jvp at all, and a fixed-step one linearised at zero gave NaN)
+    def by_solve(g: Any) -> Any:
+        leaves, tree = tree_flatten(g)
+        slots: dict[int, int] = {}
+        at = [slots.setdefault(id(v), len(slots)) for v in leaves]   # (the call's inputs: each Tensor once)
+
+        def transpose(ts: tuple, call: Any) -> tuple:
+            out: list[Any] = [None] * len(call.inputs)
+            for k, v in zip(at, tree_leaves(first(solve(matvec, tree_unflatten(tree, list(ts))))), strict=True):
+                out[k] = v if out[k] is None else out[k] + v
+            return tuple(out)
+        return tree_unflatten(tree, list(Function(lambda *vs: tuple(v * 0 for v in vs), grad_fxn=transpose,
+                                                  name="custom_linear_solve.transpose")(*leaves)))
 
     def backward(_: None, g: Any) -> tuple:
+        if in_forward_mode():
+            return (by_solve(g),)
+
         def vecmat(w: Any) -> Any:
             return vjp(matvec, x)[1](w)[0]
         return (first(transpose_solve(vecmat, g)),)
