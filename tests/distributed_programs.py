@@ -251,6 +251,24 @@ def uneven() -> None:
     raise AssertionError("process 1 gathered a value from process 0's make_array_from_process_local_data")
 
 
+def batch_shapes() -> None:
+    """Process 1's local batch is wider than process 0's; the host's collectives a batch takes are counted."""
+    tg.distributed.initialize()
+    r, g = tg.process_index(), network.group()
+    agreed, gathered = g.ctl.Iallgather, g.ctl.allgather
+    calls = []
+    g.ctl = type("Counted", (), {"Iallgather": lambda _, *a: calls.append("I") or agreed(*a),
+                                 "allgather": lambda _, *a: calls.append("a") or gathered(*a)})()
+    x = tg.make_array_from_process_local_data(tg.devices(), np.ones((2, 3), np.float32))
+    assert calls == ["I"] and x.shape == (2 * tg.process_count(), 3), calls
+    try:
+        tg.make_array_from_process_local_data(tg.devices(), np.ones((2, 3 if r == 0 else 5), np.float32))
+    except tg.distributed.DistributedMismatchError as e:
+        print(f"mismatch detected {r}: {e}", flush=True)
+        return
+    raise AssertionError("batches of different shapes were joined")
+
+
 def stalls() -> None:
     """Process 1 stops (sleeps past TGFX_WAIT_TIMEOUT) without joining the collective process 0 waits in: process 0's
     network engine gives up after the timeout and aborts them all, saying why."""
@@ -264,4 +282,4 @@ def stalls() -> None:
 
 if __name__ == "__main__":
     {"main": main, "mismatch": mismatch, "dies": dies, "killed": killed, "quits": quits, "quits_host": quits_host,
-     "uneven": uneven, "stalls": stalls}[sys.argv[1]]()
+     "uneven": uneven, "stalls": stalls, "batch_shapes": batch_shapes}[sys.argv[1]]()

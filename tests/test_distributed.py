@@ -158,8 +158,20 @@ def test_processes_at_different_host_collectives_say_so() -> None:
     res = launch(2, "uneven")
     assert res.returncode == 0, res.stdout + res.stderr
     assert sorted(re.findall(r"mismatch detected (\d)", res.stdout)) == ["0", "1"], res.stdout
-    assert "process 0 reached make_array_from_process_local_data, but process 1 reached process_allgather" in \
-        res.stdout and "process 1 reached process_allgather, but process 0 reached make_array" in res.stdout, res.stdout
+    assert "process 0 reached make_array_from_process_local_data of float32[4] for 1 device(s), but process 1 " \
+        "reached process_allgather" in res.stdout, res.stdout
+    assert "process 1 reached process_allgather, but process 0 reached make_array" in res.stdout, res.stdout
+
+
+@needs_mpi
+def test_batches_of_different_shapes_name_each() -> None:
+    """Process 1's batch has 5 columns, process 0's 3: both raise before anything runs, naming both shapes, in the
+    one collective a batch takes (it took two: a check, then an exchange of the shapes)."""
+    res = launch(2, "batch_shapes")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(re.findall(r"mismatch detected (\d)", res.stdout)) == ["0", "1"], res.stdout
+    assert "process 0 reached make_array_from_process_local_data of float32[2, 3] for 1 device(s), but process 1 " \
+        "reached make_array_from_process_local_data of float32[2, 5]" in res.stdout, res.stdout
 
 
 @needs_mpi

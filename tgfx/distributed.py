@@ -163,9 +163,10 @@ def make_array_from_process_local_data(devices: Any, local_data: Any, axis: Any 
     >>> batch = tg.make_array_from_process_local_data(NamedSharding(mesh, P("data")), x_local, (64, 64))
 
     Raises:
-        ValueError: this process holds no device of the tuple, `local_data` does not split evenly, the processes
-            pass different shapes or dtypes (compared across processes, before anything runs), or `global_shape`
-            is not the shape they make.
+        ValueError: this process holds no device of the tuple, `local_data` does not split evenly, or
+            `global_shape` is not the shape the processes' data make.
+        DistributedMismatchError: the processes pass different shapes or dtypes (compared across processes, before
+            anything runs; the message names each process's), or one is at another collective.
     """
     from tgfx.sharding import Sharding
     x = local_data if isinstance(local_data, Tensor) else Tensor(np.asarray(local_data))
@@ -194,13 +195,9 @@ def _from_process_local(devs: tuple[str, ...], x: Tensor, axis: int | None) -> T
     if axis is not None:
         axis = normalize_axis(axis, x.ndim, "make_array_from_process_local_data")
     g = network.group()
-    if g.ctl is not None:
-        seen = network.host_allgather("make_array_from_process_local_data", (tuple(x.shape), x.dtype.name,
-                                                                               len(mine)))
-        if len(set(seen)) != 1:
-            raise ValueError(f"make_array_from_process_local_data: the processes pass different local data (shape, "
-                             f"dtype, local devices) {seen}; every process must pass the same shape and dtype, for "
-                             f"the same number of its devices")
+    if g.ctl is not None:   # (the shapes in the checked record: one collective a batch)
+        network.host_agree(f"make_array_from_process_local_data of {x.dtype.name}{list(x.shape)} for {len(mine)} "
+                           f"device(s)")
     if not mine:
         raise ValueError(f"make_array_from_process_local_data: process {g.index} holds none of the devices {devs}")
     if axis is not None and x.shape[axis] % len(mine):
@@ -352,7 +349,7 @@ def sync_global_devices(name: str) -> None:
     for dev in opened_devices():
         dev.synchronize()
     if network.group().ctl is not None:
-        network.host_allgather(f"sync_global_devices({name!r})", None)
+        network.host_agree(f"sync_global_devices({name!r})")
 
 
 __all__ = ["initialize", "is_initialized", "process_index", "process_count", "make_array_from_process_local_data",

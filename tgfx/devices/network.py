@@ -228,14 +228,19 @@ def agree(comm: Any, what: str, processes: Sequence[int], timeout_s: float) -> N
         raise DistributedMismatchError(mismatch_message(what, _calls_of(every), processes))
 
 
-def host_allgather(what: str, value: Any) -> list[Any]:
-    """Every process's `value` (any picklable object), in process order: for host work all processes do together
-    (`what` names it in errors), on the host's communicator. Checked first (`agree`), so a process at another call
-    (or at its end) is an error naming both, not a hang or another call's data; not done within
-    `TGFX_WAIT_TIMEOUT` seconds (a process stopped), it aborts every process."""
+def host_agree(what: str) -> None:
+    """`agree` on the host's communicator: every process has reached the call `what` (a barrier that checks; one
+    collective). Not done within `TGFX_WAIT_TIMEOUT` seconds (a process stopped), it aborts every process."""
     g = _group
     agree(g.ctl, what, range(g.count), DEFAULT_TIMEOUT_S)
-    return g.ctl.allgather(value)
+
+
+def host_allgather(what: str, value: Any) -> list[Any]:
+    """Every process's `value` (any picklable object), in process order: for host work all processes do together
+    (`what` names it in errors), on the host's communicator. Checked first (`host_agree`), so a process at another
+    call (or at its end) is an error naming both, not a hang or another call's data."""
+    host_agree(what)
+    return _group.ctl.allgather(value)
 
 
 def announce_end() -> None:
@@ -378,5 +383,5 @@ class Collective:
 
 __all__ = ["ProcessGroup", "RemoteDevice", "NetworkDevice", "Collective", "DistributedError",
            "DistributedMismatchError", "group", "set_group", "process_of", "is_remote", "spans_processes",
-           "subcomm", "check_collective", "agree", "host_allgather", "announce_end", "mismatch_message",
+           "subcomm", "check_collective", "agree", "host_agree", "host_allgather", "announce_end", "mismatch_message",
            "END_OF_SCRIPT", "NET_NAME"]
