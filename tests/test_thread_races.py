@@ -241,3 +241,41 @@ def test_a_registry_read_while_another_thread_adds_to_it(which: str) -> None:
     else:
         _adding_while_iterated(program._recycling, _Recycling, program.recycled_holders)
     assert kept in program._recycling
+
+
+def test_a_failed_call_is_an_error_in_its_thread_even_after_another_threads_wait_raised_it() -> None:
+    # a pool thread's wait on the device raised the fault of another thread's call first (it cannot tell whether its
+    # values depend on the failed ones), and that thread then read its results, never computed, with no error
+    import tgfx as tg
+    from tgfx.devices.hcq import HCQExecError
+
+    def fails(v: np.ndarray) -> np.ndarray:
+        raise ValueError("a callback of thread A fails")
+    bad = tg.jit(lambda v: tg.pure_callback(fails, tg.ShapeDtypeStruct(v.shape, v.dtype), v) * 2)
+    good = tg.jit(lambda v: v + 1)
+    x = tg.asarray(np.ones(4, np.float32))
+    good(x).block_until_ready()
+    submitted, b_waited = threading.Event(), threading.Event()
+
+    def a() -> str:
+        out = bad(x)            # (submitted; nothing waits for it yet)
+        submitted.set()
+        assert b_waited.wait(60)
+        try:
+            out.numpy()
+        except HCQExecError as e:
+            return str(e)
+        return "no error"
+
+    def b() -> str:
+        assert submitted.wait(60)
+        try:
+            good(x).numpy()
+            return "no error"
+        except HCQExecError as e:
+            return str(e)
+        finally:
+            b_waited.set()
+    seen_a, _ = run_each(a, b)
+    assert "a callback of thread A fails" in seen_a
+    np.testing.assert_array_equal(good(x).numpy(), np.full(4, 2, np.float32))   # and nothing is owed to this thread

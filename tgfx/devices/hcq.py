@@ -111,6 +111,7 @@ from tgfx.devices.runtime import (
 DEFAULT_TIMEOUT_S = float(Flag("TGFX_WAIT_TIMEOUT", 30.0).value)
 FOREVER_NS = 1 << 62                # a timeout that never passes (packets hold timeouts in int64 ns)
 PROFILE_EVENTS_KEPT = 100_000       # per device; older profile events are dropped
+_SUBMITTERS = 4096                   # per device: the threads of its latest submissions, for their faults
 HOST_SPIN_NS = 10_000               # a host wait spins this long before it sleeps
 _HOST_SLICE_NS = 100_000_000        # a host wait returns to Python this often (so Ctrl-C gets through)
 _WRITER_CHECK_S = 0.1               # a blocked host wait checks this often that its signal still has a writer
@@ -299,11 +300,13 @@ class Signal:
 
     def raise_error(self, upto: int) -> None:
         """Raise the fault attached to a write of a value <= `upto`, unless a host wait already reported it."""
-        if not self._mem[S_ERROR] or self._mem[S_ERROR_AT] > upto:
+        if not self._mem[S_ERROR] or (at := int(self._mem[S_ERROR_AT])) > upto:
             return
         err = self.error
         if err is not None and not err.reported:
             _report(err)
+            if self._device is not None:   # (a device timeline: its submission `at` was some thread's)
+                self._device._owe(err, at)
             raise err
 
     def wait(self, value: int, timeout: float | None = None) -> None:
@@ -534,6 +537,10 @@ class HCQDevice:
         self._inflight: deque[tuple[int, Any, Submission, CommandProcessor, int, int]] = deque()
         self._lock = threading.Lock()                   # guards _inflight and _errors
         self._submit_lock = threading.Lock()
+        # the thread that made each recent submission (by timeline value, modulo `_SUBMITTERS`), and the faults other
+        # threads' waits reported first, owed to the thread whose submission raised them (`_owe`)
+        self._submitters: list[threading.Thread | None] = [None] * _SUBMITTERS
+        self._owed: dict[int, tuple[threading.Thread, HCQError]] = {}
         self.allocator = self.create_allocator()
         self._faults = word_view(host_runtime().fault_counter)   # (read per synchronize: see Signal.words)
         self.processors = {engine: self.create_processor(engine) for engine in Engine}
@@ -589,6 +596,7 @@ class HCQDevice:
         proc.keep_events()                                # before the processor overwrites them
         with self._submit_lock:
             value = self.timeline_value + 1
+            self._submitters[value % _SUBMITTERS] = threading.current_thread()
             if inline and cb.inline_ok and proc.run_inline is not None and self.timeline.words[0] == value - 1:
                 # idle (everything submitted before has completed): run it here; it skips the leading WAIT
                 if self._inflight:
@@ -651,7 +659,30 @@ class HCQDevice:
         self._retire(value)
         if DEBUG >= 1:
             _drain_all_events()
+        if self._owed:
+            self._raise_owed()
         sig.raise_error(value)
+
+    def _owe(self, err: HCQError, value: int) -> None:
+        """`err`, the fault of submission `value`, was raised by a wait of the calling thread: if another thread made
+        that submission, its next wait on this device raises it too. (A pool thread's wait reported the fault of
+        another's call first, and that thread read its results, never computed, with no error.) The runtime cannot
+        tell whether the waiting thread's values depend on the failed ones, so it raises there too."""
+        thread = self._submitters[value % _SUBMITTERS] if value > self.timeline_value - _SUBMITTERS else None
+        if thread is not None and thread is not threading.current_thread() and thread.is_alive():
+            with self._lock:
+                self._owed = {k: v for k, v in self._owed.items() if v[0].is_alive()}
+                self._owed.setdefault(thread.ident, (thread, err))
+
+    def _raise_owed(self) -> None:
+        """Raise the fault owed to the calling thread (`_owe`), if there is one."""
+        me = threading.current_thread()
+        with self._lock:
+            owed = self._owed.get(me.ident)
+            if owed is None or owed[0] is not me:
+                return
+            del self._owed[me.ident]
+        raise owed[1]
 
     def _block_on_timeline(self, value: int, timeout: float, waiter: str) -> None:
         """Block until the timeline reaches `value`. Every `_WRITER_CHECK_S` (and before the first wait, for what
@@ -716,7 +747,7 @@ class HCQDevice:
     def synchronize(self, timeout: float | None = None) -> None:
         """Wait for everything submitted so far, then raise any fault not yet reported."""
         mem = self.timeline.words
-        if mem[0] >= self.timeline_value and not mem[S_ERROR] and not self._errors and \
+        if mem[0] >= self.timeline_value and not mem[S_ERROR] and not self._errors and not self._owed and \
                 self._faults[0] == _faults_drained and DEBUG.value < 1:
             if self._inflight:                  # done, and nothing to raise: the common case, a few reads
                 self._retire(self.timeline_value)
