@@ -345,6 +345,15 @@ def test_bfloat16_and_non_dtypes_compare_unequal() -> None:
         _ = tnp.bfloat16.type
 
 
+def test_a_dtype_prints_its_name_as_numpys_and_jaxs_do() -> None:
+    # a user's log line, a dtype saved as a string and read back, `str(x.dtype).startswith("float")`: str was the
+    # repr, "dtypes.float32", which np.dtype does not read
+    x = tnp.ones(2)
+    assert str(x.dtype) == "float32" and f"{x.dtype}" == "float32" and "%s" % (x.dtype,) == "float32"  # noqa: UP031
+    assert np.dtype(str(tnp.zeros(2, tnp.int8).dtype)) == np.int8 and str(tnp.bfloat16) == "bfloat16"
+    assert repr(x.dtype) == "dtypes.float32"
+
+
 def test_all_dtypes_are_listed() -> None:
     # the real types ALL lists, and the two complex ones (tests/test_complex.py)
     assert set(dtypes.all()) == set(ALL) | {dtypes.complex64, dtypes.complex128}

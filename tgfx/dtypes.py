@@ -42,6 +42,10 @@ class DType:
     def __repr__(self) -> str:
         return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
 
+    def __str__(self) -> str:
+        """The name, as numpy's and JAX's dtypes print (`print(x.dtype)`, f"{x.dtype}", `np.dtype(str(x.dtype))`)."""
+        return self.name if self.count == 1 else repr(self)
+
     def __eq__(self, other: object) -> bool:
         """A DType equals only itself (they are interned). A numpy dtype, a numpy scalar type or a dtype's name equals
         the DType of the same element type, as numpy's and JAX's dtypes compare: `x.dtype == np.float32`,
