@@ -295,6 +295,24 @@ def test_unique_matches_numpy(v: np.ndarray, with_nan: bool) -> None:
     same(counts, np.concatenate([want[3], [0] * pad]).astype(np.int32))
 
 
+@settings(max_examples=20)
+@given(st.lists(st.integers(0, 2), min_size=12, max_size=12).map(lambda v: np.array(v, np.int32)),
+       st.sampled_from([0, 1, -1]))
+def test_unique_along_an_axis_matches_numpy(v: np.ndarray, axis: int) -> None:
+    # the distinct slices in lexicographic order (jnp.unique(axis=) was a NotImplementedError): numpy's values,
+    # first indices and counts; the inverse is 1-d, as jnp.unique's
+    x = v.reshape(6, 2) if axis == 0 else v.reshape(3, 2, 2)
+    got = tnp.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    want = np.unique(x, return_index=True, return_inverse=True, return_counts=True, axis=axis)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w.reshape(-1) if w.ndim == 1 or g.ndim == 1 else w)
+    k = want[0].shape[axis]
+    vals, counts = tg.jit(lambda a: tnp.unique(a, return_counts=True, axis=axis, size=7, fill_value=-1))(x)
+    slots = np.moveaxis(np.asarray(vals), axis, 0)
+    np.testing.assert_array_equal(slots[:k], np.moveaxis(want[0], axis, 0))
+    assert (slots[k:] == -1).all() and np.asarray(counts).tolist() == want[3].tolist() + [0] * (7 - k)
+
+
 def test_an_eager_unique_with_size_sorts_once() -> None:
     # its body is one cached traced function: an eager graph cut 32 ops deep sorted again in each later piece
     # (four network sorts for one unique); now as many runs of the sort's kernels as one argsort, and numpy's values
@@ -512,8 +530,8 @@ def test_error_messages() -> None:
         tnp.put_along_axis(x, np.array([0]), 1.0, 0)
     with pytest.raises(ValueError, match="kth=5 is out of bounds"):
         tnp.partition(x, 5)
-    with pytest.raises(NotImplementedError, match="axis=None"):
-        tnp.unique(np.ones((2, 2)), axis=0)
+    with pytest.raises(ValueError, match="unique: axis 2 is out of bounds"):
+        tnp.unique(np.ones((2, 2)), axis=2)
     with pytest.raises(NotImplementedError, match="edge_order=2"):
         tnp.gradient(x, edge_order=2)
     with pytest.raises(ValueError, match="gufunc signature"):

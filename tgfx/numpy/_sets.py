@@ -69,8 +69,8 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
 
     NaNs count as one value unless `equal_nan=False`. Without `size` the values are read (eagerly only); with
     `size=N` there are N slots computed on the device, those past the unique values holding `fill_value` (the
-    smallest value by default) with count 0, as jnp.unique. Only `axis=None` (or the one axis of a 1-d array) is
-    supported. `sorted` is accepted for JAX compatibility.
+    smallest value by default) with count 0, as jnp.unique. With `axis`, the unique slices along it (rows for
+    axis=0), sorted lexicographically, the inverse 1-d. `sorted` is accepted for JAX compatibility.
 
     >>> tnp.unique(tnp.asarray([3, 1, 3, 2])).tolist()
     [1, 2, 3]
@@ -78,14 +78,41 @@ def unique(ar: ArrayLike, return_index: bool = False, return_inverse: bool = Fal
     [1, 2, 0]
     """
     x = to_tensor(ar)
-    if axis is not None and not (x.ndim == 1 and normalize_axis(axis, 1, "unique") == 0):
-        raise NotImplementedError(f"unique: only axis=None is supported (the unique elements of the flattened "
-                                  f"array), got axis={axis} for shape {x.shape}; for unique rows use "
-                                  f"tnp.lexsort on the columns")
-    r, _ = _unique_flat(x.reshape(-1), None if size is None else int(size), fill_value, equal_nan, "unique")
+    if axis is not None and x.ndim != 1:
+        r = _unique_slices(x, normalize_axis(axis, x.ndim, "unique"), None if size is None else int(size),
+                           fill_value)
+    else:
+        if axis is not None:
+            normalize_axis(axis, 1, "unique")
+        r, _ = _unique_flat(x.reshape(-1), None if size is None else int(size), fill_value, equal_nan, "unique")
+        r = dd.UniqueAllResult(r.values, r.indices, r.inverse_indices.reshape(x.shape), r.counts)
     out = (r.values,) + ((r.indices,) if return_index else ()) + \
-        ((r.inverse_indices.reshape(x.shape),) if return_inverse else ()) + ((r.counts,) if return_counts else ())
+        ((r.inverse_indices,) if return_inverse else ()) + ((r.counts,) if return_counts else ())
     return out[0] if len(out) == 1 else out
+
+
+def _unique_slices(x: Tensor, axis: int, size: int | None, fill_value: ArrayLike | None) -> dd.UniqueAllResult:
+    """unique's result along `axis`: the distinct slices x[..., i, ...] in lexicographic order, the index of each
+    one's first occurrence, every slice's (a 1-d inverse, as jnp.unique's) and the counts. Each slice gets the
+    lexicographic rank of the first slice equal to it, so the slices' unique values are the unique ranks."""
+    moved = mv.moveaxis(x, axis, 0)
+    n = moved.shape[0]
+    rows = moved.reshape(n, int(np.prod(moved.shape[1:])))
+    if n == 0 or rows.shape[1] == 0:
+        k = min(n, 1) if size is None else size
+        empty = Tensor.full((k,), 0, dd._index_dtype())
+        values = Tensor.full((k, *moved.shape[1:]), 0, x.dtype)
+        return dd.UniqueAllResult(mv.moveaxis(values, 0, axis), empty, Tensor.full((n,), 0, dd._index_dtype()),
+                                  Tensor.full((k,), n, dd._index_dtype()))
+    order = lexsort([rows[:, j] for j in reversed(range(rows.shape[1]))])
+    rank = _sort.argsort(order)
+    first = rd.argmax(rd.all(ew.equal(rows.reshape(n, 1, -1), rows.reshape(1, n, -1)), axis=2), axis=1)
+    r, count = _unique_flat(rank[first], size, None, False, "unique")
+    values = rows[r.indices]
+    if fill_value is not None:
+        values = (dd._iota(values.shape[0]) < count).reshape(-1, 1).where(values, to_tensor(fill_value))
+    values = values.astype(x.dtype).reshape(values.shape[0], *moved.shape[1:])
+    return dd.UniqueAllResult(mv.moveaxis(values, 0, axis), r.indices, r.inverse_indices, r.counts)
 
 
 def _unique_slots(x: Tensor, assume_unique: bool, fn: str, sort: bool = True) -> tuple[Tensor, Tensor]:
