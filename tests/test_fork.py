@@ -153,3 +153,34 @@ def test_a_child_forked_while_a_parent_thread_was_in_tgfx_before_the_devices_sta
     run = subprocess.run([sys.executable, "-c", BEFORE_THE_DEVICES], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split("\n")[:3] == ["0", "0", "[1.0, 2.0, 3.0]"], run.stdout + run.stderr[-3000:]
+
+
+ROWS = textwrap.dedent("""
+    import os
+    import numpy as np
+    import tgfx.numpy as tnp
+    from tgfx.devices.hcq import ForkedRuntimeError
+
+    data = (tnp.arange(12.0) * 2).reshape(3, 4)
+    data.block_until_ready()
+    pid = os.fork()       # a DataLoader worker: reads rows of a dataset its parent computed
+    if pid == 0:
+        got = [np.asarray(data[1]).tolist(), np.asarray(data[1:3]).sum().item(), data.numpy()[2, 3].item()]
+        try:
+            (data[0] * 2).numpy()     # a value to compute: the devices are the parent's
+            got.append("computed")
+        except ForkedRuntimeError:
+            got.append("refused")
+        print(got, flush=True)
+        os._exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    print(np.asarray(data[1] + 1).tolist())
+""")
+
+
+def test_a_child_forked_after_tgfx_ran_reads_rows_of_computed_values_and_refuses_to_compute() -> None:
+    # a row of a computed buffer (`x[1]`, `x[1:3]`) is a range of its memory: the child reads it as it reads the
+    # whole buffer (it raised ForkedRuntimeError, as if it needed the parent's devices); computing anything still does
+    run = subprocess.run([sys.executable, "-c", ROWS], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split("\n")[:2] == ["[[8.0, 10.0, 12.0, 14.0], 120.0, 22.0, 'refused']", "[9.0, 11.0, 13.0, 15.0]"]

@@ -149,6 +149,13 @@ def _with_params(nodes: list[UOp]) -> tuple[set[UOp], set[UOp]]:
     return traced, called
 
 
+def _ranges_of(uops: list[UOp]) -> bool:
+    """Whether each of `uops` is a contiguous range of a computed buffer in host memory (`x[3]`, `x[2:5]`): that
+    memory, no kernel. A child forked after the devices started (a DataLoader worker reading rows of a dataset the
+    parent computed) reads those as it reads a whole computed buffer; anything to compute is `ForkedRuntimeError`."""
+    return all(u.op in RANGE_OPS and range_view(u) is not None for u in uops)
+
+
 def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
     """Compute several Tensors in one schedule, so shared work is done once; returns each one's buffer view.
 
@@ -172,10 +179,12 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         if not todo:
             return [t.uop for t in ts]
         uops = [t.uop for t in todo]
+    ranges = False   # (every value a range of a computed buffer: what a forked child computes, `_ranges_of`)
     if runtime._forked_from is not None:   # (`refuse_in_forked_child`, its test inline: every eager op runs this)
-        refuse_in_forked_child()           # before the locks a thread of the parent may have held at a fork
+        if not (ranges := _ranges_of(uops)):
+            refuse_in_forked_child()       # before the locks a thread of the parent may have held at a fork
     differentiating = current().differentiating
-    if one and not differentiating and (found := op_signature(u)) is not None and \
+    if one and not differentiating and not ranges and (found := op_signature(u)) is not None and \
             (_lazy.keys() <= {id(ts[0])} or not _holds_values_of(ts[0], chain_ops(u))):
         # a chain of ops over buffers (`x + 1`), and no other lazy Tensor that is a value of it (a sibling): from its
         # signature to its program, without describing its graph
