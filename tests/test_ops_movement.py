@@ -226,6 +226,27 @@ def test_pad_constant_nan_and_negative() -> None:
     _check(tnp.pad(to_tensor(x), 2, constant_values=-1.5), np.pad(x, 2, constant_values=-1.5), dtypes.float32)
 
 
+def test_pad_with_a_function_as_mode() -> None:
+    """mode= a function (numpy's and jnp.pad's): zeros padded, then each axis's 1-d slices replaced by what the
+    function returns given (slice, (before, after), axis, kwargs), the call's extra keywords being kwargs; numpy's
+    values, under jit too (a ValueError 'unsupported mode' before). Extra keywords with a named mode are an error."""
+    def pad_with(v: Any, width: tuple[int, int], axis: int, kw: dict) -> Any:
+        value = kw.get("padder", 10)
+        if isinstance(v, np.ndarray):   # numpy's form: the slice is written in place
+            v[:width[0]] = value
+            v[v.shape[0] - width[1]:] = value + axis
+            return None
+        v = v.at[:width[0]].set(value)
+        return v.at[v.shape[0] - width[1]:].set(value + axis)
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    _check(tnp.pad(tg.asarray(x), 2, pad_with), np.pad(x, 2, pad_with), dtypes.float32)
+    _check(tnp.pad(tg.asarray(x), ((1, 0), (2, 1)), pad_with, padder=100),
+           np.pad(x, ((1, 0), (2, 1)), pad_with, padder=100), dtypes.float32)
+    _check(tg.jit(lambda t: tnp.pad(t, 1, pad_with))(x[0]), np.pad(x[0], 1, pad_with), dtypes.float32)
+    with pytest.raises(ValueError, match=r"pad: unsupported keyword arguments for mode 'edge': \['padder'\]"):
+        tnp.pad(tg.asarray(x), 1, "edge", padder=1)
+
+
 # ---- concatenate, stack, hstack, vstack, atleast_2d ----
 @pytest.mark.x64
 @pytest.mark.parametrize("d", DTYPES, ids=str)

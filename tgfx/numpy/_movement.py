@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -130,14 +131,31 @@ def _pad_widths(pad_width: int | Sequence, ndim: int) -> tuple[tuple[int, int], 
     return tuple((int(b), int(a)) for b, a in pw)
 
 
-def pad(x: ArrayLike, pad_width: int | Sequence, mode: str = "constant", constant_values: ArrayLike = 0, *,
-        stat_length: ArrayLike | None = None, end_values: ArrayLike = 0, reflect_type: str = "even") -> Tensor:
+def pad(x: ArrayLike, pad_width: int | Sequence, mode: str | Callable[..., Any] = "constant",
+        constant_values: ArrayLike = 0, *, stat_length: ArrayLike | None = None, end_values: ArrayLike = 0,
+        reflect_type: str = "even", **kwargs: Any) -> Tensor:
     """numpy.pad, as `jnp.pad`: modes 'constant' (`constant_values` a scalar or per-side pairs), 'edge', 'reflect' and
     'symmetric' (`reflect_type` 'even' or 'odd'), 'wrap', 'linear_ramp' (to `end_values`), the statistics 'maximum',
-    'minimum', 'mean' and 'median' (of the `stat_length` elements next to each side), and 'empty' (zeros)."""
+    'minimum', 'mean' and 'median' (of the `stat_length` elements next to each side), and 'empty' (zeros).
+
+    `mode` may be a function `mode(vector, (before, after), axis, kwargs) -> vector`, as jnp.pad's: x is padded with
+    zeros, then each axis in turn has every 1-d slice along it replaced by what the function returns for it (the
+    extra keyword arguments of the call are its `kwargs`).
+
+    >>> tnp.pad(tnp.arange(2.0), 1, lambda v, w, axis, kw: v.at[:w[0]].set(kw["fill"]), fill=7.0)   # [7, 0, 1, 0]
+    """
     from tgfx.numpy import _pad
     x = to_tensor(x)
     pw = _pad_widths(pad_width, x.ndim)
+    if callable(mode):
+        from tgfx.numpy._sets import apply_along_axis
+        padded = x.pad_zeros(pw)
+        for ax in range(x.ndim):
+            padded = apply_along_axis(mode, ax, padded, pw[ax], ax, kwargs)
+        return padded
+    if kwargs:
+        raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: {sorted(kwargs)}; those are passed "
+                         f"to a mode that is a function")
     if reflect_type not in ("even", "odd"):
         raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
     if mode == "constant":
