@@ -251,6 +251,16 @@ def uneven() -> None:
     raise AssertionError("process 1 gathered a value from process 0's make_array_from_process_local_data")
 
 
+def no_init() -> None:
+    """Process 1 never calls initialize (it computes alone and ends): process 0, waiting in MPI_Init for it to join,
+    gives up after its initialization_timeout, saying where it waited, and exits."""
+    if int(os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) == 1:
+        assert float(tg.asarray(np.ones(3, np.float32)).sum()) == 3
+        return
+    tg.distributed.initialize(initialization_timeout=3)
+    raise AssertionError("joined a process that never called initialize")
+
+
 def batch_shapes() -> None:
     """Process 1's local batch is wider than process 0's; the host's collectives a batch takes are counted."""
     tg.distributed.initialize()
@@ -282,4 +292,5 @@ def stalls() -> None:
 
 if __name__ == "__main__":
     {"main": main, "mismatch": mismatch, "dies": dies, "killed": killed, "quits": quits, "quits_host": quits_host,
-     "uneven": uneven, "stalls": stalls, "batch_shapes": batch_shapes}[sys.argv[1]]()
+     "uneven": uneven, "stalls": stalls, "batch_shapes": batch_shapes,
+     "no_init": no_init}[sys.argv[1]]()

@@ -198,6 +198,17 @@ def test_a_failing_process_ends_them_all(how: str) -> None:
 
 
 @needs_mpi
+def test_a_process_that_never_initializes_ends_them_all() -> None:
+    """Process 1 never calls initialize: process 0 waited in MPI_Init for ever (holding the GIL: no Python thread
+    could end it). Now it exits after its initialization_timeout (3 s), printing where it waited."""
+    start = time.monotonic()
+    res = launch(2, "no_init")
+    assert res.returncode != 0 and time.monotonic() - start < 25, res.stdout + res.stderr
+    assert "Timeout (0:00:03)!" in res.stderr and "in initialize" in res.stderr, res.stderr
+    assert "joined a process" not in res.stdout + res.stderr
+
+
+@needs_mpi
 def test_initialize_without_a_launcher_is_a_clear_error() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "OMPI", "PMIX", "SLURM", "MPI_", "HYDRA"))}
     res = subprocess.run([sys.executable, "-c", "import tgfx as tg; tg.distributed.initialize()"], env=env,

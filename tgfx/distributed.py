@@ -30,6 +30,7 @@ collective raises that error naming it ("process 1 reached the end of its script
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import os
 import sys
 import traceback
@@ -50,11 +51,15 @@ from tgfx.tensor import Tensor, normalize_axis
 _LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "MPI_LOCALRANKID")
 
 
-def initialize(devices_per_process: int | None = None) -> None:
+def initialize(devices_per_process: int | None = None, *, initialization_timeout: float = 300) -> None:
     """Join the processes an MPI launcher started (`MPI.COMM_WORLD`); idempotent.
 
     devices_per_process: the CPU devices each process drives (default: `len(tg.local_devices())` before the call,
         see `tg.devices`); every process must give the same number.
+    initialization_timeout: seconds to wait for every process the launcher started to join (MPI_Init; JAX's
+        argument of the same name, the same default). Past it, this process prints "Timeout" and where it waited
+        (`initialize`), and exits with status 1, which ends the others: a process that never calls `initialize`
+        (or died before it) left the rest waiting for ever.
 
     Raises:
         DistributedError: mpi4py is not installed (`pip install 'tgfx[distributed]'`), the process was not started
@@ -63,12 +68,17 @@ def initialize(devices_per_process: int | None = None) -> None:
     """
     if network.group().mpi is not None:
         return
+    # MPI_Init runs on this import and holds the GIL until every launched process has joined, so no Python thread
+    # can end a wait for one that never comes: faulthandler's watchdog (a C thread) does
+    faulthandler.dump_traceback_later(initialization_timeout, exit=True)
     try:
         from mpi4py import MPI
     except ImportError as e:
         raise DistributedError(f"tg.distributed.initialize() needs mpi4py and an MPI ({e}): pip install "
                                f"'tgfx[distributed]' (mpi4py and MPICH from PyPI), or mpi4py built against your "
                                f"cluster's MPI") from None
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     world = MPI.COMM_WORLD
     if world.Get_size() == 1 and not any(v in os.environ for v in _LAUNCHER_VARS):
         raise DistributedError("tg.distributed.initialize(): this process was not started by an MPI launcher; run "
