@@ -5,6 +5,7 @@ data, and shard_map with collectives over one mesh axis -- against numpy and one
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -244,6 +245,77 @@ def test_collective_inside_a_grad_inside_shard_map(mesh: Mesh) -> None:
                 axis_name="i")(xs, w0)
     total = (xs * w0).sum()
     np.testing.assert_allclose(g.numpy(), 2 * 2 * total * xs, rtol=1e-6)
+
+
+def _mlp_grads(a: np.ndarray, w: np.ndarray, v: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    one = lambda x, w_, v_: tnp.mean((tnp.tanh(x @ w_) @ v_) ** 2)  # noqa: E731
+    value, (gw, gv) = tg.value_and_grad(one, argnums=(1, 2))(a, w, v)
+    return float(value), gw.numpy(), gv.numpy()
+
+
+def test_grad_inside_shard_map_is_jax_s_check_vma(mesh: Mesh) -> None:
+    """dp x tp with the gradient taken inside the shard_map, as JAX's shard_map (check_vma, its default) gives it:
+    the loss, psum'd over "model" and pmean'd over "data", is one value, so a psum's cotangent goes back to each
+    device as it is (not the sum of every device's), and the weight, the same on both "data" devices, gets the sum of
+    their gradients: the one-device gradient, laid out as the weights. (It was twice that over "model", as vmap's.)"""
+    a, w, v = randn(8, 6), randn(6, 4, seed=1), randn(4, seed=2)
+    value, gw, gv = _mlp_grads(a, w, v)
+
+    def local(x: tg.Tensor, w_: tg.Tensor, v_: tg.Tensor) -> tg.Tensor:
+        return tg.lax.pmean(tnp.mean(tg.lax.psum(tnp.tanh(x @ w_) @ v_, "model") ** 2), "data")
+
+    @functools.partial(tg.shard_map, mesh=mesh, in_specs=(P("data", None), P(None, "model"), P("model")),
+                       out_specs=(P(), P(None, "model"), P("model")))
+    def step(xb: tg.Tensor, wb: tg.Tensor, vb: tg.Tensor) -> tuple:
+        loss, (g1, g2) = tg.value_and_grad(local, argnums=(1, 2))(xb, wb, vb)
+        return loss, g1, g2
+    got = tg.jit(step)(a, w, v)
+    np.testing.assert_allclose(float(got[0]), value, rtol=1e-6)
+    np.testing.assert_allclose(got[1].numpy(), gw, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[2].numpy(), gv, rtol=1e-5, atol=1e-6)
+    assert tg.sharding(got[1]) == (D4, COLS)
+    # without check_vma, as JAX: a psum's transpose is a psum (2x over "model"), and each "data" device keeps its
+    # own rows' gradient (block 0's returned), halved by the pmean's transpose
+    loose = tg.shard_map(lambda xb, wb, vb: tg.grad(local, argnums=1)(xb, wb, vb), mesh=mesh, check_vma=False,
+                         in_specs=(P("data", None), P(None, "model"), P("model")), out_specs=P(None, "model"))(a, w, v)
+    np.testing.assert_allclose(loose.numpy(), 2 * _mlp_grads(a[:4], w, v)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_check_vma_transposes_of_psum_and_pmean() -> None:
+    """The numbers jax 0.10.2 gives on a 1-D mesh of two devices, with check_vma and without."""
+    with tg.Context(TGFX_CPU_DEVICES=2):
+        m = Mesh(np.array(tg.devices("cpu")), ("i",))
+    w, y = np.arange(4.0, dtype=np.float32), np.array([1.0, 3.0], np.float32)
+    for check, factor in [(True, 1), (False, 2)]:
+        def run(f: Any, *args: Any, check: bool = check) -> np.ndarray:
+            specs = tuple(P("i") for _ in args)
+            return tg.shard_map(f, mesh=m, in_specs=specs, out_specs=P("i"), check_vma=check)(*args).numpy()
+        # d/dw (sum w)^2 = 12: each device's cotangent 2 S is the one value's (check_vma), or psum'd (2 x)
+        np.testing.assert_allclose(run(lambda wb: tg.grad(lambda u: tg.lax.psum(u.sum(), "i") ** 2)(wb), w),
+                                   np.full(4, 12.0 * factor))
+        np.testing.assert_allclose(run(lambda wb: tg.grad(lambda u: tg.lax.pmean((u * u).sum(), "i"))(wb), w),
+                                   factor * w)
+        # a cotangent that differs between the devices (the psum times each device's y) is summed either way
+        np.testing.assert_allclose(run(lambda wb, yb: tg.grad(lambda u: (tg.lax.psum(u.sum(), "i") * yb).sum())(wb),
+                                       w, y), np.full(4, 4.0))
+
+
+def test_grad_of_a_replicated_weight_inside_shard_map_is_summed_over_its_devices() -> None:
+    """Data parallelism with the gradient inside the shard_map: the weight is the same on every device, so (check_vma)
+    its gradient is the sum of every device's, as JAX's -- a pmean of the per-device losses inside gives the
+    one-device gradient, a pmean of the gradients after gives twice it; check_vma=False leaves each device its own."""
+    with tg.Context(TGFX_CPU_DEVICES=2):
+        m = Mesh(np.array(tg.devices("cpu")), ("data",))
+    a, w = randn(8, 4), randn(4, 2, seed=1)
+    true = tg.grad(lambda w_: ((tnp.asarray(a) @ w_) ** 2).mean())(w).numpy()
+    def mean_inside(xb: tg.Tensor, wb: tg.Tensor) -> tg.Tensor:
+        return tg.grad(lambda u: tg.lax.pmean(((xb @ u) ** 2).mean(), "data"))(wb)
+
+    def mean_after(xb: tg.Tensor, wb: tg.Tensor) -> tg.Tensor:
+        return tg.lax.pmean(tg.grad(lambda u: ((xb @ u) ** 2).mean())(wb), "data")
+    for f, check, factor in [(mean_inside, True, 1), (mean_after, True, 2), (mean_after, False, 1)]:
+        g = tg.shard_map(f, mesh=m, in_specs=(P("data"), P()), out_specs=P(), check_vma=check)(a, w)
+        np.testing.assert_allclose(g.numpy(), factor * true, rtol=1e-5)
 
 
 def test_a_grid_layout_across_processes_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

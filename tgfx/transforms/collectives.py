@@ -17,7 +17,7 @@ import contextlib
 import functools
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,53 +90,102 @@ def _batched(x: Tensor, axis: Axis, broadcast: bool = True) -> tuple[Tensor, boo
     return Tensor(out if flag or not broadcast else broadcast_front(out, axis.size)), flag
 
 
-def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool = False) -> Tensor:
+@contextlib.contextmanager
+def varying_manual_axes(names: frozenset) -> Iterator[None]:
+    """Inside, the vmap axes of these names are a shard_map's with JAX's check_vma=True typing of what varies over
+    them: a value every example holds alike is one value, so the transpose of a psum (pmean, pmax, pmin) into it is
+    the cotangent as it is (pvary) where that cotangent is the same for every example, and a gradient taken inside
+    with respect to an input the same for every example is summed over the axis (the transpose of the implicit
+    pvary where it meets what varies: `sum_invariant_gradients`). Outside (vmap, pmap, check_vma=False) a psum's
+    transpose is a psum of every example's cotangent, and gradients are per example."""
+    before = getattr(_local, "vma", frozenset())
+    _local.vma = before | names
+    try:
+        yield
+    finally:
+        _local.vma = before
+
+
+def _vma(name: Any) -> bool:
+    return name in getattr(_local, "vma", frozenset())
+
+
+def sum_invariant_gradients(inputs: Sequence[UOp], grads: list[Tensor]) -> list[Tensor]:
+    """Each gradient of an input that every example of a check_vma shard_map axis holds alike, where the gradient
+    differs over that axis, summed over it (`varying_manual_axes`): a replicated weight's gradient taken inside a
+    shard_map is the sum of every device's, as JAX's. Nothing outside a shard_map."""
+    if not getattr(_local, "vma", None) or not _stack():
+        return grads
+    from tgfx.transforms.vmap import batch_graph
+    out = []
+    for u, g in zip(inputs, grads, strict=True):
+        for axis in _stack():
+            if axis.name is not None and _vma(axis.name) and not batch_graph([u], axis.seeds, axis.size)[1][0] \
+                    and batch_graph([g.uop], axis.seeds, axis.size)[1][0]:
+                g = psum(g, axis.name)
+        out.append(g)
+    return out
+
+
+def _over(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool = False,
+          reduces: bool = False) -> Tensor:
     """`combine(batch, k)` of x's values over the axis `name`, as one example's value. Inside vmaps nested in that
     axis's, x is first batched over each of them it differs over (innermost first: k leading axes), then over `name`
     (in front), and the result, which differs between those inner examples, is handed back through a stand-in per
     such inner axis (an inner axis x does not differ over, a psum'd value's, the result does not differ over either:
     shard_map's pmean over "data" of a loss psum'd over "model" is one value per device). With `each`, the result
     differs between the examples of `name` too (its axis in front: a ppermute's, a psum_scatter's), and is handed back
-    through a stand-in for that axis first."""
+    through a stand-in for that axis first. `reduces`: the result is the same for every example (psum, pmean, pmax,
+    pmin), which a check_vma shard_map transposes as one value (`varying_manual_axes`)."""
     if x.dtype.is_inexact and _levels() > _stack()[_bound_at(name, fn)].levels:
-        return _transposed(x, name, fn, combine, each)
+        return _transposed(x, name, fn, combine, each, reduces and _vma(name))
     return _values(x, name, fn, combine, each)
 
 
-def _transposed(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool) -> Tensor:
+def _transposed(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor], each: bool,
+                one_value: bool = False) -> Tensor:
     """`_over` for a differentiation begun inside the axis's function. The example's gradient through a collective
     needs every example's cotangent, which its own graph does not hold (the batch's value does not depend on this
     example's input there), so the value passes through a call whose backward is the collective's transpose, as
     JAX's: the examples' cotangents, batched over the axis (summed where the result is the same for all of them), go
     back through the vjp of `combine`, and each example gets its row. So a psum's cotangent is the psum of theirs,
-    a ppermute's is permuted back."""
+    a ppermute's is permuted back. With `one_value` (a check_vma shard_map's reduction), a cotangent the same for
+    every example is that of the one value they hold, passed back as it is (JAX's pvary), not their sum; one that
+    differs between them is summed (the transpose of the pvary that made the value meet them)."""
     from tgfx.function import Function
     from tgfx.transforms.control_grad import in_forward_mode
     from tgfx.transforms.grad import vjp
     out = _values(x, name, fn, combine, each)
     b, k = _batch_all(x, name, fn)
 
-    def transpose(gb: Tensor, k: int) -> Tensor:
-        return vjp(lambda v: combine(v, k), b)[1](gb if each else gb.sum(0))[0]
-
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
         if in_forward_mode():   # (forward mode transposes this backward, which mixes the examples' cotangents)
             raise NotImplementedError(f"{fn}: forward-mode differentiation (jvp, jacfwd, linearize) through a "
                                       f"collective inside vmap, pmap or shard_map is not supported; use reverse mode "
                                       f"(grad, vjp, jacrev) there, or take the jvp outside the mapped function")
-        return _rows(grads[0], name, fn, transpose), None
+        alike = one_value and not _batched(grads[0], _stack()[_bound_at(name, fn)])[1]
+
+        def transpose(gb: Tensor, k: int) -> Tensor:
+            return vjp(lambda v: combine(v, k), b)[1](gb if each else gb[0] if alike else gb.sum(0))[0]
+        return _rows(grads[0], name, fn, transpose, x), None
     backward.__qualname__ = f"{fn}.transpose"
     return Function(lambda x, out: (out,), grad_fxn=backward, name=fn)(x, out)[0]
 
 
-def _rows(g: Tensor, name: Any, fn: str, f: Callable[[Tensor, int], Tensor]) -> Tensor:
+def _rows(g: Tensor, name: Any, fn: str, f: Callable[[Tensor, int], Tensor], x: Tensor) -> Tensor:
     """`f(batch, k)` of g's values over the axis `name` (batched as `_values` does), a row per example, each
-    example's read at its position. Not handed back through a stand-in, whose value is kept beside the graph: a
-    vjp's cotangent placeholder, bound when its pullback is called, would not be bound there."""
+    example's read at its position (row 0 along an inner axis neither g nor the collective's input `x` differs over:
+    the rows are the same there, and the cotangent stays one that does not differ, as a check_vma shard_map's
+    transposes need to see). Not handed back through a stand-in, whose value is kept beside the graph: a vjp's
+    cotangent placeholder, bound when its pullback is called, would not be bound there."""
     batch, k = _batch_all(g, name, fn)
     rows = f(batch, k)
-    for axis in _stack()[-k - 1:]:
-        rows = rows[_position(axis)]
+    axes = _stack()[-k - 1:]
+    for i, axis in enumerate(axes):
+        if i and not any(_batched(t, axis)[1] for t in (g, x)):
+            rows = rows[0]
+        else:   # (where x is: a shard_map's device tuple)
+            rows = rows[_position(axis, x.uop.device)]
     return rows
 
 
@@ -176,7 +225,7 @@ def _collective(fn: str, combine: Callable[[Tensor], Tensor]) -> Callable[..., A
         def one(leaf: Any) -> Tensor:
             t = to_tensor(leaf)
             for name in _names(axis_name):
-                t = _over(t, name, f"lax.{fn}", lambda b, k: combine(b))
+                t = _over(t, name, f"lax.{fn}", lambda b, k: combine(b), reduces=True)
             return t
         return tree_map(one, x)
     collective.__name__ = collective.__qualname__ = fn
@@ -207,10 +256,16 @@ def all_gather(x: Any, axis_name: Any, *, axis_index_groups: Any = None, axis: i
     return tree_map(lambda leaf: _over(to_tensor(leaf), axis_name, "lax.all_gather", gather), x)
 
 
-def _position(axis: Axis) -> Tensor:
-    """The position of this example along `axis`: a stand-in whose batched value is 0 .. size - 1."""
-    standin = UOp(Ops.PARAM, dtypes.int32, (), (-1, (), DEFAULT_DEVICE), tag=("vmap", "axis_index", next(_uid)))
-    axis.seeds[standin] = Tensor.arange(axis.size, dtype=dtypes.int32).uop
+def _position(axis: Axis, device: str | tuple[str, ...] | None = None) -> Tensor:
+    """The position of this example along `axis`: a stand-in whose batched value is 0 .. size - 1, on `device` (a
+    device tuple: replicated over it, as the values of a shard_map it indexes are laid out)."""
+    device = device or DEFAULT_DEVICE
+    standin = UOp(Ops.PARAM, dtypes.int32, (), (-1, (), device), tag=("vmap", "axis_index", next(_uid)))
+    positions = Tensor.arange(axis.size, dtype=dtypes.int32)
+    if type(device) is tuple:
+        from tgfx.transforms.shard import shard
+        positions = shard(positions, device)
+    axis.seeds[standin] = positions.uop
     return Tensor(standin)
 
 
@@ -256,4 +311,5 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
     return jit(mapped, static_argnums=static)
 
 
-__all__ = ["Axis", "bound", "psum", "pmean", "pmax", "pmin", "all_gather", "axis_index", "pmap"]
+__all__ = ["Axis", "bound", "varying_manual_axes", "sum_invariant_gradients", "psum", "pmean", "pmax", "pmin",
+           "all_gather", "axis_index", "pmap"]

@@ -40,6 +40,7 @@ from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
 from tgfx.trace_state import active, current, differentiating
+from tgfx.transforms.collectives import sum_invariant_gradients
 from tgfx.transforms.control_grad import forward_mode, gradient_path, in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
@@ -747,6 +748,7 @@ def _value_and_grad_call(fun: Callable, args: tuple, kwargs: dict, *, argnums: A
     grads = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
     (value, *flat), aux = leave_with_aux(tr, [out, *grads])
     (value,) = weak_like([value], tr.weak_outs)
+    flat = sum_invariant_gradients(tr.inputs, flat)   # inside a shard_map: a replicated input's, over its devices
     # a weakly typed input's gradient is too, as JAX's (it takes the input's type: `grad(lambda x: x * x)(2.0)` is a
     # weak float32), a strongly typed one's is not; new Tensors, since a gradient may be a value someone else holds
     flat = [weak(Tensor(t.uop)) if w else t for t, w in zip(flat, tr.weak_inputs, strict=True)]

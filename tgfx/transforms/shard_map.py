@@ -23,6 +23,7 @@ from typing import Any
 
 from tgfx.sharding import Mesh, NamedSharding, PartitionSpec, get_mesh
 from tgfx.tensor import Tensor, to_tensor
+from tgfx.transforms.collectives import varying_manual_axes
 from tgfx.transforms.shard import put
 from tgfx.transforms.vmap import MappedOutputError, vmap
 from tgfx.tree import keystr, tree_broadcast, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
@@ -101,7 +102,9 @@ def shard_map(f: Callable | None = None, mesh: Mesh | None = None, in_specs: Any
     device's block, and `tg.lax.psum(x, "data")`, `pmean`, `pmax`, `all_gather`, `axis_index` combine the blocks over
     a mesh axis. `mesh` defaults to the one of `with mesh:`. A mesh axis an out_spec does not name must hold equal
     blocks: a result that depends on its blocks without a collective over it is a ValueError, as JAX's check (with
-    `check_vma=False`, block 0 is returned).
+    `check_vma=False`, block 0 is returned). A gradient taken inside `f` is JAX's: with check_vma, a psum's
+    cotangent the same on every device goes back as it is (without, it is psum'd), and the gradient of an input the
+    same on every device of a mesh axis is summed over that axis.
 
     >>> @functools.partial(tg.shard_map, mesh=mesh, in_specs=(P("data"), P()), out_specs=P())
     ... def loss(x, w):                                   # x: this device's rows, w: whole
@@ -143,7 +146,8 @@ def shard_map(f: Callable | None = None, mesh: Mesh | None = None, in_specs: Any
             fn = vmap(fn, in_axes=tuple(0 if a in u else None for u in used), out_axes=out_axes, axis_name=a,
                       axis_size=m.shape[a])
         try:
-            result = fn(*blocks)
+            with varying_manual_axes(frozenset(m.axis_names) if check else frozenset()):
+                result = fn(*blocks)
         except MappedOutputError as e:
             raise ValueError(f"shard_map({name}): out_specs {out_specs!r} leave out a mesh axis over which a result "
                              f"differs between devices; name the axis in its out_spec, or combine the blocks over it "
