@@ -211,10 +211,10 @@ _MONOIDS: dict[Callable, str] = {**{f: name for name, f in _COMBINE.items()},
                                  ew.add: "add", ew.multiply: "multiply", ew.maximum: "max", ew.minimum: "min"}
 
 
-def _monoid(computation: Callable, dtype: Any) -> str:
+def _monoid(computation: Callable, dtype: Any, general: bool = False) -> str | None:
     """Which of add, multiply, max, min `computation` is: one of the lax or numpy functions, or any function whose
     graph on two scalars is theirs (`lambda a, b: a + b`), found by tracing it on stand-ins (hash-consing makes the
-    comparison exact)."""
+    comparison exact). None for another function with `general` (reduce_window folds it over each window)."""
     try:
         known = _MONOIDS.get(computation)
     except TypeError:   # an unhashable callable: not one of them, but maybe one by its graph
@@ -232,10 +232,10 @@ def _monoid(computation: Callable, dtype: Any) -> str:
             for name, f in _COMBINE.items():
                 if got.uop is f(a, b).uop or got.uop is f(b, a).uop:
                     return name
-    raise TypeError(f"reduce_window: computation must be tg.lax.add, tg.lax.mul, tg.lax.max or tg.lax.min (or a "
-                    f"function computing one of them, such as lambda a, b: a + b), got {computation!r}; other "
-                    f"reductions over windows can be built from the window view (reduce_window with lax.add of a "
-                    f"transformed operand, for instance)")
+            if general:   # a function of traced scalars: folded over each window (`_reduce_window_general`)
+                return None
+    raise TypeError(f"reduce_window: computation must be tg.lax.add, tg.lax.mul, tg.lax.max or tg.lax.min, or a "
+                    f"function of two traced values (such as lambda a, b: a + b), got {computation!r}")
 
 
 def _is_identity(init: Any, op: str, dtype: Any) -> bool:
@@ -267,9 +267,10 @@ def reduce_window(operand: ArrayLike, init_value: ArrayLike, computation: Callab
     >>> img = tnp.ones((8, 32, 32, 3))                                      # NHWC max pooling, 3x3 stride 2
     >>> tg.lax.reduce_window(img, -tnp.inf, tg.lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME").shape   # (8, 16, 16, 3)
     """
-    x = to_tensor(operand)
+    tuples = isinstance(operand, (tuple, list))
+    x = to_tensor(operand[0] if tuples and operand else operand)
     n = x.ndim
-    op = _monoid(computation, x.dtype)
+    op = None if tuples else _monoid(computation, x.dtype, general=True)
     k = ints("reduce_window", "window_dimensions", window_dimensions, n, "axis of the operand")
     s = ints("reduce_window", "window_strides", window_strides, n, "axis of the operand")
     bd = ints("reduce_window", "base_dilation", base_dilation, n, "axis of the operand")
@@ -282,6 +283,9 @@ def reduce_window(operand: ArrayLike, init_value: ArrayLike, computation: Callab
             raise ValueError(f"reduce_window: {e}") from None
     else:
         pads = pad_pairs("reduce_window", padding, n, "axis of the operand")
+    if op is None:
+        return _reduce_window_general(operand if tuples else (operand,), init_value if tuples else (init_value,),
+                                      computation, k, s, pads, bd, wd, tuples)
     init = init_value if isinstance(init_value, Tensor) else np.asarray(init_value)
     if isinstance(init, Tensor) and init.shape != () or not isinstance(init, Tensor) and init.ndim:
         raise ValueError(f"reduce_window: init_value must be a scalar, got shape {tuple(init.shape)}")
@@ -310,3 +314,34 @@ def reduce_window(operand: ArrayLike, init_value: ArrayLike, computation: Callab
     if _is_identity(init_value, op, x.dtype):
         return out
     return _COMBINE[op](to_tensor(init_value, like=out), out).astype(out.dtype)
+
+
+def _reduce_window_general(operands: Sequence[ArrayLike], inits: Sequence[ArrayLike], computation: Callable,
+                           k: tuple[int, ...], s: tuple[int, ...], pads: Sequence[tuple[int, int]],
+                           bd: tuple[int, ...], wd: tuple[int, ...], tuples: bool) -> Any:
+    """reduce_window of several operands together (a tuple, `computation` taking and giving tuples) or with a
+    computation that is none of the four monoids, as JAX's variadic reduce_window: the computation folded over each
+    window's elements in order, starting from the init values, elementwise over all windows at once (one traced call
+    per window element); padding and base-dilation holes are skipped, as XLA's."""
+    if not isinstance(inits, (tuple, list)) or len(inits) != len(operands):
+        raise TypeError(f"reduce_window: init_value must be a tuple with one value per operand ({len(operands)}), "
+                        f"got {inits!r:.80}")
+    xs = [to_tensor(o) for o in operands]
+    if any(t.shape != xs[0].shape for t in xs):
+        raise ValueError(f"reduce_window: the operands must have one shape, got {[t.shape for t in xs]}")
+
+    def windows(t: Tensor, value: Any) -> Tensor:   # (*outs, window elements)
+        w = _windows(pad_general(dilate(t, range(t.ndim), bd, value), pads, value), k, s, wd)
+        return w.reshape(*w.shape[:len(k)], prod(k))
+    real = windows(Tensor.full(xs[0].shape, True), False)   # which window elements are operand elements
+    outs = real.shape[:-1]
+    acc = [tnp.broadcast_to(to_tensor(i, like=t).astype(t.dtype), outs) for t, i in zip(xs, inits, strict=True)]
+    flat = [windows(t, 0) for t in xs]
+    for j in range(real.shape[-1] if prod(outs) else 0):
+        got = computation(*((tuple(acc), tuple(f[..., j] for f in flat)) if tuples else (acc[0], flat[0][..., j])))
+        got = list(got) if tuples else [got]
+        if len(got) != len(acc):
+            raise TypeError(f"reduce_window: computation must return {len(acc)} values (one per operand), got "
+                            f"{len(got)}")
+        acc = [ew.where(real[..., j], to_tensor(g).astype(a.dtype), a) for g, a in zip(got, acc, strict=True)]
+    return tuple(acc) if tuples else acc[0]
