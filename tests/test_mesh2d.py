@@ -316,6 +316,10 @@ def test_grad_of_a_replicated_weight_inside_shard_map_is_summed_over_its_devices
     for f, check, factor in [(mean_inside, True, 1), (mean_after, True, 2), (mean_after, False, 1)]:
         g = tg.shard_map(f, mesh=m, in_specs=(P("data"), P()), out_specs=P(), check_vma=check)(a, w)
         np.testing.assert_allclose(g.numpy(), factor * true, rtol=1e-5)
+    # vjp's pullback too, with a cotangent made on the default device (it met the blocks on CPU:0: SPEC's invalid MUL)
+    pulled = tg.shard_map(lambda xb, wb: tg.vjp(lambda u: ((xb @ u) ** 2).mean(), wb)[1](tnp.asarray(1.0))[0],
+                          mesh=m, in_specs=(P("data"), P()), out_specs=P())(a, w)
+    np.testing.assert_allclose(pulled.numpy(), 2 * true, rtol=1e-5)
 
 
 def test_a_grid_layout_across_processes_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

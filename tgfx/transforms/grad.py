@@ -38,6 +38,7 @@ from tgfx.ir.control import n_bodies, n_results
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
+from tgfx.placement import is_committed, move
 from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
 from tgfx.trace_state import active, current, differentiating
 from tgfx.transforms.collectives import sum_invariant_gradients
@@ -693,6 +694,8 @@ def check_like(who: str, what: str, x: Any, like: UOp) -> UOp:
         raise ValueError(f"{who}: {what} should have shape {like.shape} (dtype {like.dtype.name}), got {got}")
     if like.dtype.is_inexact and t.dtype != like.dtype:
         raise TypeError(f"{who}: {what} should have dtype {like.dtype.name} (shape {like.shape}), got {t.dtype.name}")
+    if type(like.device) is tuple and t.uop.device != like.device and not is_committed(t):
+        t = move(t, like.device)   # (an uncommitted cotangent, made on the default device, where the output is)
     return t.uop
 
 
@@ -831,7 +834,9 @@ def vjp(fun: Callable, *primals: Any, has_aux: bool = False) -> tuple:
                 for i, (c, ct, o) in enumerate(zip(cots, leaves, tr.outs, strict=True)) if c is not None}
         flat = [zeros_like(p) if d is None else d for p, d in zip(tr.params, grads, strict=True)]
         weak_cts = cotangents_weak(tr, cots, grads, [is_weak(ct) for ct in leaves])
-        return tuple(tr.per_arg(weak_like([Tensor(u) for u in leave_trace(tr, flat, bind)], weak_cts)))
+        # (inside a shard_map: a replicated input's cotangent summed over its devices, as value_and_grad's)
+        flat = sum_invariant_gradients(tr.inputs, [Tensor(u) for u in leave_trace(tr, flat, bind)])
+        return tuple(tr.per_arg(weak_like(flat, weak_cts)))
 
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
