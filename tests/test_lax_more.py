@@ -484,6 +484,10 @@ def test_custom_linear_solve_forward_mode_solves_with_solve() -> None:
     dA = dA + dA.T                                                       # (the operator stays symmetric)
     _, t = tg.jvp(solve, (f32(A), f32(b)), (f32(dA), f32(db)))
     np.testing.assert_allclose(t.numpy(), np.linalg.solve(A, db - dA @ x), rtol=1e-3, atol=1e-4)
+    # no transpose_solve and a while_loop CG: JAX's jvp solves; tgfx transposed solve's transpose ("not linear in the
+    # tangents ... carries them through a loop")
+    _, t = tg.jvp(lambda b: lax.custom_linear_solve(lambda v: f32(A) @ v, b, cg), (f32(b),), (f32(db),))
+    np.testing.assert_allclose(t.numpy(), np.linalg.solve(A, db), rtol=1e-3, atol=1e-4)
 
 
 def test_custom_linear_solve_hessian_in_the_matrix() -> None:

@@ -520,9 +520,9 @@ def _jvp(f: Callable, primals: tuple, tangents: tuple) -> tuple:
 
 def _inverse(matvec: Callable, solve: Callable, transpose_solve: Callable | None, x: Any, has_aux: bool) -> Callable:
     """v -> A^-1 v for a v that is always zero (so is its value), with A^-1's derivative: reverse mode by
-    `transpose_solve` on A's transpose, or, without one, forward mode by `solve` (reverse mode then transposes
-    `solve`, which must be differentiable for it)."""
-    from tgfx.custom import custom_jvp, custom_vjp
+    `transpose_solve` on A's transpose (without one, by the transpose of `solve`, which must then be differentiable,
+    where JAX raises), forward mode by `solve`."""
+    from tgfx.custom import custom_vjp
     from tgfx.transforms.control_grad import in_forward_mode
     from tgfx.transforms.grad import vjp
 
@@ -532,14 +532,9 @@ def _inverse(matvec: Callable, solve: Callable, transpose_solve: Callable | None
     def zero(v: Any) -> Any:
         return tree_map(lambda leaf: leaf * 0, v)
 
-    if transpose_solve is None:
-        inv = custom_jvp(zero)
-        inv.defjvp(lambda primals, tangents: (zero(primals[0]), first(solve(matvec, tangents[0]))))
-        return inv
-    inv = custom_vjp(zero)
     # forward mode transposes the backward, which is never evaluated there: a node whose transpose is A^-1 by `solve`
-    # stands in for A^-T g, as JAX's JVP calls solve (transposing transpose_solve itself went through its loop: a
-    # while_loop CG, jax.scipy's cg, had no jvp at all, and a fixed-step one linearised at zero gave NaN)
+    # stands in for A^-T g, as JAX's JVP calls solve (transposing transpose_solve, or solve's transpose, went through
+    # its loop: a while_loop CG, jax.scipy's cg, had no jvp at all, and a fixed-step one linearised at zero gave NaN)
     def by_solve(g: Any) -> Any:
         leaves, tree = tree_flatten(g)
         slots: dict[int, int] = {}
@@ -556,10 +551,13 @@ def _inverse(matvec: Callable, solve: Callable, transpose_solve: Callable | None
     def backward(_: None, g: Any) -> tuple:
         if in_forward_mode():
             return (by_solve(g),)
+        if transpose_solve is None:   # solve's transpose: its pullback (at g; a solve written with linear ops)
+            return (vjp(lambda t: first(solve(matvec, t)), g)[1](g)[0],)
 
         def vecmat(w: Any) -> Any:
             return vjp(matvec, x)[1](w)[0]
         return (first(transpose_solve(vecmat, g)),)
+    inv = custom_vjp(zero)
     inv.defvjp(lambda v: (zero(v), None), backward)
     return inv
 
@@ -572,10 +570,9 @@ def custom_linear_solve(matvec: Callable, b: Any, solve: Callable[[Callable, Any
     Not through `solve` (a `while_loop` conjugate gradient, say): dx = A^-1 (db - dA x), A the linear map `matvec`,
     differentiable in `b` and in what `matvec` closes over. Reverse mode applies A^-T by `transpose_solve(vecmat,
     g)`, `vecmat` being matvec's transpose (by `tg.vjp`); `symmetric=True` uses `solve` for it. Without either,
-    reverse mode differentiates through `solve` instead (where JAX raises). Forward mode (`jvp`) is reverse mode
-    transposed in tgfx, so it differentiates `transpose_solve` (or, without one, `solve`): it needs that one written
-    with differentiable ops (a `while_loop` needs `max_steps`). With `has_aux`, `solve` (and `transpose_solve`)
-    return (solution, aux), and so does this.
+    reverse mode differentiates through `solve` instead (where JAX raises), which must then be written with
+    differentiable ops. Forward mode (`jvp`, `jacfwd`) solves with `solve`, as JAX's, whatever it is written with.
+    With `has_aux`, `solve` (and `transpose_solve`) return (solution, aux), and so does this.
 
     >>> A = tnp.asarray([[4.0, 1.0], [1.0, 3.0]])
     >>> def f(b):
