@@ -113,3 +113,52 @@ def test_half_vector_kernels_equal_the_scalar_kernels_bit_for_bit(name: str, dty
     with tg.config.Context(NOOPT=1):
         scalar = tg.jit(fn)(t)
     np.testing.assert_array_equal(_bits(vector), _bits(scalar))
+
+
+def _roundings(ir: str) -> int:
+    """bfloat16 rounds to nearest even in the IR: each adds 0x7FFF to the float's bits."""
+    return len(re.findall(r"add (<\d+ x )?i32>? [^\n]*32767", ir))
+
+
+@pytest.mark.parametrize("cpu", [AVX512, AVX2])
+def test_a_bfloat16_negation_or_maximum_is_not_rounded_again(cpu: str) -> None:
+    """A bfloat16 negation, or maximum of bfloat16 values (a relu's, a softmax's row maximum `-max(-x, -big)`), is a
+    bfloat16 value already: its round to nearest even is left out, vector and scalar kernels alike (seven integer ops
+    a lane each); a product beside them still rounds. A softmax over rows of 16 keeps 3 of its 7 roundings an
+    element (its exp's argument, the exp, the division): 113 -> 49 in its kernel."""
+    relu = lambda x: tnp.maximum(-x, 0.0) * 3   # noqa: E731
+    (sink,) = _kernels(relu, (64, 64), dtypes.bfloat16)
+    assert _roundings(_ir(sink, cpu)) == 1
+    with tg.config.Context(NOOPT=1):
+        assert _roundings(_ir(sink, cpu)) == 1
+    (sink,) = _kernels(lambda x: tnp.maximum(x, 0.1), (64, 64), dtypes.bfloat16)   # (0.1 made a bfloat16)
+    assert _roundings(_ir(sink, cpu)) == 0
+    (sink,) = _kernels(lambda x: tg.nn.softmax(x, axis=-1), (256, 16), dtypes.bfloat16)
+    assert _roundings(_ir(sink, cpu)) == 3 * 16 + 1   # (the rows' sums: one rounding each, 16 rows a vector)
+
+
+@pytest.mark.parametrize("name", ["neg_max", "abs_by_max", "relu"])
+def test_unrounded_bfloat16_negations_and_maxima_equal_numpy_rounded(name: str) -> None:
+    """Their values, vector and scalar kernels, are numpy's float32 ones rounded to bfloat16 (the quiet NaN for a NaN),
+    bit for bit, with infinities, a NaN and subnormals (no arithmetic on them: nothing flushed)."""
+    from tgfx.dtypes import bf16_to_f32, f32_to_bf16
+    fns = {"neg_max": (lambda x: -tnp.maximum(-x, -x * 0.5), lambda x: -np.maximum(-x, _bf(-x * np.float32(0.5)))),
+           "abs_by_max": (lambda x: tnp.maximum(-x, x), lambda x: np.maximum(-x, x)),
+           "relu": (lambda x: tnp.maximum(x, 0.0), lambda x: np.maximum(x, np.float32(0)))}
+    x = (np.random.default_rng(2).standard_normal((4, 16, 32)) * 3).astype(np.float32)
+    x[0, 0, :6] = [np.inf, -np.inf, 1e-40, -3e-39, 65000.0, -3e38]   # (no -0.0: numpy's maximum(0.0, -0.0) is -0.0)
+    x[1, 2, 5] = np.nan
+    xb = bf16_to_f32(f32_to_bf16(x))
+    fn, ref = fns[name]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = f32_to_bf16(ref(xb))
+    t = tg.asarray(x).astype(dtypes.bfloat16)
+    for noopt in (0, 1):
+        with tg.config.Context(NOOPT=noopt):
+            got = f32_to_bf16(tg.jit(fn)(t).astype(tnp.float32).numpy())
+        np.testing.assert_array_equal(got, want)
+
+
+def _bf(x: np.ndarray) -> np.ndarray:
+    from tgfx.dtypes import bf16_to_f32, f32_to_bf16
+    return bf16_to_f32(f32_to_bf16(x))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tgfx.dtypes import DType, dtypes
+from tgfx.dtypes import DType, cast_scalar, dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering.packs import (
@@ -39,6 +39,16 @@ def mem_type(d: DType) -> str:
 
 def compute_type(d: DType) -> str:
     return "float" if d in (dtypes.float16, dtypes.bfloat16) else reg_type(d)
+
+
+def exact_in_bfloat16(u: UOp) -> bool:
+    """Whether bfloat16 op `u`, computed in float, gives a bfloat16 value already: a negation, or a maximum (one of its
+    operands), of bfloat16 values (a constant among them one too). Its round to nearest even changes no bit (but a
+    NaN's, which `from_compute` still makes the quiet NaN), and is left out: seven integer ops a lane of every
+    negation and maximum, of the three a softmax's row maximum takes per element (`-max(-x, -big)`) and a relu's one."""
+    return u.dtype == dtypes.bfloat16 and u.op in (Ops.NEG, Ops.MAX) and \
+        all(s.op is not Ops.CONST or s.arg != s.arg or
+            cast_scalar(s.arg, dtypes.bfloat16) == cast_scalar(s.arg, dtypes.float32) for s in u.src)
 
 
 def float_literal(v: float, ty: str) -> str:

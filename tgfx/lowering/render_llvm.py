@@ -33,6 +33,7 @@ from tgfx.lowering.llvm_rules import (
     _kind,
     alu_rules,
     compute_type,
+    exact_in_bfloat16,
     float_literal,
     literal,
     mem_type,
@@ -171,9 +172,10 @@ class LLVMRenderer(WideValues, RegisterTiles):
             return self.op_in(f"bitcast {vt('i32')} {w} to {vt('float')}")
         return v
 
-    def from_compute(self, v: str, d: DType, width: int = 1) -> str:
+    def from_compute(self, v: str, d: DType, width: int = 1, exact: bool = False) -> str:
         """`v`, of dtype `d` in its compute type, rounded back to its register type; with `width` > 1, a vector of that
-        many lanes (bfloat16's round to nearest even as integer ops on the lanes, the same ops as a scalar's)."""
+        many lanes (bfloat16's round to nearest even as integer ops on the lanes, the same ops as a scalar's). `exact`:
+        `v` is a bfloat16 value already (`exact_in_bfloat16`), its high half; a NaN still becomes the quiet NaN."""
         def vt(t: str) -> str:
             return t if width == 1 else f"<{width} x {t}>"
 
@@ -183,11 +185,12 @@ class LLVMRenderer(WideValues, RegisterTiles):
             return self.op_in(f"fptrunc {vt('float')} {v} to {vt('half')}")
         if d == dtypes.bfloat16:  # round to nearest even, keep NaN a quiet NaN
             i32 = vt("i32")
-            b = self.op_in(f"bitcast {vt('float')} {v} to {i32}")
-            lsb = self.op_in(f"lshr {i32} {b}, {lit('i32', 16)}")
-            lsb = self.op_in(f"and {i32} {lsb}, {lit('i32', 1)}")
-            r = self.op_in(f"add {i32} {b}, {lit('i32', 32767)}")
-            r = self.op_in(f"add {i32} {r}, {lsb}")
+            r = self.op_in(f"bitcast {vt('float')} {v} to {i32}")
+            if not exact:
+                lsb = self.op_in(f"lshr {i32} {r}, {lit('i32', 16)}")
+                lsb = self.op_in(f"and {i32} {lsb}, {lit('i32', 1)}")
+                r = self.op_in(f"add {i32} {r}, {lit('i32', 32767)}")
+                r = self.op_in(f"add {i32} {r}, {lsb}")
             r = self.op_in(f"lshr {i32} {r}, {lit('i32', 16)}")
             r = self.op_in(f"trunc {i32} {r} to {vt('i16')}")
             nan = self.op_in(f"fcmp uno {vt('float')} {v}, {lit('float', '0.0') if width > 1 else '0.0'}")
@@ -218,7 +221,7 @@ class LLVMRenderer(WideValues, RegisterTiles):
         if rule is None:
             raise RenderError(f"no LLVM rule for {u.op} on {d!r} (sources {[s.dtype for s in u.src]})")
         out = rule(self, ct, xs, flags if d.is_float else "")
-        return out if u.op in GroupOp.Comparison else self.from_compute(out, d)
+        return out if u.op in GroupOp.Comparison else self.from_compute(out, d, exact=exact_in_bfloat16(u))
 
     def cast(self, u: UOp) -> str:
         s, d = u.src[0].dtype, u.dtype

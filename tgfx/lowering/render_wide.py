@@ -16,6 +16,7 @@ from tgfx.lowering.llvm_rules import (
     _kind,
     _vsuffix,
     compute_type,
+    exact_in_bfloat16,
     float_literal,
     literal,
     mem_type,
@@ -318,7 +319,7 @@ class WideValues:
         # float16/bfloat16 lanes compute in float and round back, the scalar's ops on every lane
         xs = [self.to_compute(self.wval(s), s.dtype, w) for s in u.src]
         out = self.wide_compute(u, d, xs, flags)
-        return out if op in GroupOp.Comparison else self.from_compute(out, d, w)
+        return out if op in GroupOp.Comparison else self.from_compute(out, d, w, exact_in_bfloat16(u))
 
     def wide_compute(self, u: UOp, d: DType, xs: list[str], flags: str) -> str:
         """`u`'s op on vectors `xs` of its sources' lanes in their compute type."""
