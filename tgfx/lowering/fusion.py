@@ -4,7 +4,7 @@ elementwise value shared, a scatter's updates, a gather's table); everything els
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from tgfx.devices.target import host_target
@@ -36,9 +36,39 @@ from tgfx.lowering.layout import (
 @dataclass
 class ScheduleCtx:
     realize: set[UOp] = field(default_factory=set)
+    rounded: dict[UOp, UOp] = field(default_factory=dict)   # a reduce -> its rounding, all that reads it (`_rounded`)
 
     def is_leaf(self, u: UOp, root: UOp) -> bool:
         return u is not root and (u in self.realize or u.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA))
+
+    def store(self, reduces: Iterable[UOp]) -> bool:
+        """Store each of `reduces`, as its rounding where that is all that reads it; whether any is new."""
+        fresh = {self.rounded.get(r, r) for r in reduces} - self.realize
+        self.realize |= fresh
+        return bool(fresh)
+
+
+def _rounded(order: list[UOp]) -> dict[UOp, UOp]:
+    """The reduces in `order` read only through a rounding to a half float (a bfloat16 matmul's result, summed in
+    float32), by that rounding: stored, it is the reduce kernel's epilogue, once an element and half the bytes,
+    where stored as summed every kernel reading it rounded it again, and one reading it as a matmul's operand (the
+    cast's cost) stored the rounding first in a kernel of its own (a bfloat16 transformer step: 12 of them)."""
+    parents: dict[UOp, set[UOp]] = {}
+    for u in order:
+        for s in u.src:
+            parents.setdefault(s, set()).add(u)
+    def only_reader(u: UOp) -> UOp | None:
+        ps = parents.get(u, ())
+        return next(iter(ps)) if len(ps) == 1 else None
+    out = {}
+    for u in order:
+        if u.op is Ops.REDUCE_AXIS and u.dtype.is_float and u.dtype.itemsize > 2:
+            c = only_reader(u)
+            while c is not None and c.op is Ops.RESHAPE:   # (a matmul's result without its reduced unit axis)
+                c = only_reader(c)
+            if c is not None and c.op is Ops.CAST and c.dtype in (dtypes.bfloat16, dtypes.float16):
+                out[u] = c
+    return out
 
 
 RECOMPUTE_COST = 4   # an elementwise graph this costly (a transcendental, or four plain ops) is not recomputed
@@ -312,6 +342,12 @@ def _recompute_cost(u: UOp, ctx: ScheduleCtx, root: UOp, limit: int = RECOMPUTE_
     return cost
 
 
+def _rounded_reads(u: UOp, ctx: ScheduleCtx, root: UOp) -> list[UOp]:
+    """The reduces whose rounding (`ctx.rounded`) the elementwise graph under `u` evaluates."""
+    roundings = {c: r for r, c in ctx.rounded.items()}
+    return [roundings[x] for x in _evaluated(u, ctx, root) if x in roundings]
+
+
 def _whole_reads(u: UOp, ctx: ScheduleCtx) -> int:
     """How many stored values (buffers, values `ctx` stores) the elementwise graph under `u` reads element for
     element, not through a broadcast (a bias, a row's statistic): what evaluating it costs in memory streams."""
@@ -497,7 +533,7 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
     # three tiled matmuls and a copy)
     realize.update(_padded_contractions(order))
     realize.update(_padded_reduces(order))
-    ctx = ScheduleCtx(realize)
+    ctx = ScheduleCtx(realize, _rounded(order))
     # a kernel's walk that stored nothing, with the nodes it visited and the reduces and elementwise values it
     # computes: the same walk again until one of those nodes is stored (the rounds below store a few values each,
     # and walked every kernel each time: a ViT step's 38 rounds over 250 kernels took 3 s)
@@ -553,11 +589,9 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                             (plain := _plain_reduces(root, ctx) - ctx.realize):
                         # a row kernel reads its rows in each pass: a reduce it reads directly (a matmul whose rows
                         # it normalises) is stored first, or it would be computed once per pass, without its tile
-                        ctx.realize.update(plain)
-                        changed = True
+                        changed |= ctx.store(plain)
                     elif expanded and u not in ctx.realize and not _row_reduce(u, axes, root):
-                        ctx.realize.add(u)
-                        changed = True
+                        changed |= ctx.store([u])
                         continue
                     if not inside:
                         tops.append(u)
@@ -584,7 +618,9 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                     # input too: the gradient of a batch norm and a max pool, fused into the next convolution's input
                     # gradient, ran once per tap and output channel, and without the convolution's tile (a ResNet
                     # step: 600 ms of 625 in that kernel)
-                    ctx.realize.add(base)
+                    # (a rounding of a reduce there is that reduce's epilogue instead: `_rounded`)
+                    if not ctx.store(_rounded_reads(base, ctx, root)):
+                        ctx.realize.add(base)
                     changed = True
                     continue
                 src_axes = None if axes is None else _source_axes(u, axes)
@@ -600,15 +636,13 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # another reduce beside a contraction is computed once per lane of the contraction's register tile,
                 # unrolled (a max pool's gradient: the count of each window's maxima beside the next layer's input
                 # gradient, 200 KB of IR and 0.9 s in LLVM): stored first, each of its outputs is one load
-                ctx.realize.update(others)
-                changed = True
+                changed |= ctx.store(others)
             if (unstored := [r for r in tops if r not in ctx.realize and not _gather(r)]) and \
                     _recompute_cost(root, ctx, root, EPILOGUE_COST) >= EPILOGUE_COST:
                 # an epilogue this costly (noise drawn for each output: a hash of its index) runs once per lane of the
                 # reduce's register tile, unrolled: stored first, the reduce keeps its tile and the epilogue is a loop
                 # (a gather has no tile: it is one load an element)
-                ctx.realize.update(unstored)
-                changed = True
+                changed |= ctx.store(unstored)
             if tile_read:
                 # an epilogue that reads a tile of another buffer is carried by the contraction's accumulator vectors
                 # (`w - lr * x.T @ g`, a residual add: one kernel). Not when every operand runs along the reduced
@@ -617,16 +651,14 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
                 # attention step's ELU gradient: 507 us fused, 57 + a vectorised elementwise kernel stored first)
                 for red in contractions:
                     if red not in ctx.realize and _dot_layout(red, unknown=True):
-                        ctx.realize.add(red)
-                        changed = True
+                        changed |= ctx.store([red])
             if len(ctx.realize) == n_stored:
                 walks[root] = ({v[0] for v in seen}, len(added), reduces, values)
         if changed:
             continue   # a reduce several kernels read is decided on the kernels as the other rules leave them
         for red, kernels in users.items():
             if len(kernels) > 1 and red not in ctx.realize and not _stored_gather(red, ctx):
-                ctx.realize.add(red)
-                changed = True
+                changed |= ctx.store([red])
         if changed:
             continue
         # an elementwise value as costly as SHARED_COST that several kernels compute (a dropout mask's hash, in the
