@@ -91,6 +91,15 @@ def _selecting_extremum(reds: list[UOp]) -> bool:
     return any(red.arg is Ops.MAX and any(u.op is Ops.WHERE for u in red.src[0].toposort()) for red in reds)
 
 
+def _half_extremum(reds: list[UOp]) -> bool:
+    """Whether every reduce is a max of a half float: its accumulator is the 16-bit type, widened and rounded back at
+    each step (a NaN made the quiet NaN: a select LLVM folds into the recurrence, as `_selecting_extremum`'s), which
+    LLVM's loop vectoriser does not take as a reduction, so a row stayed a scalar loop however long (a bfloat16
+    attention's row maximum over 128 keys: 30 ms for 8 x 4 x 128 rows; float32's took 0.5 ms with the whole softmax).
+    A maximum is exact in any order: vectors of partial maxima give the scalar loop's bits."""
+    return all(red.arg is Ops.MAX and red.dtype in (dtypes.bfloat16, dtypes.float16) for red in reds)
+
+
 def _largest_divisor(n: int, most: int) -> int:
     """The largest divisor of `n` that is at most `most`."""
     return next(d for d in range(min(n, most), 0, -1) if n % d == 0)
@@ -459,7 +468,8 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         # end, and made 15x the loop's code: 152 -> 28 us for 32 channels of 32 x 32 x 32, 16 -> 9 ms of LLVM. (A sum
         # of long rows alone is as fast its way: 4096 rows of 1024, 92-97 us, 105-117 this way.)
         long = [r for r in along if r.src[0].arg % lanes == 0 and
-                (len(reduces) > 1 or r.src[0].arg <= SHORT_ROW * lanes or not loops or _selecting_extremum(red_nodes))]
+                (len(reduces) > 1 or r.src[0].arg <= SHORT_ROW * lanes or not loops or _selecting_extremum(red_nodes)
+                 or _half_extremum(red_nodes))]
         # (only a few plain ops an element: a costly value, a loss's logs and exps, copied per lane is no vector; a
         # longer axis's lanes are a vector range, unless its element calls the C library or a polynomial: a VAE's
         # softplus loss summed so ran 10 -> 17 us; half floats' lanes are vectors of float, rounded back per op)
