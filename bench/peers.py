@@ -13,6 +13,7 @@ Every import happens inside the implementation, so this module loads without any
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -78,6 +79,18 @@ def jax_gelu(s: Sizes, d: Inputs) -> Case:
 def jax_softmax(s: Sizes, d: Inputs) -> Case:
     jax = _jax()
     return _jax_case(lambda x: jax.nn.softmax(x, axis=1), d["x"])
+
+
+@impl("bf16_attention", "jax")
+def jax_attention(s: Sizes, d: Inputs) -> Case:
+    jax = _jax()
+    jnp = jax.numpy
+
+    def attention(q: Any, k: Any, v: Any) -> Any:
+        q, k, v = (a.astype(jnp.bfloat16) for a in (q, k, v))
+        p = jax.nn.softmax(q @ k.swapaxes(-1, -2) * (1 / math.sqrt(q.shape[-1])), axis=-1)
+        return (p @ v).astype(jnp.float32)
+    return _jax_case(attention, d["q"], d["k"], d["v"])
 
 
 @impl("mlp", "jax")
@@ -282,6 +295,17 @@ def torch_matmul(s: Sizes, d: Inputs) -> Case:
 def torch_gelu(s: Sizes, d: Inputs) -> Case:
     import torch.nn.functional as F
     return _torch_case(lambda x: F.gelu(x * 1.5 + 0.5, approximate="tanh"), d["x"])
+
+
+@impl("bf16_attention", "torch")
+def torch_attention(s: Sizes, d: Inputs) -> Case:
+    import torch
+
+    def attention(q: Any, k: Any, v: Any) -> Any:
+        q, k, v = (a.to(torch.bfloat16) for a in (q, k, v))
+        p = torch.softmax(q @ k.transpose(-1, -2) * (1 / math.sqrt(q.shape[-1])), dim=-1)
+        return (p @ v).float()
+    return _torch_case(attention, d["q"], d["k"], d["v"])
 
 
 @impl("softmax", "torch")

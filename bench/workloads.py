@@ -32,13 +32,14 @@ class Sizes:
     gp: int = 128                            # training points of the Gaussian process
     cnn: tuple[int, int, int] = (128, 16, 32)              # CNN step on 8x8 digits: batch, conv1 and conv2 channels
     mnist: tuple[int, int, int, int] = (784, 1024, 10, 128)  # mnist_classifier_fromscratch: widths, batch
+    attention: tuple[int, int, int, int] = (8, 4, 128, 64)   # bfloat16 attention: batch, heads, tokens, head width
 
 
 FULL = Sizes(matmul=1024, gelu=16 * 2**20, softmax=(4096, 1024), mlp=(784, 512, 512, 10), batch=128, lr=0.01,
              dispatch=16, conv=(16, 64, 64, 32, 32), vae=(64, 256, 16, 128), gp=128)
 QUICK = Sizes(matmul=128, gelu=2**16, softmax=(256, 128), mlp=(16, 8, 8, 4), batch=8, lr=0.01,
               dispatch=16, conv=(2, 8, 8, 8, 8), allreduce=4096, vae=(16, 8, 4, 8), gp=8, cnn=(8, 4, 8),
-              mnist=(64, 32, 10, 8))
+              mnist=(64, 32, 10, 8), attention=(2, 2, 16, 8))
 
 
 @dataclass
@@ -138,6 +139,10 @@ def cnn_inputs(s: Sizes) -> Inputs:
     return {"params": params, "x": x, "y": y}
 
 
+def attention_inputs(s: Sizes) -> Inputs:
+    return dict(zip("qkv", _rng().standard_normal((3, *s.attention), np.float32), strict=True))
+
+
 def mnist_inputs(s: Sizes) -> Inputs:
     """The params of JAX's mnist_classifier_fromscratch (`param_scale * randn`, scale 0.1: w0, b0, w1, b1, ...), a
     batch of synthetic images and one-hot labels."""
@@ -219,6 +224,10 @@ WORKLOADS = [
              cnn_inputs, rtol=1e-3, atol=1e-5),
     Workload("mnist_step", lambda s: "mnist_classifier_fromscratch step {}-{}-{} tanh b{}".format(*s.mnist), "ms",
              None, mnist_inputs, rtol=1e-3, atol=1e-5),
+    # mixed precision: float32 inputs cast to bfloat16, every op in bfloat16 (rounded after each, as JAX's), the
+    # matmuls summed in float32; checked against numpy's float32 result to bfloat16's precision
+    Workload("bf16_attention", lambda s: "bf16 attention softmax(q k^T / sqrt(d)) v, {}x{}x{}x{}".format(*s.attention),
+             "GFLOP/s", lambda s: 4 * math.prod(s.attention) * s.attention[2], attention_inputs, rtol=3e-2, atol=3e-2),
 ]
 WORKLOADS_BY_NAME = {w.name: w for w in WORKLOADS}
 GELU_C = math.sqrt(2 / math.pi)
@@ -259,6 +268,12 @@ def np_softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=1, keepdims=True))
     e /= e.sum(axis=1, keepdims=True)
     return e
+
+
+def np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    s = q @ k.swapaxes(-1, -2) * np.float32(1 / math.sqrt(q.shape[-1]))
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True) @ v
 
 
 def np_mlp_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray, lr: float) -> tuple[list[np.ndarray], float]:
@@ -663,6 +678,23 @@ def tgfx_matmul(s: Sizes, d: Inputs) -> Case:
 @impl("gelu", "tgfx")
 def tgfx_gelu(s: Sizes, d: Inputs) -> Case:
     return _tg_case(tg_gelu, d["x"])
+
+
+@impl("bf16_attention", "numpy")
+def numpy_attention(s: Sizes, d: Inputs) -> Case:
+    return _np_case(np_attention, d["q"], d["k"], d["v"])
+
+
+@impl("bf16_attention", "tgfx")
+def tgfx_attention(s: Sizes, d: Inputs) -> Case:
+    import tgfx as tg
+    import tgfx.numpy as tnp
+
+    def attention(q: Any, k: Any, v: Any) -> Any:
+        q, k, v = (a.astype(tnp.bfloat16) for a in (q, k, v))
+        p = tg.nn.softmax(q @ k.swapaxes(-1, -2) * (1 / math.sqrt(q.shape[-1])), axis=-1)
+        return (p @ v).astype(tnp.float32)
+    return _tg_case(attention, d["q"], d["k"], d["v"])
 
 
 @impl("softmax", "tgfx")
