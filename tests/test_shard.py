@@ -47,6 +47,22 @@ def test_shard_places_pieces_on_each_device(devs: tuple, axis: int | None) -> No
     assert tg.sharding(x) == (devs, axis)
 
 
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_eager_calls_of_functions_on_sharded_tensors(axis: int | None) -> None:
+    """Eager ops that are traced functions (a cumulative sum or maximum; a user's `tg.function`) of a Tensor sharded
+    from numpy (its pieces computed: an unknown device ('CPU:0', 'CPU:1') error, as the call's graph went to the
+    one-device path), then of one sharded lazily (the body kept for the pieces' call, a PARAM a piece, was reused
+    for the lazy copy's one value: IndexError), along either axis or replicated: numpy's values, the layout kept."""
+    a = randn(4, 6)
+    for x in (tg.shard(a, D2, axis=axis).realize(), tg.shard(tg.asarray(a), D2, axis=axis)):
+        np.testing.assert_allclose(tnp.cumsum(x, axis=1).numpy(), np.cumsum(a, 1), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(tnp.cumsum(x, axis=0).numpy(), np.cumsum(a, 0), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(tg.lax.cummax(x, 1).numpy(), np.maximum.accumulate(a, 1))
+        doubled = tg.function(lambda t: t * 2 + 1)(x)
+        np.testing.assert_array_equal(doubled.numpy(), a * 2 + 1)
+        assert doubled.device == D2 and tg.sharding(doubled) == (D2, axis)
+
+
 def test_shard_of_a_buffer_along_axis_0_is_copies_only() -> None:
     x = tg.asarray(randn(8, 4), device="CPU:0").realize()
     tg.counters.reset()

@@ -267,7 +267,9 @@ class Function:
         except TypeError:
             return None
         slots = tuple(slot_of[id(x)] if isinstance(x, Tensor) else -1 for x in leaves)
-        avals = tuple((t.dtype, t.shape, t.device, is_weak(t), t.uop.arg if t.uop.op is Ops.MULTI else None)
+        # (a sharded Tensor's pieces are a PARAM each: its layout, and whether it is pieces at all -- a lazy copy onto
+        # a device tuple is one value -- tell bodies apart)
+        avals = tuple((t.dtype, t.shape, t.device, is_weak(t), (t.uop.arg,) if t.uop.op is Ops.MULTI else None)
                       for t in inputs)
         return treedef, slots, avals, others, bool(config.X64)
 

@@ -521,8 +521,8 @@ def realize(uops: list[UOp], described: Description | None = None,
         return {**(realize(rest, views={}) if rest else {}), **views}
     d = described if described is not None else describe(UOp(Ops.SINK, None, tuple(uops)))
     unflatten: Callable[[list[UOp]], list[UOp]] = list
-    if not d.front or d.front <= _CALLS:
-        prog = _program(d)
+    if not d.front or d.front <= _CALLS and d.device is not None:
+        prog = _program(d)   # (a call of sharded arguments is on several devices: lowered as a MULTI is, below)
     else:
         sink, unflatten = lower_multi(_inline(d.nodes[-1]))
         d = describe(sink)
