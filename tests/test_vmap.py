@@ -6,6 +6,7 @@ stacked along out_axes (numpy's `np.take` picks each example along its in_axes e
 """
 from __future__ import annotations
 
+import gc
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +21,7 @@ from tgfx.function import ConcretizationError
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.kernel import custom_kernel, krange, load, sink, store
+from tgfx.tensor import _lazy
 from tgfx.transforms.vmap import batch_graph, broadcast_front
 from tgfx.tree import tree_map
 
@@ -546,6 +548,21 @@ def test_named_axis_collectives() -> None:
         tg.vmap(lambda v: lax.psum(v, "q"), axis_name="b")(xs)
     with pytest.raises(NameError, match="unbound axis name"):
         lax.pmean(xs, "b")
+
+
+def test_a_collective_s_transpose_keeps_no_value_alive() -> None:
+    """The call a collective differentiated inside its axis passes through holds its backward, and an eager graph's
+    cached description holds the call: the backward batches its input from the call when it runs, so once the
+    result is read no lazy Tensor of the computation is left (it kept the batch and the example's input, which made
+    every later eager read look for their siblings: test_eager_cost's Python call counts failed after this)."""
+    xs, w0 = np.arange(6, dtype=np.float32).reshape(2, 3), np.full(3, 2, np.float32)
+    before = set(_lazy)
+    g = tg.vmap(lambda x, w_: tg.grad(lambda v: tg.lax.psum((x * v).sum(), "i") ** 2)(w_), in_axes=(0, None),
+                axis_name="i")(xs, w0)
+    np.testing.assert_allclose(g.numpy(), 2 * 2 * (xs * w0).sum() * xs, rtol=1e-6)
+    del g
+    gc.collect()
+    assert set(_lazy) <= before
 
 
 def test_differentiating_through_collectives_inside_the_axis() -> None:

@@ -156,7 +156,6 @@ def _transposed(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], 
     from tgfx.transforms.control_grad import in_forward_mode
     from tgfx.transforms.grad import vjp
     out = _values(x, name, fn, combine, each)
-    b, k = _batch_all(x, name, fn)
 
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
         if in_forward_mode():   # (forward mode transposes this backward, which mixes the examples' cotangents)
@@ -164,10 +163,14 @@ def _transposed(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], 
                                       f"collective inside vmap, pmap or shard_map is not supported; use reverse mode "
                                       f"(grad, vjp, jacrev) there, or take the jvp outside the mapped function")
         alike = one_value and not _batched(grads[0], _stack()[_bound_at(name, fn)])[1]
+        # (the input batched again from the call, not kept by this closure: the call's node holds the backward, and
+        # an eager graph's cached description the node, which kept the batch, a lazy Tensor, alive after its use)
+        x_in = call.inputs[0]
+        b = _batch_all(x_in, name, fn)[0]
 
         def transpose(gb: Tensor, k: int) -> Tensor:
             return vjp(lambda v: combine(v, k), b)[1](gb if each else gb[0] if alike else gb.sum(0))[0]
-        return _rows(grads[0], name, fn, transpose, x), None
+        return _rows(grads[0], name, fn, transpose, x_in), None
     backward.__qualname__ = f"{fn}.transpose"
     return Function(lambda x, out: (out,), grad_fxn=backward, name=fn)(x, out)[0]
 
