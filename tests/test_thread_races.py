@@ -279,3 +279,43 @@ def test_a_failed_call_is_an_error_in_its_thread_even_after_another_threads_wait
     seen_a, _ = run_each(a, b)
     assert "a callback of thread A fails" in seen_a
     np.testing.assert_array_equal(good(x).numpy(), np.full(4, 2, np.float32))   # and nothing is owed to this thread
+
+
+def test_threads_lowering_one_kernel_at_once_lower_it_once(monkeypatch, tmp_path) -> None:
+    # eight threads' first eager op at once lowered each of its kernels in most of them (25 lowerings of 4 kernels,
+    # ~1-20 ms of Python each): a thread whose kernel another is lowering waits for that lowering
+    from tgfx.config import Context
+    real = lowering.kernel_source
+    entered, go = threading.Event(), threading.Event()
+    calls = []
+
+    def slow_first(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            entered.set()
+            assert go.wait(60)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(lowering, "kernel_source", slow_first)
+    lowering.forget_compiled()
+    ast = _scaled(13)
+    kernels: dict[int, Any] = {}
+
+    def lower(i: int) -> None:
+        kernels[i] = lowering.lower_kernel(ast)
+    with Context(TGFX_CACHE_DIR=str(tmp_path)):   # (nothing from the disk cache; each thread is given the override)
+        first = threading.Thread(target=config.carry(lambda: lower(0)), daemon=True)
+        first.start()
+        assert entered.wait(60)
+        second = threading.Thread(target=config.carry(lambda: lower(1)), daemon=True)
+        second.start()
+        waits = {threading.Condition.wait.__code__, slow_first.__code__}
+        for _ in range(6000):   # the second thread waits for the first's lowering (or, before, lowers it itself)
+            if _blocked(second, waits) or not second.is_alive():
+                break
+            threading.Event().wait(0.01)
+        go.set()
+        for t in (first, second):
+            t.join(60)
+    lowering.forget_compiled()
+    assert not first.is_alive() and not second.is_alive(), "a thread hung"
+    assert len(calls) == 1 and kernels[0].code.addr == kernels[1].code.addr

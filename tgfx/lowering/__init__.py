@@ -17,6 +17,7 @@ import dataclasses
 import gc
 import hashlib
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -347,7 +348,7 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: CompileQueue
         key = cache_key(f"{ast.key}|{ko.mode}", target)
         write_cached(key, ko.meta(), ko.obj)
         return _load(ast, mode, key, ko, target)
-    src = kernel_source(ast, target, opts)
+    src = _lowered_once((ast.key, mode), lambda: kernel_source(ast, target, opts))
     same = _same_code.get(code_key := _code_key(src, target))
     if same is None:   # the code is entered as pending first: threads lowering it meanwhile wait for this compile
         # (another thread may have entered it since the lookup: then its object is the one kept)
@@ -370,6 +371,47 @@ def lower_kernel(ast: UOp, opts: Sequence[Opt] | None = None, pool: CompileQueue
         except BaseException:    # (the thread compiling it was interrupted, Ctrl-C: not this thread's error)
             obj = compile_llvm(src.ir, target=target)
     return finish(src.assemble(obj))
+
+
+def _lowered_once(key: tuple[str, str], lower: Callable[[], KernelSource]) -> KernelSource:
+    """`lower()`, a kernel's lowering to LLVM IR (`kernel_source`, ~1-20 ms of Python), or the one another thread is
+    running for the same kernel and options now (`key`): eight threads' first eager op at once lowered each of its
+    kernels six times over, 25 lowerings of 4 kernels. The latest lowerings are kept (`_lowered`) for a thread that
+    comes while the first still compiles (the kernel is not in `_kernels` yet). An interrupted lowering (Ctrl-C) is
+    the waiters' to redo."""
+    if (done := _lowered.get(key)) is not None:
+        return done
+    with _lowering_lock:
+        running = _lowering.get(key)
+        mine = running is None
+        if mine:
+            running = _lowering[key] = Future()
+    if not mine:
+        try:
+            return running.result()
+        except Exception:
+            raise
+        except BaseException:
+            return lower()
+    try:
+        src = lower()
+    except BaseException as e:
+        running.set_exception(e)
+        raise
+    else:
+        _lowered[key] = src
+        running.set_result(src)
+        return src
+    finally:
+        with _lowering_lock:
+            del _lowering[key]
+
+
+# the kernels being lowered now, by (AST key, options mode): a thread lowering one of them waits for that lowering
+_lowering: dict[tuple[str, str], Future] = {}
+_lowering_lock = forksafe.lock()
+_lowered: LRU[tuple[str, str], KernelSource] = LRU(lambda: 64)   # the latest lowerings (IR text: a few MB at most)
+os.register_at_fork(after_in_child=_lowering.clear)   # (the threads lowering them stayed in the parent)
 
 
 def _settle(pending: Future, code_key: str, compiled: Future | Callable[[], Any]) -> None:
@@ -624,6 +666,7 @@ def forget_compiled() -> None:
     _programs.clear()
     _op_programs.clear()
     _same_code.clear()
+    _lowered.clear()
     for tpl in _templates.values():
         tpl.programs.clear()
 
