@@ -768,6 +768,31 @@ def test_a_tile_whose_step_reads_many_values_is_not_unrolled() -> None:
     np.testing.assert_allclose(e.numpy(), np.einsum("bxyi,bxyo->ioxy", a[..., 0], b), rtol=1e-4, atol=1e-4)
 
 
+def test_the_reduce_loops_around_a_tile_step_that_reads_many_values_stay_rolled() -> None:
+    """The same weight gradient over two reduce axes that do not merge (the images, then the modes along x, read
+    transposed): a loop of 4 images around the tile's loop of 8. LLVM unrolled such short loops whole by itself, and
+    searched the straight line of loads with its SLP vectoriser and loop strength reduction (the FNO's lifting weight
+    gradient, loops of 2 and 4 around a step of 28 loads: 250 ms of LLVM, no vector built; 60 with them rolled, and
+    it ran as fast). The loop around is kept rolled; the tile's own loop keeps the hints it had."""
+    from tgfx.lowering.render_llvm import TILE_STEP_LOADS, step_loads
+    a, b = rand(4, 8, 8, 32, 2), rand(4, 8, 8, 32, seed=1)
+    e = tnp.einsum("bxyi,byxo->ioy", on_cpu(a)[..., 0], on_cpu(b))
+    (ast,) = kernels(e)
+    t = target_for("skylake-avx512")
+    sink, opts = apply_hand_coded(index_level(ast), t)
+    assert any(o.op == "UPCAST" for o in opts), opts
+    ir, lin, _ = render_kernel("k", sink, opts, t)
+    reduces = [u for u in lin if u.op is Ops.RANGE and u.arg[1] == "reduce"]
+    assert [r.src[0].arg for r in reduces] == [4, 8]
+    ends = [u for u in lin if u.op is Ops.END and u.src[0] in reduces]
+    assert step_loads(lin)[ends[0]] > TILE_STEP_LOADS   # (the inner loop's END comes first)
+    loop_ids = dict(re.findall(r"!(\d+) = distinct !\{!\d+, (.*)\}", ir))
+    md = [loop_ids[m] for m in re.findall(r"label %L\d+\.end, !llvm\.loop !(\d+)", ir)]
+    unroll_off = re.search(r'!(\d+) = !\{!"llvm.loop.unroll.disable"\}', ir).group(1)
+    assert f"!{unroll_off}" not in md[0] and f"!{unroll_off}" in md[1]   # the tile's loop, then the loop around it
+    np.testing.assert_allclose(e.numpy(), np.einsum("bxyi,byxo->ioy", a[..., 0], b), rtol=1e-4, atol=1e-4)
+
+
 def test_attention_scores_copy_their_keys_transposed_and_tile_along_the_queries() -> None:
     """q @ k^T of heads (32 images x 4 heads, 65 tokens of 16), q and k slices of a projection plus its bias: k (an
     elementwise value of a stored product, read by all 65 queries) is copied transposed once, so the scores are a

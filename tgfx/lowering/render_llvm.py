@@ -60,7 +60,12 @@ TILE_REDUCE_UNROLL = 4
 # ... unless a step already reads more values than this: its loads alone are more instructions than the unroll is
 # for, and four copies of them are addresses of the loop's index that LLVM's loop strength reduction searches
 # together. A Fourier layer's complex weight gradient (a 16 x 8 tile whose step reads 32 scalars of interleaved real and
-# imaginary parts, 8 trips) spent 350 ms there, 80 without the unroll; a contraction's tile reads 9-10 a step
+# imaginary parts, 8 trips) spent 350 ms there, 80 without the unroll; a contraction's tile reads 9-10 a step. The
+# reduce loops around such a loop are kept rolled: LLVM unrolled short ones whole by itself, and its SLP vectoriser and
+# loop strength reduction searched the straight line of their loads (the FNO's lifting weight gradient, a 3 x 4 tile of
+# scalars reading 28 values a step in loops of 8 inside loops of 4, 2 and 8 trips: 250 ms of LLVM for no vector, 60
+# with those rolled). The loop itself is left to LLVM (rolled too, such loops of 8 trips ran 10-20% slower), and so
+# are the loops around a shorter one (a convolution's taps, whose loops of 3 LLVM unrolls into one step)
 TILE_STEP_LOADS = 16
 
 
@@ -94,6 +99,7 @@ class LLVMRenderer(WideValues, RegisterTiles):
         # unrolls whole, unrolling is left to it (a convolution's bias gradient over rows of 8: 15 -> 17 us without)
         self.outer_md = ", !llvm.loop !1"
         self.inner_trips: list[int] = []   # for each open loop: the longest loop opened inside it
+        self.rolled_inside: list[bool] = []   # for each open loop: whether a tile's reduce loop in it reads many values
         self.step_loads: dict[UOp, int] = {}   # each loop's loads a trip (`step_loads`), by its END
         self.lines: list[str] = []
         self.allocas: list[str] = []
@@ -409,6 +415,7 @@ class LLVMRenderer(WideValues, RegisterTiles):
             rid = str(self.n)
             self.open_ids.append(rid)
             self.inner_trips = [*(max(t, u.src[0].arg) for t in self.inner_trips), 0]
+            self.rolled_inside.append(False)
             self.allocas.append(f"  %r{rid}.p = alloca i64")
             self.emit(f"store i64 0, ptr %r{rid}.p")
             self.emit(f"br label %L{rid}")
@@ -423,9 +430,17 @@ class LLVMRenderer(WideValues, RegisterTiles):
             c = self.op_in(f"icmp slt i64 {nxt}, {'%trips' if r is self.trips_arg else r.src[0].arg}")
             inner = self.inner_trips.pop()
             md = self.outer_md if inner > SHORT_LOOP else self.loop_md
-            if self.tile_hints and not inner and r.arg[1] == "reduce" and r.src[0].arg >= 2 * TILE_REDUCE_UNROLL \
-                    and self.step_loads[u] <= TILE_STEP_LOADS:
-                md = ", !llvm.loop !2"
+            many_loads = self.rolled_inside.pop()   # (a reduce loop inside reads more than TILE_STEP_LOADS a step)
+            if self.tile_hints and r.arg[1] == "reduce":
+                if many_loads:   # kept rolled around it (see TILE_STEP_LOADS)
+                    md = self.outer_md
+                elif not inner and r.src[0].arg >= 2 * TILE_REDUCE_UNROLL:
+                    if self.step_loads[u] > TILE_STEP_LOADS:
+                        many_loads = True
+                    else:
+                        md = ", !llvm.loop !2"
+            if many_loads and self.rolled_inside:
+                self.rolled_inside[-1] = True
             self.emit(f"br i1 {c}, label %L{rid}, label %L{rid}.end{md}")
             self.lines.append(f"L{rid}.end:")
         elif op is Ops.DEFINE_REG:   # a register buffer (tgfx/lowering/row_buffer.py): on this core's stack
