@@ -50,6 +50,7 @@ from tgfx.lowering.control import merge_saved_loops
 from tgfx.lowering.eager import Description, describe, dispatch_mode, graph_template
 from tgfx.lowering.execute import RANGE_OPS, buffer_memory, range_view
 from tgfx.lowering.gather import collapse_scatter, pm_gather
+from tgfx.lowering.half import pm_widen_half_max
 from tgfx.lowering.inline import check_no_params, inline, walk
 from tgfx.lowering.kernel_opts import Opt, global_size, merge_loops, split_ranges
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
@@ -188,6 +189,8 @@ def index_level(ast: UOp, pieces: bool = True, grid_numel: int = 0) -> UOp:
     # fold constants and simplify the index arithmetic rangeify produced, a read under a condition within its bounds
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
     sink = graph_rewrite(sink, pm_given_valid, name="symbolic given valid")
+    # a half float's maximum is taken in float32, the same value, in an accumulator LLVM's vectoriser takes
+    sink = graph_rewrite(sink, pm_widen_half_max, name="widen half max")
     # a one-hot sum over an indexed axis (a gather) becomes one load at the index, and its index math is simplified
     if (gathered := graph_rewrite(sink, pm_gather, name="gather")) is not sink:
         sink = graph_rewrite(gathered, pm_symbolic, name="symbolic after gather")

@@ -92,12 +92,13 @@ def _selecting_extremum(reds: list[UOp]) -> bool:
 
 
 def _half_extremum(reds: list[UOp]) -> bool:
-    """Whether every reduce is a max of a half float: its accumulator is the 16-bit type, widened and rounded back at
-    each step (a NaN made the quiet NaN: a select LLVM folds into the recurrence, as `_selecting_extremum`'s), which
-    LLVM's loop vectoriser does not take as a reduction, so a row stayed a scalar loop however long (a bfloat16
-    attention's row maximum over 128 keys: 30 ms for 8 x 4 x 128 rows; float32's took 0.5 ms with the whole softmax).
-    A maximum is exact in any order: vectors of partial maxima give the scalar loop's bits."""
-    return all(red.arg is Ops.MAX and red.dtype in (dtypes.bfloat16, dtypes.float16) for red in reds)
+    """Whether every reduce is a max of half floats (taken in float32, `half.widen_max`): a half op's value made the
+    quiet NaN, a select LLVM folds into the recurrence (as `_selecting_extremum`'s), which its loop vectoriser then
+    does not take as a reduction, so a row stayed a scalar loop however long (a bfloat16 attention's row maximum of its
+    scaled scores over 128 keys: 30 ms for 8 x 4 x 128 rows; float32's took 0.5 ms with the whole softmax). A maximum
+    is exact in any order: vectors of partial maxima give the scalar loop's bits."""
+    return all(red.arg is Ops.MAX and any(u.dtype in (dtypes.bfloat16, dtypes.float16) for u in red.src[0].toposort())
+               for red in reds)
 
 
 def _largest_divisor(n: int, most: int) -> int:
