@@ -190,7 +190,9 @@ def test_linspace_with_dtype(d: DType, start: int, stop: int, num: int) -> None:
 
 
 # ---- masks: eye, identity, tri, tril, triu ----
-@pytest.mark.parametrize("n,m,k", [(3, None, 0), (3, 5, 1), (4, 2, -1), (3, 3, 5), (3, 3, -5), (1, 1, 0), (0, 2, 0)])
+# an offset past int32 (2**40, -2**62; the array API suite's eye(0, k=2**63)) raised OverflowError in the compare
+@pytest.mark.parametrize("n,m,k", [(3, None, 0), (3, 5, 1), (4, 2, -1), (3, 3, 5), (3, 3, -5), (1, 1, 0), (0, 2, 0),
+                                   (2, 3, 2 ** 40), (3, 2, -2 ** 62), (0, None, 2 ** 63)])
 def test_eye_and_tri(n: int, m: int | None, k: int) -> None:
     assert_close(tnp.eye(n, m, k), np.eye(n, m, k, dtype=np.float32), dtype=dtypes.float32)
     assert_close(tnp.eye(n, m, k, dtype=dtypes.int8), np.eye(n, m, k, dtype=np.int8), dtype=dtypes.int8)
@@ -212,6 +214,9 @@ def test_tril_triu(d: DType, data: st.DataObject) -> None:
     assert_close(tnp.tril(to_tensor(x, d), k), np.tril(x, k), dtype=d)
     assert_close(tnp.triu(to_tensor(x, d), k), np.triu(x, k), dtype=d)
     assert_close(tnp.tril(to_tensor(x, d)), np.tril(x), dtype=d)
+    big = data.draw(st.sampled_from([2 ** 40, -2 ** 40]))
+    assert_close(tnp.tril(to_tensor(x, d), big), np.tril(x, big), dtype=d)
+    assert_close(tnp.triu(to_tensor(x, d), big), np.triu(x, big), dtype=d)
 
 
 # ---- matmul and dot ----

@@ -237,7 +237,13 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype: DType | str | None = No
     M = N if M is None else M
     i = Tensor.arange(N, dtype=dtypes.int32).reshape(N, 1)
     j = Tensor.arange(M, dtype=dtypes.int32).reshape(1, M)
-    return _place(ew.equal(j - i, k).astype(dtype or dtypes.default_float), device)
+    return _place(ew.equal(j - i, _offset(k, N, M)).astype(dtype or dtypes.default_float), device)
+
+
+def _offset(k: Any, N: int, M: int) -> Any:
+    """A diagonal offset past the matrix (|k| beyond 2**31 included) as the nearest one just outside it: j - i of an
+    N x M matrix lies in [-(N - 1), M - 1], so the answer is the same and k fits the int32 compare."""
+    return builtins.max(-N, builtins.min(int(k), M)) if isinstance(k, (int, np.integer)) else k
 
 
 def identity(n: int, dtype: DType | str | None = None, *, device: str | None = None) -> Tensor:
@@ -250,7 +256,7 @@ def tri(N: int, M: int | None = None, k: int = 0, dtype: DType | str | None = No
     M = N if M is None else M
     i = Tensor.arange(N, dtype=dtypes.int32).reshape(N, 1)
     j = Tensor.arange(M, dtype=dtypes.int32).reshape(1, M)
-    return ew.less_equal(j - i, k).astype(dtype or dtypes.float32)
+    return ew.less_equal(j - i, _offset(k, N, M)).astype(dtype or dtypes.float32)
 
 
 def tril(x: ArrayLike, k: int = 0) -> Tensor:
