@@ -63,9 +63,10 @@ def dlpack_device(x: Tensor) -> tuple[int, int]:
 
 def from_dlpack(x: Any, /, *, device: str | None = None, copy: bool | None = None) -> Tensor:
     """A Tensor from any object with `__dlpack__` (a numpy array, a torch CPU tensor, a JAX array): its value is
-    copied into a tgfx buffer (`copy=False` is a ValueError: tgfx owns its buffers), a tgfx Tensor is itself."""
+    copied into a tgfx buffer (`copy=False` is a ValueError: tgfx owns its buffers), a tgfx Tensor is itself (on
+    `device`: itself when it is there already, as `to_device`)."""
     if isinstance(x, Tensor):
-        out = x if device is None else x.to(device)
+        out = x if device is None else to_device(x, device)
         if copy is False and out is not x:
             raise ValueError(f"from_dlpack(copy=False): moving a Tensor from {x.device} to {device} copies it")
         return out.contiguous() if copy and out is x else out
