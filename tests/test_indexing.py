@@ -289,6 +289,9 @@ def test_take_along_axis_with_argsort_and_broadcast() -> None:
     b = np.array([[0, 4]])  # broadcasts along axis 0
     check(tnp.take_along_axis(a, b, 1), np.take_along_axis(a, np.broadcast_to(b, (3, 2)), 1))
     check(tnp.take_along_axis(a, [[7]], 1), np.full((3, 1), np.nan, np.float32))
+    # axis defaults to the last, as numpy 2.3's and the array API standard's (it was a required argument)
+    check(tnp.take_along_axis(a, idx), np.take_along_axis(a, idx))
+    check(tnp.take_along_axis(a, idx[:, :2]), np.take_along_axis(a, idx[:, :2], axis=-1))
     with pytest.raises(ValueError, match="same number of dimensions"):
         tnp.take_along_axis(a, [0, 1], 1)
 

@@ -586,9 +586,10 @@ def take(a: ArrayLike, indices: ArrayLike, axis: int | None = None, out: None = 
     return getitem(x, (slice(None),) * axis + (idx,), mode, fill_value)
 
 
-def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None, mode: str | None = None,
+def take_along_axis(arr: ArrayLike, indices: ArrayLike, axis: int | None = -1, mode: str | None = None,
                     fill_value: ArrayLike | None = None) -> Tensor:
-    """numpy.take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along `axis`.
+    """numpy.take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along `axis` (the last by
+    default, as numpy 2.3's and the array API standard's; None: along the flattened arr).
 
     `indices` has arr's number of dimensions and its other axes broadcast against arr's. Out-of-range indices as
     `take` (default "fill"); from an axis of length 0 the result is zeros, whatever the mode, as JAX's. Cost: one
