@@ -251,6 +251,28 @@ def test_a_jvp_rule_that_is_not_linear_in_the_tangents_is_an_error() -> None:
         tg.grad(lambda x: f(x).sum())(tg.asarray(X))
 
 
+def test_a_jvp_rule_written_with_a_loop_runs_in_forward_mode() -> None:
+    # JAX's jvp runs the rule on the tangents; tgfx's transposed its transpose, which a loop in the rule does not
+    # have ("not linear in the tangents ... carries them through a loop"): jvp and jacfwd raised
+    for loop in ("fori", "while"):
+        @tg.custom_jvp
+        def f(x: tg.Tensor) -> tg.Tensor:
+            return tnp.sin(x) * 2
+
+        def rule(p: tuple, t: tuple, loop: str = loop) -> tuple:   # 2 cos(x) t, the factor 2 summed as 1 + 1/2 + ...
+            if loop == "fori":
+                s = tg.lax.fori_loop(0, 40, lambda i, v: 0.5 * v + t[0], tnp.zeros_like(t[0]))
+            else:
+                s = tg.lax.while_loop(lambda c: c[1] < 40, lambda c: (0.5 * c[0] + t[0], c[1] + 1),
+                                      (tnp.zeros_like(t[0]), 0))[0]
+            return f(p[0]), tnp.cos(p[0]) * s
+        f.defjvp(rule)
+        x = tg.asarray(X)
+        _, t = tg.jvp(f, (x,), (tnp.ones_like(x),))
+        np.testing.assert_allclose(t.numpy(), 2 * np.cos(X), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(tg.jacfwd(lambda x: f(x).sum())(x).numpy(), 2 * np.cos(X), rtol=1e-5, atol=1e-6)
+
+
 # ---- a custom backward's grad_outputs have the function's return structure ----
 def test_grad_outputs_mirror_the_return_structure() -> None:
     seen = []

@@ -38,6 +38,7 @@ from tgfx.ir.uop import UOp
 from tgfx.lowering.multi import device_parts
 from tgfx.tensor import Tensor, is_weak, to_tensor, weak
 from tgfx.trace_state import current
+from tgfx.transforms.control_grad import in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -341,6 +342,7 @@ class custom_jvp:  # noqa: N801 - JAX's name
                 total = term if total is None else _tree_add(total, term)
             return ans, total
         jvp.__qualname__ = f"{_name(fun)}.defjvps"
+        jvp.per_argument = True   # type: ignore[attr-defined] - (a None tangent skips its rule)
         self.jvp = jvp
 
     def __get__(self, obj: Any, objtype: type | None = None) -> Any:
@@ -370,6 +372,11 @@ class custom_jvp:  # noqa: N801 - JAX's name
             tangent_leaves = [Tensor(t) if t is not None else (p * 0 if isinstance(p, Tensor) else p)
                               for p, t in zip(primal_leaves, stand_ins, strict=True)]
             primals = tree_unflatten(in_tree, primal_leaves)
+            if in_forward_mode() and any(s is not None for s in stand_ins):
+                cts = _rule_as_transpose(self, levels, split, primals, primal_leaves, stand_ins, in_tree, list(grads))
+                per_arg = [tree_unflatten(_flat(a)[1], cts[k:k + n]) for a, k, n in _leaf_spans(split.diff)]
+                flat = _cotangents(who, f"the transpose of jvp {_name(rule)}", per_arg, split.diff, names)
+                return _grads_per_slot(flat, slots, len(call.inputs))
             tangents = tree_unflatten(in_tree, tangent_leaves)
             with _running_rule(self, levels):
                 res = rule(*split.static, tuple(primals), tuple(tangents))
@@ -412,6 +419,44 @@ class custom_jvp:  # noqa: N801 - JAX's name
                             f"closure, not from its arguments; its rule gives tangents to its arguments only, so "
                             f"that value's derivative would be lost. Pass the value as an argument")
         return out
+
+
+def _rule_as_transpose(f: custom_jvp, levels: int, split: _Split, primals: Any, primal_leaves: list[Any],
+                       stand_ins: list[UOp | None], in_tree: PyTreeDef, grads: list[Tensor]) -> list[Tensor | None]:
+    """A custom_jvp's backward where forward mode builds it (`control_grad.forward_mode`): forward mode transposes
+    it and never evaluates it, so each float input's cotangent is a node whose transpose is the rule itself, run on
+    the tangents, as JAX's jvp runs it. Transposing the rule instead went through whatever it is written with: a rule
+    with a loop (a geometric series, an implicit solve by iteration) had no jvp."""
+    from tgfx.lowering.complex import is_zero
+    floats = [i for i, s in enumerate(stand_ins) if s is not None]
+    per_argument = getattr(f.jvp, "per_argument", False)
+    at: dict[int, int] = {}
+    g_slot = [at.setdefault(id(g), len(at)) for g in grads]   # (the node's inputs: each Tensor once)
+
+    def apply_rule(ts: tuple, call: Any) -> tuple:
+        # a tangent no path gives (a zero) is a symbolic zero for `defjvps` (its rule is not run: betainc's NaN rules
+        # for a and b), zeros for a rule of all the arguments, as JAX's
+        given = {i: None if per_argument and is_zero(t.uop, signed=False) else t
+                 for i, t in zip(floats, ts, strict=True)}
+        tangents = [given[i] if i in given else (p * 0 if isinstance(p, Tensor) else p)
+                    for i, p in enumerate(primal_leaves)]
+        with _running_rule(f, levels):
+            res = f.jvp(*split.static, tuple(primals), tuple(tree_unflatten(in_tree, tangents)))
+        out: list[Tensor | None] = [None] * len(call.inputs)
+        for k, t, g in zip(g_slot, _flat(res[1])[0], grads, strict=True):
+            if isinstance(t, Tensor) and t.dtype.is_float:
+                t = t.astype(g.dtype)
+                out[k] = t if out[k] is None else out[k] + t
+        return tuple(out)
+
+    def zeros(*_: Tensor) -> tuple:
+        return tuple(Tensor.full(p.shape, 0, p.dtype, device=p.device if isinstance(p.device, str) else None)
+                     for p in (primal_leaves[i] for i in floats))
+    made = Function(zeros, grad_fxn=apply_rule, name=f"{_name(f.fun)}.jvp")(*grads)
+    cts: list[Tensor | None] = [None] * len(primal_leaves)
+    for i, z in zip(floats, made, strict=True):
+        cts[i] = z
+    return cts
 
 
 def _reads_closed_over(out: Any, n_args: int) -> bool:
