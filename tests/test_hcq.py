@@ -695,3 +695,32 @@ def test_cpu_copyout_waits_for_the_device_and_copies_on_the_host() -> None:
     got = y.numpy()
     np.testing.assert_allclose(got, np.sqrt(np.arange(1 << 20, dtype=np.float32)) * 2 + 1, rtol=1e-6)
     assert copy_ring.wptr == before
+
+
+@pytest.mark.parametrize("published", [False, True], ids=["before-publish", "after-publish"])
+def test_a_submit_interrupted_by_ctrl_c_is_taken_back_or_kept_whole(cpu0: HCQDevice, k: dict[str, Program],
+                                                                      monkeypatch, published: bool) -> None:
+    # Ctrl-C lands between any two steps of a submit. Between writing its words and publishing them, the next
+    # submission published them too, run on memory freed since and under the same timeline value (a training loop
+    # interrupted mid-step and continued computed wrong steps); just after publishing, it ran unrecorded (its memory
+    # unheld, its value taken again by the next). The words are taken back, or the submission is kept whole
+    from tgfx.devices.processor import Ring
+    a = upload(cpu0, np.zeros(4, dtype=np.float32))
+    cpu0.synchronize()
+    real = Ring._publish
+
+    def interrupted(ring: Ring) -> None:
+        if published:
+            real(ring)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(Ring, "_publish", interrupted)
+    before = cpu0.timeline_value
+    with pytest.raises(KeyboardInterrupt):
+        HWQueue().exec(k["add1"], [a], global_size=4).submit(cpu0)   # (through the ring: not inline)
+    monkeypatch.undo()
+    ring = cpu0.processors[Engine.COMPUTE].ring
+    assert ring.published == ring.wptr
+    assert cpu0.timeline_value == before + published
+    HWQueue().exec(k["add1"], [a], global_size=4).submit(cpu0)
+    cpu0.synchronize()
+    np.testing.assert_array_equal(download(a, np.float32, 4), np.full(4, 1 + published, np.float32))

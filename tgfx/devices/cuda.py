@@ -136,6 +136,11 @@ class CUDARing:
         self._beat = 0.0           # when `_heartbeat` last looked
 
     @property
+    def published(self) -> int:
+        """Words issued (`hcq.Ring`): a write issues what it counts, so all of `wptr`."""
+        return self.wptr
+
+    @property
     def rptr(self) -> int:
         """Words of the submissions the GPU has completed (polls their events)."""
         self.poll()

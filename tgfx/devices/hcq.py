@@ -388,9 +388,11 @@ class ProfileEvent(NamedTuple):
 class Ring(Protocol):
     """The words a processor consumes packets from, as the device writes them (`CommandProcessor.ring`)."""
 
+    wptr: int   # words ever written (`submit` sets it back over words an interrupt kept from being published)
+
     @property
-    def wptr(self) -> int:
-        """Words ever written."""
+    def published(self) -> int:
+        """Words the processor may read (`wptr` when a write finished)."""
         ...
 
     @property
@@ -616,7 +618,12 @@ class HCQDevice:
                     with contextlib.suppress(ValueError):   # (another thread's drain may have passed it already)
                         proc.launches.remove(mark)
                 else:
-                    proc.run_inline(cb._body_addr, cb._body_words)
+                    try:
+                        proc.run_inline(cb._body_addr, cb._body_words)
+                    except BaseException:   # Ctrl-C as the run returned: it ran, and is counted as below
+                        if self.timeline.words[0] >= value:
+                            self.timeline_value = value
+                        raise
                 # counted once it has run: a submitted value always has a writer that ran or is in a ring (a run
                 # cut short without its final SIGNAL is then seen by the next wait, see `_lost`)
                 self.timeline_value = value
@@ -628,20 +635,35 @@ class HCQDevice:
                 sig.expected_writer = proc.label
             ring = proc.ring
             start = ring.wptr
-            if DEBUG.value >= 1 and (who := launcher()) is not None:   # (before the write: it may run at once)
-                proc.launches.append(mark := [start, 1 << 62, who])
-                ring.write(w, cb.starts, proc.label)
-                mark[1] = ring.wptr
-            else:
-                ring.write(w, cb.starts, proc.label)
-            # the command buffer itself is held, not only `refs`: a jitted program dropped while its replay runs
-            # (`tg.jit(f)(x)` in a loop) would otherwise free the arena its kernels are still writing
-            entry = (value, refs, cb, proc, start, ring.wptr)
-            with self._lock:
-                self._inflight.append(entry)
-            self.timeline_value = value
-            self._last_processor = proc
+            try:
+                if DEBUG.value >= 1 and (who := launcher()) is not None:   # (before the write: it may run at once)
+                    proc.launches.append(mark := [start, 1 << 62, who])
+                    ring.write(w, cb.starts, proc.label)
+                    mark[1] = ring.wptr
+                else:
+                    ring.write(w, cb.starts, proc.label)
+                self._keep(value, refs, cb, proc, start, ring.wptr)
+            except BaseException:
+                # Ctrl-C part way (it lands between any two steps): words the processor cannot see yet are taken
+                # back, as if never submitted; a submission it can see runs, so it is recorded as every one is (its
+                # memory held until it is done, its value counted), then the interrupt raised. Before, the next
+                # submission published the taken-back words too, run on memory freed since, or took the same value
+                if ring.published <= start:
+                    ring.wptr = start
+                else:
+                    self._keep(value, refs, cb, proc, start, ring.wptr)
+                raise
         return Fence(self, cb.engine, value)
+
+    def _keep(self, value: int, refs: Any, cb: Submission, proc: CommandProcessor, start: int, end: int) -> None:
+        """Keep submission `value` (ring words `start`..`end` of `proc`) until the timeline passes it: the command
+        buffer itself too, not only `refs` (a jitted program dropped while its replay runs, `tg.jit(f)(x)` in a loop,
+        would otherwise free the arena its kernels are still writing). Called again after an interrupt: once."""
+        with self._lock:
+            if not self._inflight or self._inflight[-1][0] != value:
+                self._inflight.append((value, refs, cb, proc, start, end))
+        self.timeline_value = value
+        self._last_processor = proc
 
     def _retire(self, value: int) -> None:
         """Drop the references of submissions up to `value` (the timeline has passed them)."""

@@ -53,6 +53,12 @@ class Ring:
         """Words the processor has consumed."""
         return int(self._ctl[native.W_RPTR])
 
+    @property
+    def published(self) -> int:
+        """Words the processor may read: `wptr` as last published (a writer interrupted before publishing takes the
+        words after it back)."""
+        return int(self._ctl[native.W_WPTR])
+
     def _publish(self) -> None:
         # a sequentially consistent store in native code: the words written before it are visible to the reader
         native.runtime().doorbell(self._ctl_addr, self.wptr)
