@@ -142,6 +142,18 @@ def test_astype_and_complex_parts_of_reals() -> None:
     assert tnp.conj(x) is x and tnp.real(x) is x and tnp.imag(x).tolist() == [0.0, 0.0]
 
 
+def test_tensor_astype_takes_copy_and_device() -> None:
+    # numpy's ndarray.astype(dtype, copy=False) and jax.Array.astype(dtype, copy=, device=): Tensor.astype took only
+    # the dtype (TypeError: unexpected keyword argument 'copy')
+    a = np.array([1.5, -2.5], np.float32)
+    x = tg.asarray(a)
+    assert x.astype(np.float32, copy=False) is x and x.astype(tnp.float32, copy=True) is not x
+    assert_close(x.astype(np.int32, copy=False), a.astype(np.int32, copy=False), dtype=dtypes.int32)
+    y = x.astype(tnp.int16, device="CPU:1")
+    assert y.device == "CPU:1" and y.dtype is tnp.int16 and y.tolist() == [1, -2]
+    assert x.astype(tnp.float32, device=x.device).tolist() == a.tolist()
+
+
 # ---- dtype queries ----
 def test_finfo_iinfo() -> None:
     for d in (tnp.float16, tnp.float32):

@@ -334,16 +334,21 @@ class Tensor:
         out = Tensor(UOp(Ops.WHERE, x.dtype, tuple(broadcast_uops(cond, x, y, name="where"))))
         return weak(out) if _is_weak_tensor(x) and _is_weak_tensor(y) else out   # as a binary op's, x and y weak
 
-    def astype(self, dtype: DType | str | type) -> Tensor:
+    def astype(self, dtype: DType | str | type, copy: bool = False,
+               device: str | tuple[str, ...] | None = None) -> Tensor:
         """This Tensor as `dtype`, canonical for the x64 mode (without it, float64 is float32, as `jnp`'s). Complex to
-        real takes the real part with numpy's ComplexWarning, as `jnp`'s astype."""
+        real takes the real part with numpy's ComplexWarning, as `jnp`'s astype. `copy` and `device` as
+        `jax.Array.astype`'s (and numpy's `copy`): Tensors are immutable, so copy=True only makes the result a new
+        Tensor when it would be this one; `device` puts the result there, as `x.to(device)`."""
         d = to_dtype(dtype)
         if self.dtype.is_complex and not d.is_complex:
             import warnings
             warnings.warn("Casting complex values to real discards the imaginary part", np.exceptions.ComplexWarning,
                           stacklevel=2)
         out = self.cast(d)
-        return out if out is not self or not _is_weak_tensor(self) else Tensor(out.uop)   # strongly typed, as JAX's
+        if out is self and (copy or _is_weak_tensor(self)):
+            out = Tensor(out.uop)   # a new Tensor, strongly typed (as JAX's astype of a weak one)
+        return out if device is None else out.to(device)
 
     def cast(self, d: DType) -> Tensor:
         """This Tensor as exactly `d`, whatever the x64 mode: tgfx's own 64-bit arithmetic (a loop's trip count, a

@@ -62,10 +62,7 @@ def vecdot(x1: ArrayLike, x2: ArrayLike, /, *, axis: int = -1) -> Tensor:
 
 def astype(x: ArrayLike, dtype: DType | str | type, /, *, copy: bool = True, device: str | None = None) -> Tensor:
     """x as `dtype` (Tensors are immutable: `copy` only decides whether the result may be `x` itself)."""
-    t = to_tensor(x).astype(dtype)
-    if copy and t is x:
-        t = Tensor(t.uop)
-    return t if device is None else t.to(device)
+    return to_tensor(x).astype(dtype, copy=copy, device=device)
 
 
 # ---- dtype queries ----
