@@ -515,6 +515,34 @@ def test_linearize_places_reduce_loops_inside_output_loops():
 
 
 
+def test_block_sums_splits_a_long_sum_of_products_into_blocks_each_in_its_own_register():
+    """`out[i] = sum_k a[i, k] * b[k]` over 1,024 steps: the reduce loop is two, blocks of 512 inside 2 (the inner
+    reduce's register set to zero each block, inside the outer loop), the index `hi * 512 + lo`; the values are the
+    sums'. A sum of 512 steps (one block), of a length no block divides (1,031), a plain sum and a max stay one
+    loop."""
+    from tgfx.lowering.block_sum import block_sums
+
+    def kernel(n: int, product: bool = True, op: Ops = Ops.ADD) -> UOp:
+        a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 3 * n),), (3, n))
+        b = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(2, n),), (1, n)),), (3, n))
+        red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (a * b if product else a,), (op, (1,)))
+        return simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 3), red)),))))
+    sink = block_sums(kernel(1024))
+    lin, acc_of = linearize(sink)
+    loops = [u.src[0].arg for u in lin if u.op is Ops.RANGE]
+    assert loops == [3, 2, 512]
+    structure = [u.op for u in lin if u.op in (Ops.RANGE, Ops.END, Ops.DEFINE_ACC, Ops.STORE)]
+    assert structure == [Ops.RANGE, Ops.DEFINE_ACC, Ops.RANGE, Ops.DEFINE_ACC, Ops.RANGE, Ops.STORE, Ops.END,
+                         Ops.STORE, Ops.END, Ops.STORE, Ops.END]
+    assert len(acc_of) == 2
+    render_llvm("k", lin, acc_of, [g(0, 3), g(1, 3 * 1024), g(2, 1024)])
+    for short in (kernel(512), kernel(1031), kernel(1024, product=False), kernel(1024, op=Ops.MAX)):
+        assert block_sums(short) is short
+    x, w = np.random.default_rng(0).standard_normal((2, 4096)).astype(np.float32) + 1
+    got = (tnp.asarray(x[None]) @ tnp.asarray(w[:, None].repeat(3, 1))).numpy()
+    np.testing.assert_allclose(got, x[None].astype(np.float64) @ w[:, None].repeat(3, 1), rtol=1e-5)
+
+
 def test_linearize_reduce_of_a_loop_invariant_value():
     """A reduce whose value does not depend on its own range (a sum of constants, as `x.at[i].set(0.0)` builds)
     places no SINK into the program: hoisting looks at the values, never at the group that wraps them."""

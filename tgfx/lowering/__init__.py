@@ -33,6 +33,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite, keep_rewritten, release_rewritten
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, buffers
+from tgfx.lowering.block_sum import block_sums
 from tgfx.lowering.compile import (
     CompileQueue,
     KernelCode,
@@ -243,6 +244,8 @@ def render_kernel_values(name: str, sink: UOp, opts: Sequence[Opt], target: Targ
     # a costly value a row kernel's reduce and output both compute is kept in a row buffer between them, and a
     # contraction's panel of its vector operand is copied into a buffer once, before the output rows that read it
     sink = panel_buffers(row_buffers(sink, target), target)
+    # a contraction's long reduce loop summed in blocks, each block in a register of its own (BLAS's rounding)
+    sink = block_sums(sink)
     lin, acc_of = linearize(decompose_transcendentals(sink))
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     small = scalar_ops(lin) <= SMALL_KERNEL_OPS and not any(u.op in GroupOp.Transcendental for u in sink.toposort())
