@@ -183,4 +183,5 @@ def test_a_child_forked_after_tgfx_ran_reads_rows_of_computed_values_and_refuses
     # whole buffer (it raised ForkedRuntimeError, as if it needed the parent's devices); computing anything still does
     run = subprocess.run([sys.executable, "-c", ROWS], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split("\n")[:2] == ["[[8.0, 10.0, 12.0, 14.0], 120.0, 22.0, 'refused']", "[9.0, 11.0, 13.0, 15.0]"]
+    assert run.stdout.split("\n")[:2] == ["[[8.0, 10.0, 12.0, 14.0], 120.0, 22.0, 'refused']",
+                                          "[9.0, 11.0, 13.0, 15.0]"]

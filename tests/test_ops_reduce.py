@@ -312,6 +312,18 @@ def test_cumulative(name: str, d: DType, data: st.DataObject) -> None:
     assert_close(getattr(to_tensor(x, d), name)(axis=axis), want, dtype=out, **tol)
 
 
+@pytest.mark.parametrize("d", [dtypes.float16, dtypes.bfloat16])
+def test_half_float_scans_of_a_few_elements_compile(d: DType) -> None:
+    """A float16 or bfloat16 cumprod / cumsum of 4 or 8 elements (flattened or not): its lanes' products were
+    combined by halves down to a `<1 x float>` whose rounding was written as a scalar's, which LLVM rejected (the
+    CI profile's draw of a 2 x 2 float16 cumprod). Exact values (powers of two), as numpy's."""
+    for x in (np.array([1, 2, 0.5, 4], np.float32), np.array([[2, 0.5], [4, 0.25]], np.float32),
+              np.array([1, 2, 4, 0.5, 0.25, 2, 8, 0.125], np.float32)):
+        t = to_tensor(x, d)
+        np.testing.assert_array_equal(tnp.cumprod(t, axis=None).numpy().astype(np.float32), np.cumprod(x))
+        np.testing.assert_array_equal(tnp.cumsum(t, axis=None).numpy().astype(np.float32), np.cumsum(x))
+
+
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(30, 1200), rows=st.integers(1, 3), reverse=st.booleans(), seed=st.integers(0, 2**31 - 1))
 def test_long_cumulative_axes(n: int, rows: int, reverse: bool, seed: int) -> None:

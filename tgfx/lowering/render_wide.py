@@ -353,7 +353,9 @@ class WideValues:
         def rounded(x: str, lanes: int) -> str:   # a half float's sum or product rounds after every op, as a scalar's
             return x if op is Ops.MAX else self.to_compute(self.from_compute(x, d, lanes), d, lanes)
         v, width, n, rest = self.to_compute(self.wval(u.src[0]), d, self.width), self.width, self.width, []
-        while n > 1 and rule is not None:   # v: `width` lanes, the first n live
+        # (down to two lanes, which the scalar rule combines: halved to one, a half float's rounding of that
+        # `<1 x float>` was written as a scalar's, which LLVM rejected -- a float16 cumprod of 4 elements)
+        while n > 2 and rule is not None:   # v: `width` lanes, the first n live
             if n % 2:
                 n -= 1
                 rest.append(self.op_in(f"extractelement <{width} x {ct}> {v}, i64 {n}"))
