@@ -1,7 +1,8 @@
 """Where half-precision values are stored (`fusion.find_realizes`): a reduce read only through its rounding to
 bfloat16/float16 (a half matmul's result, summed in float32 and rounded once, as JAX's) is stored rounded, the rounding
-the reduce kernel's epilogue. Counted on the schedule, never timed; values against numpy's float32 ones rounded to the
-half type after each op."""
+the reduce kernel's epilogue. Counted on the CPU's schedule (a GPU's contractions round and stage their own: `-p
+tests.emulated_cuda` makes CUDA:0 the default), never timed; values against numpy's float32 ones rounded to the half
+type after each op."""
 from __future__ import annotations
 
 import numpy as np
@@ -40,7 +41,7 @@ def test_a_half_matmul_read_only_rounded_is_stored_rounded(d: DType) -> None:
     them float32 copies."""
     rng = np.random.default_rng(0)
     x32, w32 = (_round(rng.standard_normal(s).astype(np.float32), d) for s in ((8, 32, 64), (64, 64)))
-    x, w = (tg.asarray(a).astype(d).realize() for a in (x32, w32))
+    x, w = (tg.asarray(a, device="CPU").astype(d).realize() for a in (x32, w32))
     assert _stored(_heads(x, w)) == [d, d]
     q = _round(x32 @ w32, d).reshape(8, 32, 4, 16).transpose(0, 2, 1, 3)
     want = _round(q @ q.swapaxes(-1, -2), d)
@@ -52,7 +53,8 @@ def test_a_sum_also_read_unrounded_is_stored_as_summed() -> None:
     """A float32 matmul read both rounded (a bfloat16 matmul's operand) and as it is (its sum) keeps its float32 store:
     its rounding is not all that reads it."""
     rng = np.random.default_rng(1)
-    x, w = (tg.asarray(rng.standard_normal(s).astype(np.float32)).realize() for s in ((64, 32), (32, 48)))
+    x, w = (tg.asarray(rng.standard_normal(s).astype(np.float32), device="CPU").realize()
+            for s in ((64, 32), (32, 48)))
     a = x @ w
     stored = _stored(a.astype(tnp.bfloat16) @ w.T.astype(tnp.bfloat16) + a.sum())
     assert stored[0] == dtypes.float32
