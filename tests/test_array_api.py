@@ -372,13 +372,14 @@ def test_from_dlpack_of_a_tensor_on_its_own_device_is_itself() -> None:
     # device= naming where the Tensor is ("CPU" or "CPU:0" for one on CPU:0) moves nothing, so copy=False holds: it
     # raised "moving a Tensor from CPU:0 to CPU:0 copies it" (array-api-tests test_from_dlpack)
     x = tnp.arange(3.0)   # uncommitted, on the default device
-    for device in (x.device, "CPU", "CPU:0"):
-        assert tnp.from_dlpack(x, device=device, copy=False) is x
-        assert tnp.from_dlpack(x, device=device) is x
-    y = tnp.from_dlpack(x, device="CPU:1")
+    assert tnp.from_dlpack(x, device=x.device, copy=False) is x and tnp.from_dlpack(x, device=x.device) is x
+    c = tnp.asarray(np.arange(3.0, dtype=np.float32), device="CPU")   # (CPU:0 whatever the default device)
+    for device in ("CPU", "CPU:0"):
+        assert tnp.from_dlpack(c, device=device, copy=False) is c and tnp.from_dlpack(c, device=device) is c
+    y = tnp.from_dlpack(c, device="CPU:1")
     assert y.device == "CPU:1" and y.tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(ValueError, match="copies it"):
-        tnp.from_dlpack(x, device="CPU:1", copy=False)
+        tnp.from_dlpack(c, device="CPU:1", copy=False)
 
 
 # ---- Python ints that do not fit: OverflowError, as in JAX ----

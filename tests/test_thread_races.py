@@ -253,7 +253,7 @@ def test_a_failed_call_is_an_error_in_its_thread_even_after_another_threads_wait
         raise ValueError("a callback of thread A fails")
     bad = tg.jit(lambda v: tg.pure_callback(fails, tg.ShapeDtypeStruct(v.shape, v.dtype), v) * 2)
     good = tg.jit(lambda v: v + 1)
-    x = tg.asarray(np.ones(4, np.float32))
+    x = tg.asarray(np.ones(4, np.float32), device="CPU")   # (the CPU's queues, whatever the default device)
     good(x).block_until_ready()
     submitted, b_waited = threading.Event(), threading.Event()
 
