@@ -63,6 +63,23 @@ def test_eager_calls_of_functions_on_sharded_tensors(axis: int | None) -> None:
         assert doubled.device == D2 and tg.sharding(doubled) == (D2, axis)
 
 
+def test_the_gradient_of_a_reshard_comes_back_in_the_inputs_layout() -> None:
+    """The gradient of `tg.shard(x, devs, axis)` of a sharded `x` goes back to x's devices in x's layout: onto the
+    same tuple along another axis it came back split along that axis; onto another tuple it raised ValueError in
+    blocks.py (the COPY back named the bare tuple, which the lowering read as (device, layout)). A value computed
+    on the tuple (whose layout the lowering chooses) comes back on its devices; the values are 2x either way."""
+    a = randn(4, 2)
+    x = tg.shard(a, D2, axis=0)
+    other = ("CPU:2", "CPU:3")
+    for devs, axis in ((D2, 1), (other, 1), (other, None)):
+        g = tg.grad(lambda x, devs=devs, axis=axis: (tg.shard(x, devs, axis=axis) ** 2).sum())(x)
+        assert tg.sharding(g) == (D2, 0)
+        np.testing.assert_allclose(g.numpy(), 2 * a, rtol=1e-6)
+    g = tg.grad(lambda x: (tg.shard(x * 1, other, axis=1) ** 2).sum())(x)
+    assert g.device == D2
+    np.testing.assert_allclose(g.numpy(), 2 * a, rtol=1e-6)
+
+
 def test_shard_of_a_buffer_along_axis_0_is_copies_only() -> None:
     x = tg.asarray(randn(8, 4), device="CPU:0").realize()
     tg.counters.reset()

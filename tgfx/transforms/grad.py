@@ -150,8 +150,20 @@ def _exclusive_prod(x: UOp, axes: tuple[int, ...]) -> UOp:
 
 
 def _copy_grad(ctx: UOp, x: UOp) -> tuple[UOp]:
-    """The gradient goes back to the source's device (a constant gradient has none and goes anywhere)."""
-    return (ctx if x.device is None or ctx.device in (None, x.device) else UOp(Ops.COPY, ctx.dtype, (ctx,), x.device),)
+    """The gradient goes back to the source's device (a constant gradient has none and goes anywhere), and to a
+    sharded source's layout where the source names it (a MULTI, or `shard`'s COPY, under placeholders): the gradient
+    of `tg.shard(x, devs, 1)` of an `x` split along axis 0 came back split along axis 1."""
+    if x.device is None or ctx.device is None:
+        return (ctx,)
+    if type(x.device) is tuple:
+        s = x
+        while s.op is Ops.CONTIGUOUS:   # (a placeholder of a differentiated input, a stop_gradient)
+            s = s.src[0]
+        if s.op is Ops.MULTI or s.op is Ops.COPY and type(s.arg) is tuple:
+            return (UOp(Ops.COPY, ctx.dtype, (ctx,), (x.device, s.arg if s.op is Ops.MULTI else s.arg[1])),)
+        if ctx.device != x.device:   # (a COPY onto a device tuple names its layout: replicated, where x's is not known)
+            return (UOp(Ops.COPY, ctx.dtype, (ctx,), (x.device, None)),)
+    return (ctx if ctx.device == x.device else UOp(Ops.COPY, ctx.dtype, (ctx,), x.device),)
 
 
 @dataclass
