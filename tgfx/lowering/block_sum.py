@@ -16,10 +16,10 @@ loop (a row's) already sums into a vector's lanes, and a long one with few outpu
 """
 from __future__ import annotations
 
-from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
+from tgfx.lowering.kernel_opts import split_range
 from tgfx.lowering.symbolic import pm_symbolic
 
 # steps a block sums: BLAS's panels' depths (a few hundred); the rounding is least near sqrt(n), and a block's one
@@ -43,33 +43,14 @@ def _blocked(u: UOp) -> bool:
 
 def block_sums(sink: UOp) -> UOp:
     """`sink` with each long sum of products over one reduce loop summed in blocks (module docstring): the loop
-    split into `hi` (keeping its id) and an inner `lo` (a new id, the highest: loops nest by id)."""
+    split into `hi` (keeping its id) and an inner `lo` (`kernel_opts.split_range`), its sums nested."""
     nodes = sink.toposort()
     loops = sorted({u.src[1] for u in nodes if _blocked(u)}, key=lambda r: r.arg[0])
     if not loops or any(u.op is Ops.REDUCE and isinstance(u.arg, tuple) for u in nodes):
         return sink   # (nor a loop kernel's, whose carries step through the loop in order)
-    top = max(u.arg[0] for u in nodes if u.op is Ops.RANGE)
-    split: dict[UOp, tuple[UOp, UOp]] = {}
-    for i, r in enumerate(loops):
-        n = r.src[0].arg
-        b = block_size(n)
-        split[r] = (UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n // b),), r.arg),
-                    UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, b),), (top + 1 + i, "reduce")))
-    new: dict[UOp, UOp] = {}
-    for u in nodes:
-        if u in split:
-            hi, lo = split[u]
-            new[u] = hi * lo.src[0].arg + lo
-        elif u.op is Ops.REDUCE and len(u.src) == 2 and u.src[1] in split and u.arg is Ops.ADD:
-            hi, lo = split[u.src[1]]
-            new[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.REDUCE, u.dtype, (new[u.src[0]], lo), u.arg), hi), u.arg)
-        elif u.op is Ops.REDUCE and any(s in split for s in u.src[1:]):   # another reduce over the loop: over both
-            ranges = (r for s in u.src[1:] for r in (split[s] if s in split else (new[s],)))
-            new[u] = u.replace(src=(new[u.src[0]], *ranges))
-        else:
-            src = tuple(new[s] for s in u.src)
-            new[u] = u if src == u.src else u.replace(src=src)
-    return graph_rewrite(new[sink], pm_symbolic, name="block sums")
+    for r in loops:
+        sink = split_range(sink, r, block_size(r.src[0].arg), nest=lambda red: red.arg is Ops.ADD)
+    return graph_rewrite(sink, pm_symbolic, name="block sums")
 
 
 __all__ = ["MAX_BLOCK", "MIN_BLOCK", "block_size", "block_sums"]

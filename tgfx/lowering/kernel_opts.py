@@ -34,7 +34,7 @@ rows as the registers hold) and spread large kernels over the cores. With `BEAM=
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tgfx.dtypes import dtypes
@@ -174,22 +174,33 @@ def split_ranges(sink: UOp, kinds: tuple[str, ...] = ("reduce", "loop")) -> UOp:
                       1 < u.src[1].arg < u.src[0].src[0].arg and u.src[0].src[0].arg % u.src[1].arg == 0), None)
         if found is None:
             return sink
-        rng, k = found
-        hi = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, rng.src[0].arg // k),), rng.arg)
-        lo = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, k),),
-                 (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, rng.arg[1]))
-        new: dict[UOp, UOp] = {rng: hi * k + lo}
-        for u in nodes:
-            if u is rng:
-                continue
-            src = tuple(new[s] if s is not rng or u.op is not Ops.REDUCE else s for s in u.src)
-            if u.op is Ops.REDUCE and rng in u.src[1:]:
-                src = (src[0], *(r for s in src[1:] for r in ((hi, lo) if s is rng else (s,))))
-            new[u] = u if src == u.src else u.replace(src=src)
-        split = graph_rewrite(new[sink], pm_symbolic, name="split ranges")
+        split = graph_rewrite(split_range(sink, *found), pm_symbolic, name="split ranges")
         if divmods(split.toposort()) >= divisions:
             return sink
         sink = split
+
+
+def split_range(sink: UOp, rng: UOp, k: int, nest: Callable[[UOp], bool] = lambda red: False) -> UOp:
+    """`sink` with range `rng` read as two, `hi * k + lo` (`hi` keeps its id, `lo` gets a new one, the highest: loops
+    nest by id, so it is the innermost): a REDUCE over `rng` reduces over both, or, where `nest(reduce)` (a reduce over
+    `rng` alone), over `lo` in a REDUCE of its own inside one over `hi` (`block_sum`). Not simplified."""
+    nodes = sink.toposort()
+    hi = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, rng.src[0].arg // k),), rng.arg)
+    lo = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, k),),
+             (max(u.arg[0] for u in nodes if u.op is Ops.RANGE) + 1, rng.arg[1]))
+    new: dict[UOp, UOp] = {rng: hi * k + lo}
+    for u in nodes:
+        if u is rng:
+            continue
+        if u.op is Ops.REDUCE and rng in u.src[1:]:
+            if len(u.src) == 2 and nest(u):
+                new[u] = u.replace(src=(u.replace(src=(new[u.src[0]], lo)), hi))
+                continue
+            src = (new[u.src[0]], *(r for s in u.src[1:] for r in ((hi, lo) if s is rng else (new[s],))))
+        else:
+            src = tuple(new[s] for s in u.src)
+        new[u] = u if src == u.src else u.replace(src=src)
+    return new[sink]
 
 
 def _without_term(e: UOp, rng: UOp) -> tuple[UOp, int] | None:
