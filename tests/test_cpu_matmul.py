@@ -759,6 +759,16 @@ def test_a_register_tiles_reduce_loop_is_unrolled_and_nothing_else_is(cpu: str) 
     np.testing.assert_allclose((on_cpu(x) @ on_cpu(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
 
 
+def _avx512_tile(e: tg.Tensor) -> tuple[str, list[UOp]]:
+    """The one kernel of `e` with AVX-512's default options, a register tile (UPCAST), rendered: its IR and program."""
+    (ast,) = kernels(e)
+    t = target_for("skylake-avx512")
+    sink, opts = apply_hand_coded(index_level(ast), t)
+    assert any(o.op == "UPCAST" for o in opts), opts
+    ir, lin, _ = render_kernel("k", sink, opts, t)
+    return ir, lin
+
+
 def test_a_tile_whose_step_reads_many_values_is_not_unrolled() -> None:
     """A Fourier layer's weight gradient, x_hat times the output's gradient summed over 8 images per mode: a tile of
     16 x 8 with AVX-512 whose step reads 17 values. Those loads are already more instructions than the unroll is
@@ -768,11 +778,7 @@ def test_a_tile_whose_step_reads_many_values_is_not_unrolled() -> None:
     from tgfx.lowering.render_llvm import TILE_STEP_LOADS, step_loads
     a, b = rand(8, 12, 12, 32, 2), rand(8, 12, 12, 32, seed=1)   # x_hat's real parts, every other float
     e = tnp.einsum("bxyi,bxyo->ioxy", on_cpu(a)[..., 0], on_cpu(b))
-    (ast,) = kernels(e)
-    t = target_for("skylake-avx512")
-    sink, opts = apply_hand_coded(index_level(ast), t)
-    assert any(o.op == "UPCAST" for o in opts), opts
-    ir, lin, _ = render_kernel("k", sink, opts, t)
+    ir, lin = _avx512_tile(e)
     assert max(step_loads(lin).values()) > TILE_STEP_LOADS
     assert "!llvm.loop !2" not in ir
     np.testing.assert_allclose(e.numpy(), np.einsum("bxyi,bxyo->ioxy", a[..., 0], b), rtol=1e-4, atol=1e-4)
@@ -787,11 +793,7 @@ def test_the_reduce_loops_around_a_tile_step_that_reads_many_values_stay_rolled(
     from tgfx.lowering.render_llvm import TILE_STEP_LOADS, step_loads
     a, b = rand(4, 8, 8, 32, 2), rand(4, 8, 8, 32, seed=1)
     e = tnp.einsum("bxyi,byxo->ioy", on_cpu(a)[..., 0], on_cpu(b))
-    (ast,) = kernels(e)
-    t = target_for("skylake-avx512")
-    sink, opts = apply_hand_coded(index_level(ast), t)
-    assert any(o.op == "UPCAST" for o in opts), opts
-    ir, lin, _ = render_kernel("k", sink, opts, t)
+    ir, lin = _avx512_tile(e)
     reduces = [u for u in lin if u.op is Ops.RANGE and u.arg[1] == "reduce"]
     assert [r.src[0].arg for r in reduces] == [4, 8]
     ends = [u for u in lin if u.op is Ops.END and u.src[0] in reduces]
