@@ -82,7 +82,7 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
     there, not from memory (the weight gradient's 864 passes of its 20 MB, in 32 parts of 0.6 MB); along the
     outermost reduce axis that splits evenly so, each part `MIN_PART_REDUCE` steps or more, and the partial sums at
     most `PARTIALS_SHARE` of what it reads; where none does, into those parts of the multiple of them that an axis
-    holds, the rest summed apart (`_padded`). Where no axis splits into that many and the outputs are too few for a
+    holds, the rest summed apart (`_uneven`). Where no axis splits into that many and the outputs are too few for a
     tile on every core (a many-core target's column sum), into as many as the reduce allows, fewer than the work is
     worth: their kernel takes the rest of the cores from its outputs (`heuristics._second_thread`). Not a gather or
     a scatter, whose kernels are a load at an index and a loop over updates (`fusion._gather`, `_scatter_reduce`)."""
@@ -111,7 +111,7 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
         if (parts := next((d for d in range(want, min(n, most) + 1) if n % d == 0), None)) is not None:
             return axis, parts
     if most >= want:
-        return _padded(red, want)
+        return _uneven(red, want)
     if outputs >= target.cores * lanes * rows:
         return 0, 1
     # a reduce too short for as many parts as the work is worth, of outputs too few for a tile on every core (a
@@ -119,12 +119,12 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
     # split over the parts and its outputs both (`heuristics._second_thread`): 16 parts of 256 rows, 64 threads
     fewer = [(d, -axis) for axis in sorted(red.arg[1]) for d in range(min(src.shape[axis], most, want), 1, -1)
              if src.shape[axis] % d == 0]
-    return (-max(fewer)[1], max(fewer)[0]) if fewer else _padded(red, min(most, want))
+    return (-max(fewer)[1], max(fewer)[0]) if fewer else _uneven(red, min(most, want))
 
 
-def _padded(red: UOp, parts: int) -> tuple[int, int]:
-    """(axis, parts) for a reduce none of whose axes divides into `parts`: its outermost axis long enough that
-    padding it with zeros (a sum's identity) to a multiple of `parts` adds at most an eighth, else its longest. A
+def _uneven(red: UOp, parts: int) -> tuple[int, int]:
+    """(axis, parts) for a reduce none of whose axes divides into `parts`: its outermost axis long enough that the
+    rest past the parts' multiple (summed apart, `do_split`) is at most an eighth of it, else its longest. A
     count of rows of few factors (65,537, prime) left a column sum on one core, each column summed in one run whose
     rounding grew with its length: 5.8e-6 of the sum off float64's where 1,000,000 rows in 16 parts were 3.6e-8."""
     shape = red.src[0].shape
