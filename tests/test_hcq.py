@@ -588,7 +588,10 @@ def test_parallel_launch_runs_core_ids_at_the_same_time(cpu0: HCQDevice, k: dict
 def test_a_helper_with_no_core_id_left_sleeps_instead_of_rejoining(cpu0: HCQDevice, k: dict[str, Program]) -> None:
     """While one thread still runs core id 0 of a job, every id is claimed: no helper joins the job again, they
     sleep. (A helper used to re-join the open job until the processor closed it, never sleeping: when it had
-    preempted the processor on one core, a 20 us kernel took the scheduler's 2-4 ms slice.)"""
+    preempted the processor on one core, a 20 us kernel took the scheduler's 2-4 ms slice.) A helper that saw an id
+    left just before the last was claimed may still join once and find none, so with several helpers (a machine of
+    more than two cores) up to one late join each but one is right; a helper that kept re-joining would do so
+    thousands of times in the window."""
     proc = cpu0.processors[Engine.COMPUTE]
     release = Signal(0, name="release")
     marks = np.zeros(2, dtype=np.int64)
@@ -605,7 +608,8 @@ def test_a_helper_with_no_core_id_left_sleeps_instead_of_rejoining(cpu0: HCQDevi
         cpu0.synchronize()
     finally:
         failsafe.cancel()
-    assert marks[1] == 1 and rejoined == 0, rejoined
+    late_joins_allowed = len(native.runtime().helpers) - 1
+    assert marks[1] == 1 and rejoined <= late_joins_allowed, (rejoined, late_joins_allowed)
 
 
 def test_python_program_runs_every_core_id(cpu0: HCQDevice) -> None:
