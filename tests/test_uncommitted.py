@@ -175,6 +175,23 @@ def test_jit_uncommitted_beside_a_committed_device() -> None:
     assert f(c0, tg.asarray(b)).committed and not f(tg.asarray(a), tg.asarray(b)).committed
 
 
+def test_a_recycled_result_is_committed_only_by_its_own_arguments() -> None:
+    """A jitted call's result node comes back as the result of the call after next once nothing holds it
+    (`Program._reuse`): computed from an uncommitted argument it is uncommitted, whatever the call that first made it
+    was given (it stayed committed when that call's argument was)."""
+    f = tg.jit(lambda x: x * 2)
+    a = randn(4)
+    c = tg.device_put(a, "CPU:0")
+    assert f(c).committed
+    u = tg.asarray(a)
+    for _ in range(4):
+        out = f(u)
+        assert not out.committed
+        np.testing.assert_allclose(out.numpy(), a * 2, rtol=1e-6)
+        del out
+    assert f(c).committed and not f(u).committed
+
+
 # ---- a data-parallel training loop as users write it ----
 def _mlp_init() -> dict:
     r = np.random.default_rng(1)

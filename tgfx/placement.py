@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from tgfx.devices import DEFAULT_DEVICE
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.program import recycled_forget
 
 if TYPE_CHECKING:
     from tgfx.tensor import Tensor
@@ -36,6 +37,7 @@ Placement = str | tuple[str, ...]
 # filled), and the buffers values computed from them were realised into; by id, popped when the node dies (so the
 # table is empty, and `carry` a truthiness test, while no such value lives)
 marked: dict[int, weakref.ref] = {}
+recycled_forget.append(marked)   # (a program's recycled result is a new value: committed only if marked again)
 
 
 def mark(u: UOp) -> UOp:

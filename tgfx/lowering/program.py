@@ -47,6 +47,10 @@ from tgfx.lowering.schedule import ScheduleTemplate, is_alias
 
 RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
 POOL_DEPTH = 2              # idle allocations kept per output slot
+# tables by node id that a recycled result leaves when it is handed out again, holding another value (`_reuse`): the
+# layers above register theirs (`tgfx.placement.marked`: a result of a committed argument stayed committed when its
+# node came back as the result of uncommitted ones)
+recycled_forget: list[dict[int, Any]] = []
 
 
 @dataclass
@@ -504,6 +508,12 @@ class Program:
                 recent.appendleft(results)
                 return None
             mems.append(mem)
+        for table in recycled_forget:
+            if table:
+                for u in results:
+                    table.pop(id(u), None)
+                    if u.op is Ops.RESHAPE:
+                        table.pop(id(u.src[0]), None)
         return results
 
     def views(self, out_bufs: list[UOp], in_bufs: list[UOp]) -> list[UOp]:
