@@ -144,6 +144,9 @@ INLINE_BYTES = Flag("TGFX_INLINE_BYTES", -1)
 KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels by AST, in memory
 SCHEDULE_CACHE_SIZE = Flag("TGFX_SCHEDULE_CACHE_SIZE", 1024)  # eager graphs' schedules and encoded programs
 JIT_CACHE_SIZE = Flag("TGFX_JIT_CACHE_SIZE", 256)             # traced programs per jitted function
+# MiB the eager programs kept may hold together (their arenas, idle outputs, command words, code: `Program.nbytes`);
+# 0: bound by TGFX_SCHEDULE_CACHE_SIZE programs only
+PROGRAM_CACHE_MB = Flag("TGFX_PROGRAM_CACHE_MB", 512.0)
 X64 = Flag("TGFX_ENABLE_X64", 0)  # 64-bit types; without it float64/int64/uint64 become 32-bit, as in JAX
 # subnormal floats in CPU kernels: 1 flushes results that would be subnormal to zero (as XLA's CPU code; arithmetic
 # never takes the processor's slow path for them), 0 keeps IEEE gradual underflow (numpy's results, bit for bit);

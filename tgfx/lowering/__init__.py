@@ -20,6 +20,7 @@ import math
 import os
 import re
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -590,11 +591,16 @@ def _program(d: Description) -> Any:
     # a graph seen before (in this mode) is its program, whatever buffers and constant values it reads: the schedule
     # depends on the graph, not on them (eager learning rates, step counters: kernel arguments, one schedule and one
     # compile for all values)
-    if (prog := _programs.peek(d.key)) is None:
+    if (ref := _programs.peek(d.key)) is None or (prog := ref()) is None:
         # calls on one device are inlined in the graph's abstraction, when it is new
         tpl = graph_template(d, lower=_inline if d.front else None)
         # its program, lowered once per kernel-option mode and replayed as a jitted function's is
-        prog = _programs.setdefault(d.key, eager_program(tpl, d.inputs))
+        prog = eager_program(tpl, d.inputs)
+        _programs[d.key] = weakref.ref(prog)
+    elif (kept := _kept.entries).get(pid := id(prog)) is prog:   # (`_keep`, inlined: an eager op's every run)
+        kept.move_to_end(pid)
+    else:
+        _keep(prog)
     return prog
 
 
@@ -604,15 +610,21 @@ def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[int]]) -> tuple[UOp, 
     signature to its program and runs it: no SINK, no description, no walk (an eager `x + 1`'s most common case)."""
     sig, inputs, consts = found
     key = (dispatch_mode(), sig)
-    if (prog := _op_programs.peek(key)) is None:
+    if (ref := _op_programs.peek(key)) is None or (prog := ref()) is None:
         d = describe(UOp(Ops.SINK, None, (u,)))
-        prog = _op_programs.setdefault(key, _program(d))
+        prog = _program(d)
+        _op_programs[key] = weakref.ref(prog)
         inputs = d.inputs
-    elif consts:   # its lifted constants' interned buffers, numbered as `describe` numbers them
-        device = sig[-1]
-        for i in consts:
-            c = inputs[i]
-            inputs[i] = const_buffer(c.dtype, c.arg, device, i)
+    else:
+        if (kept := _kept.entries).get(pid := id(prog)) is prog:   # (`_keep`, inlined)
+            kept.move_to_end(pid)
+        else:
+            _keep(prog)
+        if consts:   # its lifted constants' interned buffers, numbered as `describe` numbers them
+            device = sig[-1]
+            for i in consts:
+                c = inputs[i]
+                inputs[i] = const_buffer(c.dtype, c.arg, device, i)
     counters.uop_count += len(sig)   # (about its nodes)
     mems = []
     for b in inputs:   # (`memory_of`, inlined)
@@ -620,15 +632,31 @@ def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[int]]) -> tuple[UOp, 
     return prog.execute(mems, inputs)[0], inputs
 
 
-# an eager op's program by its mode and `op_signature`, as many as `_programs` keeps (a program holds its outputs'
-# memory pools); one evicted is found again through its description
-_op_programs: LRU[tuple, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
+# the eager programs this process keeps, by identity: at most TGFX_SCHEDULE_CACHE_SIZE of them holding at most
+# TGFX_PROGRAM_CACHE_MB together (`Program.nbytes`: arenas, idle outputs, command words, code), the least recently
+# run out first. Their one owner: the maps that find a program (`_op_programs`, `_programs`, a template's `programs`)
+# hold it weakly, so an evicted program is freed, and lowered again from its template (no compile) when run again.
+# Evicting one a submitted queue still runs is safe: the submission holds the memory and code its command buffers
+# were encoded with until its fence passes (`HCQDevice.submit`)
+_kept: LRU[int, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE),
+                           lambda: int(config.PROGRAM_CACHE_MB.value * 2**20), lambda prog: prog.nbytes)
 
 
-# an eager graph's program by its description (which names the mode): one lookup for a graph seen before. Read
-# without refreshing (`peek`: the description is long, a refresh hashes it again): an evicted program is found again
-# through its template, which `_template_keys` and `_templates` keep in use order
-_programs: LRU[tuple, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
+def _keep(prog: Any) -> Any:
+    """`prog`, kept as the most recently run eager program."""
+    if _kept.get(id(prog)) is not prog:   # (an id is one program's while the cache holds it)
+        _kept[id(prog)] = prog
+    return prog
+
+
+# an eager op's program (weakly) by its mode and `op_signature`; one evicted is found again through its description
+_op_programs: LRU[tuple, weakref.ref] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
+
+
+# an eager graph's program (weakly) by its description (which names the mode): one lookup for a graph seen before.
+# Read without refreshing (`peek`: the description is long, a refresh hashes it again): an evicted program is found
+# again through its template, which `_template_keys` and `_templates` keep in use order
+_programs: LRU[tuple, weakref.ref] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
 # front-end ops that inlining alone removes
@@ -655,7 +683,7 @@ def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     if prog is None:
         from tgfx.lowering.program import Program
         prog = tpl.programs[mode] = Program(tpl, inputs, len(inputs))
-    return prog
+    return _keep(prog)
 
 
 # kernel-option modes by the flags they are made of: an eager op's mode was 4 us of its ~70 to spell out each time
@@ -671,6 +699,7 @@ def forget_compiled() -> None:
     lifted.forget()
     _programs.clear()
     _op_programs.clear()
+    _kept.clear()
     _same_code.clear()
     _lowered.clear()
     for tpl in _templates.values():

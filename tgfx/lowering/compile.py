@@ -464,12 +464,13 @@ class CodeOwner:
 class KernelCode:
     """The loaded machine code of one kernel: `addr` is valid as long as this object lives. Whatever may call the
     address holds it: a CompiledKernel, the device Program made from it (so every command buffer that encodes the
-    address, and every submission still running it, through the Program)."""
+    address, and every submission still running it, through the Program). `nbytes`: its share of the object it was
+    loaded from (the object's size over the kernels it defines), what a cache holding it counts it as."""
 
-    __slots__ = ("name", "addr", "owner", "__weakref__")
+    __slots__ = ("name", "addr", "owner", "nbytes", "__weakref__")
 
-    def __init__(self, name: str, addr: int, owner: CodeOwner) -> None:
-        self.name, self.addr, self.owner = name, addr, owner
+    def __init__(self, name: str, addr: int, owner: CodeOwner, nbytes: int = 0) -> None:
+        self.name, self.addr, self.owner, self.nbytes = name, addr, owner, nbytes
         _codes.add(self)
 
     def __repr__(self) -> str:
@@ -502,7 +503,7 @@ def load_object(key: str, name: str, obj: bytes, target: Target | None = None,
                     not _open_owner.symbols.isdisjoint(symbols):
                 _open_owner = CodeOwner()
             owner = _owner_of[digest] = _open_owner
-        code = _loaded[key] = KernelCode(name, owner.add(name, obj, symbols, digest), owner)
+        code = _loaded[key] = KernelCode(name, owner.add(name, obj, symbols, digest), owner, len(obj) // len(symbols))
         return code
 
 

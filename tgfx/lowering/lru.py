@@ -16,11 +16,20 @@ V = TypeVar("V")
 
 class LRU(Generic[K, V]):
     """A mapping of at most `capacity()` entries (read on every insert, so a config flag changes it at once; below
-    1 it keeps one); inserting past it drops the least recently used."""
+    1 it keeps one); inserting past it drops the least recently used. With `max_bytes` and `weigh`, also at most
+    `max_bytes()` bytes (0: no such bound), an entry weighing `weigh(value)` when it is inserted: the least recently
+    used go until the rest fit, the newest always stays."""
 
-    def __init__(self, capacity: Callable[[], int]) -> None:
+    def __init__(self, capacity: Callable[[], int], max_bytes: Callable[[], int] | None = None,
+                 weigh: Callable[[V], int] | None = None) -> None:
         self.capacity = capacity
+        self.max_bytes, self.weigh = max_bytes, weigh
+        self.nbytes = 0                      # what the entries weigh, together (0 without `weigh`)
+        self._weights: dict[K, int] = {}
         self._d: OrderedDict[K, V] = OrderedDict()
+        # the entries, least recently used first, for a hot path that reads and refreshes one without a Python call
+        # (`get` is one): the same dict for the cache's life
+        self.entries = self._d
         self._lock = threading.Lock()
         forksafe.track(self)
 
@@ -63,15 +72,24 @@ class LRU(Generic[K, V]):
         with self._lock:
             if replace or key not in self._d:
                 self._d[key] = value
+                if self.weigh is not None:
+                    w = self.weigh(value)
+                    self.nbytes += w - self._weights.get(key, 0)
+                    self._weights[key] = w
             self._d.move_to_end(key)
             value = self._d[key]
-            while len(self._d) > max(int(self.capacity()), 1):
-                evicted.append(self._d.popitem(last=False))
+            limit = max(int(self.capacity()), 1)
+            budget = int(self.max_bytes()) if self.max_bytes is not None else 0
+            while len(self._d) > limit or budget > 0 and self.nbytes > budget and len(self._d) > 1:
+                old, v = self._d.popitem(last=False)
+                self.nbytes -= self._weights.pop(old, 0)
+                evicted.append(v)
         del evicted
         return value
 
     def pop(self, key: K, default: V | None = None) -> V | None:
         with self._lock:
+            self.nbytes -= self._weights.pop(key, 0)
             return self._d.pop(key, default)
 
     def __contains__(self, key: object) -> bool:
@@ -90,5 +108,7 @@ class LRU(Generic[K, V]):
 
     def clear(self) -> None:
         with self._lock:
-            old, self._d = self._d, OrderedDict()
+            old = list(self._d.values())
+            self._d.clear()
+            self._weights, self.nbytes = {}, 0
         del old

@@ -262,6 +262,11 @@ class Program:
         # (an eager program's case: `execute` makes its outputs and results without per-output tests)
         self.plain = self.recent is None and all(spec is not None and spec[0] != "alias" for spec in self.out_specs) \
             and all(kind == "out" for kind, _, _ in self.result_views)
+        # what this program holds while something caches it (the eager program cache weighs it so): its arenas, the
+        # idle outputs its pools may keep, its encoded words and its kernels' code
+        self.nbytes = self.planned_bytes + (POOL_DEPTH * sum(buffer_nbytes(b) for b in self.outputs) if pooled else 0) \
+            + sum(seg.cb.words.nbytes + sum(getattr(p.keepalive, "nbytes", 0) for p in getattr(seg.cb, "programs", ()))
+                  for seg in self.segments)
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
         self.n_copies = sum(1 for c in self.calls if c.src[0].op is Ops.COPY and not is_alias(c))
         self.lock = threading.Lock()

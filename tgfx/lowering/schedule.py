@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -339,7 +340,8 @@ class ScheduleTemplate:
     def __init__(self, roots: list[UOp], n_inputs: int, key: str = "") -> None:
         self.key = key       # its entry in `_templates`
         self.roots = roots   # kept alive: the same graph built again is these nodes, their keys already computed
-        self.programs: dict[str, Any] = {}   # its eager programs by kernel-option mode (eager_program)
+        # its eager programs by kernel-option mode (eager_program), while the eager program cache keeps them
+        self.programs: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
         self.linear, results = schedule(roots)
         if config.SPEC:
             check_stage(self.linear, "linear")
