@@ -1,27 +1,19 @@
-"""Statistics as jax.numpy has them: NaN-ignoring reductions, order statistics (quantiles, medians), weighted averages,
-covariance, and counting into bins (histogram, bincount, digitize).
+"""Statistics as jax.numpy has them: NaN-ignoring reductions, weighted averages and covariance; order statistics
+(quantiles, medians: `_quantile.py`) and counting into bins (histogram, bincount, digitize: `_histogram.py`) are
+re-exported from their own modules at the end, and use the helpers here.
 
 Everything is a composition of tnp ops with static shapes, so it works under `jit` and `vmap` and differentiates where
-JAX's does. Order statistics sort (`_sort.sort`) and read the k-th elements with a one-hot `take_along_axis`; counting
-into bins is a one-hot compare-and-sum over (bin, element), O(bins * n) work in one kernel. Only `bincount` without
-`length=` has a data-dependent shape: it reads its input eagerly and, while tracing, asks for `length=`.
+JAX's does.
 """
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
-
-import numpy as np
 
 from tgfx.dtypes import DType, dtypes, max_value, min_value, promote_types, to_dtype, to_inexact
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _reduce as rd
-from tgfx.numpy import _sort
-from tgfx.numpy._indexing import take_along_axis
 from tgfx.numpy._reduce import Axis
-from tgfx.tensor import ArrayLike, Tensor, is_weak, to_tensor
-
-_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")   # jnp.quantile's
+from tgfx.tensor import ArrayLike, Tensor, to_tensor
 
 
 def _no_out(out: None, name: str) -> None:
@@ -256,214 +248,6 @@ def nancumprod(a: ArrayLike, axis: int | None = None, dtype: DType | str | None 
     return rd.cumprod(_fill(x, ew.isnan(x) if x.dtype.is_inexact else None, 1), axis=axis, dtype=dtype)
 
 
-# ---- quantiles ----
-def _to_last_axis(x: Tensor, axis: int | Sequence[int] | None, name: str) -> tuple[Tensor, tuple[int, ...]]:
-    """x with the reduced axes merged into one last axis (the others in order before it), and the reduced axes."""
-    if axis is not None and not isinstance(axis, (int, np.integer)):
-        axis = tuple(axis)
-        if len(set(a % max(x.ndim, 1) for a in axis)) != len(axis):
-            raise ValueError(f"{name}: repeated axis in {axis}")
-    axes = rd._axes(x, axis, name)
-    keep = tuple(a for a in range(x.ndim) if a not in axes)
-    moved = x.permute(*keep, *axes)
-    return moved.reshape(tuple(x.shape[a] for a in keep) + (rd._count(x, axes),)), axes
-
-
-def _weights(w: ArrayLike, x: Tensor, axis: int | Sequence[int] | None, method: str, name: str) -> Tensor:
-    """`weights=` as JAX takes them: real, for method="inverted_cdf" only, shaped as `a` or (with `axis`) as the
-    reduced axes, which they broadcast along."""
-    wt = to_tensor(w)
-    if wt.dtype.is_complex:
-        raise ValueError(f"{name}: weights must be real, got {wt.dtype.name}")
-    if method != "inverted_cdf":
-        raise NotImplementedError(f"{name}: method={method!r} does not take weights; only 'inverted_cdf' does "
-                                  f"(as in JAX)")
-    if wt.shape == x.shape:
-        return wt
-    axes = rd._axes(x, axis, name) if axis is not None else None
-    if axes is None or wt.shape != tuple(x.shape[a] for a in sorted(axes)):
-        raise ValueError(f"{name}: weights of shape {wt.shape} must have a's shape {x.shape}" +
-                         ("" if axes is None else f" or the reduced axes' {tuple(x.shape[a] for a in sorted(axes))}"))
-    return wt.reshape(tuple(s if a in axes else 1 for a, s in enumerate(x.shape))).expand(x.shape)
-
-
-def _inverted_cdf(srt: Tensor, weights: Tensor | None, qs: Tensor, index: Callable[[Tensor], Tensor],
-                  ignore_nan: bool) -> Tensor:
-    """numpy's method="inverted_cdf", as JAX computes it: the first sorted element whose running weight reaches q
-    times the slice's total (each weighs 1 without weights=; a NaN nothing). A negative or NaN weight makes the
-    slice's quantiles NaN, as does an all-NaN slice."""
-    nan = ew.isnan(srt)
-    w = Tensor.full(srt.shape, 1, srt.dtype) if weights is None else weights
-    bad = ew.logical_or(w < 0, ew.isnan(w))
-    cum = rd.cumsum(_fill(w, ew.logical_or(bad, nan), 0), axis=-1)
-    target = qs * cum[..., -1:]                          # (..., len(q))
-    below = ew.less(cum[..., None, :], target[..., :, None])
-    out = take_along_axis(srt, index(rd.sum(below, axis=-1, dtype=srt.dtype)), -1, mode="clip")
-    force = rd.any(bad, axis=-1, keepdims=True)
-    if ignore_nan:
-        force = ew.logical_or(force, rd.all(nan, axis=-1, keepdims=True))
-    return _fill(out, force, float("nan"))
-
-
-def _quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None, method: str, keepdims: bool,
-              ignore_nan: bool, name: str, weights: ArrayLike | None = None) -> Tensor:
-    """The q-th quantiles (q in [0, 1]) by sorting each slice: the order statistics at floor and ceil of
-    q * (n - 1), combined by `method`; n is the slice's length, or its count of non-NaNs when they are ignored
-    (NaNs sort last, so the first n sorted elements are the non-NaN ones); "inverted_cdf" reads the cumulative
-    weights (`_inverted_cdf`). The q axis comes first, as JAX's."""
-    if method not in _QUANTILE_METHODS:
-        raise ValueError(f"{name}: method must be one of {', '.join(map(repr, _QUANTILE_METHODS))}, got {method!r}")
-    x = to_tensor(a)
-    if x.dtype.is_complex:
-        raise ValueError(f"{name}: quantiles of complex values are not defined (they have no order); pass the real "
-                         f"part or the magnitude")
-    w = None if weights is None else _weights(weights, x, axis, method, name)
-    x = x.astype(to_inexact(x.dtype if w is None else promote_types(x.dtype, w.dtype)))
-    qt = to_tensor(q) if not isinstance(q, (int, float)) else None
-    if qt is not None and qt.ndim > 1:
-        raise ValueError(f"{name}: q must be a scalar or 1-d, got shape {qt.shape}")
-    comp = _compute_dtype(x.dtype)
-    if qt is not None and not is_weak(qt):
-        comp = promote_types(comp, to_inexact(qt.dtype))
-    qv = Tensor.full((), float(q), comp) if qt is None else qt.astype(comp)
-    flat, axes = _to_last_axis(x.astype(comp), axis, name)
-    n = flat.shape[-1]
-    if n == 0:
-        raise ValueError(f"{name}: cannot take a quantile of an empty slice (shape {x.shape}, axis {axis})")
-    if w is None and method != "inverted_cdf":  # the two order statistics only, selected (no sort of long rows)
-        srt, wsrt = None, None
-    elif w is None:
-        srt, wsrt = _sort.sort(flat, axis=-1), None
-    else:  # the weights in the data's sorted order
-        order = _sort.argsort(flat, axis=-1)
-        srt = take_along_axis(flat, order, -1, mode="clip")
-        wsrt = take_along_axis(_to_last_axis(w.astype(comp), axis, name)[0], order, -1, mode="clip")
-    qs = qv.reshape((1,) * (flat.ndim - 1) + (qv.size,))  # the quantiles along a last axis, beside the data's
-    nan = ew.isnan(flat)
-    if ignore_nan:
-        count: Tensor | int = rd.sum(ew.logical_not(nan), axis=-1, dtype=comp, keepdims=True)
-    else:
-        count = n
-    pos = qs * (count - 1)
-    low, high = ew.floor(pos), ew.ceil(pos)
-    frac = pos - low
-
-    def index(p: Tensor) -> Tensor:
-        return ew.clip(p, 0, ew.maximum(count - 1, 0) if isinstance(count, Tensor) else n - 1).astype(dtypes.int32)
-
-    if srt is None:
-        from tgfx.numpy._movement import concatenate
-        both = _sort.kth_smallest(flat, index(concatenate([low, high], axis=-1)))
-        lo, hi = both[..., :qv.size], both[..., qv.size:]
-    else:
-        lo = take_along_axis(srt, index(low), -1, mode="clip")
-        hi = take_along_axis(srt, index(high), -1, mode="clip")
-    if method == "inverted_cdf":
-        out = _inverted_cdf(srt, wsrt, qs, index, ignore_nan)
-    elif method == "linear":  # numpy's lerp: exact at both ends, and equal neighbours (infinities too) give themselves
-        diff = hi - lo
-        lerp = ew.where(frac >= 0.5, hi - diff * (1 - frac), lo + diff * frac)
-        out = ew.where(lo == hi, lo, lerp)
-    elif method == "lower":
-        out = lo
-    elif method == "higher":
-        out = hi
-    elif method == "nearest":  # as JAX: a tie (frac == 0.5) takes the lower one (numpy rounds the index to even)
-        out = ew.where(frac <= 0.5, lo, hi)
-    else:
-        out = (lo + hi) * 0.5
-    if not ignore_nan:  # one NaN makes the slice's quantiles NaN
-        out = ew.where(rd.any(nan, axis=-1, keepdims=True), Tensor.full((), float("nan"), comp), out)
-    # the q axis first, then the kept axes (or every axis, reduced ones as 1, with keepdims)
-    rest = rd._reduced_shape(x, axes, keepdims)
-    out = out.permute(out.ndim - 1, *range(out.ndim - 1))
-    out = out.reshape((qv.size,) + rest) if qv.ndim else out.reshape(rest)
-    return out.astype(x.dtype)
-
-
-def quantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-             overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
-             weights: ArrayLike | None = None) -> Tensor:
-    """numpy.quantile: the q-th quantiles (q a scalar or 1-d, in [0, 1]) along `axis` (an int, a tuple, or None for
-    all), with `method` "linear" (the default), "lower", "higher", "midpoint", "nearest" or "inverted_cdf" (the
-    first element whose cumulative weight reaches q of the total; the only one that takes `weights`, shaped as `a`
-    or as the reduced axes, as JAX's). A slice holding a NaN gives NaN. With a 1-d q the result has q's axis first.
-    Floats result (integers as `to_inexact`). Cost: a sort of each slice, and two one-hot reads per quantile.
-
-    >>> tnp.quantile(tnp.asarray([1.0, 2.0, 3.0, 4.0]), 0.5).item()
-    2.5
-    >>> tnp.quantile(tnp.asarray([1.0, 2.0, 3.0, 4.0, 10.0]), 0.3, method="inverted_cdf").item()
-    2.0
-    """
-    _no_out(out, "quantile")
-    return _quantile(a, q, axis, method, keepdims, False, "quantile", weights)
-
-
-def nanquantile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-                overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
-                weights: ArrayLike | None = None) -> Tensor:
-    """numpy.nanquantile: `quantile` of the non-NaN elements of each slice; NaN for an all-NaN slice.
-
-    >>> tnp.nanquantile(tnp.asarray([1.0, float("nan"), 3.0]), 0.5).item()
-    2.0
-    """
-    _no_out(out, "nanquantile")
-    return _quantile(a, q, axis, method, keepdims, True, "nanquantile", weights)
-
-
-def percentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-               overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
-               weights: ArrayLike | None = None) -> Tensor:
-    """numpy.percentile: `quantile` with q in percent, [0, 100].
-
-    >>> tnp.percentile(tnp.asarray([1.0, 2.0, 3.0, 5.0]), 50).item()
-    2.5
-    """
-    _no_out(out, "percentile")
-    return _quantile(a, _percent(q), axis, method, keepdims, False, "percentile", weights)
-
-
-def nanpercentile(a: ArrayLike, q: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None,
-                  overwrite_input: bool = False, method: str = "linear", keepdims: bool = False, *,
-                  weights: ArrayLike | None = None) -> Tensor:
-    """numpy.nanpercentile: `nanquantile` with q in percent, [0, 100].
-
-    >>> tnp.nanpercentile(tnp.asarray([1.0, float("nan"), 3.0]), 50).item()
-    2.0
-    """
-    _no_out(out, "nanpercentile")
-    return _quantile(a, _percent(q), axis, method, keepdims, True, "nanpercentile", weights)
-
-
-def _percent(q: ArrayLike) -> ArrayLike:
-    if isinstance(q, (int, float)):
-        return q / 100
-    t = to_tensor(q)
-    return ew.true_divide(t, 100)
-
-
-def median(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, overwrite_input: bool = False,
-           keepdims: bool = False) -> Tensor:
-    """numpy.median: the middle element of each sorted slice, or the mean of the middle two; NaN if it holds a NaN.
-
-    >>> tnp.median(tnp.asarray([[3.0, 1.0, 2.0], [4.0, 6.0, 5.0]]), axis=1).tolist()
-    [2.0, 5.0]
-    """
-    _no_out(out, "median")
-    return _quantile(a, 0.5, axis, "midpoint", keepdims, False, "median")
-
-
-def nanmedian(a: ArrayLike, axis: int | Sequence[int] | None = None, out: None = None, overwrite_input: bool = False,
-              keepdims: bool = False) -> Tensor:
-    """numpy.nanmedian: the median of the non-NaN elements of each slice; NaN for an all-NaN slice.
-
-    >>> tnp.nanmedian(tnp.asarray([1.0, float("nan"), 2.0])).item()
-    1.5
-    """
-    _no_out(out, "nanmedian")
-    return _quantile(a, 0.5, axis, "midpoint", keepdims, True, "nanmedian")
-
-
 # ---- weighted average, covariance ----
 def _promote_inexact(*xs: Tensor) -> list[Tensor]:
     d = to_inexact(promote_types(*(x.dtype for x in xs)))
@@ -607,160 +391,14 @@ def corrcoef(x: ArrayLike, y: ArrayLike | None = None, rowvar: bool = True,
     return ew.clip(c, -1, 1).astype(c.dtype)
 
 
-# ---- counting into bins ----
-def _bins_arg(bins: ArrayLike, name: str) -> int | Tensor:
-    """An int number of bins, or a 1-d Tensor of edges."""
-    if isinstance(bins, str):
-        raise NotImplementedError(f"{name}: bins given by name ({bins!r}) are not supported; pass a number of bins "
-                                  f"or an array of edges")
-    if isinstance(bins, (int, np.integer)):
-        if bins < 1:
-            raise ValueError(f"{name}: bins must be a positive number of bins, got {bins}")
-        return int(bins)
-    t = to_tensor(bins)
-    if t.ndim == 0:
-        raise TypeError(f"{name}: bins must be a Python int (a static number of bins) or a 1-d array of edges, got "
-                        f"a 0-d {t.dtype.name} Tensor")
-    if t.ndim != 1 or t.shape[0] < 1:
-        raise ValueError(f"{name}: bins must be a 1-d array of at least one edge, got shape {t.shape}")
-    return t
-
-
-def histogram_bin_edges(a: ArrayLike, bins: ArrayLike = 10, range: Sequence[ArrayLike] | None = None,  # noqa: A002
-                        weights: ArrayLike | None = None) -> Tensor:
-    """numpy.histogram_bin_edges: `bins + 1` evenly spaced edges over `range` (a's min and max by default; a
-    zero-width range widens by 0.5 each way), or the given edges as floats. `weights` is unused, as in JAX.
-
-    >>> tnp.histogram_bin_edges(tnp.asarray([0.0, 1.0, 4.0]), bins=2).tolist()
-    [0.0, 2.0, 4.0]
-    """
-    x = to_tensor(a)
-    d = to_inexact(x.dtype)
-    b = _bins_arg(bins, "histogram_bin_edges")
-    if isinstance(b, Tensor):
-        return b.astype(d)
-    if range is None:
-        if x.size == 0:
-            lo, hi = Tensor.full((), 0.0, d), Tensor.full((), 1.0, d)
-        else:
-            lo, hi = rd.min(x).astype(d), rd.max(x).astype(d)
-    else:
-        r = to_tensor(range) if not isinstance(range, (list, tuple)) else None
-        if (r is not None and r.shape != (2,)) or (r is None and len(range) != 2):
-            raise ValueError(f"histogram_bin_edges: range must be None or a (min, max) pair, got {range!r}")
-        lo, hi = (r[0], r[1]) if r is not None else (to_tensor(range[0]), to_tensor(range[1]))
-        lo, hi = lo.astype(d), hi.astype(d)
-    same = lo == hi
-    lo, hi = ew.where(same, lo - 0.5, lo), ew.where(same, hi + 0.5, hi)
-    # as linspace: start + i * step, the last edge exactly `hi`
-    i = Tensor.arange(b + 1, dtype=_compute_dtype(d))
-    edges = (i * ((hi - lo) / b).astype(i.dtype) + lo.astype(i.dtype)).astype(d)
-    return ew.where(Tensor.arange(b + 1, dtype=dtypes.int32) == b, hi, edges)
-
-
-def histogram(a: ArrayLike, bins: ArrayLike = 10, range: Sequence[ArrayLike] | None = None,  # noqa: A002
-              weights: ArrayLike | None = None, density: bool | None = None) -> tuple[Tensor, Tensor]:
-    """numpy.histogram of the flattened `a`: (counts, edges). Bin i holds edges[i] <= x < edges[i + 1], the last one
-    its right edge too; values outside the edges (and NaNs) are not counted. Counts are floats (the sum of `weights`,
-    ones by default), as JAX's; `density=True` divides them by the total and the bin widths.
-    Cost: one kernel of bins * a.size compares.
-
-    >>> counts, edges = tnp.histogram(tnp.asarray([1.0, 2.0, 2.0, 4.0]), bins=3)
-    >>> counts.tolist()
-    [1.0, 2.0, 1.0]
-    """
-    from tgfx.numpy._data_dependent import searchsorted
-    x = to_tensor(a)
-    if weights is None:
-        (x,) = _promote_inexact(x)
-        w = None
-    else:
-        w = to_tensor(weights)
-        if w.shape != x.shape:
-            raise ValueError(f"histogram: weights must have a's shape {x.shape}, got {w.shape}")
-        x, w = _promote_inexact(x, w)
-        w = w.reshape(-1)
-    x = x.reshape(-1)
-    edges = histogram_bin_edges(x, bins, range)
-    ne = edges.shape[0]
-    # which bin: the count of edges <= x, the last edge counting in the last bin; 0 and ne are outside
-    idx = searchsorted(edges, x, side="right").astype(dtypes.int32)
-    idx = ew.where(x == edges[ne - 1], ne - 1, idx)
-    k = Tensor.arange(1, ne, dtype=dtypes.int32).reshape(ne - 1, 1)
-    hit = idx.reshape(1, x.shape[0]) == k
-    if w is None:
-        counts = rd.sum(hit, axis=1).astype(x.dtype)
-    else:
-        counts = rd.sum(ew.where(hit, w.reshape(1, x.shape[0]), Tensor.full((), 0, w.dtype)), axis=1)
-    if density:
-        widths = edges[1:] - edges[:-1]
-        counts = ew.true_divide(ew.true_divide(counts, widths), rd.sum(counts))
-    return counts, edges
-
-
-def bincount(x: ArrayLike, weights: ArrayLike | None = None, minlength: int = 0, *,
-             length: int | None = None) -> Tensor:
-    """numpy.bincount: out[k] = the number of elements of the 1-d integer `x` equal to k (the sum of their
-    `weights`), for k < length. `length` defaults to max(minlength, max(x) + 1), which reads `x` (eagerly only:
-    under jit pass `length=`, as in JAX). As JAX's: negative values count in bin 0, values >= length are dropped,
-    and the result has weights' dtype (the default int without weights). Cost: one kernel of length * x.size
-    compares.
-
-    >>> tnp.bincount(tnp.asarray([0, 1, 1, 3])).tolist()
-    [1, 2, 0, 1]
-    """
-    t = to_tensor(x)
-    if t.dtype.is_bool:
-        t = t.astype(dtypes.int32)
-    if not t.dtype.is_int:
-        raise TypeError(f"bincount: x must be integers, got {t.dtype.name}; cast it with x.astype(int)")
-    if t.ndim != 1:
-        raise ValueError(f"bincount: x must be 1-d, got shape {t.shape}")
-    minlength = operator.index(minlength)
-    if minlength < 0:
-        raise ValueError(f"bincount: minlength must be non-negative, got {minlength}")
-    if length is None:
-        from tgfx.numpy._data_dependent import host_value
-        host = host_value(t, "bincount", "x", hint="Pass length=N (the number of bins), as in JAX")
-        length = max(minlength, int(host.max()) + 1 if host.size else 0)
-    length = operator.index(length)
-    if length < 0:
-        raise ValueError(f"bincount: length must be non-negative, got {length}")
-    if weights is None:
-        w = None
-        d = dtypes.default_int
-    else:
-        w = to_tensor(weights)
-        if w.shape != t.shape:
-            raise ValueError(f"bincount: weights must have x's shape {t.shape}, got {w.shape}")
-        d = w.dtype
-    if length == 0 or t.shape[0] == 0:
-        return Tensor.full((length,), 0, d)
-    n = t.shape[0]
-    k = Tensor.arange(length, dtype=t.dtype).reshape(length, 1)
-    hit = ew.maximum(t, 0).reshape(1, n) == k
-    if w is None:
-        return rd.sum(hit, axis=1, dtype=d)
-    zero = Tensor.full((), False if d.is_bool else 0, d)
-    return rd.sum(ew.where(hit, w.reshape(1, n), zero), axis=1, dtype=d).astype(d)
-
-
-def digitize(x: ArrayLike, bins: ArrayLike, right: bool = False, *, method: str | None = None) -> Tensor:
-    """numpy.digitize: for each x, the index of the bin it falls in among monotonic `bins` (increasing or
-    decreasing): with increasing bins, i such that bins[i-1] <= x < bins[i] (bins[i-1] < x <= bins[i] with
-    `right=True`), 0 below and len(bins) above. `method` is accepted for JAX compatibility.
-
-    >>> tnp.digitize(tnp.asarray([0.5, 1.0, 2.5]), tnp.asarray([1.0, 2.0, 3.0])).tolist()
-    [0, 1, 2]
-    """
-    from tgfx.numpy._data_dependent import searchsorted
-    v, b = to_tensor(x), to_tensor(bins)
-    if b.ndim != 1:
-        raise ValueError(f"digitize: bins must be 1-d, got shape {b.shape}")
-    nb = b.shape[0]
-    if nb == 0:
-        return Tensor.full(v.shape, 0, dtypes.int32)
-    side = "left" if right else "right"
-    up = searchsorted(b, v, side=side)
-    down = nb - searchsorted(b.flip(0), v, side=side)
-    return ew.where(b[nb - 1] >= b[0], up, down).astype(dtypes.int32)
+# order statistics and counting into bins, in modules of their own (they use the helpers above)
+from tgfx.numpy._histogram import bincount as bincount  # noqa: E402
+from tgfx.numpy._histogram import digitize as digitize  # noqa: E402
+from tgfx.numpy._histogram import histogram as histogram  # noqa: E402
+from tgfx.numpy._histogram import histogram_bin_edges as histogram_bin_edges  # noqa: E402
+from tgfx.numpy._quantile import median as median  # noqa: E402
+from tgfx.numpy._quantile import nanmedian as nanmedian  # noqa: E402
+from tgfx.numpy._quantile import nanpercentile as nanpercentile  # noqa: E402
+from tgfx.numpy._quantile import nanquantile as nanquantile  # noqa: E402
+from tgfx.numpy._quantile import percentile as percentile  # noqa: E402
+from tgfx.numpy._quantile import quantile as quantile  # noqa: E402
