@@ -84,7 +84,7 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
     most `PARTIALS_SHARE` of what it reads; where none does, into those parts of the multiple of them that an axis
     holds, the rest summed apart (`_uneven`). Where no axis splits into that many and the outputs are too few for a
     tile on every core (a many-core target's column sum), into as many as the reduce allows, fewer than the work is
-    worth: their kernel takes the rest of the cores from its outputs (`heuristics._second_thread`). Not a gather or
+    worth: their kernel takes the rest of the cores from its outputs (`thread_opts._second_thread`). Not a gather or
     a scatter, whose kernels are a load at an index and a loop over updates (`fusion._gather`, `_scatter_reduce`)."""
     if red.arg[0] is not Ops.ADD or red.dtype not in (dtypes.float32, dtypes.float64):
         return 0, 1
@@ -116,7 +116,7 @@ def split_parts(red: UOp, target: Target) -> tuple[int, int]:
         return 0, 1
     # a reduce too short for as many parts as the work is worth, of outputs too few for a tile on every core (a
     # column sum of 4096 x 1024, 4 tiles, on 64 cores): in as many parts as it allows, their partial sums' kernel
-    # split over the parts and its outputs both (`heuristics._second_thread`): 16 parts of 256 rows, 64 threads
+    # split over the parts and its outputs both (`thread_opts._second_thread`): 16 parts of 256 rows, 64 threads
     fewer = [(d, -axis) for axis in sorted(red.arg[1]) for d in range(min(src.shape[axis], most, want), 1, -1)
              if src.shape[axis] % d == 0]
     return (-max(fewer)[1], max(fewer)[0]) if fewer else _uneven(red, min(most, want))
