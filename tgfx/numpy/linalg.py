@@ -115,7 +115,7 @@ def norm(x: ArrayLike, ord: Ord = None, axis: int | Sequence[int] | None = None,
     raise ValueError(f"norm: axis must be an int or a pair of ints, got axis={axis!r}")
 
 
-# ---- solves, inverses, determinants (LU with partial pivoting, tgfx/scipy/linalg.py) ----
+# ---- solves, inverses, determinants (LU with partial pivoting, tgfx/scipy/_lu.py) ----
 def solve(a: ArrayLike, b: ArrayLike) -> Tensor:
     """The x with a x = b for a square `a` (`jax.numpy.linalg.solve`), by LU with partial pivoting.
 
