@@ -1,13 +1,13 @@
 """The hardware-command-queue (HCQ) interface: signals, queues, programs, allocators and command processors.
 
-This module is the one interface a new backend implements (with `runtime.py`, the host runtime and its errors, and
-`programs.py`, memory and programs: it exports their names), and it imports nothing of any backend: the CPU backend
-(`tgfx/devices/cpu.py`, with its native processor in `native.py` and the host side of its rings in
-`processor.py`) builds on it, as a second backend would. Everything that runs on a device goes through it: the
-host builds an `HWQueue` of packets, encodes it into a `CommandBuffer` (a flat array of 64-bit words; both in
-`tgfx/devices/queue.py`, which writes the words from `PACKETS`), and submits it to one of the device's engines,
-whose `CommandProcessor` consumes the packets in order, off the Python thread (on the CPU: native code on a
-native thread, which never takes the GIL).
+This module is the one interface a new backend implements (with `runtime.py`, the host runtime, its errors, the
+host's waits on signal words and its fault table, and `programs.py`, memory and programs: it exports their names),
+and it imports nothing of any backend: the CPU backend (`tgfx/devices/cpu.py`, with its native processor in
+`native.py` and the host side of its rings in `processor.py`) builds on it, as a second backend would. Everything
+that runs on a device goes through it: the host builds an `HWQueue` of packets, encodes it into a `CommandBuffer` (a
+flat array of 64-bit words; both in `tgfx/devices/queue.py`, which writes the words from `PACKETS`), and submits it
+to one of the device's engines, whose `CommandProcessor` consumes the packets in order, off the Python thread (on
+the CPU: native code on a native thread, which never takes the GIL).
 
 A backend provides a `HostRuntime` (the process's host waits, fault table and progress counters;
 `register_host_runtime`), and subclasses `HCQDevice` (`create_allocator`, `create_processor`, `exec_sync`,
@@ -78,7 +78,6 @@ import enum
 import itertools
 import json
 import threading
-import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -87,11 +86,12 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from tgfx import forksafe
 from tgfx.config import DEBUG, Flag
 from tgfx.devices import runtime
 from tgfx.devices.programs import Allocator, Buffer, KernelFn, Program, _callback, _refuse_in_callback, host_buffer
 from tgfx.devices.runtime import (
+    _FAULT_ERRORS,
+    _PROCESSORS,
     ForkedRuntimeError,
     HCQCallbackError,
     HCQError,
@@ -99,21 +99,25 @@ from tgfx.devices.runtime import (
     HCQNoWriterError,
     HCQTimeoutError,
     HostRuntime,
+    _drain_faults,
+    _host_wait,
+    _processors_lock,
+    _report,
+    _Stall,
     host_runtime,
     in_forked_child,
     refuse_in_forked_child,
     register_host_runtime,
 )
+from tgfx.devices.runtime import FOREVER_NS as FOREVER_NS
+from tgfx.devices.runtime import HOST_SPIN_NS as HOST_SPIN_NS
 
 # every wait, on the host or in a queue, gives up once this long passed with no progress on any engine (no EXEC or
 # COPY running or retiring: a long healthy computation never times out); TGFX_WAIT_TIMEOUT=2 makes a hang show in
 # seconds while debugging (it is read at import: command buffers encode it into their WAIT packets)
 DEFAULT_TIMEOUT_S = float(Flag("TGFX_WAIT_TIMEOUT", 30.0).value)
-FOREVER_NS = 1 << 62                # a timeout that never passes (packets hold timeouts in int64 ns)
 PROFILE_EVENTS_KEPT = 100_000       # per device; older profile events are dropped
 _SUBMITTERS = 4096                   # per device: the threads of its latest submissions, for their faults
-HOST_SPIN_NS = 10_000               # a host wait spins this long before it sleeps
-_HOST_SLICE_NS = 100_000_000        # a host wait returns to Python this often (so Ctrl-C gets through)
 _WRITER_CHECK_S = 0.1               # a blocked host wait checks this often that its signal still has a writer
 
 # a signal's words (see "Signals in memory"): the value, its sleepers, the fault attached to a write (0: none) and
@@ -129,89 +133,6 @@ class Engine(enum.Enum):
 
     __hash__ = object.__hash__   # members are singletons; Enum's own hash runs Python on every processor lookup
 
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# faults and waits
-
-_FAULT_ERRORS: dict[int, HCQError] = {}          # fault id -> its error, from the drain until it is reported
-_faults_lock = forksafe.lock()
-_faults_drained = 0
-
-
-def _drain_faults() -> None:
-    """Turn the faults processors recorded since the last drain into HCQErrors on their devices' error lists."""
-    global _faults_drained
-    rt = host_runtime()
-    if int(rt.fault_counter[0]) == _faults_drained:
-        return
-    with _faults_lock:
-        count = int(rt.fault_counter[0])
-        while _faults_drained < count:
-            fid = _faults_drained + 1
-            rec = rt.fault_record(fid)
-            if rec[0] != fid and fid > count - rt.fault_capacity:
-                break                         # still being written: the next drain takes it
-            _faults_drained = fid
-            if rec[0] != fid:
-                continue                      # overwritten by newer faults before anyone drained it
-            proc = _PROCESSORS[rec[2]]
-            err = proc.fault_error(rec[1], *rec[3:7])
-            err.fault_id = fid
-            _FAULT_ERRORS[fid] = err
-            with proc.device._lock:
-                proc.device._errors.append(err)
-
-
-def _report(err: HCQError) -> None:
-    """Mark `err` raised: no host wait raises it again, and queues stop passing it on to the signals they write."""
-    err.reported = True
-    if err.fault_id:
-        _FAULT_ERRORS.pop(err.fault_id, None)
-        host_runtime().clear_fault(err.fault_id)
-
-
-class _Stall:
-    """A wait's timeout. With `restart` it counts only time without progress: it restarts while an EXEC or COPY runs
-    anywhere or one retired since it last started, so a wait on a long, healthy computation never gives up (a
-    device that stopped making progress does, `timeout` seconds after its last packet); without, it is a plain
-    deadline (a slice of a longer wait)."""
-
-    def __init__(self, timeout: float, restart: bool = True) -> None:
-        self.timeout = min(timeout, FOREVER_NS / 1e9)
-        self.deadline = time.monotonic() + self.timeout
-        self.mark = host_runtime().progress()[1] if restart else None
-
-    def left(self) -> float:
-        return self.deadline - time.monotonic()
-
-    def stalled(self) -> bool:
-        """At the deadline: True if nothing moved (or it does not restart), else the deadline restarts."""
-        if self.mark is None:
-            return True
-        running, retired = host_runtime().progress()
-        if not running and retired == self.mark:
-            return True
-        self.mark, self.deadline = retired, time.monotonic() + self.timeout
-        return False
-
-
-def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None, until_stalled: bool = False) -> bool:
-    """Wait until the signal-like word at `addr` is >= `value`, natively with the GIL released; False on timeout
-    (with `until_stalled`, once `timeout` passed with no progress anywhere: `_Stall`).
-
-    The wait spins first, unless this thread runs on the core whose number is at address `avoid` (the core of the
-    processor that will write the word: spinning there would only keep it from running)."""
-    rt = host_runtime()
-    clock = _Stall(timeout, restart=until_stalled)
-    spin = HOST_SPIN_NS
-    while True:
-        left = int(clock.left() * 1e9)
-        if rt.wait_ge(addr, value, max(0, min(left, _HOST_SLICE_NS)), spin, None, avoid) >= value:
-            return True
-        if left <= _HOST_SLICE_NS and clock.stalled():
-            return False
-        spin = 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -417,8 +338,6 @@ class Submission(Protocol):
     _signals_written: list[Signal]
 
 
-_PROCESSORS: list[CommandProcessor] = []   # every engine ever opened, by index (faults name their engine by it)
-_processors_lock = forksafe.lock()
 
 
 class Launcher(NamedTuple):
@@ -770,7 +689,7 @@ class HCQDevice:
         """Wait for everything submitted so far, then raise any fault not yet reported."""
         mem = self.timeline.words
         if mem[0] >= self.timeline_value and not mem[S_ERROR] and not self._errors and not self._owed and \
-                self._faults[0] == _faults_drained and DEBUG.value < 1:
+                self._faults[0] == runtime._faults_drained and DEBUG.value < 1:
             if self._inflight:                  # done, and nothing to raise: the common case, a few reads
                 self._retire(self.timeline_value)
             return

@@ -1,14 +1,20 @@
 """The host runtime every device relies on (`HostRuntime`: host waits on signal words, the fault table, progress
 counters), provided by a backend (`register_host_runtime`), with the runtime's errors and what a fork of a process
-whose devices ran may still do (`refuse_in_forked_child`). Part of the HCQ interface (`tgfx/devices/hcq.py`)."""
+whose devices ran may still do (`refuse_in_forked_child`); and the host's side of it: the wait on a signal word
+(`_host_wait`, with its timeout `_Stall`), the drain of the fault table into errors (`_drain_faults`), and the
+registry of command processors the table names. Part of the HCQ interface (`tgfx/devices/hcq.py`)."""
 from __future__ import annotations
 
 import atexit
 import os
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+
+from tgfx import forksafe
 
 
 class HCQError(RuntimeError):
@@ -159,3 +165,94 @@ def _after_fork_in_child() -> None:
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
+
+# ---------------------------------------------------------------------------------------------------------------
+# faults and waits: the host's side of the fault table and of a wait on a signal word (`hcq.py` builds its signals,
+# devices and command processors on them, and re-exports FOREVER_NS and HOST_SPIN_NS)
+
+FOREVER_NS = 1 << 62                # a timeout that never passes (packets hold timeouts in int64 ns)
+HOST_SPIN_NS = 10_000               # a host wait spins this long before it sleeps
+_HOST_SLICE_NS = 100_000_000        # a host wait returns to Python this often (so Ctrl-C gets through)
+
+# every engine ever opened (`hcq.CommandProcessor`), by index (faults name their engine by it)
+_PROCESSORS: list[Any] = []
+_processors_lock = forksafe.lock()
+
+_FAULT_ERRORS: dict[int, HCQError] = {}          # fault id -> its error, from the drain until it is reported
+_faults_lock = forksafe.lock()
+_faults_drained = 0
+
+
+def _drain_faults() -> None:
+    """Turn the faults processors recorded since the last drain into HCQErrors on their devices' error lists."""
+    global _faults_drained
+    rt = host_runtime()
+    if int(rt.fault_counter[0]) == _faults_drained:
+        return
+    with _faults_lock:
+        count = int(rt.fault_counter[0])
+        while _faults_drained < count:
+            fid = _faults_drained + 1
+            rec = rt.fault_record(fid)
+            if rec[0] != fid and fid > count - rt.fault_capacity:
+                break                         # still being written: the next drain takes it
+            _faults_drained = fid
+            if rec[0] != fid:
+                continue                      # overwritten by newer faults before anyone drained it
+            proc = _PROCESSORS[rec[2]]
+            err = proc.fault_error(rec[1], *rec[3:7])
+            err.fault_id = fid
+            _FAULT_ERRORS[fid] = err
+            with proc.device._lock:
+                proc.device._errors.append(err)
+
+
+def _report(err: HCQError) -> None:
+    """Mark `err` raised: no host wait raises it again, and queues stop passing it on to the signals they write."""
+    err.reported = True
+    if err.fault_id:
+        _FAULT_ERRORS.pop(err.fault_id, None)
+        host_runtime().clear_fault(err.fault_id)
+
+
+class _Stall:
+    """A wait's timeout. With `restart` it counts only time without progress: it restarts while an EXEC or COPY runs
+    anywhere or one retired since it last started, so a wait on a long, healthy computation never gives up (a
+    device that stopped making progress does, `timeout` seconds after its last packet); without, it is a plain
+    deadline (a slice of a longer wait)."""
+
+    def __init__(self, timeout: float, restart: bool = True) -> None:
+        self.timeout = min(timeout, FOREVER_NS / 1e9)
+        self.deadline = time.monotonic() + self.timeout
+        self.mark = host_runtime().progress()[1] if restart else None
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def stalled(self) -> bool:
+        """At the deadline: True if nothing moved (or it does not restart), else the deadline restarts."""
+        if self.mark is None:
+            return True
+        running, retired = host_runtime().progress()
+        if not running and retired == self.mark:
+            return True
+        self.mark, self.deadline = retired, time.monotonic() + self.timeout
+        return False
+
+
+def _host_wait(addr: int, value: int, timeout: float, avoid: int | None = None, until_stalled: bool = False) -> bool:
+    """Wait until the signal-like word at `addr` is >= `value`, natively with the GIL released; False on timeout
+    (with `until_stalled`, once `timeout` passed with no progress anywhere: `_Stall`).
+
+    The wait spins first, unless this thread runs on the core whose number is at address `avoid` (the core of the
+    processor that will write the word: spinning there would only keep it from running)."""
+    rt = host_runtime()
+    clock = _Stall(timeout, restart=until_stalled)
+    spin = HOST_SPIN_NS
+    while True:
+        left = int(clock.left() * 1e9)
+        if rt.wait_ge(addr, value, max(0, min(left, _HOST_SLICE_NS)), spin, None, avoid) >= value:
+            return True
+        if left <= _HOST_SLICE_NS and clock.stalled():
+            return False
+        spin = 0
