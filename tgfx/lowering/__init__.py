@@ -543,18 +543,25 @@ def prelower(asts: Iterable[UOp]) -> None:
         finish(fut.result())
 
 
-def reads_in_place(ast: UOp, slot: int) -> bool:
-    """Whether every read of buffer `slot` is at the same offset as the kernel's store (so the output may be written
-    into that buffer: each element is read before it is overwritten, by the same iteration)."""
+def reads_in_place(ast: UOp, slot: int, out_slot: int | None = None) -> bool:
+    """Whether the kernel's store into buffer `out_slot` (its only store when None) may be written into buffer
+    `slot`: every read of `slot` is at that store's offset, by the same iteration, and feeds the stored value, so
+    each element is read before it is overwritten. A kernel of several outputs (an optimizer's parameters and
+    moments, updated together) qualifies output by output: a read that only another store uses could be placed
+    after this one's store."""
     sink = ast if ast.src[0].src[0].op is Ops.INDEX else rangeify(ast)
     sink = graph_rewrite(sink, pm_symbolic, name="symbolic")
-    if len(sink.src) != 1:
+    stores = [s for s in sink.src if s.op is Ops.STORE and s.src[0].src[0].op is Ops.DEFINE_GLOBAL and
+              (out_slot is None or s.src[0].src[0].arg[0] == out_slot)]
+    if len(stores) != 1 or (out_slot is None and len(sink.src) != 1):
         return False
-    out_off = sink.src[0].src[0].src[1]
+    store = stores[0]
+    out_off = store.src[0].src[1]
     reads = [u for u in sink.toposort() if u.op is Ops.INDEX and u.src[0].op is Ops.DEFINE_GLOBAL
              and u.src[0].arg[0] == slot]
     reduces = any(u.op is Ops.REDUCE for u in sink.toposort())
-    return not reduces and all(r.src[1] is out_off for r in reads)
+    feeds = set(store.src[1].toposort())
+    return not reduces and all(r.src[1] is out_off and r in feeds for r in reads)
 
 
 def realize(uops: list[UOp], described: Description | None = None,

@@ -654,7 +654,8 @@ class Jit:
                 w = first_write.get(ob, 10**9)
                 r = last_read.get(ph, -1)
                 if r < w or (r == w and calls[w].src[0].op is Ops.SINK and
-                             (reads_in_place(calls[w].src[0], list(calls[w].src[1:]).index(ph)) or
+                             (reads_in_place(calls[w].src[0], list(calls[w].src[1:]).index(ph),
+                                             list(calls[w].src[1:]).index(ob)) or
                               (updates_window(calls[w], ph, ob) and sum(ob in writes(c) for c in calls) == 1))):
                     out[oi] = k
                     used.add(k)
