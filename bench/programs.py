@@ -152,6 +152,15 @@ Sharded over two devices (`bench/ported_sharded.py`; tgfx's CPU:0 and CPU:1, jax
 - `dp_transformer`: a data-parallel transformer LM (token batches split, parameters replicated), dropout from a key
   split eagerly every step, a warm-up-then-cosine learning rate computed in Python between steps, Adam.
 
+A whole training script (`bench/ported_training.py`, which also runs alone and reports CPU time per step and in
+total, and traces):
+
+- `training`: an MLP classifier with dropout (a key per layer), `chain(clip_by_global_norm, adamw)` at a warm-up +
+  cosine rate read from the count in the optimiser's state, an EMA of the parameters, gradient accumulation over
+  micro-batches by `lax.scan`, the state donated; `split` every step and `fold_in` by the step inside it; the loss
+  read back every step, `debug.print` in the step, an eval of another batch shape every few steps, checkpoints
+  saved, and numpy batches shuffled per epoch with a partial last batch.
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache; `--cache-dir` names one, and
 the same one twice times a warm first call), the step time (min and median of `--steps` steps after three warm-up
@@ -195,6 +204,7 @@ from bench.ported_rl import dqn, gmm_em, ising, simclr, wavenet
 from bench.ported_science import filters, fno, heat, md
 from bench.ported_sharded import dp_mlp, dp_transformer, tp_mlp
 from bench.ported_sparse import beam, ctc, moe, word2vec
+from bench.ported_training import training
 
 
 # ---- the programs: each returns its step function, state kept in a closure ----
@@ -539,7 +549,7 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "md": md, "filters": filters, "fno": fno, "heat": heat,
     "unet": unet, "nerf": nerf, "lru": lru, "lru_scan": lru_scan, "mamba": mamba,
     "dqn": dqn, "ising": ising, "gmm_em": gmm_em, "wavenet": wavenet, "simclr": simclr,
-    "dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "dp_transformer": dp_transformer}
+    "dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "dp_transformer": dp_transformer, "training": training}
 
 
 @dataclass
