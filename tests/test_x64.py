@@ -23,17 +23,29 @@ def narrowing_warnings(fn) -> tuple[object, list[str]]:
     return out, [str(w.message) for w in caught if "is not enabled" in str(w.message)]
 
 
-def test_64_bit_inputs_become_32_bit_with_one_warning_per_type(fresh_warnings: None) -> None:
-    x, msgs = narrowing_warnings(lambda: tg.asarray(np.random.default_rng(0).standard_normal((3, 3))))
+def test_64_bit_data_becomes_32_bit_silently_as_in_jax(fresh_warnings: None) -> None:
+    """numpy data of a 64-bit type narrows without a word (`jnp.asarray(np.ones(3))`, a jitted function called with
+    one, a numpy scalar in arithmetic: JAX is silent); a user's explicit request for the type warns, once a type."""
+    data = np.random.default_rng(0).standard_normal((3, 3))
+    x, msgs = narrowing_warnings(lambda: tg.asarray(data))
+    assert x.dtype == dtypes.float32 and msgs == []
+    i, msgs = narrowing_warnings(lambda: (tg.asarray(np.arange(3)), tg.jit(lambda a: a * 2)(data),
+                                          tnp.ones(2) * np.float64(2), tnp.array([np.float64(1), 2.0]),
+                                          tg.ShapeDtypeStruct.like(data))[0])
+    assert i.dtype == dtypes.int32 and msgs == []
+    assert tg.asarray(np.arange(3, dtype=np.uint64)).dtype == dtypes.uint32
+    np.testing.assert_array_equal(i.numpy(), [0, 1, 2])
+
+
+def test_an_explicit_64_bit_request_warns_once_per_type(fresh_warnings: None) -> None:
+    x, msgs = narrowing_warnings(lambda: tnp.zeros(2, tnp.float64))
     assert x.dtype == dtypes.float32 and len(msgs) == 1
     assert "float64" in msgs[0] and "float32" in msgs[0] and "config.update('x64', True)" in msgs[0]
     # the same type again does not warn again; another type warns once
     _, again = narrowing_warnings(lambda: tnp.zeros(2, tnp.float64) + tg.asarray(np.ones(2)).astype("float64"))
     assert again == []
-    i, msgs = narrowing_warnings(lambda: tg.asarray(np.arange(3)))
+    i, msgs = narrowing_warnings(lambda: tg.asarray(np.arange(3), dtype=np.int64))
     assert i.dtype == dtypes.int32 and len(msgs) == 1 and "int64" in msgs[0]
-    assert tg.asarray(np.arange(3, dtype=np.uint64)).dtype == dtypes.uint32
-    np.testing.assert_array_equal(i.numpy(), [0, 1, 2])
 
 
 def test_warning_points_at_the_users_line(fresh_warnings: None) -> None:

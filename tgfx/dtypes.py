@@ -228,7 +228,8 @@ def _user_stacklevel() -> int:
 
 def canonicalize(d: DType, warn: bool = True) -> DType:
     """The type a user's request for `d` gets in this mode: without x64, a 64-bit type is its 32-bit kin (the first
-    time for each type, with a warning saying how to keep it, unless not `warn`: a query), as in JAX."""
+    time for each type, with a warning saying how to keep it, unless not `warn`: a query, or numpy data's own type,
+    `of_numpy`), as in JAX."""
     if d.name not in _NARROW or config.X64:
         return d
     if warn and d.name not in _warned:
@@ -237,6 +238,12 @@ def canonicalize(d: DType, warn: bool = True) -> DType:
                       f"with tgfx.config.update('x64', True) or TGFX_ENABLE_X64=1", UserWarning,
                       stacklevel=_user_stacklevel())
     return _BY_NAME[_NARROW[d.name]]
+
+
+def of_numpy(d: np.dtype) -> DType:
+    """The type numpy data of type `d` becomes: without x64, a 64-bit type is its 32-bit kin, silently, as in JAX
+    (`jnp.asarray(np.ones(3))` does not warn; an explicit request for the type, `to_dtype`, does)."""
+    return canonicalize(from_numpy(d), warn=False)
 
 
 def _by_name(name: str) -> DType:
@@ -333,7 +340,7 @@ def weak_kind(x: Any) -> str:
 def scalar_kind(x: Any) -> DType | str:
     """What a scalar brings to promotion: a Python scalar its weak kind, a numpy scalar its own type (canonical for
     the x64 mode), as in JAX."""
-    return canonicalize(from_numpy(x.dtype)) if isinstance(x, np.generic) else weak_kind(x)
+    return of_numpy(x.dtype) if isinstance(x, np.generic) else weak_kind(x)
 
 
 _PYTHON_KINDS = {bool: "bool", int: "i*", float: "f*", complex: "c*"}
@@ -359,7 +366,7 @@ def _leaf_kinds(data: list | tuple) -> tuple[set[DType | str], bool]:
                     typed |= sub_typed
         elif issubclass(t, (np.ndarray, np.generic)):
             typed = True
-            kinds.update(canonicalize(from_numpy(v.dtype)) for v in data if type(v) is t)
+            kinds.update(of_numpy(v.dtype) for v in data if type(v) is t)
         elif t in _PYTHON_KINDS:
             kinds.add(_PYTHON_KINDS[t])
     return kinds, typed

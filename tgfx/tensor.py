@@ -22,13 +22,13 @@ from tgfx.devices.network import DistributedError
 from tgfx.dtypes import (
     DType,
     bf16_to_f32,
-    canonicalize,
     cast_scalar,
     dtypes,
     f32_to_bf16,
     fits,
     from_numpy,
     list_leaf_kinds,
+    of_numpy,
     promote_types,
     scalar_kind,
     to_dtype,
@@ -551,7 +551,7 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     """Copy host data into a new device buffer (numpy's 64-bit types canonical for the x64 mode)."""
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
         arr = np.asarray(data)
-        d = dtype or canonicalize(from_numpy(arr.dtype))
+        d = dtype or of_numpy(arr.dtype)
     else:
         arr = np.asarray(data)
         if arr.dtype == object:

@@ -35,7 +35,7 @@ from tgfx._realize import DonatedBufferError as DonatedBufferError
 from tgfx._realize import DonatedTensor, donated_meanwhile, donations, realize, realize_readers
 from tgfx.counters import counters
 from tgfx.devices.hcq import DEFAULT_TIMEOUT_S, refuse_in_forked_child
-from tgfx.dtypes import DType, canonicalize, cast_scalar, from_numpy
+from tgfx.dtypes import DType, cast_scalar, of_numpy
 from tgfx.function import Function, _describe_paths
 from tgfx.ir.control import n_bodies
 from tgfx.ir.ops import GroupOp, Ops
@@ -140,7 +140,7 @@ def _leaf_spec(x: Any, where: str, devs: str | tuple[str, ...] | None = None) ->
             return ("tensor", (x.shape, x.dtype, x.device, x.uop.arg, is_weak(x)))
         return ("tensor", (x.shape, x.dtype, x.device, None, is_weak(x)))
     if isinstance(x, (np.ndarray, np.generic)):  # what Tensor(x) would be: the same trace as that Tensor's
-        return ("tensor", (x.shape, canonicalize(from_numpy(x.dtype)), devs or DEFAULT_DEVICE, None, False))
+        return ("tensor", (x.shape, of_numpy(x.dtype), devs or DEFAULT_DEVICE, None, False))
     if type(x) in (int, float):
         return ("weak", (type(x), weak_dtype(x, where)))
     try:

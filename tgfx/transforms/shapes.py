@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tgfx.dtypes import DType, canonicalize, from_numpy, to_dtype
+from tgfx.dtypes import DType, of_numpy, to_dtype
 from tgfx.function import Function
 from tgfx.numpy import zeros
 from tgfx.tensor import Tensor
@@ -48,7 +48,7 @@ class ShapeDtypeStruct:
         if isinstance(x, (bool, int, float, complex)):
             return cls((), Tensor(x).dtype)
         a = np.asarray(x)
-        return cls(a.shape, canonicalize(from_numpy(a.dtype)))
+        return cls(a.shape, of_numpy(a.dtype))
 
     @property
     def ndim(self) -> int:
