@@ -445,22 +445,22 @@ def logical_not(x: ArrayLike) -> Tensor:
     return _bool(x)._binary(Ops.XOR, True, name="logical_not")
 
 
+def _int_binary(op: Ops, a: Tensor, b: Tensor, name: str) -> Tensor:
+    """The bitwise op `op` of the promoted operands a and b of numpy's `name`, which takes integers and bools only."""
+    _check_int(name, a)
+    return a._binary(op, b, name=name)
+
+
 def bitwise_and(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "bitwise_and")
-    _check_int("bitwise_and", a)
-    return a._binary(Ops.AND, b, name="bitwise_and")
+    return _int_binary(Ops.AND, *promote(x, y, "bitwise_and"), "bitwise_and")
 
 
 def bitwise_or(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "bitwise_or")
-    _check_int("bitwise_or", a)
-    return a._binary(Ops.OR, b, name="bitwise_or")
+    return _int_binary(Ops.OR, *promote(x, y, "bitwise_or"), "bitwise_or")
 
 
 def bitwise_xor(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = promote(x, y, "bitwise_xor")
-    _check_int("bitwise_xor", a)
-    return a._binary(Ops.XOR, b, name="bitwise_xor")
+    return _int_binary(Ops.XOR, *promote(x, y, "bitwise_xor"), "bitwise_xor")
 
 
 def invert(x: ArrayLike) -> Tensor:
@@ -474,15 +474,11 @@ bitwise_not = invert
 
 
 def left_shift(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = _promote_numeric(x, y, "left_shift")
-    _check_int("left_shift", a)
-    return a._binary(Ops.SHL, b, name="left_shift")
+    return _int_binary(Ops.SHL, *_promote_numeric(x, y, "left_shift"), "left_shift")
 
 
 def right_shift(x: ArrayLike, y: ArrayLike) -> Tensor:
-    a, b = _promote_numeric(x, y, "right_shift")
-    _check_int("right_shift", a)
-    return a._binary(Ops.SHR, b, name="right_shift")
+    return _int_binary(Ops.SHR, *_promote_numeric(x, y, "right_shift"), "right_shift")
 
 
 # the float math library, in a module of its own (built on the functions above; `_float_divmod` calls its floor)
