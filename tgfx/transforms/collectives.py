@@ -45,6 +45,8 @@ class Axis:
     size: int
     seeds: dict[UOp, UOp] = field(default_factory=dict)
     levels: int = field(default_factory=_levels)
+    linear: dict[Any, UOp] = field(default_factory=dict)   # a linear stand-in's tag -> its batch's stand-in
+    choices: dict[UOp, frozenset] = field(default_factory=dict)   # a row's stand-in -> the linear stand-ins' tags
 
 
 _local = threading.local()
@@ -82,11 +84,58 @@ def _names(axis_name: Any) -> tuple:
     return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
 
 
-def _batched(x: Tensor, axis: Axis, broadcast: bool = True) -> tuple[Tensor, bool]:
-    """x over the whole batch, the batch axis in front, and whether x differs between the examples (if not: x
-    broadcast, or with `broadcast=False` x as it is)."""
+def _is_linear_standin(u: UOp) -> bool:
+    # (a batch's stand-in over an inner axis too: batched over an outer one in turn)
+    return u.op is Ops.PARAM and isinstance(u.tag, tuple) and (u.tag[:1] in (("tangent",), ("cotangent",))
+                                                               or u.tag[:2] == ("vmap", "linear batch"))
+
+
+def _linear_seeds(x: UOp, axis: Axis) -> dict[UOp, UOp]:
+    """A stand-in for the batch of each tangent or cotangent stand-in `x` reads (`grad.linear_input`): the value it
+    is bound to later (a vjp_fn's cotangent, a jvp's or a linearized function's tangent) may differ between the
+    examples, which a graph batched now cannot see in the stand-in itself. `bind_batched` binds the batch's stand-in
+    with the stand-in, to the batch of that value."""
+    out, own = {}, set(axis.linear.values())   # (a batch over this axis is the same for each of its examples)
+    for u in x.toposort():
+        if _is_linear_standin(u) and u not in own:
+            if u.tag not in axis.linear:
+                axis.linear[u.tag] = UOp(Ops.PARAM, u.dtype, (), (-1, (axis.size, *u.shape), u.device),
+                                         tag=("vmap", "linear batch", next(_uid)))
+            out[u] = axis.linear[u.tag]
+    return out
+
+
+def bind_batched(bind: dict[Any, UOp]) -> dict[UOp, UOp]:
+    """For `bind` ({stand-in tag: value}, as `grad.leave_trace` binds), each stand-in for the batch over a bound axis
+    of a bound stand-in (`_linear_seeds`: a collective read it) with the batch of the value: innermost axis first,
+    as `_batch_all` batches; a batch stand-in is a stand-in other axes batch in turn."""
     from tgfx.transforms.vmap import batch_graph, broadcast_front
-    (out,), (flag,) = batch_graph([x.uop], axis.seeds, axis.size)
+    values, out = dict(bind), {}
+    grew = True
+    while grew:   # (until none is left: an inner axis may batch an outer axis's batch stand-in too)
+        grew = False
+        for axis in reversed(_stack()):
+            for tag, standin in axis.linear.items():
+                if tag in values and standin.tag not in values:
+                    (v,), (flag,) = batch_graph([values[tag]], axis.seeds, axis.size)
+                    out[standin] = values[standin.tag] = v if flag else broadcast_front(v, axis.size)
+                    grew = True
+    for axis in _stack():
+        for choice, tags in axis.choices.items():
+            if choice.tag not in values and tags & values.keys():
+                varies = any(batch_graph([values[t]], axis.seeds, axis.size)[1][0] for t in tags if t in values)
+                out[choice] = values[choice.tag] = _position(axis, choice.device).uop if varies else \
+                    UOp.const(dtypes.int32, 0)
+    return out
+
+
+def _batched(x: Tensor, axis: Axis, broadcast: bool = True, linear: bool = True) -> tuple[Tensor, bool]:
+    """x over the whole batch, the batch axis in front, and whether x differs between the examples (if not: x
+    broadcast, or with `broadcast=False` x as it is). A tangent or cotangent stand-in x reads is batched by a
+    stand-in for its batch (`_linear_seeds`); without `linear`, it is taken to be the same for every example."""
+    from tgfx.transforms.vmap import batch_graph, broadcast_front
+    seeds = {**axis.seeds, **_linear_seeds(x.uop, axis)} if linear else axis.seeds
+    (out,), (flag,) = batch_graph([x.uop], seeds, axis.size)
     return Tensor(out if flag or not broadcast else broadcast_front(out, axis.size)), flag
 
 
@@ -158,11 +207,9 @@ def _transposed(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], 
     out = _values(x, name, fn, combine, each)
 
     def backward(grads: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
-        if in_forward_mode():   # (forward mode transposes this backward, which mixes the examples' cotangents)
-            raise NotImplementedError(f"{fn}: forward-mode differentiation (jvp, jacfwd, linearize) through a "
-                                      f"collective inside vmap, pmap or shard_map is not supported; use reverse mode "
-                                      f"(grad, vjp, jacrev) there, or take the jvp outside the mapped function")
-        alike = one_value and not _batched(grads[0], _stack()[_bound_at(name, fn)])[1]
+        if in_forward_mode():
+            return _pushforward_node(grads[0], call.inputs[0], name, fn, combine, each), None
+        alike = one_value and not _batched(grads[0], _stack()[_bound_at(name, fn)], linear=False)[1]
         # (the input batched again from the call, not kept by this closure: the call's node holds the backward, and
         # an eager graph's cached description the node, which kept the batch, a lazy Tensor, alive after its use)
         x_in = call.inputs[0]
@@ -175,21 +222,64 @@ def _transposed(x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], 
     return Function(lambda x, out: (out,), grad_fxn=backward, name=fn)(x, out)[0]
 
 
-def _rows(g: Tensor, name: Any, fn: str, f: Callable[[Tensor, int], Tensor], x: Tensor) -> Tensor:
+def _pushforward_node(g: Tensor, x: Tensor, name: Any, fn: str, combine: Callable[[Tensor, int], Tensor],
+                      each: bool) -> Tensor:
+    """The collective's backward where forward mode builds it (`control_grad.forward_mode`), as custom_jvp's
+    (`custom._rule_as_transpose`): forward mode transposes this node and never evaluates it, so it is zeros of x's
+    type whose transpose is the collective's JVP, as JAX's: the tangents of every example, batched over the axis,
+    through the jvp of `combine` (for a linear collective, the collective of the tangents: a psum's tangent is the
+    psum of theirs), each example's row of the result its tangent."""
+    from tgfx.function import Function
+    from tgfx.transforms.jvp import jvp
+
+    def push(ts: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
+        bx = _batch_all(x, name, fn)[0]
+
+        def tangent(bt: Tensor, k: int) -> Tensor:
+            return jvp(lambda v: combine(v, k), (bx,), (bt,))[1]
+        # (a reduction's tangent is the same for every example: no row of the axis is picked, so it stays a value
+        # that does not differ over it, as a shard_map's out_specs without the axis need)
+        return (_rows(ts[0], name, fn, tangent, x, each),)
+
+    def zeros(_: Tensor) -> tuple[Tensor]:
+        return (Tensor.full(x.shape, 0, x.dtype, device=x.device if isinstance(x.device, str) else None),)
+    push.__qualname__ = f"{fn}.jvp"
+    return Function(zeros, grad_fxn=push, name=f"{fn}.jvp")(g)[0]
+
+
+def _rows(g: Tensor, name: Any, fn: str, f: Callable[[Tensor, int], Tensor], x: Tensor, each: bool = True) -> Tensor:
     """`f(batch, k)` of g's values over the axis `name` (batched as `_values` does), a row per example, each
     example's read at its position (row 0 along an inner axis neither g nor the collective's input `x` differs over:
     the rows are the same there, and the cotangent stays one that does not differ, as a check_vma shard_map's
     transposes need to see). Not handed back through a stand-in, whose value is kept beside the graph: a vjp's
-    cotangent placeholder, bound when its pullback is called, would not be bound there."""
+    cotangent placeholder, bound when its pullback is called, would not be bound there. Without `each`, f's result
+    has no axis `name` in front (it is the same for each of its examples): only the inner axes' rows are picked."""
     batch, k = _batch_all(g, name, fn)
     rows = f(batch, k)
     axes = _stack()[-k - 1:]
     for i, axis in enumerate(axes):
-        if i and not any(_batched(t, axis)[1] for t in (g, x)):
-            rows = rows[0]
+        if not i and not each:
+            continue
+        if i and not any(_batched(t, axis, linear=False)[1] for t in (g, x)):
+            rows = rows[_row_choice(axis, g.uop, x.uop.device)]
         else:   # (where x is: a shard_map's device tuple)
             rows = rows[_position(axis, x.uop.device)]
     return rows
+
+
+def _row_choice(axis: Axis, g: UOp, device: Any) -> Tensor | int:
+    """Which row of an inner axis `_rows` reads where neither the cotangent `g` nor the collective's input differs
+    over it: row 0, unless `g` reads tangent or cotangent stand-ins, whose values may differ there. Then a stand-in
+    that `bind_batched` binds with them: to the example's position where a value bound differs over the axis, else
+    to 0 (a basis vector of jacrev or jacfwd, a cotangent alike for every example: the row stays one that does not
+    differ, as a check_vma shard_map's transposes need to see)."""
+    tags = frozenset(u.tag for u in g.toposort() if _is_linear_standin(u))
+    if not tags:
+        return 0
+    choice = UOp(Ops.PARAM, dtypes.int32, (), (-1, (), device or DEFAULT_DEVICE),
+                 tag=("vmap", "row choice", next(_uid)))
+    axis.choices[choice] = tags
+    return Tensor(choice)
 
 
 def _batch_all(x: Tensor, name: Any, fn: str) -> tuple[Tensor, int]:
@@ -314,5 +404,5 @@ def pmap(fun: Callable | None = None, axis_name: Any = None, *, in_axes: Any = 0
     return jit(mapped, static_argnums=static)
 
 
-__all__ = ["Axis", "bound", "varying_manual_axes", "sum_invariant_gradients", "psum", "pmean", "pmax", "pmin",
-           "all_gather", "axis_index", "pmap"]
+__all__ = ["Axis", "bound", "bind_batched", "varying_manual_axes", "sum_invariant_gradients", "psum", "pmean", "pmax",
+           "pmin", "all_gather", "axis_index", "pmap"]

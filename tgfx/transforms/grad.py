@@ -41,7 +41,7 @@ from tgfx.ir.uop import UOp, prod
 from tgfx.placement import is_committed, move
 from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
 from tgfx.trace_state import active, current, differentiating
-from tgfx.transforms.collectives import sum_invariant_gradients
+from tgfx.transforms.collectives import bind_batched, sum_invariant_gradients
 from tgfx.transforms.control_grad import forward_mode, gradient_path, in_forward_mode
 from tgfx.tree import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
@@ -678,7 +678,10 @@ def leave_trace(tr: Traced, uops: Sequence[UOp], bind: dict[UOp, UOp] | None = N
         return []
     bind = {**dict(zip(tr.params, tr.inputs, strict=True)), **(bind or {})}
     assert all(u.tag is not None for u in bind), "only tagged placeholders and stand-ins are bound"
-    ctx = _Leave({u.tag: v for u, v in bind.items()}, strip_stops=not current().differentiating)
+    by_tag = {u.tag: v for u, v in bind.items()}
+    # (and the batches of the stand-ins a collective inside vmap or shard_map batched: the values' batches)
+    by_tag.update({u.tag: v for u, v in bind_batched(by_tag).items()})
+    ctx = _Leave(by_tag, strip_stops=not current().differentiating)
     return list(graph_rewrite(UOp(Ops.TUPLE, None, tuple(uops)), pm_leave_trace, ctx=ctx, name="leave trace").src)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, prod
 from tgfx.tensor import Tensor, weak, weak_like
+from tgfx.transforms.collectives import bind_batched, sum_invariant_gradients
 from tgfx.transforms.control_grad import forward_mode, primal_twins, read_twins
 from tgfx.transforms.grad import (
     Traced,
@@ -144,6 +145,8 @@ def _jacobian_tree(tr: Traced, blocks: list[list[UOp]], argnums: Any, bind: dict
         j, i = divmod(k, n_in)
         like, w = (tr.params[i], tr.weak_inputs[i]) if by_input else (tr.outs[j], tr.weak_outs[j])
         u = u.cast(like.dtype) if u.dtype.is_complex == like.dtype.is_complex else u
+        if by_input:   # (inside a shard_map: a replicated input's rows summed over its devices, as grad's and vjp's)
+            u = sum_invariant_gradients([tr.inputs[i]], [Tensor(u)])[0].uop
         flat.append(weak(Tensor(u)) if w else Tensor(u))
     rows = []
     for j in range(len(tr.outs)):
@@ -163,7 +166,15 @@ def _basis_batched(roots: list[UOp | None], seed: UOp, like: UOp) -> list[UOp | 
         return [None if r is None else Tensor.full((0, *r.shape), 0, r.dtype, dev).uop for r in roots]
     if not present:
         return [None for _ in roots]
-    eye = Tensor(np.eye(n).reshape((n, *like.shape)), dtype=like.dtype, device=dev).uop
+    eye_t = Tensor(np.eye(n).reshape((n, *like.shape)), dtype=like.dtype, device=dev)
+    if type(like.device) is tuple:   # (a shard_map's value, on its device tuple: the basis replicated over it)
+        from tgfx.transforms.shard import shard
+        eye_t = shard(eye_t, like.device)
+    eye = eye_t.uop
+    # a basis vector is the same for every example of a vmap or shard_map the Jacobian is taken in: a collective's
+    # batch of `seed` over such an axis is the seed broadcast (`collectives.bind_batched`)
+    if batches := bind_batched({seed.tag: seed}):
+        present = list(UOp(Ops.SINK, None, tuple(present)).substitute(batches).src)
     batched, flags = batch_graph(present, {seed: eye}, n)
     out, it = [], iter(zip(batched, flags, strict=True))
     for r in roots:
