@@ -689,7 +689,9 @@ def eager_program(tpl: Any, inputs: list[UOp]) -> Any:
     prog = tpl.programs.get(mode)
     if prog is None:
         from tgfx.lowering.program import Program
-        prog = tpl.programs[mode] = Program(tpl, inputs, len(inputs))
+        # an op run inline (an eager op's: its dispatch is all it costs) takes back its results of the call before last
+        # when nothing holds them: no node, memory or lease made per call
+        prog = tpl.programs[mode] = Program(tpl, inputs, len(inputs), reuse_results="inline")
     return _keep(prog)
 
 

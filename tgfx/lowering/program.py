@@ -20,7 +20,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -189,11 +189,15 @@ class Program:
             constants captured by a trace, bound once.
         donated: output index -> input index whose buffer the output is written into (jit's `donate_argnums`).
         unflatten: per-device results -> the caller's results (MULTIs for sharded ones).
+        reuse_results: whether a call may take back whole results of the call before last (`_reuse`): jit's replays
+            (True), an eager graph's program when it runs inline ("inline": an op's dispatch is then all it costs,
+            and a larger one's outputs are not kept twice over).
     """
 
     def __init__(self, template: ScheduleTemplate, inputs: list[UOp], n_dynamic: int,
                  donated: dict[int, int] | None = None,
-                 unflatten: Callable[[list[UOp]], list[UOp]] = list, reuse_results: bool = False) -> None:
+                 unflatten: Callable[[list[UOp]], list[UOp]] = list,
+                 reuse_results: bool | Literal["inline"] = False) -> None:
         # encoded against stand-ins for the inputs and outputs, patched per call: the command buffers keep what they
         # were encoded with alive, and must not keep the first call's arguments (nor memory for results) alive
         stand_ins = [_stand_in(b) for b in inputs[:n_dynamic]]
@@ -250,21 +254,23 @@ class Program:
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
         self.scalar_args: dict[int, ScalarArgs] = {}   # by input position: Python scalars' buffers (jit's replays)
-        # jit replays may take back whole results of the call before last (`_reuse`)
+        # a call may take back whole results of the call before last (`_reuse`)
         of_output = {v[1]: k for k, v in enumerate(self.result_views) if v[0] == "out"}
         self._result_of_output = [of_output.get(j) for j in range(len(self.outputs))]   # (each output's result)
         distinct = all(v[0] == "out" for v in self.result_views) and \
             len({v[1] for v in self.result_views}) == len(self.result_views) == len(self.outputs)
         self.recent: deque[list[UOp]] | None = deque(maxlen=2) \
-            if reuse_results and pooled and distinct and not donated and not self.sharded else None
+            if reuse_results and (reuse_results is True or self.inline) and pooled and distinct and not donated \
+            and not self.sharded else None
         if self.recent is not None:
             _recycling.add(self)
         # (an eager program's case: `execute` makes its outputs and results without per-output tests)
-        self.plain = self.recent is None and all(spec is not None and spec[0] != "alias" for spec in self.out_specs) \
+        self.plain = all(spec is not None and spec[0] != "alias" for spec in self.out_specs) \
             and all(kind == "out" for kind, _, _ in self.result_views)
         # what this program holds while something caches it (the eager program cache weighs it so): its arenas, the
-        # idle outputs its pools may keep, its encoded words and its kernels' code
-        self.nbytes = self.planned_bytes + (POOL_DEPTH * sum(buffer_nbytes(b) for b in self.outputs) if pooled else 0) \
+        # idle outputs its pools may keep (and the results `recent` keeps), its encoded words and its kernels' code
+        kept = POOL_DEPTH + (self.recent.maxlen if self.recent is not None else 0)
+        self.nbytes = self.planned_bytes + (kept * sum(buffer_nbytes(b) for b in self.outputs) if pooled else 0) \
             + sum(seg.cb.words.nbytes + sum(getattr(p.keepalive, "nbytes", 0) for p in getattr(seg.cb, "programs", ()))
                   for seg in self.segments)
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
@@ -445,7 +451,9 @@ class Program:
     def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
         """Run the program on inputs `mems` (the memory of buffers `in_bufs`, which donated outputs take over):
         the results, each a view of its output buffer (or of an input), per device part."""
-        if self.plain:   # every output fresh, every result one of them: what the loops below do, without their tests
+        if self.recent is not None and (results := self._reuse(mems)) is not None:
+            pass
+        elif self.plain:   # every output fresh, every result one of them: what the loops below do, without their tests
             # (loops, not comprehensions: each of those is a call, and an eager op runs this every time)
             out_bufs = []
             for spec in self.out_specs:
@@ -454,7 +462,7 @@ class Program:
             for _, a, shape in self.result_views:
                 b = out_bufs[a]
                 results.append(b if shape is None else UOp(Ops.RESHAPE, b.dtype, (b,), shape))
-        elif (results := self._reuse(mems) if self.recent is not None else None) is None:
+        else:
             out_bufs = []
             for i, spec in enumerate(self.out_specs):
                 if spec is None:  # donated: the output takes over the input's buffer
@@ -508,7 +516,9 @@ class Program:
         for k in self._result_of_output:
             u = results[k]
             mem = buffers.get(id(u if u.op is Ops.BUFFER else u.src[0]))   # (memory_of, inlined: every replay)
-            if mem.shared:   # a view of a result (`range_view`) may still read it
+            # a view of a result (`range_view`) may still read it; so may a submission to another device that holds the
+            # Buffer (a copy of it to another CPU: same-device work holds the raw memory, and runs before a reuse)
+            if mem.shared or sys.getrefcount(mem) > 3:
                 del mems[n:]
                 recent.appendleft(results)
                 return None
