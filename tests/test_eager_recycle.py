@@ -91,7 +91,7 @@ def test_only_a_program_run_inline_recycles() -> None:
         t = x * 2.5 + 1
         key = describe(UOp(Ops.SINK, None, (t.uop,))).key
         t.realize()
-        prog = _programs.peek(key)
+        prog = _programs.peek(key)()   # (held weakly: `tgfx.lowering._keep` owns it)
         assert (prog.recent is not None) is recycles and prog.inline is recycles
 
 
