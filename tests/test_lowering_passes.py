@@ -179,6 +179,61 @@ def test_symbolic_simplifies_each_clause_of_a_condition_given_the_others():
     assert graph_rewrite(alone, pm_given_valid) is alone
 
 
+def _fno_interleave(x: UOp) -> UOp:
+    """The offset of element `x` of fno's spectral weights' gradient read through a complex value's (re, im)
+    interleave: (batch, 64 rows, 1024, 2) stored as (batch, 2, 64 rows, 1024)."""
+    return (x // 2) % 1024 + (x % 2) * 1024 + ((x // 2048) % 64) * 2048 + (x // 131072) * 131072
+
+
+def _divmods(u: UOp) -> int:
+    return sum(n.op in (Ops.IDIV, Ops.MOD) for n in u.toposort())
+
+
+def test_symbolic_reads_an_index_of_a_negated_loop_by_the_loop_run_backwards():
+    """The last rows of a wrapped axis (`x[:, -m:]`, an FFT's negative frequencies) read through an interleave: the
+    row is `-s * 64 + 1024 + ...`, whose negative term kept every division of the offset (six a read; fno's
+    spectral gradient, 126 in one kernel, 234 ms of LLVM). With s = 15 - s' every term is a non-negative multiple of
+    a loop and each division folds; the offset is the same at every point of the loops."""
+    from tgfx.lowering.symbolic import pm_given_valid
+    b, p, r, s = rng(8, 0), rng(2, 1), rng(32, 2), rng(16, 3)
+    off = simplify(_fno_interleave(p + r * 2 + (-s) * 64 + 1024 + b * 131072))
+    assert _divmods(off) == 6
+    out = graph_rewrite(UOp(Ops.INDEX, dtypes.float32, (g(1, 1048576), off)), pm_given_valid).src[1]
+    assert _divmods(out) == 0, out
+    for bv, pv, rv, sv in itertools.product((0, 7), range(2), range(0, 32, 5), range(16)):
+        x = pv + rv * 2 - sv * 64 + 1024 + bv * 131072
+        want = (x // 2) % 1024 + (x % 2) * 1024 + ((x // 2048) % 64) * 2048 + (x // 131072) * 131072
+        assert simplify(out.substitute({b: c(bv), p: c(pv), r: c(rv), s: c(sv)})).arg == want
+    both = simplify(_fno_interleave(p + r * 2 + s * 64 + (-s) * 32 + 1024))   # s read as itself too: left as it is
+    assert graph_rewrite(UOp(Ops.INDEX, dtypes.float32, (g(1, 1048576), both)), pm_given_valid).src[1] is both
+
+
+def test_symbolic_bounds_a_negated_loop_by_its_condition_and_simplifies_the_masked_load():
+    """`15 - s < 15` is s >= 1 (a negative multiple bounds its loop from the other side), and a load whose value only
+    that condition lets through (`where(valid, load, -0.0)`, unclamped: its offset stays in the buffer anyway) may read
+    at an offset simplified there: with s in [1, 15] the interleave's `// 2048` is 0. Exact where the condition holds,
+    and in the buffer everywhere."""
+    from tgfx.lowering.symbolic import _narrowed, pm_given_valid
+    b, p, r, s = rng(8, 0), rng(2, 1), rng(32, 2), rng(16, 3)
+    assert _narrowed(simplify(UOp(Ops.CMPLT, dtypes.bool, ((-s) + 15, c(15))))) == {s: (1, 15)}
+    assert _narrowed(simplify(UOp(Ops.CMPLT, dtypes.bool, (c(14), (-s) + 15)))) == {s: (0, 0)}
+    assert _narrowed(simplify(UOp(Ops.CMPLT, dtypes.bool, (s * -2 + r + 40, c(12))))) == {s: (15, 15), r: (0, 1)}
+    valid = simplify(UOp(Ops.CMPLT, dtypes.bool, ((-s) + 15, c(15))))
+    off = simplify(_fno_interleave(p + r * 2 + (-s) * 64 + 2048 + b * 131072))
+    buf = g(1, 1048576)
+    ld = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (buf, off)),))
+    alone = graph_rewrite(ld, pm_given_valid).src[0].src[1]
+    assert _divmods(alone) > 0    # over the whole of s the offset crosses 2048: one division is left
+    out = graph_rewrite(valid.where(ld, UOp.const(dtypes.float32, -0.0)), pm_given_valid)
+    new_off = out.src[1].src[0].src[1]
+    assert out.src[0] is valid and _divmods(new_off) == 0, new_off
+    assert 0 <= new_off.vmin and new_off.vmax < 1048576
+    for bv, pv, rv, sv in itertools.product((0, 7), range(2), range(0, 32, 5), range(1, 16)):
+        x = pv + rv * 2 - sv * 64 + 2048 + bv * 131072
+        want = (x // 2) % 1024 + (x % 2) * 1024 + ((x // 2048) % 64) * 2048 + (x // 131072) * 131072
+        assert simplify(new_off.substitute({b: c(bv), p: c(pv), r: c(rv), s: c(sv)})).arg == want
+
+
 def test_an_offsets_terms_are_in_content_order_in_every_process():
     """`split_offset` orders an index's terms by their content key, which the renderer adds them in: by `id` (where the
     nodes lay in memory) a kernel's IR differed between processes."""

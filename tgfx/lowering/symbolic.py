@@ -322,9 +322,9 @@ pm_symbolic = PatternMatcher([
 # ---- an index read only where a condition holds, simplified within the bounds the condition puts on loops ----
 def _narrowed(valid: UOp) -> dict[UOp, tuple[int, int]]:
     """The bounds the clauses `e < c` and `c < e` of condition `valid` (an AND of them) put on loop ranges, where
-    narrower than the range's own: `e` a range, or a sum of positive multiples of ranges and a constant, each range
-    bounded with the others at their extremes (`1 < r * 2 + s` with s < 2: r >= 1, a concatenation's second piece
-    read through an interleave)."""
+    narrower than the range's own: `e` a range, or a sum of multiples of ranges and a constant, each range bounded
+    with the others at their extremes (`1 < r * 2 + s` with s < 2: r >= 1, a concatenation's second piece read
+    through an interleave; `15 - r < 15`: r >= 1, the last rows of a flipped or wrapped axis)."""
     bounds: dict[UOp, tuple[int, int]] = {}
     for c in conjuncts(valid):
         if c.op is Ops.CMPLT and c.src[1].op is Ops.CONST:
@@ -334,25 +334,42 @@ def _narrowed(valid: UOp) -> dict[UOp, tuple[int, int]]:
     return {r: (lo, hi) for r, (lo, hi) in bounds.items() if lo <= hi and (lo, hi) != (0, r.src[0].arg - 1)}
 
 
+def _range_coef(t: UOp) -> tuple[UOp | None, int]:
+    """`_coef` of a sum's term, a negated range's multiple (`-r * 64`) as the range's (r, -64)."""
+    b, k = _coef(t)
+    if b is not None and b.op is Ops.NEG and b.dtype.is_int:
+        return b.src[0], -k
+    return b, k
+
+
 def _bound_sum(e: UOp, lo: int | None, hi: int | None, bounds: dict[UOp, tuple[int, int]]) -> None:
-    """Narrow `bounds` (range -> (lo, hi)) by `lo <= e <= hi` (either None: unbounded), for `e` a sum of positive
-    multiples of distinct ranges and a constant; nothing for any other `e`."""
+    """Narrow `bounds` (range -> (lo, hi)) by `lo <= e <= hi` (either None: unbounded), for `e` a sum of non-zero
+    multiples of distinct ranges and a constant; nothing for any other `e`. A negative multiple bounds its range from
+    the other side (k * r >= a is r <= a // k)."""
     if not isinstance(lo, (int, type(None))) or not isinstance(hi, (int, type(None))):
         return
-    terms = [_coef(t) for t in sum_terms(e)]
+    terms = [_range_coef(t) for t in sum_terms(e)]
     rs = [(b, k) for b, k in terms if b is not None]
-    if not rs or any(b.op is not Ops.RANGE or k <= 0 for b, k in rs) or len({b for b, _ in rs}) != len(rs):
+    if not rs or any(b.op is not Ops.RANGE or k == 0 for b, k in rs) or len({b for b, _ in rs}) != len(rs):
         return
     const = sum(k for b, k in terms if b is None)
 
     def own(r: UOp) -> tuple[int, int]:
         return bounds.get(r, (0, r.src[0].arg - 1))
+
+    def most(r: UOp, k: int) -> int:
+        return max(k * own(r)[0], k * own(r)[1])
+
+    def least(r: UOp, k: int) -> int:
+        return min(k * own(r)[0], k * own(r)[1])
     for r, k in rs:
         r_lo, r_hi = own(r)
         if lo is not None:   # k * r >= lo - const - (the others at their most)
-            r_lo = max(r_lo, -(-(lo - const - sum(kk * own(b)[1] for b, kk in rs if b is not r)) // k))
+            a = lo - const - sum(most(b, kk) for b, kk in rs if b is not r)
+            r_lo, r_hi = (max(r_lo, -(-a // k)), r_hi) if k > 0 else (r_lo, min(r_hi, a // k))
         if hi is not None:   # k * r <= hi - const - (the others at their least)
-            r_hi = min(r_hi, (hi - const - sum(kk * own(b)[0] for b, kk in rs if b is not r)) // k)
+            a = hi - const - sum(least(b, kk) for b, kk in rs if b is not r)
+            r_lo, r_hi = (r_lo, min(r_hi, a // k)) if k > 0 else (max(r_lo, -(-a // k)), r_hi)
         bounds[r] = (r_lo, r_hi)
 
 
@@ -363,17 +380,29 @@ def divmods(nodes: list[UOp]) -> int:
 
 def _within(x: UOp, bounds: dict[UOp, tuple[int, int]]) -> UOp | None:
     """`x` simplified as if each range r of `bounds` ran only over [lo, hi]: r becomes lo + r' (r' a range of
-    hi - lo + 1) for the rules, and r - lo again after. None unless that leaves fewer divisions and remainders."""
+    hi - lo + 1) for the rules, and r - lo again after; a range `x` reads only negated (a flipped or wrapped axis's
+    `-r`, bounded or not) becomes hi - r', so that every term the rules see is a non-negative multiple of a range.
+    None unless that leaves fewer divisions and remainders."""
     nodes = x.toposort()
+    if not (before := divmods(nodes)):
+        return None
     deps = set(nodes)
     bounds = {r: b for r, b in bounds.items() if r in deps}
-    if not bounds or not (before := divmods(nodes)):
+    negated = {r: neg for r in nodes if r.op is Ops.RANGE and r.src[0].op is Ops.CONST and
+               (neg := UOp(Ops.NEG, r.dtype, (r,))) in deps and not any(r in u.src for u in nodes if u is not neg)}
+    bounds |= {r: (0, r.src[0].arg - 1) for r in negated if r not in bounds}
+    if not bounds:
         return None
     fresh = {r: UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, hi - lo + 1),), (-1 - i, "given"))
              for i, (r, (lo, hi)) in enumerate(bounds.items())}
-    inner = x.substitute({r: fresh[r] + lo if lo else fresh[r] for r, (lo, _) in bounds.items()})
-    inner = graph_rewrite(inner, pm_symbolic, name="symbolic given valid")
-    out = inner.substitute({fresh[r]: r + -lo if lo else r for r, (lo, _) in bounds.items()})
+    into, back = {}, {}
+    for r, (lo, hi) in bounds.items():
+        if r in negated:   # -r = r' - hi, r' = hi - r
+            into[negated[r]], back[fresh[r]] = fresh[r] + -hi if hi else fresh[r], negated[r] + hi if hi else negated[r]
+        else:
+            into[r], back[fresh[r]] = fresh[r] + lo if lo else fresh[r], r + -lo if lo else r
+    inner = graph_rewrite(x.substitute(into), pm_symbolic, name="symbolic given valid")
+    out = inner.substitute(back)
     return out if divmods(out.toposort()) < before else None
 
 
@@ -386,6 +415,32 @@ def simplify_given_valid(x: UOp, valid: UOp, idx: UOp) -> UOp | None:
     if not idx.dtype.is_int or not (bounds := _narrowed(valid)) or (out := _within(idx, bounds)) is None:
         return None
     return x.replace(src=(valid, out, x.src[2]))
+
+
+def simplify_flipped_index(x: UOp) -> UOp | None:
+    """A buffer's offset that reads a loop only negated (`-r`: a flipped axis, the last rows of a wrapped one, an FFT's
+    negative frequencies), simplified with the loop running backwards (`_within`), where every term is a non-negative
+    multiple of a loop and the division rules apply: `((r*2 + 1024 - s*64) // 2) % 1024` is `r + 512 + (15 - s)*32`."""
+    buf, off = x.src[:2] if len(x.src) >= 2 else (None, None)
+    if off is None or not off.dtype.is_int or off.op is Ops.WHERE or (out := _within(off, {})) is None:
+        return None
+    return x.replace(src=(buf, out, *x.src[2:]))
+
+
+def simplify_masked_load(x: UOp, valid: UOp, ld: UOp) -> UOp | None:
+    """`where(valid, load(buf[off]), other)`: the value loaded matters only where valid holds, so its offset may be
+    simplified as if the loops valid bounds ran only there (`_within`), where the simplified offset stays in the
+    buffer over the loops' whole ranges (the load runs everywhere). A read of the last rows of a wrapped axis (an
+    FFT's negative frequencies, `x[:, -m:]`) through a complex value's interleave kept its offset's wrap-around
+    divisions and remainders (three of each a read of fno's spectral gradient: 234 ms of LLVM for one kernel)."""
+    index = ld.src[0]
+    if len(ld.src) != 1 or index.op is not Ops.INDEX or len(index.src) != 2 or index.src[0].op is not Ops.DEFINE_GLOBAL:
+        return None
+    buf, off = index.src
+    if not off.dtype.is_int or off.op is Ops.WHERE or not (bounds := _narrowed(valid)) or \
+            (out := _within(off, bounds)) is None or out.vmin < 0 or out.vmax >= buf.arg[1]:
+        return None
+    return x.replace(src=(valid, ld.replace(src=(index.replace(src=(buf, out)),)), x.src[2]))
 
 
 def conjuncts(c: UOp) -> list[UOp]:
@@ -417,5 +472,7 @@ def _all(cs: list[UOp]) -> UOp:
 pm_given_valid = PatternMatcher([
     (UPat(Ops.WHERE, src=(UPat.var("valid"), UPat.var("idx"), UPat.cvar("zero")), name="x"),
      lambda x, valid, idx, zero: simplify_given_valid(x, valid, idx) if zero.arg == 0 else None),
+    (UPat(Ops.INDEX, name="x"), simplify_flipped_index),
+    (UPat(Ops.WHERE, src=(UPat.var("valid"), UPat(Ops.LOAD, name="ld"), UPat.var()), name="x"), simplify_masked_load),
     (UPat(Ops.AND, name="x"), simplify_clauses),
 ], pure=True)
