@@ -184,6 +184,21 @@ def _leaf_tensor(x: Any, devs: str | tuple[str, ...] | None = None) -> Tensor:
     return Tensor(x, device=dev)
 
 
+def _fast_tensors(leaves: list, device: str) -> list[Tensor] | None:
+    """The fast path's leaves (`flatten_fast`: Tensors on one device and Python scalars) as the general path's Tensors
+    (`_leaf_tensor`), or None for an int out of range (the general path names the argument)."""
+    out = []
+    for x in leaves:
+        if type(x) is Tensor:
+            out.append(x)
+            continue
+        try:
+            out.append(_leaf_tensor(x, device))
+        except OverflowError:
+            return None
+    return out
+
+
 def _describe_change(a: LeafSpec, b: LeafSpec) -> str:
     if a[0] == b[0] == "tensor":
         (sa, da, va, xa, wa), (sb, db, vb, xb, wb) = a[1], b[1]
@@ -472,7 +487,11 @@ class Jit:
             if fast is not None and kwargs and not flatten_fast(kwargs, fast, sig):
                 fast = None
             if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
-                out = replay(hit[0], fast, hit[2])
+                if hit[0].donated:   # (an optimizer's step: the general path's run, without its flatten and specs)
+                    tensors = _fast_tensors(fast, hit[2])
+                    if tensors is not None:
+                        return self._run(hit[0], hit[1], tensors, args)
+                out = replay(hit[0], fast, hit[2]) if not hit[0].donated else None
                 if out is not None:
                     if marked:   # (a value committed to the default device lives: see `_commit_results`)
                         _commit_results(fast, out)
@@ -500,7 +519,7 @@ class Jit:
         prog, outs = hit
         # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie; a
         # call that moved an uncommitted Tensor has none: its key holds where each Tensor is, not where it goes)
-        if fast is not None and not prog.donated and not prog.sharded and not moved and \
+        if fast is not None and not prog.sharded and not moved and \
                 (devs is None or not any(type(x) is np.ndarray for x in leaves)):
             self._fast[fast_key] = (prog, outs, devs or DEFAULT_DEVICE)
         return self._run(prog, outs, tensors, args)
