@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tgfx import _trace_constants as trace_constants
 from tgfx.devices import DEFAULT_DEVICE, get_device
 from tgfx.devices import canonical_device as _canon
 from tgfx.devices.network import DistributedError
@@ -573,10 +574,15 @@ def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
         host = np.ascontiguousarray(bits)
     else:
         host = np.ascontiguousarray(arr.astype(d.np, copy=False))
-    buf = new_buffer(device, host.size, d)
-    if host.size:
-        copyin(buf, host)
-    for trace in current().traces:   # made inside a traced function: its constant (see Function._capture_implicit)
+    traces = current().traces
+    buf, dig = trace_constants.find(data, d, device, host) if traces else (None, b"")
+    if buf is None:
+        buf = new_buffer(device, host.size, d)
+        if host.size:
+            copyin(buf, host)
+        if dig:   # an array a trace reads: the traces after it read this buffer while it holds the same bytes
+            trace_constants.remember(data, d, device, dig, buf)
+    for trace in traces:   # made inside a traced function: its constant (see Function._capture_implicit)
         trace.made.add(buf)
     return buf if arr.ndim == 1 else UOp(Ops.RESHAPE, d, (buf,), arr.shape)
 

@@ -3,6 +3,7 @@ memory and host copies), `Program` (a compiled kernel, or a Python function run 
 callback's guard `running_callback`)."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import functools
@@ -110,7 +111,23 @@ KernelFn = Callable[[int, int, int], None]
 _KERNEL_CTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _HOST_KERNEL_CTYPE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _PROGRAMS: weakref.WeakValueDictionary[int, Program] = weakref.WeakValueDictionary()   # id -> Program
-_PROGRAM_NAMES: dict[int, str] = {}       # id -> name, for profile events and faults of programs since collected
+# id -> name, for profile events and faults read after their program was collected: the names of live programs and
+# of the last `COLLECTED_NAMES` collected (one per program ever made was a process's every eager shape's, for good)
+_PROGRAM_NAMES: dict[int, str] = {}
+COLLECTED_NAMES = 4096
+_collected: collections.deque[int] = collections.deque()   # the collected ones whose names are kept, oldest first
+
+
+def _forget_name(pid: int) -> None:
+    """Program `pid` was collected: its name stays for the events still to be read, until `COLLECTED_NAMES` newer."""
+    _collected.append(pid)
+    while len(_collected) > COLLECTED_NAMES:
+        try:
+            _PROGRAM_NAMES.pop(_collected.popleft(), None)
+        except IndexError:   # (another thread's collection took the last one)
+            break
+
+
 _program_ids = itertools.count(1)
 
 
@@ -194,6 +211,7 @@ class Program:
         self.id = next(_program_ids)
         _PROGRAMS[self.id] = self
         _PROGRAM_NAMES[self.id] = name
+        weakref.finalize(self, _forget_name, self.id)
 
     def __repr__(self) -> str:
         where = f"at {self.addr:#x}" if self.addr is not None else "(python)"
