@@ -2,6 +2,7 @@
 
 Gradients are checked against central finite differences (float64) and against the plain function's gradient;
 rules that differ from the true derivative on purpose check that the rule is what runs."""
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -271,6 +272,40 @@ def test_a_jvp_rule_written_with_a_loop_runs_in_forward_mode() -> None:
         _, t = tg.jvp(f, (x,), (tnp.ones_like(x),))
         np.testing.assert_allclose(t.numpy(), 2 * np.cos(X), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(tg.jacfwd(lambda x: f(x).sum())(x).numpy(), 2 * np.cos(X), rtol=1e-5, atol=1e-6)
+
+
+def test_a_jvp_rule_with_a_counted_loop_transposes_under_grad() -> None:
+    """grad of a custom_jvp whose rule sums its tangent with a fori_loop or a scan (the carry linear in the tangent):
+    JAX transposes the rule's loop; tgfx raised 'jvp ... is not linear in the tangents', since the loop's backward
+    took the forward's saved carries (and the tangent they were computed from) as operands it never read. The
+    values jax 0.10.2 gives: 2 cos(x). A rule that is not linear in its tangent still raises."""
+    def make(kind: str) -> Callable:
+        @tg.custom_jvp
+        def f(x: tg.Tensor) -> tg.Tensor:
+            return tnp.sin(x) * 2
+
+        @f.defjvp
+        def rule(p: tuple, t: tuple) -> tuple:
+            (x,), (dx,) = p, t
+            if kind == "fori":      # four halves of cos(x) dx
+                s = tg.lax.fori_loop(0, 4, lambda i, a: a + tnp.cos(x) * dx * 0.5, tnp.zeros_like(dx))
+            elif kind == "scan":    # 1 + 1/2 + 1/4 + ... of cos(x) dx, forty terms
+                s = tg.lax.scan(lambda a, _: (0.5 * a + tnp.cos(x) * dx, None), tnp.zeros_like(dx), None, length=40)[0]
+            else:                   # carries dx * dx: not a JVP
+                s = tg.lax.fori_loop(0, 2, lambda i, a: a + tnp.cos(x) * dx * dx, tnp.zeros_like(dx))
+            return f(x), s
+        return f
+    x = tg.asarray(X.astype(np.float32))
+    for kind in ("fori", "scan"):
+        f = make(kind)
+        np.testing.assert_allclose(tg.grad(lambda v, f=f: f(v).sum())(x).numpy(), 2 * np.cos(X), rtol=1e-5, atol=1e-6)
+        _, pullback = tg.vjp(f, x)
+        np.testing.assert_allclose(pullback(tnp.asarray(Y.astype(np.float32)))[0].numpy(), 2 * np.cos(X) * Y,
+                                   rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tg.grad(lambda v: make("fori")(v).sum())(tg.asarray([0.3, 1.2])).numpy(),
+                               [1.910673, 0.7247154], rtol=1e-6)
+    with pytest.raises(TypeError, match="is not linear in the tangents"):
+        tg.grad(lambda v: make("square")(v).sum())(x)
 
 
 # ---- a custom backward's grad_outputs have the function's return structure ----

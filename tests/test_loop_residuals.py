@@ -271,3 +271,22 @@ def test_jvp_and_linearize_take_the_forward_mode_way() -> None:
     assert dy.item() == pytest.approx(fd, rel=1e-6)
     _, lin = tg.linearize(tg_sinkhorn, c)
     assert lin(t).item() == pytest.approx(fd, rel=1e-6)
+
+
+def test_a_loop_linear_in_its_carry_is_not_run_again_for_its_backward() -> None:
+    """The VJP of a step linear in its carry (a + sin(x), a * 0.9) reads no saved carry: the backward loop takes
+    zeros for those operands, so the saving forward (a second run of the loop, kept for the saved carries only) is
+    not built, and jit runs one kernel less (5, was 6). A step that reads its carry nonlinearly still saves it."""
+    x = tg.asarray(np.array([0.5, 1.5, 2.0]))
+
+    def linear(v: tg.Tensor) -> tg.Tensor:
+        return tg.lax.fori_loop(0, 10, lambda i, a: a * 0.9 + tnp.sin(v), tnp.zeros(3)).sum()
+
+    def squared(v: tg.Tensor) -> tg.Tensor:
+        return tg.lax.fori_loop(0, 10, lambda i, a: a * a * 0.1 + tnp.sin(v), tnp.zeros(3)).sum()
+    g = tg.grad(linear)(x)
+    assert [len(v) for v in loops(g).values()] == [1, 0, 0]
+    np.testing.assert_allclose(g.numpy(), np.cos(x.numpy()) * sum(0.9 ** k for k in range(10)), rtol=1e-12)
+    assert len(loops(tg.grad(squared)(x))["saving"]) == 1
+    np.testing.assert_allclose(tg.grad(squared)(x).numpy(), numeric_grad(lambda v: squared(tg.asarray(v)).item(),
+                                                                            x.numpy()), rtol=1e-6)

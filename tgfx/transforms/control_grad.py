@@ -241,6 +241,15 @@ def loop_grad(ctx: tuple, ret: UOp) -> tuple:
     src = (bw_body, *consts, *extra, *init_ct, *(_zeros(consts[i], dev) for i in summed), *saved, *xs,
            *(_on(ct_ys[j], dev) for j in cy), *(_on(ct_saved[j], dev) for j in cs), *residual,
            *([steps] if steps is not None else []))
+    # a const or slice the backward body does not read is zeros, not the value: a step linear in its carries (a
+    # custom_jvp rule's loop over its tangent) has a VJP that reads no saved carry, and the transpose then neither
+    # runs the forward again nor holds what it was computed from (the rule's tangent), as JAX's transpose of a linear
+    # scan reads no primal of the carry
+    read, nc2 = set(params_of(bw_body)), bw_spec.n_consts
+    unread = [i for i in (*range(1, 1 + nc2), *range(1 + nc2 + bw_spec.n_carry, 1 + nc2 + bw_spec.n_carry +
+                                                       bw_spec.n_xs)) if i not in read]
+    if unread and isinstance(dev, str):
+        src = tuple(_zeros(u, dev) if i in unread else u for i, u in enumerate(src))
     bw = UOp(Ops.LOOP, None, src, bw_spec)
 
     out: list[UOp | None] = [None] * len(ret.src)
