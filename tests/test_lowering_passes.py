@@ -598,6 +598,34 @@ def test_block_sums_splits_a_long_sum_of_products_into_blocks_each_in_its_own_re
     np.testing.assert_allclose(got, x[None].astype(np.float64) @ w[:, None].repeat(3, 1), rtol=1e-5)
 
 
+def test_nested_sums_sum_a_long_plain_sum_in_levels_each_in_its_own_register():
+    """`out[i] = sum_k a[i, k]` over 4,096 steps: the reduce loop is three levels, 8 x 8 x 64, each a REDUCE of its own
+    (a register set to zero inside the loop around it), the index `o1 * 512 + o2 * 64 + k`; 4,099 steps (prime) sum
+    their last 3 in a loop of their own after the levels. A sum of at most `LEAF` steps, a sum of products
+    (`block_sums`') and a max stay one loop."""
+    from tgfx.lowering.block_sum import level, nested_sums
+
+    assert [level(n) for n in (4096, 500, 2717, 4099)] == [(8, 0), (5, 0), (11, 0), (8, 3)]
+
+    def kernel(n: int, product: bool = False, op: Ops = Ops.ADD) -> UOp:
+        a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 3 * n),), (3, n))
+        b = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(2, n),), (1, n)),), (3, n))
+        red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (a * b if product else a,), (op, (1,)))
+        return simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 3), red)),))))
+    lin, acc_of = linearize(nested_sums(kernel(4096)))
+    assert [u.src[0].arg for u in lin if u.op is Ops.RANGE] == [3, 8, 8, 64]
+    structure = [u.op for u in lin if u.op in (Ops.RANGE, Ops.END, Ops.DEFINE_ACC, Ops.STORE)]
+    assert structure == [Ops.RANGE, Ops.DEFINE_ACC, Ops.RANGE, Ops.DEFINE_ACC, Ops.RANGE, Ops.DEFINE_ACC, Ops.RANGE,
+                         Ops.STORE, Ops.END, Ops.STORE, Ops.END, Ops.STORE, Ops.END, Ops.STORE, Ops.END]
+    assert len(acc_of) == 3
+    render_llvm("k", lin, acc_of, [g(0, 3), g(1, 3 * 4096)])
+    lin, acc_of = linearize(nested_sums(kernel(4099)))
+    assert [u.src[0].arg for u in lin if u.op is Ops.RANGE] == [3, 8, 8, 64, 3]
+    render_llvm("k", lin, acc_of, [g(0, 3), g(1, 3 * 4099)])
+    for left in (kernel(64), kernel(4096, product=True), kernel(4096, op=Ops.MAX)):
+        assert nested_sums(left) is left
+
+
 def test_linearize_reduce_of_a_loop_invariant_value():
     """A reduce whose value does not depend on its own range (a sum of constants, as `x.at[i].set(0.0)` builds)
     places no SINK into the program: hoisting looks at the values, never at the group that wraps them."""
@@ -730,7 +758,8 @@ def test_loops_of_a_kernel_too_small_to_pay_for_vectorising_are_left_as_written(
     small, ops = column_sum(128, 10)
     assert ops <= SMALL_KERNEL_OPS
     assert '"llvm.loop.unroll.disable"' in small and '"llvm.loop.vectorize.enable", i1 false' in small
-    assert small.count("!llvm.loop !0") + small.count("!llvm.loop !1") == 2   # both loops (!1: around a loop)
+    # every loop (!1: around a loop): the columns', and the rows' 128 as two levels of 8 x 16 (`nested_sums`)
+    assert small.count("!llvm.loop !0") + small.count("!llvm.loop !1") == 3
     big, ops = column_sum(4096, 512)
     assert ops > SMALL_KERNEL_OPS and "llvm.loop.vectorize" not in big
     assert big.count("!llvm.loop !0") == 0   # (a loop around a loop is never unrolled: !1)

@@ -34,7 +34,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import graph_rewrite, keep_rewritten, release_rewritten
 from tgfx.ir.spec import check_stage
 from tgfx.ir.uop import UOp, buffers
-from tgfx.lowering.block_sum import block_sums
+from tgfx.lowering.block_sum import block_sums, nested_sums
 from tgfx.lowering.compile import (
     CompileQueue,
     KernelCode,
@@ -247,15 +247,22 @@ def render_kernel_values(name: str, sink: UOp, opts: Sequence[Opt], target: Targ
     sink = panel_buffers(row_buffers(sink, target), target)
     # a contraction's long reduce loop summed in blocks, each block in a register of its own (BLAS's rounding)
     sink = block_sums(sink)
-    lin, acc_of = linearize(decompose_transcendentals(sink))
+    transcendental = any(u.op in GroupOp.Transcendental for u in sink.toposort())
+    sink = decompose_transcendentals(sink)
+    lin, acc_of = linearize(sink)
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
-    small = scalar_ops(lin) <= SMALL_KERNEL_OPS and not any(u.op in GroupOp.Transcendental for u in sink.toposort())
+    small = scalar_ops(lin) <= SMALL_KERNEL_OPS and not transcendental
+    loop_vectorize = not small and not any(o.op in ("UPCAST", "UNROLL") for o in opts)
+    # a long plain sum whose loop LLVM's vectoriser leaves (a column sum's, over an UPCAST's lanes) summed in nested
+    # levels, each in a register of its own (a pairwise tree's rounding, at one addition a block)
+    if not loop_vectorize and (nested := nested_sums(sink)) is not sink:
+        lin, acc_of = linearize(nested)
     trips = runtime_trips(lin) if trips_by_value else None
     # LLVM's unroller is for the loops of reduces (a tile's reduce loop, a row's passes); a kernel without one moves or
     # combines elements once each, which its loop vectoriser interleaves already: unrolled, it compiled 2-5x longer
     # (the MLP step's copies into packed panels: 23 -> 5 ms each) and ran no faster (gelu 16M, the SGD updates)
     ir = render_llvm(name, lin, acc_of, bufs, target=target, loop_unroll=not small and bool(acc_of),
-                     loop_vectorize=not small and not any(o.op in ("UPCAST", "UNROLL") for o in opts),
+                     loop_vectorize=loop_vectorize,
                      tile=not small and any(o.op == "UPCAST" for o in opts), trips_arg=trips)
     return ir, lin, bufs, () if trips is None else (trips.src[0].arg,)
 
