@@ -523,9 +523,11 @@ def _split2(k: Tensor) -> tuple[Tensor, Tensor]:
 
 
 # ---- permutations ----
+@_compiled(2)
 def _shuffle(k: Tensor, x: Tensor, axis: int) -> Tensor:
     """`x` sorted along `axis` by fresh random 32-bit keys, repeated until collisions are negligible (JAX's
-    `_shuffle`: ceil(3 * log(n) / log(2**32 - 1)) rounds of a stable sort)."""
+    `_shuffle`: ceil(3 * log(n) / log(2**32 - 1)) rounds of a stable sort). Compiled, as the draws are: an eager
+    shuffle built its sorting network's graph again at every call (4.8 ms for 100 rows, jax's 0.95 ms)."""
     from tgfx.numpy import argsort, take_along_axis
     rounds = math.ceil(3 * math.log(max(1, x.size)) / math.log(0xFFFFFFFF))
     for _ in range(rounds):
@@ -551,7 +553,7 @@ def permutation(key: KeyLike, x: int | ArrayLike, axis: int = 0, independent: bo
         if x < 0:
             raise ValueError(f"permutation: `x` must be a non-negative length, got {x}")
         normalize_axis(axis, 1, "permutation")
-        return _shuffle(k, Tensor.arange(int(x), dtype=dtypes.int32), 0) if x else Tensor.full((0,), 0, dtypes.int32)
+        return _permuted_range(k, int(x)) if x else Tensor.full((0,), 0, dtypes.int32)
     t = x if isinstance(x, Tensor) else Tensor(np.asarray(x))
     if t.ndim == 0:
         raise TypeError("permutation: `x` must be an integer or an array of at least one dimension, got a 0-d array")
@@ -561,7 +563,13 @@ def permutation(key: KeyLike, x: int | ArrayLike, axis: int = 0, independent: bo
     if independent or t.ndim == 1:
         return _shuffle(k, t, axis)
     from tgfx.numpy import take
-    return take(t, _shuffle(k, Tensor.arange(t.shape[axis], dtype=dtypes.int32), 0), axis=axis)
+    return take(t, _permuted_range(k, t.shape[axis]), axis=axis)
+
+
+@_compiled(1)
+def _permuted_range(k: Tensor, n: int) -> Tensor:
+    """A permutation of range(n): its arange in the compiled shuffle, not an eager graph of every call."""
+    return _shuffle(k, Tensor.arange(n, dtype=dtypes.int32), 0)
 
 
 # the distributions built on these draws (JAX's algorithms), in modules of their own, and the key helpers
