@@ -1,5 +1,6 @@
 """What lowering a kernel costs in Python and in LLVM, by counts: rule calls of the rewrites, compiles, cache hits. And
 that what saves the work leaves the kernels as they were: the same LLVM IR for the same graph. No timing here."""
+import importlib
 import json
 import os
 import subprocess
@@ -323,6 +324,22 @@ def test_a_bodys_template_walks_its_shared_nodes_once_not_once_per_result(monkey
         template_of(body(results, n))
         counts.append(len(visits))
     assert counts[1] - counts[0] < 200, counts
+
+
+def test_a_body_whose_template_is_made_already_is_not_substituted_again(monkeypatch):
+    """A loop's body is scheduled for each of the two steps of its round trip (`control.schedule_loop`), the second
+    finding the first's template: it needs no graph, so its PARAMs are not substituted again (spectral's first call:
+    3 -> 1 substitutions of its RK2 body, gmm_em's 15 -> 3). A body not seen before is substituted once."""
+    schedule = importlib.import_module("tgfx.lowering.schedule")
+    calls: list[UOp] = []
+    real = schedule.substitute_outside_calls
+    monkeypatch.setattr(schedule, "substitute_outside_calls", lambda root, *a, **k: calls.append(root) or
+                        real(root, *a, **k))
+    x, y = (UOp(Ops.PARAM, dtypes.float32, (), (k, (13,), "CPU")) for k in range(2))
+    body = UOp(Ops.TUPLE, None, (x * y + y, y * y))
+    first = schedule.template_of(body, repeated=True)
+    assert calls == [body]
+    assert schedule.template_of(body, repeated=True) is first and calls == [body]
 
 
 def test_lowering_builds_each_index_constant_once(tmp_path, monkeypatch):

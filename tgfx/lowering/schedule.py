@@ -366,17 +366,18 @@ class ScheduleTemplate:
 _templates: LRU[str, ScheduleTemplate] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE))
 
 
-def _cached_template(key: str, roots: list[UOp], n_inputs: int,
+def _cached_template(key: str, roots: list[UOp] | Callable[[], list[UOp]], n_inputs: int,
                      check: Callable[[], None] | None = None) -> ScheduleTemplate:
     # the schedule reads the target (vector widths: _transposed_operand); the input count is no part of the graph
     # where an input is read by nothing once the graph is inlined (a function's unused argument), yet the programs
-    # kept on the template take their output slots after that many inputs. `check` runs before a new one is made
+    # kept on the template take their output slots after that many inputs. `check` runs before a new one is made,
+    # and `roots`, when it is a function, only then: a template found needs no graph
     key = f"{key}|{n_inputs}|{host_target().key}"
     tpl = _templates.get(key)
     if tpl is None:
         if check is not None:
             check()
-        tpl = _templates.setdefault(key, ScheduleTemplate(roots, n_inputs, key))
+        tpl = _templates.setdefault(key, ScheduleTemplate(roots() if callable(roots) else roots, n_inputs, key))
     return tpl
 
 
@@ -397,12 +398,15 @@ def template_of(body: UOp, repeated: bool = False) -> ScheduleTemplate:
     not copied panel by panel by the contraction's kernel every step (`_copies_own_panels`); a branch's body is
     scheduled the same way (a body may be both)."""
     params = params_of(body)
-    mapping = {p: UOp(Ops.RESHAPE, p.dtype, (placeholder(k, p.dtype, p.arg[2], prod(p.arg[1])),), p.arg[1])
-               if p.arg[1] != (prod(p.arg[1]),) else placeholder(k, p.dtype, p.arg[2], prod(p.arg[1]))
-               for k, p in params.items()}
-    # the body (a TUPLE, whose walk `params_of` kept on it) substituted at once: root by root, the nodes its results
-    # share were walked once per result (a GMM's EM loop body: 15 templates, 8% of its first call)
-    roots = list(substitute_outside_calls(body, mapping).src)
+
+    def roots() -> list[UOp]:   # (only for a template not made before: a loop's body is scheduled for each of the
+        # two steps of its round trip, the second finding the first's template)
+        mapping = {p: UOp(Ops.RESHAPE, p.dtype, (placeholder(k, p.dtype, p.arg[2], prod(p.arg[1])),), p.arg[1])
+                   if p.arg[1] != (prod(p.arg[1]),) else placeholder(k, p.dtype, p.arg[2], prod(p.arg[1]))
+                   for k, p in params.items()}
+        # the body (a TUPLE, whose walk `params_of` kept on it) substituted at once: root by root, the nodes its
+        # results share were walked once per result (a GMM's EM loop body: 15 templates, 8% of its first call)
+        return list(substitute_outside_calls(body, mapping).src)
     token = _in_repeated_body.set(repeated or _in_repeated_body.get())
     try:
         return _cached_template(("body:" if _in_repeated_body.get() else "call:") + body.key, roots, len(params),
