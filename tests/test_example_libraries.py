@@ -1,0 +1,181 @@
+"""`tgfx.example_libraries` (JAX's `jax.example_libraries.optimizers` and `stax`): JAX's own examples port by spelling.
+
+The optimisers' values are jax 0.10.2's, recorded from the same program run under `jax.example_libraries` (a stax
+MLP, clipped gradients, a jitted update called with a Python int step, schedules); the layers' against numpy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.example_libraries import optimizers, stax
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((32, 20)).astype(np.float32)
+Y = np.eye(4, dtype=np.float32)[RNG.integers(0, 4, 32)]
+W1, B1 = (RNG.standard_normal((20, 16)) * 0.3).astype(np.float32), (RNG.standard_normal(16) * 0.1).astype(np.float32)
+W2, B2 = (RNG.standard_normal((16, 4)) * 0.3).astype(np.float32), (RNG.standard_normal(4) * 0.1).astype(np.float32)
+_, predict = stax.serial(stax.Dense(16), stax.Relu, stax.Dense(4), stax.LogSoftmax)
+
+
+def loss(params, batch):
+    inputs, targets = batch
+    return -tnp.mean(tnp.sum(predict(params, inputs) * targets, axis=1))
+
+
+def params0():
+    return [(tnp.asarray(W1), tnp.asarray(B1)), (), (tnp.asarray(W2), tnp.asarray(B2)), ()]
+
+
+# jax's loss after 8 jitted updates (jax 0.10.2, jax.example_libraries, the same data and program)
+JAX_LOSSES = {
+    "sgd": (lambda: optimizers.sgd(0.1), 1.165802),
+    "momentum": (lambda: optimizers.momentum(optimizers.exponential_decay(0.1, 4, 0.5), mass=0.9), 0.983272),
+    "nesterov": (lambda: optimizers.nesterov(0.05, 0.9), 0.9180942),
+    "adagrad": (lambda: optimizers.adagrad(0.05), 0.9271716),
+    "rmsprop": (lambda: optimizers.rmsprop(0.01), 0.6260384),
+    "rmsprop_momentum": (lambda: optimizers.rmsprop_momentum(0.005), 0.3904419),
+    "adam": (lambda: optimizers.adam(optimizers.inverse_time_decay(0.01, 3, 0.3, staircase=True)), 1.045932),
+    "adamax": (lambda: optimizers.adamax(optimizers.polynomial_decay(0.02, 6, 0.005)), 0.9530583),
+    "piecewise": (lambda: optimizers.adam(optimizers.piecewise_constant([3, 6], [0.01, 0.005, 0.001])), 1.10686),
+}
+
+
+@pytest.mark.parametrize("name", list(JAX_LOSSES))
+def test_optimizers_train_as_jax_and_trace_once(name: str) -> None:
+    """As JAX's mnist_classifier writes its step: `update(next(itercount), opt_state, batch)` jitted, the step a
+    Python int (one trace for every step), `get_params` inside."""
+    make, want = JAX_LOSSES[name]
+    opt_init, opt_update, get_params = make()
+
+    @tg.jit
+    def update(i, opt_state, batch):
+        g = optimizers.clip_grads(tg.grad(loss)(get_params(opt_state), batch), 1.0)
+        return opt_update(i, g, opt_state)
+
+    state = opt_init(params0())
+    assert isinstance(state, optimizers.OptimizerState)
+    for i in range(8):
+        state = update(i, state, (X, Y))
+    assert update.trace_count == 1
+    np.testing.assert_allclose(float(loss(get_params(state), (X, Y))), want, rtol=2e-6)
+
+
+def test_sm3_eagerly_as_jax() -> None:
+    opt_init, opt_update, get_params = optimizers.sm3(0.1)
+    state = opt_init(params0())
+    for i in range(4):
+        state = opt_update(i, tg.grad(loss)(get_params(state), (X, Y)), state)
+    np.testing.assert_allclose(float(loss(get_params(state), (X, Y))), 1.093838, rtol=2e-6)
+
+
+def test_adam_against_its_formula() -> None:
+    """Adam's update written out in numpy (the bias correction by step i + 1), on a dict of parameters."""
+    g = {"a": np.array([0.5, -1.0, 2.0], np.float32), "b": np.float32(0.25)}
+    opt_init, opt_update, get_params = optimizers.adam(0.1, b1=0.8, b2=0.9, eps=1e-6)
+    state = opt_init({"a": tnp.zeros(3), "b": tnp.asarray(1.0)})
+    want = {"a": np.zeros(3), "b": np.float64(1.0)}
+    m = {k: np.zeros_like(v) for k, v in want.items()}
+    v = {k: np.zeros_like(v) for k, v in want.items()}
+    for i in range(3):
+        state = opt_update(i, {k: tnp.asarray(x * (i + 1)) for k, x in g.items()}, state)
+        for k in want:
+            gi = g[k].astype(np.float64) * (i + 1)
+            m[k] = 0.2 * gi + 0.8 * m[k]
+            v[k] = 0.1 * gi ** 2 + 0.9 * v[k]
+            want[k] = want[k] - 0.1 * (m[k] / (1 - 0.8 ** (i + 1))) / (np.sqrt(v[k] / (1 - 0.9 ** (i + 1))) + 1e-6)
+    got = get_params(state)
+    for k in want:
+        np.testing.assert_allclose(got[k].numpy(), want[k], rtol=1e-5)
+
+
+def test_schedules_values() -> None:
+    steps = np.arange(12)
+    np.testing.assert_allclose([float(optimizers.exponential_decay(0.1, 4, 0.5)(i)) for i in steps],
+                               0.1 * 0.5 ** (steps / 4), rtol=1e-6)
+    np.testing.assert_allclose([float(optimizers.inverse_time_decay(1.0, 3, 0.5, staircase=True)(i)) for i in steps],
+                               1 / (1 + 0.5 * np.floor(steps / 3)), rtol=1e-6)
+    np.testing.assert_allclose([float(optimizers.polynomial_decay(1.0, 8, 0.1, power=2.0)(i)) for i in steps],
+                               (1 - np.minimum(steps, 8) / 8) ** 2 * 0.9 + 0.1, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose([float(optimizers.piecewise_constant([3, 6], [1.0, 0.5, 0.25])(i)) for i in steps],
+                               np.where(steps > 6, 0.25, np.where(steps > 3, 0.5, 1.0)))
+    assert optimizers.make_schedule(0.3)(7) == 0.3
+    with pytest.raises(ValueError, match="values must be one longer than boundaries"):
+        optimizers.piecewise_constant([1, 2], [1.0, 2.0])
+
+
+def test_clip_grads_and_l2_norm() -> None:
+    g = {"a": tnp.asarray([3.0, 0.0]), "b": [tnp.asarray(4.0)]}
+    assert float(optimizers.l2_norm(g)) == 5.0
+    clipped = optimizers.clip_grads(g, 1.0)
+    np.testing.assert_allclose(clipped["a"].numpy(), [0.6, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(optimizers.clip_grads(g, 10.0)["b"][0].numpy(), 4.0)
+
+
+def test_state_unpacks_to_containers_and_back() -> None:
+    opt_init, opt_update, get_params = optimizers.momentum(0.1, 0.9)
+    state = opt_update(0, {"w": tnp.ones(2)}, opt_init({"w": tnp.zeros(2)}))
+    marked = optimizers.unpack_optimizer_state(state)
+    assert isinstance(marked["w"], optimizers.JoinPoint)
+    x, velocity = marked["w"].subtree
+    np.testing.assert_allclose(velocity.numpy(), [1.0, 1.0])
+    again = optimizers.pack_optimizer_state(marked)
+    np.testing.assert_allclose(get_params(opt_update(1, {"w": tnp.ones(2)}, again))["w"].numpy(), [-0.29, -0.29],
+                               rtol=1e-6)
+    with pytest.raises(TypeError, match="every leaf must be a JoinPoint"):
+        optimizers.pack_optimizer_state({"w": tnp.ones(2)})
+
+
+def test_a_gradient_tree_of_another_structure_is_named() -> None:
+    opt_init, opt_update, _ = optimizers.sgd(0.1)
+    state = opt_init({"w": tnp.zeros(2), "b": tnp.zeros(())})
+    with pytest.raises(TypeError, match="does not match the parameter tree"):
+        opt_update(0, {"w": tnp.zeros(2)}, state)
+
+
+def test_layers_shapes_and_values_against_numpy() -> None:
+    """Each layer's init shape is its output's; values against numpy (Dense, pools, BatchNorm, the fan layers)."""
+    x = np.random.default_rng(1).standard_normal((2, 6, 4, 3)).astype(np.float32)
+    key = tg.random.PRNGKey(0)
+    layers = {
+        "conv": stax.Conv(5, (3, 3), (1, 1), "SAME"), "conv_valid": stax.Conv(2, (2, 3), (2, 1)),
+        "conv_t": stax.ConvTranspose(2, (3, 3), (2, 2), "SAME"), "max": stax.MaxPool((2, 2), (2, 2)),
+        "avg": stax.AvgPool((3, 3), (2, 2), "SAME"), "sum": stax.SumPool((2, 2)), "bn": stax.BatchNorm(),
+        "flat": stax.serial(stax.Flatten, stax.Dense(7), stax.Gelu),
+        "fan": stax.serial(stax.FanOut(2), stax.parallel(stax.Identity, stax.Tanh), stax.FanInConcat()),
+    }
+    out = {}
+    for name, (init_fun, apply_fun) in layers.items():
+        shape, params = init_fun(key, (-1, 6, 4, 3))
+        out[name] = apply_fun(params, tnp.asarray(x)).numpy()
+        assert out[name].shape[1:] == tuple(shape[1:]), name
+    np.testing.assert_allclose(out["max"], x.reshape(2, 3, 2, 2, 2, 3).max(axis=(2, 4)), rtol=1e-6)
+    np.testing.assert_allclose(out["sum"], np.lib.stride_tricks.sliding_window_view(x, (2, 2), (1, 2)).sum((-1, -2)),
+                               rtol=1e-5)
+    padded = np.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)))      # SAME, stride 2, window 3: one after, on both axes
+    counts = np.pad(np.ones((6, 4)), ((0, 1), (0, 1)))
+    win = np.lib.stride_tricks.sliding_window_view
+    np.testing.assert_allclose(out["avg"], win(padded, (3, 3), (1, 2))[:, ::2, ::2].sum((-1, -2)) /
+                               win(counts, (3, 3))[::2, ::2].sum((-1, -2))[None, :, :, None], rtol=1e-5)
+    mean, var = x.mean((0, 1, 2)), x.var((0, 1, 2))
+    np.testing.assert_allclose(out["bn"], (x - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(out["fan"], np.concatenate([x, np.tanh(x)], -1), rtol=1e-6)
+    shape, (w, b) = stax.Dense(3)[0](key, (5, 4))
+    assert shape == (5, 3) and w.shape == (4, 3) and b.shape == (3,)
+    rows = x.reshape(-1, 4)[:5]
+    np.testing.assert_allclose(stax.Dense(3)[1]((w, b), tnp.asarray(rows)).numpy(), rows @ w.numpy() + b.numpy(),
+                               rtol=1e-5)
+
+
+def test_dropout_keeps_with_probability_rate_and_needs_a_key() -> None:
+    """As JAX's stax: `rate` is the probability of keeping an element, and kept ones are divided by it."""
+    init_fun, apply_fun = stax.serial(stax.Dropout(0.75), stax.Identity)
+    _, params = init_fun(tg.random.PRNGKey(0), (100, 100))
+    out = apply_fun(params, tnp.ones((100, 100)), rng=tg.random.PRNGKey(1)).numpy()
+    kept = out != 0
+    assert abs(kept.mean() - 0.75) < 0.02 and np.allclose(out[kept], 1 / 0.75)
+    _, test_apply = stax.Dropout(0.75, mode="test")
+    np.testing.assert_array_equal(test_apply((), tnp.ones(3), rng=tg.random.PRNGKey(1)).numpy(), np.ones(3))
+    with pytest.raises(ValueError, match="needs a PRNG key"):
+        apply_fun(params, tnp.ones((2, 2)))
