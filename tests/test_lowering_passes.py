@@ -601,17 +601,20 @@ def test_block_sums_splits_a_long_sum_of_products_into_blocks_each_in_its_own_re
 def test_nested_sums_sum_a_long_plain_sum_in_levels_each_in_its_own_register():
     """`out[i] = sum_k a[i, k]` over 4,096 steps: the reduce loop is three levels, 8 x 8 x 64, each a REDUCE of its own
     (a register set to zero inside the loop around it), the index `o1 * 512 + o2 * 64 + k`; 4,099 steps (prime) sum
-    their last 3 in a loop of their own after the levels. A sum of at most `LEAF` steps, a sum of products
-    (`block_sums`') and a max stay one loop."""
-    from tgfx.lowering.block_sum import level, nested_sums
+    their last 3 in a loop of their own after the levels; so does a sum of squares (a variance's), which
+    `block_sums` leaves. A sum of at most `LEAF` steps, a sum of products (`block_sums`') and a max stay one loop."""
+    from tgfx.lowering.block_sum import block_sums, level, nested_sums
 
     assert [level(n) for n in (4096, 500, 2717, 4099)] == [(8, 0), (5, 0), (11, 0), (8, 3)]
 
-    def kernel(n: int, product: bool = False, op: Ops = Ops.ADD) -> UOp:
+    def kernel(n: int, product: bool = False, op: Ops = Ops.ADD, square: bool = False) -> UOp:
         a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 3 * n),), (3, n))
         b = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(2, n),), (1, n)),), (3, n))
-        red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (a * b if product else a,), (op, (1,)))
+        red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (a * b if product else a * a if square else a,), (op, (1,)))
         return simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 3), red)),))))
+    squares = kernel(4096, square=True)
+    assert block_sums(squares) is squares
+    assert [u.src[0].arg for u in linearize(nested_sums(squares))[0] if u.op is Ops.RANGE] == [3, 8, 8, 64]
     lin, acc_of = linearize(nested_sums(kernel(4096)))
     assert [u.src[0].arg for u in lin if u.op is Ops.RANGE] == [3, 8, 8, 64]
     structure = [u.op for u in lin if u.op in (Ops.RANGE, Ops.END, Ops.DEFINE_ACC, Ops.STORE)]

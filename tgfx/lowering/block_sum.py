@@ -51,11 +51,16 @@ def block_size(n: int) -> int | None:
     return next((b for b in range(MAX_BLOCK, MIN_BLOCK - 1, -1) if n % b == 0), None) if n > MAX_BLOCK else None
 
 
+def _square(v: UOp) -> bool:
+    """Whether `v` is a value times itself (a variance's, a norm's): a plain sum's, no contraction's tile."""
+    return v.op is Ops.MUL and v.src[0] is v.src[1]
+
+
 def _blocked(u: UOp) -> bool:
     """Whether `u` is a float sum of products over one reduce loop long enough to block."""
     return u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype is not None and u.dtype.is_float and \
-        len(u.src) == 2 and u.src[0].op in (Ops.MUL, Ops.MULACC) and u.src[1].op is Ops.RANGE and \
-        u.src[1].arg[1] == "reduce" and block_size(u.src[1].src[0].arg) is not None
+        len(u.src) == 2 and u.src[0].op in (Ops.MUL, Ops.MULACC) and not _square(u.src[0]) and \
+        u.src[1].op is Ops.RANGE and u.src[1].arg[1] == "reduce" and block_size(u.src[1].src[0].arg) is not None
 
 
 def block_sums(sink: UOp) -> UOp:
@@ -89,7 +94,8 @@ def _plain(u: UOp) -> bool:
     """Whether `u` is a float sum over one reduce loop longer than a leaf, of no product (a contraction's are
     `_blocked`'s, BLAS's rounding), nor a loop that stores (a panel's fill, `panel_buffer`: its sum is read by none)."""
     return u.op is Ops.REDUCE and u.arg is Ops.ADD and u.dtype is not None and u.dtype.is_float and \
-        len(u.src) == 2 and u.src[0].op not in (Ops.MUL, Ops.MULACC) and u.src[1].op is Ops.RANGE and \
+        len(u.src) == 2 and (u.src[0].op not in (Ops.MUL, Ops.MULACC) or _square(u.src[0])) and \
+        u.src[1].op is Ops.RANGE and \
         u.src[1].arg[1] == "reduce" and u.src[1].src[0].arg > LEAF and \
         not any(s.op is Ops.STORE for s in u.src[0].toposort())
 
