@@ -491,3 +491,24 @@ def test_hessian_of_a_custom_jvp_whose_rule_calls_it() -> None:
     x = tnp.asarray(np.float32(2.0))
     for second in (tg.hessian(sin), tg.grad(tg.grad(sin)), tg.jacfwd(tg.grad(sin)), tg.jacrev(tg.grad(sin))):
         np.testing.assert_allclose(second(x).item(), -np.sin(2.0), rtol=1e-5)
+
+
+def test_forward_mode_through_vmap_of_a_custom_jvp() -> None:
+    """jvp, jacfwd and linearize of vmap(f) for a custom_jvp f raised EscapedTracerError (the rule's node, batched
+    by vmap, ran its rule on the primals of a vmap that had returned), and once that ran, each example's tangent was
+    the sum of every example's (the node's placeholder value was a constant, so vmap took it as the same for every
+    example and summed the tangents arriving at it). jax 0.10.2: the rule, example by example."""
+    @tg.custom_jvp
+    def softplus(x: tg.Tensor) -> tg.Tensor:
+        return tnp.log1p(tnp.exp(x))
+    softplus.defjvp(lambda p, t: (softplus(p[0]), t[0] / (1 + tnp.exp(-p[0]))))
+    x = tg.asarray(X)
+    sig = 1 / (1 + np.exp(-X))
+    _, t = tg.jvp(tg.vmap(softplus), (x,), (tg.asarray(Y),))
+    np.testing.assert_allclose(t.numpy(), sig * Y, rtol=1e-12)
+    np.testing.assert_allclose(tg.jacfwd(tg.vmap(softplus))(x).numpy(), np.diag(sig), rtol=1e-12)
+    np.testing.assert_allclose(tg.linearize(tg.vmap(softplus), x)[1](tg.asarray(Y)).numpy(), sig * Y, rtol=1e-12)
+    np.testing.assert_allclose(tg.jacrev(tg.vmap(softplus))(x).numpy(), np.diag(sig), rtol=1e-12)
+    w = tg.asarray(Y)   # an unmapped primal, mapped tangents
+    per_t = tg.vmap(lambda t: tg.jvp(softplus, (w,), (t,))[1])(tg.asarray(np.stack([X, 2 * X])))
+    np.testing.assert_allclose(per_t.numpy(), np.stack([X, 2 * X]) / (1 + np.exp(-Y)), rtol=1e-12)

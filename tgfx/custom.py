@@ -432,16 +432,23 @@ def _rule_as_transpose(f: custom_jvp, levels: int, split: _Split, primals: Any, 
     per_argument = getattr(f.jvp, "per_argument", False)
     at: dict[int, int] = {}
     g_slot = [at.setdefault(id(g), len(at)) for g in grads]   # (the node's inputs: each Tensor once)
+    # the primals are inputs of the node too, read back from its call: under vmap the call is batched and its rule
+    # run per example by another vmap (`vmap.BatchedBackward`), where this closure's primals, the first vmap's
+    # stand-ins, are no longer bound (forward mode through vmap of a custom_jvp raised EscapedTracerError)
+    tensors = [p for p in primal_leaves if isinstance(p, Tensor)]
+    p_slot = {id(p): at.setdefault(id(p), len(at)) for p in tensors}
 
     def apply_rule(ts: tuple, call: Any) -> tuple:
+        leaves = [call.inputs[p_slot[id(p)]] if isinstance(p, Tensor) else p for p in primal_leaves]
         # a tangent no path gives (a zero) is a symbolic zero for `defjvps` (its rule is not run: betainc's NaN rules
         # for a and b), zeros for a rule of all the arguments, as JAX's
         given = {i: None if per_argument and is_zero(t.uop, signed=False) else t
                  for i, t in zip(floats, ts, strict=True)}
         tangents = [given[i] if i in given else (p * 0 if isinstance(p, Tensor) else p)
-                    for i, p in enumerate(primal_leaves)]
+                    for i, p in enumerate(leaves)]
         with _running_rule(f, levels):
-            res = f.jvp(*split.static, tuple(primals), tuple(tree_unflatten(in_tree, tangents)))
+            res = f.jvp(*split.static, tuple(tree_unflatten(in_tree, leaves)),
+                        tuple(tree_unflatten(in_tree, tangents)))
         out: list[Tensor | None] = [None] * len(call.inputs)
         for k, t, g in zip(g_slot, _flat(res[1])[0], grads, strict=True):
             if isinstance(t, Tensor) and t.dtype.is_float:
@@ -449,10 +456,15 @@ def _rule_as_transpose(f: custom_jvp, levels: int, split: _Split, primals: Any, 
                 out[k] = t if out[k] is None else out[k] + t
         return tuple(out)
 
-    def zeros(*_: Tensor) -> tuple:
+    def zeros(*args: Tensor) -> tuple:
+        # (never evaluated; read from every input, so that under vmap it is batched where they are: a constant's
+        # cotangent, the tangents arriving at it, would be summed over the batch first)
+        sums = [a.sum() * 0 for a in args]
+        anchor = functools.reduce(lambda a, b: a + b, [z.real if z.dtype.is_complex else z for z in sums])
         return tuple(Tensor.full(p.shape, 0, p.dtype, device=p.device if isinstance(p.device, str) else None)
-                     for p in (primal_leaves[i] for i in floats))
-    made = Function(zeros, grad_fxn=apply_rule, name=f"{_name(f.fun)}.jvp")(*grads)
+                     + anchor.astype(p.dtype) for p in (primal_leaves[i] for i in floats))
+    inputs = list({id(t): t for t in [*grads, *tensors]}.values())
+    made = Function(zeros, grad_fxn=apply_rule, name=f"{_name(f.fun)}.jvp")(*inputs)
     cts: list[Tensor | None] = [None] * len(primal_leaves)
     for i, z in zip(floats, made, strict=True):
         cts[i] = z
