@@ -1,7 +1,8 @@
 """Long float32 sums round about as a pairwise tree does (`block_sum.nested_sums`): a sum whose loop LLVM's vectoriser
 leaves (a column sum over an UPCAST's lanes, the sum of a split row's parts) is summed in nested levels, each in a
 register of its own, not in one run along its loop. Errors are of the largest sum, against float64's; jax's (XLA's
-tree) and numpy's beside each bound."""
+tree) and numpy's beside each bound. The pass is the CPU renderer's: the Tensors are on "CPU" also where the default
+device is a GPU (a GPU's row sums are its threads' partial sums, then a tree in shared memory)."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,13 +33,13 @@ def error(got: tg.Tensor, x: np.ndarray, axis: int) -> float:
 ])
 def test_a_long_sum_rounds_as_a_tree_does(shape: tuple[int, int], axis: int, bound: float) -> None:
     x = np.random.default_rng(0).random(shape).astype(np.float32)
-    assert error(tnp.sum(tg.asarray(x), axis=axis), x, axis) < bound
+    assert error(tnp.sum(tg.asarray(x, device="CPU"), axis=axis), x, axis) < bound
 
 
 def test_a_column_mean_rounds_as_a_tree_does() -> None:
     """A column mean over 4,096 rows was 7.1e-7 off float64's (its sum's rounding), now 1.5e-7 (jax 1.55e-7)."""
     x = np.random.default_rng(0).random((4096, 1024)).astype(np.float32)
-    mean = np.asarray(tnp.mean(tg.asarray(x), axis=0), np.float64)
+    mean = np.asarray(tnp.mean(tg.asarray(x, device="CPU"), axis=0), np.float64)
     want = x.astype(np.float64).mean(0)
     assert np.max(np.abs(mean - want)) / np.max(np.abs(want)) < 4e-7
 
@@ -48,7 +49,7 @@ def test_a_column_variance_rounds_as_a_tree_does() -> None:
     512 steps, BLAS's rounding): 4.5e-7 off float64's; as a plain sum, in levels, 1.2e-7 (jax 1.7e-7, numpy
     3.2e-6)."""
     x = np.random.default_rng(0).random((4096, 1024)).astype(np.float32)
-    var = np.asarray(tnp.var(tg.asarray(x), axis=0), np.float64)
+    var = np.asarray(tnp.var(tg.asarray(x, device="CPU"), axis=0), np.float64)
     want = x.astype(np.float64).var(0)
     assert np.max(np.abs(var - want)) / np.max(np.abs(want)) < 3e-7
 
@@ -59,7 +60,7 @@ def test_column_sums_of_any_length_are_float64s_rounded(rows: int, cols: int, se
     """Lengths of every factoring (primes sum their last steps in a loop of their own): each sum is float64's to
     within a few roundings of its size, whatever the split."""
     x = np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32)
-    got = np.asarray(tnp.sum(tg.asarray(x), axis=0), np.float64)
+    got = np.asarray(tnp.sum(tg.asarray(x, device="CPU"), axis=0), np.float64)
     want = x.astype(np.float64).sum(0)
     scale = np.abs(x).astype(np.float64).sum(0)
     assert np.all(np.abs(got - want) <= 1e-6 * scale)
