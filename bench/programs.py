@@ -142,6 +142,25 @@ Reinforcement learning, sampling and unsupervised models (`bench/ported_rl.py`):
   similarities with the diagonal masked, `logsumexp` over rows at temperature 0.5, SGD with momentum, a key split
   every step.
 
+Sequence and generative models (`bench/ported_seqgen.py`):
+
+- `seq2seq`: addition learnt as a sequence to sequence task: the reversed query "123+045" through an LSTM encoder (a
+  `lax.scan` whose carry is a dict), its final carry starting an LSTM decoder fed the answer (teacher forcing), Adam,
+  and a greedy decode of held-out problems (a `scan` feeding back its argmax) whose digit accuracy is added to the loss;
+- `sst2`: an SST-2 style sentiment classifier: embeddings, sentences of varying length padded with a mask, a GRU over
+  the padded batch (a padded step keeps its state), masked mean pooling, AdamW at a warm-up-cosine rate computed in
+  the jitted step from its count;
+- `pixelcnn`: a PixelCNN on NHWC images: mask-A and mask-B convolutions (kernels times causal masks), residual, and
+  PixelCNN++'s discretised logistic mixture likelihood (edge bins open, `logsumexp` over the mixture), Adam;
+- `hnn`: a Hamiltonian neural network on a pendulum: the vector field the symplectic `grad` of an MLP's H, fitted to
+  the true derivatives and, integrated by RK4 in a `lax.scan`, to the true trajectories (a gradient of gradients);
+- `graphnet`: a jraph-style graph network on padded ogbg-molpcba-like batches: edge, node (`segment_sum` and
+  `segment_max` of incoming edges) and graph (mean of nodes) updates, the masked sigmoid cross-entropy of the labels
+  present, Adam;
+- `vqvae`: a VQ-VAE: a strided convolutional encoder, nearest-code quantisation, the straight-through estimator by
+  `stop_gradient`, a pixel-shuffle decoder, the commitment loss, Adam, and the codebook's EMA updates in the same
+  jitted step.
+
 Sharded over two devices (`bench/ported_sharded.py`; tgfx's CPU:0 and CPU:1, jax's two host devices by
 `XLA_FLAGS=--xla_force_host_platform_device_count=2`, set before jax imports; placed by `fw.shard`):
 
@@ -202,6 +221,7 @@ from bench.ported_models import lru, lru_scan, mamba, nerf, unet
 from bench.ported_more import deq, hmc, lbfgs, maml, ppo, realnvp, vit
 from bench.ported_rl import dqn, gmm_em, ising, simclr, wavenet
 from bench.ported_science import filters, fno, heat, md
+from bench.ported_seqgen import graphnet, hnn, pixelcnn, seq2seq, sst2, vqvae
 from bench.ported_sharded import dp_mlp, dp_transformer, tp_mlp
 from bench.ported_sparse import beam, ctc, moe, word2vec
 from bench.ported_training import training
@@ -549,7 +569,8 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "md": md, "filters": filters, "fno": fno, "heat": heat,
     "unet": unet, "nerf": nerf, "lru": lru, "lru_scan": lru_scan, "mamba": mamba,
     "dqn": dqn, "ising": ising, "gmm_em": gmm_em, "wavenet": wavenet, "simclr": simclr,
-    "dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "dp_transformer": dp_transformer, "training": training}
+    "dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "dp_transformer": dp_transformer, "training": training,
+    "seq2seq": seq2seq, "sst2": sst2, "pixelcnn": pixelcnn, "hnn": hnn, "graphnet": graphnet, "vqvae": vqvae}
 
 
 @dataclass

@@ -1,0 +1,40 @@
+"""Sequence and generative models as JAX users write them (bench/ported_seqgen.py), at their quick sizes: each trains
+to jax's losses, and a step after the first compiles and traces nothing.
+
+The losses are jax 0.10.2's (CPU, the bench's jax Fw) for the same numpy initial values and batches: the first three
+steps', each after an update by the one before.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tgfx as tg
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # bench/ is not installed
+
+_JAX_LOSSES = {
+    "seq2seq": (2.6413609981536865, 2.582390546798706, 2.567329168319702),
+    "sst2": (0.6984872221946716, 0.7015500068664551, 0.6954391002655029),
+    "pixelcnn": (5.134696006774902, 4.9888129234313965, 4.772527694702148),
+    "hnn": (0.4955334961414337, 0.5814366936683655, 0.4598545730113983),
+    "graphnet": (1.0195024013519287, 0.828681468963623, 0.5809821486473083),
+    "vqvae": (0.3290950059890747, 0.2843513786792755, 0.25635090470314026),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_JAX_LOSSES))
+def test_a_sequence_or_generative_program_trains_as_it_does_under_jax(name):
+    """A seq2seq LSTM with dict carries, teacher forcing and a greedy decode (its accuracy added to the loss, so the
+    decoded tokens agree too); a masked GRU classifier with AdamW at a warm-up-cosine rate; a PixelCNN's masked NHWC
+    convolutions and discretised logistic mixture; a Hamiltonian network's grad-of-grad through an RK4 `scan`; a
+    graph network's `segment_sum` / `segment_max` over a padded batch; a VQ-VAE's straight-through estimator and
+    codebook EMA in the jitted step."""
+    from bench import ported_seqgen
+    from bench.frameworks import tgfx_fw
+    run = getattr(ported_seqgen, name)(tgfx_fw(), True)
+    np.testing.assert_allclose([float(run(i)) for i in range(3)], _JAX_LOSSES[name], rtol=2e-6)
+    tg.counters.reset()
+    float(run(3))
+    assert tg.counters.compile_count == 0 and tg.counters.trace_count == 0
