@@ -570,6 +570,40 @@ def test_linearize_places_reduce_loops_inside_output_loops():
 
 
 
+def test_merge_reduce_ranges_sums_contiguous_axes_in_one_loop():
+    """A full sum of a contiguous (4, 8, 3) value is one reduce loop of 96 reading element r (its innermost axis, 3,
+    takes no vector: 98,304 values summed in order in one register, 1e-6 off float64's); so is a square's sum, and a
+    row's max over its contiguous last two axes. A transposed read (its axes a page apart) and a contraction's
+    product (a[i, k] * b[k], whose factors vary along different output loops) keep their ranges."""
+    from tgfx.lowering.kernel_opts import merge_reduce_ranges
+
+    def kernel(shape: tuple, axes: tuple, square: bool = False, perm: tuple | None = None, op: Ops = Ops.ADD) -> UOp:
+        x = UOp(Ops.RESHAPE, dtypes.float32, (g(1, math.prod(shape)),), shape)
+        if perm is not None:
+            x = UOp(Ops.PERMUTE, dtypes.float32, (x,), perm)
+        red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (x * x if square else x,), (op, axes))
+        out = g(0, max(math.prod(red.shape), 1))
+        return simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (out, red)),))))
+    r = rng(96, 0, "reduce")
+    load = UOp(Ops.LOAD, dtypes.float32, (UOp(Ops.INDEX, dtypes.float32, (g(1, 96), r)),))
+    for square in (False, True):
+        want = UOp(Ops.REDUCE, dtypes.float32, (load * load if square else load, r), Ops.ADD)
+        got = merge_reduce_ranges(kernel((4, 8, 3), (0, 1, 2), square))
+        assert got is UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.INDEX, dtypes.float32, (g(0, 1), c(0))),
+                                                                  want)),)), got
+    def reduce_loops(sink: UOp) -> list[int]:
+        return sorted(u.src[0].arg for u in merge_reduce_ranges(sink).toposort() if u.op is Ops.RANGE and
+                      u.arg[1] == "reduce")
+    assert reduce_loops(kernel((4, 8, 3), (1, 2), op=Ops.MAX)) == [24]     # each row's max over its 8 x 3
+    transposed = kernel((4, 8, 3), (0, 1, 2), perm=(2, 1, 0))
+    assert merge_reduce_ranges(transposed) is transposed
+    a = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 3 * 24),), (3, 8, 3))
+    b = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (g(2, 24),), (1, 8, 3)),), (3, 8, 3))
+    red = UOp(Ops.REDUCE_AXIS, dtypes.float32, (a * b,), (Ops.ADD, (1, 2)))
+    contraction = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 3), red)),))))
+    assert merge_reduce_ranges(contraction) is contraction
+
+
 def test_block_sums_splits_a_long_sum_of_products_into_blocks_each_in_its_own_register():
     """`out[i] = sum_k a[i, k] * b[k]` over 1,024 steps: the reduce loop is two, blocks of 512 inside 2 (the inner
     reduce's register set to zero each block, inside the outer loop), the index `hi * 512 + lo`; the values are the

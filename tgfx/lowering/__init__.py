@@ -54,7 +54,7 @@ from tgfx.lowering.execute import RANGE_OPS, buffer_memory, range_view
 from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.half import pm_widen_half_max
 from tgfx.lowering.inline import check_no_params, inline, walk
-from tgfx.lowering.kernel_opts import Opt, global_size, merge_loops, split_ranges
+from tgfx.lowering.kernel_opts import Opt, global_size, merge_loops, merge_reduce_ranges, split_ranges
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
@@ -199,8 +199,9 @@ def index_level(ast: UOp, pieces: bool = True, grid_numel: int = 0) -> UOp:
     # a scatter (a one-hot reduce onto the output's rows) becomes a loop over its updates
     if (scattered := collapse_scatter(sink)) is not sink:
         sink = graph_rewrite(scattered, pm_symbolic, name="symbolic after scatter")
-    # a range read through a division and a remainder is two ranges; contiguous output axes are one loop
-    sink = merge_loops(split_ranges(sink))
+    # a range read through a division and a remainder is two ranges; contiguous output axes are one loop, and
+    # contiguous axes a plain reduce sums over are one reduce loop
+    sink = merge_reduce_ranges(merge_loops(split_ranges(sink)))
     if config.SPEC:
         check_stage(sink, "kernel")
     return sink
