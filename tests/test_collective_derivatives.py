@@ -126,6 +126,22 @@ def test_nested_axes(name: str) -> None:
     close(both(tg.jacrev(f))(X3), np.moveaxis(jac.sum((0, 1)), 0, 2))
 
 
+def test_forward_mode_through_a_vmap_inside_the_differentiated_function() -> None:
+    """jvp, linearize and jacfwd, taken inside the named axis, of a function that vmaps over a collective: the inner
+    vmap batches the collective's forward-mode node and runs its JVP per example in a vmap of its own, which read
+    the node's input from a closure no longer bound (EscapedTracerError), and took its constant placeholder value
+    as the same for every example (the tangents summed). As the whole batch's, and jax 0.10.2's."""
+    f = lambda v: tg.vmap(lambda u: lax.psum(u * u, "i") * u)(v)  # noqa: E731
+    both = lambda g: tg.vmap(tg.vmap(g, axis_name="j"), axis_name="i")  # noqa: E731
+    per_row = lambda u: lax.psum(u * u, "i") * u  # noqa: E731
+    want_y, want_t = tg.jvp(both(per_row), (X3,), (C3,))
+    close(tg.vmap(lambda x, t: tg.jvp(f, (x,), (t,)), axis_name="i")(X3, C3), (want_y, want_t))
+    close(tg.vmap(lambda x, t: tg.linearize(f, x)[1](t), axis_name="i")(X3, C3), want_t)
+    np.testing.assert_allclose(np.asarray(want_y)[0, 0], [0.78125, 2.125], rtol=1e-6)
+    jac = np.asarray(tg.jacrev(both(per_row))(X3))   # (2, 3, 2, 2, 3, 2): every example moving together, by i
+    close(tg.vmap(tg.jacfwd(f), axis_name="i")(X3), jac.sum(3))
+
+
 def test_a_cotangent_that_differs_only_over_the_inner_axis() -> None:
     """The collective's input the same for every example of the inner axis (in_axes None there), the cotangent or
     tangent not: each inner example reads its own row (all read row 0 before, jax 0.10.2's values)."""

@@ -232,19 +232,25 @@ def _pushforward_node(g: Tensor, x: Tensor, name: Any, fn: str, combine: Callabl
     from tgfx.function import Function
     from tgfx.transforms.jvp import jvp
 
-    def push(ts: tuple[Tensor, ...], call: Any) -> tuple[Tensor]:
-        bx = _batch_all(x, name, fn)[0]
+    def push(ts: tuple[Tensor, ...], call: Any) -> tuple[Tensor | None, ...]:
+        # (x read back from the call, not this closure: a vmap nested in the axis batches this node and runs push per
+        # example in a vmap of its own, where the closure's x, the first vmap's stand-in, is no longer bound)
+        x_in = call.inputs[-1]
+        bx = _batch_all(x_in, name, fn)[0]
 
         def tangent(bt: Tensor, k: int) -> Tensor:
             return jvp(lambda v: combine(v, k), (bx,), (bt,))[1]
         # (a reduction's tangent is the same for every example: no row of the axis is picked, so it stays a value
         # that does not differ over it, as a shard_map's out_specs without the axis need)
-        return (_rows(ts[0], name, fn, tangent, x, each),)
+        return (_rows(ts[0], name, fn, tangent, x_in, each), *(None,) * (len(call.inputs) - 1))
 
-    def zeros(_: Tensor) -> tuple[Tensor]:
-        return (Tensor.full(x.shape, 0, x.dtype, device=x.device if isinstance(x.device, str) else None),)
+    def zeros(*args: Tensor) -> tuple[Tensor]:
+        # (never evaluated; read from its inputs, so that a vmap batches it where they are: a constant's cotangent,
+        # the tangents arriving at it, would be summed over that vmap's examples first)
+        anchor = sum((a.sum() * 0).astype(x.dtype) for a in args[1:]) + (args[0].sum() * 0).astype(x.dtype)
+        return (Tensor.full(x.shape, 0, x.dtype, device=x.device if isinstance(x.device, str) else None) + anchor,)
     push.__qualname__ = f"{fn}.jvp"
-    return Function(zeros, grad_fxn=push, name=f"{fn}.jvp")(g)[0]
+    return Function(zeros, grad_fxn=push, name=f"{fn}.jvp")(*((g,) if g is x else (g, x)))[0]
 
 
 def _rows(g: Tensor, name: Any, fn: str, f: Callable[[Tensor, int], Tensor], x: Tensor, each: bool = True) -> Tensor:
