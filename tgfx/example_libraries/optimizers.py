@@ -146,6 +146,18 @@ def make_schedule(scalar_or_schedule: float | Schedule) -> Schedule:
 
 
 # ---- the optimisers (one array's state each; `@optimizer` maps them over pytrees) ----
+def _with_zeros(n: int) -> Callable[[Any], tuple]:
+    """An optimiser's init: the parameter and `n` arrays of zeros of its shape (velocities, moments)."""
+    def init(x0: Any) -> tuple:
+        return (x0, *(tnp.zeros_like(x0) for _ in range(n)))
+    return init
+
+
+def _params(state: tuple) -> Any:
+    """An optimiser's get_params where the parameter is its state's first item."""
+    return state[0]
+
+
 @optimizer
 def sgd(step_size: float | Schedule) -> tuple[Callable, Callable, Callable]:
     """Stochastic gradient descent: x -= step_size(i) * g."""
@@ -167,17 +179,13 @@ def momentum(step_size: float | Schedule, mass: float) -> tuple[Callable, Callab
     """Heavy-ball momentum: v = mass * v + g; x -= step_size(i) * v."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> Any:
-        return x0, tnp.zeros_like(x0)
+    init = _with_zeros(1)
 
     def update(i: Any, g: Any, state: Any) -> Any:
         x, velocity = state
         velocity = mass * velocity + g
         return x - step_size(i) * velocity, velocity
-
-    def get_params(state: Any) -> Any:
-        return state[0]
-    return init, update, get_params
+    return init, update, _params
 
 
 @optimizer
@@ -185,17 +193,13 @@ def nesterov(step_size: float | Schedule, mass: float) -> tuple[Callable, Callab
     """Nesterov momentum: v = mass * v + g; x -= step_size(i) * (mass * v + g)."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> Any:
-        return x0, tnp.zeros_like(x0)
+    init = _with_zeros(1)
 
     def update(i: Any, g: Any, state: Any) -> Any:
         x, velocity = state
         velocity = mass * velocity + g
         return x - step_size(i) * (mass * velocity + g), velocity
-
-    def get_params(state: Any) -> Any:
-        return state[0]
-    return init, update, get_params
+    return init, update, _params
 
 
 @optimizer
@@ -203,8 +207,7 @@ def adagrad(step_size: float | Schedule, momentum: float = 0.9) -> tuple[Callabl
     """Adagrad (Duchi et al. 2011) with momentum on the scaled gradient."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> Any:
-        return x0, tnp.zeros_like(x0), tnp.zeros_like(x0)
+    init = _with_zeros(2)
 
     def update(i: Any, g: Any, state: Any) -> Any:
         x, g_sq, m = state
@@ -212,10 +215,7 @@ def adagrad(step_size: float | Schedule, momentum: float = 0.9) -> tuple[Callabl
         g_sq_inv_sqrt = tnp.where(g_sq > 0, 1.0 / tnp.sqrt(g_sq), 0.0)
         m = (1.0 - momentum) * (g * g_sq_inv_sqrt) + momentum * m
         return x - step_size(i) * m, g_sq, m
-
-    def get_params(state: Any) -> Any:
-        return state[0]
-    return init, update, get_params
+    return init, update, _params
 
 
 @optimizer
@@ -223,17 +223,13 @@ def rmsprop(step_size: float | Schedule, gamma: float = 0.9, eps: float = 1e-8) 
     """RMSProp: a decaying mean of squared gradients scales each step."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> Any:
-        return x0, tnp.zeros_like(x0)
+    init = _with_zeros(1)
 
     def update(i: Any, g: Any, state: Any) -> Any:
         x, avg_sq_grad = state
         avg_sq_grad = avg_sq_grad * gamma + tnp.square(g) * (1.0 - gamma)
         return x - step_size(i) * g / tnp.sqrt(avg_sq_grad + eps), avg_sq_grad
-
-    def get_params(state: Any) -> Any:
-        return state[0]
-    return init, update, get_params
+    return init, update, _params
 
 
 @optimizer
@@ -242,18 +238,14 @@ def rmsprop_momentum(step_size: float | Schedule, gamma: float = 0.9, eps: float
     """RMSProp with momentum on the scaled step."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> Any:
-        return x0, tnp.zeros_like(x0), tnp.zeros_like(x0)
+    init = _with_zeros(2)
 
     def update(i: Any, g: Any, state: Any) -> Any:
         x, avg_sq_grad, mom = state
         avg_sq_grad = avg_sq_grad * gamma + tnp.square(g) * (1.0 - gamma)
         mom = momentum * mom + step_size(i) * g / tnp.sqrt(avg_sq_grad + eps)
         return x - mom, avg_sq_grad, mom
-
-    def get_params(state: Any) -> Any:
-        return state[0]
-    return init, update, get_params
+    return init, update, _params
 
 
 @optimizer
@@ -262,8 +254,7 @@ def adam(step_size: float | Schedule, b1: float = 0.9, b2: float = 0.999,
     """Adam (Kingma and Ba 2014), bias-corrected by the step number: step `i` is the (i+1)-th update."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> Any:
-        return x0, tnp.zeros_like(x0), tnp.zeros_like(x0)
+    init = _with_zeros(2)
 
     def update(i: Any, g: Any, state: Any) -> Any:
         x, m, v = state
@@ -272,10 +263,7 @@ def adam(step_size: float | Schedule, b1: float = 0.9, b2: float = 0.999,
         mhat = m / (1 - tnp.asarray(b1, m.dtype) ** (i + 1))
         vhat = v / (1 - tnp.asarray(b2, m.dtype) ** (i + 1))
         return x - step_size(i) * mhat / (tnp.sqrt(vhat) + eps), m, v
-
-    def get_params(state: Any) -> Any:
-        return state[0]
-    return init, update, get_params
+    return init, update, _params
 
 
 @optimizer
@@ -284,18 +272,14 @@ def adamax(step_size: float | Schedule, b1: float = 0.9, b2: float = 0.999,
     """AdaMax, Adam's infinity-norm variant."""
     step_size = make_schedule(step_size)
 
-    def init(x0: Any) -> Any:
-        return x0, tnp.zeros_like(x0), tnp.zeros_like(x0)
+    init = _with_zeros(2)
 
     def update(i: Any, g: Any, state: Any) -> Any:
         x, m, u = state
         m = (1 - b1) * g + b1 * m
         u = tnp.maximum(b2 * u, tnp.abs(g))
         return x - (step_size(i) / (1 - tnp.asarray(b1, m.dtype) ** (i + 1))) * m / (u + eps), m, u
-
-    def get_params(state: Any) -> Any:
-        return state[0]
-    return init, update, get_params
+    return init, update, _params
 
 
 @optimizer

@@ -48,30 +48,40 @@ def Dense(out_dim: int, W_init: Callable = _GLOROT, b_init: Callable = _NORMAL) 
     return init_fun, apply_fun
 
 
-def GeneralConv(dimension_numbers: tuple[str, str, str], out_chan: int, filter_shape: Sequence[int],  # noqa: N802
-                strides: Sequence[int] | None = None, padding: str | Sequence[tuple[int, int]] = "VALID",
-                W_init: Callable | None = None, b_init: Callable = _BIAS) -> Layer:  # noqa: N803
-    """A convolution whose layouts `dimension_numbers` = (lhs, rhs, out) name the axes ('NHWC', 'HWIO', 'NHWC')."""
+def _conv_layer(transpose: bool, dimension_numbers: tuple[str, str, str], out_chan: int, filter_shape: Sequence[int],
+                strides: Sequence[int] | None, padding: str | Sequence[tuple[int, int]], W_init: Callable | None,  # noqa: N803
+                b_init: Callable) -> Layer:
+    """A convolution layer, or a transposed one (`lax.conv_transpose`): a kernel of `out_chan` outputs over
+    `filter_shape`, the input's channels in, and a bias along the output's channels."""
     lhs_spec, rhs_spec, out_spec = dimension_numbers
     one = (1,) * len(filter_shape)
     strides = tuple(strides) if strides else one
     W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))  # noqa: N806
+    out_shape = lax.conv_transpose_shape_tuple if transpose else lax.conv_general_shape_tuple
 
     def init_fun(rng: Any, input_shape: Sequence[int]) -> tuple[tuple[int, ...], Any]:
         window = iter(filter_shape)
         kernel_shape = tuple(out_chan if c == "O" else input_shape[lhs_spec.index("C")] if c == "I" else next(window)
                              for c in rhs_spec)
-        output_shape = lax.conv_general_shape_tuple(tuple(input_shape), kernel_shape, strides, padding,
-                                                    dimension_numbers)
+        output_shape = out_shape(tuple(input_shape), kernel_shape, strides, padding, dimension_numbers)
         bias_shape = tuple(out_chan if c == "C" else 1 for c in out_spec)
         k1, k2 = random.split(rng)
         return output_shape, (W_init(k1, kernel_shape), b_init(k2, bias_shape))
 
     def apply_fun(params: Any, inputs: Any, **kwargs: Any) -> Any:
         W, b = params  # noqa: N806
+        if transpose:
+            return lax.conv_transpose(inputs, W, strides, padding, dimension_numbers=dimension_numbers) + b
         return lax.conv_general_dilated(inputs, W, strides, padding, one, one,
                                         dimension_numbers=dimension_numbers) + b
     return init_fun, apply_fun
+
+
+def GeneralConv(dimension_numbers: tuple[str, str, str], out_chan: int, filter_shape: Sequence[int],  # noqa: N802
+                strides: Sequence[int] | None = None, padding: str | Sequence[tuple[int, int]] = "VALID",
+                W_init: Callable | None = None, b_init: Callable = _BIAS) -> Layer:  # noqa: N803
+    """A convolution whose layouts `dimension_numbers` = (lhs, rhs, out) name the axes ('NHWC', 'HWIO', 'NHWC')."""
+    return _conv_layer(False, dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init)
 
 
 Conv = functools.partial(GeneralConv, ("NHWC", "HWIO", "NHWC"))
@@ -83,25 +93,7 @@ def GeneralConvTranspose(dimension_numbers: tuple[str, str, str], out_chan: int,
                          padding: str | Sequence[tuple[int, int]] = "VALID", W_init: Callable | None = None,  # noqa: N803
                          b_init: Callable = _BIAS) -> Layer:  # noqa: N803
     """A transposed convolution (`lax.conv_transpose`), layouts as `GeneralConv`'s."""
-    lhs_spec, rhs_spec, out_spec = dimension_numbers
-    one = (1,) * len(filter_shape)
-    strides = tuple(strides) if strides else one
-    W_init = W_init or glorot_normal(rhs_spec.index("I"), rhs_spec.index("O"))  # noqa: N806
-
-    def init_fun(rng: Any, input_shape: Sequence[int]) -> tuple[tuple[int, ...], Any]:
-        window = iter(filter_shape)
-        kernel_shape = tuple(out_chan if c == "O" else input_shape[lhs_spec.index("C")] if c == "I" else next(window)
-                             for c in rhs_spec)
-        output_shape = lax.conv_transpose_shape_tuple(tuple(input_shape), kernel_shape, strides, padding,
-                                                      dimension_numbers)
-        bias_shape = tuple(out_chan if c == "C" else 1 for c in out_spec)
-        k1, k2 = random.split(rng)
-        return output_shape, (W_init(k1, kernel_shape), b_init(k2, bias_shape))
-
-    def apply_fun(params: Any, inputs: Any, **kwargs: Any) -> Any:
-        W, b = params  # noqa: N806
-        return lax.conv_transpose(inputs, W, strides, padding, dimension_numbers=dimension_numbers) + b
-    return init_fun, apply_fun
+    return _conv_layer(True, dimension_numbers, out_chan, filter_shape, strides, padding, W_init, b_init)
 
 
 Conv1DTranspose = functools.partial(GeneralConvTranspose, ("NHC", "HIO", "NHC"))
