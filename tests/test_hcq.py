@@ -584,6 +584,16 @@ def test_parallel_launch_runs_core_ids_at_the_same_time(cpu0: HCQDevice, k: dict
         failsafe.cancel()
 
 
+def test_every_word_a_thread_sleeps_on_is_followed_by_its_own_count_of_sleepers() -> None:
+    """A waiter counts itself into the 32 bits after the word it sleeps on: no field of the control block may be
+    that word (W_JOB_JOINS was, after W_JOB_NEGJOINED: the processor's sleep while a helper finished counted as a
+    join; W_BUSY after W_RPTR, whose plain stores erased a host's count: a lost wake-up)."""
+    fields = {name: v for name, v in vars(native).items() if name.startswith("W_") and isinstance(v, int)}
+    taken = [(name, v) for name, v in fields.items() if v - 1 in native.SLEEP_WORDS or
+             (name == "W_SPIN" and v in native.SLEEP_WORDS)]
+    assert taken == [] and max(fields.values()) < native.CTL_WORDS and len(set(fields.values())) == len(fields)
+
+
 @pytest.mark.skipif(cpu_count() < 2, reason="needs a helper thread")
 def test_a_helper_with_no_core_id_left_sleeps_instead_of_rejoining(cpu0: HCQDevice, k: dict[str, Program]) -> None:
     """While one thread still runs core id 0 of a job, every id is claimed: no helper joins the job again, they

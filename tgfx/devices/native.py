@@ -70,16 +70,22 @@ from tgfx.diskcache import cache_path, read_bytes, write_atomic
 
 # a processor's control block: host-written words, processor-written words and constants on separate cache lines
 W_WPTR, W_CLOSED, W_HOST_CPU = 0, 2, 3         # words the host wrote to the ring; 1 asks the loop to exit; its core
-W_RPTR, W_EXITED, W_POISON, W_EVENTS_W = 8, 10, 12, 13   # words consumed; 1 once exited; fault of this submission
-W_BUSY, W_RETIRED = 9, 11                      # 1 while an EXEC or COPY runs; EXECs and COPYs retired so far
+W_RPTR, W_EXITED = 8, 10                       # words consumed (the host sleeps on it for room); 1 once exited
+W_BUSY, W_RETIRED = 12, 13                     # 1 while an EXEC or COPY runs; EXECs and COPYs retired so far
 W_SPIN = 14                                    # the processor's adaptive spin state (2 words, its own)
 W_RING, W_NWORDS, W_TIMELINE, W_INDEX, W_EVENTS, W_EVENT_CAP, W_GLOBAL = 16, 17, 18, 19, 20, 21, 22
 W_PROCESSOR_CPU = 23                           # the core the processor last ran a packet on
 W_JOB_FN, W_JOB_BUFS, W_JOB_VALS, W_JOB_GS, W_JOB_CLOSED = 24, 25, 26, 27, 28   # the parallel EXEC in progress
 W_JOB_NEXT = 32                                # the next core id to claim
 W_JOB_NEGJOINED = 40                           # minus the number of helpers inside the job
-W_JOB_JOINS = 41                               # helpers' joins of open jobs of this engine so far (a count for tests)
+W_JOB_JOINS = 42                               # helpers' joins of open jobs of this engine so far (a count for tests)
+W_POISON, W_EVENTS_W = 44, 45                  # fault of this submission; profile events written so far
 CTL_WORDS = 48
+# the words a thread sleeps on (`tgfx_wait_ge`, `adaptive_wait`): each is followed by its 32-bit count of sleepers,
+# a word no other field may take (W_JOB_JOINS after W_JOB_NEGJOINED counted the processor's sleeps as joins, and a
+# host waiting for room in the ring added itself to W_BUSY, which the processor's plain stores then erased: a lost
+# wake-up, and a busy count off by one)
+SLEEP_WORDS = (W_WPTR, W_RPTR, W_EXITED, W_JOB_NEGJOINED)
 
 # a profile event: program id (0: a copy), global size (or bytes copied), start and end (`stamp` ticks), and the ring
 # word the processor was at (the packet's, or the BLOCK's that holds it; where the ring was for a run inline)
