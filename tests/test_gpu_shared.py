@@ -5,7 +5,6 @@ the heuristics' choice from the target, and matmuls end to end on the emulating 
 from __future__ import annotations
 
 import re
-import types
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 
 import tgfx as tg
 import tgfx.lowering as lowering
-import tgfx.lowering.operands as operands
 from tests.test_cuda_runtime import emulated, emulated_programs  # noqa: F401 (fixtures)
 from tests.test_nvptx import _one_kernel, cpu, needs_ptxas, ptxas_report
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
@@ -28,13 +26,8 @@ TILE = [Opt("UPCAST", 1, 4), Opt("UPCAST", 0, 8), Opt("GLOBAL", 1, 8), Opt("GLOB
 
 
 def _matmul(m: int, k: int, n: int, dtype: Any = np.float32) -> tuple[Any, np.ndarray, np.ndarray]:
-    """The one kernel of `a @ b` as a GPU's schedule makes it: no packed copy of `b` first (`_packed_operand` is the
-    CPU's, sized by the host's L2: on a host of 1 MiB of L2 a core, 4096 x 4096's panels are packed by a kernel of
-    their own), whatever machine the test runs on."""
     a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
-    with pytest.MonkeyPatch.context() as mp:   # (the schedule's operands as for a device that compiles elsewhere)
-        mp.setattr(operands, "get_device", lambda name: types.SimpleNamespace(compiles_on_host=False))
-        ast, _ = _one_kernel(lambda x, y: x @ y, cpu(a), cpu(b))
+    ast, _ = _one_kernel(lambda x, y: x @ y, cpu(a), cpu(b))
     return ast, a, b
 
 

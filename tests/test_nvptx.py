@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import types
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 import tgfx as tg
 import tgfx.lowering as lowering
+import tgfx.lowering.operands as operands
 from tgfx.devices.target import GPU_DEFAULT, GPUTarget
 from tgfx.ir.ops import Ops
 from tgfx.lowering.kernel_opts import Opt
@@ -167,7 +169,9 @@ def test_gpu_target_from_driver_attributes() -> None:
 
 
 def _lowered(fn, *args):  # noqa: ANN001, ANN002, ANN202
-    """The ASTs of the kernels `fn(*args)` lowers (each once), and its result."""
+    """The ASTs of the kernels `fn(*args)` lowers (each once), and its result, scheduled as for a GPU on any host: no
+    operand packed by a kernel of its own first (`operands._packed_operand`, the CPU's, sized by the host's L2 and
+    TLB: on a host of 1 MiB of L2 a core a 4096 x 4096 matmul's panels are packed apart; a GPU's device skips it)."""
     seen = {}
     orig = lowering.lower_kernel
 
@@ -177,8 +181,10 @@ def _lowered(fn, *args):  # noqa: ANN001, ANN002, ANN202
     lowering.forget_compiled()
     lowering.lower_kernel = hook
     try:
-        out = fn(*args)
-        out.numpy()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(operands, "get_device", lambda name: types.SimpleNamespace(compiles_on_host=False))
+            out = fn(*args)
+            out.numpy()
     finally:
         lowering.lower_kernel = orig
     return list(seen.values()), out
