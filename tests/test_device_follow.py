@@ -208,7 +208,7 @@ def test_jitted_calls_python_scalars_and_host_arrays_go_to_their_tensors_device(
         assert out.device == "CPU:1"
         np.testing.assert_array_equal(out.numpy(), x0 * np.float32(0.25 * step))
     assert f.trace_count == g.trace_count == 1
-    ((prog, _, host),) = list(g._fast.values())
+    ((prog, _, host, _),) = list(g._fast.values())
     assert host == "CPU:1" and prog.scalar_args and {s.device for s in prog.scalar_args.values()} == {"CPU:1"}
     np.testing.assert_array_equal(g(tnp.asarray(x0), 2.0).numpy(), x0 * 2)   # on the default device: its own trace
     assert g.trace_count == 2

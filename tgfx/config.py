@@ -144,6 +144,10 @@ INLINE_BYTES = Flag("TGFX_INLINE_BYTES", -1)
 KERNEL_CACHE_SIZE = Flag("TGFX_KERNEL_CACHE_SIZE", 1024)      # compiled kernels by AST, in memory
 SCHEDULE_CACHE_SIZE = Flag("TGFX_SCHEDULE_CACHE_SIZE", 1024)  # eager graphs' schedules and encoded programs
 JIT_CACHE_SIZE = Flag("TGFX_JIT_CACHE_SIZE", 256)             # traced programs per jitted function
+# MiB the programs of one jitted function may hold together (`Program.nbytes`), and those of all jitted functions
+# together; past either, its least recently run programs go (a call of their signature traces again); 0: no bound
+JIT_CACHE_MB = Flag("TGFX_JIT_CACHE_MB", 512.0)
+JIT_TOTAL_MB = Flag("TGFX_JIT_TOTAL_MB", 2048.0)
 # MiB the eager programs kept may hold together (their arenas, idle outputs, command words, code: `Program.nbytes`);
 # 0: bound by TGFX_SCHEDULE_CACHE_SIZE programs only
 PROGRAM_CACHE_MB = Flag("TGFX_PROGRAM_CACHE_MB", 512.0)

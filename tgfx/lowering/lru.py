@@ -18,12 +18,14 @@ class LRU(Generic[K, V]):
     """A mapping of at most `capacity()` entries (read on every insert, so a config flag changes it at once; below
     1 it keeps one); inserting past it drops the least recently used. With `max_bytes` and `weigh`, also at most
     `max_bytes()` bytes (0: no such bound), an entry weighing `weigh(value)` when it is inserted: the least recently
-    used go until the rest fit, the newest always stays."""
+    used go until the rest fit, the newest always stays. `evicted(key, value)` is called for each entry an insert
+    drops, after the cache's lock is released (it may use the cache)."""
 
     def __init__(self, capacity: Callable[[], int], max_bytes: Callable[[], int] | None = None,
-                 weigh: Callable[[V], int] | None = None) -> None:
+                 weigh: Callable[[V], int] | None = None, evicted: Callable[[K, V], None] | None = None) -> None:
         self.capacity = capacity
         self.max_bytes, self.weigh = max_bytes, weigh
+        self.on_evict = evicted
         self.nbytes = 0                      # what the entries weigh, together (0 without `weigh`)
         self._weights: dict[K, int] = {}
         self._d: OrderedDict[K, V] = OrderedDict()
@@ -83,7 +85,10 @@ class LRU(Generic[K, V]):
             while len(self._d) > limit or budget > 0 and self.nbytes > budget and len(self._d) > 1:
                 old, v = self._d.popitem(last=False)
                 self.nbytes -= self._weights.pop(old, 0)
-                evicted.append(v)
+                evicted.append((old, v))
+        if self.on_evict is not None:
+            for old, v in evicted:
+                self.on_evict(old, v)
         del evicted
         return value
 
@@ -101,6 +106,10 @@ class LRU(Generic[K, V]):
     def __iter__(self) -> Iterator[K]:
         with self._lock:
             return iter(list(self._d))
+
+    def items(self) -> list[tuple[K, V]]:
+        with self._lock:
+            return list(self._d.items())
 
     def values(self) -> list[V]:
         with self._lock:

@@ -53,6 +53,7 @@ from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.placement import describe, is_committed, mark, marked, move
 from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
 from tgfx.trace_state import active, collecting_effects
+from tgfx.transforms.jit_cache import jitted, mb, track
 from tgfx.transforms.jit_replay import flatten_fast, replay, weak_dtype
 from tgfx.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
@@ -397,19 +398,37 @@ class Jit:
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self.name = getattr(f, "__qualname__", type(f).__qualname__)
         self.trace_count = 0
-        # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE (and all with this Jit)
-        self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE programs or TGFX_JIT_CACHE_MB
+        # bytes (and all with this Jit)
+        self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(
+            lambda: int(config.JIT_CACHE_SIZE), lambda: mb(config.JIT_CACHE_MB), lambda hit: hit[0].nbytes,
+            self._evicted)
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
         # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`flatten_fast`)
         # (its keys begin with the code-changing flags the call traced under, `config.codegen`: threads in and out
         # of `enable_x64` or `Context(BEAM=2)` share them)
-        self._fast: LRU[Hashable, tuple[Program, Outputs, str]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        # (with the `_cache` key of its program, which a fast call refreshes too)
+        self._fast: LRU[Hashable, tuple[Program, Outputs, str, Hashable]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
         _live.add(self)
 
+    def _evicted(self, key: Hashable, hit: tuple[Program, Outputs]) -> None:
+        """`_cache` dropped signature `key`: its program goes from the fast path's entries and `jitted` too."""
+        self._forget(key, hit[0])
+        jitted.pop(id(hit[0]))
+
+    def _forget(self, key: Hashable, prog: Program) -> None:
+        """Drop program `prog` of signature `key` from this function's caches (a call of it traces again)."""
+        if (hit := self._cache.peek(key)) is not None and hit[0] is prog:
+            self._cache.pop(key)
+        for k in [k for k, v in self._fast.items() if v[0] is prog]:
+            self._fast.pop(k)
+
     def clear_cache(self) -> None:
         """Forget every trace and program: the next call traces again (`tg.clear_caches`)."""
+        for hit in self._cache.values():
+            jitted.pop(id(hit[0]))
         self._cache.clear()
         self._fast.clear()
         self._signatures.clear()
@@ -487,6 +506,11 @@ class Jit:
             if fast is not None and kwargs and not flatten_fast(kwargs, fast, sig):
                 fast = None
             if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
+                try:   # (its signature and program made the most recently run, of this function's and of all
+                    self._cache.entries.move_to_end(hit[3])   # jitted functions': C calls, no lock, as `LRU.get`)
+                    jitted.entries.move_to_end(id(hit[0]))
+                except KeyError:
+                    pass
                 if hit[0].donated:   # (an optimizer's step: the general path's run, without its flatten and specs)
                     tensors = _fast_tensors(fast, hit[2])
                     if tensors is not None:
@@ -517,11 +541,17 @@ class Jit:
             hit = _tracing.once(self, key, lambda: self._trace(args, kwargs, leaves, treedef, specs, static, key,
                                                                tensors))
         prog, outs = hit
+        try:   # (as the fast path's)
+            jitted.entries.move_to_end(id(prog))
+        except KeyError:
+            pass
         # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie; a
         # call that moved an uncommitted Tensor has none: its key holds where each Tensor is, not where it goes)
         if fast is not None and not prog.sharded and not moved and \
-                (devs is None or not any(type(x) is np.ndarray for x in leaves)):
-            self._fast[fast_key] = (prog, outs, devs or DEFAULT_DEVICE)
+                (devs is None or not any(type(x) is np.ndarray for x in leaves)) and \
+                (cached := self._cache.peek(key)) is not None and cached[0] is prog:
+            # (a program evicted meanwhile, by another thread's trace, is not made a fast entry again)
+            self._fast[fast_key] = (prog, outs, devs or DEFAULT_DEVICE, key)
         return self._run(prog, outs, tensors, args)
 
     def _run(self, prog: Program, outs: Outputs, tensors: list[Tensor], args: tuple) -> Any:
@@ -638,6 +668,7 @@ class Jit:
         prog = Program(template, real_inputs, len(inputs), donated, unflatten, reuse_results=True)
         returned = Outputs(out_tree, tuple(is_weak(t) for t in out_leaves), effects.token is not None)
         self._cache[key] = (prog, returned)
+        track(self, key, prog)
         return prog, returned
 
     def _donation(self, template: ScheduleTemplate, inputs: list[UOp], leaves: list, tensor_pos: list[int],

@@ -1,0 +1,121 @@
+"""A jitted function's programs are bounded by the bytes they hold (TGFX_JIT_CACHE_MB), and those of every jitted
+function together (TGFX_JIT_TOTAL_MB), not only by their count: each holds its arenas and its recent and pooled
+outputs, so an MLP step called with 200 batch sizes kept 200 programs (+735 MB of RSS; +331 MB with the bounds, the
+rest the kernel cache's 1,024 kernels). An evicted program is freed (its fast-path entry too), a call of its
+signature traces again and computes the right values, and one evicted while its submission is still queued computes
+that submission's right values."""
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+
+import tgfx as tg
+import tgfx.numpy as tnp
+from tgfx.config import Context
+from tgfx.lowering.program import Program
+from tgfx.transforms.jit_cache import jitted
+
+COLS = 1024
+
+
+def run(g: tg.jit, n: int) -> None:
+    x = np.linspace(-1, 1, n * COLS, dtype=np.float32).reshape(n, COLS)
+    np.testing.assert_allclose(g(tg.asarray(x)).numpy(), x * 3 + 1, rtol=1e-6)
+
+
+def programs_of(g: tg.jit) -> list[Program]:
+    return [p for p, _ in g._cache.values()]
+
+
+def test_a_jitted_functions_programs_over_many_large_shapes_hold_at_most_its_byte_budget() -> None:
+    budget = 8 << 20
+    with Context(TGFX_JIT_CACHE_MB=budget / 2**20, TGFX_JIT_CACHE_SIZE=256):
+        g = tg.jit(lambda x: x * 3 + 1)
+        held = []
+        for n in range(256, 296):   # 40 signatures, each output 1-1.2 MiB: 3-3.5 MiB of kept outputs a program
+            run(g, n)
+            held.append(len(g._cache))
+            progs = programs_of(g)
+            assert sum(p.nbytes for p in progs) <= budget or len(progs) == 1
+            del progs
+        assert g.trace_count == 40
+        assert max(held[5:]) <= 2 and min(held[5:]) >= 1, held   # flat after the first few, not one per shape
+        evicted = weakref.ref(programs_of(g)[0])
+        for n in range(300, 303):
+            run(g, n)
+        gc.collect()
+        assert evicted() is None   # freed: neither the fast path's entries nor `jitted` keep it
+        assert all(v[0] in programs_of(g) for v in g._fast.values())
+        run(g, 256)   # an evicted signature traces again, and computes its values
+        assert g.trace_count == 44
+    with Context(TGFX_JIT_CACHE_MB=0, TGFX_JIT_CACHE_SIZE=3):   # 0: bound by their count only
+        g = tg.jit(lambda x: x * 3 + 1)
+        for n in range(1, 21):
+            run(g, n)
+        assert len(g._cache) == 3
+
+
+def test_all_jitted_functions_programs_hold_at_most_the_total_budget_the_least_recently_run_out_first() -> None:
+    budget = 12 << 20
+    with Context(TGFX_JIT_TOTAL_MB=budget / 2**20, TGFX_JIT_CACHE_MB=0):
+        fs = [tg.jit(lambda x: x * 3 + 1) for _ in range(6)]
+        hot = fs[0]
+        run(hot, 256)
+        totals = []
+        for i, f in enumerate(fs[1:]):
+            for n in range(260, 264):
+                run(f, n + 8 * i)
+                run(hot, 256)   # run between the others: it stays the most recently run
+                gc.collect()
+                totals.append(sum(p.nbytes for g in fs for p in programs_of(g)))
+        assert max(totals) <= budget, [t >> 20 for t in totals]
+        assert hot.trace_count == 1 and len(hot._cache) == 1
+        assert sum(len(f._cache) for f in fs[1:-1]) < 4 * 4   # the earlier functions lost programs to the later
+        assert jitted.nbytes <= budget
+        old = fs[1]
+        traced = old.trace_count
+        run(old, 260)   # its first signature, evicted: traced again
+        assert old.trace_count == traced + 1
+    del fs, hot, old
+    gc.collect()
+
+
+def test_a_program_evicted_while_its_submission_waits_in_the_queue_computes_that_submissions_values() -> None:
+    """The first call's program is evicted (every new program evicts the one before) while its submission waits
+    behind a host callback that blocks until the evictions and new allocations are done: its arenas and outputs are
+    the submission's until its fence passes, never handed to the calls that follow."""
+    release = threading.Event()
+
+    def block(x: np.ndarray) -> np.ndarray:
+        assert release.wait(60), "the test never released the callback"
+        return x
+
+    def slow(x: tg.Tensor) -> tg.Tensor:
+        y = tg.pure_callback(block, tg.ShapeDtypeStruct(x.shape, x.dtype), x)
+        return tnp.tanh(y * 0.5) @ x.T + 1   # an intermediate in the program's arena, then an output
+
+    def fast(x: tg.Tensor) -> tg.Tensor:
+        return x * 3 + 1
+
+    # (nothing runs inline on this thread, which the callback would block)
+    with Context(TGFX_JIT_TOTAL_MB=1e-6, TGFX_JIT_CACHE_MB=0, TGFX_INLINE_BYTES=0):
+        s, g = tg.jit(slow), tg.jit(fast)
+        x = np.linspace(-1, 1, 64 * 256, dtype=np.float32).reshape(64, 256)
+        first = s(tg.asarray(x))   # queued, blocked in its callback
+        prog = weakref.ref(programs_of(s)[0])
+        others = []
+        for n in range(64, 72):   # new programs, each evicting the one before; their outputs allocated and written
+            xs = np.full((n, 256), 7.0, np.float32)
+            others.append((g(tg.asarray(xs)), xs * 3 + 1))
+        assert len(s._cache) == 0
+        release.set()
+        gc.collect()
+        np.testing.assert_allclose(first.numpy(), np.tanh(x * 0.5) @ x.T + 1, rtol=1e-4, atol=1e-4)
+        for got, want in others:
+            np.testing.assert_allclose(got.numpy(), want)
+        del first
+        gc.collect()
+        assert prog() is None

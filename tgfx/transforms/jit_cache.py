@@ -1,0 +1,47 @@
+"""The programs of every jitted function together, bounded by the bytes they hold (`TGFX_JIT_TOTAL_MB`); each
+function's own cache (`Jit._cache`) is bounded by `TGFX_JIT_CACHE_MB` and `TGFX_JIT_CACHE_SIZE`. A step called
+with 200 batch sizes kept all 200 programs, each holding its arenas and its recent and pooled outputs (+880 MB of
+RSS for an MLP's step), until the count bound of 256 per function."""
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
+
+from tgfx import config
+from tgfx.lowering.lru import LRU
+
+if TYPE_CHECKING:
+    from tgfx.lowering.program import Program
+
+
+def mb(flag: config.Flag) -> int:
+    return int(flag.value * 2**20)
+
+
+def _forget_program(entry: tuple[weakref.ref, Hashable, weakref.ref, int]) -> None:
+    """A program evicted from `jitted`, dropped from its jitted function's caches (if both still live)."""
+    jit, prog = entry[0](), entry[2]()
+    if jit is not None and prog is not None:
+        jit._forget(entry[1], prog)
+
+
+# every jitted function's programs, by identity, in the order they last ran, weighing what each holds
+# (`Program.nbytes`: arenas, pooled and recent outputs, command words, code): at most TGFX_JIT_TOTAL_MB together, the
+# least recently run out of their functions' caches first. Held weakly: a function's own cache owns its programs, and
+# the programs of a function collected go with it (an entry whose program died is dropped before the next insert,
+# `_dead`, so no id is found again on another program). A program evicted while a submission of it is still queued
+# is safe: the submission holds the memory and code its command buffers were encoded with until its fence passes
+# (`HCQDevice.submit`)
+jitted: LRU[int, tuple[weakref.ref, Hashable, weakref.ref, int]] = LRU(
+    lambda: 1 << 62, lambda: mb(config.JIT_TOTAL_MB), lambda entry: entry[3], lambda _, entry: _forget_program(entry))
+_dead: deque[int] = deque()   # ids of programs `jitted` holds that were collected (appended as they die)
+
+
+def track(jit: Any, key: Hashable, prog: Program) -> None:
+    """`prog`, `jit`'s new program for signature `key`, counted in `jitted` as the most recently run."""
+    while _dead:
+        jitted.pop(_dead.popleft())
+    pid = id(prog)
+    jitted[pid] = (weakref.ref(jit), key, weakref.ref(prog, lambda _, pid=pid: _dead.append(pid)), prog.nbytes)
