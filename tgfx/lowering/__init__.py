@@ -54,7 +54,14 @@ from tgfx.lowering.execute import RANGE_OPS, buffer_memory, range_view
 from tgfx.lowering.gather import collapse_scatter, pm_gather
 from tgfx.lowering.half import pm_widen_half_max
 from tgfx.lowering.inline import check_no_params, inline, walk
-from tgfx.lowering.kernel_opts import Opt, global_size, merge_loops, merge_reduce_ranges, split_ranges
+from tgfx.lowering.kernel_opts import (
+    Opt,
+    global_size,
+    merge_loops,
+    merge_reduce_ranges,
+    order_reduce_ranges,
+    split_ranges,
+)
 from tgfx.lowering.linearize import linearize, range_deps, vector_ranges
 from tgfx.lowering.lru import LRU
 from tgfx.lowering.multi import RingCtx, bucket_allreduces, device_parts, has_multi, pm_allreduce, pm_multi
@@ -200,8 +207,8 @@ def index_level(ast: UOp, pieces: bool = True, grid_numel: int = 0) -> UOp:
     if (scattered := collapse_scatter(sink)) is not sink:
         sink = graph_rewrite(scattered, pm_symbolic, name="symbolic after scatter")
     # a range read through a division and a remainder is two ranges; contiguous output axes are one loop, and
-    # contiguous axes a plain reduce sums over are one reduce loop
-    sink = merge_reduce_ranges(merge_loops(split_ranges(sink)))
+    # contiguous axes a plain reduce sums over, once its loops nest in stride order, are one reduce loop
+    sink = merge_reduce_ranges(order_reduce_ranges(merge_loops(split_ranges(sink))))
     if config.SPEC:
         check_stage(sink, "kernel")
     return sink
@@ -254,9 +261,10 @@ def render_kernel_values(name: str, sink: UOp, opts: Sequence[Opt], target: Targ
     bufs = sorted({u for u in sink.toposort() if u.op is Ops.DEFINE_GLOBAL}, key=lambda u: u.arg[0])
     small = scalar_ops(lin) <= SMALL_KERNEL_OPS and not transcendental
     loop_vectorize = not small and not any(o.op in ("UPCAST", "UNROLL") for o in opts)
-    # a long plain sum whose loop LLVM's vectoriser leaves (a column sum's, over an UPCAST's lanes) summed in nested
-    # levels, each in a register of its own (a pairwise tree's rounding, at one addition a block)
-    if not loop_vectorize and (nested := nested_sums(sink)) is not sink:
+    # a long plain sum whose loop LLVM's vectoriser leaves (a column sum's, over an UPCAST's lanes, a loop around
+    # another) summed in nested levels, each in a register of its own (a pairwise tree's rounding, at one addition a
+    # block)
+    if (nested := nested_sums(sink, vectorised=loop_vectorize)) is not sink:
         lin, acc_of = linearize(nested)
     trips = runtime_trips(lin) if trips_by_value else None
     # LLVM's unroller is for the loops of reduces (a tile's reduce loop, a row's passes); a kernel without one moves or
