@@ -16,7 +16,7 @@ import tgfx._realize
 import tgfx.numpy as tnp
 from tgfx import config
 from tgfx.ir.uop import UOp
-from tgfx.tensor import _is_weak_tensor
+from tgfx.tensor import _is_weak_tensor, weak
 
 X = np.linspace(-2.0, 2.0, 16, dtype=np.float32)
 Y = X * 2 + 1
@@ -314,3 +314,104 @@ def test_the_fast_paths_on_other_devices_sharded_values_64_bit_types_and_threads
                     (A * (k + n)).sum(), rel=1e-12)):
                 bad.append(f"thread {k}, step {n}")
     assert run_threads(work, 4, switch_interval=1e-5) and not bad, bad
+
+
+_FAST_OPS = ["add", "subtract", "multiply", "true_divide", "less", "greater", "equal", "not_equal", "maximum",
+             "minimum"]
+
+
+@pytest.mark.parametrize("x64", [False, pytest.param(True, marks=pytest.mark.x64)], ids=["32-bit", "x64"])
+def test_weak_operands_on_the_fast_paths_build_the_general_paths_graphs(monkeypatch: pytest.MonkeyPatch,
+                                                                        x64: bool) -> None:
+    """A weakly typed Tensor (`jnp.asarray(step)`, a schedule's count) with a Python scalar, and `maximum` and
+    `minimum` of the operands `fast_operands` takes, go by the fast paths (a schedule's arithmetic was the general
+    promotion's, ~100 Python calls an op): each builds the node the general path builds (hash-consed: the same
+    object), of its dtype and weak type, for every pairing of weak and strong, int, float and half Tensors with ints
+    in and out of range, floats, -0.0 and each other, either side; the values are numpy's."""
+    from tgfx.numpy import _elementwise
+    ints = np.arange(-3, 5, dtype=np.int64 if x64 else np.int32)
+    floats = np.linspace(-2, 2, 8).astype(np.float64 if x64 else np.float32)
+    # (weak arrays of buffers, as a jit's weakly typed results are)
+    operands = [tnp.asarray(3), tnp.asarray(2.5), weak(tg.asarray(ints)), weak(tg.asarray(floats)), tg.asarray(floats),
+                tg.asarray(ints), tg.asarray(floats.astype(np.float16)), tg.asarray(np.arange(8, dtype=np.int8)),
+                tg.asarray(floats > 0), 3, -7, 2**31 + 5, 2.5, -0.0, True]
+    assert _is_weak_tensor(operands[2]) and _is_weak_tensor(operands[3])
+
+    def build(fast: bool) -> list:
+        out = []
+        with monkeypatch.context() as m:
+            if not fast:
+                m.setattr(_elementwise, "fast_binary", lambda *a, **k: None)
+                m.setattr(_elementwise, "fast_operands", lambda *a, **k: None)
+            for name in _FAST_OPS:
+                for a in operands:
+                    for b in operands:
+                        if not (isinstance(a, tg.Tensor) or isinstance(b, tg.Tensor)):
+                            continue
+                        try:
+                            r = getattr(tnp, name)(a, b)
+                        except (TypeError, OverflowError) as e:
+                            out.append(type(e))
+                            continue
+                        out.append((r.uop, r.dtype, _is_weak_tensor(r)))
+        return out
+
+    general, fast = build(False), build(True)
+    assert len(general) == len(fast)
+    for k, (g, f) in enumerate(zip(general, fast, strict=True)):
+        assert g == f or (type(g) is tuple and g[0] is f[0] and g[1:] == f[1:]), k
+    w = tnp.asarray(7)
+    got = tnp.minimum(tnp.maximum(w - 100, 0).astype(tnp.float32) / 900.0, 0.5) * 2.0
+    assert got.item() == 0.0 and not _is_weak_tensor(got)
+    np.testing.assert_allclose(tnp.minimum(operands[3], 0.25).numpy(), np.minimum(floats, 0.25), rtol=1e-6)
+    assert tnp.asarray(3).dtype == (tg.dtypes.int64 if x64 else tg.dtypes.int32)
+    assert (w < 100).dtype == tg.dtypes.bool and _is_weak_tensor(w - 100) and (w - 100).item() == -93
+
+
+def test_a_minimum_chain_is_computed_where_it_grows_too_deep() -> None:
+    """`minimum`'s fast path builds three nodes without a Tensor each: the depth of the chain under it still counts,
+    so a running minimum is computed in pieces (as every lazy chain is), not grown without end."""
+    from tgfx.tensor import LAZY_DEPTH, lazy_depth
+    x = tg.asarray(X)
+    r = x
+    for k in range(3 * LAZY_DEPTH):
+        r = tnp.minimum(r, float(k))
+        assert lazy_depth(r.uop) <= LAZY_DEPTH + 3
+    np.testing.assert_array_equal(r.numpy(), np.minimum(X, 0.0))
+
+
+def _schedules() -> list[tuple[str, Callable, Callable]]:
+    from tgfx import optim
+    from tgfx.example_libraries import optimizers
+
+    def warmup_cosine(step: int) -> float:   # optax's formula, in float64
+        if step < 100:
+            return 1e-3 * step / 100
+        t = min(step - 100, 900) / 900
+        return (1e-3 - 1e-5) * 0.5 * (1 + np.cos(np.pi * t)) + 1e-5
+    return [("optim.warmup_cosine_decay_schedule", optim.warmup_cosine_decay_schedule(0.0, 1e-3, 100, 1000, 1e-5),
+             warmup_cosine),
+            ("optimizers.polynomial_decay", optimizers.polynomial_decay(1e-3, 1000, 1e-5, 2.0),
+             lambda s: (1 - min(s, 1000) / 1000) ** 2 * (1e-3 - 1e-5) + 1e-5)]
+
+
+@pytest.mark.parametrize("k", [0, 1], ids=["warmup_cosine", "polynomial_decay"])
+def test_a_schedule_called_eagerly_with_new_step_numbers_compiles_once(monkeypatch: pytest.MonkeyPatch,
+                                                                       k: int) -> None:
+    """A learning-rate schedule called eagerly between jitted steps, each time with the next Python int step number
+    (tgfx.optim's optax-style one, example_libraries' polynomial decay): the step and the other Python scalars are
+    kernel arguments, so 100 step values (warmup, decay and past its end) compile no program after the first few
+    calls and run one kernel each, and its values are the formula's; its Python calls, from the call to its value
+    read, stay under a bound (measured when the weak operands' fast paths went in)."""
+    name, schedule, want = _schedules()[k]
+    monkeypatch.setattr(config.SPEC, "value", 0)
+    for s in (0, 500, 1100):
+        float(schedule(s))
+    tg.counters.reset()
+    for s in range(0, 1200, 12):
+        assert float(schedule(s)) == pytest.approx(want(s), rel=1e-5, abs=1e-9), (name, s)
+    assert (tg.counters.compile_count, tg.counters.kernel_count) == (0, 100), name
+    calls, out = python_calls(lambda: float(schedule(321)))
+    assert out == pytest.approx(want(321), rel=1e-5)
+    most = (560, 780)[k]   # (995 and 965 before)
+    assert calls <= most, (name, calls)

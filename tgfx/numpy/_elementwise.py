@@ -6,16 +6,20 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tgfx._promote import fast_operands
 from tgfx.dtypes import dtypes, max_value, to_inexact, uint_of
 from tgfx.ir.ops import Ops
+from tgfx.ir.uop import UOp
 from tgfx.tensor import (
     ArrayLike,
     Tensor,
     broadcast,
     cast_keeping_weak,
     fast_binary,
+    lazy_node,
     promote,
     to_tensor,
+    weak,
     weak_typed,
 )
 
@@ -283,6 +287,8 @@ def copysign(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 def maximum(x: ArrayLike, y: ArrayLike) -> Tensor:
     """The elementwise maximum; NaN wins for floats. Complex values compare as `less` orders them."""
+    if (out := fast_binary(Ops.MAX, x, y)) is not None:
+        return out
     a, b = promote(x, y, "maximum")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
@@ -292,6 +298,11 @@ def maximum(x: ArrayLike, y: ArrayLike) -> Tensor:
 
 def minimum(x: ArrayLike, y: ArrayLike) -> Tensor:
     """The elementwise minimum; NaN wins for floats. Complex values compare as `less` orders them."""
+    if (got := fast_operands(x, y, kinds="f")) is not None:   # (the nodes below for floats, without a Tensor each)
+        xu, yu, d, w = got
+        m = lazy_node(UOp(Ops.MAX, d, (UOp(Ops.NEG, d, (xu,)), UOp(Ops.NEG, d, (yu,)))))
+        out = Tensor(UOp(Ops.NEG, d, (m,)))
+        return weak(out) if w else out
     a, b = _operands(x, y, "minimum")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
