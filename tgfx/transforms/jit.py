@@ -507,7 +507,10 @@ class Jit:
                 fast = None
             if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
                 try:   # (its signature and program made the most recently run, of this function's and of all
-                    self._cache.entries.move_to_end(hit[3])   # jitted functions': C calls, no lock, as `LRU.get`)
+                    # jitted functions': C calls, no lock, as `LRU.get`; the signature's only with others beside it,
+                    # a hash of its whole key)
+                    if len(cached := self._cache.entries) > 1:
+                        cached.move_to_end(hit[3])
                     jitted.entries.move_to_end(id(hit[0]))
                 except KeyError:
                     pass
