@@ -239,3 +239,36 @@ def test_checkpointed_layers_under_vmap_and_second_order() -> None:
     hess = lambda remat: tg.hessian(lambda x: layers(softmax_block, remat)(small, x))   # noqa: E731
     x = rand(2, 3)
     np.testing.assert_allclose(tg.jit(hess(True))(x).numpy(), hess(False)(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_jax_code_naming_a_checkpoint_policy_runs_with_the_same_values_and_gradients():
+    """`jax.checkpoint(f, policy=jax.checkpoint_policies.X)` is how JAX code checkpoints a scan's layers; the names
+    exist (tgfx's checkpoint does not read the policy: the values and gradients are those without it), and each policy
+    says what JAX's says when asked about a primitive."""
+    rng = np.random.default_rng(0)
+    ws = tg.asarray(rng.standard_normal((4, 3, 3)).astype(np.float32))
+    x = tg.asarray(rng.standard_normal((2, 3)).astype(np.float32))
+
+    def block(h: tg.Tensor, w: tg.Tensor) -> tuple[tg.Tensor, None]:
+        return tnp.tanh(tg.ad_checkpoint.checkpoint_name(h @ w, "pre")), None
+
+    def loss(ws: tg.Tensor, body: object) -> tg.Tensor:
+        return (tg.lax.scan(body, x, ws)[0] ** 2).sum()
+    want = tg.grad(loss)(ws, block)
+    p = tg.checkpoint_policies
+    for policy in (p.dots_with_no_batch_dims_saveable, p.nothing_saveable, p.everything_saveable, p.dots_saveable,
+                   p.save_only_these_names("pre"), p.save_anything_except_these_names("pre"),
+                   p.save_from_both_policies(p.dots_saveable, p.nothing_saveable)):
+        got = tg.grad(loss)(ws, tg.checkpoint(block, policy=policy))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+    class Prim:
+        name = "dot_general"
+    plain, batched = ((((1,), (0,)), ((), ())), (((2,), (1,)), ((0,), (0,))))
+    assert p.dots_with_no_batch_dims_saveable(Prim(), dimension_numbers=plain)
+    assert not p.dots_with_no_batch_dims_saveable(Prim(), dimension_numbers=batched)
+    assert p.dots_saveable(Prim()) and not p.nothing_saveable(Prim()) and p.everything_saveable(Prim())
+    assert p.save_only_these_names("pre")(Prim(), name="pre") and not p.save_only_these_names("pre")(Prim(), name="q")
+    assert tg.ad_checkpoint.checkpoint is tg.checkpoint
+    with pytest.raises(TypeError, match="checkpoint_name: the name must be a str"):
+        tg.ad_checkpoint.checkpoint_name(x, 3)

@@ -1,4 +1,5 @@
 """tgfx: a JAX-style functional array compiler on tinygrad's ideas. The public API, as explicit re-exports."""
+from tgfx import ad_checkpoint as ad_checkpoint
 from tgfx import debug as debug
 from tgfx import devices as devices  # the package, callable as the listing: tg.devices(backend=None)
 from tgfx import distributed as distributed
@@ -21,6 +22,7 @@ from tgfx import tree_util as tree_util
 from tgfx._realize import block_until_ready as block_until_ready
 from tgfx._realize import device_get as device_get
 from tgfx._realize import realize as realize
+from tgfx.ad_checkpoint import checkpoint_policies as checkpoint_policies
 from tgfx.api_more import ShapedArray as ShapedArray
 from tgfx.api_more import clear_caches as clear_caches
 from tgfx.api_more import default_backend as default_backend
