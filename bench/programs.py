@@ -171,6 +171,29 @@ Sharded over two devices (`bench/ported_sharded.py`; tgfx's CPU:0 and CPU:1, jax
 - `dp_transformer`: a data-parallel transformer LM (token batches split, parameters replicated), dropout from a key
   split eagerly every step, a warm-up-then-cosine learning rate computed in Python between steps, Adam.
 
+How users structure their code (`bench/ported_structure.py`):
+
+- `eqx`: Equinox-style modules: a `register_pytree_node_class` linear layer inside a `register_dataclass` MLP with a
+  static activation name and frozen normalisation buffers, the trainable leaves partitioned from the frozen ones
+  (None in their place) and combined back in the loss, a NamedTuple Adam state, the step jitted with a hashable
+  dataclass of hyperparameters as a static argument, and the model's `__call__` jitted as a function of the module
+  (its held-out accuracy added to the loss);
+- `remat`: mixed precision: float32 master weights cast to bfloat16 in the step, 12 pre-norm blocks under
+  `checkpoint` (a `checkpoint_policies` policy) in a `lax.scan` over their stacked parameters, attention by `vmap`
+  over the heads, the per-example losses by `lax.map`, a dynamic loss scale (a step skipped on overflow), Adam;
+- `mps`: a matrix product state classifier (Stoudenmire and Schwab's feature map), contracted from both ends by
+  three-operand `einsum`s, its accuracy a numpy metric through `pure_callback` and its loss logged by `io_callback`
+  inside the jitted step, Adam;
+- `pool_scan`: a convolution, max and mean pooling by `reduce_window`, the pooled rows read as a sequence through a
+  linear recurrence by `associative_scan` and its running mean by a prefix sum, Adam;
+- `odeint_adjoint`: a neural ODE fitted to a damped cubic spiral through `odeint` (adaptive Dormand-Prince, its
+  gradient by the adjoint), Adam;
+- `svi`: stochastic variational inference of a Bayesian logistic regression: a diagonal Gaussian posterior, particles
+  by the reparameterisation trick from a key split in the jitted step, the log joint `vmap`ped over them, Adam;
+- `actor_critic`: advantage actor-critic on 64 cart-poles written in jnp (`vmap` of the environment's step, reset on
+  failure from a key), a `lax.scan` rollout drawing actions by `categorical` with keys split each step, advantages by
+  GAE in a reverse `scan`, Adam.
+
 A whole training script (`bench/ported_training.py`, which also runs alone and reports CPU time per step and in
 total, and traces):
 
@@ -224,6 +247,7 @@ from bench.ported_science import filters, fno, heat, md
 from bench.ported_seqgen import graphnet, hnn, pixelcnn, seq2seq, sst2, vqvae
 from bench.ported_sharded import dp_mlp, dp_transformer, tp_mlp
 from bench.ported_sparse import beam, ctc, moe, word2vec
+from bench.ported_structure import actor_critic, eqx, mps, odeint_adjoint, pool_scan, remat, svi
 from bench.ported_training import training
 
 
@@ -570,7 +594,9 @@ PROGRAMS: dict[str, Callable[[Fw, bool], Step]] = {
     "unet": unet, "nerf": nerf, "lru": lru, "lru_scan": lru_scan, "mamba": mamba,
     "dqn": dqn, "ising": ising, "gmm_em": gmm_em, "wavenet": wavenet, "simclr": simclr,
     "dp_mlp": dp_mlp, "tp_mlp": tp_mlp, "dp_transformer": dp_transformer, "training": training,
-    "seq2seq": seq2seq, "sst2": sst2, "pixelcnn": pixelcnn, "hnn": hnn, "graphnet": graphnet, "vqvae": vqvae}
+    "seq2seq": seq2seq, "sst2": sst2, "pixelcnn": pixelcnn, "hnn": hnn, "graphnet": graphnet, "vqvae": vqvae,
+    "eqx": eqx, "remat": remat, "mps": mps, "pool_scan": pool_scan, "odeint_adjoint": odeint_adjoint, "svi": svi,
+    "actor_critic": actor_critic}
 
 
 @dataclass
