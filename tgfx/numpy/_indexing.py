@@ -331,8 +331,10 @@ class _Plan:
 def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
     """Split an index into its basic part and its index arrays, following numpy's rules.
 
-    An int out of range raises IndexError (`oob_int="raise"`), makes the whole index select nothing (`"drop"`: the
-    plan is None) or becomes a 0-d index array that the gather's mode handles (`"array"`).
+    An int out of range raises IndexError (`oob_int="raise"`), is clamped into the axis (`"clip"`: JAX's `x[11]` on
+    10 elements reads x[9], and `x[-12]` x[0]), makes the whole index select nothing (`"drop"`: the plan is None) or
+    becomes a 0-d index array that the gather's mode handles (`"array"`). An empty axis has no position to clamp to:
+    an int into it raises whatever `oob_int` says.
     """
     raw = _index_items(index, x.uop.device)
     items = _expand_index(raw, x.ndim)
@@ -343,7 +345,12 @@ def _plan(x: Tensor, index: Any, oob_int: str = "raise") -> _Plan | None:
             if isinstance(i, (int, np.integer)) and not -x.shape[d] <= int(i) < x.shape[d]:
                 if oob_int == "drop":
                     return None
-                items[k] = _index_array(int(i), x.uop.device)
+                if oob_int == "clip" and x.shape[d]:
+                    items[k] = min(max(int(i) + x.shape[d] if i < 0 else int(i), 0), x.shape[d] - 1)
+                elif oob_int == "clip":
+                    raise IndexError(f"index {int(i)} is out of bounds for axis {d} with size 0")
+                else:
+                    items[k] = _index_array(int(i), x.uop.device)
     if not any(isinstance(i, (Tensor, _MaskPart)) for i in items):
         return _Plan(_basic_plan(x.shape, items), (), (), (), 0)
     basic, axes, arrays, adv = [], [], [], []
@@ -512,7 +519,7 @@ def _getitem(x: Tensor, index: Any, mode: str | None, fill_value: ArrayLike | No
         starts, window = _window(x, items)
         y = window_at(Ops.DYNAMIC_SHRINK, x, starts, window, x.shape)
         return y.reshape(tuple(n for i, n in zip(items, x.shape, strict=True) if i is None))
-    plan = _plan(x, index, "raise" if mode is None else "array")
+    plan = _plan(x, index, "clip" if mode in (None, "clip") else "array")   # JAX clamps a static int too
     mode = _check_mode(mode, ("clip", "fill", "drop", "wrap"), "clip", "getitem")
     mode = "fill" if mode == "drop" else mode
     assert plan is not None, "only oob_int='drop' gives no plan"
