@@ -201,6 +201,13 @@ def flattens_as_tuple(t: type) -> bool:
     return _is_namedtuple_class(t) and t not in _registry
 
 
+def registered_flatten(t: type) -> FlattenFn | None:
+    """The flatten function of a class registered as a pytree node (`register_pytree_node`, a registered dataclass,
+    JAX's `OptimizerState`), or None: what a caller that flattens trees itself may use (jit's replay)."""
+    reg = _registry.get(t)
+    return None if reg is None else reg.flatten
+
+
 # Every NamedTuple class is a node without being registered one by one; its registration is made on first sight.
 _namedtuple_registrations: dict[type, _Registration] = {}
 

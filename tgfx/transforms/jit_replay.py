@@ -18,7 +18,7 @@ from tgfx.lowering.layout import buffer_view
 from tgfx.lowering.program import Program, ScalarArgs
 from tgfx.tensor import Tensor
 from tgfx.tensor import _weak as _weak_tensors
-from tgfx.tree import flattens_as_tuple
+from tgfx.tree import flattens_as_tuple, registered_flatten
 
 
 def weak_dtype(x: int | float, where: str) -> DType:
@@ -35,7 +35,7 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     """Flatten `x` as `tree_flatten` does (dict children in sorted key order) into `leaves`, with its signature in
     `sig`: the structure and each leaf's shape, dtype and device (a Python scalar's type). False when something is
     not one of the kinds this handles (one-device Tensors, numpy arrays, Python ints and floats, None, tuples, lists,
-    dicts with sortable keys); the general path takes those."""
+    dicts with sortable keys, registered pytree nodes with hashable aux data); the general path takes those."""
     t = type(x)
     if t is Tensor:
         u = x.uop
@@ -65,10 +65,20 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
         for k in keys:
             if not flatten_fast(x[k], leaves, sig):
                 return False
-    elif x is not None:
-        return False
-    else:
+    elif x is None:
         sig.append(None)
+    elif (flatten := registered_flatten(t)) is None:
+        return False
+    else:   # a registered node (JAX's `OptimizerState`, a registered dataclass): its type and aux data in the key
+        children, aux = flatten(x)
+        try:
+            hash(aux)
+        except TypeError:   # aux the general path compares by == alone (an unhashable dict)
+            return False
+        sig.append((t, aux))
+        for c in children:
+            if not flatten_fast(c, leaves, sig):
+                return False
     return True
 
 
