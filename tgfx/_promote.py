@@ -106,24 +106,33 @@ def promotion_kind(x: ArrayLike) -> DType | str:
 def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> tuple[Tensor, Tensor]:
     """Both operands as Tensors of their JAX result type (Python scalars and weak Tensors are weakly typed)."""
     if type(a) is Tensor and type(b) is Tensor and a.dtype == b.dtype and (not float_only or a.dtype.is_float) and \
-            (_is_weak_tensor(a) == _is_weak_tensor(b)) and (not _is_weak_tensor(a) or promote_types(
-                promotion_kind(a)) is a.dtype):
+            (_is_weak_tensor(a) == _is_weak_tensor(b)) and (not _is_weak_tensor(a) or _default_of_kind(a.dtype)):
         return a, b   # the common case once one side was promoted (both weak: the default type): nothing to do
-    if (type(a) is Tensor and (type(b) is float or type(b) is int) and not _is_weak_tensor(a) or
-            type(b) is Tensor and (type(a) is float or type(a) is int) and not _is_weak_tensor(b)):
-        # a strongly typed Tensor and a Python scalar (`x * 2`): what the loop below does for them, without its
-        # type tests
+    if type(a) is Tensor and (type(b) is float or type(b) is int) or \
+            type(b) is Tensor and (type(a) is float or type(a) is int):
         t, x = (a, b) if type(a) is Tensor else (b, a)
-        d = promote_types(t.dtype, "f*" if type(x) is float else "i*")
-        if float_only and not d.is_float:
-            d = to_inexact(d)
-        # the result is weak where the scalar's kind is above the Tensor's: a float with a bool or an integer, an
-        # int with a bool (`int8 x * 2.5` is a weak float32); the Tensor is cast to a new one then
-        weak_result = not t.dtype.is_inexact and (type(x) is float or t.dtype.is_bool)
-        t, c = t.cast(d), _scalar_operand(x, d, name)
-        if weak_result:
-            t, c = weak(t), weak(c)
-        return (t, c) if type(a) is Tensor else (c, t)
+        if not _is_weak_tensor(t):
+            # a strongly typed Tensor and a Python scalar (`x * 2`): what the loop below does for them, without its
+            # type tests
+            d = promote_types(t.dtype, "f*" if type(x) is float else "i*")
+            if float_only and not d.is_float:
+                d = to_inexact(d)
+            # the result is weak where the scalar's kind is above the Tensor's: a float with a bool or an integer, an
+            # int with a bool (`int8 x * 2.5` is a weak float32); the Tensor is cast to a new one then
+            weak_result = not t.dtype.is_inexact and (type(x) is float or t.dtype.is_bool)
+            t, c = t.cast(d), _scalar_operand(x, d, name)
+            if weak_result:
+                t, c = weak(t), weak(c)
+            return (t, c) if type(a) is Tensor else (c, t)
+        d = t.dtype
+        if _default_of_kind(d) and (d.kind == "f" or type(x) is int):
+            # a weak Tensor of its kind's default type and a Python scalar no higher in kind (`asarray(step) - 100`,
+            # `asarray(2.5) * 3`): the loop's weak result, both operands weak, without its kinds' lattice
+            if float_only and not d.is_float:
+                d = to_inexact(d)
+            ct, c = t.cast(d), weak(_scalar_operand(x, d, name))
+            ct = ct if ct is t else weak(ct)
+            return (ct, c) if type(a) is Tensor else (c, ct)
     kinds = [promotion_kind(a), promotion_kind(b)]
     try:
         d, weak_result = promote_weak(*kinds)
@@ -157,8 +166,8 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
         d = xu.dtype
         if ty is Tensor:
             yu = y.uop
-            if yu.dtype is not d or d.kind not in kinds or xu.device != yu.device or _is_weak_tensor(x) \
-                    or _is_weak_tensor(y):
+            if yu.dtype is not d or d.kind not in kinds or xu.device != yu.device or \
+                    (w := _is_weak_tensor(x)) != _is_weak_tensor(y) or w and not _default_of_kind(d):
                 return None
             if negate:
                 yu = UOp(Ops.NEG, d, (yu,))
@@ -168,7 +177,8 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
                 except ValueError:
                     return None
                 xu, yu = _expand_uop(xu, shape), _expand_uop(yu, shape)
-            return Tensor(UOp(op, dtypes.bool if compare else d, (xu, yu)))
+            out = Tensor(UOp(op, dtypes.bool if compare else d, (xu, yu)))
+            return weak(out) if w else out
         if not (d.kind == "f" and (ty is float or ty is int) or _int_keeps_type(d, y)) or d.kind not in kinds or \
                 (w := _is_weak_tensor(x)) and not _default_of_kind(d):
             return None
@@ -188,10 +198,10 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
 
 def fast_operands(x: Any, y: Any, negate: bool = False, kinds: str = "fiu") -> tuple[UOp, UOp, DType, bool] | None:
     """The nodes of `x` and `y` (`-y` with `negate`) as the general path promotes and broadcasts them, their dtype
-    and whether the result is weakly typed, for the commonest operands: two strongly typed Tensors of one dtype (of
-    numpy `kinds`) and device, or a Tensor and a Python scalar it keeps its type with (an int in the range of an
-    integer Tensor's type, an int or a float with a float Tensor), the constant broadcast as `_expand_uop` does; the
-    Tensor may be weakly typed where it is of its kind's default type (`jnp.asarray(step) - 100`, a schedule's
+    and whether the result is weakly typed, for the commonest operands: two Tensors of one dtype (of numpy `kinds`)
+    and device, both strongly typed or both weak, or a Tensor and a Python scalar it keeps its type with (an int in
+    the range of an integer Tensor's type, an int or a float with a float Tensor), the constant broadcast as
+    `_expand_uop` does. A weak Tensor must be of its kind's default type (`jnp.asarray(step) - 100`, a schedule's
     arithmetic: the result weak, as both operands were after promotion). None for anything else."""
     tx, ty = type(x), type(y)
     if tx is Tensor:
@@ -199,8 +209,8 @@ def fast_operands(x: Any, y: Any, negate: bool = False, kinds: str = "fiu") -> t
         d = xu.dtype
         if ty is Tensor:
             yu = y.uop
-            if yu.dtype is not d or d.kind not in kinds or xu.device != yu.device or _is_weak_tensor(x) \
-                    or _is_weak_tensor(y):
+            if yu.dtype is not d or d.kind not in kinds or xu.device != yu.device or \
+                    (w := _is_weak_tensor(x)) != _is_weak_tensor(y) or w and not _default_of_kind(d):
                 return None
             if negate:   # (negated before it is broadcast, as `subtract` does)
                 yu = UOp(Ops.NEG, d, (yu,))
@@ -210,7 +220,7 @@ def fast_operands(x: Any, y: Any, negate: bool = False, kinds: str = "fiu") -> t
                 except ValueError:
                     return None
                 xu, yu = _expand_uop(xu, shape), _expand_uop(yu, shape)
-            return xu, yu, d, False
+            return xu, yu, d, w
         if not (d.kind == "f" and (ty is float or ty is int) or _int_keeps_type(d, y)) or d.kind not in kinds or \
                 (w := _is_weak_tensor(x)) and not _default_of_kind(d):
             return None

@@ -198,6 +198,8 @@ def power(x: ArrayLike, y: ArrayLike) -> Tensor:
             # an exponent the float type cannot hold exactly would lose its parity in pow (a negative base's sign)
             return reciprocal(_int_pow_const(x, -n))
         # a small negative power stays pow: 1 / x**n overflows first where pow's result is a denormal (1e20 ** -2)
+    if (out := fast_binary(Ops.POW, x, y, kinds="f")) is not None:   # (a float's pow: the node below)
+        return out
     a, b = _promote_numeric(x, y, "power")
     if a.dtype.is_complex:
         from tgfx.numpy import _complex
@@ -477,8 +479,12 @@ def bitwise_xor(x: ArrayLike, y: ArrayLike) -> Tensor:
 def invert(x: ArrayLike) -> Tensor:
     x = _t(x)
     _check_int("invert", x)
-    return logical_not(x) if x.dtype.is_bool else x._binary(Ops.XOR, -1 if not x.dtype.is_unsigned else
-                                                            (1 << x.dtype.bits) - 1, name="invert")
+    if x.dtype.is_bool:
+        return logical_not(x)
+    ones = -1 if not x.dtype.is_unsigned else (1 << x.dtype.bits) - 1
+    if (out := fast_binary(Ops.XOR, x, ones, kinds="iu")) is not None:
+        return out
+    return x._binary(Ops.XOR, ones, name="invert")
 
 
 bitwise_not = invert
