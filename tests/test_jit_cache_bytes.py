@@ -119,3 +119,55 @@ def test_a_program_evicted_while_its_submission_waits_in_the_queue_computes_that
         del first
         gc.collect()
         assert prog() is None
+
+
+def test_a_step_donating_its_parameters_weighs_none_of_them_and_two_batch_sizes_do_not_evict_each_other() -> None:
+    """An optimizer step writes its results into its donated parameters: its program holds none of their memory
+    (it weighed twice the parameters, pools it never fills, so under a budget below that two batch sizes called in
+    turn evicted each other and traced again on every call)."""
+    n = 1 << 20   # 4 MiB of parameters
+    step = tg.jit(lambda p, x: p - 0.5 * (x.sum() / x.shape[0]), donate_argnums=0)
+    p, want = tg.asarray(np.zeros(n, np.float32)), 0.0
+    with Context(TGFX_JIT_CACHE_MB=2, TGFX_JIT_TOTAL_MB=2):
+        for k in range(6):
+            b = 3 + k % 2
+            p = step(p, tg.asarray(np.ones((b, 8), np.float32)))
+            want -= 0.5 * 8
+        np.testing.assert_allclose(p.numpy()[:4], want)
+        assert all(prog.nbytes < n for prog in programs_of(step))
+        assert step.trace_count == 2
+
+
+def test_threads_calling_one_function_over_shapes_while_every_trace_evicts_and_another_clears_get_right_answers() -> \
+        None:
+    errors: list = []
+    stop = threading.Event()
+    f = tg.jit(lambda x, s: tnp.tanh(x * s).sum(axis=-1) + 1)
+
+    def calls(i: int) -> None:
+        try:
+            for k in range(24):
+                n = 1 + (k + i) % 5
+                x = np.linspace(-1, 1, n * 64, dtype=np.float32).reshape(n, 64)
+                np.testing.assert_allclose(f(tg.asarray(x), 0.5).numpy(), np.tanh(x * 0.5).sum(-1) + 1, rtol=1e-5,
+                                           atol=1e-5)
+        except Exception as e:   # (reported by the main thread)
+            errors.append(e)
+
+    def clears() -> None:
+        while not stop.is_set():
+            f.clear_cache()
+            stop.wait(0.001)
+
+    with Context(TGFX_JIT_TOTAL_MB=1e-6):   # every new program evicts every other
+        threads = [threading.Thread(target=calls, args=(i,)) for i in range(3)]
+        clearer = threading.Thread(target=clears)
+        for t in [*threads, clearer]:
+            t.start()
+        for t in threads:
+            t.join()
+        stop.set()
+        clearer.join()
+        assert not errors, errors[0]
+        gc.collect()
+        assert len(f._cache) <= 1 and all(v[0] in programs_of(f) for v in f._fast.values())

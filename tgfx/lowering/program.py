@@ -269,8 +269,12 @@ class Program:
             and all(kind == "out" for kind, _, _ in self.result_views)
         # what this program holds while something caches it (the eager program cache weighs it so): its arenas, the
         # idle outputs its pools may keep (and the results `recent` keeps), its encoded words and its kernels' code
+        # (an output written into a donated input, or an alias of another output, is no allocation of its own: an
+        # optimizer step donating its parameters holds none of them)
         kept = POOL_DEPTH + (self.recent.maxlen if self.recent is not None else 0)
-        self.nbytes = self.planned_bytes + (kept * sum(buffer_nbytes(b) for b in self.outputs) if pooled else 0) \
+        own = sum(buffer_nbytes(b) for b, spec in zip(self.outputs, self.out_specs, strict=True)
+                  if spec is not None and spec[0] != "alias")
+        self.nbytes = self.planned_bytes + (kept * own if pooled else 0) \
             + sum(seg.cb.words.nbytes + sum(getattr(p.keepalive, "nbytes", 0) for p in getattr(seg.cb, "programs", ()))
                   for seg in self.segments)
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)
