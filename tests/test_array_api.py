@@ -11,6 +11,7 @@ import pytest
 from helpers import FLOATS, INTS, NUMERIC, TRANSCENDENTAL_ULPS, arrays, assert_close, np_dtype, shapes, to_tensor
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from test_grad import check_grads
 
 import tgfx as tg
@@ -129,6 +130,12 @@ def test_movement_names(data: st.DataObject) -> None:
     assert_close(tnp.vecdot(t, tg.asarray(y)), np.sum(x * y, axis=-1), rtol=1e-4, atol=1e-4)
     assert_close(tnp.vecdot(t, t, axis=axis), np.sum(x * x, axis=axis), rtol=1e-4, atol=1e-4)
 
+
+
+def test_broadcasting_no_arrays() -> None:
+    """No arrays broadcast to nothing, as numpy's and jax.numpy's (`broadcast_arrays()` raised IndexError)."""
+    assert tnp.broadcast_arrays() == [] and tnp.meshgrid() == [] and tnp.broadcast_shapes() == ()
+    assert [t.shape for t in tnp.broadcast_arrays(tnp.ones(3))] == [(3,)]
 
 def test_matrix_transpose_needs_two_axes() -> None:
     with pytest.raises(ValueError, match="at least 2"):
@@ -314,6 +321,37 @@ def test_asarray_copy() -> None:
     with pytest.raises(ValueError, match="copy=False"):
         tnp.asarray(x, dtype=tnp.int32, copy=False)
 
+
+
+_BUFFER_TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.float32, np.float64, np.bool_]
+
+
+@pytest.mark.x64
+@settings(max_examples=15)
+@given(data=st.data())
+def test_asarray_of_a_buffer_keeps_its_element_type(data: st.DataObject) -> None:
+    """Objects of the buffer protocol (memoryview, bytearray, array.array) are typed data, as a numpy array is, and
+    `asarray` keeps their type and shape, as numpy's and jax.numpy's: they were read as lists of Python scalars (a
+    bytearray int32, an array.array('h') int32)."""
+    import array
+    a = data.draw(hnp.arrays(st.sampled_from(_BUFFER_TYPES), shapes(max_dims=3)))
+    for host in (memoryview(a), array.array(a.dtype.char, a.reshape(-1).tobytes()) if a.dtype.char in "bBhHiIfd"
+                 else None):
+        if host is None:
+            continue
+        t = tnp.asarray(host)
+        want = np.asarray(host)
+        assert t.dtype.np == want.dtype and t.shape == want.shape
+        np.testing.assert_array_equal(t.numpy(), want)
+    b = tnp.asarray(bytearray(b"\x01\xff"))
+    assert b.dtype == tnp.uint8 and b.tolist() == [1, 255]
+    assert tnp.asarray(array.array("h", [1, -2]), dtype=tnp.float32).tolist() == [1.0, -2.0]
+
+
+def test_asarray_of_a_64_bit_buffer_narrows_as_numpy_data() -> None:
+    import array
+    assert tnp.asarray(array.array("d", [1.5, 2.0])).dtype == tnp.float32   # as jnp.asarray without x64
+    assert tnp.asarray(memoryview(np.arange(3, dtype=np.int64))).dtype == tnp.int32
 
 def test_reshape_copy() -> None:
     x = tnp.arange(6).realize()

@@ -346,6 +346,24 @@ def scalar_kind(x: Any) -> DType | str:
 _PYTHON_KINDS = {bool: "bool", int: "i*", float: "f*", complex: "c*"}
 
 
+def typed_host(data: Any) -> bool:
+    """Whether host data carries its own element type, as a numpy array does: numpy arrays and scalars, objects
+    numpy reads through `__array__` or the array interface, and buffer-protocol objects (memoryview, bytearray,
+    array.array), whose format is their type (`jnp.asarray(bytearray(...))` is uint8). Lists, tuples and Python
+    scalars are not (their type is the default of their kind); nor are str and bytes (text, for numpy)."""
+    if isinstance(data, (np.ndarray, np.generic)):
+        return True
+    if isinstance(data, (list, tuple, str, bytes, bool, int, float, complex)):
+        return False
+    if hasattr(data, "__array__") or hasattr(data, "__array_interface__") or hasattr(data, "__array_struct__"):
+        return True
+    try:
+        memoryview(data)
+    except TypeError:
+        return False
+    return True
+
+
 def list_leaf_kinds(data: list | tuple) -> list[DType | str] | None:
     """The promotion kinds of a nested list's leaves when numpy scalars or arrays are among them, None when all are
     Python scalars. JAX promotes a list's leaves, numpy ones strongly typed: `[np.float16(1), 2.5]` and a list of

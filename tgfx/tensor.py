@@ -34,6 +34,7 @@ from tgfx.dtypes import (
     scalar_kind,
     to_dtype,
     to_inexact,
+    typed_host,
 )
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp, prod
@@ -550,7 +551,7 @@ def normalize_axes(axis: int | Sequence[int], ndim: int, fn: str) -> tuple[int, 
 
 def _from_host(data: Any, dtype: DType | None, device: str) -> UOp:
     """Copy host data into a new device buffer (numpy's 64-bit types canonical for the x64 mode)."""
-    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+    if typed_host(data):   # numpy data, or a buffer (memoryview, array.array): its own element type
         arr = np.asarray(data)
         d = dtype or of_numpy(arr.dtype)
     else:
@@ -709,6 +710,8 @@ def _scalar_operand(x: Scalar, d: DType, name: str) -> Tensor:
 
 
 def broadcast_shapes(*shapes: tuple[int, ...], name: str = "broadcast") -> tuple[int, ...]:
+    if not shapes:   # (no arrays broadcast to a scalar's shape, as numpy's: `broadcast_arrays()` is [])
+        return ()
     if all(s == shapes[0] for s in shapes[1:]):   # (the common case: nothing to broadcast)
         return tuple(shapes[0])
     if len(shapes) == 2 and not (shapes[0] and shapes[1]):   # (the next: a scalar and an array)
