@@ -7,7 +7,7 @@ import itertools
 import math
 
 from tgfx import config
-from tgfx.devices.target import CACHE_LINE, PAGE_BYTES, STLB_PAGES, TRANSCENDENTAL_OPS, Target
+from tgfx.devices.target import CACHE_LINE, FMA_CHAINS, PAGE_BYTES, STLB_PAGES, TRANSCENDENTAL_OPS, Target
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.uop import UOp
@@ -200,6 +200,42 @@ def dot_product_opts(loops: list[UOp], reduces: list[UOp], hot: list[UOp], targe
     return opts if picked else []
 
 
+
+def narrow_output_opts(loops: list[UOp], reduces: list[UOp], loads: list[UOp], hot: list[UOp], target: Target,
+                       itemsize: int) -> list[Opt]:
+    """Register tile of a contraction whose only output axis read as vectors is too short for any tile's vector: a
+    layer's few outputs (`h @ w` of (512, 64) by (64, 2), a flow's or a regression head's), the narrow axis filling
+    at most half the narrowest tile's lanes (AVX-512: 4 of 8; AVX2: 2 of 4). Padded to vectors along it, most lanes
+    were padding (a vector of 4 for 2 outputs, the rows not blocked): one FMA a step for two products. The other
+    operand, `h`, runs along the reduce: UNROLL by a vector's lanes makes each accumulator a vector of partial sums
+    along `h`'s row (the narrow operand's lanes a short stride apart, at most MAX_STEP: the narrow axis), the narrow
+    axis whole as copies, and `dot_tile`'s rows of `h`: each step loads a vector of each row and of each output
+    column and multiplies every pair, the lanes summed after the loop. (AVX-512, (512, 64) @ (64, 2) + b: 10.1 ->
+    3.4-3.8 us whatever the rows; AVX2: 9.3 -> 2.2; (64, 4): 5.8 either way.)"""
+    lanes = target.lanes(itemsize)
+    narrowest = min(c for c, _ in target.contraction_tiles(itemsize))
+    if _vector_axis(loops, loads, hot, narrowest, False) is not None:
+        return []
+    col = next((r for r in reversed(loops) if 2 * r.src[0].arg <= narrowest and r.src[0].arg <= MAX_STEP and
+                any(_coef(i, r) == 1 for i in hot)), None)
+    if col is None:
+        return []
+    rows_of = [i for i in hot if _coef(i, col) == 0]
+    for amount in (a for a in (lanes, lanes // 2, lanes // 4) if a >= 4):
+        red = next((r for r in reduces if r.src[0].arg % amount == 0 and any(_coef(i, r) == 1 for i in rows_of) and
+                    all((c := _coef(i, r)) is not None and 0 <= c <= MAX_STEP for i in hot)), None)
+        if red is not None:
+            break
+    if red is None:
+        return []
+    opts = [Opt("UNROLL", red.arg[0], amount)]
+    rows = target.dot_tile()[0]
+    row = next((r for r in reversed(loops) if r is not col and any(_coef(i, r) not in (0, None) for i in rows_of)),
+               None)
+    if row is not None and (n := _largest_divisor(row.src[0].arg, rows)) > 1:
+        opts.append(Opt("UPCAST", row.arg[0], n))
+    return [*opts, Opt("UPCAST", col.arg[0], 0)]
+
 # rows whose elements take a transcendental go across rows up to this many vectors: longer, their exps outweigh the
 # horizontal reduces saved, and the copies of the exp's polynomial cost 10x the compile time (softmax 4096 x 64: 40 ->
 # 430 ms for 320 -> 274 us a call)
@@ -315,6 +351,8 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
     if contraction:
         opts += masked_contraction_opts(loops, loads, hot, target, itemsize)
     if contraction and not opts:
+        opts += narrow_output_opts(loops, reduces, loads, hot, target, itemsize)
+    if contraction and not opts:
         # a contraction: vectorise an output axis some input reads contiguously, block another that an input reuses.
         # The tile (two vector registers of lanes by as many rows as the registers hold: 32 x 8 with AVX-512, 16 x 4
         # with AVX2) keeps every accumulator in a register.
@@ -353,13 +391,24 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             if blk is not None:
                 plain.append(Opt("UPCAST", blk.arg[0], blk_amt))
             elif (rows := max(((_largest_divisor(r.src[0].arg, blk_amt), r) for r in reused),
-                              key=lambda t: t[0], default=(1, None)))[0] * 2 >= \
-                    (blk_amt if vec_amt == 2 * lanes else target.tile_rows() // 2):
+                              key=lambda t: t[0], default=(1, None)))[1] is not None and \
+                    (rows[0] * 2 >= (blk_amt if vec_amt == 2 * lanes else target.tile_rows() // 2) or
+                     1 < rows[0] == rows[1].src[0].arg):
+                # (no axis at all, a matmul of one row: none; AVX2's narrow tiles, whose half a tile is 2 rows, took
+                # the 1 row of no axis and failed on it: `(1, 9) @ (9, 2)`)
                 # no axis splits into the tile's rows (a weight gradient's 10 classes): as many rows as divide one,
                 # not a tile one row high that loads a vector of each operand per FMA; at least half the tile's, or,
                 # for a tile of one vector or less, half the full tile's (a 3 x 3 kernel gradient of one input
-                # channel, 16 channels with AVX-512: 16 x 3, 23 us, not one row unrolled 4 ways, 43)
+                # channel, 16 channels with AVX-512: 16 x 3, 23 us, not one row unrolled 4 ways, 43), or a whole
+                # axis shorter than that (`h.T @ g` of a layer's 2 outputs: each vector of h serves both)
                 plain.append(Opt("UPCAST", rows[1].arg[0], rows[0]))
+                # and where its accumulators are too few to keep the FMA units busy (`FMA_CHAINS`), independent ones
+                # along the reduce, summed after it ((512, 64).T @ (512, 2) with AVX-512, 2 x 2 accumulators: 2.4 us
+                # as 2 x 1 unrolled 4 ways, 1.9 as 2 x 2, 1.3 as 2 x 2 unrolled 2 ways)
+                red = max(reduces, key=lambda r: r.src[0].arg)
+                acc = max(vec_amt // lanes, 1) * rows[0]
+                if chains := next((c for c in range(FMA_CHAINS // acc, 1, -1) if red.src[0].arg % c == 0), None):
+                    plain.append(Opt("UNROLL", red.arg[0], chains))
             elif (pad := next((r for r in reused if _padding(r.src[0].arg, blk_amt) <= r.src[0].arg // ROW_PAD_SHARE),
                               None)) is not None:
                 # nor into half of them, but one pads to them by a little: a weight gradient's 191 inputs (a skip
