@@ -98,7 +98,9 @@ def test_avx2_tiles_are_six_rows_tall_padding_the_rows_when_it_costs_little():
     assert target_for(AVX2).padded_tile_rows() == 6 and target_for(AVX512).padded_tile_rows() == 8
     for (m, k, n), want in (((100, 64, 128), [Opt("UPCAST", 1, 16), Opt("PADTO", 0, 6), Opt("UPCAST", 0, 6)]),
                             ((96, 64, 128), [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 6)]),
-                            ((10, 64, 128), [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 2)])):
+                            # (2 rows of 2 vectors, 4 accumulators: the reduce unrolled by 2 for FMA_CHAINS' 8,
+                            # 2.45 -> 1.86 us on one core)
+                            ((10, 64, 128), [Opt("UPCAST", 1, 16), Opt("UPCAST", 0, 2), Opt("UNROLL", 2, 2)])):
         opts = hand_coded_opts(index_level(matmul_ast(m, k, n, AVX2)), target_for(AVX2).with_cores(1))
         assert opts == want, (m, opts)
     many = hand_coded_opts(index_level(matmul_ast(256, 256, 384, AVX2)), target_for(AVX2).with_cores(96))
@@ -126,7 +128,7 @@ def test_the_best_tile_pads_an_axis_it_splits_by_little_before_a_narrower_one_sp
     `TILE_PAD_SHARE` of them), not a one-vector tile that splits them, whose 2 (AVX2) or 4 (AVX-512) accumulators left
     the FMA units waiting on their own results: a 1000^3 matmul ran at a quarter of 1024^3's GFLOP/s (one thread,
     alternated: AVX2 10-16 -> 36-41, AVX-512 18-20 -> 40-55). An axis the tile would pad by more (24, 40 or 200
-    columns) keeps the tile that splits it."""
+    columns) keeps the tile that splits it, unless a tile of one whole vector pads it by little (AVX-512's 200)."""
     from tgfx.lowering.heuristics import TILE_PAD_SHARE
     for cpu, (lanes, rows) in ((AVX2, (16, 6)), (AVX512, (32, 8))):
         t = target_for(cpu).with_cores(1)
@@ -137,6 +139,11 @@ def test_the_best_tile_pads_an_axis_it_splits_by_little_before_a_narrower_one_sp
                 Opt("UPCAST", 0, rows) in opts, (cpu, m, opts)
         for n in (24, 40, 200):
             opts = hand_coded_opts(index_level(matmul_ast(64, 256, n, cpu)), t)
+            if cpu == AVX512 and n == 200:
+                # one whole vector padded by at most VECTOR_PAD_SHARE (to 208) before half a vector that splits it
+                # (one core, 64 x 256 @ 256 x 200: 64.9 -> 58.2 us)
+                assert opts[:2] == [Opt("PADTO", 1, 16), Opt("UPCAST", 1, 16)], opts
+                continue
             assert not any(o.op == "PADTO" for o in opts) and opts[0].op == "UPCAST" and opts[0].axis == 1 and \
                 n % opts[0].amount == 0 and opts[0].amount < lanes, (cpu, n, opts)
     _product_on_each_class(100, 300, 1000, seed=5)

@@ -312,6 +312,18 @@ TILE_PAD_SHARE = 32
 ROW_PAD_SHARE = 8
 
 
+# a register tile of whole vectors pads its vector axis by at most this share of it rather than take a tile narrower
+# than a vector that splits the axis (`hand_coded_opts`)
+VECTOR_PAD_SHARE = 8
+
+
+def _padded_first(loops: list[UOp], tiles: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`tiles` (lanes, rows) by the least padding of the innermost loop (the store's: a matmul's columns) to their
+    lanes, the wider first where they pad it alike."""
+    n = loops[-1].src[0].arg if loops else 1
+    return sorted(tiles, key=lambda t: (_padding(n, t[0]), -t[0]))
+
+
 def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
     """Default options for `target`: register blocking for contractions, and threads for big kernels."""
     if config.NOOPT:
@@ -362,9 +374,15 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
         # little (TILE_PAD_SHARE: 1000 columns to 1008 with AVX2's 16 lanes, to 1024 with AVX-512's 32) before a
         # narrower tile that splits it: those hold a fraction of the accumulators (8 x 2 with AVX2, 8 x 4 with
         # AVX-512), too few to keep the FMA units busy (`FMA_CHAINS`: a 1000^3 matmul ran at a quarter of 1024^3's
-        # speed); then any that pads an axis at most doubling it
-        tries = [(False, 1, choices[0]), (True, TILE_PAD_SHARE, choices[0]),
-                 *((False, 1, c) for c in choices[1:]), *((True, 1, c) for c in choices)]
+        # speed); then a tile of whole vectors that pads one by at most VECTOR_PAD_SHARE (the least padding first:
+        # `_padded_first`) before a tile narrower than a vector that splits it, whose every FMA leaves lanes idle
+        # (100 x 100 @ 100 x 100 on one core: AVX2 as 4 lanes by 5 rows 53 us, 8 lanes padded to 104 32 us, 16 to
+        # 112 42 us; AVX-512 32 lanes padded to 128 23 us, 16 to 112 21 us); then any that pads an axis at most
+        # doubling it
+        whole = [c for c in choices[1:] if c[0] >= lanes]
+        tries = [(False, 1, choices[0]), (True, TILE_PAD_SHARE, choices[0]), *((False, 1, c) for c in whole),
+                 *((True, VECTOR_PAD_SHARE, c) for c in _padded_first(loops, [choices[0], *whole])),
+                 *((False, 1, c) for c in choices[1:] if c not in whole), *((True, 1, c) for c in choices)]
         for pad, share, (vec_amt, blk_amt) in tries:
             vec = _vector_axis(loops, loads, hot, vec_amt, pad, share=share)
             if vec is None or not any(_coef(i, vec) == 0 for i in loads):
