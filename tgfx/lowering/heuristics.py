@@ -420,12 +420,14 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
                 # channel, 16 channels with AVX-512: 16 x 3, 23 us, not one row unrolled 4 ways, 43), or a whole
                 # axis shorter than that (`h.T @ g` of a layer's 2 outputs: each vector of h serves both)
                 plain.append(Opt("UPCAST", rows[1].arg[0], rows[0]))
-                # and where its accumulators are too few to keep the FMA units busy (`FMA_CHAINS`), independent ones
-                # along the reduce, summed after it ((512, 64).T @ (512, 2) with AVX-512, 2 x 2 accumulators: 2.4 us
-                # as 2 x 1 unrolled 4 ways, 1.9 as 2 x 2, 1.3 as 2 x 2 unrolled 2 ways)
                 red = max(reduces, key=lambda r: r.src[0].arg)
                 acc = max(vec_amt // lanes, 1) * rows[0]
-                if chains := next((c for c in range(FMA_CHAINS // acc, 1, -1) if red.src[0].arg % c == 0), None):
+                if rows[0] * 2 < (blk_amt if vec_amt == 2 * lanes else target.tile_rows() // 2) and \
+                        (chains := next((c for c in range(FMA_CHAINS // acc, 1, -1) if red.src[0].arg % c == 0), None)):
+                    # the whole short axis's accumulators too few to keep the FMA units busy (`FMA_CHAINS`): more,
+                    # independent, along the reduce, summed after it ((512, 64).T @ (512, 2), AVX-512, 2 x 2
+                    # accumulators: 2.4 us as 2 x 1 unrolled 4 ways, 1.9 as 2 x 2, 1.3 as 2 x 2 unrolled 2 ways). Not
+                    # for more rows: the 3 x 3 kernel gradient's 16 x 3 above, unrolled 2 ways, ran 29.5 -> 32.7 us
                     plain.append(Opt("UNROLL", red.arg[0], chains))
             elif (pad := next((r for r in reused if _padding(r.src[0].arg, blk_amt) <= r.src[0].arg // ROW_PAD_SHARE),
                               None)) is not None:
