@@ -593,7 +593,10 @@ def check_python_ints(arr: np.ndarray, d: DType) -> None:
     (`tnp.asarray(2**40)` was silently 0). numpy values are the user's typed data and wrap as numpy's astype does."""
     if arr.size == 0 or not d.is_int:
         return
-    for v in (int(arr.min()), int(arr.max())) if arr.dtype != object else map(int, arr.reshape(-1).tolist()):
+    # (one value, `asarray(step)`'s: itself, not numpy's min and max, two reductions through Python wrappers)
+    values = (arr.item(),) if arr.size == 1 else (int(arr.min()), int(arr.max())) if arr.dtype != object else \
+        arr.reshape(-1).tolist()
+    for v in map(int, values):
         if not fits(v, d):
             from tgfx import config
             hint = "" if config.X64 else " (int64 and uint64 need x64 mode: tgfx.config.update('x64', True))"
