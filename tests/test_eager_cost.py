@@ -78,6 +78,28 @@ def test_an_eager_op_calls_few_python_functions(monkeypatch: pytest.MonkeyPatch,
     assert calls <= most, f"{name}: {calls} Python calls, at most {most} expected"
 
 
+def test_a_reported_fault_leaves_later_waits_as_cheap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fault raised and caught (a host callback's wrong dtype, run on the device's thread) leaves its id in the
+    device timeline's error word: every later wait then read it and drained the fault table (7 Python calls more an
+    op, for the life of the process; test_eager_cost failed after test_thread_flags in one worker). The first wait
+    after the report drops the dead id; an op costs what it did before the fault."""
+    from tgfx.devices.hcq import HCQExecError
+    x = tg.asarray(X)
+    monkeypatch.setattr(config.SPEC, "value", 0)
+    for _ in range(2):
+        (x + 1).block_until_ready()
+    before, _ = python_calls(lambda: x + 1)
+    f = tg.jit(lambda v: tg.pure_callback(lambda a: np.float64(2.5), tg.ShapeDtypeStruct((), tnp.float32), v))
+    with tg.enable_x64(), config.Context(TGFX_INLINE_BYTES=0):   # (run by the device's thread, not inline here)
+        with pytest.raises(HCQExecError, match="incorrect output dtype"):
+            f(tnp.ones((), tnp.float32)).block_until_ready()
+    for _ in range(2):   # (as before: a result two calls old is recycled)
+        (x + 1).block_until_ready()
+    after, out = python_calls(lambda: x + 1)
+    np.testing.assert_allclose(out.numpy(), X + 1)
+    assert after <= before, (before, after)
+
+
 def test_an_eager_product_calls_few_python_functions(monkeypatch: pytest.MonkeyPatch) -> None:
     """`a @ b` of two 4 x 4 matrices (an eager layer's product): the nodes `_fast_matmul` builds, each operand's
     reshape and broadcast without asking the new reshape its shape (41 Python calls with its result recycled; 44

@@ -92,6 +92,7 @@ from tgfx.devices.programs import Allocator, Buffer, KernelFn, Program, _callbac
 from tgfx.devices.runtime import (
     _FAULT_ERRORS,
     _PROCESSORS,
+    _REPORTED,
     ForkedRuntimeError,
     HCQCallbackError,
     HCQError,
@@ -195,6 +196,9 @@ class Signal:
         """The unreported fault attached to a write of this signal, if any."""
         fid = int(self._mem[S_ERROR])
         if not fid:
+            return None
+        if fid in _REPORTED:   # (dead to the processors too: drop it, unless one attached another meanwhile)
+            host_runtime().cas(self.addr + 8 * S_ERROR, fid, 0)
             return None
         _drain_faults()
         return _FAULT_ERRORS.get(fid)
