@@ -1,15 +1,19 @@
 """The IR on its own: hash-consing, keys, derived properties, rewriting and the spec. No device needed."""
+import math
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tgfx.config import Context
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.spec import SpecError
-from tgfx.ir.uop import UOp
+from tgfx.ir.uop import UOp, _stable_repr
 
 
 def buf(n: int = 6, uid: int = 1) -> UOp:
@@ -147,6 +151,50 @@ def test_key_is_stable_across_processes():
     c = UOp(Ops.EXPAND, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, 1.5),), (1,)),),
             (4,))
     assert keys == {(p * p + c).key}
+
+
+def _reference_repr(x: object) -> str:
+    """`_stable_repr` as it was written before its fast paths: the text every disk cache's keys were made from."""
+    if isinstance(x, UOp):
+        return x.key
+    if isinstance(x, (tuple, list)):
+        return "(" + ",".join(_reference_repr(y) for y in x) + ")"
+    if isinstance(x, float):
+        return repr(x) if not math.isnan(x) else "nan"
+    if callable(x) and hasattr(x, "__qualname__"):
+        return f"{getattr(x, '__module__', '')}.{x.__qualname__}"
+    return repr(x)
+
+
+class _Pair(NamedTuple):
+    a: int
+    b: float
+
+
+_leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=3),
+                    st.sampled_from([Ops.ADD, Ops.MAX, dtypes.float32, _Pair(1, -0.0), math.floor]))
+_args = st.recursive(_leaves, lambda kids: st.one_of(st.tuples(kids, kids), st.lists(kids, max_size=3).map(tuple),
+                                                     st.lists(kids, max_size=3)), max_leaves=12)
+
+
+@given(_args)
+def test_stable_repr_fast_paths_give_the_general_rules_text(arg):
+    assert _stable_repr(arg) == _reference_repr(arg)
+
+
+def test_keys_are_the_ones_disk_caches_hold():
+    # keys made before `_stable_repr`'s fast paths (e89a928): a cache written then is still read
+    def full(v: float, shape: tuple[int, ...]) -> UOp:
+        c = UOp(Ops.RESHAPE, dtypes.float32, (UOp.const(dtypes.float32, v),), (1,) * len(shape))
+        return UOp(Ops.EXPAND, dtypes.float32, (c,), shape)
+    p = UOp(Ops.PARAM, dtypes.float32, (), (0, (4,), "CPU:0"))
+    s = UOp(Ops.PAD, dtypes.float32, (UOp(Ops.RESHAPE, dtypes.float32, (p,), (2, 2)),), ((1, 0), (0, 2)))
+    z = UOp(Ops.REDUCE_AXIS, dtypes.float32, (s,), (Ops.ADD, (1,))) * full(-0.0, (3, 1)) + full(1.5, (3, 1))
+    keys = [UOp(Ops.CMPLT, dtypes.bool, (z, z)).where(z, z).key, UOp(Ops.CONST, dtypes.bool, (), True).key,
+            UOp(Ops.CONST, dtypes.int32, (), 7, tag=("t", 1)).key]
+    assert keys == ["d40b70442242f5f2310cfd6d58b0a73b1918e7614b1c14db30145e87f9076683",
+                    "ab450cbd96e2c014efe83d56e92e29d020bb07df10bcf966a3d298007b8e18b6",
+                    "0d792c4a3f269680806fa687fa0d06a68b51a2fc334e3474d0c93ed7ce096693"]
 
 
 def test_derived_shape_device_and_bounds():

@@ -294,7 +294,20 @@ class UOp(metaclass=UOpMeta):
     def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))  # noqa: E704, E301
 
 
+# args whose `repr` is their stable text (no float, nothing callable): most args are None or tuples of these
+_PLAIN_ARGS = frozenset({int, str, bool, type(None)})
+
+
 def _stable_repr(x: Any) -> str:
+    """`x` as text that is the same in every process (a node's part of `UOp.key`). Plain values and plain tuples
+    first, by their exact type (each node of a graph asks this of its arg and tag: the general checks below cost 2.3 us
+    for None and 17 us for a shape of seven, half of a node's key); anything else, a tuple's subclass included, by the
+    general rules, so the text is the one those give."""
+    t = type(x)
+    if t in _PLAIN_ARGS:
+        return repr(x)
+    if t is tuple:
+        return "(" + ",".join(map(_stable_repr, x)) + ")"
     if isinstance(x, UOp):
         return x.key
     if isinstance(x, (tuple, list)):
