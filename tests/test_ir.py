@@ -251,6 +251,24 @@ def test_graph_rewrite_skips_a_kernel_holding_no_op_its_rules_match():
     assert Ops.ADD in tried
 
 
+def test_a_rule_that_only_names_its_node_is_called_without_matching(monkeypatch: pytest.MonkeyPatch):
+    # `UPat(ops, name="x")` matches every node of its ops: its rule gets the node at once, no UPat.match (the index
+    # simplifier's constant folds and most of its other tries), and the answers are the general matcher's
+    a, b = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5)), UOp.const(dtypes.int32, 3)
+    sink, want = UOp(Ops.SINK, None, ((a * b) + b,)), UOp(Ops.SINK, None, (a + b,))
+    mul, anything, int_mul = UPat(Ops.MUL, name="x"), UPat(name="y"), UPat(Ops.MUL, dtypes.int32, name="x")
+    matched: list[UPat] = []
+    match = UPat.match
+    monkeypatch.setattr(UPat, "match", lambda self, u, store: matched.append(self) or match(self, u, store))
+    named = PatternMatcher([(mul, lambda x: x.src[0] if x.src[1] is b else None),
+                            (anything, lambda ctx, y: ctx.append(y.op) or None)])
+    seen: list[Ops] = []
+    assert graph_rewrite(sink, named, ctx=seen) is want
+    assert {Ops.ADD, Ops.SINK} <= set(seen)   # the wildcard rule tried on the new sum too
+    assert graph_rewrite(a * b, PatternMatcher([(int_mul, lambda x: x.src[0])])) is a   # a dtype to check
+    assert [p for p in matched if p in (mul, anything, int_mul)] == [int_mul]
+
+
 def test_pattern_captures_and_commutative_sources():
     a, b = UOp(Ops.VARIABLE, dtypes.int32, (), ("a", 0, 5)), UOp.const(dtypes.int32, 3)
     pm = PatternMatcher([(UPat(Ops.ADD, src=[UPat.cvar("c"), UPat.var("x")]), lambda c, x: x * c)])

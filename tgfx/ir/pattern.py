@@ -92,15 +92,19 @@ class PatternMatcher:
         self.rules, self.pure = rules, pure
         # the attribute a node's rewrite is kept in (a fresh name per matcher: never one a dead matcher left behind)
         self.memo = f"_rewritten{next(_memo_names)}" if pure else None
-        self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool, tuple]]] = {}
+        self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool, tuple, str | None]]] = {}
         for pat, fn in rules:
             wants_ctx = "ctx" in fn.__code__.co_varnames[:fn.__code__.co_argcount]
             # the ops an in-order pattern allows at each source: a node whose sources do not fit is passed over
             # without building captures (most rules fail on their sources' ops)
             early = tuple((i, p.ops) for i, p in enumerate(pat.src) if p.ops is not None) \
                 if type(pat.src) is tuple and not pat.allow_any_len else ()
+            # a pattern that only names a node of its ops (`UPat(GroupOp.ALU, name="x")`: the index simplifier's
+            # constant folds, most of its rules' tries) matches every node it is tried on: its rule is called at once
+            direct = pat.name if pat.src is None and pat.dtypes is None and pat.arg is None and pat.custom is None \
+                else None
             for op in (pat.ops if pat.ops is not None else [None]):
-                self.by_op.setdefault(op, []).append((pat, fn, wants_ctx, early))
+                self.by_op.setdefault(op, []).append((pat, fn, wants_ctx, early, direct))
         # the ops some rule may match, unless a rule matches any op: a graph holding none of them is left as it is
         self.ops: frozenset[Ops] | None = None if None in self.by_op else frozenset(self.by_op)
         wild = self.by_op.get(None, [])
@@ -113,7 +117,12 @@ class PatternMatcher:
 
     def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
         src = u.src
-        for pat, fn, wants_ctx, early in self.by_op.get(u.op, self.by_op.get(None, [])):
+        for pat, fn, wants_ctx, early, direct in self.by_op.get(u.op, self.by_op.get(None, [])):
+            if direct is not None:
+                ret = fn(ctx=ctx, **{direct: u}) if wants_ctx else fn(**{direct: u})
+                if ret is not None and ret is not u:
+                    return ret
+                continue
             if early and (len(src) != len(pat.src) or any(src[i].op not in ops for i, ops in early)):
                 continue
             for store in pat.match(u, {}):
