@@ -137,6 +137,22 @@ def test_broadcasting_no_arrays() -> None:
     assert tnp.broadcast_arrays() == [] and tnp.meshgrid() == [] and tnp.broadcast_shapes() == ()
     assert [t.shape for t in tnp.broadcast_arrays(tnp.ones(3))] == [(3,)]
 
+
+@pytest.mark.parametrize("d", [dtypes.float32, dtypes.int32, dtypes.uint8], ids=str)
+@settings(max_examples=10)
+@given(data=st.data())
+def test_divmod_operator(d: DType, data: st.DataObject) -> None:
+    """Python's divmod of a Tensor, either side, as numpy's and jax's arrays (a TypeError: Tensor had no
+    __divmod__): (x // y, x % y), numpy's values."""
+    x = data.draw(arrays(d, shapes(max_dims=2)))
+    y = data.draw(arrays(d, x.shape, lo=1, hi=9))
+    for got, want in ((divmod(tg.asarray(x), tg.asarray(y)), divmod(x, y)), (divmod(tg.asarray(x), 3), divmod(x, 3)),
+                      (divmod(7, tg.asarray(y)), divmod(d.np.type(7), y))):
+        assert isinstance(got, tuple) and len(got) == 2
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == d
+            assert_close(g, w)
+
 def test_matrix_transpose_needs_two_axes() -> None:
     with pytest.raises(ValueError, match="at least 2"):
         tnp.matrix_transpose(tnp.arange(3))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from tgfx.dtypes import DType
-from tgfx.numpy import _creation, _indexing, _interop, _linalg, _misc, _scatter, _sort, _standard
+from tgfx.numpy import _creation, _indexing, _interop, _linalg, _math, _misc, _scatter, _sort, _standard
 from tgfx.numpy import _elementwise as ew
 from tgfx.numpy import _movement as mv
 from tgfx.numpy import _reduce as rd
@@ -20,6 +20,7 @@ _OPERATORS = {
     "add": ew.add, "sub": ew.subtract, "mul": ew.multiply, "truediv": ew.true_divide, "floordiv": ew.floor_divide,
     "mod": ew.remainder, "pow": ew.power, "matmul": _linalg.matmul, "and": ew.bitwise_and, "or": ew.bitwise_or,
     "xor": ew.bitwise_xor, "lshift": ew.left_shift, "rshift": ew.right_shift,
+    "divmod": _math.divmod,   # (`divmod(x, 2)`, as numpy's and jax's arrays: not the standard's, which has none)
 }
 
 
