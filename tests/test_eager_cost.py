@@ -30,6 +30,7 @@ OPS: list[tuple[str, Callable, Callable, int]] = [
     ("i * 3", lambda x, y, i: i * 3, lambda: np.arange(16, dtype=np.int32) * 3, 29),  # 27, 29
     ("i == 3", lambda x, y, i: i == 3, lambda: np.arange(16) == 3, 29),               # 27, 29
     ("where(x > 0, x, y)", lambda x, y, i: tnp.where(x > 0, x, y), lambda: np.where(X > 0, X, Y), 42),    # 40, 42
+    ("where(x > 0, x, 0)", lambda x, y, i: tnp.where(x > 0, x, 0), lambda: np.where(X > 0, X, 0), 43),     # 41, 87
     ("exp(x)", lambda x, y, i: tnp.exp(x), lambda: np.exp(X), 26),                    # 24, 26
     ("mean(x * y + 1)", lambda x, y, i: tnp.mean(x * y + 1), lambda: np.mean(X * Y + 1), 66),   # 64, 67
     ("stack([x, y, x])", lambda x, y, i: tnp.stack([x, y, x]), lambda: np.stack([X, Y, X]), 117),        # 115, 118
@@ -346,7 +347,8 @@ _FAST_OPS = ["add", "subtract", "multiply", "true_divide", "less", "greater", "e
 def test_weak_operands_on_the_fast_paths_build_the_general_paths_graphs(monkeypatch: pytest.MonkeyPatch,
                                                                         x64: bool) -> None:
     """A weakly typed Tensor (`jnp.asarray(step)`, a schedule's count) with a Python scalar or another of its type,
-    and `maximum`, `minimum`, a float `power` and `invert` of the operands `fast_operands` takes, go by the fast paths
+    and `maximum`, `minimum`, a float `power`, `invert` and a `where` of the operands `fast_operands` takes (with a
+    mask of their shape), go by the fast paths
     (a schedule's arithmetic was the general promotion's, ~100 Python calls an op): each builds the node the general
     path builds (hash-consed: the same object), of its dtype and weak type, for every pairing of weak and strong,
     int, float and half Tensors with ints in and out of range, floats, -0.0 and each other, either side; the values
@@ -359,6 +361,7 @@ def test_weak_operands_on_the_fast_paths_build_the_general_paths_graphs(monkeypa
                 tg.asarray(ints), tg.asarray(floats.astype(np.float16)), tg.asarray(np.arange(8, dtype=np.int8)),
                 tg.asarray(floats > 0), 3, -7, 2**31 + 5, 2.5, -0.0, True]
     assert _is_weak_tensor(operands[2]) and _is_weak_tensor(operands[3])
+    mask = tg.asarray(floats) > 0.5
 
     def build(fast: bool) -> list:
         out = []
@@ -366,13 +369,15 @@ def test_weak_operands_on_the_fast_paths_build_the_general_paths_graphs(monkeypa
             if not fast:
                 m.setattr(_elementwise, "fast_binary", lambda *a, **k: None)
                 m.setattr(_elementwise, "fast_operands", lambda *a, **k: None)
-            for name in _FAST_OPS:
+                m.setattr(tg.tensor, "fast_operands", lambda *a, **k: None)
+            for name in [*_FAST_OPS, "where"]:
+                fn = (lambda a, b: tnp.where(mask, a, b)) if name == "where" else getattr(tnp, name)
                 for a in operands:
                     for b in operands:
                         if not (isinstance(a, tg.Tensor) or isinstance(b, tg.Tensor)):
                             continue
                         try:
-                            r = getattr(tnp, name)(a, b)
+                            r = fn(a, b)
                         except (TypeError, OverflowError) as e:
                             out.append(type(e))
                             continue

@@ -331,6 +331,15 @@ class Tensor:
                 # (a mask and two strongly typed Tensors of one dtype, shape and device, an eager `where(x > 0, x,
                 # y)`'s case: the node the steps below build, without their promotion and broadcast tests)
                 return Tensor(UOp(Ops.WHERE, xu.dtype, (c, xu, yu)))
+        elif (type(x) is Tensor or type(y) is Tensor) and self.uop.dtype is dtypes.bool and \
+                (got := fast_operands(x, y)) is not None:
+            # (a mask, a Tensor of its shape and device and a Python scalar it keeps its type with, `where(x > 0, x,
+            # 0)`: the node the steps below build, the scalar broadcast as they broadcast it)
+            xu, yu, d, w = got
+            c = self.uop
+            if c.shape == xu.shape and c.device == (xu.device if type(x) is Tensor else yu.device):
+                out = Tensor(UOp(Ops.WHERE, d, (c, xu, yu)))
+                return weak(out) if w else out
         cond = self if self.dtype.is_bool else self != 0
         x, y = promote(x, y, "where")
         out = Tensor(UOp(Ops.WHERE, x.dtype, tuple(broadcast_uops(cond, x, y, name="where"))))
@@ -830,6 +839,7 @@ from tgfx._promote import (  # noqa: E402, I001 - before _realize, whose imports
     _weak as _weak,
     cast_keeping_weak as cast_keeping_weak,
     fast_binary as fast_binary,
+    fast_operands as fast_operands,
     is_weak as is_weak,
     keep_weak as keep_weak,
     promote as promote,
