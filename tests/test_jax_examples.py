@@ -311,7 +311,9 @@ def run_kernel_lsq() -> dict[str, Any]:
     linear_kernel = lambda x, y: jnp.dot(x, y, precision=lax.Precision.HIGH)   # noqa: E731 -- as JAX wrote it
     predict = train(linear_kernel, xs, ys)
     rbf_kernel = lambda x, y: jnp.exp(-jnp.sum((x - y) ** 2))                 # noqa: E731
-    return {"mse": float(jnp.sum((predict(xs) - ys) ** 2.)), "rbf": _check(gram(rbf_kernel, xs[:8])),
+    # (the converged squared error, 1.7e-7, is rounding: measured against the scale of the targets' squares)
+    mse = {"check": float(jnp.sum((predict(xs) - ys) ** 2.)), "scale": float(jnp.sum(ys ** 2.))}
+    return {"mse": mse, "predict": _check(predict(xs)), "rbf": _check(gram(rbf_kernel, xs[:8])),
             "jaxpr": str(jax.make_jaxpr(partial(gram, rbf_kernel))(xs)).count(" exp ")}
 
 
@@ -790,7 +792,10 @@ JAX: dict[str, dict[str, Any]] = {'advi': {'bounds': [3.814164, 7.942806, 10.890
              'Un': [0.2603929, -3.378351e-06, -3.830554e-18, 1.592819e-20, 3.904292e-20, 8.086518e-20],
              'Xm': [0.3, -0.7, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
              'Um': [-0.3, 0.7, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]},
- 'kernel_lsq': {'mse': 1.665278e-07, 'rbf': {'check': 0.9125814, 'scale': 9.237389}, 'jaxpr': 1},
+ 'kernel_lsq': {'mse': {'check': 1.665278e-07, 'scale': 102.5024},
+  'predict': {'check': -8.809061, 'scale': 49.61002},
+  'rbf': {'check': 0.9125814, 'scale': 9.237389},
+  'jaxpr': 1},
  'gp': {'ml': [2.024946, 1.811426, 1.481177],
         'params': [-0.2025701, 0.2397932, -5.178997],
         'mu': [0.1285811, 0.3008156, 0.8074481, 0.7275056, 0.1233754, -0.291137, -0.7050618, -0.5422549, 0.02319449],
@@ -860,7 +865,8 @@ JAX: dict[str, dict[str, Any]] = {'advi': {'bounds': [3.814164, 7.942806, 10.890
 
 
 def assert_as_jax(got: Any, want: Any, rtol: float, where: str = "") -> None:
-    """`got` equals jax's `want` to `rtol` (a `_check` to `rtol` of its scale), structure and exact values alike."""
+    """`got` equals jax's `want` to `rtol` (an array to `rtol` of its largest element, a `_check` of its scale),
+    structure and exact values (bools, strings) alike."""
     if isinstance(want, dict) and set(want) == {"check", "scale"}:
         assert abs(got["check"] - want["check"]) <= rtol * want["scale"] + 1e-30, (where, got, want)
         np.testing.assert_allclose(got["scale"], want["scale"], rtol=rtol, err_msg=where)
@@ -874,15 +880,17 @@ def assert_as_jax(got: Any, want: Any, rtol: float, where: str = "") -> None:
         assert len(got) == len(want), (where, got, want)
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             assert_as_jax(g, w, rtol, f"{where}[{i}]")
-    else:
-        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=rtol,
-                                   atol=rtol * 1e-2, err_msg=where)
+    else:   # an array's elements to rtol of its largest (jax's own Hessian here is symmetric to 1e-5 of an element)
+        want = np.asarray(want, np.float64)
+        np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol,
+                                   atol=rtol * float(np.max(np.abs(want), initial=0.0)), err_msg=where)
 
 
 @pytest.mark.parametrize("name", list(JAX))
 def test_the_example_gives_jax_values(name: str) -> None:
-    """Each ported example's values are jax 0.10.2's to float32 rounding (1e-5: iterated Cholesky solves and
-    momentum steps carry it further than one op; one step of each agrees to ~1e-7)."""
+    """Each ported example's values are jax 0.10.2's to float32 rounding: 1e-5 of each array's largest element (on
+    the AMD EPYC host that recorded them, all agree to 1e-6 but the GP's marginal likelihoods after 30 steps of
+    Cholesky solves, 2e-6; the margin is for other hosts' vector widths and summation orders)."""
     assert_as_jax(globals()[f"run_{name}"](), JAX[name], 1e-5, name)
 
 
