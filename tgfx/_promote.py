@@ -133,6 +133,12 @@ def promote(a: ArrayLike, b: ArrayLike, name: str, float_only: bool = False) -> 
             ct, c = t.cast(d), weak(_scalar_operand(x, d, name))
             ct = ct if ct is t else weak(ct)
             return (ct, c) if type(a) is Tensor else (c, ct)
+    elif (type(a) is int or type(a) is float) and (type(b) is int or type(b) is float):
+        # two Python numbers (`minimum(step, decay_steps)`): both weak constants of their kinds' default type
+        d = dtypes.default_float if type(a) is float or type(b) is float else dtypes.default_int
+        if float_only and not d.is_float:
+            d = to_inexact(d)
+        return weak(_scalar_operand(a, d, name)), weak(_scalar_operand(b, d, name))
     kinds = [promotion_kind(a), promotion_kind(b)]
     try:
         d, weak_result = promote_weak(*kinds)
