@@ -52,8 +52,10 @@ def test_mixed_precision_over_a_scan_of_checkpointed_layers_trains_as_under_jax(
     over their stacked parameters, `vmap` over the attention heads, `lax.map` over the examples, a dynamic loss scale.
     The first loss is jax's with XLA's excess precision off (`--xla_allow_excess_precision=false`: each bfloat16 op
     rounded, as jnp's semantics say; XLA's default keeps some fused intermediates in float32, 3.394989), to the last
-    bit. The later ones differ from jax's by bfloat16 roundings of the gradient: a weight read by two products gets
-    one cotangent, their float32 sum rounded once, where jax rounds each product's and adds them in bfloat16."""
+    bit. The later ones differ from jax's by bfloat16 roundings of the gradient: XLA's CPU backend sums a broadcast's
+    cotangent (a layer norm's gain, over every position) in bfloat16, one rounding per term, where tgfx sums it in
+    float32 and rounds once, as jnp.sum of bfloat16 does.
+    """
     got, run = _steps("remat", 3)
     assert got[0] == np.float32(3.395620346069336)
     np.testing.assert_allclose(got[1:], (3.5836262702941895, 3.378922700881958), rtol=2e-3)

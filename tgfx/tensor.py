@@ -45,6 +45,10 @@ from tgfx.trace_state import ConcretizationError, active, current
 
 Scalar = bool | int | float | complex
 LITERAL = "literal"  # the tag of a CONST that stays a literal in eager kernels (Tensor.literal)
+# the tag of a half float's cast to float32 inside a dot or a sum (`Tensor.widened`): reverse mode transposes each use
+# of it (and of its views) on its own, rounding each use's cotangent to the half type, as JAX transposes each half dot
+# into a half dot
+WIDENED = "widened half"
 ArrayLike = Any  # Tensor, numpy array, nested lists, Python scalars
 
 
@@ -365,6 +369,13 @@ class Tensor:
         """This Tensor as exactly `d`, whatever the x64 mode: tgfx's own 64-bit arithmetic (a loop's trip count, a
         wide index) uses it; a user's dtype goes through `astype`."""
         return self if d == self.dtype else Tensor(UOp(Ops.CAST, d, (self.uop,)))
+
+    def widened(self, d: DType) -> Tensor:
+        """This half float Tensor as `d` (float32) for a dot or a sum to compute in before rounding back: a cast tagged
+        `WIDENED`, whose uses reverse mode keeps apart down to the half value (two products of one bfloat16 weight
+        summed their float32 cotangents and rounded once, where JAX rounds each product's and adds them in bfloat16:
+        1 ulp off jax's gradient in a fifth of the elements)."""
+        return Tensor(UOp(Ops.CAST, d, (self.uop,), tag=WIDENED))
 
     def bitcast(self, dtype: DType | str) -> Tensor:
         d = to_dtype(dtype)

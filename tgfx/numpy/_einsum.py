@@ -128,7 +128,7 @@ def _product_sum(ts: Sequence[Tensor], labels: Sequence[Sequence[Label]], keep: 
     if prod(full) == 0:  # an empty result, or a sum of nothing
         return Tensor.full(tuple(sizes[c] for c in keep), 0, d)
     if (wide := _reduce.half_compute(d)) is not None and len(order) > len(keep):  # float32 sums, as matmul's
-        return _product_sum([t.astype(wide) for t in ts], labels, keep, sizes).astype(d)
+        return _product_sum([t.widened(wide) for t in ts], labels, keep, sizes).astype(d)
     prod_t = None
     for t, lab in zip(ts, labels, strict=True):
         present = [c for c in order if c in lab]

@@ -57,7 +57,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, precision: Any = None,
     # sums over the broadcast axis are float32 sums too (and the cotangent is rounded to the half type once)
     d, wide = x.dtype, _reduce.half_compute(x.dtype)
     if wide is not None:
-        x, y = x.astype(wide), y.astype(wide)
+        x, y = x.widened(wide), y.widened(wide)
     xe = x.reshape(x.shape[:-2] + (m, k, 1)).expand(batch + (m, k, n))
     ye = y.reshape(y.shape[:-2] + (1, k, n)).expand(batch + (m, k, n))
     if wide is not None:

@@ -100,7 +100,7 @@ def _sum_or_prod(x: ArrayLike, axis: Axis, dtype: DType | str | None, keepdims: 
     x = to_tensor(x)
     axes = _axes(x, axis, name)
     if dtype is None and (wide := half_compute(x.dtype)) is not None:  # JAX's upcast, only without dtype=
-        return _sum_or_prod(x.astype(wide), axis, None, keepdims, initial, where, name, product).astype(x.dtype)
+        return _sum_or_prod(x.widened(wide), axis, None, keepdims, initial, where, name, product).astype(x.dtype)
     x = _selected(x.astype(to_dtype(dtype) if dtype is not None else _sum_dtype(x.dtype)), where, int(product), name)
     if not product:
         out = x._reduce(Ops.ADD, axes, keepdims)
@@ -231,7 +231,7 @@ def mean(x: ArrayLike, axis: Axis = None, dtype: DType | str | None = None, keep
         return ew.true_divide(total, n) if n else total * float("nan")   # (`_divide` of a float total)
     x = to_tensor(x)
     if dtype is None and (wide := half_compute(x.dtype)) is not None:  # summed and divided in float32, as JAX's
-        return mean(x.astype(wide), axis, None, keepdims, where=where).astype(x.dtype)
+        return mean(x.widened(wide), axis, None, keepdims, where=where).astype(x.dtype)
     axes = _axes(x, axis, "mean")
     d = to_dtype(dtype) if dtype is not None else to_inexact(x.dtype)
     mask = where_mask(where, x, "mean")

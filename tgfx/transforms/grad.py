@@ -39,7 +39,7 @@ from tgfx.ir.ops import GroupOp, Ops
 from tgfx.ir.pattern import PatternMatcher, UPat, graph_rewrite
 from tgfx.ir.uop import UOp, prod
 from tgfx.placement import is_committed, move
-from tgfx.tensor import Tensor, is_weak, weak, weak_input, weak_like
+from tgfx.tensor import WIDENED, Tensor, is_weak, weak, weak_input, weak_like
 from tgfx.trace_state import active, current, differentiating
 from tgfx.transforms.collectives import bind_batched, sum_invariant_gradients
 from tgfx.transforms.control_grad import forward_mode, gradient_path, in_forward_mode
@@ -469,20 +469,37 @@ def compute_gradient(root: UOp, root_grad: Grad, targets: Sequence[UOp]) -> dict
         path = _between(root.toposort(), set(targets))
     on_path = set(path)
     grads: dict[UOp, Grad] = {root: root_grad}
+    apart = _widened_views(path)
+    uses: dict[UOp, list[UOp]] = {}   # a widened half's (or its view's) cotangents, one per use, kept apart
     with gradient_path(on_path):   # (once, not per node: a context switch per node cost eager steps their grads)
         for node in reversed(path):
-            g = grads.get(node)
-            if g is None:
-                continue
-            src_grads = pm_gradient.rewrite(node, ctx=g)
-            if src_grads is None:
-                raise NotImplementedError(f"no gradient rule for {node.op.name} (dtype {node.dtype!r}, arg "
-                                          f"{node.arg!r})")
-            for s, sg in zip(node.src, src_grads, strict=True):
-                if sg is None or s not in on_path or (s.dtype is not None and not s.dtype.is_inexact):
+            for g in (uses.get(node, []) if node in apart else [grads.get(node)]):
+                if g is None:
                     continue
-                grads[s] = _accumulate(grads.get(s), sg)
+                src_grads = pm_gradient.rewrite(node, ctx=g)
+                if src_grads is None:
+                    raise NotImplementedError(f"no gradient rule for {node.op.name} (dtype {node.dtype!r}, arg "
+                                              f"{node.arg!r})")
+                for s, sg in zip(node.src, src_grads, strict=True):
+                    if sg is None or s not in on_path or (s.dtype is not None and not s.dtype.is_inexact):
+                        continue
+                    if s in apart:
+                        uses.setdefault(s, []).append(sg)
+                    else:
+                        grads[s] = _accumulate(grads.get(s), sg)
     return {t: g for t in targets if (g := grads.get(t)) is not None}
+
+
+def _widened_views(path: list[UOp]) -> set[UOp]:
+    """The casts of half floats that a dot or a sum computes in (`Tensor.widened`) and the views of them on the path:
+    each use's cotangent goes through them on its own and is rounded to the half type, then the uses' are summed in
+    it, as JAX's transposes of two half dots of one operand are two half dots added."""
+    out: set[UOp] = set()
+    for u in path:   # (sources first)
+        if (u.op is Ops.CAST and u.tag == WIDENED and u.src[0].dtype.itemsize < u.dtype.itemsize or
+                u.op in GroupOp.Movement and u.src and u.src[0] in out):
+            out.add(u)
+    return out
 
 
 # ---- tracing a function for differentiation ----
