@@ -242,3 +242,32 @@ def test_truth_value_and_scalar_conversion() -> None:
     _raises(TypeError, lambda: range(10)[_t((1,))], "float32")
     assert bool(_t((1,))) is True
     assert int(to_tensor(np.array([7], np.int32))) == 7
+
+
+def test_jax_errors_names_each_conversion_of_a_traced_value() -> None:
+    """`tg.errors` holds jax.errors' names, and each conversion of a traced value raises the one JAX raises, so
+    `except jax.errors.X` ports by spelling: bool -> TracerBoolConversionError, int and an index ->
+    TracerIntegerConversionError, np.asarray -> TracerArrayConversionError, a traced mask as an index ->
+    NonConcreteBooleanIndexError (an IndexError too); all ConcretizationTypeErrors (TypeErrors), float too."""
+    E = tg.errors
+    x = tnp.arange(4.0)
+    cases = [
+        (lambda v: tnp.where(v.sum() > 0, v, -v) if v.sum() > 0 else v, E.TracerBoolConversionError),
+        (lambda v: v[int(v.sum().astype(tnp.int32)) % 4], E.TracerIntegerConversionError),
+        (lambda v: [1, 2, 3, 4, 5, 6, 7][v.sum().astype(tnp.int32)], E.TracerIntegerConversionError),
+        (lambda v: v * np.asarray(v).sum(), E.TracerArrayConversionError),
+        (lambda v: v[v > 1].sum(), E.NonConcreteBooleanIndexError),
+        (lambda v: v * float(v.sum()), E.ConcretizationTypeError),
+    ]
+    for fn, err in cases:
+        with pytest.raises(err, match="not known while tracing") as info:
+            tg.jit(fn)(x)
+        assert isinstance(info.value, TypeError) and isinstance(info.value, E.ConcretizationTypeError)
+        assert E.ConcretizationTypeError is tg.ConcretizationError
+    with pytest.raises(IndexError):
+        tg.jit(lambda v: v[v > 1].sum())(x)
+    assert issubclass(E.UnexpectedTracerError, Exception)
+    # concrete values convert as before
+    assert bool(x.sum() > 0) and int(x[3]) == 3 and [0, 1, 2, 3][x.astype(tnp.int32)[2]] == 2
+    np.testing.assert_array_equal(np.asarray(x), np.arange(4.0))
+    np.testing.assert_array_equal(x[x > 1].numpy(), [2.0, 3.0])

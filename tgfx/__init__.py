@@ -4,6 +4,7 @@ from tgfx import debug as debug
 from tgfx import devices as devices  # the package, callable as the listing: tg.devices(backend=None)
 from tgfx import distributed as distributed
 from tgfx import dtypes as _dtypes_module  # noqa: F401
+from tgfx import errors as errors
 from tgfx import example_libraries as example_libraries
 from tgfx import experimental as experimental
 from tgfx import flatten_util as flatten_util

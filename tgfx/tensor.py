@@ -41,7 +41,14 @@ from tgfx.ir.uop import UOp, prod
 from tgfx.lowering.execute import copyin, copyout, memory_of, range_view, read_first
 from tgfx.lowering.inline import EscapedTracerError
 from tgfx.lowering.layout import buffer_view, new_buffer
-from tgfx.trace_state import ConcretizationError, active, current
+from tgfx.trace_state import (
+    ConcretizationError,
+    TracerArrayConversionError,
+    TracerBoolConversionError,
+    TracerIntegerConversionError,
+    active,
+    current,
+)
 
 Scalar = bool | int | float | complex
 LITERAL = "literal"  # the tag of a CONST that stays a literal in eager kernels (Tensor.literal)
@@ -191,18 +198,27 @@ class Tensor:
     def __bool__(self) -> bool:
         if self.size != 1:
             raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous; use .any() or .all()")
-        return bool(self.item())
+        try:
+            return bool(self.item())
+        except ConcretizationError as e:
+            raise TracerBoolConversionError(str(e)) from None
 
     def __float__(self) -> float:
         return float(self.item())
 
     def __int__(self) -> int:
-        return int(self.item())
+        try:
+            return int(self.item())
+        except ConcretizationError as e:
+            raise TracerIntegerConversionError(str(e)) from None
 
     def __index__(self) -> int:
         if not self.dtype.is_int:
             raise TypeError(f"only integer Tensors can be used as an index, got {self.dtype.name}")
-        return int(self.item())
+        try:
+            return int(self.item())
+        except ConcretizationError as e:
+            raise TracerIntegerConversionError(str(e)) from None
 
     # ---- realising ----
     def realize(self) -> Tensor:
@@ -245,7 +261,10 @@ class Tensor:
         return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        out = self.numpy()
+        try:
+            out = self.numpy()
+        except ConcretizationError as e:
+            raise TracerArrayConversionError(str(e)) from None
         return out if dtype is None else out.astype(dtype)
 
     def item(self) -> Scalar:

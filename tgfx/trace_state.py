@@ -31,7 +31,25 @@ from tgfx.lowering.inline import EscapedTracerError
 
 
 class ConcretizationError(TypeError):
-    """A traced value was asked for its concrete value (`if x > 0`, `float(x)`, `x.item()`) while tracing."""
+    """A traced value was asked for its concrete value (`if x > 0`, `float(x)`, `x.item()`) while tracing (JAX's
+    `ConcretizationTypeError`). The subclasses say which conversion asked, under JAX's names (`tgfx.errors`)."""
+
+
+class TracerBoolConversionError(ConcretizationError):
+    """`bool(x)` of a traced value: `if x > 0:`, `while x:`, `x and y`."""
+
+
+class TracerIntegerConversionError(ConcretizationError):
+    """`int(x)` or `operator.index(x)` of a traced value: a traced int used as a Python int (`range(n)`, a list's
+    index)."""
+
+
+class TracerArrayConversionError(ConcretizationError):
+    """`np.asarray(x)` of a traced value: a numpy function called on it."""
+
+
+class NonConcreteBooleanIndexError(ConcretizationError, IndexError):
+    """A traced boolean mask as an index (`x[x > 0]`): the result's shape would depend on the mask's values."""
 
 
 class Effects:

@@ -42,14 +42,14 @@ _SIZE_HINT = ("Pass size=N (and fill_value=) for a result of N slots, as in JAX,
               "function")
 
 
-def host_value(x: Tensor, fn: str, what: str, hint: str = _SIZE_HINT) -> np.ndarray:
-    """x's value for a function whose result shape depends on it; while tracing, an error that says what to do
-    instead (pass size=)."""
+def host_value(x: Tensor, fn: str, what: str, hint: str = _SIZE_HINT, error: type | None = None) -> np.ndarray:
+    """x's value for a function whose result shape depends on it; while tracing, an error (of class `error`, a
+    ConcretizationError's) that says what to do instead (pass size=)."""
     from tgfx.function import ConcretizationError
     try:
         return x.numpy()
     except ConcretizationError as e:
-        raise ConcretizationError(
+        raise (error or ConcretizationError)(
             f"{fn}: the result's shape depends on the values of {what} ({x.dtype.name}{list(x.shape)}), which are not "
             f"known while tracing (jit, vmap, a loop body). {hint}.\n{e}") from None
 

@@ -101,7 +101,8 @@ def _host_mask(mask: Tensor) -> np.ndarray:
     """A boolean Tensor index's value, read as JAX reads a concrete mask; a traced one is an error saying what to
     use."""
     from tgfx.numpy._data_dependent import host_value
-    return host_value(mask, "boolean mask index", "the mask", _MASK_HINT)
+    from tgfx.trace_state import NonConcreteBooleanIndexError
+    return host_value(mask, "boolean mask index", "the mask", _MASK_HINT, NonConcreteBooleanIndexError)
 
 
 def _is_scalar_bool(i: Any) -> bool:
