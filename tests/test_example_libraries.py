@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_eager_cost import python_calls
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -262,7 +263,6 @@ def test_a_jitted_step_taking_an_optimizer_state_and_a_python_int_replays_by_the
     registered pytree node, which jit's fast path flattened by hand, keyed by its aux data (the parameters' tree
     structures). It went the general path each step, making a Tensor of each new `i` (238 Python calls a step; now
     75; kernel_lsq's step 126 -> 20 us, jax 17-71). Another structure of parameters (other aux data) retraces."""
-    import sys
     opt_init, opt_update, get_params = optimizers.momentum(0.1, 0.9)
 
     @tg.jit
@@ -274,16 +274,7 @@ def test_a_jitted_step_taking_an_optimizer_state_and_a_python_int_replays_by_the
     for k in range(3):
         state = update(k, state)
     get_params(state)["w"].block_until_ready()
-    calls = 0
-
-    def count(frame: object, event: str, arg: object) -> None:
-        nonlocal calls
-        calls += event == "call"
-    sys.setprofile(count)
-    try:
-        state = update(3, state)
-    finally:
-        sys.setprofile(None)
+    calls, state = python_calls(lambda: update(3, state))
     assert calls <= 90, calls
     w, v = np.ones(8, np.float32), np.zeros(8, np.float32)
     for _ in range(4):   # momentum: v = 0.9 v + g, w -= 0.1 v, g = 2 w
