@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import tgfx.numpy as tnp
+from tgfx.transforms.jit import jit
 from tgfx.tree_util import register_pytree_node, tree_flatten, tree_map, tree_unflatten
 
 Schedule = Callable[[Any], Any]
@@ -120,7 +121,7 @@ def polynomial_decay(step_size: float, decay_steps: int, final_step_size: float,
         step_num = tnp.minimum(step_num, decay_steps)
         step_mult = (1 - step_num / decay_steps) ** power
         return step_mult * (step_size - final_step_size) + final_step_size
-    return schedule
+    return jit(schedule)   # (one replay between steps, not its eager ops: tgfx.optim's schedules' note)
 
 
 def piecewise_constant(boundaries: Any, values: Any) -> Schedule:
@@ -132,7 +133,7 @@ def piecewise_constant(boundaries: Any, values: Any) -> Schedule:
 
     def schedule(i: Any) -> Any:
         return values[tnp.sum(i > boundaries)]
-    return schedule
+    return jit(schedule)
 
 
 def make_schedule(scalar_or_schedule: float | Schedule) -> Schedule:
