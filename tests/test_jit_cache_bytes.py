@@ -69,7 +69,6 @@ def test_all_jitted_functions_programs_hold_at_most_the_total_budget_the_least_r
             for n in range(260, 264):
                 run(f, n + 8 * i)
                 run(hot, 256)   # run between the others: it stays the most recently run
-                gc.collect()
                 totals.append(sum(p.nbytes for g in fs for p in programs_of(g)))
         assert max(totals) <= budget, [t >> 20 for t in totals]
         assert hot.trace_count == 1 and len(hot._cache) == 1
