@@ -82,6 +82,24 @@ def test_a_layers_few_outputs_are_vectors_along_the_reduce(cpu: str, n: int) -> 
 
 
 @pytest.mark.parametrize("cpu", CPUS)
+def test_a_narrow_sum_of_transcendentals_is_not_unrolled_into_copies(cpu: str) -> None:
+    """The narrow-output tile is for products, whose loads are the cost: a sum of 20,000 rows of 3 columns whose
+    every element takes transcendentals (a Dirichlet sample's implicit gradient, five of them) was unrolled by a
+    vector's lanes with the 3 columns as copies, 48 copies of the math, and took 3 s of LLVM for that one kernel
+    (test_random_dists' beta and Dirichlet gradients: 5.5 -> 9.6 s of CPU). A product beside it keeps its tile."""
+    t = target_for(cpu)
+    x, w = on_cpu(rand(20000, 1)), on_cpu(rand(20000, 3, seed=1))
+    (ast,) = kernels((tg.numpy.exp(x * w) * tg.numpy.log(tg.numpy.abs(w) + 1) * x).sum(0))
+    _, opts = apply_hand_coded(index_level(ast), t)
+    assert not any(o.op == "UNROLL" and o.amount >= t.lanes() for o in opts), opts
+    assert not any(o.op == "UPCAST" and o.amount == 0 for o in opts), opts
+    if 2 * 3 <= min(c for c, _ in t.contraction_tiles()):   # (AVX2's 4 lanes take 3 outputs padded to 4)
+        (ast,) = kernels((x * w).sum(0))   # (the same shapes, a product: the narrow tile)
+        _, opts = apply_hand_coded(index_level(ast), t)
+        assert any(o.op == "UPCAST" and o.amount == 0 for o in opts), opts
+
+
+@pytest.mark.parametrize("cpu", CPUS)
 def test_a_whole_short_axis_is_the_tiles_rows(cpu: str) -> None:
     """`h.T @ g` with g (512, 2), a weight gradient of a layer's 2 outputs: the 2 outputs are the tile's rows (each
     vector of h serves both), though fewer than half the tile's (AVX-512's 8), and its accumulators, too few to keep

@@ -362,7 +362,10 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
     contraction = bool(reduces) and not row_kernel and red_size >= MIN_CONTRACTION and len(sink.src) == 1 and not opts
     if contraction:
         opts += masked_contraction_opts(loops, loads, hot, target, itemsize)
-    if contraction and not opts:
+    if contraction and not opts and not _inner_transcendentals(sink, reduces):
+        # (not where each step evaluates a transcendental: the math is the cost, not the loads, and the unroll by a
+        # vector's lanes times the narrow axis's copies made 48 copies of a beta sample's implicit gradient, five
+        # transcendentals, 3 s of LLVM for one kernel)
         opts += narrow_output_opts(loops, reduces, loads, hot, target, itemsize)
     if contraction and not opts:
         # a contraction: vectorise an output axis some input reads contiguously, block another that an input reuses.
