@@ -78,6 +78,10 @@ class Flag:
     def __repr__(self) -> str:
         return f"{self.name}={self.value!r}"
 
+    def mib(self) -> int:
+        """The value of a flag that counts MiB (`TGFX_CACHE_MAX_MB`, `TGFX_JIT_CACHE_MB`, ...) in bytes; below 0, 0."""
+        return max(int(float(self.value) * 2**20), 0)
+
 
 class _Overridden(Flag):
     """A flag while some thread is inside a `Context` block: `value` is this thread's override, else the process-wide

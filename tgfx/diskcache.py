@@ -97,7 +97,7 @@ def write_atomic(path: pathlib.Path, data: bytes) -> None:
 
 def limit_bytes() -> int:
     """The directory's limit in bytes (`TGFX_CACHE_MAX_MB`; 0: none)."""
-    return max(int(float(config.CACHE_MAX_MB.value) * (1 << 20)), 0)
+    return config.CACHE_MAX_MB.mib()
 
 
 def _quantum(limit: int) -> int:

@@ -662,7 +662,7 @@ def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[int]]) -> tuple[UOp, 
 # Evicting one a submitted queue still runs is safe: the submission holds the memory and code its command buffers
 # were encoded with until its fence passes (`HCQDevice.submit`)
 _kept: LRU[int, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE),
-                           lambda: int(config.PROGRAM_CACHE_MB.value * 2**20), lambda prog: prog.nbytes)
+                           config.PROGRAM_CACHE_MB.mib, lambda prog: prog.nbytes)
 
 
 def _keep(prog: Any) -> Any:

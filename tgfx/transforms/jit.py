@@ -53,7 +53,7 @@ from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.placement import describe, is_committed, mark, marked, move
 from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
 from tgfx.trace_state import active, collecting_effects
-from tgfx.transforms.jit_cache import jitted, mb, track
+from tgfx.transforms.jit_cache import jitted, track
 from tgfx.transforms.jit_replay import flatten_fast, replay, weak_dtype
 from tgfx.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
@@ -401,7 +401,7 @@ class Jit:
         # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE programs or TGFX_JIT_CACHE_MB
         # bytes (and all with this Jit)
         self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(
-            lambda: int(config.JIT_CACHE_SIZE), lambda: mb(config.JIT_CACHE_MB), lambda hit: hit[0].nbytes,
+            lambda: int(config.JIT_CACHE_SIZE), config.JIT_CACHE_MB.mib, lambda hit: hit[0].nbytes,
             self._evicted)
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
         # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`flatten_fast`)

@@ -16,10 +16,6 @@ if TYPE_CHECKING:
     from tgfx.lowering.program import Program
 
 
-def mb(flag: config.Flag) -> int:
-    return int(flag.value * 2**20)
-
-
 def _forget_program(entry: tuple[weakref.ref, Hashable, weakref.ref, int]) -> None:
     """A program evicted from `jitted`, dropped from its jitted function's caches (if both still live)."""
     jit, prog = entry[0](), entry[2]()
@@ -35,7 +31,7 @@ def _forget_program(entry: tuple[weakref.ref, Hashable, weakref.ref, int]) -> No
 # is safe: the submission holds the memory and code its command buffers were encoded with until its fence passes
 # (`HCQDevice.submit`)
 jitted: LRU[int, tuple[weakref.ref, Hashable, weakref.ref, int]] = LRU(
-    lambda: 1 << 62, lambda: mb(config.JIT_TOTAL_MB), lambda entry: entry[3], lambda _, entry: _forget_program(entry))
+    lambda: 1 << 62, config.JIT_TOTAL_MB.mib, lambda entry: entry[3], lambda _, entry: _forget_program(entry))
 _dead: deque[int] = deque()   # ids of programs `jitted` holds that were collected (appended as they die)
 
 
