@@ -413,7 +413,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
                 plain.append(Opt("UPCAST", blk.arg[0], blk_amt))
             elif (rows := max(((_largest_divisor(r.src[0].arg, blk_amt), r) for r in reused),
                               key=lambda t: t[0], default=(1, None)))[1] is not None and \
-                    (rows[0] * 2 >= (blk_amt if vec_amt == 2 * lanes else target.tile_rows() // 2) or
+                    (rows[0] * 2 >= (half := blk_amt if vec_amt == 2 * lanes else target.tile_rows() // 2) or
                      1 < rows[0] == rows[1].src[0].arg):
                 # (no axis at all, a matmul of one row: none; AVX2's narrow tiles, whose half a tile is 2 rows, took
                 # the 1 row of no axis and failed on it: `(1, 9) @ (9, 2)`)
@@ -425,7 +425,7 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
                 plain.append(Opt("UPCAST", rows[1].arg[0], rows[0]))
                 red = max(reduces, key=lambda r: r.src[0].arg)
                 acc = max(vec_amt // lanes, 1) * rows[0]
-                if rows[0] * 2 < (blk_amt if vec_amt == 2 * lanes else target.tile_rows() // 2) and \
+                if rows[0] * 2 < half and \
                         (chains := next((c for c in range(FMA_CHAINS // acc, 1, -1) if red.src[0].arg % c == 0), None)):
                     # the whole short axis's accumulators too few to keep the FMA units busy (`FMA_CHAINS`): more,
                     # independent, along the reduce, summed after it ((512, 64).T @ (512, 2), AVX-512, 2 x 2

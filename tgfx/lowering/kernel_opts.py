@@ -172,6 +172,13 @@ def _tiled_product(v: UOp) -> bool:
     return loops[0] != loops[1]
 
 
+def _loops_reorderable(nodes: list[UOp]) -> bool:
+    """Whether the reduce loops of a kernel (its `nodes`) may be merged or nest in another order: not a contraction's
+    (`_tiled_product`: its tiles' reduce loops, a convolution's window, are the heuristics' to order), nor a loop
+    kernel's carries, which step through the loop in order."""
+    return not any(u.op is Ops.REDUCE and (isinstance(u.arg, tuple) or _tiled_product(u.src[0])) for u in nodes)
+
+
 def merge_reduce_ranges(sink: UOp) -> UOp:
     """Adjacent reduce ranges of a plain sum, max or product that every index steps through as one, `outer * n +
     inner`, become one reduce range of their product: a full sum of a contiguous (32, 32, 32, 3) value was four nested
@@ -180,8 +187,7 @@ def merge_reduce_ranges(sink: UOp) -> UOp:
     same REDUCEs, and the merge stands when it leaves no more divisions than there were (`merge_loops`' rule). Not a
     contraction's (`_tiled_product`: its tiles' reduce loops, a convolution's window, are the heuristics' to order),
     nor a loop kernel's carries."""
-    nodes = sink.toposort()
-    if any(u.op is Ops.REDUCE and (isinstance(u.arg, tuple) or _tiled_product(u.src[0])) for u in nodes):
+    if not _loops_reorderable(sink.toposort()):
         return sink
     while True:
         nodes = sink.toposort()
@@ -217,7 +223,7 @@ def order_reduce_ranges(sink: UOp) -> UOp:
     kernel's max and sum over the same row), and none read non-linearly; not a contraction's nor a loop kernel's
     (`merge_reduce_ranges`)."""
     nodes = sink.toposort()
-    if any(u.op is Ops.REDUCE and (isinstance(u.arg, tuple) or _tiled_product(u.src[0])) for u in nodes):
+    if not _loops_reorderable(nodes):
         return sink
     reduces = [u for u in nodes if u.op is Ops.REDUCE]
     indexes = [u.src[1] for u in nodes if u.op is Ops.INDEX]
