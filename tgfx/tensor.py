@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -198,27 +198,26 @@ class Tensor:
     def __bool__(self) -> bool:
         if self.size != 1:
             raise ValueError(f"the truth value of a Tensor with shape {self.shape} is ambiguous; use .any() or .all()")
-        try:
-            return bool(self.item())
-        except ConcretizationError as e:
-            raise TracerBoolConversionError(str(e)) from None
+        return self._concrete(bool, TracerBoolConversionError)
 
     def __float__(self) -> float:
         return float(self.item())
 
     def __int__(self) -> int:
-        try:
-            return int(self.item())
-        except ConcretizationError as e:
-            raise TracerIntegerConversionError(str(e)) from None
+        return self._concrete(int, TracerIntegerConversionError)
 
     def __index__(self) -> int:
         if not self.dtype.is_int:
             raise TypeError(f"only integer Tensors can be used as an index, got {self.dtype.name}")
+        return self._concrete(int, TracerIntegerConversionError)
+
+    def _concrete(self, convert: Callable[[Scalar], Any], error: type[ConcretizationError]) -> Any:
+        """`convert` of the value; a traced value's ConcretizationError raised as `error`, the subclass JAX names
+        for that conversion (`tgfx.errors`)."""
         try:
-            return int(self.item())
+            return convert(self.item())
         except ConcretizationError as e:
-            raise TracerIntegerConversionError(str(e)) from None
+            raise error(str(e)) from None
 
     # ---- realising ----
     def realize(self) -> Tensor:
