@@ -170,3 +170,62 @@ def test_threads_calling_one_function_over_shapes_while_every_trace_evicts_and_a
         assert not errors, errors[0]
         gc.collect()
         assert len(f._cache) <= 1 and all(v[0] in programs_of(f) for v in f._fast.values())
+
+
+def test_a_replay_refreshes_no_cache_and_the_least_recently_run_is_evicted_all_the_same() -> None:
+    """A fast-path replay reads its function's fast entries with one lookup and refreshes neither its function's cache
+    nor `jitted`: running the program stamps it (`Program.last_run`), and an insert that must evict orders the
+    entries by those stamps. Its Python and C calls, from the call to its result's wait, stay at 44 (51 before: four
+    for the two caches' refreshes, three more for the fast entries' `LRU.get`); the program run least recently is
+    still the one evicted, however the caches were ordered when the programs were inserted."""
+    import sys
+    f, g = tg.jit(lambda x: x + 1), tg.jit(lambda x: x * 2)
+    xs = [tg.asarray(np.full(n, 1.0, np.float32)) for n in (4, 5, 6)]
+    for x in xs:   # three signatures of f, one of g: the caches hold several entries each
+        f(x).block_until_ready()
+    g(xs[0]).block_until_ready()
+    f(xs[0]).block_until_ready()
+    calls = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += event in ("call", "c_call")
+    sys.setprofile(count)
+    try:
+        out = f(xs[0]).block_until_ready()
+    finally:
+        sys.setprofile(None)
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 2.0, np.float32))
+    assert calls <= 45, calls   # (the last: `setprofile` itself)
+    with Context(TGFX_JIT_CACHE_SIZE=3):
+        for x in (xs[2], xs[0], xs[1]):   # run order: n=6, 4, 5; inserted: 4, 5, 6
+            f(x).block_until_ready()
+        f(tg.asarray(np.ones(7, np.float32))).block_until_ready()   # a fourth signature evicts one: n=6's
+        assert sorted(p.inputs[0].arg[2] for p in programs_of(f)) == [4, 5, 7]
+        traced = f.trace_count
+        for x in xs[:2]:
+            f(x).block_until_ready()
+        assert f.trace_count == traced
+
+
+def test_an_lru_with_recency_evicts_by_the_values_stamps_and_keeps_the_newest() -> None:
+    """`LRU(recency=...)`: the entries' order when one must go is their values' stamps, least recent first (equal
+    stamps in insertion order), the entry just inserted last whatever its stamp; within the bound nothing is
+    reordered."""
+    from tgfx.lowering.lru import LRU
+    stamps = {}
+    lru: LRU[str, str] = LRU(lambda: 3, recency=lambda v: stamps[v])
+    for k, s in (("a", 5), ("b", 1), ("c", 3)):
+        stamps[k] = s
+        lru[k] = k
+    assert list(lru) == ["a", "b", "c"]
+    stamps["d"] = 0
+    lru["d"] = "d"   # evicts b (stamp 1); d stays, though its stamp is the least
+    assert list(lru) == ["c", "a", "d"]
+    stamps["c"], stamps["e"] = 9, 2
+    lru["e"] = "e"   # evicts d (0), then the order a (5), c (9), e
+    assert list(lru) == ["a", "c", "e"]
+    budget: LRU[str, str] = LRU(lambda: 10, lambda: 10, lambda v: 4, recency=lambda v: stamps[v])
+    for k in ("a", "c", "e"):
+        budget[k] = k
+    assert list(budget) == ["c", "e"] and budget.nbytes == 8   # a (5) went, not c (9)

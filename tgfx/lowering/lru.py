@@ -19,13 +19,20 @@ class LRU(Generic[K, V]):
     1 it keeps one); inserting past it drops the least recently used. With `max_bytes` and `weigh`, also at most
     `max_bytes()` bytes (0: no such bound), an entry weighing `weigh(value)` when it is inserted: the least recently
     used go until the rest fit, the newest always stays. `evicted(key, value)` is called for each entry an insert
-    drops, after the cache's lock is released (it may use the cache)."""
+    drops, after the cache's lock is released (it may use the cache).
+
+    With `recency(value)` (a number that grows each time the value is used: `Program.last_run`), a hit needs no
+    refresh: the values stamp themselves when used, and an insert that must evict first puts the entries in the order
+    of their stamps (the new one last). A jitted replay then reads its caches with one lookup and nothing more (three
+    C calls of a 45-call replay were the refreshes of two caches)."""
 
     def __init__(self, capacity: Callable[[], int], max_bytes: Callable[[], int] | None = None,
-                 weigh: Callable[[V], int] | None = None, evicted: Callable[[K, V], None] | None = None) -> None:
+                 weigh: Callable[[V], int] | None = None, evicted: Callable[[K, V], None] | None = None,
+                 recency: Callable[[V], int] | None = None) -> None:
         self.capacity = capacity
         self.max_bytes, self.weigh = max_bytes, weigh
         self.on_evict = evicted
+        self.recency = recency
         self.nbytes = 0                      # what the entries weigh, together (0 without `weigh`)
         self._weights: dict[K, int] = {}
         self._d: OrderedDict[K, V] = OrderedDict()
@@ -82,6 +89,8 @@ class LRU(Generic[K, V]):
             value = self._d[key]
             limit = max(int(self.capacity()), 1)
             budget = int(self.max_bytes()) if self.max_bytes is not None else 0
+            if self.recency is not None and (len(self._d) > limit or budget > 0 and self.nbytes > budget):
+                self._settle(key)
             while len(self._d) > limit or budget > 0 and self.nbytes > budget and len(self._d) > 1:
                 old, v = self._d.popitem(last=False)
                 self.nbytes -= self._weights.pop(old, 0)
@@ -91,6 +100,14 @@ class LRU(Generic[K, V]):
                 self.on_evict(old, v)
         del evicted
         return value
+
+    def _settle(self, newest: K) -> None:
+        """Put the entries in the order of their `recency` stamps, least recent first, `newest` (just inserted) last;
+        equal stamps keep their order. Under the lock, before an eviction."""
+        d, recency = self._d, self.recency
+        for k in sorted((k for k in d if k != newest), key=lambda k: recency(d[k])):
+            d.move_to_end(k)
+        d.move_to_end(newest)
 
     def pop(self, key: K, default: V | None = None) -> V | None:
         with self._lock:

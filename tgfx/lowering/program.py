@@ -180,6 +180,10 @@ def recycled_holders() -> tuple[dict[int, int], dict[int, set[UOp]]]:
     return direct, reshapes
 
 
+# programs built and run, in this process (`Program.last_run`): a list's item, so that a stamp is no call
+_runs = [0]
+
+
 class Program:
     """A LINEAR encoded as per-device command buffers, with patch slots for its inputs and outputs.
 
@@ -254,6 +258,9 @@ class Program:
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
         self.scalar_args: dict[int, ScalarArgs] = {}   # by input position: Python scalars' buffers (jit's replays)
+        # when it was built or last run, in runs of any program: what the caches that keep programs evict by (`LRU`'s
+        # `recency`), so that a run refreshes no cache
+        self.last_run = _runs[0] = _runs[0] + 1
         # a call may take back whole results of the call before last (`_reuse`)
         of_output = {v[1]: k for k, v in enumerate(self.result_views) if v[0] == "out"}
         self._result_of_output = [of_output.get(j) for j in range(len(self.outputs))]   # (each output's result)
@@ -455,6 +462,8 @@ class Program:
     def execute(self, mems: list[Any], in_bufs: list[UOp]) -> list[UOp]:
         """Run the program on inputs `mems` (the memory of buffers `in_bufs`, which donated outputs take over):
         the results, each a view of its output buffer (or of an input), per device part."""
+        # (two threads may take one stamp: a cache's order among programs run at once is either)
+        self.last_run = _runs[0] = _runs[0] + 1
         if self.recent is not None and (results := self._reuse(mems)) is not None:
             pass
         elif self.plain:   # every output fresh, every result one of them: what the loops below do, without their tests

@@ -53,7 +53,7 @@ from tgfx.lowering.schedule import DEFAULT_DEVICE, ScheduleTemplate, placeholder
 from tgfx.placement import describe, is_committed, mark, marked, move
 from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
 from tgfx.trace_state import active, collecting_effects
-from tgfx.transforms.jit_cache import jitted, track
+from tgfx.transforms.jit_cache import jitted, last_run, track
 from tgfx.transforms.jit_replay import flatten_fast, replay, weak_dtype
 from tgfx.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
@@ -398,17 +398,19 @@ class Jit:
         self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self.name = getattr(f, "__qualname__", type(f).__qualname__)
         self.trace_count = 0
-        # programs by signature, the least recently used dropped past TGFX_JIT_CACHE_SIZE programs or TGFX_JIT_CACHE_MB
-        # bytes (and all with this Jit)
+        # programs by signature, the least recently run dropped past TGFX_JIT_CACHE_SIZE programs or TGFX_JIT_CACHE_MB
+        # bytes (and all with this Jit): the programs' own stamps order them (`Program.last_run`), a call refreshes
+        # no cache
         self._cache: LRU[Hashable, tuple[Program, Outputs]] = LRU(
             lambda: int(config.JIT_CACHE_SIZE), config.JIT_CACHE_MB.mib, lambda hit: hit[0].nbytes,
-            self._evicted)
+            self._evicted, last_run)
         self._signatures: deque[Signature] = deque(maxlen=max(int(config.JIT_CACHE_SIZE), 1))   # for retrace messages
         # `_cache`'s entries by the signatures of calls with only the fast path's kinds of leaves (`flatten_fast`)
         # (its keys begin with the code-changing flags the call traced under, `config.codegen`: threads in and out
         # of `enable_x64` or `Context(BEAM=2)` share them)
-        # (with the `_cache` key of its program, which a fast call refreshes too)
-        self._fast: LRU[Hashable, tuple[Program, Outputs, str, Hashable]] = LRU(lambda: int(config.JIT_CACHE_SIZE))
+        # (with the `_cache` key of its program)
+        self._fast: LRU[Hashable, tuple[Program, Outputs, str, Hashable]] = LRU(lambda: int(config.JIT_CACHE_SIZE),
+                                                                                recency=last_run)
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
         functools.update_wrapper(self, f, updated=())
         _live.add(self)
@@ -505,15 +507,9 @@ class Jit:
                     break
             if fast is not None and kwargs and not flatten_fast(kwargs, fast, sig):
                 fast = None
-            if fast is not None and (hit := self._fast.get(fast_key := tuple(sig))) is not None:
-                try:   # (its signature and program made the most recently run, of this function's and of all
-                    # jitted functions': C calls, no lock, as `LRU.get`; the signature's only with others beside it,
-                    # a hash of its whole key)
-                    if len(cached := self._cache.entries) > 1:
-                        cached.move_to_end(hit[3])
-                    jitted.entries.move_to_end(id(hit[0]))
-                except KeyError:
-                    pass
+            # (one lookup, no refresh: running the program stamps it the most recently run, of this function's
+            # caches and of all jitted functions', `last_run`)
+            if fast is not None and (hit := self._fast.entries.get(fast_key := tuple(sig))) is not None:
                 if hit[0].donated:   # (an optimizer's step: the general path's run, without its flatten and specs)
                     tensors = _fast_tensors(fast, hit[2])
                     if tensors is not None:
@@ -539,15 +535,11 @@ class Jit:
         # (which inputs share a buffer is no part of it: a program binds each input slot on its own, so one traced
         # with `zeros, zeros` for Adam's two states serves the distinct states of every later step, as JAX's)
         key = (treedef, specs, static, codegen)
-        hit = self._cache.get(key)
+        hit = self._cache.peek(key)   # (as the fast path's: its run is its refresh)
         if hit is None:
             hit = _tracing.once(self, key, lambda: self._trace(args, kwargs, leaves, treedef, specs, static, key,
                                                                tensors))
         prog, outs = hit
-        try:   # (as the fast path's)
-            jitted.entries.move_to_end(id(prog))
-        except KeyError:
-            pass
         # (the fast path makes a numpy leaf a Tensor on the default device before it knows where the others lie; a
         # call that moved an uncommitted Tensor has none: its key holds where each Tensor is, not where it goes)
         if fast is not None and not prog.sharded and not moved and \

@@ -30,9 +30,16 @@ def _forget_program(entry: tuple[weakref.ref, Hashable, weakref.ref, int]) -> No
 # `_dead`, so no id is found again on another program). A program evicted while a submission of it is still queued
 # is safe: the submission holds the memory and code its command buffers were encoded with until its fence passes
 # (`HCQDevice.submit`)
+# (ordered by the programs' stamps, `Program.last_run`, when an insert evicts: a run refreshes nothing)
 jitted: LRU[int, tuple[weakref.ref, Hashable, weakref.ref, int]] = LRU(
-    lambda: 1 << 62, config.JIT_TOTAL_MB.mib, lambda entry: entry[3], lambda _, entry: _forget_program(entry))
+    lambda: 1 << 62, config.JIT_TOTAL_MB.mib, lambda entry: entry[3], lambda _, entry: _forget_program(entry),
+    lambda entry: prog.last_run if (prog := entry[2]()) is not None else -1)
 _dead: deque[int] = deque()   # ids of programs `jitted` holds that were collected (appended as they die)
+
+
+def last_run(hit: tuple) -> int:
+    """When the program of a jitted function's cache entry (`Jit._cache`, `Jit._fast`: the program first) last ran."""
+    return hit[0].last_run
 
 
 def track(jit: Any, key: Hashable, prog: Program) -> None:
