@@ -458,6 +458,46 @@ def test_random_treedef_equality_matches_structure(a: Any, b: Any) -> None:
     assert tree_map(lambda x, y: y, a, relabeled) == relabeled
 
 
+@settings(max_examples=200, deadline=None)
+@given(tree_st, st.data())
+def test_random_mismatch_names_the_path_of_the_leaf_that_differs(tree: Any, data: st.DataObject) -> None:
+    """A tree whose k-th leaf became a pair matches `tree` where `tree` is the prefix (the pair is that leaf's
+    subtree), and fails the other way round naming leaf k's key path: the path is filled in only as the mismatch
+    passes each node on its way out (`PyTreeDef._flatten_up_to`)."""
+    pairs, treedef = tree_flatten_with_path(tree)
+    if not pairs:
+        return
+    k = data.draw(st.integers(0, len(pairs) - 1))
+    deeper = tree_unflatten(treedef, [(v, v) if i == k else v for i, (_, v) in enumerate(pairs)])
+    assert tree_map(lambda a, b: b, tree, deeper) == deeper
+    with pytest.raises(ValueError) as info:
+        tree_map(lambda a, b: a, deeper, tree)
+    assert f"differ at path {keystr(pairs[k][0])}:" in str(info.value) if pairs[k][0] else \
+        "differ at the root:" in str(info.value)
+
+
+def test_tree_map_over_a_dict_of_leaves_calls_few_functions() -> None:
+    """`tree_map(f, acc, grads)` over two 20-leaf dicts (an eager gradient accumulation between jitted steps): a
+    leaf child is taken where its node is flattened, not by a call of its own, and the key paths, descriptions and
+    per-leaf generators a mismatch message needs are built only for a mismatch. Its Python and C calls beside f's:
+    at most 150 (149 measured; 360 before)."""
+    import sys
+    acc = {f"w{k}": float(k) for k in range(20)}
+    grads = {f"w{k}": 0.5 for k in range(20)}
+    calls = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += event in ("call", "c_call")
+    sys.setprofile(count)
+    try:
+        out = tree_map(lambda a, b: a, acc, grads)
+    finally:
+        sys.setprofile(None)
+    assert out == acc
+    assert calls - 20 <= 150, calls   # (less f's 20 calls)
+
+
 def test_register_pytree_node_class_decorator():
     from tgfx.tree import register_pytree_node_class
 

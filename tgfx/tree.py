@@ -387,8 +387,12 @@ class PyTreeDef:
 
     def __init__(self, node_type: type | None, node_data: Any, children: tuple[PyTreeDef, ...]) -> None:
         self.node_type, self.node_data, self._children = node_type, node_data, children
-        self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
-        self.num_nodes = 1 + sum(c.num_nodes for c in children)
+        n_leaves, n_nodes = 0, 1
+        for c in children:   # (a loop, not two generators: each step of one is a call)
+            n_leaves += c.num_leaves
+            n_nodes += c.num_nodes
+        self.num_leaves = 1 if node_type is None else n_leaves
+        self.num_nodes = n_nodes
         self._hash = None
 
     @property
@@ -448,7 +452,9 @@ class PyTreeDef:
     def _build(self, leaves: Any) -> Any:
         if self.node_type is None:
             return next(leaves)
-        children = [c._build(leaves) for c in self._children]
+        children = []
+        for c in self._children:   # (a leaf taken here, not by a call: most children are leaves)
+            children.append(next(leaves) if c.node_type is None else c._build(leaves))
         reg = _registration(self.node_type)
         assert reg is not None, f"{self.node_type} was unregistered"
         return reg.unflatten(self.node_data, children)
@@ -478,14 +484,16 @@ class PyTreeDef:
         """
         return _up_to(self, tree, "tree structures differ at", ("expected:", "got:     "))
 
-    def _flatten_up_to(self, x: Any, path: KeyPath, out: list[Any]) -> None:
+    def _flatten_up_to(self, x: Any, out: list[Any]) -> None:
+        """`flatten_up_to` into `out`; a mismatch raises `_Mismatch`, its path filled in as it passes each node on
+        its way out (no path, keys or description built where the structures agree: a 20-leaf dict's DictKeys were
+        a third of a `tree_map`'s calls)."""
         if self.node_type is None:
             out.append(x)
             return
         t = self.node_type
-        expected = _describe_def(self)
         if type(x) is not t:
-            raise _Mismatch(path, f"expected {expected}, got {_describe(x)}")
+            raise _Mismatch((), f"expected {_describe_def(self)}, got {_describe(x)}")
         reg = _registration(t)
         assert reg is not None
         children, aux = reg.flatten(x)
@@ -493,19 +501,26 @@ class PyTreeDef:
         if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
             want = self.node_data[1] if t is collections.defaultdict else self.node_data
             have = aux[1] if t is collections.defaultdict else aux
-            if set(have) != set(want):
+            if have != want and set(have) != set(want):
                 missing = [k for k in want if k not in x]
                 extra = [k for k in have if k not in set(want)]
-                raise _Mismatch(path, f"expected {expected}, got {_describe(x)} (missing {missing!r}, "
-                                      f"unexpected {extra!r})")
-            children = [x[k] for k in want]  # an OrderedDict in another order still matches, taken in our order
+                raise _Mismatch((), f"expected {_describe_def(self)}, got {_describe(x)} (missing {missing!r}, "
+                                    f"unexpected {extra!r})")
+            if have != want:
+                children = [x[k] for k in want]  # an OrderedDict in another order still matches, taken in our order
         elif len(children) != len(self._children):
-            raise _Mismatch(path, f"expected {expected}, got {_describe(x)} with {len(children)} children")
+            raise _Mismatch((), f"expected {_describe_def(self)}, got {_describe(x)} with {len(children)} children")
         elif not bool(aux == self.node_data):
-            raise _Mismatch(path, f"expected {expected}, got {t.__qualname__} with aux data {aux!r}")
-        keys = reg.keys(t, self.node_data, len(self._children))
-        for key, child_def, child in zip(keys, self._children, children, strict=True):
-            child_def._flatten_up_to(child, (*path, key), out)
+            raise _Mismatch((), f"expected {_describe_def(self)}, got {t.__qualname__} with aux data {aux!r}")
+        for i, child_def in enumerate(self._children):
+            if child_def.node_type is None:   # (a leaf, taken here)
+                out.append(children[i])
+                continue
+            try:
+                child_def._flatten_up_to(children[i], out)
+            except _Mismatch as e:   # (the child's key, named only now)
+                e.path = (reg.keys(t, self.node_data, len(self._children))[i], *e.path)
+                raise
 
 
 def _describe_def(d: PyTreeDef) -> str:
@@ -544,8 +559,16 @@ def _flatten(x: Any, is_leaf: IsLeafFn | None, leaves: list[Any], paths: list[Ke
         return _LEAF
     if paths is None:
         children, aux = reg.flatten(x)
-        child_defs = tuple(_flatten(c, is_leaf, leaves, None, path) for c in children)
-        return PyTreeDef(type(x), aux, child_defs)
+        defs = []
+        for c in children:
+            # (a child of no registered type and no tuple's, taken as a leaf here: most are, and a call each for
+            # them was most of a flatten)
+            if is_leaf is None and (t := type(c)) not in _registry and not issubclass(t, tuple):
+                leaves.append(c)
+                defs.append(_LEAF)
+            else:
+                defs.append(_flatten(c, is_leaf, leaves, None, path))
+        return PyTreeDef(type(x), aux, tuple(defs))
     if reg.flatten_with_keys is not None:
         pairs, aux = reg.flatten_with_keys(x)
         pairs = list(pairs)
@@ -616,7 +639,7 @@ def _up_to(treedef: PyTreeDef, tree: Any, lead: str, names: tuple[str, str]) -> 
     `names` (labels with their colons)."""
     leaves: list[Any] = []
     try:
-        treedef._flatten_up_to(tree, (), leaves)
+        treedef._flatten_up_to(tree, leaves)
     except _Mismatch as e:
         raise ValueError(f"{lead} {_where(e.path)}: {e.detail}.\n  {names[0]} {treedef!r}\n"
                          f"  {names[1]} {tree_structure(tree)!r}") from None
@@ -639,7 +662,7 @@ def tree_map(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeafFn | N
     """
     leaves, treedef = tree_flatten(tree, is_leaf)
     all_leaves = [leaves, *_flatten_rest(treedef, rest, "tree_map")]
-    return treedef.unflatten(f(*xs) for xs in zip(*all_leaves, strict=True))
+    return treedef.unflatten([f(*xs) for xs in zip(*all_leaves, strict=True)])
 
 
 def tree_map_with_path(f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: IsLeafFn | None = None) -> Any:
