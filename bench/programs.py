@@ -203,6 +203,9 @@ total, and traces):
   read back every step, `debug.print` in the step, an eval of another batch shape every few steps, checkpoints
   saved, and numpy batches shuffled per epoch with a partial last batch.
 
+Whole scripts, timed end to end and by epoch rather than by step, have their own runner: `python -m
+bench.ported_scripts` (classifier, augment, regression, autoencoder, charrnn: the eager glue between jitted steps).
+
 Each prints the first call (trace, compile and run, in a process that imported the library already; tgfx on an
 empty compile cache, a new `TGFX_CACHE_DIR`, as jax runs without its persistent cache; `--cache-dir` names one, and
 the same one twice times a warm first call), the step time (min and median of `--steps` steps after three warm-up
