@@ -192,6 +192,39 @@ def test_kernels_queued_behind_a_compile_are_compiled_as_one_module_loaded_once(
         assert compile_mod.load_object("batch-test-again", "k3", back.obj, symbols=back.symbols).addr == codes[3].addr
 
 
+
+def test_a_kernel_of_a_batch_keeps_its_engine_until_it_is_released_too(monkeypatch):
+    """A batch's kernels (`CompileQueue`) are one object in one engine (`CodeOwner`), which lives while any of them is
+    held: with its siblings released, the last one held still runs from the same address; released too, the engine
+    is disposed of. (A batch's engine lives as long as its longest-held kernel: at most `BATCH_KERNELS` kernels' code
+    kept for one.)"""
+    import gc
+    import hashlib
+    import weakref
+    monkeypatch.setattr(compile_mod, "OWNER_KERNELS", 4)   # the batch fills its engine: the next object opens another
+    monkeypatch.setattr(compile_mod, "_open_owner", None)
+    irs = [IR.replace("@k(", f"@sib{i}(") for i in range(5)]
+    tg.counters.reset()
+    got = _queued(irs)
+    assert (tg.counters.compile_count, tg.counters.module_count) == (5, 2)
+    gc.collect()
+    engines = compile_mod.code_stats().owners
+    codes = {i: compile_mod.load_object(f"sibling-{i}", f"sib{i}", got[i].obj, symbols=got[i].symbols)
+             for i in (1, 2, 3, 4, 0)}
+    assert compile_mod.code_stats().owners == engines + 2   # the batch's engine, and k0's
+    engine = weakref.ref(compile_mod._owner_of[hashlib.sha256(got[1].obj).digest()])   # the batch's object's
+    assert codes[0].owner is not engine()
+    addr = codes[4].addr
+    for i in (1, 2, 3):
+        del codes[i]
+    gc.collect()
+    assert engine() is not None and [compile_mod.loaded(f"sibling-{i}") for i in (1, 2, 3)] == [None] * 3
+    assert _run_k(addr, 2.5) == 7.5 and compile_mod.loaded("sibling-4").addr == addr
+    del codes[4]
+    gc.collect()
+    assert engine() is None and compile_mod.code_stats().owners == engines + 1   # k0's engine only
+    assert _run_k(codes[0].addr, 1.5) == 4.5
+
 # a new process: each kernel k<i> read from the disk cache under key batch-disk-<i> (or compiled from IR and cached, as
 # `lower_kernel` does, when its entry or object is missing or corrupt), loaded and run on 1.5 + i
 _READ_BACK = """
