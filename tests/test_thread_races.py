@@ -319,3 +319,67 @@ def test_threads_lowering_one_kernel_at_once_lower_it_once(monkeypatch, tmp_path
     lowering.forget_compiled()
     assert not first.is_alive() and not second.is_alive(), "a thread hung"
     assert len(calls) == 1 and kernels[0].code.addr == kernels[1].code.addr
+
+
+def _reads_of_a_shared_value(monkeypatch: pytest.MonkeyPatch, fail_first: bool) -> tuple[list[Any], list[str]]:
+    """Four threads reading one lazy Tensor (`np.asarray`), the first to compute it held inside its computation until
+    the other three wait for it (or have found it computed); with `fail_first`, that computation raises. What each
+    read gave (an array or the error), and the computations run ("ok" or "failed")."""
+    import tgfx as tg
+    import tgfx._realize as realize_mod
+    import tgfx.numpy as tnp
+    x = tg.asarray(XN)
+    shared = tnp.tanh(x @ x.T + 1).sum(axis=0) * 2   # lazy: computed by whichever thread reads it first
+    runs: list[str] = []
+    first_in, waiting = threading.Event(), threading.Semaphore(0)
+    lock = threading.Lock()
+
+    def computing(real: Any) -> Any:
+        def compute(*args: Any) -> Any:
+            with lock:
+                first = not runs
+                runs.append("failed" if first and fail_first else "ok")
+            if first:
+                first_in.set()
+                for _ in range(3):   # the other three threads wait for this computation's result
+                    assert waiting.acquire(timeout=60), "a reader did not wait for the shared value"
+                if fail_first:
+                    raise RuntimeError("the first computation fails")
+            return real(*args)
+        return compute
+
+    def waited(real: Any) -> Any:
+        def wait(claim: Any) -> Any:
+            waiting.release()
+            return real(claim)
+        return wait
+    monkeypatch.setattr(realize_mod, "realize_op", computing(realize_mod.realize_op))
+    monkeypatch.setattr(realize_mod, "lower_realize", computing(realize_mod.lower_realize))
+    monkeypatch.setattr(realize_mod, "_result_of", waited(realize_mod._result_of))
+
+    def read(first: bool) -> Any:
+        if not first:
+            assert first_in.wait(60)
+        try:
+            return np.asarray(shared)
+        except RuntimeError as e:
+            return e
+    return run_each(lambda: read(True), *(lambda: read(False) for _ in range(3))), runs
+
+
+def test_threads_reading_one_lazy_value_at_once_compute_it_once(monkeypatch) -> None:
+    # four threads reading a value none had computed each computed its graph (the same kernels four times): the
+    # others now wait for the first one's result, as they would for JAX's eagerly computed array
+    got, runs = _reads_of_a_shared_value(monkeypatch, fail_first=False)
+    want = (np.tanh(XN @ XN.T + 1).sum(axis=0) * 2).astype(np.float32)
+    assert runs == ["ok"]
+    assert all(np.allclose(g, want, rtol=1e-5) for g in got)
+
+
+def test_threads_waiting_for_a_value_whose_computation_fails_compute_it_themselves(monkeypatch) -> None:
+    # the error is the first reader's alone: the waiting ones are not left blocked, nor handed its failure
+    got, runs = _reads_of_a_shared_value(monkeypatch, fail_first=True)
+    want = (np.tanh(XN @ XN.T + 1).sum(axis=0) * 2).astype(np.float32)
+    assert isinstance(got[0], RuntimeError) and str(got[0]) == "the first computation fails"
+    assert runs == ["failed", "ok", "ok", "ok"]
+    assert all(np.allclose(g, want, rtol=1e-5) for g in got[1:])

@@ -4,7 +4,11 @@ the same graph: `siblings`), and what keeps that safe while other threads donate
 computes them (tensor.py imports `realize` at its end: it builds on Tensor)."""
 from __future__ import annotations
 
+import _thread
+import os
 import weakref
+from _thread import allocate_lock as _allocate_lock
+from _thread import get_ident as _get_ident
 from collections import deque
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -23,6 +27,15 @@ from tgfx.placement import carry, mark, marked
 from tgfx.tensor import _BUFFER, _RESHAPE, _STORED, Tensor, _lazy, is_realized
 from tgfx.trace_state import argument_values, current, user_error
 
+# the lazy graphs being computed for a single read (a value several threads may read at once: each `np.asarray` of a
+# shared Tensor), with the claim of the thread computing it: [a lock it holds meanwhile, the result, its thread id,
+# the graph]. Other threads reading the same graph wait for that result instead of computing the graph again each; a
+# read inside the computation itself (a host callback of the graph), or after the claimer failed, computes it anew.
+_computing: dict[UOp, list[Any]] = {}
+os.register_at_fork(after_in_child=_computing.clear)   # (a claim of a thread that stayed in the parent ends nowhere)
+# Python threads other than the main one (CPython's count; one, i.e. always claim, where it has none): with none, no
+# other thread can read a value meanwhile, and a claim's lock and dictionary entry would cost an eager op 0.3 us
+_other_threads = getattr(_thread, "_count", lambda: 1)
 _VIEWS = GroupOp.Movement | GroupOp.DynamicView | {Ops.GETTUPLE, Ops.CAST, Ops.BITCAST}
 _MULTI = Ops.MULTI
 
@@ -192,66 +205,97 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         if not (ranges := _ranges_of(uops)):
             refuse_in_forked_child()       # before the locks a thread of the parent may have held at a fork
     differentiating = current().differentiating
-    if one and not differentiating and not ranges and (found := op_signature(u)) is not None and \
-            (_lazy.keys() <= {id(ts[0])} or not _holds_values_of(ts[0], chain_ops(u))):
-        # a chain of ops over buffers (`x + 1`), and no other lazy Tensor that is a value of it (a sibling): from its
-        # signature to its program, without describing its graph
-        result, inputs = realize_op(u, found)
-        if donations.count != donated and donations.since(donated, inputs):   # (as below)
-            if is_realized(ts[0].uop):
-                return [ts[0].uop]
-            raise donated_meanwhile("realizing a Tensor")
-        ts[0].uop = result
-        _lazy.pop(id(ts[0]), None)
-        if marked:   # (a value placed on the default device lives: what is computed from one stays committed)
-            for b in inputs:   # (a loop, no call: a value committed elsewhere costs an eager op nothing)
-                if id(b) in marked:
-                    mark(result)
-                    break
-        return [result]
-    described = views = None
-    ranges_only = False
-    if not differentiating:
-        # a contiguous range of a computed buffer in host memory (`x[2:5]`, a row of a split key) is that memory: no
-        # kernel, and when every Tensor is one, no graph to describe and no sibling (the graph computes nothing)
-        views = {}
-        for u in uops:
-            if u.op in RANGE_OPS and (v := range_view(u)) is not None:
-                views[u] = v
-        ranges_only = bool(views) and len(views) == len(set(uops))
-        if not ranges_only:
-            described = describe(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
-            if more := siblings(todo, described, max(prod(t.uop.shape) for t in todo) if deep else None):
-                todo += [t for t, _ in more]
-                uops += [u for _, u in more]
-                # siblings that are nodes of the graph add nothing to its walk (views of them do: then another walk)
-                described = described.resink(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
-    roots = list(dict.fromkeys(uops))
+    claim = None   # (a single read's claim on computing its graph: `_computing`)
+    if one and not differentiating and u.op not in RANGE_OPS and _other_threads():   # (a range of a buffer: no work)
+        claim = [_allocate_lock(), None, _get_ident(), u]
+        claim[0].acquire()
+        if (held := _computing.setdefault(u, claim)) is not claim:
+            claim = None
+            if held[2] != _get_ident() and (result := _result_of(held)) is not None:
+                ts[0].uop = result
+                _lazy.pop(id(ts[0]), None)
+                return [result]
+        elif ts[0].uop is not u:   # computed by another thread between this one's read of it and its claim
+            del _computing[u]
+            claim[0].release()
+            return [ts[0].uop]
     try:
-        results = views if ranges_only else lower_realize(roots, described, views)
-    except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
-        if (values := argument_values(e.params)) is None:
-            raise user_error(e) from None
-        # stand-ins of a function that may read its arguments (`Trace.values`): the value computed from them, the
-        # Tensors kept on the stand-ins (they are the function's graph)
-        return realize(*(Tensor(substitute_outside_calls(t.uop, values)) for t in ts))
-    if not differentiating:
-        if donations.count != donated and donations.since(donated, described.at if described is not None else
-                                                            set(walk(UOp(Ops.SINK, None, tuple(roots))))):
-            # a buffer the graph reads was donated by another thread as this was queued: the donating call computed
-            # the lazy Tensors reading it first (`realize_readers`), and this read may have come after its writes
-            if all(is_realized(t.uop) for t in todo):
-                return [t.uop for t in ts]
-            raise donated_meanwhile("realizing a Tensor")
-        for t, u in zip(todo, uops, strict=True):
-            t.uop = results[u]   # the same value either way, if another thread rebound it too
-            _lazy.pop(id(t), None)
-        if marked and _reads_marked(described, uops):   # (as above: each value that reads one is committed)
+        if one and not differentiating and not ranges and (found := op_signature(u)) is not None and \
+                (_lazy.keys() <= {id(ts[0])} or not _holds_values_of(ts[0], chain_ops(u))):
+            # a chain of ops over buffers (`x + 1`), and no other lazy Tensor that is a value of it (a sibling): from
+            # its signature to its program, without describing its graph
+            result, inputs = realize_op(u, found)
+            if donations.count != donated and donations.since(donated, inputs):   # (as below)
+                if is_realized(ts[0].uop):
+                    return [ts[0].uop]
+                raise donated_meanwhile("realizing a Tensor")
+            ts[0].uop = result
+            if claim is not None:
+                claim[1] = result
+            _lazy.pop(id(ts[0]), None)
+            if marked:   # (a value placed on the default device lives: what is computed from one stays committed)
+                for b in inputs:   # (a loop, no call: a value committed elsewhere costs an eager op nothing)
+                    if id(b) in marked:
+                        mark(result)
+                        break
+            return [result]
+        described = views = None
+        ranges_only = False
+        if not differentiating:
+            # a contiguous range of a computed buffer in host memory (`x[2:5]`, a row of a split key) is that memory: no
+            # kernel, and when every Tensor is one, no graph to describe and no sibling (the graph computes nothing)
+            views = {}
+            for u in uops:
+                if u.op in RANGE_OPS and (v := range_view(u)) is not None:
+                    views[u] = v
+            ranges_only = bool(views) and len(views) == len(set(uops))
+            if not ranges_only:
+                described = describe(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
+                if more := siblings(todo, described, max(prod(t.uop.shape) for t in todo) if deep else None):
+                    todo += [t for t, _ in more]
+                    uops += [u for _, u in more]
+                    # siblings that are nodes of the graph add nothing to its walk (views of them do: then another walk)
+                    described = described.resink(UOp(Ops.SINK, None, tuple(dict.fromkeys(uops))))
+        roots = list(dict.fromkeys(uops))
+        try:
+            results = views if ranges_only else lower_realize(roots, described, views)
+        except EscapedTracerError as e:  # a traced value read while tracing, or after its trace returned
+            if (values := argument_values(e.params)) is None:
+                raise user_error(e) from None
+            # stand-ins of a function that may read its arguments (`Trace.values`): the value computed from them, the
+            # Tensors kept on the stand-ins (they are the function's graph)
+            return realize(*(Tensor(substitute_outside_calls(t.uop, values)) for t in ts))
+        if not differentiating:
+            if donations.count != donated and donations.since(donated, described.at if described is not None else
+                                                                set(walk(UOp(Ops.SINK, None, tuple(roots))))):
+                # a buffer the graph reads was donated by another thread as this was queued: the donating call computed
+                # the lazy Tensors reading it first (`realize_readers`), and this read may have come after its writes
+                if all(is_realized(t.uop) for t in todo):
+                    return [t.uop for t in ts]
+                raise donated_meanwhile("realizing a Tensor")
             for t, u in zip(todo, uops, strict=True):
-                carry(u, t.uop)
-    if differentiating:
-        return [results[u] if (u := t.uop) in results else u for t in ts]
-    return [ts[0].uop] if one else [t.uop for t in ts]
+                t.uop = results[u]   # the same value either way, if another thread rebound it too
+                _lazy.pop(id(t), None)
+            if marked and _reads_marked(described, uops):   # (as above: each value that reads one is committed)
+                for t, u in zip(todo, uops, strict=True):
+                    carry(u, t.uop)
+        if differentiating:
+            return [results[u] if (u := t.uop) in results else u for t in ts]
+        if claim is not None:
+            claim[1] = ts[0].uop
+        return [ts[0].uop] if one else [t.uop for t in ts]
+    finally:
+        if claim is not None:
+            if _computing.get(claim[3]) is claim:
+                del _computing[claim[3]]
+            claim[0].release()
+
+
+def _result_of(claim: list[Any]) -> UOp | None:
+    """What another thread's claim on computing a graph gave, once it has (`None` where it failed: the reader computes
+    the graph itself)."""
+    with claim[0]:
+        return claim[1]
 
 
 def _reads_marked(described: Description | None, roots: list[UOp]) -> bool:
