@@ -83,9 +83,22 @@ class Tensor:
     def __init__(self, data: ArrayLike, dtype: DType | str | None = None, device: str | None = None) -> None:
         if isinstance(data, UOp):
             self.uop = data
-            if data.op not in _STORED:
+            if data.op is _RESHAPE and data.src[0].op is _BUFFER:   # a computed value in another shape (a jitted
+                key = id(self)                                        # call's scalar): a view, nothing to compute
+                _views[key] = weakref.ref(self, functools.partial(_views_pop, key))
+            elif data.op not in _STORED and (data.op is not Ops.MULTI or not is_realized(data)):
                 key = id(self)   # (`_register`, inlined: this runs for every op)
-                _lazy[key] = weakref.ref(self, functools.partial(_lazy_pop, key))
+                ref = _lazy[key] = weakref.ref(self, functools.partial(_lazy_pop, key))
+                base = data   # (`_realize._view_base`, inlined)
+                while base.op in _VIEWS and base.src:
+                    base = base.src[0]
+                if base.op not in _STORED:   # the node this Tensor is a value of knows it (`_realize._holds_values_of`)
+                    if (held := base.__dict__.get("held_by")) is None:
+                        base.__dict__["held_by"] = [ref]
+                    else:
+                        if len(held) >= 8:   # (one node wrapped again and again: the dead go)
+                            held[:] = [r for r in held if r() is not None]
+                        held.append(ref)
                 if lazy_depth(data) > LAZY_DEPTH and not active() and not _differentiating():
                     try:
                         _realize.realize(self, deep=True)
@@ -811,7 +824,14 @@ def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
 # Tensors made from a graph, not (yet) rebound to a buffer: where to look for the siblings of a realised one
 _lazy: dict[int, weakref.ref] = {}   # by id (Tensor's == is numpy's), as `_register` keeps them
 _lazy_pop = _lazy.pop
+# Tensors made as a view of a computed buffer in another shape (`x.reshape(2, 4)`, a jitted call's scalar result): not
+# lazy (in `_lazy`, every eager read asked about each of them until one read dropped it), but a donation must leave
+# the buffer they view as it is (`_realize.realize_readers`)
+_views: dict[int, weakref.ref] = {}
+_views_pop = _views.pop
 _STORED = frozenset({Ops.BUFFER, Ops.CONST, Ops.PARAM})
+# what a Tensor may be a view of another's value through (stripped to find the value: `_realize._view_base`)
+_VIEWS = GroupOp.Movement | GroupOp.DynamicView | {Ops.GETTUPLE, Ops.CAST, Ops.BITCAST}
 _BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
 def is_realized(u: UOp) -> bool:
     """A view of a buffer (a BUFFER, or a RESHAPE of one), or a sharded value whose every part is one."""
