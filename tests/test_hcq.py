@@ -639,6 +639,18 @@ def test_debug_prints_kernels_when_the_host_waits(cpu0: HCQDevice, k: dict[str, 
                for line in capsys.readouterr().out.splitlines())
 
 
+def test_debug_2_prints_each_kernels_options(capsys: pytest.CaptureFixture[str]) -> None:
+    # SPEC section 7: DEBUG=2 adds a kernel's options to its line (the CPU's lines had GFLOP/s and GB/s alone)
+    import tgfx as tg
+    a = tg.asarray(np.ones((64, 64), np.float32))
+    capsys.readouterr()
+    with Context(DEBUG=2):
+        np.asarray(a @ a + 1)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("*** CPU:")]
+    assert lines and all(" opts=[" in line for line in lines)
+    assert any("Opt(" in line for line in lines)   # a 64x64 matmul is tiled (upcast, threaded)
+
+
 def test_a_new_engine_posts_no_open_parallel_job() -> None:
     # a zeroed job block looks open: a helper joining it bumped the claim counter and the first real parallel EXEC
     # then skipped core id 0 (a lost update, seen under load)

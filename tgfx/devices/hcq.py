@@ -747,8 +747,10 @@ class HCQDevice:
             size = f"{ev.nbytes:>10d} B" if ev.name == "copy" else f"gs={ev.global_size:<9d}"
             dur = ev.end_ns - ev.start_ns
             line = f"*** {ev.device + '/' + ev.queue:<14s} {ev.name:<40s} {size} {dur / 1e3:10.2f} us"
-            if who.level >= 2 and program is not None and dur > 0:
-                line += f"  {program.flops / dur:8.2f} GFLOP/s {program.mem_bytes / dur:8.2f} GB/s"
+            if who.level >= 2 and program is not None:   # (SPEC section 7: its options, GFLOP/s and GB/s)
+                if dur > 0:
+                    line += f"  {program.flops / dur:8.2f} GFLOP/s {program.mem_bytes / dur:8.2f} GB/s"
+                line += f"  opts=[{', '.join(map(repr, program.opts))}]"
             print(f"{line}  [{who.thread}]" if who.thread else line)
 
 

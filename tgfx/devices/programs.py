@@ -198,6 +198,8 @@ class Program:
         # cost estimates from the compiler, for DEBUG>=2 throughput lines (0 when unknown)
         self.flops: int = int(getattr(keepalive, "flops", 0) or 0)
         self.mem_bytes: int = int(getattr(keepalive, "mem_bytes", 0) or 0)
+        # the kernel options the compiler applied (`Opt`s of tgfx/lowering/kernel_opts.py), for DEBUG>=2 lines
+        self.opts: tuple[Any, ...] = tuple(getattr(keepalive, "opts", ()) or ())
         if isinstance(fn, int):
             if fn == 0:
                 raise ValueError(f"program {name!r}: function address is 0 (was the symbol found?)")

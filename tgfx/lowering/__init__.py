@@ -142,7 +142,7 @@ class CompiledKernel:
 
     def __post_init__(self) -> None:
         prog = Program(self.name, self.code.addr, keepalive=self.code)
-        prog.flops, prog.mem_bytes = self.flops, self.mem_bytes
+        prog.flops, prog.mem_bytes, prog.opts = self.flops, self.mem_bytes, self.opts
         object.__setattr__(self, "program", prog)
 
     @property
