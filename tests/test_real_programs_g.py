@@ -207,3 +207,84 @@ def test_the_regression_s_best_params_saved_by_numpy_give_its_best_validation_lo
     target = (np.sin(3 * t) + 0.1 * rng.standard_normal(t.shape)).astype(np.float32)
     feats = np.stack([t ** k for k in range(1, 6)], axis=1).astype(np.float32)
     np.testing.assert_allclose(np.mean((feats[240:] @ w + b - target[240:]) ** 2), best, rtol=1e-5)
+
+
+# ---- numpy batches handed to a jitted step (every script above does it) ----
+def test_a_numpy_batch_handed_to_a_jitted_step_is_copied_into_a_buffer_of_the_programs():
+    """`step(w, x_train[rows])`: each call's numpy batch is copied into one of the program's own buffers (a few per
+    argument, cycled), not into a new device buffer and a Tensor per call (an allocation per batch per step: a call
+    with one numpy argument cost 14.6 us against 5.8 with a device array, jax's 6.7)."""
+    step = tg.jit(lambda w, x: (x @ w).sum(0))
+    w = tg.asarray(np.ones((4, 2), np.float32))
+    batches = [np.full((8, 4), i, np.float32) for i in range(12)]
+    for b in batches[:3]:
+        step(w, b).block_until_ready()
+    tg.counters.reset()
+    got = [step(w, b).numpy() for b in batches[3:]]
+    assert tg.counters.alloc_count == 0
+    np.testing.assert_array_equal(got, [[32.0 * i] * 2 for i in range(3, 12)])
+    assert step.trace_count == 1
+
+
+def test_numpy_batches_queued_faster_than_the_device_runs_each_reach_their_own_call():
+    """Calls queued without reading their results, more than the program has buffers for a batch: each call reads
+    the batch it was given, and one refilled in place after its call (a loader's reused array) is read as it was."""
+    step = tg.jit(lambda w, x: tg.numpy.tanh(x @ w) @ w.T)   # a few kernels: the calls queue behind each other
+    rng = np.random.default_rng(0)
+    w_np = rng.standard_normal((64, 64)).astype(np.float32) / 8
+    w = tg.asarray(w_np)
+    reused = np.empty((32, 64), np.float32)
+    want, outs = [], []
+    for _ in range(12):
+        reused[:] = rng.standard_normal((32, 64))
+        want.append(np.tanh(reused @ w_np) @ w_np.T)
+        outs.append(step(w, reused))
+    for o, e in zip(outs, want, strict=True):
+        np.testing.assert_allclose(o.numpy(), e, rtol=1e-4, atol=1e-5)
+
+
+def test_a_numpy_argument_the_program_returns_is_not_rewritten_by_the_next_call():
+    """An identity's result is its input's buffer, handed out: the next call's batch goes elsewhere."""
+    ident = tg.jit(lambda x, y: (x, y + 1))
+    a = ident(np.arange(4, dtype=np.float32), np.zeros(2, np.float32))
+    b = ident(np.arange(4, dtype=np.float32) + 10, np.ones(2, np.float32))
+    np.testing.assert_array_equal(a[0].numpy(), np.arange(4))
+    np.testing.assert_array_equal(b[0].numpy(), np.arange(4) + 10)
+    np.testing.assert_array_equal(a[1].numpy(), [1, 1])
+    np.testing.assert_array_equal(b[1].numpy(), [2, 2])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.bool_, np.uint8, np.int32])
+def test_numpy_arguments_of_each_type_trace_and_replay_as_their_tensors_do(dtype):
+    """A 64-bit numpy type is its 32-bit kin without x64 (a Tensor of it is): the same trace as the Tensor's, the
+    values converted; the others copied as they are."""
+    f = tg.jit(lambda x: x * 2)
+    for i in range(4):
+        x = (np.arange(6).reshape(2, 3) + i).astype(dtype)
+        got, want = f(x), f(tg.asarray(x))
+        assert (got.dtype, got.shape) == (want.dtype, want.shape)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(got.numpy(), np.asarray(tg.asarray(x)).astype(got.numpy().dtype) * 2)
+    assert f.trace_count == 1
+
+
+def test_numpy_batches_from_several_threads_each_reach_their_own_call():
+    import threading
+    step = tg.jit(lambda w, x: x @ w)
+    w_np = np.arange(12, dtype=np.float32).reshape(4, 3)
+    w = tg.asarray(w_np)
+    step(w, np.zeros((5, 4), np.float32)).block_until_ready()
+    wrong = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(40):
+            x = rng.integers(-8, 8, (5, 4)).astype(np.float32)   # exact in float32: any mix-up shows
+            if not np.array_equal(step(w, x).numpy(), x @ w_np):
+                wrong.append(seed)
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []

@@ -258,6 +258,7 @@ class Program:
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
         self.scalar_args: dict[int, ScalarArgs] = {}   # by input position: Python scalars' buffers (jit's replays)
+        self.host_args: dict[int, Any] = {}   # by input position: numpy arguments' buffers (`host_args.HostArgs`)
         # when it was built or last run, in runs of any program: what the caches that keep programs evict by (`LRU`'s
         # `recency`), so that a run refreshes no cache
         self.last_run = _runs[0] = _runs[0] + 1

@@ -9,14 +9,15 @@ from typing import Any
 import numpy as np
 
 from tgfx._realize import donated_meanwhile, donations, realize
-from tgfx.dtypes import DType, cast_scalar, dtypes, max_value, min_value
+from tgfx.dtypes import DType, cast_scalar, dtypes, max_value, min_value, of_numpy
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp, buffers
 from tgfx.lowering.constants import const_buffer
 from tgfx.lowering.execute import range_view
+from tgfx.lowering.host_args import HostArgs
 from tgfx.lowering.layout import buffer_view
 from tgfx.lowering.program import Program, ScalarArgs
-from tgfx.tensor import Tensor
+from tgfx.tensor import Tensor, canonical_device
 from tgfx.tensor import _weak as _weak_tensors
 from tgfx.tree import flattens_as_tuple, registered_flatten
 
@@ -47,10 +48,16 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     elif t is int or t is float:
         leaves.append(x)
         sig.append(t)
-    elif t is np.ndarray:   # host data: copied in now, as the general path does, and the same trace as a Tensor's
-        x = Tensor(x)
-        leaves.append(x)
-        sig.append((x.uop.shape, x.uop.dtype, x.uop.device))
+    elif t is np.ndarray:   # host data: the same trace as a Tensor's, copied in by `replay` (or made a Tensor now,
+        # as the general path does, where its values would be converted: a 64-bit type without x64)
+        d = of_numpy(x.dtype) if x.dtype.kind in "biuf" else None
+        if d is not None and d.np == x.dtype:
+            leaves.append(x)
+            sig.append((x.shape, d, canonical_device(None)))
+        else:
+            x = Tensor(x)
+            leaves.append(x)
+            sig.append((x.uop.shape, x.uop.dtype, x.uop.device))
     elif t is tuple or t is list or isinstance(x, tuple) and flattens_as_tuple(t):   # (an optimizer's state)
         sig.append((t, len(x)))
         for c in x:
@@ -102,6 +109,15 @@ def replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
                         else:
                             x.uop, v = r, buffer_view(r)
                     u = v
+            elif type(x) is np.ndarray:   # copied into a buffer of the program's (not one a result is a view of)
+                if prog.single is not None and prog.single.device.name == host and i not in prog.returned_inputs:
+                    args = _host_args(prog, i, host, x)
+                    if (entry := args.take(x)) is not None:
+                        taken.append((args, entry))
+                        mems.append(entry.mem)
+                        bufs.append(entry.buf)
+                        continue
+                u = buffer_view(Tensor(x).uop)
             else:
                 try:
                     d = weak_dtype(x, "")
@@ -144,6 +160,12 @@ def _compute_rest(leaves: list, start: int) -> None:
             else:
                 x.uop = r
     realize(*lazy)
+
+
+def _host_args(prog: Program, i: int, device: str, x: np.ndarray) -> HostArgs:
+    """The buffers of `prog`'s numpy argument `i` (`HostArgs`) on `device`, made on first use."""
+    args = prog.host_args.get(i)
+    return args if args is not None else prog.host_args.setdefault(i, HostArgs(device, x.shape, of_numpy(x.dtype)))
 
 
 def _scalar_args(prog: Program, i: int, device: str) -> ScalarArgs:
