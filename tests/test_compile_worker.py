@@ -295,6 +295,7 @@ import numpy as np
 import tgfx as tg
 from tgfx.devices.target import native_target
 from tgfx.lowering import compile as compile_mod
+compile_mod.WORKER_BACKLOG = 0   # the worker joins at the second compile, however fast LLVM keeps up
 x = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float32)
 
 def f(a):
@@ -328,3 +329,39 @@ def test_a_program_found_in_the_disk_cache_starts_no_compile_worker(tmp_path):
     cold = run()
     assert cold["compiles"] >= 4 and cold["workers"] == (1 if cold["cores"] > 1 else 0)
     assert run() == {**cold, "compiles": 0, "workers": 0}
+
+
+def test_compile_workers_join_a_queue_only_once_kernels_wait_behind_its_compiles():
+    """A `CompileQueue` starts its own thread at the first kernel and asks for the compile workers' threads (`more`,
+    which starts the workers) only when `WORKER_BACKLOG` kernels wait: a program whose compiles keep up with its
+    lowering starts no worker (spectral's first call: 180 ms of a worker's CPU for a few of its 21 kernels)."""
+    from tgfx.devices.target import host_target
+    irs = [IR.replace("@k(", f"@k{i}(") for i in range(12)]
+    asked: list[int] = []
+
+    def more() -> int:
+        asked.append(1)
+        return 0
+    with Context(TGFX_COMPILE_WORKERS=0):
+        with compile_mod.CompileQueue(1, more) as queue:   # each compile done before the next kernel: no backlog
+            for i in range(6):
+                queue.submit(irs[i], f"k{i}", host_target()).result(60)
+        assert asked == [] and len(queue.threads) == 1
+        busy = compile_mod.compiler().busy
+        with compile_mod.CompileQueue(1, more) as queue:
+            busy.acquire()   # LLVM busy: the queue's first compile waits, the next kernels queue behind it
+            try:
+                futures = [queue.submit(irs[0], "k0", host_target())]
+                for _ in range(1000):   # (until the queue's thread has taken it)
+                    with queue.cond:
+                        if not queue.pending:
+                            break
+                    threading.Event().wait(0.005)
+                for i in range(1, 1 + compile_mod.WORKER_BACKLOG):
+                    futures.append(queue.submit(irs[i], f"k{i}", host_target()))
+                assert asked == []   # WORKER_BACKLOG - 1 waited at the last submit
+                futures += [queue.submit(irs[i], f"k{i}", host_target()) for i in range(5, 8)]
+                assert asked == [1]   # asked once, when WORKER_BACKLOG waited
+            finally:
+                busy.release()
+            assert all(len(f.result(60).obj) > 0 for f in futures)

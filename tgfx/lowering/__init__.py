@@ -549,11 +549,11 @@ def prelower(asts: Iterable[UOp]) -> None:
         return
     compiler()  # made before the threads start: creating it uses LLVM
 
-    def threads() -> int:   # (asked at the first compile: a program found in the disk cache starts no worker)
-        return 1 + (len(compile_workers()) if len(todo) >= 4 else 0)   # a worker is worth starting for a few kernels
+    def workers() -> int:   # (asked once kernels wait for LLVM: a program whose compiles keep up starts no worker)
+        return len(compile_workers())
     # (the short switch interval lasts until the queue's threads are done: they may start compiling after the last
     # kernel is lowered, once threads start at the first compile)
-    with quick_gil_handoff(), CompileQueue(threads) as pool, gc_paused():
+    with quick_gil_handoff(), CompileQueue(1, workers) as pool, gc_paused():
         jobs = [job for ast in todo if isinstance(job := lower_kernel(ast, pool=pool), tuple)]
     for fut, finish in jobs:
         finish(fut.result())

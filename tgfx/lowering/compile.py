@@ -251,6 +251,9 @@ def compile_llvm(ir: str | Sequence[str], candidate: bool = False, target: Targe
 # kernels compiled as one module at most (`CompileQueue`): a module's fixed cost is shared by them all; a longer batch
 # would keep the kernels after its first waiting on one compile
 BATCH_KERNELS = 8
+# kernels waiting behind the running compiles before a `CompileQueue` adds the compile workers' threads: fewer are
+# one batch, which its thread takes whole at its next compile
+WORKER_BACKLOG = BATCH_KERNELS
 
 
 class _Queued(NamedTuple):
@@ -276,23 +279,34 @@ class CompileQueue:
     2101 -> 1956). Each thread compiles with the overrides of the thread that queued its first kernel
     (`config.carry`).
 
-    The threads (`threads`, or as many as `threads()` says) start at the first `submit`: a program whose kernels are
-    all cached starts none, nor the compile workers `threads()` may start."""
+    The threads (`threads`) start at the first `submit`: a program whose kernels are all cached starts none. Those
+    `more()` says (one per compile worker, which it may start) join only once `WORKER_BACKLOG` kernels wait behind
+    the running compiles: a worker is a Python process loading LLVM (~80 ms of CPU, and its own first compile's
+    set-up) that pays only when the lowering outpaces one thread's compiles by more than a batch. Spectral's 18
+    modules had at most 5 kernels waiting for one thread (its Python lowering is about as slow as their LLVM), yet
+    started a worker: 130-210 ms of CPU for a few of them; fno's backlog reaches 18."""
 
-    def __init__(self, threads: int | Callable[[], int]) -> None:
+    def __init__(self, threads: int, more: Callable[[], int] | None = None) -> None:
         self.pending: list[_Queued] = []
         self.cond = threading.Condition()
         self.closed = False
         self.want = threads
+        self.more = more
         self.threads: list[threading.Thread] = []
+
+    def _start(self, n: int) -> None:
+        started = [threading.Thread(target=self._serve, name="tgfx-compile", daemon=True) for _ in range(n)]
+        self.threads += started
+        for t in started:
+            t.start()
 
     def submit(self, ir: str, name: str, target: Target) -> Future:
         """A future of the `Objects` that defines kernel `name` of `ir`."""
         if not self.threads:
-            n = self.want() if callable(self.want) else self.want
-            self.threads = [threading.Thread(target=self._serve, name="tgfx-compile", daemon=True) for _ in range(n)]
-            for t in self.threads:
-                t.start()
+            self._start(self.want)
+        elif self.more is not None and len(self.pending) >= WORKER_BACKLOG:   # the compiles fall behind: more threads
+            more, self.more = self.more, None
+            self._start(more())
         fut: Future = Future()
         with self.cond:
             self.pending.append(_Queued(ir, name, target, fut, config.carry(compile_llvm)))
