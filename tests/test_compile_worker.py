@@ -31,14 +31,14 @@ def worker() -> compile_mod.CompileWorker:
     return workers[0]
 
 
-def held(lock: threading.Lock, seconds: float) -> threading.Thread:
-    """A thread holding `lock` for `seconds` (this process "busy compiling")."""
+def held(lock: threading.Lock, seconds: float, until: threading.Event | None = None) -> threading.Thread:
+    """A thread holding `lock` for `seconds`, or until `until` is set (this process "busy compiling")."""
     ready = threading.Event()
 
     def hold() -> None:
         with lock:
             ready.set()
-            threading.Event().wait(seconds)
+            (until or threading.Event()).wait(seconds)
     t = threading.Thread(target=hold)
     t.start()
     ready.wait(5)
@@ -73,9 +73,10 @@ def test_a_dead_worker_leaves_the_compile_to_this_process(worker):
 
 def test_a_program_compiles_in_the_worker_and_runs_right(worker, tmp_path, monkeypatch):
     calls = []
+    went_out = threading.Event()
     real = compile_mod.CompileWorker.compile
     monkeypatch.setattr(compile_mod.CompileWorker, "compile",
-                        lambda self, ir, target=None: calls.append(1) or real(self, ir, target))
+                        lambda self, ir, target=None: calls.append(1) or went_out.set() or real(self, ir, target))
     x = np.random.default_rng(0).standard_normal((16, 24)).astype(np.float32)
     c = float(np.random.default_rng().integers(1, 1 << 20))   # new constants: new kernels, compiled now
 
@@ -85,7 +86,8 @@ def test_a_program_compiles_in_the_worker_and_runs_right(worker, tmp_path, monke
 
     with Context(TGFX_CACHE_DIR=str(tmp_path)):
         tg.counters.reset()
-        busy = held(compile_mod.compiler().busy, 2.0)   # this process busy at first: the first compile goes out
+        # this process busy at first (until a compile went out: the lowering before it takes seconds on a busy host)
+        busy = held(compile_mod.compiler().busy, 60.0, went_out)
         try:
             got = [o.numpy() for o in tg.jit(f)(tg.asarray(x))]
         finally:

@@ -1060,3 +1060,24 @@ def test_a_flipped_sums_stride_is_its_negation():
     flipped = (-(i * 16 + lane)) * 2 + 129
     assert kernel_opts._coef(flipped, lane) == -2 and kernel_opts._coef(flipped, i) == -32
     assert kernel_opts._coef(flipped * flipped, lane) is None
+
+
+def test_simplifying_after_an_option_that_simplified_already_tries_no_rule(monkeypatch):
+    """An UPCAST's vector lanes come out of the index simplifier; the simplification after the options then finds
+    every node in the simplifier's memo and tries no rule (a matcher of the simplifier and the gate rules together,
+    memoised apart, tried each rule on every node again: 58 ms of spectral's first call, 9 of its 20 passes changing
+    nothing). With a PADTO's gated store it gives what the two matchers together give."""
+    from tgfx.ir.pattern import PatternMatcher
+    from tgfx.lowering.kernel_opts import pm_fold_gates, simplify_after_opts
+    tries = []
+    real = PatternMatcher.rewrite
+    monkeypatch.setattr(PatternMatcher, "rewrite", lambda self, u, ctx=None: tries.append(u) or real(self, u, ctx))
+    sink = matmul_sink(3, 11, 48)     # (sizes no other test uses: nodes no earlier pass has memoised)
+    plain = apply_opt(sink, Opt("UPCAST", 1, 4), simplify=False)
+    tries.clear()
+    assert apply_opt(sink, Opt("UPCAST", 1, 4)) is plain and simplify_after_opts(plain) is plain
+    assert tries == []
+    padded = apply_opt(apply_opt(matmul_sink(5, 7, 45), Opt("PADTO", 1, 48), simplify=False), Opt("UPCAST", 1, 16),
+                       simplify=False)
+    assert any(u.op is Ops.STORE and len(u.src) == 3 for u in padded.toposort())
+    assert simplify_after_opts(padded) is graph_rewrite(padded, pm_symbolic + pm_fold_gates)

@@ -8,10 +8,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 from tgfx import config
 from tgfx.devices.target import Target
-from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.heuristics import hand_coded_opts
-from tgfx.lowering.kernel_opts import KernelOptError, Opt, _pm_after_opt, apply_opt, apply_opts
+from tgfx.lowering.kernel_opts import KernelOptError, Opt, apply_opt, apply_opts, simplify_after_opts
 
 _forced: contextvars.ContextVar[tuple[Opt, ...] | None] = contextvars.ContextVar("forced_opts", default=None)
 
@@ -67,7 +66,7 @@ def apply_hand_coded(sink: UOp, target: Target) -> tuple[UOp, list[Opt]]:
             applied.append(opt)
         except KernelOptError:
             continue
-    return (graph_rewrite(sink, _pm_after_opt, name="symbolic after opts") if applied else sink), applied
+    return (simplify_after_opts(sink) if applied else sink), applied
 
 
 def optimize(sink: UOp, target: Target, name: str = "", kernel_key: str | None = None,

@@ -49,17 +49,16 @@ from tgfx import config
 from tgfx.devices.target import GPU_VECTOR_BYTES, GPUTarget
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
-from tgfx.ir.pattern import graph_rewrite
 from tgfx.ir.uop import UOp
 from tgfx.lowering.heuristics import MIN_CONTRACTION, _itemsize, _vector_axis
 from tgfx.lowering.kernel_opts import (
     KernelOptError,
     Opt,
     _coef,
-    _pm_after_opt,
     apply_opt,
     pad_range,
     ranges,
+    simplify_after_opts,
     unroll,
     upcast,
 )
@@ -422,7 +421,7 @@ def apply_gpu_opt(sink: UOp, opt: Opt, simplify: bool = True) -> UOp:
     if opt.op not in _APPLY_GPU:
         return apply_opt(sink, opt, simplify)
     out = _APPLY_GPU[opt.op](sink, opt)
-    return graph_rewrite(out, _pm_after_opt, name="symbolic after opt") if simplify else out
+    return simplify_after_opts(out, name="symbolic after opt") if simplify else out
 
 
 def _pow2_at_least(n: int) -> int:
@@ -641,7 +640,7 @@ def apply_hand_coded_gpu(sink: UOp, target: GPUTarget) -> tuple[UOp, list[Opt]]:
             applied.append(opt)
         except KernelOptError:
             continue
-    return graph_rewrite(sink, _pm_after_opt, name="symbolic after opts") if applied else sink, applied
+    return simplify_after_opts(sink) if applied else sink, applied
 
 
 def optimize_gpu(sink: UOp, target: GPUTarget, opts: Sequence[Opt] | None = None) -> tuple[UOp, list[Opt]]:
