@@ -13,15 +13,6 @@ is posted as a job in the engine's control block; a process-wide pool of helper 
 core but one) joins it, and every thread claims core ids with an atomic fetch-add until all N are taken. The
 processor also runs core ids itself, then closes the job and waits until every helper that joined has left.
 
-Helpers still polling join a posted job at once; sleeping ones must be woken, which costs the processor a system
-call and the helpers the time until the scheduler runs them (a few microseconds on a quiet host; milliseconds when
-other processes hold the cores, or when the wake-up queues the helper behind the processor on its own core, which
-the scheduler does when no core is idle: a 512 x 64 x 64 matmul in 8 parts then ran in the same 37 us as in 1, and
-its 90th percentile in 64). So the processor wakes them only for a job whose program last took longer than both,
-as running averages of the wakes it made measure them (`G_WAKE_LATENCY`, `G_WAKE_COST`), or whose time it does not
-know yet; a wake it skips shrinks both estimates a little, so that wakes are tried again once the other
-processes are gone. `Runtime.wake_mode` overrides (always, never).
-
 Waiting
 -------
 Every word a thread may sleep on is a 64-bit counter followed by a 32-bit count of sleepers. A waiter polls for a
@@ -89,8 +80,6 @@ W_JOB_NEXT = 32                                # the next core id to claim
 W_JOB_NEGJOINED = 40                           # minus the number of helpers inside the job
 W_JOB_JOINS = 42                               # helpers' joins of open jobs of this engine so far (a count for tests)
 W_POISON, W_EVENTS_W = 44, 45                  # fault of this submission; profile events written so far
-W_JOB_ARRIVED = 33                             # when the first helper joined the job (`stamp`; 0: none yet)
-W_WAKES, W_WAKES_SKIPPED = 46, 47              # jobs that woke sleeping helpers, and that let them sleep (counts)
 CTL_WORDS = 48
 # the words a thread sleeps on (`tgfx_wait_ge`, `adaptive_wait`): each is followed by its 32-bit count of sleepers,
 # a word no other field may take (W_JOB_JOINS after W_JOB_NEGJOINED counted the processor's sleeps as joins, and a
@@ -116,20 +105,9 @@ G_FAULTS, G_EPOCH, G_SHUTDOWN, G_NBOARD, G_BOARD = 0, 8, 16, 17, 24
 # retired: a long healthy computation never times out
 G_RETIRED = 392
 BOARD_SLOTS = 256                              # engines that may post parallel jobs (one slot each)
-# Waking sleeping helpers for a parallel EXEC (`@parallel` in processor.ll): the running averages of what a wake costs
-# the processor and of the time until a woken helper joins (`stamp` units), shared by the processors, and the mode
-# (0: wake when the job is expected to outlast both, 1: always, 2: never; `Runtime.wake_mode`)
-G_WAKE_LATENCY, G_WAKE_COST, G_WAKE_MODE = 400, 401, 402
 G_FAULT_TABLE = 512
 FAULT_WORDS, FAULT_CAP = 8, 1024               # record: id (== id while unreported), kind, engine, a, b, c, d
-# each program's time on one thread when it last ran as a parallel EXEC (`stamp` units; 0: unknown), by its id's low
-# bits (program ids count up from 1: a slot is shared only among programs 4096 apart, and then only misleads a guess)
-G_COSTS = G_FAULT_TABLE + FAULT_WORDS * FAULT_CAP
-COST_SLOTS = 4096
-COST_MASK = COST_SLOTS - 1
-G_WORDS = G_COSTS + COST_SLOTS
-AVERAGE_DIV = 8        # the running averages move by this fraction of the distance to each new sample
-LATENCY_DECAY = 5      # and both shrink by 2^-this each time a wake is skipped
+G_WORDS = G_FAULT_TABLE + FAULT_WORDS * FAULT_CAP
 
 F_OPCODE, F_WAIT_TIMEOUT, F_HOST_EXEC, F_CONTROL, F_INDEX = 1, 2, 3, 4, 5   # fault kinds; see fault_error
 # F_CONTROL causes (its word a)
@@ -283,7 +261,7 @@ class Runtime(HostRuntime):
         self._clock_pair = ctypes.CFUNCTYPE(None, vp)(addr("tgfx_clock_pair"))
         self.processor_fn, self.helper_fn = addr("tgfx_processor"), addr("tgfx_helper")
         self.g, self.g_addr = alloc_words(G_WORDS)
-        self.faults = self.g[G_FAULT_TABLE:G_COSTS].reshape(FAULT_CAP, FAULT_WORDS)
+        self.faults = self.g[G_FAULT_TABLE:].reshape(FAULT_CAP, FAULT_WORDS)
         self.fault_counter = self.g[G_FAULTS:G_FAULTS + 1]
         self.fault_capacity = FAULT_CAP
         self.helpers: list[int] = []
@@ -308,18 +286,6 @@ class Runtime(HostRuntime):
             t1, ns1 = self.clock_pair()
         rate = (ns1 - ns0) / (t1 - t0)
         return np.rint(ns0 + (stamps - t0) * rate).astype(np.int64)
-
-    @property
-    def wake_mode(self) -> int:
-        """Whether a parallel EXEC wakes sleeping helpers: 0 when its program's last run outlasted what a wake costs
-        (the default: `@parallel` in processor.ll), 1 always, 2 never (helpers then join only while they poll)."""
-        return int(self.g[G_WAKE_MODE])
-
-    @wake_mode.setter
-    def wake_mode(self, mode: int) -> None:
-        if mode not in (0, 1, 2):
-            raise ValueError(f"wake_mode must be 0 (when worth it), 1 (always) or 2 (never), not {mode!r}")
-        self.g[G_WAKE_MODE] = mode
 
     def fault_record(self, fault_id: int) -> list[int]:
         """The fault table's record for `fault_id`: (id, kind, engine index, a, b, c, d, 0)."""

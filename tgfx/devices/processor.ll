@@ -418,9 +418,6 @@ join:
 work:
   %jc = call ptr @word(ptr %ctl, i64 $w_job_joins)
   %jc0 = atomicrmw add ptr %jc, i64 1 monotonic
-  %arrp = call ptr @word(ptr %ctl, i64 $w_job_arrived)
-  %arrt = call i64 @stamp()
-  %arrx = cmpxchg ptr %arrp, i64 0, i64 %arrt monotonic monotonic
   %fn = call ptr @load_ptr(ptr %ctl, i64 $w_job_fn)
   %bufs = call ptr @load_ptr(ptr %ctl, i64 $w_job_bufs)
   %vals = call ptr @load_ptr(ptr %ctl, i64 $w_job_vals)
@@ -440,12 +437,8 @@ done:
   ret i1 %open1
 }
 
-; run core ids 0..gs-1 on this thread and any helpers that join. Helpers still polling for a job join at once; waking
-; sleeping ones costs this thread a system call and them the time until the scheduler runs them on their cores (a
-; few microseconds on a quiet host; milliseconds where other processes hold the cores, or where it queues a helper
-; behind this very thread): they are woken only for a job longer than that (`wake_worth`), or while its time is
-; unknown (its program's first run)
-define internal void @parallel(ptr %ctl, ptr %fn, ptr %bufs, ptr %vals, i64 %gs, i64 %pid) {
+; run core ids 0..gs-1 on this thread and any helpers that join
+define internal void @parallel(ptr %ctl, ptr %fn, ptr %bufs, ptr %vals, i64 %gs) {
 entry:
   %g = call ptr @load_ptr(ptr %ctl, i64 $w_global)
   %fnp = call ptr @word(ptr %ctl, i64 $w_job_fn)
@@ -461,58 +454,11 @@ entry:
   store atomic i64 %gs, ptr %gsp monotonic, align 8
   %np = call ptr @word(ptr %ctl, i64 $w_job_next)
   store atomic i64 0, ptr %np monotonic, align 8
-  %arrp = call ptr @word(ptr %ctl, i64 $w_job_arrived)
-  store atomic i64 0, ptr %arrp monotonic, align 8
-  %jc = call ptr @word(ptr %ctl, i64 $w_job_joins)
-  %j0 = load atomic i64, ptr %jc monotonic, align 8
-  %tpost = call i64 @stamp()
   %cp = call ptr @word(ptr %ctl, i64 $w_job_closed)
   store atomic i64 0, ptr %cp seq_cst, align 8
   %ep = call ptr @word(ptr %g, i64 $g_epoch)
   %e = atomicrmw add ptr %ep, i64 1 seq_cst
-  %slot = and i64 %pid, $cost_mask
-  %ci = add i64 %slot, $g_costs
-  %costp = call ptr @word(ptr %g, i64 %ci)
-  %expect = load atomic i64, ptr %costp monotonic, align 8
-  %sleepers = getelementptr i64, ptr %ep, i64 1
-  %asleep = load atomic i32, ptr %sleepers seq_cst, align 4
-  %any = icmp ne i32 %asleep, 0
-  br i1 %any, label %decide, label %run
-decide:
-  %worth = call i1 @wake_worth(ptr %g, i64 %expect)
-  %latp = call ptr @word(ptr %g, i64 $g_wake_latency)
-  br i1 %worth, label %wake, label %skip
-wake:
-  %ta = call i64 @stamp()
-  call void @futex_wake(ptr %ep)
-  %tb = call i64 @stamp()
-  %costw = call ptr @word(ptr %g, i64 $g_wake_cost)
-  %took = sub i64 %tb, %ta
-  call void @average(ptr %costw, i64 %took)
-  %wkp = call ptr @word(ptr %ctl, i64 $w_wakes)
-  %wk = load atomic i64, ptr %wkp monotonic, align 8
-  %wk1 = add i64 %wk, 1
-  store atomic i64 %wk1, ptr %wkp monotonic, align 8
-  br label %run
-skip:
-  ; (what was measured may no longer hold, the processes that held the cores gone: the estimates decay, by
-  ; 2^-$latency_decay a skip, until a wake is tried again and measures them anew)
-  %lat = load atomic i64, ptr %latp monotonic, align 8
-  %dl = ashr i64 %lat, $latency_decay
-  %lat1 = sub i64 %lat, %dl
-  store atomic i64 %lat1, ptr %latp monotonic, align 8
-  %costs = call ptr @word(ptr %g, i64 $g_wake_cost)
-  %wc = load atomic i64, ptr %costs monotonic, align 8
-  %dc = ashr i64 %wc, $latency_decay
-  %wc1 = sub i64 %wc, %dc
-  store atomic i64 %wc1, ptr %costs monotonic, align 8
-  %skp = call ptr @word(ptr %ctl, i64 $w_wakes_skipped)
-  %sk = load atomic i64, ptr %skp monotonic, align 8
-  %sk1 = add i64 %sk, 1
-  store atomic i64 %sk1, ptr %skp monotonic, align 8
-  br label %run
-run:
-  %woke = phi i1 [false, %entry], [true, %wake], [false, %skip]
+  call void @wake_sleepers(ptr %ep)
   call void @run_claimed(ptr %np, i64 %gs, ptr %fn, ptr %bufs, ptr %vals)
   br label %close
 close:
@@ -522,66 +468,8 @@ close:
 join:
   %left = call i64 @tgfx_wait_ge(ptr %nj, i64 0, i64 $forever, i64 $join_spin, ptr null, ptr null)
   %all = icmp sge i64 %left, 0
-  br i1 %all, label %joined, label %join
-joined:
-  %tend = call i64 @stamp()
-  %dur = sub i64 %tend, %tpost
-  %j1 = load atomic i64, ptr %jc monotonic, align 8
-  %helped = icmp ne i64 %j1, %j0
-  br i1 %woke, label %arrival, label %estimate
-arrival:
-  ; how long the woken helpers took to arrive: the first one's join, or, none in time, the whole job
-  %arr = load atomic i64, ptr %arrp monotonic, align 8
-  %came = icmp ne i64 %arr, 0
-  %after = sub i64 %arr, %tpost
-  %sample = select i1 %came, i64 %after, i64 %dur
-  %latw = call ptr @word(ptr %g, i64 $g_wake_latency)
-  call void @average(ptr %latw, i64 %sample)
-  br label %estimate
-estimate:
-  ; the program's time on one thread: this run's where no helper joined; where some did, this run took a share of
-  ; it, so the larger of that and the last estimate
-  %old = load atomic i64, ptr %costp monotonic, align 8
-  %more = icmp sgt i64 %old, %dur
-  %kept = select i1 %more, i64 %old, i64 %dur
-  %est = select i1 %helped, i64 %kept, i64 %dur
-  store atomic i64 %est, ptr %costp monotonic, align 8
-  ret void
-}
-
-; whether a job expected to take `expect` stamp units on one thread (0: not known yet) is worth waking the helpers
-; for: it outlasts the time they take to arrive plus twice the wake's cost to this thread (with the helpers it takes
-; about half of what is left once they arrive, plus the wake). The process's `g_wake_mode` overrides: 1 always,
-; 2 never (tests, `native.Runtime.wake_mode`)
-define internal i1 @wake_worth(ptr %g, i64 %expect) {
-entry:
-  %modep = call ptr @word(ptr %g, i64 $g_wake_mode)
-  %mode = load atomic i64, ptr %modep monotonic, align 8
-  %always = icmp eq i64 %mode, 1
-  %never = icmp eq i64 %mode, 2
-  %latp = call ptr @word(ptr %g, i64 $g_wake_latency)
-  %lat = load atomic i64, ptr %latp monotonic, align 8
-  %costp = call ptr @word(ptr %g, i64 $g_wake_cost)
-  %cost = load atomic i64, ptr %costp monotonic, align 8
-  %cost2 = shl i64 %cost, 1
-  %need = add i64 %lat, %cost2
-  %unknown = icmp eq i64 %expect, 0
-  %long = icmp sgt i64 %expect, %need
-  %adaptive = or i1 %unknown, %long
-  %yes = or i1 %adaptive, %always
-  %no = xor i1 %never, true
-  %worth = and i1 %yes, %no
-  ret i1 %worth
-}
-
-; *word += (sample - *word) / $average_div: a running average (of the wake's measurements, which several
-; processors may make at once: a lost update loses one sample)
-define internal void @average(ptr %word, i64 %sample) {
-  %old = load atomic i64, ptr %word monotonic, align 8
-  %d = sub i64 %sample, %old
-  %step = sdiv i64 %d, $average_div
-  %new = add i64 %old, %step
-  store atomic i64 %new, ptr %word monotonic, align 8
+  br i1 %all, label %done, label %join
+done:
   ret void
 }
 
@@ -623,7 +511,7 @@ one:
   call void %fn(ptr %bufs, ptr %vals, i64 0)
   br label %done
 many:
-  call void @parallel(ptr %ctl, ptr %fn, ptr %bufs, ptr %vals, i64 %gs, i64 %pid)
+  call void @parallel(ptr %ctl, ptr %fn, ptr %bufs, ptr %vals, i64 %gs)
   br label %done
 done:
   %t1 = call i64 @stamp()
