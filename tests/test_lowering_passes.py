@@ -179,6 +179,33 @@ def test_symbolic_simplifies_each_clause_of_a_condition_given_the_others():
     assert graph_rewrite(alone, pm_given_valid) is alone
 
 
+def test_symbolic_simplifies_a_clause_inside_a_branch_given_its_condition():
+    """`where(0 < r // 2, x + where(clause, ...), -0.0)`: an interleave's even slots (r // 2 of a loop r that is not
+    the innermost, so not split in two) read a concatenation's second piece, padded. `0 < r // 2` is r >= 2, and the
+    padding's clause inside the branch, `((q + (r // 2) * 64 - 64 + p * 192) // 32) % 6 < 3` with q < 32 the inner
+    loop, is then one that does not read q: exact wherever the branch's condition holds, and left as it is outside a
+    branch (or under a condition that bounds no loop). (With `< 5`, the padding of associative_scan's slices, it holds
+    everywhere in the branch and folds away.)"""
+    from tgfx.lowering.symbolic import _narrowed, pm_given_valid
+    p, r, q = rng(4, 0), rng(8, 1), rng(32, 2)
+    valid = UOp(Ops.CMPLT, dtypes.bool, (c(0), r // 2))
+    assert _narrowed(valid) == {r: (2, 7)}
+    assert _narrowed(UOp(Ops.CMPLT, dtypes.bool, (r // 2, c(3)))) == {r: (0, 5)}
+    clause = simplify(UOp(Ops.CMPLT, dtypes.bool, (((q + (r // 2) * 64 + -64 + p * 192) // 32) % 6, c(3))))
+    value = UOp.const(dtypes.float32, 1.0)
+    arm = value + clause.where(value, UOp.const(dtypes.float32, 0.0))
+    out = graph_rewrite(valid.where(arm, UOp.const(dtypes.float32, -0.0)), pm_given_valid)
+    assert out.src[0] is valid
+    new_clause = next(u for u in out.src[1].toposort() if u.op is Ops.CMPLT)
+    assert q not in new_clause.toposort(), new_clause
+    for pv, rv, qv in itertools.product(range(4), range(2, 8), range(32)):
+        at = {p: c(pv), r: c(rv), q: c(qv)}
+        assert simplify(new_clause.substitute(at)).arg == simplify(clause.substitute(at)).arg
+    assert graph_rewrite(arm, pm_given_valid) is arm
+    unbounding = UOp(Ops.CMPLT, dtypes.bool, (r % 2, c(1)))   # (even r: no interval)
+    assert graph_rewrite(unbounding.where(arm, value), pm_given_valid).src[1] is arm
+
+
 def _fno_interleave(x: UOp) -> UOp:
     """The offset of element `x` of fno's spectral weights' gradient read through a complex value's (re, im)
     interleave: (batch, 64 rows, 1024, 2) stored as (batch, 2, 64 rows, 1024)."""

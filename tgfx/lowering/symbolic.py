@@ -348,6 +348,11 @@ def _bound_sum(e: UOp, lo: int | None, hi: int | None, bounds: dict[UOp, tuple[i
     the other side (k * r >= a is r <= a // k)."""
     if not isinstance(lo, (int, type(None))) or not isinstance(hi, (int, type(None))):
         return
+    if e.op is Ops.IDIV and e.src[1].op is Ops.CONST and e.src[1].arg > 0 and e.src[0].vmin >= 0:
+        # lo <= x // k <= hi is k*lo <= x <= k*hi + k - 1 (x >= 0: truncation is floor): an interleave's slot `r // 2`
+        k = e.src[1].arg
+        _bound_sum(e.src[0], None if lo is None else lo * k, None if hi is None else hi * k + k - 1, bounds)
+        return
     terms = [_range_coef(t) for t in sum_terms(e)]
     rs = [(b, k) for b, k in terms if b is not None]
     if not rs or any(b.op is not Ops.RANGE or k == 0 for b, k in rs) or len({b for b, _ in rs}) != len(rs):
@@ -443,6 +448,19 @@ def simplify_masked_load(x: UOp, valid: UOp, ld: UOp) -> UOp | None:
     return x.replace(src=(valid, ld.replace(src=(index.replace(src=(buf, out)),)), x.src[2]))
 
 
+def simplify_given_branch(x: UOp, valid: UOp, a: UOp) -> UOp | None:
+    """`where(valid, a, b)`: `a` matters only where valid holds, so a clause (a comparison) inside it may be simplified
+    as if the loops valid bounds ran only there (`_within`). An interleave's even slots (`lax.associative_scan`'s
+    levels) read a concatenation's second piece, `0 < r // 2`, whose padded read's clause
+    `((r2 + 64 * (r // 2) - 64 + 192 * r0) // 32) % 6 < 5` is then `2 * ((r - 2) // 2) < 5`: no division in the inner
+    loop nor a value varying along its lanes. (Indexes are left to the rules on their own conditions.)"""
+    if not (bounds := _narrowed(valid)):
+        return None
+    new = {u: out for u in a.toposort(lambda u: () if u.op is Ops.INDEX else u.src)
+           if u.op is Ops.CMPLT and (out := _within(u, bounds)) is not None}
+    return x.replace(src=(valid, a.substitute(new), x.src[2])) if new else None
+
+
 def conjuncts(c: UOp) -> list[UOp]:
     """The clauses of condition `c`, an AND of them (`c` itself when it is none)."""
     return conjuncts(c.src[0]) + conjuncts(c.src[1]) if c.op is Ops.AND and c.dtype.is_bool else [c]
@@ -475,4 +493,5 @@ pm_given_valid = PatternMatcher([
     (UPat(Ops.INDEX, name="x"), simplify_flipped_index),
     (UPat(Ops.WHERE, src=(UPat.var("valid"), UPat(Ops.LOAD, name="ld"), UPat.var()), name="x"), simplify_masked_load),
     (UPat(Ops.AND, name="x"), simplify_clauses),
+    (UPat(Ops.WHERE, src=(UPat.var("valid"), UPat.var("a"), UPat.var()), name="x"), simplify_given_branch),
 ], pure=True)
