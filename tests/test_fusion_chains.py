@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import tgfx.numpy as tnp
+from tgfx import tensor
 from tgfx.devices.target import host_target
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
 from tgfx.lowering import kernel_source
 from tgfx.lowering.inline import inline
 from tgfx.lowering.schedule import schedule
-from tgfx import tensor
 from tgfx.tensor import Tensor
 
 
