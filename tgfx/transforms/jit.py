@@ -56,6 +56,7 @@ from tgfx.trace_state import active, collecting_effects
 from tgfx.transforms.jit_cache import jitted, last_run, track
 from tgfx.transforms.jit_replay import flatten_fast, replay, weak_dtype
 from tgfx.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
+from tgfx.tree_compiled import unflattener
 
 LOG_RETRACE = config.Flag("TGFX_LOG_RETRACE", 0)
 
@@ -70,6 +71,8 @@ class Outputs(NamedTuple):
     tree: PyTreeDef
     weak: tuple[bool, ...]
     effects: bool = False   # the program's last result is the effect token of its host callbacks (not returned)
+    # the results' tree of Tensors built from their nodes in one call (`unflattener`; None: `tree_unflatten`'s walk)
+    build: Callable[[Sequence[UOp]], Any] | None = None
 
 
 @dataclass
@@ -661,7 +664,8 @@ class Jit:
             template.linear = donated_windows(template.linear, {outs[o]: placeholder(
                 k, real_inputs[k].dtype, real_inputs[k].arg[1], real_inputs[k].arg[2]) for o, k in donated.items()})
         prog = Program(template, real_inputs, len(inputs), donated, unflatten, reuse_results=True)
-        returned = Outputs(out_tree, tuple(is_weak(t) for t in out_leaves), effects.token is not None)
+        returned = Outputs(out_tree, tuple(is_weak(t) for t in out_leaves), effects.token is not None,
+                           unflattener(out_tree, Tensor))
         self._cache[key] = (prog, returned)
         track(self, key, prog)
         return prog, returned
@@ -759,6 +763,8 @@ def _as_tree(outs: Outputs, results: list[UOp]) -> Any:
     if outs.effects:
         results = results[:-1]
     if True not in outs.weak:   # (the common case, spelled out: this runs on every replay)
+        if outs.build is not None:
+            return outs.build(results)
         return Tensor(results[0]) if outs.tree.is_leaf else tree_unflatten(outs.tree, [Tensor(u) for u in results])
     ts = weak_like([Tensor(u) for u in results], outs.weak)
     return ts[0] if outs.tree.is_leaf else tree_unflatten(outs.tree, ts)

@@ -38,17 +38,19 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     not one of the kinds this handles (one-device Tensors, numpy arrays, Python ints and floats, None, tuples, lists,
     dicts with sortable keys, registered pytree nodes with hashable aux data); the general path takes those."""
     t = type(x)
-    if t is Tensor:
+    if t is Tensor:   # (a leaf of its own: an argument of the call, as `jit(f)(x)`'s x)
         u = x.uop
         if type(u.device) is not str:   # sharded: its layout belongs to the signature (the general path's)
             return False
         leaves.append(x)
         w = _weak_tensors.get(id(x))   # (`is_weak`, inlined: this runs per argument of every replay)
         sig.append((u.shape, u.dtype, u.device) if w is None or w() is not x else (u.shape, u.dtype, u.device, True))
-    elif t is int or t is float:
+        return True
+    if t is int or t is float:
         leaves.append(x)
         sig.append(t)
-    elif t is np.ndarray:   # host data: the same trace as a Tensor's, copied in by `replay` (or made a Tensor now,
+        return True
+    if t is np.ndarray:   # host data: the same trace as a Tensor's, copied in by `replay` (or made a Tensor now,
         # as the general path does, where its values would be converted: a 64-bit type without x64)
         d = of_numpy(x.dtype) if x.dtype.kind in "biuf" else None
         if d is not None and d.np == x.dtype:
@@ -58,22 +60,20 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
             x = Tensor(x)
             leaves.append(x)
             sig.append((x.uop.shape, x.uop.dtype, x.uop.device))
-    elif t is tuple or t is list or isinstance(x, tuple) and flattens_as_tuple(t):   # (an optimizer's state)
+        return True
+    if x is None:
+        sig.append(None)
+        return True
+    if t is tuple or t is list or isinstance(x, tuple) and flattens_as_tuple(t):   # (an optimizer's state)
         sig.append((t, len(x)))
-        for c in x:
-            if not flatten_fast(c, leaves, sig):
-                return False
+        children = x
     elif t is dict:
         try:
             keys = sorted(x)
         except TypeError:
             return False
         sig.append((dict, tuple(keys)))
-        for k in keys:
-            if not flatten_fast(x[k], leaves, sig):
-                return False
-    elif x is None:
-        sig.append(None)
+        children = map(x.__getitem__, keys)
     elif (flatten := registered_flatten(t)) is None:
         return False
     else:   # a registered node (JAX's `OptimizerState`, a registered dataclass): its type and aux data in the key
@@ -83,9 +83,17 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
         except TypeError:   # aux the general path compares by == alone (an unhashable dict)
             return False
         sig.append((t, aux))
-        for c in children:
-            if not flatten_fast(c, leaves, sig):
+    for c in children:   # (a Tensor child taken here, not by a call: most children of a step's trees are Tensors)
+        if type(c) is Tensor:
+            u = c.uop
+            if type(u.device) is not str:
                 return False
+            leaves.append(c)
+            w = _weak_tensors.get(id(c))   # (as for a Tensor `x`, above)
+            sig.append((u.shape, u.dtype, u.device) if w is None or w() is not c else
+                       (u.shape, u.dtype, u.device, True))
+        elif not flatten_fast(c, leaves, sig):
+            return False
     return True
 
 
