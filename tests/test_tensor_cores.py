@@ -127,6 +127,8 @@ def _rounded_within_an_ulp(got: np.ndarray, want32: np.ndarray, scale: np.ndarra
 CASES = [
     ("matmul", (33, 65, 17)),      # M, K, N: every axis past a tile's end
     ("matmul", (128, 128, 128)),
+    ("matmul", (16, 16, 16)),      # one mma's depth: no reduce loop (its one step's mma was hoisted above the
+                                   # accumulators, which the renderer read for its C before they were defined)
     ("batched", (3, 40, 48, 24)),  # a batch axis (grid x)
     ("epilogue", (70, 100, 40)),   # relu(a @ b + bias) fused after the sum
     ("conv", (2, 8, 10, 10, 16)),  # batch, channels, image, output channels: 3x3 SAME (masked reads)

@@ -207,9 +207,12 @@ def tensor_core(sink: UOp, opt: Opt) -> UOp:
         {r: UOp.const(dtypes.index, 0) for r in c.batch}
     fresh = 1 + max(r.arg[0] for r in ranges(sink).values())
     kt = -(-ksize // depth)
-    ko = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, kt),), (fresh, "reduce"))
     ki = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, depth // TILE_K),), (fresh + 1, "reduce")) \
         if depth > TILE_K else None
+    # one mma's depth in all (K of 16 without shared tiles): each mma is the sum, not the only step of a loop (which
+    # depends on no index of it: the mma is hoisted above the loop's accumulators, then summed into them by adds)
+    ko = UOp.const(dtypes.index, 0) if kt == 1 and ki is None and not lay.depth else \
+        UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, kt),), (fresh, "reduce"))
     g, t = lane // 4, lane % 4
     m_warp, n_warp = wm * (lay.tiles_m * TILE_M), wn * (lay.tiles_n * TILE_N)
 
@@ -261,7 +264,8 @@ def tensor_core(sink: UOp, opt: Opt) -> UOp:
         for tn in range(lay.tiles_n):
             for i in range(4):
                 mma = UOp(Ops.WMMA, dtypes.float32, (*frag_a, *frags_b[tn], zero, zero, zero, zero), i)
-                acc = UOp(Ops.REDUCE, dtypes.float32, (mma, ko, *([ki] if ki is not None else [])), Ops.ADD)
+                acc = mma if ko.op is Ops.CONST else \
+                    UOp(Ops.REDUCE, dtypes.float32, (mma, ko, *([ki] if ki is not None else [])), Ops.ADD)
                 row, col = c_element(i, g, t)
                 m, m_in = _masked(m_warp + tm * TILE_M + row, msize, msize % bm == 0)
                 n, n_in = _masked(n_warp + tn * TILE_N + col, nsize, nsize % bn == 0)
