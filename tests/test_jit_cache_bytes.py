@@ -185,18 +185,29 @@ def test_a_replay_refreshes_no_cache_and_the_least_recently_run_is_evicted_all_t
         f(x).block_until_ready()
     g(xs[0]).block_until_ready()
     f(xs[0]).block_until_ready()
-    calls = 0
-
-    def count(frame: object, event: str, arg: object) -> None:
-        nonlocal calls
-        calls += event in ("call", "c_call")
-    sys.setprofile(count)
+    from tgfx.placement import marked
+    # (counted as in a process that commits no Tensor to a device, as test_eager_cost's bounds are: another test's
+    # committed Tensors, alive in this worker, add a replay's commit of its results, 9 calls)
+    saved = dict(marked)
+    marked.clear()
+    least = None
     try:
-        out = f(xs[0]).block_until_ready()
+        for _ in range(5):   # (the least of a few: a busy device's queue, not run inline, is another path)
+            calls = 0
+
+            def count(frame: object, event: str, arg: object) -> None:
+                nonlocal calls
+                calls += event in ("call", "c_call")
+            sys.setprofile(count)
+            try:
+                out = f(xs[0]).block_until_ready()
+            finally:
+                sys.setprofile(None)
+            np.testing.assert_array_equal(out.numpy(), np.full(4, 2.0, np.float32))
+            least = calls if least is None else min(least, calls)
     finally:
-        sys.setprofile(None)
-    np.testing.assert_array_equal(out.numpy(), np.full(4, 2.0, np.float32))
-    assert calls <= 45, calls   # (the last: `setprofile` itself)
+        marked.update(saved)
+    assert least <= 45, least   # (the last: `setprofile` itself)
     with Context(TGFX_JIT_CACHE_SIZE=3):
         for x in (xs[2], xs[0], xs[1]):   # run order: n=6, 4, 5; inserted: 4, 5, 6
             f(x).block_until_ready()

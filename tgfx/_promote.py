@@ -172,23 +172,31 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
         d = xu.dtype
         if ty is Tensor:
             yu = y.uop
-            if yu.dtype is not d or d.kind not in kinds or xu.device != yu.device or \
+            if yu.dtype is not d or d.kind not in kinds or (device := xu.device) != yu.device or \
                     (w := _is_weak_tensor(x)) != _is_weak_tensor(y) or w and not _default_of_kind(d):
                 return None
             if negate:
                 yu = UOp(Ops.NEG, d, (yu,))
-            if xu.shape != yu.shape:
+            if (shape := xu.shape) != yu.shape:
                 try:
-                    shape = broadcast_shapes(xu.shape, yu.shape)
+                    shape = broadcast_shapes(shape, yu.shape)
                 except ValueError:
                     return None
                 xu, yu = _expand_uop(xu, shape), _expand_uop(yu, shape)
-            out = Tensor(UOp(op, dtypes.bool if compare else d, (xu, yu)))
+            u = UOp(op, dtypes.bool if compare else d, (xu, yu))
+            # (its shape and device, known here, cached on it as `UOp.shape` and `UOp.device` would compute them: the
+            # next op of a chain reads them, three calls each on a new node)
+            known = u.__dict__
+            known["shape"], known["device"] = shape, device
+            out = Tensor(u)
             return weak(out) if w else out
         if not (d.kind == "f" and (ty is float or ty is int) or _int_keeps_type(d, y)) or d.kind not in kinds or \
                 (w := _is_weak_tensor(x)) and not _default_of_kind(d):
             return None
-        out = Tensor(UOp(op, dtypes.bool if compare else d, (xu, _scalar_broadcast(y, d, xu.shape, negate))))
+        u = UOp(op, dtypes.bool if compare else d, (xu, _scalar_broadcast(y, d, shape := xu.shape, negate)))
+        known = u.__dict__   # (as above)
+        known["shape"], known["device"] = shape, xu.device
+        out = Tensor(u)
         return weak(out) if w else out
     if ty is not Tensor:
         return None
@@ -197,8 +205,11 @@ def fast_binary(op: Ops, x: Any, y: Any, negate: bool = False, kinds: str = "fiu
     if not (d.kind == "f" and (tx is float or tx is int) or _int_keeps_type(d, x)) or d.kind not in kinds or \
             (w := _is_weak_tensor(y)) and not _default_of_kind(d):
         return None
-    out = Tensor(UOp(op, dtypes.bool if compare else d, (_scalar_broadcast(x, d, yu.shape),
-                                                         UOp(Ops.NEG, d, (yu,)) if negate else yu)))
+    u = UOp(op, dtypes.bool if compare else d, (_scalar_broadcast(x, d, shape := yu.shape),
+                                                UOp(Ops.NEG, d, (yu,)) if negate else yu))
+    known = u.__dict__   # (as above)
+    known["shape"], known["device"] = shape, yu.device
+    out = Tensor(u)
     return weak(out) if w else out
 
 

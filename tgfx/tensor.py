@@ -486,7 +486,11 @@ class Tensor:
             # (every axis of a real Tensor, an eager total's case: the nodes the general path builds, without its
             # axis, shape and reshape steps; the reduce's shape is all ones, never the result's ())
             r = lazy_node(UOp(Ops.REDUCE_AXIS, u.dtype, (u,), (op, tuple(range(len(shape))))))
-            return Tensor(UOp(Ops.RESHAPE, u.dtype, (r,), ()) if r.op is not Ops.RESHAPE else _reshape_uop(r, ()))
+            if r.op is Ops.RESHAPE:
+                return Tensor(_reshape_uop(r, ()))
+            total = UOp(Ops.RESHAPE, u.dtype, (r,), ())
+            total.__dict__["shape"] = ()   # (as `UOp.shape` computes it: what the next op reads, `sum(x) / n`)
+            return Tensor(total)
         axes = normalize_axes(axis, self.ndim, op.name.lower()) if axis is not None else tuple(range(self.ndim))
         out_shape = tuple(s for i, s in enumerate(self.shape) if i not in axes or keepdims) if not keepdims else \
             tuple(1 if i in axes else s for i, s in enumerate(self.shape))

@@ -633,15 +633,13 @@ def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[int]]) -> tuple[UOp, 
     signature to its program and runs it: no SINK, no description, no walk (an eager `x + 1`'s most common case)."""
     sig, inputs, consts = found
     key = (dispatch_mode(), sig)
-    if (ref := _op_programs.peek(key)) is None or (prog := ref()) is None:
+    if (ref := _op_programs.entries.get(key)) is None or (prog := ref()) is None:   # (`peek`, inlined)
         d = describe(UOp(Ops.SINK, None, (u,)))
         prog = _program(d)
         _op_programs[key] = weakref.ref(prog)
         inputs = d.inputs
     else:
-        if (kept := _kept.entries).get(pid := id(prog)) is prog:   # (`_keep`, inlined)
-            kept.move_to_end(pid)
-        else:
+        if _kept.entries.get(id(prog)) is not prog:   # (`_keep`, inlined: a kept one is refreshed by its run)
             _keep(prog)
         if consts:   # its lifted constants' interned buffers, numbered as `describe` numbers them
             device = sig[-1]
@@ -660,9 +658,10 @@ def realize_op(u: UOp, found: tuple[tuple, list[UOp], list[int]]) -> tuple[UOp, 
 # run out first. Their one owner: the maps that find a program (`_op_programs`, `_programs`, a template's `programs`)
 # hold it weakly, so an evicted program is freed, and lowered again from its template (no compile) when run again.
 # Evicting one a submitted queue still runs is safe: the submission holds the memory and code its command buffers
-# were encoded with until its fence passes (`HCQDevice.submit`)
+# were encoded with until its fence passes (`HCQDevice.submit`). Ordered by the programs' stamps when one must go
+# (`Program.last_run`): a run refreshes nothing
 _kept: LRU[int, Any] = LRU(lambda: int(config.SCHEDULE_CACHE_SIZE),
-                           config.PROGRAM_CACHE_MB.mib, lambda prog: prog.nbytes)
+                           config.PROGRAM_CACHE_MB.mib, lambda prog: prog.nbytes, recency=lambda prog: prog.last_run)
 
 
 def _keep(prog: Any) -> Any:

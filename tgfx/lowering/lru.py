@@ -105,8 +105,12 @@ class LRU(Generic[K, V]):
         """Put the entries in the order of their `recency` stamps, least recent first, `newest` (just inserted) last;
         equal stamps keep their order. Under the lock, before an eviction."""
         d, recency = self._d, self.recency
-        for k in sorted((k for k in d if k != newest), key=lambda k: recency(d[k])):
-            d.move_to_end(k)
+        # (a snapshot, one C call: `get` moves entries without the lock, which iterating the dict itself would see)
+        for k, _ in sorted((kv for kv in list(d.items()) if kv[0] != newest), key=lambda kv: recency(kv[1])):
+            try:
+                d.move_to_end(k)
+            except KeyError:   # (not possible under the lock; as `get`)
+                pass
         d.move_to_end(newest)
 
     def pop(self, key: K, default: V | None = None) -> V | None:
