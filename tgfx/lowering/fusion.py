@@ -107,19 +107,6 @@ SHARED_COST = 64
 SHARED_READS = 3
 
 
-def _recomputed_deeper(u: UOp, shared: dict[UOp, set[UOp]], ctx: ScheduleCtx) -> bool:
-    """Whether the elementwise value `u`, which several kernels compute, holds a costly value (RECOMPUTE_COST) that
-    more kernels compute: a chain whose every step's kernel computes the steps before it again, its cost growing with
-    its depth. Realnvp's couplings (`x = kept + (1 - mask) * (x * exp(s) + t)`, six deep; each step about 15 ops an
-    element, under SHARED_COST alone) were computed by 2, 3, ... 6 kernels, the last kernel all six steps again: 73k,
-    145k, ... 435k flops. Stored, outermost first, each kernel computes one step."""
-    if _recompute_cost(u, ctx, u) < RECOMPUTE_COST:
-        return False
-    n = len(shared[u])
-    return any(len(shared.get(v, ())) > n and _recompute_cost(v, ctx, v) >= RECOMPUTE_COST
-               for v in _evaluated(u, ctx, u) if v is not u)
-
-
 # a one-hot reduce from this many updates or more is a scatter (`gather.collapse_scatter`) ...
 SCATTER_MIN = 64
 
@@ -679,8 +666,6 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         # it is computed from is then read by one kernel only); then those that read SHARED_READS stored values whole
         several = [u for u in reversed(order) if len(shared.get(u, ())) > 1 and u not in ctx.realize]
         costly = next((u for u in several if _recompute_cost(u, ctx, u, SHARED_COST) >= SHARED_COST), None)
-        if costly is None:
-            costly = next((u for u in several if _recomputed_deeper(u, shared, ctx)), None)
         if costly is not None:
             ctx.realize.update(_onehot_indices(costly, ctx) or (costly,))
             changed = True
