@@ -307,6 +307,17 @@ def _nested_pads(val: UOp) -> list[tuple[UOp, tuple[int, ...]]]:
     return out
 
 
+def _unit_axes(val: UOp) -> dict[int, int] | None:
+    """For a RESHAPE that only adds or drops axes of size 1: each axis of its source longer than 1 -> that axis in
+    the output (None for any other reshape)."""
+    src = val.src[0]
+    ins = [a for a, n in enumerate(src.shape) if n != 1]
+    outs = [a for a, n in enumerate(val.shape) if n != 1]
+    if [src.shape[a] for a in ins] != [val.shape[a] for a in outs]:
+        return None
+    return dict(zip(ins, outs, strict=True))
+
+
 def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     """Where the output of an elementwise kernel whose value adds up padded pieces (a concatenation, the gradient of
     slices: an LSTM's four gates, or rolls: a stencil's neighbours) splits, as {axis: boundaries from 0 to its size}:
@@ -317,6 +328,12 @@ def pad_pieces(val: UOp, grid_numel: int = 0) -> dict[int, list[int]] | None:
     threads to split: unless the output is split along several axes and has at most `grid_numel` elements (it runs on
     one core anyway). The game of life's 8 rolled neighbours of a 256 x 256 board, 3 x 3 pieces: 750 -> 25 us, masked
     reads that LLVM's loop vectoriser left scalar become plain loops of vectors."""
+    if val.op is Ops.RESHAPE and (axes := _unit_axes(val)) is not None:
+        # a value reshaped only by axes of size 1 (a scan's gradient of its carried gates, (64, 384) stored as (64, 1,
+        # 384)) splits where its source does: looked at through the RESHAPE, no PAD was found and every element of
+        # an LSTM's or GRU's gate gradients computed all its gates, masked (sst2's: 3x its sigmoids and tanhs, scalar)
+        inner = pad_pieces(val.src[0], grid_numel)
+        return None if inner is None or not inner.keys() <= axes.keys() else {axes[a]: b for a, b in inner.items()}
     pads = [u for u in val.toposort(lambda u: u.src if u.op in GroupOp.Elementwise else ()) if u.op is Ops.PAD]
     axes = sorted({a for p in pads for a, pad in enumerate(p.arg) if pad != (0, 0)})
     if len(pads) < 2 or not axes or any(u.op is Ops.REDUCE_AXIS for u in val.toposort()):
