@@ -69,6 +69,7 @@ from tgfx.lowering.multi_process import has_remote, keep_local, lower_cross_proc
 from tgfx.lowering.optimize import forced_opts, opt_mode, optimize
 from tgfx.lowering.panel_buffer import panel_buffers
 from tgfx.lowering.rangeify import rangeify
+from tgfx.lowering.reduce_chains import SMALL_KERNEL_OPS
 from tgfx.lowering.render_llvm import render_llvm
 from tgfx.lowering.row_buffer import row_buffers
 from tgfx.lowering.symbolic import pm_given_valid, pm_symbolic
@@ -212,15 +213,6 @@ def index_level(ast: UOp, pieces: bool = True, grid_numel: int = 0) -> UOp:
     if config.SPEC:
         check_stage(sink, "kernel")
     return sink
-
-
-# a kernel of at most this many operations (loads, stores and arithmetic, times their loops' trips; an op on a vector
-# range's lanes is one) runs in about as long as its launch even as written: LLVM's loop vectoriser and unroller are
-# told to leave it alone (a 128 x 256 column sum of vectors: LLVM unrolled its reduce loop, 31 ms, for 2 us a run).
-# They made such kernels 3-7x bigger and slower to compile (a 10-column bias gradient: 26 ms of LLVM, 4 ms without),
-# a third of a small model's first call being tiny kernels. Not one with a transcendental: its scalar polynomials
-# cost 8-16x their vectors (a logistic loss's gradient over 200 rows: 2.1 us scalar, 0.3 as vectors).
-SMALL_KERNEL_OPS = 32768
 
 
 def scalar_ops(lin: list[UOp]) -> int:

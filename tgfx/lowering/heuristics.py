@@ -24,6 +24,7 @@ from tgfx.lowering.kernel_opts import (
 )
 from tgfx.lowering.linearize import range_deps
 from tgfx.lowering.packs import MAX_STEP
+from tgfx.lowering.reduce_chains import chain_opts, surely_small
 from tgfx.lowering.thread_opts import THREAD_PAD_SHARE as THREAD_PAD_SHARE
 from tgfx.lowering.thread_opts import _chunks as _chunks
 from tgfx.lowering.thread_opts import _second_thread as _second_thread
@@ -554,6 +555,11 @@ def hand_coded_opts(sink: UOp, target: Target) -> list[Opt]:
             opts.append(Opt("UNROLL", long[0].arg[0], lanes))
             if chains := next((c for c in range(SUM_CHAINS, 1, -1) if long[0].src[0].arg // lanes % c == 0), None):
                 opts.append(Opt("UNROLL", long[0].arg[0], chains))
+        elif along and along[0].src[0].arg > 2 and not any(_masked(i, along[0]) for i in hot) and \
+                surely_small(sink, [r.src[0].arg for r in rngs.values()]):
+            # a length neither takes (30 classes) in a small kernel, which LLVM's loop vectoriser leaves alone: one
+            # scalar chain an output, independent accumulators instead (`reduce_chains`)
+            opts += chain_opts(along[0], SUM_CHAINS)
     if not reduces and all(st.op is Ops.STORE and st.src[0].op is Ops.INDEX for st in sink.src) and \
             _one_step([st.src[0].src[1] for st in sink.src], loops):
         # a transpose: the store runs along one axis, a load along another. A square tile of lanes on both reads and

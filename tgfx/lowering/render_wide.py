@@ -354,11 +354,14 @@ class WideValues:
             return x if op is Ops.MAX else self.to_compute(self.from_compute(x, d, lanes), d, lanes)
         v, width, n, rest = self.to_compute(self.wval(u.src[0]), d, self.width), self.width, self.width, []
         # (down to two lanes, which the scalar rule combines: halved to one, a half float's rounding of that
-        # `<1 x float>` was written as a scalar's, which LLVM rejected -- a float16 cumprod of 4 elements)
+        # `<1 x float>` was written as a scalar's, which LLVM rejected -- a float16 cumprod of 4 elements, and of 3:
+        # its odd lane set aside left two, halved)
         while n > 2 and rule is not None:   # v: `width` lanes, the first n live
             if n % 2:
                 n -= 1
                 rest.append(self.op_in(f"extractelement <{width} x {ct}> {v}, i64 {n}"))
+                if n == 2:
+                    break
             half = n // 2
             lo, hi = (self.op_in(f"shufflevector <{width} x {ct}> {v}, <{width} x {ct}> poison, <{half} x i32> <"
                                  + ", ".join(f"i32 {i}" for i in range(start, start + half)) + ">")
