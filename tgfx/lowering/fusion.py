@@ -107,6 +107,17 @@ SHARED_COST = 64
 SHARED_READS = 3
 
 
+def _shared_limit(u: UOp, kernels: int) -> int:
+    """What an elementwise value that `kernels` kernels compute must cost per element to be stored once: SHARED_COST
+    computed again in all by the kernels but one. A chain of couplings (realnvp's `x = kept + (1 - mask) * (x * exp(s)
+    + t)`, about 15 ops an element a step) has each step computed again by the later steps' kernels: with SHARED_COST
+    alone the limit, a kernel computed up to five steps (E_512_2_* 73k, 145k, ... 435k flops in realnvp's step, 2.6M
+    in all); now three at most (1.3M), and no kernel more. A value of RECOMPUTE_MIN elements or more keeps SHARED_COST
+    (and SHARED_READS): a residual stream stored where its blocks' kernels were the same block after block (a deeper
+    network compiled new kernels for each block when its layer norms' inputs were stored too)."""
+    return -(-SHARED_COST // (kernels - 1)) if prod(u.shape) < RECOMPUTE_MIN else SHARED_COST
+
+
 # a one-hot reduce from this many updates or more is a scatter (`gather.collapse_scatter`) ...
 SCATTER_MIN = 64
 
@@ -665,7 +676,8 @@ def find_realizes(roots: list[UOp]) -> set[UOp]:
         # forward and in the gradient: 50 us each for 128 x 512) is stored once, the outermost such value first (what
         # it is computed from is then read by one kernel only); then those that read SHARED_READS stored values whole
         several = [u for u in reversed(order) if len(shared.get(u, ())) > 1 and u not in ctx.realize]
-        costly = next((u for u in several if _recompute_cost(u, ctx, u, SHARED_COST) >= SHARED_COST), None)
+        costly = next((u for u in several if _recompute_cost(u, ctx, u, limit := _shared_limit(u, len(shared[u])))
+                       >= limit), None)
         if costly is not None:
             ctx.realize.update(_onehot_indices(costly, ctx) or (costly,))
             changed = True
