@@ -6,7 +6,10 @@ bool, and within a per-dtype tolerance for floats; NaNs must match NaNs and infi
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import gc
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -233,3 +236,49 @@ def numeric_grad(f: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 1
         d[i] = eps
         g[i] = (f(x + d) - f(x - d)) / (2 * eps)
     return g
+
+
+def count_calls(fn: Callable[[], Any], c_calls: bool = False) -> tuple[int, Any]:
+    """`fn()`'s calls of Python functions (with `c_calls`, of C functions too), as `sys.setprofile` sees them, and its
+    result: the measure of the call-count bounds that stand in for times (an eager op's, a jit replay's). `fn`'s own
+    call (a lambda around what is measured) is not counted."""
+    calls = 0
+    events = ("call", "c_call") if c_calls else ("call",)
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal calls
+        calls += event in events
+    sys.setprofile(count)
+    try:
+        out = fn()
+    finally:
+        sys.setprofile(None)
+    return calls - 1, out
+
+
+@contextlib.contextmanager
+def as_in_a_fresh_process() -> Iterator[None]:
+    """Within it, this process holds what a fresh one would for a count of calls (the bounds above are measured so):
+    no lazy Tensor of the tests that ran before in this worker (each eager read asks whether one it holds is a value
+    of its graph, 3 calls more; they are computed, and those that cannot be, tracers that escaped their trace on
+    purpose, are out of the registry meanwhile) and no committed Tensor (a replay then commits its results, a call or
+    two a result: 3234 calls against 1627 for 800 results). What the tests before left is put back after."""
+    from tgfx.placement import marked
+    from tgfx.tensor import _lazy
+    gc.collect()
+    hidden = {}
+    for key, ref in list(_lazy.items()):
+        if (t := ref()) is not None:
+            try:
+                t.realize()
+            except Exception:  # noqa: BLE001 -- (a traced value that escaped its trace: it cannot be computed)
+                hidden[key] = _lazy.pop(key, ref)
+    committed = dict(marked)
+    marked.clear()
+    try:
+        yield
+    finally:
+        marked.update(committed)
+        for key, ref in hidden.items():
+            if ref() is not None:
+                _lazy.setdefault(key, ref)

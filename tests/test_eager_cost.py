@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
-from helpers import run_threads
+from helpers import as_in_a_fresh_process, count_calls, run_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,45 +49,20 @@ OPS: list[tuple[str, Callable, Callable, int]] = [
 
 
 @pytest.fixture(autouse=True)
-def _no_lazy_tensors_of_other_tests() -> Iterator[None]:
-    """The bounds are an op's calls in a process that holds no other lazy Tensor: each eager read asks whether one
-    it holds is a value of its graph (`_realize._holds_values_of`, 3 calls more). Tests that ran before in this
-    worker may leave some held (a custom rule's closure that kept its residuals, a traced value that escaped its
-    function on purpose, held by the caches that keep the rule or the body): they are computed, and those that cannot
-    be (escaped tracers) are out of the registry for the test, so the count does not depend on what ran before."""
-    import gc
-
-    from tgfx.tensor import _lazy
-    gc.collect()
-    hidden = {}
-    for key, ref in list(_lazy.items()):
-        if (t := ref()) is not None:
-            try:
-                t.realize()
-            except Exception:  # noqa: BLE001 -- (a traced value that escaped its trace: it cannot be computed)
-                hidden[key] = _lazy.pop(key, ref)
-    yield
-    for key, ref in hidden.items():
-        if ref() is not None:
-            _lazy.setdefault(key, ref)
+def _as_in_a_fresh_process() -> Iterator[None]:
+    """The bounds are an op's calls in a process that holds no other lazy Tensor and no committed one
+    (`helpers.as_in_a_fresh_process`): the count does not depend on what ran before in this worker."""
+    with as_in_a_fresh_process():
+        yield
 
 
 def python_calls(fn: Callable[[], tg.Tensor | float]) -> tuple[int, tg.Tensor | float]:
     """The Python functions called by `fn()` and the wait for its result (a Tensor's; a number is read already),
     and the result."""
-    calls = 0
-
-    def count(frame: object, event: str, arg: object) -> None:
-        nonlocal calls
-        calls += event == "call"
-    sys.setprofile(count)
-    try:
+    def run() -> tg.Tensor | float:
         out = fn()
-        if isinstance(out, tg.Tensor):
-            out = out.block_until_ready()
-    finally:
-        sys.setprofile(None)
-    return calls, out
+        return out.block_until_ready() if isinstance(out, tg.Tensor) else out
+    return count_calls(run)
 
 
 @pytest.mark.parametrize("name,op,want,most", OPS, ids=[o[0] for o in OPS])

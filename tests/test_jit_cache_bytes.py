@@ -11,6 +11,7 @@ import threading
 import weakref
 
 import numpy as np
+from helpers import as_in_a_fresh_process, count_calls
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -178,35 +179,18 @@ def test_a_replay_refreshes_no_cache_and_the_least_recently_run_is_evicted_all_t
     entries by those stamps. Its Python and C calls, from the call to its result's wait, stay at 44 (51 before: four
     for the two caches' refreshes, three more for the fast entries' `LRU.get`); the program run least recently is
     still the one evicted, however the caches were ordered when the programs were inserted."""
-    import sys
     f, g = tg.jit(lambda x: x + 1), tg.jit(lambda x: x * 2)
     xs = [tg.asarray(np.full(n, 1.0, np.float32)) for n in (4, 5, 6)]
     for x in xs:   # three signatures of f, one of g: the caches hold several entries each
         f(x).block_until_ready()
     g(xs[0]).block_until_ready()
     f(xs[0]).block_until_ready()
-    from tgfx.placement import marked
-    # (counted as in a process that commits no Tensor to a device, as test_eager_cost's bounds are: another test's
-    # committed Tensors, alive in this worker, add a replay's commit of its results, 9 calls)
-    saved = dict(marked)
-    marked.clear()
     least = None
-    try:
+    with as_in_a_fresh_process():   # (another test's committed Tensors, alive in this worker, add a commit, 9 calls)
         for _ in range(5):   # (the least of a few: a busy device's queue, not run inline, is another path)
-            calls = 0
-
-            def count(frame: object, event: str, arg: object) -> None:
-                nonlocal calls
-                calls += event in ("call", "c_call")
-            sys.setprofile(count)
-            try:
-                out = f(xs[0]).block_until_ready()
-            finally:
-                sys.setprofile(None)
+            calls, out = count_calls(lambda: f(xs[0]).block_until_ready(), c_calls=True)
             np.testing.assert_array_equal(out.numpy(), np.full(4, 2.0, np.float32))
             least = calls if least is None else min(least, calls)
-    finally:
-        marked.update(saved)
     assert least <= 45, least   # (the last: `setprofile` itself)
     with Context(TGFX_JIT_CACHE_SIZE=3):
         for x in (xs[2], xs[0], xs[1]):   # run order: n=6, 4, 5; inserted: 4, 5, 6

@@ -4,10 +4,9 @@ results are flattened, bound and built again every call, and a Python call per n
 (realnvp's step: 218 leaves in, 218 results out in 166 lists and dicts)."""
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
+from helpers import as_in_a_fresh_process, count_calls
 
 import tgfx as tg
 from tgfx import config
@@ -31,16 +30,8 @@ def _replay_calls(n: int) -> int:
     p, m = _params(n), _params(n)
     for _ in range(2):
         tg.block_until_ready(_step(p, m, 0.1))
-    calls = 0
-
-    def count(frame: object, event: str, arg: object) -> None:
-        nonlocal calls
-        calls += event == "call"
-    sys.setprofile(count)
-    try:
-        out = _step(p, m, 0.1)
-    finally:
-        sys.setprofile(None)
+    with as_in_a_fresh_process():
+        calls, out = count_calls(lambda: _step(p, m, 0.1))
     want_m = [{k: 0.9 * m[i][k].numpy() + p[i][k].numpy() for k in ("b", "w")} for i in range(n)]
     for i in (0, n - 1):
         for k in ("b", "w"):

@@ -6,6 +6,7 @@ import pickle
 from typing import Any, NamedTuple
 
 import pytest
+from helpers import count_calls
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -481,19 +482,9 @@ def test_tree_map_over_a_dict_of_leaves_calls_few_functions() -> None:
     leaf child is taken where its node is flattened, not by a call of its own, and the key paths, descriptions and
     per-leaf generators a mismatch message needs are built only for a mismatch. Its Python and C calls beside f's:
     at most 150 (149 measured; 360 before)."""
-    import sys
     acc = {f"w{k}": float(k) for k in range(20)}
     grads = {f"w{k}": 0.5 for k in range(20)}
-    calls = 0
-
-    def count(frame: object, event: str, arg: object) -> None:
-        nonlocal calls
-        calls += event in ("call", "c_call")
-    sys.setprofile(count)
-    try:
-        out = tree_map(lambda a, b: a, acc, grads)
-    finally:
-        sys.setprofile(None)
+    calls, out = count_calls(lambda: tree_map(lambda a, b: a, acc, grads), c_calls=True)
     assert out == acc
     assert calls - 20 <= 150, calls   # (less f's 20 calls)
 
