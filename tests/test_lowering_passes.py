@@ -418,6 +418,34 @@ def test_rangeify_reads_a_reshape_of_a_reshape_as_one_flat_index():
     assert not any(u.op in (Ops.MOD, Ops.IDIV) for u in out.toposort())
 
 
+def test_rangeify_reads_a_reshape_axis_group_by_axis_group():
+    """A reshape that splits one axis and keeps the others, read through padding (a convolution's input gradient read
+    from a pixel shuffle: (n, h, w, 2 * 2 * 3) channels stored as (n, 2h, 2w, 3)): each group of axes whose sizes
+    multiply alike on both sides is reshaped on its own, so the row and the column (padded, negative where the read is
+    masked) stay out of the channel's divisions; flattened whole, every division and remainder of the stored offset
+    read the rows, columns and channel together, in the conv's inner loop (vqvae's kernel: 6.9 -> 1.2 ms)."""
+    from tgfx.lowering.rangeify import reshape_groups
+    assert reshape_groups((32, 16, 16, 2, 2, 3), (32, 16, 16, 12)) == [([0], [0]), ([1], [1]), ([2], [2]),
+                                                                        ([3, 4, 5], [3])]
+    assert reshape_groups((6, 4), (2, 12)) == [([0, 1], [0, 1])]
+    assert reshape_groups((4, 6), (2, 2, 3, 2)) == [([0], [0, 1]), ([1], [2, 3])]
+    stored = UOp(Ops.RESHAPE, dtypes.float32, (g(1, 2 * 8 * 8 * 3),), (2, 4, 2, 4, 2, 3))
+    shuffled = UOp(Ops.RESHAPE, dtypes.float32, (UOp(Ops.PERMUTE, dtypes.float32, (stored,), (0, 1, 3, 2, 4, 5)),),
+                   (2, 4, 4, 12))
+    padded = UOp(Ops.PAD, dtypes.float32, (shuffled,), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = simplify(rangeify(UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (g(0, 2 * 6 * 6 * 12), padded)),))))
+    spatial = [r for r in out.toposort() if r.op is Ops.RANGE and r.src[0].arg == 6]
+    assert len(spatial) == 2
+    divisions = [u for u in out.toposort() if u.op in (Ops.IDIV, Ops.MOD)]
+    assert divisions and not any(r in d.toposort() for d in divisions for r in spatial), divisions
+    x = np.arange(2 * 8 * 8 * 3, dtype=np.float32).reshape(2, 8, 8, 3)
+    want = np.pad(x.reshape(2, 4, 2, 4, 2, 3).transpose(0, 1, 3, 2, 4, 5).reshape(2, 4, 4, 12),
+                  ((0, 0), (1, 1), (1, 1), (0, 0)))
+    got = tnp.pad(Tensor(x).reshape(2, 4, 2, 4, 2, 3).transpose(0, 1, 3, 2, 4, 5).reshape(2, 4, 4, 12),
+                  ((0, 0), (1, 1), (1, 1), (0, 0)))
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
 def test_rangeify_splits_rolls_along_two_axes_into_a_grid_of_pieces():
     """A stencil's neighbours by rolls along both axes of a board, `roll(roll(x, 1, 0), 1, 1) + roll(x, 1, 0)`: PADs
     along two axes, one under a SHRINK. A board that runs on one core (at most `grid_numel` elements) is stored as a

@@ -108,12 +108,46 @@ def unflatten(flat: UOp, shape: tuple[int, ...]) -> Index:
 
 
 # ---- index rules: how a node's index maps to its sources' indices ----
+def reshape_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+    """The axes of a reshape from `old` to `new` (both without axes of size 1) in groups that reshape on their own:
+    cut wherever the products of the axes before are equal on both sides ((32, 16, 16, 2, 2, 3) -> (32, 16, 16, 12):
+    three axes kept, and (2, 2, 3) -> (12))."""
+    groups: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(old):
+        g_old, g_new, p_old, p_new = [i], [j], old[i], new[j]
+        i, j = i + 1, j + 1
+        while p_old != p_new:
+            if p_old < p_new:
+                g_old.append(i)
+                p_old, i = p_old * old[i], i + 1
+            else:
+                g_new.append(j)
+                p_new, j = p_new * new[j], j + 1
+        groups.append((g_old, g_new))
+    return groups
+
+
 def idx_reshape(u: UOp, idx: Index) -> Index:
     old = u.src[0].shape
-    if tuple(s for s in old if s != 1) == tuple(s for s in u.arg if s != 1):  # only size-1 axes added or removed
-        it = iter(i for i, s in zip(idx, u.arg, strict=True) if s != 1)
-        return tuple(_c(0) if s == 1 else next(it) for s in old)
-    return unflatten(linear_index(idx, u.arg), old)
+    if 0 in old:   # (an empty value: nothing is read)
+        return unflatten(linear_index(idx, u.arg), old)
+    keep_old = [a for a, s in enumerate(old) if s != 1]
+    keep_new = [a for a, s in enumerate(u.arg) if s != 1]
+    out: list[UOp] = [_c(0)] * len(old)
+    # each group of axes reshaped on its own: a reshape that splits one axis (a pixel shuffle's channels read as
+    # (2, 2, 3)) leaves the others' indexes as they are, where the whole flat offset unflattened put a division and a
+    # remainder of every axis into each (a convolution's gradient read through one: its input's channels, rows and
+    # columns, padded, each a division of one flat sum in the reduce's inner loop)
+    for g_old, g_new in reshape_groups(tuple(old[a] for a in keep_old), tuple(u.arg[a] for a in keep_new)):
+        olds, news = [keep_old[a] for a in g_old], [keep_new[a] for a in g_new]
+        if len(olds) == 1 and len(news) == 1:
+            out[olds[0]] = idx[news[0]]
+            continue
+        flat = linear_index(tuple(idx[a] for a in news), tuple(u.arg[a] for a in news))
+        for a, i in zip(olds, unflatten(flat, tuple(old[a] for a in olds)), strict=True):
+            out[a] = i
+    return tuple(out)
 
 
 def idx_permute(u: UOp, idx: Index) -> Index:
