@@ -282,3 +282,23 @@ def as_in_a_fresh_process() -> Iterator[None]:
         for key, ref in hidden.items():
             if ref() is not None:
                 _lazy.setdefault(key, ref)
+
+
+def index_kernels(out: tg.Tensor) -> list[Any]:
+    """The index-level kernels (`tgfx.lowering.index_level`) a lazy Tensor's graph is scheduled into, in order: what
+    the heuristics choose options for."""
+    from tgfx.ir.ops import Ops
+    from tgfx.ir.uop import UOp
+    from tgfx.lowering import index_level
+    from tgfx.lowering.inline import inline
+    from tgfx.lowering.schedule import schedule
+    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
+    return [index_level(c.src[0]) for c in linear.src]
+
+
+def opt_kinds(opts: list[Any], sink: Any) -> list[tuple[str, str, int]]:
+    """Kernel options as (op, the kind of range they take, amount): what a heuristic chose, whatever the axes' numbers
+    are."""
+    from tgfx.lowering.kernel_opts import ranges
+    kinds = {r.arg[0]: r.arg[1] for r in ranges(sink).values()}
+    return [(o.op, kinds.get(o.axis, "?"), o.amount) for o in opts]

@@ -7,37 +7,31 @@ import re
 
 import numpy as np
 import pytest
+from helpers import index_kernels, opt_kinds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.devices.target import target_for
-from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering import index_level, render_kernel
+from tgfx.lowering import render_kernel
 from tgfx.lowering.heuristics import hand_coded_opts
-from tgfx.lowering.inline import inline
-from tgfx.lowering.kernel_opts import ranges
 from tgfx.lowering.optimize import apply_hand_coded
-from tgfx.lowering.schedule import schedule
 
 
 def _gather_kernel(vocab: int, width: int, tokens: int) -> UOp:
     emb = tg.asarray(np.zeros((vocab, width), np.float32))
     tok = tg.asarray(np.zeros(tokens, np.int32))
-    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (emb[tok].uop,))).src))
-    (call,) = linear.src
-    return index_level(call.src[0])
+    (kernel,) = index_kernels(emb[tok])
+    return kernel
 
 
 @pytest.mark.parametrize("cpu,lanes", [("znver4", 16), ("haswell", 8)])
 def test_a_small_gather_of_rows_copies_each_row_as_vectors(cpu: str, lanes: int) -> None:
     sink = _gather_kernel(30, 128, 32)
     target = target_for(cpu).with_cores(1)
-    kinds = {r.arg[0]: r.arg[1] for r in ranges(sink).values()}
-    opts = hand_coded_opts(sink, target)
-    assert [(o.op, kinds[o.axis], o.amount) for o in opts] == [("UPCAST", "loop", lanes)]
+    assert opt_kinds(hand_coded_opts(sink, target), sink) == [("UPCAST", "loop", lanes)]
     with tg.config.Context(TGFX_CPU=cpu):
         out, applied = apply_hand_coded(sink, target)
         ir, _, _ = render_kernel("k", out, applied, target)

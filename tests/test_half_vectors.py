@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import index_kernels
 
 import tgfx as tg
 import tgfx.numpy as tnp
@@ -16,11 +17,9 @@ from tgfx.devices.target import Target, target_for
 from tgfx.dtypes import DType, dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering import index_level, render_kernel
+from tgfx.lowering import render_kernel
 from tgfx.lowering.heuristics import hand_coded_opts
-from tgfx.lowering.inline import inline
 from tgfx.lowering.optimize import apply_hand_coded
-from tgfx.lowering.schedule import schedule
 
 AVX512, AVX2 = "znver4", "haswell"
 HALVES = [dtypes.bfloat16, dtypes.float16]
@@ -32,9 +31,7 @@ def _target(cpu: str) -> Target:
 
 
 def _kernels(fn, shape: tuple[int, ...], dtype: DType) -> list[UOp]:  # noqa: ANN001
-    out = fn(tg.asarray(np.zeros(shape, np.float32)).astype(dtype).realize())   # (a buffer of the 16-bit type)
-    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
-    return [index_level(c.src[0]) for c in linear.src]
+    return index_kernels(fn(tg.asarray(np.zeros(shape, np.float32)).astype(dtype).realize()))   # (a 16-bit buffer)
 
 
 def _ir(sink: UOp, cpu: str) -> str:

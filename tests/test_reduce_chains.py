@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import index_kernels, opt_kinds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tgfx as tg
 import tgfx.numpy as tnp
 from tgfx.devices.target import Target, target_for
-from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering import index_level
 from tgfx.lowering.heuristics import hand_coded_opts
-from tgfx.lowering.inline import inline
-from tgfx.lowering.kernel_opts import Opt, ranges
+from tgfx.lowering.kernel_opts import Opt
 from tgfx.lowering.optimize import use_opts
-from tgfx.lowering.schedule import schedule
 
 # the two x86 vector widths: AVX-512 (16 float lanes) and AVX2 (8); options only, so any host picks them
 CPUS = ["znver4", "haswell"]
@@ -30,15 +27,7 @@ def _target(cpu: str) -> Target:
 
 
 def _kernels(fn, shape: tuple[int, ...]) -> list[UOp]:  # noqa: ANN001
-    out = fn(tg.asarray(np.zeros(shape, np.float32)))
-    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
-    return [index_level(c.src[0]) for c in linear.src]
-
-
-def _ops(opts: list[Opt], sink: UOp) -> list[tuple[str, str, int]]:
-    """The options as (op, the kind of range they take, amount)."""
-    kinds = {r.arg[0]: r.arg[1] for r in ranges(sink).values()}
-    return [(o.op, kinds.get(o.axis, "?"), o.amount) for o in opts]
+    return index_kernels(fn(tg.asarray(np.zeros(shape, np.float32))))
 
 
 @pytest.mark.parametrize("cpu", CPUS)
@@ -54,7 +43,7 @@ def _ops(opts: list[Opt], sink: UOp) -> list[tuple[str, str, int]]:
 @pytest.mark.parametrize("reduce", [tnp.max, tnp.min, tnp.sum])
 def test_a_small_odd_reduce_along_memory_keeps_independent_chains(cpu: str, n: int, want: list, reduce) -> None:  # noqa: ANN001
     (sink,) = _kernels(lambda x: reduce(x, axis=1, keepdims=True), (32, n))
-    assert _ops(hand_coded_opts(sink, _target(cpu)), sink) == want
+    assert opt_kinds(hand_coded_opts(sink, _target(cpu)), sink) == want
 
 
 @pytest.mark.parametrize("cpu", CPUS)

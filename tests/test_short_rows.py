@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from helpers import index_kernels, opt_kinds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,12 +18,10 @@ from tgfx.devices.target import Target, target_for
 from tgfx.dtypes import dtypes
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering import index_level, render_kernel
+from tgfx.lowering import render_kernel
 from tgfx.lowering.heuristics import hand_coded_opts
-from tgfx.lowering.inline import inline
 from tgfx.lowering.kernel_opts import Opt, apply_opt, ranges
 from tgfx.lowering.optimize import apply_hand_coded
-from tgfx.lowering.schedule import schedule
 
 # the two x86 vector widths: AVX-512 (16 float lanes) and AVX2 (8); options and IR only, so any host renders them
 AVX512, AVX2 = "znver4", "haswell"
@@ -33,9 +32,7 @@ def _target(cpu: str) -> Target:
 
 
 def _kernels(fn, shape: tuple[int, ...]) -> list[UOp]:  # noqa: ANN001
-    out = fn(tg.asarray(np.zeros(shape, np.float32)))
-    linear, _ = schedule(list(inline(UOp(Ops.SINK, None, (out.uop,))).src))
-    return [index_level(c.src[0]) for c in linear.src]
+    return index_kernels(fn(tg.asarray(np.zeros(shape, np.float32))))
 
 
 def _layernorm(x: tg.Tensor) -> tg.Tensor:
@@ -50,12 +47,6 @@ def _np_layernorm(x: np.ndarray) -> np.ndarray:
     return (x - m) / np.sqrt(v + 1e-5)
 
 
-def _ops(opts: list[Opt], sink: UOp) -> list[tuple[str, str, int]]:
-    """The options as (op, the kind of range they take, amount)."""
-    kinds = {r.arg[0]: r.arg[1] for r in ranges(sink).values()}
-    return [(o.op, kinds.get(o.axis, "?"), o.amount) for o in opts]
-
-
 @pytest.mark.parametrize("cpu,lanes", [(AVX512, 16), (AVX2, 8)])
 def test_a_softmax_of_short_rows_takes_the_rows_as_lanes(cpu: str, lanes: int) -> None:
     """softmax over rows of 16: both reduces and the output's row loop whole as copies, the rows a vector of the
@@ -64,7 +55,7 @@ def test_a_softmax_of_short_rows_takes_the_rows_as_lanes(cpu: str, lanes: int) -
     (sink,) = _kernels(lambda x: tg.nn.softmax(x, axis=-1), (256, 16))
     target = _target(cpu)
     opts = hand_coded_opts(sink, target)
-    assert _ops(opts, sink) == [("UNROLL", "reduce", 0), ("UNROLL", "reduce", 0), ("UPCAST", "loop", 0),
+    assert opt_kinds(opts, sink) == [("UNROLL", "reduce", 0), ("UNROLL", "reduce", 0), ("UPCAST", "loop", 0),
                                 ("UPCAST", "loop", lanes)]
     with tg.config.Context(TGFX_CPU=cpu):
         out, applied = apply_hand_coded(sink, target)
@@ -84,7 +75,7 @@ def test_a_logsumexp_of_short_rows_is_vertical(cpu: str, lanes: int) -> None:
     target = _target(cpu)
     for sink in _kernels(lambda x: tg.nn.logsumexp(x, axis=-1), (512, 16)):
         opts = hand_coded_opts(sink, target)
-        assert _ops(opts, sink) == [("UNROLL", "reduce", 0), ("UPCAST", "loop", lanes)]
+        assert opt_kinds(opts, sink) == [("UNROLL", "reduce", 0), ("UPCAST", "loop", lanes)]
         with tg.config.Context(TGFX_CPU=cpu):
             out, applied = apply_hand_coded(sink, target)
             ir, _, _ = render_kernel("k", out, applied, target)
@@ -122,7 +113,7 @@ def test_transcendental_rows_longer_than_a_vector_need_a_full_width_tile() -> No
         opts = hand_coded_opts(sink, target)
         assert any(o.amount == 0 for o in opts) == tiled, (rows, opts)
     (sink,) = _kernels(lambda h: (tnp.tanh(h) * w[:16]).sum(-1), (1000, 16))
-    assert ("UPCAST", "loop", 8) in _ops(hand_coded_opts(sink, target), sink)
+    assert ("UPCAST", "loop", 8) in opt_kinds(hand_coded_opts(sink, target), sink)
 
 
 def test_unroll_and_upcast_by_zero_take_the_whole_range_as_copies() -> None:
