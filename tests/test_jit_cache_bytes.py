@@ -180,7 +180,8 @@ def test_a_replay_refreshes_no_cache_and_the_least_recently_run_is_evicted_all_t
     for the two caches' refreshes, three more for the fast entries' `LRU.get`); the program run least recently is
     still the one evicted, however the caches were ordered when the programs were inserted."""
     f, g = tg.jit(lambda x: x + 1), tg.jit(lambda x: x * 2)
-    xs = [tg.asarray(np.full(n, 1.0, np.float32)) for n in (4, 5, 6)]
+    # (on the CPU whatever the default device: the bound counts the CPU queue's submission)
+    xs = [tg.Tensor(np.full(n, 1.0, np.float32), device="CPU") for n in (4, 5, 6)]
     for x in xs:   # three signatures of f, one of g: the caches hold several entries each
         f(x).block_until_ready()
     g(xs[0]).block_until_ready()

@@ -13,10 +13,11 @@ from tgfx import config
 
 
 def _params(n: int) -> list[dict[str, tg.Tensor]]:
-    """n layers of {"b", "w"}: 2n leaves in n + 1 nodes."""
+    """n layers of {"b", "w"}: 2n leaves in n + 1 nodes, on the CPU whatever the default device (the bound counts
+    the CPU queue's submission)."""
     rng = np.random.default_rng(n)
-    return [{"b": tg.asarray(rng.standard_normal(3).astype(np.float32)),
-             "w": tg.asarray(rng.standard_normal((2, 3)).astype(np.float32))} for _ in range(n)]
+    return [{"b": tg.Tensor(rng.standard_normal(3).astype(np.float32), device="CPU"),
+             "w": tg.Tensor(rng.standard_normal((2, 3)).astype(np.float32), device="CPU")} for _ in range(n)]
 
 
 @tg.jit
