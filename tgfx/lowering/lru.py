@@ -118,6 +118,15 @@ class LRU(Generic[K, V]):
             self.nbytes -= self._weights.pop(key, 0)
             return self._d.pop(key, default)
 
+    def pop_if(self, key: K, test: Callable[[V], bool]) -> V | None:
+        """Drop `key`'s entry if `test(value)` holds, in one step under the lock (another thread may put a new value
+        under the key meanwhile); the value dropped, or None."""
+        with self._lock:
+            if (value := self._d.get(key, self)) is self or not test(value):   # type: ignore[arg-type]
+                return None
+            self.nbytes -= self._weights.pop(key, 0)
+            return self._d.pop(key)
+
     def __contains__(self, key: object) -> bool:
         return key in self._d
 

@@ -34,7 +34,10 @@ def _forget_program(entry: tuple[weakref.ref, Hashable, weakref.ref, int]) -> No
 jitted: LRU[int, tuple[weakref.ref, Hashable, weakref.ref, int]] = LRU(
     lambda: 1 << 62, config.JIT_TOTAL_MB.mib, lambda entry: entry[3], lambda _, entry: _forget_program(entry),
     lambda entry: prog.last_run if (prog := entry[2]()) is not None else -1)
-_dead: deque[int] = deque()   # ids of programs `jitted` holds that were collected (appended as they die)
+# ids of programs `jitted` holds that were collected, with their entries' dead references (appended as they die): an
+# id is only that program's while its reference is the entry's, since a new program may be allocated at the same
+# address and inserted under it (by another thread) before the dead one's entry is dropped
+_dead: deque[tuple[int, weakref.ref]] = deque()
 
 
 def last_run(hit: tuple) -> int:
@@ -45,6 +48,7 @@ def last_run(hit: tuple) -> int:
 def track(jit: Any, key: Hashable, prog: Program) -> None:
     """`prog`, `jit`'s new program for signature `key`, counted in `jitted` as the most recently run."""
     while _dead:
-        jitted.pop(_dead.popleft())
+        dead_id, dead = _dead.popleft()
+        jitted.pop_if(dead_id, lambda entry, dead=dead: entry[2] is dead)
     pid = id(prog)
-    jitted[pid] = (weakref.ref(jit), key, weakref.ref(prog, lambda _, pid=pid: _dead.append(pid)), prog.nbytes)
+    jitted[pid] = (weakref.ref(jit), key, weakref.ref(prog, lambda ref, pid=pid: _dead.append((pid, ref))), prog.nbytes)
