@@ -41,6 +41,15 @@ def buffer_memory(buf: UOp, allocate: bool = True) -> object:
     return mem
 
 
+def host_view(mem: Any, device: str, dtype: np.dtype) -> np.ndarray | None:
+    """A numpy array of `dtype` over memory `mem` of `device`, written through in place (a jit's buffers for Python
+    scalar and numpy arguments, refilled every call: the allocator's fill costs 1.5 us more), or None where the
+    device's memory is not the host's, or `mem` holds no byte."""
+    if not get_device(device).host_memory or not mem.nbytes:
+        return None
+    return np.ctypeslib.as_array((ctypes.c_char * mem.nbytes).from_address(mem.ptr)).view(dtype)
+
+
 def register_memory(buf: UOp, mem: object) -> object:
     """Back BUFFER `buf` with device memory the caller allocated (a planned arena's view, a leased output); returns
     `mem`."""

@@ -9,7 +9,6 @@ read (no call holds it now, and the device's timeline has passed the value it ha
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 
 import numpy as np
@@ -19,7 +18,7 @@ from tgfx.devices.hcq import Buffer
 from tgfx.dtypes import DType
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
-from tgfx.lowering.execute import buffer_memory
+from tgfx.lowering.execute import buffer_memory, host_view
 from tgfx.lowering.layout import new_buffer
 
 HOST_BUFFERS = 3   # buffers a numpy argument of a program cycles through: a step queued behind one still running
@@ -56,8 +55,7 @@ class HostArgs:
                 size = data.size
                 buf = new_buffer(self.device, size, self.dtype)
                 mem = buffer_memory(buf)
-                view = np.ctypeslib.as_array((ctypes.c_char * mem.nbytes).from_address(mem.ptr)).view(
-                    data.dtype) if dev.host_memory and size else None
+                view = host_view(mem, self.device, data.dtype)
                 arg = buf if len(self.shape) == 1 else UOp(Ops.RESHAPE, self.dtype, (buf,), self.shape)
                 entry = HostBuffer(buf, arg, mem, view)
                 self.entries.append(entry)

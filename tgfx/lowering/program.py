@@ -13,7 +13,6 @@ memory they were given until their fence passes). A loop that keeps one result a
 """
 from __future__ import annotations
 
-import ctypes
 import sys
 import threading
 import weakref
@@ -38,6 +37,7 @@ from tgfx.lowering.execute import (
     buffer_memory,
     buffer_nbytes,
     command_device,
+    host_view,
     is_tiny,
     register_memory,
 )
@@ -137,10 +137,7 @@ class ScalarArgs:
                         return None
                     buf = new_buffer(self.device, 1, dtype)
                     mem = buffer_memory(buf)
-                    # host memory is written through a view of it (the allocator's fill costs 1.5 us more a call)
-                    view = np.ctypeslib.as_array((ctypes.c_char * mem.nbytes).from_address(mem.ptr)).view(
-                        scalar_host(dtype, 0).dtype) if dev.host_memory else None
-                    entry = _ScalarBuffer(buf, mem, view)
+                    entry = _ScalarBuffer(buf, mem, host_view(mem, self.device, scalar_host(dtype, 0).dtype))
                     self.entries.append(entry)
                 entry.key = None   # being written: no other call reads it as any value until it is
             entry.users += 1
