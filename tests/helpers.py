@@ -256,6 +256,27 @@ def count_calls(fn: Callable[[], Any], c_calls: bool = False) -> tuple[int, Any]
     return calls - 1, out
 
 
+def count_opcodes(fn: Callable[[], Any]) -> tuple[int, Any]:
+    """`fn()`'s bytecodes executed in Python frames (`sys.settrace` with opcode events), and its result: the measure
+    of work a loop without calls does (a replay's per-word patching), which `count_calls` cannot see."""
+    ops = 0
+
+    def local(frame: Any, event: str, arg: object) -> Any:
+        nonlocal ops
+        ops += event == "opcode"
+        return local
+
+    def start(frame: Any, event: str, arg: object) -> Any:
+        frame.f_trace_opcodes = True
+        return local
+    sys.settrace(start)
+    try:
+        out = fn()
+    finally:
+        sys.settrace(None)
+    return ops, out
+
+
 @contextlib.contextmanager
 def as_in_a_fresh_process() -> Iterator[None]:
     """Within it, this process holds what a fresh one would for a count of calls (the bounds above are measured so):
