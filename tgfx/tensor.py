@@ -720,7 +720,7 @@ def _read_element(u: UOp) -> Scalar | None:
     if mem is None:
         return None
     size = buf.dtype.itemsize
-    return get_device(buf.arg[1]).allocator.read(mem.view(off * size, size), size).view(buf.dtype.np)[0].item()
+    return get_device(buf.arg[1]).allocator.read(mem.part(off * size, size), size).view(buf.dtype.np)[0].item()
 
 
 def _iota(n: int, d: DType) -> Tensor:

@@ -51,6 +51,14 @@ class Buffer:
         self.shared = True
         return Buffer(self.device, nbytes, self.ptr + offset, self._mem, shared=True)
 
+    def part(self, offset: int, nbytes: int) -> Buffer:
+        """A sub-buffer for one copy out of this memory, dropped after it (an element read, `float(y[i])`): unlike
+        `view`, it marks nothing `shared`, so a result read this way stays one value's alone (a jitted step whose
+        loss was read each step could take back none of its results, `Program._reuse`, nor donate it in place)."""
+        if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
+            raise ValueError(f"part [{offset}, {offset + nbytes}) is outside {self!r}")
+        return Buffer(self.device, nbytes, self.ptr + offset, self._mem, self.shared)
+
 
 def host_buffer(array: np.ndarray | memoryview | bytes) -> Buffer:
     """Wrap C-contiguous host memory as a `Buffer` with device None (a COPY source or destination)."""
