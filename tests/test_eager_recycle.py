@@ -111,3 +111,46 @@ def test_threads_recycling_one_program() -> None:
         errors.extend(f"thread {t} kept" for r in kept if not np.allclose(r.numpy(), (X + t) * 1.5 + 0.5, rtol=1e-6))
     assert run_threads(worker, 4, 1e-6)
     assert not errors, errors[:5]
+
+
+def test_a_pytrees_leaves_of_one_shape_allocate_nothing_step_after_step() -> None:
+    """`tree_map(lambda a, b: a + b, acc, grads)` over 20 leaves of one shape, each read, step after step: one program
+    holds 20 results at once, and a slot of small outputs keeps that many idle allocations (`pool_depth`), so from the
+    second step on no output memory is allocated (16 allocations a step when a slot kept two); every value right."""
+    acc = {f"w{k}": tg.asarray(np.full((4, 4), k, np.float32), device="CPU") for k in range(20)}
+    grads = {f"w{k}": tg.asarray(np.full((4, 4), 0.5, np.float32), device="CPU") for k in range(20)}
+    for step in range(4):
+        tg.counters.reset()
+        out = tg.tree.tree_map(lambda a, b: a + b, acc, grads)
+        for t in out.values():
+            t.block_until_ready()
+        if step >= 2:
+            assert tg.counters.alloc_count == 0, (step, tg.counters.alloc_count)
+        for k in range(20):
+            np.testing.assert_array_equal(out[f"w{k}"].numpy(), np.full((4, 4), k + 0.5, np.float32))
+        del out
+    # small slots keep up to POOL_BYTES of idle outputs, at most POOL_MOST; a large one POOL_DEPTH
+    from tgfx.lowering.program import POOL_DEPTH, pool_depth
+    assert pool_depth(64) >= 20 and pool_depth(1 << 20) == POOL_DEPTH and pool_depth(0) >= POOL_DEPTH
+
+
+def test_threads_holding_many_results_of_one_program() -> None:
+    """Threads each holding 24 results of one small program at once, then dropping them all (leases coming back to
+    one free list from every thread): every value right, and the free list never longer than its depth."""
+    from tgfx.lowering.program import _recycling
+    errors: list[str] = []
+
+    def worker(t: int) -> None:
+        x = tg.asarray(X + t, device="CPU")
+        for k in range(30):
+            held = [x * 1.25 + float(j) for j in range(24)]
+            for j, r in enumerate(held):
+                if not np.allclose(r.numpy(), (X + t) * 1.25 + j, rtol=1e-6):
+                    errors.append(f"thread {t} round {k} result {j}")
+            del held
+    assert run_threads(worker, 4, 1e-6)
+    assert not errors, errors[:5]
+    for prog in list(_recycling):
+        for spec in prog.out_specs:
+            if spec is not None and spec[0] != "alias" and spec[5] is not None:
+                assert len(spec[5]) <= spec[5].maxlen

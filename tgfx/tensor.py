@@ -280,6 +280,13 @@ class Tensor:
         return out if dtype is None else out.astype(dtype)
 
     def item(self) -> Scalar:
+        u = self.uop
+        # a computed one-element value (a jitted step's loss, a realised total): its buffer's element, read where it
+        # lies (through `size` and `_read_element`'s walk of its view, `float(loss)` cost 5.3 us against JAX's 3.3)
+        buf = u if u.op is _BUFFER else u.src[0] if u.op is _RESHAPE and u.src[0].op is _BUFFER else None
+        if buf is not None and buf.arg[2] == 1 and buf.dtype is not dtypes.bfloat16 and \
+                memory_of(buf) is not None:
+            return read_first(buf)
         if self.size != 1:
             raise ValueError(f"item() needs a Tensor with one element, this one has shape {self.shape}")
         if (read := _read_element(self.uop)) is not None:   # an element of a computed buffer: no kernel

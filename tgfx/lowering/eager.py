@@ -307,6 +307,8 @@ def op_signature(u: UOp) -> tuple[tuple, list[UOp], list[int]] | None:
     signature, one program. With it: the inputs in `describe`'s order (each buffer where the walk first reads it, each
     lifted constant's CONST after its op's sources) and where the CONSTs are. None for any other graph (an op reading
     two ops, constants alone, several devices, a view other than a reshape): `describe` it."""
+    if (noted := u.__dict__.get("op_signature")) is not None:   # (noted where the graph was built: `note_signature`)
+        return noted[0], list(noted[1]), noted[2]
     if u.op in _COPY_VIEWS:   # a view of one buffer that no range of it is (`a.T`): its views, then the buffer's
         e = _const_entry(u)    # entry, as `describe` enters them
         if not e or e[0][0] is not _VIEWED or (b := e[1].arg)[0] < 0:
@@ -320,6 +322,29 @@ def op_signature(u: UOp) -> tuple[tuple, list[UOp], list[int]] | None:
         return None
     sig.append(device[0])
     return tuple(sig), inputs, consts
+
+
+# the signatures of graphs that a fast path builds in one form for a given shape key (an eager product's), by the
+# fast path's key: the nodes are new at every call, their signature is found once per key
+_noted: dict[tuple, tuple] = {}
+NOTED_KEPT = 256
+
+
+def note_signature(u: UOp, shape_key: tuple, inputs: list[UOp]) -> None:
+    """Note on `u`, a graph a fast path just built, its `op_signature`, for `realize` to read instead of walking the
+    chain again. `shape_key` must determine the graph's form apart from its input buffers (the same key, the same
+    nodes over other buffers of the same dtype, size and device), `inputs` those buffers in the signature's order.
+    The first graph of a key is walked, and its inputs checked against `inputs`: a key whose graph is no chain of
+    ops, or whose inputs differ, notes nothing. (`a @ b` of 4 x 4 matrices: its seven nodes' walk was 2.5 of the
+    product's 19 us.)"""
+    if (known := _noted.get(shape_key)) is None:
+        found = op_signature(u)
+        if found is None or found[1] != inputs:
+            return
+        if len(_noted) >= NOTED_KEPT:
+            _noted.clear()
+        known = _noted[shape_key] = (found[0], found[2])
+    u.__dict__["op_signature"] = (known[0], inputs, known[1])
 
 
 # the views `op_signature` takes as a graph's root: a kernel copies them (a RESHAPE or a SHRINK may be a range of the

@@ -48,6 +48,16 @@ from tgfx.lowering.schedule import ScheduleTemplate, is_alias
 
 RECYCLE_BYTES = 256 << 20   # a program whose outputs are larger allocates them afresh every call
 POOL_DEPTH = 2              # idle allocations kept per output slot
+# a slot of small outputs keeps more, up to POOL_BYTES of them (at most POOL_MOST): an eager op run for each leaf of a
+# pytree (`tree_map(lambda a, b: a + b, acc, grads)` over 20 leaves of one shape) holds 20 results of one program at
+# once, and with two kept allocated 18 of them afresh every step
+POOL_BYTES = 64 << 10
+POOL_MOST = 32
+
+
+def pool_depth(nbytes: int) -> int:
+    """The idle allocations an output slot of `nbytes` keeps."""
+    return max(POOL_DEPTH, min(POOL_MOST, POOL_BYTES // max(nbytes, 1)))
 # tables by node id that a recycled result leaves when it is handed out again, holding another value (`_reuse`): the
 # layers above register theirs (`tgfx.placement.marked`: a result of a committed argument stayed committed when its
 # node came back as the result of uncommitted ones)
@@ -112,8 +122,8 @@ class _Lease:
     def __init__(self, raw: Buffer, free: deque) -> None:
         self.raw, self.free, self.device = raw, free, raw.device
 
-    def __del__(self, depth: int = POOL_DEPTH) -> None:
-        if len(self.free) < depth:
+    def __del__(self) -> None:
+        if len(self.free) < self.free.maxlen:   # (a slot's depth: `pool_depth`)
             self.free.append(self.raw)
 
 
@@ -262,7 +272,7 @@ class Program:
         self.out_specs = [None if i in donated else ("alias", b.arg[1], b.arg[2], b.dtype, alias_of[b])
                           if b in alias_of else
                           (b.arg[1], b.arg[2], b.dtype, get_device(b.arg[1]).allocator, buffer_nbytes(b),
-                           deque() if pooled else None)
+                           deque(maxlen=pool_depth(buffer_nbytes(b))) if pooled else None)
                           for i, b in enumerate(self.outputs)]
         # per result: ("out", output index, shape to view it as or None) or ("general", the result's expression,
         # None)
@@ -302,10 +312,10 @@ class Program:
         # idle outputs its pools may keep (and the results `recent` keeps), its encoded words and its kernels' code
         # (an output written into a donated input, or an alias of another output, is no allocation of its own: an
         # optimizer step donating its parameters holds none of them)
-        kept = POOL_DEPTH + (self.recent.maxlen if self.recent is not None else 0)
-        own = sum(buffer_nbytes(b) for b, spec in zip(self.outputs, self.out_specs, strict=True)
-                  if spec is not None and spec[0] != "alias")
-        self.nbytes = self.planned_bytes + (kept * own if pooled else 0) \
+        recent = self.recent.maxlen if self.recent is not None else 0
+        own = sum((spec[5].maxlen + recent) * spec[4] for spec in self.out_specs
+                  if spec is not None and spec[0] != "alias" and spec[5] is not None)
+        self.nbytes = self.planned_bytes + own \
             + sum(seg.cb.words.nbytes + sum(getattr(p.keepalive, "nbytes", 0) for p in getattr(seg.cb, "programs", ()))
                   for seg in self.segments)
         self.n_kernels = sum(1 for c in self.calls if c.src[0].op is Ops.SINK)

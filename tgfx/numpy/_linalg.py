@@ -8,6 +8,7 @@ from tgfx.dtypes import DType, to_dtype
 from tgfx.function import function
 from tgfx.ir.ops import Ops
 from tgfx.ir.uop import UOp
+from tgfx.lowering.eager import note_signature
 from tgfx.numpy import _reduce
 from tgfx.tensor import (
     ArrayLike,
@@ -89,7 +90,15 @@ def _fast_matmul(a: Any, b: Any) -> Tensor | None:
     (m, k), n = xu.shape, yu.shape[1]
     xe, ye = _operand(xu, (m, k, 1), (m, k, n)), _operand(yu, (1, k, n), (m, k, n))
     red = UOp(Ops.REDUCE_AXIS, d, (UOp(Ops.MUL, d, (xe, ye)),), (Ops.ADD, (1,)))
-    return Tensor(UOp(Ops.RESHAPE, d, (red,), (m, n)))
+    out = UOp(Ops.RESHAPE, d, (red,), (m, n))
+    xb = xu.src[0] if xu.op is Ops.RESHAPE else xu   # (what `_operand` views: a BUFFER for a computed matrix)
+    yb = yu.src[0] if yu.op is Ops.RESHAPE else yu
+    if xb.op is Ops.BUFFER and yb.op is Ops.BUFFER and xb.arg[0] >= 0 and yb.arg[0] >= 0 and \
+            "op_signature" not in out.__dict__:
+        # the product of two computed matrices is one form per (m, k, n, dtype, device, one matrix or two): its
+        # signature is found once per form, not by a walk of its nodes at each call
+        note_signature(out, (m, k, n, d, xb.arg[1], xb is yb), [xb] if xb is yb else [xb, yb])
+    return Tensor(out)
 
 
 def _operand(u: UOp, shape: tuple[int, ...], full: tuple[int, ...]) -> UOp:
