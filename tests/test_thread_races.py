@@ -383,3 +383,46 @@ def test_threads_waiting_for_a_value_whose_computation_fails_compute_it_themselv
     assert isinstance(got[0], RuntimeError) and str(got[0]) == "the first computation fails"
     assert runs == ["failed", "ok", "ok", "ok"]
     assert all(np.allclose(g, want, rtol=1e-5) for g in got[1:])
+
+
+def test_a_read_computes_no_lazy_tensor_another_thread_made_of_the_same_expression() -> None:
+    # UOps are hash-consed: two threads that each sum one computed array hold the same node without sharing anything.
+    # A read in one thread took the other's Tensor of it as a sibling (a value of its graph) and computed it in its
+    # own schedule, and once its graph grew LAZY_DEPTH deep, any Tensor of the other thread that reads the node too:
+    # which values a thread stored (so how its kernels fused and rounded) depended on what other threads read
+    # meanwhile. Six threads each running an eager loop of sharded sums differed from the same loops run one after
+    # another by 1-4 ulps (at step 14, 21 or 28 of 30) in most runs; each thread's Tensors are its own reads' now
+    import tgfx as tg
+    import tgfx.numpy as tnp
+    from tgfx.tensor import LAZY_DEPTH, is_realized
+    shared = tg.Tensor(np.arange(16, dtype=np.float32).reshape(4, 4), device="CPU")
+    made, read = threading.Event(), threading.Event()
+    col = np.arange(16, dtype=np.float32).reshape(4, 4).sum(axis=0)
+
+    def other() -> tuple[bool, bool, Any, Any]:
+        total = tnp.sum(shared, axis=0)           # the same node as the reader's
+        scaled = tnp.sum(shared, axis=0) * 3      # a value that reads it
+        made.set()
+        assert read.wait(60)
+        lazy = (not is_realized(total.uop), not is_realized(scaled.uop))   # as this thread left them
+        return *lazy, np.asarray(total), np.asarray(scaled)
+
+    def reader() -> Any:
+        assert made.wait(60)
+        try:
+            near = np.asarray(tnp.sum(shared, axis=0) + 1)
+            deep = tnp.sum(shared, axis=0)
+            for _ in range(LAZY_DEPTH + 2):       # computed as it grows past LAZY_DEPTH, with what reads its nodes
+                deep = deep * 0.5 + 1
+            return near, np.asarray(deep)
+        finally:
+            read.set()
+    (total_lazy, scaled_lazy, total, scaled), (near, deep) = run_each(other, reader)
+    assert total_lazy and scaled_lazy
+    np.testing.assert_array_equal(total, col)
+    np.testing.assert_array_equal(scaled, col * 3)
+    np.testing.assert_array_equal(near, col + 1)
+    want = col.copy()
+    for _ in range(LAZY_DEPTH + 2):
+        want = want * np.float32(0.5) + np.float32(1)
+    np.testing.assert_allclose(deep, want, rtol=1e-6)

@@ -8,6 +8,7 @@ elementwise ops with broadcasting and JAX promotion, the six movement ops, reduc
 """
 from __future__ import annotations
 
+import _thread
 import functools
 import math
 import weakref
@@ -88,7 +89,12 @@ class Tensor:
                 _views[key] = weakref.ref(self, functools.partial(_views_pop, key))
             elif data.op not in _STORED and (data.op is not Ops.MULTI or not is_realized(data)):
                 key = id(self)   # (`_register`, inlined: this runs for every op)
-                ref = _lazy[key] = weakref.ref(self, functools.partial(_lazy_pop, key))
+                if _other_threads():   # (a thread's own Tensor: `ThreadRef`; none while no other thread runs)
+                    ref = ThreadRef(self, functools.partial(_lazy_pop, key))
+                    ref.owner = _get_ident()
+                else:
+                    ref = weakref.ref(self, functools.partial(_lazy_pop, key))
+                _lazy[key] = ref
                 base = data   # (`_realize._view_base`, inlined)
                 while base.op in _VIEWS and base.src:
                     base = base.src[0]
@@ -835,6 +841,20 @@ def _expand_uop(u: UOp, shape: tuple[int, ...]) -> UOp:
 # Tensors made from a graph, not (yet) rebound to a buffer: where to look for the siblings of a realised one
 _lazy: dict[int, weakref.ref] = {}   # by id (Tensor's == is numpy's), as `_register` keeps them
 _lazy_pop = _lazy.pop
+_other_threads = getattr(_thread, "_count", lambda: 1)   # (Python threads besides the main one; 1 where unknown)
+_get_ident = _thread.get_ident
+
+
+class ThreadRef(weakref.ref):
+    """The `_lazy` entry of a Tensor made while other Python threads ran: `owner`, the thread that made it. Only that
+    thread's reads compute it as a sibling (`_realize.siblings`): UOps are hash-consed, so two threads that build the
+    same expression (`tnp.sum(shared, axis=0)` of one computed `shared`) hold the same node without sharing anything,
+    and another thread's read would otherwise compute the first thread's Tensor (or, past LAZY_DEPTH, any Tensor of
+    it that reads the node) in its own schedule: which of a thread's values were stored, so fused how and rounded how,
+    then depended on what other threads happened to read meanwhile. A Tensor made while no other thread ran (state set
+    up before the threads start) has a plain weakref: everyone's, as before."""
+
+    __slots__ = ("owner",)
 # Tensors made as a view of a computed buffer in another shape (`x.reshape(2, 4)`, a jitted call's scalar result): not
 # lazy (in `_lazy`, every eager read asked about each of them until one read dropped it), but a donation must leave
 # the buffer they view as it is (`_realize.realize_readers`)
