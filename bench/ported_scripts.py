@@ -413,12 +413,12 @@ def cpu_time() -> float:
     return total
 
 
-def run_script(lib: Lib, name: str, quick: bool) -> Timed:
-    """The whole script, its setup counted in its first epoch."""
+def run_script(lib: Lib, name: str, quick: bool, scripts: dict[str, Script] | None = None) -> Timed:
+    """The whole script (of `scripts`, this module's by default), its setup counted in its first epoch."""
     out = Timed([], [], [])
     with tempfile.TemporaryDirectory(prefix=f"scripts-{lib.name}-") as ckpt:
         c0, w0 = cpu_time(), time.perf_counter()
-        for rec in SCRIPTS[name](lib, quick, ckpt):
+        for rec in (scripts or SCRIPTS)[name](lib, quick, ckpt):
             c1, w1 = cpu_time(), time.perf_counter()
             out.epochs.append(rec)
             out.cpu_s.append(c1 - c0)
@@ -444,25 +444,29 @@ def agree(a: list[Epoch], b: list[Epoch], rtol: float = 1e-2) -> bool:
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default=",".join(SCRIPTS), help=f"comma-separated, of: {','.join(SCRIPTS)}")
+def main(argv: list[str] | None = None, scripts: dict[str, Script] | None = None,
+         libs: tuple[Callable[[], Lib], Callable[[], Lib]] | None = None, doc: str | None = None) -> int:
+    """Run `scripts` (this module's by default) under the libraries `libs` makes (tgfx's, then jax's)."""
+    scripts = scripts or SCRIPTS
+    make_tgfx, make_jax = libs or (tgfx_lib, jax_lib)
+    ap = argparse.ArgumentParser(description=(doc or __doc__).splitlines()[0])
+    ap.add_argument("--only", default=",".join(scripts), help=f"comma-separated, of: {','.join(scripts)}")
     ap.add_argument("--quick", action="store_true", help="small sizes")
     ap.add_argument("--frameworks", default="tgfx,jax")
     args = ap.parse_args(argv)
     from tgfx import config
     config.CACHE_DIR.value = tempfile.mkdtemp(prefix="tgfx-scripts-")   # a cold first epoch, as jax's
-    libs = [tgfx_lib()]
+    made = [make_tgfx()]
     if "jax" in args.frameworks.split(","):
         try:
-            libs.append(jax_lib())
+            made.append(make_jax())
         except ImportError:
             print("jax is not installed: tgfx only")
     print(f"{'script':12s} {'lib':5s} {'epochs':>6s} {'cpu s':>7s} {'wall s':>7s} {'1st cpu':>8s} {'later cpu':>9s}"
           f"  tgfx/jax cpu (whole, 1st, later)")
     failed = False
     for name in [n for n in args.only.split(",") if n]:
-        runs = {lib.name: run_script(lib, name, args.quick) for lib in libs}
+        runs = {lib.name: run_script(lib, name, args.quick, scripts) for lib in made}
         for lib_name, r in runs.items():
             later = sum(r.cpu_s[1:]) / max(len(r.cpu_s) - 1, 1)
             note = ""
