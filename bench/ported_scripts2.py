@@ -379,8 +379,8 @@ def data_parallel(lib: Lib, quick: bool, ckpt: str, epochs: int = 0) -> Iterator
 
 def plateau(lib: Lib, quick: bool, ckpt: str, epochs: int = 0) -> Iterator[Epoch]:
     jnp = lib.jnp
-    hidden, n_train, n_val, batch, n_epochs, patience, drop_after = (
-        (16, 256, 64, 32, 12, 3, 1) if quick else (128, 16384, 4096, 256, 12, 3, 1))
+    hidden, n_train, n_val, batch, n_epochs, patience, drop_after, lr = (
+        (16, 256, 64, 32, 12, 3, 1, 0.1) if quick else (128, 16384, 4096, 256, 12, 3, 1, 0.02))
     rng = np.random.default_rng(9)
     x_all = rng.uniform(-2, 2, (n_train + n_val, 2)).astype(np.float32)
     y_all = (np.sin(2 * x_all[:, :1]) * np.cos(x_all[:, 1:]) + 0.3 * rng.standard_normal((len(x_all), 1)))
@@ -399,7 +399,7 @@ def plateau(lib: Lib, quick: bool, ckpt: str, epochs: int = 0) -> Iterator[Epoch
 
     val_loss = lib.jit(mse)
     n_epochs = epochs or n_epochs
-    lr, best, best_params, bad, since_drop = 0.1, math.inf, params, 0, 0
+    best, best_params, bad, since_drop = math.inf, params, 0, 0
     for epoch in range(n_epochs):
         rec = Epoch()
         order = rng.permutation(n_train)
