@@ -371,3 +371,40 @@ def test_lowering_builds_each_index_constant_once(tmp_path, monkeypatch):
     want = (x.transpose(2, 0, 1).reshape(12, 60) * np.float32(k)).sum(axis=1) + x[:, ::2, 1:].max()
     np.testing.assert_allclose(got, want, rtol=1e-5)
     assert len(built) >= 10 and len(built) == len(set(built))
+
+
+def test_kernels_of_one_index_level_code_are_lowered_through_the_options_once(monkeypatch):
+    """An Adam update of a (128,) bias and of a (128, 1) weight (fno's) are two kernel graphs, their buffers viewed in
+    two shapes, with one index-level code: the options, the linearizer and the renderer run for the first only, and
+    the second's source is the first's under its own name, as its own lowering gives it."""
+    import dataclasses
+
+    import tgfx.lowering as L
+    from tgfx.devices.target import host_target
+    f32 = dtypes.float32
+
+    def update(shape: tuple[int, ...]) -> UOp:
+        def buf(slot: int) -> UOp:
+            return UOp(Ops.RESHAPE, f32, (UOp(Ops.DEFINE_GLOBAL, f32, (), (slot, 128)),), shape)
+
+        def full(v: float) -> UOp:
+            one = UOp(Ops.RESHAPE, f32, (UOp.const(f32, v),), (1,) * len(shape))
+            return UOp(Ops.EXPAND, f32, (one,), shape)
+        step = full(0.5) * buf(2) * UOp(Ops.RECIP, f32, (UOp(Ops.SQRT, f32, (buf(3),)) + full(1e-8),))
+        val = buf(1) + UOp(Ops.NEG, f32, (step,))
+        return UOp(Ops.SINK, None, (UOp(Ops.STORE, None, (UOp(Ops.DEFINE_GLOBAL, f32, (), (0, 128)), val)),))
+    bias, weight = update((128,)), update((128, 1))
+    assert bias.key != weight.key
+    optimized: list[UOp] = []
+    optimize = L.optimize
+    monkeypatch.setattr(L, "optimize", lambda sink, *a, **k: optimized.append(sink) or optimize(sink, *a, **k))
+    target = host_target()
+    with L.gc_paused():   # (as a program's kernels are lowered: its rewritten graphs kept until the last)
+        first, second = L.kernel_source(bias, target), L.kernel_source(weight, target)
+        assert len(optimized) == 1 and first.name != second.name
+        assert second.ir == first.ir.replace(first.name, second.name)
+        # what lowering the second alone gives: its index-level code's kept source dropped, lowered again
+        optimized[0].__dict__.pop(L._LOWERED)
+        alone = L.kernel_source(weight, target)
+    assert len(optimized) == 2 and alone == second
+    assert dataclasses.replace(second, name=first.name, ir=first.ir) == first
