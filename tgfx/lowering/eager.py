@@ -332,19 +332,25 @@ NOTED_KEPT = 256
 
 def note_signature(u: UOp, shape_key: tuple, inputs: list[UOp]) -> None:
     """Note on `u`, a graph a fast path just built, its `op_signature`, for `realize` to read instead of walking the
-    chain again. `shape_key` must determine the graph's form apart from its input buffers (the same key, the same
-    nodes over other buffers of the same dtype, size and device), `inputs` those buffers in the signature's order.
-    The first graph of a key is walked, and its inputs checked against `inputs`: a key whose graph is no chain of
-    ops, or whose inputs differ, notes nothing. (`a @ b` of 4 x 4 matrices: its seven nodes' walk was 2.5 of the
-    product's 19 us.)"""
+    graph again. `shape_key` must determine the graph's form apart from its input buffers (the same key, the same
+    nodes over other buffers of the same dtype, size and device), and begin with the fast path's name; `inputs` are
+    those buffers, in the order `describe` enters them. The first graph of a key is walked: a chain of ops is noted
+    with the chain's signature; another graph over buffers alone (a join's: ops reading two ops) with the key itself
+    as its signature, which then stands for its description (one form, one program), without a walk at every read.
+    Its inputs are checked against `inputs`: a key whose graph differs (a constant lifted as an argument, another
+    order) notes nothing. (`a @ b` of 4 x 4 matrices: its seven nodes' walk was 2.5 of the product's 19 us; a stack
+    of three vectors was described, 6.7 us, and scheduled as a new graph.)"""
     if (known := _noted.get(shape_key)) is None:
-        found = op_signature(u)
-        if found is None or found[1] != inputs:
-            return
+        if (found := op_signature(u)) is None:
+            d = describe(UOp(Ops.SINK, None, (u,)))
+            if d.device is not None and not d.front and all(b.op is _BUFFER for b in d.inputs):
+                found = (("noted", shape_key, d.device), d.inputs, [])
         if len(_noted) >= NOTED_KEPT:
             _noted.clear()
-        known = _noted[shape_key] = (found[0], found[2])
-    u.__dict__["op_signature"] = (known[0], inputs, known[1])
+        # (a key that notes nothing is remembered as such: it is not walked again at every call)
+        known = _noted[shape_key] = (found[0], found[2]) if found is not None and found[1] == inputs else ()
+    if known:
+        u.__dict__["op_signature"] = (known[0], inputs, known[1])
 
 
 # the views `op_signature` takes as a graph's root: a kernel copies them (a RESHAPE or a SHRINK may be a range of the

@@ -10,6 +10,7 @@ import numpy as np
 from tgfx.devices import get_device
 from tgfx.dtypes import DType, is_python_scalar, promote_weak, to_dtype
 from tgfx.ir.uop import UOp
+from tgfx.lowering.eager import note_signature
 from tgfx.lowering.execute import range_view
 from tgfx.numpy import _elementwise as ew
 from tgfx.tensor import (
@@ -323,18 +324,44 @@ def _join(us: list[UOp], axis: int) -> Tensor:
     # back. Each node a Tensor would have been is computed where such a Tensor would have been (`lazy_node`)
     negated = d.kind == "f" or d.kind == "c"
     out, off = None, 0
+    lazy = True   # (no node computed on the way for growing too deep: the join's one form, which `_note_join` notes)
     for u in us:
         n = u.shape[axis]
         p, pads = u, _pads(nd, axis, off, n, total)
         if negated:
-            p = lazy_node(UOp(_NEG, d, (p,)))
+            p = lazy_node(q := UOp(_NEG, d, (p,)))
+            lazy = lazy and p is q
         if off or n != total:   # (`any(pads[axis])`: not the whole)
-            p = lazy_node(UOp(_PAD, d, (p,), pads))
+            p = lazy_node(q := UOp(_PAD, d, (p,), pads))
+            lazy = lazy and p is q
         if negated:
-            p = lazy_node(UOp(_NEG, d, (p,)))
-        out = p if out is None else lazy_node(UOp(_ADD, d, (out, p)))
+            p = lazy_node(q := UOp(_NEG, d, (p,)))
+            lazy = lazy and p is q
+        if out is None:
+            out = p
+        else:
+            out = lazy_node(q := UOp(_ADD, d, (out, p)))
+            lazy = lazy and out is q
         off += n
+    if lazy and out.op is _ADD and "op_signature" not in out.__dict__:
+        _note_join(out, us, axis)
     return Tensor(out)
+
+
+def _note_join(out: UOp, us: list[UOp], axis: int) -> None:
+    """A join of computed values (each a buffer or a view of one in another shape) is one form per its pieces' shapes
+    and views, its axis, dtype and device and which pieces are the same buffer: its signature is noted once per form
+    (`note_signature`), so that reading it finds its program without describing its graph."""
+    bases, form = [], []
+    for u in us:
+        b = u.src[0] if u.op is _RESHAPE else u
+        if b.op is not _BUFFER or b.arg[0] < 0:
+            return
+        form.append((u.op, u.arg, u.tag, b.arg[2]))
+        bases.append(b)
+    inputs = list(dict.fromkeys(bases))
+    note_signature(out, ("join", axis, out.dtype, bases[0].arg[1], tuple(form), tuple(map(inputs.index, bases))),
+                   inputs)
 
 
 def _pads(nd: int, axis: int, off: int, n: int, total: int) -> tuple[tuple[int, int], ...]:
@@ -369,7 +396,7 @@ def _host_values(ts: list[Tensor]) -> list[np.ndarray] | None:
 
 from tgfx.ir.ops import Ops  # noqa: E402
 
-_ADD, _NEG, _PAD = Ops.ADD, Ops.NEG, Ops.PAD
+_ADD, _NEG, _PAD, _BUFFER, _RESHAPE = Ops.ADD, Ops.NEG, Ops.PAD, Ops.BUFFER, Ops.RESHAPE
 
 
 def stack(xs: Sequence[ArrayLike], axis: int = 0, out: None = None, dtype: DType | str | type | None = None) -> Tensor:
