@@ -183,3 +183,24 @@ def test_reading_an_element_marks_no_buffer_shared() -> None:
     x.realize()
     assert float(x[1, 2]) == 10.0 and float(x[0, 1]) == 2.0
     assert not memory_of(x.uop.src[0] if x.uop.op is not Ops.BUFFER else x.uop).shared
+
+
+def test_recycling_many_reshaped_results_never_overwrites_one_still_held() -> None:
+    """A step of 12 matrices (results that are reshapes of their buffers, tested in bulk by `Program._reuse`): a
+    result kept as a Tensor, read by a lazy graph, viewed (`y[1:]`), or flattened (`reshape(-1)`: the buffer itself,
+    held without the reshape) keeps its value while the loop goes on recycling the results it drops."""
+    f = tg.jit(lambda ps: [p + 1 for p in ps])
+    held: list[tuple[str, int, tg.Tensor]] = []
+    for i in range(12):
+        ys = f([tg.Tensor(np.full((2, 3), i + k, np.float32), device="CPU") for k in range(12)])
+        kind = ("tensor", "lazy", "view", "flat")[i % 4]
+        k = i % 12
+        held.append((kind, i + k, ys[k] if kind == "tensor" else ys[k] * 10 if kind == "lazy" else
+                     ys[k][1:] if kind == "view" else ys[k].reshape(-1)))
+        del ys
+    for i in range(20):   # plenty of chances to reuse whatever was dropped
+        f([tg.Tensor(np.full((2, 3), 100 + i, np.float32), device="CPU") for _ in range(12)])
+    for kind, v, t in held:
+        want = {"tensor": np.full((2, 3), v + 1), "lazy": np.full((2, 3), 10 * (v + 1)),
+                "view": np.full((1, 3), v + 1), "flat": np.full(6, v + 1)}[kind]
+        np.testing.assert_array_equal(t.numpy(), want, err_msg=kind)

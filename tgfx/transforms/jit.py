@@ -54,6 +54,7 @@ from tgfx.placement import describe, is_committed, mark, marked, move
 from tgfx.tensor import Tensor, is_weak, to_tensor, weak, weak_like
 from tgfx.trace_state import active, collecting_effects
 from tgfx.transforms.jit_cache import jitted, last_run, track
+from tgfx.transforms.jit_flat import MISSES, Flattener, compile_flatten
 from tgfx.transforms.jit_replay import flatten_fast, replay, weak_dtype
 from tgfx.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from tgfx.tree_compiled import unflattener
@@ -415,6 +416,8 @@ class Jit:
         self._fast: LRU[Hashable, tuple[Program, Outputs, str, Hashable]] = LRU(lambda: int(config.JIT_CACHE_SIZE),
                                                                                 recency=last_run)
         self._transforms: dict[Hashable, Jit] = {}   # (`transformed`) by the transform and its options
+        self._flat: Flattener | None = None   # the flatten compiled for the structure of the last calls (`jit_flat`)
+        self._flat_tried = False   # whether one was compiled (or could not be) for a call's structure
         functools.update_wrapper(self, f, updated=())
         _live.add(self)
 
@@ -436,6 +439,7 @@ class Jit:
             jitted.pop(id(hit[0]))
         self._cache.clear()
         self._fast.clear()
+        self._flat, self._flat_tried = None, False
         self._signatures.clear()
         self._transforms.clear()
 
@@ -503,16 +507,25 @@ class Jit:
                 not (kwargs and self.static_argnames):
             # the common call: one-device Tensors and Python scalars in tuples, lists and dicts. Its key needs no
             # PyTreeDef, and a replay no Tensor per scalar
-            fast, sig = [], [codegen, len(args)]
-            for a in args:   # (the arguments' tuple, flattened here: one call fewer on every replay)
-                if not flatten_fast(a, fast, sig):
+            hit = None
+            # a call of the structure the last ones had: flattened by code compiled for it (`jit_flat`)
+            if (flat := self._flat) is not None and (fast := flat(codegen, args, kwargs)) is not None:
+                hit = self._fast.entries.get(fast_key := flat.key)
+            if hit is None:
+                fast, sig = [], [codegen, len(args)]
+                for a in args:   # (the arguments' tuple, flattened here: one call fewer on every replay)
+                    if not flatten_fast(a, fast, sig):
+                        fast = None
+                        break
+                if fast is not None and kwargs and not flatten_fast(kwargs, fast, sig):
                     fast = None
-                    break
-            if fast is not None and kwargs and not flatten_fast(kwargs, fast, sig):
-                fast = None
-            # (one lookup, no refresh: running the program stamps it the most recently run, of this function's
-            # caches and of all jitted functions', `last_run`)
-            if fast is not None and (hit := self._fast.entries.get(fast_key := tuple(sig))) is not None:
+                # (one lookup, no refresh: running the program stamps it the most recently run, of this function's
+                # caches and of all jitted functions', `last_run`)
+                if fast is not None and (hit := self._fast.entries.get(fast_key := tuple(sig))) is not None and \
+                        (flat.misses >= MISSES if flat is not None else not self._flat_tried):
+                    # (compiled once for a structure it takes; again when the calls' structure changed for good)
+                    self._flat, self._flat_tried = compile_flatten(args, kwargs, codegen, fast_key, fast), True
+            if hit is not None:
                 if hit[0].donated:   # (an optimizer's step: the general path's run, without its flatten and specs)
                     tensors = _fast_tensors(fast, hit[2])
                     if tensors is not None:

@@ -97,33 +97,41 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
     return True
 
 
+_BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
+
+
 def replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
     """The hit path of a fast-path call: `prog` run on the leaves' buffers (a Python scalar's is one of the program's
     buffers for it, `ScalarArgs`, or else the interned buffer of its value, as `_leaf_tensor` gives; both on `host`,
     where the trace put the call's host data; an argument not yet computed is computed first), or None for the
     general path (a program that donates or shards, an int out of range: the general path says so)."""
-    mems, bufs, taken = [], [], []
     donated = donations.count   # (before the Tensors are read: see DonationLog)
+    # the buffers of the Tensor leaves (a reshape's: `buffer_view`, inlined) and their memory, in C loops but for one
+    # test per leaf (realnvp's 218 parameters and moments: 11,000 bytecodes leaf by leaf, 4,000 so); None where a
+    # leaf needs more: a Python scalar, host data, a lazy Tensor, a range of a buffer (the loop below)
+    bufs = [(u if (u := x.uop).op is _BUFFER else s[0] if u.op is _RESHAPE and (s := u.src)[0].op is _BUFFER
+             else None) if type(x) is Tensor else None for x in leaves]
+    mems = list(map(buffers.get, map(id, bufs)))
+    taken = []
     try:
-        for i, x in enumerate(leaves):
+        for i in [i for i, m in enumerate(mems) if m is None] if None in mems else ():
+            x = leaves[i]
             if type(x) is Tensor:
                 u = x.uop
-                if u.op is not Ops.BUFFER:
-                    if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
-                        if (r := range_view(u)) is None:   # memory; anything else is computed now (`_compute_rest`)
-                            _compute_rest(leaves, i)
-                            if (v := buffer_view(x.uop)) is None:
-                                return None
-                        else:
-                            x.uop, v = r, buffer_view(r)
-                    u = v
+                if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
+                    if (r := range_view(u)) is None:   # memory; anything else is computed now (`_compute_rest`)
+                        _compute_rest(leaves, i)
+                        if (v := buffer_view(x.uop)) is None:
+                            return None
+                    else:
+                        x.uop, v = r, buffer_view(r)
+                u = v
             elif type(x) is np.ndarray:   # copied into a buffer of the program's (not one a result is a view of)
                 if prog.single is not None and prog.single.device.name == host and i not in prog.returned_inputs:
                     args = _host_args(prog, i, host, x)
                     if (entry := args.take(x)) is not None:
                         taken.append((args, entry))
-                        mems.append(entry.mem)
-                        bufs.append(entry.buf)
+                        bufs[i], mems[i] = entry.buf, entry.mem
                         continue
                 u = buffer_view(Tensor(x).uop)
             else:
@@ -137,15 +145,12 @@ def replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
                     args = _scalar_args(prog, i, host)
                     if (entry := args.take(d, value)) is not None:
                         taken.append((args, entry))
-                        mems.append(entry.mem)
-                        bufs.append(entry.buf)
+                        bufs[i], mems[i] = entry.buf, entry.mem
                         continue
                 u = const_buffer(d, value, host)
-            mem = buffers.get(id(u))   # memory_of, inlined: this runs per argument of every replay
-            if mem is None:
+            if (mem := buffers.get(id(u))) is None:   # (memory_of, inlined)
                 return None
-            mems.append(mem)
-            bufs.append(u)
+            bufs[i], mems[i] = u, mem
         results = prog.execute(mems, bufs)
         if donations.count != donated and donations.since(donated, bufs):
             raise donated_meanwhile("a jitted call")
