@@ -115,7 +115,12 @@ def _replay_cost(n: int) -> tuple[int, int]:
         tg.block_until_ready(g(p, 0.5))
     with as_in_a_fresh_process():
         calls, _ = count_calls(lambda: g(p, 0.5))
-        ops, out = count_opcodes(lambda: g(p, 0.5))
+        counts = []
+        for _ in range(3):   # the least of three: a collection or a finalizer may run during one
+            n_ops, out = count_opcodes(lambda: g(p, 0.5))
+            counts.append(n_ops)
+            tg.block_until_ready(out)
+        ops = min(counts)
     np.testing.assert_allclose(out[-1]["w"].numpy(), 0.5 * p[-1]["w"].numpy(), rtol=1e-6)
     return calls, ops
 
