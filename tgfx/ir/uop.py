@@ -31,6 +31,7 @@ _cache: dict[tuple, weakref.ref] = {}
 # `buffers`: a weak map, its entry dropped when the node dies (__del__), so the memory goes with the last user of the
 # node. The IR never reads it: nodes stay immutable and shareable across threads.
 buffers: dict[int, Any] = {}
+_BUFFER = Ops.BUFFER
 # index constants kept alive by `UOp.const` (the most recently asked for), so that asking again is one cache lookup
 INDEX_CONSTS = 4096
 
@@ -98,6 +99,8 @@ class UOpMeta(type):
         if ref is not None and (hit := ref()) is not None:
             return hit
         u = object.__new__(cls)
+        if op is _BUFFER:   # (no live node has this id: memory filed under it is a dead node's, see `UOp.__del__`)
+            buffers.pop(id(u), None)
         u.op, u.dtype, u.src, u.arg, u.tag, u._key = op, dtype, src, arg, tag, k
         _cache[k] = weakref.ref(u)
         if config.SPEC.value:
@@ -122,7 +125,12 @@ class UOp(metaclass=UOpMeta):
         # first: an entry whose node is gone is this one's too, and left behind its key would hold the sources alive
         # for the rest of the process (spectral's first call: 204 such keys held 19k index-level nodes). The cache is
         # bound here so that it is still reachable while the interpreter tears the module down. Its key is the one it
-        # was made with, kept (rebuilding it cost half of a deletion, and eager code deletes every node it builds)
+        # was made with, kept (rebuilding it cost half of a deletion, and eager code deletes every node it builds).
+        # A signal's handler may run at any bytecode of this method (a KeyboardInterrupt raised here is printed and
+        # dropped, the rest of it skipped): a dead BUFFER's memory is then still filed under its id, which the next
+        # BUFFER node made at that address would have been given (a Ctrl-C in an eager loop, then `tg.asarray` of 16
+        # KiB: 'copyin of 16384 B does not fit in <Buffer CPU:0 4 B>'), so a new BUFFER node drops what is filed
+        # under its id (UOpMeta). A left cache entry only keeps its key's sources until that key is made again
         k = self._key
         ref = _cache.get(k)
         if ref is not None and ((hit := ref()) is self or hit is None):
