@@ -4,12 +4,16 @@ later call to wait on for ever. Each test raises the interrupt at the one point 
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from typing import Any
 
 import numpy as np
+import pytest
 
 import tgfx as tg
+from tests.test_thread_races import run_each
+from tgfx import _realize
 from tgfx.dtypes import dtypes
 from tgfx.ir import uop as uop_module
 from tgfx.ir.uop import UOp
@@ -55,3 +59,43 @@ def test_a_buffer_node_made_where_an_interrupted_finaliser_left_memory_gets_memo
     assert buffer_memory(big).nbytes == 4 << 12
     x = tg.Tensor(np.arange(1 << 12, dtype=np.float32), device="CPU")
     np.testing.assert_array_equal(np.asarray(x * 2), np.arange(1 << 12, dtype=np.float32) * 2)
+
+
+class _InterruptedAfterFiling(dict):
+    """`_realize._computing` whose first `setdefault` files the claim and then raises KeyboardInterrupt: a signal
+    handled as that call returns (Python runs pending handlers after a call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = True
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        got = super().setdefault(key, default)
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        return got
+
+
+def test_a_read_interrupted_as_it_claims_a_value_leaves_no_claim_for_another_thread_to_wait_on(monkeypatch) -> None:
+    # while other threads run, a read files a claim on the graph it computes (held locked until its result is in),
+    # and other threads reading the same value wait for it. The claim was taken before the try that drops it: Ctrl-C
+    # right after left it filed and locked, and the next thread to read that value waited for ever
+    shared = tg.Tensor(np.arange(8, dtype=np.float32), device="CPU") * 3 + 1
+    computing = _InterruptedAfterFiling()
+    monkeypatch.setattr(_realize, "_computing", computing)
+    go = threading.Event()
+
+    def other() -> Any:   # (a thread alive while the main one reads: reads take claims only then)
+        assert go.wait(60)
+        return np.asarray(shared)
+    runner = threading.Thread(target=lambda: got.append(run_each(other, timeout=30)), daemon=True)
+    got: list[Any] = []
+    runner.start()
+    with pytest.raises(KeyboardInterrupt):
+        np.asarray(shared)
+    assert not computing   # nothing left filed
+    go.set()
+    runner.join(60)
+    assert got, "the other thread's read hung"
+    np.testing.assert_array_equal(got[0][0], np.arange(8, dtype=np.float32) * 3 + 1)

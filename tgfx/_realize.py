@@ -211,20 +211,22 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
             refuse_in_forked_child()       # before the locks a thread of the parent may have held at a fork
     differentiating = current().differentiating
     claim = None   # (a single read's claim on computing its graph: `_computing`)
-    if one and not differentiating and u.op not in RANGE_OPS and _other_threads():   # (a range of a buffer: no work)
-        claim = [_allocate_lock(), None, _get_ident(), u]
-        claim[0].acquire()
-        if (held := _computing.setdefault(u, claim)) is not claim:
-            claim = None
-            if held[2] != _get_ident() and (result := _result_of(held)) is not None:
-                ts[0].uop = result
-                _lazy.pop(id(ts[0]), None)
-                return [result]
-        elif ts[0].uop is not u:   # computed by another thread between this one's read of it and its claim
-            del _computing[u]
-            claim[0].release()
-            return [ts[0].uop]
+    # (inside the try from before the claim's lock is taken: a signal's handler runs after any call, and a
+    # KeyboardInterrupt between the claim and the try left it filed and held, so the next thread to read the value
+    # waited for it for ever)
     try:
+        if one and not differentiating and u.op not in RANGE_OPS and _other_threads():   # (a buffer's range: no work)
+            claim = [_allocate_lock(), None, _get_ident(), u]
+            claim[0].acquire()
+            if (held := _computing.setdefault(u, claim)) is not claim:
+                claim[0].release()
+                claim = None
+                if held[2] != _get_ident() and (result := _result_of(held)) is not None:
+                    ts[0].uop = result
+                    _lazy.pop(id(ts[0]), None)
+                    return [result]
+            elif ts[0].uop is not u:   # computed by another thread between this one's read of it and its claim
+                return [ts[0].uop]
         if one and not differentiating and not ranges and (found := op_signature(u)) is not None and \
                 (_lazy.keys() <= {id(ts[0])} or not _holds_values_of(ts[0], chain_ops(u))):
             # a chain of ops over buffers (`x + 1`), and no other lazy Tensor that is a value of it (a sibling): from
@@ -293,7 +295,8 @@ def realize(*ts: Tensor, deep: bool = False) -> list[UOp]:
         if claim is not None:
             if _computing.get(claim[3]) is claim:
                 del _computing[claim[3]]
-            claim[0].release()
+            if claim[0].locked():   # (not yet taken where an interrupt came first)
+                claim[0].release()
 
 
 def _result_of(claim: list[Any]) -> UOp | None:
