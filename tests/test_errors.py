@@ -271,3 +271,12 @@ def test_jax_errors_names_each_conversion_of_a_traced_value() -> None:
     assert bool(x.sum() > 0) and int(x[3]) == 3 and [0, 1, 2, 3][x.astype(tnp.int32)[2]] == 2
     np.testing.assert_array_equal(np.asarray(x), np.arange(4.0))
     np.testing.assert_array_equal(x[x > 1].numpy(), [2.0, 3.0])
+
+
+def test_an_allocation_past_the_hosts_memory_is_a_memory_error_naming_the_device_and_size_and_the_next_works():
+    # numpy's words named a uint8 array of the buffer's size plus one cache line ('Unable to allocate 64.0 GiB for an
+    # array with shape (68719476800,) and data type uint8'), nothing the user made
+    one = tg.Tensor(np.ones(1, np.float32), device="CPU")
+    with pytest.raises(MemoryError, match=r"^CPU(:0)? is out of memory: a buffer of 512\.0 TiB \(562949953421312 B\)"):
+        (tnp.broadcast_to(one, (1 << 47,)) + 1).block_until_ready()   # (past any address space a process has)
+    np.testing.assert_array_equal(np.asarray(one * 3), [3.0])

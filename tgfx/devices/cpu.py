@@ -32,6 +32,16 @@ def cpu_count() -> int:
     return host_cores()
 
 
+def _size(nbytes: int) -> str:
+    """`nbytes` in the largest binary unit it fills: '128.0 TiB'."""
+    size, unit = float(nbytes), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            break
+        size /= 1024
+    return f"{size:.1f} {unit}"
+
+
 class CPUAllocator(QueueAllocator):
     """64-byte-aligned, zero-filled host memory backed by numpy arrays."""
 
@@ -43,7 +53,12 @@ class CPUAllocator(QueueAllocator):
             raw = (ctypes.c_char * (nbytes + ALIGN))()
             ptr = ctypes.addressof(raw)
         else:                         # calloc'd by numpy: the pages are zeroed lazily, as they are first touched
-            raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
+            try:
+                raw = np.zeros(nbytes + ALIGN, dtype=np.uint8)
+            except MemoryError:   # (numpy's own words name a uint8 array of one more cache line: not the user's)
+                raise MemoryError(f"{self.device.name} is out of memory: a buffer of {_size(nbytes)} ({nbytes} B) "
+                                  f"could not be allocated; compute smaller pieces (a smaller batch, a loop), or "
+                                  f"drop Tensors no longer needed") from None
             ptr = raw.ctypes.data
         return Buffer(self.device, nbytes, ptr + (-ptr) % ALIGN, raw)
 
