@@ -751,3 +751,22 @@ def test_a_join_of_many_computed_values_reads_them_where_they_lie(monkeypatch: p
             want = np.stack([np.arange(4 * 4096, dtype=np.float32).reshape(4, 4096) * np.float32(k)
                              for k in range(HOST_CONCAT_MIN)])
             np.testing.assert_array_equal(got, want)
+
+
+def test_reading_an_eager_result_into_numpy_calls_few_python_functions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`np.asarray(x + 1)` (an eager result read on the host): the buffer, shape and dtype read off the computed node
+    (27 Python calls; 31 through `buffer_view`, `Tensor.shape` and `DType.__eq__`), and every shape and dtype as
+    numpy's: 0-d, empty, 2-d, bfloat16 widened to float32."""
+    x = tg.asarray(X, device="CPU")
+    monkeypatch.setattr(config.SPEC, "value", 0)
+    for _ in range(2):
+        np.asarray(x + 1)
+    calls, out = count_calls(lambda: np.asarray(x + 1))
+    np.testing.assert_array_equal(out, X + 1)
+    assert calls <= 28, calls
+    a = tg.asarray(np.arange(6, dtype=np.int32).reshape(2, 3), device="CPU")
+    for got, want in (((a * 2).numpy(), np.arange(6, dtype=np.int32).reshape(2, 3) * 2),
+                      (tnp.sum(x).numpy(), np.sum(X)), ((x[:0] + 1).numpy(), X[:0] + 1),
+                      ((x.astype(tnp.bfloat16) * 2).numpy(), X * 2)):
+        assert got.shape == want.shape and got.dtype == want.dtype, (got, want)
+        np.testing.assert_allclose(got, want, rtol=1e-2)

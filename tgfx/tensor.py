@@ -272,11 +272,13 @@ class Tensor:
                     out[piece_index(u.shape, u.arg, i, len(host))] = h
             else:
                 out = host[0] if u.arg is None else np.concatenate(host, axis=u.arg)
-        else:
-            buf = buffer_view(u)
+        else:   # (`buffer_view`, the shape and the dtype's test read off the nodes: `np.asarray` of each eager result)
+            buf = u if u.op is _BUFFER else u.src[0] if u.op is _RESHAPE and u.src[0].op is _BUFFER else None
             assert buf is not None, "realize left a Tensor that is not a buffer"
-            out = copyout(buf).reshape(self.shape)
-        return bf16_to_f32(out) if self.dtype == dtypes.bfloat16 else out
+            out = copyout(buf)
+            if u is not buf:
+                out = out.reshape(u.arg)
+        return bf16_to_f32(out) if u.dtype is dtypes.bfloat16 else out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         try:
