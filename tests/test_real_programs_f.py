@@ -235,3 +235,25 @@ def test_an_eager_op_on_sharded_values_lowers_its_per_device_graph_once(monkeypa
     # one lowering per graph: x - y, x * x, sum(x), the metric's first add (onto a default-device zero) and its later
     # ones (onto the replicated total): the first step's, the second's first add, none after
     assert len(lowered) == 5, len(lowered)   # (24 before: four a step)
+
+
+def test_a_draw_with_python_float_bounds_makes_no_tensor_of_them(monkeypatch):
+    """`maml` draws its tasks eagerly every step (`uniform(k, shape, minval=0.1, maxval=5.0)`, four a step): each
+    bound was made a Tensor only to check that it broadcasts, which a scalar always does (36 of the draw's 193
+    Python calls; a float `p` of `bernoulli` likewise). The draws are those of Tensor bounds, bit for bit."""
+    import tgfx.random as random
+    made = []
+    real = random._bound
+    monkeypatch.setattr(random, "_bound", lambda *a: made.append(a[-1]) or real(*a))
+    key = tg.random.PRNGKey(3)
+    got = [tg.random.uniform(key, (4, 5, 1), minval=0.1, maxval=5), tg.random.uniform(key, (7,)),
+           tg.random.bernoulli(key, 0.3, (6, 2)), tg.random.bernoulli(key, 0.7)]
+    assert made == []
+    f32 = tg.dtypes.float32
+    want = [tg.random.uniform(key, (4, 5, 1), minval=tg.asarray(np.float32(0.1)), maxval=tg.asarray(np.float32(5))),
+            tg.random.uniform(key, (7,), minval=tg.asarray(np.float32(0)), maxval=tg.asarray(np.float32(1))),
+            tg.random.bernoulli(key, tg.Tensor.full((), 0.3, f32), (6, 2)),
+            tg.random.bernoulli(key, tg.Tensor.full((), 0.7, f32))]
+    for g, w in zip(got, want, strict=True):
+        assert (g.dtype, g.shape) == (w.dtype, w.shape)
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
