@@ -579,7 +579,8 @@ def test_a_weak_tensor_and_a_python_scalar_promote_as_the_lattice_says(x64: bool
 def test_reading_a_pytrees_lazy_leaves_one_by_one_calls_few_python_functions(monkeypatch: pytest.MonkeyPatch) -> None:
     """`tree_map(lambda a, b: a + b, acc, grads)` over 20 leaves, each then read (`block_until_ready`) in turn: each
     read asks whether another lazy Tensor is a value of its op (a sibling), of the op's nodes (`held_by`), so that
-    question costs few calls each (the 20 reads: 482 Python calls; 501 when it was asked of each lazy Tensor held, 881
+    question costs few calls each (the 20 reads: 429 Python calls, each held result's recycling entry and the pools
+    deep enough for them made without calls; 461-482 before; 501 when it was asked of each lazy Tensor held, 881
     before its two helpers were inlined), and the values are numpy's."""
     acc = {f"w{k}": tg.asarray(np.full((4, 4), k, np.float32)) for k in range(20)}
     grads = {f"w{k}": tg.asarray(np.full((4, 4), 0.5, np.float32)) for k in range(20)}
@@ -590,7 +591,7 @@ def test_reading_a_pytrees_lazy_leaves_one_by_one_calls_few_python_functions(mon
     calls, _ = python_calls(lambda: [t.block_until_ready() for t in out.values()] and 0.0)
     for k in range(20):
         np.testing.assert_array_equal(out[f"w{k}"].numpy(), np.full((4, 4), k + 0.5, np.float32))
-    assert calls <= 482, calls
+    assert calls <= 432, calls
 
 
 @pytest.mark.parametrize("x64", [False, pytest.param(True, marks=pytest.mark.x64)], ids=["32-bit", "x64"])

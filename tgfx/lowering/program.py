@@ -19,6 +19,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from operator import attrgetter, itemgetter
 from sys import getrefcount
 from typing import Any, Literal, NamedTuple
@@ -231,6 +232,7 @@ def _count_two_holders() -> int:
 
 
 _TWO_HOLDERS = _count_two_holders()
+_recycled = partial(tuple.__new__, Recycled)   # (`Recycled(...)` without its Python __new__: a call per held result)
 _shared = attrgetter("shared")
 
 
@@ -331,6 +333,7 @@ class Program:
         at = [k for k, v in enumerate(self.result_views) if v[2] is not None]
         self._reshaped: Callable[[list[UOp]], tuple[UOp, ...]] = \
             (lambda results: ()) if not at else (lambda results: (results[at[0]],)) if len(at) == 1 else itemgetter(*at)
+        self._reshaped_one = -1 if not at else at[0] if len(at) == 1 else None   # (`execute`'s way to them)
         # (an eager program's case: `execute` makes its outputs and results without per-output tests)
         self.plain = all(spec is not None and spec[0] != "alias" for spec in self.out_specs) \
             and all(kind == "out" for kind, _, _ in self.result_views)
@@ -552,8 +555,11 @@ class Program:
                     out_bufs[i] = _alias(spec, mems, self.n_dynamic + i, self.n_dynamic + spec[4])
             results = self.views(out_bufs, in_bufs)
         if self.recent is not None:
-            self.recent.append(recycled if recycled is not None else
-                               Recycled(results, out_bufs, self._reshaped(results)))
+            if recycled is None:   # (its reshapes and the tuple built without Python calls: a held result's case)
+                r = self._reshaped_one
+                recycled = _recycled((results, out_bufs, () if r == -1 else (results[r],) if r is not None else
+                                      self._reshaped(results)))
+            self.recent.append(recycled)
         seg = self.single
         if seg is None:
             self.run(mems)
