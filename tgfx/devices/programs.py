@@ -49,7 +49,7 @@ class Buffer:
         if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
             raise ValueError(f"view [{offset}, {offset + nbytes}) is outside {self!r}")
         self.shared = True
-        return Buffer(self.device, nbytes, self.ptr + offset, self._mem, shared=True)
+        return Buffer(self.device, nbytes, self.ptr + offset, self.owner, shared=True)
 
     def part(self, offset: int, nbytes: int) -> Buffer:
         """A sub-buffer for one copy out of this memory, dropped after it (an element read, `float(y[i])`): unlike
@@ -57,7 +57,14 @@ class Buffer:
         loss was read each step could take back none of its results, `Program._reuse`, nor donate it in place)."""
         if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
             raise ValueError(f"part [{offset}, {offset + nbytes}) is outside {self!r}")
-        return Buffer(self.device, nbytes, self.ptr + offset, self._mem, self.shared)
+        return Buffer(self.device, nbytes, self.ptr + offset, self.owner, self.shared)
+
+    @property
+    def owner(self) -> Any:
+        """What another Buffer over this memory holds to keep it (its `_mem`): the memory's owner, or this Buffer
+        itself where dropping it does more than drop the memory (a program's leased output hands it back to a pool:
+        `tgfx.lowering.program._Leased`)."""
+        return self._mem
 
 
 def host_buffer(array: np.ndarray | memoryview | bytes) -> Buffer:

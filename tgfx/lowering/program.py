@@ -107,26 +107,33 @@ class Segment:
             words[word] = mems[i].ptr + offset
 
 
-class _Lease:
-    """Owns one output allocation while something uses it; dropped (no result, no queue holds it), it hands the
-    memory back to its slot's free list. Free lists are deques: append and popleft are atomic, and this may run on
+class _Leased(Buffer):
+    """An output's memory, leased from its slot's free list while something uses it: its `_mem` is the raw
+    allocation (a Buffer of the allocator's); dropped (no result, no view, no other device's queue holds it), it hands
+    the raw allocation back to the free list. Free lists are deques: append and popleft are atomic, and this may run on
     whichever thread drops the last reference.
 
     A device runs what is submitted to it in order, on every engine (each submission waits for the device's
     timeline to pass the one before), and a copy to another device holds the source device until it is done (the
     fence segments of `Program._encode`). So work submitted to the memory's own device cannot race with a reuse,
-    which is submitted there later: it holds the memory, not the lease (`_queue_refs`), and `params = step(params)`
-    gets the parameters of the call before last back as soon as the Python side drops them, even while the device
-    is still behind. Work on other devices holds the lease until it completes."""
+    which is submitted there later: it holds the raw allocation, not the lease (`_queue_refs`; a one-segment program
+    holds every Buffer's `_mem`, one C loop), and `params = step(params)` gets the parameters of the call before last
+    back as soon as the Python side drops them, even while the device is still behind. Work on other devices holds
+    the lease until it completes, and so does a view of it (`owner`)."""
 
-    __slots__ = ("raw", "free", "device")
+    __slots__ = ("free",)
 
-    def __init__(self, raw: Buffer, free: deque) -> None:
-        self.raw, self.free, self.device = raw, free, raw.device
+    def __init__(self, raw: Buffer, free: deque) -> None:   # (Buffer's fields set here: one call less per output)
+        self.device, self.nbytes, self.ptr, self._mem, self.shared, self.free = \
+            raw.device, raw.nbytes, raw.ptr, raw, False, free
+
+    @property
+    def owner(self) -> Any:
+        return self
 
     def __del__(self) -> None:
-        if len(self.free) < self.free.maxlen:   # (a slot's depth: `pool_depth`)
-            self.free.append(self.raw)
+        if len(self.free) < self.free.maxlen and (raw := self._mem) is not None:   # (a slot's depth: `pool_depth`)
+            self.free.append(raw)
 
 
 SCALAR_BUFFERS = 4   # buffers a Python scalar argument of a program cycles through (see ScalarArgs)
@@ -314,6 +321,9 @@ class Program:
         self.sharded = any(u.op is Ops.MULTI for u in unflatten(results))  # results join into MULTIs
         self.waits_on_earlier = any(seg.dep is not None and seg.dep[2] is None for seg in self.segments)
         self.single = self.segments[0] if len(self.segments) == 1 and self.segments[0].dep is None else None
+        # whether every buffer a call binds is on the one segment's device (what its submission holds: `_Leased`)
+        self.one_device = self.single is not None and \
+            all(get_device(b.arg[1]) is self.single.device for b in self.inputs[:n_dynamic] + self.outputs)
         self.scalar_args: dict[int, ScalarArgs] = {}   # by input position: Python scalars' buffers (jit's replays)
         self.host_args: dict[int, Any] = {}   # by input position: numpy arguments' buffers (`host_args.HostArgs`)
         # when it was built or last run, in runs of any program: what the caches that keep programs evict by (`LRU`'s
@@ -572,7 +582,9 @@ class Program:
                     for word, offset, i in seg.patches:   # (`seg.bind(mems)`, inlined: an eager op's few words)
                         words[word] = mems[i].ptr + offset
                 # a tiny program runs inline when it can, and holds nothing then
-                seg.device.submit(seg.cb, mems if self.inline else _queue_refs(mems, seg.device), self.inline)
+                # (what it holds: every Buffer's memory where all are its device's, `_Leased`)
+                seg.device.submit(seg.cb, mems if self.inline else list(map(_owned, mems)) if self.one_device else
+                                  _queue_refs(mems, seg.device), self.inline)
             counters.kernel_count += self.n_kernels
             counters.copy_count += self.n_copies
         return results
@@ -585,7 +597,7 @@ class Program:
         holds it while the node itself is kept (`recent` keeps it): a result a Tensor, a lazy graph or a view
         still holds has more references than the pool's two (see `Recycled`). The counts are taken by `map`, in C:
         realnvp's 218 results were 14,000 bytecodes of its step's 72,000 tested one by one.
-        The memory is written by this program's queue, after whatever was submitted before (see `_Lease`)."""
+        The memory is written by this program's queue, after whatever was submitted before (see `_Leased`)."""
         recent = self.recent
         if len(recent) < recent.maxlen:
             return None
@@ -783,8 +795,11 @@ _STAND_IN = b""   # what a stand-in Buffer "owns": something that is not None (N
 
 def _queue_refs(mems: list[Any], device: Any) -> list[Any]:
     """What a submission to `device` holds until it completes: the memory of leases of that device (a reuse is
-    submitted there after it, see `_Lease`), the Buffers (and so the leases) of everything else."""
-    return [m._mem.raw if type(m._mem) is _Lease and m._mem.device is device else m for m in mems]
+    submitted there after it, see `_Leased`), the Buffers (and so the leases) of everything else."""
+    return [m._mem if type(m) is _Leased and m.device is device else m for m in mems]
+
+
+_owned = attrgetter("_mem")
 
 
 def _output(spec: tuple, mems: list[Any]) -> UOp:
@@ -800,7 +815,7 @@ def _output(spec: tuple, mems: list[Any]) -> UOp:
         except IndexError:
             raw = allocator.alloc(nbytes)
             counters.alloc_count += 1
-        mem = Buffer(raw.device, raw.nbytes, raw.ptr, _Lease(raw, free))
+        mem = _Leased(raw, free)
     buffers[id(buf)] = mem   # (`register_memory`, inlined)
     mems.append(mem)
     return buf
@@ -812,7 +827,7 @@ def _alias(spec: tuple, mems: list[Any], at: int, source: int) -> UOp:
     _, device, size, dtype, _ = spec
     buf, base = new_buffer(device, size, dtype), mems[source]
     base.shared = True
-    mems[at] = register_memory(buf, Buffer(get_device(device), base.nbytes, base.ptr, base._mem, shared=True))
+    mems[at] = register_memory(buf, Buffer(get_device(device), base.nbytes, base.ptr, base.owner, shared=True))
     return buf
 
 
