@@ -49,7 +49,9 @@ class Buffer:
         if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
             raise ValueError(f"view [{offset}, {offset + nbytes}) is outside {self!r}")
         self.shared = True
-        return Buffer(self.device, nbytes, self.ptr + offset, self.owner, shared=True)
+        # (`owner`, read without a call for a plain Buffer: an eager `x[3]` makes a view)
+        return Buffer(self.device, nbytes, self.ptr + offset, self._mem if type(self) is Buffer else self.owner,
+                      shared=True)
 
     def part(self, offset: int, nbytes: int) -> Buffer:
         """A sub-buffer for one copy out of this memory, dropped after it (an element read, `float(y[i])`): unlike
@@ -57,7 +59,8 @@ class Buffer:
         loss was read each step could take back none of its results, `Program._reuse`, nor donate it in place)."""
         if offset < 0 or nbytes < 0 or offset + nbytes > self.nbytes:
             raise ValueError(f"part [{offset}, {offset + nbytes}) is outside {self!r}")
-        return Buffer(self.device, nbytes, self.ptr + offset, self.owner, self.shared)
+        return Buffer(self.device, nbytes, self.ptr + offset, self._mem if type(self) is Buffer else self.owner,
+                      self.shared)
 
     @property
     def owner(self) -> Any:
