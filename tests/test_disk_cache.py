@@ -133,3 +133,27 @@ def test_processes_sharing_a_small_directory_compute_right_answers(tmp_path):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0 and out.strip() == "ok", err[-3000:]
     assert disk_bytes(tmp_path) <= 1.5 * limit_mb * 2**20   # (each process's last writes may be unrecorded)
+
+
+def test_a_test_sessions_cache_is_removed_when_it_ends_and_not_by_a_forked_child() -> None:
+    """tests/conftest.py gives each test session (each xdist worker) a kernel cache of its own in the temp folder; it
+    is removed when that process exits, not when a child forked from it does (a child runs its parent's exit
+    handlers)."""
+    script = textwrap.dedent("""
+        import os, sys
+        sys.path.insert(0, os.getcwd())
+        import tests.conftest
+        import tgfx as tg, numpy as np
+        tg.Tensor(np.arange(5, dtype=np.float32) * 3, device="CPU").numpy()
+        cache = os.environ["TGFX_CACHE_DIR"]
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)   # a normal exit: the exit handlers run
+        os.waitpid(pid, 0)
+        print(cache, os.path.isdir(cache))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=pathlib.Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    cache, alive_after_child = out.stdout.split()
+    assert alive_after_child == "True" and not os.path.exists(cache)
