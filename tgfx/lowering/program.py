@@ -239,6 +239,7 @@ def _count_two_holders() -> int:
 
 
 _TWO_HOLDERS = _count_two_holders()
+BULK_RESULTS = 8   # a call with this many results has them tested in C loops for `Program._reuse` (fewer: one by one)
 _recycled = partial(tuple.__new__, Recycled)   # (`Recycled(...)` without its Python __new__: a call per held result)
 _shared = attrgetter("shared")
 
@@ -623,7 +624,26 @@ class Program:
             return entry
         # (the results' list: `entry`, this frame and getrefcount's argument; more while the call that made them has
         # not handed them out yet, on another thread)
-        if sys.getrefcount(results) > 3 or max(map(getrefcount, bases), default=0) > _TWO_HOLDERS or \
+        if sys.getrefcount(results) > 3:
+            recent.appendleft(entry)
+            return None
+        if len(bases) < BULK_RESULTS:   # a few (a small step's): one by one, cheaper than `map`'s calls and objects
+            # (a loop's variable is one holder more)
+            for r in reshaped:
+                if getrefcount(r) > _TWO_HOLDERS + 1:
+                    recent.appendleft(entry)
+                    return None
+            n = len(mems)
+            for b in bases:
+                mem = buffers.get(id(b))   # (held by the runtime's map and `mem`, as `held`'s below)
+                if getrefcount(b) > _TWO_HOLDERS + 1 or mem.shared or getrefcount(mem) > _TWO_HOLDERS:
+                    del mems[n:]
+                    recent.appendleft(entry)
+                    return None
+                mems.append(mem)
+            self._forget(results)
+            return entry
+        if max(map(getrefcount, bases)) > _TWO_HOLDERS or \
                 reshaped and max(map(getrefcount, reshaped)) > _TWO_HOLDERS:
             recent.appendleft(entry)
             return None
@@ -631,7 +651,7 @@ class Program:
         # a view of a result (`range_view`) may still read it; so may a submission to another device that holds the
         # Buffer (a copy of it to another CPU: same-device work holds the raw memory, and runs before a reuse). Held:
         # by the runtime's map and `held`
-        if any(map(_shared, held)) or max(map(getrefcount, held), default=0) > _TWO_HOLDERS:
+        if any(map(_shared, held)) or max(map(getrefcount, held)) > _TWO_HOLDERS:
             recent.appendleft(entry)
             return None
         mems += held

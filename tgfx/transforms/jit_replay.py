@@ -98,6 +98,7 @@ def flatten_fast(x: Any, leaves: list, sig: list) -> bool:
 
 
 _BUFFER, _RESHAPE = Ops.BUFFER, Ops.RESHAPE
+BULK_LEAVES = 8   # a call with this many leaves has its Tensors' buffers found in C loops (`replay`)
 
 
 def replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
@@ -109,23 +110,32 @@ def replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
     # the buffers of the Tensor leaves (a reshape's: `buffer_view`, inlined) and their memory, in C loops but for one
     # test per leaf (realnvp's 218 parameters and moments: 11,000 bytecodes leaf by leaf, 4,000 so); None where a
     # leaf needs more: a Python scalar, host data, a lazy Tensor, a range of a buffer (the loop below)
-    bufs = [(u if (u := x.uop).op is _BUFFER else s[0] if u.op is _RESHAPE and (s := u.src)[0].op is _BUFFER
-             else None) if type(x) is Tensor else None for x in leaves]
-    mems = list(map(buffers.get, map(id, bufs)))
+    if len(leaves) >= BULK_LEAVES:
+        bufs = [(u if (u := x.uop).op is _BUFFER else s[0] if u.op is _RESHAPE and (s := u.src)[0].op is _BUFFER
+                 else None) if type(x) is Tensor else None for x in leaves]
+        mems = list(map(buffers.get, map(id, bufs)))
+        todo = [i for i, m in enumerate(mems) if m is None] if None in mems else ()
+    else:   # (a few leaves: the loop below takes them all, for less than the comprehension's call and maps)
+        bufs, mems, todo = [None] * len(leaves), [None] * len(leaves), range(len(leaves))
     taken = []
     try:
-        for i in [i for i, m in enumerate(mems) if m is None] if None in mems else ():
+        for i in todo:
             x = leaves[i]
             if type(x) is Tensor:
                 u = x.uop
-                if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is its
-                    if (r := range_view(u)) is None:   # memory; anything else is computed now (`_compute_rest`)
-                        _compute_rest(leaves, i)
-                        if (v := buffer_view(x.uop)) is None:
-                            return None
-                    else:
-                        x.uop, v = r, buffer_view(r)
-                u = v
+                if u.op is _BUFFER:
+                    pass
+                elif u.op is _RESHAPE and u.src[0].op is _BUFFER:   # (`buffer_view`, inlined)
+                    u = u.src[0]
+                else:
+                    if (v := buffer_view(u)) is None:   # a row of a computed buffer (`key, sub = split(key)`) is
+                        if (r := range_view(u)) is None:   # its memory; anything else is computed now
+                            _compute_rest(leaves, i)       # (`_compute_rest`)
+                            if (v := buffer_view(x.uop)) is None:
+                                return None
+                        else:
+                            x.uop, v = r, buffer_view(r)
+                    u = v
             elif type(x) is np.ndarray:   # copied into a buffer of the program's (not one a result is a view of)
                 if prog.single is not None and prog.single.device.name == host and i not in prog.returned_inputs:
                     args = _host_args(prog, i, host, x)
