@@ -4,15 +4,43 @@ It asserts that every workload gets a row and that every tgfx result was checked
 time (speed is what `python -m bench` reports, not what tests check).
 """
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
+
+from tgfx import config, diskcache
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/ is not installed with tgfx
 
 from bench import run  # noqa: E402
 from bench.workloads import QUICK, WORKLOADS  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _runners_caches_go_with_the_test(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The bench's runners give tgfx a new, empty compile cache for the process (a cold first call, as jax's:
+    `config.CACHE_DIR.value` or `TGFX_CACHE_DIR` set to a `tempfile.mkdtemp`) and leave it set and on disk. In the
+    suite every later test of the worker then ran on that cache, not the session's (tests/conftest.py), and the
+    directories stayed in the temp folder (132 `tgfx-programs-*` on this host, 2.4 GB). The session's cache is put
+    back after each test here, and the directories the runners made are removed (their writes recorded first: the
+    disk cache's exit handler would make a directory again to record them)."""
+    made: list[str] = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp(*args: object, **kwargs: object) -> str:
+        made.append(real_mkdtemp(*args, **kwargs))   # type: ignore[arg-type]
+        return made[-1]
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(config.CACHE_DIR, "value", config.CACHE_DIR.value)   # (restored after the test)
+    monkeypatch.setenv("TGFX_CACHE_DIR", os.environ["TGFX_CACHE_DIR"])
+    yield
+    for d in made:
+        diskcache.record(d)   # (what this process wrote there is recorded now, not at exit into a removed folder)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_quick_bench_prints_every_workload_verified(capsys):
