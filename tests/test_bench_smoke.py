@@ -218,3 +218,29 @@ def test_gpu_check_ab_steps_run_where_there_is_no_gpu(capsys):
     for value in ("1", "0"):
         (row,) = [line for line in out if f"GPU_TC={value}:" in line]
         assert float(row.split("max rel err")[1]) < 2 ** -7, row   # a bfloat16 result: within its rounding
+
+
+def test_gpu_check_ab_step_reports_a_process_past_its_timeout_and_goes_on(capsys):
+    """A flag value's process that runs past `--timeout` is reported as such, the other value still runs, and the
+    step's exit status says one failed: a slow first compile on the GPU machine costs that one value, not the step."""
+    from bench import gpu_ab
+    assert gpu_ab.main(["GPU_SMEM", "float32", "--device", "CPU", "--n", "64", "--timeout", "0.05"]) == 1
+    out = capsys.readouterr().out
+    assert "GPU_SMEM=1 timed out after 0.05 s" in out and "GPU_SMEM=0 timed out after 0.05 s" in out, out
+
+
+def test_gpu_check_steps_fit_the_lease():
+    """`bench/gpu_check.sh` parses (`bash -n`), and its steps' time limits, each with the grace before its kill, sum
+    under 8 minutes, as does the cap on the whole run (GPU_CHECK_TOTAL): a GPU is lent for 15 minutes in all, its
+    start included, and a step that hangs must not take the steps after it (their limits summed to 21 minutes)."""
+    import re
+    import subprocess
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench", "gpu_check.sh")
+    assert subprocess.run(["bash", "-n", path], capture_output=True).returncode == 0
+    text = open(path).read()
+    grace = int(re.search(r"--kill-after=(\d+)", text).group(1))
+    limits = {m[1]: int(m[2]) for m in re.finditer(r"^\s*(?:TAIL=\d+ )?step ([\w-]+) (\d+) ", text, re.M)}
+    assert {"driver", "gpu-tests", "program", "ops", "bench", "kernels", "beam", "smem-ab", "tc-ab"} <= set(limits)
+    optional = {"install", "peers"}   # (only where a package is missing or asked for: the cap bounds the run then)
+    assert sum(limit + grace for name, limit in limits.items() if name not in optional) <= 8 * 60, limits
+    assert int(re.search(r"GPU_CHECK_TOTAL:-\$\(\( (\d+) \* SCALE", text)[1]) + grace <= 8 * 60
