@@ -110,13 +110,13 @@ def replay(prog: Program, leaves: list, host: str) -> list[UOp] | None:
     # the buffers of the Tensor leaves (a reshape's: `buffer_view`, inlined) and their memory, in C loops but for one
     # test per leaf (realnvp's 218 parameters and moments: 11,000 bytecodes leaf by leaf, 4,000 so); None where a
     # leaf needs more: a Python scalar, host data, a lazy Tensor, a range of a buffer (the loop below)
-    if len(leaves) >= BULK_LEAVES:
+    if (n := len(leaves)) >= BULK_LEAVES:
         bufs = [(u if (u := x.uop).op is _BUFFER else s[0] if u.op is _RESHAPE and (s := u.src)[0].op is _BUFFER
                  else None) if type(x) is Tensor else None for x in leaves]
         mems = list(map(buffers.get, map(id, bufs)))
         todo = [i for i, m in enumerate(mems) if m is None] if None in mems else ()
     else:   # (a few leaves: the loop below takes them all, for less than the comprehension's call and maps)
-        bufs, mems, todo = [None] * len(leaves), [None] * len(leaves), range(len(leaves))
+        bufs, mems, todo = [None] * n, [None] * n, range(n)
     taken = []
     try:
         for i in todo:
