@@ -19,7 +19,7 @@ from test_grad import T, check_grads
 
 import tgfx as tg
 import tgfx.numpy as tnp
-from tgfx import lax
+from tgfx import _lax_conv, lax
 
 
 def rand(*shape: int, seed: int = 0) -> np.ndarray:
@@ -218,6 +218,42 @@ def test_conv_general_dilated_hypothesis(data: st.DataObject) -> None:
     out = lax.conv_general_dilated(tg.asarray(x), tg.asarray(w), s, padding, ld, rd, feature_group_count=groups)
     assert out.shape == ref.shape
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=12)
+@given(st.data())
+def test_nhwc_convolution_and_gradients_hypothesis(data: st.DataObject) -> None:
+    """NHWC convolutions (their padded input, and a stride-1 input gradient's padded output gradient, stored channels
+    last first) and both gradients against numpy's float64 convolutions: the input's gradient is the correlation of
+    g with the flipped, transposed kernel, the kernel's the correlation of x with g."""
+    k = [data.draw(st.integers(1, 4)) for _ in range(2)]
+    s = tuple(data.draw(st.integers(1, 2)) for _ in range(2))
+    ins = [data.draw(st.integers(1, 7)) for _ in range(2)]
+    c, o = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 17))
+    padding = data.draw(st.sampled_from(["SAME", "VALID", ((2, 1), (0, 3))]))
+    if padding == "VALID" and any(i < kk for i, kk in zip(ins, k, strict=True)):
+        return
+    x, w = rand(2, *ins, c, seed=15), rand(*k, c, o, seed=16)
+    dn = ("NHWC", "HWIO", "NHWC")
+    ref = np_conv(x.astype(np.float64), w.astype(np.float64), s, padding, dimension_numbers=dn)
+    g = rand(*ref.shape, seed=17)
+    least = _lax_conv.STORED_PAD_MIN_READS
+    _lax_conv.STORED_PAD_MIN_READS = data.draw(st.sampled_from([0, least]))   # (these sizes are below it)
+    try:
+        out, vjp = tg.vjp(lambda x, w: lax.conv_general_dilated(x, w, s, padding, dimension_numbers=dn), T(x), T(w))
+        dx, dw = vjp(T(g))
+        tg.realize(out, dx, dw)
+    finally:
+        _lax_conv.STORED_PAD_MIN_READS = least
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+    # the adjoints: <conv(x, w), g> is linear in each, so its gradients are the numpy convolution's vjp by the
+    # identity <conv(e_i, w), g> for every basis e_i, computed at once by numpy's convolution of the pieces
+    eps_x, eps_w = rand(*x.shape, seed=18), rand(*w.shape, seed=19)
+    want_x = (np_conv(eps_x.astype(np.float64), w.astype(np.float64), s, padding, dimension_numbers=dn) * g).sum()
+    want_w = (np_conv(x.astype(np.float64), eps_w.astype(np.float64), s, padding, dimension_numbers=dn) * g).sum()
+    scale = np.abs(g).sum() * (1 + np.abs(w).max() + np.abs(x).max())
+    assert abs((dx.numpy() * eps_x).sum() - want_x) <= 1e-4 * scale
+    assert abs((dw.numpy() * eps_w).sum() - want_w) <= 1e-4 * scale
 
 
 def test_conv_and_conv_with_general_padding_are_spellings() -> None:

@@ -3,8 +3,10 @@
 Every convolution, `tg.nn.conv2d` included, comes down to `conv_nd`: channels-first input (N, C, *spatial) and
 kernel (O, C // groups, *k), any number of spatial axes. It is a broadcast multiply of the window view
 (`_lax_window._windows`) with the kernel, summed over (C, *k): one fused kernel, a direct convolution. Lowering reads
-the input through index arithmetic, its padding a mask (no im2col, no padded copy), and the optimiser gives it a
-register tile of output columns by output channels (`tgfx/lowering/heuristics.py`, `masked_contraction_opts`). Its
+the input through index arithmetic, its padding a mask (no im2col), and the optimiser gives it a register tile of
+output columns by output channels (`tgfx/lowering/heuristics.py`, `masked_contraction_opts`). A channels-last
+convolution (NHWC) is tiled by output channels instead, its input a scalar per row of the tile: there the padded
+input is stored first (`_stored_pad`), a copy of the input's size. Its
 backward is written as more such kernels (`grad_fxn`): the input's gradient is a convolution of the output gradient
 with the flipped, transposed kernel (with stride s, one per phase of the input, s ** nsp of them, interleaved by
 an elementwise kernel); the kernel's is a sum of windows times the output
@@ -142,6 +144,37 @@ def _pad_spatial(x: Tensor, pads: Sequence[tuple[int, int]]) -> Tensor:
     return x.pad_zeros(((0, 0), (0, 0), *pads)) if any(p != (0, 0) for p in pads) else x
 
 
+def _stored_pad(x: Tensor, pads: Sequence[tuple[int, int]]) -> Tensor:
+    """x (N, C, *in) zero-padded by the non-negative `pads`, stored channels last, for a channels-last correlation.
+
+    Such a correlation's register tile is output channels (vectors of the kernel's) by output columns, each step
+    reading one input element per row of the tile, broadcast. Read through the padding's mask, each row's element was
+    a masked scalar load and a broadcast from a register, a shuffle beside each row's two FMAs (AVX-512), where a
+    plain load is the FMA's broadcast operand; stored padded, the copy is one pass over the input for k * k taps'
+    reads of it (pixelcnn's 3 x 3, 32 -> 32 over 16 x 16 x 16, AVX-512: 904 -> 650 + 28 us, jax 837; AVX2 class
+    1088 -> 722 + 30; a 7 x 7 of one input channel 254 -> 121 + 6)."""
+    if not any(p != (0, 0) for p in pads):
+        return x
+    return _channels_last(_pad_spatial(x, pads))
+
+
+# a channels-last convolution whose input elements are read (input channels x taps x output positions) fewer times
+# than this reads them through the padding's mask: the copy is a kernel of its own, where the masks cost next to
+# nothing (AVX-512: 2 x 9 x 9 x 4 -> 6 channels, 5,832 reads, 1.8 us as one kernel, 2.0 in two; 4 x 8 x 8 x 8 -> 8,
+# pixelcnn's small size, 18,432: 15.1 -> 12.7 us, its input gradient 13.5 -> 6.1)
+STORED_PAD_MIN_READS = 1 << 14
+
+
+def _padded_reads(x_shape: tuple[int, ...], w_shape: tuple[int, ...], pads: Sequence[tuple[int, int]],
+                  s: Sequence[int], d: Sequence[int]) -> int:
+    """How many input elements a correlation of x (N, C, *in) padded by `pads` with w (O, C / g, *k), strides `s` and
+    dilation `d`, reads for one block of output channels: N x C x taps x output positions."""
+    k = w_shape[2:]
+    outs = [max((i + lo + hi - (kk - 1) * dd - 1) // ss + 1, 0)
+            for i, (lo, hi), kk, ss, dd in zip(x_shape[2:], pads, k, s, d, strict=True)]
+    return x_shape[0] * x_shape[1] * math.prod(k) * math.prod(outs)
+
+
 def _correlate(x: Tensor, w: Tensor, s: tuple[int, ...], d: tuple[int, ...], groups: int,
                last: bool = False) -> Tensor:
     """The convolution of padded x (N, C, *in) with w (O, C // groups, *k): a broadcast multiply of the window view
@@ -207,6 +240,10 @@ def _conv_input_grad(g: Tensor, w: Tensor, x_shape: tuple[int, ...], s: tuple[in
         around = tuple((-e, size + (n - 1) * dd - o + e)
                        for (_, n, _, e), size, dd, o in zip(taps, sizes, dil, outs, strict=True))
         gp = pad_general(g, ((0, 0), (0, 0), *around)) if any(p != (0, 0) for p in around) else g
+        if last and not strided and any(lo > 0 or hi > 0 for lo, hi in around) and \
+                _padded_reads(gp.shape, wp.shape, ((0, 0),) * nsp, (1,) * nsp, dil) >= STORED_PAD_MIN_READS:
+            # (stored padded, as `_stored_pad`)
+            gp = _channels_last(gp)
         # (unstrided, the one phase is the gradient: channels last for an NHWC g, as the batch norm's backward before
         # it reads it; a strided phase is stored as a transposed copy, `_channels_last` below)
         dx = _correlate(gp, wp, (1,) * nsp, dil, groups, last and not strided)
@@ -284,8 +321,15 @@ def conv_nd(x: Tensor, w: Tensor, strides: tuple[int, ...], pads: tuple[tuple[in
         return (_conv_input_grad(g, wi, xi.shape, strides, dilation, pads, groups),
                 _conv_kernel_grad(g, xi, wi.shape, strides, dilation, pads, groups))
 
+    # (a channels-last input read by a channels-last correlation is stored padded; the kernel's gradient reads it
+    # through the mask: its tile takes taps along a row, whose reads repeat from one output column to the next, and the
+    # stored rows' taps and channels merge into one loop, which lost them: 914 -> 1154 us for pixelcnn's)
+    stored = channels_last and _is_channels_last(x) and \
+        _padded_reads(x.shape, w.shape, pads, strides, dilation) >= STORED_PAD_MIN_READS
+
     def conv(x: Tensor, w: Tensor) -> Tensor:
-        return _correlate(_pad_spatial(x, pads), w, strides, dilation, groups, channels_last)
+        return _correlate(_stored_pad(x, pads) if stored else _pad_spatial(x, pads), w, strides, dilation, groups,
+                          channels_last)
 
     return function(conv, grad_fxn=backward)(x, w)
 
