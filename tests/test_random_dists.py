@@ -397,3 +397,26 @@ def test_float16_draws_round_as_xla() -> None:
              "beta": R.beta(k, 2.0, 3.0, (8,), "float16")}
     for name, x in draws.items():
         np.testing.assert_array_equal(x.numpy().view(np.uint16), jax_bits[name], err_msg=name)
+
+
+def test_python_float_parameters_are_taken_as_themselves(monkeypatch):
+    """A distribution's Python float parameters (`truncated_normal`'s bounds, `beta`'s a and b) go to its compiled draw
+    as themselves, with no Tensor made of them to check (a scalar broadcasts to any shape), as `uniform`'s bounds; the
+    draws are those of Tensor parameters, bit for bit."""
+    import tgfx._random_dists as dists
+    import tgfx.random as random
+    made = []
+    real = random._bound
+    for module in (random, dists):   # (wherever the draws find it)
+        if hasattr(module, "_bound"):
+            monkeypatch.setattr(module, "_bound", lambda *a: made.append(a[-1]) or real(*a))
+    key = tg.random.PRNGKey(5)
+    got = [tg.random.truncated_normal(key, -1.0, 2.0, (3, 4)), tg.random.beta(key, 2.0, 3.0, (5,))]
+    assert made == []
+    f32 = np.float32
+    want = [tg.random.truncated_normal(key, tg.asarray(f32(-1.0)), tg.asarray(f32(2.0)), (3, 4)),
+            tg.random.beta(key, tg.asarray(f32(2.0)), tg.asarray(f32(3.0)), (5,))]
+    assert made == ["lower", "upper", "a", "b"]
+    for g, w in zip(got, want, strict=True):
+        assert (g.dtype, g.shape) == (w.dtype, w.shape)
+        np.testing.assert_array_equal(g.numpy(), w.numpy())

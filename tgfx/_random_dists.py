@@ -26,9 +26,8 @@ from tgfx.function import function
 from tgfx.random import (
     KeyLike,
     _as,
-    _bound,
-    _bound_arg,
     _compiled,
+    _draw_arg,
     _float_dtype,
     _fma,
     _hash_shape,
@@ -89,7 +88,7 @@ def _params(fn: str, d: DType, shape: tuple[int, ...], params: dict[str, ArrayLi
     for name, v in params.items():
         if isinstance(v, (bool, np.bool_)):
             raise TypeError(f"{fn}: `{name}` must be a float or a float array, got bool")
-        out.append(_bound_arg(v, _bound(v, d, shape, fn, name)))
+        out.append(_draw_arg(v, d, shape, fn, name))
     return out
 
 

@@ -294,8 +294,7 @@ def uniform(key: KeyLike, shape: int | Sequence[int] = (), dtype: DType | str | 
     k = check_key("uniform", key)
     d = _float_dtype("uniform", dtype)
     shape = shape_arg(shape, "uniform")
-    lo = float(minval) if _plain(minval, d) else _bound_arg(minval, _bound(minval, d, shape, "uniform", "minval"))
-    hi = float(maxval) if _plain(maxval, d) else _bound_arg(maxval, _bound(maxval, d, shape, "uniform", "maxval"))
+    lo, hi = _draw_arg(minval, d, shape, "uniform", "minval"), _draw_arg(maxval, d, shape, "uniform", "maxval")
     return _uniform(k, lo, hi, shape, d)
 
 
@@ -304,17 +303,23 @@ def _uniform(k: Tensor, lo: Tensor | float, hi: Tensor | float, shape: tuple[int
     return _scaled(_unit_floats(k, shape, d), _as(lo, d), _as(hi, d))
 
 
-def _plain(v: ArrayLike, d: DType) -> bool:
-    """Whether a bound is a Python float (or int) a compiled draw of dtype `d` takes as itself: a scalar broadcasts to
-    any shape, so no Tensor of it is made to check (two per eager `uniform(key, shape, minval=-5.0, maxval=5.0)`, 36
-    of its 193 Python calls)."""
-    return (type(v) is float or type(v) is int) and d.itemsize <= 4
+def _draw_arg(v: ArrayLike, d: DType, shape: tuple[int, ...], fn: str, name: str) -> Tensor | float:
+    """What a compiled draw of dtype `d` takes for a bound or parameter: a Python float (or int) as itself (a scalar
+    argument, one trace for every value) where `d` holds a float32 exactly, with no Tensor made of it to check (a
+    scalar broadcasts to any shape: two Tensors per eager `uniform(key, shape, minval=-5.0, maxval=5.0)`, 36 of its
+    193 Python calls); else the bound's Tensor (`_bound`), checked."""
+    if _scalar_arg(v, d):
+        return float(v)
+    return _bound(v, d, shape, fn, name)
 
 
 def _bound_arg(v: ArrayLike, t: Tensor) -> Tensor | float:
-    """What a compiled draw takes for a bound: a Python float as itself (a scalar argument, one trace for every
-    value) where its dtype holds a float32 exactly, else the bound's Tensor."""
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and t.dtype.itemsize <= 4 else t
+    """`_draw_arg` for a bound whose Tensor `t` was made and checked already."""
+    return float(v) if _scalar_arg(v, t.dtype) else t
+
+
+def _scalar_arg(v: ArrayLike, d: DType) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and d.itemsize <= 4
 
 
 def _as(v: Tensor | float, d: DType) -> Tensor:
